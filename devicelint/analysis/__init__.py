@@ -1,0 +1,1 @@
+"""Facts several rules share: the node index, import names, and device placement."""

@@ -1,0 +1,113 @@
+"""One iterative pass over a LibCST tree that records parents and nodes by type.
+
+LibCST's generic visitor dispatch costs about as much as the parse itself and recurses
+(deep files hit RecursionError), so rules query this index instead of visiting the tree.
+Whitespace, punctuation and comment nodes are skipped: no rule needs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Iterator, TypeVar
+
+import libcst as cst
+
+N = TypeVar("N", bound=cst.CSTNode)
+
+_SKIPPED_FIELDS = frozenset(
+    {
+        "lpar", "rpar", "comma", "semicolon", "colon", "header", "footer",
+        "leading_lines", "lines_after_decorators", "trailing_whitespace", "equal",
+        "dot", "lbracket", "rbracket", "lbrace", "rbrace", "asynchronous",
+        "first_line", "empty_lines", "newline", "default_indent", "default_newline",
+    }
+)
+_child_fields_cache: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    names = _child_fields_cache.get(node_type)
+    if names is None:
+        names = tuple(
+            f.name
+            for f in dataclasses.fields(node_type)
+            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+        )
+        _child_fields_cache[node_type] = names
+    return names
+
+
+def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The syntactic children of `node` (no whitespace or punctuation), in source order."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+
+
+class NodeIndex:
+    """Parents and per-type node lists (in source order) for one module."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._parent: dict[int, cst.CSTNode] = {}
+        self._by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        parent_of = self._parent
+        by_type = self._by_type
+        stack: list[cst.CSTNode] = [module]
+        fields_of = _child_fields
+        while stack:
+            node = stack.pop()
+            by_type[type(node)].append(node)
+            children: list[cst.CSTNode] = []
+            for name in fields_of(type(node)):
+                value = getattr(node, name)
+                if isinstance(value, cst.CSTNode):
+                    children.append(value)
+                elif value.__class__ is tuple or value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, cst.CSTNode):
+                            children.append(item)
+            for child in children:
+                parent_of[id(child)] = node
+            children.reverse()
+            stack.extend(children)
+
+    def of_type(self, node_type: type[N]) -> list[N]:
+        """All nodes of exactly this type, in source order."""
+        return self._by_type.get(node_type, [])  # type: ignore[return-value]
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parent.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Parents of `node`, nearest first."""
+        current = self._parent.get(id(node))
+        while current is not None:
+            yield current
+            current = self._parent.get(id(current))
+
+    def enclosing(self, node: cst.CSTNode, node_type: type[N]) -> N | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, node_type):
+                return ancestor
+        return None
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        return self.enclosing(node, cst.FunctionDef)
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        return self.enclosing(node, cst.ClassDef)
+
+    def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """`root` and everything under it (no whitespace), in source order, without recursion."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(list(iter_children(node))))

@@ -1,0 +1,79 @@
+"""Resolve expressions to qualified names from the file's own imports.
+
+`import torch as T`, `from torch import nn`, `import torch.nn.functional as F` and
+`from torch.nn import DataParallel as DP` all resolve, so no rule matches on spelling.
+The table is flow-insensitive (every import in the file counts, wherever it is): cheap,
+and right for the way training code imports.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.index import NodeIndex
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _module_name(node: cst.BaseExpression) -> str | None:
+    return dotted_name(node)
+
+
+class ImportTable:
+    """Local name -> fully qualified name, for every import in one module."""
+
+    def __init__(self, index: NodeIndex) -> None:
+        self.bound: dict[str, str] = {}
+        for node in index.of_type(cst.Import):
+            for alias in node.names:
+                full = _module_name(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.bound[alias.asname.name.value] = full
+                else:
+                    top = full.split(".", 1)[0]
+                    self.bound.setdefault(top, top)
+        for node in index.of_type(cst.ImportFrom):
+            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+                continue
+            base = _module_name(node.module)
+            if base is None:
+                continue
+            for alias in node.names:
+                if not isinstance(alias.name, cst.Name):
+                    continue
+                local = alias.name.value
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                self.bound[local] = f"{base}.{alias.name.value}"
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """`torch.nn.DataParallel` for `DP`, `nn.DataParallel`, `torch.nn.DataParallel`..."""
+        if isinstance(node, cst.Call):
+            node = node.func
+        parts: list[str] = []
+        while isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return None
+        base = self.bound.get(node.value)
+        if base is None:
+            return None
+        parts.append(base)
+        return ".".join(reversed(parts))
+
+    def imports_module(self, prefix: str) -> bool:
+        """Whether any import binds a name under `prefix` (e.g. "torch")."""
+        return any(v == prefix or v.startswith(prefix + ".") for v in self.bound.values())

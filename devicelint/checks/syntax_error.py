@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from devicelint.registry import Rule, Violation, register
+
+
+@register
+class SyntaxErrorRule(Rule):
+    """
+    ## What it does
+    Reports a file that cannot be linted: it does not parse, cannot be decoded, contains a
+    NUL byte, or is nested more deeply than Python itself accepts.
+
+    ## Why it is a bug on a GPU
+    A file devicelint cannot read is a file none of its rules checked. It is reported as a
+    finding, with the line and column of the problem, so a broken file never passes silently.
+
+    ## Example
+    ```python
+    def forward(self, x)
+        return x
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        return x
+    ```
+
+    ## Fix safety
+    No fix.
+
+    ## Known limits
+    Files that no selected rule could apply to (they never mention `torch` or another token a
+    rule declares) are not parsed, so their syntax errors are not reported; Python's
+    `compileall` or Ruff covers those.
+    """
+
+    code = "DL000"
+    name = "syntax-error"
+    summary = "The file could not be parsed or decoded, so it was not linted."
+    message = "{detail}"
+    tokens = ()
+
+    def check(self, ctx) -> Iterator[Violation]:  # type: ignore[no-untyped-def]
+        return iter(())  # the engine reports DL000 itself, before any rule runs

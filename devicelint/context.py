@@ -1,0 +1,46 @@
+"""What a rule sees of one file: the tree, its index, import names and helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from devicelint.analysis.index import NodeIndex
+from devicelint.analysis.names import ImportTable
+
+
+@dataclass
+class FileContext:
+    path: str
+    source: str
+    module: cst.Module
+    # The torch release the project targets (from config), or None for "latest".
+    torch_version: str | None = None
+    index: NodeIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = NodeIndex(self.module)
+
+    @cached_property
+    def imports(self) -> ImportTable:
+        return ImportTable(self.index)
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        return self.imports.qualified_name(node)
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        """Source text of a node, for messages (`torch.zeros(...)`)."""
+        return self.module.code_for_node(node)
+
+    @cached_property
+    def cache(self) -> dict[str, object]:
+        """Per-file memo for analyses that several rules share (keyed by analysis name)."""
+        return {}
+
+    def shared(self, key: str, build):  # type: ignore[no-untyped-def]
+        """Build an analysis once per file and hand the same object to every rule."""
+        if key not in self.cache:
+            self.cache[key] = build(self)
+        return self.cache[key]

@@ -1,0 +1,180 @@
+"""Source text in, sorted findings out. No printing, no file I/O, no global state."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+from typing import Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from devicelint.context import FileContext
+from devicelint.finding import Edit, FileResult, Finding, Fix
+from devicelint.fixes import apply_fixes
+from devicelint.registry import Rule, Violation
+from devicelint.suppression import Suppressions
+
+SYNTAX_ERROR = "DL000"
+SYNTAX_ERROR_NAME = "syntax-error"
+# CPython's tokenizer refuses more than 200 nested brackets; LibCST's native parser would
+# try, and at a few thousand levels it overflows its stack and kills the process.
+MAX_BRACKET_DEPTH = 200
+_BRACKETS = re.compile(r"[()\[\]{}]")
+
+
+class InternalError(Exception):
+    """A rule crashed on a file; reported for that file, never silently skipped."""
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    rules: tuple[type[Rule], ...]
+    torch_version: str | None = None
+    # "none": report only; "safe"/"unsafe": also compute the source with those fixes applied.
+    fix_mode: str = "none"
+    # Skip parsing when no selected rule's tokens occur in the text.
+    prefilter: bool = True
+
+
+def wanted_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The rules that could fire on `text`, judged by the tokens each one declares."""
+    return [rule for rule in rules if any(token in text for token in rule.tokens)]
+
+
+def _syntax_finding(path: str, line: int, column: int, message: str) -> Finding:
+    from devicelint.registry import RULES_URL
+
+    return Finding(
+        path=path, line=max(line, 1), column=max(column, 1), end_line=max(line, 1),
+        end_column=max(column, 1) + 1, code=SYNTAX_ERROR, name=SYNTAX_ERROR_NAME,
+        message=message, url=f"{RULES_URL}{SYNTAX_ERROR}.md",
+    )
+
+
+def decode_source(data: bytes) -> str:
+    """Decode as Python does: a BOM or PEP 263 coding cookie, else UTF-8."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _decode(data: bytes | str, path: str) -> str | Finding:
+    if isinstance(data, str):
+        return data
+    try:
+        return decode_source(data)
+    except SyntaxError as err:  # unknown coding cookie
+        return _syntax_finding(path, err.lineno or 1, 1, f"cannot decode the file: {err.msg}")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        return _syntax_finding(
+            path, line, column,
+            f"cannot decode the file as {err.encoding}: byte 0x{data[err.start]:02x} is invalid; "
+            "save it as UTF-8 or declare its encoding with a `# -*- coding: ... -*-` line",
+        )
+
+
+def _too_deep(text: str) -> str | None:
+    """CPython's own verdict on a file nested beyond what the parser can take, else None."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        else:
+            depth -= 1
+    if deepest <= MAX_BRACKET_DEPTH:
+        return None
+    # Brackets inside strings can inflate the count: let CPython decide.
+    try:
+        ast.parse(text)
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as err:
+        return str(getattr(err, "msg", None) or err or type(err).__name__)
+    return None
+
+
+def _explain_syntax_error(text: str, path: str, err: cst.ParserSyntaxError) -> Finding:
+    """Prefer CPython's message and position: LibCST points at the token after the mistake."""
+    try:
+        ast.parse(text)
+    except SyntaxError as py_err:
+        return _syntax_finding(path, py_err.lineno or 1, py_err.offset or 1, f"syntax error: {py_err.msg}")
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    return _syntax_finding(path, err.raw_line, err.raw_column + 1, f"syntax error: {err.message}")
+
+
+def _positions(module: cst.Module):  # type: ignore[no-untyped-def]
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    return wrapper.resolve(PositionProvider)
+
+
+def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileResult:
+    """Lint one file's contents. Syntax problems become DL000 findings, never exceptions."""
+    text = _decode(data, path)
+    if isinstance(text, Finding):
+        return FileResult(path, (text,))
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        return FileResult(path, (_syntax_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),))
+    rules = wanted_rules(text, options.rules) if options.prefilter else list(options.rules)
+    if not rules:
+        return FileResult(path, ())
+    deep = _too_deep(text)
+    if deep is not None:
+        return FileResult(path, (_syntax_finding(path, 1, 1, f"not parsed: {deep}"),))
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as err:
+        return FileResult(path, (_explain_syntax_error(text, path, err),))
+    ctx = FileContext(path=path, source=text, module=module, torch_version=options.torch_version)
+    violations: list[Violation] = []
+    for rule in rules:
+        if rule.code == SYNTAX_ERROR:
+            continue
+        try:
+            violations.extend(rule().check(ctx))
+        except RecursionError:
+            return FileResult(path, (_syntax_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
+        except Exception as err:  # noqa: BLE001 - a rule bug must name the file, not kill the run
+            raise InternalError(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}") from err
+    if not violations:
+        return FileResult(path, ())
+    findings = _to_findings(path, text, module, violations)
+    fixed = None
+    if options.fix_mode != "none" and any(f.fix for f in findings):
+        fixed = apply_fixes(text, findings, unsafe=options.fix_mode == "unsafe")
+    return FileResult(path, tuple(findings), fixed)
+
+
+def _to_findings(path: str, text: str, module: cst.Module, violations: list[Violation]) -> list[Finding]:
+    positions = _positions(module)
+    suppressions = Suppressions.parse(text)
+    findings: dict[tuple, Finding] = {}
+    for violation in violations:
+        rule = violation.rule
+        where = positions[violation.node]
+        line, column = where.start.line, where.start.column + 1
+        if suppressions.silences(rule.code, line):
+            continue
+        fix = None
+        if violation.fix is not None:
+            edits = []
+            for old, new in violation.fix.replacements:
+                span = positions[old]
+                content = new if isinstance(new, str) else module.code_for_node(new)
+                edits.append(Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, content))
+            fix = Fix(violation.fix.description, violation.fix.safe, tuple(edits))
+        finding = Finding(
+            path=path, line=line, column=column, end_line=where.end.line,
+            end_column=where.end.column + 1, code=rule.code, name=rule.name,
+            message=violation.message, severity=rule.severity, fix=fix, url=rule.url(),
+        )
+        findings.setdefault((rule.code, line, column, violation.message), finding)
+    return sorted(findings.values(), key=lambda f: f.sort_key)

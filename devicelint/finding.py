@@ -1,0 +1,58 @@
+"""Plain data passed from the engine to the runner and the reporters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based positions (end exclusive) with `content`."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    description: str
+    safe: bool
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem at one place. Lines and columns are 1-based; the end is exclusive."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    message: str
+    severity: str = "error"
+    fix: Fix | None = None
+    # Notebook cell number (1-based) when `line` counts within a cell.
+    cell: int | None = None
+    # Runtime findings name the module that ran the op (`encoder.layers.3.attn`).
+    module_path: str | None = None
+    url: str = field(default="", compare=False)
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """Everything the engine learnt about one file."""
+
+    path: str
+    findings: tuple[Finding, ...]
+    # Source text after all selected fixes (None when no fix was asked for or none applied).
+    fixed_source: str | None = None

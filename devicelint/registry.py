@@ -1,0 +1,148 @@
+"""The rule base class and the explicit, checked registry of rules."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from devicelint.context import FileContext
+
+FixAvailability = Literal["none", "safe", "unsafe", "sometimes"]
+Severity = Literal["error", "warning"]
+
+DOC_SECTIONS = (
+    "What it does",
+    "Why it is a bug on a GPU",
+    "Example",
+    "Use instead",
+    "Fix safety",
+    "Known limits",
+)
+PROJECT_URL = "https://github.com/devicelint/devicelint"
+RULES_URL = PROJECT_URL + "/blob/main/rules/"
+
+_CODE = re.compile(r"^DL\d{3}$")
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class FixProposal:
+    """A fix stated on the tree: each old node is replaced by a new node or by source text."""
+
+    description: str
+    safe: bool
+    replacements: tuple[tuple[cst.CSTNode, cst.CSTNode | str], ...]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """What a rule reports; the engine turns it into a positioned `Finding`."""
+
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    fix: FixProposal | None = None
+
+
+class Rule:
+    """Base class of every rule. Subclasses set the metadata and implement `check`."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    # A `str.format` template with named placeholders, filled by `violation(**fields)`.
+    message: ClassVar[str]
+    severity: ClassVar[Severity] = "error"
+    default_enabled: ClassVar[bool] = True
+    fix_availability: ClassVar[FixAvailability] = "none"
+    # PEP 440 specifier of the torch releases the rule applies to; empty means all.
+    torch_versions: ClassVar[str] = ""
+    # The pre-filter skips a file that contains none of these strings: the rule cannot fire there.
+    tokens: ClassVar[tuple[str, ...]] = ("torch",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        """Yield the violations found in one file."""
+        raise NotImplementedError
+
+    @classmethod
+    def violation(
+        cls, node: cst.CSTNode, fix: FixProposal | None = None, **fields: Any
+    ) -> Violation:
+        return Violation(rule=cls, node=node, message=cls.message.format(**fields), fix=fix)
+
+    @classmethod
+    def url(cls) -> str:
+        return f"{RULES_URL}{cls.code}.md"
+
+    @classmethod
+    def doc_sections(cls) -> dict[str, str]:
+        """The docstring split into its fixed sections, in order."""
+        return parse_doc_sections(cls.__doc__ or "")
+
+
+def parse_doc_sections(doc: str) -> dict[str, str]:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    lines = _dedent(doc).splitlines()
+    for line in lines:
+        heading = line.strip().rstrip(":")
+        if line.startswith("## ") and line[3:].strip() in DOC_SECTIONS:
+            heading = line[3:].strip()
+        if heading in DOC_SECTIONS and (line.startswith("## ") or line.rstrip().endswith(":")):
+            current = sections.setdefault(heading, [])
+            continue
+        if current is not None:
+            current.append(line)
+    return {name: "\n".join(body).strip("\n") for name, body in sections.items()}
+
+
+def _dedent(doc: str) -> str:
+    import inspect
+
+    return inspect.cleandoc(doc)
+
+
+class RegistryError(Exception):
+    pass
+
+
+REGISTRY: dict[str, type[Rule]] = {}
+_BY_NAME: dict[str, type[Rule]] = {}
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: add a rule to the registry, refusing anything malformed or duplicated."""
+    for attr in ("code", "name", "summary", "message"):
+        if not isinstance(getattr(cls, attr, None), str):
+            raise RegistryError(f"{cls.__name__} lacks the class attribute {attr!r}")
+    if not _CODE.match(cls.code):
+        raise RegistryError(f"{cls.__name__}: code {cls.code!r} is not DL followed by 3 digits")
+    if not _NAME.match(cls.name):
+        raise RegistryError(f"{cls.__name__}: name {cls.name!r} is not kebab-case")
+    if cls.code in REGISTRY:
+        raise RegistryError(f"duplicate rule code {cls.code} ({REGISTRY[cls.code].__name__}, {cls.__name__})")
+    if cls.name in _BY_NAME:
+        raise RegistryError(f"duplicate rule name {cls.name} ({_BY_NAME[cls.name].__name__}, {cls.__name__})")
+    missing = [s for s in DOC_SECTIONS if s not in cls.doc_sections()]
+    if missing:
+        raise RegistryError(f"{cls.code}: docstring lacks the sections {missing}")
+    REGISTRY[cls.code] = cls
+    _BY_NAME[cls.name] = cls
+    return cls
+
+
+def all_rules() -> list[type[Rule]]:
+    """Every registered rule, sorted by code."""
+    import devicelint.checks  # noqa: F401  (registers the rules)
+
+    return [REGISTRY[code] for code in sorted(REGISTRY)]
+
+
+def find_rule(code_or_name: str) -> type[Rule] | None:
+    all_rules()
+    key = code_or_name.strip()
+    return REGISTRY.get(key.upper()) or _BY_NAME.get(key.lower())

@@ -1,0 +1,1 @@
+"""Runtime half of devicelint: the only package that imports torch."""
