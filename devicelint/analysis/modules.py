@@ -1,0 +1,69 @@
+"""Which classes in a file are `nn.Module`s (directly, through known bases, or through each other)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+
+MODULE_BASES = frozenset(
+    {
+        "torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.Sequential",
+        "torch.nn.ModuleList", "torch.nn.ModuleDict",
+        "pytorch_lightning.LightningModule", "lightning.LightningModule",
+        "lightning.pytorch.LightningModule", "pytorch_lightning.core.LightningModule",
+        "lightning.pytorch.core.LightningModule", "transformers.PreTrainedModel",
+        "transformers.modeling_utils.PreTrainedModel",
+    }
+)
+# Bases recognised by their last name when the import is not visible (a project's own
+# `from .base import BaseModel` is unknowable, but `LightningModule` is not ambiguous).
+MODULE_BASE_SUFFIXES = frozenset({"Module", "LightningModule", "PreTrainedModel"})
+DATASET_BASES = frozenset(
+    {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataset.Dataset"}
+)
+
+
+def _base_names(ctx: FileContext, cls: cst.ClassDef) -> list[tuple[str | None, str | None]]:
+    """(qualified name, spelled name) of each base class."""
+    out = []
+    for base in cls.bases:
+        if base.keyword is not None:
+            continue
+        out.append((ctx.qualified_name(base.value), dotted_name(base.value)))
+    return out
+
+
+def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozenset[str]) -> dict[str, cst.ClassDef]:
+    classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
+    found: dict[str, cst.ClassDef] = {}
+    changed = True
+    while changed:  # a fixed point: `class B(A)` where `class A(nn.Module)` in the same file
+        changed = False
+        for name, cls in classes.items():
+            if name in found:
+                continue
+            for qualified, spelled in _base_names(ctx, cls):
+                last = (spelled or "").rsplit(".", 1)[-1]
+                if (qualified in roots) or (spelled in found) or (qualified is None and last in suffixes):
+                    found[name] = cls
+                    changed = True
+                    break
+    return found
+
+
+def module_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
+    """Classes of this file that are `nn.Module` subclasses, by name."""
+    return ctx.shared("module_classes", lambda c: _classes_deriving(c, MODULE_BASES, MODULE_BASE_SUFFIXES))
+
+
+def dataset_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
+    """Classes of this file that are `torch.utils.data.Dataset` subclasses, by name."""
+    return ctx.shared("dataset_classes", lambda c: _classes_deriving(c, DATASET_BASES, frozenset({"Dataset", "IterableDataset"})))
+
+
+def methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
+    """The functions defined directly in a class body, by name."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return {stmt.name.value: stmt for stmt in body if isinstance(stmt, cst.FunctionDef)}
