@@ -79,7 +79,7 @@ def _decode(data: bytes | str, path: str) -> str | Finding:
         )
 
 
-def _too_deep(text: str) -> str | None:
+def _too_deep(text: str) -> tuple[int, int, str] | None:
     """CPython's own verdict on a file nested beyond what the parser can take, else None."""
     depth = deepest = 0
     for match in _BRACKETS.finditer(text):
@@ -94,8 +94,10 @@ def _too_deep(text: str) -> str | None:
     # Brackets inside strings can inflate the count: let CPython decide.
     try:
         ast.parse(text)
-    except (SyntaxError, RecursionError, MemoryError, ValueError) as err:
-        return str(getattr(err, "msg", None) or err or type(err).__name__)
+    except SyntaxError as err:
+        return err.lineno or 1, err.offset or 1, err.msg
+    except (RecursionError, MemoryError, ValueError) as err:
+        return 1, 1, f"nested too deeply for Python to compile ({type(err).__name__})"
     return None
 
 
@@ -128,7 +130,8 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileRes
         return FileResult(path, ())
     deep = _too_deep(text)
     if deep is not None:
-        return FileResult(path, (_syntax_finding(path, 1, 1, f"not parsed: {deep}"),))
+        line, column, reason = deep
+        return FileResult(path, (_syntax_finding(path, line, column, f"not parsed: {reason}"),))
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as err:

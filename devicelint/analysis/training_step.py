@@ -1,0 +1,490 @@
+"""The sequence of a training step inside one function (or the module's top level).
+
+A step is autocast block -> loss -> backward -> (scaler.unscale_ -> clip) -> step -> update.
+For each scope this module records, in source order, the autocast blocks with the device
+types and dtypes they may run with, the backward calls, the GradScaler calls, the clipping
+calls and the plain optimizer steps, so that the DL3xx rules only compare positions. The
+DL4xx helpers say which values in a training loop are device tensors and whether a node runs
+under a logging condition.
+
+Everything here is deliberately conservative: a value the analysis cannot follow is "unknown"
+and rules stay silent on unknowns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.index import iter_children
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+
+UNKNOWN = "?"
+# Autocast context managers -> the device type they imply (None: given by the first argument).
+AUTOCAST = {
+    "torch.autocast": None,
+    "torch.amp.autocast": None,
+    "torch.amp.autocast_mode.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cpu.amp.autocast_mode.autocast": "cpu",
+}
+GRAD_SCALERS = frozenset(
+    {
+        "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    }
+)
+CLIPPERS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_value_", "torch.nn.utils.clip_grad.clip_grad_norm",
+    }
+)
+DTYPES = {
+    "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
+    "torch.float32": "float32", "torch.float": "float32",
+}
+SCALER_METHODS = ("scale", "unscale_", "step", "update")
+# Words in an `if` test that make its branch the mixed-precision (or the fp32) alternative.
+AMP_WORDS = ("amp", "fp16", "half", "scaler", "mixed", "precision", "autocast", "float16", "dtype")
+SCHEDULER_WORDS = ("sched", "lr", "warmup", "env", "swa")
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """One `with` block that enters autocast."""
+
+    node: cst.With
+    expr: cst.BaseExpression  # the with-item: the autocast call or the name holding it
+    devices: frozenset[str]  # "cuda", "cpu", ... or UNKNOWN
+    dtypes: frozenset[str]  # "float16", "bfloat16", "float32" or UNKNOWN
+    enabled: bool | None  # False only for a literal `enabled=False`
+
+    @property
+    def may_run_float16_on_cuda(self) -> bool:
+        return self.enabled is not False and "float16" in self.dtypes and "cuda" in self.devices
+
+
+@dataclass
+class Scope:
+    """Facts about one function body (or the module top level), in source order."""
+
+    node: cst.CSTNode
+    calls: list[cst.Call] = field(default_factory=list)
+    autocasts: list[Autocast] = field(default_factory=list)
+    backwards: list[cst.Call] = field(default_factory=list)  # `t.backward()`, scaled or not
+    scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
+    optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
+    clips: list[cst.Call] = field(default_factory=list)
+    assigned: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- basic shapes
+
+
+def text_of(node: cst.BaseExpression) -> str | None:
+    """`self.scaler` for a dotted name, `optimizers[i]` reduced to `optimizers`, else None."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    return dotted_name(node)
+
+
+def receiver(call: cst.Call) -> cst.BaseExpression | None:
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def method_name(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def has_star(call: cst.Call) -> bool:
+    return any(a.star for a in call.args)
+
+
+def is_true(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def is_false(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def last_word(node: cst.BaseExpression | None) -> str:
+    text = text_of(node) if node is not None else None
+    return text.rsplit(".", 1)[-1].lower() if text else ""
+
+
+def mentioned_names(ctx: FileContext, root: cst.CSTNode) -> set[str]:
+    """Names read in an expression, leaving out attribute members, keywords and imported modules."""
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, cst.Arg):
+            stack.append(node.value)
+        elif isinstance(node, cst.Call):
+            func = node.func
+            # `model(x)` and `F.mse_loss(...)` name functions, not data; `out.argmax()` reads `out`.
+            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
+                stack.append(func.value)
+            stack.extend(node.args)
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            stack.extend(iter_children(node))
+    names.discard("self")
+    names.discard("cls")
+    return names
+
+
+def scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    return ctx.index.enclosing_function(node) or ctx.module
+
+
+def inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return any(a is container for a in ctx.index.ancestors(node))
+
+
+def _branch_path(ctx: FileContext, node: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    """id(ancestor) -> the child of that ancestor on the way to `node`."""
+    path: dict[int, cst.CSTNode] = {}
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        path[id(ancestor)] = child
+        child = ancestor
+    return path
+
+
+def exclusive(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Whether `a` and `b` sit in different branches of one `if`/`elif`/`else` (never both run)."""
+    path_a = _branch_path(ctx, a)
+    child_b = b
+    for ancestor in ctx.index.ancestors(b):
+        if id(ancestor) in path_a:
+            if isinstance(ancestor, cst.If):
+                child_a = path_a[id(ancestor)]
+                return child_a is not child_b and child_a is not ancestor.test and child_b is not ancestor.test
+            return False
+        child_b = ancestor
+    return False
+
+
+def enclosing_ifs(ctx: FileContext, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[tuple[cst.If, bool]]:
+    """(if statement, whether `node` is in its body rather than its else) up to `stop`."""
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is stop:
+            return
+        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+            yield ancestor, child is ancestor.body
+        child = ancestor
+
+
+def test_words(ctx: FileContext, test: cst.BaseExpression) -> str:
+    return ctx.code_for(test).lower()
+
+
+def amp_gated(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """Whether `node` only runs under (or instead of) a mixed-precision switch."""
+    for branch, _ in enclosing_ifs(ctx, node, scope):
+        words = test_words(ctx, branch.test)
+        if any(w in words for w in AMP_WORDS):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------- values
+
+
+def _record_target(assigned: dict, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _record_target(assigned, element.value, None)
+        return
+    if isinstance(target, cst.StarredElement):
+        _record_target(assigned, target.value, None)
+        return
+    text = dotted_name(target)
+    if text is not None:
+        assigned.setdefault(text, []).append(value)
+
+
+def assignments(ctx: FileContext) -> dict[int, dict[str, list[cst.BaseExpression | None]]]:
+    """id(scope) -> target text -> the values assigned to it there (None: not followable)."""
+
+    def build(c: FileContext) -> dict[int, dict[str, list[cst.BaseExpression | None]]]:
+        table: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
+        for node in c.index.of_type(cst.Assign):
+            scope = table.setdefault(id(scope_of(c, node)), {})
+            for target in node.targets:
+                _record_target(scope, target.target, node.value)
+        for node in c.index.of_type(cst.AnnAssign):
+            if node.value is not None:
+                _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, node.value)
+        for node in c.index.of_type(cst.AugAssign):
+            _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, None)
+        for node in c.index.of_type(cst.For):
+            _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, None)
+        for node in c.index.of_type(cst.FunctionDef):
+            own = table.setdefault(id(node), {})
+            for param in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params):
+                own.setdefault(param.name.value, []).append(None)
+        return table
+
+    return ctx.shared("training_step.assignments", build)
+
+
+def values_of(ctx: FileContext, name: str, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+    """The values assigned to `name` in its scope, else at module level; None when never assigned."""
+    table = assignments(ctx)
+    local = table.get(id(scope), {}).get(name)
+    if local is not None:
+        return local
+    if scope is not ctx.module:
+        return table.get(id(ctx.module), {}).get(name)
+    return None
+
+
+def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
+    """Possible values of `node` through names, conditionals and dict look-ups; `leaf` reads one."""
+    if depth > 8:
+        return frozenset({UNKNOWN})
+    direct = leaf(node)
+    if direct is not None:
+        return frozenset({direct})
+    if isinstance(node, cst.IfExp):
+        return _resolve(ctx, node.body, scope, leaf, depth + 1) | _resolve(ctx, node.orelse, scope, leaf, depth + 1)
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
+        out: frozenset[str] = frozenset()
+        for element in node.value.elements:
+            if isinstance(element, cst.DictElement):
+                out |= _resolve(ctx, element.value, scope, leaf, depth + 1)
+            else:
+                out |= {UNKNOWN}
+        return out or frozenset({UNKNOWN})
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+        values = values_of(ctx, node.value.value, scope)
+        if values and all(isinstance(v, cst.Dict) for v in values):
+            return _resolve(ctx, node.with_changes(value=values[0]), scope, leaf, depth + 1)
+        return frozenset({UNKNOWN})
+    if isinstance(node, cst.Name) and ctx.qualified_name(node) is None:
+        values = values_of(ctx, node.value, scope)
+        if not values:
+            return frozenset({UNKNOWN})
+        out = frozenset()
+        for value in values:
+            out |= _resolve(ctx, value, scope, leaf, depth + 1) if value is not None else {UNKNOWN}
+        return out
+    return frozenset({UNKNOWN})
+
+
+def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
+    return _resolve(ctx, node, scope, lambda n: DTYPES.get(ctx.qualified_name(n) or ""))
+
+
+def _device_leaf(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if isinstance(value, str):
+            return value.split(":", 1)[0]
+    return None
+
+
+def possible_devices(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
+    return _resolve(ctx, node, scope, _device_leaf)
+
+
+# ----------------------------------------------------------------------------- autocast
+
+
+def autocast_call(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> cst.Call | None:
+    """The autocast call a with-item enters: directly, or through a name (`ctx = autocast(...)`)."""
+    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) in AUTOCAST:
+        return expr
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.IfExp):
+        return autocast_call(ctx, expr.body, scope, depth + 1) or autocast_call(ctx, expr.orelse, scope, depth + 1)
+    if isinstance(expr, cst.Name):
+        for value in values_of(ctx, expr.value, scope) or ():
+            if value is not None:
+                found = autocast_call(ctx, value, scope, depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> Autocast:
+    implied = AUTOCAST[ctx.qualified_name(call.func) or ""]
+    args = positional(call)
+    if implied is None:  # torch.autocast(device_type, dtype=None, enabled=True)
+        device_node = keyword(call, "device_type") or (args[0] if args else None)
+        devices = possible_devices(ctx, device_node, scope) if device_node is not None else frozenset({UNKNOWN})
+        dtype_node = keyword(call, "dtype") or (args[1] if len(args) > 1 else None)
+        enabled_node = keyword(call, "enabled") or (args[2] if len(args) > 2 else None)
+    else:  # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16)
+        devices = frozenset({implied})
+        enabled_node = keyword(call, "enabled") or (args[0] if args else None)
+        dtype_node = keyword(call, "dtype") or (args[1] if len(args) > 1 else None)
+    if dtype_node is not None:
+        dtypes = possible_dtypes(ctx, dtype_node, scope)
+    elif has_star(call):
+        dtypes = frozenset({UNKNOWN})
+    else:  # the defaults: float16 on CUDA, bfloat16 on the CPU
+        dtypes = frozenset({"float16" if d == "cuda" else "bfloat16" if d == "cpu" else UNKNOWN for d in devices})
+    enabled = False if is_false(enabled_node) else (True if enabled_node is None or is_true(enabled_node) else None)
+    return Autocast(with_node, expr, devices, dtypes, enabled)
+
+
+# ----------------------------------------------------------------------------- scalers, optimizers
+
+
+def scaler_names(ctx: FileContext) -> frozenset[str]:
+    """Targets (`scaler`, `self.scaler`) assigned a GradScaler anywhere in the file."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        names = set()
+        for scope in assignments(c).values():
+            for target, values in scope.items():
+                for value in values:
+                    if isinstance(value, cst.IfExp):
+                        value = value.body if isinstance(value.body, cst.Call) else value.orelse
+                    if isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS:
+                        names.add(target)
+        return frozenset(names)
+
+    return ctx.shared("training_step.scalers", build)
+
+
+def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    if node is None:
+        return False
+    text = text_of(node)
+    if text is None:
+        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS
+    return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
+
+
+def looks_like_optimizer(node: cst.BaseExpression | None) -> bool:
+    word = last_word(node)
+    if not word or any(w in word for w in SCHEDULER_WORDS) or "scaler" in word:
+        return False
+    return "optim" in word or word.startswith("opt") or word.endswith("opt")
+
+
+def scaled_backward(ctx: FileContext, call: cst.Call) -> bool:
+    """`scaler.scale(loss).backward()`."""
+    inner = receiver(call)
+    return isinstance(inner, cst.Call) and method_name(inner) == "scale" and is_scaler(ctx, receiver(inner))
+
+
+def training_scopes(ctx: FileContext) -> list[Scope]:
+    """Every scope that calls `.backward()` or a GradScaler method, with its step facts."""
+
+    def build(c: FileContext) -> list[Scope]:
+        scopes: dict[int, Scope] = {}
+        for call in c.index.of_type(cst.Call):
+            name = method_name(call)
+            if name is None:
+                if c.qualified_name(call.func) in CLIPPERS:
+                    _scope(c, scopes, call).clips.append(call)
+                continue
+            owner = receiver(call)
+            if name == "backward" and not positional(call) and not has_star(call):
+                _scope(c, scopes, call).backwards.append(call)
+            elif name in SCALER_METHODS and is_scaler(c, owner):
+                if name == "update" or positional(call):
+                    _scope(c, scopes, call).scaler_calls.setdefault(name, []).append(call)
+            elif name == "step" and looks_like_optimizer(owner):
+                _scope(c, scopes, call).optimizer_steps.append(call)
+            elif c.qualified_name(call.func) in CLIPPERS:
+                _scope(c, scopes, call).clips.append(call)
+        for with_node in c.index.of_type(cst.With):
+            scope_node = scope_of(c, with_node)
+            scope = scopes.get(id(scope_node))
+            if scope is None:
+                continue
+            for item in with_node.items:
+                found = autocast_call(c, item.item, scope_node)
+                if found is not None:
+                    scope.autocasts.append(describe_autocast(c, with_node, item.item, found, scope_node))
+                    break
+        return list(scopes.values())
+
+    return ctx.shared("training_step.scopes", build)
+
+
+def _scope(ctx: FileContext, scopes: dict[int, Scope], node: cst.CSTNode) -> Scope:
+    owner = scope_of(ctx, node)
+    scope = scopes.get(id(owner))
+    if scope is None:
+        scope = scopes[id(owner)] = Scope(owner)
+    return scope
+
+
+def order(ctx: FileContext) -> dict[int, int]:
+    """id(call) -> its rank in source order."""
+    return ctx.shared("training_step.order", lambda c: {id(n): i for i, n in enumerate(c.index.of_type(cst.Call))})
+
+
+def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
+    """Targets assigned inside `block` (assignments, augmented, for targets, with-as)."""
+    out: dict[str, list] = {}
+    for node in ctx.index.walk(block):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                _record_target(out, target.target, node.value)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            _record_target(out, node.target, None)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            _record_target(out, node.asname.name, None)
+    return set(out)
+
+
+def derived_names(ctx: FileContext, scope: cst.CSTNode, seeds: set[str], within: cst.CSTNode | None = None) -> set[str]:
+    """`seeds` and every name assigned (in `within`, else the scope) from an expression reading them."""
+    root = within if within is not None else scope
+    pairs: list[tuple[set[str], set[str]]] = []
+    for node in ctx.index.walk(root):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
+            continue
+        if isinstance(node, cst.Assign):
+            targets: dict[str, list] = {}
+            for target in node.targets:
+                _record_target(targets, target.target, node.value)
+            pairs.append((set(targets), mentioned_names(ctx, node.value)))
+        elif isinstance(node, cst.AugAssign):
+            targets = {}
+            _record_target(targets, node.target, None)
+            pairs.append((set(targets), mentioned_names(ctx, node.value)))
+    tainted = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, reads in pairs:
+            if reads & tainted and not targets <= tainted:
+                tainted |= targets
+                changed = True
+    return tainted

@@ -1,0 +1,137 @@
+"""Per-file result cache keyed by content hash, devicelint version and the settings that matter.
+
+Entries are JSON (never pickle: a cache in a shared checkout must not be a way to run code),
+written atomically, one file per entry, so concurrent runs cannot corrupt each other; an entry
+that does not read back as expected is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from devicelint import __version__
+from devicelint.finding import Edit, FileResult, Finding, Fix
+from devicelint.runner import RunOutcome, Task, TaskOptions, run_tasks, write_atomically
+
+DEFAULT_CACHE_DIR = ".devicelint_cache"
+_FORMAT = "1"
+
+
+def cache_root(settings, options: dict[str, Any]) -> Path:  # type: ignore[no-untyped-def]
+    folder = options.get("cache_dir") or settings.cache_dir
+    if folder:
+        return Path(folder)
+    base = settings.root if settings.path is not None else Path.cwd()
+    return base / DEFAULT_CACHE_DIR
+
+
+def entry_key(data: bytes, task: Task, options: TaskOptions) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{_FORMAT}\0{__version__}\0{options.torch_version}\0{options.prefilter}\0".encode())
+    digest.update(",".join(task.codes).encode())
+    digest.update(b"\0" + task.display.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def _encode(result: FileResult) -> str:
+    return json.dumps([_finding_dict(f) for f in result.findings])
+
+
+def _finding_dict(finding: Finding) -> dict[str, Any]:
+    return asdict(finding)
+
+
+def _decode(text: str, display: str) -> FileResult | None:
+    try:
+        rows = json.loads(text)
+        findings = []
+        for row in rows:
+            fix = row.pop("fix")
+            if fix is not None:
+                fix = Fix(fix["description"], fix["safe"], tuple(Edit(**e) for e in fix["edits"]))
+            findings.append(Finding(**{**row, "fix": fix, "path": display}))
+        return FileResult(display, tuple(findings))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+class Cache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.entries = root / f"v{_FORMAT}"
+
+    def prepare(self) -> bool:
+        try:
+            self.entries.mkdir(parents=True, exist_ok=True)
+            ignore = self.root / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# Created by devicelint\n*\n", encoding="utf-8")
+            return True
+        except OSError:
+            return False
+
+    def _path(self, key: str) -> Path:
+        return self.entries / key[:2] / f"{key}.json"
+
+    def get(self, key: str, display: str) -> FileResult | None:
+        try:
+            text = self._path(key).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return _decode(text, display)
+
+    def put(self, key: str, result: FileResult) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(exist_ok=True)
+            write_atomically(path, _encode(result).encode("utf-8"))
+        except OSError:
+            pass  # a read-only checkout still lints, only slower
+
+
+def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, settings, options: dict[str, Any]) -> RunOutcome:  # type: ignore[no-untyped-def]
+    if options.get("no_cache") or task_options.fix_mode != "none":
+        return run_tasks(tasks, task_options, jobs)
+    cache = Cache(cache_root(settings, options))
+    if not cache.prepare():
+        return run_tasks(tasks, task_options, jobs)
+    hits: list[FileResult] = []
+    misses: list[Task] = []
+    keys: dict[str, str] = {}
+    for task in tasks:
+        try:
+            data = Path(task.path).read_bytes()
+        except OSError:
+            misses.append(task)
+            continue
+        key = entry_key(data, task, task_options)
+        cached = cache.get(key, task.display)
+        if cached is None:
+            keys[task.display] = key
+            misses.append(task)
+        else:
+            hits.append(cached)
+    outcome = run_tasks(misses, task_options, jobs)
+    for result in outcome.results:
+        key = keys.get(result.path)
+        if key is not None and not any(f.message.startswith("cannot read") for f in result.findings):
+            cache.put(key, result)
+    outcome.results.extend(hits)
+    outcome.results.sort(key=lambda r: r.path)
+    return outcome
+
+
+def remove_cache(root: Path) -> bool:
+    if not root.exists():
+        return False
+    shutil.rmtree(root)
+    return True
+
+
+__all__ = ["Cache", "DEFAULT_CACHE_DIR", "remove_cache", "run_with_cache"]

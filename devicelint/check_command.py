@@ -1,0 +1,194 @@
+"""`devicelint check`: settings -> tasks -> runner -> fixes -> report -> exit code."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+import pathspec
+
+from devicelint.config import Config
+from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
+from devicelint.finding import FileResult, Finding
+from devicelint.registry import REGISTRY, all_rules
+from devicelint.report import ReportContext, render
+from devicelint.report.text import statistics, summary
+from devicelint.runner import (
+    RunOutcome, Task, TaskOptions, default_jobs, encode_like, lint_data, read_error_result,
+    run_tasks, write_atomically,
+)
+from devicelint.selection import Selection, SelectorError, applies_to_torch
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _error(message: str) -> None:
+    click.echo(f"devicelint: error: {message}", err=True)
+
+
+def enabled_codes(settings: Config, options: dict[str, Any]) -> set[str]:
+    cli_select = _split(options["select"])
+    if cli_select:
+        selection = Selection(cli_select, _split(options["extend_select"]), _split(options["ignore"]))
+    else:
+        selection = Selection(
+            settings.select,
+            (*settings.extend_select, *_split(options["extend_select"])),
+            (*settings.ignore, *_split(options["ignore"])),
+        )
+    codes = selection.codes()
+    return {c for c in codes if applies_to_torch(REGISTRY[c], settings.torch_version)}
+
+
+def _split(values: Any) -> list[str]:
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+class PerFileIgnores:
+    """Rules switched off for files matching glob patterns (relative to the config's folder)."""
+
+    def __init__(self, settings: Config) -> None:
+        from devicelint.selection import resolve_all
+
+        self.root = settings.root
+        self.entries = [(pathspec.PathSpec.from_lines("gitwildmatch", [pattern]), resolve_all(codes))
+                        for pattern, codes in settings.per_file_ignores]
+
+    def codes_for(self, path: Path, codes: set[str]) -> tuple[str, ...]:
+        if self.entries:
+            absolute = path.absolute()
+            try:
+                relative = absolute.relative_to(self.root).as_posix()
+            except ValueError:
+                relative = path.as_posix()
+            for spec, ignored in self.entries:
+                if spec.match_file(relative) or spec.match_file(path.name):
+                    codes = codes - ignored
+        return tuple(sorted(codes))
+
+
+def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> int:
+    try:
+        all_rules()
+        codes = enabled_codes(settings, options)
+    except SelectorError as err:
+        _error(str(err))
+        return EXIT_ERROR
+    output_format = options["output_format"] or settings.output_format or "text"
+    fix_mode = "unsafe" if options["unsafe_fixes"] and (options["fix"] or options["diff"]) else (
+        "safe" if options["fix"] or options["diff"] else "none")
+    task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode)
+    per_file = PerFileIgnores(settings)
+    sources: dict[str, str] = {}
+
+    if paths == ["-"]:
+        return _check_stdin(options, codes, per_file, task_options, output_format)
+
+    excludes = (*(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDES), *settings.extend_exclude)
+    excluder = Excluder(settings.root, excludes, settings.respect_gitignore)
+    found = discover(paths, excluder, options["force_exclude"], Path.cwd(), notebooks=settings.notebooks)
+    for missing in found.missing:
+        _error(f"{missing}: no such file or directory")
+    tasks = [_task(f, per_file, codes) for f in found.files]
+    tasks = [t for t in tasks if t is not None]
+    jobs = options["jobs"] or default_jobs()
+    outcome = _run(tasks, task_options, jobs, settings, options)
+    for display, reason in found.unreadable:
+        outcome.results.append(read_error_result(display, OSError(reason)))
+    if fix_mode != "none":
+        _apply_fixes(outcome, tasks, task_options, options["diff"])
+    findings = outcome.findings
+    files_checked = len(tasks) + len(found.unreadable)
+    if not found.files and not found.unreadable and not found.missing and not options["quiet"]:
+        click.echo("devicelint: no Python files to lint.", err=True)
+    _emit(findings, files_checked, output_format, options, sources)
+    for message in outcome.internal_errors:
+        _error(message)
+    if found.missing or outcome.internal_errors:
+        return EXIT_ERROR
+    if findings and not options["exit_zero"]:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task | None:
+    try:
+        size = source.path.stat().st_size
+    except OSError:
+        size = 0
+    return Task(str(source.path), source.display, per_file.codes_for(source.path, codes), size)
+
+
+def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any]) -> RunOutcome:
+    from devicelint.cache import run_with_cache
+
+    return run_with_cache(tasks, task_options, jobs, settings, options)
+
+
+def _check_stdin(options, codes, per_file, task_options, output_format) -> int:  # type: ignore[no-untyped-def]
+    display = options["stdin_filename"] or "-"
+    data = sys.stdin.buffer.read()
+    task = Task(display, display, per_file.codes_for(Path(display), codes), len(data))
+    result = lint_data(data, task, task_options)
+    if isinstance(result, str):
+        _error(result)
+        return EXIT_ERROR
+    text = data.decode("utf-8", errors="replace")
+    findings = list(result.findings)
+    if options["fix"] and not options["diff"]:
+        # As Ruff does: the fixed source goes to stdout, the remaining findings to stderr.
+        fixed = result.fixed_source
+        sys.stdout.write(fixed if fixed is not None else text)
+        if fixed is not None:
+            remaining = lint_data(fixed.encode("utf-8"), replace(task, size=len(fixed)), replace(task_options, fix_mode="none"))
+            findings = list(remaining.findings) if isinstance(remaining, FileResult) else findings
+        report = render(output_format, findings, ReportContext(1, options["show_source"], False, {display: text}))
+        sys.stderr.write(report)
+    else:
+        if options["diff"] and result.fixed_source is not None:
+            from devicelint.cli import unified_diff
+
+            click.echo(unified_diff(display, text, result.fixed_source), nl=False)
+        _emit(findings, 1, output_format, options, {display: text})
+    if findings and not options["exit_zero"]:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _apply_fixes(outcome: RunOutcome, tasks: list[Task], task_options: TaskOptions, diff_only: bool) -> None:
+    from devicelint.cli import unified_diff
+
+    by_display = {t.display: t for t in tasks}
+    for index, result in enumerate(outcome.results):
+        if result.fixed_source is None or result.path not in by_display:
+            continue
+        task = by_display[result.path]
+        path = Path(task.path)
+        original = path.read_bytes()
+        before = original.decode("utf-8", errors="replace")
+        if diff_only:
+            click.echo(unified_diff(task.display, before, result.fixed_source), nl=False)
+            continue
+        write_atomically(path, encode_like(original, result.fixed_source))
+        remaining = lint_data(path.read_bytes(), task, replace(task_options, fix_mode="none"))
+        if isinstance(remaining, FileResult):
+            outcome.results[index] = remaining
+
+
+def _emit(findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any], sources: dict[str, str]) -> None:
+    output_file = options["output_file"]
+    color = output_format == "text" and output_file is None and sys.stdout.isatty()
+    context = ReportContext(files_checked, options["show_source"], color, sources)
+    report = render(output_format, findings, context)
+    if output_format == "text":
+        if options["statistics"]:
+            report = statistics(findings) if not options["quiet"] else report
+        if not options["quiet"]:
+            report += summary(findings, files_checked) + "\n"
+    if output_file:
+        Path(output_file).write_text(report, encoding="utf-8")
+    else:
+        click.echo(report, nl=False, color=color)

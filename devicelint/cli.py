@@ -1,0 +1,144 @@
+"""The `devicelint` command line: turns options into a run, results into output and an exit code."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from devicelint import __version__
+from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, load_config
+from devicelint.selection import SelectorError, Selection, applies_to_torch
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class DefaultToCheck(click.Group):
+    """`devicelint src/` means `devicelint check src/`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="devicelint")
+def cli() -> None:
+    """Find PyTorch device bugs before they cost a GPU hour.
+
+    `devicelint PATH...` is short for `devicelint check PATH...`.
+    """
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def fail(message: str) -> None:
+    click.echo(f"devicelint: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _load_settings(config_file: str | None, isolated: bool) -> Config:
+    try:
+        if isolated:
+            return Config()
+        if config_file:
+            return load_config(Path(config_file))
+        found = find_config(Path.cwd())
+        return load_config(found) if found else Config()
+    except ConfigError as err:
+        fail(str(err))
+        raise AssertionError  # unreachable: fail() exits
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--select", multiple=True, help="Rules to enable instead of the defaults: codes, prefixes (DL1), names, or ALL.")
+@click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection.")
+@click.option("--ignore", multiple=True, help="Rules to disable.")
+@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), help="Output format (default: text, or `output-format` in config).")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--config", "config_file", type=click.Path(), help="Use this config file instead of searching for one.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--force-exclude", is_flag=True, help="Apply excludes to paths named on the command line too (pre-commit).")
+@click.option("--stdin-filename", help="The name to report for source read from stdin (`-`).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
+@click.option("--show-source/--no-show-source", default=True, help="Show the offending line under each finding (text output).")
+@click.option("--statistics", is_flag=True, help="Show how many findings each rule produced.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes as well.")
+@click.option("--diff", is_flag=True, help="Show the fixes as a diff instead of writing them.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary or progress.")
+def check(paths: tuple[str, ...], **options) -> None:  # type: ignore[no-untyped-def]
+    """Lint files and folders (default: the current folder)."""
+    from devicelint.check_command import run_check
+
+    settings = _load_settings(options.pop("config_file"), options.pop("isolated"))
+    sys.exit(run_check(list(paths) or ["."], settings, options))
+
+
+@cli.command("rules")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rules_command(output_format: str) -> None:
+    """List every rule: code, name, default, summary."""
+    import json
+
+    from devicelint.registry import all_rules
+
+    rules = all_rules()
+    if output_format == "json":
+        click.echo(json.dumps([
+            {"code": r.code, "name": r.name, "default": r.default_enabled, "severity": r.severity,
+             "fix": r.fix_availability, "summary": r.summary} for r in rules
+        ], indent=2))
+        return
+    width = max(len(r.name) for r in rules)
+    click.echo(f"{'CODE':<6}  {'NAME':<{width}}  {'DEFAULT':<7}  SUMMARY")
+    for r in rules:
+        click.echo(f"{r.code:<6}  {r.name:<{width}}  {'on' if r.default_enabled else 'off':<7}  {r.summary}")
+
+
+@cli.command("rule")
+@click.argument("code_or_name")
+def rule_command(code_or_name: str) -> None:
+    """Print one rule's full reference."""
+    from devicelint.docs import rule_page
+    from devicelint.registry import find_rule
+
+    rule = find_rule(code_or_name)
+    if rule is None:
+        fail(f"unknown rule {code_or_name!r}; `devicelint rules` lists them")
+        return
+    click.echo(rule_page(rule), nl=False)
+
+
+@cli.command("clean")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")
+def clean_command(cache_dir: str | None) -> None:
+    """Delete the cache folder."""
+    from devicelint.cache import DEFAULT_CACHE_DIR, remove_cache
+
+    target = Path(cache_dir or DEFAULT_CACHE_DIR)
+    removed = remove_cache(target)
+    click.echo(f"Removed {target}" if removed else f"No cache at {target}")
+
+
+def main() -> None:
+    cli(prog_name="devicelint")
+
+
+def unified_diff(display: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{display}", f"b/{display}")
+    )
+
+
+__all__ = ["cli", "main", "Selection", "SelectorError", "applies_to_torch"]

@@ -1,0 +1,69 @@
+"""Human output: `path:line:col: CODE message`, the source line with a caret, and a summary."""
+
+from __future__ import annotations
+
+import linecache
+from typing import Sequence
+
+import click
+
+from devicelint.finding import Finding
+from devicelint.report import ReportContext
+
+
+def _source_line(finding: Finding, context: ReportContext) -> str | None:
+    if finding.path in context.sources:
+        lines = context.sources[finding.path].splitlines()
+        return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
+    text = linecache.getline(finding.path, finding.line)
+    return text.rstrip("\r\n") if text else None
+
+
+def location(finding: Finding) -> str:
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+    return f"{finding.path}:{cell}{finding.line}:{finding.column}"
+
+
+def render(findings: Sequence[Finding], context: ReportContext) -> str:
+    def style(text: str, **kw) -> str:  # type: ignore[no-untyped-def]
+        return click.style(text, **kw) if context.color else text
+
+    out: list[str] = []
+    for f in findings:
+        code_colour = "yellow" if f.severity == "warning" else "red"
+        head = f"{style(location(f), bold=True)}: {style(f.code, fg=code_colour, bold=True)} {f.message}"
+        if f.module_path:
+            head += f" [module `{f.module_path}`]"
+        out.append(head)
+        if context.show_source:
+            line = _source_line(f, context)
+            if line is not None and line.strip():
+                width = (f.end_column - f.column) if f.end_line == f.line else len(line) - f.column + 1
+                gutter = str(f.line)
+                out.append(f"  {gutter} | {line.expandtabs(1)}")
+                out.append(f"  {' ' * len(gutter)} | {' ' * (f.column - 1)}{style('^' * max(width, 1), fg=code_colour)}")
+        if f.fix is not None:
+            kind = "fix" if f.fix.safe else "unsafe fix"
+            out.append(f"  = {kind} available: {f.fix.description}")
+    return "".join(line + "\n" for line in out)
+
+
+def summary(findings: Sequence[Finding], files_checked: int) -> str:
+    if not findings:
+        noun = "file" if files_checked == 1 else "files"
+        return f"All clear: {files_checked} {noun} checked."
+    files = len({f.path for f in findings})
+    problems = "problem" if len(findings) == 1 else "problems"
+    fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe)
+    text = f"Found {len(findings)} {problems} in {files} {'file' if files == 1 else 'files'}."
+    if fixable:
+        text += f" {fixable} fixable with `--fix`."
+    return text
+
+
+def statistics(findings: Sequence[Finding]) -> str:
+    counts: dict[tuple[str, str], int] = {}
+    for f in findings:
+        counts[(f.code, f.name)] = counts.get((f.code, f.name), 0) + 1
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return "".join(f"{count:>5}  {code}  {name}\n" for (code, name), count in rows)

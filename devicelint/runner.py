@@ -1,0 +1,194 @@
+"""Run the engine over many files: in-process or in a process pool, results sorted."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from devicelint.engine import SYNTAX_ERROR, EngineOptions, InternalError, lint_source
+from devicelint.finding import FileResult, Finding
+from devicelint.registry import REGISTRY, all_rules
+
+# LibCST's native parser and its Python code paths recurse once per nesting level; a big
+# thread stack and recursion limit let valid but deep files (200 chained calls) parse.
+THREAD_STACK_BYTES = 512 * 1024 * 1024
+RECURSION_LIMIT = 30_000
+# Below this many files a process pool costs more to start than it saves.
+MIN_FILES_FOR_POOL = 8
+
+
+@dataclass(frozen=True)
+class Task:
+    path: str
+    display: str
+    codes: tuple[str, ...]
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    torch_version: str | None
+    fix_mode: str
+    prefilter: bool = True
+
+
+@dataclass
+class RunOutcome:
+    results: list[FileResult]
+    internal_errors: list[str]
+
+    @property
+    def findings(self) -> list[Finding]:
+        return sorted((f for r in self.results for f in r.findings), key=lambda f: f.sort_key)
+
+
+def in_big_stack(fn: Callable, *args):  # type: ignore[no-untyped-def]
+    """Run `fn(*args)` in a thread with a large stack; re-raise whatever it raised."""
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn(*args)))
+        except BaseException as err:  # noqa: BLE001 - handed back to the caller unchanged
+            outcome.append((False, err))
+
+    if sys.getrecursionlimit() < RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)
+    previous = threading.stack_size(THREAD_STACK_BYTES)
+    try:
+        thread = threading.Thread(target=target, name="devicelint-lint")
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def read_error_result(display: str, error: OSError) -> FileResult:
+    reason = error.strerror or str(error)
+    return FileResult(display, (_error_finding(display, f"cannot read the file: {reason}"),))
+
+
+def _error_finding(display: str, message: str) -> Finding:
+    rule = REGISTRY[SYNTAX_ERROR]
+    return Finding(display, 1, 1, 1, 2, SYNTAX_ERROR, rule.name, message, url=rule.url())
+
+
+def lint_task(task: Task, options: TaskOptions) -> FileResult | str:
+    """Lint one file from disk; an internal error comes back as a string, not an exception."""
+    try:
+        data = Path(task.path).read_bytes()
+    except OSError as err:
+        return read_error_result(task.display, err)
+    return lint_data(data, task, options)
+
+
+def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str:
+    all_rules()
+    engine_options = EngineOptions(
+        rules=tuple(REGISTRY[c] for c in task.codes), torch_version=options.torch_version,
+        fix_mode=options.fix_mode, prefilter=options.prefilter,
+    )
+    try:
+        return in_big_stack(lint_source, data, task.display, engine_options)
+    except InternalError as err:
+        return f"internal error: {err}"
+    except MemoryError:
+        return FileResult(task.display, (_error_finding(task.display, "not analysed: out of memory while parsing"),))
+
+
+def _worker_init() -> None:
+    all_rules()
+    sys.setrecursionlimit(RECURSION_LIMIT)
+
+
+def run_tasks(tasks: Sequence[Task], options: TaskOptions, jobs: int) -> RunOutcome:
+    """Lint every task; the result order never depends on `jobs`."""
+    outcome = RunOutcome([], [])
+    if jobs <= 1 or len(tasks) < MIN_FILES_FOR_POOL:
+        for task in tasks:
+            _collect(outcome, lint_task(task, options))
+    else:
+        _run_pool(tasks, options, jobs, outcome)
+    outcome.results.sort(key=lambda r: r.path)
+    outcome.internal_errors.sort()
+    return outcome
+
+
+def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
+    if isinstance(result, str):
+        outcome.internal_errors.append(result)
+    else:
+        outcome.results.append(result)
+
+
+def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, outcome: RunOutcome) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["devicelint.runner", "devicelint.checks"])
+    pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init) as pool:
+            futures = {pool.submit(lint_task, task, options): task for task in pending.values()}
+            for future in as_completed(futures):
+                task = futures[future]
+                _collect(outcome, future.result())
+                del pending[task.path]
+    except BrokenProcessPool:
+        # A worker died (the native parser can crash on pathological input): find the file
+        # by linting what is left one file per process.
+        for task in list(pending.values()):
+            _collect(outcome, _lint_isolated(task, options, context))
+
+
+def _lint_isolated(task: Task, options: TaskOptions, context) -> FileResult | str:  # type: ignore[no-untyped-def]
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_worker_init) as pool:
+            return pool.submit(lint_task, task, options).result()
+    except BrokenProcessPool:
+        return FileResult(task.display, (_error_finding(task.display, "not analysed: the parser crashed on this file (its process died)"),))
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace a file's contents so that a reader never sees half of it."""
+    import tempfile
+
+    folder = path.parent
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".devicelint", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        try:
+            os.chmod(temp, path.stat().st_mode & 0o7777)
+        except OSError:
+            pass
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+def encode_like(original: bytes, text: str) -> bytes:
+    """Encode fixed text the way the original file was encoded (BOM and coding cookie kept)."""
+    import io
+    import tokenize
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(original).readline)
+    if encoding == "utf-8-sig":
+        return "\ufeff".encode("utf-8") + text.encode("utf-8")
+    return text.encode(encoding)
