@@ -95,12 +95,12 @@ class Cache:
             pass  # a read-only checkout still lints, only slower
 
 
-def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, settings, options: dict[str, Any]) -> RunOutcome:  # type: ignore[no-untyped-def]
+def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, settings, options: dict[str, Any], on_done=None) -> RunOutcome:  # type: ignore[no-untyped-def]
     if options.get("no_cache") or task_options.fix_mode != "none":
-        return run_tasks(tasks, task_options, jobs)
+        return run_tasks(tasks, task_options, jobs, on_done)
     cache = Cache(cache_root(settings, options))
     if not cache.prepare():
-        return run_tasks(tasks, task_options, jobs)
+        return run_tasks(tasks, task_options, jobs, on_done)
     hits: list[FileResult] = []
     misses: list[Task] = []
     keys: dict[str, str] = {}
@@ -117,7 +117,7 @@ def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, sett
             misses.append(task)
         else:
             hits.append(cached)
-    outcome = run_tasks(misses, task_options, jobs)
+    outcome = run_tasks(misses, task_options, jobs, on_done)
     for result in outcome.results:
         key = keys.get(result.path)
         if key is not None and not any(f.message.startswith("cannot read") for f in result.findings):

@@ -54,7 +54,7 @@ class PerFileIgnores:
         from devicelint.selection import resolve_all
 
         self.root = settings.root
-        self.entries = [(pathspec.PathSpec.from_lines("gitwildmatch", [pattern]), resolve_all(codes))
+        self.entries = [(pathspec.GitIgnoreSpec.from_lines([pattern]), resolve_all(codes))
                         for pattern, codes in settings.per_file_ignores]
 
     def codes_for(self, path: Path, codes: set[str]) -> tuple[str, ...]:
@@ -124,8 +124,11 @@ def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task
 
 def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any]) -> RunOutcome:
     from devicelint.cache import run_with_cache
+    from devicelint.progress import Progress
 
-    return run_with_cache(tasks, task_options, jobs, settings, options)
+    output_format = options["output_format"] or settings.output_format or "text"
+    with Progress(len(tasks), enabled=output_format == "text" and not options["quiet"]) as progress:
+        return run_with_cache(tasks, task_options, jobs, settings, options, progress.tick)
 
 
 def _check_stdin(options, codes, per_file, task_options, output_format) -> int:  # type: ignore[no-untyped-def]

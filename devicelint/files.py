@@ -41,8 +41,8 @@ def display_path(path: Path, cwd: Path) -> str:
         return path.as_posix()
 
 
-def _spec(patterns: Iterable[str]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+def _spec(patterns: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 class Excluder:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from devicelint.engine import SYNTAX_ERROR, EngineOptions, InternalError, lint_source
+from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding
+from devicelint.notebook import NotebookError, lint_notebook
 from devicelint.registry import REGISTRY, all_rules
 
 # LibCST's native parser and its Python code paths recurse once per nesting level; a big
@@ -99,7 +101,11 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
         fix_mode=options.fix_mode, prefilter=options.prefilter,
     )
     try:
+        if task.path.endswith(NOTEBOOK_SUFFIX):
+            return in_big_stack(lint_notebook, data, task.display, engine_options)
         return in_big_stack(lint_source, data, task.display, engine_options)
+    except NotebookError as err:
+        return FileResult(task.display, (_error_finding(task.display, str(err)),))
     except InternalError as err:
         return f"internal error: {err}"
     except MemoryError:
@@ -111,14 +117,18 @@ def _worker_init() -> None:
     sys.setrecursionlimit(RECURSION_LIMIT)
 
 
-def run_tasks(tasks: Sequence[Task], options: TaskOptions, jobs: int) -> RunOutcome:
-    """Lint every task; the result order never depends on `jobs`."""
+def run_tasks(
+    tasks: Sequence[Task], options: TaskOptions, jobs: int, on_done: Callable[[], None] | None = None
+) -> RunOutcome:
+    """Lint every task; the result order never depends on `jobs`. `on_done` ticks per file."""
     outcome = RunOutcome([], [])
+    tick = on_done or (lambda: None)
     if jobs <= 1 or len(tasks) < MIN_FILES_FOR_POOL:
         for task in tasks:
             _collect(outcome, lint_task(task, options))
+            tick()
     else:
-        _run_pool(tasks, options, jobs, outcome)
+        _run_pool(tasks, options, jobs, outcome, tick)
     outcome.results.sort(key=lambda r: r.path)
     outcome.internal_errors.sort()
     return outcome
@@ -131,7 +141,7 @@ def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
         outcome.results.append(result)
 
 
-def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, outcome: RunOutcome) -> None:
+def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, outcome: RunOutcome, tick: Callable[[], None]) -> None:
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
@@ -144,11 +154,13 @@ def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, outcome: R
                 task = futures[future]
                 _collect(outcome, future.result())
                 del pending[task.path]
+                tick()
     except BrokenProcessPool:
         # A worker died (the native parser can crash on pathological input): find the file
         # by linting what is left one file per process.
         for task in list(pending.values()):
             _collect(outcome, _lint_isolated(task, options, context))
+            tick()
 
 
 def _lint_isolated(task: Task, options: TaskOptions, context) -> FileResult | str:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from devicelint.report import ReportContext
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
-    return {
+    data = {
         "path": finding.path,
         "line": finding.line,
         "column": finding.column,
@@ -28,6 +28,9 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             "edits": [asdict(edit) for edit in finding.fix.edits],
         },
     }
+    if finding.cell is not None:
+        data["cell"] = finding.cell  # notebooks only: `line` counts within this code cell
+    return data
 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:

@@ -45,8 +45,13 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, Any]:
     }
     if finding.code in rule_index:
         result["ruleIndex"] = rule_index[finding.code]
+    properties: dict[str, Any] = {}
     if finding.module_path:
-        result["properties"] = {"modulePath": finding.module_path}
+        properties["modulePath"] = finding.module_path
+    if finding.cell is not None:
+        properties["cell"] = finding.cell  # notebooks: the region's lines count within this cell
+    if properties:
+        result["properties"] = properties
     if finding.fix is not None:
         result["fixes"] = [
             {

@@ -15,6 +15,10 @@ def _source_line(finding: Finding, context: ReportContext) -> str | None:
     if finding.path in context.sources:
         lines = context.sources[finding.path].splitlines()
         return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
+    if finding.cell is not None:
+        from devicelint.notebook import cell_line
+
+        return cell_line(finding.path, finding.cell, finding.line)
     text = linecache.getline(finding.path, finding.line)
     return text.rstrip("\r\n") if text else None
 
@@ -22,6 +26,22 @@ def _source_line(finding: Finding, context: ReportContext) -> str | None:
 def location(finding: Finding) -> str:
     cell = f"cell {finding.cell}:" if finding.cell is not None else ""
     return f"{finding.path}:{cell}{finding.line}:{finding.column}"
+
+
+MAX_SHOWN = 120
+
+
+def _window(line: str, f: Finding) -> tuple[str, int, int]:
+    """The part of a long line around the finding, its column in that part, and the caret width."""
+    width = (f.end_column - f.column) if f.end_line == f.line else len(line) - f.column + 1
+    width = max(1, min(width, MAX_SHOWN))
+    if len(line) <= MAX_SHOWN:
+        return line, f.column, width
+    start = max(0, f.column - 1 - 20)
+    shown = line[start:start + MAX_SHOWN]
+    prefix = "..." if start else ""
+    suffix = "..." if start + MAX_SHOWN < len(line) else ""
+    return prefix + shown + suffix, f.column - start + len(prefix), min(width, MAX_SHOWN - (f.column - 1 - start))
 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:
@@ -38,10 +58,10 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
         if context.show_source:
             line = _source_line(f, context)
             if line is not None and line.strip():
-                width = (f.end_column - f.column) if f.end_line == f.line else len(line) - f.column + 1
+                shown, column, width = _window(line.expandtabs(1), f)
                 gutter = str(f.line)
-                out.append(f"  {gutter} | {line.expandtabs(1)}")
-                out.append(f"  {' ' * len(gutter)} | {' ' * (f.column - 1)}{style('^' * max(width, 1), fg=code_colour)}")
+                out.append(f"  {gutter} | {shown}")
+                out.append(f"  {' ' * len(gutter)} | {' ' * (column - 1)}{style('^' * width, fg=code_colour)}")
         if f.fix is not None:
             kind = "fix" if f.fix.safe else "unsafe fix"
             out.append(f"  = {kind} available: {f.fix.description}")

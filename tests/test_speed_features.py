@@ -1,0 +1,128 @@
+"""Notebooks, the pre-filter, the cache, and determinism across job counts and cache states."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from devicelint.cache import Cache, entry_key
+from devicelint.cli import cli
+from devicelint.engine import EngineOptions, lint_source, wanted_rules
+from devicelint.finding import FileResult
+from devicelint.notebook import virtual_source
+from devicelint.registry import all_rules
+from devicelint.runner import Task, TaskOptions
+
+ALL_RULES = tuple(all_rules())
+
+
+def _json(args: list[str], cwd: Path | None = None) -> list[dict]:
+    runner = CliRunner()
+    if cwd is not None:
+        old = Path.cwd()
+        os.chdir(cwd)
+    try:
+        result = runner.invoke(cli, ["check", "--output-format", "json", *args])
+    finally:
+        if cwd is not None:
+            os.chdir(old)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_notebook_findings_name_cell_and_line() -> None:
+    rows = _json(["--no-cache", str(FIXTURES / "notebooks")])
+    located = [(Path(r["path"]).name, r["cell"], r["line"], r["column"], r["code"]) for r in rows]
+    assert located == [
+        ("bad_resume.ipynb", 4, 1, 9, "DL501"),
+        ("bad_resume.ipynb", 5, 2, 4, "DL502"),
+    ]
+
+
+def test_notebook_text_output_shows_cell_location_and_cell_source() -> None:
+    result = CliRunner().invoke(cli, ["check", "--no-cache", str(FIXTURES / "notebooks" / "bad_resume.ipynb")])
+    assert result.exit_code == 1
+    assert "bad_resume.ipynb:cell 4:1:9: DL501" in result.output
+    assert '  1 | state = torch.load("ckpt.pt")' in result.output
+
+
+def test_notebook_magics_and_shell_lines_are_blanked_keeping_line_numbers() -> None:
+    notebook = {"cells": [{"cell_type": "code", "source": ["%time x = 1\n", "!ls\n", "y = 2\n"]},
+                          {"cell_type": "code", "source": ["%%bash\n", "echo hi\n"]}]}
+    source, origin = virtual_source(json.dumps(notebook).encode())
+    assert source.splitlines()[:3] == ["", "", "y = 2"]
+    assert (origin[2].cell, origin[2].line) == (1, 3)
+    assert "echo" not in source
+
+
+def test_notebooks_can_be_switched_off_in_config(tmp_path: Path) -> None:
+    (tmp_path / "devicelint.toml").write_text("notebooks = false\n")
+    (tmp_path / "nb.ipynb").write_bytes((FIXTURES / "notebooks" / "bad_resume.ipynb").read_bytes())
+    assert _json(["--no-cache", "."], cwd=tmp_path) == []
+
+
+def test_broken_notebook_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text("{not json")
+    rows = _json(["--no-cache", str(tmp_path)])
+    assert [(r["code"], r["message"].split(":")[0]) for r in rows] == [("DL000", "not a readable Jupyter notebook")]
+
+
+def test_prefilter_never_hides_a_finding() -> None:
+    """Every fixture the pre-filter would skip for a rule yields nothing from that rule unfiltered."""
+    checked = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        skipped = [rule for rule in ALL_RULES if rule not in wanted_rules(text, ALL_RULES)]
+        if not skipped:
+            continue
+        unfiltered = lint_source(path.read_bytes(), str(path), EngineOptions(rules=tuple(skipped), prefilter=False))
+        assert [f for f in unfiltered.findings if f.code != "DL000"] == [], path
+        checked += 1
+    assert checked > 0
+
+
+def test_findings_identical_across_jobs_and_cache_states(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    args = ["--select", "ALL", str(FIXTURES)]
+    one = _json(["--no-cache", "-j", "1", *args])
+    two = _json(["--no-cache", "-j", "2", *args])
+    cold = _json(["--cache-dir", str(cache), "-j", "2", *args])
+    warm = _json(["--cache-dir", str(cache), "-j", "2", *args])
+    assert one and one == two == cold == warm
+    assert (cache / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_cache_key_changes_with_content_settings_and_rules() -> None:
+    task = Task("a.py", "a.py", ("DL501",))
+    options = TaskOptions(torch_version=None, fix_mode="none")
+    base = entry_key(b"x = 1\n", task, options)
+    assert base == entry_key(b"x = 1\n", task, options)
+    assert base != entry_key(b"x = 2\n", task, options)
+    assert base != entry_key(b"x = 1\n", Task("a.py", "a.py", ("DL501", "DL502")), options)
+    assert base != entry_key(b"x = 1\n", task, TaskOptions(torch_version="2.3", fix_mode="none"))
+
+
+def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    assert cache.prepare()
+    cache.put("ab" + "0" * 62, FileResult("a.py", ()))
+    entry = next((tmp_path / "v1").rglob("*.json"))
+    entry.write_text("{garbage")
+    assert cache.get("ab" + "0" * 62, "a.py") is None
+    entry.write_text('[{"pickle": "no"}]')
+    assert cache.get("ab" + "0" * 62, "a.py") is None
+
+
+def test_warm_run_uses_cache_and_sees_edits(tmp_path: Path) -> None:
+    source = tmp_path / "train.py"
+    source.write_text("import torch\nstate = torch.load('a.pt')\n")
+    cache = tmp_path / ".cache"
+    first = _json(["--cache-dir", str(cache), str(source)])
+    assert [r["code"] for r in first] == ["DL501"]
+    assert list((cache / "v1").rglob("*.json"))
+    source.write_text("import torch\nstate = torch.load('a.pt', map_location='cpu')\n")
+    assert _json(["--cache-dir", str(cache), str(source)]) == []
