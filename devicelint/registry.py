@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
 
-import libcst as cst
+if TYPE_CHECKING:  # libcst is heavy; `devicelint --version` and `rules` should not import it
+    import libcst as cst
 
-if TYPE_CHECKING:
     from devicelint.context import FileContext
 
 FixAvailability = Literal["none", "safe", "unsafe", "sometimes"]
