@@ -104,7 +104,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     files_checked = len(tasks) + len(found.unreadable)
     if not found.files and not found.unreadable and not found.missing and not options["quiet"]:
         click.echo("devicelint: no Python files to lint.", err=True)
-    _emit(findings, files_checked, output_format, options, sources)
+    failed = bool(found.missing or outcome.internal_errors)
+    _emit(findings, files_checked, output_format, options, sources, failed)
     for message in outcome.internal_errors:
         _error(message)
     if found.missing or outcome.internal_errors:
@@ -181,7 +182,7 @@ def _apply_fixes(outcome: RunOutcome, tasks: list[Task], task_options: TaskOptio
             outcome.results[index] = remaining
 
 
-def _emit(findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any], sources: dict[str, str]) -> None:
+def _emit(findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any], sources: dict[str, str], failed: bool = False) -> None:
     output_file = options["output_file"]
     color = output_format == "text" and output_file is None and sys.stdout.isatty()
     context = ReportContext(files_checked, options["show_source"], color, sources)
@@ -189,9 +190,13 @@ def _emit(findings: list[Finding], files_checked: int, output_format: str, optio
     if output_format == "text":
         if options["statistics"]:
             report = statistics(findings) if not options["quiet"] else report
-        if not options["quiet"]:
+        if not options["quiet"] and not (failed and not findings):  # never "All clear" after an error
             report += summary(findings, files_checked) + "\n"
     if output_file:
-        Path(output_file).write_text(report, encoding="utf-8")
+        try:
+            Path(output_file).write_text(report, encoding="utf-8")
+        except OSError as err:
+            _error(f"cannot write {output_file}: {err.strerror or err}")
+            sys.exit(EXIT_ERROR)
     else:
         click.echo(report, nl=False, color=color)

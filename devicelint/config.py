@@ -57,9 +57,14 @@ def find_config(start: Path) -> Path | None:
 
 def _has_devicelint_table(path: Path) -> bool:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return False
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        # Broken TOML that means to configure devicelint: load_config reports it, never skips it.
+        return "tool.devicelint" in text
     return isinstance(data.get("tool"), dict) and "devicelint" in data["tool"]
 
 

@@ -66,9 +66,11 @@ def _decode(data: bytes | str, path: str) -> str | Finding:
     if isinstance(data, str):
         return data
     try:
-        return decode_source(data)
-    except SyntaxError as err:  # unknown coding cookie
-        return _syntax_finding(path, err.lineno or 1, 1, f"cannot decode the file: {err.msg}")
+        try:
+            return decode_source(data)
+        except SyntaxError as err:  # unknown coding cookie, or a bad byte in the first two lines
+            data.decode("utf-8")  # a bad byte: report where it is, below
+            return _syntax_finding(path, err.lineno or 1, 1, f"cannot decode the file: {err.msg}")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
@@ -112,6 +114,28 @@ def _explain_syntax_error(text: str, path: str, err: cst.ParserSyntaxError) -> F
     return _syntax_finding(path, err.raw_line, err.raw_column + 1, f"syntax error: {err.message}")
 
 
+def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
+    """DL000 for a file no rule needs parsed: CPython's fast parser first, LibCST to confirm."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+        return ()
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        pass  # maybe newer syntax than this Python knows: LibCST decides
+    deep = _too_deep(text)
+    if deep is not None:
+        line, column, reason = deep
+        return (_syntax_finding(path, line, column, f"not parsed: {reason}"),)
+    try:
+        cst.parse_module(text)
+    except cst.ParserSyntaxError as err:
+        return (_explain_syntax_error(text, path, err),)
+    return ()
+
+
 def _positions(module: cst.Module):  # type: ignore[no-untyped-def]
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     return wrapper.resolve(PositionProvider)
@@ -127,7 +151,8 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileRes
         return FileResult(path, (_syntax_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),))
     rules = wanted_rules(text, options.rules) if options.prefilter else list(options.rules)
     if not rules:
-        return FileResult(path, ())
+        # Nothing to run, but a file that does not parse is still a finding (DL000).
+        return FileResult(path, _unparsable(text, path))
     deep = _too_deep(text)
     if deep is not None:
         line, column, reason = deep

@@ -93,6 +93,15 @@ class Excluder:
                     break
         return False
 
+    def inside_virtualenv(self, path: Path) -> bool:
+        """Whether a folder between the root and a named `path` is a virtualenv (has pyvenv.cfg)."""
+        for folder in path.absolute().parents:
+            if self._relative(folder, self.root) in (None, "."):
+                break
+            if (folder / "pyvenv.cfg").exists():
+                return True
+        return False
+
 
 def discover(
     paths: Iterable[str], excluder: Excluder, force_exclude: bool, cwd: Path, notebooks: bool = True
@@ -108,6 +117,8 @@ def discover(
                 unreadable.append((given, "broken symbolic link"))
             else:
                 missing.append(given)
+            continue
+        if force_exclude and excluder.inside_virtualenv(path):
             continue
         if path.is_dir():
             if force_exclude and excluder.excluded(path, True):
@@ -131,7 +142,8 @@ def _walk(top: Path, excluder: Excluder, suffixes, files, unreadable, cwd) -> No
         for entry in entries:
             path = Path(entry.path)
             try:
-                is_dir = entry.is_dir()
+                # Symlinked folders are not followed (as git and Ruff): a link to `..` loops forever.
+                is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_dir = False
             if is_dir:
@@ -140,9 +152,12 @@ def _walk(top: Path, excluder: Excluder, suffixes, files, unreadable, cwd) -> No
                 continue
             if not entry.name.endswith(suffixes):
                 continue
-            if entry.is_symlink() and not path.exists():
-                unreadable.append((display_path(path, cwd), "broken symbolic link"))
-                continue
+            if entry.is_symlink():
+                if not path.exists():
+                    unreadable.append((display_path(path, cwd), "broken symbolic link"))
+                    continue
+                if path.is_dir():
+                    continue
             if excluder.excluded(path, False):
                 continue
             files.setdefault(path.absolute(), SourceFile(path, display_path(path, cwd)))

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 import libcst as cst
 
 from devicelint.finding import Edit, Finding
 
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
 
 def _line_offsets(source: str) -> list[int]:
-    offsets = [0]
-    for line in source.splitlines(keepends=True):
-        offsets.append(offsets[-1] + len(line))
-    return offsets
+    # Python's line breaks only: str.splitlines also breaks at \f, \v, \x1c.. and \u2028,
+    # which would shift every edit after such a character by a line.
+    return [0] + [match.end() for match in _NEWLINE.finditer(source)]
 
 
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 _LINE_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.I)
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 _FILE_NOQA = re.compile(
     r"^\s*#\s*devicelint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?\s*$",
     re.I | re.M,
@@ -33,7 +34,8 @@ class Suppressions:
                 file_codes = None
                 break
             file_codes = (file_codes or frozenset()) | codes
-        return cls(file_codes=file_codes, lines=tuple(source.splitlines()))
+        # Python's line breaks only (str.splitlines also breaks at \f and \u2028).
+        return cls(file_codes=file_codes, lines=tuple(_NEWLINE.split(source)))
 
     def silences(self, code: str, line: int) -> bool:
         if self.file_codes is None:

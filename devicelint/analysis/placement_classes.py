@@ -34,6 +34,8 @@ class ClassFacts:
     has_device: bool = False
     # every `self.<attr> = <value>` statement: (attr, value, enclosing method)
     assignments: list[tuple[str, cst.BaseExpression, cst.FunctionDef]] = field(default_factory=list)
+    # every `self.<attr>` expression in the class's methods: (attr, node, enclosing method)
+    references: list[tuple[str, cst.Attribute, cst.FunctionDef]] = field(default_factory=list)
 
 
 def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None:
@@ -71,34 +73,66 @@ def _string(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def _owner(ctx: FileContext, node: cst.CSTNode, by_class: dict[int, ClassFacts]) -> tuple[ClassFacts, cst.FunctionDef] | None:
+    """The module class and its method whose body holds `node` (None outside module methods)."""
+    method = None
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            method = ancestor
+        elif isinstance(ancestor, cst.ClassDef):
+            facts = by_class.get(id(ancestor))
+            if facts is None or method is None or method.name.value not in facts.methods or facts.methods[method.name.value] is not method:
+                return None
+            return facts, method
+    return None
+
+
 def _build(ctx: FileContext) -> dict[str, ClassFacts]:
     out: dict[str, ClassFacts] = {}
+    by_class: dict[int, ClassFacts] = {}
     for name, cls in module_classes(ctx).items():
         facts = ClassFacts(node=cls, methods=methods(cls))
         facts.has_device = "device" in facts.methods or any(
             (dotted_name(b.value) or "").endswith(KNOWN_DEVICE_BASES) for b in cls.bases
         )
-        for method in facts.methods.values():
-            for node in ctx.index.walk(method.body):
-                if isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        attr = self_attribute(target.target)
-                        if attr is not None:
-                            _record(ctx, facts, attr, node.value, method)
-                elif isinstance(node, cst.AnnAssign) and node.value is not None:
-                    attr = self_attribute(node.target)
-                    if attr is not None:
-                        _record(ctx, facts, attr, node.value, method)
-                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                    if node.func.attr.value in ("register_buffer", "register_parameter", "register_module", "add_module") and node.args:
-                        key = _string(node.args[0].value)
-                        if key is not None:
-                            if node.func.attr.value in ("register_module", "add_module"):
-                                facts.submodules[key] = "Module"
-                            else:
-                                facts.registered.add(key)
         out[name] = facts
+        by_class[id(cls)] = facts
+    if not out:
+        return out
+    index = ctx.index
+    # Every `self.<attr>` in a method of a module class, in source order.
+    for node in index.of_type(cst.Attribute):
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            owner = _owner(ctx, node, by_class)
+            if owner is not None:
+                owner[0].references.append((node.attr.value, node, owner[1]))
+    for facts in out.values():
+        for attr, node, method in facts.references:
+            parent = index.parent(node)
+            if isinstance(parent, cst.AssignTarget):
+                assign = index.parent(parent)
+                if isinstance(assign, cst.Assign):
+                    _record(ctx, facts, attr, assign.value, method)
+            elif isinstance(parent, cst.AnnAssign) and parent.target is node and parent.value is not None:
+                _record(ctx, facts, attr, parent.value, method)
+    for call in index.of_type(cst.Call):
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _REGISTERS and call.args):
+            continue
+        if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+            continue
+        owner = _owner(ctx, call, by_class)
+        key = _string(call.args[0].value)
+        if owner is None or key is None:
+            continue
+        if func.attr.value in ("register_module", "add_module"):
+            owner[0].submodules[key] = "Module"
+        else:
+            owner[0].registered.add(key)
     return out
+
+
+_REGISTERS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
 
 
 def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpression, method: cst.FunctionDef) -> None:

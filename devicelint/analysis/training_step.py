@@ -53,7 +53,7 @@ DTYPES = {
 }
 SCALER_METHODS = ("scale", "unscale_", "step", "update")
 # Words in an `if` test that make its branch the mixed-precision (or the fp32) alternative.
-AMP_WORDS = ("amp", "fp16", "half", "scaler", "mixed", "precision", "autocast", "float16", "dtype")
+AMP_WORDS = ("amp", "16", "half", "scal", "mixed", "precision", "autocast", "dtype")
 SCHEDULER_WORDS = ("sched", "lr", "warmup", "env", "swa")
 
 
@@ -68,8 +68,9 @@ class Autocast:
     enabled: bool | None  # False only for a literal `enabled=False`
 
     @property
-    def may_run_float16_on_cuda(self) -> bool:
-        return self.enabled is not False and "float16" in self.dtypes and "cuda" in self.devices
+    def may_run_float16(self) -> bool:
+        """float16 is a possible dtype (explicit, or the CUDA default) on a device that is not only the CPU."""
+        return self.enabled is not False and "float16" in self.dtypes and bool(self.devices & {"cuda", UNKNOWN})
 
 
 @dataclass
@@ -77,13 +78,13 @@ class Scope:
     """Facts about one function body (or the module top level), in source order."""
 
     node: cst.CSTNode
-    calls: list[cst.Call] = field(default_factory=list)
     autocasts: list[Autocast] = field(default_factory=list)
     backwards: list[cst.Call] = field(default_factory=list)  # `t.backward()`, scaled or not
+    # `accelerator.backward(loss)`, `engine.backward(loss)`: a framework scales and steps.
+    delegated_backwards: list[cst.Call] = field(default_factory=list)
     scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
     optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
     clips: list[cst.Call] = field(default_factory=list)
-    assigned: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- basic shapes
@@ -132,12 +133,20 @@ def last_word(node: cst.BaseExpression | None) -> str:
     return text.rsplit(".", 1)[-1].lower() if text else ""
 
 
-def mentioned_names(ctx: FileContext, root: cst.CSTNode) -> set[str]:
-    """Names read in an expression, leaving out attribute members, keywords and imported modules."""
+def mentioned_names(ctx: FileContext, root: cst.CSTNode, skip_host: bool = False, skip_moves: bool = False) -> set[str]:
+    """Names read in an expression, leaving out attribute members, keywords and imported modules.
+
+    With `skip_host`, values read only through a host copy (`loss.item()`, `float(x)`) are left
+    out; with `skip_moves`, values read only to be moved (`labels` in `labels.cuda()`).
+    """
     names: set[str] = set()
     stack: list[cst.CSTNode] = [root]
     while stack:
         node = stack.pop()
+        if skip_host and isinstance(node, cst.Call) and is_host_value(node):
+            continue
+        if skip_moves and isinstance(node, cst.Call) and _moves(node):
+            continue
         if isinstance(node, cst.Name):
             names.add(node.value)
         elif isinstance(node, cst.Attribute):
@@ -157,6 +166,16 @@ def mentioned_names(ctx: FileContext, root: cst.CSTNode) -> set[str]:
     names.discard("self")
     names.discard("cls")
     return names
+
+
+def short(ctx: FileContext, node: cst.CSTNode, limit: int = 60) -> str:
+    """Source text of a node on one line, shortened to `f(...)` when long."""
+    text = " ".join(ctx.code_for(node).split())
+    if len(text) <= limit:
+        return text
+    if isinstance(node, cst.Call):
+        return f"{short(ctx, node.func, limit)}(...)"
+    return text[: limit - 3] + "..."
 
 
 def scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
@@ -267,6 +286,14 @@ def values_of(ctx: FileContext, name: str, scope: cst.CSTNode) -> list[cst.BaseE
     return None
 
 
+def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
+    """The values assigned to `self.x` in any method of the file; None for other expressions."""
+    text = dotted_name(node) if isinstance(node, cst.Attribute) else None
+    if text is None or not text.startswith("self.") or text.count(".") != 1:
+        return None
+    return [v for table in assignments(ctx).values() for v in table.get(text, [])] or None
+
+
 def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
     """Possible values of `node` through names, conditionals and dict look-ups; `leaf` reads one."""
     if depth > 8:
@@ -289,13 +316,18 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
         if values and all(isinstance(v, cst.Dict) for v in values):
             return _resolve(ctx, node.with_changes(value=values[0]), scope, leaf, depth + 1)
         return frozenset({UNKNOWN})
-    if isinstance(node, cst.Name) and ctx.qualified_name(node) is None:
-        values = values_of(ctx, node.value, scope)
+    if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
+        values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
         if not values:
             return frozenset({UNKNOWN})
         out = frozenset()
         for value in values:
-            out |= _resolve(ctx, value, scope, leaf, depth + 1) if value is not None else {UNKNOWN}
+            if value is None:
+                out |= {UNKNOWN}
+                continue
+            # `self.x = ...` is read in the scope that assigned it.
+            where = scope if isinstance(node, cst.Name) else scope_of(ctx, value)
+            out |= _resolve(ctx, value, where, leaf, depth + 1)
         return out
     return frozenset({UNKNOWN})
 
@@ -327,10 +359,11 @@ def autocast_call(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode
         return None
     if isinstance(expr, cst.IfExp):
         return autocast_call(ctx, expr.body, scope, depth + 1) or autocast_call(ctx, expr.orelse, scope, depth + 1)
-    if isinstance(expr, cst.Name):
-        for value in values_of(ctx, expr.value, scope) or ():
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        values = values_of(ctx, expr.value, scope) if isinstance(expr, cst.Name) else attribute_values(ctx, expr)
+        for value in values or ():
             if value is not None:
-                found = autocast_call(ctx, value, scope, depth + 1)
+                found = autocast_call(ctx, value, scope_of(ctx, value), depth + 1)
                 if found is not None:
                     return found
     return None
@@ -387,6 +420,22 @@ def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
 
 
+def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    """A scaler built from `GradScaler(...)` in this file, or one that scales or unscales somewhere."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        used = set(scaler_names(c))
+        for call in c.index.of_type(cst.Call):
+            if method_name(call) in ("scale", "unscale_") and positional(call):
+                text = text_of(call.func.value)  # type: ignore[attr-defined]
+                if text is not None and "scaler" in text.rsplit(".", 1)[-1].lower():
+                    used.add(text)
+        return frozenset(used)
+
+    text = text_of(node) if node is not None else None
+    return text is not None and text in ctx.shared("training_step.proven_scalers", build)
+
+
 def looks_like_optimizer(node: cst.BaseExpression | None) -> bool:
     word = last_word(node)
     if not word or any(w in word for w in SCHEDULER_WORDS) or "scaler" in word:
@@ -414,6 +463,8 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             owner = receiver(call)
             if name == "backward" and not positional(call) and not has_star(call):
                 _scope(c, scopes, call).backwards.append(call)
+            elif name == "backward" and len(positional(call)) == 1:
+                _scope(c, scopes, call).delegated_backwards.append(call)
             elif name in SCALER_METHODS and is_scaler(c, owner):
                 if name == "update" or positional(call):
                     _scope(c, scopes, call).scaler_calls.setdefault(name, []).append(call)
@@ -429,7 +480,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             for item in with_node.items:
                 found = autocast_call(c, item.item, scope_node)
                 if found is not None:
-                    scope.autocasts.append(describe_autocast(c, with_node, item.item, found, scope_node))
+                    scope.autocasts.append(describe_autocast(c, with_node, item.item, found, scope_of(c, found)))
                     break
         return list(scopes.values())
 
@@ -463,28 +514,152 @@ def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
     return set(out)
 
 
-def derived_names(ctx: FileContext, scope: cst.CSTNode, seeds: set[str], within: cst.CSTNode | None = None) -> set[str]:
-    """`seeds` and every name assigned (in `within`, else the scope) from an expression reading them."""
-    root = within if within is not None else scope
-    pairs: list[tuple[set[str], set[str]]] = []
+def _flows(ctx: FileContext, root: cst.CSTNode) -> list[tuple[set[str], set[str], set[str]]]:
+    """(targets, names read, names read other than to be moved) for each assignment under `root`."""
+    flows = []
     for node in ctx.index.walk(root):
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
-            continue
-        if isinstance(node, cst.Assign):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
             targets: dict[str, list] = {}
-            for target in node.targets:
-                _record_target(targets, target.target, node.value)
-            pairs.append((set(targets), mentioned_names(ctx, node.value)))
-        elif isinstance(node, cst.AugAssign):
-            targets = {}
-            _record_target(targets, node.target, None)
-            pairs.append((set(targets), mentioned_names(ctx, node.value)))
+            for target in node.targets if isinstance(node, cst.Assign) else ():
+                _record_target(targets, target.target, None)
+            if not isinstance(node, cst.Assign):
+                _record_target(targets, node.target, None)
+            flows.append((
+                set(targets),
+                mentioned_names(ctx, node.value, skip_host=True),
+                mentioned_names(ctx, node.value, skip_host=True, skip_moves=True),
+            ))
+    return flows
+
+
+def derived_names(ctx: FileContext, root: cst.CSTNode, seeds: set[str], backwards: bool = False) -> set[str]:
+    """`seeds` and every name assigned under `root` from an expression reading them.
+
+    With `backwards`, also the names read to compute a tainted name (`loss = f(out, y)` taints
+    `out` and `y`): right for "is this a device tensor", too loose for "is this a tensor at all".
+    """
+    flows = _flows(ctx, root)
     tainted = set(seeds)
     changed = True
     while changed:
         changed = False
-        for targets, reads in pairs:
+        for targets, reads, unmoved in flows:
             if reads & tainted and not targets <= tainted:
                 tainted |= targets
                 changed = True
+            # What is read to build a moved value (`x = batch.to(device)`) is still on the host.
+            if backwards and targets & tainted and not unmoved <= tainted:
+                tainted |= unmoved
+                changed = True
     return tainted
+
+
+# ----------------------------------------------------------------------------- host syncs
+
+HOST_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "print", "isinstance", "repr", "round"})
+PROCESS_WORDS = ("rank", "main", "master", "process", "local", "world", "device")
+LOGGING_WORDS = (
+    "log", "print", "verbose", "display", "report", "interval", "every", "freq", "debug",
+    "monitor", "eval", "valid", "save", "ckpt", "checkpoint", "summary", "writer", "wandb",
+    "tensorboard", "show", "vis", "profil", "trace", "period",
+)
+
+
+def is_host_value(call: cst.Call) -> bool:
+    """A call whose result is a Python or NumPy value, not a tensor."""
+    if method_name(call) in HOST_METHODS:
+        return True
+    return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
+
+
+def innermost_loop(ctx: FileContext, node: cst.CSTNode) -> cst.For | cst.While | None:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return None
+    return None
+
+
+def step_loops(ctx: FileContext) -> list[tuple[cst.For | cst.While, Scope]]:
+    """The innermost loop around each `.backward()`: its body runs once per training step."""
+
+    def build(c: FileContext) -> list[tuple[cst.For | cst.While, Scope]]:
+        seen: dict[int, tuple[cst.For | cst.While, Scope]] = {}
+        for scope in training_scopes(c):
+            for call in (*scope.backwards, *scope.delegated_backwards):
+                loop = innermost_loop(c, call)
+                if loop is not None:
+                    seen.setdefault(id(loop), (loop, scope))
+        return list(seen.values())
+
+    return ctx.shared("training_step.step_loops", build)
+
+
+def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """`step % log_every == 0`, `i == 0`, `args.verbose`: a branch that does not run every step."""
+    for node in ctx.index.walk(test):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return True
+        if isinstance(node, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in node.comparisons):
+            # `if rank == 0:` runs on every step of the main process: not a logging interval.
+            if not any(w in test_words(ctx, node) for w in PROCESS_WORDS):
+                return True
+    words = test_words(ctx, test)
+    return any(w in words for w in LOGGING_WORDS)
+
+
+def in_logging_condition(ctx: FileContext, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """Whether `node` runs only under a logging condition (or an exception handler) inside `loop`."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is loop:
+            break
+        if isinstance(ancestor, (cst.ExceptHandler, cst.Raise, cst.Assert)):
+            return True
+    return any(in_body and is_logging_test(ctx, branch.test) for branch, in_body in enclosing_ifs(ctx, node, loop))
+
+
+def runs_on_device(ctx: FileContext, scope: cst.CSTNode) -> bool:
+    """The scope moves values to a device or enters autocast: its tensors are on an accelerator."""
+
+    def build(c: FileContext) -> bool:
+        for node in c.index.walk(scope):
+            if isinstance(node, cst.Call) and method_name(node) in ("cuda", "to"):
+                return True
+            if isinstance(node, cst.Name) and "device" in node.value:
+                return True
+            if isinstance(node, cst.Attribute) and node.attr.value == "device":
+                return True
+        return False
+
+    return ctx.shared(f"training_step.on_device.{id(scope)}", build)
+
+
+def device_tensors(ctx: FileContext, loop: cst.For | cst.While, scope: Scope) -> tuple[set[str], set[str]]:
+    """(names that hold device tensors in the loop, the subset derived forward from the loss or a move)."""
+    seeds: set[str] = set()
+    for call in (*scope.backwards, *scope.delegated_backwards):
+        if inside(ctx, call, loop):
+            loss = positional(call)[0] if call.args else receiver(call)
+            if loss is not None:
+                seeds |= {n for n in mentioned_names(ctx, loss) if "scaler" not in n.lower()}
+    for node in ctx.index.walk(loop.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            if method_name(node.value) in ("to", "cuda") or _moves(node.value):
+                for target in node.targets:
+                    targets: dict[str, list] = {}
+                    _record_target(targets, target.target, None)
+                    seeds |= set(targets)
+    forward = derived_names(ctx, loop.body, seeds)
+    return derived_names(ctx, loop.body, forward, backwards=True), forward
+
+
+def _moves(call: cst.BaseExpression) -> bool:
+    """`x.to(device).float()` and friends: a move somewhere in the method chain."""
+    node = call
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value in ("to", "cuda"):
+            return True
+        node = node.func.value
+    return False

@@ -9,14 +9,42 @@ from devicelint.checks import syntax_error  # noqa: F401
 
 # DL1xx: tensors and modules off-device (placement issue)
 # -- begin DL1xx --
+from devicelint.checks import tensor_created_off_device  # noqa: F401
+from devicelint.checks import tensor_attribute_not_registered  # noqa: F401
+from devicelint.checks import submodules_in_plain_container  # noqa: F401
+from devicelint.checks import tensor_move_discarded  # noqa: F401
+from devicelint.checks import model_input_not_moved  # noqa: F401
+from devicelint.checks import numpy_on_device_tensor  # noqa: F401
+from devicelint.checks import hard_coded_cuda_in_module  # noqa: F401
+from devicelint.checks import cuda_in_dataset  # noqa: F401
+from devicelint.checks import global_default_device  # noqa: F401
+from devicelint.checks import loss_weight_off_device  # noqa: F401
+from devicelint.checks import optimizer_state_device  # noqa: F401
 # -- end DL1xx --
 
 # DL2xx: data and model parallelism
 # -- begin DL2xx --
+from devicelint.checks import dataparallel_as_model_parallelism  # noqa: F401
+from devicelint.checks import dataparallel_model_not_on_first_device  # noqa: F401
+from devicelint.checks import dataparallel_attribute_without_module  # noqa: F401
+from devicelint.checks import wrapped_state_dict_prefix  # noqa: F401
+from devicelint.checks import ddp_device_setup  # noqa: F401
+from devicelint.checks import removed_parallel_api  # noqa: F401
+from devicelint.checks import dataparallel_prefer_ddp  # noqa: F401
+from devicelint.checks import model_parallel_activation_not_moved  # noqa: F401
 # -- end DL2xx --
 
 # DL3xx: mixed precision; DL4xx: host syncs and transfers
 # -- begin DL3xx-DL4xx --
+from devicelint.checks import fp16_autocast_without_gradscaler  # noqa: F401
+from devicelint.checks import gradscaler_bypassed  # noqa: F401
+from devicelint.checks import gradscaler_update_missing  # noqa: F401
+from devicelint.checks import clip_before_unscale  # noqa: F401
+from devicelint.checks import deprecated_amp_api  # noqa: F401
+from devicelint.checks import backward_inside_autocast  # noqa: F401
+from devicelint.checks import host_sync_in_training_loop  # noqa: F401
+from devicelint.checks import non_blocking_without_pinned_memory  # noqa: F401
+from devicelint.checks import create_then_move  # noqa: F401
 # -- end DL3xx-DL4xx --
 
 # DL5xx: checkpoints and device identity
@@ -25,4 +53,10 @@ from devicelint.checks import device_compared_to_string_or_bare_type  # noqa: F4
 
 # DL6xx: runtime-only codes (documented here, reported by devicelint.runtime)
 # -- begin DL6xx --
+from devicelint.checks import runtime_mixed_device_op  # noqa: F401
+from devicelint.checks import runtime_host_sync_in_checked_region  # noqa: F401
+from devicelint.checks import runtime_per_step_host_to_device_copy  # noqa: F401
+from devicelint.checks import runtime_parameter_or_buffer_off_device  # noqa: F401
+from devicelint.checks import runtime_unregistered_tensor_attribute  # noqa: F401
+from devicelint.checks import runtime_module_in_plain_container  # noqa: F401
 # -- end DL6xx --

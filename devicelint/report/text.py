@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import linecache
+import re
 from typing import Sequence
 
 import click
@@ -13,12 +14,13 @@ from devicelint.report import ReportContext
 
 def _source_line(finding: Finding, context: ReportContext) -> str | None:
     if finding.path in context.sources:
-        lines = context.sources[finding.path].splitlines()
+        lines = re.split(r"\r\n|\r|\n", context.sources[finding.path])  # not at \f, as splitlines
         return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
     if finding.cell is not None:
         from devicelint.notebook import cell_line
 
         return cell_line(finding.path, finding.cell, finding.line)
+    linecache.checkcache(finding.path)  # the file may have changed (--fix, a long-lived process)
     text = linecache.getline(finding.path, finding.line)
     return text.rstrip("\r\n") if text else None
 

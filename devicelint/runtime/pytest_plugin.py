@@ -1,1 +1,199 @@
-"""pytest plugin entry point (filled in by the runtime issue); imports torch only when enabled."""
+"""pytest plugin: `@pytest.mark.devicelint`, `--devicelint-runtime`, the `devicelint` fixture.
+
+Registered through the `pytest11` entry point. torch is imported only when a test asks for
+the checker (marker, fixture or flag): other test runs pay nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+
+
+class _OptionError(Exception):
+    pass
+
+
+_STASH = pytest.StashKey[Any]()
+_SYNCS = ("warn", "error", "ignore")
+_SIMULATE = ("auto", "always", "never")
+_MARK_OPTIONS = ("syncs", "expect_device", "simulate", "min_syncs", "min_copies")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("devicelint", "devicelint runtime device checks")
+    group.addoption(
+        "--devicelint-runtime",
+        action="store_true",
+        default=False,
+        help="Check device consistency in every test (as if each had @pytest.mark.devicelint).",
+    )
+    group.addoption(
+        "--devicelint-syncs",
+        choices=_SYNCS,
+        default="warn",
+        help="Host syncs inside checked tests: warn (default), error (fail the test) or ignore.",
+    )
+    group.addoption(
+        "--devicelint-simulate",
+        choices=_SIMULATE,
+        default="auto",
+        help="Simulate an accelerator on the CPU: auto (only without CUDA, default), always, never.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "devicelint(syncs=..., expect_device=..., simulate=...): run the test under the devicelint "
+        "runtime checker; it fails with every device finding, grouped by call site.",
+    )
+
+
+def _enabled(item: pytest.Item) -> bool:
+    return (
+        item.config.getoption("--devicelint-runtime")
+        or item.get_closest_marker("devicelint") is not None
+        or "devicelint" in getattr(item, "fixturenames", ())
+    )
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The simulated device must exist before the process's first backward pass.
+    if any(_enabled(item) for item in items) and config.getoption("--devicelint-simulate") != "never":
+        _install_simulation()
+
+
+def _install_simulation() -> None:
+    try:
+        import torch
+    except ImportError:
+        return  # each checked test says that torch is needed
+
+    if torch.cuda.is_available():
+        return
+    from devicelint.runtime import simulate
+
+    try:
+        simulate.install()
+    except simulate.SimulationUnavailable:
+        pass  # reported by each checked test that needs it
+
+
+def _options(item: pytest.Item) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "syncs": item.config.getoption("--devicelint-syncs"),
+        "simulate": item.config.getoption("--devicelint-simulate"),
+    }
+    marker = item.get_closest_marker("devicelint")
+    if marker is not None:
+        if marker.args:
+            raise _OptionError("@pytest.mark.devicelint takes keyword arguments only")
+        unknown = set(marker.kwargs) - set(_MARK_OPTIONS)
+        if unknown:
+            raise _OptionError(f"@pytest.mark.devicelint: unknown option(s) {sorted(unknown)}")
+        options.update(marker.kwargs)
+    return options
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    problem: str | None = None
+    if _enabled(item):
+        # Start before the fixtures are set up, so fixtures can build and move models.
+        try:
+            from devicelint.runtime.checker import check
+
+            checker = check(**_options(item))
+            checker.__enter__()
+        except ImportError as exc:
+            problem = f"devicelint: the runtime checks need torch (pip install 'devicelint[runtime]'): {exc}"
+        except (_OptionError, ValueError, RuntimeError) as exc:
+            problem = f"devicelint: {exc}"
+        else:
+            item.stash[_STASH] = checker
+    try:
+        result = yield
+    except BaseException:
+        _stop(item)
+        raise
+    if problem is not None:
+        # Raised after pytest's own setup ran, so its teardown stays consistent.
+        pytest.fail(problem, pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        result = yield
+    except BaseException as exc:
+        checker = _stop(item)
+        if checker is not None and checker.report is not None and checker.report.errors and hasattr(exc, "add_note"):
+            from devicelint.runtime.checker import format_findings
+
+            exc.add_note(format_findings(checker.report.errors))
+        raise
+    checker = _stop(item)
+    if checker is not None and checker.report is not None:
+        errors = checker.report.errors
+        if errors:
+            from devicelint.runtime.checker import DeviceConsistencyError
+
+            raise DeviceConsistencyError(errors)
+    return result
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    _stop(item)
+    return (yield)
+
+
+def _stop(item: pytest.Item) -> Any:
+    checker = item.stash.get(_STASH, None)
+    if checker is None:
+        return None
+    del item.stash[_STASH]
+    checker.__exit__(None, None, None)
+    return checker
+
+
+class DeviceLintHandle:
+    """What the `devicelint` fixture gives a test: the running check and its report."""
+
+    def __init__(self, checker: Any) -> None:
+        self._checker = checker
+
+    @property
+    def report(self) -> Any:
+        return self._checker.report
+
+    @property
+    def findings(self) -> list:
+        return self._checker.report.findings
+
+    @property
+    def device(self) -> Any:
+        """The device tensors belong on: `cuda`, or the simulated `vgpu:0` standing in for it."""
+        return self._checker.report.device
+
+    @property
+    def simulated(self) -> bool:
+        return self._checker.report.simulated
+
+    def watch(self, model: Any) -> Any:
+        """Name `model`'s modules from here and audit it when it first runs; returns `model`."""
+        self._checker.tracker.add_root(model)
+        return model
+
+
+@pytest.fixture
+def devicelint(request: pytest.FixtureRequest) -> DeviceLintHandle:
+    """The running device check (requesting this fixture turns the checker on for the test)."""
+    checker = request.node.stash.get(_STASH, None)
+    if checker is None:
+        pytest.fail("the devicelint fixture needs the devicelint checker running for this test")
+    return DeviceLintHandle(checker)

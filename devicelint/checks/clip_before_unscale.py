@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from devicelint.analysis.training_step import exclusive, order, scaled_backward, short, training_scopes
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+@register
+class ClipBeforeUnscale(Rule):
+    """
+    ## What it does
+    Flags `torch.nn.utils.clip_grad_norm_(...)`/`clip_grad_value_(...)` called after a scaled
+    backward (`scaler.scale(loss).backward()`) and before `scaler.step(optimizer)`, with no
+    `scaler.unscale_(optimizer)` before the clip.
+
+    ## Why it is a bug on a GPU
+    Until `unscale_` runs, the gradients are multiplied by the loss scale (65536 by default).
+    Clipping them to `max_norm=1.0` then clips the scaled values: after `scaler.step` divides
+    by the scale, the effective norm is about 1.5e-5, so the model barely moves; with
+    `clip_grad_value_` every gradient is cut. Nothing raises.
+
+    ## Example
+    ```python
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+    ```
+
+    ## Use instead
+    ```python
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+    ```
+
+    ## Fix safety
+    No fix: the optimizer to unscale is not always the one named in the clip.
+
+    ## Known limits
+    The backward, the clip and the step must be in one function; if the scaled backward is in
+    another function, the clip is reported only when the file never calls `unscale_`. Clipping
+    through a framework (`accelerator.clip_grad_norm_`) is not checked: it unscales itself.
+    """
+
+    code = "DL304"
+    name = "clip-before-unscale"
+    summary = "Gradient clipping between a scaled backward and `scaler.step` without `scaler.unscale_`."
+    message = (
+        "`{clip}` clips gradients still multiplied by the loss scale, so the clip is about 65536 times "
+        "too strong; call `scaler.unscale_(optimizer)` before it"
+    )
+    tokens = ("clip_grad",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        scopes = training_scopes(ctx)
+        file_unscales = any(s.scaler_calls.get("unscale_") for s in scopes)
+        rank = order(ctx)
+        for scope in scopes:
+            steps = scope.scaler_calls.get("step", [])
+            if not steps or not scope.clips:
+                continue
+            scaled = [b for b in scope.backwards if scaled_backward(ctx, b)]
+            unscales = scope.scaler_calls.get("unscale_", [])
+            for clip in scope.clips:
+                at = rank[id(clip)]
+                if not any(rank[id(s)] > at and not exclusive(ctx, clip, s) for s in steps):
+                    continue
+                if any(rank[id(u)] < at and not exclusive(ctx, clip, u) for u in unscales):
+                    continue
+                before = [b for b in scaled if rank[id(b)] < at and not exclusive(ctx, clip, b)]
+                if not before and (scaled or file_unscales or unscales):
+                    continue
+                yield self.violation(clip, clip=short(ctx, clip))

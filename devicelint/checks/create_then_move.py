@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.training_step import keyword, method_name, positional, receiver, short
+from devicelint.context import FileContext
+from devicelint.registry import FixProposal, Rule, Violation, register
+
+FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
+        "logspace", "eye", "tensor",
+    )
+)
+DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "rank")
+
+
+def _device_argument(ctx: FileContext, call: cst.Call) -> str | None:
+    """The device a `.to(...)`/`.cuda()` moves to, as source text, when it is only a device move."""
+    name = method_name(call)
+    if name == "cuda":
+        if call.args:
+            return None
+        return '"cuda"'
+    if name != "to" or len(call.args) != 1:
+        return None
+    arg = call.args[0]
+    if arg.star:
+        return None
+    value = arg.value
+    if arg.keyword is not None:
+        return ctx.code_for(value) if arg.keyword.value == "device" else None
+    if isinstance(value, cst.SimpleString):
+        text = value.evaluated_value
+        return ctx.code_for(value) if isinstance(text, str) and text.split(":")[0] in ("cuda", "mps", "xpu", "cpu") else None
+    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.device":
+        return ctx.code_for(value)
+    spelled = ctx.code_for(value).lower()
+    if isinstance(value, (cst.Name, cst.Attribute)) and any(w in spelled.rsplit(".", 1)[-1] for w in DEVICE_WORDS):
+        if "dtype" in spelled:
+            return None
+        return ctx.code_for(value)
+    return None
+
+
+@register
+class CreateThenMove(Rule):
+    """
+    ## What it does
+    Flags a tensor created on the CPU by a factory (`torch.zeros`, `torch.ones`, `torch.empty`,
+    `torch.full`, `torch.rand*`, `torch.arange`, `torch.linspace`, `torch.eye`, `torch.tensor`...)
+    and moved at once with `.to(device)` or `.cuda()`. Off by default.
+
+    ## Why it is a bug on a GPU
+    The tensor is allocated and filled in host memory, then copied over PCIe, and the copy
+    synchronises with the host. Passing `device=` allocates and fills it on the device directly.
+    In a training step or a `forward` this costs a transfer on every call.
+
+    ## Example
+    ```python
+    mask = torch.ones(seq_len, seq_len).to(device)
+    ```
+
+    ## Use instead
+    ```python
+    mask = torch.ones(seq_len, seq_len, device=device)
+    ```
+
+    ## Fix safety
+    The fix moves the device into the factory call and is safe. It is not offered when the
+    factory already has `device=` or `requires_grad=` (the moved tensor would become a leaf) or
+    when the move passes other arguments (`non_blocking=`, a dtype).
+
+    ## Known limits
+    A factory that already names a device (`torch.randn(..., device="cpu").to(device)`, often
+    to draw from the CPU generator) is not reported. `.to(x)` with an argument that does not look like a device (a name without `device`, `dev`,
+    `cuda` or `gpu` in it, a dtype, another tensor) is not reported.
+    """
+
+    code = "DL403"
+    name = "create-then-move"
+    summary = "A tensor created on the CPU and moved at once; pass `device=` to the factory."
+    message = (
+        "`{expr}` allocates the tensor on the CPU and then copies it to the device; create it there "
+        "with `{factory}(..., device={device})`"
+    )
+    severity = "warning"
+    default_enabled = False
+    fix_availability = "sometimes"
+    tokens = ("torch",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for call in ctx.index.of_type(cst.Call):
+            inner = receiver(call)
+            if not isinstance(inner, cst.Call):
+                continue
+            factory = ctx.qualified_name(inner.func)
+            if factory not in FACTORIES or keyword(inner, "device") is not None:
+                continue  # `device="cpu"` then `.to(...)` is deliberate (CPU RNG, pinned staging)
+            device = _device_argument(ctx, call)
+            if device is None:
+                continue
+            yield self.violation(
+                call, fix=_fix(ctx, call, inner, device), expr=short(ctx, call),
+                factory=ctx.code_for(inner.func), device=device,
+            )
+
+
+def _fix(ctx: FileContext, call: cst.Call, inner: cst.Call, device: str) -> FixProposal | None:
+    if keyword(inner, "device") is not None or keyword(inner, "requires_grad") is not None:
+        return None
+    if any(a.star for a in inner.args) or not (inner.args or positional(inner)):
+        return None
+    args = "".join(ctx.code_for(a) for a in inner.args).rstrip()
+    if "#" in args:
+        return None  # a trailing comment would swallow the appended argument
+    if args.endswith(","):
+        args = args[:-1]
+    text = f"{ctx.code_for(inner.func)}({args}, device={device})"
+    return FixProposal("Pass `device=` to the factory", safe=True, replacements=((call, text),))

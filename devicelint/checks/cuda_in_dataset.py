@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.modules import dataset_classes, methods
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+DATASET_METHODS = frozenset({"__init__", "__getitem__", "__getitems__", "__iter__", "__next__"})
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+
+def _accelerator_string(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if isinstance(value, str) and value.split(":", 1)[0] in ("cuda", "mps", "xpu"):
+            return value
+    return None
+
+
+def _device_like(node: cst.BaseExpression) -> bool:
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1].lower()
+    return "device" in name or name in ("gpu", "rank", "local_rank")
+
+
+def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """How `node` puts a tensor on the GPU, or None."""
+    if not isinstance(node, cst.Call):
+        return None
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and not (ctx.qualified_name(func) or "").startswith("torch."):
+        return f"{ctx.code_for(func)}()" if not node.args else ctx.code_for(node)
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "device":
+            value = _accelerator_string(arg.value)
+            if value is not None:
+                return f'device="{value}"'
+    if isinstance(func, cst.Attribute) and func.attr.value == "to" and node.args:
+        first = node.args[0]
+        if first.keyword is None:
+            value = _accelerator_string(first.value)
+            if value is not None:
+                return f'.to("{value}")'
+            if _device_like(first.value):
+                return f".to({ctx.code_for(first.value)})"
+    return None
+
+
+def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
+    passed: set[str] = set()
+    for call in ctx.index.of_type(cst.Call):
+        if ctx.qualified_name(call.func) in DATALOADERS:
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Name):
+                    passed.add(arg.value.value)
+    return [
+        f for f in ctx.index.of_type(cst.FunctionDef)
+        if f.name.value in passed or "collate" in f.name.value.lower()
+    ]
+
+
+@register
+class CudaInDataset(Rule):
+    """
+    ## What it does
+    Flags tensors created on or moved to the GPU inside a `Dataset`'s `__init__`,
+    `__getitem__` or `__iter__`, or inside a `collate_fn`: `.cuda()`, `.to("cuda")`,
+    `.to(device)`, `device="cuda"`.
+
+    ## Why it is a bug on a GPU
+    With `num_workers > 0` the `DataLoader` runs these in forked worker processes, where CUDA
+    cannot be initialised: `RuntimeError: Cannot re-initialize CUDA in forked subprocess`.
+    With `num_workers=0` it works but serialises host-to-device copies with data loading, and
+    a dataset built on the GPU in `__init__` holds GPU memory for the whole run. Pinned-memory
+    loading (`pin_memory=True`) also refuses CUDA tensors.
+
+    ## Example
+    ```python
+    class Pairs(Dataset):
+        def __getitem__(self, i):
+            x, y = self.rows[i]
+            return torch.tensor(x).cuda(), torch.tensor(y).cuda()
+    ```
+
+    ## Use instead
+    ```python
+    class Pairs(Dataset):
+        def __getitem__(self, i):
+            x, y = self.rows[i]
+            return torch.tensor(x), torch.tensor(y)
+
+    for x, y in DataLoader(Pairs(rows), num_workers=4, pin_memory=True):
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    ```
+
+    ## Fix safety
+    No automatic fix: the move has to go to the training loop.
+
+    ## Known limits
+    Datasets are subclasses of `torch.utils.data.Dataset`/`IterableDataset` in the same file;
+    collate functions are those passed as `collate_fn=` to a `DataLoader` in the file or whose
+    name contains `collate`. `.to(x)` is reported only when `x` is named like a device.
+    """
+
+    code = "DL109"
+    name = "cuda-in-dataset"
+    summary = "CUDA tensors created in a Dataset or collate_fn fail in forked DataLoader workers."
+    message = "`{what}` puts a tensor on the GPU in `{where}`; with `num_workers > 0` this fails (\"Cannot re-initialize CUDA in forked subprocess\"); return CPU tensors and move batches in the training loop"
+    tokens = ("cuda", "device")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        scopes: list[tuple[cst.FunctionDef, str]] = []
+        for name, cls in dataset_classes(ctx).items():
+            for method_name, method in methods(cls).items():
+                if method_name in DATASET_METHODS:
+                    scopes.append((method, f"{name}.{method_name}"))
+        scopes += [(f, f.name.value) for f in _collate_functions(ctx)]
+        seen: set[int] = set()
+        for function, where in scopes:
+            for node in ctx.index.walk(function.body):
+                what = _cuda_use(ctx, node)
+                if what is not None and id(node) not in seen:
+                    seen.add(id(node))
+                    yield self.violation(node, what=what, where=where)

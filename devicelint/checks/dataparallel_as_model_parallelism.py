@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.module_placement import WrapperSite, short, wrapped_split, wrapper_sites
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+# Verbs that mean "cut into pieces" go with the model itself; softer verbs need the pieces named.
+_CUT = r"\b(split|splits|splitting|partition\w*|divid\w*|shard\w*|cut)\b"
+_PLACE = r"\b(distribut\w*|spread\w*|assign\w*|plac\w*|put\w*|allocat\w*|scatter\w*)\b"
+_PIECES = r"\b(layers?|submodules?|sub-modules?|stages?|blocks|parts?\s+of|halves|half\s+of|pieces)\b"
+_WHOLE = r"\b(model|network|net)\b"
+_GPUS = r"\b(gpus?|devices|cards|cuda:\d)\b"
+_MODEL_PARALLEL = re.compile(r"\bmodel[- _]?parallel", re.I)
+_DATA_WORDS = re.compile(r"\b(batch\w*|data[- _]parallel\w*|replica\w*|replicat\w*|copy|copies)\b", re.I)
+_NOT_MODEL_PARALLEL = re.compile(r"\b(not|no|instead\s+of|without|rather\s+than)\s+(a\s+|for\s+)?model[- _]?parallel", re.I)
+_CUT_RE = re.compile(_CUT, re.I)
+_PLACE_RE = re.compile(_PLACE, re.I)
+_PIECES_RE = re.compile(_PIECES, re.I)
+_WHOLE_RE = re.compile(_WHOLE, re.I)
+_GPUS_RE = re.compile(_GPUS, re.I)
+
+
+def split_intent(text: str) -> str | None:
+    """The sentence of a comment that says layers are split across GPUs, else None."""
+    for sentence in re.split(r"(?<=[.;!?])\s+|\n", text):
+        if not sentence.strip() or _DATA_WORDS.search(sentence):
+            continue
+        if _MODEL_PARALLEL.search(sentence) and not _NOT_MODEL_PARALLEL.search(sentence):
+            return sentence.strip()
+        if not _GPUS_RE.search(sentence):
+            continue
+        if _CUT_RE.search(sentence) and (_WHOLE_RE.search(sentence) or _PIECES_RE.search(sentence)):
+            return sentence.strip()
+        if _PLACE_RE.search(sentence) and _PIECES_RE.search(sentence):
+            return sentence.strip()
+    return None
+
+
+def _comment_text(ctx: FileContext, site: WrapperSite) -> str:
+    """Comments on and right above the wrapper's statement (and its `if`/`with` header when it opens the block).
+
+    Docstrings are left out: a function's docstring often describes several alternatives."""
+    parts: list[str] = []
+    statement = site.statement
+    holders: list[cst.CSTNode] = [statement]
+    parent = ctx.index.parent(statement)
+    block = ctx.index.parent(parent) if isinstance(parent, cst.IndentedBlock) else None
+    if isinstance(parent, cst.IndentedBlock) and parent.body and parent.body[0] is statement and block is not None:
+        holders.append(block)  # first statement of an `if`/`with` block: the header's comments count
+    for holder in holders:
+        for line in getattr(holder, "leading_lines", ()):
+            if line.comment is not None:
+                parts.append(line.comment.value.lstrip("#").strip())
+        trailing = getattr(holder, "trailing_whitespace", None)
+        if trailing is not None and trailing.comment is not None:
+            parts.append(trailing.comment.value.lstrip("#").strip())
+    if isinstance(block, cst.BaseCompoundStatement):
+        body = getattr(block, "body", None)
+        header = getattr(body, "header", None)
+        if header is not None and header.comment is not None:
+            parts.append(header.comment.value.lstrip("#").strip())
+    return "\n".join(parts)
+
+
+@register
+class DataParallelAsModelParallelism(Rule):
+    """
+    ## What it does
+    Flags `nn.DataParallel` (and `DistributedDataParallel` given `device_ids`) wrapping a model
+    whose submodules the code places on different devices, either in the model's `__init__`
+    (`self.enc = Enc().to("cuda:0")`, `self.dec = Dec().to("cuda:1")`) or on the instance
+    before wrapping (`model.dec.to("cuda:1")`). Also flags `nn.DataParallel` whose comment says
+    it splits the model's layers across GPUs.
+
+    ## Why it is a bug on a GPU
+    DataParallel does not distribute layers. On every forward pass it copies the *whole* model
+    from `device_ids[0]` to each listed GPU and gives each copy a slice of the batch. It
+    refuses a model with parameters off `device_ids[0]` (`RuntimeError: module must have its
+    parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device:
+    cuda:1`), every GPU must hold the full model (so a model that did not fit on one GPU still
+    does not fit), and a hand-split model collapsed onto one GPU breaks the `.to("cuda:1")`
+    calls in its `forward`. `DistributedDataParallel` accepts a multi-device module only with
+    `device_ids=None`.
+
+    ## Example
+    ```python
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = Encoder().to("cuda:0")
+            self.dec = Decoder().to("cuda:1")
+
+    # DataParallel distributes the layers of the model across the GPUs
+    model = nn.DataParallel(Net(), device_ids=[0, 1])
+    ```
+
+    ## Use instead
+    Either manual model parallelism, moving the activations between stages:
+    ```python
+    class Net(nn.Module):
+        def forward(self, x):
+            h = self.enc(x.to("cuda:0"))
+            return self.dec(h.to("cuda:1"))
+
+    model = Net()  # no DataParallel
+    ```
+    or data parallelism over a model that sits whole on one device
+    (`DistributedDataParallel(Net().to(rank), device_ids=[rank])`), or pipeline parallelism
+    (`torch.distributed.pipelining`) or FSDP for a model that does not fit on one GPU.
+
+    ## Fix safety
+    No fix: choosing between data, pipeline and model parallelism is a design decision.
+
+    ## Known limits
+    Placements are seen in the same file only: a training script that imports a hand-split
+    model class from another module is reported only through its comments. Devices held in
+    variables count as different only when literal (`"cuda:0"` vs `"cuda:1"`, `1`) or indexed
+    from the same list (`devs[0]` vs `devs[1]`). Comment intent is read only from comments on
+    and right above the wrapping statement (not from docstrings); comments that mention the
+    batch, replicas or data parallelism are taken as correct.
+    """
+
+    code = "DL201"
+    name = "dataparallel-as-model-parallelism"
+    summary = "DataParallel replicates the whole model and splits the batch; it does not split layers across GPUs."
+    message = "`{call}` {reason}: {explanation}; {advice}"
+    tokens = ("DataParallel",)
+
+    _DP_EXPLANATION = (
+        "DataParallel does not split layers across GPUs, it copies the whole model to every GPU in "
+        "`device_ids` and splits the batch, and it needs every parameter on `device_ids[0]`"
+    )
+    _ADVICE = (
+        "drop DataParallel and move activations between stages by hand, or use "
+        "`torch.distributed.pipelining` or FSDP for a model too big for one GPU"
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for site in wrapper_sites(ctx):
+            found = wrapped_split(ctx, site)
+            if site.kind == "DistributedDataParallel":
+                if found is not None and site.device_ids is not None and not _is_none(site.device_ids):
+                    model, (first, second) = found
+                    yield self.violation(
+                        site.call, call=short(ctx, site.call),
+                        reason=f"passes `device_ids` for `{model}`, whose `{first.attr}` is on {first.device.label()} and `{second.attr}` on {second.device.label()}",
+                        explanation="a module spread over several devices needs `device_ids=None`, and DDP then replicates the split model once per process",
+                        advice="drop `device_ids`, or use FSDP or `torch.distributed.pipelining` to split a model that does not fit",
+                    )
+                continue
+            if found is not None:
+                model, (first, second) = found
+                yield self.violation(
+                    site.call, call=short(ctx, site.call),
+                    reason=f"wraps `{model}`, whose `{first.attr}` is on {first.device.label()} and `{second.attr}` on {second.device.label()}",
+                    explanation=self._DP_EXPLANATION, advice=self._ADVICE,
+                )
+                continue
+            sentence = split_intent(_comment_text(ctx, site))
+            if sentence is not None:
+                quoted = sentence if len(sentence) <= 70 else sentence[:67].rsplit(" ", 1)[0] + "..."
+                yield self.violation(
+                    site.call, call=short(ctx, site.call),
+                    reason=f'is described as splitting the model across GPUs ("{quoted}")',
+                    explanation=self._DP_EXPLANATION, advice=self._ADVICE,
+                )
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

@@ -1,0 +1,385 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.module_placement import (
+    WrapperSite,
+    chain_base,
+    history,
+    resolver_for,
+    scope_facts,
+    statement_of,
+    wrapper_sites,
+)
+from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+# Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
+WRAPPER_ATTRIBUTES = frozenset(
+    {
+        "T_destination", "add_module", "apply", "bfloat16", "buffers", "call_super_init", "children",
+        "compile", "cpu", "cuda", "double", "dump_patches", "eval", "extra_repr", "float", "forward",
+        "get_buffer", "get_extra_state", "get_parameter", "get_submodule", "half", "ipu",
+        "load_state_dict", "modules", "mtia", "named_buffers", "named_children", "named_modules",
+        "named_parameters", "parameters", "register_backward_hook", "register_buffer",
+        "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+        "register_full_backward_pre_hook", "register_load_state_dict_post_hook",
+        "register_load_state_dict_pre_hook", "register_module", "register_parameter",
+        "register_state_dict_post_hook", "register_state_dict_pre_hook", "requires_grad_",
+        "set_extra_state", "set_submodule", "share_memory", "state_dict", "to", "to_empty", "train",
+        "training", "type", "xpu", "zero_grad",
+        # DataParallel / DistributedDataParallel methods and instance attributes
+        "module", "gather", "scatter", "replicate", "parallel_apply", "device_ids", "output_device",
+        "dim", "src_device_obj", "join", "join_device", "join_hook", "join_process_group", "no_sync",
+        "register_comm_hook", "to_kwargs", "will_sync_module_buffers", "broadcast_buffers",
+        "broadcast_bucket_size", "bucket_bytes_cap", "find_unused_parameters", "gradient_as_bucket_view",
+        "is_multi_device_module", "logger", "mixed_precision", "process_group", "reducer",
+        "require_backward_grad_sync", "require_forward_param_sync", "static_graph", "device_type",
+        "device_mesh", "parameters_to_ignore", "modules_buffers", "named_module_buffers",
+        "use_side_stream_for_tensor_copies", "device", "batched_grad_copy", "bucket_bytes_cap_default",
+        "bucket_bytes_cap_list", "buffer_hook", "ddp", "forward_sync_buffers", "skip_all_reduce_unused_params",
+    }
+)
+_LIST_WRITES = frozenset({"append", "extend", "insert", "appendleft"})
+_GUARDS = frozenset({"hasattr", "isinstance", "getattr", "type", "setattr"})
+
+
+@register
+class DataParallelAttributeWithoutModule(Rule):
+    """
+    ## What it does
+    After `model = nn.DataParallel(model)` (or `DistributedDataParallel`, under any alias,
+    assigned to a name or to `self.model`), flags reads of the wrapped model's own attributes
+    and methods through the wrapper in the same function: `model.encoder`, `model.config`,
+    `model.generate(...)`, where `model.module.encoder` was meant. Attributes that
+    `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
+    `model.state_dict()`, `model.to()`, `model.module`) are not reported.
+
+    It also flags, in the `forward` of a module class that the same file wraps in
+    `nn.DataParallel`, writes to attributes of `self` (`self.last_attn = attn`,
+    `self.calls += 1`) and appends to lists on `self`.
+
+    ## Why it is a bug on a GPU
+    The wrapper is a new `nn.Module` holding the model as `.module`; it does not forward
+    attribute lookups, so `model.encoder` raises `AttributeError: 'DataParallel' object has no
+    attribute 'encoder'`, often only on the multi-GPU machine where the wrapping branch runs.
+    DataParallel also runs `forward` on throw-away replicas, one per GPU, rebuilt every step:
+    what `forward` assigns to `self` is set on a replica and lost, and a list on `self` gets one
+    entry per GPU per step, appended from several threads in no fixed order.
+
+    ## Example
+    ```python
+    model = nn.DataParallel(model)
+    tokens = model.generate(prompt)
+
+    class Net(nn.Module):
+        def forward(self, x):
+            self.last_hidden = self.body(x)
+            return self.head(self.last_hidden)
+    ```
+
+    ## Use instead
+    ```python
+    model = nn.DataParallel(model)
+    tokens = model.module.generate(prompt)
+
+    class Net(nn.Module):
+        def forward(self, x):
+            hidden = self.body(x)
+            return self.head(hidden), hidden
+    ```
+
+    ## Fix safety
+    No fix: `model.module.x` is right only where the wrapper is always present.
+
+    ## Known limits
+    Reads are checked in the function that wraps, after the wrapping statement and until
+    the name is bound again; a function that tests `hasattr(model, ...)` or
+    `isinstance(model, ...)` is trusted to unwrap it. Attributes the code sets on the wrapper
+    itself are not reported. Replica writes are found only when the class and the
+    `DataParallel` call are in the same file, and only in `forward` itself.
+    """
+
+    code = "DL203"
+    name = "dataparallel-attribute-without-module"
+    summary = "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`."
+    message = "{problem}; {advice}"
+    tokens = ("DataParallel",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        wrapped_classes: dict[str, WrapperSite] = {}
+        for site in wrapper_sites(ctx):
+            if site.target is not None:
+                yield from self._reads_through(ctx, site)
+            if site.kind == "DataParallel":
+                name = _wrapped_class(ctx, site)
+                if name is not None:
+                    wrapped_classes.setdefault(name, site)
+        for name, site in wrapped_classes.items():
+            yield from self._replica_writes(ctx, name, site)
+
+    def _reads_through(self, ctx: FileContext, site: WrapperSite) -> Iterator[Violation]:
+        wrapper = site.target
+        assert wrapper is not None
+        scope = scope_facts(ctx, site.scope)
+        statement = statement_of(ctx, site.call)
+        start = scope.order.get(id(statement), -1)
+        inside = {id(n) for n in ctx.index.walk(statement)}
+        branches = _branches(ctx, statement)
+        written: set[str] = set()
+        reads: list[cst.Attribute] = []
+        callees: list[tuple[cst.FunctionDef, str]] = []
+        resolver = resolver_for(ctx, site.call)
+        for node in scope.nodes:
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
+                if node.args and dotted_name(node.args[0].value) == wrapper:
+                    return  # the function checks what it holds
+            if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper and _is_target(ctx, node):
+                written.add(node.attr.value)
+        for node in scope.nodes[start + 1:]:
+            if id(node) in inside:
+                continue
+            if isinstance(node, cst.Assign) and any(dotted_name(t.target) == wrapper for t in node.targets):
+                if dotted_name(chain_base(resolver, node.value)[0]) != wrapper:
+                    break
+            if isinstance(node, cst.Call) and not _other_branch(ctx, node, branches):
+                callees.extend(_callee_params(ctx, node, wrapper))
+            if not isinstance(node, cst.Attribute) or dotted_name(node.value) != wrapper:
+                continue
+            attr = node.attr.value
+            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or attr in written or _is_target(ctx, node):
+                continue
+            if _other_branch(ctx, node, branches):
+                continue
+            reads.append(node)
+        reads += _reads_in_other_methods(ctx, site, wrapper)
+        caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
+        for function, param in callees:
+            for node in _param_reads(ctx, function, param):
+                attr = node.attr.value
+                yield self.violation(
+                    node,
+                    problem=(
+                        f"`{param}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
+                        f"to `{function.name.value}` as `{param}`, which does not forward its model's attributes (AttributeError)"
+                    ),
+                    advice=f"use `{param}.module.{attr}`, or pass `{wrapper}.module`",
+                )
+        for node in reads:
+            attr = node.attr.value
+            yield self.violation(
+                node,
+                problem=(
+                    f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`, "
+                    f"which does not forward its model's attributes (AttributeError)"
+                ),
+                advice=f"use `{wrapper}.module.{attr}`",
+            )
+
+    def _replica_writes(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
+        cls = module_classes(ctx)[name]
+        forward = methods(cls).get("forward")
+        if forward is None:
+            return
+        registered = _registered_names(ctx, cls)
+        for node in scope_facts(ctx, forward).nodes:
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    attr = _self_attr(target)
+                    if attr is None or (isinstance(node, cst.AugAssign) and attr in registered):
+                        continue
+                    yield self.violation(
+                        target,
+                        problem=(
+                            f"`self.{attr}` is assigned in `{name}.forward`, which `{site.spelled}` runs on "
+                            "per-GPU replicas rebuilt every step, so the write is lost"
+                        ),
+                        advice="return the value from `forward` (or keep it in a buffer updated in place)",
+                    )
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES:
+                attr = _self_attr(node.func.value)
+                if attr is None or attr in registered:
+                    continue
+                yield self.violation(
+                    node,
+                    problem=(
+                        f"`self.{attr}.{node.func.attr.value}(...)` in `{name}.forward` runs once per GPU replica "
+                        f"under `{site.spelled}`, from several threads in no fixed order, with tensors on different GPUs"
+                    ),
+                    advice="return the value from `forward` and collect it outside the model",
+                )
+
+
+def _code(name: str) -> str:
+    return name if name == "the module" else f"`{name}`"
+
+
+def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple[cst.FunctionDef, str]]:
+    """(function of this module, parameter name) for each argument of `call` that is the wrapper."""
+    if not isinstance(call.func, cst.Name):
+        return []
+    functions = _module_functions(ctx)
+    function = functions.get(call.func.value)
+    if function is None:
+        return []
+    params = function.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    found = []
+    for position, arg in enumerate(call.args):
+        if arg.star or dotted_name(arg.value) != wrapper:
+            continue
+        if arg.keyword is not None:
+            names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+            if arg.keyword.value in names:
+                found.append((function, arg.keyword.value))
+        elif position < len(positional):
+            found.append((function, positional[position]))
+    return found
+
+
+def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
+    """Functions defined once at the top level of the module, by name."""
+    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
+        seen: dict[str, list[cst.FunctionDef]] = {}
+        for statement in c.module.body:
+            if isinstance(statement, cst.FunctionDef):
+                seen.setdefault(statement.name.value, []).append(statement)
+        return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
+
+    return ctx.shared("dl203.module_functions", build)
+
+
+def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+    """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`."""
+    nodes = scope_facts(ctx, function).nodes
+    written: set[str] = set()
+    reads: list[cst.Attribute] = []
+    for node in nodes:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
+            if node.args and dotted_name(node.args[0].value) == param:
+                return []
+        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == param:
+            return []
+        if isinstance(node, cst.Attribute) and dotted_name(node.value) == param:
+            if _is_target(ctx, node):
+                written.add(node.attr.value)
+            else:
+                reads.append(node)
+    return [
+        node for node in reads
+        if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
+    ]
+
+
+def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> list[cst.Attribute]:
+    """Reads of `self.model.x` in the other methods of a class whose method wraps `self.model`.
+
+    Only when every assignment to `self.model` in the class is in the wrapping method, nothing in
+    the class tests the wrapper (`hasattr`, `isinstance`), and skipping the methods the wrapping
+    method calls before it wraps (they run on the bare model) and `__init__` when it does not wrap.
+    """
+    if not wrapper.startswith("self.") or wrapper.count(".") != 1 or not isinstance(site.scope, cst.FunctionDef):
+        return []
+    cls = ctx.index.enclosing_class(site.scope)
+    if cls is None or ctx.index.enclosing_function(cls) is not None:
+        return []
+    wrapping = site.scope
+    position = scope_facts(ctx, wrapping).order.get(id(site.statement), 0)
+    called_before = set()
+    for index, node in enumerate(scope_facts(ctx, wrapping).nodes):
+        if index >= position:
+            break
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == "self":
+            called_before.add(node.func.attr.value)
+    written: set[str] = set()
+    candidates: list[cst.Attribute] = []
+    for name, method in methods(cls).items():
+        nodes = scope_facts(ctx, method).nodes
+        for node in nodes:
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
+                if node.args and dotted_name(node.args[0].value) == wrapper:
+                    return []
+            if isinstance(node, cst.Assign) and method is not wrapping and any(dotted_name(t.target) == wrapper for t in node.targets):
+                if dotted_name(chain_base(resolver_for(ctx, node), node.value)[0]) != wrapper:
+                    return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+            if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
+                if _is_target(ctx, node):
+                    written.add(node.attr.value)
+                elif method is not wrapping and name not in called_before and (name != "__init__" or wrapping.name.value == "__init__"):
+                    candidates.append(node)
+    return [
+        node for node in candidates
+        if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
+    ]
+
+
+def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
+    if site.wrapped is None:
+        return None
+    base, _ = chain_base(resolver_for(ctx, site.call), site.wrapped)
+    classes = module_classes(ctx)
+    if isinstance(base, cst.Call):
+        callee = dotted_name(base.func)
+        return callee if callee in classes else None
+    var = dotted_name(base)
+    if var is None:
+        return None
+    origin = history(ctx, var, site.call).origin
+    return origin if origin in classes else None
+
+
+def _self_attr(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
+    """Buffers and parameters registered by name: in-place updates of those survive replicas."""
+    names = set()
+    for node in ctx.index.walk(cls):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in ("register_buffer", "register_parameter") and node.args:
+                value = node.args[0].value
+                if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                    names.add(value.evaluated_value)
+    return names
+
+
+def _is_target(ctx: FileContext, node: cst.Attribute) -> bool:
+    parent = ctx.index.parent(node)
+    if isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.Del):
+        return True
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+        return True
+    if isinstance(parent, (cst.Tuple, cst.List, cst.Element)):
+        return any(isinstance(a, cst.AssignTarget) for a in ctx.index.ancestors(node))
+    return False
+
+
+def _branches(ctx: FileContext, statement: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+    """(`if` statement, the branch of it holding `statement`) for each enclosing `if`."""
+    out = []
+    child: cst.CSTNode = statement
+    for ancestor in ctx.index.ancestors(statement):
+        if isinstance(ancestor, (cst.If, cst.Try)):
+            out.append((ancestor, child))
+        child = ancestor
+    return out
+
+
+def _other_branch(ctx: FileContext, node: cst.CSTNode, branches: list[tuple[cst.CSTNode, cst.CSTNode]]) -> bool:
+    """Whether `node` sits in another branch of an `if` whose one branch wraps."""
+    owners = {id(owner): branch for owner, branch in branches}
+    child: cst.CSTNode = node
+    for ancestor in ctx.index.ancestors(node):
+        branch = owners.get(id(ancestor))
+        if branch is not None:
+            return child is not branch
+        child = ancestor
+    return False

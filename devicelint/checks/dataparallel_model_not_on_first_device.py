@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.module_placement import (
+    Device,
+    WrapperSite,
+    built_on_cpu,
+    chain_base,
+    device_ids_first,
+    history,
+    resolver_for,
+    set_device_called,
+    short,
+    usage_after,
+    wrapper_chain_moves,
+    wrapper_sites,
+)
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+
+@register
+class DataParallelModelNotOnFirstDevice(Rule):
+    """
+    ## What it does
+    Flags `nn.DataParallel(model, device_ids=[...])` whose model is not on `device_ids[0]`:
+    a model built in the same scope and never moved to a GPU, a model moved to another GPU
+    (`model.cuda(1)` with `device_ids=[0, 1]`), or `model.cuda()` / `model.to("cuda")`, which
+    lands on the current device (cuda:0 unless `torch.cuda.set_device` changed it) while
+    `device_ids` starts elsewhere. Without `device_ids`, DataParallel uses every GPU starting
+    at cuda:0, so a model moved to another GPU is flagged too.
+
+    ## Why it is a bug on a GPU
+    DataParallel keeps the master copy of the model on `device_ids[0]` and broadcasts it from
+    there on each forward pass. The first forward raises `RuntimeError: module must have its
+    parameters and buffers on device cuda:1 (device_ids[0]) but found one of them on device:
+    cuda:0`, typically minutes into a job, after data loading and set-up.
+
+    ## Example
+    ```python
+    model = Net()
+    model.cuda()
+    model = nn.DataParallel(model, device_ids=[1, 2])
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to("cuda:1")
+    model = nn.DataParallel(model, device_ids=[1, 2])
+    ```
+
+    ## Fix safety
+    No fix: the right device may be `device_ids[0]`, or `device_ids` may be what is wrong.
+
+    ## Known limits
+    Only literal devices and `device_ids` are compared (`[1, 2]`, `range(2)`, a name bound
+    once to one of those); `device_ids=[args.gpu]` is checked only for a model never moved.
+    "Never moved" is reported only for a model built in the same function from a class of the
+    same file or from `torch.nn`/`torchvision.models`, never passed to other code, and whose
+    wrapper is called in that function. Moves made through aliases are not followed.
+    """
+
+    code = "DL202"
+    name = "dataparallel-model-not-on-first-device"
+    summary = "DataParallel needs the model on `device_ids[0]` before the first forward pass."
+    message = "`{call}` needs the model on {first} (`device_ids[0]`), but `{model}` {where}; {advice}"
+    tokens = ("DataParallel",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for site in wrapper_sites(ctx):
+            if site.kind != "DataParallel" or site.wrapped is None:
+                continue
+            if site.device_ids is not None and isinstance(site.device_ids, cst.Name) and site.device_ids.value == "None":
+                continue
+            violation = self._check_site(ctx, site)
+            if violation is not None:
+                yield violation
+
+    def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
+        resolver = resolver_for(ctx, site.call)
+        explicit = site.device_ids is not None
+        first = device_ids_first(resolver, site.device_ids) if explicit else Device("cuda:0", True, "cuda")
+        base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]
+        var = dotted_name(base)
+        moves = [(inline, site.wrapped)] if inline is not None else []
+        facts = None
+        if var is not None:
+            facts = history(ctx, var, site.call)
+            if facts.escaped or facts.sub_moves:
+                return None
+            moves = facts.moves + moves
+        moves += wrapper_chain_moves(ctx, site)
+        usage = usage_after(ctx, site.target, site.call) if site.target else None
+        if usage is not None:
+            if usage.escaped:
+                return None
+            moves += usage.moves
+        model = var or short(ctx, base)
+        if moves:
+            return self._wrong_device(ctx, site, first, moves, model, explicit)
+        if not explicit or usage is None or not usage.called:
+            return None
+        if not built_on_cpu(ctx, base, facts):
+            return None
+        label = first.label() if first is not None else f"`{ctx.code_for(_first_element(site.device_ids))}`"
+        return self.violation(
+            site.call, call=short(ctx, site.call), first=label, model=model,
+            where="is never moved off the CPU",
+            advice=f"call `{model}.to({_device_code(first)})` before wrapping it",
+        )
+
+    def _wrong_device(self, ctx, site, first, moves, model, explicit):  # type: ignore[no-untyped-def]
+        if first is None:
+            return None
+        shifted = set_device_called(ctx)
+        wrong = None
+        for device, _node in moves:
+            if not device.literal:
+                return None
+            if device.is_current:
+                if shifted:
+                    return None
+                if first.index == 0:
+                    return None
+                wrong = wrong or (device, "is moved with `.cuda()`/`\"cuda\"` to the current device, cuda:0")
+                continue
+            if device.type == first.type and device.index == first.index:
+                return None
+            if not explicit and device.type != "cuda":
+                return None
+            wrong = wrong or (device, f"is moved to {device.text}")
+        if wrong is None:
+            return None
+        where = wrong[1] if explicit else wrong[1] + " and `device_ids` defaults to every GPU from cuda:0"
+        return self.violation(
+            site.call, call=short(ctx, site.call), first=first.label(), model=model, where=where,
+            advice=f"move it with `{model}.to({_device_code(first)})` before wrapping it",
+        )
+
+
+
+def _first_element(device_ids: cst.BaseExpression | None) -> cst.BaseExpression:
+    if isinstance(device_ids, (cst.List, cst.Tuple)) and device_ids.elements:
+        element = device_ids.elements[0]
+        if isinstance(element, cst.Element):
+            return element.value
+    return device_ids  # type: ignore[return-value]
+
+
+def _device_code(first: Device | None) -> str:
+    if first is None:
+        return "device_ids[0]"
+    return f'"{first.text}"'

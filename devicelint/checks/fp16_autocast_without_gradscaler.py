@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.training_step import (
+    Scope, derived_names, inside, mentioned_names, names_assigned_in, order, receiver,
+    scaled_backward, short, training_scopes,
+)
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+@register
+class Fp16AutocastWithoutGradscaler(Rule):
+    """
+    ## What it does
+    Flags a training step whose loss is computed under a float16 CUDA `autocast`
+    (`torch.autocast("cuda")`, `torch.amp.autocast(device_type="cuda", dtype=torch.float16)`,
+    `torch.cuda.amp.autocast()`: float16 is the CUDA default) and then backpropagated with a
+    plain `loss.backward()` and an optimizer step, with no `GradScaler` in that step. When the
+    dtype comes from a variable or a config switch (`torch.float16 if cfg.fp16 else
+    torch.bfloat16`), the rule reports when one of its values is float16.
+
+    ## Why it is a bug on a GPU
+    float16 cannot represent magnitudes below about 6e-8. Many gradients of a real network are
+    smaller than that, so without loss scaling they flush to zero in the backward pass: the
+    weights they belong to stop learning. Nothing raises; the loss curve just flattens early.
+    `GradScaler` multiplies the loss before `backward()` and divides the gradients again before
+    the step, which keeps them in float16's range.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    ## Use instead
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(x.cuda()), y.cuda())
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    ```
+    or autocast to `dtype=torch.bfloat16`, which has float32's range and needs no scaler.
+
+    ## Fix safety
+    No fix: adding a scaler changes the step's code in several places.
+
+    ## Known limits
+    The loss, the backward and the optimizer step must be in one function (the step may be in
+    another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted.
+    Autocast whose dtype cannot be followed (a parameter, `self.dtype`) is not reported, nor is
+    autocast with no dtype on a device type that cannot be followed (its default depends on the
+    device), nor autocast entered through a helper function.
+    """
+
+    code = "DL301"
+    name = "fp16-autocast-without-gradscaler"
+    summary = "float16 autocast in a training step without a `GradScaler`: small gradients underflow to zero."
+    message = (
+        "`{backward}` backpropagates a loss computed under `{autocast}`, which {how}, "
+        "with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
+        "`scaler = torch.amp.GradScaler(\"cuda\")` with `scaler.scale(loss).backward()`, "
+        "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`"
+    )
+    tokens = ("autocast",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        scopes = training_scopes(ctx)
+        for scope in scopes:
+            if not scope.autocasts or not scope.backwards or scope.scaler_calls.get("scale"):
+                continue
+            if not _steps_optimizer(ctx, scope, scopes):
+                continue
+            rank = order(ctx)
+            reported: set[int] = set()
+            for autocast in scope.autocasts:
+                if not autocast.may_run_float16:
+                    continue
+                losses = derived_names(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
+                for call in scope.backwards:
+                    if id(call) in reported or scaled_backward(ctx, call):
+                        continue
+                    owner = receiver(call)
+                    under = inside(ctx, call, autocast.node)
+                    if not under and (owner is None or not mentioned_names(ctx, owner) & losses):
+                        continue
+                    if not under and rank[id(call)] < _first_call_after(ctx, autocast.node, rank):
+                        continue
+                    reported.add(id(call))
+                    how = (
+                        "runs in float16" if autocast.dtypes == {"float16"}
+                        else "can run in float16 (one of its dtypes is `torch.float16`)"
+                    )
+                    yield self.violation(call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=how)
+
+
+def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
+    """The source rank of the first call inside the `with` block (its body starts after it)."""
+    for node in ctx.index.walk(with_node):
+        if isinstance(node, cst.Call):
+            return rank[id(node)]
+    return 0
+
+
+def _steps_optimizer(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> bool:
+    """An optimizer step in this scope, or in another method of the same class."""
+    if scope.optimizer_steps:
+        return True
+    cls = ctx.index.enclosing_class(scope.node)
+    if cls is None:
+        return False
+    return any(other.optimizer_steps and ctx.index.enclosing_class(other.node) is cls for other in scopes)

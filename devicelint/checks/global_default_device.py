@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+SETTERS = frozenset({"torch.set_default_tensor_type", "torch.set_default_device"})
+
+
+def _cuda_argument(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if isinstance(value, str) and (value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")):
+            return value
+        return None
+    qualified = ctx.qualified_name(node) or ""
+    if qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):][:1].isupper():
+        return qualified
+    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and node.args:
+        return _cuda_argument(ctx, node.args[0].value)
+    return None
+
+
+@register
+class GlobalDefaultDevice(Rule):
+    """
+    ## What it does
+    Flags module-level calls that make the GPU the global default for new tensors:
+    `torch.set_default_tensor_type(torch.cuda.FloatTensor)` (or its string form) and
+    `torch.set_default_device("cuda")`.
+
+    ## Why it is a bug on a GPU
+    Every tensor created anywhere afterwards lands on the GPU, including inside libraries that
+    expect CPU tensors: a shuffling `DataLoader`'s `torch.randperm` with a CPU generator fails
+    (`Expected a 'cuda' device type for generator`), workers cannot initialise CUDA, and
+    `numpy()` calls on fresh tensors raise. The behaviour depends on import order, so it breaks
+    far from the line that caused it. `set_default_tensor_type` is deprecated as well.
+
+    ## Example
+    ```python
+    import torch
+    torch.set_default_tensor_type(torch.cuda.FloatTensor)
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = Net().to(device)
+    ```
+    For a scoped default, `with torch.device("cuda"):` limits it to one block.
+
+    ## Fix safety
+    No automatic fix: code that relied on the default must pass devices explicitly.
+
+    ## Known limits
+    Calls inside functions are not reported (they may be deliberate and scoped); the
+    device must be visible as a literal or a `torch.cuda.*Tensor` type.
+    """
+
+    code = "DL110"
+    name = "global-default-device"
+    summary = "A module-level global default CUDA device or tensor type."
+    message = "`{call}` makes every new tensor a GPU tensor, which breaks shuffling DataLoaders, CPU generators and worker processes; create tensors and models on an explicit `device` instead"
+    tokens = ("set_default_tensor_type", "set_default_device")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for call in ctx.index.of_type(cst.Call):
+            if ctx.qualified_name(call.func) not in SETTERS or not call.args:
+                continue
+            if _cuda_argument(ctx, call.args[0].value) is None:
+                continue
+            if ctx.index.enclosing_function(call) is not None:
+                continue
+            yield self.violation(call, call=ctx.code_for(call))

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.training_step import (
+    Scope, amp_gated, exclusive, positional, receiver, scaled_backward, scaler_names, short, text_of,
+    training_scopes,
+)
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+@register
+class GradscalerBypassed(Rule):
+    """
+    ## What it does
+    Flags a training step where a `GradScaler` is half used: the loss is scaled with
+    `scaler.scale(loss).backward()` but the optimizer is stepped with a plain
+    `optimizer.step()` (or stepped again after `scaler.step(optimizer)`), or `scaler.step` is
+    used while the loss is backpropagated unscaled with `loss.backward()`.
+
+    ## Why it is a bug on a GPU
+    `scaler.scale(loss)` multiplies the loss, and so every gradient, by the loss scale (65536
+    by default). Only `scaler.step(optimizer)` divides them back before stepping and skips steps
+    with inf/NaN gradients. A plain `optimizer.step()` applies gradients thousands of times too
+    large; a `scaler.step` on unscaled gradients divides them by the scale and the model barely
+    moves. Neither raises.
+
+    ## Example
+    ```python
+    scaler.scale(loss_d).backward()
+    scaler.step(opt_d)
+    scaler.scale(loss_g).backward()
+    opt_g.step()
+    scaler.update()
+    ```
+
+    ## Use instead
+    ```python
+    scaler.scale(loss_d).backward()
+    scaler.step(opt_d)
+    scaler.scale(loss_g).backward()
+    scaler.step(opt_g)
+    scaler.update()
+    ```
+
+    ## Fix safety
+    No fix.
+
+    ## Known limits
+    The calls must be in one function. A plain step in a branch that is the alternative to the
+    scaler (`if use_amp: ... else: optimizer.step()`, or under an `if` that tests an amp,
+    fp16 or scaler flag) is not reported, nor is a plain step next to an unscaled
+    `backward()` of another loss. Optimizers are recognised by name (`optimizer`, `opt_g`,
+    `self.optim`). A `scaler.step` with an unscaled backward is reported only when no
+    `scale` call exists in the file and the scaler is built with `GradScaler(...)` there.
+    """
+
+    code = "DL302"
+    name = "gradscaler-bypassed"
+    summary = "A `GradScaler` scales the loss but the optimizer steps without it (or the reverse)."
+    message = "{what}; {remedy}"
+    tokens = ("scale",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        scopes = training_scopes(ctx)
+        file_scales = any(s.scaler_calls.get("scale") for s in scopes)
+        for scope in scopes:
+            scales = scope.scaler_calls.get("scale", [])
+            steps = scope.scaler_calls.get("step", [])
+            if scales:
+                yield from self._plain_steps(ctx, scope, scales, steps)
+            elif steps and not file_scales:
+                plain = [b for b in scope.backwards if not scaled_backward(ctx, b)]
+                for step in steps:
+                    if text_of(receiver(step)) not in scaler_names(ctx):
+                        continue  # with no `scale` anywhere, only a scaler built here is certain
+                    backward = next(
+                        (b for b in plain if not exclusive(ctx, b, step) and not amp_gated(ctx, b, scope.node)), None
+                    )
+                    if backward is not None:
+                        yield self.violation(
+                            step,
+                            what=f"`{short(ctx, step)}` unscales gradients that `{short(ctx, backward)}` never scaled, "
+                                 "so they are divided by the loss scale and the model barely learns",
+                            remedy="backpropagate with `scaler.scale(loss).backward()`",
+                        )
+
+    def _plain_steps(
+        self, ctx: FileContext, scope: Scope, scales: list[cst.Call], steps: list[cst.Call]
+    ) -> Iterator[Violation]:
+        stepped = {text_of(positional(s)[0]) for s in steps if positional(s)}
+        unscaled = [b for b in scope.backwards if not scaled_backward(ctx, b) and not amp_gated(ctx, b, scope.node)]
+        for plain in scope.optimizer_steps:
+            if any(exclusive(ctx, plain, other) for other in (*scales, *steps)):
+                continue
+            if amp_gated(ctx, plain, scope.node):
+                continue
+            optimizer = receiver(plain)
+            name = short(ctx, optimizer) if optimizer is not None else "optimizer"
+            if text_of(optimizer) in stepped:
+                yield self.violation(
+                    plain,
+                    what=f"`{short(ctx, plain)}` steps `{name}` again after `scaler.step({name})`, "
+                         "with gradients still multiplied by the loss scale",
+                    remedy=f"remove it: `scaler.step({name})` already steps the optimizer",
+                )
+                continue
+            if any(not exclusive(ctx, b, plain) for b in unscaled):
+                continue  # an unscaled loss of another model may feed this optimizer
+            yield self.violation(
+                plain,
+                what=f"`{short(ctx, plain)}` bypasses the `GradScaler` that scaled the loss: it applies "
+                     "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
+                remedy=f"call `scaler.step({name})` and then `scaler.update()` instead",
+            )

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from devicelint.analysis.training_step import (
+    AMP_WORDS, enclosing_ifs, inside, proven_scaler, receiver, short, test_words, training_scopes,
+)
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+@register
+class GradscalerUpdateMissing(Rule):
+    """
+    ## What it does
+    Flags `scaler.step(optimizer)` with no `scaler.update()` anywhere in the file, and a
+    `scaler.update()` that runs only on some iterations (under an `if` that the `scaler.step`
+    is not under, such as `if step % 100 == 0:`).
+
+    ## Why it is a bug on a GPU
+    `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it
+    after a run of good ones, and it resets the per-optimizer state. Without it the scale never
+    adapts (a too-large scale skips every step; a too-small one underflows), and the next
+    `scaler.step` raises "step() has already been called since the last update()", possibly
+    only after hours of training when a rarely taken branch is skipped.
+
+    ## Example
+    ```python
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    if step % 100 == 0:
+        scaler.update()
+    ```
+
+    ## Use instead
+    ```python
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    ```
+
+    ## Fix safety
+    No fix.
+
+    ## Known limits
+    An `update()` anywhere in the file counts for the first case (a trainer may update in
+    another method), and that case needs a scaler built with `GradScaler(...)` in the file or
+    used with `scale`/`unscale_` there (a `warmup_scaler.step()` of some other kind is left
+    alone). An `if` that tests an amp, fp16 or scaler flag is not taken for a partial update.
+    """
+
+    code = "DL303"
+    name = "gradscaler-update-missing"
+    summary = "`scaler.step()` without `scaler.update()` on every step."
+    message = "{what}; call `scaler.update()` right after `scaler.step(...)` on every step that steps"
+    tokens = ("scale",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        scopes = training_scopes(ctx)
+        file_updates = any(s.scaler_calls.get("update") for s in scopes)
+        for scope in scopes:
+            steps = scope.scaler_calls.get("step", [])
+            if not steps:
+                continue
+            updates = scope.scaler_calls.get("update", [])
+            if not updates:
+                proven = [s for s in steps if proven_scaler(ctx, receiver(s))]
+                if not file_updates and proven:
+                    step = proven[0]
+                    yield self.violation(
+                        step,
+                        what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "
+                             "the loss scale never adapts and the next `scaler.step` raises",
+                    )
+                continue
+            # `if (i + 1) % accum == 0:` repeated around the step and around the update is fine.
+            step_tests = {
+                test_words(ctx, branch.test) for step in steps for branch, _ in enclosing_ifs(ctx, step, scope.node)
+            }
+            for update in updates:
+                for branch, _ in enclosing_ifs(ctx, update, scope.node):
+                    if any(inside(ctx, step, branch) for step in steps):
+                        break
+                    words = test_words(ctx, branch.test)
+                    if words in step_tests or any(w in words for w in AMP_WORDS):
+                        break
+                    yield self.violation(
+                        update,
+                        what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
+                             f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
+                             "does not adapt",
+                    )
+                    break

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.placement import value_kind
+from devicelint.analysis.placement_facts import CPU
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight"})
+FACTORY_NAMES = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.ones", "torch.full", "torch.linspace"})
+ACCELERATOR_MOVES = frozenset({"cuda", "to"})
+
+
+def _is_loss_class(ctx: FileContext, call: cst.Call) -> str | None:
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.endswith("Loss"):
+        return qualified.rsplit(".", 1)[-1]
+    return None
+
+
+def _cpu_weight(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    fact = value_kind(ctx, value)
+    if fact.kind == CPU:
+        return fact.from_factory
+    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in FACTORY_NAMES:
+        return not any(a.keyword is not None and a.keyword.value == "device" or a.star for a in value.args)
+    return False
+
+
+def _moves_in_scope(ctx: FileContext, scope: cst.CSTNode) -> list[tuple[str | None, cst.Call]]:
+    """(receiver name, call) for every `.to(...)`/`.cuda()` in the scope's own code."""
+    out = []
+    for call in ctx.index.of_type(cst.Call):
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in ACCELERATOR_MOVES):
+            continue
+        if (ctx.index.enclosing_function(call) or ctx.module) is not scope:
+            continue
+        if call.func.attr.value == "to" and not call.args:
+            continue
+        receiver = call.func.value
+        out.append((receiver.value if isinstance(receiver, cst.Name) else None, call))
+    return out
+
+
+@register
+class LossWeightOffDevice(Rule):
+    """
+    ## What it does
+    Flags a loss module built with a class weight created on the CPU
+    (`nn.CrossEntropyLoss(weight=torch.tensor([...]))`, `nn.BCEWithLogitsLoss(pos_weight=...)`)
+    in a function or script that moves its model to a device but never moves the loss.
+
+    ## Why it is a bug on a GPU
+    The weight is a buffer of the loss module. It stays on the CPU unless the loss itself is
+    moved (`criterion.to(device)`), so the first loss computation on GPU logits fails with
+    `Expected all tensors to be on the same device, but found at least two devices, cuda:0 and
+    cpu!`.
+
+    ## Example
+    ```python
+    model = Net().to(device)
+    criterion = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 5.0]))
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to(device)
+    criterion = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 5.0], device=device))
+    ```
+
+    ## Fix safety
+    No automatic fix: the device expression depends on the script.
+
+    ## Known limits
+    Only a loss assigned to a plain name in the same function (or in the script's top-level
+    code) as a `.to(...)`/`.cuda()` move is checked. A loss kept as an attribute of an
+    `nn.Module` moves with it and is not reported.
+    """
+
+    code = "DL106"
+    name = "loss-weight-off-device"
+    summary = "A loss built with a CPU `weight=` tensor is never moved while the model is."
+    message = "`{loss}` gets a CPU `{keyword}` tensor and `{name}` is never moved, while `{moved}` is: the loss fails on GPU logits; pass `device=` to the weight or use `{name} = {loss}(...).to(device)`"
+    tokens = ("weight",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for call in ctx.index.of_type(cst.Call):
+            loss = _is_loss_class(ctx, call)
+            if loss is None:
+                continue
+            weight = next((a for a in call.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS), None)
+            if weight is None or not _cpu_weight(ctx, weight.value):
+                continue
+            assign = ctx.index.parent(call)
+            if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+                continue
+            name = assign.targets[0].target.value
+            scope = ctx.index.enclosing_function(call) or ctx.module
+            moves = _moves_in_scope(ctx, scope)
+            if any(receiver == name for receiver, _ in moves):
+                continue
+            others = [c for receiver, c in moves if receiver != name and not _is_cpu_move(c)]
+            if not others:
+                continue
+            moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]
+            yield self.violation(weight.value, loss=f"nn.{loss}", keyword=weight.keyword.value, name=name, moved=moved)  # type: ignore[union-attr]
+
+
+def _is_cpu_move(call: cst.Call) -> bool:
+    if not call.args:
+        return False
+    first = call.args[0].value
+    return isinstance(first, cst.SimpleString) and first.evaluated_value == "cpu"

@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.placement import value_kind
+from devicelint.analysis.placement_classes import ClassFacts, class_facts, is_parameter_call, module_constructor, self_attribute
+from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+CONTAINERS = {cst.List: "list", cst.Tuple: "tuple", cst.Dict: "dict", cst.ListComp: "list", cst.DictComp: "dict"}
+REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
+PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}
+ADDERS = frozenset({"append", "extend", "insert"})
+# Builtins that only iterate over or inspect a container: handing it to them registers nothing.
+ITERATION_HELPERS = frozenset({"zip", "enumerate", "len", "reversed", "iter", "sorted", "print", "isinstance", "any", "all", "map", "filter"})
+
+
+@register
+class SubmodulesInPlainContainer(Rule):
+    """
+    ## What it does
+    Flags an `nn.Module` that keeps submodules (or `nn.Parameter`s) in a plain Python list,
+    tuple or dict: `self.layers = [nn.Linear(...), ...]`, a list comprehension of modules,
+    `self.heads = {"a": Head(), ...}`, or `.append(module)` onto such a list.
+
+    ## Why it is a bug on a GPU
+    `nn.Module` registers only submodules assigned directly or held in `nn.ModuleList` /
+    `nn.ModuleDict`. Modules in a plain container are invisible to it: `model.to(device)` leaves
+    them on the CPU (`forward` fails with `Expected all tensors to be on the same device`),
+    `state_dict()` does not save them, and `model.parameters()` skips them, so the optimizer
+    silently never trains them.
+
+    ## Example
+    ```python
+    class Encoder(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            self.layers = [nn.Linear(width, width) for _ in range(depth)]
+    ```
+
+    ## Use instead
+    ```python
+    class Encoder(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+    ```
+    Use `nn.ParameterList` / `nn.ParameterDict` for parameters.
+
+    ## Fix safety
+    No automatic fix: `state_dict` keys change when modules become registered, so existing
+    checkpoints need their keys mapped.
+
+    ## Known limits
+    Only containers whose elements are visibly modules (constructors of `torch.nn` classes or of
+    module classes of the same file, or names bound to them) are reported. A container that is
+    later handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to
+    be registered there.
+    """
+
+    code = "DL103"
+    name = "submodules-in-plain-container"
+    summary = "Submodules kept in a plain list or dict are not registered, moved or saved."
+    message = (
+        "`self.{attr}` keeps {what} in a plain {container}: `model.to(device)` never moves them, "
+        "`state_dict()` never saves them and `parameters()` skips them; use `{replacement}`"
+    )
+    tokens = ("torch",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for facts in class_facts(ctx).values():
+            handed_on = _attributes_passed_to_calls(ctx, facts)
+            plain: dict[str, str] = {}
+            looped = _registered_in_loop(ctx, facts)
+            for attr, value, _ in facts.assignments:
+                container = CONTAINERS.get(type(value))
+                if container is None or attr in facts.submodules or attr in looped:
+                    continue
+                plain.setdefault(attr, container)
+                elements = _elements(ctx, value)
+                if attr in handed_on or not elements:
+                    continue
+                yield self._report(value, attr, container, elements)
+            for call in _adder_calls(ctx, facts):
+                attr = self_attribute(call.func.value)  # type: ignore[attr-defined]
+                if attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
+                    continue
+                values = [a.value for a in call.args]
+                if call.func.attr.value == "extend" and values and isinstance(values[0], (cst.List, cst.Tuple, cst.ListComp)):  # type: ignore[attr-defined]
+                    elements = _elements(ctx, values[0])
+                else:
+                    elements = [k for v in values[-1:] if (k := _element_kind(ctx, v)) and k != "stateless"]
+                    if elements and _registered_by_hand(ctx, call, values[-1]):
+                        continue
+                if elements:
+                    yield self._report(call, attr, plain[attr], elements)
+
+    def _report(self, node: cst.CSTNode, attr: str, container: str, elements: list[str]) -> Violation:
+        parameters = all(kind == "parameter" for kind in elements)
+        return self.violation(
+            node, attr=attr, container=container,
+            what="parameters" if parameters else "submodules",
+            replacement=(PARAMETER_REPLACEMENT if parameters else REPLACEMENT)[container],
+        )
+
+
+def _element_kind(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """"parameter", "module" (one holding state), "stateless" (a module without parameters or
+    buffers: nothing to move or save) or None (not a module)."""
+    if is_parameter_call(ctx, node):
+        return "parameter"
+    constructed = module_constructor(ctx, node)
+    if constructed is not None:
+        return "stateless" if _stateless(constructed, node) else "module"
+    if isinstance(node, cst.Name):
+        fact = value_kind(ctx, node)
+        if fact.kind == MODULE and fact.factory is not None and fact.where is None:
+            return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
+    return None
+
+
+def _stateless(name: str, call: cst.BaseExpression) -> bool:
+    if name in PARAMETER_FREE_MODULES:
+        return True
+    args = call.args if isinstance(call, cst.Call) else ()
+    if name in ("Sequential", "ModuleList", "ModuleDict") and not args:
+        return True
+    # A loss without a class weight has no state.
+    return name.endswith("Loss") and not any(
+        a.keyword is not None and a.keyword.value in ("weight", "pos_weight") for a in args
+    )
+
+
+def _elements(ctx: FileContext, value: cst.BaseExpression) -> list[str]:
+    """The kinds of the module/parameter elements of a container literal (empty if any is not one)."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+    elif isinstance(value, cst.Dict):
+        items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+    elif isinstance(value, cst.ListComp):
+        items = [value.elt]
+    elif isinstance(value, cst.DictComp):
+        items = [value.value]
+    else:
+        return []
+    kinds = [_element_kind(ctx, item) for item in items]
+    if not kinds or not all(kinds) or all(k == "stateless" for k in kinds):
+        return []
+    return [k for k in kinds if k != "stateless"]
+
+
+def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Attributes registered one by one: `for i, m in enumerate(self.layers): self.add_module(str(i), m)`."""
+    found: set[str] = set()
+    for attr, node, _ in facts.references:
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Arg):
+            parent = ctx.index.parent(ctx.index.parent(parent) or parent)
+        if not isinstance(parent, cst.For):
+            continue
+        for inner in ctx.index.walk(parent.body):
+            if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
+                    and inner.func.attr.value in ("add_module", "register_module")):
+                found.add(attr)
+                break
+    return found
+
+
+def _registered_by_hand(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
+    """`self.add_module(str(i), layer)` next to `self.layers.append(layer)` registers it."""
+    if not isinstance(value, cst.Name):
+        return False
+    function = ctx.index.enclosing_function(call)
+    if function is None:
+        return False
+    for node in ctx.index.walk(function.body):
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in ("add_module", "register_module") and len(node.args) >= 2):
+            other = node.args[1].value
+            if isinstance(other, cst.Name) and other.value == value.value:
+                return True
+    return False
+
+
+def _adder_calls(ctx: FileContext, facts: ClassFacts) -> Iterator[cst.Call]:
+    for _, node, _ in facts.references:
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in ADDERS:
+            call = ctx.index.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent and call.args:
+                yield call
+
+
+def _attributes_passed_to_calls(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Attributes handed to a call (`nn.ModuleList(self.layers)`, `nn.Sequential(*self.layers)`)
+    or returned: registered or managed elsewhere."""
+    found: set[str] = set()
+    for attr, node, _ in facts.references:
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Arg):
+            call = ctx.index.parent(parent)
+            iterating = isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ITERATION_HELPERS
+            if not iterating:
+                found.add(attr)
+        elif isinstance(parent, cst.Return):
+            found.add(attr)
+    return found

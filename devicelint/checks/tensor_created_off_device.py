@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.placement import Meeting, file_placement, placement_of_function
+from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_facts import FOLLOWS
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+# Factories that take no `device=`: the tensor has to be moved.
+NO_DEVICE_ARGUMENT = frozenset(
+    {"from_numpy", "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor"}
+)
+
+
+@register
+class TensorCreatedOffDevice(Rule):
+    """
+    ## What it does
+    Flags a tensor created by a torch factory without `device=` (`torch.arange(n)`,
+    `torch.ones(n, n).tril()`, `torch.zeros(layers, batch, hidden)`, `torch.eye(n)`,
+    `torch.tensor(0.)` used as an accumulator...) in code that runs on the device, when that
+    tensor then meets a device tensor in an operation, is passed to a module, or is returned
+    from `forward`. Device code is a module's `forward` path and the helpers it calls, a
+    function taking tensors, and a training or evaluation loop that moves its model or batches.
+
+    ## Why it is a bug on a GPU
+    Factories create tensors on the CPU unless told otherwise. On a CPU-only test run the code
+    works; on a GPU it fails with `RuntimeError: Expected all tensors to be on the same device,
+    but found at least two devices, cuda:0 and cpu!`, often an hour into the job, at the first
+    batch that takes the branch that creates the tensor.
+
+    ## Example
+    ```python
+    class Attention(nn.Module):
+        def forward(self, x):
+            n = x.size(1)
+            mask = torch.ones(n, n).tril()
+            scores = self.qk(x)
+            return scores.masked_fill(mask == 0, float("-inf"))
+    ```
+
+    ## Use instead
+    ```python
+    class Attention(nn.Module):
+        def forward(self, x):
+            n = x.size(1)
+            mask = torch.ones(n, n, device=x.device).tril()
+            scores = self.qk(x)
+            return scores.masked_fill(mask == 0, float("-inf"))
+    ```
+    A constant tensor that does not depend on the input can also be made once in `__init__`
+    and registered with `self.register_buffer(...)`, so that `model.to(device)` moves it.
+
+    ## Fix safety
+    No automatic fix: the right device expression depends on the code.
+
+    ## Known limits
+    The analysis is per function and follows calls to methods and functions of the same file
+    one level deep. A tensor whose placement it cannot prove (built from a variable that may be
+    a tensor, passed through an unknown function, created under a device check such as
+    `if x.is_cuda:`) is not reported. 0-dim CPU tensors (`torch.tensor(2.0)`) are allowed by
+    PyTorch in elementwise operations with device tensors and are only reported as in-place
+    accumulators. Indexing a device tensor with a CPU index tensor is allowed and not reported.
+    """
+
+    code = "DL101"
+    name = "tensor-created-off-device"
+    summary = "A tensor created without `device=` in device code meets device tensors."
+    message = "`{factory}(...)` creates a CPU tensor in `{function}` that {how}; {advice}{hint}"
+    tokens = ("torch",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        reported: set[int] = set()
+        for meeting in file_placement(ctx).meetings:
+            cpu = meeting.cpu
+            if not cpu.from_factory or cpu.origin is None or id(cpu.origin) in reported:
+                continue
+            reported.add(id(cpu.origin))
+            yield self.violation(cpu.origin, **_describe(ctx, meeting))
+
+
+def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
+    origin = meeting.cpu.origin
+    assert origin is not None
+    function = ctx.index.enclosing_function(origin)
+    function_name = function.name.value if function is not None else "module code"
+    cls = ctx.index.enclosing_class(origin)
+    device = _device_expression(ctx, meeting, function)
+    hint = ""
+    if cls is not None and meeting.device.where == FOLLOWS and isinstance(origin, cst.Call) and _constant_arguments(ctx, origin):
+        hint = " or register it as a buffer in `__init__`"
+    factory = meeting.cpu.factory or "torch.tensor"
+    if factory.rsplit(".", 1)[-1] in NO_DEVICE_ARGUMENT:
+        advice = f"move it with `.to({device})`"
+    else:
+        advice = f"pass `device={device}`"
+    return {
+        "factory": factory,
+        "function": function_name,
+        "how": _how(ctx, meeting),
+        "advice": advice,
+        "hint": hint,
+    }
+
+
+def _constant_arguments(ctx: FileContext, call: cst.Call) -> bool:
+    """Whether the factory's arguments are fixed at construction time (literals, `self.` fields),
+    so that a buffer made once in `__init__` can replace it."""
+    for arg in call.args:
+        for node in ctx.index.walk(arg.value):
+            if isinstance(node, cst.Name) and node.value not in ("self", "torch", "True", "False", "None"):
+                parent = ctx.index.parent(node)
+                if not (isinstance(parent, cst.Attribute) and parent.value is node and node.value in ("self", "torch")):
+                    if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                        return False
+    return True
+
+
+def _how(ctx: FileContext, meeting: Meeting) -> str:
+    if meeting.how == "return":
+        return "is returned from `forward`"
+    if meeting.how == "module":
+        callee = ctx.code_for(meeting.device_node) if meeting.device_node is not None else "a module"
+        return f"is passed to the module `{_short(callee)}`, which lives on the model's device"
+    if meeting.how == "inplace":
+        return f"accumulates device values in place (`{_short(ctx.code_for(meeting.node))}`)"
+    other = ctx.code_for(meeting.device_node) if meeting.device_node is not None else "a device tensor"
+    return f"meets the device tensor `{_short(other)}` in `{_short(ctx.code_for(meeting.node))}`"
+
+
+def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.FunctionDef | None) -> str:
+    """A device expression valid where the factory is written."""
+    if function is meeting.scope:
+        if meeting.device.device_expr:
+            return meeting.device.device_expr
+        if isinstance(meeting.device_node, cst.Name):
+            return f"{meeting.device_node.value}.device"
+    # The factory sits in a helper or a caller of the place where the tensors meet.
+    placement = placement_of_function(ctx, function if function is not None else ctx.module)
+    if placement.device_params:
+        return f"{placement.device_params[0]}.device"
+    cls = ctx.index.enclosing_class(function) if function is not None else None
+    facts = class_facts(ctx).get(cls.name.value) if cls is not None else None
+    if facts is not None:
+        return "self.device" if facts.has_device else "next(self.parameters()).device"
+    return "device"
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,237 @@
+"""Static-at-runtime audit of a live model: where its tensors really are and what `.to()` misses."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from devicelint.finding import Finding
+from devicelint.runtime._sites import Site
+from devicelint.runtime.records import (
+    OFF_DEVICE_PARAMETER,
+    PLAIN_CONTAINER,
+    UNREGISTERED_TENSOR,
+    Record,
+)
+
+_MODULE_INTERNALS = frozenset(vars(nn.Module()).keys())
+
+
+@dataclass
+class AuditItem:
+    """One audit finding and the tensors it explains (so ops using them are not reported again)."""
+
+    record: Record
+    tensors: list[torch.Tensor] = field(default_factory=list)
+
+
+def same_device(actual: torch.device, expected: torch.device) -> bool:
+    if actual.type != expected.type:
+        return False
+    if expected.index is None or actual.index is None:
+        return True
+    return actual.index == expected.index
+
+
+def audit(model: nn.Module, device: str | torch.device) -> list[Finding]:
+    """Parameters and buffers off `device`, unregistered tensor attributes, modules in plain containers.
+
+    Needs no dispatch mode and runs nothing: it reads the model's attributes.
+    """
+    expected = torch.device(device)
+    return sorted(
+        (item.record.to_finding() for item in audit_items(model, expected, call_site=None)),
+        key=lambda f: f.sort_key,
+    )
+
+
+def audit_items(
+    model: nn.Module, expected: torch.device, call_site: Site | None, device_checks: bool = True
+) -> list[AuditItem]:
+    """The audit's findings. Without `device_checks` only what is wrong on any device
+    (modules and parameters in plain containers) is reported."""
+    items: list[AuditItem] = []
+    off: list[tuple[str, torch.Tensor]] = []
+    seen: set[int] = set()
+    # Aliases (`self.heads = [self.head_a, self.head_b]`) of registered objects are fine.
+    registered_ids = {id(m) for m in model.modules()}
+    registered_ids.update(id(t) for t in model.parameters())
+    registered_ids.update(id(t) for t in model.buffers())
+    # (path, module, registered): modules reached through plain containers are not registered.
+    stack: list[tuple[str, nn.Module, bool]] = [("", model, True)]
+    while stack:
+        path, module, registered = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for name, child in reversed(list(module._modules.items())):
+            if child is not None:
+                stack.append((_join(path, name), child, registered))
+        owner = type(module)
+        if registered:
+            for name, tensor in _own_tensors(module):
+                if not same_device(tensor.device, expected):
+                    off.append((_join(path, name), tensor))
+        if _is_torch_class(owner):
+            continue  # torch's own modules register what they hold
+        for attr, value in vars(module).items():
+            if attr in _MODULE_INTERNALS:
+                continue
+            attr_path = _join(path, attr)
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                if device_checks and not same_device(value.device, expected):
+                    record = Record(
+                        UNREGISTERED_TENSOR,
+                        _assignment_site(owner, attr),
+                        path or None,
+                        "error",
+                        f"`{attr_path}` is a plain tensor attribute on {value.device}: `.to()`, "
+                        f"`state_dict` and DDP ignore it, so it stays off {expected}; "
+                        f"use `self.register_buffer(\"{attr}\", ...)` instead",
+                    )
+                    record.hit()
+                    items.append(AuditItem(record, [value]))
+            elif isinstance(value, (list, tuple, dict)):
+                item = _container_item(owner, path, attr, value, expected, registered_ids, device_checks)
+                if item is not None:
+                    items.append(item)
+                    entries = value.items() if isinstance(value, dict) else enumerate(value)
+                    for key, child in entries:
+                        if isinstance(child, nn.Module) and id(child) not in registered_ids:
+                            stack.append((f"{attr_path}[{key}]", child, False))
+    if off and device_checks:
+        names = [name for name, _ in off]
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        devices = sorted({str(t.device) for _, t in off})
+        record = Record(
+            OFF_DEVICE_PARAMETER,
+            call_site or _class_site(type(model)),
+            _common_module(names) or None,
+            "error",
+            f"{len(names)} parameter(s)/buffer(s) of the model are on {' and '.join(devices)}, "
+            f"expected {expected}: {shown}; move the model with `.to(device)` before running it",
+        )
+        record.hit()
+        items.append(AuditItem(record, [t for _, t in off]))
+    return items
+
+
+def _container_item(
+    owner: type,
+    path: str,
+    attr: str,
+    value: list | tuple | dict,
+    expected: torch.device,
+    registered_ids: set[int],
+    device_checks: bool,
+) -> AuditItem | None:
+    entries = [
+        (k, v)
+        for k, v in (value.items() if isinstance(value, dict) else enumerate(value))
+        if id(v) not in registered_ids
+    ]
+    modules = [v for _, v in entries if isinstance(v, nn.Module)]
+    params = [v for _, v in entries if isinstance(v, nn.Parameter)]
+    stray = [
+        v
+        for _, v in entries
+        if isinstance(v, torch.Tensor)
+        and not isinstance(v, nn.Parameter)
+        and device_checks
+        and not same_device(v.device, expected)
+    ]
+    if not (modules or params or stray):
+        return None
+    kind = type(value).__name__
+    attr_path = _join(path, attr)
+    if modules:
+        what, use = "modules", "`nn.ModuleList`" if kind != "dict" else "`nn.ModuleDict`"
+    elif params:
+        what, use = "parameters", "`nn.ParameterList`" if kind != "dict" else "`nn.ParameterDict`"
+    else:
+        what, use = f"tensors on {stray[0].device}", "registered buffers"
+    record = Record(
+        PLAIN_CONTAINER,
+        _assignment_site(owner, attr),
+        path or None,
+        "error",
+        f"`{attr_path}` is a plain {kind} holding {what}: `.to()`, `.parameters()` and `state_dict` "
+        f"do not see them (they stay off {expected}); use {use}",
+    )
+    record.hit()
+    tensors: list[torch.Tensor] = list(params) + stray
+    for module in modules:
+        tensors.extend(module.parameters())
+        tensors.extend(module.buffers())
+    return AuditItem(record, tensors)
+
+
+def _own_tensors(module: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    for name, param in module._parameters.items():
+        if param is not None:
+            yield name, param
+    for name, buf in module._buffers.items():
+        if buf is not None:
+            yield name, buf
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _common_module(names: list[str]) -> str:
+    parts = [n.split(".")[:-1] for n in names]
+    prefix = parts[0]
+    for other in parts[1:]:
+        i = 0
+        while i < min(len(prefix), len(other)) and prefix[i] == other[i]:
+            i += 1
+        prefix = prefix[:i]
+    return ".".join(prefix)
+
+
+def _is_torch_class(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "torch"
+
+
+_SITE_CACHE: dict[tuple[type, str], Site | None] = {}
+
+
+def _assignment_site(cls: type, attr: str) -> Site | None:
+    """The line in the class (or a user base class) that assigns `self.<attr> = ...`."""
+    key = (cls, attr)
+    if key not in _SITE_CACHE:
+        _SITE_CACHE[key] = _find_assignment(cls, attr)
+    return _SITE_CACHE[key]
+
+
+def _find_assignment(cls: type, attr: str) -> Site | None:
+    pattern = re.compile(rf"\bself\.{re.escape(attr)}\s*(?::[^=\n]+)?(?:=(?!=)|\+=)")
+    for klass in cls.__mro__:
+        if klass is nn.Module or _is_torch_class(klass) or klass is object:
+            continue
+        try:
+            lines, start = inspect.getsourcelines(klass)
+            filename = inspect.getsourcefile(klass)
+        except (OSError, TypeError):
+            continue
+        if filename is None:
+            continue
+        for offset, text in enumerate(lines):
+            if pattern.search(text):
+                return (filename, start + offset)
+    return _class_site(cls)
+
+
+def _class_site(cls: type) -> Site | None:
+    try:
+        lines, start = inspect.getsourcelines(cls)
+        filename = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        return None
+    return (filename, start) if filename else None

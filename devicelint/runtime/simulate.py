@@ -1,0 +1,232 @@
+"""Simulated accelerator for CPU-only machines.
+
+PrivateUse1 is renamed to `vgpu` and `SimTensor`, a wrapper subclass labelled `vgpu:0`,
+holds a real CPU tensor: ops run on the CPU with real numbers while every tensor reports
+the device it would have on `cuda:0`. The checker's function mode (`function_mode.py`) turns
+`"cuda"` in device arguments, `.cuda()` and `torch.device("cuda")` values into `vgpu:0`, so
+unchanged user code runs "as if on cuda:0". The CUDA-only fused RNN cell kernels run as the
+CPU versions in `sim_kernels.py`. This leans on private, experimental torch APIs: it is feature-detected and
+`install()` explains what is missing when it cannot work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from devicelint.runtime.sim_kernels import KERNELS
+
+SIM_TYPE = "vgpu"
+SIM_DEVICE: torch.device | None = None  # set by install()
+_CPU = torch.device("cpu")
+
+
+class SimulationUnavailable(RuntimeError):
+    """This torch cannot host the simulated device (or a backward ran before it was set up)."""
+
+
+_installed: bool | None = None
+_failure: str = ""
+
+
+def install() -> torch.device:
+    """Register the simulated device once per process and check that it works end to end.
+
+    Must run before the process's first backward pass: the autograd engine sizes its
+    per-device queues then. The pytest plugin calls it at collection time.
+    """
+    global _installed, _failure, SIM_DEVICE
+    if _installed:
+        return SIM_DEVICE  # type: ignore[return-value]
+    if _installed is False:
+        raise SimulationUnavailable(_failure)
+    try:
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    except ImportError as exc:
+        _fail(f"torch {torch.__version__} lacks the private backend registration API ({exc})")
+    current = torch._C._get_privateuse1_backend_name()
+    if current == SIM_TYPE:
+        pass  # already renamed by an earlier install in this process (a reloaded module)
+    elif current != "privateuseone":
+        _fail(f"PrivateUse1 is already taken by the backend {current!r}")
+    else:
+        try:
+            _setup_privateuseone_for_python_backend(SIM_TYPE)
+        except (RuntimeError, AttributeError, TypeError) as exc:
+            _fail(f"cannot register the simulated device on torch {torch.__version__}: {exc}")
+    SIM_DEVICE = torch.device(SIM_TYPE, 0)
+    _probe()
+    _installed = True
+    return SIM_DEVICE
+
+
+def _fail(reason: str) -> None:
+    global _installed, _failure
+    _installed = False
+    _failure = (
+        f"devicelint cannot simulate an accelerator here: {reason}. Run the runtime checks on a "
+        "machine with CUDA, or pass simulate=\"never\" to check CPU runs only."
+    )
+    raise SimulationUnavailable(_failure)
+
+
+def _probe() -> None:
+    """Run a forward and backward on the simulated device; fail with a clear message if not."""
+    try:
+        weight = SimTensor(torch.ones(2, 2)).requires_grad_(True)
+        (weight * 2).sum().backward()
+        assert weight.grad is not None and weight.grad.device.type == SIM_TYPE
+    except (RuntimeError, AssertionError) as exc:
+        if "device_ready_queues_" in str(exc):
+            reason = (
+                "a backward pass ran in this process before the simulated device was registered "
+                "(call devicelint.runtime.simulate.install() earlier, e.g. at the top of conftest.py)"
+            )
+        else:
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        try:
+            _fail(reason)
+        except SimulationUnavailable as failure:
+            raise failure from None
+
+
+def unsupported(func: Any, exc: BaseException) -> SimulationUnavailable:
+    """The error for an op the simulated device cannot run (a CUDA-only fused kernel)."""
+    packet = getattr(func, "overloadpacket", None)
+    name = f"aten.{packet.__name__}" if packet is not None else getattr(func, "__name__", str(func))
+    return SimulationUnavailable(
+        f"devicelint's simulated GPU cannot run `{name}` ({str(exc).splitlines()[0][:160]}); "
+        "a CUDA-only kernel without a CPU version. Check this code with simulate=\"never\" or on a "
+        "machine with CUDA."
+    )
+
+
+def is_sim(device: torch.device) -> bool:
+    return device.type == SIM_TYPE
+
+
+class SimTensor(torch.Tensor):
+    """A tensor that reports `vgpu:0` and computes on the CPU tensor it holds."""
+
+    inner: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> "SimTensor":
+        out = torch.Tensor._make_wrapper_subclass(
+            cls,
+            inner.size(),
+            strides=inner.stride(),
+            storage_offset=inner.storage_offset(),
+            dtype=inner.dtype,
+            layout=inner.layout,
+            device=SIM_DEVICE,
+            requires_grad=inner.requires_grad,
+            # Sizes and strides are read from the inner tensor on every query, so in-place
+            # view ops (`transpose_` inside torch's RNN code) keep the wrapper right.
+            dispatch_sizes_strides_policy="sizes",
+        )
+        out.inner = inner
+        return out
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
+        return f"SimTensor(device='{SIM_DEVICE}', {self.inner!r})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+        metadata = _METADATA.get(func)
+        if metadata is not None:
+            return metadata(args[0].inner, *args[1:])
+        return run_simulated(func, args, kwargs or {})
+
+
+_aten = torch.ops.aten
+_METADATA: dict[Any, Any] = {
+    _aten.sym_size.default: lambda t: t.size(),
+    _aten.sym_size.int: lambda t, d: t.size(d),
+    _aten.sym_stride.default: lambda t: t.stride(),
+    _aten.sym_stride.int: lambda t, d: t.stride(d),
+    _aten.sym_numel.default: lambda t: t.numel(),
+    _aten.sym_storage_offset.default: lambda t: t.storage_offset(),
+    _aten.dim.default: lambda t: t.dim(),
+    _aten.is_contiguous.default: lambda t: t.is_contiguous(),
+    _aten.is_contiguous.memory_format: lambda t, f: t.is_contiguous(memory_format=f),
+    _aten.is_strides_like_format.default: lambda t, f: t.is_contiguous(memory_format=f),
+    _aten.is_non_overlapping_and_dense.default: lambda t: t.is_contiguous(),
+}
+
+
+def _unwrap(value: Any) -> Any:
+    return value.inner if isinstance(value, SimTensor) else value
+
+
+def _map(fn: Any, value: Any) -> Any:
+    """`fn` on every tensor in an op argument or result: a tensor or a flat list or tuple
+    of them (what aten ops take); deeper nesting goes through pytree."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (list, tuple, dict)) for v in value):
+            return tree_map(fn, value)
+        mapped = [fn(v) if isinstance(v, torch.Tensor) else v for v in value]
+        return type(value)(mapped) if type(value) in (list, tuple) else tree_map(fn, value)
+    return value
+
+
+# Results that stay on the CPU even for CUDA inputs (the batch sizes of a packed sequence).
+_CPU_RESULTS = {"_pack_padded_sequence": (1,), "_pad_packed_sequence": (1,)}
+
+
+def run_simulated(func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run an op on the CPU tensors behind its arguments; wrap what a GPU op would return."""
+    wrap_outputs = True
+    device = kwargs.get("device")
+    if device is not None:
+        device = torch.device(device)
+        if device.type == SIM_TYPE:
+            kwargs = dict(kwargs, device=_CPU)
+        else:
+            wrap_outputs = False
+    # In-place and out= ops return their argument: hand back the wrapper, not its inside.
+    originals: dict[int, Any] = {}
+
+    def unwrap(value: torch.Tensor) -> torch.Tensor:
+        if isinstance(value, SimTensor):
+            originals[id(value.inner)] = value
+            return value.inner
+        return value
+
+    kernel = KERNELS.get(func, func)
+    out = kernel(*[_map(unwrap, a) for a in args], **{k: _map(unwrap, v) for k, v in kwargs.items()})
+
+    def wrap(value: torch.Tensor) -> torch.Tensor:
+        same = originals.get(id(value))
+        if same is not None:
+            return same
+        if wrap_outputs and value.device.type == "cpu":
+            return SimTensor(value)
+        return value
+
+    keep_cpu = _CPU_RESULTS.get(func.overloadpacket.__name__) if isinstance(out, tuple) else None
+    if keep_cpu:
+        return tuple(v if i in keep_cpu else _map(wrap, v) for i, v in enumerate(out))
+    return _map(wrap, out)
+
+
+def to_sim(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor.to("vgpu:0")` for a CPU tensor, usable inside a dispatch handler."""
+    if isinstance(tensor, SimTensor):
+        return tensor
+    return SimTensor(tensor)
+
+
+def rewrite_cuda(value: Any) -> Any:
+    """`"cuda"`, `"cuda:N"` or a cuda `torch.device` becomes the simulated device."""
+    if isinstance(value, str):
+        if value == "cuda" or value.startswith("cuda:"):
+            return SIM_DEVICE
+    elif isinstance(value, torch.device):
+        if value.type == "cuda":
+            return SIM_DEVICE
+    return value

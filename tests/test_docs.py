@@ -1,0 +1,88 @@
+"""Generated rule pages are current, and the CLI on `fixtures/` reports exactly the markers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from conftest import FIXTURES, ROOT
+from devicelint.docs import expected_pages, rule_page, stale_pages, write_pages
+from devicelint.registry import all_rules
+from fixture_markers import expected_findings, matches
+
+
+def test_rule_pages_are_current() -> None:
+    stale = stale_pages()
+    assert stale == [], f"rules/ is stale ({', '.join(stale)}); run `python -m devicelint.docs`"
+
+
+def test_stale_pages_notices_every_kind_of_drift(tmp_path: Path) -> None:
+    write_pages(tmp_path)
+    assert stale_pages(tmp_path) == []
+    (tmp_path / "DL501.md").write_text("edited by hand\n")
+    (tmp_path / "DL502.md").unlink()
+    (tmp_path / "DL998.md").write_text("# a removed rule\n")
+    assert stale_pages(tmp_path) == ["DL501.md", "DL502.md", "DL998.md"]
+    write_pages(tmp_path)
+    assert stale_pages(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.glob("*.md")) == sorted(expected_pages())
+
+
+def test_docs_check_command_exit_status() -> None:
+    done = subprocess.run([sys.executable, "-m", "devicelint.docs", "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_index_lists_every_rule() -> None:
+    index = (ROOT / "rules" / "README.md").read_text(encoding="utf-8")
+    for rule in all_rules():
+        assert f"| [{rule.code}]({rule.code}.md) | {rule.name} |" in index
+
+
+def test_rule_page_has_every_section() -> None:
+    for rule in all_rules():
+        page = rule_page(rule)
+        assert page.startswith(f"# {rule.code} {rule.name}\n\n{rule.summary}\n")
+        for section in ("What it does", "Why it is a bug on a GPU", "Example", "Use instead", "Fix safety",
+                        "Known limits"):
+            assert f"\n## {section}\n\n" in page, (rule.code, section)
+
+
+def test_cli_on_fixtures_reports_exactly_the_markers() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--no-cache", "--isolated", "--select", "ALL", "--output-format", "json",
+         "fixtures/"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    by_path: dict[str, list[SimpleNamespace]] = {}
+    for row in json.loads(done.stdout):
+        by_path.setdefault(row["path"], []).append(SimpleNamespace(**row))
+    files = sorted(FIXTURES.glob("DL*/*.py"))
+    assert files
+    problems = []
+    for path in files:
+        display = path.relative_to(ROOT).as_posix()
+        findings = by_path.pop(display, [])
+        if path.name.endswith(".in.py"):
+            if not findings:
+                problems.append(f"{display}: a fix input yields no finding")
+        elif path.name.endswith(".out.py"):
+            # A fixed output is a fixed point: nothing left to fix, no other rule's finding. A case
+            # its rule reports but cannot fix may stay (test_fixtures pins the exact text).
+            left = [(f.line, f.code) for f in findings if f.fix is not None or f.code != path.parent.name]
+            if left:
+                problems.append(f"{display}: a fixed output still yields {left}")
+        else:
+            missing, unexpected = matches(expected_findings(path), findings)
+            if missing or unexpected:
+                problems.append(f"{display}: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+    # Other folders under fixtures/ (notebooks, runtime examples) have their own tests.
+    strays = sorted(p for p in by_path if p.startswith("fixtures/DL"))
+    assert not strays, f"findings outside the fixture files: {strays}"
+    assert not problems, "\n".join(problems)

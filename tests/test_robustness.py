@@ -1,0 +1,311 @@
+"""Bad and pathological input: each file yields a clear finding or message, never a traceback,
+the exit code is right, and the other files are still linted, with one job and with several.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from click.testing import CliRunner
+
+import devicelint.runner
+from devicelint.cli import cli
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+LOAD = "import torch\nstate = torch.load(p)\n"  # DL501 at 2:9
+DL501_AT_2 = ("DL501", 2, 9)
+DECODE_MESSAGE = (
+    "cannot decode the file as utf-8: byte 0xe9 is invalid; save it as UTF-8 or declare its "
+    "encoding with a `# -*- coding: ... -*-` line"
+)
+
+
+def _deep_files() -> dict[str, str]:
+    """Valid but deep Python, each with a `torch.load(p)` the linter must still find."""
+    return {
+        "nested_calls.py": "import torch\nz = " + "f(" * 150 + "torch.load(p)" + ")" * 150 + "\n",
+        "method_chain.py": "import torch\nz = torch.load(p)" + ".m()" * 200 + "\n",
+        "plus_chain.py": "import torch\nz = torch.load(p) + " + " + ".join(["a"] * 399) + "\n",
+    }
+
+
+def _slow_files() -> dict[str, str]:
+    """Valid files that take LibCST seconds: linted once, in their own test."""
+    return {
+        "unary_chain.py": "import torch\nz = torch.load(p)\nw = " + "-" * 5000 + "1\n",
+        "big.py": "import torch\n" + "y = 1\n" * 50_000 + "state = torch.load(p)\n",
+    }
+
+
+def _bad_files() -> dict[str, bytes]:
+    return {
+        "syntax.py": b"import torch\ndef f(:\n    pass\n",
+        "syntax_no_torch.py": b"def f(:\n    pass\n",
+        "latin1.py": b"import torch\nname = 'caf\xe9'\n",
+        "latin1_line1.py": b"name = 'caf\xe9'  # torch\n",
+        "nul.py": b"import torch\nx = 1\x00\n",
+        "deep1000.py": ("import torch\nz = " + "(" * 1000 + "1" + ")" * 1000 + "\n").encode(),
+        "deep5000.py": ("import torch\nz = " + "(" * 5000 + "1" + ")" * 5000 + "\n").encode(),
+        "empty.py": b"",
+    }
+
+
+# What each file must yield: (code, line, column) and, for DL000, the message.
+EXPECTED = {
+    "syntax.py": [("DL000", 2, 7, "syntax error: invalid syntax")],
+    "syntax_no_torch.py": [("DL000", 1, 7, "syntax error: invalid syntax")],
+    "latin1.py": [("DL000", 2, 12, DECODE_MESSAGE)],
+    "latin1_line1.py": [("DL000", 1, 12, DECODE_MESSAGE)],
+    "nul.py": [("DL000", 2, 1, "the file contains a NUL byte; it is not Python source")],
+    "deep1000.py": [("DL000", 2, 205, "not parsed: too many nested parentheses")],
+    "deep5000.py": [("DL000", 2, 205, "not parsed: too many nested parentheses")],
+    "empty.py": [],
+    "ok.py": [DL501_AT_2],
+    "nested_calls.py": [("DL501", 2, 305)],
+    "method_chain.py": [("DL501", 2, 5)],
+    "plus_chain.py": [("DL501", 2, 5)],
+    "unary_chain.py": [("DL501", 2, 5)],
+    "big.py": [("DL501", 50_002, 9)],
+    "broken_link.py": [("DL000", 1, 1, "cannot read the file: broken symbolic link")],
+    "x.py/inner.py": [DL501_AT_2],
+}
+
+
+def _options(**kw) -> EngineOptions:  # type: ignore[no-untyped-def]
+    return EngineOptions(rules=tuple(all_rules()), **kw)
+
+
+def _lint_in_big_stack(data: bytes | str, name: str, **kw):  # type: ignore[no-untyped-def]
+    # The runner lints in a thread with a big stack; the engine relies on it for deep files.
+    return devicelint.runner.in_big_stack(lint_source, data, name, _options(**kw))
+
+
+def _shape(findings) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return [(f.code, f.line, f.column, f.message) if f.code == "DL000" else (f.code, f.line, f.column)
+            for f in findings]
+
+
+@pytest.mark.parametrize("name", sorted(_bad_files()))
+def test_bad_input_in_process(name: str) -> None:
+    result = _lint_in_big_stack(_bad_files()[name], name)
+    assert _shape(result.findings) == EXPECTED[name]
+    assert all(f.path == name and f.end_column > f.column for f in result.findings)
+
+
+@pytest.mark.parametrize("name", ["nested_calls.py", "method_chain.py", "plus_chain.py"])
+def test_deep_valid_files_are_linted_and_fixed(name: str) -> None:
+    source = _deep_files()[name]
+    result = _lint_in_big_stack(source, name, fix_mode="unsafe")
+    assert _shape(result.findings) == EXPECTED[name]
+    fixed = result.fixed_source
+    assert fixed == source.replace("torch.load(p)", 'torch.load(p, map_location="cpu")', 1)
+    devicelint.runner.in_big_stack(cst.parse_module, fixed)
+    again = _lint_in_big_stack(fixed, name, fix_mode="unsafe")
+    assert again.findings == () and again.fixed_source is None
+
+
+def test_syntax_error_without_prefilter_tokens_is_still_reported() -> None:
+    # No rule's token occurs in this file, so no rule runs, yet it must not pass as clean.
+    result = lint_source("def f(:\n", "a.py", _options())
+    assert _shape(result.findings) == [("DL000", 1, 7, "syntax error: invalid syntax")]
+    assert lint_source("x = 1\n", "a.py", _options()).findings == ()
+
+
+@pytest.mark.parametrize("source", [
+    "type Vector = list[float]\n",  # Python 3.12 syntax
+    "def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
+    'name = f"{"nested"}"\n',
+    "match x:\n    case 1:\n        pass\n",
+])
+def test_newer_syntax_than_this_python_is_not_a_syntax_error(source: str) -> None:
+    # With no rule to run, CPython's parser screens the file; what it refuses, LibCST confirms.
+    assert lint_source(source, "a.py", _options()).findings == ()
+    with_torch = lint_source("import torch\n" + source + "state = torch.load(p)\n", "a.py", _options())
+    assert [f.code for f in with_torch.findings] == ["DL501"]
+
+
+def test_coding_cookie_is_honoured() -> None:
+    source = "# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\nstate = torch.load(p)\n"
+    result = lint_source(source.encode("latin-1"), "a.py", _options())
+    assert [(f.code, f.line) for f in result.findings] == [("DL501", 4)]
+    bad_cookie = lint_source(b"# -*- coding: nonsense -*-\nimport torch\n", "a.py", _options())
+    assert [(f.code, f.line) for f in bad_cookie.findings] == [("DL000", 1)]
+    assert bad_cookie.findings[0].message.startswith("cannot decode the file: ")
+
+
+def _make_tree(root: Path, with_deep: bool) -> None:
+    for name, data in _bad_files().items():
+        (root / name).write_bytes(data)
+    (root / "ok.py").write_text(LOAD)
+    if with_deep:
+        for name, text in _deep_files().items():
+            (root / name).write_text(text)
+    (root / "broken_link.py").symlink_to(root / "nowhere.py")
+    (root / "x.py").mkdir()
+    (root / "x.py" / "inner.py").write_text(LOAD)
+
+
+def _by_file(json_text: str) -> dict[str, list[tuple]]:
+    found: dict[str, list[tuple]] = {}
+    for f in json.loads(json_text):
+        row = (f["code"], f["line"], f["column"], f["message"]) if f["code"] == "DL000" else (
+            f["code"], f["line"], f["column"])
+        found.setdefault(f["path"], []).append(row)
+    return found
+
+
+def _expected(names) -> dict[str, list[tuple]]:  # type: ignore[no-untyped-def]
+    return {name: EXPECTED[name] for name in names if EXPECTED[name]}
+
+
+def test_every_bad_file_via_subprocess_with_one_and_two_jobs(tmp_path: Path) -> None:
+    """The whole zoo in one tree, as real processes, with -j 1 and with a pool of 2."""
+    _make_tree(tmp_path, with_deep=True)
+    outputs = []
+    for jobs in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-m", "devicelint", "--no-cache", "-j", jobs, "--output-format", "json", "."],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )
+        assert done.returncode == 1
+        assert done.stderr == ""
+        assert _by_file(done.stdout) == _expected(set(EXPECTED) - set(_slow_files()))
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.slow
+def test_big_file_and_long_unary_chain(tmp_path: Path) -> None:
+    """A 50,000-line file and a 5,000-long `-` chain (seconds in LibCST): linted, once."""
+    for name, text in _slow_files().items():
+        (tmp_path / name).write_text(text)
+    small = [f"ok{i}.py" for i in range(6)]  # enough files for a pool: the two slow ones run side by side
+    for name in small:
+        (tmp_path / name).write_text(LOAD)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--no-cache", "-j", "2", "--output-format", "json", "."],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1
+    assert done.stderr == ""
+    assert _by_file(done.stdout) == {**_expected(["big.py", "unary_chain.py"]), **{n: [DL501_AT_2] for n in small}}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_bad_files_in_process_text_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str) -> None:
+    _make_tree(tmp_path, with_deep=False)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", jobs, "--no-show-source", "."], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "broken_link.py:1:1: DL000 cannot read the file: broken symbolic link\n" in result.stdout
+    assert f"latin1.py:2:12: DL000 {DECODE_MESSAGE}\n" in result.stdout
+    assert "x.py/inner.py:2:9: DL501 " in result.stdout
+    assert result.stdout.endswith("Found 10 problems in 10 files.\n")
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("name", ["broken_link.py", "x.py", "deep5000.py", "latin1.py"])
+def test_bad_file_named_explicitly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    _make_tree(tmp_path, with_deep=False)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "json", name, "ok.py"],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    key = "x.py/inner.py" if name == "x.py" else name
+    assert _by_file(result.stdout) == _expected([key, "ok.py"])
+
+
+def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root, chmod 0 does not stop reading: make the read itself fail.
+    (tmp_path / "secret.py").write_text(LOAD)
+    (tmp_path / "ok.py").write_text(LOAD)
+    real_read_bytes = pathlib.Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "secret.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "1", "--output-format", "json", "."],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    assert _by_file(result.stdout) == {
+        "ok.py": [DL501_AT_2],
+        "secret.py": [("DL000", 1, 1, "cannot read the file: Permission denied")],
+    }
+    # The cache must not remember a failed read.
+    cached = CliRunner().invoke(cli, ["check", "-j", "1", "--output-format", "json", "."], catch_exceptions=False)
+    assert "secret.py" in _by_file(cached.stdout)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root can read a chmod 0 file")
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_unreadable_file_subprocess(tmp_path: Path, jobs: str) -> None:
+    for i in range(8):
+        (tmp_path / f"ok{i}.py").write_text(LOAD)
+    secret = tmp_path / "secret.py"
+    secret.write_text(LOAD)
+    secret.chmod(0)
+    try:
+        done = subprocess.run([sys.executable, "-m", "devicelint", "--no-cache", "-j", jobs, "--output-format", "json", "."],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        secret.chmod(0o644)
+    assert done.returncode == 1
+    found = _by_file(done.stdout)
+    assert found["secret.py"] == [("DL000", 1, 1, "cannot read the file: Permission denied")]
+    assert len(found) == 9
+    assert "Traceback" not in done.stderr
+
+
+def crashing_lint_task(task, options):  # type: ignore[no-untyped-def]
+    """Stands in for the runner's worker function: dies like a segfaulting parser on one file."""
+    if task.path.endswith("crash.py"):
+        os._exit(139)
+    from devicelint.runner import lint_data
+
+    return lint_data(Path(task.path).read_bytes(), task, options)
+
+
+def test_worker_death_is_reported_and_the_rest_linted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # LibCST's native parser can kill its process; the pool must not hang or lose other files.
+    for i in range(9):
+        (tmp_path / f"ok{i}.py").write_text(LOAD)
+    (tmp_path / "crash.py").write_text(LOAD)
+    monkeypatch.setattr(devicelint.runner, "lint_task", crashing_lint_task)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "2", "--output-format", "json", "."],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    found = _by_file(result.stdout)
+    assert found.pop("crash.py") == [
+        ("DL000", 1, 1, "not analysed: the parser crashed on this file (its process died)")]
+    assert found == {f"ok{i}.py": [DL501_AT_2] for i in range(9)}
+
+
+def test_symlink_loop_and_symlinked_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A link back up the tree must not make the walk endless; linked folders are not followed
+    # (as git and Ruff), unless named on the command line.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(LOAD)
+    (tmp_path / "pkg" / "up").symlink_to(tmp_path)
+    (tmp_path / "alias").symlink_to(tmp_path / "pkg")
+    (tmp_path / "folder_link.py").symlink_to(tmp_path / "pkg")
+    (tmp_path / "file_link.py").symlink_to(tmp_path / "pkg" / "a.py")
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "devicelint", "--no-cache", "--output-format", "json", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert _by_file(done.stdout) == {"file_link.py": [DL501_AT_2], "pkg/a.py": [DL501_AT_2]}
+    assert done.returncode == 1
+    named = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "json", "alias"], catch_exceptions=False)
+    assert _by_file(named.stdout) == {"alias/a.py": [DL501_AT_2]}
