@@ -7,6 +7,7 @@ that does not read back as expected is ignored and rewritten.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -30,9 +31,21 @@ def cache_root(settings, options: dict[str, Any]) -> Path:  # type: ignore[no-un
     return base / DEFAULT_CACHE_DIR
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Names, sizes and mtimes of devicelint's own modules: an edited rule (editable installs,
+    development) invalidates the cache even though the version number did not change."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for module in sorted(package.rglob("*.py")):
+        stat = module.stat()
+        digest.update(f"{module.relative_to(package)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
 def entry_key(data: bytes, task: Task, options: TaskOptions) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{_FORMAT}\0{__version__}\0{options.torch_version}\0{options.prefilter}\0".encode())
+    digest.update(f"{_FORMAT}\0{__version__}\0{code_fingerprint()}\0{options.torch_version}\0{options.prefilter}\0".encode())
     digest.update(",".join(task.codes).encode())
     digest.update(b"\0" + task.display.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(data)

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from devicelint.context import FileContext
 from devicelint.finding import Edit, FileResult, Finding, Fix
 from devicelint.fixes import apply_fixes
+from devicelint.positions import node_ranges
 from devicelint.registry import Rule, Violation
 from devicelint.suppression import Suppressions
 
@@ -136,9 +136,6 @@ def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
     return ()
 
 
-def _positions(module: cst.Module):  # type: ignore[no-untyped-def]
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return wrapper.resolve(PositionProvider)
 
 
 def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileResult:
@@ -182,7 +179,9 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileRes
 
 
 def _to_findings(path: str, text: str, module: cst.Module, violations: list[Violation]) -> list[Finding]:
-    positions = _positions(module)
+    positioned = [v.node for v in violations]
+    positioned += [old for v in violations if v.fix for old, _ in v.fix.replacements]
+    positions = node_ranges(module, positioned)
     suppressions = Suppressions.parse(text)
     findings: dict[tuple, Finding] = {}
     for violation in violations:

@@ -126,3 +126,27 @@ def test_warm_run_uses_cache_and_sees_edits(tmp_path: Path) -> None:
     assert list((cache / "v1").rglob("*.json"))
     source.write_text("import torch\nstate = torch.load('a.pt', map_location='cpu')\n")
     assert _json(["--cache-dir", str(cache), str(source)]) == []
+
+
+def test_node_ranges_match_libcst_position_provider() -> None:
+    """The engine's cheap positions are exactly PositionProvider's, for every node of every fixture."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from devicelint.analysis.index import NodeIndex
+    from devicelint.positions import node_ranges
+
+    compared = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        try:
+            module = cst.parse_module(path.read_bytes())
+        except cst.ParserSyntaxError:
+            continue
+        nodes = list(NodeIndex(module).walk(module))
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        ranges = node_ranges(module, nodes)
+        assert {n: ranges[n] for n in nodes} == {n: expected[n] for n in nodes}, path
+        first = nodes[1] if len(nodes) > 1 else nodes[0]
+        assert node_ranges(module, [first]) == {first: expected[first]}  # early stop keeps it right
+        compared += len(nodes)
+    assert compared > 1000
