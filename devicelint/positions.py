@@ -66,10 +66,12 @@ class _PositionState(PositionProvidingCodegenState):
             self.column += len(value)
 
     def add_token(self, value: str) -> None:
-        # Only positions are wanted, so the generated text is not kept.
+        # Module codegen inspects `tokens` (to add or pop the final newline), so they are kept.
+        self.tokens.append(value)
         self._update_position(value)
 
     def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
         for token in self.indent_tokens:
             self._update_position(token)
 
