@@ -79,6 +79,10 @@ def write_pages(folder: Path = RULES_DIR) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv != ["--check"]:
+        print("usage: python -m devicelint.docs [--check]\n"
+              "  rewrite rules/ from the rule classes, or with --check exit 1 if it is stale", file=sys.stderr)
+        return 0 if argv in (["-h"], ["--help"]) else 2
     if "--check" in argv:
         stale = stale_pages()
         if stale:

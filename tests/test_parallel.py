@@ -317,3 +317,72 @@ def test_example_shows_the_three_mistakes() -> None:
         codes |= {code for _, code, _ in expected_findings(path)}
     # hand-split model wrapped (DL201) and crashing (DL208), state lost (DL203), checkpoint (DL204)
     assert {"DL201", "DL203", "DL204", "DL208"} <= codes
+
+
+# ---------------------------------------------------------------------------- follow-ups
+
+
+def test_dl203_other_methods_of_a_wrapping_class() -> None:
+    source = (
+        "import torch.nn as nn\n\n\nclass Trainer:\n    def __init__(self, net):\n"
+        "        self.G = nn.DataParallel(net, device_ids=[0, 1]).cuda(0)\n\n"
+        "    def renew(self):\n        self.G = self.G.cuda()\n\n"
+        "    def grow(self):\n        self.G.grow_network(3)\n        self.G.module.flush()\n"
+    )
+    assert one(source, DataParallelAttributeWithoutModule) == (
+        12, 9, "DL203",
+        "`self.G.grow_network` reads `grow_network` from the `DataParallel` wrapper `self.G`, which "
+        "does not forward its model's attributes (AttributeError); use `self.G.module.grow_network`",
+    )
+    rebound = source.replace("self.G = self.G.cuda()", "self.G = make()")
+    assert lint(rebound, DataParallelAttributeWithoutModule) == ()
+
+
+def test_dl203_function_the_wrapper_is_passed_to() -> None:
+    source = (
+        "import torch.nn as nn\n\n\ndef train(net, data):\n    return net.init_hidden(len(data))\n\n\n"
+        "def main(net, data):\n    net = nn.DataParallel(net)\n    return train(net, data)\n"
+    )
+    line, _, code, message = one(source, DataParallelAttributeWithoutModule)
+    assert (line, code) == (5, "DL203")
+    assert message == (
+        "`net.init_hidden` reads `init_hidden` from the `DataParallel` wrapper that `main` passes to "
+        "`train` as `net`, which does not forward its model's attributes (AttributeError); use "
+        "`net.module.init_hidden`, or pass `net.module`"
+    )
+
+
+def test_dl203_unwrapped_on_the_spot_is_not_a_wrapper() -> None:
+    source = "import torch.nn as nn\n\nmodel = nn.DataParallel(nn.Linear(2, 2), device_ids=[0]).module\nw = model.weight\n"
+    assert lint(source, DataParallelAttributeWithoutModule) == ()
+
+
+def test_dl202_device_chosen_by_availability() -> None:
+    source = (
+        "import torch\nimport torch.nn as nn\n\ndevice = torch.device(\"cuda:0\" if torch.cuda.is_available() else \"cpu\")\n\n\n"
+        "def run(batch):\n    model = nn.Linear(8, 8).to(device)\n"
+        "    model = nn.DataParallel(model, device_ids=[1, 2])\n    return model(batch)\n"
+    )
+    line, _, code, message = one(source, DataParallelModelNotOnFirstDevice)
+    assert (line, code) == (9, "DL202")
+    assert "`model` is moved to cuda:0" in message
+    assert lint(source.replace("[1, 2]", "[0, 1]"), DataParallelModelNotOnFirstDevice) == ()
+
+
+def test_dl206_version_gated_import_is_silent() -> None:
+    source = "import torch\n\nif torch.__version__ < \"2.4\":\n    from torch.distributed.pipeline.sync import Pipe\n"
+    assert lint(source, RemovedParallelApi) == ()
+
+
+def test_dl201_device_map_auto_then_data_parallel() -> None:
+    source = (
+        "import torch.nn as nn\nfrom transformers import AutoModel\n\n"
+        "model = AutoModel.from_pretrained(\"bert-large\", device_map=\"auto\")\nmodel = nn.DataParallel(model)\n"
+    )
+    line, _, code, message = one(source, DataParallelAsModelParallelism)
+    assert (line, code) == (5, "DL201")
+    assert message.startswith(
+        "`nn.DataParallel(model)` wraps a model that `device_map=\"auto\"` spreads over the visible GPUs: "
+    )
+    single = source.replace('device_map="auto"', 'device_map={"": 0}')
+    assert lint(single, DataParallelAsModelParallelism) == ()

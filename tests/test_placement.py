@@ -137,6 +137,33 @@ def test_dl101_silent_on_placed_and_moved_tensors() -> None:
     assert _findings("DL101", source) == []
 
 
+def test_dl101_constant_factory_suggests_a_buffer_and_numpy_arrays_are_moved() -> None:
+    source = """
+    import numpy as np
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 4)
+
+        def forward(self, x):
+            table = torch.from_numpy(np.ones(4, dtype=np.float32))
+            return self.emb(torch.arange(16)) * table
+    """
+    assert _findings("DL101", source) == [
+        ("DL101", 12, 17,
+         "`torch.from_numpy(...)` creates a CPU tensor in `forward` that meets the device tensor "
+         "`self.emb(torch.arange(16))` in `self.emb(torch.arange(16)) * table`; move it with "
+         "`.to(next(self.parameters()).device)`"),
+        ("DL101", 13, 25,
+         "`torch.arange(...)` creates a CPU tensor in `forward` that is passed to the module `self.emb`, which "
+         "lives on the model's device; pass `device=next(self.parameters()).device` or register it as a buffer "
+         "in `__init__`"),
+    ]
+
+
 # -- DL102 -------------------------------------------------------------------------------------
 
 def test_dl102_plain_tensor_attribute() -> None:
@@ -274,6 +301,26 @@ def test_dl105_silent_when_moved_or_model_not_moved() -> None:
     def infer(model, loader):
         for x, y in loader:
             model(x)
+    """
+    assert _findings("DL105", source) == []
+
+
+def test_dl105_silent_for_gpu_datasets_and_custom_loaders() -> None:
+    source = """
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def train(model, X, y, device):
+        model.to(device)
+        for xb, yb in DataLoader(TensorDataset(X.to(device), y.to(device))):
+            model(xb)
+
+    class DeviceDataLoader:
+        pass
+
+    def fit(model, train_loader, device):
+        model.to(device)
+        for xb, yb in train_loader:
+            model(xb)
     """
     assert _findings("DL105", source) == []
 
@@ -472,3 +519,11 @@ def test_dl111_silent_when_moved_first() -> None:
 def test_every_rule_is_registered(code: str) -> None:
     rule = find_rule(code)
     assert rule is not None and rule.code == code
+
+
+def test_long_chains_of_helpers_do_not_exhaust_the_stack() -> None:
+    source = "import torch\n" + "".join(f"def f{i}(x):\n    return f{i + 1}(x)\n" for i in range(300))
+    source += "def f300(x):\n    return torch.zeros(3)\n"
+    rules = tuple(find_rule(f"DL1{n:02d}") for n in range(1, 12))
+    result = lint_source(source, "x.py", EngineOptions(rules=rules))  # type: ignore[arg-type]
+    assert result.findings == ()

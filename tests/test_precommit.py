@@ -56,6 +56,11 @@ def _hook_repo(tmp_path: Path) -> Path:
     return ROOT
 
 
+def _dirty() -> bool:
+    """Whether tracked files of this repository differ from HEAD (what try-repo checks)."""
+    return subprocess.run(["git", "diff", "--quiet", "--no-ext-diff", "HEAD"], cwd=ROOT, timeout=60).returncode == 1
+
+
 def _commit_all(repo: Path) -> None:
     if not (repo / ".git").exists():
         git("init", "-q", cwd=repo)
@@ -99,6 +104,7 @@ def test_pre_commit_try_repo_fails_then_passes(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     command = [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "devicelint", "--all-files"]
 
+    dirty_before = hook_repo == ROOT and _dirty()
     failing = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=600)
     output = failing.stdout + failing.stderr
     assert failing.returncode == 1, output
@@ -106,7 +112,7 @@ def test_pre_commit_try_repo_fails_then_passes(tmp_path: Path) -> None:
     assert "train.py:5:12: DL501 `torch.load(...)` has no `map_location`" in output
     assert "generated.py" not in output
     assert "Found 1 problem in 1 file." in output
-    if hook_repo == ROOT and git("status", "--porcelain", "--untracked-files=no", cwd=ROOT).strip():
+    if hook_repo == ROOT and dirty_before and _dirty():
         # Uncommitted edits to tracked files are run from a temporary commit, not HEAD.
         assert "Creating temporary repo with uncommitted changes" in output
 

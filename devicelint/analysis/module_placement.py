@@ -146,6 +146,13 @@ def _build_scope(root: cst.FunctionDef | cst.Module) -> Scope:
     nodes: list[cst.CSTNode] = []
     assigned: dict[str, list[cst.BaseExpression]] = {}
     start = root.body if isinstance(root, cst.FunctionDef) else root
+    if isinstance(root, cst.FunctionDef):
+        params = root.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            assigned.setdefault(param.name.value, []).append(_REBOUND)  # a caller chooses it
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                assigned.setdefault(star.name.value, []).append(_REBOUND)
     stack: list[cst.CSTNode] = [start]
     append = nodes.append
     while stack:
@@ -249,7 +256,7 @@ class Resolver:
         for env in (self.scope.assigned, self.class_env, self._module_env()):
             values = env.get(key)
             if values is not None:
-                return values[0] if len(values) == 1 else None
+                return values[0] if len(values) == 1 and values[0] is not _REBOUND else None
         return None
 
     def _module_env(self) -> dict[str, list[cst.BaseExpression]]:
@@ -808,3 +815,54 @@ def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | No
         if any(w in words.lower() for w in ("device", "gpu", "cuda", "rank")):
             return False
     return True
+
+
+_SPREADING_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+
+
+def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
+    """How the wrapped model was spread over several GPUs by its loader, else None.
+
+    `X.from_pretrained(..., device_map="auto")` (or "balanced", "sequential", or a dict naming
+    several devices) and `model.parallelize()` put different layers on different GPUs.
+    """
+    if site.wrapped is None:
+        return None
+    resolver = resolver_for(ctx, site.call)
+    base, moved = chain_base(resolver, site.wrapped)
+    if moved is not None:
+        return None
+    var = dotted_name(base)
+    bind: cst.BaseExpression | None = base if isinstance(base, cst.Call) else None
+    if var is not None:
+        facts = history(ctx, var, site.call)
+        if facts.moves:
+            return None  # moved whole afterwards
+        bind = facts.bind
+        # `parallelize()` is trusted only on a Hugging Face model (`X.from_pretrained(...)`).
+        loader = chain_base(resolver, bind)[0] if bind is not None else None
+        loaded = isinstance(loader, cst.Call) and (dotted_name(loader.func) or "").endswith("from_pretrained")
+        scope = scope_facts(ctx, scope_of(ctx, site.call))
+        limit = scope.order.get(id(site.statement), len(scope.nodes))
+        for node in scope.nodes[:limit]:
+            if (
+                loaded and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "parallelize" and dotted_name(node.func.value) == var
+            ):
+                return f"`{short(ctx, node)}` spreads over several GPUs"
+    if bind is not None:
+        bind = chain_base(resolver, bind)[0]
+    if not isinstance(bind, cst.Call):
+        return None
+    for arg in bind.args:
+        if arg.keyword is None or arg.keyword.value != "device_map":
+            continue
+        value = arg.value
+        text = _string(value)
+        if text in _SPREADING_MAPS:
+            return f'`device_map="{text}"` spreads over the visible GPUs'
+        if isinstance(value, cst.Dict):
+            targets = {ctx.code_for(e.value).strip() for e in value.elements if isinstance(e, cst.DictElement)}
+            if len(targets) > 1:
+                return f"`device_map={short(ctx, value, 40)}` spreads over several devices"
+    return None

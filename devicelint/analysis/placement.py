@@ -15,6 +15,11 @@ Public API (every result memoised per file through `ctx.shared`):
   `cst.Module` for top-level code): `.facts` (name -> Fact at the end), `.returns`, `.meetings`.
 - `value_kind(ctx, expr)`: the `Fact` of one expression where it was evaluated
   (`UNKNOWN_FACT` when the analysis has nothing to say).
+
+Statements and plain expressions are interpreted here; calls (factories, moves, tensor methods,
+module calls, followed helpers) in `placement_calls.py`; the values themselves are described in
+`placement_facts.py` and combined by `placement_values.py`; module classes are read by
+`placement_classes.py`.
 """
 
 from __future__ import annotations
@@ -23,35 +28,33 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
+from devicelint.analysis.placement_calls import CallEvaluation
+from devicelint.analysis.placement_classes import ClassFacts, class_facts, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, ACCELERATOR_STRINGS, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE,
-    DEVICE_GUARD_WORDS, DEVICE_VALUE, FACTORIES, FOLLOWS, INPLACE_METHODS, LEGACY_CONSTRUCTORS,
-    LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODULE, MOVE_METHODS, NEW_METHODS,
-    NON_TENSOR_FUNCTIONS, PARAMETER_FREE_MODULES, PRESERVING_METHODS, TENSOR_ANNOTATIONS,
-    TENSOR_NAMESPACES, TENSOR_ONLY_METHODS, UNKNOWN, UNKNOWN_FACT, Fact,
+    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, MOVE_METHODS, TENSOR_ONLY_METHODS, UNKNOWN,
+    UNKNOWN_FACT, Fact,
+)
+from devicelint.analysis.placement_values import (
+    LOADER, NUMBER, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact, devicey, flatten,
+    is_device_guard, join, join_envs, looks_like_device_name, string_value,
 )
 from devicelint.context import FileContext
 
 __all__ = [
     "CPU", "DEVICE", "MODULE", "DEVICE_VALUE", "UNKNOWN", "Fact", "Meeting", "ScopePlacement",
-    "FilePlacement", "file_placement", "placement_of_function", "value_kind",
+    "FilePlacement", "file_placement", "placement_of_function", "value_kind", "is_device_guard", "join",
 ]
 
-NUMBER = Fact(UNKNOWN, where="number")
-LOADER = Fact(UNKNOWN, factory="<loader>")
-_CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
 _MODULE_TENSOR_ATTRS = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "pos_embed"})
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
 _MAX_LOOP_DEPTH = 3
+_MAX_NESTED_SCOPES = 6
 # Function and file names of data preparation, where CPU tensors are right.
 _DATA_WORDS = ("collat", "preprocess", "processing", "processor", "tokeniz", "feature_extract", "dataset", "transform")
 _CONFIG_NAMES = frozenset(
     {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "settings", "options",
      "training_args", "train_args", "model", "net", "trainer", "accelerator", "self"}
 )
-Env = dict[str, Fact]
 
 
 @dataclass(frozen=True)
@@ -93,117 +96,7 @@ class FilePlacement:
     meetings: list[Meeting]
 
 
-def _annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
-    if annotation is None:
-        return False
-    node = annotation.annotation
-    if isinstance(node, cst.SimpleString):
-        text = node.evaluated_value if isinstance(node.evaluated_value, str) else ""
-    else:
-        text = dotted_name(node) or ""
-        if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("Optional"):
-            inner = node.slice[0].slice if node.slice else None
-            text = dotted_name(inner.value) if isinstance(inner, cst.Index) else ""
-        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
-            text = dotted_name(node.left) or ""
-    text = (text or "").replace("Optional[", "").rstrip("]")
-    return text in TENSOR_ANNOTATIONS
-
-
-def _string_value(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def _device_string_fact(text: str) -> Fact | None:
-    base = text.split(":", 1)[0]
-    if base == "cpu":
-        return Fact(DEVICE_VALUE, where="cpu")
-    if base in ACCELERATOR_STRINGS:
-        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'))
-    return None
-
-
-def _looks_like_device_name(name: str) -> bool:
-    lowered = name.lower()
-    return "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids")
-
-
-def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
-    """Whether an `if` test depends on the device (`x.is_cuda`, `torch.cuda.is_available()`)."""
-    for node in ctx.index.walk(test):
-        if isinstance(node, cst.Name):
-            text = node.value
-        elif isinstance(node, cst.Attribute):
-            text = node.attr.value
-        elif isinstance(node, cst.SimpleString):
-            text = node.value
-        else:
-            continue
-        text = text.lower()
-        if any(word in text for word in DEVICE_GUARD_WORDS):
-            return True
-    return False
-
-
-def join(a: Fact | None, b: Fact | None, strict: bool = False) -> Fact:
-    """The fact after two paths meet. A factory's CPU tensor on one path stays CPU (it meets
-    whatever the other path meets), unless the paths split on the device (`strict`)."""
-    if a is None:
-        return b or UNKNOWN_FACT
-    if b is None or a == b:
-        return a
-    if not strict:
-        if a.from_factory and not b.batch:
-            return a
-        if b.from_factory and not a.batch:
-            return b
-    if a.kind == b.kind and a.kind in (DEVICE, MODULE, DEVICE_VALUE) and not a.batch and not b.batch:
-        # `"cuda" if torch.cuda.is_available() else "cpu"`: the device the author means is the GPU.
-        where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
-        return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None)
-    return UNKNOWN_FACT
-
-
-def _join_envs(a: Env, b: Env, strict: bool) -> Env:
-    out: Env = {}
-    for key in a.keys() | b.keys():
-        out[key] = join(a.get(key, UNKNOWN_FACT), b.get(key, UNKNOWN_FACT), strict)
-    return out
-
-
-def _flatten(fact: Fact, node: cst.CSTNode) -> list[tuple[Fact, cst.CSTNode]]:
-    if fact.elements is not None:
-        out = []
-        if isinstance(node, (cst.Tuple, cst.List)):
-            for element, item in zip(fact.elements, node.elements):
-                out.extend(_flatten(element, item.value))
-        else:
-            for element in fact.elements:
-                out.extend(_flatten(element, node))
-        return out
-    return [(fact, node)]
-
-
-def _devicey(fact: Fact) -> bool:
-    """A device tensor, or a moved value that may be a tensor or a module."""
-    return fact.kind == DEVICE or (fact.kind == UNKNOWN and fact.where == ACCELERATOR)
-
-
-def _cpu_side(fact: Fact, allow_scalar: bool) -> bool:
-    if fact.kind != CPU or (fact.scalar and not allow_scalar):
-        return False
-    return fact.from_factory or fact.batch
-
-
-def _compatible(cpu: Fact, device: Fact) -> bool:
-    # A batch that was never moved only clashes with what is certainly on the accelerator.
-    return not cpu.batch or device.where == ACCELERATOR
-
-
-class _Interpreter:
+class _Interpreter(CallEvaluation):
     def __init__(self, ctx: FileContext, analysis: "_FileAnalysis", scope: cst.CSTNode,
                  cls: ClassFacts | None, bound: Env | None, depth: int) -> None:
         self.ctx = ctx
@@ -244,7 +137,7 @@ class _Interpreter:
         evidence = self._tensor_evidence(func, {p.name.value for p in params})
         for param in params:
             name = param.name.value
-            if _annotation_is_tensor(param.annotation) or name in evidence:
+            if annotation_is_tensor(param.annotation) or name in evidence:
                 self.env[name] = Fact(DEVICE, where=FOLLOWS, device_expr=f"{name}.device")
                 self.result.device_params.append(name)
 
@@ -320,7 +213,7 @@ class _Interpreter:
             self._if(stmt.orelse)
         elif isinstance(stmt.orelse, cst.Else):
             self._suite(stmt.orelse.body)
-        self.env = _join_envs(after_body, self.env, strict)
+        self.env = join_envs(after_body, self.env, strict)
 
     def _loop(self, stmt: cst.For | cst.While) -> None:
         if isinstance(stmt, cst.For):
@@ -334,7 +227,7 @@ class _Interpreter:
             if isinstance(stmt, cst.For):
                 self._bind_loop_target(stmt, iterable)
             self._suite(stmt.body)
-            self.env = _join_envs(before, self.env, strict=False)
+            self.env = join_envs(before, self.env, strict=False)
         self.loop_depth -= 1
         if stmt.orelse is not None:
             self._suite(stmt.orelse.body)
@@ -370,10 +263,11 @@ class _Interpreter:
         if fact == LOADER:
             return True
         if isinstance(node, cst.Call):
-            if self.ctx.qualified_name(node.func) in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
-                return True
-            node = node.func
-        if isinstance(node, cst.Name) and node.value in self.env and self.env[node.value] != LOADER:
+            # Only `DataLoader(...)` itself: wrappers (`DeviceDataLoader(...)`) may move batches.
+            return False
+        if isinstance(node, cst.Name) and node.value in self.env:
+            return False
+        if self.analysis.custom_loaders:
             return False
         last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else ""
         return "loader" in last.lower()
@@ -422,20 +316,20 @@ class _Interpreter:
         fact = self._eval(value)
         self.result.returns = fact if self.result.returns is None else join(self.result.returns, fact)
         if self.cls is not None and self.result.name == "forward" and self.bound is None and (self.cls.submodules or self.cls.registered):
-            for element, node in _flatten(fact, value):
+            for element, node in flatten(fact, value):
                 if element.from_factory and not element.scalar:
                     self._record(element, node, Fact(DEVICE, where=FOLLOWS), None, value, "return")
 
     def _aug_assign(self, node: cst.AugAssign) -> None:
         target = self._eval(node.target)
         value = self._eval(node.value)
-        if target.kind == CPU and (target.from_factory or target.batch) and _devicey(value) and _compatible(target, value):
+        if target.kind == CPU and (target.from_factory or target.batch) and devicey(value) and compatible(target, value):
             self._record(target, node.target, value, node.value, node, "inplace")
             result = target
         elif target.kind == UNKNOWN and target.where != ACCELERATOR:
-            result = value if _devicey(value) else UNKNOWN_FACT
+            result = value if devicey(value) else UNKNOWN_FACT
         elif target.kind == CPU and value.kind not in (CPU,) and value != NUMBER:
-            result = UNKNOWN_FACT if not _devicey(value) else target
+            result = UNKNOWN_FACT if not devicey(value) else target
         else:
             result = target
         self._bind(node.target, result)
@@ -484,7 +378,7 @@ class _Interpreter:
         if isinstance(node, cst.Name):
             if node.value in self.env:
                 return self.env[node.value]
-            if _looks_like_device_name(node.value):
+            if looks_like_device_name(node.value):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=node.value)
             return UNKNOWN_FACT
         if isinstance(node, cst.Call):
@@ -494,8 +388,8 @@ class _Interpreter:
         if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
             return NUMBER
         if isinstance(node, cst.SimpleString):
-            text = _string_value(node)
-            return (_device_string_fact(text) if text else None) or UNKNOWN_FACT
+            text = string_value(node)
+            return (device_string_fact(text) if text else None) or UNKNOWN_FACT
         if isinstance(node, cst.BinaryOperation):
             return self._binary(node, self._eval(node.left), self._eval(node.right), node.left, node.right)
         if isinstance(node, cst.Comparison):
@@ -578,11 +472,11 @@ class _Interpreter:
 
     def _binary(self, node: cst.CSTNode, left: Fact, right: Fact, left_node: cst.CSTNode, right_node: cst.CSTNode) -> Fact:
         for a, a_node, b, b_node in ((left, left_node, right, right_node), (right, right_node, left, left_node)):
-            if _cpu_side(a, allow_scalar=False) and _devicey(b) and _compatible(a, b):
+            if cpu_side(a, allow_scalar=False) and devicey(b) and compatible(a, b):
                 self._record(a, a_node, b, b_node, node, "op")
                 return b if b.kind == DEVICE else Fact(DEVICE, where=b.where, device_expr=b.device_expr)
         for fact in (left, right):
-            if _devicey(fact):
+            if devicey(fact):
                 return Fact(DEVICE, where=fact.where, device_expr=fact.device_expr)
         if left.kind == CPU and (right.kind == CPU or right == NUMBER):
             return replace(left, scalar=left.scalar and (right.scalar or right == NUMBER), batch=left.batch and right.batch)
@@ -606,332 +500,12 @@ class _Interpreter:
         return result if result.is_tensor else UNKNOWN_FACT
 
     # -- calls -------------------------------------------------------------------------
-    def _args(self, call: cst.Call) -> list[tuple[Fact, cst.CSTNode]]:
-        out = []
-        for arg in call.args:
-            fact = self._eval(arg.value)
-            if not arg.star:
-                out.extend(_flatten(fact, arg.value))
-        return out
-
-    def _call(self, call: cst.Call) -> Fact:
-        func = call.func
-        qualified = self.ctx.qualified_name(func)
-        if qualified is not None and qualified.startswith("torch."):
-            return self._torch_call(call, qualified)
-        if isinstance(func, cst.Attribute):
-            return self._method_call(call, func)
-        if isinstance(func, cst.Name):
-            return self._name_call(call, func)
-        self._args(call)
-        return UNKNOWN_FACT
-
-    def _device_argument(self, call: cst.Call) -> tuple[bool, Fact, cst.CSTNode | None]:
-        for arg in call.args:
-            if arg.star == "**":
-                return True, UNKNOWN_FACT, None
-            if arg.keyword is not None and arg.keyword.value == "device":
-                return True, self._eval(arg.value), arg.value
-            if arg.keyword is not None and arg.keyword.value == "out":
-                return True, UNKNOWN_FACT, None
-        return False, UNKNOWN_FACT, None
-
-    def _placed(self, device: Fact, node: cst.CSTNode | None) -> Fact:
-        """The fact of a tensor created on `device`."""
-        if device.kind == DEVICE_VALUE:
-            if device.where == "cpu":
-                return Fact(CPU, where="cpu")
-            return Fact(DEVICE, where=device.where or ACCELERATOR, device_expr=device.device_expr or (self.ctx.code_for(node) if node is not None else None))
-        if device.kind == DEVICE:
-            return Fact(DEVICE, where=device.where, device_expr=device.device_expr)
-        if device.kind == CPU:
-            return Fact(CPU, where="cpu")
-        if device.where == ACCELERATOR:
-            return Fact(DEVICE, where=ACCELERATOR, device_expr=self.ctx.code_for(node) if node is not None else None)
-        return UNKNOWN_FACT
-
-    def _torch_call(self, call: cst.Call, qualified: str) -> Fact:
-        short = qualified[len("torch."):]
-        if short in FACTORIES or short in LIKE_FACTORIES:
-            return self._factory(call, short)
-        if qualified == "torch.device":
-            args = self._args(call)
-            if call.args and not call.args[0].keyword:
-                text = _string_value(call.args[0].value)
-                if text is not None:
-                    return _device_string_fact(text) or Fact(DEVICE_VALUE)
-            return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call))
-        if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
-            self._args(call)
-            return LOADER
-        constructed = module_constructor(self.ctx, call)
-        if constructed is not None:
-            self._args(call)
-            return Fact(MODULE, factory=constructed)
-        last = qualified.rsplit(".", 1)[-1]
-        namespace = qualified[: len(qualified) - len(last)]
-        if namespace not in TENSOR_NAMESPACES or last in NON_TENSOR_FUNCTIONS or last[:1].isupper() or last.startswith("_"):
-            self._args(call)
-            return UNKNOWN_FACT
-        args = self._args(call)
-        if qualified in CROSS_DEVICE_FUNCTIONS:
-            return UNKNOWN_FACT
-        return self._combine(call, args, allow_scalar=False)
-
-    def _combine(self, call: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]], allow_scalar: bool,
-                 receiver: tuple[Fact, cst.CSTNode] | None = None) -> Fact:
-        """Tensor arguments of one op must share a device: record a meeting if they do not."""
-        facts = ([receiver] if receiver is not None else []) + args
-        device = next(((f, n) for f, n in facts if _devicey(f)), None)
-        if device is not None:
-            for fact, node in facts:
-                if _cpu_side(fact, allow_scalar) and _compatible(fact, device[0]):
-                    self._record(fact, node, device[0], device[1], call, "op")
-                    break
-            return Fact(DEVICE, where=device[0].where, device_expr=device[0].device_expr)
-        tensors = [(f, n) for f, n in facts if f != NUMBER]
-        if tensors and all(f.kind == CPU for f, _ in tensors):
-            return replace(tensors[0][0], scalar=False)
-        return UNKNOWN_FACT
-
-    def _factory(self, call: cst.Call, short: str) -> Fact:
-        args = self._args(call)
-        has_device, device, device_node = self._device_argument(call)
-        if has_device:
-            return self._placed(device, device_node)
-        if short in LIKE_FACTORIES:
-            return replace(args[0][0], scalar=False, origin=args[0][0].origin) if args and args[0][0].is_tensor else UNKNOWN_FACT
-        if short in DATA_FACTORIES or short in LEGACY_CONSTRUCTORS or short == "from_numpy":
-            first = call.args[0].value if call.args and not call.args[0].keyword else None
-            if short == "from_numpy":
-                pass
-            elif first is None or not _is_literal_data(first):
-                data = args[0][0] if args else UNKNOWN_FACT
-                return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
-        if self._under_device_guard(call) or _is_empty_placeholder(call, short):
-            return UNKNOWN_FACT
-        scalar = short in ("tensor", "as_tensor", "scalar_tensor") and bool(call.args) and _is_number(call.args[0].value)
-        if short in ("zeros", "ones", "empty", "full", "rand", "randn") and call.args and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and not call.args[0].value.elements:
-            scalar = True
-        return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
-
-    def _under_device_guard(self, node: cst.CSTNode) -> bool:
-        for ancestor in self.ctx.index.ancestors(node):
-            if ancestor is self.scope:
-                return False
-            if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, self.ctx):
-                return True
-        return False
-
-    def _move(self, call: cst.Call, receiver: Fact, method: str) -> Fact:
-        target: Fact | None = None
-        node: cst.CSTNode | None = None
-        if method == "cpu":
-            target = Fact(DEVICE_VALUE, where="cpu")
-        elif method in ("cuda", "xpu", "mps"):
-            self._args(call)
-            target = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"{method}"')
-            if call.args:
-                node = call.args[0].value
-                target = replace(target, device_expr=self.ctx.code_for(node))
-        else:
-            dtype_only = True
-            for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value in ("non_blocking", "copy", "memory_format", "dtype"):
-                    self._eval(arg.value)
-                    continue
-                fact = self._eval(arg.value)
-                spelled = dotted_name(arg.value) or ""
-                if fact.kind == DEVICE_VALUE:
-                    target, node = fact, arg.value
-                elif fact.is_tensor or _devicey(fact):
-                    target, node = self._placed(fact, arg.value), arg.value
-                    target = Fact(DEVICE_VALUE, where=target.where if target.kind == DEVICE else "cpu", device_expr=target.device_expr)
-                elif "dtype" in spelled or (self.ctx.qualified_name(arg.value) or "").startswith("torch.") and arg.keyword is None:
-                    continue
-                else:
-                    dtype_only = False
-                    continue
-                dtype_only = False
-            if target is None:
-                if dtype_only and call.args:
-                    return replace(receiver, scalar=receiver.scalar)
-                return Fact(MODULE) if receiver.kind == MODULE else UNKNOWN_FACT
-        if receiver.kind == MODULE:
-            return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr)
-        if target.where == "cpu":
-            return Fact(CPU, where="cpu")
-        if receiver.is_tensor or receiver.batch:
-            return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr)
-        if target.where == ACCELERATOR:
-            return Fact(UNKNOWN, where=ACCELERATOR, device_expr=target.device_expr)
-        return UNKNOWN_FACT
-
-    def _method_call(self, call: cst.Call, func: cst.Attribute) -> Fact:
-        method = func.attr.value
-        # self.helper(...) and self.submodule(...)
-        if self.cls is not None and isinstance(func.value, cst.Name) and func.value.value == "self":
-            attr_key = f"self.{method}"
-            if attr_key in self.env:
-                callee = self.env[attr_key]
-                if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
-                    return self._module_call(call, callee, func)
-            elif method in self.cls.submodules:
-                return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=self.cls.submodules[method]), func)
-            elif method in self.cls.methods:
-                args = self._args(call)
-                return self._follow(self.cls.methods[method], call, args, skip_self=True)
-        receiver_node = func.value
-        receiver = self._eval(receiver_node)
-        if receiver.kind == MODULE and method == "forward":
-            return self._module_call(call, receiver, func)
-        if method in MOVE_METHODS:
-            return self._move(call, receiver, method)
-        if method == "type_as" and call.args:
-            target = self._eval(call.args[0].value)
-            if receiver.is_tensor and target.is_tensor:
-                return replace(target, origin=receiver.origin if target.kind == CPU else None, factory=receiver.factory if target.kind == CPU else None)
-            return UNKNOWN_FACT
-        if method in NEW_METHODS:
-            self._args(call)
-            has_device, device, device_node = self._device_argument(call)
-            if has_device:
-                return self._placed(device, device_node)
-            return replace(receiver, scalar=False) if receiver.is_tensor else UNKNOWN_FACT
-        if not receiver.is_tensor and not receiver.batch:
-            self._args(call)
-            if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
-                return Fact(UNKNOWN)
-            return UNKNOWN_FACT
-        args = self._args(call)
-        if method in INPLACE_METHODS and receiver.kind == CPU:
-            device = next(((f, n) for f, n in args if _devicey(f)), None)
-            if device is not None and (receiver.from_factory or receiver.batch) and _compatible(receiver, device[0]):
-                self._record(receiver, receiver_node, device[0], device[1], call, "inplace")
-                return receiver
-        if method in MEETING_METHODS:
-            scalar_ok = method not in ("matmul", "mm", "bmm", "gather", "index_select", "masked_select")
-            result = self._combine(call, args, allow_scalar=not scalar_ok, receiver=(receiver, receiver_node))
-            return result if result.kind != UNKNOWN else replace(receiver, scalar=False)
-        if receiver.batch and receiver.kind != CPU:
-            return UNKNOWN_FACT
-        if method in PRESERVING_METHODS:
-            return replace(receiver, scalar=receiver.scalar and method in _CAST_METHODS)
-        return UNKNOWN_FACT
-
-    def _name_call(self, call: cst.Call, func: cst.Name) -> Fact:
-        name = func.value
-        if name in self.env:
-            callee = self.env[name]
-            if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
-                return self._module_call(call, callee, func)
-            if name.lower() in LOSS_CALLABLE_NAMES or callee.kind in (CPU, DEVICE):
-                return self._combine(call, self._args(call), allow_scalar=True)
-        elif name.lower() in LOSS_CALLABLE_NAMES:
-            return self._combine(call, self._args(call), allow_scalar=True)
-        if name == "next" and call.args:
-            inner = call.args[0].value
-            self._eval(inner)
-            if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
-                    and inner.func.attr.value in ("parameters", "buffers")):
-                owner = self._eval(inner.func.value) if not (isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self") else Fact(MODULE, where=FOLLOWS)
-                if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
-                    return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
-            return UNKNOWN_FACT
-        functions = self.analysis.functions
-        if name in functions:
-            args = self._args(call)
-            return self._follow(functions[name], call, args, skip_self=False)
-        constructed = module_constructor(self.ctx, call)
-        if constructed is not None:
-            self._args(call)
-            return Fact(MODULE, factory=constructed)
-        self._args(call)
-        return UNKNOWN_FACT
-
-    def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
-        args = self._args(call)
-        on_device = callee.where in (FOLLOWS, ACCELERATOR) and (callee.factory or "") not in PARAMETER_FREE_MODULES
-        if on_device:
-            for fact, node in args:
-                if _cpu_side(fact, allow_scalar=True) and _compatible(fact, callee):
-                    self._record(fact, node, callee, func, call, "module")
-            expr = next((f.device_expr for f, _ in args if f.kind == DEVICE and f.device_expr), None)
-            return Fact(DEVICE, where=callee.where, device_expr=expr)
-        return self._combine(call, args, allow_scalar=True)
-
-    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list, skip_self: bool) -> Fact:
-        """Analyse a same-file function with the call's argument facts (one level deep)."""
-        if self.depth >= 1 or func is self.scope:
-            return UNKNOWN_FACT
-        params = list(func.params.posonly_params) + list(func.params.params)
-        if skip_self and params:
-            params = params[1:]
-        bound: Env = {}
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        if any(a.star for a in call.args):
-            return UNKNOWN_FACT
-        for param, arg in zip(params, positional):
-            bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
-        for arg in call.args:
-            if arg.keyword is not None:
-                bound[arg.keyword.value] = self._fact_of(arg.value)
-        if not any(f.kind != UNKNOWN or f.where for f in bound.values()) and params:
-            # Nothing known flows in: the function's own analysis already covers it.
-            summary = self.analysis.scope(func)
-            return summary.returns or UNKNOWN_FACT
-        key = (id(func), tuple(sorted((k, v.kind, v.where, id(v.origin)) for k, v in bound.items())))
-        cached = self.analysis.followed.get(key)
-        if cached is None:
-            interpreter = _Interpreter(self.ctx, self.analysis, func, self.cls if skip_self else None, bound, self.depth + 1)
-            cached = interpreter.run()
-            self.analysis.followed[key] = cached
-            self.analysis.extra_meetings.extend(cached.meetings)
-        return cached.returns or UNKNOWN_FACT
-
     def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
                 node: cst.CSTNode, how: str) -> None:
         key = (id(node), id(cpu_node), id(cpu.origin))
         if key not in self.seen:
             self.seen.add(key)
             self.result.meetings.append(Meeting(cpu, cpu_node, device, device_node, node, how, self.scope))
-
-
-def _is_number(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.UnaryOperation):
-        node = node.expression
-    if isinstance(node, (cst.Integer, cst.Float)) or isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return True
-    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("float", "int")
-            and len(node.args) == 1 and isinstance(node.args[0].value, cst.SimpleString))
-
-
-def _is_empty_placeholder(call: cst.Call, short: str) -> bool:
-    """`torch.empty(0)`, `torch.zeros([0])`: a size-0 placeholder that no kernel reads."""
-    if short not in ("empty", "zeros", "ones", "tensor") or not call.args:
-        return False
-    first = call.args[0].value
-    if isinstance(first, (cst.List, cst.Tuple)):
-        if short == "tensor":
-            return not first.elements
-        if len(first.elements) != 1:
-            return False
-        first = first.elements[0].value
-    return short != "tensor" and isinstance(first, cst.Integer) and first.value == "0"
-
-
-def _is_literal_data(node: cst.BaseExpression) -> bool:
-    """Numbers and (nested) lists/tuples of numbers or names: data that cannot be a tensor."""
-    if _is_number(node):
-        return True
-    if isinstance(node, (cst.List, cst.Tuple)):
-        return all(
-            not isinstance(e, cst.StarredElement) and (_is_literal_data(e.value) or isinstance(e.value, cst.Name))
-            for e in node.elements
-        ) and bool(node.elements)
-    if isinstance(node, cst.ListComp):
-        return True
-    return False
 
 
 class _FileAnalysis:
@@ -944,6 +518,8 @@ class _FileAnalysis:
         self.scopes: dict[int, ScopePlacement] = {}
         self.followed: dict[tuple, ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
+        # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
+        self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
         self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
         index = ctx.index
@@ -963,6 +539,7 @@ class _FileAnalysis:
                     if func is not None:
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
         self._class_of: dict[int, ClassFacts] = {}
+        self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
                 self._class_of[id(method)] = facts
@@ -972,9 +549,21 @@ class _FileAnalysis:
         if found is None:
             # Placeholder first: a recursive call reaching this scope sees an empty summary.
             self.scopes[id(node)] = ScopePlacement(node=node, name="", cls=None)
-            found = _Interpreter(self.ctx, self, node, self._class_of.get(id(node)), None, 0).run()
+            self.active += 1
+            try:
+                found = _Interpreter(self.ctx, self, node, self._class_of.get(id(node)), None, 0).run()
+            finally:
+                self.active -= 1
             self.scopes[id(node)] = found
         return found
+
+    def returns_of(self, node: cst.FunctionDef) -> Fact | None:
+        """What a same-file function returns, analysing it now unless a long chain of calls is
+        already being analysed (a chain of helpers must not exhaust the stack)."""
+        found = self.scopes.get(id(node))
+        if found is None and self.active < _MAX_NESTED_SCOPES:
+            found = self.scope(node)
+        return found.returns if found is not None else None
 
     def run(self) -> FilePlacement:
         self.scope(self.ctx.module)

@@ -109,7 +109,7 @@ class CudaInDataset(Rule):
     name = "cuda-in-dataset"
     summary = "CUDA tensors created in a Dataset or collate_fn fail in forked DataLoader workers."
     message = "`{what}` puts a tensor on the GPU in `{where}`; with `num_workers > 0` this fails (\"Cannot re-initialize CUDA in forked subprocess\"); return CPU tensors and move batches in the training loop"
-    tokens = ("cuda", "device")
+    tokens = ("cuda", "device", "Device", "DEVICE", "gpu", "Gpu", "GPU", "rank", "Rank", "RANK", "mps", "xpu")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes: list[tuple[cst.FunctionDef, str]] = []

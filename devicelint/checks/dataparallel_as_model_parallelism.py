@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import WrapperSite, short, wrapped_split, wrapper_sites
+from devicelint.analysis.module_placement import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -74,8 +74,9 @@ class DataParallelAsModelParallelism(Rule):
     Flags `nn.DataParallel` (and `DistributedDataParallel` given `device_ids`) wrapping a model
     whose submodules the code places on different devices, either in the model's `__init__`
     (`self.enc = Enc().to("cuda:0")`, `self.dec = Dec().to("cuda:1")`) or on the instance
-    before wrapping (`model.dec.to("cuda:1")`). Also flags `nn.DataParallel` whose comment says
-    it splits the model's layers across GPUs.
+    before wrapping (`model.dec.to("cuda:1")`), or by its loader (`from_pretrained(...,
+    device_map="auto")`, `model.parallelize()`). Also flags `nn.DataParallel` whose comment
+    says it splits the model's layers across GPUs.
 
     ## Why it is a bug on a GPU
     DataParallel does not distribute layers. On every forward pass it copies the *whole* model
@@ -143,6 +144,18 @@ class DataParallelAsModelParallelism(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for site in wrapper_sites(ctx):
             found = wrapped_split(ctx, site)
+            spread = spread_by_loader(ctx, site) if found is None else None
+            if spread is not None and (site.kind == "DataParallel" or (site.device_ids is not None and not _is_none(site.device_ids))):
+                yield self.violation(
+                    site.call, call=short(ctx, site.call),
+                    reason=f"wraps a model that {spread}",
+                    explanation=(
+                        self._DP_EXPLANATION if site.kind == "DataParallel"
+                        else "a module spread over several devices needs `device_ids=None`"
+                    ),
+                    advice="load it on one device (`device_map={\"\": local_rank}`) for data parallelism, or drop the wrapper and let `device_map` split it",
+                )
+                continue
             if site.kind == "DistributedDataParallel":
                 if found is not None and site.device_ids is not None and not _is_none(site.device_ids):
                     model, (first, second) = found

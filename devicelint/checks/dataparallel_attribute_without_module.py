@@ -54,8 +54,10 @@ class DataParallelAttributeWithoutModule(Rule):
     ## What it does
     After `model = nn.DataParallel(model)` (or `DistributedDataParallel`, under any alias,
     assigned to a name or to `self.model`), flags reads of the wrapped model's own attributes
-    and methods through the wrapper in the same function: `model.encoder`, `model.config`,
-    `model.generate(...)`, where `model.module.encoder` was meant. Attributes that
+    and methods through the wrapper: `model.encoder`, `model.config`, `model.generate(...)`,
+    where `model.module.encoder` was meant. Reads are followed in the wrapping function, in the
+    other methods of a class that wraps `self.model`, and in a function of the same file that
+    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`). Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
@@ -97,11 +99,14 @@ class DataParallelAttributeWithoutModule(Rule):
     No fix: `model.module.x` is right only where the wrapper is always present.
 
     ## Known limits
-    Reads are checked in the function that wraps, after the wrapping statement and until
-    the name is bound again; a function that tests `hasattr(model, ...)` or
-    `isinstance(model, ...)` is trusted to unwrap it. Attributes the code sets on the wrapper
-    itself are not reported. Replica writes are found only when the class and the
-    `DataParallel` call are in the same file, and only in `forward` itself.
+    In the wrapping function, reads count after the wrapping statement and until the name is
+    bound again, and not in the other branch of the `if` that wraps. Other methods count only
+    when the class binds `self.model` nowhere else (`self.model = self.model.cuda()` aside),
+    and not the methods the wrapping method calls before it wraps. Code that tests
+    `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
+    code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
+    Replica writes are found only when the class and the `DataParallel` call are in the same
+    file, and only in `forward` itself.
     """
 
     code = "DL203"

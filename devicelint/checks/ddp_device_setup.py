@@ -37,7 +37,7 @@ class DdpDeviceSetup(Rule):
       CPU (also without `device_ids` when the file uses the `nccl` backend);
     - a model moved to one fixed device in every process (`model.to("cuda:0")`,
       `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` in the file), so
-      every rank runs on the same GPU.
+      every rank runs on the same GPU, or sits on another GPU than its `device_ids=[local_rank]`.
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 

@@ -4,8 +4,10 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.module_placement import class_placements
 from devicelint.analysis.placement import is_device_guard, placement_of_function
 from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -44,14 +46,6 @@ def under_device_guard(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) 
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, ctx):
             return True
     return False
-
-
-def _is_script_or_test(ctx: FileContext) -> bool:
-    path = ctx.path.replace("\\", "/").lower()
-    name = path.rsplit("/", 1)[-1]
-    if name.startswith("test") or name.endswith("_test.py") or "/test" in path or "/testing/" in path:
-        return True
-    return "__main__" in ctx.source
 
 
 @register
@@ -102,9 +96,11 @@ class HardCodedCudaInModule(Rule):
     tokens = ("cuda",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        if _is_script_or_test(ctx):
+        if is_test_path(ctx.path) or is_script(ctx.source):
             return
         classes = class_facts(ctx)
+        # Manual model parallelism places stages on fixed devices on purpose.
+        split_classes = {name for name, placed in class_placements(ctx).items() if placed.split() is not None}
         module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
         candidates = [n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"]
         candidates += [n for n in ctx.index.of_type(cst.SimpleString) if "cuda" in n.value]
@@ -116,6 +112,9 @@ class HardCodedCudaInModule(Rule):
             if function is None:
                 continue
             cls = module_methods.get(id(function))
+            enclosing = ctx.index.enclosing_class(function)
+            if enclosing is not None and enclosing.name.value in split_classes:
+                continue
             placement = placement_of_function(ctx, function)
             if cls is None and not placement.device_params:
                 continue

@@ -21,13 +21,52 @@ def _is_loss_class(ctx: FileContext, call: cst.Call) -> str | None:
     return None
 
 
+def _direct_cpu_factory(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in FACTORY_NAMES:
+        return not any(a.keyword is not None and a.keyword.value == "device" or a.star for a in value.args)
+    return False
+
+
 def _cpu_weight(ctx: FileContext, value: cst.BaseExpression) -> bool:
     fact = value_kind(ctx, value)
     if fact.kind == CPU:
         return fact.from_factory
-    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in FACTORY_NAMES:
-        return not any(a.keyword is not None and a.keyword.value == "device" or a.star for a in value.args)
+    if fact.kind != "unknown" or fact.where is not None:
+        return False
+    if _direct_cpu_factory(ctx, value):
+        return True
+    if isinstance(value, cst.Name):
+        # `w = torch.tensor(class_weights)` on an earlier line of the same function: the data is
+        # configuration (a list, a NumPy array), so the tensor is on the CPU unless moved since.
+        last = _last_assignment(ctx, value)
+        return last is not None and _direct_cpu_factory(ctx, last)
     return False
+
+
+def _last_assignment(ctx: FileContext, use: cst.Name) -> cst.BaseExpression | None:
+    scope = ctx.index.enclosing_function(use) or ctx.module
+    use_line = _statement_of(ctx, use)
+    order = {id(stmt): i for i, stmt in enumerate(ctx.index.of_type(cst.SimpleStatementLine))}
+    if use_line is None or id(use_line) not in order:
+        return None
+    found: tuple[int, cst.BaseExpression] | None = None
+    for assign in ctx.index.of_type(cst.Assign):
+        if not any(isinstance(t.target, cst.Name) and t.target.value == use.value for t in assign.targets):
+            continue
+        if (ctx.index.enclosing_function(assign) or ctx.module) is not scope:
+            continue
+        line = ctx.index.parent(assign)
+        position = order.get(id(line), -1)
+        if position < order[id(use_line)] and (found is None or position > found[0]):
+            found = (position, assign.value)
+    return found[1] if found is not None else None
+
+
+def _statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, cst.SimpleStatementLine):
+            return ancestor
+    return None
 
 
 def _moves_in_scope(ctx: FileContext, scope: cst.CSTNode) -> list[tuple[str | None, cst.Call]]:

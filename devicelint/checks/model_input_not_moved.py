@@ -52,7 +52,7 @@ class ModelInputNotMoved(Rule):
     name = "model-input-not-moved"
     summary = "A DataLoader batch reaches a model on the device without being moved."
     message = "`{batch}` comes from a DataLoader and is still on the CPU, but {where}; move it first: `{batch} = {batch}.to({device})`"
-    tokens = ("loader", "DataLoader")
+    tokens = ("loader", "Loader", "LOADER")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()

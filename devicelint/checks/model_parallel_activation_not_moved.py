@@ -125,7 +125,7 @@ def _statements(ctx: FileContext, function: cst.FunctionDef) -> list[tuple[cst.B
     """Small statements of a function in order, each with whether it sits in a branch or loop."""
     out = []
     for node in scope_facts(ctx, function).nodes:
-        if isinstance(node, cst.SimpleStatementLine):
+        if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             nested = False
             for ancestor in ctx.index.ancestors(node):
                 if ancestor is function:

@@ -51,7 +51,7 @@ class NumpyOnDeviceTensor(Rule):
     summary = "`.numpy()` on a tensor known to be on the GPU, without `.cpu()` first."
     message = "`{call}` converts a tensor that is on the device: it raises `TypeError: can't convert cuda:0 device type tensor to numpy`; call `.cpu()` first: `{fixed}`"
     fix_availability = "safe"
-    tokens = (".numpy(",)
+    tokens = ("numpy",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for call in ctx.index.of_type(cst.Call):

@@ -68,7 +68,7 @@ class SubmodulesInPlainContainer(Rule):
         "`self.{attr}` keeps {what} in a plain {container}: `model.to(device)` never moves them, "
         "`state_dict()` never saves them and `parameters()` skips them; use `{replacement}`"
     )
-    tokens = ("torch",)
+    tokens = ("torch", "Module", "PreTrainedModel")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for facts in class_facts(ctx).values():

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.placement import value_kind
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, Fact
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -66,7 +67,8 @@ class TensorAttributeNotRegistered(Rule):
     and what is computed from them) are reported. A class that overrides `_apply`, `to`,
     `cuda` or its state-dict hooks moves its own tensors and is skipped; so are tensors whose
     every use moves them (`self.pe.to(x.device)`), reads them on the host (`.item()`,
-    `.tolist()`, `.shape`, `len`), and 0-dim tensors, which PyTorch lets meet device tensors.
+    `.tolist()`, `.shape`, `len`), 0-dim tensors, which PyTorch lets meet device tensors, and
+    test files, whose helper modules keep constant tensors on purpose.
     """
 
     code = "DL102"
@@ -80,6 +82,8 @@ class TensorAttributeNotRegistered(Rule):
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if is_test_path(ctx.path):
+            return  # test fixtures build odd modules on purpose (constant weights for tracing)
         for facts in class_facts(ctx).values():
             if CUSTOM_MOVERS & facts.methods.keys():
                 continue

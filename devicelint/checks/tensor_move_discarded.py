@@ -58,9 +58,8 @@ class TensorMoveDiscarded(Rule):
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
     message = "`{call}` returns a new tensor that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
     fix_availability = "sometimes"
-    tokens = (".to(", ".cuda(", ".cpu(", ".half(", ".float(", ".double(", ".bfloat16(", ".long(",
-              ".int(", ".bool(", ".byte(", ".short(", ".char(", ".type(", ".contiguous(", ".pin_memory(",
-              ".xpu(", ".mps(")
+    tokens = (".to", ".cuda", ".cpu", ".half", ".float", ".double", ".bfloat16", ".long", ".int", ".bool",
+              ".byte", ".short", ".char", ".type", ".contiguous", ".pin_memory", ".xpu", ".mps")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):

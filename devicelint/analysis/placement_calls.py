@@ -1,0 +1,327 @@
+"""How calls change placement: torch factories, moves, tensor methods, module calls, and
+same-file functions followed one level deep. A mixin of the interpreter in `placement.py`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import module_constructor
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
+    INPLACE_METHODS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODULE,
+    MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, PARAMETER_FREE_MODULES, PRESERVING_METHODS,
+    TENSOR_NAMESPACES, UNKNOWN, UNKNOWN_FACT, Fact,
+)
+from devicelint.analysis.placement_values import (
+    LOADER, NUMBER, Env, compatible, cpu_side, device_string_fact, devicey, flatten, is_device_guard,
+    is_empty_placeholder, is_literal_data, is_number, string_value,
+)
+
+if TYPE_CHECKING:
+    from devicelint.analysis.placement import ScopePlacement, _FileAnalysis
+    from devicelint.analysis.placement_classes import ClassFacts
+    from devicelint.context import FileContext
+
+_CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
+
+
+class CallEvaluation:
+    """The call half of the interpreter; `placement._Interpreter` supplies the state."""
+
+    ctx: "FileContext"
+    analysis: "_FileAnalysis"
+    scope: cst.CSTNode
+    cls: "ClassFacts | None"
+    depth: int
+    env: Env
+    result: "ScopePlacement"
+
+    def _args(self, call: cst.Call) -> list[tuple[Fact, cst.CSTNode]]:
+        out = []
+        for arg in call.args:
+            fact = self._eval(arg.value)
+            if not arg.star:
+                out.extend(flatten(fact, arg.value))
+        return out
+
+    def _call(self, call: cst.Call) -> Fact:
+        func = call.func
+        qualified = self.ctx.qualified_name(func)
+        if qualified is not None and qualified.startswith("torch."):
+            return self._torch_call(call, qualified)
+        if isinstance(func, cst.Attribute):
+            return self._method_call(call, func)
+        if isinstance(func, cst.Name):
+            return self._name_call(call, func)
+        self._args(call)
+        return UNKNOWN_FACT
+
+    def _device_argument(self, call: cst.Call) -> tuple[bool, Fact, cst.CSTNode | None]:
+        for arg in call.args:
+            if arg.star == "**":
+                return True, UNKNOWN_FACT, None
+            if arg.keyword is not None and arg.keyword.value == "device":
+                return True, self._eval(arg.value), arg.value
+            if arg.keyword is not None and arg.keyword.value == "out":
+                return True, UNKNOWN_FACT, None
+        return False, UNKNOWN_FACT, None
+
+    def _placed(self, device: Fact, node: cst.CSTNode | None) -> Fact:
+        """The fact of a tensor created on `device`."""
+        if device.kind == DEVICE_VALUE:
+            if device.where == "cpu":
+                return Fact(CPU, where="cpu")
+            return Fact(DEVICE, where=device.where or ACCELERATOR, device_expr=device.device_expr or (self.ctx.code_for(node) if node is not None else None))
+        if device.kind == DEVICE:
+            return Fact(DEVICE, where=device.where, device_expr=device.device_expr)
+        if device.kind == CPU:
+            return Fact(CPU, where="cpu")
+        if device.where == ACCELERATOR:
+            return Fact(DEVICE, where=ACCELERATOR, device_expr=self.ctx.code_for(node) if node is not None else None)
+        return UNKNOWN_FACT
+
+    def _torch_call(self, call: cst.Call, qualified: str) -> Fact:
+        short = qualified[len("torch."):]
+        if short in FACTORIES or short in LIKE_FACTORIES:
+            return self._factory(call, short)
+        if qualified == "torch.device":
+            args = self._args(call)
+            if call.args and not call.args[0].keyword:
+                text = string_value(call.args[0].value)
+                if text is not None:
+                    return device_string_fact(text) or Fact(DEVICE_VALUE)
+            return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call))
+        if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
+            args = self._args(call)
+            # A DataLoader over tensors already on the GPU yields GPU batches.
+            return UNKNOWN_FACT if args and args[0][0].where == ACCELERATOR else LOADER
+        if qualified in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
+            args = self._args(call)
+            return Fact(UNKNOWN, where=ACCELERATOR) if any(devicey(f) for f, _ in args) else UNKNOWN_FACT
+        constructed = module_constructor(self.ctx, call)
+        if constructed is not None:
+            self._args(call)
+            return Fact(MODULE, factory=constructed)
+        last = qualified.rsplit(".", 1)[-1]
+        namespace = qualified[: len(qualified) - len(last)]
+        if namespace not in TENSOR_NAMESPACES or last in NON_TENSOR_FUNCTIONS or last[:1].isupper() or last.startswith("_"):
+            self._args(call)
+            return UNKNOWN_FACT
+        args = self._args(call)
+        if qualified in CROSS_DEVICE_FUNCTIONS:
+            return UNKNOWN_FACT
+        return self._combine(call, args, allow_scalar=False)
+
+    def _combine(self, call: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]], allow_scalar: bool,
+                 receiver: tuple[Fact, cst.CSTNode] | None = None) -> Fact:
+        """Tensor arguments of one op must share a device: record a meeting if they do not."""
+        facts = ([receiver] if receiver is not None else []) + args
+        device = next(((f, n) for f, n in facts if devicey(f)), None)
+        if device is not None:
+            for fact, node in facts:
+                if cpu_side(fact, allow_scalar) and compatible(fact, device[0]):
+                    self._record(fact, node, device[0], device[1], call, "op")
+                    break
+            return Fact(DEVICE, where=device[0].where, device_expr=device[0].device_expr)
+        tensors = [(f, n) for f, n in facts if f != NUMBER]
+        if tensors and all(f.kind == CPU for f, _ in tensors):
+            return replace(tensors[0][0], scalar=False)
+        return UNKNOWN_FACT
+
+    def _factory(self, call: cst.Call, short: str) -> Fact:
+        args = self._args(call)
+        has_device, device, device_node = self._device_argument(call)
+        if has_device:
+            return self._placed(device, device_node)
+        if short in LIKE_FACTORIES:
+            return replace(args[0][0], scalar=False, origin=args[0][0].origin) if args and args[0][0].is_tensor else UNKNOWN_FACT
+        if short in DATA_FACTORIES or short in LEGACY_CONSTRUCTORS or short == "from_numpy":
+            first = call.args[0].value if call.args and not call.args[0].keyword else None
+            if short == "from_numpy":
+                pass
+            elif first is None or not is_literal_data(first):
+                data = args[0][0] if args else UNKNOWN_FACT
+                return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
+        if self._under_device_guard(call) or is_empty_placeholder(call, short):
+            return UNKNOWN_FACT
+        scalar = short in ("tensor", "as_tensor", "scalar_tensor") and bool(call.args) and is_number(call.args[0].value)
+        if short in ("zeros", "ones", "empty", "full", "rand", "randn") and call.args and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and not call.args[0].value.elements:
+            scalar = True
+        return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+
+    def _under_device_guard(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.ctx.index.ancestors(node):
+            if ancestor is self.scope:
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, self.ctx):
+                return True
+        return False
+
+    def _move(self, call: cst.Call, receiver: Fact, method: str) -> Fact:
+        target: Fact | None = None
+        node: cst.CSTNode | None = None
+        if method == "cpu":
+            target = Fact(DEVICE_VALUE, where="cpu")
+        elif method in ("cuda", "xpu", "mps"):
+            self._args(call)
+            target = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"{method}"')
+            if call.args:
+                node = call.args[0].value
+                target = replace(target, device_expr=self.ctx.code_for(node))
+        else:
+            dtype_only = True
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value in ("non_blocking", "copy", "memory_format", "dtype"):
+                    self._eval(arg.value)
+                    continue
+                fact = self._eval(arg.value)
+                spelled = dotted_name(arg.value) or ""
+                if fact.kind == DEVICE_VALUE:
+                    target, node = fact, arg.value
+                elif fact.is_tensor or devicey(fact):
+                    target, node = self._placed(fact, arg.value), arg.value
+                    target = Fact(DEVICE_VALUE, where=target.where if target.kind == DEVICE else "cpu", device_expr=target.device_expr)
+                elif "dtype" in spelled or (self.ctx.qualified_name(arg.value) or "").startswith("torch.") and arg.keyword is None:
+                    continue
+                else:
+                    dtype_only = False
+                    continue
+                dtype_only = False
+            if target is None:
+                if dtype_only and call.args:
+                    return replace(receiver, scalar=receiver.scalar)
+                return Fact(MODULE) if receiver.kind == MODULE else UNKNOWN_FACT
+        if receiver.kind == MODULE:
+            return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr)
+        if target.where == "cpu":
+            return Fact(CPU, where="cpu")
+        if receiver.is_tensor or receiver.batch:
+            return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr)
+        if target.where == ACCELERATOR:
+            return Fact(UNKNOWN, where=ACCELERATOR, device_expr=target.device_expr)
+        return UNKNOWN_FACT
+
+    def _method_call(self, call: cst.Call, func: cst.Attribute) -> Fact:
+        method = func.attr.value
+        # self.helper(...) and self.submodule(...)
+        if self.cls is not None and isinstance(func.value, cst.Name) and func.value.value == "self":
+            attr_key = f"self.{method}"
+            if attr_key in self.env:
+                callee = self.env[attr_key]
+                if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
+                    return self._module_call(call, callee, func)
+            elif method in self.cls.submodules:
+                return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=self.cls.submodules[method]), func)
+            elif method in self.cls.methods:
+                args = self._args(call)
+                return self._follow(self.cls.methods[method], call, args, skip_self=True)
+        receiver_node = func.value
+        receiver = self._eval(receiver_node)
+        if receiver.kind == MODULE and method == "forward":
+            return self._module_call(call, receiver, func)
+        if method in MOVE_METHODS:
+            return self._move(call, receiver, method)
+        if method == "type_as" and call.args:
+            target = self._eval(call.args[0].value)
+            if receiver.is_tensor and target.is_tensor:
+                return replace(target, origin=receiver.origin if target.kind == CPU else None, factory=receiver.factory if target.kind == CPU else None)
+            return UNKNOWN_FACT
+        if method in NEW_METHODS:
+            self._args(call)
+            has_device, device, device_node = self._device_argument(call)
+            if has_device:
+                return self._placed(device, device_node)
+            return replace(receiver, scalar=False) if receiver.is_tensor else UNKNOWN_FACT
+        if not receiver.is_tensor and not receiver.batch:
+            self._args(call)
+            if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
+                return Fact(UNKNOWN)
+            return UNKNOWN_FACT
+        args = self._args(call)
+        if method in INPLACE_METHODS and receiver.kind == CPU:
+            device = next(((f, n) for f, n in args if devicey(f)), None)
+            if device is not None and (receiver.from_factory or receiver.batch) and compatible(receiver, device[0]):
+                self._record(receiver, receiver_node, device[0], device[1], call, "inplace")
+                return receiver
+        if method in MEETING_METHODS:
+            scalar_ok = method not in ("matmul", "mm", "bmm", "gather", "index_select", "masked_select")
+            result = self._combine(call, args, allow_scalar=not scalar_ok, receiver=(receiver, receiver_node))
+            return result if result.kind != UNKNOWN else replace(receiver, scalar=False)
+        if receiver.batch and receiver.kind != CPU:
+            return UNKNOWN_FACT
+        if method in PRESERVING_METHODS:
+            return replace(receiver, scalar=receiver.scalar and method in _CAST_METHODS)
+        return UNKNOWN_FACT
+
+    def _name_call(self, call: cst.Call, func: cst.Name) -> Fact:
+        name = func.value
+        if name in self.env:
+            callee = self.env[name]
+            if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
+                return self._module_call(call, callee, func)
+            if name.lower() in LOSS_CALLABLE_NAMES or callee.kind in (CPU, DEVICE):
+                return self._combine(call, self._args(call), allow_scalar=True)
+        elif name.lower() in LOSS_CALLABLE_NAMES:
+            return self._combine(call, self._args(call), allow_scalar=True)
+        if name == "next" and call.args:
+            inner = call.args[0].value
+            self._eval(inner)
+            if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
+                    and inner.func.attr.value in ("parameters", "buffers")):
+                owner = self._eval(inner.func.value) if not (isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self") else Fact(MODULE, where=FOLLOWS)
+                if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
+                    return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
+            return UNKNOWN_FACT
+        functions = self.analysis.functions
+        if name in functions:
+            args = self._args(call)
+            return self._follow(functions[name], call, args, skip_self=False)
+        constructed = module_constructor(self.ctx, call)
+        if constructed is not None:
+            self._args(call)
+            return Fact(MODULE, factory=constructed)
+        self._args(call)
+        return UNKNOWN_FACT
+
+    def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
+        args = self._args(call)
+        on_device = callee.where in (FOLLOWS, ACCELERATOR) and (callee.factory or "") not in PARAMETER_FREE_MODULES
+        if on_device:
+            for fact, node in args:
+                if cpu_side(fact, allow_scalar=True) and compatible(fact, callee):
+                    self._record(fact, node, callee, func, call, "module")
+            expr = next((f.device_expr for f, _ in args if f.kind == DEVICE and f.device_expr), None)
+            return Fact(DEVICE, where=callee.where, device_expr=expr)
+        return self._combine(call, args, allow_scalar=True)
+
+    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list, skip_self: bool) -> Fact:
+        """Analyse a same-file function with the call's argument facts (one level deep)."""
+        if self.depth >= 1 or func is self.scope:
+            return UNKNOWN_FACT
+        params = list(func.params.posonly_params) + list(func.params.params)
+        if skip_self and params:
+            params = params[1:]
+        bound: Env = {}
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if any(a.star for a in call.args):
+            return UNKNOWN_FACT
+        for param, arg in zip(params, positional):
+            bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
+        for arg in call.args:
+            if arg.keyword is not None:
+                bound[arg.keyword.value] = self._fact_of(arg.value)
+        if not any(f.kind != UNKNOWN or f.where for f in bound.values()) and params:
+            # Nothing known flows in: the function's own analysis already covers it.
+            return self.analysis.returns_of(func) or UNKNOWN_FACT
+        key = (id(func), tuple(sorted((k, v.kind, v.where, id(v.origin)) for k, v in bound.items())))
+        cached = self.analysis.followed.get(key)
+        if cached is None:
+            interpreter = type(self)(self.ctx, self.analysis, func, self.cls if skip_self else None, bound, self.depth + 1)
+            cached = interpreter.run()
+            self.analysis.followed[key] = cached
+            self.analysis.extra_meetings.extend(cached.meetings)
+        return cached.returns or UNKNOWN_FACT

@@ -1,0 +1,168 @@
+"""Small functions on placement facts and on the literals that create them.
+
+Shared by the interpreter (`placement.py`) and its call evaluation (`placement_calls.py`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR, ACCELERATOR_STRINGS, CPU, DEVICE, DEVICE_GUARD_WORDS, DEVICE_VALUE, FOLLOWS, MODULE,
+    TENSOR_ANNOTATIONS, UNKNOWN, UNKNOWN_FACT, Fact,
+)
+from devicelint.context import FileContext
+
+# A Python number (`2`, `0.5`): combined with a CPU tensor it stays on the CPU.
+NUMBER = Fact(UNKNOWN, where="number")
+# A `torch.utils.data.DataLoader`: iterating it yields CPU batches.
+LOADER = Fact(UNKNOWN, factory="<loader>")
+Env = dict[str, Fact]
+
+
+def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
+    if annotation is None:
+        return False
+    node = annotation.annotation
+    if isinstance(node, cst.SimpleString):
+        text = node.evaluated_value if isinstance(node.evaluated_value, str) else ""
+    else:
+        text = dotted_name(node) or ""
+        if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("Optional"):
+            inner = node.slice[0].slice if node.slice else None
+            text = dotted_name(inner.value) if isinstance(inner, cst.Index) else ""
+        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+            text = dotted_name(node.left) or ""
+    text = (text or "").replace("Optional[", "").rstrip("]")
+    return text in TENSOR_ANNOTATIONS
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def device_string_fact(text: str) -> Fact | None:
+    base = text.split(":", 1)[0]
+    if base == "cpu":
+        return Fact(DEVICE_VALUE, where="cpu")
+    if base in ACCELERATOR_STRINGS:
+        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'))
+    return None
+
+
+def looks_like_device_name(name: str) -> bool:
+    lowered = name.lower()
+    return "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids")
+
+
+def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
+    """Whether an `if` test depends on the device (`x.is_cuda`, `torch.cuda.is_available()`)."""
+    for node in ctx.index.walk(test):
+        if isinstance(node, cst.Name):
+            text = node.value
+        elif isinstance(node, cst.Attribute):
+            text = node.attr.value
+        elif isinstance(node, cst.SimpleString):
+            text = node.value
+        else:
+            continue
+        text = text.lower()
+        if any(word in text for word in DEVICE_GUARD_WORDS):
+            return True
+    return False
+
+
+def join(a: Fact | None, b: Fact | None, strict: bool = False) -> Fact:
+    """The fact after two paths meet. A factory's CPU tensor on one path stays CPU (it meets
+    whatever the other path meets), unless the paths split on the device (`strict`)."""
+    if a is None:
+        return b or UNKNOWN_FACT
+    if b is None or a == b:
+        return a
+    if not strict:
+        if a.from_factory and not b.batch:
+            return a
+        if b.from_factory and not a.batch:
+            return b
+    if a.kind == b.kind and a.kind in (DEVICE, MODULE, DEVICE_VALUE) and not a.batch and not b.batch:
+        # `"cuda" if torch.cuda.is_available() else "cpu"`: the device the author means is the GPU.
+        where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
+        return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None)
+    return UNKNOWN_FACT
+
+
+def join_envs(a: Env, b: Env, strict: bool) -> Env:
+    out: Env = {}
+    for key in a.keys() | b.keys():
+        out[key] = join(a.get(key, UNKNOWN_FACT), b.get(key, UNKNOWN_FACT), strict)
+    return out
+
+
+def flatten(fact: Fact, node: cst.CSTNode) -> list[tuple[Fact, cst.CSTNode]]:
+    if fact.elements is not None:
+        out = []
+        if isinstance(node, (cst.Tuple, cst.List)):
+            for element, item in zip(fact.elements, node.elements):
+                out.extend(flatten(element, item.value))
+        else:
+            for element in fact.elements:
+                out.extend(flatten(element, node))
+        return out
+    return [(fact, node)]
+
+
+def devicey(fact: Fact) -> bool:
+    """A device tensor, or a moved value that may be a tensor or a module."""
+    return fact.kind == DEVICE or (fact.kind == UNKNOWN and fact.where == ACCELERATOR)
+
+
+def cpu_side(fact: Fact, allow_scalar: bool) -> bool:
+    if fact.kind != CPU or (fact.scalar and not allow_scalar):
+        return False
+    return fact.from_factory or fact.batch
+
+
+def compatible(cpu: Fact, device: Fact) -> bool:
+    # A batch that was never moved only clashes with what is certainly on the accelerator.
+    return not cpu.batch or device.where == ACCELERATOR
+
+
+def is_number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    if isinstance(node, (cst.Integer, cst.Float)) or isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return True
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("float", "int")
+            and len(node.args) == 1 and isinstance(node.args[0].value, cst.SimpleString))
+
+
+def is_empty_placeholder(call: cst.Call, short: str) -> bool:
+    """`torch.empty(0)`, `torch.zeros([0])`: a size-0 placeholder that no kernel reads."""
+    if short not in ("empty", "zeros", "ones", "tensor") or not call.args:
+        return False
+    first = call.args[0].value
+    if isinstance(first, (cst.List, cst.Tuple)):
+        if short == "tensor":
+            return not first.elements
+        if len(first.elements) != 1:
+            return False
+        first = first.elements[0].value
+    return short != "tensor" and isinstance(first, cst.Integer) and first.value == "0"
+
+
+def is_literal_data(node: cst.BaseExpression) -> bool:
+    """Numbers and (nested) lists/tuples of numbers or names: data that cannot be a tensor."""
+    if is_number(node):
+        return True
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return all(
+            not isinstance(e, cst.StarredElement) and (is_literal_data(e.value) or isinstance(e.value, cst.Name))
+            for e in node.elements
+        ) and bool(node.elements)
+    if isinstance(node, cst.ListComp):
+        return True
+    return False
