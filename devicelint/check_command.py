@@ -189,7 +189,7 @@ def _emit(findings: list[Finding], files_checked: int, output_format: str, optio
     report = render(output_format, findings, context)
     if output_format == "text":
         if options["statistics"]:
-            report = statistics(findings) if not options["quiet"] else report
+            report = statistics(findings)
         if not options["quiet"] and not (failed and not findings):  # never "All clear" after an error
             report += summary(findings, files_checked) + "\n"
     if output_file:

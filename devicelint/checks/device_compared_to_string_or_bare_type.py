@@ -105,7 +105,9 @@ class DeviceComparedToStringOrBareType(Rule):
     ## Known limits
     `x.device == "cuda"` is not reported when the receiver looks like a configuration object
     (`args`, `cfg`, `config`, `hparams`, `self`...), where `device` is commonly a string.
-    Devices held in variables (`dev == "cuda"`) are not reported.
+    Devices held in variables (`dev == "cuda"`) are not reported, nor is a comparison in a
+    condition that also tests an indexed form (`str(d) == "cuda:0" or str(d) == "cuda"`),
+    where index-less devices are handled on purpose.
     """
 
     code = "DL502"
@@ -124,6 +126,8 @@ class DeviceComparedToStringOrBareType(Rule):
                 continue
             result = "False" if isinstance(target.operator, cst.Equal) else "True"
             sides = (comparison.left, target.comparator)
+            if _indexed_form_also_tested(ctx, comparison):
+                continue
             for this, other in (sides, sides[::-1]):
                 violation = self._check_pair(ctx, comparison, this, other, result)
                 if violation is not None:
@@ -164,6 +168,24 @@ class DeviceComparedToStringOrBareType(Rule):
                 why=f'`str()` of a {text} device includes its index (`"{text}:0"`)',
             )
         return None
+
+
+def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> bool:
+    """`str(d) == "cuda:0" or str(d) == "cuda"`: the author knows devices carry an index and
+    is handling index-less ones (fake and meta tensors have them) on purpose."""
+    outer = None
+    for ancestor in ctx.index.ancestors(comparison):
+        if isinstance(ancestor, cst.BooleanOperation):
+            outer = ancestor
+        elif not isinstance(ancestor, (cst.Comparison,)) and outer is not None:
+            break
+    if outer is None:
+        return False
+    for node in ctx.index.walk(outer):
+        value = _string_value(node) if isinstance(node, cst.SimpleString) else None
+        if value is not None and ":" in value and DEVICE_STRING.match(value):
+            return True
+    return False
 
 
 def _rewrite(comparison: cst.Comparison, fixed: str, safe: bool) -> FixProposal:

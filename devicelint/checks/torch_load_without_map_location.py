@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -41,6 +42,10 @@ class TorchLoadWithoutMapLocation(Rule):
 
     ## Known limits
     A call that forwards `**kwargs` is not reported, since `map_location` may be among them.
+    Neither is a load from an in-memory `io.BytesIO` buffer (directly, or a name assigned from
+    one in the same function) or from a temporary file (an argument spelled with `tmp` or
+    `temp`): such round trips stay in one process or machine, and library code (unpickling a
+    storage) relies on tensors returning to their own device.
     """
 
     code = "DL501"
@@ -56,9 +61,38 @@ class TorchLoadWithoutMapLocation(Rule):
         for call in ctx.index.of_type(cst.Call):
             if ctx.qualified_name(call.func) not in LOADERS:
                 continue
-            if _has_map_location(call.args):
+            if _has_map_location(call.args) or _loads_in_memory_buffer(ctx, call):
                 continue
             yield self.violation(call, fix=_add_map_location(call), call=_short(ctx, call))
+
+
+BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
+
+
+_TEMPORARY = re.compile(r"(?i)\b\w*(tmp|temp)\w*\b")
+
+
+def _loads_in_memory_buffer(ctx: FileContext, call: cst.Call) -> bool:
+    """`torch.load(io.BytesIO(data))` or `torch.load(tmp.name)`: an in-process round trip
+    (pickling a storage, a test that saves and reloads) where restoring the original device
+    is what the code wants."""
+    if not call.args:
+        return False
+    source = call.args[0].value
+    if _TEMPORARY.search(ctx.code_for(source)):
+        return True
+    if isinstance(source, cst.Call):
+        return ctx.qualified_name(source.func) in BUFFERS
+    if not isinstance(source, cst.Name):
+        return False
+    function = ctx.index.enclosing_function(call) or ctx.module
+    for assign in ctx.index.walk(function):
+        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call):
+            targets = [t.target for t in assign.targets]
+            if any(isinstance(t, cst.Name) and t.value == source.value for t in targets):
+                if ctx.qualified_name(assign.value.func) in BUFFERS:
+                    return True
+    return False
 
 
 def _has_map_location(args: tuple[cst.Arg, ...]) -> bool:
