@@ -270,19 +270,8 @@ class Detector(TorchDispatchMode):
     def _sync(self, func: Any, node: Any) -> None:
         site, module_path, backward = self._where(node)
         what = _SYNC_OPS.get(func, "boolean-mask indexing (data-dependent shape)")
-        key = (HOST_SYNC, site, module_path, what)
-        self._record(
-            key,
-            lambda: Record(
-                HOST_SYNC,
-                site,
-                module_path,
-                self.sync_severity or "warning",
-                f"{what} waits for the device here ({{times}} in the checked region); keep the "
-                "value on the device (accumulate tensors, log every N steps) or move it out of the step",
-                group=what,
-            ),
-        ).hit(_op_name(func), backward)
+        advice = "keep the value on the device (accumulate tensors, log every N steps) or move it out of the step"
+        self._sync_record(site, module_path, what, advice).hit(_op_name(func), backward)
 
     def _transfer(self, func: Any, tensors: list, kwargs: dict, node: Any) -> None:
         if self.repairing:
@@ -310,19 +299,22 @@ class Detector(TorchDispatchMode):
         ):
             site, module_path, backward = self._where(node)
             what = "a device-to-host copy (`.cpu()`, `.tolist()`, `.numpy()`, `print`)"
-            key = (HOST_SYNC, site, module_path, what)
-            self._record(
-                key,
-                lambda: Record(
-                    HOST_SYNC,
-                    site,
-                    module_path,
-                    self.sync_severity or "warning",
-                    f"{what} waits for the device here ({{times}} in the checked region); keep the "
-                    "value on the device or copy it out once, after the loop",
-                    group=what,
-                ),
-            ).hit(_op_name(func), backward)
+            advice = "keep the value on the device or copy it out once, after the loop"
+            self._sync_record(site, module_path, what, advice).hit(_op_name(func), backward)
+
+    def _sync_record(self, site: Any, module_path: Any, what: str, advice: str) -> Record:
+        """The one record of host syncs of one kind at one call site."""
+        return self._record(
+            (HOST_SYNC, site, module_path, what),
+            lambda: Record(
+                HOST_SYNC,
+                site,
+                module_path,
+                self.sync_severity or "warning",
+                f"{what} waits for the device here ({{times}} in the checked region); {advice}",
+                group=what,
+            ),
+        )
 
     def _copy_record(self, origin: Origin, target: torch.device) -> Record:
         key = (PER_STEP_COPY, origin.site, origin.module_path)
