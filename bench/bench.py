@@ -59,7 +59,7 @@ def reap_orphans(timeout: float = 10.0) -> None:
             time.sleep(0.01)
 
 
-def _measure_here(command: list[str]) -> None:
+def _measure_here(command: list[str], allowed: tuple[int, ...]) -> None:
     """Child side of `measure`: a fresh process, so RUSAGE_CHILDREN covers this command alone."""
     become_subreaper()
     start = time.perf_counter()
@@ -67,16 +67,21 @@ def _measure_here(command: list[str]) -> None:
     wall = time.perf_counter() - start
     reap_orphans()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if completed.returncode not in (0, 1):
+    if completed.returncode not in allowed:
         sys.exit(f"{shlex.join(command)} failed ({completed.returncode}):\n{completed.stderr[-2000:]}")
     # ru_maxrss: the largest single descendant (KiB on Linux), i.e. the peak of the busiest worker.
     print(json.dumps([wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024]))
 
 
-def measure(command: list[str], cwd: Path) -> Sample:
-    """Run a command to completion; wall time, CPU of it and all its descendants, and peak RSS."""
+def measure(command: list[str], cwd: Path, allowed: tuple[int, ...] = (0,)) -> Sample:
+    """Run a command to completion; wall time, CPU of it and all its descendants, and peak RSS.
+
+    `cwd` must not be the corpus itself: `python -m` would import the corpus's own modules
+    (torch's `random.py`) in place of the standard library's.
+    """
     completed = subprocess.run(
-        [sys.executable, __file__, "--measure", "--", *command], cwd=cwd, capture_output=True, text=True
+        [sys.executable, os.path.abspath(__file__), "--measure", ",".join(map(str, allowed)), "--", *command],
+        cwd=cwd, capture_output=True, text=True,
     )
     if completed.returncode != 0:
         sys.exit(completed.stderr or completed.stdout)
@@ -105,8 +110,8 @@ def median(samples: list[Sample]) -> Sample:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--measure":
-        _measure_here(sys.argv[3:])
+    if len(sys.argv) > 3 and sys.argv[1] == "--measure":
+        _measure_here(sys.argv[4:], tuple(int(code) for code in sys.argv[2].split(",")))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpus", type=Path)
@@ -125,23 +130,23 @@ def main() -> None:
         file_list.write_text("\n".join(str(f) for f in files))
         cache = work / "cache"
         lint = [sys.executable, "-m", "devicelint", "check", "--select", args.select, "--exit-zero", "-q",
-                "--output-format", "json", "-j", str(args.jobs), "--isolated", "."]
+                "--output-format", "json", "-j", str(args.jobs), "--isolated", str(tree)]
         floor = [sys.executable, str(HERE / "parse_floor.py"), str(file_list), str(args.jobs)]
         rows: dict[str, list[Sample]] = {"a floor": [], "b cold": [], "c warm": [], "d touched": []}
         if args.torchfix:
             rows["e other"] = []
         touched = files[len(files) // 2]
         for run in range(args.runs):
-            rows["a floor"].append(measure(floor, tree))
-            rows["b cold"].append(measure([*lint[:4], "--no-cache", *lint[4:]], tree))
+            rows["a floor"].append(measure(floor, work))
+            rows["b cold"].append(measure([*lint[:4], "--no-cache", *lint[4:]], work))
             shutil.rmtree(cache, ignore_errors=True)
-            measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], tree)  # fill
-            rows["c warm"].append(measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], tree))
+            measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], work)  # fill
+            rows["c warm"].append(measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], work))
             with touched.open("a") as handle:
                 handle.write(f"\n# touched {run}\n")
-            rows["d touched"].append(measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], tree))
+            rows["d touched"].append(measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], work))
             if args.torchfix:
-                rows["e other"].append(measure([*shlex.split(args.torchfix), "."], tree))
+                rows["e other"].append(measure([*shlex.split(args.torchfix), str(tree)], work, allowed=(0, 1)))
         medians = {name: median(samples) for name, samples in rows.items()}
         print(f"corpus: {args.corpus} ({len(files)} files, {megabytes:.2f} MB); jobs={args.jobs}; "
               f"medians of {args.runs} runs; rules: {args.select}")
