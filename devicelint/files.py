@@ -50,7 +50,12 @@ class Excluder:
 
     def __init__(self, root: Path, patterns: Iterable[str], respect_gitignore: bool) -> None:
         self.root = root.resolve()
-        self.patterns = _spec(patterns)
+        patterns = list(patterns)
+        # `build` or `site-packages` name a folder anywhere below what is being walked; `/build`
+        # or `src/gen/*.py` name places relative to the config's folder. Kept apart so that
+        # `devicelint build/` or a folder inside site-packages, named on purpose, is linted.
+        self.anchored = _spec(p for p in patterns if "/" in p.lstrip("!").rstrip("/"))
+        self.unanchored = _spec(p for p in patterns if "/" not in p.lstrip("!").rstrip("/"))
         self.respect_gitignore = respect_gitignore
         self._gitignores: dict[Path, pathspec.PathSpec | None] = {}
 
@@ -72,15 +77,17 @@ class Excluder:
             self._gitignores[folder] = spec
         return self._gitignores[folder]
 
-    def excluded(self, path: Path, is_dir: bool) -> bool:
+    def excluded(self, path: Path, is_dir: bool, top: Path | None = None) -> bool:
+        """Whether `path` is excluded; `top` is the folder named on the command line being walked."""
         path = path.absolute()
         suffix = "/" if is_dir else ""
-        name = path.name
         if is_dir and (path / "pyvenv.cfg").exists():
             return True  # a virtualenv, whatever its name
         relative = self._relative(path, self.root)
-        candidates = [name + suffix] if relative is None else [relative + suffix, name + suffix]
-        if any(self.patterns.match_file(c) for c in candidates):
+        if relative is not None and self.anchored.match_file(relative + suffix):
+            return True
+        below = self._relative(path, top.absolute()) if top is not None else relative
+        if self.unanchored.match_file((below if below is not None else path.name) + suffix):
             return True
         if self.respect_gitignore:
             for folder in path.parents:
@@ -147,7 +154,7 @@ def _walk(top: Path, excluder: Excluder, suffixes, files, unreadable, cwd) -> No
             except OSError:
                 is_dir = False
             if is_dir:
-                if not excluder.excluded(path, True):
+                if not excluder.excluded(path, True, top):
                     stack.append(path)
                 continue
             if not entry.name.endswith(suffixes):
@@ -158,6 +165,6 @@ def _walk(top: Path, excluder: Excluder, suffixes, files, unreadable, cwd) -> No
                     continue
                 if path.is_dir():
                     continue
-            if excluder.excluded(path, False):
+            if excluder.excluded(path, False, top):
                 continue
             files.setdefault(path.absolute(), SourceFile(path, display_path(path, cwd)))

@@ -284,3 +284,18 @@ def test_broken_pyproject_with_our_table_is_an_error_not_skipped(tmp_path: Path,
     # A broken pyproject.toml that does not configure devicelint is none of our business.
     inner.write_text('[project\nname = "x"\n')
     assert lint("a.py").exit_code == 0
+
+
+def test_folder_named_on_purpose_is_linted_even_if_its_name_is_a_default_exclude(tmp_path: Path, monkeypatch) -> None:
+    """`devicelint build/` or a package inside site-packages: excludes apply below the named folder."""
+    bug = "import torch\nstate = torch.load('a.pt')\n"
+    (tmp_path / "build" / "lib").mkdir(parents=True)
+    (tmp_path / "build" / "lib" / "train.py").write_text(bug)
+    (tmp_path / "site-packages" / "pkg" / "build").mkdir(parents=True)
+    (tmp_path / "site-packages" / "pkg" / "model.py").write_text(bug)
+    (tmp_path / "site-packages" / "pkg" / "build" / "gen.py").write_text(bug)
+    monkeypatch.chdir(tmp_path)
+    named = CliRunner().invoke(cli, ["check", "--no-cache", "--isolated", "--output-format", "json", "build", "site-packages/pkg"])
+    assert sorted(row["path"] for row in json.loads(named.stdout)) == ["build/lib/train.py", "site-packages/pkg/model.py"]
+    walked = CliRunner().invoke(cli, ["check", "--no-cache", "--isolated", "--output-format", "json", "."])
+    assert json.loads(walked.stdout) == []
