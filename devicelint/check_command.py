@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import click
 import pathspec
 
+from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
 from devicelint.config import Config
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
@@ -22,7 +24,6 @@ from devicelint.runner import (
 )
 from devicelint.selection import Selection, SelectorError, applies_to_torch
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def _error(message: str) -> None:
@@ -93,9 +94,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     for missing in found.missing:
         _error(f"{missing}: no such file or directory")
     tasks = [_task(f, per_file, codes) for f in found.files]
-    tasks = [t for t in tasks if t is not None]
     jobs = options["jobs"] or default_jobs()
-    outcome = _run(tasks, task_options, jobs, settings, options)
+    outcome = _run(tasks, task_options, jobs, settings, options, output_format)
     for display, reason in found.unreadable:
         outcome.results.append(read_error_result(display, OSError(reason)))
     if fix_mode != "none":
@@ -115,7 +115,7 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     return EXIT_CLEAN
 
 
-def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task | None:
+def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task:
     try:
         size = source.path.stat().st_size
     except OSError:
@@ -123,11 +123,10 @@ def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task
     return Task(str(source.path), source.display, per_file.codes_for(source.path, codes), size)
 
 
-def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any]) -> RunOutcome:
+def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any], output_format: str) -> RunOutcome:
     from devicelint.cache import run_with_cache
     from devicelint.progress import Progress
 
-    output_format = options["output_format"] or settings.output_format or "text"
     with Progress(len(tasks), enabled=output_format == "text" and not options["quiet"]) as progress:
         return run_with_cache(tasks, task_options, jobs, settings, options, progress.tick)
 
@@ -153,8 +152,6 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
         sys.stderr.write(report)
     else:
         if options["diff"] and result.fixed_source is not None:
-            from devicelint.cli import unified_diff
-
             click.echo(unified_diff(display, text, result.fixed_source), nl=False)
         _emit(findings, 1, output_format, options, {display: text})
     if findings and not options["exit_zero"]:
@@ -163,8 +160,6 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
 
 
 def _apply_fixes(outcome: RunOutcome, tasks: list[Task], task_options: TaskOptions, diff_only: bool) -> None:
-    from devicelint.cli import unified_diff
-
     by_display = {t.display: t for t in tasks}
     for index, result in enumerate(outcome.results):
         if result.fixed_source is None or result.path not in by_display:
@@ -180,6 +175,12 @@ def _apply_fixes(outcome: RunOutcome, tasks: list[Task], task_options: TaskOptio
         remaining = lint_data(path.read_bytes(), task, replace(task_options, fix_mode="none"))
         if isinstance(remaining, FileResult):
             outcome.results[index] = remaining
+
+
+def unified_diff(display: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{display}", f"b/{display}")
+    )
 
 
 def _emit(findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any], sources: dict[str, str], failed: bool = False) -> None:

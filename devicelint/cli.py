@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
-from typing import Sequence
 
 import click
 
 from devicelint import __version__
 from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, load_config
-from devicelint.selection import SelectorError, Selection, applies_to_torch
-
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -32,10 +28,6 @@ def cli() -> None:
 
     `devicelint PATH...` is short for `devicelint check PATH...`.
     """
-
-
-def _split(values: Sequence[str]) -> list[str]:
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def fail(message: str) -> None:
@@ -134,11 +126,3 @@ def clean_command(cache_dir: str | None) -> None:
 def main() -> None:
     cli(prog_name="devicelint")
 
-
-def unified_diff(display: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{display}", f"b/{display}")
-    )
-
-
-__all__ = ["cli", "main", "Selection", "SelectorError", "applies_to_torch"]

@@ -45,7 +45,8 @@ def wanted_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
     return [rule for rule in rules if any(token in text for token in rule.tokens)]
 
 
-def _syntax_finding(path: str, line: int, column: int, message: str) -> Finding:
+def error_finding(path: str, line: int, column: int, message: str) -> Finding:
+    """A DL000 finding: the file could not be read, decoded or parsed."""
     from devicelint.registry import RULES_URL
 
     return Finding(
@@ -70,11 +71,11 @@ def _decode(data: bytes | str, path: str) -> str | Finding:
             return decode_source(data)
         except SyntaxError as err:  # unknown coding cookie, or a bad byte in the first two lines
             data.decode("utf-8")  # a bad byte: report where it is, below
-            return _syntax_finding(path, err.lineno or 1, 1, f"cannot decode the file: {err.msg}")
+            return error_finding(path, err.lineno or 1, 1, f"cannot decode the file: {err.msg}")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        return _syntax_finding(
+        return error_finding(
             path, line, column,
             f"cannot decode the file as {err.encoding}: byte 0x{data[err.start]:02x} is invalid; "
             "save it as UTF-8 or declare its encoding with a `# -*- coding: ... -*-` line",
@@ -108,10 +109,22 @@ def _explain_syntax_error(text: str, path: str, err: cst.ParserSyntaxError) -> F
     try:
         ast.parse(text)
     except SyntaxError as py_err:
-        return _syntax_finding(path, py_err.lineno or 1, py_err.offset or 1, f"syntax error: {py_err.msg}")
+        return error_finding(path, py_err.lineno or 1, py_err.offset or 1, f"syntax error: {py_err.msg}")
     except (RecursionError, MemoryError, ValueError):
         pass
-    return _syntax_finding(path, err.raw_line, err.raw_column + 1, f"syntax error: {err.message}")
+    return error_finding(path, err.raw_line, err.raw_column + 1, f"syntax error: {err.message}")
+
+
+def _parse(text: str, path: str) -> cst.Module | Finding:
+    """The LibCST tree, or the DL000 finding that says why there is none."""
+    deep = _too_deep(text)
+    if deep is not None:
+        line, column, reason = deep
+        return error_finding(path, line, column, f"not parsed: {reason}")
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as err:
+        return _explain_syntax_error(text, path, err)
 
 
 def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
@@ -125,17 +138,8 @@ def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
         return ()
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         pass  # maybe newer syntax than this Python knows: LibCST decides
-    deep = _too_deep(text)
-    if deep is not None:
-        line, column, reason = deep
-        return (_syntax_finding(path, line, column, f"not parsed: {reason}"),)
-    try:
-        cst.parse_module(text)
-    except cst.ParserSyntaxError as err:
-        return (_explain_syntax_error(text, path, err),)
-    return ()
-
-
+    parsed = _parse(text, path)
+    return (parsed,) if isinstance(parsed, Finding) else ()
 
 
 def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileResult:
@@ -145,19 +149,14 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileRes
         return FileResult(path, (text,))
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
-        return FileResult(path, (_syntax_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),))
+        return FileResult(path, (error_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),))
     rules = wanted_rules(text, options.rules) if options.prefilter else list(options.rules)
     if not rules:
         # Nothing to run, but a file that does not parse is still a finding (DL000).
         return FileResult(path, _unparsable(text, path))
-    deep = _too_deep(text)
-    if deep is not None:
-        line, column, reason = deep
-        return FileResult(path, (_syntax_finding(path, line, column, f"not parsed: {reason}"),))
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as err:
-        return FileResult(path, (_explain_syntax_error(text, path, err),))
+    module = _parse(text, path)
+    if isinstance(module, Finding):
+        return FileResult(path, (module,))
     ctx = FileContext(path=path, source=text, module=module, torch_version=options.torch_version)
     violations: list[Violation] = []
     for rule in rules:
@@ -166,7 +165,7 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileRes
         try:
             violations.extend(rule().check(ctx))
         except RecursionError:
-            return FileResult(path, (_syntax_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
+            return FileResult(path, (error_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
         except Exception as err:  # noqa: BLE001 - a rule bug must name the file, not kill the run
             raise InternalError(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}") from err
     if not violations:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from devicelint.engine import SYNTAX_ERROR, EngineOptions, InternalError, lint_source
+from devicelint.engine import EngineOptions, InternalError, error_finding, lint_source
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding
 from devicelint.notebook import NotebookError, lint_notebook
@@ -77,12 +77,7 @@ def in_big_stack(fn: Callable, *args):  # type: ignore[no-untyped-def]
 
 def read_error_result(display: str, error: OSError) -> FileResult:
     reason = error.strerror or str(error)
-    return FileResult(display, (_error_finding(display, f"cannot read the file: {reason}"),))
-
-
-def _error_finding(display: str, message: str) -> Finding:
-    rule = REGISTRY[SYNTAX_ERROR]
-    return Finding(display, 1, 1, 1, 2, SYNTAX_ERROR, rule.name, message, url=rule.url())
+    return FileResult(display, (error_finding(display, 1, 1, f"cannot read the file: {reason}"),))
 
 
 def lint_task(task: Task, options: TaskOptions) -> FileResult | str:
@@ -105,11 +100,11 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
             return in_big_stack(lint_notebook, data, task.display, engine_options)
         return in_big_stack(lint_source, data, task.display, engine_options)
     except NotebookError as err:
-        return FileResult(task.display, (_error_finding(task.display, str(err)),))
+        return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
     except InternalError as err:
         return f"internal error: {err}"
     except MemoryError:
-        return FileResult(task.display, (_error_finding(task.display, "not analysed: out of memory while parsing"),))
+        return FileResult(task.display, (error_finding(task.display, 1, 1, "not analysed: out of memory while parsing"),))
 
 
 def _worker_init() -> None:
@@ -168,7 +163,7 @@ def _lint_isolated(task: Task, options: TaskOptions, context) -> FileResult | st
         with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_worker_init) as pool:
             return pool.submit(lint_task, task, options).result()
     except BrokenProcessPool:
-        return FileResult(task.display, (_error_finding(task.display, "not analysed: the parser crashed on this file (its process died)"),))
+        return FileResult(task.display, (error_finding(task.display, 1, 1, "not analysed: the parser crashed on this file (its process died)"),))
 
 
 def default_jobs() -> int:

@@ -33,8 +33,8 @@ class SyntaxErrorRule(Rule):
 
     ## Known limits
     Files that no selected rule could apply to (they never mention `torch` or another token a
-    rule declares) are not parsed, so their syntax errors are not reported; Python's
-    `compileall` or Ruff covers those.
+    rule declares) are checked with Python's own parser only, with LibCST confirming a failure;
+    syntax newer than the running Python that LibCST also rejects is reported as an error.
     """
 
     code = "DL000"
