@@ -84,6 +84,16 @@ class Rule:
         return parse_doc_sections(cls.__doc__ or "")
 
 
+class ReportedElsewhere(Rule):
+    """A code that no static check emits: the engine (DL000) or the runtime checker (DL6xx)
+    reports it. It is registered for its page, its selector and its place in SARIF."""
+
+    tokens: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        return iter(())
+
+
 def parse_doc_sections(doc: str) -> dict[str, str]:
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None

@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
-
-from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.registry import ReportedElsewhere, register
 
 
 @register
-class HostSyncInCheckedRegion(Rule):
+class HostSyncInCheckedRegion(ReportedElsewhere):
     """
     ## What it does
     Reported by the runtime checker (`devicelint.runtime`): a call site that made the host
@@ -60,7 +57,3 @@ class HostSyncInCheckedRegion(Rule):
         "device (accumulate tensors, log every N steps) or move it out of the step"
     )
     severity = "warning"
-    tokens = ()
-
-    def check(self, ctx: FileContext) -> Iterator[Violation]:
-        return iter(())

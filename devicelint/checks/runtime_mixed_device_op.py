@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
-
-from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.registry import ReportedElsewhere, register
 
 
 @register
-class MixedDeviceOp(Rule):
+class MixedDeviceOp(ReportedElsewhere):
     """
     ## What it does
     Reported by the runtime checker (`devicelint.runtime`), never by the static linter: an aten
@@ -58,7 +55,3 @@ class MixedDeviceOp(Rule):
         "{ops} mixed the cpu tensor made here by `{made_by}` with tensors on {device} ({times}); "
         "create it on the input's device (`device=x.device`) or register it as a buffer"
     )
-    tokens = ()
-
-    def check(self, ctx: FileContext) -> Iterator[Violation]:
-        return iter(())

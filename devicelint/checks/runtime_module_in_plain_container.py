@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
-
-from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.registry import ReportedElsewhere, register
 
 
 @register
-class ModuleInPlainContainer(Rule):
+class ModuleInPlainContainer(ReportedElsewhere):
     """
     ## What it does
     The runtime twin of DL103 (submodules in plain container), reported by the runtime
@@ -48,7 +45,3 @@ class ModuleInPlainContainer(Rule):
         "`{path}` is a plain {kind} holding {what}: `.to()`, `.parameters()` and `state_dict` do not "
         "see them (they stay off {expected}); use {use}"
     )
-    tokens = ()
-
-    def check(self, ctx: FileContext) -> Iterator[Violation]:
-        return iter(())

@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
-
-from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.registry import ReportedElsewhere, register
 
 
 @register
-class ParameterOrBufferOffDevice(Rule):
+class ParameterOrBufferOffDevice(ReportedElsewhere):
     """
     ## What it does
     Reported by the runtime checker's audit (`devicelint.runtime.audit(model, device)`, and
@@ -51,7 +48,3 @@ class ParameterOrBufferOffDevice(Rule):
         "{count} parameter(s)/buffer(s) of the model are on {found}, expected {expected}: {names}; "
         "move the model with `.to(device)` before running it"
     )
-    tokens = ()
-
-    def check(self, ctx: FileContext) -> Iterator[Violation]:
-        return iter(())

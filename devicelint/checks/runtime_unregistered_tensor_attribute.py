@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
-
-from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.registry import ReportedElsewhere, register
 
 
 @register
-class UnregisteredTensorAttribute(Rule):
+class UnregisteredTensorAttribute(ReportedElsewhere):
     """
     ## What it does
     The runtime twin of DL102 (tensor attribute not registered), reported by the runtime
@@ -52,7 +49,3 @@ class UnregisteredTensorAttribute(Rule):
         "`{path}` is a plain tensor attribute on {device}: `.to()`, `state_dict` and DDP ignore it, "
         "so it stays off {expected}; use `self.register_buffer(\"{attr}\", ...)` instead"
     )
-    tokens = ()
-
-    def check(self, ctx: FileContext) -> Iterator[Violation]:
-        return iter(())

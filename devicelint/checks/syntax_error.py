@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
-
-from devicelint.registry import Rule, Violation, register
+from devicelint.registry import ReportedElsewhere, register
 
 
 @register
-class SyntaxErrorRule(Rule):
+class SyntaxErrorRule(ReportedElsewhere):
     """
     ## What it does
     Reports a file that cannot be linted: it does not parse, cannot be decoded, contains a
@@ -41,7 +39,3 @@ class SyntaxErrorRule(Rule):
     name = "syntax-error"
     summary = "The file could not be parsed or decoded, so it was not linted."
     message = "{detail}"
-    tokens = ()
-
-    def check(self, ctx) -> Iterator[Violation]:  # type: ignore[no-untyped-def]
-        return iter(())  # the engine reports DL000 itself, before any rule runs

@@ -371,21 +371,14 @@ class Detector(TorchDispatchMode):
 
 
 def tensor_args(args: tuple, kwargs: dict) -> list:
+    """The tensors among an op's arguments, one level into lists and tuples."""
     found = []
-    for a in args:
-        if isinstance(a, _Tensor):
-            found.append(a)
-        elif isinstance(a, (list, tuple)):
-            for b in a:
-                if isinstance(b, _Tensor):
-                    found.append(b)
-    for a in kwargs.values():
-        if isinstance(a, _Tensor):
-            found.append(a)
-        elif isinstance(a, (list, tuple)):
-            for b in a:
-                if isinstance(b, _Tensor):
-                    found.append(b)
+    for group in (args, kwargs.values()):
+        for a in group:
+            if isinstance(a, _Tensor):
+                found.append(a)
+            elif isinstance(a, (list, tuple)):
+                found.extend(b for b in a if isinstance(b, _Tensor))
     return found
 
 
