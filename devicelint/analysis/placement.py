@@ -29,15 +29,17 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from devicelint.analysis.placement_calls import CallEvaluation
-from devicelint.analysis.placement_classes import ClassFacts, class_facts, self_attribute
+from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, MOVE_METHODS, TENSOR_ONLY_METHODS, UNKNOWN,
+    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS, MODULE, MOVE_METHODS, NON_TENSOR_FUNCTIONS, TENSOR_NAMESPACES,
+    TENSOR_ONLY_METHODS, UNKNOWN,
     UNKNOWN_FACT, Fact,
 )
 from devicelint.analysis.placement_values import (
-    LOADER, NUMBER, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact, devicey, flatten,
+    LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact, devicey, flatten,
     is_device_guard, join, join_envs, looks_like_device_name, string_value,
 )
+from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
 __all__ = [
@@ -47,6 +49,8 @@ __all__ = [
 
 _MODULE_TENSOR_ATTRS = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "pos_embed"})
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
+# Lightning hooks whose first argument is a batch already on the module's device.
+LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
 _MAX_NESTED_SCOPES = 6
 # Function and file names of data preparation, where CPU tensors are right.
@@ -134,6 +138,12 @@ class _Interpreter(CallEvaluation):
             return
         if not self._follows_inputs(func):
             return
+        if params and self.cls is not None and func.name.value in LIGHTNING_STEPS and self.analysis.is_lightning(self.cls):
+            # Lightning moves each batch to the module's device before `training_step` sees it.
+            batch = params[0].name.value
+            self.env[batch] = Fact(DEVICE, where=FOLLOWS, device_expr="self.device")
+            self.result.device_params.append(batch)
+            params = params[1:]
         evidence = self._tensor_evidence(func, {p.name.value for p in params})
         for param in params:
             name = param.name.value
@@ -213,7 +223,7 @@ class _Interpreter(CallEvaluation):
             self._if(stmt.orelse)
         elif isinstance(stmt.orelse, cst.Else):
             self._suite(stmt.orelse.body)
-        self.env = join_envs(after_body, self.env, strict)
+        self.env = join_envs(after_body, self.env, strict, branches=True)
 
     def _loop(self, stmt: cst.For | cst.While) -> None:
         if isinstance(stmt, cst.For):
@@ -326,6 +336,10 @@ class _Interpreter(CallEvaluation):
         if target.kind == CPU and (target.from_factory or target.batch) and devicey(value) and compatible(target, value):
             self._record(target, node.target, value, node.value, node, "inplace")
             result = target
+        elif devicey(target) and cpu_side(value, allow_scalar=False) and compatible(value, target):
+            # `mask &= torch.arange(n) < limit`: the CPU operand meets the device target.
+            self._record(value, node.value, target, node.target, node, "op")
+            result = target
         elif target.kind == UNKNOWN and target.where != ACCELERATOR:
             result = value if devicey(value) else UNKNOWN_FACT
         elif target.kind == CPU and value.kind not in (CPU,) and value != NUMBER:
@@ -405,10 +419,12 @@ class _Interpreter(CallEvaluation):
             return self._subscript(node)
         if isinstance(node, cst.IfExp):
             self._eval(node.test)
-            return join(self._eval(node.body), self._eval(node.orelse), is_device_guard(node.test, self.ctx))
+            return join(self._eval(node.body), self._eval(node.orelse), is_device_guard(node.test, self.ctx), branches=True)
         if isinstance(node, (cst.Tuple, cst.List)):
             facts = tuple(self._eval(e.value) if not isinstance(e, cst.StarredElement) else UNKNOWN_FACT for e in node.elements)
             return Fact(UNKNOWN, elements=facts)
+        if isinstance(node, cst.ListComp):
+            return self._comprehension(node)
         if isinstance(node, cst.Dict):
             for element in node.elements:
                 if isinstance(element, cst.DictElement):
@@ -419,6 +435,24 @@ class _Interpreter(CallEvaluation):
             self._bind(node.target, fact)
             return fact
         return UNKNOWN_FACT
+
+    def _comprehension(self, node: cst.ListComp) -> Fact:
+        """A list of tensors where the element is one (`[torch.arange(n) for n in sizes]`),
+        else plain Python data. The loop variables shadow the function's names only inside."""
+        outer = self.env
+        self.env = dict(outer)
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                self._eval(clause.iter)
+                self._bind(clause.target, UNKNOWN_FACT)
+                for condition in clause.ifs:
+                    self._eval(condition.test)
+                clause = clause.inner_for_in
+            element = self._eval(node.elt)
+        finally:
+            self.env = outer
+        return Fact(UNKNOWN, elements=(element,)) if element.is_tensor else PY_DATA
 
     def _attribute(self, node: cst.Attribute) -> Fact:
         attr = node.attr.value
@@ -478,12 +512,19 @@ class _Interpreter(CallEvaluation):
         for fact in (left, right):
             if devicey(fact):
                 return Fact(DEVICE, where=fact.where, device_expr=fact.device_expr)
-        if left.kind == CPU and (right.kind == CPU or right == NUMBER):
-            return replace(left, scalar=left.scalar and (right.scalar or right == NUMBER), batch=left.batch and right.batch)
-        if right.kind == CPU and left == NUMBER:
-            return right
         if left == NUMBER and right == NUMBER:
             return NUMBER
+        # A CPU tensor combined with anything that is not a device tensor stays on the CPU: were
+        # the other operand on the device, the operation itself would already be the bug.
+        for a, b in ((left, right), (right, left)):
+            if a.kind == CPU:
+                other_cpu = b.kind == CPU
+                return replace(
+                    a,
+                    scalar=a.scalar and (b.scalar if other_cpu else not b.is_tensor),
+                    batch=a.batch and (b.batch if other_cpu else True),
+                    conflict=a.conflict or (other_cpu and b.conflict),
+                )
         return UNKNOWN_FACT
 
     def _comparison(self, node: cst.Comparison) -> Fact:
@@ -508,6 +549,14 @@ class _Interpreter(CallEvaluation):
             self.result.meetings.append(Meeting(cpu, cpu_node, device, device_node, node, how, self.scope))
 
 
+def _cast_base(node: cst.BaseExpression) -> str | None:
+    """`x` for `x`, `x.float()`, `x.long().detach()`: a name passed on as a tensor."""
+    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+           and node.func.attr.value in ("float", "double", "half", "long", "int", "bool", "detach", "contiguous")):
+        node = node.func.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
 class _FileAnalysis:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -528,6 +577,14 @@ class _FileAnalysis:
                 func = index.enclosing_function(node)
                 if func is not None:
                     self.tensor_uses.setdefault(id(func), []).append((node.value.value, None))
+        for call in index.of_type(cst.Call):
+            # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
+            first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
+            name = _cast_base(first.value) if first is not None else None
+            if name is not None and self._takes_tensors(call):
+                func = index.enclosing_function(call)
+                if func is not None:
+                    self.tensor_uses.setdefault(id(func), []).append((name, None))
         if self.classes:
             for call in index.of_type(cst.Call):
                 attr = self_attribute(call.func)
@@ -539,10 +596,81 @@ class _FileAnalysis:
                     if func is not None:
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
         self._class_of: dict[int, ClassFacts] = {}
+        self._lightning: set[str] | None = None
+        self._injected: dict[int, set[str]] = {}
+        self._injected_class: dict[tuple[int, str], str | None] = {}
         self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
                 self._class_of[id(method)] = facts
+
+    def _takes_tensors(self, call: cst.Call) -> bool:
+        qualified = self.ctx.qualified_name(call.func)
+        if qualified is None or not qualified.startswith("torch."):
+            return False
+        last = qualified.rsplit(".", 1)[-1]
+        namespace = qualified[: len(qualified) - len(last)]
+        return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS and last not in FACTORIES
+                and not last[:1].isupper() and not last.startswith("_"))
+
+    def is_lightning(self, cls: ClassFacts) -> bool:
+        """Whether a module class derives from a LightningModule (through same-file bases too)."""
+        if self._lightning is None:
+            self._lightning = set()
+            classes = {facts.node.name.value: facts.node for facts in self.classes.values()}
+            changed = True
+            while changed:
+                changed = False
+                for name, node in classes.items():
+                    bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in node.bases]
+                    if name not in self._lightning and any(b == "LightningModule" or b in self._lightning for b in bases):
+                        self._lightning.add(name)
+                        changed = True
+        return cls.node.name.value in self._lightning
+
+    def injected_modules(self, cls: ClassFacts) -> set[str]:
+        """Attributes that `__init__` sets from its own parameters (`self.encoder = encoder`):
+        called as `self.encoder(x)`, they are submodules handed in by the caller."""
+        found = self._injected.get(id(cls))
+        if found is None:
+            found = set()
+            init = cls.methods.get("__init__")
+            if init is not None:
+                params = {p.name.value for p in init.params.params} | {p.name.value for p in init.params.kwonly_params}
+                for attr, value, method in cls.assignments:
+                    if (method is init and isinstance(value, cst.Name) and value.value in params
+                            and not any(word in attr.lower() for word in _DATA_WORDS)):
+                        found.add(attr)
+            self._injected[id(cls)] = found
+        return found
+
+    def injected_class(self, cls: ClassFacts, attr: str) -> str | None:
+        """The module class that every construction of `cls` in this file hands in for the
+        injected attribute `attr` (`Summer(Encoding(dim))` gives `Encoding`), or None."""
+        key = (id(cls), attr)
+        if key not in self._injected_class:
+            self._injected_class[key] = self._constructed_argument(cls, attr)
+        return self._injected_class[key]
+
+    def _constructed_argument(self, cls: ClassFacts, attr: str) -> str | None:
+        init = cls.methods["__init__"]
+        param = next((value.value for name, value, method in cls.assignments
+                      if name == attr and method is init and isinstance(value, cst.Name)), None)
+        names = [p.name.value for p in init.params.params][1:]
+        position = names.index(param) if param in names else None
+        found: set[str | None] = set()
+        for call in self.ctx.index.of_type(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == cls.node.name.value):
+                continue
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            if arg is None and position is not None and position < len(positional):
+                arg = positional[position]
+            found.add(module_constructor(self.ctx, arg.value) if arg is not None else None)
+        if len(found) == 1:
+            only = found.pop()
+            return only if only in self.classes else None
+        return None
 
     def scope(self, node: cst.CSTNode) -> ScopePlacement:
         found = self.scopes.get(id(node))

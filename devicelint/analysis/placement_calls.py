@@ -12,13 +12,13 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
-    INPLACE_METHODS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODULE,
-    MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, PARAMETER_FREE_MODULES, PRESERVING_METHODS,
+    INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODULE,
+    MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
     TENSOR_NAMESPACES, UNKNOWN, UNKNOWN_FACT, Fact,
 )
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, device_string_fact, devicey, flatten, is_device_guard,
-    is_empty_placeholder, is_literal_data, is_number, string_value,
+    is_empty_placeholder, is_literal_data, is_number, is_python_data, string_value,
 )
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from devicelint.analysis.placement_classes import ClassFacts
     from devicelint.context import FileContext
 
+_MAX_FOLLOW_DEPTH = 3
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
 
 
@@ -128,8 +129,12 @@ class CallEvaluation:
                     break
             return Fact(DEVICE, where=device[0].where, device_expr=device[0].device_expr)
         tensors = [(f, n) for f, n in facts if f != NUMBER]
-        if tensors and all(f.kind == CPU for f, _ in tensors):
-            return replace(tensors[0][0], scalar=False)
+        cpu = [f for f, _ in tensors if f.kind == CPU]
+        # With no device tensor among them, a CPU tensor keeps the result on the CPU; 0-dim CPU
+        # tensors only where every other argument is on the CPU too (else the others decide).
+        if cpu and (len(cpu) == len(tensors) or not all(f.scalar for f in cpu)):
+            lead = next((f for f in cpu if not f.scalar), cpu[0])
+            return replace(lead, scalar=False)
         return UNKNOWN_FACT
 
     def _factory(self, call: cst.Call, short: str) -> Fact:
@@ -143,7 +148,7 @@ class CallEvaluation:
             first = call.args[0].value if call.args and not call.args[0].keyword else None
             if short == "from_numpy":
                 pass
-            elif first is None or not is_literal_data(first):
+            elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
                 data = args[0][0] if args else UNKNOWN_FACT
                 return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
         if self._under_device_guard(call) or is_empty_placeholder(call, short):
@@ -219,6 +224,9 @@ class CallEvaluation:
             elif method in self.cls.methods:
                 args = self._args(call)
                 return self._follow(self.cls.methods[method], call, args, skip_self=True)
+            elif method in self.analysis.injected_modules(self.cls):
+                injected = self.analysis.injected_class(self.cls, method)
+                return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=injected), func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
         if receiver.kind == MODULE and method == "forward":
@@ -237,10 +245,10 @@ class CallEvaluation:
                 return self._placed(device, device_node)
             return replace(receiver, scalar=False) if receiver.is_tensor else UNKNOWN_FACT
         if not receiver.is_tensor and not receiver.batch:
-            self._args(call)
+            args = self._args(call)
             if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
                 return Fact(UNKNOWN)
-            return UNKNOWN_FACT
+            return self._module_method(receiver, method, args)
         args = self._args(call)
         if method in INPLACE_METHODS and receiver.kind == CPU:
             device = next(((f, n) for f, n in args if devicey(f)), None)
@@ -253,8 +261,29 @@ class CallEvaluation:
             return result if result.kind != UNKNOWN else replace(receiver, scalar=False)
         if receiver.batch and receiver.kind != CPU:
             return UNKNOWN_FACT
-        if method in PRESERVING_METHODS:
-            return replace(receiver, scalar=receiver.scalar and method in _CAST_METHODS)
+        if method == "type":
+            if not call.args:
+                return UNKNOWN_FACT  # the type's name, a string
+            if "cuda" in self.ctx.code_for(call.args[0].value):
+                return Fact(DEVICE, where=ACCELERATOR, device_expr='"cuda"')
+        if method in NON_TENSOR_METHODS:
+            return NUMBER if method == "item" else UNKNOWN_FACT
+        # Every other tensor method keeps its result where the receiver is.
+        return replace(receiver, scalar=receiver.scalar and method in _CAST_METHODS)
+
+    def _module_method(self, receiver: Fact, method: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
+        """`model.eval()` is the model; `model.encode(x)` on a placed model with a device input
+        computes on the model's device."""
+        placed = (receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR)) or (
+            receiver.kind == UNKNOWN and receiver.where == ACCELERATOR and not receiver.batch
+        )
+        if receiver.kind == MODULE or placed:
+            if method in MODULE_SELF_METHODS:
+                return receiver
+        if placed and method not in MODULE_NON_TENSOR_METHODS:
+            device = next((f for f, _ in args if f.kind == DEVICE), None)
+            if device is not None:
+                return Fact(DEVICE, where=receiver.where, device_expr=device.device_expr)
         return UNKNOWN_FACT
 
     def _name_call(self, call: cst.Call, func: cst.Name) -> Fact:
@@ -291,16 +320,30 @@ class CallEvaluation:
         args = self._args(call)
         on_device = callee.where in (FOLLOWS, ACCELERATOR) and (callee.factory or "") not in PARAMETER_FREE_MODULES
         if on_device:
-            for fact, node in args:
+            # DataParallel and DDP move (scatter) their inputs to the device themselves.
+            for fact, node in args if (callee.factory or "") not in INPUT_MOVING_WRAPPERS else ():
                 if cpu_side(fact, allow_scalar=True) and compatible(fact, callee):
                     self._record(fact, node, callee, func, call, "module")
+            produced = self._forward_of(call, callee, args)
+            if produced.from_factory:
+                return produced  # the submodule's forward builds its output on the CPU
             expr = next((f.device_expr for f, _ in args if f.kind == DEVICE and f.device_expr), None)
             return Fact(DEVICE, where=callee.where, device_expr=expr)
         return self._combine(call, args, allow_scalar=True)
 
-    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list, skip_self: bool) -> Fact:
-        """Analyse a same-file function with the call's argument facts (one level deep)."""
-        if self.depth >= 1 or func is self.scope:
+    def _forward_of(self, call: cst.Call, callee: Fact, args: list) -> Fact:
+        """What calling a module of a class defined in this file returns, from its `forward`."""
+        cls = self.analysis.classes.get(callee.factory or "")
+        forward = cls.methods.get("forward") if cls is not None else None
+        if forward is None:
+            return UNKNOWN_FACT
+        return self._follow(forward, call, args, skip_self=True, cls=cls)
+
+    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list, skip_self: bool,
+                cls: "ClassFacts | None" = None) -> Fact:
+        """Analyse a same-file function with the call's argument facts (a few levels deep;
+        each distinct set of argument facts is analysed once per file)."""
+        if self.depth >= _MAX_FOLLOW_DEPTH or func is self.scope:
             return UNKNOWN_FACT
         params = list(func.params.posonly_params) + list(func.params.params)
         if skip_self and params:
@@ -317,10 +360,14 @@ class CallEvaluation:
         if not any(f.kind != UNKNOWN or f.where for f in bound.values()) and params:
             # Nothing known flows in: the function's own analysis already covers it.
             return self.analysis.returns_of(func) or UNKNOWN_FACT
-        key = (id(func), tuple(sorted((k, v.kind, v.where, id(v.origin)) for k, v in bound.items())))
+        key = (id(func), tuple(sorted(
+            (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
+            for k, v in bound.items()
+        )))
         cached = self.analysis.followed.get(key)
         if cached is None:
-            interpreter = type(self)(self.ctx, self.analysis, func, self.cls if skip_self else None, bound, self.depth + 1)
+            owner = cls if cls is not None else self.cls if skip_self else None
+            interpreter = type(self)(self.ctx, self.analysis, func, owner, bound, self.depth + 1)
             cached = interpreter.run()
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)

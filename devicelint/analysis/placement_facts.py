@@ -47,6 +47,9 @@ class Fact:
     device_expr: str | None = None
     # Element facts of a tuple/list literal.
     elements: tuple["Fact", ...] | None = None
+    # A CPU tensor that another path (an `if` branch, a conditional expression) replaces with a
+    # device tensor: its device depends on the path, so even a 0-dim one is worth reporting.
+    conflict: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -78,25 +81,6 @@ LIKE_FACTORIES = frozenset(
     {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"}
 )
 NEW_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
-# Methods that return a tensor on the receiver's device.
-PRESERVING_METHODS = frozenset(
-    {
-        "float", "double", "half", "bfloat16", "long", "int", "bool", "byte", "short", "char",
-        "tril", "triu", "view", "view_as", "reshape", "reshape_as", "unsqueeze", "squeeze", "expand",
-        "expand_as", "repeat", "repeat_interleave", "transpose", "permute", "t", "flip", "roll",
-        "contiguous", "clone", "detach", "abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
-        "sum", "mean", "cumsum", "cumprod", "max", "min", "argmax", "argmin", "softmax", "log_softmax",
-        "sigmoid", "tanh", "relu", "clamp", "clamp_min", "clamp_max", "flatten", "unflatten", "narrow",
-        "masked_fill", "masked_fill_", "fill_", "zero_", "normal_", "uniform_", "add", "sub", "mul",
-        "div", "pow", "matmul", "mm", "bmm", "eq", "ne", "lt", "gt", "le", "ge", "logical_not",
-        "logical_and", "logical_or", "type", "to_dense", "requires_grad_", "triu_", "tril_", "masked_select",
-        "gather", "index_select", "where", "sort", "topk", "cat", "any", "all", "norm", "prod", "std",
-        "var", "round", "floor", "ceil", "sign", "reciprocal", "square", "unbind", "split", "chunk",
-        "select", "diag", "diagonal", "outer", "bitwise_not", "nonzero", "long_", "expand_dims", "type_as",
-        "add_", "sub_", "mul_", "div_", "fill_diagonal_", "index_fill", "scatter", "scatter_add",
-        "index_add", "index_add_", "scatter_", "scatter_add_", "copy_", "pin_memory",
-    }
-)
 # Methods of which every tensor argument must be on the receiver's device.
 MEETING_METHODS = frozenset(
     {
@@ -105,6 +89,31 @@ MEETING_METHODS = frozenset(
         "index_select", "index_add", "index_add_", "index_fill", "index_copy", "add_", "sub_", "mul_",
         "div_", "eq", "ne", "lt", "gt", "le", "ge", "maximum", "minimum", "pow", "dot", "logical_and",
         "logical_or", "lerp", "outer", "addmm", "baddbmm",
+    }
+)
+# Tensor methods whose result is not a tensor (or not where the receiver is); every other tensor
+# method keeps its result on the receiver's device.
+NON_TENSOR_METHODS = frozenset(
+    {
+        "item", "tolist", "numpy", "size", "numel", "nelement", "dim", "ndimension", "data_ptr",
+        "element_size", "stride", "storage", "untyped_storage", "storage_offset", "get_device",
+        "is_contiguous", "is_floating_point", "is_complex", "is_pinned", "is_shared", "equal",
+        "allclose", "backward", "register_hook", "tobytes", "__len__", "__repr__", "__format__",
+        "share_memory_", "record_stream", "is_set_to", "has_names", "retain_grad",
+    }
+)
+# Module methods that return the module itself (`model.cuda().eval()`).
+MODULE_SELF_METHODS = frozenset(
+    {"eval", "train", "requires_grad_", "half", "float", "double", "bfloat16", "to_empty", "share_memory", "zero_grad"}
+)
+# Module methods whose result is not a device tensor computed by the model.
+MODULE_NON_TENSOR_METHODS = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+        "modules", "named_modules", "state_dict", "load_state_dict", "apply", "register_buffer",
+        "register_parameter", "register_module", "add_module", "register_forward_hook",
+        "register_forward_pre_hook", "register_full_backward_hook", "get_submodule", "get_parameter",
+        "extra_repr", "save_pretrained", "num_parameters", "get_input_embeddings", "get_output_embeddings",
     }
 )
 # In-place methods: the receiver is the destination.
@@ -139,6 +148,8 @@ PARAMETER_FREE_MODULES = frozenset(
         "KLDivLoss", "CosineSimilarity", "PairwiseDistance", "ChannelShuffle", "Fold", "Unfold",
     }
 )
+# Wrappers that move their inputs to the device before the wrapped module sees them.
+INPUT_MOVING_WRAPPERS = frozenset({"DataParallel", "DistributedDataParallel"})
 # Classes under torch.nn that are not modules.
 NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "Buffer", "ParameterList", "ParameterDict"})
 
@@ -154,6 +165,7 @@ TENSOR_ONLY_METHODS = frozenset(
         "size", "view", "unsqueeze", "permute", "contiguous", "masked_fill", "masked_fill_", "dim",
         "numel", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "bmm",
         "matmul", "softmax", "log_softmax", "expand", "expand_as", "view_as", "transpose", "item",
+        "long", "detach", "chunk", "shape", "sigmoid", "masked_select", "is_cuda", "unbind",
     }
 )
 TENSOR_ANNOTATIONS = frozenset(

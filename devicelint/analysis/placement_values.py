@@ -5,6 +5,8 @@ Shared by the interpreter (`placement.py`) and its call evaluation (`placement_c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
@@ -18,6 +20,8 @@ from devicelint.context import FileContext
 NUMBER = Fact(UNKNOWN, where="number")
 # A `torch.utils.data.DataLoader`: iterating it yields CPU batches.
 LOADER = Fact(UNKNOWN, factory="<loader>")
+# Python data that is not a tensor (a list comprehension of numbers, a list of ids).
+PY_DATA = Fact(UNKNOWN, where="data")
 Env = dict[str, Fact]
 
 
@@ -76,18 +80,28 @@ def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
     return False
 
 
-def join(a: Fact | None, b: Fact | None, strict: bool = False) -> Fact:
+def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = False) -> Fact:
     """The fact after two paths meet. A factory's CPU tensor on one path stays CPU (it meets
-    whatever the other path meets), unless the paths split on the device (`strict`)."""
+    whatever the other path meets), unless the paths split on the device (`strict`). Where the
+    paths are the branches of a condition (`branches`) and the other one gives a device tensor,
+    the CPU tensor is marked as a conflict: its device depends on the path."""
     if a is None:
         return b or UNKNOWN_FACT
     if b is None or a == b:
         return a
+    if a.elements is not None or b.elements is not None:
+        # `state = self.init_hidden(...)` on one path, a parameter on the other: element-wise.
+        size = len(a.elements if a.elements is not None else b.elements or ())
+        left = a.elements if a.elements is not None else (a if a.kind != UNKNOWN else UNKNOWN_FACT,) * size
+        right = b.elements if b.elements is not None else (b if b.kind != UNKNOWN else UNKNOWN_FACT,) * size
+        if len(left) == len(right):
+            return Fact(UNKNOWN, elements=tuple(join(x, y, strict, branches) for x, y in zip(left, right)))
+        return UNKNOWN_FACT
     if not strict:
         if a.from_factory and not b.batch:
-            return a
+            return replace(a, conflict=True) if branches and devicey(b) else a
         if b.from_factory and not a.batch:
-            return b
+            return replace(b, conflict=True) if branches and devicey(a) else b
     if a.kind == b.kind and a.kind in (DEVICE, MODULE, DEVICE_VALUE) and not a.batch and not b.batch:
         # `"cuda" if torch.cuda.is_available() else "cpu"`: the device the author means is the GPU.
         where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
@@ -95,10 +109,10 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False) -> Fact:
     return UNKNOWN_FACT
 
 
-def join_envs(a: Env, b: Env, strict: bool) -> Env:
+def join_envs(a: Env, b: Env, strict: bool, branches: bool = False) -> Env:
     out: Env = {}
     for key in a.keys() | b.keys():
-        out[key] = join(a.get(key, UNKNOWN_FACT), b.get(key, UNKNOWN_FACT), strict)
+        out[key] = join(a.get(key, UNKNOWN_FACT), b.get(key, UNKNOWN_FACT), strict, branches)
     return out
 
 
@@ -121,7 +135,7 @@ def devicey(fact: Fact) -> bool:
 
 
 def cpu_side(fact: Fact, allow_scalar: bool) -> bool:
-    if fact.kind != CPU or (fact.scalar and not allow_scalar):
+    if fact.kind != CPU or (fact.scalar and not allow_scalar and not fact.conflict):
         return False
     return fact.from_factory or fact.batch
 
@@ -152,6 +166,13 @@ def is_empty_placeholder(call: cst.Call, short: str) -> bool:
             return False
         first = first.elements[0].value
     return short != "tensor" and isinstance(first, cst.Integer) and first.value == "0"
+
+
+def is_python_data(fact: Fact) -> bool:
+    """A value the analysis knows to be plain Python data (numbers, lists of numbers)."""
+    return fact == PY_DATA or fact == NUMBER or (
+        fact.elements is not None and bool(fact.elements) and all(is_python_data(e) for e in fact.elements)
+    )
 
 
 def is_literal_data(node: cst.BaseExpression) -> bool:
