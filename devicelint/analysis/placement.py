@@ -298,6 +298,8 @@ class _Interpreter(CallEvaluation):
             if isinstance(small.value, cst.Call) and self._is_loader(small.value, fact) and not isinstance(small.value.func, cst.Attribute):
                 fact = LOADER
             for target in small.targets:
+                if isinstance(target.target, cst.Subscript):
+                    self._write(target.target, fact, small.value)
                 self._bind(target.target, fact, small.value)
         elif isinstance(small, cst.AnnAssign):
             if small.value is not None:
@@ -321,6 +323,21 @@ class _Interpreter(CallEvaluation):
             if key is not None and not self._fact_of(receiver).is_tensor:
                 where = fact.where if fact.where in (ACCELERATOR, "cpu") else None
                 self.env[key] = Fact(MODULE, where=where, device_expr=fact.device_expr)
+
+    def _write(self, target: cst.Subscript, value: Fact, value_node: cst.BaseExpression) -> None:
+        """`masks[i, :n] = cpu_tensor` or `scores[~cpu_mask] = v` into a device tensor: the CPU
+        tensor (the written values or a mask) has to cross to the device on every write."""
+        destination = self._eval(target.value)
+        if not devicey(destination):
+            return
+        candidates = [(value, value_node)]
+        for element in target.slice:
+            if isinstance(element.slice, cst.Index):
+                candidates.append((self._eval(element.slice.value), element.slice.value))
+        for fact, node in candidates:
+            if cpu_side(fact, allow_scalar=False) and compatible(fact, destination):
+                self._record(fact, node, destination, target.value, target, "op")
+                return
 
     def _return(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)
