@@ -333,7 +333,10 @@ class _Interpreter(CallEvaluation):
         candidates = [(value, value_node)]
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
-                candidates.append((self._eval(element.slice.value), element.slice.value))
+                index = self._eval(element.slice.value)
+                # A CPU index tensor is fine (PyTorch moves it); a CPU boolean mask is not.
+                if index.mask:
+                    candidates.append((index, element.slice.value))
         for fact, node in candidates:
             if cpu_side(fact, allow_scalar=False) and compatible(fact, destination):
                 self._record(fact, node, destination, target.value, target, "op")
@@ -427,6 +430,8 @@ class _Interpreter(CallEvaluation):
             return self._comparison(node)
         if isinstance(node, cst.UnaryOperation):
             fact = self._eval(node.expression)
+            if isinstance(node.operator, cst.Not):
+                return UNKNOWN_FACT
             return fact if fact.is_tensor or fact == NUMBER else UNKNOWN_FACT
         if isinstance(node, cst.BooleanOperation):
             self._eval(node.left)
@@ -555,7 +560,7 @@ class _Interpreter(CallEvaluation):
             else:
                 result = self._binary(node, left, right, left_node, target.comparator)
             left, left_node = right, target.comparator
-        return result if result.is_tensor else UNKNOWN_FACT
+        return replace(result, mask=True) if result.is_tensor else UNKNOWN_FACT
 
     # -- calls -------------------------------------------------------------------------
     def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
@@ -566,12 +571,19 @@ class _Interpreter(CallEvaluation):
             self.result.meetings.append(Meeting(cpu, cpu_node, device, device_node, node, how, self.scope))
 
 
-def _cast_base(node: cst.BaseExpression) -> str | None:
-    """`x` for `x`, `x.float()`, `x.long().detach()`: a name passed on as a tensor."""
+def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) -> str | None:
+    """The name that a torch function's first argument shows to be a tensor: `x` in
+    `F.cross_entropy(x, ...)` (functional ops take a tensor first) or in `torch.op(x.float())`
+    (a Python number has no `.float()`). `torch.pow(theta, ...)` says nothing about `theta`."""
+    casts = 0
     while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-           and node.func.attr.value in ("float", "double", "half", "long", "int", "bool", "detach", "contiguous")):
+           and node.func.attr.value in ("float", "double", "half", "long", "detach", "contiguous")):
         node = node.func.value
-    return node.value if isinstance(node, cst.Name) else None
+        casts += 1
+    if not isinstance(node, cst.Name):
+        return None
+    functional = (ctx.qualified_name(call.func) or "").startswith("torch.nn.functional.")
+    return node.value if casts or functional else None
 
 
 class _FileAnalysis:
@@ -597,7 +609,7 @@ class _FileAnalysis:
         for call in index.of_type(cst.Call):
             # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
             first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
-            name = _cast_base(first.value) if first is not None else None
+            name = _tensor_argument(ctx, call, first.value) if first is not None else None
             if name is not None and self._takes_tensors(call):
                 func = index.enclosing_function(call)
                 if func is not None:

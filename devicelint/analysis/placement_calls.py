@@ -13,12 +13,12 @@ from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODULE,
-    MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
+    MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
     TENSOR_NAMESPACES, UNKNOWN, UNKNOWN_FACT, Fact,
 )
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, device_string_fact, devicey, flatten, is_device_guard,
-    is_empty_placeholder, is_literal_data, is_number, is_python_data, string_value,
+    is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default, string_value,
 )
 
 if TYPE_CHECKING:
@@ -151,9 +151,11 @@ class CallEvaluation:
             elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
                 data = args[0][0] if args else UNKNOWN_FACT
                 return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
-        if self._under_device_guard(call) or is_empty_placeholder(call, short):
+        if self._under_device_guard(call) or is_empty_placeholder(call, short) or sets_accelerator_default(self.ctx):
             return UNKNOWN_FACT
-        scalar = short in ("tensor", "as_tensor", "scalar_tensor") and bool(call.args) and is_number(call.args[0].value)
+        scalar = short in ("tensor", "as_tensor", "scalar_tensor") and bool(call.args) and (
+            is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER
+        )
         if short in ("zeros", "ones", "empty", "full", "rand", "randn") and call.args and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and not call.args[0].value.elements:
             scalar = True
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
@@ -269,7 +271,8 @@ class CallEvaluation:
         if method in NON_TENSOR_METHODS:
             return NUMBER if method == "item" else UNKNOWN_FACT
         # Every other tensor method keeps its result where the receiver is.
-        return replace(receiver, scalar=receiver.scalar and method in _CAST_METHODS)
+        return replace(receiver, scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
+                       mask=receiver.mask and method not in _CAST_METHODS)
 
     def _module_method(self, receiver: Fact, method: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         """`model.eval()` is the model; `model.encode(x)` on a placed model with a device input
@@ -358,8 +361,9 @@ class CallEvaluation:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
         if not any(f.kind != UNKNOWN or f.where for f in bound.values()) and params:
-            # Nothing known flows in: the function's own analysis already covers it.
-            return self.analysis.returns_of(func) or UNKNOWN_FACT
+            # Nothing known flows in: the function's own analysis already covers it. What it
+            # returns on its inputs' device says nothing here, where the inputs are unknown.
+            return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
         key = (id(func), tuple(sorted(
             (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
             for k, v in bound.items()
@@ -372,3 +376,13 @@ class CallEvaluation:
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)
         return cached.returns or UNKNOWN_FACT
+
+
+def _without_followed(fact: Fact) -> Fact:
+    """A callee's return fact for a caller that knows nothing of the arguments: facts that only
+    follow the callee's own inputs become unknown; CPU tensors it creates stay."""
+    if fact.elements is not None:
+        return replace(fact, elements=tuple(_without_followed(e) for e in fact.elements))
+    if fact.kind in (DEVICE, MODULE) and fact.where == FOLLOWS:
+        return UNKNOWN_FACT
+    return fact

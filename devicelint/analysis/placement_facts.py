@@ -50,6 +50,8 @@ class Fact:
     # A CPU tensor that another path (an `if` branch, a conditional expression) replaces with a
     # device tensor: its device depends on the path, so even a 0-dim one is worth reporting.
     conflict: bool = False
+    # A boolean mask (a comparison's result): indexing a device tensor with it on the CPU fails.
+    mask: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -101,6 +103,11 @@ NON_TENSOR_METHODS = frozenset(
         "allclose", "backward", "register_hook", "tobytes", "__len__", "__repr__", "__format__",
         "share_memory_", "record_stream", "is_set_to", "has_names", "retain_grad",
     }
+)
+# Tensor methods whose result may have more elements than a 0-dim receiver.
+SHAPE_GROWING_METHODS = frozenset(
+    {"expand", "expand_as", "repeat", "repeat_interleave", "view", "reshape", "reshape_as", "unsqueeze",
+     "broadcast_to", "tile", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"}
 )
 # Module methods that return the module itself (`model.cuda().eval()`).
 MODULE_SELF_METHODS = frozenset(

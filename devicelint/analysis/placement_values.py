@@ -58,6 +58,37 @@ def device_string_fact(text: str) -> Fact | None:
     return None
 
 
+DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_tensor_type", "torch.set_default_device"})
+
+
+def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """The accelerator that a default-device setter's argument names (`"torch.cuda.FloatTensor"`,
+    `"cuda"`, `torch.device("cuda:0")`), or None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if isinstance(value, str) and (value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")):
+            return value
+        return None
+    qualified = ctx.qualified_name(node) or ""
+    if qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):][:1].isupper():
+        return qualified
+    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and node.args:
+        return accelerator_default(ctx, node.args[0].value)
+    return None
+
+
+def sets_accelerator_default(ctx: FileContext) -> bool:
+    """Whether the file makes the accelerator the default device anywhere (nerf-style scripts call
+    `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): factories there need no `device=`."""
+    def scan(c: FileContext) -> bool:
+        return any(
+            c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS and call.args
+            and accelerator_default(c, call.args[0].value) is not None
+            for call in c.index.of_type(cst.Call)
+        )
+    return ctx.shared("placement.accelerator_default", scan)
+
+
 def looks_like_device_name(name: str) -> bool:
     lowered = name.lower()
     return "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids")

@@ -4,25 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
-
-SETTERS = frozenset({"torch.set_default_tensor_type", "torch.set_default_device"})
-
-
-def _cuda_argument(ctx: FileContext, node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        if isinstance(value, str) and (value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")):
-            return value
-        return None
-    qualified = ctx.qualified_name(node) or ""
-    if qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):][:1].isupper():
-        return qualified
-    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and node.args:
-        return _cuda_argument(ctx, node.args[0].value)
-    return None
-
 
 @register
 class GlobalDefaultDevice(Rule):
@@ -69,9 +53,9 @@ class GlobalDefaultDevice(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for call in ctx.index.of_type(cst.Call):
-            if ctx.qualified_name(call.func) not in SETTERS or not call.args:
+            if ctx.qualified_name(call.func) not in DEFAULT_DEVICE_SETTERS or not call.args:
                 continue
-            if _cuda_argument(ctx, call.args[0].value) is None:
+            if accelerator_default(ctx, call.args[0].value) is None:
                 continue
             if ctx.index.enclosing_function(call) is not None:
                 continue
