@@ -114,12 +114,15 @@ class _Interpreter(CallEvaluation):
         self.bound = bound
         self.loop_depth = 0
         self.seen: set[tuple[int, int, int]] = set()
+        # each parameter's fact on entry, to tell assumed placements from derived ones
+        self.params: Env = {}
 
     # -- entry -------------------------------------------------------------------------
     def run(self) -> ScopePlacement:
         scope = self.scope
         if isinstance(scope, cst.FunctionDef):
             self._bind_params(scope)
+            self.params = dict(self.env)
             body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else (scope.body,)
         else:
             body = scope.body  # type: ignore[attr-defined]
@@ -156,7 +159,7 @@ class _Interpreter(CallEvaluation):
         plain functions do; methods of other classes (datasets, collators, trainers) and data
         preparation code are left alone."""
         if self.cls is not None:
-            return True
+            return not self.analysis.construction_only(self.cls, func)
         if self._in_class(func):
             return False
         name = func.name.value.lower()
@@ -330,6 +333,8 @@ class _Interpreter(CallEvaluation):
         destination = self._eval(target.value)
         if not devicey(destination):
             return
+        if isinstance(target.value, cst.Name) and destination is self.params.get(target.value.value):
+            return  # a parameter only assumed to be on the device: copying into it is fine
         candidates = [(value, value_node)]
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
@@ -586,6 +591,28 @@ def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression)
     return node.value if casts or functional else None
 
 
+def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
+    """`__init__` and the methods called (as `self.m(...)` or `Class.m(...)`) only from it or
+    from other such methods."""
+    callers: dict[str, set[str]] = {name: set() for name in cls.methods}
+    for name, method in cls.methods.items():
+        for node in ctx.index.walk(method):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                owner = node.func.value
+                callee = node.func.attr.value
+                if callee in callers and isinstance(owner, cst.Name) and owner.value in ("self", "cls", cls.node.name.value):
+                    callers[callee].add(name)
+    found = {"__init__"}
+    changed = True
+    while changed:
+        changed = False
+        for name, by in callers.items():
+            if name not in found and by and by <= found:
+                found.add(name)
+                changed = True
+    return found
+
+
 class _FileAnalysis:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -628,6 +655,7 @@ class _FileAnalysis:
         self._lightning: set[str] | None = None
         self._injected: dict[int, set[str]] = {}
         self._injected_class: dict[tuple[int, str], str | None] = {}
+        self._construction: dict[int, set[str]] = {}
         self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
@@ -641,6 +669,15 @@ class _FileAnalysis:
         namespace = qualified[: len(qualified) - len(last)]
         return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS and last not in FACTORIES
                 and not last[:1].isupper() and not last.startswith("_"))
+
+    def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
+        """Whether a module method runs only while the model is built: `__init__` itself, or a
+        helper that the class calls only from `__init__` (directly or through such helpers).
+        Nothing is on the device yet there, whatever its parameters are."""
+        key = id(cls)
+        if key not in self._construction:
+            self._construction[key] = _construction_methods(self.ctx, cls)
+        return func.name.value in self._construction[key]
 
     def is_lightning(self, cls: ClassFacts) -> bool:
         """Whether a module class derives from a LightningModule (through same-file bases too)."""

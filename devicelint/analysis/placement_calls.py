@@ -12,7 +12,7 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
-    INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODULE,
+    INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
     TENSOR_NAMESPACES, UNKNOWN, UNKNOWN_FACT, Fact,
 )
@@ -225,7 +225,8 @@ class CallEvaluation:
                 return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=self.cls.submodules[method]), func)
             elif method in self.cls.methods:
                 args = self._args(call)
-                return self._follow(self.cls.methods[method], call, args, skip_self=True)
+                helper = self.cls.methods[method]
+                return self._follow(helper, call, args, skip_self=not _is_static(helper))
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=injected), func)
@@ -250,6 +251,8 @@ class CallEvaluation:
             args = self._args(call)
             if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
                 return Fact(UNKNOWN)
+            if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
+                return _model_like_result(method, args)  # `self.model(x)` in a trainer class
             return self._module_method(receiver, method, args)
         args = self._args(call)
         if method in INPLACE_METHODS and receiver.kind == CPU:
@@ -299,6 +302,9 @@ class CallEvaluation:
                 return self._combine(call, self._args(call), allow_scalar=True)
         elif name.lower() in LOSS_CALLABLE_NAMES:
             return self._combine(call, self._args(call), allow_scalar=True)
+        if name == "self" and self.cls is not None and "forward" in self.cls.methods:
+            # `self(x)` inside the module: a call of its own forward, on the module's device
+            return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=self.cls.node.name.value), func)
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)
@@ -316,8 +322,8 @@ class CallEvaluation:
         if constructed is not None:
             self._args(call)
             return Fact(MODULE, factory=constructed)
-        self._args(call)
-        return UNKNOWN_FACT
+        args = self._args(call)
+        return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
         args = self._args(call)
@@ -386,3 +392,15 @@ def _without_followed(fact: Fact) -> Fact:
     if fact.kind in (DEVICE, MODULE) and fact.where == FOLLOWS:
         return UNKNOWN_FACT
     return fact
+
+
+def _is_static(func: cst.FunctionDef) -> bool:
+    return any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
+
+
+def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
+    """What `model(x)` returns when nothing else is known of `model`: where its device input is."""
+    if not any(word in name.lower() for word in MODEL_WORDS):
+        return UNKNOWN_FACT
+    device = next((f for f, _ in args if f.kind == DEVICE), None)
+    return Fact(DEVICE, where=device.where, device_expr=device.device_expr) if device is not None else UNKNOWN_FACT

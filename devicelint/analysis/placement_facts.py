@@ -182,5 +182,8 @@ TENSOR_ANNOTATIONS = frozenset(
 # Words that, in an `if` test, make a branch device-conditional (`if x.is_cuda:`).
 DEVICE_GUARD_WORDS = ("cuda", "gpu", "device", "is_available", "accelerator", "mps", "cpu", "xla", "npu", "hpu", "xpu")
 LOSS_CALLABLE_NAMES = frozenset({"criterion", "loss_fn", "loss_func", "lossfn", "loss_function", "criterion_fn"})
-MODEL_NAMES = frozenset({"model", "net", "network", "classifier"})
+# Callee names that hold a model (`model(x)`, `self.generator(z)`, `netD(fake)`): given a device
+# input, what they return is on that device. Only the result is inferred, never a meeting.
+MODEL_WORDS = ("model", "net", "encoder", "decoder", "generator", "discriminator", "backbone",
+               "classifier", "critic", "actor", "policy")
 ACCELERATOR_STRINGS = ("cuda", "mps", "xpu", "npu", "hpu", "xla")
