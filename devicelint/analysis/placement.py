@@ -116,6 +116,10 @@ class _Interpreter(CallEvaluation):
         self.seen: set[tuple[int, int, int]] = set()
         # each parameter's fact on entry, to tell assumed placements from derived ones
         self.params: Env = {}
+        # where the module's own submodules and tensors are: on its device, except in code that
+        # runs while the model is being built (nothing has been moved yet)
+        building = cls is not None and isinstance(scope, cst.FunctionDef) and analysis.construction_only(cls, scope)
+        self.own_place: str | None = None if building else FOLLOWS
 
     # -- entry -------------------------------------------------------------------------
     def run(self) -> ScopePlacement:
@@ -488,9 +492,9 @@ class _Interpreter(CallEvaluation):
             return self.env[key]
         if self.cls is not None and isinstance(node.value, cst.Name) and node.value.value == "self":
             if attr in self.cls.registered:
-                return Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device")
+                return Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
             if attr in self.cls.submodules:
-                return Fact(MODULE, where=FOLLOWS, factory=self.cls.submodules[attr])
+                return Fact(MODULE, where=self.own_place, factory=self.cls.submodules[attr])
             if attr == "device":
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT

@@ -38,6 +38,7 @@ class CallEvaluation:
     scope: cst.CSTNode
     cls: "ClassFacts | None"
     depth: int
+    own_place: str | None
     env: Env
     result: "ScopePlacement"
 
@@ -222,14 +223,14 @@ class CallEvaluation:
                 if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
                     return self._module_call(call, callee, func)
             elif method in self.cls.submodules:
-                return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=self.cls.submodules[method]), func)
+                return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.submodules[method]), func)
             elif method in self.cls.methods:
                 args = self._args(call)
                 helper = self.cls.methods[method]
                 return self._follow(helper, call, args, skip_self=not _is_static(helper))
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
-                return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=injected), func)
+                return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
         if receiver.kind == MODULE and method == "forward":
@@ -304,13 +305,13 @@ class CallEvaluation:
             return self._combine(call, self._args(call), allow_scalar=True)
         if name == "self" and self.cls is not None and "forward" in self.cls.methods:
             # `self(x)` inside the module: a call of its own forward, on the module's device
-            return self._module_call(call, Fact(MODULE, where=FOLLOWS, factory=self.cls.node.name.value), func)
+            return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.node.name.value), func)
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)
             if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
                     and inner.func.attr.value in ("parameters", "buffers")):
-                owner = self._eval(inner.func.value) if not (isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self") else Fact(MODULE, where=FOLLOWS)
+                owner = self._eval(inner.func.value) if not (isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self") else Fact(MODULE, where=self.own_place)
                 if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
                     return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
             return UNKNOWN_FACT
