@@ -250,6 +250,11 @@ class CallEvaluation:
             return replace(receiver, scalar=False) if receiver.is_tensor else UNKNOWN_FACT
         if not receiver.is_tensor and not receiver.batch:
             args = self._args(call)
+            if method == "append" and receiver.elements is not None and isinstance(receiver_node, cst.Name) and len(args) == 1:
+                # `parts.append(t)`: a list of tensors that later reaches `torch.stack(parts)`
+                kept = [e for e in receiver.elements if e != args[0][0]]
+                self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (args[0][0],))
+                return UNKNOWN_FACT
             if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
                 return Fact(UNKNOWN)
             if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
@@ -371,7 +376,7 @@ class CallEvaluation:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
             return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
-        key = (id(func), tuple(sorted(
+        key = (id(func), self.own_place, tuple(sorted(
             (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
             for k, v in bound.items()
         )))
@@ -379,6 +384,8 @@ class CallEvaluation:
         if cached is None:
             owner = cls if cls is not None else self.cls if skip_self else None
             interpreter = type(self)(self.ctx, self.analysis, func, owner, bound, self.depth + 1)
+            if self.own_place is None:
+                interpreter.own_place = None  # called while the model is being built
             cached = interpreter.run()
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)

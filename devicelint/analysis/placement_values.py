@@ -120,6 +120,9 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
         return b or UNKNOWN_FACT
     if b is None or a == b:
         return a
+    if a.elements == () or b.elements == ():
+        # an empty list on one path, the same list after `append`s on the other
+        return b if a.elements == () else a
     if a.elements is not None or b.elements is not None:
         # `state = self.init_hidden(...)` on one path, a parameter on the other: element-wise.
         size = len(a.elements if a.elements is not None else b.elements or ())
