@@ -337,7 +337,7 @@ class CallEvaluation:
         if on_device:
             # DataParallel and DDP move (scatter) their inputs to the device themselves.
             for fact, node in args if (callee.factory or "") not in INPUT_MOVING_WRAPPERS else ():
-                if cpu_side(fact, allow_scalar=True) and compatible(fact, callee):
+                if cpu_side(fact, allow_scalar=True) and compatible(fact, callee) and not self._lengths(node):
                     self._record(fact, node, callee, func, call, "module")
             produced = self._forward_of(call, callee, args)
             if produced.from_factory:
@@ -345,6 +345,11 @@ class CallEvaluation:
             expr = next((f.device_expr for f, _ in args if f.kind == DEVICE and f.device_expr), None)
             return Fact(DEVICE, where=callee.where, device_expr=expr)
         return self._combine(call, args, allow_scalar=True)
+
+    def _lengths(self, node: cst.CSTNode) -> bool:
+        """Sequence lengths handed to a module (`self.rnn(x, torch.tensor(lengths))`): packing
+        wants them on the CPU."""
+        return "len" in self.ctx.code_for(node).lower()
 
     def _forward_of(self, call: cst.Call, callee: Fact, args: list) -> Fact:
         """What calling a module of a class defined in this file returns, from its `forward`."""
