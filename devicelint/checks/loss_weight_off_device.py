@@ -4,8 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_facts import CPU
+from devicelint.analysis.facts import Place, file_facts
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -28,8 +27,9 @@ def _direct_cpu_factory(ctx: FileContext, value: cst.BaseExpression) -> bool:
 
 
 def _cpu_weight(ctx: FileContext, value: cst.BaseExpression) -> bool:
-    fact = value_kind(ctx, value)
-    if fact.kind == CPU:
+    fact = file_facts(ctx).value(value)
+    place = file_facts(ctx).place_of(value)
+    if place is Place.HOST:
         return fact.from_factory
     if fact.kind != "unknown" or fact.where is not None:
         return False

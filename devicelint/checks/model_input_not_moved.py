@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from devicelint.analysis.placement import Meeting, file_placement
+from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -45,7 +45,9 @@ class ModelInputNotMoved(Rule):
     (also through `enumerate`, `tqdm` and `iter`), are followed, and only when the model is
     moved in the same function. A batch moved by a helper, by `accelerate`, by Lightning or
     inside the model is not tracked and not reported; a whole batch that is not unpacked is
-    only followed through indexing (`batch[0]`, `batch["x"]`).
+    only followed through indexing (`batch[0]`, `batch["x"]`). A model wrapped in
+    `nn.DataParallel` or `DistributedDataParallel` moves (scatters) its inputs itself, so CPU
+    inputs handed to the wrapper are not reported.
     """
 
     code = "DL105"
@@ -56,7 +58,7 @@ class ModelInputNotMoved(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
-        for meeting in file_placement(ctx).meetings:
+        for meeting in file_facts(ctx).meetings:
             if not meeting.cpu.batch or meeting.cpu.origin is None or id(meeting.cpu.origin) in reported:
                 continue
             reported.add(id(meeting.cpu.origin))

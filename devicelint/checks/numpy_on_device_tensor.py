@@ -4,8 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
+from devicelint.analysis.facts import file_facts
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -54,12 +53,12 @@ class NumpyOnDeviceTensor(Rule):
     tokens = ("numpy",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not call.args):
                 continue
-            fact = value_kind(ctx, func.value)
-            if fact.kind != DEVICE or fact.where != ACCELERATOR:
+            if not facts.is_device_tensor(func.value, certain=True):
                 continue
             receiver = ctx.code_for(func.value)
             fixed = f"{receiver}.cpu().numpy()"

@@ -4,8 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import Meeting, file_placement, placement_of_function
-from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -24,9 +23,15 @@ class TensorCreatedOffDevice(Rule):
     Flags a tensor created by a torch factory without `device=` (`torch.arange(n)`,
     `torch.ones(n, n).tril()`, `torch.zeros(layers, batch, hidden)`, `torch.eye(n)`,
     `torch.tensor(0.)` used as an accumulator...) in code that runs on the device, when that
-    tensor then meets a device tensor in an operation, is passed to a module, or is returned
-    from `forward`. Device code is a module's `forward` path and the helpers it calls, a
-    function taking tensors, and a training or evaluation loop that moves its model or batches.
+    tensor then meets a device tensor in an operation, is passed to a module, is written into a
+    device tensor (as the values, or as a boolean mask), or is returned from `forward`.
+    Device code is a module's `forward` path and the helpers it calls (methods, static
+    methods, module-level functions, `self(...)` and the `forward` of submodules defined in the
+    file), Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function
+    taking tensors, trainer classes that keep `self.device`, and a training or evaluation loop
+    that moves its model or batches. The CPU tensor is followed through casts, arithmetic
+    (reflected operators too), comparisons, comprehensions, lists built with `append`, and
+    `torch.stack`/`torch.cat`/`torch.meshgrid`, and across calls a few levels deep.
 
     ## Why it is a bug on a GPU
     Factories create tensors on the CPU unless told otherwise. On a CPU-only test run the code
@@ -60,12 +65,17 @@ class TensorCreatedOffDevice(Rule):
     No automatic fix: the right device expression depends on the code.
 
     ## Known limits
-    The analysis is per function and follows calls to methods and functions of the same file
-    one level deep. A tensor whose placement it cannot prove (built from a variable that may be
-    a tensor, passed through an unknown function, created under a device check such as
-    `if x.is_cuda:`) is not reported. 0-dim CPU tensors (`torch.tensor(2.0)`) are allowed by
-    PyTorch in elementwise operations with device tensors and are only reported as in-place
-    accumulators. Indexing a device tensor with a CPU index tensor is allowed and not reported.
+    The analysis is per file: it follows calls to methods and functions of the same file up to
+    three levels deep, and a submodule's `forward` when its class is defined in the file. A
+    tensor whose placement it cannot prove (built from a variable that may be a tensor, passed
+    through an unknown function, created under a device check such as `if x.is_cuda:`, or in a
+    file that makes CUDA the default device) is not reported. Code that runs while the model is
+    built (`__init__` and helpers called only from it) is never device code. 0-dim CPU tensors
+    (`torch.tensor(2.0)`) are allowed by PyTorch in elementwise operations with device tensors
+    and are only reported as in-place accumulators or where one branch replaces them with a
+    device tensor (their device then depends on the path). Indexing a device tensor with a CPU
+    index tensor is allowed and not reported; sequence lengths handed to a module may stay on
+    the CPU (packing wants them there).
     """
 
     code = "DL101"
@@ -76,7 +86,7 @@ class TensorCreatedOffDevice(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
-        for meeting in file_placement(ctx).meetings:
+        for meeting in file_facts(ctx).meetings:
             cpu = meeting.cpu
             if not cpu.from_factory or cpu.origin is None or id(cpu.origin) in reported:
                 continue
@@ -141,13 +151,14 @@ def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.Functio
         if isinstance(meeting.device_node, cst.Name):
             return f"{meeting.device_node.value}.device"
     # The factory sits in a helper or a caller of the place where the tensors meet.
-    placement = placement_of_function(ctx, function if function is not None else ctx.module)
+    facts = file_facts(ctx)
+    placement = facts.scope(function if function is not None else ctx.module)
     if placement.device_params:
         return f"{placement.device_params[0]}.device"
     cls = ctx.index.enclosing_class(function) if function is not None else None
-    facts = class_facts(ctx).get(cls.name.value) if cls is not None else None
-    if facts is not None:
-        return "self.device" if facts.has_device else "next(self.parameters()).device"
+    model = facts.class_model(cls.name.value) if cls is not None else None
+    if model is not None:
+        return "self.device" if model.has_device else "next(self.parameters()).device"
     return "device"
 
 

@@ -1,0 +1,79 @@
+"""The analysis API that checks ask: where does this value live, and where do CPU and device
+values meet?
+
+Every answer comes from one engine, the placement interpreter (`placement.py`, with calls in
+`placement_calls.py`, values in `placement_facts.py`/`placement_values.py` and the module
+class model in `placement_classes.py`). Checks read `file_facts(ctx)` instead of re-deriving
+placement from names or re-recognising moves, so two rules cannot disagree about one value.
+Heuristics that trade recall for precision stay in the rules that want them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.placement import FilePlacement, Meeting, ScopePlacement, file_placement
+from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FOLLOWS, MODULE, UNKNOWN_FACT, Fact
+from devicelint.context import FileContext
+
+__all__ = ["Place", "FileFacts", "file_facts", "Meeting", "Fact"]
+
+
+class Place(enum.Enum):
+    """Where a tensor lives, as far as the file shows."""
+
+    HOST = "host"  # made or moved to the CPU
+    DEVICE = "device"  # made on or moved to an accelerator
+    FOLLOWS = "follows"  # wherever the module's parameters or the function's inputs are
+    UNKNOWN = "unknown"  # nothing proven: never a finding on its own
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    ctx: FileContext
+    placement: FilePlacement
+
+    def value(self, expr: cst.CSTNode) -> Fact:
+        """The engine's fact for one expression, where its scope evaluated it."""
+        scope: cst.CSTNode = self.ctx.index.enclosing_function(expr) or self.ctx.module
+        found = self.placement.scopes.get(id(scope))
+        return found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
+
+    def place_of(self, expr: cst.CSTNode) -> Place:
+        fact = self.value(expr)
+        if fact.kind == CPU:
+            return Place.HOST
+        if fact.kind == DEVICE:
+            return Place.DEVICE if fact.where == ACCELERATOR else Place.FOLLOWS if fact.where == FOLLOWS else Place.UNKNOWN
+        return Place.UNKNOWN
+
+    def is_device_tensor(self, expr: cst.CSTNode, certain: bool = False) -> bool:
+        """On the device: certainly (moved or made there) or, unless `certain`, also where the
+        module's parameters or the inputs are."""
+        place = self.place_of(expr)
+        return place is Place.DEVICE or (not certain and place is Place.FOLLOWS)
+
+    def is_module(self, expr: cst.CSTNode) -> bool:
+        return self.value(expr).kind == MODULE
+
+    @property
+    def meetings(self) -> list[Meeting]:
+        """Every place where a CPU tensor meets a device tensor or a module on the device."""
+        return self.placement.meetings
+
+    def scope(self, node: cst.CSTNode) -> ScopePlacement:
+        """The facts of one function (or of the module's top-level code)."""
+        return self.placement.scopes[id(node)]
+
+    def class_model(self, name: str) -> ClassFacts | None:
+        """Submodules, registered tensors and plain attributes of a module class of this file."""
+        return class_facts(self.ctx).get(name)
+
+
+def file_facts(ctx: FileContext) -> FileFacts:
+    """The file's facts (memoised per file)."""
+    return ctx.shared("facts", lambda c: FileFacts(c, file_placement(c)))
