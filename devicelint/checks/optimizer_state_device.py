@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.placement_facts import MODEL_WORDS
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -28,6 +29,10 @@ def _moved_model(call: cst.Call) -> str | None:
             return None
         return func.value.value
     return None
+
+
+# The model of an optimizer that the function receives: any module moved after the load.
+ANY_MODEL = "<any model>"
 
 
 @register
@@ -63,8 +68,10 @@ class OptimizerStateDevice(Rule):
     No automatic fix: the statements have to be reordered.
 
     ## Known limits
-    Only optimizers of `torch.optim` built from `<name>.parameters()` and moves of that same
-    name in the same function are considered. Building the optimizer before `model.to(device)`
+    Only optimizers of `torch.optim` built from `<name>.parameters()` (then a move of that same
+    name), or optimizers the function receives under a name containing `optim` (then a move of
+    a name whose state the function also loaded, or that names a model), in the same function
+    are considered. Building the optimizer before `model.to(device)`
     without loading a state is not reported: `Module.to` moves parameters in place, so the
     optimizer keeps working.
     """
@@ -79,6 +86,7 @@ class OptimizerStateDevice(Rule):
         # Calls in source order, grouped by scope (function or module code).
         optimizers: dict[tuple[int, str], str] = {}  # (scope, optimizer name) -> model name
         loads: dict[int, list[tuple[cst.Call, str]]] = {}  # scope -> (load call, model)
+        loaded: dict[int, set[str]] = {}  # scope -> names whose (module) state was loaded
         for call in ctx.index.of_type(cst.Call):
             scope = id(ctx.index.enclosing_function(call) or ctx.module)
             model = _optimizer_of(ctx, call)
@@ -89,14 +97,20 @@ class OptimizerStateDevice(Rule):
                 continue
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and isinstance(func.value, cst.Name):
-                owner = optimizers.get((scope, func.value.value))
+                name = func.value.value
+                owner = optimizers.get((scope, name))
+                if owner is None and "optim" in name.lower():
+                    owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
                 if owner is not None:
                     loads.setdefault(scope, []).append((call, owner))
+                else:
+                    loaded.setdefault(scope, set()).add(name)
                 continue
             moved = _moved_model(call)
             if moved is None:
                 continue
             pending = loads.get(scope, [])
-            for load, owner in [p for p in pending if p[1] == moved]:
-                pending.remove((load, owner))
-                yield self.violation(load, call=ctx.code_for(load), model=owner, move=ctx.code_for(call))
+            is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
+            for entry in [p for p in pending if p[1] == moved or (p[1] is ANY_MODEL and is_model)]:
+                pending.remove(entry)
+                yield self.violation(entry[0], call=ctx.code_for(entry[0]), model=moved, move=ctx.code_for(call))
