@@ -88,10 +88,21 @@ class TensorCreatedOffDevice(Rule):
         reported: set[int] = set()
         for meeting in file_facts(ctx).meetings:
             cpu = meeting.cpu
-            if not cpu.from_factory or cpu.origin is None or id(cpu.origin) in reported:
+            if not cpu.from_factory or cpu.origin is None:
                 continue
-            reported.add(id(cpu.origin))
+            # One finding per statement: `h = (torch.zeros(...), torch.zeros(...))` is one fix.
+            statement = _statement_of(ctx, cpu.origin)
+            if id(statement) in reported:
+                continue
+            reported.add(id(statement))
             yield self.violation(cpu.origin, **_describe(ctx, meeting))
+
+
+def _statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return ancestor
+    return node
 
 
 def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
