@@ -3,9 +3,11 @@
 A small abstract interpretation, one pass per function (and one for the module's top-level
 code), in source order. Facts (`placement_facts.Fact`) flow through assignments, tuple
 unpacking, augmented assignment, conditional expressions, `if`/`for`/`while`/`with`/`try`
-blocks and returns. Calls to methods of the same class and to functions of the same file are
-followed one level deep. No whole-program analysis: anything unresolved is `unknown`, and
-unknown never produces a finding.
+blocks, comprehensions, lists built with `append`, subscript writes and returns. Calls to
+methods of the same class, to functions of the same file, to `self(...)` and to submodules
+whose class is in the file are followed up to three levels deep (each distinct set of
+argument facts once per file). No whole-program analysis: anything unresolved is `unknown`,
+and unknown never produces a finding. Checks ask through `facts.file_facts(ctx)`.
 
 Public API (every result memoised per file through `ctx.shared`):
 
@@ -16,7 +18,8 @@ Public API (every result memoised per file through `ctx.shared`):
 - `value_kind(ctx, expr)`: the `Fact` of one expression where it was evaluated
   (`UNKNOWN_FACT` when the analysis has nothing to say).
 
-Statements and plain expressions are interpreted here; calls (factories, moves, tensor methods,
+Statements and plain expressions are interpreted here; the driver, the results and the file's
+call-graph questions are in `placement_program.py`; calls (factories, moves, tensor methods,
 module calls, followed helpers) in `placement_calls.py`; the values themselves are described in
 `placement_facts.py` and combined by `placement_values.py`; module classes are read by
 `placement_classes.py`.
@@ -24,22 +27,20 @@ module calls, followed helpers) in `placement_calls.py`; the values themselves a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import libcst as cst
 
 from devicelint.analysis.placement_calls import CallEvaluation
-from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
+from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS, MODULE, MOVE_METHODS, NON_TENSOR_FUNCTIONS, TENSOR_NAMESPACES,
-    TENSOR_ONLY_METHODS, UNKNOWN,
-    UNKNOWN_FACT, Fact,
+    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, MOVE_METHODS, UNKNOWN, UNKNOWN_FACT, Fact,
 )
+from devicelint.analysis.placement_program import FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
-    LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact, devicey, flatten,
-    is_device_guard, join, join_envs, looks_like_device_name, string_value,
+    DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact,
+    devicey, flatten, is_device_guard, join, join_envs, looks_like_device_name, string_value,
 )
-from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
 __all__ = [
@@ -52,56 +53,14 @@ _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "g
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
-_MAX_NESTED_SCOPES = 6
-# Function and file names of data preparation, where CPU tensors are right.
-_DATA_WORDS = ("collat", "preprocess", "processing", "processor", "tokeniz", "feature_extract", "dataset", "transform")
 _CONFIG_NAMES = frozenset(
     {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "settings", "options",
      "training_args", "train_args", "model", "net", "trainer", "accelerator", "self"}
 )
 
 
-@dataclass(frozen=True)
-class Meeting:
-    """A CPU tensor meets a device tensor (or a module on a device) at `node`.
-
-    `how` is "op" (an operator, a torch function or a tensor method), "module" (passed to a
-    module), "return" (returned from `forward`) or "inplace" (the CPU tensor is the target of
-    an in-place update with a device value).
-    """
-
-    cpu: Fact
-    cpu_node: cst.CSTNode
-    device: Fact
-    device_node: cst.CSTNode | None
-    node: cst.CSTNode
-    how: str
-    scope: cst.CSTNode
-
-
-@dataclass
-class ScopePlacement:
-    """The placement facts of one function (or of a module's top-level code)."""
-
-    node: cst.CSTNode
-    name: str
-    cls: ClassFacts | None
-    facts: Env = field(default_factory=dict)
-    returns: Fact | None = None
-    meetings: list[Meeting] = field(default_factory=list)
-    # id(expression) -> its Fact, for expressions whose fact is not unknown
-    expr_facts: dict[int, Fact] = field(default_factory=dict)
-    device_params: list[str] = field(default_factory=list)
-
-
-@dataclass
-class FilePlacement:
-    scopes: dict[int, ScopePlacement]
-    meetings: list[Meeting]
-
-
 class _Interpreter(CallEvaluation):
-    def __init__(self, ctx: FileContext, analysis: "_FileAnalysis", scope: cst.CSTNode,
+    def __init__(self, ctx: FileContext, analysis: "FileAnalysis", scope: cst.CSTNode,
                  cls: ClassFacts | None, bound: Env | None, depth: int) -> None:
         self.ctx = ctx
         self.analysis = analysis
@@ -167,10 +126,10 @@ class _Interpreter(CallEvaluation):
         if self._in_class(func):
             return False
         name = func.name.value.lower()
-        if any(word in name for word in _DATA_WORDS):
+        if any(word in name for word in DATA_WORDS):
             return False
         path = self.ctx.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-        return not any(word in path for word in _DATA_WORDS)
+        return not any(word in path for word in DATA_WORDS)
 
     def _in_class(self, func: cst.FunctionDef) -> bool:
         return isinstance(self.ctx.index.parent(self.ctx.index.parent(func) or func), cst.ClassDef)
@@ -580,200 +539,9 @@ class _Interpreter(CallEvaluation):
             self.result.meetings.append(Meeting(cpu, cpu_node, device, device_node, node, how, self.scope))
 
 
-def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) -> str | None:
-    """The name that a torch function's first argument shows to be a tensor: `x` in
-    `F.cross_entropy(x, ...)` (functional ops take a tensor first) or in `torch.op(x.float())`
-    (a Python number has no `.float()`). `torch.pow(theta, ...)` says nothing about `theta`."""
-    casts = 0
-    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-           and node.func.attr.value in ("float", "double", "half", "long", "detach", "contiguous")):
-        node = node.func.value
-        casts += 1
-    if not isinstance(node, cst.Name):
-        return None
-    functional = (ctx.qualified_name(call.func) or "").startswith("torch.nn.functional.")
-    return node.value if casts or functional else None
-
-
-def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
-    """`__init__` and the methods called (as `self.m(...)` or `Class.m(...)`) only from it or
-    from other such methods."""
-    callers: dict[str, set[str]] = {name: set() for name in cls.methods}
-    for name, method in cls.methods.items():
-        for node in ctx.index.walk(method):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                owner = node.func.value
-                callee = node.func.attr.value
-                if callee in callers and isinstance(owner, cst.Name) and owner.value in ("self", "cls", cls.node.name.value):
-                    callers[callee].add(name)
-    found = {"__init__"}
-    changed = True
-    while changed:
-        changed = False
-        for name, by in callers.items():
-            if name not in found and by and by <= found:
-                found.add(name)
-                changed = True
-    return found
-
-
-class _FileAnalysis:
-    def __init__(self, ctx: FileContext) -> None:
-        self.ctx = ctx
-        self.classes = class_facts(ctx)
-        self.functions: dict[str, cst.FunctionDef] = {
-            stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)
-        }
-        self.scopes: dict[int, ScopePlacement] = {}
-        self.followed: dict[tuple, ScopePlacement] = {}
-        self.extra_meetings: list[Meeting] = []
-        # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
-        self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
-        # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
-        self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
-        index = ctx.index
-        for node in index.of_type(cst.Attribute):
-            if node.attr.value in TENSOR_ONLY_METHODS and isinstance(node.value, cst.Name):
-                func = index.enclosing_function(node)
-                if func is not None:
-                    self.tensor_uses.setdefault(id(func), []).append((node.value.value, None))
-        for call in index.of_type(cst.Call):
-            # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
-            first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
-            name = _tensor_argument(ctx, call, first.value) if first is not None else None
-            if name is not None and self._takes_tensors(call):
-                func = index.enclosing_function(call)
-                if func is not None:
-                    self.tensor_uses.setdefault(id(func), []).append((name, None))
-        if self.classes:
-            for call in index.of_type(cst.Call):
-                attr = self_attribute(call.func)
-                if attr is None:
-                    continue
-                names = [a.value.value for a in call.args if isinstance(a.value, cst.Name) and not a.star]
-                if names:
-                    func = index.enclosing_function(call)
-                    if func is not None:
-                        self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
-        self._class_of: dict[int, ClassFacts] = {}
-        self._lightning: set[str] | None = None
-        self._injected: dict[int, set[str]] = {}
-        self._injected_class: dict[tuple[int, str], str | None] = {}
-        self._construction: dict[int, set[str]] = {}
-        self.active = 0
-        for facts in self.classes.values():
-            for method in facts.methods.values():
-                self._class_of[id(method)] = facts
-
-    def _takes_tensors(self, call: cst.Call) -> bool:
-        qualified = self.ctx.qualified_name(call.func)
-        if qualified is None or not qualified.startswith("torch."):
-            return False
-        last = qualified.rsplit(".", 1)[-1]
-        namespace = qualified[: len(qualified) - len(last)]
-        return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS and last not in FACTORIES
-                and not last[:1].isupper() and not last.startswith("_"))
-
-    def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
-        """Whether a module method runs only while the model is built: `__init__` itself, or a
-        helper that the class calls only from `__init__` (directly or through such helpers).
-        Nothing is on the device yet there, whatever its parameters are."""
-        key = id(cls)
-        if key not in self._construction:
-            self._construction[key] = _construction_methods(self.ctx, cls)
-        return func.name.value in self._construction[key]
-
-    def is_lightning(self, cls: ClassFacts) -> bool:
-        """Whether a module class derives from a LightningModule (through same-file bases too)."""
-        if self._lightning is None:
-            self._lightning = set()
-            classes = {facts.node.name.value: facts.node for facts in self.classes.values()}
-            changed = True
-            while changed:
-                changed = False
-                for name, node in classes.items():
-                    bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in node.bases]
-                    if name not in self._lightning and any(b == "LightningModule" or b in self._lightning for b in bases):
-                        self._lightning.add(name)
-                        changed = True
-        return cls.node.name.value in self._lightning
-
-    def injected_modules(self, cls: ClassFacts) -> set[str]:
-        """Attributes that `__init__` sets from its own parameters (`self.encoder = encoder`):
-        called as `self.encoder(x)`, they are submodules handed in by the caller."""
-        found = self._injected.get(id(cls))
-        if found is None:
-            found = set()
-            init = cls.methods.get("__init__")
-            if init is not None:
-                params = {p.name.value for p in init.params.params} | {p.name.value for p in init.params.kwonly_params}
-                for attr, value, method in cls.assignments:
-                    if (method is init and isinstance(value, cst.Name) and value.value in params
-                            and not any(word in attr.lower() for word in _DATA_WORDS)):
-                        found.add(attr)
-            self._injected[id(cls)] = found
-        return found
-
-    def injected_class(self, cls: ClassFacts, attr: str) -> str | None:
-        """The module class that every construction of `cls` in this file hands in for the
-        injected attribute `attr` (`Summer(Encoding(dim))` gives `Encoding`), or None."""
-        key = (id(cls), attr)
-        if key not in self._injected_class:
-            self._injected_class[key] = self._constructed_argument(cls, attr)
-        return self._injected_class[key]
-
-    def _constructed_argument(self, cls: ClassFacts, attr: str) -> str | None:
-        init = cls.methods["__init__"]
-        param = next((value.value for name, value, method in cls.assignments
-                      if name == attr and method is init and isinstance(value, cst.Name)), None)
-        names = [p.name.value for p in init.params.params][1:]
-        position = names.index(param) if param in names else None
-        found: set[str | None] = set()
-        for call in self.ctx.index.of_type(cst.Call):
-            if not (isinstance(call.func, cst.Name) and call.func.value == cls.node.name.value):
-                continue
-            positional = [a for a in call.args if a.keyword is None and not a.star]
-            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
-            if arg is None and position is not None and position < len(positional):
-                arg = positional[position]
-            found.add(module_constructor(self.ctx, arg.value) if arg is not None else None)
-        if len(found) == 1:
-            only = found.pop()
-            return only if only in self.classes else None
-        return None
-
-    def scope(self, node: cst.CSTNode) -> ScopePlacement:
-        found = self.scopes.get(id(node))
-        if found is None:
-            # Placeholder first: a recursive call reaching this scope sees an empty summary.
-            self.scopes[id(node)] = ScopePlacement(node=node, name="", cls=None)
-            self.active += 1
-            try:
-                found = _Interpreter(self.ctx, self, node, self._class_of.get(id(node)), None, 0).run()
-            finally:
-                self.active -= 1
-            self.scopes[id(node)] = found
-        return found
-
-    def returns_of(self, node: cst.FunctionDef) -> Fact | None:
-        """What a same-file function returns, analysing it now unless a long chain of calls is
-        already being analysed (a chain of helpers must not exhaust the stack)."""
-        found = self.scopes.get(id(node))
-        if found is None and self.active < _MAX_NESTED_SCOPES:
-            found = self.scope(node)
-        return found.returns if found is not None else None
-
-    def run(self) -> FilePlacement:
-        self.scope(self.ctx.module)
-        for func in self.ctx.index.of_type(cst.FunctionDef):
-            self.scope(func)
-        meetings = [m for s in self.scopes.values() for m in s.meetings] + self.extra_meetings
-        return FilePlacement(scopes=self.scopes, meetings=meetings)
-
-
 def file_placement(ctx: FileContext) -> FilePlacement:
     """Every scope's placement facts and every CPU/device meeting of the file (memoised)."""
-    return ctx.shared("placement", lambda c: _FileAnalysis(c).run())
+    return ctx.shared("placement", lambda c: FileAnalysis(c, _Interpreter).run())
 
 
 def placement_of_function(ctx: FileContext, node: cst.CSTNode) -> ScopePlacement:

@@ -16,6 +16,8 @@ from devicelint.analysis.placement_facts import (
 )
 from devicelint.context import FileContext
 
+# Function and file names of data preparation, where CPU tensors are right.
+DATA_WORDS = ("collat", "preprocess", "processing", "processor", "tokeniz", "feature_extract", "dataset", "transform")
 # A Python number (`2`, `0.5`): combined with a CPU tensor it stays on the CPU.
 NUMBER = Fact(UNKNOWN, where="number")
 # A `torch.utils.data.DataLoader`: iterating it yields CPU batches.

@@ -1,0 +1,258 @@
+"""What the file holds for the placement engine, and the driver that runs it: every scope's
+interpretation, the same-file call graph questions (construction-time methods, injected
+submodules, Lightning classes), and the results (`Meeting`, `ScopePlacement`,
+`FilePlacement`). The interpreter itself is in `placement.py` (statements and expressions)
+and `placement_calls.py` (calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
+from devicelint.analysis.placement_facts import (
+    FACTORIES, NON_TENSOR_FUNCTIONS, TENSOR_NAMESPACES, TENSOR_ONLY_METHODS, Fact,
+)
+from devicelint.analysis.placement_values import DATA_WORDS, Env
+from devicelint.context import FileContext
+
+# A chain of helpers analysed one inside another stops here (the stack must not run out).
+_MAX_NESTED_SCOPES = 6
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """A CPU tensor meets a device tensor (or a module on a device) at `node`.
+
+    `how` is "op" (an operator, a torch function or a tensor method), "module" (passed to a
+    module), "return" (returned from `forward`) or "inplace" (the CPU tensor is the target of
+    an in-place update with a device value).
+    """
+
+    cpu: Fact
+    cpu_node: cst.CSTNode
+    device: Fact
+    device_node: cst.CSTNode | None
+    node: cst.CSTNode
+    how: str
+    scope: cst.CSTNode
+
+
+@dataclass
+class ScopePlacement:
+    """The placement facts of one function (or of a module's top-level code)."""
+
+    node: cst.CSTNode
+    name: str
+    cls: ClassFacts | None
+    facts: Env = field(default_factory=dict)
+    returns: Fact | None = None
+    meetings: list[Meeting] = field(default_factory=list)
+    # id(expression) -> its Fact, for expressions whose fact is not unknown
+    expr_facts: dict[int, Fact] = field(default_factory=dict)
+    device_params: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FilePlacement:
+    scopes: dict[int, ScopePlacement]
+    meetings: list[Meeting]
+
+# (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
+InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], "object"]
+
+
+def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) -> str | None:
+    """The name that a torch function's first argument shows to be a tensor: `x` in
+    `F.cross_entropy(x, ...)` (functional ops take a tensor first) or in `torch.op(x.float())`
+    (a Python number has no `.float()`). `torch.pow(theta, ...)` says nothing about `theta`."""
+    casts = 0
+    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+           and node.func.attr.value in ("float", "double", "half", "long", "detach", "contiguous")):
+        node = node.func.value
+        casts += 1
+    if not isinstance(node, cst.Name):
+        return None
+    functional = (ctx.qualified_name(call.func) or "").startswith("torch.nn.functional.")
+    return node.value if casts or functional else None
+
+
+def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
+    """`__init__` and the methods called (as `self.m(...)` or `Class.m(...)`) only from it or
+    from other such methods."""
+    callers: dict[str, set[str]] = {name: set() for name in cls.methods}
+    for name, method in cls.methods.items():
+        for node in ctx.index.walk(method):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                owner = node.func.value
+                callee = node.func.attr.value
+                if callee in callers and isinstance(owner, cst.Name) and owner.value in ("self", "cls", cls.node.name.value):
+                    callers[callee].add(name)
+    found = {"__init__"}
+    changed = True
+    while changed:
+        changed = False
+        for name, by in callers.items():
+            if name not in found and by and by <= found:
+                found.add(name)
+                changed = True
+    return found
+
+
+class FileAnalysis:
+    def __init__(self, ctx: FileContext, interpreter: "InterpreterFactory") -> None:
+        self.ctx = ctx
+        self.interpreter = interpreter
+        self.classes = class_facts(ctx)
+        self.functions: dict[str, cst.FunctionDef] = {
+            stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)
+        }
+        self.scopes: dict[int, ScopePlacement] = {}
+        self.followed: dict[tuple, ScopePlacement] = {}
+        self.extra_meetings: list[Meeting] = []
+        # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
+        self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
+        # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
+        self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
+        index = ctx.index
+        for node in index.of_type(cst.Attribute):
+            if node.attr.value in TENSOR_ONLY_METHODS and isinstance(node.value, cst.Name):
+                func = index.enclosing_function(node)
+                if func is not None:
+                    self.tensor_uses.setdefault(id(func), []).append((node.value.value, None))
+        for call in index.of_type(cst.Call):
+            # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
+            first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
+            name = _tensor_argument(ctx, call, first.value) if first is not None else None
+            if name is not None and self._takes_tensors(call):
+                func = index.enclosing_function(call)
+                if func is not None:
+                    self.tensor_uses.setdefault(id(func), []).append((name, None))
+        if self.classes:
+            for call in index.of_type(cst.Call):
+                attr = self_attribute(call.func)
+                if attr is None:
+                    continue
+                names = [a.value.value for a in call.args if isinstance(a.value, cst.Name) and not a.star]
+                if names:
+                    func = index.enclosing_function(call)
+                    if func is not None:
+                        self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
+        self._class_of: dict[int, ClassFacts] = {}
+        self._lightning: set[str] | None = None
+        self._injected: dict[int, set[str]] = {}
+        self._injected_class: dict[tuple[int, str], str | None] = {}
+        self._construction: dict[int, set[str]] = {}
+        self.active = 0
+        for facts in self.classes.values():
+            for method in facts.methods.values():
+                self._class_of[id(method)] = facts
+
+    def _takes_tensors(self, call: cst.Call) -> bool:
+        qualified = self.ctx.qualified_name(call.func)
+        if qualified is None or not qualified.startswith("torch."):
+            return False
+        last = qualified.rsplit(".", 1)[-1]
+        namespace = qualified[: len(qualified) - len(last)]
+        return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS and last not in FACTORIES
+                and not last[:1].isupper() and not last.startswith("_"))
+
+    def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
+        """Whether a module method runs only while the model is built: `__init__` itself, or a
+        helper that the class calls only from `__init__` (directly or through such helpers).
+        Nothing is on the device yet there, whatever its parameters are."""
+        key = id(cls)
+        if key not in self._construction:
+            self._construction[key] = _construction_methods(self.ctx, cls)
+        return func.name.value in self._construction[key]
+
+    def is_lightning(self, cls: ClassFacts) -> bool:
+        """Whether a module class derives from a LightningModule (through same-file bases too)."""
+        if self._lightning is None:
+            self._lightning = set()
+            classes = {facts.node.name.value: facts.node for facts in self.classes.values()}
+            changed = True
+            while changed:
+                changed = False
+                for name, node in classes.items():
+                    bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in node.bases]
+                    if name not in self._lightning and any(b == "LightningModule" or b in self._lightning for b in bases):
+                        self._lightning.add(name)
+                        changed = True
+        return cls.node.name.value in self._lightning
+
+    def injected_modules(self, cls: ClassFacts) -> set[str]:
+        """Attributes that `__init__` sets from its own parameters (`self.encoder = encoder`):
+        called as `self.encoder(x)`, they are submodules handed in by the caller."""
+        found = self._injected.get(id(cls))
+        if found is None:
+            found = set()
+            init = cls.methods.get("__init__")
+            if init is not None:
+                params = {p.name.value for p in init.params.params} | {p.name.value for p in init.params.kwonly_params}
+                for attr, value, method in cls.assignments:
+                    if (method is init and isinstance(value, cst.Name) and value.value in params
+                            and not any(word in attr.lower() for word in DATA_WORDS)):
+                        found.add(attr)
+            self._injected[id(cls)] = found
+        return found
+
+    def injected_class(self, cls: ClassFacts, attr: str) -> str | None:
+        """The module class that every construction of `cls` in this file hands in for the
+        injected attribute `attr` (`Summer(Encoding(dim))` gives `Encoding`), or None."""
+        key = (id(cls), attr)
+        if key not in self._injected_class:
+            self._injected_class[key] = self._constructed_argument(cls, attr)
+        return self._injected_class[key]
+
+    def _constructed_argument(self, cls: ClassFacts, attr: str) -> str | None:
+        init = cls.methods["__init__"]
+        param = next((value.value for name, value, method in cls.assignments
+                      if name == attr and method is init and isinstance(value, cst.Name)), None)
+        names = [p.name.value for p in init.params.params][1:]
+        position = names.index(param) if param in names else None
+        found: set[str | None] = set()
+        for call in self.ctx.index.of_type(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == cls.node.name.value):
+                continue
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            if arg is None and position is not None and position < len(positional):
+                arg = positional[position]
+            found.add(module_constructor(self.ctx, arg.value) if arg is not None else None)
+        if len(found) == 1:
+            only = found.pop()
+            return only if only in self.classes else None
+        return None
+
+    def scope(self, node: cst.CSTNode) -> ScopePlacement:
+        found = self.scopes.get(id(node))
+        if found is None:
+            # Placeholder first: a recursive call reaching this scope sees an empty summary.
+            self.scopes[id(node)] = ScopePlacement(node=node, name="", cls=None)
+            self.active += 1
+            try:
+                found = self.interpreter(self.ctx, self, node, self._class_of.get(id(node)), None, 0).run()
+            finally:
+                self.active -= 1
+            self.scopes[id(node)] = found
+        return found
+
+    def returns_of(self, node: cst.FunctionDef) -> Fact | None:
+        """What a same-file function returns, analysing it now unless a long chain of calls is
+        already being analysed (a chain of helpers must not exhaust the stack)."""
+        found = self.scopes.get(id(node))
+        if found is None and self.active < _MAX_NESTED_SCOPES:
+            found = self.scope(node)
+        return found.returns if found is not None else None
+
+    def run(self) -> FilePlacement:
+        self.scope(self.ctx.module)
+        for func in self.ctx.index.of_type(cst.FunctionDef):
+            self.scope(func)
+        meetings = [m for s in self.scopes.values() for m in s.meetings] + self.extra_meetings
+        return FilePlacement(scopes=self.scopes, meetings=meetings)
