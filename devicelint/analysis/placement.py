@@ -34,7 +34,7 @@ import libcst as cst
 from devicelint.analysis.placement_calls import CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, MOVE_METHODS, UNKNOWN, UNKNOWN_FACT, Fact,
+    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
 )
 from devicelint.analysis.placement_program import FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
@@ -283,8 +283,8 @@ class _Interpreter(CallEvaluation):
     def _expression_statement(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)
         # `model.to(device)` moves a module in place; for a tensor it does nothing (DL104).
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVE_METHODS:
-            receiver = value.func.value
+        if move_call(value) is not None:
+            receiver = value.func.value  # type: ignore[attr-defined]
             key = self._key(receiver)
             if key is not None and not self._fact_of(receiver).is_tensor:
                 where = fact.where if fact.where in (ACCELERATOR, "cpu") else None

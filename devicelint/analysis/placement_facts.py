@@ -127,6 +127,26 @@ MODULE_NON_TENSOR_METHODS = frozenset(
 INPLACE_METHODS = frozenset({"add_", "sub_", "mul_", "div_", "masked_fill_", "index_add_", "scatter_", "scatter_add_"})
 # Module methods that move a module in place (and a tensor out of place).
 MOVE_METHODS = frozenset({"to", "cuda", "cpu", "xpu", "mps"})
+
+
+def move_call(node: cst.CSTNode) -> str | None:
+    """The method when `node` is a device move (`x.to(d)`, `x.cuda()`, `x.cpu()`...), else None.
+    The one recogniser of moves: `x.to()` with no argument moves nothing."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return None
+    method = node.func.attr.value
+    if method not in MOVE_METHODS or (method == "to" and not node.args):
+        return None
+    return method
+
+
+def moves_to_accelerator(node: cst.CSTNode) -> bool:
+    """A move that may target an accelerator: not `.cpu()`, not `.to("cpu")`."""
+    method = move_call(node)
+    if method is None or method == "cpu":
+        return False
+    first = node.args[0].value if node.args else None  # type: ignore[attr-defined]
+    return not (isinstance(first, cst.SimpleString) and first.evaluated_value == "cpu")
 # torch functions that do not return a tensor (their result is not a placement fact).
 NON_TENSOR_FUNCTIONS = frozenset(
     {

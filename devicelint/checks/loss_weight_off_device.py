@@ -5,6 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.placement_facts import move_call
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -73,11 +74,9 @@ def _moves_in_scope(ctx: FileContext, scope: cst.CSTNode) -> list[tuple[str | No
     """(receiver name, call) for every `.to(...)`/`.cuda()` in the scope's own code."""
     out = []
     for call in ctx.index.of_type(cst.Call):
-        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in ACCELERATOR_MOVES):
+        if move_call(call) not in ACCELERATOR_MOVES:
             continue
         if (ctx.index.enclosing_function(call) or ctx.module) is not scope:
-            continue
-        if call.func.attr.value == "to" and not call.args:
             continue
         receiver = call.func.value
         out.append((receiver.value if isinstance(receiver, cst.Name) else None, call))

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement_facts import MODEL_WORDS
+from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -21,13 +21,9 @@ def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
 
 
 def _moved_model(call: cst.Call) -> str | None:
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Name):
-        if func.attr.value == "to" and not call.args:
-            return None
-        if call.args and isinstance(call.args[0].value, cst.SimpleString) and call.args[0].value.evaluated_value == "cpu":
-            return None
-        return func.value.value
+    """`m` when `call` moves the name `m` towards an accelerator (`m.to(device)`, `m.cuda()`)."""
+    if moves_to_accelerator(call) and move_call(call) in ("to", "cuda") and isinstance(call.func.value, cst.Name):  # type: ignore[attr-defined]
+        return call.func.value.value  # type: ignore[attr-defined]
     return None
 
 
