@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from devicelint.context import FileContext
 
 _MAX_FOLLOW_DEPTH = 3
+# torch functions whose result has more elements than each of their tensor arguments.
+GATHERING_FUNCTIONS = frozenset(
+    {"stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d",
+     "atleast_2d", "atleast_3d", "meshgrid", "broadcast_to", "tile", "repeat_interleave", "block_diag", "cartesian_prod"}
+)
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
 
 
@@ -135,7 +140,10 @@ class CallEvaluation:
         # tensors only where every other argument is on the CPU too (else the others decide).
         if cpu and (len(cpu) == len(tensors) or not all(f.scalar for f in cpu)):
             lead = next((f for f in cpu if not f.scalar), cpu[0])
-            return replace(lead, scalar=False)
+            # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
+            function = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
+            scalar = len(tensors) == 1 and lead.scalar and (function or "").rsplit(".", 1)[-1] not in GATHERING_FUNCTIONS
+            return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
 
     def _factory(self, call: cst.Call, short: str) -> Fact:

@@ -82,16 +82,17 @@ def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression)
 
 
 def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
-    """`__init__` and the methods called (as `self.m(...)` or `Class.m(...)`) only from it or
-    from other such methods."""
-    callers: dict[str, set[str]] = {name: set() for name in cls.methods}
-    for name, method in cls.methods.items():
-        for node in ctx.index.walk(method):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                owner = node.func.value
-                callee = node.func.attr.value
-                if callee in callers and isinstance(owner, cst.Name) and owner.value in ("self", "cls", cls.node.name.value):
-                    callers[callee].add(name)
+    """`__init__` and the methods called only while models are built: from `__init__` (of this
+    class or another one: `self.tokenizer.sequence_length(...)`) or from other such methods.
+    Call sites are matched by method name anywhere in the file, so a name that is also called
+    elsewhere never counts as construction-time."""
+    callers: dict[str, set[str]] = {name: set() for name in cls.methods if name != "forward"}
+    for call in ctx.index.of_type(cst.Call):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in callers:
+            caller = ctx.index.enclosing_function(call)
+            inside = caller is not None and cls.methods.get(caller.name.value) is caller
+            callers[call.func.attr.value].add(caller.name.value if inside else
+                                              "__init__" if caller is not None and caller.name.value == "__init__" else "<elsewhere>")
     found = {"__init__"}
     changed = True
     while changed:
