@@ -1,0 +1,115 @@
+"""The one placement API (`analysis.facts.FileFacts`): what it answers for the shapes the
+rules depend on, and the lattice's join."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.placement_facts import CPU, DEVICE, UNKNOWN_FACT, Fact
+from devicelint.analysis.placement_values import join
+from devicelint.context import FileContext
+
+
+def _context(source: str) -> FileContext:
+    source = textwrap.dedent(source)
+    return FileContext(path="x.py", source=source, module=cst.parse_module(source))
+
+
+def _places(source: str) -> dict[str, Place]:
+    """The place of every assignment target `name = ...` at its own statement."""
+    ctx = _context(source)
+    facts = file_facts(ctx)
+    out: dict[str, Place] = {}
+    for assign in ctx.index.of_type(cst.Assign):
+        target = assign.targets[0].target
+        if isinstance(target, cst.Name):
+            out[target.value] = facts.place_of(assign.value)
+    return out
+
+
+def test_one_answer_for_the_loop_that_two_models_used_to_disagree_on() -> None:
+    places = _places(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, loader, optimizer, device):
+            model.to(device)
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                loss = F.cross_entropy(model(x), y)
+                correct = torch.zeros((), device=device)
+                labels = y.to("cpu")
+                arr = labels.numpy()
+        """
+    )
+    assert places["correct"] is Place.DEVICE
+    assert places["labels"] is Place.HOST
+    assert places["loss"] is Place.DEVICE  # a moved model on a moved batch
+    assert places["arr"] is Place.UNKNOWN  # a NumPy array is no tensor
+
+
+def test_values_cross_methods_and_keep_their_place_through_operators() -> None:
+    ctx = _context(
+        """
+        import math
+        import torch
+        from torch import nn
+
+        class Cell(nn.Module):
+            def __init__(self, hidden):
+                super().__init__()
+                self.hidden = hidden
+                self.gates = nn.Linear(hidden, hidden)
+
+            def zeros(self, n):
+                return torch.zeros(n, self.hidden), torch.zeros(n, self.hidden)
+
+            def forward(self, x, state=None):
+                if state is None:
+                    state = self.zeros(x.size(0))
+                h, c = state
+                scale = 2 * math.pi * torch.arange(self.hidden).float() ** 0.5
+                return self.gates(x) + h * scale.t()
+        """
+    )
+    facts = file_facts(ctx)
+    meetings = {(m.cpu.factory, ctx.code_for(m.node)) for m in facts.meetings}
+    assert ("torch.zeros", "self.gates(x) + h * scale.t()") in meetings
+    forward = next(f for f in ctx.index.of_type(cst.FunctionDef) if f.name.value == "forward")
+    assert facts.scope(forward).facts["scale"].kind == CPU
+
+
+def test_construction_time_code_has_nothing_on_the_device() -> None:
+    ctx = _context(
+        """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Conv2d(3, 8, 3)
+                self.head = nn.Linear(self._width(), 10)
+
+            def _width(self):
+                return self.body(torch.zeros(1, 3, 8, 8)).numel()
+
+            def forward(self, x):
+                return self.head(self.body(x).flatten(1))
+        """
+    )
+    assert file_facts(ctx).meetings == []
+
+
+def test_join_keeps_a_factory_tensor_and_marks_a_branch_conflict() -> None:
+    cpu = Fact(CPU, where="cpu", factory="torch.tensor", scalar=True)
+    device = Fact(DEVICE, where="accelerator")
+    assert join(cpu, device, branches=True).conflict
+    assert not join(cpu, device).conflict  # a loop back-edge is no conflict
+    pair = Fact(elements=(cpu, cpu))
+    assert join(UNKNOWN_FACT, pair).elements == (cpu, cpu)
+    assert join(Fact(elements=()), pair) == pair  # an empty list, then `append`s
