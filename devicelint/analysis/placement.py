@@ -506,9 +506,11 @@ class _Interpreter(CallEvaluation):
             return NUMBER
         # A CPU tensor combined with anything that is not a device tensor stays on the CPU: were
         # the other operand on the device, the operation itself would already be the bug.
-        for a, b in ((left, right), (right, left)):
+        for a, b, b_node in ((left, right, right_node), (right, left, left_node)):
             if a.kind == CPU:
                 other_cpu = b.kind == CPU
+                if a.scalar and not other_cpu and not b.is_tensor and b != NUMBER and not _number_like(b_node):
+                    return UNKNOWN_FACT  # `scale * torch.bmm(a, b)`: the other side decides
                 return replace(
                     a,
                     scalar=a.scalar and (b.scalar if other_cpu else not b.is_tensor),
@@ -556,3 +558,9 @@ def value_kind(ctx: FileContext, expr: cst.CSTNode) -> Fact:
     if placement is None:
         return UNKNOWN_FACT
     return placement.expr_facts.get(id(expr), UNKNOWN_FACT)
+
+
+def _number_like(node: cst.CSTNode) -> bool:
+    """An operand that is usually a Python number when nothing else is known of it: a name or
+    an attribute (`self.beta`, `cfg.weight`), not a call's or an index's result."""
+    return isinstance(node, (cst.Name, cst.Attribute))
