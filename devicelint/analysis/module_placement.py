@@ -181,6 +181,18 @@ def _build_scope(root: cst.FunctionDef | cst.Module) -> Scope:
     return Scope(root, nodes, {id(n): i for i, n in enumerate(nodes)}, assigned)
 
 
+def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
+    """Functions defined once at the top level of the module, by name."""
+    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
+        seen: dict[str, list[cst.FunctionDef]] = {}
+        for statement in c.module.body:
+            if isinstance(statement, cst.FunctionDef):
+                seen.setdefault(statement.name.value, []).append(statement)
+        return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
+
+    return ctx.shared("module_placement.functions", build)
+
+
 def statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
     """The simple statement (or compound statement header owner) holding `node`."""
     current = node
@@ -438,7 +450,7 @@ def _chain_device(resolver: Resolver, value: cst.BaseExpression) -> Device | Non
     return None
 
 
-def _strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:
+def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:
     """`model` for `model.apply(init).half()`: methods that return the module they are called on."""
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPS_MODULE:
         node = node.func.value
@@ -606,7 +618,7 @@ def history(ctx: FileContext, var: str, site: cst.CSTNode) -> History:
         elif isinstance(node, cst.Call):
             moved = resolver.move(node)
             if moved is not None:
-                receiver = dotted_name(_strip_self_returning(moved[0]))
+                receiver = dotted_name(strip_self_returning(moved[0]))
                 if receiver == var:
                     facts.moves.append((moved[1], node))
                     facts.sub_moves.clear()
@@ -648,9 +660,71 @@ def _mentions(node: cst.BaseExpression, var: str) -> bool:
     return False
 
 
-def set_device_called(ctx: FileContext) -> bool:
-    """The file changes the current CUDA device (`torch.cuda.set_device`, `with torch.cuda.device(...)`)."""
-    return "set_device" in ctx.source or "torch.cuda.device(" in ctx.source or "cuda.device(" in ctx.source
+_SETS_DEVICE = frozenset({"set_device", "set_device_index"})
+
+
+def set_device_calls(ctx: FileContext) -> list[cst.Call]:
+    """Calls that change the current device: `torch.cuda.set_device(...)`, any
+    `*.set_device(...)`/`set_device_index(...)`, or `with torch.cuda.device(...)` (comments do not count)."""
+    if "set_device" not in ctx.source and "cuda.device(" not in ctx.source:
+        return []
+    found = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in _SETS_DEVICE or ctx.qualified_name(func) == "torch.cuda.device":
+            found.append(call)
+    return found
+
+
+def set_device_called(ctx: FileContext, at: cst.CSTNode | None = None) -> bool:
+    """The code changes the current device; with `at`, on the way to `at`: anywhere in another
+    function (a set-up helper), or before `at` in its own function and not in a branch that
+    leaves `at` out (`if args.gpu is not None: set_device(...)` does not cover the `else`)."""
+    calls = set_device_calls(ctx)
+    if at is None or not calls:
+        return bool(calls)
+    root = scope_of(ctx, at)
+    scope = scope_facts(ctx, root)
+    position = scope.order.get(id(statement_of(ctx, at)), len(scope.nodes))
+    around = {id(a) for a in ctx.index.ancestors(at)}
+    for call in calls:
+        if scope_of(ctx, call) is not root:
+            if not _conditional(ctx, call):
+                return True  # an unconditional set-up helper
+            continue
+        if scope.order.get(id(call), position) >= position:
+            continue
+        blocks = [
+            a for a in ctx.index.ancestors(call)
+            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite)) and scope_of(ctx, a) is root and a is not getattr(root, "body", None)
+        ]
+        if all(id(block) in around for block in blocks):
+            return True
+    return False
+
+
+def _conditional(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`node` runs only under an `if` or a loop of its own function."""
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.For, cst.While)):
+            return True
+    return False
+
+
+def string_constants(ctx: FileContext) -> frozenset[str]:
+    """Every string literal of the code (comments left out), for "does the code say X" tests."""
+    def build(c: FileContext) -> frozenset[str]:
+        found = set()
+        for node in c.index.of_type(cst.SimpleString):
+            value = node.evaluated_value
+            if isinstance(value, str):
+                found.add(value)
+        return frozenset(found)
+
+    return ctx.shared("module_placement.strings", build)
 
 
 # ---------------------------------------------------------------------------- shared by the rules
@@ -720,7 +794,7 @@ def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
                 break
         if isinstance(node, cst.Call):
             moved = resolver.move(node)
-            if moved is not None and dotted_name(_strip_self_returning(moved[0])) == var:
+            if moved is not None and dotted_name(strip_self_returning(moved[0])) == var:
                 usage.moves.append((moved[1], node))
             elif dotted_name(node.func) == var:
                 usage.called = True

@@ -8,6 +8,7 @@ from devicelint.analysis.module_placement import (
     WrapperSite,
     chain_base,
     history,
+    module_functions,
     resolver_for,
     scope_facts,
     statement_of,
@@ -228,7 +229,7 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
     """(function of this module, parameter name) for each argument of `call` that is the wrapper."""
     if not isinstance(call.func, cst.Name):
         return []
-    functions = _module_functions(ctx)
+    functions = module_functions(ctx)
     function = functions.get(call.func.value)
     if function is None:
         return []
@@ -245,18 +246,6 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
         elif position < len(positional):
             found.append((function, positional[position]))
     return found
-
-
-def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
-    """Functions defined once at the top level of the module, by name."""
-    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
-        seen: dict[str, list[cst.FunctionDef]] = {}
-        for statement in c.module.body:
-            if isinstance(statement, cst.FunctionDef):
-                seen.setdefault(statement.name.value, []).append(statement)
-        return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
-
-    return ctx.shared("dl203.module_functions", build)
 
 
 def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> list[cst.Attribute]:
