@@ -11,6 +11,7 @@ from devicelint.analysis.module_placement import (
     module_functions,
     resolver_for,
     scope_facts,
+    short,
     statement_of,
     wrapper_sites,
 )
@@ -127,6 +128,37 @@ class DataParallelAttributeWithoutModule(Rule):
                     wrapped_classes.setdefault(name, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
+        yield from self._hook_writes(ctx)
+
+    def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
+        """Forward hooks on a model that the same function wraps in `nn.DataParallel` that store
+        what they see outside the hook (`self.features = output`, `acts[name] = output`)."""
+        if "register_forward" not in ctx.source:
+            return
+        seen: set[int] = set()
+        for site in wrapper_sites(ctx):
+            if site.kind != "DataParallel":
+                continue
+            names = {n for n in (site.target, dotted_name(site.wrapped) if site.wrapped is not None else None) if n}
+            for node in scope_facts(ctx, site.scope).nodes:
+                if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _FORWARD_HOOKS and node.args):
+                    continue
+                owner = dotted_name(node.func.value) or ""
+                if not any(owner == n or owner.startswith(n + ".") for n in names):
+                    continue
+                for hook in _hook_functions(ctx, node.args[0].value, site.scope):
+                    for write in _outside_writes(ctx, hook):
+                        if id(write) in seen:
+                            continue
+                        seen.add(id(write))
+                        yield self.violation(
+                            write,
+                            problem=(
+                                f"`{short(ctx, write)}` in the forward hook `{_hook_name(hook)}` on `{owner}` runs once per GPU "
+                                f"replica under `{site.spelled}`, from several threads, and keeps only one replica's slice of the batch"
+                            ),
+                            advice="return what the hook needs from `forward`, or gather it per device (`output.device`) and concatenate after the step",
+                        )
 
     def _reads_through(self, ctx: FileContext, site: WrapperSite) -> Iterator[Violation]:
         wrapper = site.target
@@ -165,15 +197,22 @@ class DataParallelAttributeWithoutModule(Rule):
         reads += _reads_in_other_methods(ctx, site, wrapper)
         caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
         for function, param in callees:
-            for node in _param_reads(ctx, function, param):
-                attr = node.attr.value
+            callee = function.name.value
+            if callee == "__init__":
+                owner = ctx.index.enclosing_class(function)
+                callee = owner.name.value if owner is not None else callee
+                reads_of = _kept_reads(ctx, function, param)
+            else:
+                reads_of = _param_reads(ctx, function, param)
+            for node in reads_of:
+                attr, held = node.attr.value, dotted_name(node.value)
                 yield self.violation(
                     node,
                     problem=(
-                        f"`{param}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
-                        f"to `{function.name.value}` as `{param}`, which does not forward its model's attributes (AttributeError)"
+                        f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
+                        f"to `{callee}` as `{param}`, which does not forward its model's attributes (AttributeError)"
                     ),
-                    advice=f"use `{param}.module.{attr}`, or pass `{wrapper}.module`",
+                    advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
         for node in reads:
             attr = node.attr.value
@@ -221,20 +260,77 @@ class DataParallelAttributeWithoutModule(Rule):
                 )
 
 
+_FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
+
+
+def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.CSTNode) -> list[cst.FunctionDef | cst.Lambda]:
+    """The hook a registration names: a def of the scope or module, `self.method`, a lambda, or
+    the defs a factory of the module returns (`register_forward_hook(save_output("fc"))`)."""
+    if isinstance(value, cst.Lambda):
+        return [value]
+    if isinstance(value, cst.Call):
+        factory = module_functions(ctx).get(dotted_name(value.func) or "")
+        if factory is None:
+            return []
+        return [n for n in scope_facts(ctx, factory).nodes if isinstance(n, cst.FunctionDef) and n is not factory]
+    name = dotted_name(value) or ""
+    if name.startswith("self.") and name.count(".") == 1:
+        cls = ctx.index.enclosing_class(scope)
+        method = methods(cls).get(name[5:]) if cls is not None else None
+        return [method] if method is not None else []
+    local = [n for n in scope_facts(ctx, scope).nodes if isinstance(n, cst.FunctionDef) and n.name.value == name and n is not scope]
+    function = local[0] if local else module_functions(ctx).get(name)
+    return [function] if function is not None else []
+
+
+def _hook_name(hook: cst.FunctionDef | cst.Lambda) -> str:
+    return hook.name.value if isinstance(hook, cst.FunctionDef) else "lambda"
+
+
+def _outside_writes(ctx: FileContext, hook: cst.FunctionDef | cst.Lambda) -> list[cst.CSTNode]:
+    """Writes in a hook to state that outlives the call: attributes of its parameters or of
+    `self`, items or appends of names it did not bind itself."""
+    local: set[str] = set()
+    if isinstance(hook, cst.FunctionDef):
+        for node in scope_facts(ctx, hook).nodes:
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                local.add(node.target.value)
+    writes: list[cst.CSTNode] = []
+    for node in ctx.index.walk(hook):
+        if isinstance(node, cst.AssignTarget):
+            target = node.target
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+                writes.append(node.target)
+            elif isinstance(target, cst.Subscript):
+                root = dotted_name(target.value)
+                if root is not None and root.split(".", 1)[0] not in local:
+                    writes.append(node.target)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES:
+            root = dotted_name(node.func.value)
+            if root is not None and root.split(".", 1)[0] not in local:
+                writes.append(node)
+    return writes
+
+
 def _code(name: str) -> str:
     return name if name == "the module" else f"`{name}`"
 
 
 def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple[cst.FunctionDef, str]]:
-    """(function of this module, parameter name) for each argument of `call` that is the wrapper."""
+    """(function of this module, parameter name) for each argument of `call` that is the wrapper;
+    for a class of this module (`Visualizer(model)`), its `__init__` and parameter."""
     if not isinstance(call.func, cst.Name):
         return []
-    functions = module_functions(ctx)
-    function = functions.get(call.func.value)
+    function = module_functions(ctx).get(call.func.value)
+    skip = 0
+    if function is None:
+        cls = next((c for c in ctx.module.body if isinstance(c, cst.ClassDef) and c.name.value == call.func.value), None)
+        function = methods(cls).get("__init__") if cls is not None else None
+        skip = 1  # `self`
     if function is None:
         return []
     params = function.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][skip:]
     found = []
     for position, arg in enumerate(call.args):
         if arg.star or dotted_name(arg.value) != wrapper:
@@ -248,7 +344,7 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
     return found
 
 
-def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False) -> list[cst.Attribute]:
     """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`."""
     nodes = scope_facts(ctx, function).nodes
     written: set[str] = set()
@@ -257,7 +353,7 @@ def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> lis
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
             if node.args and dotted_name(node.args[0].value) == param:
                 return []
-        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == param:
+        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == param and not rebinding_ok:
             return []
         if isinstance(node, cst.Attribute) and dotted_name(node.value) == param:
             if _is_target(ctx, node):
@@ -268,6 +364,30 @@ def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> lis
         node for node in reads
         if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
     ]
+
+
+def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+    """Reads of `param.x` in `__init__`, and of `self.m.x` in the class's methods when `__init__`
+    keeps the wrapper as `self.m = param`, unless the class tests, unwraps or rebinds `self.m`."""
+    reads = _param_reads(ctx, init, param)
+    cls = ctx.index.enclosing_class(init)
+    if cls is None:
+        return reads
+    kept = {
+        name for node in scope_facts(ctx, init).nodes if isinstance(node, cst.Assign) and dotted_name(node.value) == param
+        for name in (dotted_name(t.target) for t in node.targets) if name and name.startswith("self.") and name.count(".") == 1
+    }
+    for name in kept:
+        for method in methods(cls).values():
+            for node in scope_facts(ctx, method).nodes:
+                guarded = isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS
+                if guarded and node.args and dotted_name(node.args[0].value) == name:
+                    return reads
+                if method is not init and isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name:
+                    return reads
+        for method in methods(cls).values():
+            reads.extend(_param_reads(ctx, method, name, rebinding_ok=True))
+    return reads
 
 
 def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> list[cst.Attribute]:
