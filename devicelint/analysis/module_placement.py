@@ -660,7 +660,7 @@ def _mentions(node: cst.BaseExpression, var: str) -> bool:
     return False
 
 
-_SETS_DEVICE = frozenset({"set_device", "set_device_index"})
+_SETS_DEVICE = frozenset({"set_device", "set_device_index", "device_index"})
 
 
 def set_device_calls(ctx: FileContext) -> list[cst.Call]:

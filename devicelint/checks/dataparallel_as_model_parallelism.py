@@ -111,7 +111,8 @@ class DataParallelAsModelParallelism(Rule):
     (`self.enc = Enc().to("cuda:0")`, `self.dec = Dec().to("cuda:1")`) or on the instance
     before wrapping (`model.dec.to("cuda:1")`), or by its loader (`from_pretrained(...,
     device_map="auto")`, `model.parallelize()`). Also flags `nn.DataParallel` whose comment
-    says it splits the model's layers across GPUs.
+    says it splits the model's layers across GPUs, or that the model is too big for one GPU
+    ("does not fit on a single card", "too large for one GPU", "out of memory").
 
     ## Why it is a bug on a GPU
     DataParallel does not distribute layers. On every forward pass it copies the *whole* model
@@ -157,8 +158,9 @@ class DataParallelAsModelParallelism(Rule):
     model class from another module is reported only through its comments. Devices held in
     variables count as different only when literal (`"cuda:0"` vs `"cuda:1"`, `1`) or indexed
     from the same list (`devs[0]` vs `devs[1]`). Comment intent is read only from comments on
-    and right above the wrapping statement (not from docstrings); comments that mention the
-    batch, replicas or data parallelism are taken as correct.
+    and right above the wrapping statement, and above the statement just before it when that
+    one builds the wrapped model (not from docstrings); comments that mention the batch,
+    replicas or data parallelism are taken as correct.
     """
 
     code = "DL201"

@@ -59,13 +59,17 @@ class DataParallelAttributeWithoutModule(Rule):
     and methods through the wrapper: `model.encoder`, `model.config`, `model.generate(...)`,
     where `model.module.encoder` was meant. Reads are followed in the wrapping function, in the
     other methods of a class that wraps `self.model`, and in a function of the same file that
-    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`). Attributes that
+    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`), and in a
+    class of the file that keeps it (`Report(model)` with `self.net = net` in `__init__`, then
+    `self.net.head` in a method). Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
     It also flags, in the `forward` of a module class that the same file wraps in
     `nn.DataParallel`, writes to attributes of `self` (`self.last_attn = attn`,
-    `self.calls += 1`) and appends to lists on `self`.
+    `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
+    that the same function wraps in `nn.DataParallel` that store what they see outside the
+    hook (`self.activation = output`, `features[name] = output`, `outputs.append(output)`).
 
     ## Why it is a bug on a GPU
     The wrapper is a new `nn.Module` holding the model as `.module`; it does not forward
@@ -73,7 +77,9 @@ class DataParallelAttributeWithoutModule(Rule):
     attribute 'encoder'`, often only on the multi-GPU machine where the wrapping branch runs.
     DataParallel also runs `forward` on throw-away replicas, one per GPU, rebuilt every step:
     what `forward` assigns to `self` is set on a replica and lost, and a list on `self` gets one
-    entry per GPU per step, appended from several threads in no fixed order.
+    entry per GPU per step, appended from several threads in no fixed order. Forward hooks run
+    on every replica too: a hook that stores its output keeps the slice of one GPU, whichever
+    thread finished last.
 
     ## Example
     ```python
@@ -108,7 +114,9 @@ class DataParallelAttributeWithoutModule(Rule):
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
     code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
     Replica writes are found only when the class and the `DataParallel` call are in the same
-    file, and only in `forward` itself.
+    file, and only in `forward` itself. Hooks count when registered in the wrapping function on
+    the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
+    `self.method`, or a def returned by a factory of the module.
     """
 
     code = "DL203"

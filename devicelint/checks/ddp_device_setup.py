@@ -41,9 +41,17 @@ class DdpDeviceSetup(Rule):
 
     - `device_ids=[...]` given for a model built in the same function and never moved off the
       CPU (also without `device_ids` when the file uses the `nccl` backend);
+    - `device_ids=[...]` given for a model that a builder returns (`model = build_model()`)
+      and nothing moves, in a function that moves its other tensors to the GPU by hand
+      (`x.to(device)`);
     - a model moved to one fixed device in every process (`model.to("cuda:0")`,
-      `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` in the file), so
-      every rank runs on the same GPU, or sits on another GPU than its `device_ids=[local_rank]`.
+      `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` on the way to the
+      wrapper), so every rank runs on the same GPU, or sits on another GPU than its
+      `device_ids=[local_rank]`;
+    - a GPU model wrapped without `device_ids` when the project may run torch before 1.9
+      (no `torch-version` configured, or one below 1.9);
+    - `init_process_group("nccl")` in a file that passes per-rank `device_ids` but never calls
+      `torch.cuda.set_device` (reported at `init_process_group`).
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -52,7 +60,13 @@ class DdpDeviceSetup(Rule):
     device_ids and output_device arguments only work with single-device/multiple-device GPU
     modules or CPU modules`), and NCCL cannot all-reduce CPU tensors. When every rank uses
     cuda:0, all processes crowd one GPU: it runs out of memory, NCCL fails or hangs with
-    "Duplicate GPU detected", and the other GPUs idle.
+    "Duplicate GPU detected", and the other GPUs idle. Before torch 1.9 a DDP without
+    `device_ids` replicated its module over every visible GPU inside each process, which
+    fails with "all tensors must be on devices[0]" for a model on the rank's GPU. Without
+    `set_device`, a rank whose model sits on its own GPU still has cuda:0 as its current
+    device, so NCCL barriers, `.cuda()`, `torch.cuda.*` calls and `torch.load` without
+    `map_location` create a context and allocate memory on GPU 0 in every process (the DDP
+    documentation asks each process to call `torch.cuda.set_device(i)`).
 
     ## Example
     ```python
@@ -76,9 +90,14 @@ class DdpDeviceSetup(Rule):
     ## Known limits
     Launchers that give each process a single visible GPU (one GPU per SLURM task, or
     `CUDA_VISIBLE_DEVICES` set per process outside the file) make `.cuda()` right; files that
-    mention `CUDA_VISIBLE_DEVICES` are not reported for it. "Never moved" needs the model to be
-    built in the same function from a class of the file or of `torch.nn`/`torchvision.models`,
-    and not handed to other code before wrapping.
+    set `CUDA_VISIBLE_DEVICES` in a string are not reported for it. "Never moved" needs the
+    model to be built in the same function, from a class of the file or of
+    `torch.nn`/`torchvision.models`, or from any builder called without a device-like argument
+    when the function moves other tensors to a GPU itself; and not handed to other code before
+    wrapping. A `set_device` in another function counts when it is not under an `if` or a loop;
+    one in the wrapping function counts only on the way to the wrapper. The missing-`device_ids`
+    case depends on `torch-version`: set it to 1.9 or later to silence it. `init_process_group`
+    with `device_id=` (torch 2.3+) is taken as binding the device.
     """
 
     code = "DL205"
@@ -183,7 +202,7 @@ class DdpDeviceSetup(Rule):
                     f"wraps `{model}`, which is on a GPU, without `device_ids`: before torch {_IMPLICIT_IDS_FIXED[1:]} DDP then replicates "
                     "it over every visible GPU in each process (\"all tensors must be on devices[0]\")"
                 ),
-                advice="pass `device_ids=[local_rank], output_device=local_rank` (or set `torch-version` if the project needs torch 1.9+)",
+                advice="pass `device_ids=[local_rank], output_device=local_rank` (or set `torch-version` to the 1.9+ release the project requires)",
             )
         if not last.literal or last.type != "cuda" or any(not d.literal for d in moves):
             return None

@@ -46,9 +46,10 @@ class WrappedStateDictPrefix(Rule):
     ## What it does
     Flags a checkpoint that crosses the `DataParallel`/`DistributedDataParallel` boundary in
     one file: `torch.save(model.state_dict(), path)` (or `{"model": model.state_dict()}`) where
-    `model` is a wrapper, and the same path (and key) later loaded with `load_state_dict` into a
-    bare model built in the file; and the reverse, a bare model's checkpoint loaded into a
-    wrapper.
+    `model` is a wrapper (wrapped in the same function, or `self.model` wrapped in another
+    method of the class), and the same file (and key) loaded with `load_state_dict` into a bare
+    model built in the file; and the reverse, a bare model's checkpoint loaded into a wrapper.
+    The finding is on the `load_state_dict` call, where the keys fail to match.
 
     ## Why it is a bug on a GPU
     A wrapper holds the model as its `module` attribute, so every key of its `state_dict()`
@@ -70,15 +71,19 @@ class WrappedStateDictPrefix(Rule):
     ```python
     torch.save(model.module.state_dict(), "best.pt")
     ```
+    and, for checkpoints already written by the wrapper,
+    `consume_prefix_in_state_dict_if_present(state_dict, "module.")` before loading.
 
     ## Fix safety
     No fix: old checkpoints already on disk keep their `module.` keys.
 
     ## Known limits
-    Save and load must be in the same file and name the same path expression (or the same
-    constant). Files that mention `"module."` or `consume_prefix_in_state_dict_if_present`
-    are taken to handle the prefix. The loaded model must be built in the same function from
-    a class call; a model received as an argument is not judged.
+    Save and load must be in the same file and name the same path: the same expression, the
+    same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
+    "best.pth")` and `f"{d}/best.pth"`). Files whose code (not comments) has a `"module."` or
+    `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
+    to handle the prefix. The loaded model must be built in the same function from a class
+    call; a model received as an argument is not judged.
     """
 
     code = "DL204"
