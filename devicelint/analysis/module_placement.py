@@ -512,14 +512,14 @@ def _build_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         sites.append(
             WrapperSite(
                 call=call, kind=kind, spelled=ctx.code_for(call.func), wrapped=wrapped,
-                target=_assigned_target(ctx, call), device_ids=device_ids,
+                target=assigned_target(ctx, call), device_ids=device_ids,
                 statement=statement_of(ctx, call), scope=scope_of(ctx, call),
             )
         )
     return sites
 
 
-def _assigned_target(ctx: FileContext, call: cst.Call) -> str | None:
+def assigned_target(ctx: FileContext, call: cst.Call) -> str | None:
     """`model` in `model = DP(m)` or `model = DP(m).cuda()`; None when not assigned."""
     node: cst.CSTNode = call
     for parent in ctx.index.ancestors(call):

@@ -6,13 +6,17 @@ import libcst as cst
 
 from devicelint.analysis.module_placement import (
     WrapperSite,
+    assigned_target,
     chain_base,
     history,
     module_functions,
     resolver_for,
     scope_facts,
+    scope_of,
     short,
     statement_of,
+    strip_self_returning,
+    wrapper_at,
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
@@ -134,6 +138,8 @@ class DataParallelAttributeWithoutModule(Rule):
                 name = _wrapped_class(ctx, site)
                 if name is not None:
                     wrapped_classes.setdefault(name, site)
+        for site in _sites_of_returned_wrappers(ctx):
+            yield from self._reads_through(ctx, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
         yield from self._hook_writes(ctx)
@@ -268,6 +274,36 @@ class DataParallelAttributeWithoutModule(Rule):
                 )
 
 
+def _sites_of_returned_wrappers(ctx: FileContext) -> list[WrapperSite]:
+    """`model = build()` where `build` is a function of this file that returns a wrapper it made
+    (`return nn.DataParallel(net)`, or `return model` after `model = DDP(model)`)."""
+    returning: dict[str, WrapperSite] = {}
+    for site in wrapper_sites(ctx):
+        function = site.scope
+        if not isinstance(function, cst.FunctionDef) or module_functions(ctx).get(function.name.value) is not function:
+            continue
+        for node in scope_facts(ctx, function).nodes:
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value = strip_self_returning(node.value)
+            if value is site.call or (site.target is not None and dotted_name(value) == site.target and wrapper_at(ctx, site.target, node) is site):
+                returning[function.name.value] = site
+    if not returning:
+        return []
+    sites = []
+    for call in ctx.index.of_type(cst.Call):
+        inner = returning.get(dotted_name(call.func) or "")
+        if inner is None:
+            continue
+        target = assigned_target(ctx, call)
+        if target is not None:
+            sites.append(WrapperSite(
+                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
+                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
+            ))
+    return sites
+
+
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
 
 
@@ -326,15 +362,9 @@ def _code(name: str) -> str:
 
 def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple[cst.FunctionDef, str]]:
     """(function of this module, parameter name) for each argument of `call` that is the wrapper;
-    for a class of this module (`Visualizer(model)`), its `__init__` and parameter."""
-    if not isinstance(call.func, cst.Name):
-        return []
-    function = module_functions(ctx).get(call.func.value)
-    skip = 0
-    if function is None:
-        cls = next((c for c in ctx.module.body if isinstance(c, cst.ClassDef) and c.name.value == call.func.value), None)
-        function = methods(cls).get("__init__") if cls is not None else None
-        skip = 1  # `self`
+    for a class of this module (`Visualizer(model)`), its `__init__` and parameter; for
+    `self.plot(model)`, that method of the enclosing class."""
+    function, skip = _callee(ctx, call)
     if function is None:
         return []
     params = function.params
@@ -350,6 +380,20 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
         elif position < len(positional):
             found.append((function, positional[position]))
     return found
+
+
+def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, int]:
+    """The function of this file that `call` runs, and how many leading parameters it binds itself."""
+    name = dotted_name(call.func) or ""
+    if name.startswith("self.") and name.count(".") == 1:
+        cls = ctx.index.enclosing_class(call)
+        method = methods(cls).get(name[5:]) if cls is not None else None
+        return method, 1
+    function = module_functions(ctx).get(name)
+    if function is not None:
+        return function, 0
+    cls = next((c for c in ctx.module.body if isinstance(c, cst.ClassDef) and c.name.value == name), None)
+    return (methods(cls).get("__init__") if cls is not None else None), 1
 
 
 def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False) -> list[cst.Attribute]:
