@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from typing import Iterator
 
 import libcst as cst
@@ -193,7 +195,8 @@ class DdpDeviceSetup(Rule):
             return None
         last = moves[-1]
         if (
-            site.device_ids is None and last.type == "cuda" and not (last.is_current and not set_device_called(ctx, site.call))
+            site.device_ids is None and (last.type == "cuda" or _RANK_NAME.search(last.text))
+            and not (last.is_current and not set_device_called(ctx, site.call))
             and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED)
         ):
             return self.violation(
@@ -238,6 +241,8 @@ class DdpDeviceSetup(Rule):
 
 # Before torch 1.9 (pytorch/pytorch#54454) DDP without `device_ids` used every visible GPU.
 _IMPLICIT_IDS_FIXED = "<1.9"
+# `model.to(local_rank)`: an integer device is a CUDA index; these names hold one.
+_RANK_NAME = re.compile(r"^(args\.|self\.|cfg\.|config\.)?(local_rank|rank|gpu|gpu_id|device_id|local_gpu)$")
 # Calls that load or copy a model as it was saved or built elsewhere, placement included.
 _KEEPS_PLACEMENT = frozenset({"torch.load", "copy.deepcopy", "torch.jit.load"})
 _DEVICE_WORDS = ("device", "gpu", "cuda", "rank", "map_location", "device_map")

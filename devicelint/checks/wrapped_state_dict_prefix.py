@@ -176,11 +176,17 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
         return []
     path_text = _path_key(ctx, path.value, call)
     found = []
-    pairs: list[tuple[cst.BaseExpression, str | None]] = [(obj.value, None)]
-    if isinstance(obj.value, cst.Dict):
+    saved = obj.value
+    name = dotted_name(saved)
+    if name is not None:  # `ckpt = {"model": model.state_dict(), ...}; torch.save(ckpt, path)`
+        values = scope_facts(ctx, scope_of(ctx, call)).assigned.get(name)
+        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
+            saved = values[0]
+    pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
+    if isinstance(saved, cst.Dict):
         pairs = [
             (e.value, e.key.evaluated_value)
-            for e in obj.value.elements
+            for e in saved.elements
             if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
             and isinstance(e.key.evaluated_value, str)
         ]
