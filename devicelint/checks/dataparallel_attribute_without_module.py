@@ -50,6 +50,7 @@ WRAPPER_ATTRIBUTES = frozenset(
         "bucket_bytes_cap_list", "buffer_hook", "ddp", "forward_sync_buffers", "skip_all_reduce_unused_params",
     }
 )
+_FROM_FORWARD = " (called from `forward`)"
 _LIST_WRITES = frozenset({"append", "extend", "insert", "appendleft"})
 _GUARDS = frozenset({"hasattr", "isinstance", "getattr", "type", "setattr"})
 
@@ -63,14 +64,17 @@ class DataParallelAttributeWithoutModule(Rule):
     and methods through the wrapper: `model.encoder`, `model.config`, `model.generate(...)`,
     where `model.module.encoder` was meant. Reads are followed in the wrapping function, in the
     other methods of a class that wraps `self.model`, and in a function of the same file that
-    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`), and in a
-    class of the file that keeps it (`Report(model)` with `self.net = net` in `__init__`, then
-    `self.net.head` in a method). Attributes that
+    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`, or
+    `self.plot(model)`), in a class of the file that keeps it (`Report(model)` with
+    `self.net = net` in `__init__`, then `self.net.head` in a method), and after
+    `model = load()` where `load` is a function of the file that returns the wrapper it made.
+    Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
     It also flags, in the `forward` of a module class that the same file wraps in
-    `nn.DataParallel`, writes to attributes of `self` (`self.last_attn = attn`,
+    `nn.DataParallel` (and in the methods `forward` calls as `self.method(...)`), writes to
+    attributes of `self` (`self.last_attn = attn`,
     `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
     that the same function wraps in `nn.DataParallel` that store what they see outside the
     hook (`self.activation = output`, `features[name] = output`, `outputs.append(output)`).
@@ -118,7 +122,7 @@ class DataParallelAttributeWithoutModule(Rule):
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
     code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
     Replica writes are found only when the class and the `DataParallel` call are in the same
-    file, and only in `forward` itself. Hooks count when registered in the wrapping function on
+    file, and only in `forward` and the methods it calls directly. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
     `self.method`, or a def returned by a factory of the module.
     """
@@ -245,7 +249,13 @@ class DataParallelAttributeWithoutModule(Rule):
         if forward is None:
             return
         registered = _registered_names(ctx, cls)
-        for node in scope_facts(ctx, forward).nodes:
+        for method, where in _run_by_forward(ctx, cls, forward):
+            yield from self._writes_in(ctx, name, site, method, where, registered)
+
+    def _writes_in(
+        self, ctx: FileContext, name: str, site: WrapperSite, method: cst.FunctionDef, where: str, registered: set[str]
+    ) -> Iterator[Violation]:
+        for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:
@@ -255,7 +265,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     yield self.violation(
                         target,
                         problem=(
-                            f"`self.{attr}` is assigned in `{name}.forward`, which `{site.spelled}` runs on "
+                            f"`self.{attr}` is assigned in `{name}.{where}`{_FROM_FORWARD if where != 'forward' else ''}, which `{site.spelled}` runs on "
                             "per-GPU replicas rebuilt every step, so the write is lost"
                         ),
                         advice="return the value from `forward` (or keep it in a buffer updated in place)",
@@ -267,11 +277,23 @@ class DataParallelAttributeWithoutModule(Rule):
                 yield self.violation(
                     node,
                     problem=(
-                        f"`self.{attr}.{node.func.attr.value}(...)` in `{name}.forward` runs once per GPU replica "
+                        f"`self.{attr}.{node.func.attr.value}(...)` in `{name}.{where}`{_FROM_FORWARD if where != 'forward' else ''} runs once per GPU replica "
                         f"under `{site.spelled}`, from several threads in no fixed order, with tensors on different GPUs"
                     ),
                     advice="return the value from `forward` and collect it outside the model",
                 )
+
+
+def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDef) -> list[tuple[cst.FunctionDef, str]]:
+    """`forward`, and the methods of the class it calls as `self.method(...)` (one level)."""
+    found = [(forward, "forward")]
+    own = methods(cls)
+    for node in scope_facts(ctx, forward).nodes:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == "self":
+            method = own.get(node.func.attr.value)
+            if method is not None and method is not forward and all(m is not method for m, _ in found):
+                found.append((method, method.name.value))
+    return found
 
 
 def _sites_of_returned_wrappers(ctx: FileContext) -> list[WrapperSite]:
