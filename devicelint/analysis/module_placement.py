@@ -23,6 +23,7 @@ import libcst as cst
 from devicelint.analysis.index import iter_children
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_facts import MOVE_METHODS
 from devicelint.context import FileContext
 
 DATA_PARALLEL = frozenset(
@@ -35,7 +36,8 @@ DISTRIBUTED_DATA_PARALLEL = frozenset(
         "torch.nn.DistributedDataParallel",
     }
 )
-MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
+# Casts and mode switches that return the module (or tensor) they are called on, unmoved.
+_CASTS = frozenset({"half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"})
 _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|npu|hpu|mtia|xla|meta)(?::(\d+))?$")
 _SUBSCRIPTED = re.compile(r"^(.+)\[(\d+)\]$")
 _DTYPES = frozenset(
@@ -43,9 +45,7 @@ _DTYPES = frozenset(
      "int64", "long", "int", "uint8", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2"}
 )
 # Methods that return the module they are called on.
-_KEEPS_MODULE = frozenset(
-    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_", "share_memory", "apply"}
-)
+_KEEPS_MODULE = MOVE_METHODS | _CASTS | {"share_memory", "apply"}
 # Trusted constructors: an instance made by one of these starts on the CPU.
 _TRUSTED_PREFIXES = ("torch.nn.", "torchvision.models.")
 
@@ -308,16 +308,16 @@ class Resolver:
         if method == "cpu":
             return func.value, Device("cpu", True, "cpu")
         arg = _device_arg(call)
-        if method == "cuda":
+        if method != "to":  # `.cuda()`, `.xpu(1)`, `.mps()`: that accelerator, the current one without an index
             if arg is None:
                 if any(a.star for a in call.args):
                     return None
-                return func.value, Device("cuda", True, "cuda")
+                return func.value, Device(method, True, method)
             number = _int(arg)
             if number is not None:
-                return func.value, Device(f"cuda:{number}", True, "cuda")
+                return func.value, Device(f"{method}:{number}", True, method)
             device = self.device(arg)
-            return func.value, device if device.literal else Device(device.text, False, "cuda")
+            return func.value, device if device.literal else Device(device.text, False, method)
         if arg is None or _is_dtype(self.ctx, arg):
             return None
         return func.value, self.device(arg)
@@ -412,7 +412,7 @@ def _build_class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
             if isinstance(node, cst.Assign) and len(node.targets) == 1:
                 attr = _self_attr(node.targets[0].target)
                 if attr is not None:
-                    device = _chain_device(resolver, node.value)
+                    device = chain_base(resolver, node.value)[1]
                     if device is not None:
                         placements[attr] = Placement(attr, device, node)
                     else:
@@ -437,19 +437,6 @@ def _self_attr(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _chain_device(resolver: Resolver, value: cst.BaseExpression) -> Device | None:
-    """The device of the outermost move in `Enc(...).to(dev)` / `x.cuda(1).half()`."""
-    node = value
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        moved = resolver.move(node)
-        if moved is not None:
-            return moved[1]
-        if node.func.attr.value not in ("half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"):
-            return None
-        node = node.func.value
-    return None
-
-
 def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:
     """`model` for `model.apply(init).half()`: methods that return the module they are called on."""
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPS_MODULE:
@@ -465,7 +452,7 @@ def chain_base(resolver: Resolver, value: cst.BaseExpression) -> tuple[cst.BaseE
         moved = resolver.move(node)
         if moved is not None:
             device = device or moved[1]
-        elif node.func.attr.value not in ("half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"):
+        elif node.func.attr.value not in _CASTS:
             break
         node = node.func.value
     return node, device
@@ -609,7 +596,7 @@ def history(ctx: FileContext, var: str, site: cst.CSTNode) -> History:
                     facts.sub_moves.clear()
                 continue
             if key is not None and key.startswith(var + ".") and key.count(".") == var.count(".") + 1:
-                device = _chain_device(resolver, node.value)
+                device = chain_base(resolver, node.value)[1]
                 if device is not None:
                     attr = key.rsplit(".", 1)[1]
                     facts.sub_moves[attr] = Placement(attr, device, node)
@@ -811,9 +798,11 @@ def moves_itself(ctx: FileContext, class_name: str) -> bool:
     init = methods(cls).get("__init__") if cls is not None else None
     if init is None:
         return False
+    resolver = resolver_for(ctx, init.body)
     for node in scope_facts(ctx, init).nodes:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVE_METHODS:
-            if isinstance(node.func.value, cst.Name) and node.func.value.value == "self":
+        if isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None and isinstance(moved[0], cst.Name) and moved[0].value == "self":
                 return True
     return False
 
