@@ -10,6 +10,7 @@ from devicelint.analysis.module_placement import (
     chain_base,
     history,
     module_functions,
+    rebinds,
     resolver_for,
     scope_facts,
     scope_of,
@@ -199,9 +200,8 @@ class DataParallelAttributeWithoutModule(Rule):
         for node in scope.nodes[start + 1:]:
             if id(node) in inside:
                 continue
-            if isinstance(node, cst.Assign) and any(dotted_name(t.target) == wrapper for t in node.targets):
-                if dotted_name(chain_base(resolver, node.value)[0]) != wrapper:
-                    break
+            if rebinds(resolver, node, wrapper):
+                break
             if isinstance(node, cst.Call) and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
             if not isinstance(node, cst.Attribute) or dotted_name(node.value) != wrapper:
@@ -492,9 +492,8 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return []
-            if isinstance(node, cst.Assign) and method is not wrapping and any(dotted_name(t.target) == wrapper for t in node.targets):
-                if dotted_name(chain_base(resolver_for(ctx, node), node.value)[0]) != wrapper:
-                    return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper):
+                return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
                 if _is_target(ctx, node):
                     written.add(node.attr.value)
