@@ -98,7 +98,9 @@ class DdpDeviceSetup(Rule):
     when the function moves other tensors to a GPU itself; and not handed to other code before
     wrapping. A `set_device` in another function counts when it is not under an `if` or a loop;
     one in the wrapping function counts only on the way to the wrapper. The missing-`device_ids`
-    case depends on `torch-version`: set it to 1.9 or later to silence it. `init_process_group`
+    case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
+    uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
+    taken to need a newer torch. `init_process_group`
     with `device_id=` (torch 2.3+) is taken as binding the device.
     """
 
@@ -197,7 +199,7 @@ class DdpDeviceSetup(Rule):
         if (
             site.device_ids is None and (last.type == "cuda" or _RANK_NAME.search(last.text))
             and not (last.is_current and not set_device_called(ctx, site.call))
-            and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED)
+            and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED) and not _needs_torch_1_9(ctx)
         ):
             return self.violation(
                 site.call, call=short(ctx, site.call),
@@ -243,6 +245,25 @@ class DdpDeviceSetup(Rule):
 _IMPLICIT_IDS_FIXED = "<1.9"
 # `model.to(local_rank)`: an integer device is a CUDA index; these names hold one.
 _RANK_NAME = re.compile(r"^(args\.|self\.|cfg\.|config\.)?(local_rank|rank|gpu|gpu_id|device_id|local_gpu)$")
+# APIs added in torch 1.9 or later: a file that uses one cannot run on the old DDP default.
+_NEWER_APIS = (
+    "torch.accelerator", "torch.compile", "torch.amp", "torch.func", "torch.export", "torch.inference_mode",
+    "torch.distributed.device_mesh", "torch.distributed.fsdp", "torch.distributed.tensor",
+    "torch.distributed.checkpoint", "torch.distributed.elastic", "torch.nn.attention",
+)
+
+
+def _needs_torch_1_9(ctx: FileContext) -> bool:
+    """The file's own code needs torch 1.9+ (`torch.accelerator`, `torch.compile`, FSDP, ...)."""
+    if not any(api.rsplit(".", 1)[-1] in ctx.source for api in _NEWER_APIS):
+        return False
+    for node in ctx.index.of_type(cst.Attribute):
+        qualified = ctx.qualified_name(node) or ""
+        if any(qualified == api or qualified.startswith(api + ".") for api in _NEWER_APIS):
+            return True
+    return False
+
+
 # Calls that load or copy a model as it was saved or built elsewhere, placement included.
 _KEEPS_PLACEMENT = frozenset({"torch.load", "copy.deepcopy", "torch.jit.load"})
 _DEVICE_WORDS = ("device", "gpu", "cuda", "rank", "map_location", "device_map")
