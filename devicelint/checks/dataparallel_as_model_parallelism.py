@@ -6,6 +6,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.module_placement import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
+from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -14,7 +15,12 @@ _CUT = r"\b(split|splits|splitting|partition\w*|divid\w*|shard\w*|cut)\b"
 _PLACE = r"\b(distribut\w*|spread\w*|assign\w*|plac\w*|put\w*|allocat\w*|scatter\w*)\b"
 _PIECES = r"\b(layers?|submodules?|sub-modules?|stages?|blocks|parts?\s+of|halves|half\s+of|pieces)\b"
 _WHOLE = r"\b(model|network|net)\b"
-_GPUS = r"\b(gpus?|devices|cards|cuda:\d)\b"
+_GPUS = r"\b(gpus?|devices|cards?|cuda:\d|vram)\b"
+# "the model is too big for one GPU": wanting DataParallel to make it fit is wanting a split.
+_TOO_BIG = (
+    r"\b(too\s+(big|large|huge)|(does|do|will|would|can|could)\s*(n'?t|not)\s+fit\w*|won'?t\s+fit|cannot\s+fit|"
+    r"not\s+fit\w*\s+(on|in|into)|out\s+of\s+memory|oom|exceeds?)\b"
+)
 _MODEL_PARALLEL = re.compile(r"\bmodel[- _]?parallel", re.I)
 _DATA_WORDS = re.compile(r"\b(batch\w*|data[- _]parallel\w*|replica\w*|replicat\w*|copy|copies)\b", re.I)
 _NOT_MODEL_PARALLEL = re.compile(r"\b(not|no|instead\s+of|without|rather\s+than)\s+(a\s+|for\s+)?model[- _]?parallel", re.I)
@@ -23,6 +29,7 @@ _PLACE_RE = re.compile(_PLACE, re.I)
 _PIECES_RE = re.compile(_PIECES, re.I)
 _WHOLE_RE = re.compile(_WHOLE, re.I)
 _GPUS_RE = re.compile(_GPUS, re.I)
+_TOO_BIG_RE = re.compile(_TOO_BIG, re.I)
 
 
 def split_intent(text: str) -> str | None:
@@ -38,6 +45,8 @@ def split_intent(text: str) -> str | None:
             return sentence.strip()
         if _PLACE_RE.search(sentence) and _PIECES_RE.search(sentence):
             return sentence.strip()
+        if _TOO_BIG_RE.search(sentence):
+            return sentence.strip()
     return None
 
 
@@ -52,6 +61,10 @@ def _comment_text(ctx: FileContext, site: WrapperSite) -> str:
     block = ctx.index.parent(parent) if isinstance(parent, cst.IndentedBlock) else None
     if isinstance(parent, cst.IndentedBlock) and parent.body and parent.body[0] is statement and block is not None:
         holders.append(block)  # first statement of an `if`/`with` block: the header's comments count
+    previous = _previous_statement(ctx, statement)
+    wrapped = dotted_name(site.wrapped) if site.wrapped is not None else None
+    if previous is not None and wrapped is not None and _binds(previous, wrapped):
+        holders.append(previous)  # `# too big for one GPU` above `model = Net()`, then the wrapper
     for holder in holders:
         for line in getattr(holder, "leading_lines", ()):
             if line.comment is not None:
@@ -67,6 +80,28 @@ def _comment_text(ctx: FileContext, site: WrapperSite) -> str:
     return "\n".join(parts)
 
 
+def _previous_statement(ctx: FileContext, statement: cst.CSTNode) -> cst.CSTNode | None:
+    parent = ctx.index.parent(statement)
+    body = getattr(parent, "body", None)
+    if not isinstance(body, (list, tuple)):
+        return None
+    for index, child in enumerate(body):
+        if child is statement:
+            return body[index - 1] if index > 0 else None
+    return None
+
+
+def _binds(statement: cst.CSTNode, name: str) -> bool:
+    """`statement` is `name = ...` (a simple statement line assigning `name`)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    return any(
+        isinstance(small, (cst.Assign, cst.AnnAssign))
+        and any(dotted_name(t) == name for t in ([a.target for a in small.targets] if isinstance(small, cst.Assign) else [small.target]))
+        for small in statement.body
+    )
+
+
 @register
 class DataParallelAsModelParallelism(Rule):
     """
@@ -76,7 +111,8 @@ class DataParallelAsModelParallelism(Rule):
     (`self.enc = Enc().to("cuda:0")`, `self.dec = Dec().to("cuda:1")`) or on the instance
     before wrapping (`model.dec.to("cuda:1")`), or by its loader (`from_pretrained(...,
     device_map="auto")`, `model.parallelize()`). Also flags `nn.DataParallel` whose comment
-    says it splits the model's layers across GPUs.
+    says it splits the model's layers across GPUs, or that the model is too big for one GPU
+    ("does not fit on a single card", "too large for one GPU", "out of memory").
 
     ## Why it is a bug on a GPU
     DataParallel does not distribute layers. On every forward pass it copies the *whole* model
@@ -122,8 +158,9 @@ class DataParallelAsModelParallelism(Rule):
     model class from another module is reported only through its comments. Devices held in
     variables count as different only when literal (`"cuda:0"` vs `"cuda:1"`, `1`) or indexed
     from the same list (`devs[0]` vs `devs[1]`). Comment intent is read only from comments on
-    and right above the wrapping statement (not from docstrings); comments that mention the
-    batch, replicas or data parallelism are taken as correct.
+    and right above the wrapping statement, and above the statement just before it when that
+    one builds the wrapped model (not from docstrings); comments that mention the batch,
+    replicas or data parallelism are taken as correct.
     """
 
     code = "DL201"

@@ -6,11 +6,18 @@ import libcst as cst
 
 from devicelint.analysis.module_placement import (
     WrapperSite,
+    assigned_target,
     chain_base,
     history,
+    module_functions,
+    rebinds,
     resolver_for,
     scope_facts,
+    scope_of,
+    short,
     statement_of,
+    strip_self_returning,
+    wrapper_at,
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
@@ -44,6 +51,7 @@ WRAPPER_ATTRIBUTES = frozenset(
         "bucket_bytes_cap_list", "buffer_hook", "ddp", "forward_sync_buffers", "skip_all_reduce_unused_params",
     }
 )
+_FROM_FORWARD = " (called from `forward`)"
 _LIST_WRITES = frozenset({"append", "extend", "insert", "appendleft"})
 _GUARDS = frozenset({"hasattr", "isinstance", "getattr", "type", "setattr"})
 
@@ -57,13 +65,20 @@ class DataParallelAttributeWithoutModule(Rule):
     and methods through the wrapper: `model.encoder`, `model.config`, `model.generate(...)`,
     where `model.module.encoder` was meant. Reads are followed in the wrapping function, in the
     other methods of a class that wraps `self.model`, and in a function of the same file that
-    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`). Attributes that
+    the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`, or
+    `self.plot(model)`), in a class of the file that keeps it (`Report(model)` with
+    `self.net = net` in `__init__`, then `self.net.head` in a method), and after
+    `model = load()` where `load` is a function of the file that returns the wrapper it made.
+    Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
     It also flags, in the `forward` of a module class that the same file wraps in
-    `nn.DataParallel`, writes to attributes of `self` (`self.last_attn = attn`,
-    `self.calls += 1`) and appends to lists on `self`.
+    `nn.DataParallel` (and in the methods `forward` calls as `self.method(...)`), writes to
+    attributes of `self` (`self.last_attn = attn`,
+    `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
+    that the same function wraps in `nn.DataParallel` that store what they see outside the
+    hook (`self.activation = output`, `features[name] = output`, `outputs.append(output)`).
 
     ## Why it is a bug on a GPU
     The wrapper is a new `nn.Module` holding the model as `.module`; it does not forward
@@ -71,7 +86,9 @@ class DataParallelAttributeWithoutModule(Rule):
     attribute 'encoder'`, often only on the multi-GPU machine where the wrapping branch runs.
     DataParallel also runs `forward` on throw-away replicas, one per GPU, rebuilt every step:
     what `forward` assigns to `self` is set on a replica and lost, and a list on `self` gets one
-    entry per GPU per step, appended from several threads in no fixed order.
+    entry per GPU per step, appended from several threads in no fixed order. Forward hooks run
+    on every replica too: a hook that stores its output keeps the slice of one GPU, whichever
+    thread finished last.
 
     ## Example
     ```python
@@ -106,7 +123,9 @@ class DataParallelAttributeWithoutModule(Rule):
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
     code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
     Replica writes are found only when the class and the `DataParallel` call are in the same
-    file, and only in `forward` itself.
+    file, and only in `forward` and the methods it calls directly. Hooks count when registered in the wrapping function on
+    the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
+    `self.method`, or a def returned by a factory of the module.
     """
 
     code = "DL203"
@@ -124,8 +143,41 @@ class DataParallelAttributeWithoutModule(Rule):
                 name = _wrapped_class(ctx, site)
                 if name is not None:
                     wrapped_classes.setdefault(name, site)
+        for site in _sites_of_returned_wrappers(ctx):
+            yield from self._reads_through(ctx, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
+        yield from self._hook_writes(ctx)
+
+    def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
+        """Forward hooks on a model that the same function wraps in `nn.DataParallel` that store
+        what they see outside the hook (`self.features = output`, `acts[name] = output`)."""
+        if "register_forward" not in ctx.source:
+            return
+        seen: set[int] = set()
+        for site in wrapper_sites(ctx):
+            if site.kind != "DataParallel":
+                continue
+            names = {n for n in (site.target, dotted_name(site.wrapped) if site.wrapped is not None else None) if n}
+            for node in scope_facts(ctx, site.scope).nodes:
+                if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _FORWARD_HOOKS and node.args):
+                    continue
+                owner = dotted_name(node.func.value) or ""
+                if not any(owner == n or owner.startswith(n + ".") for n in names):
+                    continue
+                for hook in _hook_functions(ctx, node.args[0].value, site.scope):
+                    for write in _outside_writes(ctx, hook):
+                        if id(write) in seen:
+                            continue
+                        seen.add(id(write))
+                        yield self.violation(
+                            write,
+                            problem=(
+                                f"`{short(ctx, write)}` in the forward hook `{_hook_name(hook)}` on `{owner}` runs once per GPU "
+                                f"replica under `{site.spelled}`, from several threads, and keeps only one replica's slice of the batch"
+                            ),
+                            advice="return what the hook needs from `forward`, or gather it per device (`output.device`) and concatenate after the step",
+                        )
 
     def _reads_through(self, ctx: FileContext, site: WrapperSite) -> Iterator[Violation]:
         wrapper = site.target
@@ -148,9 +200,8 @@ class DataParallelAttributeWithoutModule(Rule):
         for node in scope.nodes[start + 1:]:
             if id(node) in inside:
                 continue
-            if isinstance(node, cst.Assign) and any(dotted_name(t.target) == wrapper for t in node.targets):
-                if dotted_name(chain_base(resolver, node.value)[0]) != wrapper:
-                    break
+            if rebinds(resolver, node, wrapper):
+                break
             if isinstance(node, cst.Call) and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
             if not isinstance(node, cst.Attribute) or dotted_name(node.value) != wrapper:
@@ -164,15 +215,22 @@ class DataParallelAttributeWithoutModule(Rule):
         reads += _reads_in_other_methods(ctx, site, wrapper)
         caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
         for function, param in callees:
-            for node in _param_reads(ctx, function, param):
-                attr = node.attr.value
+            callee = function.name.value
+            if callee == "__init__":
+                owner = ctx.index.enclosing_class(function)
+                callee = owner.name.value if owner is not None else callee
+                reads_of = _kept_reads(ctx, function, param)
+            else:
+                reads_of = _param_reads(ctx, function, param)
+            for node in reads_of:
+                attr, held = node.attr.value, dotted_name(node.value)
                 yield self.violation(
                     node,
                     problem=(
-                        f"`{param}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
-                        f"to `{function.name.value}` as `{param}`, which does not forward its model's attributes (AttributeError)"
+                        f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
+                        f"to `{callee}` as `{param}`, which does not forward its model's attributes (AttributeError)"
                     ),
-                    advice=f"use `{param}.module.{attr}`, or pass `{wrapper}.module`",
+                    advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
         for node in reads:
             attr = node.attr.value
@@ -191,7 +249,13 @@ class DataParallelAttributeWithoutModule(Rule):
         if forward is None:
             return
         registered = _registered_names(ctx, cls)
-        for node in scope_facts(ctx, forward).nodes:
+        for method, where in _run_by_forward(ctx, cls, forward):
+            yield from self._writes_in(ctx, name, site, method, where, registered)
+
+    def _writes_in(
+        self, ctx: FileContext, name: str, site: WrapperSite, method: cst.FunctionDef, where: str, registered: set[str]
+    ) -> Iterator[Violation]:
+        for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:
@@ -201,7 +265,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     yield self.violation(
                         target,
                         problem=(
-                            f"`self.{attr}` is assigned in `{name}.forward`, which `{site.spelled}` runs on "
+                            f"`self.{attr}` is assigned in `{name}.{where}`{_FROM_FORWARD if where != 'forward' else ''}, which `{site.spelled}` runs on "
                             "per-GPU replicas rebuilt every step, so the write is lost"
                         ),
                         advice="return the value from `forward` (or keep it in a buffer updated in place)",
@@ -213,11 +277,105 @@ class DataParallelAttributeWithoutModule(Rule):
                 yield self.violation(
                     node,
                     problem=(
-                        f"`self.{attr}.{node.func.attr.value}(...)` in `{name}.forward` runs once per GPU replica "
+                        f"`self.{attr}.{node.func.attr.value}(...)` in `{name}.{where}`{_FROM_FORWARD if where != 'forward' else ''} runs once per GPU replica "
                         f"under `{site.spelled}`, from several threads in no fixed order, with tensors on different GPUs"
                     ),
                     advice="return the value from `forward` and collect it outside the model",
                 )
+
+
+def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDef) -> list[tuple[cst.FunctionDef, str]]:
+    """`forward`, and the methods of the class it calls as `self.method(...)` (one level)."""
+    found = [(forward, "forward")]
+    own = methods(cls)
+    for node in scope_facts(ctx, forward).nodes:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == "self":
+            method = own.get(node.func.attr.value)
+            if method is not None and method is not forward and all(m is not method for m, _ in found):
+                found.append((method, method.name.value))
+    return found
+
+
+def _sites_of_returned_wrappers(ctx: FileContext) -> list[WrapperSite]:
+    """`model = build()` where `build` is a function of this file that returns a wrapper it made
+    (`return nn.DataParallel(net)`, or `return model` after `model = DDP(model)`)."""
+    returning: dict[str, WrapperSite] = {}
+    for site in wrapper_sites(ctx):
+        function = site.scope
+        if not isinstance(function, cst.FunctionDef) or module_functions(ctx).get(function.name.value) is not function:
+            continue
+        for node in scope_facts(ctx, function).nodes:
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value = strip_self_returning(node.value)
+            if value is site.call or (site.target is not None and dotted_name(value) == site.target and wrapper_at(ctx, site.target, node) is site):
+                returning[function.name.value] = site
+    if not returning:
+        return []
+    sites = []
+    for call in ctx.index.of_type(cst.Call):
+        inner = returning.get(dotted_name(call.func) or "")
+        if inner is None:
+            continue
+        target = assigned_target(ctx, call)
+        if target is not None:
+            sites.append(WrapperSite(
+                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
+                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
+            ))
+    return sites
+
+
+_FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
+
+
+def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.CSTNode) -> list[cst.FunctionDef | cst.Lambda]:
+    """The hook a registration names: a def of the scope or module, `self.method`, a lambda, or
+    the defs a factory of the module returns (`register_forward_hook(save_output("fc"))`)."""
+    if isinstance(value, cst.Lambda):
+        return [value]
+    if isinstance(value, cst.Call):
+        factory = module_functions(ctx).get(dotted_name(value.func) or "")
+        if factory is None:
+            return []
+        return [n for n in scope_facts(ctx, factory).nodes if isinstance(n, cst.FunctionDef) and n is not factory]
+    name = dotted_name(value) or ""
+    if name.startswith("self.") and name.count(".") == 1:
+        cls = ctx.index.enclosing_class(scope)
+        method = methods(cls).get(name[5:]) if cls is not None else None
+        return [method] if method is not None else []
+    local = [n for n in scope_facts(ctx, scope).nodes if isinstance(n, cst.FunctionDef) and n.name.value == name and n is not scope]
+    function = local[0] if local else module_functions(ctx).get(name)
+    return [function] if function is not None else []
+
+
+def _hook_name(hook: cst.FunctionDef | cst.Lambda) -> str:
+    return hook.name.value if isinstance(hook, cst.FunctionDef) else "lambda"
+
+
+def _outside_writes(ctx: FileContext, hook: cst.FunctionDef | cst.Lambda) -> list[cst.CSTNode]:
+    """Writes in a hook to state that outlives the call: attributes of its parameters or of
+    `self`, items or appends of names it did not bind itself."""
+    local: set[str] = set()
+    if isinstance(hook, cst.FunctionDef):
+        for node in scope_facts(ctx, hook).nodes:
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                local.add(node.target.value)
+    writes: list[cst.CSTNode] = []
+    for node in ctx.index.walk(hook):
+        if isinstance(node, cst.AssignTarget):
+            target = node.target
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+                writes.append(node.target)
+            elif isinstance(target, cst.Subscript):
+                root = dotted_name(target.value)
+                if root is not None and root.split(".", 1)[0] not in local:
+                    writes.append(node.target)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES:
+            root = dotted_name(node.func.value)
+            if root is not None and root.split(".", 1)[0] not in local:
+                writes.append(node)
+    return writes
 
 
 def _code(name: str) -> str:
@@ -225,15 +383,14 @@ def _code(name: str) -> str:
 
 
 def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple[cst.FunctionDef, str]]:
-    """(function of this module, parameter name) for each argument of `call` that is the wrapper."""
-    if not isinstance(call.func, cst.Name):
-        return []
-    functions = _module_functions(ctx)
-    function = functions.get(call.func.value)
+    """(function of this module, parameter name) for each argument of `call` that is the wrapper;
+    for a class of this module (`Visualizer(model)`), its `__init__` and parameter; for
+    `self.plot(model)`, that method of the enclosing class."""
+    function, skip = _callee(ctx, call)
     if function is None:
         return []
     params = function.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][skip:]
     found = []
     for position, arg in enumerate(call.args):
         if arg.star or dotted_name(arg.value) != wrapper:
@@ -247,19 +404,21 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
     return found
 
 
-def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
-    """Functions defined once at the top level of the module, by name."""
-    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
-        seen: dict[str, list[cst.FunctionDef]] = {}
-        for statement in c.module.body:
-            if isinstance(statement, cst.FunctionDef):
-                seen.setdefault(statement.name.value, []).append(statement)
-        return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
+def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, int]:
+    """The function of this file that `call` runs, and how many leading parameters it binds itself."""
+    name = dotted_name(call.func) or ""
+    if name.startswith("self.") and name.count(".") == 1:
+        cls = ctx.index.enclosing_class(call)
+        method = methods(cls).get(name[5:]) if cls is not None else None
+        return method, 1
+    function = module_functions(ctx).get(name)
+    if function is not None:
+        return function, 0
+    cls = next((c for c in ctx.module.body if isinstance(c, cst.ClassDef) and c.name.value == name), None)
+    return (methods(cls).get("__init__") if cls is not None else None), 1
 
-    return ctx.shared("dl203.module_functions", build)
 
-
-def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False) -> list[cst.Attribute]:
     """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`."""
     nodes = scope_facts(ctx, function).nodes
     written: set[str] = set()
@@ -268,7 +427,7 @@ def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> lis
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
             if node.args and dotted_name(node.args[0].value) == param:
                 return []
-        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == param:
+        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == param and not rebinding_ok:
             return []
         if isinstance(node, cst.Attribute) and dotted_name(node.value) == param:
             if _is_target(ctx, node):
@@ -279,6 +438,30 @@ def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str) -> lis
         node for node in reads
         if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
     ]
+
+
+def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+    """Reads of `param.x` in `__init__`, and of `self.m.x` in the class's methods when `__init__`
+    keeps the wrapper as `self.m = param`, unless the class tests, unwraps or rebinds `self.m`."""
+    reads = _param_reads(ctx, init, param)
+    cls = ctx.index.enclosing_class(init)
+    if cls is None:
+        return reads
+    kept = {
+        name for node in scope_facts(ctx, init).nodes if isinstance(node, cst.Assign) and dotted_name(node.value) == param
+        for name in (dotted_name(t.target) for t in node.targets) if name and name.startswith("self.") and name.count(".") == 1
+    }
+    for name in kept:
+        for method in methods(cls).values():
+            for node in scope_facts(ctx, method).nodes:
+                guarded = isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS
+                if guarded and node.args and dotted_name(node.args[0].value) == name:
+                    return reads
+                if method is not init and isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name:
+                    return reads
+        for method in methods(cls).values():
+            reads.extend(_param_reads(ctx, method, name, rebinding_ok=True))
+    return reads
 
 
 def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> list[cst.Attribute]:
@@ -309,9 +492,8 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return []
-            if isinstance(node, cst.Assign) and method is not wrapping and any(dotted_name(t.target) == wrapper for t in node.targets):
-                if dotted_name(chain_base(resolver_for(ctx, node), node.value)[0]) != wrapper:
-                    return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper):
+                return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
                 if _is_target(ctx, node):
                     written.add(node.attr.value)

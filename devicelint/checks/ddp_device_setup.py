@@ -1,24 +1,32 @@
 from __future__ import annotations
 
+import re
+
 from typing import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.module_placement import (
     Device,
+    History,
     WrapperSite,
     built_on_cpu,
     chain_base,
     device_ids_first,
     history,
+    module_functions,
     resolver_for,
+    scope_facts,
     set_device_called,
     short,
+    string_constants,
+    strip_self_returning,
     usage_after,
     wrapper_chain_moves,
     wrapper_sites,
 )
 from devicelint.analysis.names import dotted_name
+from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -35,9 +43,17 @@ class DdpDeviceSetup(Rule):
 
     - `device_ids=[...]` given for a model built in the same function and never moved off the
       CPU (also without `device_ids` when the file uses the `nccl` backend);
+    - `device_ids=[...]` given for a model that a builder returns (`model = build_model()`)
+      and nothing moves, in a function that moves its other tensors to the GPU by hand
+      (`x.to(device)`);
     - a model moved to one fixed device in every process (`model.to("cuda:0")`,
-      `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` in the file), so
-      every rank runs on the same GPU, or sits on another GPU than its `device_ids=[local_rank]`.
+      `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` on the way to the
+      wrapper), so every rank runs on the same GPU, or sits on another GPU than its
+      `device_ids=[local_rank]`;
+    - a GPU model wrapped without `device_ids` when the project may run torch before 1.9
+      (no `torch-version` configured, or one below 1.9);
+    - `init_process_group("nccl")` in a file that passes per-rank `device_ids` but never calls
+      `torch.cuda.set_device` (reported at `init_process_group`).
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -46,7 +62,13 @@ class DdpDeviceSetup(Rule):
     device_ids and output_device arguments only work with single-device/multiple-device GPU
     modules or CPU modules`), and NCCL cannot all-reduce CPU tensors. When every rank uses
     cuda:0, all processes crowd one GPU: it runs out of memory, NCCL fails or hangs with
-    "Duplicate GPU detected", and the other GPUs idle.
+    "Duplicate GPU detected", and the other GPUs idle. Before torch 1.9 a DDP without
+    `device_ids` replicated its module over every visible GPU inside each process, which
+    fails with "all tensors must be on devices[0]" for a model on the rank's GPU. Without
+    `set_device`, a rank whose model sits on its own GPU still has cuda:0 as its current
+    device, so NCCL barriers, `.cuda()`, `torch.cuda.*` calls and `torch.load` without
+    `map_location` create a context and allocate memory on GPU 0 in every process (the DDP
+    documentation asks each process to call `torch.cuda.set_device(i)`).
 
     ## Example
     ```python
@@ -70,15 +92,22 @@ class DdpDeviceSetup(Rule):
     ## Known limits
     Launchers that give each process a single visible GPU (one GPU per SLURM task, or
     `CUDA_VISIBLE_DEVICES` set per process outside the file) make `.cuda()` right; files that
-    mention `CUDA_VISIBLE_DEVICES` are not reported for it. "Never moved" needs the model to be
-    built in the same function from a class of the file or of `torch.nn`/`torchvision.models`,
-    and not handed to other code before wrapping.
+    set `CUDA_VISIBLE_DEVICES` in a string are not reported for it. "Never moved" needs the
+    model to be built in the same function, from a class of the file or of
+    `torch.nn`/`torchvision.models`, or from any builder called without a device-like argument
+    when the function moves other tensors to a GPU itself; and not handed to other code before
+    wrapping. A `set_device` in another function counts when it is not under an `if` or a loop;
+    one in the wrapping function counts only on the way to the wrapper. The missing-`device_ids`
+    case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
+    uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
+    taken to need a newer torch. `init_process_group`
+    with `device_id=` (torch 2.3+) is taken as binding the device.
     """
 
     code = "DL205"
     name = "ddp-device-setup"
     summary = "DistributedDataParallel needs each rank's model on that rank's own GPU."
-    message = "`{call}` wraps `{model}`, {problem}; {advice}"
+    message = "`{call}` {problem}; {advice}"
     tokens = ("DistributedDataParallel",)
 
     _ADVICE = (
@@ -87,11 +116,42 @@ class DdpDeviceSetup(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        reported = False
         for site in wrapper_sites(ctx):
             if site.kind == "DistributedDataParallel" and site.wrapped is not None:
                 violation = self._check_site(ctx, site)
                 if violation is not None:
+                    reported = True
                     yield violation
+        if not reported:
+            yield from self._current_device_never_set(ctx)
+
+    def _current_device_never_set(self, ctx: FileContext) -> Iterator[Violation]:
+        """`init_process_group("nccl")` in a file that gives DDP per-rank `device_ids` but never
+        makes the rank's GPU the current device."""
+        if set_device_called(ctx) or _visibility_per_process(ctx):  # file-wide: the set-up may be split
+            return
+        per_rank = [
+            site for site in wrapper_sites(ctx)
+            if site.kind == "DistributedDataParallel" and site.device_ids is not None
+            and not _literal_list(site.device_ids) and not _is_none(site.device_ids)
+        ]
+        if not per_rank:
+            return
+        for call in ctx.index.of_type(cst.Call):
+            if ctx.qualified_name(call.func) not in _INIT_PROCESS_GROUP or not _nccl_call(ctx, call):
+                continue
+            if any(arg.keyword is not None and arg.keyword.value == "device_id" for arg in call.args):
+                continue  # torch 2.3+: binds the process to its device
+            yield self.violation(
+                call, call=short(ctx, call),
+                problem=(
+                    f"sets up DDP (`{short(ctx, per_rank[0].call)}` passes per-rank `device_ids`), but nothing calls `torch.cuda.set_device`, so every rank's current device stays cuda:0: NCCL's "
+                    "barriers and any `.cuda()`, `torch.cuda.*` call or map-location-free `torch.load` put a CUDA "
+                    "context and memory on GPU 0 in every process"
+                ),
+                advice="call `torch.cuda.set_device(local_rank)` right after `init_process_group`",
+            )
 
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
         resolver = resolver_for(ctx, site.call)
@@ -109,25 +169,49 @@ class DdpDeviceSetup(Rule):
         model = var or short(ctx, base)
         has_ids = site.device_ids is not None and not (isinstance(site.device_ids, cst.Name) and site.device_ids.value == "None")
         if not moves:
-            if wrapper_chain_moves(ctx, site) or not built_on_cpu(ctx, base, facts):
+            if wrapper_chain_moves(ctx, site):
+                return None
+            if not built_on_cpu(ctx, base, facts):
+                if has_ids and _left_unplaced(ctx, site, var, facts):
+                    return self.violation(
+                        site.call, call=short(ctx, site.call),
+                        problem=(
+                            f"wraps `{model}`, which is never moved although this function moves its other tensors to the GPU by hand, "
+                            "while `device_ids` asks for a GPU module"
+                        ),
+                        advice=f"move it first with `{model}.to(device)`",
+                    )
                 return None
             if has_ids:
                 return self.violation(
-                    site.call, call=short(ctx, site.call), model=model,
-                    problem="which is still on the CPU, while `device_ids` asks for a GPU module",
+                    site.call, call=short(ctx, site.call),
+                    problem=f"wraps `{model}`, which is still on the CPU, while `device_ids` asks for a GPU module",
                     advice=f"move it first with `{model}.to(local_rank)`",
                 )
             if _uses_nccl(ctx):
                 return self.violation(
-                    site.call, call=short(ctx, site.call), model=model,
-                    problem="which is still on the CPU, while the file's `nccl` backend only reduces CUDA tensors",
+                    site.call, call=short(ctx, site.call),
+                    problem=f"wraps `{model}`, which is still on the CPU, while the file's `nccl` backend only reduces CUDA tensors",
                     advice=f"move it with `{model}.to(local_rank)` and pass `device_ids=[local_rank]` (or use `gloo` for CPU training)",
                 )
             return None
         last = moves[-1]
+        if (
+            site.device_ids is None and (last.type == "cuda" or _RANK_NAME.search(last.text))
+            and not (last.is_current and not set_device_called(ctx, site.call))
+            and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED) and not _needs_torch_1_9(ctx)
+        ):
+            return self.violation(
+                site.call, call=short(ctx, site.call),
+                problem=(
+                    f"wraps `{model}`, which is on a GPU, without `device_ids`: before torch {_IMPLICIT_IDS_FIXED[1:]} DDP then replicates "
+                    "it over every visible GPU in each process (\"all tensors must be on devices[0]\")"
+                ),
+                advice="pass `device_ids=[local_rank], output_device=local_rank` (or set `torch-version` to the 1.9+ release the project requires)",
+            )
         if not last.literal or last.type != "cuda" or any(not d.literal for d in moves):
             return None
-        if any(token in ctx.source for token in _PER_PROCESS_VISIBILITY):
+        if _visibility_per_process(ctx):
             return None
         if site.target is not None:
             later = usage_after(ctx, site.target, site.call)
@@ -135,30 +219,111 @@ class DdpDeviceSetup(Rule):
                 return None  # moved again after wrapping, to a device the code computes
         per_rank_ids = has_ids and device_ids_first(resolver, site.device_ids) is None and not _literal_list(site.device_ids)
         if per_rank_ids:
-            if last.is_current and set_device_called(ctx):
+            if last.is_current and set_device_called(ctx, site.call):
                 return None
             ids = short(ctx, site.device_ids)  # type: ignore[arg-type]
             where = "cuda:0 in every process (the current device, and nothing calls `torch.cuda.set_device`)" if last.is_current else f"{last.text} in every process"
             return self.violation(
-                site.call, call=short(ctx, site.call), model=model,
-                problem=f"which is on {where}, while `device_ids={ids}` names each rank's own GPU",
+                site.call, call=short(ctx, site.call),
+                problem=f"wraps `{model}`, which is on {where}, while `device_ids={ids}` names each rank's own GPU",
                 advice=f"move the model to the same device as `device_ids` (`{model}.to(local_rank)`)",
             )
         if last.is_current:
-            if set_device_called(ctx):
+            if set_device_called(ctx, site.call):
                 return None
-            problem = "which every rank moves to the current device with `.cuda()`/`\"cuda\"`, cuda:0 in every process since nothing calls `torch.cuda.set_device`"
+            problem = f"wraps `{model}`, which every rank moves to the current device with `.cuda()`/`\"cuda\"`, cuda:0 in every process since nothing calls `torch.cuda.set_device`"
         else:
-            problem = f"which every rank moves to the same {last.text}"
+            problem = f"wraps `{model}`, which every rank moves to the same {last.text}"
         return self.violation(
-            site.call, call=short(ctx, site.call), model=model,
+            site.call, call=short(ctx, site.call),
             problem=problem + ", so all processes share one GPU", advice=self._ADVICE,
         )
 
 
 
+# Before torch 1.9 (pytorch/pytorch#54454) DDP without `device_ids` used every visible GPU.
+_IMPLICIT_IDS_FIXED = "<1.9"
+# `model.to(local_rank)`: an integer device is a CUDA index; these names hold one.
+_RANK_NAME = re.compile(r"^(args\.|self\.|cfg\.|config\.)?(local_rank|rank|gpu|gpu_id|device_id|local_gpu)$")
+# APIs added in torch 1.9 or later: a file that uses one cannot run on the old DDP default.
+_NEWER_APIS = (
+    "torch.accelerator", "torch.compile", "torch.amp", "torch.func", "torch.export", "torch.inference_mode",
+    "torch.distributed.device_mesh", "torch.distributed.fsdp", "torch.distributed.tensor",
+    "torch.distributed.checkpoint", "torch.distributed.elastic", "torch.nn.attention",
+)
+
+
+def _needs_torch_1_9(ctx: FileContext) -> bool:
+    """The file's own code needs torch 1.9+ (`torch.accelerator`, `torch.compile`, FSDP, ...)."""
+    if not any(api.rsplit(".", 1)[-1] in ctx.source for api in _NEWER_APIS):
+        return False
+    for node in ctx.index.of_type(cst.Attribute):
+        qualified = ctx.qualified_name(node) or ""
+        if any(qualified == api or qualified.startswith(api + ".") for api in _NEWER_APIS):
+            return True
+    return False
+
+
+# Calls that load or copy a model as it was saved or built elsewhere, placement included.
+_KEEPS_PLACEMENT = frozenset({"torch.load", "copy.deepcopy", "torch.jit.load"})
+_DEVICE_WORDS = ("device", "gpu", "cuda", "rank", "map_location", "device_map")
+
+
+def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: History | None) -> bool:
+    """The model comes from a builder call that takes no device (`model = build_model()`), nothing
+    moves it, and the same function moves other tensors to a GPU by hand (`x.to(device)`): the
+    author places things explicitly and forgot the model."""
+    if var is None or facts is None or facts.bind is None:
+        return False
+    resolver = resolver_for(ctx, site.call)
+    built = chain_base(resolver, facts.bind)[0]
+    if not isinstance(built, cst.Call) or any(arg.star for arg in built.args):
+        return False
+    if ctx.qualified_name(built.func) in _KEEPS_PLACEMENT or "load" in (dotted_name(built.func) or "").lower():
+        return False
+    for arg in built.args:
+        words = ((arg.keyword.value if arg.keyword else "") + " " + ctx.code_for(arg.value)).lower()
+        if any(word in words for word in _DEVICE_WORDS):
+            return False
+    helper = module_functions(ctx).get(dotted_name(built.func) or "")
+    if helper is not None and any(word in ctx.code_for(helper) for word in (".to(", ".cuda(", "device")):
+        return False  # an in-file builder that places what it builds
+    for node in scope_facts(ctx, site.scope).nodes:
+        if isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None and moved[1].type == "cuda" and dotted_name(strip_self_returning(moved[0])) != var:
+                return True
+    return False
+
+
+_INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
+
+
+def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:
+    """The process group uses NCCL: `backend="nccl"` (literal or a constant), or the file's only backend."""
+    for position, arg in enumerate(call.args):
+        if (arg.keyword is None and position == 0) or (arg.keyword is not None and arg.keyword.value == "backend"):
+            value = arg.value
+            key = dotted_name(value)
+            if key is not None:
+                value = resolver_for(ctx, call).constant(key) or value
+            return isinstance(value, cst.SimpleString) and value.evaluated_value == "nccl" or (
+                not isinstance(value, cst.SimpleString) and _uses_nccl(ctx)
+            )
+    return _uses_nccl(ctx)
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
 def _uses_nccl(ctx: FileContext) -> bool:
-    return ('"nccl"' in ctx.source or "'nccl'" in ctx.source) and "gloo" not in ctx.source
+    strings = string_constants(ctx)
+    return "nccl" in strings and "gloo" not in strings
+
+
+def _visibility_per_process(ctx: FileContext) -> bool:
+    return any(token in text for text in string_constants(ctx) for token in _PER_PROCESS_VISIBILITY)
 
 
 def _literal_list(node: cst.BaseExpression | None) -> bool:

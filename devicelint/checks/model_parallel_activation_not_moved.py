@@ -13,11 +13,12 @@ from devicelint.analysis.module_placement import (
     Resolver,
     class_placements,
     distinct,
+    moves_itself,
     resolver_for,
     scope_facts,
     short,
 )
-from devicelint.analysis.modules import methods
+from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -159,14 +160,18 @@ class ModelParallelActivationNotMoved(Rule):
     the output of a stage on one device straight into a stage on another (`self.dec(h)` where
     `h = self.enc(x)`), without `h.to("cuda:1")`. In the same file, also flags targets on one
     device given to a loss together with the output of such a model, whose last stage sits on
-    another (`criterion(model(x), y.to("cuda:0"))` when the last stage is on cuda:1).
+    another (`criterion(model(x), y.to("cuda:0"))` when the last stage is on cuda:1). And in
+    such a class, flags a stage with weights that `__init__` never places (`self.norm =
+    nn.LayerNorm(256)` between stages on cuda:0 and cuda:1) when `forward` feeds it a GPU
+    activation.
 
     ## Why it is a bug on a GPU
     Manual model parallelism is only correct if every activation crosses to the next stage's
     device explicitly. Otherwise the first forward fails with `RuntimeError: Expected all
     tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1`. The
     model's output lives on the last stage's device, so labels moved to the first device fail
-    in the loss the same way.
+    in the loss the same way. A stage left out of the placement stays on the CPU, and the first
+    GPU activation it receives fails the same way.
 
     ## Example
     ```python
@@ -194,7 +199,9 @@ class ModelParallelActivationNotMoved(Rule):
     (`devs[0]` vs `devs[1]`). Values are followed through names, `torch`/`F` functions,
     tensor methods and parameterless `torch.nn` layers; a value assigned inside a branch or
     loop, or produced by any other call, is not judged. Loss checks need the model built from
-    the class in the same function as the loss.
+    the class in the same function as the loss. An unplaced stage is one built from a
+    `torch.nn` layer or a module class of the file with no `device=`, and moved nowhere in
+    the file (`model.norm.to(...)` counts as placing it); parameterless layers are exempt.
     """
 
     code = "DL208"
@@ -219,11 +226,24 @@ class ModelParallelActivationNotMoved(Rule):
         if forward is None:
             return None
         stages = {f"self.{attr}": p.device for attr, p in placement.placements.items()}
-        evaluator = _Evaluator(ctx, resolver_for(ctx, forward.body), stages, _pass_through(ctx, placement.cls), {})
+        pass_through = _pass_through(ctx, placement.cls)
+        unplaced = _unplaced_stages(ctx, placement, pass_through)
+        # An unplaced stage is reported once; past it, follow the device its input was on.
+        evaluator = _Evaluator(ctx, resolver_for(ctx, forward.body), stages, pass_through | set(unplaced), {})
         output: Device | None = None
         for statement, nested in _statements(ctx, forward):
             for call in _calls_in(ctx, statement):
                 stage = dotted_name(call.func)
+                if stage in unplaced:
+                    built = unplaced.pop(stage)  # one finding per stage, at its construction
+                    have = evaluator.value(call.args[0].value) if call.args and not call.args[0].star else None
+                    if have is not None and have.device.literal and have.device.type not in ("cpu", "meta"):
+                        target = f'"{have.device.text}"'
+                        yield self.violation(
+                            built, value=stage, have="the CPU (`__init__` never places it)",
+                            consumer=f"its input `{short(ctx, call.args[0].value, 30)}` in `forward`", want=have.device.label(),
+                            moved=f"{short(ctx, built.value, 40)}.to({target})",
+                        )
                 if stage not in stages:
                     continue
                 for arg in call.args:
@@ -277,6 +297,34 @@ class ModelParallelActivationNotMoved(Rule):
         fixed = f"{short(ctx, receiver, 40)}.to({target})"
         where = have.device.label() + (f" ({have.source})" if have.source else "")
         return self.violation(node, value=value, have=where, consumer=consumer, want=want.label(), moved=fixed)
+
+
+def _unplaced_stages(ctx: FileContext, placement: ClassPlacement, pass_through: set[str]) -> dict[str, cst.Assign]:
+    """`self.x = nn.Linear(...)` (or a module class of the file) left on the CPU by an `__init__`
+    that places its other stages on devices, and moved nowhere else in the file."""
+    init = methods(placement.cls).get("__init__")
+    found: dict[str, cst.Assign] = {}
+    if init is None:
+        return found
+    classes = module_classes(ctx)
+    for node in scope_facts(ctx, init).nodes:
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)):
+            continue
+        target = dotted_name(node.targets[0].target) or ""
+        attr = target[5:] if target.startswith("self.") and target.count(".") == 1 else None
+        if attr is None or attr in placement.placements or target in pass_through:
+            continue
+        callee = dotted_name(node.value.func) or ""
+        qualified = ctx.qualified_name(node.value.func) or ""
+        own = callee in classes and callee not in class_placements(ctx) and not moves_itself(ctx, callee)
+        if not (own or (qualified.startswith("torch.nn.") and qualified.count(".") == 2)):
+            continue
+        if any(arg.keyword is not None and arg.keyword.value == "device" for arg in node.value.args):
+            continue
+        if re.search(r"\." + re.escape(attr) + r"\s*\.\s*(to|cuda)\(", ctx.source):
+            continue  # placed elsewhere: `self.head.to(dev)`, `model.head.cuda(1)`
+        found[target] = node
+    return found
 
 
 def _pass_through(ctx: FileContext, cls: cst.ClassDef) -> set[str]:

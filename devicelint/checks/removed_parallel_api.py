@@ -95,13 +95,13 @@ class RemovedParallelApi(Rule):
     tokens = ("pipeline", "DistributedDataParallelCPU", "deprecated")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        if not _applies(ctx.torch_version, self.torch_versions):
+        if not torch_in(ctx.torch_version, self.torch_versions):
             return
         imported: set[str] = set()
         for node in ctx.index.of_type(cst.Import):
             for alias in node.names:
                 entry = _match(dotted_name(alias.name))
-                if entry is not None and _applies(ctx.torch_version, f">={entry.removed_in}") and not _guarded(ctx, node):
+                if entry is not None and torch_in(ctx.torch_version, f">={entry.removed_in}") and not _guarded(ctx, node):
                     imported.add(entry.prefix)
                     yield self.violation(alias, api=dotted_name(alias.name), removed=entry.removed_in, advice=entry.advice)
         for node in ctx.index.of_type(cst.ImportFrom):
@@ -113,7 +113,7 @@ class RemovedParallelApi(Rule):
             if not full:
                 full = next((f"{base}.{n}" for n in names if _match(f"{base}.{n}")), None)
             entry = _match(full)
-            if entry is None or not _applies(ctx.torch_version, f">={entry.removed_in}") or _guarded(ctx, node):
+            if entry is None or not torch_in(ctx.torch_version, f">={entry.removed_in}") or _guarded(ctx, node):
                 continue
             imported.add(entry.prefix)
             yield self.violation(node, api=full, removed=entry.removed_in, advice=entry.advice)
@@ -123,12 +123,12 @@ class RemovedParallelApi(Rule):
             entry = _match(ctx.qualified_name(node))
             if entry is None or entry.prefix in imported or _match(ctx.qualified_name(node.value)):
                 continue
-            if not _applies(ctx.torch_version, f">={entry.removed_in}") or _guarded(ctx, node):
+            if not torch_in(ctx.torch_version, f">={entry.removed_in}") or _guarded(ctx, node):
                 continue
             yield self.violation(node, api=entry.prefix, removed=entry.removed_in, advice=entry.advice)
 
 
-def _applies(target: str | None, specifier: str) -> bool:
+def torch_in(target: str | None, specifier: str) -> bool:
     """Whether the targeted torch release (None: the latest) falls in `specifier`."""
     if not target:
         return True

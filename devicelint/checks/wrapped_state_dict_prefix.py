@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -15,7 +16,9 @@ from devicelint.analysis.module_placement import (
     scope_facts,
     scope_of,
     short,
+    string_constants,
     wrapper_at,
+    wrapper_sites,
 )
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
@@ -24,7 +27,8 @@ from devicelint.registry import Rule, Violation, register
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
 # Code that already handles the prefix: nothing to report in that file.
-_PREFIX_HANDLING = ('"module."', "'module.'", "consume_prefix_in_state_dict_if_present", "[7:]", "'module'", '"module"')
+_PREFIX_HELPERS = frozenset({"consume_prefix_in_state_dict_if_present"})
+_CHECKPOINT_FILE = re.compile(r"^[\w.-]*\w\.(pt|pth|ckpt|bin|tar|pkl|pth\.tar|safetensors)$")
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,10 @@ class WrappedStateDictPrefix(Rule):
     ## What it does
     Flags a checkpoint that crosses the `DataParallel`/`DistributedDataParallel` boundary in
     one file: `torch.save(model.state_dict(), path)` (or `{"model": model.state_dict()}`) where
-    `model` is a wrapper, and the same path (and key) later loaded with `load_state_dict` into a
-    bare model built in the file; and the reverse, a bare model's checkpoint loaded into a
-    wrapper.
+    `model` is a wrapper (wrapped in the same function, or `self.model` wrapped in another
+    method of the class), and the same file (and key) loaded with `load_state_dict` into a bare
+    model built in the file; and the reverse, a bare model's checkpoint loaded into a wrapper.
+    The finding is on the `load_state_dict` call, where the keys fail to match.
 
     ## Why it is a bug on a GPU
     A wrapper holds the model as its `module` attribute, so every key of its `state_dict()`
@@ -66,15 +71,19 @@ class WrappedStateDictPrefix(Rule):
     ```python
     torch.save(model.module.state_dict(), "best.pt")
     ```
+    and, for checkpoints already written by the wrapper,
+    `consume_prefix_in_state_dict_if_present(state_dict, "module.")` before loading.
 
     ## Fix safety
     No fix: old checkpoints already on disk keep their `module.` keys.
 
     ## Known limits
-    Save and load must be in the same file and name the same path expression (or the same
-    constant). Files that mention `"module."` or `consume_prefix_in_state_dict_if_present`
-    are taken to handle the prefix. The loaded model must be built in the same function from
-    a class call; a model received as an argument is not judged.
+    Save and load must be in the same file and name the same path: the same expression, the
+    same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
+    "best.pth")` and `f"{d}/best.pth"`). Files whose code (not comments) has a `"module."` or
+    `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
+    to handle the prefix. The loaded model must be built in the same function from a class
+    call; a model received as an argument is not judged.
     """
 
     code = "DL204"
@@ -84,7 +93,7 @@ class WrappedStateDictPrefix(Rule):
     tokens = ("state_dict",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        if "DataParallel" not in ctx.source or any(token in ctx.source for token in _PREFIX_HANDLING):
+        if "DataParallel" not in ctx.source or _handles_prefix(ctx):
             return
         saves = [s for call in ctx.index.of_type(cst.Call) for s in _saves(ctx, call)]
         if not saves:
@@ -96,19 +105,22 @@ class WrappedStateDictPrefix(Rule):
             source = _loaded_from(ctx, call.args[0].value)
             if target is None or source is None:
                 continue
-            into_wrapper = wrapper_at(ctx, target, call)
+            into_wrapper = _wrapper_of(ctx, target, call)
             for saved in saves:
                 if (saved.path, saved.key) != source:
                     continue
                 if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, call):
                     yield self.violation(
-                        saved.call,
+                        call,
                         problem=(
-                            f"`{short(ctx, saved.call)}` saves the state dict of the `{saved.wrapper.kind}` wrapper "
-                            f"`{saved.model}`, whose keys start with `module.`, and `{short(ctx, call)}`{_where(ctx, call)} "
-                            f"loads it into the bare model `{target}` (missing and unexpected keys)"
+                            f"`{short(ctx, call)}` loads into the bare model `{target}` the state dict that "
+                            f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
+                            f"`{saved.model}`, whose keys start with `module.` (missing and unexpected keys)"
                         ),
-                        advice=f"save `{saved.model}.module.state_dict()` instead",
+                        advice=(
+                            f"save `{saved.model}.module.state_dict()` instead, and strip the prefix from checkpoints "
+                            "already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, \"module.\")`)"
+                        ),
                     )
                 elif saved.wrapper is None and into_wrapper is not None:
                     yield self.violation(
@@ -120,6 +132,34 @@ class WrappedStateDictPrefix(Rule):
                         ),
                         advice=f"load it with `{target}.module.load_state_dict(...)`",
                     )
+
+
+def _handles_prefix(ctx: FileContext) -> bool:
+    """The code strips or adds `module.` itself: a `"module."`/`"module"` string, torch's
+    `consume_prefix_in_state_dict_if_present`, or a `key[7:]` slice (comments do not count)."""
+    if any(text == "module" or text.startswith("module.") for text in string_constants(ctx)):
+        return True
+    if any(token in ctx.source for token in _PREFIX_HELPERS):
+        return any(name.value in _PREFIX_HELPERS for name in ctx.index.of_type(cst.Name))
+    for node in ctx.index.of_type(cst.Slice):
+        if isinstance(node.lower, cst.Integer) and node.lower.value == "7" and node.upper is None:
+            return True
+    return False
+
+
+def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | None:
+    """The wrapper `var` holds at `at`: wrapped earlier in the same function, or `self.model`
+    wrapped in another method of the same class."""
+    site = wrapper_at(ctx, var, at)
+    if site is not None or not var.startswith("self.") or var.count(".") != 1:
+        return site
+    cls = ctx.index.enclosing_class(at)
+    if cls is None:
+        return None
+    for other in wrapper_sites(ctx):
+        if other.target == var and other.scope is not scope_of(ctx, at) and ctx.index.enclosing_class(other.call) is cls:
+            return other
+    return None
 
 
 def _where(ctx: FileContext, node: cst.CSTNode) -> str:
@@ -136,11 +176,17 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
         return []
     path_text = _path_key(ctx, path.value, call)
     found = []
-    pairs: list[tuple[cst.BaseExpression, str | None]] = [(obj.value, None)]
-    if isinstance(obj.value, cst.Dict):
+    saved = obj.value
+    name = dotted_name(saved)
+    if name is not None:  # `ckpt = {"model": model.state_dict(), ...}; torch.save(ckpt, path)`
+        values = scope_facts(ctx, scope_of(ctx, call)).assigned.get(name)
+        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
+            saved = values[0]
+    pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
+    if isinstance(saved, cst.Dict):
         pairs = [
             (e.value, e.key.evaluated_value)
-            for e in obj.value.elements
+            for e in saved.elements
             if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
             and isinstance(e.key.evaluated_value, str)
         ]
@@ -148,7 +194,7 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
         model = _state_dict_of(value)
         if model is None:
             continue
-        wrapper = wrapper_at(ctx, model, call)
+        wrapper = _wrapper_of(ctx, model, call)
         if wrapper is None and not _bare(ctx, model, call):
             continue
         found.append(_Saved(call, model, path_text, key, wrapper))
@@ -172,7 +218,29 @@ def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> st
             node = values[0]
     if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
         return "str:" + node.evaluated_value
+    name = _file_name(node)
+    if name is not None:
+        return "file:" + name  # `os.path.join(out, "best.pth")` and `f"{out}/best.pth"` name one file
     return "".join(ctx.code_for(node).split())
+
+
+def _file_name(node: cst.BaseExpression) -> str | None:
+    """The checkpoint file name a path expression ends with: its last literal piece."""
+    pieces = [
+        n.evaluated_value if isinstance(n, cst.SimpleString) else n.value
+        for n in _walk(node) if isinstance(n, (cst.SimpleString, cst.FormattedStringText))
+    ]
+    if not pieces or not isinstance(pieces[-1], str):
+        return None
+    last = pieces[-1].replace("\\", "/").rsplit("/", 1)[-1]
+    return last if _CHECKPOINT_FILE.match(last) else None
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found = [node]
+    for child in node.children:
+        found.extend(_walk(child))
+    return found
 
 
 def _loaded_from(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> tuple[str, str | None] | None:

@@ -1,0 +1,180 @@
+"""The nodes and bindings of one function (or the module), and position queries over them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.index import iter_children
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+
+def scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | cst.Module:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            return ancestor
+    return ctx.module
+
+
+@dataclass
+class Scope:
+    """The nodes of one function (or the module) in source order, nested defs left out."""
+
+    root: cst.FunctionDef | cst.Module
+    nodes: list[cst.CSTNode]
+    order: dict[int, int]
+    # name or `self.attr` text -> values assigned to it in this scope
+    assigned: dict[str, list[cst.BaseExpression]]
+
+
+def scope_facts(ctx: FileContext, root: cst.FunctionDef | cst.Module) -> Scope:
+    cache: dict[int, Scope] = ctx.shared("module_placement.scopes", lambda c: {})  # type: ignore[assignment]
+    scope = cache.get(id(root))
+    if scope is None:
+        scope = _build_scope(root)
+        cache[id(root)] = scope
+    return scope
+
+
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+REBOUND = cst.Name("__rebound__")
+
+
+def _build_scope(root: cst.FunctionDef | cst.Module) -> Scope:
+    nodes: list[cst.CSTNode] = []
+    assigned: dict[str, list[cst.BaseExpression]] = {}
+    start = root.body if isinstance(root, cst.FunctionDef) else root
+    if isinstance(root, cst.FunctionDef):
+        params = root.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            assigned.setdefault(param.name.value, []).append(REBOUND)  # a caller chooses it
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                assigned.setdefault(star.name.value, []).append(REBOUND)
+    stack: list[cst.CSTNode] = [start]
+    append = nodes.append
+    while stack:
+        node = stack.pop()
+        append(node)
+        kind = type(node)
+        if kind in _NESTED and node is not start:
+            continue
+        if kind is cst.Assign:
+            for target in node.targets:  # type: ignore[attr-defined]
+                key = dotted_name(target.target)
+                if key is not None:
+                    assigned.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]
+        elif kind is cst.AnnAssign:
+            key = dotted_name(node.target)  # type: ignore[attr-defined]
+            if key is not None and node.value is not None:  # type: ignore[attr-defined]
+                assigned.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]
+        elif kind in (cst.AugAssign, cst.For, cst.NamedExpr, cst.WithItem):
+            target = node.asname.name if kind is cst.WithItem and node.asname else getattr(node, "target", None)  # type: ignore[attr-defined]
+            key = dotted_name(target) if isinstance(target, cst.BaseExpression) else None
+            if key is not None:  # a second binding makes the name unresolvable
+                assigned.setdefault(key, []).append(REBOUND)
+        children = list(iter_children(node))
+        children.reverse()
+        stack.extend(children)
+    return Scope(root, nodes, {id(n): i for i, n in enumerate(nodes)}, assigned)
+
+
+def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
+    """Functions defined once at the top level of the module, by name."""
+    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
+        seen: dict[str, list[cst.FunctionDef]] = {}
+        for statement in c.module.body:
+            if isinstance(statement, cst.FunctionDef):
+                seen.setdefault(statement.name.value, []).append(statement)
+        return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
+
+    return ctx.shared("module_placement.functions", build)
+
+
+def statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    """The simple statement (or compound statement header owner) holding `node`."""
+    current = node
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return ancestor
+        current = ancestor
+    return current
+
+
+_SETS_DEVICE = frozenset({"set_device", "set_device_index", "device_index"})
+
+
+def set_device_calls(ctx: FileContext) -> list[cst.Call]:
+    """Calls that change the current device: `torch.cuda.set_device(...)`, any
+    `*.set_device(...)`/`set_device_index(...)`, or `with torch.cuda.device(...)` (comments do not count)."""
+    if "set_device" not in ctx.source and "cuda.device(" not in ctx.source:
+        return []
+    found = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in _SETS_DEVICE or ctx.qualified_name(func) == "torch.cuda.device":
+            found.append(call)
+    return found
+
+
+def set_device_called(ctx: FileContext, at: cst.CSTNode | None = None) -> bool:
+    """The code changes the current device; with `at`, on the way to `at`: anywhere in another
+    function (a set-up helper), or before `at` in its own function and not in a branch that
+    leaves `at` out (`if args.gpu is not None: set_device(...)` does not cover the `else`)."""
+    calls = set_device_calls(ctx)
+    if at is None or not calls:
+        return bool(calls)
+    root = scope_of(ctx, at)
+    scope = scope_facts(ctx, root)
+    position = scope.order.get(id(statement_of(ctx, at)), len(scope.nodes))
+    around = {id(a) for a in ctx.index.ancestors(at)}
+    for call in calls:
+        if scope_of(ctx, call) is not root:
+            if not _conditional(ctx, call):
+                return True  # an unconditional set-up helper
+            continue
+        if scope.order.get(id(call), position) >= position:
+            continue
+        blocks = [
+            a for a in ctx.index.ancestors(call)
+            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite)) and scope_of(ctx, a) is root and a is not getattr(root, "body", None)
+        ]
+        if all(id(block) in around for block in blocks):
+            return True
+    return False
+
+
+def _conditional(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`node` runs only under an `if` or a loop of its own function."""
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.For, cst.While)):
+            return True
+    return False
+
+
+def string_constants(ctx: FileContext) -> frozenset[str]:
+    """Every string literal of the code (comments left out), for "does the code say X" tests."""
+    def build(c: FileContext) -> frozenset[str]:
+        found = set()
+        for node in c.index.of_type(cst.SimpleString):
+            value = node.evaluated_value
+            if isinstance(value, str):
+                found.add(value)
+        return frozenset(found)
+
+    return ctx.shared("module_placement.strings", build)
+
+
+def short(ctx: FileContext, node: cst.CSTNode, limit: int = 60) -> str:
+    """Source of `node` for a message, or `callee(...)` when it is long or spans lines."""
+    code = ctx.code_for(node).strip()
+    if len(code) <= limit and "\n" not in code:
+        return code
+    if isinstance(node, cst.Call):
+        return f"{ctx.code_for(node.func).strip()}(...)"
+    return code.split("\n", 1)[0][:limit] + "..."

@@ -1,0 +1,152 @@
+"""What one function does to one model variable: its binding, moves, sub-module moves, escapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from devicelint.analysis.module_placement.devices import (
+    DATA_PARALLEL,
+    Device,
+    DISTRIBUTED_DATA_PARALLEL,
+    Placement,
+    TRUSTED_PREFIXES,
+    chain_base,
+    rebinds,
+    resolver_for,
+    strip_self_returning,
+)
+from devicelint.analysis.module_placement.scopes import scope_facts, scope_of, statement_of
+from devicelint.analysis.modules import module_classes
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+
+@dataclass
+class History:
+    """What a scope does to one model variable, in source order."""
+
+    var: str
+    bind: cst.BaseExpression | None = None  # the expression last bound before the site
+    origin: str | None = None  # class name when bound from an in-file module class
+    trusted: bool = False  # bound from a constructor known to leave the model on the CPU
+    moves: list[tuple[Device, cst.CSTNode]] = field(default_factory=list)
+    sub_moves: dict[str, Placement] = field(default_factory=dict)
+    escaped: bool = False
+
+
+def history(ctx: FileContext, var: str, site: cst.CSTNode) -> History:
+    """Binding, moves and escapes of `var` in the scope of `site`, before the statement of `site`."""
+    scope = scope_facts(ctx, scope_of(ctx, site))
+    resolver = resolver_for(ctx, site)
+    limit = scope.order.get(id(statement_of(ctx, site)), len(scope.nodes))
+    facts = History(var)
+    classes = module_classes(ctx)
+    for position, node in enumerate(scope.nodes):
+        if position >= limit:
+            break
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            key = dotted_name(node.targets[0].target)
+            if key == var:
+                base, device = chain_base(resolver, node.value)
+                same_var = dotted_name(base) == var
+                if not same_var:
+                    facts.bind, facts.origin, facts.trusted = node.value, None, False
+                    facts.moves, facts.sub_moves, facts.escaped = [], {}, False
+                    if isinstance(base, cst.Call):
+                        callee = dotted_name(base.func) or ""
+                        qualified = ctx.qualified_name(base.func) or ""
+                        if callee in classes:
+                            facts.origin, facts.trusted = callee, True
+                        elif qualified.startswith(TRUSTED_PREFIXES) and qualified not in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+                            facts.trusted = True
+                if device is not None:
+                    facts.moves.append((device, node))
+                    facts.sub_moves.clear()
+                continue
+            if key is not None and key.startswith(var + ".") and key.count(".") == var.count(".") + 1:
+                device = chain_base(resolver, node.value)[1]
+                if device is not None:
+                    attr = key.rsplit(".", 1)[1]
+                    facts.sub_moves[attr] = Placement(attr, device, node)
+            if dotted_name(node.value) == var:
+                facts.escaped = True  # `other = model`: aliases are not followed
+        elif isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None:
+                receiver = dotted_name(strip_self_returning(moved[0]))
+                if receiver == var:
+                    facts.moves.append((moved[1], node))
+                    facts.sub_moves.clear()
+                elif receiver and receiver.startswith(var + ".") and receiver.count(".") == var.count(".") + 1:
+                    attr = receiver.rsplit(".", 1)[1]
+                    facts.sub_moves[attr] = Placement(attr, moved[1], node)
+                continue
+            if any(dotted_name(arg.value) == var for arg in node.args) and not _harmless_call(ctx, node):
+                facts.escaped = True
+        elif isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+            if _mentions(node.value, var):
+                facts.escaped = True
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            if any(n.name.value == var for n in node.names):
+                facts.escaped = True
+    return facts
+
+
+_HARMLESS = frozenset({"print", "len", "str", "repr", "isinstance", "hasattr", "getattr", "type", "id", "vars", "format", "count_parameters"})
+_LOGGING = frozenset({"info", "debug", "warning", "warn", "error", "log", "print", "write"})
+
+
+def _harmless_call(ctx: FileContext, call: cst.Call) -> bool:
+    """Calls that take a model without moving it: wrappers, printing, logging."""
+    if ctx.qualified_name(call.func) in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+        return True
+    if isinstance(call.func, cst.Name):
+        return call.func.value in _HARMLESS
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _LOGGING
+
+
+def _mentions(node: cst.BaseExpression, var: str) -> bool:
+    if dotted_name(node) == var:
+        return True
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return any(isinstance(e, cst.Element) and _mentions(e.value, var) for e in node.elements)
+    if isinstance(node, cst.Dict):
+        return any(isinstance(e, cst.DictElement) and _mentions(e.value, var) for e in node.elements)
+    return False
+
+
+@dataclass
+class Usage:
+    """What a scope does with a variable after one statement."""
+
+    moves: list[tuple[Device, cst.CSTNode]] = field(default_factory=list)
+    escaped: bool = False
+    called: bool = False
+
+
+def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
+    """Moves, calls and escapes of `var` after the statement of `site`, until `var` is rebound."""
+    scope = scope_facts(ctx, scope_of(ctx, site))
+    resolver = resolver_for(ctx, site)
+    statement = statement_of(ctx, site)
+    start = scope.order.get(id(statement), -1)
+    inside = {id(n) for n in ctx.index.walk(statement)}
+    usage = Usage()
+    for node in scope.nodes[start + 1:]:
+        if id(node) in inside:
+            continue
+        if rebinds(resolver, node, var):
+            break
+        if isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None and dotted_name(strip_self_returning(moved[0])) == var:
+                usage.moves.append((moved[1], node))
+            elif dotted_name(node.func) == var:
+                usage.called = True
+            elif any(dotted_name(arg.value) == var for arg in node.args) and not _harmless_call(ctx, node):
+                usage.escaped = True
+        elif isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and _mentions(node.value, var):
+            usage.escaped = True
+    return usage

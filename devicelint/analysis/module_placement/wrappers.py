@@ -1,0 +1,213 @@
+"""`DataParallel`/`DistributedDataParallel` call sites: what each wraps, where it is assigned,
+which wrapper a name holds at a point, and whether the wrapped model is split over devices.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.module_placement.classes import class_placements, split_of
+from devicelint.analysis.module_placement.devices import (
+    DATA_PARALLEL,
+    Device,
+    DISTRIBUTED_DATA_PARALLEL,
+    KEEPS_MODULE,
+    Placement,
+    chain_base,
+    rebinds,
+    resolver_for,
+    string_value,
+)
+from devicelint.analysis.module_placement.scopes import scope_facts, scope_of, short, statement_of
+from devicelint.analysis.module_placement.variables import history
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+
+@dataclass(frozen=True)
+class WrapperSite:
+    call: cst.Call
+    kind: str  # "DataParallel" or "DistributedDataParallel"
+    spelled: str  # the callee as written: `nn.DataParallel`, `DP`
+    wrapped: cst.BaseExpression | None
+    target: str | None  # `model`, `self.model`: what the wrapper is assigned to
+    device_ids: cst.BaseExpression | None
+    statement: cst.CSTNode
+    scope: cst.FunctionDef | cst.Module
+
+
+def wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    return ctx.shared("module_placement.wrappers", _build_wrapper_sites)
+
+
+def _build_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    sites = []
+    for call in ctx.index.of_type(cst.Call):
+        qualified = ctx.qualified_name(call.func)
+        if qualified in DATA_PARALLEL:
+            kind = "DataParallel"
+        elif qualified in DISTRIBUTED_DATA_PARALLEL:
+            kind = "DistributedDataParallel"
+        else:
+            continue
+        wrapped = device_ids = None
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                continue
+            name = arg.keyword.value if arg.keyword else ("module" if position == 0 else "device_ids" if position == 1 else "")
+            if name == "module":
+                wrapped = arg.value
+            elif name == "device_ids":
+                device_ids = arg.value
+        sites.append(
+            WrapperSite(
+                call=call, kind=kind, spelled=ctx.code_for(call.func), wrapped=wrapped,
+                target=assigned_target(ctx, call), device_ids=device_ids,
+                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
+            )
+        )
+    return sites
+
+
+def assigned_target(ctx: FileContext, call: cst.Call) -> str | None:
+    """`model` in `model = DP(m)` or `model = DP(m).cuda()`; None when not assigned."""
+    node: cst.CSTNode = call
+    for parent in ctx.index.ancestors(call):
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in KEEPS_MODULE:
+            node = parent  # `DP(m).cuda()` is still the wrapper; `DP(m).module` is not
+            continue
+        if isinstance(parent, cst.Call) and parent.func is node:
+            node = parent
+            continue
+        if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+            return dotted_name(parent.targets[0].target)
+        if isinstance(parent, cst.AnnAssign) and parent.value is node:
+            return dotted_name(parent.target)
+        return None
+    return None
+
+
+def wrapper_chain_moves(ctx: FileContext, site: WrapperSite) -> list[tuple[Device, cst.CSTNode]]:
+    """Moves chained on the wrapper call itself: `DP(model).cuda()`."""
+    resolver = resolver_for(ctx, site.call)
+    moves = []
+    node: cst.CSTNode = site.call
+    for parent in ctx.index.ancestors(site.call):
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in KEEPS_MODULE:
+            node = parent
+            continue
+        if isinstance(parent, cst.Call) and parent.func is node:
+            moved = resolver.move(parent)
+            if moved is not None:
+                moves.append((moved[1], parent))
+            node = parent
+            continue
+        break
+    return moves
+
+
+def wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode) -> WrapperSite | None:
+    """The wrapper site that `var` holds at `node`: wrapped earlier in the same scope, not rebound since."""
+    root = scope_of(ctx, node)
+    scope = scope_facts(ctx, root)
+    position = scope.order.get(id(statement_of(ctx, node)))
+    if position is None:
+        return None
+    best: tuple[int, WrapperSite] | None = None
+    for site in wrapper_sites(ctx):
+        if site.target != var or site.scope is not root:
+            continue
+        start = scope.order.get(id(site.statement))
+        if start is not None and start < position and (best is None or start > best[0]):
+            best = (start, site)
+    if best is None:
+        return None
+    resolver = resolver_for(ctx, node)
+    inside = {id(n) for n in ctx.index.walk(best[1].statement)}
+    for between in scope.nodes[best[0] + 1:position]:
+        if id(between) in inside:
+            continue
+        if rebinds(resolver, between, var):
+            return None
+    return best[1]
+
+
+def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Placement, Placement]] | None:
+    """(model text, two submodules on different devices) for the model a wrapper wraps."""
+    if site.wrapped is None:
+        return None
+    resolver = resolver_for(ctx, site.call)
+    base, _ = chain_base(resolver, site.wrapped)
+    classes = class_placements(ctx)
+    if isinstance(base, cst.Call):
+        callee = dotted_name(base.func)
+        if callee in classes:
+            pair = classes[callee].split()
+            return (short(ctx, base), pair) if pair else None
+        return None
+    var = dotted_name(base)
+    if var is None:
+        return None
+    # Only a class placing submodules, or code moving `var.<sub>`, can split the model.
+    if not classes and not re.search(re.escape(var) + r"\.\w+\b[^\n]*\.(to|cuda)\(", ctx.source):
+        return None
+    facts = history(ctx, var, site.call)
+    placements: dict[str, Placement] = {}
+    if facts.origin in classes:
+        placements.update(classes[facts.origin].placements)
+    placements.update(facts.sub_moves)
+    pair = split_of(list(placements.values()))
+    return (var, pair) if pair else None
+
+
+_SPREADING_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+
+
+def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
+    """How the wrapped model was spread over several GPUs by its loader, else None.
+
+    `X.from_pretrained(..., device_map="auto")` (or "balanced", "sequential", or a dict naming
+    several devices) and `model.parallelize()` put different layers on different GPUs.
+    """
+    if site.wrapped is None:
+        return None
+    resolver = resolver_for(ctx, site.call)
+    base, moved = chain_base(resolver, site.wrapped)
+    if moved is not None:
+        return None
+    var = dotted_name(base)
+    bind: cst.BaseExpression | None = base if isinstance(base, cst.Call) else None
+    if var is not None:
+        facts = history(ctx, var, site.call)
+        if facts.moves:
+            return None  # moved whole afterwards
+        bind = facts.bind
+        # `parallelize()` is trusted only on a Hugging Face model (`X.from_pretrained(...)`).
+        loader = chain_base(resolver, bind)[0] if bind is not None else None
+        loaded = isinstance(loader, cst.Call) and (dotted_name(loader.func) or "").endswith("from_pretrained")
+        scope = scope_facts(ctx, scope_of(ctx, site.call))
+        limit = scope.order.get(id(site.statement), len(scope.nodes))
+        for node in scope.nodes[:limit]:
+            if (
+                loaded and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "parallelize" and dotted_name(node.func.value) == var
+            ):
+                return f"`{short(ctx, node)}` spreads over several GPUs"
+    if bind is not None:
+        bind = chain_base(resolver, bind)[0]
+    if not isinstance(bind, cst.Call):
+        return None
+    for arg in bind.args:
+        if arg.keyword is None or arg.keyword.value != "device_map":
+            continue
+        value = arg.value
+        text = string_value(value)
+        if text in _SPREADING_MAPS:
+            return f'`device_map="{text}"` spreads over the visible GPUs'
+        if isinstance(value, cst.Dict):
+            targets = {ctx.code_for(e.value).strip() for e in value.elements if isinstance(e, cst.DictElement)}
+            if len(targets) > 1:
+                return f"`device_map={short(ctx, value, 40)}` spreads over several devices"
+    return None
