@@ -4,10 +4,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training_step import (
-    Scope, derived_names, inside, mentioned_names, names_assigned_in, order, receiver,
-    scaled_backward, short, training_scopes,
+from devicelint.analysis.training.step import (
+    Scope, computed_from, names_assigned_in, order, read_names, scaled_backward, training_scopes,
 )
+from devicelint.analysis.training.syntax import inside, receiver, short
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -87,13 +87,13 @@ class Fp16AutocastWithoutGradscaler(Rule):
             for autocast in scope.autocasts:
                 if not autocast.may_run_float16:
                     continue
-                losses = derived_names(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
+                losses = computed_from(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
                 for call in scope.backwards:
                     if id(call) in reported or scaled_backward(ctx, call):
                         continue
                     owner = receiver(call)
                     under = inside(ctx, call, autocast.node)
-                    if not under and (owner is None or not mentioned_names(ctx, owner) & losses):
+                    if not under and (owner is None or not read_names(ctx, owner) & losses):
                         continue
                     if not under and rank[id(call)] < _first_call_after(ctx, autocast.node, rank):
                         continue

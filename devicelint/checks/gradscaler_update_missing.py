@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from devicelint.analysis.training_step import (
-    AMP_WORDS, enclosing_ifs, inside, proven_scaler, receiver, short, test_words, training_scopes,
-)
+from devicelint.analysis.training.step import AMP_WORDS, proven_scaler, training_scopes
+from devicelint.analysis.training.syntax import enclosing_ifs, inside, receiver, short, test_words
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 

@@ -1,11 +1,11 @@
-"""The sequence of a training step inside one function (or the module's top level).
+"""The order of a training step inside one function (or the module's top level).
 
 A step is autocast block -> loss -> backward -> (scaler.unscale_ -> clip) -> step -> update.
 For each scope this module records, in source order, the autocast blocks with the device
 types and dtypes they may run with, the backward calls, the GradScaler calls, the clipping
-calls and the plain optimizer steps, so that the DL3xx rules only compare positions. The
-DL4xx helpers say which values in a training loop are device tensors and whether a node runs
-under a logging condition.
+calls and the plain optimizer steps, so that the DL3xx rules only compare positions. It is
+about order and dtypes, not about where values live: that is the placement interpreter's job
+(`devicelint.analysis.placement`).
 
 Everything here is deliberately conservative: a value the analysis cannot follow is "unknown"
 and rules stay silent on unknowns.
@@ -14,12 +14,15 @@ and rules stay silent on unknowns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.index import iter_children
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.syntax import (
+    enclosing_ifs, has_star, is_false, is_true, keyword, last_word, method_name, positional, receiver,
+    scope_of, test_words, text_of,
+)
 from devicelint.context import FileContext
 
 UNKNOWN = "?"
@@ -66,6 +69,10 @@ class Autocast:
     devices: frozenset[str]  # "cuda", "cpu", ... or UNKNOWN
     dtypes: frozenset[str]  # "float16", "bfloat16", "float32" or UNKNOWN
     enabled: bool | None  # False only for a literal `enabled=False`
+    # No dtype given: autocast's default for the device type (float16 on CUDA, bfloat16 on the CPU).
+    default_dtype: bool = False
+    # The device-type argument as written (`"cuda"`, `device.type`), for messages.
+    device_text: str | None = None
 
     @property
     def may_run_float16(self) -> bool:
@@ -85,153 +92,6 @@ class Scope:
     scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
     optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
     clips: list[cst.Call] = field(default_factory=list)
-
-
-# ----------------------------------------------------------------------------- basic shapes
-
-
-def text_of(node: cst.BaseExpression) -> str | None:
-    """`self.scaler` for a dotted name, `optimizers[i]` reduced to `optimizers`, else None."""
-    while isinstance(node, cst.Subscript):
-        node = node.value
-    return dotted_name(node)
-
-
-def receiver(call: cst.Call) -> cst.BaseExpression | None:
-    return call.func.value if isinstance(call.func, cst.Attribute) else None
-
-
-def method_name(call: cst.Call) -> str | None:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-
-
-def positional(call: cst.Call) -> list[cst.BaseExpression]:
-    return [a.value for a in call.args if a.keyword is None and not a.star]
-
-
-def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
-
-
-def has_star(call: cst.Call) -> bool:
-    return any(a.star for a in call.args)
-
-
-def is_true(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def is_false(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
-
-
-def last_word(node: cst.BaseExpression | None) -> str:
-    text = text_of(node) if node is not None else None
-    return text.rsplit(".", 1)[-1].lower() if text else ""
-
-
-def mentioned_names(ctx: FileContext, root: cst.CSTNode, skip_host: bool = False, skip_moves: bool = False) -> set[str]:
-    """Names read in an expression, leaving out attribute members, keywords and imported modules.
-
-    With `skip_host`, values read only through a host copy (`loss.item()`, `float(x)`) are left
-    out; with `skip_moves`, values read only to be moved (`labels` in `labels.cuda()`).
-    """
-    names: set[str] = set()
-    stack: list[cst.CSTNode] = [root]
-    while stack:
-        node = stack.pop()
-        if skip_host and isinstance(node, cst.Call) and is_host_value(node):
-            continue
-        if skip_moves and isinstance(node, cst.Call) and _moves(node):
-            continue
-        if isinstance(node, cst.Name):
-            names.add(node.value)
-        elif isinstance(node, cst.Attribute):
-            stack.append(node.value)
-        elif isinstance(node, cst.Arg):
-            stack.append(node.value)
-        elif isinstance(node, cst.Call):
-            func = node.func
-            # `model(x)` and `F.mse_loss(...)` name functions, not data; `out.argmax()` reads `out`.
-            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
-                stack.append(func.value)
-            stack.extend(node.args)
-        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
-            continue
-        else:
-            stack.extend(iter_children(node))
-    names.discard("self")
-    names.discard("cls")
-    return names
-
-
-def short(ctx: FileContext, node: cst.CSTNode, limit: int = 60) -> str:
-    """Source text of a node on one line, shortened to `f(...)` when long."""
-    text = " ".join(ctx.code_for(node).split())
-    if len(text) <= limit:
-        return text
-    if isinstance(node, cst.Call):
-        return f"{short(ctx, node.func, limit)}(...)"
-    return text[: limit - 3] + "..."
-
-
-def scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
-    return ctx.index.enclosing_function(node) or ctx.module
-
-
-def inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    return any(a is container for a in ctx.index.ancestors(node))
-
-
-def _branch_path(ctx: FileContext, node: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    """id(ancestor) -> the child of that ancestor on the way to `node`."""
-    path: dict[int, cst.CSTNode] = {}
-    child = node
-    for ancestor in ctx.index.ancestors(node):
-        path[id(ancestor)] = child
-        child = ancestor
-    return path
-
-
-def exclusive(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-    """Whether `a` and `b` sit in different branches of one `if`/`elif`/`else` (never both run)."""
-    path_a = _branch_path(ctx, a)
-    child_b = b
-    for ancestor in ctx.index.ancestors(b):
-        if id(ancestor) in path_a:
-            if isinstance(ancestor, cst.If):
-                child_a = path_a[id(ancestor)]
-                return child_a is not child_b and child_a is not ancestor.test and child_b is not ancestor.test
-            return False
-        child_b = ancestor
-    return False
-
-
-def enclosing_ifs(ctx: FileContext, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[tuple[cst.If, bool]]:
-    """(if statement, whether `node` is in its body rather than its else) up to `stop`."""
-    child = node
-    for ancestor in ctx.index.ancestors(node):
-        if ancestor is stop:
-            return
-        if isinstance(ancestor, cst.If) and child is not ancestor.test:
-            yield ancestor, child is ancestor.body
-        child = ancestor
-
-
-def test_words(ctx: FileContext, test: cst.BaseExpression) -> str:
-    return ctx.code_for(test).lower()
-
-
-def amp_gated(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
-    """Whether `node` only runs under (or instead of) a mixed-precision switch."""
-    for branch, _ in enclosing_ifs(ctx, node, scope):
-        words = test_words(ctx, branch.test)
-        if any(w in words for w in AMP_WORDS):
-            return True
-    return False
 
 
 # ----------------------------------------------------------------------------- values
@@ -272,7 +132,7 @@ def assignments(ctx: FileContext) -> dict[int, dict[str, list[cst.BaseExpression
                 own.setdefault(param.name.value, []).append(None)
         return table
 
-    return ctx.shared("training_step.assignments", build)
+    return ctx.shared("training.step.assignments", build)
 
 
 def values_of(ctx: FileContext, name: str, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
@@ -385,10 +245,24 @@ def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpre
         dtypes = possible_dtypes(ctx, dtype_node, scope)
     elif has_star(call):
         dtypes = frozenset({UNKNOWN})
-    else:  # the defaults: float16 on CUDA, bfloat16 on the CPU
-        dtypes = frozenset({"float16" if d == "cuda" else "bfloat16" if d == "cpu" else UNKNOWN for d in devices})
+    else:
+        dtypes = frozenset(d for device in devices for d in _default_dtypes(device))
     enabled = False if is_false(enabled_node) else (True if enabled_node is None or is_true(enabled_node) else None)
-    return Autocast(with_node, expr, devices, dtypes, enabled)
+    device_text = ctx.code_for(device_node) if implied is None and device_node is not None else implied
+    return Autocast(with_node, expr, devices, dtypes, enabled, dtype_node is None and not has_star(call), device_text)
+
+
+def _default_dtypes(device: str) -> tuple[str, ...]:
+    """autocast's dtype when none is given: float16 on CUDA, bfloat16 on the CPU. For a device type
+    the file does not spell out (`device.type`, `str(device)`), float16 is what a training script
+    gets on the CUDA machine it is written for, so it counts, next to the unknown."""
+    if device == "cuda":
+        return ("float16",)
+    if device == "cpu":
+        return ("bfloat16",)
+    if device == UNKNOWN:
+        return ("float16", UNKNOWN)
+    return (UNKNOWN,)
 
 
 # ----------------------------------------------------------------------------- scalers, optimizers
@@ -408,7 +282,7 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
                         names.add(target)
         return frozenset(names)
 
-    return ctx.shared("training_step.scalers", build)
+    return ctx.shared("training.step.scalers", build)
 
 
 def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
@@ -433,7 +307,7 @@ def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
         return frozenset(used)
 
     text = text_of(node) if node is not None else None
-    return text is not None and text in ctx.shared("training_step.proven_scalers", build)
+    return text is not None and text in ctx.shared("training.step.proven_scalers", build)
 
 
 def looks_like_optimizer(node: cst.BaseExpression | None) -> bool:
@@ -484,7 +358,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
                     break
         return list(scopes.values())
 
-    return ctx.shared("training_step.scopes", build)
+    return ctx.shared("training.step.scopes", build)
 
 
 def _scope(ctx: FileContext, scopes: dict[int, Scope], node: cst.CSTNode) -> Scope:
@@ -497,7 +371,7 @@ def _scope(ctx: FileContext, scopes: dict[int, Scope], node: cst.CSTNode) -> Sco
 
 def order(ctx: FileContext) -> dict[int, int]:
     """id(call) -> its rank in source order."""
-    return ctx.shared("training_step.order", lambda c: {id(n): i for i, n in enumerate(c.index.of_type(cst.Call))})
+    return ctx.shared("training.step.order", lambda c: {id(n): i for i, n in enumerate(c.index.of_type(cst.Call))})
 
 
 def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
@@ -514,56 +388,73 @@ def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
     return set(out)
 
 
-def _flows(ctx: FileContext, root: cst.CSTNode) -> list[tuple[set[str], set[str], set[str]]]:
-    """(targets, names read, names read other than to be moved) for each assignment under `root`."""
-    flows = []
+
+
+def amp_gated(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """Whether `node` only runs under (or instead of) a mixed-precision switch."""
+    for branch, _ in enclosing_ifs(ctx, node, scope):
+        words = test_words(ctx, branch.test)
+        if any(w in words for w in AMP_WORDS):
+            return True
+    return False
+
+
+def backpropagated(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """The loss a backward call backpropagates: `loss` in `loss.backward(retain_graph=True)`,
+    `scaler.scale(loss).backward()` and `accelerator.backward(loss)`."""
+    args = positional(call)
+    if args and method_name(call) == "backward" and receiver(call) is not None and not _is_tensor_backward(ctx, call):
+        return args[0]
+    loss = receiver(call)
+    if isinstance(loss, cst.Call) and method_name(loss) == "scale" and positional(loss):
+        return positional(loss)[0]
+    return loss
+
+
+def _is_tensor_backward(ctx: FileContext, call: cst.Call) -> bool:
+    """`loss.backward(gradient)`: a tensor's own backward with a positional gradient, told apart from
+    `accelerator.backward(loss)` only by the receiver's name."""
+    word = last_word(receiver(call))
+    return "loss" in word or word in ("out", "output", "outputs", "y", "pred")
+
+
+def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[str]:
+    """`seeds` and every name assigned under `root` from an expression that reads one of them
+    (def-use, to a fixed point, ignoring order). Reads through a host copy (`loss.item()`,
+    `float(x)`) do not count: their result is a Python number, not the value."""
+    flows: list[tuple[set[str], set[str]]] = []
     for node in ctx.index.walk(root):
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-            targets: dict[str, list] = {}
-            for target in node.targets if isinstance(node, cst.Assign) else ():
-                _record_target(targets, target.target, None)
-            if not isinstance(node, cst.Assign):
-                _record_target(targets, node.target, None)
-            flows.append((
-                set(targets),
-                mentioned_names(ctx, node.value, skip_host=True),
-                mentioned_names(ctx, node.value, skip_host=True, skip_moves=True),
-            ))
-    return flows
-
-
-def derived_names(ctx: FileContext, root: cst.CSTNode, seeds: set[str], backwards: bool = False) -> set[str]:
-    """`seeds` and every name assigned under `root` from an expression reading them.
-
-    With `backwards`, also the names read to compute a tainted name (`loss = f(out, y)` taints
-    `out` and `y`): right for "is this a device tensor", too loose for "is this a tensor at all".
-    """
-    flows = _flows(ctx, root)
-    tainted = set(seeds)
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            names = {n for t in targets for n in _names_of(t)}
+            flows.append((names, read_names(ctx, node.value)))
+    found = set(seeds)
     changed = True
     while changed:
         changed = False
-        for targets, reads, unmoved in flows:
-            if reads & tainted and not targets <= tainted:
-                tainted |= targets
+        for targets, reads in flows:
+            if reads & found and not targets <= found:
+                found |= targets
                 changed = True
-            # What is read to build a moved value (`x = batch.to(device)`) is still on the host.
-            if backwards and targets & tainted and not unmoved <= tainted:
-                tainted |= unmoved
-                changed = True
-    return tainted
+    return found
 
 
-# ----------------------------------------------------------------------------- host syncs
+def _names_of(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names_of(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names_of(target.value)
+    text = dotted_name(target)
+    return [text] if text is not None else []
+
 
 HOST_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "print", "isinstance", "repr", "round"})
-PROCESS_WORDS = ("rank", "main", "master", "process", "local", "world", "device")
-LOGGING_WORDS = (
-    "log", "print", "verbose", "display", "report", "interval", "every", "freq", "debug",
-    "monitor", "eval", "valid", "save", "ckpt", "checkpoint", "summary", "writer", "wandb",
-    "tensorboard", "show", "vis", "profil", "trace", "period",
-)
+
+
+# Tensor metadata: host values that reading never waits for (`x.shape[0]`, `x.size(1)`).
+METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "requires_grad", "is_cuda", "layout", "names"})
+METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "get_device", "is_contiguous", "nelement", "stride"})
 
 
 def is_host_value(call: cst.Call) -> bool:
@@ -573,93 +464,41 @@ def is_host_value(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
 
 
-def innermost_loop(ctx: FileContext, node: cst.CSTNode) -> cst.For | cst.While | None:
-    for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.For, cst.While)):
-            return ancestor
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return None
-    return None
-
-
-def step_loops(ctx: FileContext) -> list[tuple[cst.For | cst.While, Scope]]:
-    """The innermost loop around each `.backward()`: its body runs once per training step."""
-
-    def build(c: FileContext) -> list[tuple[cst.For | cst.While, Scope]]:
-        seen: dict[int, tuple[cst.For | cst.While, Scope]] = {}
-        for scope in training_scopes(c):
-            for call in (*scope.backwards, *scope.delegated_backwards):
-                loop = innermost_loop(c, call)
-                if loop is not None:
-                    seen.setdefault(id(loop), (loop, scope))
-        return list(seen.values())
-
-    return ctx.shared("training_step.step_loops", build)
-
-
-def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
-    """`step % log_every == 0`, `i == 0`, `args.verbose`: a branch that does not run every step."""
-    for node in ctx.index.walk(test):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            return True
-        if isinstance(node, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in node.comparisons):
-            # `if rank == 0:` runs on every step of the main process: not a logging interval.
-            if not any(w in test_words(ctx, node) for w in PROCESS_WORDS):
-                return True
-    words = test_words(ctx, test)
-    return any(w in words for w in LOGGING_WORDS)
-
-
-def in_logging_condition(ctx: FileContext, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
-    """Whether `node` runs only under a logging condition (or an exception handler) inside `loop`."""
-    for ancestor in ctx.index.ancestors(node):
-        if ancestor is loop:
-            break
-        if isinstance(ancestor, (cst.ExceptHandler, cst.Raise, cst.Assert)):
-            return True
-    return any(in_body and is_logging_test(ctx, branch.test) for branch, in_body in enclosing_ifs(ctx, node, loop))
-
-
-def runs_on_device(ctx: FileContext, scope: cst.CSTNode) -> bool:
-    """The scope moves values to a device or enters autocast: its tensors are on an accelerator."""
-
-    def build(c: FileContext) -> bool:
-        for node in c.index.walk(scope):
-            if isinstance(node, cst.Call) and method_name(node) in ("cuda", "to"):
-                return True
-            if isinstance(node, cst.Name) and "device" in node.value:
-                return True
-            if isinstance(node, cst.Attribute) and node.attr.value == "device":
-                return True
-        return False
-
-    return ctx.shared(f"training_step.on_device.{id(scope)}", build)
-
-
-def device_tensors(ctx: FileContext, loop: cst.For | cst.While, scope: Scope) -> tuple[set[str], set[str]]:
-    """(names that hold device tensors in the loop, the subset derived forward from the loss or a move)."""
-    seeds: set[str] = set()
-    for call in (*scope.backwards, *scope.delegated_backwards):
-        if inside(ctx, call, loop):
-            loss = positional(call)[0] if call.args else receiver(call)
-            if loss is not None:
-                seeds |= {n for n in mentioned_names(ctx, loss) if "scaler" not in n.lower()}
-    for node in ctx.index.walk(loop.body):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-            if method_name(node.value) in ("to", "cuda") or _moves(node.value):
-                for target in node.targets:
-                    targets: dict[str, list] = {}
-                    _record_target(targets, target.target, None)
-                    seeds |= set(targets)
-    forward = derived_names(ctx, loop.body, seeds)
-    return derived_names(ctx, loop.body, forward, backwards=True), forward
-
-
-def _moves(call: cst.BaseExpression) -> bool:
-    """`x.to(device).float()` and friends: a move somewhere in the method chain."""
-    node = call
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        if node.func.attr.value in ("to", "cuda"):
-            return True
-        node = node.func.value
-    return False
+def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False) -> set[str]:
+    """Names (and `self.x` attributes) an expression reads as data, leaving out called functions,
+    keywords, imported modules and values read only through a host copy; with `skip_moves`, also
+    values read only to be moved (`y` in `y.to(device)`)."""
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and is_host_value(node):
+            continue
+        if skip_moves and isinstance(node, cst.Call) and method_name(node) in ("to", "cuda"):
+            continue
+        if isinstance(node, cst.Call) and method_name(node) in METADATA_METHODS:
+            continue
+        if isinstance(node, cst.Attribute) and node.attr.value in METADATA_ATTRS:
+            continue
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            text = dotted_name(node)
+            if text is not None and text.startswith("self.") and text.count(".") == 1:
+                names.add(text)
+            stack.append(node.value)
+        elif isinstance(node, cst.Arg):
+            stack.append(node.value)
+        elif isinstance(node, cst.Call):
+            func = node.func
+            # `model(x)` and `F.mse_loss(...)` name functions, not data; `out.argmax()` reads `out`.
+            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
+                stack.append(func.value)
+            stack.extend(node.args)
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            stack.extend(iter_children(node))
+    names.discard("self")
+    names.discard("cls")
+    return names

@@ -1,0 +1,8 @@
+"""The training step: its order (autocast, backward, scaler, clip, step) and its hot loops.
+
+- `syntax`: the small AST helpers the DL3xx/DL4xx rules share.
+- `step`: per function, the autocast blocks, backward calls, GradScaler calls, clips and optimizer steps.
+- `loops`: the code that runs once per training step (loops and step functions) and logging conditions.
+- `hot_values`: which values read in that code are device tensors (asked of the placement interpreter).
+- `torch_support`: the torch versions the linted project says it supports.
+"""
