@@ -45,7 +45,7 @@ def test_dl301_default_cuda_dtype_is_float16() -> None:
     assert lint("DL301", TRAIN_FP16) == [(
         9, "DL301",
         "`loss.backward()` backpropagates a loss computed under `torch.autocast(\"cuda\")`, which runs in "
-        "float16, with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
+        "float16 (autocast's default dtype on CUDA), with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
         "`scaler = torch.amp.GradScaler(\"cuda\")` with `scaler.scale(loss).backward()`, "
         "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`",
     )]
