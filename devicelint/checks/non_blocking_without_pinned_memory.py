@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_facts import DEVICE
+from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
 from devicelint.analysis.training.step import assignments, values_of
 from devicelint.analysis.training.syntax import (
     assigned_names, is_false, keyword, method_name, positional, receiver, scope_of, short, text_of,
@@ -136,6 +136,8 @@ def _from_batch(ctx: FileContext, owner: cst.BaseExpression, batch: set[str]) ->
 
 def _iterated(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
     while isinstance(node, cst.Call):
+        if ctx.qualified_name(node.func) in LOADERS:
+            return node  # `for x, y in DataLoader(...):`
         name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
         args = positional(node)
         if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
@@ -150,6 +152,8 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
     A name is looked up in the loop's own function (a parameter is unknown), else at module
     level; `self.loader` in every method of the file.
     """
+    if isinstance(loader, cst.Call):
+        return _unpinned_value(ctx, loader, 0)
     if isinstance(loader, cst.Name):
         values = values_of(ctx, loader.value, scope)
     else:
@@ -164,6 +168,9 @@ def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: i
     if not isinstance(value, cst.Call) or depth > _MAX_DEPTH:
         return False
     if ctx.qualified_name(value.func) in LOADERS:
+        data = positional(value)
+        if data and value_kind(ctx, data[0]).where == ACCELERATOR:
+            return False  # a dataset of device tensors yields device tensors: nothing to pin
         return _pin_off(ctx, value, scope_of(ctx, value))
     builder = _same_file_function(ctx, value)
     if builder is None:
