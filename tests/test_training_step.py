@@ -7,7 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from devicelint.analysis.training.step import possible_dtypes, training_scopes
+from devicelint.analysis.training.step import training_scopes
+from devicelint.analysis.training.values import possible_dtypes
 from devicelint.context import FileContext
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule

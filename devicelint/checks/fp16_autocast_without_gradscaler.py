@@ -4,10 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import (
-    Scope, computed_from, names_assigned_in, order, read_names, scaled_backward, training_scopes,
-)
-from devicelint.analysis.training.step import UNKNOWN, Autocast
+from devicelint.analysis.training.reads import computed_from, read_names
+from devicelint.analysis.training.step import Autocast, Scope, names_assigned_in, order, scaled_backward, training_scopes
+from devicelint.analysis.training.values import UNKNOWN
 from devicelint.analysis.training.syntax import inside, receiver, short
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext

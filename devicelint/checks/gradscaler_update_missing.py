@@ -5,7 +5,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import AMP_WORDS, assignments, is_scaler, proven_scaler, training_scopes
+from devicelint.analysis.training.step import AMP_WORDS, is_scaler, proven_scaler, training_scopes
+from devicelint.analysis.training.values import assignments
 from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device
 from devicelint.analysis.training.loops import StepRegion, in_logging_condition, step_regions
-from devicelint.analysis.training.step import HOST_METHODS, is_host_value
+from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -96,8 +96,11 @@ class HostSyncInTrainingLoop(Rule):
     reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
     output of a moved model) is. Where placement does not know (a model or batch received as a
     parameter), only strong evidence counts: the loss the step backpropagates, the result of a loss
-    function or of a model call in the same function, and values computed from them. So a
-    training loop that runs on the CPU without saying so is reported too. Reads under an `if` with
+    function or of a model call in the same function, and values computed from them; for
+    `.item()`/`.cpu()`/`.tolist()`/`.numpy()` also what the loss is computed from without a move
+    (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
+    it and never names an accelerator is taken to train on the CPU; a training loop that runs on
+    the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
     handlers are not reported. Reads inside helper functions called from the loop are not seen,
     unless the helper is itself a step function. One statement gives at most one finding.
@@ -140,7 +143,7 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
             owner = receiver(node)
             if owner is None or node.args or _has_inner_sync(owner):
                 return None
-            return node if on_device(ctx, owner, hot) else None
+            return node if on_device(ctx, owner, hot, tensor_method=True) else None
         if isinstance(node.func, cst.Name) and node.func.value in ("float", "bool", "print"):
             for arg in node.args:
                 if _direct(arg.value) and on_device(ctx, arg.value, hot):

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.placement import value_kind
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
-from devicelint.analysis.training.step import assignments, values_of
+from devicelint.analysis.training.values import assignments, values_of
 from devicelint.analysis.training.syntax import (
     assigned_names, is_false, keyword, method_name, positional, receiver, scope_of, short, text_of,
 )

@@ -13,16 +13,19 @@ result of a loss function or a model call made in the function, or computed from
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_facts import CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_NAMES, MODULE, Fact
+from devicelint.analysis.placement import file_placement, value_kind
+from devicelint.analysis.placement_facts import (
+    CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_NAMES, MODULE, UNKNOWN, Fact,
+)
 from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.loops import StepRegion
-from devicelint.analysis.training.step import computed_from, read_names
+from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
 from devicelint.context import FileContext
 
@@ -36,6 +39,10 @@ class HotValues:
     """The fallback evidence of one step region."""
 
     names: frozenset[str]  # names (and `self.x`) that hold the loss, a model output, or values computed from them
+    # Names the loss is computed from in the region, without a move on the way (`targets` and
+    # `batch` in `targets = batch["labels"]; loss = f(model(x), targets)`): tensors among them sit
+    # on the loss's device, but they may also be Python values, so only tensor methods count.
+    inputs: frozenset[str]
     modules: frozenset[str]  # names the file shows to be modules
 
 
@@ -44,22 +51,94 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
 
     def build(c: FileContext) -> HotValues:
         modules = module_names(c)
+        if _cpu_only(c, region):
+            return HotValues(frozenset(), frozenset(), modules)
         seeds: set[str] = set()
+        # The loss itself (`loss` in `(loss / accum).backward()`, `losses` in `sum(losses.values())`)
+        # and the results of model and loss calls, with what is computed from them.
+        seeds = {n for n in (primary_name(loss) for loss in region.losses) if n is not None and "scaler" not in n.lower()}
+        inputs = set(seeds)
         for loss in region.losses:
-            seeds |= read_names(c, loss)
-        # What a loss is computed from sits on the loss's device (`total = sum(per_head.values())`,
-        # `loss = criterion(out, y)`): one step back, leaving out values read only to be moved.
-        for node in c.index.walk(region.scope.node):
-            if isinstance(node, cst.Assign) and any(set(assigned_names(t.target)) & seeds for t in node.targets):
-                seeds |= read_names(c, node.value, skip_moves=True)
+            inputs |= read_names(c, loss, skip_moves=True, skip_fields=True)
+        inputs = _loss_inputs(c, region.body, {n for n in inputs if "scaler" not in n.lower()})
         for node in c.index.walk(region.body):
             if isinstance(node, cst.Assign) and _calls_model_or_loss(c, node.value, modules):
                 for target in node.targets:
                     seeds.update(assigned_names(target.target))
-        names = computed_from(c, region.scope.node, {s for s in seeds if "scaler" not in s.lower()})
-        return HotValues(frozenset(names - modules), modules)
+        names = computed_from(c, region.scope.node, seeds)
+        return HotValues(frozenset(names - modules), frozenset(inputs - modules), modules)
 
     return ctx.shared(("training.hot_values", id(region.owner)), build)
+
+
+def primary_name(loss: cst.BaseExpression) -> str | None:
+    """The value a loss expression is made of: `loss` in `loss / accum_steps`, `out` in
+    `out.loss`, `losses` in `sum(losses.values())`, `self.loss`; None when there is none."""
+    node: cst.BaseExpression | None = loss
+    while node is not None:
+        text = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if text is not None and (isinstance(node, cst.Name) or (text.startswith("self.") and text.count(".") == 1)):
+            return text
+        if isinstance(node, cst.BinaryOperation):
+            node = node.left
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        elif isinstance(node, cst.Call):
+            node = receiver(node) or (node.args[0].value if node.args else None)
+        else:
+            return None
+    return None
+
+
+def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[str]:
+    """`seeds` and, transitively, every name an assignment in `body` reads to compute one of them,
+    leaving out values read only to be moved (`y` in `y.to(device)`) or through a host copy."""
+    flows = []
+    for node in ctx.index.walk(body):
+        if isinstance(node, cst.Assign):
+            targets = {n for t in node.targets for n in assigned_names(t.target)}
+            flows.append((targets, read_names(ctx, node.value, skip_moves=True, skip_fields=True)))
+    found = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, reads in flows:
+            if targets & found and not reads <= found:
+                found |= reads
+                changed = True
+    return found
+
+
+# Words without which a file never puts anything on an accelerator.
+ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
+
+
+def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
+    """The region calls a model the file builds and never moves, in a file that never mentions an
+    accelerator (`fc = nn.Linear(...)` trained in a CPU-only example): the fallback has nothing to
+    stand on. A model received as a parameter may be anywhere, so it does not count."""
+    if ACCELERATOR_WORDS.search(ctx.source.lower()):
+        return False
+    for node in ctx.index.walk(region.body):
+        if isinstance(node, cst.Call):
+            fact = callee_fact(ctx, node.func)
+            if fact.kind == MODULE and fact.where is None:
+                return True
+    return False
+
+
+def callee_fact(ctx: FileContext, func: cst.BaseExpression) -> Fact:
+    """What placement knows of a called name: its fact where it was evaluated, else the fact its
+    function's environment ends with (a callee name is not evaluated as an expression)."""
+    fact = value_kind(ctx, func)
+    if fact.kind != UNKNOWN:
+        return fact
+    key = dotted_name(func)
+    if key is None:
+        return fact
+    scope = ctx.index.enclosing_function(func) or ctx.module
+    placement = file_placement(ctx).scopes.get(id(scope))
+    return placement.facts.get(key, fact) if placement is not None else fact
 
 
 def module_names(ctx: FileContext) -> frozenset[str]:
@@ -100,7 +179,7 @@ def _calls_model_or_loss(ctx: FileContext, value: cst.BaseExpression, modules: f
     word = callee.rsplit(".", 1)[-1].lower()
     return (
         word in LOSS_CALLABLE_NAMES or word in MODEL_NAMES or callee in modules
-        or value_kind(ctx, value.func).kind == MODULE
+        or callee_fact(ctx, value.func).kind == MODULE
     )
 
 
@@ -115,8 +194,10 @@ def placement_says(ctx: FileContext, expr: cst.BaseExpression) -> bool | None:
     return None
 
 
-def on_device(ctx: FileContext, expr: cst.BaseExpression, hot: HotValues) -> bool:
-    """Whether reading `expr` on the host waits for the GPU: placement first, then the fallback."""
+def on_device(ctx: FileContext, expr: cst.BaseExpression, hot: HotValues, tensor_method: bool = False) -> bool:
+    """Whether reading `expr` on the host waits for the GPU: placement first, then the fallback.
+    `tensor_method`: the read is `.item()`/`.cpu()`/`.tolist()`/`.numpy()`, which only tensors (and
+    arrays) have, so the loss's inputs count too."""
     known = placement_says(ctx, expr)
     if known is not None:
         return known
@@ -133,4 +214,4 @@ def on_device(ctx: FileContext, expr: cst.BaseExpression, hot: HotValues) -> boo
             root = root.value
     if isinstance(root, cst.Name) and root.value in hot.modules:
         return False
-    return bool(read_names(ctx, expr) & hot.names)
+    return bool(read_names(ctx, expr) & (hot.names | hot.inputs if tensor_method else hot.names))

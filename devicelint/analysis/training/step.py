@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.index import iter_children
-from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.syntax import (
     enclosing_ifs, has_star, is_false, is_true, keyword, last_word, method_name, positional, receiver,
     scope_of, test_words, text_of,
 )
+from devicelint.analysis.training.values import (
+    UNKNOWN, _record_target, assignments, attribute_values, possible_devices, possible_dtypes, values_of,
+)
 from devicelint.context import FileContext
 
-UNKNOWN = "?"
 # Autocast context managers -> the device type they imply (None: given by the first argument).
 AUTOCAST = {
     "torch.autocast": None,
@@ -50,10 +50,6 @@ CLIPPERS = frozenset(
         "torch.nn.utils.clip_grad.clip_grad_value_", "torch.nn.utils.clip_grad.clip_grad_norm",
     }
 )
-DTYPES = {
-    "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
-    "torch.float32": "float32", "torch.float": "float32",
-}
 SCALER_METHODS = ("scale", "unscale_", "step", "update")
 # Words in an `if` test that make its branch the mixed-precision (or the fp32) alternative.
 AMP_WORDS = ("amp", "16", "half", "scal", "mixed", "precision", "autocast", "dtype")
@@ -92,120 +88,6 @@ class Scope:
     scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
     optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
     clips: list[cst.Call] = field(default_factory=list)
-
-
-# ----------------------------------------------------------------------------- values
-
-
-def _record_target(assigned: dict, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            _record_target(assigned, element.value, None)
-        return
-    if isinstance(target, cst.StarredElement):
-        _record_target(assigned, target.value, None)
-        return
-    text = dotted_name(target)
-    if text is not None:
-        assigned.setdefault(text, []).append(value)
-
-
-def assignments(ctx: FileContext) -> dict[int, dict[str, list[cst.BaseExpression | None]]]:
-    """id(scope) -> target text -> the values assigned to it there (None: not followable)."""
-
-    def build(c: FileContext) -> dict[int, dict[str, list[cst.BaseExpression | None]]]:
-        table: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
-        for node in c.index.of_type(cst.Assign):
-            scope = table.setdefault(id(scope_of(c, node)), {})
-            for target in node.targets:
-                _record_target(scope, target.target, node.value)
-        for node in c.index.of_type(cst.AnnAssign):
-            if node.value is not None:
-                _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, node.value)
-        for node in c.index.of_type(cst.AugAssign):
-            _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, None)
-        for node in c.index.of_type(cst.For):
-            _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, None)
-        for node in c.index.of_type(cst.FunctionDef):
-            own = table.setdefault(id(node), {})
-            for param in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params):
-                own.setdefault(param.name.value, []).append(None)
-        return table
-
-    return ctx.shared("training.step.assignments", build)
-
-
-def values_of(ctx: FileContext, name: str, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
-    """The values assigned to `name` in its scope, else at module level; None when never assigned."""
-    table = assignments(ctx)
-    local = table.get(id(scope), {}).get(name)
-    if local is not None:
-        return local
-    if scope is not ctx.module:
-        return table.get(id(ctx.module), {}).get(name)
-    return None
-
-
-def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
-    """The values assigned to `self.x` in any method of the file; None for other expressions."""
-    text = dotted_name(node) if isinstance(node, cst.Attribute) else None
-    if text is None or not text.startswith("self.") or text.count(".") != 1:
-        return None
-    return [v for table in assignments(ctx).values() for v in table.get(text, [])] or None
-
-
-def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
-    """Possible values of `node` through names, conditionals and dict look-ups; `leaf` reads one."""
-    if depth > 8:
-        return frozenset({UNKNOWN})
-    direct = leaf(node)
-    if direct is not None:
-        return frozenset({direct})
-    if isinstance(node, cst.IfExp):
-        return _resolve(ctx, node.body, scope, leaf, depth + 1) | _resolve(ctx, node.orelse, scope, leaf, depth + 1)
-    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
-        out: frozenset[str] = frozenset()
-        for element in node.value.elements:
-            if isinstance(element, cst.DictElement):
-                out |= _resolve(ctx, element.value, scope, leaf, depth + 1)
-            else:
-                out |= {UNKNOWN}
-        return out or frozenset({UNKNOWN})
-    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
-        values = values_of(ctx, node.value.value, scope)
-        if values and all(isinstance(v, cst.Dict) for v in values):
-            return _resolve(ctx, node.with_changes(value=values[0]), scope, leaf, depth + 1)
-        return frozenset({UNKNOWN})
-    if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
-        values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
-        if not values:
-            return frozenset({UNKNOWN})
-        out = frozenset()
-        for value in values:
-            if value is None:
-                out |= {UNKNOWN}
-                continue
-            # `self.x = ...` is read in the scope that assigned it.
-            where = scope if isinstance(node, cst.Name) else scope_of(ctx, value)
-            out |= _resolve(ctx, value, where, leaf, depth + 1)
-        return out
-    return frozenset({UNKNOWN})
-
-
-def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
-    return _resolve(ctx, node, scope, lambda n: DTYPES.get(ctx.qualified_name(n) or ""))
-
-
-def _device_leaf(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        if isinstance(value, str):
-            return value.split(":", 1)[0]
-    return None
-
-
-def possible_devices(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
-    return _resolve(ctx, node, scope, _device_leaf)
 
 
 # ----------------------------------------------------------------------------- autocast
@@ -416,89 +298,3 @@ def _is_tensor_backward(ctx: FileContext, call: cst.Call) -> bool:
     `accelerator.backward(loss)` only by the receiver's name."""
     word = last_word(receiver(call))
     return "loss" in word or word in ("out", "output", "outputs", "y", "pred")
-
-
-def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[str]:
-    """`seeds` and every name assigned under `root` from an expression that reads one of them
-    (def-use, to a fixed point, ignoring order). Reads through a host copy (`loss.item()`,
-    `float(x)`) do not count: their result is a Python number, not the value."""
-    flows: list[tuple[set[str], set[str]]] = []
-    for node in ctx.index.walk(root):
-        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            names = {n for t in targets for n in _names_of(t)}
-            flows.append((names, read_names(ctx, node.value)))
-    found = set(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for targets, reads in flows:
-            if reads & found and not targets <= found:
-                found |= targets
-                changed = True
-    return found
-
-
-def _names_of(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _names_of(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _names_of(target.value)
-    text = dotted_name(target)
-    return [text] if text is not None else []
-
-
-HOST_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
-HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "print", "isinstance", "repr", "round"})
-
-
-# Tensor metadata: host values that reading never waits for (`x.shape[0]`, `x.size(1)`).
-METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "requires_grad", "is_cuda", "layout", "names"})
-METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "get_device", "is_contiguous", "nelement", "stride"})
-
-
-def is_host_value(call: cst.Call) -> bool:
-    """A call whose result is a Python or NumPy value, not a tensor."""
-    if method_name(call) in HOST_METHODS:
-        return True
-    return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
-
-
-def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False) -> set[str]:
-    """Names (and `self.x` attributes) an expression reads as data, leaving out called functions,
-    keywords, imported modules and values read only through a host copy; with `skip_moves`, also
-    values read only to be moved (`y` in `y.to(device)`)."""
-    names: set[str] = set()
-    stack: list[cst.CSTNode] = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Call) and is_host_value(node):
-            continue
-        if skip_moves and isinstance(node, cst.Call) and method_name(node) in ("to", "cuda"):
-            continue
-        if isinstance(node, cst.Call) and method_name(node) in METADATA_METHODS:
-            continue
-        if isinstance(node, cst.Attribute) and node.attr.value in METADATA_ATTRS:
-            continue
-        if isinstance(node, cst.Name):
-            names.add(node.value)
-        elif isinstance(node, cst.Attribute):
-            text = dotted_name(node)
-            if text is not None and text.startswith("self.") and text.count(".") == 1:
-                names.add(text)
-            stack.append(node.value)
-        elif isinstance(node, cst.Arg):
-            stack.append(node.value)
-        elif isinstance(node, cst.Call):
-            func = node.func
-            # `model(x)` and `F.mse_loss(...)` name functions, not data; `out.argmax()` reads `out`.
-            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
-                stack.append(func.value)
-            stack.extend(node.args)
-        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
-            continue
-        else:
-            stack.extend(iter_children(node))
-    names.discard("self")
-    names.discard("cls")
-    return names
