@@ -15,8 +15,8 @@ from devicelint.context import FileContext
 
 
 def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[str]:
-    """`seeds` and every name assigned under `root` from an expression that reads one of them
-    (def-use, to a fixed point, ignoring order). Reads through a host copy (`loss.item()`,
+    """`seeds` and every name assigned under `root` from an expression that reads one of them,
+    including loop and comprehension targets over one (def-use, to a fixed point, ignoring order). Reads through a host copy (`loss.item()`,
     `float(x)`) do not count: their result is a Python number, not the value."""
     flows: list[tuple[set[str], set[str]]] = []
     for node in ctx.index.walk(root):
@@ -24,6 +24,9 @@ def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[s
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             names = {n for t in targets for n in assigned_names(t)}
             flows.append((names, read_names(ctx, node.value)))
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            # `for name, value in losses.items():` and `{k: v for k, v in losses.items()}`
+            flows.append((set(assigned_names(node.target)), read_names(ctx, node.iter)))
     found = set(seeds)
     changed = True
     while changed:
