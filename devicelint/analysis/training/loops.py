@@ -110,10 +110,33 @@ def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
 
 
 def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNode) -> bool:
-    """Whether `node` runs only under a logging condition (or an exception handler) inside `region`."""
+    """Whether `node` runs only under a logging condition, in an exception handler, or in a
+    branch that leaves the loop (`if not math.isfinite(loss): print(...); sys.exit(1)`) inside
+    `region`: none of these runs on every step."""
     for ancestor in ctx.index.ancestors(node):
         if ancestor is region:
             break
         if isinstance(ancestor, (cst.ExceptHandler, cst.Raise, cst.Assert)):
             return True
-    return any(in_body and is_logging_test(ctx, branch.test) for branch, in_body in enclosing_ifs(ctx, node, region))
+    return any(
+        in_body and (is_logging_test(ctx, branch.test) or _leaves(branch.body))
+        for branch, in_body in enclosing_ifs(ctx, node, region)
+    )
+
+
+EXIT_CALLS = frozenset({"exit", "quit", "_exit", "abort"})
+
+
+def _leaves(body: cst.BaseSuite) -> bool:
+    """A branch whose last statement raises, returns, breaks or exits the process."""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = statements[-1] if statements else None
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        small = last.body[-1] if last.body else None
+        if isinstance(small, (cst.Raise, cst.Return, cst.Break)):
+            return True
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            return name in EXIT_CALLS
+    return False
