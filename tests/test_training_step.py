@@ -378,3 +378,40 @@ def test_dl301_self_attribute_dtype_is_read_where_it_was_assigned() -> None:
     assert [(line, code) for line, code, _ in lint("DL301", source.replace("self.amp_dtype)", "self.half)"))] == [
         (13, "DL301")
     ]
+
+
+@pytest.mark.parametrize(
+    ("statement", "purpose"),
+    [
+        ("        total += loss.item()\n", "to accumulate it"),
+        ("        history.append(loss.item())\n", "to accumulate it"),
+        ("        stats['loss'] = loss.item()\n", "to keep it for a later log"),
+        ("        pbar.set_postfix(loss=loss.item())\n", "to print or log it"),
+        ("        value = loss.item()\n        print(f'{value:.3f}')\n", "to print or log it"),
+        ("        if loss > 100:\n            lr = lr / 2\n", "to decide a branch"),
+    ],
+)
+def test_dl401_message_says_why_the_value_is_read(statement: str, purpose: str) -> None:
+    source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", statement)
+    [(_, code, message)] = lint("DL401", source)
+    assert code == "DL401" and f"on every training step {purpose}," in message
+
+
+def test_dl401_step_function_returning_item_and_keyword_only_backward() -> None:
+    source = """\
+    import torch.nn.functional as F
+
+    def train_step(model, x, y, optimizer):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward(retain_graph=False)
+        optimizer.step()
+        return loss.item()
+    """
+    [(line, code, message)] = lint("DL401", source)
+    assert (line, code) == (7, "DL401")
+    assert "returns it from a function that runs once per training step" in message
+
+
+def test_dl401_one_finding_per_statement() -> None:
+    source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", "        print(loss.item(), loss.float().item(), float(loss))\n")
+    assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]
