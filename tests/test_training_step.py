@@ -7,7 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from devicelint.analysis.training_step import possible_dtypes, training_scopes
+from devicelint.analysis.training.step import training_scopes
+from devicelint.analysis.training.values import possible_dtypes
 from devicelint.context import FileContext
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule
@@ -45,7 +46,7 @@ def test_dl301_default_cuda_dtype_is_float16() -> None:
     assert lint("DL301", TRAIN_FP16) == [(
         9, "DL301",
         "`loss.backward()` backpropagates a loss computed under `torch.autocast(\"cuda\")`, which runs in "
-        "float16, with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
+        "float16 (autocast's default dtype on CUDA), with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
         "`scaler = torch.amp.GradScaler(\"cuda\")` with `scaler.scale(loss).backward()`, "
         "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`",
     )]
@@ -202,9 +203,9 @@ def test_dl401_item_every_step() -> None:
     source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", "        total += loss.item()\n")
     assert lint("DL401", source) == [(
         11, "DL401",
-        "`loss.item()` copies a device tensor to the host on every training step, which stalls the GPU until "
-        "the step's kernels finish; accumulate on the device (`total += loss.detach()`) and read it once per "
-        "log interval (`if step % log_every == 0:`)",
+        "`loss.item()` copies a device tensor to the host on every training step to accumulate it, which stalls "
+        "the GPU until the step's kernels finish; accumulate on the device (`total += loss.detach()`) and call "
+        "`.item()` once per log interval (`if step % log_every == 0:`)",
     )]
 
 
@@ -318,8 +319,9 @@ def test_dl401_host_values_read_only_to_be_moved_stay_host_values() -> None:
 def test_dl301_explicit_float16_on_a_device_parameter() -> None:
     source = TRAIN_FP16.replace('torch.autocast("cuda")', "torch.autocast(device_type=device.type, dtype=torch.float16)")
     assert [(line, code) for line, code, _ in lint("DL301", source)] == [(9, "DL301")]
+    # No dtype: float16 whenever the device is CUDA, which a training script is written for.
     no_dtype = TRAIN_FP16.replace('torch.autocast("cuda")', "torch.autocast(device_type=device.type)")
-    assert lint("DL301", no_dtype) == []
+    assert [(line, code) for line, code, _ in lint("DL301", no_dtype)] == [(9, "DL301")]
 
 
 def test_frameworks_that_scale_for_you_are_silent() -> None:
@@ -376,3 +378,40 @@ def test_dl301_self_attribute_dtype_is_read_where_it_was_assigned() -> None:
     assert [(line, code) for line, code, _ in lint("DL301", source.replace("self.amp_dtype)", "self.half)"))] == [
         (13, "DL301")
     ]
+
+
+@pytest.mark.parametrize(
+    ("statement", "purpose"),
+    [
+        ("        total += loss.item()\n", "to accumulate it"),
+        ("        history.append(loss.item())\n", "to accumulate it"),
+        ("        stats['loss'] = loss.item()\n", "to keep it for a later log"),
+        ("        pbar.set_postfix(loss=loss.item())\n", "to print or log it"),
+        ("        value = loss.item()\n        print(f'{value:.3f}')\n", "to print or log it"),
+        ("        if loss > 100:\n            lr = lr / 2\n", "to decide a branch"),
+    ],
+)
+def test_dl401_message_says_why_the_value_is_read(statement: str, purpose: str) -> None:
+    source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", statement)
+    [(_, code, message)] = lint("DL401", source)
+    assert code == "DL401" and f"on every training step {purpose}," in message
+
+
+def test_dl401_step_function_returning_item_and_keyword_only_backward() -> None:
+    source = """\
+    import torch.nn.functional as F
+
+    def train_step(model, x, y, optimizer):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward(retain_graph=False)
+        optimizer.step()
+        return loss.item()
+    """
+    [(line, code, message)] = lint("DL401", source)
+    assert (line, code) == (7, "DL401")
+    assert "returns it from a function that runs once per training step" in message
+
+
+def test_dl401_one_finding_per_statement() -> None:
+    source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", "        print(loss.item(), loss.float().item(), float(loss))\n")
+    assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from devicelint.analysis.training_step import inside, short, training_scopes
+from devicelint.analysis.training.step import training_scopes
+from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 

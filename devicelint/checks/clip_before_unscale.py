@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from devicelint.analysis.training_step import exclusive, order, scaled_backward, short, training_scopes
+from devicelint.analysis.training.step import order, scaled_backward, training_scopes
+from devicelint.analysis.training.syntax import exclusive, short
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 

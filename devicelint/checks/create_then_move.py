@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training_step import keyword, method_name, positional, receiver, short
+from devicelint.analysis.training.syntax import keyword, method_name, positional, receiver, short
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 

@@ -5,6 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -49,10 +50,16 @@ class DeprecatedAmpApi(Rule):
     ```
 
     ## Fix safety
-    The fix is safe and rewrites calls spelled through `torch` (`torch.cuda.amp.autocast(...)`
-    -> `torch.amp.autocast("cuda", ...)`), keeping the arguments. It is not offered for names
-    imported with `from torch.cuda.amp import autocast` (the import must change too), nor for
-    `autocast(...)` calls with positional arguments, whose meaning differs between the two APIs.
+    The fix rewrites calls spelled through `torch` (`torch.cuda.amp.autocast(...)` ->
+    `torch.amp.autocast("cuda", ...)`), keeping the arguments. It is safe, except when the project
+    still supports a torch release without the replacement (`torch.amp.autocast` needs 1.12,
+    `torch.amp.GradScaler` 2.3, `torch.amp.custom_fwd`/`custom_bwd` 2.4): then it is unsafe and the
+    message says so. The supported releases come from devicelint's `torch-version` setting, else
+    from the project's metadata next to the file or above it (`[project] dependencies` or Poetry's
+    dependencies in pyproject.toml, `install_requires` in setup.cfg or setup.py, requirements*.txt).
+    It is not offered for names imported with `from torch.cuda.amp import autocast` (the import
+    must change too), nor for `autocast(...)` calls with positional arguments, whose meaning
+    differs between the two APIs.
 
     ## Known limits
     Only calls and decorators are reported, not bare references (`x is torch.cuda.amp.autocast`
@@ -64,7 +71,7 @@ class DeprecatedAmpApi(Rule):
     code = "DL305"
     name = "deprecated-amp-api"
     summary = "`torch.cuda.amp.*` / `torch.cpu.amp.*` are deprecated since torch 2.4; use `torch.amp`."
-    message = "`{old}` is deprecated since torch 2.4; use `{new}` instead"
+    message = "`{old}` is deprecated since torch 2.4; use `{new}` instead{support}"
     fix_availability = "sometimes"
     torch_versions = ">=2.4"
     tokens = ("amp",)
@@ -77,9 +84,11 @@ class DeprecatedAmpApi(Rule):
             if old in DEPRECATED and _reportable(ctx, call.func, ambiguous):
                 done.add(id(call.func))
                 new, device = DEPRECATED[old]
+                support = _support(ctx, new)
                 yield self.violation(
-                    call, fix=_fix_call(ctx, call, old), old=f"{old}(...)", new=f'{new}("{device}", ...)'
+                    call, fix=_fix_call(ctx, call, old, safe=not support), old=f"{old}(...)", new=f'{new}("{device}", ...)'
                     if not old.endswith(("custom_fwd", "custom_bwd")) else f'{new}(device_type="{device}")',
+                    support=support,
                 )
         for decorator in ctx.index.of_type(cst.Decorator):
             expr = decorator.decorator
@@ -88,7 +97,18 @@ class DeprecatedAmpApi(Rule):
                 done.add(id(expr))
                 new, device = DEPRECATED[old]
                 fixed = f'{new}(device_type="{device}")'
-                yield self.violation(expr, fix=_fix_bare_decorator(ctx, expr, fixed), old=old, new=fixed)
+                support = _support(ctx, new)
+                yield self.violation(
+                    expr, fix=_fix_bare_decorator(ctx, expr, fixed, safe=not support), old=old, new=fixed, support=support
+                )
+
+
+def _support(ctx: FileContext, new: str) -> str:
+    """The message's tail when the project still supports a torch without the replacement."""
+    problem = too_new(ctx, new)
+    if problem is None:
+        return ""
+    return f" ({problem}: keep the old spelling behind a torch version check, or raise the minimum)"
 
 
 def _names_bound_twice(ctx: FileContext) -> set[str]:
@@ -139,7 +159,7 @@ def _torch_prefix(ctx: FileContext, func: cst.BaseExpression) -> str | None:
     return base if ctx.imports.bound.get(base) == "torch" else None
 
 
-def _fix_call(ctx: FileContext, call: cst.Call, old: str) -> FixProposal | None:
+def _fix_call(ctx: FileContext, call: cst.Call, old: str, safe: bool) -> FixProposal | None:
     prefix = _torch_prefix(ctx, call.func)
     if prefix is None:
         return None
@@ -152,11 +172,11 @@ def _fix_call(ctx: FileContext, call: cst.Call, old: str) -> FixProposal | None:
     first = f'device_type="{device}"' if kind in ("custom_fwd", "custom_bwd") else f'"{device}"'
     args = "".join(ctx.code_for(a) for a in call.args).lstrip()
     text = f"{name}({first}, {args})" if args else f"{name}({first})"
-    return FixProposal(f"Use `{new}`", safe=True, replacements=((call, text),))
+    return FixProposal(f"Use `{new}`", safe=safe, replacements=((call, text),))
 
 
-def _fix_bare_decorator(ctx: FileContext, expr: cst.BaseExpression, fixed: str) -> FixProposal | None:
+def _fix_bare_decorator(ctx: FileContext, expr: cst.BaseExpression, fixed: str, safe: bool) -> FixProposal | None:
     prefix = _torch_prefix(ctx, expr)
     if prefix is None:
         return None
-    return FixProposal("Use `torch.amp`", safe=True, replacements=((expr, fixed.replace("torch.", prefix + ".", 1)),))
+    return FixProposal("Use `torch.amp`", safe=safe, replacements=((expr, fixed.replace("torch.", prefix + ".", 1)),))

@@ -4,10 +4,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training_step import (
-    Scope, derived_names, inside, mentioned_names, names_assigned_in, order, receiver,
-    scaled_backward, short, training_scopes,
-)
+from devicelint.analysis.training.reads import computed_from, read_names
+from devicelint.analysis.training.step import Autocast, Scope, names_assigned_in, order, scaled_backward, training_scopes
+from devicelint.analysis.training.values import UNKNOWN
+from devicelint.analysis.training.syntax import inside, receiver, short
+from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -21,7 +22,10 @@ class Fp16AutocastWithoutGradscaler(Rule):
     `torch.cuda.amp.autocast()`: float16 is the CUDA default) and then backpropagated with a
     plain `loss.backward()` and an optimizer step, with no `GradScaler` in that step. When the
     dtype comes from a variable or a config switch (`torch.float16 if cfg.fp16 else
-    torch.bfloat16`), the rule reports when one of its values is float16.
+    torch.bfloat16`), the rule reports when one of its values is float16. Autocast with no dtype
+    on a device type the file computes (`torch.autocast(device_type=str(device))`,
+    `device.type`) counts as float16: that is its default on the CUDA device a training script
+    is written for.
 
     ## Why it is a bug on a GPU
     float16 cannot represent magnitudes below about 6e-8. Many gradients of a real network are
@@ -60,8 +64,11 @@ class Fp16AutocastWithoutGradscaler(Rule):
     The loss, the backward and the optimizer step must be in one function (the step may be in
     another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted.
     Autocast whose dtype cannot be followed (a parameter, `self.dtype`) is not reported, nor is
-    autocast with no dtype on a device type that cannot be followed (its default depends on the
-    device), nor autocast entered through a helper function.
+    autocast entered through a helper function. With no dtype and a device type the file does not
+    spell out, a run that only ever uses the CPU (bfloat16 there) is reported too. The suggested
+    `torch.amp.GradScaler("cuda")` needs torch 2.3: when the project's `torch-version` setting or
+    its metadata (pyproject.toml, setup.cfg, setup.py, requirements*.txt) allows an older torch,
+    the message suggests `torch.cuda.amp.GradScaler()` and says why.
     """
 
     code = "DL301"
@@ -70,7 +77,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
     message = (
         "`{backward}` backpropagates a loss computed under `{autocast}`, which {how}, "
         "with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
-        "`scaler = torch.amp.GradScaler(\"cuda\")` with `scaler.scale(loss).backward()`, "
+        "`scaler = {scaler}`{support} with `scaler.scale(loss).backward()`, "
         "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`"
     )
     tokens = ("autocast",)
@@ -87,24 +94,39 @@ class Fp16AutocastWithoutGradscaler(Rule):
             for autocast in scope.autocasts:
                 if not autocast.may_run_float16:
                     continue
-                losses = derived_names(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
+                losses = computed_from(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
                 for call in scope.backwards:
                     if id(call) in reported or scaled_backward(ctx, call):
                         continue
                     owner = receiver(call)
                     under = inside(ctx, call, autocast.node)
-                    if not under and (owner is None or not mentioned_names(ctx, owner) & losses):
+                    if not under and (owner is None or not read_names(ctx, owner) & losses):
                         continue
                     if not under and rank[id(call)] < _first_call_after(ctx, autocast.node, rank):
                         continue
                     reported.add(id(call))
-                    how = (
-                        "runs in float16" if autocast.dtypes == {"float16"}
-                        else "can run in float16 (one of its dtypes is `torch.float16`)"
+                    yield self.violation(
+                        call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=_how(autocast),
+                        **_scaler_advice(ctx),
                     )
-                    yield self.violation(call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=how)
 
 
+def _how(autocast: Autocast) -> str:
+    if autocast.default_dtype and UNKNOWN in autocast.devices:
+        return f"runs in float16 whenever `{autocast.device_text}` is a CUDA device (autocast's default dtype there)"
+    if autocast.default_dtype:
+        return "runs in float16 (autocast's default dtype on CUDA)"
+    if autocast.dtypes == {"float16"}:
+        return "runs in float16"
+    return "can run in float16 (one of its dtypes is `torch.float16`)"
+
+
+def _scaler_advice(ctx: FileContext) -> dict[str, str]:
+    """`torch.amp.GradScaler("cuda")`, or the spelling that older supported torch releases have."""
+    problem = too_new(ctx, "torch.amp.GradScaler")
+    if problem is None:
+        return {"scaler": 'torch.amp.GradScaler("cuda")', "support": ""}
+    return {"scaler": "torch.cuda.amp.GradScaler()", "support": f" ({problem}; the old spelling is deprecated from 2.4 on)"}
 def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
     """The source rank of the first call inside the `with` block (its body starts after it)."""
     for node in ctx.index.walk(with_node):

@@ -4,10 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training_step import (
-    Scope, amp_gated, exclusive, positional, receiver, scaled_backward, scaler_names, short, text_of,
-    training_scopes,
-)
+from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
+from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
-from devicelint.analysis.training_step import (
-    AMP_WORDS, enclosing_ifs, inside, proven_scaler, receiver, short, test_words, training_scopes,
-)
+import libcst as cst
+
+from devicelint.analysis.training.step import AMP_WORDS, is_scaler, proven_scaler, training_scopes
+from devicelint.analysis.training.values import assignments
+from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -15,7 +18,9 @@ class GradscalerUpdateMissing(Rule):
     ## What it does
     Flags `scaler.step(optimizer)` with no `scaler.update()` anywhere in the file, and a
     `scaler.update()` that runs only on some iterations (under an `if` that the `scaler.step`
-    is not under, such as `if step % 100 == 0:`).
+    is not under, such as `if step % 100 == 0:`), including the case where it runs only when the
+    step really happened (`if not found_inf:`, `if math.isfinite(loss_value):`,
+    `if scaler.get_scale() >= scale_before:`).
 
     ## Why it is a bug on a GPU
     `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it
@@ -46,7 +51,11 @@ class GradscalerUpdateMissing(Rule):
     An `update()` anywhere in the file counts for the first case (a trainer may update in
     another method), and that case needs a scaler built with `GradScaler(...)` in the file or
     used with `scale`/`unscale_` there (a `warmup_scaler.step()` of some other kind is left
-    alone). An `if` that tests an amp, fp16 or scaler flag is not taken for a partial update.
+    alone). An `if` that tests an amp, fp16 or scaler flag is not taken for a partial update,
+    unless it tests how the step went: a finiteness check (`isfinite`, `isnan`, `isinf`), a query
+    of the scaler other than `step`/`update`, a flag named for the outcome (`found_inf`,
+    `overflow`, `skipped`, `optimizer_was_run`), or a name assigned from one of these in the
+    same function.
     """
 
     code = "DL303"
@@ -82,7 +91,17 @@ class GradscalerUpdateMissing(Rule):
                     if any(inside(ctx, step, branch) for step in steps):
                         break
                     words = test_words(ctx, branch.test)
-                    if words in step_tests or any(w in words for w in AMP_WORDS):
+                    if words in step_tests:
+                        break
+                    if _step_outcome(ctx, branch.test, scope.node):
+                        yield self.violation(
+                            update,
+                            what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
+                                 f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
+                                 "is never lowered and the next `scaler.step` raises",
+                        )
+                        break
+                    if any(w in words for w in AMP_WORDS):
                         break
                     yield self.violation(
                         update,
@@ -91,3 +110,35 @@ class GradscalerUpdateMissing(Rule):
                              "does not adapt",
                     )
                     break
+
+
+# torch, math and numpy checks of a value's finiteness.
+FINITE_CHECKS = frozenset({"isfinite", "isnan", "isinf"})
+# Words of a flag that records whether the step ran (`found_inf`, `optimizer_was_run`).
+OUTCOME_WORDS = frozenset({"inf", "nan", "finite", "isfinite", "isnan", "isinf", "overflow", "overflowed", "skipped", "stepped"})
+
+
+def _step_outcome(ctx: FileContext, test: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether an `if` test depends on how the step went: a finiteness check, a scaler query
+    (`scaler.get_scale()`, `scaler._found_inf_per_device(opt)`), a flag named for it
+    (`found_inf`, `optimizer_was_run`), or a name assigned from one of these in the function."""
+    tokens = set(re.findall(r"[a-z]+", test_words(ctx, test).replace("_", " ")))
+    if tokens & OUTCOME_WORDS or {"was", "run"} <= tokens:
+        return True
+    names = set()
+    for node in ctx.index.walk(test):
+        if isinstance(node, cst.Call):
+            if method_name(node) in FINITE_CHECKS or (
+                isinstance(node.func, cst.Attribute) and node.func.attr.value in FINITE_CHECKS
+            ):
+                return True
+            if method_name(node) not in ("step", "update") and is_scaler(ctx, receiver(node)):
+                return True
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+    if depth > 2:
+        return False
+    table = assignments(ctx).get(id(scope), {})
+    return any(
+        value is not None and _step_outcome(ctx, value, scope, depth + 1) for name in names for value in table.get(name, [])
+    )

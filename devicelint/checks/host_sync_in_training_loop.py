@@ -4,24 +4,61 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training_step import (
-    HOST_METHODS, device_tensors, in_logging_condition, is_host_value, mentioned_names, method_name,
-    receiver, runs_on_device, short, step_loops,
-)
+from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device
+from devicelint.analysis.training.loops import StepRegion, in_logging_condition, step_regions
+from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
+from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
 TORCH_CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.any", "torch.all", "torch.equal"})
+# Callees that print, log or display a value (`pbar.set_postfix`, `writer.add_scalar`, `wandb.log`).
+DISPLAY_WORDS = ("print", "log", "postfix", "description", "write", "scalar", "info", "debug", "echo", "display", "show")
+ACCUMULATING_METHODS = frozenset({"append", "extend", "update", "add", "insert", "setdefault", "put"})
+
+# Why the value is read, and what to do instead: the template's `{purpose}` and `{advice}`.
+ACCUMULATE = (
+    "on every training step to accumulate it",
+    "accumulate on the device (`total += loss.detach()`) and call `.item()` once per log interval "
+    "(`if step % log_every == 0:`)",
+)
+STORED = (
+    "on every training step to keep it for a later log",
+    "keep the tensor (`loss.detach()`) and call `.item()` only when the log is written "
+    "(`if step % log_every == 0:`)",
+)
+DISPLAY = (
+    "on every training step to print or log it",
+    "a deliberate per-step readout pays this on every step; show it every N steps instead "
+    "(`if step % log_every == 0:`)",
+)
+RETURNED = (
+    "and returns it from a function that runs once per training step",
+    "return the tensor (`loss.detach()`) and let the caller call `.item()` when it logs",
+)
+BRANCH = (
+    "on every training step to decide a branch",
+    "test it every N steps, or keep the check on the device (`torch.where`, `torch.nan_to_num`)",
+)
+OTHER = (
+    "on every training step",
+    "keep the value on the device and read it once per log interval (`if step % log_every == 0:`)",
+)
 
 
 @register
 class HostSyncInTrainingLoop(Rule):
     """
     ## What it does
-    Flags reads of a device tensor's value on every iteration of a training loop (the loop that
-    runs `backward()`), outside any logging condition: `.item()`, `.cpu()`, `.tolist()`,
-    `.numpy()`, `float(t)`, `bool(t)`, `print(t)` and `if` tests that compare a tensor or call
-    `torch.isnan(t)`.
+    Flags reads of a device tensor's value that happen on every training step, outside any
+    logging condition: `.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`,
+    `print(t)` and `if` tests that compare a tensor or call `torch.isnan(t)`. The step is the
+    loop that runs `backward()` (its body runs once per step or per micro-batch), or a function
+    that backpropagates and steps an optimizer outside any loop of its own, so that each call is
+    one step (`def train_step(...): ...; return loss.item()`). The message says which case it
+    is: a value read to accumulate it or keep it for a log written every N steps (the costly case
+    with a simple fix), a value read only to print or display it on every step, a value returned
+    from a step function, or a value tested in an `if`.
 
     ## Why it is a bug on a GPU
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels while the
@@ -54,74 +91,127 @@ class HostSyncInTrainingLoop(Rule):
     No fix.
 
     ## Known limits
-    A loop counts as a training loop when its body calls `loss.backward()` (or
-    `accelerator.backward(loss)`), and its values as device tensors when they derive from the
-    loss or from `.to(...)`/`.cuda()` in the loop, in a function that moves data to a device
-    (or hands the backward to a framework). Reads under an `if` with `%`, `==` or a logging word
-    (`log`, `print`, `eval`, `verbose`, `every`...) and in exception handlers are not reported.
-    Reads inside helper functions called from the loop are not seen.
+    Where a value lives comes from the placement analysis: a tensor it places on the CPU
+    (`y.to("cpu")`, a DataLoader batch never moved), a module (`model.cpu()`) or a number is never
+    reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
+    output of a moved model) is. Where placement does not know (a model or batch received as a
+    parameter), only strong evidence counts: the loss the step backpropagates, the result of a loss
+    function or of a model call in the same function, and values computed from them; for
+    `.item()`/`.cpu()`/`.tolist()`/`.numpy()` also what the loss is computed from without a move
+    (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
+    it and never names an accelerator is taken to train on the CPU; a training loop that runs on
+    the CPU with a model received from elsewhere is still reported. Reads under an `if` with
+    `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
+    handlers are not reported. Reads inside helper functions called from the loop are not seen,
+    unless the helper is itself a step function. One statement gives at most one finding.
     """
 
     code = "DL401"
     name = "host-sync-in-training-loop"
     summary = "`.item()`/`.cpu()`/`print(t)` on a device tensor on every training step stalls the GPU."
     message = (
-        "`{expr}` copies a device tensor to the host on every training step, which stalls the GPU until "
-        "the step's kernels finish; accumulate on the device (`total += loss.detach()`) and read it once "
-        "per log interval (`if step % log_every == 0:`)"
+        "`{expr}` copies a device tensor to the host {purpose}, which stalls the GPU until the step's "
+        "kernels finish; {advice}"
     )
     severity = "warning"
     tokens = ("backward",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        seen: set[int] = set()
-        for loop, scope in step_loops(ctx):
-            if not scope.autocasts and not scope.delegated_backwards and not runs_on_device(ctx, scope.node):
-                continue
-            tensors, forward = device_tensors(ctx, loop, scope)
-            if not tensors:
-                continue
-            for node in _statements_nodes(ctx, loop.body):
-                target = self._sync(ctx, node, tensors, forward)
-                if target is None or id(target) in seen:
+        done: set[int] = set()  # statements already reported: one finding per statement
+        for region in step_regions(ctx):
+            hot = hot_values(ctx, region)
+            for node in body_nodes(region.body):
+                target = _sync(ctx, node, hot)
+                if target is None:
                     continue
-                seen.add(id(target))
-                if in_logging_condition(ctx, target, loop):
+                statement = statement_of(ctx, target)
+                if id(statement) in done or in_logging_condition(ctx, target, region.owner):
                     continue
+                done.add(id(statement))
                 expr = short(ctx, target)
                 if not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
                     expr = f"if {expr}:"
-                yield self.violation(target, expr=expr)
+                purpose, advice = _purpose(ctx, target, statement, region)
+                yield self.violation(target, expr=expr, purpose=purpose, advice=advice)
 
-    def _sync(self, ctx: FileContext, node: cst.CSTNode, tensors: set[str], forward: set[str]) -> cst.CSTNode | None:
-        if isinstance(node, cst.Call):
-            name = method_name(node)
-            if name in HOST_METHODS:
-                owner = receiver(node)
-                if owner is None or node.args or _has_inner_sync(owner):
-                    return None
-                return node if mentioned_names(ctx, owner) & tensors else None
-            if isinstance(node.func, cst.Name) and node.func.value in ("float", "bool", "print"):
-                for arg in node.args:
-                    if _direct_tensor(arg.value, forward):
-                        return node
-            return None
-        if isinstance(node, (cst.If, cst.While)) and _tensor_test(ctx, node.test, forward):
-            return node.test
+
+def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | None:
+    """The node that reads a device tensor on the host, if `node` is one."""
+    if isinstance(node, cst.Call):
+        name = method_name(node)
+        if name in HOST_METHODS:
+            owner = receiver(node)
+            if owner is None or node.args or _has_inner_sync(owner):
+                return None
+            return node if on_device(ctx, owner, hot, tensor_method=True) else None
+        if isinstance(node.func, cst.Name) and node.func.value in ("float", "bool", "print"):
+            for arg in node.args:
+                if _direct(arg.value) and on_device(ctx, arg.value, hot):
+                    return node
         return None
+    if isinstance(node, (cst.If, cst.While)) and _tensor_test(ctx, node.test, hot):
+        return node.test
+    return None
 
 
-def _statements_nodes(ctx: FileContext, body: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of a loop body, leaving out nested function and class definitions."""
-    stack = [body]
-    from devicelint.analysis.index import iter_children
+def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, region: StepRegion) -> tuple[str, str]:
+    """Which case a per-step read is, from what the statement does with the value."""
+    if not isinstance(target, cst.Call) or isinstance(statement, (cst.If, cst.While)):
+        return BRANCH
+    if _display_call(target) or _displayed(ctx, target, statement):
+        return DISPLAY
+    small = statement.body[0] if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
+    if isinstance(small, cst.Return):
+        return RETURNED if region.is_function else OTHER
+    if isinstance(small, cst.AugAssign):
+        return ACCUMULATE
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and method_name(small.value) in ACCUMULATING_METHODS:
+        return ACCUMULATE
+    if isinstance(small, (cst.Assign, cst.AnnAssign)):
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        if any(isinstance(t, (cst.Subscript, cst.Attribute)) for t in targets):
+            return STORED  # kept in a dict, a list or on `self` for later
+        names = {n for t in targets for n in assigned_names(t)}
+        uses = [n for n in body_nodes(region.body) if isinstance(n, cst.Name) and n.value in names and not _binds(ctx, n)]
+        if uses and all(_displayed(ctx, u, statement_of(ctx, u)) for u in uses):
+            return DISPLAY
+        if uses and all(in_logging_condition(ctx, u, region.owner) for u in uses):
+            return STORED  # read every step, used only on logging steps
+        if any(_accumulates(ctx, u) for u in uses):
+            return ACCUMULATE
+    return OTHER
 
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        yield node
-        stack.extend(reversed(list(iter_children(node))))
+
+def _binds(ctx: FileContext, name: cst.Name) -> bool:
+    parent = ctx.index.parent(name)
+    return isinstance(parent, (cst.AssignTarget, cst.Param)) or (
+        isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is name
+    )
+
+
+def _accumulates(ctx: FileContext, node: cst.CSTNode) -> bool:
+    statement = statement_of(ctx, node)
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+    if isinstance(small, cst.AugAssign):
+        return True
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and method_name(small.value) in ACCUMULATING_METHODS
+
+
+def _displayed(ctx: FileContext, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """`node` is an argument (maybe inside an f-string) of a print, log or progress-bar call."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is statement:
+            return False
+        if isinstance(ancestor, cst.Call) and _display_call(ancestor):
+            return True
+    return False
+
+
+def _display_call(call: cst.Call) -> bool:
+    """`print(...)`, `logger.info(...)`, `pbar.set_postfix(...)`, `writer.add_scalar(...)`."""
+    callee = call.func
+    word = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else ""
+    return any(w in word.lower() for w in DISPLAY_WORDS)
 
 
 def _has_inner_sync(node: cst.BaseExpression) -> bool:
@@ -135,25 +225,25 @@ def _has_inner_sync(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _direct_tensor(node: cst.BaseExpression, forward: set[str]) -> bool:
+def _direct(node: cst.BaseExpression) -> bool:
     """`loss`, `out.loss`, `losses["total"]`: the value itself, not a formatted or converted one."""
     while isinstance(node, (cst.Attribute, cst.Subscript)):
         node = node.value
-    return isinstance(node, cst.Name) and node.value in forward
+    return isinstance(node, cst.Name)
 
 
-def _tensor_test(ctx: FileContext, test: cst.BaseExpression, forward: set[str]) -> bool:
+def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> bool:
     """`if loss > 10:` or `if torch.isnan(loss):` on a device tensor (not `is None`, not `.item()`)."""
     if isinstance(test, cst.UnaryOperation):
         test = test.expression
     if isinstance(test, cst.Call) and ctx.qualified_name(test.func) in TORCH_CHECKS:
-        return any(_direct_tensor(a.value, forward) for a in test.args)
+        return any(_direct(a.value) and on_device(ctx, a.value, hot) for a in test.args)
     if isinstance(test, cst.Call) and method_name(test) in ("any", "all") and not test.args:
         owner = receiver(test)
-        return owner is not None and _direct_tensor(owner, forward)
+        return owner is not None and _direct(owner) and on_device(ctx, owner, hot)
     if isinstance(test, cst.Comparison):
         if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
             return False
         operands = [test.left, *(c.comparator for c in test.comparisons)]
-        return any(_direct_tensor(o, forward) for o in operands)
+        return any(_direct(o) and on_device(ctx, o, hot) for o in operands)
     return False

@@ -4,15 +4,18 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training_step import (
-    assignments, derived_names, has_star, is_false, is_true, keyword, mentioned_names, method_name, positional,
-    receiver, scope_of, short, text_of, values_of,
+from devicelint.analysis.placement import value_kind
+from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
+from devicelint.analysis.training.values import assignments, values_of
+from devicelint.analysis.training.syntax import (
+    assigned_names, is_false, keyword, method_name, positional, receiver, scope_of, short, text_of,
 )
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
 LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "tqdm.tqdm", "tqdm.auto.tqdm", "trange"})
+_MAX_DEPTH = 4
 
 
 @register
@@ -46,12 +49,16 @@ class NonBlockingWithoutPinnedMemory(Rule):
     No fix: pinning memory costs host RAM, a choice for the author.
 
     ## Known limits
-    The loader must be assigned only `DataLoader(...)` calls, in the loop's function or at
-    module level (`loader = DataLoader(...)`), or on `self` anywhere in the file
-    (`self.loader = DataLoader(...)`), and be iterated directly (or through `enumerate`/`tqdm`).
-    A loader received as a parameter is unknown.
-    A `pin_memory` given by a variable, `**kwargs`, or a `.pin_memory()` call in the loop
-    silences the rule.
+    The loader must be assigned only `DataLoader(...)` calls (directly, or returned by a function
+    of the same file), in the loop's function or at module level (`loader = DataLoader(...)`), or
+    on `self` anywhere in the file (`self.loader = DataLoader(...)`), and be iterated directly (or
+    through `enumerate`/`tqdm`). A loader received as a parameter is unknown. Keyword arguments
+    passed as `**kwargs` are read when `kwargs` is a dict literal (or `dict(...)`) of the same
+    function, including later `kwargs.update(...)` and `kwargs["pin_memory"] = ...`; a
+    `pin_memory` given by a variable, a `**kwargs` that cannot be read, or a `.pin_memory()` call
+    in the loop silences the rule. A batch is what the loop yields, its parts (`x, y = batch`,
+    `batch["image"]`) and the values of a comprehension over it; a batch the placement analysis
+    already places on the device is not a copy from pageable memory.
     """
 
     code = "DL402"
@@ -71,23 +78,66 @@ class NonBlockingWithoutPinnedMemory(Rule):
                 continue
             if any(isinstance(n, cst.Call) and method_name(n) == "pin_memory" for n in ctx.index.walk(loop)):
                 continue
-            batch = derived_names(ctx, loop.body, mentioned_names(ctx, loop.target))
-            for node in ctx.index.walk(loop.body):
-                if isinstance(node, cst.CompFor) and mentioned_names(ctx, node.iter) & batch:
-                    batch |= mentioned_names(ctx, node.target)
+            batch = _batch_names(ctx, loop)
             for node in ctx.index.walk(loop.body):
                 if isinstance(node, cst.Call) and _non_blocking_copy(node):
                     owner = receiver(node)
-                    if owner is not None and mentioned_names(ctx, owner) & batch:
+                    if owner is not None and _from_batch(ctx, owner, batch):
                         yield self.violation(node, copy=short(ctx, node), loader=short(ctx, loader))
 
 
 def _non_blocking_copy(call: cst.Call) -> bool:
-    return method_name(call) in ("to", "cuda") and is_true(keyword(call, "non_blocking"))
+    value = keyword(call, "non_blocking")
+    return method_name(call) in ("to", "cuda") and isinstance(value, cst.Name) and value.value == "True"
+
+
+def _batch_names(ctx: FileContext, loop: cst.For) -> set[str]:
+    """The loop's targets, the parts taken from them (`x, y = batch`, `img = batch["image"]`) and
+    the targets of comprehensions over them: all still in the loader's pageable memory."""
+    names = set(assigned_names(loop.target))
+    changed = True
+    while changed:
+        changed = False
+        for node in ctx.index.walk(loop.body):
+            if isinstance(node, cst.Assign) and _root_name(node.value) in names:
+                for target in node.targets:
+                    new = set(assigned_names(target.target)) - names
+                    if new:
+                        names |= new
+                        changed = True
+            elif isinstance(node, cst.CompFor) and _root_name(node.iter) in names:
+                new = set(assigned_names(node.target)) - names
+                if new:
+                    names |= new
+                    changed = True
+    return names
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    """`batch` for `batch`, `batch["x"]`, `batch.x`, `batch.items()`, `batch.values()`."""
+    while True:
+        if isinstance(node, cst.Call) and method_name(node) in ("items", "values") and not node.args:
+            node = receiver(node)  # type: ignore[assignment]
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            node = node.value
+        else:
+            break
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _from_batch(ctx: FileContext, owner: cst.BaseExpression, batch: set[str]) -> bool:
+    fact = value_kind(ctx, owner)
+    if fact.batch:
+        return True
+    if fact.kind == DEVICE:
+        return False  # already moved: not a copy from the loader's memory
+    return _root_name(owner) in batch
 
 
 def _iterated(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
     while isinstance(node, cst.Call):
+        if ctx.qualified_name(node.func) in LOADERS:
+            return node  # `for x, y in DataLoader(...):`
         name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
         args = positional(node)
         if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
@@ -102,6 +152,8 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
     A name is looked up in the loop's own function (a parameter is unknown), else at module
     level; `self.loader` in every method of the file.
     """
+    if isinstance(loader, cst.Call):
+        return _unpinned_value(ctx, loader, 0)
     if isinstance(loader, cst.Name):
         values = values_of(ctx, loader.value, scope)
     else:
@@ -109,18 +161,128 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
         if text is None or not text.startswith("self."):
             return False
         values = [v for table in assignments(ctx).values() for v in table.get(text, [])]
-    if not values:
+    return bool(values) and all(_unpinned_value(ctx, v, 0) for v in values)
+
+
+def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: int) -> bool:
+    if not isinstance(value, cst.Call) or depth > _MAX_DEPTH:
         return False
-    for value in values:
-        if not isinstance(value, cst.Call) or ctx.qualified_name(value.func) not in LOADERS:
+    if ctx.qualified_name(value.func) in LOADERS:
+        data = positional(value)
+        if data and value_kind(ctx, data[0]).where == ACCELERATOR:
+            return False  # a dataset of device tensors yields device tensors: nothing to pin
+        return _pin_off(ctx, value, scope_of(ctx, value))
+    builder = _same_file_function(ctx, value)
+    if builder is None:
+        return False
+    returned = [n.value for n in ctx.index.walk(builder.body) if isinstance(n, cst.Return)]
+    return bool(returned) and all(_unpinned_value(ctx, r, depth + 1) for r in returned)
+
+
+def _same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The top-level function of this file that `call` calls (`make_loader(...)`)."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == call.func.value:
+            return stmt
+    return None
+
+
+def _pin_off(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> bool:
+    pin = keyword(call, "pin_memory")
+    if pin is not None:
+        return is_false(pin)
+    if len(positional(call)) >= 8:  # pin_memory is the 8th positional parameter
+        return False
+    for arg in call.args:
+        if arg.star == "*":
             return False
-        if has_star(value) or not _pin_off(value):
-            return False
+        if arg.star == "**":
+            keys = _dict_entries(ctx, arg.value, scope, 0)
+            if keys is None:
+                return False
+            if "pin_memory" in keys and not all(is_false(v) for v in keys["pin_memory"]):
+                return False
     return True
 
 
-def _pin_off(call: cst.Call) -> bool:
-    pin = keyword(call, "pin_memory")
-    if pin is None:
-        return len(positional(call)) < 8  # pin_memory is the 8th positional parameter
-    return is_false(pin)
+def _dict_entries(
+    ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int
+) -> dict[str, list[cst.BaseExpression]] | None:
+    """Every key a `**kwargs` dict can hold, with the values it can have; None when unknown.
+
+    Reads dict literals, `dict(k=v)`, conditional expressions of them, and for a local name every
+    assignment of it plus its `name.update(...)` calls and `name["key"] = value` stores."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(node, cst.Dict):
+        out: dict[str, list[cst.BaseExpression]] = {}
+        for element in node.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                key = element.key.evaluated_value
+                if isinstance(key, str):
+                    out.setdefault(key, []).append(element.value)
+                    continue
+            if isinstance(element, cst.StarredDictElement):
+                inner = _dict_entries(ctx, element.value, scope, depth + 1)
+                if inner is None:
+                    return None
+                _merge(out, inner)
+                continue
+            return None
+        return out
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict":
+        out = {}
+        for arg in node.args:
+            if arg.keyword is None:
+                inner = _dict_entries(ctx, arg.value, scope, depth + 1)
+                if inner is None:
+                    return None
+                _merge(out, inner)
+            else:
+                out.setdefault(arg.keyword.value, []).append(arg.value)
+        return out
+    if isinstance(node, cst.IfExp):
+        body = _dict_entries(ctx, node.body, scope, depth + 1)
+        orelse = _dict_entries(ctx, node.orelse, scope, depth + 1)
+        if body is None or orelse is None:
+            return None
+        _merge(body, orelse)
+        return body
+    if isinstance(node, cst.Name):
+        return _name_entries(ctx, node.value, scope, depth)
+    return None
+
+
+def _name_entries(ctx: FileContext, name: str, scope: cst.CSTNode, depth: int) -> dict[str, list[cst.BaseExpression]] | None:
+    values = values_of(ctx, name, scope)
+    if not values or any(v is None for v in values):
+        return None
+    out: dict[str, list[cst.BaseExpression]] = {}
+    for value in values:
+        entries = _dict_entries(ctx, value, scope_of(ctx, value), depth + 1)  # type: ignore[arg-type]
+        if entries is None:
+            return None
+        _merge(out, entries)
+    for node in ctx.index.walk(scope):
+        if isinstance(node, cst.Call) and method_name(node) == "update" and _root_name(receiver(node)) == name:  # type: ignore[arg-type]
+            entries = _dict_entries(ctx, node.with_changes(func=cst.Name("dict")), scope, depth + 1)
+            if entries is None:
+                return None
+            _merge(out, entries)
+        elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript):
+            if text_of(node.target) != name:
+                continue
+            key = node.target.slice[0].slice
+            if not isinstance(key, cst.Index) or not isinstance(key.value, cst.SimpleString):
+                return None
+            parent = ctx.index.parent(node)
+            if isinstance(parent, cst.Assign):
+                out.setdefault(str(key.value.evaluated_value), []).append(parent.value)
+    return out
+
+
+def _merge(into: dict[str, list[cst.BaseExpression]], other: dict[str, list[cst.BaseExpression]]) -> None:
+    for key, values in other.items():
+        into.setdefault(key, []).extend(values)

@@ -1,0 +1,217 @@
+"""Which values read in a step region are device tensors.
+
+The placement interpreter (`devicelint.analysis.placement.value_kind`) answers first: a
+`device-tensor` on the accelerator is one, a `cpu-tensor`, a module, a device or a number is not
+(`labels = y.to("cpu")` is a CPU tensor, `correct = torch.zeros((), device=device)` a device one).
+
+Only where placement is unknown (or "wherever the inputs are") does a narrower fallback apply,
+because training code often gets its model and batches from parameters the file cannot follow.
+The fallback trusts only strong evidence: the value is the loss the region backpropagates, the
+result of a loss function or a model call made in the function, or computed from one of these
+(`pred = out.argmax(1)`). A value the file shows to be an `nn.Module` never counts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.placement import file_placement, value_kind
+from devicelint.analysis.placement_facts import (
+    CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_NAMES, MODULE, UNKNOWN, Fact,
+)
+from devicelint.analysis.placement_classes import module_constructor
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.loops import StepRegion
+from devicelint.analysis.training.reads import computed_from, read_names
+from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
+from devicelint.context import FileContext
+
+# Methods only an nn.Module has (an optimizer has `state_dict` and `zero_grad` too).
+MODULE_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "eval"})
+LOSS_FUNCTION_WORDS = ("loss", "cross_entropy", "nll", "kl_div", "mse", "l1", "ctc", "hinge", "margin")
+
+
+@dataclass(frozen=True)
+class HotValues:
+    """The fallback evidence of one step region."""
+
+    names: frozenset[str]  # names (and `self.x`) that hold the loss, a model output, or values computed from them
+    # Names the loss is computed from in the region, without a move on the way (`targets` and
+    # `batch` in `targets = batch["labels"]; loss = f(model(x), targets)`): tensors among them sit
+    # on the loss's device, but they may also be Python values, so only tensor methods count.
+    inputs: frozenset[str]
+    modules: frozenset[str]  # names the file shows to be modules
+
+
+def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
+    """The names whose values the fallback takes for device tensors in `region`."""
+
+    def build(c: FileContext) -> HotValues:
+        modules = module_names(c)
+        if _cpu_only(c, region):
+            return HotValues(frozenset(), frozenset(), modules)
+        seeds: set[str] = set()
+        # The loss itself (`loss` in `(loss / accum).backward()`, `losses` in `sum(losses.values())`)
+        # and the results of model and loss calls, with what is computed from them.
+        seeds = {n for n in (primary_name(loss) for loss in region.losses) if n is not None and "scaler" not in n.lower()}
+        inputs = set(seeds)
+        for loss in region.losses:
+            inputs |= read_names(c, loss, skip_moves=True, skip_fields=True)
+        inputs = _loss_inputs(c, region.body, {n for n in inputs if "scaler" not in n.lower()})
+        for node in c.index.walk(region.body):
+            if isinstance(node, cst.Assign) and _calls_model_or_loss(c, node.value, modules):
+                for target in node.targets:
+                    seeds.update(assigned_names(target.target))
+        names = computed_from(c, region.scope.node, seeds)
+        return HotValues(frozenset(names - modules), frozenset(inputs - modules), modules)
+
+    return ctx.shared(("training.hot_values", id(region.owner)), build)
+
+
+def primary_name(loss: cst.BaseExpression) -> str | None:
+    """The value a loss expression is made of: `loss` in `loss / accum_steps`, `out` in
+    `out.loss`, `losses` in `sum(losses.values())`, `self.loss`; None when there is none."""
+    node: cst.BaseExpression | None = loss
+    while node is not None:
+        text = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if text is not None and (isinstance(node, cst.Name) or (text.startswith("self.") and text.count(".") == 1)):
+            return text
+        if isinstance(node, cst.BinaryOperation):
+            node = node.left
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        elif isinstance(node, cst.Call):
+            node = receiver(node) or (node.args[0].value if node.args else None)
+        else:
+            return None
+    return None
+
+
+def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[str]:
+    """`seeds` and, transitively, every name an assignment in `body` reads to compute one of them,
+    leaving out values read only to be moved (`y` in `y.to(device)`) or through a host copy."""
+    flows = []
+    for node in ctx.index.walk(body):
+        if isinstance(node, cst.Assign):
+            targets = {n for t in node.targets for n in assigned_names(t.target)}
+            flows.append((targets, read_names(ctx, node.value, skip_moves=True, skip_fields=True)))
+    found = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, reads in flows:
+            if targets & found and not reads <= found:
+                found |= reads
+                changed = True
+    return found
+
+
+# Words without which a file never puts anything on an accelerator.
+ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
+
+
+def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
+    """The region calls a model the file builds and never moves, in a file that never mentions an
+    accelerator (`fc = nn.Linear(...)` trained in a CPU-only example): the fallback has nothing to
+    stand on. A model received as a parameter may be anywhere, so it does not count."""
+    if ACCELERATOR_WORDS.search(ctx.source.lower()):
+        return False
+    for node in ctx.index.walk(region.body):
+        if isinstance(node, cst.Call):
+            fact = callee_fact(ctx, node.func)
+            if fact.kind == MODULE and fact.where is None:
+                return True
+    return False
+
+
+def callee_fact(ctx: FileContext, func: cst.BaseExpression) -> Fact:
+    """What placement knows of a called name: its fact where it was evaluated, else the fact its
+    function's environment ends with (a callee name is not evaluated as an expression)."""
+    fact = value_kind(ctx, func)
+    if fact.kind != UNKNOWN:
+        return fact
+    key = dotted_name(func)
+    if key is None:
+        return fact
+    scope = ctx.index.enclosing_function(func) or ctx.module
+    placement = file_placement(ctx).scopes.get(id(scope))
+    return placement.facts.get(key, fact) if placement is not None else fact
+
+
+def module_names(ctx: FileContext) -> frozenset[str]:
+    """Names and `self.x` attributes that the file shows to be `nn.Module`s: built by a module
+    class, or used through a method only modules have (`model.parameters()`, `net.eval()`)."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        found: set[str] = set()
+        for call in c.index.of_type(cst.Call):
+            if method_name(call) in MODULE_METHODS and not call.args:
+                text = dotted_name(receiver(call))  # type: ignore[arg-type]
+                if text is not None:
+                    found.add(text)
+        for assign in c.index.of_type(cst.Assign):
+            value = assign.value
+            while isinstance(value, cst.Call) and method_name(value) in ("to", "cuda", "cpu", "eval", "train"):
+                value = receiver(value)  # type: ignore[assignment]
+            if isinstance(value, cst.Call) and module_constructor(c, value) is not None:
+                for target in assign.targets:
+                    found.update(assigned_names(target.target))
+        return frozenset(found)
+
+    return ctx.shared("training.hot_values.modules", build)
+
+
+def _calls_model_or_loss(ctx: FileContext, value: cst.BaseExpression, modules: frozenset[str]) -> bool:
+    """`criterion(out, y)`, `F.cross_entropy(...)`, `model(x)`, `self.net(x)`, `model(x).loss`."""
+    while isinstance(value, (cst.Attribute, cst.Subscript)):
+        value = value.value
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = ctx.qualified_name(value.func) or ""
+    if qualified.startswith("torch.nn.functional.") and any(w in qualified for w in LOSS_FUNCTION_WORDS):
+        return True
+    callee = dotted_name(value.func)
+    if callee is None:
+        return False
+    word = callee.rsplit(".", 1)[-1].lower()
+    return (
+        word in LOSS_CALLABLE_NAMES or word in MODEL_NAMES or callee in modules
+        or callee_fact(ctx, value.func).kind == MODULE
+    )
+
+
+def placement_says(ctx: FileContext, expr: cst.BaseExpression) -> bool | None:
+    """True for a device tensor on the accelerator, False for a CPU tensor, a module, a device or a
+    number, None when placement does not know."""
+    fact: Fact = value_kind(ctx, expr)
+    if fact.kind == DEVICE and fact.where != "follows":
+        return True
+    if fact.kind in (CPU, MODULE, DEVICE_VALUE) or fact.where == "number":
+        return False
+    return None
+
+
+def on_device(ctx: FileContext, expr: cst.BaseExpression, hot: HotValues, tensor_method: bool = False) -> bool:
+    """Whether reading `expr` on the host waits for the GPU: placement first, then the fallback.
+    `tensor_method`: the read is `.item()`/`.cpu()`/`.tolist()`/`.numpy()`, which only tensors (and
+    arrays) have, so the loss's inputs count too."""
+    known = placement_says(ctx, expr)
+    if known is not None:
+        return known
+    root = expr
+    while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+        if isinstance(root, cst.Call):
+            if receiver(root) is None:
+                break
+            root = root.func
+        else:
+            text = dotted_name(root)
+            if text is not None and text in hot.modules:
+                return False
+            root = root.value
+    if isinstance(root, cst.Name) and root.value in hot.modules:
+        return False
+    return bool(read_names(ctx, expr) & (hot.names | hot.inputs if tensor_method else hot.names))

@@ -1,0 +1,99 @@
+"""Which names an expression reads, and which names are computed from given ones (def-use).
+
+Plain syntax over one function, ignoring order: used to tell which values a loss is made of and
+which values are computed from a loss or a model output. It says nothing about devices.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.index import iter_children
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.syntax import assigned_names, method_name
+from devicelint.context import FileContext
+
+
+def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[str]:
+    """`seeds` and every name assigned under `root` from an expression that reads one of them,
+    including loop and comprehension targets over one (def-use, to a fixed point, ignoring order). Reads through a host copy (`loss.item()`,
+    `float(x)`) do not count: their result is a Python number, not the value."""
+    flows: list[tuple[set[str], set[str]]] = []
+    for node in ctx.index.walk(root):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            names = {n for t in targets for n in assigned_names(t)}
+            flows.append((names, read_names(ctx, node.value)))
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            # `for name, value in losses.items():` and `{k: v for k, v in losses.items()}`
+            flows.append((set(assigned_names(node.target)), read_names(ctx, node.iter)))
+    found = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, reads in flows:
+            if reads & found and not targets <= found:
+                found |= targets
+                changed = True
+    return found
+
+
+HOST_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "print", "isinstance", "repr", "round"})
+
+
+# Tensor metadata: host values that reading never waits for (`x.shape[0]`, `x.size(1)`).
+METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "requires_grad", "is_cuda", "layout", "names"})
+METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "get_device", "is_contiguous", "nelement", "stride"})
+
+
+def is_host_value(call: cst.Call) -> bool:
+    """A call whose result is a Python or NumPy value, not a tensor."""
+    if method_name(call) in HOST_METHODS:
+        return True
+    return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
+
+
+def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, skip_fields: bool = False) -> set[str]:
+    """Names (and `self.x` attributes) an expression reads as data, leaving out called functions,
+    keywords, imported modules and values read only through a host copy; with `skip_moves`, also
+    values read only to be moved (`y` in `y.to(device)`); with `skip_fields`, also objects read
+    only for a field (`opt` in `opt.lambda_adv * loss`: a config object, not a tensor)."""
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and is_host_value(node):
+            continue
+        if skip_moves and isinstance(node, cst.Call) and method_name(node) in ("to", "cuda"):
+            continue
+        if isinstance(node, cst.Call) and method_name(node) in METADATA_METHODS:
+            continue
+        if isinstance(node, cst.Attribute) and node.attr.value in METADATA_ATTRS:
+            continue
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            text = dotted_name(node)
+            if text is not None and text.startswith("self.") and text.count(".") == 1:
+                names.add(text)
+            elif skip_fields and not isinstance(node.value, (cst.Call, cst.Subscript)):
+                continue
+            stack.append(node.value)
+        elif skip_fields and isinstance(node, cst.Subscript):
+            stack.append(node.value)  # `losses[i]` reads `losses`; the index is not a tensor on the device
+        elif isinstance(node, cst.Arg):
+            stack.append(node.value)
+        elif isinstance(node, cst.Call):
+            func = node.func
+            # `model(x)` and `F.mse_loss(...)` name functions, not data; `out.argmax()` reads `out`.
+            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
+                stack.append(func.value)
+            stack.extend(node.args)
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            stack.extend(iter_children(node))
+    names.discard("self")
+    names.discard("cls")
+    return names

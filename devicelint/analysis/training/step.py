@@ -1,0 +1,300 @@
+"""The order of a training step inside one function (or the module's top level).
+
+A step is autocast block -> loss -> backward -> (scaler.unscale_ -> clip) -> step -> update.
+For each scope this module records, in source order, the autocast blocks with the device
+types and dtypes they may run with, the backward calls, the GradScaler calls, the clipping
+calls and the plain optimizer steps, so that the DL3xx rules only compare positions. It is
+about order and dtypes, not about where values live: that is the placement interpreter's job
+(`devicelint.analysis.placement`).
+
+Everything here is deliberately conservative: a value the analysis cannot follow is "unknown"
+and rules stay silent on unknowns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from devicelint.analysis.training.syntax import (
+    enclosing_ifs, has_star, is_false, is_true, keyword, last_word, method_name, positional, receiver,
+    scope_of, test_words, text_of,
+)
+from devicelint.analysis.training.values import (
+    UNKNOWN, _record_target, assignments, attribute_values, possible_devices, possible_dtypes, values_of,
+)
+from devicelint.context import FileContext
+
+# Autocast context managers -> the device type they imply (None: given by the first argument).
+AUTOCAST = {
+    "torch.autocast": None,
+    "torch.amp.autocast": None,
+    "torch.amp.autocast_mode.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cpu.amp.autocast_mode.autocast": "cpu",
+}
+GRAD_SCALERS = frozenset(
+    {
+        "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    }
+)
+CLIPPERS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_value_", "torch.nn.utils.clip_grad.clip_grad_norm",
+    }
+)
+SCALER_METHODS = ("scale", "unscale_", "step", "update")
+# Words in an `if` test that make its branch the mixed-precision (or the fp32) alternative.
+AMP_WORDS = ("amp", "16", "half", "scal", "mixed", "precision", "autocast", "dtype")
+SCHEDULER_WORDS = ("sched", "lr", "warmup", "env", "swa")
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """One `with` block that enters autocast."""
+
+    node: cst.With
+    expr: cst.BaseExpression  # the with-item: the autocast call or the name holding it
+    devices: frozenset[str]  # "cuda", "cpu", ... or UNKNOWN
+    dtypes: frozenset[str]  # "float16", "bfloat16", "float32" or UNKNOWN
+    enabled: bool | None  # False only for a literal `enabled=False`
+    # No dtype given: autocast's default for the device type (float16 on CUDA, bfloat16 on the CPU).
+    default_dtype: bool = False
+    # The device-type argument as written (`"cuda"`, `device.type`), for messages.
+    device_text: str | None = None
+
+    @property
+    def may_run_float16(self) -> bool:
+        """float16 is a possible dtype (explicit, or the CUDA default) on a device that is not only the CPU."""
+        return self.enabled is not False and "float16" in self.dtypes and bool(self.devices & {"cuda", UNKNOWN})
+
+
+@dataclass
+class Scope:
+    """Facts about one function body (or the module top level), in source order."""
+
+    node: cst.CSTNode
+    autocasts: list[Autocast] = field(default_factory=list)
+    backwards: list[cst.Call] = field(default_factory=list)  # `t.backward()`, scaled or not
+    # `accelerator.backward(loss)`, `engine.backward(loss)`: a framework scales and steps.
+    delegated_backwards: list[cst.Call] = field(default_factory=list)
+    scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
+    optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
+    clips: list[cst.Call] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- autocast
+
+
+def autocast_call(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> cst.Call | None:
+    """The autocast call a with-item enters: directly, or through a name (`ctx = autocast(...)`)."""
+    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) in AUTOCAST:
+        return expr
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.IfExp):
+        return autocast_call(ctx, expr.body, scope, depth + 1) or autocast_call(ctx, expr.orelse, scope, depth + 1)
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        values = values_of(ctx, expr.value, scope) if isinstance(expr, cst.Name) else attribute_values(ctx, expr)
+        for value in values or ():
+            if value is not None:
+                found = autocast_call(ctx, value, scope_of(ctx, value), depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> Autocast:
+    implied = AUTOCAST[ctx.qualified_name(call.func) or ""]
+    args = positional(call)
+    if implied is None:  # torch.autocast(device_type, dtype=None, enabled=True)
+        device_node = keyword(call, "device_type") or (args[0] if args else None)
+        devices = possible_devices(ctx, device_node, scope) if device_node is not None else frozenset({UNKNOWN})
+        dtype_node = keyword(call, "dtype") or (args[1] if len(args) > 1 else None)
+        enabled_node = keyword(call, "enabled") or (args[2] if len(args) > 2 else None)
+    else:  # torch.cuda.amp.autocast(enabled=True, dtype=torch.float16)
+        devices = frozenset({implied})
+        enabled_node = keyword(call, "enabled") or (args[0] if args else None)
+        dtype_node = keyword(call, "dtype") or (args[1] if len(args) > 1 else None)
+    if dtype_node is not None:
+        dtypes = possible_dtypes(ctx, dtype_node, scope)
+    elif has_star(call):
+        dtypes = frozenset({UNKNOWN})
+    else:
+        dtypes = frozenset(d for device in devices for d in _default_dtypes(device))
+    enabled = False if is_false(enabled_node) else (True if enabled_node is None or is_true(enabled_node) else None)
+    device_text = ctx.code_for(device_node) if implied is None and device_node is not None else implied
+    return Autocast(with_node, expr, devices, dtypes, enabled, dtype_node is None and not has_star(call), device_text)
+
+
+def _default_dtypes(device: str) -> tuple[str, ...]:
+    """autocast's dtype when none is given: float16 on CUDA, bfloat16 on the CPU. For a device type
+    the file does not spell out (`device.type`, `str(device)`), float16 is what a training script
+    gets on the CUDA machine it is written for, so it counts, next to the unknown."""
+    if device == "cuda":
+        return ("float16",)
+    if device == "cpu":
+        return ("bfloat16",)
+    if device == UNKNOWN:
+        return ("float16", UNKNOWN)
+    return (UNKNOWN,)
+
+
+# ----------------------------------------------------------------------------- scalers, optimizers
+
+
+def scaler_names(ctx: FileContext) -> frozenset[str]:
+    """Targets (`scaler`, `self.scaler`) assigned a GradScaler anywhere in the file."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        names = set()
+        for scope in assignments(c).values():
+            for target, values in scope.items():
+                for value in values:
+                    if isinstance(value, cst.IfExp):
+                        value = value.body if isinstance(value.body, cst.Call) else value.orelse
+                    if isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS:
+                        names.add(target)
+        return frozenset(names)
+
+    return ctx.shared("training.step.scalers", build)
+
+
+def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    if node is None:
+        return False
+    text = text_of(node)
+    if text is None:
+        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS
+    return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
+
+
+def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    """A scaler built from `GradScaler(...)` in this file, or one that scales or unscales somewhere."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        used = set(scaler_names(c))
+        for call in c.index.of_type(cst.Call):
+            if method_name(call) in ("scale", "unscale_") and positional(call):
+                text = text_of(call.func.value)  # type: ignore[attr-defined]
+                if text is not None and "scaler" in text.rsplit(".", 1)[-1].lower():
+                    used.add(text)
+        return frozenset(used)
+
+    text = text_of(node) if node is not None else None
+    return text is not None and text in ctx.shared("training.step.proven_scalers", build)
+
+
+def looks_like_optimizer(node: cst.BaseExpression | None) -> bool:
+    word = last_word(node)
+    if not word or any(w in word for w in SCHEDULER_WORDS) or "scaler" in word:
+        return False
+    return "optim" in word or word.startswith("opt") or word.endswith("opt")
+
+
+def scaled_backward(ctx: FileContext, call: cst.Call) -> bool:
+    """`scaler.scale(loss).backward()`."""
+    inner = receiver(call)
+    return isinstance(inner, cst.Call) and method_name(inner) == "scale" and is_scaler(ctx, receiver(inner))
+
+
+def training_scopes(ctx: FileContext) -> list[Scope]:
+    """Every scope that calls `.backward()` or a GradScaler method, with its step facts."""
+
+    def build(c: FileContext) -> list[Scope]:
+        scopes: dict[int, Scope] = {}
+        for call in c.index.of_type(cst.Call):
+            name = method_name(call)
+            if name is None:
+                if c.qualified_name(call.func) in CLIPPERS:
+                    _scope(c, scopes, call).clips.append(call)
+                continue
+            owner = receiver(call)
+            if name == "backward" and not positional(call) and not has_star(call):
+                _scope(c, scopes, call).backwards.append(call)
+            elif name == "backward" and len(positional(call)) == 1:
+                _scope(c, scopes, call).delegated_backwards.append(call)
+            elif name in SCALER_METHODS and is_scaler(c, owner):
+                if name == "update" or positional(call):
+                    _scope(c, scopes, call).scaler_calls.setdefault(name, []).append(call)
+            elif name == "step" and looks_like_optimizer(owner):
+                _scope(c, scopes, call).optimizer_steps.append(call)
+            elif c.qualified_name(call.func) in CLIPPERS:
+                _scope(c, scopes, call).clips.append(call)
+        for with_node in c.index.of_type(cst.With):
+            scope_node = scope_of(c, with_node)
+            scope = scopes.get(id(scope_node))
+            if scope is None:
+                continue
+            for item in with_node.items:
+                found = autocast_call(c, item.item, scope_node)
+                if found is not None:
+                    scope.autocasts.append(describe_autocast(c, with_node, item.item, found, scope_of(c, found)))
+                    break
+        return list(scopes.values())
+
+    return ctx.shared("training.step.scopes", build)
+
+
+def _scope(ctx: FileContext, scopes: dict[int, Scope], node: cst.CSTNode) -> Scope:
+    owner = scope_of(ctx, node)
+    scope = scopes.get(id(owner))
+    if scope is None:
+        scope = scopes[id(owner)] = Scope(owner)
+    return scope
+
+
+def order(ctx: FileContext) -> dict[int, int]:
+    """id(call) -> its rank in source order."""
+    return ctx.shared("training.step.order", lambda c: {id(n): i for i, n in enumerate(c.index.of_type(cst.Call))})
+
+
+def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
+    """Targets assigned inside `block` (assignments, augmented, for targets, with-as)."""
+    out: dict[str, list] = {}
+    for node in ctx.index.walk(block):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                _record_target(out, target.target, node.value)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            _record_target(out, node.target, None)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            _record_target(out, node.asname.name, None)
+    return set(out)
+
+
+
+
+def amp_gated(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """Whether `node` only runs under (or instead of) a mixed-precision switch."""
+    for branch, _ in enclosing_ifs(ctx, node, scope):
+        words = test_words(ctx, branch.test)
+        if any(w in words for w in AMP_WORDS):
+            return True
+    return False
+
+
+def backpropagated(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """The loss a backward call backpropagates: `loss` in `loss.backward(retain_graph=True)`,
+    `scaler.scale(loss).backward()` and `accelerator.backward(loss)`."""
+    args = positional(call)
+    if args and method_name(call) == "backward" and receiver(call) is not None and not _is_tensor_backward(ctx, call):
+        return args[0]
+    loss = receiver(call)
+    if isinstance(loss, cst.Call) and method_name(loss) == "scale" and positional(loss):
+        return positional(loss)[0]
+    return loss
+
+
+def _is_tensor_backward(ctx: FileContext, call: cst.Call) -> bool:
+    """`loss.backward(gradient)`: a tensor's own backward with a positional gradient, told apart from
+    `accelerator.backward(loss)` only by the receiver's name."""
+    word = last_word(receiver(call))
+    return "loss" in word or word in ("out", "output", "outputs", "y", "pred")

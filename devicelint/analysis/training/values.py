@@ -1,0 +1,132 @@
+"""What names and `self.x` attributes are assigned, and the literal values (dtypes, device
+strings) an expression can take through names, conditionals and dict look-ups.
+
+A flow-insensitive table, good enough for configuration values (`amp_dtype`, `device_type`,
+`loader`) that are assigned once or on a few branches. Where a tensor lives is not asked here:
+that is the placement interpreter's job.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.syntax import scope_of
+from devicelint.context import FileContext
+
+UNKNOWN = "?"
+DTYPES = {
+    "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
+    "torch.float32": "float32", "torch.float": "float32",
+}
+
+
+def _record_target(assigned: dict, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _record_target(assigned, element.value, None)
+        return
+    if isinstance(target, cst.StarredElement):
+        _record_target(assigned, target.value, None)
+        return
+    text = dotted_name(target)
+    if text is not None:
+        assigned.setdefault(text, []).append(value)
+
+
+def assignments(ctx: FileContext) -> dict[int, dict[str, list[cst.BaseExpression | None]]]:
+    """id(scope) -> target text -> the values assigned to it there (None: not followable)."""
+
+    def build(c: FileContext) -> dict[int, dict[str, list[cst.BaseExpression | None]]]:
+        table: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
+        for node in c.index.of_type(cst.Assign):
+            scope = table.setdefault(id(scope_of(c, node)), {})
+            for target in node.targets:
+                _record_target(scope, target.target, node.value)
+        for node in c.index.of_type(cst.AnnAssign):
+            if node.value is not None:
+                _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, node.value)
+        for node in c.index.of_type(cst.AugAssign):
+            _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, None)
+        for node in c.index.of_type(cst.For):
+            _record_target(table.setdefault(id(scope_of(c, node)), {}), node.target, None)
+        for node in c.index.of_type(cst.FunctionDef):
+            own = table.setdefault(id(node), {})
+            for param in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params):
+                own.setdefault(param.name.value, []).append(None)
+        return table
+
+    return ctx.shared("training.values.assignments", build)
+
+
+def values_of(ctx: FileContext, name: str, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+    """The values assigned to `name` in its scope, else at module level; None when never assigned."""
+    table = assignments(ctx)
+    local = table.get(id(scope), {}).get(name)
+    if local is not None:
+        return local
+    if scope is not ctx.module:
+        return table.get(id(ctx.module), {}).get(name)
+    return None
+
+
+def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
+    """The values assigned to `self.x` in any method of the file; None for other expressions."""
+    text = dotted_name(node) if isinstance(node, cst.Attribute) else None
+    if text is None or not text.startswith("self.") or text.count(".") != 1:
+        return None
+    return [v for table in assignments(ctx).values() for v in table.get(text, [])] or None
+
+
+def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
+    """Possible values of `node` through names, conditionals and dict look-ups; `leaf` reads one."""
+    if depth > 8:
+        return frozenset({UNKNOWN})
+    direct = leaf(node)
+    if direct is not None:
+        return frozenset({direct})
+    if isinstance(node, cst.IfExp):
+        return _resolve(ctx, node.body, scope, leaf, depth + 1) | _resolve(ctx, node.orelse, scope, leaf, depth + 1)
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
+        out: frozenset[str] = frozenset()
+        for element in node.value.elements:
+            if isinstance(element, cst.DictElement):
+                out |= _resolve(ctx, element.value, scope, leaf, depth + 1)
+            else:
+                out |= {UNKNOWN}
+        return out or frozenset({UNKNOWN})
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+        values = values_of(ctx, node.value.value, scope)
+        if values and all(isinstance(v, cst.Dict) for v in values):
+            return _resolve(ctx, node.with_changes(value=values[0]), scope, leaf, depth + 1)
+        return frozenset({UNKNOWN})
+    if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
+        values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
+        if not values:
+            return frozenset({UNKNOWN})
+        out = frozenset()
+        for value in values:
+            if value is None:
+                out |= {UNKNOWN}
+                continue
+            # `self.x = ...` is read in the scope that assigned it.
+            where = scope if isinstance(node, cst.Name) else scope_of(ctx, value)
+            out |= _resolve(ctx, value, where, leaf, depth + 1)
+        return out
+    return frozenset({UNKNOWN})
+
+
+def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
+    return _resolve(ctx, node, scope, lambda n: DTYPES.get(ctx.qualified_name(n) or ""))
+
+
+def _device_leaf(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if isinstance(value, str):
+            return value.split(":", 1)[0]
+    return None
+
+
+def possible_devices(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
+    return _resolve(ctx, node, scope, _device_leaf)
