@@ -283,8 +283,13 @@ class CallEvaluation:
         if method == "type":
             if not call.args:
                 return UNKNOWN_FACT  # the type's name, a string
-            if "cuda" in self.ctx.code_for(call.args[0].value):
+            target = call.args[0].value
+            if "cuda" in self.ctx.code_for(target):
                 return Fact(DEVICE, where=ACCELERATOR, device_expr='"cuda"')
+            qualified = self.ctx.qualified_name(target) or ""
+            if not (isinstance(target, cst.SimpleString) or qualified.startswith("torch.")):
+                # `labels.type(LongTensor)` with `LongTensor = torch.cuda.LongTensor if cuda else ...`
+                return UNKNOWN_FACT
         if method in NON_TENSOR_METHODS:
             return NUMBER if method == "item" else UNKNOWN_FACT
         # Every other tensor method keeps its result where the receiver is.

@@ -20,7 +20,7 @@ import libcst as cst
 
 from devicelint.analysis.placement import file_placement, value_kind
 from devicelint.analysis.placement_facts import (
-    CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_NAMES, MODULE, UNKNOWN, Fact,
+    CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_WORDS, MODULE, UNKNOWN, Fact,
 )
 from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.names import dotted_name
@@ -178,7 +178,7 @@ def _calls_model_or_loss(ctx: FileContext, value: cst.BaseExpression, modules: f
         return False
     word = callee.rsplit(".", 1)[-1].lower()
     return (
-        word in LOSS_CALLABLE_NAMES or word in MODEL_NAMES or callee in modules
+        word in LOSS_CALLABLE_NAMES or any(w in word for w in MODEL_WORDS) or callee in modules
         or callee_fact(ctx, value.func).kind == MODULE
     )
 
