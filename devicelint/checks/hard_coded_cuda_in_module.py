@@ -188,7 +188,7 @@ class HardCodedCudaInModule(Rule):
             if is_device_query(ctx, node):
                 continue
             if reusable is not None:
-                device = f"{_loop_variable(ctx, node, function) or 'p'}.device"
+                device = _reusable_device(ctx, node, function, placement.device_params)
             elif placement.device_params:
                 device = f"{placement.device_params[0]}.device"
             elif cls is not None:
@@ -206,3 +206,15 @@ def _loop_variable(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDe
         if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name):
             return ancestor.target.value
     return None
+
+
+def _reusable_device(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef, tensors: list[str]) -> str:
+    """The device to suggest inside an optimizer-like class: the loop's parameter, a tensor
+    argument, else a parameter's."""
+    loop = _loop_variable(ctx, node, function)
+    if loop is not None:
+        return f"{loop}.device"
+    if tensors:
+        return f"{tensors[0]}.device"
+    params = [p.name.value for p in function.params.params if p.name.value not in ("self", "cls", "ctx")]
+    return f"{params[-1]}.device" if params else "p.device"
