@@ -464,7 +464,7 @@ class DeviceComparedToStringOrBareType(Rule):
             target = comparison.comparisons[0]
             if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
                 continue
-            if _indexed_form_also_tested(ctx, comparison):
+            if _indexed_form_also_tested(ctx, comparison) or _normalises_value(ctx, comparison):
                 continue
             values = values or DeviceValues(ctx)
             sides = (comparison.left, target.comparator)
@@ -562,9 +562,29 @@ def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> b
             break
     if outer is None:
         return False
+    sides = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
     for node in ctx.index.walk(outer):
         value = _string_value(node) if isinstance(node, cst.SimpleString) else None
         if value is not None and ":" in value and DEVICE_STRING.match(value):
+            return True
+        # `dev == "meta" or dev == torch.device("meta")`: both spellings handled on purpose.
+        if isinstance(node, cst.Comparison) and node is not comparison and len(node.comparisons) == 1:
+            pair = (node.left, node.comparisons[0].comparator)
+            for this, other in (pair, pair[::-1]):
+                if ctx.code_for(this) in sides and isinstance(other, cst.Call) and ctx.qualified_name(other.func) == "torch.device":
+                    return True
+    return False
+
+
+def _normalises_value(ctx: FileContext, comparison: cst.Comparison) -> bool:
+    """`if device == "npu": device = "npu:0"`: the branch rewrites the value it compared, so
+    the exact string is what the author means to catch."""
+    parent = ctx.index.parent(comparison)
+    if not isinstance(parent, cst.If) or parent.test is not comparison:
+        return False
+    compared = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
+    for node in ctx.index.walk(parent.body):
+        if isinstance(node, cst.Assign) and any(ctx.code_for(t.target) in compared for t in node.targets):
             return True
     return False
 

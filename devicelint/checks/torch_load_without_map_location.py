@@ -199,6 +199,7 @@ class Payloads:
         self.ctx = ctx
         self._saves: list[cst.Call] | None = None
         self._datasets: set[int] | None = None
+        self._order: dict[int, int] | None = None
 
     def host_only(self, call: cst.Call) -> bool:
         return self._in_dataset(call) or self._host_consumed(call) or self._saved_from_host(call) or self._round_trip(call)
@@ -213,9 +214,12 @@ class Payloads:
             return False
         source = self.ctx.code_for(call.args[0].value)
         keys = self._path_keys(call.args[0].value, call)
+        position = self._position(call)
         for save in self._all_saves():
             if len(save.args) < 2 or self.ctx.index.enclosing_function(save) is not function:
                 continue
+            if self._position(save) >= position:
+                continue  # written after the load: another file with the same name
             if save.args[1].value is not None and (
                 self.ctx.code_for(save.args[1].value) == source or keys & self._path_keys(save.args[1].value, save)
             ):
@@ -297,6 +301,11 @@ class Payloads:
             return False
         writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
         return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+
+    def _position(self, node: cst.CSTNode) -> int:
+        if self._order is None:
+            self._order = {id(n): i for i, n in enumerate(self.ctx.index.of_type(cst.Call))}
+        return self._order.get(id(node), -1)
 
     def _all_saves(self) -> list[cst.Call]:
         if self._saves is None:
