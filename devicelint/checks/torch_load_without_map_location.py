@@ -48,8 +48,12 @@ class TorchLoadWithoutMapLocation(Rule):
     that never leaves the process:
 
     - an in-memory `io.BytesIO` buffer (built in the function, or a parameter annotated
-      `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with `tmp`/`temp`);
-    - a file the same function saved just before (a round trip in one process);
+      `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
+      `tmp`/`temp`, such as a test's `tmp_path`);
+    - a file the same function (or the same module-level script) saved just before: a
+      round trip in one process;
+    - training data: a result assigned to a name that says data (`train_data`,
+      `vectors`) from a path that says nothing of checkpoints, with no use that loads weights;
     - a file that every `torch.save` of this file writing the same name (a file-name literal
       such as `"rng.pth"`, or a constant such as `SCALER_NAME`) fills with host values:
       `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, or a state
@@ -99,7 +103,7 @@ def _loads_in_memory_buffer(ctx: FileContext, call: cst.Call) -> bool:
     if not call.args:
         return False
     source = call.args[0].value
-    if _TEMPORARY.search(ctx.code_for(source)):
+    if _TEMPORARY.search(ctx.code_for(source)) or _built_from_temporary(ctx, source, call):
         return True
     if isinstance(source, cst.Call):
         return ctx.qualified_name(source.func) in BUFFERS
@@ -122,6 +126,22 @@ def _loads_in_memory_buffer(ctx: FileContext, call: cst.Call) -> bool:
             qualified = ctx.qualified_name(value.func) or ""
             if qualified in BUFFERS or qualified.startswith(TEMPORARY_FILES):
                 return True
+    return False
+
+
+def _built_from_temporary(ctx: FileContext, source: cst.BaseExpression, call: cst.Call) -> bool:
+    """`save_path = tmp_path / "model.pth"; torch.load(save_path)`: a path built (two
+    assignments deep) from a temporary directory, as tests do."""
+    function = ctx.index.enclosing_function(call) or ctx.module
+    names = {n.value for n in ctx.index.walk(source) if isinstance(n, cst.Name)}
+    for _ in range(2):
+        found: set[str] = set()
+        for node in ctx.index.walk(function):
+            if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets):
+                if _TEMPORARY.search(ctx.code_for(node.value)):
+                    return True
+                found |= {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
+        names = found
     return False
 
 
@@ -177,6 +197,8 @@ HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Uses of a loaded name that say nothing about its contents.
 NEUTRAL_CALLS = frozenset({"len", "isinstance", "print", "type", "sorted", "list"})
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
+DATA_WORDS = ("data", "samples", "features", "tokens", "vectors")
+CHECKPOINT_WORDS = ("ckpt", "checkpoint", "model", "weight", "state", "resume", "pretrained")
 _FILE_NAME = re.compile(r"\w\.\w{1,8}$")
 
 
@@ -202,7 +224,25 @@ class Payloads:
         self._order: dict[int, int] | None = None
 
     def host_only(self, call: cst.Call) -> bool:
-        return self._in_dataset(call) or self._host_consumed(call) or self._saved_from_host(call) or self._round_trip(call)
+        return (
+            self._in_dataset(call) or self._host_consumed(call) or self._saved_from_host(call)
+            or self._round_trip(call) or self._training_data(call)
+        )
+
+    def _training_data(self, call: cst.Call) -> bool:
+        """`train_data = torch.load(data_dir / "train.pt")`: a name that says data, a path that
+        says nothing of checkpoints, and no use that loads weights."""
+        name = self._assigned_name(call)
+        if name is None or not any(w in name.lower() for w in DATA_WORDS):
+            return False
+        if call.args and any(w in self.ctx.code_for(call.args[0].value).lower() for w in CHECKPOINT_WORDS):
+            return False
+        scope = self.ctx.index.enclosing_function(call) or self.ctx.module
+        for node in self.ctx.index.walk(scope):
+            if isinstance(node, cst.Call) and any(w in _last_name(node.func).lower() for w in ("load_state", "load_weights")):
+                if any(isinstance(n, cst.Name) and n.value == name for n in self.ctx.index.walk(node)):
+                    return False
+        return True
 
     def _round_trip(self, call: cst.Call) -> bool:
         """The same function saved the file just before: one process writes and reads it back,
@@ -210,8 +250,6 @@ class Payloads:
         if not call.args:
             return False
         function = self.ctx.index.enclosing_function(call)
-        if function is None:
-            return False
         source = self.ctx.code_for(call.args[0].value)
         keys = self._path_keys(call.args[0].value, call)
         position = self._position(call)
