@@ -197,7 +197,8 @@ HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 # Uses of a loaded name that say nothing about its contents.
 NEUTRAL_CALLS = frozenset({"len", "isinstance", "print", "type", "sorted", "list"})
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
-DATA_WORDS = ("data", "samples", "features", "tokens", "vectors")
+# Whole words of a name (`train_data`, `val_tokens`; not `metadata`).
+DATA_WORDS = frozenset({"data", "dataset", "samples", "features", "tokens", "vectors", "inputs", "targets", "labels"})
 CHECKPOINT_WORDS = ("ckpt", "checkpoint", "model", "weight", "state", "resume", "pretrained")
 _FILE_NAME = re.compile(r"\w\.\w{1,8}$")
 
@@ -233,7 +234,7 @@ class Payloads:
         """`train_data = torch.load(data_dir / "train.pt")`: a name that says data, a path that
         says nothing of checkpoints, and no use that loads weights."""
         name = self._assigned_name(call)
-        if name is None or not any(w in name.lower() for w in DATA_WORDS):
+        if name is None or not DATA_WORDS & set(re.split(r"[_\d]+", name.lower())):
             return False
         if call.args and any(w in self.ctx.code_for(call.args[0].value).lower() for w in CHECKPOINT_WORDS):
             return False
