@@ -70,6 +70,8 @@ class DeviceValue:
     may_be_object: bool = False
 
 
+# Base classes whose `device` property returns a `torch.device`.
+DEVICE_PROPERTY_BASES = ("LightningModule", "PreTrainedModel", "ModelMixin")
 _EXCLUDED_NAME_WORDS = ("type", "name", "str", "map", "count", "ids", "index", "kind", "mesh", "capab", "prop")
 
 
@@ -297,6 +299,10 @@ class DeviceValues:
         for method in methods(cls).values():
             entries = self._assignments_of(method, f"self.{attr}")
             values |= {self.value(e[1], depth + 1) for e in entries}
+        if not values and attr == "device":
+            base = next((b for b in (dotted_name(b.value) or "" for b in cls.bases) if b.endswith(DEVICE_PROPERTY_BASES)), None)
+            if base is not None:
+                return DeviceValue(OBJECT, evidence=f"`{base.rsplit('.', 1)[-1]}.device` is a `torch.device`")
         return values.pop() if len(values) == 1 else None
 
     def _configured(self, key: str, depth: int) -> DeviceValue:
@@ -389,8 +395,9 @@ class DeviceComparedToStringOrBareType(Rule):
     Flags device comparisons that cannot work the way they are written:
 
     - a `torch.device` compared with a string: `x.device == "cuda"`, `device != "cpu"` where
-      `device` is annotated `torch.device` or built with `torch.device(...)`. A
-      `torch.device` never equals a string, not even `"cpu"`;
+      `device` is annotated `torch.device` or built with `torch.device(...)`, `self.device`
+      of a `LightningModule`/`PreTrainedModel`. A `torch.device` never equals a string, not
+      even `"cpu"`;
     - a tensor's device compared with an index-less device object: `x.device ==
       torch.device("cuda")`, also through a name or a setting the file resolves to
       `"cuda"` (`torch.device(cfg.device)` where `cfg.device` defaults to `"cuda"`). It is

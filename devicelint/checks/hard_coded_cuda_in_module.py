@@ -85,6 +85,16 @@ def is_device_query(ctx: FileContext, node: cst.CSTNode) -> bool:
     return isinstance(call, cst.Call) and (ctx.qualified_name(call.func) or "").startswith(QUERY_PREFIXES)
 
 
+def _chooses_device(ctx: FileContext) -> bool:
+    """The file picks its device at run time: `torch.cuda.is_available()` or `torch.backends.mps.is_available()`."""
+    if "is_available" not in ctx.source:
+        return False
+    return any(
+        (ctx.qualified_name(call.func) or "").endswith(("cuda.is_available", "mps.is_available"))
+        for call in ctx.index.of_type(cst.Call)
+    )
+
+
 def reusable_classes(ctx: FileContext) -> dict[int, cst.ClassDef]:
     """Optimizers, schedulers, autograd functions and metrics defined in the file, by node id."""
     found: dict[int, cst.ClassDef] = {}
@@ -134,9 +144,11 @@ class HardCodedCudaInModule(Rule):
     on the code.
 
     ## Known limits
-    Scripts (files with a `__main__` block) and test files are not checked for modules and
-    functions: choosing the GPU is their job. An optimizer or scheduler class is checked even
-    in a script, since it serves whatever parameters the script built. `.cuda(rank)` with an
+    Test files are not checked. Scripts (files with a `__main__` block) that never choose
+    their device at run time are GPU-only by design, so their modules and functions are not
+    checked; a script that calls `torch.cuda.is_available()` is, since a module that
+    hard-codes CUDA defeats that choice. An optimizer or scheduler class is checked even in a
+    GPU-only script, since it serves whatever parameters it is given. `.cuda(rank)` with an
     explicit device, code under a device check, methods named for device management
     (`to_gpu`, `enable_cpu_offload`), and a device handed to a query such as
     `torch.cuda.get_device_properties(torch.device("cuda"))` are not reported. Library
@@ -156,7 +168,10 @@ class HardCodedCudaInModule(Rule):
             return
         # A script picks its own device for its modules; an optimizer or scheduler class still
         # receives whatever parameters the caller built, so it is checked even in a script.
-        script = is_script(ctx.source)
+        # A GPU-only script picks the GPU for its own modules. A script that chooses its device
+        # at run time (`torch.cuda.is_available()`) is contradicted by a module that hard-codes
+        # CUDA, and an optimizer or scheduler class serves whatever parameters it is given.
+        script = is_script(ctx.source) and not _chooses_device(ctx)
         reusable_methods = {id(m): c for c in reusable_classes(ctx).values() for m in methods(c).values()}
         if script and not reusable_methods:
             return
