@@ -229,7 +229,11 @@ class DeviceValues:
             if annotated == "object":
                 return DeviceValue(OBJECT, evidence=f"`{name}` is annotated `torch.device`")
             if annotated == "union":
-                return DeviceValue(PARAMETER, evidence=f"`{name}` is annotated to accept a `torch.device`", may_be_object=True)
+                # `str | torch.device`: strings such as "cpu" and "meta" are what callers usually
+                # pass, so only an index-less accelerator (or a caller's torch.device) is reported.
+                return self._from_callers(function, param, depth) or DeviceValue(
+                    PARAMETER, evidence=f"`{name}` is annotated to accept a `torch.device`"
+                )
             if annotated == "str":
                 return DeviceValue(CONFIGURED, _string_value(param.default) if param.default is not None else None)
         if param.default is not None:
@@ -240,12 +244,16 @@ class DeviceValues:
                 return DeviceValue(CONFIGURED, default.text)
         if not device_like_name(name):
             return None
+        return self._from_callers(function, param, depth) or DeviceValue(PARAMETER)
+
+    def _from_callers(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> DeviceValue | None:
+        """What same-file callers show about a parameter: a `torch.device` or an indexed string."""
         for caller, passed in self._callers(function, param, depth):
             if passed.kind == OBJECT:
                 return DeviceValue(PARAMETER, evidence=f"`{caller}` passes a `torch.device`", may_be_object=True)
             if passed.kind == STRING and passed.text is not None and ":" in passed.text:
                 return DeviceValue(PARAMETER, evidence=f"`{caller}` passes an indexed device")
-        return DeviceValue(PARAMETER)
+        return None
 
     def _callers(self, function: cst.FunctionDef, param: cst.Param, depth: int):  # type: ignore[no-untyped-def]
         """(caller name, value passed for `param`) for the same-file calls of `function`."""
@@ -448,8 +456,9 @@ class DeviceComparedToStringOrBareType(Rule):
     parameter) are usually device strings, and a string compared with `"cuda"` or `"cpu"`
     is right unless someone passes an index: they are reported only when the file shows
     otherwise (it reads `args.device.type`, or a default such as `"cuda:0"`). A `device`
-    parameter compared with `"cpu"` is reported only when the file shows a `torch.device`
-    reaching it (an annotation, a default, a same-file caller). A string compared with an
+    parameter compared with `"cpu"` or `"meta"` is reported only when the file shows a
+    `torch.device` reaching it (a `torch.device` default, a same-file caller); a `str |
+    torch.device` annotation alone is not enough, since callers mostly pass those strings. A string compared with an
     exact indexed device (`device == "cuda:0"`) is taken as deliberate, as is a condition
     that also tests an indexed form (`str(d) == "cuda:0" or str(d) == "cuda"`). Values are
     followed through assignments in one function, `self` attributes and same-file callers,
