@@ -49,6 +49,14 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
     return None
 
 
+def _moves_to_default(node: cst.CSTNode, defaulted: frozenset[str]) -> bool:
+    """`.to(device)` where no caller passes `device`: it keeps its default (usually None)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and node.args:
+        first = node.args[0].value
+        return isinstance(first, cst.Name) and first.value in defaulted
+    return False
+
+
 def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
     passed: set[str] = set()
     for call in ctx.index.of_type(cst.Call):
@@ -62,12 +70,82 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
     ]
 
 
+def _datasets(ctx: FileContext) -> dict[str, cst.ClassDef]:
+    """Dataset subclasses, plus classes whose base is a project's own `...Dataset` (imported
+    from elsewhere) and that serve items with `__getitem__`/`__iter__`."""
+    found = dict(dataset_classes(ctx))
+    for cls in ctx.index.of_type(cst.ClassDef):
+        if cls.name.value in found:
+            continue
+        bases = [(dotted_name(b.value) or "") for b in cls.bases if b.keyword is None]
+        own = methods(cls)
+        if any(b.endswith("Dataset") for b in bases) and ("__getitem__" in own or "__iter__" in own):
+            found[cls.name.value] = cls
+    return found
+
+
+def _worker_code(ctx: FileContext, name: str, cls: cst.ClassDef) -> list[tuple[cst.FunctionDef, str, frozenset[str]]]:
+    """The dataset's item methods, the methods they call through `self.` and the file's
+    functions they call by name (two levels): all of it runs in the loader's workers. Each
+    comes with the parameters its callers leave to their default (`.to(device)` with the
+    default `device=None` moves nothing)."""
+    own = methods(cls)
+    functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
+    out = [(m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS]
+    seen = {id(m) for m, _, _ in out}
+    frontier = list(out)
+    for _ in range(2):
+        reached: dict[int, tuple[cst.FunctionDef, str, set[str]]] = {}
+        for function, where, _ in frontier:
+            for call in ctx.index.walk(function.body):
+                if not isinstance(call, cst.Call):
+                    continue
+                func = call.func
+                target = None
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                    target = own.get(func.attr.value)
+                elif isinstance(func, cst.Name):
+                    target = functions.get(func.value)
+                if target is None or target.name.value in DATASET_METHODS or id(target) in seen:
+                    continue
+                caller = where.split(" ", 1)[0]
+                owner = f"{name}.{target.name.value}" if target.name.value in own else target.name.value
+                entry = reached.setdefault(id(target), (target, f"`{owner}` (called from {caller})", _defaulted(target)))
+                entry[2].difference_update(_passed(target, call, target.name.value in own))
+        seen |= set(reached)
+        frontier = [(f, w, frozenset(d)) for f, w, d in reached.values()]
+        out += frontier
+    return out
+
+
+def _defaulted(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.default is not None}
+
+
+def _passed(function: cst.FunctionDef, call: cst.Call, bound: bool) -> set[str]:
+    """The parameter names a call gives a value (all of them when it forwards `*args`)."""
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if bound and params:
+        params = params[1:]  # `self`
+    passed: set[str] = set()
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return set(params) | {p.name.value for p in function.params.kwonly_params}
+        if arg.keyword is not None:
+            passed.add(arg.keyword.value)
+        elif index < len(params):
+            passed.add(params[index])
+    return passed
+
+
 @register
 class CudaInDataset(Rule):
     """
     ## What it does
     Flags tensors created on or moved to the GPU inside a `Dataset`'s `__init__`,
-    `__getitem__` or `__iter__`, or inside a `collate_fn`: `.cuda()`, `.to("cuda")`,
+    `__getitem__` or `__iter__`, in the dataset's own methods and the file's functions that
+    those call (two calls deep), or inside a `collate_fn`: `.cuda()`, `.to("cuda")`,
     `.to(device)`, `device="cuda"`.
 
     ## Why it is a bug on a GPU
@@ -100,28 +178,32 @@ class CudaInDataset(Rule):
     No automatic fix: the move has to go to the training loop.
 
     ## Known limits
-    Datasets are subclasses of `torch.utils.data.Dataset`/`IterableDataset` in the same file;
-    collate functions are those passed as `collate_fn=` to a `DataLoader` in the file or whose
-    name contains `collate`. `.to(x)` is reported only when `x` is named like a device.
+    Datasets are subclasses of `torch.utils.data.Dataset`/`IterableDataset` in the same file,
+    or classes that serve items (`__getitem__`/`__iter__`) from a base named `...Dataset`
+    imported from elsewhere; collate functions are those passed as `collate_fn=` to a
+    `DataLoader` in the file or whose name contains `collate`. Helpers are followed through
+    `self.<method>(...)` and calls of the file's top-level functions, not into other files.
+    `.to(x)` is reported only when `x` is named like a device. A dataset kept on the GPU on
+    purpose with `num_workers=0` is still reported.
     """
 
     code = "DL109"
     name = "cuda-in-dataset"
     summary = "CUDA tensors created in a Dataset or collate_fn fail in forked DataLoader workers."
-    message = "`{what}` puts a tensor on the GPU in `{where}`; with `num_workers > 0` this fails (\"Cannot re-initialize CUDA in forked subprocess\"); return CPU tensors and move batches in the training loop"
+    message = "`{what}` puts a tensor on the GPU in {where}; with `num_workers > 0` this fails (\"Cannot re-initialize CUDA in forked subprocess\"); return CPU tensors and move batches in the training loop"
     tokens = ("cuda", "device", "Device", "DEVICE", "gpu", "Gpu", "GPU", "rank", "Rank", "RANK", "mps", "xpu")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        scopes: list[tuple[cst.FunctionDef, str]] = []
-        for name, cls in dataset_classes(ctx).items():
-            for method_name, method in methods(cls).items():
-                if method_name in DATASET_METHODS:
-                    scopes.append((method, f"{name}.{method_name}"))
-        scopes += [(f, f.name.value) for f in _collate_functions(ctx)]
+        scopes: list[tuple[cst.FunctionDef, str, frozenset[str]]] = []
+        for name, cls in _datasets(ctx).items():
+            scopes += _worker_code(ctx, name, cls)
+        scopes += [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)]
         seen: set[int] = set()
-        for function, where in scopes:
+        for function, where, defaulted in scopes:
             for node in ctx.index.walk(function.body):
                 what = _cuda_use(ctx, node)
+                if what is not None and defaulted and _moves_to_default(node, defaulted):
+                    continue
                 if what is not None and id(node) not in seen:
                     seen.add(id(node))
                     yield self.violation(node, what=what, where=where)

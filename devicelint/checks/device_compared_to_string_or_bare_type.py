@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.module_placement import scope_facts
+from devicelint.analysis.modules import methods
+from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -43,42 +47,379 @@ def _looks_like_config(receiver: cst.BaseExpression) -> bool:
     return names[-1] == "self" and len(names) == 1 or any(n.lower() in CONFIG_NAMES for n in names)
 
 
-def _bare_device_call(ctx: FileContext, node: cst.BaseExpression) -> str | None:
-    """The device type of `torch.device("cuda")` (no index, not cpu/meta), else None."""
-    if not isinstance(node, cst.Call) or ctx.qualified_name(node.func) != "torch.device":
-        return None
-    if len(node.args) != 1 or node.args[0].keyword is not None:
-        return None
-    value = _string_value(node.args[0].value)
-    if value is None or ":" in value or value in ("cpu", "meta") or not DEVICE_STRING.match(value):
-        return None
-    return value
+# ---------------------------------------------------------------------------- device values
+# What the file shows about a value that is compared with a device. Only `OBJECT` is
+# certain; the other kinds need the evidence they carry before a comparison is reported.
+OBJECT = "object"  # certainly a `torch.device` (built with `torch.device(...)`, `x.device`, annotated)
+STRING = "string"  # a device string whose text the file shows (`"cuda"`, `f"cuda:{rank}"`)
+PARAMETER = "parameter"  # an unannotated `device` parameter: whatever the caller passes
+CONFIGURED = "configured"  # a configuration field or `str` parameter: usually a device string
+INDEXED = "cuda:<n>"  # the text of an f-string or concatenation that adds an index
 
 
-def _str_of_device(ctx: FileContext, node: cst.BaseExpression) -> cst.Attribute | None:
+@dataclass(frozen=True)
+class DeviceValue:
+    kind: str
+    # The device text when known: "cuda", "cuda:0", INDEXED; for OBJECT, what it was built from.
+    text: str | None = None
+    # A tensor's or module's `.device`: on a GPU it always carries an index.
+    tensor: bool = False
+    # Why a PARAMETER/CONFIGURED value may be a `torch.device` or indexed, for the message.
+    evidence: str | None = None
+    # The evidence shows a `torch.device` (not only an indexed string) reaching the value.
+    may_be_object: bool = False
+
+
+# Base classes whose `device` property returns a `torch.device`.
+DEVICE_PROPERTY_BASES = ("LightningModule", "PreTrainedModel", "ModelMixin")
+_EXCLUDED_NAME_WORDS = ("type", "name", "str", "map", "count", "ids", "index", "kind", "mesh", "capab", "prop")
+
+
+def device_like_name(name: str) -> bool:
+    """`device`, `dev`, `data_device`: names that hold a device (not `device_type`, `device_ids`)."""
+    name = name.lower()
+    if any(word in name for word in _EXCLUDED_NAME_WORDS):
+        return False
+    return name in ("device", "dev") or name.endswith("_device") or name.startswith("device_")
+
+
+def _is_torch_device_annotation(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """"object" for `torch.device` (optionally `| None`/`Optional[...]`), "union" when a `str` is
+    also allowed, "str" for `str`, else None."""
+    text = ctx.code_for(node).replace(" ", "").strip("'\"")
+    parts = [p for p in re.split(r"[\[\],|]", text) if p and p not in ("Optional", "Union", "None", "typing.Optional", "typing.Union")]
+    devices = [p for p in parts if p == "torch.device" or ctx.imports.bound.get(p.split(".", 1)[0], "") + p[len(p.split(".", 1)[0]):] == "torch.device"]
+    if not parts:
+        return None
+    if devices and len(devices) == len(parts):
+        return "object"
+    if devices:
+        return "union"
+    if parts == ["str"]:
+        return "str"
+    return None
+
+
+class DeviceValues:
+    """Resolves the device-ness of expressions in one file, flow-sensitively inside a function
+    (the latest assignment that dominates the use) and through `self.<attr>`, module names and
+    same-file callers of a function."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._assignments: dict[tuple[int, str], list[tuple[int, cst.BaseExpression, cst.CSTNode]]] = {}
+        self._type_reads: set[str] | None = None
+
+    # -- entry -------------------------------------------------------------------------
+    def value(self, node: cst.BaseExpression, depth: int = 0) -> DeviceValue | None:
+        if depth > 5:
+            return None
+        ctx = self.ctx
+        text = _string_value(node)
+        if text is not None:
+            return DeviceValue(STRING, text) if DEVICE_STRING.match(text) else None
+        if isinstance(node, cst.FormattedString) or (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
+            code = ctx.code_for(node)
+            if re.match(r"^[fF]?['\"](cuda|xpu|npu|hpu|mps):", code):
+                return DeviceValue(STRING, INDEXED)
+            return None
+        if isinstance(node, cst.IfExp):
+            return _on_gpu(self.value(node.body, depth + 1), self.value(node.orelse, depth + 1))
+        if isinstance(node, cst.Call):
+            if ctx.qualified_name(node.func) == "torch.device":
+                return DeviceValue(OBJECT, self._built_from(node, depth))
+            return None
+        if isinstance(node, cst.Attribute) and node.attr.value == "device":
+            receiver = node.value
+            if isinstance(receiver, cst.Name) and receiver.value == "self" or _looks_like_config(receiver):
+                return self._named(node, depth)
+            return DeviceValue(OBJECT, tensor=True)
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return self._named(node, depth)
+        return None
+
+    # -- torch.device(...) -------------------------------------------------------------
+    def _built_from(self, call: cst.Call, depth: int) -> str | None:
+        """The device text `torch.device(...)` is built from, when the file shows it."""
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            return None
+        inner = self.value(call.args[0].value, depth + 1)
+        if inner is None or inner.kind not in (STRING, OBJECT, CONFIGURED):
+            return None
+        return inner.text
+
+    # -- names, self attributes, configuration fields ----------------------------------
+    def _named(self, node: cst.BaseExpression, depth: int) -> DeviceValue | None:
+        key = dotted_name(node)
+        if key is None:
+            return None
+        function = self.ctx.index.enclosing_function(node)
+        scope: cst.FunctionDef | cst.Module = function or self.ctx.module
+        found = self._from_assignments(scope, key, node, depth)
+        if found is not None:
+            return found[0]
+        if function is not None and "." not in key:
+            param = _param(function, key)
+            if param is not None:
+                return self._parameter(function, param, depth)
+        if key.startswith("self.") and key.count(".") == 1:
+            attribute = self._self_attribute(node, key[5:], depth)
+            if attribute is not None:
+                return attribute
+        if "." not in key and scope is not self.ctx.module:
+            module = self._from_assignments(self.ctx.module, key, None, depth)
+            if module is not None:
+                return module[0]
+        if "." in key and key.rsplit(".", 1)[-1] == "device":
+            return self._configured(key, depth)
+        return None
+
+    def _from_assignments(self, scope, key, use, depth):  # type: ignore[no-untyped-def]
+        """(value,) from the assignments to `key` in `scope` before `use` (all of them when `use`
+        is None): the latest one whose block holds `use`, else all that agree. None when the
+        scope never assigns `key`."""
+        entries = self._assignments_of(scope, key)
+        if not entries:
+            return None
+        order = scope_facts(self.ctx, scope).order
+        if use is not None:
+            position = order.get(id(use))
+            if position is None:
+                return None
+            entries = [e for e in entries if e[0] < position]
+            if not entries:
+                return None
+            latest = entries[-1]
+            block = self.ctx.index.parent(latest[2])
+            if block is not None and any(a is block for a in self.ctx.index.ancestors(use)):
+                return (self.value(latest[1], depth + 1),)
+        values = {self.value(e[1], depth + 1) for e in entries}
+        return (values.pop(),) if len(values) == 1 else (None,)
+
+    def _assignments_of(self, scope, key):  # type: ignore[no-untyped-def]
+        cache_key = (id(scope), key)
+        cached = self._assignments.get(cache_key)
+        if cached is not None:
+            return cached
+        facts = scope_facts(self.ctx, scope)
+        entries = []
+        for node in facts.nodes:
+            if isinstance(node, cst.Assign):
+                if any(dotted_name(t.target) == key for t in node.targets):
+                    entries.append((facts.order[id(node)], node.value, self._statement(node)))
+            elif isinstance(node, cst.AnnAssign) and node.value is not None and dotted_name(node.target) == key:
+                entries.append((facts.order[id(node)], node.value, self._statement(node)))
+            elif isinstance(node, (cst.For, cst.WithItem, cst.AugAssign, cst.NamedExpr)):
+                target = node.asname.name if isinstance(node, cst.WithItem) and node.asname else getattr(node, "target", None)
+                if target is not None and dotted_name(target) == key:  # rebound to something unknown
+                    entries.append((facts.order[id(node)], cst.Name("__rebound__"), self._statement(node)))
+        self._assignments[cache_key] = entries
+        return entries
+
+    def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        for ancestor in self.ctx.index.ancestors(node):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return ancestor
+        return node
+
+    def _parameter(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> DeviceValue | None:
+        name = param.name.value
+        if param.annotation is not None:
+            annotated = _is_torch_device_annotation(self.ctx, param.annotation.annotation)
+            if annotated == "object":
+                return DeviceValue(OBJECT, evidence=f"`{name}` is annotated `torch.device`")
+            if annotated == "union":
+                # `str | torch.device`: strings such as "cpu" and "meta" are what callers usually
+                # pass, so only an index-less accelerator (or a caller's torch.device) is reported.
+                return self._from_callers(function, param, depth) or DeviceValue(
+                    PARAMETER, evidence=f"`{name}` is annotated to accept a `torch.device`"
+                )
+            if annotated == "str":
+                return DeviceValue(CONFIGURED, _string_value(param.default) if param.default is not None else None)
+        if param.default is not None:
+            default = self.value(param.default, depth + 1)
+            if default is not None and default.kind == OBJECT:
+                return DeviceValue(PARAMETER, evidence=f"`{name}` defaults to a `torch.device`", may_be_object=True)
+            if default is not None and default.kind == STRING:
+                return DeviceValue(CONFIGURED, default.text)
+        if not device_like_name(name):
+            return None
+        return self._from_callers(function, param, depth) or DeviceValue(PARAMETER)
+
+    def _from_callers(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> DeviceValue | None:
+        """What same-file callers show about a parameter: a `torch.device` or an indexed string."""
+        for caller, passed in self._callers(function, param, depth):
+            if passed.kind == OBJECT:
+                return DeviceValue(PARAMETER, evidence=f"`{caller}` passes a `torch.device`", may_be_object=True)
+            if passed.kind == STRING and passed.text is not None and ":" in passed.text:
+                return DeviceValue(PARAMETER, evidence=f"`{caller}` passes an indexed device")
+        return None
+
+    def _callers(self, function: cst.FunctionDef, param: cst.Param, depth: int):  # type: ignore[no-untyped-def]
+        """(caller name, value passed for `param`) for the same-file calls of `function`."""
+        if depth > 3:
+            return
+        params = [*function.params.posonly_params, *function.params.params]
+        is_method = isinstance(self.ctx.index.parent(self.ctx.index.parent(function) or function), cst.ClassDef)
+        if is_method and params and params[0].name.value in ("self", "cls"):
+            params = params[1:]
+        position = next((i for i, p in enumerate(params) if p is param), None)
+        name = function.name.value
+        for call in self.ctx.index.of_type(cst.Call):
+            func = call.func
+            called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+            if called != name or (isinstance(func, cst.Name) == is_method):
+                continue
+            passed = None
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                if arg.keyword is not None and arg.keyword.value == param.name.value or arg.keyword is None and index == position:
+                    passed = arg.value
+            if passed is None:
+                continue
+            value = self.value(passed, depth + 1)
+            if value is not None:
+                caller = self.ctx.index.enclosing_function(call)
+                yield (caller.name.value if caller is not None else "module code"), value
+
+    def _self_attribute(self, node: cst.CSTNode, attr: str, depth: int) -> DeviceValue | None:
+        """`self.<attr>` from the class: a `torch.device` annotation or property, or the values its
+        methods assign (all of them must agree)."""
+        cls = self.ctx.index.enclosing_class(node)
+        if cls is None:
+            return None
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.AnnAssign) and dotted_name(small.target) == attr:
+                        if _is_torch_device_annotation(self.ctx, small.annotation.annotation) == "object":
+                            return DeviceValue(OBJECT)
+        method = methods(cls).get(attr)
+        if method is not None:
+            returns = method.returns
+            if returns is not None and _is_torch_device_annotation(self.ctx, returns.annotation) == "object":
+                return DeviceValue(OBJECT)
+            found = {self.value(r.value, depth + 1) for r in self.ctx.index.walk(method.body) if isinstance(r, cst.Return) and r.value is not None}
+            return found.pop() if len(found) == 1 else None
+        values = set()
+        for method in methods(cls).values():
+            entries = self._assignments_of(method, f"self.{attr}")
+            values |= {self.value(e[1], depth + 1) for e in entries}
+        if not values and attr == "device":
+            base = next((b for b in (dotted_name(b.value) or "" for b in cls.bases) if b.endswith(DEVICE_PROPERTY_BASES)), None)
+            if base is not None:
+                return DeviceValue(OBJECT, evidence=f"`{base.rsplit('.', 1)[-1]}.device` is a `torch.device`")
+        return values.pop() if len(values) == 1 else None
+
+    def _configured(self, key: str, depth: int) -> DeviceValue:
+        """A configuration field such as `args.device`: a string unless the file reads its `.type`
+        (then it is a `torch.device`), with the text of a default the file declares."""
+        if key in self.type_reads():
+            return DeviceValue(OBJECT, evidence=f"the file reads `{key}.type`")
+        defaults = {self.value(v, depth + 1) for v in _configured_defaults(self.ctx, key.rsplit(".", 1)[-1])}
+        default = defaults.pop() if len(defaults) == 1 else None
+        if default is not None and default.kind == STRING and default.text is not None:
+            evidence = f"it defaults to `{default.text}`" if ":" in default.text else None
+            return DeviceValue(CONFIGURED, default.text, evidence=evidence)
+        return DeviceValue(CONFIGURED)
+
+    def type_reads(self) -> set[str]:
+        """Dotted receivers whose `.type`/`.index` the file reads (`args.device.type`)."""
+        if self._type_reads is None:
+            self._type_reads = {
+                key for node in self.ctx.index.of_type(cst.Attribute)
+                if node.attr.value in ("type", "index") and (key := dotted_name(node.value)) is not None
+                and key.rsplit(".", 1)[-1] == "device" and "." in key
+            }
+        return self._type_reads
+
+
+def _param(function: cst.FunctionDef, name: str) -> cst.Param | None:
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param
+    return None
+
+
+def _on_gpu(first: DeviceValue | None, second: DeviceValue | None) -> DeviceValue | None:
+    """`"cuda" if torch.cuda.is_available() else "cpu"`: on a GPU machine, the GPU branch."""
+    if first is None or second is None or first.kind != second.kind:
+        return None
+    if first == second:
+        return first
+    if second.text == "cpu":
+        return first
+    if first.text == "cpu":
+        return second
+    return DeviceValue(first.kind)
+
+
+def _configured_defaults(ctx: FileContext, field_name: str) -> list[cst.BaseExpression]:
+    """Defaults the file declares for a `device` setting: `parser.add_argument("--device",
+    default=...)` and class fields `device: str = ...` (dataclasses, config classes)."""
+    found: list[cst.BaseExpression] = []
+    for call in ctx.index.of_type(cst.Call):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument":
+            flags = [_string_value(a.value) for a in call.args if a.keyword is None]
+            if any(f is not None and f.lstrip("-").replace("-", "_") == field_name for f in flags):
+                found += [a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"]
+    for cls in ctx.index.of_type(cst.ClassDef):
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.AnnAssign) and small.value is not None and dotted_name(small.target) == field_name:
+                        found.append(small.value)
+    return found
+
+
+def _str_of(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`x` for `str(x)`, else None."""
     if (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Name)
         and node.func.value == "str"
+        and ctx.imports.bound.get("str") is None
         and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
     ):
-        return _device_attribute(node.args[0].value)
+        return node.args[0].value
     return None
+
+
+def _accelerator(text: str | None) -> bool:
+    """An index-less accelerator device string: `"cuda"`, `"mps"` (not `"cpu"`, not `"cuda:0"`)."""
+    return text is not None and ":" not in text and text not in ("cpu", "meta") and bool(DEVICE_STRING.match(text))
 
 
 @register
 class DeviceComparedToStringOrBareType(Rule):
     """
     ## What it does
-    Flags comparisons that can never be true the way they are written:
-    `x.device == "cuda"` (a `torch.device` is never equal to a string, not even `"cpu"`),
-    `x.device == torch.device("cuda")` (false for `cuda:0`, because the index differs), and
-    `str(x.device) == "cuda"` (the string is `"cuda:0"`).
+    Flags device comparisons that cannot work the way they are written:
+
+    - a `torch.device` compared with a string: `x.device == "cuda"`, `device != "cpu"` where
+      `device` is annotated `torch.device` or built with `torch.device(...)`, `self.device`
+      of a `LightningModule`/`PreTrainedModel`. A `torch.device` never equals a string, not
+      even `"cpu"`;
+    - a tensor's device compared with an index-less device object: `x.device ==
+      torch.device("cuda")`, also through a name or a setting the file resolves to
+      `"cuda"` (`torch.device(cfg.device)` where `cfg.device` defaults to `"cuda"`). It is
+      false for `cuda:0`, because the index differs;
+    - `str(x.device) == "cuda"` (the string is `"cuda:0"`), and `str(x.device) != device`
+      where `device` is a `torch.device` (a string never equals a device);
+    - a `device` parameter compared with an index-less accelerator string: `device ==
+      "cuda"` is false when the caller passes `"cuda:0"` (DDP ranks do) or a `torch.device`.
 
     ## Why it is a bug on a GPU
-    On a CUDA machine tensors live on `cuda:0`, `cuda:1`..., never on an index-less `cuda`.
-    The comparison is silently false, so the GPU branch never runs (or the CPU fallback always
-    does): code that was meant to move, pin or skip work for the GPU does nothing.
+    On a CUDA machine tensors live on `cuda:0`, `cuda:1`..., never on an index-less `cuda`,
+    and `torch.device("cpu") == "cpu"` is `False`. The comparison is silently false, so the
+    GPU branch never runs (or the CPU fallback always does): a fused kernel is never used,
+    fp16 is chosen on the CPU, data is moved again with a warning on every call.
 
     ## Example
     ```python
@@ -86,6 +427,9 @@ class DeviceComparedToStringOrBareType(Rule):
         torch.cuda.synchronize()
     if str(x.device) == "cuda":
         x = x.half()
+
+    def configure(model, device):
+        return torch.optim.AdamW(model.parameters(), fused=device == "cuda")
     ```
 
     ## Use instead
@@ -94,80 +438,133 @@ class DeviceComparedToStringOrBareType(Rule):
         torch.cuda.synchronize()
     if x.is_cuda:
         x = x.half()
+
+    def configure(model, device):
+        return torch.optim.AdamW(model.parameters(), fused=torch.device(device).type == "cuda")
     ```
 
     ## Fix safety
-    The fix rewrites the comparison to `x.device.type == "cuda"`. It is safe for
+    The fix rewrites the comparison to compare the device type. It is safe for
     `torch.device("cuda")` and `str(x.device)` comparisons, where the receiver must be a
-    `torch.device`. For `x.device == "cuda"` it is unsafe: if `x.device` is really a string
-    (a config field), the original comparison was right.
+    `torch.device`. It is unsafe where the file only suggests that a value is a
+    `torch.device` (an annotation, `x.device == "cuda"`) or wraps a parameter in
+    `torch.device(...)`, which fails if the caller passes `None`. Comparisons with an
+    indexed device (`"cuda:0"`) get no fix.
 
     ## Known limits
-    `x.device == "cuda"` is not reported when the receiver looks like a configuration object
-    (`args`, `cfg`, `config`, `hparams`, `self`...), where `device` is commonly a string.
-    Devices held in variables (`dev == "cuda"`) are not reported, nor is a comparison in a
-    condition that also tests an indexed form (`str(d) == "cuda:0" or str(d) == "cuda"`),
-    where index-less devices are handled on purpose.
+    Configuration fields (`args.device`, `cfg.device`, `self.device` set from a `str`
+    parameter) are usually device strings, and a string compared with `"cuda"` or `"cpu"`
+    is right unless someone passes an index: they are reported only when the file shows
+    otherwise (it reads `args.device.type`, or a default such as `"cuda:0"`). A `device`
+    parameter compared with `"cpu"` or `"meta"` is reported only when the file shows a
+    `torch.device` reaching it (a `torch.device` default, a same-file caller); a `str |
+    torch.device` annotation alone is not enough, since callers mostly pass those strings. A string compared with an
+    exact indexed device (`device == "cuda:0"`) is taken as deliberate, as is a condition
+    that also tests an indexed form (`str(d) == "cuda:0" or str(d) == "cuda"`). Values are
+    followed through assignments in one function, `self` attributes and same-file callers,
+    not across files.
     """
 
     code = "DL502"
     name = "device-compared-to-string-or-bare-type"
     summary = "A `torch.device` compared with a string or an index-less device is never equal."
-    message = "`{expr}` is always {result}: {why}; compare `{fixed}` instead"
+    message = "`{expr}` is {verdict}: {why}; compare `{fixed}` instead"
     fix_availability = "sometimes"
-    tokens = (".device",)
+    tokens = ("device",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        values = None
         for comparison in ctx.index.of_type(cst.Comparison):
             if len(comparison.comparisons) != 1:
                 continue
             target = comparison.comparisons[0]
             if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
                 continue
-            result = "False" if isinstance(target.operator, cst.Equal) else "True"
-            sides = (comparison.left, target.comparator)
-            if _indexed_form_also_tested(ctx, comparison):
+            if _indexed_form_also_tested(ctx, comparison) or _normalises_value(ctx, comparison):
                 continue
+            values = values or DeviceValues(ctx)
+            sides = (comparison.left, target.comparator)
             for this, other in (sides, sides[::-1]):
-                violation = self._check_pair(ctx, comparison, this, other, result)
+                violation = self._check_pair(ctx, values, comparison, this, other, isinstance(target.operator, cst.Equal))
                 if violation is not None:
                     yield violation
                     break
 
-    def _check_pair(self, ctx, comparison, this, other, result):  # type: ignore[no-untyped-def]
-        op = "==" if result == "False" else "!="
-        attribute = _device_attribute(this)
-        if attribute is not None:
-            bare = _bare_device_call(ctx, other)
-            if bare is not None:
-                fixed = f'{ctx.code_for(attribute)}.type {op} "{bare}"'
-                return self.violation(
-                    comparison, fix=_rewrite(comparison, fixed, safe=True),
-                    expr=ctx.code_for(comparison), result=result, fixed=fixed,
-                    why=f'`torch.device("{bare}")` has no index and devices on a GPU are `{bare}:0`, `{bare}:1`...',
-                )
-            text = _string_value(other)
-            if text is not None and DEVICE_STRING.match(text) and not _looks_like_config(attribute.value):
-                if ":" in text:
-                    fixed = f'{ctx.code_for(attribute)} {op} torch.device("{text}")'
-                    fix = None
-                else:
-                    fixed = f'{ctx.code_for(attribute)}.type {op} "{text}"'
-                    fix = _rewrite(comparison, fixed, safe=False)
-                return self.violation(
-                    comparison, fix=fix, expr=ctx.code_for(comparison), result=result,
-                    fixed=fixed, why="a `torch.device` never equals a string",
-                )
-        inner = _str_of_device(ctx, this)
+    def _report(self, ctx, comparison, verdict, why, fixed, safe):  # type: ignore[no-untyped-def]
+        fix = _rewrite(comparison, fixed, safe=bool(safe)) if safe is not None else None
+        return self.violation(comparison, fix=fix, expr=ctx.code_for(comparison), verdict=verdict, why=why, fixed=fixed)
+
+    def _check_pair(self, ctx, values, comparison, this, other, equal):  # type: ignore[no-untyped-def]
+        op = "==" if equal else "!="
+        always = "always False" if equal else "always True"
+        code = ctx.code_for(this)
         text = _string_value(other)
-        if inner is not None and text is not None and text not in ("cpu", "meta") and ":" not in text and DEVICE_STRING.match(text):
-            fixed = f'{ctx.code_for(inner)}.type {op} "{text}"'
-            return self.violation(
-                comparison, fix=_rewrite(comparison, fixed, safe=True),
-                expr=ctx.code_for(comparison), result=result, fixed=fixed,
-                why=f'`str()` of a {text} device includes its index (`"{text}:0"`)',
-            )
+        inner = _str_of(ctx, this)
+        if inner is not None:
+            return self._check_str_of(ctx, values, comparison, inner, other, text, op, always)
+        if text is not None and not DEVICE_STRING.match(text):
+            return None
+        mine = values.value(this)
+        if mine is None:
+            return None
+        if text is not None:
+            return self._check_string(ctx, comparison, mine, code, text, op, always)
+        if mine.kind == OBJECT and mine.tensor:
+            theirs = values.value(other)
+            if theirs is not None and theirs.kind == OBJECT and not theirs.tensor and _accelerator(theirs.text):
+                spelled = ctx.code_for(other)
+                why = f'devices on a GPU are `{theirs.text}:0`, `{theirs.text}:1`...'
+                literal = isinstance(other, cst.Call) and _string_value(other.args[0].value) is not None
+                if literal:
+                    return self._report(
+                        ctx, comparison, always, f"`{spelled}` has no index and {why}", f'{code}.type {op} "{theirs.text}"', True,
+                    )
+                # Resolved through a name or a setting: on a CPU-only machine it may be "cpu".
+                return self._report(
+                    ctx, comparison, f"{always} on a GPU", f'`{spelled}` is built from `"{theirs.text}"`, which has no index, and {why}',
+                    f"{code}.type {op} {spelled}.type", False,
+                )
         return None
+
+    def _check_string(self, ctx, comparison, mine, code, text, op, always):  # type: ignore[no-untyped-def]
+        if mine.kind == OBJECT:
+            why = "a `torch.device` never equals a string" + (f" ({mine.evidence})" if mine.evidence else "")
+            if ":" in text:
+                return self._report(ctx, comparison, always, why, f'{code} {op} torch.device("{text}")', None)
+            return self._report(ctx, comparison, always, why, f'{code}.type {op} "{text}"', False)
+        if mine.kind not in (PARAMETER, CONFIGURED):
+            return None
+        if mine.may_be_object:
+            fixed = f'torch.device({code}) {op} torch.device("{text}")' if ":" in text else f'torch.device({code}).type {op} "{text}"'
+            verdict = "False" if op == "==" else "True"
+            return self._report(ctx, comparison, f"{verdict} whenever a `torch.device` is passed", f"a `torch.device` never equals a string ({mine.evidence})", fixed, None)
+        if not _accelerator(text) or mine.kind == CONFIGURED and mine.evidence is None:
+            return None
+        verdict = "False" if op == "==" else "True"
+        why = f'an indexed device (`"{text}:0"`, `torch.device("{text}", 0)`) never equals `"{text}"`'
+        if mine.evidence:
+            why += f" ({mine.evidence})"
+        return self._report(ctx, comparison, f"{verdict} for any indexed device", why, f'torch.device({code}).type {op} "{text}"', False)
+
+    def _check_str_of(self, ctx, values, comparison, inner, other, text, op, always):  # type: ignore[no-untyped-def]
+        device = values.value(inner)
+        if device is None or device.kind != OBJECT:
+            return None
+        code = ctx.code_for(inner)
+        if text is not None:
+            if not _accelerator(text) or not device.tensor:
+                return None
+            return self._report(
+                ctx, comparison, always, f'`str()` of a {text} device includes its index (`"{text}:0"`)',
+                f'{code}.type {op} "{text}"', _device_attribute(inner) is not None,
+            )
+        theirs = values.value(other)
+        if theirs is None or theirs.kind != OBJECT:
+            return None
+        return self._report(
+            ctx, comparison, always, f"a string never equals a `torch.device` (`{ctx.code_for(other)}` is one)",
+            f"{code} {op} {ctx.code_for(other)}", False,
+        )
 
 
 def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> bool:
@@ -181,9 +578,29 @@ def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> b
             break
     if outer is None:
         return False
+    sides = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
     for node in ctx.index.walk(outer):
         value = _string_value(node) if isinstance(node, cst.SimpleString) else None
         if value is not None and ":" in value and DEVICE_STRING.match(value):
+            return True
+        # `dev == "meta" or dev == torch.device("meta")`: both spellings handled on purpose.
+        if isinstance(node, cst.Comparison) and node is not comparison and len(node.comparisons) == 1:
+            pair = (node.left, node.comparisons[0].comparator)
+            for this, other in (pair, pair[::-1]):
+                if ctx.code_for(this) in sides and isinstance(other, cst.Call) and ctx.qualified_name(other.func) == "torch.device":
+                    return True
+    return False
+
+
+def _normalises_value(ctx: FileContext, comparison: cst.Comparison) -> bool:
+    """`if device == "npu": device = "npu:0"`: the branch rewrites the value it compared, so
+    the exact string is what the author means to catch."""
+    parent = ctx.index.parent(comparison)
+    if not isinstance(parent, cst.If) or parent.test is not comparison:
+        return False
+    compared = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
+    for node in ctx.index.walk(parent.body):
+        if isinstance(node, cst.Assign) and any(ctx.code_for(t.target) in compared for t in node.targets):
             return True
     return False
 

@@ -5,6 +5,8 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.module_placement import class_placements
+from devicelint.analysis.modules import methods
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement import is_device_guard, placement_of_function
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.placement_scope import is_script, is_test_path
@@ -14,6 +16,22 @@ from devicelint.registry import Rule, Violation, register
 
 # Methods whose job is to manage devices (`enable_cpu_offload`, `to_gpu`, `parallelize`).
 DEVICE_MANAGEMENT = ("offload", "device", "cuda", "gpu", "accelerat", "parallel", "shard", "distribut")
+# Reusable classes other than modules whose methods receive tensors placed by their caller:
+# an optimizer's parameters, a scheduler's optimizer, an autograd function's inputs, a
+# metric's updates. Matched by qualified name, or by the last part of the base's name when
+# the import is not visible (`from .base import BaseOptimizer` stays unknown).
+REUSABLE_BASES = frozenset(
+    {
+        "torch.optim.Optimizer", "torch.optim.optimizer.Optimizer",
+        "torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler",
+        "torch.autograd.Function", "torch.autograd.function.Function",
+        "torchmetrics.Metric", "torchmetrics.metric.Metric",
+    }
+)
+REUSABLE_SUFFIXES = ("Optimizer", "LRScheduler")
+# Functions that ask about a device rather than place anything on it:
+# `torch.cuda.get_device_properties(torch.device("cuda"))`, `torch.cuda.mem_get_info("cuda:0")`.
+QUERY_PREFIXES = ("torch.cuda.", "torch.backends.", "torch.xpu.", "torch.mps.", "torch.accelerator.")
 
 
 def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -45,7 +63,48 @@ def under_device_guard(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) 
             return False
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, ctx):
             return True
+        if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And):
+            # `torch.cuda.is_available() and torch.cuda.get_device_capability(...)`
+            if is_device_guard(ancestor.left, ctx) and not _contains(ctx, ancestor.left, node):
+                return True
     return False
+
+
+def _contains(ctx: FileContext, root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return root is node or any(a is root for a in ctx.index.ancestors(node))
+
+
+def is_device_query(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`torch.device("cuda")` or `"cuda"` handed to `torch.cuda.get_device_properties(...)` and
+    other functions that only ask about a device."""
+    parent = ctx.index.parent(node)
+    call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(node, cst.SimpleString) and isinstance(call, cst.Call) and ctx.qualified_name(call.func) == "torch.device":
+        parent = ctx.index.parent(call)
+        call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
+    return isinstance(call, cst.Call) and (ctx.qualified_name(call.func) or "").startswith(QUERY_PREFIXES)
+
+
+def _chooses_device(ctx: FileContext) -> bool:
+    """The file picks its device at run time: `torch.cuda.is_available()` or `torch.backends.mps.is_available()`."""
+    if "is_available" not in ctx.source:
+        return False
+    return any(
+        (ctx.qualified_name(call.func) or "").endswith(("cuda.is_available", "mps.is_available"))
+        for call in ctx.index.of_type(cst.Call)
+    )
+
+
+def reusable_classes(ctx: FileContext) -> dict[int, cst.ClassDef]:
+    """Optimizers, schedulers, autograd functions and metrics defined in the file, by node id."""
+    found: dict[int, cst.ClassDef] = {}
+    for cls in ctx.index.of_type(cst.ClassDef):
+        for base in cls.bases:
+            qualified = ctx.qualified_name(base.value) if base.keyword is None else None
+            spelled = (dotted_name(base.value) or "") if base.keyword is None else ""
+            if qualified in REUSABLE_BASES or (qualified is None and spelled.endswith(REUSABLE_SUFFIXES)):
+                found[id(cls)] = cls
+    return found
 
 
 @register
@@ -53,8 +112,10 @@ class HardCodedCudaInModule(Rule):
     """
     ## What it does
     Flags `.cuda()`, `device="cuda"`, `.to("cuda:0")` and `torch.device("cuda")` inside the
-    methods of an `nn.Module` or inside a library function that takes tensors, unless the
-    code sits under a device check (`if torch.cuda.is_available():`, `if x.is_cuda:`).
+    methods of an `nn.Module`, of an optimizer, LR scheduler, `torch.autograd.Function` or
+    torchmetrics `Metric` (their state follows the parameters or inputs a caller hands them),
+    or inside a library function that takes tensors, unless the code sits under a device check
+    (`if torch.cuda.is_available():`, `if x.is_cuda:`, `torch.cuda.is_available() and ...`).
 
     ## Why it is a bug on a GPU
     A module cannot know where its caller put it. Hard-coding CUDA breaks CPU-only runs
@@ -83,10 +144,17 @@ class HardCodedCudaInModule(Rule):
     on the code.
 
     ## Known limits
-    Scripts (files with a `__main__` block) and test files are not checked: choosing the GPU is
-    their job. `.cuda(rank)` with an explicit device and code under a device check are not
-    reported. Library functions are those whose parameters the placement analysis sees as
-    tensors.
+    Test files are not checked. Scripts (files with a `__main__` block) that never choose
+    their device at run time are GPU-only by design, so their modules and functions are not
+    checked; a script that calls `torch.cuda.is_available()` is, since a module that
+    hard-codes CUDA defeats that choice. An optimizer or scheduler class is checked even in a
+    GPU-only script, since it serves whatever parameters it is given. `.cuda(rank)` with an
+    explicit device, code under a device check, methods named for device management
+    (`to_gpu`, `enable_cpu_offload`), and a device handed to a query such as
+    `torch.cuda.get_device_properties(torch.device("cuda"))` are not reported. Library
+    functions are those whose parameters the placement analysis sees as tensors. Other
+    plain classes (trainers, EMA helpers) are not checked, and bases imported from elsewhere
+    are recognised only by name (`...Optimizer`, `...LRScheduler`).
     """
 
     code = "DL107"
@@ -96,9 +164,18 @@ class HardCodedCudaInModule(Rule):
     tokens = ("cuda",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        if is_test_path(ctx.path) or is_script(ctx.source):
+        if is_test_path(ctx.path):
             return
-        classes = class_facts(ctx)
+        # A script picks its own device for its modules; an optimizer or scheduler class still
+        # receives whatever parameters the caller built, so it is checked even in a script.
+        # A GPU-only script picks the GPU for its own modules. A script that chooses its device
+        # at run time (`torch.cuda.is_available()`) is contradicted by a module that hard-codes
+        # CUDA, and an optimizer or scheduler class serves whatever parameters it is given.
+        script = is_script(ctx.source) and not _chooses_device(ctx)
+        reusable_methods = {id(m): c for c in reusable_classes(ctx).values() for m in methods(c).values()}
+        if script and not reusable_methods:
+            return
+        classes = {} if script else class_facts(ctx)
         # Manual model parallelism places stages on fixed devices on purpose.
         split_classes = {name for name, placed in class_placements(ctx).items() if placed.split() is not None}
         module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
@@ -115,15 +192,44 @@ class HardCodedCudaInModule(Rule):
             enclosing = ctx.index.enclosing_class(function)
             if enclosing is not None and enclosing.name.value in split_classes:
                 continue
+            reusable = reusable_methods.get(id(function))
+            if script and reusable is None:
+                continue
             placement = placement_of_function(ctx, function)
-            if cls is None and not placement.device_params:
+            if cls is None and reusable is None and not placement.device_params:
                 continue
             if under_device_guard(ctx, node, function) or any(w in function.name.value.lower() for w in DEVICE_MANAGEMENT):
                 continue
-            if placement.device_params:
+            if is_device_query(ctx, node):
+                continue
+            if reusable is not None:
+                device = _reusable_device(ctx, node, function, placement.device_params)
+            elif placement.device_params:
                 device = f"{placement.device_params[0]}.device"
             elif cls is not None:
                 device = "self.device" if cls.has_device else "next(self.parameters()).device"
             else:
                 device = "x.device"
             yield self.violation(node, what=what, function=function.name.value, device=device)
+
+
+def _loop_variable(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> str | None:
+    """`p` in `for p in group["params"]:` around `node`: the tensor whose device to use."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is function:
+            return None
+        if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name):
+            return ancestor.target.value
+    return None
+
+
+def _reusable_device(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef, tensors: list[str]) -> str:
+    """The device to suggest inside an optimizer-like class: the loop's parameter, a tensor
+    argument, else a parameter's."""
+    loop = _loop_variable(ctx, node, function)
+    if loop is not None:
+        return f"{loop}.device"
+    if tensors:
+        return f"{tensors[0]}.device"
+    params = [p.name.value for p in function.params.params if p.name.value not in ("self", "cls", "ctx")]
+    return f"{params[-1]}.device" if params else "p.device"

@@ -5,6 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.modules import dataset_classes
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -42,10 +43,27 @@ class TorchLoadWithoutMapLocation(Rule):
 
     ## Known limits
     A call that forwards `**kwargs` is not reported, since `map_location` may be among them.
-    Neither is a load from an in-memory `io.BytesIO` buffer (directly, or a name assigned from
-    one in the same function) or from a temporary file (an argument spelled with `tmp` or
-    `temp`): such round trips stay in one process or machine, and library code (unpickling a
-    storage) relies on tensors returning to their own device.
+    `weights_only=True` does not change where tensors land, so it does not silence the rule.
+    The rule stays quiet where the file shows a payload that cannot hold device tensors or
+    that never leaves the process:
+
+    - an in-memory `io.BytesIO` buffer (built in the function, or a parameter annotated
+      `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
+      `tmp`/`temp`, such as a test's `tmp_path`);
+    - a file the same function (or the same module-level script) saved just before: a
+      round trip in one process;
+    - training data: a result assigned to a name that says data (`train_data`,
+      `vectors`) from a path that says nothing of checkpoints, with no use that loads weights;
+    - a file that every `torch.save` of this file writing the same name (a file-name literal
+      such as `"rng.pth"`, or a constant such as `SCALER_NAME`) fills with host values:
+      `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, or a state
+      dict taken with `offload_to_cpu=True`;
+    - a result that only goes to host consumers: `scaler.load_state_dict(...)`,
+      `lr_scheduler.load_state_dict(...)`, RNG setters (`torch.set_rng_state`,
+      `random.setstate`), `torch.from_numpy`;
+    - a load inside a `Dataset` class, which reads training data, not checkpoints.
+
+    Files written by other files or other programs are judged unknown, so the rule fires.
     """
 
     code = "DL501"
@@ -58,15 +76,20 @@ class TorchLoadWithoutMapLocation(Rule):
     fix_availability = "unsafe"
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        payloads = None
         for call in ctx.index.of_type(cst.Call):
             if ctx.qualified_name(call.func) not in LOADERS:
                 continue
             if _has_map_location(call.args) or _loads_in_memory_buffer(ctx, call):
                 continue
+            payloads = payloads or Payloads(ctx)
+            if payloads.host_only(call):
+                continue
             yield self.violation(call, fix=_add_map_location(call), call=_short(ctx, call))
 
 
 BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
+TEMPORARY_FILES = ("tempfile.",)
 
 
 _TEMPORARY = re.compile(r"(?i)\b\w*(tmp|temp)\w*\b")
@@ -75,24 +98,55 @@ _TEMPORARY = re.compile(r"(?i)\b\w*(tmp|temp)\w*\b")
 def _loads_in_memory_buffer(ctx: FileContext, call: cst.Call) -> bool:
     """`torch.load(io.BytesIO(data))` or `torch.load(tmp.name)`: an in-process round trip
     (pickling a storage, a test that saves and reloads) where restoring the original device
-    is what the code wants."""
+    is what the code wants. Also a stream parameter annotated `BytesIO`, and a file from
+    `tempfile`."""
     if not call.args:
         return False
     source = call.args[0].value
-    if _TEMPORARY.search(ctx.code_for(source)):
+    if _TEMPORARY.search(ctx.code_for(source)) or _built_from_temporary(ctx, source, call):
         return True
     if isinstance(source, cst.Call):
         return ctx.qualified_name(source.func) in BUFFERS
     if not isinstance(source, cst.Name):
         return False
     function = ctx.index.enclosing_function(call) or ctx.module
-    for assign in ctx.index.walk(function):
-        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call):
-            targets = [t.target for t in assign.targets]
-            if any(isinstance(t, cst.Name) and t.value == source.value for t in targets):
-                if ctx.qualified_name(assign.value.func) in BUFFERS:
+    if isinstance(function, cst.FunctionDef):
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == source.value and param.annotation is not None:
+                if ctx.code_for(param.annotation.annotation).rsplit(".", 1)[-1].strip("'\"") == "BytesIO":
                     return True
+    for node in ctx.index.walk(function):
+        value = None
+        if isinstance(node, cst.Assign) and any(_is_name(t.target, source.value) for t in node.targets):
+            value = node.value
+        elif isinstance(node, cst.WithItem) and node.asname is not None and _is_name(node.asname.name, source.value):
+            value = node.item
+        if isinstance(value, cst.Call):
+            qualified = ctx.qualified_name(value.func) or ""
+            if qualified in BUFFERS or qualified.startswith(TEMPORARY_FILES):
+                return True
     return False
+
+
+def _built_from_temporary(ctx: FileContext, source: cst.BaseExpression, call: cst.Call) -> bool:
+    """`save_path = tmp_path / "model.pth"; torch.load(save_path)`: a path built (two
+    assignments deep) from a temporary directory, as tests do."""
+    function = ctx.index.enclosing_function(call) or ctx.module
+    names = {n.value for n in ctx.index.walk(source) if isinstance(n, cst.Name)}
+    for _ in range(2):
+        found: set[str] = set()
+        for node in ctx.index.walk(function):
+            if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets):
+                if _TEMPORARY.search(ctx.code_for(node.value)):
+                    return True
+                found |= {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
+        names = found
+    return False
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
 
 
 def _has_map_location(args: tuple[cst.Arg, ...]) -> bool:
@@ -128,3 +182,256 @@ def _add_map_location(call: cst.Call) -> FixProposal:
 
 def _short(ctx: FileContext, call: cst.Call) -> str:
     return f"{ctx.code_for(call.func)}(...)"
+
+
+# ---------------------------------------------------------------------------- payloads
+# What the file shows about what a `torch.load` reads. Only payloads that cannot hold a
+# device tensor are let through: the rule stays on for anything unknown.
+
+# Objects whose state holds Python numbers or CPU tensors only, whatever device they serve.
+HOST_STATE_WORDS = ("scaler", "scheduler", "sched", "rng")
+# Calls that consume a payload on the host: RNG states (always CPU byte tensors), NumPy data.
+HOST_CONSUMER_WORDS = ("rng_state", "setstate", "set_state", "from_numpy", "asarray", "array")
+HOST_PRODUCER_WORDS = ("rng_state", "getstate", "get_state")
+HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
+# Uses of a loaded name that say nothing about its contents.
+NEUTRAL_CALLS = frozenset({"len", "isinstance", "print", "type", "sorted", "list"})
+SAVERS = frozenset({"torch.save", "torch.serialization.save"})
+# Whole words of a name (`train_data`, `val_tokens`; not `metadata`).
+DATA_WORDS = frozenset({"data", "dataset", "samples", "features", "tokens", "vectors", "inputs", "targets", "labels"})
+CHECKPOINT_WORDS = ("ckpt", "checkpoint", "model", "weight", "state", "resume", "pretrained")
+_FILE_NAME = re.compile(r"\w\.\w{1,8}$")
+
+
+def _last_name(node: cst.BaseExpression) -> str:
+    """`scaler` for `self.accelerator.scaler`, `load_state_dict` for `model.load_state_dict`."""
+    while isinstance(node, cst.Call):
+        node = node.func
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return ""
+
+
+class Payloads:
+    """Decides, per `torch.load`, whether the file shows a payload without device tensors:
+    read by host-only consumers, read inside a Dataset, or written by this file from host values."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._saves: list[cst.Call] | None = None
+        self._datasets: set[int] | None = None
+        self._order: dict[int, int] | None = None
+
+    def host_only(self, call: cst.Call) -> bool:
+        return (
+            self._in_dataset(call) or self._host_consumed(call) or self._saved_from_host(call)
+            or self._round_trip(call) or self._training_data(call)
+        )
+
+    def _training_data(self, call: cst.Call) -> bool:
+        """`train_data = torch.load(data_dir / "train.pt")`: a name that says data, a path that
+        says nothing of checkpoints, and no use that loads weights."""
+        name = self._assigned_name(call)
+        if name is None or not DATA_WORDS & set(re.split(r"[_\d]+", name.lower())):
+            return False
+        if call.args and any(w in self.ctx.code_for(call.args[0].value).lower() for w in CHECKPOINT_WORDS):
+            return False
+        scope = self.ctx.index.enclosing_function(call) or self.ctx.module
+        for node in self.ctx.index.walk(scope):
+            if isinstance(node, cst.Call) and any(w in _last_name(node.func).lower() for w in ("load_state", "load_weights")):
+                if any(isinstance(n, cst.Name) and n.value == name for n in self.ctx.index.walk(node)):
+                    return False
+        return True
+
+    def _round_trip(self, call: cst.Call) -> bool:
+        """The same function saved the file just before: one process writes and reads it back,
+        so tensors return to devices that exist."""
+        if not call.args:
+            return False
+        function = self.ctx.index.enclosing_function(call)
+        source = self.ctx.code_for(call.args[0].value)
+        keys = self._path_keys(call.args[0].value, call)
+        position = self._position(call)
+        for save in self._all_saves():
+            if len(save.args) < 2 or self.ctx.index.enclosing_function(save) is not function:
+                continue
+            if self._position(save) >= position:
+                continue  # written after the load: another file with the same name
+            if save.args[1].value is not None and (
+                self.ctx.code_for(save.args[1].value) == source or keys & self._path_keys(save.args[1].value, save)
+            ):
+                return True
+        return False
+
+    # -- where the load is ---------------------------------------------------------------
+    def _in_dataset(self, call: cst.Call) -> bool:
+        """Inside a `Dataset` class: the file is training data (features, tokens, arrays)."""
+        if self._datasets is None:
+            self._datasets = {id(c) for c in dataset_classes(self.ctx).values()}
+        return any(id(a) in self._datasets for a in self.ctx.index.ancestors(call))
+
+    # -- how the result is used ----------------------------------------------------------
+    def _host_consumed(self, call: cst.Call) -> bool:
+        consumer = self._consumer(call)
+        if consumer is not None:
+            return consumer == "host"
+        name = self._assigned_name(call)
+        if name is None:
+            return False
+        scope = self.ctx.index.enclosing_function(call) or self.ctx.module
+        verdicts = set()
+        for node in self.ctx.index.walk(scope):
+            if isinstance(node, cst.Name) and node.value == name and node is not self._target_of(call):
+                verdicts.add(self._consumer(node) or "device")
+        verdicts.discard("neutral")
+        return verdicts == {"host"}
+
+    def _target_of(self, call: cst.Call) -> cst.CSTNode | None:
+        parent = self.ctx.index.parent(call)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            return parent.targets[0].target
+        return None
+
+    def _assigned_name(self, call: cst.Call) -> str | None:
+        target = self._target_of(call)
+        return target.value if isinstance(target, cst.Name) else None
+
+    def _consumer(self, node: cst.CSTNode) -> str | None:
+        """"host" when `node` (through subscripts) is handed to a host-only consumer, "neutral"
+        for uses that say nothing (`len(x)`, `"cuda" in x`, assignment target), None otherwise."""
+        index = self.ctx.index
+        current: cst.CSTNode = node
+        parent = index.parent(current)
+        while isinstance(parent, (cst.Subscript, cst.SubscriptElement, cst.Index)) and (
+            not isinstance(parent, cst.Subscript) or parent.value is current
+        ):
+            current, parent = parent, index.parent(parent)
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.AssignTarget, cst.Del)):
+            return "neutral"
+        if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in ("keys", "get", "items", "values"):
+            return None if parent.attr.value != "keys" else "neutral"
+        if not isinstance(parent, cst.Arg):
+            return None
+        consumer = index.parent(parent)
+        if not isinstance(consumer, cst.Call):
+            return None
+        called = _last_name(consumer.func).lower()
+        if called in NEUTRAL_CALLS:
+            return "neutral"
+        if any(word in called for word in HOST_CONSUMER_WORDS):
+            return "host"
+        if called == "load_state_dict" and isinstance(consumer.func, cst.Attribute):
+            owner = _last_name(consumer.func.value).lower()
+            if any(word in owner for word in HOST_STATE_WORDS):
+                return "host"
+        return None
+
+    # -- who wrote the file --------------------------------------------------------------
+    def _saved_from_host(self, call: cst.Call) -> bool:
+        """Every `torch.save` in this file that writes the same file (same name constant or file
+        name literal) saves host values: `.cpu()` tensors, NumPy data, RNG states, a scaler's or
+        scheduler's state, or a state dict taken with `offload_to_cpu=True`."""
+        if not call.args:
+            return False
+        keys = self._path_keys(call.args[0].value, call)
+        if not keys:
+            return False
+        writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
+        return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+
+    def _position(self, node: cst.CSTNode) -> int:
+        if self._order is None:
+            self._order = {id(n): i for i, n in enumerate(self.ctx.index.of_type(cst.Call))}
+        return self._order.get(id(node), -1)
+
+    def _all_saves(self) -> list[cst.Call]:
+        if self._saves is None:
+            self._saves = [c for c in self.ctx.index.of_type(cst.Call) if self.ctx.qualified_name(c.func) in SAVERS]
+        return self._saves
+
+    def _path_keys(self, node: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> set[str]:
+        """File-name literals (`"rng_state.pth"`) and constant names (`SCALER_NAME`) in a path."""
+        keys: set[str] = set()
+        for part in self.ctx.index.walk(node):
+            if isinstance(part, cst.SimpleString):
+                value = part.evaluated_value
+                if isinstance(value, str) and _FILE_NAME.search(value):
+                    keys.add(value.rsplit("/", 1)[-1])
+            elif isinstance(part, cst.FormattedStringText) and _FILE_NAME.search(part.value):
+                keys.add(re.split(r"[/_{]", part.value)[-1])
+            elif isinstance(part, cst.Name) and part.value.isupper() and len(part.value) > 2:
+                keys.add(part.value)
+            elif isinstance(part, cst.Name) and depth < 2:
+                for value in self._assigned_values(part.value, at):
+                    keys |= self._path_keys(value, at, depth + 1)
+        return keys
+
+    def _assigned_values(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+        scope = self.ctx.index.enclosing_function(at) or self.ctx.module
+        values = []
+        for node in self.ctx.index.walk(scope):
+            if isinstance(node, cst.Assign) and any(_is_name(t.target, name) for t in node.targets):
+                values.append(node.value)
+        return values
+
+    def _host_value(self, node: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        if depth > 4:
+            return False
+        if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+            return True
+        if isinstance(node, cst.Name):
+            if node.value in ("None", "True", "False"):
+                return True
+            return self._host_name(node.value, at, depth)
+        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            return all(self._host_value(e.value, at, depth + 1) for e in node.elements if isinstance(e, cst.BaseElement))
+        if isinstance(node, cst.Dict):
+            return all(
+                isinstance(e, cst.DictElement) and self._host_value(e.value, at, depth + 1) for e in node.elements
+            )
+        if isinstance(node, (cst.DictComp,)):
+            return self._host_value(node.value, at, depth + 1)
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self._host_value(node.elt, at, depth + 1)
+        if isinstance(node, cst.Call):
+            return self._host_call(node, at)
+        return False
+
+    def _host_call(self, call: cst.Call, at: cst.CSTNode) -> bool:
+        called = _last_name(call.func).lower()
+        qualified = self.ctx.qualified_name(call.func) or ""
+        if called in HOST_METHODS or qualified.startswith(("numpy.", "random.")):
+            return True
+        if any(word in called for word in HOST_PRODUCER_WORDS):
+            return True
+        if called == "state_dict" and isinstance(call.func, cst.Attribute):
+            owner = _last_name(call.func.value).lower()
+            if any(word in owner for word in HOST_STATE_WORDS):
+                return True
+            return self._offloaded(at)
+        return False
+
+    def _offloaded(self, at: cst.CSTNode) -> bool:
+        """The saving function takes its state dicts with `offload_to_cpu=True` (FSDP)."""
+        scope = self.ctx.index.enclosing_function(at) or self.ctx.module
+        return any(
+            isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value in ("offload_to_cpu", "cpu_offload")
+            and isinstance(n.value, cst.Name) and n.value.value == "True"
+            for n in self.ctx.index.walk(scope)
+        )
+
+    def _host_name(self, name: str, at: cst.CSTNode, depth: int) -> bool:
+        """Every value the saving function binds to `name` (also `name[key] = ...`) is host data."""
+        scope = self.ctx.index.enclosing_function(at) or self.ctx.module
+        values: list[cst.BaseExpression] = []
+        for node in self.ctx.index.walk(scope):
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    bound = target.target
+                    if isinstance(bound, cst.Subscript):
+                        bound = bound.value
+                    if _is_name(bound, name):
+                        values.append(node.value)
+        return bool(values) and all(self._host_value(v, at, depth + 1) for v in values)
