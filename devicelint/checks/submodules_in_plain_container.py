@@ -5,7 +5,10 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_classes import ClassFacts, class_facts, is_parameter_call, module_constructor, self_attribute
+from devicelint.analysis.placement_classes import (
+    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, class_facts, is_parameter_call, library_module,
+    local_containers, module_constructor, returned_container, self_attribute,
+)
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -13,9 +16,6 @@ from devicelint.registry import Rule, Violation, register
 CONTAINERS = {cst.List: "list", cst.Tuple: "tuple", cst.Dict: "dict", cst.ListComp: "list", cst.DictComp: "dict"}
 REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
 PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}
-ADDERS = frozenset({"append", "extend", "insert"})
-# Builtins that only iterate over or inspect a container: handing it to them registers nothing.
-ITERATION_HELPERS = frozenset({"zip", "enumerate", "len", "reversed", "iter", "sorted", "print", "isinstance", "any", "all", "map", "filter"})
 
 
 @register
@@ -75,8 +75,16 @@ class SubmodulesInPlainContainer(Rule):
             handed_on = _attributes_passed_to_calls(ctx, facts)
             plain: dict[str, str] = {}
             looped = _registered_in_loop(ctx, facts)
-            for attr, value, _ in facts.assignments:
+            for attr, value, method in facts.assignments:
                 container = CONTAINERS.get(type(value))
+                if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
+                    # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`
+                    built = _built_elsewhere(ctx, facts, value, method)
+                    if built is not None:
+                        plain.setdefault(attr, built.kind)
+                        elements = _filled_elements(ctx, built)
+                        if elements:
+                            yield self._report(value, attr, built.kind, elements)
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
@@ -84,19 +92,16 @@ class SubmodulesInPlainContainer(Rule):
                 if attr in handed_on or not elements:
                     continue
                 yield self._report(value, attr, container, elements)
-            for call in _adder_calls(ctx, facts):
-                attr = self_attribute(call.func.value)  # type: ignore[attr-defined]
-                if attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
+            for attr, node, _ in facts.references:
+                added = added_elements(ctx, node)
+                if added is None or attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
                     continue
-                values = [a.value for a in call.args]
-                if call.func.attr.value == "extend" and values and isinstance(values[0], (cst.List, cst.Tuple, cst.ListComp)):  # type: ignore[attr-defined]
-                    elements = _elements(ctx, values[0])
-                else:
-                    elements = [k for v in values[-1:] if (k := _element_kind(ctx, v)) and k != "stateless"]
-                    if elements and _registered_by_hand(ctx, call, values[-1]):
-                        continue
+                site, values, _ = added
+                elements = [k for v in values if (k := _element_kind(ctx, v)) and k != "stateless"]
+                if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
+                    continue
                 if elements:
-                    yield self._report(call, attr, plain[attr], elements)
+                    yield self._report(site, attr, plain[attr], elements)
 
     def _report(self, node: cst.CSTNode, attr: str, container: str, elements: list[str]) -> Violation:
         parameters = all(kind == "parameter" for kind in elements)
@@ -112,7 +117,7 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     buffers: nothing to move or save) or None (not a module)."""
     if is_parameter_call(ctx, node):
         return "parameter"
-    constructed = module_constructor(ctx, node)
+    constructed = module_constructor(ctx, node) or library_module(ctx, node)
     if constructed is not None:
         return "stateless" if _stateless(constructed, node) else "module"
     if isinstance(node, cst.Name):
@@ -120,6 +125,30 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression) -> str | None:
         if fact.kind == MODULE and fact.factory is not None and fact.where is None:
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
     return None
+
+
+def _built_elsewhere(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression,
+                     method: cst.FunctionDef) -> LocalContainer | None:
+    """The plain container behind `self.x = layers` (a local the method filled and handed to
+    nothing else) or `self.x = make_layers(cfg)` (a same-file builder returning one)."""
+    if isinstance(value, cst.Name):
+        box = local_containers(ctx, method).get(value.value)
+        return box if box is not None and not box.handed_on else None
+    return returned_container(ctx, value, facts)
+
+
+def _filled_elements(ctx: FileContext, box: LocalContainer) -> list[str]:
+    """The stateful module/parameter kinds put into a local container (literals must be all modules)."""
+    found: list[str] = []
+    for fill in box.fills:
+        if fill.literal:
+            found.extend(_elements(ctx, fill.node) if fill.elements else [])
+            continue
+        for value in fill.elements:
+            kind = _element_kind(ctx, value)
+            if kind and kind != "stateless" and not (isinstance(fill.node, cst.Call) and _registered_by_hand(ctx, fill.node, value)):
+                found.append(kind)
+    return found
 
 
 def _stateless(name: str, call: cst.BaseExpression) -> bool:
@@ -169,8 +198,9 @@ def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
     return found
 
 
-def _registered_by_hand(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
-    """`self.add_module(str(i), layer)` next to `self.layers.append(layer)` registers it."""
+def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    """`self.add_module(str(i), layer)` (or `setattr(self, name, layer)`) next to
+    `self.layers.append(layer)` registers it."""
     if not isinstance(value, cst.Name):
         return False
     function = ctx.index.enclosing_function(call)
@@ -182,16 +212,10 @@ def _registered_by_hand(ctx: FileContext, call: cst.Call, value: cst.BaseExpress
             other = node.args[1].value
             if isinstance(other, cst.Name) and other.value == value.value:
                 return True
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr"
+                and len(node.args) == 3 and isinstance(node.args[2].value, cst.Name) and node.args[2].value.value == value.value):
+            return True
     return False
-
-
-def _adder_calls(ctx: FileContext, facts: ClassFacts) -> Iterator[cst.Call]:
-    for _, node, _ in facts.references:
-        parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in ADDERS:
-            call = ctx.index.parent(parent)
-            if isinstance(call, cst.Call) and call.func is parent and call.args:
-                yield call
 
 
 def _attributes_passed_to_calls(ctx: FileContext, facts: ClassFacts) -> set[str]:
