@@ -5,14 +5,21 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.placement_classes import (
+    CONTAINER_LITERALS, ClassFacts, added_elements, class_facts, literal_elements, local_containers, returned_container,
+    self_attribute,
+)
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, Fact
+from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FACTORIES, UNKNOWN, Fact
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
-# Classes that move or save their own tensors.
-CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda", "_load_from_state_dict", "state_dict", "_save_to_state_dict"})
+# Methods through which a class moves its own tensors: attributes they touch are moved.
+CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda"})
+# Classes that save and restore their own tensors: left alone.
+CUSTOM_STATE = frozenset({"_load_from_state_dict", "state_dict", "_save_to_state_dict"})
+# In a custom mover, these reach every attribute by name, so the whole class is moved.
+GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
 # `self.x.<attr>` uses that read the tensor on the host or move it first.
 SAFE_ATTRIBUTES = frozenset(
     {"to", "cuda", "cpu", "type_as", "item", "tolist", "shape", "size", "device", "dtype", "numel", "dim",
@@ -74,24 +81,25 @@ class TensorAttributeNotRegistered(Rule):
     code = "DL102"
     name = "tensor-attribute-not-registered"
     summary = "A tensor stored as a plain module attribute is not moved by `model.to(device)`."
-    message = (
-        "`self.{attr}` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
-        "moves it and `state_dict()` never saves it; use `self.register_buffer(\"{attr}\", ...)` "
-        "(or `nn.Parameter` if it is trained)"
-    )
+    message = "`self.{attr}` {problem}; {advice}"
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if is_test_path(ctx.path):
             return  # test fixtures build odd modules on purpose (constant weights for tracing)
         for facts in class_facts(ctx).values():
-            if CUSTOM_MOVERS & facts.methods.keys():
+            if CUSTOM_STATE & facts.methods.keys():
                 continue
+            movers = sorted(CUSTOM_MOVERS & facts.methods.keys())
+            moved = _moved_by_hand(ctx, facts, movers)
+            if moved is None:
+                continue  # the class's own `_apply`/`to` reaches every attribute
+            yield from self._plain_containers(ctx, facts, moved)
             by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
             for attr, value, method in facts.assignments:
                 by_attr.setdefault(attr, []).append((value, method))
             for attr, assignments in by_attr.items():
-                if attr in facts.registered or attr in facts.submodules:
+                if attr in facts.registered or attr in facts.submodules or attr in moved:
                     continue
                 candidate = None
                 for value, _ in assignments:
@@ -104,7 +112,106 @@ class TensorAttributeNotRegistered(Rule):
                 if candidate is None or not _computed_with(ctx, facts, attr):
                     continue
                 target = _assignment_target(ctx, candidate)
-                yield self.violation(target or candidate, attr=attr)
+                if movers:
+                    problem = f"holds a CPU tensor that this class's own `{movers[-1]}()` does not move"
+                    advice = f"move it there as well, or use `self.register_buffer(\"{attr}\", ...)`"
+                else:
+                    problem = ("holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
+                               "moves it and `state_dict()` never saves it")
+                    advice = f"use `self.register_buffer(\"{attr}\", ...)` (or `nn.Parameter` if it is trained)"
+                yield self.violation(target or candidate, attr=attr, problem=problem, advice=advice)
+
+    def _plain_containers(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
+        """Tensors kept in a plain list/tuple/dict attribute: `.to()` moves none of them, and a
+        buffer it does move is replaced, so the container keeps the stale CPU tensor."""
+        kinds: dict[str, str] = {}
+        sites: dict[str, list[cst.CSTNode]] = {}
+        for attr, value, method in facts.assignments:
+            kind = CONTAINER_LITERALS.get(type(value))
+            elements = literal_elements(value)
+            if kind is None:
+                box = (local_containers(ctx, method).get(value.value) if isinstance(value, cst.Name)
+                       else returned_container(ctx, value, facts))
+                if box is None or box.handed_on:
+                    continue
+                kind = box.kind
+                elements = [e for fill in box.fills for e in fill.elements]
+            kinds.setdefault(attr, kind)
+            if any(_stale_tensor(ctx, facts, e) for e in elements):
+                sites.setdefault(attr, []).append(value)
+        for attr, node, _ in facts.references:
+            if attr in kinds:
+                added = added_elements(ctx, node)
+                if added is not None and any(_stale_tensor(ctx, facts, e) for e in added[1]):
+                    sites.setdefault(attr, []).append(added[0])
+        for attr, found in sites.items():
+            if attr in facts.registered or attr in facts.submodules or attr in moved or not _computed_with(ctx, facts, attr):
+                continue
+            container = kinds[attr]
+            yield self.violation(
+                found[0], attr=attr,
+                problem=(f"keeps tensors in a plain {container}: `model.to(device)` moves none of them, and a "
+                         f"buffer it moves is replaced, so the {container} still holds the CPU tensor"),
+                advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
+            )
+
+
+def _moved_by_hand(ctx: FileContext, facts: ClassFacts, movers: list[str]) -> set[str] | None:
+    """The attributes that the class's own `to`/`cuda`/`_apply` (and the methods they call on
+    `self`) touch; None when they reach attributes generically (`vars(self)`, `getattr`)."""
+    seen: set[str] = set()
+    todo = list(movers)
+    touched: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in facts.methods:
+            continue
+        seen.add(name)
+        for node in ctx.index.walk(facts.methods[name].body):
+            if isinstance(node, cst.Name) and node.value in GENERIC_MOVES:
+                return None
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            if attr is None:
+                if isinstance(node, cst.Attribute) and node.attr.value in GENERIC_MOVES:
+                    return None
+                continue
+            touched.add(attr)
+            if attr in facts.methods:
+                todo.append(attr)
+    return touched
+
+
+def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpression) -> bool:
+    """An element that `model.to()` leaves behind: a CPU tensor made here, or a registered buffer
+    (`getattr(self, f"anchor_{i}")`, `self.mean`, or the tensor just handed to `register_buffer`)."""
+    if isinstance(element, cst.Call) and isinstance(element.func, cst.Name) and element.func.value == "getattr":
+        first = element.args[0].value if element.args else None
+        return facts.dynamic_buffers and isinstance(first, cst.Name) and first.value == "self"
+    attr = self_attribute(element)
+    if attr is not None:
+        return attr in facts.buffers
+    if isinstance(element, cst.Name) and _registered_as_buffer(ctx, element):
+        return True
+    fact = value_kind(ctx, element)
+    if fact.kind == UNKNOWN and isinstance(element, cst.Call):
+        # comprehension bodies are not interpreted: read a bare torch factory call here
+        qualified = ctx.qualified_name(element.func) or ""
+        keywords = {a.keyword.value for a in element.args if a.keyword is not None}
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES:
+            return "device" not in keywords and bool(element.args)
+    return _made_on_cpu(ctx, element, fact)
+
+
+def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
+    """`self.register_buffer(key, name)` in the function that uses `name`."""
+    function = ctx.index.enclosing_function(name)
+    if function is None:
+        return False
+    for node in ctx.index.walk(function.body):
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "register_buffer"
+                and len(node.args) >= 2 and isinstance(node.args[1].value, cst.Name) and node.args[1].value.value == name.value):
+            return True
+    return False
 
 
 def _is_move(value: cst.BaseExpression) -> bool:
@@ -154,9 +261,24 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
         return all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in parent.comparisons)
     if isinstance(parent, cst.Arg):
         call = ctx.index.parent(parent)
-        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS
+        if not isinstance(call, cst.Call):
+            return False
+        if isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate") and isinstance(ctx.index.parent(call), cst.For):
+            return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]
+        # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
+        placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
+        return placed or (isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS)
+    if isinstance(parent, cst.For) and parent.iter is node:
+        return _loop_reads_safely(ctx, parent)
     if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
         return True
     if isinstance(parent, (cst.If, cst.While, cst.BooleanOperation)):
         return True  # a truth test (`if self.cache:`), not a computation on the device
     return False
+
+
+def _loop_reads_safely(ctx: FileContext, loop: cst.For) -> bool:
+    """`for w in self.weights: ... w.to(x.device) ...`: every use of the loop's names is safe."""
+    targets = {n.value for n in ctx.index.walk(loop.target) if isinstance(n, cst.Name)}
+    uses = [n for n in ctx.index.walk(loop.body) if isinstance(n, cst.Name) and n.value in targets]
+    return bool(uses) and all(_safe_read(ctx, use) for use in uses)
