@@ -24,7 +24,12 @@ class SubmodulesInPlainContainer(Rule):
     ## What it does
     Flags an `nn.Module` that keeps submodules (or `nn.Parameter`s) in a plain Python list,
     tuple or dict: `self.layers = [nn.Linear(...), ...]`, a list comprehension of modules,
-    `self.heads = {"a": Head(), ...}`, or `.append(module)` onto such a list.
+    `self.heads = {"a": Head(), ...}`, `.append(module)` onto such a list or `heads[key] = module`
+    into such a dict, a local list filled with modules and then stored (`self.layers = layers`),
+    or the list returned by a builder of the same file (`self.features = make_layers(cfg)`).
+    Modules from libraries outside `torch.nn` count too: torchmetrics metrics, torchvision and
+    timm layers, `timm.create_model`, torchvision models and `transformers` `from_pretrained`
+    models.
 
     ## Why it is a bug on a GPU
     `nn.Module` registers only submodules assigned directly or held in `nn.ModuleList` /
@@ -55,10 +60,11 @@ class SubmodulesInPlainContainer(Rule):
     checkpoints need their keys mapped.
 
     ## Known limits
-    Only containers whose elements are visibly modules (constructors of `torch.nn` classes or of
-    module classes of the same file, or names bound to them) are reported. A container that is
-    later handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to
-    be registered there.
+    Only containers whose elements are visibly modules (constructors of `torch.nn` classes, of
+    the libraries above or of module classes of the same file, or names bound to them) are
+    reported; builders are followed one call deep within the file. A container that is later
+    handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
+    registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`.
     """
 
     code = "DL103"

@@ -36,12 +36,17 @@ class TensorAttributeNotRegistered(Rule):
     Flags `self.name = <tensor>` in an `nn.Module` (in `__init__` or another method) when the
     tensor is created on the CPU, is neither an `nn.Parameter` nor registered with
     `register_buffer`, and a method later computes with it (not only reads its shape or value).
+    Also flags tensors kept in a plain list, tuple or dict attribute (`self.anchors = []` then
+    `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
+    class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
+    move.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
     only. A plain tensor attribute stays on the CPU, so `forward` fails with `Expected all
     tensors to be on the same device` on the GPU; `state_dict()` does not save it either, so a
-    reloaded model silently loses it.
+    reloaded model silently loses it. A list of tensors is no better: `.to()` replaces each
+    registered buffer with a moved copy, so the list still holds the old CPU tensors.
 
     ## Example
     ```python
@@ -71,11 +76,14 @@ class TensorAttributeNotRegistered(Rule):
 
     ## Known limits
     Only tensors the analysis can prove are made on the CPU (torch factories without `device=`
-    and what is computed from them) are reported. A class that overrides `_apply`, `to`,
-    `cuda` or its state-dict hooks moves its own tensors and is skipped; so are tensors whose
-    every use moves them (`self.pe.to(x.device)`), reads them on the host (`.item()`,
-    `.tolist()`, `.shape`, `len`), 0-dim tensors, which PyTorch lets meet device tensors, and
-    test files, whose helper modules keep constant tensors on purpose.
+    and what is computed from them) or registered as buffers are reported. A custom `to`,
+    `cuda` or `_apply` is read for the `self.<name>` it touches (and the methods of the class it
+    calls); one that reaches attributes generically (`vars(self)`, `getattr`, `setattr`)
+    silences the class, and so do state-dict hooks. Tensors whose every use moves them
+    (`self.pe.to(x.device)`, also through a loop over a list), reads them on the host
+    (`.item()`, `.tolist()`, `.shape`, `len`), 0-dim tensors, which PyTorch lets meet device
+    tensors, and test files, whose helper modules keep constant tensors on purpose, are not
+    reported.
     """
 
     code = "DL102"

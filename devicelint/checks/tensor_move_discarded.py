@@ -5,6 +5,8 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
+from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
+from devicelint.analysis.placement_classes import class_facts
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -47,10 +49,17 @@ class TensorMoveDiscarded(Rule):
     is unsafe: code that relied on `x` staying where it was now sees the moved tensor.
 
     ## Known limits
-    Only receivers the placement analysis proves to be tensors are reported (factory results,
+    Receivers the placement analysis proves to be tensors are reported (factory results,
     DataLoader batch elements, parameters annotated `Tensor` or used as tensors, results of
-    tensor operations). A receiver that may be a module, a `BatchEncoding` or any object with
-    its own in-place `.to()` is never reported.
+    tensor operations). A `.to()`/`.cuda()` on a name of unknown type is reported when the name
+    was made by a loop over data, by unpacking, by a function call or by indexing, and the code
+    uses it as only a tensor is used (indexed with numbers or slices, an arithmetic operand, a
+    tensor method, a model's positional input) and never as an object (another attribute such
+    as `batch.y`, `**inputs`, a string key, a call). Names that say module (`model`, `net`,
+    `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
+    `load`/`build`/`create`-style call are never reported, nor is a whole batch (`batch`,
+    `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
+    moves in place.
     """
 
     code = "DL104"
@@ -72,7 +81,11 @@ class TensorMoveDiscarded(Rule):
             if method == "type" and not call.args:
                 continue  # `x.type()` returns the type name
             receiver = call.func.value
-            if not value_kind(ctx, receiver).is_tensor:
+            fact = value_kind(ctx, receiver)
+            if not fact.is_tensor and not (
+                fact.kind == UNKNOWN and method in MOVES and isinstance(receiver, cst.Name)
+                and _unknown_is_tensor(ctx, receiver)
+            ):
                 continue
             receiver_text = ctx.code_for(receiver)
             call_text = ctx.code_for(call)
@@ -86,3 +99,149 @@ class TensorMoveDiscarded(Rule):
                 call, fix=fix, call=call_text, receiver=receiver_text,
                 done="moved" if method in MOVES else "converted",
             )
+
+
+# -- receivers the placement analysis does not know ---------------------------------------------
+# `x.to(device)` on a value of unknown type is decided from how the name was made and what the
+# code does with it: a tensor-like use (indexed, an operand, a model's input) and no sign of an
+# object whose `.to()` works in place (a module, a BatchEncoding, a graph batch).
+
+# Parts of names that hold modules or objects moved in place.
+MODULE_WORDS = (
+    "model", "net", "module", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
+    "critic", "policy", "head", "layer", "block", "ema", "teacher", "student", "pipe", "learner", "agent",
+    "criterion", "loss_fn", "metric", "vae", "unet", "transformer", "embed", "tokeniz", "processor", "trainer",
+    "wrapper", "engine", "accelerator", "encoding", "optim", "scaler",
+)
+# Names of whole batches that may be objects moved in place (a graph batch, a BatchEncoding): a
+# model input alone is no evidence that they are tensors.
+CONTAINER_WORDS = ("batch", "data", "graph", "sample", "inputs", "encoded", "example", "item", "record")
+# Callees whose results are objects with their own `.to()` or modules.
+OBJECT_CALL_WORDS = ("tokeniz", "processor", "extractor", "collat", "load", "build", "create", "make", "get_model",
+                     "from_pretrained", "instantiate", "deepcopy", "copy", "init", "model", "prepare", "wrap", "compile")
+# Attributes any tensor has; any other attribute use marks an object (`batch.y`, `enc.input_ids`).
+TENSOR_ATTRIBUTES = TENSOR_ONLY_METHODS | PRESERVING_METHODS | frozenset(
+    {"shape", "dtype", "device", "ndim", "T", "tolist", "numpy", "requires_grad", "grad", "backward", "is_cuda",
+     "to", "cuda", "cpu", "float", "half", "long", "numel", "element_size", "data", "sum", "mean", "squeeze"}
+)
+LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
+MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children", "values", "items", "parameters"})
+
+
+def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
+    name = receiver.value
+    lowered = name.lower()
+    if any(word in lowered for word in MODULE_WORDS):
+        return False
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    names = [n for n in ctx.index.walk(scope) if isinstance(n, cst.Name) and n.value == name
+             and (ctx.index.enclosing_function(n) or ctx.module) is scope]
+    made = False
+    evidence = False
+    weak = any(word in lowered for word in CONTAINER_WORDS)
+    for node in names:
+        binding = _binding(ctx, node)
+        if binding is not None:
+            if binding == "object":
+                return False
+            made = made or binding == "made"
+            continue
+        if node is receiver:
+            continue
+        use = _use(ctx, node)
+        if use == "object":
+            return False
+        evidence = evidence or use == "tensor" or (use == "input" and not weak)
+    return made and evidence
+
+
+def _binding(ctx: FileContext, node: cst.Name) -> str | None:
+    """How `node` binds its name: "made" (a loop element, an unpacked part, a function's result,
+    an element taken out of a container), "object" (anything else that binds), or None (a use)."""
+    index = ctx.index
+    child: cst.CSTNode = node
+    parent = index.parent(node)
+    unpacked = False
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        unpacked = unpacked or isinstance(parent, (cst.Tuple, cst.List))
+        child, parent = parent, index.parent(parent)
+    if isinstance(parent, cst.AssignTarget):
+        assign = index.parent(parent)
+        if not isinstance(assign, cst.Assign):
+            return "object"
+        if unpacked:
+            return "made"
+        return "made" if _made_by_call(ctx, assign.value) else "object"
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
+        return "made" if _loop_over_data(ctx, parent.iter) else "object"
+    if isinstance(parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal)):
+        return "object" if not isinstance(parent, cst.AugAssign) else None
+    if node is not child:
+        return None  # an element of a tuple being built, a use
+    return None
+
+
+def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`x = helper(...)` (a function's result) or `x = batch[0]`: made elsewhere, of unknown type."""
+    if isinstance(value, cst.Subscript):
+        return True
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if not last or last[:1].isupper() or last in class_facts(ctx):
+        return False  # a class: an object, perhaps a module
+    if isinstance(func, cst.Attribute) and func.attr.value in MOVES:
+        return False
+    lowered = last.lower()
+    return not any(word in lowered for word in OBJECT_CALL_WORDS + MODULE_WORDS)
+
+
+def _loop_over_data(ctx: FileContext, iterable: cst.BaseExpression) -> bool:
+    """A loop over batches or a list of values, not over modules (`self.modules()`, `models`)."""
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in LOOP_WRAPPERS and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call):
+        func = iterable.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if last in MODULE_ITERATORS or last == "range":
+            return False
+    spelled = ctx.code_for(iterable).lower()
+    return not any(word in spelled for word in ("model", "module", "net", "layer", "block", "range"))
+
+
+def _use(ctx: FileContext, node: cst.Name) -> str | None:
+    """"tensor" for a use only a tensor has, "object" for one a tensor never has, else None."""
+    index = ctx.index
+    parent = index.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        return "tensor" if parent.attr.value in TENSOR_ATTRIBUTES else "object"
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return "object"
+    if isinstance(parent, cst.Subscript) and parent.value is node:
+        keys = [e.slice for e in parent.slice]
+        if any(isinstance(k, cst.Index) and isinstance(k.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)) for k in keys):
+            return "object"
+        return "tensor"
+    if isinstance(parent, cst.BinaryOperation):
+        return "tensor"
+    if isinstance(parent, cst.Arg):
+        if parent.star == "**":
+            return "object"
+        call = index.parent(parent)
+        if isinstance(call, cst.Call) and parent.keyword is None and not parent.star and _model_call(ctx, call):
+            return "input"
+    return None
+
+
+def _model_call(ctx: FileContext, call: cst.Call) -> bool:
+    """`model(x)`, `self.encoder(x)`, `net(x)`, `torch.cat(...)`, `F.relu(x)`: its inputs are tensors."""
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith("torch."):
+        return True
+    fact = value_kind(ctx, call.func)
+    if fact.kind == MODULE:
+        return True
+    func = call.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return any(word in last.lower() for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss"))
