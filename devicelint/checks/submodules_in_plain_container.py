@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.placement import value_kind
 from devicelint.analysis.placement_classes import (
-    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, class_facts, is_parameter_call, library_module,
+    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, handed_to_call, class_facts, is_parameter_call, library_module,
     local_containers, module_constructor, returned_container, self_attribute,
 )
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
@@ -139,8 +139,19 @@ def _built_elsewhere(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpress
     nothing else) or `self.x = make_layers(cfg)` (a same-file builder returning one)."""
     if isinstance(value, cst.Name):
         box = local_containers(ctx, method).get(value.value)
-        return box if box is not None and not box.handed_on else None
+        if box is not None:
+            return None if box.handed_on else box
+        # `layers = make_layers(cfg)` then `self.layers = layers`
+        sources = [a.value for a in ctx.index.walk(method.body) if isinstance(a, cst.Assign)
+                   and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in a.targets)]
+        if len(sources) != 1 or _handed_on_locally(ctx, method, value.value):
+            return None
+        value = sources[0]
     return returned_container(ctx, value, facts)
+
+
+def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body))
 
 
 def _filled_elements(ctx: FileContext, box: LocalContainer) -> list[str]:

@@ -83,8 +83,10 @@ class TensorMoveDiscarded(Rule):
             receiver = call.func.value
             fact = value_kind(ctx, receiver)
             if not fact.is_tensor and not (
-                fact.kind == UNKNOWN and method in MOVES and isinstance(receiver, cst.Name)
-                and _unknown_is_tensor(ctx, receiver)
+                fact.kind == UNKNOWN and method in MOVES and (
+                    (isinstance(receiver, cst.Name) and _unknown_is_tensor(ctx, receiver))
+                    or _part_of_batch(receiver)
+                )
             ):
                 continue
             receiver_text = ctx.code_for(receiver)
@@ -138,13 +140,15 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
              and (ctx.index.enclosing_function(n) or ctx.module) is scope]
     made = False
     evidence = False
-    weak = any(word in lowered for word in CONTAINER_WORDS)
+    weak = False
     for node in names:
         binding = _binding(ctx, node)
         if binding is not None:
             if binding == "object":
                 return False
-            made = made or binding == "made"
+            made = True
+            # a whole batch (not a part unpacked or indexed out of one) may be an object
+            weak = weak or (binding == "whole" and any(word in lowered for word in CONTAINER_WORDS))
             continue
         if node is receiver:
             continue
@@ -155,9 +159,18 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
     return made and evidence
 
 
+def _part_of_batch(receiver: cst.BaseExpression) -> bool:
+    """`batch["input_ids"]`, `data[0]`, `sample[key]`: one entry of a batch, a tensor."""
+    if not (isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Name)):
+        return False
+    lowered = receiver.value.value.lower()
+    return any(word in lowered for word in CONTAINER_WORDS) and not any(word in lowered for word in MODULE_WORDS)
+
+
 def _binding(ctx: FileContext, node: cst.Name) -> str | None:
-    """How `node` binds its name: "made" (a loop element, an unpacked part, a function's result,
-    an element taken out of a container), "object" (anything else that binds), or None (a use)."""
+    """How `node` binds its name: "part" (unpacked from a tuple, indexed out of a container),
+    "whole" (a loop element, a function's result), "object" (anything else that binds), or None
+    (a use)."""
     index = ctx.index
     child: cst.CSTNode = node
     parent = index.parent(node)
@@ -170,10 +183,14 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
         if not isinstance(assign, cst.Assign):
             return "object"
         if unpacked:
-            return "made"
-        return "made" if _made_by_call(ctx, assign.value) else "object"
+            return "part"
+        if isinstance(assign.value, cst.Subscript):
+            return "part"
+        return "whole" if _made_by_call(ctx, assign.value) else "object"
     if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
-        return "made" if _loop_over_data(ctx, parent.iter) else "object"
+        if not _loop_over_data(ctx, parent.iter):
+            return "object"
+        return "part" if unpacked else "whole"
     if isinstance(parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal)):
         return "object" if not isinstance(parent, cst.AugAssign) else None
     if node is not child:
@@ -182,9 +199,7 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
 
 
 def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
-    """`x = helper(...)` (a function's result) or `x = batch[0]`: made elsewhere, of unknown type."""
-    if isinstance(value, cst.Subscript):
-        return True
+    """`x = helper(...)`: a function's result, of unknown type."""
     if not isinstance(value, cst.Call):
         return False
     func = value.func
