@@ -79,6 +79,7 @@ class SubmodulesInPlainContainer(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for facts in class_facts(ctx).values():
             handed_on = _attributes_passed_to_calls(ctx, facts)
+            called = _elements_called(ctx, facts)
             plain: dict[str, str] = {}
             looped = _registered_in_loop(ctx, facts)
             for attr, value, method in facts.assignments:
@@ -88,13 +89,13 @@ class SubmodulesInPlainContainer(Rule):
                     built = _built_elsewhere(ctx, facts, value, method)
                     if built is not None:
                         plain.setdefault(attr, built.kind)
-                        elements = _filled_elements(ctx, built)
+                        elements = _filled_elements(ctx, built, attr in called)
                         if elements:
                             yield self._report(value, attr, built.kind, elements)
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
-                elements = _elements(ctx, value)
+                elements = _elements(ctx, value, attr in called)
                 if attr in handed_on or not elements:
                     continue
                 yield self._report(value, attr, container, elements)
@@ -103,7 +104,7 @@ class SubmodulesInPlainContainer(Rule):
                 if added is None or attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
                     continue
                 site, values, _ = added
-                elements = [k for v in values if (k := _element_kind(ctx, v)) and k != "stateless"]
+                elements = [k for v in values if (k := _element_kind(ctx, v, attr in called)) and k != "stateless"]
                 if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
                     continue
                 if elements:
@@ -118,14 +119,17 @@ class SubmodulesInPlainContainer(Rule):
         )
 
 
-def _element_kind(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = False) -> str | None:
     """"parameter", "module" (one holding state), "stateless" (a module without parameters or
-    buffers: nothing to move or save) or None (not a module)."""
+    buffers: nothing to move or save) or None (not a module). With `called` (the class calls the
+    container's elements like layers), an imported class of the project counts as a module."""
     if is_parameter_call(ctx, node):
         return "parameter"
     constructed = module_constructor(ctx, node) or library_module(ctx, node)
     if constructed is not None:
         return "stateless" if _stateless(constructed, node) else "module"
+    if called and _imported_class(ctx, node):
+        return "module"
     if isinstance(node, cst.Name):
         fact = value_kind(ctx, node)
         if fact.kind == MODULE and fact.factory is not None and fact.where is None:
@@ -154,17 +158,78 @@ def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> 
     return any(isinstance(n, cst.Name) and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body))
 
 
-def _filled_elements(ctx: FileContext, box: LocalContainer) -> list[str]:
+def _filled_elements(ctx: FileContext, box: LocalContainer, called: bool) -> list[str]:
     """The stateful module/parameter kinds put into a local container (literals must be all modules)."""
     found: list[str] = []
     for fill in box.fills:
         if fill.literal:
-            found.extend(_elements(ctx, fill.node) if fill.elements else [])
+            found.extend(_elements(ctx, fill.node, called) if fill.elements else [])
             continue
         for value in fill.elements:
-            kind = _element_kind(ctx, value)
+            kind = _element_kind(ctx, value, called)
             if kind and kind != "stateless" and not (isinstance(fill.node, cst.Call) and _registered_by_hand(ctx, fill.node, value)):
                 found.append(kind)
+    return found
+
+
+# Imported classes that are never modules, by qualified-name prefix.
+NON_MODULE_LIBRARIES = ("torch.", "torchvision.transforms", "torchvision.datasets", "numpy.", "collections.",
+                        "dataclasses.", "typing.", "functools.", "itertools.", "pathlib.", "random.", "math.",
+                        "albumentations.", "PIL.", "transformers.", "datasets.", "tokenizers.", "threading.",
+                        "queue.", "multiprocessing.", "logging.", "argparse.", "enum.", "decimal.", "fractions.")
+
+
+def _imported_class(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`ResBlock(...)` with `ResBlock` imported from the project (or a library not known to hold
+    other things than modules)."""
+    if not isinstance(node, cst.Call):
+        return False
+    qualified = ctx.qualified_name(node.func)
+    if qualified is None or qualified.startswith(NON_MODULE_LIBRARIES):
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    return last[:1].isupper() and not last.isupper()
+
+
+def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Attributes whose elements a method other than `__init__` calls like layers:
+    `self.blocks[i](x)`, `for block in self.blocks: x = block(x)`, `for k, f in self.heads.items(): f(x)`."""
+    found: set[str] = set()
+    for attr, node, method in facts.references:
+        if method.name.value == "__init__":
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            call = ctx.index.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                found.add(attr)
+            continue
+        iterated: cst.CSTNode | None = node
+        path: list[int] = []  # where the element sits in the loop target: [] whole, [1] second of a pair
+        if isinstance(parent, cst.Attribute) and parent.attr.value in ("values", "items"):
+            path = [1] if parent.attr.value == "items" else []
+            iterated = ctx.index.parent(parent)  # the `.items()` call
+            parent = ctx.index.parent(iterated) if iterated is not None else None
+        if isinstance(parent, cst.Arg) and iterated is not None:
+            call = ctx.index.parent(parent)
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate")):
+                continue
+            position = 1 if call.func.value == "enumerate" else next(i for i, a in enumerate(call.args) if a is parent)
+            path = [position] + path
+            iterated, parent = call, ctx.index.parent(call)
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is iterated:
+            target: cst.BaseExpression | None = parent.target
+            for position in path:
+                elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+                target = elements[position].value if position < len(elements) else None
+            if not isinstance(target, cst.Name):
+                continue
+            scope = parent.body if isinstance(parent, cst.For) else ctx.index.parent(parent)
+            if scope is not None and any(
+                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == target.value
+                for n in ctx.index.walk(scope)
+            ):
+                found.add(attr)
     return found
 
 
@@ -180,7 +245,7 @@ def _stateless(name: str, call: cst.BaseExpression) -> bool:
     )
 
 
-def _elements(ctx: FileContext, value: cst.BaseExpression) -> list[str]:
+def _elements(ctx: FileContext, value: cst.BaseExpression, called: bool = False) -> list[str]:
     """The kinds of the module/parameter elements of a container literal (empty if any is not one)."""
     if isinstance(value, (cst.List, cst.Tuple)):
         items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
@@ -192,7 +257,7 @@ def _elements(ctx: FileContext, value: cst.BaseExpression) -> list[str]:
         items = [value.value]
     else:
         return []
-    kinds = [_element_kind(ctx, item) for item in items]
+    kinds = [_element_kind(ctx, item, called) for item in items]
     if not kinds or not all(kinds) or all(k == "stateless" for k in kinds):
         return []
     return [k for k in kinds if k != "stateless"]
