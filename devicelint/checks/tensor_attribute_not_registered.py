@@ -10,6 +10,7 @@ from devicelint.analysis.placement_classes import (
     self_attribute,
 )
 from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.placement_values import is_empty_placeholder
 from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FACTORIES, UNKNOWN, Fact
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -152,8 +153,11 @@ class TensorAttributeNotRegistered(Rule):
                 added = added_elements(ctx, node)
                 if added is not None and any(_stale_tensor(ctx, facts, e) for e in added[1]):
                     sites.setdefault(attr, []).append(added[0])
+        refilled = _refilled_at_run_time(ctx, facts)
         for attr, found in sites.items():
-            if attr in facts.registered or attr in facts.submodules or attr in moved or not _computed_with(ctx, facts, attr):
+            if attr in facts.registered or attr in facts.submodules or attr in moved or attr in refilled:
+                continue
+            if not _computed_with(ctx, facts, attr):
                 continue
             container = kinds[attr]
             yield self.violation(
@@ -162,6 +166,23 @@ class TensorAttributeNotRegistered(Rule):
                          f"buffer it moves is replaced, so the {container} still holds the CPU tensor"),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Containers whose entries a method other than `__init__` replaces (`self.grid[i] = ...`):
+    caches rebuilt where they are used, from the input's device."""
+    found: set[str] = set()
+    for attr, node, method in facts.references:
+        if method.name.value == "__init__":
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            holder = ctx.index.parent(parent)
+            while isinstance(holder, (cst.Element, cst.Tuple, cst.List)):
+                holder = ctx.index.parent(holder)
+            if isinstance(holder, cst.AssignTarget):
+                found.add(attr)
+    return found
 
 
 def _moved_by_hand(ctx: FileContext, facts: ClassFacts, movers: list[str]) -> set[str] | None:
@@ -201,9 +222,12 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
     if isinstance(element, cst.Name) and _registered_as_buffer(ctx, element):
         return True
     fact = value_kind(ctx, element)
+    if isinstance(element, cst.Call):
+        qualified = ctx.qualified_name(element.func) or ""
+        if qualified.startswith("torch.") and is_empty_placeholder(element, qualified[6:]):
+            return False  # `torch.empty(0)`: a slot filled at run time, not a tensor to move
     if fact.kind == UNKNOWN and isinstance(element, cst.Call):
         # comprehension bodies are not interpreted: read a bare torch factory call here
-        qualified = ctx.qualified_name(element.func) or ""
         keywords = {a.keyword.value for a in element.args if a.keyword is not None}
         if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES:
             return "device" not in keywords and bool(element.args)
