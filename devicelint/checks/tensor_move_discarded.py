@@ -99,7 +99,7 @@ class TensorMoveDiscarded(Rule):
                 )
             yield self.violation(
                 call, fix=fix, call=call_text, receiver=receiver_text,
-                done="moved" if method in MOVES else "converted",
+                done="moved" if method in MOVES and not _dtype_only(ctx, call) else "converted",
             )
 
 
@@ -126,6 +126,8 @@ TENSOR_ATTRIBUTES = TENSOR_ONLY_METHODS | PRESERVING_METHODS | frozenset(
     {"shape", "dtype", "device", "ndim", "T", "tolist", "numpy", "requires_grad", "grad", "backward", "is_cuda",
      "to", "cuda", "cpu", "float", "half", "long", "numel", "element_size", "data", "sum", "mean", "squeeze"}
 )
+DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16", "float64", "double", "int64", "long", "int32", "int",
+                    "int16", "int8", "uint8", "bool", "complex64", "complex128"})
 LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
 MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children", "values", "items", "parameters"})
 
@@ -141,22 +143,37 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
     made = False
     evidence = False
     weak = False
+    before = True  # bindings after the discarded move say nothing about what it moved
     for node in names:
+        if node is receiver:
+            before = False
+            continue
         binding = _binding(ctx, node)
         if binding is not None:
+            if not before:
+                continue
             if binding == "object":
                 return False
             made = True
             # a whole batch (not a part unpacked or indexed out of one) may be an object
             weak = weak or (binding == "whole" and any(word in lowered for word in CONTAINER_WORDS))
             continue
-        if node is receiver:
-            continue
         use = _use(ctx, node)
         if use == "object":
             return False
         evidence = evidence or use == "tensor" or (use == "input" and not weak)
     return made and evidence
+
+
+def _dtype_only(ctx: FileContext, call: cst.Call) -> bool:
+    """`x.to(torch.float32)`, `x.to(dtype=...)`: a cast, not a move."""
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in ("non_blocking", "copy", "memory_format"))]
+    return bool(args) and all(
+        (a.keyword is not None and a.keyword.value == "dtype")
+        or (a.keyword is None and (ctx.qualified_name(a.value) or "").startswith("torch.")
+            and (ctx.qualified_name(a.value) or "").rsplit(".", 1)[-1] in DTYPES)
+        for a in args
+    )
 
 
 def _part_of_batch(receiver: cst.BaseExpression) -> bool:
@@ -184,9 +201,13 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
             return "object"
         if unpacked:
             return "part"
-        if isinstance(assign.value, cst.Subscript):
-            return "part"
-        return "whole" if _made_by_call(ctx, assign.value) else "object"
+        value = assign.value
+        if isinstance(value, (cst.Subscript, cst.BinaryOperation)):
+            return "part"  # an entry of a container, an arithmetic result
+        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in TENSOR_ATTRIBUTES
+                and not any(word in ctx.code_for(value.func.value).lower() for word in MODULE_WORDS)):
+            return "part"  # `x = y.clone()`, `x = y.float()`: a tensor method's result
+        return "whole" if _made_by_call(ctx, value) else "object"
     if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
         if not _loop_over_data(ctx, parent.iter):
             return "object"
