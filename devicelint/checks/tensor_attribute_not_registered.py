@@ -10,8 +10,8 @@ from devicelint.analysis.placement_classes import (
     self_attribute,
 )
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import is_empty_placeholder
-from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FACTORIES, UNKNOWN, Fact
+from devicelint.analysis.placement_values import annotation_is_tensor, is_empty_placeholder
+from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FACTORIES, TENSOR_ONLY_METHODS, UNKNOWN, Fact
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -118,11 +118,16 @@ class TensorAttributeNotRegistered(Rule):
                         break
                     if candidate is None and _made_on_cpu(ctx, value, fact):
                         candidate = value
+                handed_in = None
+                if candidate is None and movers:
+                    # the class moves its tensors by hand: one handed to the constructor counts too
+                    handed_in = candidate = next((v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None)
                 if candidate is None or not _computed_with(ctx, facts, attr):
                     continue
                 target = _assignment_target(ctx, candidate)
                 if movers:
-                    problem = f"holds a CPU tensor that this class's own `{movers[-1]}()` does not move"
+                    what = "a tensor" if handed_in is not None else "a CPU tensor"
+                    problem = f"holds {what} that this class's own `{movers[-1]}()` does not move"
                     advice = f"move it there as well, or use `self.register_buffer(\"{attr}\", ...)`"
                 else:
                     problem = ("holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
@@ -166,6 +171,31 @@ class TensorAttributeNotRegistered(Rule):
                          f"buffer it moves is replaced, so the {container} still holds the CPU tensor"),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _tensor_argument(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpression,
+                     method: cst.FunctionDef) -> bool:
+    """`self.std = std` where `std` is a parameter annotated `Tensor`, or one that the class then
+    uses the way only a tensor is used (`self.std.view(...)`, `self.std[..., None]`)."""
+    if not isinstance(value, cst.Name):
+        return False
+    params = {p.name.value: p for p in (*method.params.params, *method.params.kwonly_params)}
+    param = params.get(value.value)
+    if param is None:
+        return False
+    if param.default is not None and not isinstance(param.default, cst.Name):
+        return False  # `eps=1e-5`, `scale=None`-style options (a literal default) are not tensors
+    if annotation_is_tensor(param.annotation):
+        return True
+    for name, node, user in facts.references:
+        if name != attr or user is method:
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in TENSOR_ONLY_METHODS:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is node and not isinstance(ctx.index.parent(parent), cst.AssignTarget):
+            return True
+    return False
 
 
 def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
