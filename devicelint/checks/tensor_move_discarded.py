@@ -20,7 +20,9 @@ class TensorMoveDiscarded(Rule):
     ## What it does
     Flags `x.to(device)`, `x.cuda()`, `x.cpu()`, `x.half()`-style calls written as statements
     on their own, when the receiver is a tensor: the call returns a new tensor and the
-    statement throws it away.
+    statement throws it away. Also flags a statement calling a helper of the same file that
+    only returns moved copies of its first argument (`to_device(batch)` whose body is
+    `return {k: v.to(device) for k, v in batch.items()}`).
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -59,13 +61,14 @@ class TensorMoveDiscarded(Rule):
     `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
     `load`/`build`/`create`-style call are never reported, nor is a whole batch (`batch`,
     `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
-    moves in place.
+    moves in place. A helper is followed only within the file, and one that also changes its
+    argument in place (`batch[k] = ...`, `batch.update(...)`) is not reported.
     """
 
     code = "DL104"
     name = "tensor-move-discarded"
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
-    message = "`{call}` returns a new tensor that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
+    message = "`{call}` returns {what} that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
     fix_availability = "sometimes"
     tokens = (".to", ".cuda", ".cpu", ".half", ".float", ".double", ".bfloat16", ".long", ".int", ".bool",
               ".byte", ".short", ".char", ".type", ".contiguous", ".pin_memory", ".xpu", ".mps")
@@ -73,6 +76,10 @@ class TensorMoveDiscarded(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
+            moved = _moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
+            if moved is not None:
+                yield self._report(ctx, call, moved, "a moved copy", "moved")
+                continue
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
                 continue
             method = call.func.attr.value
@@ -89,18 +96,80 @@ class TensorMoveDiscarded(Rule):
                 )
             ):
                 continue
-            receiver_text = ctx.code_for(receiver)
-            call_text = ctx.code_for(call)
-            fix = None
-            if isinstance(receiver, (cst.Name, cst.Attribute, cst.Subscript)):
-                fix = FixProposal(
-                    description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
-                    replacements=((call, f"{receiver_text} = {call_text}"),),
-                )
-            yield self.violation(
-                call, fix=fix, call=call_text, receiver=receiver_text,
-                done="moved" if method in MOVES and not _dtype_only(ctx, call) else "converted",
+            done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
+            yield self._report(ctx, call, receiver, "a new tensor", done)
+
+    def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str) -> Violation:
+        receiver_text = ctx.code_for(receiver)
+        call_text = ctx.code_for(call)
+        fix = None
+        if isinstance(receiver, (cst.Name, cst.Attribute, cst.Subscript)):
+            fix = FixProposal(
+                description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
+                replacements=((call, f"{receiver_text} = {call_text}"),),
             )
+        return self.violation(call, fix=fix, call=call_text, receiver=receiver_text, what=what, done=done)
+
+
+# -- helpers that return a moved copy -----------------------------------------------------------
+# `to_device(batch)` as a statement, where the same file's `to_device` builds and returns moved
+# copies (`{k: v.to(device) for k, v in batch.items()}`) and changes nothing in place.
+
+
+def _moved_by_helper(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """The argument that a same-file helper returns moved, when the helper only returns copies."""
+    func = call.func
+    helper: cst.FunctionDef | None = None
+    skip_self = False
+    if isinstance(func, cst.Name):
+        helper = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+        helper = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value), None)
+        skip_self = True
+    if helper is None or any(a.star or a.keyword is not None for a in call.args):
+        return None
+    params = [p.name.value for p in helper.params.params][1 if skip_self else 0:]
+    args = [a.value for a in call.args]
+    if not params or not args or not isinstance(args[0], cst.Name):
+        return None
+    returns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper]
+    if not returns or not all(r.value is not None and _moved_copy_of(ctx, r.value, params[0]) for r in returns):
+        return None
+    if _changes_in_place(ctx, helper, params[0]):
+        return None
+    return args[0]
+
+
+def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, param: str) -> bool:
+    """`param.to(d)`, or a literal/comprehension of `.to(...)`/`.cuda()` copies of `param`'s parts."""
+    def is_move(node: cst.CSTNode) -> bool:
+        return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES
+                and any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(node.func.value)))
+    if is_move(value):
+        return True
+    if isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.List, cst.Tuple)):
+        mentions = any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(value))
+        return mentions and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in MOVES
+                                for n in ctx.index.walk(value))
+    return False
+
+
+def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> bool:
+    """`batch[k] = ...`, `batch.x = ...`, `batch.update(...)`, `batch.to(...)` as a statement."""
+    for node in ctx.index.walk(helper.body):
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
+            target = node.target
+            if isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name) and target.value.value == param:
+                return True
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+                and node.func.value.value == param and node.func.attr.value in ("update", "__setitem__", "setdefault", "pop")):
+            return True
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
+                and isinstance(node.value.func.value, cst.Name) and node.value.func.value.value == param:
+            return True  # `batch.to(device)` in place (a BatchEncoding) inside the helper
+    return False
 
 
 # -- receivers the placement analysis does not know ---------------------------------------------
