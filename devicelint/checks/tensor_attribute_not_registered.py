@@ -11,7 +11,9 @@ from devicelint.analysis.placement_classes import (
 )
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, is_empty_placeholder
-from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FACTORIES, TENSOR_ONLY_METHODS, UNKNOWN, Fact
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR, CPU, DEVICE, FACTORIES, MEETING_METHODS, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact,
+)
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -313,8 +315,16 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
 
 def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
     parent = ctx.index.parent(node)
-    while isinstance(parent, cst.Subscript) and parent.value is node:
-        node, parent = parent, ctx.index.parent(parent)
+    while True:
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            node, parent = parent, ctx.index.parent(parent)
+            continue
+        # `self.t.unsqueeze(0).expand(n, -1).to(device)`: reshaped on the host, then moved
+        call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        if (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
+                and parent.attr.value not in MEETING_METHODS and _moved_afterwards(ctx, call)):
+            return True
+        break
     if isinstance(parent, cst.Attribute) and parent.value is node:
         return parent.attr.value in SAFE_ATTRIBUTES
     if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.FormattedStringExpression, cst.Del)):
@@ -337,6 +347,24 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
     if isinstance(parent, (cst.If, cst.While, cst.BooleanOperation)):
         return True  # a truth test (`if self.cache:`), not a computation on the device
     return False
+
+
+def _moved_afterwards(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """The chain of host-side reshapes that starts at `node` ends in a move (`.to(...)`, `.cuda()`)."""
+    while True:
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            node = parent
+            continue
+        if not (isinstance(parent, cst.Attribute) and parent.value is node):
+            return False
+        if parent.attr.value in ("to", "cuda", "type_as"):
+            return True
+        call = ctx.index.parent(parent)
+        if not (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
+                and parent.attr.value not in MEETING_METHODS):
+            return False
+        node = call
 
 
 def _loop_reads_safely(ctx: FileContext, loop: cst.For) -> bool:

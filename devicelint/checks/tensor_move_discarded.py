@@ -89,6 +89,8 @@ class TensorMoveDiscarded(Rule):
                 continue  # `x.type()` returns the type name
             receiver = call.func.value
             fact = value_kind(ctx, receiver)
+            if fact.is_tensor and _assigned_an_object(ctx, receiver):
+                continue
             if not fact.is_tensor and not (
                 fact.kind == UNKNOWN and method in MOVES and (
                     (isinstance(receiver, cst.Name) and _unknown_is_tensor(ctx, receiver))
@@ -232,6 +234,25 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
             return False
         evidence = evidence or use == "tensor" or (use == "input" and not weak)
     return made and evidence
+
+
+def _assigned_an_object(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
+    """`self.linear.weight = bnb.nn.Params4bit(...)` earlier in the function: an object of a
+    library class, whose own `.cuda()` may work in place, not a plain tensor."""
+    if not isinstance(receiver, cst.Attribute):
+        return False
+    text = ctx.code_for(receiver)
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    for node in ctx.index.walk(scope):
+        if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+            continue
+        if not any(ctx.code_for(t.target) == text for t in node.targets):
+            continue
+        qualified = ctx.qualified_name(node.value.func) or ""
+        last = (qualified or ctx.code_for(node.value.func)).rsplit(".", 1)[-1]
+        if last[:1].isupper() and not qualified.startswith("torch."):
+            return True
+    return False
 
 
 def _dtype_only(ctx: FileContext, call: cst.Call) -> bool:
