@@ -190,8 +190,8 @@ MODULE_WORDS = (
 # model input alone is no evidence that they are tensors.
 CONTAINER_WORDS = ("batch", "data", "graph", "sample", "inputs", "encoded", "example", "item", "record")
 # Callees whose results are objects with their own `.to()` or modules.
-OBJECT_CALL_WORDS = ("tokeniz", "processor", "extractor", "collat", "load", "build", "create", "make", "get_model",
-                     "from_pretrained", "instantiate", "deepcopy", "copy", "init", "model", "prepare", "wrap", "compile")
+OBJECT_CALL_WORDS = ("tokeniz", "processor", "extractor", "collat", "checkpoint", "ckpt", "load_state", "pretrained",
+                     "instantiate", "deepcopy", "copy", "prepare", "wrap", "compile", "pipeline")
 # Attributes any tensor has; any other attribute use marks an object (`batch.y`, `enc.input_ids`).
 TENSOR_ATTRIBUTES = TENSOR_ONLY_METHODS | PRESERVING_METHODS | frozenset(
     {"shape", "dtype", "device", "ndim", "T", "tolist", "numpy", "requires_grad", "grad", "backward", "is_cuda",
@@ -319,6 +319,8 @@ def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
         return False  # a class: an object, perhaps a module
     if isinstance(func, cst.Attribute) and func.attr.value in MOVES:
         return False
+    if ctx.qualified_name(func) == "torch.load":
+        return False  # a checkpoint: a dict, a whole model or a tensor
     lowered = last.lower()
     return not any(word in lowered for word in OBJECT_CALL_WORDS + MODULE_WORDS)
 
