@@ -61,8 +61,10 @@ class SubmodulesInPlainContainer(Rule):
 
     ## Known limits
     Only containers whose elements are visibly modules (constructors of `torch.nn` classes, of
-    the libraries above or of module classes of the same file, or names bound to them) are
-    reported; builders are followed one call deep within the file. A container that is later
+    the libraries above or of module classes of the same file, functions of the file that
+    return one, or names bound to them) are reported; builders are followed one call deep
+    within the file. A class imported from elsewhere counts only when the container's elements
+    are then called like layers (`for block in self.blocks: x = block(x)`). A container that is later
     handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
     registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`.
     """
@@ -130,6 +132,8 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         return "stateless" if _stateless(constructed, node) else "module"
     if called and _imported_class(ctx, node):
         return "module"
+    if _module_factory(ctx, node):
+        return "module"
     if isinstance(node, cst.Name):
         fact = value_kind(ctx, node)
         if fact.kind == MODULE and fact.factory is not None and fact.where is None:
@@ -177,6 +181,22 @@ NON_MODULE_LIBRARIES = ("torch.", "torchvision.transforms", "torchvision.dataset
                         "dataclasses.", "typing.", "functools.", "itertools.", "pathlib.", "random.", "math.",
                         "albumentations.", "PIL.", "transformers.", "datasets.", "tokenizers.", "threading.",
                         "queue.", "multiprocessing.", "logging.", "argparse.", "enum.", "decimal.", "fractions.")
+
+
+def _module_factory(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`conv_bn(c_in, c_out)` where the same file's `conv_bn` returns `nn.Sequential(...)`."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
+        return False
+    function = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None)
+    if function is None:
+        return False
+    returns = [r.value for r in ctx.index.walk(function.body)
+               if isinstance(r, cst.Return) and ctx.index.enclosing_function(r) is function]
+    return bool(returns) and all(
+        r is not None and (module_constructor(ctx, r) or library_module(ctx, r))
+        and not _stateless(module_constructor(ctx, r) or "", r)
+        for r in returns
+    )
 
 
 def _imported_class(ctx: FileContext, node: cst.BaseExpression) -> bool:
