@@ -192,8 +192,30 @@ class LocalContainer:
     returned: bool = False
 
 
+_CONTAINER_CALLS = {"list": "list", "tuple": "tuple", "dict": "dict", "collections.OrderedDict": "dict", "OrderedDict": "dict"}
+
+
+def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """"list", "tuple" or "dict" for a plain container: a literal, a comprehension, or `list()`,
+    `dict()`, `OrderedDict()` (empty or around a literal or generator)."""
+    kind = CONTAINER_LITERALS.get(type(value))
+    if kind is not None or not isinstance(value, cst.Call):
+        return kind
+    name = ctx.qualified_name(value.func) or (value.func.value if isinstance(value.func, cst.Name) else "")
+    kind = _CONTAINER_CALLS.get(name)
+    if kind is None or len(value.args) > 1 or any(a.keyword is not None or a.star for a in value.args):
+        return None
+    if value.args and type(value.args[0].value) not in CONTAINER_LITERALS and not isinstance(value.args[0].value, cst.GeneratorExp):
+        return None
+    return kind
+
+
 def literal_elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The element expressions of a container literal or comprehension (values for dicts)."""
+    if isinstance(value, cst.Call):  # `list(...)`, `OrderedDict({...})`
+        return literal_elements(value.args[0].value) if value.args else []
+    if isinstance(value, cst.GeneratorExp):
+        return [value.elt]
     if isinstance(value, (cst.List, cst.Tuple)):
         return [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
     if isinstance(value, cst.Dict):
@@ -219,10 +241,10 @@ def added_elements(ctx: FileContext, holder: cst.CSTNode) -> tuple[cst.CSTNode, 
             return None
         last = call.args[-1].value
         if parent.attr.value in ("extend", "update"):
-            return (call, literal_elements(last), False) if type(last) in CONTAINER_LITERALS else None
+            return (call, literal_elements(last), False) if container_kind(ctx, last) else None
         return call, [last], False
     if isinstance(parent, cst.AugAssign) and parent.target is holder and isinstance(parent.operator, cst.AddAssign):
-        return (parent, literal_elements(parent.value), False) if type(parent.value) in CONTAINER_LITERALS else None
+        return (parent, literal_elements(parent.value), False) if container_kind(ctx, parent.value) else None
     if isinstance(parent, cst.Subscript) and parent.value is holder:
         target = index.parent(parent)
         if isinstance(target, cst.AssignTarget):
@@ -260,7 +282,7 @@ def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, 
         if isinstance(parent, cst.AssignTarget) and parent.target is node:
             assign = index.parent(parent)
             if isinstance(assign, cst.Assign):
-                kind = CONTAINER_LITERALS.get(type(assign.value))
+                kind = container_kind(ctx, assign.value)
                 if kind is None:
                     out.pop(node.value, None)  # bound to something else too: not a plain container
                     continue
@@ -303,7 +325,7 @@ def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassF
         if isinstance(value, cst.Name) and value.value in locals_:
             box = locals_[value.value]
             return None if box.handed_on else box
-        kind = CONTAINER_LITERALS.get(type(value))
+        kind = container_kind(ctx, value)
         if kind is not None:
             return LocalContainer(kind, [ContainerFill(value, literal_elements(value), True)])
         return None

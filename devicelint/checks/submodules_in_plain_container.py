@@ -6,14 +6,13 @@ import libcst as cst
 
 from devicelint.analysis.placement import value_kind
 from devicelint.analysis.placement_classes import (
-    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, handed_to_call, class_facts, is_parameter_call, library_module,
+    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, container_kind, literal_elements, handed_to_call, class_facts, is_parameter_call, library_module,
     local_containers, module_constructor, returned_container, self_attribute,
 )
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
-CONTAINERS = {cst.List: "list", cst.Tuple: "tuple", cst.Dict: "dict", cst.ListComp: "list", cst.DictComp: "dict"}
 REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
 PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}
 
@@ -85,7 +84,7 @@ class SubmodulesInPlainContainer(Rule):
             plain: dict[str, str] = {}
             looped = _registered_in_loop(ctx, facts)
             for attr, value, method in facts.assignments:
-                container = CONTAINERS.get(type(value))
+                container = container_kind(ctx, value)
                 if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
                     # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`
                     built = _built_elsewhere(ctx, facts, value, method)
@@ -267,16 +266,7 @@ def _stateless(name: str, call: cst.BaseExpression) -> bool:
 
 def _elements(ctx: FileContext, value: cst.BaseExpression, called: bool = False) -> list[str]:
     """The kinds of the module/parameter elements of a container literal (empty if any is not one)."""
-    if isinstance(value, (cst.List, cst.Tuple)):
-        items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
-    elif isinstance(value, cst.Dict):
-        items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
-    elif isinstance(value, cst.ListComp):
-        items = [value.elt]
-    elif isinstance(value, cst.DictComp):
-        items = [value.value]
-    else:
-        return []
+    items = literal_elements(value)
     kinds = [_element_kind(ctx, item, called) for item in items]
     if not kinds or not all(kinds) or all(k == "stateless" for k in kinds):
         return []

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.placement import value_kind
 from devicelint.analysis.placement_classes import (
-    CONTAINER_LITERALS, ClassFacts, added_elements, class_facts, literal_elements, local_containers, returned_container,
+    ClassFacts, container_kind, added_elements, class_facts, literal_elements, local_containers, returned_container,
     self_attribute,
 )
 from devicelint.analysis.placement_scope import is_test_path
@@ -143,7 +143,7 @@ class TensorAttributeNotRegistered(Rule):
         kinds: dict[str, str] = {}
         sites: dict[str, list[cst.CSTNode]] = {}
         for attr, value, method in facts.assignments:
-            kind = CONTAINER_LITERALS.get(type(value))
+            kind = container_kind(ctx, value)
             elements = literal_elements(value)
             if kind is None:
                 box = (local_containers(ctx, method).get(value.value) if isinstance(value, cst.Name)
@@ -248,6 +248,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
     if isinstance(element, cst.Call) and isinstance(element.func, cst.Name) and element.func.value == "getattr":
         first = element.args[0].value if element.args else None
         return facts.dynamic_buffers and isinstance(first, cst.Name) and first.value == "self"
+    if isinstance(element, (cst.Tuple, cst.List)):  # `self.stats[name] = (mean, std)`
+        return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if not isinstance(e, cst.StarredElement))
     attr = self_attribute(element)
     if attr is not None:
         return attr in facts.buffers
