@@ -36,6 +36,11 @@ class ClassFacts:
     assignments: list[tuple[str, cst.BaseExpression, cst.FunctionDef]] = field(default_factory=list)
     # every `self.<attr>` expression in the class's methods: (attr, node, enclosing method)
     references: list[tuple[str, cst.Attribute, cst.FunctionDef]] = field(default_factory=list)
+    # attributes registered with `register_buffer` (a subset of `registered`): `.to()` replaces
+    # these tensors, so any other reference to the old tensor goes stale
+    buffers: set[str] = field(default_factory=set)
+    # a `register_buffer` whose name is computed (`f"anchor_{i}"`): `getattr(self, ...)` may be one
+    dynamic_buffers: bool = False
 
 
 def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None:
@@ -123,12 +128,16 @@ def _build(ctx: FileContext) -> dict[str, ClassFacts]:
             continue
         owner = _owner(ctx, call, by_class)
         key = _string(call.args[0].value)
+        if owner is not None and key is None and func.attr.value == "register_buffer":
+            owner[0].dynamic_buffers = True
         if owner is None or key is None:
             continue
         if func.attr.value in ("register_module", "add_module"):
             owner[0].submodules[key] = "Module"
         else:
             owner[0].registered.add(key)
+            if func.attr.value == "register_buffer":
+                owner[0].buffers.add(key)
     return out
 
 
@@ -149,3 +158,202 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
 def class_facts(ctx: FileContext) -> dict[str, ClassFacts]:
     """Facts about each `nn.Module` subclass of the file, by class name (memoised per file)."""
     return ctx.shared("placement_classes", _build)
+
+
+# -- plain containers ------------------------------------------------------------------------
+# What a module keeps in a Python list, tuple or dict: DL103 asks whether the elements are
+# modules, DL102 whether they are tensors that `model.to()` leaves behind.
+
+CONTAINER_LITERALS = {cst.List: "list", cst.Tuple: "tuple", cst.Dict: "dict", cst.ListComp: "list", cst.DictComp: "dict"}
+_ADDERS = frozenset({"append", "extend", "insert", "update"})
+# Builtins that only iterate over or inspect a container: handing it to them registers nothing.
+ITERATION_HELPERS = frozenset(
+    {"zip", "enumerate", "len", "reversed", "iter", "sorted", "print", "isinstance", "any", "all", "map", "filter"}
+)
+
+
+@dataclass
+class ContainerFill:
+    """One place where a plain container receives elements."""
+
+    node: cst.CSTNode  # what a finding points at: the literal, the `.append(...)` call, the assigned value
+    elements: list[cst.BaseExpression]
+    literal: bool  # `elements` are every element of a literal (so "are all of them modules?" can be asked)
+
+
+@dataclass
+class LocalContainer:
+    """A plain list/tuple/dict held by a local name of one function."""
+
+    kind: str
+    fills: list[ContainerFill] = field(default_factory=list)
+    # handed to a call that may register or copy its elements (`nn.Sequential(*layers)`)
+    handed_on: bool = False
+    returned: bool = False
+
+
+_CONTAINER_CALLS = {"list": "list", "tuple": "tuple", "dict": "dict", "collections.OrderedDict": "dict", "OrderedDict": "dict"}
+
+
+def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """"list", "tuple" or "dict" for a plain container: a literal, a comprehension, or `list()`,
+    `dict()`, `OrderedDict()` (empty or around a literal or generator)."""
+    kind = CONTAINER_LITERALS.get(type(value))
+    if kind is not None or not isinstance(value, cst.Call):
+        return kind
+    name = ctx.qualified_name(value.func) or (value.func.value if isinstance(value.func, cst.Name) else "")
+    kind = _CONTAINER_CALLS.get(name)
+    if kind is None or len(value.args) > 1 or any(a.keyword is not None or a.star for a in value.args):
+        return None
+    if value.args and type(value.args[0].value) not in CONTAINER_LITERALS and not isinstance(value.args[0].value, cst.GeneratorExp):
+        return None
+    return kind
+
+
+def literal_elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The element expressions of a container literal or comprehension (values for dicts)."""
+    if isinstance(value, cst.Call):  # `list(...)`, `OrderedDict({...})`
+        return literal_elements(value.args[0].value) if value.args else []
+    if isinstance(value, cst.GeneratorExp):
+        return [value.elt]
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+    if isinstance(value, cst.Dict):
+        return [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+    if isinstance(value, cst.ListComp):
+        return [value.elt]
+    if isinstance(value, cst.DictComp):
+        return [value.value]
+    return []
+
+
+def added_elements(ctx: FileContext, holder: cst.CSTNode) -> tuple[cst.CSTNode, list[cst.BaseExpression], bool] | None:
+    """When `holder` (a name or `self.x`) is being filled here: (node to report, elements, literal).
+
+    Recognises `holder.append(x)`, `.insert(i, x)`, `.extend([...])`, `.update({...})`,
+    `holder += [...]` and `holder[key] = x`.
+    """
+    index = ctx.index
+    parent = index.parent(holder)
+    if isinstance(parent, cst.Attribute) and parent.value is holder and parent.attr.value in _ADDERS:
+        call = index.parent(parent)
+        if not (isinstance(call, cst.Call) and call.func is parent and call.args):
+            return None
+        last = call.args[-1].value
+        if parent.attr.value in ("extend", "update"):
+            return (call, literal_elements(last), False) if container_kind(ctx, last) else None
+        return call, [last], False
+    if isinstance(parent, cst.AugAssign) and parent.target is holder and isinstance(parent.operator, cst.AddAssign):
+        return (parent, literal_elements(parent.value), False) if container_kind(ctx, parent.value) else None
+    if isinstance(parent, cst.Subscript) and parent.value is holder:
+        target = index.parent(parent)
+        if isinstance(target, cst.AssignTarget):
+            assign = index.parent(target)
+            if isinstance(assign, cst.Assign):
+                return assign, [assign.value], False
+    return None
+
+
+def handed_to_call(ctx: FileContext, holder: cst.CSTNode) -> bool:
+    """`holder` is an argument of a call other than an iteration helper (`nn.ModuleList(layers)`,
+    `nn.Sequential(*layers)`, `torch.stack(anchors)`): its elements may be registered or copied."""
+    parent = ctx.index.parent(holder)
+    if not isinstance(parent, cst.Arg):
+        return False
+    call = ctx.index.parent(parent)
+    return not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ITERATION_HELPERS)
+
+
+def local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, LocalContainer]:
+    """Plain containers built in local names of `function` (memoised per function)."""
+    cache = ctx.shared("placement_classes.locals", lambda c: {})
+    found = cache.get(id(function))
+    if found is None:
+        found = cache[id(function)] = _local_containers(ctx, function)
+    return found
+
+
+def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, LocalContainer]:
+    index = ctx.index
+    out: dict[str, LocalContainer] = {}
+    names = [n for n in index.walk(function.body) if isinstance(n, cst.Name)]
+    for node in names:  # bindings first: `layers = []`
+        parent = index.parent(node)
+        if isinstance(parent, cst.AssignTarget) and parent.target is node:
+            assign = index.parent(parent)
+            if isinstance(assign, cst.Assign):
+                kind = container_kind(ctx, assign.value)
+                if kind is None:
+                    out.pop(node.value, None)  # bound to something else too: not a plain container
+                    continue
+                box = out.setdefault(node.value, LocalContainer(kind))
+                box.fills.append(ContainerFill(assign.value, literal_elements(assign.value), True))
+    for node in names:
+        box = out.get(node.value)
+        if box is None:
+            continue
+        added = added_elements(ctx, node)
+        if added is not None:
+            box.fills.append(ContainerFill(*added))
+        elif handed_to_call(ctx, node):
+            box.handed_on = True
+        elif isinstance(index.parent(node), cst.Return):
+            box.returned = True
+    return out
+
+
+def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassFacts | None) -> LocalContainer | None:
+    """The plain container a same-file builder returns: `make_layers(cfg)` or `self._build(n)`
+    whose body ends in `return layers` (a local list it filled) or `return [Block() ...]`."""
+    if not isinstance(call, cst.Call):
+        return None
+    func = call.func
+    builder: cst.FunctionDef | None = None
+    if isinstance(func, cst.Name):
+        builder = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
+    elif facts is not None and self_attribute(func) is not None:
+        builder = facts.methods.get(self_attribute(func) or "")
+    if builder is None:
+        return None
+    locals_ = local_containers(ctx, builder)
+    for node in ctx.index.walk(builder.body):
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        if ctx.index.enclosing_function(node) is not builder:
+            continue
+        value = node.value
+        if isinstance(value, cst.Name) and value.value in locals_:
+            box = locals_[value.value]
+            return None if box.handed_on else box
+        kind = container_kind(ctx, value)
+        if kind is not None:
+            return LocalContainer(kind, [ContainerFill(value, literal_elements(value), True)])
+        return None
+    return None
+
+
+# Libraries whose classes are `nn.Module`s, by qualified-name prefix; the capitalised class names
+# below them construct modules (`torchmetrics.Accuracy(...)`, `torchvision.ops.MLP(...)`).
+_MODULE_LIBRARIES = ("torchmetrics.", "torchvision.ops.", "timm.layers.", "timm.models.", "torchaudio.models.")
+_NOT_MODULES = ("functional", "utilities", "utils", "Config", "Tokenizer", "Processor", "Output")
+# Functions that return a model (`timm.create_model(...)`, `torchvision.models.resnet50(...)`).
+_MODEL_FACTORY_PREFIXES = ("timm.create_model", "torchvision.models.")
+
+
+def library_module(ctx: FileContext, call: cst.BaseExpression) -> str | None:
+    """The short name when `call` builds an `nn.Module` from a library outside `torch.nn`:
+    torchmetrics metrics, torchvision/timm/torchaudio layers and models, `from_pretrained` models."""
+    if not isinstance(call, cst.Call):
+        return None
+    qualified = ctx.qualified_name(call.func) or ""
+    if not qualified or any(word in qualified for word in _NOT_MODULES):
+        return None
+    last = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith(_MODULE_LIBRARIES) and last[:1].isupper():
+        return last
+    if qualified.startswith(_MODEL_FACTORY_PREFIXES) and last[:1].islower() and not last.startswith(("get_weight", "list_", "get_model_")):
+        return last
+    if qualified.startswith("transformers.") and last == "from_pretrained":
+        owner = qualified.rsplit(".", 2)[-2]
+        return owner if "Model" in owner or "For" in owner else None
+    return None

@@ -5,17 +5,16 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_classes import ClassFacts, class_facts, is_parameter_call, module_constructor, self_attribute
+from devicelint.analysis.placement_classes import (
+    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, container_kind, literal_elements, handed_to_call, class_facts, is_parameter_call, library_module,
+    local_containers, module_constructor, returned_container, self_attribute,
+)
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
-CONTAINERS = {cst.List: "list", cst.Tuple: "tuple", cst.Dict: "dict", cst.ListComp: "list", cst.DictComp: "dict"}
 REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
 PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}
-ADDERS = frozenset({"append", "extend", "insert"})
-# Builtins that only iterate over or inspect a container: handing it to them registers nothing.
-ITERATION_HELPERS = frozenset({"zip", "enumerate", "len", "reversed", "iter", "sorted", "print", "isinstance", "any", "all", "map", "filter"})
 
 
 @register
@@ -24,7 +23,12 @@ class SubmodulesInPlainContainer(Rule):
     ## What it does
     Flags an `nn.Module` that keeps submodules (or `nn.Parameter`s) in a plain Python list,
     tuple or dict: `self.layers = [nn.Linear(...), ...]`, a list comprehension of modules,
-    `self.heads = {"a": Head(), ...}`, or `.append(module)` onto such a list.
+    `self.heads = {"a": Head(), ...}`, `.append(module)` onto such a list or `heads[key] = module`
+    into such a dict, a local list filled with modules and then stored (`self.layers = layers`),
+    or the list returned by a builder of the same file (`self.features = make_layers(cfg)`).
+    Modules from libraries outside `torch.nn` count too: torchmetrics metrics, torchvision and
+    timm layers, `timm.create_model`, torchvision models and `transformers` `from_pretrained`
+    models.
 
     ## Why it is a bug on a GPU
     `nn.Module` registers only submodules assigned directly or held in `nn.ModuleList` /
@@ -55,10 +59,13 @@ class SubmodulesInPlainContainer(Rule):
     checkpoints need their keys mapped.
 
     ## Known limits
-    Only containers whose elements are visibly modules (constructors of `torch.nn` classes or of
-    module classes of the same file, or names bound to them) are reported. A container that is
-    later handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to
-    be registered there.
+    Only containers whose elements are visibly modules (constructors of `torch.nn` classes, of
+    the libraries above or of module classes of the same file, functions of the file that
+    return one, or names bound to them) are reported; builders are followed one call deep
+    within the file. A class imported from elsewhere counts only when the container's elements
+    are then called like layers (`for block in self.blocks: x = block(x)`). A container that is later
+    handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
+    registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`.
     """
 
     code = "DL103"
@@ -73,30 +80,36 @@ class SubmodulesInPlainContainer(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for facts in class_facts(ctx).values():
             handed_on = _attributes_passed_to_calls(ctx, facts)
+            called = _elements_called(ctx, facts)
             plain: dict[str, str] = {}
             looped = _registered_in_loop(ctx, facts)
-            for attr, value, _ in facts.assignments:
-                container = CONTAINERS.get(type(value))
+            for attr, value, method in facts.assignments:
+                container = container_kind(ctx, value)
+                if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
+                    # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`
+                    built = _built_elsewhere(ctx, facts, value, method)
+                    if built is not None:
+                        plain.setdefault(attr, built.kind)
+                        elements = _filled_elements(ctx, built, attr in called)
+                        if elements:
+                            yield self._report(value, attr, built.kind, elements)
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
-                elements = _elements(ctx, value)
+                elements = _elements(ctx, value, attr in called)
                 if attr in handed_on or not elements:
                     continue
                 yield self._report(value, attr, container, elements)
-            for call in _adder_calls(ctx, facts):
-                attr = self_attribute(call.func.value)  # type: ignore[attr-defined]
-                if attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
+            for attr, node, _ in facts.references:
+                added = added_elements(ctx, node)
+                if added is None or attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
                     continue
-                values = [a.value for a in call.args]
-                if call.func.attr.value == "extend" and values and isinstance(values[0], (cst.List, cst.Tuple, cst.ListComp)):  # type: ignore[attr-defined]
-                    elements = _elements(ctx, values[0])
-                else:
-                    elements = [k for v in values[-1:] if (k := _element_kind(ctx, v)) and k != "stateless"]
-                    if elements and _registered_by_hand(ctx, call, values[-1]):
-                        continue
+                site, values, _ = added
+                elements = [k for v in values if (k := _element_kind(ctx, v, attr in called)) and k != "stateless"]
+                if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
+                    continue
                 if elements:
-                    yield self._report(call, attr, plain[attr], elements)
+                    yield self._report(site, attr, plain[attr], elements)
 
     def _report(self, node: cst.CSTNode, attr: str, container: str, elements: list[str]) -> Violation:
         parameters = all(kind == "parameter" for kind in elements)
@@ -107,19 +120,136 @@ class SubmodulesInPlainContainer(Rule):
         )
 
 
-def _element_kind(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = False) -> str | None:
     """"parameter", "module" (one holding state), "stateless" (a module without parameters or
-    buffers: nothing to move or save) or None (not a module)."""
+    buffers: nothing to move or save) or None (not a module). With `called` (the class calls the
+    container's elements like layers), an imported class of the project counts as a module."""
     if is_parameter_call(ctx, node):
         return "parameter"
-    constructed = module_constructor(ctx, node)
+    constructed = module_constructor(ctx, node) or library_module(ctx, node)
     if constructed is not None:
         return "stateless" if _stateless(constructed, node) else "module"
+    if called and _imported_class(ctx, node):
+        return "module"
+    if _module_factory(ctx, node):
+        return "module"
     if isinstance(node, cst.Name):
         fact = value_kind(ctx, node)
         if fact.kind == MODULE and fact.factory is not None and fact.where is None:
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
     return None
+
+
+def _built_elsewhere(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression,
+                     method: cst.FunctionDef) -> LocalContainer | None:
+    """The plain container behind `self.x = layers` (a local the method filled and handed to
+    nothing else) or `self.x = make_layers(cfg)` (a same-file builder returning one)."""
+    if isinstance(value, cst.Name):
+        box = local_containers(ctx, method).get(value.value)
+        if box is not None:
+            return None if box.handed_on else box
+        # `layers = make_layers(cfg)` then `self.layers = layers`
+        sources = [a.value for a in ctx.index.walk(method.body) if isinstance(a, cst.Assign)
+                   and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in a.targets)]
+        if len(sources) != 1 or _handed_on_locally(ctx, method, value.value):
+            return None
+        value = sources[0]
+    return returned_container(ctx, value, facts)
+
+
+def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body))
+
+
+def _filled_elements(ctx: FileContext, box: LocalContainer, called: bool) -> list[str]:
+    """The stateful module/parameter kinds put into a local container (literals must be all modules)."""
+    found: list[str] = []
+    for fill in box.fills:
+        if fill.literal:
+            found.extend(_elements(ctx, fill.node, called) if fill.elements else [])
+            continue
+        for value in fill.elements:
+            kind = _element_kind(ctx, value, called)
+            if kind and kind != "stateless" and not (isinstance(fill.node, cst.Call) and _registered_by_hand(ctx, fill.node, value)):
+                found.append(kind)
+    return found
+
+
+# Imported classes that are never modules, by qualified-name prefix.
+NON_MODULE_LIBRARIES = ("torch.", "torchvision.transforms", "torchvision.datasets", "numpy.", "collections.",
+                        "dataclasses.", "typing.", "functools.", "itertools.", "pathlib.", "random.", "math.",
+                        "albumentations.", "PIL.", "transformers.", "datasets.", "tokenizers.", "threading.",
+                        "queue.", "multiprocessing.", "logging.", "argparse.", "enum.", "decimal.", "fractions.")
+
+
+def _module_factory(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`conv_bn(c_in, c_out)` where the same file's `conv_bn` returns `nn.Sequential(...)`."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
+        return False
+    function = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None)
+    if function is None:
+        return False
+    returns = [r.value for r in ctx.index.walk(function.body)
+               if isinstance(r, cst.Return) and ctx.index.enclosing_function(r) is function]
+    return bool(returns) and all(
+        r is not None and (module_constructor(ctx, r) or library_module(ctx, r))
+        and not _stateless(module_constructor(ctx, r) or "", r)
+        for r in returns
+    )
+
+
+def _imported_class(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`ResBlock(...)` with `ResBlock` imported from the project (or a library not known to hold
+    other things than modules)."""
+    if not isinstance(node, cst.Call):
+        return False
+    qualified = ctx.qualified_name(node.func)
+    if qualified is None or qualified.startswith(NON_MODULE_LIBRARIES):
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    return last[:1].isupper() and not last.isupper()
+
+
+def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Attributes whose elements a method other than `__init__` calls like layers:
+    `self.blocks[i](x)`, `for block in self.blocks: x = block(x)`, `for k, f in self.heads.items(): f(x)`."""
+    found: set[str] = set()
+    for attr, node, method in facts.references:
+        if method.name.value == "__init__":
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            call = ctx.index.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                found.add(attr)
+            continue
+        iterated: cst.CSTNode | None = node
+        path: list[int] = []  # where the element sits in the loop target: [] whole, [1] second of a pair
+        if isinstance(parent, cst.Attribute) and parent.attr.value in ("values", "items"):
+            path = [1] if parent.attr.value == "items" else []
+            iterated = ctx.index.parent(parent)  # the `.items()` call
+            parent = ctx.index.parent(iterated) if iterated is not None else None
+        if isinstance(parent, cst.Arg) and iterated is not None:
+            call = ctx.index.parent(parent)
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate")):
+                continue
+            position = 1 if call.func.value == "enumerate" else next(i for i, a in enumerate(call.args) if a is parent)
+            path = [position] + path
+            iterated, parent = call, ctx.index.parent(call)
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is iterated:
+            target: cst.BaseExpression | None = parent.target
+            for position in path:
+                elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+                target = elements[position].value if position < len(elements) else None
+            if not isinstance(target, cst.Name):
+                continue
+            scope = parent.body if isinstance(parent, cst.For) else ctx.index.parent(parent)
+            if scope is not None and any(
+                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == target.value
+                for n in ctx.index.walk(scope)
+            ):
+                found.add(attr)
+    return found
 
 
 def _stateless(name: str, call: cst.BaseExpression) -> bool:
@@ -134,19 +264,10 @@ def _stateless(name: str, call: cst.BaseExpression) -> bool:
     )
 
 
-def _elements(ctx: FileContext, value: cst.BaseExpression) -> list[str]:
+def _elements(ctx: FileContext, value: cst.BaseExpression, called: bool = False) -> list[str]:
     """The kinds of the module/parameter elements of a container literal (empty if any is not one)."""
-    if isinstance(value, (cst.List, cst.Tuple)):
-        items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
-    elif isinstance(value, cst.Dict):
-        items = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
-    elif isinstance(value, cst.ListComp):
-        items = [value.elt]
-    elif isinstance(value, cst.DictComp):
-        items = [value.value]
-    else:
-        return []
-    kinds = [_element_kind(ctx, item) for item in items]
+    items = literal_elements(value)
+    kinds = [_element_kind(ctx, item, called) for item in items]
     if not kinds or not all(kinds) or all(k == "stateless" for k in kinds):
         return []
     return [k for k in kinds if k != "stateless"]
@@ -169,8 +290,9 @@ def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
     return found
 
 
-def _registered_by_hand(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
-    """`self.add_module(str(i), layer)` next to `self.layers.append(layer)` registers it."""
+def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    """`self.add_module(str(i), layer)` (or `setattr(self, name, layer)`) next to
+    `self.layers.append(layer)` registers it."""
     if not isinstance(value, cst.Name):
         return False
     function = ctx.index.enclosing_function(call)
@@ -182,16 +304,10 @@ def _registered_by_hand(ctx: FileContext, call: cst.Call, value: cst.BaseExpress
             other = node.args[1].value
             if isinstance(other, cst.Name) and other.value == value.value:
                 return True
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr"
+                and len(node.args) == 3 and isinstance(node.args[2].value, cst.Name) and node.args[2].value.value == value.value):
+            return True
     return False
-
-
-def _adder_calls(ctx: FileContext, facts: ClassFacts) -> Iterator[cst.Call]:
-    for _, node, _ in facts.references:
-        parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in ADDERS:
-            call = ctx.index.parent(parent)
-            if isinstance(call, cst.Call) and call.func is parent and call.args:
-                yield call
 
 
 def _attributes_passed_to_calls(ctx: FileContext, facts: ClassFacts) -> set[str]:

@@ -5,14 +5,24 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
-from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.placement_classes import (
+    ClassFacts, container_kind, added_elements, class_facts, literal_elements, local_containers, returned_container,
+    self_attribute,
+)
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, Fact
+from devicelint.analysis.placement_values import annotation_is_tensor, is_empty_placeholder
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR, CPU, DEVICE, FACTORIES, MEETING_METHODS, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact,
+)
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
-# Classes that move or save their own tensors.
-CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda", "_load_from_state_dict", "state_dict", "_save_to_state_dict"})
+# Methods through which a class moves its own tensors: attributes they touch are moved.
+CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda"})
+# Classes that save and restore their own tensors: left alone.
+CUSTOM_STATE = frozenset({"_load_from_state_dict", "state_dict", "_save_to_state_dict"})
+# In a custom mover, these reach every attribute by name, so the whole class is moved.
+GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
 # `self.x.<attr>` uses that read the tensor on the host or move it first.
 SAFE_ATTRIBUTES = frozenset(
     {"to", "cuda", "cpu", "type_as", "item", "tolist", "shape", "size", "device", "dtype", "numel", "dim",
@@ -29,12 +39,17 @@ class TensorAttributeNotRegistered(Rule):
     Flags `self.name = <tensor>` in an `nn.Module` (in `__init__` or another method) when the
     tensor is created on the CPU, is neither an `nn.Parameter` nor registered with
     `register_buffer`, and a method later computes with it (not only reads its shape or value).
+    Also flags tensors kept in a plain list, tuple or dict attribute (`self.anchors = []` then
+    `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
+    class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
+    move.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
     only. A plain tensor attribute stays on the CPU, so `forward` fails with `Expected all
     tensors to be on the same device` on the GPU; `state_dict()` does not save it either, so a
-    reloaded model silently loses it.
+    reloaded model silently loses it. A list of tensors is no better: `.to()` replaces each
+    registered buffer with a moved copy, so the list still holds the old CPU tensors.
 
     ## Example
     ```python
@@ -64,34 +79,38 @@ class TensorAttributeNotRegistered(Rule):
 
     ## Known limits
     Only tensors the analysis can prove are made on the CPU (torch factories without `device=`
-    and what is computed from them) are reported. A class that overrides `_apply`, `to`,
-    `cuda` or its state-dict hooks moves its own tensors and is skipped; so are tensors whose
-    every use moves them (`self.pe.to(x.device)`), reads them on the host (`.item()`,
-    `.tolist()`, `.shape`, `len`), 0-dim tensors, which PyTorch lets meet device tensors, and
-    test files, whose helper modules keep constant tensors on purpose.
+    and what is computed from them) or registered as buffers are reported. A custom `to`,
+    `cuda` or `_apply` is read for the `self.<name>` it touches (and the methods of the class it
+    calls); one that reaches attributes generically (`vars(self)`, `getattr`, `setattr`)
+    silences the class, and so do state-dict hooks. Tensors whose every use moves them
+    (`self.pe.to(x.device)`, also through a loop over a list), reads them on the host
+    (`.item()`, `.tolist()`, `.shape`, `len`), 0-dim tensors, which PyTorch lets meet device
+    tensors, and test files, whose helper modules keep constant tensors on purpose, are not
+    reported.
     """
 
     code = "DL102"
     name = "tensor-attribute-not-registered"
     summary = "A tensor stored as a plain module attribute is not moved by `model.to(device)`."
-    message = (
-        "`self.{attr}` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
-        "moves it and `state_dict()` never saves it; use `self.register_buffer(\"{attr}\", ...)` "
-        "(or `nn.Parameter` if it is trained)"
-    )
+    message = "`self.{attr}` {problem}; {advice}"
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if is_test_path(ctx.path):
             return  # test fixtures build odd modules on purpose (constant weights for tracing)
         for facts in class_facts(ctx).values():
-            if CUSTOM_MOVERS & facts.methods.keys():
+            if CUSTOM_STATE & facts.methods.keys():
                 continue
+            movers = sorted(CUSTOM_MOVERS & facts.methods.keys())
+            moved = _moved_by_hand(ctx, facts, movers)
+            if moved is None:
+                continue  # the class's own `_apply`/`to` reaches every attribute
+            yield from self._plain_containers(ctx, facts, moved)
             by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
             for attr, value, method in facts.assignments:
                 by_attr.setdefault(attr, []).append((value, method))
             for attr, assignments in by_attr.items():
-                if attr in facts.registered or attr in facts.submodules:
+                if attr in facts.registered or attr in facts.submodules or attr in moved:
                     continue
                 candidate = None
                 for value, _ in assignments:
@@ -101,10 +120,164 @@ class TensorAttributeNotRegistered(Rule):
                         break
                     if candidate is None and _made_on_cpu(ctx, value, fact):
                         candidate = value
+                handed_in = None
+                if candidate is None and movers:
+                    # the class moves its tensors by hand: one handed to the constructor counts too
+                    handed_in = candidate = next((v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None)
                 if candidate is None or not _computed_with(ctx, facts, attr):
                     continue
                 target = _assignment_target(ctx, candidate)
-                yield self.violation(target or candidate, attr=attr)
+                if movers:
+                    what = "a tensor" if handed_in is not None else "a CPU tensor"
+                    problem = f"holds {what} that this class's own `{movers[-1]}()` does not move"
+                    advice = f"move it there as well, or use `self.register_buffer(\"{attr}\", ...)`"
+                else:
+                    problem = ("holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
+                               "moves it and `state_dict()` never saves it")
+                    advice = f"use `self.register_buffer(\"{attr}\", ...)` (or `nn.Parameter` if it is trained)"
+                yield self.violation(target or candidate, attr=attr, problem=problem, advice=advice)
+
+    def _plain_containers(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
+        """Tensors kept in a plain list/tuple/dict attribute: `.to()` moves none of them, and a
+        buffer it does move is replaced, so the container keeps the stale CPU tensor."""
+        kinds: dict[str, str] = {}
+        sites: dict[str, list[cst.CSTNode]] = {}
+        for attr, value, method in facts.assignments:
+            kind = container_kind(ctx, value)
+            elements = literal_elements(value)
+            if kind is None:
+                box = (local_containers(ctx, method).get(value.value) if isinstance(value, cst.Name)
+                       else returned_container(ctx, value, facts))
+                if box is None or box.handed_on:
+                    continue
+                kind = box.kind
+                elements = [e for fill in box.fills for e in fill.elements]
+            kinds.setdefault(attr, kind)
+            if any(_stale_tensor(ctx, facts, e) for e in elements):
+                sites.setdefault(attr, []).append(value)
+        for attr, node, _ in facts.references:
+            if attr in kinds:
+                added = added_elements(ctx, node)
+                if added is not None and any(_stale_tensor(ctx, facts, e) for e in added[1]):
+                    sites.setdefault(attr, []).append(added[0])
+        refilled = _refilled_at_run_time(ctx, facts)
+        for attr, found in sites.items():
+            if attr in facts.registered or attr in facts.submodules or attr in moved or attr in refilled:
+                continue
+            if not _computed_with(ctx, facts, attr):
+                continue
+            container = kinds[attr]
+            yield self.violation(
+                found[0], attr=attr,
+                problem=(f"keeps tensors in a plain {container}: `model.to(device)` moves none of them, and a "
+                         f"buffer it moves is replaced, so the {container} still holds the CPU tensor"),
+                advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
+            )
+
+
+def _tensor_argument(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpression,
+                     method: cst.FunctionDef) -> bool:
+    """`self.std = std` where `std` is a parameter annotated `Tensor`, or one that the class then
+    uses the way only a tensor is used (`self.std.view(...)`, `self.std[..., None]`)."""
+    if not isinstance(value, cst.Name):
+        return False
+    params = {p.name.value: p for p in (*method.params.params, *method.params.kwonly_params)}
+    param = params.get(value.value)
+    if param is None:
+        return False
+    if param.default is not None and not isinstance(param.default, cst.Name):
+        return False  # `eps=1e-5`, `scale=None`-style options (a literal default) are not tensors
+    if annotation_is_tensor(param.annotation):
+        return True
+    for name, node, user in facts.references:
+        if name != attr or user is method:
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in TENSOR_ONLY_METHODS:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is node and not isinstance(ctx.index.parent(parent), cst.AssignTarget):
+            return True
+    return False
+
+
+def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Containers whose entries a method other than `__init__` replaces (`self.grid[i] = ...`):
+    caches rebuilt where they are used, from the input's device."""
+    found: set[str] = set()
+    for attr, node, method in facts.references:
+        if method.name.value == "__init__":
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            holder = ctx.index.parent(parent)
+            while isinstance(holder, (cst.Element, cst.Tuple, cst.List)):
+                holder = ctx.index.parent(holder)
+            if isinstance(holder, cst.AssignTarget):
+                found.add(attr)
+    return found
+
+
+def _moved_by_hand(ctx: FileContext, facts: ClassFacts, movers: list[str]) -> set[str] | None:
+    """The attributes that the class's own `to`/`cuda`/`_apply` (and the methods they call on
+    `self`) touch; None when they reach attributes generically (`vars(self)`, `getattr`)."""
+    seen: set[str] = set()
+    todo = list(movers)
+    touched: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in facts.methods:
+            continue
+        seen.add(name)
+        for node in ctx.index.walk(facts.methods[name].body):
+            if isinstance(node, cst.Name) and node.value in GENERIC_MOVES:
+                return None
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            if attr is None:
+                if isinstance(node, cst.Attribute) and node.attr.value in GENERIC_MOVES:
+                    return None
+                continue
+            touched.add(attr)
+            if attr in facts.methods:
+                todo.append(attr)
+    return touched
+
+
+def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpression) -> bool:
+    """An element that `model.to()` leaves behind: a CPU tensor made here, or a registered buffer
+    (`getattr(self, f"anchor_{i}")`, `self.mean`, or the tensor just handed to `register_buffer`)."""
+    if isinstance(element, cst.Call) and isinstance(element.func, cst.Name) and element.func.value == "getattr":
+        first = element.args[0].value if element.args else None
+        return facts.dynamic_buffers and isinstance(first, cst.Name) and first.value == "self"
+    if isinstance(element, (cst.Tuple, cst.List)):  # `self.stats[name] = (mean, std)`
+        return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if not isinstance(e, cst.StarredElement))
+    attr = self_attribute(element)
+    if attr is not None:
+        return attr in facts.buffers
+    if isinstance(element, cst.Name) and _registered_as_buffer(ctx, element):
+        return True
+    fact = value_kind(ctx, element)
+    if isinstance(element, cst.Call):
+        qualified = ctx.qualified_name(element.func) or ""
+        if qualified.startswith("torch.") and is_empty_placeholder(element, qualified[6:]):
+            return False  # `torch.empty(0)`: a slot filled at run time, not a tensor to move
+    if fact.kind == UNKNOWN and isinstance(element, cst.Call):
+        # comprehension bodies are not interpreted: read a bare torch factory call here
+        keywords = {a.keyword.value for a in element.args if a.keyword is not None}
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES:
+            return "device" not in keywords and bool(element.args)
+    return _made_on_cpu(ctx, element, fact)
+
+
+def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
+    """`self.register_buffer(key, name)` in the function that uses `name`."""
+    function = ctx.index.enclosing_function(name)
+    if function is None:
+        return False
+    for node in ctx.index.walk(function.body):
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "register_buffer"
+                and len(node.args) >= 2 and isinstance(node.args[1].value, cst.Name) and node.args[1].value.value == name.value):
+            return True
+    return False
 
 
 def _is_move(value: cst.BaseExpression) -> bool:
@@ -144,8 +317,16 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
 
 def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
     parent = ctx.index.parent(node)
-    while isinstance(parent, cst.Subscript) and parent.value is node:
-        node, parent = parent, ctx.index.parent(parent)
+    while True:
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            node, parent = parent, ctx.index.parent(parent)
+            continue
+        # `self.t.unsqueeze(0).expand(n, -1).to(device)`: reshaped on the host, then moved
+        call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        if (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
+                and parent.attr.value not in MEETING_METHODS and _moved_afterwards(ctx, call)):
+            return True
+        break
     if isinstance(parent, cst.Attribute) and parent.value is node:
         return parent.attr.value in SAFE_ATTRIBUTES
     if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.FormattedStringExpression, cst.Del)):
@@ -154,9 +335,42 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
         return all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in parent.comparisons)
     if isinstance(parent, cst.Arg):
         call = ctx.index.parent(parent)
-        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS
+        if not isinstance(call, cst.Call):
+            return False
+        if isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate") and isinstance(ctx.index.parent(call), cst.For):
+            return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]
+        # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
+        placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
+        return placed or (isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS)
+    if isinstance(parent, cst.For) and parent.iter is node:
+        return _loop_reads_safely(ctx, parent)
     if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
         return True
     if isinstance(parent, (cst.If, cst.While, cst.BooleanOperation)):
         return True  # a truth test (`if self.cache:`), not a computation on the device
     return False
+
+
+def _moved_afterwards(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """The chain of host-side reshapes that starts at `node` ends in a move (`.to(...)`, `.cuda()`)."""
+    while True:
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            node = parent
+            continue
+        if not (isinstance(parent, cst.Attribute) and parent.value is node):
+            return False
+        if parent.attr.value in ("to", "cuda", "type_as"):
+            return True
+        call = ctx.index.parent(parent)
+        if not (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
+                and parent.attr.value not in MEETING_METHODS):
+            return False
+        node = call
+
+
+def _loop_reads_safely(ctx: FileContext, loop: cst.For) -> bool:
+    """`for w in self.weights: ... w.to(x.device) ...`: every use of the loop's names is safe."""
+    targets = {n.value for n in ctx.index.walk(loop.target) if isinstance(n, cst.Name)}
+    uses = [n for n in ctx.index.walk(loop.body) if isinstance(n, cst.Name) and n.value in targets]
+    return bool(uses) and all(_safe_read(ctx, use) for use in uses)

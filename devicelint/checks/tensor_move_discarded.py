@@ -5,6 +5,8 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement import value_kind
+from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
+from devicelint.analysis.placement_classes import class_facts
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -18,7 +20,9 @@ class TensorMoveDiscarded(Rule):
     ## What it does
     Flags `x.to(device)`, `x.cuda()`, `x.cpu()`, `x.half()`-style calls written as statements
     on their own, when the receiver is a tensor: the call returns a new tensor and the
-    statement throws it away.
+    statement throws it away. Also flags a statement calling a helper of the same file that
+    only returns moved copies of its first argument (`to_device(batch)` whose body is
+    `return {k: v.to(device) for k, v in batch.items()}`).
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -47,16 +51,24 @@ class TensorMoveDiscarded(Rule):
     is unsafe: code that relied on `x` staying where it was now sees the moved tensor.
 
     ## Known limits
-    Only receivers the placement analysis proves to be tensors are reported (factory results,
+    Receivers the placement analysis proves to be tensors are reported (factory results,
     DataLoader batch elements, parameters annotated `Tensor` or used as tensors, results of
-    tensor operations). A receiver that may be a module, a `BatchEncoding` or any object with
-    its own in-place `.to()` is never reported.
+    tensor operations). A `.to()`/`.cuda()` on a name of unknown type is reported when the name
+    was made by a loop over data, by unpacking, by a function call or by indexing, and the code
+    uses it as only a tensor is used (indexed with numbers or slices, an arithmetic operand, a
+    tensor method, a model's positional input) and never as an object (another attribute such
+    as `batch.y`, `**inputs`, a string key, a call). Names that say module (`model`, `net`,
+    `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
+    `load`/`build`/`create`-style call are never reported, nor is a whole batch (`batch`,
+    `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
+    moves in place. A helper is followed only within the file, and one that also changes its
+    argument in place (`batch[k] = ...`, `batch.update(...)`) is not reported.
     """
 
     code = "DL104"
     name = "tensor-move-discarded"
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
-    message = "`{call}` returns a new tensor that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
+    message = "`{call}` returns {what} that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
     fix_availability = "sometimes"
     tokens = (".to", ".cuda", ".cpu", ".half", ".float", ".double", ".bfloat16", ".long", ".int", ".bool",
               ".byte", ".short", ".char", ".type", ".contiguous", ".pin_memory", ".xpu", ".mps")
@@ -64,6 +76,10 @@ class TensorMoveDiscarded(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
+            moved = _moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
+            if moved is not None:
+                yield self._report(ctx, call, moved, "a moved copy", "moved")
+                continue
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
                 continue
             method = call.func.attr.value
@@ -72,17 +88,288 @@ class TensorMoveDiscarded(Rule):
             if method == "type" and not call.args:
                 continue  # `x.type()` returns the type name
             receiver = call.func.value
-            if not value_kind(ctx, receiver).is_tensor:
+            fact = value_kind(ctx, receiver)
+            if fact.is_tensor and _assigned_an_object(ctx, receiver):
                 continue
-            receiver_text = ctx.code_for(receiver)
-            call_text = ctx.code_for(call)
-            fix = None
-            if isinstance(receiver, (cst.Name, cst.Attribute, cst.Subscript)):
-                fix = FixProposal(
-                    description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
-                    replacements=((call, f"{receiver_text} = {call_text}"),),
+            if not fact.is_tensor and not (
+                fact.kind == UNKNOWN and method in MOVES and (
+                    (isinstance(receiver, cst.Name) and _unknown_is_tensor(ctx, receiver))
+                    or _part_of_batch(receiver)
                 )
-            yield self.violation(
-                call, fix=fix, call=call_text, receiver=receiver_text,
-                done="moved" if method in MOVES else "converted",
+            ):
+                continue
+            done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
+            yield self._report(ctx, call, receiver, "a new tensor", done)
+
+    def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str) -> Violation:
+        receiver_text = ctx.code_for(receiver)
+        call_text = ctx.code_for(call)
+        fix = None
+        if isinstance(receiver, (cst.Name, cst.Attribute, cst.Subscript)):
+            fix = FixProposal(
+                description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
+                replacements=((call, f"{receiver_text} = {call_text}"),),
             )
+        return self.violation(call, fix=fix, call=call_text, receiver=receiver_text, what=what, done=done)
+
+
+# -- helpers that return a moved copy -----------------------------------------------------------
+# `to_device(batch)` as a statement, where the same file's `to_device` builds and returns moved
+# copies (`{k: v.to(device) for k, v in batch.items()}`) and changes nothing in place.
+
+
+def _moved_by_helper(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """The argument that a same-file helper returns moved, when the helper only returns copies."""
+    func = call.func
+    helper: cst.FunctionDef | None = None
+    skip_self = False
+    if isinstance(func, cst.Name):
+        helper = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+        helper = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value), None)
+        skip_self = True
+    if helper is None or any(a.star or a.keyword is not None for a in call.args):
+        return None
+    params = [p.name.value for p in helper.params.params][1 if skip_self else 0:]
+    args = [a.value for a in call.args]
+    if not params or not args or not isinstance(args[0], cst.Name):
+        return None
+    returns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper]
+    if not returns or not all(r.value is not None and _moved_copy_of(ctx, r.value, params[0]) for r in returns):
+        return None
+    if _changes_in_place(ctx, helper, params[0]):
+        return None
+    return args[0]
+
+
+def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, param: str) -> bool:
+    """`param.to(d)`, or a literal/comprehension of `.to(...)`/`.cuda()` copies of `param`'s parts."""
+    def is_move(node: cst.CSTNode) -> bool:
+        return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES
+                and any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(node.func.value)))
+    if is_move(value):
+        return True
+    if isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.List, cst.Tuple)):
+        mentions = any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(value))
+        return mentions and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in MOVES
+                                for n in ctx.index.walk(value))
+    return False
+
+
+def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> bool:
+    """`batch[k] = ...`, `batch.x = ...`, `batch.update(...)`, `batch.to(...)` as a statement."""
+    for node in ctx.index.walk(helper.body):
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
+            target = node.target
+            if isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name) and target.value.value == param:
+                return True
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+                and node.func.value.value == param and node.func.attr.value in ("update", "__setitem__", "setdefault", "pop")):
+            return True
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
+                and isinstance(node.value.func.value, cst.Name) and node.value.func.value.value == param:
+            return True  # `batch.to(device)` in place (a BatchEncoding) inside the helper
+    return False
+
+
+# -- receivers the placement analysis does not know ---------------------------------------------
+# `x.to(device)` on a value of unknown type is decided from how the name was made and what the
+# code does with it: a tensor-like use (indexed, an operand, a model's input) and no sign of an
+# object whose `.to()` works in place (a module, a BatchEncoding, a graph batch).
+
+# Parts of names that hold modules or objects moved in place.
+MODULE_WORDS = (
+    "model", "net", "module", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
+    "critic", "policy", "head", "layer", "block", "ema", "teacher", "student", "pipe", "learner", "agent",
+    "criterion", "loss_fn", "metric", "vae", "unet", "transformer", "embed", "tokeniz", "processor", "trainer",
+    "wrapper", "engine", "accelerator", "encoding", "optim", "scaler",
+)
+# Names of whole batches that may be objects moved in place (a graph batch, a BatchEncoding): a
+# model input alone is no evidence that they are tensors.
+CONTAINER_WORDS = ("batch", "data", "graph", "sample", "inputs", "encoded", "example", "item", "record")
+# Callees whose results are objects with their own `.to()` or modules.
+OBJECT_CALL_WORDS = ("tokeniz", "processor", "extractor", "collat", "checkpoint", "ckpt", "load_state", "pretrained",
+                     "instantiate", "deepcopy", "copy", "prepare", "wrap", "compile", "pipeline")
+# Attributes any tensor has; any other attribute use marks an object (`batch.y`, `enc.input_ids`).
+TENSOR_ATTRIBUTES = TENSOR_ONLY_METHODS | PRESERVING_METHODS | frozenset(
+    {"shape", "dtype", "device", "ndim", "T", "tolist", "numpy", "requires_grad", "grad", "backward", "is_cuda",
+     "to", "cuda", "cpu", "float", "half", "long", "numel", "element_size", "data", "sum", "mean", "squeeze"}
+)
+DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16", "float64", "double", "int64", "long", "int32", "int",
+                    "int16", "int8", "uint8", "bool", "complex64", "complex128"})
+LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
+MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children", "values", "items", "parameters"})
+
+
+def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
+    name = receiver.value
+    lowered = name.lower()
+    if any(word in lowered for word in MODULE_WORDS):
+        return False
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    names = [n for n in ctx.index.walk(scope) if isinstance(n, cst.Name) and n.value == name
+             and (ctx.index.enclosing_function(n) or ctx.module) is scope]
+    made = False
+    evidence = False
+    weak = False
+    before = True  # bindings after the discarded move say nothing about what it moved
+    for node in names:
+        if node is receiver:
+            before = False
+            continue
+        binding = _binding(ctx, node)
+        if binding is not None:
+            if not before:
+                continue
+            if binding == "object":
+                return False
+            made = True
+            # a whole batch (not a part unpacked or indexed out of one) may be an object
+            weak = weak or (binding == "whole" and any(word in lowered for word in CONTAINER_WORDS))
+            continue
+        use = _use(ctx, node)
+        if use == "object":
+            return False
+        evidence = evidence or use == "tensor" or (use == "input" and not weak)
+    return made and evidence
+
+
+def _assigned_an_object(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
+    """`self.linear.weight = bnb.nn.Params4bit(...)` earlier in the function: an object of a
+    library class, whose own `.cuda()` may work in place, not a plain tensor."""
+    if not isinstance(receiver, cst.Attribute):
+        return False
+    text = ctx.code_for(receiver)
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    for node in ctx.index.walk(scope):
+        if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+            continue
+        if not any(ctx.code_for(t.target) == text for t in node.targets):
+            continue
+        qualified = ctx.qualified_name(node.value.func) or ""
+        last = (qualified or ctx.code_for(node.value.func)).rsplit(".", 1)[-1]
+        if last[:1].isupper() and not qualified.startswith("torch."):
+            return True
+    return False
+
+
+def _dtype_only(ctx: FileContext, call: cst.Call) -> bool:
+    """`x.to(torch.float32)`, `x.to(dtype=...)`: a cast, not a move."""
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in ("non_blocking", "copy", "memory_format"))]
+    return bool(args) and all(
+        (a.keyword is not None and a.keyword.value == "dtype")
+        or (a.keyword is None and (ctx.qualified_name(a.value) or "").startswith("torch.")
+            and (ctx.qualified_name(a.value) or "").rsplit(".", 1)[-1] in DTYPES)
+        for a in args
+    )
+
+
+def _part_of_batch(receiver: cst.BaseExpression) -> bool:
+    """`batch["input_ids"]`, `data[0]`, `sample[key]`: one entry of a batch, a tensor."""
+    if not (isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Name)):
+        return False
+    lowered = receiver.value.value.lower()
+    return any(word in lowered for word in CONTAINER_WORDS) and not any(word in lowered for word in MODULE_WORDS)
+
+
+def _binding(ctx: FileContext, node: cst.Name) -> str | None:
+    """How `node` binds its name: "part" (unpacked from a tuple, indexed out of a container),
+    "whole" (a loop element, a function's result), "object" (anything else that binds), or None
+    (a use)."""
+    index = ctx.index
+    child: cst.CSTNode = node
+    parent = index.parent(node)
+    unpacked = False
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        unpacked = unpacked or isinstance(parent, (cst.Tuple, cst.List))
+        child, parent = parent, index.parent(parent)
+    if isinstance(parent, cst.AssignTarget):
+        assign = index.parent(parent)
+        if not isinstance(assign, cst.Assign):
+            return "object"
+        if unpacked:
+            return "part"
+        value = assign.value
+        if isinstance(value, (cst.Subscript, cst.BinaryOperation)):
+            return "part"  # an entry of a container, an arithmetic result
+        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in TENSOR_ATTRIBUTES
+                and not any(word in ctx.code_for(value.func.value).lower() for word in MODULE_WORDS)):
+            return "part"  # `x = y.clone()`, `x = y.float()`: a tensor method's result
+        return "whole" if _made_by_call(ctx, value) else "object"
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
+        if not _loop_over_data(ctx, parent.iter):
+            return "object"
+        return "part" if unpacked else "whole"
+    if isinstance(parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal)):
+        return "object" if not isinstance(parent, cst.AugAssign) else None
+    if node is not child:
+        return None  # an element of a tuple being built, a use
+    return None
+
+
+def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`x = helper(...)`: a function's result, of unknown type."""
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if not last or last[:1].isupper() or last in class_facts(ctx):
+        return False  # a class: an object, perhaps a module
+    if isinstance(func, cst.Attribute) and func.attr.value in MOVES:
+        return False
+    if ctx.qualified_name(func) == "torch.load":
+        return False  # a checkpoint: a dict, a whole model or a tensor
+    lowered = last.lower()
+    return not any(word in lowered for word in OBJECT_CALL_WORDS + MODULE_WORDS)
+
+
+def _loop_over_data(ctx: FileContext, iterable: cst.BaseExpression) -> bool:
+    """A loop over batches or a list of values, not over modules (`self.modules()`, `models`)."""
+    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in LOOP_WRAPPERS and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call):
+        func = iterable.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if last in MODULE_ITERATORS or last == "range":
+            return False
+    spelled = ctx.code_for(iterable).lower()
+    return not any(word in spelled for word in ("model", "module", "net", "layer", "block", "range"))
+
+
+def _use(ctx: FileContext, node: cst.Name) -> str | None:
+    """"tensor" for a use only a tensor has, "object" for one a tensor never has, else None."""
+    index = ctx.index
+    parent = index.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        return "tensor" if parent.attr.value in TENSOR_ATTRIBUTES else "object"
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return "object"
+    if isinstance(parent, cst.Subscript) and parent.value is node:
+        keys = [e.slice for e in parent.slice]
+        if any(isinstance(k, cst.Index) and isinstance(k.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)) for k in keys):
+            return "object"
+        return "tensor"
+    if isinstance(parent, cst.BinaryOperation):
+        return "tensor"
+    if isinstance(parent, cst.Arg):
+        if parent.star == "**":
+            return "object"
+        call = index.parent(parent)
+        if isinstance(call, cst.Call) and parent.keyword is None and not parent.star and _model_call(ctx, call):
+            return "input"
+    return None
+
+
+def _model_call(ctx: FileContext, call: cst.Call) -> bool:
+    """`model(x)`, `self.encoder(x)`, `net(x)`, `torch.cat(...)`, `F.relu(x)`: its inputs are tensors."""
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith("torch."):
+        return True
+    fact = value_kind(ctx, call.func)
+    if fact.kind == MODULE:
+        return True
+    func = call.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return any(word in last.lower() for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss"))

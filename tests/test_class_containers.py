@@ -1,0 +1,160 @@
+"""DL102/DL103/DL104 on the shapes of issue 11: plain containers filled elsewhere, custom movers,
+and discarded moves on values of unknown type."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from devicelint.analysis.placement_classes import class_facts, library_module, local_containers, returned_container
+from devicelint.context import FileContext
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import find_rule
+
+
+def _context(source: str) -> FileContext:
+    source = textwrap.dedent(source)
+    return FileContext(path="x.py", source=source, module=cst.parse_module(source))
+
+
+def _lines(code: str, source: str) -> list[int]:
+    rule = find_rule(code)
+    assert rule is not None
+    result = lint_source(textwrap.dedent(source), "x.py", EngineOptions(rules=(rule,)))
+    return [f.line for f in result.findings if f.code == code]
+
+
+def test_local_containers_record_fills_and_hand_offs() -> None:
+    ctx = _context(
+        """
+        import torch.nn as nn
+
+        def build(n):
+            kept = []
+            wrapped = []
+            for _ in range(n):
+                kept.append(nn.Linear(2, 2))
+                wrapped += [nn.Linear(2, 2)]
+            body = nn.Sequential(*wrapped)
+            return kept
+        """
+    )
+    build = next(f for f in ctx.index.of_type(cst.FunctionDef) if f.name.value == "build")
+    boxes = local_containers(ctx, build)
+    assert boxes["kept"].kind == "list" and not boxes["kept"].handed_on and boxes["kept"].returned
+    assert len(boxes["kept"].fills) == 2  # the literal and the append
+    assert boxes["wrapped"].handed_on
+    call = cst.parse_expression("build(3)")
+    assert returned_container(ctx, call, None) is boxes["kept"]
+
+
+def test_library_modules_and_buffer_facts() -> None:
+    ctx = _context(
+        """
+        import torch
+        import torchmetrics
+        from torchmetrics.functional import accuracy
+        from torch import nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("mean", torch.zeros(3))
+                for i in range(2):
+                    self.register_buffer(f"b{i}", torch.zeros(3))
+        """
+    )
+    assert library_module(ctx, cst.parse_expression("torchmetrics.Accuracy(task='binary')")) == "Accuracy"
+    assert library_module(ctx, cst.parse_expression("accuracy(p, t)")) is None  # a function, not a metric
+    assert library_module(ctx, cst.parse_expression("timm.create_model('resnet18')")) is None  # timm not imported
+    facts = class_facts(ctx)["M"]
+    assert facts.buffers == {"mean"} and "mean" in facts.registered and facts.dynamic_buffers
+
+
+def test_dl103_local_list_builder_and_metrics_dict() -> None:
+    source = """
+    import torch.nn as nn
+    import torchmetrics
+
+    def blocks(n):
+        out = [nn.Linear(4, 4) for _ in range(n)]
+        return out
+
+    class M(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            layers = []
+            for _ in range(n):
+                layers.append(nn.Conv1d(4, 4, 3))
+            self.layers = layers
+            self.blocks = blocks(n)
+            self.metrics = {"acc": torchmetrics.Accuracy(task="binary")}
+            self.ok = nn.ModuleList(blocks(n))
+    """
+    assert _lines("DL103", source) == [15, 16, 17]
+
+
+def test_dl102_stale_buffer_list_and_partial_custom_to() -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.levels = []
+            for i in range(3):
+                t = torch.rand(4)
+                self.register_buffer(f"level{i}", t)
+                self.levels.append(t)
+            self.a = torch.tensor([1.0, 2.0])
+            self.b = torch.tensor([3.0, 4.0])
+
+        def cuda(self, device=None):
+            self.a = self.a.cuda(device)
+            return super().cuda(device)
+
+        def forward(self, x):
+            return [x * level + self.a + self.b for level in self.levels]
+    """
+    assert _lines("DL102", source) == [12, 14]
+
+
+def test_dl102_silent_when_every_use_moves_to_the_input_device() -> None:
+    source = """
+    import torch
+    from torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.randn(4, 4)
+            self.parts = [torch.randn(4) for _ in range(3)]
+
+        def forward(self, x):
+            y = x @ self.w.to(x.device)
+            for p in self.parts:
+                y = y + p.to(x.device)
+            return y + self.w[0].to(x.device, x.dtype)
+    """
+    assert _lines("DL102", source) == []
+
+
+def test_dl104_unknown_receivers_decided_by_use() -> None:
+    source = """
+    def step(model, loader, fetch, tokenizer, device):
+        for x, y in fetch():
+            x.to(device)
+            y.to(device)
+            out = model(x)
+            loss = (out - y).abs().mean()
+        enc = tokenizer("hi", return_tensors="pt")
+        enc.to(device)
+        for batch in loader:
+            batch.to(device)
+            model(batch)
+        helper = model.module
+        helper.to(device)
+    """
+    assert _lines("DL104", source) == [4, 5]
