@@ -83,6 +83,27 @@ LIKE_FACTORIES = frozenset(
     {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"}
 )
 NEW_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
+# Tensor methods known to return a tensor on the receiver's device. The engine keeps any tensor
+# method's result where its receiver is (see NON_TENSOR_METHODS); rules read this list as
+# evidence that a receiver is a tensor at all.
+PRESERVING_METHODS = frozenset(
+    {
+        "float", "double", "half", "bfloat16", "long", "int", "bool", "byte", "short", "char",
+        "tril", "triu", "view", "view_as", "reshape", "reshape_as", "unsqueeze", "squeeze", "expand",
+        "expand_as", "repeat", "repeat_interleave", "transpose", "permute", "t", "flip", "roll",
+        "contiguous", "clone", "detach", "abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+        "sum", "mean", "cumsum", "cumprod", "max", "min", "argmax", "argmin", "softmax", "log_softmax",
+        "sigmoid", "tanh", "relu", "clamp", "clamp_min", "clamp_max", "flatten", "unflatten", "narrow",
+        "masked_fill", "masked_fill_", "fill_", "zero_", "normal_", "uniform_", "add", "sub", "mul",
+        "div", "pow", "matmul", "mm", "bmm", "eq", "ne", "lt", "gt", "le", "ge", "logical_not",
+        "logical_and", "logical_or", "type", "to_dense", "requires_grad_", "triu_", "tril_", "masked_select",
+        "gather", "index_select", "where", "sort", "topk", "cat", "any", "all", "norm", "prod", "std",
+        "var", "round", "floor", "ceil", "sign", "reciprocal", "square", "unbind", "split", "chunk",
+        "select", "diag", "diagonal", "outer", "bitwise_not", "nonzero", "long_", "expand_dims", "type_as",
+        "add_", "sub_", "mul_", "div_", "fill_diagonal_", "index_fill", "scatter", "scatter_add",
+        "index_add", "index_add_", "scatter_", "scatter_add_", "copy_", "pin_memory",
+    }
+)
 # Methods of which every tensor argument must be on the receiver's device.
 MEETING_METHODS = frozenset(
     {
