@@ -97,7 +97,16 @@ def looks_like_device_name(name: str) -> bool:
 
 
 def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
-    """Whether an `if` test depends on the device (`x.is_cuda`, `torch.cuda.is_available()`)."""
+    """Whether an `if` test depends on the device (`x.is_cuda`, `torch.cuda.is_available()`);
+    memoised per test, since loops and followed helpers ask again."""
+    memo: dict[int, bool] = ctx.shared("placement.device_guards", lambda c: {})
+    found = memo.get(id(test))
+    if found is None:
+        found = memo[id(test)] = _mentions_device(test, ctx)
+    return found
+
+
+def _mentions_device(test: cst.CSTNode, ctx: FileContext) -> bool:
     for node in ctx.index.walk(test):
         if isinstance(node, cst.Name):
             text = node.value

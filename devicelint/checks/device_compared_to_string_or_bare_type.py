@@ -197,24 +197,29 @@ class DeviceValues:
         return (values.pop(),) if len(values) == 1 else (None,)
 
     def _assignments_of(self, scope, key):  # type: ignore[no-untyped-def]
-        cache_key = (id(scope), key)
-        cached = self._assignments.get(cache_key)
-        if cached is not None:
-            return cached
+        by_key = self._assignments.get(id(scope))
+        if by_key is None:
+            by_key = self._assignments[id(scope)] = self._index_assignments(scope)
+        return by_key.get(key, [])
+
+    def _index_assignments(self, scope):  # type: ignore[no-untyped-def]
+        """Every binding of the scope, by the dotted name it binds, in one pass."""
         facts = scope_facts(self.ctx, scope)
-        entries = []
+        by_key: dict = {}
         for node in facts.nodes:
             if isinstance(node, cst.Assign):
-                if any(dotted_name(t.target) == key for t in node.targets):
-                    entries.append((facts.order[id(node)], node.value, self._statement(node)))
-            elif isinstance(node, cst.AnnAssign) and node.value is not None and dotted_name(node.target) == key:
-                entries.append((facts.order[id(node)], node.value, self._statement(node)))
+                for key in {dotted_name(t.target) for t in node.targets} - {None}:
+                    by_key.setdefault(key, []).append((facts.order[id(node)], node.value, self._statement(node)))
+            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                key = dotted_name(node.target)
+                if key is not None:
+                    by_key.setdefault(key, []).append((facts.order[id(node)], node.value, self._statement(node)))
             elif isinstance(node, (cst.For, cst.WithItem, cst.AugAssign, cst.NamedExpr)):
                 target = node.asname.name if isinstance(node, cst.WithItem) and node.asname else getattr(node, "target", None)
-                if target is not None and dotted_name(target) == key:  # rebound to something unknown
-                    entries.append((facts.order[id(node)], cst.Name("__rebound__"), self._statement(node)))
-        self._assignments[cache_key] = entries
-        return entries
+                key = dotted_name(target) if target is not None else None
+                if key is not None:  # rebound to something unknown
+                    by_key.setdefault(key, []).append((facts.order[id(node)], cst.Name("__rebound__"), self._statement(node)))
+        return by_key
 
     def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
         for ancestor in self.ctx.index.ancestors(node):
@@ -480,6 +485,8 @@ class DeviceComparedToStringOrBareType(Rule):
             target = comparison.comparisons[0]
             if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
                 continue
+            if not (_mentions_device(ctx, comparison.left) or _mentions_device(ctx, target.comparator)):
+                continue
             if _indexed_form_also_tested(ctx, comparison) or _normalises_value(ctx, comparison):
                 continue
             values = values or DeviceValues(ctx)
@@ -565,6 +572,21 @@ class DeviceComparedToStringOrBareType(Rule):
             ctx, comparison, always, f"a string never equals a `torch.device` (`{ctx.code_for(other)}` is one)",
             f"{code} {op} {ctx.code_for(other)}", False,
         )
+
+
+def _mentions_device(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """Whether one side of a comparison can be about a device at all: a device string, or a name
+    or attribute that speaks of devices. Every rule finding needs one such side."""
+    for part in ctx.index.walk(node):
+        if isinstance(part, cst.SimpleString):
+            if DEVICE_STRING.match(_string_value(part) or ""):
+                return True
+        elif isinstance(part, cst.Name) and any(word in part.value.lower() for word in _DEVICE_WORDS):
+            return True
+    return False
+
+
+_DEVICE_WORDS = ("dev", "cuda", "cpu", "gpu", "mps", "xpu", "accelerator", "rank")
 
 
 def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> bool:

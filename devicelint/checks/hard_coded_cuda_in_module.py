@@ -48,7 +48,12 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
         if isinstance(parent, cst.Arg):
             call = ctx.index.parent(parent)
             if parent.keyword is not None and parent.keyword.value == "device":
-                return f'device="{value}"'
+                # a placement only where torch or a tensor method takes it (`check_device(x,
+                # device="cuda")`, a helper of the file, may just ask about the device)
+                placing = isinstance(call, cst.Call) and (
+                    isinstance(call.func, cst.Attribute) or (ctx.qualified_name(call.func) or "").startswith("torch.")
+                )
+                return f'device="{value}"' if placing else None
             if isinstance(call, cst.Call) and parent.keyword is None:
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
                     return f'.to("{value}")'
@@ -83,6 +88,15 @@ def is_device_query(ctx: FileContext, node: cst.CSTNode) -> bool:
         parent = ctx.index.parent(call)
         call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
     return isinstance(call, cst.Call) and (ctx.qualified_name(call.func) or "").startswith(QUERY_PREFIXES)
+
+
+def _gpu_kernel_file(ctx: FileContext) -> bool:
+    """Triton or CUDA-extension kernels: code that only exists on the GPU, so CUDA is no choice."""
+    return any(ctx.qualified_name(node) in GPU_KERNEL_MODULES
+               for node in ctx.index.of_type(cst.Name) if node.value in ("triton", "tl"))
+
+
+GPU_KERNEL_MODULES = frozenset({"triton", "triton.language"})
 
 
 def _chooses_device(ctx: FileContext) -> bool:
@@ -179,6 +193,8 @@ class HardCodedCudaInModule(Rule):
         # Manual model parallelism places stages on fixed devices on purpose.
         split_classes = {name for name, placed in class_placements(ctx).items() if placed.split() is not None}
         module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
+        if _gpu_kernel_file(ctx):
+            return
         candidates = [n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"]
         candidates += [n for n in ctx.index.of_type(cst.SimpleString) if "cuda" in n.value]
         for node in candidates:
