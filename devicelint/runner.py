@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from devicelint.engine import EngineOptions, InternalError, error_finding, lint_source
 from devicelint.files import NOTEBOOK_SUFFIX
@@ -75,6 +77,21 @@ def in_big_stack(fn: Callable, *args):  # type: ignore[no-untyped-def]
     return value
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while one file is linted. A LibCST tree is hundreds of
+    thousands of objects without cycles, and the analysis allocates many small ones: every full
+    collection it triggers walks the whole tree again (measured: 10% of the lint time on torch's
+    sources). What the file left behind is collected once the collector runs again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def read_error_result(display: str, error: OSError) -> FileResult:
     reason = error.strerror or str(error)
     return FileResult(display, (error_finding(display, 1, 1, f"cannot read the file: {reason}"),))
@@ -96,9 +113,10 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
         fix_mode=options.fix_mode, prefilter=options.prefilter,
     )
     try:
-        if task.path.endswith(NOTEBOOK_SUFFIX):
-            return in_big_stack(lint_notebook, data, task.display, engine_options)
-        return in_big_stack(lint_source, data, task.display, engine_options)
+        with collector_paused():
+            if task.path.endswith(NOTEBOOK_SUFFIX):
+                return in_big_stack(lint_notebook, data, task.display, engine_options)
+            return in_big_stack(lint_source, data, task.display, engine_options)
     except NotebookError as err:
         return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
     except InternalError as err:

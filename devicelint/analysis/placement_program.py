@@ -81,18 +81,33 @@ def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression)
     return node.value if casts or functional else None
 
 
+def _attribute_calls(ctx: FileContext) -> dict[str, list[cst.FunctionDef | None]]:
+    """For every `<x>.<name>(...)` call of the file: the functions (None: module code) it is in."""
+    def build(c: FileContext) -> dict[str, list[cst.FunctionDef | None]]:
+        found: dict[str, list[cst.FunctionDef | None]] = {}
+        for call in c.index.of_type(cst.Call):
+            if isinstance(call.func, cst.Attribute):
+                found.setdefault(call.func.attr.value, []).append(c.index.enclosing_function(call))
+        return found
+    return ctx.shared("placement.attribute_calls", build)
+
+
 def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
     """`__init__` and the methods called only while models are built: from `__init__` (of this
     class or another one: `self.tokenizer.sequence_length(...)`) or from other such methods.
     Call sites are matched by method name anywhere in the file, so a name that is also called
     elsewhere never counts as construction-time."""
-    callers: dict[str, set[str]] = {name: set() for name in cls.methods if name != "forward"}
-    for call in ctx.index.of_type(cst.Call):
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in callers:
-            caller = ctx.index.enclosing_function(call)
+    calls = _attribute_calls(ctx)
+    callers: dict[str, set[str]] = {}
+    for name in cls.methods:
+        if name == "forward":
+            continue
+        by: set[str] = set()
+        for caller in calls.get(name, ()):
             inside = caller is not None and cls.methods.get(caller.name.value) is caller
-            callers[call.func.attr.value].add(caller.name.value if inside else
-                                              "__init__" if caller is not None and caller.name.value == "__init__" else "<elsewhere>")
+            by.add(caller.name.value if inside else
+                   "__init__" if caller is not None and caller.name.value == "__init__" else "<elsewhere>")
+        callers[name] = by
     found = {"__init__"}
     changed = True
     while changed:

@@ -579,7 +579,7 @@ def _mentions_device(ctx: FileContext, node: cst.BaseExpression) -> bool:
     or attribute that speaks of devices. Every rule finding needs one such side."""
     for part in ctx.index.walk(node):
         if isinstance(part, cst.SimpleString):
-            if DEVICE_STRING.match(_string_value(part) or ""):
+            if any(word in part.value for word in _DEVICE_STRING_WORDS) and DEVICE_STRING.match(_string_value(part) or ""):
                 return True
         elif isinstance(part, cst.Name) and any(word in part.value.lower() for word in _DEVICE_WORDS):
             return True
@@ -587,6 +587,8 @@ def _mentions_device(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 
 _DEVICE_WORDS = ("dev", "cuda", "cpu", "gpu", "mps", "xpu", "accelerator", "rank")
+# Cheap test on a string literal's raw text before evaluating it against DEVICE_STRING.
+_DEVICE_STRING_WORDS = ("cpu", "cuda", "mps", "xpu", "hip", "npu", "hpu", "xla", "meta", "mtia", "ipu", "vulkan", "lazy")
 
 
 def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> bool:
