@@ -11,6 +11,7 @@ from devicelint.analysis.placement_classes import (
 )
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, is_empty_placeholder
+from devicelint.analysis.placement_facts import move_call
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, FACTORIES, MEETING_METHODS, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact,
 )
@@ -124,7 +125,7 @@ class TensorAttributeNotRegistered(Rule):
                 if candidate is None and movers:
                     # the class moves its tensors by hand: one handed to the constructor counts too
                     handed_in = candidate = next((v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None)
-                if candidate is None or not _computed_with(ctx, facts, attr):
+                if candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
                     continue
                 target = _assignment_target(ctx, candidate)
                 if movers:
@@ -162,7 +163,8 @@ class TensorAttributeNotRegistered(Rule):
                     sites.setdefault(attr, []).append(added[0])
         refilled = _refilled_at_run_time(ctx, facts)
         for attr, found in sites.items():
-            if attr in facts.registered or attr in facts.submodules or attr in moved or attr in refilled:
+            if (attr in facts.registered or attr in facts.submodules or attr in moved or attr in refilled
+                    or _moved_by_the_class(ctx, facts, attr)):
                 continue
             if not _computed_with(ctx, facts, attr):
                 continue
@@ -305,6 +307,26 @@ def _assignment_target(ctx: FileContext, value: cst.BaseExpression) -> cst.CSTNo
     if isinstance(parent, cst.AnnAssign):
         return parent.target
     return None
+
+
+def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
+    """Whether the class itself moves the attribute to a device somewhere (`self.freqs.to(device)`,
+    `[f.to(device) for f in self.freqs]`): its author keeps it off the buffers on purpose
+    (complex tables that a dtype cast would break) and manages its device by hand."""
+    for name, node, _ in facts.references:
+        if name != attr:
+            continue
+        parent = ctx.index.parent(node)
+        call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        if call is not None and move_call(call) not in (None, "cpu"):
+            return True
+        clause = ctx.index.parent(node)
+        if isinstance(clause, cst.CompFor) and clause.iter is node:
+            comprehension = ctx.index.parent(clause)
+            element = getattr(comprehension, "elt", None)
+            if element is not None and move_call(element) not in (None, "cpu"):
+                return True
+    return False
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
