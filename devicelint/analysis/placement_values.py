@@ -5,6 +5,7 @@ Shared by the interpreter (`placement.py`) and its call evaluation (`placement_c
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import libcst as cst
@@ -89,6 +90,16 @@ def sets_accelerator_default(ctx: FileContext) -> bool:
             for call in c.index.of_type(cst.Call)
         )
     return ctx.shared("placement.accelerator_default", scan)
+
+
+# Words without which a file never puts anything on an accelerator.
+ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
+
+
+def cpu_only_script(ctx: FileContext) -> bool:
+    """A script (it has a `__main__` guard) that never names an accelerator: everything it builds
+    runs on the CPU, so its CPU tensors meet nothing on a device (a CPU-only example)."""
+    return "__main__" in ctx.source and not ACCELERATOR_WORDS.search(ctx.source.lower())
 
 
 def looks_like_device_name(name: str) -> bool:

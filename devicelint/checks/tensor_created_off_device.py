@@ -5,6 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import Meeting, file_facts
+from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -75,7 +76,8 @@ class TensorCreatedOffDevice(Rule):
     and are only reported as in-place accumulators or where one branch replaces them with a
     device tensor (their device then depends on the path). Indexing a device tensor with a CPU
     index tensor is allowed and not reported; sequence lengths handed to a module may stay on
-    the CPU (packing wants them there).
+    the CPU (packing wants them there). A script that never names an accelerator anywhere (a
+    CPU-only example with a `__main__` guard) is not device code.
     """
 
     code = "DL101"
@@ -85,6 +87,8 @@ class TensorCreatedOffDevice(Rule):
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if cpu_only_script(ctx):
+            return
         reported: set[int] = set()
         for meeting in file_facts(ctx).meetings:
             cpu = meeting.cpu

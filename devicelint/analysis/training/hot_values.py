@@ -13,7 +13,6 @@ result of a loss function or a model call made in the function, or computed from
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -27,6 +26,7 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.loops import StepRegion
 from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS
 from devicelint.context import FileContext
 
 # Methods only an nn.Module has (an optimizer has `state_dict` and `zero_grad` too).
@@ -109,8 +109,6 @@ def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[st
     return found
 
 
-# Words without which a file never puts anything on an accelerator.
-ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
 
 
 def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
