@@ -24,7 +24,7 @@ from devicelint.analysis.placement_facts import (
 from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.loops import StepRegion
-from devicelint.analysis.training.reads import computed_from, read_names
+from devicelint.analysis.training.reads import closure, computed_from, read_names
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
 from devicelint.analysis.placement_values import ACCELERATOR_WORDS
 from devicelint.context import FileContext
@@ -98,15 +98,7 @@ def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[st
         if isinstance(node, cst.Assign):
             targets = {n for t in node.targets for n in assigned_names(t.target)}
             flows.append((targets, read_names(ctx, node.value, skip_moves=True, skip_fields=True)))
-    found = set(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for targets, reads in flows:
-            if targets & found and not reads <= found:
-                found |= reads
-                changed = True
-    return found
+    return closure(flows, seeds, backward=True)
 
 
 

@@ -27,13 +27,20 @@ def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[s
         elif isinstance(node, (cst.For, cst.CompFor)):
             # `for name, value in losses.items():` and `{k: v for k, v in losses.items()}`
             flows.append((set(assigned_names(node.target)), read_names(ctx, node.iter)))
+    return closure(flows, seeds)
+
+
+def closure(flows: list[tuple[set[str], set[str]]], seeds: set[str], backward: bool = False) -> set[str]:
+    """`seeds` and the names that `(targets, reads)` flows connect to them, to a fixed point:
+    forward, what is computed from the seeds; `backward`, what the seeds are computed from."""
     found = set(seeds)
     changed = True
     while changed:
         changed = False
         for targets, reads in flows:
-            if reads & found and not targets <= found:
-                found |= targets
+            source, reached = (targets, reads) if backward else (reads, targets)
+            if source & found and not reached <= found:
+                found |= reached
                 changed = True
     return found
 
