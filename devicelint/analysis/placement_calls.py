@@ -13,8 +13,8 @@ from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
-    MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_FUNCTIONS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
-    TENSOR_NAMESPACES, UNKNOWN, UNKNOWN_FACT, Fact,
+    MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
+    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function,
 )
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, device_string_fact, devicey, flatten, is_device_guard,
@@ -113,9 +113,7 @@ class CallEvaluation:
         if constructed is not None:
             self._args(call)
             return Fact(MODULE, factory=constructed)
-        last = qualified.rsplit(".", 1)[-1]
-        namespace = qualified[: len(qualified) - len(last)]
-        if namespace not in TENSOR_NAMESPACES or last in NON_TENSOR_FUNCTIONS or last[:1].isupper() or last.startswith("_"):
+        if not is_tensor_function(qualified):
             self._args(call)
             return UNKNOWN_FACT
         args = self._args(call)

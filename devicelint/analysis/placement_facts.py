@@ -178,6 +178,15 @@ NON_TENSOR_FUNCTIONS = frozenset(
     }
 )
 TENSOR_NAMESPACES = ("torch.", "torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
+
+
+def is_tensor_function(qualified: str) -> bool:
+    """A public torch function computing on tensors (`torch.cat`, `F.softmax`), not a class, a
+    private helper or one of NON_TENSOR_FUNCTIONS (`torch.save`, `torch.numel`...)."""
+    last = qualified.rsplit(".", 1)[-1]
+    namespace = qualified[: len(qualified) - len(last)]
+    return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS
+            and not last[:1].isupper() and not last.startswith("_"))
 # torch functions whose tensor arguments may sit on different devices (copies, indices).
 CROSS_DEVICE_FUNCTIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
 

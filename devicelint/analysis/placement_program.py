@@ -15,7 +15,7 @@ import libcst as cst
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    FACTORIES, NON_TENSOR_FUNCTIONS, TENSOR_NAMESPACES, TENSOR_ONLY_METHODS, Fact,
+    FACTORIES, TENSOR_ONLY_METHODS, Fact, is_tensor_function,
 )
 from devicelint.analysis.placement_values import DATA_WORDS, Env
 from devicelint.context import FileContext
@@ -172,10 +172,7 @@ class FileAnalysis:
         qualified = self.ctx.qualified_name(call.func)
         if qualified is None or not qualified.startswith("torch."):
             return False
-        last = qualified.rsplit(".", 1)[-1]
-        namespace = qualified[: len(qualified) - len(last)]
-        return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS and last not in FACTORIES
-                and not last[:1].isupper() and not last.startswith("_"))
+        return is_tensor_function(qualified) and qualified.rsplit(".", 1)[-1] not in FACTORIES
 
     def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
         """Whether a module method runs only while the model is built: `__init__` itself, or a

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import scope_facts
+from devicelint.analysis.module_placement import scope_facts, statement_of
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
@@ -209,23 +209,17 @@ class DeviceValues:
         for node in facts.nodes:
             if isinstance(node, cst.Assign):
                 for key in {dotted_name(t.target) for t in node.targets} - {None}:
-                    by_key.setdefault(key, []).append((facts.order[id(node)], node.value, self._statement(node)))
+                    by_key.setdefault(key, []).append((facts.order[id(node)], node.value, statement_of(self.ctx, node)))
             elif isinstance(node, cst.AnnAssign) and node.value is not None:
                 key = dotted_name(node.target)
                 if key is not None:
-                    by_key.setdefault(key, []).append((facts.order[id(node)], node.value, self._statement(node)))
+                    by_key.setdefault(key, []).append((facts.order[id(node)], node.value, statement_of(self.ctx, node)))
             elif isinstance(node, (cst.For, cst.WithItem, cst.AugAssign, cst.NamedExpr)):
                 target = node.asname.name if isinstance(node, cst.WithItem) and node.asname else getattr(node, "target", None)
                 key = dotted_name(target) if target is not None else None
                 if key is not None:  # rebound to something unknown
-                    by_key.setdefault(key, []).append((facts.order[id(node)], cst.Name("__rebound__"), self._statement(node)))
+                    by_key.setdefault(key, []).append((facts.order[id(node)], cst.Name("__rebound__"), statement_of(self.ctx, node)))
         return by_key
-
-    def _statement(self, node: cst.CSTNode) -> cst.CSTNode:
-        for ancestor in self.ctx.index.ancestors(node):
-            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                return ancestor
-        return node
 
     def _parameter(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> DeviceValue | None:
         name = param.name.value

@@ -5,6 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import Meeting, file_facts
+from devicelint.analysis.module_placement import statement_of
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.context import FileContext
@@ -95,18 +96,11 @@ class TensorCreatedOffDevice(Rule):
             if not cpu.from_factory or cpu.origin is None:
                 continue
             # One finding per statement: `h = (torch.zeros(...), torch.zeros(...))` is one fix.
-            statement = _statement_of(ctx, cpu.origin)
+            statement = statement_of(ctx, cpu.origin)
             if id(statement) in reported:
                 continue
             reported.add(id(statement))
             yield self.violation(cpu.origin, **_describe(ctx, meeting))
-
-
-def _statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
-    for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            return ancestor
-    return node
 
 
 def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
