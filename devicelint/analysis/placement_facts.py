@@ -210,12 +210,6 @@ INPUT_MOVING_WRAPPERS = frozenset({"DataParallel", "DistributedDataParallel"})
 # Classes under torch.nn that are not modules.
 NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "Buffer", "ParameterList", "ParameterDict"})
 
-FORWARD_METHODS = frozenset(
-    {
-        "forward", "__call__", "training_step", "validation_step", "test_step", "predict_step",
-        "shared_step", "_shared_step", "_step", "step", "compute_loss", "loss",
-    }
-)
 # Attribute and method uses that only a tensor has (numpy arrays and modules lack them).
 TENSOR_ONLY_METHODS = frozenset(
     {
