@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.placement import FilePlacement, Meeting, ScopePlacement, file_placement
+from devicelint.analysis.devices import DeviceId, literal_device, int_value, indexed
+from devicelint.analysis.placement import Crossing, FilePlacement, Meeting, ScopePlacement, file_placement
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FOLLOWS, MODULE, UNKNOWN_FACT, Fact
 from devicelint.context import FileContext
 
-__all__ = ["Place", "FileFacts", "file_facts", "Meeting", "Fact"]
+__all__ = ["Place", "FileFacts", "file_facts", "Meeting", "Crossing", "Fact", "DeviceId"]
 
 
 class Place(enum.Enum):
@@ -60,6 +61,24 @@ class FileFacts:
     def is_module(self, expr: cst.CSTNode) -> bool:
         return self.value(expr).kind == MODULE
 
+    def device_of(self, expr: cst.BaseExpression) -> DeviceId:
+        """Which device an expression names or a value is on: the engine's `DeviceId` where the
+        code states it (through names, `self.<attr>` set in `__init__`, module constants,
+        defaults, moves), else the expression's own text, which no other device is judged equal
+        to or different from."""
+        found = self.value(expr).device
+        if found is not None:
+            return found
+        number = int_value(expr)
+        if number is not None:
+            return indexed("cuda", number)
+        return literal_device(self.ctx, expr) or DeviceId(self.ctx.code_for(expr), False)
+
+    @property
+    def crossings(self) -> list[Crossing]:
+        """Every place where values on two different stated accelerators (`cuda:0`, `cuda:1`) meet."""
+        return self.placement.crossings
+
     @property
     def meetings(self) -> list[Meeting]:
         """Every place where a CPU tensor meets a device tensor or a module on the device."""
@@ -68,6 +87,16 @@ class FileFacts:
     def scope(self, node: cst.CSTNode) -> ScopePlacement:
         """The facts of one function (or of the module's top-level code)."""
         return self.placement.scopes[id(node)]
+
+    def placed_submodules(self, cls: ClassFacts) -> dict[str, DeviceId]:
+        """`self.<attr>` submodules whose device the class's `__init__` states (`self.dec =
+        Dec().to("cuda:1")`), as the engine leaves them at the end of `__init__`."""
+        init = cls.methods.get("__init__")
+        scope = self.placement.scopes.get(id(init)) if init is not None else None
+        if scope is None:
+            return {}
+        return {key[5:]: fact.device for key, fact in scope.facts.items()
+                if key.startswith("self.") and fact.kind == MODULE and fact.device is not None}
 
     def class_model(self, name: str) -> ClassFacts | None:
         """Submodules, registered tensors and plain attributes of a module class of this file."""

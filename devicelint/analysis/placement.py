@@ -36,7 +36,8 @@ from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
 )
-from devicelint.analysis.placement_program import FileAnalysis, FilePlacement, Meeting, ScopePlacement
+from devicelint.analysis.devices import distinct
+from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
     DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact,
     devicey, flatten, is_device_guard, join, join_envs, looks_like_device_name, string_value,
@@ -44,7 +45,7 @@ from devicelint.analysis.placement_values import (
 from devicelint.context import FileContext
 
 __all__ = [
-    "CPU", "DEVICE", "MODULE", "DEVICE_VALUE", "UNKNOWN", "Fact", "Meeting", "ScopePlacement",
+    "CPU", "DEVICE", "MODULE", "DEVICE_VALUE", "UNKNOWN", "Fact", "Meeting", "Crossing", "ScopePlacement",
     "FilePlacement", "file_placement", "placement_of_function", "value_kind", "is_device_guard", "join",
 ]
 
@@ -78,6 +79,7 @@ class _Interpreter(CallEvaluation):
         # where the module's own submodules and tensors are: on its device, except in code that
         # runs while the model is being built (nothing has been moved yet)
         building = cls is not None and isinstance(scope, cst.FunctionDef) and analysis.construction_only(cls, scope)
+        self.building = building
         self.own_place: str | None = None if building else FOLLOWS
 
     # -- entry -------------------------------------------------------------------------
@@ -98,6 +100,13 @@ class _Interpreter(CallEvaluation):
         if self.cls is not None or self._in_class(func):
             if params and params[0].name.value in ("self", "cls"):
                 params = params[1:]
+        for param in params if self.building and self.bound is None else ():
+            # `__init__(self, devices=("cuda:0", "cuda:1"))`: the stages a caller that passes
+            # nothing gets (elsewhere a default says too little about what callers pass)
+            default = self._eval(param.default) if param.default is not None else UNKNOWN_FACT
+            stated = flatten(default, func)
+            if stated and all(f.kind == DEVICE_VALUE and f.device is not None and f.device.is_accelerator for f, _ in stated):
+                self.env[param.name.value] = default
         if self.bound is not None:
             for param in params:
                 self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
@@ -288,7 +297,7 @@ class _Interpreter(CallEvaluation):
             key = self._key(receiver)
             if key is not None and not self._fact_of(receiver).is_tensor:
                 where = fact.where if fact.where in (ACCELERATOR, "cpu") else None
-                self.env[key] = Fact(MODULE, where=where, device_expr=fact.device_expr)
+                self.env[key] = Fact(MODULE, where=where, device_expr=fact.device_expr, device=fact.device)
 
     def _write(self, target: cst.Subscript, value: Fact, value_node: cst.BaseExpression) -> None:
         """`masks[i, :n] = cpu_tensor` or `scores[~cpu_mask] = v` into a device tensor: the CPU
@@ -343,6 +352,25 @@ class _Interpreter(CallEvaluation):
         attr = self_attribute(node)
         return f"self.{attr}" if attr is not None else None
 
+    def _stated_in_init(self, attr: str) -> Fact | None:
+        """`self.<attr>` as `__init__` left it, where this method is not `__init__` itself."""
+        if self.cls is None or self.cls.methods.get("__init__") is self.scope:
+            return None
+        return self.analysis.init_env(self.cls).get(f"self.{attr}")
+
+    def own_submodule(self, attr: str) -> Fact:
+        """A submodule of this class: where the module is, on the device `__init__` states."""
+        stated = self._stated_in_init(attr)
+        device = stated.device if stated is not None and stated.kind == MODULE else None
+        return Fact(MODULE, where=self.own_place, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]
+
+    def _module_device(self, name: str) -> Fact | None:
+        """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
+        if isinstance(self.scope, cst.Module):
+            return None
+        fact = self.analysis.module_env().get(name)
+        return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
+
     def _bind(self, target: cst.BaseExpression, fact: Fact, value: cst.BaseExpression | None = None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
@@ -380,6 +408,9 @@ class _Interpreter(CallEvaluation):
         if isinstance(node, cst.Name):
             if node.value in self.env:
                 return self.env[node.value]
+            constant = self._module_device(node.value)
+            if constant is not None:
+                return constant
             if looks_like_device_name(node.value):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=node.value)
             return UNKNOWN_FACT
@@ -453,7 +484,10 @@ class _Interpreter(CallEvaluation):
             if attr in self.cls.registered:
                 return Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
             if attr in self.cls.submodules:
-                return Fact(MODULE, where=self.own_place, factory=self.cls.submodules[attr])
+                return self.own_submodule(attr)
+            stated = self._stated_in_init(attr)
+            if stated is not None and stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
+                return stated
             if attr == "device":
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
@@ -499,9 +533,11 @@ class _Interpreter(CallEvaluation):
             if cpu_side(a, allow_scalar=False) and devicey(b) and compatible(a, b):
                 self._record(a, a_node, b, b_node, node, "op")
                 return b if b.kind == DEVICE else Fact(DEVICE, where=b.where, device_expr=b.device_expr)
+        if devicey(left) and devicey(right):
+            self._cross(right, right_node, left, left_node, node, "op")
         for fact in (left, right):
             if devicey(fact):
-                return Fact(DEVICE, where=fact.where, device_expr=fact.device_expr)
+                return Fact(DEVICE, where=fact.where, device_expr=fact.device_expr, device=fact.device)
         if left == NUMBER and right == NUMBER:
             return NUMBER
         # A CPU tensor combined with anything that is not a device tensor stays on the CPU: were
@@ -533,6 +569,13 @@ class _Interpreter(CallEvaluation):
         return replace(result, mask=True) if result.is_tensor else UNKNOWN_FACT
 
     # -- calls -------------------------------------------------------------------------
+    def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
+               node: cst.CSTNode, how: str) -> None:
+        """Record two accelerators the code states as different meeting at `node`."""
+        if (value.device is not None and other.device is not None and value.device.is_accelerator
+                and other.device.is_accelerator and distinct(value.device, other.device)):
+            self.result.crossings.append(Crossing(value, value_node, other, other_node, node, how, self.scope))
+
     def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
                 node: cst.CSTNode, how: str) -> None:
         key = (id(node), id(cpu_node), id(cpu.origin))

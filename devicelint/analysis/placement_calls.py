@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value, literal_device, torch_device
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.placement_facts import (
@@ -82,9 +83,10 @@ class CallEvaluation:
         if device.kind == DEVICE_VALUE:
             if device.where == "cpu":
                 return Fact(CPU, where="cpu")
-            return Fact(DEVICE, where=device.where or ACCELERATOR, device_expr=device.device_expr or (self.ctx.code_for(node) if node is not None else None))
+            return Fact(DEVICE, where=device.where or ACCELERATOR, device=device.device,
+                        device_expr=device.device_expr or (self.ctx.code_for(node) if node is not None else None))
         if device.kind == DEVICE:
-            return Fact(DEVICE, where=device.where, device_expr=device.device_expr)
+            return Fact(DEVICE, where=device.where, device_expr=device.device_expr, device=device.device)
         if device.kind == CPU:
             return Fact(CPU, where="cpu")
         if device.where == ACCELERATOR:
@@ -96,12 +98,7 @@ class CallEvaluation:
         if short in FACTORIES or short in LIKE_FACTORIES:
             return self._factory(call, short)
         if qualified == "torch.device":
-            args = self._args(call)
-            if call.args and not call.args[0].keyword:
-                text = string_value(call.args[0].value)
-                if text is not None:
-                    return device_string_fact(text) or Fact(DEVICE_VALUE)
-            return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call))
+            return self._torch_device(call)
         if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
             args = self._args(call)
             # A DataLoader over tensors already on the GPU yields GPU batches.
@@ -121,6 +118,28 @@ class CallEvaluation:
             return UNKNOWN_FACT
         return self._combine(call, args, allow_scalar=False)
 
+    def _torch_device(self, call: cst.Call) -> Fact:
+        """`torch.device("cuda", 1)`, `torch.device(DEV)`, `torch.device(f"cuda:{rank}")`."""
+        args = self._args(call)
+        kind = index = None
+        for position, arg in enumerate(call.args):
+            name = arg.keyword.value if arg.keyword else ("type" if position == 0 else "index")
+            if arg.star:
+                kind = index = None
+                break
+            if name == "type":
+                kind = arg.value
+            elif name == "index":
+                index = arg.value
+        first = self._fact_of(kind) if kind is not None else UNKNOWN_FACT
+        if first.kind != DEVICE_VALUE and kind is not None:
+            first = replace(first, device=literal_device(self.ctx, kind))
+        device = torch_device(call, first.device, index, self.ctx.code_for(call))
+        if isinstance(kind, cst.SimpleString) and kind is call.args[0].value:
+            # `torch.device("cuda", 1)`: the string's fact, on the device it and the index state
+            return replace(first, device=device) if first.kind == DEVICE_VALUE else Fact(DEVICE_VALUE)
+        return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call), device=device)
+
     def _combine(self, call: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]], allow_scalar: bool,
                  receiver: tuple[Fact, cst.CSTNode] | None = None) -> Fact:
         """Tensor arguments of one op must share a device: record a meeting if they do not."""
@@ -131,7 +150,11 @@ class CallEvaluation:
                 if cpu_side(fact, allow_scalar) and compatible(fact, device[0]):
                     self._record(fact, node, device[0], device[1], call, "op")
                     break
-            return Fact(DEVICE, where=device[0].where, device_expr=device[0].device_expr)
+            stated = [(f, n) for f, n in facts if devicey(f) and f.device is not None]
+            for fact, node in stated[1:]:
+                self._cross(fact, node, stated[0][0], stated[0][1], call, "op")
+            lead = stated[0][0] if stated else device[0]
+            return Fact(DEVICE, where=device[0].where, device_expr=lead.device_expr, device=lead.device)
         tensors = [(f, n) for f, n in facts if f != NUMBER]
         cpu = [f for f, _ in tensors if f.kind == CPU]
         # With no device tensor among them, a CPU tensor keeps the result on the CPU; 0-dim CPU
@@ -179,13 +202,13 @@ class CallEvaluation:
         target: Fact | None = None
         node: cst.CSTNode | None = None
         if method == "cpu":
-            target = Fact(DEVICE_VALUE, where="cpu")
+            target = Fact(DEVICE_VALUE, where="cpu", device=CPU_DEVICE)
         elif method in ("cuda", "xpu", "mps"):
             self._args(call)
-            target = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"{method}"')
+            target = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"{method}"', device=DeviceId(method, True, method))
             if call.args:
                 node = call.args[0].value
-                target = replace(target, device_expr=self.ctx.code_for(node))
+                target = replace(target, device_expr=self.ctx.code_for(node), device=self._accelerator_index(method, node))
         else:
             dtype_only = True
             for arg in call.args:
@@ -194,11 +217,16 @@ class CallEvaluation:
                     continue
                 fact = self._eval(arg.value)
                 spelled = dotted_name(arg.value) or ""
+                if fact == NUMBER and int_value(arg.value) is not None and arg.keyword is None:
+                    # `.to(1)`: an index is a CUDA device
+                    fact = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"cuda:{int_value(arg.value)}"',
+                                device=indexed("cuda", int_value(arg.value)))  # type: ignore[arg-type]
                 if fact.kind == DEVICE_VALUE:
                     target, node = fact, arg.value
                 elif fact.is_tensor or devicey(fact):
                     target, node = self._placed(fact, arg.value), arg.value
-                    target = Fact(DEVICE_VALUE, where=target.where if target.kind == DEVICE else "cpu", device_expr=target.device_expr)
+                    target = Fact(DEVICE_VALUE, where=target.where if target.kind == DEVICE else "cpu",
+                                  device_expr=target.device_expr, device=target.device)
                 elif "dtype" in spelled or (self.ctx.qualified_name(arg.value) or "").startswith("torch.") and arg.keyword is None:
                     continue
                 else:
@@ -210,14 +238,24 @@ class CallEvaluation:
                     return replace(receiver, scalar=receiver.scalar)
                 return Fact(MODULE) if receiver.kind == MODULE else UNKNOWN_FACT
         if receiver.kind == MODULE:
-            return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr)
+            return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr, device=target.device)
         if target.where == "cpu":
             return Fact(CPU, where="cpu")
         if receiver.is_tensor or receiver.batch:
-            return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr)
+            return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr, device=target.device)
         if target.where == ACCELERATOR:
-            return Fact(UNKNOWN, where=ACCELERATOR, device_expr=target.device_expr)
+            return Fact(UNKNOWN, where=ACCELERATOR, device_expr=target.device_expr, device=target.device)
         return UNKNOWN_FACT
+
+    def _accelerator_index(self, method: str, node: cst.BaseExpression) -> DeviceId | None:
+        """The device of `.cuda(1)`, `.cuda(rank)`, `.cuda(device)`."""
+        number = int_value(node)
+        if number is not None:
+            return indexed(method, number)
+        fact = self._fact_of(node)
+        if fact.kind == DEVICE_VALUE and fact.device is not None:
+            return fact.device
+        return DeviceId(self.ctx.code_for(node), False, method)
 
     def _method_call(self, call: cst.Call, func: cst.Attribute) -> Fact:
         method = func.attr.value
@@ -229,7 +267,7 @@ class CallEvaluation:
                 if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
                     return self._module_call(call, callee, func)
             elif method in self.cls.submodules:
-                return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.submodules[method]), func)
+                return self._module_call(call, self.own_submodule(method), func)
             elif method in self.cls.methods:
                 args = self._args(call)
                 helper = self.cls.methods[method]
@@ -306,7 +344,7 @@ class CallEvaluation:
         if placed and method not in MODULE_NON_TENSOR_METHODS:
             device = next((f for f, _ in args if f.kind == DEVICE), None)
             if device is not None:
-                return Fact(DEVICE, where=receiver.where, device_expr=device.device_expr)
+                return Fact(DEVICE, where=receiver.where, device_expr=device.device_expr, device=receiver.device)
         return UNKNOWN_FACT
 
     def _name_call(self, call: cst.Call, func: cst.Name) -> Fact:
@@ -344,18 +382,32 @@ class CallEvaluation:
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
         args = self._args(call)
-        on_device = callee.where in (FOLLOWS, ACCELERATOR) and (callee.factory or "") not in PARAMETER_FREE_MODULES
+        parameter_free = (callee.factory or "") in PARAMETER_FREE_MODULES
+        scattering = (callee.factory or "") in INPUT_MOVING_WRAPPERS
+        if callee.device is not None and not parameter_free and not scattering:
+            for fact, node in args:
+                if devicey(fact):
+                    self._cross(fact, node, callee, func, call, "module")
+        on_device = callee.where in (FOLLOWS, ACCELERATOR) and not parameter_free
         if on_device:
             # DataParallel and DDP move (scatter) their inputs to the device themselves.
-            for fact, node in args if (callee.factory or "") not in INPUT_MOVING_WRAPPERS else ():
+            for fact, node in args if not scattering else ():
                 if cpu_side(fact, allow_scalar=True) and compatible(fact, callee) and not self._lengths(node):
                     self._record(fact, node, callee, func, call, "module")
             produced = self._forward_of(call, callee, args)
             if produced.from_factory:
                 return produced  # the submodule's forward builds its output on the CPU
             expr = next((f.device_expr for f, _ in args if f.kind == DEVICE and f.device_expr), None)
-            return Fact(DEVICE, where=callee.where, device_expr=expr)
-        return self._combine(call, args, allow_scalar=True)
+            # A module whose device nothing states computes where its input is, if it runs at all.
+            stated = None if scattering else next((f.device for f, _ in args if devicey(f) and f.device), None)
+            return Fact(DEVICE, where=callee.where, device_expr=expr, device=callee.device or produced.device or stated)
+        if callee.kind == MODULE and not parameter_free and callee.factory in self.analysis.classes:
+            produced = self._forward_of(call, callee, args)
+            if produced.kind == DEVICE and produced.device is not None:
+                return produced  # a model that places its own stages: its output is on the last one
+        combined = self._combine(call, args, allow_scalar=True)
+        # DataParallel gathers its output on `output_device`, whatever its input's device was
+        return replace(combined, device=None) if scattering else combined
 
     def _lengths(self, node: cst.CSTNode) -> bool:
         """Sequence lengths handed to a module (`self.rnn(x, torch.tensor(lengths))`): packing
@@ -405,6 +457,7 @@ class CallEvaluation:
             cached = interpreter.run()
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)
+            self.analysis.extra_crossings.extend(cached.crossings)
         return cached.returns or UNKNOWN_FACT
 
 

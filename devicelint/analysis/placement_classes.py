@@ -13,7 +13,7 @@ import libcst as cst
 
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_facts import NN_NON_MODULES
+from devicelint.analysis.placement_facts import MODULE_SELF_METHODS, MOVE_METHODS, NN_NON_MODULES
 from devicelint.context import FileContext
 
 CONTAINER_MODULES = frozenset({"ModuleList", "ModuleDict", "Sequential"})
@@ -148,7 +148,12 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
     facts.assignments.append((attr, value, method))
     if attr == "device":
         facts.has_device = True
-    constructed = module_constructor(ctx, value)
+    base = value
+    # `nn.Linear(8, 8).to("cuda:1").eval()`: moves and mode switches return the module itself
+    while (isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute)
+           and base.func.attr.value in MOVE_METHODS | MODULE_SELF_METHODS):
+        base = base.func.value
+    constructed = module_constructor(ctx, base)
     if constructed is not None:
         facts.submodules[attr] = constructed
     elif is_parameter_call(ctx, value):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.devices import DeviceId
+
 CPU = "cpu-tensor"
 DEVICE = "device-tensor"
 MODULE = "module"
@@ -52,6 +54,9 @@ class Fact:
     conflict: bool = False
     # A boolean mask (a comparison's result): indexing a device tensor with it on the CPU fails.
     mask: bool = False
+    # Which device, when the code states it (`"cuda:1"`, `.cuda(1)`): for device values, tensors
+    # and modules alike. `where` says whether it is an accelerator; this says which one.
+    device: DeviceId | None = None
 
     @property
     def is_tensor(self) -> bool:

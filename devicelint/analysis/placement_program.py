@@ -42,6 +42,20 @@ class Meeting:
     scope: cst.CSTNode
 
 
+@dataclass(frozen=True)
+class Crossing:
+    """A value on one stated device meets a tensor or module on another (`cuda:0` and
+    `cuda:1`) at `node`: `how` is "module" (passed to a module placed there) or "op"."""
+
+    value: Fact
+    value_node: cst.CSTNode
+    other: Fact
+    other_node: cst.CSTNode
+    node: cst.CSTNode
+    how: str
+    scope: cst.CSTNode
+
+
 @dataclass
 class ScopePlacement:
     """The placement facts of one function (or of a module's top-level code)."""
@@ -52,6 +66,7 @@ class ScopePlacement:
     facts: Env = field(default_factory=dict)
     returns: Fact | None = None
     meetings: list[Meeting] = field(default_factory=list)
+    crossings: list[Crossing] = field(default_factory=list)
     # id(expression) -> its Fact, for expressions whose fact is not unknown
     expr_facts: dict[int, Fact] = field(default_factory=dict)
     device_params: list[str] = field(default_factory=list)
@@ -61,6 +76,7 @@ class ScopePlacement:
 class FilePlacement:
     scopes: dict[int, ScopePlacement]
     meetings: list[Meeting]
+    crossings: list[Crossing] = field(default_factory=list)
 
 # (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
 InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], "object"]
@@ -130,6 +146,7 @@ class FileAnalysis:
         self.scopes: dict[int, ScopePlacement] = {}
         self.followed: dict[tuple, ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
+        self.extra_crossings: list[Crossing] = []
         # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
         self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
@@ -268,4 +285,20 @@ class FileAnalysis:
         for func in self.ctx.index.of_type(cst.FunctionDef):
             self.scope(func)
         meetings = [m for s in self.scopes.values() for m in s.meetings] + self.extra_meetings
-        return FilePlacement(scopes=self.scopes, meetings=meetings)
+        crossings: dict[tuple[int, int], Crossing] = {}
+        for crossing in [c for s in self.scopes.values() for c in s.crossings] + self.extra_crossings:
+            # a helper followed with its callers' arguments meets the same devices again
+            crossings.setdefault((id(crossing.node), id(crossing.value_node)), crossing)
+        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()))
+
+    def init_env(self, cls: ClassFacts) -> Env:
+        """What the class's `__init__` leaves bound (`self.dev1`, `self.dec` with its device), for
+        the other methods to read the devices it states."""
+        init = cls.methods.get("__init__")
+        if init is None or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
+            return {}
+        return self.scope(init).facts
+
+    def module_env(self) -> Env:
+        """What the module's top-level code leaves bound (device constants such as `DEV = "cuda:1"`)."""
+        return self.scope(self.ctx.module).facts

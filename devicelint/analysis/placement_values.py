@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from devicelint.analysis.devices import join_devices, parse_device
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, ACCELERATOR_STRINGS, CPU, DEVICE, DEVICE_GUARD_WORDS, DEVICE_VALUE, FOLLOWS, MODULE,
@@ -55,9 +56,9 @@ def string_value(node: cst.CSTNode) -> str | None:
 def device_string_fact(text: str) -> Fact | None:
     base = text.split(":", 1)[0]
     if base == "cpu":
-        return Fact(DEVICE_VALUE, where="cpu")
+        return Fact(DEVICE_VALUE, where="cpu", device=parse_device(text))
     if base in ACCELERATOR_STRINGS:
-        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'))
+        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'), device=parse_device(text))
     return None
 
 
@@ -161,7 +162,8 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
     if a.kind == b.kind and a.kind in (DEVICE, MODULE, DEVICE_VALUE) and not a.batch and not b.batch:
         # `"cuda" if torch.cuda.is_available() else "cpu"`: the device the author means is the GPU.
         where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
-        return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None)
+        return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None,
+                    device=join_devices(a.device, b.device, gpu_branch=a.kind == DEVICE_VALUE))
     return UNKNOWN_FACT
 
 
