@@ -18,8 +18,8 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function,
 )
 from devicelint.analysis.placement_values import (
-    LOADER, NUMBER, Env, compatible, cpu_side, device_string_fact, devicey, flatten, is_device_guard,
-    is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default, string_value,
+    LOADER, NUMBER, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
+    is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default,
 )
 
 if TYPE_CHECKING:

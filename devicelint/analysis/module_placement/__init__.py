@@ -15,6 +15,8 @@ lattice) is meant to replace; checks import from this package, not from its modu
 
 from __future__ import annotations
 
+from devicelint.analysis.devices import distinct
+
 from devicelint.analysis.module_placement.devices import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
@@ -24,7 +26,6 @@ from devicelint.analysis.module_placement.devices import (
     TRUSTED_PREFIXES,
     chain_base,
     device_ids_first,
-    distinct,
     rebinds,
     resolver_for,
     strip_self_returning,

@@ -14,14 +14,14 @@ from devicelint.analysis.module_placement.devices import (
     TRUSTED_PREFIXES,
     Placement,
     chain_base,
-    distinct,
     resolver_for,
 )
-from devicelint.analysis.module_placement.scopes import scope_facts
+from devicelint.analysis.devices import distinct
+from devicelint.analysis.facts import FileFacts, file_facts
+from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.module_placement.variables import History
-from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_facts import MOVE_METHODS
 from devicelint.context import FileContext
 
 @dataclass(frozen=True)
@@ -50,43 +50,27 @@ def class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
 
 
 def _build_class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
+    """From the placement engine: the submodules whose device `__init__` states, unless
+    `__init__` then moves the whole module (`self.to(dev)` puts everything on one device)."""
     out: dict[str, ClassPlacement] = {}
-    # Only an `__init__` that calls `.to(...)`/`.cuda(...)` can place anything: find those first.
-    placing: set[int] = set()
-    for call in ctx.index.of_type(cst.Call):
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in MOVE_METHODS:
-            function = ctx.index.enclosing_function(call)
-            if function is not None and function.name.value == "__init__":
-                placing.add(id(function))
-    if not placing:
-        return out
-    for name, cls in module_classes(ctx).items():
-        init = methods(cls).get("__init__")
-        if init is None or id(init) not in placing:
+    facts = file_facts(ctx)
+    for name, cls in class_facts(ctx).items():
+        placed = facts.placed_submodules(cls)
+        if not placed or _moves_whole_module(facts, cls):
             continue
-        resolver = resolver_for(ctx, init.body)
-        placements: dict[str, Placement] = {}
-        for node in scope_facts(ctx, init).nodes:
-            if isinstance(node, cst.Assign) and len(node.targets) == 1:
-                attr = _self_attr(node.targets[0].target)
-                if attr is not None:
-                    device = chain_base(resolver, node.value)[1]
-                    if device is not None:
-                        placements[attr] = Placement(attr, device, node)
-                    else:
-                        placements.pop(attr, None)
-            elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
-                moved = resolver.move(node.value)
-                if moved is None:
-                    continue
-                attr = _self_attr(moved[0])
-                if attr is not None:
-                    placements[attr] = Placement(attr, moved[1], node)
-                elif isinstance(moved[0], cst.Name) and moved[0].value == "self":
-                    placements.clear()  # `self.to(dev)` moves everything to one device
-        if placements:
-            out[name] = ClassPlacement(cls, placements)
+        init = cls.methods["__init__"]
+        where = {attr: value for attr, value, method in cls.assignments if method is init}
+        out[name] = ClassPlacement(cls.node, {
+            attr: Placement(attr, device, where.get(attr, init)) for attr, device in placed.items()
+        })
     return out
+
+
+def _moves_whole_module(facts: FileFacts, cls: ClassFacts) -> bool:
+    init = cls.methods.get("__init__")
+    scope = facts.placement.scopes.get(id(init)) if init is not None else None
+    moved = scope.facts.get("self") if scope is not None else None
+    return moved is not None and moved.where is not None
 
 
 def _self_attr(node: cst.BaseExpression) -> str | None:
@@ -97,17 +81,8 @@ def _self_attr(node: cst.BaseExpression) -> str | None:
 
 def moves_itself(ctx: FileContext, class_name: str) -> bool:
     """Whether the class's `__init__` moves the whole module (`self.to(device)`, `self.cuda()`)."""
-    cls = module_classes(ctx).get(class_name)
-    init = methods(cls).get("__init__") if cls is not None else None
-    if init is None:
-        return False
-    resolver = resolver_for(ctx, init.body)
-    for node in scope_facts(ctx, init).nodes:
-        if isinstance(node, cst.Call):
-            moved = resolver.move(node)
-            if moved is not None and isinstance(moved[0], cst.Name) and moved[0].value == "self":
-                return True
-    return False
+    cls = class_facts(ctx).get(class_name)
+    return cls is not None and _moves_whole_module(file_facts(ctx), cls)
 
 
 def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | None) -> bool:

@@ -19,8 +19,8 @@ from devicelint.analysis.module_placement.devices import (
     chain_base,
     rebinds,
     resolver_for,
-    string_value,
 )
+from devicelint.analysis.devices import string_value
 from devicelint.analysis.module_placement.scopes import scope_facts, scope_of, short, statement_of
 from devicelint.analysis.module_placement.variables import history
 from devicelint.analysis.names import dotted_name
