@@ -36,7 +36,7 @@ from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
 )
-from devicelint.analysis.devices import distinct
+from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
     DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact,
@@ -423,6 +423,10 @@ class _Interpreter(CallEvaluation):
         if isinstance(node, cst.SimpleString):
             text = string_value(node)
             return (device_string_fact(text) if text else None) or UNKNOWN_FACT
+        if isinstance(node, cst.FormattedString):
+            device = literal_device(self.ctx, node)  # `f"cuda:{rank}"`: a CUDA device, index unknown
+            return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=self.ctx.code_for(node), device=device,
+                        spelled="string") if device is not None else UNKNOWN_FACT
         if isinstance(node, cst.BinaryOperation):
             return self._binary(node, self._eval(node.left), self._eval(node.right), node.left, node.right)
         if isinstance(node, cst.Comparison):
@@ -494,14 +498,16 @@ class _Interpreter(CallEvaluation):
         receiver = self._eval(node.value)
         if attr == "device":
             if receiver.kind == CPU:
-                return Fact(DEVICE_VALUE, where="cpu")
+                return Fact(DEVICE_VALUE, where="cpu", spelled="object")
+            spelled = "object"  # a tensor's or module's `.device` is a `torch.device`
             if receiver.kind in (DEVICE, MODULE) or receiver.where:
                 where = receiver.where if receiver.where in (FOLLOWS, ACCELERATOR) else None
             elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES:
                 where = FOLLOWS  # a local tensor of unknown placement: wherever it is
             else:
-                where = ACCELERATOR  # `cfg.device`, `args.device`, `self.trainer.device`
-            return Fact(DEVICE_VALUE, where=where, device_expr=self.ctx.code_for(node))
+                where, spelled = ACCELERATOR, None  # `cfg.device`, `args.device`, `self.trainer.device`
+            return Fact(DEVICE_VALUE, where=where, device_expr=self.ctx.code_for(node), device=receiver.device,
+                        spelled=spelled)
         if receiver.is_tensor and attr in _TENSOR_VIEW_ATTRS:
             return replace(receiver, scalar=False)
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:

@@ -137,8 +137,11 @@ class CallEvaluation:
         device = torch_device(call, first.device, index, self.ctx.code_for(call))
         if isinstance(kind, cst.SimpleString) and kind is call.args[0].value:
             # `torch.device("cuda", 1)`: the string's fact, on the device it and the index state
-            return replace(first, device=device) if first.kind == DEVICE_VALUE else Fact(DEVICE_VALUE)
-        return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call), device=device)
+            return replace(first, device=device, spelled="object") if first.kind == DEVICE_VALUE else Fact(DEVICE_VALUE, spelled="object")
+        if first.kind == DEVICE_VALUE and first.where == "cpu":
+            return Fact(DEVICE_VALUE, where="cpu", device=device, spelled="object")
+        return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call), device=device,
+                    spelled="object")
 
     def _combine(self, call: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]], allow_scalar: bool,
                  receiver: tuple[Fact, cst.CSTNode] | None = None) -> Fact:

@@ -57,6 +57,9 @@ class Fact:
     # Which device, when the code states it (`"cuda:1"`, `.cuda(1)`): for device values, tensors
     # and modules alike. `where` says whether it is an accelerator; this says which one.
     device: DeviceId | None = None
+    # For device values: "object" (a `torch.device`: built with `torch.device(...)`, a tensor's
+    # or module's `.device`) or "string" (`"cuda:0"`, `f"cuda:{rank}"`); None when not shown.
+    spelled: str | None = None
 
     @property
     def is_tensor(self) -> bool:

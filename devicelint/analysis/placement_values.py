@@ -56,9 +56,10 @@ def string_value(node: cst.CSTNode) -> str | None:
 def device_string_fact(text: str) -> Fact | None:
     base = text.split(":", 1)[0]
     if base == "cpu":
-        return Fact(DEVICE_VALUE, where="cpu", device=parse_device(text))
+        return Fact(DEVICE_VALUE, where="cpu", device=parse_device(text), spelled="string")
     if base in ACCELERATOR_STRINGS:
-        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'), device=parse_device(text))
+        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'), device=parse_device(text),
+                    spelled="string")
     return None
 
 
@@ -163,7 +164,8 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
         # `"cuda" if torch.cuda.is_available() else "cpu"`: the device the author means is the GPU.
         where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
         return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None,
-                    device=join_devices(a.device, b.device, gpu_branch=a.kind == DEVICE_VALUE))
+                    device=join_devices(a.device, b.device, gpu_branch=a.kind == DEVICE_VALUE),
+                    spelled=a.spelled if a.spelled == b.spelled else None)
     return UNKNOWN_FACT
 
 

@@ -6,7 +6,9 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.module_placement import scope_facts, statement_of
+from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
@@ -153,6 +155,9 @@ class DeviceValues:
         key = dotted_name(node)
         if key is None:
             return None
+        engine = file_facts(self.ctx).value(node)
+        if engine.kind == DEVICE_VALUE and engine.spelled is not None:
+            return _from_engine(engine)
         function = self.ctx.index.enclosing_function(node)
         scope: cst.FunctionDef | cst.Module = function or self.ctx.module
         found = self._from_assignments(scope, key, node, depth)
@@ -333,6 +338,16 @@ class DeviceValues:
                 and key.rsplit(".", 1)[-1] == "device" and "." in key
             }
         return self._type_reads
+
+
+def _from_engine(fact: Fact) -> DeviceValue:
+    """A device value whose spelling the placement engine followed to its source."""
+    device = fact.device
+    if fact.spelled == "object":
+        return DeviceValue(OBJECT, device.text if device is not None and device.literal else None)
+    if device is not None and not device.literal:
+        return DeviceValue(STRING, INDEXED if device.type is not None else None)
+    return DeviceValue(STRING, device.text if device is not None else None)
 
 
 def _param(function: cst.FunctionDef, name: str) -> cst.Param | None:
