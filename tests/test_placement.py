@@ -7,7 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from devicelint.analysis.placement import file_placement, placement_of_function, value_kind
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.placement import file_placement
 from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FOLLOWS, MODULE, UNKNOWN
 from devicelint.context import FileContext
 from devicelint.engine import EngineOptions, lint_source
@@ -49,14 +50,14 @@ def test_facts_flow_through_assignments_moves_and_unpacking() -> None:
             return made
         """
     )
-    facts = placement_of_function(ctx, _function(ctx, "train")).facts
+    facts = file_facts(ctx).scope(_function(ctx, "train")).facts
     assert facts["made"].kind == CPU and facts["made"].factory == "torch.zeros"
     assert (facts["placed"].kind, facts["placed"].where) == (DEVICE, ACCELERATOR)
     assert facts["followed"].kind == DEVICE
     assert facts["model"].kind == MODULE and facts["model"].where == ACCELERATOR
     assert facts["placed"].device_expr == "device"  # the name a fix can pass as `device=`
     assert facts["explicit"].kind == CPU and not facts["explicit"].from_factory
-    assert placement_of_function(ctx, _function(ctx, "train")).returns.factory == "torch.zeros"
+    assert file_facts(ctx).scope(_function(ctx, "train")).returns.factory == "torch.zeros"
 
 
 def test_forward_inputs_follow_and_unknown_stays_unknown() -> None:
@@ -76,14 +77,14 @@ def test_forward_inputs_follow_and_unknown_stays_unknown() -> None:
         """
     )
     forward = _function(ctx, "forward")
-    placement = placement_of_function(ctx, forward)
+    placement = file_facts(ctx).scope(forward)
     assert placement.facts["x"].kind == DEVICE and placement.facts["x"].where == FOLLOWS
     assert placement.facts["h"].kind == DEVICE
     assert "n" not in placement.facts and "flag" not in placement.facts
     ret = next(iter(ctx.index.of_type(cst.Return)))
-    assert value_kind(ctx, ret.value).kind == DEVICE
+    assert file_facts(ctx).value(ret.value).kind == DEVICE
     number = next(iter(ctx.index.of_type(cst.Integer)))
-    assert value_kind(ctx, number).kind == UNKNOWN
+    assert file_facts(ctx).value(number).kind == UNKNOWN
 
 
 def test_meetings_are_memoised_per_file() -> None:

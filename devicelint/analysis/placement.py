@@ -11,12 +11,12 @@ and unknown never produces a finding. Checks ask through `facts.file_facts(ctx)`
 
 Public API (every result memoised per file through `ctx.shared`):
 
-- `file_placement(ctx)`: a `FilePlacement` with every scope's `ScopePlacement` and every
-  `Meeting` (a CPU tensor meeting a device tensor or module) found in the file.
-- `placement_of_function(ctx, funcdef)`: the `ScopePlacement` of one function (or of the
-  `cst.Module` for top-level code): `.facts` (name -> Fact at the end), `.returns`, `.meetings`.
-- `value_kind(ctx, expr)`: the `Fact` of one expression where it was evaluated
-  (`UNKNOWN_FACT` when the analysis has nothing to say).
+- `file_placement(ctx)`: a `FilePlacement` with every scope's `ScopePlacement`, every
+  `Meeting` (a CPU tensor meeting a device tensor or module) and every `Crossing` (values on
+  two different stated accelerators meeting) found in the file.
+
+Rules never call this module: they ask `facts.file_facts(ctx)` (`value`, `place_of`,
+`device_of`, `scope`, `meetings`, `crossings`).
 
 Statements and plain expressions are interpreted here; the driver, the results and the file's
 call-graph questions are in `placement_program.py`; calls (factories, moves, tensor methods,
@@ -46,7 +46,7 @@ from devicelint.context import FileContext
 
 __all__ = [
     "CPU", "DEVICE", "MODULE", "DEVICE_VALUE", "UNKNOWN", "Fact", "Meeting", "Crossing", "ScopePlacement",
-    "FilePlacement", "file_placement", "placement_of_function", "value_kind", "is_device_guard", "join",
+    "FilePlacement", "file_placement", "is_device_guard", "join",
 ]
 
 _MODULE_TENSOR_ATTRS = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "pos_embed"})
@@ -593,20 +593,6 @@ class _Interpreter(CallEvaluation):
 def file_placement(ctx: FileContext) -> FilePlacement:
     """Every scope's placement facts and every CPU/device meeting of the file (memoised)."""
     return ctx.shared("placement", lambda c: FileAnalysis(c, _Interpreter).run())
-
-
-def placement_of_function(ctx: FileContext, node: cst.CSTNode) -> ScopePlacement:
-    """The placement facts of one function (or of the module's top-level code for a `cst.Module`)."""
-    return file_placement(ctx).scopes[id(node)]
-
-
-def value_kind(ctx: FileContext, expr: cst.CSTNode) -> Fact:
-    """The fact of one expression, as the analysis of its enclosing scope evaluated it."""
-    scope: cst.CSTNode = ctx.index.enclosing_function(expr) or ctx.module
-    placement = file_placement(ctx).scopes.get(id(scope))
-    if placement is None:
-        return UNKNOWN_FACT
-    return placement.expr_facts.get(id(expr), UNKNOWN_FACT)
 
 
 def _number_like(node: cst.CSTNode) -> bool:

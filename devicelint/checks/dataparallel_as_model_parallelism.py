@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
+from devicelint.analysis.model_events import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register

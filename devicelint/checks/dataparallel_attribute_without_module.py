@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import (
+from devicelint.analysis.model_events import (
     WrapperSite,
     assigned_target,
     chain_base,

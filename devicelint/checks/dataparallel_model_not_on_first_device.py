@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import (
+from devicelint.analysis.model_events import (
     Device,
     WrapperSite,
     built_on_cpu,

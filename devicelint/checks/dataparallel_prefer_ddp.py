@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import short, wrapper_sites
+from devicelint.analysis.model_events import short, wrapper_sites
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import (
+from devicelint.analysis.model_events import (
     Device,
     History,
     WrapperSite,

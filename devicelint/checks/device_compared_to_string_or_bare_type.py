@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.module_placement import scope_facts, statement_of
+from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name

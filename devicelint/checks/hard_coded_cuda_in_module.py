@@ -4,10 +4,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.module_placement import class_placements
+from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement import is_device_guard, placement_of_function
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.context import FileContext
@@ -211,7 +212,7 @@ class HardCodedCudaInModule(Rule):
             reusable = reusable_methods.get(id(function))
             if script and reusable is None:
                 continue
-            placement = placement_of_function(ctx, function)
+            placement = file_facts(ctx).scope(function)
             if cls is None and reusable is None and not placement.device_params:
                 continue
             if under_device_guard(ctx, node, function) or any(w in function.name.value.lower() for w in DEVICE_MANAGEMENT):

@@ -10,7 +10,7 @@ from devicelint.analysis.facts import Crossing, FileFacts, file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor
 from devicelint.analysis.placement_facts import MOVE_METHODS, PARAMETER_FREE_MODULES
-from devicelint.analysis.module_placement import short
+from devicelint.analysis.model_events import short
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 

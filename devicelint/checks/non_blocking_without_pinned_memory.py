@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
 from devicelint.analysis.training.values import assignments, values_of
 from devicelint.analysis.training.syntax import (
@@ -126,7 +126,7 @@ def _root_name(node: cst.BaseExpression) -> str | None:
 
 
 def _from_batch(ctx: FileContext, owner: cst.BaseExpression, batch: set[str]) -> bool:
-    fact = value_kind(ctx, owner)
+    fact = file_facts(ctx).value(owner)
     if fact.batch:
         return True
     if fact.kind == DEVICE:
@@ -169,7 +169,7 @@ def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: i
         return False
     if ctx.qualified_name(value.func) in LOADERS:
         data = positional(value)
-        if data and value_kind(ctx, data[0]).where == ACCELERATOR:
+        if data and file_facts(ctx).value(data[0]).where == ACCELERATOR:
             return False  # a dataset of device tensors yields device tensors: nothing to pin
         return _pin_off(ctx, value, scope_of(ctx, value))
     builder = _same_file_function(ctx, value)

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, container_kind, literal_elements, handed_to_call, class_facts, is_parameter_call, library_module,
     local_containers, module_constructor, returned_container, self_attribute,
@@ -134,7 +134,7 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
     if _module_factory(ctx, node):
         return "module"
     if isinstance(node, cst.Name):
-        fact = value_kind(ctx, node)
+        fact = file_facts(ctx).value(node)
         if fact.kind == MODULE and fact.factory is not None and fact.where is None:
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
     return None

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_classes import (
     ClassFacts, container_kind, added_elements, class_facts, literal_elements, local_containers, returned_container,
     self_attribute,
@@ -115,7 +115,7 @@ class TensorAttributeNotRegistered(Rule):
                     continue
                 candidate = None
                 for value, _ in assignments:
-                    fact = value_kind(ctx, value)
+                    fact = file_facts(ctx).value(value)
                     if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(value):
                         candidate = None  # `self.x = self.x.to(device)`: moved by hand
                         break
@@ -257,7 +257,7 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return attr in facts.buffers
     if isinstance(element, cst.Name) and _registered_as_buffer(ctx, element):
         return True
-    fact = value_kind(ctx, element)
+    fact = file_facts(ctx).value(element)
     if isinstance(element, cst.Call):
         qualified = ctx.qualified_name(element.func) or ""
         if qualified.startswith("torch.") and is_empty_placeholder(element, qualified[6:]):

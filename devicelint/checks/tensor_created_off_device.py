@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import Meeting, file_facts
-from devicelint.analysis.module_placement import statement_of
+from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.context import FileContext

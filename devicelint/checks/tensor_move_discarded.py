@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement import value_kind
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.context import FileContext
@@ -88,7 +88,7 @@ class TensorMoveDiscarded(Rule):
             if method == "type" and not call.args:
                 continue  # `x.type()` returns the type name
             receiver = call.func.value
-            fact = value_kind(ctx, receiver)
+            fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and _assigned_an_object(ctx, receiver):
                 continue
             if not fact.is_tensor and not (
@@ -367,7 +367,7 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
     qualified = ctx.qualified_name(call.func) or ""
     if qualified.startswith("torch."):
         return True
-    fact = value_kind(ctx, call.func)
+    fact = file_facts(ctx).value(call.func)
     if fact.kind == MODULE:
         return True
     func = call.func

@@ -1,6 +1,6 @@
 """Which values read in a step region are device tensors.
 
-The placement interpreter (`devicelint.analysis.placement.value_kind`) answers first: a
+The placement interpreter (`devicelint.analysis.facts.file_facts`) answers first: a
 `device-tensor` on the accelerator is one, a `cpu-tensor`, a module, a device or a number is not
 (`labels = y.to("cpu")` is a CPU tensor, `correct = torch.zeros((), device=device)` a device one).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.placement import file_placement, value_kind
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_facts import (
     CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_WORDS, MODULE, UNKNOWN, Fact,
 )
@@ -120,14 +120,14 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
 def callee_fact(ctx: FileContext, func: cst.BaseExpression) -> Fact:
     """What placement knows of a called name: its fact where it was evaluated, else the fact its
     function's environment ends with (a callee name is not evaluated as an expression)."""
-    fact = value_kind(ctx, func)
+    fact = file_facts(ctx).value(func)
     if fact.kind != UNKNOWN:
         return fact
     key = dotted_name(func)
     if key is None:
         return fact
     scope = ctx.index.enclosing_function(func) or ctx.module
-    placement = file_placement(ctx).scopes.get(id(scope))
+    placement = file_facts(ctx).placement.scopes.get(id(scope))
     return placement.facts.get(key, fact) if placement is not None else fact
 
 
@@ -176,7 +176,7 @@ def _calls_model_or_loss(ctx: FileContext, value: cst.BaseExpression, modules: f
 def placement_says(ctx: FileContext, expr: cst.BaseExpression) -> bool | None:
     """True for a device tensor on the accelerator, False for a CPU tensor, a module, a device or a
     number, None when placement does not know."""
-    fact: Fact = value_kind(ctx, expr)
+    fact: Fact = file_facts(ctx).value(expr)
     if fact.kind == DEVICE and fact.where != "follows":
         return True
     if fact.kind in (CPU, MODULE, DEVICE_VALUE) or fact.where == "number":

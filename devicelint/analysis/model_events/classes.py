@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.module_placement.devices import (
+from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
     TRUSTED_PREFIXES,
@@ -19,7 +19,7 @@ from devicelint.analysis.module_placement.devices import (
 from devicelint.analysis.devices import distinct
 from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
-from devicelint.analysis.module_placement.variables import History
+from devicelint.analysis.model_events.variables import History
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
@@ -46,7 +46,7 @@ def split_of(placements: list[Placement]) -> tuple[Placement, Placement] | None:
 
 def class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
     """Module classes of this file whose `__init__` places at least one submodule."""
-    return ctx.shared("module_placement.classes", _build_class_placements)
+    return ctx.shared("model_events.classes", _build_class_placements)
 
 
 def _build_class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:

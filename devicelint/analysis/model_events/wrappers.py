@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.module_placement.classes import class_placements, split_of
-from devicelint.analysis.module_placement.devices import (
+from devicelint.analysis.model_events.classes import class_placements, split_of
+from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     Device,
     DISTRIBUTED_DATA_PARALLEL,
@@ -21,8 +21,8 @@ from devicelint.analysis.module_placement.devices import (
     resolver_for,
 )
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.module_placement.scopes import scope_facts, scope_of, short, statement_of
-from devicelint.analysis.module_placement.variables import history
+from devicelint.analysis.model_events.scopes import scope_facts, scope_of, short, statement_of
+from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -39,7 +39,7 @@ class WrapperSite:
 
 
 def wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
-    return ctx.shared("module_placement.wrappers", _build_wrapper_sites)
+    return ctx.shared("model_events.wrappers", _build_wrapper_sites)
 
 
 def _build_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:

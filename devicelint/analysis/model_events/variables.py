@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.module_placement.devices import (
+from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     Device,
     DISTRIBUTED_DATA_PARALLEL,
@@ -18,7 +18,7 @@ from devicelint.analysis.module_placement.devices import (
     resolver_for,
     strip_self_returning,
 )
-from devicelint.analysis.module_placement.scopes import scope_facts, scope_of, statement_of
+from devicelint.analysis.model_events.scopes import scope_facts, scope_of, statement_of
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext

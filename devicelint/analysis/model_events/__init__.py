@@ -1,23 +1,24 @@
-"""Which submodule of a model is placed on which device, and which wrapper wraps which model.
+"""What the code does to model variables and module classes, for the parallelism rules (DL2xx)
+and DL107: which wrapper wraps which model, what one function does to one model variable
+(built, moved, wrapped, loaded), which submodules a class places on which device.
 
-Facts for the parallelism rules (DL2xx) and DL107, one concern per module:
+Every device here comes from the placement engine (`facts.device_of`, the engine's
+`DeviceId`); this package adds the module-level events on top, one concern per module:
 
-- `devices`: device literals, `Resolver` (device expressions, and the one `.to`/`.cuda`/`.cpu`
-  recogniser here, `Resolver.move`), `chain_base`, `device_ids_first`;
+- `devices`: the move/cast vocabulary of modules (`Resolver.move`, `chain_base`,
+  `device_ids_first`), and scope constants for non-device values;
 - `scopes`: the nodes and single bindings of one function, `statement_of`, `set_device_called`;
 - `variables`: what one function does to one model variable (`history`, `usage_after`);
-- `classes`: submodules an `__init__` places (`class_placements`), `moves_itself`, `built_on_cpu`;
+- `classes`: submodules an `__init__` places (`class_placements`, from the engine's facts),
+  `moves_itself`, `built_on_cpu`;
 - `wrappers`: `DataParallel`/DDP sites, `wrapper_at`, `wrapped_split`, `spread_by_loader`.
-
-This package is one of the placement models that the analysis design (one interpreter, one
-lattice) is meant to replace; checks import from this package, not from its modules.
 """
 
 from __future__ import annotations
 
 from devicelint.analysis.devices import distinct
 
-from devicelint.analysis.module_placement.devices import (
+from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
     Device,
@@ -30,7 +31,7 @@ from devicelint.analysis.module_placement.devices import (
     resolver_for,
     strip_self_returning,
 )
-from devicelint.analysis.module_placement.scopes import (
+from devicelint.analysis.model_events.scopes import (
     Scope,
     module_functions,
     scope_facts,
@@ -41,20 +42,20 @@ from devicelint.analysis.module_placement.scopes import (
     statement_of,
     string_constants,
 )
-from devicelint.analysis.module_placement.variables import (
+from devicelint.analysis.model_events.variables import (
     History,
     Usage,
     history,
     usage_after,
 )
-from devicelint.analysis.module_placement.classes import (
+from devicelint.analysis.model_events.classes import (
     ClassPlacement,
     built_on_cpu,
     class_placements,
     moves_itself,
     split_of,
 )
-from devicelint.analysis.module_placement.wrappers import (
+from devicelint.analysis.model_events.wrappers import (
     WrapperSite,
     assigned_target,
     spread_by_loader,

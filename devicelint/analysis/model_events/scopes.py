@@ -30,7 +30,7 @@ class Scope:
 
 
 def scope_facts(ctx: FileContext, root: cst.FunctionDef | cst.Module) -> Scope:
-    cache: dict[int, Scope] = ctx.shared("module_placement.scopes", lambda c: {})  # type: ignore[assignment]
+    cache: dict[int, Scope] = ctx.shared("model_events.scopes", lambda c: {})  # type: ignore[assignment]
     scope = cache.get(id(root))
     if scope is None:
         scope = _build_scope(root)
@@ -90,7 +90,7 @@ def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
                 seen.setdefault(statement.name.value, []).append(statement)
         return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
 
-    return ctx.shared("module_placement.functions", build)
+    return ctx.shared("model_events.functions", build)
 
 
 def statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
@@ -167,7 +167,7 @@ def string_constants(ctx: FileContext) -> frozenset[str]:
                 found.add(value)
         return frozenset(found)
 
-    return ctx.shared("module_placement.strings", build)
+    return ctx.shared("model_events.strings", build)
 
 
 def short(ctx: FileContext, node: cst.CSTNode, limit: int = 60) -> str:

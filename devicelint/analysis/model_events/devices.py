@@ -15,7 +15,7 @@ import libcst as cst
 
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, device_argument, indexed, int_value, is_dtype
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.module_placement.scopes import Scope, REBOUND, scope_facts, scope_of
+from devicelint.analysis.model_events.scopes import Scope, REBOUND, scope_facts, scope_of
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MOVE_METHODS
@@ -104,7 +104,7 @@ class Resolver:
 
 def resolver_for(ctx: FileContext, node: cst.CSTNode) -> Resolver:
     root = scope_of(ctx, node)
-    cache: dict[int, Resolver] = ctx.shared("module_placement.resolvers", lambda c: {})  # type: ignore[assignment]
+    cache: dict[int, Resolver] = ctx.shared("model_events.resolvers", lambda c: {})  # type: ignore[assignment]
     resolver = cache.get(id(root))
     if resolver is None:
         resolver = cache[id(root)] = _new_resolver(ctx, root)
