@@ -113,3 +113,104 @@ def test_join_keeps_a_factory_tensor_and_marks_a_branch_conflict() -> None:
     pair = Fact(elements=(cpu, cpu))
     assert join(UNKNOWN_FACT, pair).elements == (cpu, cpu)
     assert join(Fact(elements=()), pair) == pair  # an empty list, then `append`s
+
+
+# ---------------------------------------------------------------------------- device identity
+
+
+def _devices(source: str) -> dict[str, str]:
+    """The device (`DeviceId.text`) of every assignment target `name = ...`, where stated."""
+    ctx = _context(source)
+    facts = file_facts(ctx)
+    out: dict[str, str] = {}
+    for assign in ctx.index.of_type(cst.Assign):
+        target = assign.targets[0].target
+        if isinstance(target, cst.Name):
+            device = facts.value(assign.value).device
+            if device is not None:
+                out[target.value] = device.text if device.literal else f"?{device.type}"
+    return out
+
+
+def test_device_identity_where_the_code_states_it() -> None:
+    devices = _devices(
+        """
+        import torch
+
+        SECOND = "cuda:1"
+
+        def place(x, rank, cond):
+            a = x.to("cuda:0")
+            b = x.cuda(1)
+            c = x.to(2)
+            d = torch.device("cuda", 3)
+            e = x.to(SECOND)
+            f = torch.zeros(4, device=d)
+            g = f * 2 + a.sum()
+            h = x.to(f"cuda:{rank}")
+            i = "cuda:0" if torch.cuda.is_available() else "cpu"
+            j = x.cuda()
+            k = b if cond else a
+            m = a.device
+        """
+    )
+    assert devices == {
+        "SECOND": "cuda:1", "a": "cuda:0", "b": "cuda:1", "c": "cuda:2", "d": "cuda:3", "e": "cuda:1",
+        "f": "cuda:3", "g": "cuda:3", "h": "?cuda", "i": "cuda:0", "j": "cuda", "m": "cuda:0",
+    }  # `k` joins two devices: unknown
+
+
+def test_device_identity_through_init_and_defaults() -> None:
+    ctx = _context(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Split(nn.Module):
+            def __init__(self, devices=("cuda:0", "cuda:1")):
+                super().__init__()
+                self.out_device = torch.device(devices[1])
+                self.enc = nn.Linear(4, 4).to(devices[0])
+                self.dec = nn.Linear(4, 4).to(self.out_device)
+
+            def forward(self, x):
+                h = self.enc(x.to(self.enc.weight.device))
+                return self.dec(h)
+        """
+    )
+    facts = file_facts(ctx)
+    cls = facts.class_model("Split")
+    assert cls is not None
+    assert {k: v.text for k, v in facts.placed_submodules(cls).items()} == {"enc": "cuda:0", "dec": "cuda:1"}
+    (crossing,) = facts.crossings
+    assert (ctx.code_for(crossing.value_node), crossing.value.device.text) == ("h", "cuda:0")  # type: ignore[union-attr]
+    assert (ctx.code_for(crossing.other_node), crossing.other.device.text) == ("self.dec", "cuda:1")  # type: ignore[union-attr]
+
+
+def test_the_current_device_and_a_callers_device_never_cross() -> None:
+    ctx = _context(
+        """
+        import torch
+
+        def pair(x, y, dev):
+            return x.to("cuda:1") + y.cuda(), x.to("cuda:1") * y.to(dev)
+        """
+    )
+    assert file_facts(ctx).crossings == []
+
+
+def test_device_values_say_whether_they_are_objects_or_strings() -> None:
+    ctx = _context(
+        """
+        import torch
+
+        def f(x, rank):
+            a = torch.device("cuda")
+            b = "cuda"
+            c = x.device
+            d = f"cuda:{rank}"
+        """
+    )
+    facts = file_facts(ctx)
+    spelled = {a.targets[0].target.value: facts.value(a.value).spelled for a in ctx.index.of_type(cst.Assign)}  # type: ignore[union-attr]
+    assert spelled == {"a": "object", "b": "string", "c": "object", "d": "string"}

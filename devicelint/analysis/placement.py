@@ -354,15 +354,17 @@ class _Interpreter(CallEvaluation):
 
     def _stated_in_init(self, attr: str) -> Fact | None:
         """`self.<attr>` as `__init__` left it, where this method is not `__init__` itself."""
-        if self.cls is None or self.cls.methods.get("__init__") is self.scope:
+        if not isinstance(self.scope, cst.FunctionDef):
             return None
-        return self.analysis.init_env(self.cls).get(f"self.{attr}")
+        return self.analysis.init_env(self.scope).get(f"self.{attr}")
 
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class: where the module is, on the device `__init__` states."""
         stated = self._stated_in_init(attr)
         device = stated.device if stated is not None and stated.kind == MODULE else None
-        return Fact(MODULE, where=self.own_place, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]
+        # `self.dec = Dec().to("cuda:1")` is on cuda:1 even before (or without) the model's move
+        where = stated.where if stated is not None and device is not None else self.own_place
+        return Fact(MODULE, where=where, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]
 
     def _module_device(self, name: str) -> Fact | None:
         """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
@@ -495,6 +497,10 @@ class _Interpreter(CallEvaluation):
             if attr == "device":
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            stated = self._stated_in_init(attr)  # a trainer's `self.device = torch.device("cuda:1")`
+            if stated is not None and stated.device is not None and stated.where == ACCELERATOR:
+                return stated
         receiver = self._eval(node.value)
         if attr == "device":
             if receiver.kind == CPU:

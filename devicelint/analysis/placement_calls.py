@@ -10,7 +10,7 @@ import libcst as cst
 
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value, literal_device, torch_device
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_classes import module_constructor
+from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
@@ -278,6 +278,10 @@ class CallEvaluation:
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
+        if self.cls is None and self_attribute(func) is not None:
+            member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
+            if member.device is not None and (member.kind == MODULE or (member.kind == UNKNOWN and member.where == ACCELERATOR)):
+                return self._module_call(call, member, func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
         if receiver.kind == MODULE and method == "forward":
@@ -423,10 +427,11 @@ class CallEvaluation:
         forward = cls.methods.get("forward") if cls is not None else None
         if forward is None:
             return UNKNOWN_FACT
-        return self._follow(forward, call, args, skip_self=True, cls=cls)
+        # a model never moved is where it was built: its submodules are on no known device
+        return self._follow(forward, call, args, skip_self=True, cls=cls, placed=callee.where is not None)
 
     def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list, skip_self: bool,
-                cls: "ClassFacts | None" = None) -> Fact:
+                cls: "ClassFacts | None" = None, placed: bool = True) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
         each distinct set of argument facts is analysed once per file)."""
         if self.depth >= _MAX_FOLLOW_DEPTH or func is self.scope:
@@ -447,7 +452,8 @@ class CallEvaluation:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
             return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
-        key = (id(func), self.own_place, tuple(sorted(
+        own_place = self.own_place if placed else None
+        key = (id(func), own_place, tuple(sorted(
             (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
             for k, v in bound.items()
         )))
@@ -455,8 +461,8 @@ class CallEvaluation:
         if cached is None:
             owner = cls if cls is not None else self.cls if skip_self else None
             interpreter = type(self)(self.ctx, self.analysis, func, owner, bound, self.depth + 1)
-            if self.own_place is None:
-                interpreter.own_place = None  # called while the model is being built
+            if own_place is None:
+                interpreter.own_place = None  # called while the model is being built, or never moved
             cached = interpreter.run()
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)

@@ -291,11 +291,15 @@ class FileAnalysis:
             crossings.setdefault((id(crossing.node), id(crossing.value_node)), crossing)
         return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()))
 
-    def init_env(self, cls: ClassFacts) -> Env:
-        """What the class's `__init__` leaves bound (`self.dev1`, `self.dec` with its device), for
-        the other methods to read the devices it states."""
-        init = cls.methods.get("__init__")
-        if init is None or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
+    def init_env(self, method: cst.FunctionDef) -> Env:
+        """What the `__init__` of the method's class (a module, a trainer, any class) leaves
+        bound (`self.dev1`, `self.dec` with its device), for the other methods to read the
+        devices it states."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+            return {}
+        init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        if init is None or init is method or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
             return {}
         return self.scope(init).facts
 
