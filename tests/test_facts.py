@@ -18,16 +18,23 @@ def _context(source: str) -> FileContext:
     return FileContext(path="x.py", source=source, module=cst.parse_module(source))
 
 
-def _places(source: str) -> dict[str, Place]:
-    """The place of every assignment target `name = ...` at its own statement."""
+def _by_target(source: str, read):  # type: ignore[no-untyped-def]
+    """`read(facts, value)` for every assignment target `name = ...` at its own statement,
+    where it is not None."""
     ctx = _context(source)
     facts = file_facts(ctx)
-    out: dict[str, Place] = {}
+    out = {}
     for assign in ctx.index.of_type(cst.Assign):
         target = assign.targets[0].target
         if isinstance(target, cst.Name):
-            out[target.value] = facts.place_of(assign.value)
+            found = read(facts, assign.value)
+            if found is not None:
+                out[target.value] = found
     return out
+
+
+def _places(source: str) -> dict[str, Place]:
+    return _by_target(source, lambda facts, value: facts.place_of(value))
 
 
 def test_one_answer_for_the_loop_that_two_models_used_to_disagree_on() -> None:
@@ -120,16 +127,10 @@ def test_join_keeps_a_factory_tensor_and_marks_a_branch_conflict() -> None:
 
 def _devices(source: str) -> dict[str, str]:
     """The device (`DeviceId.text`) of every assignment target `name = ...`, where stated."""
-    ctx = _context(source)
-    facts = file_facts(ctx)
-    out: dict[str, str] = {}
-    for assign in ctx.index.of_type(cst.Assign):
-        target = assign.targets[0].target
-        if isinstance(target, cst.Name):
-            device = facts.value(assign.value).device
-            if device is not None:
-                out[target.value] = device.text if device.literal else f"?{device.type}"
-    return out
+    def read(facts, value):  # type: ignore[no-untyped-def]
+        device = facts.value(value).device
+        return None if device is None else device.text if device.literal else f"?{device.type}"
+    return _by_target(source, read)
 
 
 def test_device_identity_where_the_code_states_it() -> None:
