@@ -1,0 +1,223 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_facts import ACCELERATOR, CPU, MODULE, moves_to_accelerator
+from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.training.loaders import iterated_loader, is_loader_call, loader_calls, same_file_function
+from devicelint.analysis.training.step import training_scopes
+from devicelint.analysis.training.syntax import assigned_names, has_star, is_true, keyword, positional, receiver, scope_of, short
+from devicelint.analysis.training.values import values_of
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+# `DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)`.
+NUM_WORKERS_POSITION = 5
+# Datasets already in memory as tensors: indexing them is cheap, and worker processes would
+# only add start-up and inter-process copies.
+IN_MEMORY_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+
+
+@register
+class DataloaderWithoutWorkers(Rule):
+    """
+    ## What it does
+    Flags a `DataLoader(...)` built with the default `num_workers=0` (no `num_workers`
+    argument, or a literal `0`) whose batches feed a training loop on the device: a loop, over
+    that loader, that backpropagates and moves its batches to an accelerator. The loader may be
+    built in the loop's function, at module level, on `self`, by a builder function of the file,
+    or handed to the training function by a caller in the same file.
+
+    ## Why it is a bug on a GPU
+    With `num_workers=0` every batch is read, decoded, augmented and collated in the training
+    process itself, between two steps, while the GPU waits: utilisation drops to whatever share
+    of the step the GPU part is, often well under half for image pipelines. Worker processes
+    prepare the next batches while the GPU computes the current one, and `pin_memory=True` makes
+    their host-to-device copies fast and asynchronous.
+
+    ## Example
+    ```python
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    for images, labels in loader:
+        images, labels = images.to(device), labels.to(device)
+        loss = criterion(model(images), labels)
+        loss.backward()
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4, pin_memory=True)
+    ```
+
+    ## Fix safety
+    No fix: the right number of workers depends on the machine (CPU cores per GPU), the
+    dataset must be picklable for worker processes, and each worker holds a copy of the
+    dataset object's memory.
+
+    ## Known limits
+    Off by default: it is a performance warning, and small examples (MNIST-sized data that is
+    decoded in microseconds) lose little. Silent when `num_workers` is set to anything but a
+    literal `0` (also a variable), when `*args`/`**kwargs` could set it, for datasets already in
+    memory as tensors (`TensorDataset(...)`, a tensor, a list), in tests, and in scripts that
+    never name an accelerator. A loop counts as a device training loop only when it calls
+    `.backward()` (or `accelerator.backward(...)`) and moves a batch with `.to(...)`/`.cuda()`;
+    batches moved inside a helper, or loaders prepared by a framework
+    (`accelerator.prepare(loader)`, Lightning's `Trainer.fit`), are not seen.
+    """
+
+    code = "DL404"
+    name = "dataloader-without-workers"
+    summary = "A `DataLoader` feeding a GPU training loop loads its data in the main process (`num_workers=0`)."
+    message = (
+        "`{loader}` feeds the device training loop `{loop}` with `num_workers=0`, so every batch "
+        "is loaded and collated in the training process while the GPU waits; pass `num_workers=N` "
+        "(a few per GPU, up to the CPU cores){pin}"
+    )
+    severity = "warning"
+    default_enabled = False
+    tokens = ("DataLoader",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if cpu_only_script(ctx) or is_test_path(ctx.path):
+            return
+        reported: set[int] = set()
+        for loop in ctx.index.of_type(cst.For):
+            loader = iterated_loader(ctx, loop.iter)
+            if loader is None or not _device_training_loop(ctx, loop):
+                continue
+            for call in loader_calls(ctx, loader, scope_of(ctx, loop)) or ():
+                if id(call) in reported or not _default_workers(call) or _in_memory(ctx, call):
+                    continue
+                reported.add(id(call))
+                pinned = is_true(keyword(call, "pin_memory"))
+                yield self.violation(
+                    call,
+                    loader=short(ctx, call),
+                    loop=f"for {short(ctx, loop.target, 30)} in {short(ctx, loop.iter, 40)}",
+                    pin="" if pinned else " and `pin_memory=True` for fast asynchronous copies",
+                )
+
+
+def _default_workers(call: cst.Call) -> bool:
+    """No `num_workers` (or a literal 0) and no `*args`/`**kwargs` that could set it."""
+    if has_star(call):
+        return False
+    workers = keyword(call, "num_workers")
+    if workers is None:
+        args = positional(call)
+        workers = args[NUM_WORKERS_POSITION] if len(args) > NUM_WORKERS_POSITION else None
+    return workers is None or (isinstance(workers, cst.Integer) and workers.value == "0")
+
+
+def _device_training_loop(ctx: FileContext, loop: cst.For) -> bool:
+    """The loop backpropagates and moves one of its batches to an accelerator (the engine's
+    DataLoader-batch fact), both in its own body rather than in a nested loop over another loader."""
+    backprop = any(
+        _own(ctx, call, loop)
+        for scope in training_scopes(ctx)
+        for call in (*scope.backwards, *scope.delegated_backwards)
+    )
+    if not backprop and not _calls_step_function(ctx, loop):
+        return False
+    facts = file_facts(ctx)
+    scope = scope_of(ctx, loop)
+    targets = set(assigned_names(loop.target))  # the loop's own batch names, where the engine has no batch fact
+    for node in ctx.index.walk(loop.body):
+        if not isinstance(node, cst.Call) or not _own(ctx, node, loop):
+            continue
+        owner = receiver(node)
+        if moves_to_accelerator(node) and owner is not None and facts.value(node).kind != CPU and (
+            facts.value(owner).batch or (isinstance(owner, cst.Name) and owner.value in targets)
+        ):
+            return True  # `x = x.to(device)`: a batch moved towards the device (one the engine may not name)
+        if _device_module(ctx, node.func, scope):
+            return True  # `model(x)` with a model the file moves to the device
+    return False
+
+
+def _calls_step_function(ctx: FileContext, loop: cst.For) -> bool:
+    """The loop's body calls a function of the file that backpropagates (`self._run_batch(x, y)`,
+    `train_step(model, batch)`): a method of the loop's class through `self`, or a top-level one."""
+    backprop: set[int] = {
+        id(scope.node) for scope in training_scopes(ctx) if scope.backwards or scope.delegated_backwards
+    }
+    owner_class = ctx.index.enclosing_class(loop)
+    for node in ctx.index.walk(loop.body):
+        if not isinstance(node, cst.Call) or not _own(ctx, node, loop):
+            continue
+        callee: cst.FunctionDef | None = None
+        func = node.func
+        if isinstance(func, cst.Name):
+            callee = same_file_function(ctx, node)
+        elif (owner_class is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+              and func.value.value == "self"):
+            callee = next(
+                (f for f in owner_class.body.body if isinstance(f, cst.FunctionDef) and f.name.value == func.attr.value),
+                None,
+            )
+        if callee is not None and id(callee) in backprop:
+            return True
+    return False
+
+
+def _device_module(ctx: FileContext, callee: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+    """`callee` is a module (the engine's fact in the loop's scope) that the engine places on the
+    accelerator, or that the loop's function (or the module's top level) moves there, also under
+    a condition (`if cuda: generator.cuda()`)."""
+    name = dotted_name(callee)
+    if name is None:
+        return False
+    fact = file_facts(ctx).scope(scope).facts.get(name)
+    if fact is None or fact.kind != MODULE:
+        return False
+    if fact.where == ACCELERATOR:
+        return True
+    return any(
+        moves_to_accelerator(call) and dotted_name(receiver(call)) == name  # type: ignore[arg-type]
+        for call in ctx.index.of_type(cst.Call)
+        if scope_of(ctx, call) in (scope, ctx.module)
+    )
+
+
+def _own(ctx: FileContext, node: cst.CSTNode, loop: cst.For) -> bool:
+    """`node` runs in `loop`'s body and not inside a nested loop over another loader."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.For) and iterated_loader(ctx, ancestor.iter) is not None and _names_a_loader(ctx, ancestor):
+            return False
+    return False
+
+
+def _names_a_loader(ctx: FileContext, loop: cst.For) -> bool:
+    """An inner loop over something that is itself a loader (`for x in DataLoader(...)`, or a name
+    holding one), not over a plain sequence (`for micro in batch.chunk(4)`)."""
+    loader = iterated_loader(ctx, loop.iter)
+    return loader is not None and bool(loader_calls(ctx, loader, scope_of(ctx, loop)))
+
+
+def _in_memory(ctx: FileContext, call: cst.Call) -> bool:
+    """The loader's dataset is already in memory as tensors: `TensorDataset(...)`, a tensor, a
+    list or tuple (directly or through a name of the same function)."""
+    dataset = keyword(call, "dataset") or (positional(call)[0] if positional(call) else None)
+    if dataset is None:
+        return False
+    values: list[cst.BaseExpression | None] = [dataset]
+    if isinstance(dataset, cst.Name):
+        values = values_of(ctx, dataset.value, scope_of(ctx, call)) or [None]
+    return all(value is not None and _in_memory_value(ctx, value) for value in values)
+
+
+def _in_memory_value(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+        return True
+    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in IN_MEMORY_DATASETS:
+        return True
+    return file_facts(ctx).value(value).is_tensor and not is_loader_call(ctx, value)
