@@ -126,6 +126,30 @@ def test_dl307_update_per_optimizer_in_a_loop() -> None:
     assert per_optimizer != source and lint("DL307", per_optimizer) == []
 
 
+def test_dl307_helper_called_per_optimizer() -> None:
+    source = """\
+    import torch
+
+    class Trainer:
+        def apply(self, loss, opt):
+            self.scaler.scale(loss).backward()
+            self.scaler.step(opt)
+            self.scaler.update()
+
+        def train_step(self, lg, ld):
+            self.apply(lg, self.opt_g)
+            self.apply(ld, self.opt_d)
+    """
+    assert lint("DL307", source) == [(
+        7, 9,
+        "`self.scaler.update()` in `apply` runs on each of `self.apply(lg, self.opt_g)` and "
+        "`self.apply(ld, self.opt_d)` in the same iteration, so one scaler's loss scale moves twice per iteration; "
+        "call `self.scaler.update()` once per iteration, after the last `self.scaler.step(...)` of the iteration",
+    )]
+    once = source.replace("            self.apply(ld, self.opt_d)\n", "")
+    assert once != source and lint("DL307", once) == []
+
+
 @pytest.mark.parametrize("odd", [
     "scaler.update(*args)\nscaler.update(new_scale=2.0 ** 16)",
     "scaler.step(*opts)\nscaler.update()\nscaler.step(**kw)\nscaler.update()",

@@ -5,10 +5,11 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import Scope, order, training_scopes
 from devicelint.analysis.training.syntax import (
-    assigned_names, enclosing_ifs, exclusive, inside, positional, receiver, short, test_words,
+    assigned_names, enclosing_ifs, exclusive, inside, positional, receiver, scope_of, short, test_words,
 )
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -24,6 +25,9 @@ class GradscalerUpdatedTwice(Rule):
     - after each of two optimizers' `scaler.step(...)` in one loop body or step function (a GAN
       stepping its generator and its discriminator with one scaler), reported at the first update;
     - inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt); scaler.update()`);
+    - in a helper that steps and updates a scaler kept on `self` or at module level, called once
+      per optimizer (`self.backward_step(loss_g, opt_g)`, then `self.backward_step(loss_d, opt_d)`
+      in the same iteration, or in a loop over the optimizers), reported at the helper's update;
     - per micro-batch while the optimizer steps less often: in an inner loop whose enclosing loop
       (or function) holds the `scaler.step(...)`, or next to a step that runs only under an
       accumulation condition (`if (i + 1) % accum == 0:`) that the update is not under.
@@ -65,9 +69,10 @@ class GradscalerUpdatedTwice(Rule):
     which edit is right depends on code the rule does not model.
 
     ## Known limits
-    Calls are compared inside one function: an update in a helper that is called once per
-    optimizer (`self._step(opt_g, loss_g)`, `self._step(opt_d, loss_d)`) is not seen, and one in a
-    function called once per iteration counts once. Scalers are told apart by how the code
+    Calls are compared inside one function, plus one level of helper: a helper is followed only
+    when it updates on every call (not under an `if`) a scaler it does not receive as a parameter,
+    and its calls are `self.helper(...)` in its class or `helper(...)` for a top-level function.
+    An update in a function called once per iteration counts once. Scalers are told apart by how the code
     writes them (`scaler_g` and `scaler_d`, `self.scalers[name]` with a loop variable), so two
     names for one scaler look like two scalers. Two updates in mutually exclusive branches, or
     separated by a `return`, `continue`, `break` or `raise` that always follows the first, are
@@ -85,6 +90,42 @@ class GradscalerUpdatedTwice(Rule):
         for scope in training_scopes(ctx):
             for calls in _per_scaler(ctx, scope):
                 yield from self._check_scaler(ctx, scope, calls)
+                yield from self._check_helper(ctx, scope, calls)
+
+    def _check_helper(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
+        """A helper that steps and updates one shared scaler, called for each optimizer of an iteration."""
+        helper = scope.node
+        shared = calls.name.startswith("self.") or "." not in calls.name and isinstance(helper, cst.FunctionDef) and not any(
+            p.name.value == calls.name for p in helper.params.params
+        )
+        if not isinstance(helper, cst.FunctionDef) or not shared:
+            return
+        every_call = [u for u in calls.updates if innermost_loop(ctx, u) is None and not any(enclosing_ifs(ctx, u, helper))]
+        if not every_call:
+            return
+        sites = _calls_of(ctx, helper)
+        for first, second in zip(sites, sites[1:]):
+            caller = Scope(scope_of(ctx, first))
+            if scope_of(ctx, second) is caller.node and _same_pass(ctx, caller, first, second):
+                yield self.violation(
+                    every_call[0],
+                    scaler=calls.name,
+                    what=f"`{short(ctx, every_call[0])}` in `{helper.name.value}` runs on each of `{short(ctx, first)}` "
+                         f"and `{short(ctx, second)}` in the same iteration, so one scaler's loss scale moves twice per "
+                         "iteration",
+                )
+                return
+        for site in sites:
+            loop = innermost_loop(ctx, site)
+            if loop is not None and _over_optimizers(ctx, loop, None, calls.name):
+                yield self.violation(
+                    every_call[0],
+                    scaler=calls.name,
+                    what=f"`{short(ctx, every_call[0])}` in `{helper.name.value}` runs once per optimizer of "
+                         f"`{_loop_header(ctx, loop)}`, so the loss scale is updated once per optimizer instead of once "
+                         "per iteration",
+                )
+                return
 
     def _check_scaler(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
         rank = order(ctx)
@@ -133,6 +174,24 @@ def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
         for name, (steps, updates) in grouped.items()
         if steps and updates
     ]
+
+
+def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
+    """Calls of `func` in the file, in source order: `self.func(...)` in its class for a method,
+    `func(...)` for a top-level function."""
+    owner = ctx.index.enclosing_class(func)
+    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]
+    out = []
+    for call in ctx.index.of_type(cst.Call):
+        callee = call.func
+        if method:
+            if (isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value
+                    and isinstance(callee.value, cst.Name) and callee.value.value == "self"
+                    and ctx.index.enclosing_class(call) is owner):
+                out.append(call)
+        elif isinstance(callee, cst.Name) and same_file_function(ctx, call) is func:
+            out.append(call)
+    return out
 
 
 def _region(ctx: FileContext, scope: Scope, node: cst.CSTNode) -> cst.CSTNode:
