@@ -9,7 +9,9 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR, CPU, MODULE, moves_to_accelerator
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import cpu_only_script
-from devicelint.analysis.training.loaders import iterated_loader, is_loader_call, loader_calls, same_file_function
+from devicelint.analysis.training.loaders import (
+    iterated_loader, iterated_loaders, is_loader_call, loader_calls, same_file_function,
+)
 from devicelint.analysis.training.step import training_scopes
 from devicelint.analysis.training.syntax import assigned_names, has_star, is_true, keyword, positional, receiver, scope_of, short
 from devicelint.analysis.training.values import values_of
@@ -87,10 +89,11 @@ class DataloaderWithoutWorkers(Rule):
             return
         reported: set[int] = set()
         for loop in ctx.index.of_type(cst.For):
-            loader = iterated_loader(ctx, loop.iter)
-            if loader is None or not _device_training_loop(ctx, loop):
+            loaders = iterated_loaders(ctx, loop.iter)
+            if not loaders or not _device_training_loop(ctx, loop):
                 continue
-            for call in loader_calls(ctx, loader, scope_of(ctx, loop)) or ():
+            calls = [c for loader in loaders for c in loader_calls(ctx, loader, scope_of(ctx, loop)) or ()]
+            for call in calls:
                 if id(call) in reported or not _default_workers(call) or _in_memory(ctx, call):
                     continue
                 reported.add(id(call))

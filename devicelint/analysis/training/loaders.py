@@ -38,6 +38,20 @@ def iterated_loader(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpre
     return node
 
 
+def iterated_loaders(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """Like `iterated_loader`, and also each loader of `zip(loader_a, loader_b)` (two domains read
+    in step, as GANs between image sets do)."""
+    while isinstance(node, cst.Call) and not is_loader_call(ctx, node):
+        name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
+        args = positional(node)
+        if name == "zip":
+            return [found for arg in args if (found := iterated_loader(ctx, arg)) is not None]
+        if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
+            return []
+        node = args[0]
+    return [node]
+
+
 def same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The top-level function of this file that `call` calls (`make_loader(...)`)."""
     if not isinstance(call.func, cst.Name):
