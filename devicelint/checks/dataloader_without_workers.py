@@ -90,11 +90,15 @@ class DataloaderWithoutWorkers(Rule):
         reported: set[int] = set()
         for loop in ctx.index.of_type(cst.For):
             loaders = iterated_loaders(ctx, loop.iter)
-            if not loaders or not _device_training_loop(ctx, loop):
+            calls = [
+                call for loader in loaders for call in loader_calls(ctx, loader, scope_of(ctx, loop)) or ()
+                if id(call) not in reported and _default_workers(call) and not _in_memory(ctx, call)
+            ]
+            # The loaders first: the training-loop test walks the loop's body and is dearer.
+            if not calls or not _device_training_loop(ctx, loop):
                 continue
-            calls = [c for loader in loaders for c in loader_calls(ctx, loader, scope_of(ctx, loop)) or ()]
             for call in calls:
-                if id(call) in reported or not _default_workers(call) or _in_memory(ctx, call):
+                if id(call) in reported:
                     continue
                 reported.add(id(call))
                 pinned = is_true(keyword(call, "pin_memory"))

@@ -95,10 +95,7 @@ class GradscalerUpdatedTwice(Rule):
     def _check_helper(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
         """A helper that steps and updates one shared scaler, called for each optimizer of an iteration."""
         helper = scope.node
-        shared = calls.name.startswith("self.") or "." not in calls.name and isinstance(helper, cst.FunctionDef) and not any(
-            p.name.value == calls.name for p in helper.params.params
-        )
-        if not isinstance(helper, cst.FunctionDef) or not shared:
+        if not isinstance(helper, cst.FunctionDef) or not _kept_outside(helper, calls.name):
             return
         every_call = [u for u in calls.updates if innermost_loop(ctx, u) is None and not any(enclosing_ifs(ctx, u, helper))]
         if not every_call:
@@ -174,6 +171,15 @@ def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
         for name, (steps, updates) in grouped.items()
         if steps and updates
     ]
+
+
+def _kept_outside(helper: cst.FunctionDef, scaler: str) -> bool:
+    """The scaler is `self.x` or a module-level name, not a parameter: every call of the helper
+    updates the same scaler."""
+    if scaler.startswith("self.") and scaler.count(".") == 1:
+        return True
+    params = (*helper.params.posonly_params, *helper.params.params, *helper.params.kwonly_params)
+    return scaler.isidentifier() and all(p.name.value != scaler for p in params)
 
 
 def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
