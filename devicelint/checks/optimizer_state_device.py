@@ -39,8 +39,8 @@ def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
 
 
 def _tensor_names(ctx: FileContext, call: cst.Call) -> tuple[str, ...]:
-    """The plain names an optimizer holds: `params` in `SGD(params)`, `w, b` in `SGD([w, b])` and in
-    `SGD([{"params": [w]}, {"params": b}])`."""
+    """The names of tensors an optimizer holds: `params` in `SGD(params)`, `self.params` in
+    `SGD(self.params)`, `w, b` in `SGD([w, b])` and in `SGD([{"params": [w]}, {"params": b}])`."""
     if _optimizer_class(ctx, call) is None:
         return ()
     first = _params_argument(call)
@@ -48,8 +48,9 @@ def _tensor_names(ctx: FileContext, call: cst.Call) -> tuple[str, ...]:
 
 
 def _names_in(node: cst.BaseExpression) -> list[str]:
-    if isinstance(node, cst.Name):
-        return [node.value]
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        return [name] if name is not None else []
     if isinstance(node, (cst.List, cst.Tuple)):
         return [n for e in node.elements if not isinstance(e, cst.StarredElement) for n in _names_in(e.value)]
     if isinstance(node, cst.Dict):
@@ -69,17 +70,29 @@ def _moved_model(call: cst.Call) -> str | None:
 
 
 def _replaced_by_moved_copy(ctx: FileContext, move: cst.Call, names: set[str]) -> tuple[str, cst.Assign] | None:
-    """(`w`, the assignment) when the move is part of `w = w.cuda()` or `params = [p.cuda() for p in
-    params]`: a name rebound to device copies of what it held."""
+    """(`w`, the assignment) when the move is part of `w = w.cuda()` or `self.params = [p.cuda() for p
+    in self.params]`: a name rebound to device copies of what it held (`w.data = w.data.cuda()`
+    changes the tensor in place and is not a rebinding of `w`)."""
     statement = ctx.index.enclosing(move, cst.SimpleStatementLine)
     assign = next((a for a in ctx.index.ancestors(move) if isinstance(a, cst.Assign)), None)
     if assign is None or statement is None or ctx.index.parent(assign) is not statement:
         return None
-    read = {n.value for n in ctx.index.walk(assign.value) if isinstance(n, cst.Name)}
+    read = {dotted_name(n) for n in ctx.index.walk(assign.value) if isinstance(n, (cst.Name, cst.Attribute))}
     for target in assign.targets:
-        if isinstance(target.target, cst.Name) and target.target.value in names and target.target.value in read:
-            return target.target.value, assign
+        name = dotted_name(target.target)
+        if name is not None and name in names and name in read:
+            return name, assign
     return None
+
+
+def _holder(ctx: FileContext, optimizer: cst.Call, name: str, scope: int) -> int:
+    """Where a rebinding of `name` counts: anywhere in the class for `self.x` held by an optimizer
+    built in `__init__` (a later `to()` method may rebind it), else in the same function."""
+    func = ctx.index.enclosing_function(optimizer)
+    owner = ctx.index.enclosing_class(optimizer)
+    if name.startswith("self.") and func is not None and func.name.value == "__init__" and owner is not None:
+        return id(owner)
+    return scope
 
 
 # Optimizers that create per-parameter state in `__init__` (`torch.optim.Adagrad`: `state["sum"]`),
@@ -148,7 +161,8 @@ class OptimizerStateDevice(Rule):
     from the CPU before the move, repaired by building (and loading) it after the move.
     Only optimizers of `torch.optim` built from `<model>.parameters()` (a name or `self.<name>`,
     then a move of that same model), from names of tensors (then a rebinding of those names to a
-    moved copy), or optimizers the function receives under a name containing `optim` (then a
+    moved copy in the same function; for `self.x` held by an optimizer built in `__init__`, in any
+    method of the class that follows it), or optimizers the function receives under a name containing `optim` (then a
     move of a name whose state the function also loaded, or that names a model), in the same
     function, are considered. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
@@ -184,7 +198,7 @@ class OptimizerStateDevice(Rule):
                     eager.setdefault(scope, []).append((call, model, state))
                 continue
             for name in _tensor_names(ctx, call):
-                holding.setdefault(scope, {})[name] = call
+                holding.setdefault(_holder(ctx, call, name, scope), {})[name] = call
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and isinstance(func.value, cst.Name):
                 name = func.value.value
@@ -204,9 +218,13 @@ class OptimizerStateDevice(Rule):
             moved = _moved_model(call)
             if moved is None:
                 continue
-            replaced = _replaced_by_moved_copy(ctx, call, set(holding.get(scope, {})))
+            owner_class = ctx.index.enclosing_class(call)
+            held = {**holding.get(id(owner_class), {}), **holding.get(scope, {})}
+            replaced = _replaced_by_moved_copy(ctx, call, set(held))
             if replaced is not None:
-                optimizer = holding[scope].pop(replaced[0])
+                optimizer = held[replaced[0]]
+                for table in (holding.get(scope, {}), holding.get(id(owner_class), {})):
+                    table.pop(replaced[0], None)
                 yield self.violation(
                     optimizer, moved="the tensors", and_load="",
                     what=f"`{short(ctx, optimizer)}` holds the CPU tensors of `{replaced[0]}`, which "
