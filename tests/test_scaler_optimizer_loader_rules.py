@@ -219,8 +219,10 @@ def test_dl111_odd_optimizer_calls_do_not_crash() -> None:
 TRAIN_LOOP = """\
 import torch
 from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
 
-def train(model, dataset, optimizer, device):
+def train(model, root, optimizer, device):
+    dataset = datasets.ImageFolder(root, transform=transforms.ToTensor())
     loader = DataLoader(dataset, batch_size=64, shuffle=True)
     for x, y in loader:
         loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
@@ -231,7 +233,7 @@ def train(model, dataset, optimizer, device):
 
 def test_dl404_loader_without_workers() -> None:
     assert lint("DL404", TRAIN_LOOP) == [(
-        5, 14,
+        7, 14,
         "`DataLoader(dataset, batch_size=64, shuffle=True)` feeds the device training loop `for x, y in loader` "
         "with `num_workers=0`, so every batch is loaded and collated in the training process while the GPU waits; "
         "pass `num_workers=N` (a few per GPU, up to the CPU cores) and `pin_memory=True` for fast asynchronous copies",
@@ -243,6 +245,8 @@ def test_dl404_loader_without_workers() -> None:
     ("shuffle=True)", "shuffle=True, num_workers=args.workers)"),
     ("shuffle=True)", "shuffle=True, **loader_kwargs)"),
     ("DataLoader(dataset,", "DataLoader(torch.utils.data.TensorDataset(xs, ys),"),
+    ("DataLoader(dataset,", "DataLoader(unknown_dataset,"),
+    ("datasets.ImageFolder(root, transform=transforms.ToTensor())", "load_dataset(root)"),
     ("        loss.backward()\n", ""),
     ("x.to(device)), y.to(device)", "x), y"),
 ])
@@ -258,3 +262,16 @@ def test_dl404_silent_in_tests() -> None:
 def test_dl404_is_off_by_default() -> None:
     rule = find_rule("DL404")
     assert rule is not None and rule.default_enabled is False
+
+
+def test_dl404_dataset_class_of_the_file_that_reads_items() -> None:
+    source = TRAIN_LOOP.replace(
+        "def train(",
+        "class Images(torch.utils.data.Dataset):\n"
+        "    def __getitem__(self, i):\n"
+        "        return load_image(self.paths[i])\n\n"
+        "def train(",
+    ).replace("datasets.ImageFolder(root, transform=transforms.ToTensor())", "Images(root)")
+    assert [line for line, _, _ in lint("DL404", source)] == [11]
+    in_memory = source.replace("return load_image(self.paths[i])", "return self.items[i]")
+    assert in_memory != source and lint("DL404", in_memory) == []

@@ -10,19 +10,24 @@ from devicelint.analysis.placement_facts import ACCELERATOR, CPU, MODULE, moves_
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.loaders import (
-    iterated_loader, iterated_loaders, is_loader_call, loader_calls, same_file_function,
+    is_parameter, iterated_loader, iterated_loaders, loader_calls, passed_arguments, same_file_function,
 )
 from devicelint.analysis.training.step import training_scopes
 from devicelint.analysis.training.syntax import assigned_names, has_star, is_true, keyword, positional, receiver, scope_of, short
-from devicelint.analysis.training.values import values_of
+from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
 # `DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)`.
 NUM_WORKERS_POSITION = 5
-# Datasets already in memory as tensors: indexing them is cheap, and worker processes would
-# only add start-up and inter-process copies.
-IN_MEMORY_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+# Dataset packages whose items are read, decoded and transformed one by one in `__getitem__`.
+PER_ITEM_PACKAGES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")
+# Constructor keywords that hand a dataset per-item work.
+TRANSFORM_KEYWORDS = frozenset({"transform", "transforms", "target_transform", "preprocess", "augment", "augmentation"})
+# Calls in `__getitem__` that do no work worth a worker process (indexing in-memory data).
+PLAIN_CALLS = frozenset({"len", "int", "float", "str", "bool", "tuple", "list", "dict", "range", "isinstance", "super", "min", "max"})
+SUBSETS = frozenset({"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"})
+_MAX_DEPTH = 4
 
 
 @register
@@ -31,9 +36,13 @@ class DataloaderWithoutWorkers(Rule):
     ## What it does
     Flags a `DataLoader(...)` built with the default `num_workers=0` (no `num_workers`
     argument, or a literal `0`) whose batches feed a training loop on the device: a loop, over
-    that loader, that backpropagates and moves its batches to an accelerator. The loader may be
-    built in the loop's function, at module level, on `self`, by a builder function of the file,
-    or handed to the training function by a caller in the same file.
+    that loader, that backpropagates and moves its batches to an accelerator (or calls a model
+    the file moves there), when the file shows that the dataset does per-item work that workers
+    would take off the training process: a torchvision/torchaudio dataset, a dataset built with a
+    `transform`, or a `Dataset` class of the file whose `__getitem__` calls something (reads a
+    file, decodes, transforms). The loader may be built in the loop's function, at module level,
+    on `self`, by a builder function of the file, or handed to the training function by a caller
+    in the same file; datasets are followed the same way.
 
     ## Why it is a bug on a GPU
     With `num_workers=0` every batch is read, decoded, augmented and collated in the training
@@ -62,13 +71,15 @@ class DataloaderWithoutWorkers(Rule):
     dataset object's memory.
 
     ## Known limits
-    Off by default: it is a performance warning, and small examples (MNIST-sized data that is
-    decoded in microseconds) lose little. Silent when `num_workers` is set to anything but a
-    literal `0` (also a variable), when `*args`/`**kwargs` could set it, for datasets already in
-    memory as tensors (`TensorDataset(...)`, a tensor, a list), in tests, and in scripts that
-    never name an accelerator. A loop counts as a device training loop only when it calls
-    `.backward()` (or `accelerator.backward(...)`) and moves a batch with `.to(...)`/`.cuda()`;
-    batches moved inside a helper, or loaders prepared by a framework
+    Off by default: it is advice about throughput, not a device bug, and it also fires on code
+    whose device handling is right. Silent when `num_workers` is set to anything but a literal
+    `0` (also a variable), when `*args`/`**kwargs` could set it, for datasets the file does not
+    show (a parameter no caller here passes, a dataset imported from another module) and for
+    data already in memory (`TensorDataset(...)`, a `Dataset` whose `__getitem__` only indexes),
+    in tests, and in scripts that never name an accelerator. A loop counts as a device training
+    loop when it calls `.backward()` (or `accelerator.backward(...)`, or a function or method of
+    the file that does) and moves a batch with `.to(...)`/`.cuda()` or calls a model the file
+    moves; batches moved only inside a helper, and loaders prepared by a framework
     (`accelerator.prepare(loader)`, Lightning's `Trainer.fit`), are not seen.
     """
 
@@ -92,7 +103,7 @@ class DataloaderWithoutWorkers(Rule):
             loaders = iterated_loaders(ctx, loop.iter)
             calls = [
                 call for loader in loaders for call in loader_calls(ctx, loader, scope_of(ctx, loop)) or ()
-                if id(call) not in reported and _default_workers(call) and not _in_memory(ctx, call)
+                if id(call) not in reported and _default_workers(call) and _per_item_work(ctx, call)
             ]
             # The loaders first: the training-loop test walks the loop's body and is dearer.
             if not calls or not _device_training_loop(ctx, loop):
@@ -210,21 +221,73 @@ def _names_a_loader(ctx: FileContext, loop: cst.For) -> bool:
     return loader is not None and bool(loader_calls(ctx, loader, scope_of(ctx, loop)))
 
 
-def _in_memory(ctx: FileContext, call: cst.Call) -> bool:
-    """The loader's dataset is already in memory as tensors: `TensorDataset(...)`, a tensor, a
-    list or tuple (directly or through a name of the same function)."""
+def _per_item_work(ctx: FileContext, call: cst.Call) -> bool:
+    """The loader's dataset shows per-item work that worker processes would take off the training
+    process: every value it can hold is a torchvision/torchaudio dataset, takes a `transform`, or is
+    a `Dataset` class of this file whose `__getitem__` calls something (`Image.open`, a transform).
+    A dataset the file does not show (a parameter nobody here passes, an import) is unknown: silent."""
     dataset = keyword(call, "dataset") or (positional(call)[0] if positional(call) else None)
-    if dataset is None:
+    values = _dataset_values(ctx, dataset, scope_of(ctx, call), 0) if dataset is not None else None
+    return bool(values) and all(_decodes_items(ctx, value) for value in values)  # type: ignore[union-attr]
+
+
+def _dataset_values(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int) -> list[cst.Call] | None:
+    """The constructor calls a dataset expression can hold, through names, `self.x`, `Subset(...)`
+    and the arguments callers in the file pass for a parameter; None when one is unknown."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(node, cst.Call):
+        if ctx.qualified_name(node.func) in SUBSETS and positional(node):
+            return _dataset_values(ctx, positional(node)[0], scope, depth + 1)
+        return [node]
+    if isinstance(node, cst.Name):
+        values = values_of(ctx, node.value, scope)
+        if values is None:
+            return None
+        pairs: list[tuple[cst.BaseExpression | None, cst.CSTNode]] = [
+            (v, scope_of(ctx, v) if v is not None else scope) for v in values if v is not None
+        ]
+        if None in values:
+            passed = passed_arguments(ctx, scope, node.value) if isinstance(scope, cst.FunctionDef) and is_parameter(scope, node.value) else None
+            if passed is None:
+                return None
+            pairs.extend(passed)
+    else:
+        attribute = attribute_values(ctx, node)
+        if attribute is None or None in attribute:
+            return None
+        pairs = [(v, scope_of(ctx, v)) for v in attribute]
+    out: list[cst.Call] = []
+    for value, value_scope in pairs:
+        found = _dataset_values(ctx, value, value_scope, depth + 1) if value is not None else None
+        if found is None:
+            return None
+        out.extend(found)
+    return out
+
+
+def _decodes_items(ctx: FileContext, call: cst.Call) -> bool:
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith(PER_ITEM_PACKAGES):
+        return True
+    if any(arg.keyword is not None and arg.keyword.value in TRANSFORM_KEYWORDS for arg in call.args):
+        return True
+    if not isinstance(call.func, cst.Name):
         return False
-    values: list[cst.BaseExpression | None] = [dataset]
-    if isinstance(dataset, cst.Name):
-        values = values_of(ctx, dataset.value, scope_of(ctx, call)) or [None]
-    return all(value is not None and _in_memory_value(ctx, value) for value in values)
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.ClassDef) and statement.name.value == call.func.value:
+            return any(
+                isinstance(method, cst.FunctionDef) and method.name.value == "__getitem__" and _does_work(ctx, method)
+                for method in statement.body.body
+            )
+    return False
 
 
-def _in_memory_value(ctx: FileContext, value: cst.BaseExpression) -> bool:
-    if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
-        return True
-    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in IN_MEMORY_DATASETS:
-        return True
-    return file_facts(ctx).value(value).is_tensor and not is_loader_call(ctx, value)
+def _does_work(ctx: FileContext, method: cst.FunctionDef) -> bool:
+    """`__getitem__` calls something beyond plain indexing helpers (`len`, `int`, `tuple`...)."""
+    for node in ctx.index.walk(method.body):
+        if isinstance(node, cst.Call):
+            name = node.func.value if isinstance(node.func, cst.Name) else None
+            if name not in PLAIN_CALLS:
+                return True
+    return False

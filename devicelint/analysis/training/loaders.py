@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.training.syntax import positional, scope_of
-from devicelint.analysis.training.values import assignments, attribute_values, values_of
+from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
 
 LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -83,7 +83,7 @@ def loader_calls(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNod
         values = values_of(ctx, loader.value, scope)
         if values is None:
             return None
-        if isinstance(scope, cst.FunctionDef) and None in values and _is_parameter(scope, loader.value):
+        if isinstance(scope, cst.FunctionDef) and None in values and is_parameter(scope, loader.value):
             passed = passed_arguments(ctx, scope, loader.value)
             if passed is None:
                 return None
@@ -109,7 +109,7 @@ def _all(ctx: FileContext, values: list[tuple[cst.BaseExpression | None, cst.CST
     return out
 
 
-def _is_parameter(func: cst.FunctionDef, name: str) -> bool:
+def is_parameter(func: cst.FunctionDef, name: str) -> bool:
     return any(p.name.value == name for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params))
 
 
