@@ -42,9 +42,11 @@ from devicelint.checks import gradscaler_update_missing  # noqa: F401
 from devicelint.checks import clip_before_unscale  # noqa: F401
 from devicelint.checks import deprecated_amp_api  # noqa: F401
 from devicelint.checks import backward_inside_autocast  # noqa: F401
+from devicelint.checks import gradscaler_updated_twice  # noqa: F401
 from devicelint.checks import host_sync_in_training_loop  # noqa: F401
 from devicelint.checks import non_blocking_without_pinned_memory  # noqa: F401
 from devicelint.checks import create_then_move  # noqa: F401
+from devicelint.checks import dataloader_without_workers  # noqa: F401
 # -- end DL3xx-DL4xx --
 
 # DL5xx: checkpoints and device identity

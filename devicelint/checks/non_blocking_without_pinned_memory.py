@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
+from devicelint.analysis.training.loaders import LOADERS, iterated_loader, same_file_function
 from devicelint.analysis.training.values import assignments, values_of
 from devicelint.analysis.training.syntax import (
     assigned_names, is_false, keyword, method_name, positional, receiver, scope_of, short, text_of,
@@ -13,8 +14,6 @@ from devicelint.analysis.training.syntax import (
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
-LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "tqdm.tqdm", "tqdm.auto.tqdm", "trange"})
 _MAX_DEPTH = 4
 
 
@@ -73,7 +72,7 @@ class NonBlockingWithoutPinnedMemory(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for loop in ctx.index.of_type(cst.For):
-            loader = _iterated(ctx, loop.iter)
+            loader = iterated_loader(ctx, loop.iter)
             if loader is None or not _unpinned_loader(ctx, loader, scope_of(ctx, loop)):
                 continue
             if any(isinstance(n, cst.Call) and method_name(n) == "pin_memory" for n in ctx.index.walk(loop)):
@@ -134,18 +133,6 @@ def _from_batch(ctx: FileContext, owner: cst.BaseExpression, batch: set[str]) ->
     return _root_name(owner) in batch
 
 
-def _iterated(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
-    while isinstance(node, cst.Call):
-        if ctx.qualified_name(node.func) in LOADERS:
-            return node  # `for x, y in DataLoader(...):`
-        name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
-        args = positional(node)
-        if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
-            return None
-        node = args[0]
-    return node
-
-
 def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> bool:
     """Every value the loop's loader can hold is a `DataLoader(...)` that does not pin memory.
 
@@ -172,21 +159,11 @@ def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: i
         if data and file_facts(ctx).value(data[0]).where == ACCELERATOR:
             return False  # a dataset of device tensors yields device tensors: nothing to pin
         return _pin_off(ctx, value, scope_of(ctx, value))
-    builder = _same_file_function(ctx, value)
+    builder = same_file_function(ctx, value)
     if builder is None:
         return False
     returned = [n.value for n in ctx.index.walk(builder.body) if isinstance(n, cst.Return)]
     return bool(returned) and all(_unpinned_value(ctx, r, depth + 1) for r in returned)
-
-
-def _same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
-    """The top-level function of this file that `call` calls (`make_loader(...)`)."""
-    if not isinstance(call.func, cst.Name):
-        return None
-    for stmt in ctx.module.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == call.func.value:
-            return stmt
-    return None
 
 
 def _pin_off(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> bool:

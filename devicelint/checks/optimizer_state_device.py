@@ -4,27 +4,101 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
+from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
 
-def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
-    """The model name `m` when `call` is `torch.optim.X(m.parameters(), ...)`."""
-    if not (ctx.qualified_name(call.func) or "").startswith("torch.optim.") or not call.args:
-        return None
-    first = call.args[0].value
-    if (isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute)
-            and first.func.attr.value in ("parameters", "named_parameters") and isinstance(first.func.value, cst.Name)):
-        return first.func.value.value
+def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
+    """`torch.optim.Adagrad` when `call` builds a `torch.optim` optimizer, else None."""
+    name = ctx.qualified_name(call.func) or ""
+    return name if name.startswith("torch.optim.") and name.rsplit(".", 1)[-1][:1].isupper() else None
+
+
+def _params_argument(call: cst.Call) -> cst.BaseExpression | None:
+    """What an optimizer is built from: its first positional argument or `params=`."""
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None or arg.keyword.value == "params":
+            return arg.value
     return None
+
+
+def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
+    """The model `m` (a name or `self.m`) when `call` is `torch.optim.X(m.parameters(), ...)`."""
+    if _optimizer_class(ctx, call) is None:
+        return None
+    first = _params_argument(call)
+    if (isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute)
+            and first.func.attr.value in ("parameters", "named_parameters")):
+        return dotted_name(first.func.value)
+    return None
+
+
+def _tensor_names(ctx: FileContext, call: cst.Call) -> tuple[str, ...]:
+    """The names of tensors an optimizer holds: `params` in `SGD(params)`, `self.params` in
+    `SGD(self.params)`, `w, b` in `SGD([w, b])` and in `SGD([{"params": [w]}, {"params": b}])`."""
+    if _optimizer_class(ctx, call) is None:
+        return ()
+    first = _params_argument(call)
+    return tuple(_names_in(first)) if first is not None else ()
+
+
+def _names_in(node: cst.BaseExpression) -> list[str]:
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(node)
+        return [name] if name is not None else []
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return [n for e in node.elements if not isinstance(e, cst.StarredElement) for n in _names_in(e.value)]
+    if isinstance(node, cst.Dict):
+        return [
+            n for e in node.elements
+            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"
+            for n in _names_in(e.value)
+        ]
+    return []
 
 
 def _moved_model(call: cst.Call) -> str | None:
-    """`m` when `call` moves the name `m` towards an accelerator (`m.to(device)`, `m.cuda()`)."""
-    if moves_to_accelerator(call) and move_call(call) in ("to", "cuda") and isinstance(call.func.value, cst.Name):  # type: ignore[attr-defined]
-        return call.func.value.value  # type: ignore[attr-defined]
+    """`m` when `call` moves the name `m` (or `self.m`) towards an accelerator (`m.to(device)`, `m.cuda()`)."""
+    if moves_to_accelerator(call) and move_call(call) in ("to", "cuda"):
+        return dotted_name(call.func.value)  # type: ignore[attr-defined]
     return None
+
+
+def _replaced_by_moved_copy(ctx: FileContext, move: cst.Call, names: set[str]) -> tuple[str, cst.Assign] | None:
+    """(`w`, the assignment) when the move is part of `w = w.cuda()` or `self.params = [p.cuda() for p
+    in self.params]`: a name rebound to device copies of what it held (`w.data = w.data.cuda()`
+    changes the tensor in place and is not a rebinding of `w`)."""
+    statement = ctx.index.enclosing(move, cst.SimpleStatementLine)
+    assign = next((a for a in ctx.index.ancestors(move) if isinstance(a, cst.Assign)), None)
+    if assign is None or statement is None or ctx.index.parent(assign) is not statement:
+        return None
+    read = {dotted_name(n) for n in ctx.index.walk(assign.value) if isinstance(n, (cst.Name, cst.Attribute))}
+    for target in assign.targets:
+        name = dotted_name(target.target)
+        if name is not None and name in names and name in read:
+            return name, assign
+    return None
+
+
+def _holder(ctx: FileContext, optimizer: cst.Call, name: str, scope: int) -> int:
+    """Where a rebinding of `name` counts: anywhere in the class for `self.x` held by an optimizer
+    built in `__init__` (a later `to()` method may rebind it), else in the same function."""
+    func = ctx.index.enclosing_function(optimizer)
+    owner = ctx.index.enclosing_class(optimizer)
+    if name.startswith("self.") and func is not None and func.name.value == "__init__" and owner is not None:
+        return id(owner)
+    return scope
+
+
+# Optimizers that create per-parameter state in `__init__` (`torch.optim.Adagrad`: `state["sum"]`),
+# on the parameters' device at that moment; every other `torch.optim` optimizer creates its
+# state lazily at the first `step()`, where the parameters then are.
+STATE_AT_CONSTRUCTION = {"Adagrad": "`sum`"}
 
 
 # The model of an optimizer that the function receives: any module moved after the load.
@@ -35,15 +109,28 @@ ANY_MODEL = "<any model>"
 class OptimizerStateDevice(Rule):
     """
     ## What it does
-    Flags `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`
-    when the same function moves `model` to a device only afterwards.
+    Flags an optimizer that captures CPU state before its model (or its tensors) moves to the
+    device, in the same function:
+
+    - `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`, before
+      `model.to(device)`;
+    - `torch.optim.Adagrad(model.parameters())` before `model.to(device)`: Adagrad is the
+      `torch.optim` optimizer that creates its state (`sum`) in its constructor;
+    - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
+      rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`).
 
     ## Why it is a bug on a GPU
-    `Optimizer.load_state_dict` casts the saved state (Adam's `exp_avg`, `exp_avg_sq`, momentum
-    buffers) to the device of each parameter *at load time*. Loaded while the model is still on
-    the CPU, the state stays on the CPU after `model.to(device)`, and the first
-    `optimizer.step()` fails with `Expected all tensors to be on the same device` (or, with
-    `foreach`/fused kernels, with a device-mismatch error deep inside the optimizer).
+    `Module.to` moves parameters in place, so an optimizer that only holds the `Parameter`
+    objects follows them, and most optimizers create their state lazily at the first `step()`,
+    on the parameters' device. Three things escape that:
+    `Optimizer.load_state_dict` casts the saved state (Adam's `exp_avg`, momentum buffers) to
+    the device of each parameter *at load time*; Adagrad's constructor fills `state["sum"]`
+    with `torch.full_like(p, ...)` on the parameters' device at that moment. Either way the state
+    stays on the CPU after `model.to(device)`, and the first `optimizer.step()` fails with
+    `Expected all tensors to be on the same device` (or a device-mismatch error deep inside a
+    `foreach`/fused kernel). A tensor's `.cuda()` is not in place at all: it returns a new
+    tensor, so an optimizer built from the CPU originals keeps stepping them while the code
+    computes with the copies, and the model silently never learns.
 
     ## Example
     ```python
@@ -51,6 +138,9 @@ class OptimizerStateDevice(Rule):
     optimizer = torch.optim.Adam(model.parameters())
     optimizer.load_state_dict(checkpoint["optimizer"])
     model.to(device)
+
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
+    model.cuda()
     ```
 
     ## Use instead
@@ -58,31 +148,44 @@ class OptimizerStateDevice(Rule):
     model = Net().to(device)
     optimizer = torch.optim.Adam(model.parameters())
     optimizer.load_state_dict(checkpoint["optimizer"])
+
+    model.cuda()
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
     ```
 
     ## Fix safety
     No automatic fix: the statements have to be reordered.
 
     ## Known limits
-    Only optimizers of `torch.optim` built from `<name>.parameters()` (then a move of that same
-    name), or optimizers the function receives under a name containing `optim` (then a move of
-    a name whose state the function also loaded, or that names a model), in the same function
-    are considered. Building the optimizer before `model.to(device)`
-    without loading a state is not reported: `Module.to` moves parameters in place, so the
-    optimizer keeps working.
+    One rule for the three cases because they are one bug with one fix: state the optimizer took
+    from the CPU before the move, repaired by building (and loading) it after the move.
+    Only optimizers of `torch.optim` built from `<model>.parameters()` (a name or `self.<name>`,
+    then a move of that same model), from names of tensors (then a rebinding of those names to a
+    moved copy in the same function; for `self.x` held by an optimizer built in `__init__`, in any
+    method of the class that follows it), or optimizers the function receives under a name containing `optim` (then a
+    move of a name whose state the function also loaded, or that names a model), in the same
+    function, are considered. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    `model.to(device)` without loading a state is not reported: its state is created on the
+    right device at the first step. Optimizers from other packages that create state in their
+    constructor, `model.configure_optimizers()` results, and moves that replace the `Parameter`
+    objects (XLA devices, `torch.__future__.set_overwrite_module_params_on_conversion(True)`)
+    are not seen.
     """
 
     code = "DL111"
     name = "optimizer-state-device"
-    summary = "An optimizer state is loaded before its model is moved to the device."
-    message = "`{call}` loads the optimizer state while `{model}` is still on the CPU, so the state stays there after `{move}`; move the model before building the optimizer and loading its state"
-    tokens = ("load_state_dict",)
+    summary = "An optimizer captures CPU state (a loaded state, Adagrad's accumulators, CPU tensors) before its model moves to the device."
+    message = "{what}; move {moved} before building the optimizer{and_load}"
+    tokens = ("optim",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         # Calls in source order, grouped by scope (function or module code).
         optimizers: dict[tuple[int, str], str] = {}  # (scope, optimizer name) -> model name
         loads: dict[int, list[tuple[cst.Call, str]]] = {}  # scope -> (load call, model)
         loaded: dict[int, set[str]] = {}  # scope -> names whose (module) state was loaded
+        eager: dict[int, list[tuple[cst.Call, str, str]]] = {}  # scope -> (Adagrad(...), model, state)
+        holding: dict[int, dict[str, cst.Call]] = {}  # scope -> tensor name -> optimizer built from it
+        moved_first: dict[int, set[str]] = {}  # scope -> models moved before anything was built
         for call in ctx.index.of_type(cst.Call):
             scope = id(ctx.index.enclosing_function(call) or ctx.module)
             model = _optimizer_of(ctx, call)
@@ -90,7 +193,12 @@ class OptimizerStateDevice(Rule):
                 parent = ctx.index.parent(call)
                 if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
                     optimizers[(scope, parent.targets[0].target.value)] = model
+                state = STATE_AT_CONSTRUCTION.get((_optimizer_class(ctx, call) or "").rsplit(".", 1)[-1])
+                if state is not None and model not in moved_first.get(scope, set()):
+                    eager.setdefault(scope, []).append((call, model, state))
                 continue
+            for name in _tensor_names(ctx, call):
+                holding.setdefault(_holder(ctx, call, name, scope), {})[name] = call
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and isinstance(func.value, cst.Name):
                 name = func.value.value
@@ -102,11 +210,43 @@ class OptimizerStateDevice(Rule):
                 else:
                     loaded.setdefault(scope, set()).add(name)
                 continue
+            parent = ctx.index.parent(call)
+            if isinstance(parent, cst.Assign) and moves_to_accelerator(call):  # `model = Net().cuda()`: built there
+                moved_first.setdefault(scope, set()).update(
+                    name for target in parent.targets if (name := dotted_name(target.target)) is not None
+                )
             moved = _moved_model(call)
             if moved is None:
                 continue
+            owner_class = ctx.index.enclosing_class(call)
+            held = {**holding.get(id(owner_class), {}), **holding.get(scope, {})}
+            replaced = _replaced_by_moved_copy(ctx, call, set(held))
+            if replaced is not None:
+                optimizer = held[replaced[0]]
+                for table in (holding.get(scope, {}), holding.get(id(owner_class), {})):
+                    table.pop(replaced[0], None)
+                yield self.violation(
+                    optimizer, moved="the tensors", and_load="",
+                    what=f"`{short(ctx, optimizer)}` holds the CPU tensors of `{replaced[0]}`, which "
+                         f"`{short(ctx, replaced[1])}` then replaces with device copies: the optimizer steps the CPU "
+                         "originals, never the tensors the computation uses",
+                )
+                continue
+            moved_first.setdefault(scope, set()).add(moved)
+            for entry in [e for e in eager.get(scope, []) if e[1] == moved]:
+                eager[scope].remove(entry)
+                yield self.violation(
+                    entry[0], moved="the model", and_load="",
+                    what=f"`{short(ctx, entry[0])}` creates Adagrad's {entry[2]} state in its constructor while `{moved}` "
+                         f"is still on the CPU, so the state stays there after `{ctx.code_for(call)}` and the first "
+                         "`step()` fails",
+                )
             pending = loads.get(scope, [])
             is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
             for entry in [p for p in pending if p[1] == moved or (p[1] is ANY_MODEL and is_model)]:
                 pending.remove(entry)
-                yield self.violation(entry[0], call=ctx.code_for(entry[0]), model=moved, move=ctx.code_for(call))
+                yield self.violation(
+                    entry[0], moved="the model", and_load=" and loading its state",
+                    what=f"`{ctx.code_for(entry[0])}` loads the optimizer state while `{moved}` is still on the CPU, "
+                         f"so the state stays there after `{ctx.code_for(call)}`",
+                )

@@ -1,0 +1,156 @@
+"""`DataLoader`s: which loop iterates one, and the `DataLoader(...)` calls a loader expression
+can hold (directly, through names, `self.x`, builder functions of the file and, for a loader
+the function receives, the arguments its callers in the file pass).
+
+Shared by DL402 (pinned memory) and DL404 (workers). Flow-insensitive, like `values`: a value the
+file does not show is unknown, and rules stay silent on unknowns.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.training.syntax import positional, scope_of
+from devicelint.analysis.training.values import attribute_values, values_of
+from devicelint.context import FileContext
+
+LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# Calls that hand on the batches of the loader they wrap (`enumerate(loader)`, `tqdm(loader)`).
+WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "tqdm.tqdm", "tqdm.auto.tqdm", "trange"})
+_MAX_DEPTH = 4
+
+
+def is_loader_call(ctx: FileContext, node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in LOADERS
+
+
+def iterated_loader(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The loader a `for` loop iterates: `loader` in `for x in tqdm(enumerate(loader))`, or the
+    `DataLoader(...)` call itself; None when the loop iterates something a wrapper hides."""
+    while isinstance(node, cst.Call):
+        if is_loader_call(ctx, node):
+            return node  # `for x, y in DataLoader(...):`
+        name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
+        args = positional(node)
+        if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
+            return None
+        node = args[0]
+    return node
+
+
+def iterated_loaders(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """Like `iterated_loader`, and also each loader of `zip(loader_a, loader_b)` (two domains read
+    in step, as GANs between image sets do)."""
+    while isinstance(node, cst.Call) and not is_loader_call(ctx, node):
+        name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
+        args = positional(node)
+        if name == "zip":
+            return [found for arg in args if (found := iterated_loader(ctx, arg)) is not None]
+        if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
+            return []
+        node = args[0]
+    return [node]
+
+
+def same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The top-level function of this file that `call` calls (`make_loader(...)`)."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == call.func.value:
+            return stmt
+    return None
+
+
+def loader_calls(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> list[cst.Call] | None:
+    """Every `DataLoader(...)` call `loader` can hold, or None when some value it can hold is not
+    one the file shows (a loader from another module, `accelerator.prepare(...)`).
+
+    Names are looked up in `scope`, else at module level; `self.x` in every method of the file; a
+    parameter of `scope` through the arguments its callers in the file pass; a builder function
+    of the file through its returns."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(loader, cst.Call):
+        if is_loader_call(ctx, loader):
+            return [loader]
+        builder = same_file_function(ctx, loader)
+        if builder is None:
+            return None
+        returned = [n.value for n in ctx.index.walk(builder.body) if isinstance(n, cst.Return)]
+        return _all(ctx, [(r, builder) for r in returned], depth)
+    if isinstance(loader, cst.Name):
+        values = values_of(ctx, loader.value, scope)
+        if values is None:
+            return None
+        if isinstance(scope, cst.FunctionDef) and None in values and is_parameter(scope, loader.value):
+            passed = passed_arguments(ctx, scope, loader.value)
+            if passed is None:
+                return None
+            return _all(ctx, [*((v, scope_of(ctx, v)) for v in values if v is not None), *passed], depth)
+        return _all(ctx, [(v, scope_of(ctx, v) if v is not None else scope) for v in values], depth)
+    values = attribute_values(ctx, loader)
+    if values is None:
+        return None
+    return _all(ctx, [(v, scope_of(ctx, v) if v is not None else scope) for v in values], depth)
+
+
+def _all(ctx: FileContext, values: list[tuple[cst.BaseExpression | None, cst.CSTNode]], depth: int) -> list[cst.Call] | None:
+    if not values:
+        return None
+    out: list[cst.Call] = []
+    for value, scope in values:
+        if value is None:
+            return None
+        found = loader_calls(ctx, value, scope, depth + 1)
+        if found is None:
+            return None
+        out.extend(c for c in found if all(c is not o for o in out))
+    return out
+
+
+def is_parameter(func: cst.FunctionDef, name: str) -> bool:
+    return any(p.name.value == name for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params))
+
+
+def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list[tuple[cst.BaseExpression, cst.CSTNode]] | None:
+    """(argument, caller's scope) for each call of `func` in the file (`train(...)`, `self.train(...)`),
+    for its parameter `name`; None when `func` is never called here or a call hides the argument."""
+    params = [*func.params.posonly_params, *func.params.params]
+    owner = ctx.index.enclosing_class(func)
+    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]
+    if method:
+        params = params[1:]  # `self`
+    index = next((i for i, p in enumerate(params) if p.name.value == name), None)
+    out: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
+    for call in ctx.index.of_type(cst.Call):
+        callee = call.func
+        if method and func.name.value == "__init__":  # `Trainer(model, loader)` builds the class
+            if not (isinstance(callee, cst.Name) and owner is not None and callee.value == owner.name.value):
+                continue
+        elif method:
+            if not (isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value
+                    and isinstance(callee.value, cst.Name) and callee.value.value == "self"):
+                continue
+        elif not (isinstance(callee, cst.Name) and callee.value == func.name.value and same_file_function(ctx, call) is func):
+            continue
+        argument = _argument(call, index, name)
+        if argument is None:
+            return None
+        out.append((argument, scope_of(ctx, call)))
+    return out or None
+
+
+def _argument(call: cst.Call, index: int | None, name: str) -> cst.BaseExpression | None:
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+            continue
+        if position == index:
+            return arg.value
+        position += 1
+    return None

@@ -1,0 +1,322 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.training.loaders import same_file_function
+from devicelint.analysis.training.loops import innermost_loop
+from devicelint.analysis.training.step import Scope, order, training_scopes
+from devicelint.analysis.training.syntax import (
+    assigned_names, enclosing_ifs, exclusive, inside, positional, receiver, scope_of, short, test_words,
+)
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+@register
+class GradscalerUpdatedTwice(Rule):
+    """
+    ## What it does
+    Flags a `scaler.update()` that runs more than once per training iteration on one
+    `GradScaler`:
+
+    - after each of two optimizers' `scaler.step(...)` in one loop body or step function (a GAN
+      stepping its generator and its discriminator with one scaler), reported at the first update;
+    - inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt); scaler.update()`);
+    - in a helper that steps and updates a scaler kept on `self` or at module level, called once
+      per optimizer (`self.backward_step(loss_g, opt_g)`, then `self.backward_step(loss_d, opt_d)`
+      in the same iteration, or in a loop over the optimizers), reported at the helper's update;
+    - per micro-batch while the optimizer steps less often: in an inner loop whose enclosing loop
+      (or function) holds the `scaler.step(...)`, or next to a step that runs only under an
+      accumulation condition (`if (i + 1) % accum == 0:`) that the update is not under.
+
+    ## Why it is a bug on a GPU
+    `update()` closes one iteration of the loss scale: it lowers the scale if any optimizer
+    stepped this iteration found an inf/NaN, grows it after `growth_interval` clean iterations,
+    and forgets the per-optimizer records. Called after each optimizer, the scale moves twice per
+    iteration (it grows twice as fast, and a skipped generator step lowers the scale that the
+    discriminator's gradients may already have been scaled with, so they are unscaled with the
+    wrong factor); the PyTorch AMP guide says to call it once, after all optimizers stepped.
+    Called per micro-batch, the first `update()` with no `step()` since the last one raises
+    `No inf checks were recorded prior to update`, and a scale that changed between micro-batches
+    would mix gradients scaled by different factors.
+
+    ## Example
+    ```python
+    scaler.scale(loss_g).backward()
+    scaler.step(opt_g)
+    scaler.update()
+    scaler.scale(loss_d).backward()
+    scaler.step(opt_d)
+    scaler.update()
+    ```
+
+    ## Use instead
+    ```python
+    scaler.scale(loss_g).backward()
+    scaler.step(opt_g)
+    scaler.scale(loss_d).backward()
+    scaler.step(opt_d)
+    scaler.update()
+    ```
+
+    ## Fix safety
+    No fix: deleting the first update is right for the two-optimizer case only when both steps
+    run on every iteration (a discriminator trained every `n_critic` steps needs the update moved
+    under both branches), and the per-micro-batch case needs the update moved next to the step;
+    which edit is right depends on code the rule does not model.
+
+    ## Known limits
+    Calls are compared inside one function, plus one level of helper: a helper is followed only
+    when it updates on every call (not under an `if`) a scaler it does not receive as a parameter,
+    and its calls are `self.helper(...)` in its class or `helper(...)` for a top-level function.
+    An update in a function called once per iteration counts once. Scalers are told apart by how the code
+    writes them (`scaler_g` and `scaler_d`, `self.scalers[name]` with a loop variable), so two
+    names for one scaler look like two scalers. Two updates in mutually exclusive branches, or
+    separated by a `return`, `continue`, `break` or `raise` that always follows the first, are
+    fine. An accumulation condition is a test with `%` or a word like `accum`, `sync` or
+    `micro`.
+    """
+
+    code = "DL307"
+    name = "gradscaler-updated-twice"
+    summary = "One `GradScaler` is updated more than once per training iteration."
+    message = "{what}; call `{scaler}.update()` once per iteration, after the last `{scaler}.step(...)` of the iteration"
+    tokens = ("update",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for scope in training_scopes(ctx):
+            for calls in _per_scaler(ctx, scope):
+                yield from self._check_scaler(ctx, scope, calls)
+                yield from self._check_helper(ctx, scope, calls)
+
+    def _check_helper(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
+        """A helper that steps and updates one shared scaler, called for each optimizer of an iteration."""
+        helper = scope.node
+        if not isinstance(helper, cst.FunctionDef) or not _kept_outside(helper, calls.name):
+            return
+        every_call = [u for u in calls.updates if innermost_loop(ctx, u) is None and not any(enclosing_ifs(ctx, u, helper))]
+        if not every_call:
+            return
+        sites = _calls_of(ctx, helper)
+        for first, second in zip(sites, sites[1:]):
+            caller = Scope(scope_of(ctx, first))
+            if scope_of(ctx, second) is caller.node and _same_pass(ctx, caller, first, second):
+                yield self.violation(
+                    every_call[0],
+                    scaler=calls.name,
+                    what=f"`{short(ctx, every_call[0])}` in `{helper.name.value}` runs on each of `{short(ctx, first)}` "
+                         f"and `{short(ctx, second)}` in the same iteration, so one scaler's loss scale moves twice per "
+                         "iteration",
+                )
+                return
+        for site in sites:
+            loop = innermost_loop(ctx, site)
+            if loop is not None and _over_optimizers(ctx, loop, None, calls.name):
+                yield self.violation(
+                    every_call[0],
+                    scaler=calls.name,
+                    what=f"`{short(ctx, every_call[0])}` in `{helper.name.value}` runs once per optimizer of "
+                         f"`{_loop_header(ctx, loop)}`, so the loss scale is updated once per optimizer instead of once "
+                         "per iteration",
+                )
+                return
+
+    def _check_scaler(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
+        rank = order(ctx)
+        reported: set[int] = set()
+        for first, second in zip(calls.updates, calls.updates[1:]):
+            between = [s for s in calls.steps if rank[id(first)] < rank[id(s)] < rank[id(second)]]
+            before = [s for s in calls.steps if rank[id(s)] < rank[id(first)]]
+            if not between or not _same_pass(ctx, scope, first, second):
+                continue
+            reported.add(id(first))
+            earlier = f" after `{short(ctx, before[-1])}`" if before else ""
+            yield self.violation(
+                first,
+                scaler=calls.name,
+                what=f"`{short(ctx, first)}` runs{earlier} and again after `{short(ctx, between[-1])}` in the same "
+                     "iteration, so one scaler's loss scale moves twice per iteration",
+            )
+        for update in calls.updates:
+            if id(update) in reported:
+                continue
+            what = _more_often_than_step(ctx, scope, update, calls)
+            if what is not None:
+                yield self.violation(update, scaler=calls.name, what=what)
+
+
+@dataclass(frozen=True)
+class ScalerCalls:
+    """The `step` and `update` calls of one scaler (as the code writes it) in one function."""
+
+    name: str
+    steps: tuple[cst.Call, ...]
+    updates: tuple[cst.Call, ...]
+
+
+def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
+    rank = order(ctx)
+    grouped: dict[str, tuple[list[cst.Call], list[cst.Call]]] = {}
+    for index, method in enumerate(("step", "update")):
+        for call in scope.scaler_calls.get(method, []):
+            owner = receiver(call)
+            if owner is None:
+                continue
+            grouped.setdefault(" ".join(ctx.code_for(owner).split()), ([], []))[index].append(call)
+    return [
+        ScalerCalls(name, tuple(sorted(steps, key=lambda c: rank[id(c)])), tuple(sorted(updates, key=lambda c: rank[id(c)])))
+        for name, (steps, updates) in grouped.items()
+        if steps and updates
+    ]
+
+
+def _kept_outside(helper: cst.FunctionDef, scaler: str) -> bool:
+    """The scaler is `self.x` or a module-level name, not a parameter: every call of the helper
+    updates the same scaler."""
+    if scaler.startswith("self.") and scaler.count(".") == 1:
+        return True
+    params = (*helper.params.posonly_params, *helper.params.params, *helper.params.kwonly_params)
+    return scaler.isidentifier() and all(p.name.value != scaler for p in params)
+
+
+def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
+    """Calls of `func` in the file, in source order: `self.func(...)` in its class for a method,
+    `func(...)` for a top-level function."""
+    owner = ctx.index.enclosing_class(func)
+    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]
+    out = []
+    for call in ctx.index.of_type(cst.Call):
+        callee = call.func
+        if method:
+            if (isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value
+                    and isinstance(callee.value, cst.Name) and callee.value.value == "self"
+                    and ctx.index.enclosing_class(call) is owner):
+                out.append(call)
+        elif isinstance(callee, cst.Name) and same_file_function(ctx, call) is func:
+            out.append(call)
+    return out
+
+
+def _region(ctx: FileContext, scope: Scope, node: cst.CSTNode) -> cst.CSTNode:
+    """What runs once per pass around `node`: its innermost loop, else its function."""
+    return innermost_loop(ctx, node) or scope.node
+
+
+def _same_pass(ctx: FileContext, scope: Scope, first: cst.Call, second: cst.Call) -> bool:
+    """Whether `second` runs in the same pass of their loop (or call of their function) after `first`."""
+    region = _region(ctx, scope, first)
+    if _region(ctx, scope, second) is not region or exclusive(ctx, first, second):
+        return False
+    seen_first = False
+    for node in ctx.index.walk(region):  # source order
+        if node is first:
+            seen_first = True
+        elif node is second:
+            return True
+        elif seen_first and isinstance(node, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+            if _always_after(ctx, node, first, region):
+                return False
+    return True
+
+
+def _always_after(ctx: FileContext, leave: cst.CSTNode, first: cst.Call, region: cst.CSTNode) -> bool:
+    """`leave` sits, after `first`, in a block that also holds `first`: once `first` ran, it runs.
+    `continue`/`break` count only when they leave `region` itself (not an inner loop)."""
+    if isinstance(leave, (cst.Continue, cst.Break)) and innermost_loop(ctx, leave) is not region:
+        return False
+    block = next(
+        (a for a in ctx.index.ancestors(leave) if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module))),
+        None,
+    )
+    return block is not None and inside(ctx, first, block)
+
+
+# Words of a test that makes a step run on some micro-batches only (gradient accumulation).
+ACCUMULATION_WORDS = ("accum", "accumul", "sync", "micro", "update_step", "should_step")
+
+
+def _more_often_than_step(ctx: FileContext, scope: Scope, update: cst.Call, calls: ScalerCalls) -> str | None:
+    """Why `update` runs more often than the scaler's step, or None."""
+    loop = innermost_loop(ctx, update)
+    steps_in_loop = [s for s in calls.steps if loop is not None and inside(ctx, s, loop)]
+    if loop is not None and not steps_in_loop:
+        # The update sits in an inner loop; a step outside it, in the loop (or function) around it.
+        for step in calls.steps:
+            step_region = _region(ctx, scope, step)
+            if step_region is not loop and inside(ctx, loop, step_region) and not _over_optimizers(ctx, loop):
+                return (
+                    f"`{short(ctx, update)}` runs on every pass of the inner loop `{_loop_header(ctx, loop)}` but "
+                    f"`{short(ctx, step)}` runs once after it: the first update with no step since the last one raises "
+                    "'No inf checks were recorded prior to update', and the scale must not change between micro-batches"
+                )
+        return None
+    for step in steps_in_loop or calls.steps:
+        if _region(ctx, scope, step) is not _region(ctx, scope, update):
+            continue
+        if isinstance(loop, cst.For) and _region(ctx, scope, step) is loop and _over_optimizers(ctx, loop, step, calls.name):
+            return (
+                f"`{short(ctx, update)}` runs once per optimizer of `{_loop_header(ctx, loop)}`, right after "
+                f"`{short(ctx, step)}`, so the loss scale is updated once per optimizer instead of once per iteration"
+            )
+        region = _region(ctx, scope, step)
+        test = _accumulation_only(ctx, step, update, region)
+        # Another step of this scaler that runs on every pass of the region makes the update right.
+        if test is not None and all(
+            _accumulation_only(ctx, other, update, region) is not None
+            for other in calls.steps if _region(ctx, scope, other) is region
+        ):
+            return (
+                f"`{short(ctx, update)}` runs on every micro-batch but `{short(ctx, step)}` only when `{short(ctx, test)}`: "
+                "the first update with no step since the last one raises 'No inf checks were recorded prior to update'"
+            )
+    return None
+
+
+def _accumulation_only(ctx: FileContext, step: cst.Call, update: cst.Call, region: cst.CSTNode) -> cst.BaseExpression | None:
+    """The accumulation test that `step` runs under and `update` does not (same test repeated
+    around the update counts as the same condition)."""
+    update_tests = {test_words(ctx, branch.test) for branch, _ in enclosing_ifs(ctx, update, region)}
+    for branch, _ in enclosing_ifs(ctx, step, region):
+        if inside(ctx, update, branch) or test_words(ctx, branch.test) in update_tests:
+            continue
+        if _is_accumulation_test(ctx, branch.test):
+            return branch.test
+    return None
+
+
+def _is_accumulation_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in ctx.index.walk(test)):
+        return True
+    words = test_words(ctx, test)
+    return any(word in words for word in ACCUMULATION_WORDS)
+
+
+def _over_optimizers(ctx: FileContext, loop: cst.For | cst.While, step: cst.Call | None = None, scaler: str = "") -> bool:
+    """`for opt in optimizers:` (or a loop whose variable is the stepped optimizer) with one
+    scaler for all: the scaler must not depend on the loop variable (`scalers[i]`)."""
+    if not isinstance(loop, cst.For):
+        return False
+    targets = set(assigned_names(loop.target))
+    if scaler and any(name in targets for name in _names(scaler)):
+        return False
+    if "optim" in test_words(ctx, loop.iter):
+        return True
+    if step is None:
+        return False
+    args = positional(step)
+    return bool(args) and any(isinstance(n, cst.Name) and n.value in targets for n in ctx.index.walk(args[0]))
+
+
+def _names(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text))
+
+
+def _loop_header(ctx: FileContext, loop: cst.For | cst.While) -> str:
+    if isinstance(loop, cst.For):
+        return f"for {short(ctx, loop.target, 30)} in {short(ctx, loop.iter, 40)}"
+    return f"while {short(ctx, loop.test, 40)}"
