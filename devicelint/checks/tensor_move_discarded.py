@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import libcst as cst
@@ -21,8 +22,10 @@ class TensorMoveDiscarded(Rule):
     Flags `x.to(device)`, `x.cuda()`, `x.cpu()`, `x.half()`-style calls written as statements
     on their own, when the receiver is a tensor: the call returns a new tensor and the
     statement throws it away. Also flags a statement calling a helper of the same file that
-    only returns moved copies of its first argument (`to_device(batch)` whose body is
-    `return {k: v.to(device) for k, v in batch.items()}`).
+    only returns moved copies of its first argument or of its parts (`to_device(batch)` whose
+    body is `return {k: v.to(device) for k, v in batch.items()}`, or `images, targets = batch`
+    then `return images.cuda(), targets.cuda()`), or a tuple of moved copies of its arguments
+    (`return x.to(device), y.to(device)`).
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -47,8 +50,10 @@ class TensorMoveDiscarded(Rule):
     ```
 
     ## Fix safety
-    When the receiver is a plain name, the fix assigns the result back (`x = x.to(device)`). It
-    is unsafe: code that relied on `x` staying where it was now sees the moved tensor.
+    When the receiver is a plain name, the fix assigns the result back (`x = x.to(device)`, or
+    `x, y = to_device(x, y, device)` for a helper returning one copy per argument). It is
+    unsafe: code that relied on `x` staying where it was now sees the moved tensor. A helper
+    returning a tuple of the parts of one argument gets no fix: the caller has to unpack it.
 
     ## Known limits
     Receivers the placement analysis proves to be tensors are reported (factory results,
@@ -68,7 +73,7 @@ class TensorMoveDiscarded(Rule):
     code = "DL104"
     name = "tensor-move-discarded"
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
-    message = "`{call}` returns {what} that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
+    message = "`{call}` returns {what} that is thrown away, so {unmoved}; {advice}"
     fix_availability = "sometimes"
     tokens = (".to", ".cuda", ".cpu", ".half", ".float", ".double", ".bfloat16", ".long", ".int", ".bool",
               ".byte", ".short", ".char", ".type", ".contiguous", ".pin_memory", ".xpu", ".mps")
@@ -78,7 +83,7 @@ class TensorMoveDiscarded(Rule):
             call = statement.value
             moved = _moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
             if moved is not None:
-                yield self._report(ctx, call, moved, "a moved copy", "moved")
+                yield self._helper_report(ctx, call, moved)
                 continue
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
                 continue
@@ -101,6 +106,23 @@ class TensorMoveDiscarded(Rule):
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
             yield self._report(ctx, call, receiver, "a new tensor", done)
 
+    def _helper_report(self, ctx: FileContext, call: cst.Call, moved: HelperResult) -> Violation:
+        if len(moved.receivers) == 1 and not moved.pair_only:
+            return self._report(ctx, call, moved.receivers[0], "a moved copy", "moved")
+        call_text = ctx.code_for(call)
+        if moved.pair_only:  # copies of the first argument's parts, returned as a tuple
+            first = ctx.code_for(moved.receivers[0])
+            return self.violation(call, call=call_text, what=f"a tuple of moved copies of `{first}`'s parts",
+                                  unmoved=f"`{first}` is not moved",
+                                  advice=f"unpack the result (`a, b = {call_text}`) and use it instead of `{first}`")
+        # `features, labels = pair_to_device(features, labels, device)`: one target per returned copy
+        names = ", ".join(ctx.code_for(r) for r in moved.receivers)
+        listed = " and ".join(f"`{ctx.code_for(r)}`" for r in moved.receivers)
+        fix = FixProposal(description=f"Assign the result: `{names} = {call_text}`", safe=False,
+                          replacements=((call, f"{names} = {call_text}"),))
+        return self.violation(call, fix=fix, call=call_text, what="a tuple of moved copies", unmoved=f"{listed} are not moved",
+                              advice=f"assign it: `{names} = {call_text}`")
+
     def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str) -> Violation:
         receiver_text = ctx.code_for(receiver)
         call_text = ctx.code_for(call)
@@ -110,7 +132,8 @@ class TensorMoveDiscarded(Rule):
                 description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
                 replacements=((call, f"{receiver_text} = {call_text}"),),
             )
-        return self.violation(call, fix=fix, call=call_text, receiver=receiver_text, what=what, done=done)
+        return self.violation(call, fix=fix, call=call_text, what=what, unmoved=f"`{receiver_text}` is not {done}",
+                              advice=f"assign it: `{receiver_text} = {call_text}`")
 
 
 # -- helpers that return a moved copy -----------------------------------------------------------
@@ -118,8 +141,18 @@ class TensorMoveDiscarded(Rule):
 # copies (`{k: v.to(device) for k, v in batch.items()}`) and changes nothing in place.
 
 
-def _moved_by_helper(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
-    """The argument that a same-file helper returns moved, when the helper only returns copies."""
+@dataclass(frozen=True)
+class HelperResult:
+    """What a dropped helper call leaves unmoved: the caller's arguments, in the order the helper
+    returns their copies. `pair_only` when the copies are parts of the first argument returned
+    as a tuple (`images, targets = batch` in the helper): no single assignment fixes the caller."""
+
+    receivers: tuple[cst.BaseExpression, ...]
+    pair_only: bool = False
+
+
+def _moved_by_helper(ctx: FileContext, call: cst.Call) -> HelperResult | None:
+    """The arguments that a same-file helper returns moved, when the helper only returns copies."""
     func = call.func
     helper: cst.FunctionDef | None = None
     skip_self = False
@@ -137,22 +170,67 @@ def _moved_by_helper(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | N
     if not params or not args or not isinstance(args[0], cst.Name):
         return None
     returns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper]
-    if not returns or not all(r.value is not None and _moved_copy_of(ctx, r.value, params[0]) for r in returns):
+    parts = _parts_of(ctx, helper, params[0])
+    if not returns or not all(r.value is not None and _moved_copy_of(ctx, r.value, parts) for r in returns):
         return None
-    if _changes_in_place(ctx, helper, params[0]):
+    if any(_changes_in_place(ctx, helper, name) for name in parts):
         return None
-    return args[0]
+    paired = _returned_arguments(ctx, returns, params, args)
+    if paired is not None:
+        return HelperResult(paired)
+    tuple_of_parts = any(isinstance(r.value, cst.Tuple) for r in returns)
+    return HelperResult((args[0],), pair_only=tuple_of_parts)
 
 
-def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, param: str) -> bool:
+def _parts_of(ctx: FileContext, helper: cst.FunctionDef, param: str) -> set[str]:
+    """`param` and the names the helper binds from it (`images, targets = batch`): its parts."""
+    parts = {param}
+    assigns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Assign) and ctx.index.enclosing_function(n) is helper]
+    changed = True
+    while changed:
+        changed = False
+        for assign in assigns:
+            if not any(isinstance(n, cst.Name) and n.value in parts for n in ctx.index.walk(assign.value)):
+                continue
+            for target in assign.targets:
+                for node in ctx.index.walk(target.target):
+                    if isinstance(node, cst.Name) and node.value not in parts and isinstance(
+                            ctx.index.parent(node), (cst.AssignTarget, cst.Element, cst.Tuple, cst.List)):
+                        parts.add(node.value)
+                        changed = True
+    return parts
+
+
+def _returned_arguments(ctx: FileContext, returns: list[cst.Return], params: list[str],
+                        args: list[cst.BaseExpression]) -> tuple[cst.BaseExpression, ...] | None:
+    """For `return a.to(d), b.to(d)` over parameters `a, b`: the caller's arguments for them, in
+    the returned order, when every argument is a plain name."""
+    if len(returns) != 1 or not isinstance(returns[0].value, cst.Tuple):
+        return None
+    found: list[cst.BaseExpression] = []
+    for element in returns[0].value.elements:
+        value = element.value
+        if isinstance(element, cst.StarredElement) or not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+            return None
+        receiver = value.func.value
+        if value.func.attr.value not in MOVES or not isinstance(receiver, cst.Name) or receiver.value not in params:
+            return None
+        position = params.index(receiver.value)
+        if position >= len(args) or not isinstance(args[position], cst.Name):
+            return None
+        found.append(args[position])
+    return tuple(found) if len(found) > 1 else None
+
+
+def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, parts: set[str]) -> bool:
     """`param.to(d)`, or a literal/comprehension of `.to(...)`/`.cuda()` copies of `param`'s parts."""
     def is_move(node: cst.CSTNode) -> bool:
         return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES
-                and any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(node.func.value)))
+                and any(isinstance(n, cst.Name) and n.value in parts for n in ctx.index.walk(node.func.value)))
     if is_move(value):
         return True
     if isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.List, cst.Tuple)):
-        mentions = any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(value))
+        mentions = any(isinstance(n, cst.Name) and n.value in parts for n in ctx.index.walk(value))
         return mentions and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in MOVES
                                 for n in ctx.index.walk(value))
     return False
