@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement import value_kind
 from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
 from devicelint.analysis.placement_classes import class_facts
@@ -25,7 +25,10 @@ class TensorMoveDiscarded(Rule):
     only returns moved copies of its first argument or of its parts (`to_device(batch)` whose
     body is `return {k: v.to(device) for k, v in batch.items()}`, or `images, targets = batch`
     then `return images.cuda(), targets.cuda()`), or a tuple of moved copies of its arguments
-    (`return x.to(device), y.to(device)`).
+    (`return x.to(device), y.to(device)`). Helpers that walk nested containers recursively
+    (`{k: send(v, device) for ...}`, `type(obj)(send(v, device) for v in obj)`, `return obj` for
+    other leaves), that return what another such helper returns, that take the device first,
+    or that are methods of a base class in the file count too.
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -81,7 +84,7 @@ class TensorMoveDiscarded(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
-            moved = _moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
+            moved = moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
             if moved is not None:
                 yield self._helper_report(ctx, call, moved)
                 continue
@@ -134,122 +137,6 @@ class TensorMoveDiscarded(Rule):
             )
         return self.violation(call, fix=fix, call=call_text, what=what, unmoved=f"`{receiver_text}` is not {done}",
                               advice=f"assign it: `{receiver_text} = {call_text}`")
-
-
-# -- helpers that return a moved copy -----------------------------------------------------------
-# `to_device(batch)` as a statement, where the same file's `to_device` builds and returns moved
-# copies (`{k: v.to(device) for k, v in batch.items()}`) and changes nothing in place.
-
-
-@dataclass(frozen=True)
-class HelperResult:
-    """What a dropped helper call leaves unmoved: the caller's arguments, in the order the helper
-    returns their copies. `pair_only` when the copies are parts of the first argument returned
-    as a tuple (`images, targets = batch` in the helper): no single assignment fixes the caller."""
-
-    receivers: tuple[cst.BaseExpression, ...]
-    pair_only: bool = False
-
-
-def _moved_by_helper(ctx: FileContext, call: cst.Call) -> HelperResult | None:
-    """The arguments that a same-file helper returns moved, when the helper only returns copies."""
-    func = call.func
-    helper: cst.FunctionDef | None = None
-    skip_self = False
-    if isinstance(func, cst.Name):
-        helper = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
-    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        cls = ctx.index.enclosing_class(call)
-        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
-        helper = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value), None)
-        skip_self = True
-    if helper is None or any(a.star or a.keyword is not None for a in call.args):
-        return None
-    params = [p.name.value for p in helper.params.params][1 if skip_self else 0:]
-    args = [a.value for a in call.args]
-    if not params or not args or not isinstance(args[0], cst.Name):
-        return None
-    returns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper]
-    parts = _parts_of(ctx, helper, params[0])
-    if not returns or not all(r.value is not None and _moved_copy_of(ctx, r.value, parts) for r in returns):
-        return None
-    if any(_changes_in_place(ctx, helper, name) for name in parts):
-        return None
-    paired = _returned_arguments(ctx, returns, params, args)
-    if paired is not None:
-        return HelperResult(paired)
-    tuple_of_parts = any(isinstance(r.value, cst.Tuple) for r in returns)
-    return HelperResult((args[0],), pair_only=tuple_of_parts)
-
-
-def _parts_of(ctx: FileContext, helper: cst.FunctionDef, param: str) -> set[str]:
-    """`param` and the names the helper binds from it (`images, targets = batch`): its parts."""
-    parts = {param}
-    assigns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Assign) and ctx.index.enclosing_function(n) is helper]
-    changed = True
-    while changed:
-        changed = False
-        for assign in assigns:
-            if not any(isinstance(n, cst.Name) and n.value in parts for n in ctx.index.walk(assign.value)):
-                continue
-            for target in assign.targets:
-                for node in ctx.index.walk(target.target):
-                    if isinstance(node, cst.Name) and node.value not in parts and isinstance(
-                            ctx.index.parent(node), (cst.AssignTarget, cst.Element, cst.Tuple, cst.List)):
-                        parts.add(node.value)
-                        changed = True
-    return parts
-
-
-def _returned_arguments(ctx: FileContext, returns: list[cst.Return], params: list[str],
-                        args: list[cst.BaseExpression]) -> tuple[cst.BaseExpression, ...] | None:
-    """For `return a.to(d), b.to(d)` over parameters `a, b`: the caller's arguments for them, in
-    the returned order, when every argument is a plain name."""
-    if len(returns) != 1 or not isinstance(returns[0].value, cst.Tuple):
-        return None
-    found: list[cst.BaseExpression] = []
-    for element in returns[0].value.elements:
-        value = element.value
-        if isinstance(element, cst.StarredElement) or not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
-            return None
-        receiver = value.func.value
-        if value.func.attr.value not in MOVES or not isinstance(receiver, cst.Name) or receiver.value not in params:
-            return None
-        position = params.index(receiver.value)
-        if position >= len(args) or not isinstance(args[position], cst.Name):
-            return None
-        found.append(args[position])
-    return tuple(found) if len(found) > 1 else None
-
-
-def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, parts: set[str]) -> bool:
-    """`param.to(d)`, or a literal/comprehension of `.to(...)`/`.cuda()` copies of `param`'s parts."""
-    def is_move(node: cst.CSTNode) -> bool:
-        return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES
-                and any(isinstance(n, cst.Name) and n.value in parts for n in ctx.index.walk(node.func.value)))
-    if is_move(value):
-        return True
-    if isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.List, cst.Tuple)):
-        mentions = any(isinstance(n, cst.Name) and n.value in parts for n in ctx.index.walk(value))
-        return mentions and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in MOVES
-                                for n in ctx.index.walk(value))
-    return False
-
-
-def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> bool:
-    """`batch[k] = ...`, `batch.x = ...`, `batch.update(...)`, `batch.to(...)` as a statement."""
-    for node in ctx.index.walk(helper.body):
-        if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
-            target = node.target
-            if isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name) and target.value.value == param:
-                return True
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
-                and node.func.value.value == param and node.func.attr.value in ("update", "__setitem__", "setdefault", "pop")):
-            return True
-        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
-                and isinstance(node.value.func.value, cst.Name) and node.value.func.value.value == param:
-            return True  # `batch.to(device)` in place (a BatchEncoding) inside the helper
-    return False
 
 
 # -- receivers the placement analysis does not know ---------------------------------------------
