@@ -98,8 +98,10 @@ class CustomToOverrideBroken(Rule):
     a docstring or a `raise`), overrides that move nothing themselves (that only raise through
     a helper or record the device), `@overload`/`@abstractmethod` methods and generators are
     not reported, nor is a plain class whose override is annotated `-> None` (it moves in
-    place by design, and a type checker catches `obj = obj.to(device)`). The call that uses the `None` is found when its receiver is the constructor
-    call, a name bound to one in the same function, or a parameter annotated with the class.
+    place by design, and a type checker catches `obj = obj.to(device)`). The call that uses
+    the `None` is found when its receiver is the constructor call, a name bound to one in the
+    same function, a parameter annotated with the class, or a `self.<attr>` that the same
+    class sets to one.
     Forgotten attributes are looked for only in classes that are not `nn.Module`s (DL102
     covers modules), whose override moves at least one `self.<attr>` explicitly and never
     reaches attributes generically (`vars(self)`, `getattr`, `dataclasses.fields`); a
@@ -282,6 +284,14 @@ def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
     the same function, or a parameter annotated `Cls`."""
     if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name):
         return receiver.func.value
+    attr = self_attribute(receiver)
+    if attr is not None:  # `self.learner = Learner(...)` in a method of the same class
+        cls = ctx.index.enclosing_class(receiver)
+        for node in ctx.index.walk(cls) if cls is not None else ():
+            if (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
+                    and any(self_attribute(t.target) == attr for t in node.targets)):
+                return node.value.func.value
+        return None
     if not isinstance(receiver, cst.Name):
         return None
     scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
