@@ -106,3 +106,22 @@ def test_odd_calls_do_not_crash() -> None:
         metrics[0]()
         for x in metrics: x.update()
     """) == []
+
+
+def test_callback_metric_fed_the_hooks_batch_names_the_callback_fix() -> None:
+    found = findings("""
+        from pytorch_lightning import Callback
+        from torchmetrics import MeanSquaredError
+
+        class TrackError(Callback):
+            def __init__(self):
+                self.error = MeanSquaredError()
+
+            def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                self.error.update(outputs["pred"], batch["target"])
+                self.error.update(outputs["pred"].cpu(), batch["target"].cpu())
+    """)
+    assert found == [(7, "`MeanSquaredError()` is created on the CPU and never moved, but "
+                         "`self.error.update(outputs[\"pred\"], batch[\"target\"])` feeds it the device tensor "
+                         "`outputs[\"pred\"]`; Lightning moves the LightningModule, not its callbacks: move it to "
+                         "`pl_module.device` in the callback's `setup()`")]

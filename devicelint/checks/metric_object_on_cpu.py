@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -19,6 +20,11 @@ PLAIN_BASES = frozenset({"object", "abc.ABC", "ABC", "typing.Generic", "Generic"
 CALLBACK_PACKAGES = ("lightning.", "pytorch_lightning.")
 # Calls that feed a metric: `metric.update(preds, target)`, `metric(preds, target)`.
 FEEDING_METHODS = frozenset({"update", "forward"})
+# Lightning callback hooks that receive the batch (and the step's outputs) on the module's device.
+BATCH_HOOK = re.compile(r"^on_(train|validation|test|predict)_batch_(start|end)$")
+HOOK_DEVICE_PARAMS = frozenset({"batch", "outputs"})
+# Reads that bring a tensor to the host.
+HOST_READS = frozenset({"cpu", "item", "tolist", "numpy"})
 # Container methods whose elements a loop gets (`for name, metric in metrics.items()`).
 CONTAINER_VIEWS = frozenset({"values", "items"})
 
@@ -80,7 +86,10 @@ class MetricObjectOnCpu(Rule):
     ## Known limits
     A metric is recognised by its class's qualified name (`torchmetrics.` and a class name).
     Metrics that are attributes of an `nn.Module` (a LightningModule included) move with it
-    and are never reported; those it keeps in a plain dict or list are DL103's. A metric handed
+    and are never reported; those it keeps in a plain dict or list are DL103's. In a Lightning
+    callback's `on_*_batch_start/end` hooks, the `batch` and `outputs` parameters and what is
+    computed from them count as device tensors (Lightning hands them over on the module's
+    device); `.clone()` of a metric counts as a new one. A metric handed
     to other code (`fabric.setup(metric)`, a function of another file, a return), moved
     anywhere in the file, or fed only with tensors whose device the analysis cannot prove (a
     function's parameters, a LightningModule's inputs) is not reported. Classes whose bases
@@ -105,12 +114,15 @@ class MetricObjectOnCpu(Rule):
             call, argument = holder.fed[0]
             created = _short(ctx, holder.created)
             fix = None if holder.is_container else _to_device_fix(ctx, holder.created, argument)
-            if not is_metric_constructor(ctx, holder.created):  # a literal of metrics
+            if holder.is_container and not is_metric_constructor(ctx, holder.created):  # a literal of metrics
                 created = f"the metrics in `{created}` are created"
                 advice = "move each metric with `.to(device)` (or keep them in an `nn.ModuleDict` on the model)"
             else:
                 created = f"`{created}` is created"
                 advice = "create it with `.to(device)` (or make it an attribute of the model)"
+            cls = ctx.index.enclosing_class(holder.created)
+            if cls is not None and any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
+                advice = "Lightning moves the LightningModule, not its callbacks: move it to `pl_module.device` in the callback's `setup()`"
             yield self.violation(holder.created, fix=fix, created=created, fed=f"`{_short(ctx, call)}`",
                                  it="it" if created.endswith("is created") else "them", argument=ctx.code_for(argument),
                                  advice=advice)
@@ -193,6 +205,7 @@ def _holder_key(ctx: FileContext, target: cst.BaseExpression) -> HolderKey | Non
 
 def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
     holders: dict[HolderKey, Holder] = {}
+    clones: list[tuple[HolderKey, cst.Call]] = []
     for assign in ctx.index.of_type(cst.Assign):
         if len(assign.targets) != 1:
             continue
@@ -213,6 +226,12 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
             holders.setdefault(key, Holder(created=value, is_container=True))
         elif _moved_constructor(ctx, value):
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = True
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "clone":
+            clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
+    for key, value in clones:
+        original = _resolve(ctx, value.func.value, holders)  # type: ignore[attr-defined]
+        if original is not None and not original.is_container:
+            holders.setdefault(key, Holder(created=value, is_container=False)).moved = original.moved
     return holders
 
 
@@ -309,12 +328,60 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
             continue
         if call is None:
             continue
+        on_device = _callback_batch_names(ctx, call)
         for arg in call.args:
             # what a metric is fed is a tensor: a value the engine saw moved to the accelerator
             # counts even where it could not prove the receiver was a tensor (`y.to(device)`)
-            if facts.is_device_tensor(arg.value, certain=True) or facts.value(arg.value).where == ACCELERATOR:
+            if (facts.is_device_tensor(arg.value, certain=True) or facts.value(arg.value).where == ACCELERATOR
+                    or _computed_from(ctx, arg.value, on_device)):
                 holder.fed.append((call, arg.value))
                 break
+
+
+def _callback_batch_names(ctx: FileContext, call: cst.Call) -> set[str]:
+    """In a Lightning callback's batch hook (`on_validation_batch_end(self, trainer, pl_module,
+    outputs, batch, ...)`), the names that hold the batch or the step's outputs, or are computed
+    from them: Lightning hands both over on the module's device."""
+    function = ctx.index.enclosing_function(call)
+    if function is None or not BATCH_HOOK.match(function.name.value):
+        return set()
+    cls = ctx.index.enclosing_class(function)
+    if cls is None or not any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
+        return set()
+    names = {p.name.value for p in function.params.params if p.name.value in HOOK_DEVICE_PARAMS}
+    assigns = [n for n in ctx.index.walk(function.body) if isinstance(n, cst.Assign)]
+    changed = bool(names)
+    while changed:
+        changed = False
+        for assign in assigns:
+            if not _computed_from(ctx, assign.value, names):
+                continue
+            for target in assign.targets:
+                for node in ctx.index.walk(target.target):
+                    if isinstance(node, cst.Name) and node.value not in names and isinstance(
+                            ctx.index.parent(node), (cst.AssignTarget, cst.Element)):
+                        names.add(node.value)
+                        changed = True
+    return names
+
+
+def _is_callback_base(ctx: FileContext, base: cst.BaseExpression) -> bool:
+    qualified = ctx.qualified_name(base) or ""
+    return qualified.startswith(CALLBACK_PACKAGES) and qualified.endswith(".Callback")
+
+
+def _computed_from(ctx: FileContext, value: cst.BaseExpression, names: set[str]) -> bool:
+    """`value` reads one of `names` and does not bring the result to the host (`.cpu()`, `.item()`)."""
+    if not names:
+        return False
+    mentions = False
+    for node in ctx.index.walk(value):
+        if isinstance(node, cst.Attribute) and node.attr.value in HOST_READS:
+            return False
+        if isinstance(node, cst.Name) and node.value in names and not (
+                isinstance(ctx.index.parent(node), cst.Attribute) and ctx.index.parent(node).attr is node):
+            mentions = True
+    return mentions
 
 
 def _binds(ctx: FileContext, node: cst.CSTNode) -> bool:
