@@ -121,3 +121,32 @@ def test_odd_code_does_not_crash() -> None:
         (6, "`E().to(*a, **k)` is None: `E.to()` has no `return`; return `self` from `E.to()`, or call it as a "
             "statement"),
     ]
+
+
+def test_override_returning_a_part_or_falling_off_its_end() -> None:
+    found = findings("""
+        class Agent:
+            def to(self, device):
+                self.critic.to(device)
+                return self.policy.to(device)
+
+        class Sampler:
+            def cuda(self, device=None):
+                if self.device == device:
+                    return self
+                self.model.cuda(device)
+
+        def build(device):
+            sampler = Sampler().cuda(device)
+            return Agent().to(device), sampler
+    """)
+    assert found == [
+        (5, "`Agent.to()` returns `self.policy.to(device)`, not the object, so the usual `obj = obj.to(...)` "
+            "replaces the object with `self.policy.to(device)`; return `self` (or a moved copy of the object)"),
+        (8, "`Sampler.cuda()` returns None when it reaches its end, so the usual `obj = obj.cuda(...)` replaces "
+            "the object with None; end it with `return self` (or return the moved copy)"),
+        (14, "`Sampler().cuda(device)` may be None: `Sampler.cuda()` falls off its end without `return`; return "
+             "`self` from `Sampler.cuda()`, or call it as a statement"),
+        (15, "`Agent().to(device)` is `self.policy.to(device)`, not the object: `Agent.to()` returns that; return "
+             "`self` from `Agent.to()`, or call it as a statement"),
+    ]

@@ -26,11 +26,13 @@ GENERIC_ACCESS = frozenset({"__dict__", "vars", "getattr", "setattr", "fields", 
 
 @dataclass(frozen=True)
 class BrokenMover:
-    """A `to`/`cuda`/`cpu`/`_apply` override that never returns a value."""
+    """A `to`/`cuda`/`cpu`/`_apply` override that does not return the object."""
 
     cls: cst.ClassDef
     method: cst.FunctionDef
     is_module: bool
+    kind: str  # "none", "end" or "inner" (see `_broken_return`)
+    returned: cst.Return | None
 
 
 @register
@@ -38,8 +40,10 @@ class CustomToOverrideBroken(Rule):
     """
     ## What it does
     Flags a class's own `to()`, `cuda()` or `cpu()` (and an `nn.Module`'s `_apply()`) that
-    returns nothing, and every call in the file that uses what such an override returns
-    (`learner = learner.to(device)`). In a class that is not an `nn.Module`, it also flags each
+    returns nothing, that returns a value on some paths but ends with a plain statement
+    (falling off its end returns None), or that returns a part of the object
+    (`return self.model.to(device)`) instead of the object; and every call in the file that
+    uses what such an override returns (`learner = learner.to(device)`). In a class that is not an `nn.Module`, it also flags each
     tensor attribute (set in `__init__`, or declared as a `Tensor` field) that the class's
     own `to()`/`cuda()` leaves behind while it moves others.
 
@@ -91,7 +95,8 @@ class CustomToOverrideBroken(Rule):
     When the override has no `return` at all and ends with a simple statement, the fix adds
     `return self` at its end. It is safe on an `nn.Module`, whose `to()` contract is to return
     the module, and unsafe elsewhere, where the class may have meant to return a moved copy.
-    A forgotten attribute has no automatic fix.
+    An override that returns on some paths or returns a part of the object, and a forgotten
+    attribute, have no automatic fix.
 
     ## Known limits
     Only overrides defined in the class itself are read; stubs (a body of `pass`, `...`,
@@ -126,29 +131,37 @@ class CustomToOverrideBroken(Rule):
                 method = own.get(name)
                 if method is None or (name in MODULE_MOVERS and not is_module):
                     continue
-                if not _returns_nothing(ctx, method) or (not is_module and _annotated_none(method)):
+                broken_return = _broken_return(ctx, method)
+                if broken_return is None or (not is_module and _annotated_none(method)):
                     continue  # a plain class that declares `-> None` moves in place by design
-                broken.setdefault(f"{cls.name.value}.{name}", BrokenMover(cls, method, is_module))
-                yield self._override(ctx, cls, method, is_module)
+                kind, ret = broken_return
+                broken.setdefault(f"{cls.name.value}.{name}", BrokenMover(cls, method, is_module, kind, ret))
+                yield self._override(ctx, cls, method, is_module, kind, ret)
             if not is_module:
                 yield from self._forgotten(ctx, cls, own)
         if broken:
             yield from self._uses(ctx, broken)
 
-    def _override(self, ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef, is_module: bool) -> Violation:
+    def _override(self, ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef, is_module: bool, kind: str,
+                  ret: cst.Return | None) -> Violation:
         name = method.name.value
         where = f"`{cls.name.value}.{name}()`"
+        gets = "None" if kind != "inner" else f"`{ctx.code_for(ret.value)}`"  # type: ignore[union-attr]
+        returns = {"none": "returns None", "end": "returns None when it reaches its end",
+                   "inner": f"returns {gets}, not the object"}[kind]
         if is_module and name == "_apply":
-            problem = f"{where} returns None, but `nn.Module.to()`, `.cuda()` and `.half()` return what `_apply` returns"
+            problem = f"{where} {returns}, but `nn.Module.to()`, `.cuda()` and `.half()` return what `_apply` returns"
             advice = "end it with `return self` (or `return super()._apply(fn)`)"
         elif is_module:
-            problem = (f"{where} returns None, but `nn.Module.{name}()` returns the module, so "
-                       f"`model = model.{name}(...)` and `model.{name}(...).eval()` get None")
-            advice = "end it with `return self`"
+            problem = (f"{where} {returns}, but `nn.Module.{name}()` returns the module, so "
+                       f"`model = model.{name}(...)` and `model.{name}(...).eval()` get {gets}")
+            advice = "end it with `return self`" if kind != "inner" else "return `self`"
         else:
-            problem = f"{where} returns None, so the usual `obj = obj.{name}(...)` replaces the object with None"
-            advice = "end it with `return self` (or return the moved copy)"
-        return self.violation(method.name, fix=_return_self_fix(ctx, method, safe=is_module), problem=problem, advice=advice)
+            problem = f"{where} {returns}, so the usual `obj = obj.{name}(...)` replaces the object with {gets}"
+            advice = ("end it with `return self` (or return the moved copy)" if kind != "inner"
+                      else "return `self` (or a moved copy of the object)")
+        fix = _return_self_fix(ctx, method, safe=is_module) if kind == "none" else None
+        return self.violation(ret if ret is not None else method.name, fix=fix, problem=problem, advice=advice)
 
     def _uses(self, ctx: FileContext, broken: dict[str, BrokenMover]) -> Iterator[Violation]:
         """Calls whose result is used, on an object of a class whose override returns None."""
@@ -163,11 +176,15 @@ class CustomToOverrideBroken(Rule):
             if entry is None:
                 continue
             call_text = ctx.code_for(call)
-            yield self.violation(
-                call,
-                problem=f"`{call_text}` is None: `{cls_name}.{func.attr.value}()` has no `return`",
-                advice=f"return `self` from `{cls_name}.{func.attr.value}()`, or call it as a statement",
-            )
+            override = f"`{cls_name}.{func.attr.value}()`"
+            if entry.kind == "inner":
+                problem = f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr]
+            elif entry.kind == "end":
+                problem = f"`{call_text}` may be None: {override} falls off its end without `return`"
+            else:
+                problem = f"`{call_text}` is None: {override} has no `return`"
+            yield self.violation(call, problem=problem,
+                                 advice=f"return `self` from {override}, or call it as a statement")
 
     def _forgotten(self, ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> Iterator[Violation]:
         """Tensor attributes that the plain class's own `to`/`cuda` does not move."""
@@ -196,23 +213,52 @@ class CustomToOverrideBroken(Rule):
             return  # one override is enough to list the forgotten ones
 
 
-def _returns_nothing(ctx: FileContext, method: cst.FunctionDef) -> bool:
-    """No `return <value>` in the method itself (nested functions aside), and not a stub."""
+def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.Return | None] | None:
+    """How an override breaks `obj = obj.to(device)`: ("none", None) when it never returns a
+    value, ("end", None) when it returns one on some paths but its last statement falls off the
+    end, ("inner", ret) when it returns a part of the object (`return self.model`) instead of
+    the object. None when it returns the object, a copy or what
+    `super()` returns, and for stubs and overrides that move nothing."""
     for decorator in method.decorators:
         target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
         last = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else ""
         if last in STUB_DECORATORS or last.endswith("setter"):
-            return False
+            return None
     if _is_stub(method) or not _moves_something(ctx, method):
-        return False
+        return None
+    returns: list[cst.Return] = []
     for node in ctx.index.walk(method.body):
         if isinstance(node, (cst.Yield, cst.Await)) and ctx.index.enclosing_function(node) is method:
-            return False
+            return None
         if isinstance(node, cst.Return) and ctx.index.enclosing_function(node) is method:
             value = node.value
             if value is not None and not (isinstance(value, cst.Name) and value.value == "None"):
-                return False
-    return True
+                returns.append(node)
+    if not returns:
+        return "none", None
+    for ret in returns:
+        if _returns_a_part(ret.value):  # type: ignore[arg-type]
+            return "inner", ret
+    if _falls_off_the_end(method):
+        return "end", None
+    return None
+
+
+def _returns_a_part(value: cst.BaseExpression) -> bool:
+    """`self.model`, `self.model.to(device)`: a part of the object, not the object nor a copy of
+    it. (A returned parameter is left alone: `to(self, x, dtype)` helpers convert their argument.)"""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVERS:
+        value = value.func.value
+    return self_attribute(value) is not None
+
+
+def _falls_off_the_end(method: cst.FunctionDef) -> bool:
+    """The body ends with a plain statement (no `return`/`raise`): the path that reaches it
+    returns None."""
+    body = method.body.body if isinstance(method.body, cst.IndentedBlock) else ()
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+        return False
+    return not any(isinstance(small, (cst.Return, cst.Raise)) for small in body[-1].body)
 
 
 def _moves_something(ctx: FileContext, method: cst.FunctionDef) -> bool:
