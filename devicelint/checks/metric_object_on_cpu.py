@@ -108,7 +108,7 @@ class MetricObjectOnCpu(Rule):
         if not holders:
             return
         _read_uses(ctx, holders)
-        for key, holder in holders.items():
+        for holder in holders.values():
             if holder.moved or holder.escaped or not holder.fed:
                 continue
             call, argument = holder.fed[0]
@@ -122,7 +122,8 @@ class MetricObjectOnCpu(Rule):
                 advice = "create it with `.to(device)` (or make it an attribute of the model)"
             cls = ctx.index.enclosing_class(holder.created)
             if cls is not None and any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
-                advice = "Lightning moves the LightningModule, not its callbacks: move it to `pl_module.device` in the callback's `setup()`"
+                advice = ("Lightning moves the LightningModule, not its callbacks: move it to `pl_module.device` "
+                          "in the callback's `setup()`")
             yield self.violation(holder.created, fix=fix, created=created, fed=f"`{_short(ctx, call)}`",
                                  it="it" if created.endswith("is created") else "them", argument=ctx.code_for(argument),
                                  advice=advice)
@@ -288,9 +289,9 @@ def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
     if any(p.name.value == name for p in (*function.params.params, *function.params.kwonly_params)):
         return True
     for node in ctx.index.walk(function.body):
-        if isinstance(node, cst.Name) and node.value == name and isinstance(
-                ctx.index.parent(node), (cst.AssignTarget, cst.For, cst.CompFor, cst.AsName)):
-            return ctx.index.enclosing_function(node) is function
+        if isinstance(node, cst.Name) and node.value == name and _binds(ctx, node) and (
+                ctx.index.enclosing_function(node) is function):
+            return True
     return False
 
 
