@@ -73,8 +73,10 @@ def _summary(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> tu
 
 def _summarise(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> tuple[int, bool] | None:
     returns = _returns(ctx, helper)
-    if not returns or any(r.value is None for r in returns):
-        return None
+    if not returns or any(r.value is None for r in returns) or _falls_off_the_end(helper):
+        return None  # a path that returns None is not a helper that hands back copies
+    if not any(_moves_inside(ctx, r) for r in returns):
+        return None  # recursion alone (`[f(x) for x in fn]`) moves nothing
     for position, param in enumerate(params):
         parts = _parts_of(ctx, helper, param)
         copies = [r for r in returns if _moved_copy_of(ctx, r.value, parts, helper.name.value)]  # type: ignore[arg-type]
@@ -86,6 +88,31 @@ def _summarise(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> 
             return None
         return position, any(isinstance(r.value, cst.Tuple) for r in copies)
     return None
+
+
+def _falls_off_the_end(helper: cst.FunctionDef) -> bool:
+    body = helper.body.body if isinstance(helper.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        return not any(isinstance(small, (cst.Return, cst.Raise)) for small in last.body)
+    return isinstance(last, (cst.For, cst.While, cst.With))  # `if`/`try` endings: not worth proving
+
+
+def _moves_inside(ctx: FileContext, ret: cst.Return) -> bool:
+    """A returned value that contains a real move (`.to(...)`), or a call to another helper."""
+    for node in ctx.index.walk(ret):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES:
+            return True
+        if isinstance(node, cst.Call) and not (isinstance(node.func, cst.Name) and node.func.value == _name_of(ctx, ret)):
+            found = _helper_of(ctx, node)
+            if found is not None and found[0] is not ctx.index.enclosing_function(ret):
+                return True
+    return False
+
+
+def _name_of(ctx: FileContext, node: cst.CSTNode) -> str:
+    function = ctx.index.enclosing_function(node)
+    return function.name.value if function is not None else ""
 
 
 def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[str]] | None:
