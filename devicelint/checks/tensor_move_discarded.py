@@ -5,6 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.context import FileContext
@@ -21,8 +22,13 @@ class TensorMoveDiscarded(Rule):
     Flags `x.to(device)`, `x.cuda()`, `x.cpu()`, `x.half()`-style calls written as statements
     on their own, when the receiver is a tensor: the call returns a new tensor and the
     statement throws it away. Also flags a statement calling a helper of the same file that
-    only returns moved copies of its first argument (`to_device(batch)` whose body is
-    `return {k: v.to(device) for k, v in batch.items()}`).
+    only returns moved copies of its first argument or of its parts (`to_device(batch)` whose
+    body is `return {k: v.to(device) for k, v in batch.items()}`, or `images, targets = batch`
+    then `return images.cuda(), targets.cuda()`), or a tuple of moved copies of its arguments
+    (`return x.to(device), y.to(device)`). Helpers that walk nested containers recursively
+    (`{k: send(v, device) for ...}`, `type(obj)(send(v, device) for v in obj)`, `return obj` for
+    other leaves), that return what another such helper returns, that take the device first,
+    or that are methods of a base class in the file count too.
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -47,8 +53,10 @@ class TensorMoveDiscarded(Rule):
     ```
 
     ## Fix safety
-    When the receiver is a plain name, the fix assigns the result back (`x = x.to(device)`). It
-    is unsafe: code that relied on `x` staying where it was now sees the moved tensor.
+    When the receiver is a plain name, the fix assigns the result back (`x = x.to(device)`, or
+    `x, y = to_device(x, y, device)` for a helper returning one copy per argument). It is
+    unsafe: code that relied on `x` staying where it was now sees the moved tensor. A helper
+    returning a tuple of the parts of one argument gets no fix: the caller has to unpack it.
 
     ## Known limits
     Receivers the placement analysis proves to be tensors are reported (factory results,
@@ -68,7 +76,7 @@ class TensorMoveDiscarded(Rule):
     code = "DL104"
     name = "tensor-move-discarded"
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
-    message = "`{call}` returns {what} that is thrown away, so `{receiver}` is not {done}; assign it: `{receiver} = {call}`"
+    message = "`{call}` returns {what} that is thrown away, so {unmoved}; {advice}"
     fix_availability = "sometimes"
     tokens = (".to", ".cuda", ".cpu", ".half", ".float", ".double", ".bfloat16", ".long", ".int", ".bool",
               ".byte", ".short", ".char", ".type", ".contiguous", ".pin_memory", ".xpu", ".mps")
@@ -76,9 +84,9 @@ class TensorMoveDiscarded(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
-            moved = _moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
+            moved = moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
             if moved is not None:
-                yield self._report(ctx, call, moved, "a moved copy", "moved")
+                yield self._helper_report(ctx, call, moved)
                 continue
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
                 continue
@@ -101,6 +109,23 @@ class TensorMoveDiscarded(Rule):
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
             yield self._report(ctx, call, receiver, "a new tensor", done)
 
+    def _helper_report(self, ctx: FileContext, call: cst.Call, moved: HelperResult) -> Violation:
+        if len(moved.receivers) == 1 and not moved.pair_only:
+            return self._report(ctx, call, moved.receivers[0], "a moved copy", "moved")
+        call_text = ctx.code_for(call)
+        if moved.pair_only:  # copies of the first argument's parts, returned as a tuple
+            first = ctx.code_for(moved.receivers[0])
+            return self.violation(call, call=call_text, what=f"a tuple of moved copies of `{first}`'s parts",
+                                  unmoved=f"`{first}` is not moved",
+                                  advice=f"unpack the result (`a, b = {call_text}`) and use it instead of `{first}`")
+        # `features, labels = pair_to_device(features, labels, device)`: one target per returned copy
+        names = ", ".join(ctx.code_for(r) for r in moved.receivers)
+        listed = " and ".join(f"`{ctx.code_for(r)}`" for r in moved.receivers)
+        fix = FixProposal(description=f"Assign the result: `{names} = {call_text}`", safe=False,
+                          replacements=((call, f"{names} = {call_text}"),))
+        return self.violation(call, fix=fix, call=call_text, what="a tuple of moved copies", unmoved=f"{listed} are not moved",
+                              advice=f"assign it: `{names} = {call_text}`")
+
     def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str) -> Violation:
         receiver_text = ctx.code_for(receiver)
         call_text = ctx.code_for(call)
@@ -110,68 +135,8 @@ class TensorMoveDiscarded(Rule):
                 description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
                 replacements=((call, f"{receiver_text} = {call_text}"),),
             )
-        return self.violation(call, fix=fix, call=call_text, receiver=receiver_text, what=what, done=done)
-
-
-# -- helpers that return a moved copy -----------------------------------------------------------
-# `to_device(batch)` as a statement, where the same file's `to_device` builds and returns moved
-# copies (`{k: v.to(device) for k, v in batch.items()}`) and changes nothing in place.
-
-
-def _moved_by_helper(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
-    """The argument that a same-file helper returns moved, when the helper only returns copies."""
-    func = call.func
-    helper: cst.FunctionDef | None = None
-    skip_self = False
-    if isinstance(func, cst.Name):
-        helper = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
-    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        cls = ctx.index.enclosing_class(call)
-        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
-        helper = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value), None)
-        skip_self = True
-    if helper is None or any(a.star or a.keyword is not None for a in call.args):
-        return None
-    params = [p.name.value for p in helper.params.params][1 if skip_self else 0:]
-    args = [a.value for a in call.args]
-    if not params or not args or not isinstance(args[0], cst.Name):
-        return None
-    returns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper]
-    if not returns or not all(r.value is not None and _moved_copy_of(ctx, r.value, params[0]) for r in returns):
-        return None
-    if _changes_in_place(ctx, helper, params[0]):
-        return None
-    return args[0]
-
-
-def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, param: str) -> bool:
-    """`param.to(d)`, or a literal/comprehension of `.to(...)`/`.cuda()` copies of `param`'s parts."""
-    def is_move(node: cst.CSTNode) -> bool:
-        return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES
-                and any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(node.func.value)))
-    if is_move(value):
-        return True
-    if isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.List, cst.Tuple)):
-        mentions = any(isinstance(n, cst.Name) and n.value == param for n in ctx.index.walk(value))
-        return mentions and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in MOVES
-                                for n in ctx.index.walk(value))
-    return False
-
-
-def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> bool:
-    """`batch[k] = ...`, `batch.x = ...`, `batch.update(...)`, `batch.to(...)` as a statement."""
-    for node in ctx.index.walk(helper.body):
-        if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
-            target = node.target
-            if isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name) and target.value.value == param:
-                return True
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
-                and node.func.value.value == param and node.func.attr.value in ("update", "__setitem__", "setdefault", "pop")):
-            return True
-        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
-                and isinstance(node.value.func.value, cst.Name) and node.value.func.value.value == param:
-            return True  # `batch.to(device)` in place (a BatchEncoding) inside the helper
-    return False
+        return self.violation(call, fix=fix, call=call_text, what=what, unmoved=f"`{receiver_text}` is not {done}",
+                              advice=f"assign it: `{receiver_text} = {call_text}`")
 
 
 # -- receivers the placement analysis does not know ---------------------------------------------

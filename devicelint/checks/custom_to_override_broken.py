@@ -1,0 +1,424 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import FACTORIES, move_call
+from devicelint.analysis.placement_values import annotation_is_tensor
+from devicelint.context import FileContext
+from devicelint.registry import FixProposal, Rule, Violation, register
+
+# Overrides that callers chain or assign (`obj = obj.to(device)`): each must return the object.
+MOVERS = ("to", "cuda", "cpu")
+# `nn.Module.to()` returns `self._apply(fn)`: a module's `_apply` must return the module too.
+MODULE_MOVERS = ("_apply",)
+# Decorators under which the method is not the object's own working mover.
+STUB_DECORATORS = frozenset({"overload", "abstractmethod", "property", "staticmethod", "classmethod"})
+# In an override, these reach every attribute by name: it moves the whole object, not a list.
+GENERIC_ACCESS = frozenset({"__dict__", "vars", "getattr", "setattr", "fields", "asdict", "astuple",
+                            "__slots__", "__annotations__", "_fields", "_asdict", "_replace", "apply_to_collection"})
+
+
+@dataclass(frozen=True)
+class BrokenMover:
+    """A `to`/`cuda`/`cpu`/`_apply` override that does not return the object."""
+
+    cls: cst.ClassDef
+    method: cst.FunctionDef
+    is_module: bool
+    kind: str  # "none", "end" or "inner" (see `_broken_return`)
+    returned: cst.Return | None
+
+
+@register
+class CustomToOverrideBroken(Rule):
+    """
+    ## What it does
+    Flags a class's own `to()`, `cuda()` or `cpu()` (and an `nn.Module`'s `_apply()`) that
+    returns nothing, that returns a value on some paths but ends with a plain statement
+    (falling off its end returns None), or that returns a part of the object
+    (`return self.model.to(device)`) instead of the object; and every call in the file that
+    uses what such an override returns (`learner = learner.to(device)`). In a class that is not an `nn.Module`, it also flags each
+    tensor attribute (set in `__init__`, or declared as a `Tensor` field) that the class's
+    own `to()`/`cuda()` leaves behind while it moves others.
+
+    ## Why it is a bug on a GPU
+    `obj = obj.to(device)` is the idiom for tensors and modules alike, and `nn.Module.to()`
+    returns the module (through `_apply`). An override without `return` makes that line
+    replace the object with `None`, and the next use fails with `'NoneType' object has no
+    attribute ...`, often far from the override, or only on the machine that takes the GPU
+    branch. A hand-written `to()` that lists the attributes to move and forgets one leaves
+    that tensor on the CPU, and the first operation that meets it with a moved one fails with
+    `Expected all tensors to be on the same device`.
+
+    ## Example
+    ```python
+    class Learner(nn.Module):
+        def to(self, device):
+            self.device = torch.device(device)
+            self.model.to(self.device)
+
+    learner = Learner(model).to("cuda")
+
+    class Batch:
+        def __init__(self, tokens, mask):
+            self.tokens = torch.as_tensor(tokens)
+            self.mask = torch.as_tensor(mask)
+
+        def to(self, device):
+            self.tokens = self.tokens.to(device)
+            return self
+    ```
+
+    ## Use instead
+    ```python
+    class Learner(nn.Module):
+        def to(self, device):
+            self.device = torch.device(device)
+            self.model.to(self.device)
+            return self
+
+    class Batch:
+        ...
+        def to(self, device):
+            self.tokens = self.tokens.to(device)
+            self.mask = self.mask.to(device)
+            return self
+    ```
+
+    ## Fix safety
+    When the override has no `return` at all and ends with a simple statement, the fix adds
+    `return self` at its end. It is safe on an `nn.Module`, whose `to()` contract is to return
+    the module, and unsafe elsewhere, where the class may have meant to return a moved copy.
+    An override that returns on some paths or returns a part of the object, and a forgotten
+    attribute, have no automatic fix.
+
+    ## Known limits
+    Only overrides defined in the class itself are read; stubs (a body of `pass`, `...`,
+    a docstring or a `raise`), overrides that move nothing themselves (that only raise through
+    a helper or record the device), `@overload`/`@abstractmethod` methods and generators are
+    not reported, nor is a plain class whose override is annotated `-> None` (it moves in
+    place by design, and a type checker catches `obj = obj.to(device)`). The call that uses
+    the `None` is found when its receiver is the constructor call, a name bound to one in the
+    same function, a parameter annotated with the class, or a `self.<attr>` that the same
+    class sets to one.
+    Forgotten attributes are looked for only in classes that are not `nn.Module`s (DL102
+    covers modules), whose override moves at least one `self.<attr>` explicitly and never
+    reaches attributes generically (`vars(self)`, `getattr`, `dataclasses.fields`); a
+    tensor attribute is one the analysis proves is a tensor, one made by a torch factory, or
+    one annotated `Tensor`.
+    """
+
+    code = "DL112"
+    name = "custom-to-override-broken"
+    summary = "A class's own `to()`/`cuda()` returns None or forgets some of its tensors."
+    message = "{problem}; {advice}"
+    fix_availability = "sometimes"
+    tokens = ("def to", "def cuda", "def cpu", "def _apply")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        modules = module_classes(ctx)
+        broken: dict[str, BrokenMover] = {}
+        for cls in ctx.index.of_type(cst.ClassDef):
+            is_module = cls.name.value in modules
+            own = methods(cls)
+            for name in (*MOVERS, *MODULE_MOVERS):
+                method = own.get(name)
+                if method is None or (name in MODULE_MOVERS and not is_module):
+                    continue
+                broken_return = _broken_return(ctx, method)
+                if broken_return is None or (not is_module and _annotated_none(method)):
+                    continue  # a plain class that declares `-> None` moves in place by design
+                kind, ret = broken_return
+                broken.setdefault(f"{cls.name.value}.{name}", BrokenMover(cls, method, is_module, kind, ret))
+                yield self._override(ctx, cls, method, is_module, kind, ret)
+            if not is_module:
+                yield from self._forgotten(ctx, cls, own)
+        if broken:
+            yield from self._uses(ctx, broken)
+
+    def _override(self, ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef, is_module: bool, kind: str,
+                  ret: cst.Return | None) -> Violation:
+        name = method.name.value
+        where = f"`{cls.name.value}.{name}()`"
+        gets = "None" if kind != "inner" else f"`{ctx.code_for(ret.value)}`"  # type: ignore[union-attr]
+        returns = {"none": "returns None", "end": "returns None when it reaches its end",
+                   "inner": f"returns {gets}, not the object"}[kind]
+        if is_module and name == "_apply":
+            problem = f"{where} {returns}, but `nn.Module.to()`, `.cuda()` and `.half()` return what `_apply` returns"
+            advice = "end it with `return self` (or `return super()._apply(fn)`)"
+        elif is_module:
+            problem = (f"{where} {returns}, but `nn.Module.{name}()` returns the module, so "
+                       f"`model = model.{name}(...)` and `model.{name}(...).eval()` get {gets}")
+            advice = "end it with `return self`" if kind != "inner" else "return `self`"
+        else:
+            problem = f"{where} {returns}, so the usual `obj = obj.{name}(...)` replaces the object with {gets}"
+            advice = ("end it with `return self` (or return the moved copy)" if kind != "inner"
+                      else "return `self` (or a moved copy of the object)")
+        fix = _return_self_fix(ctx, method, safe=is_module) if kind == "none" else None
+        return self.violation(ret if ret is not None else method.name, fix=fix, problem=problem, advice=advice)
+
+    def _uses(self, ctx: FileContext, broken: dict[str, BrokenMover]) -> Iterator[Violation]:
+        """Calls whose result is used, on an object of a class whose override returns None."""
+        for call in ctx.index.of_type(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value not in (*MOVERS, *MODULE_MOVERS):
+                continue
+            if isinstance(ctx.index.parent(call), cst.Expr):
+                continue  # a statement: the None is dropped, the in-place move works
+            cls_name = _class_of(ctx, func.value)
+            entry = broken.get(f"{cls_name}.{func.attr.value}") if cls_name else None
+            if entry is None:
+                continue
+            call_text = ctx.code_for(call)
+            override = f"`{cls_name}.{func.attr.value}()`"
+            if entry.kind == "inner":
+                problem = f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr]
+            elif entry.kind == "end":
+                problem = f"`{call_text}` may be None: {override} falls off its end without `return`"
+            else:
+                problem = f"`{call_text}` is None: {override} has no `return`"
+            yield self.violation(call, problem=problem,
+                                 advice=f"return `self` from {override}, or call it as a statement")
+
+    def _forgotten(self, ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> Iterator[Violation]:
+        """Tensor attributes that the plain class's own `to`/`cuda` does not move."""
+        movers = [own[name] for name in ("to", "cuda") if name in own]
+        if not movers:
+            return
+        tensors = _tensor_attributes(ctx, cls, own)
+        if not tensors:
+            return
+        for mover in movers:
+            touched = _touched_attributes(ctx, mover, own)
+            if touched is None or not _moves_an_attribute(ctx, mover):
+                continue
+            moved = sorted(a for a in touched if a in tensors)
+            if not moved:
+                continue
+            for attr, node in tensors.items():
+                if attr in touched:
+                    continue
+                yield self.violation(
+                    node,
+                    problem=(f"`self.{attr}` holds a tensor that `{cls.name.value}.{mover.name.value}()` does not move "
+                             f"(it moves `self.{moved[0]}`), so it stays on the CPU"),
+                    advice=f"move `self.{attr}` in `{mover.name.value}()` as well",
+                )
+            return  # one override is enough to list the forgotten ones
+
+
+def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.Return | None] | None:
+    """How an override breaks `obj = obj.to(device)`: ("none", None) when it never returns a
+    value, ("end", None) when it returns one on some paths but its last statement falls off the
+    end, ("inner", ret) when it returns a part of the object (`return self.model`) instead of
+    the object. None when it returns the object, a copy or what
+    `super()` returns, and for stubs and overrides that move nothing."""
+    for decorator in method.decorators:
+        target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        last = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else ""
+        if last in STUB_DECORATORS or last.endswith("setter"):
+            return None
+    if _is_stub(method) or not _moves_something(ctx, method):
+        return None
+    returns: list[cst.Return] = []
+    for node in ctx.index.walk(method.body):
+        if isinstance(node, (cst.Yield, cst.Await)) and ctx.index.enclosing_function(node) is method:
+            return None
+        if isinstance(node, cst.Return) and ctx.index.enclosing_function(node) is method:
+            value = node.value
+            if value is not None and not (isinstance(value, cst.Name) and value.value == "None"):
+                returns.append(node)
+    if not returns:
+        return "none", None
+    for ret in returns:
+        if _returns_a_part(ret.value):  # type: ignore[arg-type]
+            return "inner", ret
+    if _falls_off_the_end(method):
+        return "end", None
+    return None
+
+
+def _returns_a_part(value: cst.BaseExpression) -> bool:
+    """`self.model`, `self.model.to(device)`: a part of the object, not the object nor a copy of
+    it. (A returned parameter is left alone: `to(self, x, dtype)` helpers convert their argument.)"""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVERS:
+        value = value.func.value
+    return self_attribute(value) is not None
+
+
+def _falls_off_the_end(method: cst.FunctionDef) -> bool:
+    """The body ends with a plain statement (no `return`/`raise`): the path that reaches it
+    returns None."""
+    body = method.body.body if isinstance(method.body, cst.IndentedBlock) else ()
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+        return False
+    return not any(isinstance(small, (cst.Return, cst.Raise)) for small in body[-1].body)
+
+
+def _moves_something(ctx: FileContext, method: cst.FunctionDef) -> bool:
+    """The override does a move (`self.model.to(d)`, `super()._apply(fn)`, `fn(self.t)`): not a
+    placeholder that only raises through a helper (`_raise_not_supported(...)`)."""
+    params = {p.name.value for p in method.params.params[1:]}
+    for node in ctx.index.walk(method.body):
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        if move_call(node) is not None or (isinstance(func, cst.Attribute) and func.attr.value in MODULE_MOVERS):
+            return True
+        if isinstance(func, cst.Name) and func.value in params:
+            return True  # `_apply(self, fn)` calling `fn(...)`
+    return False
+
+
+def _annotated_none(method: cst.FunctionDef) -> bool:
+    returns = method.returns.annotation if method.returns is not None else None
+    return isinstance(returns, cst.Name) and returns.value == "None"
+
+
+def _is_stub(method: cst.FunctionDef) -> bool:
+    """`pass`, `...`, a docstring or a `raise`: an interface, not an implementation."""
+    body = method.body.body if isinstance(method.body, cst.IndentedBlock) else (method.body,)
+    small: list[cst.CSTNode] = []
+    for statement in body:
+        if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return False
+        small.extend(statement.body)
+    return all(
+        isinstance(s, (cst.Pass, cst.Raise))
+        or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)))
+        for s in small
+    )
+
+
+def _return_self_fix(ctx: FileContext, method: cst.FunctionDef, safe: bool) -> FixProposal | None:
+    """Append `return self` after the last simple statement of a method with no `return` at all."""
+    if not isinstance(method.body, cst.IndentedBlock) or not method.body.body:
+        return None
+    if any(isinstance(n, cst.Return) for n in ctx.index.walk(method.body)):
+        return None  # bare returns elsewhere would still return None: not a one-edit fix
+    last = method.body.body[-1]
+    if not isinstance(last, cst.SimpleStatementLine) or last.trailing_whitespace.comment is not None:
+        return None
+    indent = _indentation(ctx, method.body)
+    if indent is None:
+        return None
+    tail = last.body[-1]
+    return FixProposal(
+        description="Add `return self`", safe=safe,
+        replacements=((tail, f"{ctx.code_for(tail).rstrip().rstrip(';')}\n{indent}return self"),),
+    )
+
+
+def _indentation(ctx: FileContext, block: cst.IndentedBlock) -> str | None:
+    """The absolute indentation of the statements in `block`."""
+    parts = []
+    for node in (block, *ctx.index.ancestors(block)):
+        if isinstance(node, cst.IndentedBlock):
+            parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
+    text = "".join(reversed(parts))
+    return text if text.strip() == "" else None
+
+
+def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
+    """The class of `receiver` when the code shows it: `Cls(...)`, a name bound to `Cls(...)` in
+    the same function, or a parameter annotated `Cls`."""
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name):
+        return receiver.func.value
+    attr = self_attribute(receiver)
+    if attr is not None:  # `self.learner = Learner(...)` in a method of the same class
+        cls = ctx.index.enclosing_class(receiver)
+        for node in ctx.index.walk(cls) if cls is not None else ():
+            if (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
+                    and any(self_attribute(t.target) == attr for t in node.targets)):
+                return node.value.func.value
+        return None
+    if not isinstance(receiver, cst.Name):
+        return None
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    found: str | None = None
+    for node in ctx.index.walk(scope):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not scope:
+            continue
+        if isinstance(node, cst.Param) and node.name.value == receiver.value and node.annotation is not None:
+            annotation = node.annotation.annotation
+            if isinstance(annotation, cst.Name):
+                found = annotation.value
+        if (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
+                and any(isinstance(t.target, cst.Name) and t.target.value == receiver.value for t in node.targets)
+                and ctx.index.enclosing_function(node) is (scope if scope is not ctx.module else None)):
+            found = node.value.func.value
+    return found
+
+
+def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> dict[str, cst.CSTNode]:
+    """Attribute -> where it is set, for the tensors a plain class holds."""
+    found: dict[str, cst.CSTNode] = {}
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    for statement in body:  # `x: torch.Tensor` fields of a dataclass-like holder
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and annotation_is_tensor(small.annotation):
+                    found.setdefault(small.target.value, small.target)
+    init = own.get("__init__")
+    if init is None:
+        return found
+    params = {p.name.value: p for p in (*init.params.params, *init.params.kwonly_params)}
+    facts = file_facts(ctx)
+    for node in ctx.index.walk(init.body):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target, value, annotation = node.targets[0].target, node.value, None
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            target, value, annotation = node.target, node.value, node.annotation
+        else:
+            continue
+        attr = self_attribute(target)
+        if attr is None or attr in found:
+            continue
+        param = params.get(value.value) if isinstance(value, cst.Name) else None
+        if (facts.value(value).is_tensor or _factory_call(ctx, value) or annotation_is_tensor(annotation)
+                or (param is not None and annotation_is_tensor(param.annotation))):
+            found[attr] = target
+    return found
+
+
+def _factory_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    qualified = ctx.qualified_name(value) if isinstance(value, cst.Call) else None
+    return bool(qualified) and qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES
+
+
+def _touched_attributes(ctx: FileContext, mover: cst.FunctionDef, own: dict[str, cst.FunctionDef]) -> set[str] | None:
+    """`self.<attr>` names the override (and the methods of the class it calls) mentions; None
+    when it reaches attributes generically."""
+    touched: set[str] = set()
+    todo, seen = [mover], set()
+    while todo:
+        method = todo.pop()
+        if id(method) in seen:
+            continue
+        seen.add(id(method))
+        for node in ctx.index.walk(method.body):
+            if isinstance(node, cst.Name) and node.value in GENERIC_ACCESS:
+                return None
+            if isinstance(node, cst.Attribute) and node.attr.value in GENERIC_ACCESS:
+                return None
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            if attr is None:
+                continue
+            touched.add(attr)
+            if attr in own:
+                todo.append(own[attr])
+    return touched
+
+
+def _moves_an_attribute(ctx: FileContext, mover: cst.FunctionDef) -> bool:
+    """The override moves at least one `self.<attr>` by name (it lists what it moves)."""
+    for node in ctx.index.walk(mover.body):
+        if move_call(node) is not None and self_attribute(node.func.value) is not None:  # type: ignore[attr-defined]
+            return True
+    return False

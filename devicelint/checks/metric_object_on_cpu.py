@@ -1,0 +1,409 @@
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.modules import module_classes
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import ACCELERATOR, moves_to_accelerator
+from devicelint.context import FileContext
+from devicelint.registry import FixProposal, Rule, Violation, register
+
+# Bases that make a class a plain object (its attributes move with nothing).
+PLAIN_BASES = frozenset({"object", "abc.ABC", "ABC", "typing.Generic", "Generic", "typing.Protocol", "Protocol"})
+# Lightning callbacks hold metrics outside the LightningModule: the trainer moves none of them.
+CALLBACK_PACKAGES = ("lightning.", "pytorch_lightning.")
+# Calls that feed a metric: `metric.update(preds, target)`, `metric(preds, target)`.
+FEEDING_METHODS = frozenset({"update", "forward"})
+# Lightning callback hooks that receive the batch (and the step's outputs) on the module's device.
+BATCH_HOOK = re.compile(r"^on_(train|validation|test|predict)_batch_(start|end)$")
+HOOK_DEVICE_PARAMS = frozenset({"batch", "outputs"})
+# Reads that bring a tensor to the host.
+HOST_READS = frozenset({"cpu", "item", "tolist", "numpy"})
+# Container methods whose elements a loop gets (`for name, metric in metrics.items()`).
+CONTAINER_VIEWS = frozenset({"values", "items"})
+
+
+@dataclass
+class Holder:
+    """Where a metric (or a plain container of metrics) is kept: a local or global name, or an
+    attribute of a plain class."""
+
+    created: cst.BaseExpression  # the constructor call, or the container literal
+    is_container: bool
+    moved: bool = False
+    escaped: bool = False  # handed to code that may move it (`fabric.setup(metric)`)
+    fed: list[tuple[cst.Call, cst.BaseExpression]] = field(default_factory=list)  # (call, device argument)
+
+
+HolderKey = tuple[int, str]
+
+
+@register
+class MetricObjectOnCpu(Rule):
+    """
+    ## What it does
+    Flags a torchmetrics `Metric` or `MetricCollection` that is created outside an
+    `nn.Module` (a local or global of a script, an attribute of a plain class or a Lightning
+    callback, or an entry of a plain dict or list kept there), fed with tensors that the
+    analysis proves are on the accelerator (`metric.update(preds, target)`,
+    `metric(preds, target)`), and never moved (`metric.to(device)`, `.cuda()`,
+    `Metric(...).to(device)`).
+
+    ## Why it is a bug on a GPU
+    A metric is an `nn.Module` whose state (`tp`, `fp`, running sums) is a set of tensors made
+    on the CPU when the metric is built. Only `metric.to(device)` or the module that owns it
+    moves them; a metric that is not an attribute of the model stays on the CPU. Updating it
+    with CUDA predictions fails with `Expected all tensors to be on the same device`, or, for
+    list states, concatenates tensors of two devices at `compute()`.
+
+    ## Example
+    ```python
+    precision = MulticlassPrecision(num_classes=10)
+    for x, y in loader:
+        preds = model(x.to(device)).argmax(dim=1)
+        precision.update(preds, y.to(device))
+    ```
+
+    ## Use instead
+    ```python
+    precision = MulticlassPrecision(num_classes=10).to(device)
+    for x, y in loader:
+        preds = model(x.to(device)).argmax(dim=1)
+        precision.update(preds, y.to(device))
+    ```
+
+    ## Fix safety
+    When the metric is bound to a name and the device it is fed from is a parameter of the
+    same function (`device`), the fix appends `.to(device)` to the constructor call. It is
+    unsafe: the metric's later `compute()` then returns a device tensor.
+
+    ## Known limits
+    A metric is recognised by its class's qualified name (`torchmetrics.` and a class name).
+    Metrics that are attributes of an `nn.Module` (a LightningModule included) move with it
+    and are never reported; those it keeps in a plain dict or list are DL103's. In a Lightning
+    callback's `on_*_batch_start/end` hooks, the `batch` and `outputs` parameters and what is
+    computed from them count as device tensors (Lightning hands them over on the module's
+    device); `.clone()` of a metric counts as a new one. A metric handed
+    to other code (`fabric.setup(metric)`, a function of another file, a return), moved
+    anywhere in the file, or fed only with tensors whose device the analysis cannot prove (a
+    function's parameters, a LightningModule's inputs) is not reported. Classes whose bases
+    come from other files may be modules and are skipped.
+    """
+
+    code = "DL113"
+    name = "metric-object-on-cpu"
+    summary = "A torchmetrics metric kept outside the model is fed device tensors but never moved."
+    message = "{created} on the CPU and never moved, but {fed} feeds {it} the device tensor `{argument}`; {advice}"
+    fix_availability = "sometimes"
+    tokens = ("torchmetrics",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        holders = _holders(ctx)
+        if not holders:
+            return
+        _read_uses(ctx, holders)
+        for holder in holders.values():
+            if holder.moved or holder.escaped or not holder.fed:
+                continue
+            call, argument = holder.fed[0]
+            created = _short(ctx, holder.created)
+            fix = None if holder.is_container else _to_device_fix(ctx, holder.created, argument)
+            if holder.is_container and not is_metric_constructor(ctx, holder.created):  # a literal of metrics
+                created = f"the metrics in `{created}` are created"
+                advice = "move each metric with `.to(device)` (or keep them in an `nn.ModuleDict` on the model)"
+            else:
+                created = f"`{created}` is created"
+                advice = "create it with `.to(device)` (or make it an attribute of the model)"
+            cls = ctx.index.enclosing_class(holder.created)
+            if cls is not None and any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
+                advice = ("Lightning moves the LightningModule, not its callbacks: move it to `pl_module.device` "
+                          "in the callback's `setup()`")
+            yield self.violation(holder.created, fix=fix, created=created, fed=f"`{_short(ctx, call)}`",
+                                 it="it" if created.endswith("is created") else "them", argument=ctx.code_for(argument),
+                                 advice=advice)
+
+
+def _short(ctx: FileContext, node: cst.BaseExpression) -> str:
+    """The source of a call or literal, shortened to `func(...)` / `{...}` when long."""
+    text = ctx.code_for(node)
+    if len(text) <= 60 and "\n" not in text:
+        return text
+    if isinstance(node, cst.Call):
+        return ctx.code_for(node.func) + "(...)"
+    return {cst.Dict: "{...}", cst.DictComp: "{...}", cst.List: "[...]", cst.ListComp: "[...]"}.get(type(node), "(...)")
+
+
+# -- where metrics are kept ----------------------------------------------------------------------
+
+
+def is_metric_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`Accuracy(...)`, `torchmetrics.F1Score(...)`, `MetricCollection([...])`: a torchmetrics class."""
+    if not isinstance(node, cst.Call):
+        return False
+    qualified = ctx.qualified_name(node.func) or ""
+    if not qualified.startswith("torchmetrics.") or qualified.startswith("torchmetrics.functional."):
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    return last[:1].isupper() and not any(a.keyword is not None and a.keyword.value == "device" for a in node.args)
+
+
+def _moved_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`Accuracy(...).to(device)`, `MetricCollection(...).cuda()`."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if moves_to_accelerator(node) and is_metric_constructor(ctx, node.func.value):
+            return True
+        node = node.func.value
+    return False
+
+
+def _holds_metrics(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """A dict/list/tuple literal or comprehension that builds metrics."""
+    if not isinstance(node, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
+        return False
+    return any(is_metric_constructor(ctx, n) for n in ctx.index.walk(node) if isinstance(n, cst.Call))
+
+
+def _plain_class(ctx: FileContext, cls: cst.ClassDef, seen: frozenset[str] = frozenset()) -> bool:
+    """Not an `nn.Module`, and every base is known not to be one (object, ABC, a Lightning
+    callback, another plain class of the file)."""
+    if cls.name.value in module_classes(ctx) or cls.name.value in seen:
+        return False
+    classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
+    for base in cls.bases:
+        if base.keyword is not None:
+            continue  # `metaclass=ABCMeta`
+        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+        qualified = ctx.qualified_name(value) or dotted_name(value) or ""
+        if qualified in PLAIN_BASES:
+            continue
+        if qualified.startswith(CALLBACK_PACKAGES) and qualified.endswith(".Callback"):
+            continue
+        if qualified in classes and _plain_class(ctx, classes[qualified], seen | {cls.name.value}):
+            continue
+        return False
+    return True
+
+
+def _holder_key(ctx: FileContext, target: cst.BaseExpression) -> HolderKey | None:
+    """The key of the place an assignment target names: a local, a global, or a plain class's attribute."""
+    function = ctx.index.enclosing_function(target)
+    if isinstance(target, cst.Name):
+        return (id(function or ctx.module), target.value)
+    attr = self_attribute(target)
+    if attr is None or function is None:
+        return None
+    cls = ctx.index.enclosing_class(function)
+    if cls is None or not _plain_class(ctx, cls):
+        return None  # a module's attribute moves with it (and a plain container there is DL103's)
+    return (id(cls), attr)
+
+
+def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
+    holders: dict[HolderKey, Holder] = {}
+    clones: list[tuple[HolderKey, cst.Call]] = []
+    for assign in ctx.index.of_type(cst.Assign):
+        if len(assign.targets) != 1:
+            continue
+        target, value = assign.targets[0].target, assign.value
+        if isinstance(target, cst.Subscript):  # `self.metrics["acc"] = Accuracy()`
+            if not is_metric_constructor(ctx, value):
+                continue
+            key = _holder_key(ctx, target.value)
+            if key is not None:
+                holders.setdefault(key, Holder(created=value, is_container=True))
+            continue
+        key = _holder_key(ctx, target)
+        if key is None:
+            continue
+        if is_metric_constructor(ctx, value):
+            holders.setdefault(key, Holder(created=value, is_container=False))
+        elif _holds_metrics(ctx, value):
+            holders.setdefault(key, Holder(created=value, is_container=True))
+        elif _moved_constructor(ctx, value):
+            holders.setdefault(key, Holder(created=value, is_container=False)).moved = True
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "clone":
+            clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
+    for key, value in clones:
+        original = _resolve(ctx, value.func.value, holders)  # type: ignore[attr-defined]
+        if original is not None and not original.is_container:
+            holders.setdefault(key, Holder(created=value, is_container=False)).moved = original.moved
+    return holders
+
+
+# -- how the file uses them ----------------------------------------------------------------------
+
+
+def _resolve(ctx: FileContext, node: cst.BaseExpression, holders: dict[HolderKey, Holder]) -> Holder | None:
+    """The holder an expression reads: its name, `self.attr`, an entry `metrics["acc"]`, or a loop
+    variable over `metrics.values()` / `metrics.items()`."""
+    if isinstance(node, cst.Subscript):
+        holder = _resolve(ctx, node.value, holders)
+        return holder if holder is not None and holder.is_container else None
+    if isinstance(node, cst.Attribute):
+        key = _holder_key(ctx, node) if self_attribute(node) is not None else None
+        return holders.get(key) if key is not None else None
+    if not isinstance(node, cst.Name):
+        return None
+    function = ctx.index.enclosing_function(node)
+    local = holders.get((id(function or ctx.module), node.value))
+    if local is not None:
+        return local
+    loop = _loop_over(ctx, node)
+    if loop is not None:
+        container = _resolve(ctx, loop, holders)
+        if container is not None and container.is_container:
+            return container
+    if function is not None and not _bound_in(ctx, function, node.value):
+        return holders.get((id(ctx.module), node.value))
+    return None
+
+
+def _loop_over(ctx: FileContext, node: cst.Name) -> cst.BaseExpression | None:
+    """The container a `for` (or comprehension) that binds `node`'s name iterates, unwrapped from
+    `.values()`/`.items()`."""
+    scope: cst.CSTNode = ctx.index.enclosing_function(node) or ctx.module
+    for ancestor in ctx.index.ancestors(node):
+        loops = [ancestor] if isinstance(ancestor, (cst.For, cst.CompFor)) else []
+        if isinstance(ancestor, (cst.ListComp, cst.DictComp, cst.GeneratorExp, cst.SetComp)):
+            loops = [ancestor.for_in]
+        for loop in loops:
+            if any(isinstance(n, cst.Name) and n.value == node.value for n in ctx.index.walk(loop.target)):
+                iterable = loop.iter
+                if (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+                        and iterable.func.attr.value in CONTAINER_VIEWS):
+                    iterable = iterable.func.value
+                return iterable
+        if ancestor is scope:
+            break
+    return None
+
+
+def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function binds `name` itself (a parameter, an assignment, a loop target)."""
+    if any(p.name.value == name for p in (*function.params.params, *function.params.kwonly_params)):
+        return True
+    for node in ctx.index.walk(function.body):
+        if isinstance(node, cst.Name) and node.value == name and _binds(ctx, node) and (
+                ctx.index.enclosing_function(node) is function):
+            return True
+    return False
+
+
+def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
+    """Mark each holder moved, escaped or fed, from every reference to it in the file."""
+    facts = file_facts(ctx)
+    for node in (*ctx.index.of_type(cst.Name), *ctx.index.of_type(cst.Attribute)):
+        if isinstance(node, cst.Attribute) and self_attribute(node) is None:
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue  # the `update` in `metric.update`
+        if _binds(ctx, node):
+            continue
+        holder = _resolve(ctx, node, holders)
+        if holder is None:
+            continue
+        user: cst.BaseExpression = node
+        while isinstance(parent, cst.Subscript) and parent.value is user:
+            user, parent = parent, ctx.index.parent(parent)
+        call = None
+        if isinstance(parent, cst.Call) and parent.func is user:
+            call = parent  # `metric(preds, target)`
+        elif isinstance(parent, cst.Attribute) and parent.value is user:
+            outer = ctx.index.parent(parent)
+            if isinstance(outer, cst.Call) and outer.func is parent:
+                if moves_to_accelerator(outer):
+                    holder.moved = True
+                    continue
+                if parent.attr.value in FEEDING_METHODS:
+                    call = outer
+        elif isinstance(parent, (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign)) and not (
+                isinstance(parent, cst.Assign) and user is not parent.value):
+            holder.escaped = True  # handed on: whoever gets it may move it
+            continue
+        if call is None:
+            continue
+        on_device = _callback_batch_names(ctx, call)
+        for arg in call.args:
+            # what a metric is fed is a tensor: a value the engine saw moved to the accelerator
+            # counts even where it could not prove the receiver was a tensor (`y.to(device)`)
+            if (facts.is_device_tensor(arg.value, certain=True) or facts.value(arg.value).where == ACCELERATOR
+                    or _computed_from(ctx, arg.value, on_device)):
+                holder.fed.append((call, arg.value))
+                break
+
+
+def _callback_batch_names(ctx: FileContext, call: cst.Call) -> set[str]:
+    """In a Lightning callback's batch hook (`on_validation_batch_end(self, trainer, pl_module,
+    outputs, batch, ...)`), the names that hold the batch or the step's outputs, or are computed
+    from them: Lightning hands both over on the module's device."""
+    function = ctx.index.enclosing_function(call)
+    if function is None or not BATCH_HOOK.match(function.name.value):
+        return set()
+    cls = ctx.index.enclosing_class(function)
+    if cls is None or not any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
+        return set()
+    names = {p.name.value for p in function.params.params if p.name.value in HOOK_DEVICE_PARAMS}
+    assigns = [n for n in ctx.index.walk(function.body) if isinstance(n, cst.Assign)]
+    changed = bool(names)
+    while changed:
+        changed = False
+        for assign in assigns:
+            if not _computed_from(ctx, assign.value, names):
+                continue
+            for target in assign.targets:
+                for node in ctx.index.walk(target.target):
+                    if isinstance(node, cst.Name) and node.value not in names and isinstance(
+                            ctx.index.parent(node), (cst.AssignTarget, cst.Element)):
+                        names.add(node.value)
+                        changed = True
+    return names
+
+
+def _is_callback_base(ctx: FileContext, base: cst.BaseExpression) -> bool:
+    qualified = ctx.qualified_name(base) or ""
+    return qualified.startswith(CALLBACK_PACKAGES) and qualified.endswith(".Callback")
+
+
+def _computed_from(ctx: FileContext, value: cst.BaseExpression, names: set[str]) -> bool:
+    """`value` reads one of `names` and does not bring the result to the host (`.cpu()`, `.item()`)."""
+    if not names:
+        return False
+    mentions = False
+    for node in ctx.index.walk(value):
+        if isinstance(node, cst.Attribute) and node.attr.value in HOST_READS:
+            return False
+        if isinstance(node, cst.Name) and node.value in names and not (
+                isinstance(ctx.index.parent(node), cst.Attribute) and ctx.index.parent(node).attr is node):
+            mentions = True
+    return mentions
+
+
+def _binds(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`node` is (part of) an assignment or loop target: a binding, not a use."""
+    child, parent = node, ctx.index.parent(node)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        child, parent = parent, ctx.index.parent(parent)
+    if isinstance(parent, cst.AssignTarget):
+        return True
+    return isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child
+
+
+def _to_device_fix(ctx: FileContext, created: cst.BaseExpression, argument: cst.BaseExpression) -> FixProposal | None:
+    """`Metric(...)` -> `Metric(...).to(device)` when the device the argument came from is a
+    parameter of the function that builds the metric."""
+    device = file_facts(ctx).value(argument).device_expr
+    function = ctx.index.enclosing_function(created)
+    if device is None or function is None or not device.isidentifier():
+        return None
+    if not any(p.name.value == device for p in (*function.params.params, *function.params.kwonly_params)):
+        return None
+    text = ctx.code_for(created)
+    return FixProposal(description=f"Move the metric: `.to({device})`", safe=False,
+                       replacements=((created, f"{text}.to({device})"),))
