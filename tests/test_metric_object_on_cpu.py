@@ -49,7 +49,7 @@ def test_entry_of_a_plain_dict_indexed_by_key_counts_as_the_container() -> None:
     assert [line for line, _ in found] == [9]
     assert found[0][1] == (
         "`torchmetrics.MeanAbsoluteError()` is created on the CPU and never moved, but "
-        "`self.metrics[\"mae\"](pred, y.cuda())` feeds it the device tensor `y.cuda()`; create it with `.to(device)` "
+        "`self.metrics[\"mae\"](pred, y.cuda())` feeds it the device tensor `pred`; create it with `.to(device)` "
         "(or make it an attribute of the model)")
 
 
