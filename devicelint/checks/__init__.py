@@ -20,6 +20,8 @@ from devicelint.checks import cuda_in_dataset  # noqa: F401
 from devicelint.checks import global_default_device  # noqa: F401
 from devicelint.checks import loss_weight_off_device  # noqa: F401
 from devicelint.checks import optimizer_state_device  # noqa: F401
+from devicelint.checks import sampler_generator_under_cuda_default  # noqa: F401
+from devicelint.checks import generator_on_wrong_device  # noqa: F401
 # -- end DL1xx --
 
 # DL2xx: data and model parallelism

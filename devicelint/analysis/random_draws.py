@@ -1,0 +1,254 @@
+"""Random draws and their generators: on which device a sampler or random factory draws its
+numbers, and on which device the generator it uses lives.
+
+PyTorch requires the two to match (`Expected a 'cuda' device type for generator but found
+'cpu'`). DL114 reports the mismatches that a CUDA default device causes, DL115 those of a
+generator created on the wrong device; both read `random_draws(ctx)`, so a draw is judged once
+and the rules cannot disagree (a CUDA generator handed to a `DataLoader` is right exactly when a
+CUDA default is in force).
+
+What torch does when no generator is given (torch/utils/data): `RandomSampler`, a shuffling
+`DataLoader`, `random_split` (`torch.default_generator`) and `DistributedSampler` draw with a CPU
+generator; `SubsetRandomSampler` and the factories use the default generator of the device they
+draw on, which always matches. A `DataLoader` draws its base seed with `loader.generator` on the
+default device whether or not it shuffles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, DefaultDevice, default_device_at
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
+from devicelint.context import FileContext
+
+LOADER = "loader"  # DataLoader: base seed always, RandomSampler when shuffling
+SAMPLER = "sampler"  # RandomSampler: a CPU generator unless given one
+SUBSET_SAMPLER = "subset-sampler"  # SubsetRandomSampler: the default device's generator unless given one
+SPLIT = "split"  # random_split: torch.default_generator (CPU) unless given one
+DISTRIBUTED = "distributed"  # DistributedSampler: always a CPU generator when shuffling
+FACTORY = "factory"  # torch.randperm/rand/randn/randint: the draw device's generator unless given one
+
+# Qualified name -> (kind, position of `generator` among positional arguments, position of `shuffle`).
+_DATA_UTILITIES: dict[str, tuple[str, int | None, int | None]] = {
+    "torch.utils.data.DataLoader": (LOADER, 12, 2),
+    "torch.utils.data.dataloader.DataLoader": (LOADER, 12, 2),
+    "torch.utils.data.RandomSampler": (SAMPLER, 3, None),
+    "torch.utils.data.sampler.RandomSampler": (SAMPLER, 3, None),
+    "torch.utils.data.SubsetRandomSampler": (SUBSET_SAMPLER, 1, None),
+    "torch.utils.data.sampler.SubsetRandomSampler": (SUBSET_SAMPLER, 1, None),
+    "torch.utils.data.random_split": (SPLIT, 2, None),
+    "torch.utils.data.dataset.random_split": (SPLIT, 2, None),
+    "torch.utils.data.DistributedSampler": (DISTRIBUTED, None, 3),
+    "torch.utils.data.distributed.DistributedSampler": (DISTRIBUTED, None, 3),
+}
+# Factories that create a fresh random tensor on `device=` or the default device.
+_RANDOM_FACTORIES = frozenset({"torch.randperm", "torch.rand", "torch.randn", "torch.randint"})
+# Generators named by torch itself.
+_KNOWN_GENERATORS = {"torch.default_generator": "cpu", "torch.cuda.default_generators": "cuda"}
+
+CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class RandomDraw:
+    """One call that draws random numbers, with where it draws and with which generator."""
+
+    call: cst.Call
+    kind: str
+    # The `generator=` expression, or None when torch picks one.
+    generator: cst.BaseExpression | None
+    # Device type of the generator ("cpu", "cuda", ...), or None when the file does not show it.
+    generator_device: str | None
+    # Device type the numbers are drawn on, or None when the file does not show it.
+    draws_on: str | None
+    # The default device in force at the call (its setter explains a CUDA `draws_on`).
+    default: DefaultDevice
+    # Whether `draws_on` comes from the default device rather than an explicit `device=`.
+    by_default: bool
+
+
+def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None]
+    if position is None or any(a.star for a in positional[: position + 1]) or len(positional) <= position:
+        return None
+    return positional[position].value
+
+
+def _device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
+    """"cuda"/"cpu"/... for a device literal (`"cuda:0"`, `torch.device("cuda")`), or for an
+    expression the placement engine knows names an accelerator device; else None."""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        if isinstance(value, str):
+            base = value.split(":", 1)[0]
+            return base if base == CPU or base in ACCELERATOR_STRINGS else None
+        return None
+    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
+        return _device_type_of(ctx, expr.args[0].value)
+    fact = file_facts(ctx).value(expr)
+    if fact.kind == DEVICE_VALUE and fact.where == CPU:
+        return CPU
+    if fact.kind == DEVICE_VALUE and fact.where == ACCELERATOR and fact.device_expr:
+        text = fact.device_expr.strip("\"'")
+        return text.split(":", 1)[0] if text.split(":", 1)[0] in ACCELERATOR_STRINGS else None
+    return None
+
+
+def _bindings(ctx: FileContext, name: str, use: cst.CSTNode) -> list[cst.BaseExpression] | None:
+    """Every value assigned to the local or global `name` seen from `use` (None: it is also
+    bound some other way, e.g. as a parameter or a loop target)."""
+    scope: cst.CSTNode | None = ctx.index.enclosing_function(use)
+    while True:
+        values, other = _assigned_in(ctx, scope or ctx.module, name)
+        if values or other or scope is None:
+            return None if other else values
+        scope = ctx.index.enclosing_function(scope)
+
+
+def _assigned_in(ctx: FileContext, scope: cst.CSTNode, name: str) -> tuple[list[cst.BaseExpression], bool]:
+    """Values assigned to `name` by plain `name = ...` in `scope` itself, and whether `scope`
+    also binds it otherwise (parameter, loop target, unpacking, `as`, augmented assignment)."""
+    function = scope if isinstance(scope, cst.FunctionDef) else None
+    values: list[cst.BaseExpression] = []
+    other = False
+    if function is not None:
+        params = function.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+        other = any(p.name.value == name for p in every)
+    for node in ctx.index.walk(scope):
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.AsName):
+            targets = [node.name]
+        else:
+            continue
+        if not any(_binds_inside(t, name) for t in targets) or ctx.index.enclosing_function(node) is not function:
+            continue
+        if isinstance(node, cst.Assign) and any(isinstance(t, cst.Name) for t in targets if _binds_inside(t, name)):
+            values.append(node.value)
+        else:
+            other = True
+    return values, other
+
+
+def _binds_inside(target: cst.CSTNode | None, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_inside(e.value, name) for e in target.elements)
+    return False
+
+
+def _attribute_bindings(ctx: FileContext, attr: str, use: cst.CSTNode) -> list[cst.BaseExpression]:
+    """Values assigned to `self.<attr>` in the methods of the class around `use`."""
+    owner = ctx.index.enclosing_class(use)
+    if owner is None:
+        return []
+    values: list[cst.BaseExpression] = []
+    for node in ctx.index.walk(owner):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if (isinstance(target, cst.Attribute) and target.attr.value == attr
+                        and isinstance(target.value, cst.Name) and target.value.value == "self"):
+                    values.append(node.value)
+    return values
+
+
+def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+    """Device type of a generator expression: `torch.Generator(device="cuda")` (also seeded with
+    `.manual_seed(...)`), a name or `self.` attribute bound only to such values, torch's default
+    generators. None when the file does not show it."""
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.Call):
+        qualified = ctx.qualified_name(expr.func)
+        if qualified == "torch.Generator":
+            device = _argument(expr, "device", 0)
+            return CPU if device is None else _device_type_of(ctx, device)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "manual_seed":
+            return generator_device(ctx, expr.func.value, depth + 1)
+        return None
+    if isinstance(expr, cst.Subscript) and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
+        return "cuda"
+    qualified = ctx.qualified_name(expr)
+    if qualified in _KNOWN_GENERATORS and qualified != "torch.cuda.default_generators":
+        return _KNOWN_GENERATORS[qualified]
+    if isinstance(expr, cst.Name):
+        values = _bindings(ctx, expr.value, expr)
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = _attribute_bindings(ctx, expr.attr.value, expr)
+    else:
+        return None
+    devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
+    return devices.pop() if len(devices) == 1 else None
+
+
+def _is_false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+
+
+def _is_true(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _implicit_generator(ctx: FileContext, kind: str, call: cst.Call, shuffle: cst.BaseExpression | None, draws_on: str | None) -> str | None:
+    """The device of the generator torch uses when the call gets none; None when it draws
+    nothing (a loader that does not shuffle) or always matches."""
+    if kind == LOADER:
+        shuffles = _is_true(shuffle) and _argument(call, "sampler", 3) is None and _argument(call, "batch_sampler", 4) is None
+        return CPU if shuffles else None
+    if kind == DISTRIBUTED:
+        return None if _is_false(shuffle) else CPU
+    if kind in (SAMPLER, SPLIT):
+        return CPU
+    return draws_on  # SubsetRandomSampler and factories use the draw device's default generator
+
+
+def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified in _DATA_UTILITIES:
+        kind, generator_position, shuffle_position = _DATA_UTILITIES[qualified]
+        explicit_device = None
+    elif qualified in _RANDOM_FACTORIES:
+        kind, generator_position, shuffle_position = FACTORY, None, None
+        explicit_device = _argument(call, "device", None)
+    else:
+        return None
+    default = default_device_at(ctx, call)
+    if explicit_device is not None:
+        draws_on, by_default = _device_type_of(ctx, explicit_device), False
+    else:
+        by_default = True
+        draws_on = default.device if default.state in (ACCELERATOR_DEFAULT, CPU_DEFAULT) else None
+    generator = _argument(call, "generator", generator_position) if kind != DISTRIBUTED else None
+    if generator is not None and not _is_false(generator):
+        device = generator_device(ctx, generator)
+    else:
+        generator = None
+        shuffle = _argument(call, "shuffle", shuffle_position) if shuffle_position is not None else None
+        device = _implicit_generator(ctx, kind, call, shuffle, draws_on)
+    return RandomDraw(call, kind, generator, device, draws_on, default, by_default)
+
+
+def random_draws(ctx: FileContext) -> list[RandomDraw]:
+    """Every sampler, split and random factory of the file, in source order (memoised)."""
+    def build(c: FileContext) -> list[RandomDraw]:
+        draws = (_draw(c, call) for call in c.index.of_type(cst.Call))
+        return [d for d in draws if d is not None]
+    return ctx.shared("random_draws", build)
+
+
+def mismatched(draw: RandomDraw) -> bool:
+    """Whether the draw's generator is known to be on another device than the numbers."""
+    return draw.generator_device is not None and draw.draws_on is not None and draw.generator_device != draw.draws_on

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
+from devicelint.analysis.random_draws import CPU, FACTORY, RandomDraw, mismatched, random_draws
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+def _remedy(draw: RandomDraw) -> str:
+    if draw.kind != FACTORY:
+        return "create it with `torch.Generator()` (data samplers draw their indices on the CPU)"
+    if draw.draws_on == CPU:
+        return f'pass `device="{draw.generator_device}"` to draw on the generator\'s device, or use a CPU generator'
+    return f'create the generator on the tensor\'s device (`torch.Generator(device="{draw.draws_on}")`)'
+
+
+@register
+class GeneratorOnWrongDevice(Rule):
+    """
+    ## What it does
+    Flags a `torch.Generator` created on one device and handed to a random draw on another:
+    a CUDA generator given to `random_split`, `DataLoader(generator=)`, `RandomSampler`,
+    `SubsetRandomSampler` or a random factory that draws on the CPU (`torch.randn(...,
+    generator=g)` without `device=`), and a CPU generator given to a factory with
+    `device="cuda"`. The generator may be written inline or bound to a name or a `self.`
+    attribute; the draw's device is its `device=` or the default device.
+
+    ## Why it is a bug on a GPU
+    Every random kernel checks that its generator is on the device it runs on: `random_split`
+    and the samplers draw their permutation with `torch.randperm(n, generator=g)` on the CPU,
+    and a CUDA generator there fails with `RuntimeError: Expected a 'cpu' device type for
+    generator but found 'cuda'` (a `DataLoader` also draws its base seed with it, shuffling or
+    not). A CPU generator handed to a CUDA factory fails the other way round. The code usually
+    seeds the generator for reproducibility, so it is written once and copied; on a CPU-only
+    machine `device="cuda"` is never taken and the bug hides.
+
+    ## Example
+    ```python
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    train, val = random_split(dataset, [0.9, 0.1], generator=gen)
+    ```
+
+    ## Use instead
+    ```python
+    gen = torch.Generator().manual_seed(0)
+    train, val = random_split(dataset, [0.9, 0.1], generator=gen)
+    ```
+
+    ## Fix safety
+    No automatic fix: the same generator is often used for device draws elsewhere, which
+    then need a second generator.
+
+    ## Known limits
+    Under a CUDA default device (`torch.set_default_device("cuda")`, `with
+    torch.device("cuda"):`) the samplers draw on the GPU and need a CUDA generator: that case
+    is DL114's, and a CUDA generator there is not reported. A file that sets an accelerator
+    default anywhere is silent where the default at the draw is not known. Generators
+    passed in as parameters, and devices held in variables that the analysis cannot place,
+    are not followed.
+    """
+
+    code = "DL115"
+    name = "generator-on-wrong-device"
+    summary = "A torch.Generator on one device handed to a sampler, random_split or random factory that draws on another."
+    message = "`{draw}` draws on {draws_on} but its generator `{generator}` is a {generator_device} generator, so it fails with `Expected a '{draws_on}' device type for generator but found '{generator_device}'`; {remedy}"
+    tokens = ("Generator", "default_generator")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for draw in random_draws(ctx):
+            if draw.generator is None or not mismatched(draw):
+                continue
+            if draw.by_default and draw.default.state == ACCELERATOR_DEFAULT:
+                continue  # a CUDA default with a CPU generator is DL114's finding
+            yield self.violation(
+                draw.call,
+                draw=f"{ctx.code_for(draw.call.func)}(...)",
+                draws_on=draw.draws_on,
+                generator=ctx.code_for(draw.generator),
+                generator_device=draw.generator_device,
+                remedy=_remedy(draw),
+            )

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
+from devicelint.analysis.random_draws import CPU, DISTRIBUTED, LOADER, SAMPLER, SPLIT, RandomDraw, random_draws
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+# What draws with a CPU generator when the call is given none.
+_IMPLICIT_GENERATOR = {
+    LOADER: "the CPU generator of its shuffling `RandomSampler`",
+    SAMPLER: "a CPU generator (none given)",
+    SPLIT: "the CPU `torch.default_generator` (none given)",
+    DISTRIBUTED: "a CPU generator (`DistributedSampler` always makes one when it shuffles)",
+}
+
+
+def _in_force(ctx: FileContext, draw: RandomDraw) -> str:
+    setter = draw.default.setter
+    text = ctx.code_for(setter) if setter is not None else "the default device"
+    parent = ctx.index.parent(setter) if setter is not None else None
+    return f"inside `with {text}:`" if isinstance(parent, cst.WithItem) else f"after `{text}`"
+
+
+@register
+class SamplerGeneratorUnderCudaDefault(Rule):
+    """
+    ## What it does
+    Flags random sampling that runs while a CUDA (or other accelerator) default device is in
+    force with no generator on that device: a shuffling `DataLoader`, `RandomSampler`,
+    `random_split` or `DistributedSampler` without `generator=`, and any sampler or random
+    factory without `device=` that is handed a CPU generator. The default is in force after
+    `torch.set_default_device("cuda")` or `torch.set_default_tensor_type(torch.cuda.FloatTensor)`
+    earlier in the same function (or a helper it called, the class's `__init__`, or the
+    module's top level), and inside `with torch.device("cuda"):`.
+
+    ## Why it is a bug on a GPU
+    The samplers draw their permutation with `torch.randperm(n, generator=g)`. Under a CUDA
+    default the permutation is made on the GPU, but the generator torch picks for a shuffling
+    `RandomSampler`, for `random_split` (`torch.default_generator`) and for `DistributedSampler`
+    is a CPU one, so the first epoch fails with `RuntimeError: Expected a 'cuda' device type
+    for generator but found 'cpu'`. A `DataLoader` also draws its base seed with its
+    `generator` on the default device, so a CPU generator fails there even without shuffling.
+    CPU-only runs never see it.
+
+    ## Example
+    ```python
+    torch.set_default_device("cuda")
+    loader = DataLoader(dataset, batch_size=64, shuffle=True)
+    ```
+
+    ## Use instead
+    ```python
+    torch.set_default_device("cuda")
+    loader = DataLoader(dataset, batch_size=64, shuffle=True,
+                        generator=torch.Generator(device="cuda"))
+    ```
+    Better still, keep the default on the CPU and move the model and batches explicitly.
+
+    ## Fix safety
+    No automatic fix: a CUDA generator is right only while the CUDA default is in force when
+    the loader is iterated, which the file may not show.
+
+    ## Known limits
+    The sampler's construction is judged, not its iteration (a loader built outside a
+    `with torch.device("cuda"):` block and iterated inside it also fails). A default set in
+    another file, or through a device held in a variable, is not seen. A `shuffle=` that is
+    not a literal `True` is not followed. A `torch.randperm` without `generator=` is fine (it
+    uses the CUDA default generator) and is not reported. See DL115 for generators created on
+    the wrong device when no default is set.
+    """
+
+    code = "DL114"
+    name = "sampler-generator-under-cuda-default"
+    summary = "A shuffling DataLoader, sampler, random_split or randperm draws with a CPU generator under a CUDA default device."
+    message = "`{draw}` draws with {generator} {in_force}, so it fails with `Expected a '{device}' device type for generator but found 'cpu'`; {remedy}"
+    tokens = ("set_default_device", "set_default_tensor_type", "device(")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for draw in random_draws(ctx):
+            if draw.default.state != ACCELERATOR_DEFAULT or not draw.by_default or draw.generator_device != CPU:
+                continue
+            if draw.generator is not None:
+                generator = f"the CPU generator `{ctx.code_for(draw.generator)}`"
+            else:
+                generator = _IMPLICIT_GENERATOR[draw.kind]
+            if draw.kind == DISTRIBUTED:
+                remedy = "build and iterate the sampler where the default device is the CPU"
+            else:
+                remedy = f'pass `generator=torch.Generator(device="{draw.default.device}")`'
+            yield self.violation(
+                draw.call,
+                draw=f"{ctx.code_for(draw.call.func)}(...)",
+                generator=generator,
+                in_force=_in_force(ctx, draw),
+                device=draw.default.device,
+                remedy=remedy,
+            )
