@@ -160,12 +160,15 @@ def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | Non
     return None
 
 
-def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode) -> DefaultDevice | None:
-    """A default set by a same-file helper that `scope` calls before `node` (`setup_device()`)."""
+def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode | None) -> DefaultDevice | None:
+    """A default set by a same-file helper that `scope` calls before `node` (`setup_device()`;
+    anywhere in `scope` when `node` is None)."""
     order = _order(ctx)
     chosen: DefaultDevice | None = None
     for call in ctx.index.walk(scope):
-        if not isinstance(call, cst.Call) or not order.before(call, node) or _scope_of(ctx, call) is not scope:
+        if not isinstance(call, cst.Call) or _scope_of(ctx, call) is not scope:
+            continue
+        if node is not None and not order.before(call, node):
             continue
         callee = _same_file_callee(ctx, call)
         if callee is not None and callee is not scope:
@@ -186,7 +189,8 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice:
         owner = ctx.index.enclosing_class(scope)
         if owner is not None and isinstance(owner.body, cst.IndentedBlock) and scope.name.value != "__init__":  # type: ignore[attr-defined]
             init = next((d for d in owner.body.body if isinstance(d, cst.FunctionDef) and d.name.value == "__init__"), None)
-            found = _last_setter_before(ctx, init, None) if init is not None else None
+            if init is not None:
+                found = _last_setter_before(ctx, init, None) or _set_by_earlier_helper(ctx, init, None)
             if found is not None:
                 return found
         # Functions run after the module's top level (usually from its `__main__` block).
