@@ -176,6 +176,22 @@ def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNo
     return chosen
 
 
+def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst.Call, DefaultDevice]]]:
+    """Same-file functions called inside a `with torch.device("cuda"):` block: the function's id ->
+    each such call with the block's default (memoised)."""
+    def build(c: FileContext) -> dict[int, list[tuple[cst.Call, DefaultDevice]]]:
+        found: dict[int, list[tuple[cst.Call, DefaultDevice]]] = {}
+        for call in c.index.of_type(cst.Call):
+            callee = _same_file_callee(c, call)
+            if callee is None:
+                continue
+            block = _enclosing_with(c, call)
+            if block is not None and block.state == ACCELERATOR_DEFAULT:
+                found.setdefault(id(callee), []).append((call, block))
+        return found
+    return ctx.shared("default_device.called_under_blocks", build)
+
+
 def default_device_at(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice:
     """The default device when `node` runs, as far as this file shows."""
     found = _enclosing_with(ctx, node)
@@ -193,6 +209,8 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice:
                 found = _last_setter_before(ctx, init, None) or _set_by_earlier_helper(ctx, init, None)
             if found is not None:
                 return found
+        if id(scope) in calls_under_accelerator_blocks(ctx):
+            return UNKNOWN  # it also runs inside a caller's `with torch.device(...)` block
         # Functions run after the module's top level (usually from its `__main__` block).
         found = _last_setter_before(ctx, ctx.module, None)
     else:

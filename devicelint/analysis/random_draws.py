@@ -249,6 +249,15 @@ def random_draws(ctx: FileContext) -> list[RandomDraw]:
     return ctx.shared("random_draws", build)
 
 
+def draws_cpu_generator_by_default(draw: RandomDraw) -> bool:
+    """Whether the draw uses a CPU generator on the default device: it fails wherever an
+    accelerator default is in force (the implicit generator of a `SubsetRandomSampler` or a
+    factory follows the default, so those only with an explicit CPU generator)."""
+    if not draw.by_default or draw.generator_device != CPU:
+        return False
+    return draw.generator is not None or draw.kind not in (SUBSET_SAMPLER, FACTORY)
+
+
 def mismatched(draw: RandomDraw) -> bool:
     """Whether the draw's generator is known to be on another device than the numbers."""
     return draw.generator_device is not None and draw.draws_on is not None and draw.generator_device != draw.draws_on

@@ -4,8 +4,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
-from devicelint.analysis.random_draws import CPU, DISTRIBUTED, LOADER, SAMPLER, SPLIT, RandomDraw, random_draws
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, DefaultDevice, calls_under_accelerator_blocks
+from devicelint.analysis.random_draws import (
+    DISTRIBUTED, LOADER, SAMPLER, SPLIT, RandomDraw, draws_cpu_generator_by_default, random_draws,
+)
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -18,8 +20,8 @@ _IMPLICIT_GENERATOR = {
 }
 
 
-def _in_force(ctx: FileContext, draw: RandomDraw) -> str:
-    setter = draw.default.setter
+def _in_force(ctx: FileContext, default: DefaultDevice) -> str:
+    setter = default.setter
     text = ctx.code_for(setter) if setter is not None else "the default device"
     parent = ctx.index.parent(setter) if setter is not None else None
     return f"inside `with {text}:`" if isinstance(parent, cst.WithItem) else f"after `{text}`"
@@ -76,26 +78,36 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     code = "DL114"
     name = "sampler-generator-under-cuda-default"
     summary = "A shuffling DataLoader, sampler, random_split or randperm draws with a CPU generator under a CUDA default device."
-    message = "`{draw}` draws with {generator} {in_force}, so it fails with `Expected a '{device}' device type for generator but found 'cpu'`; {remedy}"
+    message = "{draw} draws with {generator} {in_force}, so it fails with `Expected a '{device}' device type for generator but found 'cpu'`; {remedy}"
     tokens = ("set_default_device", "set_default_tensor_type", "device(")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        for draw in random_draws(ctx):
-            if draw.default.state != ACCELERATOR_DEFAULT or not draw.by_default or draw.generator_device != CPU:
+        draws = random_draws(ctx)
+        for draw in draws:
+            if draw.default.state == ACCELERATOR_DEFAULT and draws_cpu_generator_by_default(draw):
+                yield self._report(ctx, draw.call, draw, draw.default, f"`{ctx.code_for(draw.call.func)}(...)`")
+        # A helper of this file that builds the sampler, called inside `with torch.device(...)`:
+        # reported at the call, where the block makes it wrong.
+        blocks = calls_under_accelerator_blocks(ctx)
+        for draw in draws:
+            callee = ctx.index.enclosing_function(draw.call)
+            if callee is None or id(callee) not in blocks or draw.default.setter is not None:
                 continue
-            if draw.generator is not None:
-                generator = f"the CPU generator `{ctx.code_for(draw.generator)}`"
-            else:
-                generator = _IMPLICIT_GENERATOR[draw.kind]
-            if draw.kind == DISTRIBUTED:
-                remedy = "build and iterate the sampler where the default device is the CPU"
-            else:
-                remedy = f'pass `generator=torch.Generator(device="{draw.default.device}")`'
-            yield self.violation(
-                draw.call,
-                draw=f"{ctx.code_for(draw.call.func)}(...)",
-                generator=generator,
-                in_force=_in_force(ctx, draw),
-                device=draw.default.device,
-                remedy=remedy,
-            )
+            if not draws_cpu_generator_by_default(draw):
+                continue
+            for call, block in blocks[id(callee)]:
+                label = f"`{ctx.code_for(call.func)}(...)` (its `{ctx.code_for(draw.call.func)}(...)`)"
+                yield self._report(ctx, call, draw, block, label)
+
+    def _report(self, ctx: FileContext, node: cst.Call, draw: RandomDraw, default: DefaultDevice, label: str) -> Violation:
+        if draw.generator is not None:
+            generator = f"the CPU generator `{ctx.code_for(draw.generator)}`"
+        else:
+            generator = _IMPLICIT_GENERATOR[draw.kind]
+        if draw.kind == DISTRIBUTED:
+            remedy = "build and iterate the sampler where the default device is the CPU"
+        else:
+            remedy = f'pass `generator=torch.Generator(device="{default.device}")`'
+        return self.violation(
+            node, draw=label, generator=generator, in_force=_in_force(ctx, default), device=default.device, remedy=remedy,
+        )
