@@ -139,20 +139,27 @@ def _enclosing_with(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice | None
 
 def _last_setter_before(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode | None) -> DefaultDevice | None:
     """The last setter that `scope` runs before `node` (all of them when `node` is None)."""
-    order = _order(ctx)
+    setters = _setters_by_scope(ctx).get(id(scope), [])
+    order = _order(ctx) if setters and node is not None else None
     chosen: DefaultDevice | None = None
-    for call, argument in _setters_by_scope(ctx).get(id(scope), []):
-        if node is not None and (not order.before(call, node) or _in_other_branch(ctx, call, node)):
+    for call, argument in setters:
+        if order is not None and node is not None and (not order.before(call, node) or _in_other_branch(ctx, call, node)):
             continue
         chosen = default_set_by(ctx, argument, call)
     return chosen
+
+
+def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
+    return ctx.shared("default_device.module_functions", lambda c: {
+        d.name.value: d for d in c.module.body if isinstance(d, cst.FunctionDef)
+    })
 
 
 def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file that `helper(...)` or `self.helper(...)` calls, if any."""
     func = call.func
     if isinstance(func, cst.Name):
-        return next((d for d in ctx.module.body if isinstance(d, cst.FunctionDef) and d.name.value == func.value), None)
+        return _module_functions(ctx).get(func.value)
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         owner = ctx.index.enclosing_class(call)
         if owner is not None and isinstance(owner.body, cst.IndentedBlock):
@@ -163,6 +170,8 @@ def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | Non
 def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode | None) -> DefaultDevice | None:
     """A default set by a same-file helper that `scope` calls before `node` (`setup_device()`;
     anywhere in `scope` when `node` is None)."""
+    if not _setters_by_scope(ctx):
+        return None
     order = _order(ctx)
     chosen: DefaultDevice | None = None
     for call in ctx.index.walk(scope):
@@ -181,13 +190,19 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
     each such call with the block's default (memoised)."""
     def build(c: FileContext) -> dict[int, list[tuple[cst.Call, DefaultDevice]]]:
         found: dict[int, list[tuple[cst.Call, DefaultDevice]]] = {}
-        for call in c.index.of_type(cst.Call):
-            callee = _same_file_callee(c, call)
-            if callee is None:
+        for block in c.index.of_type(cst.With):
+            device = next((
+                default_set_by(c, item.item.args[0].value, item.item) for item in block.items
+                if isinstance(item.item, cst.Call) and item.item.args and c.qualified_name(item.item.func) == "torch.device"
+            ), None)
+            if device is None or device.state != ACCELERATOR_DEFAULT:
                 continue
-            block = _enclosing_with(c, call)
-            if block is not None and block.state == ACCELERATOR_DEFAULT:
-                found.setdefault(id(callee), []).append((call, block))
+            for call in c.index.walk(block.body):
+                if not isinstance(call, cst.Call) or _enclosing_with(c, call) != device:
+                    continue  # inside a nested function or a nested device block
+                callee = _same_file_callee(c, call)
+                if callee is not None:
+                    found.setdefault(id(callee), []).append((call, device))
         return found
     return ctx.shared("default_device.called_under_blocks", build)
 

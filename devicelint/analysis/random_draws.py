@@ -75,7 +75,7 @@ def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExp
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == keyword:
             return arg.value
-    positional = [a for a in call.args if a.keyword is None]
+    positional = [a for a in call.args if a.keyword is None and a.star != "**"]
     if position is None or any(a.star for a in positional[: position + 1]) or len(positional) <= position:
         return None
     return positional[position].value
@@ -175,7 +175,9 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         qualified = ctx.qualified_name(expr.func)
         if qualified == "torch.Generator":
             device = _argument(expr, "device", 0)
-            return CPU if device is None else _device_type_of(ctx, device)
+            if device is None:
+                return None if any(a.star for a in expr.args) else CPU
+            return _device_type_of(ctx, device)
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
         return None
@@ -234,6 +236,8 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
     generator = _argument(call, "generator", generator_position) if kind != DISTRIBUTED else None
     if generator is not None and not _is_false(generator):
         device = generator_device(ctx, generator)
+    elif any(a.star for a in call.args):
+        device = None  # `*args` or `**kwargs` may carry the generator
     else:
         generator = None
         shuffle = _argument(call, "shuffle", shuffle_position) if shuffle_position is not None else None
