@@ -92,6 +92,16 @@ def _device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
         return None
     if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
         return _device_type_of(ctx, expr.args[0].value)
+    if isinstance(expr, cst.IfExp):
+        # `"cuda" if torch.cuda.is_available() else "cpu"`: the accelerator path is the one that runs
+        # on a GPU machine, where a mismatch fails.
+        branches = {_device_type_of(ctx, expr.body), _device_type_of(ctx, expr.orelse)}
+        accelerators = branches - {CPU, None}
+        return accelerators.pop() if len(accelerators) == 1 and CPU in branches else None
+    if isinstance(expr, cst.Name):
+        values = _bindings(ctx, expr.value, expr)
+        if values is not None and len(values) == 1 and isinstance(values[0], (cst.IfExp, cst.Call)):
+            return _device_type_of(ctx, values[0])
     fact = file_facts(ctx).value(expr)
     if fact.kind == DEVICE_VALUE and fact.where == CPU:
         return CPU
