@@ -207,7 +207,34 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
     return ctx.shared("default_device.called_under_blocks", build)
 
 
-def default_device_at(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice:
+def _callers(ctx: FileContext) -> dict[int, list[cst.Call]]:
+    """Same-file calls of each function of the file (the function's id -> its call sites)."""
+    def build(c: FileContext) -> dict[int, list[cst.Call]]:
+        found: dict[int, list[cst.Call]] = {}
+        if not _setters_by_scope(c):
+            return found  # only asked for when a setter exists
+        for call in c.index.of_type(cst.Call):
+            callee = _same_file_callee(c, call)
+            if callee is not None:
+                found.setdefault(id(callee), []).append(call)
+        return found
+    return ctx.shared("default_device.callers", build)
+
+
+def _set_by_every_caller(ctx: FileContext, scope: cst.CSTNode, depth: int) -> DefaultDevice | None:
+    """The accelerator default that every same-file caller of `scope` has in force at the call
+    (`main()` sets it, then calls `build_loaders()`); UNKNOWN where only some callers have it."""
+    calls = [c for c in _callers(ctx).get(id(scope), []) if _scope_of(ctx, c) is not scope]
+    if not calls or depth >= 2:
+        return None
+    defaults = [default_device_at(ctx, call, depth + 1) for call in calls]
+    accelerated = [d for d in defaults if d.state == ACCELERATOR_DEFAULT]
+    if not accelerated:
+        return None
+    return accelerated[0] if len(accelerated) == len(defaults) else UNKNOWN
+
+
+def default_device_at(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> DefaultDevice:
     """The default device when `node` runs, as far as this file shows."""
     found = _enclosing_with(ctx, node)
     if found is not None:
@@ -226,6 +253,9 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice:
                 return found
         if id(scope) in calls_under_accelerator_blocks(ctx):
             return UNKNOWN  # it also runs inside a caller's `with torch.device(...)` block
+        found = _set_by_every_caller(ctx, scope, depth)
+        if found is not None:
+            return found
         # Functions run after the module's top level (usually from its `__main__` block).
         found = _last_setter_before(ctx, ctx.module, None)
     else:
