@@ -48,7 +48,8 @@ def test_cuda_generator_to_random_split_message() -> None:
     assert found == [(7, "DL115",
         "`random_split(...)` draws on cpu but its generator `g` is a cuda generator, so it fails with "
         "`Expected a 'cpu' device type for generator but found 'cuda'`; create it with `torch.Generator()` "
-        "(data samplers draw their indices on the CPU)")]
+        "(data samplers draw their indices on the CPU), or with `torch.Generator(device=torch.get_default_device())` "
+        "if another module makes the GPU the default device")]
 
 
 @pytest.mark.parametrize(("default", "generator", "expected"), [

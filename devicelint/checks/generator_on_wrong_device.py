@@ -10,7 +10,8 @@ from devicelint.registry import Rule, Violation, register
 
 def _remedy(draw: RandomDraw) -> str:
     if draw.kind != FACTORY:
-        return "create it with `torch.Generator()` (data samplers draw their indices on the CPU)"
+        return ("create it with `torch.Generator()` (data samplers draw their indices on the CPU), or with "
+                "`torch.Generator(device=torch.get_default_device())` if another module makes the GPU the default device")
     if draw.draws_on == CPU:
         return f'pass `device="{draw.generator_device}"` to draw on the generator\'s device, or use a CPU generator'
     return f'create the generator on the tensor\'s device (`torch.Generator(device="{draw.draws_on}")`)'
@@ -56,7 +57,10 @@ class GeneratorOnWrongDevice(Rule):
     Under a CUDA default device (`torch.set_default_device("cuda")`, `with
     torch.device("cuda"):`) the samplers draw on the GPU and need a CUDA generator: that case
     is DL114's, and a CUDA generator there is not reported. A file that sets an accelerator
-    default anywhere is silent where the default at the draw is not known. Generators
+    default anywhere is silent where the default at the draw is not known, but a default set
+    by another module is not seen: a loader built in a data module with a CUDA generator works
+    when the training script sets a CUDA default before iterating it. The message then points
+    to `torch.Generator(device=torch.get_default_device())`, which is right either way. Generators
     passed in as parameters, and devices held in variables that the analysis cannot place,
     are not followed.
     """
