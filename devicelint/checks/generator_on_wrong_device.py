@@ -3,9 +3,25 @@ from __future__ import annotations
 from typing import Iterator
 
 from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
+import libcst as cst
+
+from devicelint.analysis.placement_values import is_device_guard
 from devicelint.analysis.random_draws import CPU, FACTORY, RandomDraw, mismatched, random_draws
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
+
+
+def _chosen_for_the_gpu_path(ctx: FileContext, draw: RandomDraw) -> bool:
+    """A data sampler given an accelerator generator only on a device-checked path (`if
+    torch.cuda.is_available():`): the author picked it for the GPU run on purpose, which is right
+    exactly when that run makes the GPU the default device, as code copied from the usual fix
+    for DL114's error does in another module. Too often right to report."""
+    if draw.kind == FACTORY or draw.generator_device == CPU:
+        return False
+    return any(
+        isinstance(node, cst.If) and is_device_guard(node.test, ctx)
+        for node in ctx.index.ancestors(draw.call)
+    )
 
 
 def _remedy(draw: RandomDraw) -> str:
@@ -60,7 +76,9 @@ class GeneratorOnWrongDevice(Rule):
     default anywhere is silent where the default at the draw is not known, but a default set
     by another module is not seen: a loader built in a data module with a CUDA generator works
     when the training script sets a CUDA default before iterating it. The message then points
-    to `torch.Generator(device=torch.get_default_device())`, which is right either way. Generators
+    to `torch.Generator(device=torch.get_default_device())`, which is right either way; a
+    sampler given a CUDA generator only under a device check (`if torch.cuda.is_available():`)
+    is taken as such code and not reported. Generators
     passed in as parameters, and devices held in variables that the analysis cannot place,
     are not followed.
     """
@@ -77,6 +95,8 @@ class GeneratorOnWrongDevice(Rule):
                 continue
             if draw.by_default and draw.default.state == ACCELERATOR_DEFAULT:
                 continue  # a CUDA default with a CPU generator is DL114's finding
+            if _chosen_for_the_gpu_path(ctx, draw):
+                continue
             yield self.violation(
                 draw.call,
                 draw=f"{ctx.code_for(draw.call.func)}(...)",
