@@ -206,6 +206,26 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
     return devices.pop() if len(devices) == 1 else None
 
 
+def _keys_exclude(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether a `**` mapping is known not to hold `key`: a dict literal or `dict(...)` without
+    it, a conditional between such, or a name bound only to them."""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Dict):
+        return all(
+            isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value != key
+            for e in expr.elements
+        )
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        return all(a.keyword is not None and a.keyword.value != key for a in expr.args)
+    if isinstance(expr, cst.IfExp):
+        return _keys_exclude(ctx, expr.body, key, use, depth + 1) and _keys_exclude(ctx, expr.orelse, key, use, depth + 1)
+    if isinstance(expr, cst.Name):
+        values = _bindings(ctx, expr.value, use)
+        return bool(values) and all(_keys_exclude(ctx, v, key, use, depth + 1) for v in values)
+    return False
+
+
 def _is_false(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value in ("False", "None")
 
@@ -246,7 +266,9 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
     generator = _argument(call, "generator", generator_position) if kind != DISTRIBUTED else None
     if generator is not None and not _is_false(generator):
         device = generator_device(ctx, generator)
-    elif any(a.star for a in call.args):
+    elif any(a.star == "*" for a in call.args) or not all(
+        _keys_exclude(ctx, a.value, "generator", a) for a in call.args if a.star == "**"
+    ):
         device = None  # `*args` or `**kwargs` may carry the generator
     else:
         generator = None
