@@ -38,6 +38,9 @@ class DefaultDevice:
 
 
 NO_DEFAULT = DefaultDevice(CPU_DEFAULT)
+# Methods that run before a class's other methods: the constructor, and the Lightning hooks that
+# run before any `*_dataloader` or step (`setup`, `prepare_data`, `configure_model`).
+RUN_FIRST_METHODS = ("__init__", "prepare_data", "setup", "configure_model")
 UNKNOWN = DefaultDevice(UNKNOWN_DEFAULT, device="?")
 
 
@@ -245,10 +248,11 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> De
         if found is not None:
             return found
         owner = ctx.index.enclosing_class(scope)
-        if owner is not None and isinstance(owner.body, cst.IndentedBlock) and scope.name.value != "__init__":  # type: ignore[attr-defined]
-            init = next((d for d in owner.body.body if isinstance(d, cst.FunctionDef) and d.name.value == "__init__"), None)
-            if init is not None:
-                found = _last_setter_before(ctx, init, None) or _set_by_earlier_helper(ctx, init, None)
+        if owner is not None and isinstance(owner.body, cst.IndentedBlock):
+            for method in owner.body.body:
+                if (isinstance(method, cst.FunctionDef) and method is not scope
+                        and method.name.value in RUN_FIRST_METHODS):
+                    found = _last_setter_before(ctx, method, None) or _set_by_earlier_helper(ctx, method, None) or found
             if found is not None:
                 return found
         if id(scope) in calls_under_accelerator_blocks(ctx):

@@ -36,8 +36,11 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     `random_split` or `DistributedSampler` without `generator=`, and any sampler or random
     factory without `device=` that is handed a CPU generator. The default is in force after
     `torch.set_default_device("cuda")` or `torch.set_default_tensor_type(torch.cuda.FloatTensor)`
-    earlier in the same function (or a helper it called, the class's `__init__`, or the
-    module's top level), and inside `with torch.device("cuda"):`.
+    earlier in the same function (or in a helper it called earlier, in every same-file caller
+    before the call, in the class's `__init__` or Lightning `setup`/`prepare_data`/
+    `configure_model`, or at the module's top level), and inside `with torch.device("cuda"):`
+    around the sampler or around a call of a same-file helper that builds it (reported at that
+    call).
 
     ## Why it is a bug on a GPU
     The samplers draw their permutation with `torch.randperm(n, generator=g)`. Under a CUDA
