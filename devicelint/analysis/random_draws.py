@@ -206,24 +206,52 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
     return devices.pop() if len(devices) == 1 else None
 
 
-def _keys_exclude(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0) -> bool:
-    """Whether a `**` mapping is known not to hold `key`: a dict literal or `dict(...)` without
-    it, a conditional between such, or a name bound only to them."""
+def _mapping_values(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0) -> list[cst.BaseExpression | None] | None:
+    """What a `**` mapping gives `key` on each path (None where that path leaves it out): a dict
+    literal, `dict(...)`, a conditional between such, or a name bound only to them. None when
+    the file does not show the mapping."""
     if depth > 3:
-        return False
+        return None
     if isinstance(expr, cst.Dict):
-        return all(
-            isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value != key
-            for e in expr.elements
-        )
+        if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in expr.elements):
+            return None
+        return [next((e.value for e in expr.elements if e.key.evaluated_value == key), None)]  # type: ignore[union-attr]
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
-        return all(a.keyword is not None and a.keyword.value != key for a in expr.args)
+        if not all(a.keyword is not None for a in expr.args):
+            return None
+        return [next((a.value for a in expr.args if a.keyword.value == key), None)]  # type: ignore[union-attr]
+    branches: list[cst.BaseExpression] | None = None
     if isinstance(expr, cst.IfExp):
-        return _keys_exclude(ctx, expr.body, key, use, depth + 1) and _keys_exclude(ctx, expr.orelse, key, use, depth + 1)
-    if isinstance(expr, cst.Name):
-        values = _bindings(ctx, expr.value, use)
-        return bool(values) and all(_keys_exclude(ctx, v, key, use, depth + 1) for v in values)
-    return False
+        branches = [expr.body, expr.orelse]
+    elif isinstance(expr, cst.Name):
+        branches = _bindings(ctx, expr.value, use) or None
+    if not branches:
+        return None
+    found: list[cst.BaseExpression | None] = []
+    for branch in branches:
+        values = _mapping_values(ctx, branch, key, use, depth + 1)
+        if values is None:
+            return None
+        found += values
+    return found
+
+
+def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseExpression | None:
+    """A literal `True` that a `**` mapping of the call gives `key` on some path (the path that
+    shuffles fails)."""
+    for arg in call.args:
+        if arg.star != "**":
+            continue
+        for value in _mapping_values(ctx, arg.value, key, arg) or ():
+            if value is not None and _is_true(value):
+                return value
+    return None
+
+
+def _keys_exclude(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode) -> bool:
+    """Whether a `**` mapping is known to leave `key` out on every path."""
+    values = _mapping_values(ctx, expr, key, use)
+    return values is not None and all(v is None for v in values)
 
 
 def _is_false(expr: cst.BaseExpression | None) -> bool:
@@ -253,6 +281,8 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
         kind, generator_position, shuffle_position = _DATA_UTILITIES[qualified]
         explicit_device = None
     elif qualified in _RANDOM_FACTORIES:
+        if _argument(call, "generator", None) is None:
+            return None  # without a generator a factory uses its own device's default one
         kind, generator_position, shuffle_position = FACTORY, None, None
         explicit_device = _argument(call, "device", None)
     else:
@@ -273,6 +303,8 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
     else:
         generator = None
         shuffle = _argument(call, "shuffle", shuffle_position) if shuffle_position is not None else None
+        if shuffle is None and shuffle_position is not None:
+            shuffle = _value_in_mappings(ctx, call, "shuffle")
         device = _implicit_generator(ctx, kind, call, shuffle, draws_on)
     return RandomDraw(call, kind, generator, device, draws_on, default, by_default)
 
