@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, DefaultDevice, default_device_at
-from devicelint.analysis.facts import file_facts
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, NO_DEFAULT, DefaultDevice, default_device_at
+from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
 from devicelint.context import FileContext
 
@@ -31,6 +31,7 @@ SUBSET_SAMPLER = "subset-sampler"  # SubsetRandomSampler: the default device's g
 SPLIT = "split"  # random_split: torch.default_generator (CPU) unless given one
 DISTRIBUTED = "distributed"  # DistributedSampler: always a CPU generator when shuffling
 FACTORY = "factory"  # torch.randperm/rand/randn/randint: the draw device's generator unless given one
+TENSOR_DRAW = "tensor"  # x.normal_(...), torch.multinomial(x, ...): draws where the tensor lives
 
 # Qualified name -> (kind, position of `generator` among positional arguments, position of `shuffle`).
 _DATA_UTILITIES: dict[str, tuple[str, int | None, int | None]] = {
@@ -47,6 +48,10 @@ _DATA_UTILITIES: dict[str, tuple[str, int | None, int | None]] = {
 }
 # Factories that create a fresh random tensor on `device=` or the default device.
 _RANDOM_FACTORIES = frozenset({"torch.randperm", "torch.rand", "torch.randn", "torch.randint"})
+# Draws on the device of a tensor: in-place sampling methods (on the receiver) and functions
+# sampling from a tensor of probabilities or rates (on their first argument).
+_TENSOR_METHODS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"})
+_TENSOR_FUNCTIONS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
 # Generators named by torch itself.
 _KNOWN_GENERATORS = {"torch.default_generator": "cpu", "torch.cuda.default_generators": "cuda"}
 
@@ -286,7 +291,7 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
         kind, generator_position, shuffle_position = FACTORY, None, None
         explicit_device = _argument(call, "device", None)
     else:
-        return None
+        return _tensor_draw(ctx, call, qualified)
     default = default_device_at(ctx, call)
     if explicit_device is not None:
         draws_on, by_default = _device_type_of(ctx, explicit_device), False
@@ -309,6 +314,31 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
     return RandomDraw(call, kind, generator, device, draws_on, default, by_default)
 
 
+def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw | None:
+    """`x.normal_(generator=g)` or `torch.multinomial(p, n, generator=g)`: the draw happens where
+    the tensor lives, as the placement engine knows it (only a certain place counts)."""
+    generator = _argument(call, "generator", None)
+    if generator is None:
+        return None
+    if qualified in _TENSOR_FUNCTIONS:
+        tensor = _argument(call, "input", 0)
+    elif isinstance(call.func, cst.Attribute) and call.func.attr.value in _TENSOR_METHODS and not qualified.startswith("torch."):
+        tensor = call.func.value
+    else:
+        return None
+    if tensor is None:
+        return None
+    place = file_facts(ctx).place_of(tensor)
+    if place is Place.HOST:
+        draws_on: str | None = CPU
+    elif place is Place.DEVICE:
+        text = (file_facts(ctx).value(tensor).device_expr or "").strip("\"'").split(":", 1)[0]
+        draws_on = text if text in ACCELERATOR_STRINGS else "cuda"
+    else:
+        return None
+    return RandomDraw(call, TENSOR_DRAW, generator, generator_device(ctx, generator), draws_on, NO_DEFAULT, False)
+
+
 def random_draws(ctx: FileContext) -> list[RandomDraw]:
     """Every sampler, split and random factory of the file, in source order (memoised)."""
     def build(c: FileContext) -> list[RandomDraw]:
@@ -323,7 +353,7 @@ def draws_cpu_generator_by_default(draw: RandomDraw) -> bool:
     factory follows the default, so those only with an explicit CPU generator)."""
     if not draw.by_default or draw.generator_device != CPU:
         return False
-    return draw.generator is not None or draw.kind not in (SUBSET_SAMPLER, FACTORY)
+    return draw.generator is not None or draw.kind not in (SUBSET_SAMPLER, FACTORY, TENSOR_DRAW)
 
 
 def mismatched(draw: RandomDraw) -> bool:

@@ -6,7 +6,7 @@ from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
 import libcst as cst
 
 from devicelint.analysis.placement_values import is_device_guard
-from devicelint.analysis.random_draws import CPU, FACTORY, RandomDraw, mismatched, random_draws
+from devicelint.analysis.random_draws import CPU, FACTORY, TENSOR_DRAW, RandomDraw, mismatched, random_draws
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -16,7 +16,7 @@ def _chosen_for_the_gpu_path(ctx: FileContext, draw: RandomDraw) -> bool:
     torch.cuda.is_available():`): the author picked it for the GPU run on purpose, which is right
     exactly when that run makes the GPU the default device, as code copied from the usual fix
     for DL114's error does in another module. Too often right to report."""
-    if draw.kind == FACTORY or draw.generator_device == CPU:
+    if draw.kind in (FACTORY, TENSOR_DRAW) or draw.generator_device == CPU:
         return False
     return any(
         isinstance(node, cst.If) and is_device_guard(node.test, ctx)
@@ -25,6 +25,8 @@ def _chosen_for_the_gpu_path(ctx: FileContext, draw: RandomDraw) -> bool:
 
 
 def _remedy(draw: RandomDraw) -> str:
+    if draw.kind == TENSOR_DRAW:
+        return f'create the generator on the tensor\'s device (`torch.Generator(device="{draw.draws_on}")`)'
     if draw.kind != FACTORY:
         return ("create it with `torch.Generator()` (data samplers draw their indices on the CPU), or with "
                 "`torch.Generator(device=torch.get_default_device())` if another module makes the GPU the default device")
@@ -41,8 +43,10 @@ class GeneratorOnWrongDevice(Rule):
     a CUDA generator given to `random_split`, `DataLoader(generator=)`, `RandomSampler`,
     `SubsetRandomSampler` or a random factory that draws on the CPU (`torch.randn(...,
     generator=g)` without `device=`), and a CPU generator given to a factory with
-    `device="cuda"`. The generator may be written inline or bound to a name or a `self.`
-    attribute; the draw's device is its `device=` or the default device.
+    `device="cuda"`; also in-place sampling (`x.normal_(generator=g)`) and
+    `torch.multinomial`/`bernoulli`/`poisson` on a tensor that the placement engine knows is
+    on the other device. The generator may be written inline or bound to a name or a `self.`
+    attribute; the draw's device is its `device=`, its tensor's device, or the default device.
 
     ## Why it is a bug on a GPU
     Every random kernel checks that its generator is on the device it runs on: `random_split`
