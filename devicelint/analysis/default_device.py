@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.local_bindings import device_type_of
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
 from devicelint.context import FileContext
 
@@ -70,6 +71,13 @@ def default_set_by(ctx: FileContext, node: cst.BaseExpression, setter: cst.CSTNo
         return DefaultDevice(ACCELERATOR_DEFAULT, _device_type(accelerator), setter)
     if _is_cpu_argument(ctx, node):
         return DefaultDevice(CPU_DEFAULT, "cpu", setter)
+    # `torch.set_default_device(device)` with `device = torch.device("cuda" if ... else "cpu")`:
+    # the GPU run, where samplers fail, makes the accelerator the default.
+    named = device_type_of(ctx, node) if isinstance(node, cst.Name) else None
+    if named == "cpu":
+        return DefaultDevice(CPU_DEFAULT, "cpu", setter)
+    if named is not None:
+        return DefaultDevice(ACCELERATOR_DEFAULT, named, setter)
     return DefaultDevice(UNKNOWN_DEFAULT, "?", setter)
 
 

@@ -22,7 +22,8 @@ import libcst as cst
 
 from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, NO_DEFAULT, DefaultDevice, default_device_at
 from devicelint.analysis.facts import Place, file_facts
-from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
+from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
+from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
 from devicelint.context import FileContext
 
 LOADER = "loader"  # DataLoader: base seed always, RandomSampler when shuffling
@@ -86,100 +87,6 @@ def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExp
     return positional[position].value
 
 
-def _device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
-    """"cuda"/"cpu"/... for a device literal (`"cuda:0"`, `torch.device("cuda")`), or for an
-    expression the placement engine knows names an accelerator device; else None."""
-    if isinstance(expr, cst.SimpleString):
-        value = expr.evaluated_value
-        if isinstance(value, str):
-            base = value.split(":", 1)[0]
-            return base if base == CPU or base in ACCELERATOR_STRINGS else None
-        return None
-    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
-        return _device_type_of(ctx, expr.args[0].value)
-    if isinstance(expr, cst.IfExp):
-        # `"cuda" if torch.cuda.is_available() else "cpu"`: the accelerator path is the one that runs
-        # on a GPU machine, where a mismatch fails.
-        branches = {_device_type_of(ctx, expr.body), _device_type_of(ctx, expr.orelse)}
-        accelerators = branches - {CPU, None}
-        return accelerators.pop() if len(accelerators) == 1 and CPU in branches else None
-    if isinstance(expr, cst.Name):
-        values = _bindings(ctx, expr.value, expr)
-        if values is not None and len(values) == 1 and isinstance(values[0], (cst.IfExp, cst.Call)):
-            return _device_type_of(ctx, values[0])
-    fact = file_facts(ctx).value(expr)
-    if fact.kind == DEVICE_VALUE and fact.where == CPU:
-        return CPU
-    if fact.kind == DEVICE_VALUE and fact.where == ACCELERATOR and fact.device_expr:
-        text = fact.device_expr.strip("\"'")
-        return text.split(":", 1)[0] if text.split(":", 1)[0] in ACCELERATOR_STRINGS else None
-    return None
-
-
-def _bindings(ctx: FileContext, name: str, use: cst.CSTNode) -> list[cst.BaseExpression] | None:
-    """Every value assigned to the local or global `name` seen from `use` (None: it is also
-    bound some other way, e.g. as a parameter or a loop target)."""
-    scope: cst.CSTNode | None = ctx.index.enclosing_function(use)
-    while True:
-        values, other = _assigned_in(ctx, scope or ctx.module, name)
-        if values or other or scope is None:
-            return None if other else values
-        scope = ctx.index.enclosing_function(scope)
-
-
-def _assigned_in(ctx: FileContext, scope: cst.CSTNode, name: str) -> tuple[list[cst.BaseExpression], bool]:
-    """Values assigned to `name` by plain `name = ...` in `scope` itself, and whether `scope`
-    also binds it otherwise (parameter, loop target, unpacking, `as`, augmented assignment)."""
-    function = scope if isinstance(scope, cst.FunctionDef) else None
-    values: list[cst.BaseExpression] = []
-    other = False
-    if function is not None:
-        params = function.params
-        every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-        other = any(p.name.value == name for p in every)
-    for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Assign):
-            targets = [t.target for t in node.targets]
-        elif isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, cst.AsName):
-            targets = [node.name]
-        else:
-            continue
-        if not any(_binds_inside(t, name) for t in targets) or ctx.index.enclosing_function(node) is not function:
-            continue
-        if isinstance(node, cst.Assign) and any(isinstance(t, cst.Name) for t in targets if _binds_inside(t, name)):
-            values.append(node.value)
-        else:
-            other = True
-    return values, other
-
-
-def _binds_inside(target: cst.CSTNode | None, name: str) -> bool:
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_binds_inside(e.value, name) for e in target.elements)
-    return False
-
-
-def _attribute_bindings(ctx: FileContext, attr: str, use: cst.CSTNode) -> list[cst.BaseExpression]:
-    """Values assigned to `self.<attr>` in the methods of the class around `use`."""
-    owner = ctx.index.enclosing_class(use)
-    if owner is None:
-        return []
-    values: list[cst.BaseExpression] = []
-    for node in ctx.index.walk(owner):
-        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            for target in targets:
-                if (isinstance(target, cst.Attribute) and target.attr.value == attr
-                        and isinstance(target.value, cst.Name) and target.value.value == "self"):
-                    values.append(node.value)
-    return values
-
-
 def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
     """Device type of a generator expression: `torch.Generator(device="cuda")` (also seeded with
     `.manual_seed(...)`), a name or `self.` attribute bound only to such values, torch's default
@@ -192,7 +99,7 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
             device = _argument(expr, "device", 0)
             if device is None:
                 return None if any(a.star for a in expr.args) else CPU
-            return _device_type_of(ctx, device)
+            return device_type_of(ctx, device)
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
         return None
@@ -202,43 +109,13 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
     if qualified in _KNOWN_GENERATORS and qualified != "torch.cuda.default_generators":
         return _KNOWN_GENERATORS[qualified]
     if isinstance(expr, cst.Name):
-        values = _bindings(ctx, expr.value, expr)
+        values = bindings(ctx, expr.value, expr)
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        values = _attribute_bindings(ctx, expr.attr.value, expr)
+        values = attribute_bindings(ctx, expr.attr.value, expr)
     else:
         return None
     devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
     return devices.pop() if len(devices) == 1 else None
-
-
-def _mapping_values(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0) -> list[cst.BaseExpression | None] | None:
-    """What a `**` mapping gives `key` on each path (None where that path leaves it out): a dict
-    literal, `dict(...)`, a conditional between such, or a name bound only to them. None when
-    the file does not show the mapping."""
-    if depth > 3:
-        return None
-    if isinstance(expr, cst.Dict):
-        if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in expr.elements):
-            return None
-        return [next((e.value for e in expr.elements if e.key.evaluated_value == key), None)]  # type: ignore[union-attr]
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
-        if not all(a.keyword is not None for a in expr.args):
-            return None
-        return [next((a.value for a in expr.args if a.keyword.value == key), None)]  # type: ignore[union-attr]
-    branches: list[cst.BaseExpression] | None = None
-    if isinstance(expr, cst.IfExp):
-        branches = [expr.body, expr.orelse]
-    elif isinstance(expr, cst.Name):
-        branches = _bindings(ctx, expr.value, use) or None
-    if not branches:
-        return None
-    found: list[cst.BaseExpression | None] = []
-    for branch in branches:
-        values = _mapping_values(ctx, branch, key, use, depth + 1)
-        if values is None:
-            return None
-        found += values
-    return found
 
 
 def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseExpression | None:
@@ -247,7 +124,7 @@ def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseEx
     for arg in call.args:
         if arg.star != "**":
             continue
-        for value in _mapping_values(ctx, arg.value, key, arg) or ():
+        for value in mapping_values(ctx, arg.value, key, arg) or ():
             if value is not None and _is_true(value):
                 return value
     return None
@@ -255,7 +132,7 @@ def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseEx
 
 def _keys_exclude(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode) -> bool:
     """Whether a `**` mapping is known to leave `key` out on every path."""
-    values = _mapping_values(ctx, expr, key, use)
+    values = mapping_values(ctx, expr, key, use)
     return values is not None and all(v is None for v in values)
 
 
@@ -294,7 +171,7 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
         return _tensor_draw(ctx, call, qualified)
     default = default_device_at(ctx, call)
     if explicit_device is not None:
-        draws_on, by_default = _device_type_of(ctx, explicit_device), False
+        draws_on, by_default = device_type_of(ctx, explicit_device), False
     else:
         by_default = True
         draws_on = default.device if default.state in (ACCELERATOR_DEFAULT, CPU_DEFAULT) else None

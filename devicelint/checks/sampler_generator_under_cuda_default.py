@@ -72,8 +72,10 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     ## Known limits
     The sampler's construction is judged, not its iteration (a loader built outside a
     `with torch.device("cuda"):` block and iterated inside it also fails). A default set in
-    another file, or through a device held in a variable, is not seen. A `shuffle=` that is
-    not a literal `True` is not followed. A `torch.randperm` without `generator=` is fine (it
+    another file, or through a device the file does not show (`args.device`), is not seen; a
+    name bound to `torch.device("cuda" if torch.cuda.is_available() else "cpu")` counts as the
+    GPU, where the sampler fails. A `shuffle=` that is not a literal `True` (directly or in a
+    `**` mapping the file shows) is not followed. A `torch.randperm` without `generator=` is fine (it
     uses the CUDA default generator) and is not reported. See DL115 for generators created on
     the wrong device when no default is set.
     """
