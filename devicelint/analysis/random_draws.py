@@ -53,8 +53,8 @@ _RANDOM_FACTORIES = frozenset({"torch.randperm", "torch.rand", "torch.randn", "t
 # sampling from a tensor of probabilities or rates (on their first argument).
 _TENSOR_METHODS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"})
 _TENSOR_FUNCTIONS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
-# Generators named by torch itself.
-_KNOWN_GENERATORS = {"torch.default_generator": "cpu", "torch.cuda.default_generators": "cuda"}
+# torch's own CPU generator (the CUDA ones are `torch.cuda.default_generators[i]`).
+_CPU_DEFAULT_GENERATOR = "torch.default_generator"
 
 CPU = "cpu"
 
@@ -105,9 +105,8 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         return None
     if isinstance(expr, cst.Subscript) and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
         return "cuda"
-    qualified = ctx.qualified_name(expr)
-    if qualified in _KNOWN_GENERATORS and qualified != "torch.cuda.default_generators":
-        return _KNOWN_GENERATORS[qualified]
+    if ctx.qualified_name(expr) == _CPU_DEFAULT_GENERATOR:
+        return CPU
     if isinstance(expr, cst.Name):
         values = bindings(ctx, expr.value, expr)
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
