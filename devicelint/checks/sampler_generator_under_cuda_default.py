@@ -82,7 +82,7 @@ class SamplerGeneratorUnderCudaDefault(Rule):
 
     code = "DL114"
     name = "sampler-generator-under-cuda-default"
-    summary = "A shuffling DataLoader, sampler, random_split or randperm draws with a CPU generator under a CUDA default device."
+    summary = "A shuffling DataLoader, RandomSampler, random_split or DistributedSampler, or a draw handed a CPU generator, under a CUDA default device."
     message = "{draw} draws with {generator} {in_force}, so it fails with `Expected a '{device}' device type for generator but found 'cpu'`; {remedy}"
     tokens = ("set_default_device", "set_default_tensor_type", "device(")
 
