@@ -148,16 +148,43 @@ def _enclosing_with(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice | None
     return None
 
 
+def _conditions(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> tuple[tuple[int, int], ...]:
+    """The conditional parts that `node` sits in below `scope`, outermost first: each `if` branch,
+    loop body and `try` handler as (id of the statement, id of the part)."""
+    parts: list[tuple[int, int]] = []
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is scope:
+            break
+        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.ExceptHandler)) and child is not getattr(ancestor, "test", None):
+            parts.append((id(ancestor), id(child)))
+        child = ancestor
+    return tuple(reversed(parts))
+
+
 def _last_setter_before(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode | None) -> DefaultDevice | None:
-    """The last setter that `scope` runs before `node` (all of them when `node` is None)."""
+    """The default that `scope`'s setters leave in force before `node` (at its end when `node` is
+    None). Setters on different paths (`if args.cuda: ...cuda... else: ...cpu...`) may each be
+    the last one: an accelerator default on any path is in force (the run taking that path
+    fails); a later setter replaces an earlier one only when it runs whenever that one did."""
     setters = _setters_by_scope(ctx).get(id(scope), [])
-    order = _order(ctx) if setters and node is not None else None
-    chosen: DefaultDevice | None = None
-    for call, argument in setters:
-        if order is not None and node is not None and (not order.before(call, node) or _in_other_branch(ctx, call, node)):
-            continue
-        chosen = default_set_by(ctx, argument, call)
-    return chosen
+    if not setters:
+        return None
+    order = _order(ctx)
+    reaching = [
+        (call, argument, _conditions(ctx, call, scope)) for call, argument in setters
+        if node is None or (order.before(call, node) and not _in_other_branch(ctx, call, node))
+    ]
+    last_on_some_path = [
+        default_set_by(ctx, argument, call)
+        for i, (call, argument, where) in enumerate(reaching)
+        if not any(where[:len(later)] == later for _, _, later in reaching[i + 1:])
+    ]
+    for state in (ACCELERATOR_DEFAULT, UNKNOWN_DEFAULT, CPU_DEFAULT):
+        found = [d for d in last_on_some_path if d.state == state]
+        if found:
+            return found[-1]
+    return None
 
 
 def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
