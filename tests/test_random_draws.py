@@ -156,3 +156,37 @@ def test_no_finding_on_good_or_clean_files() -> None:
         for f in lint_source(path.read_bytes(), str(path), options).findings
     ]
     assert noisy == []
+
+
+def test_accelerator_default_on_one_path_is_in_force() -> None:
+    found = findings("""
+        import torch
+        from torch.utils.data import DataLoader
+
+        if torch.cuda.is_available():
+            if args.cuda:
+                torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            else:
+                torch.set_default_tensor_type("torch.FloatTensor")
+        else:
+            torch.set_default_tensor_type("torch.FloatTensor")
+
+        def train(ds):
+            return DataLoader(ds, shuffle=True)
+    """)
+    assert [(line, code) for line, code, _ in found] == [(14, "DL114")]
+
+
+def test_a_later_unconditional_reset_ends_the_default() -> None:
+    found = findings("""
+        import torch
+        from torch.utils.data import DataLoader
+
+        if args.cuda:
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        torch.set_default_tensor_type("torch.FloatTensor")
+
+        def train(ds):
+            return DataLoader(ds, shuffle=True)
+    """)
+    assert found == []
