@@ -6,18 +6,21 @@ from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
 import libcst as cst
 
 from devicelint.analysis.placement_values import is_device_guard
-from devicelint.analysis.random_draws import CPU, FACTORY, TENSOR_DRAW, RandomDraw, mismatched, random_draws
+from devicelint.analysis.random_draws import CPU, FACTORY, LOADER, TENSOR_DRAW, RandomDraw, mismatched, random_draws
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
 
-def _chosen_for_the_gpu_path(ctx: FileContext, draw: RandomDraw) -> bool:
-    """A data sampler given an accelerator generator only on a device-checked path (`if
-    torch.cuda.is_available():`): the author picked it for the GPU run on purpose, which is right
-    exactly when that run makes the GPU the default device, as code copied from the usual fix
-    for DL114's error does in another module. Too often right to report."""
-    if draw.kind in (FACTORY, TENSOR_DRAW) or draw.generator_device == CPU:
+def _may_follow_a_default_elsewhere(ctx: FileContext, draw: RandomDraw) -> bool:
+    """A data sampler given an accelerator generator where the file does not itself set the
+    default to the CPU, and either a `DataLoader` (a CUDA generator is the documented fix for
+    DL114's error, so it usually sits in a loader module whose training script makes CUDA the
+    default: in the code measured, every such loader was right at run time) or a sampler on a
+    device-checked path (`if torch.cuda.is_available():`, chosen for the GPU run on purpose)."""
+    if draw.kind in (FACTORY, TENSOR_DRAW) or draw.generator_device == CPU or draw.default.setter is not None:
         return False
+    if draw.kind == LOADER:
+        return True
     return any(
         isinstance(node, cst.If) and is_device_guard(node.test, ctx)
         for node in ctx.index.ancestors(draw.call)
@@ -77,14 +80,15 @@ class GeneratorOnWrongDevice(Rule):
     Under a CUDA default device (`torch.set_default_device("cuda")`, `with
     torch.device("cuda"):`) the samplers draw on the GPU and need a CUDA generator: that case
     is DL114's, and a CUDA generator there is not reported. A file that sets an accelerator
-    default anywhere is silent where the default at the draw is not known, but a default set
-    by another module is not seen: a loader built in a data module with a CUDA generator works
-    when the training script sets a CUDA default before iterating it. The message then points
-    to `torch.Generator(device=torch.get_default_device())`, which is right either way; a
-    sampler given a CUDA generator only under a device check (`if torch.cuda.is_available():`)
-    is taken as such code and not reported. Generators
-    passed in as parameters, and devices held in variables that the analysis cannot place,
-    are not followed.
+    default anywhere is silent where the default at the draw is not known. A default set by
+    another module is not seen, and a CUDA generator is the documented fix for DL114's error,
+    so a `DataLoader` given one is not reported unless the file sets the CPU default itself
+    (in the code measured, every such loader ran under a CUDA default set in another module),
+    nor is a sampler given one only on a device-checked path (`if torch.cuda.is_available():`).
+    `random_split`, `RandomSampler`, `SubsetRandomSampler` and the factories are reported; for
+    them the message also names `torch.Generator(device=torch.get_default_device())`, which
+    is right either way. Generators passed in as parameters, and devices held in variables
+    that the analysis cannot place, are not followed.
     """
 
     code = "DL115"
@@ -99,7 +103,7 @@ class GeneratorOnWrongDevice(Rule):
                 continue
             if draw.by_default and draw.default.state == ACCELERATOR_DEFAULT:
                 continue  # a CUDA default with a CPU generator is DL114's finding
-            if _chosen_for_the_gpu_path(ctx, draw):
+            if _may_follow_a_default_elsewhere(ctx, draw):
                 continue
             yield self.violation(
                 draw.call,
