@@ -15,9 +15,12 @@ from devicelint.context import FileContext
 CPU = "cpu"
 
 
-def device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
-    """"cuda"/"cpu"/... for a device literal (`"cuda:0"`, `torch.device("cuda")`), or for an
-    expression the placement engine knows names an accelerator device; else None."""
+def device_type_of(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+    """"cuda"/"cpu"/... for a device literal (`"cuda:0"`, `torch.device("cuda")`), a name bound
+    only to such values (in the function or the module), or an expression the placement engine
+    knows names an accelerator device; else None."""
+    if depth > 3:
+        return None
     if isinstance(expr, cst.SimpleString):
         value = expr.evaluated_value
         if isinstance(value, str):
@@ -25,17 +28,19 @@ def device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
             return base if base == CPU or base in ACCELERATOR_STRINGS else None
         return None
     if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
-        return device_type_of(ctx, expr.args[0].value)
+        return device_type_of(ctx, expr.args[0].value, depth + 1)
     if isinstance(expr, cst.IfExp):
         # `"cuda" if torch.cuda.is_available() else "cpu"`: the accelerator path is the one that runs
         # on a GPU machine, where a mismatch fails.
-        branches = {device_type_of(ctx, expr.body), device_type_of(ctx, expr.orelse)}
+        branches = {device_type_of(ctx, expr.body, depth + 1), device_type_of(ctx, expr.orelse, depth + 1)}
         accelerators = branches - {CPU, None}
         return accelerators.pop() if len(accelerators) == 1 and CPU in branches else None
     if isinstance(expr, cst.Name):
         values = bindings(ctx, expr.value, expr)
-        if values is not None and len(values) == 1 and isinstance(values[0], (cst.IfExp, cst.Call)):
-            return device_type_of(ctx, values[0])
+        if values:
+            types = {device_type_of(ctx, v, depth + 1) for v in values}
+            if len(types) == 1 and None not in types:
+                return types.pop()
     fact = file_facts(ctx).value(expr)
     if fact.kind == DEVICE_VALUE and fact.where == CPU:
         return CPU
