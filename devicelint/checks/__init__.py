@@ -22,6 +22,8 @@ from devicelint.checks import loss_weight_off_device  # noqa: F401
 from devicelint.checks import optimizer_state_device  # noqa: F401
 from devicelint.checks import custom_to_override_broken  # noqa: F401
 from devicelint.checks import metric_object_on_cpu  # noqa: F401
+from devicelint.checks import sampler_generator_under_cuda_default  # noqa: F401
+from devicelint.checks import generator_on_wrong_device  # noqa: F401
 # -- end DL1xx --
 
 # DL2xx: data and model parallelism

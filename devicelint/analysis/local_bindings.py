@@ -1,0 +1,144 @@
+"""What one file shows about the values of local names: every value a name is bound to, the
+values a `self.` attribute is given, the keys of `**` mappings, and the device type that a
+device expression names (`"cuda:0"`, `torch.device("cuda" if ... else "cpu")`, a name bound to
+one, or what the placement engine knows). Used by the default-device and random-draw analyses.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
+from devicelint.context import FileContext
+
+CPU = "cpu"
+
+
+def device_type_of(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+    """"cuda"/"cpu"/... for a device literal (`"cuda:0"`, `torch.device("cuda")`), a name bound
+    only to such values (in the function or the module), or an expression the placement engine
+    knows names an accelerator device; else None."""
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        if isinstance(value, str):
+            base = value.split(":", 1)[0]
+            return base if base == CPU or base in ACCELERATOR_STRINGS else None
+        return None
+    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
+        return device_type_of(ctx, expr.args[0].value, depth + 1)
+    if isinstance(expr, cst.IfExp):
+        # `"cuda" if torch.cuda.is_available() else "cpu"`: the accelerator path is the one that runs
+        # on a GPU machine, where a mismatch fails.
+        branches = {device_type_of(ctx, expr.body, depth + 1), device_type_of(ctx, expr.orelse, depth + 1)}
+        accelerators = branches - {CPU, None}
+        return accelerators.pop() if len(accelerators) == 1 and CPU in branches else None
+    if isinstance(expr, cst.Name):
+        values = bindings(ctx, expr.value, expr)
+        if values:
+            types = {device_type_of(ctx, v, depth + 1) for v in values}
+            if len(types) == 1 and None not in types:
+                return types.pop()
+    fact = file_facts(ctx).value(expr)
+    if fact.kind == DEVICE_VALUE and fact.where == CPU:
+        return CPU
+    if fact.kind == DEVICE_VALUE and fact.where == ACCELERATOR and fact.device_expr:
+        text = fact.device_expr.strip("\"'")
+        return text.split(":", 1)[0] if text.split(":", 1)[0] in ACCELERATOR_STRINGS else None
+    return None
+
+
+def bindings(ctx: FileContext, name: str, use: cst.CSTNode) -> list[cst.BaseExpression] | None:
+    """Every value assigned to the local or global `name` seen from `use` (None: it is also
+    bound some other way, e.g. as a parameter or a loop target)."""
+    scope: cst.CSTNode | None = ctx.index.enclosing_function(use)
+    while True:
+        values, other = _assigned_in(ctx, scope or ctx.module, name)
+        if values or other or scope is None:
+            return None if other else values
+        scope = ctx.index.enclosing_function(scope)
+
+
+def _assigned_in(ctx: FileContext, scope: cst.CSTNode, name: str) -> tuple[list[cst.BaseExpression], bool]:
+    """Values assigned to `name` by plain `name = ...` in `scope` itself, and whether `scope`
+    also binds it otherwise (parameter, loop target, unpacking, `as`, augmented assignment)."""
+    function = scope if isinstance(scope, cst.FunctionDef) else None
+    values: list[cst.BaseExpression] = []
+    other = False
+    if function is not None:
+        params = function.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+        other = any(p.name.value == name for p in every)
+    for node in ctx.index.walk(scope):
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.AsName):
+            targets = [node.name]
+        else:
+            continue
+        if not any(_binds_inside(t, name) for t in targets) or ctx.index.enclosing_function(node) is not function:
+            continue
+        if isinstance(node, cst.Assign) and any(isinstance(t, cst.Name) for t in targets if _binds_inside(t, name)):
+            values.append(node.value)
+        else:
+            other = True
+    return values, other
+
+
+def _binds_inside(target: cst.CSTNode | None, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_inside(e.value, name) for e in target.elements)
+    return False
+
+
+def attribute_bindings(ctx: FileContext, attr: str, use: cst.CSTNode) -> list[cst.BaseExpression]:
+    """Values assigned to `self.<attr>` in the methods of the class around `use`."""
+    owner = ctx.index.enclosing_class(use)
+    if owner is None:
+        return []
+    values: list[cst.BaseExpression] = []
+    for node in ctx.index.walk(owner):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if (isinstance(target, cst.Attribute) and target.attr.value == attr
+                        and isinstance(target.value, cst.Name) and target.value.value == "self"):
+                    values.append(node.value)
+    return values
+
+
+def mapping_values(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0) -> list[cst.BaseExpression | None] | None:
+    """What a `**` mapping gives `key` on each path (None where that path leaves it out): a dict
+    literal, `dict(...)`, a conditional between such, or a name bound only to them. None when
+    the file does not show the mapping."""
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.Dict):
+        if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in expr.elements):
+            return None
+        return [next((e.value for e in expr.elements if e.key.evaluated_value == key), None)]  # type: ignore[union-attr]
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        if not all(a.keyword is not None for a in expr.args):
+            return None
+        return [next((a.value for a in expr.args if a.keyword.value == key), None)]  # type: ignore[union-attr]
+    branches: list[cst.BaseExpression] | None = None
+    if isinstance(expr, cst.IfExp):
+        branches = [expr.body, expr.orelse]
+    elif isinstance(expr, cst.Name):
+        branches = bindings(ctx, expr.value, use) or None
+    if not branches:
+        return None
+    found: list[cst.BaseExpression | None] = []
+    for branch in branches:
+        values = mapping_values(ctx, branch, key, use, depth + 1)
+        if values is None:
+            return None
+        found += values
+    return found

@@ -1,0 +1,237 @@
+"""Random draws and their generators: on which device a sampler or random factory draws its
+numbers, and on which device the generator it uses lives.
+
+PyTorch requires the two to match (`Expected a 'cuda' device type for generator but found
+'cpu'`). DL114 reports the mismatches that a CUDA default device causes, DL115 those of a
+generator created on the wrong device; both read `random_draws(ctx)`, so a draw is judged once
+and the rules cannot disagree (a CUDA generator handed to a `DataLoader` is right exactly when a
+CUDA default is in force).
+
+What torch does when no generator is given (torch/utils/data): `RandomSampler`, a shuffling
+`DataLoader`, `random_split` (`torch.default_generator`) and `DistributedSampler` draw with a CPU
+generator; `SubsetRandomSampler` and the factories use the default generator of the device they
+draw on, which always matches. A `DataLoader` draws its base seed with `loader.generator` on the
+default device whether or not it shuffles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, NO_DEFAULT, DefaultDevice, default_device_at
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
+from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
+from devicelint.context import FileContext
+
+LOADER = "loader"  # DataLoader: base seed always, RandomSampler when shuffling
+SAMPLER = "sampler"  # RandomSampler: a CPU generator unless given one
+SUBSET_SAMPLER = "subset-sampler"  # SubsetRandomSampler: the default device's generator unless given one
+SPLIT = "split"  # random_split: torch.default_generator (CPU) unless given one
+DISTRIBUTED = "distributed"  # DistributedSampler: always a CPU generator when shuffling
+FACTORY = "factory"  # torch.randperm/rand/randn/randint: the draw device's generator unless given one
+TENSOR_DRAW = "tensor"  # x.normal_(...), torch.multinomial(x, ...): draws where the tensor lives
+
+# Qualified name -> (kind, position of `generator` among positional arguments, position of `shuffle`).
+_DATA_UTILITIES: dict[str, tuple[str, int | None, int | None]] = {
+    "torch.utils.data.DataLoader": (LOADER, 12, 2),
+    "torch.utils.data.dataloader.DataLoader": (LOADER, 12, 2),
+    "torch.utils.data.RandomSampler": (SAMPLER, 3, None),
+    "torch.utils.data.sampler.RandomSampler": (SAMPLER, 3, None),
+    "torch.utils.data.SubsetRandomSampler": (SUBSET_SAMPLER, 1, None),
+    "torch.utils.data.sampler.SubsetRandomSampler": (SUBSET_SAMPLER, 1, None),
+    "torch.utils.data.random_split": (SPLIT, 2, None),
+    "torch.utils.data.dataset.random_split": (SPLIT, 2, None),
+    "torch.utils.data.DistributedSampler": (DISTRIBUTED, None, 3),
+    "torch.utils.data.distributed.DistributedSampler": (DISTRIBUTED, None, 3),
+}
+# Factories that create a fresh random tensor on `device=` or the default device.
+_RANDOM_FACTORIES = frozenset({"torch.randperm", "torch.rand", "torch.randn", "torch.randint"})
+# Draws on the device of a tensor: in-place sampling methods (on the receiver) and functions
+# sampling from a tensor of probabilities or rates (on their first argument).
+_TENSOR_METHODS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"})
+_TENSOR_FUNCTIONS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
+# torch's own CPU generator (the CUDA ones are `torch.cuda.default_generators[i]`).
+_CPU_DEFAULT_GENERATOR = "torch.default_generator"
+
+CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class RandomDraw:
+    """One call that draws random numbers, with where it draws and with which generator."""
+
+    call: cst.Call
+    kind: str
+    # The `generator=` expression, or None when torch picks one.
+    generator: cst.BaseExpression | None
+    # Device type of the generator ("cpu", "cuda", ...), or None when the file does not show it.
+    generator_device: str | None
+    # Device type the numbers are drawn on, or None when the file does not show it.
+    draws_on: str | None
+    # The default device in force at the call (its setter explains a CUDA `draws_on`).
+    default: DefaultDevice
+    # Whether `draws_on` comes from the default device rather than an explicit `device=`.
+    by_default: bool
+
+
+def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and a.star != "**"]
+    if position is None or any(a.star for a in positional[: position + 1]) or len(positional) <= position:
+        return None
+    return positional[position].value
+
+
+def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+    """Device type of a generator expression: `torch.Generator(device="cuda")` (also seeded with
+    `.manual_seed(...)`), a name or `self.` attribute bound only to such values, torch's default
+    generators. None when the file does not show it."""
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.Call):
+        qualified = ctx.qualified_name(expr.func)
+        if qualified == "torch.Generator":
+            device = _argument(expr, "device", 0)
+            if device is None:
+                return None if any(a.star for a in expr.args) else CPU
+            return device_type_of(ctx, device)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "manual_seed":
+            return generator_device(ctx, expr.func.value, depth + 1)
+        return None
+    if isinstance(expr, cst.Subscript) and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
+        return "cuda"
+    if ctx.qualified_name(expr) == _CPU_DEFAULT_GENERATOR:
+        return CPU
+    if isinstance(expr, cst.Name):
+        values = bindings(ctx, expr.value, expr)
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = attribute_bindings(ctx, expr.attr.value, expr)
+    else:
+        return None
+    devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
+    return devices.pop() if len(devices) == 1 else None
+
+
+def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseExpression | None:
+    """A literal `True` that a `**` mapping of the call gives `key` on some path (the path that
+    shuffles fails)."""
+    for arg in call.args:
+        if arg.star != "**":
+            continue
+        for value in mapping_values(ctx, arg.value, key, arg) or ():
+            if value is not None and _is_true(value):
+                return value
+    return None
+
+
+def _keys_exclude(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode) -> bool:
+    """Whether a `**` mapping is known to leave `key` out on every path."""
+    values = mapping_values(ctx, expr, key, use)
+    return values is not None and all(v is None for v in values)
+
+
+def _is_false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+
+
+def _is_true(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _implicit_generator(ctx: FileContext, kind: str, call: cst.Call, shuffle: cst.BaseExpression | None, draws_on: str | None) -> str | None:
+    """The device of the generator torch uses when the call gets none; None when it draws
+    nothing (a loader that does not shuffle) or always matches."""
+    if kind == LOADER:
+        shuffles = _is_true(shuffle) and _argument(call, "sampler", 3) is None and _argument(call, "batch_sampler", 4) is None
+        return CPU if shuffles else None
+    if kind == DISTRIBUTED:
+        return None if _is_false(shuffle) else CPU
+    if kind in (SAMPLER, SPLIT):
+        return CPU
+    return draws_on  # SubsetRandomSampler and factories use the draw device's default generator
+
+
+def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified in _DATA_UTILITIES:
+        kind, generator_position, shuffle_position = _DATA_UTILITIES[qualified]
+        explicit_device = None
+    elif qualified in _RANDOM_FACTORIES:
+        if _argument(call, "generator", None) is None:
+            return None  # without a generator a factory uses its own device's default one
+        kind, generator_position, shuffle_position = FACTORY, None, None
+        explicit_device = _argument(call, "device", None)
+    else:
+        return _tensor_draw(ctx, call, qualified)
+    default = default_device_at(ctx, call)
+    if explicit_device is not None:
+        draws_on, by_default = device_type_of(ctx, explicit_device), False
+    else:
+        by_default = True
+        draws_on = default.device if default.state in (ACCELERATOR_DEFAULT, CPU_DEFAULT) else None
+    generator = _argument(call, "generator", generator_position) if kind != DISTRIBUTED else None
+    if generator is not None and not _is_false(generator):
+        device = generator_device(ctx, generator)
+    elif any(a.star == "*" for a in call.args) or not all(
+        _keys_exclude(ctx, a.value, "generator", a) for a in call.args if a.star == "**"
+    ):
+        device = None  # `*args` or `**kwargs` may carry the generator
+    else:
+        generator = None
+        shuffle = _argument(call, "shuffle", shuffle_position) if shuffle_position is not None else None
+        if shuffle is None and shuffle_position is not None:
+            shuffle = _value_in_mappings(ctx, call, "shuffle")
+        device = _implicit_generator(ctx, kind, call, shuffle, draws_on)
+    return RandomDraw(call, kind, generator, device, draws_on, default, by_default)
+
+
+def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw | None:
+    """`x.normal_(generator=g)` or `torch.multinomial(p, n, generator=g)`: the draw happens where
+    the tensor lives, as the placement engine knows it (only a certain place counts)."""
+    generator = _argument(call, "generator", None)
+    if generator is None:
+        return None
+    if qualified in _TENSOR_FUNCTIONS:
+        tensor = _argument(call, "input", 0)
+    elif isinstance(call.func, cst.Attribute) and call.func.attr.value in _TENSOR_METHODS and not qualified.startswith("torch."):
+        tensor = call.func.value
+    else:
+        return None
+    if tensor is None:
+        return None
+    place = file_facts(ctx).place_of(tensor)
+    if place is Place.HOST:
+        draws_on: str | None = CPU
+    elif place is Place.DEVICE:
+        text = (file_facts(ctx).value(tensor).device_expr or "").strip("\"'").split(":", 1)[0]
+        draws_on = text if text in ACCELERATOR_STRINGS else "cuda"
+    else:
+        return None
+    return RandomDraw(call, TENSOR_DRAW, generator, generator_device(ctx, generator), draws_on, NO_DEFAULT, False)
+
+
+def random_draws(ctx: FileContext) -> list[RandomDraw]:
+    """Every sampler, split and random factory of the file, in source order (memoised)."""
+    def build(c: FileContext) -> list[RandomDraw]:
+        draws = (_draw(c, call) for call in c.index.of_type(cst.Call))
+        return [d for d in draws if d is not None]
+    return ctx.shared("random_draws", build)
+
+
+def draws_cpu_generator_by_default(draw: RandomDraw) -> bool:
+    """Whether the draw uses a CPU generator on the default device: it fails wherever an
+    accelerator default is in force (the implicit generator of a `SubsetRandomSampler` or a
+    factory follows the default, so those only with an explicit CPU generator)."""
+    if not draw.by_default or draw.generator_device != CPU:
+        return False
+    return draw.generator is not None or draw.kind not in (SUBSET_SAMPLER, FACTORY, TENSOR_DRAW)
+
+
+def mismatched(draw: RandomDraw) -> bool:
+    """Whether the draw's generator is known to be on another device than the numbers."""
+    return draw.generator_device is not None and draw.draws_on is not None and draw.generator_device != draw.draws_on
