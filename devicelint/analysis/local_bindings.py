@@ -1,7 +1,7 @@
 """What one file shows about the values of local names: every value a name is bound to, the
 values a `self.` attribute is given, the keys of `**` mappings, and the device type that a
-device expression names (`"cuda:0"`, `torch.device("cuda" if ... else "cpu")`, a name bound to
-one, or what the placement engine knows). Used by the default-device and random-draw analyses.
+device expression names (from the placement engine's `DeviceId`). Used by the default-device
+and random-draw analyses.
 """
 
 from __future__ import annotations
@@ -9,45 +9,21 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
+from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
 
 CPU = "cpu"
 
 
-def device_type_of(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
-    """"cuda"/"cpu"/... for a device literal (`"cuda:0"`, `torch.device("cuda")`), a name bound
-    only to such values (in the function or the module), or an expression the placement engine
-    knows names an accelerator device; else None."""
-    if depth > 3:
-        return None
-    if isinstance(expr, cst.SimpleString):
-        value = expr.evaluated_value
-        if isinstance(value, str):
-            base = value.split(":", 1)[0]
-            return base if base == CPU or base in ACCELERATOR_STRINGS else None
-        return None
-    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
-        return device_type_of(ctx, expr.args[0].value, depth + 1)
-    if isinstance(expr, cst.IfExp):
-        # `"cuda" if torch.cuda.is_available() else "cpu"`: the accelerator path is the one that runs
-        # on a GPU machine, where a mismatch fails.
-        branches = {device_type_of(ctx, expr.body, depth + 1), device_type_of(ctx, expr.orelse, depth + 1)}
-        accelerators = branches - {CPU, None}
-        return accelerators.pop() if len(accelerators) == 1 and CPU in branches else None
-    if isinstance(expr, cst.Name):
-        values = bindings(ctx, expr.value, expr)
-        if values:
-            types = {device_type_of(ctx, v, depth + 1) for v in values}
-            if len(types) == 1 and None not in types:
-                return types.pop()
+def device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
+    """"cuda"/"cpu"/... for the device an expression names, as the placement engine resolves
+    it (literals, `torch.device(...)`, names and attributes bound to them, `"cuda" if
+    available else "cpu"`, which is the accelerator on a GPU machine); else None."""
     fact = file_facts(ctx).value(expr)
     if fact.kind == DEVICE_VALUE and fact.where == CPU:
         return CPU
-    if fact.kind == DEVICE_VALUE and fact.where == ACCELERATOR and fact.device_expr:
-        text = fact.device_expr.strip("\"'")
-        return text.split(":", 1)[0] if text.split(":", 1)[0] in ACCELERATOR_STRINGS else None
-    return None
+    device = fact.device if fact.kind == DEVICE_VALUE else None
+    return (device or file_facts(ctx).device_of(expr)).type
 
 
 def bindings(ctx: FileContext, name: str, use: cst.CSTNode) -> list[cst.BaseExpression] | None:
