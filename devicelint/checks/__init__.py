@@ -20,6 +20,7 @@ from devicelint.checks import cuda_in_dataset  # noqa: F401
 from devicelint.checks import global_default_device  # noqa: F401
 from devicelint.checks import loss_weight_off_device  # noqa: F401
 from devicelint.checks import optimizer_state_device  # noqa: F401
+from devicelint.checks import op_arguments_on_different_devices  # noqa: F401
 # -- end DL1xx --
 
 # DL2xx: data and model parallelism
