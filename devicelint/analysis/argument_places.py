@@ -23,7 +23,7 @@ from devicelint.analysis.constant_attributes import StoredOnce, stored_once
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
-from devicelint.analysis.placement_facts import MEETING_METHODS, PRESERVING_METHODS, UNKNOWN_FACT, move_call
+from devicelint.analysis.placement_facts import ACCELERATOR, MEETING_METHODS, UNKNOWN, PRESERVING_METHODS, UNKNOWN_FACT, move_call
 from devicelint.analysis.placement_values import NUMBER, is_number
 from devicelint.context import FileContext
 
@@ -65,6 +65,10 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
     place = facts.place_of(expr)
     if place is not Place.UNKNOWN:
         return ArgumentPlace(place, fact.scalar, fact.batch)
+    if fact.kind == UNKNOWN and fact.where == ACCELERATOR and not fact.batch:
+        # a value moved to the accelerator (`values.to(device)`): in a tensor op's argument
+        # position it is a tensor
+        return ArgumentPlace(Place.DEVICE)
     if fact != UNKNOWN_FACT:
         return UNKNOWN_PLACE  # a module, a device, a number: the engine knows it is no tensor here
     if isinstance(expr, cst.Attribute):

@@ -46,6 +46,7 @@ from devicelint.checks import backward_inside_autocast  # noqa: F401
 from devicelint.checks import host_sync_in_training_loop  # noqa: F401
 from devicelint.checks import non_blocking_without_pinned_memory  # noqa: F401
 from devicelint.checks import create_then_move  # noqa: F401
+from devicelint.checks import per_step_constant_copy  # noqa: F401
 # -- end DL3xx-DL4xx --
 
 # DL5xx: checkpoints and device identity
