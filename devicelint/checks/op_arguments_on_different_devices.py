@@ -73,8 +73,8 @@ class OpArgumentsOnDifferentDevices(Rule):
     ## Example
     ```python
     class Sampler:
-        def __init__(self, betas):
-            self.alphas_cumprod = torch.cumprod(1 - torch.as_tensor(betas), 0)
+        def __init__(self, steps):
+            self.alphas_cumprod = torch.cumprod(1 - torch.linspace(1e-4, 0.02, steps), 0)
 
         def extract(self, t, shape):
             out = self.alphas_cumprod[t]            # t is on the GPU

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, stored_once
 from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement import LIGHTNING_STEPS
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MEETING_METHODS, PRESERVING_METHODS, moves_to_accelerator
@@ -19,7 +20,7 @@ from devicelint.registry import Rule, Violation, register
 COPYING_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
 # Methods that run once per step in any class: a trainer's step, an optimizer's step.
 STEP_METHODS = frozenset({"forward", "step", "train_step", "training_step", "validation_step", "test_step",
-                          "predict_step", "eval_step", "__call__"})
+                          "predict_step", "eval_step"})
 
 
 @register
@@ -69,9 +70,11 @@ class PerStepConstantCopy(Rule):
     and outside a module the place to keep the moved copy is the author's choice.
 
     ## Known limits
-    Off by default: it is a performance warning. An attribute that some method also uses
+    A performance warning (on by default: on real code every finding was a real per-step
+    copy, most of them small). An attribute that some method also uses
     without moving it is DL102's finding (not moved with the model) and is not reported here.
-    Scalars (`torch.tensor(0.5, device=...)`) are not reported, and `torch.tensor(CONSTANT).to(device)`
+    Scalars (`torch.tensor(0.5, device=...)`, `torch.tensor([0], device=...)`) are not reported,
+    nor are copies in functions cached per device (`@lru_cache`), and `torch.tensor(CONSTANT).to(device)`
     is left to DL403 (create it on the device), after which this rule asks for a buffer. A function counts as per step
     only when the file shows it: a step method, a module's `forward` path, or a call inside
     a loop of the same file.
@@ -82,7 +85,6 @@ class PerStepConstantCopy(Rule):
     summary = "A constant tensor is copied from the host to the device on every step instead of once as a buffer."
     message = "{what} on every call of `{function}`; {advice}"
     severity = "warning"
-    default_enabled = False
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -181,18 +183,25 @@ def _constant_data(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """A literal list or tuple of numbers, a module-level name bound once to one, or a
     constant list attribute of the class."""
     if isinstance(node, (cst.List, cst.Tuple)):
-        return _numbers(node)
+        return _numbers(node) and _several(node)
     if isinstance(node, cst.Name):
         function = ctx.index.enclosing_function(node)
         if function is not None and _bound_in(ctx, function, node.value):
             return False
         values = _module_bindings(ctx).get(node.value, [])
-        return len(values) == 1 and values[0] is not None and _numbers(values[0])
+        return len(values) == 1 and values[0] is not None and _numbers(values[0]) and _several(values[0])
     attr = self_attribute(node)
     cls = ctx.index.enclosing_class(node)
     if attr is not None and cls is not None:
         stored = stored_once(ctx, cls).get(attr)
         return stored is not None and stored.plain_data and isinstance(stored.value, (cst.List, cst.Tuple))
+    return False
+
+
+def _several(node: cst.BaseExpression) -> bool:
+    """More than one number: `torch.tensor([0], device=d)` is a scalar in a list."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return len(node.elements) > 1 or any(_several(e.value) for e in node.elements)
     return False
 
 
@@ -270,7 +279,7 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
     seen: set[int] = set()
     while found:
         function = found.pop()
-        if id(function) in seen or function.name.value == "__init__":
+        if id(function) in seen or function.name.value == "__init__" or _cached(function):
             continue
         seen.add(id(function))
         for node in ctx.index.walk(function.body):
@@ -279,6 +288,12 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
                 if callee is not None:
                     found.append(callee)
     return seen
+
+
+def _cached(function: cst.FunctionDef) -> bool:
+    """`@lru_cache`/`@cache`-style decorators: the copy is made once per device, not per step."""
+    return any("cache" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").lower()
+               for d in function.decorators)
 
 
 def _ancestors_to_function(ctx: FileContext, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
