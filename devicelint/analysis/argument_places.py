@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.constant_attributes import StoredOnce, stored_once
+from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
@@ -129,6 +129,9 @@ def _name(ctx: FileContext, expr: cst.Name, depth: int, cache: dict[int, Argumen
     if function is None or depth >= _MAX_CALLERS_UP:
         return UNKNOWN_PLACE
     name = expr.value
+    constant = _module_constant_place(ctx, function, name, depth, cache)
+    if constant is not None:
+        return constant
     bindings = [n for n in ctx.index.walk(function.body) if isinstance(n, cst.Name) and n.value == name and _binds(ctx, n)]
     position = _parameter_position(function, name)
     if position is None:
@@ -149,6 +152,20 @@ def _name(ctx: FileContext, expr: cst.Name, depth: int, cache: dict[int, Argumen
         return UNKNOWN_PLACE
     return ArgumentPlace(known[0].place, all(a.scalar for a in known), any(a.batch for a in known),
                          next((a.attribute for a in known if a.attribute is not None), None))
+
+
+def _module_constant_place(ctx: FileContext, function: cst.FunctionDef, name: str, depth: int,
+                           cache: dict[int, ArgumentPlace]) -> ArgumentPlace | None:
+    """A name the function never binds (not a parameter, no assignment, no nested scope) that the
+    module binds once: `TABLE[t]` with `TABLE = torch.linspace(...)` at the top of the file."""
+    value = module_constant(ctx, name)
+    if value is None or _parameter_position(function, name) is not None:
+        return None
+    if any(isinstance(scope, cst.FunctionDef) for scope in ctx.index.ancestors(function)):
+        return None  # a closure: the enclosing function may bind it
+    if any(isinstance(n, cst.Name) and n.value == name and _binds(ctx, n) for n in ctx.index.walk(function.body)):
+        return None
+    return _place(ctx, value, depth, cache)
 
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:

@@ -92,7 +92,7 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         cpu = facts.place_of(value) is Place.HOST and not fact.batch
         scalar = cpu and fact.scalar
         if not cpu:
-            cpu, scalar = _made_on_cpu(ctx, value)
+            cpu, scalar = made_on_cpu(ctx, value)
         plain = not cpu and _plain_data(ctx, value)
         if cpu or plain:
             out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
@@ -166,7 +166,7 @@ def _note_registration(call: cst.Call, written: set[str]) -> None:
                 written.add(text)
 
 
-def _made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool]:
+def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool]:
     """(made on the CPU, 0-dim) for a torch factory call the engine left unknown (its data is a
     parameter): `torch.tensor(res)`, `torch.from_numpy(table).float()`."""
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in PRESERVING_METHODS:
@@ -208,3 +208,40 @@ def _plain_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
         return value.func.value in PLAIN_DATA_CALLS
     return False
+
+
+def module_constant(ctx: FileContext, name: str) -> cst.BaseExpression | None:
+    """The value of a module-level name bound exactly once (`SCHEDULE = torch.linspace(...)`)."""
+    values = module_level_values(ctx).get(name, [])
+    return values[0] if len(values) == 1 else None
+
+
+def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
+    """Every top-level binding of each name, in order: the value for `NAME = value`, None for any
+    other binding (`def`, `class`, `+=`, unpacking). A name bound once is a module constant."""
+    def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
+        found: dict[str, list[cst.BaseExpression | None]] = {}
+        for stmt in c.module.body:
+            for node in c.index.walk(stmt):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                    found.setdefault(node.name.value, []).append(None)
+                elif isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if c.index.enclosing_function(node) is not None or c.index.enclosing_class(node) is not None:
+                            continue
+                        if isinstance(target.target, cst.Name):
+                            found.setdefault(target.target.value, []).append(node.value if len(node.targets) == 1 else None)
+                        else:
+                            for name in c.index.walk(target.target):
+                                if isinstance(name, cst.Name):
+                                    found.setdefault(name.value, []).append(None)
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+                    if c.index.enclosing_function(node) is None and c.index.enclosing_class(node) is None:
+                        for name in c.index.walk(node.target):
+                            if isinstance(name, cst.Name):
+                                found.setdefault(name.value, []).append(None)
+                elif isinstance(node, cst.Global):
+                    for item in node.names:  # rebound inside a function
+                        found.setdefault(item.name.value, []).append(None)
+        return found
+    return ctx.shared("constant_attributes.module_level", build)

@@ -4,7 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.constant_attributes import StoredOnce, stored_once
+from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
+from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement import LIGHTNING_STEPS
@@ -31,7 +32,8 @@ class PerStepConstantCopy(Rule):
     Lightning's `*_step` hooks, a trainer's `step`, a function called inside a loop):
 
     - `self.table.to(x.device)` / `self.table.cuda()` of a tensor attribute that `__init__`
-      made on the CPU once and nothing ever reassigns or changes;
+      made on the CPU once and nothing ever reassigns or changes, or `TABLE.to(x.device)` of a
+      CPU tensor bound once at module level;
     - `torch.tensor(CONSTANT, device=x.device)` of a literal list of numbers, a module-level
       constant, or a constant list attribute.
 
@@ -103,10 +105,16 @@ class PerStepConstantCopy(Rule):
 
 
 def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
-    """`self.mean.to(x.device)`, `self.table[:n].cuda()` of a constant CPU tensor attribute."""
+    """`self.mean.to(x.device)`, `self.table[:n].cuda()` of a constant CPU tensor attribute, or
+    `TABLE.to(x.device)` of a module-level CPU tensor constant."""
     if not moves_to_accelerator(call):
         return None
-    stored = _constant_source(ctx, call.func.value)  # type: ignore[attr-defined]
+    root = _host_side_root(call.func.value)  # type: ignore[attr-defined]
+    if isinstance(root, cst.Name):
+        return _module_tensor_moved(ctx, call, root)
+    attr = self_attribute(root) if root is not None else None
+    cls = ctx.index.enclosing_class(call)
+    stored = stored_once(ctx, cls).get(attr) if attr is not None and cls is not None else None
     if stored is None or not stored.cpu_tensor:
         return None
     if (id(stored.cls), stored.attr) in _reported_by_dl102(ctx):
@@ -119,6 +127,27 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
     what = (f"`{short(ctx, call)}` copies `self.{stored.attr}`, a constant CPU tensor set once in `__init__`, "
             "to the device")
     return {"what": what, "advice": advice}
+
+
+def _module_tensor_moved(ctx: FileContext, call: cst.Call, name: cst.Name) -> dict[str, str] | None:
+    function = ctx.index.enclosing_function(call)
+    value = module_constant(ctx, name.value)
+    if value is None or function is None or _bound_in(ctx, function, name.value):
+        return None
+    facts = file_facts(ctx)
+    fact = facts.value(value)
+    cpu = facts.place_of(value) is Place.HOST and not fact.batch and not fact.scalar
+    if not cpu:
+        made, scalar = made_on_cpu(ctx, value)
+        cpu = made and not scalar
+    if not cpu:
+        return None
+    if _in_module_class(ctx, call):
+        advice = "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
+    else:
+        advice = "move it once where the device is chosen and reuse the moved copy"
+    return {"what": f"`{short(ctx, call)}` copies `{name.value}`, a module-level CPU tensor constant, to the device",
+            "advice": advice}
 
 
 def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
@@ -137,23 +166,19 @@ def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
     return ctx.shared("per_step_constant_copy.dl102", build)
 
 
-def _constant_source(ctx: FileContext, node: cst.BaseExpression) -> StoredOnce | None:
-    """The constant attribute at the root of `self.x[...].view(...)`-style host-side reshapes."""
+def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The value at the root of `self.x[:n].view(...)`-style host-side reshapes, or None where an
+    index picks varying rows (`self.table[idx]`: DL116's case when `idx` is on the device)."""
     while True:
         if isinstance(node, cst.Subscript):
             if not all(isinstance(e.slice, cst.Slice) or isinstance(e.slice.value, cst.Integer) for e in node.slice):
-                return None  # `self.table[idx]`: a gather of varying rows, not the constant (DL116 if idx is on the device)
+                return None
             node = node.value
         elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
               and node.func.attr.value in PRESERVING_METHODS and node.func.attr.value not in MEETING_METHODS):
             node = node.func.value
         else:
-            break
-    attr = self_attribute(node)
-    cls = ctx.index.enclosing_class(node)
-    if attr is None or cls is None:
-        return None
-    return stored_once(ctx, cls).get(attr)
+            return node
 
 
 def _constant_built_on_device(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
@@ -188,7 +213,7 @@ def _constant_data(ctx: FileContext, node: cst.BaseExpression) -> bool:
         function = ctx.index.enclosing_function(node)
         if function is not None and _bound_in(ctx, function, node.value):
             return False
-        values = _module_bindings(ctx).get(node.value, [])
+        values = module_level_values(ctx).get(node.value, [])
         return len(values) == 1 and values[0] is not None and _numbers(values[0]) and _several(values[0])
     attr = self_attribute(node)
     cls = ctx.index.enclosing_class(node)
@@ -213,25 +238,6 @@ def _numbers(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.UnaryOperation):
         node = node.expression
     return isinstance(node, (cst.Integer, cst.Float))
-
-
-def _module_bindings(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
-    """Every top-level binding of each name: the value for `NAME = value`, None otherwise."""
-    def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
-        found: dict[str, list[cst.BaseExpression | None]] = {}
-        for stmt in c.module.body:
-            for node in c.index.walk(stmt):
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                    found.setdefault(node.name.value, []).append(None)
-                elif isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        if isinstance(target.target, cst.Name) and c.index.enclosing_function(node) is None and c.index.enclosing_class(node) is None:
-                            found.setdefault(target.target.value, []).append(node.value if len(node.targets) == 1 else None)
-                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name):
-                    if c.index.enclosing_function(node) is None and c.index.enclosing_class(node) is None:
-                        found.setdefault(node.target.value, []).append(None)
-        return found
-    return ctx.shared("per_step_constant_copy.module_bindings", build)
 
 
 def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
