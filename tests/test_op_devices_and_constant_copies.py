@@ -106,6 +106,33 @@ def test_clamp_bound_through_a_helper_parameter() -> None:
     assert "`.clamp()` needs its tensors on one device, but `limit` is a CPU tensor" in found[0][2]
 
 
+def test_inputs_of_a_plain_function_are_not_assumed_on_the_device() -> None:
+    source = """
+        import torch
+
+        def dense_values(pattern):
+            table = torch.zeros(pattern.shape, dtype=torch.int64)
+            hits = torch.where(pattern != 0)
+            return table[hits]
+    """
+    assert findings("DL116", source) == []
+    in_module = """
+        import torch
+        import torch.nn as nn
+
+        class Dense(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.table = torch.zeros(16, 4)
+
+            def forward(self, x):
+                hits = self.fc(x).argmax(-1)
+                return self.table[hits]
+    """
+    assert [(line, code) for line, code, _ in findings("DL116", in_module)] == [(13, "DL116")]
+
+
 def test_odd_calls_do_not_crash() -> None:
     assert findings("DL116", """
         import torch

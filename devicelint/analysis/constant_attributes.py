@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.modules import methods
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.placement_classes import is_parameter_call, self_attribute
 from devicelint.analysis.placement_facts import FACTORIES, PRESERVING_METHODS, move_call
-from devicelint.analysis.placement_values import is_empty_placeholder, is_literal_data
+from devicelint.analysis.placement_values import is_device_guard, is_empty_placeholder, is_literal_data
 from devicelint.context import FileContext
 
 # Methods through which a class moves or casts its own tensors: what they touch is not constant.
@@ -55,9 +56,6 @@ def stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
 
 
 def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
-    from devicelint.analysis.facts import Place, file_facts
-    from devicelint.analysis.modules import module_classes
-
     own = methods(cls)
     init = own.get("__init__")
     if init is None:
@@ -190,8 +188,6 @@ def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool
 
 
 def _under_device_test(ctx: FileContext, node: cst.CSTNode) -> bool:
-    from devicelint.analysis.placement_values import is_device_guard
-
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, ctx):
             return True

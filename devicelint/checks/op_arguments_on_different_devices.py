@@ -7,6 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
@@ -42,7 +43,6 @@ OPS: dict[str, OpArguments] = {
     "masked_fill": OpArguments(ignored_positions=(2,)), "masked_fill_": OpArguments(ignored_positions=(2,)),
     "masked_scatter": OpArguments(), "masked_scatter_": OpArguments(),
 }
-_ON_DEVICE = (Place.DEVICE, Place.FOLLOWS)
 
 
 @register
@@ -100,8 +100,10 @@ class OpArgumentsOnDifferentDevices(Rule):
     meet a device tensor are reported by DL101 (at the factory) and DL105 (batches), not here.
     A 0-dim CPU tensor made directly (`torch.tensor(5.0)`) is not reported, although `clamp`
     with tensor bounds rejects it too (PyTorch accepts it in `where`, `maximum`, `minimum` and
-    elementwise operators). Devices are followed through the callers of a helper only within
-    the file, up to three calls up, and only where every caller that shows a device agrees.
+    elementwise operators). In a plain function, tensors that are only assumed to be wherever
+    the function's inputs are do not count as device tensors; devices are followed through
+    the callers of a helper only within the file, up to three calls up, and only where every
+    caller that shows a device agrees.
     """
 
     code = "DL116"
@@ -136,7 +138,7 @@ def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | N
         return None
     for index in indices:
         where = place_of_argument(ctx, index)
-        if _clashes(table, where):
+        if _clashes(table, where, _in_module(ctx, node)):
             table_text, index_text = short(ctx, node.value, 40), short(ctx, index, 40)
             return {
                 "what": (f"`{table_text}` is a CPU tensor{_origin(table, table_text)} indexed by `{index_text}`, "
@@ -152,13 +154,12 @@ def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
         return None
     op, operands = arguments
     places = [(expr, place_of_argument(ctx, expr)) for expr in operands]
-    device = next(((e, p) for e, p in places if p.place in _ON_DEVICE and not p.scalar), None)
-    if device is None:
-        device = next(((e, p) for e, p in places if p.place in _ON_DEVICE), None)
+    in_module = _in_module(ctx, call)
+    device = next(((e, p) for e, p in places if _on_device(p, in_module) and not p.scalar), None)
     if device is None:
         return None
     for expr, where in places:
-        if where.place is Place.HOST and not where.scalar and _clashes(where, device[1]):
+        if where.place is Place.HOST and not where.scalar and _clashes(where, device[1], in_module):
             cpu_text, device_text = short(ctx, expr, 40), short(ctx, device[0], 40)
             return {
                 "what": (f"`{op}` needs its tensors on one device, but `{cpu_text}` is a CPU "
@@ -168,12 +169,23 @@ def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
     return None
 
 
-def _clashes(cpu: ArgumentPlace, device: ArgumentPlace) -> bool:
-    if device.place not in _ON_DEVICE or device.scalar and cpu.place is Place.HOST and cpu.batch:
-        return False
+def _on_device(where: ArgumentPlace, in_module: bool) -> bool:
+    """Certainly on the accelerator, or, in a module's methods, wherever its parameters are. In a
+    plain function "wherever the inputs are" is only a guess: a CPU caller makes it the CPU."""
+    return where.place is Place.DEVICE or (in_module and where.place is Place.FOLLOWS)
+
+
+def _clashes(cpu: ArgumentPlace, device: ArgumentPlace, in_module: bool) -> bool:
+    if not _on_device(device, in_module) or device.scalar:
+        return False  # a 0-dim device index or operand: rare, and not proven to fail
     # An unmoved batch only clashes with what is certainly on the accelerator: something
     # unseen (a wrapper, a callback) may move batches.
     return not cpu.batch or device.place is Place.DEVICE
+
+
+def _in_module(ctx: FileContext, node: cst.CSTNode) -> bool:
+    cls = ctx.index.enclosing_class(node)
+    return cls is not None and module_classes(ctx).get(cls.name.value) is cls
 
 
 def _op_arguments(ctx: FileContext, call: cst.Call) -> tuple[str, list[cst.BaseExpression]] | None:
