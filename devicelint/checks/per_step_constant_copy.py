@@ -72,8 +72,8 @@ class PerStepConstantCopy(Rule):
     and outside a module the place to keep the moved copy is the author's choice.
 
     ## Known limits
-    A performance warning (on by default: on real code every finding was a real per-step
-    copy, most of them small). An attribute that some method also uses
+    A performance warning (on by default: on real code every finding was a per-step copy
+    worth a buffer, most of them small). An attribute that some method also uses
     without moving it is DL102's finding (not moved with the model) and is not reported here.
     Scalars (`torch.tensor(0.5, device=...)`, `torch.tensor([0], device=...)`) are not reported,
     nor are copies in functions cached per device (`@lru_cache`), and `torch.tensor(CONSTANT).to(device)`
