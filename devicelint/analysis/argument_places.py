@@ -82,6 +82,11 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
         return _place(ctx, expr.expression, depth, cache)
     if isinstance(expr, cst.BinaryOperation):
         return _binary(ctx, expr, depth, cache)
+    if isinstance(expr, cst.Comparison) and not any(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
+    ):
+        # `self.mask[:, :T] == 0`: a mask computed on the CPU
+        return _combined(ctx, [expr.left, *(c.comparator for c in expr.comparisons)], depth, cache)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         return _method(ctx, expr, depth, cache)
     return UNKNOWN_PLACE
@@ -100,8 +105,14 @@ def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
 
 def _binary(ctx: FileContext, expr: cst.BinaryOperation, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
     """`self.shape[1] - 1` stays on the CPU; a CPU tensor with anything else is not answered."""
+    return _combined(ctx, [expr.left, expr.right], depth, cache)
+
+
+def _combined(ctx: FileContext, operands: list[cst.BaseExpression], depth: int,
+              cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    """CPU tensors combined with each other or with numbers stay on the CPU."""
     sides = []
-    for side in (expr.left, expr.right):
+    for side in operands:
         if is_number(side) or file_facts(ctx).value(side) == NUMBER:
             continue
         sides.append(_place(ctx, side, depth, cache))
