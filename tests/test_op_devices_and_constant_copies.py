@@ -51,6 +51,16 @@ def test_attribute_moved_by_the_class_is_not_a_cpu_tensor() -> None:
     assert findings("DL116", moved) == []
 
 
+def test_attribute_moved_by_a_subclass_is_not_constant() -> None:
+    subclassed = SAMPLER + """
+    class MovingSampler(Sampler):
+        def to(self, device):
+            self.alphas = self.alphas.to(device)
+            return self
+    """
+    assert findings("DL116", subclassed) == []
+
+
 def test_cpu_indices_into_a_device_tensor_are_fine() -> None:
     assert findings("DL116", """
         import torch

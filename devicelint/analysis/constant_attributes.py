@@ -16,6 +16,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import is_parameter_call, self_attribute
 from devicelint.analysis.placement_facts import FACTORIES, PRESERVING_METHODS, move_call
 from devicelint.analysis.placement_values import is_device_guard, is_empty_placeholder, is_literal_data
@@ -77,6 +78,7 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
                 assigned.setdefault(attr, []).append(value)
             elif value is not None or _mutated(ctx, node):
                 written.add(attr)
+    written |= _written_by_subclasses(ctx, cls)
     is_module = cls.name.value in module_classes(ctx) and module_classes(ctx)[cls.name.value] is cls
     facts = file_facts(ctx)
     out: dict[str, StoredOnce] = {}
@@ -95,6 +97,22 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         if cpu or plain:
             out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
     return out
+
+
+def _written_by_subclasses(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
+    """Attributes that a subclass in the same file assigns, mutates or moves (`self.table =
+    self.table.to(device)` in a subclass's own `to()`)."""
+    written: set[str] = set()
+    for other in ctx.index.of_type(cst.ClassDef):
+        if other is cls or not any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == cls.name.value for b in other.bases):
+            continue
+        for node in ctx.index.walk(other):
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            if attr is not None and (_assigned_value(ctx, node) is not None or _mutated(ctx, node)):
+                written.add(attr)
+            elif isinstance(node, cst.Call):
+                _note_registration(node, written)
+    return written
 
 
 # Marks an attribute assigned by tuple unpacking (`self.a, self.b = ...`): its value is unknown.
