@@ -24,6 +24,7 @@ from devicelint.checks import custom_to_override_broken  # noqa: F401
 from devicelint.checks import metric_object_on_cpu  # noqa: F401
 from devicelint.checks import sampler_generator_under_cuda_default  # noqa: F401
 from devicelint.checks import generator_on_wrong_device  # noqa: F401
+from devicelint.checks import op_arguments_on_different_devices  # noqa: F401
 # -- end DL1xx --
 
 # DL2xx: data and model parallelism
@@ -51,6 +52,7 @@ from devicelint.checks import host_sync_in_training_loop  # noqa: F401
 from devicelint.checks import non_blocking_without_pinned_memory  # noqa: F401
 from devicelint.checks import create_then_move  # noqa: F401
 from devicelint.checks import dataloader_without_workers  # noqa: F401
+from devicelint.checks import per_step_constant_copy  # noqa: F401
 # -- end DL3xx-DL4xx --
 
 # DL5xx: checkpoints and device identity

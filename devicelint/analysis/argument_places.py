@@ -1,0 +1,244 @@
+"""Where an operation's argument lives, when the engine's own answer is `unknown`.
+
+The engine (`facts.file_facts(ctx).place_of`) answers first. Where it has nothing to say, two
+facts that it does not carry across functions are read here, and only these:
+
+- `self.<attr>` that the class stored once in `__init__` as a plain CPU tensor
+  (`constant_attributes.stored_once`), in a module or in any other class;
+- a parameter that the function never rebinds, where every call of the function in the file
+  that the engine (or this function, a few calls up) can answer passes a value on the same side.
+
+Expressions built from those (`self.shape[1] - 1`, `table.float()`) keep the answer; a move
+(`.to(...)`, `.cuda()`) ends it. Nothing here is a second model of placement: every leaf of an
+answer is the engine's fact or a `StoredOnce` attribute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import ACCELERATOR, MEETING_METHODS, UNKNOWN, PRESERVING_METHODS, UNKNOWN_FACT, move_call
+from devicelint.analysis.placement_values import NUMBER, is_number
+from devicelint.context import FileContext
+
+_MAX_CALLERS_UP = 3
+
+
+@dataclass(frozen=True)
+class ArgumentPlace:
+    place: Place
+    # a 0-dim tensor (PyTorch lets a 0-dim CPU tensor meet device tensors in most ops)
+    scalar: bool = False
+    # an unmoved DataLoader batch (something unseen may still move it)
+    batch: bool = False
+    # the plain attribute the answer comes from, when it does
+    attribute: StoredOnce | None = None
+
+
+UNKNOWN_PLACE = ArgumentPlace(Place.UNKNOWN)
+
+
+def place_of_argument(ctx: FileContext, expr: cst.BaseExpression) -> ArgumentPlace:
+    """The engine's place of `expr`, else what the class's attributes and the function's
+    callers show (memoised per file)."""
+    cache: dict[int, ArgumentPlace] = ctx.shared("argument_places", lambda c: {})
+    return _place(ctx, expr, 0, cache)
+
+
+def _place(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    found = cache.get(id(expr))
+    if found is None:
+        cache[id(expr)] = UNKNOWN_PLACE  # a recursive question gets no answer
+        found = cache[id(expr)] = _resolve(ctx, expr, depth, cache)
+    return found
+
+
+def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    facts = file_facts(ctx)
+    fact = facts.value(expr)
+    place = facts.place_of(expr)
+    if place is not Place.UNKNOWN:
+        return ArgumentPlace(place, fact.scalar, fact.batch)
+    if fact.kind == UNKNOWN and fact.where == ACCELERATOR and not fact.batch:
+        # a value moved to the accelerator (`values.to(device)`): in a tensor op's argument
+        # position it is a tensor
+        return ArgumentPlace(Place.DEVICE)
+    if fact != UNKNOWN_FACT:
+        return UNKNOWN_PLACE  # a module, a device, a number: the engine knows it is no tensor here
+    if isinstance(expr, cst.Attribute):
+        return _attribute(ctx, expr)
+    if isinstance(expr, cst.Name):
+        return _name(ctx, expr, depth, cache)
+    if isinstance(expr, cst.Subscript):
+        base = _place(ctx, expr.value, depth, cache)
+        return ArgumentPlace(base.place, False, base.batch, base.attribute) if base.place is not Place.UNKNOWN else UNKNOWN_PLACE
+    if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+        return _place(ctx, expr.expression, depth, cache)
+    if isinstance(expr, cst.BinaryOperation):
+        return _binary(ctx, expr, depth, cache)
+    if isinstance(expr, cst.Comparison) and not any(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
+    ):
+        # `self.mask[:, :T] == 0`: a mask computed on the CPU
+        return _combined(ctx, [expr.left, *(c.comparator for c in expr.comparisons)], depth, cache)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        return _method(ctx, expr, depth, cache)
+    return UNKNOWN_PLACE
+
+
+def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
+    attr = self_attribute(expr)
+    cls = ctx.index.enclosing_class(expr)
+    if attr is None or cls is None:
+        return UNKNOWN_PLACE
+    stored = stored_once(ctx, cls).get(attr)
+    if stored is None or not stored.cpu_tensor:
+        return UNKNOWN_PLACE
+    return ArgumentPlace(Place.HOST, stored.scalar, attribute=stored)
+
+
+def _binary(ctx: FileContext, expr: cst.BinaryOperation, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    """`self.shape[1] - 1` stays on the CPU; a CPU tensor with anything else is not answered."""
+    return _combined(ctx, [expr.left, expr.right], depth, cache)
+
+
+def _combined(ctx: FileContext, operands: list[cst.BaseExpression], depth: int,
+              cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    """CPU tensors combined with each other or with numbers stay on the CPU."""
+    sides = []
+    for side in operands:
+        if is_number(side) or file_facts(ctx).value(side) == NUMBER:
+            continue
+        sides.append(_place(ctx, side, depth, cache))
+    if not sides or any(s.place is not Place.HOST for s in sides):
+        return UNKNOWN_PLACE
+    return ArgumentPlace(Place.HOST, all(s.scalar for s in sides), any(s.batch for s in sides),
+                         next((s.attribute for s in sides if s.attribute is not None), None))
+
+
+def _method(ctx: FileContext, call: cst.Call, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    method = move_call(call)
+    if method is not None:
+        return ArgumentPlace(Place.HOST) if method == "cpu" else UNKNOWN_PLACE
+    name = call.func.attr.value  # type: ignore[attr-defined]
+    if name not in PRESERVING_METHODS or name in MEETING_METHODS or name == "type":
+        return UNKNOWN_PLACE
+    receiver = _place(ctx, call.func.value, depth, cache)  # type: ignore[attr-defined]
+    if receiver.place is not Place.HOST:
+        return UNKNOWN_PLACE
+    return ArgumentPlace(Place.HOST, False, receiver.batch, receiver.attribute)
+
+
+def _name(ctx: FileContext, expr: cst.Name, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+    function = ctx.index.enclosing_function(expr)
+    if function is None or depth >= _MAX_CALLERS_UP:
+        return UNKNOWN_PLACE
+    name = expr.value
+    constant = _module_constant_place(ctx, function, name, depth, cache)
+    if constant is not None:
+        return constant
+    bindings = [n for n in ctx.index.walk(function.body) if isinstance(n, cst.Name) and n.value == name and _binds(ctx, n)]
+    position = _parameter_position(function, name)
+    if position is None:
+        # a local bound once by `name = value` (the engine lost `value`'s place)
+        if len(bindings) == 1:
+            parent = ctx.index.parent(bindings[0])
+            assign = ctx.index.parent(parent) if isinstance(parent, cst.AssignTarget) else None
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and assign.targets[0].target is bindings[0]:
+                return _place(ctx, assign.value, depth, cache)
+        return UNKNOWN_PLACE
+    if bindings:
+        return UNKNOWN_PLACE
+    answers = [
+        _place(ctx, argument, depth + 1, cache) for argument in _arguments_at_calls(ctx, function, name, position)
+    ]
+    known = [a for a in answers if a.place is not Place.UNKNOWN]
+    if not known or len({a.place for a in known}) != 1:
+        return UNKNOWN_PLACE
+    return ArgumentPlace(known[0].place, all(a.scalar for a in known), any(a.batch for a in known),
+                         next((a.attribute for a in known if a.attribute is not None), None))
+
+
+def _module_constant_place(ctx: FileContext, function: cst.FunctionDef, name: str, depth: int,
+                           cache: dict[int, ArgumentPlace]) -> ArgumentPlace | None:
+    """A name the function never binds (not a parameter, no assignment, no nested scope) that the
+    module binds once: `TABLE[t]` with `TABLE = torch.linspace(...)` at the top of the file."""
+    value = module_constant(ctx, name)
+    if value is None or _parameter_position(function, name) is not None:
+        return None
+    if any(isinstance(scope, cst.FunctionDef) for scope in ctx.index.ancestors(function)):
+        return None  # a closure: the enclosing function may bind it
+    if any(isinstance(n, cst.Name) and n.value == name and _binds(ctx, n) for n in ctx.index.walk(function.body)):
+        return None
+    return _place(ctx, value, depth, cache)
+
+
+def _binds(ctx: FileContext, name: cst.Name) -> bool:
+    """Whether this occurrence of a name rebinds it (assignment, loop or `with` target...)."""
+    child: cst.CSTNode = name
+    for parent in ctx.index.ancestors(name):
+        if isinstance(parent, (cst.AssignTarget, cst.AsName)):
+            return True
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
+            return parent.target is child
+        if isinstance(parent, cst.NamedExpr):
+            return parent.target is child
+        if isinstance(parent, (cst.For, cst.CompFor)):
+            return parent.target is child
+        if not isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+            return False
+        child = parent
+    return False
+
+
+def _parameter_position(function: cst.FunctionDef, name: str) -> tuple[int | None, bool] | None:
+    """(position among the positional parameters, counting `self`; None if keyword-only,
+    whether the function is called bound) for a parameter `name`."""
+    positional = list(function.params.posonly_params) + list(function.params.params)
+    for index, param in enumerate(positional):
+        if param.name.value == name:
+            return index, False
+    if any(p.name.value == name for p in function.params.kwonly_params):
+        return None, False
+    return None
+
+
+def _arguments_at_calls(ctx: FileContext, function: cst.FunctionDef, name: str,
+                        position: tuple[int | None, bool]) -> list[cst.BaseExpression]:
+    """The expression passed for parameter `name` at each call of `function` in the file:
+    `self.f(...)` in the same class for a method, `f(...)` for a module-level function."""
+    cls = ctx.index.enclosing_class(function)
+    owner = ctx.index.parent(ctx.index.parent(function) or function)
+    is_method = isinstance(owner, cst.ClassDef)
+    if not is_method and ctx.index.parent(function) is not ctx.module:
+        return []  # a nested function: its callers are not visible by name
+    static = is_method and any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
+    index = position[0]
+    if index is not None and is_method and not static:
+        index -= 1  # `self` is passed by the call's receiver
+    out: list[cst.BaseExpression] = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if is_method:
+            if not (isinstance(func, cst.Attribute) and func.attr.value == function.name.value
+                    and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
+                    and ctx.index.enclosing_class(call) is cls):
+                continue
+        elif not (isinstance(func, cst.Name) and func.value == function.name.value):
+            continue
+        if any(a.star for a in call.args):
+            continue
+        chosen = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+        if chosen is None and index is not None:
+            positional = [a.value for a in call.args if a.keyword is None]
+            if 0 <= index < len(positional):
+                chosen = positional[index]
+        if chosen is not None:
+            out.append(chosen)
+    return out

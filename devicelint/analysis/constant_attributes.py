@@ -1,0 +1,261 @@
+"""Attributes a class stores once while it is built and never writes again.
+
+The placement engine answers "where does this value live?" inside one function; a tensor that
+`__init__` stores on `self` as a plain attribute (not a parameter or buffer) and another method
+reads is `unknown` there. This module reads the class itself: which `self.<attr>` are assigned
+exactly once, in `__init__`, and never written, mutated in place or moved afterwards, and what
+they hold (a CPU tensor, or plain Python data such as a list of numbers). It works for any
+class, `nn.Module` or not (a diffusion sampler keeps its noise schedule on a plain object).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import is_parameter_call, self_attribute
+from devicelint.analysis.placement_facts import FACTORIES, PRESERVING_METHODS, move_call
+from devicelint.analysis.placement_values import is_device_guard, is_empty_placeholder, is_literal_data
+from devicelint.context import FileContext
+
+# Methods through which a class moves or casts its own tensors: what they touch is not constant.
+CUSTOM_MOVERS = frozenset({"to", "cuda", "cpu", "_apply", "half", "float", "double"})
+# Python calls whose result is plain data, never a tensor.
+PLAIN_DATA_CALLS = frozenset({"list", "tuple", "sorted", "range"})
+# torch factories that copy Python data (or a numpy array) into a new CPU tensor.
+DATA_CONSTRUCTORS = frozenset({"tensor", "as_tensor", "from_numpy", "Tensor", "FloatTensor", "LongTensor"})
+
+
+@dataclass(frozen=True)
+class StoredOnce:
+    """`self.<attr> = value`, the only write of `attr` in its class, made in `__init__`."""
+
+    attr: str
+    value: cst.BaseExpression
+    cls: cst.ClassDef
+    # the class is an `nn.Module` (a buffer would move with it)
+    is_module: bool
+    # a tensor made on the CPU (by a torch factory without `device=`, or `.cpu()`)
+    cpu_tensor: bool
+    # a 0-dim CPU tensor (`torch.tensor(2.0)`)
+    scalar: bool
+    # plain Python data: numbers, lists or tuples of numbers, `list(...)`
+    plain_data: bool
+
+
+def stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
+    """The attributes of `cls` written exactly once, by a plain assignment in `__init__`."""
+    cache: dict[int, dict[str, StoredOnce]] = ctx.shared("constant_attributes", lambda c: {})
+    found = cache.get(id(cls))
+    if found is None:
+        found = cache[id(cls)] = _stored_once(ctx, cls)
+    return found
+
+
+def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
+    own = methods(cls)
+    init = own.get("__init__")
+    if init is None:
+        return {}
+    assigned: dict[str, list[cst.BaseExpression]] = {}
+    written: set[str] = set()
+    for name, method in own.items():
+        for node in ctx.index.walk(method):
+            if isinstance(node, cst.Call):
+                _note_registration(node, written)
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            if attr is None or ctx.index.enclosing_class(node) is not cls:
+                continue
+            if name in CUSTOM_MOVERS:
+                written.add(attr)  # the class moves or casts it by hand
+                continue
+            value = _assigned_value(ctx, node)
+            if value is not None and method is init:
+                assigned.setdefault(attr, []).append(value)
+            elif value is not None or _mutated(ctx, node):
+                written.add(attr)
+    written |= _written_by_subclasses(ctx, cls)
+    is_module = cls.name.value in module_classes(ctx) and module_classes(ctx)[cls.name.value] is cls
+    facts = file_facts(ctx)
+    out: dict[str, StoredOnce] = {}
+    for attr, values in assigned.items():
+        if attr in written or len(values) != 1 or values[0] is _UNPACKED:
+            continue
+        value = values[0]
+        if is_parameter_call(ctx, value):
+            continue
+        fact = facts.value(value)
+        cpu = facts.place_of(value) is Place.HOST and not fact.batch
+        scalar = cpu and fact.scalar
+        if not cpu:
+            cpu, scalar = made_on_cpu(ctx, value)
+        plain = not cpu and _plain_data(ctx, value)
+        if cpu or plain:
+            out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
+    return out
+
+
+def _written_by_subclasses(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
+    """Attributes that a subclass in the same file assigns, mutates or moves (`self.table =
+    self.table.to(device)` in a subclass's own `to()`)."""
+    written: set[str] = set()
+    for other in ctx.index.of_type(cst.ClassDef):
+        if other is cls or not any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == cls.name.value for b in other.bases):
+            continue
+        for node in ctx.index.walk(other):
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            if attr is not None and (_assigned_value(ctx, node) is not None or _mutated(ctx, node)):
+                written.add(attr)
+            elif isinstance(node, cst.Call):
+                _note_registration(node, written)
+    return written
+
+
+# Marks an attribute assigned by tuple unpacking (`self.a, self.b = ...`): its value is unknown.
+_UNPACKED = cst.Name("_")
+
+
+def _assigned_value(ctx: FileContext, node: cst.Attribute) -> cst.BaseExpression | None:
+    """The value written by `self.attr = value` (or `_UNPACKED`), else None."""
+    parent = ctx.index.parent(node)
+    if isinstance(parent, cst.AssignTarget):
+        assign = ctx.index.parent(parent)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            return assign.value
+        return _UNPACKED
+    if isinstance(parent, cst.AnnAssign) and parent.target is node:
+        return parent.value if parent.value is not None else None
+    if isinstance(parent, cst.For) and parent.target is node:
+        return _UNPACKED
+    if isinstance(parent, cst.Element) and _is_store(ctx, node):
+        return _UNPACKED  # `self.a, self.b = pair`
+    return None
+
+
+def _is_store(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Whether `node` sits inside the target of an assignment or a `for` loop."""
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, cst.AssignTarget):
+            return True
+        if isinstance(ancestor, (cst.For, cst.CompFor)):
+            return ancestor.target is child
+        if not isinstance(ancestor, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+            return False
+        child = ancestor
+    return False
+
+
+def _mutated(ctx: FileContext, node: cst.Attribute) -> bool:
+    """`self.t += 1`, `self.t[i] = v`, `self.t.mul_(2)`, `self.t.append(x)`, `del self.t`."""
+    parent = ctx.index.parent(node)
+    if isinstance(parent, (cst.AugAssign, cst.Del)):
+        return True
+    if isinstance(parent, cst.Subscript) and parent.value is node:
+        holder = ctx.index.parent(parent)
+        return isinstance(holder, (cst.AssignTarget, cst.AugAssign, cst.Del))
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        method = parent.attr.value
+        call = ctx.index.parent(parent)
+        if isinstance(call, cst.Call) and call.func is parent:
+            return (method.endswith("_") and not method.startswith("_")) or method in (
+                "append", "extend", "insert", "update", "pop", "clear", "setdefault", "copy_", "data",
+            )
+        return method == "data" and isinstance(ctx.index.parent(parent), cst.AssignTarget)
+    return False
+
+
+def _note_registration(call: cst.Call, written: set[str]) -> None:
+    """`self.register_buffer("t", ...)` or `setattr(self, "t", ...)`: `t` is not a plain attribute."""
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if name not in ("register_buffer", "register_parameter", "setattr"):
+        return
+    for arg in call.args[:2]:
+        if isinstance(arg.value, cst.SimpleString):
+            text = arg.value.evaluated_value
+            if isinstance(text, str):
+                written.add(text)
+
+
+def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool]:
+    """(made on the CPU, 0-dim) for a torch factory call the engine left unknown (its data is a
+    parameter): `torch.tensor(res)`, `torch.from_numpy(table).float()`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in PRESERVING_METHODS:
+        if move_call(value) is not None:
+            return False, False
+        value = value.func.value
+    if not isinstance(value, cst.Call) or not value.args:
+        return False, False
+    qualified = ctx.qualified_name(value.func) or ""
+    short = qualified[len("torch."):] if qualified.startswith("torch.") else ""
+    if short not in FACTORIES or is_empty_placeholder(value, short):
+        return False, False
+    if any(a.star or (a.keyword is not None and a.keyword.value in ("device", "out")) for a in value.args):
+        return False, False
+    if _under_device_test(ctx, value):
+        return False, False
+    first = value.args[0].value
+    if short in DATA_CONSTRUCTORS and not isinstance(first, (cst.Name, cst.Attribute, cst.List, cst.Tuple, cst.Call, cst.Subscript)):
+        return short != "from_numpy" and isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation)), True
+    return True, False
+
+
+def _under_device_test(ctx: FileContext, node: cst.CSTNode) -> bool:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, ctx):
+            return True
+        if isinstance(ancestor, cst.FunctionDef):
+            return False
+    return False
+
+
+def _plain_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return is_literal_data(value) and all(
+            not isinstance(e.value, cst.Name) or e.value.value in ("True", "False") for e in value.elements
+        )
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+        return value.func.value in PLAIN_DATA_CALLS
+    return False
+
+
+def module_constant(ctx: FileContext, name: str) -> cst.BaseExpression | None:
+    """The value of a module-level name bound exactly once (`SCHEDULE = torch.linspace(...)`)."""
+    values = module_level_values(ctx).get(name, [])
+    return values[0] if len(values) == 1 else None
+
+
+def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
+    """Every top-level binding of each name, in order: the value for `NAME = value`, None for any
+    other binding (`def`, `class`, `+=`, unpacking). A name bound once is a module constant."""
+    def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
+        found: dict[str, list[cst.BaseExpression | None]] = {}
+        for stmt in c.module.body:
+            for node in c.index.walk(stmt):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                    found.setdefault(node.name.value, []).append(None)
+                elif isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if c.index.enclosing_function(node) is not None or c.index.enclosing_class(node) is not None:
+                            continue
+                        if isinstance(target.target, cst.Name):
+                            found.setdefault(target.target.value, []).append(node.value if len(node.targets) == 1 else None)
+                        else:
+                            for name in c.index.walk(target.target):
+                                if isinstance(name, cst.Name):
+                                    found.setdefault(name.value, []).append(None)
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+                    if c.index.enclosing_function(node) is None and c.index.enclosing_class(node) is None:
+                        for name in c.index.walk(node.target):
+                            if isinstance(name, cst.Name):
+                                found.setdefault(name.value, []).append(None)
+                elif isinstance(node, cst.Global):
+                    for item in node.names:  # rebound inside a function
+                        found.setdefault(item.name.value, []).append(None)
+        return found
+    return ctx.shared("constant_attributes.module_level", build)

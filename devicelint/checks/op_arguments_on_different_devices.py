@@ -1,0 +1,243 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.modules import module_classes
+from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.training.syntax import short
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+
+@dataclass(frozen=True)
+class OpArguments:
+    """Which arguments of one op must share a device. Positions count the tensor the op works
+    on first: the receiver of a method, the first argument of a `torch.` function."""
+
+    # positions and keywords of arguments that are not tensors to match (a fill value, a dim)
+    ignored_positions: tuple[int, ...] = ()
+    ignored_keywords: tuple[str, ...] = ("dim", "value", "out", "reduce", "side", "sorter")
+
+
+# Ops that need every tensor argument on one device. Binary operators and the engine's
+# meeting methods are not listed for CPU tensors the engine records itself (see `_met`).
+_INDEXING = OpArguments()
+OPS: dict[str, OpArguments] = {
+    # indexing a table by an index tensor: CUDA kernels want both on the table's device
+    "index_select": _INDEXING, "gather": _INDEXING, "take": _INDEXING, "take_along_dim": _INDEXING,
+    "index_add": _INDEXING, "index_add_": _INDEXING, "index_copy": _INDEXING, "index_copy_": _INDEXING,
+    "index_fill": OpArguments(ignored_positions=(3,)), "index_fill_": OpArguments(ignored_positions=(3,)),
+    "scatter": _INDEXING, "scatter_": _INDEXING, "scatter_add": _INDEXING, "scatter_add_": _INDEXING,
+    "scatter_reduce": _INDEXING, "scatter_reduce_": _INDEXING,
+    "searchsorted": _INDEXING, "bucketize": _INDEXING,
+    # tensor bounds and operands
+    "clamp": OpArguments(), "clamp_": OpArguments(), "clip": OpArguments(), "clip_": OpArguments(),
+    "where": OpArguments(), "maximum": OpArguments(), "minimum": OpArguments(), "fmax": OpArguments(),
+    "fmin": OpArguments(), "lerp": OpArguments(), "lerp_": OpArguments(),
+    # the mask must sit with the tensor; the fill value may be a 0-dim CPU tensor
+    "masked_fill": OpArguments(ignored_positions=(2,)), "masked_fill_": OpArguments(ignored_positions=(2,)),
+    "masked_scatter": OpArguments(), "masked_scatter_": OpArguments(),
+}
+
+
+@register
+class OpArgumentsOnDifferentDevices(Rule):
+    """
+    ## What it does
+    Flags an operation whose tensor arguments must share one device when the analysis shows a
+    CPU tensor and a device tensor among them where PyTorch does not move either:
+
+    - a CPU tensor indexed by device indices: `table[t]`, `table.index_select(0, t)`,
+      `torch.gather(table, 1, t)`, `table.take(t)`, `torch.searchsorted(bins, x)`;
+    - a CPU tensor as a `clamp`/`clip` bound (`x.clamp(max=limit)`), in `torch.where`,
+      `maximum`, `minimum`, `lerp`, or as a `masked_fill` mask, with a device tensor.
+
+    The CPU side may be a tensor the function made or moved there, or one that the class stored
+    once in `__init__` as a plain attribute (`self.alphas_cumprod = torch.from_numpy(...)`, in a
+    module or in any other class, such as a sampler); device values are followed into helpers
+    through their callers in the file (`self._extract(self.alphas_cumprod, t, x.shape)`).
+
+    ## Why it is a bug on a GPU
+    Elementwise operators let a 0-dim CPU tensor meet CUDA tensors, and indexing a CUDA
+    tensor with CPU indices is allowed (PyTorch copies the indices). The reverse is not: a CPU
+    tensor indexed by CUDA indices fails with `indices should be either on cpu or on the same
+    device as the indexed tensor (cpu)`, and `clamp` with tensor bounds, the index ops and
+    `masked_fill` fail with `Expected all tensors to be on the same device`. CPU-only tests never
+    see it.
+
+    ## Example
+    ```python
+    class Sampler:
+        def __init__(self, steps):
+            self.alphas_cumprod = torch.cumprod(1 - torch.linspace(1e-4, 0.02, steps), 0)
+
+        def extract(self, t, shape):
+            out = self.alphas_cumprod[t]            # t is on the GPU
+            return out.to(t.device).view(-1, *[1] * (len(shape) - 1))
+    ```
+
+    ## Use instead
+    ```python
+        def extract(self, t, shape):
+            out = self.alphas_cumprod.to(t.device)[t]
+            return out.view(-1, *[1] * (len(shape) - 1))
+    ```
+    In an `nn.Module`, register the table as a buffer (`self.register_buffer(...)`) so that
+    `model.to(device)` moves it once; use Python numbers for clamp bounds
+    (`x.clamp(max=int(self.size[0]) - 1)`).
+
+    ## Fix safety
+    No automatic fix: whether to move the table once, move it at the use, or keep the
+    indices on the CPU is the author's choice.
+
+    ## Known limits
+    Binary operators and the ops where the engine already sees a CPU tensor made by a factory
+    meet a device tensor are reported by DL101 (at the factory) and DL105 (batches), not here.
+    A 0-dim CPU tensor made directly (`torch.tensor(5.0)`) is not reported, although `clamp`
+    with tensor bounds rejects it too (PyTorch accepts it in `where`, `maximum`, `minimum` and
+    elementwise operators). In a plain function, tensors that are only assumed to be wherever
+    the function's inputs are do not count as device tensors; devices are followed through
+    the callers of a helper only within the file, up to three calls up, and only where every
+    caller that shows a device agrees.
+    """
+
+    code = "DL116"
+    name = "op-arguments-on-different-devices"
+    summary = "A CPU tensor and a device tensor meet in an op that needs them on one device (CPU table, device indices; CPU clamp bound)."
+    message = "{what}; {advice}"
+    tokens = ("torch",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if cpu_only_script(ctx):
+            return
+        met = {id(m.node) for m in file_facts(ctx).meetings}
+        for node in ctx.index.of_type(cst.Subscript):
+            found = _indexed_on_cpu(ctx, node)
+            if found is not None:
+                yield self.violation(node, **found)
+        for call in ctx.index.of_type(cst.Call):
+            if id(call) in met:
+                continue  # the engine records this meeting: DL101/DL105 report it
+            found = _mixed_op(ctx, call)
+            if found is not None:
+                yield self.violation(call, **found)
+
+
+def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:
+    """`table[t]`: a CPU table indexed by a device tensor (the reverse is fine)."""
+    indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+    if not indices:
+        return None
+    table = place_of_argument(ctx, node.value)
+    if table.place is not Place.HOST or table.scalar:
+        return None
+    for index in indices:
+        where = place_of_argument(ctx, index)
+        if _clashes(table, where, _in_module(ctx, node)):
+            table_text, index_text = short(ctx, node.value, 40), short(ctx, index, 40)
+            return {
+                "what": (f"`{table_text}` is a CPU tensor{_origin(table, table_text)} indexed by `{index_text}`, "
+                         "which is on the device (indices must be on the CPU or on the indexed tensor's device)"),
+                "advice": f"move the table first: `{_operand(table_text)}.to({_device_of(index_text)})[...]`{_hint(table)}",
+            }
+    return None
+
+
+def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
+    arguments = _op_arguments(ctx, call)
+    if arguments is None:
+        return None
+    op, operands = arguments
+    places = [(expr, place_of_argument(ctx, expr)) for expr in operands]
+    in_module = _in_module(ctx, call)
+    device = next(((e, p) for e, p in places if _on_device(p, in_module) and not p.scalar), None)
+    if device is None:
+        return None
+    for expr, where in places:
+        if where.place is Place.HOST and not where.scalar and _clashes(where, device[1], in_module):
+            cpu_text, device_text = short(ctx, expr, 40), short(ctx, device[0], 40)
+            return {
+                "what": (f"`{op}` needs its tensors on one device, but `{cpu_text}` is a CPU "
+                         f"tensor{_origin(where, cpu_text)} and `{device_text}` is on the device"),
+                "advice": f"move it first (`{_operand(cpu_text)}.to({_device_of(device_text)})`){_hint(where)}",
+            }
+    return None
+
+
+def _on_device(where: ArgumentPlace, in_module: bool) -> bool:
+    """Certainly on the accelerator, or, in a module's methods, wherever its parameters are. In a
+    plain function "wherever the inputs are" is only a guess: a CPU caller makes it the CPU."""
+    return where.place is Place.DEVICE or (in_module and where.place is Place.FOLLOWS)
+
+
+def _clashes(cpu: ArgumentPlace, device: ArgumentPlace, in_module: bool) -> bool:
+    if not _on_device(device, in_module) or device.scalar:
+        return False  # a 0-dim device index or operand: rare, and not proven to fail
+    # An unmoved batch only clashes with what is certainly on the accelerator: something
+    # unseen (a wrapper, a callback) may move batches.
+    return not cpu.batch or device.place is Place.DEVICE
+
+
+def _in_module(ctx: FileContext, node: cst.CSTNode) -> bool:
+    cls = ctx.index.enclosing_class(node)
+    return cls is not None and module_classes(ctx).get(cls.name.value) is cls
+
+
+def _op_arguments(ctx: FileContext, call: cst.Call) -> tuple[str, list[cst.BaseExpression]] | None:
+    """(the op as written, its tensor operands in the op's order) for a call of one of OPS."""
+    if any(a.star for a in call.args):
+        return None
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in OPS:
+        name, operands, first = qualified[6:], [], 0
+        op = f"torch.{name}()"
+    elif isinstance(call.func, cst.Attribute) and call.func.attr.value in OPS and not qualified.startswith("torch."):
+        name, operands, first = call.func.attr.value, [call.func.value], 1
+        op = f".{name}()"
+    else:
+        return None
+    spec = OPS[name]
+    position = first
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value not in spec.ignored_keywords:
+                operands.append(arg.value)
+            continue
+        if position not in spec.ignored_positions:
+            operands.append(arg.value)
+        position += 1
+    return (op, operands) if len(operands) >= 2 else None
+
+
+def _origin(where: ArgumentPlace, text: str) -> str:
+    stored = where.attribute
+    if stored is None:
+        return ""
+    if text == f"self.{stored.attr}":
+        return " (a plain attribute set in `__init__`)"
+    return f" (from `self.{stored.attr}`, a plain attribute set in `__init__`)"
+
+
+def _hint(where: ArgumentPlace) -> str:
+    stored = where.attribute
+    if stored is None:
+        return ""
+    if stored.is_module:
+        return f", or register `self.{stored.attr}` as a buffer so that `model.to(device)` moves it"
+    return f", or move `self.{stored.attr}` once where the device is known"
+
+
+def _operand(text: str) -> str:
+    """`text` as the receiver of a method call: parenthesised unless it is a name, attribute,
+    call or index."""
+    simple = text.replace(".", "").replace("_", "").isalnum() or text.endswith((")", "]")) and not text.startswith("(")
+    return text if simple and " " not in text else f"({text})"
+
+
+def _device_of(text: str) -> str:
+    return f"{text}.device" if text.replace(".", "").replace("_", "").isalnum() else "device"

@@ -1,0 +1,322 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
+from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement import LIGHTNING_STEPS
+from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import MEETING_METHODS, PRESERVING_METHODS, moves_to_accelerator
+from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.training.syntax import keyword, short
+from devicelint.checks.tensor_attribute_not_registered import TensorAttributeNotRegistered
+from devicelint.context import FileContext
+from devicelint.registry import Rule, Violation, register
+
+# torch constructors that copy Python data from the host.
+COPYING_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
+# Methods that run once per step in any class: a trainer's step, an optimizer's step.
+STEP_METHODS = frozenset({"forward", "step", "train_step", "training_step", "validation_step", "test_step",
+                          "predict_step", "eval_step"})
+
+
+@register
+class PerStepConstantCopy(Rule):
+    """
+    ## What it does
+    Flags, in code that runs once per step (a module's `forward` and the methods it calls,
+    Lightning's `*_step` hooks, a trainer's `step`, a function called inside a loop):
+
+    - `self.table.to(x.device)` / `self.table.cuda()` of a tensor attribute that `__init__`
+      made on the CPU once and nothing ever reassigns or changes, or `TABLE.to(x.device)` of a
+      CPU tensor bound once at module level;
+    - `torch.tensor(CONSTANT, device=x.device)` of a literal list of numbers, a module-level
+      constant, or a constant list attribute.
+
+    The runtime checker reports the same copies as DL603 when it watches the model run.
+
+    ## Why it is a bug on a GPU
+    Each call copies the same values from host memory to the device again, usually a small
+    synchronous copy from pageable memory, on every step. Nothing fails and nothing is
+    wrong in the numbers; the step is just slower, and under CUDA graphs or `torch.compile`
+    the copy breaks the graph. A registered buffer is moved once, with the model.
+
+    ## Example
+    ```python
+    class Normalize(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+
+        def forward(self, x):
+            return x - self.mean.to(x.device)
+    ```
+
+    ## Use instead
+    ```python
+    class Normalize(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1), persistent=False)
+
+        def forward(self, x):
+            return x - self.mean
+    ```
+
+    ## Fix safety
+    No automatic fix: registering a buffer changes `state_dict()` unless `persistent=False`,
+    and outside a module the place to keep the moved copy is the author's choice.
+
+    ## Known limits
+    A performance warning (on by default: on real code every finding was a per-step copy
+    worth a buffer, most of them small). An attribute that some method also uses
+    without moving it is DL102's finding (not moved with the model) and is not reported here.
+    Scalars (`torch.tensor(0.5, device=...)`, `torch.tensor([0], device=...)`) are not reported,
+    nor are copies in functions cached per device (`@lru_cache`), and `torch.tensor(CONSTANT).to(device)`
+    is left to DL403 (create it on the device), after which this rule asks for a buffer. A function counts as per step
+    only when the file shows it: a step method, a module's `forward` path, or a call inside
+    a loop of the same file.
+    """
+
+    code = "DL405"
+    name = "per-step-constant-copy"
+    summary = "A constant tensor is copied from the host to the device on every step instead of once as a buffer."
+    message = "{what} on every call of `{function}`; {advice}"
+    severity = "warning"
+    tokens = ("torch",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if is_test_path(ctx.path):
+            return
+        per_step = _per_step_functions(ctx)
+        if not per_step:
+            return
+        for call in ctx.index.of_type(cst.Call):
+            function = ctx.index.enclosing_function(call)
+            if function is None or id(function) not in per_step:
+                continue
+            found = _attribute_moved(ctx, call) or _constant_built_on_device(ctx, call)
+            if found is not None:
+                yield self.violation(call, function=function.name.value, **found)
+
+
+def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
+    """`self.mean.to(x.device)`, `self.table[:n].cuda()` of a constant CPU tensor attribute, or
+    `TABLE.to(x.device)` of a module-level CPU tensor constant."""
+    if not moves_to_accelerator(call):
+        return None
+    root = _host_side_root(call.func.value)  # type: ignore[attr-defined]
+    if isinstance(root, cst.Name):
+        return _module_tensor_moved(ctx, call, root)
+    attr = self_attribute(root) if root is not None else None
+    cls = ctx.index.enclosing_class(call)
+    stored = stored_once(ctx, cls).get(attr) if attr is not None and cls is not None else None
+    if stored is None or not stored.cpu_tensor:
+        return None
+    if (id(stored.cls), stored.attr) in _reported_by_dl102(ctx):
+        return None  # DL102 says it is never moved with the model: one finding per attribute
+    if stored.is_module:
+        advice = (f"register it once in `__init__` (`self.register_buffer(\"{stored.attr}\", ..., persistent=False)`) "
+                  "and use `self." + stored.attr + "`: `model.to(device)` then moves it once")
+    else:
+        advice = "move it once where the device is chosen and keep the moved copy"
+    what = (f"`{short(ctx, call)}` copies `self.{stored.attr}`, a constant CPU tensor set once in `__init__`, "
+            "to the device")
+    return {"what": what, "advice": advice}
+
+
+def _module_tensor_moved(ctx: FileContext, call: cst.Call, name: cst.Name) -> dict[str, str] | None:
+    function = ctx.index.enclosing_function(call)
+    value = module_constant(ctx, name.value)
+    if value is None or function is None or _bound_in(ctx, function, name.value):
+        return None
+    facts = file_facts(ctx)
+    fact = facts.value(value)
+    cpu = facts.place_of(value) is Place.HOST and not fact.batch and not fact.scalar
+    if not cpu:
+        made, scalar = made_on_cpu(ctx, value)
+        cpu = made and not scalar
+    if not cpu:
+        return None
+    if _in_module_class(ctx, call):
+        advice = "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
+    else:
+        advice = "move it once where the device is chosen and reuse the moved copy"
+    return {"what": f"`{short(ctx, call)}` copies `{name.value}`, a module-level CPU tensor constant, to the device",
+            "advice": advice}
+
+
+def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
+    """(class, attribute) pairs that DL102 reports in this file. DL102 says an attribute is not
+    moved with the model; this rule says it is moved on every step. The two never name the same
+    attribute, so DL102's own answer decides (memoised per file)."""
+    def build(c: FileContext) -> set[tuple[int, str]]:
+        found: set[tuple[int, str]] = set()
+        for violation in TensorAttributeNotRegistered().check(c):
+            node = violation.node
+            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            cls = c.index.enclosing_class(node)
+            if attr is not None and cls is not None:
+                found.add((id(cls), attr))
+        return found
+    return ctx.shared("per_step_constant_copy.dl102", build)
+
+
+def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The value at the root of `self.x[:n].view(...)`-style host-side reshapes, or None where an
+    index picks varying rows (`self.table[idx]`: DL116's case when `idx` is on the device)."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            if not all(isinstance(e.slice, cst.Slice) or isinstance(e.slice.value, cst.Integer) for e in node.slice):
+                return None
+            node = node.value
+        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+              and node.func.attr.value in PRESERVING_METHODS and node.func.attr.value not in MEETING_METHODS):
+            node = node.func.value
+        else:
+            return node
+
+
+def _constant_built_on_device(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
+    """`torch.tensor(CONSTANT, device=d)`. (`torch.tensor(CONSTANT).to(d)` is DL403's finding:
+    create it on the device; this rule then asks for a buffer.)"""
+    if not _device_keyword(call) or ctx.qualified_name(call.func) not in COPYING_CONSTRUCTORS or not call.args:
+        return None
+    first = call.args[0]
+    if first.keyword is not None or first.star or not _constant_data(ctx, first.value):
+        return None
+    data = short(ctx, first.value, 30)
+    if _in_module_class(ctx, call):
+        advice = "make it once in `__init__` and register it (`self.register_buffer(name, ..., persistent=False)`)"
+    else:
+        advice = "make it once before the loop (or cache it per device) and reuse it"
+    return {"what": f"`{short(ctx, call)}` copies the constant `{data}` from the host to the device", "advice": advice}
+
+
+def _device_keyword(call: cst.Call) -> bool:
+    device = keyword(call, "device")
+    if device is None:
+        return False
+    return not (isinstance(device, cst.SimpleString) and device.evaluated_value == "cpu")
+
+
+def _constant_data(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """A literal list or tuple of numbers, a module-level name bound once to one, or a
+    constant list attribute of the class."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return _numbers(node) and _several(node)
+    if isinstance(node, cst.Name):
+        function = ctx.index.enclosing_function(node)
+        if function is not None and _bound_in(ctx, function, node.value):
+            return False
+        values = module_level_values(ctx).get(node.value, [])
+        return len(values) == 1 and values[0] is not None and _numbers(values[0]) and _several(values[0])
+    attr = self_attribute(node)
+    cls = ctx.index.enclosing_class(node)
+    if attr is not None and cls is not None:
+        stored = stored_once(ctx, cls).get(attr)
+        return stored is not None and stored.plain_data and isinstance(stored.value, (cst.List, cst.Tuple))
+    return False
+
+
+def _several(node: cst.BaseExpression) -> bool:
+    """More than one number: `torch.tensor([0], device=d)` is a scalar in a list."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return len(node.elements) > 1 or any(_several(e.value) for e in node.elements)
+    return False
+
+
+def _numbers(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return bool(node.elements) and all(
+            not isinstance(e, cst.StarredElement) and _numbers(e.value) for e in node.elements
+        )
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    if any(p.name.value == name for p in every):
+        return True
+    for node in ctx.index.walk(function.body):
+        if isinstance(node, cst.Global):
+            continue
+        if isinstance(node, cst.AssignTarget) and any(
+            isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(node.target)
+        ):
+            return True
+        if isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign)):
+            target = node.target
+            if any(isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(target)):
+                return True
+    return False
+
+
+def _in_module_class(ctx: FileContext, node: cst.CSTNode) -> bool:
+    cls = ctx.index.enclosing_class(node)
+    classes = module_classes(ctx)
+    return cls is not None and classes.get(cls.name.value) is cls
+
+
+def _per_step_functions(ctx: FileContext) -> set[int]:
+    """ids of the functions that run once per step: step methods (`forward`, Lightning hooks,
+    `step`), functions and methods called inside a loop, and what those call in the file."""
+    found: list[cst.FunctionDef] = []
+    functions = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    classes = {c.name.value: methods(c) for c in ctx.index.of_type(cst.ClassDef)}
+    for cls in ctx.index.of_type(cst.ClassDef):
+        own = methods(cls)
+        for name in STEP_METHODS | LIGHTNING_STEPS:
+            if name in own:
+                found.append(own[name])
+    for call in ctx.index.of_type(cst.Call):
+        if not any(isinstance(a, (cst.For, cst.While)) for a in _ancestors_to_function(ctx, call)):
+            continue
+        callee = _callee(ctx, call, functions, classes)
+        if callee is not None:
+            found.append(callee)
+    seen: set[int] = set()
+    while found:
+        function = found.pop()
+        if id(function) in seen or function.name.value == "__init__" or _cached(function):
+            continue
+        seen.add(id(function))
+        for node in ctx.index.walk(function.body):
+            if isinstance(node, cst.Call):
+                callee = _callee(ctx, node, functions, classes)
+                if callee is not None:
+                    found.append(callee)
+    return seen
+
+
+def _cached(function: cst.FunctionDef) -> bool:
+    """`@lru_cache`/`@cache`-style decorators: the copy is made once per device, not per step."""
+    return any("cache" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").lower()
+               for d in function.decorators)
+
+
+def _ancestors_to_function(ctx: FileContext, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return
+        yield ancestor
+
+
+def _callee(ctx: FileContext, call: cst.Call, functions: dict[str, cst.FunctionDef],
+            classes: dict[str, dict[str, cst.FunctionDef]]) -> cst.FunctionDef | None:
+    """The same-file function or method (`self.m(...)`) a call runs."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return functions.get(func.value)
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        if cls is not None:
+            return classes.get(cls.name.value, {}).get(func.attr.value)
+    return None
