@@ -143,7 +143,7 @@ def _name(ctx: FileContext, expr: cst.Name, depth: int, cache: dict[int, Argumen
     constant = _module_constant_place(ctx, function, name, depth, cache)
     if constant is not None:
         return constant
-    bindings = [n for n in ctx.index.walk(function.body) if isinstance(n, cst.Name) and n.value == name and _binds(ctx, n)]
+    bindings = _bindings_by_name(ctx, function).get(name, [])
     position = _parameter_position(function, name)
     if position is None:
         # a local bound once by `name = value` (the engine lost `value`'s place)
@@ -169,14 +169,39 @@ def _module_constant_place(ctx: FileContext, function: cst.FunctionDef, name: st
                            cache: dict[int, ArgumentPlace]) -> ArgumentPlace | None:
     """A name the function never binds (not a parameter, no assignment, no nested scope) that the
     module binds once: `TABLE[t]` with `TABLE = torch.linspace(...)` at the top of the file."""
+    if name not in file_facts(ctx).scope(ctx.module).facts:
+        return None  # the module's code never binds it (a cheap test before the full scan)
     value = module_constant(ctx, name)
     if value is None or _parameter_position(function, name) is not None:
         return None
     if any(isinstance(scope, cst.FunctionDef) for scope in ctx.index.ancestors(function)):
         return None  # a closure: the enclosing function may bind it
-    if any(isinstance(n, cst.Name) and n.value == name and _binds(ctx, n) for n in ctx.index.walk(function.body)):
+    if name in _bindings_by_name(ctx, function):
         return None
     return _place(ctx, value, depth, cache)
+
+
+def _bindings_by_name(ctx: FileContext, function: cst.FunctionDef) -> dict[str, list[cst.Name]]:
+    """Every occurrence of a name that rebinds it in the function's body, by name (one pass over
+    the file's binding targets, shared by every function)."""
+    return _file_bindings(ctx).get(id(function), {})
+
+
+def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
+    def build(c: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
+        found: dict[int, dict[str, list[cst.Name]]] = {}
+        targets: list[cst.CSTNode] = [t.target for t in c.index.of_type(cst.AssignTarget)]
+        for kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
+            targets += [n.target for n in c.index.of_type(kind)]
+        targets += [n.name for n in c.index.of_type(cst.AsName)]
+        for target in targets:
+            for node in c.index.walk(target):
+                if isinstance(node, cst.Name) and _binds(c, node):
+                    function = c.index.enclosing_function(node)
+                    if function is not None:
+                        found.setdefault(id(function), {}).setdefault(node.value, []).append(node)
+        return found
+    return ctx.shared("argument_places.bindings", build)
 
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:

@@ -230,32 +230,37 @@ def module_constant(ctx: FileContext, name: str) -> cst.BaseExpression | None:
     return values[0] if len(values) == 1 else None
 
 
+def _at_module_level(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Outside every function and class body (a top-level `def`/`class` itself counts)."""
+    return not any(isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) for a in ctx.index.ancestors(node))
+
+
 def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
-    """Every top-level binding of each name, in order: the value for `NAME = value`, None for any
+    """Every top-level binding of each name: the value for `NAME = value`, None for any
     other binding (`def`, `class`, `+=`, unpacking). A name bound once is a module constant."""
     def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
         found: dict[str, list[cst.BaseExpression | None]] = {}
-        for stmt in c.module.body:
-            for node in c.index.walk(stmt):
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                    found.setdefault(node.name.value, []).append(None)
-                elif isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        if c.index.enclosing_function(node) is not None or c.index.enclosing_class(node) is not None:
-                            continue
-                        if isinstance(target.target, cst.Name):
-                            found.setdefault(target.target.value, []).append(node.value if len(node.targets) == 1 else None)
-                        else:
-                            for name in c.index.walk(target.target):
-                                if isinstance(name, cst.Name):
-                                    found.setdefault(name.value, []).append(None)
-                elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
-                    if c.index.enclosing_function(node) is None and c.index.enclosing_class(node) is None:
-                        for name in c.index.walk(node.target):
-                            if isinstance(name, cst.Name):
-                                found.setdefault(name.value, []).append(None)
-                elif isinstance(node, cst.Global):
-                    for item in node.names:  # rebound inside a function
-                        found.setdefault(item.name.value, []).append(None)
+
+        def rebound(target: cst.CSTNode) -> None:
+            for name in c.index.walk(target):
+                if isinstance(name, cst.Name):
+                    found.setdefault(name.value, []).append(None)
+
+        kinds = (cst.FunctionDef, cst.ClassDef, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For)
+        # only how many times a name is bound matters here, not in which order
+        for node in (n for kind in kinds for n in c.index.of_type(kind) if _at_module_level(c, n)):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                found.setdefault(node.name.value, []).append(None)
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        found.setdefault(target.target.value, []).append(node.value if len(node.targets) == 1 else None)
+                    else:
+                        rebound(target.target)
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+                rebound(node.target)
+        for node in c.index.of_type(cst.Global):
+            for item in node.names:  # rebound inside a function
+                found.setdefault(item.name.value, []).append(None)
         return found
     return ctx.shared("constant_attributes.module_level", build)

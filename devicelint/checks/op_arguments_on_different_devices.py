@@ -131,14 +131,18 @@ class OpArgumentsOnDifferentDevices(Rule):
 def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:
     """`table[t]`: a CPU table indexed by a device tensor (the reverse is fine)."""
     indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
-    if not indices:
+    if not indices or file_facts(ctx).place_of(node.value) in (Place.DEVICE, Place.FOLLOWS):
+        return None
+    # Most subscripts have no device index: look at the indices before resolving the table.
+    in_module = _in_module(ctx, node)
+    wheres = [(index, place_of_argument(ctx, index)) for index in indices]
+    if not any(_on_device(where, in_module) for _, where in wheres):
         return None
     table = place_of_argument(ctx, node.value)
     if table.place is not Place.HOST or table.scalar:
         return None
-    for index in indices:
-        where = place_of_argument(ctx, index)
-        if _clashes(table, where, _in_module(ctx, node)):
+    for index, where in wheres:
+        if _clashes(table, where, in_module):
             table_text, index_text = short(ctx, node.value, 40), short(ctx, index, 40)
             return {
                 "what": (f"`{table_text}` is a CPU tensor{_origin(table, table_text)} indexed by `{index_text}`, "
