@@ -50,6 +50,9 @@ def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
                     yield item
 
 
+_UNSET = object()
+
+
 class NodeIndex:
     """Parents and per-type node lists (in source order) for one module."""
 
@@ -57,6 +60,7 @@ class NodeIndex:
         self.module = module
         self._parent: dict[int, cst.CSTNode] = {}
         self._by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        self._enclosing_function: dict[int, object] = {}
         parent_of = self._parent
         by_type = self._by_type
         stack: list[cst.CSTNode] = [module]
@@ -99,7 +103,29 @@ class NodeIndex:
         return None
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        return self.enclosing(node, cst.FunctionDef)
+        """Memoised along the path: every rule asks this of most expressions it reads."""
+        memo = self._enclosing_function
+        found = memo.get(id(node), _UNSET)
+        if found is not _UNSET:
+            return found  # type: ignore[return-value]
+        path = []
+        current = self._parent.get(id(node))
+        result: cst.FunctionDef | None = None
+        while current is not None:
+            if isinstance(current, cst.FunctionDef):
+                result = current
+                break
+            known = memo.get(id(current), _UNSET)
+            if known is not _UNSET:
+                result = known  # type: ignore[assignment]
+                break
+            path.append(current)
+            current = self._parent.get(id(current))
+        memo[id(node)] = result
+        for step in path:
+            # a node's own enclosing function is found above it, which the path walked
+            memo[id(step)] = result
+        return result
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         return self.enclosing(node, cst.ClassDef)

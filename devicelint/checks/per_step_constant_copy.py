@@ -87,7 +87,7 @@ class PerStepConstantCopy(Rule):
     summary = "A constant tensor is copied from the host to the device on every step instead of once as a buffer."
     message = "{what} on every call of `{function}`; {advice}"
     severity = "warning"
-    tokens = ("torch",)
+    tokens = (".to(", ".cuda(", "tensor(")  # a copy or a constant made on the device
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if is_test_path(ctx.path):
