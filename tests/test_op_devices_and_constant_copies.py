@@ -239,3 +239,22 @@ def test_not_per_step_and_test_files_are_silent() -> None:
     """
     assert findings("DL405", once) == []
     assert findings("DL405", NORMALIZE, path="tests/test_norm.py") == []
+
+
+def test_one_statement_gives_one_dl405_finding() -> None:
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Schedule(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.s = torch.tensor([0.008])
+                self.base = torch.cos(self.s / (1 + self.s) * torch.pi * 0.5) ** 2
+
+            def forward(self, t):
+                return torch.cos(
+                    (t + self.s.to(t.device)) / (1 + self.s.to(t.device))
+                ) / self.base.to(t.device)
+    """
+    assert [(line, code) for line, code, _ in findings("DL405", source)] == [(13, "DL405")]

@@ -4,6 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.model_events import statement_of
+
 from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.modules import methods, module_classes
@@ -95,12 +97,15 @@ class PerStepConstantCopy(Rule):
         per_step = _per_step_functions(ctx)
         if not per_step:
             return
+        reported: set[int] = set()  # one statement, one finding
         for call in ctx.index.of_type(cst.Call):
             function = ctx.index.enclosing_function(call)
             if function is None or id(function) not in per_step:
                 continue
             found = _attribute_moved(ctx, call) or _constant_built_on_device(ctx, call)
-            if found is not None:
+            statement = id(statement_of(ctx, call))
+            if found is not None and statement not in reported:
+                reported.add(statement)
                 yield self.violation(call, function=function.name.value, **found)
 
 
