@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.modules import methods
+from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
 
 MOVES = frozenset({"to", "cuda", "cpu", "xpu", "mps"})
@@ -143,21 +144,7 @@ def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[
 
 def _parts_of(ctx: FileContext, helper: cst.FunctionDef, param: str) -> set[str]:
     """`param` and the names the helper binds from it (`images, targets = batch`): its parts."""
-    parts = {param}
-    assigns = [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Assign) and ctx.index.enclosing_function(n) is helper]
-    changed = True
-    while changed:
-        changed = False
-        for assign in assigns:
-            if not _mentions(ctx, assign.value, parts):
-                continue
-            for target in assign.targets:
-                for node in ctx.index.walk(target.target):
-                    if isinstance(node, cst.Name) and node.value not in parts and isinstance(
-                            ctx.index.parent(node), (cst.AssignTarget, cst.Element, cst.Tuple, cst.List)):
-                        parts.add(node.value)
-                        changed = True
-    return parts
+    return computed_from(ctx, helper.body, {param})
 
 
 def _returned_arguments(returns: list[cst.Return], params: list[str],

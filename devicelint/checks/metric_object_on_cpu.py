@@ -11,6 +11,7 @@ from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import ACCELERATOR, moves_to_accelerator
+from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -350,20 +351,8 @@ def _callback_batch_names(ctx: FileContext, call: cst.Call) -> set[str]:
     if cls is None or not any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
         return set()
     names = {p.name.value for p in function.params.params if p.name.value in HOOK_DEVICE_PARAMS}
-    assigns = [n for n in ctx.index.walk(function.body) if isinstance(n, cst.Assign)]
-    changed = bool(names)
-    while changed:
-        changed = False
-        for assign in assigns:
-            if not _computed_from(ctx, assign.value, names):
-                continue
-            for target in assign.targets:
-                for node in ctx.index.walk(target.target):
-                    if isinstance(node, cst.Name) and node.value not in names and isinstance(
-                            ctx.index.parent(node), (cst.AssignTarget, cst.Element)):
-                        names.add(node.value)
-                        changed = True
-    return names
+    # what is computed from them, not through a host copy (`.item()`, `.cpu()`, `float(...)`)
+    return computed_from(ctx, function.body, names) if names else names
 
 
 def _is_callback_base(ctx: FileContext, base: cst.BaseExpression) -> bool:
