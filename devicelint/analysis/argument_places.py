@@ -206,20 +206,12 @@ def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:
     """Whether this occurrence of a name rebinds it (assignment, loop or `with` target...)."""
-    child: cst.CSTNode = name
-    for parent in ctx.index.ancestors(name):
-        if isinstance(parent, (cst.AssignTarget, cst.AsName)):
-            return True
-        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
-            return parent.target is child
-        if isinstance(parent, cst.NamedExpr):
-            return parent.target is child
-        if isinstance(parent, (cst.For, cst.CompFor)):
-            return parent.target is child
-        if not isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
-            return False
-        child = parent
-    return False
+    if ctx.index.in_binding_target(name):
+        return True
+    owner, pattern = ctx.index.unpacking_owner(name)
+    if isinstance(owner, cst.AsName):
+        return True
+    return isinstance(owner, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)) and owner.target is pattern
 
 
 def _parameter_position(function: cst.FunctionDef, name: str) -> tuple[int | None, bool] | None:

@@ -131,23 +131,9 @@ def _assigned_value(ctx: FileContext, node: cst.Attribute) -> cst.BaseExpression
         return parent.value if parent.value is not None else None
     if isinstance(parent, cst.For) and parent.target is node:
         return _UNPACKED
-    if isinstance(parent, cst.Element) and _is_store(ctx, node):
+    if isinstance(parent, cst.Element) and ctx.index.in_binding_target(node):
         return _UNPACKED  # `self.a, self.b = pair`
     return None
-
-
-def _is_store(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """Whether `node` sits inside the target of an assignment or a `for` loop."""
-    child = node
-    for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, cst.AssignTarget):
-            return True
-        if isinstance(ancestor, (cst.For, cst.CompFor)):
-            return ancestor.target is child
-        if not isinstance(ancestor, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
-            return False
-        child = ancestor
-    return False
 
 
 def _mutated(ctx: FileContext, node: cst.Attribute) -> bool:

@@ -96,6 +96,21 @@ class NodeIndex:
             yield current
             current = self._parent.get(id(current))
 
+    def unpacking_owner(self, node: cst.CSTNode) -> tuple[cst.CSTNode | None, cst.CSTNode]:
+        """Past any tuple/list unpacking around `node` (`a, (b, *c)`): the node that holds the
+        whole pattern, and the pattern itself."""
+        child, parent = node, self._parent.get(id(node))
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+            child, parent = parent, self._parent.get(id(parent))
+        return parent, child
+
+    def in_binding_target(self, node: cst.CSTNode) -> bool:
+        """`node` is (part of) an assignment or loop target: a binding, not a use."""
+        owner, pattern = self.unpacking_owner(node)
+        if isinstance(owner, cst.AssignTarget):
+            return True
+        return isinstance(owner, (cst.For, cst.CompFor)) and owner.target is pattern
+
     def enclosing(self, node: cst.CSTNode, node_type: type[N]) -> N | None:
         for ancestor in self.ancestors(node):
             if isinstance(ancestor, node_type):

@@ -290,7 +290,7 @@ def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
     if any(p.name.value == name for p in (*function.params.params, *function.params.kwonly_params)):
         return True
     for node in ctx.index.walk(function.body):
-        if isinstance(node, cst.Name) and node.value == name and _binds(ctx, node) and (
+        if isinstance(node, cst.Name) and node.value == name and ctx.index.in_binding_target(node) and (
                 ctx.index.enclosing_function(node) is function):
             return True
     return False
@@ -305,7 +305,7 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
         parent = ctx.index.parent(node)
         if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute) and parent.attr is node:
             continue  # the `update` in `metric.update`
-        if _binds(ctx, node):
+        if ctx.index.in_binding_target(node):
             continue
         holder = _resolve(ctx, node, holders)
         if holder is None:
@@ -372,16 +372,6 @@ def _computed_from(ctx: FileContext, value: cst.BaseExpression, names: set[str])
                 isinstance(ctx.index.parent(node), cst.Attribute) and ctx.index.parent(node).attr is node):
             mentions = True
     return mentions
-
-
-def _binds(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """`node` is (part of) an assignment or loop target: a binding, not a use."""
-    child, parent = node, ctx.index.parent(node)
-    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
-        child, parent = parent, ctx.index.parent(parent)
-    if isinstance(parent, cst.AssignTarget):
-        return True
-    return isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child
 
 
 def _to_device_fix(ctx: FileContext, created: cst.BaseExpression, argument: cst.BaseExpression) -> FixProposal | None:

@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, container_kind, literal_elements, handed_to_call, class_facts, is_parameter_call, library_module,
-    local_containers, module_constructor, returned_container, self_attribute,
+    local_containers, module_constructor, returned_container,
 )
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
