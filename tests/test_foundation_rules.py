@@ -4,14 +4,13 @@ message says, which evidence a device value needs, and recall on the re-created 
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule
+from recreated_bugs import REALBUGS, assert_pair, needs_realbugs
 
-REALBUGS = Path("/work/shared/realbugs")
 
 
 def findings(code: str, source: str, path: str = "pkg/module.py") -> list[tuple[int, str]]:
@@ -217,19 +216,13 @@ STEMS = {
 }
 
 
-@pytest.mark.skipif(not REALBUGS.is_dir(), reason="the shared re-created bugs are not on this machine")
+@needs_realbugs
 @pytest.mark.parametrize("code,stem", [(c, s) for c, stems in STEMS.items() for s in stems])
 def test_recreated_bug_pairs(code: str, stem: str) -> None:
-    bad = REALBUGS / f"{stem}_bad.py"
-    lines = {int(n) for n in bad.read_text().splitlines()[1].split("lines=")[1].split(",")}
-    options = EngineOptions(rules=(find_rule(code),))
-    hits = {f.line for f in lint_source(bad.read_bytes(), str(bad), options).findings if f.code == code}
-    assert hits & lines
-    good = REALBUGS / f"{stem}_good.py"
-    assert not lint_source(good.read_bytes(), str(good), options).findings
+    assert_pair(code, stem)
 
 
-@pytest.mark.skipif(not REALBUGS.is_dir(), reason="the shared re-created bugs are not on this machine")
+@needs_realbugs
 def test_clean_files_stay_silent_for_these_rules() -> None:
     options = EngineOptions(rules=tuple(find_rule(c) for c in STEMS))
     noisy = [

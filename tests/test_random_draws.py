@@ -4,7 +4,6 @@ rules split every generator mismatch between them without overlap."""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -13,6 +12,7 @@ from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT,
 from devicelint.context import FileContext
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule
+from recreated_bugs import REALBUGS, assert_pair, needs_realbugs
 
 
 def findings(source: str, codes: tuple[str, ...] = ("DL114", "DL115")) -> list[tuple[int, str, str]]:
@@ -127,7 +127,6 @@ def test_default_device_states() -> None:
     assert _state_at("import torch\ndef f():\n    fifth()\n", "fifth") == CPU_DEFAULT
 
 
-REALBUGS = Path("/work/shared/realbugs")
 RECREATED = [
     ("DL114", "i02_cuda_default_tensor_sampler"),
     ("DL114", "i10_default_device_ctx_dataloader"),
@@ -135,19 +134,13 @@ RECREATED = [
 ]
 
 
-@pytest.mark.skipif(not REALBUGS.is_dir(), reason="the shared re-created bugs are not on this machine")
+@needs_realbugs
 @pytest.mark.parametrize(("code", "stem"), RECREATED)
 def test_recreated_bug_pairs(code: str, stem: str) -> None:
-    bad = REALBUGS / f"{stem}_bad.py"
-    lines = {int(n) for n in bad.read_text().splitlines()[1].split("lines=")[1].split(",")}
-    options = EngineOptions(rules=(find_rule(code),))
-    hits = {f.line for f in lint_source(bad.read_bytes(), str(bad), options).findings if f.code == code}
-    assert hits & lines
-    good = REALBUGS / f"{stem}_good.py"
-    assert not lint_source(good.read_bytes(), str(good), options).findings
+    assert_pair(code, stem)
 
 
-@pytest.mark.skipif(not REALBUGS.is_dir(), reason="the shared re-created bugs are not on this machine")
+@needs_realbugs
 def test_no_finding_on_good_or_clean_files() -> None:
     options = EngineOptions(rules=(find_rule("DL114"), find_rule("DL115")))
     noisy = [
