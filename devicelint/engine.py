@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import libcst as cst
+from libcst._position import CodePosition
 
 from devicelint.context import FileContext
 from devicelint.finding import Edit, FileResult, Finding, Fix
-from devicelint.fixes import apply_fixes
+from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.positions import node_ranges
 from devicelint.registry import Rule, Violation
 from devicelint.suppression import Suppressions
@@ -38,6 +39,10 @@ class EngineOptions:
     fix_mode: str = "none"
     # Skip parsing when no selected rule's tokens occur in the text.
     prefilter: bool = True
+
+
+# Fix rounds per file: a fix that overlaps another waits for the next round, as in Ruff.
+FIX_ROUNDS = 10
 
 
 def wanted_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
@@ -142,8 +147,11 @@ def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
     return (parsed,) if isinstance(parsed, Finding) else ()
 
 
-def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileResult:
-    """Lint one file's contents. Syntax problems become DL000 findings, never exceptions."""
+def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_left: int = FIX_ROUNDS) -> FileResult:
+    """Lint one file's contents. Syntax problems become DL000 findings, never exceptions.
+
+    With fixes on, the fixed source is linted and fixed again until nothing changes, at most
+    `rounds_left` times."""
     text = _decode(data, path)
     if isinstance(text, Finding):
         return FileResult(path, (text,))
@@ -171,17 +179,38 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions) -> FileRes
     if not violations:
         return FileResult(path, ())
     findings = _to_findings(path, text, module, violations)
-    fixed = None
-    if options.fix_mode != "none" and any(f.fix for f in findings):
-        fixed = apply_fixes(text, findings, unsafe=options.fix_mode == "unsafe")
-    return FileResult(path, tuple(findings), fixed)
+    if options.fix_mode == "none" or not any(f.fix for f in findings):
+        return FileResult(path, tuple(findings))
+    fixed, applied = apply_fixes(text, findings, unsafe=options.fix_mode == "unsafe")
+    if fixed is not None and rounds_left > 1:
+        # As Ruff does: fixes that overlapped one applied in this round get the next one.
+        again = lint_source(fixed, path, options, rounds_left - 1)
+        if again.fixed_source is not None:
+            fixed, applied = again.fixed_source, applied + again.fixes_applied
+    return FileResult(path, tuple(findings), fixed, applied)
+
+
+def _end_of(text: str) -> tuple[int, int]:
+    """The (1-based line, 0-based column) just past the last character."""
+    offsets = line_offsets(text)
+    return len(offsets), len(text) - offsets[-1]
+
+
+def _after(point: CodePosition, text: str, end: tuple[int, int], newline: str) -> tuple[int, int, str]:
+    """Where text inserted after a line break goes; a file's last line may have none (LibCST
+    counts one anyway), and then the text needs one first."""
+    if (point.line, point.column) >= end:
+        return end[0], end[1], newline + text if end[1] else text
+    return point.line, point.column, text
 
 
 def _to_findings(path: str, text: str, module: cst.Module, violations: list[Violation]) -> list[Finding]:
     positioned = [v.node for v in violations]
     positioned += [old for v in violations if v.fix for old, _ in v.fix.replacements]
+    positioned += [anchor for v in violations if v.fix for anchor, _, _ in v.fix.insertions]
     positions = node_ranges(module, positioned)
     suppressions = Suppressions.parse(text)
+    source_end = _end_of(text)
     findings: dict[tuple, Finding] = {}
     for violation in violations:
         rule = violation.rule
@@ -196,6 +225,12 @@ def _to_findings(path: str, text: str, module: cst.Module, violations: list[Viol
                 span = positions[old]
                 content = new if isinstance(new, str) else module.code_for_node(new)
                 edits.append(Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, content))
+            for anchor, side, inserted in violation.fix.insertions:
+                if side == "before":
+                    line, column = positions[anchor].start.line, positions[anchor].start.column
+                else:
+                    line, column, inserted = _after(positions[anchor].end, inserted, source_end, module.default_newline)
+                edits.append(Edit(line, column + 1, line, column + 1, inserted))
             fix = Fix(violation.fix.description, violation.fix.safe, tuple(edits))
         finding = Finding(
             path=path, line=line, column=column, end_line=where.end.line,

@@ -56,3 +56,5 @@ class FileResult:
     findings: tuple[Finding, ...]
     # Source text after all selected fixes (None when no fix was asked for or none applied).
     fixed_source: str | None = None
+    # The code of each finding whose fix is in `fixed_source`, once per fix.
+    fixes_applied: tuple[str, ...] = ()

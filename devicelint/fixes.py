@@ -12,7 +12,7 @@ from devicelint.finding import Edit, Finding
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
-def _line_offsets(source: str) -> list[int]:
+def line_offsets(source: str) -> list[int]:
     # Python's line breaks only: str.splitlines also breaks at \f, \v, \x1c.. and \u2028,
     # which would shift every edit after such a character by a line.
     return [0] + [match.end() for match in _NEWLINE.finditer(source)]
@@ -20,7 +20,7 @@ def _line_offsets(source: str) -> list[int]:
 
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     """Apply non-overlapping edits; an edit overlapping an earlier one is dropped."""
-    offsets = _line_offsets(source)
+    offsets = line_offsets(source)
 
     def offset(line: int, column: int) -> int:
         return offsets[min(line - 1, len(offsets) - 1)] + column - 1
@@ -41,12 +41,14 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     return "".join(pieces)
 
 
-def apply_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> str | None:
-    """The source with every wanted fix applied, or None if nothing changed or it would not parse.
+def apply_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> tuple[str | None, tuple[str, ...]]:
+    """The source with every wanted fix applied (None if nothing changed or it would not parse),
+    and the codes of the findings whose fix went in.
 
-    Fixes go in one pass; a fix whose edits overlap an earlier fix is left for a later run.
+    Fixes go in one pass; a fix whose edits overlap an earlier fix is left for a later round.
     """
     chosen: list[Edit] = []
+    applied: list[str] = []
     taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for finding in sorted(findings, key=lambda f: f.sort_key):
         fix = finding.fix
@@ -57,13 +59,14 @@ def apply_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> str |
             continue
         taken.extend(spans)
         chosen.extend(fix.edits)
+        applied.append(finding.code)
     if not chosen:
-        return None
+        return None, ()
     fixed = apply_edits(source, chosen)
     if fixed == source:
-        return None
+        return None, ()
     try:
         cst.parse_module(fixed)
     except cst.ParserSyntaxError:
-        return None
-    return fixed
+        return None, ()
+    return fixed, tuple(applied)

@@ -31,11 +31,14 @@ _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 @dataclass(frozen=True)
 class FixProposal:
-    """A fix stated on the tree: each old node is replaced by a new node or by source text."""
+    """A fix stated on the tree: each old node is replaced by a new node or by source text, and
+    text may be inserted just before or just after a node (a statement's range ends after its
+    line break, so text inserted after it starts a new line)."""
 
     description: str
     safe: bool
-    replacements: tuple[tuple[cst.CSTNode, cst.CSTNode | str], ...]
+    replacements: tuple[tuple[cst.CSTNode, cst.CSTNode | str], ...] = ()
+    insertions: tuple[tuple[cst.CSTNode, Literal["before", "after"], str], ...] = ()
 
 
 @dataclass(frozen=True)

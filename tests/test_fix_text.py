@@ -1,0 +1,50 @@
+"""Fixes that add lines: indentation, line breaks and one-line suites."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.context import FileContext
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.fix_text import adding_lines, line_after, line_before, own_line_statement
+from devicelint.registry import Rule, Violation
+
+
+class _AroundStep(Rule):
+    """Test rule: `sync()` above and `update()` below every `step()` call."""
+
+    code = "DL999"
+    name = "around-step"
+    summary = "test"
+    message = "step"
+    tokens = ("step",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for call in ctx.index.of_type(cst.Call):
+            if isinstance(call.func, cst.Name) and call.func.value == "step":
+                statement = own_line_statement(ctx, call)
+                fix = None
+                if statement is not None:
+                    fix = adding_lines("wrap", True, line_before(ctx, statement, "sync()"), line_after(ctx, statement, "update()"))
+                yield self.violation(call, fix=fix)
+
+
+def _fixed(source: str) -> str | None:
+    # One round: this test rule would fire again on its own output.
+    return lint_source(source, "t.py", EngineOptions(rules=(_AroundStep,), fix_mode="safe"), rounds_left=1).fixed_source
+
+
+def test_lines_take_the_statement_indent_and_keep_its_comment() -> None:
+    source = "for x in y:\n\tif x:\n\t\tstep()  # go\n\tdone()\n"
+    assert _fixed(source) == "for x in y:\n\tif x:\n\t\tsync()\n\t\tstep()  # go\n\t\tupdate()\n\tdone()\n"
+
+
+def test_windows_line_breaks_and_missing_final_line_break() -> None:
+    assert _fixed("if a:\r\n    step()") == "if a:\r\n    sync()\r\n    step()\r\n    update()\r\n"
+
+
+def test_one_line_suites_and_shared_lines_get_no_fix() -> None:
+    assert _fixed("if a: step()\n") is None
+    assert _fixed("x = 1; step()\n") is None
