@@ -6,7 +6,7 @@ import difflib
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import click
 import pathspec
@@ -17,7 +17,7 @@ from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
 from devicelint.registry import REGISTRY, all_rules
 from devicelint.report import ReportContext, render
-from devicelint.report.text import statistics, summary
+from devicelint.report.text import fixes_listing, statistics, summary
 from devicelint.runner import (
     RunOutcome, Task, TaskOptions, default_jobs, encode_like, lint_data, read_error_result,
     run_tasks, write_atomically,
@@ -98,14 +98,15 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     outcome = _run(tasks, task_options, jobs, settings, options, output_format)
     for display, reason in found.unreadable:
         outcome.results.append(read_error_result(display, OSError(reason)))
+    fixed: list[tuple[str, tuple[str, ...]]] = []
     if fix_mode != "none":
-        _apply_fixes(outcome, tasks, task_options, options["diff"])
+        fixed = _apply_fixes(outcome, tasks, task_options, options["diff"])
     findings = outcome.findings
     files_checked = len(tasks) + len(found.unreadable)
     if not found.files and not found.unreadable and not found.missing and not options["quiet"]:
         click.echo("devicelint: no Python files to lint.", err=True)
     failed = bool(found.missing or outcome.internal_errors)
-    _emit(findings, files_checked, output_format, options, sources, failed)
+    _emit(findings, files_checked, output_format, options, sources, failed, fixed)
     for message in outcome.internal_errors:
         _error(message)
     if found.missing or outcome.internal_errors:
@@ -150,20 +151,27 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
             findings = list(remaining.findings) if isinstance(remaining, FileResult) else findings
         report = render(output_format, findings, ReportContext(1, options["show_source"], False, {display: text}))
         sys.stderr.write(report)
+        if options.get("show_fixes"):
+            sys.stderr.write(fixes_listing([(display, result.fixes_applied)], would=False))
     else:
         if options["diff"] and result.fixed_source is not None:
             click.echo(unified_diff(display, text, result.fixed_source), nl=False)
-        _emit(findings, 1, output_format, options, {display: text})
+        _emit(findings, 1, output_format, options, {display: text}, fixed=[(display, result.fixes_applied)])
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
 
-def _apply_fixes(outcome: RunOutcome, tasks: list[Task], task_options: TaskOptions, diff_only: bool) -> None:
+def _apply_fixes(
+    outcome: RunOutcome, tasks: list[Task], task_options: TaskOptions, diff_only: bool
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Write (or, with `diff_only`, print) each fixed file; returns each file's applied fix codes."""
     by_display = {t.display: t for t in tasks}
+    applied: list[tuple[str, tuple[str, ...]]] = []
     for index, result in enumerate(outcome.results):
         if result.fixed_source is None or result.path not in by_display:
             continue
+        applied.append((result.path, result.fixes_applied))
         task = by_display[result.path]
         path = Path(task.path)
         original = path.read_bytes()
@@ -175,6 +183,7 @@ def _apply_fixes(outcome: RunOutcome, tasks: list[Task], task_options: TaskOptio
         remaining = lint_data(path.read_bytes(), task, replace(task_options, fix_mode="none"))
         if isinstance(remaining, FileResult):
             outcome.results[index] = remaining
+    return applied
 
 
 def unified_diff(display: str, before: str, after: str) -> str:
@@ -183,16 +192,26 @@ def unified_diff(display: str, before: str, after: str) -> str:
     )
 
 
-def _emit(findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any], sources: dict[str, str], failed: bool = False) -> None:
+def _emit(
+    findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any],
+    sources: dict[str, str], failed: bool = False, fixed: Sequence[tuple[str, tuple[str, ...]]] = (),
+) -> None:
     output_file = options["output_file"]
     color = output_format == "text" and output_file is None and sys.stdout.isatty()
     context = ReportContext(files_checked, options["show_source"], color, sources)
     report = render(output_format, findings, context)
+    fix_count = 0 if options["diff"] else sum(len(codes) for _, codes in fixed)
+    if options.get("show_fixes"):
+        listing = fixes_listing(fixed, would=options["diff"])
+        if output_format == "text" and not output_file:
+            report += listing
+        else:  # keep a machine-readable report clean
+            click.echo(listing, err=True, nl=False)
     if output_format == "text":
         if options["statistics"]:
             report = statistics(findings)
         if not options["quiet"] and not (failed and not findings):  # never "All clear" after an error
-            report += summary(findings, files_checked) + "\n"
+            report += summary(findings, files_checked, fix_count) + "\n"
     if output_file:
         try:
             Path(output_file).write_text(report, encoding="utf-8")

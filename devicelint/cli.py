@@ -66,6 +66,7 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 @click.option("--fix", is_flag=True, help="Apply safe fixes.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes as well.")
 @click.option("--diff", is_flag=True, help="Show the fixes as a diff instead of writing them.")
+@click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --diff: that would be) per file and rule.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary or progress.")
@@ -83,7 +84,7 @@ def rules_command(output_format: str) -> None:
     """List every rule: code, name, default, summary."""
     import json
 
-    from devicelint.registry import all_rules
+    from devicelint.registry import FIX_LABELS, all_rules
 
     rules = all_rules()
     if output_format == "json":
@@ -93,9 +94,12 @@ def rules_command(output_format: str) -> None:
         ], indent=2))
         return
     width = max(len(r.name) for r in rules)
-    click.echo(f"{'CODE':<6}  {'NAME':<{width}}  {'DEFAULT':<7}  SUMMARY")
+    click.echo(f"{'CODE':<6}  {'NAME':<{width}}  {'DEFAULT':<7}  {'FIX':<11}  SUMMARY")
     for r in rules:
-        click.echo(f"{r.code:<6}  {r.name:<{width}}  {'on' if r.default_enabled else 'off':<7}  {r.summary}")
+        fix = FIX_LABELS[r.fix_availability]
+        click.echo(f"{r.code:<6}  {r.name:<{width}}  {'on' if r.default_enabled else 'off':<7}  {fix:<11}  {r.summary}")
+    with_fix = [r for r in rules if r.fix_availability != "none"]
+    click.echo(f"\n{len(with_fix)} of {len(rules)} rules offer a fix: `--fix` applies safe ones, `--unsafe-fixes` the rest.")
 
 
 @cli.command("rule")

@@ -16,7 +16,7 @@ RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 
 def rule_page(rule: type[Rule]) -> str:
     sections = rule.doc_sections()
-    fix = {"none": "no fix", "safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "fix for some cases"}[rule.fix_availability]
+    fix = {"none": "no fix", "safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "safe or unsafe fix, by case"}[rule.fix_availability]
     lines = [
         f"# {rule.code} {rule.name}",
         "",

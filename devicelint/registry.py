@@ -11,7 +11,9 @@ if TYPE_CHECKING:  # libcst is heavy; `devicelint --version` and `rules` should 
 
     from devicelint.context import FileContext
 
+# "sometimes": the rule's fixes are safe in some shapes and unsafe in others (its page says which).
 FixAvailability = Literal["none", "safe", "unsafe", "sometimes"]
+FIX_LABELS: dict[str, str] = {"none": "-", "safe": "safe", "unsafe": "unsafe", "sometimes": "safe/unsafe"}
 Severity = Literal["error", "warning"]
 
 DOC_SECTIONS = (

@@ -418,6 +418,19 @@ def test_unsafe_fixes_twice_changes_nothing(project: Path) -> None:
     assert (project / "buggy.py").read_text() == CLEAN
 
 
+def test_show_fixes_lists_what_was_fixed(project: Path) -> None:
+    would = invoke("check", "--no-cache", "--diff", "--unsafe-fixes", "--show-fixes", "buggy.py")
+    assert "Would fix 2 problems:\n- buggy.py:\n    1 × DL501 (torch-load-without-map-location)\n" in would.stdout
+    assert "    1 × DL502 (device-compared-to-string-or-bare-type)\n" in would.stdout
+    assert (project / "buggy.py").read_text() == BUGGY
+    done = invoke("check", "--no-cache", "--fix", "--show-fixes", "buggy.py")
+    assert "Fixed 1 problem:\n- buggy.py:\n    1 × DL502 (device-compared-to-string-or-bare-type)\n" in done.stdout
+    assert done.stdout.endswith("Fixed 1 problem. Found 1 remaining problem in 1 file.\n")
+    again = invoke("check", "--no-cache", "--fix", "--show-fixes", "--output-format", "json", "buggy.py")
+    assert json.loads(again.stdout)[0]["code"] == "DL501"  # the listing goes to stderr with JSON
+    assert "No problems fixed.\n" in again.stderr
+
+
 def test_unsafe_fixes_without_fix_changes_nothing(project: Path) -> None:
     result = invoke("check", "--no-cache", "--unsafe-fixes", "buggy.py")
     assert result.exit_code == 1
@@ -532,10 +545,14 @@ def test_rules_table() -> None:
 
     result = invoke("rules")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["CODE", "NAME", "DEFAULT", "SUMMARY"]
-    assert len(lines) == 1 + len(all_rules())
+    assert lines[0].split() == ["CODE", "NAME", "DEFAULT", "FIX", "SUMMARY"]
+    assert len(lines) == 1 + len(all_rules()) + 2
     row = next(line for line in lines if line.startswith("DL501"))
-    assert row.split()[:3] == ["DL501", "torch-load-without-map-location", "on"]
+    assert row.split()[:4] == ["DL501", "torch-load-without-map-location", "on", "unsafe"]
+    assert next(line for line in lines if line.startswith("DL502")).split()[3] == "safe/unsafe"
+    assert next(line for line in lines if line.startswith("DL201")).split()[3] == "-"
+    with_fix = sum(1 for r in all_rules() if r.fix_availability != "none")
+    assert lines[-1].startswith(f"{with_fix} of {len(all_rules())} rules offer a fix")
     assert row.endswith(TorchLoadWithoutMapLocation.summary)
     listed = json.loads(invoke("rules", "--output-format", "json").stdout)
     assert [r["code"] for r in listed] == [r.code for r in all_rules()]

@@ -70,17 +70,36 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
     return "".join(line + "\n" for line in out)
 
 
-def summary(findings: Sequence[Finding], files_checked: int) -> str:
+def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> str:
+    fixed_text = f"Fixed {fixed} {'problem' if fixed == 1 else 'problems'}. " if fixed else ""
     if not findings:
         noun = "file" if files_checked == 1 else "files"
-        return f"All clear: {files_checked} {noun} checked."
+        return f"{fixed_text}All clear: {files_checked} {noun} checked."
     files = len({f.path for f in findings})
     problems = "problem" if len(findings) == 1 else "problems"
     fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe)
-    text = f"Found {len(findings)} {problems} in {files} {'file' if files == 1 else 'files'}."
+    text = f"{fixed_text}Found {len(findings)} {'remaining ' if fixed else ''}{problems} in {files} {'file' if files == 1 else 'files'}."
     if fixable:
         text += f" {fixable} fixable with `--fix`."
     return text
+
+
+def fixes_listing(fixed: Sequence[tuple[str, tuple[str, ...]]], would: bool) -> str:
+    """Ruff's `--show-fixes` block: per file, how many fixes of each rule went in."""
+    from devicelint.registry import REGISTRY
+
+    total = sum(len(codes) for _, codes in fixed)
+    verb = "Would fix" if would else "Fixed"
+    if not total:
+        return f"{'No fixes available' if would else 'No problems fixed'}.\n"
+    lines = [f"{verb} {total} {'problem' if total == 1 else 'problems'}:"]
+    for path, codes in sorted(fixed):
+        if not codes:
+            continue
+        lines.append(f"- {path}:")
+        for code in sorted(set(codes)):
+            lines.append(f"    {codes.count(code)} × {code} ({REGISTRY[code].name})")
+    return "\n".join(lines) + "\n"
 
 
 def statistics(findings: Sequence[Finding]) -> str:
