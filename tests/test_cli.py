@@ -405,7 +405,7 @@ def test_fix_applies_safe_fixes_only(project: Path) -> None:
     assert result.exit_code == 1  # the unsafe DL501 remains
     assert "DL502" not in result.stdout
     assert "buggy.py:5:13: DL501" in result.stdout
-    assert "Found 1 problem in 1 file." in result.stdout
+    assert "Fixed 1 problem. Found 1 remaining problem in 1 file." in result.stdout
 
 
 def test_unsafe_fixes_twice_changes_nothing(project: Path) -> None:
@@ -478,7 +478,7 @@ def test_fix_keeps_file_mode(project: Path) -> None:
 def test_fix_subprocess(project: Path) -> None:
     done = run("--no-cache", "--fix", "--unsafe-fixes", "buggy.py", cwd=project)
     assert done.returncode == 0
-    assert done.stdout == "All clear: 1 file checked.\n"
+    assert done.stdout == "Fixed 2 problems. All clear: 1 file checked.\n"
     assert (project / "buggy.py").read_text() == CLEAN
 
 
