@@ -133,7 +133,7 @@ def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, sett
     outcome = run_tasks(misses, task_options, jobs, on_done)
     for result in outcome.results:
         key = keys.get(result.path)
-        if key is not None and not any(f.message.startswith("cannot read") for f in result.findings):
+        if key is not None and not result.internal_errors and not any(f.message.startswith("cannot read") for f in result.findings):
             cache.put(key, result)
     outcome.results.extend(hits)
     outcome.results.sort(key=lambda r: r.path)

@@ -11,11 +11,11 @@ from typing import Any, Sequence
 import click
 import pathspec
 
-from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
+from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL
 from devicelint.config import Config
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
-from devicelint.registry import REGISTRY, all_rules
+from devicelint.registry import PROJECT_URL, REGISTRY, all_rules
 from devicelint.report import ReportContext, render
 from devicelint.report.text import fixes_listing, statistics, summary
 from devicelint.runner import (
@@ -28,6 +28,14 @@ from devicelint.selection import Selection, SelectorError, applies_to_torch
 
 def _error(message: str) -> None:
     click.echo(f"devicelint: error: {message}", err=True)
+
+
+def _internal_error(message: str) -> None:
+    click.echo(
+        f"devicelint: internal error: {message}. This is a bug in devicelint, not a problem in the "
+        f"file; the other rules' findings are reported. Please report it at {PROJECT_URL}/issues",
+        err=True,
+    )
 
 
 def enabled_codes(settings: Config, options: dict[str, Any]) -> set[str]:
@@ -108,8 +116,10 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     failed = bool(found.missing or outcome.internal_errors)
     _emit(findings, files_checked, output_format, options, sources, failed, fixed)
     for message in outcome.internal_errors:
-        _error(message)
-    if found.missing or outcome.internal_errors:
+        _internal_error(message)
+    if outcome.internal_errors:
+        return EXIT_INTERNAL
+    if found.missing:
         return EXIT_ERROR
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
@@ -138,8 +148,8 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
     task = Task(display, display, per_file.codes_for(Path(display), codes), len(data))
     result = lint_data(data, task, task_options)
     if isinstance(result, str):
-        _error(result)
-        return EXIT_ERROR
+        _internal_error(result)
+        return EXIT_INTERNAL
     text = data.decode("utf-8", errors="replace")
     findings = list(result.findings)
     if options["fix"] and not options["diff"]:
@@ -157,6 +167,10 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
         if options["diff"] and result.fixed_source is not None:
             click.echo(unified_diff(display, text, result.fixed_source), nl=False)
         _emit(findings, 1, output_format, options, {display: text}, fixed=[(display, result.fixes_applied)])
+    for message in result.internal_errors:
+        _internal_error(message)
+    if result.internal_errors:
+        return EXIT_INTERNAL
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN

@@ -9,7 +9,8 @@ import click
 
 from devicelint import __version__
 from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, load_config
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# 3: devicelint itself failed (a rule raised, a worker died); CI can tell it from findings.
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class DefaultToCheck(click.Group):

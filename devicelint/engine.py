@@ -27,10 +27,6 @@ MAX_BRACKET_DEPTH = 200
 _BRACKETS = re.compile(r"[()\[\]{}]")
 
 
-class InternalError(Exception):
-    """A rule crashed on a file; reported for that file, never silently skipped."""
-
-
 @dataclass(frozen=True)
 class EngineOptions:
     rules: tuple[type[Rule], ...]
@@ -167,6 +163,7 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
         return FileResult(path, (module,))
     ctx = FileContext(path=path, source=text, module=module, torch_version=options.torch_version)
     violations: list[Violation] = []
+    crashes: list[str] = []
     for rule in rules:
         if rule.code == SYNTAX_ERROR:
             continue
@@ -174,13 +171,14 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
             violations.extend(rule().check(ctx))
         except RecursionError:
             return FileResult(path, (error_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
-        except Exception as err:  # noqa: BLE001 - a rule bug must name the file, not kill the run
-            raise InternalError(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}") from err
+        except Exception as err:  # noqa: BLE001 - one rule's bug must not cost the other rules' findings
+            crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
     if not violations:
-        return FileResult(path, ())
+        return FileResult(path, (), internal_errors=tuple(crashes))
     findings = _to_findings(path, text, module, violations)
-    if options.fix_mode == "none" or not any(f.fix for f in findings):
-        return FileResult(path, tuple(findings))
+    if crashes or options.fix_mode == "none" or not any(f.fix for f in findings):
+        # No fixes on a file a rule failed on: that rule's own edits are unknown.
+        return FileResult(path, tuple(findings), internal_errors=tuple(crashes))
     fixed, applied = apply_fixes(text, findings, unsafe=options.fix_mode == "unsafe")
     if fixed is not None and rounds_left > 1:
         # As Ruff does: fixes that overlapped one applied in this round get the next one.

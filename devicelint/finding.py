@@ -58,3 +58,5 @@ class FileResult:
     fixed_source: str | None = None
     # The code of each finding whose fix is in `fixed_source`, once per fix.
     fixes_applied: tuple[str, ...] = ()
+    # devicelint's own failures on this file (a rule that raised): never the user's problem.
+    internal_errors: tuple[str, ...] = ()

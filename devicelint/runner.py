@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from devicelint.engine import EngineOptions, InternalError, error_finding, lint_source
+from devicelint.engine import EngineOptions, error_finding, lint_source
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding
 from devicelint.notebook import NotebookError, lint_notebook
@@ -119,15 +119,40 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
             return in_big_stack(lint_source, data, task.display, engine_options)
     except NotebookError as err:
         return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
-    except InternalError as err:
-        return f"internal error: {err}"
     except MemoryError:
         return FileResult(task.display, (error_finding(task.display, 1, 1, "not analysed: out of memory while parsing"),))
+    except Exception as err:  # noqa: BLE001 - devicelint's own bug: named, never blamed on the file
+        return f"{type(err).__name__} while linting {task.display}: {err}"
 
 
 def _worker_init() -> None:
     all_rules()
     sys.setrecursionlimit(RECURSION_LIMIT)
+
+
+def _start_forkserver(context) -> None:  # type: ignore[no-untyped-def]
+    """Start the server that forks the workers, with devicelint and the rules imported once.
+
+    The server is `python -c ...`, which puts the current folder first on `sys.path`, and
+    Python up to 3.12 ignores the parent's `sys.path` it is handed. A `devicelint/` folder in the
+    current folder (a checkout next to the project) would then shadow the installed package and
+    every worker would fail to import it. PYTHONSAFEPATH (3.11+) keeps the folder off the path;
+    older Pythons skip the preload when the folder holds anything named devicelint.
+    """
+    from multiprocessing import forkserver
+
+    shadowed = any(Path(name).exists() for name in ("devicelint", "devicelint.py"))
+    if sys.version_info >= (3, 11) or not shadowed:
+        context.set_forkserver_preload(["devicelint.runner", "devicelint.checks"])
+    saved = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = saved
 
 
 def run_tasks(
@@ -152,13 +177,14 @@ def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
         outcome.internal_errors.append(result)
     else:
         outcome.results.append(result)
+        outcome.internal_errors.extend(result.internal_errors)
 
 
 def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, outcome: RunOutcome, tick: Callable[[], None]) -> None:
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["devicelint.runner", "devicelint.checks"])
+    _start_forkserver(context)
     pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init) as pool:
@@ -181,7 +207,9 @@ def _lint_isolated(task: Task, options: TaskOptions, context) -> FileResult | st
         with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_worker_init) as pool:
             return pool.submit(lint_task, task, options).result()
     except BrokenProcessPool:
-        return FileResult(task.display, (error_finding(task.display, 1, 1, "not analysed: the parser crashed on this file (its process died)"),))
+        # Most likely LibCST's native parser crashing on this input: devicelint's failure to report,
+        # not a finding in the user's file.
+        return f"the worker process died while linting {task.display} (not analysed)"
 
 
 def default_jobs() -> int:

@@ -264,17 +264,25 @@ def test_missing_path_subprocess(project: Path) -> None:
     assert "All clear" not in done.stdout
 
 
-def test_internal_error_is_exit_2_and_names_the_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cache", ["--no-cache", "--cache-dir=.c"])
+def test_a_crashing_rule_is_exit_3_and_keeps_the_other_rules_findings(
+    project: Path, monkeypatch: pytest.MonkeyPatch, cache: str
+) -> None:
     def boom(self, ctx):  # type: ignore[no-untyped-def]
         raise RuntimeError("boom")
         yield  # pragma: no cover
 
     (project / "second.py").write_text(BUGGY.replace("torch.load(p)", "torch.load(p, 'cpu')"))
     monkeypatch.setattr(TorchLoadWithoutMapLocation, "check", boom)
-    result = invoke("check", "--no-cache", "-j", "1", "--output-format", "json", "buggy.py", "second.py")
-    assert result.exit_code == 2
-    assert "internal error: DL501 crashed on buggy.py: RuntimeError: boom" in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
+    for _ in range(2):  # a file a rule failed on is not cached as if it were fine
+        result = invoke("check", cache, "-j", "1", "--output-format", "json", "buggy.py", "second.py")
+        assert result.exit_code == 3
+        assert result.stderr.count("devicelint: internal error: DL501 crashed on buggy.py: RuntimeError: boom. "
+                                   "This is a bug in devicelint") == 1
+        assert "DL501 crashed on second.py" in result.stderr
+        assert "Traceback" not in result.stderr + result.stdout
+        # DL502 still reports both files; nothing is blamed on the files as a syntax error.
+        assert sorted(codes_of(result.stdout)) == [("buggy.py", 6, "DL502"), ("second.py", 6, "DL502")]
 
 
 # -- config flags ---------------------------------------------------------------------------

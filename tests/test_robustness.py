@@ -286,11 +286,27 @@ def test_worker_death_is_reported_and_the_rest_linted(tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "2", "--output-format", "json", "."],
                                 catch_exceptions=False)
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # devicelint failed, which is neither "findings" nor a bad file
+    assert "internal error: the worker process died while linting crash.py (not analysed)" in result.stderr
     found = _by_file(result.stdout)
-    assert found.pop("crash.py") == [
-        ("DL000", 1, 1, "not analysed: the parser crashed on this file (its process died)")]
+    assert "crash.py" not in found  # never reported as a syntax error in the user's file
     assert found == {f"ok{i}.py": [DL501_AT_2] for i in range(9)}
+
+
+def test_a_devicelint_folder_in_the_current_folder_does_not_shadow_the_workers(tmp_path: Path) -> None:
+    # A checkout of devicelint next to the project (`~/src/devicelint`, run from `~/src`): as a
+    # namespace package on the workers' path it once made every file a DL000.
+    (tmp_path / "devicelint").mkdir()
+    (tmp_path / "devicelint" / "pyproject.toml").write_text("[project]\nname = 'devicelint'\n")
+    (tmp_path / "proj").mkdir()
+    for i in range(10):
+        (tmp_path / "proj" / f"m{i}.py").write_text(LOAD)
+    script = Path(sys.executable).with_name("devicelint")
+    done = subprocess.run([str(script), "check", "--no-cache", "-j", "2", "--output-format", "json", "proj"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    assert _by_file(done.stdout) == {f"proj/m{i}.py": [DL501_AT_2] for i in range(10)}
 
 
 def test_symlink_loop_and_symlinked_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
