@@ -11,7 +11,8 @@ import functools
 import hashlib
 import json
 import shutil
-from dataclasses import asdict
+import re
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from devicelint.finding import Edit, FileResult, Finding, Fix
 from devicelint.runner import RunOutcome, Task, TaskOptions, run_tasks, write_atomically
 
 DEFAULT_CACHE_DIR = ".devicelint_cache"
+REGISTRY_CODE = re.compile(r"^DL\d{3}$")
 _FORMAT = "1"
 
 
@@ -61,17 +63,63 @@ def _finding_dict(finding: Finding) -> dict[str, Any]:
 
 
 def _decode(text: str, display: str) -> FileResult | None:
+    """The cached result, or None for anything that is not exactly what `_encode` writes: a
+    damaged or hand-edited entry is a miss, never a crash or a wrong report."""
     try:
         rows = json.loads(text)
-        findings = []
-        for row in rows:
-            fix = row.pop("fix")
-            if fix is not None:
-                fix = Fix(fix["description"], fix["safe"], tuple(Edit(**e) for e in fix["edits"]))
-            findings.append(Finding(**{**row, "fix": fix, "path": display}))
-        return FileResult(display, tuple(findings))
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, RecursionError):  # deeply nested JSON exhausts the parser's recursion
         return None
+    if not isinstance(rows, list):
+        return None
+    findings = []
+    for row in rows:
+        finding = _finding_from(row, display)
+        if finding is None:
+            return None
+        findings.append(finding)
+    return FileResult(display, tuple(findings))
+
+
+_FINDING_FIELDS = {field.name: field.type for field in fields(Finding)}
+_POSITIONS = ("line", "column", "end_line", "end_column")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _finding_from(row: object, display: str) -> Finding | None:
+    if not isinstance(row, dict) or set(row) != set(_FINDING_FIELDS):
+        return None
+    if not all(_is_int(row[name]) for name in _POSITIONS):
+        return None
+    if not all(isinstance(row[name], str) for name in ("path", "code", "name", "message", "url")):
+        return None
+    if row["severity"] not in ("error", "warning") or not REGISTRY_CODE.match(row["code"]):
+        return None
+    if not (row["cell"] is None or _is_int(row["cell"])) or not (row["module_path"] is None or isinstance(row["module_path"], str)):
+        return None
+    fix = row["fix"]
+    if fix is not None:
+        fix = _fix_from(fix)
+        if fix is None:
+            return None
+    return Finding(**{**row, "fix": fix, "path": display})
+
+
+def _fix_from(value: object) -> Fix | None:
+    if not isinstance(value, dict) or set(value) != {"description", "safe", "edits"}:
+        return None
+    if not isinstance(value["description"], str) or not isinstance(value["safe"], bool) or not isinstance(value["edits"], list):
+        return None
+    edits = []
+    for edit in value["edits"]:
+        if not isinstance(edit, dict) or set(edit) != {*_POSITIONS, "content"}:
+            return None
+        if not all(_is_int(edit[name]) for name in _POSITIONS) or not isinstance(edit["content"], str):
+            return None
+        edits.append(Edit(**edit))
+    return Fix(value["description"], value["safe"], tuple(edits))
 
 
 class Cache:
@@ -95,7 +143,7 @@ class Cache:
     def get(self, key: str, display: str) -> FileResult | None:
         try:
             text = self._path(key).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError, ValueError):
             return None
         return _decode(text, display)
 

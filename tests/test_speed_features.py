@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from conftest import FIXTURES
-from devicelint.cache import Cache, entry_key
+from devicelint.cache import Cache, _decode, entry_key
 from devicelint.cli import cli
 from devicelint.engine import EngineOptions, lint_source, wanted_rules
 from devicelint.finding import FileResult
@@ -115,6 +115,35 @@ def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
     assert cache.get("ab" + "0" * 62, "a.py") is None
     entry.write_text('[{"pickle": "no"}]')
     assert cache.get("ab" + "0" * 62, "a.py") is None
+
+
+def test_hostile_cache_entries_are_misses_and_never_change_the_run(tmp_path: Path) -> None:
+    source = tmp_path / "train.py"
+    source.write_text("import torch\nstate = torch.load('a.pt')\n")
+    cache = tmp_path / ".cache"
+    good = _json(["--cache-dir", str(cache), str(source)])
+    entry = next((cache / "v1").rglob("*.json"))
+    row = json.loads(entry.read_text())[0]
+    hostile = [
+        "[" * 100_000 + "]" * 100_000,  # RecursionError in json.loads
+        json.dumps([{**row, "line": "2"}]),  # right keys, wrong types: crashed the text reporter
+        json.dumps([{**row, "line": True}]),
+        json.dumps([{**row, "message": None}]),
+        json.dumps([{**row, "severity": "fatal"}]),
+        json.dumps([{**row, "fix": {"description": "x", "safe": "yes", "edits": []}}]),
+        json.dumps([{**row, "fix": {"description": "x", "safe": True, "edits": [{"line": 1}]}}]),
+        json.dumps({"not": "a list"}),
+        json.dumps([{**row, "extra": 1}]),
+    ]
+    for text in hostile:
+        entry.write_text(text)
+        for output_format in ("text", "github", "json"):
+            result = CliRunner().invoke(cli, ["check", "--cache-dir", str(cache), "--output-format", output_format, str(source)],
+                                        catch_exceptions=False)
+            assert result.exit_code == 1, (text[:80], result.output)
+            assert "DL501" in result.stdout
+        assert _decode(entry.read_text(), "train.py") is not None  # the bad entry was rewritten
+    assert _json(["--cache-dir", str(cache), str(source)]) == good
 
 
 def test_warm_run_uses_cache_and_sees_edits(tmp_path: Path) -> None:
