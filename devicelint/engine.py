@@ -14,6 +14,7 @@ from libcst._position import CodePosition
 
 from devicelint.context import FileContext
 from devicelint.finding import Edit, FileResult, Finding, Fix
+from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.positions import node_ranges
 from devicelint.registry import Rule, Violation
@@ -175,7 +176,7 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
             crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
     if not violations:
         return FileResult(path, (), internal_errors=tuple(crashes))
-    findings = _to_findings(path, text, module, violations)
+    findings = _to_findings(ctx, violations)
     if crashes or options.fix_mode == "none" or not any(f.fix for f in findings):
         # No fixes on a file a rule failed on: that rule's own edits are unknown.
         return FileResult(path, tuple(findings), internal_errors=tuple(crashes))
@@ -202,7 +203,8 @@ def _after(point: CodePosition, text: str, end: tuple[int, int], newline: str) -
     return point.line, point.column, text
 
 
-def _to_findings(path: str, text: str, module: cst.Module, violations: list[Violation]) -> list[Finding]:
+def _to_findings(ctx: FileContext, violations: list[Violation]) -> list[Finding]:
+    path, text, module = ctx.path, ctx.source, ctx.module
     positioned = [v.node for v in violations]
     positioned += [old for v in violations if v.fix for old, _ in v.fix.replacements]
     positioned += [anchor for v in violations if v.fix for anchor, _, _ in v.fix.insertions]
@@ -221,7 +223,7 @@ def _to_findings(path: str, text: str, module: cst.Module, violations: list[Viol
             edits = []
             for old, new in violation.fix.replacements:
                 span = positions[old]
-                content = new if isinstance(new, str) else module.code_for_node(new)
+                content = new if isinstance(new, str) else code_in_place(ctx, new, old)
                 edits.append(Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, content))
             for anchor, side, inserted in violation.fix.insertions:
                 if side == "before":

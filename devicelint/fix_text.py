@@ -6,7 +6,10 @@ its neighbour, with the file's own indent unit and line break; LibCST knows both
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal
@@ -28,14 +31,28 @@ def own_line_statement(ctx: FileContext, node: cst.CSTNode) -> cst.BaseStatement
     return current
 
 
-def indent_of(ctx: FileContext, statement: cst.BaseStatement) -> str:
-    """The whitespace that starts `statement`'s line."""
+def indent_of(ctx: FileContext, statement: cst.CSTNode) -> str:
+    """The whitespace that starts the line of the statement that holds `statement`."""
+    return "".join(_indent_units(ctx, statement))
+
+
+def _indent_units(ctx: FileContext, node: cst.CSTNode) -> list[str]:
     units = [
         block.indent if block.indent is not None else ctx.module.default_indent
-        for block in ctx.index.ancestors(statement)
+        for block in ctx.index.ancestors(node)
         if isinstance(block, cst.IndentedBlock)
     ]
-    return "".join(reversed(units))
+    return units[::-1]
+
+
+def code_in_place(ctx: FileContext, new: cst.CSTNode, old: cst.CSTNode) -> str:
+    """The source of `new` as it reads where `old` stands. LibCST indents the continuation lines of
+    a bracketed expression relative to the enclosing block; rendered on its own
+    (`Module.code_for_node`), a multi-line call would lose that indent."""
+    state = CodegenState(default_indent=ctx.module.default_indent, default_newline=ctx.module.default_newline)
+    state.indent_tokens = _indent_units(ctx, old)
+    new._codegen(state)
+    return "".join(state.tokens)
 
 
 def line_before(ctx: FileContext, statement: cst.BaseStatement, code: str) -> Insertion:
@@ -64,3 +81,33 @@ def _last_line_break(node: cst.CSTNode) -> cst.CSTNode:
 
 def adding_lines(description: str, safe: bool, *insertions: Insertion) -> FixProposal:
     return FixProposal(description=description, safe=safe, insertions=tuple(insertions))  # type: ignore[arg-type]
+
+
+def keyword_argument(name: str, value: str) -> cst.Arg:
+    """`name=value` as a call argument (`value` is source text)."""
+    return cst.Arg(
+        keyword=cst.Name(name), value=cst.parse_expression(value),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+
+
+def with_argument(args: Sequence[cst.Arg], added: cst.Arg) -> list[cst.Arg]:
+    """`args` with `added` last, laid out as the call already is: after a trailing comma on its
+    own line in a one-argument-per-line call, after `, ` in a one-line call."""
+    last = args[-1]
+    between = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+        between = _uncommented(args[-2].comma)  # the spacing (or line break) between arguments
+    if isinstance(last.comma, cst.Comma):  # trailing comma: the new argument takes over its layout
+        if len(args) == 1:
+            between = _uncommented(last.comma)
+        return [*args[:-1], last.with_changes(comma=between), added.with_changes(comma=last.comma)]
+    return [*args[:-1], last.with_changes(comma=between), added]
+
+
+def _uncommented(comma: cst.Comma) -> cst.Comma:
+    """The comma's layout without the comments after it (they belong to their own argument)."""
+    space = comma.whitespace_after
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        space = space.with_changes(first_line=cst.TrailingWhitespace(newline=space.first_line.newline), empty_lines=[])
+    return comma.with_changes(whitespace_after=space)

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.training.syntax import keyword, method_name, positional, receiver, short
 from devicelint.context import FileContext
+from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.registry import FixProposal, Rule, Violation, register
 
 FACTORIES = frozenset(
@@ -15,6 +16,7 @@ FACTORIES = frozenset(
         "logspace", "eye", "tensor",
     )
 )
+RANDOM_FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
 DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "rank")
 
 
@@ -70,9 +72,13 @@ class CreateThenMove(Rule):
     ```
 
     ## Fix safety
-    The fix moves the device into the factory call and is safe. It is not offered when the
-    factory already has `device=` or `requires_grad=` (the moved tensor would become a leaf) or
-    when the move passes other arguments (`non_blocking=`, a dtype).
+    The fix moves the device into the factory call, keeping the call's layout (a multi-line call
+    gets the argument on a line of its own). It is safe for deterministic factories (`zeros`,
+    `arange`, `tensor`...). For random draws (`rand`, `randn`, `randint`, `randperm`) it is
+    unsafe: the numbers then come from the device's generator instead of the CPU one, so seeded
+    results change. It is not offered when the factory has a `generator=` (a CPU generator
+    cannot draw on the device), `device=` or `requires_grad=` (the moved tensor would become a
+    leaf), or when the move passes other arguments (`non_blocking=`, a dtype).
 
     ## Known limits
     A factory that already names a device (`torch.randn(..., device="cpu").to(device)`, often
@@ -110,14 +116,15 @@ class CreateThenMove(Rule):
 
 
 def _fix(ctx: FileContext, call: cst.Call, inner: cst.Call, device: str) -> FixProposal | None:
+    factory = ctx.qualified_name(inner.func)
     if keyword(inner, "device") is not None or keyword(inner, "requires_grad") is not None:
         return None
-    if any(a.star for a in inner.args) or not (inner.args or positional(inner)):
+    if keyword(inner, "generator") is not None:
+        return None  # a CPU generator cannot draw on the device: the fix would raise
+    if any(a.star for a in inner.args) or not inner.args:
         return None
-    args = "".join(ctx.code_for(a) for a in inner.args).rstrip()
-    if "#" in args:
-        return None  # a trailing comment would swallow the appended argument
-    if args.endswith(","):
-        args = args[:-1]
-    text = f"{ctx.code_for(inner.func)}({args}, device={device})"
-    return FixProposal("Pass `device=` to the factory", safe=True, replacements=((call, text),))
+    # A random draw moves from the CPU generator to the device's: seeded results change.
+    safe = factory not in RANDOM_FACTORIES
+    new = inner.with_changes(args=with_argument(inner.args, keyword_argument("device", device)))
+    description = "Pass `device=` to the factory" + ("" if safe else " (the draw then uses the device's random generator)")
+    return FixProposal(description, safe=safe, replacements=((call, new),))

@@ -5,8 +5,10 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.modules import dataset_classes
 from devicelint.context import FileContext
+from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.registry import FixProposal, Rule, Violation, register
 
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
@@ -38,8 +40,13 @@ class TorchLoadWithoutMapLocation(Rule):
     ```
 
     ## Fix safety
-    The fix adds `map_location="cpu"` and is unsafe: tensors that used to land on the GPU they
-    were saved from now land on the CPU, so code that relied on that must move them.
+    The fix adds `map_location=` and is unsafe: tensors no longer land on the GPU they were
+    saved from. It names the device the surrounding code moves things to (`device`,
+    `args.device`, `self.device`: the most used one visible at the call), so a loaded model or
+    tensor lands where the code uses it. With no such device in scope it adds `"cpu"` only when
+    the payload is not used as a module (a state dict for `load_state_dict`, which copies into
+    wherever the model is); a whole pickled model that is called or moved gets no fix, since on
+    the CPU it would meet the device inputs.
 
     ## Known limits
     A call that forwards `**kwargs` is not reported, since `map_location` may be among them.
@@ -85,7 +92,7 @@ class TorchLoadWithoutMapLocation(Rule):
             payloads = payloads or Payloads(ctx)
             if payloads.host_only(call):
                 continue
-            yield self.violation(call, fix=_add_map_location(call), call=_short(ctx, call))
+            yield self.violation(call, fix=_add_map_location(ctx, call), call=_short(ctx, call))
 
 
 BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
@@ -161,23 +168,43 @@ def _has_map_location(args: tuple[cst.Arg, ...]) -> bool:
     return positional >= 2
 
 
-def _add_map_location(call: cst.Call) -> FixProposal:
-    new_arg = cst.Arg(
-        keyword=cst.Name("map_location"),
-        value=cst.SimpleString('"cpu"'),
-        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-    )
-    args = list(call.args)
-    if args:
-        last = args[-1]
-        if last.comma is cst.MaybeSentinel.DEFAULT:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    args.append(new_arg)
-    return FixProposal(
-        description='Add `map_location="cpu"`',
-        safe=False,
-        replacements=((call, call.with_changes(args=args)),),
-    )
+def _add_map_location(ctx: FileContext, call: cst.Call) -> FixProposal | None:
+    """`map_location=<the device the code uses>`, or `"cpu"` when the payload only feeds
+    `load_state_dict` (which copies into wherever the model already is); no fix when a loaded
+    whole model is used and no device is in scope (on the CPU it would meet device inputs)."""
+    if not call.args:
+        return None
+    device = device_in_scope(ctx, call)
+    if device is None and _used_as_model(ctx, call):
+        return None
+    where = device or '"cpu"'
+    new = call.with_changes(args=with_argument(call.args, keyword_argument("map_location", where)))
+    return FixProposal(description=f"Add `map_location={where}`", safe=False, replacements=((call, new),))
+
+
+MODULE_METHODS = frozenset({"eval", "train", "parameters", "named_parameters", "to", "cuda", "forward", "modules", "half"})
+
+
+def _used_as_model(ctx: FileContext, value: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether the loaded object is used as a module: called, or a module method called on it,
+    directly, through a key (`ckpt["model"]`) or through names it is assigned to."""
+    node: cst.CSTNode = value
+    parent = ctx.index.parent(node)
+    while isinstance(parent, cst.Subscript) and parent.value is node:
+        node, parent = parent, ctx.index.parent(parent)
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return True
+    if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in MODULE_METHODS:
+        return True
+    if isinstance(parent, cst.Assign) and parent.value is node and depth < 3:
+        names = [t.target.value for t in parent.targets if isinstance(t.target, cst.Name)]
+        scope = ctx.index.enclosing_function(parent) or ctx.module
+        return any(
+            _used_as_model(ctx, use, depth + 1)
+            for use in ctx.index.walk(scope)
+            if isinstance(use, cst.Name) and use.value in names and not ctx.index.in_binding_target(use)
+        )
+    return False
 
 
 def _short(ctx: FileContext, call: cst.Call) -> str:

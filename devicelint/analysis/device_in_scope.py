@@ -1,0 +1,67 @@
+"""The device expression a fix can name: what the code around a node already moves things to.
+
+A fix that adds `map_location=` or `device=` must name a device that exists where the edit
+goes. The most telling one is the expression the same code passes to `.to(...)` or `device=`
+(`device`, `args.device`, `self.device`): it says both that the code runs on an accelerator and
+which spelling it uses. Only expressions whose root name is visible at the edit are offered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import libcst as cst
+
+from devicelint.analysis.devices import is_dtype
+from devicelint.analysis.local_bindings import bindings
+from devicelint.analysis.training.syntax import keyword, method_name, positional
+from devicelint.context import FileContext
+
+# A name or attribute that spells a device, as code in the wild names it.
+_DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "rank")
+
+
+def device_in_scope(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """Source text of the device that code around `node` moves tensors or modules to, visible at
+    `node`: the most used one in `node`'s function, else its class, else the file; None when
+    there is none."""
+    function = ctx.index.enclosing_function(node)
+    owner = ctx.index.enclosing_class(node)
+    # Nearest first: the same function, the same class, the file.
+    counts: tuple[Counter[str], ...] = (Counter(), Counter(), Counter())
+    for call in ctx.index.of_type(cst.Call):
+        target = _moved_to(ctx, call)
+        if target is None:
+            continue
+        text = ctx.code_for(target)
+        same_class = owner is not None and ctx.index.enclosing_class(call) is owner
+        if text.startswith("self.") and not same_class:
+            continue  # another class's `self.device`
+        counts[0 if ctx.index.enclosing_function(call) is function else 1 if same_class else 2][text] += 1
+    for ranked in counts:
+        for text, _ in ranked.most_common():
+            if _visible(ctx, text, node):
+                return text
+    return None
+
+
+def _moved_to(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    if method_name(call) == "to":
+        args = positional(call)
+        target = keyword(call, "device") or (args[0] if args else None)
+    else:
+        target = keyword(call, "device")
+    if not isinstance(target, (cst.Name, cst.Attribute)) or is_dtype(ctx, target):
+        return None
+    last = (target.attr if isinstance(target, cst.Attribute) else target).value.lower()
+    return target if any(word in last for word in _DEVICE_WORDS) else None
+
+
+def _visible(ctx: FileContext, text: str, node: cst.CSTNode) -> bool:
+    root = text.split(".", 1)[0]
+    if root == "self":
+        function = ctx.index.enclosing_function(node)
+        params = function.params.params if function is not None else ()
+        return bool(params) and params[0].name.value == "self"
+    found = bindings(ctx, root, node)
+    return found is None or bool(found)  # None: a parameter or loop target; []: unbound here
