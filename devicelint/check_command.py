@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import pathspec
 
 from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL
 from devicelint.config import Config
+from devicelint.engine import decode_source
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
 from devicelint.registry import PROJECT_URL, REGISTRY, all_rules
@@ -150,22 +152,26 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
     if isinstance(result, str):
         _internal_error(result)
         return EXIT_INTERNAL
-    text = data.decode("utf-8", errors="replace")
+    text = _readable(data)
     findings = list(result.findings)
+    # The fixed source in the input's own encoding, BOM and coding cookie kept.
+    fixed = encode_like(data, result.fixed_source) if result.fixed_source is not None else None
     if options["fix"] and not options["diff"]:
         # As Ruff does: the fixed source goes to stdout, the remaining findings to stderr.
-        fixed = result.fixed_source
-        sys.stdout.write(fixed if fixed is not None else text)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(fixed if fixed is not None else data)
+        sys.stdout.flush()
         if fixed is not None:
-            remaining = lint_data(fixed.encode("utf-8"), replace(task, size=len(fixed)), replace(task_options, fix_mode="none"))
+            remaining = lint_data(fixed, replace(task, size=len(fixed)), replace(task_options, fix_mode="none"))
             findings = list(remaining.findings) if isinstance(remaining, FileResult) else findings
+            text = _readable(fixed)
         report = render(output_format, findings, ReportContext(1, options["show_source"], False, {display: text}))
         sys.stderr.write(report)
         if options.get("show_fixes"):
             sys.stderr.write(fixes_listing([(display, result.fixes_applied)], would=False))
     else:
-        if options["diff"] and result.fixed_source is not None:
-            click.echo(unified_diff(display, text, result.fixed_source), nl=False)
+        if options["diff"] and fixed is not None:
+            click.echo(unified_diff(display, data, fixed), nl=False)
         _emit(findings, 1, output_format, options, {display: text}, fixed=[(display, result.fixes_applied)])
     for message in result.internal_errors:
         _internal_error(message)
@@ -174,6 +180,14 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _readable(data: bytes) -> str:
+    """The source as Python reads it (coding cookie, BOM), for showing lines under findings."""
+    try:
+        return decode_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", errors="replace")
 
 
 def _apply_fixes(
@@ -189,21 +203,40 @@ def _apply_fixes(
         task = by_display[result.path]
         path = Path(task.path)
         original = path.read_bytes()
-        before = original.decode("utf-8", errors="replace")
+        fixed = encode_like(original, result.fixed_source)
         if diff_only:
-            click.echo(unified_diff(task.display, before, result.fixed_source), nl=False)
+            click.echo(unified_diff(task.display, original, fixed), nl=False)
             continue
-        write_atomically(path, encode_like(original, result.fixed_source))
+        write_atomically(path, fixed)
         remaining = lint_data(path.read_bytes(), task, replace(task_options, fix_mode="none"))
         if isinstance(remaining, FileResult):
             outcome.results[index] = remaining
     return applied
 
 
-def unified_diff(display: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{display}", f"b/{display}")
+def unified_diff(display: str, before: bytes, after: bytes) -> bytes:
+    """A unified diff of the file's bytes as `--fix` would write them, which `patch` applies
+    exactly: any encoding and BOM, CRLF or CR-only line ends, form feeds, no final line break."""
+    name = os.fsencode(display)
+    lines = difflib.diff_bytes(
+        difflib.unified_diff, _byte_lines(before), _byte_lines(after), b"a/" + name, b"b/" + name
     )
+    out = []
+    for line in lines:
+        out.append(line)
+        if not line.endswith(b"\n"):  # the last line of a file with no final line break
+            out.append(b"\n\\ No newline at end of file\n")
+    return b"".join(out)
+
+
+def _byte_lines(data: bytes) -> list[bytes]:
+    # Lines as `patch` sees them: split after "\n" only (a CR-only file is one line; bytes and
+    # str `splitlines` would also split at "\r", "\f" and others).
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _emit(
@@ -211,21 +244,23 @@ def _emit(
     sources: dict[str, str], failed: bool = False, fixed: Sequence[tuple[str, tuple[str, ...]]] = (),
 ) -> None:
     output_file = options["output_file"]
-    color = output_format == "text" and output_file is None and sys.stdout.isatty()
+    # With --diff, stdout carries the diff alone (as Ruff), so `patch` can read it.
+    to_stderr = bool(options["diff"]) and not output_file
+    stream = sys.stderr if to_stderr else sys.stdout
+    color = output_format == "text" and output_file is None and stream.isatty()
     context = ReportContext(files_checked, options["show_source"], color, sources)
     report = render(output_format, findings, context)
     fix_count = 0 if options["diff"] else sum(len(codes) for _, codes in fixed)
+    if output_format == "text" and options["statistics"]:
+        report = statistics(findings)
     if options.get("show_fixes"):
         listing = fixes_listing(fixed, would=options["diff"])
         if output_format == "text" and not output_file:
             report += listing
         else:  # keep a machine-readable report clean
             click.echo(listing, err=True, nl=False)
-    if output_format == "text":
-        if options["statistics"]:
-            report = statistics(findings)
-        if not options["quiet"] and not (failed and not findings):  # never "All clear" after an error
-            report += summary(findings, files_checked, fix_count) + "\n"
+    if output_format == "text" and not options["quiet"] and not (failed and not findings):
+        report += summary(findings, files_checked, fix_count) + "\n"  # never "All clear" after an error
     if output_file:
         try:
             Path(output_file).write_text(report, encoding="utf-8")
@@ -233,4 +268,4 @@ def _emit(
             _error(f"cannot write {output_file}: {err.strerror or err}")
             sys.exit(EXIT_ERROR)
     else:
-        click.echo(report, nl=False, color=color)
+        click.echo(report, nl=False, color=color, err=to_stderr)

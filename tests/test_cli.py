@@ -428,8 +428,10 @@ def test_unsafe_fixes_twice_changes_nothing(project: Path) -> None:
 
 def test_show_fixes_lists_what_was_fixed(project: Path) -> None:
     would = invoke("check", "--no-cache", "--diff", "--unsafe-fixes", "--show-fixes", "buggy.py")
-    assert "Would fix 2 problems:\n- buggy.py:\n    1 × DL501 (torch-load-without-map-location)\n" in would.stdout
-    assert "    1 × DL502 (device-compared-to-string-or-bare-type)\n" in would.stdout
+    assert would.stdout.startswith("--- a/buggy.py\n")  # stdout: the diff alone; the rest on stderr
+    assert "Would fix 2 problems:\n- buggy.py:\n    1 × DL501 (torch-load-without-map-location)\n" in would.stderr
+    assert "    1 × DL502 (device-compared-to-string-or-bare-type)\n" in would.stderr
+    assert "Would fix" not in would.stdout and "DL501" not in would.stdout
     assert (project / "buggy.py").read_text() == BUGGY
     done = invoke("check", "--no-cache", "--fix", "--show-fixes", "buggy.py")
     assert "Fixed 1 problem:\n- buggy.py:\n    1 × DL502 (device-compared-to-string-or-bare-type)\n" in done.stdout
