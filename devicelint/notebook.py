@@ -1,8 +1,8 @@
 """Lint Jupyter notebooks: code cells joined into one module, findings mapped back to cells.
 
 Cells are joined so that facts flow between them as they do when the notebook runs (a model
-moved in one cell, a tensor made in the next). IPython magics and shell lines are blanked,
-keeping line numbers; a cell that starts with a cell magic (`%%bash`) is skipped whole.
+moved in one cell, a tensor made in the next). IPython magics and shell lines become `pass`
+at their indent, keeping line numbers and blocks; a cell that starts with a cell magic (`%%bash`) is skipped whole.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
         for index, line in enumerate(cell_lines, start=1):
             stripped = line.lstrip()
             if stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
-                line = ""
+                # `pass`, not a blank line: a block that held only magics must stay a block.
+                line = line[: len(line) - len(stripped)] + "pass"
             lines.append(line)
             origin.append(CellLine(number, index))
         # A blank separator keeps an unfinished block in one cell from swallowing the next.

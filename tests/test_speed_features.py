@@ -50,13 +50,27 @@ def test_notebook_text_output_shows_cell_location_and_cell_source() -> None:
     assert '  1 | state = torch.load("ckpt.pt")' in result.output
 
 
-def test_notebook_magics_and_shell_lines_are_blanked_keeping_line_numbers() -> None:
+def test_notebook_magics_and_shell_lines_become_pass_keeping_line_numbers() -> None:
     notebook = {"cells": [{"cell_type": "code", "source": ["%time x = 1\n", "!ls\n", "y = 2\n"]},
                           {"cell_type": "code", "source": ["%%bash\n", "echo hi\n"]}]}
     source, origin = virtual_source(json.dumps(notebook).encode())
-    assert source.splitlines()[:3] == ["", "", "y = 2"]
+    assert source.splitlines()[:3] == ["pass", "pass", "y = 2"]
     assert (origin[2].cell, origin[2].line) == (1, 3)
     assert "echo" not in source
+
+
+def test_a_block_of_magics_only_keeps_the_notebook_linted(tmp_path: Path) -> None:
+    # Blanked to nothing, `if ...:` with only magics inside was a false DL000 that hid every
+    # other finding of the notebook (yolov5's tutorial notebooks).
+    cells = [
+        ["import torch\n", "if torch.cuda.is_available():\n", "    %env CUDA_LAUNCH_BLOCKING=1\n",
+         "elif False:\n", "    !nvidia-smi\n"],
+        ["state = torch.load('w.pt')\n"],
+    ]
+    notebook = {"cells": [{"cell_type": "code", "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "tutorial.ipynb").write_text(json.dumps(notebook))
+    rows = _json(["--no-cache", str(tmp_path)])
+    assert [(r["code"], r["cell"], r["line"]) for r in rows] == [("DL501", 2, 1)]
 
 
 def test_notebooks_can_be_switched_off_in_config(tmp_path: Path) -> None:
