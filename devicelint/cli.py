@@ -50,7 +50,7 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--select", multiple=True, help="Rules to enable instead of the defaults: codes, prefixes (DL1), names, or ALL.")
 @click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection.")
 @click.option("--ignore", multiple=True, help="Rules to disable.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -119,15 +120,20 @@ def discover(
     missing: list[str] = []
     for given in paths:
         path = Path(given)
-        if not path.exists():
+        try:
+            is_folder = stat.S_ISDIR(path.stat().st_mode)
+        except (FileNotFoundError, NotADirectoryError):
             if path.is_symlink():
                 unreadable.append((given, "broken symbolic link"))
             else:
                 missing.append(given)
             continue
+        except OSError as err:  # a folder on the way we may not search: a finding, like any unreadable file
+            unreadable.append((given, err.strerror or str(err)))
+            continue
         if force_exclude and excluder.inside_virtualenv(path):
             continue
-        if path.is_dir():
+        if is_folder:
             if force_exclude and excluder.excluded(path, True):
                 continue
             _walk(path, excluder, suffixes, files, unreadable, cwd)

@@ -243,3 +243,21 @@ def test_colour_on_a_terminal_only(tmp_path: Path) -> None:
     assert "\x1b[" in on_terminal and "DL501" in on_terminal
     piped = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "\x1b[" not in piped.stdout and "DL501" in piped.stdout
+
+
+def test_non_utf8_and_odd_file_names_are_valid_json_and_sarif() -> None:
+    # A file name with a latin-1 byte reaches devicelint as a lone surrogate, which strict
+    # JSON readers reject; spaces and `#` are not allowed raw in a SARIF URI.
+    name = b"data/caf\xe9 #1.py".decode("utf-8", "surrogateescape")
+    fix = Fix("Add", False, (Edit(1, 1, 1, 2, "x"),))
+    findings = [finding(path=name, fix=fix)]
+    as_json = render("json", findings)
+    as_json.encode("utf-8")  # strict: no lone surrogates
+    assert json.loads(as_json)[0]["path"] == "data/caf\\xe9 #1.py"
+    document = json.loads(render("sarif", findings))
+    jsonschema.validate(document, SCHEMA)
+    result = document["runs"][0]["results"][0]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "data/caf%E9%20%231.py"
+    assert result["fixes"][0]["artifactChanges"][0]["artifactLocation"]["uri"] == "data/caf%E9%20%231.py"
+    render("github", findings).encode("utf-8")
+    render("text", findings).encode("utf-8")

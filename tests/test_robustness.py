@@ -248,6 +248,39 @@ def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "secret.py" in _by_file(cached.stdout)
 
 
+def test_unreadable_paths_named_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a user who is not root: `secret.py` cannot be read, `locked/` cannot be searched (so
+    # even `stat` of `locked/b.py` fails). Each is a DL000 finding; the run goes on.
+    (tmp_path / "secret.py").write_text(LOAD)
+    (tmp_path / "ok.py").write_text(LOAD)
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "b.py").write_text(LOAD)
+    real_read_bytes, real_stat, real_access = pathlib.Path.read_bytes, pathlib.Path.stat, os.access
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "secret.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read_bytes(self)
+
+    def stat(self: Path, **kwargs):  # type: ignore[no-untyped-def]
+        if "locked" in self.parts and self.name == "b.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(pathlib.Path, "stat", stat)
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: "secret" not in str(path) and real_access(path, mode, **kw))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "1", "--output-format", "json",
+                                      "ok.py", "secret.py", "locked/b.py"], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert _by_file(result.stdout) == {
+        "ok.py": [DL501_AT_2],
+        "secret.py": [("DL000", 1, 1, "cannot read the file: Permission denied")],
+        "locked/b.py": [("DL000", 1, 1, "cannot read the file: Permission denied")],
+    }
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root can read a chmod 0 file")
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_unreadable_file_subprocess(tmp_path: Path, jobs: str) -> None:

@@ -20,6 +20,20 @@ class ReportContext:
 FORMATS = ("text", "json", "sarif", "github")
 
 
+def printable_path(path: str) -> str:
+    """A path as valid Unicode: bytes that are not UTF-8 in a file name (which Python keeps as
+    lone surrogates, rejected by strict JSON readers) become `\\xff` escapes."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def path_uri(path: str) -> str:
+    """A path as a URI reference (SARIF `artifactLocation.uri`): `/` separators, and spaces,
+    `%`, `#` and non-UTF-8 bytes percent-encoded."""
+    from urllib.parse import quote
+
+    return quote(path.replace("\\", "/").encode("utf-8", "surrogateescape"), safe="/")
+
+
 def render(fmt: str, findings: Sequence[Finding], context: ReportContext | None = None) -> str:
     """Render findings (static or runtime) in one of FORMATS."""
     from devicelint.report import github, json_format, sarif, text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext
+from devicelint.report import ReportContext, printable_path
 
 
 def _escape_data(text: str) -> str:
@@ -21,7 +21,7 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
     for f in findings:
         level = "warning" if f.severity == "warning" else "error"
         lines.append(
-            f"::{level} file={_escape_property(f.path)},line={f.line},col={f.column},"
+            f"::{level} file={_escape_property(printable_path(f.path))},line={f.line},col={f.column},"
             f"endLine={f.end_line},endColumn={f.end_column},title={_escape_property(f.code)}::"
             f"{_escape_data(f.code + ' ' + f.message)}"
         )

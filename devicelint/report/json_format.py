@@ -7,12 +7,12 @@ from dataclasses import asdict
 from typing import Any, Sequence
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext
+from devicelint.report import ReportContext, printable_path
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
     data = {
-        "path": finding.path,
+        "path": printable_path(finding.path),
         "line": finding.line,
         "column": finding.column,
         "end_line": finding.end_line,

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from devicelint import __version__
 from devicelint.finding import Finding
 from devicelint.registry import PROJECT_URL, all_rules
-from devicelint.report import ReportContext
+from devicelint.report import ReportContext, path_uri
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -32,7 +32,7 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, Any]:
         "locations": [
             {
                 "physicalLocation": {
-                    "artifactLocation": {"uri": finding.path.replace("\\", "/")},
+                    "artifactLocation": {"uri": path_uri(finding.path)},
                     "region": {
                         "startLine": finding.line,
                         "startColumn": finding.column,
@@ -58,7 +58,7 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, Any]:
                 "description": {"text": finding.fix.description},
                 "artifactChanges": [
                     {
-                        "artifactLocation": {"uri": finding.path.replace("\\", "/")},
+                        "artifactLocation": {"uri": path_uri(finding.path)},
                         "replacements": [
                             {
                                 "deletedRegion": {

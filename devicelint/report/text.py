@@ -9,7 +9,7 @@ from typing import Sequence
 import click
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext
+from devicelint.report import ReportContext, printable_path
 
 
 def _source_line(finding: Finding, context: ReportContext) -> str | None:
@@ -27,7 +27,7 @@ def _source_line(finding: Finding, context: ReportContext) -> str | None:
 
 def location(finding: Finding) -> str:
     cell = f"cell {finding.cell}:" if finding.cell is not None else ""
-    return f"{finding.path}:{cell}{finding.line}:{finding.column}"
+    return f"{printable_path(finding.path)}:{cell}{finding.line}:{finding.column}"
 
 
 MAX_SHOWN = 120
