@@ -178,11 +178,12 @@ def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, sett
             misses.append(task)
         else:
             hits.append(cached)
-    outcome = run_tasks(misses, task_options, jobs, on_done)
-    for result in outcome.results:
+    def keep(result: FileResult) -> None:
         key = keys.get(result.path)
         if key is not None and not result.internal_errors and not any(f.message.startswith("cannot read") for f in result.findings):
             cache.put(key, result)
+
+    outcome = run_tasks(misses, task_options, jobs, on_done, on_result=keep)
     outcome.results.extend(hits)
     outcome.results.sort(key=lambda r: r.path)
     return outcome

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import difflib
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import click
 import pathspec
 
-from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL
+from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
 from devicelint.config import Config
 from devicelint.engine import decode_source
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
@@ -105,7 +108,12 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         _error(f"{missing}: no such file or directory")
     tasks = [_task(f, per_file, codes) for f in found.files]
     jobs = options["jobs"] or default_jobs()
-    outcome = _run(tasks, task_options, jobs, settings, options, output_format)
+    try:
+        with _terminate_as_interrupt():
+            outcome = _run(tasks, task_options, jobs, settings, options, output_format)
+    except KeyboardInterrupt:
+        _error("interrupted: nothing reported; the files finished so far are cached")
+        return EXIT_INTERRUPTED
     for display, reason in found.unreadable:
         outcome.results.append(read_error_result(display, OSError(reason)))
     fixed: list[tuple[str, tuple[str, ...]]] = []
@@ -126,6 +134,23 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) ends the run as Ctrl-C does: workers stopped, the results
+    already computed kept in the cache, no traceback."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task:

@@ -11,6 +11,8 @@ from devicelint import __version__
 from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, load_config
 # 3: devicelint itself failed (a rule raised, a worker died); CI can tell it from findings.
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
+# Ctrl-C or SIGTERM, as shells report a run ended by SIGINT.
+EXIT_INTERRUPTED = 130
 
 
 class DefaultToCheck(click.Group):

@@ -6,6 +6,7 @@ import gc
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -25,6 +26,8 @@ THREAD_STACK_BYTES = 512 * 1024 * 1024
 RECURSION_LIMIT = 30_000
 # Below this many files a process pool costs more to start than it saves.
 MIN_FILES_FOR_POOL = 8
+# How often a worker checks that the command it works for is still running.
+PARENT_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -125,9 +128,34 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
         return f"{type(err).__name__} while linting {task.display}: {err}"
 
 
-def _worker_init() -> None:
+def _worker_init(parent_pid: int) -> None:
     all_rules()
     sys.setrecursionlimit(RECURSION_LIMIT)
+    threading.Thread(target=_exit_with, args=(parent_pid,), name="devicelint-parent-watch", daemon=True).start()
+
+
+def _exit_with(parent_pid: int) -> None:
+    """End this worker once the command that started it is gone (`kill -9`, a closed terminal).
+    Its real parent is the forkserver, and the pool's pipes stay open in the workers
+    themselves, so nothing else would ever tell it."""
+    while True:
+        time.sleep(PARENT_POLL_SECONDS)
+        if not _alive(parent_pid):
+            os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed parent its own parent has not reaped yet is a zombie, not alive
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _start_forkserver(context) -> None:  # type: ignore[no-untyped-def]
@@ -156,17 +184,26 @@ def _start_forkserver(context) -> None:  # type: ignore[no-untyped-def]
 
 
 def run_tasks(
-    tasks: Sequence[Task], options: TaskOptions, jobs: int, on_done: Callable[[], None] | None = None
+    tasks: Sequence[Task], options: TaskOptions, jobs: int, on_done: Callable[[], None] | None = None,
+    on_result: Callable[[FileResult], None] | None = None,
 ) -> RunOutcome:
-    """Lint every task; the result order never depends on `jobs`. `on_done` ticks per file."""
+    """Lint every task; the result order never depends on `jobs`. `on_done` ticks per file;
+    `on_result` sees each file's result as soon as it is ready (the cache keeps it at once, so
+    an interrupted run loses nothing it finished)."""
     outcome = RunOutcome([], [])
     tick = on_done or (lambda: None)
+
+    def collect(result: FileResult | str) -> None:
+        _collect(outcome, result)
+        if on_result is not None and isinstance(result, FileResult):
+            on_result(result)
+        tick()
+
     if jobs <= 1 or len(tasks) < MIN_FILES_FOR_POOL:
         for task in tasks:
-            _collect(outcome, lint_task(task, options))
-            tick()
+            collect(lint_task(task, options))
     else:
-        _run_pool(tasks, options, jobs, outcome, tick)
+        _run_pool(tasks, options, jobs, collect)
     outcome.results.sort(key=lambda r: r.path)
     outcome.internal_errors.sort()
     return outcome
@@ -180,31 +217,48 @@ def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
         outcome.internal_errors.extend(result.internal_errors)
 
 
-def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, outcome: RunOutcome, tick: Callable[[], None]) -> None:
+def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: Callable[[FileResult | str], None]) -> None:
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
     _start_forkserver(context)
     pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
+    pool = _pool(context, jobs)
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init) as pool:
-            futures = {pool.submit(lint_task, task, options): task for task in pending.values()}
-            for future in as_completed(futures):
-                task = futures[future]
-                _collect(outcome, future.result())
-                del pending[task.path]
-                tick()
+        futures = {pool.submit(lint_task, task, options): task for task in pending.values()}
+        for future in as_completed(futures):
+            task = futures[future]
+            collect(future.result())
+            del pending[task.path]
     except BrokenProcessPool:
         # A worker died (the native parser can crash on pathological input): find the file
         # by linting what is left one file per process.
+        pool.shutdown(wait=True)
         for task in list(pending.values()):
-            _collect(outcome, _lint_isolated(task, options, context))
-            tick()
+            collect(_lint_isolated(task, options, context))
+    except BaseException:  # Ctrl-C, SIGTERM: stop the workers now rather than finish the queue
+        _stop(pool)
+        raise
+    else:
+        pool.shutdown(wait=True)
+
+
+def _pool(context, jobs: int) -> ProcessPoolExecutor:  # type: ignore[no-untyped-def]
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
 
 
 def _lint_isolated(task: Task, options: TaskOptions, context) -> FileResult | str:  # type: ignore[no-untyped-def]
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_worker_init) as pool:
+        with _pool(context, 1) as pool:
             return pool.submit(lint_task, task, options).result()
     except BrokenProcessPool:
         # Most likely LibCST's native parser crashing on this input: devicelint's failure to report,

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import libcst as cst
@@ -16,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import devicelint.runner
+from conftest import FIXTURES
 from devicelint.cli import cli
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import all_rules
@@ -358,3 +361,83 @@ def test_symlink_loop_and_symlinked_folders(tmp_path: Path, monkeypatch: pytest.
     assert done.returncode == 1
     named = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "json", "alias"], catch_exceptions=False)
     assert _by_file(named.stdout) == {"alias/a.py": [DL501_AT_2]}
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == parent and int(stat.parent.name) not in found:
+                found.add(int(stat.parent.name))
+                frontier.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def _slow_project(root: Path) -> None:
+    # Enough work for two workers to be busy for many seconds.
+    body = (FIXTURES / "DL101" / "bad_trainers_and_loops.py").read_text()
+    for i in range(80):
+        (root / f"m{i}.py").write_text(body * 12)
+
+
+def _start_and_wait_for_workers(args: list[str], cwd: Path) -> tuple[subprocess.Popen, set[int]]:
+    process = subprocess.Popen([sys.executable, "-m", "devicelint", "check", *args], cwd=cwd,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        family = _descendants(process.pid)
+        if len(family) >= 4:  # resource tracker, forkserver, two workers
+            return process, family
+        time.sleep(0.2)
+    process.kill()
+    pytest.fail("the workers never started")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_kill_9_of_the_command_leaves_no_worker_behind(tmp_path: Path) -> None:
+    _slow_project(tmp_path)
+    process, family = _start_and_wait_for_workers(["--no-cache", "-j", "2", "-q", "."], tmp_path)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 15
+    while _alive(family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(family) == set()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_stops_the_workers_and_keeps_what_was_finished(tmp_path: Path) -> None:
+    _slow_project(tmp_path)
+    process, family = _start_and_wait_for_workers(["--cache-dir", ".c", "-j", "2", "-q", "."], tmp_path)
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / ".c").rglob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert stderr.decode().strip() == "devicelint: error: interrupted: nothing reported; the files finished so far are cached"
+    cached = len(list((tmp_path / ".c").rglob("*.json")))
+    assert 1 <= cached < 80
+    deadline = time.monotonic() + 15
+    while _alive(family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(family) == set()
