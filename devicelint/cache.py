@@ -180,7 +180,7 @@ def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, sett
             hits.append(cached)
     def keep(result: FileResult) -> None:
         key = keys.get(result.path)
-        if key is not None and not result.internal_errors and not any(f.message.startswith("cannot read") for f in result.findings):
+        if key is not None and not result.internal_errors and not result.timed_out and not any(f.message.startswith("cannot read") for f in result.findings):
             cache.put(key, result)
 
     outcome = run_tasks(misses, task_options, jobs, on_done, on_result=keep)

@@ -94,7 +94,7 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     output_format = options["output_format"] or settings.output_format or "text"
     fix_mode = "unsafe" if options["unsafe_fixes"] and (options["fix"] or options["diff"]) else (
         "safe" if options["fix"] or options["diff"] else "none")
-    task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode)
+    task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds)
     per_file = PerFileIgnores(settings)
     sources: dict[str, str] = {}
 

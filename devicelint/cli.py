@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -78,7 +79,14 @@ def check(paths: tuple[str, ...], **options) -> None:  # type: ignore[no-untyped
     from devicelint.check_command import run_check
 
     settings = _load_settings(options.pop("config_file"), options.pop("isolated"))
-    sys.exit(run_check(list(paths) or ["."], settings, options))
+    code = run_check(list(paths) or ["."], settings, options)
+    from devicelint.runner import abandoned_work
+
+    if abandoned_work():  # a file given up at the time limit is still being parsed in a thread
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 @cli.command("rules")

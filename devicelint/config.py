@@ -17,7 +17,8 @@ from devicelint.selection import SelectorError, resolve_all, validate_torch_vers
 OUTPUT_FORMATS = ("text", "json", "sarif", "github")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset(
-    _LIST_KEYS + ("per-file-ignores", "output-format", "torch-version", "cache-dir", "notebooks", "respect-gitignore")
+    _LIST_KEYS + ("per-file-ignores", "output-format", "torch-version", "cache-dir", "notebooks", "respect-gitignore",
+                  "max-file-seconds")
 )
 
 
@@ -41,6 +42,8 @@ class Config:
     cache_dir: str | None = None
     notebooks: bool = True
     respect_gitignore: bool = True
+    # Seconds one file may take before it is a DL000 (None: 10 s plus 5 s per MB; 0: no limit).
+    max_file_seconds: float | None = None
 
 
 def find_config(start: Path) -> Path | None:
@@ -135,6 +138,9 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
     cache_dir = table.get("cache-dir")
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise fail("cache-dir", "must be a string")
+    max_seconds = table.get("max-file-seconds")
+    if max_seconds is not None and (isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or max_seconds < 0):
+        raise fail("max-file-seconds", "must be a number of seconds, 0 for no limit")
     return Config(
         path=path,
         root=path.parent.resolve(),
@@ -149,4 +155,5 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
         cache_dir=cache_dir,
         notebooks=table.get("notebooks", True),
         respect_gitignore=table.get("respect-gitignore", True),
+        max_file_seconds=max_seconds,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
 from dataclasses import dataclass
 from typing import Sequence
@@ -26,6 +27,9 @@ SYNTAX_ERROR_NAME = "syntax-error"
 # try, and at a few thousand levels it overflows its stack and kills the process.
 MAX_BRACKET_DEPTH = 200
 _BRACKETS = re.compile(r"[()\[\]{}]")
+# A line this long is generated code or a pathological chain: CPython judges it first.
+_LONG_LINE = re.compile(r"[^\n]{2000}")
+PYTHON_RECURSION_LIMIT = 1000
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,33 @@ def _decode(data: bytes | str, path: str) -> str | Finding:
 
 
 def _too_deep(text: str) -> tuple[int, int, str] | None:
-    """CPython's own verdict on a file nested beyond what the parser can take, else None."""
+    """CPython's own verdict on a file that may be nested beyond what a parser can take, else None.
+
+    LibCST takes minutes and gigabytes on what CPython rejects at once: brackets nested hundreds
+    deep, or a single line of thousands of chained attributes, calls, operators, `not`s or
+    `lambda`s. Only such files pay for the extra CPython parse.
+    """
+    if not _LONG_LINE.search(text) and _bracket_depth(text) <= MAX_BRACKET_DEPTH:
+        return None
+    # As a default `python` would: the workers raise the recursion limit for LibCST's sake.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        if "too many nested" in err.msg or "too complex" in err.msg:
+            return err.lineno or 1, err.offset or 1, err.msg
+        return None  # maybe newer syntax than this Python knows: LibCST decides
+    except (RecursionError, MemoryError) as err:
+        return 1, 1, f"nested too deeply for Python to compile ({type(err).__name__})"
+    except ValueError:
+        return None
+    finally:
+        sys.setrecursionlimit(limit)
+    return None
+
+
+def _bracket_depth(text: str) -> int:
     depth = deepest = 0
     for match in _BRACKETS.finditer(text):
         if match.group() in "([{":
@@ -94,16 +124,7 @@ def _too_deep(text: str) -> tuple[int, int, str] | None:
                 deepest = depth
         else:
             depth -= 1
-    if deepest <= MAX_BRACKET_DEPTH:
-        return None
-    # Brackets inside strings can inflate the count: let CPython decide.
-    try:
-        ast.parse(text)
-    except SyntaxError as err:
-        return err.lineno or 1, err.offset or 1, err.msg
-    except (RecursionError, MemoryError, ValueError) as err:
-        return 1, 1, f"nested too deeply for Python to compile ({type(err).__name__})"
-    return None
+    return deepest
 
 
 def _explain_syntax_error(text: str, path: str, err: cst.ParserSyntaxError) -> Finding:
@@ -133,6 +154,8 @@ def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
     """DL000 for a file no rule needs parsed: CPython's fast parser first, LibCST to confirm."""
     import warnings
 
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)  # what a default `python` accepts
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -140,6 +163,8 @@ def _unparsable(text: str, path: str) -> tuple[Finding, ...]:
         return ()
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         pass  # maybe newer syntax than this Python knows: LibCST decides
+    finally:
+        sys.setrecursionlimit(limit)
     parsed = _parse(text, path)
     return (parsed,) if isinstance(parsed, Finding) else ()
 

@@ -60,3 +60,5 @@ class FileResult:
     fixes_applied: tuple[str, ...] = ()
     # devicelint's own failures on this file (a rule that raised): never the user's problem.
     internal_errors: tuple[str, ...] = ()
+    # Linting stopped at the per-file time limit (the finding says so); never cached.
+    timed_out: bool = False

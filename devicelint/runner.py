@@ -26,8 +26,14 @@ THREAD_STACK_BYTES = 512 * 1024 * 1024
 RECURSION_LIMIT = 30_000
 # Below this many files a process pool costs more to start than it saves.
 MIN_FILES_FOR_POOL = 8
+# The default per-file time limit: generous for real code (the slowest file of torch's sources
+# takes under 3 s), yet a pathological file cannot hold a run for minutes.
+DEFAULT_SECONDS = 10.0
+SECONDS_PER_MB = 5.0
 # How often a worker checks that the command it works for is still running.
 PARENT_POLL_SECONDS = 0.5
+# A worker that gave up on a file exits this long after handing back its result.
+EXIT_DELAY_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,19 @@ class TaskOptions:
     torch_version: str | None
     fix_mode: str
     prefilter: bool = True
+    # Per-file time limit (`max-file-seconds`): None for the default, 0 for none.
+    max_file_seconds: float | None = None
+
+    def seconds_for(self, size: int) -> float | None:
+        if self.max_file_seconds == 0:
+            return None
+        if self.max_file_seconds is not None:
+            return self.max_file_seconds
+        return DEFAULT_SECONDS + SECONDS_PER_MB * size / 1_000_000
+
+
+class FileTimeout(Exception):
+    """Linting one file ran past its time limit."""
 
 
 @dataclass
@@ -55,8 +74,18 @@ class RunOutcome:
         return sorted((f for r in self.results for f in r.findings), key=lambda f: f.sort_key)
 
 
-def in_big_stack(fn: Callable, *args):  # type: ignore[no-untyped-def]
-    """Run `fn(*args)` in a thread with a large stack; re-raise whatever it raised."""
+# Lint threads given up at the time limit. They cannot be stopped, and one still inside the
+# native parser when Python shuts down aborts the process: the command must end with os._exit.
+_abandoned: list[threading.Thread] = []
+
+
+def abandoned_work() -> bool:
+    return any(thread.is_alive() for thread in _abandoned)
+
+
+def in_big_stack(fn: Callable, *args, timeout: float | None = None):  # type: ignore[no-untyped-def]
+    """Run `fn(*args)` in a thread with a large stack; re-raise whatever it raised. After
+    `timeout` seconds raise FileTimeout (the thread, a daemon, is left to the caller)."""
     outcome: list = []
 
     def target() -> None:
@@ -69,11 +98,14 @@ def in_big_stack(fn: Callable, *args):  # type: ignore[no-untyped-def]
         sys.setrecursionlimit(RECURSION_LIMIT)
     previous = threading.stack_size(THREAD_STACK_BYTES)
     try:
-        thread = threading.Thread(target=target, name="devicelint-lint")
+        thread = threading.Thread(target=target, name="devicelint-lint", daemon=True)
         thread.start()
     finally:
         threading.stack_size(previous)
-    thread.join()
+    thread.join(timeout)
+    if thread.is_alive():
+        _abandoned.append(thread)
+        raise FileTimeout
     ok, value = outcome[0]
     if not ok:
         raise value
@@ -115,11 +147,18 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
         rules=tuple(REGISTRY[c] for c in task.codes), torch_version=options.torch_version,
         fix_mode=options.fix_mode, prefilter=options.prefilter,
     )
+    seconds = options.seconds_for(len(data))
     try:
         with collector_paused():
             if task.path.endswith(NOTEBOOK_SUFFIX):
-                return in_big_stack(lint_notebook, data, task.display, engine_options)
-            return in_big_stack(lint_source, data, task.display, engine_options)
+                return in_big_stack(lint_notebook, data, task.display, engine_options, timeout=seconds)
+            return in_big_stack(lint_source, data, task.display, engine_options, timeout=seconds)
+    except FileTimeout:
+        if _in_worker:
+            _exit_soon()  # the stuck thread cannot be stopped; the pool replaces this worker
+        return FileResult(task.display, (error_finding(task.display, 1, 1, (
+            f"not analysed: linting took longer than {seconds:g} s (set `max-file-seconds` to change the limit)")),),
+            timed_out=True)
     except NotebookError as err:
         return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
     except MemoryError:
@@ -128,7 +167,21 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
         return f"{type(err).__name__} while linting {task.display}: {err}"
 
 
+# True in pool workers, which may end themselves; never in the command's own process.
+_in_worker = False
+
+
+def _exit_soon() -> None:
+    """End this worker once its last result is on its way (a stuck lint thread keeps burning CPU
+    and memory otherwise)."""
+    timer = threading.Timer(EXIT_DELAY_SECONDS, os._exit, args=(0,))
+    timer.daemon = True
+    timer.start()
+
+
 def _worker_init(parent_pid: int) -> None:
+    global _in_worker
+    _in_worker = True
     all_rules()
     sys.setrecursionlimit(RECURSION_LIMIT)
     threading.Thread(target=_exit_with, args=(parent_pid,), name="devicelint-parent-watch", daemon=True).start()
@@ -223,24 +276,37 @@ def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: C
     context = multiprocessing.get_context("forkserver")
     _start_forkserver(context)
     pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
+    while pending:
+        timed_out = _pool_round(context, jobs, pending, options, collect)
+        if pending and not timed_out:
+            # A worker died unexplained (the native parser can crash on pathological input):
+            # find the file by linting what is left one file per process.
+            for task in list(pending.values()):
+                collect(_lint_isolated(task, options, context))
+            return
+
+
+def _pool_round(context, jobs: int, pending: dict[str, Task], options: TaskOptions,  # type: ignore[no-untyped-def]
+                collect: Callable[[FileResult | str], None]) -> bool:
+    """Lint `pending` (removing each file done) until done or the pool breaks; whether a worker
+    gave up on a file in this round (it then exits, breaking the pool, and a new round goes on)."""
     pool = _pool(context, jobs)
+    timed_out = False
     try:
         futures = {pool.submit(lint_task, task, options): task for task in pending.values()}
         for future in as_completed(futures):
-            task = futures[future]
-            collect(future.result())
-            del pending[task.path]
+            result = future.result()
+            timed_out |= isinstance(result, FileResult) and result.timed_out
+            collect(result)
+            del pending[futures[future].path]
     except BrokenProcessPool:
-        # A worker died (the native parser can crash on pathological input): find the file
-        # by linting what is left one file per process.
         pool.shutdown(wait=True)
-        for task in list(pending.values()):
-            collect(_lint_isolated(task, options, context))
     except BaseException:  # Ctrl-C, SIGTERM: stop the workers now rather than finish the queue
         _stop(pool)
         raise
     else:
         pool.shutdown(wait=True)
+    return timed_out
 
 
 def _pool(context, jobs: int) -> ProcessPoolExecutor:  # type: ignore[no-untyped-def]

@@ -113,6 +113,9 @@ def test_config_subprocess(tmp_path: Path) -> None:
          "`tool.devicelint.per-file-ignores.a.py` has an unknown rule selector 'DL999'"),
         ("per-file-ignores = 3\n", "`tool.devicelint.per-file-ignores` must be a table"),
         ("respect-gitignore = \"yes\"\n", "`tool.devicelint.respect-gitignore` must be true or false"),
+        ("max-file-seconds = -1\n", "`tool.devicelint.max-file-seconds` must be a number of seconds, 0 for no limit"),
+        ("max-file-seconds = \"10\"\n", "`tool.devicelint.max-file-seconds` must be a number of seconds"),
+        ("max-file-seconds = true\n", "`tool.devicelint.max-file-seconds` must be a number of seconds"),
     ],
 )
 def test_bad_pyproject_is_exit_2_naming_key_and_file(

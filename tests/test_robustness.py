@@ -441,3 +441,46 @@ def test_sigterm_stops_the_workers_and_keeps_what_was_finished(tmp_path: Path) -
     while _alive(family) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _alive(family) == set()
+
+
+PATHOLOGICAL = {
+    # CPython rejects each at once; LibCST took minutes and gigabytes on them.
+    "lambdas": "f = " + "lambda: " * 20000 + "0\n",
+    "attributes": "x = a" + ".b" * 20000 + "\n",
+    "calls": "x = f" + "()" * 20000 + "\n",
+    "sum": "x = " + " + ".join(["a"] * 20000) + "\n",
+    "unary": "x = " + "-" * 20000 + "1\n",
+    "nots": "x = " + "not " * 20000 + "1\n",
+}
+
+
+@pytest.mark.parametrize("with_torch", [True, False], ids=["parsed", "prefiltered"])
+@pytest.mark.parametrize("name", PATHOLOGICAL)
+def test_what_cpython_rejects_is_dl000_at_once(name: str, with_torch: bool) -> None:
+    from devicelint.runner import Task, TaskOptions, lint_data
+
+    source = ("import torch\n" if with_torch else "") + PATHOLOGICAL[name]
+    task = Task("deep.py", "deep.py", tuple(r.code for r in all_rules()), len(source))
+    started = time.monotonic()
+    # lint_data runs as a worker does: in a big thread stack with a raised recursion limit.
+    result = lint_data(source.encode(), task, TaskOptions(torch_version=None, fix_mode="none"))
+    assert time.monotonic() - started < 10
+    assert [(f.code, f.message) for f in result.findings] == [
+        ("DL000", f"not parsed: nested too deeply for Python to compile ({'MemoryError' if name in ('lambdas', 'unary', 'nots') else 'RecursionError'})")]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_file_over_the_time_limit_is_dl000_and_the_run_goes_on(tmp_path: Path, jobs: str) -> None:
+    # A one-line list of 110,000 numbers: valid, and seconds of LibCST work; the limit is 0.3 s.
+    (tmp_path / "devicelint.toml").write_text("max-file-seconds = 0.3\n")
+    (tmp_path / "slow.py").write_text("import torch\nx = [" + ", ".join(["1234567"] * 110_000) + "]\n")
+    for i in range(9):
+        (tmp_path / f"ok{i}.py").write_text(LOAD)
+    done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", jobs, "--output-format", "json", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    found = _by_file(done.stdout)
+    assert found.pop("slow.py") == [
+        ("DL000", 1, 1, "not analysed: linting took longer than 0.3 s (set `max-file-seconds` to change the limit)")]
+    assert found == {f"ok{i}.py": [DL501_AT_2] for i in range(9)}
