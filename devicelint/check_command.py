@@ -17,10 +17,9 @@ import pathspec
 
 from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
 from devicelint.config import Config
-from devicelint.engine import decode_source
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
-from devicelint.registry import PROJECT_URL, REGISTRY, all_rules
+from devicelint.registry import PROJECT_URL, rule_info
 from devicelint.report import ReportContext, render
 from devicelint.report.text import fixes_listing, statistics, summary
 from devicelint.runner import (
@@ -54,7 +53,7 @@ def enabled_codes(settings: Config, options: dict[str, Any]) -> set[str]:
             (*settings.ignore, *_split(options["ignore"])),
         )
     codes = selection.codes()
-    return {c for c in codes if applies_to_torch(REGISTRY[c], settings.torch_version)}
+    return {c for c in codes if applies_to_torch(rule_info(c), settings.torch_version)}
 
 
 def _split(values: Any) -> list[str]:
@@ -86,7 +85,6 @@ class PerFileIgnores:
 
 def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> int:
     try:
-        all_rules()
         codes = enabled_codes(settings, options)
     except SelectorError as err:
         _error(str(err))
@@ -209,6 +207,8 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
 
 def _readable(data: bytes) -> str:
     """The source as Python reads it (coding cookie, BOM), for showing lines under findings."""
+    from devicelint.engine import decode_source
+
     try:
         return decode_source(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):

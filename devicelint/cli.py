@@ -95,9 +95,9 @@ def rules_command(output_format: str) -> None:
     """List every rule: code, name, default, summary."""
     import json
 
-    from devicelint.registry import FIX_LABELS, all_rules
+    from devicelint.registry import FIX_LABELS, rule_infos
 
-    rules = all_rules()
+    rules = rule_infos()
     if output_format == "json":
         click.echo(json.dumps([
             {"code": r.code, "name": r.name, "default": r.default_enabled, "severity": r.severity,

@@ -1,4 +1,4 @@
-"""Generate the rule reference pages in `rules/` from the rule classes.
+"""Generate the rule reference pages in `rules/` and `devicelint/rule_index.py` from the rule classes.
 
 `python -m devicelint.docs` rewrites them; `python -m devicelint.docs --check` exits 1 when
 they are stale (a test runs the check).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from devicelint.registry import DOC_SECTIONS, Rule, all_rules
+from devicelint.registry import DOC_SECTIONS, Rule, all_rules, info_of
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 
@@ -52,6 +52,27 @@ def index_page(rules: list[type[Rule]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+RULE_INDEX = Path(__file__).resolve().parent / "rule_index.py"
+
+
+def rule_index_module(rules: list[type[Rule]]) -> str:
+    """`devicelint/rule_index.py`: the rules' metadata as plain data (see `registry.rule_infos`)."""
+    lines = [
+        '"""Rule metadata as plain data, so a fully cached run imports neither the rules nor LibCST.',
+        "",
+        "Generated from the rule classes by `python -m devicelint.docs`; do not edit by hand.",
+        '"""',
+        "",
+        "from devicelint.registry import RuleInfo",
+        "",
+        "RULES = (",
+    ]
+    for rule in rules:
+        lines.append(f"    RuleInfo{tuple(info_of(rule))!r},")
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
 def expected_pages() -> dict[str, str]:
     rules = all_rules()
     pages = {f"{rule.code}.md": rule_page(rule) for rule in rules}
@@ -65,6 +86,8 @@ def stale_pages(folder: Path = RULES_DIR) -> list[str]:
     stale = [name for name, text in expected.items()
              if not (folder / name).exists() or (folder / name).read_text(encoding="utf-8") != text]
     stale += [p.name for p in folder.glob("*.md") if p.name not in expected]
+    if not RULE_INDEX.exists() or RULE_INDEX.read_text(encoding="utf-8") != rule_index_module(all_rules()):
+        stale.append("devicelint/rule_index.py")
     return sorted(stale)
 
 
@@ -76,6 +99,7 @@ def write_pages(folder: Path = RULES_DIR) -> None:
     for page in folder.glob("*.md"):
         if page.name not in expected:
             page.unlink()
+    RULE_INDEX.write_text(rule_index_module(all_rules()), encoding="utf-8")
 
 
 def main(argv: list[str]) -> int:

@@ -14,15 +14,13 @@ import libcst as cst
 from libcst._position import CodePosition
 
 from devicelint.context import FileContext
-from devicelint.finding import Edit, FileResult, Finding, Fix
+from devicelint.finding import SYNTAX_ERROR, Edit, FileResult, Finding, Fix, error_finding
 from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.positions import node_ranges
 from devicelint.registry import Rule, Violation
 from devicelint.suppression import Suppressions
 
-SYNTAX_ERROR = "DL000"
-SYNTAX_ERROR_NAME = "syntax-error"
 # CPython's tokenizer refuses more than 200 nested brackets; LibCST's native parser would
 # try, and at a few thousand levels it overflows its stack and kills the process.
 MAX_BRACKET_DEPTH = 200
@@ -49,17 +47,6 @@ FIX_ROUNDS = 10
 def wanted_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
     """The rules that could fire on `text`, judged by the tokens each one declares."""
     return [rule for rule in rules if any(token in text for token in rule.tokens)]
-
-
-def error_finding(path: str, line: int, column: int, message: str) -> Finding:
-    """A DL000 finding: the file could not be read, decoded or parsed."""
-    from devicelint.registry import RULES_URL
-
-    return Finding(
-        path=path, line=max(line, 1), column=max(column, 1), end_line=max(line, 1),
-        end_column=max(column, 1) + 1, code=SYNTAX_ERROR, name=SYNTAX_ERROR_NAME,
-        message=message, url=f"{RULES_URL}{SYNTAX_ERROR}.md",
-    )
 
 
 def decode_source(data: bytes) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from devicelint.registry import RULES_URL
+
 
 @dataclass(frozen=True)
 class Edit:
@@ -62,3 +64,16 @@ class FileResult:
     internal_errors: tuple[str, ...] = ()
     # Linting stopped at the per-file time limit (the finding says so); never cached.
     timed_out: bool = False
+
+
+SYNTAX_ERROR = "DL000"
+SYNTAX_ERROR_NAME = "syntax-error"
+
+
+def error_finding(path: str, line: int, column: int, message: str) -> Finding:
+    """A DL000 finding: the file could not be read, decoded or parsed."""
+    return Finding(
+        path=path, line=max(line, 1), column=max(column, 1), end_line=max(line, 1),
+        end_column=max(column, 1) + 1, code=SYNTAX_ERROR, name=SYNTAX_ERROR_NAME,
+        message=message, url=f"{RULES_URL}{SYNTAX_ERROR}.md",
+    )

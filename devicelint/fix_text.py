@@ -91,23 +91,41 @@ def keyword_argument(name: str, value: str) -> cst.Arg:
     )
 
 
-def with_argument(args: Sequence[cst.Arg], added: cst.Arg) -> list[cst.Arg]:
-    """`args` with `added` last, laid out as the call already is: after a trailing comma on its
-    own line in a one-argument-per-line call, after `, ` in a one-line call."""
+def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
+    """`call` with `added` as its last argument, laid out as the call already is (one argument
+    per line gets a line of its own; comments stay on their lines). None when a comment sits
+    between the last argument and its comma, where no edit keeps it readable."""
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[added])
     last = args[-1]
-    between = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
-        between = _uncommented(args[-2].comma)  # the spacing (or line break) between arguments
-    if isinstance(last.comma, cst.Comma):  # trailing comma: the new argument takes over its layout
-        if len(args) == 1:
-            between = _uncommented(last.comma)
-        return [*args[:-1], last.with_changes(comma=between), added.with_changes(comma=last.comma)]
-    return [*args[:-1], last.with_changes(comma=between), added]
+    if _has_comment(last.whitespace_after_arg):
+        return None
+    previous = args[-2].comma if len(args) > 1 else None
+    between = _uncommented(previous.whitespace_after if isinstance(previous, cst.Comma) else call.whitespace_before_args)
+    if not isinstance(between, cst.ParenthesizedWhitespace) and not isinstance(last.comma, cst.Comma):
+        between = cst.SimpleWhitespace(" ")  # `f(a)` and `f(a, b)` become `f(a, x=1)`, `f(a, b, x=1)`
+    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument takes the closing layout
+        own = last.comma.whitespace_after
+        if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(between, cst.ParenthesizedWhitespace):
+            # Keep the last argument's own comment on its line, then go on as between arguments.
+            after_last = own.with_changes(indent=between.indent, last_line=between.last_line)
+        else:
+            after_last = between
+        closing = last.comma.with_changes(whitespace_after=_uncommented(own))
+        args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=after_last))
+        return call.with_changes(args=[*args, added.with_changes(comma=closing)])
+    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between))
+    return call.with_changes(args=[*args, added])
 
 
-def _uncommented(comma: cst.Comma) -> cst.Comma:
-    """The comma's layout without the comments after it (they belong to their own argument)."""
-    space = comma.whitespace_after
+def _has_comment(space: cst.BaseParenthesizableWhitespace) -> bool:
+    return isinstance(space, cst.ParenthesizedWhitespace) and (
+        space.first_line.comment is not None or any(line.comment is not None for line in space.empty_lines))
+
+
+def _uncommented(space: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """The same layout without the comments in it (they belong to their own argument)."""
     if isinstance(space, cst.ParenthesizedWhitespace):
-        space = space.with_changes(first_line=cst.TrailingWhitespace(newline=space.first_line.newline), empty_lines=[])
-    return comma.with_changes(whitespace_after=space)
+        return space.with_changes(first_line=cst.TrailingWhitespace(newline=space.first_line.newline), empty_lines=[])
+    return space

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, NamedTuple
 
 if TYPE_CHECKING:  # libcst is heavy; `devicelint --version` and `rules` should not import it
     import libcst as cst
@@ -148,6 +148,38 @@ def register(cls: type[Rule]) -> type[Rule]:
     REGISTRY[cls.code] = cls
     _BY_NAME[cls.name] = cls
     return cls
+
+
+class RuleInfo(NamedTuple):
+    """A rule's metadata without its class: what selection, the cache and reports need."""
+
+    code: str
+    name: str
+    summary: str
+    default_enabled: bool
+    severity: str
+    fix_availability: str
+    torch_versions: str
+
+
+def rule_infos() -> tuple[RuleInfo, ...]:
+    """Every rule's metadata, sorted by code, read from the generated `rule_index` module so a
+    fully cached run imports neither the rules nor LibCST (a test keeps it in step)."""
+    from devicelint.rule_index import RULES
+
+    return RULES
+
+
+def rule_info(code: str) -> RuleInfo:
+    return _INFO_BY_CODE.get(code) or _INFO_BY_CODE.setdefault(code, {r.code: r for r in rule_infos()}[code])
+
+
+_INFO_BY_CODE: dict[str, RuleInfo] = {}
+
+
+def info_of(rule: type[Rule]) -> RuleInfo:
+    return RuleInfo(rule.code, rule.name, rule.summary, rule.default_enabled, rule.severity,
+                    rule.fix_availability, rule.torch_versions)
 
 
 def all_rules() -> list[type[Rule]]:

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from devicelint.engine import EngineOptions, error_finding, lint_source
 from devicelint.files import NOTEBOOK_SUFFIX
-from devicelint.finding import FileResult, Finding
-from devicelint.notebook import NotebookError, lint_notebook
+from devicelint.finding import FileResult, Finding, error_finding
 from devicelint.registry import REGISTRY, all_rules
 
 # LibCST's native parser and its Python code paths recurse once per nesting level; a big
@@ -142,6 +140,10 @@ def lint_task(task: Task, options: TaskOptions) -> FileResult | str:
 
 
 def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str:
+    # Imported here: a fully cached run never lints, and LibCST is most of the start-up time.
+    from devicelint.engine import EngineOptions, lint_source
+    from devicelint.notebook import NotebookError, lint_notebook
+
     all_rules()
     engine_options = EngineOptions(
         rules=tuple(REGISTRY[c] for c in task.codes), torch_version=options.torch_version,
@@ -224,7 +226,7 @@ def _start_forkserver(context) -> None:  # type: ignore[no-untyped-def]
 
     shadowed = any(Path(name).exists() for name in ("devicelint", "devicelint.py"))
     if sys.version_info >= (3, 11) or not shadowed:
-        context.set_forkserver_preload(["devicelint.runner", "devicelint.checks"])
+        context.set_forkserver_preload(["devicelint.runner", "devicelint.engine", "devicelint.notebook", "devicelint.checks"])
     saved = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:

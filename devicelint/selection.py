@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from devicelint.registry import Rule, all_rules
+from devicelint.registry import RuleInfo, rule_infos
 
 
 class SelectorError(ValueError):
@@ -17,7 +17,7 @@ class SelectorError(ValueError):
 
 def resolve_selector(selector: str) -> set[str]:
     """Codes matched by one selector: `ALL`, `DL101`, a prefix such as `DL1`, or a rule name."""
-    rules = all_rules()
+    rules = rule_infos()
     text = selector.strip()
     if text.upper() == "ALL":
         return {r.code for r in rules}
@@ -48,7 +48,7 @@ class Selection:
 
     def codes(self) -> set[str]:
         if self.select is None:
-            enabled = {r.code for r in all_rules() if r.default_enabled}
+            enabled = {r.code for r in rule_infos() if r.default_enabled}
         else:
             enabled = resolve_all(self.select)
         enabled |= resolve_all(self.extend_select)
@@ -56,7 +56,7 @@ class Selection:
         return enabled
 
 
-def applies_to_torch(rule: type[Rule], torch_version: str | None) -> bool:
+def applies_to_torch(rule: RuleInfo, torch_version: str | None) -> bool:
     """Whether a rule's declared torch versions include the project's torch version."""
     if not rule.torch_versions or not torch_version:
         return True

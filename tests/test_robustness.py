@@ -43,7 +43,7 @@ def _deep_files() -> dict[str, str]:
 def _slow_files() -> dict[str, str]:
     """Valid files that take LibCST seconds: linted once, in their own test."""
     return {
-        "unary_chain.py": "import torch\nz = torch.load(p)\nw = " + "-" * 5000 + "1\n",
+        "unary_chain.py": "import torch\nz = torch.load(p)\nw = " + "-" * 2000 + "1\n",
         "big.py": "import torch\n" + "y = 1\n" * 50_000 + "state = torch.load(p)\n",
     }
 
@@ -187,7 +187,7 @@ def test_every_bad_file_via_subprocess_with_one_and_two_jobs(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_big_file_and_long_unary_chain(tmp_path: Path) -> None:
-    """A 50,000-line file and a 5,000-long `-` chain (seconds in LibCST): linted, once."""
+    """A 50,000-line file and a 2,000-long `-` chain (CPython accepts it; seconds in LibCST): linted, once."""
     for name, text in _slow_files().items():
         (tmp_path / name).write_text(text)
     small = [f"ok{i}.py" for i in range(6)]  # enough files for a pool: the two slow ones run side by side

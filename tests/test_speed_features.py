@@ -193,3 +193,25 @@ def test_node_ranges_match_libcst_position_provider() -> None:
         assert node_ranges(module, [first]) == {first: expected[first]}  # early stop keeps it right
         compared += len(nodes)
     assert compared > 1000
+
+
+def test_a_fully_cached_run_imports_neither_libcst_nor_the_rules(tmp_path: Path) -> None:
+    # Most of a warm run's time was importing LibCST and the rule modules it never used.
+    import subprocess
+    import sys
+
+    for i in range(3):
+        (tmp_path / f"m{i}.py").write_text("import torch\nstate = torch.load('a.pt')\n")
+    probe = (
+        "import sys\n"
+        "from devicelint.cli import cli\n"
+        "try:\n"
+        "    cli.main(['check', '-q', '--cache-dir', '.c', '.'])\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, 'libcst' in sys.modules, 'devicelint.checks' in sys.modules, file=sys.stderr)\n"
+    )
+    cold = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert cold.stderr.split() == ["1", "True", "True"]
+    warm = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert warm.stderr.split() == ["1", "False", "False"]
+    assert warm.stdout == cold.stdout and warm.stdout.count("DL501") == 3

@@ -344,10 +344,12 @@ def test_frameworks_that_scale_for_you_are_silent() -> None:
     assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]
 
 
-def test_dl403_no_fix_through_a_comment() -> None:
+def test_dl403_fix_keeps_comments_on_their_lines() -> None:
     source = "import torch\nmask = torch.ones(\n    4,  # rows\n).to(device)\n"
     assert [(line, code) for line, code, _ in lint("DL403", source)] == [(2, "DL403")]
-    assert fix("DL403", source) is None
+    assert fix("DL403", source) == "import torch\nmask = torch.ones(\n    4,  # rows\n    device=device,\n)\n"
+    # A comment between the last argument and the closing bracket: no edit keeps it readable.
+    assert fix("DL403", "import torch\nm = torch.ones(4  # rows\n).to(device)\n") is None
 
 
 def test_dl305_fix_keeps_multiline_arguments_valid() -> None:

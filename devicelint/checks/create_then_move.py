@@ -125,6 +125,8 @@ def _fix(ctx: FileContext, call: cst.Call, inner: cst.Call, device: str) -> FixP
         return None
     # A random draw moves from the CPU generator to the device's: seeded results change.
     safe = factory not in RANDOM_FACTORIES
-    new = inner.with_changes(args=with_argument(inner.args, keyword_argument("device", device)))
+    new = with_argument(inner, keyword_argument("device", device))
+    if new is None:
+        return None
     description = "Pass `device=` to the factory" + ("" if safe else " (the draw then uses the device's random generator)")
     return FixProposal(description, safe=safe, replacements=((call, new),))

@@ -178,7 +178,9 @@ def _add_map_location(ctx: FileContext, call: cst.Call) -> FixProposal | None:
     if device is None and _used_as_model(ctx, call):
         return None
     where = device or '"cpu"'
-    new = call.with_changes(args=with_argument(call.args, keyword_argument("map_location", where)))
+    new = with_argument(call, keyword_argument("map_location", where))
+    if new is None:
+        return None
     return FixProposal(description=f"Add `map_location={where}`", safe=False, replacements=((call, new),))
 
 

@@ -86,7 +86,7 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> 
 
 def fixes_listing(fixed: Sequence[tuple[str, tuple[str, ...]]], would: bool) -> str:
     """Ruff's `--show-fixes` block: per file, how many fixes of each rule went in."""
-    from devicelint.registry import REGISTRY
+    from devicelint.registry import rule_info
 
     total = sum(len(codes) for _, codes in fixed)
     verb = "Would fix" if would else "Fixed"
@@ -98,7 +98,7 @@ def fixes_listing(fixed: Sequence[tuple[str, tuple[str, ...]]], would: bool) -> 
             continue
         lines.append(f"- {path}:")
         for code in sorted(set(codes)):
-            lines.append(f"    {codes.count(code)} × {code} ({REGISTRY[code].name})")
+            lines.append(f"    {codes.count(code)} × {code} ({rule_info(code).name})")
     return "\n".join(lines) + "\n"
 
 
