@@ -64,6 +64,8 @@ class FileResult:
     internal_errors: tuple[str, ...] = ()
     # Linting stopped at the per-file time limit (the finding says so); never cached.
     timed_out: bool = False
+    # The pool worker that produced this result exits after sending it (time limit, memory mark).
+    ends_worker: bool = False
 
 
 SYNTAX_ERROR = "DL000"

@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -30,6 +30,9 @@ DEFAULT_SECONDS = 10.0
 SECONDS_PER_MB = 5.0
 # How often a worker checks that the command it works for is still running.
 PARENT_POLL_SECONDS = 0.5
+# A worker whose resident memory passes this mark after a file retires (real code: the busiest
+# worker on torch's sources stays near 320 MiB).
+WORKER_MEMORY_MIB = 512.0
 # A worker that gave up on a file exits this long after handing back its result.
 EXIT_DELAY_SECONDS = 0.5
 
@@ -140,6 +143,28 @@ def lint_task(task: Task, options: TaskOptions) -> FileResult | str:
 
 
 def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str:
+    result = _lint_data(data, task, options)
+    if _in_worker and isinstance(result, FileResult) and not result.ends_worker and resident_mib() > WORKER_MEMORY_MIB:
+        # Python keeps freed memory in its arenas: a worker that parsed a huge file stays big.
+        # It retires after this result and the pool starts a fresh one.
+        _exit_soon()
+        return replace(result, ends_worker=True)
+    return result
+
+
+def resident_mib() -> float:
+    """This process's resident memory now (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def _lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str:
     # Imported here: a fully cached run never lints, and LibCST is most of the start-up time.
     from devicelint.engine import EngineOptions, lint_source
     from devicelint.notebook import NotebookError, lint_notebook
@@ -160,7 +185,7 @@ def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str
             _exit_soon()  # the stuck thread cannot be stopped; the pool replaces this worker
         return FileResult(task.display, (error_finding(task.display, 1, 1, (
             f"not analysed: linting took longer than {seconds:g} s (set `max-file-seconds` to change the limit)")),),
-            timed_out=True)
+            timed_out=True, ends_worker=_in_worker)
     except NotebookError as err:
         return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
     except MemoryError:
@@ -182,8 +207,10 @@ def _exit_soon() -> None:
 
 
 def _worker_init(parent_pid: int) -> None:
-    global _in_worker
+    global _in_worker, WORKER_MEMORY_MIB
     _in_worker = True
+    # Tests set a tiny mark to make every worker retire after each file.
+    WORKER_MEMORY_MIB = float(os.environ.get("DEVICELINT_WORKER_MEMORY_MIB", WORKER_MEMORY_MIB))
     all_rules()
     sys.setrecursionlimit(RECURSION_LIMIT)
     threading.Thread(target=_exit_with, args=(parent_pid,), name="devicelint-parent-watch", daemon=True).start()
@@ -279,8 +306,8 @@ def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: C
     _start_forkserver(context)
     pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
     while pending:
-        timed_out = _pool_round(context, jobs, pending, options, collect)
-        if pending and not timed_out:
+        announced = _pool_round(context, jobs, pending, options, collect)
+        if pending and not announced:
             # A worker died unexplained (the native parser can crash on pathological input):
             # find the file by linting what is left one file per process.
             for task in list(pending.values()):
@@ -291,14 +318,15 @@ def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: C
 def _pool_round(context, jobs: int, pending: dict[str, Task], options: TaskOptions,  # type: ignore[no-untyped-def]
                 collect: Callable[[FileResult | str], None]) -> bool:
     """Lint `pending` (removing each file done) until done or the pool breaks; whether a worker
-    gave up on a file in this round (it then exits, breaking the pool, and a new round goes on)."""
+    announced its exit in this round (a file over the time limit, memory over the mark): its
+    exit breaks the pool, and a new round goes on with what is left."""
     pool = _pool(context, jobs)
-    timed_out = False
+    announced = False
     try:
         futures = {pool.submit(lint_task, task, options): task for task in pending.values()}
         for future in as_completed(futures):
             result = future.result()
-            timed_out |= isinstance(result, FileResult) and result.timed_out
+            announced |= isinstance(result, FileResult) and result.ends_worker
             collect(result)
             del pending[futures[future].path]
     except BrokenProcessPool:
@@ -308,7 +336,7 @@ def _pool_round(context, jobs: int, pending: dict[str, Task], options: TaskOptio
         raise
     else:
         pool.shutdown(wait=True)
-    return timed_out
+    return announced
 
 
 def _pool(context, jobs: int) -> ProcessPoolExecutor:  # type: ignore[no-untyped-def]

@@ -484,3 +484,16 @@ def test_a_file_over_the_time_limit_is_dl000_and_the_run_goes_on(tmp_path: Path,
     assert found.pop("slow.py") == [
         ("DL000", 1, 1, "not analysed: linting took longer than 0.3 s (set `max-file-seconds` to change the limit)")]
     assert found == {f"ok{i}.py": [DL501_AT_2] for i in range(9)}
+
+
+def test_workers_over_the_memory_mark_retire_and_the_run_completes(tmp_path: Path) -> None:
+    # With a 1 MiB mark every worker retires after each file: the pool is rebuilt again and
+    # again, and every file is still reported exactly once.
+    for i in range(12):
+        (tmp_path / f"m{i}.py").write_text(LOAD)
+    env = {**os.environ, "DEVICELINT_WORKER_MEMORY_MIB": "1"}
+    done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", "2", "--output-format", "json", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    assert _by_file(done.stdout) == {f"m{i}.py": [DL501_AT_2] for i in range(12)}
