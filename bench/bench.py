@@ -5,7 +5,7 @@
 In one go, on a private copy of CORPUS's .py files (so touching a file changes nothing of
 yours), it measures: (a) the parse-only floor, (b) `devicelint check` cold (no cache, every
 rule on), (c) warm (cache filled, nothing changed), (d) warm after one file changed, and
-optionally (e) another command such as TorchFix. It prints medians of wall and CPU seconds,
+optionally (e) another command such as TorchFix, and (f) start-up (`--version`). It prints medians of wall and CPU seconds,
 files/s and peak RSS of the slowest process, then the ratios b/a, c/b, d/b (and e/b).
 Ratios taken in one run on one machine are what to compare: these machines are noisy.
 """
@@ -132,7 +132,7 @@ def main() -> None:
         lint = [sys.executable, "-m", "devicelint", "check", "--select", args.select, "--exit-zero", "-q",
                 "--output-format", "json", "-j", str(args.jobs), "--isolated", str(tree)]
         floor = [sys.executable, str(HERE / "parse_floor.py"), str(file_list), str(args.jobs)]
-        rows: dict[str, list[Sample]] = {"a floor": [], "b cold": [], "c warm": [], "d touched": []}
+        rows: dict[str, list[Sample]] = {"a floor": [], "b cold": [], "c warm": [], "d touched": [], "f version": []}
         if args.torchfix:
             rows["e other"] = []
         touched = files[len(files) // 2]
@@ -145,6 +145,7 @@ def main() -> None:
             with touched.open("a") as handle:
                 handle.write(f"\n# touched {run}\n")
             rows["d touched"].append(measure([*lint[:4], "--cache-dir", str(cache), *lint[4:]], work))
+            rows["f version"].append(measure([sys.executable, "-m", "devicelint", "--version"], work))
             if args.torchfix:
                 rows["e other"].append(measure([*shlex.split(args.torchfix), str(tree)], work, allowed=(0, 1)))
         medians = {name: median(samples) for name, samples in rows.items()}
@@ -159,6 +160,7 @@ def main() -> None:
         print(f"d/b (one touched / cold)   = {medians['d touched'].wall / b:.3f}")
         if args.torchfix:
             print(f"e/b (other / cold)         = {medians['e other'].wall / b:.2f}")
+        print(f"start-up (--version)       = {medians['f version'].wall:.3f} s; warm = {medians['c warm'].wall:.3f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
