@@ -484,3 +484,62 @@ def test_simulated_device_behaves_like_cuda_for_user_code() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert torch.ones(1).device.type == "cpu"  # nothing leaks out of the check
+
+
+def _cpu_input_in_thread(model):  # noqa: ANN001, ANN202
+    return model(torch.randn(2, 3))  # a CPU batch into a "cuda" model
+
+
+def _cpu_input_watched(model):  # noqa: ANN001, ANN202
+    with rt.watch_this_thread():
+        return model(torch.randn(2, 3))
+
+
+def test_threads_started_in_the_region_are_checked_and_others_can_opt_in() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    import threading
+
+    with ThreadPoolExecutor(1) as earlier:  # its thread runs before the region opens
+        earlier.submit(lambda: None).result()
+        with rt.check(syncs="ignore") as report:
+            model = nn.Linear(3, 3).to("cuda")
+            thread = threading.Thread(target=_cpu_input_in_thread, args=(model,))
+            thread.start()
+            thread.join()
+            earlier.submit(_cpu_input_watched, model).result()
+    lines = {f.line for f in report.findings if f.code == "DL601"}
+    assert lines == {_cpu_input_in_thread.__code__.co_firstlineno + 1, _cpu_input_watched.__code__.co_firstlineno + 2}
+
+
+def test_a_thread_running_before_the_region_is_not_checked_unless_it_opts_in() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as earlier:
+        earlier.submit(lambda: None).result()
+        with rt.check(syncs="ignore") as report:
+            model = nn.Linear(3, 3).to("cuda")
+            earlier.submit(_cpu_input_in_thread, model).result()
+    assert [f for f in report.findings if f.code == "DL601"] == []
+
+
+def test_to_sparse_csr_under_simulation_names_the_op() -> None:
+    from devicelint.runtime.simulate import SimulationUnavailable
+
+    with rt.check(syncs="ignore"):
+        dense = torch.eye(3, device="cuda")
+        assert dense.to_sparse().layout == torch.sparse_coo  # COO simulates
+        with pytest.raises(SimulationUnavailable, match="cannot run `aten._to_sparse_csr`"):
+            dense.to_sparse_csr()
+
+
+def test_check_holds_its_model_weakly() -> None:
+    import gc
+    import weakref
+
+    model = nn.Linear(3, 3)
+    ref = weakref.ref(model)
+    decorated = rt.check(model=model, syncs="ignore")(lambda: None)
+    decorated()
+    del model
+    gc.collect()
+    assert ref() is None

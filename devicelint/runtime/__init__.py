@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DeviceConsistencyError", "Report", "audit", "check", "format_findings"]
+__all__ = ["DeviceConsistencyError", "Report", "audit", "check", "format_findings", "watch_this_thread"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("check", "DeviceConsistencyError", "Report", "format_findings", "DeviceWarning"):
+    if name in ("check", "DeviceConsistencyError", "Report", "format_findings", "DeviceWarning", "watch_this_thread"):
         from devicelint.runtime import checker
 
         return getattr(checker, name)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import warnings
-from typing import Any, Callable, Literal, TypeVar
+import weakref
+from typing import Any, Callable, Iterator, Literal, TypeVar
 
 import torch
 from torch import nn
@@ -106,7 +108,9 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             raise ValueError(f"syncs must be 'warn', 'error' or 'ignore', not {syncs!r}")
         if simulate not in ("auto", "always", "never"):
             raise ValueError(f"simulate must be 'auto', 'always' or 'never', not {simulate!r}")
-        self.model = model
+        # Held weakly: a decorator's check lives as long as its function, and must not keep
+        # the model (and its GPU memory) alive.
+        self._model = weakref.ref(model) if model is not None else None
         self.expect_device = expect_device
         self.syncs = syncs
         self.simulate = simulate
@@ -114,6 +118,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         self.min_syncs = min_syncs
         self.min_copies = min_copies
         self.report: Report | None = None
+        self._owner: threading.Thread | None = None
         self._modes: list[Any] = []
 
     # -- decorator form ---------------------------------------------------------------
@@ -124,6 +129,10 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
                 return fn(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
+
+    @property
+    def model(self) -> nn.Module | None:
+        return self._model() if self._model is not None else None
 
     def _copy(self) -> "check":
         return check(
@@ -150,6 +159,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             raise
 
     def _start(self) -> Report:
+        self._owner = threading.current_thread()
         _sites.refresh_roots()
         report = self.report = Report(self.min_syncs, self.min_copies)
         simulated = self._want_simulation()
@@ -178,8 +188,10 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         self._modes = [m for m in (function_mode, self.detector) if m is not None]
         for mode in self._modes:
             mode.__enter__()
-        if self.model is not None:
-            self.tracker.add_root(self.model)
+        model = self.model
+        if model is not None:
+            self.tracker.add_root(model)
+        _watch_new_threads(True)
         return report
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -189,8 +201,10 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
                 mode.__exit__(None, None, None)
             self._modes = []
             self.tracker.stop()
-            if self.model is not None and id(self.model) not in self.tracker.audited:
-                self._audit_root(self.model)  # never ran: audit it as it is now
+            _watch_new_threads(False)
+            model = self.model
+            if model is not None and id(model) not in self.tracker.audited:
+                self._audit_root(model)  # never ran: audit it as it is now
         finally:
             _active = None
         report = self.report
@@ -263,3 +277,39 @@ def _first_tensors(module: nn.Module, limit: int = 64) -> list:
 
 class DeviceWarning(UserWarning):
     """A runtime finding of warning severity (host syncs with `syncs="warn"`)."""
+
+
+@contextlib.contextmanager
+def watch_this_thread() -> Iterator[None]:
+    """Check this thread too while the open `check()` region lasts.
+
+    Threads started while a region is open are watched on their own; a thread that was
+    already running when it opened (a pool created earlier) is not, unless its work runs
+    inside this context manager.
+    """
+    active = _active
+    modes = list(active._modes) if active is not None else []
+    if not modes or threading.current_thread() is active._owner:
+        yield
+        return
+    for mode in modes:
+        mode.__enter__()
+    try:
+        yield
+    finally:
+        for mode in reversed(modes):
+            mode.__exit__(None, None, None)
+
+
+_bootstrap_inner = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+
+def _watched_bootstrap(thread: threading.Thread) -> None:
+    with watch_this_thread():
+        _bootstrap_inner(thread)
+
+
+def _watch_new_threads(on: bool) -> None:
+    # Torch's dispatch modes are per thread: a thread started inside the region enters them
+    # itself, so a CPU input that reaches a "cuda" model in a worker thread is still seen.
+    threading.Thread._bootstrap_inner = _watched_bootstrap if on else _bootstrap_inner  # type: ignore[attr-defined]

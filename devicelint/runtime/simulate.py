@@ -92,14 +92,14 @@ def _probe() -> None:
             raise failure from None
 
 
-def unsupported(func: Any, exc: BaseException) -> SimulationUnavailable:
-    """The error for an op the simulated device cannot run (a CUDA-only fused kernel)."""
+def unsupported(func: Any, exc: BaseException, why: str = "a CUDA-only kernel without a CPU version") -> SimulationUnavailable:
+    """The error for an op the simulated device cannot run (a CUDA-only fused kernel, a result
+    layout a wrapper cannot hold)."""
     packet = getattr(func, "overloadpacket", None)
     name = f"aten.{packet.__name__}" if packet is not None else getattr(func, "__name__", str(func))
     return SimulationUnavailable(
         f"devicelint's simulated GPU cannot run `{name}` ({str(exc).splitlines()[0][:160]}); "
-        "a CUDA-only kernel without a CPU version. Check this code with simulate=\"never\" or on a "
-        "machine with CUDA."
+        f"{why}. Check this code with simulate=\"never\" or on a machine with CUDA."
     )
 
 
@@ -174,6 +174,8 @@ def _map(fn: Any, value: Any) -> Any:
     return value
 
 
+_UNWRAPPABLE_LAYOUTS = frozenset({torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc})
+
 # Results that stay on the CPU even for CUDA inputs (the batch sizes of a packed sequence).
 _CPU_RESULTS = {"_pack_padded_sequence": (1,), "_pad_packed_sequence": (1,)}
 
@@ -205,6 +207,10 @@ def run_simulated(func: Any, args: tuple, kwargs: dict) -> Any:
         if same is not None:
             return same
         if wrap_outputs and value.device.type == "cpu":
+            if value.layout in _UNWRAPPABLE_LAYOUTS:
+                # A wrapper needs strides; compressed sparse layouts have none.
+                raise unsupported(func, RuntimeError(f"it returns a {value.layout} tensor"),
+                                  "compressed sparse tensors have no strides, which the simulated tensor needs")
             return SimTensor(value)
         return value
 
