@@ -497,3 +497,29 @@ def test_workers_over_the_memory_mark_retire_and_the_run_completes(tmp_path: Pat
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     assert _by_file(done.stdout) == {f"m{i}.py": [DL501_AT_2] for i in range(12)}
+
+
+def test_keyword_only_and_starred_calls_never_crash_a_rule() -> None:
+    # DL401 once raised IndexError on `loss.backward(retain_graph=False)` (diffusers).
+    source = """\
+import torch
+def train(model, loader, opt, accelerator, scaler, args, kwargs):
+    model.to("cuda")
+    for x, y in loader:
+        with torch.autocast(device_type="cuda", dtype=torch.float16):
+            loss = model(x.cuda()).sum()
+        loss.loss.backward(retain_graph=False)
+        accelerator.backward(retain_graph=False)
+        scaler.scale(loss=loss).backward(retain_graph=False)
+        torch.autograd.backward(tensors=loss)
+        scaler.step(optimizer=opt)
+        scaler.update(*args)
+        torch.nn.utils.clip_grad_norm_(*args, **kwargs)
+        torch.load(*args, **kwargs).to(**kwargs)
+        x.to(**kwargs)
+        opt.step(*args)
+        print(loss.item(*args), *args, **kwargs)
+"""
+    result = lint_source(source, "train.py", EngineOptions(rules=tuple(all_rules()), fix_mode="unsafe"))
+    assert result.internal_errors == ()
+    assert all(f.code != "DL000" for f in result.findings)
