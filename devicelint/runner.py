@@ -24,8 +24,8 @@ THREAD_STACK_BYTES = 512 * 1024 * 1024
 RECURSION_LIMIT = 30_000
 # Below this many files a process pool costs more to start than it saves.
 MIN_FILES_FOR_POOL = 8
-# The default per-file time limit: generous for real code (the slowest file of torch's sources
-# takes under 3 s), yet a pathological file cannot hold a run for minutes.
+# The default per-file time limit: generous for real code (the slowest file of torch's sources,
+# 1.4 MB, takes 7 s against 17 s), yet a pathological file cannot hold a run for minutes.
 DEFAULT_SECONDS = 10.0
 SECONDS_PER_MB = 5.0
 # How often a worker checks that the command it works for is still running.
