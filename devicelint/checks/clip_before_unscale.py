@@ -2,10 +2,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from devicelint.analysis.training.step import order, scaled_backward, training_scopes
-from devicelint.analysis.training.syntax import exclusive, short
+from devicelint.analysis.training.syntax import exclusive, positional, short
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import adding_lines, line_before, own_line_statement
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 
 @register
@@ -40,7 +43,12 @@ class ClipBeforeUnscale(Rule):
     ```
 
     ## Fix safety
-    No fix: the optimizer to unscale is not always the one named in the clip.
+    The fix adds `scaler.unscale_(optimizer)` on its own line just above the clip, naming the
+    scaler and the optimizer of the `scaler.step(optimizer)` that follows it. It is safe when
+    that is the function's only step and the clip is a statement of its own; with several steps
+    (several optimizers) it is unsafe, since the clipped parameters may belong to another
+    optimizer. No fix when the step passes no optimizer by position, or when `unscale_` is
+    called later in the function (a second `unscale_` before `update()` raises).
 
     ## Known limits
     The backward, the clip and the step must be in one function; if the scaled backward is in
@@ -55,6 +63,7 @@ class ClipBeforeUnscale(Rule):
         "`{clip}` clips gradients still multiplied by the loss scale, so the clip is about 65536 times "
         "too strong; call `scaler.unscale_(optimizer)` before it"
     )
+    fix_availability = "sometimes"
     tokens = ("clip_grad",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -76,4 +85,19 @@ class ClipBeforeUnscale(Rule):
                 before = [b for b in scaled if rank[id(b)] < at and not exclusive(ctx, clip, b)]
                 if not before and (scaled or file_unscales or unscales):
                     continue
-                yield self.violation(clip, clip=short(ctx, clip))
+                later = [s for s in steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
+                fix = None if unscales else _unscale_first(ctx, clip, later, len(steps))
+                yield self.violation(clip, fix=fix, clip=short(ctx, clip))
+
+
+def _unscale_first(ctx: FileContext, clip: cst.Call, later_steps: list[cst.Call], steps: int) -> FixProposal | None:
+    statement = own_line_statement(ctx, clip)
+    if statement is None or not later_steps:
+        return None
+    step = later_steps[0]
+    optimizer = positional(step)
+    if len(optimizer) != 1 or not isinstance(step.func, cst.Attribute):
+        return None
+    call = f"{ctx.code_for(step.func.value)}.unscale_({ctx.code_for(optimizer[0])})"
+    safe = steps == 1 and isinstance(statement, cst.SimpleStatementLine)
+    return adding_lines(f"Call `{call}` before clipping", safe, line_before(ctx, statement, call))

@@ -9,7 +9,8 @@ from devicelint.analysis.training.step import AMP_WORDS, is_scaler, proven_scale
 from devicelint.analysis.training.values import assignments
 from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import adding_lines, line_after, own_line_statement
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 
 @register
@@ -45,7 +46,12 @@ class GradscalerUpdateMissing(Rule):
     ```
 
     ## Fix safety
-    No fix.
+    When no `update()` exists at all, the fix adds `scaler.update()` on its own line right after
+    the statement that calls `scaler.step(...)`, at its indent: what the AMP recipe does. It is
+    safe when that statement is the bare call `scaler.step(optimizer)`, and unsafe when the call
+    sits inside a larger statement (`stepped = scaler.step(opt)`), where a reviewer should
+    confirm the place. An `update()` that runs only under a condition gets no fix: whether to
+    move it out of the branch, or the step into it, depends on what the branch is for.
 
     ## Known limits
     An `update()` anywhere in the file counts for the first case (a trainer may update in
@@ -62,6 +68,7 @@ class GradscalerUpdateMissing(Rule):
     name = "gradscaler-update-missing"
     summary = "`scaler.step()` without `scaler.update()` on every step."
     message = "{what}; call `scaler.update()` right after `scaler.step(...)` on every step that steps"
+    fix_availability = "sometimes"
     tokens = ("scale",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -77,7 +84,7 @@ class GradscalerUpdateMissing(Rule):
                 if not file_updates and proven:
                     step = proven[0]
                     yield self.violation(
-                        step,
+                        step, fix=_add_update(ctx, step),
                         what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
@@ -142,3 +149,12 @@ def _step_outcome(ctx: FileContext, test: cst.BaseExpression, scope: cst.CSTNode
     return any(
         value is not None and _step_outcome(ctx, value, scope, depth + 1) for name in names for value in table.get(name, [])
     )
+
+
+def _add_update(ctx: FileContext, step: cst.Call) -> FixProposal | None:
+    statement = own_line_statement(ctx, step)
+    if statement is None or not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    scaler = ctx.code_for(step.func.value)
+    bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is step
+    return adding_lines(f"Call `{scaler}.update()` after the step", bare, line_after(ctx, statement, f"{scaler}.update()"))

@@ -12,7 +12,8 @@ from devicelint.analysis.training.syntax import (
     assigned_names, is_false, keyword, method_name, positional, receiver, scope_of, short, text_of,
 )
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import keyword_argument, with_argument
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 _MAX_DEPTH = 4
 
@@ -45,7 +46,11 @@ class NonBlockingWithoutPinnedMemory(Rule):
     ```
 
     ## Fix safety
-    No fix: pinning memory costs host RAM, a choice for the author.
+    The fix adds `pin_memory=True` to the `DataLoader(...)` call that feeds the copy, when the
+    loop's loader is that one call in this file (a name or `self.` attribute assigned only
+    it). It is unsafe: pinned batches take page-locked host memory, which a machine short of RAM
+    may not spare. No fix when the loader comes from several calls or a builder function, when
+    its arguments include `*args`/`**kwargs`, or when `pin_memory=False` is written out (a choice).
 
     ## Known limits
     The loader must be assigned only `DataLoader(...)` calls (directly, or returned by a function
@@ -68,6 +73,7 @@ class NonBlockingWithoutPinnedMemory(Rule):
         "so the copy from pageable memory is synchronous anyway; pass `pin_memory=True` to the `DataLoader`"
     )
     severity = "warning"
+    fix_availability = "unsafe"
     tokens = ("non_blocking",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -82,7 +88,8 @@ class NonBlockingWithoutPinnedMemory(Rule):
                 if isinstance(node, cst.Call) and _non_blocking_copy(node):
                     owner = receiver(node)
                     if owner is not None and _from_batch(ctx, owner, batch):
-                        yield self.violation(node, copy=short(ctx, node), loader=short(ctx, loader))
+                        yield self.violation(node, fix=_pin(ctx, loader, scope_of(ctx, loop)),
+                                             copy=short(ctx, node), loader=short(ctx, loader))
 
 
 def _non_blocking_copy(call: cst.Call) -> bool:
@@ -149,6 +156,29 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
             return False
         values = [v for table in assignments(ctx).values() for v in table.get(text, [])]
     return bool(values) and all(_unpinned_value(ctx, v, 0) for v in values)
+
+
+def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> FixProposal | None:
+    """`pin_memory=True` on the one `DataLoader(...)` call the loop's loader is."""
+    if isinstance(loader, cst.Name):
+        values = values_of(ctx, loader.value, scope)
+    elif isinstance(loader, cst.Call):
+        values = [loader]
+    else:
+        text = text_of(loader) if not isinstance(loader, cst.Subscript) else None
+        values = [v for table in assignments(ctx).values() for v in table.get(text, [])] if text else []
+    calls = {id(v): v for v in values}
+    if len(calls) != 1:
+        return None
+    call = next(iter(calls.values()))
+    if not isinstance(call, cst.Call) or ctx.qualified_name(call.func) not in LOADERS:
+        return None
+    if keyword(call, "pin_memory") is not None or any(arg.star for arg in call.args):
+        return None
+    new = with_argument(call, keyword_argument("pin_memory", "True"))
+    if new is None:
+        return None
+    return FixProposal("Pass `pin_memory=True` to the DataLoader", safe=False, replacements=((call, new),))
 
 
 def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: int) -> bool:
