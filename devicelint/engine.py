@@ -239,10 +239,10 @@ def _to_findings(ctx: FileContext, violations: list[Violation]) -> list[Finding]
                 edits.append(Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, content))
             for anchor, side, inserted in violation.fix.insertions:
                 if side == "before":
-                    line, column = positions[anchor].start.line, positions[anchor].start.column
+                    at_line, at_column = positions[anchor].start.line, positions[anchor].start.column
                 else:
-                    line, column, inserted = _after(positions[anchor].end, inserted, source_end, module.default_newline)
-                edits.append(Edit(line, column + 1, line, column + 1, inserted))
+                    at_line, at_column, inserted = _after(positions[anchor].end, inserted, source_end, module.default_newline)
+                edits.append(Edit(at_line, at_column + 1, at_line, at_column + 1, inserted))
             fix = Fix(violation.fix.description, violation.fix.safe, tuple(edits))
         finding = Finding(
             path=path, line=line, column=column, end_line=where.end.line,
