@@ -16,7 +16,8 @@ from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, FACTORIES, MEETING_METHODS, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact,
 )
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place, own_line_statement
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 # Methods through which a class moves its own tensors: attributes they touch are moved.
 CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda"})
@@ -75,8 +76,15 @@ class TensorAttributeNotRegistered(Rule):
     ```
 
     ## Fix safety
-    No automatic fix: whether the tensor belongs in `state_dict` (`persistent=True`) or is a
-    trainable `nn.Parameter` is a design decision.
+    The fix turns `self.name = <tensor>` in `__init__` into
+    `self.register_buffer("name", <tensor>, persistent=False)`: `.to()`/`.cuda()` then move it,
+    and `persistent=False` keeps `state_dict()` (and every checkpoint) exactly as it was. It is
+    unsafe: a buffer is also cast by `model.half()`, listed by `named_buffers()` and broadcast by
+    DDP, and a trained tensor belongs in an `nn.Parameter` instead. No fix when the assignment is
+    not a plain `self.name = ...` statement of `__init__` after `super().__init__()`
+    (`register_buffer` raises before it), when the class assigns the attribute elsewhere a value
+    that is not a tensor (a buffer only takes tensors or None), for tensors kept in lists or
+    dicts, or in classes that move their tensors in their own `to()`.
 
     ## Known limits
     Only tensors the analysis can prove are made on the CPU (torch factories without `device=`
@@ -94,6 +102,7 @@ class TensorAttributeNotRegistered(Rule):
     name = "tensor-attribute-not-registered"
     summary = "A tensor stored as a plain module attribute is not moved by `model.to(device)`."
     message = "`self.{attr}` {problem}; {advice}"
+    fix_availability = "unsafe"
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -136,7 +145,8 @@ class TensorAttributeNotRegistered(Rule):
                     problem = ("holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
                                "moves it and `state_dict()` never saves it")
                     advice = f"use `self.register_buffer(\"{attr}\", ...)` (or `nn.Parameter` if it is trained)"
-                yield self.violation(target or candidate, attr=attr, problem=problem, advice=advice)
+                fix = None if movers else _as_buffer(ctx, attr, candidate, [v for v, _ in assignments])
+                yield self.violation(target or candidate, fix=fix, attr=attr, problem=problem, advice=advice)
 
     def _plain_containers(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
         """Tensors kept in a plain list/tuple/dict attribute: `.to()` moves none of them, and a
@@ -297,6 +307,45 @@ def _made_on_cpu(ctx: FileContext, value: cst.BaseExpression, fact: Fact) -> boo
         first = value.args[0].value
         literal_scalar = isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation))
         return "device" not in keywords and not any(a.star for a in value.args) and not literal_scalar and isinstance(first, (cst.Name, cst.Attribute, cst.List, cst.Tuple))
+    return False
+
+
+# Values that are certainly not tensors: assigning one to a buffer raises TypeError.
+_NOT_TENSORS = (cst.BaseNumber, cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set,
+                cst.ListComp, cst.DictComp, cst.SetComp, cst.Lambda)
+
+
+def _as_buffer(ctx: FileContext, attr: str, value: cst.BaseExpression,
+               values: list[cst.BaseExpression]) -> FixProposal | None:
+    """`self.<attr> = value` -> `self.register_buffer("<attr>", value, persistent=False)`."""
+    assign = ctx.index.parent(value)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or own_line_statement(ctx, assign) is None:
+        return None
+    init = ctx.index.enclosing_function(assign)
+    if init is None or init.name.value != "__init__" or not _after_super_init(ctx, init, assign):
+        return None
+    if any(v is not value and isinstance(v, _NOT_TENSORS) for v in values):
+        return None
+    text = f'self.register_buffer("{attr}", {code_in_place(ctx, value, value)}, persistent=False)'
+    return FixProposal(f'Register it: `self.register_buffer("{attr}", ..., persistent=False)`', safe=False,
+                       replacements=((assign, text),))
+
+
+def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode) -> bool:
+    """Whether a `super().__init__(...)` (or `Base.__init__(self, ...)`) statement of `init`'s
+    own body comes before the statement holding `node`."""
+    statement = own_line_statement(ctx, node)
+    if not isinstance(init.body, cst.IndentedBlock):
+        return False
+    top = statement
+    while top is not None and ctx.index.parent(top) is not init.body:
+        top = ctx.index.parent(top)
+    for item in init.body.body:
+        if item is top:
+            return False
+        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "__init__"
+               for n in ctx.index.walk(item)):
+            return True
     return False
 
 
