@@ -129,3 +129,25 @@ def _uncommented(space: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesi
     if isinstance(space, cst.ParenthesizedWhitespace):
         return space.with_changes(first_line=cst.TrailingWhitespace(newline=space.first_line.newline), empty_lines=[])
     return space
+
+
+def torch_nn_spelling(ctx: FileContext) -> str | None:
+    """How this file spells `torch.nn` at module level (`nn`, `torch.nn`), or None."""
+    spelled = None
+    for statement in ctx.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                module = ctx.module.code_for_node(small.module) if small.module is not None else ""
+                for alias in small.names:
+                    if module == "torch" and ctx.module.code_for_node(alias.name) == "nn":
+                        return alias.asname.name.value if alias.asname else "nn"  # type: ignore[union-attr]
+            elif isinstance(small, cst.Import):
+                for alias in small.names:
+                    name = ctx.module.code_for_node(alias.name)
+                    if name == "torch.nn" and alias.asname is not None:
+                        return alias.asname.name.value  # type: ignore[union-attr]
+                    if name in ("torch", "torch.nn") and alias.asname is None:
+                        spelled = "torch.nn"
+    return spelled

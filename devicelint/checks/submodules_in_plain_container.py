@@ -11,7 +11,8 @@ from devicelint.analysis.placement_classes import (
 )
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place, torch_nn_spelling
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
 PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}
@@ -75,6 +76,7 @@ class SubmodulesInPlainContainer(Rule):
         "`self.{attr}` keeps {what} in a plain {container}: `model.to(device)` never moves them, "
         "`state_dict()` never saves them and `parameters()` skips them; use `{replacement}`"
     )
+    fix_availability = "unsafe"
     tokens = ("torch", "Module", "PreTrainedModel")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -92,14 +94,14 @@ class SubmodulesInPlainContainer(Rule):
                         plain.setdefault(attr, built.kind)
                         elements = _filled_elements(ctx, built, attr in called)
                         if elements:
-                            yield self._report(value, attr, built.kind, elements)
+                            yield self._report(ctx, facts, value, attr, built.kind, elements)
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
                 elements = _elements(ctx, value, attr in called)
                 if attr in handed_on or not elements:
                     continue
-                yield self._report(value, attr, container, elements)
+                yield self._report(ctx, facts, value, attr, container, elements)
             for attr, node, _ in facts.references:
                 added = added_elements(ctx, node)
                 if added is None or attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
@@ -109,14 +111,15 @@ class SubmodulesInPlainContainer(Rule):
                 if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
                     continue
                 if elements:
-                    yield self._report(site, attr, plain[attr], elements)
+                    yield self._report(ctx, facts, site, attr, plain[attr], elements)
 
-    def _report(self, node: cst.CSTNode, attr: str, container: str, elements: list[str]) -> Violation:
+    def _report(self, ctx: FileContext, facts: ClassFacts, node: cst.CSTNode, attr: str, container: str,
+                elements: list[str]) -> Violation:
         parameters = all(kind == "parameter" for kind in elements)
+        replacement = (PARAMETER_REPLACEMENT if parameters else REPLACEMENT)[container]
         return self.violation(
-            node, attr=attr, container=container,
-            what="parameters" if parameters else "submodules",
-            replacement=(PARAMETER_REPLACEMENT if parameters else REPLACEMENT)[container],
+            node, fix=_registering_fix(ctx, facts, attr, replacement), attr=attr, container=container,
+            what="parameters" if parameters else "submodules", replacement=replacement,
         )
 
 
@@ -324,3 +327,63 @@ def _attributes_passed_to_calls(ctx: FileContext, facts: ClassFacts) -> set[str]
         elif isinstance(parent, cst.Return):
             found.add(attr)
     return found
+
+
+# What the registering containers support beyond iteration, `len`, indexing and `+`/`+=`.
+_CONTAINER_METHODS = {
+    "nn.ModuleList": {"append", "extend", "insert", "pop"},
+    "nn.ParameterList": {"append", "extend"},
+    "nn.ModuleDict": {"clear", "items", "keys", "pop", "update", "values"},
+    "nn.ParameterDict": {"clear", "copy", "get", "items", "keys", "pop", "popitem", "setdefault", "update", "values"},
+}
+
+
+def _registering_fix(ctx: FileContext, facts: ClassFacts, attr: str, replacement: str) -> FixProposal | None:
+    """Wrap the attribute's one assignment in `replacement` (`self.blocks = nn.ModuleList([...])`),
+    when every use of the attribute in the class still works on the registering container."""
+    values = [value for name, value, _ in facts.assignments if name == attr]
+    nn_name = torch_nn_spelling(ctx)
+    if len(values) != 1 or nn_name is None or not _uses_fit(ctx, facts, attr, replacement):
+        return None
+    value = values[0]
+    if replacement.endswith("Dict") and not _string_keys(value):
+        return None  # ModuleDict/ParameterDict take string keys only
+    empty = isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements
+    wrapped = f"{nn_name}.{replacement.split('.', 1)[1]}({'' if empty else code_in_place(ctx, value, value)})"
+    return FixProposal(f"Use `{replacement}`", safe=False, replacements=((value, wrapped),))
+
+
+def _uses_fit(ctx: FileContext, facts: ClassFacts, attr: str, replacement: str) -> bool:
+    methods = _CONTAINER_METHODS[replacement]
+    for name, node, _ in facts.references:
+        if name != attr:
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value not in methods:
+            return False  # `self.blocks.sort()`, `.index(...)`, `.get(...)` on a ModuleDict
+        if isinstance(parent, cst.Call) and parent.func is node:
+            return False
+        if isinstance(parent, cst.Arg) and isinstance(call := ctx.index.parent(parent), cst.Call) and (
+                isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "type", "json", "copy")):
+            return False  # `isinstance(self.blocks, list)` turns False
+        if isinstance(parent, cst.Subscript) and parent.value is node and replacement.endswith("Dict"):
+            keys = [e.slice.value for e in parent.slice if isinstance(e.slice, cst.Index)]
+            if any(isinstance(k, (cst.Integer, cst.Float)) for k in keys):
+                return False
+    return True
+
+
+def _string_keys(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Dict):
+        return all(isinstance(e, cst.DictElement) and isinstance(e.key, (cst.SimpleString, cst.FormattedString,
+                                                                        cst.ConcatenatedString)) for e in value.elements)
+    if isinstance(value, cst.DictComp):
+        key = value.key
+        if isinstance(key, cst.Name) and isinstance(value.for_in.target, cst.Name) and key.value == value.for_in.target.value:
+            # `{name: ... for name in ("a", "b")}`
+            source = value.for_in.iter
+            return isinstance(source, (cst.Tuple, cst.List)) and all(
+                isinstance(e.value, cst.SimpleString) for e in source.elements)
+        return isinstance(key, (cst.SimpleString, cst.FormattedString)) or (
+            isinstance(key, cst.Call) and isinstance(key.func, cst.Name) and key.func.value == "str")
+    return True  # a name or builder: filled through subscripts, checked in `_uses_fit`
