@@ -7,7 +7,7 @@ from devicelint.registry import RuleInfo
 
 RULES = (
     RuleInfo('DL000', 'syntax-error', 'The file could not be parsed or decoded, so it was not linted.', True, 'error', 'none', ''),
-    RuleInfo('DL101', 'tensor-created-off-device', 'A tensor created without `device=` in device code meets device tensors.', True, 'error', 'none', ''),
+    RuleInfo('DL101', 'tensor-created-off-device', 'A tensor created without `device=` in device code meets device tensors.', True, 'error', 'unsafe', ''),
     RuleInfo('DL102', 'tensor-attribute-not-registered', 'A tensor stored as a plain module attribute is not moved by `model.to(device)`.', True, 'error', 'unsafe', ''),
     RuleInfo('DL103', 'submodules-in-plain-container', 'Submodules kept in a plain list or dict are not registered, moved or saved.', True, 'error', 'unsafe', ''),
     RuleInfo('DL104', 'tensor-move-discarded', '`x.to(device)` on a tensor, as a statement, moves nothing.', True, 'error', 'sometimes', ''),

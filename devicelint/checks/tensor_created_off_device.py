@@ -4,12 +4,14 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import keyword_argument, with_argument
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 
 # Factories that take no `device=`: the tensor has to be moved.
@@ -64,7 +66,14 @@ class TensorCreatedOffDevice(Rule):
     and registered with `self.register_buffer(...)`, so that `model.to(device)` moves it.
 
     ## Fix safety
-    No automatic fix: the right device expression depends on the code.
+    The fix adds `device=<expr>` to the factory, naming the device the message names: the
+    device of the tensor it meets (`x.device`) when that tensor is bound before the factory, a
+    tensor parameter's `.device`, `self.device` or `next(self.parameters()).device` in a module,
+    else the device the surrounding code moves things to (`device`, `args.device`). It is unsafe:
+    a random factory then draws from the device's generator (seeded numbers change) and the
+    tensor's dtype rules stay as they were. No fix for constructors without a `device`
+    parameter (`torch.from_numpy`, `torch.FloatTensor`), for calls with `**kwargs` or a
+    `device` already, or when no device expression is valid where the factory is written.
 
     ## Known limits
     The analysis is per file: it follows calls to methods and functions of the same file up to
@@ -85,6 +94,7 @@ class TensorCreatedOffDevice(Rule):
     name = "tensor-created-off-device"
     summary = "A tensor created without `device=` in device code meets device tensors."
     message = "`{factory}(...)` creates a CPU tensor in `{function}` that {how}; {advice}{hint}"
+    fix_availability = "unsafe"
     tokens = ("torch",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -100,7 +110,7 @@ class TensorCreatedOffDevice(Rule):
             if id(statement) in reported:
                 continue
             reported.add(id(statement))
-            yield self.violation(cpu.origin, **_describe(ctx, meeting))
+            yield self.violation(cpu.origin, fix=_pass_device(ctx, meeting), **_describe(ctx, meeting))
 
 
 def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
@@ -109,7 +119,7 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     function = ctx.index.enclosing_function(origin)
     function_name = function.name.value if function is not None else "module code"
     cls = ctx.index.enclosing_class(origin)
-    device = _device_expression(ctx, meeting, function)
+    device = _device_expression(ctx, meeting, function) or "device"
     hint = ""
     if cls is not None and meeting.device.where == FOLLOWS and isinstance(origin, cst.Call) and _constant_arguments(ctx, origin):
         hint = " or register it as a buffer in `__init__`"
@@ -125,6 +135,20 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
         "advice": advice,
         "hint": hint,
     }
+
+
+def _pass_device(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
+    origin = meeting.cpu.origin
+    factory = meeting.cpu.factory or ""
+    if not isinstance(origin, cst.Call) or factory.rsplit(".", 1)[-1] in NO_DEVICE_ARGUMENT:
+        return None
+    if any(arg.star for arg in origin.args) or any(arg.keyword is not None and arg.keyword.value == "device" for arg in origin.args):
+        return None
+    device = _device_expression(ctx, meeting, ctx.index.enclosing_function(origin), checked=True)
+    if device is None:
+        return None
+    new = with_argument(origin, keyword_argument("device", device))
+    return None if new is None else FixProposal(f"Pass `device={device}`", safe=False, replacements=((origin, new),))
 
 
 def _constant_arguments(ctx: FileContext, call: cst.Call) -> bool:
@@ -152,12 +176,15 @@ def _how(ctx: FileContext, meeting: Meeting) -> str:
     return f"meets the device tensor `{_short(other)}` in `{_short(ctx.code_for(meeting.node))}`"
 
 
-def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.FunctionDef | None) -> str:
-    """A device expression valid where the factory is written."""
+def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.FunctionDef | None,
+                       checked: bool = False) -> str | None:
+    """A device expression for where the factory is written. With `checked` (a fix writes it),
+    only one whose names are surely bound there, else None."""
+    origin = meeting.cpu.origin
     if function is meeting.scope:
-        if meeting.device.device_expr:
+        if meeting.device.device_expr and (not checked or _bound_before(ctx, meeting.device.device_expr, origin)):
             return meeting.device.device_expr
-        if isinstance(meeting.device_node, cst.Name):
+        if isinstance(meeting.device_node, cst.Name) and (not checked or _bound_before(ctx, meeting.device_node.value, origin)):
             return f"{meeting.device_node.value}.device"
     # The factory sits in a helper or a caller of the place where the tensors meet.
     facts = file_facts(ctx)
@@ -168,7 +195,27 @@ def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.Functio
     model = facts.class_model(cls.name.value) if cls is not None else None
     if model is not None:
         return "self.device" if model.has_device else "next(self.parameters()).device"
+    if checked:
+        return device_in_scope(ctx, origin) if origin is not None else None
     return "device"
+
+
+def _bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) -> bool:
+    """Whether the name an expression starts with (`x` of `x.device`) is a parameter of the
+    function around `node`, `self`, or assigned in that function before `node`'s statement."""
+    root = expression.split(".", 1)[0].split("(", 1)[0]
+    function = ctx.index.enclosing_function(node) if node is not None else None
+    if node is None or function is None or not root.isidentifier():
+        return False
+    params = function.params
+    if any(p.name.value == root for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+        return True
+    for found in ctx.index.walk(function.body):
+        if found is node:
+            return False
+        if isinstance(found, cst.Name) and found.value == root and ctx.index.in_binding_target(found):
+            return ctx.index.enclosing_function(found) is function
+    return False
 
 
 def _short(text: str, limit: int = 40) -> str:
