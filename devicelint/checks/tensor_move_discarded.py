@@ -7,8 +7,10 @@ import libcst as cst
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
-from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
+from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
+from devicelint.fix_text import code_in_place
 from devicelint.registry import FixProposal, Rule, Violation, register
 
 MOVES = frozenset({"to", "cuda", "cpu", "xpu", "mps"})
@@ -53,10 +55,16 @@ class TensorMoveDiscarded(Rule):
     ```
 
     ## Fix safety
-    When the receiver is a plain name, the fix assigns the result back (`x = x.to(device)`, or
-    `x, y = to_device(x, y, device)` for a helper returning one copy per argument). It is
-    unsafe: code that relied on `x` staying where it was now sees the moved tensor. A helper
-    returning a tuple of the parts of one argument gets no fix: the caller has to unpack it.
+    The fix assigns the result back: `x = x.to(device)` (and `.cuda()`, `.cpu()`, `.half()`,
+    `.float()`... alike), `self.w = self.w.to(device)`, `batch["x"] = batch["x"].to(device)`,
+    or `x, y = to_device(x, y, device)` for a helper returning one copy per argument. It is safe
+    for a name the analysis knows holds a tensor: only where that tensor lives changes. It is
+    unsafe for names of unknown type, attributes and items (an item of a tuple cannot be
+    assigned). No fix where an assignment would change nothing or break: a name nobody reads
+    afterwards (`for t in tensors: t.to(d)` rebinds the loop variable only), a registered
+    parameter (`self.weight = self.weight.to(d)` raises; move the module), a receiver that is
+    not a name, attribute or item (`model(x).cuda()`), and a helper returning a tuple of the
+    parts of one argument (the caller has to unpack it).
 
     ## Known limits
     Receivers the placement analysis proves to be tensors are reported (factory results,
@@ -107,7 +115,7 @@ class TensorMoveDiscarded(Rule):
             ):
                 continue
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
-            yield self._report(ctx, call, receiver, "a new tensor", done)
+            yield self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor)
 
     def _helper_report(self, ctx: FileContext, call: cst.Call, moved: HelperResult) -> Violation:
         if len(moved.receivers) == 1 and not moved.pair_only:
@@ -126,17 +134,58 @@ class TensorMoveDiscarded(Rule):
         return self.violation(call, fix=fix, call=call_text, what="a tuple of moved copies", unmoved=f"{listed} are not moved",
                               advice=f"assign it: `{names} = {call_text}`")
 
-    def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str) -> Violation:
+    def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str,
+                known_tensor: bool = False) -> Violation:
         receiver_text = ctx.code_for(receiver)
         call_text = ctx.code_for(call)
         fix = None
-        if isinstance(receiver, (cst.Name, cst.Attribute, cst.Subscript)):
+        if _rebinding_helps(ctx, call, receiver):
+            # Safe only for a name the analysis knows holds a tensor: `x = x.to(d)` then changes
+            # nothing but where `x` lives. An attribute or item may be a parameter or a tuple slot.
+            safe = known_tensor and isinstance(receiver, cst.Name)
             fix = FixProposal(
-                description=f"Assign the result: `{receiver_text} = {call_text}`", safe=False,
-                replacements=((call, f"{receiver_text} = {call_text}"),),
+                description=f"Assign the result: `{receiver_text} = {call_text}`", safe=safe,
+                replacements=((call, f"{receiver_text} = {code_in_place(ctx, call, call)}"),),
             )
         return self.violation(call, fix=fix, call=call_text, what=what, unmoved=f"`{receiver_text}` is not {done}",
                               advice=f"assign it: `{receiver_text} = {call_text}`")
+
+
+def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression) -> bool:
+    """Whether `receiver = <call>` is a sound fix: the receiver can be assigned, it is not a
+    registered parameter (assigning a plain tensor to one raises), and a rebound name is read
+    again afterwards (`for t in tensors: t.to(d)` moves nothing even when assigned)."""
+    if isinstance(receiver, cst.Subscript):
+        return True
+    if isinstance(receiver, cst.Attribute):
+        attr = self_attribute(receiver)
+        owner = ctx.index.enclosing_class(call)
+        facts = class_facts(ctx).get(owner.name.value) if (attr is not None and owner is not None) else None
+        return facts is None or not any(
+            name == attr and is_parameter_call(ctx, value) for name, value, _ in facts.assignments)
+    if not isinstance(receiver, cst.Name):
+        return False  # `model(x).cuda()`: nothing to assign to
+    scope = ctx.index.enclosing_function(call) or ctx.module
+    after = False
+    for node in ctx.index.walk(scope):
+        if node is call:
+            after = True
+        elif after and isinstance(node, cst.Name) and node.value == receiver.value and node is not receiver:
+            if ctx.index.in_binding_target(node):
+                # Rebound: read first only by its own right-hand side (`z = z - 0.1 * eps`).
+                statement = next((a for a in ctx.index.ancestors(node) if isinstance(a, (cst.Assign, cst.AugAssign))), None)
+                return isinstance(statement, cst.AugAssign) or (statement is not None and any(
+                    isinstance(n, cst.Name) and n.value == receiver.value for n in ctx.index.walk(statement.value)))
+            return True
+    # No read after it: only a loop's next pass can read it, at the top of the body, and not
+    # when the loop itself rebinds the name each pass.
+    for loop in ctx.index.ancestors(call):
+        if isinstance(loop, cst.For) and receiver.value in assigned_names(loop.target):
+            return False
+        if isinstance(loop, (cst.For, cst.While)):
+            return any(isinstance(n, cst.Name) and n.value == receiver.value and n is not receiver
+                       and not ctx.index.in_binding_target(n) for n in ctx.index.walk(loop.body))
+    return False
 
 
 # -- receivers the placement analysis does not know ---------------------------------------------
