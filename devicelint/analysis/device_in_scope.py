@@ -65,3 +65,29 @@ def _visible(ctx: FileContext, text: str, node: cst.CSTNode) -> bool:
         return bool(params) and params[0].name.value == "self"
     found = bindings(ctx, root, node)
     return found is None or bool(found)  # None: a parameter or loop target; []: unbound here
+
+
+def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) -> bool:
+    """Whether the name an expression starts with (`x` of `x.device`) is surely bound where
+    `node` runs: a parameter of its function (`self` included), a name that function assigns
+    before `node`'s statement, or, for module code, a name the module assigns before it; a
+    function also sees every module-level name (it runs after the module is loaded)."""
+    root = expression.split(".", 1)[0].split("(", 1)[0]
+    if node is None or not root.isidentifier():
+        return False
+    function = ctx.index.enclosing_function(node)
+    if function is not None:
+        params = function.params
+        if any(p.name.value == root for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+            return True
+    scope: cst.CSTNode = function.body if function is not None else ctx.module
+    for found in ctx.index.walk(scope):
+        if found is node:
+            break
+        if (isinstance(found, cst.Name) and found.value == root and ctx.index.in_binding_target(found)
+                and ctx.index.enclosing_function(found) is function):
+            return True
+    if function is None:
+        return False
+    return any(isinstance(found, cst.Name) and found.value == root and ctx.index.in_binding_target(found)
+               and ctx.index.enclosing_function(found) is None for found in ctx.index.walk(ctx.module))

@@ -4,10 +4,12 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.device_in_scope import bound_before
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.placement_facts import move_call
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight"})
 FACTORY_NAMES = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.ones", "torch.full", "torch.linspace"})
@@ -110,7 +112,12 @@ class LossWeightOffDevice(Rule):
     ```
 
     ## Fix safety
-    No automatic fix: the device expression depends on the script.
+    The fix moves the loss module where the model goes: `nn.CrossEntropyLoss(weight=w)` becomes
+    `nn.CrossEntropyLoss(weight=w).to(device)` (or `.cuda()`), with the device expression of the
+    model's own move. Loss modules keep `weight` and `pos_weight` as buffers, so this moves the
+    weight and keeps it in the module's `state_dict`. It is unsafe: the loss module now lives
+    on the device, which code that reads `criterion.weight` on the host would notice. No fix
+    when the model's device is named only after the loss is built, or moved in another way.
 
     ## Known limits
     Only a loss assigned to a plain name in the same function (or in the script's top-level
@@ -122,6 +129,7 @@ class LossWeightOffDevice(Rule):
     name = "loss-weight-off-device"
     summary = "A loss built with a CPU `weight=` tensor is never moved while the model is."
     message = "`{loss}` gets a CPU `{keyword}` tensor and `{name}` is never moved, while `{moved}` is: the loss fails on GPU logits; pass `device=` to the weight or use `{name} = {loss}(...).to(device)`"
+    fix_availability = "unsafe"
     tokens = ("weight",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -144,7 +152,26 @@ class LossWeightOffDevice(Rule):
             if not others:
                 continue
             moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]
-            yield self.violation(weight.value, loss=f"nn.{loss}", keyword=weight.keyword.value, name=name, moved=moved)  # type: ignore[union-attr]
+            yield self.violation(weight.value, fix=_move_loss(ctx, call, others[0]), loss=f"nn.{loss}",
+                                 keyword=weight.keyword.value, name=name, moved=moved)  # type: ignore[union-attr]
+
+
+def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixProposal | None:
+    """`nn.CrossEntropyLoss(weight=w)` -> `nn.CrossEntropyLoss(weight=w).to(<the model's device>)`:
+    loss modules keep `weight`/`pos_weight` as buffers, so moving the module moves them."""
+    method = model_move.func.attr.value if isinstance(model_move.func, cst.Attribute) else None
+    if method == "cuda" and not model_move.args:
+        move = ".cuda()"
+    elif method == "to" and len(model_move.args) == 1 and model_move.args[0].keyword is None and not model_move.args[0].star:
+        device = ctx.code_for(model_move.args[0].value)
+        literal = isinstance(model_move.args[0].value, cst.SimpleString)
+        if not literal and not bound_before(ctx, device, loss):
+            return None  # the device is defined after the loss: no expression to name there
+        move = f".to({device})"
+    else:
+        return None
+    return FixProposal(f"Move the loss with the model: `{move}`", safe=False,
+                       replacements=((loss, f"{code_in_place(ctx, loss, loss)}{move}"),))
 
 
 def _is_cpu_move(call: cst.Call) -> bool:

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.device_in_scope import device_in_scope
+from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_values import cpu_only_script
@@ -182,9 +182,9 @@ def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.Functio
     only one whose names are surely bound there, else None."""
     origin = meeting.cpu.origin
     if function is meeting.scope:
-        if meeting.device.device_expr and (not checked or _bound_before(ctx, meeting.device.device_expr, origin)):
+        if meeting.device.device_expr and (not checked or bound_before(ctx, meeting.device.device_expr, origin)):
             return meeting.device.device_expr
-        if isinstance(meeting.device_node, cst.Name) and (not checked or _bound_before(ctx, meeting.device_node.value, origin)):
+        if isinstance(meeting.device_node, cst.Name) and (not checked or bound_before(ctx, meeting.device_node.value, origin)):
             return f"{meeting.device_node.value}.device"
     # The factory sits in a helper or a caller of the place where the tensors meet.
     facts = file_facts(ctx)
@@ -198,24 +198,6 @@ def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.Functio
     if checked:
         return device_in_scope(ctx, origin) if origin is not None else None
     return "device"
-
-
-def _bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) -> bool:
-    """Whether the name an expression starts with (`x` of `x.device`) is a parameter of the
-    function around `node`, `self`, or assigned in that function before `node`'s statement."""
-    root = expression.split(".", 1)[0].split("(", 1)[0]
-    function = ctx.index.enclosing_function(node) if node is not None else None
-    if node is None or function is None or not root.isidentifier():
-        return False
-    params = function.params
-    if any(p.name.value == root for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
-        return True
-    for found in ctx.index.walk(function.body):
-        if found is node:
-            return False
-        if isinstance(found, cst.Name) and found.value == root and ctx.index.in_binding_target(found):
-            return ctx.index.enclosing_function(found) is function
-    return False
 
 
 def _short(text: str, limit: int = 40) -> str:
