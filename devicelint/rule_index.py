@@ -11,7 +11,7 @@ RULES = (
     RuleInfo('DL102', 'tensor-attribute-not-registered', 'A tensor stored as a plain module attribute is not moved by `model.to(device)`.', True, 'error', 'unsafe', ''),
     RuleInfo('DL103', 'submodules-in-plain-container', 'Submodules kept in a plain list or dict are not registered, moved or saved.', True, 'error', 'unsafe', ''),
     RuleInfo('DL104', 'tensor-move-discarded', '`x.to(device)` on a tensor, as a statement, moves nothing.', True, 'error', 'sometimes', ''),
-    RuleInfo('DL105', 'model-input-not-moved', 'A DataLoader batch reaches a model on the device without being moved.', True, 'error', 'none', ''),
+    RuleInfo('DL105', 'model-input-not-moved', 'A DataLoader batch reaches a model on the device without being moved.', True, 'error', 'unsafe', ''),
     RuleInfo('DL106', 'loss-weight-off-device', 'A loss built with a CPU `weight=` tensor is never moved while the model is.', True, 'error', 'unsafe', ''),
     RuleInfo('DL107', 'hard-coded-cuda-in-module', '`.cuda()` or `device="cuda"` inside a module or library function.', True, 'error', 'none', ''),
     RuleInfo('DL108', 'numpy-on-device-tensor', '`.numpy()` on a tensor known to be on the GPU, without `.cpu()` first.', True, 'error', 'safe', ''),

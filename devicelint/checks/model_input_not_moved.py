@@ -2,9 +2,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
+from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import adding_lines, code_in_place, line_before, own_line_statement
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 
 @register
@@ -37,8 +41,12 @@ class ModelInputNotMoved(Rule):
     ```
 
     ## Fix safety
-    No automatic fix: where the move belongs (and whether it should be `non_blocking`) is the
-    author's choice.
+    The fix moves the batch with the device the code already moves the model to: a line
+    `x = x.to(device)` just above the statement where the batch first meets the model (so the
+    rest of the step uses the moved copy), or `batch[0].to(device)` in place for an item of a
+    batch. It is unsafe: the step then also sends that tensor wherever it went before (a CPU
+    metric, a log) on the device, and a `non_blocking=True` copy may be what the author wants.
+    No fix when no device expression is bound at that point.
 
     ## Known limits
     Only loops over a `DataLoader(...)` built in the file, or over a name containing `loader`
@@ -54,6 +62,7 @@ class ModelInputNotMoved(Rule):
     name = "model-input-not-moved"
     summary = "A DataLoader batch reaches a model on the device without being moved."
     message = "`{batch}` comes from a DataLoader and is still on the CPU, but {where}; move it first: `{batch} = {batch}.to({device})`"
+    fix_availability = "unsafe"
     tokens = ("loader", "Loader", "LOADER")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -64,8 +73,29 @@ class ModelInputNotMoved(Rule):
             reported.add(id(meeting.cpu.origin))
             batch = ctx.code_for(meeting.cpu_node)
             yield self.violation(
-                meeting.cpu_node, batch=batch, where=_where(ctx, meeting), device=meeting.device.device_expr or "device",
+                meeting.cpu_node, fix=_move_batch(ctx, meeting), batch=batch, where=_where(ctx, meeting),
+                device=meeting.device.device_expr or "device",
             )
+
+
+def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
+    """`x = x.to(device)` just above the statement where a batch name meets the device (the
+    rest of the step then uses the moved copy); `batch[0].to(device)` in place for an item."""
+    node = meeting.cpu_node
+    device = meeting.device.device_expr
+    if device is None or not bound_before(ctx, device, node):
+        device = device_in_scope(ctx, node)
+    if device is None:
+        return None
+    if isinstance(node, cst.Subscript):
+        return FixProposal(f"Move it: `.to({device})`", safe=False,
+                           replacements=((node, f"{code_in_place(ctx, node, node)}.to({device})"),))
+    statement = own_line_statement(ctx, node)
+    if not isinstance(node, cst.Name) or statement is None:
+        return None
+    name = node.value
+    return adding_lines(f"Move it first: `{name} = {name}.to({device})`", False,
+                        line_before(ctx, statement, f"{name} = {name}.to({device})"))
 
 
 def _where(ctx: FileContext, meeting: Meeting) -> str:
