@@ -36,7 +36,7 @@ RULES = (
     RuleInfo('DL303', 'gradscaler-update-missing', '`scaler.step()` without `scaler.update()` on every step.', True, 'error', 'sometimes', ''),
     RuleInfo('DL304', 'clip-before-unscale', 'Gradient clipping between a scaled backward and `scaler.step` without `scaler.unscale_`.', True, 'error', 'sometimes', ''),
     RuleInfo('DL305', 'deprecated-amp-api', '`torch.cuda.amp.*` / `torch.cpu.amp.*` are deprecated since torch 2.4; use `torch.amp`.', True, 'error', 'sometimes', '>=2.4'),
-    RuleInfo('DL306', 'backward-inside-autocast', '`backward()` called inside the autocast region; leave the region first.', True, 'warning', 'none', ''),
+    RuleInfo('DL306', 'backward-inside-autocast', '`backward()` called inside the autocast region; leave the region first.', True, 'warning', 'sometimes', ''),
     RuleInfo('DL307', 'gradscaler-updated-twice', 'One `GradScaler` is updated more than once per training iteration.', True, 'error', 'none', ''),
     RuleInfo('DL401', 'host-sync-in-training-loop', '`.item()`/`.cpu()`/`print(t)` on a device tensor on every training step stalls the GPU.', True, 'warning', 'none', ''),
     RuleInfo('DL402', 'non-blocking-without-pinned-memory', '`non_blocking=True` copies from a `DataLoader` without `pin_memory=True` are synchronous.', True, 'warning', 'unsafe', ''),

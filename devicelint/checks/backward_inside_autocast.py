@@ -2,10 +2,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from devicelint.analysis.training.step import training_scopes
 from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place, indent_of, own_line_statement
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 
 @register
@@ -39,7 +42,13 @@ class BackwardInsideAutocast(Rule):
     ```
 
     ## Fix safety
-    No fix: dedenting may move more than the backward call.
+    When the backward call is the last statement of the `with` block, the fix moves that
+    statement to just after the block, at the block's indent; nothing else moves and the order
+    of statements is unchanged. It is safe when the statement is the bare backward call and the
+    `with` enters autocast alone; with other context managers in the same `with` it is unsafe
+    (the backward leaves them too). No fix when statements follow the backward in the block (the
+    optimizer step, logging: which of them belong outside is the author's call), when it is the
+    block's only statement, or when comments around it would lose their place.
 
     ## Known limits
     Only `with` blocks in the same function as the backward call are seen, directly or through
@@ -55,6 +64,7 @@ class BackwardInsideAutocast(Rule):
         "the backward pass; dedent the backward (and the optimizer step) out of the `with` block"
     )
     severity = "warning"
+    fix_availability = "sometimes"
     tokens = ("autocast",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -62,5 +72,25 @@ class BackwardInsideAutocast(Rule):
             for call in scope.backwards:
                 for autocast in scope.autocasts:
                     if autocast.enabled is not False and inside(ctx, call, autocast.node):
-                        yield self.violation(call, backward=short(ctx, call), autocast=short(ctx, autocast.expr))
+                        yield self.violation(call, fix=_dedent_backward(ctx, call, autocast.node),
+                                             backward=short(ctx, call), autocast=short(ctx, autocast.expr))
                         break
+
+
+def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With) -> FixProposal | None:
+    """Move the backward statement, when it is the `with` block's last one, to just after the block."""
+    statement = own_line_statement(ctx, call)
+    body = block.body
+    if (not isinstance(body, cst.IndentedBlock) or len(body.body) < 2 or statement is not body.body[-1]
+            or not isinstance(statement, cst.SimpleStatementLine) or body.footer
+            or any(line.comment is not None for line in statement.leading_lines)):
+        return None  # not the last statement, the only one, or comments that would lose their place
+    indent = indent_of(ctx, block)
+    kept = block.with_changes(leading_lines=[], body=body.with_changes(body=body.body[:-1]))
+    rendered = code_in_place(ctx, kept, block)[len(indent):]  # the block's own indent stays in the file
+    moved = code_in_place(ctx, statement.with_changes(leading_lines=[]), block)
+    # The block's range ends before its last line break, which stays in the file.
+    moved = moved[: -len(ctx.module.default_newline)] if moved.endswith(ctx.module.default_newline) else moved
+    bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is call
+    return FixProposal("Move the backward pass out of the autocast block", safe=bare and len(block.items) == 1,
+                       replacements=((block, rendered + moved),))
