@@ -23,7 +23,8 @@ from devicelint.analysis.model_events import (
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 # Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
 WRAPPER_ATTRIBUTES = frozenset(
@@ -113,7 +114,13 @@ class DataParallelAttributeWithoutModule(Rule):
     ```
 
     ## Fix safety
-    No fix: `model.module.x` is right only where the wrapper is always present.
+    For a read of the model's attribute through the wrapper, the fix reads it through the
+    wrapped model: `model.module.attr` where the function always wraps it, and
+    `getattr(model, "module", model).attr` where the same code may also hold the bare model (a
+    wrap under an `if`, a helper that receives the model). It is unsafe: the attribute is then
+    the model's own, which is the point, but code that once caught the AttributeError changes
+    path. Writes that DataParallel replicas lose (in `forward` or a forward hook) get no fix:
+    the value has to travel back another way (returned from `forward`, or gathered per device).
 
     ## Known limits
     In the wrapping function, reads count after the wrapping statement and until the name is
@@ -132,6 +139,7 @@ class DataParallelAttributeWithoutModule(Rule):
     name = "dataparallel-attribute-without-module"
     summary = "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`."
     message = "{problem}; {advice}"
+    fix_availability = "unsafe"
     tokens = ("DataParallel",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -225,7 +233,7 @@ class DataParallelAttributeWithoutModule(Rule):
             for node in reads_of:
                 attr, held = node.attr.value, dotted_name(node.value)
                 yield self.violation(
-                    node,
+                    node, fix=_through_module(ctx, node, certain=False),
                     problem=(
                         f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
                         f"to `{callee}` as `{param}`, which does not forward its model's attributes (AttributeError)"
@@ -235,7 +243,7 @@ class DataParallelAttributeWithoutModule(Rule):
         for node in reads:
             attr = node.attr.value
             yield self.violation(
-                node,
+                node, fix=_through_module(ctx, node, certain=not branches),
                 problem=(
                     f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`, "
                     f"which does not forward its model's attributes (AttributeError)"
@@ -547,6 +555,16 @@ def _is_target(ctx: FileContext, node: cst.Attribute) -> bool:
     if isinstance(parent, (cst.Tuple, cst.List, cst.Element)):
         return any(isinstance(a, cst.AssignTarget) for a in ctx.index.ancestors(node))
     return False
+
+
+def _through_module(ctx: FileContext, read: cst.Attribute, certain: bool) -> FixProposal:
+    """`wrapper.attr` -> `wrapper.module.attr` where the wrapper is certain; where the same code
+    may also see the bare model (a wrap under an `if`, a helper called with either),
+    `getattr(wrapper, "module", wrapper).attr`, right in both cases."""
+    held = code_in_place(ctx, read.value, read.value)
+    owner = f"{held}.module" if certain else f'getattr({held}, "module", {held})'
+    return FixProposal(f"Read it through the wrapped model: `{owner}.{read.attr.value}`", safe=False,
+                       replacements=((read.value, owner),))
 
 
 def _branches(ctx: FileContext, statement: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
