@@ -26,7 +26,7 @@ RULES = (
     RuleInfo('DL201', 'dataparallel-as-model-parallelism', 'DataParallel replicates the whole model and splits the batch; it does not split layers across GPUs.', True, 'error', 'none', ''),
     RuleInfo('DL202', 'dataparallel-model-not-on-first-device', 'DataParallel needs the model on `device_ids[0]` before the first forward pass.', True, 'error', 'none', ''),
     RuleInfo('DL203', 'dataparallel-attribute-without-module', "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`.", True, 'error', 'unsafe', ''),
-    RuleInfo('DL204', 'wrapped-state-dict-prefix', "A wrapper's state dict keys start with `module.` and do not load into the bare model.", True, 'error', 'none', ''),
+    RuleInfo('DL204', 'wrapped-state-dict-prefix', "A wrapper's state dict keys start with `module.` and do not load into the bare model.", True, 'error', 'unsafe', ''),
     RuleInfo('DL205', 'ddp-device-setup', "DistributedDataParallel needs each rank's model on that rank's own GPU.", True, 'error', 'none', ''),
     RuleInfo('DL206', 'removed-parallel-api', '`torch.distributed.pipeline` (`Pipe`) and other removed parallel APIs fail to import.', True, 'error', 'none', '>=2.4'),
     RuleInfo('DL207', 'dataparallel-prefer-ddp', '`nn.DataParallel` is slower and more fragile than `DistributedDataParallel`, even on one machine.', False, 'warning', 'none', ''),

@@ -22,7 +22,8 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
@@ -75,7 +76,12 @@ class WrappedStateDictPrefix(Rule):
     `consume_prefix_in_state_dict_if_present(state_dict, "module.")` before loading.
 
     ## Fix safety
-    No fix: old checkpoints already on disk keep their `module.` keys.
+    Loading a wrapper's checkpoint into the bare model, the fix strips the prefix at the load:
+    `model.load_state_dict({key.removeprefix("module."): value for key, value in sd.items()})`,
+    right for checkpoints saved either way (keys without the prefix are unchanged), old ones on
+    disk included. Loading a bare model's state into the wrapper, it loads into the wrapped
+    model: `model.module.load_state_dict(sd)`. Both are unsafe: a checkpoint whose own keys
+    start with `module.` (a submodule named `module`) would lose that part of its names.
 
     ## Known limits
     Save and load must be in the same file and name the same path: the same expression, the
@@ -90,6 +96,7 @@ class WrappedStateDictPrefix(Rule):
     name = "wrapped-state-dict-prefix"
     summary = "A wrapper's state dict keys start with `module.` and do not load into the bare model."
     message = "{problem}; {advice}"
+    fix_availability = "unsafe"
     tokens = ("state_dict",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -111,7 +118,7 @@ class WrappedStateDictPrefix(Rule):
                     continue
                 if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, call):
                     yield self.violation(
-                        call,
+                        call, fix=_strip_prefix(ctx, call),
                         problem=(
                             f"`{short(ctx, call)}` loads into the bare model `{target}` the state dict that "
                             f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
@@ -123,8 +130,10 @@ class WrappedStateDictPrefix(Rule):
                         ),
                     )
                 elif saved.wrapper is None and into_wrapper is not None:
+                    owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]
                     yield self.violation(
-                        call,
+                        call, fix=FixProposal(f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
+                                              replacements=((call.func.value, f"{owner}.module"),)),  # type: ignore[attr-defined]
                         problem=(
                             f"`{short(ctx, call)}` loads the state dict of the bare model `{saved.model}`{_where(ctx, saved.call)} into the "
                             f"`{into_wrapper.kind}` wrapper `{target}`, whose keys start with `module.` "
@@ -132,6 +141,16 @@ class WrappedStateDictPrefix(Rule):
                         ),
                         advice=f"load it with `{target}.module.load_state_dict(...)`",
                     )
+
+
+def _strip_prefix(ctx: FileContext, call: cst.Call) -> FixProposal | None:
+    """Load with the `module.` prefix stripped: right for checkpoints saved either way."""
+    state = call.args[0]
+    if state.keyword is not None or state.star:
+        return None
+    text = code_in_place(ctx, state.value, state.value)
+    stripped = f'{{key.removeprefix("module."): value for key, value in {text}.items()}}'
+    return FixProposal("Strip the `module.` prefix at load", safe=False, replacements=((state.value, stripped),))
 
 
 def _handles_prefix(ctx: FileContext) -> bool:
