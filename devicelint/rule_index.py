@@ -32,7 +32,7 @@ RULES = (
     RuleInfo('DL207', 'dataparallel-prefer-ddp', '`nn.DataParallel` is slower and more fragile than `DistributedDataParallel`, even on one machine.', False, 'warning', 'none', ''),
     RuleInfo('DL208', 'model-parallel-activation-not-moved', "Manual model parallelism must move each activation to the next stage's device.", True, 'error', 'none', ''),
     RuleInfo('DL301', 'fp16-autocast-without-gradscaler', 'float16 autocast in a training step without a `GradScaler`: small gradients underflow to zero.', True, 'error', 'none', ''),
-    RuleInfo('DL302', 'gradscaler-bypassed', 'A `GradScaler` scales the loss but the optimizer steps without it (or the reverse).', True, 'error', 'none', ''),
+    RuleInfo('DL302', 'gradscaler-bypassed', 'A `GradScaler` scales the loss but the optimizer steps without it (or the reverse).', True, 'error', 'sometimes', ''),
     RuleInfo('DL303', 'gradscaler-update-missing', '`scaler.step()` without `scaler.update()` on every step.', True, 'error', 'sometimes', ''),
     RuleInfo('DL304', 'clip-before-unscale', 'Gradient clipping between a scaled backward and `scaler.step` without `scaler.unscale_`.', True, 'error', 'sometimes', ''),
     RuleInfo('DL305', 'deprecated-amp-api', '`torch.cuda.amp.*` / `torch.cpu.amp.*` are deprecated since torch 2.4; use `torch.amp`.', True, 'error', 'sometimes', '>=2.4'),

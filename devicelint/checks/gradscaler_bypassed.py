@@ -7,7 +7,8 @@ import libcst as cst
 from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.fix_text import code_in_place, line_after, own_line_statement
+from devicelint.registry import FixProposal, Rule, Violation, register
 
 
 @register
@@ -45,7 +46,13 @@ class GradscalerBypassed(Rule):
     ```
 
     ## Fix safety
-    No fix.
+    For an optimizer stepped without the scaler that scaled the loss, the fix steps it through
+    the scaler: `optimizer.step()` becomes `scaler.step(optimizer)`, and `scaler.update()` is
+    added after it when the step never updates the scaler. It is safe when the function uses
+    one scaler, already updates it and the step is a statement of its own; otherwise unsafe. The
+    other cases get no fix: a second step after `scaler.step(optimizer)` is removed by hand
+    (deleting a line is left to the author), and an unscaled `loss.backward()` under
+    `scaler.step` may be a deliberate bfloat16 path.
 
     ## Known limits
     The calls must be in one function. A plain step in a branch that is the alternative to the
@@ -60,6 +67,7 @@ class GradscalerBypassed(Rule):
     name = "gradscaler-bypassed"
     summary = "A `GradScaler` scales the loss but the optimizer steps without it (or the reverse)."
     message = "{what}; {remedy}"
+    fix_availability = "sometimes"
     tokens = ("scale",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -109,8 +117,25 @@ class GradscalerBypassed(Rule):
             if any(not exclusive(ctx, b, plain) for b in unscaled):
                 continue  # an unscaled loss of another model may feed this optimizer
             yield self.violation(
-                plain,
+                plain, fix=_step_through_scaler(ctx, scope, scales, plain),
                 what=f"`{short(ctx, plain)}` bypasses the `GradScaler` that scaled the loss: it applies "
                      "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
                 remedy=f"call `scaler.step({name})` and then `scaler.update()` instead",
             )
+
+
+def _step_through_scaler(ctx: FileContext, scope: Scope, scales: list[cst.Call], plain: cst.Call) -> FixProposal | None:
+    """`optimizer.step()` -> `scaler.step(optimizer)`, plus `scaler.update()` after it when the
+    step never updates the scaler."""
+    scalers = {text_of(receiver(s)) for s in scales}
+    optimizer = receiver(plain)
+    statement = own_line_statement(ctx, plain)
+    if len(scalers) != 1 or None in scalers or optimizer is None or plain.args or statement is None:
+        return None
+    scaler = next(iter(scalers))
+    replacement = ((plain, f"{scaler}.step({code_in_place(ctx, optimizer, optimizer)})"),)
+    updates = scope.scaler_calls.get("update", [])
+    insertions = () if updates else (line_after(ctx, statement, f"{scaler}.update()"),)
+    bare = isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
+    return FixProposal(f"Step through the scaler: `{scaler}.step(...)`", safe=bare and bool(updates),
+                       replacements=replacement, insertions=insertions)  # type: ignore[arg-type]

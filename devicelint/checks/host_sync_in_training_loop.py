@@ -88,7 +88,10 @@ class HostSyncInTrainingLoop(Rule):
     ```
 
     ## Fix safety
-    No fix.
+    No fix: the value read on the host is usually wanted (a log line, a progress bar, an early
+    stop), so the right edit is to read it less often (`if step % 100 == 0:`), keep a device
+    accumulator and read it once per epoch, or hand it to a logger that reads it lazily; which
+    of these fits is the author's call.
 
     ## Known limits
     Where a value lives comes from the placement analysis: a tensor it places on the CPU
