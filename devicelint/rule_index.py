@@ -19,7 +19,7 @@ RULES = (
     RuleInfo('DL110', 'global-default-device', 'A module-level global default CUDA device or tensor type.', True, 'error', 'none', ''),
     RuleInfo('DL111', 'optimizer-state-device', "An optimizer captures CPU state (a loaded state, Adagrad's accumulators, CPU tensors) before its model moves to the device.", True, 'error', 'none', ''),
     RuleInfo('DL112', 'custom-to-override-broken', "A class's own `to()`/`cuda()` returns None or forgets some of its tensors.", True, 'error', 'sometimes', ''),
-    RuleInfo('DL113', 'metric-object-on-cpu', 'A torchmetrics metric kept outside the model is fed device tensors but never moved.', True, 'error', 'sometimes', ''),
+    RuleInfo('DL113', 'metric-object-on-cpu', 'A torchmetrics metric kept outside the model is fed device tensors but never moved.', True, 'error', 'unsafe', ''),
     RuleInfo('DL114', 'sampler-generator-under-cuda-default', 'A shuffling DataLoader, RandomSampler, random_split or DistributedSampler, or a draw handed a CPU generator, under a CUDA default device.', True, 'error', 'none', ''),
     RuleInfo('DL115', 'generator-on-wrong-device', 'A torch.Generator on one device handed to a sampler, random_split or random factory that draws on another.', True, 'error', 'none', ''),
     RuleInfo('DL116', 'op-arguments-on-different-devices', 'A CPU tensor and a device tensor meet in an op that needs them on one device (CPU table, device indices; CPU clamp bound).', True, 'error', 'none', ''),

@@ -60,3 +60,22 @@ def test_fix_case(path: Path) -> None:
     assert second.fixed_source is None, "a second --fix must change nothing"
     # Findings the rule cannot fix may stay; every fixable one must be gone.
     assert [f"{f.line}: {f.message}" for f in second.findings if f.fix is not None] == [], "a fixed finding came back"
+
+
+def test_declared_fix_safety_matches_the_fixes_offered() -> None:
+    # `devicelint rules` shows each rule's fix as declared: the fixtures must agree with it.
+    offered: dict[str, set[bool]] = {}
+    for path in sorted(FIXTURES.glob("DL*/*.py")):
+        for finding in lint_source(path.read_bytes(), str(path), ALL).findings:
+            if finding.fix is not None:
+                offered.setdefault(finding.code, set()).add(finding.fix.safe)
+    expected = {"safe": {True}, "unsafe": {False}, "sometimes": {True, False}}
+    for rule in all_rules():
+        if rule.code.startswith("DL6") or rule.code == "DL000":
+            continue
+        if rule.fix_availability == "none":
+            assert rule.code not in offered, f"{rule.code} declares no fix but offers one"
+        elif rule.fix_availability == "sometimes" and offered.get(rule.code) == {True}:
+            pass  # safe in every fixture shape; its page says when it is not (DL305: torch versions)
+        else:
+            assert offered.get(rule.code) == expected[rule.fix_availability], (rule.code, offered.get(rule.code))

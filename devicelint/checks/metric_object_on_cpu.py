@@ -101,7 +101,7 @@ class MetricObjectOnCpu(Rule):
     name = "metric-object-on-cpu"
     summary = "A torchmetrics metric kept outside the model is fed device tensors but never moved."
     message = "{created} on the CPU and never moved, but {fed} feeds {it} the device tensor `{argument}`; {advice}"
-    fix_availability = "sometimes"
+    fix_availability = "unsafe"
     tokens = ("torchmetrics",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
