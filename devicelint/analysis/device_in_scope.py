@@ -13,7 +13,6 @@ from collections import Counter
 import libcst as cst
 
 from devicelint.analysis.devices import is_dtype
-from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.training.syntax import keyword, method_name, positional
 from devicelint.context import FileContext
 
@@ -38,9 +37,9 @@ def device_in_scope(ctx: FileContext, node: cst.CSTNode) -> str | None:
         if text.startswith("self.") and not same_class:
             continue  # another class's `self.device`
         counts[0 if ctx.index.enclosing_function(call) is function else 1 if same_class else 2][text] += 1
-    for ranked in counts:
+    for tier, ranked in enumerate(counts):
         for text, _ in ranked.most_common():
-            if _visible(ctx, text, node):
+            if _visible(ctx, text, node, same_function=tier == 0):
                 return text
     return None
 
@@ -57,14 +56,22 @@ def _moved_to(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     return target if any(word in last for word in _DEVICE_WORDS) else None
 
 
-def _visible(ctx: FileContext, text: str, node: cst.CSTNode) -> bool:
+def _visible(ctx: FileContext, text: str, node: cst.CSTNode, same_function: bool) -> bool:
+    """Whether `text` means at `node` what it meant where the code used it: `self.` inside a
+    method, a name of the same function bound before `node`, or (from elsewhere in the file) a
+    module-level name the function around `node` does not rebind (`x` in another function is
+    another `x`)."""
     root = text.split(".", 1)[0]
+    function = ctx.index.enclosing_function(node)
     if root == "self":
-        function = ctx.index.enclosing_function(node)
         params = function.params.params if function is not None else ()
         return bool(params) and params[0].name.value == "self"
-    found = bindings(ctx, root, node)
-    return found is None or bool(found)  # None: a parameter or loop target; []: unbound here
+    if same_function:
+        return bound_before(ctx, text, node)
+    if function is not None and (any(p.name.value == root for p in function.params.params)
+                                 or any(_binds(ctx, n, root) for n in ctx.index.walk(function.body))):
+        return False
+    return any(_binds(ctx, n, root) and ctx.index.enclosing_function(n) is None for n in ctx.index.walk(ctx.module))
 
 
 def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) -> bool:
@@ -84,10 +91,21 @@ def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) ->
     for found in ctx.index.walk(scope):
         if found is node:
             break
-        if (isinstance(found, cst.Name) and found.value == root and ctx.index.in_binding_target(found)
-                and ctx.index.enclosing_function(found) is function):
+        if _binds(ctx, found, root) and ctx.index.enclosing_function(found) is function:
             return True
     if function is None:
         return False
-    return any(isinstance(found, cst.Name) and found.value == root and ctx.index.in_binding_target(found)
-               and ctx.index.enclosing_function(found) is None for found in ctx.index.walk(ctx.module))
+    return any(_binds(ctx, found, root) and ctx.index.enclosing_function(found) is None
+               for found in ctx.index.walk(ctx.module))
+
+
+def _binds(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
+    """`node` binds `name` in its function or module scope (not a comprehension's own variable)."""
+    if not (isinstance(node, cst.Name) and node.value == name and ctx.index.in_binding_target(node)):
+        return False
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.CompFor, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.BaseStatement, cst.FunctionDef)):
+            return True
+    return True

@@ -144,11 +144,34 @@ def _pass_device(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
         return None
     if any(arg.star for arg in origin.args) or any(arg.keyword is not None and arg.keyword.value == "device" for arg in origin.args):
         return None
+    if not _alone_on_the_host(ctx, origin):
+        return None
     device = _device_expression(ctx, meeting, ctx.index.enclosing_function(origin), checked=True)
     if device is None:
         return None
     new = with_argument(origin, keyword_argument("device", device))
     return None if new is None else FixProposal(f"Pass `device={device}`", safe=False, replacements=((origin, new),))
+
+
+def _runs_on_a_built_instance(function: cst.FunctionDef | None) -> bool:
+    """A method with `self` that runs once the module is built: not a static or class method
+    (no `self`), not `__init__` (`next(self.parameters())` may find none yet)."""
+    if function is None or function.name.value == "__init__" or not function.params.params:
+        return False
+    decorators = {d.decorator.value for d in function.decorators if isinstance(d.decorator, cst.Name)}
+    return function.params.params[0].name.value == "self" and not decorators & {"staticmethod", "classmethod"}
+
+
+def _alone_on_the_host(ctx: FileContext, factory: cst.Call) -> bool:
+    """Whether the factory is not one of several tensors built together on the host
+    (`torch.cat([torch.zeros(n), torch.tensor(times)])`): moving only it would split them."""
+    parent = ctx.index.parent(factory)
+    if not isinstance(parent, cst.Element):
+        return True
+    display = ctx.index.parent(parent)
+    others = [e.value for e in getattr(display, "elements", ()) if e is not parent]
+    facts = file_facts(ctx)
+    return all(isinstance(o, (cst.BaseNumber, cst.BaseString)) or facts.is_device_tensor(o) for o in others)
 
 
 def _constant_arguments(ctx: FileContext, call: cst.Call) -> bool:
@@ -193,7 +216,7 @@ def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.Functio
         return f"{placement.device_params[0]}.device"
     cls = ctx.index.enclosing_class(function) if function is not None else None
     model = facts.class_model(cls.name.value) if cls is not None else None
-    if model is not None:
+    if model is not None and (not checked or _runs_on_a_built_instance(function)):
         return "self.device" if model.has_device else "next(self.parameters()).device"
     if checked:
         return device_in_scope(ctx, origin) if origin is not None else None
