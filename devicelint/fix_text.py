@@ -115,8 +115,11 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
         closing = last.comma.with_changes(whitespace_after=_uncommented(own))
         args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=after_last))
         return call.with_changes(args=[*args, added.with_changes(comma=closing)])
-    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between))
-    return call.with_changes(args=[*args, added])
+    # `f(\n    a, b\n)`: the line break before `)` follows the last argument; it moves behind
+    # the new one so the bracket keeps its own line.
+    closing_break = last.whitespace_after_arg
+    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=[*args, added.with_changes(whitespace_after_arg=closing_break)])
 
 
 def _has_comment(space: cst.BaseParenthesizableWhitespace) -> bool:

@@ -48,3 +48,25 @@ def test_windows_line_breaks_and_missing_final_line_break() -> None:
 def test_one_line_suites_and_shared_lines_get_no_fix() -> None:
     assert _fixed("if a: step()\n") is None
     assert _fixed("x = 1; step()\n") is None
+
+
+def _with_device(call_text: str) -> str | None:
+    from devicelint.fix_text import keyword_argument, with_argument
+
+    module = cst.parse_module(f"x = {call_text}\n")
+    call = module.body[0].body[0].value
+    new = with_argument(call, keyword_argument("device", "d"))
+    return None if new is None else module.code_for_node(new)
+
+
+def test_an_added_argument_keeps_the_call_layout() -> None:
+    assert _with_device("f()") == "f(device=d)"
+    assert _with_device("f(a, b)") == "f(a, b, device=d)"
+    assert _with_device("f(a,b,)") == "f(a,b,device=d,)"
+    # One argument per line, trailing comma, comments stay on their own lines.
+    assert _with_device("f(\n    a,  # first\n    b,  # second\n)") == "f(\n    a,  # first\n    b,  # second\n    device=d,\n)"
+    # The closing bracket on a line of its own stays there.
+    assert _with_device("f(\n    a, b\n)") == "f(\n    a, b, device=d\n)"
+    assert _with_device("f(a,\n  b)") == "f(a,\n  b,\n  device=d)"
+    # A comment between the last argument and the bracket: no edit keeps it readable.
+    assert _with_device("f(a  # why\n)") is None
