@@ -28,6 +28,8 @@ MIN_FILES_FOR_POOL = 8
 # 1.4 MB, takes 7 s against 17 s), yet a pathological file cannot hold a run for minutes.
 DEFAULT_SECONDS = 10.0
 SECONDS_PER_MB = 5.0
+# How many lint passes the limit allows when fixes are applied (a fix round re-lints the file).
+FIX_ROUND_ALLOWANCE = 3
 # How often a worker checks that the command it works for is still running.
 PARENT_POLL_SECONDS = 0.5
 # A worker whose resident memory passes this mark after a file retires (real code: the busiest
@@ -56,9 +58,10 @@ class TaskOptions:
     def seconds_for(self, size: int) -> float | None:
         if self.max_file_seconds == 0:
             return None
-        if self.max_file_seconds is not None:
-            return self.max_file_seconds
-        return DEFAULT_SECONDS + SECONDS_PER_MB * size / 1_000_000
+        limit = self.max_file_seconds if self.max_file_seconds is not None else (
+            DEFAULT_SECONDS + SECONDS_PER_MB * size / 1_000_000)
+        # With fixes the file is linted again after each round of edits.
+        return limit * FIX_ROUND_ALLOWANCE if self.fix_mode != "none" else limit
 
 
 class FileTimeout(Exception):
