@@ -26,7 +26,7 @@ from devicelint.suppression import Suppressions
 MAX_BRACKET_DEPTH = 200
 _BRACKETS = re.compile(r"[()\[\]{}]")
 # A line this long is generated code or a pathological chain: CPython judges it first.
-_LONG_LINE = re.compile(r"[^\n]{2000}")
+LONG_LINE = 2000
 PYTHON_RECURSION_LIMIT = 1000
 
 
@@ -82,7 +82,7 @@ def _too_deep(text: str) -> tuple[int, int, str] | None:
     deep, or a single line of thousands of chained attributes, calls, operators, `not`s or
     `lambda`s. Only such files pay for the extra CPython parse.
     """
-    if not _LONG_LINE.search(text) and _bracket_depth(text) <= MAX_BRACKET_DEPTH:
+    if max(map(len, text.split("\n"))) < LONG_LINE and _bracket_depth(text) <= MAX_BRACKET_DEPTH:
         return None
     # As a default `python` would: the workers raise the recursion limit for LibCST's sake.
     limit = sys.getrecursionlimit()
