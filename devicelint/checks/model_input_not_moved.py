@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -46,7 +47,10 @@ class ModelInputNotMoved(Rule):
     rest of the step uses the moved copy), or `batch[0].to(device)` in place for an item of a
     batch. It is unsafe: the step then also sends that tensor wherever it went before (a CPU
     metric, a log) on the device, and a `non_blocking=True` copy may be what the author wants.
-    No fix when no device expression is bound at that point.
+    The device is the expression the code moves the model (or the other operand) to: a name
+    bound at that point (`device`, `args.device`, `self.device`) or a literal (`"cuda"`). No fix
+    when there is none, as when the model is moved with a bare `.cuda()` (the batch would need
+    `.cuda()` too; the finding says so), or when the batch name sits inside a one-line suite.
 
     ## Known limits
     Only loops over a `DataLoader(...)` built in the file, or over a name containing `loader`
@@ -74,7 +78,7 @@ class ModelInputNotMoved(Rule):
             batch = ctx.code_for(meeting.cpu_node)
             yield self.violation(
                 meeting.cpu_node, fix=_move_batch(ctx, meeting), batch=batch, where=_where(ctx, meeting),
-                device=meeting.device.device_expr or "device",
+                device=_device_for(ctx, meeting) or meeting.device.device_expr or "device",
             )
 
 
@@ -82,9 +86,7 @@ def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     """`x = x.to(device)` just above the statement where a batch name meets the device (the
     rest of the step then uses the moved copy); `batch[0].to(device)` in place for an item."""
     node = meeting.cpu_node
-    device = meeting.device.device_expr
-    if device is None or not bound_before(ctx, device, node):
-        device = device_in_scope(ctx, node)
+    device = _device_for(ctx, meeting)
     if device is None:
         return None
     if isinstance(node, cst.Subscript):
@@ -96,6 +98,20 @@ def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     name = node.value
     return adding_lines(f"Move it first: `{name} = {name}.to({device})`", False,
                         line_before(ctx, statement, f"{name} = {name}.to({device})"))
+
+
+def _device_for(ctx: FileContext, meeting: Meeting) -> str | None:
+    """The device expression the code moves the model or the other operand to, usable where the
+    batch is: a name bound there (`device`, `args.device`) or a literal (`"cuda"`, `"cuda:0"`)."""
+    device = meeting.device.device_expr
+    if device is not None and _LITERAL_DEVICE.match(device):
+        return device
+    if device is None or not bound_before(ctx, device, meeting.cpu_node):
+        device = device_in_scope(ctx, meeting.cpu_node)
+    return device
+
+
+_LITERAL_DEVICE = re.compile(r"""^(["'])(cuda|cpu|mps|xpu)(:\d+)?\1$""")
 
 
 def _where(ctx: FileContext, meeting: Meeting) -> str:
