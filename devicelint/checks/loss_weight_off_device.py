@@ -116,8 +116,11 @@ class LossWeightOffDevice(Rule):
     `nn.CrossEntropyLoss(weight=w).to(device)` (or `.cuda()`), with the device expression of the
     model's own move. Loss modules keep `weight` and `pos_weight` as buffers, so this moves the
     weight and keeps it in the module's `state_dict`. It is unsafe: the loss module now lives
-    on the device, which code that reads `criterion.weight` on the host would notice. No fix
-    when the model's device is named only after the loss is built, or moved in another way.
+    on the device, which code that reads `criterion.weight` on the host would notice. Moving
+    the module rather than writing `weight=w.to(device)` works for any weight expression and
+    keeps the weight a buffer of the loss, moved again with it later. No fix when the model's
+    device is named only after the loss is built, or the model is moved in another way
+    (`.to(device, dtype)`, `.cuda(1)`, `.to(**kw)`).
 
     ## Known limits
     Only a loss assigned to a plain name in the same function (or in the script's top-level
@@ -162,7 +165,8 @@ def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixPro
     method = model_move.func.attr.value if isinstance(model_move.func, cst.Attribute) else None
     if method == "cuda" and not model_move.args:
         move = ".cuda()"
-    elif method == "to" and len(model_move.args) == 1 and model_move.args[0].keyword is None and not model_move.args[0].star:
+    elif method == "to" and len(model_move.args) == 1 and not model_move.args[0].star and (
+            model_move.args[0].keyword is None or model_move.args[0].keyword.value == "device"):
         device = ctx.code_for(model_move.args[0].value)
         literal = isinstance(model_move.args[0].value, cst.SimpleString)
         if not literal and not bound_before(ctx, device, loss):
