@@ -61,8 +61,8 @@ class TensorMoveDiscarded(Rule):
     for a name the analysis knows holds a tensor: only where that tensor lives changes. It is
     unsafe for names of unknown type, attributes and items (an item of a tuple cannot be
     assigned). Should such a receiver be a module after all, whose `.to()` works in place and
-    returns itself, the assignment is harmless: it rebinds the name to the same object. No fix where an assignment would change nothing or break: a name nobody reads
-    afterwards (`for t in tensors: t.to(d)` rebinds the loop variable only), a registered
+    returns itself, the assignment is harmless: it rebinds the name to the same object. No fix
+    where an assignment would change nothing or break: a name nobody reads afterwards (`for t in tensors: t.to(d)` rebinds the loop variable only), a registered
     parameter (`self.weight = self.weight.to(d)` raises; move the module), a receiver that is
     not a name, attribute or item (`model(x).cuda()`), and a helper returning a tuple of the
     parts of one argument (the caller has to unpack it).
