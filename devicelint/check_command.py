@@ -30,6 +30,10 @@ from devicelint.selection import Selection, SelectorError, applies_to_torch
 
 
 
+# Human-readable formats: colour, a summary line, a progress bar.
+TEXT_FORMATS = ("text", "concise", "full")
+
+
 def _error(message: str) -> None:
     click.echo(f"devicelint: error: {message}", err=True)
 
@@ -90,6 +94,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         _error(str(err))
         return EXIT_ERROR
     output_format = options["output_format"] or settings.output_format or "text"
+    if options.get("fix_only"):
+        options = {**options, "fix": True}
     fix_mode = "unsafe" if options["unsafe_fixes"] and (options["fix"] or options["diff"]) else (
         "safe" if options["fix"] or options["diff"] else "none")
     task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds)
@@ -102,6 +108,15 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     excludes = (*(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDES), *settings.extend_exclude)
     excluder = Excluder(settings.root, excludes, settings.respect_gitignore)
     found = discover(paths, excluder, options["force_exclude"], Path.cwd(), notebooks=settings.notebooks)
+    if options.get("show_settings"):
+        click.echo(_settings_text(settings, codes, fix_mode), nl=False)
+        return EXIT_CLEAN
+    if options.get("show_files"):
+        for source in found.files:
+            click.echo(source.display)
+        for missing in found.missing:
+            _error(f"{missing}: no such file or directory")
+        return EXIT_ERROR if found.missing else EXIT_CLEAN
     for missing in found.missing:
         _error(f"{missing}: no such file or directory")
     tasks = [_task(f, per_file, codes) for f in found.files]
@@ -117,7 +132,7 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     fixed: list[tuple[str, tuple[str, ...]]] = []
     if fix_mode != "none":
         fixed = _apply_fixes(outcome, tasks, task_options, options["diff"])
-    findings = outcome.findings
+    findings = [] if options.get("fix_only") else outcome.findings
     files_checked = len(tasks) + len(found.unreadable)
     if not found.files and not found.unreadable and not found.missing and not options["quiet"]:
         click.echo("devicelint: no Python files to lint.", err=True)
@@ -129,6 +144,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         return EXIT_INTERNAL
     if found.missing:
         return EXIT_ERROR
+    if options.get("exit_non_zero_on_fix") and not options["diff"] and any(codes for _, codes in fixed):
+        return EXIT_FINDINGS
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
@@ -163,7 +180,7 @@ def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Conf
     from devicelint.cache import run_with_cache
     from devicelint.progress import Progress
 
-    with Progress(len(tasks), enabled=output_format == "text" and not options["quiet"]) as progress:
+    with Progress(len(tasks), enabled=output_format in TEXT_FORMATS and not options["quiet"]) as progress:
         return run_with_cache(tasks, task_options, jobs, settings, options, progress.tick)
 
 
@@ -203,6 +220,39 @@ def _check_stdin(options, codes, per_file, task_options, output_format) -> int: 
     if findings and not options["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _settings_text(settings: Config, codes: set[str], fix_mode: str) -> str:
+    """What `--show-settings` prints: where the settings came from and what they resolve to."""
+    source = str(settings.path) if settings.path is not None else "(defaults: no config file found)"
+    rows = [
+        ("config file", source),
+        ("root", str(settings.root)),
+        ("rules", ", ".join(sorted(codes))),
+        ("per-file-ignores", "; ".join(f"{p} = {', '.join(c)}" for p, c in settings.per_file_ignores) or "-"),
+        ("exclude", ", ".join(settings.exclude) if settings.exclude is not None else "(defaults)"),
+        ("extend-exclude", ", ".join(settings.extend_exclude) or "-"),
+        ("output-format", settings.output_format or "text"),
+        ("torch-version", settings.torch_version or "(any)"),
+        ("cache-dir", settings.cache_dir or "(default)"),
+        ("notebooks", str(settings.notebooks).lower()),
+        ("respect-gitignore", str(settings.respect_gitignore).lower()),
+        ("max-file-seconds", "(default)" if settings.max_file_seconds is None else f"{settings.max_file_seconds:g}"),
+        ("fix", fix_mode),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "".join(f"{name:<{width}}  {value}\n" for name, value in rows)
+
+
+def want_color(choice: str, stream: Any) -> bool:
+    """`--color`, then the NO_COLOR and FORCE_COLOR conventions, then whether it is a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return stream.isatty()
 
 
 def _readable(data: bytes) -> str:
@@ -272,19 +322,21 @@ def _emit(
     # With --diff, stdout carries the diff alone (as Ruff), so `patch` can read it.
     to_stderr = bool(options["diff"]) and not output_file
     stream = sys.stderr if to_stderr else sys.stdout
-    color = output_format == "text" and output_file is None and stream.isatty()
-    context = ReportContext(files_checked, options["show_source"], color, sources)
+    textual = output_format in TEXT_FORMATS
+    color = textual and output_file is None and want_color(options.get("color", "auto"), stream)
+    show_source = {"concise": False, "full": True}.get(output_format, options["show_source"])
+    context = ReportContext(files_checked, show_source, color, sources)
     report = render(output_format, findings, context)
     fix_count = 0 if options["diff"] else sum(len(codes) for _, codes in fixed)
-    if output_format == "text" and options["statistics"]:
+    if textual and options["statistics"]:
         report = statistics(findings)
     if options.get("show_fixes"):
         listing = fixes_listing(fixed, would=options["diff"])
-        if output_format == "text" and not output_file:
+        if textual and not output_file:
             report += listing
         else:  # keep a machine-readable report clean
             click.echo(listing, err=True, nl=False)
-    if output_format == "text" and not options["quiet"] and not (failed and not findings):
+    if textual and not options["quiet"] and not (failed and not findings):
         report += summary(findings, files_checked, fix_count) + "\n"  # never "All clear" after an error
     if output_file:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import click
 
 from devicelint import __version__
-from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, load_config
+from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, has_devicelint_table, load_config
 # 3: devicelint itself failed (a rule raised, a worker died); CI can tell it from findings.
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 # Ctrl-C or SIGTERM, as shells report a run ended by SIGINT.
@@ -21,6 +22,12 @@ class DefaultToCheck(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            first = args[0]
+            if not first.startswith("-") and not os.path.lexists(first):
+                # `devicelint rul DL101`: a mistyped command, not a path to lint.
+                close = difflib.get_close_matches(first, list(self.commands), n=1, cutoff=0.6)
+                if close:
+                    fail(f"unknown command {first!r} (and no such file); did you mean `devicelint {close[0]}`?")
             args = ["check", *args]
         return super().parse_args(ctx, args)
 
@@ -46,6 +53,9 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
         if config_file:
             return load_config(Path(config_file))
         found = find_config(Path.cwd())
+        if found is not None and found.name == "devicelint.toml" and has_devicelint_table(found.with_name("pyproject.toml")):
+            click.echo(f"devicelint: warning: {found} and [tool.devicelint] in {found.with_name('pyproject.toml')} "
+                       f"both configure devicelint; {found.name} wins and the table is ignored", err=True)
         return load_config(found) if found else Config()
     except ConfigError as err:
         fail(str(err))
@@ -65,12 +75,18 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to paths named on the command line too (pre-commit).")
 @click.option("--stdin-filename", help="The name to report for source read from stdin (`-`).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
+@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              help="Colour text output: auto (a terminal, unless NO_COLOR is set or FORCE_COLOR asks for it), always, never.")
 @click.option("--show-source/--no-show-source", default=True, help="Show the offending line under each finding (text output).")
 @click.option("--statistics", is_flag=True, help="Show how many findings each rule produced.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes as well.")
 @click.option("--diff", is_flag=True, help="Show the fixes as a diff instead of writing them.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --diff: that would be) per file and rule.")
+@click.option("--fix-only", is_flag=True, help="Apply safe fixes (implies --fix) and report only what was fixed, not what remains.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any fix was applied, even if nothing remains.")
+@click.option("--show-files", is_flag=True, help="List the files that would be linted, and exit.")
+@click.option("--show-settings", is_flag=True, help="Show the resolved settings and the file they came from, and exit.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary or progress.")

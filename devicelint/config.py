@@ -12,9 +12,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from devicelint.report import FORMATS as OUTPUT_FORMATS
 from devicelint.selection import SelectorError, resolve_all, validate_torch_version
 
-OUTPUT_FORMATS = ("text", "json", "sarif", "github")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + ("per-file-ignores", "output-format", "torch-version", "cache-dir", "notebooks", "respect-gitignore",
@@ -53,12 +53,12 @@ def find_config(start: Path) -> Path | None:
         if candidate.is_file():
             return candidate
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _has_devicelint_table(candidate):
+        if candidate.is_file() and has_devicelint_table(candidate):
             return candidate
     return None
 
 
-def _has_devicelint_table(path: Path) -> bool:
+def has_devicelint_table(path: Path) -> bool:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

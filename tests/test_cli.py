@@ -149,7 +149,7 @@ def test_text_output_exact(project: Path) -> None:
         "  5 |     state = torch.load(p)\n"
         "    |             ^^^^^^^^^^^^^\n"
         "  = unsafe fix available: Add `map_location=\"cpu\"`\n"
-        "Found 1 problem in 1 file.\n"
+        "Found 1 problem in 1 file. 1 fixable with `--fix --unsafe-fixes`.\n"
     )
     assert result.exit_code == 1
 
@@ -213,7 +213,7 @@ def test_output_file(project: Path, flag: str) -> None:
     text = invoke("check", "--no-cache", "-o", "report.txt", "buggy.py")
     assert text.stdout == ""
     written = (project / "report.txt").read_text()
-    assert written.startswith("buggy.py:5:13: DL501 ") and written.endswith("Found 2 problems in 1 file. 1 fixable with `--fix`.\n")
+    assert written.startswith("buggy.py:5:13: DL501 ") and written.endswith("Found 2 problems in 1 file. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n")
     assert "\x1b[" not in written
 
 
@@ -235,7 +235,7 @@ def test_statistics(project: Path) -> None:
     assert result.stdout == (
         "    2  DL501  torch-load-without-map-location\n"
         "    1  DL502  device-compared-to-string-or-bare-type\n"
-        "Found 3 problems in 2 files. 1 fixable with `--fix`.\n"
+        "Found 3 problems in 2 files. 1 fixable with `--fix` (2 more with `--unsafe-fixes`).\n"
     )
     assert result.exit_code == 1
 
@@ -330,7 +330,7 @@ def test_force_exclude(project: Path) -> None:
 def test_stdin_with_filename(project: Path) -> None:
     result = invoke("check", "--no-cache", "--select", "DL501", "--stdin-filename", "pkg/mod.py", "-", input=LOAD_ONLY)
     assert result.stdout.startswith(f"pkg/mod.py:2:9: DL501 {DL501_MESSAGE}\n  2 | state = torch.load(p)\n")
-    assert result.stdout.endswith("Found 1 problem in 1 file.\n")
+    assert result.stdout.endswith("Found 1 problem in 1 file. 1 fixable with `--fix --unsafe-fixes`.\n")
     assert result.exit_code == 1
     clean = invoke("check", "--no-cache", "--stdin-filename", "pkg/mod.py", "-", input=CLEAN)
     assert clean.exit_code == 0
@@ -396,7 +396,7 @@ def test_jobs_subprocess(project: Path) -> None:
     two = run("--no-cache", "--jobs", "2", ".", cwd=project)
     assert one.returncode == two.returncode == 1
     assert one.stdout == two.stdout
-    assert one.stdout.endswith("Found 27 problems in 14 files. 7 fixable with `--fix`.\n")
+    assert one.stdout.endswith("Found 27 problems in 14 files. 7 fixable with `--fix` (19 more with `--unsafe-fixes`).\n")
 
 
 def test_jobs_must_be_positive(project: Path) -> None:
@@ -435,7 +435,7 @@ def test_show_fixes_lists_what_was_fixed(project: Path) -> None:
     assert (project / "buggy.py").read_text() == BUGGY
     done = invoke("check", "--no-cache", "--fix", "--show-fixes", "buggy.py")
     assert "Fixed 1 problem:\n- buggy.py:\n    1 × DL502 (device-compared-to-string-or-bare-type)\n" in done.stdout
-    assert done.stdout.endswith("Fixed 1 problem. Found 1 remaining problem in 1 file.\n")
+    assert done.stdout.endswith("Fixed 1 problem. Found 1 remaining problem in 1 file. 1 fixable with `--fix --unsafe-fixes`.\n")
     again = invoke("check", "--no-cache", "--fix", "--show-fixes", "--output-format", "json", "buggy.py")
     assert json.loads(again.stdout)[0]["code"] == "DL501"  # the listing goes to stderr with JSON
     assert "No problems fixed.\n" in again.stderr

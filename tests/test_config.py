@@ -106,7 +106,7 @@ def test_config_subprocess(tmp_path: Path) -> None:
         ("extend-select = [\"DL9\"]\n", "`tool.devicelint.extend-select` has an unknown rule selector 'DL9'"),
         ("select = \"DL501\"\n", "`tool.devicelint.select` must be a list of strings"),
         ("exclude = [1]\n", "`tool.devicelint.exclude` must be a list of strings"),
-        ("output-format = \"xml\"\n", "`tool.devicelint.output-format` must be one of text, json, sarif, github"),
+        ("output-format = \"xml\"\n", "`tool.devicelint.output-format` must be one of text, concise, full, json, json-lines, sarif, github, gitlab, junit, pylint"),
         ("torch-version = \"two\"\n", "`tool.devicelint.torch-version`"),
         ("torch-version = 2.4\n", "`tool.devicelint.torch-version` must be a string"),
         ("[tool.devicelint.per-file-ignores]\n\"a.py\" = [\"DL999\"]\n",

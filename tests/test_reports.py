@@ -171,7 +171,7 @@ def test_text_format_with_carets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "  6 |     if x.device == torch.device(\"cuda\"):\n"
         "    |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
         "  = fix available: Compare `x.device.type == \"cuda\"`\n"
-        "Found 3 problems in 2 files. 1 fixable with `--fix`.\n"
+        "Found 3 problems in 2 files. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n"
     ) in result.stdout
     assert "\x1b[" not in result.stdout  # no colour when not a terminal
 
@@ -197,6 +197,9 @@ def test_summaries() -> None:
     assert summary(one, 5) == "Found 1 problem in 1 file."
     three = [finding("a.py"), finding("b.py"), finding("b.py", 2, fix=Fix("d", True, ()))]
     assert summary(three, 5) == "Found 3 problems in 2 files. 1 fixable with `--fix`."
+    unsafe = [*three, finding("c.py", fix=Fix("d", False, ()))]
+    assert summary(unsafe, 5) == "Found 4 problems in 3 files. 1 fixable with `--fix` (1 more with `--unsafe-fixes`)."
+    assert summary(unsafe[3:], 5) == "Found 1 problem in 1 file. 1 fixable with `--fix --unsafe-fixes`."
     assert statistics(three) == "    3  DL501  torch-load-without-map-location\n"
 
 

@@ -111,7 +111,7 @@ def test_every_output_format_honours_noqa(tmp_path: Path, monkeypatch: pytest.Mo
             ["::error file=a.py", "line=5"], ["::error file=b.py", "line=5"]]
     else:
         assert result.stdout.splitlines()[0].startswith("a.py:5:9: DL501 ")
-        assert result.stdout.endswith("Found 2 problems in 2 files. 1 fixable with `--fix`.\n")
+        assert result.stdout.endswith("Found 2 problems in 2 files. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n")
 
 
 @pytest.mark.parametrize("odd", ["\x0c", "\x0b", "\x1c", "\u2028", "\x85"])

@@ -17,7 +17,8 @@ class ReportContext:
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
-FORMATS = ("text", "json", "sarif", "github")
+# `concise` and `full` are `text` without and with the source lines under each finding.
+FORMATS = ("text", "concise", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint")
 
 
 def printable_path(path: str) -> str:
@@ -36,9 +37,11 @@ def path_uri(path: str) -> str:
 
 def render(fmt: str, findings: Sequence[Finding], context: ReportContext | None = None) -> str:
     """Render findings (static or runtime) in one of FORMATS."""
-    from devicelint.report import github, json_format, sarif, text
+    from devicelint.report import ci_formats, github, json_format, sarif, text
 
     renderers: dict[str, Callable[[Sequence[Finding], ReportContext], str]] = {
-        "text": text.render, "json": json_format.render, "sarif": sarif.render, "github": github.render,
+        "text": text.render, "concise": text.render_concise, "full": text.render, "json": json_format.render,
+        "json-lines": ci_formats.json_lines, "sarif": sarif.render, "github": github.render,
+        "gitlab": ci_formats.gitlab, "junit": ci_formats.junit, "pylint": ci_formats.pylint,
     }
     return renderers[fmt](sorted(findings, key=lambda f: f.sort_key), context or ReportContext())

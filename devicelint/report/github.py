@@ -20,9 +20,16 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
     lines = []
     for f in findings:
         level = "warning" if f.severity == "warning" else "error"
+        if f.cell is not None:
+            # A notebook's lines count within a cell, not in the JSON file GitHub shows: point at
+            # the notebook itself (as Ruff does) and name the cell in the message.
+            where = "line=1,col=1"
+            message = f"{f.code} cell {f.cell}, line {f.line}:{f.column}: {f.message}"
+        else:
+            where = f"line={f.line},col={f.column},endLine={f.end_line},endColumn={f.end_column}"
+            message = f"{f.code} {f.message}"
         lines.append(
-            f"::{level} file={_escape_property(printable_path(f.path))},line={f.line},col={f.column},"
-            f"endLine={f.end_line},endColumn={f.end_column},title={_escape_property(f.code)}::"
-            f"{_escape_data(f.code + ' ' + f.message)}"
+            f"::{level} file={_escape_property(printable_path(f.path))},{where},"
+            f"title={_escape_property(f.code)}::{_escape_data(message)}"
         )
     return "".join(line + "\n" for line in lines)

@@ -46,7 +46,12 @@ def _window(line: str, f: Finding) -> tuple[str, int, int]:
     return prefix + shown + suffix, f.column - start + len(prefix), min(width, MAX_SHOWN - (f.column - 1 - start))
 
 
-def render(findings: Sequence[Finding], context: ReportContext) -> str:
+def render_concise(findings: Sequence[Finding], context: ReportContext) -> str:
+    """One line per finding: `path:line:col: CODE message`."""
+    return render(findings, context, concise=True)
+
+
+def render(findings: Sequence[Finding], context: ReportContext, concise: bool = False) -> str:
     def style(text: str, **kw) -> str:  # type: ignore[no-untyped-def]
         return click.style(text, **kw) if context.color else text
 
@@ -57,6 +62,8 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
         if f.module_path:
             head += f" [module `{f.module_path}`]"
         out.append(head)
+        if concise:
+            continue
         if context.show_source:
             line = _source_line(f, context)
             if line is not None and line.strip():
@@ -78,9 +85,13 @@ def summary(findings: Sequence[Finding], files_checked: int, fixed: int = 0) -> 
     files = len({f.path for f in findings})
     problems = "problem" if len(findings) == 1 else "problems"
     fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe)
+    hidden = sum(1 for f in findings if f.fix is not None and not f.fix.safe)
     text = f"{fixed_text}Found {len(findings)} {'remaining ' if fixed else ''}{problems} in {files} {'file' if files == 1 else 'files'}."
     if fixable:
-        text += f" {fixable} fixable with `--fix`."
+        text += f" {fixable} fixable with `--fix`"
+        text += f" ({hidden} more with `--unsafe-fixes`)." if hidden else "."
+    elif hidden:
+        text += f" {hidden} fixable with `--fix --unsafe-fixes`."
     return text
 
 
