@@ -130,6 +130,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     for display, reason in found.unreadable:
         outcome.results.append(read_error_result(display, OSError(reason)))
     fixed: list[tuple[str, tuple[str, ...]]] = []
+    if options.get("add_noqa"):
+        return _add_noqa(outcome, tasks)
     if fix_mode != "none":
         fixed = _apply_fixes(outcome, tasks, task_options, options["diff"])
     findings = [] if options.get("fix_only") else outcome.findings
@@ -253,6 +255,27 @@ def want_color(choice: str, stream: Any) -> bool:
     if os.environ.get("FORCE_COLOR"):
         return True
     return stream.isatty()
+
+
+def _add_noqa(outcome: RunOutcome, tasks: list[Task]) -> int:
+    from devicelint.add_noqa import add_noqa
+
+    by_display = {t.display: t for t in tasks}
+    total = 0
+    for result in outcome.results:
+        task = by_display.get(result.path)
+        if task is None or not result.findings or task.path.endswith(".ipynb"):
+            continue
+        path = Path(task.path)
+        original = path.read_bytes()
+        marked, added = add_noqa(_readable(original), result.findings)
+        if added:
+            write_atomically(path, encode_like(original, marked))
+            total += added
+    click.echo(f"Added {total} noqa {'directive' if total == 1 else 'directives'}.")
+    for message in outcome.internal_errors:
+        _internal_error(message)
+    return EXIT_INTERNAL if outcome.internal_errors else EXIT_CLEAN
 
 
 def _readable(data: bytes) -> str:

@@ -83,6 +83,7 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes as well.")
 @click.option("--diff", is_flag=True, help="Show the fixes as a diff instead of writing them.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --diff: that would be) per file and rule.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding (adopting devicelint on old code), and exit.")
 @click.option("--fix-only", is_flag=True, help="Apply safe fixes (implies --fix) and report only what was fixed, not what remains.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any fix was applied, even if nothing remains.")
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, and exit.")

@@ -113,3 +113,28 @@ def test_ci_formats(project: Path) -> None:
         ("DL502", "major", {"path": "buggy.py", "lines": {"begin": 6, "end": 6}})]
     assert len({q["fingerprint"] for q in quality}) == 2
     assert json.loads(output("gitlab")) == quality  # fingerprints are stable across runs
+
+
+def test_add_noqa_marks_every_finding_once_and_the_run_is_then_clean(project: Path) -> None:
+    (project / "legacy.py").write_bytes((
+        "import torch\n"
+        "state = torch.load(p)\r\n"
+        "other = torch.load(q)  # noqa: DL999\n"
+        "third = torch.load(r)  # keep\n"
+        'msg = """\n%s""" % torch.load(s)\n'
+        "x = 1 + \\\n    torch.load(t)\n"
+        "blanket = torch.load(u)  # noqa\n"
+    ).encode())
+    first = invoke("check", "--no-cache", "--add-noqa", "legacy.py")
+    assert (first.exit_code, first.stdout) == (0, "Added 5 noqa directives.\n")
+    assert (project / "legacy.py").read_bytes() == (
+        "import torch\n"
+        "state = torch.load(p)  # noqa: DL501\r\n"
+        "other = torch.load(q)  # noqa: DL501, DL999\n"
+        "third = torch.load(r)  # keep  # noqa: DL501\n"
+        'msg = """\n%s""" % torch.load(s)  # noqa: DL501\n'
+        "x = 1 + \\\n    torch.load(t)  # noqa: DL501\n"
+        "blanket = torch.load(u)  # noqa\n"
+    ).encode()
+    assert invoke("check", "--no-cache", "legacy.py").stdout == "All clear: 1 file checked.\n"
+    assert invoke("check", "--no-cache", "--add-noqa", "legacy.py").stdout == "Added 0 noqa directives.\n"
