@@ -17,8 +17,9 @@ from devicelint.context import FileContext
 from devicelint.finding import SYNTAX_ERROR, Edit, FileResult, Finding, Fix, error_finding
 from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
+from devicelint.noqa_check import UNUSED_NOQA, unused_noqa
 from devicelint.positions import node_ranges
-from devicelint.registry import Rule, Violation
+from devicelint.registry import ReportedElsewhere, Rule, Violation
 from devicelint.suppression import Suppressions
 
 # CPython's tokenizer refuses more than 200 nested brackets; LibCST's native parser would
@@ -186,9 +187,13 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
             return FileResult(path, (error_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
         except Exception as err:  # noqa: BLE001 - one rule's bug must not cost the other rules' findings
             crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
-    if not violations:
+    findings, fired = _to_findings(ctx, violations) if violations else ([], set())
+    if any(rule.code == UNUSED_NOQA for rule in options.rules):
+        # Codes reported elsewhere (DL000, the runtime's DL6xx) never fire here: not judged.
+        judged = {r.code for r in options.rules if not issubclass(r, ReportedElsewhere)} - _crashed(crashes)
+        findings = sorted([*findings, *unused_noqa(path, text, fired, judged, _known_codes())], key=lambda f: f.sort_key)
+    if not findings:
         return FileResult(path, (), internal_errors=tuple(crashes))
-    findings = _to_findings(ctx, violations)
     if crashes or options.fix_mode == "none" or not any(f.fix for f in findings):
         # No fixes on a file a rule failed on: that rule's own edits are unknown.
         return FileResult(path, tuple(findings), internal_errors=tuple(crashes))
@@ -199,6 +204,16 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
         if again.fixed_source is not None:
             fixed, applied = again.fixed_source, applied + again.fixes_applied
     return FileResult(path, tuple(findings), fixed, applied)
+
+
+def _crashed(crashes: list[str]) -> set[str]:
+    return {message.split(" ", 1)[0] for message in crashes}
+
+
+def _known_codes() -> set[str]:
+    from devicelint.registry import REGISTRY
+
+    return set(REGISTRY)
 
 
 def _end_of(text: str) -> tuple[int, int]:
@@ -215,7 +230,8 @@ def _after(point: CodePosition, text: str, end: tuple[int, int], newline: str) -
     return point.line, point.column, text
 
 
-def _to_findings(ctx: FileContext, violations: list[Violation]) -> list[Finding]:
+def _to_findings(ctx: FileContext, violations: list[Violation]) -> tuple[list[Finding], set[tuple[int, str]]]:
+    """The findings that no `# noqa` silences, and (line, code) of every violation before that."""
     path, text, module = ctx.path, ctx.source, ctx.module
     positioned = [v.node for v in violations]
     positioned += [old for v in violations if v.fix for old, _ in v.fix.replacements]
@@ -224,10 +240,12 @@ def _to_findings(ctx: FileContext, violations: list[Violation]) -> list[Finding]
     suppressions = Suppressions.parse(text)
     source_end = _end_of(text)
     findings: dict[tuple, Finding] = {}
+    fired: set[tuple[int, str]] = set()
     for violation in violations:
         rule = violation.rule
         where = positions[violation.node]
         line, column = where.start.line, where.start.column + 1
+        fired.add((line, rule.code))
         if suppressions.silences(rule.code, line):
             continue
         fix = None
@@ -250,4 +268,4 @@ def _to_findings(ctx: FileContext, violations: list[Violation]) -> list[Finding]
             message=violation.message, severity=rule.severity, fix=fix, url=rule.url(),
         )
         findings.setdefault((rule.code, line, column, violation.message), finding)
-    return sorted(findings.values(), key=lambda f: f.sort_key)
+    return sorted(findings.values(), key=lambda f: f.sort_key), fired

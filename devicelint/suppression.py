@@ -13,6 +13,11 @@ _FILE_NOQA = re.compile(
 )
 
 
+def malformed(text: str, match: re.Match[str]) -> bool:
+    """`# noqa: any text`: a colon without codes. It silences nothing (DL001 reports it)."""
+    return match.group("codes") is None and text[match.end():].lstrip().startswith(":")
+
+
 def _codes(text: str | None) -> frozenset[str] | None:
     if not text:
         return None  # bare noqa: everything
@@ -48,7 +53,7 @@ class Suppressions:
         if "#" not in text:
             return False
         match = _LINE_NOQA.search(text)
-        if match is None:
+        if match is None or malformed(text, match):
             return False
         codes = _codes(match.group("codes"))
         return codes is None or code in codes

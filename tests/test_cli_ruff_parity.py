@@ -119,7 +119,7 @@ def test_add_noqa_marks_every_finding_once_and_the_run_is_then_clean(project: Pa
     (project / "legacy.py").write_bytes((
         "import torch\n"
         "state = torch.load(p)\r\n"
-        "other = torch.load(q)  # noqa: DL999\n"
+        "other = torch.load(q)  # noqa: E501\n"
         "third = torch.load(r)  # keep\n"
         'msg = """\n%s""" % torch.load(s)\n'
         "x = 1 + \\\n    torch.load(t)\n"
@@ -130,7 +130,7 @@ def test_add_noqa_marks_every_finding_once_and_the_run_is_then_clean(project: Pa
     assert (project / "legacy.py").read_bytes() == (
         "import torch\n"
         "state = torch.load(p)  # noqa: DL501\r\n"
-        "other = torch.load(q)  # noqa: DL501, DL999\n"
+        "other = torch.load(q)  # noqa: DL501, E501\n"
         "third = torch.load(r)  # keep  # noqa: DL501\n"
         'msg = """\n%s""" % torch.load(s)  # noqa: DL501\n'
         "x = 1 + \\\n    torch.load(t)  # noqa: DL501\n"

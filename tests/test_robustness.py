@@ -211,7 +211,7 @@ def test_bad_files_in_process_text_output(tmp_path: Path, monkeypatch: pytest.Mo
     assert "broken_link.py:1:1: DL000 cannot read the file: broken symbolic link\n" in result.stdout
     assert f"latin1.py:2:12: DL000 {DECODE_MESSAGE}\n" in result.stdout
     assert "x.py/inner.py:2:9: DL501 " in result.stdout
-    assert result.stdout.endswith("Found 10 problems in 10 files.\n")
+    assert result.stdout.endswith("Found 10 problems in 10 files. 2 fixable with `--fix --unsafe-fixes`.\n")
     assert "Traceback" not in result.stdout + result.stderr
 
 

@@ -76,12 +76,19 @@ def test_file_noqa(header: str, expected: list[tuple[str, int]]) -> None:
 def test_noqa_belongs_on_the_line_where_the_finding_starts() -> None:
     source = "import torch\nstate = torch.load(  # noqa: DL501\n    p,\n)\nother = torch.load(\n    p,\n)  # noqa: DL501\n"
     result = lint_source(source, "a.py", EngineOptions(rules=tuple(all_rules())))
-    assert [(f.code, f.line) for f in result.findings] == [("DL501", 5)]
+    # The misplaced directive silences nothing, and DL001 says so.
+    assert [(f.code, f.line) for f in result.findings] == [("DL501", 5), ("DL001", 7)]
 
 
 def test_syntax_errors_are_not_silenced_by_a_line_noqa() -> None:
     result = lint_source("import torch\ndef f(:  # noqa\n", "a.py", EngineOptions(rules=tuple(all_rules())))
     assert [(f.code, f.line) for f in result.findings] == [("DL000", 2)]
+
+
+def test_a_malformed_noqa_silences_nothing() -> None:
+    parsed = Suppressions.parse("x = 1  # noqa: see the ticket\ny = 2  # noqa:DL501\n")
+    assert not parsed.silences("DL501", 1)
+    assert parsed.silences("DL501", 2)
 
 
 def test_suppressions_parse() -> None:
