@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import sys
 from pathlib import Path
@@ -10,7 +11,9 @@ from pathlib import Path
 import click
 
 from devicelint import __version__
-from devicelint.config import OUTPUT_FORMATS, Config, ConfigError, find_config, has_devicelint_table, load_config
+from devicelint.config import (
+    OUTPUT_FORMATS, Config, ConfigError, find_config, has_devicelint_table, load_config, with_overrides,
+)
 # 3: devicelint itself failed (a rule raised, a worker died); CI can tell it from findings.
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
 # Ctrl-C or SIGTERM, as shells report a run ended by SIGINT.
@@ -46,6 +49,33 @@ def fail(message: str) -> None:
     sys.exit(EXIT_ERROR)
 
 
+def _settings(options: dict) -> Config:  # type: ignore[type-arg]
+    """The config file's settings with the command line's overrides on top."""
+    given = options.pop("config_file")
+    isolated = options.pop("isolated")
+    overrides = [c for c in given if "=" in c and not Path(c).exists()]
+    files = [c for c in given if c not in overrides]
+    if len(files) > 1:
+        fail("--config names more than one config file")
+    for pattern in options.pop("per_file_ignores"):
+        glob, _, codes = pattern.rpartition(":")
+        if not glob or not codes:
+            fail(f"--per-file-ignores {pattern!r}: expected GLOB:CODES, e.g. 'tests/*:DL501'")
+        overrides.append(f"per-file-ignores = {{ {json.dumps(glob)} = {json.dumps(codes.split(','))} }}")
+    extend_exclude = options.pop("extend_exclude")
+    if extend_exclude:
+        overrides.append(f"extend-exclude = {json.dumps(list(extend_exclude))}")
+    torch_version = options.pop("torch_version")
+    if torch_version:
+        overrides.append(f"torch-version = {json.dumps(torch_version)}")
+    settings = _load_settings(files[0] if files else None, isolated)
+    try:
+        return with_overrides(settings, overrides)
+    except ConfigError as err:
+        fail(str(err))
+        raise AssertionError  # unreachable: fail() exits
+
+
 def _load_settings(config_file: str | None, isolated: bool) -> Config:
     try:
         if isolated:
@@ -70,7 +100,12 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 @click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), help="Output format (default: text, or `output-format` in config).")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-@click.option("--config", "config_file", type=click.Path(), help="Use this config file instead of searching for one.")
+@click.option("--config", "config_file", multiple=True,
+              help="A config file to use instead of searching for one, or a KEY=VALUE override in TOML syntax (repeatable).")
+@click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="GLOB:CODES",
+              help="Rules to ignore in files matching GLOB, e.g. 'tests/*:DL501,DL502' (repeatable; added to the config's).")
+@click.option("--extend-exclude", "extend_exclude", multiple=True, metavar="GLOB", help="More paths to exclude (repeatable).")
+@click.option("--torch-version", "torch_version", metavar="VERSION", help="The project's torch version (as `torch-version` in config).")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to paths named on the command line too (pre-commit).")
 @click.option("--stdin-filename", help="The name to report for source read from stdin (`-`).")
@@ -95,7 +130,7 @@ def check(paths: tuple[str, ...], **options) -> None:  # type: ignore[no-untyped
     """Lint files and folders (default: the current folder)."""
     from devicelint.check_command import run_check
 
-    settings = _load_settings(options.pop("config_file"), options.pop("isolated"))
+    settings = _settings(options)
     code = run_check(list(paths) or ["."], settings, options)
     from devicelint.runner import abandoned_work
 

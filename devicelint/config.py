@@ -157,3 +157,24 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
         respect_gitignore=table.get("respect-gitignore", True),
         max_file_seconds=max_seconds,
     )
+
+
+def with_overrides(settings: Config, overrides: list[str]) -> Config:
+    """`settings` with command-line overrides applied: each `KEY=VALUE` in TOML syntax
+    (`--config 'ignore = ["DL502"]'`), validated as a config file's keys are."""
+    from dataclasses import replace
+
+    table: dict[str, Any] = {}
+    for override in overrides:
+        try:
+            parsed = tomllib.loads(override)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"--config {override!r}: not a KEY = VALUE pair in TOML syntax ({err})") from err
+        table.update(parsed)
+    if not table:
+        return settings
+    given = _from_table(table, Path("--config"), "")
+    changes = {key.replace("-", "_"): getattr(given, key.replace("-", "_")) for key in table}
+    if "per_file_ignores" in changes:  # added to the config file's entries, as Ruff merges them
+        changes["per_file_ignores"] = (*settings.per_file_ignores, *changes["per_file_ignores"])
+    return replace(settings, **changes)
