@@ -16,7 +16,7 @@ import click
 import pathspec
 
 from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
-from devicelint.config import Config
+from devicelint.config import Config, ConfigError, find_config, load_config, with_overrides
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
 from devicelint.registry import PROJECT_URL, rule_info
@@ -119,7 +119,12 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         return EXIT_ERROR if found.missing else EXIT_CLEAN
     for missing in found.missing:
         _error(f"{missing}: no such file or directory")
-    tasks = [_task(f, per_file, codes) for f in found.files]
+    projects = ProjectSettings(settings, codes, per_file, options)
+    try:
+        tasks = [_task(f, *projects.for_file(f)) for f in found.files if not projects.excludes(f, paths)]
+    except (ConfigError, SelectorError) as err:
+        _error(str(err))
+        return EXIT_ERROR
     jobs = options["jobs"] or default_jobs()
     try:
         with _terminate_as_interrupt():
@@ -168,6 +173,52 @@ def _terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class ProjectSettings:
+    """Each file's settings: those of the nearest config file above it (a monorepo of projects,
+    each with its own config, lints in one run), else the ones found from the current folder.
+    Output, cache and fix options stay those of the run."""
+
+    def __init__(self, settings: Config, codes: set[str], per_file: PerFileIgnores, options: dict[str, Any]) -> None:
+        self.default = (settings, codes, per_file)
+        self.options = options
+        self.overrides = options.get("nested_configs")
+        self.by_folder: dict[Path, tuple[Config, set[str], PerFileIgnores]] = {}
+        self.by_config: dict[Path, tuple[Config, set[str], PerFileIgnores]] = {}
+        self.excluders: dict[int, Excluder] = {}
+
+    def _for_folder(self, folder: Path) -> tuple[Config, set[str], PerFileIgnores]:
+        known = self.by_folder.get(folder)
+        if known is not None:
+            return known
+        settings = self.default[0]
+        found = find_config(folder) if self.overrides is not None else None
+        if found is None or (settings.path is not None and found.resolve() == settings.path.resolve()):
+            project = self.default
+        else:
+            project = self.by_config.get(found.resolve())
+            if project is None:
+                nested = with_overrides(load_config(found), self.overrides or [])
+                project = (nested, enabled_codes(nested, self.options), PerFileIgnores(nested))
+                self.by_config[found.resolve()] = project
+        self.by_folder[folder] = project
+        return project
+
+    def for_file(self, source: SourceFile) -> tuple[PerFileIgnores, set[str]]:
+        _, codes, per_file = self._for_folder(source.path.absolute().parent)
+        return per_file, codes
+
+    def excludes(self, source: SourceFile, named: list[str]) -> bool:
+        """A nested project's own excludes, for files found by walking a folder."""
+        project = self._for_folder(source.path.absolute().parent)[0]
+        if project is self.default[0] or str(source.path) in named:
+            return False
+        excluder = self.excluders.get(id(project))
+        if excluder is None:
+            patterns = (*(project.exclude if project.exclude is not None else DEFAULT_EXCLUDES), *project.extend_exclude)
+            excluder = self.excluders[id(project)] = Excluder(project.root, patterns, project.respect_gitignore)
+        return excluder.excluded(source.path.absolute(), False)
 
 
 def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task:

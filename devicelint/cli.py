@@ -69,6 +69,9 @@ def _settings(options: dict) -> Config:  # type: ignore[type-arg]
     if torch_version:
         overrides.append(f"torch-version = {json.dumps(torch_version)}")
     settings = _load_settings(files[0] if files else None, isolated)
+    # Without a named config, each file takes the nearest config above it (as Ruff), with the
+    # same overrides on top.
+    options["nested_configs"] = None if (files or isolated) else overrides
     try:
         return with_overrides(settings, overrides)
     except ConfigError as err:

@@ -159,3 +159,27 @@ def test_command_line_overrides_of_the_config(project: Path) -> None:
     bad = invoke("check", "--config", 'ignore = ["DL999"]', ".")
     assert bad.exit_code == 2 and "--config: `ignore` has an unknown rule selector 'DL999'" in bad.stderr
     assert "expected GLOB:CODES" in invoke("check", "--per-file-ignores", "tests", ".").stderr
+
+
+def test_each_file_takes_the_nearest_config_above_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `devicelint newbie/proj/` from the parent folder once ignored newbie/proj/pyproject.toml.
+    project = tmp_path / "newbie" / "proj"
+    (project / "skip").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    for path in (project / "a.py", project / "skip" / "b.py", tmp_path / "other" / "c.py"):
+        path.write_text(BUGGY)
+    (project / "pyproject.toml").write_text('[tool.devicelint]\nignore = ["DL502"]\nextend-exclude = ["skip/"]\n'
+                                            'per-file-ignores = { "a.py" = ["DL000"] }\n')
+    monkeypatch.chdir(tmp_path)
+
+    def codes(*args: str) -> list[tuple[str, str]]:
+        done = invoke("check", "--no-cache", "--output-format", "json", *args)
+        assert done.exit_code in (0, 1), done.output
+        return sorted((r["path"], r["code"]) for r in json.loads(done.stdout))
+
+    expected_project = [("newbie/proj/a.py", "DL501")]
+    assert codes("newbie/proj/") == expected_project
+    assert codes(".") == [*expected_project, ("other/c.py", "DL501"), ("other/c.py", "DL502")]
+    # Command-line overrides replace that key in every project's config; --isolated ignores them all.
+    assert codes("--config", 'ignore = ["DL501"]', ".") == [("newbie/proj/a.py", "DL502"), ("other/c.py", "DL502")]
+    assert ("newbie/proj/skip/b.py", "DL502") in codes("--isolated", ".")

@@ -59,10 +59,13 @@ def test_nearest_config_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     write(tmp_path / "pyproject.toml", '[tool.devicelint]\nignore = ["DL501"]\n')
     write(tmp_path / "inner" / "pyproject.toml", '[tool.devicelint]\nselect = ["DL501"]\n')
     write(tmp_path / "inner" / "a.py")
+    write(tmp_path / "b.py")
     monkeypatch.chdir(tmp_path / "inner")
     assert lint("a.py").exit_code == 1
+    # From the parent folder too, a file takes the config nearest above it (as Ruff does).
     monkeypatch.chdir(tmp_path)
-    assert lint("inner/a.py").exit_code == 0
+    assert lint("inner/a.py").exit_code == 1
+    assert lint("b.py").exit_code == 0
 
 
 def test_devicelint_toml_before_pyproject_in_same_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
