@@ -129,3 +129,31 @@ def test_without_torch_checked_tests_fail_clearly_and_others_pass(
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, errors=1)
     assert "the runtime checks need torch" in result.stdout.str()
+
+
+def test_runtime_findings_are_written_for_ci(pytester: pytest.Pytester) -> None:
+    import json
+
+    import jsonschema
+
+    _copy_example(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::UserWarning",
+                                "--devicelint-report", "runtime.sarif")
+    result.assert_outcomes(passed=1, failed=1)
+    document = json.loads((pytester.path / "runtime.sarif").read_text())
+    schema = json.loads((FIXTURES.parent / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.validate(document, schema)
+    results = document["runs"][0]["results"]
+    assert len(results) == 5 and {r["ruleId"] for r in results} <= {f"DL60{i}" for i in range(1, 7)}
+    assert all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("planted_model.py")
+               for r in results)
+    json_run = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::UserWarning",
+                                  "--devicelint-report", "runtime.json")
+    json_run.assert_outcomes(passed=1, failed=1)
+    rows = json.loads((pytester.path / "runtime.json").read_text())
+    assert sorted((r["code"], r["line"]) for r in rows) == sorted(
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results)
+    github = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::UserWarning",
+                                "--devicelint-report", "runtime.txt")
+    github.assert_outcomes(passed=1, failed=1)
+    assert all(line.startswith("::error file=") for line in (pytester.path / "runtime.txt").read_text().splitlines())

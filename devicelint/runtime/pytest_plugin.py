@@ -6,6 +6,7 @@ the checker (marker, fixture or flag): other test runs pay nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -35,6 +36,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=_SYNCS,
         default="warn",
         help="Host syncs inside checked tests: warn (default), error (fail the test) or ignore.",
+    )
+    group.addoption(
+        "--devicelint-report",
+        metavar="PATH",
+        default=None,
+        help="Also write every runtime finding of the session to PATH, in the static report's shapes "
+             "(json, sarif or github: by --devicelint-report-format, else by the file's extension).",
+    )
+    group.addoption(
+        "--devicelint-report-format",
+        choices=("json", "sarif", "github"),
+        default=None,
+        help="Format of --devicelint-report (default: sarif for *.sarif, json for *.json, else github).",
     )
     group.addoption(
         "--devicelint-simulate",
@@ -158,7 +172,32 @@ def _stop(item: pytest.Item) -> Any:
         return None
     del item.stash[_STASH]
     checker.__exit__(None, None, None)
+    if checker.report is not None:
+        item.config.stash.setdefault(_SESSION_FINDINGS, []).extend(checker.report.findings)
     return checker
+
+
+_SESSION_FINDINGS = pytest.StashKey[list]()
+
+
+def report_format(path: str, chosen: str | None) -> str:
+    if chosen:
+        return chosen
+    if path.endswith((".sarif", ".sarif.json")):
+        return "sarif"
+    return "json" if path.endswith(".json") else "github"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the session's runtime findings for CI, so a pull request shows both halves."""
+    path = session.config.getoption("--devicelint-report")
+    if not path:
+        return
+    from devicelint.report import render
+
+    unique = {(f.path, f.line, f.column, f.code, f.message): f for f in session.config.stash.get(_SESSION_FINDINGS, [])}
+    fmt = report_format(path, session.config.getoption("--devicelint-report-format"))
+    Path(path).write_text(render(fmt, list(unique.values())), encoding="utf-8")
 
 
 class DeviceLintHandle:
