@@ -19,6 +19,13 @@ EXAMPLE = FIXTURES / "runtime_example"
 import torch._dynamo  # noqa: E402, F401
 
 import devicelint.runtime.checker  # noqa: E402, F401  (one copy of the checker's modules)
+# The report the plugin writes imports the formats and the rules: load them once too, or a
+# run would drop them and their second import would register every rule again.
+import devicelint.checks  # noqa: E402, F401
+import devicelint.report.ci_formats  # noqa: E402, F401
+import devicelint.report.github  # noqa: E402, F401
+import devicelint.report.sarif  # noqa: E402, F401
+import devicelint.report.text  # noqa: E402, F401
 
 if not torch.cuda.is_available():
     from devicelint.runtime import simulate
