@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,22 @@ def test_cli_on_fixtures_reports_exactly_the_markers() -> None:
     strays = sorted(p for p in by_path if p.startswith("fixtures/DL"))
     assert not strays, f"findings outside the fixture files: {strays}"
     assert not problems, "\n".join(problems)
+
+
+def test_readme_pre_commit_rev_and_the_github_action_are_real() -> None:
+    import yaml
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rev = re.search(r"^\s+rev: ([0-9a-f]{40})\b", readme, re.M)
+    assert rev is not None, "the pre-commit snippet pins a commit"
+    if (ROOT / ".git").exists():
+        shown = subprocess.run(["git", "show", f"{rev.group(1)}:.pre-commit-hooks.yaml"], cwd=ROOT,
+                               capture_output=True, text=True)
+        assert shown.returncode == 0 and "id: devicelint" in shown.stdout, "the pinned commit has the hook"
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    assert action["runs"]["using"] == "composite"
+    steps = action["runs"]["steps"]
+    assert any("github.action_path" in step.get("run", "") for step in steps)
+    assert any(step.get("uses", "").startswith("actions/cache@") and step["with"]["path"] == ".devicelint_cache" for step in steps)
+    assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif@") for step in steps)
+    assert "pip install devicelint\n" not in readme  # not on a package index

@@ -75,7 +75,7 @@ def test_hook_definition() -> None:
     hook = hooks[0]
     assert hook["entry"] == "devicelint check --force-exclude"
     assert hook["language"] == "python"
-    assert hook["types_or"] == ["python", "pyi"]
+    assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert hook["name"] and hook["description"]
     assert hook["require_serial"] is False
 
