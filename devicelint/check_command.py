@@ -108,8 +108,14 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     excludes = (*(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDES), *settings.extend_exclude)
     excluder = Excluder(settings.root, excludes, settings.respect_gitignore)
     found = discover(paths, excluder, options["force_exclude"], Path.cwd(), notebooks=settings.notebooks)
+    projects = ProjectSettings(settings, codes, per_file, options)
     if options.get("show_settings"):
-        click.echo(_settings_text(settings, codes, fix_mode), nl=False)
+        # As Ruff: the settings that apply to the first file named (or found).
+        shown, shown_codes = (settings, codes)
+        if found.files:
+            project = projects.project_of(found.files[0])
+            shown, shown_codes = project[0], project[1]
+        click.echo(_settings_text(shown, shown_codes, fix_mode), nl=False)
         return EXIT_CLEAN
     if options.get("show_files"):
         for source in found.files:
@@ -119,7 +125,6 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         return EXIT_ERROR if found.missing else EXIT_CLEAN
     for missing in found.missing:
         _error(f"{missing}: no such file or directory")
-    projects = ProjectSettings(settings, codes, per_file, options)
     try:
         tasks = [_task(f, *projects.for_file(f)) for f in found.files if not projects.excludes(f, paths)]
     except (ConfigError, SelectorError) as err:
@@ -205,8 +210,11 @@ class ProjectSettings:
         self.by_folder[folder] = project
         return project
 
+    def project_of(self, source: SourceFile) -> tuple[Config, set[str], PerFileIgnores]:
+        return self._for_folder(source.path.absolute().parent)
+
     def for_file(self, source: SourceFile) -> tuple[PerFileIgnores, set[str]]:
-        _, codes, per_file = self._for_folder(source.path.absolute().parent)
+        _, codes, per_file = self.project_of(source)
         return per_file, codes
 
     def excludes(self, source: SourceFile, named: list[str]) -> bool:

@@ -183,3 +183,16 @@ def test_each_file_takes_the_nearest_config_above_it(tmp_path: Path, monkeypatch
     # Command-line overrides replace that key in every project's config; --isolated ignores them all.
     assert codes("--config", 'ignore = ["DL501"]', ".") == [("newbie/proj/a.py", "DL502"), ("other/c.py", "DL502")]
     assert ("newbie/proj/skip/b.py", "DL502") in codes("--isolated", ".")
+
+
+def test_show_settings_shows_the_settings_of_the_file_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "a.py").write_text(BUGGY)
+    (tmp_path / "b.py").write_text(BUGGY)
+    (project / "devicelint.toml").write_text('ignore = ["DL502"]\n')
+    monkeypatch.chdir(tmp_path)
+    inner = invoke("check", "--show-settings", "proj/a.py").stdout
+    assert f"config file        {project / 'devicelint.toml'}\n" in inner and "DL502" not in inner.split("rules", 1)[1].splitlines()[0]
+    outer = invoke("check", "--show-settings", "b.py").stdout
+    assert "config file        (defaults: no config file found)\n" in outer

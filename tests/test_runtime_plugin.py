@@ -22,7 +22,10 @@ import devicelint.runtime.checker  # noqa: E402, F401  (one copy of the checker'
 # The report the plugin writes imports the formats and the rules: load them once too, or a
 # run would drop them and their second import would register every rule again.
 import devicelint.checks  # noqa: E402, F401
-import devicelint.report.ci_formats  # noqa: E402, F401
+import devicelint.report.gitlab  # noqa: E402, F401
+import devicelint.report.json_lines  # noqa: E402, F401
+import devicelint.report.junit  # noqa: E402, F401
+import devicelint.report.pylint_format  # noqa: E402, F401
 import devicelint.report.github  # noqa: E402, F401
 import devicelint.report.sarif  # noqa: E402, F401
 import devicelint.report.text  # noqa: E402, F401

@@ -37,11 +37,11 @@ def path_uri(path: str) -> str:
 
 def render(fmt: str, findings: Sequence[Finding], context: ReportContext | None = None) -> str:
     """Render findings (static or runtime) in one of FORMATS."""
-    from devicelint.report import ci_formats, github, json_format, sarif, text
+    from devicelint.report import github, gitlab, json_format, json_lines, junit, pylint_format, sarif, text
 
     renderers: dict[str, Callable[[Sequence[Finding], ReportContext], str]] = {
         "text": text.render, "concise": text.render_concise, "full": text.render, "json": json_format.render,
-        "json-lines": ci_formats.json_lines, "sarif": sarif.render, "github": github.render,
-        "gitlab": ci_formats.gitlab, "junit": ci_formats.junit, "pylint": ci_formats.pylint,
+        "json-lines": json_lines.render, "sarif": sarif.render, "github": github.render,
+        "gitlab": gitlab.render, "junit": junit.render, "pylint": pylint_format.render,
     }
     return renderers[fmt](sorted(findings, key=lambda f: f.sort_key), context or ReportContext())
