@@ -543,3 +543,27 @@ def test_check_holds_its_model_weakly() -> None:
     del model
     gc.collect()
     assert ref() is None
+
+
+def test_simulation_runs_list_indexing_and_dtype_changes_after_the_move_as_a_gpu_would() -> None:
+    with rt.check(syncs="ignore") as report:
+        x = torch.randn(3, 5, device="cuda")
+        assert x[:, [4, 0]].shape == (3, 2) and x[[1, 0]].shape == (2, 5)
+        x[[0, 2]] = 0.0
+        assert x[0].abs().sum().item() == 0.0
+        half = nn.Linear(5, 2).to("cuda").half()
+        assert half.weight.dtype == torch.float16 and half(x.half()).dtype == torch.float16
+        bf16 = nn.Linear(5, 2).to("cuda").to(torch.bfloat16)
+        bf16(x.to(torch.bfloat16)).float().sum().backward()
+        assert bf16.weight.grad.dtype == torch.bfloat16
+    assert report.simulated and report.errors == []
+    # The parameter swapping that makes this work is on inside the region only.
+    assert torch.__future__.get_swap_module_params_on_conversion() is False
+
+
+def test_numpy_on_a_simulated_gpu_tensor_raises_as_on_a_gpu() -> None:
+    with rt.check(syncs="ignore"):
+        x = torch.randn(3, device="cuda")
+        with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+            x.numpy()
+        assert x.tolist() == x.cpu().tolist()  # host reads that a GPU allows still work

@@ -119,6 +119,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         self.min_copies = min_copies
         self.report: Report | None = None
         self._owner: threading.Thread | None = None
+        self._swap_before: bool | None = None
         self._modes: list[Any] = []
 
     # -- decorator form ---------------------------------------------------------------
@@ -173,6 +174,12 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             expected = self._expected(None)
             accelerator = expected if expected.type != "cpu" else None
         report.simulated = simulated
+        if simulated:
+            # `model.to("cuda").half()` must change what the simulated tensors hold, not only
+            # what they report: swap converted parameters whole (torch's way for tensor
+            # subclasses), inside the region only.
+            self._swap_before = torch.__future__.get_swap_module_params_on_conversion()
+            torch.__future__.set_swap_module_params_on_conversion(True)
         report.device = expected
         self._expected_device = expected
         self.tracker = ModuleTracker(self._audit_root)
@@ -202,6 +209,9 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             self._modes = []
             self.tracker.stop()
             _watch_new_threads(False)
+            if self._swap_before is not None:
+                torch.__future__.set_swap_module_params_on_conversion(self._swap_before)
+                self._swap_before = None
             model = self.model
             if model is not None and id(model) not in self.tracker.audited:
                 self._audit_root(model)  # never ran: audit it as it is now

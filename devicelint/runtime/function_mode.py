@@ -20,7 +20,9 @@ _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
 # Build tensors from Python data in C++, straight on the device, past the dispatcher.
 _FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray, _Tensor.new_tensor})
-_HOST_VIEWS = frozenset({_Tensor.tolist, _Tensor.numpy, _Tensor.__array__})
+_HOST_VIEWS = frozenset({_Tensor.tolist})
+_NUMPY_VIEWS = frozenset({_Tensor.numpy, _Tensor.__array__})
+_INDEXING = frozenset({_Tensor.__getitem__, _Tensor.__setitem__})
 # Functions that take tensors on two devices on purpose (moving, swapping, metadata).
 _EXEMPT_NAMES = frozenset(
     {
@@ -70,10 +72,18 @@ class FunctionMode(TorchFunctionMode):
                     return made
             elif func is F.ctc_loss:
                 args, kwargs = _lengths_as_lists(args, kwargs)
+            elif func in _NUMPY_VIEWS and args and isinstance(args[0], sim.SimTensor):
+                # What a GPU does: NumPy cannot see device memory (DL108's bug, caught here too).
+                raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy "
+                                "the tensor to host memory first.")
             elif func in _HOST_VIEWS and args and isinstance(args[0], sim.SimTensor):
                 # Not supported on tensor subclasses: copy to the host (a sync the detector
                 # sees, as on a GPU) and read it there.
                 return func(args[0].cpu(), *args[1:], **kwargs)
+            elif func in _INDEXING and args and isinstance(args[0], sim.SimTensor) and len(args) > 1:
+                # `x[:, [4, 0]]`: torch builds the index tensor on the indexed tensor's device
+                # below Python, where the simulated device has no allocator: build it here.
+                args = (args[0], _lists_as_tensors(args[1], sim.to_sim), *args[2:])
         if _is_grad_enabled():
             tensors = tensor_args(args, kwargs)
             if len(tensors) > 1 and _repairable(func):
@@ -123,6 +133,16 @@ def _repairable(func: Any) -> bool:
             name.startswith("_") and not name.startswith("__")
         )
     return known
+
+
+def _lists_as_tensors(index: Any, on_device: Any) -> Any:
+    """Python lists of ints or bools in an index (also inside a tuple) as index tensors on the
+    indexed tensor's (simulated) device, as torch itself builds them."""
+    if isinstance(index, tuple):
+        return tuple(_lists_as_tensors(part, on_device) for part in index)
+    if isinstance(index, list) and index and all(isinstance(v, (bool, int)) for v in index):
+        return on_device(torch.tensor(index))
+    return index
 
 
 def _lengths_as_lists(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
