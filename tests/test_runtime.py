@@ -59,12 +59,12 @@ def test_planted_model_one_finding_per_bug() -> None:
     assert {(c, p, line) for c, p, line, _ in _summary(report.findings)} == expected
     modules = {(f.code, f.line): f.module_path for f in report.findings}
     by_code = {code: line for line, code in _planted_markers(EXAMPLE / "planted_model.py") if code != "DL601"}
-    assert modules[("DL605", by_code["DL605"])] == "blocks.0.attn"
-    assert modules[("DL606", by_code["DL606"])] == "blocks.0.mlp"
+    assert modules[("DL605", by_code["DL605"])] == "TinyGPT.blocks.0.attn"
+    assert modules[("DL606", by_code["DL606"])] == "TinyGPT.blocks.0.mlp"
     arange_line = next(n for n, t in enumerate((EXAMPLE / "planted_model.py").read_text().splitlines(), 1) if "torch.arange(T)" in t)
-    assert modules[("DL601", arange_line)] == "blocks.0.attn"
+    assert modules[("DL601", arange_line)] == "TinyGPT.blocks.0.attn"
     messages = {f.code + ":" + str(f.line): f.message for f in report.findings}
-    assert "also in `blocks.1.attn`" in messages[f"DL605:{by_code['DL605']}"]
+    assert "also in `TinyGPT.blocks.1.attn`" in messages[f"DL605:{by_code['DL605']}"]
     assert "`blocks.0.mlp.layers` is a plain list holding modules" in messages[f"DL606:{by_code['DL606']}"]
     assert "made here by `torch.arange`" in messages[f"DL601:{arange_line}"]
     assert "(3 times in the checked region)" in messages[f"DL602:{by_code['DL602']}"]
@@ -419,7 +419,7 @@ def test_audit_reports_attribute_paths() -> None:
 
     model = Model()
     findings = rt.audit(model, "cuda")
-    assert sorted((f.code, f.module_path) for f in findings) == [("DL604", None), ("DL605", "head"), ("DL606", "head")]
+    assert sorted((f.code, f.module_path) for f in findings) == [("DL604", "Model"), ("DL605", "Model.head"), ("DL606", "Model.head")]
     by_code = {f.code: f for f in findings}
     assert by_code["DL606"].line == _line_of(Head, "(not registered)")
     assert by_code["DL606"].message.startswith("`head.extra` is a plain list holding modules")
@@ -438,7 +438,7 @@ def test_a_model_passed_to_check_is_audited_even_if_it_never_runs() -> None:
     net = Net()
     with rt.check(model=net) as report:
         net.to("cuda")
-    assert [(f.code, f.line, f.module_path) for f in report.findings] == [("DL605", _line_of(Net, "# unregistered"), None)]
+    assert [(f.code, f.line, f.module_path) for f in report.findings] == [("DL605", _line_of(Net, "# unregistered"), "Net")]
     assert report.findings[0].message.startswith("`scale` is a plain tensor attribute on cpu")
 
 

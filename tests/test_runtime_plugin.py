@@ -53,7 +53,7 @@ def test_example_planted_fails_with_every_bug_and_fixed_passes(pytester: pytest.
         match = re.search(r"# planted: (DL6\d\d)", text)
         if match:
             assert re.search(rf"planted_model\.py:{number}:\d+: {match.group(1)} ", output), (number, output)
-    assert "[module `blocks.0.attn`]" in output and "[module `blocks.0.mlp`]" in output
+    assert "[module `TinyGPT.blocks.0.attn`]" in output and "[module `TinyGPT.blocks.0.mlp`]" in output
 
 
 def test_flag_fixture_and_options(pytester: pytest.Pytester) -> None:

@@ -11,7 +11,8 @@ import sys
 import sysconfig
 from types import CodeType, FrameType
 
-Site = tuple[str, int]
+# (path, line), or (path, line, (package path, line)) when the op ran inside an installed package.
+Site = tuple
 
 _LIBRARY_CACHE: dict[CodeType, bool] = {}
 
@@ -52,24 +53,62 @@ def refresh_roots() -> None:
     global _ROOTS
     _ROOTS = _library_roots()
     _LIBRARY_CACHE.clear()
+    _KIND_CACHE.clear()
+
+
+def in_installed_package(filename: str) -> bool:
+    return "site-packages" in filename or "dist-packages" in filename
+
+
+_USER, _INTERNAL, _PACKAGE = 0, 1, 2
+_KIND_CACHE: dict[CodeType, int] = {}
+
+
+def _kind(code: CodeType) -> int:
+    kind = _KIND_CACHE.get(code)
+    if kind is None:
+        name = code.co_filename
+        if _is_library(name):
+            kind = _INTERNAL
+        elif in_installed_package(name):
+            kind = _PACKAGE
+        else:
+            kind = _USER
+        _KIND_CACHE[code] = kind
+    return kind
 
 
 def user_site(depth: int = 2) -> Site | None:
-    """The innermost stack frame outside torch, devicelint, pytest and the standard library."""
+    """The innermost stack frame of the user's own code: outside torch, devicelint, pytest,
+    the standard library and installed packages.
+
+    When the stack passed through an installed package (transformers, timm) on its way down,
+    the site carries that package's innermost line too: `(path, line, (package_path, line))`.
+    """
     try:
         frame: FrameType | None = sys._getframe(depth)
     except ValueError:  # a shallow stack (an autograd worker thread)
         return None
-    cache = _LIBRARY_CACHE
+    via: tuple[str, int] | None = None
+    kinds = _KIND_CACHE
     while frame is not None:
         code = frame.f_code
-        library = cache.get(code)
-        if library is None:
-            library = cache[code] = _is_library(code.co_filename)
-        if not library:
-            return (code.co_filename, frame.f_lineno)
+        kind = kinds.get(code)
+        if kind is None:
+            kind = _kind(code)
+        if kind == _USER:
+            if via is None:
+                return (code.co_filename, frame.f_lineno)
+            return (code.co_filename, frame.f_lineno, via)
+        if kind == _PACKAGE and via is None:
+            via = (code.co_filename, frame.f_lineno)
         frame = frame.f_back
-    return None
+    return via  # only library code ran (a model driven from an installed package's script)
+
+
+def library_line(site: Site | None) -> tuple[str, int] | None:
+    """The installed package's line a user site led to, if the op ran in one."""
+    return site[2] if site is not None and len(site) > 2 else None  # type: ignore[misc]
 
 
 _TRANSPARENT: dict[CodeType, bool] = {}
@@ -143,9 +182,19 @@ def _in_torch(filename: str) -> bool:
 
 
 def display_path(path: str) -> str:
-    """A path relative to the working directory when it lies below it."""
+    """A path relative to the working directory when it lies below it; inside an installed
+    package, the path from the package (`transformers/models/...`)."""
+    for marker in ("site-packages", "dist-packages"):
+        at = path.rfind(marker + os.sep)
+        if at != -1:
+            return path[at + len(marker) + 1 :]
     try:
         rel = os.path.relpath(path)
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def package_of(path: str) -> str:
+    """The top-level package an installed file belongs to (`transformers`)."""
+    return display_path(path).split(os.sep, 1)[0].removesuffix(".py")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import linecache
 import re
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 
 from devicelint.finding import Finding
+from devicelint.runtime import _sites
 from devicelint.runtime._sites import Site
 from devicelint.runtime.records import (
     OFF_DEVICE_PARAMETER,
@@ -64,6 +66,7 @@ def audit_items(
     registered_ids.update(id(t) for t in model.buffers())
     # (path, module, registered): modules reached through plain containers are not registered.
     stack: list[tuple[str, nn.Module, bool]] = [("", model, True)]
+    root = type(model).__name__  # module paths start at the root's class, as in every finding
     while stack:
         path, module, registered = stack.pop()
         if id(module) in seen:
@@ -87,8 +90,8 @@ def audit_items(
                 if device_checks and not same_device(value.device, expected):
                     record = Record(
                         UNREGISTERED_TENSOR,
-                        _assignment_site(owner, attr),
-                        path or None,
+                        _assignment_site(owner, attr, call_site),
+                        _under(root, path),
                         "error",
                         f"`{attr_path}` is a plain tensor attribute on {value.device}: `.to()`, "
                         f"`state_dict` and DDP ignore it, so it stays off {expected}; "
@@ -97,7 +100,7 @@ def audit_items(
                     record.hit()
                     items.append(AuditItem(record, [value]))
             elif isinstance(value, (list, tuple, dict)):
-                item = _container_item(owner, path, attr, value, expected, registered_ids, device_checks)
+                item = _container_item(owner, path, attr, value, expected, registered_ids, device_checks, root, call_site)
                 if item is not None:
                     items.append(item)
                     entries = value.items() if isinstance(value, dict) else enumerate(value)
@@ -111,7 +114,7 @@ def audit_items(
         record = Record(
             OFF_DEVICE_PARAMETER,
             call_site or _class_site(type(model)),
-            _common_module(names) or None,
+            _under(root, _common_module(names)),
             "error",
             f"{len(names)} parameter(s)/buffer(s) of the model are on {' and '.join(devices)}, "
             f"expected {expected}: {shown}; move the model with `.to(device)` before running it",
@@ -129,6 +132,8 @@ def _container_item(
     expected: torch.device,
     registered_ids: set[int],
     device_checks: bool,
+    root: str,
+    call_site: Site | None,
 ) -> AuditItem | None:
     entries = [
         (k, v)
@@ -157,8 +162,8 @@ def _container_item(
         what, use = f"tensors on {stray[0].device}", "registered buffers"
     record = Record(
         PLAIN_CONTAINER,
-        _assignment_site(owner, attr),
-        path or None,
+        _assignment_site(owner, attr, call_site),
+        _under(root, path),
         "error",
         f"`{attr_path}` is a plain {kind} holding {what}: `.to()`, `.parameters()` and `state_dict` "
         f"do not see them (they stay off {expected}); use {use}",
@@ -199,15 +204,28 @@ def _is_torch_class(cls: type) -> bool:
     return cls.__module__.split(".")[0] == "torch"
 
 
+def _under(root: str, path: str) -> str:
+    return f"{root}.{path}" if path else root
+
+
 _SITE_CACHE: dict[tuple[type, str], Site | None] = {}
 
 
-def _assignment_site(cls: type, attr: str) -> Site | None:
-    """The line in the class (or a user base class) that assigns `self.<attr> = ...`."""
+def _assignment_site(cls: type, attr: str, call_site: Site | None) -> Site | None:
+    """The line that assigns `<module>.<attr> = ...`: in the class (or a user base class), else,
+    for a class from an installed package, in the user's file that runs the model."""
     key = (cls, attr)
     if key not in _SITE_CACHE:
         _SITE_CACHE[key] = _find_assignment(cls, attr)
-    return _SITE_CACHE[key]
+    found = _SITE_CACHE[key]
+    if found is not None:
+        return found
+    class_site = _class_site(cls)
+    if class_site is not None and _sites.in_installed_package(class_site[0]) and call_site is not None:
+        # Attached from outside (`model.layers[0].attn.scale = torch.ones(4)`): the library's
+        # class is not where the user can fix it.
+        return _attribute_line(call_site[0], attr) or call_site[:2]
+    return class_site
 
 
 def _find_assignment(cls: type, attr: str) -> Site | None:
@@ -225,7 +243,16 @@ def _find_assignment(cls: type, attr: str) -> Site | None:
         for offset, text in enumerate(lines):
             if pattern.search(text):
                 return (filename, start + offset)
-    return _class_site(cls)
+    return None
+
+
+def _attribute_line(path: str, attr: str) -> Site | None:
+    """The first line of a file that assigns `.attr = ...` or `setattr(..., "attr", ...)`."""
+    pattern = re.compile(rf"\.{re.escape(attr)}\s*=(?!=)|setattr\([^,]+,\s*[\'\"]{re.escape(attr)}[\'\"]")
+    for number, text in enumerate(linecache.getlines(path), start=1):
+        if pattern.search(text):
+            return (path, number)
+    return None
 
 
 def _class_site(cls: type) -> Site | None:

@@ -14,6 +14,7 @@ from torch import nn
 
 from devicelint.finding import Finding
 from devicelint.runtime import _sites
+from devicelint.runtime.backward_errors import GuardedHooks, take
 from devicelint.runtime.auditing import audit_items, same_device
 from devicelint.runtime.detector import Detector
 from devicelint.runtime.function_mode import FunctionMode
@@ -90,7 +91,9 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
     `model`: named and audited up front (else every root module is named and audited the
     first time it runs). `expect_device`: where tensors belong (default: `cuda`, simulated on
     a CPU-only machine when `simulate` allows). `syncs`: host syncs are warnings, errors or
-    not reported. `raise_on_exit`: raise `DeviceConsistencyError` listing every error.
+    not reported; a sync inside an installed library (transformers' own `.item()`) is named at
+    the user's line that led there and stays a warning unless `library_syncs=True`.
+    `raise_on_exit`: raise `DeviceConsistencyError` listing every error.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         raise_on_exit: bool = False,
         min_syncs: int = 2,
         min_copies: int = 2,
+        library_syncs: bool = False,
     ) -> None:
         if syncs not in ("warn", "error", "ignore"):
             raise ValueError(f"syncs must be 'warn', 'error' or 'ignore', not {syncs!r}")
@@ -117,9 +121,11 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         self.raise_on_exit = raise_on_exit
         self.min_syncs = min_syncs
         self.min_copies = min_copies
+        self.library_syncs = library_syncs
         self.report: Report | None = None
         self._owner: threading.Thread | None = None
         self._swap_before: bool | None = None
+        self._guarded_hooks: GuardedHooks | None = None
         self._modes: list[Any] = []
 
     # -- decorator form ---------------------------------------------------------------
@@ -144,6 +150,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             raise_on_exit=self.raise_on_exit,
             min_syncs=self.min_syncs,
             min_copies=self.min_copies,
+            library_syncs=self.library_syncs,
         )
 
     # -- context manager ------------------------------------------------------------------
@@ -180,6 +187,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             # subclasses), inside the region only.
             self._swap_before = torch.__future__.get_swap_module_params_on_conversion()
             torch.__future__.set_swap_module_params_on_conversion(True)
+            self._guarded_hooks = GuardedHooks().__enter__()
         report.device = expected
         self._expected_device = expected
         self.tracker = ModuleTracker(self._audit_root)
@@ -189,6 +197,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             accelerator=accelerator,
             sync_severity={"warn": "warning", "error": "error", "ignore": None}[self.syncs],
             simulate=simulated,
+            library_syncs=self.library_syncs,
         )
         self.tracker.start()
         function_mode = FunctionMode(self.detector, simulated) if accelerator is not None else None
@@ -212,11 +221,18 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             if self._swap_before is not None:
                 torch.__future__.set_swap_module_params_on_conversion(self._swap_before)
                 self._swap_before = None
+            if self._guarded_hooks is not None:
+                self._guarded_hooks.__exit__(None, None, None)
+                self._guarded_hooks = None
             model = self.model
             if model is not None and id(model) not in self.tracker.audited:
                 self._audit_root(model)  # never ran: audit it as it is now
         finally:
             _active = None
+        held = take()
+        if held is not None and exc_type is None:
+            # A backward ran where no `backward()` call of this thread could raise it.
+            raise held.with_traceback(held.__traceback__)
         report = self.report
         assert report is not None
         warnings_only = [f for f in report.findings if f.severity != "error"]

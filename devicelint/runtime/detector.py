@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
-from devicelint.runtime import _sites
+from devicelint.runtime import _sites, backward_errors
 from devicelint.runtime._sites import Site
 from devicelint.runtime.modules import ModuleTracker
 from devicelint.runtime.records import HOST_SYNC, MIXED_DEVICE_OP, PER_STEP_COPY, Record
@@ -98,12 +98,14 @@ class Detector(TorchDispatchMode):
         accelerator: torch.device | None,
         sync_severity: str | None,
         simulate: bool,
+        library_syncs: bool = False,
     ) -> None:
         super().__init__()
         self.tracker = tracker
         self.records = records
         self.accelerator = accelerator
         self.sync_severity = sync_severity
+        self.library_syncs = library_syncs
         self.simulate = simulate
         self.origins: WeakIdKeyDictionary = WeakIdKeyDictionary()
         # autograd sequence number -> (site, module path) of the forward op that made the node
@@ -118,9 +120,19 @@ class Detector(TorchDispatchMode):
             self._sim = None
 
     # -- the hot path -------------------------------------------------------------------
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, C901
-        if kwargs is None:
-            kwargs = {}
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if self._sim is None:
+            return self._dispatch(func, args, kwargs or {})
+        try:
+            return self._dispatch(func, args, kwargs or {})
+        except BaseException as exc:  # noqa: BLE001
+            if _current_node() is None:
+                raise
+            # Raised into the simulated device's backward thread it would abort the process.
+            backward_errors.hold(exc)
+            return None
+
+    def _dispatch(self, func, args, kwargs):  # noqa: ANN001, C901
         tensors = tensor_args(args, kwargs)
         node = _current_node()
         if node is None and _is_grad_enabled() and self.accelerator is not None:
@@ -304,13 +316,18 @@ class Detector(TorchDispatchMode):
 
     def _sync_record(self, site: Any, module_path: Any, what: str, advice: str) -> Record:
         """The one record of host syncs of one kind at one call site."""
+        severity = self.sync_severity or "warning"
+        if _sites.library_line(site) is not None and not self.library_syncs:
+            # A library's own sync is not the user's to fix: reported, never failing a test.
+            severity = "warning"
+            advice = "the sync is the library's own, reached from this line: a warning unless `check(library_syncs=True)`"
         return self._record(
             (HOST_SYNC, site, module_path, what),
             lambda: Record(
                 HOST_SYNC,
                 site,
                 module_path,
-                self.sync_severity or "warning",
+                severity,
                 f"{what} waits for the device here ({{times}} in the checked region); {advice}",
                 group=what,
             ),

@@ -14,6 +14,7 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 
+from devicelint.runtime import backward_errors
 from devicelint.runtime.detector import Detector, tensor_args
 
 _Tensor = torch.Tensor
@@ -23,6 +24,7 @@ _FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray, _Tensor.ne
 _HOST_VIEWS = frozenset({_Tensor.tolist})
 _NUMPY_VIEWS = frozenset({_Tensor.numpy, _Tensor.__array__})
 _INDEXING = frozenset({_Tensor.__getitem__, _Tensor.__setitem__})
+_BACKWARD_ENTRIES = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 # Functions that take tensors on two devices on purpose (moving, swapping, metadata).
 _EXEMPT_NAMES = frozenset(
     {
@@ -60,6 +62,8 @@ class FunctionMode(TorchFunctionMode):
                 if isinstance(arg, (str, torch.device)):
                     args = tuple(sim.rewrite_cuda(a) for a in args)
                     break
+            if func in _BACKWARD_ENTRIES:
+                return backward_errors.run_backward(func, args, kwargs)
             if func in _FROM_DATA:
                 # The copy this makes is what `torch.tensor(data, device="cuda")` does on a
                 # GPU too: not a finding.

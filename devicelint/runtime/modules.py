@@ -9,7 +9,7 @@ from torch.nn.modules.module import register_module_forward_hook, register_modul
 
 
 class ModuleTracker:
-    """Names every module it sees run (`blocks.0.attn`) and keeps the stack of running ones.
+    """Names every module it sees run (`Net.blocks.0.attn`) and keeps the stack of running ones.
 
     A module met with nothing running is a root: its tree is named from there, and
     `on_root(module, args)` runs once for it (the checker audits it then). A module not in
@@ -42,7 +42,9 @@ class ModuleTracker:
         return self.stack[-1][1] if self.stack else None
 
     def add_root(self, module: nn.Module) -> None:
-        self._name_tree(module, "")
+        # Paths start at the root's class (`GPT2LMHeadModel.transformer.h.0`), as every
+        # runtime finding names them.
+        self._name_tree(module, type(module).__name__)
 
     def _pre(self, module: nn.Module, args: Any) -> None:
         known = self.paths.get(id(module))
@@ -53,12 +55,12 @@ class ModuleTracker:
                 name = _child_name(parent, module) or type(module).__name__
                 self._name_tree(module, f"{parent_path}.{name}" if parent_path else name)
             else:
-                self._name_tree(module, "")
+                self.add_root(module)
             known = self.paths[id(module)]
         if not self.stack and id(module) not in self.audited:
             self.audited.add(id(module))
             self.on_root(module, args)
-        self.stack.append((module, known[1] or type(module).__name__))
+        self.stack.append(known)
 
     def _post(self, module: nn.Module, args: Any, output: Any) -> None:
         stack = self.stack

@@ -20,7 +20,7 @@ class _OptionError(Exception):
 _STASH = pytest.StashKey[Any]()
 _SYNCS = ("warn", "error", "ignore")
 _SIMULATE = ("auto", "always", "never")
-_MARK_OPTIONS = ("syncs", "expect_device", "simulate", "min_syncs", "min_copies")
+_MARK_OPTIONS = ("syncs", "expect_device", "simulate", "min_syncs", "min_copies", "library_syncs")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -6,7 +6,7 @@ import linecache
 from dataclasses import dataclass, field
 
 from devicelint.finding import Finding
-from devicelint.runtime._sites import Site, display_path
+from devicelint.runtime._sites import Site, display_path, library_line, package_of
 
 # Runtime codes (documented by the rule classes in devicelint/checks/runtime_*.py).
 MIXED_DEVICE_OP = "DL601"
@@ -51,11 +51,14 @@ class Record:
         self.backward = self.backward or backward
 
     def to_finding(self, also_in: list[str] | None = None) -> Finding:
-        path, line = self.site if self.site else ("<unknown>", 1)
+        path, line = (self.site[0], self.site[1]) if self.site else ("<unknown>", 1)
         column, end_column = _statement_columns(path, line)
         ops = ", ".join(f"`{op}`" for op in self.ops) or "an op"
         times = "once" if self.count == 1 else f"{self.count} times"
         message = self.template.format(count=self.count, times=times, ops=ops)
+        inside = library_line(self.site)
+        if inside is not None:
+            message += f" (in `{package_of(inside[0])}` at {display_path(inside[0])}:{inside[1]})"
         if self.backward and self.code == MIXED_DEVICE_OP:
             message += " (also in the backward pass)"
         if also_in:

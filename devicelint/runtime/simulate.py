@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from devicelint.runtime import backward_errors
+from devicelint.runtime.sim_backend import SimBackendModule
 from devicelint.runtime.sim_kernels import KERNELS
 
 SIM_TYPE = "vgpu"
@@ -53,7 +55,7 @@ def install() -> torch.device:
         _fail(f"PrivateUse1 is already taken by the backend {current!r}")
     else:
         try:
-            _setup_privateuseone_for_python_backend(SIM_TYPE)
+            _setup_privateuseone_for_python_backend(SIM_TYPE, backend_module=SimBackendModule())
         except (RuntimeError, AttributeError, TypeError) as exc:
             _fail(f"cannot register the simulated device on torch {torch.__version__}: {exc}")
     SIM_DEVICE = torch.device(SIM_TYPE, 0)
@@ -138,7 +140,14 @@ class SimTensor(torch.Tensor):
         metadata = _METADATA.get(func)
         if metadata is not None:
             return metadata(args[0].inner, *args[1:])
-        return run_simulated(func, args, kwargs or {})
+        try:
+            return run_simulated(func, args, kwargs or {})
+        except BaseException as exc:  # noqa: BLE001
+            if not backward_errors.in_backward():
+                raise
+            # Raised into this device's backward thread it would abort the process.
+            backward_errors.hold(exc)
+            return None
 
 
 _aten = torch.ops.aten
