@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import torch
 
+from devicelint.runtime.patching import Patch
+
 _in_backward = torch._C._current_autograd_node
 _lock = threading.Lock()
 _held: list[BaseException] = []
@@ -117,7 +119,8 @@ def _patched_backward_hook_init(original: Callable[..., Any]) -> Callable[..., A
     return __init__
 
 
-def _targets() -> list[tuple[Any, str, Callable[[Any], Any]]]:
+def hook_patches() -> list[Patch]:
+    """The hook registrations whose hooks must hold their errors in a simulated region."""
     from torch.autograd.graph import saved_tensors_hooks
     from torch.utils.hooks import BackwardHook
 
@@ -127,27 +130,6 @@ def _targets() -> list[tuple[Any, str, Callable[[Any], Any]]]:
         (saved_tensors_hooks, "__init__", _patched_saved_hooks_init),
         (BackwardHook, "__init__", _patched_backward_hook_init),
     ]
-
-
-class GuardedHooks:
-    """While entered, hooks registered from Python hold their errors instead of raising them
-    into autograd's C++ (entered by a simulated `check()` region only)."""
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    def __enter__(self) -> "GuardedHooks":
-        clear()
-        for owner, name, patch in _targets():
-            original = owner.__dict__[name]
-            self._saved.append((owner, name, original))
-            setattr(owner, name, patch(original))
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        for owner, name, original in reversed(self._saved):
-            setattr(owner, name, original)
-        self._saved.clear()
 
 
 def in_backward() -> bool:

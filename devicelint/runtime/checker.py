@@ -14,11 +14,15 @@ from torch import nn
 
 from devicelint.finding import Finding
 from devicelint.runtime import _sites
-from devicelint.runtime.backward_errors import GuardedHooks, take
+from devicelint.runtime.backward_errors import clear as clear_held_errors
+from devicelint.runtime.backward_errors import hook_patches, take
 from devicelint.runtime.auditing import audit_items, same_device
 from devicelint.runtime.detector import Detector
 from devicelint.runtime.function_mode import FunctionMode
 from devicelint.runtime.modules import ModuleTracker
+from devicelint.runtime.patching import RegionPatches
+from devicelint.runtime.sim_backend import SimBackendModule
+from devicelint.runtime.sim_cuda_names import cuda_name_patches
 from devicelint.runtime.records import HOST_SYNC, PER_STEP_COPY, Record, merge
 
 SyncPolicy = Literal["warn", "error", "ignore"]
@@ -125,7 +129,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         self.report: Report | None = None
         self._owner: threading.Thread | None = None
         self._swap_before: bool | None = None
-        self._guarded_hooks: GuardedHooks | None = None
+        self._region_patches: RegionPatches | None = None
         self._modes: list[Any] = []
 
     # -- decorator form ---------------------------------------------------------------
@@ -187,7 +191,9 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             # subclasses), inside the region only.
             self._swap_before = torch.__future__.get_swap_module_params_on_conversion()
             torch.__future__.set_swap_module_params_on_conversion(True)
-            self._guarded_hooks = GuardedHooks().__enter__()
+            clear_held_errors()
+            self._region_patches = RegionPatches([*hook_patches(), *cuda_name_patches(sim.SIM_TYPE, sim.to_sim)]).__enter__()
+            SimBackendModule.in_region = True
         report.device = expected
         self._expected_device = expected
         self.tracker = ModuleTracker(self._audit_root)
@@ -221,9 +227,10 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             if self._swap_before is not None:
                 torch.__future__.set_swap_module_params_on_conversion(self._swap_before)
                 self._swap_before = None
-            if self._guarded_hooks is not None:
-                self._guarded_hooks.__exit__(None, None, None)
-                self._guarded_hooks = None
+            if self._region_patches is not None:
+                self._region_patches.__exit__(None, None, None)
+                self._region_patches = None
+                SimBackendModule.in_region = False
             model = self.model
             if model is not None and id(model) not in self.tracker.audited:
                 self._audit_root(model)  # never ran: audit it as it is now

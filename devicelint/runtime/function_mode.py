@@ -13,6 +13,7 @@ import torch
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
+from torch.utils.weak import WeakIdKeyDictionary
 
 from devicelint.runtime import backward_errors
 from devicelint.runtime.detector import Detector, tensor_args
@@ -24,6 +25,7 @@ _FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray, _Tensor.ne
 _HOST_VIEWS = frozenset({_Tensor.tolist})
 _NUMPY_VIEWS = frozenset({_Tensor.numpy, _Tensor.__array__})
 _INDEXING = frozenset({_Tensor.__getitem__, _Tensor.__setitem__})
+_PINNED = WeakIdKeyDictionary()  # tensors `pin_memory()` made in a simulated region
 _BACKWARD_ENTRIES = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 # Functions that take tensors on two devices on purpose (moving, swapping, metadata).
 _EXEMPT_NAMES = frozenset(
@@ -64,6 +66,13 @@ class FunctionMode(TorchFunctionMode):
                     break
             if func in _BACKWARD_ENTRIES:
                 return backward_errors.run_backward(func, args, kwargs)
+            if func is _Tensor.pin_memory:
+                # Page-locked host memory only speeds up copies; a plain copy stands for it.
+                pinned = args[0].clone()
+                _PINNED[pinned] = True
+                return pinned
+            if func is _Tensor.is_pinned:
+                return args[0] in _PINNED
             if func in _FROM_DATA:
                 # The copy this makes is what `torch.tensor(data, device="cuda")` does on a
                 # GPU too: not a finding.

@@ -16,11 +16,16 @@ import torch
 class SimBackendModule:
     """What torch looks up as `torch.vgpu.<name>` for the simulated device."""
 
+    # Set while a simulated `check()` region runs. Outside one, `torch.accelerator.is_available()`
+    # is False again, so code outside the region (`DataLoader(pin_memory=True)`) behaves as on
+    # this CPU-only machine.
+    in_region = False
+
     def is_initialized(self) -> bool:
         return True
 
     def is_available(self) -> bool:
-        return True
+        return SimBackendModule.in_region
 
     def device_count(self) -> int:
         return 1

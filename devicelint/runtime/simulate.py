@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from devicelint.runtime import backward_errors
+from devicelint.runtime import backward_errors, sim_autocast
 from devicelint.runtime.sim_backend import SimBackendModule
 from devicelint.runtime.sim_kernels import KERNELS
 
@@ -59,6 +59,7 @@ def install() -> torch.device:
         except (RuntimeError, AttributeError, TypeError) as exc:
             _fail(f"cannot register the simulated device on torch {torch.__version__}: {exc}")
     SIM_DEVICE = torch.device(SIM_TYPE, 0)
+    sim_autocast.register(SIM_TYPE, lambda t: isinstance(t, SimTensor))
     _probe()
     _installed = True
     return SIM_DEVICE
@@ -131,6 +132,10 @@ class SimTensor(torch.Tensor):
         )
         out.inner = inner
         return out
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Saved as the CPU tensor it holds: a plain file that any torch can load.
+        return self.inner.__reduce_ex__(protocol)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
         return f"SimTensor(device='{SIM_DEVICE}', {self.inner!r})"
