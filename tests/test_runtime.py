@@ -424,7 +424,10 @@ def test_audit_reports_attribute_paths() -> None:
     assert by_code["DL606"].line == _line_of(Head, "(not registered)")
     assert by_code["DL606"].message.startswith("`head.extra` is a plain list holding modules")
     assert by_code["DL605"].line == _line_of(Head, "# unregistered tensor")
-    assert by_code["DL604"].message.startswith("6 parameter(s)/buffer(s) of the model are on cpu, expected cuda")
+    assert by_code["DL604"].message == (
+        "`Model.body.0.weight`, `Model.body.0.bias`, `Model.head.a.weight` and 3 more are on cpu, expected cuda "
+        "(6 parameters and buffers); move `Model` with `.to(device)` before running it"
+    )
     assert [(f.code, f.line) for f in rt.audit(model, "cpu")] == [("DL606", by_code["DL606"].line)]
 
 

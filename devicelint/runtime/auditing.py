@@ -95,7 +95,7 @@ def audit_items(
                         "error",
                         f"`{attr_path}` is a plain tensor attribute on {value.device}: `.to()`, "
                         f"`state_dict` and DDP ignore it, so it stays off {expected}; "
-                        f"use `self.register_buffer(\"{attr}\", ...)` instead",
+                        f"use `{_owner_name(owner, attr_path)}.register_buffer(\"{attr}\", ...)` instead",
                     )
                     record.hit()
                     items.append(AuditItem(record, [value]))
@@ -108,20 +108,39 @@ def audit_items(
                         if isinstance(child, nn.Module) and id(child) not in registered_ids:
                             stack.append((f"{attr_path}[{key}]", child, False))
     if off and device_checks:
-        names = [name for name, _ in off]
-        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        devices = sorted({str(t.device) for _, t in off})
-        record = Record(
-            OFF_DEVICE_PARAMETER,
-            call_site or _class_site(type(model)),
-            _under(root, _common_module(names)),
-            "error",
-            f"{len(names)} parameter(s)/buffer(s) of the model are on {' and '.join(devices)}, "
-            f"expected {expected}: {shown}; move the model with `.to(device)` before running it",
-        )
-        record.hit()
-        items.append(AuditItem(record, [t for _, t in off]))
+        items.append(_off_device_item(model, root, off, expected, call_site))
     return items
+
+
+def _off_device_item(
+    model: nn.Module, root: str, off: list[tuple[str, torch.Tensor]], expected: torch.device, call_site: Site | None
+) -> AuditItem:
+    """DL604: the model's own parameters and buffers off `expected`, said as the user would fix it."""
+    names = [name for name, _ in off]
+    devices = " and ".join(sorted({str(t.device) for _, t in off}))
+    module = _common_module(names)
+    site = call_site or _class_site(type(model))
+    moved = len(off) < sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
+    if module and moved:
+        # The rest of the model is on the device: this part came in after `.to()`.
+        attr = module.rsplit(".", 1)[-1].split("[", 1)[0]
+        if call_site is not None:
+            site = _attribute_line(call_site, attr) or site
+        message = (
+            f"`{root}.{module}` is on {devices} while the rest of `{root}` is on {expected}: `{module}` was "
+            f"replaced after the model was moved; move the new module too (`.to(device)`), or move the "
+            f"model after replacing it"
+        )
+    else:
+        shown = ", ".join(f"`{root}.{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        count = "" if len(names) == 1 else f" ({len(names)} parameters and buffers)"
+        message = (
+            f"{shown} {'is' if len(names) == 1 else 'are'} on {devices}, expected {expected}{count}; move "
+            f"`{root}` with `.to(device)` before running it"
+        )
+    record = Record(OFF_DEVICE_PARAMETER, site, _under(root, module), "error", message)
+    record.hit()
+    return AuditItem(record, [t for _, t in off])
 
 
 def _container_item(
@@ -204,6 +223,14 @@ def _is_torch_class(cls: type) -> bool:
     return cls.__module__.split(".")[0] == "torch"
 
 
+def _owner_name(owner: type, attr_path: str) -> str:
+    """`self` inside a user's class; the module's path for a library class one cannot edit."""
+    site = _class_site(owner)
+    if site is not None and _sites.in_installed_package(site[0]):
+        return attr_path.rsplit(".", 1)[0] if "." in attr_path else "model"
+    return "self"
+
+
 def _under(root: str, path: str) -> str:
     return f"{root}.{path}" if path else root
 
@@ -224,7 +251,7 @@ def _assignment_site(cls: type, attr: str, call_site: Site | None) -> Site | Non
     if class_site is not None and _sites.in_installed_package(class_site[0]) and call_site is not None:
         # Attached from outside (`model.layers[0].attn.scale = torch.ones(4)`): the library's
         # class is not where the user can fix it.
-        return _attribute_line(call_site[0], attr) or call_site[:2]
+        return _attribute_line(call_site, attr) or call_site[:2]
     return class_site
 
 
@@ -246,11 +273,14 @@ def _find_assignment(cls: type, attr: str) -> Site | None:
     return None
 
 
-def _attribute_line(path: str, attr: str) -> Site | None:
-    """The first line of a file that assigns `.attr = ...` or `setattr(..., "attr", ...)`."""
+def _attribute_line(call_site: Site, attr: str) -> Site | None:
+    """The nearest line above the call site, in its file, that assigns `.attr = ...` or
+    `setattr(..., "attr", ...)`: where the user attached or replaced it."""
+    path, line = call_site[0], call_site[1]
     pattern = re.compile(rf"\.{re.escape(attr)}\s*=(?!=)|setattr\([^,]+,\s*[\'\"]{re.escape(attr)}[\'\"]")
-    for number, text in enumerate(linecache.getlines(path), start=1):
-        if pattern.search(text):
+    lines = linecache.getlines(path)
+    for number in range(min(line, len(lines)), 0, -1):
+        if pattern.search(lines[number - 1]):
             return (path, number)
     return None
 

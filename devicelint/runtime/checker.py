@@ -244,7 +244,14 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         assert report is not None
         warnings_only = [f for f in report.findings if f.severity != "error"]
         for finding in warnings_only:
-            warnings.warn(DeviceWarning(f"{finding.path}:{finding.line}: {finding.code} {finding.message}"), stacklevel=2)
+            # Shown at the user's line the finding names, not at the `check()` that ended.
+            warnings.warn_explicit(
+                DeviceWarning(f"{finding.code} {finding.message}"),
+                DeviceWarning,
+                finding.path,
+                finding.line,
+                module=finding.path.removesuffix(".py").replace("/", "."),
+            )
         if self.raise_on_exit and exc_type is None and report.errors:
             raise DeviceConsistencyError(report.errors)
 

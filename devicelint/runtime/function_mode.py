@@ -60,10 +60,13 @@ class FunctionMode(TorchFunctionMode):
             device = kwargs.get("device")
             if device is not None:
                 kwargs = dict(kwargs, device=sim.rewrite_cuda(device))
-            for arg in args:
-                if isinstance(arg, (str, torch.device)):
-                    args = tuple(sim.rewrite_cuda(a) for a in args)
-                    break
+            if func is not torch.device:
+                # A `torch.device("cuda")` stays a name (frameworks check `device.type`); what
+                # allocates or moves tensors there is sent to the simulated device instead.
+                for arg in args:
+                    if isinstance(arg, (str, torch.device)):
+                        args = tuple(sim.rewrite_cuda(a) for a in args)
+                        break
             if func in _BACKWARD_ENTRIES:
                 return backward_errors.run_backward(func, args, kwargs)
             if func is _Tensor.pin_memory:

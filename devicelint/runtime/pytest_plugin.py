@@ -154,9 +154,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if checker is not None and checker.report is not None:
         errors = checker.report.errors
         if errors:
-            from devicelint.runtime.checker import DeviceConsistencyError
+            from devicelint.runtime.checker import format_findings
 
-            raise DeviceConsistencyError(errors)
+            # The findings are the failure: no traceback of this hook.
+            pytest.fail(format_findings(errors), pytrace=False)
     return result
 
 

@@ -9,12 +9,18 @@ are not torch functions, so they are swapped for the region (`patching.RegionPat
 - `torch.Generator(device="cuda")` gives a CPU generator, which the simulated device draws from.
 - `torch.load(..., map_location="cuda")` (or a file saved on a GPU, loaded with no
   `map_location`) loads on the CPU and puts every tensor on the simulated device.
+- `torch.cuda` answers as one GPU would (`is_available()`, `device_count()`, memory figures of
+  zero, no-op `synchronize()` and `empty_cache()`), so code and frameworks that choose their
+  device by asking it (Accelerate, Lightning, `"cuda" if torch.cuda.is_available() else "cpu"`)
+  choose the simulated GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -60,6 +66,7 @@ def cuda_name_patches(sim_type: str, to_sim: Callable[[Any], Any]) -> list[Patch
         return ask
 
     return [
+        *_cuda_module_patches(),
         (torch, "Generator", _generator_factory),
         (torch, "load", lambda original: _load_onto_sim(original, as_sim, sim_type, to_sim)),
         (autocast, "__init__", autocast_init),
@@ -131,3 +138,58 @@ def _onto(value: Any, to_sim: Callable[[Any], Any]) -> Any:
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(_onto(v, to_sim) for v in value)
     return value
+
+
+_GIB = 1 << 30
+SIMULATED_GPU_NAME = "devicelint simulated GPU"
+
+
+def _cuda_module_patches() -> list[Patch]:
+    """`torch.cuda` as it answers on a machine with one GPU."""
+    properties = SimpleNamespace(
+        name=SIMULATED_GPU_NAME, major=8, minor=0, total_memory=80 * _GIB, multi_processor_count=108,
+        is_integrated=False, is_multi_gpu_board=False,
+    )
+
+    def answer(value: Any) -> Callable[[Any], Callable[..., Any]]:
+        return lambda original: functools.wraps(original)(lambda *args, **kwargs: value)
+
+    @contextlib.contextmanager
+    def no_op_context(*args: Any, **kwargs: Any) -> Iterator[None]:
+        yield
+
+    cuda = torch.cuda
+    answers: dict[str, Any] = {
+        "is_available": True,
+        "is_initialized": True,
+        "device_count": 1,
+        "current_device": 0,
+        "set_device": None,
+        "init": None,
+        "synchronize": None,
+        "empty_cache": None,
+        "ipc_collect": None,
+        "reset_peak_memory_stats": None,
+        "reset_max_memory_allocated": None,
+        "reset_accumulated_memory_stats": None,
+        "manual_seed": None,
+        "manual_seed_all": None,
+        "seed": None,
+        "seed_all": None,
+        "get_device_name": SIMULATED_GPU_NAME,
+        "get_device_capability": (8, 0),
+        "get_device_properties": properties,
+        "is_bf16_supported": True,
+        "memory_allocated": 0,
+        "max_memory_allocated": 0,
+        "memory_reserved": 0,
+        "max_memory_reserved": 0,
+        "memory_stats": {},
+        "mem_get_info": (80 * _GIB, 80 * _GIB),
+        "get_arch_list": ["sm_80"],
+    }
+    patches: list[Patch] = [(cuda, name, answer(value)) for name, value in answers.items() if hasattr(cuda, name)]
+    patches.append((cuda, "get_rng_state", lambda original: lambda device="cuda": torch.get_rng_state()))
+    patches.append((cuda, "set_rng_state", lambda original: lambda state, device="cuda": torch.set_rng_state(state)))
+    patches.append((cuda, "device", lambda original: no_op_context))
+    return patches

@@ -11,6 +11,7 @@ CPU versions in `sim_kernels.py`. This leans on private, experimental torch APIs
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -95,15 +96,31 @@ def _probe() -> None:
             raise failure from None
 
 
-def unsupported(func: Any, exc: BaseException, why: str = "a CUDA-only kernel without a CPU version") -> SimulationUnavailable:
-    """The error for an op the simulated device cannot run (a CUDA-only fused kernel, a result
-    layout a wrapper cannot hold)."""
+def unsupported(func: Any, exc: BaseException, why: str | None = None) -> SimulationUnavailable:
+    """The error for an op the simulated device cannot run, naming the op and why."""
     packet = getattr(func, "overloadpacket", None)
-    name = f"aten.{packet.__name__}" if packet is not None else getattr(func, "__name__", str(func))
+    name = f"aten.{packet.__name__}" if packet is not None else getattr(func, "__qualname__", str(func))
+    if why is None:
+        why = _why_unsupported(str(exc))
     return SimulationUnavailable(
-        f"devicelint's simulated GPU cannot run `{name}` ({str(exc).splitlines()[0][:160]}); "
-        f"{why}. Check this code with simulate=\"never\" or on a machine with CUDA."
+        f"devicelint's simulated GPU cannot run `{name}`: {why} (torch said: {str(exc).splitlines()[0][:160]}). "
+        "Check this code with simulate=\"never\" or on a machine with CUDA."
     )
+
+
+def _why_unsupported(error: str) -> str:
+    missing = re.search(r"Could not run '(aten::[\w.]+)'", error)
+    if missing:
+        op = missing.group(1)
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "CPU") and not torch._C._dispatch_has_kernel_for_dispatch_key(
+            op, "CompositeExplicitAutograd"
+        ):
+            return f"`{op}` exists for CUDA only, and there is no CPU version to run in its place"
+        return (
+            f"torch's C++ called `{op}` on the simulated device directly, below the Python layer where "
+            "devicelint swaps in the CPU tensors that compute for it"
+        )
+    return "torch needs a service the simulated device does not provide"
 
 
 def is_sim(device: torch.device) -> bool:
