@@ -54,6 +54,26 @@ def test_example_planted_fails_with_every_bug_and_fixed_passes(pytester: pytest.
         if match:
             assert re.search(rf"planted_model\.py:{number}:\d+: {match.group(1)} ", output), (number, output)
     assert "[module `TinyGPT.blocks.0.attn`]" in output and "[module `TinyGPT.blocks.0.mlp`]" in output
+    # The failure is the findings, not the plugin's hook code.
+    assert "pytest_plugin.py" not in output and "def pytest_runtest_call" not in output
+
+
+def test_sync_warnings_are_shown_at_the_tests_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_syncing="""
+        import torch
+
+        def test_syncs(devicelint):
+            x = torch.ones(2, device="cuda")
+            for _ in range(3):
+                x.sum().item()
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "test_syncing.py:6: DeviceWarning: DL602 `.item()`" in output
+    assert "pytest_plugin.py" not in output
 
 
 def test_flag_fixture_and_options(pytester: pytest.Pytester) -> None:

@@ -151,14 +151,19 @@ def _repairable(func: Any) -> bool:
     return known
 
 
-def _lists_as_tensors(index: Any, on_device: Any) -> Any:
-    """Python lists of ints or bools in an index (also inside a tuple) as index tensors on the
+def _lists_as_tensors(index: Any, on_device: Any, top: bool = True) -> Any:
+    """Python lists (and tuples inside an index tuple) of ints or bools as index tensors on the
     indexed tensor's (simulated) device, as torch itself builds them."""
-    if isinstance(index, tuple):
-        return tuple(_lists_as_tensors(part, on_device) for part in index)
-    if isinstance(index, list) and index and all(isinstance(v, (bool, int)) for v in index):
+    if isinstance(index, tuple) and top:
+        # `x[1, 0]` is basic indexing; `x[(1, 0), :]` indexes with the inner tuple.
+        return tuple(_lists_as_tensors(part, on_device, False) for part in index)
+    if isinstance(index, (list, tuple)) and index and _all_ints(index):
         return on_device(torch.tensor(index))
     return index
+
+
+def _all_ints(values: Any) -> bool:
+    return all(_all_ints(v) if isinstance(v, (list, tuple)) and v else isinstance(v, (bool, int)) for v in values)
 
 
 def _lengths_as_lists(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
