@@ -67,6 +67,13 @@ _SYNC_OPS: dict[Any, str] = {
 }
 
 
+# The hot path asks by `id(func)`: an op overload's own hash is a Python call.
+_TRANSFER_IDS = frozenset(map(id, _TRANSFERS))
+_INDEXING_IDS = frozenset(map(id, _INDEXING))
+_LIFT_IDS = frozenset(map(id, _LIFTS))
+_SYNC_IDS = frozenset(map(id, _SYNC_OPS))
+
+
 class Origin:
     """Where a CPU tensor came from, so every op that later mixes it is one finding."""
 
@@ -119,10 +126,22 @@ class Detector(TorchDispatchMode):
         else:
             self._sim = None
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's handler to keep torch.compile out of it, at a few microseconds
+        # per op (a fifth of the simulated device's cost); compiled regions still run under the
+        # checker (tests/test_runtime.py), and this handler never needs compiling.
+        return False
+
     # -- the hot path -------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        if self._sim is None:
+        sim = self._sim
+        if sim is None:
             return self._dispatch(func, args, kwargs or {})
+        metadata = sim.METADATA.get(id(func))
+        if metadata is not None and type(args[0]) is sim.SimTensor:
+            # Size and stride queries of the simulated tensor (several per op): nothing to check.
+            return metadata(args[0].inner, *args[1:])
         try:
             return self._dispatch(func, args, kwargs or {})
         except BaseException as exc:  # noqa: BLE001
@@ -151,11 +170,12 @@ class Detector(TorchDispatchMode):
                 if t.device != first:
                     mixed = True
                     break
-            if func in _TRANSFERS:
+            op_id = id(func)
+            if op_id in _TRANSFER_IDS:
                 self._transfer(func, tensors, kwargs, node)
             elif mixed:
                 args, kwargs = self._mixed(func, tensors, args, kwargs, node)
-            elif func in _SYNC_OPS or (func in _INDEXING and _has_mask_index(args)):
+            elif op_id in _SYNC_IDS or (op_id in _INDEXING_IDS and _has_mask_index(args)):
                 if first.type != "cpu" and self.sync_severity is not None and _sites.sync_asked_by_user(1):
                     self._sync(func, node)
         if sim is not None:
@@ -169,7 +189,12 @@ class Detector(TorchDispatchMode):
                 out = sim.run_simulated(func, args, kwargs)
                 return self._track_outputs(func, out, tensors, node) if self.accelerator is not None else out
             try:
-                out = func(*args, **kwargs)
+                if any(type(t) is sim.SimTensor for t in tensors):
+                    # What the dispatcher would do next (the simulated tensor's own handler),
+                    # without the round trip through it.
+                    out = sim.SimTensor.__torch_dispatch__(func, (), args, kwargs)
+                else:
+                    out = func(*args, **kwargs)
             except NotImplementedError as exc:
                 raise sim.unsupported(func, exc) from None
         else:
@@ -354,7 +379,7 @@ class Detector(TorchDispatchMode):
         if not cpu_out:
             return out
         origins: tuple = ()
-        if tensors and func not in _LIFTS:
+        if tensors and id(func) not in _LIFT_IDS:
             merged: dict[int, Origin] = {}
             for t in tensors:
                 if t.device.type == "cpu":

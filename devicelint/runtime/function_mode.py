@@ -17,6 +17,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from devicelint.runtime import backward_errors
 from devicelint.runtime.detector import Detector, tensor_args
+from devicelint.runtime.sim_islands import RECURRENT, run_on_cpu
 
 _Tensor = torch.Tensor
 _is_grad_enabled = torch.is_grad_enabled
@@ -69,6 +70,10 @@ class FunctionMode(TorchFunctionMode):
                         break
             if func in _BACKWARD_ENTRIES:
                 return backward_errors.run_backward(func, args, kwargs)
+            if func in RECURRENT:
+                out = run_on_cpu(func, args, kwargs, sim.SimTensor, sim.SIM_TYPE)
+                if out is not NotImplemented:
+                    return out
             if func is _Tensor.pin_memory:
                 # Page-locked host memory only speeds up copies; a plain copy stands for it.
                 pinned = args[0].clone()

@@ -21,6 +21,8 @@ from devicelint.runtime import backward_errors, sim_autocast
 from devicelint.runtime.sim_backend import SimBackendModule
 from devicelint.runtime.sim_kernels import KERNELS
 
+_KERNELS_BY_ID = {id(op): kernel for op, kernel in KERNELS.items()}
+
 SIM_TYPE = "vgpu"
 SIM_DEVICE: torch.device | None = None  # set by install()
 _CPU = torch.device("cpu")
@@ -61,9 +63,20 @@ def install() -> torch.device:
             _fail(f"cannot register the simulated device on torch {torch.__version__}: {exc}")
     SIM_DEVICE = torch.device(SIM_TYPE, 0)
     sim_autocast.register(SIM_TYPE, lambda t: isinstance(t, SimTensor))
+    _allow_foreach_optimizers()
     _probe()
     _installed = True
     return SIM_DEVICE
+
+
+def _allow_foreach_optimizers() -> None:
+    # Optimizers on a GPU default to their foreach (or fused) kernels; they take only tensor
+    # types they know, so the simulated tensor is added to them (it exists in simulation only).
+    from torch.optim import optimizer
+
+    known = getattr(optimizer, "_foreach_supported_types", None)
+    if isinstance(known, list) and SimTensor not in known:
+        known.append(SimTensor)
 
 
 def _fail(reason: str) -> None:
@@ -127,6 +140,17 @@ def is_sim(device: torch.device) -> bool:
     return device.type == SIM_TYPE
 
 
+# An empty tensor is often made only to be resized by an `out=` op: its wrapper gets room to grow.
+_EMPTY_HEADROOM = 1 << 30
+
+
+def _storage_bytes(inner: torch.Tensor) -> int | None:
+    if inner.layout is not torch.strided:
+        return None
+    size = inner.untyped_storage().nbytes()
+    return size if size else _EMPTY_HEADROOM
+
+
 class SimTensor(torch.Tensor):
     """A tensor that reports `vgpu:0` and computes on the CPU tensor it holds."""
 
@@ -143,9 +167,10 @@ class SimTensor(torch.Tensor):
             layout=inner.layout,
             device=SIM_DEVICE,
             requires_grad=inner.requires_grad,
-            # Sizes and strides are read from the inner tensor on every query, so in-place
-            # view ops (`transpose_` inside torch's RNN code) keep the wrapper right.
-            dispatch_sizes_strides_policy="sizes",
+            # Sizes and strides live on the wrapper, answered without a call into Python (autograd
+            # asks several times per op); ops that change them in place re-sync it
+            # (`_sync_metadata`), within a storage as large as the inner one.
+            storage_size=_storage_bytes(inner),
         )
         out.inner = inner
         return out
@@ -159,7 +184,7 @@ class SimTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        metadata = _METADATA.get(func)
+        metadata = METADATA.get(id(func))
         if metadata is not None:
             return metadata(args[0].inner, *args[1:])
         try:
@@ -173,7 +198,7 @@ class SimTensor(torch.Tensor):
 
 
 _aten = torch.ops.aten
-_METADATA: dict[Any, Any] = {
+_METADATA_BY_OP: dict[Any, Any] = {
     _aten.sym_size.default: lambda t: t.size(),
     _aten.sym_size.int: lambda t, d: t.size(d),
     _aten.sym_stride.default: lambda t: t.stride(),
@@ -186,6 +211,8 @@ _METADATA: dict[Any, Any] = {
     _aten.is_strides_like_format.default: lambda t, f: t.is_contiguous(memory_format=f),
     _aten.is_non_overlapping_and_dense.default: lambda t: t.is_contiguous(),
 }
+# By `id(op)`: an op overload's own hash is a Python call, and these are asked on every op.
+METADATA = {id(op): answer for op, answer in _METADATA_BY_OP.items()}
 
 
 def _unwrap(value: Any) -> Any:
@@ -214,41 +241,75 @@ _CPU_RESULTS = {"_pack_padded_sequence": (1,), "_pad_packed_sequence": (1,)}
 def run_simulated(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run an op on the CPU tensors behind its arguments; wrap what a GPU op would return."""
     wrap_outputs = True
-    device = kwargs.get("device")
-    if device is not None:
-        device = torch.device(device)
-        if device.type == SIM_TYPE:
-            kwargs = dict(kwargs, device=_CPU)
-        else:
-            wrap_outputs = False
+    if kwargs:
+        device = kwargs.get("device")
+        if device is not None:
+            if torch.device(device).type == SIM_TYPE:
+                kwargs = dict(kwargs, device=_CPU)
+            else:
+                wrap_outputs = False
     # In-place and out= ops return their argument: hand back the wrapper, not its inside.
     originals: dict[int, Any] = {}
+    inner_args = []
+    for arg in args:
+        if type(arg) is SimTensor:
+            originals[id(arg.inner)] = arg
+            inner_args.append(arg.inner)
+        elif isinstance(arg, (list, tuple)):
+            inner_args.append(_map(lambda v: _unwrap_noting(v, originals), arg))
+        else:
+            inner_args.append(arg)
+    if kwargs:
+        kwargs = {k: _map(lambda v: _unwrap_noting(v, originals), v) for k, v in kwargs.items()}
+    out = _KERNELS_BY_ID.get(id(func), func)(*inner_args, **kwargs)
 
-    def unwrap(value: torch.Tensor) -> torch.Tensor:
-        if isinstance(value, SimTensor):
-            originals[id(value.inner)] = value
-            return value.inner
-        return value
-
-    kernel = KERNELS.get(func, func)
-    out = kernel(*[_map(unwrap, a) for a in args], **{k: _map(unwrap, v) for k, v in kwargs.items()})
+    if type(out) is torch.Tensor:  # the common case: one new tensor
+        same = originals.get(id(out))
+        if same is not None:
+            return _sync_metadata(func, same)
+        return SimTensor(out) if wrap_outputs and out.layout is torch.strided and out.device.type == "cpu" else _wrap(func, out, wrap_outputs)
 
     def wrap(value: torch.Tensor) -> torch.Tensor:
         same = originals.get(id(value))
-        if same is not None:
-            return same
-        if wrap_outputs and value.device.type == "cpu":
-            if value.layout in _UNWRAPPABLE_LAYOUTS:
-                # A wrapper needs strides; compressed sparse layouts have none.
-                raise unsupported(func, RuntimeError(f"it returns a {value.layout} tensor"),
-                                  "compressed sparse tensors have no strides, which the simulated tensor needs")
-            return SimTensor(value)
-        return value
+        return _sync_metadata(func, same) if same is not None else _wrap(func, value, wrap_outputs)
 
     keep_cpu = _CPU_RESULTS.get(func.overloadpacket.__name__) if isinstance(out, tuple) else None
     if keep_cpu:
         return tuple(v if i in keep_cpu else _map(wrap, v) for i, v in enumerate(out))
     return _map(wrap, out)
+
+
+def _sync_metadata(func: Any, wrapper: "SimTensor") -> "SimTensor":
+    """After an in-place op (`transpose_`, `squeeze_`, `out=` resizing), give the wrapper the
+    sizes and strides its inner tensor now has."""
+    inner = wrapper.inner
+    if wrapper.shape == inner.shape and wrapper.stride() == inner.stride() and wrapper.storage_offset() == inner.storage_offset():
+        return wrapper
+    try:
+        with torch._C._DisableTorchDispatch():
+            _aten.as_strided_.default(wrapper, inner.size(), inner.stride(), inner.storage_offset())
+    except RuntimeError as exc:
+        raise unsupported(
+            func, exc, "it grew a simulated tensor in place beyond the memory it was made with (`out=` into a smaller tensor)"
+        ) from None
+    return wrapper
+
+
+def _unwrap_noting(value: torch.Tensor, originals: dict[int, Any]) -> torch.Tensor:
+    if type(value) is SimTensor:
+        originals[id(value.inner)] = value
+        return value.inner
+    return value
+
+
+def _wrap(func: Any, value: torch.Tensor, wrap_outputs: bool) -> torch.Tensor:
+    if wrap_outputs and value.device.type == "cpu":
+        if value.layout in _UNWRAPPABLE_LAYOUTS:
+            # A wrapper needs strides; compressed sparse layouts have none.
+            raise unsupported(func, RuntimeError(f"it returns a {value.layout} tensor"),
+                              "compressed sparse tensors have no strides, which the simulated tensor needs")
+        return SimTensor(value)
+    return value
 
 
 def to_sim(tensor: torch.Tensor) -> torch.Tensor:
