@@ -191,7 +191,7 @@ def server_command() -> None:
     except ImportError as err:
         fail(f"the language server needs pygls and lsprotocol ({err.name} is missing): "
              "install devicelint[server], e.g. `pip install 'devicelint[server]'`")
-    from devicelint.server.app import run_stdio
+    from devicelint.server.handlers import run_stdio
 
     run_stdio()
 

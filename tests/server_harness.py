@@ -5,13 +5,13 @@ import gc
 import sys
 import tracemalloc
 
-from devicelint.server import app
+from devicelint.server import app, handlers
 
 
 def main() -> None:
     tracemalloc.start()
     app.DEBOUNCE_SECONDS = 0
-    server = app.build_server()
+    server = handlers.build_server()
 
     @server.command("devicelint.test.state")
     def state(ls: app.DevicelintServer) -> dict:

@@ -188,6 +188,21 @@ async def test_editing_the_buffer_relints_it_unsaved_and_clears_fixed_findings(c
     assert list(client.diagnostics[file_uri(path)]) == []
 
 
+async def test_a_burst_of_changes_is_linted_once(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "plain" / "burst.py"
+    original = DL108_BAD.read_text()
+    await open_file(client, path, original)
+    for version in range(2, 7):  # five changes at once, as a paste or a multi-cursor edit sends them
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=file_uri(path), version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=original + "#" * version + "\n")]))
+    assert len(await diagnostics_for(client, file_uri(path), 6)) == 3
+    published = {params.version for params in client.published[file_uri(path)]}  # type: ignore[attr-defined]
+    # The first change may be linted at once (it followed a quiet spell); the rest wait for the last.
+    assert {3, 4, 5}.isdisjoint(published) and 6 in published
+    close_file(client, path)
+
+
 async def test_quick_fix_and_noqa_actions_edit_the_linted_version(client: LanguageClient, workspace: Path) -> None:
     path = workspace / "plain" / "actions.py"
     text = DL108_BAD.read_text().replace("print(probabilities.numpy())", "print(probabilities.numpy())  # noqa: E501")

@@ -6,8 +6,10 @@
 - `lint_pool`: lints in worker processes, so no file can stall or kill the server.
 - `documents`: what was linted for each open document, and what it produced.
 - `actions`: code actions (fixes, `# noqa`, fix all) and hovers.
-- `app`: the pygls server and its handlers.
+- `app`: the server's state: open documents, scheduling, lints and their outcomes.
+- `handlers`: the pygls handlers, wiring editor events and requests to `app`.
+- `protocol`: pygls's protocol with a leak fixed.
 
-Only `app` and `conversions` import pygls or lsprotocol; nothing here imports LibCST, whose
-parser runs in the worker processes alone.
+Only this package imports pygls or lsprotocol (`positions` and `settings` need neither).
+Nothing here imports LibCST: it is parsed in the worker processes alone.
 """
