@@ -182,6 +182,20 @@ def rule_command(code_or_name: str) -> None:
     click.echo(rule_page(rule), nl=False)
 
 
+@cli.command("server")
+def server_command() -> None:
+    """Start the language server (LSP over stdin and stdout) for editors."""
+    try:
+        import lsprotocol  # noqa: F401
+        import pygls  # noqa: F401
+    except ImportError as err:
+        fail(f"the language server needs pygls and lsprotocol ({err.name} is missing): "
+             "install devicelint[server], e.g. `pip install 'devicelint[server]'`")
+    from devicelint.server.handlers import run_stdio
+
+    run_stdio()
+
+
 @cli.command("clean")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")
 def clean_command(cache_dir: str | None) -> None:

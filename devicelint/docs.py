@@ -34,6 +34,14 @@ def rule_page(rule: type[Rule]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def page_of(code_or_name: str) -> str | None:
+    """The reference page of the rule with this code or name, or None if there is none."""
+    from devicelint.registry import find_rule
+
+    rule = find_rule(code_or_name)
+    return rule_page(rule) if rule is not None else None
+
+
 def index_page(rules: list[type[Rule]]) -> str:
     lines = [
         "# devicelint rules",

@@ -145,7 +145,8 @@ def lint_task(task: Task, options: TaskOptions) -> FileResult | str:
     return lint_data(data, task, options)
 
 
-def lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str:
+def lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResult | str:
+    """Lint one file's contents: bytes from disk, or (the language server's unsaved buffer) text."""
     result = _lint_data(data, task, options)
     if _in_worker and isinstance(result, FileResult) and not result.ends_worker and resident_mib() > WORKER_MEMORY_MIB:
         # Python keeps freed memory in its arenas: a worker that parsed a huge file stays big.
@@ -167,7 +168,7 @@ def resident_mib() -> float:
         return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
-def _lint_data(data: bytes, task: Task, options: TaskOptions) -> FileResult | str:
+def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResult | str:
     # Imported here: a fully cached run never lints, and LibCST is most of the start-up time.
     from devicelint.engine import EngineOptions, lint_source
     from devicelint.notebook import NotebookError, lint_notebook

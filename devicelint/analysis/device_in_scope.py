@@ -8,11 +8,13 @@ which spelling it uses. Only expressions whose root name is visible at the edit 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 import libcst as cst
 
 from devicelint.analysis.devices import is_dtype
+from devicelint.analysis.index import iter_children
 from devicelint.analysis.training.syntax import keyword, method_name, positional
 from devicelint.context import FileContext
 
@@ -28,20 +30,66 @@ def device_in_scope(ctx: FileContext, node: cst.CSTNode) -> str | None:
     owner = ctx.index.enclosing_class(node)
     # Nearest first: the same function, the same class, the file.
     counts: tuple[Counter[str], ...] = (Counter(), Counter(), Counter())
-    for call in ctx.index.of_type(cst.Call):
-        target = _moved_to(ctx, call)
-        if target is None:
-            continue
-        text = ctx.code_for(target)
-        same_class = owner is not None and ctx.index.enclosing_class(call) is owner
-        if text.startswith("self.") and not same_class:
+    for move in _moves(ctx):
+        same_class = owner is not None and move.owner is owner
+        if move.text.startswith("self.") and not same_class:
             continue  # another class's `self.device`
-        counts[0 if ctx.index.enclosing_function(call) is function else 1 if same_class else 2][text] += 1
+        counts[0 if move.function is function else 1 if same_class else 2][move.text] += 1
     for tier, ranked in enumerate(counts):
         for text, _ in ranked.most_common():
             if _visible(ctx, text, node, same_function=tier == 0):
                 return text
     return None
+
+
+@dataclass(frozen=True)
+class _Move:
+    """A call that moves something to a device named in the code (`.to(device)`, `device=dev`)."""
+
+    text: str
+    function: cst.FunctionDef | None
+    owner: cst.ClassDef | None
+
+
+def _moves(ctx: FileContext) -> list[_Move]:
+    """Every move in the file, found once per file (each fix asks about all of them)."""
+    def build(ctx: FileContext) -> list[_Move]:
+        moves = []
+        for call in ctx.index.of_type(cst.Call):
+            target = _moved_to(ctx, call)
+            if target is not None:
+                moves.append(_Move(ctx.code_for(target), ctx.index.enclosing_function(call), ctx.index.enclosing_class(call)))
+        return moves
+
+    return ctx.shared("device_in_scope.moves", build)
+
+
+@dataclass(frozen=True)
+class _Bindings:
+    """Where the file binds each name, found in one pass: asking by walking a scope per
+    candidate device and per fix cost time quadratic in the file's length."""
+
+    # (id of the enclosing function, or 0 for module level; name) -> its binding names.
+    by_scope: dict[tuple[int, str], list[cst.Name]]
+    # id of a function -> the names bound anywhere in its body, nested scopes included.
+    under: dict[int, set[str]]
+
+
+def _bindings(ctx: FileContext) -> _Bindings:
+    def build(ctx: FileContext) -> _Bindings:
+        by_scope: dict[tuple[int, str], list[cst.Name]] = defaultdict(list)
+        under: dict[int, set[str]] = defaultdict(set)
+        for name in ctx.index.of_type(cst.Name):
+            if not _binds(ctx, name, name.value):
+                continue
+            function = ctx.index.enclosing_function(name)
+            by_scope[(id(function) if function is not None else 0, name.value)].append(name)
+            while function is not None:
+                under[id(function)].add(name.value)
+                function = ctx.index.enclosing_function(function)
+        return _Bindings(dict(by_scope), dict(under))
+
+    return ctx.shared("device_in_scope.bindings", build)
 
 
 def _moved_to(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
@@ -68,10 +116,11 @@ def _visible(ctx: FileContext, text: str, node: cst.CSTNode, same_function: bool
         return bool(params) and params[0].name.value == "self"
     if same_function:
         return bound_before(ctx, text, node)
+    bindings = _bindings(ctx)
     if function is not None and (any(p.name.value == root for p in function.params.params)
-                                 or any(_binds(ctx, n, root) for n in ctx.index.walk(function.body))):
+                                 or root in bindings.under.get(id(function), ())):
         return False
-    return any(_binds(ctx, n, root) and ctx.index.enclosing_function(n) is None for n in ctx.index.walk(ctx.module))
+    return (0, root) in bindings.by_scope
 
 
 def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) -> bool:
@@ -87,16 +136,38 @@ def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) ->
         params = function.params
         if any(p.name.value == root for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
             return True
+    bindings = _bindings(ctx)
     scope: cst.CSTNode = function.body if function is not None else ctx.module
-    for found in ctx.index.walk(scope):
-        if found is node:
-            break
-        if _binds(ctx, found, root) and ctx.index.enclosing_function(found) is function:
-            return True
+    # Bindings before `node` in source order; all of them when `node` is outside the body
+    # (a default value or decorator of the function).
+    inside = node is scope or any(ancestor is scope for ancestor in ctx.index.ancestors(node))
+    if any(not inside or _precedes(ctx, found, node)
+           for found in bindings.by_scope.get((id(function) if function is not None else 0, root), ())):
+        return True
     if function is None:
         return False
-    return any(_binds(ctx, found, root) and ctx.index.enclosing_function(found) is None
-               for found in ctx.index.walk(ctx.module))
+    return (0, root) in bindings.by_scope
+
+
+def _precedes(ctx: FileContext, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+    """Whether `first` comes before `second` in a walk of the tree (source order, a node before
+    its children): decided where their paths from the module part."""
+    first_path = [first, *ctx.index.ancestors(first)]
+    second_path = [second, *ctx.index.ancestors(second)]
+    depth_in_second = {id(node): depth for depth, node in enumerate(second_path)}
+    for depth, node in enumerate(first_path):
+        other = depth_in_second.get(id(node))
+        if other is None:
+            continue
+        if depth == 0 or other == 0:
+            return depth == 0 and other > 0  # one holds the other: the holder comes first
+        for child in iter_children(node):
+            if child is first_path[depth - 1]:
+                return True
+            if child is second_path[other - 1]:
+                return False
+        return False
+    return False
 
 
 def _binds(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:

@@ -1,0 +1,26 @@
+"""Faults for the language server's tests, in every Python process a test server starts (the
+server, the forkserver, the lint workers), because this folder is put first on PYTHONPATH.
+
+With DEVICELINT_TEST_FAULTS=1, rule DL108 raises on a file containing `CRASH_DEVICELINT` and
+sleeps for a minute on one containing `SLOW_DEVICELINT`. Nothing happens without it.
+"""
+
+import os
+
+if os.environ.get("DEVICELINT_TEST_FAULTS") == "1":
+    import time
+
+    import devicelint.checks  # noqa: F401  (registers the rules)
+    from devicelint.registry import REGISTRY
+
+    _rule = REGISTRY["DL108"]
+    _check = _rule.check
+
+    def _faulty_check(self, ctx):  # type: ignore[no-untyped-def]
+        if "CRASH_DEVICELINT" in ctx.source:
+            raise RuntimeError("injected by the test")
+        if "SLOW_DEVICELINT" in ctx.source:
+            time.sleep(60)
+        return _check(self, ctx)
+
+    _rule.check = _faulty_check
