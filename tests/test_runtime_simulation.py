@@ -482,3 +482,50 @@ def test_checkpoint_script_survives_in_a_fresh_process(tmp_path: Path) -> None:
     ))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "vgpu:0"), done.stderr[-2000:]
+
+
+# -- recurrent layers and in-place shape changes --------------------------------------------------
+def test_packed_sequences_and_amp_through_an_lstm() -> None:
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 5)
+    x = torch.randn(6, 3, 4)
+    lengths = torch.tensor([6, 4, 2])
+    expected, _ = nn.utils.rnn.pad_packed_sequence(lstm(nn.utils.rnn.pack_padded_sequence(x, lengths))[0])
+    expected.sum().backward()
+    reference = lstm.weight_hh_l0.grad.clone()
+    lstm.zero_grad()
+    with rt.check(lstm, simulate="always") as report:
+        lstm.cuda()
+        packed = nn.utils.rnn.pack_padded_sequence(x.cuda(), lengths)  # lengths stay on the CPU, as on a GPU
+        got, _ = nn.utils.rnn.pad_packed_sequence(lstm(packed)[0])
+        got.sum().backward()
+        with torch.autocast("cuda"):
+            half, _ = lstm(x.cuda())
+    assert report.findings == []
+    torch.testing.assert_close(got.cpu(), expected.detach())
+    torch.testing.assert_close(lstm.weight_hh_l0.grad.cpu(), reference, atol=1e-5, rtol=1e-4)
+    assert half.dtype == torch.float16
+
+
+def test_a_cpu_hidden_state_raises_as_cuda_does() -> None:
+    lstm = nn.LSTM(4, 5)
+    with rt.check(lstm, simulate="always"):
+        lstm.cuda()
+        with pytest.raises(RuntimeError, match="Input and hidden tensors are not at the same device"):
+            lstm(torch.randn(3, 2, 4, device="cuda"), (torch.zeros(1, 2, 5), torch.zeros(1, 2, 5)))
+
+
+def test_in_place_shape_changes_keep_the_simulated_tensor_right() -> None:
+    with rt.check(simulate="always", syncs="ignore"):
+        x = torch.arange(6.0, device="cuda").reshape(2, 3)
+        x.transpose_(0, 1)
+        assert (x.shape, x.stride()) == ((3, 2), (1, 3))
+        assert x.cpu().tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+        x.unsqueeze_(0)
+        assert x.shape == (1, 3, 2)
+        grown = torch.empty(0, device="cuda")
+        torch.cat([torch.ones(2, 3, device="cuda")] * 2, out=grown)  # `out=` resizes it
+        assert grown.shape == (4, 3) and grown.sum().item() == 12.0
+        small = torch.zeros(1, device="cuda")
+        with pytest.raises(sim.SimulationUnavailable, match="grew a simulated tensor in place"):
+            torch.cat([torch.ones(2, 3, device="cuda")] * 2, out=small)
