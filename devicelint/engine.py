@@ -236,7 +236,7 @@ def _to_findings(ctx: FileContext, violations: list[Violation]) -> tuple[list[Fi
     positioned = [v.node for v in violations]
     positioned += [old for v in violations if v.fix for old, _ in v.fix.replacements]
     positioned += [anchor for v in violations if v.fix for anchor, _, _ in v.fix.insertions]
-    positions = node_ranges(module, positioned)
+    positions = node_ranges(module, positioned, ctx.index, text)
     suppressions = Suppressions.parse(text)
     source_end = _end_of(text)
     findings: dict[tuple, Finding] = {}

@@ -9,11 +9,14 @@ soon as the last requested node has its range.
 
 from __future__ import annotations
 
+import ast
 from typing import Iterable
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
 from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
+
+from devicelint.analysis.index import NodeIndex
 
 
 class _AllFound(Exception):
@@ -95,19 +98,93 @@ class _PositionState(PositionProvidingCodegenState):
                 raise _AllFound
 
 
-def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
-    """The range of each node (1-based lines, 0-based columns, as PositionProvider gives them)."""
+def node_ranges(
+    module: cst.Module, nodes: Iterable[cst.CSTNode], index: NodeIndex | None = None, source: str | None = None
+) -> dict[cst.CSTNode, CodeRange]:
+    """The range of each node (1-based lines, 0-based columns, as PositionProvider gives them).
+
+    With the module's `index` and `source`, only the top-level statements that hold a node are
+    generated, each from the line CPython's parser gives it: findings late in a long file cost
+    their statements, not everything above them.
+    """
     nodes = list(nodes)
     ranges = _Ranges(nodes)
     if not ranges.wanted:
         return {}
-    state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline, provider=ranges)
-    try:
-        module._codegen(state)
-    except _AllFound:
-        pass
+    placed = False
+    if index is not None and source is not None and len(module.body) >= _PER_STATEMENT_FROM:
+        placed = _by_statement(module, nodes, index, source, ranges)
+    if not placed:
+        ranges = _Ranges(nodes)
+        _generate(module, module, ranges, 1)
     out = {}
     for node in nodes:
         (line, column), (end_line, end_column) = ranges._computed[node]
         out[node] = CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
     return out
+
+
+# Below this many top-level statements, generating from the top is as cheap as parsing again.
+_PER_STATEMENT_FROM = 8
+
+
+def _generate(module: cst.Module, node: cst.CSTNode, ranges: _Ranges, line: int) -> None:
+    state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline, provider=ranges)
+    state.line = line
+    try:
+        node._codegen(state)
+    except _AllFound:
+        pass
+
+
+def _by_statement(module: cst.Module, nodes: list[cst.CSTNode], index: NodeIndex, source: str, ranges: _Ranges) -> bool:
+    """Place the nodes statement by statement; False when that cannot be done (then the caller
+    generates the whole module)."""
+    owners: dict[int, list[cst.CSTNode]] = {}
+    body_ids = {id(statement): i for i, statement in enumerate(module.body)}
+    for node in nodes:
+        top = node
+        while id(top) not in body_ids:
+            parent = index.parent(top)
+            if parent is None or parent is module:
+                return False  # in the header or footer
+            top = parent
+        owners.setdefault(body_ids[id(top)], []).append(node)
+    first_lines = _statement_lines(module, source)
+    if first_lines is None:
+        return False
+    for position, wanted in sorted(owners.items()):
+        statement = module.body[position]
+        ranges.wanted = {id(node) for node in wanted}
+        _generate(module, statement, ranges, first_lines[position] - _lines_before_first_token(statement))
+        if any(node not in ranges._computed for node in wanted):
+            return False
+    return True
+
+
+def _statement_lines(module: cst.Module, source: str) -> list[int] | None:
+    """The line of each top-level statement's first token, from CPython's parser."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    lines: list[int] = []
+    at = 0
+    body = tree.body
+    for statement in module.body:
+        if at >= len(body):
+            return None
+        first = body[at]
+        decorators = getattr(first, "decorator_list", None)
+        lines.append(min(d.lineno for d in decorators) if decorators else first.lineno)
+        at += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    return lines if at == len(body) else None
+
+
+def _lines_before_first_token(statement: cst.CSTNode) -> int:
+    """Comment and blank lines a statement's code starts with (its own and its first decorator's)."""
+    count = len(getattr(statement, "leading_lines", ()))
+    decorators = getattr(statement, "decorators", ())
+    if decorators:
+        count += len(decorators[0].leading_lines)
+    return count

@@ -60,13 +60,14 @@ class ImportTable:
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """`torch.nn.DataParallel` for `DP`, `nn.DataParallel`, `torch.nn.DataParallel`..."""
-        if isinstance(node, cst.Call):
+        # Exact type tests: these node classes have no subclasses, and this runs for every call.
+        if type(node) is cst.Call:
             node = node.func
         parts: list[str] = []
-        while isinstance(node, cst.Attribute):
-            parts.append(node.attr.value)
-            node = node.value
-        if not isinstance(node, cst.Name):
+        while type(node) is cst.Attribute:
+            parts.append(node.attr.value)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
+        if type(node) is not cst.Name:
             return None
         base = self.bound.get(node.value)
         if base is None:

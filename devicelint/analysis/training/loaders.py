@@ -113,6 +113,23 @@ def is_parameter(func: cst.FunctionDef, name: str) -> bool:
     return any(p.name.value == name for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params))
 
 
+def calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
+    """The file's calls by the name they call (`train` for `train(...)` and `self.train(...)`),
+    in source order; built once per file."""
+
+    def build(ctx: FileContext) -> dict[str, list[cst.Call]]:
+        found: dict[str, list[cst.Call]] = {}
+        for call in ctx.index.of_type(cst.Call):
+            callee = call.func
+            if type(callee) is cst.Name:
+                found.setdefault(callee.value, []).append(call)
+            elif type(callee) is cst.Attribute:
+                found.setdefault(callee.attr.value, []).append(call)
+        return found
+
+    return ctx.shared("calls_by_name", build)
+
+
 def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list[tuple[cst.BaseExpression, cst.CSTNode]] | None:
     """(argument, caller's scope) for each call of `func` in the file (`train(...)`, `self.train(...)`),
     for its parameter `name`; None when `func` is never called here or a call hides the argument."""
@@ -123,7 +140,8 @@ def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list
         params = params[1:]  # `self`
     index = next((i for i, p in enumerate(params) if p.name.value == name), None)
     out: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
-    for call in ctx.index.of_type(cst.Call):
+    called = owner.name.value if method and func.name.value == "__init__" and owner is not None else func.name.value
+    for call in calls_by_name(ctx).get(called, ()):
         callee = call.func
         if method and func.name.value == "__init__":  # `Trainer(model, loader)` builds the class
             if not (isinstance(callee, cst.Name) and owner is not None and callee.value == owner.name.value):
