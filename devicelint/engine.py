@@ -19,6 +19,7 @@ from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.noqa_check import UNUSED_NOQA, unused_noqa
 from devicelint.positions import node_ranges
+from devicelint.reparse import ParseCache
 from devicelint.registry import ReportedElsewhere, Rule, Violation
 from devicelint.suppression import Suppressions
 
@@ -39,6 +40,8 @@ class EngineOptions:
     fix_mode: str = "none"
     # Skip parsing when no selected rule's tokens occur in the text.
     prefilter: bool = True
+    # A language-server worker's trees of the buffers it linted last, reused by `reparse`.
+    parse_cache: ParseCache | None = None
 
 
 # Fix rounds per file: a fix that overlaps another waits for the next round, as in Ruff.
@@ -172,7 +175,8 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     if not rules:
         # Nothing to run, but a file that does not parse is still a finding (DL000).
         return FileResult(path, _unparsable(text, path))
-    module = _parse(text, path)
+    cache = options.parse_cache
+    module = cache.parse(text, path, _parse) if cache is not None else _parse(text, path)
     if isinstance(module, Finding):
         return FileResult(path, (module,))
     ctx = FileContext(path=path, source=text, module=module, torch_version=options.torch_version)
@@ -187,7 +191,8 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
             return FileResult(path, (error_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
         except Exception as err:  # noqa: BLE001 - one rule's bug must not cost the other rules' findings
             crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
-    findings, fired = _to_findings(ctx, violations) if violations else ([], set())
+    first_lines = cache.first_lines(path, text) if cache is not None and violations else None
+    findings, fired = _to_findings(ctx, violations, first_lines) if violations else ([], set())
     if any(rule.code == UNUSED_NOQA for rule in options.rules):
         # Codes reported elsewhere (DL000, the runtime's DL6xx) never fire here: not judged.
         judged = {r.code for r in options.rules if not issubclass(r, ReportedElsewhere)} - _crashed(crashes)
@@ -230,13 +235,15 @@ def _after(point: CodePosition, text: str, end: tuple[int, int], newline: str) -
     return point.line, point.column, text
 
 
-def _to_findings(ctx: FileContext, violations: list[Violation]) -> tuple[list[Finding], set[tuple[int, str]]]:
+def _to_findings(
+    ctx: FileContext, violations: list[Violation], first_lines: list[int] | None = None
+) -> tuple[list[Finding], set[tuple[int, str]]]:
     """The findings that no `# noqa` silences, and (line, code) of every violation before that."""
     path, text, module = ctx.path, ctx.source, ctx.module
     positioned = [v.node for v in violations]
     positioned += [old for v in violations if v.fix for old, _ in v.fix.replacements]
     positioned += [anchor for v in violations if v.fix for anchor, _, _ in v.fix.insertions]
-    positions = node_ranges(module, positioned, ctx.index, text)
+    positions = node_ranges(module, positioned, ctx.index, text, first_lines)
     suppressions = Suppressions.parse(text)
     source_end = _end_of(text)
     findings: dict[tuple, Finding] = {}

@@ -99,13 +99,17 @@ class _PositionState(PositionProvidingCodegenState):
 
 
 def node_ranges(
-    module: cst.Module, nodes: Iterable[cst.CSTNode], index: NodeIndex | None = None, source: str | None = None
+    module: cst.Module,
+    nodes: Iterable[cst.CSTNode],
+    index: NodeIndex | None = None,
+    source: str | None = None,
+    first_lines: list[int] | None = None,
 ) -> dict[cst.CSTNode, CodeRange]:
     """The range of each node (1-based lines, 0-based columns, as PositionProvider gives them).
 
     With the module's `index` and `source`, only the top-level statements that hold a node are
-    generated, each from the line CPython's parser gives it: findings late in a long file cost
-    their statements, not everything above them.
+    generated, each from the line CPython's parser gives it (or `first_lines`, when the caller
+    knows them): findings late in a long file cost their statements, not everything above them.
     """
     nodes = list(nodes)
     ranges = _Ranges(nodes)
@@ -113,7 +117,7 @@ def node_ranges(
         return {}
     placed = False
     if index is not None and source is not None and len(module.body) >= _PER_STATEMENT_FROM:
-        placed = _by_statement(module, nodes, index, source, ranges)
+        placed = _by_statement(module, nodes, index, source, ranges, first_lines)
     if not placed:
         ranges = _Ranges(nodes)
         _generate(module, module, ranges, 1)
@@ -137,7 +141,9 @@ def _generate(module: cst.Module, node: cst.CSTNode, ranges: _Ranges, line: int)
         pass
 
 
-def _by_statement(module: cst.Module, nodes: list[cst.CSTNode], index: NodeIndex, source: str, ranges: _Ranges) -> bool:
+def _by_statement(
+    module: cst.Module, nodes: list[cst.CSTNode], index: NodeIndex, source: str, ranges: _Ranges, first_lines: list[int] | None
+) -> bool:
     """Place the nodes statement by statement; False when that cannot be done (then the caller
     generates the whole module)."""
     owners: dict[int, list[cst.CSTNode]] = {}
@@ -150,19 +156,20 @@ def _by_statement(module: cst.Module, nodes: list[cst.CSTNode], index: NodeIndex
                 return False  # in the header or footer
             top = parent
         owners.setdefault(body_ids[id(top)], []).append(node)
-    first_lines = _statement_lines(module, source)
+    if first_lines is None:
+        first_lines = statement_lines(module, source)
     if first_lines is None:
         return False
     for position, wanted in sorted(owners.items()):
         statement = module.body[position]
         ranges.wanted = {id(node) for node in wanted}
-        _generate(module, statement, ranges, first_lines[position] - _lines_before_first_token(statement))
+        _generate(module, statement, ranges, first_lines[position] - lines_before_first_token(statement))
         if any(node not in ranges._computed for node in wanted):
             return False
     return True
 
 
-def _statement_lines(module: cst.Module, source: str) -> list[int] | None:
+def statement_lines(module: cst.Module, source: str) -> list[int] | None:
     """The line of each top-level statement's first token, from CPython's parser."""
     try:
         tree = ast.parse(source)
@@ -181,7 +188,7 @@ def _statement_lines(module: cst.Module, source: str) -> list[int] | None:
     return lines if at == len(body) else None
 
 
-def _lines_before_first_token(statement: cst.CSTNode) -> int:
+def lines_before_first_token(statement: cst.CSTNode) -> int:
     """Comment and blank lines a statement's code starts with (its own and its first decorator's)."""
     count = len(getattr(statement, "leading_lines", ()))
     decorators = getattr(statement, "decorators", ())

@@ -12,7 +12,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding, error_finding
@@ -54,6 +54,9 @@ class TaskOptions:
     prefilter: bool = True
     # Per-file time limit (`max-file-seconds`): None for the default, 0 for none.
     max_file_seconds: float | None = None
+    # The language server lints version after version of a buffer: its workers reparse only
+    # the edited statements (`devicelint.reparse`).
+    reuse_parses: bool = False
 
     def seconds_for(self, size: int) -> float | None:
         if self.max_file_seconds == 0:
@@ -168,6 +171,17 @@ def resident_mib() -> float:
         return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+_PARSES: list[Any] = []  # this process's ParseCache, made on first use
+
+
+def _parse_cache() -> Any:
+    if not _PARSES:
+        from devicelint.reparse import ParseCache
+
+        _PARSES.append(ParseCache())
+    return _PARSES[0]
+
+
 def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResult | str:
     # Imported here: a fully cached run never lints, and LibCST is most of the start-up time.
     from devicelint.engine import EngineOptions, lint_source
@@ -177,6 +191,7 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
     engine_options = EngineOptions(
         rules=tuple(REGISTRY[c] for c in task.codes), torch_version=options.torch_version,
         fix_mode=options.fix_mode, prefilter=options.prefilter,
+        parse_cache=_parse_cache() if options.reuse_parses else None,
     )
     seconds = options.seconds_for(len(data))
     try:

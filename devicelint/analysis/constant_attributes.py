@@ -16,7 +16,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.modules import methods, module_classes
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_classes import is_parameter_call, self_attribute
 from devicelint.analysis.placement_facts import FACTORIES, PRESERVING_METHODS, move_call
 from devicelint.analysis.placement_values import is_device_guard, is_empty_placeholder, is_literal_data
@@ -163,7 +163,7 @@ def _note_registration(call: cst.Call, written: set[str]) -> None:
         return
     for arg in call.args[:2]:
         if isinstance(arg.value, cst.SimpleString):
-            text = arg.value.evaluated_value
+            text = literal_value(arg.value)
             if isinstance(text, str):
                 written.add(text)
 

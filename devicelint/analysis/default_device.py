@@ -20,6 +20,7 @@ import libcst as cst
 from devicelint.analysis.local_bindings import device_type_of
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
 from devicelint.context import FileContext
+from devicelint.analysis.names import literal_value
 
 ACCELERATOR_DEFAULT = "accelerator"
 CPU_DEFAULT = "cpu"
@@ -55,7 +56,7 @@ def _is_cpu_argument(ctx: FileContext, node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Name) and node.value == "None":
         return True
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         return isinstance(value, str) and (value.split(":", 1)[0] == "cpu" or value in _CPU_TENSOR_TYPES)
     if ctx.qualified_name(node) in _CPU_TENSOR_TYPES:
         return True

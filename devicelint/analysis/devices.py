@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 
 # Device types torch accepts in a device string; `hip` and friends alias CUDA builds.
@@ -98,7 +98,7 @@ def join_devices(a: DeviceId | None, b: DeviceId | None, gpu_branch: bool = Fals
 
 def string_value(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower():
-        value = node.evaluated_value
+        value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
 

@@ -11,6 +11,7 @@ import libcst as cst
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
+from devicelint.analysis.names import literal_value
 
 CPU = "cpu"
 
@@ -99,7 +100,7 @@ def mapping_values(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cs
     if isinstance(expr, cst.Dict):
         if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in expr.elements):
             return None
-        return [next((e.value for e in expr.elements if e.key.evaluated_value == key), None)]  # type: ignore[union-attr]
+        return [next((e.value for e in expr.elements if literal_value(e.key) == key), None)]  # type: ignore[union-attr]
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
         if not all(a.keyword is not None for a in expr.args):
             return None

@@ -78,3 +78,18 @@ class ImportTable:
     def imports_module(self, prefix: str) -> bool:
         """Whether any import binds a name under `prefix` (e.g. "torch")."""
         return any(v == prefix or v.startswith(prefix + ".") for v in self.bound.values())
+
+
+_LITERALS: dict[str, object] = {}
+
+
+def literal_value(node: cst.SimpleString) -> object:
+    """`node.evaluated_value`, remembered by the literal's text: LibCST evaluates it with
+    `ast.literal_eval` (a compile per call), and rules ask about the same few strings often."""
+    text = node.value
+    value = _LITERALS.get(text, _LITERALS)
+    if value is _LITERALS:
+        if len(_LITERALS) > 50_000:
+            _LITERALS.clear()
+        value = _LITERALS[text] = node.evaluated_value
+    return value

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devicelint.analysis.modules import methods, module_classes
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODULE_SELF_METHODS, MOVE_METHODS, NN_NON_MODULES
 from devicelint.context import FileContext
 
@@ -73,7 +73,7 @@ def self_attribute(node: cst.BaseExpression) -> str | None:
 
 def _string(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
 

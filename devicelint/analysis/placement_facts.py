@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.devices import DeviceId
+from devicelint.analysis.names import literal_value
 
 CPU = "cpu-tensor"
 DEVICE = "device-tensor"
@@ -175,7 +176,7 @@ def moves_to_accelerator(node: cst.CSTNode) -> bool:
     if method is None or method == "cpu":
         return False
     first = node.args[0].value if node.args else None  # type: ignore[attr-defined]
-    return not (isinstance(first, cst.SimpleString) and first.evaluated_value == "cpu")
+    return not (isinstance(first, cst.SimpleString) and literal_value(first) == "cpu")
 # torch functions that do not return a tensor (their result is not a placement fact).
 NON_TENSOR_FUNCTIONS = frozenset(
     {

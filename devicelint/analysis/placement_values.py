@@ -11,7 +11,7 @@ from dataclasses import replace
 import libcst as cst
 
 from devicelint.analysis.devices import join_devices, parse_device
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, ACCELERATOR_STRINGS, CPU, DEVICE, DEVICE_GUARD_WORDS, DEVICE_VALUE, FOLLOWS, MODULE,
     TENSOR_ANNOTATIONS, UNKNOWN, UNKNOWN_FACT, Fact,
@@ -34,7 +34,7 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
         return False
     node = annotation.annotation
     if isinstance(node, cst.SimpleString):
-        text = node.evaluated_value if isinstance(node.evaluated_value, str) else ""
+        text = literal_value(node) if isinstance(literal_value(node), str) else ""
     else:
         text = dotted_name(node) or ""
         if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("Optional"):
@@ -48,7 +48,7 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
 
 def string_value(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
 
@@ -70,7 +70,7 @@ def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | Non
     """The accelerator that a default-device setter's argument names (`"torch.cuda.FloatTensor"`,
     `"cuda"`, `torch.device("cuda:0")`), or None."""
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         if isinstance(value, str) and (value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")):
             return value
         return None

@@ -8,6 +8,7 @@ from devicelint.analysis.training.syntax import keyword, method_name, positional
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.analysis.names import literal_value
 
 FACTORIES = frozenset(
     f"torch.{name}"
@@ -36,7 +37,7 @@ def _device_argument(ctx: FileContext, call: cst.Call) -> str | None:
     if arg.keyword is not None:
         return ctx.code_for(value) if arg.keyword.value == "device" else None
     if isinstance(value, cst.SimpleString):
-        text = value.evaluated_value
+        text = literal_value(value)
         return ctx.code_for(value) if isinstance(text, str) and text.split(":")[0] in ("cuda", "mps", "xpu", "cpu") else None
     if isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.device":
         return ctx.code_for(value)

@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.modules import dataset_classes, methods
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
 
@@ -15,7 +15,7 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 
 def _accelerator_string(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         if isinstance(value, str) and value.split(":", 1)[0] in ("cuda", "mps", "xpu"):
             return value
     return None

@@ -21,7 +21,7 @@ from devicelint.analysis.model_events import (
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.registry import FixProposal, Rule, Violation, register
@@ -541,8 +541,8 @@ def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             if node.func.attr.value in ("register_buffer", "register_parameter") and node.args:
                 value = node.args[0].value
-                if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
-                    names.add(value.evaluated_value)
+                if isinstance(value, cst.SimpleString) and isinstance(literal_value(value), str):
+                    names.add(literal_value(value))
     return names
 
 

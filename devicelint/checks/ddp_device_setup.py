@@ -25,7 +25,7 @@ from devicelint.analysis.model_events import (
     wrapper_chain_moves,
     wrapper_sites,
 )
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -307,7 +307,7 @@ def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:
             key = dotted_name(value)
             if key is not None:
                 value = resolver_for(ctx, call).constant(key) or value
-            return isinstance(value, cst.SimpleString) and value.evaluated_value == "nccl" or (
+            return isinstance(value, cst.SimpleString) and literal_value(value) == "nccl" or (
                 not isinstance(value, cst.SimpleString) and _uses_nccl(ctx)
             )
     return _uses_nccl(ctx)

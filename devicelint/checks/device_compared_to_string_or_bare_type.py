@@ -10,7 +10,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
 from devicelint.analysis.modules import methods
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal, Rule, Violation, register
 
@@ -25,7 +25,7 @@ CONFIG_NAMES = frozenset(
 
 def _string_value(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower():
-        value = node.evaluated_value
+        value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
 

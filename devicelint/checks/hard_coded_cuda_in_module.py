@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import class_facts
@@ -42,7 +42,7 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
             return None  # `torch.cuda(...)` is the module, not a move
         return ".cuda()" if not node.args else None
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         if not isinstance(value, str) or not (value == "cuda" or value.startswith("cuda:")):
             return None
         parent = ctx.index.parent(node)

@@ -10,6 +10,7 @@ from devicelint.analysis.placement_facts import move_call
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.analysis.names import literal_value
 
 WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight"})
 FACTORY_NAMES = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.ones", "torch.full", "torch.linspace"})
@@ -182,4 +183,4 @@ def _is_cpu_move(call: cst.Call) -> bool:
     if not call.args:
         return False
     first = call.args[0].value
-    return isinstance(first, cst.SimpleString) and first.evaluated_value == "cpu"
+    return isinstance(first, cst.SimpleString) and literal_value(first) == "cpu"

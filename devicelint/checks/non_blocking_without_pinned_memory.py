@@ -14,6 +14,7 @@ from devicelint.analysis.training.syntax import (
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.analysis.names import literal_value
 
 _MAX_DEPTH = 4
 
@@ -227,7 +228,7 @@ def _dict_entries(
         out: dict[str, list[cst.BaseExpression]] = {}
         for element in node.elements:
             if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-                key = element.key.evaluated_value
+                key = literal_value(element.key)
                 if isinstance(key, str):
                     out.setdefault(key, []).append(element.value)
                     continue
@@ -286,7 +287,7 @@ def _name_entries(ctx: FileContext, name: str, scope: cst.CSTNode, depth: int) -
                 return None
             parent = ctx.index.parent(node)
             if isinstance(parent, cst.Assign):
-                out.setdefault(str(key.value.evaluated_value), []).append(parent.value)
+                out.setdefault(str(literal_value(key.value)), []).append(parent.value)
     return out
 
 

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
@@ -56,7 +56,7 @@ def _names_in(node: cst.BaseExpression) -> list[str]:
     if isinstance(node, cst.Dict):
         return [
             n for e in node.elements
-            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"
+            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and literal_value(e.key) == "params"
             for n in _names_in(e.value)
         ]
     return []

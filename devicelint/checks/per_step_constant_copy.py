@@ -9,7 +9,7 @@ from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.modules import methods, module_classes
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement import LIGHTNING_STEPS
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MEETING_METHODS, PRESERVING_METHODS, moves_to_accelerator
@@ -206,7 +206,7 @@ def _device_keyword(call: cst.Call) -> bool:
     device = keyword(call, "device")
     if device is None:
         return False
-    return not (isinstance(device, cst.SimpleString) and device.evaluated_value == "cpu")
+    return not (isinstance(device, cst.SimpleString) and literal_value(device) == "cpu")
 
 
 def _constant_data(ctx: FileContext, node: cst.BaseExpression) -> bool:

@@ -10,6 +10,7 @@ from devicelint.analysis.modules import dataset_classes
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.analysis.names import literal_value
 
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
 
@@ -385,7 +386,7 @@ class Payloads:
         keys: set[str] = set()
         for part in self.ctx.index.walk(node):
             if isinstance(part, cst.SimpleString):
-                value = part.evaluated_value
+                value = literal_value(part)
                 if isinstance(value, str) and _FILE_NAME.search(value):
                     keys.add(value.rsplit("/", 1)[-1])
             elif isinstance(part, cst.FormattedStringText) and _FILE_NAME.search(part.value):

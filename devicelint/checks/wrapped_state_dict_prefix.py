@@ -20,7 +20,7 @@ from devicelint.analysis.model_events import (
     wrapper_at,
     wrapper_sites,
 )
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.registry import FixProposal, Rule, Violation, register
@@ -204,10 +204,10 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
     pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
     if isinstance(saved, cst.Dict):
         pairs = [
-            (e.value, e.key.evaluated_value)
+            (e.value, literal_value(e.key))
             for e in saved.elements
             if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
-            and isinstance(e.key.evaluated_value, str)
+            and isinstance(literal_value(e.key), str)
         ]
     for value, key in pairs:
         model = _state_dict_of(value)
@@ -235,8 +235,8 @@ def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> st
         values = scope_facts(ctx, scope_of(ctx, at)).assigned.get(key) or scope_facts(ctx, ctx.module).assigned.get(key)
         if values is not None and len(values) == 1 and isinstance(values[0], cst.SimpleString):
             node = values[0]
-    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
-        return "str:" + node.evaluated_value
+    if isinstance(node, cst.SimpleString) and isinstance(literal_value(node), str):
+        return "str:" + literal_value(node)
     name = _file_name(node)
     if name is not None:
         return "file:" + name  # `os.path.join(out, "best.pth")` and `f"{out}/best.pth"` name one file
@@ -246,7 +246,7 @@ def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> st
 def _file_name(node: cst.BaseExpression) -> str | None:
     """The checkpoint file name a path expression ends with: its last literal piece."""
     pieces = [
-        n.evaluated_value if isinstance(n, cst.SimpleString) else n.value
+        literal_value(n) if isinstance(n, cst.SimpleString) else n.value
         for n in _walk(node) if isinstance(n, (cst.SimpleString, cst.FormattedStringText))
     ]
     if not pieces or not isinstance(pieces[-1], str):
@@ -269,7 +269,7 @@ def _loaded_from(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> 
         index = node.slice[0].slice
         if not isinstance(index, cst.Index) or not isinstance(index.value, cst.SimpleString):
             return None
-        key = index.value.evaluated_value if isinstance(index.value.evaluated_value, str) else None
+        key = literal_value(index.value) if isinstance(literal_value(index.value), str) else None
         if key is None:
             return None
         node = node.value

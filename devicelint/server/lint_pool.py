@@ -81,7 +81,10 @@ class LintPool:
         return await self._lint(data, Task(path, display, settings.codes, len(data)), settings, "none")
 
     async def _lint(self, data: str | bytes, task: Task, settings: FileSettings, fix_mode: str) -> FileResult | str:
-        options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds)
+        options = TaskOptions(
+            torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds,
+            reuse_parses=True,
+        )
         try:
             return await self._call(runner.lint_data, data, task, options)
         except BrokenProcessPool:

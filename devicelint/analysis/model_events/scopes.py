@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.index import iter_children
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 
 def scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | cst.Module:
@@ -162,7 +162,7 @@ def string_constants(ctx: FileContext) -> frozenset[str]:
     def build(c: FileContext) -> frozenset[str]:
         found = set()
         for node in c.index.of_type(cst.SimpleString):
-            value = node.evaluated_value
+            value = literal_value(node)
             if isinstance(value, str):
                 found.add(value)
         return frozenset(found)

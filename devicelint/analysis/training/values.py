@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.syntax import scope_of
 from devicelint.context import FileContext
 
@@ -122,7 +122,7 @@ def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
 
 def _device_leaf(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node)
         if isinstance(value, str):
             return value.split(":", 1)[0]
     return None
