@@ -27,7 +27,25 @@ _HOST_VIEWS = frozenset({_Tensor.tolist})
 _NUMPY_VIEWS = frozenset({_Tensor.numpy, _Tensor.__array__})
 _INDEXING = frozenset({_Tensor.__getitem__, _Tensor.__setitem__})
 _PINNED = WeakIdKeyDictionary()  # tensors `pin_memory()` made in a simulated region
-_BACKWARD_ENTRIES = frozenset({_Tensor.backward, torch.autograd.backward, torch.autograd.grad})
+
+
+def _pin(sim: Any, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    # Page-locked host memory only speeds up copies; a plain copy stands for it.
+    pinned = args[0].clone()
+    _PINNED[pinned] = True
+    return pinned
+
+
+# Calls the simulated device answers itself (NotImplemented: the ordinary path after all).
+_SIMULATED_CALLS: dict[Any, Any] = {
+    **dict.fromkeys(
+        (_Tensor.backward, torch.autograd.backward, torch.autograd.grad),
+        lambda sim, func, args, kwargs: backward_errors.run_backward(func, args, kwargs),
+    ),
+    **dict.fromkeys(RECURRENT, lambda sim, func, args, kwargs: run_on_cpu(func, args, kwargs, sim.SimTensor, sim.SIM_TYPE)),
+    _Tensor.pin_memory: _pin,
+    _Tensor.is_pinned: lambda sim, func, args, kwargs: args[0] in _PINNED,
+}
 # Functions that take tensors on two devices on purpose (moving, swapping, metadata).
 _EXEMPT_NAMES = frozenset(
     {
@@ -68,19 +86,11 @@ class FunctionMode(TorchFunctionMode):
                     if isinstance(arg, (str, torch.device)):
                         args = tuple(sim.rewrite_cuda(a) for a in args)
                         break
-            if func in _BACKWARD_ENTRIES:
-                return backward_errors.run_backward(func, args, kwargs)
-            if func in RECURRENT:
-                out = run_on_cpu(func, args, kwargs, sim.SimTensor, sim.SIM_TYPE)
+            handler = _SIMULATED_CALLS.get(func)
+            if handler is not None:
+                out = handler(sim, func, args, kwargs)
                 if out is not NotImplemented:
                     return out
-            if func is _Tensor.pin_memory:
-                # Page-locked host memory only speeds up copies; a plain copy stands for it.
-                pinned = args[0].clone()
-                _PINNED[pinned] = True
-                return pinned
-            if func is _Tensor.is_pinned:
-                return args[0] in _PINNED
             if func in _FROM_DATA:
                 # The copy this makes is what `torch.tensor(data, device="cuda")` does on a
                 # GPU too: not a finding.
