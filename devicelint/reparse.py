@@ -87,13 +87,17 @@ def reparse(previous: ParsedText, text: str) -> ParsedText | None:
         return None
     if not to_end and (parsed.footer or not parsed.has_trailing_newline):
         return None
+    # The file's first indented block settles its indentation unit (which the blocks' trees
+    # depend on): it must be where it was, or in the piece with the same unit.
     piece_has_block = any(_has_block(s) for s in parsed.body)
     if any(_has_block(s) for s in module.body[:first]):
-        # The indentation unit was settled before the piece: its blocks must use it.
         if piece_has_block and parsed.default_indent != module.default_indent:
             return None
-    elif not piece_has_block or parsed.default_indent != module.default_indent:
-        return None  # the file's first block (which settles the unit) may have moved
+    elif piece_has_block:
+        if parsed.default_indent != module.default_indent:
+            return None
+    elif any(_has_block(s) for s in module.body[first : last + 1]):
+        return None  # the first block was in the piece and is gone: the unit may change
     body = list(parsed.body)
     if parsed.header:
         # Comment and blank lines before the piece's first statement are its leading lines in
