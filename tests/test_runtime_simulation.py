@@ -529,3 +529,21 @@ def test_in_place_shape_changes_keep_the_simulated_tensor_right() -> None:
         small = torch.zeros(1, device="cuda")
         with pytest.raises(sim.SimulationUnavailable, match="grew a simulated tensor in place"):
             torch.cat([torch.ones(2, 3, device="cuda")] * 2, out=small)
+
+
+def test_a_region_that_fails_to_start_leaves_torch_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    from devicelint.runtime import function_mode
+
+    original = (torch.cuda.is_available, torch.load, torch.__future__.get_swap_module_params_on_conversion())
+
+    def refuse(self: object) -> None:
+        raise RuntimeError("mode refused")
+
+    monkeypatch.setattr(function_mode.FunctionMode, "__enter__", refuse)
+    with pytest.raises(RuntimeError, match="mode refused"), rt.check(simulate="always"):
+        pass
+    assert (torch.cuda.is_available, torch.load, torch.__future__.get_swap_module_params_on_conversion()) == original
+    monkeypatch.undo()
+    with rt.check(simulate="always") as report:  # and the next region starts normally
+        torch.ones(2, device="cuda")
+    assert report.findings == []

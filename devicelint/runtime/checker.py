@@ -130,6 +130,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         self._owner: threading.Thread | None = None
         self._swap_before: bool | None = None
         self._region_patches: RegionPatches | None = None
+        self.tracker: ModuleTracker | None = None
         self._modes: list[Any] = []
 
     # -- decorator form ---------------------------------------------------------------
@@ -167,6 +168,12 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         try:
             return self._start()
         except BaseException:
+            for mode in reversed(self._modes):
+                mode.__exit__(None, None, None)
+            self._modes = []
+            if self.tracker is not None:
+                self.tracker.stop()
+            self._restore_torch()
             _active = None
             raise
 
@@ -207,9 +214,10 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         )
         self.tracker.start()
         function_mode = FunctionMode(self.detector, simulated) if accelerator is not None else None
-        self._modes = [m for m in (function_mode, self.detector) if m is not None]
-        for mode in self._modes:
-            mode.__enter__()
+        for mode in (function_mode, self.detector):
+            if mode is not None:
+                mode.__enter__()
+                self._modes.append(mode)  # entered: exited again however the region ends
         model = self.model
         if model is not None:
             self.tracker.add_root(model)
@@ -224,17 +232,12 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             self._modes = []
             self.tracker.stop()
             _watch_new_threads(False)
-            if self._swap_before is not None:
-                torch.__future__.set_swap_module_params_on_conversion(self._swap_before)
-                self._swap_before = None
-            if self._region_patches is not None:
-                self._region_patches.__exit__(None, None, None)
-                self._region_patches = None
-                SimBackendModule.in_region = False
+            self._restore_torch()
             model = self.model
             if model is not None and id(model) not in self.tracker.audited:
                 self._audit_root(model)  # never ran: audit it as it is now
         finally:
+            self._restore_torch()  # also when something above failed
             _active = None
         held = take()
         if held is not None and exc_type is None:
@@ -254,6 +257,16 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             )
         if self.raise_on_exit and exc_type is None and report.errors:
             raise DeviceConsistencyError(report.errors)
+
+    def _restore_torch(self) -> None:
+        """Undo what a simulated region changed in torch (idempotent)."""
+        if self._swap_before is not None:
+            torch.__future__.set_swap_module_params_on_conversion(self._swap_before)
+            self._swap_before = None
+        if self._region_patches is not None:
+            self._region_patches.__exit__(None, None, None)
+            self._region_patches = None
+            SimBackendModule.in_region = False
 
     # -- helpers --------------------------------------------------------------------------
     def _want_simulation(self) -> bool:
