@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import libcst as cst
 
+from devicelint.positions import lines_before_first_token, statement_lines
+
 
 @dataclass(frozen=True)
 class ParsedText:
@@ -38,8 +40,6 @@ class ParsedText:
 def track(text: str, module: cst.Module) -> ParsedText | None:
     """The statement offsets of a freshly parsed file (from CPython's line of each statement:
     a fifth of the cost of generating the code); None if they cannot be placed."""
-    from devicelint.positions import lines_before_first_token, statement_lines
-
     lines = statement_lines(module, text)
     if lines is None:
         return None
@@ -173,8 +173,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
 
 def first_token_lines(parsed: ParsedText) -> list[int]:
     """The line of each top-level statement's first token (what `positions` starts from)."""
-    from devicelint.positions import lines_before_first_token
-
     line_starts = [0]
     line_starts.extend(match.end() for match in _LINE_BREAK.finditer(parsed.text))
     return [

@@ -14,7 +14,6 @@ from types import CodeType, FrameType
 # (path, line), or (path, line, (package path, line)) when the op ran inside an installed package.
 Site = tuple
 
-_LIBRARY_CACHE: dict[CodeType, bool] = {}
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -52,7 +51,6 @@ def refresh_roots() -> None:
     """Recompute the library roots (call after torch is imported)."""
     global _ROOTS
     _ROOTS = _library_roots()
-    _LIBRARY_CACHE.clear()
     _KIND_CACHE.clear()
 
 
@@ -147,11 +145,7 @@ def innermost_is_library(depth: int = 1) -> bool:
     frame = _caller(depth)
     if frame is None:
         return False
-    code = frame.f_code
-    library = _LIBRARY_CACHE.get(code)
-    if library is None:
-        library = _LIBRARY_CACHE[code] = _is_library(code.co_filename)
-    return library
+    return _kind(frame.f_code) == _INTERNAL
 
 
 _DEVICELINT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -165,10 +159,7 @@ def sync_asked_by_user(depth: int = 1) -> bool:
     if frame is None:
         return True
     code = frame.f_code
-    library = _LIBRARY_CACHE.get(code)
-    if library is None:
-        library = _LIBRARY_CACHE[code] = _is_library(code.co_filename)
-    if not library:
+    if _kind(code) != _INTERNAL:
         return True
     tensor_method = _TENSOR_METHODS.get(code)
     if tensor_method is None:

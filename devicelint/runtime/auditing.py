@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -225,10 +226,15 @@ def _is_torch_class(cls: type) -> bool:
 
 def _owner_name(owner: type, attr_path: str) -> str:
     """`self` inside a user's class; the module's path for a library class one cannot edit."""
-    site = _class_site(owner)
-    if site is not None and _sites.in_installed_package(site[0]):
+    if _from_installed_package(owner):
         return attr_path.rsplit(".", 1)[0] if "." in attr_path else "model"
     return "self"
+
+
+def _from_installed_package(cls: type) -> bool:
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    return path is not None and _sites.in_installed_package(path)
 
 
 def _under(root: str, path: str) -> str:
@@ -247,12 +253,11 @@ def _assignment_site(cls: type, attr: str, call_site: Site | None) -> Site | Non
     found = _SITE_CACHE[key]
     if found is not None:
         return found
-    class_site = _class_site(cls)
-    if class_site is not None and _sites.in_installed_package(class_site[0]) and call_site is not None:
+    if call_site is not None and _from_installed_package(cls):
         # Attached from outside (`model.layers[0].attn.scale = torch.ones(4)`): the library's
         # class is not where the user can fix it.
         return _attribute_line(call_site, attr) or call_site[:2]
-    return class_site
+    return _class_site(cls)
 
 
 def _find_assignment(cls: type, attr: str) -> Site | None:

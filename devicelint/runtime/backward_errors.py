@@ -29,6 +29,15 @@ _held: list[BaseException] = []
 REFUSED = "devicelint: an error was raised in the backward pass"
 
 
+def hold_in_backward(exc: BaseException) -> bool:
+    """Hold `exc` if it was raised inside a backward pass (where raising it would abort the
+    process); False, to be raised as usual, elsewhere."""
+    if _in_backward() is None:
+        return False
+    hold(exc)
+    return True
+
+
 def hold(exc: BaseException) -> None:
     with _lock:
         _held.append(exc)
@@ -130,7 +139,3 @@ def hook_patches() -> list[Patch]:
         (saved_tensors_hooks, "__init__", _patched_saved_hooks_init),
         (BackwardHook, "__init__", _patched_backward_hook_init),
     ]
-
-
-def in_backward() -> bool:
-    return _in_backward() is not None

@@ -138,17 +138,11 @@ class Detector(TorchDispatchMode):
         sim = self._sim
         if sim is None:
             return self._dispatch(func, args, kwargs or {})
-        metadata = sim.METADATA.get(id(func))
-        if metadata is not None and type(args[0]) is sim.SimTensor:
-            # Size and stride queries of the simulated tensor (several per op): nothing to check.
-            return metadata(args[0].inner, *args[1:])
         try:
             return self._dispatch(func, args, kwargs or {})
         except BaseException as exc:  # noqa: BLE001
-            if _current_node() is None:
+            if not backward_errors.hold_in_backward(exc):
                 raise
-            # Raised into the simulated device's backward thread it would abort the process.
-            backward_errors.hold(exc)
             return None
 
     def _dispatch(self, func, args, kwargs):  # noqa: ANN001, C901

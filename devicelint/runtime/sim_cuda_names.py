@@ -118,25 +118,25 @@ def _load_onto_sim(original: Callable[..., Any], as_sim: Callable[[Any], Any], s
             if position is not None:
                 f.seek(position)
         # What a GPU does with this file: every tensor on the device.
-        return _onto(original(f, "cpu", *args, **kwargs), to_sim)
+        return _onto(original(f, "cpu", *args, **kwargs), to_sim, sim_type)
 
     return load
 
 
-def _onto(value: Any, to_sim: Callable[[Any], Any]) -> Any:
+def _onto(value: Any, to_sim: Callable[[Any], Any], sim_type: str) -> Any:
     if isinstance(value, torch.Tensor):
         moved = to_sim(value)
         return torch.nn.Parameter(moved, value.requires_grad) if isinstance(value, torch.nn.Parameter) else moved
     if isinstance(value, torch.nn.Module):
-        return value.to(to_sim(torch.empty(0)).device)
+        return value.to(sim_type)
     if isinstance(value, dict):
         for key in list(value):
-            value[key] = _onto(value[key], to_sim)
+            value[key] = _onto(value[key], to_sim, sim_type)
         return value
     if isinstance(value, list):
-        return [_onto(v, to_sim) for v in value]
+        return [_onto(v, to_sim, sim_type) for v in value]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_onto(v, to_sim) for v in value)
+        return tuple(_onto(v, to_sim, sim_type) for v in value)
     return value
 
 

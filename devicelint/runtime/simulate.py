@@ -184,35 +184,15 @@ class SimTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        metadata = METADATA.get(id(func))
-        if metadata is not None:
-            return metadata(args[0].inner, *args[1:])
         try:
             return run_simulated(func, args, kwargs or {})
         except BaseException as exc:  # noqa: BLE001
-            if not backward_errors.in_backward():
+            if not backward_errors.hold_in_backward(exc):
                 raise
-            # Raised into this device's backward thread it would abort the process.
-            backward_errors.hold(exc)
             return None
 
 
 _aten = torch.ops.aten
-_METADATA_BY_OP: dict[Any, Any] = {
-    _aten.sym_size.default: lambda t: t.size(),
-    _aten.sym_size.int: lambda t, d: t.size(d),
-    _aten.sym_stride.default: lambda t: t.stride(),
-    _aten.sym_stride.int: lambda t, d: t.stride(d),
-    _aten.sym_numel.default: lambda t: t.numel(),
-    _aten.sym_storage_offset.default: lambda t: t.storage_offset(),
-    _aten.dim.default: lambda t: t.dim(),
-    _aten.is_contiguous.default: lambda t: t.is_contiguous(),
-    _aten.is_contiguous.memory_format: lambda t, f: t.is_contiguous(memory_format=f),
-    _aten.is_strides_like_format.default: lambda t, f: t.is_contiguous(memory_format=f),
-    _aten.is_non_overlapping_and_dense.default: lambda t: t.is_contiguous(),
-}
-# By `id(op)`: an op overload's own hash is a Python call, and these are asked on every op.
-METADATA = {id(op): answer for op, answer in _METADATA_BY_OP.items()}
 
 
 def _unwrap(value: Any) -> Any:
