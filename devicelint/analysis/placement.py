@@ -535,7 +535,7 @@ class _Interpreter(CallEvaluation):
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:
-            return replace(value, scalar=False)
+            return replace(value, scalar=_indexes_every_dimension(value, node))
         if value.kind == MODULE:
             return value
         return UNKNOWN_FACT
@@ -605,3 +605,36 @@ def _number_like(node: cst.CSTNode) -> bool:
     """An operand that is usually a Python number when nothing else is known of it: a name or
     an attribute (`self.beta`, `cfg.weight`), not a call's or an index's result."""
     return isinstance(node, (cst.Name, cst.Attribute))
+
+
+_SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+
+
+def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
+    """`torch.rand(2)[0]`, `torch.tensor([1., 2.])[i]`: integers index away every dimension a
+    CPU factory stated, leaving a 0-dim tensor (which PyTorch lets meet device tensors)."""
+    origin = value.origin
+    if value.kind != CPU or not isinstance(origin, cst.Call) or value.factory is None:
+        return False
+    if not all(isinstance(e.slice, cst.Index) and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
+               and not _is_none(e.slice.value) for e in node.slice):
+        return False
+    if value.factory in _SIZED_FACTORIES:
+        sizes = [a for a in origin.args if a.keyword is None]
+        if any(a.star for a in sizes):
+            return False
+        if len(sizes) == 1 and isinstance(sizes[0].value, (cst.Tuple, cst.List)):
+            return len(sizes[0].value.elements) == len(node.slice)
+        return len(sizes) == len(node.slice)
+    if value.factory in ("torch.tensor", "torch.as_tensor") and origin.args:
+        data = origin.args[0].value
+        depth = 0
+        while isinstance(data, (cst.List, cst.Tuple)) and data.elements:
+            depth += 1
+            data = data.elements[0].value
+        return depth == len(node.slice) and depth > 0
+    return False
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

@@ -12,7 +12,7 @@ from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, DEVICE_VALUE, FACTORIES, FOLLOWS,
+    ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, HOST_ARGUMENTS, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
     UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function,
@@ -48,11 +48,13 @@ class CallEvaluation:
     env: Env
     result: "ScopePlacement"
 
-    def _args(self, call: cst.Call) -> list[tuple[Fact, cst.CSTNode]]:
+    def _args(self, call: cst.Call, host: tuple[int | str, ...] = ()) -> list[tuple[Fact, cst.CSTNode]]:
+        """The facts of the call's arguments, leaving out those the callee takes on the host."""
         out = []
-        for arg in call.args:
+        for position, arg in enumerate(call.args):
             fact = self._eval(arg.value)
-            if not arg.star:
+            taken_on_host = (arg.keyword.value if arg.keyword is not None else position) in host
+            if not arg.star and not taken_on_host:
                 out.extend(flatten(fact, arg.value))
         return out
 
@@ -108,12 +110,11 @@ class CallEvaluation:
             return Fact(UNKNOWN, where=ACCELERATOR) if any(devicey(f) for f, _ in args) else UNKNOWN_FACT
         constructed = module_constructor(self.ctx, call)
         if constructed is not None:
-            self._args(call)
-            return Fact(MODULE, factory=constructed)
+            return self._constructed(call, constructed)
         if not is_tensor_function(qualified):
             self._args(call)
             return UNKNOWN_FACT
-        args = self._args(call)
+        args = self._args(call, HOST_ARGUMENTS.get(qualified, ()))
         if qualified in CROSS_DEVICE_FUNCTIONS:
             return UNKNOWN_FACT
         return self._combine(call, args, allow_scalar=False)
@@ -175,6 +176,13 @@ class CallEvaluation:
         has_device, device, device_node = self._device_argument(call)
         if has_device:
             return self._placed(device, device_node)
+        context = self._device_context(call)
+        if context is not None:
+            return self._placed(context, None)
+        if short == "normal" and call.args and not is_number(call.args[0].value):
+            # `torch.normal(mean, std)` with tensor arguments draws on their device
+            tensor = next((f for f, _ in args if f.is_tensor), None)
+            return replace(tensor, scalar=False) if tensor is not None else UNKNOWN_FACT
         if short in LIKE_FACTORIES:
             return replace(args[0][0], scalar=False, origin=args[0][0].origin) if args and args[0][0].is_tensor else UNKNOWN_FACT
         if short in DATA_FACTORIES or short in LEGACY_CONSTRUCTORS or short == "from_numpy":
@@ -192,6 +200,28 @@ class CallEvaluation:
         if short in ("zeros", "ones", "empty", "full", "rand", "randn") and call.args and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and not call.args[0].value.elements:
             scalar = True
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+
+    def _device_context(self, node: cst.CSTNode) -> Fact | None:
+        """The device of an enclosing `with torch.device("cuda"):` block, which makes factories
+        and module constructors inside it default to that device."""
+        for ancestor in self.ctx.index.ancestors(node):
+            if isinstance(ancestor, cst.With):
+                for item in ancestor.items:
+                    spec = item.item
+                    if isinstance(spec, cst.Call) and self.ctx.qualified_name(spec.func) == "torch.device":
+                        fact = self._fact_of(spec)
+                        return fact if fact.kind == DEVICE_VALUE and fact.where is not None else UNKNOWN_FACT
+            if ancestor is self.scope:
+                return None
+        return None
+
+    def _constructed(self, call: cst.Call, constructed: str) -> Fact:
+        """A module built here: on the device of an enclosing `with torch.device(...)` block."""
+        self._args(call)
+        context = self._device_context(call)
+        if context is not None and context.kind == DEVICE_VALUE:
+            return Fact(MODULE, where=context.where, factory=constructed, device_expr=context.device_expr, device=context.device)
+        return Fact(MODULE, factory=constructed)
 
     def _under_device_guard(self, node: cst.CSTNode) -> bool:
         for ancestor in self.ctx.index.ancestors(node):
@@ -382,13 +412,12 @@ class CallEvaluation:
             return self._follow(functions[name], call, args, skip_self=False)
         constructed = module_constructor(self.ctx, call)
         if constructed is not None:
-            self._args(call)
-            return Fact(MODULE, factory=constructed)
+            return self._constructed(call, constructed)
         args = self._args(call)
         return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
-        args = self._args(call)
+        args = self._args(call, HOST_ARGUMENTS.get(callee.factory or "", ()))
         parameter_free = (callee.factory or "") in PARAMETER_FREE_MODULES
         scattering = (callee.factory or "") in INPUT_MOVING_WRAPPERS
         if callee.device is not None and not parameter_free and not scattering:

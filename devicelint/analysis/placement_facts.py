@@ -199,6 +199,16 @@ def is_tensor_function(qualified: str) -> bool:
 # torch functions whose tensor arguments may sit on different devices (copies, indices).
 CROSS_DEVICE_FUNCTIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
 
+# Arguments (positions after the callee's own, and keywords) that PyTorch takes on the host
+# whatever device the other tensors are on: CTC targets and lengths, packing lengths.
+_CTC_HOST_ARGUMENTS = (1, 2, 3, "targets", "input_lengths", "target_lengths")
+HOST_ARGUMENTS: dict[str, tuple[int | str, ...]] = {
+    "torch.nn.functional.ctc_loss": _CTC_HOST_ARGUMENTS,
+    "torch.ctc_loss": _CTC_HOST_ARGUMENTS,
+    "CTCLoss": _CTC_HOST_ARGUMENTS,
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
+}
+
 # nn classes without parameters or buffers: a CPU input just runs on the CPU.
 PARAMETER_FREE_MODULES = frozenset(
     {
