@@ -402,10 +402,17 @@ class CallEvaluation:
             self._eval(inner)
             if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
                     and inner.func.attr.value in ("parameters", "buffers")):
-                owner = self._eval(inner.func.value) if not (isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self") else Fact(MODULE, where=self.own_place)
+                is_self = isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self"
+                owner = Fact(MODULE, where=self.own_place) if is_self else self._eval(inner.func.value)
                 if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
                     return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
+                if owner == UNKNOWN_FACT and not is_self:
+                    # `next(model.parameters())` of a model handed in: code written to follow the
+                    # model, which is on the accelerator when one is used
+                    return Fact(DEVICE, where=ACCELERATOR, device_expr=f"{self.ctx.code_for(call)}.device")
             return UNKNOWN_FACT
+        if name in self.analysis.records and name not in self.env:
+            return self._record_instance(call, self.analysis.records[name])
         functions = self.analysis.functions
         if name in functions:
             args = self._args(call)
@@ -415,6 +422,18 @@ class CallEvaluation:
             return self._constructed(call, constructed)
         args = self._args(call)
         return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
+
+    def _record_instance(self, call: cst.Call, names: list[str]) -> Fact:
+        """A dataclass or NamedTuple instance: its fields hold the facts of what built it."""
+        parts: list[tuple[str, Fact]] = []
+        for position, arg in enumerate(call.args):
+            fact = self._eval(arg.value)
+            if arg.star:
+                return UNKNOWN_FACT
+            name = arg.keyword.value if arg.keyword is not None else names[position] if position < len(names) else None
+            if name is not None:
+                parts.append((name, fact))
+        return Fact(UNKNOWN, fields=tuple(parts))
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
         args = self._args(call, HOST_ARGUMENTS.get(callee.factory or "", ()))
@@ -517,5 +536,5 @@ def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
     """What `model(x)` returns when nothing else is known of `model`: where its device input is."""
     if not any(word in name.lower() for word in MODEL_WORDS):
         return UNKNOWN_FACT
-    device = next((f for f, _ in args if f.kind == DEVICE), None)
+    device = next((f for f, _ in args if devicey(f)), None)
     return Fact(DEVICE, where=device.where, device_expr=device.device_expr) if device is not None else UNKNOWN_FACT

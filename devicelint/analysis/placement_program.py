@@ -77,6 +77,8 @@ class FilePlacement:
     scopes: dict[int, ScopePlacement]
     meetings: list[Meeting]
     crossings: list[Crossing] = field(default_factory=list)
+    # id(function) -> its runs with the argument facts of its callers in the file
+    followed: dict[int, list[ScopePlacement]] = field(default_factory=dict)
 
 # (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
 InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], "object"]
@@ -135,6 +137,25 @@ def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
     return found
 
 
+def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
+    """The file's dataclasses and NamedTuples, with their fields in declaration order: an
+    instance carries the places of the values it was built from."""
+    records: dict[str, list[str]] = {}
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.ClassDef) or not isinstance(stmt.body, cst.IndentedBlock):
+            continue
+        decorators = {(dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").rsplit(".", 1)[-1]
+                      for d in stmt.decorators}
+        bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in stmt.bases}
+        if "dataclass" not in decorators and "NamedTuple" not in bases:
+            continue
+        records[stmt.name.value] = [
+            small.target.value for line in stmt.body.body if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+        ]
+    return records
+
+
 class FileAnalysis:
     def __init__(self, ctx: FileContext, interpreter: "InterpreterFactory") -> None:
         self.ctx = ctx
@@ -175,6 +196,7 @@ class FileAnalysis:
                     func = index.enclosing_function(call)
                     if func is not None:
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
+        self.records = _record_classes(ctx)
         self._class_of: dict[int, ClassFacts] = {}
         self._lightning: set[str] | None = None
         self._injected: dict[int, set[str]] = {}
@@ -289,7 +311,10 @@ class FileAnalysis:
         for crossing in [c for s in self.scopes.values() for c in s.crossings] + self.extra_crossings:
             # a helper followed with its callers' arguments meets the same devices again
             crossings.setdefault((id(crossing.node), id(crossing.value_node)), crossing)
-        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()))
+        followed: dict[int, list[ScopePlacement]] = {}
+        for run in self.followed.values():
+            followed.setdefault(id(run.node), []).append(run)
+        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed)
 
     def init_env(self, method: cst.FunctionDef) -> Env:
         """What the `__init__` of the method's class (a module, a trainer, any class) leaves
