@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from devicelint.analysis.placement_calls import CallEvaluation
+from devicelint.analysis.placement_calls import LAUNCHER, CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
@@ -352,15 +352,15 @@ class _Interpreter(CallEvaluation):
         attr = self_attribute(node)
         return f"self.{attr}" if attr is not None else None
 
-    def _stated_in_init(self, attr: str) -> Fact | None:
-        """`self.<attr>` as `__init__` left it, where this method is not `__init__` itself."""
+    def _stated(self, attr: str) -> Fact | None:
+        """`self.<attr>` as the class's other methods state it (`__init__` first)."""
         if not isinstance(self.scope, cst.FunctionDef):
             return None
-        return self.analysis.init_env(self.scope).get(f"self.{attr}")
+        return self.analysis.stated_attribute(self.scope, attr)
 
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class: where the module is, on the device `__init__` states."""
-        stated = self._stated_in_init(attr)
+        stated = self._stated(attr)
         device = stated.device if stated is not None and stated.kind == MODULE else None
         # `self.dec = Dec().to("cuda:1")` is on cuda:1 even before (or without) the model's move
         where = stated.where if stated is not None and device is not None else self.own_place
@@ -511,15 +511,18 @@ class _Interpreter(CallEvaluation):
                 return Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
             if attr in self.cls.submodules:
                 return self.own_submodule(attr)
-            stated = self._stated_in_init(attr)
+            stated = self._stated(attr)
             if stated is not None and stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
                 return stated
             if attr == "device":
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
         if isinstance(node.value, cst.Name) and node.value.value == "self":
-            stated = self._stated_in_init(attr)  # a trainer's `self.device = torch.device("cuda:1")`
-            if stated is not None and stated.device is not None and stated.where == ACCELERATOR:
+            # a trainer's `self.device = torch.device("cuda:1")`, `self.model = model.to(device)`,
+            # `self.accelerator = Accelerator()`
+            stated = self._stated(attr)
+            if stated is not None and (stated.where == ACCELERATOR and (stated.device is not None or stated.kind == MODULE)
+                                       or stated == LAUNCHER):
                 return stated
         receiver = self._eval(node.value)
         if receiver.fields is not None:

@@ -63,6 +63,9 @@ class CallEvaluation:
         qualified = self.ctx.qualified_name(func)
         if qualified is not None and qualified.startswith("torch."):
             return self._torch_call(call, qualified)
+        if qualified in PLACING_LAUNCHERS:
+            self._args(call)
+            return LAUNCHER
         if isinstance(func, cst.Attribute):
             return self._method_call(call, func)
         if isinstance(func, cst.Name):
@@ -310,10 +313,12 @@ class CallEvaluation:
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
-            if member.device is not None and (member.kind == MODULE or (member.kind == UNKNOWN and member.where == ACCELERATOR)):
+            if member.kind == MODULE and member.where == ACCELERATOR or member.device is not None and devicey(member):
                 return self._module_call(call, member, func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
+        if receiver == LAUNCHER and method in PLACING_METHODS:
+            return self._prepared(call)
         if receiver.kind == MODULE and method == "forward":
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
@@ -423,6 +428,13 @@ class CallEvaluation:
         args = self._args(call)
         return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
 
+    def _prepared(self, call: cst.Call) -> Fact:
+        """`accelerator.prepare(model, optimizer, loader)`, `fabric.setup(model, opt)`: the
+        modules come back on the launcher's device, everything else as it went in."""
+        parts = tuple(Fact(MODULE, where=ACCELERATOR, factory=fact.factory) if fact.kind == MODULE or _model_named(node)
+                      else UNKNOWN_FACT for fact, node in self._args(call))
+        return parts[0] if len(parts) == 1 else Fact(UNKNOWN, elements=parts)
+
     def _record_instance(self, call: cst.Call, names: list[str]) -> Fact:
         """A dataclass or NamedTuple instance: its fields hold the facts of what built it."""
         parts: list[tuple[str, Fact]] = []
@@ -530,6 +542,17 @@ def _without_followed(fact: Fact) -> Fact:
 
 def _is_static(func: cst.FunctionDef) -> bool:
     return any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
+
+
+# Launchers that place the models handed to them on their device (`accelerator.prepare(...)`).
+PLACING_LAUNCHERS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
+PLACING_METHODS = frozenset({"prepare", "prepare_model", "setup", "setup_module"})
+LAUNCHER = Fact(UNKNOWN, factory="<launcher>")
+
+
+def _model_named(node: cst.CSTNode) -> bool:
+    name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return any(word in name.lower() for word in MODEL_WORDS)
 
 
 def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:

@@ -202,6 +202,7 @@ class FileAnalysis:
         self._injected: dict[int, set[str]] = {}
         self._injected_class: dict[tuple[int, str], str | None] = {}
         self._construction: dict[int, set[str]] = {}
+        self._assigned: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
@@ -327,6 +328,46 @@ class FileAnalysis:
         if init is None or init is method or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
             return {}
         return self.scope(init).facts
+
+    def stated_attribute(self, method: cst.FunctionDef, attr: str) -> Fact | None:
+        """`self.<attr>` as the class states it for `method`: as `__init__` leaves it, else as
+        the one other method that assigns it leaves it (`setup()` storing the device and the
+        moved model, read by `training_step`): a class is one unit over its methods."""
+        stated = self.init_env(method).get(f"self.{attr}")
+        if stated is not None:
+            return stated
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        others = [m for m in self._assigners(cls).get(attr, ()) if m is not method]
+        if len(others) != 1 or others[0].name.value == "__init__":
+            return None
+        other = others[0]
+        if id(other) not in self.scopes and self.active >= _MAX_NESTED_SCOPES:
+            return None
+        return self.scope(other).facts.get(f"self.{attr}")
+
+    def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
+        """For each `self.<attr>` of a class: the methods that assign it (any class)."""
+        found = self._assigned.get(id(cls))
+        if found is None:
+            found = {}
+            for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+                if not isinstance(stmt, cst.FunctionDef):
+                    continue
+                for node in self.ctx.index.walk(stmt):
+                    targets: list[cst.BaseExpression] = []
+                    if isinstance(node, cst.Assign):
+                        targets = [t.target for t in node.targets]
+                    elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                        targets = [node.target]
+                    for target in targets:
+                        for part in target.elements if isinstance(target, (cst.Tuple, cst.List)) else (target,):
+                            attr = self_attribute(part.value if isinstance(part, cst.Element) else part)
+                            if attr is not None and stmt not in found.setdefault(attr, []):
+                                found[attr].append(stmt)
+            self._assigned[id(cls)] = found
+        return found
 
     def module_env(self) -> Env:
         """What the module's top-level code leaves bound (device constants such as `DEV = "cuda:1"`)."""
