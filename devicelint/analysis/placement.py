@@ -254,6 +254,8 @@ class _Interpreter(CallEvaluation):
             return False
         if self.analysis.custom_loaders:
             return False
+        while isinstance(node, cst.Subscript):  # `loaders["train"]`, `self.dataloaders[phase]`
+            node = node.value
         last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else ""
         return "loader" in last.lower()
 
@@ -522,7 +524,7 @@ class _Interpreter(CallEvaluation):
             # `self.accelerator = Accelerator()`
             stated = self._stated(attr)
             if stated is not None and (stated.where == ACCELERATOR and (stated.device is not None or stated.kind == MODULE)
-                                       or stated == LAUNCHER):
+                                       or stated == LAUNCHER or stated.kind == MODULE and stated.fields):
                 return stated
         receiver = self._eval(node.value)
         if receiver.fields is not None:

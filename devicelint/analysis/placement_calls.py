@@ -219,11 +219,16 @@ class CallEvaluation:
         return None
 
     def _constructed(self, call: cst.Call, constructed: str) -> Fact:
-        """A module built here: on the device of an enclosing `with torch.device(...)` block."""
+        """A module built here: on the device of an enclosing `with torch.device(...)` block; a
+        loss keeps the CPU class weights it is given (`origin` is the constructor)."""
         self._args(call)
         context = self._device_context(call)
         if context is not None and context.kind == DEVICE_VALUE:
             return Fact(MODULE, where=context.where, factory=constructed, device_expr=context.device_expr, device=context.device)
+        weights = tuple((arg.keyword.value, self._fact_of(arg.value)) for arg in call.args
+                        if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss"))
+        if any(cpu_side(fact, allow_scalar=False) for _, fact in weights):
+            return Fact(MODULE, factory=constructed, fields=weights, origin=call)
         return Fact(MODULE, factory=constructed)
 
     def _under_device_guard(self, node: cst.CSTNode) -> bool:
@@ -313,7 +318,7 @@ class CallEvaluation:
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
-            if member.kind == MODULE and member.where == ACCELERATOR or member.device is not None and devicey(member):
+            if member.kind == MODULE and (member.where == ACCELERATOR or member.fields) or member.device is not None and devicey(member):
                 return self._module_call(call, member, func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
@@ -402,6 +407,12 @@ class CallEvaluation:
         if name == "self" and self.cls is not None and "forward" in self.cls.methods:
             # `self(x)` inside the module: a call of its own forward, on the module's device
             return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.node.name.value), func)
+        if name in ("iter", "next") and call.args:
+            self._eval(call.args[0].value)
+            if self._loader_inner(call.args[0].value):
+                self._args(call)
+                # `it = iter(loader)` is a loader still; `x, y = next(it)` is one of its batches
+                return LOADER if name == "iter" else Fact(UNKNOWN, origin=call, batch=True)
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)
@@ -449,6 +460,12 @@ class CallEvaluation:
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
         args = self._args(call, HOST_ARGUMENTS.get(callee.factory or "", ()))
+        if callee.fields and callee.origin is not None:
+            # a loss built with a CPU class weight and never moved, called on device tensors
+            device = next(((f, n) for f, n in args if devicey(f)), None)
+            weight = next((f for _, f in callee.fields if cpu_side(f, allow_scalar=False)), None)
+            if device is not None and weight is not None:
+                self._record(weight, callee.origin, device[0], device[1], call, "weight")
         parameter_free = (callee.factory or "") in PARAMETER_FREE_MODULES
         scattering = (callee.factory or "") in INPUT_MOVING_WRAPPERS
         if callee.device is not None and not parameter_free and not scattering:
@@ -544,6 +561,8 @@ def _is_static(func: cst.FunctionDef) -> bool:
     return any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
 
 
+# Loss constructor keywords that become buffers of the loss module.
+LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
 # Launchers that place the models handed to them on their device (`accelerator.prepare(...)`).
 PLACING_LAUNCHERS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
 PLACING_METHODS = frozenset({"prepare", "prepare_model", "setup", "setup_module"})

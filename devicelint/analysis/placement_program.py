@@ -29,8 +29,9 @@ class Meeting:
     """A CPU tensor meets a device tensor (or a module on a device) at `node`.
 
     `how` is "op" (an operator, a torch function or a tensor method), "module" (passed to a
-    module), "return" (returned from `forward`) or "inplace" (the CPU tensor is the target of
-    an in-place update with a device value).
+    module), "return" (returned from `forward`), "inplace" (the CPU tensor is the target of
+    an in-place update with a device value) or "weight" (a loss module holding a CPU class
+    weight is called on device tensors; `cpu_node` is the loss's constructor).
     """
 
     cpu: Fact
