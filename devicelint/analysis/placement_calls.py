@@ -429,6 +429,9 @@ class CallEvaluation:
             return UNKNOWN_FACT
         if name in self.analysis.records and name not in self.env:
             return self._record_instance(call, self.analysis.records[name])
+        local = self.analysis.nested.get(id(self.scope), {}).get(name)
+        if local is not None and name not in self.env:
+            return self._follow(local, call, self._args(call), skip_self=False)
         functions = self.analysis.functions
         if name in functions:
             args = self._args(call)

@@ -165,6 +165,12 @@ class FileAnalysis:
         self.functions: dict[str, cst.FunctionDef] = {
             stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)
         }
+        # id(function) -> the functions defined in its body, by name (closures it calls)
+        self.nested: dict[int, dict[str, cst.FunctionDef]] = {}
+        for func in ctx.index.of_type(cst.FunctionDef):
+            outer = ctx.index.enclosing_function(func)
+            if outer is not None and not isinstance(ctx.index.parent(ctx.index.parent(func) or func), cst.ClassDef):
+                self.nested.setdefault(id(outer), {})[func.name.value] = func
         self.scopes: dict[int, ScopePlacement] = {}
         self.followed: dict[tuple, ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
