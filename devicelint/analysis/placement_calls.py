@@ -324,6 +324,9 @@ class CallEvaluation:
         receiver = self._eval(receiver_node)
         if receiver == LAUNCHER and method in PLACING_METHODS:
             return self._prepared(call)
+        helper = self.analysis.plain_classes.get(receiver.instance or "", {}).get(method)
+        if helper is not None:
+            return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
         if receiver.kind == MODULE and method == "forward":
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
@@ -429,6 +432,12 @@ class CallEvaluation:
             return UNKNOWN_FACT
         if name in self.analysis.records and name not in self.env:
             return self._record_instance(call, self.analysis.records[name])
+        if name in self.analysis.plain_classes and name not in self.env:
+            init = self.analysis.plain_classes[name].get("__init__")
+            args = self._args(call)
+            if init is not None:
+                self._follow(init, call, args, skip_self=True)
+            return Fact(UNKNOWN, instance=name)
         local = self.analysis.nested.get(id(self.scope), {}).get(name)
         if local is not None and name not in self.env:
             return self._follow(local, call, self._args(call), skip_self=False)

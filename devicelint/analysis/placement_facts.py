@@ -53,6 +53,9 @@ class Fact:
     # Named parts of a dict with string keys or of a dataclass/NamedTuple instance of the file:
     # `batch["mask"]` and `cfg.mask` read them.
     fields: tuple[tuple[str, "Fact"], ...] | None = None
+    # An instance of a plain (not `nn.Module`) class of the file, by class name: calls of its
+    # methods are followed with their arguments (`bank.update(preds, y)`).
+    instance: str | None = None
     # A CPU tensor that another path (an `if` branch, a conditional expression) replaces with a
     # device tensor: its device depends on the path, so even a 0-dim one is worth reporting.
     conflict: bool = False

@@ -204,6 +204,13 @@ class FileAnalysis:
                     if func is not None:
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
         self.records = _record_classes(ctx)
+        # plain classes of the file (trainers, metric banks, helpers), by name
+        self.plain_classes: dict[str, dict[str, cst.FunctionDef]] = {
+            stmt.name.value: {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)}
+            for stmt in ctx.module.body
+            if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock)
+            and stmt.name.value not in self.classes and stmt.name.value not in self.records
+        }
         self._class_of: dict[int, ClassFacts] = {}
         self._lightning: set[str] | None = None
         self._injected: dict[int, set[str]] = {}
