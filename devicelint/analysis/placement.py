@@ -309,17 +309,12 @@ class _Interpreter(CallEvaluation):
             return
         if isinstance(target.value, cst.Name) and destination is self.params.get(target.value.value):
             return  # a parameter only assumed to be on the device: copying into it is fine
-        candidates = [(value, value_node)]
+        # A CPU index tensor or boolean mask is fine (PyTorch moves it); the written values are not.
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
-                index = self._eval(element.slice.value)
-                # A CPU index tensor is fine (PyTorch moves it); a CPU boolean mask is not.
-                if index.mask:
-                    candidates.append((index, element.slice.value))
-        for fact, node in candidates:
-            if cpu_side(fact, allow_scalar=False) and compatible(fact, destination):
-                self._record(fact, node, destination, target.value, target, "op")
-                return
+                self._eval(element.slice.value)
+        if cpu_side(value, allow_scalar=False) and compatible(value, destination):
+            self._record(value, value_node, destination, target.value, target, "op")
 
     def _return(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)

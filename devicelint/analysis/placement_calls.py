@@ -15,7 +15,7 @@ from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, HOST_ARGUMENTS, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
-    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function,
+    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
 )
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
@@ -106,8 +106,9 @@ class CallEvaluation:
             return self._torch_device(call)
         if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
             args = self._args(call)
-            # A DataLoader over tensors already on the GPU yields GPU batches.
-            return UNKNOWN_FACT if args and args[0][0].where == ACCELERATOR else LOADER
+            # A DataLoader over tensors already on the GPU, or whose `collate_fn` moves each
+            # batch, yields device batches.
+            return UNKNOWN_FACT if args and args[0][0].where == ACCELERATOR or self._collate_moves(call) else LOADER
         if qualified in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
             args = self._args(call)
             return Fact(UNKNOWN, where=ACCELERATOR) if any(devicey(f) for f, _ in args) else UNKNOWN_FACT
@@ -121,6 +122,19 @@ class CallEvaluation:
         if qualified in CROSS_DEVICE_FUNCTIONS:
             return UNKNOWN_FACT
         return self._combine(call, args, allow_scalar=False)
+
+    def _collate_moves(self, loader: cst.Call) -> bool:
+        """Whether the loader's `collate_fn` (a lambda, or a function or class of the file) moves
+        what it returns to a device."""
+        collate = next((a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None)
+        while isinstance(collate, cst.Call) and collate.args:  # `partial(collate, device=...)`
+            collate = collate.args[0].value
+        body: cst.CSTNode | None = collate if isinstance(collate, cst.Lambda) else None
+        if isinstance(collate, cst.Name):
+            body = self.analysis.functions.get(collate.value) or next(
+                (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None)
+        return body is not None and any(
+            isinstance(node, cst.Call) and move_call(node) in ("to", "cuda") for node in self.ctx.index.walk(body))
 
     def _torch_device(self, call: cst.Call) -> Fact:
         """`torch.device("cuda", 1)`, `torch.device(DEV)`, `torch.device(f"cuda:{rank}")`."""
