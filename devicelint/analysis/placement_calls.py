@@ -330,6 +330,10 @@ class CallEvaluation:
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
+        if self.cls is None and isinstance(func.value, cst.Name) and func.value.value == "self":
+            sibling = self.analysis.method_of_plain_class(self.scope, method)
+            if sibling is not None:  # a trainer's `self._report(loss)`
+                return self._follow(sibling, call, self._args(call), skip_self=not _is_static(sibling))
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
             if member.kind == MODULE and (member.where == ACCELERATOR or member.fields) or member.device is not None and devicey(member):

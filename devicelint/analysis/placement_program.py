@@ -343,6 +343,13 @@ class FileAnalysis:
             return {}
         return self.scope(init).facts
 
+    def method_of_plain_class(self, scope: cst.CSTNode, name: str) -> cst.FunctionDef | None:
+        """The method `name` of the plain class whose method `scope` is (`self.helper(...)`)."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if isinstance(scope, cst.FunctionDef) else None
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        return self.plain_classes.get(cls.name.value, {}).get(name)
+
     def stated_attribute(self, method: cst.FunctionDef, attr: str) -> Fact | None:
         """`self.<attr>` as the class states it for `method`: as `__init__` leaves it, else as
         the one other method that assigns it leaves it (`setup()` storing the device and the

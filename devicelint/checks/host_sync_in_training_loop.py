@@ -105,8 +105,13 @@ class HostSyncInTrainingLoop(Rule):
     it and never names an accelerator is taken to train on the CPU; a training loop that runs on
     the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
-    handlers are not reported. Reads inside helper functions called from the loop are not seen,
-    unless the helper is itself a step function. One statement gives at most one finding.
+    handlers are not reported, nor are reads after an early exit on a logging condition (`if step
+    % log_every != 0: return`). A `%` branch that steps the optimizer (gradient accumulation's
+    update) runs on every optimizer step and is not a logging condition. Steps are the innermost
+    loop around a backward, a function that backpropagates and steps, a helper with a backward
+    that a loop calls, and a LightningModule's `training_step`; the file's functions and `self`
+    methods that a step calls on every step are read too (one level deep). One statement gives
+    at most one finding.
     """
 
     code = "DL401"
@@ -117,7 +122,7 @@ class HostSyncInTrainingLoop(Rule):
         "kernels finish; {advice}"
     )
     severity = "warning"
-    tokens = ("backward",)
+    tokens = ("backward", "training_step")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         done: set[int] = set()  # statements already reported: one finding per statement
