@@ -127,14 +127,18 @@ class CallEvaluation:
         """Whether the loader's `collate_fn` (a lambda, or a function or class of the file) moves
         what it returns to a device."""
         collate = next((a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None)
-        while isinstance(collate, cst.Call) and collate.args:  # `partial(collate, device=...)`
-            collate = collate.args[0].value
+        while isinstance(collate, cst.Call):
+            if isinstance(collate.func, cst.Name) and collate.func.value in self.analysis.functions:
+                collate = collate.func  # `make_collate(tokenizer)`: the factory builds the function
+            elif collate.args:
+                collate = collate.args[0].value  # `partial(collate, device=...)`
+            else:
+                break
         body: cst.CSTNode | None = collate if isinstance(collate, cst.Lambda) else None
         if isinstance(collate, cst.Name):
             body = self.analysis.functions.get(collate.value) or next(
                 (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None)
-        return body is not None and any(
-            isinstance(node, cst.Call) and move_call(node) in ("to", "cuda") for node in self.ctx.index.walk(body))
+        return body is not None and any(_places_on_device(node) for node in self.ctx.index.walk(body))
 
     def _torch_device(self, call: cst.Call) -> Fact:
         """`torch.device("cuda", 1)`, `torch.device(DEV)`, `torch.device(f"cuda:{rank}")`."""
@@ -575,6 +579,16 @@ class CallEvaluation:
             self.analysis.extra_meetings.extend(cached.meetings)
             self.analysis.extra_crossings.extend(cached.crossings)
         return cached.returns or UNKNOWN_FACT
+
+
+def _places_on_device(node: cst.CSTNode) -> bool:
+    """`t.to(device)`, `t.cuda()`, `torch.tensor(x, device=device)` (not to the CPU)."""
+    if not isinstance(node, cst.Call):
+        return False
+    if move_call(node) in ("to", "cuda"):
+        return True
+    device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+    return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
 
 
 def _without_followed(fact: Fact) -> Fact:
