@@ -37,10 +37,13 @@ KNOWN_FALSE_ALARMS = _stems_listed("known_false_alarms.txt")
 
 
 def _expectation(bad: Path) -> tuple[str, set[int]]:
+    """`(code, lines)` from line 2, `# expect: CODE; lines=a,b`, read as `../shared/realbugs/score.py` does."""
     header = bad.read_text(encoding="utf-8").splitlines()[1]
-    match = re.fullmatch(r"# expect: (\S+); lines=([0-9, ]+)", header.strip())
-    assert match, f"{bad.name}: line 2 must be `# expect: CODE; lines=N[,N...]`"
-    return match.group(1), {int(n) for n in match.group(2).replace(" ", "").split(",")}
+    assert header.startswith("# expect:"), f"{bad.name}: line 2 must be `# expect: CODE; lines=N[,N...]`"
+    body = header.split(":", 1)[1].strip()
+    lines = re.search(r"lines=([0-9,\s]+)", body)
+    assert lines, f"{bad.name}: the expect line names no `lines=`"
+    return body.split(";")[0].strip(), {int(n) for n in lines.group(1).replace(" ", "").split(",") if n}
 
 
 def _findings(path: Path) -> list:
