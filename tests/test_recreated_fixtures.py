@@ -70,7 +70,9 @@ def test_there_are_recreated_pairs() -> None:
 def test_good_twin_is_clean(bad: Path) -> None:
     good = bad.with_name(bad.name.replace("_bad.py", "_good.py"))
     assert good.is_file(), f"{bad.name} has no good twin"
-    assert good.read_text(encoding="utf-8").splitlines()[1].strip() == "# expect: clean"
+    bad_header, good_header = (p.read_text(encoding="utf-8").splitlines()[:2] for p in (bad, good))
+    assert bad_header[0].startswith("# source: https://") and good_header[0] == bad_header[0]
+    assert good_header[1].strip() == "# expect: clean"
     detail = [f"{f.line}:{f.column} {f.code} {f.message}" for f in _findings(good)]
     assert not detail, "\n".join(detail)
 
