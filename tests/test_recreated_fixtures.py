@@ -1,9 +1,10 @@
 """Device bugs re-created from public threads (`fixtures/recreated/`): each bad file is found by
 its rule at one of the lines its header names, and its one-fix twin is clean.
 
-The bugs were written by other people, so the pairs measure the engine rather than fit it: the
-ones the current rules miss are listed in `known_misses.txt` and run as strict xfail, so the list
-must shrink (and a stale entry fails) as the engine improves.
+The bugs were written by other people, so the pairs measure the engine rather than fit it: bad
+files the current rules miss are listed in `known_misses.txt`, and good twins they still report in
+`known_false_alarms.txt`; both run as strict xfail, so a stale entry fails and the lists shrink as
+the engine improves.
 """
 
 from __future__ import annotations
