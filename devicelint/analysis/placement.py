@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from devicelint.analysis.placement_calls import LAUNCHER, CallEvaluation
+from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
@@ -234,6 +234,11 @@ class _Interpreter(CallEvaluation):
             if wrapper in ("tqdm", "iter"):
                 self._bind_batch(target, self._loader_inner(source.args[0].value))
                 return
+            if wrapper == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(source.args):
+                # `for seq, length in zip(padded, lengths)`: each target takes an element of its own
+                for element, arg in zip(target.elements, source.args):
+                    self._bind(element.value, _element_of(self._fact_of(arg.value)))
+                return
         if self._is_loader(source, iterable):
             self._bind_batch(target, True)
             return
@@ -378,6 +383,10 @@ class _Interpreter(CallEvaluation):
                     self._bind(element.value, sub)
             elif fact.batch:
                 self._bind_batch(target, True)
+            elif fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.elements is None and fact.fields is None:
+                # a batch of a prepared loader: each part is a tensor on the device
+                for element in elements:
+                    self._bind(element.value, Fact(DEVICE, where=ACCELERATOR))
             elif fact.is_tensor:
                 # `q, k, v = qkv.chunk(3)`: the pieces of a tensor live where it lives
                 for element in elements:
@@ -641,8 +650,12 @@ def _element_of(iterable: Fact) -> Fact:
     they are alike."""
     if iterable.kind == MODULE:
         return Fact(MODULE, where=iterable.where)
+    if iterable == DEVICE_LOADER:
+        return Fact(UNKNOWN, where=ACCELERATOR, batch=False)
     if iterable.elements and len(set(iterable.elements)) == 1:
         return iterable.elements[0]
+    if iterable.is_tensor and not iterable.batch and not iterable.scalar:
+        return replace(iterable, mask=False)  # the rows of a tensor live where it does
     return UNKNOWN_FACT
 
 

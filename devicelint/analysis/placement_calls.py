@@ -476,8 +476,7 @@ class CallEvaluation:
     def _prepared(self, call: cst.Call) -> Fact:
         """`accelerator.prepare(model, optimizer, loader)`, `fabric.setup(model, opt)`: the
         modules come back on the launcher's device, everything else as it went in."""
-        parts = tuple(Fact(MODULE, where=ACCELERATOR, factory=fact.factory) if fact.kind == MODULE or _model_named(node)
-                      else UNKNOWN_FACT for fact, node in self._args(call))
+        parts = tuple(_prepared_part(fact, node) for fact, node in self._args(call))
         return parts[0] if len(parts) == 1 else Fact(UNKNOWN, elements=parts)
 
     def _record_instance(self, call: cst.Call, names: list[str]) -> Fact:
@@ -611,6 +610,21 @@ LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
 PLACING_LAUNCHERS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
 PLACING_METHODS = frozenset({"prepare", "prepare_model", "setup", "setup_module"})
 LAUNCHER = Fact(UNKNOWN, factory="<launcher>")
+
+
+# A loader a launcher prepared: its batches come on the device.
+DEVICE_LOADER = Fact(UNKNOWN, factory="<device loader>")
+
+
+def _prepared_part(fact: Fact, node: cst.CSTNode) -> Fact:
+    """What `accelerator.prepare` returns for one argument: modules on the device, loaders that
+    yield device batches, tensors as they were (it does not move them), the rest unknown."""
+    if fact.kind == MODULE or (fact == UNKNOWN_FACT and _model_named(node)):
+        return Fact(MODULE, where=ACCELERATOR, factory=fact.factory)
+    if fact == LOADER or "loader" in (dotted_name(node) or "").lower() or (
+            isinstance(node, cst.Call) and "loader" in (dotted_name(node.func) or "").lower()):
+        return DEVICE_LOADER
+    return fact if fact.is_tensor else UNKNOWN_FACT
 
 
 def _model_named(node: cst.CSTNode) -> bool:
