@@ -527,7 +527,7 @@ class _Interpreter(CallEvaluation):
             # a trainer's `self.device = torch.device("cuda:1")`, `self.model = model.to(device)`,
             # `self.accelerator = Accelerator()`
             stated = self._stated(attr)
-            if stated is not None and (stated.where == ACCELERATOR and stated.kind in (DEVICE_VALUE, MODULE)
+            if stated is not None and (stated.where == ACCELERATOR and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
                                        or stated.device is not None and stated.where == ACCELERATOR
                                        or stated == LAUNCHER or stated.kind == MODULE and stated.fields):
                 return stated

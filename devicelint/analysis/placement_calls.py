@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from devicelint.analysis.placement_classes import ClassFacts
     from devicelint.context import FileContext
 
-_MAX_FOLLOW_DEPTH = 3
+# Calls are followed this many levels deep: an interpreter at this depth follows none.
+MAX_FOLLOW_DEPTH = 3
 # torch functions whose result has more elements than each of their tensor arguments.
 GATHERING_FUNCTIONS = frozenset(
     {"stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d",
@@ -340,7 +341,9 @@ class CallEvaluation:
                 return self._follow(sibling, call, self._args(call), skip_self=not _is_static(sibling))
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
-            if member.kind == MODULE and (member.where == ACCELERATOR or member.fields) or member.device is not None and devicey(member):
+            # a moved value that is called is a module on the device
+            if member.kind == MODULE and (member.where == ACCELERATOR or member.fields) or (
+                    member.kind == UNKNOWN and member.where == ACCELERATOR and not member.batch) or member.device is not None and devicey(member):
                 return self._module_call(call, member, func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
@@ -544,7 +547,7 @@ class CallEvaluation:
                 cls: "ClassFacts | None" = None, placed: bool = True) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
         each distinct set of argument facts is analysed once per file)."""
-        if self.depth >= _MAX_FOLLOW_DEPTH or func is self.scope:
+        if self.depth >= MAX_FOLLOW_DEPTH or func is self.scope:
             return UNKNOWN_FACT
         params = list(func.params.posonly_params) + list(func.params.params)
         if skip_self and params:

@@ -13,15 +13,17 @@ from typing import Callable
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_calls import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    FACTORIES, TENSOR_ONLY_METHODS, Fact, is_tensor_function,
+    FACTORIES, TENSOR_ONLY_METHODS, UNKNOWN_FACT, Fact, is_tensor_function,
 )
 from devicelint.analysis.placement_values import DATA_WORDS, Env
 from devicelint.context import FileContext
 
 # A chain of helpers analysed one inside another stops here (the stack must not run out).
 _MAX_NESTED_SCOPES = 6
+
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,7 @@ class FileAnalysis:
         self._injected_class: dict[tuple[int, str], str | None] = {}
         self._construction: dict[int, set[str]] = {}
         self._assigned: dict[int, dict[str, list[cst.FunctionDef]]] = {}
+        self._shallow_runs: dict[int, ScopePlacement] = {}
         self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
@@ -355,18 +358,28 @@ class FileAnalysis:
         the one other method that assigns it leaves it (`setup()` storing the device and the
         moved model, read by `training_step`): a class is one unit over its methods."""
         stated = self.init_env(method).get(f"self.{attr}")
-        if stated is not None:
+        if stated is not None and stated != UNKNOWN_FACT:
             return stated
+        # `__init__` stores it as it came (or not at all); one other method sets it up
+        # (`self.model = self.model.to(self.device)` in `fit()`), the others use it after.
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
         if not isinstance(cls, cst.ClassDef):
-            return None
-        others = [m for m in self._assigners(cls).get(attr, ()) if m is not method]
-        if len(others) != 1 or others[0].name.value == "__init__":
-            return None
-        other = others[0]
-        if id(other) not in self.scopes and self.active >= _MAX_NESTED_SCOPES:
-            return None
-        return self.scope(other).facts.get(f"self.{attr}")
+            return stated
+        others = [m for m in self._assigners(cls).get(attr, ()) if m is not method and m.name.value != "__init__"]
+        if len(others) != 1:
+            return stated
+        return self._shallow(others[0]).facts.get(f"self.{attr}", stated)
+
+    def _shallow(self, method: cst.FunctionDef) -> ScopePlacement:
+        """A method's own facts without following its calls: what it leaves on `self`, even
+        while it is itself being analysed further up the stack (a method that sets the model
+        up and then calls the one that reads it)."""
+        found = self._shallow_runs.get(id(method))
+        if found is None:
+            self._shallow_runs[id(method)] = ScopePlacement(node=method, name="", cls=None)  # recursion sees nothing
+            found = self.interpreter(self.ctx, self, method, self._class_of.get(id(method)), None, MAX_FOLLOW_DEPTH).run()
+            self._shallow_runs[id(method)] = found
+        return found
 
     def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
         """For each `self.<attr>` of a class: the methods that assign it (any class)."""
