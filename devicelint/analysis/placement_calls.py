@@ -198,7 +198,7 @@ class CallEvaluation:
         has_device, device, device_node = self._device_argument(call)
         if has_device:
             return self._placed(device, device_node)
-        context = self._device_context(call)
+        context = self._device_context(call) if short != "from_numpy" else None
         if context is not None:
             return self._placed(context, None)
         if short == "normal" and call.args and not is_number(call.args[0].value):
@@ -214,7 +214,9 @@ class CallEvaluation:
             elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
                 data = args[0][0] if args else UNKNOWN_FACT
                 return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
-        if self._under_device_guard(call) or is_empty_placeholder(call, short) or sets_accelerator_default(self.ctx):
+        # `from_numpy` shares the array's memory: it is on the CPU whatever the default device is
+        default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
+        if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
             return UNKNOWN_FACT
         scalar = short in ("tensor", "as_tensor", "scalar_tensor") and bool(call.args) and (
             is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER
@@ -244,6 +246,8 @@ class CallEvaluation:
         context = self._device_context(call)
         if context is not None and context.kind == DEVICE_VALUE:
             return Fact(MODULE, where=context.where, factory=constructed, device_expr=context.device_expr, device=context.device)
+        if sets_accelerator_default(self.ctx):  # built where `torch.set_default_device("cuda")` puts it
+            return Fact(MODULE, where=ACCELERATOR, factory=constructed)
         weights = tuple((arg.keyword.value, self._fact_of(arg.value)) for arg in call.args
                         if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss"))
         if any(cpu_side(fact, allow_scalar=False) for _, fact in weights):

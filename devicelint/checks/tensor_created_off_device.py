@@ -8,7 +8,7 @@ from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_values import cpu_only_script
-from devicelint.analysis.placement_facts import FOLLOWS
+from devicelint.analysis.placement_facts import FOLLOWS, MODULE
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.registry import FixProposal, Rule, Violation, register
@@ -210,7 +210,9 @@ def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.Functio
         if meeting.device.device_expr and (not checked or bound_before(ctx, meeting.device.device_expr, origin)):
             return meeting.device.device_expr
         if isinstance(meeting.device_node, cst.Name) and (not checked or bound_before(ctx, meeting.device_node.value, origin)):
-            return f"{meeting.device_node.value}.device"
+            name = meeting.device_node.value
+            # a module has no `.device`; its parameters have
+            return f"next({name}.parameters()).device" if meeting.device.kind == MODULE else f"{name}.device"
     # The factory sits in a helper or a caller of the place where the tensors meet.
     facts = file_facts(ctx)
     placement = facts.scope(function if function is not None else ctx.module)
