@@ -102,6 +102,17 @@ def _holder(ctx: FileContext, optimizer: cst.Call, name: str, scope: int) -> int
 STATE_AT_CONSTRUCTION = {"Adagrad": "`sum`"}
 
 
+def _about_self(ctx: FileContext, call: cst.Call) -> bool:
+    """A call on `self.x` (`self.model.cuda()`, `self.opt.load_state_dict(...)`), or one that
+    assigns its result to `self.x` (`self.opt = Adagrad(...)`)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and (dotted_name(func.value) or "").startswith("self."):
+        return True
+    parent = ctx.index.parent(call)
+    return isinstance(parent, cst.Assign) and any(
+        (dotted_name(t.target) or "").startswith("self.") for t in parent.targets)
+
+
 def _same_model(held: str, moved: str) -> bool:
     """`model` and `self.model` are one model in a class whose `__init__` stores its argument."""
     return held == moved or held.removeprefix("self.") == moved.removeprefix("self.")
@@ -195,12 +206,13 @@ class OptimizerStateDevice(Rule):
         for scope in (ctx.module, *ctx.index.of_type(cst.FunctionDef)):
             init = init_of(ctx, scope)
             stream = (calls_by_scope(ctx).get(id(init), []) if init is not None else []) + calls_in_order(ctx, scope)
-            for violation in self._scan(ctx, id(scope), stream):
+            for violation in self._scan(ctx, scope, stream):
                 if id(violation.node) not in reported:
                     reported.add(id(violation.node))
                     yield violation
 
-    def _scan(self, ctx: FileContext, scope: int, stream: list[cst.Call]) -> Iterator[Violation]:
+    def _scan(self, ctx: FileContext, root: cst.CSTNode, stream: list[cst.Call]) -> Iterator[Violation]:
+        scope = id(root)
         optimizers: dict[tuple[int, str], str] = {}  # (scope, optimizer name) -> model name
         loads: dict[int, list[tuple[cst.Call, str]]] = {}  # scope -> (load call, model)
         loaded: dict[int, set[str]] = {}  # scope -> names whose (module) state was loaded
@@ -208,6 +220,8 @@ class OptimizerStateDevice(Rule):
         holding: dict[int, dict[str, cst.Call]] = {}  # scope -> tensor name -> optimizer built from it
         moved_first: dict[int, set[str]] = {}  # scope -> models moved before anything was built
         for call in stream:
+            if (ctx.index.enclosing_function(call) or ctx.module) is not root and not _about_self(ctx, call):
+                continue  # another method's locals are not this function's: only `self.x` is shared
             model = _optimizer_of(ctx, call)
             if model is not None:
                 parent = ctx.index.parent(call)
