@@ -82,6 +82,18 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
     return ctx.shared("training.loops.step_regions", build)
 
 
+def _evaluates(ctx: FileContext, func: cst.FunctionDef) -> bool:
+    """An evaluation helper (`model.eval()`, `torch.no_grad()`): reading its results is what it is
+    for, even where a full-batch loop calls it every epoch."""
+    for node in ctx.index.walk(func.body):
+        if isinstance(node, cst.Call) and (
+                (isinstance(node.func, cst.Attribute) and node.func.attr.value == "eval" and not node.args)
+                or ctx.qualified_name(node.func) in ("torch.no_grad", "torch.inference_mode")):
+            return True
+    return any(ctx.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+               in ("torch.no_grad", "torch.inference_mode") for d in func.decorators)
+
+
 def _called_in_a_loop(ctx: FileContext, func: cst.FunctionDef) -> bool:
     """Whether the file calls `func` (by its name, or as `self.<name>`) inside a loop."""
     name = func.name.value
@@ -126,7 +138,8 @@ def _called_helpers(ctx: FileContext, regions: list[StepRegion]) -> list[StepReg
                 helper = functions.get(func.value)
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
                 helper = methods.get(func.attr.value)
-            if helper is None or id(helper) in owners or id(helper) in found or helper.name.value.startswith("__"):
+            if (helper is None or id(helper) in owners or id(helper) in found or helper.name.value.startswith("__")
+                    or _evaluates(ctx, helper)):
                 continue
             found[id(helper)] = StepRegion(helper, helper.body, Scope(node=helper), ())
     return list(found.values())
