@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.training.helpers import BACKWARD, SCALED_BACKWARD, kinds
 from devicelint.analysis.training.step import training_scopes
 from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext
@@ -52,8 +53,10 @@ class BackwardInsideAutocast(Rule):
 
     ## Known limits
     Only `with` blocks in the same function as the backward call are seen, directly or through
-    a name (`ctx = torch.autocast(...)`; `with ctx:`). A block with a literal `enabled=False`
-    is not reported.
+    a name (`ctx = torch.autocast(...)`; `with ctx:`). A backward in a helper of the file
+    (`self.backward(loss)`, `do_backward(loss)`, a method of an object the file builds) counts
+    where the helper is called; helpers of other modules are not followed. A block with a
+    literal `enabled=False` is not reported.
     """
 
     code = "DL306"
@@ -69,7 +72,9 @@ class BackwardInsideAutocast(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for scope in training_scopes(ctx):
-            for call in scope.backwards:
+            # A helper of the file that backpropagates (`self.backward(loss)`) runs its backward here.
+            helpers = [call for call, found in scope.helper_calls if kinds(found) & {BACKWARD, SCALED_BACKWARD}]
+            for call in (*scope.backwards, *helpers):
                 for autocast in scope.autocasts:
                     if autocast.enabled is not False and inside(ctx, call, autocast.node):
                         yield self.violation(call, fix=_dedent_backward(ctx, call, autocast.node),

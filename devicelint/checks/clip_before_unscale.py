@@ -4,7 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import order, scaled_backward, training_scopes
+from devicelint.analysis.training.helpers import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
+from devicelint.analysis.training.step import Scope, order, scaled_backward, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, short
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_before, own_line_statement
@@ -68,15 +69,17 @@ class ClipBeforeUnscale(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes = training_scopes(ctx)
-        file_unscales = any(s.scaler_calls.get("unscale_") for s in scopes)
+        file_unscales = any(s.scaler_calls.get("unscale_") or _helper_sites(s, UNSCALE) for s in scopes)
         rank = order(ctx)
         for scope in scopes:
-            steps = scope.scaler_calls.get("step", [])
-            if not steps or not scope.clips:
+            direct_steps = scope.scaler_calls.get("step", [])
+            steps = [*direct_steps, *_helper_sites(scope, SCALER_STEP)]
+            clips = [*scope.clips, *_unguarded_clips(scope)]
+            if not steps or not clips:
                 continue
-            scaled = [b for b in scope.backwards if scaled_backward(ctx, b)]
-            unscales = scope.scaler_calls.get("unscale_", [])
-            for clip in scope.clips:
+            scaled = [b for b in scope.backwards if scaled_backward(ctx, b)] + _helper_sites(scope, SCALED_BACKWARD)
+            unscales = [*scope.scaler_calls.get("unscale_", []), *_helper_sites(scope, UNSCALE)]
+            for clip in clips:
                 at = rank[id(clip)]
                 if not any(rank[id(s)] > at and not exclusive(ctx, clip, s) for s in steps):
                     continue
@@ -85,9 +88,29 @@ class ClipBeforeUnscale(Rule):
                 before = [b for b in scaled if rank[id(b)] < at and not exclusive(ctx, clip, b)]
                 if not before and (scaled or file_unscales or unscales):
                     continue
-                later = [s for s in steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
+                if not before and clip not in scope.clips:
+                    continue  # a helper that clips, with no scaled backward in sight: too little to go on
+                later = [s for s in direct_steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
                 fix = None if unscales else _unscale_first(ctx, clip, later, len(steps))
                 yield self.violation(clip, fix=fix, clip=short(ctx, clip))
+
+
+def _helper_sites(scope: Scope, kind: str) -> list[cst.Call]:
+    """Calls of the file's own functions (or of another object's unscaling method) that do `kind`."""
+    return [call for call, found in scope.helper_calls if kind in kinds(found)]
+
+
+def _unguarded_clips(scope: Scope) -> list[cst.Call]:
+    """Calls of helpers that clip with no `unscale_` before the clip and no scaler step after it
+    inside the helper: the caller's order decides whether the gradients are still scaled."""
+    out = []
+    for call, found in scope.helper_calls:
+        order_of = [effect.kind for effect in found]
+        for index, kind in enumerate(order_of):
+            if kind == CLIP and UNSCALE not in order_of[:index] and SCALER_STEP not in order_of[index:]:
+                out.append(call)
+                break
+    return out
 
 
 def _unscale_first(ctx: FileContext, clip: cst.Call, later_steps: list[cst.Call], steps: int) -> FixProposal | None:

@@ -5,9 +5,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import AMP_WORDS, is_scaler, proven_scaler, training_scopes
+from devicelint.analysis.training.helpers import SCALER_STEP
+from devicelint.analysis.training.step import AMP_WORDS, Scope, is_scaler, proven_scaler, training_scopes
 from devicelint.analysis.training.values import assignments
-from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words
+from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words, text_of
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
 from devicelint.registry import FixProposal, Rule, Violation, register
@@ -76,9 +77,13 @@ class GradscalerUpdateMissing(Rule):
         file_updates = any(s.scaler_calls.get("update") for s in scopes)
         for scope in scopes:
             steps = scope.scaler_calls.get("step", [])
-            if not steps:
-                continue
             updates = scope.scaler_calls.get("update", [])
+            if not steps:
+                # A helper of the class steps (`self.optimizer_step()`), or another method does.
+                steps = _helper_steps(ctx, scope) or (_steps_elsewhere(ctx, scope, scopes) if updates else [])
+                if steps:
+                    yield from self._partial_updates(ctx, scope, steps, updates)
+                continue
             if not updates:
                 proven = [s for s in steps if proven_scaler(ctx, receiver(s))]
                 if not file_updates and proven:
@@ -89,34 +94,63 @@ class GradscalerUpdateMissing(Rule):
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
-            # `if (i + 1) % accum == 0:` repeated around the step and around the update is fine.
-            step_tests = {
-                test_words(ctx, branch.test) for step in steps for branch, _ in enclosing_ifs(ctx, step, scope.node)
-            }
-            for update in updates:
-                for branch, _ in enclosing_ifs(ctx, update, scope.node):
-                    if any(inside(ctx, step, branch) for step in steps):
-                        break
-                    words = test_words(ctx, branch.test)
-                    if words in step_tests:
-                        break
-                    if _step_outcome(ctx, branch.test, scope.node):
-                        yield self.violation(
-                            update,
-                            what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
-                                 f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
-                                 "is never lowered and the next `scaler.step` raises",
-                        )
-                        break
-                    if any(w in words for w in AMP_WORDS):
-                        break
+            yield from self._partial_updates(ctx, scope, steps, updates)
+
+    def _partial_updates(self, ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]) -> Iterator[Violation]:
+        """Updates of `scope` that run under a condition the steps (of this scope, or of other
+        methods of its class) do not run under."""
+        # `if (i + 1) % accum == 0:` repeated around the step and around the update is fine.
+        step_tests = {
+            test_words(ctx, branch.test) for step in steps
+            for branch, _ in enclosing_ifs(ctx, step, ctx.index.enclosing_function(step) or ctx.module)
+        }
+        for update in updates:
+            for branch, _ in enclosing_ifs(ctx, update, scope.node):
+                if any(inside(ctx, step, branch) for step in steps):
+                    break
+                words = test_words(ctx, branch.test)
+                if words in step_tests:
+                    break
+                if _step_outcome(ctx, branch.test, scope.node):
                     yield self.violation(
                         update,
-                        what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
-                             f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
-                             "does not adapt",
+                        what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
+                             f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
+                             "is never lowered and the next `scaler.step` raises",
                     )
                     break
+                if any(w in words for w in AMP_WORDS):
+                    break
+                yield self.violation(
+                    update,
+                    what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
+                         f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
+                         "does not adapt",
+                )
+                break
+
+
+def _helper_steps(ctx: FileContext, scope: Scope) -> list[cst.Call]:
+    """Calls in `scope` of helpers that step a scaler on every call (`self.optimizer_step()`)."""
+    return [
+        call for call, found in scope.helper_calls
+        if any(e.kind == SCALER_STEP and not e.conditional for e in found)
+    ]
+
+
+def _steps_elsewhere(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> list[cst.Call]:
+    """`scaler.step(...)` of the scaler `scope` updates, in other methods of the same class: a
+    trainer that steps in `optimizer_step` and updates in `on_step_end` is one unit."""
+    cls = ctx.index.enclosing_class(scope.node)
+    if cls is None:
+        return []
+    names = {text_of(receiver(u)) for u in scope.scaler_calls.get("update", [])}
+    return [
+        step for other in scopes if other is not scope and ctx.index.enclosing_class(other.node) is cls
+        for step in other.scaler_calls.get("step", [])
+        # a step on every call of its method: a conditional one may pair with the conditional update
+        if text_of(receiver(step)) in names and not any(enclosing_ifs(ctx, step, other.node))
+    ]
 
 
 # torch, math and numpy checks of a value's finiteness.

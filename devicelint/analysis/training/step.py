@@ -88,6 +88,9 @@ class Scope:
     scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
     optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
     clips: list[cst.Call] = field(default_factory=list)
+    # Calls of the file's own functions that scale, backpropagate, unscale, clip, step or update
+    # (`clip_gradients(model)`, `self.optimizer_step()`), with what they do (`helpers.effects`).
+    helper_calls: list[tuple[cst.Call, tuple]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- autocast
@@ -209,9 +212,18 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
     """Every scope that calls `.backward()` or a GradScaler method, with its step facts."""
 
     def build(c: FileContext) -> list[Scope]:
+        from devicelint.analysis.training.helpers import effects_of_call, named_unscale  # helpers reads this module
+
         scopes: dict[int, Scope] = {}
         for call in c.index.of_type(cst.Call):
             name = method_name(call)
+            if c.qualified_name(call.func) not in CLIPPERS:
+                found = effects_of_call(c, call)
+                if found:
+                    _scope(c, scopes, call).helper_calls.append((call, found))
+                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)):
+                    # `self.strategy.unscale_gradients(opt)`: another object unscales, as its name says.
+                    _scope(c, scopes, call).helper_calls.append((call, (named_unscale(call),)))
             if name is None:
                 if c.qualified_name(call.func) in CLIPPERS:
                     _scope(c, scopes, call).clips.append(call)

@@ -79,12 +79,18 @@ def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
 
 
 def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
-    """Possible values of `node` through names, conditionals and dict look-ups; `leaf` reads one."""
+    """Possible values of `node` through names, conditionals, dict look-ups, parameter defaults and
+    configuration fields; `leaf` reads one."""
     if depth > 8:
         return frozenset({UNKNOWN})
     direct = leaf(node)
     if direct is not None:
         return frozenset({direct})
+    if isinstance(leaf, _DtypeLeaf) and isinstance(node, cst.Call):
+        name = _torch_attribute_name(ctx, node)
+        if name is not None:  # `getattr(torch, cfg.dtype)` with `dtype: str = "float16"`
+            return _resolve(ctx, name, scope, _dtype_string_leaf, depth + 1)
+        return frozenset({UNKNOWN})
     if isinstance(node, cst.IfExp):
         return _resolve(ctx, node.body, scope, leaf, depth + 1) | _resolve(ctx, node.orelse, scope, leaf, depth + 1)
     if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
@@ -102,11 +108,16 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
         return frozenset({UNKNOWN})
     if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
         values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
+        if not values and isinstance(node, cst.Attribute):
+            values = config_field_values(ctx, node.attr.value)
         if not values:
             return frozenset({UNKNOWN})
         out = frozenset()
         for value in values:
             if value is None:
+                default = _parameter_default(node, scope) if isinstance(node, cst.Name) else None
+                if default is not None:  # the parameter's default, or whatever a caller passes
+                    out |= _resolve(ctx, default, scope, leaf, depth + 1)
                 out |= {UNKNOWN}
                 continue
             # `self.x = ...` is read in the scope that assigned it.
@@ -116,8 +127,84 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
     return frozenset({UNKNOWN})
 
 
+def _parameter_default(node: cst.Name, scope: cst.CSTNode) -> cst.BaseExpression | None:
+    """The default of parameter `node` of function `scope` (`amp_dtype=torch.float16`)."""
+    if not isinstance(scope, cst.FunctionDef):
+        return None
+    params = scope.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == node.value:
+            return param.default
+    return None
+
+
+def config_field_values(ctx: FileContext, field: str) -> list[cst.BaseExpression | None] | None:
+    """What a configuration field (`cfg.amp_dtype`, `self.args.dtype`) can hold: the class-level
+    defaults of classes of the file that declare it (dataclasses, config classes) and the
+    `Config(field=...)` keywords the file passes; a constructor called with `**kwargs` may set
+    anything (unknown). None when no class of the file declares the field."""
+
+    def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
+        table: dict[str, list[cst.BaseExpression | None]] = {}
+        declaring: dict[str, set[str]] = {}
+        for cls in c.index.of_type(cst.ClassDef):
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+            for statement in body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                        table.setdefault(small.target.value, []).append(small.value)
+                        declaring.setdefault(cls.name.value, set()).add(small.target.value)
+                    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                        table.setdefault(small.targets[0].target.value, []).append(small.value)
+                        declaring.setdefault(cls.name.value, set()).add(small.targets[0].target.value)
+        for call in c.index.of_type(cst.Call):
+            if not isinstance(call.func, cst.Name) or call.func.value not in declaring:
+                continue
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value in table:
+                    table[arg.keyword.value].append(arg.value)
+                elif arg.star or arg.keyword is None:
+                    for name in declaring[call.func.value]:
+                        table[name].append(None)
+        return table
+
+    values = ctx.shared("training.values.config_fields", build).get(field)
+    return list(values) if values else None
+
+
+def _torch_attribute_name(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """`name` in `getattr(torch, name)`."""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    if isinstance(call.func, cst.Name) and call.func.value == "getattr" and len(args) >= 2:
+        if ctx.qualified_name(args[0]) == "torch":
+            return args[1]
+    return None
+
+
+def _dtype_string_leaf(node: cst.BaseExpression) -> str | None:
+    """`"float16"`, `"bf16"`, the string that names a dtype in `getattr(torch, ...)`."""
+    if isinstance(node, cst.SimpleString):
+        value = literal_value(node)
+        if isinstance(value, str):
+            return DTYPES.get(f"torch.{value}", UNKNOWN)
+    return None
+
+
+class _DtypeLeaf:
+    """Reads a `torch.float16`-like name; a marker too, so that `getattr(torch, ...)` is followed
+    only when dtypes are asked for."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self, node: cst.BaseExpression) -> str | None:
+        return DTYPES.get(self.ctx.qualified_name(node) or "")
+
+
 def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
-    return _resolve(ctx, node, scope, lambda n: DTYPES.get(ctx.qualified_name(n) or ""))
+    return _resolve(ctx, node, scope, _DtypeLeaf(ctx))
 
 
 def _device_leaf(node: cst.BaseExpression) -> str | None:
