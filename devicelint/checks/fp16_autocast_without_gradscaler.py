@@ -5,9 +5,12 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.reads import computed_from, read_names
-from devicelint.analysis.training.step import Autocast, Scope, names_assigned_in, order, scaled_backward, training_scopes
+from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.step import (
+    Autocast, Scope, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
+)
 from devicelint.analysis.training.values import UNKNOWN
-from devicelint.analysis.training.syntax import inside, receiver, short
+from devicelint.analysis.training.syntax import assigned_names, inside, receiver, short
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -75,7 +78,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
     name = "fp16-autocast-without-gradscaler"
     summary = "float16 autocast in a training step without a `GradScaler`: small gradients underflow to zero."
     message = (
-        "`{backward}` backpropagates a loss computed under `{autocast}`, which {how}, "
+        "`{backward}` backpropagates a loss computed under `{autocast}`{where}, which {how}, "
         "with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
         "`scaler = {scaler}`{support} with `scaler.scale(loss).backward()`, "
         "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`"
@@ -85,7 +88,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes = training_scopes(ctx)
         for scope in scopes:
-            if not scope.autocasts or not scope.backwards or scope.scaler_calls.get("scale"):
+            if not scope.backwards or scope.scaler_calls.get("scale"):
                 continue
             if not _steps_optimizer(ctx, scope, scopes):
                 continue
@@ -107,8 +110,16 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     reported.add(id(call))
                     yield self.violation(
                         call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=_how(autocast),
-                        **_scaler_advice(ctx),
+                        where="", **_scaler_advice(ctx),
                     )
+            for call, autocast, helper in _losses_from_helpers(ctx, scope):
+                if id(call) in reported:
+                    continue
+                reported.add(id(call))
+                yield self.violation(
+                    call, backward=short(ctx, call), how=_how(autocast),
+                    autocast=short(ctx, autocast.expr), where=f" in `{helper.name.value}`", **_scaler_advice(ctx),
+                )
 
 
 def _how(autocast: Autocast) -> str:
@@ -127,6 +138,26 @@ def _scaler_advice(ctx: FileContext) -> dict[str, str]:
     if problem is None:
         return {"scaler": 'torch.amp.GradScaler("cuda")', "support": ""}
     return {"scaler": "torch.cuda.amp.GradScaler()", "support": f" ({problem}; the old spelling is deprecated from 2.4 on)"}
+def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
+    """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
+    float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
+    plain = [b for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+    if not plain:
+        return
+    for node in ctx.index.walk(scope.node):
+        if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            continue
+        helper = callee(ctx, node.value)
+        autocast = returned_under_autocast(ctx, helper) if helper is not None else None
+        if autocast is None or not autocast.may_run_float16:
+            continue
+        seeds = {n for t in node.targets for n in assigned_names(t.target)}
+        losses = computed_from(ctx, scope.node, seeds)
+        for call in plain:
+            if read_names(ctx, receiver(call)) & losses:  # type: ignore[arg-type]
+                yield call, autocast, helper
+
+
 def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
     """The source rank of the first call inside the `with` block (its body starts after it)."""
     for node in ctx.index.walk(with_node):

@@ -6,9 +6,14 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.helpers import SCALER_STEP
-from devicelint.analysis.training.step import AMP_WORDS, Scope, is_scaler, proven_scaler, training_scopes
+from devicelint.analysis.training.loops import innermost_loop
+from devicelint.analysis.training.step import (
+    AMP_WORDS, GRAD_SCALERS, Scope, is_scaler, names_assigned_in, proven_scaler, training_scopes,
+)
 from devicelint.analysis.training.values import assignments
-from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words, text_of
+from devicelint.analysis.training.syntax import (
+    enclosing_ifs, inside, is_false, keyword, method_name, receiver, scope_of, short, test_words, text_of,
+)
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
 from devicelint.registry import FixProposal, Rule, Violation, register
@@ -68,7 +73,7 @@ class GradscalerUpdateMissing(Rule):
     code = "DL303"
     name = "gradscaler-update-missing"
     summary = "`scaler.step()` without `scaler.update()` on every step."
-    message = "{what}; call `scaler.update()` right after `scaler.step(...)` on every step that steps"
+    message = "{what}; {remedy}"
     fix_availability = "sometimes"
     tokens = ("scale",)
 
@@ -90,11 +95,19 @@ class GradscalerUpdateMissing(Rule):
                     step = proven[0]
                     yield self.violation(
                         step, fix=_add_update(ctx, step),
+                        remedy=UPDATE_REMEDY,
                         what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
             yield from self._partial_updates(ctx, scope, steps, updates)
+        for call, loop in _scalers_made_per_pass(ctx, scopes):
+            yield self.violation(
+                call, remedy="create the scaler once, before the training loop",
+                what=f"`{short(ctx, call)}` builds a new scaler on every pass of `{_header(ctx, loop)}`, so what "
+                     "`update()` learned about the loss scale is thrown away: each pass starts again from the "
+                     "initial scale and skips steps with inf gradients until it has lowered it again",
+            )
 
     def _partial_updates(self, ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]) -> Iterator[Violation]:
         """Updates of `scope` that run under a condition the steps (of this scope, or of other
@@ -113,7 +126,7 @@ class GradscalerUpdateMissing(Rule):
                     break
                 if _step_outcome(ctx, branch.test, scope.node):
                     yield self.violation(
-                        update,
+                        update, remedy=UPDATE_REMEDY,
                         what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
                              f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
                              "is never lowered and the next `scaler.step` raises",
@@ -122,12 +135,57 @@ class GradscalerUpdateMissing(Rule):
                 if any(w in words for w in AMP_WORDS):
                     break
                 yield self.violation(
-                    update,
+                    update, remedy=UPDATE_REMEDY,
                     what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
                          f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
                          "does not adapt",
                 )
                 break
+
+
+UPDATE_REMEDY = "call `scaler.update()` right after `scaler.step(...)` on every step that steps"
+# Words of a loop header that make each pass a separate run (a fold, a trial, a sweep point), where
+# a fresh scaler is right.
+RUN_WORDS = ("fold", "run", "trial", "seed", "sweep", "config", "cfg", "task", "experiment", "exp", "lr", "model")
+
+
+def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tuple[cst.Call, cst.For | cst.While]]:
+    """`scaler = GradScaler(...)` inside a loop (of its function) that also steps or scales with
+    that scaler: an epoch or step loop, not a loop over separate runs (one that builds its own
+    model or optimizer, or whose header names folds, trials, seeds, learning rates)."""
+    for call in ctx.index.of_type(cst.Call):
+        if ctx.qualified_name(call.func) not in GRAD_SCALERS or is_false(keyword(call, "enabled")):
+            continue
+        assign = ctx.index.parent(call)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            continue
+        target = text_of(assign.targets[0].target)
+        loop = innermost_loop(ctx, call)
+        if target is None or loop is None:
+            continue
+        owner = scope_of(ctx, call)
+        used = [
+            c for scope in scopes if scope.node is owner
+            for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
+            if text_of(receiver(c)) == target and inside(ctx, c, loop)
+        ]
+        if not used or _per_run(ctx, loop):
+            continue
+        yield call, loop
+
+
+def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
+    header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if isinstance(loop, cst.For) else ""
+    if any(word in header for word in RUN_WORDS):
+        return True
+    built = {name.rsplit(".", 1)[-1].lower() for name in names_assigned_in(ctx, loop.body)}
+    return any("optim" in name or name.startswith("opt") or "model" in name or name == "net" for name in built)
+
+
+def _header(ctx: FileContext, loop: cst.For | cst.While) -> str:
+    if isinstance(loop, cst.For):
+        return f"for {short(ctx, loop.target, 30)} in {short(ctx, loop.iter, 40)}"
+    return f"while {short(ctx, loop.test, 40)}"
 
 
 def _helper_steps(ctx: FileContext, scope: Scope) -> list[cst.Call]:

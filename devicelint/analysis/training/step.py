@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devicelint.analysis.training.syntax import (
-    enclosing_ifs, has_star, is_false, is_true, keyword, last_word, method_name, positional, receiver,
+    body_nodes, enclosing_ifs, has_star, inside, is_false, is_true, keyword, last_word, method_name, positional, receiver,
     scope_of, test_words, text_of,
 )
 from devicelint.analysis.training.values import (
@@ -135,6 +135,28 @@ def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpre
     enabled = False if is_false(enabled_node) else (True if enabled_node is None or is_true(enabled_node) else None)
     device_text = ctx.code_for(device_node) if implied is None and device_node is not None else implied
     return Autocast(with_node, expr, devices, dtypes, enabled, dtype_node is None and not has_star(call), device_text)
+
+
+def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast | None:
+    """The autocast block `func` returns its result from: a `return` inside the block, or a
+    returned name assigned inside it (`with autocast(...): loss = ...` then `return loss`)."""
+    returns = [n for n in body_nodes(func.body) if isinstance(n, cst.Return) and n.value is not None]
+    if not returns:
+        return None
+    for node in body_nodes(func.body):
+        if not isinstance(node, cst.With):
+            continue
+        for item in node.items:
+            found = autocast_call(ctx, item.item, func)
+            if found is None:
+                continue
+            assigned = names_assigned_in(ctx, node.body)
+            for ret in returns:
+                if inside(ctx, ret, node) or any(
+                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]
+                ):
+                    return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
+    return None
 
 
 def _default_dtypes(device: str) -> tuple[str, ...]:
