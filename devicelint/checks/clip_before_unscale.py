@@ -52,8 +52,12 @@ class ClipBeforeUnscale(Rule):
     called later in the function (a second `unscale_` before `update()` raises).
 
     ## Known limits
-    The backward, the clip and the step must be in one function; if the scaled backward is in
-    another function, the clip is reported only when the file never calls `unscale_`. Clipping
+    The backward, the clip and the step must be in one function, or in helpers the file defines
+    that it calls there: `clip_gradients(model)` or `self.clipper.clip(model)` between the
+    scaled backward and the step is a clip; `unscale_grads(scaler, opt)`, `self.amp.unscale(opt)`
+    or any method named for unscaling (`strategy.unscale_gradients(opt)`) before the clip is an
+    unscale. If the scaled backward is in another function, a direct clip is reported only when
+    the file never calls `unscale_`. Clipping
     through a framework (`accelerator.clip_grad_norm_`) is not checked: it unscales itself.
     """
 

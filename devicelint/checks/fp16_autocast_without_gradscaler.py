@@ -28,7 +28,11 @@ class Fp16AutocastWithoutGradscaler(Rule):
     torch.bfloat16`), the rule reports when one of its values is float16. Autocast with no dtype
     on a device type the file computes (`torch.autocast(device_type=str(device))`,
     `device.type`) counts as float16: that is its default on the CUDA device a training script
-    is written for.
+    is written for. The dtype is followed through names, `self.x` attributes, parameter defaults
+    (`amp_dtype=torch.float16`), fields of the file's configuration classes (a dataclass default
+    and the `Config(amp_dtype=...)` keywords the file passes) and `getattr(torch, "float16")`. A
+    loss returned by a helper of the file from inside its autocast block
+    (`loss = self.compute_loss(batch)`) counts as computed under that autocast.
 
     ## Why it is a bug on a GPU
     float16 cannot represent magnitudes below about 6e-8. Many gradients of a real network are
@@ -66,8 +70,9 @@ class Fp16AutocastWithoutGradscaler(Rule):
     ## Known limits
     The loss, the backward and the optimizer step must be in one function (the step may be in
     another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted.
-    Autocast whose dtype cannot be followed (a parameter, `self.dtype`) is not reported, nor is
-    autocast entered through a helper function. With no dtype and a device type the file does not
+    Autocast whose dtype cannot be followed (a parameter with no default, a configuration
+    object from another module) is not reported. Helpers are followed when the file defines
+    them (`helper(...)`, `self.method(...)`, a method of an object the file builds). With no dtype and a device type the file does not
     spell out, a run that only ever uses the CPU (bfloat16 there) is reported too. The suggested
     `torch.amp.GradScaler("cuda")` needs torch 2.3: when the project's `torch-version` setting or
     its metadata (pyproject.toml, setup.cfg, setup.py, requirements*.txt) allows an older torch,

@@ -56,7 +56,10 @@ class GradscalerBypassed(Rule):
     `scaler.step` may be a deliberate bfloat16 path.
 
     ## Known limits
-    The calls must be in one function. A plain step in a branch that is the alternative to the
+    The calls must be in one function, or in methods of one class: a class that scales the loss
+    in one method (`training_step`) and steps the optimizer plainly in another
+    (`optimizer_step`) is reported when it never steps through a scaler, never backpropagates
+    an unscaled loss and never hands its scaler to code the file does not show. A plain step in a branch that is the alternative to the
     scaler (`if use_amp: ... else: optimizer.step()`, or under an `if` that tests an amp,
     fp16 or scaler flag) is not reported, nor is a plain step next to an unscaled
     `backward()` of another loss. Optimizers are recognised by name (`optimizer`, `opt_g`,
@@ -149,6 +152,11 @@ def _scales_of_class_without_step(ctx: FileContext, scope: Scope, scopes: list[S
         ):
             return []
         if any(not scaled_backward(ctx, b) for b in member.backwards) or member.delegated_backwards:
+            return []
+    # A scaler handed to code the file does not show (`amp_step(self.scaler, self.optimizer)`) may step there.
+    scalers = {text_of(receiver(c)) for c in scales}
+    for call in ctx.index.walk(cls):
+        if isinstance(call, cst.Call) and any(text_of(arg.value) in scalers for arg in call.args):
             return []
     return scales
 

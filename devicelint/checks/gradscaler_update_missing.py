@@ -27,7 +27,10 @@ class GradscalerUpdateMissing(Rule):
     `scaler.update()` that runs only on some iterations (under an `if` that the `scaler.step`
     is not under, such as `if step % 100 == 0:`), including the case where it runs only when the
     step really happened (`if not found_inf:`, `if math.isfinite(loss_value):`,
-    `if scaler.get_scale() >= scale_before:`).
+    `if scaler.get_scale() >= scale_before:`). A trainer class is one unit: an update in
+    `on_step_end` under such an `if` is compared with the `scaler.step` of `optimizer_step`.
+    Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it: every
+    pass starts from a fresh scaler, so the scale that `update()` learned is lost.
 
     ## Why it is a bug on a GPU
     `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it
@@ -67,7 +70,9 @@ class GradscalerUpdateMissing(Rule):
     unless it tests how the step went: a finiteness check (`isfinite`, `isnan`, `isinf`), a query
     of the scaler other than `step`/`update`, a flag named for the outcome (`found_inf`,
     `overflow`, `skipped`, `optimizer_was_run`), or a name assigned from one of these in the
-    same function.
+    same function. A scaler built in a loop is reported only when the loop also steps or
+    scales with it and is not a loop over separate runs: one that builds its own model or
+    optimizer, or whose header names folds, trials, seeds, configurations or learning rates.
     """
 
     code = "DL303"

@@ -26,6 +26,9 @@ class GradscalerUpdatedTwice(Rule):
     - after each of two optimizers' `scaler.step(...)` in one loop body or step function (a GAN
       stepping its generator and its discriminator with one scaler), reported at the first update;
     - inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt); scaler.update()`);
+    - in methods of one class: `self.discriminator_step(real)` steps and updates `self.scaler`,
+      then `self.generator_step(real)` steps it and `self.on_step_end()` updates it again,
+      reported at the first call that updates;
     - in a helper that steps and updates a scaler kept on `self` or at module level, called once
       per optimizer (`self.backward_step(loss_g, opt_g)`, then `self.backward_step(loss_d, opt_d)`
       in the same iteration, or in a loop over the optimizers), reported at the helper's update;
@@ -70,9 +73,10 @@ class GradscalerUpdatedTwice(Rule):
     which edit is right depends on code the rule does not model.
 
     ## Known limits
-    Calls are compared inside one function, plus one level of helper: a helper is followed only
-    when it updates on every call (not under an `if`) a scaler it does not receive as a parameter,
-    and its calls are `self.helper(...)` in its class or `helper(...)` for a top-level function.
+    Calls are compared inside one function, plus the helpers it calls that the file defines
+    (followed a few levels deep): a helper counts only where it steps or updates on every call
+    (not under an `if` or a loop) a scaler it does not receive as a parameter (`self.x` of the
+    caller's own class, or a module-level name).
     An update in a function called once per iteration counts once. Scalers are told apart by how the code
     writes them (`scaler_g` and `scaler_d`, `self.scalers[name]` with a loop variable), so two
     names for one scaler look like two scalers. Two updates in mutually exclusive branches, or
