@@ -140,14 +140,15 @@ class GradscalerUpdatedTwice(Rule):
             if not between or not _same_pass(ctx, scope, first, second):
                 continue
             reported.add(id(first))
-            earlier = f" after `{short(ctx, before[-1])}`" if before and before[-1] is not first else ""
-            yield self.violation(
-                first,
-                scaler=calls.name,
-                what=f"`{short(ctx, first)}`{_through(ctx, calls, first)} runs{earlier} and again after "
-                     f"`{short(ctx, between[-1])}` in the same iteration, so one scaler's loss scale moves twice per "
-                     "iteration",
-            )
+            if id(first) in calls.helpers:
+                what = (f"`{short(ctx, first)}`{_through(ctx, calls, first)} steps and updates `{calls.name}`, and it is "
+                        f"updated again after `{short(ctx, between[-1])}` in the same iteration, so one scaler's loss "
+                        "scale moves twice per iteration")
+            else:
+                earlier = f" after `{short(ctx, before[-1])}`" if before else ""
+                what = (f"`{short(ctx, first)}` runs{earlier} and again after `{short(ctx, between[-1])}` in the same "
+                        "iteration, so one scaler's loss scale moves twice per iteration")
+            yield self.violation(first, scaler=calls.name, what=what)
         for update in calls.updates:
             if id(update) in reported or id(update) in calls.helpers:
                 continue
