@@ -72,7 +72,8 @@ class GradscalerUpdateMissing(Rule):
     `overflow`, `skipped`, `optimizer_was_run`), or a name assigned from one of these in the
     same function. A scaler built in a loop is reported only when the loop also steps or
     scales with it and is not a loop over separate runs: one that builds its own model or
-    optimizer, or whose header names folds, trials, seeds, configurations or learning rates.
+    optimizer, whose header names folds, trials, seeds, configurations or learning rates, or
+    that catches exceptions (a retry loop); nor when the scaler is built under an `if` there.
     """
 
     code = "DL303"
@@ -174,8 +175,8 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
             for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
             if text_of(receiver(c)) == target and inside(ctx, c, loop)
         ]
-        if not used or _per_run(ctx, loop):
-            continue
+        if not used or _per_run(ctx, loop) or any(enclosing_ifs(ctx, call, loop)):
+            continue  # `if epoch == warmup_epochs: scaler = GradScaler()` runs once
         yield call, loop
 
 
@@ -183,6 +184,8 @@ def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
     header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if isinstance(loop, cst.For) else ""
     if any(word in header for word in RUN_WORDS):
         return True
+    if any(isinstance(node, cst.ExceptHandler) for node in ctx.index.walk(loop.body)):
+        return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
     built = {name.rsplit(".", 1)[-1].lower() for name in names_assigned_in(ctx, loop.body)}
     return any("optim" in name or name.startswith("opt") or "model" in name or name == "net" for name in built)
 
