@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
+from devicelint.analysis.training.helpers import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds
 from devicelint.analysis.training.step import Scope, order, scaled_backward, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, short
 from devicelint.context import FileContext
@@ -56,8 +56,10 @@ class ClipBeforeUnscale(Rule):
     that it calls there: `clip_gradients(model)` or `self.clipper.clip(model)` between the
     scaled backward and the step is a clip; `unscale_grads(scaler, opt)`, `self.amp.unscale(opt)`
     or any method named for unscaling (`strategy.unscale_gradients(opt)`) before the clip is an
-    unscale. If the scaled backward is in another function, a direct clip is reported only when
-    the file never calls `unscale_`. Clipping
+    unscale. If the scaled backward is in another function, the callers of the clipping function
+    decide (`fit` calls `self.training_step(batch)`, which scales, then `self.optimizer_step()`,
+    which clips, with no unscale between); with no caller in the file, the clip is reported only
+    when the file never calls `unscale_`. Clipping
     through a framework (`accelerator.clip_grad_norm_`) is not checked: it unscales itself.
     """
 
@@ -90,13 +92,43 @@ class ClipBeforeUnscale(Rule):
                 if any(rank[id(u)] < at and not exclusive(ctx, clip, u) for u in unscales):
                     continue
                 before = [b for b in scaled if rank[id(b)] < at and not exclusive(ctx, clip, b)]
-                if not before and (scaled or file_unscales or unscales):
+                if not before and not unscales:
+                    # The scaled backward is in the caller: `fit` calls `self.training_step(batch)`,
+                    # then this `self.optimizer_step()`. Its callers in the file decide.
+                    verdict = _callers_scaled_before(ctx, scope, scopes, rank)
+                    if verdict is False:
+                        continue
+                    if verdict is None and (scaled or file_unscales):
+                        continue
+                elif not before:
                     continue
                 if not before and clip not in scope.clips:
                     continue  # a helper that clips, with no scaled backward in sight: too little to go on
                 later = [s for s in direct_steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
                 fix = None if unscales else _unscale_first(ctx, clip, later, len(steps))
                 yield self.violation(clip, fix=fix, clip=short(ctx, clip))
+
+
+def _callers_scaled_before(ctx: FileContext, scope: Scope, scopes: list[Scope], rank: dict[int, int]) -> bool | None:
+    """Whether a call of `scope`'s function in the file comes after a scaled backward with no
+    unscale between (True), every call comes after an unscale or with no scaled backward before
+    it (False), or no call is seen (None)."""
+    func = scope.node
+    if not isinstance(func, cst.FunctionDef):
+        return None
+    seen = False
+    for caller in scopes:
+        for site, _ in caller.helper_calls:
+            if callee(ctx, site) is not func:
+                continue
+            seen = True
+            at = rank[id(site)]
+            scaled = [b for b in caller.backwards if scaled_backward(ctx, b)] + _helper_sites(caller, SCALED_BACKWARD)
+            unscales = [*caller.scaler_calls.get("unscale_", []), *_helper_sites(caller, UNSCALE)]
+            last = max((rank[id(b)] for b in scaled if rank[id(b)] < at and b is not site), default=None)
+            if last is not None and not any(last < rank[id(u)] < at for u in unscales):
+                return True
+    return False if seen else None
 
 
 def _helper_sites(scope: Scope, kind: str) -> list[cst.Call]:

@@ -5,12 +5,14 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.reads import computed_from, read_names
-from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.helpers import (
+    BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds,
+)
 from devicelint.analysis.training.step import (
     Autocast, Scope, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
 )
 from devicelint.analysis.training.values import UNKNOWN
-from devicelint.analysis.training.syntax import assigned_names, inside, receiver, short
+from devicelint.analysis.training.syntax import assigned_names, inside, positional, receiver, short
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -32,7 +34,8 @@ class Fp16AutocastWithoutGradscaler(Rule):
     (`amp_dtype=torch.float16`), fields of the file's configuration classes (a dataclass default
     and the `Config(amp_dtype=...)` keywords the file passes) and `getattr(torch, "float16")`. A
     loss returned by a helper of the file from inside its autocast block
-    (`loss = self.compute_loss(batch)`) counts as computed under that autocast.
+    (`loss = self.compute_loss(batch)`) counts as computed under that autocast, and a helper
+    that backpropagates its argument plainly (`self.backward(loss)`) counts as a backward.
 
     ## Why it is a bug on a GPU
     float16 cannot represent magnitudes below about 6e-8. Many gradients of a real network are
@@ -93,7 +96,8 @@ class Fp16AutocastWithoutGradscaler(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes = training_scopes(ctx)
         for scope in scopes:
-            if not scope.backwards or scope.scaler_calls.get("scale"):
+            helper_backwards = _plain_backward_helpers(scope)
+            if not (scope.backwards or helper_backwards) or scope.scaler_calls.get("scale") or _helper_scales(scope):
                 continue
             if not _steps_optimizer(ctx, scope, scopes):
                 continue
@@ -103,10 +107,11 @@ class Fp16AutocastWithoutGradscaler(Rule):
                 if not autocast.may_run_float16:
                     continue
                 losses = computed_from(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
-                for call in scope.backwards:
+                for call in (*scope.backwards, *helper_backwards):
                     if id(call) in reported or scaled_backward(ctx, call):
                         continue
-                    owner = receiver(call)
+                    # `loss.backward()`, or `self.backward(loss)` with a helper that calls `loss.backward()`
+                    owner = receiver(call) if call in scope.backwards else (positional(call) or [None])[0]
                     under = inside(ctx, call, autocast.node)
                     if not under and (owner is None or not read_names(ctx, owner) & losses):
                         continue
@@ -171,9 +176,23 @@ def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int
     return 0
 
 
+def _plain_backward_helpers(scope: Scope) -> list[cst.Call]:
+    """`self.backward(loss)`, `do_backward(loss)`: helpers of the file that backpropagate their
+    argument with a plain `backward()` and never scale."""
+    return [
+        call for call, found in scope.helper_calls
+        if BACKWARD in kinds(found) and not kinds(found) & {SCALED_BACKWARD, SCALER_STEP, UNSCALE} and positional(call)
+    ]
+
+
+def _helper_scales(scope: Scope) -> bool:
+    """A helper called here scales the loss or steps through a scaler (`self.amp.backward(loss)`)."""
+    return any(kinds(found) & {SCALED_BACKWARD, SCALER_STEP, UNSCALE} for _, found in scope.helper_calls)
+
+
 def _steps_optimizer(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> bool:
-    """An optimizer step in this scope, or in another method of the same class."""
-    if scope.optimizer_steps:
+    """An optimizer step in this scope (or in a helper it calls), or in another method of the same class."""
+    if scope.optimizer_steps or any(OPTIMIZER_STEP in kinds(found) for _, found in scope.helper_calls):
         return True
     cls = ctx.index.enclosing_class(scope.node)
     if cls is None:

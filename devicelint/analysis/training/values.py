@@ -115,10 +115,11 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
         out = frozenset()
         for value in values:
             if value is None:
-                default = _parameter_default(node, scope) if isinstance(node, cst.Name) else None
-                if default is not None:  # the parameter's default, or whatever a caller passes
-                    out |= _resolve(ctx, default, scope, leaf, depth + 1)
-                out |= {UNKNOWN}
+                passed = _parameter_values(ctx, node, scope) if isinstance(node, cst.Name) else None
+                if passed is None:
+                    out |= {UNKNOWN}
+                for given in passed or ():
+                    out |= _resolve(ctx, given, scope, leaf, depth + 1) if given is not None else {UNKNOWN}
                 continue
             # `self.x = ...` is read in the scope that assigned it.
             where = scope if isinstance(node, cst.Name) else scope_of(ctx, value)
@@ -127,15 +128,48 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
     return frozenset({UNKNOWN})
 
 
-def _parameter_default(node: cst.Name, scope: cst.CSTNode) -> cst.BaseExpression | None:
-    """The default of parameter `node` of function `scope` (`amp_dtype=torch.float16`)."""
+def _parameter_values(ctx: FileContext, node: cst.Name, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+    """What parameter `node` of function `scope` can hold, when it has a default
+    (`amp_dtype=torch.float16`): the arguments the file's calls of the function pass, plus the
+    default where a call leaves it out or where no call is seen (None: unknown, for a caller
+    elsewhere). None when it is not such a parameter."""
     if not isinstance(scope, cst.FunctionDef):
         return None
     params = scope.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value == node.value:
-            return param.default
-    return None
+    positional_params = [*params.posonly_params, *params.params]
+    param = next((p for p in (*positional_params, *params.kwonly_params) if p.name.value == node.value), None)
+    if param is None or param.default is None:
+        return None
+    calls = _calls_of_function(ctx, scope)
+    if not calls:
+        return [param.default, None]
+    index = positional_params.index(param) if param in positional_params else None
+    if index is not None and ctx.index.enclosing_class(scope) is not None:
+        index -= 1  # `self` is not passed
+    out: list[cst.BaseExpression | None] = []
+    for call in calls:
+        if any(arg.star for arg in call.args):
+            out.append(None)
+            continue
+        given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == node.value), None)
+        if given is None and index is not None:
+            args = [a.value for a in call.args if a.keyword is None]
+            given = args[index] if 0 <= index < len(args) else None
+        out.append(given if given is not None else param.default)
+    return out
+
+
+def _calls_of_function(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
+    """Calls in the file of a top-level function (`train(...)`) or of a class's `__init__`
+    (`Trainer(...)`)."""
+    cls = ctx.index.enclosing_class(func)
+    if cls is not None:
+        name = cls.name.value if func.name.value == "__init__" else None
+    else:
+        name = func.name.value if any(s is func for s in ctx.module.body) else None
+    if name is None:
+        return []
+    return [c for c in ctx.index.of_type(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == name]
 
 
 def config_field_values(ctx: FileContext, field: str) -> list[cst.BaseExpression | None] | None:
