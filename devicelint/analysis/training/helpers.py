@@ -128,13 +128,16 @@ def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
 
 def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:
     """The step operations `func` performs, in source order, following its own helpers."""
-    cache: dict[int, tuple[Effect, ...]] = ctx.shared("training.helpers.effects", lambda c: {})
+    cache: dict[tuple[int, int], tuple[Effect, ...]] = ctx.shared("training.helpers.effects", lambda c: {})
     return _effects(ctx, func, cache, ())
 
 
 def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict, stack: tuple[int, ...]) -> tuple[Effect, ...]:
-    if id(func) in cache:
-        return cache[id(func)]
+    # Keyed by the depth left too: a helper seen deep in a chain is followed less far, and each
+    # (function, depth) is walked once however many call paths reach it.
+    key = (id(func), len(stack))
+    if key in cache:
+        return cache[key]
     if id(func) in stack or len(stack) > _MAX_DEPTH:
         return ()
     out: list[Effect] = []
@@ -165,8 +168,7 @@ def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict, stack: tuple[
             for effect in _effects(ctx, inner, cache, (*stack, id(func))):
                 out.append(Effect(effect.kind, effect.node, effect.scaler, effect.conditional or conditional))
     result = tuple(out)
-    if not stack:
-        cache[id(func)] = result
+    cache[key] = result
     return result
 
 
