@@ -31,8 +31,10 @@ class Fp16AutocastWithoutGradscaler(Rule):
     on a device type the file computes (`torch.autocast(device_type=str(device))`,
     `device.type`) counts as float16: that is its default on the CUDA device a training script
     is written for. The dtype is followed through names, `self.x` attributes, parameter defaults
-    (`amp_dtype=torch.float16`), fields of the file's configuration classes (a dataclass default
-    and the `Config(amp_dtype=...)` keywords the file passes) and `getattr(torch, "float16")`. A
+    (`amp_dtype=torch.float16`, or what the file's calls pass), fields of a configuration class of
+    the file when the receiver is known to be one (built with `Config(...)`, annotated `Config`,
+    or defaulting to `Config()`: the class default and the `Config(amp_dtype=...)` keywords the
+    file passes) and `getattr(torch, "float16")`. A
     loss returned by a helper of the file from inside its autocast block
     (`loss = self.compute_loss(batch)`) counts as computed under that autocast, and a helper
     that backpropagates its argument plainly (`self.backward(loss)`) counts as a backward.

@@ -109,7 +109,7 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
     if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
         values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
         if not values and isinstance(node, cst.Attribute):
-            values = config_field_values(ctx, node.attr.value)
+            values = config_field_values(ctx, node, scope)
         if not values:
             return frozenset({UNKNOWN})
         out = frozenset()
@@ -172,40 +172,86 @@ def _calls_of_function(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call
     return [c for c in ctx.index.of_type(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == name]
 
 
-def config_field_values(ctx: FileContext, field: str) -> list[cst.BaseExpression | None] | None:
-    """What a configuration field (`cfg.amp_dtype`, `self.args.dtype`) can hold: the class-level
-    defaults of classes of the file that declare it (dataclasses, config classes) and the
-    `Config(field=...)` keywords the file passes; a constructor called with `**kwargs` may set
-    anything (unknown). None when no class of the file declares the field."""
+def config_field_values(ctx: FileContext, node: cst.Attribute, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+    """What a configuration field (`cfg.amp_dtype`, `self.cfg.dtype`) can hold when its receiver
+    is an instance of a class of the file (built with `Config(...)` there, or a parameter
+    annotated `Config` or defaulting to `Config()`): the class-level default and the
+    `Config(field=...)` keywords the file passes (`Config(**kwargs)` or a positional argument:
+    unknown). None when the receiver's class is not known or does not declare the field."""
+    cls = _receiver_class(ctx, node.value, scope)
+    if cls is None:
+        return None
+    values = _config_fields(ctx).get((cls, node.attr.value))
+    return list(values) if values else None
 
-    def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
-        table: dict[str, list[cst.BaseExpression | None]] = {}
-        declaring: dict[str, set[str]] = {}
+
+def _config_fields(ctx: FileContext) -> dict[tuple[str, str], list[cst.BaseExpression | None]]:
+    """(class name, field) -> class-level default and constructor keywords, for classes of the file."""
+
+    def build(c: FileContext) -> dict[tuple[str, str], list[cst.BaseExpression | None]]:
+        table: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
         for cls in c.index.of_type(cst.ClassDef):
             body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
             for statement in body:
-                if not isinstance(statement, cst.SimpleStatementLine):
-                    continue
-                for small in statement.body:
+                for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                     if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-                        table.setdefault(small.target.value, []).append(small.value)
-                        declaring.setdefault(cls.name.value, set()).add(small.target.value)
+                        table.setdefault((cls.name.value, small.target.value), []).append(small.value)
                     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                        table.setdefault(small.targets[0].target.value, []).append(small.value)
-                        declaring.setdefault(cls.name.value, set()).add(small.targets[0].target.value)
+                        table.setdefault((cls.name.value, small.targets[0].target.value), []).append(small.value)
         for call in c.index.of_type(cst.Call):
-            if not isinstance(call.func, cst.Name) or call.func.value not in declaring:
+            if not isinstance(call.func, cst.Name):
                 continue
+            fields = [key for key in table if key[0] == call.func.value]
             for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value in table:
-                    table[arg.keyword.value].append(arg.value)
+                if arg.keyword is not None and (call.func.value, arg.keyword.value) in table:
+                    table[(call.func.value, arg.keyword.value)].append(arg.value)
                 elif arg.star or arg.keyword is None:
-                    for name in declaring[call.func.value]:
-                        table[name].append(None)
+                    for key in fields:
+                        table[key].append(None)
         return table
 
-    values = ctx.shared("training.values.config_fields", build).get(field)
-    return list(values) if values else None
+    return ctx.shared("training.values.config_fields", build)
+
+
+def _receiver_class(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> str | None:
+    """The class of the file whose instance `node` holds, when every value the file shows for it agrees."""
+    classes = {key[0] for key in _config_fields(ctx)}
+    if depth > 3:
+        return None
+    if isinstance(node, cst.Name) and node.value in classes:
+        return node.value  # `Config.amp_dtype`
+    if isinstance(node, cst.Name):
+        annotated = _parameter_annotation(node, scope)
+        if annotated in classes:
+            return annotated
+        values = values_of(ctx, node.value, scope)
+        if values and all(v is None for v in values):
+            # `cfg=Config()`: a caller elsewhere passes an instance of the default's class too.
+            values = [v for v in _parameter_values(ctx, node, scope) or () if v is not None]
+    elif isinstance(node, cst.Attribute):
+        values = attribute_values(ctx, node)
+    else:
+        return None
+    found: set[str | None] = set()
+    for value in values or ():
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes:
+            found.add(value.func.value)
+        elif isinstance(value, cst.Name):
+            found.add(_receiver_class(ctx, value, scope_of(ctx, value), depth + 1))
+        else:
+            found.add(None)
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def _parameter_annotation(node: cst.Name, scope: cst.CSTNode) -> str | None:
+    if not isinstance(scope, cst.FunctionDef):
+        return None
+    params = scope.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == node.value and param.annotation is not None:
+            annotation = param.annotation.annotation
+            return annotation.value if isinstance(annotation, cst.Name) else None
+    return None
 
 
 def _torch_attribute_name(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
