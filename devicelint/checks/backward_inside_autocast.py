@@ -4,7 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import training_scopes
+from devicelint.analysis.training.helpers import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, kinds
+from devicelint.analysis.training.step import Scope, training_scopes
 from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, indent_of, own_line_statement
@@ -52,8 +53,11 @@ class BackwardInsideAutocast(Rule):
 
     ## Known limits
     Only `with` blocks in the same function as the backward call are seen, directly or through
-    a name (`ctx = torch.autocast(...)`; `with ctx:`). A block with a literal `enabled=False`
-    is not reported.
+    a name (`ctx = torch.autocast(...)`; `with ctx:`). A backward in a helper of the file
+    (`self.backward(loss)`, `do_backward(loss)`, a method of an object the file builds) counts
+    where the helper is called when the caller (or the helper) steps an optimizer or a scaler;
+    helpers of other modules are not followed. A block with a
+    literal `enabled=False` is not reported.
     """
 
     code = "DL306"
@@ -69,12 +73,23 @@ class BackwardInsideAutocast(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for scope in training_scopes(ctx):
-            for call in scope.backwards:
+            # A helper of the file that backpropagates (`self.backward(loss)`) runs its backward here.
+            helpers = [call for call, found in scope.helper_calls if kinds(found) & {BACKWARD, SCALED_BACKWARD}]
+            if not _steps(scope):
+                helpers = []  # a test that runs an op's backward under autocast on purpose, not a training step
+            for call in (*scope.backwards, *helpers):
                 for autocast in scope.autocasts:
                     if autocast.enabled is not False and inside(ctx, call, autocast.node):
                         yield self.violation(call, fix=_dedent_backward(ctx, call, autocast.node),
                                              backward=short(ctx, call), autocast=short(ctx, autocast.expr))
                         break
+
+
+def _steps(scope: Scope) -> bool:
+    """The function steps an optimizer or a scaler, itself or through a helper of the file."""
+    return bool(scope.optimizer_steps or scope.scaler_calls.get("step")) or any(
+        kinds(found) & {OPTIMIZER_STEP, SCALER_STEP} for _, found in scope.helper_calls
+    )
 
 
 def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With) -> FixProposal | None:

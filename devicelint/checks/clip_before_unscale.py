@@ -4,7 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import order, scaled_backward, training_scopes
+from devicelint.analysis.training.helpers import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds
+from devicelint.analysis.training.step import Scope, order, scaled_backward, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, short
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_before, own_line_statement
@@ -51,8 +52,14 @@ class ClipBeforeUnscale(Rule):
     called later in the function (a second `unscale_` before `update()` raises).
 
     ## Known limits
-    The backward, the clip and the step must be in one function; if the scaled backward is in
-    another function, the clip is reported only when the file never calls `unscale_`. Clipping
+    The backward, the clip and the step must be in one function, or in helpers the file defines
+    that it calls there: `clip_gradients(model)` or `self.clipper.clip(model)` between the
+    scaled backward and the step is a clip; `unscale_grads(scaler, opt)`, `self.amp.unscale(opt)`
+    or any method named for unscaling (`strategy.unscale_gradients(opt)`) before the clip is an
+    unscale. If the scaled backward is in another function, the callers of the clipping function
+    decide (`fit` calls `self.training_step(batch)`, which scales, then `self.optimizer_step()`,
+    which clips, with no unscale between); with no caller in the file, the clip is reported only
+    when the file never calls `unscale_`. Clipping
     through a framework (`accelerator.clip_grad_norm_`) is not checked: it unscales itself.
     """
 
@@ -68,26 +75,78 @@ class ClipBeforeUnscale(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes = training_scopes(ctx)
-        file_unscales = any(s.scaler_calls.get("unscale_") for s in scopes)
+        file_unscales = any(s.scaler_calls.get("unscale_") or _helper_sites(s, UNSCALE) for s in scopes)
         rank = order(ctx)
         for scope in scopes:
-            steps = scope.scaler_calls.get("step", [])
-            if not steps or not scope.clips:
+            direct_steps = scope.scaler_calls.get("step", [])
+            steps = [*direct_steps, *_helper_sites(scope, SCALER_STEP)]
+            clips = [*scope.clips, *_unguarded_clips(scope)]
+            if not steps or not clips:
                 continue
-            scaled = [b for b in scope.backwards if scaled_backward(ctx, b)]
-            unscales = scope.scaler_calls.get("unscale_", [])
-            for clip in scope.clips:
+            scaled = [b for b in scope.backwards if scaled_backward(ctx, b)] + _helper_sites(scope, SCALED_BACKWARD)
+            unscales = [*scope.scaler_calls.get("unscale_", []), *_helper_sites(scope, UNSCALE)]
+            for clip in clips:
                 at = rank[id(clip)]
                 if not any(rank[id(s)] > at and not exclusive(ctx, clip, s) for s in steps):
                     continue
                 if any(rank[id(u)] < at and not exclusive(ctx, clip, u) for u in unscales):
                     continue
                 before = [b for b in scaled if rank[id(b)] < at and not exclusive(ctx, clip, b)]
-                if not before and (scaled or file_unscales or unscales):
+                if not before and not unscales:
+                    # The scaled backward is in the caller: `fit` calls `self.training_step(batch)`,
+                    # then this `self.optimizer_step()`. Its callers in the file decide.
+                    verdict = _callers_scaled_before(ctx, scope, scopes, rank)
+                    if verdict is False:
+                        continue
+                    if verdict is None and (scaled or file_unscales):
+                        continue
+                elif not before:
                     continue
-                later = [s for s in steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
+                if not before and clip not in scope.clips:
+                    continue  # a helper that clips, with no scaled backward in sight: too little to go on
+                later = [s for s in direct_steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
                 fix = None if unscales else _unscale_first(ctx, clip, later, len(steps))
                 yield self.violation(clip, fix=fix, clip=short(ctx, clip))
+
+
+def _callers_scaled_before(ctx: FileContext, scope: Scope, scopes: list[Scope], rank: dict[int, int]) -> bool | None:
+    """Whether a call of `scope`'s function in the file comes after a scaled backward with no
+    unscale between (True), every call comes after an unscale or with no scaled backward before
+    it (False), or no call is seen (None)."""
+    func = scope.node
+    if not isinstance(func, cst.FunctionDef):
+        return None
+    seen = False
+    for caller in scopes:
+        for site, _ in caller.helper_calls:
+            if callee(ctx, site) is not func:
+                continue
+            seen = True
+            at = rank[id(site)]
+            scaled = [b for b in caller.backwards if scaled_backward(ctx, b)] + _helper_sites(caller, SCALED_BACKWARD)
+            unscales = [*caller.scaler_calls.get("unscale_", []), *_helper_sites(caller, UNSCALE)]
+            last = max((rank[id(b)] for b in scaled if rank[id(b)] < at and b is not site), default=None)
+            if last is not None and not any(last < rank[id(u)] < at for u in unscales):
+                return True
+    return False if seen else None
+
+
+def _helper_sites(scope: Scope, kind: str) -> list[cst.Call]:
+    """Calls of the file's own functions (or of another object's unscaling method) that do `kind`."""
+    return [call for call, found in scope.helper_calls if kind in kinds(found)]
+
+
+def _unguarded_clips(scope: Scope) -> list[cst.Call]:
+    """Calls of helpers that clip with no `unscale_` before the clip and no scaler step after it
+    inside the helper: the caller's order decides whether the gradients are still scaled."""
+    out = []
+    for call, found in scope.helper_calls:
+        order_of = [effect.kind for effect in found]
+        for index, kind in enumerate(order_of):
+            if kind == CLIP and UNSCALE not in order_of[:index] and SCALER_STEP not in order_of[index:]:
+                out.append(call)
+                break
+    return out
 
 
 def _unscale_first(ctx: FileContext, clip: cst.Call, later_steps: list[cst.Call], steps: int) -> FixProposal | None:

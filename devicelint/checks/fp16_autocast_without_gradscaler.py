@@ -5,9 +5,14 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.reads import computed_from, read_names
-from devicelint.analysis.training.step import Autocast, Scope, names_assigned_in, order, scaled_backward, training_scopes
+from devicelint.analysis.training.helpers import (
+    BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds,
+)
+from devicelint.analysis.training.step import (
+    Autocast, Scope, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
+)
 from devicelint.analysis.training.values import UNKNOWN
-from devicelint.analysis.training.syntax import inside, receiver, short
+from devicelint.analysis.training.syntax import assigned_names, inside, positional, receiver, short
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -25,7 +30,14 @@ class Fp16AutocastWithoutGradscaler(Rule):
     torch.bfloat16`), the rule reports when one of its values is float16. Autocast with no dtype
     on a device type the file computes (`torch.autocast(device_type=str(device))`,
     `device.type`) counts as float16: that is its default on the CUDA device a training script
-    is written for.
+    is written for. The dtype is followed through names, `self.x` attributes, parameter defaults
+    (`amp_dtype=torch.float16`, or what the file's calls pass), fields of a configuration class of
+    the file when the receiver is known to be one (built with `Config(...)`, annotated `Config`,
+    or defaulting to `Config()`: the class default and the `Config(amp_dtype=...)` keywords the
+    file passes) and `getattr(torch, "float16")`. A
+    loss returned by a helper of the file from inside its autocast block
+    (`loss = self.compute_loss(batch)`) counts as computed under that autocast, and a helper
+    that backpropagates its argument plainly (`self.backward(loss)`) counts as a backward.
 
     ## Why it is a bug on a GPU
     float16 cannot represent magnitudes below about 6e-8. Many gradients of a real network are
@@ -63,8 +75,9 @@ class Fp16AutocastWithoutGradscaler(Rule):
     ## Known limits
     The loss, the backward and the optimizer step must be in one function (the step may be in
     another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted.
-    Autocast whose dtype cannot be followed (a parameter, `self.dtype`) is not reported, nor is
-    autocast entered through a helper function. With no dtype and a device type the file does not
+    Autocast whose dtype cannot be followed (a parameter with no default, a configuration
+    object from another module) is not reported. Helpers are followed when the file defines
+    them (`helper(...)`, `self.method(...)`, a method of an object the file builds). With no dtype and a device type the file does not
     spell out, a run that only ever uses the CPU (bfloat16 there) is reported too. The suggested
     `torch.amp.GradScaler("cuda")` needs torch 2.3: when the project's `torch-version` setting or
     its metadata (pyproject.toml, setup.cfg, setup.py, requirements*.txt) allows an older torch,
@@ -75,7 +88,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
     name = "fp16-autocast-without-gradscaler"
     summary = "float16 autocast in a training step without a `GradScaler`: small gradients underflow to zero."
     message = (
-        "`{backward}` backpropagates a loss computed under `{autocast}`, which {how}, "
+        "`{backward}` backpropagates a loss computed under `{autocast}`{where}, which {how}, "
         "with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
         "`scaler = {scaler}`{support} with `scaler.scale(loss).backward()`, "
         "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`"
@@ -85,7 +98,8 @@ class Fp16AutocastWithoutGradscaler(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes = training_scopes(ctx)
         for scope in scopes:
-            if not scope.autocasts or not scope.backwards or scope.scaler_calls.get("scale"):
+            helper_backwards = _plain_backward_helpers(scope)
+            if not (scope.backwards or helper_backwards) or scope.scaler_calls.get("scale") or _helper_scales(scope):
                 continue
             if not _steps_optimizer(ctx, scope, scopes):
                 continue
@@ -95,10 +109,11 @@ class Fp16AutocastWithoutGradscaler(Rule):
                 if not autocast.may_run_float16:
                     continue
                 losses = computed_from(ctx, scope.node, names_assigned_in(ctx, autocast.node.body))
-                for call in scope.backwards:
+                for call in (*scope.backwards, *helper_backwards):
                     if id(call) in reported or scaled_backward(ctx, call):
                         continue
-                    owner = receiver(call)
+                    # `loss.backward()`, or `self.backward(loss)` with a helper that calls `loss.backward()`
+                    owner = receiver(call) if call in scope.backwards else (positional(call) or [None])[0]
                     under = inside(ctx, call, autocast.node)
                     if not under and (owner is None or not read_names(ctx, owner) & losses):
                         continue
@@ -107,8 +122,16 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     reported.add(id(call))
                     yield self.violation(
                         call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=_how(autocast),
-                        **_scaler_advice(ctx),
+                        where="", **_scaler_advice(ctx),
                     )
+            for call, autocast, helper in _losses_from_helpers(ctx, scope):
+                if id(call) in reported:
+                    continue
+                reported.add(id(call))
+                yield self.violation(
+                    call, backward=short(ctx, call), how=_how(autocast),
+                    autocast=short(ctx, autocast.expr), where=f" in `{helper.name.value}`", **_scaler_advice(ctx),
+                )
 
 
 def _how(autocast: Autocast) -> str:
@@ -127,6 +150,26 @@ def _scaler_advice(ctx: FileContext) -> dict[str, str]:
     if problem is None:
         return {"scaler": 'torch.amp.GradScaler("cuda")', "support": ""}
     return {"scaler": "torch.cuda.amp.GradScaler()", "support": f" ({problem}; the old spelling is deprecated from 2.4 on)"}
+def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
+    """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
+    float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
+    plain = [b for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+    if not plain:
+        return
+    for node in ctx.index.walk(scope.node):
+        if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            continue
+        helper = callee(ctx, node.value)
+        autocast = returned_under_autocast(ctx, helper) if helper is not None else None
+        if autocast is None or not autocast.may_run_float16:
+            continue
+        seeds = {n for t in node.targets for n in assigned_names(t.target)}
+        losses = computed_from(ctx, scope.node, seeds)
+        for call in plain:
+            if read_names(ctx, receiver(call)) & losses:  # type: ignore[arg-type]
+                yield call, autocast, helper
+
+
 def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
     """The source rank of the first call inside the `with` block (its body starts after it)."""
     for node in ctx.index.walk(with_node):
@@ -135,9 +178,23 @@ def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int
     return 0
 
 
+def _plain_backward_helpers(scope: Scope) -> list[cst.Call]:
+    """`self.backward(loss)`, `do_backward(loss)`: helpers of the file that backpropagate their
+    argument with a plain `backward()` and never scale."""
+    return [
+        call for call, found in scope.helper_calls
+        if BACKWARD in kinds(found) and not kinds(found) & {SCALED_BACKWARD, SCALER_STEP, UNSCALE} and positional(call)
+    ]
+
+
+def _helper_scales(scope: Scope) -> bool:
+    """A helper called here scales the loss or steps through a scaler (`self.amp.backward(loss)`)."""
+    return any(kinds(found) & {SCALED_BACKWARD, SCALER_STEP, UNSCALE} for _, found in scope.helper_calls)
+
+
 def _steps_optimizer(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> bool:
-    """An optimizer step in this scope, or in another method of the same class."""
-    if scope.optimizer_steps:
+    """An optimizer step in this scope (or in a helper it calls), or in another method of the same class."""
+    if scope.optimizer_steps or any(OPTIMIZER_STEP in kinds(found) for _, found in scope.helper_calls):
         return True
     cls = ctx.index.enclosing_class(scope.node)
     if cls is None:

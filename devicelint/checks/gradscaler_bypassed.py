@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.training.helpers import BACKWARD, SCALER_STEP, kinds
 from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
@@ -55,7 +56,10 @@ class GradscalerBypassed(Rule):
     `scaler.step` may be a deliberate bfloat16 path.
 
     ## Known limits
-    The calls must be in one function. A plain step in a branch that is the alternative to the
+    The calls must be in one function, or in methods of one class: a class that scales the loss
+    in one method (`training_step`) and steps the optimizer plainly in another
+    (`optimizer_step`) is reported when it never steps through a scaler, never backpropagates
+    an unscaled loss and never hands its scaler to code the file does not show. A plain step in a branch that is the alternative to the
     scaler (`if use_amp: ... else: optimizer.step()`, or under an `if` that tests an amp,
     fp16 or scaler flag) is not reported, nor is a plain step next to an unscaled
     `backward()` of another loss. Optimizers are recognised by name (`optimizer`, `opt_g`,
@@ -78,6 +82,10 @@ class GradscalerBypassed(Rule):
             steps = scope.scaler_calls.get("step", [])
             if scales:
                 yield from self._plain_steps(ctx, scope, scales, steps)
+            elif scope.optimizer_steps:
+                class_scales = _scales_of_class_without_step(ctx, scope, scopes)
+                if class_scales:
+                    yield from self._plain_steps(ctx, scope, class_scales, [])
             elif steps and not file_scales:
                 plain = [b for b in scope.backwards if not scaled_backward(ctx, b)]
                 for step in steps:
@@ -98,6 +106,8 @@ class GradscalerBypassed(Rule):
         self, ctx: FileContext, scope: Scope, scales: list[cst.Call], steps: list[cst.Call]
     ) -> Iterator[Violation]:
         stepped = {text_of(positional(s)[0]) for s in steps if positional(s)}
+        named = {text_of(receiver(s)) for s in scales}
+        scaler = next(iter(named)) if len(named) == 1 and None not in named else "scaler"
         unscaled = [b for b in scope.backwards if not scaled_backward(ctx, b) and not amp_gated(ctx, b, scope.node)]
         for plain in scope.optimizer_steps:
             if any(exclusive(ctx, plain, other) for other in (*scales, *steps)):
@@ -120,8 +130,35 @@ class GradscalerBypassed(Rule):
                 plain, fix=_step_through_scaler(ctx, scope, scales, plain),
                 what=f"`{short(ctx, plain)}` bypasses the `GradScaler` that scaled the loss: it applies "
                      "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
-                remedy=f"call `scaler.step({name})` and then `scaler.update()` instead",
+                remedy=f"call `{scaler}.step({name})` and then `{scaler}.update()` instead",
             )
+
+
+def _scales_of_class_without_step(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> list[cst.Call]:
+    """The `scaler.scale(loss)` calls of other methods of `scope`'s class, when the class is one
+    mixed-precision unit that never steps through a scaler (`training_step` scales the loss,
+    `optimizer_step` steps the optimizer) and never backpropagates an unscaled loss (a plain
+    fp32 path next to the amp one)."""
+    cls = ctx.index.enclosing_class(scope.node)
+    if cls is None:
+        return []
+    members = [s for s in scopes if ctx.index.enclosing_class(s.node) is cls]
+    scales = [c for s in members for c in s.scaler_calls.get("scale", [])]
+    if not scales:
+        return []
+    for member in members:
+        if member.scaler_calls.get("step") or any(
+            kind in kinds(found) for _, found in member.helper_calls for kind in (SCALER_STEP, BACKWARD)
+        ):
+            return []
+        if any(not scaled_backward(ctx, b) for b in member.backwards) or member.delegated_backwards:
+            return []
+    # A scaler handed to code the file does not show (`amp_step(self.scaler, self.optimizer)`) may step there.
+    scalers = {text_of(receiver(c)) for c in scales}
+    for call in ctx.index.walk(cls):
+        if isinstance(call, cst.Call) and any(text_of(arg.value) in scalers for arg in call.args):
+            return []
+    return scales
 
 
 def _step_through_scaler(ctx: FileContext, scope: Scope, scales: list[cst.Call], plain: cst.Call) -> FixProposal | None:

@@ -5,9 +5,15 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.step import AMP_WORDS, is_scaler, proven_scaler, training_scopes
+from devicelint.analysis.training.helpers import SCALER_STEP
+from devicelint.analysis.training.loops import innermost_loop
+from devicelint.analysis.training.step import (
+    AMP_WORDS, GRAD_SCALERS, Scope, is_scaler, names_assigned_in, proven_scaler, training_scopes,
+)
 from devicelint.analysis.training.values import assignments
-from devicelint.analysis.training.syntax import enclosing_ifs, inside, method_name, receiver, short, test_words
+from devicelint.analysis.training.syntax import (
+    enclosing_ifs, inside, is_false, keyword, method_name, receiver, scope_of, short, test_words, text_of,
+)
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
 from devicelint.registry import FixProposal, Rule, Violation, register
@@ -21,7 +27,10 @@ class GradscalerUpdateMissing(Rule):
     `scaler.update()` that runs only on some iterations (under an `if` that the `scaler.step`
     is not under, such as `if step % 100 == 0:`), including the case where it runs only when the
     step really happened (`if not found_inf:`, `if math.isfinite(loss_value):`,
-    `if scaler.get_scale() >= scale_before:`).
+    `if scaler.get_scale() >= scale_before:`). A trainer class is one unit: an update in
+    `on_step_end` under such an `if` is compared with the `scaler.step` of `optimizer_step`.
+    Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it: every
+    pass starts from a fresh scaler, so the scale that `update()` learned is lost.
 
     ## Why it is a bug on a GPU
     `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it
@@ -61,13 +70,16 @@ class GradscalerUpdateMissing(Rule):
     unless it tests how the step went: a finiteness check (`isfinite`, `isnan`, `isinf`), a query
     of the scaler other than `step`/`update`, a flag named for the outcome (`found_inf`,
     `overflow`, `skipped`, `optimizer_was_run`), or a name assigned from one of these in the
-    same function.
+    same function. A scaler built in a loop is reported only when the loop also steps or
+    scales with it and is not a loop over separate runs: one that builds its own model or
+    optimizer, whose header names folds, trials, seeds, configurations or learning rates, or
+    that catches exceptions (a retry loop); nor when the scaler is built under an `if` there.
     """
 
     code = "DL303"
     name = "gradscaler-update-missing"
     summary = "`scaler.step()` without `scaler.update()` on every step."
-    message = "{what}; call `scaler.update()` right after `scaler.step(...)` on every step that steps"
+    message = "{what}; {remedy}"
     fix_availability = "sometimes"
     tokens = ("scale",)
 
@@ -76,47 +88,135 @@ class GradscalerUpdateMissing(Rule):
         file_updates = any(s.scaler_calls.get("update") for s in scopes)
         for scope in scopes:
             steps = scope.scaler_calls.get("step", [])
-            if not steps:
-                continue
             updates = scope.scaler_calls.get("update", [])
+            if not steps:
+                # A helper of the class steps (`self.optimizer_step()`), or another method does.
+                steps = _helper_steps(ctx, scope) or (_steps_elsewhere(ctx, scope, scopes) if updates else [])
+                if steps:
+                    yield from self._partial_updates(ctx, scope, steps, updates)
+                continue
             if not updates:
                 proven = [s for s in steps if proven_scaler(ctx, receiver(s))]
                 if not file_updates and proven:
                     step = proven[0]
                     yield self.violation(
                         step, fix=_add_update(ctx, step),
+                        remedy=UPDATE_REMEDY,
                         what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
-            # `if (i + 1) % accum == 0:` repeated around the step and around the update is fine.
-            step_tests = {
-                test_words(ctx, branch.test) for step in steps for branch, _ in enclosing_ifs(ctx, step, scope.node)
-            }
-            for update in updates:
-                for branch, _ in enclosing_ifs(ctx, update, scope.node):
-                    if any(inside(ctx, step, branch) for step in steps):
-                        break
-                    words = test_words(ctx, branch.test)
-                    if words in step_tests:
-                        break
-                    if _step_outcome(ctx, branch.test, scope.node):
-                        yield self.violation(
-                            update,
-                            what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
-                                 f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
-                                 "is never lowered and the next `scaler.step` raises",
-                        )
-                        break
-                    if any(w in words for w in AMP_WORDS):
-                        break
+            yield from self._partial_updates(ctx, scope, steps, updates)
+        for call, loop in _scalers_made_per_pass(ctx, scopes):
+            yield self.violation(
+                call, remedy="create the scaler once, before the training loop",
+                what=f"`{short(ctx, call)}` builds a new scaler on every pass of `{_header(ctx, loop)}`, so what "
+                     "`update()` learned about the loss scale is thrown away: each pass starts again from the "
+                     "initial scale and skips steps with inf gradients until it has lowered it again",
+            )
+
+    def _partial_updates(self, ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]) -> Iterator[Violation]:
+        """Updates of `scope` that run under a condition the steps (of this scope, or of other
+        methods of its class) do not run under."""
+        # `if (i + 1) % accum == 0:` repeated around the step and around the update is fine.
+        step_tests = {
+            test_words(ctx, branch.test) for step in steps
+            for branch, _ in enclosing_ifs(ctx, step, ctx.index.enclosing_function(step) or ctx.module)
+        }
+        for update in updates:
+            for branch, _ in enclosing_ifs(ctx, update, scope.node):
+                if any(inside(ctx, step, branch) for step in steps):
+                    break
+                words = test_words(ctx, branch.test)
+                if words in step_tests:
+                    break
+                if _step_outcome(ctx, branch.test, scope.node):
                     yield self.violation(
-                        update,
-                        what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
-                             f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
-                             "does not adapt",
+                        update, remedy=UPDATE_REMEDY,
+                        what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
+                             f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
+                             "is never lowered and the next `scaler.step` raises",
                     )
                     break
+                if any(w in words for w in AMP_WORDS):
+                    break
+                yield self.violation(
+                    update, remedy=UPDATE_REMEDY,
+                    what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
+                         f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
+                         "does not adapt",
+                )
+                break
+
+
+UPDATE_REMEDY = "call `scaler.update()` right after `scaler.step(...)` on every step that steps"
+# Words of a loop header that make each pass a separate run (a fold, a trial, a sweep point), where
+# a fresh scaler is right.
+RUN_WORDS = ("fold", "run", "trial", "seed", "sweep", "config", "cfg", "task", "experiment", "exp", "lr", "model")
+
+
+def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tuple[cst.Call, cst.For | cst.While]]:
+    """`scaler = GradScaler(...)` inside a loop (of its function) that also steps or scales with
+    that scaler: an epoch or step loop, not a loop over separate runs (one that builds its own
+    model or optimizer, or whose header names folds, trials, seeds, learning rates)."""
+    for call in ctx.index.of_type(cst.Call):
+        if ctx.qualified_name(call.func) not in GRAD_SCALERS or is_false(keyword(call, "enabled")):
+            continue
+        assign = ctx.index.parent(call)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            continue
+        target = text_of(assign.targets[0].target)
+        loop = innermost_loop(ctx, call)
+        if target is None or loop is None:
+            continue
+        owner = scope_of(ctx, call)
+        used = [
+            c for scope in scopes if scope.node is owner
+            for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
+            if text_of(receiver(c)) == target and inside(ctx, c, loop)
+        ]
+        if not used or _per_run(ctx, loop) or any(enclosing_ifs(ctx, call, loop)):
+            continue  # `if epoch == warmup_epochs: scaler = GradScaler()` runs once
+        yield call, loop
+
+
+def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
+    header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if isinstance(loop, cst.For) else ""
+    if any(word in header for word in RUN_WORDS):
+        return True
+    if any(isinstance(node, cst.ExceptHandler) for node in ctx.index.walk(loop.body)):
+        return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
+    built = {name.rsplit(".", 1)[-1].lower() for name in names_assigned_in(ctx, loop.body)}
+    return any("optim" in name or name.startswith("opt") or "model" in name or name == "net" for name in built)
+
+
+def _header(ctx: FileContext, loop: cst.For | cst.While) -> str:
+    if isinstance(loop, cst.For):
+        return f"for {short(ctx, loop.target, 30)} in {short(ctx, loop.iter, 40)}"
+    return f"while {short(ctx, loop.test, 40)}"
+
+
+def _helper_steps(ctx: FileContext, scope: Scope) -> list[cst.Call]:
+    """Calls in `scope` of helpers that step a scaler on every call (`self.optimizer_step()`)."""
+    return [
+        call for call, found in scope.helper_calls
+        if any(e.kind == SCALER_STEP and not e.conditional for e in found)
+    ]
+
+
+def _steps_elsewhere(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> list[cst.Call]:
+    """`scaler.step(...)` of the scaler `scope` updates, in other methods of the same class: a
+    trainer that steps in `optimizer_step` and updates in `on_step_end` is one unit."""
+    cls = ctx.index.enclosing_class(scope.node)
+    if cls is None:
+        return []
+    names = {text_of(receiver(u)) for u in scope.scaler_calls.get("update", [])}
+    return [
+        step for other in scopes if other is not scope and ctx.index.enclosing_class(other.node) is cls
+        for step in other.scaler_calls.get("step", [])
+        # a step on every call of its method: a conditional one may pair with the conditional update
+        if text_of(receiver(step)) in names and not any(enclosing_ifs(ctx, step, other.node))
+    ]
 
 
 # torch, math and numpy checks of a value's finiteness.

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect
 from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import Scope, order, training_scopes
@@ -25,6 +26,9 @@ class GradscalerUpdatedTwice(Rule):
     - after each of two optimizers' `scaler.step(...)` in one loop body or step function (a GAN
       stepping its generator and its discriminator with one scaler), reported at the first update;
     - inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt); scaler.update()`);
+    - in methods of one class: `self.discriminator_step(real)` steps and updates `self.scaler`,
+      then `self.generator_step(real)` steps it and `self.on_step_end()` updates it again,
+      reported at the first call that updates;
     - in a helper that steps and updates a scaler kept on `self` or at module level, called once
       per optimizer (`self.backward_step(loss_g, opt_g)`, then `self.backward_step(loss_d, opt_d)`
       in the same iteration, or in a loop over the optimizers), reported at the helper's update;
@@ -69,9 +73,10 @@ class GradscalerUpdatedTwice(Rule):
     which edit is right depends on code the rule does not model.
 
     ## Known limits
-    Calls are compared inside one function, plus one level of helper: a helper is followed only
-    when it updates on every call (not under an `if`) a scaler it does not receive as a parameter,
-    and its calls are `self.helper(...)` in its class or `helper(...)` for a top-level function.
+    Calls are compared inside one function, plus the helpers it calls that the file defines
+    (followed a few levels deep): a helper counts only where it steps or updates on every call
+    (not under an `if` or a loop) a scaler it does not receive as a parameter (`self.x` of the
+    caller's own class, or a module-level name).
     An update in a function called once per iteration counts once. Scalers are told apart by how the code
     writes them (`scaler_g` and `scaler_d`, `self.scalers[name]` with a loop variable), so two
     names for one scaler look like two scalers. Two updates in mutually exclusive branches, or
@@ -125,23 +130,27 @@ class GradscalerUpdatedTwice(Rule):
                 return
 
     def _check_scaler(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
-        rank = order(ctx)
         reported: set[int] = set()
         for first, second in zip(calls.updates, calls.updates[1:]):
-            between = [s for s in calls.steps if rank[id(first)] < rank[id(s)] < rank[id(second)]]
-            before = [s for s in calls.steps if rank[id(s)] < rank[id(first)]]
+            if _same_helper(calls, first, second):
+                continue  # one helper called twice: `_check_helper` reports it at the helper's update
+            low, high = calls.update_keys[id(first)], calls.update_keys[id(second)]
+            between = [s for s in calls.steps if low < calls.step_keys[id(s)] < high]
+            before = [s for s in calls.steps if calls.step_keys[id(s)] < low]
             if not between or not _same_pass(ctx, scope, first, second):
                 continue
             reported.add(id(first))
-            earlier = f" after `{short(ctx, before[-1])}`" if before else ""
-            yield self.violation(
-                first,
-                scaler=calls.name,
-                what=f"`{short(ctx, first)}` runs{earlier} and again after `{short(ctx, between[-1])}` in the same "
-                     "iteration, so one scaler's loss scale moves twice per iteration",
-            )
+            if id(first) in calls.helpers:
+                what = (f"`{short(ctx, first)}`{_through(ctx, calls, first)} steps and updates `{calls.name}`, and it is "
+                        f"updated again after `{short(ctx, between[-1])}` in the same iteration, so one scaler's loss "
+                        "scale moves twice per iteration")
+            else:
+                earlier = f" after `{short(ctx, before[-1])}`" if before else ""
+                what = (f"`{short(ctx, first)}` runs{earlier} and again after `{short(ctx, between[-1])}` in the same "
+                        "iteration, so one scaler's loss scale moves twice per iteration")
+            yield self.violation(first, scaler=calls.name, what=what)
         for update in calls.updates:
-            if id(update) in reported:
+            if id(update) in reported or id(update) in calls.helpers:
                 continue
             what = _more_often_than_step(ctx, scope, update, calls)
             if what is not None:
@@ -150,27 +159,78 @@ class GradscalerUpdatedTwice(Rule):
 
 @dataclass(frozen=True)
 class ScalerCalls:
-    """The `step` and `update` calls of one scaler (as the code writes it) in one function."""
+    """The `step` and `update` calls of one scaler (as the code writes it) in one function: its
+    own calls, and calls of helpers that step or update the same scaler on every call
+    (`self.optimizer_step()`), each keyed by where it happens (the call's rank, then the order
+    inside the helper)."""
 
     name: str
     steps: tuple[cst.Call, ...]
     updates: tuple[cst.Call, ...]
+    step_keys: dict[int, tuple[int, int]] = field(default_factory=dict)
+    update_keys: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # id(helper call site) -> the helper's own `update()` call.
+    helpers: dict[int, cst.Call] = field(default_factory=dict)
 
 
 def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
     rank = order(ctx)
-    grouped: dict[str, tuple[list[cst.Call], list[cst.Call]]] = {}
+    # scaler -> (steps, updates) as id -> (key, call), and helper sites -> their update
+    grouped: dict[str, tuple[dict, dict, dict]] = {}
     for index, method in enumerate(("step", "update")):
         for call in scope.scaler_calls.get(method, []):
             owner = receiver(call)
             if owner is None:
                 continue
-            grouped.setdefault(" ".join(ctx.code_for(owner).split()), ([], []))[index].append(call)
-    return [
-        ScalerCalls(name, tuple(sorted(steps, key=lambda c: rank[id(c)])), tuple(sorted(updates, key=lambda c: rank[id(c)])))
-        for name, (steps, updates) in grouped.items()
-        if steps and updates
-    ]
+            entry = grouped.setdefault(" ".join(ctx.code_for(owner).split()), ({}, {}, {}))
+            entry[index][id(call)] = ((rank[id(call)], 0), call)
+    cls = ctx.index.enclosing_class(scope.node)
+    for site, found in scope.helper_calls:
+        for position, effect in enumerate(found):
+            if effect.kind not in (SCALER_STEP, UPDATE) or effect.conditional or not _same_object(ctx, effect, cls):
+                continue
+            entry = grouped.setdefault(effect.scaler, ({}, {}, {}))  # type: ignore[arg-type]
+            index = 0 if effect.kind == SCALER_STEP else 1
+            entry[index].setdefault(id(site), ((rank[id(site)], position + 1), site))
+            if effect.kind == UPDATE:
+                entry[2].setdefault(id(site), effect.node)
+    out = []
+    for name, (steps, updates, helpers) in grouped.items():
+        if not steps or not updates:
+            continue
+        ordered_steps = sorted(steps.values(), key=lambda item: item[0])
+        ordered_updates = sorted(updates.values(), key=lambda item: item[0])
+        out.append(ScalerCalls(
+            name, tuple(c for _, c in ordered_steps), tuple(c for _, c in ordered_updates),
+            {id(c): k for k, c in ordered_steps}, {id(c): k for k, c in ordered_updates}, helpers,
+        ))
+    return out
+
+
+def _same_object(ctx: FileContext, effect: Effect, cls: cst.ClassDef | None) -> bool:
+    """The helper's scaler is the caller's: `self.x` in a method of the caller's own class, or a
+    module-level name the helper does not receive as a parameter."""
+    if effect.scaler is None:
+        return False
+    if effect.scaler.startswith("self."):
+        return cls is not None and ctx.index.enclosing_class(effect.node) is cls
+    helper = scope_of(ctx, effect.node)
+    return effect.scaler.isidentifier() and isinstance(helper, cst.FunctionDef) and _kept_outside(helper, effect.scaler)
+
+
+def _same_helper(calls: ScalerCalls, first: cst.Call, second: cst.Call) -> bool:
+    a, b = calls.helpers.get(id(first)), calls.helpers.get(id(second))
+    return a is not None and a is b
+
+
+def _through(ctx: FileContext, calls: ScalerCalls, site: cst.Call) -> str:
+    """` (which calls `self.scaler.update()` in `discriminator_step`)` for a helper's call site."""
+    inner = calls.helpers.get(id(site))
+    if inner is None:
+        return ""
+    helper = scope_of(ctx, inner)
+    name = helper.name.value if isinstance(helper, cst.FunctionDef) else "a helper"
+    return f" (which calls `{short(ctx, inner)}` in `{name}`)"
 
 
 def _kept_outside(helper: cst.FunctionDef, scaler: str) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devicelint.analysis.training.syntax import (
-    enclosing_ifs, has_star, is_false, is_true, keyword, last_word, method_name, positional, receiver,
+    body_nodes, enclosing_ifs, has_star, inside, is_false, is_true, keyword, last_word, method_name, positional, receiver,
     scope_of, test_words, text_of,
 )
 from devicelint.analysis.training.values import (
@@ -88,6 +88,9 @@ class Scope:
     scaler_calls: dict[str, list[cst.Call]] = field(default_factory=dict)
     optimizer_steps: list[cst.Call] = field(default_factory=list)  # plain `opt.step()`
     clips: list[cst.Call] = field(default_factory=list)
+    # Calls of the file's own functions that scale, backpropagate, unscale, clip, step or update
+    # (`clip_gradients(model)`, `self.optimizer_step()`), with what they do (`helpers.effects`).
+    helper_calls: list[tuple[cst.Call, tuple]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- autocast
@@ -132,6 +135,28 @@ def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpre
     enabled = False if is_false(enabled_node) else (True if enabled_node is None or is_true(enabled_node) else None)
     device_text = ctx.code_for(device_node) if implied is None and device_node is not None else implied
     return Autocast(with_node, expr, devices, dtypes, enabled, dtype_node is None and not has_star(call), device_text)
+
+
+def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast | None:
+    """The autocast block `func` returns its result from: a `return` inside the block, or a
+    returned name assigned inside it (`with autocast(...): loss = ...` then `return loss`)."""
+    returns = [n for n in body_nodes(func.body) if isinstance(n, cst.Return) and n.value is not None]
+    if not returns:
+        return None
+    for node in body_nodes(func.body):
+        if not isinstance(node, cst.With):
+            continue
+        for item in node.items:
+            found = autocast_call(ctx, item.item, func)
+            if found is None:
+                continue
+            assigned = names_assigned_in(ctx, node.body)
+            for ret in returns:
+                if inside(ctx, ret, node) or any(
+                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]
+                ):
+                    return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
+    return None
 
 
 def _default_dtypes(device: str) -> tuple[str, ...]:
@@ -209,9 +234,18 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
     """Every scope that calls `.backward()` or a GradScaler method, with its step facts."""
 
     def build(c: FileContext) -> list[Scope]:
+        from devicelint.analysis.training.helpers import effects_of_call, named_unscale  # helpers reads this module
+
         scopes: dict[int, Scope] = {}
         for call in c.index.of_type(cst.Call):
             name = method_name(call)
+            if c.qualified_name(call.func) not in CLIPPERS:
+                found = effects_of_call(c, call)
+                if found:
+                    _scope(c, scopes, call).helper_calls.append((call, found))
+                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)):
+                    # `self.strategy.unscale_gradients(opt)`: another object unscales, as its name says.
+                    _scope(c, scopes, call).helper_calls.append((call, (named_unscale(call),)))
             if name is None:
                 if c.qualified_name(call.func) in CLIPPERS:
                     _scope(c, scopes, call).clips.append(call)

@@ -79,12 +79,18 @@ def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
 
 
 def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
-    """Possible values of `node` through names, conditionals and dict look-ups; `leaf` reads one."""
+    """Possible values of `node` through names, conditionals, dict look-ups, parameter defaults and
+    configuration fields; `leaf` reads one."""
     if depth > 8:
         return frozenset({UNKNOWN})
     direct = leaf(node)
     if direct is not None:
         return frozenset({direct})
+    if isinstance(leaf, _DtypeLeaf) and isinstance(node, cst.Call):
+        name = _torch_attribute_name(ctx, node)
+        if name is not None:  # `getattr(torch, cfg.dtype)` with `dtype: str = "float16"`
+            return _resolve(ctx, name, scope, _dtype_string_leaf, depth + 1)
+        return frozenset({UNKNOWN})
     if isinstance(node, cst.IfExp):
         return _resolve(ctx, node.body, scope, leaf, depth + 1) | _resolve(ctx, node.orelse, scope, leaf, depth + 1)
     if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
@@ -102,12 +108,18 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
         return frozenset({UNKNOWN})
     if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
         values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
+        if not values and isinstance(node, cst.Attribute):
+            values = config_field_values(ctx, node, scope)
         if not values:
             return frozenset({UNKNOWN})
         out = frozenset()
         for value in values:
             if value is None:
-                out |= {UNKNOWN}
+                passed = _parameter_values(ctx, node, scope) if isinstance(node, cst.Name) else None
+                if passed is None:
+                    out |= {UNKNOWN}
+                for given in passed or ():
+                    out |= _resolve(ctx, given, scope, leaf, depth + 1) if given is not None else {UNKNOWN}
                 continue
             # `self.x = ...` is read in the scope that assigned it.
             where = scope if isinstance(node, cst.Name) else scope_of(ctx, value)
@@ -116,8 +128,163 @@ def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, lea
     return frozenset({UNKNOWN})
 
 
+def _parameter_values(ctx: FileContext, node: cst.Name, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+    """What parameter `node` of function `scope` can hold, when it has a default
+    (`amp_dtype=torch.float16`): the arguments the file's calls of the function pass, plus the
+    default where a call leaves it out or where no call is seen (None: unknown, for a caller
+    elsewhere). None when it is not such a parameter."""
+    if not isinstance(scope, cst.FunctionDef):
+        return None
+    params = scope.params
+    positional_params = [*params.posonly_params, *params.params]
+    param = next((p for p in (*positional_params, *params.kwonly_params) if p.name.value == node.value), None)
+    if param is None or param.default is None:
+        return None
+    calls = _calls_of_function(ctx, scope)
+    if not calls:
+        return [param.default, None]
+    index = positional_params.index(param) if param in positional_params else None
+    if index is not None and ctx.index.enclosing_class(scope) is not None:
+        index -= 1  # `self` is not passed
+    out: list[cst.BaseExpression | None] = []
+    for call in calls:
+        if any(arg.star for arg in call.args):
+            out.append(None)
+            continue
+        given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == node.value), None)
+        if given is None and index is not None:
+            args = [a.value for a in call.args if a.keyword is None]
+            given = args[index] if 0 <= index < len(args) else None
+        out.append(given if given is not None else param.default)
+    return out
+
+
+def _calls_of_function(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
+    """Calls in the file of a top-level function (`train(...)`) or of a class's `__init__`
+    (`Trainer(...)`)."""
+    cls = ctx.index.enclosing_class(func)
+    if cls is not None:
+        name = cls.name.value if func.name.value == "__init__" else None
+    else:
+        name = func.name.value if any(s is func for s in ctx.module.body) else None
+    if name is None:
+        return []
+    return [c for c in ctx.index.of_type(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == name]
+
+
+def config_field_values(ctx: FileContext, node: cst.Attribute, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+    """What a configuration field (`cfg.amp_dtype`, `self.cfg.dtype`) can hold when its receiver
+    is an instance of a class of the file (built with `Config(...)` there, or a parameter
+    annotated `Config` or defaulting to `Config()`): the class-level default and the
+    `Config(field=...)` keywords the file passes (`Config(**kwargs)` or a positional argument:
+    unknown). None when the receiver's class is not known or does not declare the field."""
+    cls = _receiver_class(ctx, node.value, scope)
+    if cls is None:
+        return None
+    values = _config_fields(ctx).get((cls, node.attr.value))
+    return list(values) if values else None
+
+
+def _config_fields(ctx: FileContext) -> dict[tuple[str, str], list[cst.BaseExpression | None]]:
+    """(class name, field) -> class-level default and constructor keywords, for classes of the file."""
+
+    def build(c: FileContext) -> dict[tuple[str, str], list[cst.BaseExpression | None]]:
+        table: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
+        for cls in c.index.of_type(cst.ClassDef):
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+            for statement in body:
+                for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                        table.setdefault((cls.name.value, small.target.value), []).append(small.value)
+                    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                        table.setdefault((cls.name.value, small.targets[0].target.value), []).append(small.value)
+        for call in c.index.of_type(cst.Call):
+            if not isinstance(call.func, cst.Name):
+                continue
+            fields = [key for key in table if key[0] == call.func.value]
+            for arg in call.args:
+                if arg.keyword is not None and (call.func.value, arg.keyword.value) in table:
+                    table[(call.func.value, arg.keyword.value)].append(arg.value)
+                elif arg.star or arg.keyword is None:
+                    for key in fields:
+                        table[key].append(None)
+        return table
+
+    return ctx.shared("training.values.config_fields", build)
+
+
+def _receiver_class(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> str | None:
+    """The class of the file whose instance `node` holds, when every value the file shows for it agrees."""
+    classes = {key[0] for key in _config_fields(ctx)}
+    if depth > 3:
+        return None
+    if isinstance(node, cst.Name) and node.value in classes:
+        return node.value  # `Config.amp_dtype`
+    if isinstance(node, cst.Name):
+        annotated = _parameter_annotation(node, scope)
+        if annotated in classes:
+            return annotated
+        values = values_of(ctx, node.value, scope)
+        if values and all(v is None for v in values):
+            # `cfg=Config()`: a caller elsewhere passes an instance of the default's class too.
+            values = [v for v in _parameter_values(ctx, node, scope) or () if v is not None]
+    elif isinstance(node, cst.Attribute):
+        values = attribute_values(ctx, node)
+    else:
+        return None
+    found: set[str | None] = set()
+    for value in values or ():
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes:
+            found.add(value.func.value)
+        elif isinstance(value, cst.Name):
+            found.add(_receiver_class(ctx, value, scope_of(ctx, value), depth + 1))
+        else:
+            found.add(None)
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def _parameter_annotation(node: cst.Name, scope: cst.CSTNode) -> str | None:
+    if not isinstance(scope, cst.FunctionDef):
+        return None
+    params = scope.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == node.value and param.annotation is not None:
+            annotation = param.annotation.annotation
+            return annotation.value if isinstance(annotation, cst.Name) else None
+    return None
+
+
+def _torch_attribute_name(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """`name` in `getattr(torch, name)`."""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    if isinstance(call.func, cst.Name) and call.func.value == "getattr" and len(args) >= 2:
+        if ctx.qualified_name(args[0]) == "torch":
+            return args[1]
+    return None
+
+
+def _dtype_string_leaf(node: cst.BaseExpression) -> str | None:
+    """`"float16"`, `"bf16"`, the string that names a dtype in `getattr(torch, ...)`."""
+    if isinstance(node, cst.SimpleString):
+        value = literal_value(node)
+        if isinstance(value, str):
+            return DTYPES.get(f"torch.{value}", UNKNOWN)
+    return None
+
+
+class _DtypeLeaf:
+    """Reads a `torch.float16`-like name; a marker too, so that `getattr(torch, ...)` is followed
+    only when dtypes are asked for."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self, node: cst.BaseExpression) -> str | None:
+        return DTYPES.get(self.ctx.qualified_name(node) or "")
+
+
 def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str]:
-    return _resolve(ctx, node, scope, lambda n: DTYPES.get(ctx.qualified_name(n) or ""))
+    return _resolve(ctx, node, scope, _DtypeLeaf(ctx))
 
 
 def _device_leaf(node: cst.BaseExpression) -> str | None:

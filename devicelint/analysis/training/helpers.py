@@ -1,0 +1,193 @@
+"""What a function of the file does to a training step when it is called: its step effects.
+
+Training code moves parts of the step into helpers: `clip_gradients(model)`, `self.amp.unscale(opt)`,
+`self.optimizer_step()` that steps and updates the scaler, `self.loss_scaler(loss, opt)` that
+scales, steps and updates. For each call whose callee this file defines, this module gives, in the
+callee's source order, the step operations the callee performs (and, one level at a time, those
+of the helpers it calls in turn), so that the DL30x rules can treat the call site as the place
+where those operations happen.
+
+A callee is found only when the file shows it: `helper(...)` for a top-level function,
+`self.method(...)` for a method of the calling class, `self.attr.method(...)` / `self.attr(...)`
+and `name.method(...)` / `name(...)` where `self.attr` / `name` is assigned `LocalClass(...)` in
+the file. Anything else is unknown and has no effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.step import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
+from devicelint.analysis.training.syntax import (
+    body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
+)
+from devicelint.analysis.training.values import attribute_values, values_of
+from devicelint.context import FileContext
+
+# Effect kinds, in the words the rules use.
+SCALED_BACKWARD = "scaled_backward"  # `scaler.scale(loss).backward()`
+BACKWARD = "backward"  # plain `loss.backward()`
+UNSCALE = "unscale"  # `scaler.unscale_(opt)` or a method named for unscaling
+CLIP = "clip"  # `clip_grad_norm_(...)`
+SCALER_STEP = "scaler_step"  # `scaler.step(opt)`
+OPTIMIZER_STEP = "optimizer_step"  # plain `opt.step()`
+UPDATE = "update"  # `scaler.update()`
+
+_MAX_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One step operation a callee performs."""
+
+    kind: str
+    node: cst.Call  # the call inside the callee (or inside a helper it calls)
+    scaler: str | None  # the scaler as the callee writes it (`self.scaler`), for scaler calls
+    conditional: bool  # under an `if` or a loop of the callee (or of a helper on the way)
+
+
+def local_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
+    """Classes defined in the file, by name (the first definition wins)."""
+
+    def build(c: FileContext) -> dict[str, cst.ClassDef]:
+        out: dict[str, cst.ClassDef] = {}
+        for node in c.index.of_type(cst.ClassDef):
+            out.setdefault(node.name.value, node)
+        return out
+
+    return ctx.shared("training.helpers.classes", build)
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+    for statement in body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+    """The local class `node` (`self.clipper`, `amp`) is built from, when every value the file
+    assigns to it is `LocalClass(...)` of one class."""
+    if isinstance(node, cst.Name):
+        values = values_of(ctx, node.value, scope_of(ctx, at))
+    elif isinstance(node, cst.Attribute):
+        values = attribute_values(ctx, node)
+    else:
+        return None
+    classes = local_classes(ctx)
+    found: set[str] = set()
+    for value in values or ():
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes):
+            return None
+        found.add(value.func.value)
+    return classes[found.pop()] if len(found) == 1 else None
+
+
+def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file that `call` runs, when the file shows which one."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        if func.value in local_classes(ctx):
+            return None  # a constructor
+        found = _top_function(ctx, func.value)
+        if found is not None:
+            return found
+        cls = _instance_class(ctx, func, call)
+        return _method(cls, "__call__") if cls is not None else None
+    if not isinstance(func, cst.Attribute):
+        return None
+    owner, name = func.value, func.attr.value
+    if isinstance(owner, cst.Name) and owner.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        method = _method(cls, name) if cls is not None else None
+        if method is not None:
+            return method
+        # `self.clipper(params)`: an attribute holding an instance of a local class.
+        cls = _instance_class(ctx, func, call)
+        return _method(cls, "__call__") if cls is not None else None
+    cls = _instance_class(ctx, owner, call)
+    return _method(cls, name) if cls is not None else None
+
+
+def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
+    """The step operations `call` performs through a function of this file (empty when unknown)."""
+    func = callee(ctx, call)
+    return effects(ctx, func) if func is not None else ()
+
+
+def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:
+    """The step operations `func` performs, in source order, following its own helpers."""
+    cache: dict[tuple[int, int], tuple[Effect, ...]] = ctx.shared("training.helpers.effects", lambda c: {})
+    return _effects(ctx, func, cache, ())
+
+
+def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict, stack: tuple[int, ...]) -> tuple[Effect, ...]:
+    # Keyed by the depth left too: a helper seen deep in a chain is followed less far, and each
+    # (function, depth) is walked once however many call paths reach it.
+    key = (id(func), len(stack))
+    if key in cache:
+        return cache[key]
+    if id(func) in stack or len(stack) > _MAX_DEPTH:
+        return ()
+    out: list[Effect] = []
+    for node in body_nodes(func.body):
+        if not isinstance(node, cst.Call):
+            continue
+        name = method_name(node)
+        owner = receiver(node)
+        kind: str | None = None
+        scaler: str | None = None
+        if ctx.qualified_name(node.func) in CLIPPERS:
+            kind = CLIP
+        elif name == "backward" and not positional(node) and not has_star(node):
+            kind = SCALED_BACKWARD if scaled_backward(ctx, node) else BACKWARD
+        elif name in ("unscale_", "step", "update") and is_scaler(ctx, owner) and (name == "update" or positional(node)):
+            kind = {"unscale_": UNSCALE, "step": SCALER_STEP, "update": UPDATE}[name]
+            scaler = dotted_name(owner) if owner is not None else None
+        elif name is not None and "unscale" in name.lower():
+            kind = UNSCALE
+        elif name == "step" and not node.args and looks_like_optimizer(owner):
+            kind = OPTIMIZER_STEP
+        conditional = _conditional(ctx, node, func)
+        if kind is not None:
+            out.append(Effect(kind, node, scaler, conditional))
+            continue
+        inner = callee(ctx, node)
+        if inner is not None and inner is not func:
+            for effect in _effects(ctx, inner, cache, (*stack, id(func))):
+                out.append(Effect(effect.kind, effect.node, effect.scaler, effect.conditional or conditional))
+    result = tuple(out)
+    cache[key] = result
+    return result
+
+
+def _conditional(ctx: FileContext, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
+    """Whether `node` runs only on some calls of `func`: under an `if`, a loop or a handler of it."""
+    if any(True for _ in enclosing_ifs(ctx, node, func)):
+        return True
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is func:
+            return False
+        if isinstance(ancestor, (cst.For, cst.While, cst.ExceptHandler)):
+            return True
+    return False
+
+
+def named_unscale(call: cst.Call) -> Effect:
+    """A call of another object's method named for unscaling (`strategy.unscale_gradients(opt)`)."""
+    return Effect(UNSCALE, call, None, False)
+
+
+def kinds(found: tuple[Effect, ...]) -> set[str]:
+    return {effect.kind for effect in found}
