@@ -8,6 +8,7 @@ from devicelint.analysis.model_events import (
     Device,
     WrapperSite,
     built_on_cpu,
+    class_history,
     chain_base,
     device_ids_first,
     history,
@@ -91,6 +92,8 @@ class DataParallelModelNotOnFirstDevice(Rule):
         facts = None
         if var is not None:
             facts = history(ctx, var, site.call)
+            if facts.bind is None:  # `self.model` built in `__init__`, wrapped in `setup()`
+                facts = class_history(ctx, var, site.call) or facts
             if facts.escaped or facts.sub_moves:
                 return None
             moves = facts.moves + moves

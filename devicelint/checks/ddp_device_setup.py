@@ -11,6 +11,7 @@ from devicelint.analysis.model_events import (
     History,
     WrapperSite,
     built_on_cpu,
+    class_history,
     chain_base,
     device_ids_first,
     history,
@@ -161,6 +162,8 @@ class DdpDeviceSetup(Rule):
         facts = None
         if var is not None:
             facts = history(ctx, var, site.call)
+            if facts.bind is None:  # `self.model` built in `__init__`, wrapped in `setup()`
+                facts = class_history(ctx, var, site.call) or facts
             if facts.escaped or facts.sub_moves:
                 return None
             moves = [device for device, _ in facts.moves] + moves

@@ -12,6 +12,7 @@ from devicelint.analysis.model_events import (
     WrapperSite,
     chain_base,
     history,
+    module_functions,
     resolver_for,
     scope_facts,
     scope_of,
@@ -112,35 +113,49 @@ class WrappedStateDictPrefix(Rule):
             source = _loaded_from(ctx, call.args[0].value)
             if target is None or source is None:
                 continue
-            into_wrapper = _wrapper_of(ctx, target, call)
-            for saved in saves:
-                if (saved.path, saved.key) != source:
-                    continue
-                if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, call):
-                    yield self.violation(
-                        call, fix=_strip_prefix(ctx, call),
-                        problem=(
-                            f"`{short(ctx, call)}` loads into the bare model `{target}` the state dict that "
-                            f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
-                            f"`{saved.model}`, whose keys start with `module.` (missing and unexpected keys)"
-                        ),
-                        advice=(
-                            f"save `{saved.model}.module.state_dict()` instead, and strip the prefix from checkpoints "
-                            "already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, \"module.\")`)"
-                        ),
-                    )
-                elif saved.wrapper is None and into_wrapper is not None:
-                    owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]
-                    yield self.violation(
-                        call, fix=FixProposal(f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
-                                              replacements=((call.func.value, f"{owner}.module"),)),  # type: ignore[attr-defined]
-                        problem=(
-                            f"`{short(ctx, call)}` loads the state dict of the bare model `{saved.model}`{_where(ctx, saved.call)} into the "
-                            f"`{into_wrapper.kind}` wrapper `{target}`, whose keys start with `module.` "
-                            "(missing and unexpected keys)"
-                        ),
-                        advice=f"load it with `{target}.module.load_state_dict(...)`",
-                    )
+            for target, source, at in _through_callers(ctx, call, target, source):
+                found = next(self._load(ctx, call, target, source, at, saves), None)
+                if found is not None:
+                    yield found  # one finding per load, however many callers reach it
+                    break
+
+    def _load(
+        self, ctx: FileContext, call: cst.Call, target: str, source: tuple[str, str | None], at: cst.CSTNode,
+        saves: list[_Saved],
+    ) -> Iterator[Violation]:
+        """The findings for one load into `target` (as it is at `at`) from `source`."""
+        into_wrapper = _wrapper_of(ctx, target, at)
+        via = f" (passed in by `{short(ctx, at)}`{_where(ctx, at)})" if at is not call else ""
+        for saved in saves:
+            if (saved.path, saved.key) != source:
+                continue
+            if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, at):
+                yield self.violation(
+                    call, fix=_strip_prefix(ctx, call),
+                    problem=(
+                        f"`{short(ctx, call)}` loads into the bare model `{target}`{via} the state dict that "
+                        f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
+                        f"`{saved.model}`, whose keys start with `module.` (missing and unexpected keys)"
+                    ),
+                    advice=(
+                        f"save `{saved.model}.module.state_dict()` instead, and strip the prefix from checkpoints "
+                        "already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, \"module.\")`)"
+                    ),
+                )
+            elif saved.wrapper is None and into_wrapper is not None:
+                owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]
+                yield self.violation(
+                    call, fix=None if via else FixProposal(
+                        f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
+                        replacements=((call.func.value, f"{owner}.module"),),  # type: ignore[attr-defined]
+                    ),
+                    problem=(
+                        f"`{short(ctx, call)}` loads the state dict of the bare model `{saved.model}`{_where(ctx, saved.call)} into the "
+                        f"`{into_wrapper.kind}` wrapper `{target}`{via}, whose keys start with `module.` "
+                        "(missing and unexpected keys)"
+                    ),
+                    advice=f"load it with `{target}.module.load_state_dict(...)`",
+                )
 
 
 def _strip_prefix(ctx: FileContext, call: cst.Call) -> FixProposal | None:
@@ -213,11 +228,81 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
         model = _state_dict_of(value)
         if model is None:
             continue
-        wrapper = _wrapper_of(ctx, model, call)
-        if wrapper is None and not _bare(ctx, model, call):
-            continue
-        found.append(_Saved(call, model, path_text, key, wrapper))
+        for model, path_key, at in _through_callers(ctx, call, model, (path_text, key)):
+            wrapper = _wrapper_of(ctx, model, at)
+            if wrapper is None and not _bare(ctx, model, at):
+                continue
+            found.append(_Saved(call, model, path_key[0], key, wrapper))
     return found
+
+
+def _through_callers(
+    ctx: FileContext, node: cst.CSTNode, model: str, source: tuple[str, str | None]
+) -> list[tuple[str, tuple[str, str | None], cst.CSTNode]]:
+    """(model, (path, key), where to judge the model) for a save or load at `node`: itself, and,
+    when the model is a parameter of its function (`def save_checkpoint(model, path)`), each
+    call of that function in the file with the caller's model and path put in (one level)."""
+    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = [(model, source, node)]
+    function = ctx.index.enclosing_function(node)
+    if function is None or model not in _parameters(function):
+        return found
+    for site in _calls_of(ctx, function):
+        argument = _argument(function, site, model)
+        name = dotted_name(argument) if argument is not None else None
+        if name is None:
+            continue
+        path = source[0]
+        if path in _parameters(function):
+            path_argument = _argument(function, site, path)
+            if path_argument is None:
+                continue
+            path = _path_key(ctx, path_argument, site)
+        found.append((name, (path, source[1]), site))
+    return found
+
+
+def _parameters(function: cst.FunctionDef) -> list[str]:
+    params = function.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
+    """Calls of a top-level function by its name, or of a method as `self.name(...)` in its class."""
+    cls = ctx.index.enclosing_class(function)
+    name = function.name.value
+    found = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if cls is None and isinstance(func, cst.Name) and func.value == name and module_functions(ctx).get(name) is function:
+            found.append(call)
+        elif (
+            cls is not None and isinstance(func, cst.Attribute) and func.attr.value == name
+            and isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.index.enclosing_class(call) is cls
+        ):
+            found.append(call)
+    return found
+
+
+def _argument(function: cst.FunctionDef, call: cst.Call, param: str) -> cst.BaseExpression | None:
+    """The expression a call passes for one parameter of the function, None when not plain."""
+    names = _parameters(function)
+    if ctx_is_method(function):
+        names = names[1:]
+    positional = [p for p in names if p not in {k.name.value for k in function.params.kwonly_params}]
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == param:
+                return arg.value
+        elif position < len(positional) and positional[position] == param:
+            return arg.value
+    return None
+
+
+def ctx_is_method(function: cst.FunctionDef) -> bool:
+    params = function.params.params
+    return bool(params) and params[0].name.value in ("self", "cls")
 
 
 def _state_dict_of(node: cst.BaseExpression) -> str | None:

@@ -45,6 +45,7 @@ from devicelint.analysis.model_events.scopes import (
 from devicelint.analysis.model_events.variables import (
     History,
     Usage,
+    class_history,
     history,
     usage_after,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "assigned_target",
     "built_on_cpu",
     "chain_base",
+    "class_history",
     "class_placements",
     "device_ids_first",
     "distinct",

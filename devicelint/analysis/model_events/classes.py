@@ -19,8 +19,9 @@ from devicelint.analysis.model_events.devices import (
 from devicelint.analysis.devices import distinct
 from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
-from devicelint.analysis.model_events.variables import History
-from devicelint.analysis.modules import module_classes
+from devicelint.analysis.model_events.scopes import module_functions, scope_facts
+from devicelint.analysis.model_events.variables import History, history
+from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -87,26 +88,81 @@ def moves_itself(ctx: FileContext, class_name: str) -> bool:
 
 def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | None) -> bool:
     """Whether the wrapped model is certainly on the CPU when built: a call of a class of this file
-    (that places nothing itself) or of `torch.nn`/`torchvision.models`, with no device argument."""
+    (that places nothing itself) or of `torch.nn`/`torchvision.models`, with no device argument,
+    or of a builder function of this file that returns such a model unmoved (`build_model(cfg)`)."""
+    return _built_on_cpu(ctx, base, facts, ())
+
+
+def _built_on_cpu(
+    ctx: FileContext, base: cst.BaseExpression, facts: History | None, visiting: tuple[int, ...]
+) -> bool:
     if isinstance(base, cst.Call):
         call = base
-    elif facts is not None and facts.bind is not None and facts.trusted:
+    elif facts is not None and facts.bind is not None and not facts.escaped and not facts.sub_moves:
         call = chain_base(resolver_for(ctx, base), facts.bind)[0]
-        if not isinstance(call, cst.Call):
+        if not isinstance(call, cst.Call) or not (facts.trusted or _builder_of(ctx, call) is not None):
             return False
     else:
         return False
     callee = dotted_name(call.func) or ""
     qualified = ctx.qualified_name(call.func) or ""
+    builder = _builder_of(ctx, call)
+    if builder is not None:
+        if id(builder) in visiting or len(visiting) > 3 or not _device_free(call):
+            return False
+        return _returns_cpu_model(ctx, builder, (*visiting, id(builder)))
     if callee in module_classes(ctx):
         if callee in class_placements(ctx) or moves_itself(ctx, callee):
             return False
     elif not qualified.startswith(TRUSTED_PREFIXES) or qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
         return False
+    return _device_free(call)
+
+
+def _device_free(call: cst.Call) -> bool:
+    """No argument of the call names a device (`device=`, `gpu`, `rank`) or is unpacked."""
     for arg in call.args:
         if arg.star:
             return False
         words = (arg.keyword.value if arg.keyword else "") + " " + (dotted_name(arg.value) or "")
         if any(w in words.lower() for w in ("device", "gpu", "cuda", "rank")):
+            return False
+    return True
+
+
+def _builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file a call runs: `build_model(...)`, or `self.build_model(...)`
+    inside a class that defines it (the summary of a builder is its returns)."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        if func.value in module_classes(ctx):
+            return None
+        return module_functions(ctx).get(func.value)
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        if cls is not None:
+            return methods(cls).get(func.attr.value)
+    return None
+
+
+def _returns_cpu_model(ctx: FileContext, function: cst.FunctionDef, visiting: tuple[int, ...]) -> bool:
+    """Every `return` of the builder hands back a model built on the CPU and not moved since:
+    a constructor call, or a local bound to one that nothing moved or handed on."""
+    returns = [
+        node for node in scope_facts(ctx, function).nodes
+        if isinstance(node, cst.Return) or isinstance(node, cst.Yield)
+    ]
+    if not returns or any(isinstance(node, cst.Yield) or node.value is None for node in returns):
+        return False
+    for node in returns:
+        value = node.value
+        base, moved = chain_base(resolver_for(ctx, node), value)  # type: ignore[arg-type]
+        if moved is not None:
+            return False
+        var = dotted_name(base)
+        facts = history(ctx, var, node) if var is not None and "." not in var else None
+        if var is not None and (facts is None or facts.moves or facts.escaped):
+            return False
+        if not _built_on_cpu(ctx, base, facts, visiting):
             return False
     return True
