@@ -9,15 +9,13 @@ from devicelint.analysis.model_events import (
     assigned_target,
     chain_base,
     history,
-    module_functions,
     rebinds,
     resolver_for,
+    returned_wrapper_sites,
     scope_facts,
     scope_of,
     short,
     statement_of,
-    strip_self_returning,
-    wrapper_at,
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
@@ -151,7 +149,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 name = _wrapped_class(ctx, site)
                 if name is not None:
                     wrapped_classes.setdefault(name, site)
-        for site in _sites_of_returned_wrappers(ctx):
+        for site in returned_wrapper_sites(ctx):
             yield from self._reads_through(ctx, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
@@ -302,36 +300,6 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
             if method is not None and method is not forward and all(m is not method for m, _ in found):
                 found.append((method, method.name.value))
     return found
-
-
-def _sites_of_returned_wrappers(ctx: FileContext) -> list[WrapperSite]:
-    """`model = build()` where `build` is a function of this file that returns a wrapper it made
-    (`return nn.DataParallel(net)`, or `return model` after `model = DDP(model)`)."""
-    returning: dict[str, WrapperSite] = {}
-    for site in wrapper_sites(ctx):
-        function = site.scope
-        if not isinstance(function, cst.FunctionDef) or module_functions(ctx).get(function.name.value) is not function:
-            continue
-        for node in scope_facts(ctx, function).nodes:
-            if not isinstance(node, cst.Return) or node.value is None:
-                continue
-            value = strip_self_returning(node.value)
-            if value is site.call or (site.target is not None and dotted_name(value) == site.target and wrapper_at(ctx, site.target, node) is site):
-                returning[function.name.value] = site
-    if not returning:
-        return []
-    sites = []
-    for call in ctx.index.of_type(cst.Call):
-        inner = returning.get(dotted_name(call.func) or "")
-        if inner is None:
-            continue
-        target = assigned_target(ctx, call)
-        if target is not None:
-            sites.append(WrapperSite(
-                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
-                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
-            ))
-    return sites
 
 
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
@@ -500,7 +468,9 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return []
-            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper):
+            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper) and (
+                name != "__init__" or wrapping.name.value == "__init__"
+            ):
                 return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
                 if _is_target(ctx, node):

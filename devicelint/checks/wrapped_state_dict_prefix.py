@@ -14,6 +14,7 @@ from devicelint.analysis.model_events import (
     history,
     module_functions,
     resolver_for,
+    returned_wrapper_sites,
     scope_facts,
     scope_of,
     short,
@@ -190,7 +191,7 @@ def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | No
     cls = ctx.index.enclosing_class(at)
     if cls is None:
         return None
-    for other in wrapper_sites(ctx):
+    for other in wrapper_sites(ctx) + returned_wrapper_sites(ctx):
         if other.target == var and other.scope is not scope_of(ctx, at) and ctx.index.enclosing_class(other.call) is cls:
             return other
     return None

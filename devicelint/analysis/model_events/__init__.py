@@ -59,6 +59,7 @@ from devicelint.analysis.model_events.classes import (
 from devicelint.analysis.model_events.wrappers import (
     WrapperSite,
     assigned_target,
+    returned_wrapper_sites,
     spread_by_loader,
     wrapped_split,
     wrapper_at,
@@ -86,6 +87,7 @@ __all__ = [
     "device_ids_first",
     "distinct",
     "rebinds",
+    "returned_wrapper_sites",
     "history",
     "module_functions",
     "moves_itself",

@@ -19,10 +19,12 @@ from devicelint.analysis.model_events.devices import (
     chain_base,
     rebinds,
     resolver_for,
+    strip_self_returning,
 )
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.model_events.scopes import scope_facts, scope_of, short, statement_of
+from devicelint.analysis.model_events.scopes import module_functions, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
+from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -109,14 +111,19 @@ def wrapper_chain_moves(ctx: FileContext, site: WrapperSite) -> list[tuple[Devic
 
 
 def wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode) -> WrapperSite | None:
-    """The wrapper site that `var` holds at `node`: wrapped earlier in the same scope, not rebound since."""
+    """The wrapper site that `var` holds at `node`: wrapped earlier in the same scope (or bound
+    to the result of a function of the file that returns a wrapper), not rebound since."""
+    return _wrapper_at(ctx, var, node, wrapper_sites(ctx) + returned_wrapper_sites(ctx))
+
+
+def _wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode, sites: list[WrapperSite]) -> WrapperSite | None:
     root = scope_of(ctx, node)
     scope = scope_facts(ctx, root)
     position = scope.order.get(id(statement_of(ctx, node)))
     if position is None:
         return None
     best: tuple[int, WrapperSite] | None = None
-    for site in wrapper_sites(ctx):
+    for site in sites:
         if site.target != var or site.scope is not root:
             continue
         start = scope.order.get(id(site.statement))
@@ -132,6 +139,57 @@ def wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode) -> WrapperSite | N
         if rebinds(resolver, between, var):
             return None
     return best[1]
+
+
+def returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    """`model = build(...)` where `build` is a function of this file (or `self.build(...)`, a
+    method of the class) that returns a wrapper it made (`return nn.DataParallel(net)`, or
+    `return model` after `model = DDP(model)`): a site with the builder's kind, at the call."""
+    return ctx.shared("model_events.returned_wrappers", _build_returned_wrapper_sites)
+
+
+def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    returning: dict[int, WrapperSite] = {}
+    direct = wrapper_sites(ctx)
+    for site in direct:
+        function = site.scope
+        if not isinstance(function, cst.FunctionDef):
+            continue
+        for node in scope_facts(ctx, function).nodes:
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value = strip_self_returning(node.value)
+            if value is site.call or (
+                site.target is not None and dotted_name(value) == site.target
+                and _wrapper_at(ctx, site.target, node, direct) is site
+            ):
+                returning[id(function)] = site
+    if not returning:
+        return []
+    sites = []
+    for call in ctx.index.of_type(cst.Call):
+        function = _called_function(ctx, call)
+        inner = returning.get(id(function)) if function is not None else None
+        if inner is None:
+            continue
+        target = assigned_target(ctx, call)
+        if target is not None:
+            sites.append(WrapperSite(
+                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
+                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
+            ))
+    return sites
+
+
+def _called_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of the file a call runs: a top-level `name(...)`, or `self.name(...)` in its class."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return module_functions(ctx).get(func.value)
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        return methods(cls).get(func.attr.value) if cls is not None else None
+    return None
 
 
 def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Placement, Placement]] | None:
