@@ -9,6 +9,7 @@ from devicelint.analysis.model_events import (
     assigned_target,
     chain_base,
     history,
+    module_functions,
     rebinds,
     resolver_for,
     returned_wrapper_sites,
