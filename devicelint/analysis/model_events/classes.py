@@ -4,7 +4,8 @@ move themselves or are certainly built on the CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -31,16 +32,41 @@ class ClassPlacement:
 
     cls: cst.ClassDef
     placements: dict[str, Placement]
+    # submodules moved in `__init__` to a device the code names but does not state
+    # (`.to(self.dev1)` with `self.dev1 = torch.device(cfg.dev1)`)
+    named: dict[str, Placement] = field(default_factory=dict)
 
     def split(self) -> tuple[Placement, Placement] | None:
         """Two submodules certainly placed on different devices, else None."""
         return split_of(list(self.placements.values()))
+
+    def named_split(self) -> tuple[Placement, Placement] | None:
+        """Two submodules placed on devices that are certainly different, or that the code names
+        as numbered stages (`self.dev0` and `self.dev1`, `cfg.gpu_0` and `cfg.gpu_1`)."""
+        placements = list(self.placements.values()) + list(self.named.values())
+        return split_of(placements) or numbered_split(placements)
 
 
 def split_of(placements: list[Placement]) -> tuple[Placement, Placement] | None:
     for i, first in enumerate(placements):
         for second in placements[i + 1:]:
             if distinct(first.device, second.device):
+                return first, second
+    return None
+
+
+_NUMBERED = re.compile(r"^(.*?[A-Za-z_])(\d+)$")
+
+
+def numbered_split(placements: list[Placement]) -> tuple[Placement, Placement] | None:
+    """Two placements on devices named alike but for their stage number (`dev0`/`dev1`)."""
+    for i, first in enumerate(placements):
+        one = _NUMBERED.match(first.device.text) if not first.device.literal else None
+        if one is None:
+            continue
+        for second in placements[i + 1:]:
+            two = _NUMBERED.match(second.device.text) if not second.device.literal else None
+            if two is not None and one.group(1) == two.group(1) and int(one.group(2)) != int(two.group(2)):
                 return first, second
     return None
 
@@ -56,14 +82,22 @@ def _build_class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
     out: dict[str, ClassPlacement] = {}
     facts = file_facts(ctx)
     for name, cls in class_facts(ctx).items():
-        placed = facts.placed_submodules(cls)
-        if not placed or _moves_whole_module(facts, cls):
+        init = cls.methods.get("__init__")
+        if init is None or _moves_whole_module(facts, cls):
             continue
-        init = cls.methods["__init__"]
+        placed = facts.placed_submodules(cls)
         where = {attr: value for attr, value, method in cls.assignments if method is init}
+        named = {}
+        resolver = resolver_for(ctx, init.body)
+        for attr, value in where.items():
+            device = chain_base(resolver, value)[1]
+            if attr not in placed and device is not None and not device.literal and attr in cls.submodules:
+                named[attr] = Placement(attr, device, value)
+        if not placed and not named:
+            continue
         out[name] = ClassPlacement(cls.node, {
             attr: Placement(attr, device, where.get(attr, init)) for attr, device in placed.items()
-        })
+        }, named)
     return out
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.model_events.classes import class_placements, split_of
+from devicelint.analysis.model_events.classes import class_placements, numbered_split, split_of
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     Device,
@@ -202,7 +202,7 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     if isinstance(base, cst.Call):
         callee = dotted_name(base.func)
         if callee in classes:
-            pair = classes[callee].split()
+            pair = classes[callee].named_split()
             return (short(ctx, base), pair) if pair else None
         return None
     var = dotted_name(base)
@@ -214,9 +214,10 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     facts = history(ctx, var, site.call)
     placements: dict[str, Placement] = {}
     if facts.origin in classes:
+        placements.update(classes[facts.origin].named)
         placements.update(classes[facts.origin].placements)
     placements.update(facts.sub_moves)
-    pair = split_of(list(placements.values()))
+    pair = split_of(list(placements.values())) or numbered_split(list(placements.values()))
     return (var, pair) if pair else None
 
 
