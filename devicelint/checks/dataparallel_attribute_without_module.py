@@ -220,6 +220,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 continue
             reads.append(node)
         reads += _reads_in_other_methods(ctx, site, wrapper)
+        reads = _first_of_each(ctx, reads)
         caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
         for function, param in callees:
             callee = function.name.value
@@ -229,12 +230,12 @@ class DataParallelAttributeWithoutModule(Rule):
                 reads_of = _kept_reads(ctx, function, param)
             else:
                 reads_of = _param_reads(ctx, function, param)
-            for node in reads_of:
+            for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
                 yield self.violation(
                     node, fix=_through_module(ctx, node, certain=False),
                     problem=(
-                        f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
+                        f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper{site.origin(ctx)} that {_code(caller)} passes "
                         f"to `{callee}` as `{param}`, which does not forward its model's attributes (AttributeError)"
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
@@ -244,7 +245,7 @@ class DataParallelAttributeWithoutModule(Rule):
             yield self.violation(
                 node, fix=_through_module(ctx, node, certain=not branches),
                 problem=(
-                    f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`, "
+                    f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`{site.origin(ctx)}, "
                     f"which does not forward its model's attributes (AttributeError)"
                 ),
                 advice=f"use `{wrapper}.module.{attr}`",
@@ -289,6 +290,18 @@ class DataParallelAttributeWithoutModule(Rule):
                     ),
                     advice="return the value from `forward` and collect it outside the model",
                 )
+
+
+def _first_of_each(ctx: FileContext, reads: list[cst.Attribute]) -> list[cst.Attribute]:
+    """The first read of each attribute in each function: one finding per mistake, not per line."""
+    seen: set[tuple[int, str | None]] = set()
+    kept = []
+    for node in reads:
+        key = (id(ctx.index.enclosing_function(node)), dotted_name(node))
+        if key not in seen:
+            seen.add(key)
+            kept.append(node)
+    return kept
 
 
 def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDef) -> list[tuple[cst.FunctionDef, str]]:

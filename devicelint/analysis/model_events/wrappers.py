@@ -38,6 +38,19 @@ class WrapperSite:
     device_ids: cst.BaseExpression | None
     statement: cst.CSTNode
     scope: cst.FunctionDef | cst.Module
+    # for `model = build()`: the wrapper call inside `build` whose result it returns
+    returned: WrapperSite | None = None
+
+    def origin(self, ctx: FileContext) -> str:
+        """` (returned by `build(...)`, which wraps only under an `if`)` for a returned wrapper."""
+        if self.returned is None:
+            return ""
+        inner = self.returned
+        conditional = any(
+            isinstance(a, (cst.If, cst.IfExp, cst.Try)) for a in ctx.index.ancestors(inner.call)
+            if scope_of(ctx, a) is inner.scope and a is not inner.scope
+        )
+        return f" (returned by `{short(ctx, self.call, 40)}`" + (", which wraps only under a condition)" if conditional else ")")
 
 
 def wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
@@ -176,7 +189,7 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         if target is not None:
             sites.append(WrapperSite(
                 call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
-                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
+                statement=statement_of(ctx, call), scope=scope_of(ctx, call), returned=inner,
             ))
     return sites
 
