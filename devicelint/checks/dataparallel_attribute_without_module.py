@@ -219,10 +219,15 @@ class DataParallelAttributeWithoutModule(Rule):
             if _other_branch(ctx, node, branches):
                 continue
             reads.append(node)
-        reads += _reads_in_other_methods(ctx, site, wrapper)
-        reads = _first_of_each(ctx, reads)
+        other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
+        reads += other_reads
         caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
-        for function, param in callees:
+        handed = [(function, param, caller) for function, param in callees]
+        for call in other_calls:
+            method = ctx.index.enclosing_function(call)
+            handed += [(function, param, method.name.value if method else caller) for function, param in _callee_params(ctx, call, wrapper)]
+        reads = _first_of_each(ctx, reads)
+        for function, param, caller in handed:
             callee = function.name.value
             if callee == "__init__":
                 owner = ctx.index.enclosing_class(function)
@@ -454,18 +459,19 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
     return reads
 
 
-def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> list[cst.Attribute]:
-    """Reads of `self.model.x` in the other methods of a class whose method wraps `self.model`.
+def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> tuple[list[cst.Attribute], list[cst.Call]]:
+    """Reads of `self.model.x` in the other methods of a class whose method wraps `self.model`,
+    and the calls there that hand `self.model` on (`plot(self.model, ...)`).
 
     Only when every assignment to `self.model` in the class is in the wrapping method, nothing in
     the class tests the wrapper (`hasattr`, `isinstance`), and skipping the methods the wrapping
     method calls before it wraps (they run on the bare model) and `__init__` when it does not wrap.
     """
     if not wrapper.startswith("self.") or wrapper.count(".") != 1 or not isinstance(site.scope, cst.FunctionDef):
-        return []
+        return [], []
     cls = ctx.index.enclosing_class(site.scope)
     if cls is None or ctx.index.enclosing_function(cls) is not None:
-        return []
+        return [], []
     wrapping = site.scope
     position = scope_facts(ctx, wrapping).order.get(id(site.statement), 0)
     called_before = set()
@@ -476,25 +482,29 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
             called_before.add(node.func.attr.value)
     written: set[str] = set()
     candidates: list[cst.Attribute] = []
+    calls: list[cst.Call] = []
     for name, method in methods(cls).items():
         nodes = scope_facts(ctx, method).nodes
         for node in nodes:
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
-                    return []
+                    return [], []
             if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper) and (
                 name != "__init__" or wrapping.name.value == "__init__"
             ):
-                return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+                return [], []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+            runs_wrapped = method is not wrapping and name not in called_before and (name != "__init__" or wrapping.name.value == "__init__")
+            if isinstance(node, cst.Call) and runs_wrapped:
+                calls.append(node)
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
                 if _is_target(ctx, node):
                     written.add(node.attr.value)
-                elif method is not wrapping and name not in called_before and (name != "__init__" or wrapping.name.value == "__init__"):
+                elif runs_wrapped:
                     candidates.append(node)
     return [
         node for node in candidates
         if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
-    ]
+    ], calls
 
 
 def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:

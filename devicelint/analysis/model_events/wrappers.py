@@ -194,6 +194,28 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
     return sites
 
 
+def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+    """The call a builder of this file returns unmoved (`model = X.from_pretrained(...); return
+    model`) when `call` runs that builder and it has one `return`; else None."""
+    function = _called_function(ctx, call)
+    if function is None:
+        return None
+    returns = [n for n in scope_facts(ctx, function).nodes if isinstance(n, cst.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    resolver = resolver_for(ctx, returns[0])
+    value, moved = chain_base(resolver, returns[0].value)
+    var = dotted_name(value)
+    if moved is not None:
+        return None
+    if var is not None and "." not in var:
+        facts = history(ctx, var, returns[0])
+        if facts.moves or facts.bind is None:
+            return None
+        value, moved = chain_base(resolver, facts.bind)
+    return value if isinstance(value, cst.Call) and moved is None else None
+
+
 def _called_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of the file a call runs: a top-level `name(...)`, or `self.name(...)` in its class."""
     func = call.func
@@ -269,6 +291,8 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
                 return f"`{short(ctx, node)}` spreads over several GPUs"
     if bind is not None:
         bind = chain_base(resolver, bind)[0]
+    if isinstance(bind, cst.Call):
+        bind = _built_by(ctx, bind) or bind
     if not isinstance(bind, cst.Call):
         return None
     for arg in bind.args:
