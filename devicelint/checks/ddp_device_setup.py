@@ -95,9 +95,11 @@ class DdpDeviceSetup(Rule):
     `CUDA_VISIBLE_DEVICES` set per process outside the file) make `.cuda()` right; files that
     set `CUDA_VISIBLE_DEVICES` in a string are not reported for it. "Never moved" needs the
     model to be built in the same function, from a class of the file or of
-    `torch.nn`/`torchvision.models`, or from any builder called without a device-like argument
-    when the function moves other tensors to a GPU itself; and not handed to other code before
-    wrapping. A `set_device` in another function counts when it is not under an `if` or a loop;
+    `torch.nn`/`torchvision.models`, or by a builder function of the file (also `self.build()`)
+    whose every `return` hands back such a model unmoved, or from any builder called without a
+    device-like argument when the function moves other tensors to a GPU itself; and not handed
+    to other code before wrapping. `self.model` built in `__init__` and wrapped in another method
+    counts when no other method of the class (which has no base class) moves or hands it on. A `set_device` in another function counts when it is not under an `if` or a loop;
     one in the wrapping function counts only on the way to the wrapper. The missing-`device_ids`
     case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is

@@ -67,7 +67,9 @@ class ModelParallelActivationNotMoved(Rule):
     torch functions, tensor methods, parameterless `torch.nn` layers and the `forward` of the
     file's module classes. An unplaced stage is one built from a `torch.nn` layer or a module
     class of the file with no `device=`, and moved nowhere in the file (`model.norm.to(...)`
-    counts as placing it); parameterless layers are exempt.
+    counts as placing it); parameterless layers are exempt. The builtin `sum` over a list or
+    tuple display (or a local bound once to one) of values on two stated GPUs counts as a
+    crossing; `torch.stack`/`torch.cat` are the engine's.
     """
 
     code = "DL208"

@@ -90,8 +90,11 @@ class WrappedStateDictPrefix(Rule):
     same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
     "best.pth")` and `f"{d}/best.pth"`). Files whose code (not comments) has a `"module."` or
     `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
-    to handle the prefix. The loaded model must be built in the same function from a class
-    call; a model received as an argument is not judged.
+    to handle the prefix. The loaded model must be built from a class call in the function that
+    loads it, or in each caller of a helper that receives it (`load_checkpoint(net, path)`);
+    a saved model is followed the same way through a save helper (`save_checkpoint(model,
+    path)`, also with `self.model`), one level deep, with the caller's path put in. A wrapper
+    returned by a function of the file (`model = parallelize(net)`) counts as a wrapper.
     """
 
     code = "DL204"

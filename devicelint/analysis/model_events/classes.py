@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devicelint.analysis.model_events.devices import (
-    DATA_PARALLEL,
-    DISTRIBUTED_DATA_PARALLEL,
-    TRUSTED_PREFIXES,
+    trusted_constructor,
     Placement,
     chain_base,
     resolver_for,
@@ -148,7 +146,7 @@ def _built_on_cpu(
     if callee in module_classes(ctx):
         if callee in class_placements(ctx) or moves_itself(ctx, callee):
             return False
-    elif not qualified.startswith(TRUSTED_PREFIXES) or qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+    elif not trusted_constructor(qualified):
         return False
     return _device_free(call)
 

@@ -12,7 +12,7 @@ from devicelint.analysis.model_events.devices import (
     Device,
     DISTRIBUTED_DATA_PARALLEL,
     Placement,
-    TRUSTED_PREFIXES,
+    trusted_constructor,
     chain_base,
     rebinds,
     resolver_for,
@@ -62,7 +62,7 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
                         qualified = ctx.qualified_name(base.func) or ""
                         if callee in classes:
                             facts.origin, facts.trusted = callee, True
-                        elif qualified.startswith(TRUSTED_PREFIXES) and qualified not in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+                        elif trusted_constructor(qualified):
                             facts.trusted = True
                 if device is not None:
                     facts.moves.append((device, node))
