@@ -212,41 +212,83 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
     obj, path = call.args[0], call.args[1]
     if obj.keyword is not None or path.star or obj.star:
         return []
-    path_text = _path_key(ctx, path.value, call)
     found = []
-    saved = obj.value
-    name = dotted_name(saved)
-    if name is not None:  # `ckpt = {"model": model.state_dict(), ...}; torch.save(ckpt, path)`
-        values = scope_facts(ctx, scope_of(ctx, call)).assigned.get(name)
-        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
-            saved = values[0]
-    pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
-    if isinstance(saved, cst.Dict):
-        pairs = [
-            (e.value, literal_value(e.key))
-            for e in saved.elements
-            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
-            and isinstance(literal_value(e.key), str)
-        ]
-    for value, key in pairs:
-        model = _state_dict_of(value)
-        if model is None:
-            continue
-        for model, path_key, at in _through_callers(ctx, call, model, (path_text, key)):
-            wrapper = _wrapper_of(ctx, model, at)
-            if wrapper is None and not _bare(ctx, model, at):
+    for saved, at, path_text in _saved_objects(ctx, call, obj.value, path.value):
+        pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
+        if isinstance(saved, cst.Dict):
+            pairs = [
+                (e.value, literal_value(e.key))
+                for e in saved.elements
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                and isinstance(literal_value(e.key), str)
+            ]
+        for value, key in pairs:
+            model = _state_dict_of(value)
+            if model is None:
                 continue
-            found.append(_Saved(call, model, path_key[0], key, wrapper))
+            for model, path_key, where in _through_callers(ctx, call, model, (path_text, key), at):
+                wrapper = _wrapper_of(ctx, model, where)
+                if wrapper is None and not _bare(ctx, model, where):
+                    continue
+                found.append(_Saved(call, model, path_key[0], key, wrapper))
     return found
 
 
+def _saved_objects(
+    ctx: FileContext, call: cst.Call, saved: cst.BaseExpression, path: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.CSTNode, str]]:
+    """(what is saved, where its names are judged, path key) for `torch.save(saved, path)`: the
+    object itself (or the dict a local is bound to), and, when it is a parameter of a save helper
+    (`def save_checkpoint(state, filename="checkpoint.pth")`), what each caller passes for it."""
+    found = [(_bound_value(ctx, saved, call), call, _path_key(ctx, path, call))]
+    name = dotted_name(saved)
+    function = ctx.index.enclosing_function(call)
+    if name is None or function is None or name not in _parameters(function):
+        return found
+    path_name = dotted_name(path)
+    for site in _calls_of(ctx, function):
+        argument = _argument(function, site, name)
+        if argument is None:
+            continue
+        path_key = _path_key(ctx, path, call)
+        if path_name in _parameters(function):
+            path_argument = _argument(function, site, path_name) or _default(function, path_name)  # type: ignore[arg-type]
+            if path_argument is None:
+                continue
+            path_key = _path_key(ctx, path_argument, site)
+        found.append((_bound_value(ctx, argument, site), site, path_key))
+    return found
+
+
+def _bound_value(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
+    """The dict or call a local is bound to once (`ckpt = {"model": ...}`), else the node."""
+    name = dotted_name(node)
+    if name is not None:
+        values = scope_facts(ctx, scope_of(ctx, at)).assigned.get(name)
+        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
+            return values[0]
+    return node
+
+
+def _default(function: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+    params = function.params
+    for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if p.name.value == param:
+            return p.default
+    return None
+
+
 def _through_callers(
-    ctx: FileContext, node: cst.CSTNode, model: str, source: tuple[str, str | None]
+    ctx: FileContext, node: cst.CSTNode, model: str, source: tuple[str, str | None], at: cst.CSTNode | None = None
 ) -> list[tuple[str, tuple[str, str | None], cst.CSTNode]]:
-    """(model, (path, key), where to judge the model) for a save or load at `node`: itself, and,
-    when the model is a parameter of its function (`def save_checkpoint(model, path)`), each
-    call of that function in the file with the caller's model and path put in (one level)."""
-    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = [(model, source, node)]
+    """(model, (path, key), where to judge the model) for a save or load at `node` (its names
+    read at `at`, a caller already put in): itself, and, when the model is a parameter of its
+    function (`def save_checkpoint(model, path)`), each call of that function in the file with
+    the caller's model and path put in (one level)."""
+    at = at or node
+    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = [(model, source, at)]
+    if at is not node:
+        return found
     function = ctx.index.enclosing_function(node)
     if function is None or model not in _parameters(function):
         return found
