@@ -11,6 +11,7 @@ from devicelint.analysis.model_events import (
     History,
     WrapperSite,
     built_on_cpu,
+    built_where,
     class_history,
     chain_base,
     device_ids_first,
@@ -190,13 +191,13 @@ class DdpDeviceSetup(Rule):
             if has_ids:
                 return self.violation(
                     site.call, call=short(ctx, site.call),
-                    problem=f"wraps `{model}`, which is still on the CPU, while `device_ids` asks for a GPU module",
+                    problem=f"wraps `{model}`, which is still on the CPU{built_where(ctx, base, facts, site.call)}, while `device_ids` asks for a GPU module",
                     advice=f"move it first with `{model}.to(local_rank)`",
                 )
             if _uses_nccl(ctx):
                 return self.violation(
                     site.call, call=short(ctx, site.call),
-                    problem=f"wraps `{model}`, which is still on the CPU, while the file's `nccl` backend only reduces CUDA tensors",
+                    problem=f"wraps `{model}`, which is still on the CPU{built_where(ctx, base, facts, site.call)}, while the file's `nccl` backend only reduces CUDA tensors",
                     advice=f"move it with `{model}.to(local_rank)` and pass `device_ids=[local_rank]` (or use `gloo` for CPU training)",
                 )
             return None

@@ -52,6 +52,7 @@ from devicelint.analysis.model_events.variables import (
 from devicelint.analysis.model_events.classes import (
     ClassPlacement,
     built_on_cpu,
+    built_where,
     class_placements,
     moves_itself,
     split_of,
@@ -81,6 +82,7 @@ __all__ = [
     "WrapperSite",
     "assigned_target",
     "built_on_cpu",
+    "built_where",
     "chain_base",
     "class_history",
     "class_placements",

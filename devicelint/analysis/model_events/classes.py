@@ -132,13 +132,13 @@ def _built_on_cpu(
         call = base
     elif facts is not None and facts.bind is not None and not facts.escaped and not facts.sub_moves:
         call = chain_base(resolver_for(ctx, base), facts.bind)[0]
-        if not isinstance(call, cst.Call) or not (facts.trusted or _builder_of(ctx, call) is not None):
+        if not isinstance(call, cst.Call) or not (facts.trusted or builder_of(ctx, call) is not None):
             return False
     else:
         return False
     callee = dotted_name(call.func) or ""
     qualified = ctx.qualified_name(call.func) or ""
-    builder = _builder_of(ctx, call)
+    builder = builder_of(ctx, call)
     if builder is not None:
         if id(builder) in visiting or len(visiting) > 3 or not _device_free(call):
             return False
@@ -162,7 +162,23 @@ def _device_free(call: cst.Call) -> bool:
     return True
 
 
-def _builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+def built_where(ctx: FileContext, base: cst.BaseExpression, facts: History | None, site: cst.CSTNode) -> str:
+    """` (`build_model(cfg)` returns it unmoved)` or ` (built in `__init__`)`: where a model that
+    `built_on_cpu` judged comes from, when that is not the statement before `site`."""
+    call = base if isinstance(base, cst.Call) else None
+    if call is None and facts is not None and facts.bind is not None:
+        bound = chain_base(resolver_for(ctx, facts.bind), facts.bind)[0]
+        call = bound if isinstance(bound, cst.Call) else None
+    if call is not None and builder_of(ctx, call) is not None:
+        return f" (`{ctx.code_for(call.func).strip()}(...)` returns it unmoved)"
+    if facts is not None and facts.bind is not None:
+        where = ctx.index.enclosing_function(facts.bind)
+        if where is not None and where is not ctx.index.enclosing_function(site):
+            return f" (built in `{where.name.value}`)"
+    return ""
+
+
+def builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file a call runs: `build_model(...)`, or `self.build_model(...)`
     inside a class that defines it (the summary of a builder is its returns)."""
     func = call.func
