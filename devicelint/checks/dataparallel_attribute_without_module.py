@@ -124,8 +124,9 @@ class DataParallelAttributeWithoutModule(Rule):
     ## Known limits
     In the wrapping function, reads count after the wrapping statement and until the name is
     bound again, and not in the other branch of the `if` that wraps. A wrapper returned by a
-    function of the file (`model = parallelize(net)`, `self.model = self.load_model()`) counts
-    as wrapped at that call. Other methods count only when the class binds `self.model` nowhere
+    function of the file (`model = parallelize(net)`, `self.model = self.load_model()`, or
+    unpacked from a returned tuple: `ddp_model, rank = setup(net)`) counts as wrapped at that
+    call. Other methods count only when the class binds `self.model` nowhere
     else (`self.model = self.model.cuda()` and the bare model built in `__init__` aside), and
     not the methods the wrapping method calls before it wraps; the functions they hand
     `self.model` to are read too. Each attribute is reported once per function. Code that tests

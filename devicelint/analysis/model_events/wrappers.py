@@ -162,7 +162,8 @@ def returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
 
 
 def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
-    returning: dict[int, WrapperSite] = {}
+    # function -> (the wrapper it returns, its position when it returns a tuple)
+    returning: dict[int, tuple[WrapperSite, int | None]] = {}
     direct = wrapper_sites(ctx)
     for site in direct:
         function = site.scope
@@ -171,27 +172,47 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         for node in scope_facts(ctx, function).nodes:
             if not isinstance(node, cst.Return) or node.value is None:
                 continue
-            value = strip_self_returning(node.value)
-            if value is site.call or (
-                site.target is not None and dotted_name(value) == site.target
-                and _wrapper_at(ctx, site.target, node, direct) is site
-            ):
-                returning[id(function)] = site
+            values: list[tuple[cst.BaseExpression, int | None]] = [(node.value, None)]
+            if isinstance(node.value, cst.Tuple):  # `return ddp_model, local_rank`
+                values = [(e.value, i) for i, e in enumerate(node.value.elements) if isinstance(e, cst.Element)]
+            for value, position in values:
+                value = strip_self_returning(value)
+                if value is site.call or (
+                    site.target is not None and dotted_name(value) == site.target
+                    and _wrapper_at(ctx, site.target, node, direct) is site
+                ):
+                    returning[id(function)] = (site, position)
     if not returning:
         return []
     sites = []
     for call in ctx.index.of_type(cst.Call):
         function = _called_function(ctx, call)
-        inner = returning.get(id(function)) if function is not None else None
-        if inner is None:
+        found = returning.get(id(function)) if function is not None else None
+        if found is None:
             continue
-        target = assigned_target(ctx, call)
+        inner, position = found
+        target = assigned_target(ctx, call) if position is None else _unpacked_target(ctx, call, position)
         if target is not None:
             sites.append(WrapperSite(
                 call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
                 statement=statement_of(ctx, call), scope=scope_of(ctx, call), returned=inner,
             ))
     return sites
+
+
+def _unpacked_target(ctx: FileContext, call: cst.Call, position: int) -> str | None:
+    """`model` in `model, rank = setup(...)` for position 0; None when not unpacked there."""
+    parent = ctx.index.parent(call)
+    if not isinstance(parent, cst.Assign) or parent.value is not call or len(parent.targets) != 1:
+        return None
+    target = parent.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    elements = target.elements
+    if position >= len(elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    element = elements[position]
+    return dotted_name(element.value) if isinstance(element, cst.Element) else None
 
 
 def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
