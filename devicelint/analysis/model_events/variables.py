@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -176,6 +177,9 @@ def class_history(ctx: FileContext, var: str, site: cst.CSTNode) -> History | No
     local = history(ctx, var, site)
     if local.bind is not None:
         return None
+    attr = var.split(".", 1)[1]
+    if re.search(r"\." + re.escape(attr) + r"\s*\.\s*(to|cuda|xpu|mps)\(", ctx.source.replace(f"self.{attr}.", "")):
+        return None  # moved from outside the class too (`trainer.model.cuda(rank)`)
     for function in functions.values():
         if function is init or function is here:
             continue
