@@ -129,7 +129,8 @@ class DataParallelAttributeWithoutModule(Rule):
     call. Other methods count only when the class binds `self.model` nowhere
     else (`self.model = self.model.cuda()` and the bare model built in `__init__` aside), and
     not the methods the wrapping method calls before it wraps; the functions they hand
-    `self.model` to are read too. Each attribute is reported once per function. Code that tests
+    `self.model` to are read too. A wrapper handed to a function is followed one call further
+    (`train(model)` handing it to `evaluate(model)`). Each attribute is reported once per function. Code that tests
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
     code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
     Replica writes are found only when the class and the `DataParallel` call are in the same
@@ -241,11 +242,16 @@ class DataParallelAttributeWithoutModule(Rule):
                 reads_of = _param_reads(ctx, function, param)
             for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
+                reader = ctx.index.enclosing_function(node)
+                onward = (
+                    f" (which hands it on to `{reader.name.value}` as `{held}`)"
+                    if reader is not None and reader is not function and ctx.index.enclosing_class(node) is None else ""
+                )
                 yield self.violation(
                     node, fix=_through_module(ctx, node, certain=False),
                     problem=(
                         f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper{site.origin(ctx)} that {_code(caller)} passes "
-                        f"to `{callee}` as `{param}`, which does not forward its model's attributes (AttributeError)"
+                        f"to `{callee}` as `{param}`{onward}, which does not forward its model's attributes (AttributeError)"
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
@@ -417,12 +423,19 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
     return (methods(cls).get("__init__") if cls is not None else None), 1
 
 
-def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False) -> list[cst.Attribute]:
-    """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`."""
+def _param_reads(
+    ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False, depth: int = 0
+) -> list[cst.Attribute]:
+    """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`; and in the
+    functions of the file it hands `param` on to (`evaluate(model)` inside `train(model)`), one
+    level further."""
     nodes = scope_facts(ctx, function).nodes
     written: set[str] = set()
     reads: list[cst.Attribute] = []
+    handed: list[tuple[cst.FunctionDef, str]] = []
     for node in nodes:
+        if depth == 0 and isinstance(node, cst.Call):
+            handed += [(f, p) for f, p in _callee_params(ctx, node, param) if f is not function]
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
             if node.args and dotted_name(node.args[0].value) == param:
                 return []
@@ -433,10 +446,14 @@ def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebind
                 written.add(node.attr.value)
             else:
                 reads.append(node)
-    return [
+    kept = [
         node for node in reads
         if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
     ]
+    for callee, name in handed:
+        if callee.name.value != "__init__":
+            kept += _param_reads(ctx, callee, name, depth=depth + 1)
+    return kept
 
 
 def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst.Attribute]:
