@@ -55,6 +55,7 @@ from devicelint.analysis.model_events.classes import (
     built_where,
     class_placements,
     moves_itself,
+    returned_device,
     split_of,
 )
 from devicelint.analysis.model_events.wrappers import (
@@ -89,6 +90,7 @@ __all__ = [
     "device_ids_first",
     "distinct",
     "rebinds",
+    "returned_device",
     "returned_wrapper_sites",
     "history",
     "module_functions",

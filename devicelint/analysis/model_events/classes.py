@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devicelint.analysis.model_events.devices import (
-    trusted_constructor,
+    Device,
     Placement,
     chain_base,
     resolver_for,
+    trusted_constructor,
 )
 from devicelint.analysis.devices import distinct
 from devicelint.analysis.facts import FileFacts, file_facts
@@ -176,6 +177,28 @@ def built_where(ctx: FileContext, base: cst.BaseExpression, facts: History | Non
         if where is not None and where is not ctx.index.enclosing_function(site):
             return f" (built in `{where.name.value}`)"
     return ""
+
+
+def returned_device(ctx: FileContext, call: cst.Call) -> tuple[Device, cst.CSTNode] | None:
+    """(device, the move) for a builder of the file whose one `return` hands back a model it
+    moved (`return Net().to("cuda:1")`, or `model.cuda(1); return model`); else None."""
+    builder = builder_of(ctx, call)
+    if builder is None:
+        return None
+    returns = [n for n in scope_facts(ctx, builder).nodes if isinstance(n, cst.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    node = returns[0]
+    base, moved = chain_base(resolver_for(ctx, node), node.value)  # type: ignore[arg-type]
+    if moved is not None:
+        return moved, node
+    var = dotted_name(base)
+    if var is None or "." in var:
+        return None
+    facts = history(ctx, var, node)
+    if facts.escaped or facts.sub_moves or not facts.moves:
+        return None
+    return facts.moves[-1]
 
 
 def builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
