@@ -332,7 +332,7 @@ def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
 def _argument(function: cst.FunctionDef, call: cst.Call, param: str) -> cst.BaseExpression | None:
     """The expression a call passes for one parameter of the function, None when not plain."""
     names = _parameters(function)
-    if ctx_is_method(function):
+    if _is_method(function):
         names = names[1:]
     positional = [p for p in names if p not in {k.name.value for k in function.params.kwonly_params}]
     for position, arg in enumerate(call.args):
@@ -346,7 +346,7 @@ def _argument(function: cst.FunctionDef, call: cst.Call, param: str) -> cst.Base
     return None
 
 
-def ctx_is_method(function: cst.FunctionDef) -> bool:
+def _is_method(function: cst.FunctionDef) -> bool:
     params = function.params.params
     return bool(params) and params[0].name.value in ("self", "cls")
 
