@@ -157,10 +157,13 @@ class DataParallelAsModelParallelism(Rule):
     Placements are seen in the same file only: a training script that imports a hand-split
     model class from another module is reported only through its comments. Devices held in
     variables count as different only when literal (`"cuda:0"` vs `"cuda:1"`, `1`) or indexed
-    from the same list (`devs[0]` vs `devs[1]`). Comment intent is read only from comments on
-    and right above the wrapping statement, and above the statement just before it when that
-    one builds the wrapped model (not from docstrings); comments that mention the batch,
-    replicas or data parallelism are taken as correct.
+    from the same list (`devs[0]` vs `devs[1]`), or when the module's `__init__` places two
+    submodules on devices named alike but for their stage number (`self.dev0`/`self.dev1` from
+    the config). A loader is followed into a function of the file that returns its model.
+    Comment intent is read only from comments on and right above the wrapping statement, and
+    above the statement just before it when that one builds the wrapped model (not from
+    docstrings); comments that mention the batch, replicas or data parallelism are taken as
+    correct.
     """
 
     code = "DL201"

@@ -12,12 +12,11 @@ from devicelint.analysis.model_events import (
     module_functions,
     rebinds,
     resolver_for,
+    returned_wrapper_sites,
     scope_facts,
     scope_of,
     short,
     statement_of,
-    strip_self_returning,
-    wrapper_at,
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
@@ -124,9 +123,14 @@ class DataParallelAttributeWithoutModule(Rule):
 
     ## Known limits
     In the wrapping function, reads count after the wrapping statement and until the name is
-    bound again, and not in the other branch of the `if` that wraps. Other methods count only
-    when the class binds `self.model` nowhere else (`self.model = self.model.cuda()` aside),
-    and not the methods the wrapping method calls before it wraps. Code that tests
+    bound again, and not in the other branch of the `if` that wraps. A wrapper returned by a
+    function of the file (`model = parallelize(net)`, `self.model = self.load_model()`, or
+    unpacked from a returned tuple: `ddp_model, rank = setup(net)`) counts as wrapped at that
+    call. Other methods count only when the class binds `self.model` nowhere
+    else (`self.model = self.model.cuda()` and the bare model built in `__init__` aside), and
+    not the methods the wrapping method calls before it wraps; the functions they hand
+    `self.model` to are read too. A wrapper handed to a function is followed one call further
+    (`train(model)` handing it to `evaluate(model)`). Each attribute is reported once per function. Code that tests
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
     code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
     Replica writes are found only when the class and the `DataParallel` call are in the same
@@ -151,7 +155,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 name = _wrapped_class(ctx, site)
                 if name is not None:
                     wrapped_classes.setdefault(name, site)
-        for site in _sites_of_returned_wrappers(ctx):
+        for site in returned_wrapper_sites(ctx):
             yield from self._reads_through(ctx, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
@@ -220,9 +224,15 @@ class DataParallelAttributeWithoutModule(Rule):
             if _other_branch(ctx, node, branches):
                 continue
             reads.append(node)
-        reads += _reads_in_other_methods(ctx, site, wrapper)
+        other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
+        reads += other_reads
         caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
-        for function, param in callees:
+        handed = [(function, param, caller) for function, param in callees]
+        for call in other_calls:
+            method = ctx.index.enclosing_function(call)
+            handed += [(function, param, method.name.value if method else caller) for function, param in _callee_params(ctx, call, wrapper)]
+        reads = _first_of_each(ctx, reads)
+        for function, param, caller in handed:
             callee = function.name.value
             if callee == "__init__":
                 owner = ctx.index.enclosing_class(function)
@@ -230,13 +240,18 @@ class DataParallelAttributeWithoutModule(Rule):
                 reads_of = _kept_reads(ctx, function, param)
             else:
                 reads_of = _param_reads(ctx, function, param)
-            for node in reads_of:
+            for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
+                reader = ctx.index.enclosing_function(node)
+                onward = (
+                    f" (which hands it on to `{reader.name.value}` as `{held}`)"
+                    if reader is not None and reader is not function and ctx.index.enclosing_class(node) is None else ""
+                )
                 yield self.violation(
                     node, fix=_through_module(ctx, node, certain=False),
                     problem=(
-                        f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper that {_code(caller)} passes "
-                        f"to `{callee}` as `{param}`, which does not forward its model's attributes (AttributeError)"
+                        f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper{site.origin(ctx)} that {_code(caller)} passes "
+                        f"to `{callee}` as `{param}`{onward}, which does not forward its model's attributes (AttributeError)"
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
@@ -245,7 +260,7 @@ class DataParallelAttributeWithoutModule(Rule):
             yield self.violation(
                 node, fix=_through_module(ctx, node, certain=not branches),
                 problem=(
-                    f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`, "
+                    f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`{site.origin(ctx)}, "
                     f"which does not forward its model's attributes (AttributeError)"
                 ),
                 advice=f"use `{wrapper}.module.{attr}`",
@@ -292,6 +307,18 @@ class DataParallelAttributeWithoutModule(Rule):
                 )
 
 
+def _first_of_each(ctx: FileContext, reads: list[cst.Attribute]) -> list[cst.Attribute]:
+    """The first read of each attribute in each function: one finding per mistake, not per line."""
+    seen: set[tuple[int, str | None]] = set()
+    kept = []
+    for node in reads:
+        key = (id(ctx.index.enclosing_function(node)), dotted_name(node))
+        if key not in seen:
+            seen.add(key)
+            kept.append(node)
+    return kept
+
+
 def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDef) -> list[tuple[cst.FunctionDef, str]]:
     """`forward`, and the methods of the class it calls as `self.method(...)` (one level)."""
     found = [(forward, "forward")]
@@ -302,36 +329,6 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
             if method is not None and method is not forward and all(m is not method for m, _ in found):
                 found.append((method, method.name.value))
     return found
-
-
-def _sites_of_returned_wrappers(ctx: FileContext) -> list[WrapperSite]:
-    """`model = build()` where `build` is a function of this file that returns a wrapper it made
-    (`return nn.DataParallel(net)`, or `return model` after `model = DDP(model)`)."""
-    returning: dict[str, WrapperSite] = {}
-    for site in wrapper_sites(ctx):
-        function = site.scope
-        if not isinstance(function, cst.FunctionDef) or module_functions(ctx).get(function.name.value) is not function:
-            continue
-        for node in scope_facts(ctx, function).nodes:
-            if not isinstance(node, cst.Return) or node.value is None:
-                continue
-            value = strip_self_returning(node.value)
-            if value is site.call or (site.target is not None and dotted_name(value) == site.target and wrapper_at(ctx, site.target, node) is site):
-                returning[function.name.value] = site
-    if not returning:
-        return []
-    sites = []
-    for call in ctx.index.of_type(cst.Call):
-        inner = returning.get(dotted_name(call.func) or "")
-        if inner is None:
-            continue
-        target = assigned_target(ctx, call)
-        if target is not None:
-            sites.append(WrapperSite(
-                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
-                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
-            ))
-    return sites
 
 
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
@@ -426,12 +423,19 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
     return (methods(cls).get("__init__") if cls is not None else None), 1
 
 
-def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False) -> list[cst.Attribute]:
-    """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`."""
+def _param_reads(
+    ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False, depth: int = 0
+) -> list[cst.Attribute]:
+    """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`; and in the
+    functions of the file it hands `param` on to (`evaluate(model)` inside `train(model)`), one
+    level further."""
     nodes = scope_facts(ctx, function).nodes
     written: set[str] = set()
     reads: list[cst.Attribute] = []
+    handed: list[tuple[cst.FunctionDef, str]] = []
     for node in nodes:
+        if depth == 0 and isinstance(node, cst.Call):
+            handed += [(f, p) for f, p in _callee_params(ctx, node, param) if f is not function]
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
             if node.args and dotted_name(node.args[0].value) == param:
                 return []
@@ -442,10 +446,14 @@ def _param_reads(ctx: FileContext, function: cst.FunctionDef, param: str, rebind
                 written.add(node.attr.value)
             else:
                 reads.append(node)
-    return [
+    kept = [
         node for node in reads
         if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
     ]
+    for callee, name in handed:
+        if callee.name.value != "__init__":
+            kept += _param_reads(ctx, callee, name, depth=depth + 1)
+    return kept
 
 
 def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst.Attribute]:
@@ -472,18 +480,19 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
     return reads
 
 
-def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> list[cst.Attribute]:
-    """Reads of `self.model.x` in the other methods of a class whose method wraps `self.model`.
+def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> tuple[list[cst.Attribute], list[cst.Call]]:
+    """Reads of `self.model.x` in the other methods of a class whose method wraps `self.model`,
+    and the calls there that hand `self.model` on (`plot(self.model, ...)`).
 
     Only when every assignment to `self.model` in the class is in the wrapping method, nothing in
     the class tests the wrapper (`hasattr`, `isinstance`), and skipping the methods the wrapping
     method calls before it wraps (they run on the bare model) and `__init__` when it does not wrap.
     """
     if not wrapper.startswith("self.") or wrapper.count(".") != 1 or not isinstance(site.scope, cst.FunctionDef):
-        return []
+        return [], []
     cls = ctx.index.enclosing_class(site.scope)
     if cls is None or ctx.index.enclosing_function(cls) is not None:
-        return []
+        return [], []
     wrapping = site.scope
     position = scope_facts(ctx, wrapping).order.get(id(site.statement), 0)
     called_before = set()
@@ -494,23 +503,29 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
             called_before.add(node.func.attr.value)
     written: set[str] = set()
     candidates: list[cst.Attribute] = []
+    calls: list[cst.Call] = []
     for name, method in methods(cls).items():
         nodes = scope_facts(ctx, method).nodes
         for node in nodes:
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
-                    return []
-            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper):
-                return []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+                    return [], []
+            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper) and (
+                name != "__init__" or wrapping.name.value == "__init__"
+            ):
+                return [], []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
+            runs_wrapped = method is not wrapping and name not in called_before and (name != "__init__" or wrapping.name.value == "__init__")
+            if isinstance(node, cst.Call) and runs_wrapped:
+                calls.append(node)
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
                 if _is_target(ctx, node):
                     written.add(node.attr.value)
-                elif method is not wrapping and name not in called_before and (name != "__init__" or wrapping.name.value == "__init__"):
+                elif runs_wrapped:
                     candidates.append(node)
     return [
         node for node in candidates
         if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
-    ]
+    ], calls
 
 
 def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:

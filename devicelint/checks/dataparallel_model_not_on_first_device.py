@@ -8,6 +8,8 @@ from devicelint.analysis.model_events import (
     Device,
     WrapperSite,
     built_on_cpu,
+    class_history,
+    returned_device,
     chain_base,
     device_ids_first,
     history,
@@ -62,7 +64,10 @@ class DataParallelModelNotOnFirstDevice(Rule):
     once to one of those); `device_ids=[args.gpu]` is checked only for a model never moved.
     "Never moved" is reported only for a model built in the same function from a class of the
     same file or from `torch.nn`/`torchvision.models`, never passed to other code, and whose
-    wrapper is called in that function. Moves made through aliases are not followed.
+    wrapper is called in that function. Moves made through aliases are not followed. A model
+    returned by a builder function of the file counts with the device the builder moved it to
+    (`model.to("cuda:1"); return model`), and `self.model` moved in `__init__` and wrapped in
+    `setup()` with the moves of `__init__`.
     """
 
     code = "DL202"
@@ -89,11 +94,20 @@ class DataParallelModelNotOnFirstDevice(Rule):
         var = dotted_name(base)
         moves = [(inline, site.wrapped)] if inline is not None else []
         facts = None
+        built = base if isinstance(base, cst.Call) else None
         if var is not None:
             facts = history(ctx, var, site.call)
+            if facts.bind is None:  # `self.model` built in `__init__`, wrapped in `setup()`
+                facts = class_history(ctx, var, site.call) or facts
             if facts.escaped or facts.sub_moves:
                 return None
             moves = facts.moves + moves
+            if facts.bind is not None:
+                bound = chain_base(resolver, facts.bind)[0]
+                built = bound if isinstance(bound, cst.Call) else None
+        placed = returned_device(ctx, built) if built is not None else None
+        if placed is not None:  # `model = build()` where `build` returns `Net().to("cuda:1")`
+            moves = [placed] + moves
         moves += wrapper_chain_moves(ctx, site)
         usage = usage_after(ctx, site.target, site.call) if site.target else None
         if usage is not None:

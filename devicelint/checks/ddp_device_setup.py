@@ -11,6 +11,8 @@ from devicelint.analysis.model_events import (
     History,
     WrapperSite,
     built_on_cpu,
+    built_where,
+    class_history,
     chain_base,
     device_ids_first,
     history,
@@ -94,9 +96,11 @@ class DdpDeviceSetup(Rule):
     `CUDA_VISIBLE_DEVICES` set per process outside the file) make `.cuda()` right; files that
     set `CUDA_VISIBLE_DEVICES` in a string are not reported for it. "Never moved" needs the
     model to be built in the same function, from a class of the file or of
-    `torch.nn`/`torchvision.models`, or from any builder called without a device-like argument
-    when the function moves other tensors to a GPU itself; and not handed to other code before
-    wrapping. A `set_device` in another function counts when it is not under an `if` or a loop;
+    `torch.nn`/`torchvision.models`, or by a builder function of the file (also `self.build()`)
+    whose every `return` hands back such a model unmoved, or from any builder called without a
+    device-like argument when the function moves other tensors to a GPU itself; and not handed
+    to other code before wrapping. `self.model` built in `__init__` and wrapped in another method
+    counts when no other method of the class (which has no base class) moves or hands it on. A `set_device` in another function counts when it is not under an `if` or a loop;
     one in the wrapping function counts only on the way to the wrapper. The missing-`device_ids`
     case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
@@ -161,6 +165,8 @@ class DdpDeviceSetup(Rule):
         facts = None
         if var is not None:
             facts = history(ctx, var, site.call)
+            if facts.bind is None:  # `self.model` built in `__init__`, wrapped in `setup()`
+                facts = class_history(ctx, var, site.call) or facts
             if facts.escaped or facts.sub_moves:
                 return None
             moves = [device for device, _ in facts.moves] + moves
@@ -185,13 +191,13 @@ class DdpDeviceSetup(Rule):
             if has_ids:
                 return self.violation(
                     site.call, call=short(ctx, site.call),
-                    problem=f"wraps `{model}`, which is still on the CPU, while `device_ids` asks for a GPU module",
+                    problem=f"wraps `{model}`, which is still on the CPU{built_where(ctx, base, facts, site.call)}, while `device_ids` asks for a GPU module",
                     advice=f"move it first with `{model}.to(local_rank)`",
                 )
             if _uses_nccl(ctx):
                 return self.violation(
                     site.call, call=short(ctx, site.call),
-                    problem=f"wraps `{model}`, which is still on the CPU, while the file's `nccl` backend only reduces CUDA tensors",
+                    problem=f"wraps `{model}`, which is still on the CPU{built_where(ctx, base, facts, site.call)}, while the file's `nccl` backend only reduces CUDA tensors",
                     advice=f"move it with `{model}.to(local_rank)` and pass `device_ids=[local_rank]` (or use `gloo` for CPU training)",
                 )
             return None

@@ -67,7 +67,9 @@ class ModelParallelActivationNotMoved(Rule):
     torch functions, tensor methods, parameterless `torch.nn` layers and the `forward` of the
     file's module classes. An unplaced stage is one built from a `torch.nn` layer or a module
     class of the file with no `device=`, and moved nowhere in the file (`model.norm.to(...)`
-    counts as placing it); parameterless layers are exempt.
+    counts as placing it); parameterless layers are exempt. The builtin `sum` over a list or
+    tuple display (or a local bound once to one) of values on two stated GPUs counts as a
+    crossing; `torch.stack`/`torch.cat` are the engine's.
     """
 
     code = "DL208"
@@ -78,8 +80,12 @@ class ModelParallelActivationNotMoved(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         facts = file_facts(ctx)
+        crossed: set[int] = set()
         for crossing in facts.crossings:
+            crossed.add(id(crossing.node))
             yield self._crossing(ctx, facts, crossing)
+        if "sum(" in ctx.source:
+            yield from self._summed_across_devices(ctx, facts, crossed)
         for cls in class_facts(ctx).values():
             yield from self._unplaced_stages(ctx, facts, cls)
 
@@ -93,6 +99,33 @@ class ModelParallelActivationNotMoved(Rule):
             consumer=f"`{short(ctx, crossing.other_node, 40)}`", want=want.label(),
             moved=_moved(ctx, crossing.value_node, want),
         )
+
+    def _summed_across_devices(self, ctx: FileContext, facts: FileFacts, crossed: set[int]) -> Iterator[Violation]:
+        """The builtin `sum([a, b])` (or over a list bound once to a literal) adds the outputs
+        of stages on two stated devices: `a + b` across GPUs, hidden in the reduction."""
+        if any(node.name.value == "sum" for node in ctx.index.of_type(cst.FunctionDef)) or _sum_imported(ctx):
+            return
+        for call in ctx.index.of_type(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == "sum" and call.args) or id(call) in crossed:
+                continue
+            first = call.args[0]
+            if first.star or first.keyword is not None:
+                continue
+            elements = _literal_elements(ctx, first.value)
+            seen: list[tuple[cst.BaseExpression, DeviceId]] = []
+            for element in elements:
+                device = facts.value(element).device
+                if device is None or not device.literal or not device.is_accelerator:
+                    continue
+                other = next(((node, d) for node, d in seen if distinct(d, device)), None)
+                if other is not None:
+                    yield self.violation(
+                        element, value=short(ctx, element, 40), have=device.label(),
+                        consumer=f"`{short(ctx, other[0], 40)}`, which `{short(ctx, call, 40)}` adds it to,",
+                        want=other[1].label(), moved=_moved(ctx, element, other[1]),
+                    )
+                    break
+                seen.append((element, device))
 
     def _unplaced_stages(self, ctx: FileContext, facts: FileFacts, cls: ClassFacts) -> Iterator[Violation]:
         """A stage with weights that `__init__` leaves on the CPU between placed ones, fed a GPU
@@ -191,3 +224,30 @@ def _moved(ctx: FileContext, node: cst.BaseExpression, want: DeviceId) -> str:
 
 def _spelled(device: DeviceId) -> str:
     return f'"{device.text}"' if device.literal else device.text
+
+
+def _sum_imported(ctx: FileContext) -> bool:
+    """`from x import sum` (or `as sum`): `sum` is not the builtin."""
+    for alias in ctx.index.of_type(cst.ImportAlias):
+        bound = alias.asname.name if alias.asname is not None else alias.name
+        if isinstance(bound, cst.Name) and bound.value == "sum":
+            return True
+    return False
+
+
+def _literal_elements(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The elements of a list or tuple display, or of the one such display a local name is bound to."""
+    name = dotted_name(node)
+    if name is not None and "." not in name:
+        function = ctx.index.enclosing_function(node)
+        values = [
+            a.value for a in (ctx.index.walk(function) if function is not None else ())
+            if isinstance(a, cst.Assign) and any(dotted_name(t.target) == name for t in a.targets)
+        ]
+        if len(values) != 1:
+            return []
+        node = values[0]
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return [e.value for e in node.elements if isinstance(e, cst.Element)]
+    return []
+

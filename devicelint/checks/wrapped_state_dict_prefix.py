@@ -12,7 +12,9 @@ from devicelint.analysis.model_events import (
     WrapperSite,
     chain_base,
     history,
+    module_functions,
     resolver_for,
+    returned_wrapper_sites,
     scope_facts,
     scope_of,
     short,
@@ -88,8 +90,11 @@ class WrappedStateDictPrefix(Rule):
     same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
     "best.pth")` and `f"{d}/best.pth"`). Files whose code (not comments) has a `"module."` or
     `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
-    to handle the prefix. The loaded model must be built in the same function from a class
-    call; a model received as an argument is not judged.
+    to handle the prefix. The loaded model must be built from a class call in the function that
+    loads it, or in each caller of a helper that receives it (`load_checkpoint(net, path)`);
+    a saved model is followed the same way through a save helper (`save_checkpoint(model,
+    path)`, also with `self.model`), one level deep, with the caller's path put in. A wrapper
+    returned by a function of the file (`model = parallelize(net)`) counts as a wrapper.
     """
 
     code = "DL204"
@@ -112,35 +117,49 @@ class WrappedStateDictPrefix(Rule):
             source = _loaded_from(ctx, call.args[0].value)
             if target is None or source is None:
                 continue
-            into_wrapper = _wrapper_of(ctx, target, call)
-            for saved in saves:
-                if (saved.path, saved.key) != source:
-                    continue
-                if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, call):
-                    yield self.violation(
-                        call, fix=_strip_prefix(ctx, call),
-                        problem=(
-                            f"`{short(ctx, call)}` loads into the bare model `{target}` the state dict that "
-                            f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
-                            f"`{saved.model}`, whose keys start with `module.` (missing and unexpected keys)"
-                        ),
-                        advice=(
-                            f"save `{saved.model}.module.state_dict()` instead, and strip the prefix from checkpoints "
-                            "already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, \"module.\")`)"
-                        ),
-                    )
-                elif saved.wrapper is None and into_wrapper is not None:
-                    owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]
-                    yield self.violation(
-                        call, fix=FixProposal(f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
-                                              replacements=((call.func.value, f"{owner}.module"),)),  # type: ignore[attr-defined]
-                        problem=(
-                            f"`{short(ctx, call)}` loads the state dict of the bare model `{saved.model}`{_where(ctx, saved.call)} into the "
-                            f"`{into_wrapper.kind}` wrapper `{target}`, whose keys start with `module.` "
-                            "(missing and unexpected keys)"
-                        ),
-                        advice=f"load it with `{target}.module.load_state_dict(...)`",
-                    )
+            for target, source, at in _through_callers(ctx, call, target, source):
+                found = next(self._load(ctx, call, target, source, at, saves), None)
+                if found is not None:
+                    yield found  # one finding per load, however many callers reach it
+                    break
+
+    def _load(
+        self, ctx: FileContext, call: cst.Call, target: str, source: tuple[str, str | None], at: cst.CSTNode,
+        saves: list[_Saved],
+    ) -> Iterator[Violation]:
+        """The findings for one load into `target` (as it is at `at`) from `source`."""
+        into_wrapper = _wrapper_of(ctx, target, at)
+        via = f" (passed in by `{short(ctx, at)}`{_where(ctx, at)})" if at is not call else ""
+        for saved in saves:
+            if (saved.path, saved.key) != source:
+                continue
+            if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, at):
+                yield self.violation(
+                    call, fix=_strip_prefix(ctx, call),
+                    problem=(
+                        f"`{short(ctx, call)}` loads into the bare model `{target}`{via} the state dict that "
+                        f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
+                        f"`{saved.model}`, whose keys start with `module.` (missing and unexpected keys)"
+                    ),
+                    advice=(
+                        f"save `{saved.model}.module.state_dict()` instead, and strip the prefix from checkpoints "
+                        "already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, \"module.\")`)"
+                    ),
+                )
+            elif saved.wrapper is None and into_wrapper is not None:
+                owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]
+                yield self.violation(
+                    call, fix=None if via else FixProposal(
+                        f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
+                        replacements=((call.func.value, f"{owner}.module"),),  # type: ignore[attr-defined]
+                    ),
+                    problem=(
+                        f"`{short(ctx, call)}` loads the state dict of the bare model `{saved.model}`{_where(ctx, saved.call)} into the "
+                        f"`{into_wrapper.kind}` wrapper `{target}`{via}, whose keys start with `module.` "
+                        "(missing and unexpected keys)"
+                    ),
+                    advice=f"load it with `{target}.module.load_state_dict(...)`",
+                )
 
 
 def _strip_prefix(ctx: FileContext, call: cst.Call) -> FixProposal | None:
@@ -175,7 +194,7 @@ def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | No
     cls = ctx.index.enclosing_class(at)
     if cls is None:
         return None
-    for other in wrapper_sites(ctx):
+    for other in wrapper_sites(ctx) + returned_wrapper_sites(ctx):
         if other.target == var and other.scope is not scope_of(ctx, at) and ctx.index.enclosing_class(other.call) is cls:
             return other
     return None
@@ -193,31 +212,143 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
     obj, path = call.args[0], call.args[1]
     if obj.keyword is not None or path.star or obj.star:
         return []
-    path_text = _path_key(ctx, path.value, call)
     found = []
-    saved = obj.value
-    name = dotted_name(saved)
-    if name is not None:  # `ckpt = {"model": model.state_dict(), ...}; torch.save(ckpt, path)`
-        values = scope_facts(ctx, scope_of(ctx, call)).assigned.get(name)
-        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
-            saved = values[0]
-    pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
-    if isinstance(saved, cst.Dict):
-        pairs = [
-            (e.value, literal_value(e.key))
-            for e in saved.elements
-            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
-            and isinstance(literal_value(e.key), str)
-        ]
-    for value, key in pairs:
-        model = _state_dict_of(value)
-        if model is None:
-            continue
-        wrapper = _wrapper_of(ctx, model, call)
-        if wrapper is None and not _bare(ctx, model, call):
-            continue
-        found.append(_Saved(call, model, path_text, key, wrapper))
+    for saved, at, path_text in _saved_objects(ctx, call, obj.value, path.value):
+        pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
+        if isinstance(saved, cst.Dict):
+            pairs = [
+                (e.value, literal_value(e.key))
+                for e in saved.elements
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                and isinstance(literal_value(e.key), str)
+            ]
+        for value, key in pairs:
+            model = _state_dict_of(value)
+            if model is None:
+                continue
+            for model, path_key, where in _through_callers(ctx, call, model, (path_text, key), at):
+                wrapper = _wrapper_of(ctx, model, where)
+                if wrapper is None and not _bare(ctx, model, where):
+                    continue
+                found.append(_Saved(call, model, path_key[0], key, wrapper))
     return found
+
+
+def _saved_objects(
+    ctx: FileContext, call: cst.Call, saved: cst.BaseExpression, path: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.CSTNode, str]]:
+    """(what is saved, where its names are judged, path key) for `torch.save(saved, path)`: the
+    object itself (or the dict a local is bound to), and, when it is a parameter of a save helper
+    (`def save_checkpoint(state, filename="checkpoint.pth")`), what each caller passes for it."""
+    found = [(_bound_value(ctx, saved, call), call, _path_key(ctx, path, call))]
+    name = dotted_name(saved)
+    function = ctx.index.enclosing_function(call)
+    if name is None or function is None or name not in _parameters(function):
+        return found
+    path_name = dotted_name(path)
+    for site in _calls_of(ctx, function):
+        argument = _argument(function, site, name)
+        if argument is None:
+            continue
+        path_key = _path_key(ctx, path, call)
+        if path_name in _parameters(function):
+            path_argument = _argument(function, site, path_name) or _default(function, path_name)  # type: ignore[arg-type]
+            if path_argument is None:
+                continue
+            path_key = _path_key(ctx, path_argument, site)
+        found.append((_bound_value(ctx, argument, site), site, path_key))
+    return found
+
+
+def _bound_value(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression:
+    """The dict or call a local is bound to once (`ckpt = {"model": ...}`), else the node."""
+    name = dotted_name(node)
+    if name is not None:
+        values = scope_facts(ctx, scope_of(ctx, at)).assigned.get(name)
+        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
+            return values[0]
+    return node
+
+
+def _default(function: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+    params = function.params
+    for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if p.name.value == param:
+            return p.default
+    return None
+
+
+def _through_callers(
+    ctx: FileContext, node: cst.CSTNode, model: str, source: tuple[str, str | None], at: cst.CSTNode | None = None
+) -> list[tuple[str, tuple[str, str | None], cst.CSTNode]]:
+    """(model, (path, key), where to judge the model) for a save or load at `node` (its names
+    read at `at`, a caller already put in): itself, and, when the model is a parameter of its
+    function (`def save_checkpoint(model, path)`), each call of that function in the file with
+    the caller's model and path put in (one level)."""
+    at = at or node
+    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = [(model, source, at)]
+    if at is not node:
+        return found
+    function = ctx.index.enclosing_function(node)
+    if function is None or model not in _parameters(function):
+        return found
+    for site in _calls_of(ctx, function):
+        argument = _argument(function, site, model)
+        name = dotted_name(argument) if argument is not None else None
+        if name is None:
+            continue
+        path = source[0]
+        if path in _parameters(function):
+            path_argument = _argument(function, site, path)
+            if path_argument is None:
+                continue
+            path = _path_key(ctx, path_argument, site)
+        found.append((name, (path, source[1]), site))
+    return found
+
+
+def _parameters(function: cst.FunctionDef) -> list[str]:
+    params = function.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
+    """Calls of a top-level function by its name, or of a method as `self.name(...)` in its class."""
+    cls = ctx.index.enclosing_class(function)
+    name = function.name.value
+    found = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if cls is None and isinstance(func, cst.Name) and func.value == name and module_functions(ctx).get(name) is function:
+            found.append(call)
+        elif (
+            cls is not None and isinstance(func, cst.Attribute) and func.attr.value == name
+            and isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.index.enclosing_class(call) is cls
+        ):
+            found.append(call)
+    return found
+
+
+def _argument(function: cst.FunctionDef, call: cst.Call, param: str) -> cst.BaseExpression | None:
+    """The expression a call passes for one parameter of the function, None when not plain."""
+    names = _parameters(function)
+    if _is_method(function):
+        names = names[1:]
+    positional = [p for p in names if p not in {k.name.value for k in function.params.kwonly_params}]
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == param:
+                return arg.value
+        elif position < len(positional) and positional[position] == param:
+            return arg.value
+    return None
+
+
+def _is_method(function: cst.FunctionDef) -> bool:
+    params = function.params.params
+    return bool(params) and params[0].name.value in ("self", "cls")
 
 
 def _state_dict_of(node: cst.BaseExpression) -> str | None:

@@ -4,23 +4,24 @@ move themselves or are certainly built on the CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from devicelint.analysis.model_events.devices import (
-    DATA_PARALLEL,
-    DISTRIBUTED_DATA_PARALLEL,
-    TRUSTED_PREFIXES,
+    Device,
     Placement,
     chain_base,
     resolver_for,
+    trusted_constructor,
 )
 from devicelint.analysis.devices import distinct
 from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
-from devicelint.analysis.model_events.variables import History
-from devicelint.analysis.modules import module_classes
+from devicelint.analysis.model_events.scopes import module_functions, scope_facts
+from devicelint.analysis.model_events.variables import History, history
+from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -30,16 +31,41 @@ class ClassPlacement:
 
     cls: cst.ClassDef
     placements: dict[str, Placement]
+    # submodules moved in `__init__` to a device the code names but does not state
+    # (`.to(self.dev1)` with `self.dev1 = torch.device(cfg.dev1)`)
+    named: dict[str, Placement] = field(default_factory=dict)
 
     def split(self) -> tuple[Placement, Placement] | None:
         """Two submodules certainly placed on different devices, else None."""
         return split_of(list(self.placements.values()))
+
+    def named_split(self) -> tuple[Placement, Placement] | None:
+        """Two submodules placed on devices that are certainly different, or that the code names
+        as numbered stages (`self.dev0` and `self.dev1`, `cfg.gpu_0` and `cfg.gpu_1`)."""
+        placements = list(self.placements.values()) + list(self.named.values())
+        return split_of(placements) or numbered_split(placements)
 
 
 def split_of(placements: list[Placement]) -> tuple[Placement, Placement] | None:
     for i, first in enumerate(placements):
         for second in placements[i + 1:]:
             if distinct(first.device, second.device):
+                return first, second
+    return None
+
+
+_NUMBERED = re.compile(r"^(.*?[A-Za-z_])(\d+)$")
+
+
+def numbered_split(placements: list[Placement]) -> tuple[Placement, Placement] | None:
+    """Two placements on devices named alike but for their stage number (`dev0`/`dev1`)."""
+    for i, first in enumerate(placements):
+        one = _NUMBERED.match(first.device.text) if not first.device.literal else None
+        if one is None:
+            continue
+        for second in placements[i + 1:]:
+            two = _NUMBERED.match(second.device.text) if not second.device.literal else None
+            if two is not None and one.group(1) == two.group(1) and int(one.group(2)) != int(two.group(2)):
                 return first, second
     return None
 
@@ -55,14 +81,22 @@ def _build_class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
     out: dict[str, ClassPlacement] = {}
     facts = file_facts(ctx)
     for name, cls in class_facts(ctx).items():
-        placed = facts.placed_submodules(cls)
-        if not placed or _moves_whole_module(facts, cls):
+        init = cls.methods.get("__init__")
+        if init is None or _moves_whole_module(facts, cls):
             continue
-        init = cls.methods["__init__"]
+        placed = facts.placed_submodules(cls)
         where = {attr: value for attr, value, method in cls.assignments if method is init}
+        named = {}
+        resolver = resolver_for(ctx, init.body)
+        for attr, value in where.items():
+            device = chain_base(resolver, value)[1]
+            if attr not in placed and device is not None and not device.literal and attr in cls.submodules:
+                named[attr] = Placement(attr, device, value)
+        if not placed and not named:
+            continue
         out[name] = ClassPlacement(cls.node, {
             attr: Placement(attr, device, where.get(attr, init)) for attr, device in placed.items()
-        })
+        }, named)
     return out
 
 
@@ -87,26 +121,119 @@ def moves_itself(ctx: FileContext, class_name: str) -> bool:
 
 def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | None) -> bool:
     """Whether the wrapped model is certainly on the CPU when built: a call of a class of this file
-    (that places nothing itself) or of `torch.nn`/`torchvision.models`, with no device argument."""
+    (that places nothing itself) or of `torch.nn`/`torchvision.models`, with no device argument,
+    or of a builder function of this file that returns such a model unmoved (`build_model(cfg)`)."""
+    return _built_on_cpu(ctx, base, facts, ())
+
+
+def _built_on_cpu(
+    ctx: FileContext, base: cst.BaseExpression, facts: History | None, visiting: tuple[int, ...]
+) -> bool:
     if isinstance(base, cst.Call):
         call = base
-    elif facts is not None and facts.bind is not None and facts.trusted:
+    elif facts is not None and facts.bind is not None and not facts.escaped and not facts.sub_moves:
         call = chain_base(resolver_for(ctx, base), facts.bind)[0]
-        if not isinstance(call, cst.Call):
+        if not isinstance(call, cst.Call) or not (facts.trusted or builder_of(ctx, call) is not None):
             return False
     else:
         return False
     callee = dotted_name(call.func) or ""
     qualified = ctx.qualified_name(call.func) or ""
+    builder = builder_of(ctx, call)
+    if builder is not None:
+        if id(builder) in visiting or len(visiting) > 3 or not _device_free(call):
+            return False
+        return _returns_cpu_model(ctx, builder, (*visiting, id(builder)))
     if callee in module_classes(ctx):
         if callee in class_placements(ctx) or moves_itself(ctx, callee):
             return False
-    elif not qualified.startswith(TRUSTED_PREFIXES) or qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+    elif not trusted_constructor(qualified):
         return False
+    return _device_free(call)
+
+
+def _device_free(call: cst.Call) -> bool:
+    """No argument of the call names a device (`device=`, `gpu`, `rank`) or is unpacked."""
     for arg in call.args:
         if arg.star:
             return False
         words = (arg.keyword.value if arg.keyword else "") + " " + (dotted_name(arg.value) or "")
         if any(w in words.lower() for w in ("device", "gpu", "cuda", "rank")):
+            return False
+    return True
+
+
+def built_where(ctx: FileContext, base: cst.BaseExpression, facts: History | None, site: cst.CSTNode) -> str:
+    """` (`build_model(cfg)` returns it unmoved)` or ` (built in `__init__`)`: where a model that
+    `built_on_cpu` judged comes from, when that is not the statement before `site`."""
+    call = base if isinstance(base, cst.Call) else None
+    if call is None and facts is not None and facts.bind is not None:
+        bound = chain_base(resolver_for(ctx, facts.bind), facts.bind)[0]
+        call = bound if isinstance(bound, cst.Call) else None
+    if call is not None and builder_of(ctx, call) is not None:
+        return f" (`{ctx.code_for(call.func).strip()}(...)` returns it unmoved)"
+    if facts is not None and facts.bind is not None:
+        where = ctx.index.enclosing_function(facts.bind)
+        if where is not None and where is not ctx.index.enclosing_function(site):
+            return f" (built in `{where.name.value}`)"
+    return ""
+
+
+def returned_device(ctx: FileContext, call: cst.Call) -> tuple[Device, cst.CSTNode] | None:
+    """(device, the move) for a builder of the file whose one `return` hands back a model it
+    moved (`return Net().to("cuda:1")`, or `model.cuda(1); return model`); else None."""
+    builder = builder_of(ctx, call)
+    if builder is None:
+        return None
+    returns = [n for n in scope_facts(ctx, builder).nodes if isinstance(n, cst.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    node = returns[0]
+    base, moved = chain_base(resolver_for(ctx, node), node.value)  # type: ignore[arg-type]
+    if moved is not None:
+        return moved, node
+    var = dotted_name(base)
+    if var is None or "." in var:
+        return None
+    facts = history(ctx, var, node)
+    if facts.escaped or facts.sub_moves or not facts.moves:
+        return None
+    return facts.moves[-1]
+
+
+def builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file a call runs: `build_model(...)`, or `self.build_model(...)`
+    inside a class that defines it (the summary of a builder is its returns)."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        if func.value in module_classes(ctx):
+            return None
+        return module_functions(ctx).get(func.value)
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        if cls is not None:
+            return methods(cls).get(func.attr.value)
+    return None
+
+
+def _returns_cpu_model(ctx: FileContext, function: cst.FunctionDef, visiting: tuple[int, ...]) -> bool:
+    """Every `return` of the builder hands back a model built on the CPU and not moved since:
+    a constructor call, or a local bound to one that nothing moved or handed on."""
+    returns = [
+        node for node in scope_facts(ctx, function).nodes
+        if isinstance(node, cst.Return) or isinstance(node, cst.Yield)
+    ]
+    if not returns or any(isinstance(node, cst.Yield) or node.value is None for node in returns):
+        return False
+    for node in returns:
+        value = node.value
+        base, moved = chain_base(resolver_for(ctx, node), value)  # type: ignore[arg-type]
+        if moved is not None:
+            return False
+        var = dotted_name(base)
+        facts = history(ctx, var, node) if var is not None and "." not in var else None
+        if var is not None and (facts is None or facts.moves or facts.escaped):
+            return False
+        if not _built_on_cpu(ctx, base, facts, visiting):
             return False
     return True

@@ -42,6 +42,16 @@ KEEPS_MODULE = MOVE_METHODS | CASTS | {"share_memory", "apply"}
 TRUSTED_PREFIXES = ("torch.nn.", "torchvision.models.")
 
 
+def trusted_constructor(qualified: str) -> bool:
+    """A `torch.nn`/`torchvision.models` call that builds a new module on the CPU: not a wrapper,
+    and not a method of a class (`nn.SyncBatchNorm.convert_sync_batchnorm(model)` returns the
+    module it is given, wherever that is)."""
+    if not qualified.startswith(TRUSTED_PREFIXES) or qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+        return False
+    parts = qualified.split(".")
+    return not any(part[:1].isupper() for part in parts[:-1])
+
+
 @dataclass
 class Resolver:
     """One scope's view: devices from the engine, other constants from the scope's single

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -12,14 +13,14 @@ from devicelint.analysis.model_events.devices import (
     Device,
     DISTRIBUTED_DATA_PARALLEL,
     Placement,
-    TRUSTED_PREFIXES,
+    trusted_constructor,
     chain_base,
     rebinds,
     resolver_for,
     strip_self_returning,
 )
-from devicelint.analysis.model_events.scopes import scope_facts, scope_of, statement_of
-from devicelint.analysis.modules import module_classes
+from devicelint.analysis.model_events.scopes import Scope, scope_facts, scope_of, statement_of
+from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -39,8 +40,11 @@ class History:
 def history(ctx: FileContext, var: str, site: cst.CSTNode) -> History:
     """Binding, moves and escapes of `var` in the scope of `site`, before the statement of `site`."""
     scope = scope_facts(ctx, scope_of(ctx, site))
-    resolver = resolver_for(ctx, site)
-    limit = scope.order.get(id(statement_of(ctx, site)), len(scope.nodes))
+    return _history(ctx, var, scope, scope.order.get(id(statement_of(ctx, site)), len(scope.nodes)))
+
+
+def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
+    resolver = resolver_for(ctx, scope.nodes[0])
     facts = History(var)
     classes = module_classes(ctx)
     for position, node in enumerate(scope.nodes):
@@ -59,7 +63,7 @@ def history(ctx: FileContext, var: str, site: cst.CSTNode) -> History:
                         qualified = ctx.qualified_name(base.func) or ""
                         if callee in classes:
                             facts.origin, facts.trusted = callee, True
-                        elif qualified.startswith(TRUSTED_PREFIXES) and qualified not in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+                        elif trusted_constructor(qualified):
                             facts.trusted = True
                 if device is not None:
                     facts.moves.append((device, node))
@@ -150,3 +154,45 @@ def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
         elif isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and _mentions(node.value, var):
             usage.escaped = True
     return usage
+
+
+_PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
+
+
+def class_history(ctx: FileContext, var: str, site: cst.CSTNode) -> History | None:
+    """What the class does to `self.attr` before `site`, the class taken as one unit: bound once
+    in `__init__` (where the history starts), touched by no method other than `__init__` and
+    the one holding `site`, and not bound in that one before `site`. None otherwise, or when the
+    class has a base class that could move the attribute itself."""
+    if not var.startswith("self.") or var.count(".") != 1:
+        return None
+    cls = ctx.index.enclosing_class(site)
+    if cls is None or any((dotted_name(base.value) or "") not in _PLAIN_BASES for base in cls.bases):
+        return None
+    here = scope_of(ctx, site)
+    functions = methods(cls)
+    init = functions.get("__init__")
+    if init is None or init is here:
+        return None
+    local = history(ctx, var, site)
+    if local.bind is not None:
+        return None
+    attr = var.split(".", 1)[1]
+    if re.search(r"\." + re.escape(attr) + r"\s*\.\s*(to|cuda|xpu|mps)\(", ctx.source.replace(f"self.{attr}.", "")):
+        return None  # moved from outside the class too (`trainer.model.cuda(rank)`)
+    for function in functions.values():
+        if function is init or function is here:
+            continue
+        scope = scope_facts(ctx, function)
+        other = _history(ctx, var, scope, len(scope.nodes))
+        if other.bind is not None or other.moves or other.sub_moves or other.escaped:
+            return None
+    scope = scope_facts(ctx, init)
+    built = _history(ctx, var, scope, len(scope.nodes))
+    if built.bind is None or len(scope.assigned.get(var, ())) != 1:
+        return None
+    built.moves += local.moves
+    built.sub_moves.update(local.sub_moves)
+    built.escaped = built.escaped or local.escaped
+    return built
+

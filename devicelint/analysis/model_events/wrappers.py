@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.model_events.classes import class_placements, split_of
+from devicelint.analysis.model_events.classes import class_placements, numbered_split, split_of
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     Device,
@@ -19,10 +19,12 @@ from devicelint.analysis.model_events.devices import (
     chain_base,
     rebinds,
     resolver_for,
+    strip_self_returning,
 )
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.model_events.scopes import scope_facts, scope_of, short, statement_of
+from devicelint.analysis.model_events.scopes import module_functions, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
+from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -36,6 +38,19 @@ class WrapperSite:
     device_ids: cst.BaseExpression | None
     statement: cst.CSTNode
     scope: cst.FunctionDef | cst.Module
+    # for `model = build()`: the wrapper call inside `build` whose result it returns
+    returned: WrapperSite | None = None
+
+    def origin(self, ctx: FileContext) -> str:
+        """` (returned by `build(...)`, which wraps only under an `if`)` for a returned wrapper."""
+        if self.returned is None:
+            return ""
+        inner = self.returned
+        conditional = any(
+            isinstance(a, (cst.If, cst.IfExp, cst.Try)) for a in ctx.index.ancestors(inner.call)
+            if scope_of(ctx, a) is inner.scope and a is not inner.scope
+        )
+        return f" (returned by `{short(ctx, self.call, 40)}`" + (", which wraps only under a condition)" if conditional else ")")
 
 
 def wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
@@ -109,14 +124,19 @@ def wrapper_chain_moves(ctx: FileContext, site: WrapperSite) -> list[tuple[Devic
 
 
 def wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode) -> WrapperSite | None:
-    """The wrapper site that `var` holds at `node`: wrapped earlier in the same scope, not rebound since."""
+    """The wrapper site that `var` holds at `node`: wrapped earlier in the same scope (or bound
+    to the result of a function of the file that returns a wrapper), not rebound since."""
+    return _wrapper_at(ctx, var, node, wrapper_sites(ctx) + returned_wrapper_sites(ctx))
+
+
+def _wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode, sites: list[WrapperSite]) -> WrapperSite | None:
     root = scope_of(ctx, node)
     scope = scope_facts(ctx, root)
     position = scope.order.get(id(statement_of(ctx, node)))
     if position is None:
         return None
     best: tuple[int, WrapperSite] | None = None
-    for site in wrapper_sites(ctx):
+    for site in sites:
         if site.target != var or site.scope is not root:
             continue
         start = scope.order.get(id(site.statement))
@@ -134,6 +154,100 @@ def wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode) -> WrapperSite | N
     return best[1]
 
 
+def returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    """`model = build(...)` where `build` is a function of this file (or `self.build(...)`, a
+    method of the class) that returns a wrapper it made (`return nn.DataParallel(net)`, or
+    `return model` after `model = DDP(model)`): a site with the builder's kind, at the call."""
+    return ctx.shared("model_events.returned_wrappers", _build_returned_wrapper_sites)
+
+
+def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    # function -> (the wrapper it returns, its position when it returns a tuple)
+    returning: dict[int, tuple[WrapperSite, int | None]] = {}
+    direct = wrapper_sites(ctx)
+    for site in direct:
+        function = site.scope
+        if not isinstance(function, cst.FunctionDef):
+            continue
+        for node in scope_facts(ctx, function).nodes:
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            values: list[tuple[cst.BaseExpression, int | None]] = [(node.value, None)]
+            if isinstance(node.value, cst.Tuple):  # `return ddp_model, local_rank`
+                values = [(e.value, i) for i, e in enumerate(node.value.elements) if isinstance(e, cst.Element)]
+            for value, position in values:
+                value = strip_self_returning(value)
+                if value is site.call or (
+                    site.target is not None and dotted_name(value) == site.target
+                    and _wrapper_at(ctx, site.target, node, direct) is site
+                ):
+                    returning[id(function)] = (site, position)
+    if not returning:
+        return []
+    sites = []
+    for call in ctx.index.of_type(cst.Call):
+        function = _called_function(ctx, call)
+        found = returning.get(id(function)) if function is not None else None
+        if found is None:
+            continue
+        inner, position = found
+        target = assigned_target(ctx, call) if position is None else _unpacked_target(ctx, call, position)
+        if target is not None:
+            sites.append(WrapperSite(
+                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
+                statement=statement_of(ctx, call), scope=scope_of(ctx, call), returned=inner,
+            ))
+    return sites
+
+
+def _unpacked_target(ctx: FileContext, call: cst.Call, position: int) -> str | None:
+    """`model` in `model, rank = setup(...)` for position 0; None when not unpacked there."""
+    parent = ctx.index.parent(call)
+    if not isinstance(parent, cst.Assign) or parent.value is not call or len(parent.targets) != 1:
+        return None
+    target = parent.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    elements = target.elements
+    if position >= len(elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    element = elements[position]
+    return dotted_name(element.value) if isinstance(element, cst.Element) else None
+
+
+def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+    """The call a builder of this file returns unmoved (`model = X.from_pretrained(...); return
+    model`) when `call` runs that builder and it has one `return`; else None."""
+    function = _called_function(ctx, call)
+    if function is None:
+        return None
+    returns = [n for n in scope_facts(ctx, function).nodes if isinstance(n, cst.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    resolver = resolver_for(ctx, returns[0])
+    value, moved = chain_base(resolver, returns[0].value)
+    var = dotted_name(value)
+    if moved is not None:
+        return None
+    if var is not None and "." not in var:
+        facts = history(ctx, var, returns[0])
+        if facts.moves or facts.bind is None:
+            return None
+        value, moved = chain_base(resolver, facts.bind)
+    return value if isinstance(value, cst.Call) and moved is None else None
+
+
+def _called_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
+    """The function of the file a call runs: a top-level `name(...)`, or `self.name(...)` in its class."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return module_functions(ctx).get(func.value)
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        cls = ctx.index.enclosing_class(call)
+        return methods(cls).get(func.attr.value) if cls is not None else None
+    return None
+
+
 def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Placement, Placement]] | None:
     """(model text, two submodules on different devices) for the model a wrapper wraps."""
     if site.wrapped is None:
@@ -144,7 +258,7 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     if isinstance(base, cst.Call):
         callee = dotted_name(base.func)
         if callee in classes:
-            pair = classes[callee].split()
+            pair = classes[callee].named_split()
             return (short(ctx, base), pair) if pair else None
         return None
     var = dotted_name(base)
@@ -156,9 +270,10 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     facts = history(ctx, var, site.call)
     placements: dict[str, Placement] = {}
     if facts.origin in classes:
+        placements.update(classes[facts.origin].named)
         placements.update(classes[facts.origin].placements)
     placements.update(facts.sub_moves)
-    pair = split_of(list(placements.values()))
+    pair = split_of(list(placements.values())) or numbered_split(list(placements.values()))
     return (var, pair) if pair else None
 
 
@@ -197,6 +312,8 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
                 return f"`{short(ctx, node)}` spreads over several GPUs"
     if bind is not None:
         bind = chain_base(resolver, bind)[0]
+    if isinstance(bind, cst.Call):
+        bind = _built_by(ctx, bind) or bind
     if not isinstance(bind, cst.Call):
         return None
     for arg in bind.args:
