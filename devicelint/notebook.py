@@ -2,7 +2,7 @@
 
 Cells are joined so that facts flow between them as they do when the notebook runs (a model
 moved in one cell, a tensor made in the next). IPython magics and shell lines become `pass`
-at their indent, keeping line numbers and blocks; a cell that starts with a cell magic (`%%bash`) is skipped whole.
+at their indent (their backslash-continued lines blank), keeping line numbers and blocks; a cell that starts with a cell magic (`%%bash`) is skipped whole.
 """
 
 from __future__ import annotations
@@ -39,9 +39,15 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
         cell_lines = _cell_text(cell).splitlines()
         if cell_lines and cell_lines[0].lstrip().startswith("%%"):
             continue
+        continued = False
         for index, line in enumerate(cell_lines, start=1):
             stripped = line.lstrip()
-            if stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
+            if continued:
+                # IPython joins a magic's backslash-continued lines into the magic itself.
+                continued = line.endswith("\\")
+                line = ""
+            elif stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
+                continued = stripped.startswith(("%", "!")) and line.endswith("\\")
                 # `pass`, not a blank line: a block that held only magics must stay a block.
                 line = line[: len(line) - len(stripped)] + "pass"
             lines.append(line)

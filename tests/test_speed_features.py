@@ -59,6 +59,15 @@ def test_notebook_magics_and_shell_lines_become_pass_keeping_line_numbers() -> N
     assert "echo" not in source
 
 
+def test_backslash_continued_shell_lines_are_part_of_the_shell_line() -> None:
+    # `!cmd && \` continues onto the next line in IPython; the continuation is not Python
+    # (a false DL000 "unexpected indent" on tutorial notebooks).
+    cell = ["!apt-get install -y a && \\\n", "    b \\\n", "  --flag\n", "%env A=1 \\\n", "  B\n", "y = 2\n"]
+    source, origin = virtual_source(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}).encode())
+    assert source.splitlines()[:6] == ["pass", "", "", "pass", "", "y = 2"]
+    assert (origin[5].cell, origin[5].line) == (1, 6)
+
+
 def test_a_block_of_magics_only_keeps_the_notebook_linted(tmp_path: Path) -> None:
     # Blanked to nothing, `if ...:` with only magics inside was a false DL000 that hid every
     # other finding of the notebook (yolov5's tutorial notebooks).
