@@ -106,7 +106,10 @@ class HostSyncInTrainingLoop(Rule):
     the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
     handlers are not reported. Reads inside helper functions called from the loop are not seen,
-    unless the helper is itself a step function. One statement gives at most one finding.
+    unless the helper is itself a step function. One statement gives at most one finding. A
+    copy whose name the step then hands to host code that returns several values it goes on
+    with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info = env.step(actions)`)
+    is not reported: the environment needs it on every step, so nothing can be deferred.
     """
 
     code = "DL401"
@@ -131,6 +134,8 @@ class HostSyncInTrainingLoop(Rule):
                 if id(statement) in done or in_logging_condition(ctx, target, region.owner):
                     continue
                 done.add(id(statement))
+                if _needed_now(ctx, statement, region):
+                    continue
                 expr = short(ctx, target)
                 if not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
                     expr = f"if {expr}:"
@@ -183,6 +188,33 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
         if any(_accumulates(ctx, u) for u in uses):
             return ACCUMULATE
     return OTHER
+
+
+def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) -> bool:
+    """The host copy feeds host code whose result the step goes on with: `actions =
+    q(obs).argmax(1).cpu().numpy()` then `obs, reward, done, info = env.step(actions)`. The
+    copy cannot be deferred or accumulated on the device; the environment needs it now."""
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+    if not isinstance(small, cst.Assign):
+        return False
+    names = {n for t in small.targets if not isinstance(t.target, (cst.Subscript, cst.Attribute))
+             for n in assigned_names(t.target)}
+    if not names:
+        return False
+    for use in body_nodes(region.body):
+        if not (isinstance(use, cst.Name) and use.value in names) or _binds(ctx, use):
+            continue
+        arg = ctx.index.parent(use)
+        call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call) or _display_call(call) or method_name(call) in ACCUMULATING_METHODS:
+            continue
+        if (ctx.qualified_name(call.func) or "").startswith("torch."):
+            continue
+        holder = ctx.index.parent(call)
+        if isinstance(holder, cst.Assign) and holder.value is call and any(
+                isinstance(t.target, (cst.Tuple, cst.List)) for t in holder.targets):
+            return True  # `obs, reward, done, info = env.step(actions)`
+    return False
 
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:
