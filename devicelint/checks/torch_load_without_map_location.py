@@ -518,13 +518,20 @@ class Payloads:
         return False
 
     def _host_attribute(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
-        """Every value the class stores in `self.<attr>` (also `self.<attr>[key] = ...`) is host
-        data; an empty container to be filled counts as host."""
+        """Every value the class stores in `self.<attr>` (also `self.<attr>[key] = ...` and
+        `self.<attr>.append(...)`) is host data; an empty container to be filled counts as host."""
         cls = self.ctx.index.enclosing_class(at)
         if cls is None:
             return False
         stores: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
         for node in self.ctx.index.walk(cls):
+            if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args
+                    and node.func.attr.value in ("append", "extend", "insert", "update", "add")):
+                holder = node.func.value
+                if (isinstance(holder, cst.Attribute) and holder.attr.value == attr
+                        and isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+                    stores.append((node.args[-1].value, node))  # `self.objective.append(obj)`
+                continue
             if not isinstance(node, cst.Assign):
                 continue
             for target in node.targets:
