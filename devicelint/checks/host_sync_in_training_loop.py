@@ -187,7 +187,26 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
             return STORED  # read every step, used only on logging steps
         if any(_accumulates(ctx, u) for u in uses):
             return ACCUMULATE
+        tests = [u for u in uses if _in_test(ctx, u)]
+        if tests and all(u in tests or _copied(ctx, u) or _displayed(ctx, u, statement_of(ctx, u))
+                         or in_logging_condition(ctx, u, region.owner) for u in uses):
+            return BRANCH  # `current = loss.item()` then `if abs(current - prev) < tol: break`
     return OTHER
+
+
+def _copied(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`prev = current`: the value kept as it is for the next test."""
+    parent = ctx.index.parent(node)
+    return isinstance(parent, cst.Assign) and parent.value is node
+
+
+def _in_test(ctx: FileContext, node: cst.CSTNode) -> bool:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.While)):
+            return any(a is ancestor.test for a in [node, *ctx.index.ancestors(node)])
+        if isinstance(ancestor, cst.BaseStatement):
+            return False
+    return False
 
 
 def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) -> bool:
