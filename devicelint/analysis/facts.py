@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Iterable
 
 import libcst as cst
 
@@ -39,10 +40,16 @@ class FileFacts:
     placement: FilePlacement
 
     def value(self, expr: cst.CSTNode) -> Fact:
-        """The engine's fact for one expression, where its scope evaluated it."""
+        """The engine's fact for one expression, where its scope evaluated it; where that says
+        nothing certain (a helper's parameter), what every caller's arguments make of it, if
+        they agree."""
         scope: cst.CSTNode = self.ctx.index.enclosing_function(expr) or self.ctx.module
         found = self.placement.scopes.get(id(scope))
-        return found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
+        own = found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
+        if own != UNKNOWN_FACT and own.where != FOLLOWS:
+            return own
+        callers = _agreed(run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in self.placement.followed.get(id(scope), ()))
+        return callers if callers != UNKNOWN_FACT else own
 
     def place_of(self, expr: cst.CSTNode) -> Place:
         fact = self.value(expr)
@@ -106,3 +113,9 @@ class FileFacts:
 def file_facts(ctx: FileContext) -> FileFacts:
     """The file's facts (memoised per file)."""
     return ctx.shared("facts", lambda c: FileFacts(c, file_placement(c)))
+
+
+def _agreed(facts: Iterable[Fact]) -> Fact:
+    """The one place every caller's run gives an expression (unknown if any disagrees)."""
+    seen = {(fact.kind, fact.where): fact for fact in facts}
+    return next(iter(seen.values())) if len(seen) == 1 else UNKNOWN_FACT

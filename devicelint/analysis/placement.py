@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from devicelint.analysis.placement_calls import CallEvaluation
+from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
@@ -225,19 +225,24 @@ class _Interpreter(CallEvaluation):
             wrapper = source.func.value if isinstance(source.func, cst.Name) else source.func.attr.value
             if wrapper == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
                 self._bind(target.elements[0].value, UNKNOWN_FACT)
-                inner = self._loader_inner(source.args[0].value)
-                self._bind_batch(target.elements[1].value, inner)
+                inner = source.args[0].value
+                if self._loader_inner(inner):
+                    self._bind_batch(target.elements[1].value, True)
+                else:  # `enumerate(self.layers)`, `enumerate(states)`: their elements
+                    self._bind(target.elements[1].value, _element_of(self._fact_of(inner)))
                 return
             if wrapper in ("tqdm", "iter"):
                 self._bind_batch(target, self._loader_inner(source.args[0].value))
                 return
+            if wrapper == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(source.args):
+                # `for seq, length in zip(padded, lengths)`: each target takes an element of its own
+                for element, arg in zip(target.elements, source.args):
+                    self._bind(element.value, _element_of(self._fact_of(arg.value)))
+                return
         if self._is_loader(source, iterable):
             self._bind_batch(target, True)
             return
-        if iterable.kind == MODULE:
-            self._bind(target, Fact(MODULE, where=iterable.where))
-            return
-        self._bind(target, UNKNOWN_FACT)
+        self._bind(target, _element_of(iterable))
 
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("tqdm", "iter") and node.args:
@@ -254,6 +259,8 @@ class _Interpreter(CallEvaluation):
             return False
         if self.analysis.custom_loaders:
             return False
+        while isinstance(node, cst.Subscript):  # `loaders["train"]`, `self.dataloaders[phase]`
+            node = node.value
         last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else ""
         return "loader" in last.lower()
 
@@ -307,17 +314,12 @@ class _Interpreter(CallEvaluation):
             return
         if isinstance(target.value, cst.Name) and destination is self.params.get(target.value.value):
             return  # a parameter only assumed to be on the device: copying into it is fine
-        candidates = [(value, value_node)]
+        # A CPU index tensor or boolean mask is fine (PyTorch moves it); the written values are not.
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
-                index = self._eval(element.slice.value)
-                # A CPU index tensor is fine (PyTorch moves it); a CPU boolean mask is not.
-                if index.mask:
-                    candidates.append((index, element.slice.value))
-        for fact, node in candidates:
-            if cpu_side(fact, allow_scalar=False) and compatible(fact, destination):
-                self._record(fact, node, destination, target.value, target, "op")
-                return
+                self._eval(element.slice.value)
+        if cpu_side(value, allow_scalar=False) and compatible(value, destination):
+            self._record(value, value_node, destination, target.value, target, "op")
 
     def _return(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)
@@ -352,15 +354,15 @@ class _Interpreter(CallEvaluation):
         attr = self_attribute(node)
         return f"self.{attr}" if attr is not None else None
 
-    def _stated_in_init(self, attr: str) -> Fact | None:
-        """`self.<attr>` as `__init__` left it, where this method is not `__init__` itself."""
+    def _stated(self, attr: str) -> Fact | None:
+        """`self.<attr>` as the class's other methods state it (`__init__` first)."""
         if not isinstance(self.scope, cst.FunctionDef):
             return None
-        return self.analysis.init_env(self.scope).get(f"self.{attr}")
+        return self.analysis.stated_attribute(self.scope, attr)
 
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class: where the module is, on the device `__init__` states."""
-        stated = self._stated_in_init(attr)
+        stated = self._stated(attr)
         device = stated.device if stated is not None and stated.kind == MODULE else None
         # `self.dec = Dec().to("cuda:1")` is on cuda:1 even before (or without) the model's move
         where = stated.where if stated is not None and device is not None else self.own_place
@@ -381,6 +383,10 @@ class _Interpreter(CallEvaluation):
                     self._bind(element.value, sub)
             elif fact.batch:
                 self._bind_batch(target, True)
+            elif fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.elements is None and fact.fields is None:
+                # a batch of a prepared loader: each part is a tensor on the device
+                for element in elements:
+                    self._bind(element.value, Fact(DEVICE, where=ACCELERATOR))
             elif fact.is_tensor:
                 # `q, k, v = qkv.chunk(3)`: the pieces of a tensor live where it lives
                 for element in elements:
@@ -392,9 +398,22 @@ class _Interpreter(CallEvaluation):
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, UNKNOWN_FACT)
             return
+        if isinstance(target, cst.Subscript):
+            self._bind_part(target, fact)
+            return
         key = self._key(target)
         if key is not None:
             self.env[key] = fact
+
+    def _bind_part(self, target: cst.Subscript, fact: Fact) -> None:
+        """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
+        owner = self._key(target.value)
+        current = self.env.get(owner) if owner is not None else None
+        if owner is None or current is None or current.fields is None:
+            return
+        index = target.slice[0].slice if len(target.slice) == 1 else None
+        key = string_value(index.value) if isinstance(index, cst.Index) else None
+        self.env[owner] = current.with_field(key, fact) if key is not None else UNKNOWN_FACT
 
     # -- expressions -------------------------------------------------------------------
     def _fact_of(self, node: cst.CSTNode) -> Fact:
@@ -450,12 +469,16 @@ class _Interpreter(CallEvaluation):
         if isinstance(node, (cst.Tuple, cst.List)):
             facts = tuple(self._eval(e.value) if not isinstance(e, cst.StarredElement) else UNKNOWN_FACT for e in node.elements)
             return Fact(UNKNOWN, elements=facts)
-        if isinstance(node, cst.ListComp):
+        if isinstance(node, (cst.ListComp, cst.DictComp, cst.GeneratorExp)):
             return self._comprehension(node)
         if isinstance(node, cst.Dict):
+            parts = []
             for element in node.elements:
-                if isinstance(element, cst.DictElement):
-                    self._eval(element.value)
+                fact = self._eval(element.value)
+                key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+                parts.append((key, fact))
+            if all(key is not None for key, _ in parts):
+                return Fact(UNKNOWN, fields=tuple(parts))  # type: ignore[arg-type]
             return UNKNOWN_FACT
         if isinstance(node, cst.NamedExpr):
             fact = self._eval(node.value)
@@ -463,9 +486,10 @@ class _Interpreter(CallEvaluation):
             return fact
         return UNKNOWN_FACT
 
-    def _comprehension(self, node: cst.ListComp) -> Fact:
-        """A list of tensors where the element is one (`[torch.arange(n) for n in sizes]`),
-        else plain Python data. The loop variables shadow the function's names only inside."""
+    def _comprehension(self, node: cst.ListComp | cst.DictComp | cst.GeneratorExp) -> Fact:
+        """A list of tensors where the element is one (`[torch.arange(n) for n in sizes]`,
+        `{k: v.to(device) for k, v in batch.items()}`), else plain Python data. The loop
+        variables shadow the function's names only inside."""
         outer = self.env
         self.env = dict(outer)
         try:
@@ -476,10 +500,12 @@ class _Interpreter(CallEvaluation):
                 for condition in clause.ifs:
                     self._eval(condition.test)
                 clause = clause.inner_for_in
-            element = self._eval(node.elt)
+            element = self._eval(node.value if isinstance(node, cst.DictComp) else node.elt)
         finally:
             self.env = outer
-        return Fact(UNKNOWN, elements=(element,)) if element.is_tensor else PY_DATA
+        if element.is_tensor or devicey(element):
+            return Fact(UNKNOWN, elements=(element,))
+        return PY_DATA if isinstance(node, cst.ListComp) else UNKNOWN_FACT
 
     def _attribute(self, node: cst.Attribute) -> Fact:
         attr = node.attr.value
@@ -491,17 +517,23 @@ class _Interpreter(CallEvaluation):
                 return Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
             if attr in self.cls.submodules:
                 return self.own_submodule(attr)
-            stated = self._stated_in_init(attr)
+            stated = self._stated(attr)
             if stated is not None and stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
                 return stated
             if attr == "device":
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
         if isinstance(node.value, cst.Name) and node.value.value == "self":
-            stated = self._stated_in_init(attr)  # a trainer's `self.device = torch.device("cuda:1")`
-            if stated is not None and stated.device is not None and stated.where == ACCELERATOR:
+            # a trainer's `self.device = torch.device("cuda:1")`, `self.model = model.to(device)`,
+            # `self.accelerator = Accelerator()`
+            stated = self._stated(attr)
+            if stated is not None and (stated.where == ACCELERATOR and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
+                                       or stated.device is not None and stated.where == ACCELERATOR
+                                       or stated == LAUNCHER or stated.kind == MODULE and stated.fields):
                 return stated
         receiver = self._eval(node.value)
+        if receiver.fields is not None:
+            return receiver.field(attr)  # a dataclass or NamedTuple instance's field
         if attr == "device":
             if receiver.kind == CPU:
                 return Fact(DEVICE_VALUE, where="cpu", spelled="object")
@@ -525,13 +557,19 @@ class _Interpreter(CallEvaluation):
         for element in node.slice:
             if isinstance(element.slice, cst.Index):
                 self._eval(element.slice.value)
-        if value.elements is not None and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            index = node.slice[0].slice.value
+        single = node.slice[0].slice if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) else None
+        if value.fields is not None and single is not None:
+            key = string_value(single.value)
+            return value.field(key) if key is not None else UNKNOWN_FACT
+        if value.elements is not None and single is not None:
+            index = single.value
             if isinstance(index, cst.Integer):
                 position = int(index.value, 0)
                 if -len(value.elements) <= position < len(value.elements):
                     return value.elements[position]
-            return UNKNOWN_FACT
+                return UNKNOWN_FACT
+            # `hs[i]`, `batch["ids"]` of a comprehension: every element alike, any index gives it
+            return value.elements[0] if value.elements and len(set(value.elements)) == 1 else UNKNOWN_FACT
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:
@@ -605,6 +643,20 @@ def _number_like(node: cst.CSTNode) -> bool:
     """An operand that is usually a Python number when nothing else is known of it: a name or
     an attribute (`self.beta`, `cfg.weight`), not a call's or an index's result."""
     return isinstance(node, (cst.Name, cst.Attribute))
+
+
+def _element_of(iterable: Fact) -> Fact:
+    """What iterating a value yields: a module container's modules, a list's elements where
+    they are alike."""
+    if iterable.kind == MODULE:
+        return Fact(MODULE, where=iterable.where)
+    if iterable == DEVICE_LOADER:
+        return Fact(UNKNOWN, where=ACCELERATOR, batch=False)
+    if iterable.elements and len(set(iterable.elements)) == 1:
+        return iterable.elements[0]
+    if iterable.is_tensor and not iterable.batch and not iterable.scalar:
+        return replace(iterable, mask=False)  # the rows of a tensor live where it does
+    return UNKNOWN_FACT
 
 
 _SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})

@@ -15,7 +15,7 @@ from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, HOST_ARGUMENTS, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
-    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function,
+    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
 )
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from devicelint.analysis.placement_classes import ClassFacts
     from devicelint.context import FileContext
 
-_MAX_FOLLOW_DEPTH = 3
+# Calls are followed this many levels deep: an interpreter at this depth follows none.
+MAX_FOLLOW_DEPTH = 3
 # torch functions whose result has more elements than each of their tensor arguments.
 GATHERING_FUNCTIONS = frozenset(
     {"stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d",
@@ -63,6 +64,9 @@ class CallEvaluation:
         qualified = self.ctx.qualified_name(func)
         if qualified is not None and qualified.startswith("torch."):
             return self._torch_call(call, qualified)
+        if qualified in PLACING_LAUNCHERS:
+            self._args(call)
+            return LAUNCHER
         if isinstance(func, cst.Attribute):
             return self._method_call(call, func)
         if isinstance(func, cst.Name):
@@ -103,8 +107,9 @@ class CallEvaluation:
             return self._torch_device(call)
         if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
             args = self._args(call)
-            # A DataLoader over tensors already on the GPU yields GPU batches.
-            return UNKNOWN_FACT if args and args[0][0].where == ACCELERATOR else LOADER
+            # A DataLoader over tensors already on the GPU, or whose `collate_fn` moves each
+            # batch, yields device batches.
+            return UNKNOWN_FACT if args and args[0][0].where == ACCELERATOR or self._collate_moves(call) else LOADER
         if qualified in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
             args = self._args(call)
             return Fact(UNKNOWN, where=ACCELERATOR) if any(devicey(f) for f, _ in args) else UNKNOWN_FACT
@@ -118,6 +123,23 @@ class CallEvaluation:
         if qualified in CROSS_DEVICE_FUNCTIONS:
             return UNKNOWN_FACT
         return self._combine(call, args, allow_scalar=False)
+
+    def _collate_moves(self, loader: cst.Call) -> bool:
+        """Whether the loader's `collate_fn` (a lambda, or a function or class of the file) moves
+        what it returns to a device."""
+        collate = next((a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None)
+        while isinstance(collate, cst.Call):
+            if isinstance(collate.func, cst.Name) and collate.func.value in self.analysis.functions:
+                collate = collate.func  # `make_collate(tokenizer)`: the factory builds the function
+            elif collate.args:
+                collate = collate.args[0].value  # `partial(collate, device=...)`
+            else:
+                break
+        body: cst.CSTNode | None = collate if isinstance(collate, cst.Lambda) else None
+        if isinstance(collate, cst.Name):
+            body = self.analysis.functions.get(collate.value) or next(
+                (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None)
+        return body is not None and any(_places_on_device(node) for node in self.ctx.index.walk(body))
 
     def _torch_device(self, call: cst.Call) -> Fact:
         """`torch.device("cuda", 1)`, `torch.device(DEV)`, `torch.device(f"cuda:{rank}")`."""
@@ -216,11 +238,16 @@ class CallEvaluation:
         return None
 
     def _constructed(self, call: cst.Call, constructed: str) -> Fact:
-        """A module built here: on the device of an enclosing `with torch.device(...)` block."""
+        """A module built here: on the device of an enclosing `with torch.device(...)` block; a
+        loss keeps the CPU class weights it is given (`origin` is the constructor)."""
         self._args(call)
         context = self._device_context(call)
         if context is not None and context.kind == DEVICE_VALUE:
             return Fact(MODULE, where=context.where, factory=constructed, device_expr=context.device_expr, device=context.device)
+        weights = tuple((arg.keyword.value, self._fact_of(arg.value)) for arg in call.args
+                        if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss"))
+        if any(cpu_side(fact, allow_scalar=False) for _, fact in weights):
+            return Fact(MODULE, factory=constructed, fields=weights, origin=call)
         return Fact(MODULE, factory=constructed)
 
     def _under_device_guard(self, node: cst.CSTNode) -> bool:
@@ -308,12 +335,23 @@ class CallEvaluation:
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
+        if self.cls is None and isinstance(func.value, cst.Name) and func.value.value == "self":
+            sibling = self.analysis.method_of_plain_class(self.scope, method)
+            if sibling is not None:  # a trainer's `self._report(loss)`
+                return self._follow(sibling, call, self._args(call), skip_self=not _is_static(sibling))
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
-            if member.device is not None and (member.kind == MODULE or (member.kind == UNKNOWN and member.where == ACCELERATOR)):
+            # a moved value that is called is a module on the device
+            if member.kind == MODULE and (member.where == ACCELERATOR or member.fields) or (
+                    member.kind == UNKNOWN and member.where == ACCELERATOR and not member.batch) or member.device is not None and devicey(member):
                 return self._module_call(call, member, func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
+        if receiver == LAUNCHER and method in PLACING_METHODS:
+            return self._prepared(call)
+        helper = self.analysis.plain_classes.get(receiver.instance or "", {}).get(method)
+        if helper is not None:
+            return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
         if receiver.kind == MODULE and method == "forward":
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
@@ -397,15 +435,37 @@ class CallEvaluation:
         if name == "self" and self.cls is not None and "forward" in self.cls.methods:
             # `self(x)` inside the module: a call of its own forward, on the module's device
             return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.node.name.value), func)
+        if name in ("iter", "next") and call.args:
+            self._eval(call.args[0].value)
+            if self._loader_inner(call.args[0].value):
+                self._args(call)
+                # `it = iter(loader)` is a loader still; `x, y = next(it)` is one of its batches
+                return LOADER if name == "iter" else Fact(UNKNOWN, origin=call, batch=True)
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)
             if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
                     and inner.func.attr.value in ("parameters", "buffers")):
-                owner = self._eval(inner.func.value) if not (isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self") else Fact(MODULE, where=self.own_place)
+                is_self = isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self"
+                owner = Fact(MODULE, where=self.own_place) if is_self else self._eval(inner.func.value)
                 if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
                     return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
+                if owner == UNKNOWN_FACT and not is_self:
+                    # `next(model.parameters())` of a model handed in: code written to follow the
+                    # model, which is on the accelerator when one is used
+                    return Fact(DEVICE, where=ACCELERATOR, device_expr=f"{self.ctx.code_for(call)}.device")
             return UNKNOWN_FACT
+        if name in self.analysis.records and name not in self.env:
+            return self._record_instance(call, self.analysis.records[name])
+        if name in self.analysis.plain_classes and name not in self.env:
+            init = self.analysis.plain_classes[name].get("__init__")
+            args = self._args(call)
+            if init is not None:
+                self._follow(init, call, args, skip_self=True)
+            return Fact(UNKNOWN, instance=name)
+        local = self.analysis.nested.get(id(self.scope), {}).get(name)
+        if local is not None and name not in self.env:
+            return self._follow(local, call, self._args(call), skip_self=False)
         functions = self.analysis.functions
         if name in functions:
             args = self._args(call)
@@ -416,8 +476,32 @@ class CallEvaluation:
         args = self._args(call)
         return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
 
+    def _prepared(self, call: cst.Call) -> Fact:
+        """`accelerator.prepare(model, optimizer, loader)`, `fabric.setup(model, opt)`: the
+        modules come back on the launcher's device, everything else as it went in."""
+        parts = tuple(_prepared_part(fact, node) for fact, node in self._args(call))
+        return parts[0] if len(parts) == 1 else Fact(UNKNOWN, elements=parts)
+
+    def _record_instance(self, call: cst.Call, names: list[str]) -> Fact:
+        """A dataclass or NamedTuple instance: its fields hold the facts of what built it."""
+        parts: list[tuple[str, Fact]] = []
+        for position, arg in enumerate(call.args):
+            fact = self._eval(arg.value)
+            if arg.star:
+                return UNKNOWN_FACT
+            name = arg.keyword.value if arg.keyword is not None else names[position] if position < len(names) else None
+            if name is not None:
+                parts.append((name, fact))
+        return Fact(UNKNOWN, fields=tuple(parts))
+
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
         args = self._args(call, HOST_ARGUMENTS.get(callee.factory or "", ()))
+        if callee.fields and callee.origin is not None:
+            # a loss built with a CPU class weight and never moved, called on device tensors
+            device = next(((f, n) for f, n in args if devicey(f)), None)
+            weight = next((f for _, f in callee.fields if cpu_side(f, allow_scalar=False)), None)
+            if device is not None and weight is not None:
+                self._record(weight, callee.origin, device[0], device[1], call, "weight")
         parameter_free = (callee.factory or "") in PARAMETER_FREE_MODULES
         scattering = (callee.factory or "") in INPUT_MOVING_WRAPPERS
         if callee.device is not None and not parameter_free and not scattering:
@@ -463,7 +547,7 @@ class CallEvaluation:
                 cls: "ClassFacts | None" = None, placed: bool = True) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
         each distinct set of argument facts is analysed once per file)."""
-        if self.depth >= _MAX_FOLLOW_DEPTH or func is self.scope:
+        if self.depth >= MAX_FOLLOW_DEPTH or func is self.scope:
             return UNKNOWN_FACT
         params = list(func.params.posonly_params) + list(func.params.params)
         if skip_self and params:
@@ -499,6 +583,16 @@ class CallEvaluation:
         return cached.returns or UNKNOWN_FACT
 
 
+def _places_on_device(node: cst.CSTNode) -> bool:
+    """`t.to(device)`, `t.cuda()`, `torch.tensor(x, device=device)` (not to the CPU)."""
+    if not isinstance(node, cst.Call):
+        return False
+    if move_call(node) in ("to", "cuda"):
+        return True
+    device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+    return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
+
+
 def _without_followed(fact: Fact) -> Fact:
     """A callee's return fact for a caller that knows nothing of the arguments: facts that only
     follow the callee's own inputs become unknown; CPU tensors it creates stay."""
@@ -513,9 +607,37 @@ def _is_static(func: cst.FunctionDef) -> bool:
     return any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
 
 
+# Loss constructor keywords that become buffers of the loss module.
+LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
+# Launchers that place the models handed to them on their device (`accelerator.prepare(...)`).
+PLACING_LAUNCHERS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
+PLACING_METHODS = frozenset({"prepare", "prepare_model", "setup", "setup_module"})
+LAUNCHER = Fact(UNKNOWN, factory="<launcher>")
+
+
+# A loader a launcher prepared: its batches come on the device.
+DEVICE_LOADER = Fact(UNKNOWN, factory="<device loader>")
+
+
+def _prepared_part(fact: Fact, node: cst.CSTNode) -> Fact:
+    """What `accelerator.prepare` returns for one argument: modules on the device, loaders that
+    yield device batches, tensors as they were (it does not move them), the rest unknown."""
+    if fact.kind == MODULE or (fact == UNKNOWN_FACT and _model_named(node)):
+        return Fact(MODULE, where=ACCELERATOR, factory=fact.factory)
+    if fact == LOADER or "loader" in (dotted_name(node) or "").lower() or (
+            isinstance(node, cst.Call) and "loader" in (dotted_name(node.func) or "").lower()):
+        return DEVICE_LOADER
+    return fact if fact.is_tensor else UNKNOWN_FACT
+
+
+def _model_named(node: cst.CSTNode) -> bool:
+    name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return any(word in name.lower() for word in MODEL_WORDS)
+
+
 def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
     """What `model(x)` returns when nothing else is known of `model`: where its device input is."""
     if not any(word in name.lower() for word in MODEL_WORDS):
         return UNKNOWN_FACT
-    device = next((f for f, _ in args if f.kind == DEVICE), None)
+    device = next((f for f, _ in args if devicey(f)), None)
     return Fact(DEVICE, where=device.where, device_expr=device.device_expr) if device is not None else UNKNOWN_FACT

@@ -50,6 +50,12 @@ class Fact:
     device_expr: str | None = None
     # Element facts of a tuple/list literal.
     elements: tuple["Fact", ...] | None = None
+    # Named parts of a dict with string keys or of a dataclass/NamedTuple instance of the file:
+    # `batch["mask"]` and `cfg.mask` read them.
+    fields: tuple[tuple[str, "Fact"], ...] | None = None
+    # An instance of a plain (not `nn.Module`) class of the file, by class name: calls of its
+    # methods are followed with their arguments (`bank.update(preds, y)`).
+    instance: str | None = None
     # A CPU tensor that another path (an `if` branch, a conditional expression) replaces with a
     # device tensor: its device depends on the path, so even a 0-dim one is worth reporting.
     conflict: bool = False
@@ -65,6 +71,14 @@ class Fact:
     @property
     def is_tensor(self) -> bool:
         return self.kind in (CPU, DEVICE)
+
+    def field(self, key: str) -> "Fact":
+        """The fact of one named part (unknown when it was never stated)."""
+        return next((fact for name, fact in self.fields or () if name == key), UNKNOWN_FACT)
+
+    def with_field(self, key: str, fact: "Fact") -> "Fact":
+        kept = tuple((name, old) for name, old in self.fields or () if name != key)
+        return Fact(UNKNOWN, fields=kept + ((key, fact),))
 
     @property
     def from_factory(self) -> bool:

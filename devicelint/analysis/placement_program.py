@@ -13,9 +13,10 @@ from typing import Callable
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_calls import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    FACTORIES, TENSOR_ONLY_METHODS, Fact, is_tensor_function,
+    FACTORIES, TENSOR_ONLY_METHODS, UNKNOWN_FACT, Fact, is_tensor_function,
 )
 from devicelint.analysis.placement_values import DATA_WORDS, Env
 from devicelint.context import FileContext
@@ -24,13 +25,15 @@ from devicelint.context import FileContext
 _MAX_NESTED_SCOPES = 6
 
 
+
 @dataclass(frozen=True)
 class Meeting:
     """A CPU tensor meets a device tensor (or a module on a device) at `node`.
 
     `how` is "op" (an operator, a torch function or a tensor method), "module" (passed to a
-    module), "return" (returned from `forward`) or "inplace" (the CPU tensor is the target of
-    an in-place update with a device value).
+    module), "return" (returned from `forward`), "inplace" (the CPU tensor is the target of
+    an in-place update with a device value) or "weight" (a loss module holding a CPU class
+    weight is called on device tensors; `cpu_node` is the loss's constructor).
     """
 
     cpu: Fact
@@ -77,6 +80,8 @@ class FilePlacement:
     scopes: dict[int, ScopePlacement]
     meetings: list[Meeting]
     crossings: list[Crossing] = field(default_factory=list)
+    # id(function) -> its runs with the argument facts of its callers in the file
+    followed: dict[int, list[ScopePlacement]] = field(default_factory=dict)
 
 # (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
 InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], "object"]
@@ -135,6 +140,25 @@ def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
     return found
 
 
+def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
+    """The file's dataclasses and NamedTuples, with their fields in declaration order: an
+    instance carries the places of the values it was built from."""
+    records: dict[str, list[str]] = {}
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.ClassDef) or not isinstance(stmt.body, cst.IndentedBlock):
+            continue
+        decorators = {(dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").rsplit(".", 1)[-1]
+                      for d in stmt.decorators}
+        bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in stmt.bases}
+        if "dataclass" not in decorators and "NamedTuple" not in bases:
+            continue
+        records[stmt.name.value] = [
+            small.target.value for line in stmt.body.body if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+        ]
+    return records
+
+
 class FileAnalysis:
     def __init__(self, ctx: FileContext, interpreter: "InterpreterFactory") -> None:
         self.ctx = ctx
@@ -143,6 +167,12 @@ class FileAnalysis:
         self.functions: dict[str, cst.FunctionDef] = {
             stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)
         }
+        # id(function) -> the functions defined in its body, by name (closures it calls)
+        self.nested: dict[int, dict[str, cst.FunctionDef]] = {}
+        for func in ctx.index.of_type(cst.FunctionDef):
+            outer = ctx.index.enclosing_function(func)
+            if outer is not None and not isinstance(ctx.index.parent(ctx.index.parent(func) or func), cst.ClassDef):
+                self.nested.setdefault(id(outer), {})[func.name.value] = func
         self.scopes: dict[int, ScopePlacement] = {}
         self.followed: dict[tuple, ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
@@ -175,11 +205,21 @@ class FileAnalysis:
                     func = index.enclosing_function(call)
                     if func is not None:
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
+        self.records = _record_classes(ctx)
+        # plain classes of the file (trainers, metric banks, helpers), by name
+        self.plain_classes: dict[str, dict[str, cst.FunctionDef]] = {
+            stmt.name.value: {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)}
+            for stmt in ctx.module.body
+            if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock)
+            and stmt.name.value not in self.classes and stmt.name.value not in self.records
+        }
         self._class_of: dict[int, ClassFacts] = {}
         self._lightning: set[str] | None = None
         self._injected: dict[int, set[str]] = {}
         self._injected_class: dict[tuple[int, str], str | None] = {}
         self._construction: dict[int, set[str]] = {}
+        self._assigned: dict[int, dict[str, list[cst.FunctionDef]]] = {}
+        self._shallow_runs: dict[int, ScopePlacement] = {}
         self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
@@ -289,7 +329,10 @@ class FileAnalysis:
         for crossing in [c for s in self.scopes.values() for c in s.crossings] + self.extra_crossings:
             # a helper followed with its callers' arguments meets the same devices again
             crossings.setdefault((id(crossing.node), id(crossing.value_node)), crossing)
-        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()))
+        followed: dict[int, list[ScopePlacement]] = {}
+        for run in self.followed.values():
+            followed.setdefault(id(run.node), []).append(run)
+        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed)
 
     def init_env(self, method: cst.FunctionDef) -> Env:
         """What the `__init__` of the method's class (a module, a trainer, any class) leaves
@@ -302,6 +345,63 @@ class FileAnalysis:
         if init is None or init is method or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
             return {}
         return self.scope(init).facts
+
+    def method_of_plain_class(self, scope: cst.CSTNode, name: str) -> cst.FunctionDef | None:
+        """The method `name` of the plain class whose method `scope` is (`self.helper(...)`)."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if isinstance(scope, cst.FunctionDef) else None
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        return self.plain_classes.get(cls.name.value, {}).get(name)
+
+    def stated_attribute(self, method: cst.FunctionDef, attr: str) -> Fact | None:
+        """`self.<attr>` as the class states it for `method`: as `__init__` leaves it, else as
+        the one other method that assigns it leaves it (`setup()` storing the device and the
+        moved model, read by `training_step`): a class is one unit over its methods."""
+        stated = self.init_env(method).get(f"self.{attr}")
+        if stated is not None and stated != UNKNOWN_FACT:
+            return stated
+        # `__init__` stores it as it came (or not at all); one other method sets it up
+        # (`self.model = self.model.to(self.device)` in `fit()`), the others use it after.
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        if not isinstance(cls, cst.ClassDef):
+            return stated
+        others = [m for m in self._assigners(cls).get(attr, ()) if m is not method and m.name.value != "__init__"]
+        if len(others) != 1:
+            return stated
+        return self._shallow(others[0]).facts.get(f"self.{attr}", stated)
+
+    def _shallow(self, method: cst.FunctionDef) -> ScopePlacement:
+        """A method's own facts without following its calls: what it leaves on `self`, even
+        while it is itself being analysed further up the stack (a method that sets the model
+        up and then calls the one that reads it)."""
+        found = self._shallow_runs.get(id(method))
+        if found is None:
+            self._shallow_runs[id(method)] = ScopePlacement(node=method, name="", cls=None)  # recursion sees nothing
+            found = self.interpreter(self.ctx, self, method, self._class_of.get(id(method)), None, MAX_FOLLOW_DEPTH).run()
+            self._shallow_runs[id(method)] = found
+        return found
+
+    def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
+        """For each `self.<attr>` of a class: the methods that assign it (any class)."""
+        found = self._assigned.get(id(cls))
+        if found is None:
+            found = {}
+            for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+                if not isinstance(stmt, cst.FunctionDef):
+                    continue
+                for node in self.ctx.index.walk(stmt):
+                    targets: list[cst.BaseExpression] = []
+                    if isinstance(node, cst.Assign):
+                        targets = [t.target for t in node.targets]
+                    elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                        targets = [node.target]
+                    for target in targets:
+                        for part in target.elements if isinstance(target, (cst.Tuple, cst.List)) else (target,):
+                            attr = self_attribute(part.value if isinstance(part, cst.Element) else part)
+                            if attr is not None and stmt not in found.setdefault(attr, []):
+                                found[attr].append(stmt)
+            self._assigned[id(cls)] = found
+        return found
 
     def module_env(self) -> Env:
         """What the module's top-level code leaves bound (device constants such as `DEV = "cuda:1"`)."""

@@ -144,6 +144,8 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
         return b or UNKNOWN_FACT
     if b is None or a == b:
         return a
+    if a.fields is not None or b.fields is not None:
+        return _join_fields(a, b, strict, branches)
     if a.elements == () or b.elements == ():
         # an empty list on one path, the same list after `append`s on the other
         return b if a.elements == () else a
@@ -169,6 +171,17 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
     return UNKNOWN_FACT
 
 
+def _join_fields(a: Fact, b: Fact, strict: bool, branches: bool) -> Fact:
+    """Part by part; an empty dict on one path and the same dict after writes on the other
+    (`out = {}` before a loop that fills it) keeps the written parts."""
+    if a.fields is None or b.fields is None:
+        return UNKNOWN_FACT
+    if not a.fields or not b.fields:
+        return b if not a.fields else a
+    keys = dict.fromkeys([k for k, _ in a.fields] + [k for k, _ in b.fields])
+    return Fact(UNKNOWN, fields=tuple((k, join(a.field(k), b.field(k), strict, branches)) for k in keys))
+
+
 def join_envs(a: Env, b: Env, strict: bool, branches: bool = False) -> Env:
     out: Env = {}
     for key in a.keys() | b.keys():
@@ -177,6 +190,11 @@ def join_envs(a: Env, b: Env, strict: bool, branches: bool = False) -> Env:
 
 
 def flatten(fact: Fact, node: cst.CSTNode) -> list[tuple[Fact, cst.CSTNode]]:
+    if fact.fields is not None:
+        if isinstance(node, cst.Dict):
+            return [pair for element in node.elements if isinstance(element, cst.DictElement)
+                    for pair in flatten(fact.field(string_value(element.key) or ""), element.value)]
+        return [pair for _, part in fact.fields for pair in flatten(part, node)]
     if fact.elements is not None:
         out = []
         if isinstance(node, (cst.Tuple, cst.List)):

@@ -105,11 +105,16 @@ class HostSyncInTrainingLoop(Rule):
     it and never names an accelerator is taken to train on the CPU; a training loop that runs on
     the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
-    handlers are not reported. Reads inside helper functions called from the loop are not seen,
-    unless the helper is itself a step function. One statement gives at most one finding. A
-    copy whose name the step then hands to host code that returns several values it goes on
-    with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info = env.step(actions)`)
-    is not reported: the environment needs it on every step, so nothing can be deferred.
+    handlers are not reported, nor are reads after an early exit on a logging condition (`if step
+    % log_every != 0: return`). A `%` branch that steps the optimizer (gradient accumulation's
+    update) runs on every optimizer step and is not a logging condition. Steps are the innermost
+    loop around a backward, a function that backpropagates and steps, a helper with a backward
+    that a loop calls, and a LightningModule's `training_step`; the file's functions and `self`
+    methods that a step calls on every step are read too (one level deep). One statement gives
+    at most one finding. A copy whose name the step then hands to host code that returns several
+    values it goes on with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info =
+    env.step(actions)`) is not reported: the environment needs it on every step, so nothing can
+    be deferred.
     """
 
     code = "DL401"
@@ -120,7 +125,7 @@ class HostSyncInTrainingLoop(Rule):
         "kernels finish; {advice}"
     )
     severity = "warning"
-    tokens = ("backward",)
+    tokens = ("backward", "training_step")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         done: set[int] = set()  # statements already reported: one finding per statement

@@ -92,7 +92,9 @@ class LossWeightOffDevice(Rule):
     ## What it does
     Flags a loss module built with a class weight created on the CPU
     (`nn.CrossEntropyLoss(weight=torch.tensor([...]))`, `nn.BCEWithLogitsLoss(pos_weight=...)`)
-    in a function or script that moves its model to a device but never moves the loss.
+    in a function or script that moves its model to a device but never moves the loss, and a
+    loss built so anywhere (a helper that returns it, a trainer's `__init__`) that is then
+    called on device tensors without having been moved.
 
     ## Why it is a bug on a GPU
     The weight is a buffer of the loss module. It stays on the CPU unless the loss itself is
@@ -124,9 +126,11 @@ class LossWeightOffDevice(Rule):
     (`.to(device, dtype)`, `.cuda(1)`, `.to(**kw)`).
 
     ## Known limits
-    Only a loss assigned to a plain name in the same function (or in the script's top-level
-    code) as a `.to(...)`/`.cuda()` move is checked. A loss kept as an attribute of an
-    `nn.Module` moves with it and is not reported.
+    A loss is checked where it is assigned to a plain name in the same function (or in the
+    script's top-level code) as a `.to(...)`/`.cuda()` move, or where the engine follows it
+    (returned from a helper of the file, kept on `self` by a class that is not a module) to a
+    call with device tensors; the second kind has no fix, since no model move is in view. A
+    loss kept as an attribute of an `nn.Module` moves with it and is not reported.
     """
 
     code = "DL106"
@@ -137,6 +141,23 @@ class LossWeightOffDevice(Rule):
     tokens = ("weight",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        reported: set[int] = set()
+        for violation, constructor in self._moved_beside(ctx):
+            reported.add(id(constructor))
+            yield violation
+        # Wherever the loss was built (a helper, a trainer's `__init__`): called on device tensors.
+        for meeting in file_facts(ctx).meetings:
+            constructor = meeting.cpu_node
+            if meeting.how != "weight" or id(constructor) in reported or not isinstance(constructor, cst.Call):
+                continue
+            reported.add(id(constructor))
+            weight = next(a for a in constructor.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS)
+            yield self.violation(weight.value, loss=f"nn.{_loss_name(ctx, constructor)}",
+                                 keyword=weight.keyword.value, name=ctx.code_for(meeting.node.func),  # type: ignore[attr-defined, union-attr]
+                                 moved=ctx.code_for(meeting.device_node) if meeting.device_node is not None else "its input")
+
+    def _moved_beside(self, ctx: FileContext) -> Iterator[tuple[Violation, cst.Call]]:
+        """A loss built in a scope that moves the model but never the loss."""
         for call in ctx.index.of_type(cst.Call):
             loss = _is_loss_class(ctx, call)
             if loss is None:
@@ -157,7 +178,12 @@ class LossWeightOffDevice(Rule):
                 continue
             moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]
             yield self.violation(weight.value, fix=_move_loss(ctx, call, others[0]), loss=f"nn.{loss}",
-                                 keyword=weight.keyword.value, name=name, moved=moved)  # type: ignore[union-attr]
+                                 keyword=weight.keyword.value, name=name, moved=moved), call  # type: ignore[union-attr]
+
+
+def _loss_name(ctx: FileContext, constructor: cst.Call) -> str:
+    """`CrossEntropyLoss` for `nn.CrossEntropyLoss(...)`, however it was imported."""
+    return (ctx.qualified_name(constructor.func) or ctx.code_for(constructor.func)).rsplit(".", 1)[-1]
 
 
 def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixProposal | None:

@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.execution_order import calls_by_scope, calls_in_order, init_of
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.syntax import short
@@ -101,6 +102,11 @@ def _holder(ctx: FileContext, optimizer: cst.Call, name: str, scope: int) -> int
 STATE_AT_CONSTRUCTION = {"Adagrad": "`sum`"}
 
 
+def _same_model(held: str, moved: str) -> bool:
+    """`model` and `self.model` are one model in a class whose `__init__` stores its argument."""
+    return held == moved or held.removeprefix("self.") == moved.removeprefix("self.")
+
+
 # The model of an optimizer that the function receives: any module moved after the load.
 ANY_MODEL = "<any model>"
 
@@ -110,7 +116,9 @@ class OptimizerStateDevice(Rule):
     """
     ## What it does
     Flags an optimizer that captures CPU state before its model (or its tensors) moves to the
-    device, in the same function:
+    device, in the order the code runs: in one function, or across the methods of a class,
+    following its own `self.method()` calls (an optimizer built in `__init__`, its state loaded
+    in `resume()`, the model moved in `to_gpu()`, both called from `run()`):
 
     - `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`, before
       `model.to(device)`;
@@ -163,8 +171,10 @@ class OptimizerStateDevice(Rule):
     then a move of that same model), from names of tensors (then a rebinding of those names to a
     moved copy in the same function; for `self.x` held by an optimizer built in `__init__`, in any
     method of the class that follows it), or optimizers the function receives under a name containing `optim` (then a
-    move of a name whose state the function also loaded, or that names a model), in the same
-    function, are considered. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    move of a name whose state the function also loaded, or that names a model), in the calls a
+    function makes in order with the methods it calls on `self` spliced in (three levels deep)
+    and its class's `__init__` before them, are considered; `model` and `self.model` are taken
+    for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages that create state in their
     constructor, `model.configure_optimizers()` results, and moves that replace the `Parameter`
@@ -179,20 +189,31 @@ class OptimizerStateDevice(Rule):
     tokens = ("optim",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        # Calls in source order, grouped by scope (function or module code).
+        # Each function's calls in the order they run (its own `self.method()` calls spliced in),
+        # with the optimizers its class's `__init__` builds already known.
+        reported: set[int] = set()
+        for scope in (ctx.module, *ctx.index.of_type(cst.FunctionDef)):
+            init = init_of(ctx, scope)
+            stream = (calls_by_scope(ctx).get(id(init), []) if init is not None else []) + calls_in_order(ctx, scope)
+            for violation in self._scan(ctx, id(scope), stream):
+                if id(violation.node) not in reported:
+                    reported.add(id(violation.node))
+                    yield violation
+
+    def _scan(self, ctx: FileContext, scope: int, stream: list[cst.Call]) -> Iterator[Violation]:
         optimizers: dict[tuple[int, str], str] = {}  # (scope, optimizer name) -> model name
         loads: dict[int, list[tuple[cst.Call, str]]] = {}  # scope -> (load call, model)
         loaded: dict[int, set[str]] = {}  # scope -> names whose (module) state was loaded
         eager: dict[int, list[tuple[cst.Call, str, str]]] = {}  # scope -> (Adagrad(...), model, state)
         holding: dict[int, dict[str, cst.Call]] = {}  # scope -> tensor name -> optimizer built from it
         moved_first: dict[int, set[str]] = {}  # scope -> models moved before anything was built
-        for call in ctx.index.of_type(cst.Call):
-            scope = id(ctx.index.enclosing_function(call) or ctx.module)
+        for call in stream:
             model = _optimizer_of(ctx, call)
             if model is not None:
                 parent = ctx.index.parent(call)
-                if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-                    optimizers[(scope, parent.targets[0].target.value)] = model
+                target = dotted_name(parent.targets[0].target) if isinstance(parent, cst.Assign) and len(parent.targets) == 1 else None
+                if target is not None:
+                    optimizers[(scope, target)] = model
                 state = STATE_AT_CONSTRUCTION.get((_optimizer_class(ctx, call) or "").rsplit(".", 1)[-1])
                 if state is not None and model not in moved_first.get(scope, set()):
                     eager.setdefault(scope, []).append((call, model, state))
@@ -200,8 +221,8 @@ class OptimizerStateDevice(Rule):
             for name in _tensor_names(ctx, call):
                 holding.setdefault(_holder(ctx, call, name, scope), {})[name] = call
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and isinstance(func.value, cst.Name):
-                name = func.value.value
+            name = dotted_name(func.value) if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" else None
+            if name is not None:
                 owner = optimizers.get((scope, name))
                 if owner is None and "optim" in name.lower():
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
@@ -233,7 +254,7 @@ class OptimizerStateDevice(Rule):
                 )
                 continue
             moved_first.setdefault(scope, set()).add(moved)
-            for entry in [e for e in eager.get(scope, []) if e[1] == moved]:
+            for entry in [e for e in eager.get(scope, []) if _same_model(e[1], moved)]:
                 eager[scope].remove(entry)
                 yield self.violation(
                     entry[0], moved="the model", and_load="",
@@ -243,7 +264,7 @@ class OptimizerStateDevice(Rule):
                 )
             pending = loads.get(scope, [])
             is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
-            for entry in [p for p in pending if p[1] == moved or (p[1] is ANY_MODEL and is_model)]:
+            for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
                 pending.remove(entry)
                 yield self.violation(
                     entry[0], moved="the model", and_load=" and loading its state",

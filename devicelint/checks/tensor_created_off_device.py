@@ -28,7 +28,7 @@ class TensorCreatedOffDevice(Rule):
     `torch.ones(n, n).tril()`, `torch.zeros(layers, batch, hidden)`, `torch.eye(n)`,
     `torch.tensor(0.)` used as an accumulator...) in code that runs on the device, when that
     tensor then meets a device tensor in an operation, is passed to a module, is written into a
-    device tensor (as the values, or as a boolean mask), or is returned from `forward`.
+    device tensor (as the values written), or is returned from `forward`.
     Device code is a module's `forward` path and the helpers it calls (methods, static
     methods, module-level functions, `self(...)` and the `forward` of submodules defined in the
     file), Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function
@@ -84,10 +84,12 @@ class TensorCreatedOffDevice(Rule):
     built (`__init__` and helpers called only from it) is never device code. 0-dim CPU tensors
     (`torch.tensor(2.0)`) are allowed by PyTorch in elementwise operations with device tensors
     and are only reported as in-place accumulators or where one branch replaces them with a
-    device tensor (their device then depends on the path). Indexing a device tensor with a CPU
-    index tensor is allowed and not reported; sequence lengths handed to a module may stay on
-    the CPU (packing wants them there). A script that never names an accelerator anywhere (a
-    CPU-only example with a `__main__` guard) is not device code.
+    device tensor (their device then depends on the path). Indexing (or index-assigning) a
+    device tensor with a CPU index tensor or boolean mask is allowed (PyTorch moves the index)
+    and not reported; neither are CTC targets and lengths or sequence lengths handed to a
+    module, which PyTorch takes on the CPU. Factories inside `with torch.device(...)` are made
+    on that device. A script that never names an accelerator anywhere (a CPU-only example with
+    a `__main__` guard) is not device code.
     """
 
     code = "DL101"
@@ -103,8 +105,8 @@ class TensorCreatedOffDevice(Rule):
         reported: set[int] = set()
         for meeting in file_facts(ctx).meetings:
             cpu = meeting.cpu
-            if not cpu.from_factory or cpu.origin is None:
-                continue
+            if not cpu.from_factory or cpu.origin is None or meeting.how == "weight":
+                continue  # a loss's class weight is DL106's
             # One finding per statement: `h = (torch.zeros(...), torch.zeros(...))` is one fix.
             statement = statement_of(ctx, cpu.origin)
             if id(statement) in reported:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.training.step import Scope, backpropagated, training_scopes
+from devicelint.analysis.training.step import Scope, backpropagated, looks_like_optimizer, training_scopes
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.syntax import enclosing_ifs, test_words
 from devicelint.context import FileContext
 
@@ -65,9 +66,70 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
             if _is_step_function(c, scope):
                 for call in backwards:
                     _add(c, regions, scope.node, scope, call)  # type: ignore[arg-type]
-        return [StepRegion(owner, owner.body, scope, tuple(losses)) for owner, scope, losses in regions.values()]
+        for scope in training_scopes(c):
+            func = scope.node
+            if (isinstance(func, cst.FunctionDef) and id(func) not in regions and scope.backwards
+                    and all(innermost_loop(c, b) is None for b in scope.backwards) and _called_in_a_loop(c, func)):
+                for call in scope.backwards:
+                    _add(c, regions, func, scope, call)  # a step's backward in a helper the loop calls
+        for step in _lightning_steps(c):
+            if id(step) not in regions:
+                returned = [r.value for r in c.index.walk(step.body) if isinstance(r, cst.Return) and r.value is not None]
+                regions[id(step)] = (step, Scope(node=step), returned)
+        found = [StepRegion(owner, owner.body, scope, tuple(losses)) for owner, scope, losses in regions.values()]
+        return found + _called_helpers(c, found)
 
     return ctx.shared("training.loops.step_regions", build)
+
+
+def _called_in_a_loop(ctx: FileContext, func: cst.FunctionDef) -> bool:
+    """Whether the file calls `func` (by its name, or as `self.<name>`) inside a loop."""
+    name = func.name.value
+    for call in ctx.index.of_type(cst.Call):
+        callee = call.func
+        named = callee.value if isinstance(callee, cst.Name) else (
+            callee.attr.value if isinstance(callee, cst.Attribute) and isinstance(callee.value, cst.Name) and callee.value.value == "self" else None)
+        if named == name and innermost_loop(ctx, call) is not None:
+            return True
+    return False
+
+
+LIGHTNING_BASES = ("LightningModule",)
+
+
+def _lightning_steps(ctx: FileContext) -> list[cst.FunctionDef]:
+    """`training_step` of a LightningModule: Lightning calls it once per step."""
+    found = []
+    for cls in ctx.index.of_type(cst.ClassDef):
+        bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in cls.bases]
+        if any(b in LIGHTNING_BASES for b in bases) and isinstance(cls.body, cst.IndentedBlock):
+            found.extend(f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "training_step")
+    return found
+
+
+def _called_helpers(ctx: FileContext, regions: list[StepRegion]) -> list[StepRegion]:
+    """The file's functions and `self` methods that a step region calls on every step (outside
+    logging conditions): their bodies run once per step too. One level: a helper's own helpers
+    are not followed."""
+    functions = {stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)}
+    owners = {id(r.owner) for r in regions}
+    found: dict[int, StepRegion] = {}
+    for region in regions:
+        cls = ctx.index.enclosing_class(region.owner)
+        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)} if cls is not None and isinstance(cls.body, cst.IndentedBlock) else {}
+        for node in ctx.index.walk(region.body):
+            if not isinstance(node, cst.Call) or in_logging_condition(ctx, node, region.owner):
+                continue
+            func = node.func
+            helper = None
+            if isinstance(func, cst.Name):
+                helper = functions.get(func.value)
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                helper = methods.get(func.attr.value)
+            if helper is None or id(helper) in owners or id(helper) in found or helper.name.value.startswith("__"):
+                continue
+            found[id(helper)] = StepRegion(helper, helper.body, Scope(node=helper), ())
+    return list(found.values())
 
 
 def _add(ctx: FileContext, regions: dict, owner: cst.CSTNode, scope: Scope, call: cst.Call) -> None:
@@ -113,15 +175,56 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
     """Whether `node` runs only under a logging condition, in an exception handler, or in a
     branch that leaves the loop (`if not math.isfinite(loss): print(...); sys.exit(1)`) inside
     `region`: none of these runs on every step."""
+    child: cst.CSTNode = node
     for ancestor in ctx.index.ancestors(node):
         if ancestor is region:
             break
         if isinstance(ancestor, (cst.ExceptHandler, cst.Raise, cst.Assert)):
             return True
+        if isinstance(ancestor, cst.IndentedBlock) and _after_logging_exit(ctx, ancestor, child):
+            return True
+        child = ancestor
     return any(
-        in_body and (is_logging_test(ctx, branch.test) or _leaves(branch.body))
+        in_body and (is_logging_test(ctx, branch.test) and not _steps_optimizer(ctx, branch.body) or _leaves(branch.body))
         for branch, in_body in enclosing_ifs(ctx, node, region)
     )
+
+
+def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
+    """`if step % log_every != 0: return` (or `continue`) earlier in the block: what follows runs
+    only on logging steps."""
+    for earlier in block.body:
+        if earlier is statement:
+            return False
+        if (isinstance(earlier, cst.If) and earlier.orelse is None and is_logging_test(ctx, earlier.test)
+                and _skips(earlier.body)):
+            return True
+    return False
+
+
+def _skips(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = statements[-1] if statements else None
+    small = last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body else None
+    return isinstance(small, (cst.Return, cst.Continue))
+
+
+def _steps_optimizer(ctx: FileContext, body: cst.BaseSuite) -> bool:
+    """A branch that steps the optimizer (`if (i + 1) % accum == 0: opt.step()`, or a method of
+    the class that does): gradient accumulation's update, which runs on every optimizer step,
+    not a logging interval."""
+    stepping = {id(s.node) for s in training_scopes(ctx) if s.optimizer_steps or s.scaler_calls.get("step")}
+    cls = ctx.index.enclosing_class(body)
+    methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)} if cls is not None and isinstance(cls.body, cst.IndentedBlock) else {}
+    for node in ctx.index.walk(body):
+        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+            continue
+        if node.func.attr.value == "step" and looks_like_optimizer(node.func.value):
+            return True
+        helper = methods.get(node.func.attr.value) if isinstance(node.func.value, cst.Name) and node.func.value.value == "self" else None
+        if helper is not None and id(helper) in stepping:
+            return True
+    return False
 
 
 EXIT_CALLS = frozenset({"exit", "quit", "_exit", "abort"})
