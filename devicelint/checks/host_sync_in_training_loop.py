@@ -113,8 +113,9 @@ class HostSyncInTrainingLoop(Rule):
     methods that a step calls on every step are read too (one level deep). One statement gives
     at most one finding. A copy whose name the step then hands to host code that returns several
     values it goes on with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info =
-    env.step(actions)`) is not reported: the environment needs it on every step, so nothing can
-    be deferred.
+    env.step(actions)`), or that becomes NumPy data handed to a host object's method
+    (`buffer.update_priorities(idx, loss.detach().cpu().numpy())` through a name), is not
+    reported: the host needs it on every step, so nothing can be deferred.
     """
 
     code = "DL401"
@@ -216,8 +217,9 @@ def _in_test(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) -> bool:
     """The host copy feeds host code whose result the step goes on with: `actions =
-    q(obs).argmax(1).cpu().numpy()` then `obs, reward, done, info = env.step(actions)`. The
-    copy cannot be deferred or accumulated on the device; the environment needs it now."""
+    q(obs).argmax(1).cpu().numpy()` then `obs, reward, done, info = env.step(actions)`, or NumPy
+    data handed to a host object's method (`buffer.update_priorities(idx, priorities)`). The
+    copy cannot be deferred or accumulated on the device; the host needs it now."""
     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
     if not isinstance(small, cst.Assign):
         return False
@@ -225,6 +227,7 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
              for n in assigned_names(t.target)}
     if not names:
         return False
+    numpy = _to_numpy(small.value)
     for use in body_nodes(region.body):
         if not (isinstance(use, cst.Name) and use.value in names) or _binds(ctx, use):
             continue
@@ -238,6 +241,18 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
         if isinstance(holder, cst.Assign) and holder.value is call and any(
                 isinstance(t.target, (cst.Tuple, cst.List)) for t in holder.targets):
             return True  # `obs, reward, done, info = env.step(actions)`
+        if numpy and isinstance(call.func, cst.Attribute):
+            return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
+    return False
+
+
+def _to_numpy(value: cst.BaseExpression) -> bool:
+    """`t.cpu().numpy()`, `t.detach().cpu().numpy().clip(...)`: the copy becomes NumPy data."""
+    node: cst.BaseExpression = value
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Call) and method_name(node) in ("numpy", "tolist"):
+            return True
+        node = node.func if isinstance(node, cst.Call) else node.value
     return False
 
 
