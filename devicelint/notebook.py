@@ -2,7 +2,8 @@
 
 Cells are joined so that facts flow between them as they do when the notebook runs (a model
 moved in one cell, a tensor made in the next). IPython magics and shell lines become `pass`
-at their indent, keeping line numbers and blocks; a cell that starts with a cell magic (`%%bash`) is skipped whole.
+at their indent (their backslash-continued lines blank), keeping line numbers and blocks; a
+cell pasted with a leading indent is dedented, as IPython does; a cell that starts with a cell magic (`%%bash`) is skipped whole.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from devicelint.finding import FileResult, Finding
 class CellLine:
     cell: int  # 1-based, counting every cell (markdown too), as the notebook shows them
     line: int  # 1-based within the cell
+    indent: int = 0  # characters of leading indent removed from the line (IPython's leading_indent)
 
 
 class NotebookError(ValueError):
@@ -39,13 +41,24 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
         cell_lines = _cell_text(cell).splitlines()
         if cell_lines and cell_lines[0].lstrip().startswith("%%"):
             continue
+        # IPython strips the first line's indent from a cell pasted indented (`leading_indent`).
+        first = next((line for line in cell_lines if line.strip()), "")
+        prefix = first[: len(first) - len(first.lstrip())]
+        continued = False
         for index, line in enumerate(cell_lines, start=1):
+            removed = len(prefix) if prefix and line.startswith(prefix) else 0
+            line = line[removed:]
             stripped = line.lstrip()
-            if stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
+            if continued:
+                # IPython joins a magic's backslash-continued lines into the magic itself.
+                continued = line.endswith("\\")
+                line = ""
+            elif stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
+                continued = stripped.startswith(("%", "!")) and line.endswith("\\")
                 # `pass`, not a blank line: a block that held only magics must stay a block.
                 line = line[: len(line) - len(stripped)] + "pass"
             lines.append(line)
-            origin.append(CellLine(number, index))
+            origin.append(CellLine(number, index, removed))
         # A blank separator keeps an unfinished block in one cell from swallowing the next.
         lines.append("")
         origin.append(CellLine(number, len(cell_lines) + 1))
@@ -81,4 +94,6 @@ def _to_cell(finding: Finding, origin: list[CellLine]) -> Finding:
     start = origin[min(finding.line, len(origin)) - 1]
     end = origin[min(finding.end_line, len(origin)) - 1]
     end_line = end.line if end.cell == start.cell else start.line
-    return replace(finding, line=start.line, end_line=end_line, cell=start.cell, fix=None)
+    end_column = finding.end_column + end.indent if end.cell == start.cell else finding.end_column
+    return replace(finding, line=start.line, end_line=end_line, cell=start.cell, fix=None,
+                   column=finding.column + start.indent, end_column=end_column)

@@ -59,6 +59,24 @@ def test_notebook_magics_and_shell_lines_become_pass_keeping_line_numbers() -> N
     assert "echo" not in source
 
 
+def test_backslash_continued_shell_lines_are_part_of_the_shell_line() -> None:
+    # `!cmd && \` continues onto the next line in IPython; the continuation is not Python
+    # (a false DL000 "unexpected indent" on tutorial notebooks).
+    cell = ["!apt-get install -y a && \\\n", "    b \\\n", "  --flag\n", "%env A=1 \\\n", "  B\n", "y = 2\n"]
+    source, origin = virtual_source(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}).encode())
+    assert source.splitlines()[:6] == ["pass", "", "", "pass", "", "y = 2"]
+    assert (origin[5].cell, origin[5].line) == (1, 6)
+
+
+def test_a_cell_pasted_with_a_leading_indent_is_dedented_as_ipython_does(tmp_path: Path) -> None:
+    # IPython strips the first line's indent from every line of the cell; the cell is valid.
+    cells = [["import torch\n"], ["    def load(path):\n", "        return torch.load(path)\n"]]
+    notebook = {"cells": [{"cell_type": "code", "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "indented.ipynb").write_text(json.dumps(notebook))
+    rows = _json(["--no-cache", str(tmp_path)])
+    assert [(r["code"], r["cell"], r["line"], r["column"]) for r in rows] == [("DL501", 2, 2, 16)]
+
+
 def test_a_block_of_magics_only_keeps_the_notebook_linted(tmp_path: Path) -> None:
     # Blanked to nothing, `if ...:` with only magics inside was a false DL000 that hid every
     # other finding of the notebook (yolov5's tutorial notebooks).

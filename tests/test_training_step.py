@@ -391,6 +391,8 @@ def test_dl301_self_attribute_dtype_is_read_where_it_was_assigned() -> None:
         ("        pbar.set_postfix(loss=loss.item())\n", "to print or log it"),
         ("        value = loss.item()\n        print(f'{value:.3f}')\n", "to print or log it"),
         ("        if loss > 100:\n            lr = lr / 2\n", "to decide a branch"),
+        ("        current = loss.item()\n        if abs(current - prev) < 1e-4:\n            break\n        prev = current\n",
+         "to decide a branch"),
     ],
 )
 def test_dl401_message_says_why_the_value_is_read(statement: str, purpose: str) -> None:

@@ -57,6 +57,35 @@ def _moves_to_default(node: cst.CSTNode, defaulted: frozenset[str]) -> bool:
     return False
 
 
+TENSOR_ATTRIBUTES = frozenset({"shape", "size", "dtype", "ndim", "dim", "numel", "type_as", "view", "reshape",
+                               "float", "long", "clone", "detach", "unsqueeze", "squeeze"})
+
+
+def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CSTNode) -> bool:
+    """`.to(f0.device)` where `f0` is a tensor of the worker code itself (it reads `f0.shape`,
+    indexes it, builds it with `torch.*`): a copy onto the device the data already has, which in
+    a worker is the host. Device holders (`self.device`, `args.device`) do not count."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and node.args):
+        return False
+    target = node.args[0].value
+    if not (isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name)):
+        return False
+    name = target.value.value
+    if name == "self":
+        return False
+    for other in ctx.index.walk(function.body):
+        if isinstance(other, cst.Attribute) and isinstance(other.value, cst.Name) and other.value.value == name:
+            if other.attr.value in TENSOR_ATTRIBUTES:
+                return True
+        elif isinstance(other, cst.Subscript) and isinstance(other.value, cst.Name) and other.value.value == name:
+            return True
+        elif isinstance(other, cst.Assign) and isinstance(other.value, cst.Call) and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in other.targets):
+            if (ctx.qualified_name(other.value.func) or "").startswith("torch."):
+                return True
+    return False
+
+
 def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
     passed: set[str] = set()
     for call in ctx.index.of_type(cst.Call):
@@ -183,8 +212,10 @@ class CudaInDataset(Rule):
     imported from elsewhere; collate functions are those passed as `collate_fn=` to a
     `DataLoader` in the file or whose name contains `collate`. Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions, not into other files.
-    `.to(x)` is reported only when `x` is named like a device. A dataset kept on the GPU on
-    purpose with `num_workers=0` is still reported.
+    `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
+    code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
+    device and is not reported. A dataset kept on the GPU on purpose with `num_workers=0` is
+    still reported.
     """
 
     code = "DL109"
@@ -203,6 +234,8 @@ class CudaInDataset(Rule):
             for node in ctx.index.walk(function.body):
                 what = _cuda_use(ctx, node)
                 if what is not None and defaulted and _moves_to_default(node, defaulted):
+                    continue
+                if what is not None and _follows_a_tensor(ctx, function, node):
                     continue
                 if what is not None and id(node) not in seen:
                     seen.add(id(node))

@@ -111,7 +111,11 @@ class HostSyncInTrainingLoop(Rule):
     loop around a backward, a function that backpropagates and steps, a helper with a backward
     that a loop calls, and a LightningModule's `training_step`; the file's functions and `self`
     methods that a step calls on every step are read too (one level deep). One statement gives
-    at most one finding.
+    at most one finding. A copy whose name the step then hands to host code that returns several
+    values it goes on with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info =
+    env.step(actions)`), or that becomes NumPy data handed to a host object's method
+    (`buffer.update_priorities(idx, loss.detach().cpu().numpy())` through a name), is not
+    reported: the host needs it on every step, so nothing can be deferred.
     """
 
     code = "DL401"
@@ -136,6 +140,8 @@ class HostSyncInTrainingLoop(Rule):
                 if id(statement) in done or in_logging_condition(ctx, target, region.owner):
                     continue
                 done.add(id(statement))
+                if _needed_now(ctx, statement, region):
+                    continue
                 expr = short(ctx, target)
                 if not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
                     expr = f"if {expr}:"
@@ -187,7 +193,67 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
             return STORED  # read every step, used only on logging steps
         if any(_accumulates(ctx, u) for u in uses):
             return ACCUMULATE
+        tests = [u for u in uses if _in_test(ctx, u)]
+        if tests and all(u in tests or _copied(ctx, u) or _displayed(ctx, u, statement_of(ctx, u))
+                         or in_logging_condition(ctx, u, region.owner) for u in uses):
+            return BRANCH  # `current = loss.item()` then `if abs(current - prev) < tol: break`
     return OTHER
+
+
+def _copied(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`prev = current`: the value kept as it is for the next test."""
+    parent = ctx.index.parent(node)
+    return isinstance(parent, cst.Assign) and parent.value is node
+
+
+def _in_test(ctx: FileContext, node: cst.CSTNode) -> bool:
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.While)):
+            return any(a is ancestor.test for a in [node, *ctx.index.ancestors(node)])
+        if isinstance(ancestor, cst.BaseStatement):
+            return False
+    return False
+
+
+def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) -> bool:
+    """The host copy feeds host code whose result the step goes on with: `actions =
+    q(obs).argmax(1).cpu().numpy()` then `obs, reward, done, info = env.step(actions)`, or NumPy
+    data handed to a host object's method (`buffer.update_priorities(idx, priorities)`). The
+    copy cannot be deferred or accumulated on the device; the host needs it now."""
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+    if not isinstance(small, cst.Assign):
+        return False
+    names = {n for t in small.targets if not isinstance(t.target, (cst.Subscript, cst.Attribute))
+             for n in assigned_names(t.target)}
+    if not names:
+        return False
+    numpy = _to_numpy(small.value)
+    for use in body_nodes(region.body):
+        if not (isinstance(use, cst.Name) and use.value in names) or _binds(ctx, use):
+            continue
+        arg = ctx.index.parent(use)
+        call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call) or _display_call(call) or method_name(call) in ACCUMULATING_METHODS:
+            continue
+        if (ctx.qualified_name(call.func) or "").startswith("torch."):
+            continue
+        holder = ctx.index.parent(call)
+        if isinstance(holder, cst.Assign) and holder.value is call and any(
+                isinstance(t.target, (cst.Tuple, cst.List)) for t in holder.targets):
+            return True  # `obs, reward, done, info = env.step(actions)`
+        if numpy and isinstance(call.func, cst.Attribute):
+            return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
+    return False
+
+
+def _to_numpy(value: cst.BaseExpression) -> bool:
+    """`t.cpu().numpy()`, `t.detach().cpu().numpy().clip(...)`: the copy becomes NumPy data."""
+    node: cst.BaseExpression = value
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Call) and method_name(node) in ("numpy", "tolist"):
+            return True
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return False
 
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:

@@ -78,7 +78,8 @@ class PerStepConstantCopy(Rule):
     worth a buffer, most of them small). An attribute that some method also uses
     without moving it is DL102's finding (not moved with the model) and is not reported here.
     Scalars (`torch.tensor(0.5, device=...)`, `torch.tensor([0], device=...)`) are not reported,
-    nor are copies in functions cached per device (`@lru_cache`), and `torch.tensor(CONSTANT).to(device)`
+    nor are copies in functions cached per device (`@lru_cache`) or in code that only TorchScript,
+    tracing or export runs (`if torch.jit.is_scripting():`, the `else` of its negation), and `torch.tensor(CONSTANT).to(device)`
     is left to DL403 (create it on the device), after which this rule asks for a buffer. A function counts as per step
     only when the file shows it: a step method, a module's `forward` path, or a call inside
     a loop of the same file.
@@ -101,6 +102,8 @@ class PerStepConstantCopy(Rule):
         for call in ctx.index.of_type(cst.Call):
             function = ctx.index.enclosing_function(call)
             if function is None or id(function) not in per_step:
+                continue
+            if _compiled_only(ctx, call):
                 continue
             found = _attribute_moved(ctx, call) or _constant_built_on_device(ctx, call)
             statement = id(statement_of(ctx, call))
@@ -299,6 +302,42 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
                 if callee is not None:
                     found.append(callee)
     return seen
+
+
+COMPILED_TESTS = frozenset({"torch.jit.is_scripting", "torch.jit.is_tracing", "torch.compiler.is_compiling",
+                            "torch._dynamo.is_compiling", "torch.onnx.is_in_onnx_export"})
+
+
+def _compiled_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
+    """True for `torch.jit.is_scripting()` (or `... or torch.jit.is_tracing()`), False for its
+    negation, None for any other test."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _compiled_test(ctx, test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        sides = (_compiled_test(ctx, test.left), _compiled_test(ctx, test.right))
+        return True if sides == (True, True) else None
+    if isinstance(test, cst.Call) and not test.args and ctx.qualified_name(test.func) in COMPILED_TESTS:
+        return True
+    return None
+
+
+def _compiled_only(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Code that runs only when TorchScript, tracing or export builds the graph
+    (`if torch.jit.is_scripting(): ...`, the `else` of `if not torch.jit.is_scripting():`):
+    constants are baked in once there, and eager code takes the other branch."""
+    child = node
+    for ancestor in _ancestors_to_function(ctx, node):
+        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+            taken = _compiled_test(ctx, ancestor.test)
+            if taken is not None and (child is ancestor.body) == taken:
+                return True
+        if isinstance(ancestor, cst.IfExp) and child is not ancestor.test:
+            taken = _compiled_test(ctx, ancestor.test)
+            if taken is not None and (child is ancestor.body) == taken:
+                return True
+        child = ancestor
+    return False
 
 
 def _cached(function: cst.FunctionDef) -> bool:

@@ -66,7 +66,12 @@ class SubmodulesInPlainContainer(Rule):
     within the file. A class imported from elsewhere counts only when the container's elements
     are then called like layers (`for block in self.blocks: x = block(x)`). A container that is later
     handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
-    registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`.
+    registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`
+    (also as `self.heads[-1]`), or also handed to another call or object that may install it
+    (`set_submodule(net, path, wrapper)`). A container whose elements the class moves where it
+    uses them (`self.feats[k].to(x.device)`) or feeds host tensors on purpose
+    (`self.resamplers[i](x.to(self.device))` with `device="cpu"` by default) is not reported,
+    even if the elements hold parameters that the optimizer then misses.
     """
 
     code = "DL103"
@@ -84,7 +89,7 @@ class SubmodulesInPlainContainer(Rule):
             handed_on = _attributes_passed_to_calls(ctx, facts)
             called = _elements_called(ctx, facts)
             plain: dict[str, str] = {}
-            looped = _registered_in_loop(ctx, facts)
+            looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts)
             for attr, value, method in facts.assignments:
                 container = container_kind(ctx, value)
                 if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
@@ -293,14 +298,92 @@ def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
     return found
 
 
+def _managed_by_hand(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Attributes whose elements the class registers or places itself: an element handed to
+    `self.add_module(name, self.heads[-1])` / `setattr(self, name, self.heads[k])`, an element
+    moved where it is used (`self.feats[k].to(x.device)`), or elements fed host tensors on
+    purpose (`self.resamplers[i](wave.cpu())`, `wave.to(self.device)` with `device="cpu"`)."""
+    found: set[str] = set()
+    for attr, node, _ in facts.references:
+        parent = ctx.index.parent(node)
+        if not (isinstance(parent, cst.Subscript) and parent.value is node):
+            continue
+        outer = ctx.index.parent(parent)
+        if isinstance(outer, cst.Arg):
+            call = ctx.index.parent(outer)
+            if isinstance(call, cst.Call) and _registering_call(call):
+                found.add(attr)
+        elif isinstance(outer, cst.Attribute) and outer.value is parent and outer.attr.value in ("to", "cuda", "cpu"):
+            if isinstance(ctx.index.parent(outer), cst.Call):
+                found.add(attr)
+        elif isinstance(outer, cst.Call) and outer.func is parent and outer.args and all(
+                _host_input(ctx, facts, a.value) for a in outer.args if a.keyword is None):
+            found.add(attr)
+    return found
+
+
+def _registering_call(call: cst.Call) -> bool:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in ("add_module", "register_module")
+    return isinstance(func, cst.Name) and func.value == "setattr"
+
+
+def _host_input(ctx: FileContext, facts: ClassFacts, arg: cst.BaseExpression) -> bool:
+    """`x.cpu()`, `x.to("cpu")`, or `x.to(self.device)` where the class keeps `self.device` on
+    the host (assigned the literal "cpu", or a constructor parameter defaulting to it)."""
+    if not (isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute)):
+        return False
+    if arg.func.attr.value == "cpu":
+        return True
+    if arg.func.attr.value != "to" or not arg.args:
+        return False
+    target = arg.args[0].value
+    if isinstance(target, cst.SimpleString):
+        return target.value.strip("'\"") == "cpu"
+    if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+        return False
+    values = [(v, m) for a, v, m in facts.assignments if a == target.attr.value]
+    return bool(values) and all(_host_value(v, m) for v, m in values)
+
+
+def _host_value(value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    if isinstance(value, cst.SimpleString):
+        return value.value.strip("'\"") == "cpu"
+    if isinstance(value, cst.Name):
+        for param in method.params.params + method.params.kwonly_params:
+            if param.name.value == value.value:
+                return isinstance(param.default, cst.SimpleString) and param.default.value.strip("'\"") == "cpu"
+    return False
+
+
+def _installed_elsewhere(ctx: FileContext, function: cst.FunctionDef, call: cst.CSTNode, name: str) -> bool:
+    """`set_module_by_path(net, path, wrapper)` or `parent.child = wrapper` next to
+    `self.wrappers[path] = wrapper`: the element also lives in another module, which may be the
+    registered one (the plain container only indexes it)."""
+    for node in ctx.index.walk(function.body):
+        if isinstance(node, cst.Call) and node is not call and len(node.args) >= 2:
+            if any(isinstance(a.value, cst.Name) and a.value.value == name and (i > 0 or a.keyword is not None)
+                   for i, a in enumerate(node.args)):
+                return True
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == name:
+            for target in node.targets:
+                holder = target.target
+                if isinstance(holder, cst.Attribute) and not (isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+                    return True
+    return False
+
+
 def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression) -> bool:
     """`self.add_module(str(i), layer)` (or `setattr(self, name, layer)`) next to
-    `self.layers.append(layer)` registers it."""
+    `self.layers.append(layer)` registers it; so may installing it in another module."""
     if not isinstance(value, cst.Name):
         return False
     function = ctx.index.enclosing_function(call)
     if function is None:
         return False
+    if _installed_elsewhere(ctx, function, call, value.value):
+        return True
     for node in ctx.index.walk(function.body):
         if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
                 and node.func.attr.value in ("add_module", "register_module") and len(node.args) >= 2):

@@ -93,9 +93,13 @@ class TensorAttributeNotRegistered(Rule):
     calls); one that reaches attributes generically (`vars(self)`, `getattr`, `setattr`)
     silences the class, and so do state-dict hooks. Tensors whose every use moves them
     (`self.pe.to(x.device)`, also through a loop over a list), reads them on the host
-    (`.item()`, `.tolist()`, `.shape`, `len`), 0-dim tensors, which PyTorch lets meet device
-    tensors, and test files, whose helper modules keep constant tensors on purpose, are not
-    reported.
+    (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), tensors handed to a
+    function or method of the file that moves that parameter itself (`w = w.to(x)`), tensors
+    that only pick from a Python list (`self.items[self.index]`), 0-dim tensors (also
+    `torch.tensor(v)` under `isinstance(v, float)`), which PyTorch lets meet device tensors,
+    caches left empty by `__init__` (`torch.empty(0, ...)`) or rebuilt when their `.device`
+    differs from the input's, classes whose base in the same file moves them in `_apply`, and
+    test files, whose helper modules keep constant tensors on purpose, are not reported.
     """
 
     code = "DL102"
@@ -113,8 +117,10 @@ class TensorAttributeNotRegistered(Rule):
                 continue
             movers = sorted(CUSTOM_MOVERS & facts.methods.keys())
             moved = _moved_by_hand(ctx, facts, movers)
-            if moved is None:
-                continue  # the class's own `_apply`/`to` reaches every attribute
+            inherited = _moved_by_bases(ctx, facts)
+            if moved is None or inherited is None:
+                continue  # the class's own (or a base's) `_apply`/`to` reaches every attribute
+            moved |= inherited
             yield from self._plain_containers(ctx, facts, moved)
             by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
             for attr, value, method in facts.assignments:
@@ -135,6 +141,8 @@ class TensorAttributeNotRegistered(Rule):
                     # the class moves its tensors by hand: one handed to the constructor counts too
                     handed_in = candidate = next((v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None)
                 if candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
+                    continue
+                if handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
                     continue
                 target = _assignment_target(ctx, candidate)
                 if movers:
@@ -382,8 +390,150 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
     """Whether a method other than `__init__` uses `self.<attr>` in a computation."""
     return any(
         name == attr and method.name.value != "__init__" and not _safe_read(ctx, node)
+        and not _picks_from_python_data(ctx, facts, node) and not _moved_by_the_callee(ctx, facts, node)
         for name, node, method in facts.references
     )
+
+
+def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:
+    """The attributes that the `_apply`/`to`/`cuda` of base classes in the same file move (None
+    when one of them reaches every attribute)."""
+    moved: set[str] = set()
+    every = class_facts(ctx)
+    seen: set[str] = set()
+    todo = [b.value for b in facts.node.bases if b.keyword is None]
+    while todo:
+        base = todo.pop()
+        name = base.value if isinstance(base, cst.Name) else None
+        if name is None or name in seen or name not in every:
+            continue
+        seen.add(name)
+        base_facts = every[name]
+        movers = sorted(CUSTOM_MOVERS & base_facts.methods.keys())
+        touched = _moved_by_hand(ctx, base_facts, movers)
+        if touched is None:
+            return None
+        moved |= touched
+        todo += [b.value for b in base_facts.node.bases if b.keyword is None]
+    return moved
+
+
+def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`torch.tensor(factor)` under `if isinstance(factor, float):`: a 0-dim tensor, which
+    PyTorch lets meet tensors on any device."""
+    if not (isinstance(value, cst.Call) and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args):
+        return False
+    first = value.args[0].value
+    if not isinstance(first, cst.Name):
+        return False
+    node: cst.CSTNode | None = value
+    while node is not None and not isinstance(node, cst.FunctionDef):
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.If) and parent.body is node:
+            test = parent.test
+            if (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"
+                    and len(test.args) == 2 and isinstance(test.args[0].value, cst.Name)
+                    and test.args[0].value.value == first.value):
+                kinds = test.args[1].value
+                names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+                return all(isinstance(n, cst.Name) and n.value in ("int", "float", "bool") for n in names)
+        node = parent
+    return False
+
+
+def _lazy_slot(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpression) -> bool:
+    """A cache that `__init__` leaves empty (`torch.empty(0, ...)`) or that a method rebuilds
+    when its device is not the input's (`if self.cache.device != x.device:`): filled at run time
+    where it is used."""
+    refilled = any(a == attr and m.name.value != "__init__" for a, _, m in facts.assignments)
+    if not refilled:
+        return False
+    if isinstance(value, cst.Call):
+        qualified = ctx.qualified_name(value.func) or ""
+        short = qualified[6:] if qualified.startswith("torch.") else ""
+        if short in ("empty", "zeros", "ones") and value.args and _zero(facts, value.args[0].value):
+            return True
+    for name, node, method in facts.references:
+        if name != attr or method.name.value == "__init__":
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "device":
+            holder = ctx.index.parent(parent)
+            if isinstance(holder, (cst.Comparison, cst.ComparisonTarget)):
+                return True
+    return False
+
+
+def _zero(facts: ClassFacts, size: cst.BaseExpression) -> bool:
+    """`0`, or `self.n` that `__init__` sets to 0 (`self.seq_len_cached = 0`)."""
+    if isinstance(size, cst.Integer):
+        return size.value == "0"
+    attr = self_attribute(size) if isinstance(size, cst.Attribute) else None
+    if attr is None:
+        return False
+    values = [v for a, v, m in facts.assignments if a == attr and m.name.value == "__init__"]
+    return len(values) == 1 and isinstance(values[0], cst.Integer) and values[0].value == "0"
+
+
+def _picks_from_python_data(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode) -> bool:
+    """`self.items[self.index]` where `self.items` is a Python list or dict: the tensor only
+    picks an element on the host."""
+    parent = ctx.index.parent(node)
+    if not isinstance(parent, cst.Index):
+        return False
+    element = ctx.index.parent(parent)
+    subscript = ctx.index.parent(element) if isinstance(element, cst.SubscriptElement) else None
+    if not isinstance(subscript, cst.Subscript):
+        return False
+    holder = self_attribute(subscript.value) if isinstance(subscript.value, cst.Attribute) else None
+    values = [v for a, v, _ in facts.assignments if a == holder]
+    return bool(values) and all(container_kind(ctx, v) is not None for v in values)
+
+
+def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode) -> bool:
+    """`helper(x, self.doas)` where the file's `helper` moves that parameter itself
+    (`doas = doas.to(x.device)`, `w = w.to(x)`, `torch.as_tensor(w, device=x.device)`)."""
+    arg = ctx.index.parent(node)
+    call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or arg.star:  # type: ignore[union-attr]
+        return False
+    func = call.func
+    callee = None
+    bound = False
+    if isinstance(func, cst.Name):
+        callee = next((f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == func.value), None)
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        owner = func.value.value
+        if owner == "self" or owner == facts.node.name.value:
+            callee = facts.methods.get(func.attr.value)
+            bound = owner == "self" and callee is not None and not any(
+                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in callee.decorators)
+    if callee is None:
+        return False
+    params = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]
+    if bound:
+        params = params[1:]
+    if arg.keyword is not None:  # type: ignore[union-attr]
+        name = arg.keyword.value  # type: ignore[union-attr]
+    else:
+        position = [a for a in call.args if a.keyword is None].index(arg)  # type: ignore[arg-type]
+        if position >= len(params):
+            return False
+        name = params[position]
+    for statement in ctx.index.walk(callee.body):
+        if not isinstance(statement, cst.Assign) or not any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in statement.targets):
+            continue
+        value = statement.value
+        type_as = isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "type_as"
+        if (type_as or move_call(value) not in (None, "cpu")) and any(
+                isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(value)):
+            return True
+        if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args and (
+                isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == name
+                and any(a.keyword is not None and a.keyword.value == "device" for a in value.args)):
+            return True
+    return False
 
 
 def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -395,7 +545,7 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
         # `self.t.unsqueeze(0).expand(n, -1).to(device)`: reshaped on the host, then moved
         call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
         if (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
-                and parent.attr.value not in MEETING_METHODS and _moved_afterwards(ctx, call)):
+                and parent.attr.value not in MEETING_METHODS and (_moved_afterwards(ctx, call) or _read_on_host(ctx, call))):
             return True
         break
     if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -438,6 +588,18 @@ def _moved_afterwards(ctx: FileContext, node: cst.CSTNode) -> bool:
                 and parent.attr.value not in MEETING_METHODS):
             return False
         node = call
+
+
+def _read_on_host(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`int(self.stride.max())`, `self.sizes.prod().item()`: the result becomes a Python number."""
+    parent = ctx.index.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        return parent.attr.value in ("item", "tolist", "numpy")
+    if isinstance(parent, cst.Arg):
+        call = ctx.index.parent(parent)
+        return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                and call.func.value in ("int", "float", "bool", "len", "range", "list", "tuple", "round"))
+    return False
 
 
 def _loop_reads_safely(ctx: FileContext, loop: cst.For) -> bool:

@@ -65,11 +65,16 @@ class TorchLoadWithoutMapLocation(Rule):
     - a file that every `torch.save` of this file writing the same name (a file-name literal
       such as `"rng.pth"`, or a constant such as `SCALER_NAME`) fills with host values:
       `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, or a state
-      dict taken with `offload_to_cpu=True`;
+      dict taken with `offload_to_cpu=True`; likewise a class whose loader and saver take the
+      path as a parameter (`_load(self, path)` / `_save(self, path)`) when every save of the
+      class writes host values (also an attribute that the class fills only with such);
     - a result that only goes to host consumers: `scaler.load_state_dict(...)`,
       `lr_scheduler.load_state_dict(...)`, RNG setters (`torch.set_rng_state`,
-      `random.setstate`), `torch.from_numpy`;
-    - a load inside a `Dataset` class, which reads training data, not checkpoints.
+      `random.setstate`), `torch.from_numpy` (also when the next statements rebind the name:
+      `x = torch.from_numpy(x[k])`);
+    - a load inside a `Dataset` class, which reads training data, not checkpoints;
+    - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
+      `map_location=`: the code already decided where tensors go without a GPU.
 
     Files written by other files or other programs are judged unknown, so the rule fires.
     """
@@ -88,12 +93,46 @@ class TorchLoadWithoutMapLocation(Rule):
         for call in ctx.index.of_type(cst.Call):
             if ctx.qualified_name(call.func) not in LOADERS:
                 continue
-            if _has_map_location(call.args) or _loads_in_memory_buffer(ctx, call):
+            if _has_map_location(call.args) or _loads_in_memory_buffer(ctx, call) or _guarded_by_cuda(ctx, call):
                 continue
             payloads = payloads or Payloads(ctx)
             if payloads.host_only(call):
                 continue
             yield self.violation(call, fix=_add_map_location(ctx, call), call=_short(ctx, call))
+
+
+CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})
+
+
+def _cuda_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
+    """True for `torch.cuda.is_available()` (also as one side of `and`), False for its negation."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _cuda_test(ctx, test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return True if True in (_cuda_test(ctx, test.left), _cuda_test(ctx, test.right)) else None
+    if isinstance(test, cst.Call) and ctx.qualified_name(test.func) in CUDA_AVAILABLE:
+        return True
+    return None
+
+
+def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
+    """`if torch.cuda.is_available(): torch.load(p)` whose other branch loads with
+    `map_location=`: the code already chose where tensors go on a machine without a GPU."""
+    child: cst.CSTNode = call
+    for ancestor in ctx.index.ancestors(call):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            taken = _cuda_test(ctx, ancestor.test)
+            in_body = child is ancestor.body
+            other = ancestor.orelse if in_body else ancestor.body
+            if taken is not None and in_body == taken and other is not None and any(
+                    isinstance(n, cst.Call) and ctx.qualified_name(n.func) in LOADERS and _has_map_location(n.args)
+                    for n in ctx.index.walk(other)):
+                return True
+        child = ancestor
+    return False
 
 
 BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
@@ -151,6 +190,10 @@ def _built_from_temporary(ctx: FileContext, source: cst.BaseExpression, call: cs
                 found |= {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
         names = found
     return False
+
+
+def _reads_name(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(node))
 
 
 def _is_name(node: cst.BaseExpression, name: str) -> bool:
@@ -311,12 +354,37 @@ class Payloads:
         if name is None:
             return False
         scope = self.ctx.index.enclosing_function(call) or self.ctx.module
+        order = {id(n): i for i, n in enumerate(self.ctx.index.walk(scope))}
+        rebinding = self._rebinding(call, name)
         verdicts = set()
         for node in self.ctx.index.walk(scope):
-            if isinstance(node, cst.Name) and node.value == name and node is not self._target_of(call):
-                verdicts.add(self._consumer(node) or "device")
+            if not (isinstance(node, cst.Name) and node.value == name and node is not self._target_of(call)):
+                continue
+            if rebinding is not None and order.get(id(node), 0) > order.get(id(rebinding), 0):
+                # `x = torch.from_numpy(x[k])`: uses after the rebinding read another value
+                if not any(a is rebinding.value for a in self.ctx.index.ancestors(node)):
+                    continue
+                if node is rebinding.targets[0].target:
+                    continue
+            verdicts.add(self._consumer(node) or "device")
         verdicts.discard("neutral")
         return verdicts == {"host"}
+
+    def _rebinding(self, call: cst.Call, name: str) -> cst.Assign | None:
+        """The first later statement of the load's own block that binds `name` again."""
+        load = self.ctx.index.parent(call)
+        line = self.ctx.index.parent(load) if isinstance(load, cst.Assign) else None
+        block = self.ctx.index.parent(line) if line is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or line not in body:
+            return None
+        for later in body[body.index(line) + 1:]:
+            if not isinstance(later, cst.SimpleStatementLine):
+                return None  # a compound statement may bind it on one path only
+            for small in later.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and _is_name(small.targets[0].target, name):
+                    return small
+        return None
 
     def _target_of(self, call: cst.Call) -> cst.CSTNode | None:
         parent = self.ctx.index.parent(call)
@@ -367,9 +435,27 @@ class Payloads:
             return False
         keys = self._path_keys(call.args[0].value, call)
         if not keys:
-            return False
+            return self._class_saved_from_host(call)
         writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
         return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+
+    def _class_saved_from_host(self, call: cst.Call) -> bool:
+        """A class's loader and saver methods that take the path as a parameter (`_load(self,
+        path)` / `_save(self, path)`): the class reads back what it wrote, so every save of the
+        class must write host values."""
+        cls = self.ctx.index.enclosing_class(call)
+        if cls is None or not self._path_parameter(call.args[0].value, call):
+            return False
+        writers = [s for s in self._all_saves() if len(s.args) >= 2 and self.ctx.index.enclosing_class(s) is cls
+                   and self._path_parameter(s.args[1].value, s)]
+        return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+
+    def _path_parameter(self, node: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        function = self.ctx.index.enclosing_function(at)
+        if not isinstance(node, cst.Name) or function is None:
+            return False
+        params = function.params
+        return any(p.name.value == node.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
     def _position(self, node: cst.CSTNode) -> int:
         if self._order is None:
@@ -427,7 +513,40 @@ class Payloads:
             return self._host_value(node.elt, at, depth + 1)
         if isinstance(node, cst.Call):
             return self._host_call(node, at)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return self._host_attribute(node.attr.value, at, depth)
         return False
+
+    def _host_attribute(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
+        """Every value the class stores in `self.<attr>` (also `self.<attr>[key] = ...` and
+        `self.<attr>.append(...)`) is host data; an empty container to be filled counts as host."""
+        cls = self.ctx.index.enclosing_class(at)
+        if cls is None:
+            return False
+        stores: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
+        for node in self.ctx.index.walk(cls):
+            if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args
+                    and node.func.attr.value in ("append", "extend", "insert", "update", "add")):
+                holder = node.func.value
+                if (isinstance(holder, cst.Attribute) and holder.attr.value == attr
+                        and isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+                    stores.append((node.args[-1].value, node))  # `self.objective.append(obj)`
+                continue
+            if not isinstance(node, cst.Assign):
+                continue
+            for target in node.targets:
+                bound = target.target
+                if isinstance(bound, cst.Subscript):
+                    bound = bound.value
+                if (isinstance(bound, cst.Attribute) and bound.attr.value == attr
+                        and isinstance(bound.value, cst.Name) and bound.value.value == "self"):
+                    stores.append((node.value, node))
+        stores = [(v, w) for v, w in stores  # what the class reads back is what it saved
+                  if not (isinstance(v, cst.Call) and self.ctx.qualified_name(v.func) in LOADERS)]
+        return bool(stores) and all(
+            (isinstance(v, (cst.Dict, cst.List)) and not v.elements) or self._host_value(v, where, depth + 1)
+            for v, where in stores
+        )
 
     def _host_call(self, call: cst.Call, at: cst.CSTNode) -> bool:
         called = _last_name(call.func).lower()
@@ -463,5 +582,7 @@ class Payloads:
                     if isinstance(bound, cst.Subscript):
                         bound = bound.value
                     if _is_name(bound, name):
+                        if _is_name(target.target, name) and _reads_name(self.ctx, node.value, name):
+                            values.clear()  # `x = torch.tensor(x).cpu()`: earlier values only feed this one
                         values.append(node.value)
         return bool(values) and all(self._host_value(v, at, depth + 1) for v in values)
