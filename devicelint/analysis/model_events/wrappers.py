@@ -312,11 +312,12 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
                 return f"`{short(ctx, node)}` spreads over several GPUs"
     if bind is not None:
         bind = chain_base(resolver, bind)[0]
-    if isinstance(bind, cst.Call):
-        bind = _built_by(ctx, bind) or bind
     if not isinstance(bind, cst.Call):
         return None
-    for arg in bind.args:
+    # the loader's own call, and the call the file's helper makes with it (`load_model(path,
+    # device_map="auto")` hands the map on as a parameter)
+    calls = [bind] + [inner for inner in (_built_by(ctx, bind),) if inner is not None]
+    for arg in (arg for call in calls for arg in call.args):
         if arg.keyword is None or arg.keyword.value != "device_map":
             continue
         value = arg.value
