@@ -655,7 +655,9 @@ def _element_of(iterable: Fact) -> Fact:
     if iterable.elements and len(set(iterable.elements)) == 1:
         return iterable.elements[0]
     if iterable.is_tensor and not iterable.batch and not iterable.scalar:
-        return replace(iterable, mask=False)  # the rows of a tensor live where it does
+        # the rows of a tensor live where it does; a CPU tensor's rows may be 0-dim (a 1-D
+        # tensor's are), which PyTorch lets meet device tensors
+        return replace(iterable, mask=False, scalar=iterable.kind == CPU)
     return UNKNOWN_FACT
 
 
