@@ -19,7 +19,7 @@ from devicelint.analysis.model_events.devices import (
 from devicelint.analysis.devices import distinct
 from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
-from devicelint.analysis.model_events.scopes import module_functions, scope_facts
+from devicelint.analysis.model_events.scopes import module_functions, only_return, scope_facts
 from devicelint.analysis.model_events.variables import History, history
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
@@ -185,10 +185,9 @@ def returned_device(ctx: FileContext, call: cst.Call) -> tuple[Device, cst.CSTNo
     builder = builder_of(ctx, call)
     if builder is None:
         return None
-    returns = [n for n in scope_facts(ctx, builder).nodes if isinstance(n, cst.Return)]
-    if len(returns) != 1 or returns[0].value is None:
+    node = only_return(ctx, builder)
+    if node is None:
         return None
-    node = returns[0]
     base, moved = chain_base(resolver_for(ctx, node), node.value)  # type: ignore[arg-type]
     if moved is not None:
         return moved, node

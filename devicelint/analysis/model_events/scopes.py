@@ -93,6 +93,12 @@ def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     return ctx.shared("model_events.functions", build)
 
 
+def only_return(ctx: FileContext, function: cst.FunctionDef) -> cst.Return | None:
+    """The one `return <value>` of a function (a builder's), or None if it has several or none."""
+    returns = [n for n in scope_facts(ctx, function).nodes if isinstance(n, cst.Return)]
+    return returns[0] if len(returns) == 1 and returns[0].value is not None else None
+
+
 def statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
     """The simple statement (or compound statement header owner) holding `node`."""
     current = node

@@ -22,7 +22,7 @@ from devicelint.analysis.model_events.devices import (
     strip_self_returning,
 )
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.model_events.scopes import module_functions, scope_facts, scope_of, short, statement_of
+from devicelint.analysis.model_events.scopes import module_functions, only_return, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
@@ -221,16 +221,16 @@ def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     function = _called_function(ctx, call)
     if function is None:
         return None
-    returns = [n for n in scope_facts(ctx, function).nodes if isinstance(n, cst.Return)]
-    if len(returns) != 1 or returns[0].value is None:
+    returned = only_return(ctx, function)
+    if returned is None:
         return None
-    resolver = resolver_for(ctx, returns[0])
-    value, moved = chain_base(resolver, returns[0].value)
+    resolver = resolver_for(ctx, returned)
+    value, moved = chain_base(resolver, returned.value)  # type: ignore[arg-type]
     var = dotted_name(value)
     if moved is not None:
         return None
     if var is not None and "." not in var:
-        facts = history(ctx, var, returns[0])
+        facts = history(ctx, var, returned)
         if facts.moves or facts.bind is None:
             return None
         value, moved = chain_base(resolver, facts.bind)
