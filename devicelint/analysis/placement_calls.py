@@ -379,7 +379,8 @@ class CallEvaluation:
                 self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (args[0][0],))
                 return UNKNOWN_FACT
             if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
-                return Fact(UNKNOWN)
+                # `for p in model.parameters()`: each one lives where the module does
+                return Fact(UNKNOWN, elements=(Fact(DEVICE, where=receiver.where, device=receiver.device),))
             if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
                 return _model_like_result(method, args)  # `self.model(x)` in a trainer class
             return self._module_method(receiver, method, args)
