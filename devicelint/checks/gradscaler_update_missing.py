@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import SCALER_STEP
+from devicelint.analysis.training.helpers import SCALER_STEP, callee
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
     AMP_WORDS, GRAD_SCALERS, Scope, is_scaler, names_assigned_in, proven_scaler, training_scopes,
@@ -29,8 +29,10 @@ class GradscalerUpdateMissing(Rule):
     step really happened (`if not found_inf:`, `if math.isfinite(loss_value):`,
     `if scaler.get_scale() >= scale_before:`). A trainer class is one unit: an update in
     `on_step_end` under such an `if` is compared with the `scaler.step` of `optimizer_step`.
-    Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it: every
-    pass starts from a fresh scaler, so the scale that `update()` learned is lost.
+    Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it, or
+    inside a function of the file that such a loop calls on every pass (`train_one_epoch()` that
+    builds its own scaler): every pass starts from a fresh scaler, so the scale that `update()`
+    learned is lost.
 
     ## Why it is a bug on a GPU
     `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it
@@ -167,7 +169,12 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
             continue
         target = text_of(assign.targets[0].target)
         loop = innermost_loop(ctx, call)
-        if target is None or loop is None:
+        if target is None:
+            continue
+        if loop is None:
+            outer = _loop_calling(ctx, call, target, scopes)
+            if outer is not None:
+                yield call, outer
             continue
         owner = scope_of(ctx, call)
         used = [
@@ -180,9 +187,49 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
         yield call, loop
 
 
+def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Scope]) -> cst.For | cst.While | None:
+    """For `scaler = GradScaler(...)` kept in a local of a function that steps or scales with it
+    (and neither receives, returns nor stores it): an epoch loop of another function of the file
+    that calls that function on every pass (`for epoch ...: train_one_epoch(...)`)."""
+    func = ctx.index.enclosing_function(call)
+    if func is None or not isinstance(assign_target := ctx.index.parent(call), cst.Assign):
+        return None
+    if not isinstance(assign_target.targets[0].target, cst.Name):
+        return None  # `self.scaler = GradScaler()` outlives the call
+    params = {p.name.value for p in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params)}
+    if target in params:
+        return None  # `if scaler is None: scaler = GradScaler()`: the caller may pass one
+    for node in ctx.index.walk(func.body):
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and target in {
+            n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)
+        }:
+            return None  # the caller may keep the scaler it gets back
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            return None
+    used = [
+        c for scope in scopes if scope.node is func
+        for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
+        if text_of(receiver(c)) == target
+    ]
+    if not used:
+        return None
+    for site in ctx.index.of_type(cst.Call):
+        if site is call or callee(ctx, site) is not func:
+            continue
+        loop = innermost_loop(ctx, site)
+        if loop is None or inside(ctx, site, func) or _per_run(ctx, loop):
+            continue
+        return loop
+    return None
+
+
 def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
     header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if isinstance(loop, cst.For) else ""
-    if any(word in header for word in RUN_WORDS):
+    # `for epoch in range(1, cfg["num_epochs"] + 1)`, `for ep in range(cfg.max_epochs)`: an epoch
+    # loop, unless its variable names a run (`for fold in range(cfg.epochs_per_fold)`).
+    target = test_words(ctx, loop.target) if isinstance(loop, cst.For) else ""
+    epochs = "epoch" in header and not any(word in target for word in RUN_WORDS)
+    if not epochs and any(word in header for word in RUN_WORDS):
         return True
     if any(isinstance(node, cst.ExceptHandler) for node in ctx.index.walk(loop.body)):
         return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
