@@ -29,6 +29,9 @@ class GradscalerUpdateMissing(Rule):
     step really happened (`if not found_inf:`, `if math.isfinite(loss_value):`,
     `if scaler.get_scale() >= scale_before:`). A trainer class is one unit: an update in
     `on_step_end` under such an `if` is compared with the `scaler.step` of `optimizer_step`.
+    Also flags an `update()` that a test after `scaler.unscale_(...)` can skip together with the
+    step (`if grad_norm > limit: skip` / `else: scaler.step(opt); scaler.update()`, or
+    `if not isfinite(norm): continue` before them): the next `unscale_` raises.
     Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it, or
     inside a function of the file that such a loop calls on every pass (`train_one_epoch()` that
     builds its own scaler): every pass starts from a fresh scaler, so the scale that `update()`
@@ -108,7 +111,21 @@ class GradscalerUpdateMissing(Rule):
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
-            yield from self._partial_updates(ctx, scope, steps, updates)
+            reported = set()
+            for v in self._partial_updates(ctx, scope, steps, updates):
+                reported.add(id(v.node))
+                yield v
+            for update, branch in _updates_skipped_after_unscale(ctx, scope, updates):
+                v = self.violation(
+                    update, remedy="call `scaler.update()` on every iteration that calls `scaler.unscale_`, "
+                                   "also when the step is skipped",
+                    what=f"`{short(ctx, update)}` is skipped when {branch}, but "
+                         f"`{short(ctx, scope.scaler_calls['unscale_'][0])}` has already run by then: the "
+                         "next `unscale_` raises \"unscale_() has already been called on this optimizer since the "
+                         "last update()\"",
+                )
+                if id(v.node) not in reported:
+                    yield v
         for call, loop in _scalers_made_per_pass(ctx, scopes):
             yield self.violation(
                 call, remedy="create the scaler once, before the training loop",
@@ -129,6 +146,8 @@ class GradscalerUpdateMissing(Rule):
             for branch, _ in enclosing_ifs(ctx, update, scope.node):
                 if any(inside(ctx, step, branch) for step in steps):
                     break
+                if _leaves(branch) and any(not inside(ctx, other, branch) for other in updates):
+                    break  # `if skip: scaler.update(); continue` with the stepping path's own update
                 words = test_words(ctx, branch.test)
                 if words in step_tests:
                     break
@@ -155,6 +174,70 @@ UPDATE_REMEDY = "call `scaler.update()` right after `scaler.step(...)` on every 
 # Words of a loop header that make each pass a separate run (a fold, a trial, a sweep point), where
 # a fresh scaler is right.
 RUN_WORDS = ("fold", "run", "trial", "seed", "sweep", "config", "cfg", "task", "experiment", "exp", "lr", "model")
+
+
+def _updates_skipped_after_unscale(ctx: FileContext, scope: Scope, updates: list[cst.Call]) -> Iterator[tuple[cst.Call, str]]:
+    """Updates that a test after the scaler's `unscale_` can skip: the update sits in a branch the
+    unscale is not in (`if norm > limit: skip` / `else: step; update`), or an earlier branch leaves
+    the iteration (`if not isfinite(norm): continue`). The unscale then runs twice without an
+    update in between."""
+    for update in updates:
+        name = text_of(receiver(update))
+        unscales = [
+            u for u in scope.scaler_calls.get("unscale_", [])
+            if text_of(receiver(u)) == name and _before(ctx, u, update)
+        ]
+        if not unscales:
+            continue
+        unscale = unscales[-1]
+        for branch, in_body in enclosing_ifs(ctx, update, scope.node):
+            if inside(ctx, unscale, branch):
+                break
+            if _before(ctx, branch, unscale) or any(w in test_words(ctx, branch.test) for w in AMP_WORDS):
+                continue  # `if use_amp:` around both, or a branch the unscale is also in
+            if _leaves(branch) and any(not inside(ctx, other, branch) for other in updates):
+                break  # `if skip: scaler.update(); continue`, and the stepping path updates too
+            yield update, f"`{short(ctx, branch.test)}` is {'false' if in_body else 'true'}"
+            break
+        else:
+            exit_branch = _leaving_branch_between(ctx, unscale, update, scope.node)
+            if exit_branch is not None:
+                yield update, f"`{short(ctx, exit_branch.test)}` leaves the iteration before it"
+
+
+def _leaves(branch: cst.If) -> bool:
+    """The `if` body ends with `continue`, `break` or `return`."""
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    return bool(body) and isinstance(body[-1], cst.SimpleStatementLine) and isinstance(
+        body[-1].body[-1], (cst.Continue, cst.Break, cst.Return)
+    )
+
+
+def _before(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """`a` starts before `b` in the source (pre-order: a statement before what it holds)."""
+    rank = ctx.shared("DL303.preorder", lambda c: {id(n): i for i, n in enumerate(c.index.walk(c.module))})
+    return rank[id(a)] < rank[id(b)]
+
+
+def _leaving_branch_between(ctx: FileContext, first: cst.CSTNode, last: cst.CSTNode, scope: cst.CSTNode) -> cst.If | None:
+    """An `if` after `first` and before `last`, around neither, in the same loop body, whose body
+    ends with `continue`, `break` or `return` and holds no update."""
+    loop = innermost_loop(ctx, last)
+    if loop is None or innermost_loop(ctx, first) is not loop:
+        return None
+    for node in ctx.index.walk(loop.body):
+        if not isinstance(node, cst.If) or innermost_loop(ctx, node) is not loop:
+            continue
+        if not (_before(ctx, first, node) and _before(ctx, node, last)) or inside(ctx, last, node) or inside(ctx, first, node):
+            continue
+        if any(w in test_words(ctx, node.test) for w in AMP_WORDS):
+            continue
+        if not _leaves(node):
+            continue
+        if any(isinstance(n, cst.Call) and method_name(n) == "update" for n in ctx.index.walk(node.body)):
+            continue
+        return node
+    return None
 
 
 def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tuple[cst.Call, cst.For | cst.While]]:
