@@ -296,6 +296,8 @@ def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Sc
     ]
     if not used:
         return None
+    if _builds_run(ctx, func):
+        return None  # `train(hyp)` builds its own model and optimizer: each call is a run
     for site in ctx.index.of_type(cst.Call):
         if site is call or callee(ctx, site) is not func:
             continue
@@ -304,6 +306,23 @@ def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Sc
             continue
         return loop
     return None
+
+
+def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
+    """`func` assigns a model or optimizer of its own (`model = Model(cfg)`, `optimizer = SGD(...)`),
+    not just a moved one (`model = model.to(device)`)."""
+    for node in ctx.index.walk(func.body):
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+            continue
+        name = (text_of(node.targets[0].target) or "").rsplit(".", 1)[-1].lower()
+        if not ("optim" in name or name.startswith("opt") or "model" in name or name == "net"):
+            continue
+        value = node.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            value = value.func.value  # `model.to(device).train()` -> `model`
+        if not (isinstance(value, (cst.Name, cst.Attribute)) and text_of(value) == text_of(node.targets[0].target)):
+            return True
+    return False
 
 
 def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
