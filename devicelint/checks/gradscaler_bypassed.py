@@ -109,7 +109,11 @@ class GradscalerBypassed(Rule):
         named = {text_of(receiver(s)) for s in scales}
         scaler = next(iter(named)) if len(named) == 1 and None not in named else "scaler"
         unscaled = [b for b in scope.backwards if not scaled_backward(ctx, b) and not amp_gated(ctx, b, scope.node)]
+        # `opt_g.step()` of a wrapper class of the file whose `step()` goes through a scaler.
+        through_scaler = {id(site) for site, found in scope.helper_calls if SCALER_STEP in kinds(found)}
         for plain in scope.optimizer_steps:
+            if id(plain) in through_scaler:
+                continue
             if any(exclusive(ctx, plain, other) for other in (*scales, *steps)):
                 continue
             if amp_gated(ctx, plain, scope.node):

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import SCALER_STEP
+from devicelint.analysis.training.helpers import SCALER_STEP, callee
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
     AMP_WORDS, GRAD_SCALERS, Scope, is_scaler, names_assigned_in, proven_scaler, training_scopes,
@@ -29,8 +29,13 @@ class GradscalerUpdateMissing(Rule):
     step really happened (`if not found_inf:`, `if math.isfinite(loss_value):`,
     `if scaler.get_scale() >= scale_before:`). A trainer class is one unit: an update in
     `on_step_end` under such an `if` is compared with the `scaler.step` of `optimizer_step`.
-    Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it: every
-    pass starts from a fresh scaler, so the scale that `update()` learned is lost.
+    Also flags an `update()` that a test after `scaler.unscale_(...)` can skip together with the
+    step (`if grad_norm > limit: skip` / `else: scaler.step(opt); scaler.update()`, or
+    `if not isfinite(norm): continue` before them): the next `unscale_` raises.
+    Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it, or
+    inside a function of the file that such a loop calls on every pass (`train_one_epoch()` that
+    builds its own scaler): every pass starts from a fresh scaler, so the scale that `update()`
+    learned is lost.
 
     ## Why it is a bug on a GPU
     `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it
@@ -106,7 +111,21 @@ class GradscalerUpdateMissing(Rule):
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
-            yield from self._partial_updates(ctx, scope, steps, updates)
+            reported = set()
+            for v in self._partial_updates(ctx, scope, steps, updates):
+                reported.add(id(v.node))
+                yield v
+            for update, branch in _updates_skipped_after_unscale(ctx, scope, updates):
+                v = self.violation(
+                    update, remedy="call `scaler.update()` on every iteration that calls `scaler.unscale_`, "
+                                   "also when the step is skipped",
+                    what=f"`{short(ctx, update)}` is skipped when {branch}, but "
+                         f"`{short(ctx, scope.scaler_calls['unscale_'][0])}` has already run by then: the "
+                         "next `unscale_` raises \"unscale_() has already been called on this optimizer since the "
+                         "last update()\"",
+                )
+                if id(v.node) not in reported:
+                    yield v
         for call, loop in _scalers_made_per_pass(ctx, scopes):
             yield self.violation(
                 call, remedy="create the scaler once, before the training loop",
@@ -127,6 +146,8 @@ class GradscalerUpdateMissing(Rule):
             for branch, _ in enclosing_ifs(ctx, update, scope.node):
                 if any(inside(ctx, step, branch) for step in steps):
                     break
+                if _leaves(branch) and any(not inside(ctx, other, branch) for other in updates):
+                    break  # `if skip: scaler.update(); continue` with the stepping path's own update
                 words = test_words(ctx, branch.test)
                 if words in step_tests:
                     break
@@ -155,6 +176,70 @@ UPDATE_REMEDY = "call `scaler.update()` right after `scaler.step(...)` on every 
 RUN_WORDS = ("fold", "run", "trial", "seed", "sweep", "config", "cfg", "task", "experiment", "exp", "lr", "model")
 
 
+def _updates_skipped_after_unscale(ctx: FileContext, scope: Scope, updates: list[cst.Call]) -> Iterator[tuple[cst.Call, str]]:
+    """Updates that a test after the scaler's `unscale_` can skip: the update sits in a branch the
+    unscale is not in (`if norm > limit: skip` / `else: step; update`), or an earlier branch leaves
+    the iteration (`if not isfinite(norm): continue`). The unscale then runs twice without an
+    update in between."""
+    for update in updates:
+        name = text_of(receiver(update))
+        unscales = [
+            u for u in scope.scaler_calls.get("unscale_", [])
+            if text_of(receiver(u)) == name and _before(ctx, u, update)
+        ]
+        if not unscales:
+            continue
+        unscale = unscales[-1]
+        for branch, in_body in enclosing_ifs(ctx, update, scope.node):
+            if inside(ctx, unscale, branch):
+                break
+            if _before(ctx, branch, unscale) or any(w in test_words(ctx, branch.test) for w in AMP_WORDS):
+                continue  # `if use_amp:` around both, or a branch the unscale is also in
+            if _leaves(branch) and any(not inside(ctx, other, branch) for other in updates):
+                break  # `if skip: scaler.update(); continue`, and the stepping path updates too
+            yield update, f"`{short(ctx, branch.test)}` is {'false' if in_body else 'true'}"
+            break
+        else:
+            exit_branch = _leaving_branch_between(ctx, unscale, update, scope.node)
+            if exit_branch is not None:
+                yield update, f"`{short(ctx, exit_branch.test)}` leaves the iteration before it"
+
+
+def _leaves(branch: cst.If) -> bool:
+    """The `if` body ends with `continue`, `break` or `return`."""
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    return bool(body) and isinstance(body[-1], cst.SimpleStatementLine) and isinstance(
+        body[-1].body[-1], (cst.Continue, cst.Break, cst.Return)
+    )
+
+
+def _before(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """`a` starts before `b` in the source (pre-order: a statement before what it holds)."""
+    rank = ctx.shared("DL303.preorder", lambda c: {id(n): i for i, n in enumerate(c.index.walk(c.module))})
+    return rank[id(a)] < rank[id(b)]
+
+
+def _leaving_branch_between(ctx: FileContext, first: cst.CSTNode, last: cst.CSTNode, scope: cst.CSTNode) -> cst.If | None:
+    """An `if` after `first` and before `last`, around neither, in the same loop body, whose body
+    ends with `continue`, `break` or `return` and holds no update."""
+    loop = innermost_loop(ctx, last)
+    if loop is None or innermost_loop(ctx, first) is not loop:
+        return None
+    for node in ctx.index.walk(loop.body):
+        if not isinstance(node, cst.If) or innermost_loop(ctx, node) is not loop:
+            continue
+        if not (_before(ctx, first, node) and _before(ctx, node, last)) or inside(ctx, last, node) or inside(ctx, first, node):
+            continue
+        if any(w in test_words(ctx, node.test) for w in AMP_WORDS):
+            continue
+        if not _leaves(node):
+            continue
+        if any(isinstance(n, cst.Call) and method_name(n) == "update" for n in ctx.index.walk(node.body)):
+            continue
+        return node
+    return None
+
+
 def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tuple[cst.Call, cst.For | cst.While]]:
     """`scaler = GradScaler(...)` inside a loop (of its function) that also steps or scales with
     that scaler: an epoch or step loop, not a loop over separate runs (one that builds its own
@@ -167,7 +252,12 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
             continue
         target = text_of(assign.targets[0].target)
         loop = innermost_loop(ctx, call)
-        if target is None or loop is None:
+        if target is None:
+            continue
+        if loop is None:
+            outer = _loop_calling(ctx, call, target, scopes)
+            if outer is not None:
+                yield call, outer
             continue
         owner = scope_of(ctx, call)
         used = [
@@ -180,9 +270,68 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
         yield call, loop
 
 
+def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Scope]) -> cst.For | cst.While | None:
+    """For `scaler = GradScaler(...)` kept in a local of a function that steps or scales with it
+    (and neither receives, returns nor stores it): an epoch loop of another function of the file
+    that calls that function on every pass (`for epoch ...: train_one_epoch(...)`)."""
+    func = ctx.index.enclosing_function(call)
+    if func is None or not isinstance(assign_target := ctx.index.parent(call), cst.Assign):
+        return None
+    if not isinstance(assign_target.targets[0].target, cst.Name):
+        return None  # `self.scaler = GradScaler()` outlives the call
+    params = {p.name.value for p in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params)}
+    if target in params:
+        return None  # `if scaler is None: scaler = GradScaler()`: the caller may pass one
+    for node in ctx.index.walk(func.body):
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and target in {
+            n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)
+        }:
+            return None  # the caller may keep the scaler it gets back
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            return None
+    used = [
+        c for scope in scopes if scope.node is func
+        for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
+        if text_of(receiver(c)) == target
+    ]
+    if not used:
+        return None
+    if _builds_run(ctx, func):
+        return None  # `train(hyp)` builds its own model and optimizer: each call is a run
+    for site in ctx.index.of_type(cst.Call):
+        if site is call or callee(ctx, site) is not func:
+            continue
+        loop = innermost_loop(ctx, site)
+        if loop is None or inside(ctx, site, func) or _per_run(ctx, loop):
+            continue
+        return loop
+    return None
+
+
+def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
+    """`func` assigns a model or optimizer of its own (`model = Model(cfg)`, `optimizer = SGD(...)`),
+    not just a moved one (`model = model.to(device)`)."""
+    for node in ctx.index.walk(func.body):
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+            continue
+        name = (text_of(node.targets[0].target) or "").rsplit(".", 1)[-1].lower()
+        if not ("optim" in name or name.startswith("opt") or "model" in name or name == "net"):
+            continue
+        value = node.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            value = value.func.value  # `model.to(device).train()` -> `model`
+        if not (isinstance(value, (cst.Name, cst.Attribute)) and text_of(value) == text_of(node.targets[0].target)):
+            return True
+    return False
+
+
 def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
     header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if isinstance(loop, cst.For) else ""
-    if any(word in header for word in RUN_WORDS):
+    # `for epoch in range(1, cfg["num_epochs"] + 1)`, `for ep in range(cfg.max_epochs)`: an epoch
+    # loop, unless its variable names a run (`for fold in range(cfg.epochs_per_fold)`).
+    target = test_words(ctx, loop.target) if isinstance(loop, cst.For) else ""
+    epochs = "epoch" in header and not any(word in target for word in RUN_WORDS)
+    if not epochs and any(word in header for word in RUN_WORDS):
         return True
     if any(isinstance(node, cst.ExceptHandler) for node in ctx.index.walk(loop.body)):
         return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run

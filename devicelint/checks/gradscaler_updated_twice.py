@@ -6,6 +6,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect
+from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import Scope, order, training_scopes
@@ -32,6 +33,10 @@ class GradscalerUpdatedTwice(Rule):
     - in a helper that steps and updates a scaler kept on `self` or at module level, called once
       per optimizer (`self.backward_step(loss_g, opt_g)`, then `self.backward_step(loss_d, opt_d)`
       in the same iteration, or in a loop over the optimizers), reported at the helper's update;
+      this includes an optimizer wrapper class whose `step()` steps and updates the scaler its
+      constructor was given, when two wrappers built with the same scaler
+      (`ScaledOptimizer(opt_g, scaler)`, `ScaledOptimizer(opt_d, scaler)`) both step in one
+      iteration;
     - per micro-batch while the optimizer steps less often: in an inner loop whose enclosing loop
       (or function) holds the `scaler.step(...)`, or next to a step that runs only under an
       accumulation condition (`if (i + 1) % accum == 0:`) that the update is not under.
@@ -108,6 +113,8 @@ class GradscalerUpdatedTwice(Rule):
         sites = _calls_of(ctx, helper)
         for first, second in zip(sites, sites[1:]):
             caller = Scope(scope_of(ctx, first))
+            if not _one_scaler(ctx, helper, calls.name, first, second):
+                continue
             if scope_of(ctx, second) is caller.node and _same_pass(ctx, caller, first, second):
                 yield self.violation(
                     every_call[0],
@@ -257,7 +264,58 @@ def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
                 out.append(call)
         elif isinstance(callee, cst.Name) and same_file_function(ctx, call) is func:
             out.append(call)
+        if method and isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value and not (
+            isinstance(callee.value, cst.Name) and callee.value.value == "self"
+        ) and callee_of(ctx, call) is func:
+            out.append(call)  # `opt_g.step()` where `opt_g = ScaledOptimizer(...)`
     return out
+
+
+def _one_scaler(ctx: FileContext, helper: cst.FunctionDef, scaler: str, first: cst.Call, second: cst.Call) -> bool:
+    """Whether two calls of a method update the same scaler: the same object (`self.step()`,
+    `wrapper.step()` twice), or two instances of the helper's class whose constructors were given
+    the same scaler (`A(opt_a, scaler)`, `A(opt_b, scaler)` with `self.scaler = scaler`)."""
+    a, b = (receiver(c) for c in (first, second))
+    if a is None or b is None or ctx.code_for(a) == ctx.code_for(b):
+        return True
+    cls = ctx.index.enclosing_class(helper)
+    if cls is None or not (scaler.startswith("self.") and scaler.count(".") == 1):
+        return True  # a module-level scaler
+    given = [_constructor_argument(ctx, cls, scaler[len("self."):], obj, site) for obj, site in ((a, first), (b, second))]
+    return given[0] is not None and given[0] == given[1]
+
+
+def _constructor_argument(ctx: FileContext, cls: cst.ClassDef, attr: str, obj: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+    """The source of what `obj`'s constructor call passed for the `__init__` parameter stored in
+    `self.<attr>`, when `obj` is a name assigned once, in `at`'s function, from `Class(...)`."""
+    init = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None)
+    if init is None or not isinstance(obj, cst.Name):
+        return None
+    param = None
+    for node in ctx.index.walk(init.body):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Name):
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute) and ctx.code_for(target) == f"self.{attr}":
+                param = node.value.value
+    params = list(init.params.params)
+    names = [p.name.value for p in params]
+    if param is None or param not in names:
+        return None  # `self.scaler = GradScaler()`: each instance has its own
+    index = names.index(param) - 1  # after `self`
+    built = [
+        node.value for node in ctx.index.walk(scope_of(ctx, at))
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+        and node.targets[0].target.value == obj.value
+    ]
+    if len(built) != 1 or not (isinstance(built[0], cst.Call) and isinstance(built[0].func, cst.Name)
+                               and built[0].func.value == cls.name.value):
+        return None
+    call = built[0]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return ctx.code_for(arg.value)
+    plain = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return ctx.code_for(plain[index].value) if 0 <= index < len(plain) else None
 
 
 def _region(ctx: FileContext, scope: Scope, node: cst.CSTNode) -> cst.CSTNode:
