@@ -135,7 +135,7 @@ class Analysis:
                 for ref in access.referents:
                     if isinstance(ref, BuiltinAssignment):
                         continue
-                    if ref.scope.node is not None and id(ref.scope.node) in inside:
+                    if getattr(ref.scope, "node", None) is not None and id(ref.scope.node) in inside:
                         continue
                     if isinstance(ref.scope, GlobalScope) and isinstance(ref.node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
                         continue

@@ -135,7 +135,7 @@ def _loop_interface(a: Analysis, loop: cst.CSTNode) -> tuple[list[str], list[str
                 if ref.scope is not scope:
                     if type(ref.scope).__name__ == "GlobalScope" and isinstance(ref.node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
                         continue
-                    if ref.scope.node is not None and id(ref.scope.node) in inside:
+                    if getattr(ref.scope, "node", None) is not None and id(ref.scope.node) in inside:
                         continue
                 if id(ref.node) not in inside and node.value not in reads:
                     reads.append(node.value)

@@ -80,8 +80,20 @@ class Variant:
         return not self.error
 
 
+_ANALYSES: dict[str, Analysis] = {}
+
+
+def _analysis(text: str) -> Analysis:
+    """Rewrites never change a tree in place, so one parse of a case serves all its first rewrites."""
+    if text not in _ANALYSES:
+        if len(_ANALYSES) > 8:
+            _ANALYSES.clear()
+        _ANALYSES[text] = Analysis(text)
+    return _ANALYSES[text]
+
+
 def _apply(text: str, op: Operator, target: int | None) -> str:
-    analysis = Analysis(text)
+    analysis = _analysis(text)
     module = op.apply(analysis, target) if op.targeted else op.apply(analysis)
     return module.code
 
@@ -114,18 +126,40 @@ def chains() -> list[tuple[str, ...]]:
     return [(op.name,) for op in OPERATORS] + [pair for pair in PAIRS]
 
 
-def generate(case: Case, only: set[tuple[str, ...]] | None = None) -> Iterator[Variant]:
-    """Every variant of a case (targeted chains once per target), in a fixed order."""
+# Targets per case: single rewrites aim at up to this many expected lines, pairs at the first.
+SINGLE_TARGETS = 3
+PAIR_TARGETS = 1
+
+
+def _spread(items: list[int], n: int) -> list[int]:
+    if len(items) <= n:
+        return items
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)] if n > 1 else items[:1]
+
+
+def specs(case: Case, only: set[tuple[str, ...]] | None = None) -> Iterator[tuple[tuple[str, ...], int | None]]:
+    """(chain, target) of every variant of a case, in a fixed order; cheap (nothing is built)."""
     for chain in chains():
         if only is not None and chain not in only:
             continue
         if any(BY_NAME[n].targeted for n in chain):
             if not case.targets:
-                yield Variant(f"{case.name}::{'+'.join(chain)}", case, chain, None, error="not applicable: no target line in the case")
-            for target in case.targets:
-                yield build(case, chain, target)
+                yield chain, None
+            for target in _spread(case.targets, SINGLE_TARGETS if len(chain) == 1 else PAIR_TARGETS):
+                yield chain, target
         else:
-            yield build(case, chain, None)
+            yield chain, None
+
+
+def build_spec(case: Case, chain: tuple[str, ...], target: int | None) -> Variant:
+    if target is None and any(BY_NAME[n].targeted for n in chain):
+        return Variant(f"{case.name}::{'+'.join(chain)}", case, chain, None, error="not applicable: no target line in the case")
+    return build(case, chain, target)
+
+
+def generate(case: Case, only: set[tuple[str, ...]] | None = None) -> Iterator[Variant]:
+    for chain, target in specs(case, only):
+        yield build_spec(case, chain, target)
 
 
 def identity(case: Case) -> Variant:
