@@ -55,12 +55,14 @@ def _with_value(stmt: cst.SimpleStatementLine, value: cst.BaseExpression) -> cst
 
 
 def device_config_dataclass(a: Analysis) -> cst.Module:
-    """`device = "cuda"` -> `device = _CONFIG.device` with `@dataclass class _RunConfig: device: object = "cuda"`."""
+    """`device = "cuda"` -> `device = _CONFIG.device` with `@dataclass class _RunConfig: device: str = "cuda"`
+    (a `torch.device(...)` value is typed `torch.device`)."""
     defs = device_definitions(a)
     fields, swaps = [], {}
     for k, (stmt, _, value) in enumerate(defs, start=1):
         field = "device" if k == 1 else f"device_{k}"
-        fields.append(f"    {field}: object = {cst.Module([]).code_for_node(value)}")
+        kind = "torch.device" if isinstance(value, cst.Call) else "str"
+        fields.append(f"    {field}: {kind} = {cst.Module([]).code_for_node(value)}")
         swaps[id(stmt)] = _with_value(stmt, cst.parse_expression(f"_CONFIG.{field}"))
     result = a.module.visit(Replace(swap=swaps))
     return add_module_statements(result, [
