@@ -76,8 +76,10 @@ class NodeIndex:
         by_type = self._by_type
         stack: list[cst.CSTNode] = [module]
         fields_of = _child_fields
+        order = self._order = []
         while stack:
             node = stack.pop()
+            order.append(node)
             by_type[type(node)].append(node)
             children: list[cst.CSTNode] = []
             for name in fields_of(type(node)):
@@ -156,8 +158,30 @@ class NodeIndex:
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         return self.enclosing(node, cst.ClassDef)
 
+    def _subtrees(self) -> dict[int, tuple[int, int]]:
+        """id(node) -> (start, end) of its subtree in the pre-order list, built on first use: the
+        rules walk whole functions and modules many times, and a slice costs nothing to re-walk."""
+        spans = self.__dict__.get("_spans")
+        if spans is None:
+            order = self._order
+            size = {id(node): 1 for node in order}
+            parent_of = self._parent
+            for node in reversed(order):
+                parent = parent_of.get(id(node))
+                if parent is not None:
+                    size[id(parent)] += size[id(node)]
+            spans = self._spans = {id(node): (i, i + size[id(node)]) for i, node in enumerate(order)}
+        return spans
+
     def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """`root` and everything under it (no whitespace), in source order, without recursion."""
+        span = self._subtrees().get(id(root))
+        if span is not None and self._order[span[0]] is root:
+            return iter(self._order[span[0]:span[1]])
+        return self._walk_outside(root)
+
+    def _walk_outside(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """`walk` for a node that is not in this index (built after it)."""
         stack = [root]
         while stack:
             node = stack.pop()
