@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.model_events.classes import class_placements, numbered_split, split_of
+from devicelint.analysis.model_events.classes import builder_of, class_placements, numbered_split, split_of
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     Device,
@@ -22,9 +22,8 @@ from devicelint.analysis.model_events.devices import (
     strip_self_returning,
 )
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.model_events.scopes import module_functions, only_return, scope_facts, scope_of, short, statement_of
+from devicelint.analysis.model_events.scopes import only_return, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
-from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -186,7 +185,7 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         return []
     sites = []
     for call in ctx.index.of_type(cst.Call):
-        function = _called_function(ctx, call)
+        function = builder_of(ctx, call)
         found = returning.get(id(function)) if function is not None else None
         if found is None:
             continue
@@ -218,7 +217,7 @@ def _unpacked_target(ctx: FileContext, call: cst.Call, position: int) -> str | N
 def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     """The call a builder of this file returns unmoved (`model = X.from_pretrained(...); return
     model`) when `call` runs that builder and it has one `return`; else None."""
-    function = _called_function(ctx, call)
+    function = builder_of(ctx, call)
     if function is None:
         return None
     returned = only_return(ctx, function)
@@ -235,17 +234,6 @@ def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
             return None
         value, moved = chain_base(resolver, facts.bind)
     return value if isinstance(value, cst.Call) and moved is None else None
-
-
-def _called_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
-    """The function of the file a call runs: a top-level `name(...)`, or `self.name(...)` in its class."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        return module_functions(ctx).get(func.value)
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        cls = ctx.index.enclosing_class(call)
-        return methods(cls).get(func.attr.value) if cls is not None else None
-    return None
 
 
 def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Placement, Placement]] | None:
