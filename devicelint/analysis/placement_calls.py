@@ -443,7 +443,8 @@ class CallEvaluation:
         if name in ("iter", "next") and call.args:
             self._eval(call.args[0].value)
             if self._loader_inner(call.args[0].value):
-                self._args(call)
+                for arg in call.args[1:]:  # `next(it, None)`: the first was evaluated above
+                    self._eval(arg.value)
                 # `it = iter(loader)` is a loader still; `x, y = next(it)` is one of its batches
                 return LOADER if name == "iter" else Fact(UNKNOWN, origin=call, batch=True)
         if name == "next" and call.args:
