@@ -296,10 +296,11 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> De
         found = _set_by_every_caller(ctx, scope, depth)
         if found is not None:
             return found
-        # Functions run after the module's top level (usually from its `__main__` block).
-        found = _last_setter_before(ctx, ctx.module, None)
+        # Functions run after the module's top level (usually from its `__main__` block),
+        # including what the helpers it calls set (`device = get_default_device()`).
+        found = _last_setter_before(ctx, ctx.module, None) or _set_by_earlier_helper(ctx, ctx.module, None)
     else:
-        found = _last_setter_before(ctx, ctx.module, node)
+        found = _last_setter_before(ctx, ctx.module, node) or _set_by_earlier_helper(ctx, ctx.module, node)
     if found is not None:
         return found
     # The file sets an accelerator default somewhere this call may run after (another function,
