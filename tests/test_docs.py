@@ -105,4 +105,92 @@ def test_readme_pre_commit_rev_and_the_github_action_are_real() -> None:
     assert any("github.action_path" in step.get("run", "") for step in steps)
     assert any(step.get("uses", "").startswith("actions/cache@") and step["with"]["path"] == ".devicelint_cache" for step in steps)
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif@") for step in steps)
-    assert "pip install devicelint\n" not in readme  # not on a package index
+    assert "upload-sarif" in action["inputs"]
+    for page in _pages():
+        assert "pip install devicelint\n" not in page.read_text(encoding="utf-8"), page  # not on a package index
+
+
+README_MAX_LINES = 250
+
+
+def _pages() -> list[Path]:
+    """The README and the reference pages it links to."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _fenced_block_after(text: str, heading: str, marker: str) -> list[str]:
+    """The lines of the first fenced code block opened by `marker` in the section under `heading`."""
+    lines = text.splitlines()
+    start = lines.index(marker, lines.index(heading))
+    end = lines.index("```", start)
+    return lines[start + 1:end]
+
+
+def test_readme_reads_in_five_minutes() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}); move reference text into docs/")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a markdown heading: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    found, fenced = set(), False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"#{1,6} (.+)", line)):
+            found.add(_anchor(heading.group(1)))
+    return found
+
+
+def test_relative_links_in_the_readme_and_docs_resolve() -> None:
+    link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+    broken = []
+    for page in _pages():
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)  # no code blocks
+        text = re.sub(r"`[^`\n]*`", "", text)  # no inline code
+        for target in link.findall(text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            path, _, fragment = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(ROOT)}: {target}"
+            if not resolved.exists():
+                broken.append(f"{where} (no such file)")
+            elif fragment and resolved.suffix == ".md" and fragment not in _anchors(resolved):
+                broken.append(f"{where} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_readme_set_up_commands_are_the_ones_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = [line for line in _fenced_block_after(readme, "## Set-up", "```bash") if line and not line.startswith("#")]
+    assert setup == [
+        "pip install -e . && devicelint fixtures/dp_model_parallel_example/",
+        "pip install torch==2.13.0 -e '.[test,runtime]' && python -m pytest -q",
+    ]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pip install -q torch==2.13.0 -e '.[test,runtime]'\n" in ci  # the README's, quieter
+    assert "\npython -m pytest -q\n" in ci
+    assert (ROOT / "fixtures" / "dp_model_parallel_example").is_dir()
+    extras = re.search(r"\[project\.optional-dependencies\](.*?)\n\[", (ROOT / "pyproject.toml").read_text(encoding="utf-8"),
+                       re.S)
+    assert extras is not None and "\ntest = [" in extras.group(1) and "\nruntime = [" in extras.group(1)
+
+
+def test_readme_sample_output_is_what_the_first_command_prints() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sample = _fenced_block_after(readme, "## What it prints", "```console")
+    assert sample[0] == "$ devicelint fixtures/dp_model_parallel_example/"
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--no-cache", "--color", "never", "-j", "1",
+         "fixtures/dp_model_parallel_example/"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == sample[1:], (
+        "README.md's sample output is stale: paste what `devicelint fixtures/dp_model_parallel_example/` prints")
