@@ -528,3 +528,56 @@ def test_long_chains_of_helpers_do_not_exhaust_the_stack() -> None:
     rules = tuple(find_rule(f"DL1{n:02d}") for n in range(1, 12))
     result = lint_source(source, "x.py", EngineOptions(rules=rules))  # type: ignore[arg-type]
     assert result.findings == ()
+
+
+def test_numpy_data_makes_a_cpu_tensor_and_host_copies_stay_host_data() -> None:
+    found = _findings("DL101", """
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, loader, labels, optimizer):
+            model = model.to("cuda")
+            weights = torch.tensor(1.0 / np.bincount(labels), dtype=torch.float)
+            for x, y in loader:
+                x, y = x.to("cuda"), y.to("cuda")
+                loss = F.cross_entropy(model(x), y, weight=weights)
+                loss.backward()
+    """)
+    assert [(code, line) for code, line, _, _ in found] == [("DL101", 8)]
+    ctx = _context("""
+        import numpy as np
+        import torch
+
+        def f(t, data):
+            a = t.cpu().numpy()
+            b = t.cpu().tolist()
+            c = np.stack(data) * 2
+            return torch.tensor(c)
+    """)
+    facts = file_placement(ctx).scopes[id(_function(ctx, "f"))].facts
+    assert {name: facts[name].where for name in "abc"} == {"a": "data", "b": "data", "c": "data"}
+
+
+def test_a_helper_returning_its_argument_on_one_device_path_is_not_a_cpu_source() -> None:
+    # detectron2's export `to_device`: `return t` when already there, a copy op otherwise
+    assert _findings("DL101", """
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+
+        def to_device(t, device_str):
+            src, dst = t.device, torch.device(device_str)
+            if src == dst:
+                return t
+            elif src.type == "cpu" and dst.type == "cuda":
+                return torch.ops._caffe2.CopyCPUToGPU(t)
+            raise RuntimeError("unsupported")
+
+        def upsample(x, dim):
+            kernel = np.zeros((dim, dim, 4, 4), dtype=np.float32)
+            return F.conv_transpose2d(x, weight=to_device(torch.Tensor(kernel), x.device), stride=2)
+
+        def run(model, x):
+            return upsample(model.cuda()(x.cuda()), 8)
+    """) == []

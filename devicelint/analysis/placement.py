@@ -73,6 +73,10 @@ class _Interpreter(CallEvaluation):
         self.env: Env = {}
         self.bound = bound
         self.loop_depth = 0
+        # how many `if`s on the device enclose the statement being read, and whether a return
+        # sat inside one
+        self._device_branches = 0
+        self._returns_split_on_device = False
         self.seen: set[tuple[int, int, int]] = set()
         # each parameter's fact on entry, to tell assumed placements from derived ones
         self.params: Env = {}
@@ -190,6 +194,16 @@ class _Interpreter(CallEvaluation):
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
         strict = is_device_guard(stmt.test, self.ctx)
+        if strict:
+            self._device_branches += 1
+            try:
+                self._if_branches(stmt, strict)
+            finally:
+                self._device_branches -= 1
+        else:
+            self._if_branches(stmt, strict)
+
+    def _if_branches(self, stmt: cst.If, strict: bool) -> None:
         before = dict(self.env)
         self._suite(stmt.body)
         after_body = self.env
@@ -323,7 +337,11 @@ class _Interpreter(CallEvaluation):
 
     def _return(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)
-        self.result.returns = fact if self.result.returns is None else join(self.result.returns, fact)
+        # Returns on paths chosen by the device (`if src.type == "cuda": return copy(t)`) decide
+        # together: a CPU tensor returned on one of them is not the helper's answer.
+        self._returns_split_on_device = self._returns_split_on_device or self._device_branches > 0
+        self.result.returns = fact if self.result.returns is None else join(
+            self.result.returns, fact, strict=self._returns_split_on_device)
         if self.cls is not None and self.result.name == "forward" and self.bound is None and (self.cls.submodules or self.cls.registered):
             for element, node in flatten(fact, value):
                 if element.from_factory and not element.scalar:
@@ -590,6 +608,8 @@ class _Interpreter(CallEvaluation):
                 return Fact(DEVICE, where=fact.where, device_expr=fact.device_expr, device=fact.device)
         if left == NUMBER and right == NUMBER:
             return NUMBER
+        if {left, right} <= {NUMBER, PY_DATA} and PY_DATA in (left, right):
+            return PY_DATA  # arithmetic on arrays and lists stays host data
         # A CPU tensor combined with anything that is not a device tensor stays on the CPU: were
         # the other operand on the device, the operation itself would already be the bug.
         for a, b, b_node in ((left, right, right_node), (right, left, left_node)):

@@ -18,7 +18,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
 )
 from devicelint.analysis.placement_values import (
-    LOADER, NUMBER, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
+    LOADER, NUMBER, PY_DATA, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
     is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default,
 )
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from devicelint.analysis.placement import ScopePlacement, _FileAnalysis
     from devicelint.analysis.placement_classes import ClassFacts
     from devicelint.context import FileContext
+
+# Libraries whose calls return host data (arrays, frames, numbers), never a tensor.
+HOST_DATA_MODULES = ("numpy.", "pandas.")
 
 # Calls are followed this many levels deep: an interpreter at this depth follows none.
 MAX_FOLLOW_DEPTH = 3
@@ -67,6 +70,9 @@ class CallEvaluation:
         if qualified in PLACING_LAUNCHERS:
             self._args(call)
             return LAUNCHER
+        if qualified is not None and qualified.startswith(HOST_DATA_MODULES):
+            self._args(call)
+            return PY_DATA  # NumPy and pandas values live on the host, whatever they were made from
         if isinstance(func, cst.Attribute):
             return self._method_call(call, func)
         if isinstance(func, cst.Name):
@@ -407,7 +413,7 @@ class CallEvaluation:
                 # `labels.type(LongTensor)` with `LongTensor = torch.cuda.LongTensor if cuda else ...`
                 return UNKNOWN_FACT
         if method in NON_TENSOR_METHODS:
-            return NUMBER if method == "item" else UNKNOWN_FACT
+            return NUMBER if method == "item" else PY_DATA if method in ("tolist", "numpy") else UNKNOWN_FACT
         # Every other tensor method keeps its result where the receiver is.
         return replace(receiver, scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
                        mask=receiver.mask and method not in _CAST_METHODS)
