@@ -107,6 +107,7 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
         between = cst.SimpleWhitespace(" ")  # `f(a)` and `f(a, b)` become `f(a, x=1)`, `f(a, b, x=1)`
     if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument takes the closing layout
         own = last.comma.whitespace_after
+        after_last: cst.BaseParenthesizableWhitespace
         if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(between, cst.ParenthesizedWhitespace):
             # Keep the last argument's own comment on its line, then go on as between arguments.
             after_last = own.with_changes(indent=between.indent, last_line=between.last_line)

@@ -9,6 +9,7 @@ cell pasted with a leading indent is dedented, as IPython does; a cell that star
 from __future__ import annotations
 
 import json
+from typing import Any
 from dataclasses import dataclass, replace
 
 from devicelint.engine import EngineOptions, lint_source
@@ -65,7 +66,7 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
     return "\n".join(lines) + "\n", origin
 
 
-def _cell_text(cell: dict) -> str:
+def _cell_text(cell: dict[str, Any]) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 
