@@ -192,7 +192,7 @@ def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
         found: dict[int, dict[str, list[cst.Name]]] = {}
         targets: list[cst.CSTNode] = [t.target for t in c.index.of_type(cst.AssignTarget)]
         for kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
-            targets += [n.target for n in c.index.of_type(kind)]
+            targets += [n.target for n in c.index.of_type(kind)]  # type: ignore[attr-defined]  # each of these node types has .target
         targets += [n.name for n in c.index.of_type(cst.AsName)]
         for target in targets:
             for node in c.index.walk(target):

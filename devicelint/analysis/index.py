@@ -76,7 +76,8 @@ class NodeIndex:
         by_type = self._by_type
         stack: list[cst.CSTNode] = [module]
         fields_of = _child_fields
-        order = self._order = []
+        order: list[cst.CSTNode] = []
+        self._order = order
         while stack:
             node = stack.pop()
             order.append(node)

@@ -63,7 +63,7 @@ _IN_PROGRESS = (-1, False)
 
 
 def _summary(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> tuple[int, bool] | None:
-    memo: dict[int, tuple[int, bool] | None] = ctx.shared("moved_copies", lambda c: {})  # type: ignore[assignment]
+    memo: dict[int, tuple[int, bool] | None] = ctx.shared("moved_copies", lambda c: {})
     if id(helper) in memo:
         found = memo[id(helper)]
         return None if found == _IN_PROGRESS else found

@@ -114,7 +114,7 @@ class Resolver:
 
 def resolver_for(ctx: FileContext, node: cst.CSTNode) -> Resolver:
     root = scope_of(ctx, node)
-    cache: dict[int, Resolver] = ctx.shared("model_events.resolvers", lambda c: {})  # type: ignore[assignment]
+    cache: dict[int, Resolver] = ctx.shared("model_events.resolvers", lambda c: {})
     resolver = cache.get(id(root))
     if resolver is None:
         resolver = cache[id(root)] = _new_resolver(ctx, root)

@@ -30,7 +30,7 @@ class Scope:
 
 
 def scope_facts(ctx: FileContext, root: cst.FunctionDef | cst.Module) -> Scope:
-    cache: dict[int, Scope] = ctx.shared("model_events.scopes", lambda c: {})  # type: ignore[assignment]
+    cache: dict[int, Scope] = ctx.shared("model_events.scopes", lambda c: {})
     scope = cache.get(id(root))
     if scope is None:
         scope = _build_scope(root)

@@ -21,7 +21,7 @@ DTYPES = {
 }
 
 
-def _record_target(assigned: dict, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+def _record_target(assigned: dict[str, list[cst.BaseExpression | None]], target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
     if isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             _record_target(assigned, element.value, None)
