@@ -313,7 +313,7 @@ def want_color(choice: str, stream: Any) -> bool:
         return False
     if os.environ.get("FORCE_COLOR"):
         return True
-    return stream.isatty()
+    return bool(stream.isatty())
 
 
 def _add_noqa(outcome: RunOutcome, tasks: list[Task]) -> int:

@@ -12,7 +12,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding, error_finding
@@ -85,15 +85,17 @@ class RunOutcome:
 # native parser when Python shuts down aborts the process: the command must end with os._exit.
 _abandoned: list[threading.Thread] = []
 
+T = TypeVar("T")
+
 
 def abandoned_work() -> bool:
     return any(thread.is_alive() for thread in _abandoned)
 
 
-def in_big_stack(fn: Callable, *args, timeout: float | None = None):  # type: ignore[no-untyped-def]
+def in_big_stack(fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
     """Run `fn(*args)` in a thread with a large stack; re-raise whatever it raised. After
     `timeout` seconds raise FileTimeout (the thread, a daemon, is left to the caller)."""
-    outcome: list = []
+    outcome: list[tuple[bool, Any]] = []
 
     def target() -> None:
         try:
@@ -116,7 +118,7 @@ def in_big_stack(fn: Callable, *args, timeout: float | None = None):  # type: ig
     ok, value = outcome[0]
     if not ok:
         raise value
-    return value
+    return cast(T, value)  # ok: what fn returned
 
 
 @contextmanager
