@@ -143,7 +143,10 @@ def discover(
     return Discovery(ordered, sorted(unreadable), missing)
 
 
-def _walk(top: Path, excluder: Excluder, suffixes, files, unreadable, cwd) -> None:  # type: ignore[no-untyped-def]
+def _walk(
+    top: Path, excluder: Excluder, suffixes: tuple[str, ...], files: dict[Path, SourceFile],
+    unreadable: list[tuple[str, str]], cwd: Path,
+) -> None:
     stack = [top]
     while stack:
         folder = stack.pop()

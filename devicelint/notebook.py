@@ -9,8 +9,8 @@ cell pasted with a leading indent is dedented, as IPython does; a cell that star
 from __future__ import annotations
 
 import json
-from typing import Any
 from dataclasses import dataclass, replace
+from typing import Any
 
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.finding import FileResult, Finding

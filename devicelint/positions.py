@@ -10,8 +10,8 @@ soon as the last requested node has its range.
 from __future__ import annotations
 
 import ast
-from typing import Iterable, cast
 from types import TracebackType
+from typing import Iterable, cast
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 from dataclasses import dataclass
+from typing import Literal
 
 _LINE_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.I)
 _NEWLINE = re.compile(r"\r\n|\r|\n")
