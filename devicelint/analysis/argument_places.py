@@ -126,10 +126,10 @@ def _method(ctx: FileContext, call: cst.Call, depth: int, cache: dict[int, Argum
     method = move_call(call)
     if method is not None:
         return ArgumentPlace(Place.HOST) if method == "cpu" else UNKNOWN_PLACE
-    name = call.func.attr.value  # type: ignore[attr-defined]
+    name = call.func.attr.value  # type: ignore[attr-defined]  # the caller passes `x.<method>(...)` calls only
     if name not in PRESERVING_METHODS or name in MEETING_METHODS or name == "type":
         return UNKNOWN_PLACE
-    receiver = _place(ctx, call.func.value, depth, cache)  # type: ignore[attr-defined]
+    receiver = _place(ctx, call.func.value, depth, cache)  # type: ignore[attr-defined]  # as above
     if receiver.place is not Place.HOST:
         return UNKNOWN_PLACE
     return ArgumentPlace(Place.HOST, False, receiver.batch, receiver.attribute)

@@ -23,8 +23,8 @@ from devicelint.analysis.placement_values import (
 )
 
 if TYPE_CHECKING:
-    from devicelint.analysis.placement_program import FileAnalysis, ScopePlacement
     from devicelint.analysis.placement_classes import ClassFacts
+    from devicelint.analysis.placement_program import FileAnalysis, ScopePlacement
     from devicelint.context import FileContext
 
 # Calls are followed this many levels deep: an interpreter at this depth follows none.
@@ -297,7 +297,7 @@ class CallEvaluation:
                 if fact == NUMBER and int_value(arg.value) is not None and arg.keyword is None:
                     # `.to(1)`: an index is a CUDA device
                     fact = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"cuda:{int_value(arg.value)}"',
-                                device=indexed("cuda", int_value(arg.value)))  # type: ignore[arg-type]
+                                device=indexed("cuda", int_value(arg.value)))  # type: ignore[arg-type]  # checked not None above
                 if fact.kind == DEVICE_VALUE:
                     target, node = fact, arg.value
                 elif fact.is_tensor or devicey(fact):

@@ -121,8 +121,8 @@ def resolver_for(ctx: FileContext, node: cst.CSTNode) -> Resolver:
     return resolver
 
 
-def _new_resolver(ctx: FileContext, node: cst.CSTNode) -> Resolver:
-    return Resolver(ctx, scope_facts(ctx, node), ctx.index.enclosing_class(node))  # type: ignore[arg-type]
+def _new_resolver(ctx: FileContext, node: cst.FunctionDef | cst.Module) -> Resolver:
+    return Resolver(ctx, scope_facts(ctx, node), ctx.index.enclosing_class(node))
 
 
 def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -224,7 +224,7 @@ def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     if returned is None:
         return None
     resolver = resolver_for(ctx, returned)
-    value, moved = chain_base(resolver, returned.value)  # type: ignore[arg-type]
+    value, moved = chain_base(resolver, returned.value)  # type: ignore[arg-type]  # a `return <value>`
     var = dotted_name(value)
     if moved is not None:
         return None

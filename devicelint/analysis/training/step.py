@@ -157,7 +157,7 @@ def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast
             assigned = names_assigned_in(ctx, node.body)
             for ret in returns:
                 if inside(ctx, ret, node) or any(
-                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]
+                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
                 ):
                     return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
     return None
@@ -212,7 +212,7 @@ def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
         used = set(scaler_names(c))
         for call in c.index.of_type(cst.Call):
             if method_name(call) in ("scale", "unscale_") and positional(call):
-                text = text_of(call.func.value)  # type: ignore[attr-defined]
+                text = text_of(call.func.value)  # type: ignore[attr-defined]  # method_name() matched: func is an Attribute
                 if text is not None and "scaler" in text.rsplit(".", 1)[-1].lower():
                     used.add(text)
         return frozenset(used)
