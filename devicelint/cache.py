@@ -14,18 +14,21 @@ import shutil
 import re
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from devicelint import __version__
 from devicelint.finding import Edit, FileResult, Finding, Fix
 from devicelint.runner import RunOutcome, Task, TaskOptions, run_tasks, write_atomically
+
+if TYPE_CHECKING:
+    from devicelint.config import Config
 
 DEFAULT_CACHE_DIR = ".devicelint_cache"
 REGISTRY_CODE = re.compile(r"^DL\d{3}$")
 _FORMAT = "1"
 
 
-def cache_root(settings, options: dict[str, Any]) -> Path:  # type: ignore[no-untyped-def]
+def cache_root(settings: Config, options: dict[str, Any]) -> Path:
     folder = options.get("cache_dir") or settings.cache_dir
     if folder:
         return Path(folder)
@@ -156,7 +159,10 @@ class Cache:
             pass  # a read-only checkout still lints, only slower
 
 
-def run_with_cache(tasks: list[Task], task_options: TaskOptions, jobs: int, settings, options: dict[str, Any], on_done=None) -> RunOutcome:  # type: ignore[no-untyped-def]
+def run_with_cache(
+    tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any],
+    on_done: Callable[[], None] | None = None,
+) -> RunOutcome:
     if options.get("no_cache") or task_options.fix_mode != "none":
         return run_tasks(tasks, task_options, jobs, on_done)
     cache = Cache(cache_root(settings, options))

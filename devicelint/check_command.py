@@ -245,7 +245,9 @@ def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Conf
         return run_with_cache(tasks, task_options, jobs, settings, options, progress.tick)
 
 
-def _check_stdin(options, codes, per_file, task_options, output_format) -> int:  # type: ignore[no-untyped-def]
+def _check_stdin(
+    options: dict[str, Any], codes: set[str], per_file: PerFileIgnores, task_options: TaskOptions, output_format: str
+) -> int:
     display = options["stdin_filename"] or "-"
     data = sys.stdin.buffer.read()
     task = Task(display, display, per_file.codes_for(Path(display), codes), len(data))
@@ -313,7 +315,7 @@ def want_color(choice: str, stream: Any) -> bool:
         return False
     if os.environ.get("FORCE_COLOR"):
         return True
-    return stream.isatty()
+    return bool(stream.isatty())
 
 
 def _add_noqa(outcome: RunOutcome, tasks: list[Task]) -> int:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -49,7 +50,7 @@ def fail(message: str) -> None:
     sys.exit(EXIT_ERROR)
 
 
-def _settings(options: dict) -> Config:  # type: ignore[type-arg]
+def _settings(options: dict[str, Any]) -> Config:
     """The config file's settings with the command line's overrides on top."""
     given = options.pop("config_file")
     isolated = options.pop("isolated")
@@ -129,7 +130,7 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary or progress.")
-def check(paths: tuple[str, ...], **options) -> None:  # type: ignore[no-untyped-def]
+def check(paths: tuple[str, ...], **options: Any) -> None:
     """Lint files and folders (default: the current folder)."""
     from devicelint.check_command import run_check
 

@@ -12,8 +12,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from devicelint.report import FORMATS as OUTPUT_FORMATS
+from devicelint.report import FORMATS
 from devicelint.selection import SelectorError, resolve_all, validate_torch_version
+
+OUTPUT_FORMATS = FORMATS  # the CLI offers these as --output-format's choices
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset(

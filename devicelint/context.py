@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable, Hashable, TypeVar, cast
 
 import libcst as cst
 
 from devicelint.analysis.index import NodeIndex
 from devicelint.analysis.names import ImportTable
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,12 +38,12 @@ class FileContext:
         return self.module.code_for_node(node)
 
     @cached_property
-    def cache(self) -> dict[str, object]:
+    def cache(self) -> dict[Hashable, object]:
         """Per-file memo for analyses that several rules share (keyed by analysis name)."""
         return {}
 
-    def shared(self, key: str, build):  # type: ignore[no-untyped-def]
+    def shared(self, key: Hashable, build: Callable[[FileContext], T]) -> T:
         """Build an analysis once per file and hand the same object to every rule."""
         if key not in self.cache:
             self.cache[key] = build(self)
-        return self.cache[key]
+        return cast(T, self.cache[key])  # what `build` made for this key

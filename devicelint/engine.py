@@ -246,7 +246,7 @@ def _to_findings(
     positions = node_ranges(module, positioned, ctx.index, text, first_lines)
     suppressions = Suppressions.parse(text)
     source_end = _end_of(text)
-    findings: dict[tuple, Finding] = {}
+    findings: dict[tuple[str, int, int, str], Finding] = {}
     fired: set[tuple[int, str]] = set()
     for violation in violations:
         rule = violation.rule

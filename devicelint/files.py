@@ -58,7 +58,7 @@ class Excluder:
         self.anchored = _spec(p for p in patterns if "/" in p.lstrip("!").rstrip("/"))
         self.unanchored = _spec(p for p in patterns if "/" not in p.lstrip("!").rstrip("/"))
         self.respect_gitignore = respect_gitignore
-        self._gitignores: dict[Path, pathspec.PathSpec | None] = {}
+        self._gitignores: dict[Path, pathspec.GitIgnoreSpec | None] = {}
 
     def _relative(self, path: Path, base: Path) -> str | None:
         try:
@@ -66,7 +66,7 @@ class Excluder:
         except ValueError:
             return None
 
-    def _gitignore(self, folder: Path) -> pathspec.PathSpec | None:
+    def _gitignore(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._gitignores:
             spec = None
             ignore_file = folder / ".gitignore"
@@ -143,7 +143,10 @@ def discover(
     return Discovery(ordered, sorted(unreadable), missing)
 
 
-def _walk(top: Path, excluder: Excluder, suffixes, files, unreadable, cwd) -> None:  # type: ignore[no-untyped-def]
+def _walk(
+    top: Path, excluder: Excluder, suffixes: tuple[str, ...], files: dict[Path, SourceFile],
+    unreadable: list[tuple[str, str]], cwd: Path,
+) -> None:
     stack = [top]
     while stack:
         folder = stack.pop()

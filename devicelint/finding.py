@@ -46,7 +46,7 @@ class Finding:
     url: str = field(default="", compare=False)
 
     @property
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, int, int, str, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
 
 

@@ -6,7 +6,7 @@ its neighbour, with the file's own indent unit and line break; LibCST knows both
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Literal, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -14,7 +14,7 @@ from libcst._nodes.internal import CodegenState
 from devicelint.context import FileContext
 from devicelint.registry import FixProposal
 
-Insertion = tuple[cst.CSTNode, str, str]
+Insertion = tuple[cst.CSTNode, Literal["before", "after"], str]
 
 
 def own_line_statement(ctx: FileContext, node: cst.CSTNode) -> cst.BaseStatement | None:
@@ -80,7 +80,7 @@ def _last_line_break(node: cst.CSTNode) -> cst.CSTNode:
 
 
 def adding_lines(description: str, safe: bool, *insertions: Insertion) -> FixProposal:
-    return FixProposal(description=description, safe=safe, insertions=tuple(insertions))  # type: ignore[arg-type]
+    return FixProposal(description=description, safe=safe, insertions=tuple(insertions))
 
 
 def keyword_argument(name: str, value: str) -> cst.Arg:
@@ -107,6 +107,7 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
         between = cst.SimpleWhitespace(" ")  # `f(a)` and `f(a, b)` become `f(a, x=1)`, `f(a, b, x=1)`
     if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument takes the closing layout
         own = last.comma.whitespace_after
+        after_last: cst.BaseParenthesizableWhitespace
         if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(between, cst.ParenthesizedWhitespace):
             # Keep the last argument's own comment on its line, then go on as between arguments.
             after_last = own.with_changes(indent=between.indent, last_line=between.last_line)
@@ -145,12 +146,12 @@ def torch_nn_spelling(ctx: FileContext) -> str | None:
                 module = ctx.module.code_for_node(small.module) if small.module is not None else ""
                 for alias in small.names:
                     if module == "torch" and ctx.module.code_for_node(alias.name) == "nn":
-                        return alias.asname.name.value if alias.asname else "nn"  # type: ignore[union-attr]
+                        return alias.asname.name.value if alias.asname else "nn"  # type: ignore[union-attr]  # an import's `as` binds a plain Name
             elif isinstance(small, cst.Import):
                 for alias in small.names:
                     name = ctx.module.code_for_node(alias.name)
                     if name == "torch.nn" and alias.asname is not None:
-                        return alias.asname.name.value  # type: ignore[union-attr]
+                        return alias.asname.name.value  # type: ignore[union-attr]  # as above
                     if name in ("torch", "torch.nn") and alias.asname is None:
                         spelled = "torch.nn"
     return spelled

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.finding import FileResult, Finding
@@ -65,7 +66,7 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
     return "\n".join(lines) + "\n", origin
 
 
-def _cell_text(cell: dict) -> str:
+def _cell_text(cell: dict[str, Any]) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 

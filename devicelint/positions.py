@@ -10,7 +10,8 @@ soon as the last requested node has its range.
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from types import TracebackType
+from typing import Iterable, cast
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
@@ -35,17 +36,21 @@ class _Syntactic:
 
     __slots__ = ("state", "node", "start_node", "end_node", "start")
 
-    def __init__(self, state, node, start_node, end_node) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self, state: _PositionState, node: cst.CSTNode, start_node: cst.CSTNode | None, end_node: cst.CSTNode | None
+    ) -> None:
         self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
         self.start = (state.line, state.column)
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, trace) -> None:  # type: ignore[no-untyped-def]
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if kind is not None:
             return  # leaving early: nothing recorded is needed
-        computed = self.state.provider._computed
+        computed = cast(_Ranges, self.state.provider)._computed  # _generate always passes a _Ranges
         start = computed[self.start_node][0] if self.start_node is not None else self.start
         end = computed[self.end_node][1] if self.end_node is not None else (self.state.line, self.state.column)
         computed[self.node] = (start, end)
@@ -78,20 +83,23 @@ class _PositionState(PositionProvidingCodegenState):
         for token in self.indent_tokens:
             self._update_position(token)
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[no-untyped-def, override]
+    def record_syntactic_position(  # type: ignore[override]  # a plain context manager: libcst's is generator-based, and slower
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> _Syntactic:
         return _Syntactic(self, node, start_node, end_node)
 
     # Ranges are kept as ((line, column), (line, column)) tuples while generating: creating
     # frozen dataclasses for every node is most of PositionProvider's cost.
     def before_codegen(self, node: cst.CSTNode) -> None:
-        self._stack.append((self.line, self.column))
+        self._stack.append((self.line, self.column))  # type: ignore[arg-type]  # plain tuples, see above
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self._stack.pop()
-        computed = self.provider._computed
+        start: tuple[int, int] = self._stack.pop()  # type: ignore[assignment]  # pushed as a tuple above
+        ranges = cast(_Ranges, self.provider)  # _generate always passes a _Ranges
+        computed = ranges._computed
         if node not in computed:  # a syntactic range recorded inside the node wins
             computed[node] = (start, (self.line, self.column))
-        wanted = self.provider.wanted
+        wanted = ranges.wanted
         if id(node) in wanted:
             wanted.discard(id(node))
             if not wanted:
@@ -133,7 +141,7 @@ _PER_STATEMENT_FROM = 8
 
 
 def _generate(module: cst.Module, node: cst.CSTNode, ranges: _Ranges, line: int) -> None:
-    state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline, provider=ranges)
+    state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline, provider=ranges)  # type: ignore[arg-type]  # the state uses only provider._computed, which _Ranges has
     state.line = line
     try:
         node._codegen(state)

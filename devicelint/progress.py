@@ -5,8 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
 
 # Short runs finish before a bar would help; it appears only after this many seconds.
 SHOW_AFTER_SECONDS = 1.0
@@ -18,7 +22,7 @@ class Progress:
         self.enabled = enabled and total > 1 and sys.stderr.isatty()
         self.started = time.monotonic()
         self.done = 0
-        self.bar = None
+        self.bar: ProgressBar[int] | None = None
 
     def __enter__(self) -> Progress:
         return self

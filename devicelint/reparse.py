@@ -18,7 +18,7 @@ import bisect
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import libcst as cst
 
@@ -127,8 +127,8 @@ def reparse(previous: ParsedText, text: str) -> ParsedText | None:
     return ParsedText(text, rebuilt, tuple(starts), previous.ends + delta)
 
 
-def _code(module: cst.Module, lines: object) -> str:
-    return "".join(module.code_for_node(line) for line in lines)  # type: ignore[attr-defined]
+def _code(module: cst.Module, lines: Sequence[cst.EmptyLine]) -> str:
+    return "".join(module.code_for_node(line) for line in lines)
 
 
 def _has_block(statement: cst.CSTNode) -> bool:

@@ -11,8 +11,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from multiprocessing.context import BaseContext
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding, error_finding
@@ -85,15 +86,17 @@ class RunOutcome:
 # native parser when Python shuts down aborts the process: the command must end with os._exit.
 _abandoned: list[threading.Thread] = []
 
+T = TypeVar("T")
+
 
 def abandoned_work() -> bool:
     return any(thread.is_alive() for thread in _abandoned)
 
 
-def in_big_stack(fn: Callable, *args, timeout: float | None = None):  # type: ignore[no-untyped-def]
+def in_big_stack(fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
     """Run `fn(*args)` in a thread with a large stack; re-raise whatever it raised. After
     `timeout` seconds raise FileTimeout (the thread, a daemon, is left to the caller)."""
-    outcome: list = []
+    outcome: list[tuple[bool, Any]] = []
 
     def target() -> None:
         try:
@@ -116,7 +119,7 @@ def in_big_stack(fn: Callable, *args, timeout: float | None = None):  # type: ig
     ok, value = outcome[0]
     if not ok:
         raise value
-    return value
+    return cast(T, value)  # ok: what fn returned
 
 
 @contextmanager
@@ -259,7 +262,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _start_forkserver(context) -> None:  # type: ignore[no-untyped-def]
+def _start_forkserver(context: BaseContext) -> None:
     """Start the server that forks the workers, with devicelint and the rules imported once.
 
     The server is `python -c ...`, which puts the current folder first on `sys.path`, and
@@ -334,7 +337,7 @@ def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: C
             return
 
 
-def _pool_round(context, jobs: int, pending: dict[str, Task], options: TaskOptions,  # type: ignore[no-untyped-def]
+def _pool_round(context: BaseContext, jobs: int, pending: dict[str, Task], options: TaskOptions,
                 collect: Callable[[FileResult | str], None]) -> bool:
     """Lint `pending` (removing each file done) until done or the pool breaks; whether a worker
     announced its exit in this round (a file over the time limit, memory over the mark): its
@@ -358,7 +361,7 @@ def _pool_round(context, jobs: int, pending: dict[str, Task], options: TaskOptio
     return announced
 
 
-def _pool(context, jobs: int) -> ProcessPoolExecutor:  # type: ignore[no-untyped-def]
+def _pool(context: BaseContext, jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
 
 
@@ -371,7 +374,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         worker.join(timeout=5)
 
 
-def _lint_isolated(task: Task, options: TaskOptions, context) -> FileResult | str:  # type: ignore[no-untyped-def]
+def _lint_isolated(task: Task, options: TaskOptions, context: BaseContext) -> FileResult | str:
     try:
         with _pool(context, 1) as pool:
             return pool.submit(lint_task, task, options).result()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 _LINE_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.I)
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -27,12 +28,12 @@ def _codes(text: str | None) -> frozenset[str] | None:
 @dataclass(frozen=True)
 class Suppressions:
     # None means the whole file is silenced; a set silences those codes everywhere.
-    file_codes: frozenset[str] | None | bool
+    file_codes: frozenset[str] | None | Literal[False]
     lines: tuple[str, ...]
 
     @classmethod
     def parse(cls, source: str) -> Suppressions:
-        file_codes: frozenset[str] | None | bool = False
+        file_codes: frozenset[str] | None | Literal[False] = False
         for match in _FILE_NOQA.finditer(source):
             codes = _codes(match.group("codes"))
             if codes is None:

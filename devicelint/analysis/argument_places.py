@@ -126,10 +126,10 @@ def _method(ctx: FileContext, call: cst.Call, depth: int, cache: dict[int, Argum
     method = move_call(call)
     if method is not None:
         return ArgumentPlace(Place.HOST) if method == "cpu" else UNKNOWN_PLACE
-    name = call.func.attr.value  # type: ignore[attr-defined]
+    name = call.func.attr.value  # type: ignore[attr-defined]  # the caller passes `x.<method>(...)` calls only
     if name not in PRESERVING_METHODS or name in MEETING_METHODS or name == "type":
         return UNKNOWN_PLACE
-    receiver = _place(ctx, call.func.value, depth, cache)  # type: ignore[attr-defined]
+    receiver = _place(ctx, call.func.value, depth, cache)  # type: ignore[attr-defined]  # as above
     if receiver.place is not Place.HOST:
         return UNKNOWN_PLACE
     return ArgumentPlace(Place.HOST, False, receiver.batch, receiver.attribute)
@@ -192,7 +192,7 @@ def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
         found: dict[int, dict[str, list[cst.Name]]] = {}
         targets: list[cst.CSTNode] = [t.target for t in c.index.of_type(cst.AssignTarget)]
         for kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
-            targets += [n.target for n in c.index.of_type(kind)]
+            targets += [n.target for n in c.index.of_type(kind)]  # type: ignore[attr-defined]  # each of these node types has .target
         targets += [n.name for n in c.index.of_type(cst.AsName)]
         for target in targets:
             for node in c.index.walk(target):

@@ -119,7 +119,7 @@ def _written_by_subclasses(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
 _UNPACKED = cst.Name("_")
 
 
-def _assigned_value(ctx: FileContext, node: cst.Attribute) -> cst.BaseExpression | None:
+def _assigned_value(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
     """The value written by `self.attr = value` (or `_UNPACKED`), else None."""
     parent = ctx.index.parent(node)
     if isinstance(parent, cst.AssignTarget):
@@ -136,7 +136,7 @@ def _assigned_value(ctx: FileContext, node: cst.Attribute) -> cst.BaseExpression
     return None
 
 
-def _mutated(ctx: FileContext, node: cst.Attribute) -> bool:
+def _mutated(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`self.t += 1`, `self.t[i] = v`, `self.t.mul_(2)`, `self.t.append(x)`, `del self.t`."""
     parent = ctx.index.parent(node)
     if isinstance(parent, (cst.AugAssign, cst.Del)):

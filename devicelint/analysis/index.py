@@ -76,7 +76,8 @@ class NodeIndex:
         by_type = self._by_type
         stack: list[cst.CSTNode] = [module]
         fields_of = _child_fields
-        order = self._order = []
+        order: list[cst.CSTNode] = []
+        self._order = order
         while stack:
             node = stack.pop()
             order.append(node)
@@ -97,7 +98,7 @@ class NodeIndex:
 
     def of_type(self, node_type: type[N]) -> list[N]:
         """All nodes of exactly this type, in source order."""
-        return self._by_type.get(node_type, [])  # type: ignore[return-value]
+        return self._by_type.get(node_type, [])  # type: ignore[return-value]  # filed under its exact type
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parent.get(id(node))
@@ -135,7 +136,7 @@ class NodeIndex:
         memo = self._enclosing_function
         found = memo.get(id(node), _UNSET)
         if found is not _UNSET:
-            return found  # type: ignore[return-value]
+            return found  # type: ignore[return-value]  # not the _UNSET sentinel: a memoised answer
         path = []
         current = self._parent.get(id(node))
         result: cst.FunctionDef | None = None
@@ -145,7 +146,7 @@ class NodeIndex:
                 break
             known = memo.get(id(current), _UNSET)
             if known is not _UNSET:
-                result = known  # type: ignore[assignment]
+                result = known  # type: ignore[assignment]  # as above
                 break
             path.append(current)
             current = self._parent.get(id(current))

@@ -100,11 +100,11 @@ def mapping_values(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cs
     if isinstance(expr, cst.Dict):
         if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in expr.elements):
             return None
-        return [next((e.value for e in expr.elements if literal_value(e.key) == key), None)]  # type: ignore[union-attr]
+        return [next((e.value for e in expr.elements if literal_value(e.key) == key), None)]  # type: ignore[attr-defined]  # all() above: each is a DictElement
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
         if not all(a.keyword is not None for a in expr.args):
             return None
-        return [next((a.value for a in expr.args if a.keyword.value == key), None)]  # type: ignore[union-attr]
+        return [next((a.value for a in expr.args if a.keyword.value == key), None)]  # type: ignore[union-attr]  # all() above: every argument has a keyword
     branches: list[cst.BaseExpression] | None = None
     if isinstance(expr, cst.IfExp):
         branches = [expr.body, expr.orelse]

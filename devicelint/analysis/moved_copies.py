@@ -63,7 +63,7 @@ _IN_PROGRESS = (-1, False)
 
 
 def _summary(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> tuple[int, bool] | None:
-    memo: dict[int, tuple[int, bool] | None] = ctx.shared("moved_copies", lambda c: {})  # type: ignore[assignment]
+    memo: dict[int, tuple[int, bool] | None] = ctx.shared("moved_copies", lambda c: {})
     if id(helper) in memo:
         found = memo[id(helper)]
         return None if found == _IN_PROGRESS else found
@@ -80,7 +80,7 @@ def _summarise(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> 
         return None  # recursion alone (`[f(x) for x in fn]`) moves nothing
     for position, param in enumerate(params):
         parts = _parts_of(ctx, helper, param)
-        copies = [r for r in returns if _moved_copy_of(ctx, r.value, parts, helper.name.value)]  # type: ignore[arg-type]
+        copies = [r for r in returns if _moved_copy_of(ctx, r.value, parts, helper.name.value)]  # type: ignore[arg-type]  # `returns` holds `return <value>` only
         # `return batch` for a leaf that is not a tensor keeps the contract: tensors come back moved
         unchanged = [r for r in returns if isinstance(r.value, cst.Name) and r.value.value == param]
         if not copies or len(copies) + len(unchanged) != len(returns):

@@ -13,8 +13,8 @@ import libcst as cst
 from devicelint.analysis.index import NodeIndex
 
 
-def dotted_name(node: cst.BaseExpression) -> str | None:
-    """`a.b.c` for a Name/Attribute chain, else None."""
+def dotted_name(node: cst.CSTNode | None) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None (also for no node)."""
     parts: list[str] = []
     while isinstance(node, cst.Attribute):
         parts.append(node.attr.value)
@@ -65,8 +65,8 @@ class ImportTable:
             node = node.func
         parts: list[str] = []
         while type(node) is cst.Attribute:
-            parts.append(node.attr.value)  # type: ignore[attr-defined]
-            node = node.value  # type: ignore[attr-defined]
+            parts.append(node.attr.value)
+            node = node.value
         if type(node) is not cst.Name:
             return None
         base = self.bound.get(node.value)

@@ -28,6 +28,7 @@ module calls, followed helpers) in `placement_calls.py`; the values themselves a
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Sequence
 
 import libcst as cst
 
@@ -94,7 +95,7 @@ class _Interpreter(CallEvaluation):
             self.params = dict(self.env)
             body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else (scope.body,)
         else:
-            body = scope.body  # type: ignore[attr-defined]
+            body = scope.body  # type: ignore[attr-defined]  # not a function: the module
         self._block(body)
         self.result.facts = self.env
         return self.result
@@ -155,7 +156,7 @@ class _Interpreter(CallEvaluation):
         return {name for name, attr in uses if name in names and (attr is None or attr in submodules)}
 
     # -- statements --------------------------------------------------------------------
-    def _block(self, body) -> None:  # type: ignore[no-untyped-def]
+    def _block(self, body: Sequence[cst.CSTNode]) -> None:
         for stmt in body:
             self._statement(stmt)
 
@@ -314,7 +315,7 @@ class _Interpreter(CallEvaluation):
         fact = self._eval(value)
         # `model.to(device)` moves a module in place; for a tensor it does nothing (DL104).
         if move_call(value) is not None:
-            receiver = value.func.value  # type: ignore[attr-defined]
+            receiver = value.func.value  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`: func is an Attribute
             key = self._key(receiver)
             if key is not None and not self._fact_of(receiver).is_tensor:
                 where = fact.where if fact.where in (ACCELERATOR, "cpu") else None
@@ -384,7 +385,7 @@ class _Interpreter(CallEvaluation):
         device = stated.device if stated is not None and stated.kind == MODULE else None
         # `self.dec = Dec().to("cuda:1")` is on cuda:1 even before (or without) the model's move
         where = stated.where if stated is not None and device is not None else self.own_place
-        return Fact(MODULE, where=where, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]
+        return Fact(MODULE, where=where, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]  # own submodules exist in a class only
 
     def _module_device(self, name: str) -> Fact | None:
         """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
@@ -496,7 +497,7 @@ class _Interpreter(CallEvaluation):
                 key = string_value(element.key) if isinstance(element, cst.DictElement) else None
                 parts.append((key, fact))
             if all(key is not None for key, _ in parts):
-                return Fact(UNKNOWN, fields=tuple(parts))  # type: ignore[arg-type]
+                return Fact(UNKNOWN, fields=tuple(parts))  # type: ignore[arg-type]  # all() above: no key is None
             return UNKNOWN_FACT
         if isinstance(node, cst.NamedExpr):
             fact = self._eval(node.value)

@@ -23,8 +23,8 @@ from devicelint.analysis.placement_values import (
 )
 
 if TYPE_CHECKING:
-    from devicelint.analysis.placement import ScopePlacement, _FileAnalysis
     from devicelint.analysis.placement_classes import ClassFacts
+    from devicelint.analysis.placement_program import FileAnalysis, ScopePlacement
     from devicelint.context import FileContext
 
 # Libraries whose calls return host data (arrays, frames, numbers), never a tensor.
@@ -44,13 +44,26 @@ class CallEvaluation:
     """The call half of the interpreter; `placement._Interpreter` supplies the state."""
 
     ctx: "FileContext"
-    analysis: "_FileAnalysis"
+    analysis: "FileAnalysis"
     scope: cst.CSTNode
     cls: "ClassFacts | None"
     depth: int
     own_place: str | None
     env: Env
     result: "ScopePlacement"
+
+    if TYPE_CHECKING:  # what `placement._Interpreter` defines, for the methods here to call
+        def __init__(self, ctx: FileContext, analysis: FileAnalysis, scope: cst.CSTNode,
+                     cls: ClassFacts | None, bound: Env | None, depth: int) -> None: ...
+        def run(self) -> ScopePlacement: ...
+        def own_submodule(self, attr: str) -> Fact: ...
+        def _loader_inner(self, node: cst.BaseExpression) -> bool: ...
+        def _fact_of(self, node: cst.CSTNode) -> Fact: ...
+        def _eval(self, node: cst.CSTNode) -> Fact: ...
+        def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
+                   node: cst.CSTNode, how: str) -> None: ...
+        def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
+                    node: cst.CSTNode, how: str) -> None: ...
 
     def _args(self, call: cst.Call, host: tuple[int | str, ...] = ()) -> list[tuple[Fact, cst.CSTNode]]:
         """The facts of the call's arguments, leaving out those the callee takes on the host."""
@@ -290,7 +303,7 @@ class CallEvaluation:
                 if fact == NUMBER and int_value(arg.value) is not None and arg.keyword is None:
                     # `.to(1)`: an index is a CUDA device
                     fact = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"cuda:{int_value(arg.value)}"',
-                                device=indexed("cuda", int_value(arg.value)))  # type: ignore[arg-type]
+                                device=indexed("cuda", int_value(arg.value)))  # type: ignore[arg-type]  # checked not None above
                 if fact.kind == DEVICE_VALUE:
                     target, node = fact, arg.value
                 elif fact.is_tensor or devicey(fact):
@@ -546,7 +559,7 @@ class CallEvaluation:
         wants them on the CPU."""
         return "len" in self.ctx.code_for(node).lower()
 
-    def _forward_of(self, call: cst.Call, callee: Fact, args: list) -> Fact:
+    def _forward_of(self, call: cst.Call, callee: Fact, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         """What calling a module of a class defined in this file returns, from its `forward`."""
         cls = self.analysis.classes.get(callee.factory or "")
         forward = cls.methods.get("forward") if cls is not None else None
@@ -555,7 +568,7 @@ class CallEvaluation:
         # a model never moved is where it was built: its submodules are on no known device
         return self._follow(forward, call, args, skip_self=True, cls=cls, placed=callee.where is not None)
 
-    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list, skip_self: bool,
+    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list[tuple[Fact, cst.CSTNode]], skip_self: bool,
                 cls: "ClassFacts | None" = None, placed: bool = True) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
         each distinct set of argument facts is analysed once per file)."""

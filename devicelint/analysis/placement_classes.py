@@ -64,7 +64,7 @@ def is_parameter_call(ctx: FileContext, node: cst.BaseExpression) -> bool:
     )
 
 
-def self_attribute(node: cst.BaseExpression) -> str | None:
+def self_attribute(node: cst.CSTNode) -> str | None:
     """`name` for `self.name`, else None."""
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return node.attr.value
@@ -215,7 +215,7 @@ def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
     return kind
 
 
-def literal_elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+def literal_elements(value: cst.CSTNode) -> list[cst.BaseExpression]:
     """The element expressions of a container literal or comprehension (values for dicts)."""
     if isinstance(value, cst.Call):  # `list(...)`, `OrderedDict({...})`
         return literal_elements(value.args[0].value) if value.args else []
@@ -271,7 +271,7 @@ def handed_to_call(ctx: FileContext, holder: cst.CSTNode) -> bool:
 
 def local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, LocalContainer]:
     """Plain containers built in local names of `function` (memoised per function)."""
-    cache = ctx.shared("placement_classes.locals", lambda c: {})
+    cache: dict[int, dict[str, LocalContainer]] = ctx.shared("placement_classes.locals", lambda c: {})
     found = cache.get(id(function))
     if found is None:
         found = cache[id(function)] = _local_containers(ctx, function)

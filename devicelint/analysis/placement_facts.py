@@ -189,7 +189,7 @@ def moves_to_accelerator(node: cst.CSTNode) -> bool:
     method = move_call(node)
     if method is None or method == "cpu":
         return False
-    first = node.args[0].value if node.args else None  # type: ignore[attr-defined]
+    first = node.args[0].value if node.args else None  # type: ignore[attr-defined]  # move_call() matched: node is a Call
     return not (isinstance(first, cst.SimpleString) and literal_value(first) == "cpu")
 # torch functions that do not return a tensor (their result is not a placement fact).
 NON_TENSOR_FUNCTIONS = frozenset(

@@ -8,7 +8,7 @@ and `placement_calls.py` (calls).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import libcst as cst
 
@@ -83,8 +83,14 @@ class FilePlacement:
     # id(function) -> its runs with the argument facts of its callers in the file
     followed: dict[int, list[ScopePlacement]] = field(default_factory=dict)
 
+class Interpreter(Protocol):
+    """What the file analysis needs of a scope's interpreter."""
+
+    def run(self) -> ScopePlacement: ...
+
+
 # (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
-InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], "object"]
+InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], Interpreter]
 
 
 def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) -> str | None:
@@ -126,7 +132,7 @@ def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
         by: set[str] = set()
         for caller in calls.get(name, ()):
             inside = caller is not None and cls.methods.get(caller.name.value) is caller
-            by.add(caller.name.value if inside else
+            by.add(caller.name.value if inside and caller is not None else
                    "__init__" if caller is not None and caller.name.value == "__init__" else "<elsewhere>")
         callers[name] = by
     found = {"__init__"}
@@ -174,7 +180,7 @@ class FileAnalysis:
             if outer is not None and not isinstance(ctx.index.parent(ctx.index.parent(func) or func), cst.ClassDef):
                 self.nested.setdefault(id(outer), {})[func.name.value] = func
         self.scopes: dict[int, ScopePlacement] = {}
-        self.followed: dict[tuple, ScopePlacement] = {}
+        self.followed: dict[tuple[int, str | None, tuple[tuple[object, ...], ...]], ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
         self.extra_crossings: list[Crossing] = []
         # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.

@@ -34,7 +34,8 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
         return False
     node = annotation.annotation
     if isinstance(node, cst.SimpleString):
-        text = literal_value(node) if isinstance(literal_value(node), str) else ""
+        value = literal_value(node)
+        text = value if isinstance(value, str) else ""
     else:
         text = dotted_name(node) or ""
         if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("Optional"):

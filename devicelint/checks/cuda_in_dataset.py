@@ -120,7 +120,7 @@ def _worker_code(ctx: FileContext, name: str, cls: cst.ClassDef) -> list[tuple[c
     default `device=None` moves nothing)."""
     own = methods(cls)
     functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
-    out = [(m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS]
+    out: list[tuple[cst.FunctionDef, str, frozenset[str]]] = [(m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS]
     seen = {id(m) for m, _, _ in out}
     frontier = list(out)
     for _ in range(2):

@@ -146,7 +146,7 @@ class CustomToOverrideBroken(Rule):
                   ret: cst.Return | None) -> Violation:
         name = method.name.value
         where = f"`{cls.name.value}.{name}()`"
-        gets = "None" if kind != "inner" else f"`{ctx.code_for(ret.value)}`"  # type: ignore[union-attr]
+        gets = "None" if kind != "inner" else f"`{ctx.code_for(ret.value)}`"  # type: ignore[union-attr, arg-type]  # "inner": a `return <value>`
         returns = {"none": "returns None", "end": "returns None when it reaches its end",
                    "inner": f"returns {gets}, not the object"}[kind]
         if is_module and name == "_apply":
@@ -178,7 +178,7 @@ class CustomToOverrideBroken(Rule):
             call_text = ctx.code_for(call)
             override = f"`{cls_name}.{func.attr.value}()`"
             if entry.kind == "inner":
-                problem = f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr]
+                problem = f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr, arg-type]  # "inner": a `return <value>`
             elif entry.kind == "end":
                 problem = f"`{call_text}` may be None: {override} falls off its end without `return`"
             else:
@@ -237,7 +237,7 @@ def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.
     if not returns:
         return "none", None
     for ret in returns:
-        if _returns_a_part(ret.value):  # type: ignore[arg-type]
+        if _returns_a_part(ret.value):  # type: ignore[arg-type]  # `returns` holds `return <value>` only
             return "inner", ret
     if _falls_off_the_end(method):
         return "end", None
@@ -389,7 +389,7 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
 
 def _factory_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
     qualified = ctx.qualified_name(value) if isinstance(value, cst.Call) else None
-    return bool(qualified) and qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES
+    return qualified is not None and qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES
 
 
 def _touched_attributes(ctx: FileContext, mover: cst.FunctionDef, own: dict[str, cst.FunctionDef]) -> set[str] | None:
@@ -419,6 +419,6 @@ def _touched_attributes(ctx: FileContext, mover: cst.FunctionDef, own: dict[str,
 def _moves_an_attribute(ctx: FileContext, mover: cst.FunctionDef) -> bool:
     """The override moves at least one `self.<attr>` by name (it lists what it moves)."""
     for node in ctx.index.walk(mover.body):
-        if move_call(node) is not None and self_attribute(node.func.value) is not None:  # type: ignore[attr-defined]
+        if move_call(node) is not None and self_attribute(node.func.value) is not None:  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
             return True
     return False

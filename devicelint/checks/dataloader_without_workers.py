@@ -196,7 +196,7 @@ def _device_module(ctx: FileContext, callee: cst.BaseExpression, scope: cst.CSTN
     if fact.where == ACCELERATOR:
         return True
     return any(
-        moves_to_accelerator(call) and dotted_name(receiver(call)) == name  # type: ignore[arg-type]
+        moves_to_accelerator(call) and dotted_name(receiver(call)) == name
         for call in ctx.index.of_type(cst.Call)
         if scope_of(ctx, call) in (scope, ctx.module)
     )
@@ -228,7 +228,7 @@ def _per_item_work(ctx: FileContext, call: cst.Call) -> bool:
     A dataset the file does not show (a parameter nobody here passes, an import) is unknown: silent."""
     dataset = keyword(call, "dataset") or (positional(call)[0] if positional(call) else None)
     values = _dataset_values(ctx, dataset, scope_of(ctx, call), 0) if dataset is not None else None
-    return bool(values) and all(_decodes_items(ctx, value) for value in values)  # type: ignore[union-attr]
+    return bool(values) and all(_decodes_items(ctx, value) for value in values)  # type: ignore[union-attr]  # bool(values): not None
 
 
 def _dataset_values(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int) -> list[cst.Call] | None:
@@ -256,7 +256,7 @@ def _dataset_values(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
         attribute = attribute_values(ctx, node)
         if attribute is None or None in attribute:
             return None
-        pairs = [(v, scope_of(ctx, v)) for v in attribute]
+        pairs = [(v, scope_of(ctx, v)) for v in attribute if v is not None]
     out: list[cst.Call] = []
     for value, value_scope in pairs:
         found = _dataset_values(ctx, value, value_scope, depth + 1) if value is not None else None

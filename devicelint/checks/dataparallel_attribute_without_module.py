@@ -334,7 +334,7 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
 
 
-def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.CSTNode) -> list[cst.FunctionDef | cst.Lambda]:
+def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.FunctionDef | cst.Module) -> list[cst.FunctionDef | cst.Lambda]:
     """The hook a registration names: a def of the scope or module, `self.method`, a lambda, or
     the defs a factory of the module returns (`register_forward_hook(save_output("fc"))`)."""
     if isinstance(value, cst.Lambda):
@@ -471,7 +471,7 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
         for method in methods(cls).values():
             for node in scope_facts(ctx, method).nodes:
                 guarded = isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS
-                if guarded and node.args and dotted_name(node.args[0].value) == name:
+                if guarded and isinstance(node, cst.Call) and node.args and dotted_name(node.args[0].value) == name:
                     return reads
                 if method is not init and isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name:
                     return reads
@@ -551,13 +551,13 @@ def _self_attr(node: cst.BaseExpression) -> str | None:
 
 def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
     """Buffers and parameters registered by name: in-place updates of those survive replicas."""
-    names = set()
+    names: set[str] = set()
     for node in ctx.index.walk(cls):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             if node.func.attr.value in ("register_buffer", "register_parameter") and node.args:
                 value = node.args[0].value
-                if isinstance(value, cst.SimpleString) and isinstance(literal_value(value), str):
-                    names.add(literal_value(value))
+                if isinstance(value, cst.SimpleString) and isinstance(text := literal_value(value), str):
+                    names.add(text)
     return names
 
 
@@ -584,7 +584,7 @@ def _through_module(ctx: FileContext, read: cst.Attribute, certain: bool) -> Fix
 
 def _branches(ctx: FileContext, statement: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
     """(`if` statement, the branch of it holding `statement`) for each enclosing `if`."""
-    out = []
+    out: list[tuple[cst.CSTNode, cst.CSTNode]] = []
     child: cst.CSTNode = statement
     for ancestor in ctx.index.ancestors(statement):
         if isinstance(ancestor, (cst.If, cst.Try)):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -90,7 +90,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
         resolver = resolver_for(ctx, site.call)
         explicit = site.device_ids is not None
         first = device_ids_first(resolver, site.device_ids) if explicit else Device("cuda:0", True, "cuda")
-        base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]
+        base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]  # None (a returned wrapper) comes back as (None, None)
         var = dotted_name(base)
         moves = [(inline, site.wrapped)] if inline is not None else []
         facts = None
@@ -128,7 +128,10 @@ class DataParallelModelNotOnFirstDevice(Rule):
             advice=f"call `{model}.to({_device_code(first)})` before wrapping it",
         )
 
-    def _wrong_device(self, ctx, site, first, moves, model, explicit):  # type: ignore[no-untyped-def]
+    def _wrong_device(
+        self, ctx: FileContext, site: WrapperSite, first: Device | None,
+        moves: Sequence[tuple[Device, cst.CSTNode | None]], model: str, explicit: bool,
+    ) -> Violation | None:
         if first is None:
             return None
         shifted = set_device_called(ctx)
@@ -163,7 +166,7 @@ def _first_element(device_ids: cst.BaseExpression | None) -> cst.BaseExpression:
         element = device_ids.elements[0]
         if isinstance(element, cst.Element):
             return element.value
-    return device_ids  # type: ignore[return-value]
+    return device_ids  # type: ignore[return-value]  # the caller passes a `device_ids` value
 
 
 def _device_code(first: Device | None) -> str:

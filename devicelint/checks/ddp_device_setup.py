@@ -159,7 +159,7 @@ class DdpDeviceSetup(Rule):
 
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
         resolver = resolver_for(ctx, site.call)
-        base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]
+        base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]  # None (a returned wrapper) comes back as (None, None)
         var = dotted_name(base)
         moves: list[Device] = [inline] if inline is not None else []
         facts = None
@@ -227,7 +227,7 @@ class DdpDeviceSetup(Rule):
         if per_rank_ids:
             if last.is_current and set_device_called(ctx, site.call):
                 return None
-            ids = short(ctx, site.device_ids)  # type: ignore[arg-type]
+            ids = short(ctx, site.device_ids)  # type: ignore[arg-type]  # explicit `device_ids`, checked above
             where = "cuda:0 in every process (the current device, and nothing calls `torch.cuda.set_device`)" if last.is_current else f"{last.text} in every process"
             return self.violation(
                 site.call, call=short(ctx, site.call),

@@ -102,6 +102,10 @@ def _is_torch_device_annotation(ctx: FileContext, node: cst.BaseExpression) -> s
     return None
 
 
+# (order of the binding in its scope, the value bound, the statement that binds it)
+_Binding = tuple[int, cst.BaseExpression, cst.CSTNode]
+
+
 class DeviceValues:
     """Resolves the device-ness of expressions in one file, flow-sensitively inside a function
     (the latest assignment that dominates the use) and through `self.<attr>`, module names and
@@ -109,7 +113,7 @@ class DeviceValues:
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
-        self._assignments: dict[tuple[int, str], list[tuple[int, cst.BaseExpression, cst.CSTNode]]] = {}
+        self._assignments: dict[int, dict[str, list[_Binding]]] = {}
         self._type_reads: set[str] | None = None
 
     # -- entry -------------------------------------------------------------------------
@@ -179,7 +183,9 @@ class DeviceValues:
             return self._configured(key, depth)
         return None
 
-    def _from_assignments(self, scope, key, use, depth):  # type: ignore[no-untyped-def]
+    def _from_assignments(
+        self, scope: cst.FunctionDef | cst.Module, key: str, use: cst.CSTNode | None, depth: int
+    ) -> tuple[DeviceValue | None] | None:
         """(value,) from the assignments to `key` in `scope` before `use` (all of them when `use`
         is None): the latest one whose block holds `use`, else all that agree. None when the
         scope never assigns `key`."""
@@ -201,19 +207,19 @@ class DeviceValues:
         values = {self.value(e[1], depth + 1) for e in entries}
         return (values.pop(),) if len(values) == 1 else (None,)
 
-    def _assignments_of(self, scope, key):  # type: ignore[no-untyped-def]
+    def _assignments_of(self, scope: cst.FunctionDef | cst.Module, key: str) -> list[_Binding]:
         by_key = self._assignments.get(id(scope))
         if by_key is None:
             by_key = self._assignments[id(scope)] = self._index_assignments(scope)
         return by_key.get(key, [])
 
-    def _index_assignments(self, scope):  # type: ignore[no-untyped-def]
+    def _index_assignments(self, scope: cst.FunctionDef | cst.Module) -> dict[str, list[_Binding]]:
         """Every binding of the scope, by the dotted name it binds, in one pass."""
         facts = scope_facts(self.ctx, scope)
-        by_key: dict = {}
+        by_key: dict[str, list[_Binding]] = {}
         for node in facts.nodes:
             if isinstance(node, cst.Assign):
-                for key in {dotted_name(t.target) for t in node.targets} - {None}:
+                for key in {k for k in (dotted_name(t.target) for t in node.targets) if k is not None}:
                     by_key.setdefault(key, []).append((facts.order[id(node)], node.value, statement_of(self.ctx, node)))
             elif isinstance(node, cst.AnnAssign) and node.value is not None:
                 key = dotted_name(node.target)
@@ -259,7 +265,7 @@ class DeviceValues:
                 return DeviceValue(PARAMETER, evidence=f"`{caller}` passes an indexed device")
         return None
 
-    def _callers(self, function: cst.FunctionDef, param: cst.Param, depth: int):  # type: ignore[no-untyped-def]
+    def _callers(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> Iterator[tuple[str, DeviceValue]]:
         """(caller name, value passed for `param`) for the same-file calls of `function`."""
         if depth > 3:
             return
@@ -506,11 +512,16 @@ class DeviceComparedToStringOrBareType(Rule):
                     yield violation
                     break
 
-    def _report(self, ctx, comparison, verdict, why, fixed, safe):  # type: ignore[no-untyped-def]
+    def _report(
+        self, ctx: FileContext, comparison: cst.Comparison, verdict: str, why: str, fixed: str, safe: bool | None
+    ) -> Violation:
         fix = _rewrite(comparison, fixed, safe=bool(safe)) if safe is not None else None
         return self.violation(comparison, fix=fix, expr=ctx.code_for(comparison), verdict=verdict, why=why, fixed=fixed)
 
-    def _check_pair(self, ctx, values, comparison, this, other, equal):  # type: ignore[no-untyped-def]
+    def _check_pair(
+        self, ctx: FileContext, values: DeviceValues, comparison: cst.Comparison,
+        this: cst.BaseExpression, other: cst.BaseExpression, equal: bool,
+    ) -> Violation | None:
         op = "==" if equal else "!="
         always = "always False" if equal else "always True"
         code = ctx.code_for(this)
@@ -542,7 +553,9 @@ class DeviceComparedToStringOrBareType(Rule):
                 )
         return None
 
-    def _check_string(self, ctx, comparison, mine, code, text, op, always):  # type: ignore[no-untyped-def]
+    def _check_string(
+        self, ctx: FileContext, comparison: cst.Comparison, mine: DeviceValue, code: str, text: str, op: str, always: str
+    ) -> Violation | None:
         if mine.kind == OBJECT:
             why = "a `torch.device` never equals a string" + (f" ({mine.evidence})" if mine.evidence else "")
             if ":" in text:
@@ -562,7 +575,10 @@ class DeviceComparedToStringOrBareType(Rule):
             why += f" ({mine.evidence})"
         return self._report(ctx, comparison, f"{verdict} for any indexed device", why, f'torch.device({code}).type {op} "{text}"', False)
 
-    def _check_str_of(self, ctx, values, comparison, inner, other, text, op, always):  # type: ignore[no-untyped-def]
+    def _check_str_of(
+        self, ctx: FileContext, values: DeviceValues, comparison: cst.Comparison, inner: cst.BaseExpression,
+        other: cst.BaseExpression, text: str | None, op: str, always: str,
+    ) -> Violation | None:
         device = values.value(inner)
         if device is None or device.kind != OBJECT:
             return None

@@ -113,7 +113,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     if id(call) in reported or scaled_backward(ctx, call):
                         continue
                     # `loss.backward()`, or `self.backward(loss)` with a helper that calls `loss.backward()`
-                    owner = receiver(call) if call in scope.backwards else (positional(call) or [None])[0]
+                    owner = receiver(call) if call in scope.backwards else next(iter(positional(call)), None)
                     under = inside(ctx, call, autocast.node)
                     if not under and (owner is None or not read_names(ctx, owner) & losses):
                         continue
@@ -122,7 +122,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     reported.add(id(call))
                     yield self.violation(
                         call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=_how(autocast),
-                        where="", **_scaler_advice(ctx),
+                        where="", fix=None, **_scaler_advice(ctx),
                     )
             for call, autocast, helper in _losses_from_helpers(ctx, scope):
                 if id(call) in reported:
@@ -130,7 +130,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
                 reported.add(id(call))
                 yield self.violation(
                     call, backward=short(ctx, call), how=_how(autocast),
-                    autocast=short(ctx, autocast.expr), where=f" in `{helper.name.value}`", **_scaler_advice(ctx),
+                    autocast=short(ctx, autocast.expr), where=f" in `{helper.name.value}`", fix=None, **_scaler_advice(ctx),
                 )
 
 
@@ -161,12 +161,12 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
             continue
         helper = callee(ctx, node.value)
         autocast = returned_under_autocast(ctx, helper) if helper is not None else None
-        if autocast is None or not autocast.may_run_float16:
+        if helper is None or autocast is None or not autocast.may_run_float16:
             continue
         seeds = {n for t in node.targets for n in assigned_names(t.target)}
         losses = computed_from(ctx, scope.node, seeds)
         for call in plain:
-            if read_names(ctx, receiver(call)) & losses:  # type: ignore[arg-type]
+            if read_names(ctx, receiver(call)) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a receiver
                 yield call, autocast, helper
 
 

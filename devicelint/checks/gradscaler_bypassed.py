@@ -179,4 +179,4 @@ def _step_through_scaler(ctx: FileContext, scope: Scope, scales: list[cst.Call],
     insertions = () if updates else (line_after(ctx, statement, f"{scaler}.update()"),)
     bare = isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
     return FixProposal(f"Step through the scaler: `{scaler}.step(...)`", safe=bare and bool(updates),
-                       replacements=replacement, insertions=insertions)  # type: ignore[arg-type]
+                       replacements=replacement, insertions=insertions)

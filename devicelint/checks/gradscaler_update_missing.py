@@ -107,7 +107,7 @@ class GradscalerUpdateMissing(Rule):
                     yield self.violation(
                         step, fix=_add_update(ctx, step),
                         remedy=UPDATE_REMEDY,
-                        what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "
+                        what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "  # type: ignore[attr-defined]  # `scaler.step`
                              "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
@@ -404,6 +404,6 @@ def _add_update(ctx: FileContext, step: cst.Call) -> FixProposal | None:
     statement = own_line_statement(ctx, step)
     if statement is None or not isinstance(statement, cst.SimpleStatementLine):
         return None
-    scaler = ctx.code_for(step.func.value)
+    scaler = ctx.code_for(step.func.value)  # type: ignore[attr-defined]  # `scaler.step(...)`: func is an Attribute
     bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is step
     return adding_lines(f"Call `{scaler}.update()` after the step", bare, line_after(ctx, statement, f"{scaler}.update()"))

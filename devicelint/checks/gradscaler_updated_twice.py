@@ -183,22 +183,23 @@ class ScalerCalls:
 def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
     rank = order(ctx)
     # scaler -> (steps, updates) as id -> (key, call), and helper sites -> their update
-    grouped: dict[str, tuple[dict, dict, dict]] = {}
+    keyed = dict[int, tuple[tuple[int, int], cst.Call]]  # id(call) -> (where it happens, call)
+    grouped: dict[str, tuple[keyed, keyed, dict[int, cst.Call]]] = {}
     for index, method in enumerate(("step", "update")):
         for call in scope.scaler_calls.get(method, []):
             owner = receiver(call)
             if owner is None:
                 continue
             entry = grouped.setdefault(" ".join(ctx.code_for(owner).split()), ({}, {}, {}))
-            entry[index][id(call)] = ((rank[id(call)], 0), call)
+            entry[index][id(call)] = ((rank[id(call)], 0), call)  # type: ignore[assignment]  # index 0 or 1: the steps or the updates
     cls = ctx.index.enclosing_class(scope.node)
     for site, found in scope.helper_calls:
         for position, effect in enumerate(found):
             if effect.kind not in (SCALER_STEP, UPDATE) or effect.conditional or not _same_object(ctx, effect, cls):
                 continue
-            entry = grouped.setdefault(effect.scaler, ({}, {}, {}))  # type: ignore[arg-type]
+            entry = grouped.setdefault(effect.scaler, ({}, {}, {}))  # type: ignore[arg-type]  # _same_object is False for a None scaler
             index = 0 if effect.kind == SCALER_STEP else 1
-            entry[index].setdefault(id(site), ((rank[id(site)], position + 1), site))
+            entry[index].setdefault(id(site), ((rank[id(site)], position + 1), site))  # type: ignore[arg-type]  # index 0 or 1, as above
             if effect.kind == UPDATE:
                 entry[2].setdefault(id(site), effect.node)
     out = []
@@ -253,7 +254,7 @@ def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
     """Calls of `func` in the file, in source order: `self.func(...)` in its class for a method,
     `func(...)` for a top-level function."""
     owner = ctx.index.enclosing_class(func)
-    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]
+    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]  # a def always has a parent
     out = []
     for call in ctx.index.of_type(cst.Call):
         callee = call.func

@@ -196,7 +196,7 @@ class HardCodedCudaInModule(Rule):
         module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
         if _gpu_kernel_file(ctx):
             return
-        candidates = [n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"]
+        candidates: list[cst.Call | cst.SimpleString] = [n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"]
         candidates += [n for n in ctx.index.of_type(cst.SimpleString) if "cuda" in n.value]
         for node in candidates:
             what = hard_coded_cuda(ctx, node)

@@ -81,7 +81,7 @@ def _moves_in_scope(ctx: FileContext, scope: cst.CSTNode) -> list[tuple[str | No
             continue
         if (ctx.index.enclosing_function(call) or ctx.module) is not scope:
             continue
-        receiver = call.func.value
+        receiver = call.func.value  # type: ignore[attr-defined]  # a move: `x.to(...)`, func is an Attribute
         out.append((receiver.value if isinstance(receiver, cst.Name) else None, call))
     return out
 
@@ -153,7 +153,7 @@ class LossWeightOffDevice(Rule):
             reported.add(id(constructor))
             weight = next(a for a in constructor.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS)
             yield self.violation(weight.value, loss=f"nn.{_loss_name(ctx, constructor)}",
-                                 keyword=weight.keyword.value, name=ctx.code_for(meeting.node.func),  # type: ignore[attr-defined, union-attr]
+                                 keyword=weight.keyword.value, name=ctx.code_for(meeting.node.func),  # type: ignore[attr-defined, union-attr]  # next() picked a keyword argument; a weight meeting is at a call
                                  moved=ctx.code_for(meeting.device_node) if meeting.device_node is not None else "its input")
 
     def _moved_beside(self, ctx: FileContext) -> Iterator[tuple[Violation, cst.Call]]:
@@ -176,9 +176,9 @@ class LossWeightOffDevice(Rule):
             others = [c for receiver, c in moves if receiver != name and not _is_cpu_move(c)]
             if not others:
                 continue
-            moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]
+            moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]  # `others` are moves: `x.to(...)`
             yield self.violation(weight.value, fix=_move_loss(ctx, call, others[0]), loss=f"nn.{loss}",
-                                 keyword=weight.keyword.value, name=name, moved=moved), call  # type: ignore[union-attr]
+                                 keyword=weight.keyword.value, name=name, moved=moved), call  # type: ignore[union-attr]  # the weight's keyword was matched
 
 
 def _loss_name(ctx: FileContext, constructor: cst.Call) -> str:

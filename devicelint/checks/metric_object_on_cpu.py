@@ -231,7 +231,7 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
         elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "clone":
             clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
     for key, value in clones:
-        original = _resolve(ctx, value.func.value, holders)  # type: ignore[attr-defined]
+        original = _resolve(ctx, value.func.value, holders)  # type: ignore[attr-defined]  # a `metrics.clone(...)` call
         if original is not None and not original.is_container:
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = original.moved
     return holders
@@ -369,7 +369,7 @@ def _computed_from(ctx: FileContext, value: cst.BaseExpression, names: set[str])
         if isinstance(node, cst.Attribute) and node.attr.value in HOST_READS:
             return False
         if isinstance(node, cst.Name) and node.value in names and not (
-                isinstance(ctx.index.parent(node), cst.Attribute) and ctx.index.parent(node).attr is node):
+                isinstance(parent := ctx.index.parent(node), cst.Attribute) and parent.attr is node):
             mentions = True
     return mentions
 

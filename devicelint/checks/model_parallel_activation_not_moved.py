@@ -189,7 +189,7 @@ def _gpu_input(ctx: FileContext, facts: FileFacts, forward: cst.FunctionDef, att
     return None
 
 
-def _output_of(ctx: FileContext, facts: FileFacts, node: cst.BaseExpression) -> str | None:
+def _output_of(ctx: FileContext, facts: FileFacts, node: cst.CSTNode) -> str | None:
     """`self.enc` for `self.enc(x)`, `F.relu(self.enc(x))` or `self.enc(x).view(...)`: the placed
     module whose output the value is, where the expression shows it."""
     for _ in range(8):
@@ -214,7 +214,7 @@ def _placed_self_module(ctx: FileContext, facts: FileFacts, func: cst.BaseExpres
     return cls is not None and name.startswith("self.") and name[5:] in facts.placed_submodules(cls)
 
 
-def _moved(ctx: FileContext, node: cst.BaseExpression, want: DeviceId) -> str:
+def _moved(ctx: FileContext, node: cst.CSTNode, want: DeviceId) -> str:
     """`y.to("cuda:1")` for `y.to("cuda:0")` or `y`."""
     receiver = node
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVE_METHODS:

@@ -124,7 +124,7 @@ def _root_name(node: cst.BaseExpression) -> str | None:
     """`batch` for `batch`, `batch["x"]`, `batch.x`, `batch.items()`, `batch.values()`."""
     while True:
         if isinstance(node, cst.Call) and method_name(node) in ("items", "values") and not node.args:
-            node = receiver(node)  # type: ignore[assignment]
+            node = receiver(node)
         elif isinstance(node, (cst.Subscript, cst.Attribute)):
             node = node.value
         else:
@@ -156,7 +156,9 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
         if text is None or not text.startswith("self."):
             return False
         values = [v for table in assignments(ctx).values() for v in table.get(text, [])]
-    return bool(values) and all(_unpinned_value(ctx, v, 0) for v in values)
+    if not values:
+        return False
+    return all(_unpinned_value(ctx, v, 0) for v in values)
 
 
 def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> FixProposal | None:
@@ -168,7 +170,7 @@ def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> Fi
     else:
         text = text_of(loader) if not isinstance(loader, cst.Subscript) else None
         values = [v for table in assignments(ctx).values() for v in table.get(text, [])] if text else []
-    calls = {id(v): v for v in values}
+    calls = {id(v): v for v in values or ()}
     if len(calls) != 1:
         return None
     call = next(iter(calls.values()))
@@ -269,12 +271,12 @@ def _name_entries(ctx: FileContext, name: str, scope: cst.CSTNode, depth: int) -
         return None
     out: dict[str, list[cst.BaseExpression]] = {}
     for value in values:
-        entries = _dict_entries(ctx, value, scope_of(ctx, value), depth + 1)  # type: ignore[arg-type]
+        entries = _dict_entries(ctx, value, scope_of(ctx, value), depth + 1)  # type: ignore[arg-type]  # any() above: no value is None
         if entries is None:
             return None
         _merge(out, entries)
     for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Call) and method_name(node) == "update" and _root_name(receiver(node)) == name:  # type: ignore[arg-type]
+        if isinstance(node, cst.Call) and method_name(node) == "update" and _root_name(receiver(node)) == name:  # type: ignore[arg-type]  # `x.update(...)` has a receiver
             entries = _dict_entries(ctx, node.with_changes(func=cst.Name("dict")), scope, depth + 1)
             if entries is None:
                 return None

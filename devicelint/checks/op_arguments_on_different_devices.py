@@ -119,13 +119,13 @@ class OpArgumentsOnDifferentDevices(Rule):
         for node in ctx.index.of_type(cst.Subscript):
             found = _indexed_on_cpu(ctx, node)
             if found is not None:
-                yield self.violation(node, **found)
+                yield self.violation(node, fix=None, **found)
         for call in ctx.index.of_type(cst.Call):
             if id(call) in met:
                 continue  # the engine records this meeting: DL101/DL105 report it
             found = _mixed_op(ctx, call)
             if found is not None:
-                yield self.violation(call, **found)
+                yield self.violation(call, fix=None, **found)
 
 
 def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:

@@ -66,7 +66,7 @@ def _names_in(node: cst.BaseExpression) -> list[str]:
 def _moved_model(call: cst.Call) -> str | None:
     """`m` when `call` moves the name `m` (or `self.m`) towards an accelerator (`m.to(device)`, `m.cuda()`)."""
     if moves_to_accelerator(call) and move_call(call) in ("to", "cuda"):
-        return dotted_name(call.func.value)  # type: ignore[attr-defined]
+        return dotted_name(call.func.value)  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
     return None
 
 

@@ -109,7 +109,7 @@ class PerStepConstantCopy(Rule):
             statement = id(statement_of(ctx, call))
             if found is not None and statement not in reported:
                 reported.add(statement)
-                yield self.violation(call, function=function.name.value, **found)
+                yield self.violation(call, fix=None, function=function.name.value, **found)
 
 
 def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
@@ -117,7 +117,7 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
     `TABLE.to(x.device)` of a module-level CPU tensor constant."""
     if not moves_to_accelerator(call):
         return None
-    root = _host_side_root(call.func.value)  # type: ignore[attr-defined]
+    root = _host_side_root(call.func.value)  # type: ignore[attr-defined]  # a move: `x.to(...)`, func is an Attribute
     if isinstance(root, cst.Name):
         return _module_tensor_moved(ctx, call, root)
     attr = self_attribute(root) if root is not None else None
@@ -179,7 +179,8 @@ def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
     index picks varying rows (`self.table[idx]`: DL116's case when `idx` is on the device)."""
     while True:
         if isinstance(node, cst.Subscript):
-            if not all(isinstance(e.slice, cst.Slice) or isinstance(e.slice.value, cst.Integer) for e in node.slice):
+            if not all(isinstance(e.slice, cst.Slice) or (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Integer))
+                       for e in node.slice):
                 return None
             node = node.value
         elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)

@@ -272,13 +272,13 @@ def _stateless(name: str, call: cst.BaseExpression) -> bool:
     )
 
 
-def _elements(ctx: FileContext, value: cst.BaseExpression, called: bool = False) -> list[str]:
+def _elements(ctx: FileContext, value: cst.CSTNode, called: bool = False) -> list[str]:
     """The kinds of the module/parameter elements of a container literal (empty if any is not one)."""
     items = literal_elements(value)
     kinds = [_element_kind(ctx, item, called) for item in items]
     if not kinds or not all(kinds) or all(k == "stateless" for k in kinds):
         return []
-    return [k for k in kinds if k != "stateless"]
+    return [k for k in kinds if k is not None and k != "stateless"]
 
 
 def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
@@ -351,7 +351,7 @@ def _host_value(value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
     if isinstance(value, cst.SimpleString):
         return value.value.strip("'\"") == "cpu"
     if isinstance(value, cst.Name):
-        for param in method.params.params + method.params.kwonly_params:
+        for param in (*method.params.params, *method.params.kwonly_params):
             if param.name.value == value.value:
                 return isinstance(param.default, cst.SimpleString) and param.default.value.strip("'\"") == "cpu"
     return False

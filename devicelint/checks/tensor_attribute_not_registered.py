@@ -495,7 +495,7 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
     (`doas = doas.to(x.device)`, `w = w.to(x)`, `torch.as_tensor(w, device=x.device)`)."""
     arg = ctx.index.parent(node)
     call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
-    if not isinstance(call, cst.Call) or arg.star:  # type: ignore[union-attr]
+    if not isinstance(call, cst.Call) or arg.star:  # type: ignore[union-attr]  # a call: `arg` is its Arg
         return False
     func = call.func
     callee = None
@@ -513,10 +513,10 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
     params = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]
     if bound:
         params = params[1:]
-    if arg.keyword is not None:  # type: ignore[union-attr]
-        name = arg.keyword.value  # type: ignore[union-attr]
+    if arg.keyword is not None:  # type: ignore[union-attr]  # as above
+        name = arg.keyword.value  # type: ignore[union-attr]  # as above
     else:
-        position = [a for a in call.args if a.keyword is None].index(arg)  # type: ignore[arg-type]
+        position = [a for a in call.args if a.keyword is None].index(arg)  # type: ignore[arg-type]  # as above
         if position >= len(params):
             return False
         name = params[position]
@@ -544,7 +544,8 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
             continue
         # `self.t.unsqueeze(0).expand(n, -1).to(device)`: reshaped on the host, then moved
         call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
-        if (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
+        if (isinstance(call, cst.Call) and isinstance(parent, cst.Attribute) and call.func is parent
+                and parent.attr.value in PRESERVING_METHODS
                 and parent.attr.value not in MEETING_METHODS and (_moved_afterwards(ctx, call) or _read_on_host(ctx, call))):
             return True
         break
@@ -559,7 +560,7 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
         if not isinstance(call, cst.Call):
             return False
         if isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate") and isinstance(ctx.index.parent(call), cst.For):
-            return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]
+            return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]  # a For, checked above
         # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
         placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
         return placed or (isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS)

@@ -94,7 +94,7 @@ class TensorMoveDiscarded(Rule):
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
             moved = moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
-            if moved is not None:
+            if moved is not None and isinstance(call, cst.Call):
                 yield self._helper_report(ctx, call, moved)
                 continue
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -200,7 +200,7 @@ def _is_name(node: cst.BaseExpression, name: str) -> bool:
     return isinstance(node, cst.Name) and node.value == name
 
 
-def _has_map_location(args: tuple[cst.Arg, ...]) -> bool:
+def _has_map_location(args: Sequence[cst.Arg]) -> bool:
     positional = 0
     for arg in args:
         if arg.star:  # *args or **kwargs may carry it

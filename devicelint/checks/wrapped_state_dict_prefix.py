@@ -147,11 +147,11 @@ class WrappedStateDictPrefix(Rule):
                     ),
                 )
             elif saved.wrapper is None and into_wrapper is not None:
-                owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]
+                owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]  # `x.load_state_dict(...)`
                 yield self.violation(
                     call, fix=None if via else FixProposal(
                         f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
-                        replacements=((call.func.value, f"{owner}.module"),),  # type: ignore[attr-defined]
+                        replacements=((call.func.value, f"{owner}.module"),),  # type: ignore[attr-defined]  # as above
                     ),
                     problem=(
                         f"`{short(ctx, call)}` loads the state dict of the bare model `{saved.model}`{_where(ctx, saved.call)} into the "
@@ -217,10 +217,10 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
         pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
         if isinstance(saved, cst.Dict):
             pairs = [
-                (e.value, literal_value(e.key))
+                (e.value, text)
                 for e in saved.elements
                 if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
-                and isinstance(literal_value(e.key), str)
+                and isinstance(text := literal_value(e.key), str)
             ]
         for value, key in pairs:
             model = _state_dict_of(value)
@@ -240,7 +240,7 @@ def _saved_objects(
     """(what is saved, where its names are judged, path key) for `torch.save(saved, path)`: the
     object itself (or the dict a local is bound to), and, when it is a parameter of a save helper
     (`def save_checkpoint(state, filename="checkpoint.pth")`), what each caller passes for it."""
-    found = [(_bound_value(ctx, saved, call), call, _path_key(ctx, path, call))]
+    found: list[tuple[cst.BaseExpression, cst.CSTNode, str]] = [(_bound_value(ctx, saved, call), call, _path_key(ctx, path, call))]
     name = dotted_name(saved)
     function = ctx.index.enclosing_function(call)
     if name is None or function is None or name not in _parameters(function):
@@ -252,7 +252,7 @@ def _saved_objects(
             continue
         path_key = _path_key(ctx, path, call)
         if path_name in _parameters(function):
-            path_argument = _argument(function, site, path_name) or _default(function, path_name)  # type: ignore[arg-type]
+            path_argument = _argument(function, site, path_name) or _default(function, path_name)
             if path_argument is None:
                 continue
             path_key = _path_key(ctx, path_argument, site)
@@ -366,8 +366,8 @@ def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> st
         values = scope_facts(ctx, scope_of(ctx, at)).assigned.get(key) or scope_facts(ctx, ctx.module).assigned.get(key)
         if values is not None and len(values) == 1 and isinstance(values[0], cst.SimpleString):
             node = values[0]
-    if isinstance(node, cst.SimpleString) and isinstance(literal_value(node), str):
-        return "str:" + literal_value(node)
+    if isinstance(node, cst.SimpleString) and isinstance(text := literal_value(node), str):
+        return "str:" + text
     name = _file_name(node)
     if name is not None:
         return "file:" + name  # `os.path.join(out, "best.pth")` and `f"{out}/best.pth"` name one file
@@ -400,7 +400,8 @@ def _loaded_from(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> 
         index = node.slice[0].slice
         if not isinstance(index, cst.Index) or not isinstance(index.value, cst.SimpleString):
             return None
-        key = literal_value(index.value) if isinstance(literal_value(index.value), str) else None
+        value = literal_value(index.value)
+        key = value if isinstance(value, str) else None
         if key is None:
             return None
         node = node.value

@@ -7,13 +7,13 @@ from typing import Any, Sequence
 
 from devicelint import __version__
 from devicelint.finding import Finding
-from devicelint.registry import PROJECT_URL, all_rules
+from devicelint.registry import PROJECT_URL, Rule, all_rules
 from devicelint.report import ReportContext, path_uri
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def _rule_descriptor(rule) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
     return {
         "id": rule.code,
         "name": rule.name,

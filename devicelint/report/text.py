@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import linecache
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 import click
 
@@ -52,7 +52,7 @@ def render_concise(findings: Sequence[Finding], context: ReportContext) -> str:
 
 
 def render(findings: Sequence[Finding], context: ReportContext, concise: bool = False) -> str:
-    def style(text: str, **kw) -> str:  # type: ignore[no-untyped-def]
+    def style(text: str, **kw: Any) -> str:
         return click.style(text, **kw) if context.color else text
 
     out: list[str] = []

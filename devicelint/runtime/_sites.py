@@ -12,7 +12,7 @@ import sysconfig
 from types import CodeType, FrameType
 
 # (path, line), or (path, line, (package path, line)) when the op ran inside an installed package.
-Site = tuple
+Site = tuple[str, int] | tuple[str, int, tuple[str, int]]
 
 
 
@@ -106,7 +106,7 @@ def user_site(depth: int = 2) -> Site | None:
 
 def library_line(site: Site | None) -> tuple[str, int] | None:
     """The installed package's line a user site led to, if the op ran in one."""
-    return site[2] if site is not None and len(site) > 2 else None  # type: ignore[misc]
+    return site[2] if site is not None and len(site) > 2 else None
 
 
 _TRANSPARENT: dict[CodeType, bool] = {}

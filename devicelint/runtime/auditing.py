@@ -7,7 +7,7 @@ import linecache
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -148,7 +148,7 @@ def _container_item(
     owner: type,
     path: str,
     attr: str,
-    value: list | tuple | dict,
+    value: list[Any] | tuple[Any, ...] | dict[Any, Any],
     expected: torch.device,
     registered_ids: set[int],
     device_checks: bool,

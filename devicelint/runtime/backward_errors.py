@@ -57,7 +57,7 @@ def take() -> BaseException | None:
     return first
 
 
-def run_backward(func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def run_backward(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """`backward()` or `torch.autograd.grad(...)`, raising the first error held during it."""
     try:
         result = func(*args, **kwargs)
@@ -88,7 +88,7 @@ def guarded(hook: Callable[..., Any], failed: Any) -> Callable[..., Any]:
             hold(exc)
             return failed
 
-    call.__devicelint_guarded__ = True  # type: ignore[attr-defined]
+    call.__devicelint_guarded__ = True  # type: ignore[attr-defined]  # a marker attribute on the function object
     return call
 
 

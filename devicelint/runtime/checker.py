@@ -7,7 +7,7 @@ import functools
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from typing import Any, Callable, Iterator, Literal, TypeVar, cast
 
 import torch
 from torch import nn
@@ -45,14 +45,14 @@ class Report:
     """What one checked region found. `findings` are `devicelint.finding.Finding` objects."""
 
     def __init__(self, min_syncs: int, min_copies: int) -> None:
-        self._records: dict[tuple, Record] = {}
+        self._records: dict[tuple[Any, ...], Record] = {}
         self._min = {HOST_SYNC: min_syncs, PER_STEP_COPY: min_copies}
         self.simulated = False
         self.device: torch.device | None = None
 
     @property
     def findings(self) -> list[Finding]:
-        totals: dict[tuple, int] = {}
+        totals: dict[tuple[Any, ...], int] = {}
         for r in self._records.values():
             key = (r.code, r.site, r.group)
             totals[key] = totals.get(key, 0) + r.count
@@ -78,8 +78,8 @@ def format_findings(findings: list[Finding]) -> str:
     try:
         from devicelint.report import ReportContext, render
     except ImportError:
-        render = None  # the reporters are optional for the runtime half
-    if render is not None:
+        pass  # the reporters are optional for the runtime half
+    else:
         body = render("text", findings, ReportContext(files_checked=0, show_source=True))
         return f"{head}\n{body}"
     lines = [head]
@@ -140,7 +140,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             with self._copy():
                 return fn(*args, **kwargs)
 
-        return wrapper  # type: ignore[return-value]
+        return cast(F, wrapper)  # functools.wraps keeps fn's signature
 
     @property
     def model(self) -> nn.Module | None:
@@ -216,7 +216,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         function_mode = FunctionMode(self.detector, simulated) if accelerator is not None else None
         for mode in (function_mode, self.detector):
             if mode is not None:
-                mode.__enter__()
+                mode.__enter__()  # type: ignore[no-untyped-call]  # torch's TorchDispatchMode.__enter__ is unannotated
                 self._modes.append(mode)  # entered: exited again however the region ends
         model = self.model
         if model is not None:
@@ -230,6 +230,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             for mode in reversed(self._modes):
                 mode.__exit__(None, None, None)
             self._modes = []
+            assert self.tracker is not None  # set by __enter__
             self.tracker.stop()
             _watch_new_threads(False)
             self._restore_torch()
@@ -292,6 +293,8 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         return torch.device("cpu")
 
     def _audit_root(self, module: nn.Module, args: Any = ()) -> None:
+        # Called only inside the region: __enter__ set both.
+        assert self.tracker is not None and self.report is not None
         self.tracker.audited.add(id(module))
         expected = self._expected_device
         # A model that runs wholly on the CPU with CPU inputs (code that picked "cpu" because
@@ -303,20 +306,21 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         for item in audit_items(module, expected, call_site=site, device_checks=on_device):
             record = item.record
             key = (record.code, record.site, record.module_path, record.template)
-            if key in self.report._records:  # type: ignore[union-attr]
+            if key in self.report._records:
                 continue
-            self.report._records[key] = record  # type: ignore[union-attr]
+            self.report._records[key] = record
             self.detector.add_audit_origins(record, item.tensors)
 
 
-def _flat(args: Any) -> list:
+def _flat(args: Any) -> list[torch.Tensor]:
     if isinstance(args, (list, tuple)):
         return [a for a in args if isinstance(a, torch.Tensor)]
     return [args] if isinstance(args, torch.Tensor) else []
 
 
-def _first_tensors(module: nn.Module, limit: int = 64) -> list:
-    found = []
+def _first_tensors(module: nn.Module, limit: int = 64) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    tensor: torch.Tensor
     for tensor in module.parameters():
         found.append(tensor)
         if len(found) >= limit:
@@ -342,7 +346,7 @@ def watch_this_thread() -> Iterator[None]:
     """
     active = _active
     modes = list(active._modes) if active is not None else []
-    if not modes or threading.current_thread() is active._owner:
+    if active is None or not modes or threading.current_thread() is active._owner:
         yield
         return
     for mode in modes:
@@ -354,7 +358,7 @@ def watch_this_thread() -> Iterator[None]:
             mode.__exit__(None, None, None)
 
 
-_bootstrap_inner = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+_bootstrap_inner = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # CPython's private thread entry, not in typeshed
 
 
 def _watched_bootstrap(thread: threading.Thread) -> None:
@@ -365,4 +369,4 @@ def _watched_bootstrap(thread: threading.Thread) -> None:
 def _watch_new_threads(on: bool) -> None:
     # Torch's dispatch modes are per thread: a thread started inside the region enters them
     # itself, so a CPU input that reaches a "cuda" model in a worker thread is still seen.
-    threading.Thread._bootstrap_inner = _watched_bootstrap if on else _bootstrap_inner  # type: ignore[attr-defined]
+    threading.Thread._bootstrap_inner = _watched_bootstrap if on else _bootstrap_inner  # type: ignore[attr-defined]  # as above

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -100,14 +101,14 @@ class Detector(TorchDispatchMode):
     def __init__(
         self,
         tracker: ModuleTracker,
-        records: dict[tuple, Record],
+        records: dict[tuple[Any, ...], Record],
         *,
         accelerator: torch.device | None,
         sync_severity: str | None,
         simulate: bool,
         library_syncs: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch's TorchDispatchMode.__init__ is unannotated
         self.tracker = tracker
         self.records = records
         self.accelerator = accelerator
@@ -119,12 +120,11 @@ class Detector(TorchDispatchMode):
         self.forward_sites: dict[int, tuple[Site | None, str | None]] = {}
         # > 0 while the function layer moves tensors it has already reported
         self.repairing = 0
+        self._sim: ModuleType | None = None
         if simulate:
             from devicelint.runtime import simulate as sim
 
             self._sim = sim
-        else:
-            self._sim = None
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -134,7 +134,9 @@ class Detector(TorchDispatchMode):
         return False
 
     # -- the hot path -------------------------------------------------------------------
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         sim = self._sim
         if sim is None:
             return self._dispatch(func, args, kwargs or {})
@@ -145,7 +147,7 @@ class Detector(TorchDispatchMode):
                 raise
             return None
 
-    def _dispatch(self, func, args, kwargs):  # noqa: ANN001, C901
+    def _dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:  # noqa: C901
         tensors = tensor_args(args, kwargs)
         node = _current_node()
         if node is None and _is_grad_enabled() and self.accelerator is not None:
@@ -207,18 +209,18 @@ class Detector(TorchDispatchMode):
             return _sites.user_site(3), self.tracker.current, True
         return _sites.user_site(3), self.tracker.current, False
 
-    def _record(self, key: tuple, make: Any) -> Record:
+    def _record(self, key: tuple[Any, ...], make: Any) -> Record:
         record = self.records.get(key)
         if record is None:
             record = self.records[key] = make()
         return record
 
-    def report_function_mix(self, func: Any, tensors: list, target: torch.device) -> None:
+    def report_function_mix(self, func: Any, tensors: list[torch.Tensor], target: torch.device) -> None:
         """A torch function mixing CPU tensors that require grad with `target` tensors."""
         name = getattr(func, "__name__", str(func))
         self._mixed_findings(name, [t for t in tensors if t.device != target], target, None, hard=True)
 
-    def _mixed(self, func: Any, tensors: list, args: tuple, kwargs: dict, node: Any) -> tuple[tuple, dict]:
+    def _mixed(self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any], node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         target = next((t.device for t in tensors if t.device.type != "cpu"), tensors[0].device)
         minor = [t for t in tensors if t.device != target]
         hard = False
@@ -247,7 +249,7 @@ class Detector(TorchDispatchMode):
         return args, kwargs
 
     def _mixed_findings(
-        self, op: str, minor: list, target: torch.device, node: Any, hard: bool, silent_kind: str | None = None
+        self, op: str, minor: list[torch.Tensor], target: torch.device, node: Any, hard: bool, silent_kind: str | None = None
     ) -> None:
         backward = node is not None
         folded = False
@@ -268,7 +270,7 @@ class Detector(TorchDispatchMode):
         self,
         site: Site | None,
         module_path: str | None,
-        minor: list,
+        minor: list[torch.Tensor],
         target: torch.device,
         silent_kind: str | None,
         hard: bool,
@@ -304,7 +306,7 @@ class Detector(TorchDispatchMode):
         advice = "keep the value on the device (accumulate tensors, log every N steps) or move it out of the step"
         self._sync_record(site, module_path, what, advice).hit(_op_name(func), backward)
 
-    def _transfer(self, func: Any, tensors: list, kwargs: dict, node: Any) -> None:
+    def _transfer(self, func: Any, tensors: list[torch.Tensor], kwargs: dict[str, Any], node: Any) -> None:
         if self.repairing:
             return
         if func is aten._to_copy.default:
@@ -367,12 +369,12 @@ class Detector(TorchDispatchMode):
         )
 
     # -- CPU tensor origins ---------------------------------------------------------------
-    def _track_outputs(self, func: Any, out: Any, tensors: list, node: Any) -> Any:
+    def _track_outputs(self, func: Any, out: Any, tensors: list[torch.Tensor], node: Any) -> Any:
         """Note where CPU tensors are made while an accelerator is expected."""
         cpu_out = _cpu_outputs(out)
         if not cpu_out:
             return out
-        origins: tuple = ()
+        origins: tuple[Origin, ...] = ()
         if tensors and id(func) not in _LIFT_IDS:
             merged: dict[int, Origin] = {}
             for t in tensors:
@@ -389,7 +391,7 @@ class Detector(TorchDispatchMode):
                 self.origins[t] = origins
         return out
 
-    def add_audit_origins(self, record: Record, tensors: list) -> None:
+    def add_audit_origins(self, record: Record, tensors: list[torch.Tensor]) -> None:
         origin = Origin(record, record.site, record.module_path, "", False)
         for t in tensors:
             self.origins[t] = (origin,)
@@ -406,9 +408,9 @@ class Detector(TorchDispatchMode):
         self.forward_sites = {k: self.forward_sites[k] for k in keep}
 
 
-def tensor_args(args: tuple, kwargs: dict) -> list:
+def tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
     """The tensors among an op's arguments, one level into lists and tuples."""
-    found = []
+    found: list[torch.Tensor] = []
     for group in (args, kwargs.values()):
         for a in group:
             if isinstance(a, _Tensor):
@@ -418,7 +420,7 @@ def tensor_args(args: tuple, kwargs: dict) -> list:
     return found
 
 
-def _cpu_outputs(out: Any) -> list:
+def _cpu_outputs(out: Any) -> list[torch.Tensor]:
     if isinstance(out, _Tensor):
         return [out] if out.device.type == "cpu" else []
     if isinstance(out, (list, tuple)):
@@ -426,7 +428,7 @@ def _cpu_outputs(out: Any) -> list:
     return []
 
 
-def _has_mask_index(args: tuple) -> bool:
+def _has_mask_index(args: tuple[Any, ...]) -> bool:
     if len(args) < 2 or not isinstance(args[1], (list, tuple)):
         return False
     return any(isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1])

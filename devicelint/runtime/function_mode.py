@@ -7,7 +7,7 @@ Mixes of tensors that need no grad are handled below autograd, by the dispatch d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.nn import functional as F
@@ -24,14 +24,14 @@ _is_grad_enabled = torch.is_grad_enabled
 # Build tensors from Python data in C++, straight on the device, past the dispatcher.
 _FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray, _Tensor.new_tensor})
 _HOST_VIEWS = frozenset({_Tensor.tolist})
-_NUMPY_VIEWS = frozenset({_Tensor.numpy, _Tensor.__array__})
+_NUMPY_VIEWS: frozenset[Callable[..., Any]] = frozenset((_Tensor.numpy, _Tensor.__array__))
 _INDEXING = frozenset({_Tensor.__getitem__, _Tensor.__setitem__})
 _PINNED = WeakIdKeyDictionary()  # tensors `pin_memory()` made in a simulated region
 
 
-def _pin(sim: Any, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+def _pin(sim: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
     # Page-locked host memory only speeds up copies; a plain copy stands for it.
-    pinned = args[0].clone()
+    pinned: torch.Tensor = args[0].clone()
     _PINNED[pinned] = True
     return pinned
 
@@ -69,7 +69,9 @@ class FunctionMode(TorchFunctionMode):
 
             self.sim = sim
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         if kwargs is None:
             kwargs = {}
         sim = self.sim
@@ -128,7 +130,7 @@ class FunctionMode(TorchFunctionMode):
                 raise
             raise sim.unsupported(func, exc) from None
 
-    def _repair(self, func: Any, tensors: list, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    def _repair(self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         target = None
         grad_cpu = False
         for t in tensors:
@@ -144,7 +146,7 @@ class FunctionMode(TorchFunctionMode):
         detector.report_function_mix(func, tensors, target)
         detector.repairing += 1
         try:
-            moved = tree_map(
+            moved: tuple[tuple[Any, ...], dict[str, Any]] = tree_map(
                 lambda v: v.to(target) if isinstance(v, _Tensor) and v.device.type == "cpu" and v.dim() > 0 else v,
                 (args, kwargs),
             )
@@ -181,7 +183,7 @@ def _all_ints(values: Any) -> bool:
     return all(_all_ints(v) if isinstance(v, (list, tuple)) and v else isinstance(v, (bool, int)) for v in values)
 
 
-def _lengths_as_lists(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def _lengths_as_lists(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """CPU length tensors for `ctc_loss` as lists: with tensor subclasses ATen takes a path
     that divides by the CPU lengths, which a real GPU run never does."""
 
@@ -195,7 +197,7 @@ def _lengths_as_lists(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _from_data_on_sim(func: Any, args: tuple, kwargs: dict, sim_device: torch.device) -> Any:
+def _from_data_on_sim(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], sim_device: torch.device) -> Any:
     """`torch.tensor(data, device=<simulated>)`: build on the CPU, then move (as a GPU copy would)."""
     device = kwargs.get("device")
     if device is None and func is _Tensor.new_tensor and args:

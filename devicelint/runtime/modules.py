@@ -76,6 +76,7 @@ class ModuleTracker:
 
 
 def _child_name(parent: nn.Module, child: nn.Module) -> str | None:
+    name: str
     for name, sub in parent.named_modules():
         if sub is child:
             return name

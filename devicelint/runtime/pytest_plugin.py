@@ -7,9 +7,12 @@ the checker (marker, fixture or flag): other test runs pay nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from devicelint.finding import Finding
 
 
 
@@ -178,7 +181,7 @@ def _stop(item: pytest.Item) -> Any:
     return checker
 
 
-_SESSION_FINDINGS = pytest.StashKey[list]()
+_SESSION_FINDINGS: pytest.StashKey[list[Finding]] = pytest.StashKey()
 
 
 def report_format(path: str, chosen: str | None) -> str:
@@ -212,8 +215,9 @@ class DeviceLintHandle:
         return self._checker.report
 
     @property
-    def findings(self) -> list:
-        return self._checker.report.findings
+    def findings(self) -> list[Finding]:
+        findings: list[Finding] = self._checker.report.findings
+        return findings
 
     @property
     def device(self) -> Any:
@@ -222,7 +226,8 @@ class DeviceLintHandle:
 
     @property
     def simulated(self) -> bool:
-        return self._checker.report.simulated
+        simulated: bool = self._checker.report.simulated
+        return simulated
 
     def watch(self, model: Any) -> Any:
         """Name `model`'s modules from here and audit it when it first runs; returns `model`."""

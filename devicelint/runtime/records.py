@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import linecache
 from dataclasses import dataclass, field
+from typing import Any
 
 from devicelint.finding import Finding
 from devicelint.runtime._sites import Site, display_path, library_line, package_of
@@ -92,7 +93,7 @@ def _statement_columns(path: str, line: int) -> tuple[int, int]:
 
 def merge(records: list[Record]) -> list[Finding]:
     """One finding per (code, source line, group), summing the hits of every module instance."""
-    groups: dict[tuple, list[Record]] = {}
+    groups: dict[tuple[Any, ...], list[Record]] = {}
     for record in records:
         groups.setdefault((record.code, record.site, record.group), []).append(record)
     findings = []

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 _KEY = "AutocastPrivateUse1"
-_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined]  # torch's stubs omit this key
 _to_copy = torch.ops.aten._to_copy.default
 
 # CUDA autocast's policies, by aten op name (every overload of a name shares its policy).
@@ -112,6 +112,7 @@ def _kernel(op: Any, base: str, sim_type: str, is_sim: Callable[[torch.Tensor], 
 
     def run(*args: Any, **kwargs: Any) -> Any:
         with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
+            dtype: torch.dtype | None
             if base in LOWER_PRECISION:
                 dtype = torch.get_autocast_dtype(sim_type)
             elif base in FLOAT32:
@@ -136,7 +137,7 @@ def _kernel(op: Any, base: str, sim_type: str, is_sim: Callable[[torch.Tensor], 
     return run
 
 
-def _widest(values: list, eligible: Callable[[Any], bool]) -> torch.dtype | None:
+def _widest(values: list[Any], eligible: Callable[[Any], bool]) -> torch.dtype | None:
     found: torch.dtype | None = None
     for value in values:
         items = value if isinstance(value, (list, tuple)) else (value,)

@@ -96,7 +96,7 @@ def _generator_factory(original: type) -> type:
 _CUDA_ON_CPU = "Attempting to deserialize object on a CUDA device"
 
 
-def _load_onto_sim(original: Callable[..., Any], as_sim: Callable[[Any], Any], sim_type: str, to_sim: Callable[[Any], Any]) -> Callable[..., Any]:
+def _load_onto_sim(original: Callable[..., Any], as_sim: Callable[[str], str], sim_type: str, to_sim: Callable[[Any], Any]) -> Callable[..., Any]:
     def wants_sim(location: Any) -> bool:
         if isinstance(location, (str, torch.device)):
             return as_sim(torch.device(location).type) == sim_type

@@ -13,15 +13,18 @@ that call takes the ordinary path, where torch raises as CUDA does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+if TYPE_CHECKING:
+    from devicelint.runtime.simulate import SimTensor
+
 RECURRENT = frozenset({torch._VF.lstm, torch._VF.gru, torch._VF.rnn_tanh, torch._VF.rnn_relu})
 
 
-def run_on_cpu(func: Any, args: tuple, kwargs: dict, sim_tensor: type, sim_type: str) -> Any:
+def run_on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], sim_tensor: type, sim_type: str) -> Any:
     """`func(*args, **kwargs)` as one CPU op, or NotImplemented when it must take the usual path."""
     tensors: list[torch.Tensor] = []
     structure = _flatten(args, tensors)
@@ -29,14 +32,14 @@ def run_on_cpu(func: Any, args: tuple, kwargs: dict, sim_tensor: type, sim_type:
         return NotImplemented
     if torch.is_autocast_enabled(sim_type):
         return NotImplemented  # the per-step path casts as autocast does
-    outputs = _OnCpu.apply(func, structure, sim_tensor, *tensors)
+    outputs = _OnCpu.apply(func, structure, sim_tensor, *tensors)  # type: ignore[no-untyped-call]  # torch's Function.apply is unannotated
     return outputs if len(outputs) > 1 else outputs[0]
 
 
 class _OnCpu(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, func: Any, structure: Any, sim_tensor: type, *tensors: torch.Tensor) -> tuple:  # type: ignore[override]
-        inner = [t.inner.detach().requires_grad_(t.requires_grad) if type(t) is sim_tensor else t for t in tensors]
+    def forward(ctx: Any, func: Any, structure: Any, sim_tensor: type, *tensors: torch.Tensor) -> tuple[Any, ...]:
+        inner = [cast("SimTensor", t).inner.detach().requires_grad_(t.requires_grad) if type(t) is sim_tensor else t for t in tensors]
         with _disable_current_modes(), torch.enable_grad():
             out = func(*_rebuild(structure, iter(inner)))
         outputs = out if isinstance(out, tuple) else (out,)
@@ -47,14 +50,14 @@ class _OnCpu(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[Any, ...]:
         wanted = [i for i, t in enumerate(ctx.inner_inputs) if t.requires_grad]
         pairs = [
             (out, grad.inner if isinstance(grad, ctx.sim_tensor) else grad)
             for out, grad in zip(ctx.inner_outputs, grads)
             if grad is not None and out.requires_grad
         ]
-        found: tuple = ()
+        found: tuple[torch.Tensor | None, ...] = ()
         if wanted and pairs:
             with _disable_current_modes():
                 found = torch.autograd.grad(

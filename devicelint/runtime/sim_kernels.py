@@ -23,6 +23,7 @@ def _lstm_cell(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     gates = input_gates + hidden_gates
     if input_bias is not None:
+        assert hidden_bias is not None  # torch passes the two biases together
         gates = gates + input_bias + hidden_bias
     i, f, g, o = gates.chunk(4, 1)
     i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
@@ -62,6 +63,7 @@ def _gru_cell(
     hidden_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if input_bias is not None:
+        assert hidden_bias is not None  # torch passes the two biases together
         input_gates = input_gates + input_bias
         hidden_gates = hidden_gates + hidden_bias
     ir, iz, in_ = input_gates.chunk(3, 1)

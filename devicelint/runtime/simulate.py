@@ -43,8 +43,8 @@ def install() -> torch.device:
     per-device queues then. The pytest plugin calls it at collection time.
     """
     global _installed, _failure, SIM_DEVICE
-    if _installed:
-        return SIM_DEVICE  # type: ignore[return-value]
+    if _installed and SIM_DEVICE is not None:
+        return SIM_DEVICE
     if _installed is False:
         raise SimulationUnavailable(_failure)
     try:
@@ -154,7 +154,7 @@ def _storage_bytes(inner: torch.Tensor) -> int | None:
 class SimTensor(torch.Tensor):
     """A tensor that reports `vgpu:0` and computes on the CPU tensor it holds."""
 
-    inner: torch.Tensor
+    inner: torch.Tensor  # type: ignore[assignment]  # shadows Tensor.inner (the inner product) on purpose
 
     @staticmethod
     def __new__(cls, inner: torch.Tensor) -> "SimTensor":
@@ -179,11 +179,13 @@ class SimTensor(torch.Tensor):
         # Saved as the CPU tensor it holds: a plain file that any torch can load.
         return self.inner.__reduce_ex__(protocol)
 
-    def __repr__(self, *, tensor_contents: Any = None) -> str:  # noqa: D105
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]  # noqa: D105  # torch's own is unannotated; same keyword
         return f"SimTensor(device='{SIM_DEVICE}', {self.inner!r})"
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(  # type: ignore[override]  # torch declares it as a plain function; subclasses define a classmethod
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         try:
             return run_simulated(func, args, kwargs or {})
         except BaseException as exc:  # noqa: BLE001
@@ -218,7 +220,7 @@ _UNWRAPPABLE_LAYOUTS = frozenset({torch.sparse_csr, torch.sparse_csc, torch.spar
 _CPU_RESULTS = {"_pack_padded_sequence": (1,), "_pad_packed_sequence": (1,)}
 
 
-def run_simulated(func: Any, args: tuple, kwargs: dict) -> Any:
+def run_simulated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run an op on the CPU tensors behind its arguments; wrap what a GPU op would return."""
     wrap_outputs = True
     if kwargs:

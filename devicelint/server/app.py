@@ -12,6 +12,7 @@ import asyncio
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -67,7 +68,7 @@ class DevicelintServer(LanguageServer):
         # Open lint targets: a Python file's URI -> "python", a notebook's URI -> "notebook".
         self.targets: dict[str, str] = {}
         self.target_versions: dict[str, int | None] = {}
-        self._pending: dict[str, asyncio.Task] = {}
+        self._pending: dict[str, asyncio.Task[None]] = {}
         self._last_change: dict[str, float] = {}
         self._pages: dict[str, str] = {}
 
@@ -126,7 +127,7 @@ class DevicelintServer(LanguageServer):
         for target in list(self.targets):
             self.schedule(target, 0)
 
-    def is_current(self, outcome: LintOutcome | None, target: str) -> bool:
+    def is_current(self, outcome: LintOutcome | None, target: str) -> TypeGuard[LintOutcome]:
         """Whether `outcome` was computed on the target's present text."""
         if outcome is None or target not in self.targets:
             return False

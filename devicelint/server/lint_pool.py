@@ -15,12 +15,14 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from devicelint import runner
 from devicelint.finding import FileResult
 from devicelint.runner import Task, TaskOptions
 from devicelint.server.settings import FileSettings
+
+T = TypeVar("T")
 
 # Two workers: a file that takes long (or hits the time limit) leaves the other free.
 WORKERS = 2
@@ -50,7 +52,7 @@ class LintPool:
             self._pool = None
         pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+    async def _call(self, function: Callable[..., T], *args: Any) -> T:
         """`function(*args)` in a worker; BrokenProcessPool after the last attempt."""
         for attempt in range(ATTEMPTS):
             pool = self._executor()

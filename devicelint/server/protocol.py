@@ -19,4 +19,8 @@ class DevicelintProtocol(LanguageServerProtocol):
         super()._handle_notification(method_name, params)
         for msg_id in set(self._request_futures) - known:
             future = self._request_futures[msg_id]
-            future.add_done_callback(lambda _done, msg_id=msg_id: self._request_futures.pop(msg_id, None))
+
+            def forget(_done: Any, msg_id: Any = msg_id) -> None:
+                self._request_futures.pop(msg_id, None)
+
+            future.add_done_callback(forget)

@@ -188,7 +188,7 @@ def returned_device(ctx: FileContext, call: cst.Call) -> tuple[Device, cst.CSTNo
     node = only_return(ctx, builder)
     if node is None:
         return None
-    base, moved = chain_base(resolver_for(ctx, node), node.value)  # type: ignore[arg-type]
+    base, moved = chain_base(resolver_for(ctx, node), node.value)  # type: ignore[arg-type]  # only_return() gives a `return <value>`
     if moved is not None:
         return moved, node
     var = dotted_name(base)
@@ -226,7 +226,7 @@ def _returns_cpu_model(ctx: FileContext, function: cst.FunctionDef, visiting: tu
         return False
     for node in returns:
         value = node.value
-        base, moved = chain_base(resolver_for(ctx, node), value)  # type: ignore[arg-type]
+        base, moved = chain_base(resolver_for(ctx, node), value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
         if moved is not None:
             return False
         var = dotted_name(base)

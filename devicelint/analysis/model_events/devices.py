@@ -114,15 +114,15 @@ class Resolver:
 
 def resolver_for(ctx: FileContext, node: cst.CSTNode) -> Resolver:
     root = scope_of(ctx, node)
-    cache: dict[int, Resolver] = ctx.shared("model_events.resolvers", lambda c: {})  # type: ignore[assignment]
+    cache: dict[int, Resolver] = ctx.shared("model_events.resolvers", lambda c: {})
     resolver = cache.get(id(root))
     if resolver is None:
         resolver = cache[id(root)] = _new_resolver(ctx, root)
     return resolver
 
 
-def _new_resolver(ctx: FileContext, node: cst.CSTNode) -> Resolver:
-    return Resolver(ctx, scope_facts(ctx, node), ctx.index.enclosing_class(node))  # type: ignore[arg-type]
+def _new_resolver(ctx: FileContext, node: cst.FunctionDef | cst.Module) -> Resolver:
+    return Resolver(ctx, scope_facts(ctx, node), ctx.index.enclosing_class(node))
 
 
 def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:

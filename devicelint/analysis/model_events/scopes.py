@@ -30,7 +30,7 @@ class Scope:
 
 
 def scope_facts(ctx: FileContext, root: cst.FunctionDef | cst.Module) -> Scope:
-    cache: dict[int, Scope] = ctx.shared("model_events.scopes", lambda c: {})  # type: ignore[assignment]
+    cache: dict[int, Scope] = ctx.shared("model_events.scopes", lambda c: {})
     scope = cache.get(id(root))
     if scope is None:
         scope = _build_scope(root)
@@ -62,16 +62,16 @@ def _build_scope(root: cst.FunctionDef | cst.Module) -> Scope:
         if kind in _NESTED and node is not start:
             continue
         if kind is cst.Assign:
-            for target in node.targets:  # type: ignore[attr-defined]
+            for target in node.targets:  # type: ignore[attr-defined]  # `kind` is type(node), tested by identity for speed
                 key = dotted_name(target.target)
                 if key is not None:
-                    assigned.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]
+                    assigned.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]  # `kind` is type(node), tested by identity for speed
         elif kind is cst.AnnAssign:
-            key = dotted_name(node.target)  # type: ignore[attr-defined]
-            if key is not None and node.value is not None:  # type: ignore[attr-defined]
-                assigned.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]
+            key = dotted_name(node.target)  # type: ignore[attr-defined]  # `kind` is type(node), tested by identity for speed
+            if key is not None and node.value is not None:  # type: ignore[attr-defined]  # `kind` is type(node), tested by identity for speed
+                assigned.setdefault(key, []).append(node.value)  # type: ignore[attr-defined]  # `kind` is type(node), tested by identity for speed
         elif kind in (cst.AugAssign, cst.For, cst.NamedExpr, cst.WithItem):
-            target = node.asname.name if kind is cst.WithItem and node.asname else getattr(node, "target", None)  # type: ignore[attr-defined]
+            target = node.asname.name if kind is cst.WithItem and node.asname else getattr(node, "target", None)  # type: ignore[attr-defined]  # `kind` is type(node), tested by identity for speed
             key = dotted_name(target) if isinstance(target, cst.BaseExpression) else None
             if key is not None:  # a second binding makes the name unresolvable
                 assigned.setdefault(key, []).append(REBOUND)

@@ -111,7 +111,7 @@ def _harmless_call(ctx: FileContext, call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in _LOGGING
 
 
-def _mentions(node: cst.BaseExpression, var: str) -> bool:
+def _mentions(node: cst.CSTNode, var: str) -> bool:
     if dotted_name(node) == var:
         return True
     if isinstance(node, (cst.Tuple, cst.List)):

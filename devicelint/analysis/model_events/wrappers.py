@@ -106,7 +106,7 @@ def assigned_target(ctx: FileContext, call: cst.Call) -> str | None:
 def wrapper_chain_moves(ctx: FileContext, site: WrapperSite) -> list[tuple[Device, cst.CSTNode]]:
     """Moves chained on the wrapper call itself: `DP(model).cuda()`."""
     resolver = resolver_for(ctx, site.call)
-    moves = []
+    moves: list[tuple[Device, cst.CSTNode]] = []
     node: cst.CSTNode = site.call
     for parent in ctx.index.ancestors(site.call):
         if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in KEEPS_MODULE:
@@ -224,7 +224,7 @@ def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     if returned is None:
         return None
     resolver = resolver_for(ctx, returned)
-    value, moved = chain_base(resolver, returned.value)  # type: ignore[arg-type]
+    value, moved = chain_base(resolver, returned.value)  # type: ignore[arg-type]  # a `return <value>`
     var = dotted_name(value)
     if moved is not None:
         return None

@@ -132,7 +132,7 @@ def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:
     return _effects(ctx, func, cache, ())
 
 
-def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict, stack: tuple[int, ...]) -> tuple[Effect, ...]:
+def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict[tuple[int, int], tuple[Effect, ...]], stack: tuple[int, ...]) -> tuple[Effect, ...]:
     # Keyed by the depth left too: a helper seen deep in a chain is followed less far, and each
     # (function, depth) is walked once however many call paths reach it.
     key = (id(func), len(stack))

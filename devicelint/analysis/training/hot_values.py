@@ -139,13 +139,13 @@ def module_names(ctx: FileContext) -> frozenset[str]:
         found: set[str] = set()
         for call in c.index.of_type(cst.Call):
             if method_name(call) in MODULE_METHODS and not call.args:
-                text = dotted_name(receiver(call))  # type: ignore[arg-type]
+                text = dotted_name(receiver(call))
                 if text is not None:
                     found.add(text)
         for assign in c.index.of_type(cst.Assign):
             value = assign.value
             while isinstance(value, cst.Call) and method_name(value) in ("to", "cuda", "cpu", "eval", "train"):
-                value = receiver(value)  # type: ignore[assignment]
+                value = receiver(value)
             if isinstance(value, cst.Call) and module_constructor(c, value) is not None:
                 for target in assign.targets:
                     found.update(assigned_names(target.target))

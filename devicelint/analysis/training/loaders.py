@@ -135,7 +135,7 @@ def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list
     for its parameter `name`; None when `func` is never called here or a call hides the argument."""
     params = [*func.params.posonly_params, *func.params.params]
     owner = ctx.index.enclosing_class(func)
-    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]
+    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]  # a def always has a parent
     if method:
         params = params[1:]  # `self`
     index = next((i for i, p in enumerate(params) if p.name.value == name), None)

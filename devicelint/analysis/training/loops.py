@@ -10,6 +10,7 @@ logging condition (`if step % log_every == 0:`) or an exception handler.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
@@ -65,7 +66,7 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
                     _add(c, regions, loop, scope, call)
             if _is_step_function(c, scope):
                 for call in backwards:
-                    _add(c, regions, scope.node, scope, call)  # type: ignore[arg-type]
+                    _add(c, regions, scope.node, scope, call)
         for scope in training_scopes(c):
             func = scope.node
             if (isinstance(func, cst.FunctionDef) and id(func) not in regions and scope.backwards
@@ -111,7 +112,7 @@ LIGHTNING_BASES = ("LightningModule",)
 
 def _lightning_steps(ctx: FileContext) -> list[cst.FunctionDef]:
     """`training_step` of a LightningModule: Lightning calls it once per step."""
-    found = []
+    found: list[cst.FunctionDef] = []
     for cls in ctx.index.of_type(cst.ClassDef):
         bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in cls.bases]
         if any(b in LIGHTNING_BASES for b in bases) and isinstance(cls.body, cst.IndentedBlock):
@@ -145,7 +146,7 @@ def _called_helpers(ctx: FileContext, regions: list[StepRegion]) -> list[StepReg
     return list(found.values())
 
 
-def _add(ctx: FileContext, regions: dict, owner: cst.CSTNode, scope: Scope, call: cst.Call) -> None:
+def _add(ctx: FileContext, regions: dict[int, tuple[Any, Scope, list[cst.BaseExpression]]], owner: cst.CSTNode, scope: Scope, call: cst.Call) -> None:
     entry = regions.setdefault(id(owner), (owner, scope, []))
     loss = backpropagated(ctx, call)
     if loss is not None:

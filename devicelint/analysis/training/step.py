@@ -14,6 +14,7 @@ and rules stay silent on unknowns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -25,6 +26,9 @@ from devicelint.analysis.training.values import (
     UNKNOWN, _record_target, assignments, attribute_values, possible_devices, possible_dtypes, values_of,
 )
 from devicelint.context import FileContext
+
+if TYPE_CHECKING:
+    from devicelint.analysis.training.helpers import Effect
 
 # Autocast context managers -> the device type they imply (None: given by the first argument).
 AUTOCAST = {
@@ -90,7 +94,7 @@ class Scope:
     clips: list[cst.Call] = field(default_factory=list)
     # Calls of the file's own functions that scale, backpropagate, unscale, clip, step or update
     # (`clip_gradients(model)`, `self.optimizer_step()`), with what they do (`helpers.effects`).
-    helper_calls: list[tuple[cst.Call, tuple]] = field(default_factory=list)
+    helper_calls: list[tuple[cst.Call, tuple[Effect, ...]]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- autocast
@@ -153,7 +157,7 @@ def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast
             assigned = names_assigned_in(ctx, node.body)
             for ret in returns:
                 if inside(ctx, ret, node) or any(
-                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]
+                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
                 ):
                     return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
     return None
@@ -208,7 +212,7 @@ def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
         used = set(scaler_names(c))
         for call in c.index.of_type(cst.Call):
             if method_name(call) in ("scale", "unscale_") and positional(call):
-                text = text_of(call.func.value)  # type: ignore[attr-defined]
+                text = text_of(call.func.value)  # type: ignore[attr-defined]  # method_name() matched: func is an Attribute
                 if text is not None and "scaler" in text.rsplit(".", 1)[-1].lower():
                     used.add(text)
         return frozenset(used)
@@ -292,7 +296,7 @@ def order(ctx: FileContext) -> dict[int, int]:
 
 def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
     """Targets assigned inside `block` (assignments, augmented, for targets, with-as)."""
-    out: dict[str, list] = {}
+    out: dict[str, list[cst.BaseExpression | None]] = {}
     for node in ctx.index.walk(block):
         if isinstance(node, cst.Assign):
             for target in node.targets:

@@ -15,7 +15,7 @@ from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
 
-def text_of(node: cst.BaseExpression) -> str | None:
+def text_of(node: cst.BaseExpression | None) -> str | None:
     """`self.scaler` for a dotted name, `optimizers[i]` reduced to `optimizers`, else None."""
     while isinstance(node, cst.Subscript):
         node = node.value

@@ -8,6 +8,8 @@ that is the placement interpreter's job.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name, literal_value
@@ -21,7 +23,7 @@ DTYPES = {
 }
 
 
-def _record_target(assigned: dict, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+def _record_target(assigned: dict[str, list[cst.BaseExpression | None]], target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
     if isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             _record_target(assigned, element.value, None)
@@ -78,7 +80,10 @@ def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
     return [v for table in assignments(ctx).values() for v in table.get(text, [])] or None
 
 
-def _resolve(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf, depth: int = 0) -> frozenset[str]:  # type: ignore[no-untyped-def]
+def _resolve(
+    ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf: Callable[[cst.BaseExpression], str | None],
+    depth: int = 0,
+) -> frozenset[str]:
     """Possible values of `node` through names, conditionals, dict look-ups, parameter defaults and
     configuration fields; `leaf` reads one."""
     if depth > 8:
