@@ -1,5 +1,10 @@
 """How calls change placement: torch factories, moves, tensor methods, module calls, and
-same-file functions followed one level deep. A mixin of the interpreter in `placement.py`."""
+same-file functions followed one level deep.
+
+The layer the statement interpreter in `placement.py` is built on (`_Interpreter` subclasses
+`CallEvaluation`). This module does not import `placement.py`: the few things it needs from the
+statements (evaluating an expression, recording a meeting) are declared on the class below and
+supplied by the interpreter; the state's types come from `placement_program.py`, below both."""
 
 from __future__ import annotations
 
@@ -17,18 +22,17 @@ from devicelint.analysis.placement_facts import (
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
     UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
 )
+from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
     is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default,
 )
 
 if TYPE_CHECKING:
-    from devicelint.analysis.placement import ScopePlacement, _FileAnalysis
     from devicelint.analysis.placement_classes import ClassFacts
+    from devicelint.analysis.placement_program import FileAnalysis, ScopePlacement
     from devicelint.context import FileContext
 
-# Calls are followed this many levels deep: an interpreter at this depth follows none.
-MAX_FOLLOW_DEPTH = 3
 # torch functions whose result has more elements than each of their tensor arguments.
 GATHERING_FUNCTIONS = frozenset(
     {"stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d",
@@ -38,16 +42,43 @@ _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int",
 
 
 class CallEvaluation:
-    """The call half of the interpreter; `placement._Interpreter` supplies the state."""
+    """The call half of the interpreter; `placement._Interpreter` supplies the state and the
+    statement-level methods declared first below (its own definitions replace these)."""
 
     ctx: "FileContext"
-    analysis: "_FileAnalysis"
+    analysis: "FileAnalysis"
     scope: cst.CSTNode
     cls: "ClassFacts | None"
     depth: int
     own_place: str | None
     env: Env
     result: "ScopePlacement"
+
+    def _eval(self, node: cst.CSTNode) -> Fact:
+        """The fact of an expression, recorded for the node."""
+        raise NotImplementedError
+
+    def _fact_of(self, node: cst.CSTNode) -> Fact:
+        """The fact already recorded for an evaluated node."""
+        raise NotImplementedError
+
+    def _loader_inner(self, node: cst.BaseExpression) -> bool:
+        """Whether an iterable is a data loader, also under `tqdm(...)` or `iter(...)`."""
+        raise NotImplementedError
+
+    def own_submodule(self, attr: str) -> Fact:
+        """A submodule of this class, where its `__init__` leaves it."""
+        raise NotImplementedError
+
+    def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
+               node: cst.CSTNode, how: str) -> None:
+        """Record two accelerators that meet at `node`."""
+        raise NotImplementedError
+
+    def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
+                node: cst.CSTNode, how: str) -> None:
+        """Record a CPU value meeting a device value at `node`."""
+        raise NotImplementedError
 
     def _args(self, call: cst.Call, host: tuple[int | str, ...] = ()) -> list[tuple[Fact, cst.CSTNode]]:
         """The facts of the call's arguments, leaving out those the callee takes on the host."""
