@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 import click
 import pathspec
 
-from devicelint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
+from devicelint.exit_codes import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
 from devicelint.config import Config, ConfigError, find_config, load_config, with_overrides
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding

@@ -15,10 +15,7 @@ from devicelint import __version__
 from devicelint.config import (
     OUTPUT_FORMATS, Config, ConfigError, find_config, has_devicelint_table, load_config, with_overrides,
 )
-# 3: devicelint itself failed (a rule raised, a worker died); CI can tell it from findings.
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL = 0, 1, 2, 3
-# Ctrl-C or SIGTERM, as shells report a run ended by SIGINT.
-EXIT_INTERRUPTED = 130
+from devicelint.exit_codes import EXIT_ERROR
 
 
 class DefaultToCheck(click.Group):

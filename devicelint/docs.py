@@ -71,7 +71,7 @@ def rule_index_module(rules: list[type[Rule]]) -> str:
         "Generated from the rule classes by `python -m devicelint.docs`; do not edit by hand.",
         '"""',
         "",
-        "from devicelint.registry import RuleInfo",
+        "from devicelint.rule_base import RuleInfo",
         "",
         "RULES = (",
     ]

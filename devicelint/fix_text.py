@@ -12,7 +12,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from devicelint.context import FileContext
-from devicelint.registry import FixProposal
+from devicelint.rule_base import FixProposal
 
 Insertion = tuple[cst.CSTNode, Literal["before", "after"], str]
 

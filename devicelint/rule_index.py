@@ -3,7 +3,7 @@
 Generated from the rule classes by `python -m devicelint.docs`; do not edit by hand.
 """
 
-from devicelint.registry import RuleInfo
+from devicelint.rule_base import RuleInfo
 
 RULES = (
     RuleInfo('DL000', 'syntax-error', 'The file could not be parsed or decoded, so it was not linted.', True, 'error', 'none', ''),

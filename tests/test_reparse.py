@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import random
 from pathlib import Path
 
@@ -35,6 +36,14 @@ SOURCES = sorted(
 # What typing does to a file: characters, lines, blocks, brackets and quotes left open.
 TYPED = ["x", " ", "\n", "# note\n", "    y = 1\n", "\n\n", "(", ")", '"""', "'", "def f():\n    pass\n",
          "import os\n", "\tz\n", "@decorator\n", "else:\n", "  ", "class C:\n    a: int = 0\n"]
+
+
+def _cpython_parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _edit(text: str, rng: random.Random) -> str:
@@ -84,6 +93,10 @@ def test_random_edits_reparse_to_the_full_parse(seed: int) -> None:
             assert got.module.deep_equals(full), path
             assert got.module.code == version
             fresh = track(version, full)
+            if fresh is None and not _cpython_parses(version):
+                # LibCST takes forms that CPython before 3.12 rejects (a comment or a line break
+                # inside an f-string's braces), and `track` places statements by CPython's parse.
+                continue
             assert fresh is not None and (got.starts, got.ends) == (fresh.starts, fresh.ends), path
             assert first_token_lines(got) == first_token_lines(fresh)
             state = got

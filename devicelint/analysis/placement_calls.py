@@ -1,5 +1,10 @@
 """How calls change placement: torch factories, moves, tensor methods, module calls, and
-same-file functions followed one level deep. A mixin of the interpreter in `placement.py`."""
+same-file functions followed one level deep.
+
+The layer the statement interpreter in `placement.py` is built on (`_Interpreter` subclasses
+`CallEvaluation`). This module does not import `placement.py`: the few things it needs from the
+statements (evaluating an expression, recording a meeting) are declared on the class below and
+supplied by the interpreter; the state's types come from `placement_program.py`, below both."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from devicelint.analysis.placement_facts import (
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
     UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
 )
+from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, PY_DATA, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
     is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default,
@@ -30,8 +36,6 @@ if TYPE_CHECKING:
 # Libraries whose calls return host data (arrays, frames, numbers), never a tensor.
 HOST_DATA_MODULES = ("numpy.", "pandas.")
 
-# Calls are followed this many levels deep: an interpreter at this depth follows none.
-MAX_FOLLOW_DEPTH = 3
 # torch functions whose result has more elements than each of their tensor arguments.
 GATHERING_FUNCTIONS = frozenset(
     {"stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d",
@@ -41,7 +45,8 @@ _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int",
 
 
 class CallEvaluation:
-    """The call half of the interpreter; `placement._Interpreter` supplies the state."""
+    """The call half of the interpreter; `placement._Interpreter` supplies the state and the
+    statement-level methods declared first below (its own definitions replace these)."""
 
     ctx: "FileContext"
     analysis: "FileAnalysis"
@@ -52,18 +57,36 @@ class CallEvaluation:
     env: Env
     result: "ScopePlacement"
 
-    if TYPE_CHECKING:  # what `placement._Interpreter` defines, for the methods here to call
+    if TYPE_CHECKING:  # the interpreter's constructor and entry, for `type(self)(...).run()`
         def __init__(self, ctx: FileContext, analysis: FileAnalysis, scope: cst.CSTNode,
                      cls: ClassFacts | None, bound: Env | None, depth: int) -> None: ...
         def run(self) -> ScopePlacement: ...
-        def own_submodule(self, attr: str) -> Fact: ...
-        def _loader_inner(self, node: cst.BaseExpression) -> bool: ...
-        def _fact_of(self, node: cst.CSTNode) -> Fact: ...
-        def _eval(self, node: cst.CSTNode) -> Fact: ...
-        def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
-                   node: cst.CSTNode, how: str) -> None: ...
-        def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
-                    node: cst.CSTNode, how: str) -> None: ...
+
+    def _eval(self, node: cst.CSTNode) -> Fact:
+        """The fact of an expression, recorded for the node."""
+        raise NotImplementedError
+
+    def _fact_of(self, node: cst.CSTNode) -> Fact:
+        """The fact already recorded for an evaluated node."""
+        raise NotImplementedError
+
+    def _loader_inner(self, node: cst.BaseExpression) -> bool:
+        """Whether an iterable is a data loader, also under `tqdm(...)` or `iter(...)`."""
+        raise NotImplementedError
+
+    def own_submodule(self, attr: str) -> Fact:
+        """A submodule of this class, where its `__init__` leaves it."""
+        raise NotImplementedError
+
+    def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
+               node: cst.CSTNode, how: str) -> None:
+        """Record two accelerators that meet at `node`."""
+        raise NotImplementedError
+
+    def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
+                node: cst.CSTNode, how: str) -> None:
+        """Record a CPU value meeting a device value at `node`."""
+        raise NotImplementedError
 
     def _args(self, call: cst.Call, host: tuple[int | str, ...] = ()) -> list[tuple[Fact, cst.CSTNode]]:
         """The facts of the call's arguments, leaving out those the callee takes on the host."""

@@ -2,7 +2,8 @@
 interpretation, the same-file call graph questions (construction-time methods, injected
 submodules, Lightning classes), and the results (`Meeting`, `ScopePlacement`,
 `FilePlacement`). The interpreter itself is in `placement.py` (statements and expressions)
-and `placement_calls.py` (calls).
+and `placement_calls.py` (calls), both above this module: it runs them through the
+`interpreter` factory it is given, never by importing them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Callable, Protocol
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_calls import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     FACTORIES, TENSOR_ONLY_METHODS, UNKNOWN_FACT, Fact, is_tensor_function,
@@ -21,6 +21,8 @@ from devicelint.analysis.placement_facts import (
 from devicelint.analysis.placement_values import DATA_WORDS, Env
 from devicelint.context import FileContext
 
+# Calls are followed this many levels deep: an interpreter at this depth follows none.
+MAX_FOLLOW_DEPTH = 3
 # A chain of helpers analysed one inside another stops here (the stack must not run out).
 _MAX_NESTED_SCOPES = 6
 

@@ -1,6 +1,6 @@
 """Every rule module, imported explicitly so that registration is visible and checked.
 
-Each import registers one rule class (see `devicelint.registry.register`). Keep one module
+Each import registers one rule class (see `devicelint.rule_base.register`). Keep one module
 per rule, named after the rule.
 """
 

@@ -9,7 +9,7 @@ from devicelint.analysis.training.step import Scope, training_scopes
 from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, indent_of, own_line_statement
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 @register

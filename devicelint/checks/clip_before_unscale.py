@@ -9,7 +9,7 @@ from devicelint.analysis.training.step import Scope, order, scaled_backward, tra
 from devicelint.analysis.training.syntax import exclusive, positional, short
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_before, own_line_statement
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 @register

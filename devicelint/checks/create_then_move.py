@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.training.syntax import keyword, method_name, positional, receiver, short
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 from devicelint.analysis.names import literal_value
 
 FACTORIES = frozenset(

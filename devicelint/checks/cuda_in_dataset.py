@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.modules import dataset_classes, methods
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 DATASET_METHODS = frozenset({"__init__", "__getitem__", "__getitems__", "__iter__", "__next__"})
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})

@@ -11,7 +11,7 @@ from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import FACTORIES, move_call
 from devicelint.analysis.placement_values import annotation_is_tensor
 from devicelint.context import FileContext
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Overrides that callers chain or assign (`obj = obj.to(device)`): each must return the object.
 MOVERS = ("to", "cuda", "cpu")

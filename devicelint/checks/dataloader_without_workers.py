@@ -16,7 +16,7 @@ from devicelint.analysis.training.step import training_scopes
 from devicelint.analysis.training.syntax import assigned_names, has_star, is_true, keyword, positional, receiver, scope_of, short
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 # `DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)`.
 NUM_WORKERS_POSITION = 5

@@ -8,7 +8,7 @@ import libcst as cst
 from devicelint.analysis.model_events import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 # Verbs that mean "cut into pieces" go with the model itself; softer verbs need the pieces named.
 _CUT = r"\b(split|splits|splitting|partition\w*|divid\w*|shard\w*|cut)\b"

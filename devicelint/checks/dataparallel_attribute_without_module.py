@@ -23,7 +23,7 @@ from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
 WRAPPER_ATTRIBUTES = frozenset(

@@ -22,7 +22,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.model_events import short, wrapper_sites
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 FUNCTIONAL = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 

@@ -30,7 +30,7 @@ from devicelint.analysis.model_events import (
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 # A launcher or the script itself gives each process its own GPU through the environment.
 _PER_PROCESS_VISIBILITY = ("CUDA_VISIBLE_DEVICES",)

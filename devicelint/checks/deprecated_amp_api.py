@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Deprecated name -> (replacement, device type it implied).
 DEPRECATED = {

@@ -12,7 +12,7 @@ from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|hip|npu|hpu|xla|meta|mtia|ipu|vulkan|lazy)(:\d+)?$")
 # `args.device == "cuda"` compares two strings: right. Receivers that usually hold a

@@ -15,7 +15,7 @@ from devicelint.analysis.training.values import UNKNOWN
 from devicelint.analysis.training.syntax import assigned_names, inside, positional, receiver, short
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 @register

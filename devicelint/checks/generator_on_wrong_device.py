@@ -8,7 +8,7 @@ import libcst as cst
 from devicelint.analysis.placement_values import is_device_guard
 from devicelint.analysis.random_draws import CPU, FACTORY, LOADER, TENSOR_DRAW, RandomDraw, mismatched, random_draws
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 def _may_follow_a_default_elsewhere(ctx: FileContext, draw: RandomDraw) -> bool:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 @register
 class GlobalDefaultDevice(Rule):

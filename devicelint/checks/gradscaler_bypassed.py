@@ -9,7 +9,7 @@ from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward,
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, line_after, own_line_statement
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 @register

@@ -16,7 +16,7 @@ from devicelint.analysis.training.syntax import (
 )
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 @register

@@ -14,7 +14,7 @@ from devicelint.analysis.training.syntax import (
     assigned_names, enclosing_ifs, exclusive, inside, positional, receiver, scope_of, short, test_words,
 )
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 @register

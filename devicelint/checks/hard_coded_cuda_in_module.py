@@ -12,7 +12,7 @@ from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 # Methods whose job is to manage devices (`enable_cpu_offload`, `to_gpu`, `parallelize`).

@@ -9,7 +9,7 @@ from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 # Arguments PyTorch rejects on an accelerator whatever device the other arguments are on:
 # (qualified name, position after the callee's own arguments, keyword).

@@ -9,7 +9,7 @@ from devicelint.analysis.training.loops import StepRegion, in_logging_condition,
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 TORCH_CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.any", "torch.all", "torch.equal"})
 # Callees that print, log or display a value (`pbar.set_postfix`, `writer.add_scalar`, `wandb.log`).

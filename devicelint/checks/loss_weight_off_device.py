@@ -9,7 +9,7 @@ from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.placement_facts import move_call
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 from devicelint.analysis.names import literal_value
 
 WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight"})

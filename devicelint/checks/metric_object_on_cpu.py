@@ -13,7 +13,7 @@ from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import ACCELERATOR, moves_to_accelerator
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Bases that make a class a plain object (its attributes move with nothing).
 PLAIN_BASES = frozenset({"object", "abc.ABC", "ABC", "typing.Generic", "Generic", "typing.Protocol", "Protocol"})

@@ -9,7 +9,7 @@ from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, code_in_place, line_before, own_line_statement
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 @register

@@ -12,7 +12,7 @@ from devicelint.analysis.placement_classes import ClassFacts, class_facts, modul
 from devicelint.analysis.placement_facts import MOVE_METHODS, PARAMETER_FREE_MODULES
 from devicelint.analysis.model_events import short
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 @register

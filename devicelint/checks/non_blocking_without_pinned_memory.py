@@ -13,7 +13,7 @@ from devicelint.analysis.training.syntax import (
 )
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 from devicelint.analysis.names import literal_value
 
 _MAX_DEPTH = 4

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.context import FileContext
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 @register

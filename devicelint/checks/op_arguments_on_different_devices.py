@@ -11,7 +11,7 @@ from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 @dataclass(frozen=True)

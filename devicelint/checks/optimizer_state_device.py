@@ -9,7 +9,7 @@ from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:

@@ -17,7 +17,7 @@ from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.syntax import keyword, short
 from devicelint.checks.tensor_attribute_not_registered import TensorAttributeNotRegistered
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 # torch constructors that copy Python data from the host.
 COPYING_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})

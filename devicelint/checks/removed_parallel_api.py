@@ -9,7 +9,7 @@ from packaging.version import InvalidVersion, Version
 
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 
 @dataclass(frozen=True)

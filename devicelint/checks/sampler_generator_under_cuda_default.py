@@ -9,7 +9,7 @@ from devicelint.analysis.random_draws import (
     DISTRIBUTED, LOADER, SAMPLER, SPLIT, RandomDraw, draws_cpu_generator_by_default, random_draws,
 )
 from devicelint.context import FileContext
-from devicelint.registry import Rule, Violation, register
+from devicelint.rule_base import Rule, Violation, register
 
 # What draws with a CPU generator when the call is given none.
 _IMPLICIT_GENERATOR = {

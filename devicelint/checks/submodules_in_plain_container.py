@@ -12,7 +12,7 @@ from devicelint.analysis.placement_classes import (
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, torch_nn_spelling
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
 PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}

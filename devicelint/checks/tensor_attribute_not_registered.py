@@ -17,7 +17,7 @@ from devicelint.analysis.placement_facts import (
 )
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, own_line_statement
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Methods through which a class moves its own tensors: attributes they touch are moved.
 CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda"})

@@ -11,7 +11,7 @@ from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.placement_facts import FOLLOWS, MODULE
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 
 # Factories that take no `device=`: the tensor has to be moved.

@@ -11,7 +11,7 @@ from devicelint.analysis.placement_classes import class_facts, is_parameter_call
 from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 MOVES = frozenset({"to", "cuda", "cpu", "xpu", "mps"})
 CASTS = frozenset({"half", "float", "double", "bfloat16", "long", "int", "bool", "byte", "short", "char", "type", "contiguous", "pin_memory"})

@@ -9,7 +9,7 @@ from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.modules import dataset_classes
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 from devicelint.analysis.names import literal_value
 
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})

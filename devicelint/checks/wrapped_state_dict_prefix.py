@@ -25,7 +25,7 @@ from devicelint.analysis.model_events import (
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
-from devicelint.registry import FixProposal, Rule, Violation, register
+from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})

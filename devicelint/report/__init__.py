@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from devicelint.finding import Finding
+from devicelint.report.base import FORMATS, ReportContext, path_uri, printable_path
 
-
-@dataclass(frozen=True)
-class ReportContext:
-    files_checked: int = 0
-    show_source: bool = True
-    color: bool = False
-    # In-memory sources by path (stdin, notebooks); other paths are read from disk.
-    sources: Mapping[str, str] = field(default_factory=dict)
-
-
-# `concise` and `full` are `text` without and with the source lines under each finding.
-FORMATS = ("text", "concise", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint")
-
-
-def printable_path(path: str) -> str:
-    """A path as valid Unicode: bytes that are not UTF-8 in a file name (which Python keeps as
-    lone surrogates, rejected by strict JSON readers) become `\\xff` escapes."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def path_uri(path: str) -> str:
-    """A path as a URI reference (SARIF `artifactLocation.uri`): `/` separators, and spaces,
-    `%`, `#` and non-UTF-8 bytes percent-encoded."""
-    from urllib.parse import quote
-
-    return quote(path.replace("\\", "/").encode("utf-8", "surrogateescape"), safe="/")
+__all__ = ["FORMATS", "ReportContext", "path_uri", "printable_path", "render"]
 
 
 def render(fmt: str, findings: Sequence[Finding], context: ReportContext | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext, printable_path
+from devicelint.report.base import ReportContext, printable_path
 
 
 def _escape_data(text: str) -> str:

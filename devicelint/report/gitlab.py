@@ -7,7 +7,7 @@ import json
 from typing import Sequence
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext, printable_path
+from devicelint.report.base import ReportContext, printable_path
 
 
 def render(findings: Sequence[Finding], context: ReportContext) -> str:

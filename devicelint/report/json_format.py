@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any, Sequence
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext, printable_path
+from devicelint.report.base import ReportContext, printable_path
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:

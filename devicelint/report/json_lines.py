@@ -6,7 +6,7 @@ import json
 from typing import Sequence
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext
+from devicelint.report.base import ReportContext
 from devicelint.report.json_format import finding_to_dict
 
 

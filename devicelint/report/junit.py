@@ -6,7 +6,7 @@ from typing import Sequence
 from xml.etree import ElementTree
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext, printable_path
+from devicelint.report.base import ReportContext, printable_path
 from devicelint.report.text import location
 
 

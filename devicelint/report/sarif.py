@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from devicelint import __version__
 from devicelint.finding import Finding
 from devicelint.registry import PROJECT_URL, Rule, all_rules
-from devicelint.report import ReportContext, path_uri
+from devicelint.report.base import ReportContext, path_uri
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

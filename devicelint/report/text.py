@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import click
 
 from devicelint.finding import Finding
-from devicelint.report import ReportContext, printable_path
+from devicelint.report.base import ReportContext, printable_path
 
 
 def _source_line(finding: Finding, context: ReportContext) -> str | None:

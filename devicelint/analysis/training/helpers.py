@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.step import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
+from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
     body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
 )
