@@ -36,6 +36,10 @@ PYTHON_RECURSION_LIMIT = 1000
 # common_methods_invocations.py (1.4 MB, 233,000 tokens), needs 750 MiB and stays under it.
 DEFAULT_MAX_TOKENS = 270_000
 KIB_PER_TOKEN = 3.5
+# LibCST's parse time grows with the cube of a chain of binary operators (1,000 operands: 0.4 s,
+# 2,000: 3 s, 4,000: 30 s on an idle machine); CPython accepts about 3,000 at its default
+# recursion limit. Only chains on a long line are measured (see `_too_deep`).
+MAX_OPERATOR_CHAIN = 1000
 # Strings (with their prefixes) and comments count as one token each: a docstring costs LibCST
 # one node however many words it holds.
 _STRINGS = (
@@ -115,8 +119,9 @@ def _too_large(text: str, limit: int) -> str | None:
             "set `max-file-tokens` to change the limit)")
 
 
-def _too_deep(text: str) -> tuple[int, int, str] | None:
-    """CPython's own verdict on a file that may be nested beyond what a parser can take, else None.
+def _too_deep(text: str, path: str) -> Finding | None:
+    """CPython's own verdict on a file that may be nested beyond what a parser can take (DL000),
+    or DL002 for a valid one LibCST would take too long on, else None.
 
     LibCST takes minutes and gigabytes on what CPython rejects at once: brackets nested hundreds
     deep, or a single line of thousands of chained attributes, calls, operators, `not`s or
@@ -128,18 +133,45 @@ def _too_deep(text: str) -> tuple[int, int, str] | None:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
     try:
-        ast.parse(text)
+        tree = ast.parse(text)
     except SyntaxError as err:
         if "too many nested" in err.msg or "too complex" in err.msg:
-            return err.lineno or 1, err.offset or 1, err.msg
+            return error_finding(path, err.lineno or 1, err.offset or 1, f"not parsed: {err.msg}")
         return None  # maybe newer syntax than this Python knows: LibCST decides
     except (RecursionError, MemoryError) as err:
-        return 1, 1, f"nested too deeply for Python to compile ({type(err).__name__})"
+        return error_finding(path, 1, 1, f"not parsed: nested too deeply for Python to compile ({type(err).__name__})")
     except ValueError:
         return None
     finally:
         sys.setrecursionlimit(limit)
+    operands, line = _longest_operator_chain(tree)
+    if operands > MAX_OPERATOR_CHAIN:
+        return not_analysed_finding(path, (
+            f"line {line} chains {operands:,} operands with binary operators, over the limit of "
+            f"{MAX_OPERATOR_CHAIN:,} (the parser's time grows with the cube of such a chain)"))
     return None
+
+
+def _longest_operator_chain(tree: ast.AST) -> tuple[int, int]:
+    """The most operands in one left-nested chain of binary operators (`a + b - c * ...`), and
+    the line it starts on."""
+    inner = set()
+    chains = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            chains.append(node)
+            if isinstance(node.left, ast.BinOp):
+                inner.add(id(node.left))
+    longest, line = 0, 1
+    for node in chains:
+        if id(node) in inner:
+            continue
+        operands, left = 2, node.left
+        while isinstance(left, ast.BinOp):
+            operands, left = operands + 1, left.left
+        if operands > longest:
+            longest, line = operands, node.lineno
+    return longest, line
 
 
 def _bracket_depth(text: str) -> int:
@@ -167,10 +199,9 @@ def _explain_syntax_error(text: str, path: str, err: cst.ParserSyntaxError) -> F
 
 def _parse(text: str, path: str) -> cst.Module | Finding:
     """The LibCST tree, or the DL000 finding that says why there is none."""
-    deep = _too_deep(text)
+    deep = _too_deep(text, path)
     if deep is not None:
-        line, column, reason = deep
-        return error_finding(path, line, column, f"not parsed: {reason}")
+        return deep
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as err:
