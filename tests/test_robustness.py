@@ -573,3 +573,14 @@ def test_a_long_operator_chain_is_dl002_at_once() -> None:
     assert [(f.code, f.message) for f in result.findings] == [("DL002", (
         "not analysed: line 3 chains 2,000 operands with binary operators, over the limit of 1,000 "
         "(the parser's time grows with the cube of such a chain)"))]
+
+
+def test_a_changed_max_file_tokens_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    (tmp_path / "table.py").write_text(_generated_calls(100) + "state = torch.load(p)\n")
+    found = []
+    for limit in ("500", "0"):
+        (tmp_path / "devicelint.toml").write_text(f"max-file-tokens = {limit}\n")
+        done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--cache-dir", ".c", "-j", "1", "--output-format", "json", "."],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        found.append(_by_file(done.stdout))
+    assert found == [{"table.py": [("DL002", 1, 1)]}, {"table.py": [("DL501", 3, 9)]}]
