@@ -48,7 +48,7 @@ _STRINGS = (
     r'"(?:[^"\\\n]|\\.)*"',
     r"'(?:[^'\\\n]|\\.)*'",
 )
-_TOKEN = re.compile(r"[rRbBuUfF]{0,2}(?:" + "|".join(_STRINGS) + r")|#[^\n]*|\w+|[^\w\s]", re.S)
+_TOKEN = re.compile(r"[rRbBuUfF]{0,2}(?:" + "|".join(_STRINGS) + r")|#[^\n]*|\w+|[^\w\s]", re.DOTALL)
 
 
 @dataclass(frozen=True)

@@ -544,8 +544,8 @@ def test_a_file_too_large_to_parse_is_dl002_at_once() -> None:
     assert result.internal_errors == ()
     assert [(f.code, f.name, f.line, f.column, f.message) for f in result.findings] == [(
         "DL002", "file-not-analysed", 1, 1,
-        "not analysed: the file is too large: 480,006 tokens, over the limit of 270,000 (parsing it would take "
-        "about 1.6 GiB; set `max-file-tokens` to change the limit)")]
+        ("not analysed: the file is too large: 480,006 tokens, over the limit of 270,000 (parsing it would take "
+         "about 1.6 GiB; set `max-file-tokens` to change the limit)"))]
 
 
 def test_max_file_tokens_is_configurable_and_zero_turns_it_off(tmp_path: Path) -> None:
