@@ -8,7 +8,7 @@ import re
 import tokenize
 from typing import Iterable
 
-from devicelint.finding import SYNTAX_ERROR, Finding
+from devicelint.finding import FILE_CODES, Finding
 from devicelint.suppression import _LINE_NOQA, _codes
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
@@ -20,7 +20,7 @@ def add_noqa(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
     backslash cannot take a comment and are left alone, as are blanket `# noqa` lines."""
     wanted: dict[int, set[str]] = {}
     for finding in findings:
-        if finding.code != SYNTAX_ERROR and finding.cell is None:
+        if finding.code not in FILE_CODES and finding.cell is None:
             wanted.setdefault(finding.line, set()).add(finding.code)
     if not wanted:
         return source, 0

@@ -50,7 +50,8 @@ def code_fingerprint() -> str:
 
 def entry_key(data: bytes, task: Task, options: TaskOptions) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{_FORMAT}\0{__version__}\0{code_fingerprint()}\0{options.torch_version}\0{options.prefilter}\0".encode())
+    digest.update(f"{_FORMAT}\0{__version__}\0{code_fingerprint()}\0{options.torch_version}\0{options.prefilter}\0"
+                  f"{options.max_file_tokens}\0".encode())  # the size limit decides whether a file is analysed
     digest.update(",".join(task.codes).encode())
     digest.update(b"\0" + task.display.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(data)

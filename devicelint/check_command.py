@@ -98,7 +98,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         options = {**options, "fix": True}
     fix_mode = "unsafe" if options["unsafe_fixes"] and (options["fix"] or options["diff"]) else (
         "safe" if options["fix"] or options["diff"] else "none")
-    task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds)
+    task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds,
+                               max_file_tokens=settings.max_file_tokens)
     per_file = PerFileIgnores(settings)
     sources: dict[str, str] = {}
 
@@ -301,6 +302,7 @@ def _settings_text(settings: Config, codes: set[str], fix_mode: str) -> str:
         ("notebooks", str(settings.notebooks).lower()),
         ("respect-gitignore", str(settings.respect_gitignore).lower()),
         ("max-file-seconds", "(default)" if settings.max_file_seconds is None else f"{settings.max_file_seconds:g}"),
+        ("max-file-tokens", "(default)" if settings.max_file_tokens is None else str(settings.max_file_tokens)),
         ("fix", fix_mode),
     ]
     width = max(len(name) for name, _ in rows)

@@ -20,7 +20,7 @@ OUTPUT_FORMATS = FORMATS  # the CLI offers these as --output-format's choices
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset(
     _LIST_KEYS + ("per-file-ignores", "output-format", "torch-version", "cache-dir", "notebooks", "respect-gitignore",
-                  "max-file-seconds")
+                  "max-file-seconds", "max-file-tokens")
 )
 
 
@@ -44,8 +44,10 @@ class Config:
     cache_dir: str | None = None
     notebooks: bool = True
     respect_gitignore: bool = True
-    # Seconds one file may take before it is a DL000 (None: 10 s plus 5 s per MB; 0: no limit).
+    # Seconds one file may take before it is a DL002 (None: 10 s plus 5 s per MB; 0: no limit).
     max_file_seconds: float | None = None
+    # Tokens a file may weigh before it is a DL002 unparsed (None: the engine's default; 0: no limit).
+    max_file_tokens: int | None = None
 
 
 def find_config(start: Path) -> Path | None:
@@ -143,6 +145,9 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
     max_seconds = table.get("max-file-seconds")
     if max_seconds is not None and (isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or max_seconds < 0):
         raise fail("max-file-seconds", "must be a number of seconds, 0 for no limit")
+    max_tokens = table.get("max-file-tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
+        raise fail("max-file-tokens", "must be a whole number of tokens, 0 for no limit")
     return Config(
         path=path,
         root=path.parent.resolve(),
@@ -158,6 +163,7 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
         notebooks=table.get("notebooks", True),
         respect_gitignore=table.get("respect-gitignore", True),
         max_file_seconds=max_seconds,
+        max_file_tokens=max_tokens,
     )
 
 

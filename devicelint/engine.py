@@ -14,7 +14,7 @@ import libcst as cst
 from libcst._position import CodePosition
 
 from devicelint.context import FileContext
-from devicelint.finding import SYNTAX_ERROR, Edit, FileResult, Finding, Fix, error_finding
+from devicelint.finding import SYNTAX_ERROR, Edit, FileResult, Finding, Fix, error_finding, not_analysed_finding
 from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.noqa_check import UNUSED_NOQA, unused_noqa
@@ -30,6 +30,25 @@ _BRACKETS = re.compile(r"[()\[\]{}]")
 # A line this long is generated code or a pathological chain: CPython judges it first.
 LONG_LINE = 2000
 PYTHON_RECURSION_LIMIT = 1000
+# LibCST's tree takes up to about 3.5 KiB per token (measured: 1.9 on plain statements, 2.8 on
+# flat lists of calls, 3.4 on nested calls, an opening bracket counted twice): this many keeps
+# one file's parse and analysis under 1 GiB. The largest real file seen, torch's
+# common_methods_invocations.py (1.4 MB, 225,000 tokens), needs 750 MiB and stays under it.
+DEFAULT_MAX_TOKENS = 270_000
+KIB_PER_TOKEN = 3.5
+# LibCST's parse time grows with the cube of a chain of binary operators (1,000 operands: 0.4 s,
+# 2,000: 3 s, 4,000: 30 s on an idle machine); CPython accepts about 3,000 at its default
+# recursion limit. Only chains on a long line are measured (see `_too_deep`).
+MAX_OPERATOR_CHAIN = 1000
+# Strings (with their prefixes) and comments count as one token each: a docstring costs LibCST
+# one node however many words it holds.
+_STRINGS = (
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""',
+    r"'''(?:[^'\\]|\\.|'(?!''))*'''",
+    r'"(?:[^"\\\n]|\\.)*"',
+    r"'(?:[^'\\\n]|\\.)*'",
+)
+_TOKEN = re.compile(r"[rRbBuUfF]{0,2}(?:" + "|".join(_STRINGS) + r")|#[^\n]*|\w+|[^\w\s]", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,8 @@ class EngineOptions:
     prefilter: bool = True
     # A language-server worker's trees of the buffers it linted last, reused by `reparse`.
     parse_cache: ParseCache | None = None
+    # Files that weigh more tokens are not parsed (`max-file-tokens`; 0: no limit).
+    max_file_tokens: int = DEFAULT_MAX_TOKENS
 
 
 # Fix rounds per file: a fix that overlaps another waits for the next round, as in Ruff.
@@ -79,8 +100,28 @@ def _decode(data: bytes | str, path: str) -> str | Finding:
         )
 
 
-def _too_deep(text: str) -> tuple[int, int, str] | None:
-    """CPython's own verdict on a file that may be nested beyond what a parser can take, else None.
+def token_weight(text: str) -> int:
+    """What LibCST's tree of `text` will weigh, in tokens: strings and comments count once,
+    an opening bracket twice (its node carries whitespace on both sides)."""
+    return len(_TOKEN.findall(text)) + text.count("(") + text.count("[") + text.count("{")
+
+
+def _too_large(text: str, limit: int) -> str | None:
+    """Why `text` is too large to parse within the memory budget, else None."""
+    # A token is at least one character and weighs at most two: shorter files need no count.
+    if not limit or 2 * len(text) <= limit:
+        return None
+    weight = token_weight(text)
+    if weight <= limit:
+        return None
+    return (f"the file is too large: {weight:,} tokens, over the limit of {limit:,} "
+            f"(parsing it would take about {weight * KIB_PER_TOKEN / 2**20:.1f} GiB; "
+            "set `max-file-tokens` to change the limit)")
+
+
+def _too_deep(text: str, path: str) -> Finding | None:
+    """CPython's own verdict on a file that may be nested beyond what a parser can take (DL000),
+    or DL002 for a valid one LibCST would take too long on, else None.
 
     LibCST takes minutes and gigabytes on what CPython rejects at once: brackets nested hundreds
     deep, or a single line of thousands of chained attributes, calls, operators, `not`s or
@@ -92,18 +133,45 @@ def _too_deep(text: str) -> tuple[int, int, str] | None:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
     try:
-        ast.parse(text)
+        tree = ast.parse(text)
     except SyntaxError as err:
         if "too many nested" in err.msg or "too complex" in err.msg:
-            return err.lineno or 1, err.offset or 1, err.msg
+            return error_finding(path, err.lineno or 1, err.offset or 1, f"not parsed: {err.msg}")
         return None  # maybe newer syntax than this Python knows: LibCST decides
     except (RecursionError, MemoryError) as err:
-        return 1, 1, f"nested too deeply for Python to compile ({type(err).__name__})"
+        return error_finding(path, 1, 1, f"not parsed: nested too deeply for Python to compile ({type(err).__name__})")
     except ValueError:
         return None
     finally:
         sys.setrecursionlimit(limit)
+    operands, line = _longest_operator_chain(tree)
+    if operands > MAX_OPERATOR_CHAIN:
+        return not_analysed_finding(path, (
+            f"line {line} chains {operands:,} operands with binary operators, over the limit of "
+            f"{MAX_OPERATOR_CHAIN:,} (the parser's time grows with the cube of such a chain)"))
     return None
+
+
+def _longest_operator_chain(tree: ast.AST) -> tuple[int, int]:
+    """The most operands in one left-nested chain of binary operators (`a + b - c * ...`), and
+    the line it starts on."""
+    inner = set()
+    chains = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            chains.append(node)
+            if isinstance(node.left, ast.BinOp):
+                inner.add(id(node.left))
+    longest, line = 0, 1
+    for node in chains:
+        if id(node) in inner:
+            continue
+        operands, left = 2, node.left
+        while isinstance(left, ast.BinOp):
+            operands, left = operands + 1, left.left
+        if operands > longest:
+            longest, line = operands, node.lineno
+    return longest, line
 
 
 def _bracket_depth(text: str) -> int:
@@ -131,10 +199,9 @@ def _explain_syntax_error(text: str, path: str, err: cst.ParserSyntaxError) -> F
 
 def _parse(text: str, path: str) -> cst.Module | Finding:
     """The LibCST tree, or the DL000 finding that says why there is none."""
-    deep = _too_deep(text)
+    deep = _too_deep(text, path)
     if deep is not None:
-        line, column, reason = deep
-        return error_finding(path, line, column, f"not parsed: {reason}")
+        return deep
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as err:
@@ -175,6 +242,9 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     if not rules:
         # Nothing to run, but a file that does not parse is still a finding (DL000).
         return FileResult(path, _unparsable(text, path))
+    too_large = _too_large(text, options.max_file_tokens)
+    if too_large is not None:
+        return FileResult(path, (not_analysed_finding(path, too_large),))
     cache = options.parse_cache
     module = cache.parse(text, path, _parse) if cache is not None else _parse(text, path)
     if isinstance(module, Finding):
@@ -188,7 +258,7 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
         try:
             violations.extend(rule().check(ctx))
         except RecursionError:
-            return FileResult(path, (error_finding(path, 1, 1, f"not analysed: the file is nested too deeply for {rule.code}"),))
+            return FileResult(path, (not_analysed_finding(path, f"the file is nested too deeply for {rule.code}"),))
         except Exception as err:  # noqa: BLE001 - one rule's bug must not cost the other rules' findings
             crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
     first_lines = cache.first_lines(path, text) if cache is not None and violations else None

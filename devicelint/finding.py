@@ -70,6 +70,12 @@ class FileResult:
 
 SYNTAX_ERROR = "DL000"
 SYNTAX_ERROR_NAME = "syntax-error"
+# A valid file devicelint gave up on (too large, over the time limit, too deep for an analysis):
+# devicelint's limit, never the user's syntax error.
+NOT_ANALYSED = "DL002"
+NOT_ANALYSED_NAME = "file-not-analysed"
+# The codes the engine and runner report about a file as a whole, not a rule about its code.
+FILE_CODES = frozenset({SYNTAX_ERROR, NOT_ANALYSED})
 
 
 def error_finding(path: str, line: int, column: int, message: str) -> Finding:
@@ -78,4 +84,12 @@ def error_finding(path: str, line: int, column: int, message: str) -> Finding:
         path=path, line=max(line, 1), column=max(column, 1), end_line=max(line, 1),
         end_column=max(column, 1) + 1, code=SYNTAX_ERROR, name=SYNTAX_ERROR_NAME,
         message=message, url=f"{RULES_URL}{SYNTAX_ERROR}.md",
+    )
+
+
+def not_analysed_finding(path: str, reason: str) -> Finding:
+    """A DL002 finding at the file's start: a valid file that was not analysed, and why."""
+    return Finding(
+        path=path, line=1, column=1, end_line=1, end_column=2, code=NOT_ANALYSED, name=NOT_ANALYSED_NAME,
+        message=f"not analysed: {reason}", url=f"{RULES_URL}{NOT_ANALYSED}.md",
     )

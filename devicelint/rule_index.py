@@ -8,6 +8,7 @@ from devicelint.rule_base import RuleInfo
 RULES = (
     RuleInfo('DL000', 'syntax-error', 'The file could not be parsed or decoded, so it was not linted.', True, 'error', 'none', ''),
     RuleInfo('DL001', 'unused-noqa', 'A `# noqa` that silences nothing: a code whose rule ran and found nothing there, an unknown code, or a malformed directive.', True, 'error', 'safe', ''),
+    RuleInfo('DL002', 'file-not-analysed', 'A valid file was not analysed: too large, past the time limit, or too deep for an analysis.', True, 'error', 'none', ''),
     RuleInfo('DL101', 'tensor-created-off-device', 'A tensor created without `device=` in device code meets device tensors.', True, 'error', 'unsafe', ''),
     RuleInfo('DL102', 'tensor-attribute-not-registered', 'A tensor stored as a plain module attribute is not moved by `model.to(device)`.', True, 'error', 'unsafe', ''),
     RuleInfo('DL103', 'submodules-in-plain-container', 'Submodules kept in a plain list or dict are not registered, moved or saved.', True, 'error', 'unsafe', ''),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 
 from devicelint.files import NOTEBOOK_SUFFIX
-from devicelint.finding import FileResult, Finding, error_finding
+from devicelint.finding import FileResult, Finding, error_finding, not_analysed_finding
 from devicelint.registry import REGISTRY, all_rules
 
 # LibCST's native parser and its Python code paths recurse once per nesting level; a big
@@ -55,6 +55,8 @@ class TaskOptions:
     prefilter: bool = True
     # Per-file time limit (`max-file-seconds`): None for the default, 0 for none.
     max_file_seconds: float | None = None
+    # Per-file size limit in tokens (`max-file-tokens`): None for the default, 0 for none.
+    max_file_tokens: int | None = None
     # The language server lints version after version of a buffer: its workers reparse only
     # the edited statements (`devicelint.reparse`).
     reuse_parses: bool = False
@@ -195,6 +197,7 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
         rules=tuple(REGISTRY[c] for c in task.codes), torch_version=options.torch_version,
         fix_mode=options.fix_mode, prefilter=options.prefilter,
         parse_cache=_parse_cache() if options.reuse_parses else None,
+        **({} if options.max_file_tokens is None else {"max_file_tokens": options.max_file_tokens}),
     )
     seconds = options.seconds_for(len(data))
     try:
@@ -205,13 +208,13 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
     except FileTimeout:
         if _in_worker:
             _exit_soon()  # the stuck thread cannot be stopped; the pool replaces this worker
-        return FileResult(task.display, (error_finding(task.display, 1, 1, (
-            f"not analysed: linting took longer than {seconds:g} s (set `max-file-seconds` to change the limit)")),),
+        return FileResult(task.display, (not_analysed_finding(task.display, (
+            f"linting took longer than {seconds:g} s (set `max-file-seconds` to change the limit)")),),
             timed_out=True, ends_worker=_in_worker)
     except NotebookError as err:
         return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
     except MemoryError:
-        return FileResult(task.display, (error_finding(task.display, 1, 1, "not analysed: out of memory while parsing"),))
+        return FileResult(task.display, (not_analysed_finding(task.display, "out of memory while linting it"),))
     except Exception as err:  # noqa: BLE001 - devicelint's own bug: named, never blamed on the file
         return f"{type(err).__name__} while linting {task.display}: {err}"
 

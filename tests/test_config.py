@@ -119,6 +119,9 @@ def test_config_subprocess(tmp_path: Path) -> None:
         ("max-file-seconds = -1\n", "`tool.devicelint.max-file-seconds` must be a number of seconds, 0 for no limit"),
         ("max-file-seconds = \"10\"\n", "`tool.devicelint.max-file-seconds` must be a number of seconds"),
         ("max-file-seconds = true\n", "`tool.devicelint.max-file-seconds` must be a number of seconds"),
+        ("max-file-tokens = 1.5\n", "`tool.devicelint.max-file-tokens` must be a whole number of tokens, 0 for no limit"),
+        ("max-file-tokens = -1\n", "`tool.devicelint.max-file-tokens` must be a whole number of tokens"),
+        ("max-file-tokens = true\n", "`tool.devicelint.max-file-tokens` must be a whole number of tokens"),
     ],
 )
 def test_bad_pyproject_is_exit_2_naming_key_and_file(

@@ -470,7 +470,7 @@ def test_what_cpython_rejects_is_dl000_at_once(name: str, with_torch: bool) -> N
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_file_over_the_time_limit_is_dl000_and_the_run_goes_on(tmp_path: Path, jobs: str) -> None:
+def test_a_file_over_the_time_limit_is_dl002_and_the_run_goes_on(tmp_path: Path, jobs: str) -> None:
     # A one-line list of 110,000 numbers: valid, and seconds of LibCST work; the limit is 0.3 s.
     (tmp_path / "devicelint.toml").write_text("max-file-seconds = 0.3\n")
     (tmp_path / "slow.py").write_text("import torch\nx = [" + ", ".join(["1234567"] * 110_000) + "]\n")
@@ -481,8 +481,10 @@ def test_a_file_over_the_time_limit_is_dl000_and_the_run_goes_on(tmp_path: Path,
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     found = _by_file(done.stdout)
-    assert found.pop("slow.py") == [
-        ("DL000", 1, 1, "not analysed: linting took longer than 0.3 s (set `max-file-seconds` to change the limit)")]
+    assert found.pop("slow.py") == [("DL002", 1, 1)]
+    [slow] = [f for f in json.loads(done.stdout) if f["path"] == "slow.py"]
+    assert (slow["name"], slow["message"]) == (
+        "file-not-analysed", "not analysed: linting took longer than 0.3 s (set `max-file-seconds` to change the limit)")
     assert found == {f"ok{i}.py": [DL501_AT_2] for i in range(9)}
 
 
@@ -523,3 +525,62 @@ def train(model, loader, opt, accelerator, scaler, args, kwargs):
     result = lint_source(source, "train.py", EngineOptions(rules=tuple(all_rules()), fix_mode="unsafe"))
     assert result.internal_errors == ()
     assert all(f.code != "DL000" for f in result.findings)
+
+
+def _generated_calls(count: int) -> str:
+    """A valid one-line generated table of `count` calls (60,000 of them: 1.2 MB, which LibCST
+    would take 15 s and 1.3 GB to parse)."""
+    return "import torch\ntable = [" + ", ".join(f"torch.zeros({i})" for i in range(count)) + "]\n"
+
+
+def test_a_file_too_large_to_parse_is_dl002_at_once() -> None:
+    from devicelint.runner import Task, TaskOptions, lint_data
+
+    source = _generated_calls(60_000)
+    task = Task("table.py", "table.py", tuple(r.code for r in all_rules()), len(source))
+    started = time.monotonic()
+    result = lint_data(source.encode(), task, TaskOptions(torch_version=None, fix_mode="none"))
+    assert time.monotonic() - started < 5
+    assert result.internal_errors == ()
+    assert [(f.code, f.name, f.line, f.column, f.message) for f in result.findings] == [(
+        "DL002", "file-not-analysed", 1, 1,
+        ("not analysed: the file is too large: 480,006 tokens, over the limit of 270,000 (parsing it would take "
+         "about 1.6 GiB; set `max-file-tokens` to change the limit)"))]
+
+
+def test_max_file_tokens_is_configurable_and_zero_turns_it_off(tmp_path: Path) -> None:
+    (tmp_path / "table.py").write_text(_generated_calls(100) + "state = torch.load(p)\n")
+    (tmp_path / "ok.py").write_text(LOAD)
+
+    def run(limit: str) -> dict[str, list[tuple]]:
+        (tmp_path / "devicelint.toml").write_text(f"max-file-tokens = {limit}\n")
+        done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", "1", "--output-format", "json", "."],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and done.stderr == "", done.stderr
+        return _by_file(done.stdout)
+
+    assert run("500") == {"table.py": [("DL002", 1, 1)], "ok.py": [DL501_AT_2]}
+    assert run("0") == {"table.py": [("DL501", 3, 9)], "ok.py": [DL501_AT_2]}
+
+
+def test_a_long_operator_chain_is_dl002_at_once() -> None:
+    # Valid (CPython takes it), but LibCST's parse time grows with the cube of the chain: 3 s on
+    # an idle machine for these 2,000 operands, 30 s for 4,000.
+    source = "import torch\nstate = torch.load(p)\nx = " + " + ".join(f"a{i}" for i in range(2000)) + "\n"
+    started = time.monotonic()
+    result = _lint_in_big_stack(source, "sum.py")
+    assert time.monotonic() - started < 5
+    assert [(f.code, f.message) for f in result.findings] == [("DL002", (
+        "not analysed: line 3 chains 2,000 operands with binary operators, over the limit of 1,000 "
+        "(the parser's time grows with the cube of such a chain)"))]
+
+
+def test_a_changed_max_file_tokens_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    (tmp_path / "table.py").write_text(_generated_calls(100) + "state = torch.load(p)\n")
+    found = []
+    for limit in ("500", "0"):
+        (tmp_path / "devicelint.toml").write_text(f"max-file-tokens = {limit}\n")
+        done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--cache-dir", ".c", "-j", "1", "--output-format", "json", "."],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        found.append(_by_file(done.stdout))
+    assert found == [{"table.py": [("DL002", 1, 1)]}, {"table.py": [("DL501", 3, 9)]}]

@@ -7,6 +7,7 @@ per rule, named after the rule.
 # DL0xx: engine
 from devicelint.checks import syntax_error  # noqa: F401
 from devicelint.checks import unused_noqa  # noqa: F401
+from devicelint.checks import file_not_analysed  # noqa: F401
 
 # DL1xx: tensors and modules off-device (placement issue)
 # -- begin DL1xx --

@@ -12,7 +12,7 @@ from typing import Sequence
 from lsprotocol import types
 
 from devicelint.add_noqa import add_noqa
-from devicelint.finding import SYNTAX_ERROR
+from devicelint.finding import FILE_CODES
 from devicelint.server.conversions import SOURCE, replacement, text_edits, versioned_edit
 from devicelint.server.documents import LintOutcome, Problem, touches
 
@@ -60,7 +60,7 @@ def quick_fixes(outcome: LintOutcome, uri: str, area: types.Range,
                 is_preferred=finding.fix.safe,
                 edit=versioned_edit(uri, snapshot.version, text_edits(finding.fix.edits, index)),
             ))
-        if finding.code == SYNTAX_ERROR or (finding.line, finding.code) in silenced:
+        if finding.code in FILE_CODES or (finding.line, finding.code) in silenced:
             continue
         # A cell's finding counts lines within the cell, which is the text being edited here.
         marked, added = add_noqa(snapshot.text, [replace(finding, cell=None)])

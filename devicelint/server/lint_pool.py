@@ -85,7 +85,7 @@ class LintPool:
     async def _lint(self, data: str | bytes, task: Task, settings: FileSettings, fix_mode: str) -> FileResult | str:
         options = TaskOptions(
             torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds,
-            reuse_parses=True,
+            max_file_tokens=settings.max_file_tokens, reuse_parses=True,
         )
         try:
             return await self._call(runner.lint_data, data, task, options)

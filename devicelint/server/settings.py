@@ -25,6 +25,7 @@ class FileSettings:
     torch_version: str | None
     max_file_seconds: float | None
     notebooks: bool
+    max_file_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class SettingsResolver:
         if path is not None:
             codes = set(project.per_file.codes_for(path, codes))
         settings = project.settings
-        return FileSettings(tuple(sorted(codes)), settings.torch_version, settings.max_file_seconds, settings.notebooks)
+        return FileSettings(tuple(sorted(codes)), settings.torch_version, settings.max_file_seconds, settings.notebooks,
+                            settings.max_file_tokens)
 
     def _config_for(self, folder: Path) -> Path | None:
         if folder not in self._config_of_folder:
