@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from devicelint.registry import ReportedElsewhere, register
+from devicelint.rule_base import ReportedElsewhere, register
 
 
 @register
