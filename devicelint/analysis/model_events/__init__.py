@@ -12,6 +12,7 @@ Every device here comes from the placement engine (`facts.device_of`, the engine
 - `classes`: submodules an `__init__` places (`class_placements`, from the engine's facts),
   `moves_itself`, `built_on_cpu`;
 - `wrappers`: `DataParallel`/DDP sites, `wrapper_at`, `wrapped_split`, `spread_by_loader`.
+- `ranks`: the global rank used as a GPU index (`global_rank_indices`).
 """
 
 from __future__ import annotations
