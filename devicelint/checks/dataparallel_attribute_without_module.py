@@ -199,7 +199,7 @@ class DataParallelAttributeWithoutModule(Rule):
         start = scope.order.get(id(statement), -1)
         inside = {id(n) for n in ctx.index.walk(statement)}
         branches = _branches(ctx, statement)
-        written: set[str] = set()
+        written: dict[str, int] = {}  # attribute -> the first statement that sets it on the wrapper
         reads: list[cst.Attribute] = []
         callees: list[tuple[cst.FunctionDef, str]] = []
         resolver = resolver_for(ctx, site.call)
@@ -208,7 +208,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return  # the function checks what it holds
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper and _is_target(ctx, node):
-                written.add(node.attr.value)
+                written.setdefault(node.attr.value, scope.order.get(id(statement_of(ctx, node)), -1))
         for node in scope.nodes[start + 1:]:
             if id(node) in inside:
                 continue
@@ -219,8 +219,10 @@ class DataParallelAttributeWithoutModule(Rule):
             if not isinstance(node, cst.Attribute) or dotted_name(node.value) != wrapper:
                 continue
             attr = node.attr.value
-            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or attr in written or _is_target(ctx, node):
+            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
                 continue
+            if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
+                continue  # set on the wrapper first (`net.pca = ...`), read back later: it works
             if _other_branch(ctx, node, branches):
                 continue
             reads.append(node)
