@@ -14,6 +14,8 @@ from devicelint.analysis.model_events import (
     device_ids_first,
     history,
     resolver_for,
+    scope_facts,
+    scope_of,
     set_device_called,
     short,
     usage_after,
@@ -89,6 +91,18 @@ class DataParallelModelNotOnFirstDevice(Rule):
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
         resolver = resolver_for(ctx, site.call)
         explicit = site.device_ids is not None
+        if explicit:
+            hidden = _ids_from_visibility(ctx, site)
+            if hidden is not None:
+                return self.violation(
+                    site.call, call=short(ctx, site.call), first="the first visible GPU",
+                    model=short(ctx, site.wrapped),
+                    where=(
+                        f"sits on GPUs that `CUDA_VISIBLE_DEVICES = {hidden}` renumbers from 0, while `device_ids` are the "
+                        f"physical ids parsed from the same `{hidden}`: they name the wrong (or no) GPU"
+                    ),
+                    advice="pass the renumbered ids `list(range(len(...)))` (or `None` for every visible GPU)",
+                )
         first = device_ids_first(resolver, site.device_ids) if explicit else Device("cuda:0", True, "cuda")
         base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]
         var = dotted_name(base)
@@ -110,11 +124,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
             moves = [placed] + moves
         moves += wrapper_chain_moves(ctx, site)
         usage = usage_after(ctx, site.target, site.call) if site.target else None
-        if usage is not None:
-            if usage.escaped:
-                return None
-            moves += usage.moves
         model = var or short(ctx, base)
+        if usage is not None:
+            if usage.escaped:  # handed on: only a move made before that counts
+                return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None
+            moves += usage.moves
         if moves:
             return self._wrong_device(ctx, site, first, moves, model, explicit)
         if not explicit or usage is None or not usage.called:
@@ -130,7 +144,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
 
     def _wrong_device(self, ctx, site, first, moves, model, explicit):  # type: ignore[no-untyped-def]
         if first is None:
-            return None
+            return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit else None
         shifted = set_device_called(ctx)
         wrong = None
         for device, _node in moves:
@@ -156,6 +170,85 @@ class DataParallelModelNotOnFirstDevice(Rule):
             advice=f"move it with `{model}.to({_device_code(first)})` before wrapping it",
         )
 
+
+    def _current_device_vs_chosen_ids(self, ctx, site, moves, model):  # type: ignore[no-untyped-def]
+        """`DataParallel(model, device_ids=args.gpus).cuda()`: the model goes to the current device
+        (cuda:0, nothing sets it) while the ids are chosen at run time and need not start at 0."""
+        if not moves or not all(device.literal and device.is_current and device.type == "cuda" for device, _ in moves):
+            return None
+        ids = site.device_ids
+        if _is_none(ids) or set_device_called(ctx) or not _chosen_at_run_time(ctx, site):  # any set-up, even under `if args.gpus:`
+            return None
+        return self.violation(
+            site.call, call=short(ctx, site.call), first=f"`{short(ctx, _first_element(ids))}`" if isinstance(ids, (cst.List, cst.Tuple)) else f"`{short(ctx, ids)}[0]`",
+            model=model,
+            where=(
+                "is moved with `.cuda()`/`\"cuda\"` to the current device, cuda:0 (nothing calls `torch.cuda.set_device`), "
+                f"while `device_ids={short(ctx, ids)}` is chosen at run time and need not start at GPU 0"
+            ),
+            advice="call `torch.cuda.set_device(device_ids[0])` before moving it, or move it to `device_ids[0]`",
+        )
+
+
+def _is_none(node: cst.BaseExpression | None) -> bool:
+    return node is None or (isinstance(node, cst.Name) and node.value == "None")
+
+
+def _chosen_at_run_time(ctx: FileContext, site: WrapperSite) -> bool:
+    """`device_ids` comes from the command line or a config (`args.gpus`, `[args.gpu]`,
+    `list(cfg.GPUS)`), not from a count of the visible GPUs (`range(n)`)."""
+    values = _expanded(ctx, site.device_ids, site.call)  # type: ignore[arg-type]
+    if any("range(" in ctx.code_for(v) or "device_count" in ctx.code_for(v) for v in values):
+        return False
+    return any(
+        isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value in _CONFIG_ROOTS
+        for v in values for n in ctx.index.walk(v)
+    )
+
+
+# Where command-line options and configs live in training scripts.
+_CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "flags", "FLAGS", "options"})
+_VISIBILITY = "CUDA_VISIBLE_DEVICES"
+
+
+def _expanded(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The expression, and what a name in it is bound to once in its function (one level)."""
+    found = [node]
+    assigned = scope_facts(ctx, scope_of(ctx, at)).assigned
+    for sub in ctx.index.walk(node):
+        if isinstance(sub, cst.Name):
+            values = assigned.get(sub.value)
+            if values is not None and len(values) == 1:
+                found.append(values[0])
+    return found
+
+
+def _ids_from_visibility(ctx: FileContext, site: WrapperSite) -> str | None:
+    """The expression that both `device_ids` is parsed from and `CUDA_VISIBLE_DEVICES` is set
+    to (`os.environ["CUDA_VISIBLE_DEVICES"] = args.device` with `device_ids=[int(i) for i in
+    args.device.split(",")]`), unless the ids are renumbered (`range(len(...))`)."""
+    if _VISIBILITY not in ctx.source:
+        return None
+    written = set()
+    for node in ctx.index.of_type(cst.Assign):
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Subscript) and dotted_name(t.value) == "os.environ" and _VISIBILITY in ctx.code_for(t.slice[0]):
+                for value in _expanded(ctx, node.value, node):
+                    key = dotted_name(value)
+                    if key is not None and key not in ("None",):
+                        written.add(key)
+    if not written:
+        return None
+    values = _expanded(ctx, site.device_ids, site.call)  # type: ignore[arg-type]
+    if any("range(" in ctx.code_for(v) for v in values):
+        return None
+    for value in values:
+        for sub in ctx.index.walk(value):
+            key = dotted_name(sub) if isinstance(sub, (cst.Name, cst.Attribute)) else None
+            if key in written:
+                return key
+    return None
 
 
 def _first_element(device_ids: cst.BaseExpression | None) -> cst.BaseExpression:
