@@ -37,7 +37,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
     (`model.cuda(1)` with `device_ids=[0, 1]`), or `model.cuda()` / `model.to("cuda")`, which
     lands on the current device (cuda:0 unless `torch.cuda.set_device` changed it) while
     `device_ids` starts elsewhere. Without `device_ids`, DataParallel uses every GPU starting
-    at cuda:0, so a model moved to another GPU is flagged too.
+    at cuda:0, so a model moved to another GPU is flagged too. Also flags `device_ids` taken
+    from the command line or a config (`device_ids=args.gpus`) for a model moved with `.cuda()`
+    in a file that never sets the current device, and `device_ids` parsed from the same value
+    the code writes to `CUDA_VISIBLE_DEVICES` (physical ids, while the visible GPUs are
+    renumbered from 0).
 
     ## Why it is a bug on a GPU
     DataParallel keeps the master copy of the model on `device_ids[0]` and broadcasts it from
@@ -63,7 +67,10 @@ class DataParallelModelNotOnFirstDevice(Rule):
 
     ## Known limits
     Only literal devices and `device_ids` are compared (`[1, 2]`, `range(2)`, a name bound
-    once to one of those); `device_ids=[args.gpu]` is checked only for a model never moved.
+    once to one of those); `device_ids=[args.gpu]` is checked only for a model never moved
+    or moved with `.cuda()` when no `torch.cuda.set_device` appears in the file; run-time ids
+    are recognised by their root name (`args`, `opt`, `cfg`, `config`, ...), and ids counted
+    with `range(...)` are taken to start at 0.
     "Never moved" is reported only for a model built in the same function from a class of the
     same file or from `torch.nn`/`torchvision.models`, never passed to other code, and whose
     wrapper is called in that function. Moves made through aliases are not followed. A model
