@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.syntax import (
     body_nodes, enclosing_ifs, has_star, inside, is_false, is_true, keyword, last_word, method_name, positional, receiver,
     scope_of, test_words, text_of,
@@ -111,7 +112,56 @@ def autocast_call(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode
                 found = autocast_call(ctx, value, scope_of(ctx, value), depth + 1)
                 if found is not None:
                     return found
+    if isinstance(expr, cst.Call):
+        function = _entered_function(ctx, expr, scope)
+        if function is not None:
+            return _autocast_of_context_function(ctx, function, depth + 1)
     return None
+
+
+def _entered_function(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> cst.FunctionDef | None:
+    """The function of the file a with-item's call runs: `self._amp_context()`, `train_ctx()`,
+    or a name bound to what a factory returns (`ctx_fn = get_train_context(cfg)`; `with
+    ctx_fn():`) when the factory returns a def of its own body."""
+    from devicelint.analysis.training.helpers import callee  # helpers builds on this module
+
+    found = callee(ctx, call)
+    if found is not None or not isinstance(call.func, cst.Name):
+        return found
+    for value in values_of(ctx, call.func.value, scope) or ():
+        factory = callee(ctx, value) if isinstance(value, cst.Call) else None
+        if factory is None:
+            continue
+        nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)} if isinstance(factory.body, cst.IndentedBlock) else {}
+        for node in body_nodes(factory):
+            if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in nested:
+                return nested[node.value.value]
+    return None
+
+
+def _autocast_of_context_function(ctx: FileContext, function: cst.FunctionDef, depth: int) -> cst.Call | None:
+    """The autocast a function's call enters as a context manager: one it returns (`return
+    torch.autocast(...)`, on some path), or, for a `@contextmanager` generator, one it enters
+    before it yields (`with torch.autocast(...): yield`, `stack.enter_context(torch.autocast(...))`)."""
+    generator = any(dotted_name(d.decorator) in _CONTEXT_MANAGER_DECORATORS for d in function.decorators)
+    for node in body_nodes(function):
+        if isinstance(node, cst.Return) and node.value is not None:
+            found = autocast_call(ctx, node.value, function, depth)
+            if found is not None:
+                return found
+        elif generator and isinstance(node, cst.With):
+            for item in node.items:
+                found = autocast_call(ctx, item.item, function, depth)
+                if found is not None and any(isinstance(n, cst.Yield) for n in body_nodes(node.body)):
+                    return found
+        elif generator and isinstance(node, cst.Call) and method_name(node) == "enter_context" and node.args:
+            found = autocast_call(ctx, node.args[0].value, function, depth)
+            if found is not None:
+                return found
+    return None
+
+
+_CONTEXT_MANAGER_DECORATORS = frozenset({"contextmanager", "contextlib.contextmanager"})
 
 
 def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> Autocast:
@@ -193,12 +243,41 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
 
 
 def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    """A GradScaler that scales: built with `GradScaler(...)` in this file or named like one,
+    and not one the file only ever builds with a literal `enabled=False` (its calls are
+    pass-throughs: `scale(loss)` returns the loss unscaled)."""
     if node is None:
         return False
     text = text_of(node)
     if text is None:
-        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS
+        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS and not _disabled(node)
+    if text in disabled_scalers(ctx):
+        return False
     return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
+
+
+def disabled_scalers(ctx: FileContext) -> frozenset[str]:
+    """Targets every assignment of which in the file is `GradScaler(..., enabled=False)`."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        seen: dict[str, bool] = {}
+        for scope in assignments(c).values():
+            for target, values in scope.items():
+                for value in values:
+                    off = isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS and _disabled(value)
+                    seen[target] = seen.get(target, True) and off
+        return frozenset(target for target, off in seen.items() if off)
+
+    return ctx.shared("training.step.disabled_scalers", build)
+
+
+def _disabled_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    text = text_of(node) if node is not None else None
+    return text is not None and text in disabled_scalers(ctx)
+
+
+def _disabled(call: cst.Call) -> bool:
+    return is_false(keyword(call, "enabled"))
 
 
 def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
@@ -243,7 +322,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
                 found = effects_of_call(c, call)
                 if found:
                     _scope(c, scopes, call).helper_calls.append((call, found))
-                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)):
+                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)) and not _disabled_scaler(c, receiver(call)):
                     # `self.strategy.unscale_gradients(opt)`: another object unscales, as its name says.
                     _scope(c, scopes, call).helper_calls.append((call, (named_unscale(call),)))
             if name is None:
@@ -258,7 +337,8 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             elif name in SCALER_METHODS and is_scaler(c, owner):
                 if name == "update" or positional(call):
                     _scope(c, scopes, call).scaler_calls.setdefault(name, []).append(call)
-            elif name == "step" and looks_like_optimizer(owner):
+            elif name == "step" and (looks_like_optimizer(owner) or (_disabled_scaler(c, owner) and positional(call))):
+                # a disabled scaler's `step(opt)` is a plain `opt.step()`
                 _scope(c, scopes, call).optimizer_steps.append(call)
             elif c.qualified_name(call.func) in CLIPPERS:
                 _scope(c, scopes, call).clips.append(call)
