@@ -12,6 +12,7 @@ from devicelint.analysis.model_events import (
     module_functions,
     rebinds,
     resolver_for,
+    prepared_sites,
     returned_wrapper_sites,
     scope_facts,
     scope_of,
@@ -132,7 +133,12 @@ class DataParallelAttributeWithoutModule(Rule):
     `self.model` to are read too. A wrapper handed to a function is followed one call further
     (`train(model)` handing it to `evaluate(model)`). Each attribute is reported once per function. Code that tests
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
-    code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
+    code sets on the wrapper itself are reported only when read before that write (also in its
+    right-hand side: `net.pca = f(net.pca)`). Wrappers that cross files are not seen. A model
+    returned by `accelerator.prepare(...)` (an `accelerate.Accelerator` of the file; a model is
+    an argument the function calls `.parameters()`, `.train()` or `.eval()` on) counts as a DDP
+    wrapper, except in test files, in files that mention DeepSpeed, FSDP or Megatron (their
+    engines forward attributes), and for reads under an `if` on the process count.
     Replica writes are found only when the class and the `DataParallel` call are in the same
     file, and only in `forward` and the methods it calls directly. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
@@ -144,7 +150,7 @@ class DataParallelAttributeWithoutModule(Rule):
     summary = "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`."
     message = "{problem}; {advice}"
     fix_availability = "unsafe"
-    tokens = ("DataParallel",)
+    tokens = ("DataParallel", "Accelerator")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         wrapped_classes: dict[str, WrapperSite] = {}
@@ -155,7 +161,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 name = _wrapped_class(ctx, site)
                 if name is not None:
                     wrapped_classes.setdefault(name, site)
-        for site in returned_wrapper_sites(ctx):
+        for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
             yield from self._reads_through(ctx, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
@@ -225,6 +231,8 @@ class DataParallelAttributeWithoutModule(Rule):
                 continue  # set on the wrapper first (`net.pca = ...`), read back later: it works
             if _other_branch(ctx, node, branches):
                 continue
+            if site.spelled.endswith(".prepare") and _under_process_count_test(ctx, node, site.scope):
+                continue  # `if accelerator.num_processes > 1: m.module.x else: m.x`
             reads.append(node)
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
@@ -257,15 +265,17 @@ class DataParallelAttributeWithoutModule(Rule):
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
+        prepared = site.spelled.endswith(".prepare")  # `accelerator.prepare`: unwrapped on one GPU
+        accelerator = site.spelled[: -len(".prepare")]
         for node in reads:
             attr = node.attr.value
             yield self.violation(
-                node, fix=_through_module(ctx, node, certain=not branches),
+                node, fix=None if prepared else _through_module(ctx, node, certain=not branches),
                 problem=(
                     f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`{site.origin(ctx)}, "
                     f"which does not forward its model's attributes (AttributeError)"
                 ),
-                advice=f"use `{wrapper}.module.{attr}`",
+                advice=f"use `{accelerator}.unwrap_model({wrapper}).{attr}`" if prepared else f"use `{wrapper}.module.{attr}`",
             )
 
     def _replica_writes(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
@@ -561,6 +571,19 @@ def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
                 if isinstance(value, cst.SimpleString) and isinstance(literal_value(value), str):
                     names.add(literal_value(value))
     return names
+
+
+def _under_process_count_test(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """`node` sits in a branch of an `if` that asks whether the run is distributed."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is scope:
+            return False
+        if isinstance(ancestor, cst.If) and any(w in ctx.code_for(ancestor.test) for w in _PROCESS_WORDS):
+            return True
+    return False
+
+
+_PROCESS_WORDS = ("num_processes", "distributed", "world_size", "use_ddp", "multi_gpu")
 
 
 def _is_target(ctx: FileContext, node: cst.Attribute) -> bool:

@@ -62,6 +62,7 @@ from devicelint.analysis.model_events.classes import (
 from devicelint.analysis.model_events.wrappers import (
     WrapperSite,
     assigned_target,
+    prepared_sites,
     returned_wrapper_sites,
     spread_by_loader,
     wrapped_split,
@@ -92,6 +93,7 @@ __all__ = [
     "distinct",
     "rebinds",
     "returned_device",
+    "prepared_sites",
     "returned_wrapper_sites",
     "history",
     "module_functions",
