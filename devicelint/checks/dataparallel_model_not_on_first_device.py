@@ -22,6 +22,8 @@ from devicelint.analysis.model_events import (
     wrapper_chain_moves,
     wrapper_sites,
 )
+from devicelint.analysis.argument_places import arguments_passed
+from devicelint.analysis.model_events.scopes import REBOUND
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.registry import Rule, Violation, register
@@ -207,10 +209,20 @@ def _chosen_at_run_time(ctx: FileContext, site: WrapperSite) -> bool:
     values = _expanded(ctx, site.device_ids, site.call)  # type: ignore[arg-type]
     if any("range(" in ctx.code_for(v) or "device_count" in ctx.code_for(v) for v in values):
         return False
-    return any(
-        isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value in _CONFIG_ROOTS
-        for v in values for n in ctx.index.walk(v)
-    )
+    for value in values:
+        for node in ctx.index.walk(value):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "parse_args":
+                return True
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                root = node.value.value
+                if root in _CONFIG_ROOTS or _is_parameter(ctx, node.value):
+                    return True  # `args.gpus`, or `cfg.gpu_ids` with `cfg` a parameter however named
+    return False
+
+
+def _is_parameter(ctx: FileContext, name: cst.Name) -> bool:
+    function = ctx.index.enclosing_function(name)
+    return function is not None and scope_facts(ctx, function).assigned.get(name.value) == [REBOUND]
 
 
 # Where command-line options and configs live in training scripts.
@@ -218,15 +230,21 @@ _CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hpar
 _VISIBILITY = "CUDA_VISIBLE_DEVICES"
 
 
-def _expanded(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> list[cst.BaseExpression]:
-    """The expression, and what a name in it is bound to once in its function (one level)."""
+def _expanded(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode, callers: bool = True) -> list[cst.BaseExpression]:
+    """The expression, what a name in it is bound to once in its function (one level), and, for
+    a parameter, what the file's calls of the function pass for it (with their own bindings)."""
     found = [node]
-    assigned = scope_facts(ctx, scope_of(ctx, at)).assigned
+    root = scope_of(ctx, at)
+    assigned = scope_facts(ctx, root).assigned
     for sub in ctx.index.walk(node):
-        if isinstance(sub, cst.Name):
-            values = assigned.get(sub.value)
-            if values is not None and len(values) == 1:
-                found.append(values[0])
+        if not isinstance(sub, cst.Name):
+            continue
+        values = assigned.get(sub.value)
+        if values is not None and len(values) == 1 and values[0] is not REBOUND:
+            found.append(values[0])
+        elif callers and values == [REBOUND] and isinstance(root, cst.FunctionDef):
+            for argument in arguments_passed(ctx, root, sub.value):
+                found.extend(_expanded(ctx, argument, argument, callers=False))
     return found
 
 
