@@ -9,7 +9,7 @@ from devicelint.analysis.training.helpers import (
     BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds,
 )
 from devicelint.analysis.training.step import (
-    Autocast, Scope, disabled_scalers, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
+    Autocast, Scope, is_disabled_scaler, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
 )
 from devicelint.analysis.training.values import UNKNOWN
 from devicelint.analysis.training.syntax import assigned_names, inside, method_name, positional, receiver, short, text_of
@@ -154,7 +154,7 @@ def _disabled_note(ctx: FileContext, call: cst.Call) -> str:
     inner = receiver(call)
     if isinstance(inner, cst.Call) and method_name(inner) == "scale":
         owner = text_of(receiver(inner)) if receiver(inner) is not None else None
-        if owner is not None and owner in disabled_scalers(ctx):
+        if owner is not None and is_disabled_scaler(ctx, owner):
             return f" (`{owner}` is a `GradScaler` built with `enabled=False`: its `scale()` returns the loss as it is)"
     return ""
 

@@ -251,7 +251,7 @@ def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     text = text_of(node)
     if text is None:
         return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS and not _disabled(node)
-    if text in disabled_scalers(ctx):
+    if is_disabled_scaler(ctx, text):
         return False
     return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
 
@@ -273,7 +273,20 @@ def disabled_scalers(ctx: FileContext) -> frozenset[str]:
 
 def _disabled_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     text = text_of(node) if node is not None else None
-    return text is not None and text in disabled_scalers(ctx)
+    return text is not None and is_disabled_scaler(ctx, text)
+
+
+def is_disabled_scaler(ctx: FileContext, text: str) -> bool:
+    """`self.scaler` built disabled, or `owner.scaler` where the file's only `.scaler` attribute
+    is a disabled `self.scaler` (the trainer handed to a helper as `owner`)."""
+    disabled = disabled_scalers(ctx)
+    if text in disabled:
+        return True
+    if "." not in text:
+        return False
+    attr = text.rsplit(".", 1)[1]
+    same = [t for t in scaler_names(ctx) | disabled if t.rsplit(".", 1)[-1] == attr and "." in t]
+    return bool(same) and all(t in disabled for t in same)
 
 
 def _disabled(call: cst.Call) -> bool:
