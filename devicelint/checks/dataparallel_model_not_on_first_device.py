@@ -14,6 +14,7 @@ from devicelint.analysis.model_events import (
     device_ids_first,
     history,
     resolver_for,
+    returned_wrapper_sites,
     scope_facts,
     scope_of,
     set_device_called,
@@ -78,7 +79,9 @@ class DataParallelModelNotOnFirstDevice(Rule):
     wrapper is called in that function. Moves made through aliases are not followed. A model
     returned by a builder function of the file counts with the device the builder moved it to
     (`model.to("cuda:1"); return model`), and `self.model` moved in `__init__` and wrapped in
-    `setup()` with the moves of `__init__`.
+    `setup()` with the moves of `__init__`. A builder of the file that wraps a CPU model it
+    built in `DataParallel` without `device_ids` and returns it unmoved is reported when its
+    caller calls the wrapper without moving it, in a function that moves its inputs to a GPU.
     """
 
     code = "DL202"
@@ -96,6 +99,40 @@ class DataParallelModelNotOnFirstDevice(Rule):
             violation = self._check_site(ctx, site)
             if violation is not None:
                 yield violation
+        for site in returned_wrapper_sites(ctx):
+            violation = self._returned_unplaced(ctx, site)
+            if violation is not None:
+                yield violation
+
+    def _returned_unplaced(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
+        """`model = load_network(path)` where the builder wraps a model it built on the CPU in
+        `DataParallel` (every GPU from cuda:0) and returns it unmoved, and the caller, which moves
+        its inputs to a GPU by hand, calls the wrapper without moving it."""
+        inner = site.returned
+        if inner is None or inner.kind != "DataParallel" or inner.wrapped is None or not _is_none(inner.device_ids):
+            return None
+        base = chain_base(resolver_for(ctx, inner.call), inner.wrapped)[0]
+        var = dotted_name(base)
+        if var is None or "." in var or wrapper_chain_moves(ctx, inner):
+            return None
+        facts = history(ctx, var, inner.call)
+        if facts.escaped or facts.sub_moves or facts.moves or not built_on_cpu(ctx, base, facts):
+            return None
+        if inner.target is not None and usage_after(ctx, inner.target, inner.call).moves:
+            return None
+        if site.target is None:
+            return None
+        usage = usage_after(ctx, site.target, site.call)
+        if usage.escaped or usage.moves or not usage.called or not _moves_to_gpu(ctx, site.call):
+            return None
+        return self.violation(
+            inner.call, call=short(ctx, inner.call), first="cuda:0", model=var,
+            where=(
+                f"is built on the CPU and never moved: `{short(ctx, site.call)}` returns the wrapper unmoved and "
+                "its caller runs it on inputs it moved to the GPU"
+            ),
+            advice=f"move it with `{var}.to(\"cuda:0\")` before wrapping it",
+        )
 
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
         resolver = resolver_for(ctx, site.call)
@@ -197,6 +234,18 @@ class DataParallelModelNotOnFirstDevice(Rule):
             ),
             advice="call `torch.cuda.set_device(device_ids[0])` before moving it, or move it to `device_ids[0]`",
         )
+
+
+def _moves_to_gpu(ctx: FileContext, at: cst.CSTNode) -> bool:
+    """The function of `at` moves some tensor to a CUDA device by hand (`x.to(device)` with a
+    CUDA device, `x.cuda()`)."""
+    resolver = resolver_for(ctx, at)
+    for node in scope_facts(ctx, scope_of(ctx, at)).nodes:
+        if isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None and moved[1].type == "cuda":
+                return True
+    return False
 
 
 def _is_none(node: cst.BaseExpression | None) -> bool:
