@@ -142,7 +142,11 @@ class DataParallelAttributeWithoutModule(Rule):
     Replica writes are found only when the class and the `DataParallel` call are in the same
     file, and only in `forward` and the methods it calls directly. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
-    `self.method`, or a def returned by a factory of the module.
+    `self.method`, or a def returned by a factory of the module; also hooks registered in the
+    wrapped class's `__init__` on its own submodules (a hook object `self.save = SaveOutput()`
+    runs its `__call__`), and hook objects of a plain class of the file whose `__init__`
+    registers its own method, built in the wrapping function over the model's modules
+    (`[StatHook(m) for m in model.modules()]`).
     """
 
     code = "DL203"
@@ -177,13 +181,8 @@ class DataParallelAttributeWithoutModule(Rule):
             if site.kind != "DataParallel":
                 continue
             names = {n for n in (site.target, dotted_name(site.wrapped) if site.wrapped is not None else None) if n}
-            for node in scope_facts(ctx, site.scope).nodes:
-                if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _FORWARD_HOOKS and node.args):
-                    continue
-                owner = dotted_name(node.func.value) or ""
-                if not any(owner == n or owner.startswith(n + ".") for n in names):
-                    continue
-                for hook in _hook_functions(ctx, node.args[0].value, site.scope):
+            for node, owner, hooks in _registrations(ctx, site, names):
+                for hook in hooks:
                     for write in _outside_writes(ctx, hook):
                         if id(write) in seen:
                             continue
@@ -344,6 +343,93 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
 
 
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
+
+
+def _registrations(
+    ctx: FileContext, site: WrapperSite, names: set[str]
+) -> Iterator[tuple[cst.Call, str, list[cst.FunctionDef | cst.Lambda]]]:
+    """(registration, what it is registered on, the hooks it runs) for forward hooks on the model
+    a `DataParallel` wraps: registered in the wrapping function on the model (or a submodule),
+    in the wrapped class's `__init__` on its own submodules (`block.register_forward_hook(
+    self.save_output)`), or in the `__init__` of a hook class the wrapping function builds over
+    the model's modules (`[StatHook(m) for m in teacher.modules()]`)."""
+    for node in scope_facts(ctx, site.scope).nodes:
+        if _is_registration(node):
+            owner = dotted_name(node.func.value) or ""  # type: ignore[attr-defined]
+            if any(owner == n or owner.startswith(n + ".") for n in names):
+                yield node, owner, _hook_functions(ctx, node.args[0].value, site.scope)  # type: ignore[attr-defined]
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            init = _hook_class_init(ctx, node.func.value)
+            if init is not None and _built_over(ctx, node, names):
+                for registration in scope_facts(ctx, init).nodes:
+                    if _is_registration(registration):
+                        yield registration, short(ctx, node), _hook_functions(ctx, registration.args[0].value, init)  # type: ignore[attr-defined]
+    wrapped = _wrapped_class(ctx, site)
+    cls = module_classes(ctx).get(wrapped) if wrapped is not None else None
+    init = methods(cls).get("__init__") if cls is not None else None
+    if init is not None:
+        for node in scope_facts(ctx, init).nodes:
+            if _is_registration(node):
+                value = node.args[0].value  # type: ignore[attr-defined]
+                hooks = _hook_functions(ctx, value, init) or _callable_object(ctx, cls, value)  # type: ignore[arg-type]
+                yield node, f"{wrapped}.{ctx.code_for(node.func.value).strip()}", hooks  # type: ignore[attr-defined]
+
+
+def _is_registration(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _FORWARD_HOOKS and bool(node.args)
+    )
+
+
+def _hook_class_init(ctx: FileContext, name: str) -> cst.FunctionDef | None:
+    """The `__init__` of a plain class of the file that registers a forward hook."""
+    cls = next((c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == name), None)
+    if cls is None or name in module_classes(ctx):
+        return None
+    init = methods(cls).get("__init__")
+    if init is None or not any(_is_registration(n) for n in scope_facts(ctx, init).nodes):
+        return None
+    return init
+
+
+def _built_over(ctx: FileContext, call: cst.Call, names: set[str]) -> bool:
+    """The call's arguments come from the model: `Hook(m)` in a comprehension over
+    `model.modules()`, or `Hook(model.layer1)`."""
+    def mentions(node: cst.CSTNode) -> bool:
+        return any(
+            isinstance(n, (cst.Name, cst.Attribute)) and (dotted_name(n) or "").split(".", 1)[0] in names
+            for n in ctx.index.walk(node)
+        )
+    if any(mentions(arg.value) for arg in call.args):
+        return True
+    for ancestor in ctx.index.ancestors(call):
+        if isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            loop: cst.CompFor | None = ancestor.for_in
+            while loop is not None:
+                if mentions(loop.iter):
+                    return True
+                loop = loop.inner_for_in
+        if isinstance(ancestor, (cst.For)) and mentions(ancestor.iter):
+            return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.SimpleStatementLine)):
+            break
+    return False
+
+
+def _callable_object(ctx: FileContext, cls: cst.ClassDef, value: cst.BaseExpression) -> list[cst.FunctionDef | cst.Lambda]:
+    """`__call__` of the plain class of the file that `self.save_output = SaveOutput()` holds."""
+    name = _self_attr(value)
+    init = methods(cls).get("__init__")
+    if name is None or init is None:
+        return []
+    for bound in scope_facts(ctx, init).assigned.get(f"self.{name}", []):
+        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
+            hook_cls = next((c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == bound.func.value), None)
+            call = methods(hook_cls).get("__call__") if hook_cls is not None else None
+            if call is not None:
+                return [call]
+    return []
 
 
 def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.CSTNode) -> list[cst.FunctionDef | cst.Lambda]:
