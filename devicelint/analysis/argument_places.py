@@ -226,6 +226,12 @@ def _parameter_position(function: cst.FunctionDef, name: str) -> tuple[int | Non
     return None
 
 
+def arguments_passed(ctx: FileContext, function: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
+    """What the file's calls of `function` pass for its parameter `name` (empty when none is seen)."""
+    position = _parameter_position(function, name)
+    return _arguments_at_calls(ctx, function, name, position) if position is not None else []
+
+
 def _arguments_at_calls(ctx: FileContext, function: cst.FunctionDef, name: str,
                         position: tuple[int | None, bool]) -> list[cst.BaseExpression]:
     """The expression passed for parameter `name` at each call of `function` in the file:

@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.helpers import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, kinds
-from devicelint.analysis.training.step import Scope, training_scopes
+from devicelint.analysis.training.step import AUTOCAST, Scope, training_scopes
 from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, indent_of, own_line_statement
@@ -46,14 +46,17 @@ class BackwardInsideAutocast(Rule):
     When the backward call is the last statement of the `with` block, the fix moves that
     statement to just after the block, at the block's indent; nothing else moves and the order
     of statements is unchanged. It is safe when the statement is the bare backward call and the
-    `with` enters autocast alone; with other context managers in the same `with` it is unsafe
-    (the backward leaves them too). No fix when statements follow the backward in the block (the
+    `with` enters autocast alone; with other context managers in the same `with`, or a helper
+    that enters autocast among other contexts (`with train_context():`), it is unsafe (the
+    backward leaves them too). No fix when statements follow the backward in the block (the
     optimizer step, logging: which of them belong outside is the author's call), when it is the
     block's only statement, or when comments around it would lose their place.
 
     ## Known limits
     Only `with` blocks in the same function as the backward call are seen, directly or through
-    a name (`ctx = torch.autocast(...)`; `with ctx:`). A backward in a helper of the file
+    a name (`ctx = torch.autocast(...)`; `with ctx:`), or through a function of the file that
+    returns an autocast or is a `@contextmanager` entering one before it yields (also one a
+    factory of the file returns: `ctx_fn = get_train_context(cfg)`; `with ctx_fn():`). A backward in a helper of the file
     (`self.backward(loss)`, `do_backward(loss)`, a method of an object the file builds) counts
     where the helper is called when the caller (or the helper) steps an optimizer or a scaler;
     helpers of other modules are not followed. A block with a
@@ -80,7 +83,7 @@ class BackwardInsideAutocast(Rule):
             for call in (*scope.backwards, *helpers):
                 for autocast in scope.autocasts:
                     if autocast.enabled is not False and inside(ctx, call, autocast.node):
-                        yield self.violation(call, fix=_dedent_backward(ctx, call, autocast.node),
+                        yield self.violation(call, fix=_dedent_backward(ctx, call, autocast.node, _helper_context(ctx, autocast.expr)),
                                              backward=short(ctx, call), autocast=short(ctx, autocast.expr))
                         break
 
@@ -92,7 +95,13 @@ def _steps(scope: Scope) -> bool:
     )
 
 
-def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With) -> FixProposal | None:
+def _helper_context(ctx: FileContext, expr: cst.BaseExpression) -> bool:
+    """The with-item calls a function of the file that enters autocast (`with train_context():`):
+    it may enter other contexts too, which the backward would leave as well."""
+    return isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) not in AUTOCAST
+
+
+def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With, through_helper: bool) -> FixProposal | None:
     """Move the backward statement, when it is the `with` block's last one, to just after the block."""
     statement = own_line_statement(ctx, call)
     body = block.body
@@ -107,5 +116,5 @@ def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With) -> FixPr
     # The block's range ends before its last line break, which stays in the file.
     moved = moved[: -len(ctx.module.default_newline)] if moved.endswith(ctx.module.default_newline) else moved
     bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is call
-    return FixProposal("Move the backward pass out of the autocast block", safe=bare and len(block.items) == 1,
+    return FixProposal("Move the backward pass out of the autocast block", safe=bare and len(block.items) == 1 and not through_helper,
                        replacements=((block, rendered + moved),))

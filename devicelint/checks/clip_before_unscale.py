@@ -56,7 +56,10 @@ class ClipBeforeUnscale(Rule):
     that it calls there: `clip_gradients(model)` or `self.clipper.clip(model)` between the
     scaled backward and the step is a clip; `unscale_grads(scaler, opt)`, `self.amp.unscale(opt)`
     or any method named for unscaling (`strategy.unscale_gradients(opt)`) before the clip is an
-    unscale. If the scaled backward is in another function, the callers of the clipping function
+    unscale. `self.plugin.hook(...)` on an object the class only receives as a constructor
+    parameter runs the one class of the file that defines `hook` (a precision plugin), unless
+    the name is a common one (`step`, `update`, `zero_grad`, ...). If the scaled backward is in
+    another function, the callers of the clipping function
     decide (`fit` calls `self.training_step(batch)`, which scales, then `self.optimizer_step()`,
     which clips, with no unscale between); with no caller in the file, the clip is reported only
     when the file never calls `unscale_`. Clipping

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, TypeGuard
 
 import libcst as cst
 
@@ -12,6 +12,7 @@ from devicelint.analysis.model_events import (
     module_functions,
     rebinds,
     resolver_for,
+    prepared_sites,
     returned_wrapper_sites,
     scope_facts,
     scope_of,
@@ -132,11 +133,20 @@ class DataParallelAttributeWithoutModule(Rule):
     `self.model` to are read too. A wrapper handed to a function is followed one call further
     (`train(model)` handing it to `evaluate(model)`). Each attribute is reported once per function. Code that tests
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
-    code sets on the wrapper itself are not reported. Wrappers that cross files are not seen.
+    code sets on the wrapper itself are reported only when read before that write (also in its
+    right-hand side: `net.pca = f(net.pca)`). Wrappers that cross files are not seen. A model
+    returned by `accelerator.prepare(...)` (an `accelerate.Accelerator` of the file; a model is
+    an argument the function calls `.parameters()`, `.train()` or `.eval()` on) counts as a DDP
+    wrapper, except in test files, in files that mention DeepSpeed, FSDP or Megatron (their
+    engines forward attributes), and for reads under an `if` on the process count.
     Replica writes are found only when the class and the `DataParallel` call are in the same
     file, and only in `forward` and the methods it calls directly. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
-    `self.method`, or a def returned by a factory of the module.
+    `self.method`, or a def returned by a factory of the module; also hooks registered in the
+    wrapped class's `__init__` on its own submodules (a hook object `self.save = SaveOutput()`
+    runs its `__call__`), and hook objects of a plain class of the file whose `__init__`
+    registers its own method, built in the wrapping function over the model's modules
+    (`[StatHook(m) for m in model.modules()]`).
     """
 
     code = "DL203"
@@ -144,7 +154,7 @@ class DataParallelAttributeWithoutModule(Rule):
     summary = "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`."
     message = "{problem}; {advice}"
     fix_availability = "unsafe"
-    tokens = ("DataParallel",)
+    tokens = ("DataParallel", "Accelerator")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         wrapped_classes: dict[str, WrapperSite] = {}
@@ -155,7 +165,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 name = _wrapped_class(ctx, site)
                 if name is not None:
                     wrapped_classes.setdefault(name, site)
-        for site in returned_wrapper_sites(ctx):
+        for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
             yield from self._reads_through(ctx, site)
         for name, site in wrapped_classes.items():
             yield from self._replica_writes(ctx, name, site)
@@ -171,13 +181,8 @@ class DataParallelAttributeWithoutModule(Rule):
             if site.kind != "DataParallel":
                 continue
             names = {n for n in (site.target, dotted_name(site.wrapped) if site.wrapped is not None else None) if n}
-            for node in scope_facts(ctx, site.scope).nodes:
-                if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _FORWARD_HOOKS and node.args):
-                    continue
-                owner = dotted_name(node.func.value) or ""
-                if not any(owner == n or owner.startswith(n + ".") for n in names):
-                    continue
-                for hook in _hook_functions(ctx, node.args[0].value, site.scope):
+            for node, owner, hooks in _registrations(ctx, site, names):
+                for hook in hooks:
                     for write in _outside_writes(ctx, hook):
                         if id(write) in seen:
                             continue
@@ -199,7 +204,7 @@ class DataParallelAttributeWithoutModule(Rule):
         start = scope.order.get(id(statement), -1)
         inside = {id(n) for n in ctx.index.walk(statement)}
         branches = _branches(ctx, statement)
-        written: set[str] = set()
+        written: dict[str, int] = {}  # attribute -> the first statement that sets it on the wrapper
         reads: list[cst.Attribute] = []
         callees: list[tuple[cst.FunctionDef, str]] = []
         resolver = resolver_for(ctx, site.call)
@@ -208,7 +213,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return  # the function checks what it holds
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper and _is_target(ctx, node):
-                written.add(node.attr.value)
+                written.setdefault(node.attr.value, scope.order.get(id(statement_of(ctx, node)), -1))
         for node in scope.nodes[start + 1:]:
             if id(node) in inside:
                 continue
@@ -219,10 +224,14 @@ class DataParallelAttributeWithoutModule(Rule):
             if not isinstance(node, cst.Attribute) or dotted_name(node.value) != wrapper:
                 continue
             attr = node.attr.value
-            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or attr in written or _is_target(ctx, node):
+            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
                 continue
+            if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
+                continue  # set on the wrapper first (`net.pca = ...`), read back later: it works
             if _other_branch(ctx, node, branches):
                 continue
+            if site.spelled.endswith(".prepare") and _under_process_count_test(ctx, node, site.scope):
+                continue  # `if accelerator.num_processes > 1: m.module.x else: m.x`
             reads.append(node)
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
@@ -255,15 +264,17 @@ class DataParallelAttributeWithoutModule(Rule):
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
+        prepared = site.spelled.endswith(".prepare")  # `accelerator.prepare`: unwrapped on one GPU
+        accelerator = site.spelled[: -len(".prepare")]
         for node in reads:
             attr = node.attr.value
             yield self.violation(
-                node, fix=_through_module(ctx, node, certain=not branches),
+                node, fix=None if prepared else _through_module(ctx, node, certain=not branches),
                 problem=(
                     f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`{site.origin(ctx)}, "
                     f"which does not forward its model's attributes (AttributeError)"
                 ),
-                advice=f"use `{wrapper}.module.{attr}`",
+                advice=f"use `{accelerator}.unwrap_model({wrapper}).{attr}`" if prepared else f"use `{wrapper}.module.{attr}`",
             )
 
     def _replica_writes(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
@@ -332,6 +343,93 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
 
 
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
+
+
+def _registrations(
+    ctx: FileContext, site: WrapperSite, names: set[str]
+) -> Iterator[tuple[cst.Call, str, list[cst.FunctionDef | cst.Lambda]]]:
+    """(registration, what it is registered on, the hooks it runs) for forward hooks on the model
+    a `DataParallel` wraps: registered in the wrapping function on the model (or a submodule),
+    in the wrapped class's `__init__` on its own submodules (`block.register_forward_hook(
+    self.save_output)`), or in the `__init__` of a hook class the wrapping function builds over
+    the model's modules (`[StatHook(m) for m in teacher.modules()]`)."""
+    for node in scope_facts(ctx, site.scope).nodes:
+        if _is_registration(node):
+            owner = dotted_name(node.func.value) or ""  # type: ignore[attr-defined]  # _is_registration: func is an Attribute
+            if any(owner == n or owner.startswith(n + ".") for n in names):
+                yield node, owner, _hook_functions(ctx, node.args[0].value, site.scope)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            init = _hook_class_init(ctx, node.func.value)
+            if init is not None and _built_over(ctx, node, names):
+                for registration in scope_facts(ctx, init).nodes:
+                    if _is_registration(registration):
+                        yield registration, short(ctx, node), _hook_functions(ctx, registration.args[0].value, init)
+    wrapped = _wrapped_class(ctx, site)
+    cls = module_classes(ctx).get(wrapped) if wrapped is not None else None
+    init = methods(cls).get("__init__") if cls is not None else None
+    if init is not None:
+        for node in scope_facts(ctx, init).nodes:
+            if _is_registration(node):
+                value = node.args[0].value
+                hooks = _hook_functions(ctx, value, init) or _callable_object(ctx, cls, value)  # type: ignore[arg-type]  # cls is set when init is
+                yield node, f"{wrapped}.{ctx.code_for(node.func.value).strip()}", hooks  # type: ignore[attr-defined]  # _is_registration: func is an Attribute
+
+
+def _is_registration(node: cst.CSTNode) -> TypeGuard[cst.Call]:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _FORWARD_HOOKS and bool(node.args)
+    )
+
+
+def _hook_class_init(ctx: FileContext, name: str) -> cst.FunctionDef | None:
+    """The `__init__` of a plain class of the file that registers a forward hook."""
+    cls = next((c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == name), None)
+    if cls is None or name in module_classes(ctx):
+        return None
+    init = methods(cls).get("__init__")
+    if init is None or not any(_is_registration(n) for n in scope_facts(ctx, init).nodes):
+        return None
+    return init
+
+
+def _built_over(ctx: FileContext, call: cst.Call, names: set[str]) -> bool:
+    """The call's arguments come from the model: `Hook(m)` in a comprehension over
+    `model.modules()`, or `Hook(model.layer1)`."""
+    def mentions(node: cst.CSTNode) -> bool:
+        return any(
+            isinstance(n, (cst.Name, cst.Attribute)) and (dotted_name(n) or "").split(".", 1)[0] in names
+            for n in ctx.index.walk(node)
+        )
+    if any(mentions(arg.value) for arg in call.args):
+        return True
+    for ancestor in ctx.index.ancestors(call):
+        if isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            loop: cst.CompFor | None = ancestor.for_in
+            while loop is not None:
+                if mentions(loop.iter):
+                    return True
+                loop = loop.inner_for_in
+        if isinstance(ancestor, (cst.For)) and mentions(ancestor.iter):
+            return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.SimpleStatementLine)):
+            break
+    return False
+
+
+def _callable_object(ctx: FileContext, cls: cst.ClassDef, value: cst.BaseExpression) -> list[cst.FunctionDef | cst.Lambda]:
+    """`__call__` of the plain class of the file that `self.save_output = SaveOutput()` holds."""
+    name = _self_attr(value)
+    init = methods(cls).get("__init__")
+    if name is None or init is None:
+        return []
+    for bound in scope_facts(ctx, init).assigned.get(f"self.{name}", []):
+        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
+            hook_cls = next((c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == bound.func.value), None)
+            call = methods(hook_cls).get("__call__") if hook_cls is not None else None
+            if call is not None:
+                return [call]
+    return []
 
 
 def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.FunctionDef | cst.Module) -> list[cst.FunctionDef | cst.Lambda]:
@@ -559,6 +657,19 @@ def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
                 if isinstance(value, cst.SimpleString) and isinstance(text := literal_value(value), str):
                     names.add(text)
     return names
+
+
+def _under_process_count_test(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """`node` sits in a branch of an `if` that asks whether the run is distributed."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is scope:
+            return False
+        if isinstance(ancestor, cst.If) and any(w in ctx.code_for(ancestor.test) for w in _PROCESS_WORDS):
+            return True
+    return False
+
+
+_PROCESS_WORDS = ("num_processes", "distributed", "world_size", "use_ddp", "multi_gpu")
 
 
 def _is_target(ctx: FileContext, node: cst.Attribute) -> bool:

@@ -14,12 +14,17 @@ from devicelint.analysis.model_events import (
     device_ids_first,
     history,
     resolver_for,
+    returned_wrapper_sites,
+    scope_facts,
+    scope_of,
     set_device_called,
     short,
     usage_after,
     wrapper_chain_moves,
     wrapper_sites,
 )
+from devicelint.analysis.argument_places import arguments_passed
+from devicelint.analysis.model_events.scopes import REBOUND
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -35,7 +40,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
     (`model.cuda(1)` with `device_ids=[0, 1]`), or `model.cuda()` / `model.to("cuda")`, which
     lands on the current device (cuda:0 unless `torch.cuda.set_device` changed it) while
     `device_ids` starts elsewhere. Without `device_ids`, DataParallel uses every GPU starting
-    at cuda:0, so a model moved to another GPU is flagged too.
+    at cuda:0, so a model moved to another GPU is flagged too. Also flags `device_ids` taken
+    from the command line or a config (`device_ids=args.gpus`) for a model moved with `.cuda()`
+    in a file that never sets the current device, and `device_ids` parsed from the same value
+    the code writes to `CUDA_VISIBLE_DEVICES` (physical ids, while the visible GPUs are
+    renumbered from 0).
 
     ## Why it is a bug on a GPU
     DataParallel keeps the master copy of the model on `device_ids[0]` and broadcasts it from
@@ -61,13 +70,18 @@ class DataParallelModelNotOnFirstDevice(Rule):
 
     ## Known limits
     Only literal devices and `device_ids` are compared (`[1, 2]`, `range(2)`, a name bound
-    once to one of those); `device_ids=[args.gpu]` is checked only for a model never moved.
+    once to one of those); `device_ids=[args.gpu]` is checked only for a model never moved
+    or moved with `.cuda()` when no `torch.cuda.set_device` appears in the file; run-time ids
+    are recognised by their root name (`args`, `opt`, `cfg`, `config`, ...), and ids counted
+    with `range(...)` are taken to start at 0.
     "Never moved" is reported only for a model built in the same function from a class of the
     same file or from `torch.nn`/`torchvision.models`, never passed to other code, and whose
     wrapper is called in that function. Moves made through aliases are not followed. A model
     returned by a builder function of the file counts with the device the builder moved it to
     (`model.to("cuda:1"); return model`), and `self.model` moved in `__init__` and wrapped in
-    `setup()` with the moves of `__init__`.
+    `setup()` with the moves of `__init__`. A builder of the file that wraps a CPU model it
+    built in `DataParallel` without `device_ids` and returns it unmoved is reported when its
+    caller calls the wrapper without moving it, in a function that moves its inputs to a GPU.
     """
 
     code = "DL202"
@@ -85,10 +99,56 @@ class DataParallelModelNotOnFirstDevice(Rule):
             violation = self._check_site(ctx, site)
             if violation is not None:
                 yield violation
+        for site in returned_wrapper_sites(ctx):
+            violation = self._returned_unplaced(ctx, site)
+            if violation is not None:
+                yield violation
+
+    def _returned_unplaced(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
+        """`model = load_network(path)` where the builder wraps a model it built on the CPU in
+        `DataParallel` (every GPU from cuda:0) and returns it unmoved, and the caller, which moves
+        its inputs to a GPU by hand, calls the wrapper without moving it."""
+        inner = site.returned
+        if inner is None or inner.kind != "DataParallel" or inner.wrapped is None or not _is_none(inner.device_ids):
+            return None
+        base = chain_base(resolver_for(ctx, inner.call), inner.wrapped)[0]
+        var = dotted_name(base)
+        if var is None or "." in var or wrapper_chain_moves(ctx, inner):
+            return None
+        facts = history(ctx, var, inner.call)
+        if facts.escaped or facts.sub_moves or facts.moves or not built_on_cpu(ctx, base, facts):
+            return None
+        if inner.target is not None and usage_after(ctx, inner.target, inner.call).moves:
+            return None
+        if site.target is None:
+            return None
+        usage = usage_after(ctx, site.target, site.call)
+        if usage.escaped or usage.moves or not usage.called or not _moves_to_gpu(ctx, site.call):
+            return None
+        return self.violation(
+            inner.call, call=short(ctx, inner.call), first="cuda:0", model=var,
+            where=(
+                f"is built on the CPU and never moved: `{short(ctx, site.call)}` returns the wrapper unmoved and "
+                "its caller runs it on inputs it moved to the GPU"
+            ),
+            advice=f"move it with `{var}.to(\"cuda:0\")` before wrapping it",
+        )
 
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
         resolver = resolver_for(ctx, site.call)
         explicit = site.device_ids is not None
+        if explicit:
+            hidden = _ids_from_visibility(ctx, site)
+            if hidden is not None:
+                return self.violation(
+                    site.call, call=short(ctx, site.call), first="the first visible GPU",
+                    model=short(ctx, site.wrapped) if site.wrapped is not None else "the model",
+                    where=(
+                        f"sits on GPUs that `CUDA_VISIBLE_DEVICES = {hidden}` renumbers from 0, while `device_ids` are the "
+                        f"physical ids parsed from the same `{hidden}`: they name the wrong (or no) GPU"
+                    ),
+                    advice="pass the renumbered ids `list(range(len(...)))` (or `None` for every visible GPU)",
+                )
         first = device_ids_first(resolver, site.device_ids) if explicit else Device("cuda:0", True, "cuda")
         base, inline = chain_base(resolver, site.wrapped)  # type: ignore[arg-type]  # None (a returned wrapper) comes back as (None, None)
         var = dotted_name(base)
@@ -110,11 +170,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
             moves = [placed] + moves
         moves += wrapper_chain_moves(ctx, site)
         usage = usage_after(ctx, site.target, site.call) if site.target else None
-        if usage is not None:
-            if usage.escaped:
-                return None
-            moves += usage.moves
         model = var or short(ctx, base)
+        if usage is not None:
+            if usage.escaped:  # handed on: only a move made before that counts
+                return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None
+            moves += usage.moves
         if moves:
             return self._wrong_device(ctx, site, first, moves, model, explicit)
         if not explicit or usage is None or not usage.called:
@@ -133,7 +193,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
         moves: Sequence[tuple[Device, cst.CSTNode | None]], model: str, explicit: bool,
     ) -> Violation | None:
         if first is None:
-            return None
+            return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit else None
         shifted = set_device_called(ctx)
         wrong = None
         for device, _node in moves:
@@ -159,6 +219,115 @@ class DataParallelModelNotOnFirstDevice(Rule):
             advice=f"move it with `{model}.to({_device_code(first)})` before wrapping it",
         )
 
+
+    def _current_device_vs_chosen_ids(
+        self, ctx: FileContext, site: WrapperSite, moves: Sequence[tuple[Device, cst.CSTNode | None]], model: str,
+    ) -> Violation | None:
+        """`DataParallel(model, device_ids=args.gpus).cuda()`: the model goes to the current device
+        (cuda:0, nothing sets it) while the ids are chosen at run time and need not start at 0."""
+        if not moves or not all(device.literal and device.is_current and device.type == "cuda" for device, _ in moves):
+            return None
+        ids = site.device_ids
+        if ids is None or _is_none(ids) or set_device_called(ctx) or not _chosen_at_run_time(ctx, site):  # any set-up, even under `if args.gpus:`
+            return None
+        return self.violation(
+            site.call, call=short(ctx, site.call), first=f"`{short(ctx, _first_element(ids))}`" if isinstance(ids, (cst.List, cst.Tuple)) else f"`{short(ctx, ids)}[0]`",
+            model=model,
+            where=(
+                "is moved with `.cuda()`/`\"cuda\"` to the current device, cuda:0 (nothing calls `torch.cuda.set_device`), "
+                f"while `device_ids={short(ctx, ids)}` is chosen at run time and need not start at GPU 0"
+            ),
+            advice="call `torch.cuda.set_device(device_ids[0])` before moving it, or move it to `device_ids[0]`",
+        )
+
+
+def _moves_to_gpu(ctx: FileContext, at: cst.CSTNode) -> bool:
+    """The function of `at` moves some tensor to a CUDA device by hand (`x.to(device)` with a
+    CUDA device, `x.cuda()`)."""
+    resolver = resolver_for(ctx, at)
+    for node in scope_facts(ctx, scope_of(ctx, at)).nodes:
+        if isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None and moved[1].type == "cuda":
+                return True
+    return False
+
+
+def _is_none(node: cst.BaseExpression | None) -> bool:
+    return node is None or (isinstance(node, cst.Name) and node.value == "None")
+
+
+def _chosen_at_run_time(ctx: FileContext, site: WrapperSite) -> bool:
+    """`device_ids` comes from the command line or a config (`args.gpus`, `[args.gpu]`,
+    `list(cfg.GPUS)`), not from a count of the visible GPUs (`range(n)`)."""
+    values = _expanded(ctx, site.device_ids, site.call)  # type: ignore[arg-type]  # callers checked device_ids is set
+    if any("range(" in ctx.code_for(v) or "device_count" in ctx.code_for(v) for v in values):
+        return False
+    for value in values:
+        for node in ctx.index.walk(value):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "parse_args":
+                return True
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                root = node.value.value
+                if root in _CONFIG_ROOTS or _is_parameter(ctx, node.value):
+                    return True  # `args.gpus`, or `cfg.gpu_ids` with `cfg` a parameter however named
+    return False
+
+
+def _is_parameter(ctx: FileContext, name: cst.Name) -> bool:
+    function = ctx.index.enclosing_function(name)
+    return function is not None and scope_facts(ctx, function).assigned.get(name.value) == [REBOUND]
+
+
+# Where command-line options and configs live in training scripts.
+_CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "flags", "FLAGS", "options"})
+_VISIBILITY = "CUDA_VISIBLE_DEVICES"
+
+
+def _expanded(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode, callers: bool = True) -> list[cst.BaseExpression]:
+    """The expression, what a name in it is bound to once in its function (one level), and, for
+    a parameter, what the file's calls of the function pass for it (with their own bindings)."""
+    found = [node]
+    root = scope_of(ctx, at)
+    assigned = scope_facts(ctx, root).assigned
+    for sub in ctx.index.walk(node):
+        if not isinstance(sub, cst.Name):
+            continue
+        values = assigned.get(sub.value)
+        if values is not None and len(values) == 1 and values[0] is not REBOUND:
+            found.append(values[0])
+        elif callers and values == [REBOUND] and isinstance(root, cst.FunctionDef):
+            for argument in arguments_passed(ctx, root, sub.value):
+                found.extend(_expanded(ctx, argument, argument, callers=False))
+    return found
+
+
+def _ids_from_visibility(ctx: FileContext, site: WrapperSite) -> str | None:
+    """The expression that both `device_ids` is parsed from and `CUDA_VISIBLE_DEVICES` is set
+    to (`os.environ["CUDA_VISIBLE_DEVICES"] = args.device` with `device_ids=[int(i) for i in
+    args.device.split(",")]`), unless the ids are renumbered (`range(len(...))`)."""
+    if _VISIBILITY not in ctx.source:
+        return None
+    written = set()
+    for node in ctx.index.of_type(cst.Assign):
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Subscript) and dotted_name(t.value) == "os.environ" and _VISIBILITY in ctx.code_for(t.slice[0]):
+                for value in _expanded(ctx, node.value, node):
+                    key = dotted_name(value)
+                    if key is not None and key not in ("None",):
+                        written.add(key)
+    if not written:
+        return None
+    values = _expanded(ctx, site.device_ids, site.call)  # type: ignore[arg-type]  # callers checked device_ids is set
+    if any("range(" in ctx.code_for(v) for v in values):
+        return None
+    for value in values:
+        for sub in ctx.index.walk(value):
+            key = dotted_name(sub) if isinstance(sub, (cst.Name, cst.Attribute)) else None
+            if key in written:
+                return key
+    return None
 
 
 def _first_element(device_ids: cst.BaseExpression | None) -> cst.BaseExpression:

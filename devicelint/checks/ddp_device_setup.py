@@ -27,6 +27,7 @@ from devicelint.analysis.model_events import (
     wrapper_chain_moves,
     wrapper_sites,
 )
+from devicelint.analysis.model_events.ranks import global_rank_indices
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
@@ -56,6 +57,10 @@ class DdpDeviceSetup(Rule):
       (no `torch-version` configured, or one below 1.9);
     - `init_process_group("nccl")` in a file that passes per-rank `device_ids` but never calls
       `torch.cuda.set_device` (reported at `init_process_group`).
+    - the global rank (`dist.get_rank()`, `int(os.environ["RANK"])`, or a name or `self.`
+      attribute bound only to one of those) used as a GPU index: `torch.cuda.set_device(rank)`,
+      `f"cuda:{rank}"`, `torch.device("cuda", rank)`, `device_ids=[rank]`, `.cuda(rank)`
+      (reported once per function).
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -105,7 +110,9 @@ class DdpDeviceSetup(Rule):
     case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
     taken to need a newer torch. `init_process_group`
-    with `device_id=` (torch 2.3+) is taken as binding the device.
+    with `device_id=` (torch 2.3+) is taken as binding the device. A global rank is recognised
+    only through bindings in the same function (or the class, for `self.rank`); one passed in
+    as a parameter (`mp.spawn`'s rank, one node) is not reported.
     """
 
     code = "DL205"
@@ -129,6 +136,26 @@ class DdpDeviceSetup(Rule):
                     yield violation
         if not reported:
             yield from self._current_device_never_set(ctx)
+        yield from self._global_rank_as_index(ctx)
+
+    def _global_rank_as_index(self, ctx: FileContext) -> Iterator[Violation]:
+        """`set_device(rank)`, `f"cuda:{dist.get_rank()}"`, `device_ids=[rank]` with the global
+        rank: one finding per function, at its first such use."""
+        seen: set[int] = set()
+        for use in global_rank_indices(ctx):
+            scope = id(ctx.index.enclosing_function(use.where) or ctx.module)
+            if scope in seen:
+                continue
+            seen.add(scope)
+            rank = short(ctx, use.rank)
+            yield self.violation(
+                use.where, call=short(ctx, use.where),
+                problem=(
+                    f"uses the global rank `{rank}` as the GPU index on this node: ranks count the processes of every "
+                    "node, so on every node but the first it names a GPU that does not exist (invalid device ordinal)"
+                ),
+                advice="index the GPU with `LOCAL_RANK` (`int(os.environ[\"LOCAL_RANK\"])`) or `rank % torch.cuda.device_count()`",
+            )
 
     def _current_device_never_set(self, ctx: FileContext) -> Iterator[Violation]:
         """`init_process_group("nccl")` in a file that gives DDP per-rank `device_ids` but never

@@ -9,10 +9,10 @@ from devicelint.analysis.training.helpers import (
     BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds,
 )
 from devicelint.analysis.training.step import (
-    Autocast, Scope, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
+    Autocast, Scope, is_disabled_scaler, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
 )
 from devicelint.analysis.training.values import UNKNOWN
-from devicelint.analysis.training.syntax import assigned_names, inside, positional, receiver, short
+from devicelint.analysis.training.syntax import assigned_names, inside, method_name, positional, receiver, short, text_of
 from devicelint.analysis.training.torch_support import too_new
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -74,7 +74,12 @@ class Fp16AutocastWithoutGradscaler(Rule):
 
     ## Known limits
     The loss, the backward and the optimizer step must be in one function (the step may be in
-    another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted.
+    another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted,
+    unless every `GradScaler` the file assigns to that scaler is built with a literal
+    `enabled=False` (then `scale()` passes the loss through). Autocast entered through a
+    function of the file (a `@contextmanager`, a method returning `torch.autocast(...)`) counts,
+    and a dtype from a dict look-up (`{"fp16": torch.float16, ...}.get(cfg.precision)`) may be
+    any of the dict's dtypes.
     Autocast whose dtype cannot be followed (a parameter with no default, a configuration
     object from another module) is not reported. Helpers are followed when the file defines
     them (`helper(...)`, `self.method(...)`, a method of an object the file builds). With no dtype and a device type the file does not
@@ -122,7 +127,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     reported.add(id(call))
                     yield self.violation(
                         call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=_how(autocast),
-                        where="", fix=None, **_scaler_advice(ctx),
+                        where=_disabled_note(ctx, call), fix=None, **_scaler_advice(ctx),
                     )
             for call, autocast, helper in _losses_from_helpers(ctx, scope):
                 if id(call) in reported:
@@ -142,6 +147,16 @@ def _how(autocast: Autocast) -> str:
     if autocast.dtypes == {"float16"}:
         return "runs in float16"
     return "can run in float16 (one of its dtypes is `torch.float16`)"
+
+
+def _disabled_note(ctx: FileContext, call: cst.Call) -> str:
+    """Why `scaler.scale(loss).backward()` counts as unscaled: the scaler is built disabled."""
+    inner = receiver(call)
+    if isinstance(inner, cst.Call) and method_name(inner) == "scale":
+        owner = text_of(receiver(inner)) if receiver(inner) is not None else None
+        if owner is not None and is_disabled_scaler(ctx, owner):
+            return f" (`{owner}` is a `GradScaler` built with `enabled=False`: its `scale()` returns the loss as it is)"
+    return ""
 
 
 def _scaler_advice(ctx: FileContext) -> dict[str, str]:

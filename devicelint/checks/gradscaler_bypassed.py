@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import BACKWARD, SCALER_STEP, kinds
+from devicelint.analysis.training.helpers import BACKWARD, SCALED_BACKWARD, SCALER_STEP, Effect, kinds
 from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
@@ -64,7 +64,9 @@ class GradscalerBypassed(Rule):
     fp16 or scaler flag) is not reported, nor is a plain step next to an unscaled
     `backward()` of another loss. Optimizers are recognised by name (`optimizer`, `opt_g`,
     `self.optim`). A `scaler.step` with an unscaled backward is reported only when no
-    `scale` call exists in the file and the scaler is built with `GradScaler(...)` there.
+    `scale` call exists in the file and the scaler is built with `GradScaler(...)` there; also
+    across helpers: a helper's plain backward followed by a helper whose callee steps through
+    such a scaler (`self.precision.optimizer_step(opt)`), reported at the backward.
     """
 
     code = "DL302"
@@ -76,7 +78,8 @@ class GradscalerBypassed(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes = training_scopes(ctx)
-        file_scales = any(s.scaler_calls.get("scale") for s in scopes)
+        file_scales = any(s.scaler_calls.get("scale") for s in scopes) or _scales_through_helpers(scopes)
+        reported: set[int] = set()
         for scope in scopes:
             scales = scope.scaler_calls.get("scale", [])
             steps = scope.scaler_calls.get("step", [])
@@ -86,6 +89,8 @@ class GradscalerBypassed(Rule):
                 class_scales = _scales_of_class_without_step(ctx, scope, scopes)
                 if class_scales:
                     yield from self._plain_steps(ctx, scope, class_scales, [])
+            elif not steps and not file_scales and scope.helper_calls:
+                yield from self._unscaled_backward_through_helpers(ctx, scope, reported)
             elif steps and not file_scales:
                 plain = [b for b in scope.backwards if not scaled_backward(ctx, b)]
                 for step in steps:
@@ -101,6 +106,30 @@ class GradscalerBypassed(Rule):
                                  "so they are divided by the loss scale and the model barely learns",
                             remedy="backpropagate with `scaler.scale(loss).backward()`",
                         )
+
+    def _unscaled_backward_through_helpers(self, ctx: FileContext, scope: Scope, reported: set[int]) -> Iterator[Violation]:
+        """`self.manual_backward(loss)` (a plain `loss.backward()`) then `self.step_optimizer(opt)`
+        (whose callee steps through a scaler the file builds), in a file that never scales a loss."""
+        backward: tuple[cst.Call, Effect] | None = None
+        for site, found in scope.helper_calls:
+            for effect in found:
+                if effect.kind == BACKWARD and not effect.conditional:
+                    backward = backward or (site, effect)
+                elif effect.kind == SCALER_STEP and backward is not None and effect.scaler in scaler_names(ctx):
+                    back_site, back = backward
+                    if id(back.node) in reported:
+                        return
+                    reported.add(id(back.node))
+                    yield self.violation(
+                        back.node,
+                        what=(
+                            f"`{short(ctx, back.node)}`{_where(ctx, back.node)} backpropagates an unscaled loss (called by "
+                            f"`{short(ctx, back_site)}`), but `{short(ctx, site)}` then steps through `{short(ctx, effect.node)}`, "
+                            "which divides the gradients by the loss scale, so the model barely learns"
+                        ),
+                        remedy=f"backpropagate with `{effect.scaler}.scale(loss).backward()`",
+                    )
+                    return
 
     def _plain_steps(
         self, ctx: FileContext, scope: Scope, scales: list[cst.Call], steps: list[cst.Call]
@@ -136,6 +165,15 @@ class GradscalerBypassed(Rule):
                      "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
                 remedy=f"call `{scaler}.step({name})` and then `{scaler}.update()` instead",
             )
+
+
+def _scales_through_helpers(scopes: list[Scope]) -> bool:
+    return any(SCALED_BACKWARD in kinds(found) for scope in scopes for _, found in scope.helper_calls)
+
+
+def _where(ctx: FileContext, node: cst.CSTNode) -> str:
+    function = ctx.index.enclosing_function(node)
+    return f" in `{function.name.value}`" if function is not None else ""
 
 
 def _scales_of_class_without_step(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> list[cst.Call]:

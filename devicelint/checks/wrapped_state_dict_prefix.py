@@ -18,6 +18,7 @@ from devicelint.analysis.model_events import (
     scope_facts,
     scope_of,
     short,
+    statement_of,
     string_constants,
     wrapper_at,
     wrapper_sites,
@@ -88,7 +89,10 @@ class WrappedStateDictPrefix(Rule):
     ## Known limits
     Save and load must be in the same file and name the same path: the same expression, the
     same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
-    "best.pth")` and `f"{d}/best.pth"`). Files whose code (not comments) has a `"module."` or
+    "best.pth")` and `f"{d}/best.pth"`), or, for a checkpoint dict, the same key
+    (`{"net_state": ...}` and `ckpt["net_state"]`) unless both paths name different files.
+    A load in a method that only the wrapping method calls, before it wraps, reads into the
+    bare model. Files whose code (not comments) has a `"module."` or
     `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
     to handle the prefix. The loaded model must be built from a class call in the function that
     loads it, or in each caller of a helper that receives it (`load_checkpoint(net, path)`);
@@ -131,7 +135,7 @@ class WrappedStateDictPrefix(Rule):
         into_wrapper = _wrapper_of(ctx, target, at)
         via = f" (passed in by `{short(ctx, at)}`{_where(ctx, at)})" if at is not call else ""
         for saved in saves:
-            if (saved.path, saved.key) != source:
+            if not _same_checkpoint(saved, source):
                 continue
             if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, at):
                 yield self.violation(
@@ -160,6 +164,23 @@ class WrappedStateDictPrefix(Rule):
                     ),
                     advice=f"load it with `{target}.module.load_state_dict(...)`",
                 )
+
+
+def _same_checkpoint(saved: _Saved, source: tuple[str, str | None]) -> bool:
+    """The load reads what the save wrote: the same path, or the same key of a checkpoint dict
+    (`{"net_state": ...}` saved by `save(path)` and `ckpt["net_state"]` loaded by
+    `evaluate(checkpoint_path)`, the path chosen by each caller) unless both paths are
+    spelled as different files."""
+    path, key = source
+    if saved.key != key:
+        return False
+    if saved.path == path:
+        return True
+    return key is not None and not (_names_a_file(saved.path) and _names_a_file(path))
+
+
+def _names_a_file(path: str) -> bool:
+    return path.startswith(("str:", "file:"))
 
 
 def _strip_prefix(ctx: FileContext, call: cst.Call) -> FixProposal | None:
@@ -194,10 +215,27 @@ def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | No
     cls = ctx.index.enclosing_class(at)
     if cls is None:
         return None
+    method = ctx.index.enclosing_function(at)
     for other in wrapper_sites(ctx) + returned_wrapper_sites(ctx):
         if other.target == var and other.scope is not scope_of(ctx, at) and ctx.index.enclosing_class(other.call) is cls:
+            if method is not None and _runs_only_before(ctx, method, other.call):
+                continue  # `__init__` loads through `self._load()` and wraps after it
             return other
     return None
+
+
+def _runs_only_before(ctx: FileContext, method: cst.FunctionDef, site: cst.CSTNode) -> bool:
+    """Every `self.<method>(...)` call of the class is in `site`'s function, before `site`."""
+    calls = _calls_of(ctx, method)
+    if not calls:
+        return False
+    root = scope_of(ctx, site)
+    scope = scope_facts(ctx, root)
+    limit = scope.order.get(id(statement_of(ctx, site)), -1)
+    return all(
+        scope_of(ctx, call) is root and scope.order.get(id(statement_of(ctx, call)), limit) < limit
+        for call in calls
+    )
 
 
 def _where(ctx: FileContext, node: cst.CSTNode) -> str:
@@ -223,7 +261,7 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
                 and isinstance(text := literal_value(e.key), str)
             ]
         for value, key in pairs:
-            model = _state_dict_of(value)
+            model = _state_dict_of(_bound_value(ctx, value, call))  # `state = model.state_dict()`
             if model is None:
                 continue
             for model, path_key, where in _through_callers(ctx, call, model, (path_text, key), at):

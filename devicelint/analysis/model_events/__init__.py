@@ -12,6 +12,7 @@ Every device here comes from the placement engine (`facts.device_of`, the engine
 - `classes`: submodules an `__init__` places (`class_placements`, from the engine's facts),
   `moves_itself`, `built_on_cpu`;
 - `wrappers`: `DataParallel`/DDP sites, `wrapper_at`, `wrapped_split`, `spread_by_loader`.
+- `ranks`: the global rank used as a GPU index (`global_rank_indices`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from devicelint.analysis.model_events.classes import (
 from devicelint.analysis.model_events.wrappers import (
     WrapperSite,
     assigned_target,
+    prepared_sites,
     returned_wrapper_sites,
     spread_by_loader,
     wrapped_split,
@@ -91,6 +93,7 @@ __all__ = [
     "distinct",
     "rebinds",
     "returned_device",
+    "prepared_sites",
     "returned_wrapper_sites",
     "history",
     "module_functions",

@@ -114,9 +114,24 @@ def _self_attr(node: cst.BaseExpression) -> str | None:
 
 
 def moves_itself(ctx: FileContext, class_name: str) -> bool:
-    """Whether the class's `__init__` moves the whole module (`self.to(device)`, `self.cuda()`)."""
+    """Whether the class's `__init__` moves the whole module (`self.to(device)`, `self.cuda()`),
+    to a device the engine knows or to one it does not (`self.to(device)` with `device` picked at
+    run time): either way the instance is not certainly on the CPU."""
     cls = class_facts(ctx).get(class_name)
-    return cls is not None and _moves_whole_module(file_facts(ctx), cls)
+    if cls is None:
+        return False
+    if _moves_whole_module(file_facts(ctx), cls):
+        return True
+    init = cls.methods.get("__init__")
+    if init is None:
+        return False
+    resolver = resolver_for(ctx, init.body)
+    for node in scope_facts(ctx, init).nodes:
+        if isinstance(node, cst.Call):
+            moved = resolver.move(node)
+            if moved is not None and dotted_name(moved[0]) == "self" and moved[1].type != "cpu":
+                return True
+    return False
 
 
 def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | None) -> bool:

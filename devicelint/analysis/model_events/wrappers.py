@@ -22,9 +22,10 @@ from devicelint.analysis.model_events.devices import (
     strip_self_returning,
 )
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.model_events.scopes import only_return, scope_facts, scope_of, short, statement_of
+from devicelint.analysis.model_events.scopes import Scope, only_return, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.context import FileContext
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class WrapperSite:
     def origin(self, ctx: FileContext) -> str:
         """` (returned by `build(...)`, which wraps only under an `if`)` for a returned wrapper."""
         if self.returned is None:
+            if self.spelled.endswith(".prepare"):
+                return f" (from `{short(ctx, self.call, 40)}`, which wraps models in DDP on a multi-GPU run)"
             return ""
         inner = self.returned
         conditional = any(
@@ -197,6 +200,68 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
                 statement=statement_of(ctx, call), scope=scope_of(ctx, call), returned=inner,
             ))
     return sites
+
+
+def prepared_sites(ctx: FileContext) -> list[WrapperSite]:
+    """`unet, opt, loader = accelerator.prepare(unet, opt, loader)`: Accelerate wraps each model it
+    prepares in `DistributedDataParallel` on a multi-GPU run. A site for each model argument (a
+    name the function calls `.parameters()`, `.train()`, `.eval()` or `.requires_grad_()` on)
+    assigned back to a name, with `accelerator` an `accelerate.Accelerator(...)` of the file."""
+    if "prepare" not in ctx.source or "Accelerator" not in ctx.source or is_test_path(ctx.path):
+        return []  # unit tests of a prepared model run in one process, where nothing is wrapped
+    lowered = ctx.source.lower()
+    if any(engine in lowered for engine in _FORWARDING_ENGINES):
+        return []
+    return ctx.shared("model_events.prepared", _build_prepared_sites)
+
+
+# DeepSpeed's engine, FSDP and Megatron-LM forward attribute reads to the model they wrap: a file
+# that may run under one of them is not judged.
+_FORWARDING_ENGINES = ("deepspeed", "fsdp", "megatron", "fully_shard")
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters", "requires_grad_"})
+_MODE_METHODS = frozenset({"train", "eval"})  # schedule-free optimizers have them too
+
+
+def _build_prepared_sites(ctx: FileContext) -> list[WrapperSite]:
+    accelerators = {
+        key for scope in _all_scopes(ctx) for key, values in scope.assigned.items()
+        if values and all(isinstance(v, cst.Call) and ctx.qualified_name(v.func) == "accelerate.Accelerator" for v in values)
+    }
+    sites = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "prepare" and dotted_name(func.value) in accelerators):
+            continue
+        scope = scope_of(ctx, call)
+        models = _used_as_models(ctx, scope)
+        for position, arg in enumerate(call.args):
+            if arg.star or arg.keyword is not None or dotted_name(arg.value) not in models:
+                continue
+            target = assigned_target(ctx, call) if len(call.args) == 1 else _unpacked_target(ctx, call, position)
+            if target is not None:
+                sites.append(WrapperSite(
+                    call=call, kind="DistributedDataParallel", spelled=ctx.code_for(func), wrapped=arg.value,
+                    target=target, device_ids=None, statement=statement_of(ctx, call), scope=scope,
+                ))
+    return sites
+
+
+def _all_scopes(ctx: FileContext) -> list[Scope]:
+    return [scope_facts(ctx, ctx.module)] + [scope_facts(ctx, f) for f in ctx.index.of_type(cst.FunctionDef)]
+
+
+def _used_as_models(ctx: FileContext, scope: cst.FunctionDef | cst.Module) -> set[str]:
+    found = set()
+    for node in scope_facts(ctx, scope).nodes:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            name = dotted_name(node.func.value)
+            if name is None:
+                continue
+            last = name.rsplit(".", 1)[-1].lower()
+            if method in _PARAMETER_METHODS or (method in _MODE_METHODS and "opt" not in last and "sched" not in last):
+                found.add(name)
+    return found
 
 
 def _unpacked_target(ctx: FileContext, call: cst.Call, position: int) -> str | None:

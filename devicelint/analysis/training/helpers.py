@@ -116,8 +116,42 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         # `self.clipper(params)`: an attribute holding an instance of a local class.
         cls = _instance_class(ctx, func, call)
         return _method(cls, "__call__") if cls is not None else None
-    cls = _instance_class(ctx, owner, call)
+    cls = _instance_class(ctx, owner, call) or _duck_class(ctx, owner, name, call)
     return _method(cls, name) if cls is not None else None
+
+
+# Method names too common to pick a class by (optimizers, schedulers, modules, meters have them).
+_COMMON_METHODS = frozenset({
+    "step", "zero_grad", "update", "forward", "__call__", "train", "eval", "to", "cuda", "cpu",
+    "state_dict", "load_state_dict", "parameters", "reset", "get", "set", "close", "item",
+})
+
+
+def _duck_class(ctx: FileContext, owner: cst.BaseExpression, name: str, call: cst.Call) -> cst.ClassDef | None:
+    """The one local class that defines `name`, for `self.attr.name(...)` where `self.attr` only
+    ever holds a constructor parameter (`self.precision = precision`): a plugin object the
+    file's own classes are written for, whose type the file never states."""
+    if name in _COMMON_METHODS or name.startswith("__") or not _self_attribute(owner):
+        return None
+    values = attribute_values(ctx, owner)
+    if not values or not all(isinstance(v, cst.Name) and _is_parameter(ctx, v) for v in values):
+        return None
+    here = ctx.index.enclosing_class(call)
+    found = [cls for cls in local_classes(ctx).values() if cls is not here and _method(cls, name) is not None]
+    return found[0] if len(found) == 1 else None
+
+
+def _self_attribute(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _is_parameter(ctx: FileContext, name: cst.Name) -> bool:
+    """`name` is a parameter of the function it is read in."""
+    function = ctx.index.enclosing_function(name)
+    if function is None:
+        return False
+    params = function.params
+    return any(p.name.value == name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:

@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.helpers import effects_of_call, named_unscale
 from devicelint.analysis.training.step_parts import (  # re-exported for the rules
     CLIPPERS as CLIPPERS, GRAD_SCALERS as GRAD_SCALERS, is_scaler as is_scaler,
     looks_like_optimizer as looks_like_optimizer, proven_scaler as proven_scaler,
     scaled_backward as scaled_backward, scaler_names as scaler_names,
+    _disabled_scaler as _disabled_scaler, disabled_scalers as disabled_scalers,
+    is_disabled_scaler as is_disabled_scaler,
 )
 from devicelint.analysis.training.syntax import (
     body_nodes, enclosing_ifs, has_star, inside, is_false, is_true, keyword, last_word, method_name, positional, receiver,
@@ -106,7 +109,56 @@ def autocast_call(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode
                 found = autocast_call(ctx, value, scope_of(ctx, value), depth + 1)
                 if found is not None:
                     return found
+    if isinstance(expr, cst.Call):
+        function = _entered_function(ctx, expr, scope)
+        if function is not None:
+            return _autocast_of_context_function(ctx, function, depth + 1)
     return None
+
+
+def _entered_function(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> cst.FunctionDef | None:
+    """The function of the file a with-item's call runs: `self._amp_context()`, `train_ctx()`,
+    or a name bound to what a factory returns (`ctx_fn = get_train_context(cfg)`; `with
+    ctx_fn():`) when the factory returns a def of its own body."""
+    from devicelint.analysis.training.helpers import callee  # helpers builds on this module
+
+    found = callee(ctx, call)
+    if found is not None or not isinstance(call.func, cst.Name):
+        return found
+    for value in values_of(ctx, call.func.value, scope) or ():
+        factory = callee(ctx, value) if isinstance(value, cst.Call) else None
+        if factory is None:
+            continue
+        nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)} if isinstance(factory.body, cst.IndentedBlock) else {}
+        for node in body_nodes(factory):
+            if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in nested:
+                return nested[node.value.value]
+    return None
+
+
+def _autocast_of_context_function(ctx: FileContext, function: cst.FunctionDef, depth: int) -> cst.Call | None:
+    """The autocast a function's call enters as a context manager: one it returns (`return
+    torch.autocast(...)`, on some path), or, for a `@contextmanager` generator, one it enters
+    before it yields (`with torch.autocast(...): yield`, `stack.enter_context(torch.autocast(...))`)."""
+    generator = any(dotted_name(d.decorator) in _CONTEXT_MANAGER_DECORATORS for d in function.decorators)
+    for node in body_nodes(function):
+        if isinstance(node, cst.Return) and node.value is not None:
+            found = autocast_call(ctx, node.value, function, depth)
+            if found is not None:
+                return found
+        elif generator and isinstance(node, cst.With):
+            for item in node.items:
+                found = autocast_call(ctx, item.item, function, depth)
+                if found is not None and any(isinstance(n, cst.Yield) for n in body_nodes(node.body)):
+                    return found
+        elif generator and isinstance(node, cst.Call) and method_name(node) == "enter_context" and node.args:
+            found = autocast_call(ctx, node.args[0].value, function, depth)
+            if found is not None:
+                return found
+    return None
+
+
+_CONTEXT_MANAGER_DECORATORS = frozenset({"contextmanager", "contextlib.contextmanager"})
 
 
 def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> Autocast:
@@ -178,7 +230,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
                 found = effects_of_call(c, call)
                 if found:
                     _scope(c, scopes, call).helper_calls.append((call, found))
-                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)):
+                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)) and not _disabled_scaler(c, receiver(call)):
                     # `self.strategy.unscale_gradients(opt)`: another object unscales, as its name says.
                     _scope(c, scopes, call).helper_calls.append((call, (named_unscale(call),)))
             if name is None:
@@ -193,7 +245,8 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             elif name in SCALER_METHODS and is_scaler(c, owner):
                 if name == "update" or positional(call):
                     _scope(c, scopes, call).scaler_calls.setdefault(name, []).append(call)
-            elif name == "step" and looks_like_optimizer(owner):
+            elif name == "step" and (looks_like_optimizer(owner) or (_disabled_scaler(c, owner) and positional(call))):
+                # a disabled scaler's `step(opt)` is a plain `opt.step()`
                 _scope(c, scopes, call).optimizer_steps.append(call)
             elif c.qualified_name(call.func) in CLIPPERS:
                 _scope(c, scopes, call).clips.append(call)

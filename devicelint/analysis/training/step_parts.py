@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devicelint.analysis.training.syntax import last_word, method_name, positional, receiver, text_of
+from devicelint.analysis.training.syntax import is_false, keyword, last_word, method_name, positional, receiver, text_of
 from devicelint.analysis.training.values import assignments
 from devicelint.context import FileContext
 
@@ -49,12 +49,54 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
 
 
 def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    """A GradScaler that scales: built with `GradScaler(...)` in this file or named like one,
+    and not one the file only ever builds with a literal `enabled=False` (its calls are
+    pass-throughs: `scale(loss)` returns the loss unscaled)."""
     if node is None:
         return False
     text = text_of(node)
     if text is None:
-        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS
+        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS and not _disabled(node)
+    if is_disabled_scaler(ctx, text):
+        return False
     return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
+
+
+def disabled_scalers(ctx: FileContext) -> frozenset[str]:
+    """Targets every assignment of which in the file is `GradScaler(..., enabled=False)`."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        seen: dict[str, bool] = {}
+        for scope in assignments(c).values():
+            for target, values in scope.items():
+                for value in values:
+                    off = isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS and _disabled(value)
+                    seen[target] = seen.get(target, True) and off
+        return frozenset(target for target, off in seen.items() if off)
+
+    return ctx.shared("training.step.disabled_scalers", build)
+
+
+def _disabled_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    text = text_of(node) if node is not None else None
+    return text is not None and is_disabled_scaler(ctx, text)
+
+
+def is_disabled_scaler(ctx: FileContext, text: str) -> bool:
+    """`self.scaler` built disabled, or `owner.scaler` where the file's only `.scaler` attribute
+    is a disabled `self.scaler` (the trainer handed to a helper as `owner`)."""
+    disabled = disabled_scalers(ctx)
+    if text in disabled:
+        return True
+    if "." not in text:
+        return False
+    attr = text.rsplit(".", 1)[1]
+    same = [t for t in scaler_names(ctx) | disabled if t.rsplit(".", 1)[-1] == attr and "." in t]
+    return bool(same) and all(t in disabled for t in same)
+
+
+def _disabled(call: cst.Call) -> bool:
+    return is_false(keyword(call, "enabled"))
 
 
 def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:

@@ -91,6 +91,14 @@ def _resolve(
     direct = leaf(node)
     if direct is not None:
         return frozenset({direct})
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
+        table = node.func.value  # `{"fp16": torch.float16, ...}.get(cfg.dtype)`, or a name bound to that dict
+        if isinstance(table, cst.Name):
+            bound = values_of(ctx, table.value, scope)
+            table = bound[0] if bound and len(bound) == 1 and isinstance(bound[0], cst.Dict) else table
+        if isinstance(table, cst.Dict):
+            looked_up = _resolve(ctx, cst.Subscript(table, [cst.SubscriptElement(cst.Index(node.args[0].value))]), scope, leaf, depth + 1)
+            return looked_up | (_resolve(ctx, node.args[1].value, scope, leaf, depth + 1) if len(node.args) > 1 else frozenset({UNKNOWN}))
     if isinstance(leaf, _DtypeLeaf) and isinstance(node, cst.Call):
         name = _torch_attribute_name(ctx, node)
         if name is not None:  # `getattr(torch, cfg.dtype)` with `dtype: str = "float16"`
