@@ -5,7 +5,8 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device
-from devicelint.analysis.training.loops import StepRegion, in_logging_condition, step_regions
+from devicelint.analysis.training.loops import StepRegion, in_logging_condition
+from devicelint.analysis.training.step_code import step_code
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
 from devicelint.context import FileContext
@@ -39,6 +40,15 @@ RETURNED = (
 BRANCH = (
     "on every training step to decide a branch",
     "test it every N steps, or keep the check on the device (`torch.where`, `torch.nan_to_num`)",
+)
+FORMAT = (
+    "on every training step to format it into a string",
+    "a formatted tensor is read even when the message is not shown (a `debug` line with debug "
+    "logging off); format it every N steps (`if step % log_every == 0:`) or leave it out",
+)
+SCALAR = (
+    "on every training step because `{keyword}=` takes a Python number",
+    "keep the arithmetic on the device (`x.sub(w * t)` instead of `x.sub(w, alpha=t)`)",
 )
 OTHER = (
     "on every training step",
@@ -130,7 +140,7 @@ class HostSyncInTrainingLoop(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         done: set[int] = set()  # statements already reported: one finding per statement
-        for region in step_regions(ctx):
+        for region in step_code(ctx):
             hot = hot_values(ctx, region)
             for node in body_nodes(region.body):
                 target = _sync(ctx, node, hot)
@@ -143,16 +153,33 @@ class HostSyncInTrainingLoop(Rule):
                 if _needed_now(ctx, statement, region):
                     continue
                 expr = short(ctx, target)
-                if not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
+                if isinstance(target, cst.FormattedStringExpression):
+                    expr = f"{{{short(ctx, target.expression)}}}"
+                elif not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
                     expr = f"if {expr}:"
                 purpose, advice = _purpose(ctx, target, statement, region)
                 yield self.violation(target, expr=expr, purpose=purpose, advice=advice)
 
 
+# Tensor methods whose keyword takes a Python number: a tensor given there is read on the host
+# (`g.sub(w, alpha=proj)` with a 0-dim `proj` calls `proj.item()`).
+SCALAR_KEYWORDS = {
+    "alpha": frozenset({"add", "add_", "sub", "sub_", "addmm", "addmm_", "addmv", "addmv_", "addbmm", "addbmm_",
+                        "baddbmm", "baddbmm_", "addr", "addr_"}),
+    "value": frozenset({"addcmul", "addcmul_", "addcdiv", "addcdiv_"}),
+}
+
+
 def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | None:
     """The node that reads a device tensor on the host, if `node` is one."""
+    if isinstance(node, cst.FormattedStringExpression):
+        # `f"{loss}"`, `f"{loss:.4f}"`: formatting a tensor reads its values.
+        value = node.expression
+        return node if _direct(value) and on_device(ctx, value, hot) else None
     if isinstance(node, cst.Call):
         name = method_name(node)
+        if _scalar_argument(ctx, node, hot) is not None:
+            return node
         if name in HOST_METHODS:
             owner = receiver(node)
             if owner is None or node.args or _has_inner_sync(owner):
@@ -168,8 +195,26 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
     return None
 
 
+def _scalar_argument(ctx: FileContext, call: cst.Call, hot: HotValues) -> str | None:
+    """The keyword of a device tensor passed where a Python number is taken (`alpha=proj`)."""
+    name = method_name(call) or ""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if (keyword in SCALAR_KEYWORDS and name in SCALAR_KEYWORDS[keyword] and _direct(arg.value)
+                and on_device(ctx, arg.value, hot)):
+            return keyword
+    return None
+
+
 def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, region: StepRegion) -> tuple[str, str]:
     """Which case a per-step read is, from what the statement does with the value."""
+    if isinstance(target, cst.FormattedStringExpression):
+        return FORMAT
+    if isinstance(target, cst.Call) and method_name(target) not in HOST_METHODS:
+        keyword = next((a.keyword.value for a in target.args
+                        if a.keyword is not None and a.keyword.value in SCALAR_KEYWORDS), None)
+        if keyword is not None:
+            return SCALAR[0].format(keyword=keyword), SCALAR[1]
     if not isinstance(target, cst.Call) or isinstance(statement, (cst.If, cst.While)):
         return BRANCH
     if _display_call(target) or _displayed(ctx, target, statement):

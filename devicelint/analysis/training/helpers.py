@@ -61,12 +61,33 @@ def local_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
     return ctx.shared("training.helpers.classes", build)
 
 
-def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+def _own_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
     for statement in body:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
             return statement
     return None
+
+
+def method_of(ctx: FileContext, cls: cst.ClassDef, name: str, depth: int = 0) -> cst.FunctionDef | None:
+    """`cls`'s method `name`, its own or inherited from a class of this file."""
+    found = _own_method(cls, name)
+    if found is not None or depth > 3:
+        return found
+    classes = local_classes(ctx)
+    for base in cls.bases:
+        parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
+        if parent is not None and parent is not cls:
+            found = method_of(ctx, parent, name, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _called_method(ctx: FileContext, cls: cst.ClassDef) -> cst.FunctionDef | None:
+    """What calling an instance of `cls` runs: its `__call__`, else its `forward` (an `nn.Module`
+    runs `forward` from `__call__`)."""
+    return method_of(ctx, cls, "__call__") or method_of(ctx, cls, "forward")
 
 
 def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
@@ -88,6 +109,9 @@ def _instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode)
     classes = local_classes(ctx)
     found: set[str] = set()
     for value in values or ():
+        # `Loss(...).to(device)`, `Net().cuda().train()`: the instance itself.
+        while isinstance(value, cst.Call) and method_name(value) in ("to", "cuda", "train", "eval", "float", "half"):
+            value = receiver(value)
         if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes):
             return None
         found.add(value.func.value)
@@ -104,20 +128,20 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         if found is not None:
             return found
         cls = _instance_class(ctx, func, call)
-        return _method(cls, "__call__") if cls is not None else None
+        return _called_method(ctx, cls) if cls is not None else None
     if not isinstance(func, cst.Attribute):
         return None
     owner, name = func.value, func.attr.value
     if isinstance(owner, cst.Name) and owner.value == "self":
         cls = ctx.index.enclosing_class(call)
-        method = _method(cls, name) if cls is not None else None
+        method = method_of(ctx, cls, name) if cls is not None else None
         if method is not None:
             return method
         # `self.clipper(params)`: an attribute holding an instance of a local class.
         cls = _instance_class(ctx, func, call)
-        return _method(cls, "__call__") if cls is not None else None
+        return _called_method(ctx, cls) if cls is not None else None
     cls = _instance_class(ctx, owner, call)
-    return _method(cls, name) if cls is not None else None
+    return method_of(ctx, cls, name) if cls is not None else None
 
 
 def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
