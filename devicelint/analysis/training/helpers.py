@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.step import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
-    body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
+    assigned_names, body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
 )
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
@@ -59,6 +59,54 @@ def local_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
         return out
 
     return ctx.shared("training.helpers.classes", build)
+
+
+def optimizer_classes(ctx: FileContext) -> list[cst.ClassDef]:
+    """The classes of the file that subclass a `torch.optim` optimizer, directly or through
+    another class of the file."""
+
+    def build(c: FileContext) -> list[cst.ClassDef]:
+        classes = local_classes(c)
+        found: list[cst.ClassDef] = []
+
+        def is_optimizer(cls: cst.ClassDef, depth: int) -> bool:
+            for base in cls.bases:
+                qualified = c.qualified_name(base.value) or ""
+                if (qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[-1][:1].isupper()
+                        and "lr_scheduler" not in qualified and "swa_utils" not in qualified):
+                    return True
+                parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
+                if parent is not None and parent is not cls and depth < 4 and is_optimizer(parent, depth + 1):
+                    return True
+            return False
+
+        for cls in c.index.of_type(cst.ClassDef):
+            if is_optimizer(cls, 0):
+                found.append(cls)
+        return found
+
+    return ctx.shared("training.helpers.optimizer_classes", build)
+
+
+def parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
+    """Names bound to an optimizer's parameters in `func`: targets of a loop or an assignment over
+    `group["params"]` (`for p in group["params"]`, `params = group["params"]`)."""
+    names: set[str] = set()
+    for node in ctx.index.walk(func.body):
+        if isinstance(node, (cst.For, cst.CompFor)) and _reads_params(ctx, node.iter):
+            names.update(assigned_names(node.target))
+        elif isinstance(node, cst.Assign) and _reads_params(ctx, node.value):
+            for target in node.targets:
+                names.update(assigned_names(target.target))
+    return names
+
+
+def _reads_params(ctx: FileContext, node: cst.CSTNode) -> bool:
+    return any(
+        isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)
+        and isinstance(n.slice[0].slice.value, cst.SimpleString) and literal_value(n.slice[0].slice.value) == "params"
+        for n in ctx.index.walk(node)
+    )
 
 
 def _own_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
-from devicelint.analysis.training.helpers import callee, local_classes, method_of
+from devicelint.analysis.training.helpers import callee, method_of, optimizer_classes, parameter_names
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import StepRegion, evaluates, in_logging_condition, step_regions
 from devicelint.analysis.training.step import Scope
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, receiver, scope_of
 from devicelint.analysis.training.values import values_of
-from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
 _MAX_DEPTH = 3
@@ -140,34 +140,9 @@ def _moved_tensors(value: cst.BaseExpression, hot: HotValues) -> bool:
 # ----------------------------------------------------------------------------- optimizers
 
 
-def _optimizer_classes(ctx: FileContext) -> list[cst.ClassDef]:
-    """The classes of the file that subclass a `torch.optim` optimizer, directly or through
-    another class of the file."""
-
-    def build(c: FileContext) -> list[cst.ClassDef]:
-        classes = local_classes(c)
-        found: list[cst.ClassDef] = []
-
-        def is_optimizer(cls: cst.ClassDef, depth: int) -> bool:
-            for base in cls.bases:
-                if (c.qualified_name(base.value) or "").startswith("torch.optim."):
-                    return True
-                parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
-                if parent is not None and parent is not cls and depth < 4 and is_optimizer(parent, depth + 1):
-                    return True
-            return False
-
-        for cls in c.index.of_type(cst.ClassDef):
-            if is_optimizer(cls, 0):
-                found.append(cls)
-        return found
-
-    return ctx.shared("training.step_code.optimizers", build)
-
-
 def _optimizer_method(ctx: FileContext, func: cst.FunctionDef) -> bool:
     cls = ctx.index.enclosing_class(func)
-    return cls is not None and any(cls is o for o in _optimizer_classes(ctx))
+    return cls is not None and any(cls is o for o in optimizer_classes(ctx))
 
 
 def _optimizer_steps(ctx: FileContext) -> list[StepRegion]:
@@ -175,32 +150,11 @@ def _optimizer_steps(ctx: FileContext) -> list[StepRegion]:
     parameters (`p` in `for p in group["params"]`, and what is computed from them) on the device
     the model trains on."""
     found = []
-    for cls in _optimizer_classes(ctx):
+    for cls in optimizer_classes(ctx):
         step = method_of(ctx, cls, "step")
         if step is None or ctx.index.enclosing_class(step) is not cls:
             continue
-        seeds = frozenset(_parameter_names(ctx, step))
+        seeds = frozenset(parameter_names(ctx, step))
         if seeds:
             found.append(StepRegion(step, step.body, Scope(node=step), (), seeds))
     return found
-
-
-def _parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
-    """Names bound to an optimizer's parameters in `func`: targets of a loop or an assignment over
-    `group["params"]` (`for p in group["params"]`, `params = group["params"]`)."""
-    names: set[str] = set()
-    for node in ctx.index.walk(func.body):
-        if isinstance(node, (cst.For, cst.CompFor)) and _reads_params(ctx, node.iter):
-            names.update(assigned_names(node.target))
-        elif isinstance(node, cst.Assign) and _reads_params(ctx, node.value):
-            for target in node.targets:
-                names.update(assigned_names(target.target))
-    return names
-
-
-def _reads_params(ctx: FileContext, node: cst.CSTNode) -> bool:
-    return any(
-        isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)
-        and isinstance(n.slice[0].slice.value, cst.SimpleString) and literal_value(n.slice[0].slice.value) == "params"
-        for n in ctx.index.walk(node)
-    )
