@@ -101,6 +101,9 @@ def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, sk
             stack.extend(node.args)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             continue
+        elif isinstance(node, cst.CompFor):
+            # `for q in state["Q"]` reads its iterable, not its target.
+            stack.extend(n for n in (node.iter, *node.ifs, node.inner_for_in) if n is not None)
         else:
             stack.extend(iter_children(node))
     names.discard("self")
