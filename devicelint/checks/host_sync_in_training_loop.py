@@ -4,8 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device
-from devicelint.analysis.training.loops import StepRegion, in_logging_condition, step_regions
+from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
+from devicelint.analysis.training.loops import StepRegion, in_logging_condition
+from devicelint.analysis.training.step_code import step_code
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
 from devicelint.context import FileContext
@@ -40,6 +41,15 @@ BRANCH = (
     "on every training step to decide a branch",
     "test it every N steps, or keep the check on the device (`torch.where`, `torch.nan_to_num`)",
 )
+FORMAT = (
+    "on every training step to format it into a string",
+    "a formatted tensor is read even when the message is not shown (a `debug` line with debug "
+    "logging off); format it every N steps (`if step % log_every == 0:`) or leave it out",
+)
+SCALAR = (
+    "on every training step because `{keyword}=` takes a Python number",
+    "keep the arithmetic on the device (`x.sub(w * t)` instead of `x.sub(w, alpha=t)`)",
+)
 OTHER = (
     "on every training step",
     "keep the value on the device and read it once per log interval (`if step % log_every == 0:`)",
@@ -52,10 +62,16 @@ class HostSyncInTrainingLoop(Rule):
     ## What it does
     Flags reads of a device tensor's value that happen on every training step, outside any
     logging condition: `.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`,
-    `print(t)` and `if` tests that compare a tensor or call `torch.isnan(t)`. The step is the
+    `print(t)`, a tensor formatted into an f-string (`f"{loss}"`), a 0-dim tensor passed where a
+    Python number is taken (`g.sub(w, alpha=t)`) and `if` tests that compare a tensor or call
+    `torch.isnan(t)`. The step is the
     loop that runs `backward()` (its body runs once per step or per micro-batch), or a function
     that backpropagates and steps an optimizer outside any loop of its own, so that each call is
-    one step (`def train_step(...): ...; return loss.item()`). The message says which case it
+    one step (`def train_step(...): ...; return loss.item()`), and the code these call on every
+    step: the file's functions, `self` methods, methods of objects built from the file's classes
+    (`metric.update(out, y)`, `schedule.step(x)`), the `forward` of a module of the file called
+    as `loss_fn(out, y)`, and the `step()` of an `Optimizer` subclass the file defines. The
+    message says which case it
     is: a value read to accumulate it or keep it for a log written every N steps (the costly case
     with a simple fix), a value read only to print or display it on every step, a value returned
     from a step function, or a value tested in an `if`.
@@ -109,8 +125,17 @@ class HostSyncInTrainingLoop(Rule):
     % log_every != 0: return`). A `%` branch that steps the optimizer (gradient accumulation's
     update) runs on every optimizer step and is not a logging condition. Steps are the innermost
     loop around a backward, a function that backpropagates and steps, a helper with a backward
-    that a loop calls, and a LightningModule's `training_step`; the file's functions and `self`
-    methods that a step calls on every step are read too (one level deep). One statement gives
+    that a loop calls, the loop around an `optimizer.step()` whose backward runs in a callee, a
+    LightningModule's `training_step`, and the `step()` of an `Optimizer` subclass of the file
+    (its parameters, `p` in `for p in group["params"]`, and what is computed from them are device
+    tensors); what these call on every step is read too (three calls deep, outside logging
+    conditions), with a callee's parameters that its callers pass device tensors (a value placed on
+    the device, the loss or a model output, a moved tensor) taken for device tensors. A helper
+    that evaluates (`model.eval()`, `no_grad`) is not step code unless the step backpropagates
+    what it returns (a loss module with a `no_grad` block for its diagnostics). A loop or
+    comprehension variable formatted into a string is not reported. An early exit counts as a
+    logging condition only when it lets few steps through (`if step % k != 0: return`), not a
+    resume skip (`if epoch == first and step < resume_step: continue`). One statement gives
     at most one finding. A copy whose name the step then hands to host code that returns several
     values it goes on with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info =
     env.step(actions)`), or that becomes NumPy data handed to a host object's method
@@ -126,11 +151,11 @@ class HostSyncInTrainingLoop(Rule):
         "kernels finish; {advice}"
     )
     severity = "warning"
-    tokens = ("backward", "training_step")
+    tokens = ("backward", "training_step", "Optimizer")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         done: set[int] = set()  # statements already reported: one finding per statement
-        for region in step_regions(ctx):
+        for region in step_code(ctx):
             hot = hot_values(ctx, region)
             for node in body_nodes(region.body):
                 target = _sync(ctx, node, hot)
@@ -143,16 +168,33 @@ class HostSyncInTrainingLoop(Rule):
                 if _needed_now(ctx, statement, region):
                     continue
                 expr = short(ctx, target)
-                if not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
+                if isinstance(target, cst.FormattedStringExpression):
+                    expr = f"{{{short(ctx, target.expression)}}}"
+                elif not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
                     expr = f"if {expr}:"
                 purpose, advice = _purpose(ctx, target, statement, region)
                 yield self.violation(target, expr=expr, purpose=purpose, advice=advice)
 
 
+# Tensor methods whose keyword takes a Python number: a tensor given there is read on the host
+# (`g.sub(w, alpha=proj)` with a 0-dim `proj` calls `proj.item()`).
+SCALAR_KEYWORDS = {
+    "alpha": frozenset({"add", "add_", "sub", "sub_", "addmm", "addmm_", "addmv", "addmv_", "addbmm", "addbmm_",
+                        "baddbmm", "baddbmm_", "addr", "addr_"}),
+    "value": frozenset({"addcmul", "addcmul_", "addcdiv", "addcdiv_"}),
+}
+
+
 def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | None:
     """The node that reads a device tensor on the host, if `node` is one."""
+    if isinstance(node, cst.FormattedStringExpression):
+        # `f"{loss}"`, `f"{loss:.4f}"`: formatting a tensor reads its values.
+        value = node.expression
+        return node if _direct(value) and _formatted_tensor(ctx, value, hot) else None
     if isinstance(node, cst.Call):
         name = method_name(node)
+        if _scalar_argument(ctx, node, hot) is not None:
+            return node
         if name in HOST_METHODS:
             owner = receiver(node)
             if owner is None or node.args or _has_inner_sync(owner):
@@ -168,8 +210,44 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
     return None
 
 
+def _formatted_tensor(ctx: FileContext, value: cst.BaseExpression, hot: HotValues) -> bool:
+    """A value formatted into a string that is a device tensor: placement says so, or the fallback
+    does for a name the function binds outside loops. A loop or comprehension variable (`{v}` in
+    `{k: f"{v:.2f}" for k, v in logs.items()}`) is left out: its container often holds the
+    numbers already read from the tensors."""
+    known = placement_says(ctx, value)
+    if known is not None:
+        return known
+    root = value
+    while isinstance(root, (cst.Attribute, cst.Subscript)):
+        root = root.value
+    if not isinstance(root, cst.Name) or not on_device(ctx, value, hot):
+        return False
+    scope = ctx.index.enclosing_function(value) or ctx.module
+    return not any(isinstance(n, (cst.For, cst.CompFor)) and root.value in assigned_names(n.target)
+                   for n in ctx.index.walk(scope))
+
+
+def _scalar_argument(ctx: FileContext, call: cst.Call, hot: HotValues) -> str | None:
+    """The keyword of a device tensor passed where a Python number is taken (`alpha=proj`)."""
+    name = method_name(call) or ""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if (keyword in SCALAR_KEYWORDS and name in SCALAR_KEYWORDS[keyword] and _direct(arg.value)
+                and on_device(ctx, arg.value, hot)):
+            return keyword
+    return None
+
+
 def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, region: StepRegion) -> tuple[str, str]:
     """Which case a per-step read is, from what the statement does with the value."""
+    if isinstance(target, cst.FormattedStringExpression):
+        return FORMAT
+    if isinstance(target, cst.Call) and method_name(target) not in HOST_METHODS:
+        keyword = next((a.keyword.value for a in target.args
+                        if a.keyword is not None and a.keyword.value in SCALAR_KEYWORDS), None)
+        if keyword is not None:
+            return SCALAR[0].format(keyword=keyword), SCALAR[1]
     if not isinstance(target, cst.Call) or isinstance(statement, (cst.If, cst.While)):
         return BRANCH
     if _display_call(target) or _displayed(ctx, target, statement):

@@ -7,15 +7,73 @@ import libcst as cst
 from devicelint.analysis.execution_order import calls_by_scope, calls_in_order, init_of
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
+from devicelint.analysis.training.helpers import callee, method_of, optimizer_classes, parameter_names
+from devicelint.analysis.training.reads import read_names
 from devicelint.analysis.training.syntax import short
+from devicelint.analysis.training.values import passed_arguments
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
 
 def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
-    """`torch.optim.Adagrad` when `call` builds a `torch.optim` optimizer, else None."""
-    name = ctx.qualified_name(call.func) or ""
-    return name if name.startswith("torch.optim.") and name.rsplit(".", 1)[-1][:1].isupper() else None
+    """What `call` builds, when it builds an optimizer: `torch.optim.Adagrad`, a class of the file
+    that subclasses one (`MADGRAD`), or what a factory parameter holds (`create(params)` where
+    every call of the function passes `functools.partial(torch.optim.Adagrad, lr=0.1)`)."""
+    name = _optimizer_type(ctx, call.func)
+    if name is not None or not isinstance(call.func, cst.Name):
+        return name
+    func = ctx.index.enclosing_function(call)
+    if func is None or not any(p.name.value == call.func.value for p in (*func.params.params, *func.params.kwonly_params)):
+        return None
+    passed = {_optimizer_type(ctx, _partial_of(ctx, v)) if v is not None else None
+              for v in passed_arguments(ctx, func, call.func.value)}
+    return passed.pop() if len(passed) == 1 else None
+
+
+def _optimizer_type(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    name = ctx.qualified_name(node) or ""
+    if name.startswith("torch.optim.") and name.rsplit(".", 1)[-1][:1].isupper():
+        return name
+    if isinstance(node, cst.Name) and any(cls.name.value == node.value for cls in optimizer_classes(ctx)):
+        return node.value
+    return None
+
+
+def _partial_of(ctx: FileContext, value: cst.BaseExpression) -> cst.BaseExpression:
+    """`torch.optim.Adagrad` in `functools.partial(torch.optim.Adagrad, lr=0.1)`."""
+    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "functools.partial" and value.args:
+        return value.args[0].value
+    return value
+
+
+def _state_at_construction(ctx: FileContext, optimizer: str) -> str | None:
+    """The state an optimizer creates in its constructor, described for the message: Adagrad's
+    `sum`, or the tensors a class of the file makes from its parameters in `__init__`
+    (`torch.zeros_like(p)`, `p.clone()`); None for an optimizer that creates its state lazily."""
+    short_name = optimizer.rsplit(".", 1)[-1]
+    if optimizer.startswith("torch.optim."):
+        state = STATE_AT_CONSTRUCTION.get(short_name)
+        return f"{short_name}'s {state}" if state is not None else None
+    cls = next((c for c in optimizer_classes(ctx) if c.name.value == optimizer), None)
+    init = method_of(ctx, cls, "__init__") if cls is not None else None
+    if init is None:
+        return None
+    params = parameter_names(ctx, init)
+    for node in ctx.index.walk(init.body):
+        if isinstance(node, cst.Call) and params & _copied_from(ctx, node):
+            return f"{optimizer}'s per-parameter `{short(ctx, node)}`"
+    return None
+
+
+def _copied_from(ctx: FileContext, call: cst.Call) -> set[str]:
+    """The names a call makes a new tensor from: `p` in `torch.zeros_like(p.data)`,
+    `torch.clone(p)`, `p.clone()`."""
+    qualified = ctx.qualified_name(call.func) or ""
+    if (qualified.startswith("torch.") and qualified.endswith("_like")) or qualified == "torch.clone":
+        return read_names(ctx, call.args[0].value, skip_index=True) if call.args else set()
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "clone":
+        return read_names(ctx, call.func.value, skip_index=True)
+    return set()
 
 
 def _params_argument(call: cst.Call) -> cst.BaseExpression | None:
@@ -68,6 +126,27 @@ def _moved_model(call: cst.Call) -> str | None:
     if moves_to_accelerator(call) and move_call(call) in ("to", "cuda"):
         return dotted_name(call.func.value)  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
     return None
+
+
+def _moved_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
+    """The arguments a call of the file's own function moves to the device: `model` in
+    `set_devices(model, loss, device)` whose body runs `model.to(device)`."""
+    func = callee(ctx, call)
+    if func is None:
+        return []
+    moved_params = {m for node in ctx.index.walk(func.body) if isinstance(node, cst.Call) and (m := _moved_model(node)) is not None}
+    params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    if params and ctx.index.enclosing_class(func) is not None and isinstance(call.func, cst.Attribute):
+        params = params[1:]  # `self`
+    found = []
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            break
+        param = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+        name = dotted_name(arg.value)
+        if param in moved_params and name is not None:
+            found.append(name)
+    return found
 
 
 def _replaced_by_moved_copy(ctx: FileContext, move: cst.Call, names: set[str]) -> tuple[str, cst.Assign] | None:
@@ -134,7 +213,11 @@ class OptimizerStateDevice(Rule):
     - `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`, before
       `model.to(device)`;
     - `torch.optim.Adagrad(model.parameters())` before `model.to(device)`: Adagrad is the
-      `torch.optim` optimizer that creates its state (`sum`) in its constructor;
+      `torch.optim` optimizer that creates its state (`sum`) in its constructor; so does an
+      optimizer class of the file whose `__init__` makes tensors from its parameters
+      (`torch.zeros_like(p)`, `p.clone()` for `p` in `group["params"]`), and a factory the
+      function is given that every call of it fills with one of these
+      (`functools.partial(torch.optim.Adagrad, lr=0.1)`);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
       rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`).
 
@@ -184,12 +267,13 @@ class OptimizerStateDevice(Rule):
     method of the class that follows it), or optimizers the function receives under a name containing `optim` (then a
     move of a name whose state the function also loaded, or that names a model), in the calls a
     function makes in order with the methods it calls on `self` spliced in (three levels deep)
-    and its class's `__init__` before them, are considered; `model` and `self.model` are taken
-    for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    and its class's `__init__` before them, are considered; a call of the file's own function that moves one of its parameters
+    (`set_devices(model, device)` running `model.to(device)`) moves the argument; `model` and
+    `self.model` are taken for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
-    right device at the first step. Optimizers from other packages that create state in their
-    constructor, `model.configure_optimizers()` results, and moves that replace the `Parameter`
-    objects (XLA devices, `torch.__future__.set_overwrite_module_params_on_conversion(True)`)
+    right device at the first step. Optimizers from other packages (not classes of the file) that
+    create state in their constructor, `model.configure_optimizers()` results, and moves that
+    replace the `Parameter` objects (XLA devices, `torch.__future__.set_overwrite_module_params_on_conversion(True)`)
     are not seen.
     """
 
@@ -228,7 +312,7 @@ class OptimizerStateDevice(Rule):
                 target = dotted_name(parent.targets[0].target) if isinstance(parent, cst.Assign) and len(parent.targets) == 1 else None
                 if target is not None:
                     optimizers[(scope, target)] = model
-                state = STATE_AT_CONSTRUCTION.get((_optimizer_class(ctx, call) or "").rsplit(".", 1)[-1])
+                state = _state_at_construction(ctx, _optimizer_class(ctx, call) or "")
                 if state is not None and model not in moved_first.get(scope, set()):
                     eager.setdefault(scope, []).append((call, model, state))
                 continue
@@ -250,12 +334,13 @@ class OptimizerStateDevice(Rule):
                 moved_first.setdefault(scope, set()).update(
                     name for target in parent.targets if (name := dotted_name(target.target)) is not None
                 )
-            moved = _moved_model(call)
-            if moved is None:
+            direct = _moved_model(call)
+            moves = [direct] if direct is not None else _moved_by_helper(ctx, call)
+            if not moves:
                 continue
             owner_class = ctx.index.enclosing_class(call)
             held = {**holding.get(id(owner_class), {}), **holding.get(scope, {})}
-            replaced = _replaced_by_moved_copy(ctx, call, set(held))
+            replaced = _replaced_by_moved_copy(ctx, call, set(held)) if direct is not None else None
             if replaced is not None:
                 optimizer = held[replaced[0]]
                 for table in (holding.get(scope, {}), holding.get(id(owner_class), {})):
@@ -267,21 +352,22 @@ class OptimizerStateDevice(Rule):
                          "originals, never the tensors the computation uses",
                 )
                 continue
-            moved_first.setdefault(scope, set()).add(moved)
-            for entry in [e for e in eager.get(scope, []) if _same_model(e[1], moved)]:
-                eager[scope].remove(entry)
-                yield self.violation(
-                    entry[0], moved="the model", and_load="",
-                    what=f"`{short(ctx, entry[0])}` creates Adagrad's {entry[2]} state in its constructor while `{moved}` "
-                         f"is still on the CPU, so the state stays there after `{ctx.code_for(call)}` and the first "
-                         "`step()` fails",
-                )
-            pending = loads.get(scope, [])
-            is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
-            for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
-                pending.remove(entry)
-                yield self.violation(
-                    entry[0], moved="the model", and_load=" and loading its state",
-                    what=f"`{ctx.code_for(entry[0])}` loads the optimizer state while `{moved}` is still on the CPU, "
-                         f"so the state stays there after `{ctx.code_for(call)}`",
-                )
+            for moved in moves:
+                moved_first.setdefault(scope, set()).add(moved)
+                for entry in [e for e in eager.get(scope, []) if _same_model(e[1], moved)]:
+                    eager[scope].remove(entry)
+                    yield self.violation(
+                        entry[0], moved="the model", and_load="",
+                        what=f"`{short(ctx, entry[0])}` creates {entry[2]} state in its constructor while `{moved}` "
+                             f"is still on the CPU, so the state stays there after `{ctx.code_for(call)}` and the first "
+                             "`step()` fails",
+                    )
+                pending = loads.get(scope, [])
+                is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
+                for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
+                    pending.remove(entry)
+                    yield self.violation(
+                        entry[0], moved="the model", and_load=" and loading its state",
+                        what=f"`{ctx.code_for(entry[0])}` loads the optimizer state while `{moved}` is still on the CPU, "
+                             f"so the state stays there after `{ctx.code_for(call)}`",
+                    )

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
-    body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
+    assigned_names, body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
 )
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
@@ -61,12 +61,81 @@ def local_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
     return ctx.shared("training.helpers.classes", build)
 
 
-def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+def optimizer_classes(ctx: FileContext) -> list[cst.ClassDef]:
+    """The classes of the file that subclass a `torch.optim` optimizer, directly or through
+    another class of the file."""
+
+    def build(c: FileContext) -> list[cst.ClassDef]:
+        classes = local_classes(c)
+        found: list[cst.ClassDef] = []
+
+        def is_optimizer(cls: cst.ClassDef, depth: int) -> bool:
+            for base in cls.bases:
+                qualified = c.qualified_name(base.value) or ""
+                if (qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[-1][:1].isupper()
+                        and "lr_scheduler" not in qualified and "swa_utils" not in qualified):
+                    return True
+                parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
+                if parent is not None and parent is not cls and depth < 4 and is_optimizer(parent, depth + 1):
+                    return True
+            return False
+
+        for cls in c.index.of_type(cst.ClassDef):
+            if is_optimizer(cls, 0):
+                found.append(cls)
+        return found
+
+    return ctx.shared("training.helpers.optimizer_classes", build)
+
+
+def parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
+    """Names bound to an optimizer's parameters in `func`: targets of a loop or an assignment over
+    `group["params"]` (`for p in group["params"]`, `params = group["params"]`)."""
+    names: set[str] = set()
+    for node in ctx.index.walk(func.body):
+        if isinstance(node, (cst.For, cst.CompFor)) and _reads_params(ctx, node.iter):
+            names.update(assigned_names(node.target))
+        elif isinstance(node, cst.Assign) and _reads_params(ctx, node.value):
+            for target in node.targets:
+                names.update(assigned_names(target.target))
+    return names
+
+
+def _reads_params(ctx: FileContext, node: cst.CSTNode) -> bool:
+    return any(
+        isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)
+        and isinstance(n.slice[0].slice.value, cst.SimpleString) and literal_value(n.slice[0].slice.value) == "params"
+        for n in ctx.index.walk(node)
+    )
+
+
+def _own_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
     for statement in body:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
             return statement
     return None
+
+
+def method_of(ctx: FileContext, cls: cst.ClassDef, name: str, depth: int = 0) -> cst.FunctionDef | None:
+    """`cls`'s method `name`, its own or inherited from a class of this file."""
+    found = _own_method(cls, name)
+    if found is not None or depth > 3:
+        return found
+    classes = local_classes(ctx)
+    for base in cls.bases:
+        parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
+        if parent is not None and parent is not cls:
+            found = method_of(ctx, parent, name, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _called_method(ctx: FileContext, cls: cst.ClassDef) -> cst.FunctionDef | None:
+    """What calling an instance of `cls` runs: its `__call__`, else its `forward` (an `nn.Module`
+    runs `forward` from `__call__`)."""
+    return method_of(ctx, cls, "__call__") or method_of(ctx, cls, "forward")
 
 
 def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
@@ -88,6 +157,9 @@ def _instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode)
     classes = local_classes(ctx)
     found: set[str] = set()
     for value in values or ():
+        # `Loss(...).to(device)`, `Net().cuda().train()`: the instance itself.
+        while isinstance(value, cst.Call) and method_name(value) in ("to", "cuda", "train", "eval", "float", "half"):
+            value = receiver(value)
         if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes):
             return None
         found.add(value.func.value)
@@ -104,20 +176,20 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         if found is not None:
             return found
         cls = _instance_class(ctx, func, call)
-        return _method(cls, "__call__") if cls is not None else None
+        return _called_method(ctx, cls) if cls is not None else None
     if not isinstance(func, cst.Attribute):
         return None
     owner, name = func.value, func.attr.value
     if isinstance(owner, cst.Name) and owner.value == "self":
         cls = ctx.index.enclosing_class(call)
-        method = _method(cls, name) if cls is not None else None
+        method = method_of(ctx, cls, name) if cls is not None else None
         if method is not None:
             return method
         # `self.clipper(params)`: an attribute holding an instance of a local class.
         cls = _instance_class(ctx, func, call)
-        return _method(cls, "__call__") if cls is not None else None
+        return _called_method(ctx, cls) if cls is not None else None
     cls = _instance_class(ctx, owner, call) or _duck_class(ctx, owner, name, call)
-    return _method(cls, name) if cls is not None else None
+    return method_of(ctx, cls, name) if cls is not None else None
 
 
 # Method names too common to pick a class by (optimizers, schedulers, modules, meters have them).
@@ -137,7 +209,7 @@ def _duck_class(ctx: FileContext, owner: cst.BaseExpression, name: str, call: cs
     if not values or not all(isinstance(v, cst.Name) and _is_parameter(ctx, v) for v in values):
         return None
     here = ctx.index.enclosing_class(call)
-    found = [cls for cls in local_classes(ctx).values() if cls is not here and _method(cls, name) is not None]
+    found = [cls for cls in local_classes(ctx).values() if cls is not here and method_of(ctx, cls, name) is not None]
     return found[0] if len(found) == 1 else None
 
 

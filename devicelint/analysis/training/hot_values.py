@@ -66,6 +66,10 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
                 for target in node.targets:
                     seeds.update(assigned_names(target.target))
         names = computed_from(c, region.scope.node, seeds)
+        if region.seeds:
+            # What a helper's caller hands it, an optimizer's parameters: followed without
+            # subscript indices (`self.state[p]` is a dict of any values, not a value of `p`).
+            names |= computed_from(c, region.scope.node, set(region.seeds), skip_index=True)
         return HotValues(frozenset(names - modules), frozenset(inputs - modules), modules)
 
     return ctx.shared(("training.hot_values", id(region.owner)), build)

@@ -37,6 +37,9 @@ class StepRegion:
     body: cst.BaseSuite
     scope: Scope  # the step facts of the function the region is in
     losses: tuple[cst.BaseExpression, ...]  # what the region backpropagates
+    # Names that hold device tensors when the region starts: a helper's parameters that its
+    # caller passes device tensors, an optimizer's parameters (`p` in `for p in group["params"]`).
+    seeds: frozenset[str] = frozenset()
 
     @property
     def is_function(self) -> bool:
@@ -54,7 +57,9 @@ def innermost_loop(ctx: FileContext, node: cst.CSTNode) -> cst.For | cst.While |
 
 
 def step_regions(ctx: FileContext) -> list[StepRegion]:
-    """Every step loop and step function of the file, in source order of their first backward."""
+    """Every step loop and step function of the file, in source order of their first backward,
+    then the loops that step an optimizer whose backward runs in code they call. The code these
+    regions call on every step is `step_code.step_code`."""
 
     def build(c: FileContext) -> list[StepRegion]:
         regions: dict[int, tuple[cst.For | cst.While | cst.FunctionDef, Scope, list[cst.BaseExpression]]] = {}
@@ -77,13 +82,21 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
             if id(step) not in regions:
                 returned = [r.value for r in c.index.walk(step.body) if isinstance(r, cst.Return) and r.value is not None]
                 regions[id(step)] = (step, Scope(node=step), returned)
-        found = [StepRegion(owner, owner.body, scope, tuple(losses)) for owner, scope, losses in regions.values()]
-        return found + _called_helpers(c, found)
+        for scope in training_scopes(c):
+            if scope.backwards or scope.delegated_backwards:
+                continue
+            for call in scope.optimizer_steps:
+                # `opt.zero_grad(); schedule.step(x); opt.step()`: the backward runs in a callee,
+                # and the loop around the optimizer's step is the step loop.
+                loop = innermost_loop(c, call)
+                if loop is not None and not _loops_over_optimizers(c, call) and id(loop) not in regions:
+                    regions[id(loop)] = (loop, scope, [])
+        return [StepRegion(owner, owner.body, scope, tuple(losses)) for owner, scope, losses in regions.values()]
 
     return ctx.shared("training.loops.step_regions", build)
 
 
-def _evaluates(ctx: FileContext, func: cst.FunctionDef) -> bool:
+def evaluates(ctx: FileContext, func: cst.FunctionDef) -> bool:
     """An evaluation helper (`model.eval()`, `torch.no_grad()`): reading its results is what it is
     for, even where a full-batch loop calls it every epoch."""
     for node in ctx.index.walk(func.body):
@@ -118,32 +131,6 @@ def _lightning_steps(ctx: FileContext) -> list[cst.FunctionDef]:
         if any(b in LIGHTNING_BASES for b in bases) and isinstance(cls.body, cst.IndentedBlock):
             found.extend(f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "training_step")
     return found
-
-
-def _called_helpers(ctx: FileContext, regions: list[StepRegion]) -> list[StepRegion]:
-    """The file's functions and `self` methods that a step region calls on every step (outside
-    logging conditions): their bodies run once per step too. One level: a helper's own helpers
-    are not followed."""
-    functions = {stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)}
-    owners = {id(r.owner) for r in regions}
-    found: dict[int, StepRegion] = {}
-    for region in regions:
-        cls = ctx.index.enclosing_class(region.owner)
-        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)} if cls is not None and isinstance(cls.body, cst.IndentedBlock) else {}
-        for node in ctx.index.walk(region.body):
-            if not isinstance(node, cst.Call) or in_logging_condition(ctx, node, region.owner):
-                continue
-            func = node.func
-            helper = None
-            if isinstance(func, cst.Name):
-                helper = functions.get(func.value)
-            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-                helper = methods.get(func.attr.value)
-            if (helper is None or id(helper) in owners or id(helper) in found or helper.name.value.startswith("__")
-                    or _evaluates(ctx, helper)):
-                continue
-            found[id(helper)] = StepRegion(helper, helper.body, Scope(node=helper), ())
-    return list(found.values())
 
 
 def _add(ctx: FileContext, regions: dict[int, tuple[Any, Scope, list[cst.BaseExpression]]], owner: cst.CSTNode, scope: Scope, call: cst.Call) -> None:
@@ -199,9 +186,27 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
             return True
         child = ancestor
     return any(
-        in_body and (is_logging_test(ctx, branch.test) and not _steps_optimizer(ctx, branch.body) or _leaves(branch.body))
+        in_body and (is_logging_test(ctx, branch.test) and not _steps_optimizer(ctx, branch.body)
+                     or _leaves(branch.body) and not _main_return(ctx, branch, region))
         for branch, in_body in enclosing_ifs(ctx, node, region)
     )
+
+
+def _main_return(ctx: FileContext, branch: cst.If, region: cst.CSTNode) -> bool:
+    """In a step function, a branch that returns where the function has nothing else to do
+    (`if stage.is_last: loss = ...; return loss` then `return None`): the branch is the
+    function's work, not a way out of it."""
+    if not isinstance(region, cst.FunctionDef) or isinstance(ctx.index.parent(branch), cst.If):
+        return False
+    block = ctx.index.parent(branch)
+    if not isinstance(block, cst.IndentedBlock) or ctx.index.enclosing_function(branch) is not region:
+        return False
+    last = branch.body.body[-1] if isinstance(branch.body, cst.IndentedBlock) and branch.body.body else None
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)):
+        return False
+    after = list(block.body)[list(block.body).index(branch) + 1:]
+    return all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Return, cst.Pass)) for x in s.body)
+               for s in after)
 
 
 def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
@@ -210,10 +215,29 @@ def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: c
     for earlier in block.body:
         if earlier is statement:
             return False
-        if (isinstance(earlier, cst.If) and earlier.orelse is None and is_logging_test(ctx, earlier.test)
+        if (isinstance(earlier, cst.If) and earlier.orelse is None and _skips_unless_logging(ctx, earlier.test)
                 and _skips(earlier.body)):
             return True
     return False
+
+
+ORDERING = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal)
+
+
+def _skips_unless_logging(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """The test of an early exit that lets only logging steps through: `step % log_every != 0`,
+    `step % k`, `not should_log`, `not args.verbose`. An exit taken on a few steps
+    (`epoch == first_epoch and step < resume_step: continue`, skipping the steps already done on a
+    resume; `step < warmup`) lets every later step through, so what follows it runs every step."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return is_logging_test(ctx, test.expression)
+    comparisons = [n for n in ctx.index.walk(test) if isinstance(n, cst.Comparison)]
+    if any(isinstance(c.operator, ORDERING) for n in comparisons for c in n.comparisons):
+        return False
+    if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in ctx.index.walk(test)):
+        return True  # `x % k != 0` or a bare `x % k`
+    words = test_words(ctx, test)
+    return any(w in words for w in LOGGING_WORDS)
 
 
 def _skips(body: cst.BaseSuite) -> bool:

@@ -14,19 +14,20 @@ from devicelint.analysis.training.syntax import assigned_names, method_name
 from devicelint.context import FileContext
 
 
-def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str]) -> set[str]:
+def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str], skip_index: bool = False) -> set[str]:
     """`seeds` and every name assigned under `root` from an expression that reads one of them,
     including loop and comprehension targets over one (def-use, to a fixed point, ignoring order). Reads through a host copy (`loss.item()`,
-    `float(x)`) do not count: their result is a Python number, not the value."""
+    `float(x)`) do not count: their result is a Python number, not the value. With `skip_index`,
+    a subscript's index is not read (`state` in `state = self.state[p]` is not computed from `p`)."""
     flows: list[tuple[set[str], set[str]]] = []
     for node in ctx.index.walk(root):
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             names = {n for t in targets for n in assigned_names(t)}
-            flows.append((names, read_names(ctx, node.value)))
+            flows.append((names, read_names(ctx, node.value, skip_index=skip_index)))
         elif isinstance(node, (cst.For, cst.CompFor)):
             # `for name, value in losses.items():` and `{k: v for k, v in losses.items()}`
-            flows.append((set(assigned_names(node.target)), read_names(ctx, node.iter)))
+            flows.append((set(assigned_names(node.target)), read_names(ctx, node.iter, skip_index=skip_index)))
     return closure(flows, seeds)
 
 
@@ -61,7 +62,8 @@ def is_host_value(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
 
 
-def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, skip_fields: bool = False) -> set[str]:
+def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, skip_fields: bool = False,
+               skip_index: bool = False) -> set[str]:
     """Names (and `self.x` attributes) an expression reads as data, leaving out called functions,
     keywords, imported modules and values read only through a host copy; with `skip_moves`, also
     values read only to be moved (`y` in `y.to(device)`); with `skip_fields`, also objects read
@@ -87,7 +89,7 @@ def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, sk
             elif skip_fields and not isinstance(node.value, (cst.Call, cst.Subscript)):
                 continue
             stack.append(node.value)
-        elif skip_fields and isinstance(node, cst.Subscript):
+        elif (skip_fields or skip_index) and isinstance(node, cst.Subscript):
             stack.append(node.value)  # `losses[i]` reads `losses`; the index is not a tensor on the device
         elif isinstance(node, cst.Arg):
             stack.append(node.value)
@@ -99,6 +101,9 @@ def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, sk
             stack.extend(node.args)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             continue
+        elif isinstance(node, cst.CompFor):
+            # `for q in state["Q"]` reads its iterable, not its target.
+            stack.extend(n for n in (node.iter, *node.ifs, node.inner_for_in) if n is not None)
         else:
             stack.extend(iter_children(node))
     names.discard("self")

@@ -153,22 +153,34 @@ def _parameter_values(ctx: FileContext, node: cst.Name, scope: cst.CSTNode) -> l
     param = next((p for p in (*positional_params, *params.kwonly_params) if p.name.value == node.value), None)
     if param is None or param.default is None:
         return None
-    calls = _calls_of_function(ctx, scope)
-    if not calls:
+    passed = passed_arguments(ctx, scope, node.value)
+    if not passed:
         return [param.default, None]
+    return [given if given is not None else param.default for given in passed]
+
+
+def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list[cst.BaseExpression | None]:
+    """What the file's calls of `func` (a top-level function, or a class's `__init__` through
+    `Class(...)`) pass for its parameter `name`, one entry per call: None where a call leaves it
+    out or passes `*args`/`**kwargs`. Empty when the file shows no call."""
+    params = func.params
+    positional_params = [*params.posonly_params, *params.params]
+    param = next((p for p in (*positional_params, *params.kwonly_params) if p.name.value == name), None)
+    if param is None:
+        return []
     index = positional_params.index(param) if param in positional_params else None
-    if index is not None and ctx.index.enclosing_class(scope) is not None:
+    if index is not None and ctx.index.enclosing_class(func) is not None:
         index -= 1  # `self` is not passed
     out: list[cst.BaseExpression | None] = []
-    for call in calls:
+    for call in _calls_of_function(ctx, func):
         if any(arg.star for arg in call.args):
             out.append(None)
             continue
-        given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == node.value), None)
+        given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
         if given is None and index is not None:
             args = [a.value for a in call.args if a.keyword is None]
             given = args[index] if 0 <= index < len(args) else None
-        out.append(given if given is not None else param.default)
+        out.append(given)
     return out
 
 
