@@ -12,6 +12,7 @@ from typing import Callable
 
 import libcst as cst
 
+from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_calls import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
@@ -82,6 +83,7 @@ class FilePlacement:
     crossings: list[Crossing] = field(default_factory=list)
     # id(function) -> its runs with the argument facts of its callers in the file
     followed: dict[int, list[ScopePlacement]] = field(default_factory=dict)
+    host_calls: list[HostModuleCall] = field(default_factory=list)
 
 # (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
 InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], "object"]
@@ -177,6 +179,8 @@ class FileAnalysis:
         self.followed: dict[tuple, ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
         self.extra_crossings: list[Crossing] = []
+        # (id(call), id(module origin)) -> a module certainly on the CPU called with device inputs
+        self.host_calls: dict[tuple[int, int], HostModuleCall] = {}
         # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
         self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
@@ -332,7 +336,8 @@ class FileAnalysis:
         followed: dict[int, list[ScopePlacement]] = {}
         for run in self.followed.values():
             followed.setdefault(id(run.node), []).append(run)
-        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed)
+        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed,
+                             host_calls=list(self.host_calls.values()))
 
     def init_env(self, method: cst.FunctionDef) -> Env:
         """What the `__init__` of the method's class (a module, a trainer, any class) leaves
