@@ -444,6 +444,8 @@ class _Interpreter(CallEvaluation):
         if isinstance(node, cst.Call):
             fact = self._call(node)
             self._release_handed(node, fact)
+            if fact == UNKNOWN_FACT and _returns_torch_tensors(node):
+                return Fact(UNKNOWN, origin=node, encoded=True)  # `tokenizer(texts, return_tensors="pt")`
             return fact
         if isinstance(node, cst.Attribute):
             return self._attribute(node)
@@ -642,7 +644,17 @@ class _Interpreter(CallEvaluation):
         return self._key(target) is not None
 
     def _on_host(self, node: cst.BaseExpression) -> bool:
-        """Whether an expression reads through a module on the host (`model.fc.weight`)."""
+        """Whether an expression reads a part of a module on the host (`model.fc.weight`,
+        `next(model.parameters())`, `list(model.buffers())[0]`)."""
+        while not isinstance(node, cst.Name) and self_attribute(node) is None:
+            if isinstance(node, (cst.Attribute, cst.Subscript)):
+                node = node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                node = node.func.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.args:
+                node = node.args[0].value
+            else:
+                return False
         key = root_key(node)
         return key is not None and is_host_module(self.env.get(key, UNKNOWN_FACT))
 
@@ -703,6 +715,12 @@ class _Interpreter(CallEvaluation):
 def file_placement(ctx: FileContext) -> FilePlacement:
     """Every scope's placement facts and every CPU/device meeting of the file (memoised)."""
     return ctx.shared("placement", lambda c: FileAnalysis(c, _Interpreter).run())
+
+
+def _returns_torch_tensors(call: cst.Call) -> bool:
+    """`tokenizer(texts, return_tensors="pt")`, `processor(images=img, return_tensors="pt")`."""
+    return any(arg.keyword is not None and arg.keyword.value == "return_tensors" and string_value(arg.value) == "pt"
+               for arg in call.args)
 
 
 def _number_like(node: cst.CSTNode) -> bool:

@@ -544,6 +544,12 @@ class CallEvaluation:
             for fact, node in args if not scattering else ():
                 if cpu_side(fact, allow_scalar=True) and compatible(fact, callee) and not self._lengths(node):
                     self._record(fact, node, callee, func, call, "module")
+            for arg in call.args if callee.where == ACCELERATOR and not scattering else ():
+                spread = self._fact_of(arg.value)
+                if arg.star == "**" and spread.origin is not None and (spread.encoded or spread.batch and spread.kind == UNKNOWN):
+                    # `model(**batch)` of a whole batch or a tokenizer's output, never moved
+                    self._record(Fact(CPU, where="cpu", origin=spread.origin, batch=True, encoded=spread.encoded),
+                                 arg.value, callee, func, call, "module")
             produced = self._forward_of(call, callee, args)
             if produced.from_factory:
                 return produced  # the submodule's forward builds its output on the CPU
