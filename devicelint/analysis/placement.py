@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 _MODULE_TENSOR_ATTRS = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "pos_embed"})
+# Module methods that yield its parts (a loop over them may move each one).
+_MODULE_PARTS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+                           "children", "named_children"})
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
@@ -206,7 +209,7 @@ class _Interpreter(CallEvaluation):
     def _loop(self, stmt: cst.For | cst.While) -> None:
         if isinstance(stmt, cst.For):
             iterable = self._eval(stmt.iter)
-            self._release_iterated(iterable)
+            self._release_iterated(iterable, stmt.iter)
         else:
             self._eval(stmt.test)
         before = dict(self.env)
@@ -505,7 +508,7 @@ class _Interpreter(CallEvaluation):
         try:
             clause: cst.CompFor | None = node.for_in
             while clause is not None:
-                self._release_iterated(self._eval(clause.iter))
+                self._release_iterated(self._eval(clause.iter), clause.iter)
                 self._bind(clause.target, UNKNOWN_FACT)
                 for condition in clause.ifs:
                     self._eval(condition.test)
@@ -688,10 +691,15 @@ class _Interpreter(CallEvaluation):
         if handed:
             self.env = released(self.env, handed)
 
-    def _release_iterated(self, iterable: Fact) -> None:
-        """`for m in models: m.to(device)`: the loop variable may be any of the modules held."""
-        if not is_host_module(_element_of(iterable)):
-            self.env = released(self.env, hosted_in(iterable))
+    def _release_iterated(self, iterable: Fact, node: cst.BaseExpression) -> None:
+        """`for m in models: m.to(device)`: the loop variable may be any of the modules held;
+        `for p in model.parameters(): p.data = p.data.cuda()` moves the model part by part."""
+        handed = [] if is_host_module(_element_of(iterable)) else hosted_in(iterable)
+        for call in self.ctx.index.walk(node):
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MODULE_PARTS:
+                key = root_key(call.func.value)
+                handed += hosted_in(self.env.get(key, UNKNOWN_FACT)) if key is not None else []
+        self.env = released(self.env, handed)
 
     def _held_by_self(self) -> list[Fact]:
         return [m for key, fact in self.env.items() if key.startswith("self.") for m in hosted_in(fact)]
