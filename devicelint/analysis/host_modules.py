@@ -212,6 +212,9 @@ def _places_anything(ctx: FileContext, cls: cst.ClassDef) -> bool:
                 return True
             if ctx.qualified_name(node.func) in DEFAULT_DEVICE_SETTERS:
                 return True
+            if not (isinstance(node.func, cst.Name) and node.func.value in _READING_BUILTINS | {"super"}) and any(
+                    isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in node.args):
+                return True  # `place_on_gpu(self)`: code elsewhere may move it
     return False
 
 
