@@ -108,7 +108,7 @@ def built_on_host(ctx: FileContext, call: cst.Call, constructed: str, scope: cst
     nor takes its parameters from the caller's modules."""
     if any(arg.star or (arg.keyword is not None and arg.keyword.value in _PLACING_KEYWORDS) for arg in call.args):
         return False
-    if "Parallel" in constructed or _sets_default_device(ctx) or _under_placing_context(ctx, call, scope):
+    if "Parallel" in constructed or _sets_default_device(ctx) or under_placing_context(ctx, call, scope):
         return False
     qualified = ctx.qualified_name(call.func) or ""
     if qualified.startswith("torch.nn."):
@@ -145,7 +145,8 @@ def _sets_default_device(ctx: FileContext) -> bool:
         c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS for call in c.index.of_type(cst.Call)))
 
 
-def _under_placing_context(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+def under_placing_context(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """Whether `node` runs inside a `with` block of `scope` that may place what is built there."""
     for ancestor in ctx.index.ancestors(node):
         if ancestor is scope:
             return False

@@ -32,7 +32,8 @@ from dataclasses import replace
 import libcst as cst
 
 from devicelint.analysis.host_modules import (
-    HOST, captured_names, hosted_in, is_host_module, keeps_arguments_in_place, keeps_module_in_place, released, root_key,
+    captured_names, hosted_in, is_host_module, keeps_arguments_in_place, keeps_module_in_place, released, root_key,
+    under_placing_context,
 )
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
@@ -447,6 +448,8 @@ class _Interpreter(CallEvaluation):
         if isinstance(node, cst.Call):
             fact = self._call(node)
             self._release_handed(node, fact)
+            if is_host_module(fact) and under_placing_context(self.ctx, node, self.scope):
+                fact = Fact(MODULE, factory=fact.factory)  # `with torch.device("cuda"): model = build()`
             if fact == UNKNOWN_FACT and _returns_torch_tensors(node):
                 return Fact(UNKNOWN, origin=node, encoded=True)  # `tokenizer(texts, return_tensors="pt")`
             return fact
