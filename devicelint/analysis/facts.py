@@ -16,6 +16,7 @@ from typing import Iterable
 
 import libcst as cst
 
+from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.devices import DeviceId, literal_device, int_value, indexed
 from devicelint.analysis.placement import Crossing, FilePlacement, Meeting, ScopePlacement, file_placement
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
@@ -90,6 +91,12 @@ class FileFacts:
     def meetings(self) -> list[Meeting]:
         """Every place where a CPU tensor meets a device tensor or a module on the device."""
         return self.placement.meetings
+
+    @property
+    def host_module_calls(self) -> list[HostModuleCall]:
+        """Every call of a module certainly on the CPU (built here, never moved, never handed
+        to anything that may move it) with an input certainly on the accelerator."""
+        return self.placement.host_calls
 
     def scope(self, node: cst.CSTNode) -> ScopePlacement:
         """The facts of one function (or of the module's top-level code)."""

@@ -32,6 +32,10 @@ from typing import Sequence
 
 import libcst as cst
 
+from devicelint.analysis.host_modules import (
+    captured_names, hosted_in, is_host_module, keeps_arguments_in_place, keeps_module_in_place, released, root_key,
+    under_placing_context,
+)
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -51,6 +55,9 @@ __all__ = [
 ]
 
 _MODULE_TENSOR_ATTRS = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "pos_embed"})
+# Module methods that yield its parts (a loop over them may move each one).
+_MODULE_PARTS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+                           "children", "named_children"})
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
@@ -218,6 +225,7 @@ class _Interpreter(CallEvaluation):
     def _loop(self, stmt: cst.For | cst.While) -> None:
         if isinstance(stmt, cst.For):
             iterable = self._eval(stmt.iter)
+            self._release_iterated(iterable, stmt.iter)
         else:
             self._eval(stmt.test)
         before = dict(self.env)
@@ -297,6 +305,8 @@ class _Interpreter(CallEvaluation):
             for target in small.targets:
                 if isinstance(target.target, cst.Subscript):
                     self._write(target.target, fact, small.value)
+                if not self._tracks(target.target):
+                    self.env = released(self.env, hosted_in(fact))  # `trainer.model = model`
                 self._bind(target.target, fact, small.value)
         elif isinstance(small, cst.AnnAssign):
             if small.value is not None:
@@ -455,7 +465,13 @@ class _Interpreter(CallEvaluation):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=node.value)
             return UNKNOWN_FACT
         if isinstance(node, cst.Call):
-            return self._call(node)
+            fact = self._call(node)
+            self._release_handed(node, fact)
+            if is_host_module(fact) and under_placing_context(self.ctx, node, self.scope):
+                fact = Fact(MODULE, factory=fact.factory)  # `with torch.device("cuda"): model = build()`
+            if fact == UNKNOWN_FACT and _returns_torch_tensors(node):
+                return Fact(UNKNOWN, origin=node, encoded=True)  # `tokenizer(texts, return_tensors="pt")`
+            return fact
         if isinstance(node, cst.Attribute):
             return self._attribute(node)
         if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
@@ -514,7 +530,7 @@ class _Interpreter(CallEvaluation):
         try:
             clause: cst.CompFor | None = node.for_in
             while clause is not None:
-                self._eval(clause.iter)
+                self._release_iterated(self._eval(clause.iter), clause.iter)
                 self._bind(clause.target, UNKNOWN_FACT)
                 for condition in clause.ifs:
                     self._eval(condition.test)
@@ -553,6 +569,8 @@ class _Interpreter(CallEvaluation):
         receiver = self._eval(node.value)
         if receiver.fields is not None:
             return receiver.field(attr)  # a dataclass or NamedTuple instance's field
+        if attr == "device" and self._on_host(node.value):
+            return Fact(DEVICE_VALUE, where="cpu", spelled="object")  # `model.device` of a model on the CPU
         if attr == "device":
             if receiver.kind == CPU:
                 return Fact(DEVICE_VALUE, where="cpu", spelled="object")
@@ -639,6 +657,77 @@ class _Interpreter(CallEvaluation):
             left, left_node = right, target.comparator
         return replace(result, mask=True) if result.is_tensor else UNKNOWN_FACT
 
+    # -- modules on the host -----------------------------------------------------------
+    def _tracks(self, target: cst.BaseExpression) -> bool:
+        """Whether binding to `target` keeps track of the value (a name, `self.x`, a part of a
+        dict whose parts are known, a tuple of those)."""
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return all(self._tracks(e.value) for e in target.elements)
+        if isinstance(target, cst.StarredElement):
+            return self._tracks(target.value)
+        if isinstance(target, cst.Subscript):
+            owner = self._key(target.value)
+            return owner is not None and owner in self.env and self.env[owner].fields is not None
+        return self._key(target) is not None
+
+    def _on_host(self, node: cst.BaseExpression) -> bool:
+        """Whether an expression reads a part of a module on the host (`model.fc.weight`,
+        `next(model.parameters())`, `list(model.buffers())[0]`)."""
+        while not isinstance(node, cst.Name) and self_attribute(node) is None:
+            if isinstance(node, (cst.Attribute, cst.Subscript)):
+                node = node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                node = node.func.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.args:
+                node = node.args[0].value
+            else:
+                return False
+        key = root_key(node)
+        return key is not None and is_host_module(self.env.get(key, UNKNOWN_FACT))
+
+    def _release_handed(self, call: cst.Call, result: Fact) -> None:
+        """Forget that a module is on the host once the call may have moved it: handed to a
+        function, a wrapper or a launcher, a method that is not known to leave it in place, a
+        move of a part of it (`model.backbone.cuda()`), or code that reaches it by name."""
+        func = call.func
+        handed: list[Fact] = []
+        if isinstance(func, cst.Attribute):
+            key = root_key(func.value)
+            held = self.env.get(key, UNKNOWN_FACT) if key is not None else UNKNOWN_FACT
+            direct = self._key(func.value) == key and is_host_module(held)
+            stays = direct and (keeps_module_in_place(func.attr.value) or (move_call(call) and is_host_module(result)))
+            if not stays:
+                handed += hosted_in(held)
+            if isinstance(func.value, cst.Name) and func.value.value == "self" and not is_host_module(self.env.get(f"self.{func.attr.value}", UNKNOWN_FACT)):
+                handed += self._held_by_self()  # `self.setup()` may move `self.model`
+        if not keeps_arguments_in_place(self.ctx, call):
+            for arg in call.args:
+                handed += hosted_in(self._fact_of(arg.value))
+                key = root_key(arg.value)
+                if key is not None:
+                    handed += hosted_in(self.env.get(key, UNKNOWN_FACT))
+                if isinstance(arg.value, cst.Name) and arg.value.value == "self":
+                    handed += self._held_by_self()
+            calls_module = isinstance(func, cst.Name) and is_host_module(self.env.get(func.value, UNKNOWN_FACT))
+            if not calls_module:
+                for name in captured_names(self.ctx, self.scope):
+                    handed += hosted_in(self.env.get(name, UNKNOWN_FACT))
+        if handed:
+            self.env = released(self.env, handed)
+
+    def _release_iterated(self, iterable: Fact, node: cst.BaseExpression) -> None:
+        """`for m in models: m.to(device)`: the loop variable may be any of the modules held;
+        `for p in model.parameters(): p.data = p.data.cuda()` moves the model part by part."""
+        handed = [] if is_host_module(_element_of(iterable)) else hosted_in(iterable)
+        for call in self.ctx.index.walk(node):
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MODULE_PARTS:
+                key = root_key(call.func.value)
+                handed += hosted_in(self.env.get(key, UNKNOWN_FACT)) if key is not None else []
+        self.env = released(self.env, handed)
+
+    def _held_by_self(self) -> list[Fact]:
+        return [m for key, fact in self.env.items() if key.startswith("self.") for m in hosted_in(fact)]
+
     # -- calls -------------------------------------------------------------------------
     def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
                node: cst.CSTNode, how: str) -> None:
@@ -658,6 +747,12 @@ class _Interpreter(CallEvaluation):
 def file_placement(ctx: FileContext) -> FilePlacement:
     """Every scope's placement facts and every CPU/device meeting of the file (memoised)."""
     return ctx.shared("placement", lambda c: FileAnalysis(c, _Interpreter).run())
+
+
+def _returns_torch_tensors(call: cst.Call) -> bool:
+    """`tokenizer(texts, return_tensors="pt")`, `processor(images=img, return_tensors="pt")`."""
+    return any(arg.keyword is not None and arg.keyword.value == "return_tensors" and string_value(arg.value) == "pt"
+               for arg in call.args)
 
 
 def _number_like(node: cst.CSTNode) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value, literal_device, torch_device
+from devicelint.analysis.host_modules import HOST, HostModuleCall, built_on_host, is_host_module, library_model
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -109,10 +110,17 @@ class CallEvaluation:
         if qualified is not None and qualified.startswith(HOST_DATA_MODULES):
             self._args(call)
             return PY_DATA  # NumPy and pandas values live on the host, whatever they were made from
+        library = library_model(self.ctx, call)
+        if library is not None:
+            return self._constructed(call, library)
         if isinstance(func, cst.Attribute):
             return self._method_call(call, func)
         if isinstance(func, cst.Name):
             return self._name_call(call, func)
+        if isinstance(func, cst.Subscript):
+            callee = self._eval(func)
+            if is_host_module(callee):  # `nets["g"](z)`
+                return self._module_call(call, callee, func)
         self._args(call)
         return UNKNOWN_FACT
 
@@ -294,7 +302,21 @@ class CallEvaluation:
                         if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss"))
         if any(cpu_side(fact, allow_scalar=False) for _, fact in weights):
             return Fact(MODULE, factory=constructed, fields=weights, origin=call)
+        if built_on_host(self.ctx, call, constructed, self.scope) or self._holds_host_modules(call, constructed):
+            return Fact(MODULE, where=HOST, factory=constructed, origin=call)
         return Fact(MODULE, factory=constructed)
+
+    def _holds_host_modules(self, call: cst.Call, constructed: str) -> bool:
+        """`nn.Sequential(nn.Linear(4, 8), nn.ReLU())`: a container of modules built here on the
+        CPU (at least one with parameters) is on the CPU."""
+        if constructed not in ("Sequential", "ModuleList") or not call.args or not (self.ctx.qualified_name(call.func) or "").startswith("torch.nn."):
+            return False
+        parts = [self._fact_of(arg.value) for arg in call.args]
+        if any(arg.star or arg.keyword is not None for arg in call.args):
+            return False
+        modules = [m for part in parts for m in (part.elements if part.elements is not None else (part,))]
+        return all(m.kind == MODULE and (is_host_module(m) or m.factory in PARAMETER_FREE_MODULES) for m in modules) and any(
+            is_host_module(m) for m in modules)
 
     def _under_device_guard(self, node: cst.CSTNode) -> bool:
         for ancestor in self.ctx.index.ancestors(node):
@@ -420,7 +442,7 @@ class CallEvaluation:
                 kept = [e for e in receiver.elements if e != args[0][0]]
                 self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (args[0][0],))
                 return UNKNOWN_FACT
-            if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where:
+            if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR):
                 # `for p in model.parameters()`: each one lives where the module does
                 return Fact(UNKNOWN, elements=(Fact(DEVICE, where=receiver.where, device=receiver.device),))
             if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
@@ -552,6 +574,8 @@ class CallEvaluation:
                 self._record(weight, callee.origin, device[0], device[1], call, "weight")
         parameter_free = (callee.factory or "") in PARAMETER_FREE_MODULES
         scattering = (callee.factory or "") in INPUT_MOVING_WRAPPERS
+        if is_host_module(callee) and callee.origin is not None and not parameter_free and not scattering:
+            self._host_module_call(call, callee, func, args)
         if callee.device is not None and not parameter_free and not scattering:
             for fact, node in args:
                 if devicey(fact):
@@ -562,6 +586,12 @@ class CallEvaluation:
             for fact, node in args if not scattering else ():
                 if cpu_side(fact, allow_scalar=True) and compatible(fact, callee) and not self._lengths(node):
                     self._record(fact, node, callee, func, call, "module")
+            for arg in call.args if callee.where == ACCELERATOR and not scattering else ():
+                spread = self._fact_of(arg.value)
+                if arg.star == "**" and spread.origin is not None and (spread.encoded or spread.batch and spread.kind == UNKNOWN):
+                    # `model(**batch)` of a whole batch or a tokenizer's output, never moved
+                    self._record(Fact(CPU, where="cpu", origin=spread.origin, batch=True, encoded=spread.encoded),
+                                 arg.value, callee, func, call, "module")
             produced = self._forward_of(call, callee, args)
             if produced.from_factory:
                 return produced  # the submodule's forward builds its output on the CPU
@@ -577,6 +607,17 @@ class CallEvaluation:
         # DataParallel gathers its output on `output_device`, whatever its input's device was
         return replace(combined, device=None) if scattering else combined
 
+    def _host_module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]]) -> None:
+        """A module certainly on the CPU called with an input certainly on the accelerator
+        (`**batch` of a moved batch too)."""
+        spread = [pair for arg in call.args if arg.star for pair in flatten(self._fact_of(arg.value), arg.value)]
+        for fact, node in args + spread:
+            if fact.where == ACCELERATOR and (fact.kind == DEVICE or fact.kind == UNKNOWN and not fact.batch):
+                key = (id(call), id(callee.origin))
+                if key not in self.analysis.host_calls:
+                    self.analysis.host_calls[key] = HostModuleCall(callee, func, fact, node, call, self.scope)
+                return
+
     def _lengths(self, node: cst.CSTNode) -> bool:
         """Sequence lengths handed to a module (`self.rnn(x, torch.tensor(lengths))`): packing
         wants them on the CPU."""
@@ -589,7 +630,7 @@ class CallEvaluation:
         if forward is None:
             return UNKNOWN_FACT
         # a model never moved is where it was built: its submodules are on no known device
-        return self._follow(forward, call, args, skip_self=True, cls=cls, placed=callee.where is not None)
+        return self._follow(forward, call, args, skip_self=True, cls=cls, placed=callee.where not in (None, HOST))
 
     def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list[tuple[Fact, cst.CSTNode]], skip_self: bool,
                 cls: "ClassFacts | None" = None, placed: bool = True) -> Fact:

@@ -46,6 +46,9 @@ class Fact:
     scalar: bool = False
     # A DataLoader batch (or part of one) that was never moved.
     batch: bool = False
+    # What a tokenizer or processor returns with `return_tensors="pt"` (a `BatchEncoding` of CPU
+    # tensors), never moved.
+    encoded: bool = False
     # Source text of an expression naming the device this value lives on (`x.device`, `device`).
     device_expr: str | None = None
     # Element facts of a tuple/list literal.

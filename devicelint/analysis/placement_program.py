@@ -13,6 +13,7 @@ from typing import Callable, Protocol
 
 import libcst as cst
 
+from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -84,6 +85,7 @@ class FilePlacement:
     crossings: list[Crossing] = field(default_factory=list)
     # id(function) -> its runs with the argument facts of its callers in the file
     followed: dict[int, list[ScopePlacement]] = field(default_factory=dict)
+    host_calls: list[HostModuleCall] = field(default_factory=list)
 
 class Interpreter(Protocol):
     """What the file analysis needs of a scope's interpreter."""
@@ -185,6 +187,8 @@ class FileAnalysis:
         self.followed: dict[tuple[int, str | None, tuple[tuple[object, ...], ...]], ScopePlacement] = {}
         self.extra_meetings: list[Meeting] = []
         self.extra_crossings: list[Crossing] = []
+        # (id(call), id(module origin)) -> a module certainly on the CPU called with device inputs
+        self.host_calls: dict[tuple[int, int], HostModuleCall] = {}
         # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
         self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
@@ -340,7 +344,8 @@ class FileAnalysis:
         followed: dict[int, list[ScopePlacement]] = {}
         for run in self.followed.values():
             followed.setdefault(id(run.node), []).append(run)
-        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed)
+        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed,
+                             host_calls=list(self.host_calls.values()))
 
     def init_env(self, method: cst.FunctionDef) -> Env:
         """What the `__init__` of the method's class (a module, a trainer, any class) leaves

@@ -168,7 +168,8 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
         where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
         return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None,
                     device=join_devices(a.device, b.device, gpu_branch=a.kind == DEVICE_VALUE),
-                    spelled=a.spelled if a.spelled == b.spelled else None)
+                    spelled=a.spelled if a.spelled == b.spelled else None,
+                    factory=a.factory if a.kind == MODULE and a.factory == b.factory else None)
     return UNKNOWN_FACT
 
 

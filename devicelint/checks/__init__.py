@@ -28,6 +28,7 @@ from devicelint.checks import sampler_generator_under_cuda_default  # noqa: F401
 from devicelint.checks import generator_on_wrong_device  # noqa: F401
 from devicelint.checks import op_arguments_on_different_devices  # noqa: F401
 from devicelint.checks import host_argument_on_device  # noqa: F401
+from devicelint.checks import model_not_moved  # noqa: F401
 # -- end DL1xx --
 
 # DL2xx: data and model parallelism

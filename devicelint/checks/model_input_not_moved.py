@@ -18,11 +18,13 @@ class ModelInputNotMoved(Rule):
     ## What it does
     Flags a batch from a `DataLoader` that is passed, never moved, to a model that the same
     function moved to a device (`model.to(device)`, `model.cuda()`), or that meets the model's
-    device outputs (targets handed to the loss, labels compared with predictions).
+    device outputs (targets handed to the loss, labels compared with predictions). A whole
+    batch spread into the model (`model(**batch)`) counts, and so does what a tokenizer or
+    processor returns with `return_tensors="pt"`, spread into a model on the device.
 
     ## Why it is a bug on a GPU
-    A `DataLoader` yields CPU tensors (pinned or not). Moving the model moves its parameters
-    only; the first layer then sees a CPU input and fails with `Expected all tensors to be on
+    A `DataLoader` yields CPU tensors (pinned or not), and a tokenizer builds its tensors on the
+    CPU. Moving the model moves its parameters only; the first layer then sees a CPU input and fails with `Expected all tensors to be on
     the same device` (or `Input type (torch.FloatTensor) and weight type
     (torch.cuda.FloatTensor) should be the same`).
 
@@ -57,7 +59,8 @@ class ModelInputNotMoved(Rule):
     (also through `enumerate`, `tqdm` and `iter`), are followed, and only when the model is
     moved in the same function. A batch moved by a helper, by `accelerate`, by Lightning or
     inside the model is not tracked and not reported; a whole batch that is not unpacked is
-    only followed through indexing (`batch[0]`, `batch["x"]`). A model wrapped in
+    only followed through indexing (`batch[0]`, `batch["x"]`) and `**batch`. A tokenizer's
+    output is only followed into `model(**inputs)` of a model certainly on the accelerator. A model wrapped in
     `nn.DataParallel` or `DistributedDataParallel` moves (scatters) its inputs itself, so CPU
     inputs handed to the wrapper are not reported.
     """
@@ -65,9 +68,9 @@ class ModelInputNotMoved(Rule):
     code = "DL105"
     name = "model-input-not-moved"
     summary = "A DataLoader batch reaches a model on the device without being moved."
-    message = "`{batch}` comes from a DataLoader and is still on the CPU, but {where}; move it first: `{batch} = {batch}.to({device})`"
+    message = "`{batch}` comes from {source} and is still on the CPU, but {where}; move it first: `{batch} = {batch}.to({device})`"
     fix_availability = "unsafe"
-    tokens = ("loader", "Loader", "LOADER")
+    tokens = ("loader", "Loader", "LOADER", "return_tensors")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
@@ -78,6 +81,7 @@ class ModelInputNotMoved(Rule):
             batch = ctx.code_for(meeting.cpu_node)
             yield self.violation(
                 meeting.cpu_node, fix=_move_batch(ctx, meeting), batch=batch, where=_where(ctx, meeting),
+                source="a tokenizer (`return_tensors=\"pt\"` gives CPU tensors)" if meeting.cpu.encoded else "a DataLoader",
                 device=_device_for(ctx, meeting) or meeting.device.device_expr or "device",
             )
 

@@ -9,6 +9,7 @@ from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, container_kind, literal_elements, handed_to_call, class_facts, is_parameter_call, library_module,
     local_containers, module_constructor, returned_container,
 )
+from devicelint.analysis.host_modules import HOST
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, torch_nn_spelling
@@ -143,7 +144,7 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         return "module"
     if isinstance(node, cst.Name):
         fact = file_facts(ctx).value(node)
-        if fact.kind == MODULE and fact.factory is not None and fact.where is None:
+        if fact.kind == MODULE and fact.factory is not None and fact.where in (None, HOST):  # built here, not moved
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
     return None
 

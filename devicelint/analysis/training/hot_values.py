@@ -116,7 +116,7 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
     for node in ctx.index.walk(region.body):
         if isinstance(node, cst.Call):
             fact = callee_fact(ctx, node.func)
-            if fact.kind == MODULE and fact.where is None:
+            if fact.kind == MODULE and fact.where in (None, "cpu"):  # built here, never moved
                 return True
     return False
 

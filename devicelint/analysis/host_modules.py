@@ -1,0 +1,301 @@
+"""Modules that are certainly on the host: built by this program on the CPU and, so far, neither
+moved nor handed to anything that might move them.
+
+The placement interpreter gives such a module the fact `Fact(MODULE, where="cpu", origin=<the
+call that built it>)`. This module says which constructions qualify (`built_on_host`) and which
+uses leave a module where it is (`keeps_module_in_place`, `keeps_arguments_in_place`); every other
+use *releases* it: the interpreter then forgets that it is on the host (its place becomes unknown),
+because an unknown function, a launcher (`accelerator.prepare`), a Lightning `Trainer`, a
+`DataParallel`/DDP wrapper or a helper may move it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from devicelint.analysis.modules import module_classes
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import MODULE, MOVE_METHODS, PARAMETER_FREE_MODULES, Fact
+from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, Env
+from devicelint.context import FileContext
+
+# Module methods that never move the module (and return it, a tensor, or nothing).
+_IN_PLACE_METHODS = frozenset(
+    {
+        "eval", "train", "requires_grad_", "zero_grad", "half", "float", "double", "bfloat16",
+        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+        "modules", "named_modules", "state_dict", "load_state_dict", "forward", "extra_repr",
+        "num_parameters", "get_input_embeddings", "get_output_embeddings", "resize_token_embeddings",
+        "tie_weights", "save_pretrained", "register_forward_hook", "register_forward_pre_hook",
+        "register_full_backward_hook", "register_buffer", "register_parameter", "get_submodule",
+        "get_parameter", "share_memory", "gradient_checkpointing_enable", "print_trainable_parameters",
+    }
+)
+# Builtins that read a module without keeping it anywhere.
+_READING_BUILTINS = frozenset({"print", "len", "isinstance", "type", "id", "str", "repr", "hasattr", "format", "vars", "dir"})
+_READING_TORCH = frozenset({"torch.save", "torch.numel"})
+# `with` items under which a module is built where it would be built anyway.
+_NEUTRAL_CONTEXTS = frozenset(
+    {
+        "torch.no_grad", "torch.enable_grad", "torch.inference_mode", "torch.set_grad_enabled",
+        "torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast",
+        "open", "warnings.catch_warnings", "contextlib.suppress", "contextlib.nullcontext",
+    }
+)
+# Keywords with which a builder places the module itself (`device_map="auto"`, 8-bit loading).
+_PLACING_KEYWORDS = frozenset(
+    {"device", "device_map", "load_in_8bit", "load_in_4bit", "quantization_config", "tp_plan", "map_location"}
+)
+# Libraries whose builders return a model on the CPU, by qualified-name prefix.
+_CPU_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "timm.models.create_model")
+# Known base classes whose constructors leave the module on the CPU.
+_CPU_BASES = frozenset(
+    {
+        "torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
+        "lightning.LightningModule", "lightning.pytorch.LightningModule", "transformers.PreTrainedModel",
+        "transformers.modeling_utils.PreTrainedModel",
+    }
+)
+# `torch.nn` layers that have parameters or buffers as built by default.
+_PARAMETERISED_LAYERS = frozenset(
+    {
+        "Linear", "Bilinear", "LayerNorm", "GroupNorm", "RMSNorm", "Embedding", "EmbeddingBag",
+        "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention", "Transformer",
+        "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU",
+        "SyncBatchNorm",
+    }
+)
+_PARAMETERISED_PREFIXES = ("Conv", "BatchNorm", "Lazy")
+# The `where` of a module certainly on the CPU.
+HOST = "cpu"
+
+
+@dataclass(frozen=True)
+class HostModuleCall:
+    """A module certainly on the CPU is called at `node` with an input certainly on the
+    accelerator. `module.origin` is the call that built it."""
+
+    module: Fact
+    module_node: cst.CSTNode
+    argument: Fact
+    argument_node: cst.CSTNode
+    node: cst.Call
+    scope: cst.CSTNode
+
+
+def library_model(ctx: FileContext, call: cst.Call) -> str | None:
+    """The short name when `call` builds a model with parameters from a library, on the CPU:
+    `torchvision.models.resnet50(...)`, `timm.create_model(...)`, a transformers
+    `Auto*.from_pretrained(...)` without `device_map` or quantisation."""
+    qualified = ctx.qualified_name(call.func) or ""
+    last = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith(_CPU_MODEL_BUILDERS) and last[:1].islower() and not last.startswith(("get_", "list_")):
+        return last
+    if qualified.startswith("transformers.") and last == "from_pretrained":
+        owner = qualified.rsplit(".", 2)[-2]
+        return owner if "Model" in owner and "Tokenizer" not in owner and "Processor" not in owner else None
+    return None
+
+
+def built_on_host(ctx: FileContext, call: cst.Call, constructed: str, scope: cst.CSTNode) -> bool:
+    """Whether `call` (building `constructed`) certainly leaves a module with parameters on the
+    CPU: nothing in the call places it (`device=`, `device_map=`, `**kwargs`), it is not built
+    under a `with` that may place it (`torch.device`, `init_empty_weights`, DeepSpeed's
+    `zero.Init`), the file sets no default device, and a class of this file neither moves itself
+    nor takes its parameters from the caller's modules."""
+    if any(arg.star or (arg.keyword is not None and arg.keyword.value in _PLACING_KEYWORDS) for arg in call.args):
+        return False
+    if "Parallel" in constructed or _sets_default_device(ctx) or under_placing_context(ctx, call, scope):
+        return False
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith("torch.nn."):
+        return has_parameters(constructed, call)
+    if library_model(ctx, call) is not None:
+        return True
+    return isinstance(call.func, cst.Name) and _owns_cpu_parameters(ctx, constructed)
+
+
+def has_parameters(layer: str, call: cst.Call) -> bool:
+    """Whether a `torch.nn` layer built by `call` has parameters or buffers (losses, activations,
+    pooling and containers may have none; `affine=False` norms have none)."""
+    if layer not in _PARAMETERISED_LAYERS and not layer.startswith(_PARAMETERISED_PREFIXES):
+        return False
+    return not any(arg.keyword is not None and arg.keyword.value in ("affine", "elementwise_affine", "track_running_stats")
+                   for arg in call.args)
+
+
+def keeps_module_in_place(method: str) -> bool:
+    """Whether calling `method` on a module leaves it where it is."""
+    return method in _IN_PLACE_METHODS
+
+
+def keeps_arguments_in_place(ctx: FileContext, call: cst.Call) -> bool:
+    """Whether a call only reads its arguments (`print(model)`, `torch.save(model, path)`)."""
+    if isinstance(call.func, cst.Name) and call.func.value in _READING_BUILTINS:
+        return True
+    return ctx.qualified_name(call.func) in _READING_TORCH
+
+
+def _sets_default_device(ctx: FileContext) -> bool:
+    """Whether the file sets a default device or tensor type anywhere (to whatever value)."""
+    return ctx.shared("host_modules.default_device", lambda c: any(
+        c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS for call in c.index.of_type(cst.Call)))
+
+
+def under_placing_context(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """Whether `node` runs inside a `with` block of `scope` that may place what is built there."""
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is scope:
+            return False
+        if isinstance(ancestor, cst.With):
+            for item in ancestor.items:
+                spec = item.item.func if isinstance(item.item, cst.Call) else item.item
+                if ctx.qualified_name(spec) not in _NEUTRAL_CONTEXTS:
+                    return True
+    return False
+
+
+def _owns_cpu_parameters(ctx: FileContext, name: str) -> bool:
+    """A module class of this file (through same-file bases, ending at known bases) that builds
+    a parameter, a buffer or a submodule with parameters itself and never moves itself or
+    places anything (no `.to()`/`.cuda()`, no `device=` anywhere in its body)."""
+    return ctx.shared("host_modules.owns_cpu_parameters", _classes_owning_cpu_parameters).get(name, False)
+
+
+def _classes_owning_cpu_parameters(ctx: FileContext) -> dict[str, bool]:
+    classes = module_classes(ctx)
+
+    def owns(name: str, seen: frozenset[str]) -> bool | None:
+        """True: owns CPU parameters; False: may place itself; None: owns none, places nothing."""
+        cls = classes.get(name)
+        if cls is None or name in seen or _places_anything(ctx, cls):
+            return False
+        own = False
+        for node in ctx.index.walk(cls):
+            if isinstance(node, cst.Call) and not own:
+                qualified = ctx.qualified_name(node.func) or ""
+                short = qualified.rsplit(".", 1)[-1]
+                if qualified in _PARAMETER_MAKERS or (isinstance(node.func, cst.Attribute) and node.func.attr.value in _REGISTERS):
+                    own = True
+                elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
+                    own = has_parameters(short, node)
+                elif isinstance(node.func, cst.Name) and node.func.value in classes and node.func.value not in seen | {name}:
+                    own = owns(node.func.value, seen | {name}) is True
+        for base in cls.bases:
+            if base.keyword is not None:
+                continue
+            spelled = dotted_name(base.value) or ""
+            if spelled in classes:
+                inherited = owns(spelled, seen | {name})
+                if inherited is False:
+                    return False
+                own = own or bool(inherited)
+            elif ctx.qualified_name(base.value) not in _CPU_BASES:
+                return False  # a base from elsewhere may place the module in its constructor
+        return own or None
+
+    return {name: owns(name, frozenset()) is True for name in classes}
+
+
+_PARAMETER_MAKERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+_REGISTERS = frozenset({"register_buffer", "register_parameter"})
+
+
+def _places_anything(ctx: FileContext, cls: cst.ClassDef) -> bool:
+    for node in ctx.index.walk(cls):
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVE_METHODS | {"to_empty"}:
+                return True
+            if any(arg.keyword is not None and arg.keyword.value in _PLACING_KEYWORDS for arg in node.args):
+                return True
+            if ctx.qualified_name(node.func) in DEFAULT_DEVICE_SETTERS:
+                return True
+            if not (isinstance(node.func, cst.Name) and node.func.value in _READING_BUILTINS | {"super"}) and any(
+                    isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in node.args):
+                return True  # `place_on_gpu(self)`: code elsewhere may move it
+    return False
+
+
+# -- releasing: the interpreter forgets that a module is on the host --------------------------
+
+def is_host_module(fact: Fact) -> bool:
+    """A module certainly on the CPU (built here on the CPU, or moved there)."""
+    return fact.kind == MODULE and fact.where == HOST
+
+
+def hosted_in(fact: Fact) -> list[Fact]:
+    """The host modules a value is or holds (in a tuple, a list, a dict)."""
+    if is_host_module(fact):
+        return [fact]
+    parts = list(fact.elements or ()) + [part for _, part in fact.fields or ()]
+    return [found for part in parts for found in hosted_in(part)]
+
+
+def released(env: Env, modules: list[Fact]) -> Env:
+    """`env` where the given host modules, under every name and in every container that holds
+    them, are no longer known to be on the host. A module is known by the call that built it;
+    one that lost it (joined over paths) releases every host module."""
+    if not modules:
+        return env
+    origins = {id(m.origin) for m in modules if m.origin is not None}
+    every = any(m.origin is None for m in modules)
+
+    def release(fact: Fact) -> Fact:
+        if is_host_module(fact) and (every or fact.origin is None or id(fact.origin) in origins):
+            return Fact(MODULE, factory=fact.factory)
+        if fact.elements:
+            return replace(fact, elements=tuple(release(e) for e in fact.elements))
+        if fact.fields:
+            return replace(fact, fields=tuple((k, release(v)) for k, v in fact.fields))
+        return fact
+
+    return {key: release(fact) for key, fact in env.items()}
+
+
+def root_key(node: cst.BaseExpression) -> str | None:
+    """The binding an expression reads through (`model` for `model.fc.weight`, `self.model` for
+    `self.model.blocks[0]`), or None for a call's result or a literal."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value
+        attr = self_attribute(node)
+        if attr is not None:
+            return f"self.{attr}"
+        if isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return None
+
+
+def captured_names(ctx: FileContext, scope: cst.CSTNode) -> frozenset[str]:
+    """Names that code inside `scope` can reach without being handed them: free names of the
+    nested functions and lambdas (of every function of the file, for module-level code). A
+    call may run that code, which may move a module bound to one of these names."""
+    def build(c: FileContext) -> dict[int, frozenset[str]]:
+        found: dict[int, set[str]] = {}
+        for inner in list(c.index.of_type(cst.FunctionDef)) + list(c.index.of_type(cst.Lambda)):
+            outer = c.index.enclosing_function(inner)
+            names = _free_names(c, inner)
+            found.setdefault(id(outer) if outer is not None else id(c.module), set()).update(names)
+            if outer is not None:  # module-level code reaches every function's globals
+                found.setdefault(id(c.module), set()).update(names)
+        return {key: frozenset(names) for key, names in found.items()}
+    return ctx.shared("host_modules.captured", build).get(id(scope), frozenset())
+
+
+def _free_names(ctx: FileContext, func: cst.FunctionDef | cst.Lambda) -> set[str]:
+    params = func.params
+    own = {p.name.value for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            own.add(star.name.value)
+    read: set[str] = set()
+    for node in ctx.index.walk(func):
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+            own.add(node.target.value)
+        elif isinstance(node, cst.Name):
+            read.add(node.value)
+    return read - own

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.device_in_scope import bound_before, device_in_scope
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.context import FileContext
+from devicelint.rule_base import Rule, Violation, register
+
+
+@register
+class ModelNotMoved(Rule):
+    """
+    ## What it does
+    Flags a call of a module that the program built on the CPU and never moved, with an input
+    that the program put on the accelerator: `model(x)`, `model.forward(x)`, `model(**batch)`.
+    The module is built in the file (an `nn` layer, a module class of the file that owns
+    parameters, a `torchvision`/`timm` model, a transformers `from_pretrained` model without
+    `device_map`), also inside a helper that returns it, and the input was moved with
+    `.to(device)`/`.cuda()` or made with `device=`.
+
+    ## Why it is a bug on a GPU
+    Moving the inputs does not move the model: its weights stay on the CPU and the first layer
+    fails with `Expected all tensors to be on the same device` (or `Input type
+    (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same`). Loading a
+    checkpoint does not move it either: `load_state_dict` copies the saved tensors into the
+    parameters where they are.
+
+    ## Example
+    ```python
+    model = Net()
+    model.load_state_dict(torch.load(path, map_location=device))
+    model.eval()
+    x = x.to(device)
+    logits = model(x)
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to(device)
+    model.load_state_dict(torch.load(path, map_location=device))
+    model.eval()
+    x = x.to(device)
+    logits = model(x)
+    ```
+
+    ## Fix safety
+    No fix is offered: where the model should be moved (right after it is built, or after the
+    checkpoint is loaded) and to which device is for the author to choose.
+
+    ## Known limits
+    Only a module whose place is certain is reported. Once the module is handed to anything
+    that might move it (a function of unknown body, a helper of the file, a `Trainer`,
+    `accelerator.prepare`, a `DataParallel`/DDP wrapper, a method of the module other than
+    `eval`/`train`/`load_state_dict`-style ones, any object's attribute), or moved on one path
+    only (`if use_cuda: model.cuda()`), or built under a `with` block, a default device, with
+    `device=`/`device_map=`/`**kwargs`, or from a class that moves itself or inherits from a
+    class outside the file and `torch`, it is not reported. A model built in one method and
+    used in another (`fit` moves it, `predict` does not) is not followed: the order in which
+    methods run is unknown. Models from other builders (`build_model(cfg)`, `torch.load`) are
+    of unknown place.
+    """
+
+    code = "DL117"
+    name = "model-not-moved"
+    summary = "A module built on the CPU and never moved is called with inputs on the device."
+    message = ("`{model}` is built on the CPU by `{built}` and never moved, but is called with `{argument}`, "
+               "which is on the device; move the model first: `{model}.to({device})`")
+    tokens = ("to(", "cuda", "device")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for found in file_facts(ctx).host_module_calls:
+            yield self.violation(found.node, fix=None, **_fields(ctx, found))
+
+
+def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:
+    origin = found.module.origin
+    assert isinstance(origin, cst.Call)
+    built = ctx.code_for(origin.func) + "(...)"
+    model = found.module_node
+    if isinstance(model, cst.Attribute) and model.attr.value == "forward":
+        model = model.value
+    return {
+        "model": _short(ctx.code_for(model)),
+        "built": built,
+        "argument": _short(ctx.code_for(found.argument_node)),
+        "device": _device(ctx, found),
+    }
+
+
+def _device(ctx: FileContext, found: HostModuleCall) -> str:
+    """The device the input went to, as the code spells it (`device`, `args.device`, `"cuda"`)
+    where that is a short name visible at the call; else the device code nearby moves things to."""
+    stated = found.argument.device_expr
+    if stated is not None and _SPELLED.match(stated) and bound_before(ctx, stated, found.node):
+        return stated
+    if stated is not None and _LITERAL.match(stated):
+        return stated
+    return device_in_scope(ctx, found.node) or "device"
+
+
+_SPELLED = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$")
+_LITERAL = re.compile(r"""^(["'])(cuda|mps|xpu)(:\d+)?\1$""")
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
