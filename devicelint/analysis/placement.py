@@ -157,10 +157,8 @@ class _Interpreter(CallEvaluation):
 
     def _tensor_evidence(self, func: cst.FunctionDef, names: set[str]) -> set[str]:
         """Parameters that the body uses the way only a tensor is used (`x.size(1)`, `x.view(...)`),
-        or passes to one of the class's submodules."""
-        uses = self.analysis.tensor_uses.get(id(func), ())
-        submodules = self.cls.submodules if self.cls is not None else {}
-        return {name for name, attr in uses if name in names and (attr is None or attr in submodules)}
+        or passes to one of the class's submodules or to a helper that does."""
+        return set(self.analysis.tensor_parameters(func, self.cls) & names)
 
     # -- statements --------------------------------------------------------------------
     def _block(self, body: Sequence[cst.CSTNode]) -> None:

@@ -193,6 +193,7 @@ class FileAnalysis:
         self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
         self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
+        self._tensor_parameters: dict[tuple[int, int], frozenset[str]] = {}
         index = ctx.index
         for node in index.of_type(cst.Attribute):
             if node.attr.value in TENSOR_ONLY_METHODS and isinstance(node.value, cst.Name):
@@ -242,6 +243,50 @@ class FileAnalysis:
         if qualified is None or not qualified.startswith("torch."):
             return False
         return is_tensor_function(qualified) and qualified.rsplit(".", 1)[-1] not in FACTORIES
+
+    def tensor_parameters(self, func: cst.FunctionDef, cls: ClassFacts | None, depth: int = 0) -> frozenset[str]:
+        """Names the function uses the way only a tensor is used (`x.size(1)`, `F.relu(x)`), passes
+        to one of the class's submodules, or passes to a parameter of a same-file helper or method
+        of the class that is such a name there (`self._pack(tokens, lengths)`), a few calls deep."""
+        key = (id(func), depth)
+        found = self._tensor_parameters.get(key)
+        if found is not None:
+            return found
+        self._tensor_parameters[key] = frozenset()  # a recursive question gets no answer
+        submodules = cls.submodules if cls is not None else {}
+        names = {name for name, attr in self.tensor_uses.get(id(func), ()) if attr is None or attr in submodules}
+        if depth < MAX_FOLLOW_DEPTH:
+            for call in self.ctx.index.walk(func):
+                if isinstance(call, cst.Call) and self.ctx.index.enclosing_function(call) is func:
+                    names |= self._passed_to_tensor_parameters(call, cls, depth)
+        found = self._tensor_parameters[key] = frozenset(names)
+        return found
+
+    def _passed_to_tensor_parameters(self, call: cst.Call, cls: ClassFacts | None, depth: int) -> set[str]:
+        callee: cst.FunctionDef | None = None
+        owner: ClassFacts | None = None
+        skip_self = False
+        if isinstance(call.func, cst.Name):
+            callee = self.functions.get(call.func.value)
+        else:
+            attr = self_attribute(call.func)
+            if attr is not None and cls is not None and attr in cls.methods:
+                callee, owner = cls.methods[attr], cls
+                skip_self = not any(dotted_name(d.decorator) == "staticmethod" for d in callee.decorators)
+        if callee is None or any(arg.star for arg in call.args):
+            return set()
+        params = list(callee.params.posonly_params) + list(callee.params.params)
+        params = params[1:] if skip_self else params
+        wanted = self.tensor_parameters(callee, owner, depth + 1)
+        out = set()
+        positional = [arg for arg in call.args if arg.keyword is None]
+        for param, arg in zip(params, positional):
+            if isinstance(arg.value, cst.Name) and param.name.value in wanted:
+                out.add(arg.value.value)
+        for arg in call.args:
+            if arg.keyword is not None and isinstance(arg.value, cst.Name) and arg.keyword.value in wanted:
+                out.add(arg.value.value)
+        return out
 
     def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
         """Whether a module method runs only while the model is built: `__init__` itself, or a
