@@ -15,7 +15,7 @@ from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, HOST_ARGUMENTS, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
-    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
+    UNKNOWN, UNKNOWN_FACT, Fact, is_legacy_cuda_constructor, is_tensor_function, move_call,
 )
 from devicelint.analysis.placement_values import (
     LOADER, NUMBER, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
@@ -103,6 +103,10 @@ class CallEvaluation:
         short = qualified[len("torch."):]
         if short in FACTORIES or short in LIKE_FACTORIES:
             return self._factory(call, short)
+        if is_legacy_cuda_constructor(qualified):
+            # `torch.cuda.FloatTensor(sizes)`: the legacy constructor builds on the current GPU
+            self._args(call)
+            return Fact(DEVICE, where=ACCELERATOR, device_expr='"cuda"', device=DeviceId("cuda", True, "cuda"))
         if qualified == "torch.device":
             return self._torch_device(call)
         if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):

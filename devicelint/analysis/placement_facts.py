@@ -102,6 +102,14 @@ DATA_FACTORIES = frozenset({"tensor", "as_tensor", "asarray", "scalar_tensor"})
 LEGACY_CONSTRUCTORS = frozenset(
     {"FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor", "Tensor"}
 )
+
+
+def is_legacy_cuda_constructor(qualified: str | None) -> bool:
+    """`torch.cuda.FloatTensor`, `torch.cuda.LongTensor`...: legacy constructors that build a
+    tensor on the current CUDA device."""
+    return qualified is not None and qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):] in LEGACY_CONSTRUCTORS
+
+
 LIKE_FACTORIES = frozenset(
     {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"}
 )

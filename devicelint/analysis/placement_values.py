@@ -43,7 +43,11 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
             text = dotted_name(node.left) or ""
     text = (text or "").replace("Optional[", "").rstrip("]")
-    return text in TENSOR_ANNOTATIONS
+    if text in TENSOR_ANNOTATIONS:
+        return True
+    # `th.Tensor` under `import torch as th`: the alias is one name before the class
+    prefix, _, last = text.rpartition(".")
+    return bool(prefix) and "." not in prefix and last in TENSOR_ANNOTATIONS
 
 
 def string_value(node: cst.CSTNode) -> str | None:
