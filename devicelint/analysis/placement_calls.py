@@ -193,7 +193,11 @@ class CallEvaluation:
             lead = next((f for f in cpu if not f.scalar), cpu[0])
             # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
             function = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
-            scalar = len(tensors) == 1 and lead.scalar and (function or "").rsplit(".", 1)[-1] not in GATHERING_FUNCTIONS
+            gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
+            scalar = len(tensors) == 1 and lead.scalar and not gathering
+            if gathering and (function or "").startswith("torch.") and all(f.copied for f in cpu) and isinstance(call, cst.Call):
+                # `torch.stack([mask == j for j in ids])` of host copies: a new CPU tensor made here
+                return replace(lead, scalar=False, copied=False, origin=call, factory=function)
             return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
 
@@ -308,6 +312,8 @@ class CallEvaluation:
         if receiver.kind == MODULE:
             return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr, device=target.device)
         if target.where == "cpu":
+            if (receiver.is_tensor or receiver.batch) and not receiver.scalar and not _reduced(call.func):
+                return Fact(CPU, where="cpu", origin=call, copied=True)
             return Fact(CPU, where="cpu")
         if receiver.is_tensor or receiver.batch:
             return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr, device=target.device)
@@ -591,6 +597,19 @@ class CallEvaluation:
             self.analysis.extra_meetings.extend(cached.meetings)
             self.analysis.extra_crossings.extend(cached.crossings)
         return cached.returns or UNKNOWN_FACT
+
+
+# Reductions that, called without a dimension, leave a 0-dim tensor (`loss.sum().cpu()`).
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "norm", "std", "var", "median", "amax", "amin",
+                              "argmax", "argmin", "all", "any", "item", "logsumexp", "nansum", "nanmean"})
+
+
+def _reduced(move: cst.BaseExpression) -> bool:
+    """Whether a move's receiver is a full reduction (`x.sum().cpu()`): a 0-dim tensor, which
+    PyTorch lets meet device tensors."""
+    receiver = move.value if isinstance(move, cst.Attribute) else None
+    return (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value in _FULL_REDUCTIONS and not receiver.args)
 
 
 def _places_on_device(node: cst.CSTNode) -> bool:

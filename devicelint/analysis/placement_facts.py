@@ -64,6 +64,9 @@ class Fact:
     # Which device, when the code states it (`"cuda:1"`, `.cuda(1)`): for device values, tensors
     # and modules alike. `where` says whether it is an accelerator; this says which one.
     device: DeviceId | None = None
+    # A host copy the code makes on purpose (`x.cpu()`, `x.to("cpu")` of a tensor): certainly
+    # on the CPU, wherever the tensor it copies was. `origin` is the copying call.
+    copied: bool = False
     # For device values: "object" (a `torch.device`: built with `torch.device(...)`, a tensor's
     # or module's `.device`) or "string" (`"cuda:0"`, `f"cuda:{rank}"`); None when not shown.
     spelled: str | None = None
