@@ -39,7 +39,7 @@ from devicelint.analysis.placement_facts import (
 from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
-    DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact,
+    DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_settings, annotation_is_tensor, compatible, cpu_side, device_string_fact,
     devicey, flatten, is_device_guard, join, join_envs, looks_like_device_name, string_value,
 )
 from devicelint.context import FileContext
@@ -373,7 +373,20 @@ class _Interpreter(CallEvaluation):
         if isinstance(self.scope, cst.Module):
             return None
         fact = self.analysis.module_env().get(name)
+        if fact is not None and fact.fields is not None and fact.kind == UNKNOWN and not fact.batch:
+            return fact  # a settings record built at import (`CONFIG = RunConfig()`)
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
+
+    def _global(self, name: str) -> bool:
+        """A name that holds no tensor of the function's: one it reads from the module's top-level
+        code (a settings object, an imported module), or a parameter typed as settings."""
+        if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
+            return False
+        params = self.scope.params
+        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None)
+        if param is not None:
+            return annotation_is_settings(param.annotation)  # `opts: argparse.Namespace`: a settings object
+        return name in self.analysis.module_env() and name not in self.analysis.local_names(self.scope)
 
     def _bind(self, target: cst.BaseExpression, fact: Fact, value: cst.BaseExpression | None = None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -540,7 +553,7 @@ class _Interpreter(CallEvaluation):
             spelled = "object"  # a tensor's or module's `.device` is a `torch.device`
             if receiver.kind in (DEVICE, MODULE) or receiver.where:
                 where = receiver.where if receiver.where in (FOLLOWS, ACCELERATOR) else None
-            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES:
+            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES and not self._global(node.value.value):
                 where = FOLLOWS  # a local tensor of unknown placement: wherever it is
             else:
                 where, spelled = ACCELERATOR, None  # `cfg.device`, `args.device`, `self.trainer.device`

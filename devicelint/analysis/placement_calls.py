@@ -472,7 +472,7 @@ class CallEvaluation:
                     return Fact(DEVICE, where=ACCELERATOR, device_expr=f"{self.ctx.code_for(call)}.device")
             return UNKNOWN_FACT
         if name in self.analysis.records and name not in self.env:
-            return self._record_instance(call, self.analysis.records[name])
+            return self._record_instance(call, self.analysis.records[name], name)
         if name in self.analysis.plain_classes and name not in self.env:
             init = self.analysis.plain_classes[name].get("__init__")
             args = self._args(call)
@@ -498,7 +498,7 @@ class CallEvaluation:
         parts = tuple(_prepared_part(fact, node) for fact, node in self._args(call))
         return parts[0] if len(parts) == 1 else Fact(UNKNOWN, elements=parts)
 
-    def _record_instance(self, call: cst.Call, names: list[str]) -> Fact:
+    def _record_instance(self, call: cst.Call, names: list[str], class_name: str | None = None) -> Fact:
         """A dataclass or NamedTuple instance: its fields hold the facts of what built it."""
         parts: list[tuple[str, Fact]] = []
         for position, arg in enumerate(call.args):
@@ -508,6 +508,16 @@ class CallEvaluation:
             name = arg.keyword.value if arg.keyword is not None else names[position] if position < len(names) else None
             if name is not None:
                 parts.append((name, fact))
+        given = {name for name, _ in parts}
+        record = self.analysis.record_defaults.get(class_name, {}) if class_name is not None else {}
+        for name, default in record.items():
+            if name not in given:
+                # evaluated where the class is written: the caller's names do not reach it
+                env, self.env = self.env, {}
+                try:
+                    parts.append((name, self._eval(default)))
+                finally:
+                    self.env = env
         return Fact(UNKNOWN, fields=tuple(parts))
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
@@ -577,7 +587,7 @@ class CallEvaluation:
         for arg in call.args:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
-        if not any(f.kind != UNKNOWN or f.where for f in bound.values()) and params:
+        if not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values()) and params:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
             return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
@@ -620,6 +630,11 @@ def _places_on_device(node: cst.CSTNode) -> bool:
         return True
     device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
     return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
+
+
+def _known_fields(fact: Fact) -> bool:
+    """A record (dataclass, dict) handed in with something known in it (`opts.device`)."""
+    return any(part != UNKNOWN_FACT for _, part in fact.fields or ())
 
 
 def _without_followed(fact: Fact) -> Fact:

@@ -29,6 +29,20 @@ PY_DATA = Fact(UNKNOWN, where="data")
 Env = dict[str, Fact]
 
 
+# Annotations of a settings object, whatever the parameter is called (`opts: argparse.Namespace`).
+_SETTINGS_TYPES = ("Namespace", "SimpleNamespace", "dict", "Dict", "DictConfig", "Mapping")
+_SETTINGS_SUFFIXES = ("Config", "Args", "Arguments", "Options", "Settings", "Params", "Namespace")
+
+
+def annotation_is_settings(annotation: cst.Annotation | None) -> bool:
+    """A settings object (`argparse.Namespace`, a `...Config` class, a dict): its `.device` is
+    a setting, usually a string, not a tensor's `torch.device`."""
+    if annotation is None:
+        return False
+    text = (dotted_name(annotation.annotation) or "").rsplit(".", 1)[-1]
+    return text in _SETTINGS_TYPES or text.endswith(_SETTINGS_SUFFIXES)
+
+
 def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
     if annotation is None:
         return False
