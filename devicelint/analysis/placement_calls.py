@@ -366,6 +366,9 @@ class CallEvaluation:
         helper = self.analysis.plain_classes.get(receiver.instance or "", {}).get(method)
         if helper is not None:
             return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
+        helper = self._class_level_method(receiver_node, method)
+        if helper is not None:  # `Normalize._mean(x)`, `Boxes.from_sizes(sizes)`
+            return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
         if receiver.kind == MODULE and method == "forward":
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
@@ -421,6 +424,16 @@ class CallEvaluation:
         # Every other tensor method keeps its result where the receiver is.
         return replace(receiver, scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
                        mask=receiver.mask and method not in _CAST_METHODS)
+
+    def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
+        """A static or class method of a class of the file, called on the class itself."""
+        if not isinstance(receiver, cst.Name) or receiver.value in self.env:
+            return None
+        cls = self.analysis.classes.get(receiver.value)
+        methods = cls.methods if cls is not None else self.analysis.plain_classes.get(receiver.value, {})
+        helper = methods.get(method)
+        decorators = {dotted_name(d.decorator) for d in helper.decorators} if helper is not None else set()
+        return helper if decorators & {"staticmethod", "classmethod"} else None
 
     def _module_method(self, receiver: Fact, method: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         """`model.eval()` is the model; `model.encode(x)` on a placed model with a device input
