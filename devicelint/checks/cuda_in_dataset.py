@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes, methods
 from devicelint.analysis.placement_facts import DEVICE_VALUE
@@ -28,11 +29,15 @@ def _device_like(node: cst.BaseExpression) -> bool:
     return "device" in name or name in ("gpu", "rank", "local_rank")
 
 
-def _names_accelerator(ctx: FileContext, node: cst.BaseExpression) -> bool:
+def _names_accelerator(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
     """A device value that the engine resolves to an accelerator the code states
     (`torch.device("cuda")`, a module constant `device = "cuda" if ... else "cpu"`)."""
     fact = file_facts(ctx).value(node)
-    return fact.kind == DEVICE_VALUE and fact.device is not None and fact.device.literal and fact.device.is_accelerator
+    if fact.kind == DEVICE_VALUE and fact.device is not None and fact.device.literal and fact.device.is_accelerator:
+        return True
+    # a helper's `device` parameter: what every call of the file hands in
+    passed = passed_for(ctx, node) if isinstance(node, cst.Name) and depth < 3 else None
+    return bool(passed) and all(_names_accelerator(ctx, value, depth + 1) for value in passed)  # type: ignore[union-attr]
 
 
 def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -170,8 +175,15 @@ def _worker_code(ctx: FileContext, name: str, cls: cst.ClassDef) -> list[tuple[c
     comes with the parameters its callers leave to their default (`.to(device)` with the
     default `device=None` moves nothing)."""
     own = methods(cls)
-    functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
     out = [(m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS]
+    return _with_callees(ctx, out, own, name)
+
+
+def _with_callees(ctx: FileContext, out: list[tuple[cst.FunctionDef, str, frozenset[str]]],
+                  own: dict[str, cst.FunctionDef], name: str) -> list[tuple[cst.FunctionDef, str, frozenset[str]]]:
+    """`out` and what it calls in the file, two levels deep: `self.` methods of `own` and the
+    file's functions by name."""
+    functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
     seen = {id(m) for m, _, _ in out}
     frontier = list(out)
     for _ in range(2):
@@ -263,7 +275,8 @@ class CudaInDataset(Rule):
     or classes that serve items (`__getitem__`/`__iter__`) from a base named `...Dataset`
     imported from elsewhere; collate functions are those passed as `collate_fn=` to a
     `DataLoader` in the file (also the nested function a factory of the file returns,
-    `collate_fn=make_collate(tok)`) or whose name contains `collate`. Helpers are followed through
+    `collate_fn=make_collate(tok)`) or whose name contains `collate`, and the file's functions
+    they call (a `device` parameter judged by what every call passes). Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions, not into other files.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
@@ -282,7 +295,7 @@ class CudaInDataset(Rule):
         scopes: list[tuple[cst.FunctionDef, str, frozenset[str]]] = []
         for name, cls in _datasets(ctx).items():
             scopes += _worker_code(ctx, name, cls)
-        scopes += [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)]
+        scopes += _with_callees(ctx, [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)], {}, "")
         seen: set[int] = set()
         for function, where, defaulted in scopes:
             for node in ctx.index.walk(function.body):
