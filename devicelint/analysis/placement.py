@@ -4,8 +4,9 @@ A small abstract interpretation, one pass per function (and one for the module's
 code), in source order. Facts (`placement_facts.Fact`) flow through assignments, tuple
 unpacking, augmented assignment, conditional expressions, `if`/`for`/`while`/`with`/`try`
 blocks, comprehensions, lists built with `append`, subscript writes and returns. Calls to
-methods of the same class (also static and class methods called on the class), to functions of the same file, to `self(...)` and to submodules
-whose class is in the file are followed up to three levels deep (each distinct set of
+methods of the same class (also static and class methods called on the class), to functions
+of the same file, to `self(...)` and to submodules whose class is in the file are followed
+up to three levels deep (each distinct set of
 argument facts once per file). No whole-program analysis: anything unresolved is `unknown`,
 and unknown never produces a finding. Checks ask through `facts.file_facts(ctx)`.
 
