@@ -378,15 +378,20 @@ class _Interpreter(CallEvaluation):
             return fact  # a settings record built at import (`CONFIG = RunConfig()`)
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
 
-    def _global(self, name: str) -> bool:
-        """A name that holds no tensor of the function's: one it reads from the module's top-level
-        code (a settings object, an imported module), or a parameter typed as settings."""
+    def _settings_param(self, name: str) -> bool:
+        """A parameter typed as a settings object (`opts: argparse.Namespace`): its `.device` is a
+        setting, not a tensor's device."""
         if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
             return False
         params = self.scope.params
         param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None)
-        if param is not None:
-            return annotation_is_settings(param.annotation)  # `opts: argparse.Namespace`: a settings object
+        return param is not None and annotation_is_settings(param.annotation)
+
+    def _module_level(self, name: str) -> bool:
+        """A name a function reads from the module's top-level code (a settings object, a
+        pipeline, an imported module), not one of its own: it holds no tensor of the function's."""
+        if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
+            return False
         return name in self.analysis.module_env() and name not in self.analysis.local_names(self.scope)
 
     def _bind(self, target: cst.BaseExpression, fact: Fact, value: cst.BaseExpression | None = None) -> None:
@@ -554,7 +559,9 @@ class _Interpreter(CallEvaluation):
             spelled = "object"  # a tensor's or module's `.device` is a `torch.device`
             if receiver.kind in (DEVICE, MODULE) or receiver.where:
                 where = receiver.where if receiver.where in (FOLLOWS, ACCELERATOR) else None
-            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES and not self._global(node.value.value):
+            elif isinstance(node.value, cst.Name) and self._module_level(node.value.value):
+                return UNKNOWN_FACT  # a module-level object the file does not show: no claim either way
+            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES and not self._settings_param(node.value.value):
                 where = FOLLOWS  # a local tensor of unknown placement: wherever it is
             else:
                 where, spelled = ACCELERATOR, None  # `cfg.device`, `args.device`, `self.trainer.device`
