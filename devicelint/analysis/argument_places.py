@@ -232,10 +232,24 @@ def arguments_passed(ctx: FileContext, function: cst.FunctionDef, name: str) -> 
     return _arguments_at_calls(ctx, function, name, position) if position is not None else []
 
 
+def passed_for(ctx: FileContext, name: cst.Name) -> list[cst.BaseExpression] | None:
+    """What the file's calls pass for the parameter `name` reads, when it is a parameter of
+    the enclosing function that the body never rebinds (None otherwise): a value handed to a
+    helper is judged where the caller made it."""
+    function = ctx.index.enclosing_function(name)
+    if function is None:
+        return None
+    position = _parameter_position(function, name.value)
+    if position is None or _bindings_by_name(ctx, function).get(name.value):
+        return None
+    return _arguments_at_calls(ctx, function, name.value, position)
+
+
 def _arguments_at_calls(ctx: FileContext, function: cst.FunctionDef, name: str,
                         position: tuple[int | None, bool]) -> list[cst.BaseExpression]:
     """The expression passed for parameter `name` at each call of `function` in the file:
-    `self.f(...)` in the same class for a method, `f(...)` for a module-level function."""
+    `self.f(...)` in the same class for a method (`Class.f(...)` for a static method,
+    `Class(...)` for `__init__`), `f(...)` for a module-level function."""
     cls = ctx.index.enclosing_class(function)
     owner = ctx.index.parent(ctx.index.parent(function) or function)
     is_method = isinstance(owner, cst.ClassDef)
@@ -249,9 +263,13 @@ def _arguments_at_calls(ctx: FileContext, function: cst.FunctionDef, name: str,
     for call in ctx.index.of_type(cst.Call):
         func = call.func
         if is_method:
-            if not (isinstance(func, cst.Attribute) and func.attr.value == function.name.value
-                    and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
-                    and ctx.index.enclosing_class(call) is cls):
+            # `self.f(...)`/`cls.f(...)` inside the class, or a static method as `Class.f(...)`
+            receiver = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
+            own = receiver in ("self", "cls") and ctx.index.enclosing_class(call) is cls
+            by_class = static and cls is not None and receiver == cls.name.value
+            built = (function.name.value == "__init__" and cls is not None and isinstance(func, cst.Name)
+                     and func.value == cls.name.value)  # `Class(...)` runs `__init__`
+            if not (built or isinstance(func, cst.Attribute) and func.attr.value == function.name.value and (own or by_class)):
                 continue
         elif not (isinstance(func, cst.Name) and func.value == function.name.value):
             continue

@@ -20,7 +20,7 @@ from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.devices import DeviceId, literal_device, int_value, indexed
 from devicelint.analysis.placement import Crossing, FilePlacement, Meeting, ScopePlacement, file_placement
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
-from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FOLLOWS, MODULE, UNKNOWN_FACT, Fact
+from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN_FACT, Fact
 from devicelint.context import FileContext
 
 __all__ = ["Place", "FileFacts", "file_facts", "Meeting", "Crossing", "Fact", "DeviceId"]
@@ -47,7 +47,7 @@ class FileFacts:
         scope: cst.CSTNode = self.ctx.index.enclosing_function(expr) or self.ctx.module
         found = self.placement.scopes.get(id(scope))
         own = found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
-        if own != UNKNOWN_FACT and own.where != FOLLOWS:
+        if own != UNKNOWN_FACT and own.where != FOLLOWS and not (_guessed_device(own) and isinstance(expr, cst.Attribute)):
             return own
         callers = _agreed(run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in self.placement.followed.get(id(scope), ()))
         return callers if callers != UNKNOWN_FACT else own
@@ -120,6 +120,12 @@ class FileFacts:
 def file_facts(ctx: FileContext) -> FileFacts:
     """The file's facts (memoised per file)."""
     return ctx.shared("facts", lambda c: FileFacts(c, file_placement(c)))
+
+
+def _guessed_device(fact: Fact) -> bool:
+    """A device value read from a settings name (`cfg.device`, `opts.device`) that the file
+    never shows being built: what the callers hand in says more."""
+    return fact.kind == DEVICE_VALUE and fact.spelled is None and fact.device is None
 
 
 def _agreed(facts: Iterable[Fact]) -> Fact:

@@ -4,8 +4,9 @@ A small abstract interpretation, one pass per function (and one for the module's
 code), in source order. Facts (`placement_facts.Fact`) flow through assignments, tuple
 unpacking, augmented assignment, conditional expressions, `if`/`for`/`while`/`with`/`try`
 blocks, comprehensions, lists built with `append`, subscript writes and returns. Calls to
-methods of the same class, to functions of the same file, to `self(...)` and to submodules
-whose class is in the file are followed up to three levels deep (each distinct set of
+methods of the same class (also static and class methods called on the class), to functions
+of the same file, to `self(...)` and to submodules whose class is in the file are followed
+up to three levels deep (each distinct set of
 argument facts once per file). No whole-program analysis: anything unresolved is `unknown`,
 and unknown never produces a finding. Checks ask through `facts.file_facts(ctx)`.
 
@@ -44,7 +45,7 @@ from devicelint.analysis.placement_facts import (
 from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
-    DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_tensor, compatible, cpu_side, device_string_fact,
+    DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_settings, annotation_is_tensor, compatible, cpu_side, device_string_fact,
     devicey, flatten, is_device_guard, join, join_envs, looks_like_device_name, string_value,
 )
 from devicelint.context import FileContext
@@ -400,7 +401,25 @@ class _Interpreter(CallEvaluation):
         if isinstance(self.scope, cst.Module):
             return None
         fact = self.analysis.module_env().get(name)
+        if fact is not None and fact.fields is not None and fact.kind == UNKNOWN and not fact.batch:
+            return fact  # a settings record built at import (`CONFIG = RunConfig()`)
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
+
+    def _settings_param(self, name: str) -> bool:
+        """A parameter typed as a settings object (`opts: argparse.Namespace`): its `.device` is a
+        setting, not a tensor's device."""
+        if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
+            return False
+        params = self.scope.params
+        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None)
+        return param is not None and annotation_is_settings(param.annotation)
+
+    def _module_level(self, name: str) -> bool:
+        """A name a function reads from the module's top-level code (a settings object, a
+        pipeline, an imported module), not one of its own: it holds no tensor of the function's."""
+        if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
+            return False
+        return name in self.analysis.module_env() and name not in self.analysis.local_names(self.scope)
 
     def _bind(self, target: cst.BaseExpression, fact: Fact, value: cst.BaseExpression | None = None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -575,7 +594,9 @@ class _Interpreter(CallEvaluation):
             spelled = "object"  # a tensor's or module's `.device` is a `torch.device`
             if receiver.kind in (DEVICE, MODULE) or receiver.where:
                 where = receiver.where if receiver.where in (FOLLOWS, ACCELERATOR) else None
-            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES:
+            elif isinstance(node.value, cst.Name) and self._module_level(node.value.value):
+                return UNKNOWN_FACT  # a module-level object the file does not show: no claim either way
+            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES and not self._settings_param(node.value.value):
                 where = FOLLOWS  # a local tensor of unknown placement: wherever it is
             else:
                 where, spelled = ACCELERATOR, None  # `cfg.device`, `args.device`, `self.trainer.device`

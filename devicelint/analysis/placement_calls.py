@@ -21,7 +21,7 @@ from devicelint.analysis.placement_facts import (
     ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, HOST_ARGUMENTS, DEVICE_VALUE, FACTORIES, FOLLOWS,
     INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
     MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
-    UNKNOWN, UNKNOWN_FACT, Fact, is_tensor_function, move_call,
+    UNKNOWN, UNKNOWN_FACT, Fact, is_legacy_cuda_constructor, is_tensor_function, move_call,
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
@@ -153,6 +153,10 @@ class CallEvaluation:
         short = qualified[len("torch."):]
         if short in FACTORIES or short in LIKE_FACTORIES:
             return self._factory(call, short)
+        if is_legacy_cuda_constructor(qualified):
+            # `torch.cuda.FloatTensor(sizes)`: the legacy constructor builds on the current GPU
+            self._args(call)
+            return Fact(DEVICE, where=ACCELERATOR, device_expr='"cuda"', device=DeviceId("cuda", True, "cuda"))
         if qualified == "torch.device":
             return self._torch_device(call)
         if qualified in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
@@ -239,7 +243,11 @@ class CallEvaluation:
             lead = next((f for f in cpu if not f.scalar), cpu[0])
             # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
             function = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
-            scalar = len(tensors) == 1 and lead.scalar and (function or "").rsplit(".", 1)[-1] not in GATHERING_FUNCTIONS
+            gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
+            scalar = len(tensors) == 1 and lead.scalar and not gathering
+            if gathering and (function or "").startswith("torch.") and all(f.copied for f in cpu) and isinstance(call, cst.Call):
+                # `torch.stack([mask == j for j in ids])` of host copies: a new CPU tensor made here
+                return replace(lead, scalar=False, copied=False, origin=call, factory=function)
             return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
 
@@ -368,6 +376,8 @@ class CallEvaluation:
         if receiver.kind == MODULE:
             return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr, device=target.device)
         if target.where == "cpu":
+            if (receiver.is_tensor or receiver.batch) and not receiver.scalar and not _reduced(call.func):
+                return Fact(CPU, where="cpu", origin=call, copied=True)
             return Fact(CPU, where="cpu")
         if receiver.is_tensor or receiver.batch:
             return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr, device=target.device)
@@ -419,6 +429,9 @@ class CallEvaluation:
             return self._prepared(call)
         helper = self.analysis.plain_classes.get(receiver.instance or "", {}).get(method)
         if helper is not None:
+            return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
+        helper = self._class_level_method(receiver_node, method)
+        if helper is not None:  # `Normalize._mean(x)`, `Boxes.from_sizes(sizes)`
             return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
         if receiver.kind == MODULE and method == "forward":
             return self._module_call(call, receiver, func)
@@ -476,6 +489,16 @@ class CallEvaluation:
         return replace(receiver, scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
                        mask=receiver.mask and method not in _CAST_METHODS)
 
+    def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
+        """A static or class method of a class of the file, called on the class itself."""
+        if not isinstance(receiver, cst.Name) or receiver.value in self.env:
+            return None
+        cls = self.analysis.classes.get(receiver.value)
+        methods = cls.methods if cls is not None else self.analysis.plain_classes.get(receiver.value, {})
+        helper = methods.get(method)
+        decorators = {dotted_name(d.decorator) for d in helper.decorators} if helper is not None else set()
+        return helper if decorators & {"staticmethod", "classmethod"} else None
+
     def _module_method(self, receiver: Fact, method: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         """`model.eval()` is the model; `model.encode(x)` on a placed model with a device input
         computes on the model's device."""
@@ -526,7 +549,7 @@ class CallEvaluation:
                     return Fact(DEVICE, where=ACCELERATOR, device_expr=f"{self.ctx.code_for(call)}.device")
             return UNKNOWN_FACT
         if name in self.analysis.records and name not in self.env:
-            return self._record_instance(call, self.analysis.records[name])
+            return self._record_instance(call, self.analysis.records[name], name)
         if name in self.analysis.plain_classes and name not in self.env:
             init = self.analysis.plain_classes[name].get("__init__")
             args = self._args(call)
@@ -552,7 +575,7 @@ class CallEvaluation:
         parts = tuple(_prepared_part(fact, node) for fact, node in self._args(call))
         return parts[0] if len(parts) == 1 else Fact(UNKNOWN, elements=parts)
 
-    def _record_instance(self, call: cst.Call, names: list[str]) -> Fact:
+    def _record_instance(self, call: cst.Call, names: list[str], class_name: str | None = None) -> Fact:
         """A dataclass or NamedTuple instance: its fields hold the facts of what built it."""
         parts: list[tuple[str, Fact]] = []
         for position, arg in enumerate(call.args):
@@ -562,6 +585,16 @@ class CallEvaluation:
             name = arg.keyword.value if arg.keyword is not None else names[position] if position < len(names) else None
             if name is not None:
                 parts.append((name, fact))
+        given = {name for name, _ in parts}
+        record = self.analysis.record_defaults.get(class_name, {}) if class_name is not None else {}
+        for name, default in record.items():
+            if name not in given:
+                # evaluated where the class is written: the caller's names do not reach it
+                env, self.env = self.env, {}
+                try:
+                    parts.append((name, self._eval(default)))
+                finally:
+                    self.env = env
         return Fact(UNKNOWN, fields=tuple(parts))
 
     def _module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode) -> Fact:
@@ -650,7 +683,7 @@ class CallEvaluation:
         for arg in call.args:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
-        if not any(f.kind != UNKNOWN or f.where for f in bound.values()) and params:
+        if not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values()) and params:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
             return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
@@ -672,6 +705,19 @@ class CallEvaluation:
         return cached.returns or UNKNOWN_FACT
 
 
+# Reductions that, called without a dimension, leave a 0-dim tensor (`loss.sum().cpu()`).
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "norm", "std", "var", "median", "amax", "amin",
+                              "argmax", "argmin", "all", "any", "item", "logsumexp", "nansum", "nanmean"})
+
+
+def _reduced(move: cst.BaseExpression) -> bool:
+    """Whether a move's receiver is a full reduction (`x.sum().cpu()`): a 0-dim tensor, which
+    PyTorch lets meet device tensors."""
+    receiver = move.value if isinstance(move, cst.Attribute) else None
+    return (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value in _FULL_REDUCTIONS and not receiver.args)
+
+
 def _places_on_device(node: cst.CSTNode) -> bool:
     """`t.to(device)`, `t.cuda()`, `torch.tensor(x, device=device)` (not to the CPU)."""
     if not isinstance(node, cst.Call):
@@ -680,6 +726,11 @@ def _places_on_device(node: cst.CSTNode) -> bool:
         return True
     device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
     return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
+
+
+def _known_fields(fact: Fact) -> bool:
+    """A record (dataclass, dict) handed in with something known in it (`opts.device`)."""
+    return any(part != UNKNOWN_FACT for _, part in fact.fields or ())
 
 
 def _without_followed(fact: Fact) -> Fact:

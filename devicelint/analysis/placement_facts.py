@@ -67,6 +67,9 @@ class Fact:
     # Which device, when the code states it (`"cuda:1"`, `.cuda(1)`): for device values, tensors
     # and modules alike. `where` says whether it is an accelerator; this says which one.
     device: DeviceId | None = None
+    # A host copy the code makes on purpose (`x.cpu()`, `x.to("cpu")` of a tensor): certainly
+    # on the CPU, wherever the tensor it copies was. `origin` is the copying call.
+    copied: bool = False
     # For device values: "object" (a `torch.device`: built with `torch.device(...)`, a tensor's
     # or module's `.device`) or "string" (`"cuda:0"`, `f"cuda:{rank}"`); None when not shown.
     spelled: str | None = None
@@ -105,6 +108,14 @@ DATA_FACTORIES = frozenset({"tensor", "as_tensor", "asarray", "scalar_tensor"})
 LEGACY_CONSTRUCTORS = frozenset(
     {"FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor", "Tensor"}
 )
+
+
+def is_legacy_cuda_constructor(qualified: str | None) -> bool:
+    """`torch.cuda.FloatTensor`, `torch.cuda.LongTensor`...: legacy constructors that build a
+    tensor on the current CUDA device."""
+    return qualified is not None and qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):] in LEGACY_CONSTRUCTORS
+
+
 LIKE_FACTORIES = frozenset(
     {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"}
 )

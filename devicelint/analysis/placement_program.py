@@ -169,6 +169,36 @@ def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
     return records
 
 
+def _record_defaults(ctx: FileContext, records: dict[str, list[str]]) -> dict[str, dict[str, cst.BaseExpression]]:
+    """The default of each field of the file's dataclasses and NamedTuples, by class and field:
+    the value written after the annotation, `field(default=X)`, or the expression a
+    `field(default_factory=lambda: X)` returns (an instance built without the field holds it)."""
+    defaults: dict[str, dict[str, cst.BaseExpression]] = {}
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.ClassDef) or stmt.name.value not in records or not isinstance(stmt.body, cst.IndentedBlock):
+            continue
+        found: dict[str, cst.BaseExpression] = {}
+        for line in stmt.body.body:
+            for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                    value = _field_default(ctx, small.value)
+                    if value is not None:
+                        found[small.target.value] = value
+        defaults[stmt.name.value] = found
+    return defaults
+
+
+def _field_default(ctx: FileContext, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    if not (isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field"):
+        return value
+    for arg in value.args:
+        if arg.keyword is not None and arg.keyword.value == "default":
+            return arg.value
+        if arg.keyword is not None and arg.keyword.value == "default_factory" and isinstance(arg.value, cst.Lambda):
+            return arg.value.body
+    return None
+
+
 class FileAnalysis:
     def __init__(self, ctx: FileContext, interpreter: "InterpreterFactory") -> None:
         self.ctx = ctx
@@ -219,6 +249,7 @@ class FileAnalysis:
                     if func is not None:
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
         self.records = _record_classes(ctx)
+        self.record_defaults = _record_defaults(ctx, self.records)
         # plain classes of the file (trainers, metric banks, helpers), by name
         self.plain_classes: dict[str, dict[str, cst.FunctionDef]] = {
             stmt.name.value: {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)}
@@ -233,6 +264,7 @@ class FileAnalysis:
         self._construction: dict[int, set[str]] = {}
         self._assigned: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self._shallow_runs: dict[int, ScopePlacement] = {}
+        self._locals: dict[int, set[str]] = {}
         self.active = 0
         for facts in self.classes.values():
             for method in facts.methods.values():
@@ -459,6 +491,24 @@ class FileAnalysis:
                             if attr is not None and stmt not in found.setdefault(attr, []):
                                 found[attr].append(stmt)
             self._assigned[id(cls)] = found
+        return found
+
+    def local_names(self, func: cst.FunctionDef) -> set[str]:
+        """The names a function binds itself: its parameters and every name it assigns."""
+        found = self._locals.get(id(func))
+        if found is None:
+            params = func.params
+            found = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+            for star in (params.star_arg, params.star_kwarg):
+                if isinstance(star, cst.Param):
+                    found.add(star.name.value)
+            for node in self.ctx.index.walk(func.body):
+                if isinstance(node, cst.Name):
+                    parent = self.ctx.index.parent(node)
+                    if isinstance(parent, (cst.AssignTarget, cst.For, cst.AsName, cst.NamedExpr, cst.AugAssign, cst.AnnAssign, cst.CompFor)) or (
+                            isinstance(parent, (cst.Element, cst.StarredElement)) and node is parent.value):
+                        found.add(node.value)
+            self._locals[id(func)] = found
         return found
 
     def module_env(self) -> Env:

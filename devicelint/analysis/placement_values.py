@@ -29,6 +29,20 @@ PY_DATA = Fact(UNKNOWN, where="data")
 Env = dict[str, Fact]
 
 
+# Annotations of a settings object, whatever the parameter is called (`opts: argparse.Namespace`).
+_SETTINGS_TYPES = ("Namespace", "SimpleNamespace", "dict", "Dict", "DictConfig", "Mapping")
+_SETTINGS_SUFFIXES = ("Config", "Args", "Arguments", "Options", "Settings", "Params", "Namespace")
+
+
+def annotation_is_settings(annotation: cst.Annotation | None) -> bool:
+    """A settings object (`argparse.Namespace`, a `...Config` class, a dict): its `.device` is
+    a setting, usually a string, not a tensor's `torch.device`."""
+    if annotation is None:
+        return False
+    text = (dotted_name(annotation.annotation) or "").rsplit(".", 1)[-1]
+    return text in _SETTINGS_TYPES or text.endswith(_SETTINGS_SUFFIXES)
+
+
 def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
     if annotation is None:
         return False
@@ -44,7 +58,11 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
             text = dotted_name(node.left) or ""
     text = (text or "").replace("Optional[", "").rstrip("]")
-    return text in TENSOR_ANNOTATIONS
+    if text in TENSOR_ANNOTATIONS:
+        return True
+    # `th.Tensor` under `import torch as th`: the alias is one name before the class
+    prefix, _, last = text.rpartition(".")
+    return bool(prefix) and "." not in prefix and last in TENSOR_ANNOTATIONS
 
 
 def string_value(node: cst.CSTNode) -> str | None:
@@ -217,7 +235,7 @@ def devicey(fact: Fact) -> bool:
 def cpu_side(fact: Fact, allow_scalar: bool) -> bool:
     if fact.kind != CPU or (fact.scalar and not allow_scalar and not fact.conflict):
         return False
-    return fact.from_factory or fact.batch
+    return fact.from_factory or fact.batch or fact.copied
 
 
 def compatible(cpu: Fact, device: Fact) -> bool:

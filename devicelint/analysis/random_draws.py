@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, NO_DEFAULT, DefaultDevice, default_device_at
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
@@ -89,9 +90,10 @@ def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExp
 
 def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0) -> str | None:
     """Device type of a generator expression: `torch.Generator(device="cuda")` (also seeded with
-    `.manual_seed(...)`), a name or `self.` attribute bound only to such values, torch's default
-    generators. None when the file does not show it."""
-    if depth > 3:
+    `.manual_seed(...)`), a name or `self.` attribute bound only to such values (a helper's
+    parameter: what the file's calls pass), torch's default generators. None when the file
+    does not show it."""
+    if depth > 6:
         return None
     if isinstance(expr, cst.Call):
         qualified = ctx.qualified_name(expr.func)
@@ -99,7 +101,7 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
             device = _argument(expr, "device", 0)
             if device is None:
                 return None if any(a.star for a in expr.args) else CPU
-            return device_type_of(ctx, device)
+            return device_type_of(ctx, device) or _passed_device_type(ctx, device, 0)
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
         return None
@@ -109,12 +111,36 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         return CPU
     if isinstance(expr, cst.Name):
         values = bindings(ctx, expr.value, expr)
+        if values is None:  # a helper's parameter: what its callers in the file hand in
+            values = passed_for(ctx, expr)
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         values = attribute_bindings(ctx, expr.attr.value, expr)
     else:
         return None
     devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
     return devices.pop() if len(devices) == 1 else None
+
+
+def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> str | None:
+    """The device type a helper's `device` parameter gets (`torch.Generator(device=device)`):
+    what every call of the file passes (also through `torch.device(device)`), or, for a
+    function the file never calls, its default."""
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and len(expr.args) == 1:
+        return device_type_of(ctx, expr.args[0].value) or _passed_device_type(ctx, expr.args[0].value, depth + 1)
+    if not isinstance(expr, cst.Name):
+        return None
+    passed = passed_for(ctx, expr)
+    if passed is None:
+        return None
+    if not passed:
+        function = ctx.index.enclosing_function(expr)
+        params = function.params if function is not None else None
+        param = next((p for p in (*params.params, *params.kwonly_params) if p.name.value == expr.value), None) if params else None
+        passed = [param.default] if param is not None and param.default is not None else []
+    types = {device_type_of(ctx, value) or _passed_device_type(ctx, value, depth + 1) for value in passed}
+    return types.pop() if len(types) == 1 else None
 
 
 def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseExpression | None:

@@ -4,7 +4,10 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes, methods
+from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -26,6 +29,17 @@ def _device_like(node: cst.BaseExpression) -> bool:
     return "device" in name or name in ("gpu", "rank", "local_rank")
 
 
+def _names_accelerator(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
+    """A device value that the engine resolves to an accelerator the code states
+    (`torch.device("cuda")`, a module constant `device = "cuda" if ... else "cpu"`)."""
+    fact = file_facts(ctx).value(node)
+    if fact.kind == DEVICE_VALUE and fact.device is not None and fact.device.literal and fact.device.is_accelerator:
+        return True
+    # a helper's `device` parameter: what every call of the file hands in
+    passed = passed_for(ctx, node) if isinstance(node, cst.Name) and depth < 3 else None
+    return passed is not None and bool(passed) and all(_names_accelerator(ctx, value, depth + 1) for value in passed)
+
+
 def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """How `node` puts a tensor on the GPU, or None."""
     if not isinstance(node, cst.Call):
@@ -38,13 +52,15 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
             value = _accelerator_string(arg.value)
             if value is not None:
                 return f'device="{value}"'
+            if _names_accelerator(ctx, arg.value):
+                return f"device={ctx.code_for(arg.value)}"
     if isinstance(func, cst.Attribute) and func.attr.value == "to" and node.args:
         first = node.args[0]
         if first.keyword is None:
             value = _accelerator_string(first.value)
             if value is not None:
                 return f'.to("{value}")'
-            if _device_like(first.value):
+            if _device_like(first.value) or _names_accelerator(ctx, first.value):
                 return f".to({ctx.code_for(first.value)})"
     return None
 
@@ -68,6 +84,8 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and node.args):
         return False
     target = node.args[0].value
+    if isinstance(target, cst.Name):
+        return _data_device(ctx, function, target.value)
     if not (isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name)):
         return False
     name = target.value.value
@@ -86,17 +104,55 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
     return False
 
 
+def _data_device(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """`device = batch["image"].device` (every binding of `name` in the worker code): the
+    device of the data the worker code was handed, which in a worker is the host."""
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)} - {"self", "cls"}
+    bindings = [node for node in ctx.index.walk(function.body) if isinstance(node, cst.Assign)
+                and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
+    if not bindings or any(p.name.value == name for p in function.params.params):
+        return False
+    for binding in bindings:
+        value = binding.value
+        if not (isinstance(value, cst.Attribute) and value.attr.value == "device"):
+            return False
+        root = value.value
+        while isinstance(root, (cst.Subscript, cst.Attribute)):
+            root = root.value
+        if not (isinstance(root, cst.Name) and root.value in params):
+            return False
+    return True
+
+
 def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
     passed: set[str] = set()
+    built: list[cst.FunctionDef] = []
     for call in ctx.index.of_type(cst.Call):
         if ctx.qualified_name(call.func) in DATALOADERS:
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Name):
                     passed.add(arg.value.value)
-    return [
+                elif arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Call):
+                    built += _returned_functions(ctx, arg.value)
+    found = [
         f for f in ctx.index.of_type(cst.FunctionDef)
         if f.name.value in passed or "collate" in f.name.value.lower()
     ]
+    return found + [f for f in built if f not in found]
+
+
+def _returned_functions(ctx: FileContext, factory: cst.Call) -> list[cst.FunctionDef]:
+    """`collate_fn=make_collate(tokenizer)`: the nested functions that the file's factory
+    returns by name."""
+    if not isinstance(factory.func, cst.Name):
+        return []
+    outer = next((f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == factory.func.value), None)
+    if outer is None or not isinstance(outer.body, cst.IndentedBlock):
+        return []
+    nested = {f.name.value: f for f in outer.body.body if isinstance(f, cst.FunctionDef)}
+    returned = {node.value.value for node in ctx.index.walk(outer.body)
+                if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)}
+    return [nested[name] for name in returned if name in nested]
 
 
 def _datasets(ctx: FileContext) -> dict[str, cst.ClassDef]:
@@ -119,8 +175,15 @@ def _worker_code(ctx: FileContext, name: str, cls: cst.ClassDef) -> list[tuple[c
     comes with the parameters its callers leave to their default (`.to(device)` with the
     default `device=None` moves nothing)."""
     own = methods(cls)
-    functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
     out: list[tuple[cst.FunctionDef, str, frozenset[str]]] = [(m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS]
+    return _with_callees(ctx, out, own, name)
+
+
+def _with_callees(ctx: FileContext, out: list[tuple[cst.FunctionDef, str, frozenset[str]]],
+                  own: dict[str, cst.FunctionDef], name: str) -> list[tuple[cst.FunctionDef, str, frozenset[str]]]:
+    """`out` and what it calls in the file, two levels deep: `self.` methods of `own` and the
+    file's functions by name."""
+    functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
     seen = {id(m) for m, _, _ in out}
     frontier = list(out)
     for _ in range(2):
@@ -175,7 +238,8 @@ class CudaInDataset(Rule):
     Flags tensors created on or moved to the GPU inside a `Dataset`'s `__init__`,
     `__getitem__` or `__iter__`, in the dataset's own methods and the file's functions that
     those call (two calls deep), or inside a `collate_fn`: `.cuda()`, `.to("cuda")`,
-    `.to(device)`, `device="cuda"`.
+    `.to(device)`, `device="cuda"`, and devices the engine resolves to an accelerator
+    (`device=torch.device("cuda")`, a module constant `GPU = torch.device("cuda:0")`).
 
     ## Why it is a bug on a GPU
     With `num_workers > 0` the `DataLoader` runs these in forked worker processes, where CUDA
@@ -210,11 +274,14 @@ class CudaInDataset(Rule):
     Datasets are subclasses of `torch.utils.data.Dataset`/`IterableDataset` in the same file,
     or classes that serve items (`__getitem__`/`__iter__`) from a base named `...Dataset`
     imported from elsewhere; collate functions are those passed as `collate_fn=` to a
-    `DataLoader` in the file or whose name contains `collate`. Helpers are followed through
+    `DataLoader` in the file (also the nested function a factory of the file returns,
+    `collate_fn=make_collate(tok)`) or whose name contains `collate`, and the file's functions
+    they call (a `device` parameter judged by what every call passes). Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions, not into other files.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
-    device and is not reported. A dataset kept on the GPU on purpose with `num_workers=0` is
+    device and is not reported, nor is `.to(device)` where every binding of `device` is the
+    device of the worker code's own input (`device = batch["image"].device`). A dataset kept on the GPU on purpose with `num_workers=0` is
     still reported.
     """
 
@@ -228,7 +295,7 @@ class CudaInDataset(Rule):
         scopes: list[tuple[cst.FunctionDef, str, frozenset[str]]] = []
         for name, cls in _datasets(ctx).items():
             scopes += _worker_code(ctx, name, cls)
-        scopes += [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)]
+        scopes += _with_callees(ctx, [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)], {}, "")
         seen: set[int] = set()
         for function, where, defaulted in scopes:
             for node in ctx.index.walk(function.body):

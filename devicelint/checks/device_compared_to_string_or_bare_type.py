@@ -9,6 +9,7 @@ import libcst as cst
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
+from devicelint.analysis.placement_values import annotation_is_settings
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
@@ -47,6 +48,15 @@ def _looks_like_config(receiver: cst.BaseExpression) -> bool:
         return False
     # `self.device` is often a config string in trainers; `self.args.device` certainly is.
     return names[-1] == "self" and len(names) == 1 or any(n.lower() in CONFIG_NAMES for n in names)
+
+
+def _settings_typed(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
+    """A parameter annotated as a settings object (`opts: argparse.Namespace`)."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    function = ctx.index.enclosing_function(receiver)
+    param = _param(function, receiver.value) if function is not None else None
+    return param is not None and annotation_is_settings(param.annotation)
 
 
 # ---------------------------------------------------------------------------- device values
@@ -137,7 +147,7 @@ class DeviceValues:
             return None
         if isinstance(node, cst.Attribute) and node.attr.value == "device":
             receiver = node.value
-            if isinstance(receiver, cst.Name) and receiver.value == "self" or _looks_like_config(receiver):
+            if isinstance(receiver, cst.Name) and receiver.value == "self" or _looks_like_config(receiver) or _settings_typed(ctx, receiver):
                 return self._named(node, depth)
             return DeviceValue(OBJECT, tensor=True)
         if isinstance(node, (cst.Name, cst.Attribute)):
@@ -424,12 +434,16 @@ class DeviceComparedToStringOrBareType(Rule):
 
     - a `torch.device` compared with a string: `x.device == "cuda"`, `device != "cpu"` where
       `device` is annotated `torch.device` or built with `torch.device(...)`, `self.device`
-      of a `LightningModule`/`PreTrainedModel`. A `torch.device` never equals a string, not
+      of a `LightningModule`/`PreTrainedModel`, a dataclass field whose default is a
+      `torch.device` (`opts.device` where `opts = Options()`). A `torch.device` never equals a string, not
       even `"cpu"`;
     - a tensor's device compared with an index-less device object: `x.device ==
       torch.device("cuda")`, also through a name or a setting the file resolves to
       `"cuda"` (`torch.device(cfg.device)` where `cfg.device` defaults to `"cuda"`). It is
       false for `cuda:0`, because the index differs;
+    - a `torch.device` built from a setting or handed in (`self.device =
+      torch.device(cfg.device)`, a `dev: torch.device` parameter) compared with the literal
+      index-less `torch.device("cuda")`: false whenever the setting names an index;
     - `str(x.device) == "cuda"` (the string is `"cuda:0"`), and `str(x.device) != device`
       where `device` is a `torch.device` (a string never equals a device);
     - a `device` parameter compared with an index-less accelerator string: `device ==
@@ -551,7 +565,28 @@ class DeviceComparedToStringOrBareType(Rule):
                     ctx, comparison, f"{always} on a GPU", f'`{spelled}` is built from `"{theirs.text}"`, which has no index, and {why}',
                     f"{code}.type {op} {spelled}.type", False,
                 )
+        if mine.kind == OBJECT and not mine.tensor and (mine.text is None or ":" in mine.text):
+            return self._check_configured_object(ctx, values, comparison, mine, code, other, op)
         return None
+
+    def _check_configured_object(
+        self, ctx: FileContext, values: DeviceValues, comparison: cst.Comparison, mine: DeviceValue, code: str,
+        other: cst.BaseExpression, op: str,
+    ) -> Violation | None:
+        """`self.device == torch.device("cuda")` where `self.device` is a `torch.device` built
+        from a setting or handed in: equal only when that setting names no index."""
+        theirs = values.value(other)
+        literal = isinstance(other, cst.Call) and len(other.args) == 1 and _string_value(other.args[0].value) is not None
+        if theirs is None or theirs.kind != OBJECT or theirs.tensor or not literal or not _accelerator(theirs.text):
+            return None
+        if mine.text is not None:  # built from an indexed device: never equal
+            why = f'`{code}` is `{mine.text}` and `{ctx.code_for(other)}` has no index'
+            return self._report(ctx, comparison, "always False" if op == "==" else "always True", why,
+                                f'{code}.type {op} "{theirs.text}"', False)
+        verdict = "False" if op == "==" else "True"
+        why = (f'`{ctx.code_for(other)}` has no index, but `{code}` is a `torch.device` from a setting '
+               f'or a caller, which may name one (`{theirs.text}:0`, `{theirs.text}:1`)')
+        return self._report(ctx, comparison, f"{verdict} for any indexed device", why, f'{code}.type {op} "{theirs.text}"', False)
 
     def _check_string(
         self, ctx: FileContext, comparison: cst.Comparison, mine: DeviceValue, code: str, text: str, op: str, always: str

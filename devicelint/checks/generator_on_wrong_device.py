@@ -87,8 +87,11 @@ class GeneratorOnWrongDevice(Rule):
     nor is a sampler given one only on a device-checked path (`if torch.cuda.is_available():`).
     `random_split`, `RandomSampler`, `SubsetRandomSampler` and the factories are reported; for
     them the message also names `torch.Generator(device=torch.get_default_device())`, which
-    is right either way. Generators passed in as parameters, and devices held in variables
-    that the analysis cannot place, are not followed.
+    is right either way. A generator (or the device it is built on) handed to a helper's
+    parameter is followed to what every call of the file passes (`self.f(...)`, `Class.f(...)`
+    for a static method, `Class(...)` for `__init__`, and a function the file never calls
+    takes its parameter's default); callers that disagree, and devices held in variables that
+    the analysis cannot place, are not followed.
     """
 
     code = "DL115"

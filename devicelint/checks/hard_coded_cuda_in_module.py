@@ -10,6 +10,7 @@ from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -41,6 +42,8 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
         if (ctx.qualified_name(node.func) or "").startswith("torch."):
             return None  # `torch.cuda(...)` is the module, not a move
         return ".cuda()" if not node.args else None
+    if isinstance(node, cst.Call) and is_legacy_cuda_constructor(ctx.qualified_name(node.func)):
+        return f"{dotted_name(node.func) or 'torch.cuda.FloatTensor'}(...)"
     if isinstance(node, cst.SimpleString):
         value = literal_value(node)
         if not isinstance(value, str) or not (value == "cuda" or value.startswith("cuda:")):
@@ -198,6 +201,7 @@ class HardCodedCudaInModule(Rule):
             return
         candidates: list[cst.Call | cst.SimpleString] = [n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"]
         candidates += [n for n in ctx.index.of_type(cst.SimpleString) if "cuda" in n.value]
+        candidates += [n for n in ctx.index.of_type(cst.Call) if is_legacy_cuda_constructor(ctx.qualified_name(n.func))]
         for node in candidates:
             what = hard_coded_cuda(ctx, node)
             if what is None:

@@ -6,7 +6,8 @@ from typing import Iterator
 import libcst as cst
 
 from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
-from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.facts import Meeting, Place, file_facts
+from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.syntax import short
@@ -55,7 +56,9 @@ class OpArgumentsOnDifferentDevices(Rule):
     - a CPU tensor indexed by device indices: `table[t]`, `table.index_select(0, t)`,
       `torch.gather(table, 1, t)`, `table.take(t)`, `torch.searchsorted(bins, x)`;
     - a CPU tensor as a `clamp`/`clip` bound (`x.clamp(max=limit)`), in `torch.where`,
-      `maximum`, `minimum`, `lerp`, or as a `masked_fill` mask, with a device tensor.
+      `maximum`, `minimum`, `lerp`, or as a `masked_fill` mask, with a device tensor;
+    - a host copy of a tensor (`m = mask.cpu()`, `.to("cpu")`) that meets a device tensor in an
+      operator or a tensor op (`x * m`), also inside a helper that the copy is handed to.
 
     The CPU side may be a tensor the function made or moved there, or one that the class stored
     once in `__init__` as a plain attribute (`self.alphas_cumprod = torch.from_numpy(...)`, in a
@@ -103,7 +106,8 @@ class OpArgumentsOnDifferentDevices(Rule):
     elementwise operators). In a plain function, tensors that are only assumed to be wherever
     the function's inputs are do not count as device tensors; devices are followed through
     the callers of a helper only within the file, up to three calls up, and only where every
-    caller that shows a device agrees.
+    caller that shows a device agrees. A host copy of a full reduction (`x.sum().cpu()`) is 0-dim
+    and not reported; a copy of a tensor the file does not show as a tensor is not a copy here.
     """
 
     code = "DL116"
@@ -115,7 +119,16 @@ class OpArgumentsOnDifferentDevices(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if cpu_only_script(ctx):
             return
-        met = {id(m.node) for m in file_facts(ctx).meetings}
+        meetings = file_facts(ctx).meetings
+        # DL101 reports a factory's CPU tensor, DL105 an unmoved batch; a host copy is this rule's
+        met = {id(m.node) for m in meetings if m.cpu.from_factory or m.cpu.batch}
+        reported: set[int] = set()
+        for meeting in meetings:
+            found = _copy_meets_device(ctx, meeting) if id(meeting.node) not in met else None
+            if found is not None and id(meeting.node) not in reported:
+                reported.add(id(meeting.node))
+                yield self.violation(meeting.node, fix=None, **found)
+        met |= reported
         for node in ctx.index.of_type(cst.Subscript):
             found = _indexed_on_cpu(ctx, node)
             if found is not None:
@@ -126,6 +139,23 @@ class OpArgumentsOnDifferentDevices(Rule):
             found = _mixed_op(ctx, call)
             if found is not None:
                 yield self.violation(call, fix=None, **found)
+
+
+def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | None:
+    """A host copy (`x.cpu()`) that the engine sees meet a device tensor in an operator or a
+    tensor op (`t * mask_cpu`): certainly on two devices, whatever the copy's dtype."""
+    cpu, device = meeting.cpu, meeting.device
+    if not cpu.copied or cpu.from_factory or cpu.batch or meeting.how != "op" or device.scalar:
+        return None
+    if device.where != ACCELERATOR and not (device.where == FOLLOWS and _in_module(ctx, meeting.node)):
+        return None
+    cpu_text = short(ctx, meeting.cpu_node, 40)
+    device_text = short(ctx, meeting.device_node, 40) if meeting.device_node is not None else "a device tensor"
+    return {
+        "what": (f"`{short(ctx, meeting.node, 50)}` needs its tensors on one device, but `{cpu_text}` is a "
+                 f"copy on the host and `{device_text}` is on the device"),
+        "advice": f"keep it on the device or move it back first (`{_operand(cpu_text)}.to({_device_of(device_text)})`)",
+    }
 
 
 def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:

@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.model_events import statement_of
 
 from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
@@ -37,7 +38,8 @@ class PerStepConstantCopy(Rule):
       made on the CPU once and nothing ever reassigns or changes, or `TABLE.to(x.device)` of a
       CPU tensor bound once at module level;
     - `torch.tensor(CONSTANT, device=x.device)` of a literal list of numbers, a module-level
-      constant, or a constant list attribute.
+      constant, or a constant list attribute, also inside a helper (a static method called as
+      `Class.helper(...)`) whose parameter every call of the file hands such a constant.
 
     The runtime checker reports the same copies as DL603 when it watches the model run.
 
@@ -213,15 +215,17 @@ def _device_keyword(call: cst.Call) -> bool:
     return not (isinstance(device, cst.SimpleString) and literal_value(device) == "cpu")
 
 
-def _constant_data(ctx: FileContext, node: cst.BaseExpression) -> bool:
-    """A literal list or tuple of numbers, a module-level name bound once to one, or a
-    constant list attribute of the class."""
+def _constant_data(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
+    """A literal list or tuple of numbers, a module-level name bound once to one, a constant
+    list attribute of the class, or a helper's parameter that every call passes one of these."""
     if isinstance(node, (cst.List, cst.Tuple)):
         return _numbers(node) and _several(node)
     if isinstance(node, cst.Name):
         function = ctx.index.enclosing_function(node)
         if function is not None and _bound_in(ctx, function, node.value):
-            return False
+            # a helper's parameter: constant when every call of the file passes one
+            passed = passed_for(ctx, node) if depth < 3 else None
+            return passed is not None and bool(passed) and all(_constant_data(ctx, value, depth + 1) for value in passed)
         values = module_level_values(ctx).get(node.value, [])
         return len(values) == 1 and values[0] is not None and _numbers(values[0]) and _several(values[0])
     attr = self_attribute(node)
@@ -364,4 +368,6 @@ def _callee(ctx: FileContext, call: cst.Call, functions: dict[str, cst.FunctionD
         cls = ctx.index.enclosing_class(call)
         if cls is not None:
             return classes.get(cls.name.value, {}).get(func.attr.value)
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in classes:
+        return classes[func.value.value].get(func.attr.value)  # `Normalize._mean(x)`: a static method
     return None

@@ -8,7 +8,7 @@ from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_values import cpu_only_script
-from devicelint.analysis.placement_facts import FOLLOWS, MODULE
+from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -35,7 +35,8 @@ class TensorCreatedOffDevice(Rule):
     taking tensors, trainer classes that keep `self.device`, and a training or evaluation loop
     that moves its model or batches. The CPU tensor is followed through casts, arithmetic
     (reflected operators too), comparisons, comprehensions, lists built with `append`, and
-    `torch.stack`/`torch.cat`/`torch.meshgrid`, and across calls a few levels deep.
+    `torch.stack`/`torch.cat`/`torch.meshgrid`, and across calls a few levels deep. A tensor that
+    `torch.stack`/`torch.cat` build from host copies (`x.cpu() == j`) is a CPU tensor made there.
 
     ## Why it is a bug on a GPU
     Factories create tensors on the CPU unless told otherwise. On a CPU-only test run the code
@@ -126,7 +127,7 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     if cls is not None and meeting.device.where == FOLLOWS and isinstance(origin, cst.Call) and _constant_arguments(ctx, origin):
         hint = " or register it as a buffer in `__init__`"
     factory = meeting.cpu.factory or "torch.tensor"
-    if factory.rsplit(".", 1)[-1] in NO_DEVICE_ARGUMENT:
+    if not _takes_device(factory):
         advice = f"move it with `.to({device})`"
     else:
         advice = f"pass `device={device}`"
@@ -139,10 +140,17 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     }
 
 
+def _takes_device(factory: str) -> bool:
+    """Whether the function that made the CPU tensor takes `device=`: factories do; legacy
+    constructors, `from_numpy`, and `torch.stack`/`torch.cat` of host copies do not."""
+    short = factory.rsplit(".", 1)[-1]
+    return short not in NO_DEVICE_ARGUMENT and (short in FACTORIES or short in LIKE_FACTORIES)
+
+
 def _pass_device(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     origin = meeting.cpu.origin
     factory = meeting.cpu.factory or ""
-    if not isinstance(origin, cst.Call) or factory.rsplit(".", 1)[-1] in NO_DEVICE_ARGUMENT:
+    if not isinstance(origin, cst.Call) or not _takes_device(factory):
         return None
     if any(arg.star for arg in origin.args) or any(arg.keyword is not None and arg.keyword.value == "device" for arg in origin.args):
         return None
