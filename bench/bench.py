@@ -81,7 +81,9 @@ def measure(command: list[str], cwd: Path, allowed: tuple[int, ...] = (0,)) -> S
     """
     completed = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--measure", ",".join(map(str, allowed)), "--", *command],
-        cwd=cwd, capture_output=True, text=True,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
     )
     if completed.returncode != 0:
         sys.exit(completed.stderr or completed.stdout)
@@ -129,8 +131,22 @@ def main() -> None:
         file_list = work / "files.txt"
         file_list.write_text("\n".join(str(f) for f in files))
         cache = work / "cache"
-        lint = [sys.executable, "-m", "devicelint", "check", "--select", args.select, "--exit-zero", "-q",
-                "--output-format", "json", "-j", str(args.jobs), "--isolated", str(tree)]
+        lint = [
+            sys.executable,
+            "-m",
+            "devicelint",
+            "check",
+            "--select",
+            args.select,
+            "--exit-zero",
+            "-q",
+            "--output-format",
+            "json",
+            "-j",
+            str(args.jobs),
+            "--isolated",
+            str(tree),
+        ]
         floor = [sys.executable, str(HERE / "parse_floor.py"), str(file_list), str(args.jobs)]
         rows: dict[str, list[Sample]] = {"a floor": [], "b cold": [], "c warm": [], "d touched": [], "f version": []}
         if args.torchfix:
@@ -149,8 +165,10 @@ def main() -> None:
             if args.torchfix:
                 rows["e other"].append(measure([*shlex.split(args.torchfix), str(tree)], work, allowed=(0, 1)))
         medians = {name: median(samples) for name, samples in rows.items()}
-        print(f"corpus: {args.corpus} ({len(files)} files, {megabytes:.2f} MB); jobs={args.jobs}; "
-              f"medians of {args.runs} runs; rules: {args.select}")
+        print(
+            f"corpus: {args.corpus} ({len(files)} files, {megabytes:.2f} MB); jobs={args.jobs}; "
+            f"medians of {args.runs} runs; rules: {args.select}"
+        )
         print(f"{'step':<10} {'wall s':>8} {'cpu s':>8} {'files/s':>9} {'peak MiB':>9}")
         for name, m in medians.items():
             print(f"{name:<10} {m.wall:>8.2f} {m.cpu:>8.2f} {len(files) / m.wall:>9.0f} {m.peak_mib:>9.0f}")

@@ -35,9 +35,25 @@ DEFAULT_CORPUS = os.environ.get("DEVICELINT_CORPUS", "corpus")
 # Same folder names devicelint skips by default (devicelint/files.py DEFAULT_EXCLUDES), so the
 # file count matches what it walks. Globs: only "*.egg-info".
 SKIP_DIRS = {
-    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs",
-    "build", "dist", "__pycache__", "site-packages", "node_modules", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache", ".devicelint_cache", ".ipynb_checkpoints",
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "build",
+    "dist",
+    "__pycache__",
+    "site-packages",
+    "node_modules",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".devicelint_cache",
+    ".ipynb_checkpoints",
 }
 SUFFIXES = (".py", ".pyi", ".ipynb")
 CRASH_MARKERS = ("internal error", "parser crashed", "crashed", "not analysed")
@@ -45,7 +61,7 @@ CRASH_MARKERS = ("internal error", "parser crashed", "crashed", "not analysed")
 
 def count_files(folder: Path) -> int:
     n = 0
-    for root, dirs, files in os.walk(folder):
+    for _root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")]
         n += sum(1 for f in files if f.endswith(SUFFIXES))
     return n
@@ -93,39 +109,64 @@ def measure(args: argparse.Namespace) -> int:
         proc = subprocess.run(cmd, cwd=corpus_root, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         nfiles = count_files(corpus_root / project)
-        runs[project] = {"files": nfiles, "rc": proc.returncode, "wall_s": round(wall, 2),
-                         "stderr": proc.stderr[-4000:]}
+        runs[project] = {
+            "files": nfiles,
+            "rc": proc.returncode,
+            "wall_s": round(wall, 2),
+            "stderr": proc.stderr[-4000:],
+        }
         if proc.returncode not in (0, 1):
-            crashes.append({"corpus": project, "kind": "exit-code", "detail": f"rc={proc.returncode}",
-                            "stderr": proc.stderr[-2000:]})
+            crashes.append(
+                {
+                    "corpus": project,
+                    "kind": "exit-code",
+                    "detail": f"rc={proc.returncode}",
+                    "stderr": proc.stderr[-2000:],
+                }
+            )
         for line in proc.stderr.splitlines():
             if "internal error" in line.lower():
                 crashes.append({"corpus": project, "kind": "internal-error", "detail": line.strip()})
         try:
             items = json.loads(proc.stdout) if proc.stdout.strip() else []
         except json.JSONDecodeError as err:
-            crashes.append({"corpus": project, "kind": "bad-json", "detail": str(err),
-                            "stderr": proc.stderr[-2000:]})
+            crashes.append({"corpus": project, "kind": "bad-json", "detail": str(err), "stderr": proc.stderr[-2000:]})
             items = []
         for item in items:
             rec = {
-                "corpus": project, "path": item["path"], "line": item["line"],
-                "column": item.get("column"), "code": item["code"], "message": item["message"],
+                "corpus": project,
+                "path": item["path"],
+                "line": item["line"],
+                "column": item.get("column"),
+                "code": item["code"],
+                "message": item["message"],
                 "source": source_line(corpus_root, item["path"], item["line"]),
             }
             findings.append(rec)
             if is_crash_finding(rec):
-                crashes.append({"corpus": project, "kind": "DL000-crash",
-                                "detail": f"{rec['path']}:{rec['line']}: {rec['message']}"})
-        print(f"  {project:<20} files={nfiles:<5} findings={len(items):<5} rc={proc.returncode} "
-              f"{wall:6.1f}s", file=sys.stderr)
+                crashes.append(
+                    {
+                        "corpus": project,
+                        "kind": "DL000-crash",
+                        "detail": f"{rec['path']}:{rec['line']}: {rec['message']}",
+                    }
+                )
+        print(
+            f"  {project:<20} files={nfiles:<5} findings={len(items):<5} rc={proc.returncode} {wall:6.1f}s",
+            file=sys.stderr,
+        )
     wall_all = time.perf_counter() - t_all
 
     result = {
-        "exe": exe, "version": version, "select": args.select or "(default)",
-        "corpus_root": str(corpus_root), "wall_s": round(wall_all, 2),
+        "exe": exe,
+        "version": version,
+        "select": args.select or "(default)",
+        "corpus_root": str(corpus_root),
+        "wall_s": round(wall_all, 2),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "runs": runs, "crashes": crashes, "findings": findings,
+        "runs": runs,
+        "crashes": crashes,
+        "findings": findings,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
@@ -147,11 +188,17 @@ def print_table(result: dict) -> None:
     print(f"{'project':<{name_w}}" + "".join(f"{c:>7}" for c in codes) + f"{'TOTAL':>7}{'files':>7}")
     for p in projects:
         row = per[p]
-        print(f"{p:<{name_w}}" + "".join(f"{row.get(c, 0) or '.':>7}" for c in codes)
-              + f"{sum(row.values()):>7}{runs[p]['files']:>7}")
+        print(
+            f"{p:<{name_w}}"
+            + "".join(f"{row.get(c, 0) or '.':>7}" for c in codes)
+            + f"{sum(row.values()):>7}{runs[p]['files']:>7}"
+        )
     col = Counter(f["code"] for f in result["findings"])
-    print(f"{'TOTAL':<{name_w}}" + "".join(f"{col[c]:>7}" for c in codes)
-          + f"{len(result['findings']):>7}{sum(r['files'] for r in runs.values()):>7}")
+    print(
+        f"{'TOTAL':<{name_w}}"
+        + "".join(f"{col[c]:>7}" for c in codes)
+        + f"{len(result['findings']):>7}{sum(r['files'] for r in runs.values()):>7}"
+    )
     crashes = result["crashes"]
     print(f"\ncrashes: {len(crashes)}")
     for c in crashes:
@@ -175,24 +222,31 @@ def diff(args: argparse.Namespace) -> int:
         return out
 
     b, a = group(before), group(after)
-    new = [fs[len(b.get(k, [])):] for k, fs in a.items() if len(fs) > len(b.get(k, []))]
-    gone = [fs[len(a.get(k, [])):] for k, fs in b.items() if len(fs) > len(a.get(k, []))]
+    new = [fs[len(b.get(k, [])) :] for k, fs in a.items() if len(fs) > len(b.get(k, []))]
+    gone = [fs[len(a.get(k, [])) :] for k, fs in b.items() if len(fs) > len(a.get(k, []))]
     new = sorted((f for fs in new for f in fs), key=_key)
     gone = sorted((f for fs in gone for f in fs), key=_key)
 
     def show(title: str, items: list[dict]) -> None:
-        print(f"\n=== {title}: {len(items)}  " + " ".join(f"{c}={n}" for c, n in sorted(Counter(f['code'] for f in items).items())))
+        print(
+            f"\n=== {title}: {len(items)}  "
+            + " ".join(f"{c}={n}" for c, n in sorted(Counter(f["code"] for f in items).items()))
+        )
         for f in items[: args.limit]:
-            print(f"{f['path']}:{f['line']}: {f['code']} {f['message'][:args.width]}")
+            print(f"{f['path']}:{f['line']}: {f['code']} {f['message'][: args.width]}")
             if f.get("source"):
                 print(f"    | {f['source'][:160]}")
         if len(items) > args.limit:
             print(f"... {len(items) - args.limit} more (raise --limit)")
 
-    print(f"BEFORE {args.diff[0]}: {before['exe']} ({before['version']}) select={before['select']} "
-          f"findings={len(before['findings'])} crashes={len(before['crashes'])}")
-    print(f"AFTER  {args.diff[1]}: {after['exe']} ({after['version']}) select={after['select']} "
-          f"findings={len(after['findings'])} crashes={len(after['crashes'])}")
+    print(
+        f"BEFORE {args.diff[0]}: {before['exe']} ({before['version']}) select={before['select']} "
+        f"findings={len(before['findings'])} crashes={len(before['crashes'])}"
+    )
+    print(
+        f"AFTER  {args.diff[1]}: {after['exe']} ({after['version']}) select={after['select']} "
+        f"findings={len(after['findings'])} crashes={len(after['crashes'])}"
+    )
     show("NEW (only in AFTER)", new)
     show("GONE (only in BEFORE)", gone)
     bc = {(c["corpus"], c["kind"], c["detail"]) for c in before["crashes"]}

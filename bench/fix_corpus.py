@@ -33,19 +33,32 @@ _FILE = re.compile(r"^- (.+):$")
 def _hashes(root: Path) -> dict[str, str]:
     return {
         str(path.relative_to(root)): hashlib.sha1(path.read_bytes()).hexdigest()
-        for path in root.rglob("*.py") if path.is_file()
+        for path in root.rglob("*.py")
+        if path.is_file()
     }
 
 
 def _run(exe: str, select: str, root: Path) -> tuple[Counter, dict[str, Counter], str]:
-    command = [exe, "check", "--isolated", "--no-cache", "--fix", "--unsafe-fixes", "--show-fixes",
-               "--exit-zero", "-q", "--select", select, "."]
+    command = [
+        exe,
+        "check",
+        "--isolated",
+        "--no-cache",
+        "--fix",
+        "--unsafe-fixes",
+        "--show-fixes",
+        "--exit-zero",
+        "-q",
+        "--select",
+        select,
+        ".",
+    ]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     per_rule: Counter = Counter()
     per_file: dict[str, Counter] = {}
     current = None
     for line in done.stdout.splitlines():
-        if (match := _FILE.match(line)):
+        if match := _FILE.match(line):
             current = per_file.setdefault(match.group(1), Counter())
         elif (match := _LISTED.match(line)) and current is not None:
             current[match.group(2)] += int(match.group(1))
@@ -79,7 +92,9 @@ def main() -> int:
             compile(new, relative, "exec")
         except SyntaxError as err:
             not_compiling.append(f"{relative}: {err}")
-        patch = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{relative}", f"b/{relative}"))
+        patch = "".join(
+            difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{relative}", f"b/{relative}")
+        )
         (diffs / (relative.replace("/", "__") + ".diff")).write_text(patch, encoding="utf-8")
 
     second_rule, _, _ = _run(args.exe, args.select, args.work)

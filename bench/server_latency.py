@@ -61,13 +61,17 @@ async def measure(path: Path, edits: int, server: list[str]) -> tuple[list[float
     lines = text.split("\n")
     client = Client()
     await client.start_io(*server)
-    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
-                                                         root_uri=path.parent.resolve().as_uri()))
+    await client.initialize_async(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=path.parent.resolve().as_uri())
+    )
     client.initialized(types.InitializedParams())
     uri = path.resolve().as_uri()
     began = time.perf_counter()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
     first = await client.diagnostics_for(1) - began  # includes starting the lint workers
     findings = client.counts[1]
     # Keystrokes: a comment grows at the end of the file's longest-standing line, the last.
@@ -77,10 +81,16 @@ async def measure(path: Path, edits: int, server: list[str]) -> tuple[list[float
     for number in range(WARM_UP_EDITS + edits):
         version = number + 2
         inserted = " #" if number == 0 else "x"
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(types.Position(line, column), types.Position(line, column)), text=inserted)]))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(types.Position(line, column), types.Position(line, column)), text=inserted
+                    )
+                ],
+            )
+        )
         sent = time.perf_counter()
         column += len(inserted)
         arrived = await client.diagnostics_for(version)
@@ -95,7 +105,9 @@ async def measure(path: Path, edits: int, server: list[str]) -> tuple[list[float
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", type=Path, help="file to edit (default: a generated ~1,000-line training script)")
+    parser.add_argument(
+        "path", nargs="?", type=Path, help="file to edit (default: a generated ~1,000-line training script)"
+    )
     parser.add_argument("--edits", type=int, default=10, help="measured edits (default 10)")
     args = parser.parse_args()
     server = [sys.executable, "-m", "devicelint", "server"]
@@ -110,8 +122,10 @@ def main() -> int:
     milliseconds = sorted(seconds * 1000 for seconds in latencies)
     print(f"{path.name}: {line_count} lines, {size / 1000:.0f} kB, {findings} findings")
     print(f"  first diagnostics after didOpen: {first * 1000:.0f} ms (starts the lint workers)")
-    print(f"  didChange -> publishDiagnostics over {len(milliseconds)} edits: median {statistics.median(milliseconds):.0f} ms "
-          f"(min {milliseconds[0]:.0f}, max {milliseconds[-1]:.0f})")
+    print(
+        f"  didChange -> publishDiagnostics over {len(milliseconds)} edits: median {statistics.median(milliseconds):.0f} ms "
+        f"(min {milliseconds[0]:.0f}, max {milliseconds[-1]:.0f})"
+    )
     return 0
 
 

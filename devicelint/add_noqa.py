@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from typing import Iterable
+from collections.abc import Iterable
 
 from devicelint.finding import FILE_CODES, Finding
 from devicelint.suppression import _LINE_NOQA, _codes
@@ -34,7 +34,7 @@ def add_noqa(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
             continue
         line = lines[number - 1]
         body = line.rstrip("\r\n")
-        ending = line[len(body):]
+        ending = line[len(body) :]
         match = _LINE_NOQA.search(body)
         if match is None:
             lines[number - 1] = f"{body}  # noqa: {', '.join(sorted(codes))}{ending}"
@@ -44,7 +44,7 @@ def add_noqa(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
         if existing is None or codes <= existing:
             continue  # a blanket noqa already covers it
         merged = ", ".join(sorted(existing | codes))
-        lines[number - 1] = f"{body[:match.start()]}# noqa: {merged}{body[match.end():]}{ending}"
+        lines[number - 1] = f"{body[: match.start()]}# noqa: {merged}{body[match.end() :]}{ending}"
         added += len(codes - existing)
     return "".join(lines), added
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import shutil
 import re
+import shutil
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from devicelint import __version__
 from devicelint.finding import Edit, FileResult, Finding, Fix
@@ -50,8 +51,10 @@ def code_fingerprint() -> str:
 
 def entry_key(data: bytes, task: Task, options: TaskOptions) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{_FORMAT}\0{__version__}\0{code_fingerprint()}\0{options.torch_version}\0{options.prefilter}\0"
-                  f"{options.max_file_tokens}\0".encode())  # the size limit decides whether a file is analysed
+    digest.update(
+        f"{_FORMAT}\0{__version__}\0{code_fingerprint()}\0{options.torch_version}\0{options.prefilter}\0"
+        f"{options.max_file_tokens}\0".encode()
+    )  # the size limit decides whether a file is analysed
     digest.update(",".join(task.codes).encode())
     digest.update(b"\0" + task.display.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(data)
@@ -101,7 +104,9 @@ def _finding_from(row: object, display: str) -> Finding | None:
         return None
     if row["severity"] not in ("error", "warning") or not REGISTRY_CODE.match(row["code"]):
         return None
-    if not (row["cell"] is None or _is_int(row["cell"])) or not (row["module_path"] is None or isinstance(row["module_path"], str)):
+    if not (row["cell"] is None or _is_int(row["cell"])) or not (
+        row["module_path"] is None or isinstance(row["module_path"], str)
+    ):
         return None
     fix = row["fix"]
     if fix is not None:
@@ -114,7 +119,11 @@ def _finding_from(row: object, display: str) -> Finding | None:
 def _fix_from(value: object) -> Fix | None:
     if not isinstance(value, dict) or set(value) != {"description", "safe", "edits"}:
         return None
-    if not isinstance(value["description"], str) or not isinstance(value["safe"], bool) or not isinstance(value["edits"], list):
+    if (
+        not isinstance(value["description"], str)
+        or not isinstance(value["safe"], bool)
+        or not isinstance(value["edits"], list)
+    ):
         return None
     edits = []
     for edit in value["edits"]:
@@ -161,7 +170,11 @@ class Cache:
 
 
 def run_with_cache(
-    tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any],
+    tasks: list[Task],
+    task_options: TaskOptions,
+    jobs: int,
+    settings: Config,
+    options: dict[str, Any],
     on_done: Callable[[], None] | None = None,
 ) -> RunOutcome:
     if options.get("no_cache") or task_options.fix_mode != "none":
@@ -185,9 +198,15 @@ def run_with_cache(
             misses.append(task)
         else:
             hits.append(cached)
+
     def keep(result: FileResult) -> None:
         key = keys.get(result.path)
-        if key is not None and not result.internal_errors and not result.timed_out and not any(f.message.startswith("cannot read") for f in result.findings):
+        if (
+            key is not None
+            and not result.internal_errors
+            and not result.timed_out
+            and not any(f.message.startswith("cannot read") for f in result.findings)
+        ):
             cache.put(key, result)
 
     outcome = run_tasks(misses, task_options, jobs, on_done, on_result=keep)

@@ -7,28 +7,33 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import click
 import pathspec
 
-from devicelint.exit_codes import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
 from devicelint.config import Config, ConfigError, find_config, load_config, with_overrides
+from devicelint.exit_codes import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED
 from devicelint.files import DEFAULT_EXCLUDES, Excluder, SourceFile, discover
 from devicelint.finding import FileResult, Finding
 from devicelint.registry import PROJECT_URL, rule_info
 from devicelint.report import ReportContext, render
 from devicelint.report.text import fixes_listing, statistics, summary
 from devicelint.runner import (
-    RunOutcome, Task, TaskOptions, default_jobs, encode_like, lint_data, read_error_result,
-    run_tasks, write_atomically,
+    RunOutcome,
+    Task,
+    TaskOptions,
+    default_jobs,
+    encode_like,
+    lint_data,
+    read_error_result,
+    write_atomically,
 )
 from devicelint.selection import Selection, SelectorError, applies_to_torch
-
-
 
 # Human-readable formats: colour, a summary line, a progress bar.
 TEXT_FORMATS = ("text", "concise", "full")
@@ -71,8 +76,10 @@ class PerFileIgnores:
         from devicelint.selection import resolve_all
 
         self.root = settings.root
-        self.entries = [(pathspec.GitIgnoreSpec.from_lines([pattern]), resolve_all(codes))
-                        for pattern, codes in settings.per_file_ignores]
+        self.entries = [
+            (pathspec.GitIgnoreSpec.from_lines([pattern]), resolve_all(codes))
+            for pattern, codes in settings.per_file_ignores
+        ]
 
     def codes_for(self, path: Path, codes: set[str]) -> tuple[str, ...]:
         if self.entries:
@@ -96,10 +103,17 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     output_format = options["output_format"] or settings.output_format or "text"
     if options.get("fix_only"):
         options = {**options, "fix": True}
-    fix_mode = "unsafe" if options["unsafe_fixes"] and (options["fix"] or options["diff"]) else (
-        "safe" if options["fix"] or options["diff"] else "none")
-    task_options = TaskOptions(torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds,
-                               max_file_tokens=settings.max_file_tokens)
+    fix_mode = (
+        "unsafe"
+        if options["unsafe_fixes"] and (options["fix"] or options["diff"])
+        else ("safe" if options["fix"] or options["diff"] else "none")
+    )
+    task_options = TaskOptions(
+        torch_version=settings.torch_version,
+        fix_mode=fix_mode,
+        max_file_seconds=settings.max_file_seconds,
+        max_file_tokens=settings.max_file_tokens,
+    )
     per_file = PerFileIgnores(settings)
     sources: dict[str, str] = {}
 
@@ -168,6 +182,7 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM (a CI timeout, `kill`) ends the run as Ctrl-C does: workers stopped, the results
     already computed kept in the cache, no traceback."""
+
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -225,7 +240,10 @@ class ProjectSettings:
             return False
         excluder = self.excluders.get(id(project))
         if excluder is None:
-            patterns = (*(project.exclude if project.exclude is not None else DEFAULT_EXCLUDES), *project.extend_exclude)
+            patterns = (
+                *(project.exclude if project.exclude is not None else DEFAULT_EXCLUDES),
+                *project.extend_exclude,
+            )
             excluder = self.excluders[id(project)] = Excluder(project.root, patterns, project.respect_gitignore)
         return excluder.excluded(source.path.absolute(), False)
 
@@ -238,7 +256,14 @@ def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task
     return Task(str(source.path), source.display, per_file.codes_for(source.path, codes), size)
 
 
-def _run(tasks: list[Task], task_options: TaskOptions, jobs: int, settings: Config, options: dict[str, Any], output_format: str) -> RunOutcome:
+def _run(
+    tasks: list[Task],
+    task_options: TaskOptions,
+    jobs: int,
+    settings: Config,
+    options: dict[str, Any],
+    output_format: str,
+) -> RunOutcome:
     from devicelint.cache import run_with_cache
     from devicelint.progress import Progress
 
@@ -401,8 +426,13 @@ def _byte_lines(data: bytes) -> list[bytes]:
 
 
 def _emit(
-    findings: list[Finding], files_checked: int, output_format: str, options: dict[str, Any],
-    sources: dict[str, str], failed: bool = False, fixed: Sequence[tuple[str, tuple[str, ...]]] = (),
+    findings: list[Finding],
+    files_checked: int,
+    output_format: str,
+    options: dict[str, Any],
+    sources: dict[str, str],
+    failed: bool = False,
+    fixed: Sequence[tuple[str, tuple[str, ...]]] = (),
 ) -> None:
     output_file = options["output_file"]
     # With --diff, stdout carries the diff alone (as Ruff), so `patch` can read it.

@@ -13,7 +13,13 @@ import click
 
 from devicelint import __version__
 from devicelint.config import (
-    OUTPUT_FORMATS, Config, ConfigError, find_config, has_devicelint_table, load_config, with_overrides,
+    OUTPUT_FORMATS,
+    Config,
+    ConfigError,
+    find_config,
+    has_devicelint_table,
+    load_config,
+    with_overrides,
 )
 from devicelint.exit_codes import EXIT_ERROR
 
@@ -74,7 +80,7 @@ def _settings(options: dict[str, Any]) -> Config:
         return with_overrides(settings, overrides)
     except ConfigError as err:
         fail(str(err))
-        raise AssertionError  # unreachable: fail() exits
+        raise AssertionError from err  # unreachable: fail() exits
 
 
 def _load_settings(config_file: str | None, isolated: bool) -> Config:
@@ -84,43 +90,93 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
         if config_file:
             return load_config(Path(config_file))
         found = find_config(Path.cwd())
-        if found is not None and found.name == "devicelint.toml" and has_devicelint_table(found.with_name("pyproject.toml")):
-            click.echo(f"devicelint: warning: {found} and [tool.devicelint] in {found.with_name('pyproject.toml')} "
-                       f"both configure devicelint; {found.name} wins and the table is ignored", err=True)
+        if (
+            found is not None
+            and found.name == "devicelint.toml"
+            and has_devicelint_table(found.with_name("pyproject.toml"))
+        ):
+            click.echo(
+                f"devicelint: warning: {found} and [tool.devicelint] in {found.with_name('pyproject.toml')} "
+                f"both configure devicelint; {found.name} wins and the table is ignored",
+                err=True,
+            )
         return load_config(found) if found else Config()
     except ConfigError as err:
         fail(str(err))
-        raise AssertionError  # unreachable: fail() exits
+        raise AssertionError from err  # unreachable: fail() exits
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(readable=False))
-@click.option("--select", multiple=True, help="Rules to enable instead of the defaults: codes, prefixes (DL1), names, or ALL.")
+@click.option(
+    "--select", multiple=True, help="Rules to enable instead of the defaults: codes, prefixes (DL1), names, or ALL."
+)
 @click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection.")
 @click.option("--ignore", multiple=True, help="Rules to disable.")
-@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), help="Output format (default: text, or `output-format` in config).")
-@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file.")
+@click.option(
+    "--output-format",
+    type=click.Choice(OUTPUT_FORMATS),
+    help="Output format (default: text, or `output-format` in config).",
+)
+@click.option(
+    "-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to this file."
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-@click.option("--config", "config_file", multiple=True,
-              help="A config file to use instead of searching for one, or a KEY=VALUE override in TOML syntax (repeatable).")
-@click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="GLOB:CODES",
-              help="Rules to ignore in files matching GLOB, e.g. 'tests/*:DL501,DL502' (repeatable; added to the config's).")
-@click.option("--extend-exclude", "extend_exclude", multiple=True, metavar="GLOB", help="More paths to exclude (repeatable).")
-@click.option("--torch-version", "torch_version", metavar="VERSION", help="The project's torch version (as `torch-version` in config).")
+@click.option(
+    "--config",
+    "config_file",
+    multiple=True,
+    help="A config file to use instead of searching for one, or a KEY=VALUE override in TOML syntax (repeatable).",
+)
+@click.option(
+    "--per-file-ignores",
+    "per_file_ignores",
+    multiple=True,
+    metavar="GLOB:CODES",
+    help="Rules to ignore in files matching GLOB, e.g. 'tests/*:DL501,DL502' (repeatable; added to the config's).",
+)
+@click.option(
+    "--extend-exclude", "extend_exclude", multiple=True, metavar="GLOB", help="More paths to exclude (repeatable)."
+)
+@click.option(
+    "--torch-version",
+    "torch_version",
+    metavar="VERSION",
+    help="The project's torch version (as `torch-version` in config).",
+)
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--force-exclude", is_flag=True, help="Apply excludes to paths named on the command line too (pre-commit).")
+@click.option(
+    "--force-exclude", is_flag=True, help="Apply excludes to paths named on the command line too (pre-commit)."
+)
 @click.option("--stdin-filename", help="The name to report for source read from stdin (`-`).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
-@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
-              help="Colour text output: auto (a terminal, unless NO_COLOR is set or FORCE_COLOR asks for it), always, never.")
-@click.option("--show-source/--no-show-source", default=True, help="Show the offending line under each finding (text output).")
+@click.option(
+    "--color",
+    "color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    help="Colour text output: auto (a terminal, unless NO_COLOR is set or FORCE_COLOR asks for it), always, never.",
+)
+@click.option(
+    "--show-source/--no-show-source", default=True, help="Show the offending line under each finding (text output)."
+)
 @click.option("--statistics", is_flag=True, help="Show how many findings each rule produced.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes as well.")
 @click.option("--diff", is_flag=True, help="Show the fixes as a diff instead of writing them.")
-@click.option("--show-fixes", is_flag=True, help="List the fixes applied (with --diff: that would be) per file and rule.")
-@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding (adopting devicelint on old code), and exit.")
-@click.option("--fix-only", is_flag=True, help="Apply safe fixes (implies --fix) and report only what was fixed, not what remains.")
+@click.option(
+    "--show-fixes", is_flag=True, help="List the fixes applied (with --diff: that would be) per file and rule."
+)
+@click.option(
+    "--add-noqa",
+    is_flag=True,
+    help="Add `# noqa: CODE` to every line with a finding (adopting devicelint on old code), and exit.",
+)
+@click.option(
+    "--fix-only",
+    is_flag=True,
+    help="Apply safe fixes (implies --fix) and report only what was fixed, not what remains.",
+)
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any fix was applied, even if nothing remains.")
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, and exit.")
 @click.option("--show-settings", is_flag=True, help="Show the resolved settings and the file they came from, and exit.")
@@ -152,10 +208,22 @@ def rules_command(output_format: str) -> None:
 
     rules = rule_infos()
     if output_format == "json":
-        click.echo(json.dumps([
-            {"code": r.code, "name": r.name, "default": r.default_enabled, "severity": r.severity,
-             "fix": r.fix_availability, "summary": r.summary} for r in rules
-        ], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "code": r.code,
+                        "name": r.name,
+                        "default": r.default_enabled,
+                        "severity": r.severity,
+                        "fix": r.fix_availability,
+                        "summary": r.summary,
+                    }
+                    for r in rules
+                ],
+                indent=2,
+            )
+        )
         return
     width = max(len(r.name) for r in rules)
     click.echo(f"{'CODE':<6}  {'NAME':<{width}}  {'DEFAULT':<7}  {'FIX':<11}  SUMMARY")
@@ -163,7 +231,9 @@ def rules_command(output_format: str) -> None:
         fix = FIX_LABELS[r.fix_availability]
         click.echo(f"{r.code:<6}  {r.name:<{width}}  {'on' if r.default_enabled else 'off':<7}  {fix:<11}  {r.summary}")
     with_fix = [r for r in rules if r.fix_availability != "none"]
-    click.echo(f"\n{len(with_fix)} of {len(rules)} rules offer a fix: `--fix` applies safe ones, `--unsafe-fixes` the rest.")
+    click.echo(
+        f"\n{len(with_fix)} of {len(rules)} rules offer a fix: `--fix` applies safe ones, `--unsafe-fixes` the rest."
+    )
 
 
 @cli.command("rule")
@@ -187,8 +257,10 @@ def server_command() -> None:
         import lsprotocol  # noqa: F401
         import pygls  # noqa: F401
     except ImportError as err:
-        fail(f"the language server needs pygls and lsprotocol ({err.name} is missing): "
-             "install devicelint[server], e.g. `pip install 'devicelint[server]'`")
+        fail(
+            f"the language server needs pygls and lsprotocol ({err.name} is missing): "
+            "install devicelint[server], e.g. `pip install 'devicelint[server]'`"
+        )
     from devicelint.server.handlers import run_stdio
 
     run_stdio()
@@ -207,4 +279,3 @@ def clean_command(cache_dir: str | None) -> None:
 
 def main() -> None:
     cli(prog_name="devicelint")
-

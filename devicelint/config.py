@@ -19,8 +19,17 @@ OUTPUT_FORMATS = FORMATS  # the CLI offers these as --output-format's choices
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset(
-    _LIST_KEYS + ("per-file-ignores", "output-format", "torch-version", "cache-dir", "notebooks", "respect-gitignore",
-                  "max-file-seconds", "max-file-tokens")
+    _LIST_KEYS
+    + (
+        "per-file-ignores",
+        "output-format",
+        "torch-version",
+        "cache-dir",
+        "notebooks",
+        "respect-gitignore",
+        "max-file-seconds",
+        "max-file-tokens",
+    )
 )
 
 
@@ -131,7 +140,7 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
     torch_version = table.get("torch-version")
     if torch_version is not None:
         if not isinstance(torch_version, str):
-            raise fail("torch-version", "must be a string such as \"2.4\"")
+            raise fail("torch-version", 'must be a string such as "2.4"')
         try:
             validate_torch_version(torch_version)
         except SelectorError as err:
@@ -143,7 +152,9 @@ def _from_table(table: dict[str, Any], path: Path, prefix: str) -> Config:
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise fail("cache-dir", "must be a string")
     max_seconds = table.get("max-file-seconds")
-    if max_seconds is not None and (isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or max_seconds < 0):
+    if max_seconds is not None and (
+        isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or max_seconds < 0
+    ):
         raise fail("max-file-seconds", "must be a number of seconds, 0 for no limit")
     max_tokens = table.get("max-file-tokens")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):

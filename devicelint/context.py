@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Hashable, TypeVar, cast
+from typing import TypeVar, cast
 
 import libcst as cst
 

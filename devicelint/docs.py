@@ -16,7 +16,9 @@ RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 
 def rule_page(rule: type[Rule]) -> str:
     sections = rule.doc_sections()
-    fix = {"none": "no fix", "safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "safe or unsafe fix, by case"}[rule.fix_availability]
+    fix = {"none": "no fix", "safe": "safe fix", "unsafe": "unsafe fix", "sometimes": "safe or unsafe fix, by case"}[
+        rule.fix_availability
+    ]
     lines = [
         f"# {rule.code} {rule.name}",
         "",
@@ -91,8 +93,11 @@ def expected_pages() -> dict[str, str]:
 def stale_pages(folder: Path = RULES_DIR) -> list[str]:
     """Pages that are missing, different, or left over from a removed rule."""
     expected = expected_pages()
-    stale = [name for name, text in expected.items()
-             if not (folder / name).exists() or (folder / name).read_text(encoding="utf-8") != text]
+    stale = [
+        name
+        for name, text in expected.items()
+        if not (folder / name).exists() or (folder / name).read_text(encoding="utf-8") != text
+    ]
     stale += [p.name for p in folder.glob("*.md") if p.name not in expected]
     if not RULE_INDEX.exists() or RULE_INDEX.read_text(encoding="utf-8") != rule_index_module(all_rules()):
         stale.append("devicelint/rule_index.py")
@@ -112,8 +117,11 @@ def write_pages(folder: Path = RULES_DIR) -> None:
 
 def main(argv: list[str]) -> int:
     if argv and argv != ["--check"]:
-        print("usage: python -m devicelint.docs [--check]\n"
-              "  rewrite rules/ from the rule classes, or with --check exit 1 if it is stale", file=sys.stderr)
+        print(
+            "usage: python -m devicelint.docs [--check]\n"
+            "  rewrite rules/ from the rule classes, or with --check exit 1 if it is stale",
+            file=sys.stderr,
+        )
         return 0 if argv in (["-h"], ["--help"]) else 2
     if "--check" in argv:
         stale = stale_pages()

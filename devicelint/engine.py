@@ -7,8 +7,8 @@ import io
 import re
 import sys
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import libcst as cst
 from libcst._position import CodePosition
@@ -19,8 +19,8 @@ from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.noqa_check import UNUSED_NOQA, unused_noqa
 from devicelint.positions import node_ranges
-from devicelint.reparse import ParseCache
 from devicelint.registry import ReportedElsewhere, Rule, Violation
+from devicelint.reparse import ParseCache
 from devicelint.suppression import Suppressions
 
 # CPython's tokenizer refuses more than 200 nested brackets; LibCST's native parser would
@@ -94,7 +94,9 @@ def _decode(data: bytes | str, path: str) -> str | Finding:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         return error_finding(
-            path, line, column,
+            path,
+            line,
+            column,
             f"cannot decode the file as {err.encoding}: byte 0x{data[err.start]:02x} is invalid; "
             "save it as UTF-8 or declare its encoding with a `# -*- coding: ... -*-` line",
         )
@@ -114,9 +116,11 @@ def _too_large(text: str, limit: int) -> str | None:
     weight = token_weight(text)
     if weight <= limit:
         return None
-    return (f"the file is too large: {weight:,} tokens, over the limit of {limit:,} "
-            f"(parsing it would take about {weight * KIB_PER_TOKEN / 2**20:.1f} GiB; "
-            "set `max-file-tokens` to change the limit)")
+    return (
+        f"the file is too large: {weight:,} tokens, over the limit of {limit:,} "
+        f"(parsing it would take about {weight * KIB_PER_TOKEN / 2**20:.1f} GiB; "
+        "set `max-file-tokens` to change the limit)"
+    )
 
 
 def _too_deep(text: str, path: str) -> Finding | None:
@@ -146,9 +150,13 @@ def _too_deep(text: str, path: str) -> Finding | None:
         sys.setrecursionlimit(limit)
     operands, line = _longest_operator_chain(tree)
     if operands > MAX_OPERATOR_CHAIN:
-        return not_analysed_finding(path, (
-            f"line {line} chains {operands:,} operands with binary operators, over the limit of "
-            f"{MAX_OPERATOR_CHAIN:,} (the parser's time grows with the cube of such a chain)"))
+        return not_analysed_finding(
+            path,
+            (
+                f"line {line} chains {operands:,} operands with binary operators, over the limit of "
+                f"{MAX_OPERATOR_CHAIN:,} (the parser's time grows with the cube of such a chain)"
+            ),
+        )
     return None
 
 
@@ -237,7 +245,9 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
         return FileResult(path, (text,))
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
-        return FileResult(path, (error_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),))
+        return FileResult(
+            path, (error_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),)
+        )
     rules = wanted_rules(text, options.rules) if options.prefilter else list(options.rules)
     if not rules:
         # Nothing to run, but a file that does not parse is still a finding (DL000).
@@ -266,7 +276,9 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     if any(rule.code == UNUSED_NOQA for rule in options.rules):
         # Codes reported elsewhere (DL000, the runtime's DL6xx) never fire here: not judged.
         judged = {r.code for r in options.rules if not issubclass(r, ReportedElsewhere)} - _crashed(crashes)
-        findings = sorted([*findings, *unused_noqa(path, text, fired, judged, _known_codes())], key=lambda f: f.sort_key)
+        findings = sorted(
+            [*findings, *unused_noqa(path, text, fired, judged, _known_codes())], key=lambda f: f.sort_key
+        )
     if not findings:
         return FileResult(path, (), internal_errors=tuple(crashes))
     if crashes or options.fix_mode == "none" or not any(f.fix for f in findings):
@@ -336,13 +348,23 @@ def _to_findings(
                 if side == "before":
                     at_line, at_column = positions[anchor].start.line, positions[anchor].start.column
                 else:
-                    at_line, at_column, inserted = _after(positions[anchor].end, inserted, source_end, module.default_newline)
+                    at_line, at_column, inserted = _after(
+                        positions[anchor].end, inserted, source_end, module.default_newline
+                    )
                 edits.append(Edit(at_line, at_column + 1, at_line, at_column + 1, inserted))
             fix = Fix(violation.fix.description, violation.fix.safe, tuple(edits))
         finding = Finding(
-            path=path, line=line, column=column, end_line=where.end.line,
-            end_column=where.end.column + 1, code=rule.code, name=rule.name,
-            message=violation.message, severity=rule.severity, fix=fix, url=rule.url(),
+            path=path,
+            line=line,
+            column=column,
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            code=rule.code,
+            name=rule.name,
+            message=violation.message,
+            severity=rule.severity,
+            fix=fix,
+            url=rule.url(),
         )
         findings.setdefault((rule.code, line, column, violation.message), finding)
     return sorted(findings.values(), key=lambda f: f.sort_key), fired

@@ -4,16 +4,33 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import pathspec
 
 DEFAULT_EXCLUDES = (
-    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs", "*.egg-info",
-    "build", "dist", "__pycache__", "site-packages", "node_modules", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache", ".devicelint_cache", ".ipynb_checkpoints",
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "*.egg-info",
+    "build",
+    "dist",
+    "__pycache__",
+    "site-packages",
+    "node_modules",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".devicelint_cache",
+    ".ipynb_checkpoints",
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -72,7 +89,9 @@ class Excluder:
             ignore_file = folder / ".gitignore"
             try:
                 if ignore_file.is_file():
-                    spec = pathspec.GitIgnoreSpec.from_lines(ignore_file.read_text(encoding="utf-8", errors="replace").splitlines())
+                    spec = pathspec.GitIgnoreSpec.from_lines(
+                        ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                    )
             except OSError:
                 spec = None
             self._gitignores[folder] = spec
@@ -144,8 +163,12 @@ def discover(
 
 
 def _walk(
-    top: Path, excluder: Excluder, suffixes: tuple[str, ...], files: dict[Path, SourceFile],
-    unreadable: list[tuple[str, str]], cwd: Path,
+    top: Path,
+    excluder: Excluder,
+    suffixes: tuple[str, ...],
+    files: dict[Path, SourceFile],
+    unreadable: list[tuple[str, str]],
+    cwd: Path,
 ) -> None:
     stack = [top]
     while stack:

@@ -81,15 +81,28 @@ FILE_CODES = frozenset({SYNTAX_ERROR, NOT_ANALYSED})
 def error_finding(path: str, line: int, column: int, message: str) -> Finding:
     """A DL000 finding: the file could not be read, decoded or parsed."""
     return Finding(
-        path=path, line=max(line, 1), column=max(column, 1), end_line=max(line, 1),
-        end_column=max(column, 1) + 1, code=SYNTAX_ERROR, name=SYNTAX_ERROR_NAME,
-        message=message, url=f"{RULES_URL}{SYNTAX_ERROR}.md",
+        path=path,
+        line=max(line, 1),
+        column=max(column, 1),
+        end_line=max(line, 1),
+        end_column=max(column, 1) + 1,
+        code=SYNTAX_ERROR,
+        name=SYNTAX_ERROR_NAME,
+        message=message,
+        url=f"{RULES_URL}{SYNTAX_ERROR}.md",
     )
 
 
 def not_analysed_finding(path: str, reason: str) -> Finding:
     """A DL002 finding at the file's start: a valid file that was not analysed, and why."""
     return Finding(
-        path=path, line=1, column=1, end_line=1, end_column=2, code=NOT_ANALYSED, name=NOT_ANALYSED_NAME,
-        message=f"not analysed: {reason}", url=f"{RULES_URL}{NOT_ANALYSED}.md",
+        path=path,
+        line=1,
+        column=1,
+        end_line=1,
+        end_column=2,
+        code=NOT_ANALYSED,
+        name=NOT_ANALYSED_NAME,
+        message=f"not analysed: {reason}",
+        url=f"{RULES_URL}{NOT_ANALYSED}.md",
     )

@@ -6,7 +6,7 @@ its neighbour, with the file's own indent unit and line break; LibCST knows both
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Literal
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -86,7 +86,8 @@ def adding_lines(description: str, safe: bool, *insertions: Insertion) -> FixPro
 def keyword_argument(name: str, value: str) -> cst.Arg:
     """`name=value` as a call argument (`value` is source text)."""
     return cst.Arg(
-        keyword=cst.Name(name), value=cst.parse_expression(value),
+        keyword=cst.Name(name),
+        value=cst.parse_expression(value),
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
 
@@ -102,7 +103,9 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
     if _has_comment(last.whitespace_after_arg):
         return None
     previous = args[-2].comma if len(args) > 1 else None
-    between = _uncommented(previous.whitespace_after if isinstance(previous, cst.Comma) else call.whitespace_before_args)
+    between = _uncommented(
+        previous.whitespace_after if isinstance(previous, cst.Comma) else call.whitespace_before_args
+    )
     if not isinstance(between, cst.ParenthesizedWhitespace) and not isinstance(last.comma, cst.Comma):
         between = cst.SimpleWhitespace(" ")  # `f(a)` and `f(a, b)` become `f(a, x=1)`, `f(a, b, x=1)`
     if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument takes the closing layout
@@ -119,13 +122,16 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
     # `f(\n    a, b\n)`: the line break before `)` follows the last argument; it moves behind
     # the new one so the bracket keeps its own line.
     closing_break = last.whitespace_after_arg
-    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
+    args[-1] = last.with_changes(
+        comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace("")
+    )
     return call.with_changes(args=[*args, added.with_changes(whitespace_after_arg=closing_break)])
 
 
 def _has_comment(space: cst.BaseParenthesizableWhitespace) -> bool:
     return isinstance(space, cst.ParenthesizedWhitespace) and (
-        space.first_line.comment is not None or any(line.comment is not None for line in space.empty_lines))
+        space.first_line.comment is not None or any(line.comment is not None for line in space.empty_lines)
+    )
 
 
 def _uncommented(space: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:

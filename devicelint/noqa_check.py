@@ -32,8 +32,10 @@ def unused_noqa(path: str, text: str, fired: set[tuple[int, str]], judged: set[s
         line, start = token.start
         begin, end = start + match.start(), start + match.end()
         if malformed(token.string, match):
-            detail = (f"`{token.string[match.start():].strip()}` is not a noqa directive devicelint reads, so it "
-                      "silences nothing; write the codes: `# noqa: DL501`")
+            detail = (
+                f"`{token.string[match.start() :].strip()}` is not a noqa directive devicelint reads, so it "
+                "silences nothing; write the codes: `# noqa: DL501`"
+            )
             found.append(_finding(path, line, begin, end, detail, None, RULES_URL))
             continue
         codes = [c.strip().upper() for c in (match.group("codes") or "").split(",") if c.strip()]
@@ -56,5 +58,15 @@ def unused_noqa(path: str, text: str, fired: set[tuple[int, str]], judged: set[s
 
 
 def _finding(path: str, line: int, begin: int, end: int, detail: str, fix: Fix | None, url: str) -> Finding:
-    return Finding(path=path, line=line, column=begin + 1, end_line=line, end_column=end + 1, code=UNUSED_NOQA,
-                   name=UNUSED_NOQA_NAME, message=detail, fix=fix, url=f"{url}{UNUSED_NOQA}.md")
+    return Finding(
+        path=path,
+        line=line,
+        column=begin + 1,
+        end_line=line,
+        end_column=end + 1,
+        code=UNUSED_NOQA,
+        name=UNUSED_NOQA_NAME,
+        message=detail,
+        fix=fix,
+        url=f"{url}{UNUSED_NOQA}.md",
+    )

@@ -96,5 +96,12 @@ def _to_cell(finding: Finding, origin: list[CellLine]) -> Finding:
     end = origin[min(finding.end_line, len(origin)) - 1]
     end_line = end.line if end.cell == start.cell else start.line
     end_column = finding.end_column + end.indent if end.cell == start.cell else finding.end_column
-    return replace(finding, line=start.line, end_line=end_line, cell=start.cell, fix=None,
-                   column=finding.column + start.indent, end_column=end_column)
+    return replace(
+        finding,
+        line=start.line,
+        end_line=end_line,
+        cell=start.cell,
+        fix=None,
+        column=finding.column + start.indent,
+        end_column=end_column,
+    )

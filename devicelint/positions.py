@@ -10,8 +10,9 @@ soon as the last requested node has its range.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Iterable, cast
+from typing import cast
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
@@ -141,7 +142,11 @@ _PER_STATEMENT_FROM = 8
 
 
 def _generate(module: cst.Module, node: cst.CSTNode, ranges: _Ranges, line: int) -> None:
-    state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline, provider=ranges)  # type: ignore[arg-type]  # the state uses only provider._computed, which _Ranges has
+    state = _PositionState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        provider=ranges,  # type: ignore[arg-type]  # the state uses only provider._computed, which _Ranges has
+    )
     state.line = line
     try:
         node._codegen(state)
@@ -150,7 +155,12 @@ def _generate(module: cst.Module, node: cst.CSTNode, ranges: _Ranges, line: int)
 
 
 def _by_statement(
-    module: cst.Module, nodes: list[cst.CSTNode], index: NodeIndex, source: str, ranges: _Ranges, first_lines: list[int] | None
+    module: cst.Module,
+    nodes: list[cst.CSTNode],
+    index: NodeIndex,
+    source: str,
+    ranges: _Ranges,
+    first_lines: list[int] | None,
 ) -> bool:
     """Place the nodes statement by statement; False when that cannot be done (then the caller
     generates the whole module)."""

@@ -40,6 +40,8 @@ class Progress:
         else:
             self.bar.update(1)
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self.bar is not None:
             self.bar.__exit__(kind, error, trace)

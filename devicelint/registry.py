@@ -7,14 +7,47 @@ the layers above the rules (engine, runner, docs, commands)."""
 from __future__ import annotations
 
 from devicelint.rule_base import (
-    DOC_SECTIONS, FIX_LABELS, PROJECT_URL, REGISTRY, RULES_URL, FixAvailability, FixProposal, RegistryError,
-    ReportedElsewhere, Rule, RuleInfo, Severity, Violation, info_of, parse_doc_sections, register, registered,
+    DOC_SECTIONS,
+    FIX_LABELS,
+    PROJECT_URL,
+    REGISTRY,
+    RULES_URL,
+    FixAvailability,
+    FixProposal,
+    RegistryError,
+    ReportedElsewhere,
+    Rule,
+    RuleInfo,
+    Severity,
+    Violation,
+    info_of,
+    parse_doc_sections,
+    register,
+    registered,
 )
 
 __all__ = [
-    "DOC_SECTIONS", "FIX_LABELS", "PROJECT_URL", "REGISTRY", "RULES_URL", "FixAvailability", "FixProposal",
-    "RegistryError", "ReportedElsewhere", "Rule", "RuleInfo", "Severity", "Violation", "all_rules", "find_rule",
-    "info_of", "parse_doc_sections", "register", "registered", "rule_info", "rule_infos",
+    "DOC_SECTIONS",
+    "FIX_LABELS",
+    "PROJECT_URL",
+    "REGISTRY",
+    "RULES_URL",
+    "FixAvailability",
+    "FixProposal",
+    "RegistryError",
+    "ReportedElsewhere",
+    "Rule",
+    "RuleInfo",
+    "Severity",
+    "Violation",
+    "all_rules",
+    "find_rule",
+    "info_of",
+    "parse_doc_sections",
+    "register",
+    "registered",
+    "rule_info",
+    "rule_infos",
 ]
 
 

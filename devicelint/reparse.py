@@ -17,8 +17,9 @@ from __future__ import annotations
 import bisect
 import re
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import libcst as cst
 
@@ -107,7 +108,9 @@ def reparse(previous: ParsedText, text: str) -> ParsedText | None:
         body[0] = body[0].with_changes(leading_lines=[*parsed.header, *body[0].leading_lines])
     statements = [*module.body[:first], *body, *module.body[last + 1 :]]
     if to_end:
-        rebuilt = module.with_changes(body=statements, footer=parsed.footer, has_trailing_newline=parsed.has_trailing_newline)
+        rebuilt = module.with_changes(
+            body=statements, footer=parsed.footer, has_trailing_newline=parsed.has_trailing_newline
+        )
     else:
         rebuilt = module.with_changes(body=statements)
     starts = list(previous.starts[:first])
@@ -168,7 +171,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
         else:
             high = middle - 1
     return low
-
 
 
 def first_token_lines(parsed: ParsedText) -> list[int]:

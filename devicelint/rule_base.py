@@ -6,8 +6,9 @@ Looking rules up, which loads `devicelint.checks`, is `registry.py`, above the r
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 if TYPE_CHECKING:  # libcst is heavy; `devicelint --version` and `rules` should not import it
     import libcst as cst
@@ -77,9 +78,7 @@ class Rule:
         raise NotImplementedError
 
     @classmethod
-    def violation(
-        cls, node: cst.CSTNode, fix: FixProposal | None = None, **fields: Any
-    ) -> Violation:
+    def violation(cls, node: cst.CSTNode, fix: FixProposal | None = None, **fields: Any) -> Violation:
         return Violation(rule=cls, node=node, message=cls.message.format(**fields), fix=fix)
 
     @classmethod
@@ -172,5 +171,12 @@ class RuleInfo(NamedTuple):
 
 
 def info_of(rule: type[Rule]) -> RuleInfo:
-    return RuleInfo(rule.code, rule.name, rule.summary, rule.default_enabled, rule.severity,
-                    rule.fix_availability, rule.torch_versions)
+    return RuleInfo(
+        rule.code,
+        rule.name,
+        rule.summary,
+        rule.default_enabled,
+        rule.severity,
+        rule.fix_availability,
+        rule.torch_versions,
+    )

@@ -7,13 +7,14 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding, error_finding, not_analysed_finding
@@ -64,8 +65,11 @@ class TaskOptions:
     def seconds_for(self, size: int) -> float | None:
         if self.max_file_seconds == 0:
             return None
-        limit = self.max_file_seconds if self.max_file_seconds is not None else (
-            DEFAULT_SECONDS + SECONDS_PER_MB * size / 1_000_000)
+        limit = (
+            self.max_file_seconds
+            if self.max_file_seconds is not None
+            else (DEFAULT_SECONDS + SECONDS_PER_MB * size / 1_000_000)
+        )
         # With fixes the file is linted again after each round of edits.
         return limit * FIX_ROUND_ALLOWANCE if self.fix_mode != "none" else limit
 
@@ -194,8 +198,10 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
 
     all_rules()
     engine_options = EngineOptions(
-        rules=tuple(REGISTRY[c] for c in task.codes), torch_version=options.torch_version,
-        fix_mode=options.fix_mode, prefilter=options.prefilter,
+        rules=tuple(REGISTRY[c] for c in task.codes),
+        torch_version=options.torch_version,
+        fix_mode=options.fix_mode,
+        prefilter=options.prefilter,
         parse_cache=_parse_cache() if options.reuse_parses else None,
         **({} if options.max_file_tokens is None else {"max_file_tokens": options.max_file_tokens}),
     )
@@ -208,9 +214,17 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
     except FileTimeout:
         if _in_worker:
             _exit_soon()  # the stuck thread cannot be stopped; the pool replaces this worker
-        return FileResult(task.display, (not_analysed_finding(task.display, (
-            f"linting took longer than {seconds:g} s (set `max-file-seconds` to change the limit)")),),
-            timed_out=True, ends_worker=_in_worker)
+        return FileResult(
+            task.display,
+            (
+                not_analysed_finding(
+                    task.display,
+                    (f"linting took longer than {seconds:g} s (set `max-file-seconds` to change the limit)"),
+                ),
+            ),
+            timed_out=True,
+            ends_worker=_in_worker,
+        )
     except NotebookError as err:
         return FileResult(task.display, (error_finding(task.display, 1, 1, str(err)),))
     except MemoryError:
@@ -278,7 +292,9 @@ def _start_forkserver(context: BaseContext) -> None:
 
     shadowed = any(Path(name).exists() for name in ("devicelint", "devicelint.py"))
     if sys.version_info >= (3, 11) or not shadowed:
-        context.set_forkserver_preload(["devicelint.runner", "devicelint.engine", "devicelint.notebook", "devicelint.checks"])
+        context.set_forkserver_preload(
+            ["devicelint.runner", "devicelint.engine", "devicelint.notebook", "devicelint.checks"]
+        )
     saved = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
@@ -291,7 +307,10 @@ def _start_forkserver(context: BaseContext) -> None:
 
 
 def run_tasks(
-    tasks: Sequence[Task], options: TaskOptions, jobs: int, on_done: Callable[[], None] | None = None,
+    tasks: Sequence[Task],
+    options: TaskOptions,
+    jobs: int,
+    on_done: Callable[[], None] | None = None,
     on_result: Callable[[FileResult], None] | None = None,
 ) -> RunOutcome:
     """Lint every task; the result order never depends on `jobs`. `on_done` ticks per file;
@@ -324,7 +343,9 @@ def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
         outcome.internal_errors.extend(result.internal_errors)
 
 
-def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: Callable[[FileResult | str], None]) -> None:
+def _run_pool(
+    tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: Callable[[FileResult | str], None]
+) -> None:
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
@@ -340,8 +361,13 @@ def _run_pool(tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: C
             return
 
 
-def _pool_round(context: BaseContext, jobs: int, pending: dict[str, Task], options: TaskOptions,
-                collect: Callable[[FileResult | str], None]) -> bool:
+def _pool_round(
+    context: BaseContext,
+    jobs: int,
+    pending: dict[str, Task],
+    options: TaskOptions,
+    collect: Callable[[FileResult | str], None],
+) -> bool:
     """Lint `pending` (removing each file done) until done or the pool breaks; whether a worker
     announced its exit in this round (a file over the time limit, memory over the mark): its
     exit breaks the pool, and a new round goes on with what is left."""

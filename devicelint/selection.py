@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -28,7 +28,9 @@ def resolve_selector(selector: str) -> set[str]:
     by_name = {r.code for r in rules if r.name == text.lower()}
     if by_name:
         return by_name
-    raise SelectorError(f"unknown rule selector {selector!r} (use a code such as DL101, a prefix such as DL1, a rule name, or ALL)")
+    raise SelectorError(
+        f"unknown rule selector {selector!r} (use a code such as DL101, a prefix such as DL1, a rule name, or ALL)"
+    )
 
 
 def resolve_all(selectors: Iterable[str]) -> set[str]:
@@ -67,7 +69,7 @@ def validate_torch_version(text: str) -> str:
     try:
         Version(text)
     except InvalidVersion as err:
-        raise SelectorError(f"torch-version {text!r} is not a version such as \"2.4\"") from err
+        raise SelectorError(f'torch-version {text!r} is not a version such as "2.4"') from err
     return text
 
 

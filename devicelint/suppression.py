@@ -16,7 +16,7 @@ _FILE_NOQA = re.compile(
 
 def malformed(text: str, match: re.Match[str]) -> bool:
     """`# noqa: any text`: a colon without codes. It silences nothing (DL001 reports it)."""
-    return match.group("codes") is None and text[match.end():].lstrip().startswith(":")
+    return match.group("codes") is None and text[match.end() :].lstrip().startswith(":")
 
 
 def _codes(text: str | None) -> frozenset[str] | None:

@@ -27,11 +27,9 @@ def matches(expected: set[tuple[int, str, int | None]], findings) -> tuple[set, 
     """(missing markers, unexpected findings), comparing columns only where a marker gives one."""
     found = {(f.line, f.code, f.column) for f in findings}
     missing = {
-        e for e in expected
-        if not any(f[0] == e[0] and f[1] == e[1] and (e[2] is None or f[2] == e[2]) for f in found)
+        e for e in expected if not any(f[0] == e[0] and f[1] == e[1] and (e[2] is None or f[2] == e[2]) for f in found)
     }
     unexpected = {
-        f for f in found
-        if not any(e[0] == f[0] and e[1] == f[1] and (e[2] is None or e[2] == f[2]) for e in expected)
+        f for f in found if not any(e[0] == f[0] and e[1] == f[1] and (e[2] is None or e[2] == f[2]) for e in expected)
     }
     return missing, unexpected

@@ -41,8 +41,11 @@ def _comments(paths: list[Path]) -> dict[str, str]:
 
 def _found(bad: Path) -> bool:
     code, lines = _expectation(bad)
-    return any((code.startswith("NEW") or f.code == code) and f.line <= line <= max(f.end_line, f.line)
-               for f in _findings(bad) for line in lines)
+    return any(
+        (code.startswith("NEW") or f.code == code) and f.line <= line <= max(f.end_line, f.line)
+        for f in _findings(bad)
+        for line in lines
+    )
 
 
 def main(notes: list[str]) -> None:

@@ -23,14 +23,14 @@ from devicelint.cli import cli
 
 DL501_MESSAGE = (
     "`torch.load(...)` has no `map_location`: a checkpoint saved on a GPU fails on a CPU-only "
-    "machine or lands on the saving GPU; pass `map_location=device` (or \"cpu\")"
+    'machine or lands on the saving GPU; pass `map_location=device` (or "cpu")'
 )
 DL502_MESSAGE = (
-    "`x.device == torch.device(\"cuda\")` is always False: `torch.device(\"cuda\")` has no index "
-    "and devices on a GPU are `cuda:0`, `cuda:1`...; compare `x.device.type == \"cuda\"` instead"
+    '`x.device == torch.device("cuda")` is always False: `torch.device("cuda")` has no index '
+    'and devices on a GPU are `cuda:0`, `cuda:1`...; compare `x.device.type == "cuda"` instead'
 )
 # DL501 on line 5 (unsafe fix), DL502 on line 6 (safe fix).
-BUGGY = '''import torch
+BUGGY = """import torch
 
 
 def restore(p, x):
@@ -38,8 +38,8 @@ def restore(p, x):
     if x.device == torch.device("cuda"):
         return state
     return None
-'''
-CLEAN = '''import torch
+"""
+CLEAN = """import torch
 
 
 def restore(p, x):
@@ -47,7 +47,7 @@ def restore(p, x):
     if x.device.type == "cuda":
         return state
     return None
-'''
+"""
 LOAD_ONLY = "import torch\nstate = torch.load(p)\n"
 
 
@@ -148,7 +148,7 @@ def test_text_output_exact(project: Path) -> None:
         f"buggy.py:5:13: DL501 {DL501_MESSAGE}\n"
         "  5 |     state = torch.load(p)\n"
         "    |             ^^^^^^^^^^^^^\n"
-        "  = unsafe fix available: Add `map_location=\"cpu\"`\n"
+        '  = unsafe fix available: Add `map_location="cpu"`\n'
         "Found 1 problem in 1 file. 1 fixable with `--fix --unsafe-fixes`.\n"
     )
     assert result.exit_code == 1
@@ -166,11 +166,11 @@ def test_clean_run_says_all_clear(project: Path) -> None:
 def test_no_show_source(project: Path) -> None:
     shown = invoke("check", "--no-cache", "--show-source", "--select", "DL502", "buggy.py")
     hidden = invoke("check", "--no-cache", "--no-show-source", "--select", "DL502", "buggy.py")
-    assert "  6 |     if x.device == torch.device(\"cuda\"):\n" in shown.stdout
+    assert '  6 |     if x.device == torch.device("cuda"):\n' in shown.stdout
     assert "    |        " + "^" * len('x.device == torch.device("cuda")') + "\n" in shown.stdout
     assert hidden.stdout == (
         f"buggy.py:6:8: DL502 {DL502_MESSAGE}\n"
-        "  = fix available: Compare `x.device.type == \"cuda\"`\n"
+        '  = fix available: Compare `x.device.type == "cuda"`\n'
         "Found 1 problem in 1 file. 1 fixable with `--fix`.\n"
     )
 
@@ -185,8 +185,7 @@ def test_machine_formats_have_no_summary(project: Path, fmt: str) -> None:
 def test_github_format(project: Path) -> None:
     result = invoke("check", "--no-cache", "--output-format", "github", "--select", "DL501", "buggy.py")
     assert result.stdout == (
-        "::error file=buggy.py,line=5,col=13,endLine=5,endColumn=26,title=DL501::DL501 "
-        f"{DL501_MESSAGE}\n"
+        f"::error file=buggy.py,line=5,col=13,endLine=5,endColumn=26,title=DL501::DL501 {DL501_MESSAGE}\n"
     )
 
 
@@ -213,7 +212,9 @@ def test_output_file(project: Path, flag: str) -> None:
     text = invoke("check", "--no-cache", "-o", "report.txt", "buggy.py")
     assert text.stdout == ""
     written = (project / "report.txt").read_text()
-    assert written.startswith("buggy.py:5:13: DL501 ") and written.endswith("Found 2 problems in 1 file. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n")
+    assert written.startswith("buggy.py:5:13: DL501 ") and written.endswith(
+        "Found 2 problems in 1 file. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n"
+    )
     assert "\x1b[" not in written
 
 
@@ -277,8 +278,12 @@ def test_a_crashing_rule_is_exit_3_and_keeps_the_other_rules_findings(
     for _ in range(2):  # a file a rule failed on is not cached as if it were fine
         result = invoke("check", cache, "-j", "1", "--output-format", "json", "buggy.py", "second.py")
         assert result.exit_code == 3
-        assert result.stderr.count("devicelint: internal error: DL501 crashed on buggy.py: RuntimeError: boom. "
-                                   "This is a bug in devicelint") == 1
+        assert (
+            result.stderr.count(
+                "devicelint: internal error: DL501 crashed on buggy.py: RuntimeError: boom. This is a bug in devicelint"
+            )
+            == 1
+        )
         assert "DL501 crashed on second.py" in result.stderr
         assert "Traceback" not in result.stderr + result.stdout
         # DL502 still reports both files; nothing is blamed on the files as a syntax error.
@@ -304,7 +309,7 @@ def test_isolated_ignores_config(project: Path) -> None:
     assert invoke("check", "--no-cache", "buggy.py").exit_code == 0
     result = invoke("check", "--no-cache", "--isolated", "--output-format", "json", "buggy.py")
     assert [c for _, _, c in codes_of(result.stdout)] == ["DL501", "DL502"]
-    (project / "pyproject.toml").write_text('[tool.devicelint]\nbogus = 1\n')
+    (project / "pyproject.toml").write_text("[tool.devicelint]\nbogus = 1\n")
     assert invoke("check", "--no-cache", "buggy.py").exit_code == 2
     assert invoke("check", "--no-cache", "--isolated", "buggy.py").exit_code == 1
 
@@ -396,7 +401,9 @@ def test_jobs_subprocess(project: Path) -> None:
     two = run("--no-cache", "--jobs", "2", ".", cwd=project)
     assert one.returncode == two.returncode == 1
     assert one.stdout == two.stdout
-    assert one.stdout.endswith("Found 27 problems in 14 files. 7 fixable with `--fix` (19 more with `--unsafe-fixes`).\n")
+    assert one.stdout.endswith(
+        "Found 27 problems in 14 files. 7 fixable with `--fix` (19 more with `--unsafe-fixes`).\n"
+    )
 
 
 def test_jobs_must_be_positive(project: Path) -> None:
@@ -435,7 +442,9 @@ def test_show_fixes_lists_what_was_fixed(project: Path) -> None:
     assert (project / "buggy.py").read_text() == BUGGY
     done = invoke("check", "--no-cache", "--fix", "--show-fixes", "buggy.py")
     assert "Fixed 1 problem:\n- buggy.py:\n    1 × DL502 (device-compared-to-string-or-bare-type)\n" in done.stdout
-    assert done.stdout.endswith("Fixed 1 problem. Found 1 remaining problem in 1 file. 1 fixable with `--fix --unsafe-fixes`.\n")
+    assert done.stdout.endswith(
+        "Fixed 1 problem. Found 1 remaining problem in 1 file. 1 fixable with `--fix --unsafe-fixes`.\n"
+    )
     again = invoke("check", "--no-cache", "--fix", "--show-fixes", "--output-format", "json", "buggy.py")
     assert json.loads(again.stdout)[0]["code"] == "DL501"  # the listing goes to stderr with JSON
     assert "No problems fixed.\n" in again.stderr
@@ -461,18 +470,21 @@ def test_diff_does_not_write(project: Path) -> None:
 
 
 def test_fix_keeps_encoding_and_bom(project: Path) -> None:
-    latin = ('# -*- coding: latin-1 -*-\nimport torch\nname = "café"\nstate = torch.load(p)\n')
+    latin = '# -*- coding: latin-1 -*-\nimport torch\nname = "café"\nstate = torch.load(p)\n'
     (project / "latin.py").write_bytes(latin.encode("latin-1"))
     (project / "bom.py").write_bytes(b"\xef\xbb\xbf" + LOAD_ONLY.encode())
     (project / "crlf.py").write_bytes(LOAD_ONLY.replace("\n", "\r\n").encode())
     result = invoke("check", "--no-cache", "--fix", "--unsafe-fixes", "latin.py", "bom.py", "crlf.py")
     assert result.exit_code == 0, result.stdout
     assert (project / "latin.py").read_bytes() == latin.replace(
-        "torch.load(p)", 'torch.load(p, map_location="cpu")').encode("latin-1")
+        "torch.load(p)", 'torch.load(p, map_location="cpu")'
+    ).encode("latin-1")
     assert (project / "bom.py").read_bytes() == b"\xef\xbb\xbf" + LOAD_ONLY.replace(
-        "torch.load(p)", 'torch.load(p, map_location="cpu")').encode()
+        "torch.load(p)", 'torch.load(p, map_location="cpu")'
+    ).encode()
     assert (project / "crlf.py").read_bytes() == LOAD_ONLY.replace(
-        "torch.load(p)", 'torch.load(p, map_location="cpu")').replace("\n", "\r\n").encode()
+        "torch.load(p)", 'torch.load(p, map_location="cpu")'
+    ).replace("\n", "\r\n").encode()
 
 
 @pytest.mark.skipif(os.name != "posix", reason="file modes")
@@ -577,8 +589,14 @@ def test_rule_reference(key: str) -> None:
     assert result.exit_code == 0
     assert result.stdout == rule_page(TorchLoadWithoutMapLocation)
     assert result.stdout.startswith("# DL501 torch-load-without-map-location\n")
-    for section in ("## What it does", "## Why it is a bug on a GPU", "## Example", "## Use instead",
-                    "## Fix safety", "## Known limits"):
+    for section in (
+        "## What it does",
+        "## Why it is a bug on a GPU",
+        "## Example",
+        "## Use instead",
+        "## Fix safety",
+        "## Known limits",
+    ):
         assert section in result.stdout
 
 
@@ -611,7 +629,8 @@ def test_stdin_diff_and_bad_bytes(project: Path) -> None:
     diff = invoke("check", "--no-cache", "--diff", "--unsafe-fixes", "--stdin-filename", "s.py", "-", input=LOAD_ONLY)
     assert diff.stdout.startswith(
         "--- a/s.py\n+++ b/s.py\n@@ -1,2 +1,2 @@\n import torch\n-state = torch.load(p)\n"
-        "+state = torch.load(p, map_location=\"cpu\")\n")
+        '+state = torch.load(p, map_location="cpu")\n'
+    )
     assert diff.exit_code == 1
     latin = invoke("check", "--no-cache", "--no-show-source", "-", input=b"x = 'caf\xe9'\n")
     assert latin.stdout.startswith("-:1:9: DL000 cannot decode the file as utf-8: byte 0xe9 is invalid;")
@@ -624,7 +643,8 @@ def test_fix_after_a_form_feed_line(project: Path) -> None:
     result = invoke("check", "--no-cache", "--fix", "--unsafe-fixes", "ff.py")
     assert result.exit_code == 0, result.stdout
     assert (project / "ff.py").read_text() == source.replace("load(p)", 'load(p, map_location="cpu")').replace(
-        "load(q)", 'load(q, map_location="cpu")')
+        "load(q)", 'load(q, map_location="cpu")'
+    )
 
 
 def test_source_line_is_read_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

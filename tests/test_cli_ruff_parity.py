@@ -9,11 +9,11 @@ from xml.etree import ElementTree
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES
+
 from devicelint.cli import cli
 
-BUGGY = "import torch\n\n\ndef restore(p, x):\n    state = torch.load(p)\n    if x.device == torch.device(\"cuda\"):\n        return state\n"
+BUGGY = 'import torch\n\n\ndef restore(p, x):\n    state = torch.load(p)\n    if x.device == torch.device("cuda"):\n        return state\n'
 
 
 @pytest.fixture
@@ -48,7 +48,9 @@ def test_fix_only_reports_what_was_fixed_and_exit_non_zero_on_fix(project: Path)
     (project / "buggy.py").write_text(BUGGY)
     again = invoke("check", "--no-cache", "--fix", "--exit-non-zero-on-fix", "--select", "DL502", "buggy.py")
     assert again.exit_code == 1 and again.stdout.endswith("Fixed 1 problem. All clear: 1 file checked.\n")
-    assert invoke("check", "--no-cache", "--fix", "--exit-non-zero-on-fix", "--select", "DL502", "buggy.py").exit_code == 0
+    assert (
+        invoke("check", "--no-cache", "--fix", "--exit-non-zero-on-fix", "--select", "DL502", "buggy.py").exit_code == 0
+    )
 
 
 def test_colour_follows_the_option_then_no_color_and_force_color(project: Path) -> None:
@@ -85,7 +87,9 @@ def test_both_config_files_warn_and_say_which_wins(project: Path) -> None:
 
 
 def test_github_output_points_notebook_findings_at_the_notebook() -> None:
-    result = invoke("check", "--no-cache", "--output-format", "github", str(FIXTURES / "notebooks" / "bad_resume.ipynb"))
+    result = invoke(
+        "check", "--no-cache", "--output-format", "github", str(FIXTURES / "notebooks" / "bad_resume.ipynb")
+    )
     first = result.stdout.splitlines()[0]
     assert ",line=1,col=1,title=DL501::DL501 cell 4, line 1:9: `torch.load(...)`" in first
 
@@ -95,47 +99,54 @@ def test_ci_formats(project: Path) -> None:
         return invoke("check", "--no-cache", "--output-format", fmt, "buggy.py").stdout
 
     lines = [json.loads(line) for line in output("json-lines").splitlines()]
-    assert output("concise") == "".join(f"buggy.py:{r['line']}:{r['column']}: {r['code']} {r['message']}\n" for r in lines) + (
-        "Found 2 problems in 1 file. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n")
+    assert output("concise") == "".join(
+        f"buggy.py:{r['line']}:{r['column']}: {r['code']} {r['message']}\n" for r in lines
+    ) + ("Found 2 problems in 1 file. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n")
     assert [(r["line"], r["code"]) for r in lines] == [(5, "DL501"), (6, "DL502")]
     assert lines == json.loads(output("json"))
-    assert [line.split(" ", 2)[:2] for line in output("pylint").splitlines()] == [["buggy.py:5:", "[DL501]"], ["buggy.py:6:", "[DL502]"]]
+    assert [line.split(" ", 2)[:2] for line in output("pylint").splitlines()] == [
+        ["buggy.py:5:", "[DL501]"],
+        ["buggy.py:6:", "[DL502]"],
+    ]
     assert "  5 |     state = torch.load(p)" in output("full")
     suites = ElementTree.fromstring(output("junit"))
     assert (suites.tag, suites.get("tests"), suites.get("failures")) == ("testsuites", "2", "2")
     cases = suites.findall("./testsuite/testcase")
     assert [(c.get("classname"), c.get("line"), c.find("failure").get("type")) for c in cases] == [
-        ("buggy.py", "5", "DL501"), ("buggy.py", "6", "DL502")]
+        ("buggy.py", "5", "DL501"),
+        ("buggy.py", "6", "DL502"),
+    ]
     quality = json.loads(output("gitlab"))
     assert [set(q) for q in quality] == [{"description", "check_name", "fingerprint", "severity", "location"}] * 2
     assert [(q["check_name"], q["severity"], q["location"]) for q in quality] == [
         ("DL501", "major", {"path": "buggy.py", "lines": {"begin": 5, "end": 5}}),
-        ("DL502", "major", {"path": "buggy.py", "lines": {"begin": 6, "end": 6}})]
+        ("DL502", "major", {"path": "buggy.py", "lines": {"begin": 6, "end": 6}}),
+    ]
     assert len({q["fingerprint"] for q in quality}) == 2
     assert json.loads(output("gitlab")) == quality  # fingerprints are stable across runs
 
 
 def test_add_noqa_marks_every_finding_once_and_the_run_is_then_clean(project: Path) -> None:
-    (project / "legacy.py").write_bytes((
-        "import torch\n"
-        "state = torch.load(p)\r\n"
-        "other = torch.load(q)  # noqa: E501\n"
-        "third = torch.load(r)  # keep\n"
-        'msg = """\n%s""" % torch.load(s)\n'
-        "x = 1 + \\\n    torch.load(t)\n"
-        "blanket = torch.load(u)  # noqa\n"
-    ).encode())
+    (project / "legacy.py").write_bytes(
+        b"import torch\n"
+        b"state = torch.load(p)\r\n"
+        b"other = torch.load(q)  # noqa: E501\n"
+        b"third = torch.load(r)  # keep\n"
+        b'msg = """\n%s""" % torch.load(s)\n'
+        b"x = 1 + \\\n    torch.load(t)\n"
+        b"blanket = torch.load(u)  # noqa\n"
+    )
     first = invoke("check", "--no-cache", "--add-noqa", "legacy.py")
     assert (first.exit_code, first.stdout) == (0, "Added 5 noqa directives.\n")
     assert (project / "legacy.py").read_bytes() == (
-        "import torch\n"
-        "state = torch.load(p)  # noqa: DL501\r\n"
-        "other = torch.load(q)  # noqa: DL501, E501\n"
-        "third = torch.load(r)  # keep  # noqa: DL501\n"
-        'msg = """\n%s""" % torch.load(s)  # noqa: DL501\n'
-        "x = 1 + \\\n    torch.load(t)  # noqa: DL501\n"
-        "blanket = torch.load(u)  # noqa\n"
-    ).encode()
+        b"import torch\n"
+        b"state = torch.load(p)  # noqa: DL501\r\n"
+        b"other = torch.load(q)  # noqa: DL501, E501\n"
+        b"third = torch.load(r)  # keep  # noqa: DL501\n"
+        b'msg = """\n%s""" % torch.load(s)  # noqa: DL501\n'
+        b"x = 1 + \\\n    torch.load(t)  # noqa: DL501\n"
+        b"blanket = torch.load(u)  # noqa\n"
+    )
     assert invoke("check", "--no-cache", "legacy.py").stdout == "All clear: 1 file checked.\n"
     assert invoke("check", "--no-cache", "--add-noqa", "legacy.py").stdout == "Added 0 noqa directives.\n"
 
@@ -168,8 +179,9 @@ def test_each_file_takes_the_nearest_config_above_it(tmp_path: Path, monkeypatch
     (tmp_path / "other").mkdir()
     for path in (project / "a.py", project / "skip" / "b.py", tmp_path / "other" / "c.py"):
         path.write_text(BUGGY)
-    (project / "pyproject.toml").write_text('[tool.devicelint]\nignore = ["DL502"]\nextend-exclude = ["skip/"]\n'
-                                            'per-file-ignores = { "a.py" = ["DL000"] }\n')
+    (project / "pyproject.toml").write_text(
+        '[tool.devicelint]\nignore = ["DL502"]\nextend-exclude = ["skip/"]\nper-file-ignores = { "a.py" = ["DL000"] }\n'
+    )
     monkeypatch.chdir(tmp_path)
 
     def codes(*args: str) -> list[tuple[str, str]]:
@@ -193,6 +205,9 @@ def test_show_settings_shows_the_settings_of_the_file_named(tmp_path: Path, monk
     (project / "devicelint.toml").write_text('ignore = ["DL502"]\n')
     monkeypatch.chdir(tmp_path)
     inner = invoke("check", "--show-settings", "proj/a.py").stdout
-    assert f"config file        {project / 'devicelint.toml'}\n" in inner and "DL502" not in inner.split("rules", 1)[1].splitlines()[0]
+    assert (
+        f"config file        {project / 'devicelint.toml'}\n" in inner
+        and "DL502" not in inner.split("rules", 1)[1].splitlines()[0]
+    )
     outer = invoke("check", "--show-settings", "b.py").stdout
     assert "config file        (defaults: no config file found)\n" in outer

@@ -90,8 +90,13 @@ def test_empty_table_is_the_defaults(tmp_path: Path) -> None:
 def test_config_subprocess(tmp_path: Path) -> None:
     write(tmp_path / "pyproject.toml", '[tool.devicelint]\noutput-format = "json"\nignore = ["DL502"]\n')
     write(tmp_path / "pkg" / "a.py")
-    done = subprocess.run([sys.executable, "-m", "devicelint", "--no-cache"], cwd=tmp_path / "pkg",
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--no-cache"],
+        cwd=tmp_path / "pkg",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert [(f["path"], f["line"], f["code"]) for f in json.loads(done.stdout)] == [("a.py", 2, "DL501")]
 
@@ -103,23 +108,31 @@ def test_config_subprocess(tmp_path: Path) -> None:
     ("body", "needle"),
     [
         ("bogus = 1\n", "`tool.devicelint.bogus` is not a devicelint setting"),
-        ("selct = [\"DL501\"]\n", "`tool.devicelint.selct` is not a devicelint setting"),
-        ("ignore = [\"DL999\"]\n", "`tool.devicelint.ignore` has an unknown rule selector 'DL999'"),
-        ("select = [\"nope\"]\n", "`tool.devicelint.select` has an unknown rule selector 'nope'"),
-        ("extend-select = [\"DL9\"]\n", "`tool.devicelint.extend-select` has an unknown rule selector 'DL9'"),
-        ("select = \"DL501\"\n", "`tool.devicelint.select` must be a list of strings"),
+        ('selct = ["DL501"]\n', "`tool.devicelint.selct` is not a devicelint setting"),
+        ('ignore = ["DL999"]\n', "`tool.devicelint.ignore` has an unknown rule selector 'DL999'"),
+        ('select = ["nope"]\n', "`tool.devicelint.select` has an unknown rule selector 'nope'"),
+        ('extend-select = ["DL9"]\n', "`tool.devicelint.extend-select` has an unknown rule selector 'DL9'"),
+        ('select = "DL501"\n', "`tool.devicelint.select` must be a list of strings"),
         ("exclude = [1]\n", "`tool.devicelint.exclude` must be a list of strings"),
-        ("output-format = \"xml\"\n", "`tool.devicelint.output-format` must be one of text, concise, full, json, json-lines, sarif, github, gitlab, junit, pylint"),
-        ("torch-version = \"two\"\n", "`tool.devicelint.torch-version`"),
+        (
+            'output-format = "xml"\n',
+            "`tool.devicelint.output-format` must be one of text, concise, full, json, json-lines, sarif, github, gitlab, junit, pylint",
+        ),
+        ('torch-version = "two"\n', "`tool.devicelint.torch-version`"),
         ("torch-version = 2.4\n", "`tool.devicelint.torch-version` must be a string"),
-        ("[tool.devicelint.per-file-ignores]\n\"a.py\" = [\"DL999\"]\n",
-         "`tool.devicelint.per-file-ignores.a.py` has an unknown rule selector 'DL999'"),
+        (
+            '[tool.devicelint.per-file-ignores]\n"a.py" = ["DL999"]\n',
+            "`tool.devicelint.per-file-ignores.a.py` has an unknown rule selector 'DL999'",
+        ),
         ("per-file-ignores = 3\n", "`tool.devicelint.per-file-ignores` must be a table"),
-        ("respect-gitignore = \"yes\"\n", "`tool.devicelint.respect-gitignore` must be true or false"),
+        ('respect-gitignore = "yes"\n', "`tool.devicelint.respect-gitignore` must be true or false"),
         ("max-file-seconds = -1\n", "`tool.devicelint.max-file-seconds` must be a number of seconds, 0 for no limit"),
-        ("max-file-seconds = \"10\"\n", "`tool.devicelint.max-file-seconds` must be a number of seconds"),
+        ('max-file-seconds = "10"\n', "`tool.devicelint.max-file-seconds` must be a number of seconds"),
         ("max-file-seconds = true\n", "`tool.devicelint.max-file-seconds` must be a number of seconds"),
-        ("max-file-tokens = 1.5\n", "`tool.devicelint.max-file-tokens` must be a whole number of tokens, 0 for no limit"),
+        (
+            "max-file-tokens = 1.5\n",
+            "`tool.devicelint.max-file-tokens` must be a whole number of tokens, 0 for no limit",
+        ),
         ("max-file-tokens = -1\n", "`tool.devicelint.max-file-tokens` must be a whole number of tokens"),
         ("max-file-tokens = true\n", "`tool.devicelint.max-file-tokens` must be a whole number of tokens"),
     ],
@@ -147,8 +160,12 @@ def test_unknown_key_in_devicelint_toml_names_key_and_file(tmp_path: Path) -> No
 def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     config = write(tmp_path / "devicelint.toml", "select = [\n")
     write(tmp_path / "a.py")
-    done = subprocess.run([sys.executable, "-m", "devicelint", "--config", str(config), str(tmp_path / "a.py")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--config", str(config), str(tmp_path / "a.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert f"devicelint: error: {config}: not valid TOML" in done.stderr
     assert "Traceback" not in done.stderr
@@ -157,8 +174,9 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
 def test_config_error_subprocess_names_key_and_file(tmp_path: Path) -> None:
     write(tmp_path / "pyproject.toml", '[tool.devicelint]\nselect = ["DL501"]\nunknown-thing = true\n')
     write(tmp_path / "a.py")
-    done = subprocess.run([sys.executable, "-m", "devicelint", "a.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "a.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2
     assert "pyproject.toml: `tool.devicelint.unknown-thing` is not a devicelint setting" in done.stderr
     assert "Traceback" not in done.stderr
@@ -179,12 +197,15 @@ def test_torch_version_filters_rules() -> None:
 
 
 def test_per_file_ignores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write(tmp_path / "pyproject.toml", (
-        "[tool.devicelint.per-file-ignores]\n"
-        '"tests/*" = ["DL501"]\n'
-        '"legacy.py" = ["DL5"]\n'
-        '"scripts/**/*.py" = ["torch-load-without-map-location"]\n'
-    ))
+    write(
+        tmp_path / "pyproject.toml",
+        (
+            "[tool.devicelint.per-file-ignores]\n"
+            '"tests/*" = ["DL501"]\n'
+            '"legacy.py" = ["DL5"]\n'
+            '"scripts/**/*.py" = ["torch-load-without-map-location"]\n'
+        ),
+    )
     for name in ("tests/t.py", "legacy.py", "deep/legacy.py", "scripts/a/b/run.py", "src/m.py", "tests_x/m.py"):
         write(tmp_path / name)
     monkeypatch.chdir(tmp_path)
@@ -198,8 +219,19 @@ def test_per_file_ignores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_default_excludes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for folder in (".venv", "venv", "build", "dist", "__pycache__", "lib/site-packages", "node_modules",
-                   ".git", ".tox", "pkg.egg-info", "myenv"):
+    for folder in (
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "__pycache__",
+        "lib/site-packages",
+        "node_modules",
+        ".git",
+        ".tox",
+        "pkg.egg-info",
+        "myenv",
+    ):
         write(tmp_path / folder / "m.py")
     (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     write(tmp_path / "src" / "keep.py")
@@ -237,8 +269,14 @@ def test_gitignore_respected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.chdir(tmp_path)
     assert paths_found(".") == ["local.py", "pkg/keep_pb2.py", "pkg/main.py"]
     write(tmp_path / "devicelint.toml", "respect-gitignore = false\n")
-    assert paths_found(".") == ["generated/a.py", "local.py", "pkg/keep_pb2.py", "pkg/local.py",
-                                "pkg/main.py", "pkg/x_pb2.py"]
+    assert paths_found(".") == [
+        "generated/a.py",
+        "local.py",
+        "pkg/keep_pb2.py",
+        "pkg/local.py",
+        "pkg/main.py",
+        "pkg/x_pb2.py",
+    ]
 
 
 def test_gitignore_above_the_repository_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,8 +295,9 @@ def test_zero_files_is_a_clean_run_with_a_message(tmp_path: Path, monkeypatch: p
     assert result.exit_code == 0
     assert result.stderr == "devicelint: no Python files to lint.\n"
     assert result.stdout == "All clear: 0 files checked.\n"
-    done = subprocess.run([sys.executable, "-m", "devicelint", "--no-cache"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0
     assert "no Python files to lint" in done.stderr
 
@@ -282,7 +321,9 @@ def test_config_dataclass_defaults() -> None:
     assert config.path is None and config.notebooks and config.respect_gitignore
 
 
-def test_broken_pyproject_with_our_table_is_an_error_not_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broken_pyproject_with_our_table_is_an_error_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "devicelint.toml", 'ignore = ["DL501"]\n')
     inner = write(tmp_path / "inner" / "pyproject.toml", '[tool.devicelint]\nignore = ["DL501"\n')
     write(tmp_path / "inner" / "a.py")
@@ -304,7 +345,12 @@ def test_folder_named_on_purpose_is_linted_even_if_its_name_is_a_default_exclude
     (tmp_path / "site-packages" / "pkg" / "model.py").write_text(bug)
     (tmp_path / "site-packages" / "pkg" / "build" / "gen.py").write_text(bug)
     monkeypatch.chdir(tmp_path)
-    named = CliRunner().invoke(cli, ["check", "--no-cache", "--isolated", "--output-format", "json", "build", "site-packages/pkg"])
-    assert sorted(row["path"] for row in json.loads(named.stdout)) == ["build/lib/train.py", "site-packages/pkg/model.py"]
+    named = CliRunner().invoke(
+        cli, ["check", "--no-cache", "--isolated", "--output-format", "json", "build", "site-packages/pkg"]
+    )
+    assert sorted(row["path"] for row in json.loads(named.stdout)) == [
+        "build/lib/train.py",
+        "site-packages/pkg/model.py",
+    ]
     walked = CliRunner().invoke(cli, ["check", "--no-cache", "--isolated", "--output-format", "json", "."])
     assert json.loads(walked.stdout) == []

@@ -32,10 +32,16 @@ def test_module_override_without_return_and_the_assignment_that_gets_none() -> N
             return learner
     """)
     assert found == [
-        (9, "`Learner.to()` returns None, but `nn.Module.to()` returns the module, so `model = model.to(...)` and "
-            "`model.to(...).eval()` get None; end it with `return self`"),
-        (14, "`learner.to(device)` is None: `Learner.to()` has no `return`; return `self` from `Learner.to()`, "
-             "or call it as a statement"),
+        (
+            9,
+            "`Learner.to()` returns None, but `nn.Module.to()` returns the module, so `model = model.to(...)` and "
+            "`model.to(...).eval()` get None; end it with `return self`",
+        ),
+        (
+            14,
+            "`learner.to(device)` is None: `Learner.to()` has no `return`; return `self` from `Learner.to()`, "
+            "or call it as a statement",
+        ),
     ]
 
 
@@ -53,13 +59,17 @@ def test_plain_class_forgetting_one_tensor_is_reported_at_that_attribute() -> No
                 return self
     """)
     assert found == [
-        (7, "`self.returns` holds a tensor that `Rollout.cuda()` does not move (it moves `self.states`), so it "
-            "stays on the CPU; move `self.returns` in `cuda()` as well"),
+        (
+            7,
+            "`self.returns` holds a tensor that `Rollout.cuda()` does not move (it moves `self.states`), so it "
+            "stays on the CPU; move `self.returns` in `cuda()` as well",
+        ),
     ]
 
 
 def test_silent_when_the_override_returns_or_is_a_stub_or_moves_generically() -> None:
-    assert findings("""
+    assert (
+        findings("""
         import torch
         import torch.nn as nn
 
@@ -90,7 +100,9 @@ def test_silent_when_the_override_returns_or_is_a_stub_or_moves_generically() ->
             a = A().to(device)
             b = B(3).to(device)
             return a, b
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_plain_class_declaring_none_is_in_place_by_design_but_a_module_is_not() -> None:
@@ -116,10 +128,16 @@ def test_odd_code_does_not_crash() -> None:
         def f(*a, **k):
             return E().to(*a, **k), E.to
     """) == [
-        (3, "`E.to()` returns None, so the usual `obj = obj.to(...)` replaces the object with None; end it with "
-            "`return self` (or return the moved copy)"),
-        (6, "`E().to(*a, **k)` is None: `E.to()` has no `return`; return `self` from `E.to()`, or call it as a "
-            "statement"),
+        (
+            3,
+            "`E.to()` returns None, so the usual `obj = obj.to(...)` replaces the object with None; end it with "
+            "`return self` (or return the moved copy)",
+        ),
+        (
+            6,
+            "`E().to(*a, **k)` is None: `E.to()` has no `return`; return `self` from `E.to()`, or call it as a "
+            "statement",
+        ),
     ]
 
 
@@ -141,12 +159,24 @@ def test_override_returning_a_part_or_falling_off_its_end() -> None:
             return Agent().to(device), sampler
     """)
     assert found == [
-        (5, "`Agent.to()` returns `self.policy.to(device)`, not the object, so the usual `obj = obj.to(...)` "
-            "replaces the object with `self.policy.to(device)`; return `self` (or a moved copy of the object)"),
-        (8, "`Sampler.cuda()` returns None when it reaches its end, so the usual `obj = obj.cuda(...)` replaces "
-            "the object with None; end it with `return self` (or return the moved copy)"),
-        (14, "`Sampler().cuda(device)` may be None: `Sampler.cuda()` falls off its end without `return`; return "
-             "`self` from `Sampler.cuda()`, or call it as a statement"),
-        (15, "`Agent().to(device)` is `self.policy.to(device)`, not the object: `Agent.to()` returns that; return "
-             "`self` from `Agent.to()`, or call it as a statement"),
+        (
+            5,
+            "`Agent.to()` returns `self.policy.to(device)`, not the object, so the usual `obj = obj.to(...)` "
+            "replaces the object with `self.policy.to(device)`; return `self` (or a moved copy of the object)",
+        ),
+        (
+            8,
+            "`Sampler.cuda()` returns None when it reaches its end, so the usual `obj = obj.cuda(...)` replaces "
+            "the object with None; end it with `return self` (or return the moved copy)",
+        ),
+        (
+            14,
+            "`Sampler().cuda(device)` may be None: `Sampler.cuda()` falls off its end without `return`; return "
+            "`self` from `Sampler.cuda()`, or call it as a statement",
+        ),
+        (
+            15,
+            "`Agent().to(device)` is `self.policy.to(device)`, not the object: `Agent.to()` returns that; return "
+            "`self` from `Agent.to()`, or call it as a statement",
+        ),
     ]

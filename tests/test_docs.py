@@ -10,9 +10,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from conftest import FIXTURES, ROOT
+from fixture_markers import expected_findings, matches
+
 from devicelint.docs import expected_pages, rule_page, stale_pages, write_pages
 from devicelint.registry import all_rules
-from fixture_markers import expected_findings, matches
 
 
 def test_rule_pages_are_current() -> None:
@@ -33,8 +34,9 @@ def test_stale_pages_notices_every_kind_of_drift(tmp_path: Path) -> None:
 
 
 def test_docs_check_command_exit_status() -> None:
-    done = subprocess.run([sys.executable, "-m", "devicelint.docs", "--check"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint.docs", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -48,16 +50,35 @@ def test_rule_page_has_every_section() -> None:
     for rule in all_rules():
         page = rule_page(rule)
         assert page.startswith(f"# {rule.code} {rule.name}\n\n{rule.summary}\n")
-        for section in ("What it does", "Why it is a bug on a GPU", "Example", "Use instead", "Fix safety",
-                        "Known limits"):
+        for section in (
+            "What it does",
+            "Why it is a bug on a GPU",
+            "Example",
+            "Use instead",
+            "Fix safety",
+            "Known limits",
+        ):
             assert f"\n## {section}\n\n" in page, (rule.code, section)
 
 
 def test_cli_on_fixtures_reports_exactly_the_markers() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "devicelint", "--no-cache", "--isolated", "--select", "ALL", "--output-format", "json",
-         "fixtures/"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "devicelint",
+            "--no-cache",
+            "--isolated",
+            "--select",
+            "ALL",
+            "--output-format",
+            "json",
+            "fixtures/",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
@@ -96,14 +117,18 @@ def test_readme_pre_commit_rev_and_the_github_action_are_real() -> None:
     rev = re.search(r"^\s+rev: ([0-9a-f]{40})\b", readme, re.M)
     assert rev is not None, "the pre-commit snippet pins a commit"
     if (ROOT / ".git").exists():
-        shown = subprocess.run(["git", "show", f"{rev.group(1)}:.pre-commit-hooks.yaml"], cwd=ROOT,
-                               capture_output=True, text=True)
+        shown = subprocess.run(
+            ["git", "show", f"{rev.group(1)}:.pre-commit-hooks.yaml"], cwd=ROOT, capture_output=True, text=True
+        )
         assert shown.returncode == 0 and "id: devicelint" in shown.stdout, "the pinned commit has the hook"
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     assert action["runs"]["using"] == "composite"
     steps = action["runs"]["steps"]
     assert any("github.action_path" in step.get("run", "") for step in steps)
-    assert any(step.get("uses", "").startswith("actions/cache@") and step["with"]["path"] == ".devicelint_cache" for step in steps)
+    assert any(
+        step.get("uses", "").startswith("actions/cache@") and step["with"]["path"] == ".devicelint_cache"
+        for step in steps
+    )
     assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif@") for step in steps)
     assert "upload-sarif" in action["inputs"]
     for page in _pages():
@@ -123,13 +148,14 @@ def _fenced_block_after(text: str, heading: str, marker: str) -> list[str]:
     lines = text.splitlines()
     start = lines.index(marker, lines.index(heading))
     end = lines.index("```", start)
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
 def test_readme_reads_in_five_minutes() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, (
-        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}); move reference text into docs/")
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}); move reference text into docs/"
+    )
 
 
 def _anchor(heading: str) -> str:
@@ -177,8 +203,9 @@ def test_readme_set_up_commands_are_the_ones_ci_runs() -> None:
     assert "pip install -q torch==2.13.0 -e '.[test,runtime]'\n" in ci  # the README's, quieter
     assert "\npython -m pytest -q\n" in ci
     assert (ROOT / "fixtures" / "dp_model_parallel_example").is_dir()
-    extras = re.search(r"\[project\.optional-dependencies\](.*?)\n\[", (ROOT / "pyproject.toml").read_text(encoding="utf-8"),
-                       re.S)
+    extras = re.search(
+        r"\[project\.optional-dependencies\](.*?)\n\[", (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.S
+    )
     assert extras is not None and "\ntest = [" in extras.group(1) and "\nruntime = [" in extras.group(1)
 
 
@@ -187,10 +214,23 @@ def test_readme_sample_output_is_what_the_first_command_prints() -> None:
     sample = _fenced_block_after(readme, "## What it prints", "```console")
     assert sample[0] == "$ devicelint fixtures/dp_model_parallel_example/"
     done = subprocess.run(
-        [sys.executable, "-m", "devicelint", "--no-cache", "--color", "never", "-j", "1",
-         "fixtures/dp_model_parallel_example/"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "devicelint",
+            "--no-cache",
+            "--color",
+            "never",
+            "-j",
+            "1",
+            "fixtures/dp_model_parallel_example/",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines() == sample[1:], (
-        "README.md's sample output is stale: paste what `devicelint fixtures/dp_model_parallel_example/` prints")
+        "README.md's sample output is stale: paste what `devicelint fixtures/dp_model_parallel_example/` prints"
+    )

@@ -127,9 +127,11 @@ def test_join_keeps_a_factory_tensor_and_marks_a_branch_conflict() -> None:
 
 def _devices(source: str) -> dict[str, str]:
     """The device (`DeviceId.text`) of every assignment target `name = ...`, where stated."""
+
     def read(facts, value):  # type: ignore[no-untyped-def]
         device = facts.value(value).device
         return None if device is None else device.text if device.literal else f"?{device.type}"
+
     return _by_target(source, read)
 
 
@@ -156,8 +158,18 @@ def test_device_identity_where_the_code_states_it() -> None:
         """
     )
     assert devices == {
-        "SECOND": "cuda:1", "a": "cuda:0", "b": "cuda:1", "c": "cuda:2", "d": "cuda:3", "e": "cuda:1",
-        "f": "cuda:3", "g": "cuda:3", "h": "?cuda", "i": "cuda:0", "j": "cuda", "m": "cuda:0",
+        "SECOND": "cuda:1",
+        "a": "cuda:0",
+        "b": "cuda:1",
+        "c": "cuda:2",
+        "d": "cuda:3",
+        "e": "cuda:1",
+        "f": "cuda:3",
+        "g": "cuda:3",
+        "h": "?cuda",
+        "i": "cuda:0",
+        "j": "cuda",
+        "m": "cuda:0",
     }  # `k` joins two devices: unknown
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-
 from conftest import FIXTURES
 
 # DL502 (safe fix) on line 7, DL501 (unsafe fix) on line 6; `café` tests the encoding.
@@ -84,8 +83,10 @@ def test_stdin_fix_writes_the_input_encoding_back(tmp_path: Path, name: str) -> 
     coding, bom, newline = VARIANTS[name]
     assert done.stdout.startswith(bom + b"#")
     assert done.stdout.decode(coding.replace("utf-8", "utf-8-sig")).replace(newline, "\n") == (
-        SOURCE.format(coding=coding).replace('x.device == torch.device("cuda")', 'x.device.type == "cuda"')
-        .replace("torch.load(p)", 'torch.load(p, map_location="cpu")'))
+        SOURCE.format(coding=coding)
+        .replace('x.device == torch.device("cuda")', 'x.device.type == "cuda"')
+        .replace("torch.load(p)", 'torch.load(p, map_location="cpu")')
+    )
     assert b"DL50" not in done.stderr  # both fixed: nothing remains
 
 

@@ -16,8 +16,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import devicelint.runtime as rt  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
+
+import devicelint.runtime as rt  # noqa: E402
 from devicelint.engine import EngineOptions, lint_source  # noqa: E402
 from devicelint.registry import find_rule  # noqa: E402
 

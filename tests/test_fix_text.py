@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -27,7 +27,9 @@ class _AroundStep(Rule):
                 statement = own_line_statement(ctx, call)
                 fix = None
                 if statement is not None:
-                    fix = adding_lines("wrap", True, line_before(ctx, statement, "sync()"), line_after(ctx, statement, "update()"))
+                    fix = adding_lines(
+                        "wrap", True, line_before(ctx, statement, "sync()"), line_after(ctx, statement, "update()")
+                    )
                 yield self.violation(call, fix=fix)
 
 
@@ -64,7 +66,10 @@ def test_an_added_argument_keeps_the_call_layout() -> None:
     assert _with_device("f(a, b)") == "f(a, b, device=d)"
     assert _with_device("f(a,b,)") == "f(a,b,device=d,)"
     # One argument per line, trailing comma, comments stay on their own lines.
-    assert _with_device("f(\n    a,  # first\n    b,  # second\n)") == "f(\n    a,  # first\n    b,  # second\n    device=d,\n)"
+    assert (
+        _with_device("f(\n    a,  # first\n    b,  # second\n)")
+        == "f(\n    a,  # first\n    b,  # second\n    device=d,\n)"
+    )
     # The closing bracket on a line of its own stays there.
     assert _with_device("f(\n    a, b\n)") == "f(\n    a, b, device=d\n)"
     assert _with_device("f(a,\n  b)") == "f(a,\n  b,\n  device=d)"

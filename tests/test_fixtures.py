@@ -6,11 +6,11 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-
 from conftest import FIXTURES
+from fixture_markers import expected_findings, matches
+
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import all_rules, find_rule
-from fixture_markers import expected_findings, matches
 
 ALL = EngineOptions(rules=tuple(all_rules()))
 FIXTURE_FILES = sorted(p for p in FIXTURES.glob("DL*/*.py") if not p.name.startswith("fix_"))

@@ -6,11 +6,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from recreated_bugs import REALBUGS, assert_pair, needs_realbugs
 
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule
-from recreated_bugs import REALBUGS, assert_pair, needs_realbugs
-
 
 
 def findings(code: str, source: str, path: str = "pkg/module.py") -> list[tuple[int, str]]:
@@ -23,35 +22,46 @@ def findings(code: str, source: str, path: str = "pkg/module.py") -> list[tuple[
 
 
 def test_annotated_device_compared_with_cpu_is_always_false() -> None:
-    found = findings("DL502", """
+    found = findings(
+        "DL502",
+        """
         import torch
 
         def pick(device: torch.device):
             return torch.float32 if device == "cpu" else torch.float16
-    """)
+    """,
+    )
     assert [line for line, _ in found] == [5]
     assert "is always False" in found[0][1] and "annotated `torch.device`" in found[0][1]
 
 
 def test_parameter_compared_with_cuda_names_the_indexed_caller() -> None:
-    found = findings("DL502", """
+    found = findings(
+        "DL502",
+        """
         def fused(device):
             return device == "cuda"
 
         def main(rank):
             return fused(f"cuda:{rank}")
-    """)
+    """,
+    )
     assert len(found) == 1
     assert "False for any indexed device" in found[0][1] and "`main` passes an indexed device" in found[0][1]
 
 
 def test_parameter_compared_with_cpu_needs_evidence_of_a_device_object() -> None:
-    silent = findings("DL502", """
+    silent = findings(
+        "DL502",
+        """
         def pick(device):
             return device == "cpu"
-    """)
+    """,
+    )
     assert silent == []
-    reported = findings("DL502", """
+    reported = findings(
+        "DL502",
+        """
         import torch
 
         def pick(device):
@@ -59,60 +69,88 @@ def test_parameter_compared_with_cpu_needs_evidence_of_a_device_object() -> None
 
         def run():
             return pick(torch.device("cpu"))
-    """)
+    """,
+    )
     assert len(reported) == 1 and "`run` passes a `torch.device`" in reported[0][1]
 
 
 def test_latest_dominating_assignment_decides() -> None:
     # The parameter is rebound to a torch.device before the comparison.
-    found = findings("DL502", """
+    found = findings(
+        "DL502",
+        """
         import torch
 
         def check(x, target="cpu"):
             target = torch.device(target)
             return str(x.device) == target
-    """)
+    """,
+    )
     assert len(found) == 1 and "a string never equals a `torch.device`" in found[0][1]
     # Rebound to a string: nothing to report.
-    assert findings("DL502", """
+    assert (
+        findings(
+            "DL502",
+            """
         def check(x, target):
             target = str(target)
             return str(x.device) == target
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_config_fields_are_strings_unless_the_file_reads_their_type() -> None:
-    assert findings("DL502", """
+    assert (
+        findings(
+            "DL502",
+            """
         def use_amp(args):
             return args.device == "cuda"
-    """) == []
-    found = findings("DL502", """
+    """,
+        )
+        == []
+    )
+    found = findings(
+        "DL502",
+        """
         def use_amp(args):
             if args.device.type == "mps":
                 return False
             return args.device == "cuda"
-    """)
+    """,
+    )
     assert [line for line, _ in found] == [5]
 
 
 def test_device_type_and_type_names_are_not_devices() -> None:
-    assert findings("DL502", """
+    assert (
+        findings(
+            "DL502",
+            """
         import torch
 
         def f(x, device_type, device: torch.device):
             return x.device.type == "cuda" or device_type == "cuda" or device.type == "cpu"
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_module_constant_built_from_cuda() -> None:
-    found = findings("DL502", """
+    found = findings(
+        "DL502",
+        """
         import torch
 
         DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
         def needs_move(t):
             return t.device != DEVICE
-    """)
+    """,
+    )
     assert len(found) == 1 and "always True on a GPU" in found[0][1] and "t.device.type != DEVICE.type" in found[0][1]
 
 
@@ -134,14 +172,17 @@ def test_host_only_consumers_are_quiet(body: str) -> None:
 
 
 def test_a_name_used_for_a_model_too_is_reported() -> None:
-    found = findings("DL501", """
+    found = findings(
+        "DL501",
+        """
         import torch
 
         def resume(model, scaler, path):
             state = torch.load(path)
             scaler.load_state_dict(state["scaler"])
             model.load_state_dict(state["model"])
-    """)
+    """,
+    )
     assert len(found) == 1
 
 
@@ -168,7 +209,9 @@ def test_saved_from_gpu_state_is_reported_and_from_cpu_state_is_not() -> None:
 
 
 def test_optimizer_state_init_with_cuda() -> None:
-    found = findings("DL107", """
+    found = findings(
+        "DL107",
+        """
         import torch
 
         class Sophia(torch.optim.Optimizer):
@@ -176,12 +219,16 @@ def test_optimizer_state_init_with_cuda() -> None:
                 for group in self.param_groups:
                     for weight in group["params"]:
                         self.state[weight]["hessian"] = torch.zeros(weight.shape, device="cuda")
-    """)
+    """,
+    )
     assert len(found) == 1 and "`weight.device`" in found[0][1]
 
 
 def test_device_capability_query_is_not_placement() -> None:
-    assert findings("DL107", """
+    assert (
+        findings(
+            "DL107",
+            """
         import torch
         import torch.nn as nn
 
@@ -189,11 +236,17 @@ def test_device_capability_query_is_not_placement() -> None:
             def supports_bf16(self):
                 props = torch.cuda.get_device_properties(torch.device("cuda"))
                 return props.major >= 8
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_plain_class_in_a_script_is_still_exempt() -> None:
-    assert findings("DL107", """
+    assert (
+        findings(
+            "DL107",
+            """
         import torch
         import torch.nn as nn
 
@@ -203,14 +256,22 @@ def test_plain_class_in_a_script_is_still_exempt() -> None:
 
         if __name__ == "__main__":
             Net()(torch.ones(1).cuda())
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 # ---------------------------------------------------------------------------- re-created bugs
 
 STEMS = {
     "DL501": ["h01_cutie_load_cpu_only", "h02_checkpoint_helper_no_map_location"],
-    "DL502": ["h03_device_vs_cpu_string", "h04_fused_adamw_cuda_string", "h05_sbi_device_str_vs_object", "h06_test_device_eq_cuda"],
+    "DL502": [
+        "h03_device_vs_cpu_string",
+        "h04_fused_adamw_cuda_string",
+        "h05_sbi_device_str_vs_object",
+        "h06_test_device_eq_cuda",
+    ],
     "DL107": ["i09_optimizer_hardcoded_cuda"],
     "DL109": ["i08_dataset_getitem_cuda"],
 }

@@ -13,8 +13,7 @@ def findings(source: str) -> list[tuple[int, str, str]]:
     return [(f.line, f.code, f.message) for f in result.findings]
 
 
-MESSAGE = ("`pack_padded_sequence` needs `lengths` on the CPU, but `{0}` is on the device; "
-           "pass `{0}.cpu()`")
+MESSAGE = "`pack_padded_sequence` needs `lengths` on the CPU, but `{0}` is on the device; pass `{0}.cpu()`"
 
 
 def test_lengths_moved_in_a_script_are_reported_with_their_text() -> None:
@@ -69,7 +68,8 @@ def test_lengths_computed_from_forward_input_in_a_helper() -> None:
 
 
 def test_host_lengths_are_silent() -> None:
-    assert findings("""
+    assert (
+        findings("""
         import torch
         import torch.nn as nn
         from torch.nn.utils.rnn import pack_padded_sequence
@@ -90,11 +90,14 @@ def test_host_lengths_are_silent() -> None:
             model.cuda()
             for emb, lengths, tokens in loader:
                 model(emb.cuda(), lengths, tokens.cuda())
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_cpu_only_scripts_and_odd_calls_are_silent() -> None:
-    assert findings("""
+    assert (
+        findings("""
         from torch.nn.utils.rnn import pack_padded_sequence
 
         def f(emb, lengths, *rest, **kw):
@@ -102,4 +105,6 @@ def test_cpu_only_scripts_and_odd_calls_are_silent() -> None:
             pack_padded_sequence(**kw)
             pack_padded_sequence(emb)
             return pack_padded_sequence(emb, lengths.to("cpu"))
-    """) == []
+    """)
+        == []
+    )

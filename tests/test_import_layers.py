@@ -184,7 +184,8 @@ def test_the_call_layer_declares_only_what_the_interpreter_supplies() -> None:
     from devicelint.analysis.placement_calls import CallEvaluation
 
     declared = [
-        name for name, value in vars(CallEvaluation).items()
+        name
+        for name, value in vars(CallEvaluation).items()
         if callable(value) and value.__code__.co_names == ("NotImplementedError",)
     ]
     assert declared

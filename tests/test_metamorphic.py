@@ -13,7 +13,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import pytest
-
 from metamorphic.cases import all_cases
 from metamorphic.report import read_known_failures, sampled, variant_id
 from metamorphic.scoring import score

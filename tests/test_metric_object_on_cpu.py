@@ -25,9 +25,12 @@ def test_local_metric_fed_moved_predictions_is_reported_at_its_creation() -> Non
                 acc.update(model(x.to(device)).sigmoid(), y.to(device))
             return acc.compute()
     """) == [
-        (6, "`BinaryAccuracy()` is created on the CPU and never moved, but "
+        (
+            6,
+            "`BinaryAccuracy()` is created on the CPU and never moved, but "
             "`acc.update(model(x.to(device)).sigmoid(), y.to(device))` feeds it the device tensor "
-            "`model(x.to(device)).sigmoid()`; create it with `.to(device)` (or make it an attribute of the model)"),
+            "`model(x.to(device)).sigmoid()`; create it with `.to(device)` (or make it an attribute of the model)",
+        ),
     ]
 
 
@@ -49,12 +52,14 @@ def test_entry_of_a_plain_dict_indexed_by_key_counts_as_the_container() -> None:
     assert [line for line, _ in found] == [9]
     assert found[0][1] == (
         "`torchmetrics.MeanAbsoluteError()` is created on the CPU and never moved, but "
-        "`self.metrics[\"mae\"](pred, y.cuda())` feeds it the device tensor `pred`; create it with `.to(device)` "
-        "(or make it an attribute of the model)")
+        '`self.metrics["mae"](pred, y.cuda())` feeds it the device tensor `pred`; create it with `.to(device)` '
+        "(or make it an attribute of the model)"
+    )
 
 
 def test_silent_on_moves_module_attributes_cpu_inputs_and_unknown_bases() -> None:
-    assert findings("""
+    assert (
+        findings("""
         import torch
         import torch.nn as nn
         from torchmetrics import Accuracy
@@ -91,11 +96,14 @@ def test_silent_on_moves_module_attributes_cpu_inputs_and_unknown_bases() -> Non
             other = Accuracy(task="binary")
             register(other)
             other.update(model(x.to(device)), x.to(device))
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_odd_calls_do_not_crash() -> None:
-    assert findings("""
+    assert (
+        findings("""
         from torchmetrics import Accuracy
 
         m = Accuracy(task="binary")
@@ -105,7 +113,9 @@ def test_odd_calls_do_not_crash() -> None:
         metrics = [Accuracy(task="binary")]
         metrics[0]()
         for x in metrics: x.update()
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_callback_metric_fed_the_hooks_batch_names_the_callback_fix() -> None:
@@ -121,7 +131,12 @@ def test_callback_metric_fed_the_hooks_batch_names_the_callback_fix() -> None:
                 self.error.update(outputs["pred"], batch["target"])
                 self.error.update(outputs["pred"].cpu(), batch["target"].cpu())
     """)
-    assert found == [(7, "`MeanSquaredError()` is created on the CPU and never moved, but "
-                         "`self.error.update(outputs[\"pred\"], batch[\"target\"])` feeds it the device tensor "
-                         "`outputs[\"pred\"]`; Lightning moves the LightningModule, not its callbacks: move it to "
-                         "`pl_module.device` in the callback's `setup()`")]
+    assert found == [
+        (
+            7,
+            "`MeanSquaredError()` is created on the CPU and never moved, but "
+            '`self.error.update(outputs["pred"], batch["target"])` feeds it the device tensor '
+            '`outputs["pred"]`; Lightning moves the LightningModule, not its callbacks: move it to '
+            "`pl_module.device` in the callback's `setup()`",
+        )
+    ]

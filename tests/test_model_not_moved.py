@@ -39,8 +39,12 @@ def test_restored_model_fed_a_moved_batch_is_reported_at_the_call() -> None:
             x = x.to(device)
             return model(x)
     """) == [
-        (19, "DL117", "`model` is built on the CPU by `Net(...)` and never moved, but is called with `x`, which is on "
-                      "the device; move the model first: `model.to(device)`"),
+        (
+            19,
+            "DL117",
+            "`model` is built on the CPU by `Net(...)` and never moved, but is called with `x`, which is on "
+            "the device; move the model first: `model.to(device)`",
+        ),
     ]
 
 
@@ -62,82 +66,91 @@ def test_builder_helper_argparse_device_and_while_loop() -> None:
                 if y.sum() > 0:
                     break
     """) == [
-        (26, "DL117", "`net` is built on the CPU by `Net(...)` and never moved, but is called with `x`, which is on "
-                      "the device; move the model first: `net.to(args.device)`"),
+        (
+            26,
+            "DL117",
+            "`net` is built on the CPU by `Net(...)` and never moved, but is called with `x`, which is on "
+            "the device; move the model first: `net.to(args.device)`",
+        ),
     ]
 
 
-@pytest.mark.parametrize("body", [
-    # renamed, and the device from a config object
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        # renamed, and the device from a config object
+        """
     def run(cfg, batch):
         clf = Net()
         return clf(batch.to(cfg.device))
     """,
-    # kept in a dict, the input made on the device
-    """
+        # kept in a dict, the input made on the device
+        """
     def run(device):
         nets = {"a": Net()}
         return nets["a"](torch.zeros(2, 4, device=device))
     """,
-    # a loop over batches, `**inputs` of a moved batch
-    """
+        # a loop over batches, `**inputs` of a moved batch
+        """
     def run(loader, device):
         model = Net()
         for step, inputs in enumerate(loader):
             inputs = {k: v for k, v in inputs.items()}
             model(**inputs.to(device))
     """,
-])
+    ],
+)
 def test_variants_are_reported(body: str) -> None:
     assert [code for _, code, _ in findings(body)] == ["DL117"]
 
 
-@pytest.mark.parametrize("body", [
-    # moved by a helper of unknown body
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        # moved by a helper of unknown body
+        """
     def run(x, device, place):
         model = Net()
         place(model)
         return model(x.to(device))
     """,
-    # moved through an alias, or a part of it
-    """
+        # moved through an alias, or a part of it
+        """
     def run(x, device):
         model = Net()
         other = model
         other.cuda()
         return model(x.to(device))
     """,
-    # moved on one path only
-    """
+        # moved on one path only
+        """
     def run(x, device, cuda):
         model = Net()
         if cuda:
             model.to(device)
         return model(x.to(device))
     """,
-    # a wrapper that scatters its inputs, a launcher
-    """
+        # a wrapper that scatters its inputs, a launcher
+        """
     def run(x, accelerator):
         model = accelerator.prepare(Net())
         return model(x.to(accelerator.device)), nn.DataParallel(Net())(x.cuda())
     """,
-    # built under a device context, or by a class that places itself
-    """
+        # built under a device context, or by a class that places itself
+        """
     def run(x):
         with torch.device("cuda"):
             model = Net()
         return model(x.cuda())
     """,
-    # the input follows the model
-    """
+        # the input follows the model
+        """
     def run(x):
         model = Net()
         return model(x.to(next(model.parameters()).device)), model(x.to(model.fc.weight.device))
     """,
-    # moved by a method of the object that holds it
-    """
+        # moved by a method of the object that holds it
+        """
     class Runner:
         def run(self, x, device):
             self.model = Net()
@@ -147,6 +160,7 @@ def test_variants_are_reported(body: str) -> None:
         def setup(self, device):
             self.model.to(device)
     """,
-])
+    ],
+)
 def test_uncertain_places_are_not_reported(body: str) -> None:
     assert findings(body) == []

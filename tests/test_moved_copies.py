@@ -29,7 +29,8 @@ def test_helper_returning_another_helpers_copies_is_followed() -> None:
 
 
 def test_mutual_recursion_and_odd_calls_do_not_crash_or_report() -> None:
-    assert lines("""
+    assert (
+        lines("""
         def ping(batch, device):
             return pong(batch, device)
 
@@ -45,7 +46,9 @@ def test_mutual_recursion_and_odd_calls_do_not_crash_or_report() -> None:
             ping(*rest)
             ping(batch=batch, device=device)
             ping()
-    """) == []
+    """)
+        == []
+    )
 
 
 def test_the_device_argument_is_never_the_reported_receiver() -> None:
@@ -59,6 +62,9 @@ def test_the_device_argument_is_never_the_reported_receiver() -> None:
     options = EngineOptions(rules=(find_rule("DL104"),))
     found = lint_source(textwrap.dedent(source), "train.py", options).findings
     assert [(f.line, f.message) for f in found] == [
-        (6, "`on(device, tensors)` returns a moved copy that is thrown away, so `tensors` is not moved; "
-            "assign it: `tensors = on(device, tensors)`"),
+        (
+            6,
+            "`on(device, tensors)` returns a moved copy that is thrown away, so `tensors` is not moved; "
+            "assign it: `tensors = on(device, tensors)`",
+        ),
     ]

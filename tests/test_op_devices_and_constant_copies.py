@@ -35,52 +35,76 @@ SAMPLER = """
 
 
 def test_cpu_attribute_indexed_by_device_timesteps_names_both() -> None:
-    assert findings("DL116", SAMPLER) == [(9, "DL116", (
-        "`self.alphas` is a CPU tensor (a plain attribute set in `__init__`) indexed by `t`, which is on the "
-        "device (indices must be on the CPU or on the indexed tensor's device); move the table first: "
-        "`self.alphas.to(t.device)[...]`, or move `self.alphas` once where the device is known"
-    ))]
+    assert findings("DL116", SAMPLER) == [
+        (
+            9,
+            "DL116",
+            (
+                "`self.alphas` is a CPU tensor (a plain attribute set in `__init__`) indexed by `t`, which is on the "
+                "device (indices must be on the CPU or on the indexed tensor's device); move the table first: "
+                "`self.alphas.to(t.device)[...]`, or move `self.alphas` once where the device is known"
+            ),
+        )
+    ]
 
 
 def test_attribute_moved_by_the_class_is_not_a_cpu_tensor() -> None:
-    moved = SAMPLER + """
+    moved = (
+        SAMPLER
+        + """
         def to(self, device):
             self.alphas = self.alphas.to(device)
             return self
     """
+    )
     assert findings("DL116", moved) == []
 
 
 def test_attribute_moved_by_a_subclass_is_not_constant() -> None:
-    subclassed = SAMPLER + """
+    subclassed = (
+        SAMPLER
+        + """
     class MovingSampler(Sampler):
         def to(self, device):
             self.alphas = self.alphas.to(device)
             return self
     """
+    )
     assert findings("DL116", subclassed) == []
 
 
 def test_cpu_indices_into_a_device_tensor_are_fine() -> None:
-    assert findings("DL116", """
+    assert (
+        findings(
+            "DL116",
+            """
         import torch
 
         def pick(x, device):
             table = torch.randn(10, 4).to(device)
             rows = torch.arange(3).cpu()
             return table[rows], table.index_select(0, torch.arange(2))
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_zero_dim_cpu_operands_are_fine_in_where_and_maximum() -> None:
-    assert findings("DL116", """
+    assert (
+        findings(
+            "DL116",
+            """
         import torch
 
         def squash(x, device):
             y = x.to(device)
             zero = torch.tensor(0.0)
             return torch.where(y > 0, y, zero), torch.maximum(y, zero), y.clamp(max=zero)
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_factory_meeting_is_left_to_dl101() -> None:
@@ -102,7 +126,9 @@ def test_factory_meeting_is_left_to_dl101() -> None:
 
 
 def test_clamp_bound_through_a_helper_parameter() -> None:
-    found = findings("DL116", """
+    found = findings(
+        "DL116",
+        """
         import torch
 
         def bound(values, limit):
@@ -111,7 +137,8 @@ def test_clamp_bound_through_a_helper_parameter() -> None:
         def run(device):
             limit = torch.linspace(0, 1, 8).cpu()
             return bound(torch.rand(8, device=device), limit)
-    """)
+    """,
+    )
     assert [(line, code) for line, code, _ in found] == [(5, "DL116")]
     assert "`.clamp()` needs its tensors on one device, but `limit` is a CPU tensor" in found[0][2]
 
@@ -144,7 +171,10 @@ def test_inputs_of_a_plain_function_are_not_assumed_on_the_device() -> None:
 
 
 def test_odd_calls_do_not_crash() -> None:
-    assert findings("DL116", """
+    assert (
+        findings(
+            "DL116",
+            """
         import torch
 
         def odd(x, *args, **kwargs):
@@ -154,7 +184,10 @@ def test_odd_calls_do_not_crash() -> None:
             d = x.masked_fill()
             e = torch.gather(x, dim=1, index=x)
             return a, b, c, d, e, x[()], x[...]
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 # ---------------------------------------------------------------------------- DL405
@@ -178,13 +211,21 @@ NORMALIZE = """
 
 def test_constant_copies_in_forward_with_messages() -> None:
     assert findings("DL405", NORMALIZE) == [
-        (13, "DL405", "`torch.tensor(MEAN, device=x.device)` copies the constant `MEAN` from the host to the device "
-                      "on every call of `forward`; make it once in `__init__` and register it "
-                      "(`self.register_buffer(name, ..., persistent=False)`)"),
-        (14, "DL405", "`self.std.to(x.device)` copies `self.std`, a constant CPU tensor set once in `__init__`, to "
-                      "the device on every call of `forward`; register it once in `__init__` "
-                      "(`self.register_buffer(\"std\", ..., persistent=False)`) and use `self.std`: "
-                      "`model.to(device)` then moves it once"),
+        (
+            13,
+            "DL405",
+            "`torch.tensor(MEAN, device=x.device)` copies the constant `MEAN` from the host to the device "
+            "on every call of `forward`; make it once in `__init__` and register it "
+            "(`self.register_buffer(name, ..., persistent=False)`)",
+        ),
+        (
+            14,
+            "DL405",
+            "`self.std.to(x.device)` copies `self.std`, a constant CPU tensor set once in `__init__`, to "
+            "the device on every call of `forward`; register it once in `__init__` "
+            '(`self.register_buffer("std", ..., persistent=False)`) and use `self.std`: '
+            "`model.to(device)` then moves it once",
+        ),
     ]
 
 
@@ -194,7 +235,10 @@ def test_dl405_is_a_warning_on_by_default() -> None:
 
 
 def test_changing_or_local_values_are_not_constants() -> None:
-    assert findings("DL405", """
+    assert (
+        findings(
+            "DL405",
+            """
         import torch
         import torch.nn as nn
 
@@ -211,7 +255,10 @@ def test_changing_or_local_values_are_not_constants() -> None:
                 a = torch.tensor(shifts, device=x.device)
                 b = torch.tensor(MEAN, device=x.device)
                 return x + self.stats.to(x.device) + a + b
-    """) == []
+    """,
+        )
+        == []
+    )
 
 
 def test_dl102_attribute_is_not_reported_again() -> None:

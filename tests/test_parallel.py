@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+from fixture_markers import expected_findings, matches
+
 from devicelint.checks.dataparallel_as_model_parallelism import DataParallelAsModelParallelism, split_intent
 from devicelint.checks.dataparallel_attribute_without_module import DataParallelAttributeWithoutModule
 from devicelint.checks.dataparallel_model_not_on_first_device import DataParallelModelNotOnFirstDevice
@@ -17,12 +18,11 @@ from devicelint.checks.removed_parallel_api import RemovedParallelApi
 from devicelint.checks.wrapped_state_dict_prefix import WrappedStateDictPrefix
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import all_rules
-from fixture_markers import expected_findings, matches
 
 DL2 = tuple(rule for rule in all_rules() if rule.code.startswith("DL2"))
 EXAMPLE = FIXTURES / "dp_model_parallel_example"
 
-SPLIT_CLASS = '''import torch.nn as nn
+SPLIT_CLASS = """import torch.nn as nn
 from torch.nn import DataParallel as DP
 
 
@@ -36,7 +36,7 @@ class Net(nn.Module):
         return self.dec(self.enc(x.to("cuda:0")).to("cuda:1"))
 
 
-'''
+"""
 
 
 def lint(source: str, *rules, torch_version: str | None = None):  # type: ignore[no-untyped-def]
@@ -57,7 +57,9 @@ def one(source: str, rule) -> tuple[int, int, str, str]:  # type: ignore[no-unty
 def test_dl201_split_class_wrapped_by_alias() -> None:
     source = SPLIT_CLASS + "model = DP(Net(), device_ids=[0, 1])\n"
     assert one(source, DataParallelAsModelParallelism) == (
-        15, 9, "DL201",
+        15,
+        9,
+        "DL201",
         "`DP(Net(), device_ids=[0, 1])` wraps `Net()`, whose `enc` is on cuda:0 and `dec` on cuda:1: "
         "DataParallel does not split layers across GPUs, it copies the whole model to every GPU in "
         "`device_ids` and splits the batch, and it needs every parameter on `device_ids[0]`; drop "
@@ -77,7 +79,9 @@ def test_dl201_ddp_with_device_ids_over_split_model() -> None:
 
 
 def test_dl201_silent_on_ddp_without_device_ids_and_plain_dp() -> None:
-    source = SPLIT_CLASS.replace("from torch.nn import DataParallel as DP", "from torch.nn.parallel import DistributedDataParallel as DDP")
+    source = SPLIT_CLASS.replace(
+        "from torch.nn import DataParallel as DP", "from torch.nn.parallel import DistributedDataParallel as DDP"
+    )
     source += "ddp = DDP(Net())\nplain = nn.DataParallel(nn.Linear(2, 2).cuda())  # replicate on every GPU\n"
     assert lint(source, DataParallelAsModelParallelism) == ()
 
@@ -102,11 +106,15 @@ def test_dl201_comment_intent(comment: str, fires: bool) -> None:
 
 
 def test_dl202_model_on_another_gpu() -> None:
-    source = "import torch.nn as nn\n\nmodel = nn.Linear(8, 8).cuda(1)\nmodel = nn.DataParallel(model, device_ids=[0, 1])\n"
+    source = (
+        "import torch.nn as nn\n\nmodel = nn.Linear(8, 8).cuda(1)\nmodel = nn.DataParallel(model, device_ids=[0, 1])\n"
+    )
     assert one(source, DataParallelModelNotOnFirstDevice) == (
-        4, 9, "DL202",
+        4,
+        9,
+        "DL202",
         "`nn.DataParallel(model, device_ids=[0, 1])` needs the model on cuda:0 (`device_ids[0]`), but "
-        "`model` is moved to cuda:1; move it with `model.to(\"cuda:0\")` before wrapping it",
+        '`model` is moved to cuda:1; move it with `model.to("cuda:0")` before wrapping it',
     )
 
 
@@ -119,14 +127,14 @@ def test_dl202_never_moved_and_current_device() -> None:
     )
     findings = lint(source, DataParallelModelNotOnFirstDevice)
     assert [(f.line, f.code) for f in findings] == [(6, "DL202"), (12, "DL202")]
-    assert "`model` is never moved off the CPU; call `model.to(\"cuda:0\")`" in findings[0].message
+    assert '`model` is never moved off the CPU; call `model.to("cuda:0")`' in findings[0].message
     assert "current device, cuda:0" in findings[1].message
 
 
 def test_dl202_silent_when_on_first_device() -> None:
     source = (
         "import torch\nimport torch.nn as nn\n\n\ndef run(batch, device, gpus):\n"
-        "    a = nn.DataParallel(nn.Linear(8, 8).to(\"cuda:1\"), device_ids=[1, 2])\n"
+        '    a = nn.DataParallel(nn.Linear(8, 8).to("cuda:1"), device_ids=[1, 2])\n'
         "    b = nn.DataParallel(nn.Linear(8, 8).cuda(), device_ids=[0, 1])\n"
         "    c = nn.DataParallel(nn.Linear(8, 8).to(device), device_ids=gpus)\n"
         "    d = nn.DataParallel(nn.Linear(8, 8), device_ids=[0, 1]).cuda()\n"
@@ -141,7 +149,9 @@ def test_dl202_silent_when_on_first_device() -> None:
 def test_dl203_read_through_wrapper() -> None:
     source = "import torch.nn as nn\n\n\ndef run(model, batch):\n    model = nn.DataParallel(model)\n    return model.generate(batch)\n"
     assert one(source, DataParallelAttributeWithoutModule) == (
-        6, 12, "DL203",
+        6,
+        12,
+        "DL203",
         "`model.generate` reads `generate` from the `DataParallel` wrapper `model`, which does not "
         "forward its model's attributes (AttributeError); use `model.module.generate`",
     )
@@ -153,7 +163,9 @@ def test_dl203_replica_write_in_forward() -> None:
         "        self.last = x\n        return x\n\n\nmodel = nn.DataParallel(Net())\n"
     )
     assert one(source, DataParallelAttributeWithoutModule) == (
-        6, 9, "DL203",
+        6,
+        9,
+        "DL203",
         "`self.last` is assigned in `Net.forward`, which `nn.DataParallel` runs on per-GPU replicas "
         "rebuilt every step, so the write is lost; return the value from `forward` (or keep it in a "
         "buffer updated in place)",
@@ -176,9 +188,9 @@ def test_dl203_silent_on_module_and_nn_module_attributes() -> None:
 def test_dl204_wrapper_checkpoint_into_bare_model() -> None:
     source = (
         "import torch\nimport torch.nn as nn\n\n\ndef train():\n"
-        "    model = nn.DataParallel(nn.Linear(8, 8)).cuda()\n    torch.save(model.state_dict(), \"best.pt\")\n\n\n"
+        '    model = nn.DataParallel(nn.Linear(8, 8)).cuda()\n    torch.save(model.state_dict(), "best.pt")\n\n\n'
         "def evaluate():\n    net = nn.Linear(8, 8)\n"
-        "    net.load_state_dict(torch.load(\"best.pt\", map_location=\"cpu\"))\n"
+        '    net.load_state_dict(torch.load("best.pt", map_location="cpu"))\n'
     )
     line, column, code, message = one(source, WrappedStateDictPrefix)
     assert (line, column, code) == (12, 5, "DL204")
@@ -189,13 +201,13 @@ def test_dl204_wrapper_checkpoint_into_bare_model() -> None:
 def test_dl204_silent_when_saving_module_or_stripping_prefix() -> None:
     source = (
         "import torch\nimport torch.nn as nn\n\n\ndef train():\n"
-        "    model = nn.DataParallel(nn.Linear(8, 8)).cuda()\n    torch.save(model.module.state_dict(), \"best.pt\")\n\n\n"
+        '    model = nn.DataParallel(nn.Linear(8, 8)).cuda()\n    torch.save(model.module.state_dict(), "best.pt")\n\n\n'
         "def evaluate():\n    net = nn.Linear(8, 8)\n"
-        "    net.load_state_dict(torch.load(\"best.pt\", map_location=\"cpu\"))\n"
+        '    net.load_state_dict(torch.load("best.pt", map_location="cpu"))\n'
     )
     assert lint(source, WrappedStateDictPrefix) == ()
     stripped = source.replace("model.module.state_dict()", "model.state_dict()") + (
-        "    sd = {k.replace(\"module.\", \"\"): v for k, v in {}.items()}\n"
+        '    sd = {k.replace("module.", ""): v for k, v in {}.items()}\n'
     )
     assert lint(stripped, WrappedStateDictPrefix) == ()
 
@@ -209,7 +221,9 @@ def test_dl205_cpu_model_with_device_ids() -> None:
         "def setup(local_rank):\n    model = nn.Linear(8, 8)\n    return DDP(model, device_ids=[local_rank])\n"
     )
     assert one(source, DdpDeviceSetup) == (
-        7, 12, "DL205",
+        7,
+        12,
+        "DL205",
         "`DDP(model, device_ids=[local_rank])` wraps `model`, which is still on the CPU, while "
         "`device_ids` asks for a GPU module; move it first with `model.to(local_rank)`",
     )
@@ -235,7 +249,7 @@ def test_dl205_silent_on_rank_device_and_cpu_gloo() -> None:
     source = (
         "import torch.distributed as dist\nimport torch.nn as nn\nimport torch.nn.parallel as par\n\n\n"
         "def gpu(rank):\n    model = nn.Linear(8, 8).to(rank)\n    return par.DistributedDataParallel(model, device_ids=[rank])\n\n\n"
-        "def cpu():\n    dist.init_process_group(\"gloo\")\n    return par.DistributedDataParallel(nn.Linear(8, 8))\n"
+        'def cpu():\n    dist.init_process_group("gloo")\n    return par.DistributedDataParallel(nn.Linear(8, 8))\n'
     )
     assert lint(source, DdpDeviceSetup) == ()
 
@@ -246,7 +260,9 @@ def test_dl205_silent_on_rank_device_and_cpu_gloo() -> None:
 def test_dl206_pipe_import() -> None:
     source = "import torch\nfrom torch.distributed.pipeline.sync import Pipe\n"
     assert one(source, RemovedParallelApi) == (
-        2, 1, "DL206",
+        2,
+        1,
+        "DL206",
         "`torch.distributed.pipeline.sync.Pipe` was removed in torch 2.4; use `torch.distributed.pipelining` "
         "(`pipeline(...)`, `PipelineStage`, `ScheduleGPipe`)",
     )
@@ -275,7 +291,9 @@ def test_dl207_any_data_parallel_off_by_default() -> None:
     assert DataParallelPreferDdp.default_enabled is False
     assert DataParallelPreferDdp.severity == "warning"
     assert one(source, DataParallelPreferDdp) == (
-        5, 12, "DL207",
+        5,
+        12,
+        "DL207",
         "`torch.nn.DataParallel(model)` uses DataParallel, which PyTorch recommends replacing with "
         "`DistributedDataParallel` even on one machine; launch one process per GPU with `torchrun` and "
         "wrap the model in `DistributedDataParallel(model, device_ids=[local_rank])`",
@@ -293,9 +311,11 @@ def test_dl207_silent_on_ddp() -> None:
 def test_dl208_activation_not_moved() -> None:
     source = SPLIT_CLASS.replace('.to("cuda:0")).to("cuda:1"))', '.to("cuda:0")))')
     assert one(source, ModelParallelActivationNotMoved) == (
-        12, 25, "DL208",
-        "`self.enc(x.to(\"cuda:0\"))` is on cuda:0 (the output of `self.enc`) but `self.dec` is on cuda:1; "
-        "move it with `self.enc(x.to(\"cuda:0\")).to(\"cuda:1\")` first",
+        12,
+        25,
+        "DL208",
+        '`self.enc(x.to("cuda:0"))` is on cuda:0 (the output of `self.enc`) but `self.dec` is on cuda:1; '
+        'move it with `self.enc(x.to("cuda:0")).to("cuda:1")` first',
     )
 
 
@@ -332,7 +352,9 @@ def test_dl203_other_methods_of_a_wrapping_class() -> None:
         "    def grow(self):\n        self.G.grow_network(3)\n        self.G.module.flush()\n"
     )
     assert one(source, DataParallelAttributeWithoutModule) == (
-        12, 9, "DL203",
+        12,
+        9,
+        "DL203",
         "`self.G.grow_network` reads `grow_network` from the `DataParallel` wrapper `self.G`, which "
         "does not forward its model's attributes (AttributeError); use `self.G.module.grow_network`",
     )
@@ -355,13 +377,15 @@ def test_dl203_function_the_wrapper_is_passed_to() -> None:
 
 
 def test_dl203_unwrapped_on_the_spot_is_not_a_wrapper() -> None:
-    source = "import torch.nn as nn\n\nmodel = nn.DataParallel(nn.Linear(2, 2), device_ids=[0]).module\nw = model.weight\n"
+    source = (
+        "import torch.nn as nn\n\nmodel = nn.DataParallel(nn.Linear(2, 2), device_ids=[0]).module\nw = model.weight\n"
+    )
     assert lint(source, DataParallelAttributeWithoutModule) == ()
 
 
 def test_dl202_device_chosen_by_availability() -> None:
     source = (
-        "import torch\nimport torch.nn as nn\n\ndevice = torch.device(\"cuda:0\" if torch.cuda.is_available() else \"cpu\")\n\n\n"
+        'import torch\nimport torch.nn as nn\n\ndevice = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")\n\n\n'
         "def run(batch):\n    model = nn.Linear(8, 8).to(device)\n"
         "    model = nn.DataParallel(model, device_ids=[1, 2])\n    return model(batch)\n"
     )
@@ -372,19 +396,19 @@ def test_dl202_device_chosen_by_availability() -> None:
 
 
 def test_dl206_version_gated_import_is_silent() -> None:
-    source = "import torch\n\nif torch.__version__ < \"2.4\":\n    from torch.distributed.pipeline.sync import Pipe\n"
+    source = 'import torch\n\nif torch.__version__ < "2.4":\n    from torch.distributed.pipeline.sync import Pipe\n'
     assert lint(source, RemovedParallelApi) == ()
 
 
 def test_dl201_device_map_auto_then_data_parallel() -> None:
     source = (
         "import torch.nn as nn\nfrom transformers import AutoModel\n\n"
-        "model = AutoModel.from_pretrained(\"bert-large\", device_map=\"auto\")\nmodel = nn.DataParallel(model)\n"
+        'model = AutoModel.from_pretrained("bert-large", device_map="auto")\nmodel = nn.DataParallel(model)\n'
     )
     line, _, code, message = one(source, DataParallelAsModelParallelism)
     assert (line, code) == (5, "DL201")
     assert message.startswith(
-        "`nn.DataParallel(model)` wraps a model that `device_map=\"auto\"` spreads over the visible GPUs: "
+        '`nn.DataParallel(model)` wraps a model that `device_map="auto"` spreads over the visible GPUs: '
     )
     single = source.replace('device_map="auto"', 'device_map={"": 0}')
     assert lint(single, DataParallelAsModelParallelism) == ()

@@ -33,6 +33,7 @@ def _findings(code: str, source: str):
 
 # -- the analysis ------------------------------------------------------------------------------
 
+
 def test_facts_flow_through_assignments_moves_and_unpacking() -> None:
     ctx = _context(
         """
@@ -94,6 +95,7 @@ def test_meetings_are_memoised_per_file() -> None:
 
 # -- DL101 -------------------------------------------------------------------------------------
 
+
 def test_dl101_attention_mask() -> None:
     source = """
     import torch
@@ -109,11 +111,15 @@ def test_dl101_attention_mask() -> None:
             mask = torch.ones(n, n).tril()
             return self.qk(x).masked_fill(mask == 0, 0.0)
     """
-    assert _findings("DL101", source) == [(
-        "DL101", 12, 16,
-        "`torch.ones(...)` creates a CPU tensor in `forward` that meets the device tensor `self.qk(x)` in "
-        "`self.qk(x).masked_fill(mask == 0, 0.0)`; pass `device=x.device`",
-    )]
+    assert _findings("DL101", source) == [
+        (
+            "DL101",
+            12,
+            16,
+            "`torch.ones(...)` creates a CPU tensor in `forward` that meets the device tensor `self.qk(x)` in "
+            "`self.qk(x).masked_fill(mask == 0, 0.0)`; pass `device=x.device`",
+        )
+    ]
 
 
 def test_dl101_silent_on_placed_and_moved_tensors() -> None:
@@ -154,18 +160,27 @@ def test_dl101_constant_factory_suggests_a_buffer_and_numpy_arrays_are_moved() -
             return self.emb(torch.arange(16)) * table
     """
     assert _findings("DL101", source) == [
-        ("DL101", 12, 17,
-         "`torch.from_numpy(...)` creates a CPU tensor in `forward` that meets the device tensor "
-         "`self.emb(torch.arange(16))` in `self.emb(torch.arange(16)) * table`; move it with "
-         "`.to(next(self.parameters()).device)`"),
-        ("DL101", 13, 25,
-         "`torch.arange(...)` creates a CPU tensor in `forward` that is passed to the module `self.emb`, which "
-         "lives on the model's device; pass `device=next(self.parameters()).device` or register it as a buffer "
-         "in `__init__`"),
+        (
+            "DL101",
+            12,
+            17,
+            "`torch.from_numpy(...)` creates a CPU tensor in `forward` that meets the device tensor "
+            "`self.emb(torch.arange(16))` in `self.emb(torch.arange(16)) * table`; move it with "
+            "`.to(next(self.parameters()).device)`",
+        ),
+        (
+            "DL101",
+            13,
+            25,
+            "`torch.arange(...)` creates a CPU tensor in `forward` that is passed to the module `self.emb`, which "
+            "lives on the model's device; pass `device=next(self.parameters()).device` or register it as a buffer "
+            "in `__init__`",
+        ),
     ]
 
 
 # -- DL102 -------------------------------------------------------------------------------------
+
 
 def test_dl102_plain_tensor_attribute() -> None:
     source = """
@@ -180,11 +195,15 @@ def test_dl102_plain_tensor_attribute() -> None:
         def forward(self, x):
             return x + self.pe[: x.size(1)]
     """
-    assert _findings("DL102", source) == [(
-        "DL102", 8, 9,
-        "`self.pe` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never moves it "
-        "and `state_dict()` never saves it; use `self.register_buffer(\"pe\", ...)` (or `nn.Parameter` if it is trained)",
-    )]
+    assert _findings("DL102", source) == [
+        (
+            "DL102",
+            8,
+            9,
+            "`self.pe` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never moves it "
+            'and `state_dict()` never saves it; use `self.register_buffer("pe", ...)` (or `nn.Parameter` if it is trained)',
+        )
+    ]
 
 
 def test_dl102_silent_on_buffers_and_host_reads() -> None:
@@ -206,6 +225,7 @@ def test_dl102_silent_on_buffers_and_host_reads() -> None:
 
 # -- DL103 -------------------------------------------------------------------------------------
 
+
 def test_dl103_list_of_modules() -> None:
     source = """
     from torch import nn
@@ -215,11 +235,15 @@ def test_dl103_list_of_modules() -> None:
             super().__init__()
             self.layers = [nn.Linear(4, 4) for _ in range(3)]
     """
-    assert _findings("DL103", source) == [(
-        "DL103", 7, 23,
-        "`self.layers` keeps submodules in a plain list: `model.to(device)` never moves them, `state_dict()` "
-        "never saves them and `parameters()` skips them; use `nn.ModuleList`",
-    )]
+    assert _findings("DL103", source) == [
+        (
+            "DL103",
+            7,
+            23,
+            "`self.layers` keeps submodules in a plain list: `model.to(device)` never moves them, `state_dict()` "
+            "never saves them and `parameters()` skips them; use `nn.ModuleList`",
+        )
+    ]
 
 
 def test_dl103_silent_on_module_list_and_plain_values() -> None:
@@ -239,6 +263,7 @@ def test_dl103_silent_on_module_list_and_plain_values() -> None:
 
 # -- DL104 -------------------------------------------------------------------------------------
 
+
 def test_dl104_discarded_move() -> None:
     source = """
     import torch
@@ -248,11 +273,15 @@ def test_dl104_discarded_move() -> None:
         mask.to(device)
         return mask
     """
-    assert _findings("DL104", source) == [(
-        "DL104", 6, 5,
-        "`mask.to(device)` returns a new tensor that is thrown away, so `mask` is not moved; assign it: "
-        "`mask = mask.to(device)`",
-    )]
+    assert _findings("DL104", source) == [
+        (
+            "DL104",
+            6,
+            5,
+            "`mask.to(device)` returns a new tensor that is thrown away, so `mask` is not moved; assign it: "
+            "`mask = mask.to(device)`",
+        )
+    ]
 
 
 def test_dl104_fix_assigns_back() -> None:
@@ -277,6 +306,7 @@ def test_dl104_silent_on_modules_and_unknown_receivers() -> None:
 
 # -- DL105 -------------------------------------------------------------------------------------
 
+
 def test_dl105_unmoved_batch() -> None:
     source = """
     def train(model, loader, device):
@@ -284,11 +314,15 @@ def test_dl105_unmoved_batch() -> None:
         for x, y in loader:
             out = model(x)
     """
-    assert _findings("DL105", source) == [(
-        "DL105", 5, 21,
-        "`x` comes from a DataLoader and is still on the CPU, but `model` was moved to the device; "
-        "move it first: `x = x.to(device)`",
-    )]
+    assert _findings("DL105", source) == [
+        (
+            "DL105",
+            5,
+            21,
+            "`x` comes from a DataLoader and is still on the CPU, but `model` was moved to the device; "
+            "move it first: `x = x.to(device)`",
+        )
+    ]
 
 
 def test_dl105_silent_when_moved_or_model_not_moved() -> None:
@@ -328,6 +362,7 @@ def test_dl105_silent_for_gpu_datasets_and_custom_loaders() -> None:
 
 # -- DL106 -------------------------------------------------------------------------------------
 
+
 def test_dl106_cpu_class_weight() -> None:
     source = """
     import torch
@@ -338,11 +373,15 @@ def test_dl106_cpu_class_weight() -> None:
         loss = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0]))
         return loss
     """
-    assert _findings("DL106", source) == [(
-        "DL106", 7, 39,
-        "`nn.CrossEntropyLoss` gets a CPU `weight` tensor and `loss` is never moved, while `model` is: the loss "
-        "fails on GPU logits; pass `device=` to the weight or use `loss = nn.CrossEntropyLoss(...).to(device)`",
-    )]
+    assert _findings("DL106", source) == [
+        (
+            "DL106",
+            7,
+            39,
+            "`nn.CrossEntropyLoss` gets a CPU `weight` tensor and `loss` is never moved, while `model` is: the loss "
+            "fails on GPU logits; pass `device=` to the weight or use `loss = nn.CrossEntropyLoss(...).to(device)`",
+        )
+    ]
 
 
 def test_dl106_silent_when_loss_moved() -> None:
@@ -361,6 +400,7 @@ def test_dl106_silent_when_loss_moved() -> None:
 
 # -- DL107 -------------------------------------------------------------------------------------
 
+
 def test_dl107_cuda_in_forward() -> None:
     source = """
     import torch
@@ -370,11 +410,15 @@ def test_dl107_cuda_in_forward() -> None:
         def forward(self, x):
             return x + torch.ones(3, device="cuda")
     """
-    assert _findings("DL107", source) == [(
-        "DL107", 7, 41,
-        "`device=\"cuda\"` hard-codes CUDA in `forward`: it breaks CPU-only runs, other GPUs (`cuda:1`, DDP "
-        "ranks) and MPS; use the input's device (`next(self.parameters()).device`)",
-    )]
+    assert _findings("DL107", source) == [
+        (
+            "DL107",
+            7,
+            41,
+            '`device="cuda"` hard-codes CUDA in `forward`: it breaks CPU-only runs, other GPUs (`cuda:1`, DDP '
+            "ranks) and MPS; use the input's device (`next(self.parameters()).device`)",
+        )
+    ]
 
 
 def test_dl107_silent_under_device_check_and_in_scripts() -> None:
@@ -405,17 +449,22 @@ def test_dl107_silent_under_device_check_and_in_scripts() -> None:
 
 # -- DL108 -------------------------------------------------------------------------------------
 
+
 def test_dl108_numpy_on_model_output() -> None:
     source = """
     def predict(model, x, device):
         model.to(device)
         return model(x.to(device)).numpy()
     """
-    assert _findings("DL108", source) == [(
-        "DL108", 4, 12,
-        "`model(x.to(device)).numpy()` converts a tensor that is on the device: it raises `TypeError: can't "
-        "convert cuda:0 device type tensor to numpy`; call `.cpu()` first: `model(x.to(device)).cpu().numpy()`",
-    )]
+    assert _findings("DL108", source) == [
+        (
+            "DL108",
+            4,
+            12,
+            "`model(x.to(device)).numpy()` converts a tensor that is on the device: it raises `TypeError: can't "
+            "convert cuda:0 device type tensor to numpy`; call `.cpu()` first: `model(x.to(device)).cpu().numpy()`",
+        )
+    ]
 
 
 def test_dl108_silent_after_cpu() -> None:
@@ -429,6 +478,7 @@ def test_dl108_silent_after_cpu() -> None:
 
 # -- DL109 -------------------------------------------------------------------------------------
 
+
 def test_dl109_cuda_in_getitem() -> None:
     source = """
     import torch
@@ -438,12 +488,16 @@ def test_dl109_cuda_in_getitem() -> None:
         def __getitem__(self, i):
             return torch.tensor([i]).cuda()
     """
-    assert _findings("DL109", source) == [(
-        "DL109", 7, 16,
-        "`torch.tensor([i]).cuda()` puts a tensor on the GPU in `D.__getitem__`; with `num_workers > 0` this "
-        "fails (\"Cannot re-initialize CUDA in forked subprocess\"); return CPU tensors and move batches in the "
-        "training loop",
-    )]
+    assert _findings("DL109", source) == [
+        (
+            "DL109",
+            7,
+            16,
+            "`torch.tensor([i]).cuda()` puts a tensor on the GPU in `D.__getitem__`; with `num_workers > 0` this "
+            'fails ("Cannot re-initialize CUDA in forked subprocess"); return CPU tensors and move batches in the '
+            "training loop",
+        )
+    ]
 
 
 def test_dl109_silent_on_cpu_dataset() -> None:
@@ -463,16 +517,21 @@ def test_dl109_silent_on_cpu_dataset() -> None:
 
 # -- DL110 -------------------------------------------------------------------------------------
 
+
 def test_dl110_global_cuda_default() -> None:
     source = """
     import torch
     torch.set_default_device("cuda")
     """
-    assert _findings("DL110", source) == [(
-        "DL110", 3, 1,
-        "`torch.set_default_device(\"cuda\")` makes every new tensor a GPU tensor, which breaks shuffling "
-        "DataLoaders, CPU generators and worker processes; create tensors and models on an explicit `device` instead",
-    )]
+    assert _findings("DL110", source) == [
+        (
+            "DL110",
+            3,
+            1,
+            '`torch.set_default_device("cuda")` makes every new tensor a GPU tensor, which breaks shuffling '
+            "DataLoaders, CPU generators and worker processes; create tensors and models on an explicit `device` instead",
+        )
+    ]
 
 
 def test_dl110_silent_on_cpu_default_and_in_functions() -> None:
@@ -488,6 +547,7 @@ def test_dl110_silent_on_cpu_default_and_in_functions() -> None:
 
 # -- DL111 -------------------------------------------------------------------------------------
 
+
 def test_dl111_state_loaded_before_move() -> None:
     source = """
     import torch
@@ -497,11 +557,15 @@ def test_dl111_state_loaded_before_move() -> None:
         opt.load_state_dict(state)
         model.to(device)
     """
-    assert _findings("DL111", source) == [(
-        "DL111", 6, 5,
-        "`opt.load_state_dict(state)` loads the optimizer state while `model` is still on the CPU, so the state "
-        "stays there after `model.to(device)`; move the model before building the optimizer and loading its state",
-    )]
+    assert _findings("DL111", source) == [
+        (
+            "DL111",
+            6,
+            5,
+            "`opt.load_state_dict(state)` loads the optimizer state while `model` is still on the CPU, so the state "
+            "stays there after `model.to(device)`; move the model before building the optimizer and loading its state",
+        )
+    ]
 
 
 def test_dl111_silent_when_moved_first() -> None:
@@ -531,7 +595,9 @@ def test_long_chains_of_helpers_do_not_exhaust_the_stack() -> None:
 
 
 def test_numpy_data_makes_a_cpu_tensor_and_host_copies_stay_host_data() -> None:
-    found = _findings("DL101", """
+    found = _findings(
+        "DL101",
+        """
         import numpy as np
         import torch
         import torch.nn.functional as F
@@ -543,7 +609,8 @@ def test_numpy_data_makes_a_cpu_tensor_and_host_copies_stay_host_data() -> None:
                 x, y = x.to("cuda"), y.to("cuda")
                 loss = F.cross_entropy(model(x), y, weight=weights)
                 loss.backward()
-    """)
+    """,
+    )
     assert [(code, line) for code, line, _, _ in found] == [("DL101", 8)]
     ctx = _context("""
         import numpy as np
@@ -561,7 +628,10 @@ def test_numpy_data_makes_a_cpu_tensor_and_host_copies_stay_host_data() -> None:
 
 def test_a_helper_returning_its_argument_on_one_device_path_is_not_a_cpu_source() -> None:
     # detectron2's export `to_device`: `return t` when already there, a copy op otherwise
-    assert _findings("DL101", """
+    assert (
+        _findings(
+            "DL101",
+            """
         import numpy as np
         import torch
         import torch.nn.functional as F
@@ -580,4 +650,7 @@ def test_a_helper_returning_its_argument_on_one_device_path_is_not_a_cpu_source(
 
         def run(model, x):
             return upsample(model.cuda()(x.cuda()), 8)
-    """) == []
+    """,
+        )
+        == []
+    )

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 BUGGY = "import torch\n\n\ndef resume(p):\n    return torch.load(p)\n"
@@ -28,8 +27,17 @@ def git(*args: str, cwd: Path) -> str:
 
 def _untracked_hook_sources() -> list[str]:
     """Files the hook needs that git does not track yet (try-repo would leave them out)."""
-    out = git("status", "--porcelain", "--untracked-files=all", "--", ".pre-commit-hooks.yaml", "pyproject.toml",
-              "README.md", "devicelint", cwd=ROOT)
+    out = git(
+        "status",
+        "--porcelain",
+        "--untracked-files=all",
+        "--",
+        ".pre-commit-hooks.yaml",
+        "pyproject.toml",
+        "README.md",
+        "devicelint",
+        cwd=ROOT,
+    )
     return [line[3:] for line in out.splitlines() if line.startswith("??")]
 
 
@@ -42,9 +50,14 @@ def _hook_repo(tmp_path: Path) -> Path:
     """
     if not (ROOT / ".git").exists() or _untracked_hook_sources():
         snapshot = tmp_path / "hook-repo"
-        listed = git("ls-files", "--cached", "--others", "--exclude-standard", "-z", cwd=ROOT) if (ROOT / ".git").exists() else ""
+        listed = (
+            git("ls-files", "--cached", "--others", "--exclude-standard", "-z", cwd=ROOT)
+            if (ROOT / ".git").exists()
+            else ""
+        )
         names = [n for n in listed.split("\0") if n] or [
-            str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
+            str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts
+        ]
         for name in names:
             source = ROOT / name
             if source.is_file():
@@ -65,8 +78,19 @@ def _commit_all(repo: Path) -> None:
     if not (repo / ".git").exists():
         git("init", "-q", cwd=repo)
     git("add", "-A", cwd=repo)
-    git("-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false",
-        "commit", "-q", "-m", "snapshot", cwd=repo)
+    git(
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.org",
+        "-c",
+        "commit.gpgsign=false",
+        "commit",
+        "-q",
+        "-m",
+        "snapshot",
+        cwd=repo,
+    )
 
 
 def test_hook_definition() -> None:

@@ -7,12 +7,12 @@ import textwrap
 
 import libcst as cst
 import pytest
+from recreated_bugs import REALBUGS, assert_pair, needs_realbugs
 
 from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, UNKNOWN_DEFAULT, default_device_at
 from devicelint.context import FileContext
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule
-from recreated_bugs import REALBUGS, assert_pair, needs_realbugs
 
 
 def findings(source: str, codes: tuple[str, ...] = ("DL114", "DL115")) -> list[tuple[int, str, str]]:
@@ -30,10 +30,15 @@ def test_shuffling_loader_under_default_device_message() -> None:
             torch.set_default_device("cuda")
             return DataLoader(ds, shuffle=True)
     """)
-    assert found == [(7, "DL114",
-        "`DataLoader(...)` draws with the CPU generator of its shuffling `RandomSampler` after "
-        "`torch.set_default_device(\"cuda\")`, so it fails with `Expected a 'cuda' device type for "
-        "generator but found 'cpu'`; pass `generator=torch.Generator(device=\"cuda\")`")]
+    assert found == [
+        (
+            7,
+            "DL114",
+            "`DataLoader(...)` draws with the CPU generator of its shuffling `RandomSampler` after "
+            "`torch.set_default_device(\"cuda\")`, so it fails with `Expected a 'cuda' device type for "
+            "generator but found 'cpu'`; pass `generator=torch.Generator(device=\"cuda\")`",
+        )
+    ]
 
 
 def test_cuda_generator_to_random_split_message() -> None:
@@ -45,22 +50,30 @@ def test_cuda_generator_to_random_split_message() -> None:
             g = torch.Generator(device="cuda").manual_seed(0)
             return random_split(ds, [0.5, 0.5], generator=g)
     """)
-    assert found == [(7, "DL115",
-        "`random_split(...)` draws on cpu but its generator `g` is a cuda generator, so it fails with "
-        "`Expected a 'cpu' device type for generator but found 'cuda'`; create it with `torch.Generator()` "
-        "(data samplers draw their indices on the CPU), or with `torch.Generator(device=torch.get_default_device())` "
-        "if another module makes the GPU the default device")]
+    assert found == [
+        (
+            7,
+            "DL115",
+            "`random_split(...)` draws on cpu but its generator `g` is a cuda generator, so it fails with "
+            "`Expected a 'cpu' device type for generator but found 'cuda'`; create it with `torch.Generator()` "
+            "(data samplers draw their indices on the CPU), or with `torch.Generator(device=torch.get_default_device())` "
+            "if another module makes the GPU the default device",
+        )
+    ]
 
 
-@pytest.mark.parametrize(("default", "generator", "expected"), [
-    ("", 'torch.Generator(device="cuda")', []),  # may follow a CUDA default set in another module
-    ("", "torch.Generator()", []),
-    ("", "", []),
-    ('torch.set_default_device("cuda")', 'torch.Generator(device="cuda")', []),  # the exception
-    ('torch.set_default_device("cuda")', "torch.Generator()", ["DL114"]),
-    ('torch.set_default_device("cuda")', "", ["DL114"]),
-    ('torch.set_default_device("cpu")', 'torch.Generator(device="cuda")', ["DL115"]),
-])
+@pytest.mark.parametrize(
+    ("default", "generator", "expected"),
+    [
+        ("", 'torch.Generator(device="cuda")', []),  # may follow a CUDA default set in another module
+        ("", "torch.Generator()", []),
+        ("", "", []),
+        ('torch.set_default_device("cuda")', 'torch.Generator(device="cuda")', []),  # the exception
+        ('torch.set_default_device("cuda")', "torch.Generator()", ["DL114"]),
+        ('torch.set_default_device("cuda")', "", ["DL114"]),
+        ('torch.set_default_device("cpu")', 'torch.Generator(device="cuda")', ["DL115"]),
+    ],
+)
 def test_rules_split_loader_generators_without_overlap(default: str, generator: str, expected: list[str]) -> None:
     argument = f", generator={generator}" if generator else ""
     found = findings(f"""

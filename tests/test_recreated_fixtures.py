@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import all_rules
 
@@ -82,7 +82,8 @@ def test_good_twin_is_clean(bad: Path) -> None:
 def test_bad_file_is_found(bad: Path) -> None:
     code, lines = _expectation(bad)
     hits = [
-        f for f in _findings(bad)
+        f
+        for f in _findings(bad)
         if any(f.line <= n <= max(f.line, f.end_line) for n in lines) and (code.startswith("NEW:") or f.code == code)
     ]
     assert hits, f"{bad.name}: no {code} finding on lines {sorted(lines)}"

@@ -30,12 +30,28 @@ def _sources(pattern: str = "*.py", minimum: int = 0) -> list[Path]:
 
 # Real, varied Python: the linter's own larger modules and the training scripts in fixtures/.
 SOURCES = sorted(
-    [p for p in (ROOT / "devicelint").rglob("*.py") if p.stat().st_size > 6000][:12]
-    + _sources(minimum=1500)[:12]
+    [p for p in (ROOT / "devicelint").rglob("*.py") if p.stat().st_size > 6000][:12] + _sources(minimum=1500)[:12]
 )
 # What typing does to a file: characters, lines, blocks, brackets and quotes left open.
-TYPED = ["x", " ", "\n", "# note\n", "    y = 1\n", "\n\n", "(", ")", '"""', "'", "def f():\n    pass\n",
-         "import os\n", "\tz\n", "@decorator\n", "else:\n", "  ", "class C:\n    a: int = 0\n"]
+TYPED = [
+    "x",
+    " ",
+    "\n",
+    "# note\n",
+    "    y = 1\n",
+    "\n\n",
+    "(",
+    ")",
+    '"""',
+    "'",
+    "def f():\n    pass\n",
+    "import os\n",
+    "\tz\n",
+    "@decorator\n",
+    "else:\n",
+    "  ",
+    "class C:\n    a: int = 0\n",
+]
 
 
 def _cpython_parses(text: str) -> bool:
@@ -52,8 +68,8 @@ def _edit(text: str, rng: random.Random) -> str:
     if choice < 0.45:
         return text[:at] + rng.choice(TYPED) + text[at:]
     if choice < 0.75:
-        return text[:at] + text[at + rng.randint(1, 30):]
-    return text[:at] + rng.choice(TYPED) + text[at + rng.randint(0, 6):]
+        return text[:at] + text[at + rng.randint(1, 30) :]
+    return text[:at] + rng.choice(TYPED) + text[at + rng.randint(0, 6) :]
 
 
 def test_statement_offsets_match_the_generated_code() -> None:

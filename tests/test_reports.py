@@ -19,7 +19,7 @@ from devicelint.report.text import statistics, summary
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 JSON_KEYS = ["path", "line", "column", "end_line", "end_column", "code", "name", "message", "severity", "url", "fix"]
 
-BUGGY = '''import torch
+BUGGY = """import torch
 
 
 def restore(p, x):
@@ -27,12 +27,17 @@ def restore(p, x):
     if x.device == torch.device("cuda"):
         return state
     return None
-'''
+"""
 
 
 def finding(path: str = "a.py", line: int = 1, column: int = 1, code: str = "DL501", **kw) -> Finding:
-    values = dict(end_line=line, end_column=column + 3, name="torch-load-without-map-location",
-                  message="msg", url=f"https://example.org/{code}.md")
+    values = dict(
+        end_line=line,
+        end_column=column + 3,
+        name="torch-load-without-map-location",
+        message="msg",
+        url=f"https://example.org/{code}.md",
+    )
     values.update(kw)
     return Finding(path=path, line=line, column=column, code=code, **values)  # type: ignore[arg-type]
 
@@ -53,7 +58,9 @@ def test_json_keys_and_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     rows = json.loads(result.stdout)
     assert all(list(row) == JSON_KEYS for row in rows)
     assert [(r["path"], r["line"], r["column"], r["code"]) for r in rows] == [
-        ("b_syntax.py", 2, 5, "DL000"), ("buggy.py", 5, 13, "DL501"), ("buggy.py", 6, 8, "DL502"),
+        ("b_syntax.py", 2, 5, "DL000"),
+        ("buggy.py", 5, 13, "DL501"),
+        ("buggy.py", 6, 8, "DL502"),
     ]
     load = rows[1]
     assert load["end_line"] == 5 and load["end_column"] == 26
@@ -61,10 +68,11 @@ def test_json_keys_and_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert load["severity"] == "error"
     assert load["url"].endswith("/rules/DL501.md")
     assert load["fix"] == {
-        "description": "Add `map_location=\"cpu\"`",
+        "description": 'Add `map_location="cpu"`',
         "safe": False,
-        "edits": [{"line": 5, "column": 13, "end_line": 5, "end_column": 26,
-                   "content": "torch.load(p, map_location=\"cpu\")"}],
+        "edits": [
+            {"line": 5, "column": 13, "end_line": 5, "end_column": 26, "content": 'torch.load(p, map_location="cpu")'}
+        ],
     }
     assert rows[0]["fix"] is None
     assert rows[0]["name"] == "syntax-error"
@@ -108,7 +116,8 @@ def test_sarif_validates_with_findings_fixes_and_rules(tmp_path: Path, monkeypat
     assert location["region"] == {"startLine": 5, "startColumn": 13, "endLine": 5, "endColumn": 26}
     assert results[1]["level"] == "error"
     assert results[1]["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == (
-        'torch.load(p, map_location="cpu")')
+        'torch.load(p, map_location="cpu")'
+    )
 
 
 def test_sarif_validates_when_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,14 +155,22 @@ def test_github_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = lint(tmp_path, monkeypatch, "--output-format", "github", ".")
     lines = result.stdout.splitlines()
     assert len(lines) == 3
-    assert lines[0] == "::error file=b_syntax.py,line=2,col=5,endLine=2,endColumn=6,title=DL000::DL000 syntax error: '(' was never closed"
-    assert lines[1].startswith("::error file=buggy.py,line=5,col=13,endLine=5,endColumn=26,title=DL501::DL501 `torch.load(...)` has no")
+    assert (
+        lines[0]
+        == "::error file=b_syntax.py,line=2,col=5,endLine=2,endColumn=6,title=DL000::DL000 syntax error: '(' was never closed"
+    )
+    assert lines[1].startswith(
+        "::error file=buggy.py,line=5,col=13,endLine=5,endColumn=26,title=DL501::DL501 `torch.load(...)` has no"
+    )
     assert lines[2].startswith("::error file=buggy.py,line=6,col=8,endLine=6,endColumn=40,title=DL502::DL502 ")
 
 
 def test_github_escaping_and_warnings() -> None:
     text = render("github", [finding("dir,x/a:b.py", message="50% done\nnext", severity="warning")])
-    assert text == "::warning file=dir%2Cx/a%3Ab.py,line=1,col=1,endLine=1,endColumn=4,title=DL501::DL501 50%25 done%0Anext\n"
+    assert (
+        text
+        == "::warning file=dir%2Cx/a%3Ab.py,line=1,col=1,endLine=1,endColumn=4,title=DL501::DL501 50%25 done%0Anext\n"
+    )
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -162,15 +179,12 @@ def test_github_escaping_and_warnings() -> None:
 def test_text_format_with_carets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = lint(tmp_path, monkeypatch, ".")
     assert result.stdout.startswith(
-        "b_syntax.py:2:5: DL000 syntax error: '(' was never closed\n"
-        "  2 | x = (\n"
-        "    |     ^\n"
-        "buggy.py:5:13: DL501 "
+        "b_syntax.py:2:5: DL000 syntax error: '(' was never closed\n  2 | x = (\n    |     ^\nbuggy.py:5:13: DL501 "
     )
     assert (
-        "  6 |     if x.device == torch.device(\"cuda\"):\n"
+        '  6 |     if x.device == torch.device("cuda"):\n'
         "    |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
-        "  = fix available: Compare `x.device.type == \"cuda\"`\n"
+        '  = fix available: Compare `x.device.type == "cuda"`\n'
         "Found 3 problems in 2 files. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n"
     ) in result.stdout
     assert "\x1b[" not in result.stdout  # no colour when not a terminal
@@ -184,8 +198,11 @@ def test_colour_only_when_asked() -> None:
 
 
 def test_multiline_finding_caret_runs_to_end_of_line() -> None:
-    text = render("text", [finding(line=1, column=5, end_line=3, end_column=2)],
-                  ReportContext(sources={"a.py": "x = f(\n  1,\n)\n"}))
+    text = render(
+        "text",
+        [finding(line=1, column=5, end_line=3, end_column=2)],
+        ReportContext(sources={"a.py": "x = f(\n  1,\n)\n"}),
+    )
     assert text == "a.py:1:5: DL501 msg\n  1 | x = f(\n    |     ^^\n"
 
 
@@ -204,14 +221,24 @@ def test_summaries() -> None:
 
 
 def test_every_format_sorts_by_path_line_column() -> None:
-    shuffled = [finding("b.py", 1, 1), finding("a.py", 10, 1), finding("a.py", 2, 9), finding("a.py", 2, 3),
-                finding("a/z.py", 1, 1)]
+    shuffled = [
+        finding("b.py", 1, 1),
+        finding("a.py", 10, 1),
+        finding("a.py", 2, 9),
+        finding("a.py", 2, 3),
+        finding("a/z.py", 1, 1),
+    ]
     order = [("a.py", 2, 3), ("a.py", 2, 9), ("a.py", 10, 1), ("a/z.py", 1, 1), ("b.py", 1, 1)]
     rows = json.loads(render("json", shuffled))
     assert [(r["path"], r["line"], r["column"]) for r in rows] == order
     sarif = json.loads(render("sarif", shuffled))["runs"][0]["results"]
-    assert [(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
-             r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in sarif] == [(p, ln) for p, ln, _ in order]
+    assert [
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        )
+        for r in sarif
+    ] == [(p, ln) for p, ln, _ in order]
     text = render("text", shuffled, ReportContext(show_source=False)).splitlines()
     assert [line.split(": ")[0] for line in text] == [f"{p}:{ln}:{c}" for p, ln, c in order]
     github = render("github", shuffled).splitlines()

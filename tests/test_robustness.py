@@ -16,9 +16,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
 
 import devicelint.runner
-from conftest import FIXTURES
 from devicelint.cli import cli
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import all_rules
@@ -92,8 +92,9 @@ def _lint_in_big_stack(data: bytes | str, name: str, **kw):  # type: ignore[no-u
 
 
 def _shape(findings) -> list[tuple]:  # type: ignore[no-untyped-def]
-    return [(f.code, f.line, f.column, f.message) if f.code == "DL000" else (f.code, f.line, f.column)
-            for f in findings]
+    return [
+        (f.code, f.line, f.column, f.message) if f.code == "DL000" else (f.code, f.line, f.column) for f in findings
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(_bad_files()))
@@ -122,12 +123,15 @@ def test_syntax_error_without_prefilter_tokens_is_still_reported() -> None:
     assert lint_source("x = 1\n", "a.py", _options()).findings == ()
 
 
-@pytest.mark.parametrize("source", [
-    "type Vector = list[float]\n",  # Python 3.12 syntax
-    "def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
-    'name = f"{"nested"}"\n',
-    "match x:\n    case 1:\n        pass\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "type Vector = list[float]\n",  # Python 3.12 syntax
+        "def first[T](xs: list[T]) -> T:\n    return xs[0]\n",
+        'name = f"{"nested"}"\n',
+        "match x:\n    case 1:\n        pass\n",
+    ],
+)
 def test_newer_syntax_than_this_python_is_not_a_syntax_error(source: str) -> None:
     # With no rule to run, CPython's parser screens the file; what it refuses, LibCST confirms.
     assert lint_source(source, "a.py", _options()).findings == ()
@@ -159,8 +163,11 @@ def _make_tree(root: Path, with_deep: bool) -> None:
 def _by_file(json_text: str) -> dict[str, list[tuple]]:
     found: dict[str, list[tuple]] = {}
     for f in json.loads(json_text):
-        row = (f["code"], f["line"], f["column"], f["message"]) if f["code"] == "DL000" else (
-            f["code"], f["line"], f["column"])
+        row = (
+            (f["code"], f["line"], f["column"], f["message"])
+            if f["code"] == "DL000"
+            else (f["code"], f["line"], f["column"])
+        )
         found.setdefault(f["path"], []).append(row)
     return found
 
@@ -176,7 +183,10 @@ def test_every_bad_file_via_subprocess_with_one_and_two_jobs(tmp_path: Path) -> 
     for jobs in ("1", "2"):
         done = subprocess.run(
             [sys.executable, "-m", "devicelint", "--no-cache", "-j", jobs, "--output-format", "json", "."],
-            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 1
         assert done.stderr == ""
@@ -195,7 +205,10 @@ def test_big_file_and_long_unary_chain(tmp_path: Path) -> None:
         (tmp_path / name).write_text(LOAD)
     done = subprocess.run(
         [sys.executable, "-m", "devicelint", "--no-cache", "-j", "2", "--output-format", "json", "."],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1
     assert done.stderr == ""
@@ -206,7 +219,9 @@ def test_big_file_and_long_unary_chain(tmp_path: Path) -> None:
 def test_bad_files_in_process_text_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str) -> None:
     _make_tree(tmp_path, with_deep=False)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", jobs, "--no-show-source", "."], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["check", "--no-cache", "-j", jobs, "--no-show-source", "."], catch_exceptions=False
+    )
     assert result.exit_code == 1
     assert "broken_link.py:1:1: DL000 cannot read the file: broken symbolic link\n" in result.stdout
     assert f"latin1.py:2:12: DL000 {DECODE_MESSAGE}\n" in result.stdout
@@ -219,8 +234,9 @@ def test_bad_files_in_process_text_output(tmp_path: Path, monkeypatch: pytest.Mo
 def test_bad_file_named_explicitly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     _make_tree(tmp_path, with_deep=False)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "json", name, "ok.py"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["check", "--no-cache", "--output-format", "json", name, "ok.py"], catch_exceptions=False
+    )
     assert result.exit_code == 1
     key = "x.py/inner.py" if name == "x.py" else name
     assert _by_file(result.stdout) == _expected([key, "ok.py"])
@@ -239,8 +255,9 @@ def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "1", "--output-format", "json", "."],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["check", "--no-cache", "-j", "1", "--output-format", "json", "."], catch_exceptions=False
+    )
     assert result.exit_code == 1
     assert _by_file(result.stdout) == {
         "ok.py": [DL501_AT_2],
@@ -272,10 +289,15 @@ def test_unreadable_paths_named_on_the_command_line(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
     monkeypatch.setattr(pathlib.Path, "stat", stat)
-    monkeypatch.setattr(os, "access", lambda path, mode, **kw: "secret" not in str(path) and real_access(path, mode, **kw))
+    monkeypatch.setattr(
+        os, "access", lambda path, mode, **kw: "secret" not in str(path) and real_access(path, mode, **kw)
+    )
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "1", "--output-format", "json",
-                                      "ok.py", "secret.py", "locked/b.py"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["check", "--no-cache", "-j", "1", "--output-format", "json", "ok.py", "secret.py", "locked/b.py"],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 1, result.output
     assert _by_file(result.stdout) == {
         "ok.py": [DL501_AT_2],
@@ -293,8 +315,13 @@ def test_unreadable_file_subprocess(tmp_path: Path, jobs: str) -> None:
     secret.write_text(LOAD)
     secret.chmod(0)
     try:
-        done = subprocess.run([sys.executable, "-m", "devicelint", "--no-cache", "-j", jobs, "--output-format", "json", "."],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "devicelint", "--no-cache", "-j", jobs, "--output-format", "json", "."],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         secret.chmod(0o644)
     assert done.returncode == 1
@@ -320,8 +347,9 @@ def test_worker_death_is_reported_and_the_rest_linted(tmp_path: Path, monkeypatc
     (tmp_path / "crash.py").write_text(LOAD)
     monkeypatch.setattr(devicelint.runner, "lint_task", crashing_lint_task)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "2", "--output-format", "json", "."],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["check", "--no-cache", "-j", "2", "--output-format", "json", "."], catch_exceptions=False
+    )
     assert result.exit_code == 3  # devicelint failed, which is neither "findings" nor a bad file
     assert "internal error: the worker process died while linting crash.py (not analysed)" in result.stderr
     found = _by_file(result.stdout)
@@ -338,8 +366,13 @@ def test_a_devicelint_folder_in_the_current_folder_does_not_shadow_the_workers(t
     for i in range(10):
         (tmp_path / "proj" / f"m{i}.py").write_text(LOAD)
     script = Path(sys.executable).with_name("devicelint")
-    done = subprocess.run([str(script), "check", "--no-cache", "-j", "2", "--output-format", "json", "proj"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(script), "check", "--no-cache", "-j", "2", "--output-format", "json", "proj"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     assert _by_file(done.stdout) == {f"proj/m{i}.py": [DL501_AT_2] for i in range(10)}
@@ -355,8 +388,13 @@ def test_symlink_loop_and_symlinked_folders(tmp_path: Path, monkeypatch: pytest.
     (tmp_path / "folder_link.py").symlink_to(tmp_path / "pkg")
     (tmp_path / "file_link.py").symlink_to(tmp_path / "pkg" / "a.py")
     monkeypatch.chdir(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "devicelint", "--no-cache", "--output-format", "json", "."],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "--no-cache", "--output-format", "json", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert _by_file(done.stdout) == {"file_link.py": [DL501_AT_2], "pkg/a.py": [DL501_AT_2]}
     assert done.returncode == 1
     named = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "json", "alias"], catch_exceptions=False)
@@ -399,8 +437,9 @@ def _slow_project(root: Path) -> None:
 
 
 def _start_and_wait_for_workers(args: list[str], cwd: Path) -> tuple[subprocess.Popen, set[int]]:
-    process = subprocess.Popen([sys.executable, "-m", "devicelint", "check", *args], cwd=cwd,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devicelint", "check", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         family = _descendants(process.pid)
@@ -434,7 +473,10 @@ def test_sigterm_stops_the_workers_and_keeps_what_was_finished(tmp_path: Path) -
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130
-    assert stderr.decode().strip() == "devicelint: error: interrupted: nothing reported; the files finished so far are cached"
+    assert (
+        stderr.decode().strip()
+        == "devicelint: error: interrupted: nothing reported; the files finished so far are cached"
+    )
     cached = len(list((tmp_path / ".c").rglob("*.json")))
     assert 1 <= cached < 80
     deadline = time.monotonic() + 15
@@ -466,7 +508,11 @@ def test_what_cpython_rejects_is_dl000_at_once(name: str, with_torch: bool) -> N
     result = lint_data(source.encode(), task, TaskOptions(torch_version=None, fix_mode="none"))
     assert time.monotonic() - started < 10
     assert [(f.code, f.message) for f in result.findings] == [
-        ("DL000", f"not parsed: nested too deeply for Python to compile ({'MemoryError' if name in ('lambdas', 'unary', 'nots') else 'RecursionError'})")]
+        (
+            "DL000",
+            f"not parsed: nested too deeply for Python to compile ({'MemoryError' if name in ('lambdas', 'unary', 'nots') else 'RecursionError'})",
+        )
+    ]
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
@@ -476,15 +522,22 @@ def test_a_file_over_the_time_limit_is_dl002_and_the_run_goes_on(tmp_path: Path,
     (tmp_path / "slow.py").write_text("import torch\nx = [" + ", ".join(["1234567"] * 110_000) + "]\n")
     for i in range(9):
         (tmp_path / f"ok{i}.py").write_text(LOAD)
-    done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", jobs, "--output-format", "json", "."],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", jobs, "--output-format", "json", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     found = _by_file(done.stdout)
     assert found.pop("slow.py") == [("DL002", 1, 1)]
     [slow] = [f for f in json.loads(done.stdout) if f["path"] == "slow.py"]
     assert (slow["name"], slow["message"]) == (
-        "file-not-analysed", "not analysed: linting took longer than 0.3 s (set `max-file-seconds` to change the limit)")
+        "file-not-analysed",
+        "not analysed: linting took longer than 0.3 s (set `max-file-seconds` to change the limit)",
+    )
     assert found == {f"ok{i}.py": [DL501_AT_2] for i in range(9)}
 
 
@@ -494,8 +547,14 @@ def test_workers_over_the_memory_mark_retire_and_the_run_completes(tmp_path: Pat
     for i in range(12):
         (tmp_path / f"m{i}.py").write_text(LOAD)
     env = {**os.environ, "DEVICELINT_WORKER_MEMORY_MIB": "1"}
-    done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", "2", "--output-format", "json", "."],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", "2", "--output-format", "json", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     assert _by_file(done.stdout) == {f"m{i}.py": [DL501_AT_2] for i in range(12)}
@@ -542,10 +601,18 @@ def test_a_file_too_large_to_parse_is_dl002_at_once() -> None:
     result = lint_data(source.encode(), task, TaskOptions(torch_version=None, fix_mode="none"))
     assert time.monotonic() - started < 5
     assert result.internal_errors == ()
-    assert [(f.code, f.name, f.line, f.column, f.message) for f in result.findings] == [(
-        "DL002", "file-not-analysed", 1, 1,
-        ("not analysed: the file is too large: 480,006 tokens, over the limit of 270,000 (parsing it would take "
-         "about 1.6 GiB; set `max-file-tokens` to change the limit)"))]
+    assert [(f.code, f.name, f.line, f.column, f.message) for f in result.findings] == [
+        (
+            "DL002",
+            "file-not-analysed",
+            1,
+            1,
+            (
+                "not analysed: the file is too large: 480,006 tokens, over the limit of 270,000 (parsing it would take "
+                "about 1.6 GiB; set `max-file-tokens` to change the limit)"
+            ),
+        )
+    ]
 
 
 def test_max_file_tokens_is_configurable_and_zero_turns_it_off(tmp_path: Path) -> None:
@@ -554,8 +621,13 @@ def test_max_file_tokens_is_configurable_and_zero_turns_it_off(tmp_path: Path) -
 
     def run(limit: str) -> dict[str, list[tuple]]:
         (tmp_path / "devicelint.toml").write_text(f"max-file-tokens = {limit}\n")
-        done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", "1", "--output-format", "json", "."],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "devicelint", "check", "--no-cache", "-j", "1", "--output-format", "json", "."],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 1 and done.stderr == "", done.stderr
         return _by_file(done.stdout)
 
@@ -570,9 +642,15 @@ def test_a_long_operator_chain_is_dl002_at_once() -> None:
     started = time.monotonic()
     result = _lint_in_big_stack(source, "sum.py")
     assert time.monotonic() - started < 5
-    assert [(f.code, f.message) for f in result.findings] == [("DL002", (
-        "not analysed: line 3 chains 2,000 operands with binary operators, over the limit of 1,000 "
-        "(the parser's time grows with the cube of such a chain)"))]
+    assert [(f.code, f.message) for f in result.findings] == [
+        (
+            "DL002",
+            (
+                "not analysed: line 3 chains 2,000 operands with binary operators, over the limit of 1,000 "
+                "(the parser's time grows with the cube of such a chain)"
+            ),
+        )
+    ]
 
 
 def test_a_changed_max_file_tokens_is_not_served_from_the_cache(tmp_path: Path) -> None:
@@ -580,7 +658,24 @@ def test_a_changed_max_file_tokens_is_not_served_from_the_cache(tmp_path: Path) 
     found = []
     for limit in ("500", "0"):
         (tmp_path / "devicelint.toml").write_text(f"max-file-tokens = {limit}\n")
-        done = subprocess.run([sys.executable, "-m", "devicelint", "check", "--cache-dir", ".c", "-j", "1", "--output-format", "json", "."],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "devicelint",
+                "check",
+                "--cache-dir",
+                ".c",
+                "-j",
+                "1",
+                "--output-format",
+                "json",
+                ".",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         found.append(_by_file(done.stdout))
     assert found == [{"table.py": [("DL002", 1, 1)]}, {"table.py": [("DL501", 3, 9)]}]

@@ -12,11 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import FIXTURES, ROOT  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import devicelint.runtime as rt  # noqa: E402
-from conftest import FIXTURES, ROOT  # noqa: E402
 from devicelint.runtime import records  # noqa: E402
 from devicelint.runtime.checker import DeviceConsistencyError, DeviceWarning  # noqa: E402
 
@@ -61,7 +61,9 @@ def test_planted_model_one_finding_per_bug() -> None:
     by_code = {code: line for line, code in _planted_markers(EXAMPLE / "planted_model.py") if code != "DL601"}
     assert modules[("DL605", by_code["DL605"])] == "TinyGPT.blocks.0.attn"
     assert modules[("DL606", by_code["DL606"])] == "TinyGPT.blocks.0.mlp"
-    arange_line = next(n for n, t in enumerate((EXAMPLE / "planted_model.py").read_text().splitlines(), 1) if "torch.arange(T)" in t)
+    arange_line = next(
+        n for n, t in enumerate((EXAMPLE / "planted_model.py").read_text().splitlines(), 1) if "torch.arange(T)" in t
+    )
     assert modules[("DL601", arange_line)] == "TinyGPT.blocks.0.attn"
     messages = {f.code + ":" + str(f.line): f.message for f in report.findings}
     assert "also in `TinyGPT.blocks.1.attn`" in messages[f"DL605:{by_code['DL605']}"]
@@ -419,7 +421,11 @@ def test_audit_reports_attribute_paths() -> None:
 
     model = Model()
     findings = rt.audit(model, "cuda")
-    assert sorted((f.code, f.module_path) for f in findings) == [("DL604", "Model"), ("DL605", "Model.head"), ("DL606", "Model.head")]
+    assert sorted((f.code, f.module_path) for f in findings) == [
+        ("DL604", "Model"),
+        ("DL605", "Model.head"),
+        ("DL606", "Model.head"),
+    ]
     by_code = {f.code: f for f in findings}
     assert by_code["DL606"].line == _line_of(Head, "(not registered)")
     assert by_code["DL606"].message.startswith("`head.extra` is a plain list holding modules")
@@ -441,7 +447,9 @@ def test_a_model_passed_to_check_is_audited_even_if_it_never_runs() -> None:
     net = Net()
     with rt.check(model=net) as report:
         net.to("cuda")
-    assert [(f.code, f.line, f.module_path) for f in report.findings] == [("DL605", _line_of(Net, "# unregistered"), "Net")]
+    assert [(f.code, f.line, f.module_path) for f in report.findings] == [
+        ("DL605", _line_of(Net, "# unregistered"), "Net")
+    ]
     assert report.findings[0].message.startswith("`scale` is a plain tensor attribute on cpu")
 
 
@@ -499,8 +507,8 @@ def _cpu_input_watched(model):  # noqa: ANN001, ANN202
 
 
 def test_threads_started_in_the_region_are_checked_and_others_can_opt_in() -> None:
-    from concurrent.futures import ThreadPoolExecutor
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as earlier:  # its thread runs before the region opens
         earlier.submit(lambda: None).result()

@@ -8,16 +8,16 @@ listed in the failure.
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import FIXTURES  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import devicelint.runtime as rt  # noqa: E402
-from conftest import FIXTURES  # noqa: E402
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -47,7 +47,9 @@ MIXED_OPS: dict[str, Callable[[], object]] = {
     "index_select cpu index": lambda: torch.index_select(_g(5), 0, torch.tensor([0, 1])),
     "gather cpu index": lambda: torch.gather(_g(2, 3), 1, torch.zeros(2, 1, dtype=torch.long)),
     "embedding cpu index": lambda: F.embedding(torch.tensor([0, 1]), _g(4, 2)),
-    "cross_entropy cpu weight": lambda: F.cross_entropy(_g(4, 3), torch.zeros(4, dtype=torch.long, device="cuda"), weight=_c(3)),
+    "cross_entropy cpu weight": lambda: F.cross_entropy(
+        _g(4, 3), torch.zeros(4, dtype=torch.long, device="cuda"), weight=_c(3)
+    ),
     "cross_entropy cpu target": lambda: F.cross_entropy(_g(4, 3), torch.zeros(4, dtype=torch.long)),
     "lerp 0-dim cpu weight": lambda: torch.lerp(_g(3), _g(3), torch.tensor(0.5)),
     "clamp cpu min": lambda: torch.clamp(_g(3), min=_c(3)),

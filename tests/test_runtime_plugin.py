@@ -16,19 +16,19 @@ pytest_plugins = ("pytester",)
 EXAMPLE = FIXTURES / "runtime_example"
 # pytester's in-process runs drop modules imported during them; torch's lazily imported
 # compiler modules must not be imported twice, so load them before any run.
-import torch._dynamo  # noqa: E402, F401
+import torch._dynamo  # noqa: E402, F401, F811
 
-import devicelint.runtime.checker  # noqa: E402, F401  (one copy of the checker's modules)
 # The report the plugin writes imports the formats and the rules: load them once too, or a
 # run would drop them and their second import would register every rule again.
 import devicelint.checks  # noqa: E402, F401
+import devicelint.report.github  # noqa: E402, F401
 import devicelint.report.gitlab  # noqa: E402, F401
 import devicelint.report.json_lines  # noqa: E402, F401
 import devicelint.report.junit  # noqa: E402, F401
 import devicelint.report.pylint_format  # noqa: E402, F401
-import devicelint.report.github  # noqa: E402, F401
 import devicelint.report.sarif  # noqa: E402, F401
 import devicelint.report.text  # noqa: E402, F401
+import devicelint.runtime.checker  # noqa: E402, F401  (one copy of the checker's modules)
 
 if not torch.cuda.is_available():
     from devicelint.runtime import simulate
@@ -110,7 +110,14 @@ def test_flag_fixture_and_options(pytester: pytest.Pytester) -> None:
     mixed_line = next(n for n, text in enumerate(source, 1) if "+ torch.ones(2)" in text)
     assert f"test_flags.py:{mixed_line}:5: DL601 `aten.add` mixed" in flagged.stdout.str()
     strict = pytester.runpytest(
-        "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "--devicelint-runtime", "--devicelint-syncs=error", "-k", "syncs"
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::UserWarning",
+        "--devicelint-runtime",
+        "--devicelint-syncs=error",
+        "-k",
+        "syncs",
     )
     strict.assert_outcomes(failed=1)
     assert "DL602" in strict.stdout.str()
@@ -168,23 +175,28 @@ def test_runtime_findings_are_written_for_ci(pytester: pytest.Pytester) -> None:
     import jsonschema
 
     _copy_example(pytester)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::UserWarning",
-                                "--devicelint-report", "runtime.sarif")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "--devicelint-report", "runtime.sarif"
+    )
     result.assert_outcomes(passed=1, failed=1)
     document = json.loads((pytester.path / "runtime.sarif").read_text())
     schema = json.loads((FIXTURES.parent / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
     jsonschema.validate(document, schema)
     results = document["runs"][0]["results"]
     assert len(results) == 5 and {r["ruleId"] for r in results} <= {f"DL60{i}" for i in range(1, 7)}
-    assert all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("planted_model.py")
-               for r in results)
-    json_run = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::UserWarning",
-                                  "--devicelint-report", "runtime.json")
+    assert all(
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("planted_model.py") for r in results
+    )
+    json_run = pytester.runpytest(
+        "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "--devicelint-report", "runtime.json"
+    )
     json_run.assert_outcomes(passed=1, failed=1)
     rows = json.loads((pytester.path / "runtime.json").read_text())
     assert sorted((r["code"], r["line"]) for r in rows) == sorted(
-        (r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results)
-    github = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::UserWarning",
-                                "--devicelint-report", "runtime.txt")
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results
+    )
+    github = pytester.runpytest(
+        "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "--devicelint-report", "runtime.txt"
+    )
     github.assert_outcomes(passed=1, failed=1)
     assert all(line.startswith("::error file=") for line in (pytester.path / "runtime.txt").read_text().splitlines())

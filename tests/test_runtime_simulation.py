@@ -168,7 +168,10 @@ def test_float16_autocast_casts_and_the_scaler_scales_and_skips_on_inf() -> None
                 out = model(x)
                 loss = nn.functional.cross_entropy(out, y)
             assert (hidden.dtype, normed.dtype, out.dtype, loss.dtype) == (
-                torch.float16, torch.float32, torch.float16, torch.float32,
+                torch.float16,
+                torch.float32,
+                torch.float16,
+                torch.float32,
             )
             optimizer.zero_grad()
             scaler.scale(loss).backward()
@@ -363,7 +366,11 @@ def test_library_syncs_point_at_the_users_call_and_stay_warnings() -> None:
     syncs = [f for f in report.findings if f.code == "DL602"]
     assert syncs and report.errors == []
     for finding in syncs:
-        assert (Path(finding.path).name, finding.line, finding.severity) == (HERE, _line_of("# generate call"), "warning")
+        assert (Path(finding.path).name, finding.line, finding.severity) == (
+            HERE,
+            _line_of("# generate call"),
+            "warning",
+        )
         assert "(in `transformers` at transformers/" in finding.message
     with rt.check(model, syncs="error", simulate="always", library_syncs=True) as strict:
         model.generate(prompt, max_new_tokens=2, do_sample=False)
@@ -378,7 +385,9 @@ def test_an_attribute_attached_to_a_library_module_points_at_the_users_line() ->
         model(torch.randint(3, 100, (1, 5), device="cuda"))
     [finding] = [f for f in report.findings if f.code == "DL605"]
     assert (Path(finding.path).name, finding.line, finding.module_path) == (
-        HERE, _line_of("# attached by the user"), "GPT2LMHeadModel.transformer.h.0.attn",
+        HERE,
+        _line_of("# attached by the user"),
+        "GPT2LMHeadModel.transformer.h.0.attn",
     )
     assert finding.message.endswith('use `transformer.h.0.attn.register_buffer("extra_scale", ...)` instead')
 
@@ -440,8 +449,13 @@ def test_lightning_fits_on_the_simulated_gpu() -> None:
     with rt.check(model, simulate="always") as report, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = lightning.Trainer(
-            accelerator="gpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False,
+            accelerator="gpu",
+            devices=1,
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
         )
         trainer.fit(model, _loader())
     assert model.seen == [sim.SIM_DEVICE, sim.SIM_DEVICE]
@@ -455,7 +469,9 @@ def test_timm_gradient_checkpointing() -> None:
         import timm
     except ImportError as exc:  # timm needs torchvision, which PyPI builds for one torch only
         pytest.skip(f"timm is not importable here: {exc}")
-    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2, num_classes=3)
+    model = timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2, num_classes=3
+    )
     model.set_grad_checkpointing(True)
     with rt.check(model, syncs="error", simulate="always") as report:
         model.cuda().train()
@@ -466,8 +482,9 @@ def test_timm_gradient_checkpointing() -> None:
 def test_checkpoint_script_survives_in_a_fresh_process(tmp_path: Path) -> None:
     # The abort used to come at interpreter exit too, after the script's last line.
     script = tmp_path / "ckpt.py"
-    script.write_text(textwrap.dedent(
-        """
+    script.write_text(
+        textwrap.dedent(
+            """
         import torch
         from torch import nn
         from torch.utils.checkpoint import checkpoint
@@ -479,7 +496,8 @@ def test_checkpoint_script_survives_in_a_fresh_process(tmp_path: Path) -> None:
             checkpoint(layer, x, use_reentrant=False).sum().backward()
         print(layer.weight.grad.device)
         """
-    ))
+        )
+    )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "vgpu:0"), done.stderr[-2000:]
 

@@ -39,12 +39,15 @@ def step(gen, disc, opt_g, opt_d, scaler, z, real):
 
 
 def test_dl307_update_after_each_optimizer() -> None:
-    assert lint("DL307", GAN_STEP) == [(
-        8, 5,
-        "`scaler.update()` runs after `scaler.step(opt_g)` and again after `scaler.step(opt_d)` in the same "
-        "iteration, so one scaler's loss scale moves twice per iteration; call `scaler.update()` once per "
-        "iteration, after the last `scaler.step(...)` of the iteration",
-    )]
+    assert lint("DL307", GAN_STEP) == [
+        (
+            8,
+            5,
+            "`scaler.update()` runs after `scaler.step(opt_g)` and again after `scaler.step(opt_d)` in the same "
+            "iteration, so one scaler's loss scale moves twice per iteration; call `scaler.update()` once per "
+            "iteration, after the last `scaler.step(...)` of the iteration",
+        )
+    ]
 
 
 def test_dl307_silent_with_one_update_or_two_scalers() -> None:
@@ -56,7 +59,9 @@ def test_dl307_silent_with_one_update_or_two_scalers() -> None:
 
 
 def test_dl307_silent_only_when_a_return_always_separates_the_updates() -> None:
-    source = GAN_STEP.replace("    scaler.update()\n    with", "    scaler.update()\n    if z is None:\n        return\n    with", 1)
+    source = GAN_STEP.replace(
+        "    scaler.update()\n    with", "    scaler.update()\n    if z is None:\n        return\n    with", 1
+    )
     assert [line for line, _, _ in lint("DL307", source)] == [8]  # the return is conditional: both can still run
     always = GAN_STEP.replace("    scaler.update()\n    with", "    scaler.update()\n    return\n    with", 1)
     assert always != GAN_STEP and lint("DL307", always) == []
@@ -74,13 +79,16 @@ def test_dl307_update_per_micro_batch() -> None:
                 scaler.update()
             scaler.step(optimizer)
     """
-    assert lint("DL307", source) == [(
-        8, 13,
-        "`scaler.update()` runs on every pass of the inner loop `for part in x.cuda().chunk(chunks)` but "
-        "`scaler.step(optimizer)` runs once after it: the first update with no step since the last one raises "
-        "'No inf checks were recorded prior to update', and the scale must not change between micro-batches; "
-        "call `scaler.update()` once per iteration, after the last `scaler.step(...)` of the iteration",
-    )]
+    assert lint("DL307", source) == [
+        (
+            8,
+            13,
+            "`scaler.update()` runs on every pass of the inner loop `for part in x.cuda().chunk(chunks)` but "
+            "`scaler.step(optimizer)` runs once after it: the first update with no step since the last one raises "
+            "'No inf checks were recorded prior to update', and the scale must not change between micro-batches; "
+            "call `scaler.update()` once per iteration, after the last `scaler.step(...)` of the iteration",
+        )
+    ]
 
 
 def test_dl307_update_outside_the_accumulation_branch() -> None:
@@ -95,14 +103,19 @@ def test_dl307_update_outside_the_accumulation_branch() -> None:
                 scaler.step(optimizer)
             scaler.update()
     """
-    assert lint("DL307", source) == [(
-        9, 9,
-        "`scaler.update()` runs on every micro-batch but `scaler.step(optimizer)` only when `(i + 1) % accum == 0`: "
-        "the first update with no step since the last one raises 'No inf checks were recorded prior to update'; "
-        "call `scaler.update()` once per iteration, after the last `scaler.step(...)` of the iteration",
-    )]
-    inside = source.replace("                scaler.step(optimizer)\n            scaler.update()",
-                            "                scaler.step(optimizer)\n                scaler.update()")
+    assert lint("DL307", source) == [
+        (
+            9,
+            9,
+            "`scaler.update()` runs on every micro-batch but `scaler.step(optimizer)` only when `(i + 1) % accum == 0`: "
+            "the first update with no step since the last one raises 'No inf checks were recorded prior to update'; "
+            "call `scaler.update()` once per iteration, after the last `scaler.step(...)` of the iteration",
+        )
+    ]
+    inside = source.replace(
+        "                scaler.step(optimizer)\n            scaler.update()",
+        "                scaler.step(optimizer)\n                scaler.update()",
+    )
     assert inside != source and lint("DL307", inside) == []
 
 
@@ -116,13 +129,18 @@ def test_dl307_update_per_optimizer_in_a_loop() -> None:
             scaler.step(opt)
             scaler.update()
     """
-    assert lint("DL307", source) == [(
-        7, 9,
-        "`scaler.update()` runs once per optimizer of `for opt in optimizers`, right after `scaler.step(opt)`, so "
-        "the loss scale is updated once per optimizer instead of once per iteration; call `scaler.update()` once "
-        "per iteration, after the last `scaler.step(...)` of the iteration",
-    )]
-    per_optimizer = source.replace("scaler.step(opt)", "scalers[opt].step(opt)").replace("scaler.update()", "scalers[opt].update()")
+    assert lint("DL307", source) == [
+        (
+            7,
+            9,
+            "`scaler.update()` runs once per optimizer of `for opt in optimizers`, right after `scaler.step(opt)`, so "
+            "the loss scale is updated once per optimizer instead of once per iteration; call `scaler.update()` once "
+            "per iteration, after the last `scaler.step(...)` of the iteration",
+        )
+    ]
+    per_optimizer = source.replace("scaler.step(opt)", "scalers[opt].step(opt)").replace(
+        "scaler.update()", "scalers[opt].update()"
+    )
     assert per_optimizer != source and lint("DL307", per_optimizer) == []
 
 
@@ -140,26 +158,33 @@ def test_dl307_helper_called_per_optimizer() -> None:
             self.apply(lg, self.opt_g)
             self.apply(ld, self.opt_d)
     """
-    assert lint("DL307", source) == [(
-        7, 9,
-        "`self.scaler.update()` in `apply` runs on each of `self.apply(lg, self.opt_g)` and "
-        "`self.apply(ld, self.opt_d)` in the same iteration, so one scaler's loss scale moves twice per iteration; "
-        "call `self.scaler.update()` once per iteration, after the last `self.scaler.step(...)` of the iteration",
-    )]
+    assert lint("DL307", source) == [
+        (
+            7,
+            9,
+            "`self.scaler.update()` in `apply` runs on each of `self.apply(lg, self.opt_g)` and "
+            "`self.apply(ld, self.opt_d)` in the same iteration, so one scaler's loss scale moves twice per iteration; "
+            "call `self.scaler.update()` once per iteration, after the last `self.scaler.step(...)` of the iteration",
+        )
+    ]
     once = source.replace("            self.apply(ld, self.opt_d)\n", "")
     assert once != source and lint("DL307", once) == []
 
 
-@pytest.mark.parametrize("odd", [
-    "scaler.update(*args)\nscaler.update(new_scale=2.0 ** 16)",
-    "scaler.step(*opts)\nscaler.update()\nscaler.step(**kw)\nscaler.update()",
-    "scalers[0].step(opt)\nscalers[1].update()\nscalers[0].update()",
-])
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "scaler.update(*args)\nscaler.update(new_scale=2.0 ** 16)",
+        "scaler.step(*opts)\nscaler.update()\nscaler.step(**kw)\nscaler.update()",
+        "scalers[0].step(opt)\nscalers[1].update()\nscalers[0].update()",
+    ],
+)
 def test_dl307_odd_calls_do_not_crash(odd: str) -> None:
     lint("DL307", "import torch\n" + odd + "\n")
 
 
 # -- DL111: state made at construction, tensors replaced by copies --------------------------------
+
 
 def test_dl111_adagrad_before_move() -> None:
     source = """\
@@ -170,12 +195,15 @@ def test_dl111_adagrad_before_move() -> None:
         net.to(device)
         return opt
     """
-    assert lint("DL111", source) == [(
-        4, 11,
-        "`torch.optim.Adagrad(net.parameters(), lr=0.1)` creates Adagrad's `sum` state in its constructor while "
-        "`net` is still on the CPU, so the state stays there after `net.to(device)` and the first `step()` fails; "
-        "move the model before building the optimizer",
-    )]
+    assert lint("DL111", source) == [
+        (
+            4,
+            11,
+            "`torch.optim.Adagrad(net.parameters(), lr=0.1)` creates Adagrad's `sum` state in its constructor while "
+            "`net` is still on the CPU, so the state stays there after `net.to(device)` and the first `step()` fails; "
+            "move the model before building the optimizer",
+        )
+    ]
 
 
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam", "AdamW", "RMSprop"])
@@ -200,14 +228,22 @@ def test_dl111_tensors_replaced_by_device_copies() -> None:
         params = [p.to(device) for p in params]
         return opt, params
     """
-    assert lint("DL111", source) == [(
-        4, 11,
-        "`torch.optim.SGD(params, lr=0.1)` holds the CPU tensors of `params`, which "
-        "`params = [p.to(device) for p in params]` then replaces with device copies: the optimizer steps the CPU "
-        "originals, never the tensors the computation uses; move the tensors before building the optimizer",
-    )]
+    assert lint("DL111", source) == [
+        (
+            4,
+            11,
+            "`torch.optim.SGD(params, lr=0.1)` holds the CPU tensors of `params`, which "
+            "`params = [p.to(device) for p in params]` then replaces with device copies: the optimizer steps the CPU "
+            "originals, never the tensors the computation uses; move the tensors before building the optimizer",
+        )
+    ]
     assert lint("DL111", source.replace("p.to(device)", "p.to('cpu')")) == []
-    assert lint("DL111", source.replace("params = [p.to(device) for p in params]", "moved = [p.to(device) for p in params]")) == []
+    assert (
+        lint(
+            "DL111", source.replace("params = [p.to(device) for p in params]", "moved = [p.to(device) for p in params]")
+        )
+        == []
+    )
 
 
 def test_dl111_odd_optimizer_calls_do_not_crash() -> None:
@@ -232,24 +268,30 @@ def train(model, root, optimizer, device):
 
 
 def test_dl404_loader_without_workers() -> None:
-    assert lint("DL404", TRAIN_LOOP) == [(
-        7, 14,
-        "`DataLoader(dataset, batch_size=64, shuffle=True)` feeds the device training loop `for x, y in loader` "
-        "with `num_workers=0`, so every batch is loaded and collated in the training process while the GPU waits; "
-        "pass `num_workers=N` (a few per GPU, up to the CPU cores) and `pin_memory=True` for fast asynchronous copies",
-    )]
+    assert lint("DL404", TRAIN_LOOP) == [
+        (
+            7,
+            14,
+            "`DataLoader(dataset, batch_size=64, shuffle=True)` feeds the device training loop `for x, y in loader` "
+            "with `num_workers=0`, so every batch is loaded and collated in the training process while the GPU waits; "
+            "pass `num_workers=N` (a few per GPU, up to the CPU cores) and `pin_memory=True` for fast asynchronous copies",
+        )
+    ]
 
 
-@pytest.mark.parametrize("change", [
-    ("shuffle=True)", "shuffle=True, num_workers=4)"),
-    ("shuffle=True)", "shuffle=True, num_workers=args.workers)"),
-    ("shuffle=True)", "shuffle=True, **loader_kwargs)"),
-    ("DataLoader(dataset,", "DataLoader(torch.utils.data.TensorDataset(xs, ys),"),
-    ("DataLoader(dataset,", "DataLoader(unknown_dataset,"),
-    ("datasets.ImageFolder(root, transform=transforms.ToTensor())", "load_dataset(root)"),
-    ("        loss.backward()\n", ""),
-    ("x.to(device)), y.to(device)", "x), y"),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("shuffle=True)", "shuffle=True, num_workers=4)"),
+        ("shuffle=True)", "shuffle=True, num_workers=args.workers)"),
+        ("shuffle=True)", "shuffle=True, **loader_kwargs)"),
+        ("DataLoader(dataset,", "DataLoader(torch.utils.data.TensorDataset(xs, ys),"),
+        ("DataLoader(dataset,", "DataLoader(unknown_dataset,"),
+        ("datasets.ImageFolder(root, transform=transforms.ToTensor())", "load_dataset(root)"),
+        ("        loss.backward()\n", ""),
+        ("x.to(device)), y.to(device)", "x), y"),
+    ],
+)
 def test_dl404_silent(change: tuple[str, str]) -> None:
     assert change[0] in TRAIN_LOOP
     assert lint("DL404", TRAIN_LOOP.replace(*change)) == []

@@ -50,12 +50,22 @@ def test_replacement_covers_only_what_changed_and_never_splits_a_crlf() -> None:
     before = "import torch\r\nx = torch.zeros(3)  # 🍮\r\n"
     after = "import torch\r\nx = torch.zeros(3, device=d)  # 🍮\r\n"
     edit = replacement(LineIndex(before), after)
-    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (1, 17, 1, 17)
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (
+        1,
+        17,
+        1,
+        17,
+    )
     assert edit.new_text == ", device=d"
     assert replacement(LineIndex(before), before) is None
     # Line ends changed from CRLF to LF: the edit starts before the "\r", not between "\r" and "\n".
     edit = replacement(LineIndex("a\r\nb"), "a\nb")
-    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (0, 1, 1, 0)
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (
+        0,
+        1,
+        1,
+        0,
+    )
     assert edit.new_text == "\n"
 
 
@@ -64,11 +74,25 @@ def test_diagnostic_from_a_finding() -> None:
     from devicelint.finding import Finding
     from devicelint.server.conversions import diagnostic
 
-    finding = Finding("t.py", 2, LOAD_COLUMN, 2, LOAD_COLUMN + 13, "DL501", "torch-load-without-map-location",
-                      "no map_location", "warning", url="https://example.org/DL501.md")
+    finding = Finding(
+        "t.py",
+        2,
+        LOAD_COLUMN,
+        2,
+        LOAD_COLUMN + 13,
+        "DL501",
+        "torch-load-without-map-location",
+        "no map_location",
+        "warning",
+        url="https://example.org/DL501.md",
+    )
     result = diagnostic(finding, LineIndex(f"import torch\n{LINE}\n"))
     assert (result.range.start.line, result.range.start.character, result.range.end.character) == (1, 15, 28)
-    assert (result.code, result.source, result.code_description.href) == ("DL501", "devicelint", "https://example.org/DL501.md")
+    assert (result.code, result.source, result.code_description.href) == (
+        "DL501",
+        "devicelint",
+        "https://example.org/DL501.md",
+    )
     assert result.severity == lsprotocol.types.DiagnosticSeverity.Warning
 
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from conftest import FIXTURES
+
 from devicelint.cache import Cache, _decode, entry_key
 from devicelint.cli import cli
 from devicelint.engine import EngineOptions, lint_source, wanted_rules
@@ -51,8 +51,12 @@ def test_notebook_text_output_shows_cell_location_and_cell_source() -> None:
 
 
 def test_notebook_magics_and_shell_lines_become_pass_keeping_line_numbers() -> None:
-    notebook = {"cells": [{"cell_type": "code", "source": ["%time x = 1\n", "!ls\n", "y = 2\n"]},
-                          {"cell_type": "code", "source": ["%%bash\n", "echo hi\n"]}]}
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "source": ["%time x = 1\n", "!ls\n", "y = 2\n"]},
+            {"cell_type": "code", "source": ["%%bash\n", "echo hi\n"]},
+        ]
+    }
     source, origin = virtual_source(json.dumps(notebook).encode())
     assert source.splitlines()[:3] == ["pass", "pass", "y = 2"]
     assert (origin[2].cell, origin[2].line) == (1, 3)
@@ -71,7 +75,12 @@ def test_backslash_continued_shell_lines_are_part_of_the_shell_line() -> None:
 def test_a_cell_pasted_with_a_leading_indent_is_dedented_as_ipython_does(tmp_path: Path) -> None:
     # IPython strips the first line's indent from every line of the cell; the cell is valid.
     cells = [["import torch\n"], ["    def load(path):\n", "        return torch.load(path)\n"]]
-    notebook = {"cells": [{"cell_type": "code", "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    notebook = {
+        "cells": [{"cell_type": "code", "source": c} for c in cells],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (tmp_path / "indented.ipynb").write_text(json.dumps(notebook))
     rows = _json(["--no-cache", str(tmp_path)])
     assert [(r["code"], r["cell"], r["line"], r["column"]) for r in rows] == [("DL501", 2, 2, 16)]
@@ -81,11 +90,21 @@ def test_a_block_of_magics_only_keeps_the_notebook_linted(tmp_path: Path) -> Non
     # Blanked to nothing, `if ...:` with only magics inside was a false DL000 that hid every
     # other finding of the notebook (yolov5's tutorial notebooks).
     cells = [
-        ["import torch\n", "if torch.cuda.is_available():\n", "    %env CUDA_LAUNCH_BLOCKING=1\n",
-         "elif False:\n", "    !nvidia-smi\n"],
+        [
+            "import torch\n",
+            "if torch.cuda.is_available():\n",
+            "    %env CUDA_LAUNCH_BLOCKING=1\n",
+            "elif False:\n",
+            "    !nvidia-smi\n",
+        ],
         ["state = torch.load('w.pt')\n"],
     ]
-    notebook = {"cells": [{"cell_type": "code", "source": c} for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    notebook = {
+        "cells": [{"cell_type": "code", "source": c} for c in cells],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (tmp_path / "tutorial.ipynb").write_text(json.dumps(notebook))
     rows = _json(["--no-cache", str(tmp_path)])
     assert [(r["code"], r["cell"], r["line"]) for r in rows] == [("DL501", 2, 1)]
@@ -170,8 +189,11 @@ def test_hostile_cache_entries_are_misses_and_never_change_the_run(tmp_path: Pat
     for text in hostile:
         entry.write_text(text)
         for output_format in ("text", "github", "json"):
-            result = CliRunner().invoke(cli, ["check", "--cache-dir", str(cache), "--output-format", output_format, str(source)],
-                                        catch_exceptions=False)
+            result = CliRunner().invoke(
+                cli,
+                ["check", "--cache-dir", str(cache), "--output-format", output_format, str(source)],
+                catch_exceptions=False,
+            )
             assert result.exit_code == 1, (text[:80], result.output)
             assert "DL501" in result.stdout
         assert _decode(entry.read_text(), "train.py") is not None  # the bad entry was rewritten

@@ -14,12 +14,12 @@ from devicelint.registry import all_rules
 from devicelint.suppression import Suppressions
 
 # Both proof rules fire on line 4; DL501 alone on line 5.
-SOURCE = '''import torch
+SOURCE = """import torch
 
 
 ok = torch.load(p) if x.device == torch.device("cuda") else None{comment}
 state = torch.load(q)
-'''
+"""
 
 
 def found(comment: str = "", header: str = "") -> list[tuple[str, int]]:
@@ -74,7 +74,9 @@ def test_file_noqa(header: str, expected: list[tuple[str, int]]) -> None:
 
 
 def test_noqa_belongs_on_the_line_where_the_finding_starts() -> None:
-    source = "import torch\nstate = torch.load(  # noqa: DL501\n    p,\n)\nother = torch.load(\n    p,\n)  # noqa: DL501\n"
+    source = (
+        "import torch\nstate = torch.load(  # noqa: DL501\n    p,\n)\nother = torch.load(\n    p,\n)  # noqa: DL501\n"
+    )
     result = lint_source(source, "a.py", EngineOptions(rules=tuple(all_rules())))
     # The misplaced directive silences nothing, and DL001 says so.
     assert [(f.code, f.line) for f in result.findings] == [("DL501", 5), ("DL001", 7)]
@@ -105,20 +107,27 @@ def test_every_output_format_honours_noqa(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "a.py").write_text(SOURCE.format(comment="  # noqa: DL501,DL502"))
     (tmp_path / "b.py").write_text("# devicelint: noqa: DL501\n" + SOURCE.format(comment=""))
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", fmt, "--no-show-source", "."],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["check", "--no-cache", "--output-format", fmt, "--no-show-source", "."], catch_exceptions=False
+    )
     assert result.exit_code == 1
     if fmt == "json":
         assert [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)] == [
-            ("a.py", 5, "DL501"), ("b.py", 5, "DL502")]
+            ("a.py", 5, "DL501"),
+            ("b.py", 5, "DL502"),
+        ]
     elif fmt == "sarif":
         assert [r["ruleId"] for r in json.loads(result.stdout)["runs"][0]["results"]] == ["DL501", "DL502"]
     elif fmt == "github":
         assert [line.split(",")[:2] for line in result.stdout.splitlines()] == [
-            ["::error file=a.py", "line=5"], ["::error file=b.py", "line=5"]]
+            ["::error file=a.py", "line=5"],
+            ["::error file=b.py", "line=5"],
+        ]
     else:
         assert result.stdout.splitlines()[0].startswith("a.py:5:9: DL501 ")
-        assert result.stdout.endswith("Found 2 problems in 2 files. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n")
+        assert result.stdout.endswith(
+            "Found 2 problems in 2 files. 1 fixable with `--fix` (1 more with `--unsafe-fixes`).\n"
+        )
 
 
 @pytest.mark.parametrize("odd", ["\x0c", "\x0b", "\x1c", "\u2028", "\x85"])

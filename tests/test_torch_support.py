@@ -60,7 +60,7 @@ def test_new_enough_floor_keeps_the_modern_advice(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["torch>=2.4"]\n', encoding="utf-8")
     [finding] = _lint("DL305", tmp_path / "train.py", DEPRECATED)
     assert finding.message == (
-        "`torch.cuda.amp.GradScaler(...)` is deprecated since torch 2.4; use `torch.amp.GradScaler(\"cuda\", ...)` instead"
+        '`torch.cuda.amp.GradScaler(...)` is deprecated since torch 2.4; use `torch.amp.GradScaler("cuda", ...)` instead'
     )
     assert finding.fix is not None and finding.fix.safe is True
     [fp16] = _lint("DL301", tmp_path / "train.py", FP16)

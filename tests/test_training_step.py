@@ -43,20 +43,26 @@ def train(model, loader, optimizer, device):
 
 
 def test_dl301_default_cuda_dtype_is_float16() -> None:
-    assert lint("DL301", TRAIN_FP16) == [(
-        9, "DL301",
-        "`loss.backward()` backpropagates a loss computed under `torch.autocast(\"cuda\")`, which runs in "
-        "float16 (autocast's default dtype on CUDA), with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
-        "`scaler = torch.amp.GradScaler(\"cuda\")` with `scaler.scale(loss).backward()`, "
-        "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`",
-    )]
+    assert lint("DL301", TRAIN_FP16) == [
+        (
+            9,
+            "DL301",
+            '`loss.backward()` backpropagates a loss computed under `torch.autocast("cuda")`, which runs in '
+            "float16 (autocast's default dtype on CUDA), with no `GradScaler`: small gradients underflow to zero and training silently stalls; use "
+            '`scaler = torch.amp.GradScaler("cuda")` with `scaler.scale(loss).backward()`, '
+            "`scaler.step(optimizer)`, `scaler.update()`, or autocast to `torch.bfloat16`",
+        )
+    ]
 
 
 def test_dl301_config_driven_dtype_reports_its_float16_path() -> None:
     source = TRAIN_FP16.replace(
         'with torch.autocast("cuda"):',
         'with torch.autocast("cuda", dtype=amp_dtype):',
-    ).replace("    for x, y in loader:", "    amp_dtype = torch.float16 if cfg.fp16 else torch.bfloat16\n    for x, y in loader:")
+    ).replace(
+        "    for x, y in loader:",
+        "    amp_dtype = torch.float16 if cfg.fp16 else torch.bfloat16\n    for x, y in loader:",
+    )
     source = source.replace("def train(model,", "def train(cfg, model,")
     [(line, code, message)] = lint("DL301", source)
     assert (line, code) == (10, "DL301")
@@ -69,7 +75,7 @@ def test_dl301_config_driven_dtype_reports_its_float16_path() -> None:
         ('torch.autocast("cuda")', 'torch.autocast("cuda", dtype=torch.bfloat16)'),
         ('torch.autocast("cuda")', 'torch.autocast("cpu")'),
         ('torch.autocast("cuda")', 'torch.autocast("cuda", enabled=False)'),
-        ('torch.autocast("cuda")', 'torch.autocast(device_type, dtype=amp_dtype)'),  # unknown: silent
+        ('torch.autocast("cuda")', "torch.autocast(device_type, dtype=amp_dtype)"),  # unknown: silent
         ("        loss.backward()\n        optimizer.step()\n", "        print(loss)\n"),  # inference only
         (
             "        loss.backward()\n        optimizer.step()\n",
@@ -114,12 +120,15 @@ def test_canonical_recipe_is_clean(code: str) -> None:
 
 def test_dl302_plain_step_after_scaled_backward() -> None:
     source = SCALED.replace("scaler.step(optimizer)", "optimizer.step()")
-    assert lint("DL302", source) == [(
-        11, "DL302",
-        "`optimizer.step()` bypasses the `GradScaler` that scaled the loss: it applies gradients multiplied by "
-        "the loss scale (65536 by default) and never skips inf/NaN steps; call `scaler.step(optimizer)` and "
-        "then `scaler.update()` instead",
-    )]
+    assert lint("DL302", source) == [
+        (
+            11,
+            "DL302",
+            "`optimizer.step()` bypasses the `GradScaler` that scaled the loss: it applies gradients multiplied by "
+            "the loss scale (65536 by default) and never skips inf/NaN steps; call `scaler.step(optimizer)` and "
+            "then `scaler.update()` instead",
+        )
+    ]
 
 
 def test_dl302_second_step() -> None:
@@ -139,12 +148,15 @@ def test_dl302_silent_on_amp_alternative() -> None:
 
 def test_dl303_update_missing() -> None:
     source = SCALED.replace("        scaler.update()\n", "")
-    assert lint("DL303", source) == [(
-        11, "DL303",
-        "`scaler.step(optimizer)` is never followed by `scaler.update()`: the loss scale never adapts and "
-        "the next `scaler.step` raises; call `scaler.update()` right after `scaler.step(...)` on every step "
-        "that steps",
-    )]
+    assert lint("DL303", source) == [
+        (
+            11,
+            "DL303",
+            "`scaler.step(optimizer)` is never followed by `scaler.update()`: the loss scale never adapts and "
+            "the next `scaler.step` raises; call `scaler.update()` right after `scaler.step(...)` on every step "
+            "that steps",
+        )
+    ]
 
 
 def test_dl303_update_on_some_steps() -> None:
@@ -156,11 +168,14 @@ def test_dl303_update_on_some_steps() -> None:
 
 def test_dl304_clip_before_unscale() -> None:
     source = SCALED.replace("        scaler.unscale_(optimizer)\n", "")
-    assert lint("DL304", source) == [(
-        9, "DL304",
-        "`torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)` clips gradients still multiplied by the "
-        "loss scale, so the clip is about 65536 times too strong; call `scaler.unscale_(optimizer)` before it",
-    )]
+    assert lint("DL304", source) == [
+        (
+            9,
+            "DL304",
+            "`torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)` clips gradients still multiplied by the "
+            "loss scale, so the clip is about 65536 times too strong; call `scaler.unscale_(optimizer)` before it",
+        )
+    ]
 
 
 def test_dl305_deprecated_and_fixed() -> None:
@@ -168,10 +183,13 @@ def test_dl305_deprecated_and_fixed() -> None:
     import torch
     scaler = torch.cuda.amp.GradScaler(enabled=True)
     """
-    assert lint("DL305", source) == [(
-        2, "DL305",
-        "`torch.cuda.amp.GradScaler(...)` is deprecated since torch 2.4; use `torch.amp.GradScaler(\"cuda\", ...)` instead",
-    )]
+    assert lint("DL305", source) == [
+        (
+            2,
+            "DL305",
+            '`torch.cuda.amp.GradScaler(...)` is deprecated since torch 2.4; use `torch.amp.GradScaler("cuda", ...)` instead',
+        )
+    ]
     assert fix("DL305", source) == 'import torch\nscaler = torch.amp.GradScaler("cuda", enabled=True)\n'
 
 
@@ -191,22 +209,28 @@ def test_dl305_silent_on_new_api() -> None:
 
 def test_dl306_backward_inside_autocast() -> None:
     source = SCALED.replace("        scaler.scale(loss).backward()\n", "            scaler.scale(loss).backward()\n")
-    assert lint("DL306", source) == [(
-        8, "DL306",
-        "`scaler.scale(loss).backward()` runs inside `torch.autocast(\"cuda\")`: PyTorch recommends leaving the "
-        "autocast region before the backward pass; dedent the backward (and the optimizer step) out of the "
-        "`with` block",
-    )]
+    assert lint("DL306", source) == [
+        (
+            8,
+            "DL306",
+            '`scaler.scale(loss).backward()` runs inside `torch.autocast("cuda")`: PyTorch recommends leaving the '
+            "autocast region before the backward pass; dedent the backward (and the optimizer step) out of the "
+            "`with` block",
+        )
+    ]
 
 
 def test_dl401_item_every_step() -> None:
     source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", "        total += loss.item()\n")
-    assert lint("DL401", source) == [(
-        11, "DL401",
-        "`loss.item()` copies a device tensor to the host on every training step to accumulate it, which stalls "
-        "the GPU until the step's kernels finish; accumulate on the device (`total += loss.detach()`) and call "
-        "`.item()` once per log interval (`if step % log_every == 0:`)",
-    )]
+    assert lint("DL401", source) == [
+        (
+            11,
+            "DL401",
+            "`loss.item()` copies a device tensor to the host on every training step to accumulate it, which stalls "
+            "the GPU until the step's kernels finish; accumulate on the device (`total += loss.detach()`) and call "
+            "`.item()` once per log interval (`if step % log_every == 0:`)",
+        )
+    ]
 
 
 @pytest.mark.parametrize(
@@ -237,12 +261,15 @@ def run(dataset, model, device):
 
 
 def test_dl402_unpinned_loader() -> None:
-    assert lint("DL402", LOADER) == [(
-        6, "DL402",
-        "`x.to(device, non_blocking=True)` asks for an asynchronous copy, but `loader` is a `DataLoader` "
-        "without `pin_memory=True`, so the copy from pageable memory is synchronous anyway; pass "
-        "`pin_memory=True` to the `DataLoader`",
-    )]
+    assert lint("DL402", LOADER) == [
+        (
+            6,
+            "DL402",
+            "`x.to(device, non_blocking=True)` asks for an asynchronous copy, but `loader` is a `DataLoader` "
+            "without `pin_memory=True`, so the copy from pageable memory is synchronous anyway; pass "
+            "`pin_memory=True` to the `DataLoader`",
+        )
+    ]
 
 
 def test_dl402_pinned_is_silent() -> None:
@@ -252,11 +279,14 @@ def test_dl402_pinned_is_silent() -> None:
 
 def test_dl403_create_then_move_and_fix() -> None:
     source = "import torch\nmask = torch.ones(4, 4).to(device)\n"
-    assert lint("DL403", source) == [(
-        2, "DL403",
-        "`torch.ones(4, 4).to(device)` allocates the tensor on the CPU and then copies it to the device; "
-        "create it there with `torch.ones(..., device=device)`",
-    )]
+    assert lint("DL403", source) == [
+        (
+            2,
+            "DL403",
+            "`torch.ones(4, 4).to(device)` allocates the tensor on the CPU and then copies it to the device; "
+            "create it there with `torch.ones(..., device=device)`",
+        )
+    ]
     assert fix("DL403", source) == "import torch\nmask = torch.ones(4, 4, device=device)\n"
     assert lint("DL403", "import torch\nx = torch.ones(4).to(torch.float16)\n") == []
 
@@ -310,14 +340,18 @@ def test_dl303_other_scaler_kinds_are_left_alone() -> None:
 
 
 def test_dl401_host_values_read_only_to_be_moved_stay_host_values() -> None:
-    source = TRAIN_FP16.replace("        x, y = x.to(device), y.to(device)\n", "").replace(
-        "F.cross_entropy(model(x), y)", "F.cross_entropy(model(x.to(device)), y.to(device))"
-    ).replace("        optimizer.zero_grad()\n", "        seen.extend(y.tolist())\n        total += loss.item()\n")
+    source = (
+        TRAIN_FP16.replace("        x, y = x.to(device), y.to(device)\n", "")
+        .replace("F.cross_entropy(model(x), y)", "F.cross_entropy(model(x.to(device)), y.to(device))")
+        .replace("        optimizer.zero_grad()\n", "        seen.extend(y.tolist())\n        total += loss.item()\n")
+    )
     assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]
 
 
 def test_dl301_explicit_float16_on_a_device_parameter() -> None:
-    source = TRAIN_FP16.replace('torch.autocast("cuda")', "torch.autocast(device_type=device.type, dtype=torch.float16)")
+    source = TRAIN_FP16.replace(
+        'torch.autocast("cuda")', "torch.autocast(device_type=device.type, dtype=torch.float16)"
+    )
     assert [(line, code) for line, code, _ in lint("DL301", source)] == [(9, "DL301")]
     # No dtype: float16 whenever the device is CUDA, which a training script is written for.
     no_dtype = TRAIN_FP16.replace('torch.autocast("cuda")', "torch.autocast(device_type=device.type)")
@@ -391,8 +425,10 @@ def test_dl301_self_attribute_dtype_is_read_where_it_was_assigned() -> None:
         ("        pbar.set_postfix(loss=loss.item())\n", "to print or log it"),
         ("        value = loss.item()\n        print(f'{value:.3f}')\n", "to print or log it"),
         ("        if loss > 100:\n            lr = lr / 2\n", "to decide a branch"),
-        ("        current = loss.item()\n        if abs(current - prev) < 1e-4:\n            break\n        prev = current\n",
-         "to decide a branch"),
+        (
+            "        current = loss.item()\n        if abs(current - prev) < 1e-4:\n            break\n        prev = current\n",
+            "to decide a branch",
+        ),
     ],
 )
 def test_dl401_message_says_why_the_value_is_read(statement: str, purpose: str) -> None:
@@ -417,5 +453,7 @@ def test_dl401_step_function_returning_item_and_keyword_only_backward() -> None:
 
 
 def test_dl401_one_finding_per_statement() -> None:
-    source = TRAIN_FP16.replace("        optimizer.zero_grad()\n", "        print(loss.item(), loss.float().item(), float(loss))\n")
+    source = TRAIN_FP16.replace(
+        "        optimizer.zero_grad()\n", "        print(loss.item(), loss.float().item(), float(loss))\n"
+    )
     assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]

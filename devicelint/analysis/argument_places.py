@@ -23,7 +23,14 @@ from devicelint.analysis.constant_attributes import StoredOnce, module_constant,
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
-from devicelint.analysis.placement_facts import ACCELERATOR, MEETING_METHODS, UNKNOWN, PRESERVING_METHODS, UNKNOWN_FACT, move_call
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR,
+    MEETING_METHODS,
+    PRESERVING_METHODS,
+    UNKNOWN,
+    UNKNOWN_FACT,
+    move_call,
+)
 from devicelint.analysis.placement_values import NUMBER, is_number
 from devicelint.context import FileContext
 
@@ -77,7 +84,11 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
         return _name(ctx, expr, depth, cache)
     if isinstance(expr, cst.Subscript):
         base = _place(ctx, expr.value, depth, cache)
-        return ArgumentPlace(base.place, False, base.batch, base.attribute) if base.place is not Place.UNKNOWN else UNKNOWN_PLACE
+        return (
+            ArgumentPlace(base.place, False, base.batch, base.attribute)
+            if base.place is not Place.UNKNOWN
+            else UNKNOWN_PLACE
+        )
     if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
         return _place(ctx, expr.expression, depth, cache)
     if isinstance(expr, cst.BinaryOperation):
@@ -108,8 +119,9 @@ def _binary(ctx: FileContext, expr: cst.BinaryOperation, depth: int, cache: dict
     return _combined(ctx, [expr.left, expr.right], depth, cache)
 
 
-def _combined(ctx: FileContext, operands: list[cst.BaseExpression], depth: int,
-              cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
+def _combined(
+    ctx: FileContext, operands: list[cst.BaseExpression], depth: int, cache: dict[int, ArgumentPlace]
+) -> ArgumentPlace:
     """CPU tensors combined with each other or with numbers stay on the CPU."""
     sides = []
     for side in operands:
@@ -118,8 +130,12 @@ def _combined(ctx: FileContext, operands: list[cst.BaseExpression], depth: int,
         sides.append(_place(ctx, side, depth, cache))
     if not sides or any(s.place is not Place.HOST for s in sides):
         return UNKNOWN_PLACE
-    return ArgumentPlace(Place.HOST, all(s.scalar for s in sides), any(s.batch for s in sides),
-                         next((s.attribute for s in sides if s.attribute is not None), None))
+    return ArgumentPlace(
+        Place.HOST,
+        all(s.scalar for s in sides),
+        any(s.batch for s in sides),
+        next((s.attribute for s in sides if s.attribute is not None), None),
+    )
 
 
 def _method(ctx: FileContext, call: cst.Call, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:
@@ -161,12 +177,17 @@ def _name(ctx: FileContext, expr: cst.Name, depth: int, cache: dict[int, Argumen
     known = [a for a in answers if a.place is not Place.UNKNOWN]
     if not known or len({a.place for a in known}) != 1:
         return UNKNOWN_PLACE
-    return ArgumentPlace(known[0].place, all(a.scalar for a in known), any(a.batch for a in known),
-                         next((a.attribute for a in known if a.attribute is not None), None))
+    return ArgumentPlace(
+        known[0].place,
+        all(a.scalar for a in known),
+        any(a.batch for a in known),
+        next((a.attribute for a in known if a.attribute is not None), None),
+    )
 
 
-def _module_constant_place(ctx: FileContext, function: cst.FunctionDef, name: str, depth: int,
-                           cache: dict[int, ArgumentPlace]) -> ArgumentPlace | None:
+def _module_constant_place(
+    ctx: FileContext, function: cst.FunctionDef, name: str, depth: int, cache: dict[int, ArgumentPlace]
+) -> ArgumentPlace | None:
     """A name the function never binds (not a parameter, no assignment, no nested scope) that the
     module binds once: `TABLE[t]` with `TABLE = torch.linspace(...)` at the top of the file."""
     if name not in file_facts(ctx).scope(ctx.module).facts:
@@ -201,6 +222,7 @@ def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
                     if function is not None:
                         found.setdefault(id(function), {}).setdefault(node.value, []).append(node)
         return found
+
     return ctx.shared("argument_places.bindings", build)
 
 
@@ -245,8 +267,9 @@ def passed_for(ctx: FileContext, name: cst.Name) -> list[cst.BaseExpression] | N
     return _arguments_at_calls(ctx, function, name.value, position)
 
 
-def _arguments_at_calls(ctx: FileContext, function: cst.FunctionDef, name: str,
-                        position: tuple[int | None, bool]) -> list[cst.BaseExpression]:
+def _arguments_at_calls(
+    ctx: FileContext, function: cst.FunctionDef, name: str, position: tuple[int | None, bool]
+) -> list[cst.BaseExpression]:
     """The expression passed for parameter `name` at each call of `function` in the file:
     `self.f(...)` in the same class for a method (`Class.f(...)` for a static method,
     `Class(...)` for `__init__`), `f(...)` for a module-level function."""
@@ -264,12 +287,23 @@ def _arguments_at_calls(ctx: FileContext, function: cst.FunctionDef, name: str,
         func = call.func
         if is_method:
             # `self.f(...)`/`cls.f(...)` inside the class, or a static method as `Class.f(...)`
-            receiver = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
+            receiver = (
+                func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
+            )
             own = receiver in ("self", "cls") and ctx.index.enclosing_class(call) is cls
             by_class = static and cls is not None and receiver == cls.name.value
-            built = (function.name.value == "__init__" and cls is not None and isinstance(func, cst.Name)
-                     and func.value == cls.name.value)  # `Class(...)` runs `__init__`
-            if not (built or isinstance(func, cst.Attribute) and func.attr.value == function.name.value and (own or by_class)):
+            built = (
+                function.name.value == "__init__"
+                and cls is not None
+                and isinstance(func, cst.Name)
+                and func.value == cls.name.value
+            )  # `Class(...)` runs `__init__`
+            if not (
+                built
+                or isinstance(func, cst.Attribute)
+                and func.attr.value == function.name.value
+                and (own or by_class)
+            ):
                 continue
         elif not (isinstance(func, cst.Name) and func.value == function.name.value):
             continue

@@ -104,7 +104,9 @@ def _written_by_subclasses(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
     self.table.to(device)` in a subclass's own `to()`)."""
     written: set[str] = set()
     for other in ctx.index.of_type(cst.ClassDef):
-        if other is cls or not any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == cls.name.value for b in other.bases):
+        if other is cls or not any(
+            (dotted_name(b.value) or "").rsplit(".", 1)[-1] == cls.name.value for b in other.bases
+        ):
             continue
         for node in ctx.index.walk(other):
             attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
@@ -149,7 +151,15 @@ def _mutated(ctx: FileContext, node: cst.CSTNode) -> bool:
         call = ctx.index.parent(parent)
         if isinstance(call, cst.Call) and call.func is parent:
             return (method.endswith("_") and not method.startswith("_")) or method in (
-                "append", "extend", "insert", "update", "pop", "clear", "setdefault", "copy_", "data",
+                "append",
+                "extend",
+                "insert",
+                "update",
+                "pop",
+                "clear",
+                "setdefault",
+                "copy_",
+                "data",
             )
         return method == "data" and isinstance(ctx.index.parent(parent), cst.AssignTarget)
     return False
@@ -171,14 +181,18 @@ def _note_registration(call: cst.Call, written: set[str]) -> None:
 def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool]:
     """(made on the CPU, 0-dim) for a torch factory call the engine left unknown (its data is a
     parameter): `torch.tensor(res)`, `torch.from_numpy(table).float()`."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in PRESERVING_METHODS:
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in PRESERVING_METHODS
+    ):
         if move_call(value) is not None:
             return False, False
         value = value.func.value
     if not isinstance(value, cst.Call) or not value.args:
         return False, False
     qualified = ctx.qualified_name(value.func) or ""
-    short = qualified[len("torch."):] if qualified.startswith("torch.") else ""
+    short = qualified[len("torch.") :] if qualified.startswith("torch.") else ""
     if short not in FACTORIES or is_empty_placeholder(value, short):
         return False, False
     if any(a.star or (a.keyword is not None and a.keyword.value in ("device", "out")) for a in value.args):
@@ -186,7 +200,9 @@ def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool
     if _under_device_test(ctx, value):
         return False, False
     first = value.args[0].value
-    if short in DATA_CONSTRUCTORS and not isinstance(first, (cst.Name, cst.Attribute, cst.List, cst.Tuple, cst.Call, cst.Subscript)):
+    if short in DATA_CONSTRUCTORS and not isinstance(
+        first, (cst.Name, cst.Attribute, cst.List, cst.Tuple, cst.Call, cst.Subscript)
+    ):
         return short != "from_numpy" and isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation)), True
     return True, False
 
@@ -224,6 +240,7 @@ def _at_module_level(ctx: FileContext, node: cst.CSTNode) -> bool:
 def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
     """Every top-level binding of each name: the value for `NAME = value`, None for any
     other binding (`def`, `class`, `+=`, unpacking). A name bound once is a module constant."""
+
     def build(c: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
         found: dict[str, list[cst.BaseExpression | None]] = {}
 
@@ -249,4 +266,5 @@ def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression |
             for item in node.names:  # rebound inside a function
                 found.setdefault(item.name.value, []).append(None)
         return found
+
     return ctx.shared("constant_attributes.module_level", build)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.local_bindings import device_type_of
+from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
 from devicelint.context import FileContext
-from devicelint.analysis.names import literal_value
 
 ACCELERATOR_DEFAULT = "accelerator"
 CPU_DEFAULT = "cpu"
@@ -95,7 +95,9 @@ class _Order:
     """Source order of every call and `with` block in the file (pre-order positions)."""
 
     def __init__(self, ctx: FileContext) -> None:
-        self.rank = {id(node): i for i, node in enumerate(ctx.index.walk(ctx.module)) if isinstance(node, (cst.Call, cst.With))}
+        self.rank = {
+            id(node): i for i, node in enumerate(ctx.index.walk(ctx.module)) if isinstance(node, (cst.Call, cst.With))
+        }
 
     def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         return self.rank.get(id(a), -1) < self.rank.get(id(b), -1)
@@ -111,6 +113,7 @@ def _scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
 
 def _setters_by_scope(ctx: FileContext) -> dict[int, list[tuple[cst.Call, cst.BaseExpression]]]:
     """Setter calls with their argument, grouped by the function (or module) that runs them."""
+
     def build(c: FileContext) -> dict[int, list[tuple[cst.Call, cst.BaseExpression]]]:
         found: dict[int, list[tuple[cst.Call, cst.BaseExpression]]] = {}
         for call in c.index.of_type(cst.Call):
@@ -118,6 +121,7 @@ def _setters_by_scope(ctx: FileContext) -> dict[int, list[tuple[cst.Call, cst.Ba
             if argument is not None:
                 found.setdefault(id(_scope_of(c, call)), []).append((call, argument))
         return found
+
     return ctx.shared("default_device.setters", build)
 
 
@@ -157,7 +161,9 @@ def _conditions(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> tupl
     for ancestor in ctx.index.ancestors(node):
         if ancestor is scope:
             break
-        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.ExceptHandler)) and child is not getattr(ancestor, "test", None):
+        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.ExceptHandler)) and child is not getattr(
+            ancestor, "test", None
+        ):
             parts.append((id(ancestor), id(child)))
         child = ancestor
     return tuple(reversed(parts))
@@ -173,13 +179,14 @@ def _last_setter_before(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode 
         return None
     order = _order(ctx)
     reaching = [
-        (call, argument, _conditions(ctx, call, scope)) for call, argument in setters
+        (call, argument, _conditions(ctx, call, scope))
+        for call, argument in setters
         if node is None or (order.before(call, node) and not _in_other_branch(ctx, call, node))
     ]
     last_on_some_path = [
         default_set_by(ctx, argument, call)
         for i, (call, argument, where) in enumerate(reaching)
-        if not any(where[:len(later)] == later for _, _, later in reaching[i + 1:])
+        if not any(where[: len(later)] == later for _, _, later in reaching[i + 1 :])
     ]
     for state in (ACCELERATOR_DEFAULT, UNKNOWN_DEFAULT, CPU_DEFAULT):
         found = [d for d in last_on_some_path if d.state == state]
@@ -189,9 +196,10 @@ def _last_setter_before(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode 
 
 
 def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
-    return ctx.shared("default_device.module_functions", lambda c: {
-        d.name.value: d for d in c.module.body if isinstance(d, cst.FunctionDef)
-    })
+    return ctx.shared(
+        "default_device.module_functions",
+        lambda c: {d.name.value: d for d in c.module.body if isinstance(d, cst.FunctionDef)},
+    )
 
 
 def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
@@ -202,7 +210,9 @@ def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | Non
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         owner = ctx.index.enclosing_class(call)
         if owner is not None and isinstance(owner.body, cst.IndentedBlock):
-            return next((d for d in owner.body.body if isinstance(d, cst.FunctionDef) and d.name.value == func.attr.value), None)
+            return next(
+                (d for d in owner.body.body if isinstance(d, cst.FunctionDef) and d.name.value == func.attr.value), None
+            )
     return None
 
 
@@ -227,13 +237,20 @@ def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNo
 def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst.Call, DefaultDevice]]]:
     """Same-file functions called inside a `with torch.device("cuda"):` block: the function's id ->
     each such call with the block's default (memoised)."""
+
     def build(c: FileContext) -> dict[int, list[tuple[cst.Call, DefaultDevice]]]:
         found: dict[int, list[tuple[cst.Call, DefaultDevice]]] = {}
         for block in c.index.of_type(cst.With):
-            device = next((
-                default_set_by(c, item.item.args[0].value, item.item) for item in block.items
-                if isinstance(item.item, cst.Call) and item.item.args and c.qualified_name(item.item.func) == "torch.device"
-            ), None)
+            device = next(
+                (
+                    default_set_by(c, item.item.args[0].value, item.item)
+                    for item in block.items
+                    if isinstance(item.item, cst.Call)
+                    and item.item.args
+                    and c.qualified_name(item.item.func) == "torch.device"
+                ),
+                None,
+            )
             if device is None or device.state != ACCELERATOR_DEFAULT:
                 continue
             for call in c.index.walk(block.body):
@@ -243,11 +260,13 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
                 if callee is not None:
                     found.setdefault(id(callee), []).append((call, device))
         return found
+
     return ctx.shared("default_device.called_under_blocks", build)
 
 
 def _callers(ctx: FileContext) -> dict[int, list[cst.Call]]:
     """Same-file calls of each function of the file (the function's id -> its call sites)."""
+
     def build(c: FileContext) -> dict[int, list[cst.Call]]:
         found: dict[int, list[cst.Call]] = {}
         if not _setters_by_scope(c):
@@ -257,6 +276,7 @@ def _callers(ctx: FileContext) -> dict[int, list[cst.Call]]:
             if callee is not None:
                 found.setdefault(id(callee), []).append(call)
         return found
+
     return ctx.shared("default_device.callers", build)
 
 
@@ -286,8 +306,11 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> De
         owner = ctx.index.enclosing_class(scope)
         if owner is not None and isinstance(owner.body, cst.IndentedBlock):
             for method in owner.body.body:
-                if (isinstance(method, cst.FunctionDef) and method is not scope
-                        and method.name.value in RUN_FIRST_METHODS):
+                if (
+                    isinstance(method, cst.FunctionDef)
+                    and method is not scope
+                    and method.name.value in RUN_FIRST_METHODS
+                ):
                     found = _last_setter_before(ctx, method, None) or _set_by_earlier_helper(ctx, method, None) or found
             if found is not None:
                 return found

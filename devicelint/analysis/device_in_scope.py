@@ -53,12 +53,15 @@ class _Move:
 
 def _moves(ctx: FileContext) -> list[_Move]:
     """Every move in the file, found once per file (each fix asks about all of them)."""
+
     def build(ctx: FileContext) -> list[_Move]:
         moves = []
         for call in ctx.index.of_type(cst.Call):
             target = _moved_to(ctx, call)
             if target is not None:
-                moves.append(_Move(ctx.code_for(target), ctx.index.enclosing_function(call), ctx.index.enclosing_class(call)))
+                moves.append(
+                    _Move(ctx.code_for(target), ctx.index.enclosing_function(call), ctx.index.enclosing_class(call))
+                )
         return moves
 
     return ctx.shared("device_in_scope.moves", build)
@@ -117,8 +120,9 @@ def _visible(ctx: FileContext, text: str, node: cst.CSTNode, same_function: bool
     if same_function:
         return bound_before(ctx, text, node)
     bindings = _bindings(ctx)
-    if function is not None and (any(p.name.value == root for p in function.params.params)
-                                 or root in bindings.under.get(id(function), ())):
+    if function is not None and (
+        any(p.name.value == root for p in function.params.params) or root in bindings.under.get(id(function), ())
+    ):
         return False
     return (0, root) in bindings.by_scope
 
@@ -141,8 +145,10 @@ def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) ->
     # Bindings before `node` in source order; all of them when `node` is outside the body
     # (a default value or decorator of the function).
     inside = node is scope or any(ancestor is scope for ancestor in ctx.index.ancestors(node))
-    if any(not inside or _precedes(ctx, found, node)
-           for found in bindings.by_scope.get((id(function) if function is not None else 0, root), ())):
+    if any(
+        not inside or _precedes(ctx, found, node)
+        for found in bindings.by_scope.get((id(function) if function is not None else 0, root), ())
+    ):
         return True
     if function is None:
         return False

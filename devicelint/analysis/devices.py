@@ -22,8 +22,27 @@ DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|hip|npu|hpu|xla|meta|mtia|ipu|vu
 _SUBSCRIPTED = re.compile(r"^(.+)\[(\d+)\]$")
 _INDEXED_FSTRING = re.compile(r"^[fF]['\"](cuda|xpu|npu|hpu|mps):")
 _DTYPES = frozenset(
-    {"float", "float16", "float32", "float64", "half", "bfloat16", "double", "int8", "int16", "int32",
-     "int64", "long", "int", "uint8", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2"}
+    {
+        "float",
+        "float16",
+        "float32",
+        "float64",
+        "half",
+        "bfloat16",
+        "double",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "long",
+        "int",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+        "float8_e4m3fn",
+        "float8_e5m2",
+    }
 )
 _HOST_TYPES = ("cpu", "meta")
 

@@ -15,11 +15,13 @@ _MAX_DEPTH = 3
 
 def calls_by_scope(ctx: FileContext) -> dict[int, list[cst.Call]]:
     """id(function) (or id(module)) -> the calls written in its own body, in source order."""
+
     def build(c: FileContext) -> dict[int, list[cst.Call]]:
         found: dict[int, list[cst.Call]] = {}
         for call in c.index.of_type(cst.Call):
             found.setdefault(id(c.index.enclosing_function(call) or c.module), []).append(call)
         return found
+
     return ctx.shared("execution_order.calls", build)
 
 

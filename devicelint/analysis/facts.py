@@ -11,16 +11,25 @@ Heuristics that trade recall for precision stay in the rules that want them.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import libcst as cst
 
+from devicelint.analysis.devices import DeviceId, indexed, int_value, literal_device
 from devicelint.analysis.host_modules import HostModuleCall
-from devicelint.analysis.devices import DeviceId, literal_device, int_value, indexed
 from devicelint.analysis.placement import Crossing, FilePlacement, Meeting, ScopePlacement, file_placement
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
-from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN_FACT, Fact
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR,
+    CPU,
+    DEVICE,
+    DEVICE_VALUE,
+    FOLLOWS,
+    MODULE,
+    UNKNOWN_FACT,
+    Fact,
+)
 from devicelint.context import FileContext
 
 __all__ = ["Place", "FileFacts", "file_facts", "Meeting", "Crossing", "Fact", "DeviceId"]
@@ -47,9 +56,15 @@ class FileFacts:
         scope: cst.CSTNode = self.ctx.index.enclosing_function(expr) or self.ctx.module
         found = self.placement.scopes.get(id(scope))
         own = found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
-        if own != UNKNOWN_FACT and own.where != FOLLOWS and not (_guessed_device(own) and isinstance(expr, cst.Attribute)):
+        if (
+            own != UNKNOWN_FACT
+            and own.where != FOLLOWS
+            and not (_guessed_device(own) and isinstance(expr, cst.Attribute))
+        ):
             return own
-        callers = _agreed(run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in self.placement.followed.get(id(scope), ()))
+        callers = _agreed(
+            run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in self.placement.followed.get(id(scope), ())
+        )
         return callers if callers != UNKNOWN_FACT else own
 
     def place_of(self, expr: cst.CSTNode) -> Place:
@@ -57,7 +72,9 @@ class FileFacts:
         if fact.kind == CPU:
             return Place.HOST
         if fact.kind == DEVICE:
-            return Place.DEVICE if fact.where == ACCELERATOR else Place.FOLLOWS if fact.where == FOLLOWS else Place.UNKNOWN
+            return (
+                Place.DEVICE if fact.where == ACCELERATOR else Place.FOLLOWS if fact.where == FOLLOWS else Place.UNKNOWN
+            )
         return Place.UNKNOWN
 
     def is_device_tensor(self, expr: cst.CSTNode, certain: bool = False) -> bool:
@@ -109,8 +126,11 @@ class FileFacts:
         scope = self.placement.scopes.get(id(init)) if init is not None else None
         if scope is None:
             return {}
-        return {key[5:]: fact.device for key, fact in scope.facts.items()
-                if key.startswith("self.") and fact.kind == MODULE and fact.device is not None}
+        return {
+            key[5:]: fact.device
+            for key, fact in scope.facts.items()
+            if key.startswith("self.") and fact.kind == MODULE and fact.device is not None
+        }
 
     def class_model(self, name: str) -> ClassFacts | None:
         """Submodules, registered tensors and plain attributes of a module class of this file."""

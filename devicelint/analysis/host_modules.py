@@ -18,31 +18,71 @@ import libcst as cst
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
-from devicelint.analysis.placement_facts import MODULE, MOVE_METHODS, PARAMETER_FREE_MODULES, Fact
+from devicelint.analysis.placement_facts import MODULE, MOVE_METHODS, Fact
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, Env
 from devicelint.context import FileContext
 
 # Module methods that never move the module (and return it, a tensor, or nothing).
 _IN_PLACE_METHODS = frozenset(
     {
-        "eval", "train", "requires_grad_", "zero_grad", "half", "float", "double", "bfloat16",
-        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
-        "modules", "named_modules", "state_dict", "load_state_dict", "forward", "extra_repr",
-        "num_parameters", "get_input_embeddings", "get_output_embeddings", "resize_token_embeddings",
-        "tie_weights", "save_pretrained", "register_forward_hook", "register_forward_pre_hook",
-        "register_full_backward_hook", "register_buffer", "register_parameter", "get_submodule",
-        "get_parameter", "share_memory", "gradient_checkpointing_enable", "print_trainable_parameters",
+        "eval",
+        "train",
+        "requires_grad_",
+        "zero_grad",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+        "state_dict",
+        "load_state_dict",
+        "forward",
+        "extra_repr",
+        "num_parameters",
+        "get_input_embeddings",
+        "get_output_embeddings",
+        "resize_token_embeddings",
+        "tie_weights",
+        "save_pretrained",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_buffer",
+        "register_parameter",
+        "get_submodule",
+        "get_parameter",
+        "share_memory",
+        "gradient_checkpointing_enable",
+        "print_trainable_parameters",
     }
 )
 # Builtins that read a module without keeping it anywhere.
-_READING_BUILTINS = frozenset({"print", "len", "isinstance", "type", "id", "str", "repr", "hasattr", "format", "vars", "dir"})
+_READING_BUILTINS = frozenset(
+    {"print", "len", "isinstance", "type", "id", "str", "repr", "hasattr", "format", "vars", "dir"}
+)
 _READING_TORCH = frozenset({"torch.save", "torch.numel"})
 # `with` items under which a module is built where it would be built anyway.
 _NEUTRAL_CONTEXTS = frozenset(
     {
-        "torch.no_grad", "torch.enable_grad", "torch.inference_mode", "torch.set_grad_enabled",
-        "torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast",
-        "open", "warnings.catch_warnings", "contextlib.suppress", "contextlib.nullcontext",
+        "torch.no_grad",
+        "torch.enable_grad",
+        "torch.inference_mode",
+        "torch.set_grad_enabled",
+        "torch.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.amp.autocast",
+        "torch.cpu.amp.autocast",
+        "open",
+        "warnings.catch_warnings",
+        "contextlib.suppress",
+        "contextlib.nullcontext",
     }
 )
 # Keywords with which a builder places the module itself (`device_map="auto"`, 8-bit loading).
@@ -54,17 +94,38 @@ _CPU_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "timm.models.
 # Known base classes whose constructors leave the module on the CPU.
 _CPU_BASES = frozenset(
     {
-        "torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
-        "lightning.LightningModule", "lightning.pytorch.LightningModule", "transformers.PreTrainedModel",
+        "torch.nn.Module",
+        "torch.nn.modules.module.Module",
+        "pytorch_lightning.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "transformers.PreTrainedModel",
         "transformers.modeling_utils.PreTrainedModel",
     }
 )
 # `torch.nn` layers that have parameters or buffers as built by default.
 _PARAMETERISED_LAYERS = frozenset(
     {
-        "Linear", "Bilinear", "LayerNorm", "GroupNorm", "RMSNorm", "Embedding", "EmbeddingBag",
-        "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention", "Transformer",
-        "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU",
+        "Linear",
+        "Bilinear",
+        "LayerNorm",
+        "GroupNorm",
+        "RMSNorm",
+        "Embedding",
+        "EmbeddingBag",
+        "RNN",
+        "LSTM",
+        "GRU",
+        "RNNCell",
+        "LSTMCell",
+        "GRUCell",
+        "MultiheadAttention",
+        "Transformer",
+        "TransformerEncoder",
+        "TransformerDecoder",
+        "TransformerEncoderLayer",
+        "TransformerDecoderLayer",
+        "PReLU",
         "SyncBatchNorm",
     }
 )
@@ -123,8 +184,10 @@ def has_parameters(layer: str, call: cst.Call) -> bool:
     pooling and containers may have none; `affine=False` norms have none)."""
     if layer not in _PARAMETERISED_LAYERS and not layer.startswith(_PARAMETERISED_PREFIXES):
         return False
-    return not any(arg.keyword is not None and arg.keyword.value in ("affine", "elementwise_affine", "track_running_stats")
-                   for arg in call.args)
+    return not any(
+        arg.keyword is not None and arg.keyword.value in ("affine", "elementwise_affine", "track_running_stats")
+        for arg in call.args
+    )
 
 
 def keeps_module_in_place(method: str) -> bool:
@@ -141,8 +204,10 @@ def keeps_arguments_in_place(ctx: FileContext, call: cst.Call) -> bool:
 
 def _sets_default_device(ctx: FileContext) -> bool:
     """Whether the file sets a default device or tensor type anywhere (to whatever value)."""
-    return ctx.shared("host_modules.default_device", lambda c: any(
-        c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS for call in c.index.of_type(cst.Call)))
+    return ctx.shared(
+        "host_modules.default_device",
+        lambda c: any(c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS for call in c.index.of_type(cst.Call)),
+    )
 
 
 def under_placing_context(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
@@ -178,11 +243,17 @@ def _classes_owning_cpu_parameters(ctx: FileContext) -> dict[str, bool]:
             if isinstance(node, cst.Call) and not own:
                 qualified = ctx.qualified_name(node.func) or ""
                 short = qualified.rsplit(".", 1)[-1]
-                if qualified in _PARAMETER_MAKERS or (isinstance(node.func, cst.Attribute) and node.func.attr.value in _REGISTERS):
+                if qualified in _PARAMETER_MAKERS or (
+                    isinstance(node.func, cst.Attribute) and node.func.attr.value in _REGISTERS
+                ):
                     own = True
                 elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
                     own = has_parameters(short, node)
-                elif isinstance(node.func, cst.Name) and node.func.value in classes and node.func.value not in seen | {name}:
+                elif (
+                    isinstance(node.func, cst.Name)
+                    and node.func.value in classes
+                    and node.func.value not in seen | {name}
+                ):
                     own = owns(node.func.value, seen | {name}) is True
         for base in cls.bases:
             if base.keyword is not None:
@@ -214,12 +285,14 @@ def _places_anything(ctx: FileContext, cls: cst.ClassDef) -> bool:
             if ctx.qualified_name(node.func) in DEFAULT_DEVICE_SETTERS:
                 return True
             if not (isinstance(node.func, cst.Name) and node.func.value in _READING_BUILTINS | {"super"}) and any(
-                    isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in node.args):
+                isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in node.args
+            ):
                 return True  # `place_on_gpu(self)`: code elsewhere may move it
     return False
 
 
 # -- releasing: the interpreter forgets that a module is on the host --------------------------
+
 
 def is_host_module(fact: Fact) -> bool:
     """A module certainly on the CPU (built here on the CPU, or moved there)."""
@@ -274,6 +347,7 @@ def captured_names(ctx: FileContext, scope: cst.CSTNode) -> frozenset[str]:
     """Names that code inside `scope` can reach without being handed them: free names of the
     nested functions and lambdas (of every function of the file, for module-level code). A
     call may run that code, which may move a module bound to one of these names."""
+
     def build(c: FileContext) -> dict[int, frozenset[str]]:
         found: dict[int, set[str]] = {}
         for inner in list(c.index.of_type(cst.FunctionDef)) + list(c.index.of_type(cst.Lambda)):
@@ -283,6 +357,7 @@ def captured_names(ctx: FileContext, scope: cst.CSTNode) -> frozenset[str]:
             if outer is not None:  # module-level code reaches every function's globals
                 found.setdefault(id(c.module), set()).update(names)
         return {key: frozenset(names) for key, names in found.items()}
+
     return ctx.shared("host_modules.captured", build).get(id(scope), frozenset())
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Iterator, TypeVar
+from collections.abc import Iterator
+from typing import TypeVar
 
 import libcst as cst
 
@@ -17,10 +18,28 @@ N = TypeVar("N", bound=cst.CSTNode)
 
 _SKIPPED_FIELDS = frozenset(
     {
-        "lpar", "rpar", "comma", "semicolon", "colon", "header", "footer",
-        "leading_lines", "lines_after_decorators", "trailing_whitespace", "equal",
-        "dot", "lbracket", "rbracket", "lbrace", "rbrace", "asynchronous",
-        "first_line", "empty_lines", "newline", "default_indent", "default_newline",
+        "lpar",
+        "rpar",
+        "comma",
+        "semicolon",
+        "colon",
+        "header",
+        "footer",
+        "leading_lines",
+        "lines_after_decorators",
+        "trailing_whitespace",
+        "equal",
+        "dot",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "asynchronous",
+        "first_line",
+        "empty_lines",
+        "newline",
+        "default_indent",
+        "default_newline",
     }
 )
 _child_fields_cache: dict[type, tuple[str, ...]] = {}
@@ -178,7 +197,7 @@ class NodeIndex:
         """`root` and everything under it (no whitespace), in source order, without recursion."""
         span = self._subtrees().get(id(root))
         if span is not None and self._order[span[0]] is root:
-            return iter(self._order[span[0]:span[1]])
+            return iter(self._order[span[0] : span[1]])
         return self._walk_outside(root)
 
     def _walk_outside(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -9,15 +9,15 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
-from devicelint.analysis.names import literal_value
 
 CPU = "cpu"
 
 
 def device_type_of(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
-    """"cuda"/"cpu"/... for the device an expression names, as the placement engine resolves
+    """ "cuda"/"cpu"/... for the device an expression names, as the placement engine resolves
     it (literals, `torch.device(...)`, names and attributes bound to them, `"cuda" if
     available else "cpu"`, which is the accelerator on a GPU machine); else None."""
     fact = file_facts(ctx).value(expr)
@@ -85,13 +85,19 @@ def attribute_bindings(ctx: FileContext, attr: str, use: cst.CSTNode) -> list[cs
         if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
-                if (isinstance(target, cst.Attribute) and target.attr.value == attr
-                        and isinstance(target.value, cst.Name) and target.value.value == "self"):
+                if (
+                    isinstance(target, cst.Attribute)
+                    and target.attr.value == attr
+                    and isinstance(target.value, cst.Name)
+                    and target.value.value == "self"
+                ):
                     values.append(node.value)
     return values
 
 
-def mapping_values(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0) -> list[cst.BaseExpression | None] | None:
+def mapping_values(
+    ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst.CSTNode, depth: int = 0
+) -> list[cst.BaseExpression | None] | None:
     """What a `**` mapping gives `key` on each path (None where that path leaves it out): a dict
     literal, `dict(...)`, a conditional between such, or a name bound only to them. None when
     the file does not show the mapping."""

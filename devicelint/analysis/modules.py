@@ -9,11 +9,17 @@ from devicelint.context import FileContext
 
 MODULE_BASES = frozenset(
     {
-        "torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.Sequential",
-        "torch.nn.ModuleList", "torch.nn.ModuleDict",
-        "pytorch_lightning.LightningModule", "lightning.LightningModule",
-        "lightning.pytorch.LightningModule", "pytorch_lightning.core.LightningModule",
-        "lightning.pytorch.core.LightningModule", "transformers.PreTrainedModel",
+        "torch.nn.Module",
+        "torch.nn.modules.module.Module",
+        "torch.nn.Sequential",
+        "torch.nn.ModuleList",
+        "torch.nn.ModuleDict",
+        "pytorch_lightning.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "lightning.pytorch.core.LightningModule",
+        "transformers.PreTrainedModel",
         "transformers.modeling_utils.PreTrainedModel",
     }
 )
@@ -60,7 +66,9 @@ def module_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
 
 def dataset_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
     """Classes of this file that are `torch.utils.data.Dataset` subclasses, by name."""
-    return ctx.shared("dataset_classes", lambda c: _classes_deriving(c, DATASET_BASES, frozenset({"Dataset", "IterableDataset"})))
+    return ctx.shared(
+        "dataset_classes", lambda c: _classes_deriving(c, DATASET_BASES, frozenset({"Dataset", "IterableDataset"}))
+    )
 
 
 def methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:

@@ -53,7 +53,11 @@ def moved_by_helper(ctx: FileContext, call: cst.Call) -> HelperResult | None:
 
 
 def _returns(ctx: FileContext, helper: cst.FunctionDef) -> list[cst.Return]:
-    return [n for n in ctx.index.walk(helper.body) if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper]
+    return [
+        n
+        for n in ctx.index.walk(helper.body)
+        if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper
+    ]
 
 
 # A helper's summary: (position of the parameter it returns moved copies of, whether as a tuple of
@@ -104,7 +108,9 @@ def _moves_inside(ctx: FileContext, ret: cst.Return) -> bool:
     for node in ctx.index.walk(ret):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES:
             return True
-        if isinstance(node, cst.Call) and not (isinstance(node.func, cst.Name) and node.func.value == _name_of(ctx, ret)):
+        if isinstance(node, cst.Call) and not (
+            isinstance(node.func, cst.Name) and node.func.value == _name_of(ctx, ret)
+        ):
             found = _helper_of(ctx, node)
             if found is not None and found[0] is not ctx.index.enclosing_function(ret):
                 return True
@@ -121,7 +127,9 @@ def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[
     of the enclosing class or a base class of the file), with the parameters the call fills."""
     func = call.func
     if isinstance(func, cst.Name):
-        helper = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
+        helper = next(
+            (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None
+        )
         return (helper, [p.name.value for p in helper.params.params]) if helper is not None else None
     if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
         return None
@@ -135,7 +143,9 @@ def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[
         seen.add(cls.name.value)
         helper = methods(cls).get(func.attr.value)
         if helper is not None:
-            static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in helper.decorators)
+            static = any(
+                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in helper.decorators
+            )
             params = [p.name.value for p in helper.params.params]
             return helper, params if static else params[1:]
         todo.extend(classes.get(b.value.value) for b in cls.bases if isinstance(b.value, cst.Name))
@@ -147,8 +157,9 @@ def _parts_of(ctx: FileContext, helper: cst.FunctionDef, param: str) -> set[str]
     return computed_from(ctx, helper.body, {param})
 
 
-def _returned_arguments(returns: list[cst.Return], params: list[str],
-                        args: list[cst.BaseExpression]) -> tuple[cst.BaseExpression, ...] | None:
+def _returned_arguments(
+    returns: list[cst.Return], params: list[str], args: list[cst.BaseExpression]
+) -> tuple[cst.BaseExpression, ...] | None:
     """For `return a.to(d), b.to(d)` over parameters `a, b`: the caller's arguments for them, in
     the returned order, when every argument is a plain name."""
     if len(returns) != 1 or not isinstance(returns[0].value, cst.Tuple):
@@ -156,7 +167,9 @@ def _returned_arguments(returns: list[cst.Return], params: list[str],
     found: list[cst.BaseExpression] = []
     for element in returns[0].value.elements:
         value = element.value
-        if isinstance(element, cst.StarredElement) or not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        if isinstance(element, cst.StarredElement) or not (
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+        ):
             return None
         receiver = value.func.value
         if value.func.attr.value not in MOVES or not isinstance(receiver, cst.Name) or receiver.value not in params:
@@ -190,8 +203,11 @@ def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, parts: set[str],
         return any(_is_copy(ctx, n, parts | loop_names, helper) for e in elements for n in ctx.index.walk(e))
     if isinstance(value, (cst.Dict, cst.List, cst.Tuple)):
         return any(_is_copy(ctx, n, parts, helper) for n in ctx.index.walk(value))
-    if (isinstance(value, cst.Call) and len(value.args) == 1
-            and isinstance(value.args[0].value, (cst.GeneratorExp, cst.ListComp, cst.DictComp))):
+    if (
+        isinstance(value, cst.Call)
+        and len(value.args) == 1
+        and isinstance(value.args[0].value, (cst.GeneratorExp, cst.ListComp, cst.DictComp))
+    ):
         func = value.func.func if isinstance(value.func, cst.Call) else value.func  # `type(batch)(...)`
         if isinstance(func, cst.Name) and func.value in REBUILDERS:
             return _moved_copy_of(ctx, value.args[0].value, parts, helper)
@@ -206,8 +222,11 @@ def _is_copy(ctx: FileContext, node: cst.CSTNode, parts: set[str], helper: str) 
     if isinstance(func, cst.Attribute) and func.attr.value in MOVES:
         return _mentions(ctx, func.value, parts)
     recursive = (isinstance(func, cst.Name) and func.value == helper) or (
-        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
-        and func.attr.value == helper)
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+        and func.attr.value == helper
+    )
     if recursive:
         return bool(node.args) and _mentions(ctx, node.args[0].value, parts)
     # another helper of the file that returns moved copies of the argument at its position
@@ -215,8 +234,12 @@ def _is_copy(ctx: FileContext, node: cst.CSTNode, parts: set[str], helper: str) 
     if found is None or any(a.star or a.keyword is not None for a in node.args):
         return False
     summary = _summary(ctx, *found)
-    return (summary is not None and not summary[1] and summary[0] < len(node.args)
-            and _mentions(ctx, node.args[summary[0]].value, parts))
+    return (
+        summary is not None
+        and not summary[1]
+        and summary[0] < len(node.args)
+        and _mentions(ctx, node.args[summary[0]].value, parts)
+    )
 
 
 def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> bool:
@@ -224,12 +247,26 @@ def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> 
     for node in ctx.index.walk(helper.body):
         if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
             target = node.target
-            if isinstance(target, (cst.Subscript, cst.Attribute)) and isinstance(target.value, cst.Name) and target.value.value == param:
+            if (
+                isinstance(target, (cst.Subscript, cst.Attribute))
+                and isinstance(target.value, cst.Name)
+                and target.value.value == param
+            ):
                 return True
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
-                and node.func.value.value == param and node.func.attr.value in IN_PLACE_METHODS):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == param
+            and node.func.attr.value in IN_PLACE_METHODS
+        ):
             return True
-        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
-                and isinstance(node.value.func.value, cst.Name) and node.value.func.value.value == param:
+        if (
+            isinstance(node, cst.Expr)
+            and isinstance(node.value, cst.Call)
+            and isinstance(node.value.func, cst.Attribute)
+            and isinstance(node.value.func.value, cst.Name)
+            and node.value.func.value.value == param
+        ):
             return True  # `batch.to(device)` in place (a BatchEncoding) inside the helper
     return False

@@ -28,50 +28,126 @@ module calls, followed helpers) in `placement_calls.py`; the values themselves a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import libcst as cst
 
+from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.host_modules import (
-    captured_names, hosted_in, is_host_module, keeps_arguments_in_place, keeps_module_in_place, released, root_key,
+    captured_names,
+    hosted_in,
+    is_host_module,
+    keeps_arguments_in_place,
+    keeps_module_in_place,
+    released,
+    root_key,
     under_placing_context,
 )
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, DEVICE, DEVICE_VALUE, FOLLOWS, MODULE, UNKNOWN, UNKNOWN_FACT, Fact, move_call,
+    ACCELERATOR,
+    CPU,
+    DEVICE,
+    DEVICE_VALUE,
+    FOLLOWS,
+    MODULE,
+    UNKNOWN,
+    UNKNOWN_FACT,
+    Fact,
+    move_call,
 )
-from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_values import (
-    DATA_WORDS, LOADER, NUMBER, PY_DATA, Env, annotation_is_settings, annotation_is_tensor, compatible, cpu_side, device_string_fact,
-    devicey, flatten, is_device_guard, join, join_envs, looks_like_device_name, string_value,
+    DATA_WORDS,
+    LOADER,
+    NUMBER,
+    PY_DATA,
+    Env,
+    annotation_is_settings,
+    annotation_is_tensor,
+    compatible,
+    cpu_side,
+    device_string_fact,
+    devicey,
+    flatten,
+    is_device_guard,
+    join,
+    join_envs,
+    looks_like_device_name,
+    string_value,
 )
 from devicelint.context import FileContext
 
 __all__ = [
-    "CPU", "DEVICE", "MODULE", "DEVICE_VALUE", "UNKNOWN", "Fact", "Meeting", "Crossing", "ScopePlacement",
-    "FilePlacement", "file_placement", "is_device_guard", "join",
+    "CPU",
+    "DEVICE",
+    "MODULE",
+    "DEVICE_VALUE",
+    "UNKNOWN",
+    "Fact",
+    "Meeting",
+    "Crossing",
+    "ScopePlacement",
+    "FilePlacement",
+    "file_placement",
+    "is_device_guard",
+    "join",
 ]
 
 _MODULE_TENSOR_ATTRS = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "pos_embed"})
 # Module methods that yield its parts (a loop over them may move each one).
-_MODULE_PARTS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
-                           "children", "named_children"})
+_MODULE_PARTS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+    }
+)
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
 _CONFIG_NAMES = frozenset(
-    {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "settings", "options",
-     "training_args", "train_args", "model", "net", "trainer", "accelerator", "self"}
+    {
+        "args",
+        "opt",
+        "opts",
+        "cfg",
+        "config",
+        "conf",
+        "hparams",
+        "hp",
+        "params",
+        "settings",
+        "options",
+        "training_args",
+        "train_args",
+        "model",
+        "net",
+        "trainer",
+        "accelerator",
+        "self",
+    }
 )
 
 
 class _Interpreter(CallEvaluation):
-    def __init__(self, ctx: FileContext, analysis: "FileAnalysis", scope: cst.CSTNode,
-                 cls: ClassFacts | None, bound: Env | None, depth: int) -> None:
+    def __init__(
+        self,
+        ctx: FileContext,
+        analysis: FileAnalysis,
+        scope: cst.CSTNode,
+        cls: ClassFacts | None,
+        bound: Env | None,
+        depth: int,
+    ) -> None:
         self.ctx = ctx
         self.analysis = analysis
         self.scope = scope
@@ -118,7 +194,9 @@ class _Interpreter(CallEvaluation):
             # nothing gets (elsewhere a default says too little about what callers pass)
             default = self._eval(param.default) if param.default is not None else UNKNOWN_FACT
             stated = flatten(default, func)
-            if stated and all(f.kind == DEVICE_VALUE and f.device is not None and f.device.is_accelerator for f, _ in stated):
+            if stated and all(
+                f.kind == DEVICE_VALUE and f.device is not None and f.device.is_accelerator for f, _ in stated
+            ):
                 self.env[param.name.value] = default
         if self.bound is not None:
             for param in params:
@@ -126,7 +204,12 @@ class _Interpreter(CallEvaluation):
             return
         if not self._follows_inputs(func):
             return
-        if params and self.cls is not None and func.name.value in LIGHTNING_STEPS and self.analysis.is_lightning(self.cls):
+        if (
+            params
+            and self.cls is not None
+            and func.name.value in LIGHTNING_STEPS
+            and self.analysis.is_lightning(self.cls)
+        ):
             # Lightning moves each batch to the module's device before `training_step` sees it.
             batch = params[0].name.value
             self.env[batch] = Fact(DEVICE, where=FOLLOWS, device_expr="self.device")
@@ -267,7 +350,12 @@ class _Interpreter(CallEvaluation):
         self._bind(target, _element_of(iterable))
 
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("tqdm", "iter") and node.args:
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value in ("tqdm", "iter")
+            and node.args
+        ):
             return self._loader_inner(node.args[0].value)
         return self._is_loader(node, self._fact_of(node))
 
@@ -299,7 +387,11 @@ class _Interpreter(CallEvaluation):
     def _small(self, small: cst.CSTNode) -> None:
         if isinstance(small, cst.Assign):
             fact = self._eval(small.value)
-            if isinstance(small.value, cst.Call) and self._is_loader(small.value, fact) and not isinstance(small.value.func, cst.Attribute):
+            if (
+                isinstance(small.value, cst.Call)
+                and self._is_loader(small.value, fact)
+                and not isinstance(small.value.func, cst.Attribute)
+            ):
                 fact = LOADER
             for target in small.targets:
                 if isinstance(target.target, cst.Subscript):
@@ -350,9 +442,17 @@ class _Interpreter(CallEvaluation):
         # Returns on paths chosen by the device (`if src.type == "cuda": return copy(t)`) decide
         # together: a CPU tensor returned on one of them is not the helper's answer.
         self._returns_split_on_device = self._returns_split_on_device or self._device_branches > 0
-        self.result.returns = fact if self.result.returns is None else join(
-            self.result.returns, fact, strict=self._returns_split_on_device)
-        if self.cls is not None and self.result.name == "forward" and self.bound is None and (self.cls.submodules or self.cls.registered):
+        self.result.returns = (
+            fact
+            if self.result.returns is None
+            else join(self.result.returns, fact, strict=self._returns_split_on_device)
+        )
+        if (
+            self.cls is not None
+            and self.result.name == "forward"
+            and self.bound is None
+            and (self.cls.submodules or self.cls.registered)
+        ):
             for element, node in flatten(fact, value):
                 if element.from_factory and not element.scalar:
                     self._record(element, node, Fact(DEVICE, where=FOLLOWS), None, value, "return")
@@ -360,7 +460,12 @@ class _Interpreter(CallEvaluation):
     def _aug_assign(self, node: cst.AugAssign) -> None:
         target = self._eval(node.target)
         value = self._eval(node.value)
-        if target.kind == CPU and (target.from_factory or target.batch) and devicey(value) and compatible(target, value):
+        if (
+            target.kind == CPU
+            and (target.from_factory or target.batch)
+            and devicey(value)
+            and compatible(target, value)
+        ):
             self._record(target, node.target, value, node.value, node, "inplace")
             result = target
         elif devicey(target) and cpu_side(value, allow_scalar=False) and compatible(value, target):
@@ -411,7 +516,9 @@ class _Interpreter(CallEvaluation):
         if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
             return False
         params = self.scope.params
-        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None)
+        param = next(
+            (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None
+        )
         return param is not None and annotation_is_settings(param.annotation)
 
     def _module_level(self, name: str) -> bool:
@@ -424,7 +531,11 @@ class _Interpreter(CallEvaluation):
     def _bind(self, target: cst.BaseExpression, fact: Fact, value: cst.BaseExpression | None = None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
-            if fact.elements is not None and len(fact.elements) == len(elements) and not any(isinstance(e, cst.StarredElement) for e in elements):
+            if (
+                fact.elements is not None
+                and len(fact.elements) == len(elements)
+                and not any(isinstance(e, cst.StarredElement) for e in elements)
+            ):
                 for element, sub in zip(elements, fact.elements):
                     self._bind(element.value, sub)
             elif fact.batch:
@@ -498,8 +609,17 @@ class _Interpreter(CallEvaluation):
             return (device_string_fact(text) if text else None) or UNKNOWN_FACT
         if isinstance(node, cst.FormattedString):
             device = literal_device(self.ctx, node)  # `f"cuda:{rank}"`: a CUDA device, index unknown
-            return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=self.ctx.code_for(node), device=device,
-                        spelled="string") if device is not None else UNKNOWN_FACT
+            return (
+                Fact(
+                    DEVICE_VALUE,
+                    where=ACCELERATOR,
+                    device_expr=self.ctx.code_for(node),
+                    device=device,
+                    spelled="string",
+                )
+                if device is not None
+                else UNKNOWN_FACT
+            )
         if isinstance(node, cst.BinaryOperation):
             return self._binary(node, self._eval(node.left), self._eval(node.right), node.left, node.right)
         if isinstance(node, cst.Comparison):
@@ -517,9 +637,13 @@ class _Interpreter(CallEvaluation):
             return self._subscript(node)
         if isinstance(node, cst.IfExp):
             self._eval(node.test)
-            return join(self._eval(node.body), self._eval(node.orelse), is_device_guard(node.test, self.ctx), branches=True)
+            return join(
+                self._eval(node.body), self._eval(node.orelse), is_device_guard(node.test, self.ctx), branches=True
+            )
         if isinstance(node, (cst.Tuple, cst.List)):
-            facts = tuple(self._eval(e.value) if not isinstance(e, cst.StarredElement) else UNKNOWN_FACT for e in node.elements)
+            facts = tuple(
+                self._eval(e.value) if not isinstance(e, cst.StarredElement) else UNKNOWN_FACT for e in node.elements
+            )
             return Fact(UNKNOWN, elements=facts)
         if isinstance(node, (cst.ListComp, cst.DictComp, cst.GeneratorExp)):
             return self._comprehension(node)
@@ -566,7 +690,9 @@ class _Interpreter(CallEvaluation):
             return self.env[key]
         if self.cls is not None and isinstance(node.value, cst.Name) and node.value.value == "self":
             if attr in self.cls.registered:
-                return Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
+                return (
+                    Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
+                )
             if attr in self.cls.submodules:
                 return self.own_submodule(attr)
             stated = self._stated(attr)
@@ -579,9 +705,15 @@ class _Interpreter(CallEvaluation):
             # a trainer's `self.device = torch.device("cuda:1")`, `self.model = model.to(device)`,
             # `self.accelerator = Accelerator()`
             stated = self._stated(attr)
-            if stated is not None and (stated.where == ACCELERATOR and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
-                                       or stated.device is not None and stated.where == ACCELERATOR
-                                       or stated == LAUNCHER or stated.kind == MODULE and stated.fields):
+            if stated is not None and (
+                stated.where == ACCELERATOR
+                and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
+                or stated.device is not None
+                and stated.where == ACCELERATOR
+                or stated == LAUNCHER
+                or stated.kind == MODULE
+                and stated.fields
+            ):
                 return stated
         receiver = self._eval(node.value)
         if receiver.fields is not None:
@@ -596,12 +728,17 @@ class _Interpreter(CallEvaluation):
                 where = receiver.where if receiver.where in (FOLLOWS, ACCELERATOR) else None
             elif isinstance(node.value, cst.Name) and self._module_level(node.value.value):
                 return UNKNOWN_FACT  # a module-level object the file does not show: no claim either way
-            elif isinstance(node.value, cst.Name) and node.value.value not in _CONFIG_NAMES and not self._settings_param(node.value.value):
+            elif (
+                isinstance(node.value, cst.Name)
+                and node.value.value not in _CONFIG_NAMES
+                and not self._settings_param(node.value.value)
+            ):
                 where = FOLLOWS  # a local tensor of unknown placement: wherever it is
             else:
                 where, spelled = ACCELERATOR, None  # `cfg.device`, `args.device`, `self.trainer.device`
-            return Fact(DEVICE_VALUE, where=where, device_expr=self.ctx.code_for(node), device=receiver.device,
-                        spelled=spelled)
+            return Fact(
+                DEVICE_VALUE, where=where, device_expr=self.ctx.code_for(node), device=receiver.device, spelled=spelled
+            )
         if receiver.is_tensor and attr in _TENSOR_VIEW_ATTRS:
             return replace(receiver, scalar=False)
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
@@ -634,7 +771,9 @@ class _Interpreter(CallEvaluation):
             return value
         return UNKNOWN_FACT
 
-    def _binary(self, node: cst.CSTNode, left: Fact, right: Fact, left_node: cst.CSTNode, right_node: cst.CSTNode) -> Fact:
+    def _binary(
+        self, node: cst.CSTNode, left: Fact, right: Fact, left_node: cst.CSTNode, right_node: cst.CSTNode
+    ) -> Fact:
         for a, a_node, b, b_node in ((left, left_node, right, right_node), (right, right_node, left, left_node)):
             if cpu_side(a, allow_scalar=False) and devicey(b) and compatible(a, b):
                 self._record(a, a_node, b, b_node, node, "op")
@@ -717,7 +856,11 @@ class _Interpreter(CallEvaluation):
             stays = direct and (keeps_module_in_place(func.attr.value) or (move_call(call) and is_host_module(result)))
             if not stays:
                 handed += hosted_in(held)
-            if isinstance(func.value, cst.Name) and func.value.value == "self" and not is_host_module(self.env.get(f"self.{func.attr.value}", UNKNOWN_FACT)):
+            if (
+                isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and not is_host_module(self.env.get(f"self.{func.attr.value}", UNKNOWN_FACT))
+            ):
                 handed += self._held_by_self()  # `self.setup()` may move `self.model`
         if not keeps_arguments_in_place(self.ctx, call):
             for arg in call.args:
@@ -739,7 +882,11 @@ class _Interpreter(CallEvaluation):
         `for p in model.parameters(): p.data = p.data.cuda()` moves the model part by part."""
         handed = [] if is_host_module(_element_of(iterable)) else hosted_in(iterable)
         for call in self.ctx.index.walk(node):
-            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MODULE_PARTS:
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in _MODULE_PARTS
+            ):
                 key = root_key(call.func.value)
                 handed += hosted_in(self.env.get(key, UNKNOWN_FACT)) if key is not None else []
         self.env = released(self.env, handed)
@@ -748,15 +895,28 @@ class _Interpreter(CallEvaluation):
         return [m for key, fact in self.env.items() if key.startswith("self.") for m in hosted_in(fact)]
 
     # -- calls -------------------------------------------------------------------------
-    def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
-               node: cst.CSTNode, how: str) -> None:
+    def _cross(
+        self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode, node: cst.CSTNode, how: str
+    ) -> None:
         """Record two accelerators the code states as different meeting at `node`."""
-        if (value.device is not None and other.device is not None and value.device.is_accelerator
-                and other.device.is_accelerator and distinct(value.device, other.device)):
+        if (
+            value.device is not None
+            and other.device is not None
+            and value.device.is_accelerator
+            and other.device.is_accelerator
+            and distinct(value.device, other.device)
+        ):
             self.result.crossings.append(Crossing(value, value_node, other, other_node, node, how, self.scope))
 
-    def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
-                node: cst.CSTNode, how: str) -> None:
+    def _record(
+        self,
+        cpu: Fact,
+        cpu_node: cst.CSTNode,
+        device: Fact,
+        device_node: cst.CSTNode | None,
+        node: cst.CSTNode,
+        how: str,
+    ) -> None:
         key = (id(node), id(cpu_node), id(cpu.origin))
         if key not in self.seen:
             self.seen.add(key)
@@ -770,8 +930,10 @@ def file_placement(ctx: FileContext) -> FilePlacement:
 
 def _returns_torch_tensors(call: cst.Call) -> bool:
     """`tokenizer(texts, return_tensors="pt")`, `processor(images=img, return_tensors="pt")`."""
-    return any(arg.keyword is not None and arg.keyword.value == "return_tensors" and string_value(arg.value) == "pt"
-               for arg in call.args)
+    return any(
+        arg.keyword is not None and arg.keyword.value == "return_tensors" and string_value(arg.value) == "pt"
+        for arg in call.args
+    )
 
 
 def _number_like(node: cst.CSTNode) -> bool:
@@ -805,8 +967,12 @@ def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
     origin = value.origin
     if value.kind != CPU or not isinstance(origin, cst.Call) or value.factory is None:
         return False
-    if not all(isinstance(e.slice, cst.Index) and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
-               and not _is_none(e.slice.value) for e in node.slice):
+    if not all(
+        isinstance(e.slice, cst.Index)
+        and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
+        and not _is_none(e.slice.value)
+        for e in node.slice
+    ):
         return False
     if value.factory in _SIZED_FACTORIES:
         sizes = [a for a in origin.args if a.keyword is None]

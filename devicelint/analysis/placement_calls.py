@@ -18,15 +18,53 @@ from devicelint.analysis.host_modules import HOST, HostModuleCall, built_on_host
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, CROSS_DEVICE_FUNCTIONS, DATA_FACTORIES, DEVICE, HOST_ARGUMENTS, DEVICE_VALUE, FACTORIES, FOLLOWS,
-    INPLACE_METHODS, INPUT_MOVING_WRAPPERS, LEGACY_CONSTRUCTORS, LIKE_FACTORIES, LOSS_CALLABLE_NAMES, MEETING_METHODS, MODEL_WORDS, MODULE,
-    MODULE_NON_TENSOR_METHODS, MODULE_SELF_METHODS, SHAPE_GROWING_METHODS, MOVE_METHODS, NEW_METHODS, NON_TENSOR_METHODS, PARAMETER_FREE_MODULES,
-    UNKNOWN, UNKNOWN_FACT, Fact, is_legacy_cuda_constructor, is_tensor_function, move_call,
+    ACCELERATOR,
+    CPU,
+    CROSS_DEVICE_FUNCTIONS,
+    DATA_FACTORIES,
+    DEVICE,
+    DEVICE_VALUE,
+    FACTORIES,
+    FOLLOWS,
+    HOST_ARGUMENTS,
+    INPLACE_METHODS,
+    INPUT_MOVING_WRAPPERS,
+    LEGACY_CONSTRUCTORS,
+    LIKE_FACTORIES,
+    LOSS_CALLABLE_NAMES,
+    MEETING_METHODS,
+    MODEL_WORDS,
+    MODULE,
+    MODULE_NON_TENSOR_METHODS,
+    MODULE_SELF_METHODS,
+    MOVE_METHODS,
+    NEW_METHODS,
+    NON_TENSOR_METHODS,
+    PARAMETER_FREE_MODULES,
+    SHAPE_GROWING_METHODS,
+    UNKNOWN,
+    UNKNOWN_FACT,
+    Fact,
+    is_legacy_cuda_constructor,
+    is_tensor_function,
+    move_call,
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
-    LOADER, NUMBER, PY_DATA, Env, compatible, cpu_side, devicey, flatten, is_device_guard,
-    is_empty_placeholder, is_literal_data, is_number, is_python_data, sets_accelerator_default,
+    LOADER,
+    NUMBER,
+    PY_DATA,
+    Env,
+    compatible,
+    cpu_side,
+    devicey,
+    flatten,
+    is_device_guard,
+    is_empty_placeholder,
+    is_literal_data,
+    is_number,
+    is_python_data,
+    sets_accelerator_default,
 )
 
 if TYPE_CHECKING:
@@ -39,8 +77,25 @@ HOST_DATA_MODULES = ("numpy.", "pandas.")
 
 # torch functions whose result has more elements than each of their tensor arguments.
 GATHERING_FUNCTIONS = frozenset(
-    {"stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "atleast_1d",
-     "atleast_2d", "atleast_3d", "meshgrid", "broadcast_to", "tile", "repeat_interleave", "block_diag", "cartesian_prod"}
+    {
+        "stack",
+        "cat",
+        "concat",
+        "concatenate",
+        "hstack",
+        "vstack",
+        "dstack",
+        "column_stack",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "meshgrid",
+        "broadcast_to",
+        "tile",
+        "repeat_interleave",
+        "block_diag",
+        "cartesian_prod",
+    }
 )
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
 
@@ -49,18 +104,26 @@ class CallEvaluation:
     """The call half of the interpreter; `placement._Interpreter` supplies the state and the
     statement-level methods declared first below (its own definitions replace these)."""
 
-    ctx: "FileContext"
-    analysis: "FileAnalysis"
+    ctx: FileContext
+    analysis: FileAnalysis
     scope: cst.CSTNode
-    cls: "ClassFacts | None"
+    cls: ClassFacts | None
     depth: int
     own_place: str | None
     env: Env
-    result: "ScopePlacement"
+    result: ScopePlacement
 
     if TYPE_CHECKING:  # the interpreter's constructor and entry, for `type(self)(...).run()`
-        def __init__(self, ctx: FileContext, analysis: FileAnalysis, scope: cst.CSTNode,
-                     cls: ClassFacts | None, bound: Env | None, depth: int) -> None: ...
+
+        def __init__(
+            self,
+            ctx: FileContext,
+            analysis: FileAnalysis,
+            scope: cst.CSTNode,
+            cls: ClassFacts | None,
+            bound: Env | None,
+            depth: int,
+        ) -> None: ...
         def run(self) -> ScopePlacement: ...
 
     def _eval(self, node: cst.CSTNode) -> Fact:
@@ -79,13 +142,21 @@ class CallEvaluation:
         """A submodule of this class, where its `__init__` leaves it."""
         raise NotImplementedError
 
-    def _cross(self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode,
-               node: cst.CSTNode, how: str) -> None:
+    def _cross(
+        self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode, node: cst.CSTNode, how: str
+    ) -> None:
         """Record two accelerators that meet at `node`."""
         raise NotImplementedError
 
-    def _record(self, cpu: Fact, cpu_node: cst.CSTNode, device: Fact, device_node: cst.CSTNode | None,
-                node: cst.CSTNode, how: str) -> None:
+    def _record(
+        self,
+        cpu: Fact,
+        cpu_node: cst.CSTNode,
+        device: Fact,
+        device_node: cst.CSTNode | None,
+        node: cst.CSTNode,
+        how: str,
+    ) -> None:
         """Record a CPU value meeting a device value at `node`."""
         raise NotImplementedError
 
@@ -139,8 +210,12 @@ class CallEvaluation:
         if device.kind == DEVICE_VALUE:
             if device.where == "cpu":
                 return Fact(CPU, where="cpu")
-            return Fact(DEVICE, where=device.where or ACCELERATOR, device=device.device,
-                        device_expr=device.device_expr or (self.ctx.code_for(node) if node is not None else None))
+            return Fact(
+                DEVICE,
+                where=device.where or ACCELERATOR,
+                device=device.device,
+                device_expr=device.device_expr or (self.ctx.code_for(node) if node is not None else None),
+            )
         if device.kind == DEVICE:
             return Fact(DEVICE, where=device.where, device_expr=device.device_expr, device=device.device)
         if device.kind == CPU:
@@ -150,7 +225,7 @@ class CallEvaluation:
         return UNKNOWN_FACT
 
     def _torch_call(self, call: cst.Call, qualified: str) -> Fact:
-        short = qualified[len("torch."):]
+        short = qualified[len("torch.") :]
         if short in FACTORIES or short in LIKE_FACTORIES:
             return self._factory(call, short)
         if is_legacy_cuda_constructor(qualified):
@@ -181,7 +256,9 @@ class CallEvaluation:
     def _collate_moves(self, loader: cst.Call) -> bool:
         """Whether the loader's `collate_fn` (a lambda, or a function or class of the file) moves
         what it returns to a device."""
-        collate = next((a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None)
+        collate = next(
+            (a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None
+        )
         while isinstance(collate, cst.Call):
             if isinstance(collate.func, cst.Name) and collate.func.value in self.analysis.functions:
                 collate = collate.func  # `make_collate(tokenizer)`: the factory builds the function
@@ -192,7 +269,8 @@ class CallEvaluation:
         body: cst.CSTNode | None = collate if isinstance(collate, cst.Lambda) else None
         if isinstance(collate, cst.Name):
             body = self.analysis.functions.get(collate.value) or next(
-                (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None)
+                (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None
+            )
         return body is not None and any(_places_on_device(node) for node in self.ctx.index.walk(body))
 
     def _torch_device(self, call: cst.Call) -> Fact:
@@ -214,14 +292,28 @@ class CallEvaluation:
         device = torch_device(call, first.device, index, self.ctx.code_for(call))
         if isinstance(kind, cst.SimpleString) and kind is call.args[0].value:
             # `torch.device("cuda", 1)`: the string's fact, on the device it and the index state
-            return replace(first, device=device, spelled="object") if first.kind == DEVICE_VALUE else Fact(DEVICE_VALUE, spelled="object")
+            return (
+                replace(first, device=device, spelled="object")
+                if first.kind == DEVICE_VALUE
+                else Fact(DEVICE_VALUE, spelled="object")
+            )
         if first.kind == DEVICE_VALUE and first.where == "cpu":
             return Fact(DEVICE_VALUE, where="cpu", device=device, spelled="object")
-        return Fact(DEVICE_VALUE, where=ACCELERATOR if args else None, device_expr=self.ctx.code_for(call), device=device,
-                    spelled="object")
+        return Fact(
+            DEVICE_VALUE,
+            where=ACCELERATOR if args else None,
+            device_expr=self.ctx.code_for(call),
+            device=device,
+            spelled="object",
+        )
 
-    def _combine(self, call: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]], allow_scalar: bool,
-                 receiver: tuple[Fact, cst.CSTNode] | None = None) -> Fact:
+    def _combine(
+        self,
+        call: cst.CSTNode,
+        args: list[tuple[Fact, cst.CSTNode]],
+        allow_scalar: bool,
+        receiver: tuple[Fact, cst.CSTNode] | None = None,
+    ) -> Fact:
         """Tensor arguments of one op must share a device: record a meeting if they do not."""
         facts = ([receiver] if receiver is not None else []) + args
         device = next(((f, n) for f, n in facts if devicey(f)), None)
@@ -245,7 +337,12 @@ class CallEvaluation:
             function = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
             gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
             scalar = len(tensors) == 1 and lead.scalar and not gathering
-            if gathering and (function or "").startswith("torch.") and all(f.copied for f in cpu) and isinstance(call, cst.Call):
+            if (
+                gathering
+                and (function or "").startswith("torch.")
+                and all(f.copied for f in cpu)
+                and isinstance(call, cst.Call)
+            ):
                 # `torch.stack([mask == j for j in ids])` of host copies: a new CPU tensor made here
                 return replace(lead, scalar=False, copied=False, origin=call, factory=function)
             return replace(lead, scalar=scalar)
@@ -264,7 +361,11 @@ class CallEvaluation:
             tensor = next((f for f, _ in args if f.is_tensor), None)
             return replace(tensor, scalar=False) if tensor is not None else UNKNOWN_FACT
         if short in LIKE_FACTORIES:
-            return replace(args[0][0], scalar=False, origin=args[0][0].origin) if args and args[0][0].is_tensor else UNKNOWN_FACT
+            return (
+                replace(args[0][0], scalar=False, origin=args[0][0].origin)
+                if args and args[0][0].is_tensor
+                else UNKNOWN_FACT
+            )
         if short in DATA_FACTORIES or short in LEGACY_CONSTRUCTORS or short == "from_numpy":
             first = call.args[0].value if call.args and not call.args[0].keyword else None
             if short == "from_numpy":
@@ -276,10 +377,17 @@ class CallEvaluation:
         default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
             return UNKNOWN_FACT
-        scalar = short in ("tensor", "as_tensor", "scalar_tensor") and bool(call.args) and (
-            is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER
+        scalar = (
+            short in ("tensor", "as_tensor", "scalar_tensor")
+            and bool(call.args)
+            and (is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER)
         )
-        if short in ("zeros", "ones", "empty", "full", "rand", "randn") and call.args and isinstance(call.args[0].value, (cst.Tuple, cst.List)) and not call.args[0].value.elements:
+        if (
+            short in ("zeros", "ones", "empty", "full", "rand", "randn")
+            and call.args
+            and isinstance(call.args[0].value, (cst.Tuple, cst.List))
+            and not call.args[0].value.elements
+        ):
             scalar = True
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
 
@@ -303,11 +411,16 @@ class CallEvaluation:
         self._args(call)
         context = self._device_context(call)
         if context is not None and context.kind == DEVICE_VALUE:
-            return Fact(MODULE, where=context.where, factory=constructed, device_expr=context.device_expr, device=context.device)
+            return Fact(
+                MODULE, where=context.where, factory=constructed, device_expr=context.device_expr, device=context.device
+            )
         if sets_accelerator_default(self.ctx):  # built where `torch.set_default_device("cuda")` puts it
             return Fact(MODULE, where=ACCELERATOR, factory=constructed)
-        weights = tuple((arg.keyword.value, self._fact_of(arg.value)) for arg in call.args
-                        if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss"))
+        weights = tuple(
+            (arg.keyword.value, self._fact_of(arg.value))
+            for arg in call.args
+            if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss")
+        )
         if any(cpu_side(fact, allow_scalar=False) for _, fact in weights):
             return Fact(MODULE, factory=constructed, fields=weights, origin=call)
         if built_on_host(self.ctx, call, constructed, self.scope) or self._holds_host_modules(call, constructed):
@@ -317,14 +430,19 @@ class CallEvaluation:
     def _holds_host_modules(self, call: cst.Call, constructed: str) -> bool:
         """`nn.Sequential(nn.Linear(4, 8), nn.ReLU())`: a container of modules built here on the
         CPU (at least one with parameters) is on the CPU."""
-        if constructed not in ("Sequential", "ModuleList") or not call.args or not (self.ctx.qualified_name(call.func) or "").startswith("torch.nn."):
+        if (
+            constructed not in ("Sequential", "ModuleList")
+            or not call.args
+            or not (self.ctx.qualified_name(call.func) or "").startswith("torch.nn.")
+        ):
             return False
         parts = [self._fact_of(arg.value) for arg in call.args]
         if any(arg.star or arg.keyword is not None for arg in call.args):
             return False
         modules = [m for part in parts for m in (part.elements if part.elements is not None else (part,))]
-        return all(m.kind == MODULE and (is_host_module(m) or m.factory in PARAMETER_FREE_MODULES) for m in modules) and any(
-            is_host_module(m) for m in modules)
+        return all(
+            m.kind == MODULE and (is_host_module(m) or m.factory in PARAMETER_FREE_MODULES) for m in modules
+        ) and any(is_host_module(m) for m in modules)
 
     def _under_device_guard(self, node: cst.CSTNode) -> bool:
         for ancestor in self.ctx.index.ancestors(node):
@@ -341,10 +459,14 @@ class CallEvaluation:
             target = Fact(DEVICE_VALUE, where="cpu", device=CPU_DEVICE)
         elif method in ("cuda", "xpu", "mps"):
             self._args(call)
-            target = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"{method}"', device=DeviceId(method, True, method))
+            target = Fact(
+                DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"{method}"', device=DeviceId(method, True, method)
+            )
             if call.args:
                 node = call.args[0].value
-                target = replace(target, device_expr=self.ctx.code_for(node), device=self._accelerator_index(method, node))
+                target = replace(
+                    target, device_expr=self.ctx.code_for(node), device=self._accelerator_index(method, node)
+                )
         else:
             dtype_only = True
             for arg in call.args:
@@ -355,15 +477,27 @@ class CallEvaluation:
                 spelled = dotted_name(arg.value) or ""
                 if fact == NUMBER and int_value(arg.value) is not None and arg.keyword is None:
                     # `.to(1)`: an index is a CUDA device
-                    fact = Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=f'"cuda:{int_value(arg.value)}"',
-                                device=indexed("cuda", int_value(arg.value)))  # type: ignore[arg-type]  # checked not None above
+                    fact = Fact(
+                        DEVICE_VALUE,
+                        where=ACCELERATOR,
+                        device_expr=f'"cuda:{int_value(arg.value)}"',
+                        device=indexed("cuda", int_value(arg.value)),  # type: ignore[arg-type]  # checked not None above
+                    )
                 if fact.kind == DEVICE_VALUE:
                     target, node = fact, arg.value
                 elif fact.is_tensor or devicey(fact):
                     target, node = self._placed(fact, arg.value), arg.value
-                    target = Fact(DEVICE_VALUE, where=target.where if target.kind == DEVICE else "cpu",
-                                  device_expr=target.device_expr, device=target.device)
-                elif "dtype" in spelled or (self.ctx.qualified_name(arg.value) or "").startswith("torch.") and arg.keyword is None:
+                    target = Fact(
+                        DEVICE_VALUE,
+                        where=target.where if target.kind == DEVICE else "cpu",
+                        device_expr=target.device_expr,
+                        device=target.device,
+                    )
+                elif (
+                    "dtype" in spelled
+                    or (self.ctx.qualified_name(arg.value) or "").startswith("torch.")
+                    and arg.keyword is None
+                ):
                     continue
                 else:
                     dtype_only = False
@@ -374,7 +508,13 @@ class CallEvaluation:
                     return replace(receiver, scalar=receiver.scalar)
                 return Fact(MODULE) if receiver.kind == MODULE else UNKNOWN_FACT
         if receiver.kind == MODULE:
-            return Fact(MODULE, where=target.where, factory=receiver.factory, device_expr=target.device_expr, device=target.device)
+            return Fact(
+                MODULE,
+                where=target.where,
+                factory=receiver.factory,
+                device_expr=target.device_expr,
+                device=target.device,
+            )
         if target.where == "cpu":
             if (receiver.is_tensor or receiver.batch) and not receiver.scalar and not _reduced(call.func):
                 return Fact(CPU, where="cpu", origin=call, copied=True)
@@ -420,8 +560,13 @@ class CallEvaluation:
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
             # a moved value that is called is a module on the device
-            if member.kind == MODULE and (member.where == ACCELERATOR or member.fields) or (
-                    member.kind == UNKNOWN and member.where == ACCELERATOR and not member.batch) or member.device is not None and devicey(member):
+            if (
+                member.kind == MODULE
+                and (member.where == ACCELERATOR or member.fields)
+                or (member.kind == UNKNOWN and member.where == ACCELERATOR and not member.batch)
+                or member.device is not None
+                and devicey(member)
+            ):
                 return self._module_call(call, member, func)
         receiver_node = func.value
         receiver = self._eval(receiver_node)
@@ -440,7 +585,11 @@ class CallEvaluation:
         if method == "type_as" and call.args:
             target = self._eval(call.args[0].value)
             if receiver.is_tensor and target.is_tensor:
-                return replace(target, origin=receiver.origin if target.kind == CPU else None, factory=receiver.factory if target.kind == CPU else None)
+                return replace(
+                    target,
+                    origin=receiver.origin if target.kind == CPU else None,
+                    factory=receiver.factory if target.kind == CPU else None,
+                )
             return UNKNOWN_FACT
         if method in NEW_METHODS:
             self._args(call)
@@ -450,12 +599,21 @@ class CallEvaluation:
             return replace(receiver, scalar=False) if receiver.is_tensor else UNKNOWN_FACT
         if not receiver.is_tensor and not receiver.batch:
             args = self._args(call)
-            if method == "append" and receiver.elements is not None and isinstance(receiver_node, cst.Name) and len(args) == 1:
+            if (
+                method == "append"
+                and receiver.elements is not None
+                and isinstance(receiver_node, cst.Name)
+                and len(args) == 1
+            ):
                 # `parts.append(t)`: a list of tensors that later reaches `torch.stack(parts)`
                 kept = [e for e in receiver.elements if e != args[0][0]]
                 self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (args[0][0],))
                 return UNKNOWN_FACT
-            if method in ("parameters", "buffers") and receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR):
+            if (
+                method in ("parameters", "buffers")
+                and receiver.kind == MODULE
+                and receiver.where in (FOLLOWS, ACCELERATOR)
+            ):
                 # `for p in model.parameters()`: each one lives where the module does
                 return Fact(UNKNOWN, elements=(Fact(DEVICE, where=receiver.where, device=receiver.device),))
             if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
@@ -486,8 +644,11 @@ class CallEvaluation:
         if method in NON_TENSOR_METHODS:
             return NUMBER if method == "item" else PY_DATA if method in ("tolist", "numpy") else UNKNOWN_FACT
         # Every other tensor method keeps its result where the receiver is.
-        return replace(receiver, scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
-                       mask=receiver.mask and method not in _CAST_METHODS)
+        return replace(
+            receiver,
+            scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
+            mask=receiver.mask and method not in _CAST_METHODS,
+        )
 
     def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
         """A static or class method of a class of the file, called on the class itself."""
@@ -537,8 +698,11 @@ class CallEvaluation:
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)
-            if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
-                    and inner.func.attr.value in ("parameters", "buffers")):
+            if (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("parameters", "buffers")
+            ):
                 is_self = isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self"
                 owner = Fact(MODULE, where=self.own_place) if is_self else self._eval(inner.func.value)
                 if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
@@ -621,10 +785,20 @@ class CallEvaluation:
                     self._record(fact, node, callee, func, call, "module")
             for arg in call.args if callee.where == ACCELERATOR and not scattering else ():
                 spread = self._fact_of(arg.value)
-                if arg.star == "**" and spread.origin is not None and (spread.encoded or spread.batch and spread.kind == UNKNOWN):
+                if (
+                    arg.star == "**"
+                    and spread.origin is not None
+                    and (spread.encoded or spread.batch and spread.kind == UNKNOWN)
+                ):
                     # `model(**batch)` of a whole batch or a tokenizer's output, never moved
-                    self._record(Fact(CPU, where="cpu", origin=spread.origin, batch=True, encoded=spread.encoded),
-                                 arg.value, callee, func, call, "module")
+                    self._record(
+                        Fact(CPU, where="cpu", origin=spread.origin, batch=True, encoded=spread.encoded),
+                        arg.value,
+                        callee,
+                        func,
+                        call,
+                        "module",
+                    )
             produced = self._forward_of(call, callee, args)
             if produced.from_factory:
                 return produced  # the submodule's forward builds its output on the CPU
@@ -640,7 +814,9 @@ class CallEvaluation:
         # DataParallel gathers its output on `output_device`, whatever its input's device was
         return replace(combined, device=None) if scattering else combined
 
-    def _host_module_call(self, call: cst.Call, callee: Fact, func: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]]) -> None:
+    def _host_module_call(
+        self, call: cst.Call, callee: Fact, func: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]]
+    ) -> None:
         """A module certainly on the CPU called with an input certainly on the accelerator
         (`**batch` of a moved batch too)."""
         spread = [pair for arg in call.args if arg.star for pair in flatten(self._fact_of(arg.value), arg.value)]
@@ -665,8 +841,15 @@ class CallEvaluation:
         # a model never moved is where it was built: its submodules are on no known device
         return self._follow(forward, call, args, skip_self=True, cls=cls, placed=callee.where not in (None, HOST))
 
-    def _follow(self, func: cst.FunctionDef, call: cst.Call, args: list[tuple[Fact, cst.CSTNode]], skip_self: bool,
-                cls: "ClassFacts | None" = None, placed: bool = True) -> Fact:
+    def _follow(
+        self,
+        func: cst.FunctionDef,
+        call: cst.Call,
+        args: list[tuple[Fact, cst.CSTNode]],
+        skip_self: bool,
+        cls: ClassFacts | None = None,
+        placed: bool = True,
+    ) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
         each distinct set of argument facts is analysed once per file)."""
         if self.depth >= MAX_FOLLOW_DEPTH or func is self.scope:
@@ -688,10 +871,16 @@ class CallEvaluation:
             # returns on its inputs' device says nothing here, where the inputs are unknown.
             return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
         own_place = self.own_place if placed else None
-        key = (id(func), own_place, tuple(sorted(
-            (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
-            for k, v in bound.items()
-        )))
+        key = (
+            id(func),
+            own_place,
+            tuple(
+                sorted(
+                    (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
+                    for k, v in bound.items()
+                )
+            ),
+        )
         cached = self.analysis.followed.get(key)
         if cached is None:
             owner = cls if cls is not None else self.cls if skip_self else None
@@ -706,16 +895,41 @@ class CallEvaluation:
 
 
 # Reductions that, called without a dimension, leave a 0-dim tensor (`loss.sum().cpu()`).
-_FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "norm", "std", "var", "median", "amax", "amin",
-                              "argmax", "argmin", "all", "any", "item", "logsumexp", "nansum", "nanmean"})
+_FULL_REDUCTIONS = frozenset(
+    {
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "prod",
+        "norm",
+        "std",
+        "var",
+        "median",
+        "amax",
+        "amin",
+        "argmax",
+        "argmin",
+        "all",
+        "any",
+        "item",
+        "logsumexp",
+        "nansum",
+        "nanmean",
+    }
+)
 
 
 def _reduced(move: cst.BaseExpression) -> bool:
     """Whether a move's receiver is a full reduction (`x.sum().cpu()`): a 0-dim tensor, which
     PyTorch lets meet device tensors."""
     receiver = move.value if isinstance(move, cst.Attribute) else None
-    return (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
-            and receiver.func.attr.value in _FULL_REDUCTIONS and not receiver.args)
+    return (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value in _FULL_REDUCTIONS
+        and not receiver.args
+    )
 
 
 def _places_on_device(node: cst.CSTNode) -> bool:
@@ -764,8 +978,11 @@ def _prepared_part(fact: Fact, node: cst.CSTNode) -> Fact:
     yield device batches, tensors as they were (it does not move them), the rest unknown."""
     if fact.kind == MODULE or (fact == UNKNOWN_FACT and _model_named(node)):
         return Fact(MODULE, where=ACCELERATOR, factory=fact.factory)
-    if fact == LOADER or "loader" in (dotted_name(node) or "").lower() or (
-            isinstance(node, cst.Call) and "loader" in (dotted_name(node.func) or "").lower()):
+    if (
+        fact == LOADER
+        or "loader" in (dotted_name(node) or "").lower()
+        or (isinstance(node, cst.Call) and "loader" in (dotted_name(node.func) or "").lower())
+    ):
         return DEVICE_LOADER
     return fact if fact.is_tensor else UNKNOWN_FACT
 

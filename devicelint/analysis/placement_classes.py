@@ -60,7 +60,9 @@ def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None
 
 def is_parameter_call(ctx: FileContext, node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in (
-        "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer",
+        "torch.nn.Parameter",
+        "torch.nn.parameter.Parameter",
+        "torch.nn.Buffer",
     )
 
 
@@ -78,7 +80,9 @@ def _string(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _owner(ctx: FileContext, node: cst.CSTNode, by_class: dict[int, ClassFacts]) -> tuple[ClassFacts, cst.FunctionDef] | None:
+def _owner(
+    ctx: FileContext, node: cst.CSTNode, by_class: dict[int, ClassFacts]
+) -> tuple[ClassFacts, cst.FunctionDef] | None:
     """The module class and its method whose body holds `node` (None outside module methods)."""
     method = None
     for ancestor in ctx.index.ancestors(node):
@@ -86,7 +90,12 @@ def _owner(ctx: FileContext, node: cst.CSTNode, by_class: dict[int, ClassFacts])
             method = ancestor
         elif isinstance(ancestor, cst.ClassDef):
             facts = by_class.get(id(ancestor))
-            if facts is None or method is None or method.name.value not in facts.methods or facts.methods[method.name.value] is not method:
+            if (
+                facts is None
+                or method is None
+                or method.name.value not in facts.methods
+                or facts.methods[method.name.value] is not method
+            ):
                 return None
             return facts, method
     return None
@@ -150,8 +159,11 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
         facts.has_device = True
     base = value
     # `nn.Linear(8, 8).to("cuda:1").eval()`: moves and mode switches return the module itself
-    while (isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute)
-           and base.func.attr.value in MOVE_METHODS | MODULE_SELF_METHODS):
+    while (
+        isinstance(base, cst.Call)
+        and isinstance(base.func, cst.Attribute)
+        and base.func.attr.value in MOVE_METHODS | MODULE_SELF_METHODS
+    ):
         base = base.func.value
     constructed = module_constructor(ctx, base)
     if constructed is not None:
@@ -169,7 +181,13 @@ def class_facts(ctx: FileContext) -> dict[str, ClassFacts]:
 # What a module keeps in a Python list, tuple or dict: DL103 asks whether the elements are
 # modules, DL102 whether they are tensors that `model.to()` leaves behind.
 
-CONTAINER_LITERALS = {cst.List: "list", cst.Tuple: "tuple", cst.Dict: "dict", cst.ListComp: "list", cst.DictComp: "dict"}
+CONTAINER_LITERALS = {
+    cst.List: "list",
+    cst.Tuple: "tuple",
+    cst.Dict: "dict",
+    cst.ListComp: "list",
+    cst.DictComp: "dict",
+}
 _ADDERS = frozenset({"append", "extend", "insert", "update"})
 # Builtins that only iterate over or inspect a container: handing it to them registers nothing.
 ITERATION_HELPERS = frozenset(
@@ -197,11 +215,17 @@ class LocalContainer:
     returned: bool = False
 
 
-_CONTAINER_CALLS = {"list": "list", "tuple": "tuple", "dict": "dict", "collections.OrderedDict": "dict", "OrderedDict": "dict"}
+_CONTAINER_CALLS = {
+    "list": "list",
+    "tuple": "tuple",
+    "dict": "dict",
+    "collections.OrderedDict": "dict",
+    "OrderedDict": "dict",
+}
 
 
 def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
-    """"list", "tuple" or "dict" for a plain container: a literal, a comprehension, or `list()`,
+    """ "list", "tuple" or "dict" for a plain container: a literal, a comprehension, or `list()`,
     `dict()`, `OrderedDict()` (empty or around a literal or generator)."""
     kind = CONTAINER_LITERALS.get(type(value))
     if kind is not None or not isinstance(value, cst.Call):
@@ -210,7 +234,11 @@ def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
     kind = _CONTAINER_CALLS.get(name)
     if kind is None or len(value.args) > 1 or any(a.keyword is not None or a.star for a in value.args):
         return None
-    if value.args and type(value.args[0].value) not in CONTAINER_LITERALS and not isinstance(value.args[0].value, cst.GeneratorExp):
+    if (
+        value.args
+        and type(value.args[0].value) not in CONTAINER_LITERALS
+        and not isinstance(value.args[0].value, cst.GeneratorExp)
+    ):
         return None
     return kind
 
@@ -315,7 +343,9 @@ def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassF
     func = call.func
     builder: cst.FunctionDef | None = None
     if isinstance(func, cst.Name):
-        builder = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None)
+        builder = next(
+            (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None
+        )
     elif facts is not None and self_attribute(func) is not None:
         builder = facts.methods.get(self_attribute(func) or "")
     if builder is None:
@@ -356,7 +386,11 @@ def library_module(ctx: FileContext, call: cst.BaseExpression) -> str | None:
     last = qualified.rsplit(".", 1)[-1]
     if qualified.startswith(_MODULE_LIBRARIES) and last[:1].isupper():
         return last
-    if qualified.startswith(_MODEL_FACTORY_PREFIXES) and last[:1].islower() and not last.startswith(("get_weight", "list_", "get_model_")):
+    if (
+        qualified.startswith(_MODEL_FACTORY_PREFIXES)
+        and last[:1].islower()
+        and not last.startswith(("get_weight", "list_", "get_model_"))
+    ):
         return last
     if qualified.startswith("transformers.") and last == "from_pretrained":
         owner = qualified.rsplit(".", 2)[-2]

@@ -52,10 +52,10 @@ class Fact:
     # Source text of an expression naming the device this value lives on (`x.device`, `device`).
     device_expr: str | None = None
     # Element facts of a tuple/list literal.
-    elements: tuple["Fact", ...] | None = None
+    elements: tuple[Fact, ...] | None = None
     # Named parts of a dict with string keys or of a dataclass/NamedTuple instance of the file:
     # `batch["mask"]` and `cfg.mask` read them.
-    fields: tuple[tuple[str, "Fact"], ...] | None = None
+    fields: tuple[tuple[str, Fact], ...] | None = None
     # An instance of a plain (not `nn.Module`) class of the file, by class name: calls of its
     # methods are followed with their arguments (`bank.update(preds, y)`).
     instance: str | None = None
@@ -78,11 +78,11 @@ class Fact:
     def is_tensor(self) -> bool:
         return self.kind in (CPU, DEVICE)
 
-    def field(self, key: str) -> "Fact":
+    def field(self, key: str) -> Fact:
         """The fact of one named part (unknown when it was never stated)."""
         return next((fact for name, fact in self.fields or () if name == key), UNKNOWN_FACT)
 
-    def with_field(self, key: str, fact: "Fact") -> "Fact":
+    def with_field(self, key: str, fact: Fact) -> Fact:
         kept = tuple((name, old) for name, old in self.fields or () if name != key)
         return Fact(UNKNOWN, fields=kept + ((key, fact),))
 
@@ -96,11 +96,36 @@ UNKNOWN_FACT = Fact()
 # torch factories that create a tensor on the default (CPU) device unless given `device=`.
 FACTORIES = frozenset(
     {
-        "zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye",
-        "rand", "randn", "randint", "randperm", "empty_strided", "tril_indices", "triu_indices",
-        "normal", "tensor", "as_tensor", "asarray", "from_numpy", "scalar_tensor",
-        "FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor",
-        "HalfTensor", "Tensor",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "range",
+        "linspace",
+        "logspace",
+        "eye",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "empty_strided",
+        "tril_indices",
+        "triu_indices",
+        "normal",
+        "tensor",
+        "as_tensor",
+        "asarray",
+        "from_numpy",
+        "scalar_tensor",
+        "FloatTensor",
+        "LongTensor",
+        "BoolTensor",
+        "ByteTensor",
+        "IntTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "Tensor",
     }
 )
 # Factories whose first argument may itself be a tensor (then the result follows it).
@@ -113,7 +138,11 @@ LEGACY_CONSTRUCTORS = frozenset(
 def is_legacy_cuda_constructor(qualified: str | None) -> bool:
     """`torch.cuda.FloatTensor`, `torch.cuda.LongTensor`...: legacy constructors that build a
     tensor on the current CUDA device."""
-    return qualified is not None and qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):] in LEGACY_CONSTRUCTORS
+    return (
+        qualified is not None
+        and qualified.startswith("torch.cuda.")
+        and qualified[len("torch.cuda.") :] in LEGACY_CONSTRUCTORS
+    )
 
 
 LIKE_FACTORIES = frozenset(
@@ -125,47 +154,243 @@ NEW_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_
 # evidence that a receiver is a tensor at all.
 PRESERVING_METHODS = frozenset(
     {
-        "float", "double", "half", "bfloat16", "long", "int", "bool", "byte", "short", "char",
-        "tril", "triu", "view", "view_as", "reshape", "reshape_as", "unsqueeze", "squeeze", "expand",
-        "expand_as", "repeat", "repeat_interleave", "transpose", "permute", "t", "flip", "roll",
-        "contiguous", "clone", "detach", "abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
-        "sum", "mean", "cumsum", "cumprod", "max", "min", "argmax", "argmin", "softmax", "log_softmax",
-        "sigmoid", "tanh", "relu", "clamp", "clamp_min", "clamp_max", "flatten", "unflatten", "narrow",
-        "masked_fill", "masked_fill_", "fill_", "zero_", "normal_", "uniform_", "add", "sub", "mul",
-        "div", "pow", "matmul", "mm", "bmm", "eq", "ne", "lt", "gt", "le", "ge", "logical_not",
-        "logical_and", "logical_or", "type", "to_dense", "requires_grad_", "triu_", "tril_", "masked_select",
-        "gather", "index_select", "where", "sort", "topk", "cat", "any", "all", "norm", "prod", "std",
-        "var", "round", "floor", "ceil", "sign", "reciprocal", "square", "unbind", "split", "chunk",
-        "select", "diag", "diagonal", "outer", "bitwise_not", "nonzero", "long_", "expand_dims", "type_as",
-        "add_", "sub_", "mul_", "div_", "fill_diagonal_", "index_fill", "scatter", "scatter_add",
-        "index_add", "index_add_", "scatter_", "scatter_add_", "copy_", "pin_memory",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "long",
+        "int",
+        "bool",
+        "byte",
+        "short",
+        "char",
+        "tril",
+        "triu",
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "expand_as",
+        "repeat",
+        "repeat_interleave",
+        "transpose",
+        "permute",
+        "t",
+        "flip",
+        "roll",
+        "contiguous",
+        "clone",
+        "detach",
+        "abs",
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "sum",
+        "mean",
+        "cumsum",
+        "cumprod",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "softmax",
+        "log_softmax",
+        "sigmoid",
+        "tanh",
+        "relu",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "flatten",
+        "unflatten",
+        "narrow",
+        "masked_fill",
+        "masked_fill_",
+        "fill_",
+        "zero_",
+        "normal_",
+        "uniform_",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "matmul",
+        "mm",
+        "bmm",
+        "eq",
+        "ne",
+        "lt",
+        "gt",
+        "le",
+        "ge",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "type",
+        "to_dense",
+        "requires_grad_",
+        "triu_",
+        "tril_",
+        "masked_select",
+        "gather",
+        "index_select",
+        "where",
+        "sort",
+        "topk",
+        "cat",
+        "any",
+        "all",
+        "norm",
+        "prod",
+        "std",
+        "var",
+        "round",
+        "floor",
+        "ceil",
+        "sign",
+        "reciprocal",
+        "square",
+        "unbind",
+        "split",
+        "chunk",
+        "select",
+        "diag",
+        "diagonal",
+        "outer",
+        "bitwise_not",
+        "nonzero",
+        "long_",
+        "expand_dims",
+        "type_as",
+        "add_",
+        "sub_",
+        "mul_",
+        "div_",
+        "fill_diagonal_",
+        "index_fill",
+        "scatter",
+        "scatter_add",
+        "index_add",
+        "index_add_",
+        "scatter_",
+        "scatter_add_",
+        "copy_",
+        "pin_memory",
     }
 )
 # Methods of which every tensor argument must be on the receiver's device.
 MEETING_METHODS = frozenset(
     {
-        "add", "sub", "mul", "div", "matmul", "mm", "bmm", "masked_fill", "masked_fill_", "masked_scatter",
-        "masked_select", "where", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_",
-        "index_select", "index_add", "index_add_", "index_fill", "index_copy", "add_", "sub_", "mul_",
-        "div_", "eq", "ne", "lt", "gt", "le", "ge", "maximum", "minimum", "pow", "dot", "logical_and",
-        "logical_or", "lerp", "outer", "addmm", "baddbmm",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "matmul",
+        "mm",
+        "bmm",
+        "masked_fill",
+        "masked_fill_",
+        "masked_scatter",
+        "masked_select",
+        "where",
+        "gather",
+        "scatter",
+        "scatter_",
+        "scatter_add",
+        "scatter_add_",
+        "index_select",
+        "index_add",
+        "index_add_",
+        "index_fill",
+        "index_copy",
+        "add_",
+        "sub_",
+        "mul_",
+        "div_",
+        "eq",
+        "ne",
+        "lt",
+        "gt",
+        "le",
+        "ge",
+        "maximum",
+        "minimum",
+        "pow",
+        "dot",
+        "logical_and",
+        "logical_or",
+        "lerp",
+        "outer",
+        "addmm",
+        "baddbmm",
     }
 )
 # Tensor methods whose result is not a tensor (or not where the receiver is); every other tensor
 # method keeps its result on the receiver's device.
 NON_TENSOR_METHODS = frozenset(
     {
-        "item", "tolist", "numpy", "size", "numel", "nelement", "dim", "ndimension", "data_ptr",
-        "element_size", "stride", "storage", "untyped_storage", "storage_offset", "get_device",
-        "is_contiguous", "is_floating_point", "is_complex", "is_pinned", "is_shared", "equal",
-        "allclose", "backward", "register_hook", "tobytes", "__len__", "__repr__", "__format__",
-        "share_memory_", "record_stream", "is_set_to", "has_names", "retain_grad",
+        "item",
+        "tolist",
+        "numpy",
+        "size",
+        "numel",
+        "nelement",
+        "dim",
+        "ndimension",
+        "data_ptr",
+        "element_size",
+        "stride",
+        "storage",
+        "untyped_storage",
+        "storage_offset",
+        "get_device",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "is_pinned",
+        "is_shared",
+        "equal",
+        "allclose",
+        "backward",
+        "register_hook",
+        "tobytes",
+        "__len__",
+        "__repr__",
+        "__format__",
+        "share_memory_",
+        "record_stream",
+        "is_set_to",
+        "has_names",
+        "retain_grad",
     }
 )
 # Tensor methods whose result may have more elements than a 0-dim receiver.
 SHAPE_GROWING_METHODS = frozenset(
-    {"expand", "expand_as", "repeat", "repeat_interleave", "view", "reshape", "reshape_as", "unsqueeze",
-     "broadcast_to", "tile", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"}
+    {
+        "expand",
+        "expand_as",
+        "repeat",
+        "repeat_interleave",
+        "view",
+        "reshape",
+        "reshape_as",
+        "unsqueeze",
+        "broadcast_to",
+        "tile",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+    }
 )
 # Module methods that return the module itself (`model.cuda().eval()`).
 MODULE_SELF_METHODS = frozenset(
@@ -174,11 +399,31 @@ MODULE_SELF_METHODS = frozenset(
 # Module methods whose result is not a device tensor computed by the model.
 MODULE_NON_TENSOR_METHODS = frozenset(
     {
-        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
-        "modules", "named_modules", "state_dict", "load_state_dict", "apply", "register_buffer",
-        "register_parameter", "register_module", "add_module", "register_forward_hook",
-        "register_forward_pre_hook", "register_full_backward_hook", "get_submodule", "get_parameter",
-        "extra_repr", "save_pretrained", "num_parameters", "get_input_embeddings", "get_output_embeddings",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+        "state_dict",
+        "load_state_dict",
+        "apply",
+        "register_buffer",
+        "register_parameter",
+        "register_module",
+        "add_module",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "get_submodule",
+        "get_parameter",
+        "extra_repr",
+        "save_pretrained",
+        "num_parameters",
+        "get_input_embeddings",
+        "get_output_embeddings",
     }
 )
 # In-place methods: the receiver is the destination.
@@ -205,13 +450,39 @@ def moves_to_accelerator(node: cst.CSTNode) -> bool:
         return False
     first = node.args[0].value if node.args else None  # type: ignore[attr-defined]  # move_call() matched: node is a Call
     return not (isinstance(first, cst.SimpleString) and literal_value(first) == "cpu")
+
+
 # torch functions that do not return a tensor (their result is not a placement fact).
 NON_TENSOR_FUNCTIONS = frozenset(
     {
-        "is_tensor", "numel", "is_floating_point", "is_complex", "is_nonzero", "equal", "allclose",
-        "get_default_dtype", "is_grad_enabled", "manual_seed", "set_grad_enabled", "no_grad", "device",
-        "dtype", "Size", "finfo", "iinfo", "is_storage", "typename", "save", "load", "compile",
-        "broadcast_shapes", "result_type", "promote_types", "can_cast", "is_same_size", "get_device",
+        "is_tensor",
+        "numel",
+        "is_floating_point",
+        "is_complex",
+        "is_nonzero",
+        "equal",
+        "allclose",
+        "get_default_dtype",
+        "is_grad_enabled",
+        "manual_seed",
+        "set_grad_enabled",
+        "no_grad",
+        "device",
+        "dtype",
+        "Size",
+        "finfo",
+        "iinfo",
+        "is_storage",
+        "typename",
+        "save",
+        "load",
+        "compile",
+        "broadcast_shapes",
+        "result_type",
+        "promote_types",
+        "can_cast",
+        "is_same_size",
+        "get_device",
     }
 )
 TENSOR_NAMESPACES = ("torch.", "torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
@@ -222,8 +493,14 @@ def is_tensor_function(qualified: str) -> bool:
     private helper or one of NON_TENSOR_FUNCTIONS (`torch.save`, `torch.numel`...)."""
     last = qualified.rsplit(".", 1)[-1]
     namespace = qualified[: len(qualified) - len(last)]
-    return (namespace in TENSOR_NAMESPACES and last not in NON_TENSOR_FUNCTIONS
-            and not last[:1].isupper() and not last.startswith("_"))
+    return (
+        namespace in TENSOR_NAMESPACES
+        and last not in NON_TENSOR_FUNCTIONS
+        and not last[:1].isupper()
+        and not last.startswith("_")
+    )
+
+
 # torch functions whose tensor arguments may sit on different devices (copies, indices).
 CROSS_DEVICE_FUNCTIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
 
@@ -240,16 +517,70 @@ HOST_ARGUMENTS: dict[str, tuple[int | str, ...]] = {
 # nn classes without parameters or buffers: a CPU input just runs on the CPU.
 PARAMETER_FREE_MODULES = frozenset(
     {
-        "ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Softmin",
-        "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten",
-        "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-        "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-        "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle", "PixelUnshuffle",
-        "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
-        "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Softplus", "LeakyReLU", "ELU",
-        "SELU", "CELU", "Hardtanh", "Hardswish", "Hardsigmoid", "Softsign", "Tanhshrink",
-        "Threshold", "GLU", "LogSigmoid", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-        "KLDivLoss", "CosineSimilarity", "PairwiseDistance", "ChannelShuffle", "Fold", "Unfold",
+        "ReLU",
+        "ReLU6",
+        "GELU",
+        "SiLU",
+        "Mish",
+        "Tanh",
+        "Sigmoid",
+        "Softmax",
+        "LogSoftmax",
+        "Softmin",
+        "Dropout",
+        "Dropout1d",
+        "Dropout2d",
+        "Dropout3d",
+        "AlphaDropout",
+        "Identity",
+        "Flatten",
+        "Unflatten",
+        "MaxPool1d",
+        "MaxPool2d",
+        "MaxPool3d",
+        "AvgPool1d",
+        "AvgPool2d",
+        "AvgPool3d",
+        "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d",
+        "AdaptiveAvgPool3d",
+        "AdaptiveMaxPool1d",
+        "AdaptiveMaxPool2d",
+        "AdaptiveMaxPool3d",
+        "Upsample",
+        "PixelShuffle",
+        "PixelUnshuffle",
+        "ZeroPad2d",
+        "ConstantPad1d",
+        "ConstantPad2d",
+        "ConstantPad3d",
+        "ReflectionPad1d",
+        "ReflectionPad2d",
+        "ReplicationPad1d",
+        "ReplicationPad2d",
+        "Softplus",
+        "LeakyReLU",
+        "ELU",
+        "SELU",
+        "CELU",
+        "Hardtanh",
+        "Hardswish",
+        "Hardsigmoid",
+        "Softsign",
+        "Tanhshrink",
+        "Threshold",
+        "GLU",
+        "LogSigmoid",
+        "MSELoss",
+        "L1Loss",
+        "SmoothL1Loss",
+        "HuberLoss",
+        "KLDivLoss",
+        "CosineSimilarity",
+        "PairwiseDistance",
+        "ChannelShuffle",
+        "Fold",
+        "Unfold",
     }
 )
 # Wrappers that move their inputs to the device before the wrapped module sees them.
@@ -260,21 +591,68 @@ NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "Buffer", "Pa
 # Attribute and method uses that only a tensor has (numpy arrays and modules lack them).
 TENSOR_ONLY_METHODS = frozenset(
     {
-        "size", "view", "unsqueeze", "permute", "contiguous", "masked_fill", "masked_fill_", "dim",
-        "numel", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "bmm",
-        "matmul", "softmax", "log_softmax", "expand", "expand_as", "view_as", "transpose", "item",
-        "long", "detach", "chunk", "shape", "sigmoid", "masked_select", "is_cuda", "unbind",
+        "size",
+        "view",
+        "unsqueeze",
+        "permute",
+        "contiguous",
+        "masked_fill",
+        "masked_fill_",
+        "dim",
+        "numel",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+        "type_as",
+        "bmm",
+        "matmul",
+        "softmax",
+        "log_softmax",
+        "expand",
+        "expand_as",
+        "view_as",
+        "transpose",
+        "item",
+        "long",
+        "detach",
+        "chunk",
+        "shape",
+        "sigmoid",
+        "masked_select",
+        "is_cuda",
+        "unbind",
     }
 )
 TENSOR_ANNOTATIONS = frozenset(
-    {"Tensor", "torch.Tensor", "FloatTensor", "LongTensor", "BoolTensor", "torch.FloatTensor", "torch.LongTensor",
-     "torch.BoolTensor"}
+    {
+        "Tensor",
+        "torch.Tensor",
+        "FloatTensor",
+        "LongTensor",
+        "BoolTensor",
+        "torch.FloatTensor",
+        "torch.LongTensor",
+        "torch.BoolTensor",
+    }
 )
 # Words that, in an `if` test, make a branch device-conditional (`if x.is_cuda:`).
 DEVICE_GUARD_WORDS = ("cuda", "gpu", "device", "is_available", "accelerator", "mps", "cpu", "xla", "npu", "hpu", "xpu")
 LOSS_CALLABLE_NAMES = frozenset({"criterion", "loss_fn", "loss_func", "lossfn", "loss_function", "criterion_fn"})
 # Callee names that hold a model (`model(x)`, `self.generator(z)`, `netD(fake)`): given a device
 # input, what they return is on that device. Only the result is inferred, never a meeting.
-MODEL_WORDS = ("model", "net", "encoder", "decoder", "generator", "discriminator", "backbone",
-               "classifier", "critic", "actor", "policy")
+MODEL_WORDS = (
+    "model",
+    "net",
+    "encoder",
+    "decoder",
+    "generator",
+    "discriminator",
+    "backbone",
+    "classifier",
+    "critic",
+    "actor",
+    "policy",
+)
 ACCELERATOR_STRINGS = ("cuda", "mps", "xpu", "npu", "hpu", "xla")

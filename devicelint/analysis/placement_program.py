@@ -8,8 +8,9 @@ and `placement_calls.py` (calls), both above this module: it runs them through t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import libcst as cst
 
@@ -17,7 +18,11 @@ from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
-    FACTORIES, TENSOR_ONLY_METHODS, UNKNOWN_FACT, Fact, is_tensor_function,
+    FACTORIES,
+    TENSOR_ONLY_METHODS,
+    UNKNOWN_FACT,
+    Fact,
+    is_tensor_function,
 )
 from devicelint.analysis.placement_values import DATA_WORDS, Env
 from devicelint.context import FileContext
@@ -26,7 +31,6 @@ from devicelint.context import FileContext
 MAX_FOLLOW_DEPTH = 3
 # A chain of helpers analysed one inside another stops here (the stack must not run out).
 _MAX_NESTED_SCOPES = 6
-
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class FilePlacement:
     followed: dict[int, list[ScopePlacement]] = field(default_factory=dict)
     host_calls: list[HostModuleCall] = field(default_factory=list)
 
+
 class Interpreter(Protocol):
     """What the file analysis needs of a scope's interpreter."""
 
@@ -94,7 +99,9 @@ class Interpreter(Protocol):
 
 
 # (ctx, analysis, scope, class, bound parameter facts, depth) -> an interpreter with `run()`
-InterpreterFactory = Callable[[FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], Interpreter]
+InterpreterFactory = Callable[
+    [FileContext, "FileAnalysis", cst.CSTNode, "ClassFacts | None", "Env | None", int], Interpreter
+]
 
 
 def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) -> str | None:
@@ -102,8 +109,11 @@ def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression)
     `F.cross_entropy(x, ...)` (functional ops take a tensor first) or in `torch.op(x.float())`
     (a Python number has no `.float()`). `torch.pow(theta, ...)` says nothing about `theta`."""
     casts = 0
-    while (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-           and node.func.attr.value in ("float", "double", "half", "long", "detach", "contiguous")):
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("float", "double", "half", "long", "detach", "contiguous")
+    ):
         node = node.func.value
         casts += 1
     if not isinstance(node, cst.Name):
@@ -114,12 +124,14 @@ def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression)
 
 def _attribute_calls(ctx: FileContext) -> dict[str, list[cst.FunctionDef | None]]:
     """For every `<x>.<name>(...)` call of the file: the functions (None: module code) it is in."""
+
     def build(c: FileContext) -> dict[str, list[cst.FunctionDef | None]]:
         found: dict[str, list[cst.FunctionDef | None]] = {}
         for call in c.index.of_type(cst.Call):
             if isinstance(call.func, cst.Attribute):
                 found.setdefault(call.func.attr.value, []).append(c.index.enclosing_function(call))
         return found
+
     return ctx.shared("placement.attribute_calls", build)
 
 
@@ -136,8 +148,13 @@ def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
         by: set[str] = set()
         for caller in calls.get(name, ()):
             inside = caller is not None and cls.methods.get(caller.name.value) is caller
-            by.add(caller.name.value if inside and caller is not None else
-                   "__init__" if caller is not None and caller.name.value == "__init__" else "<elsewhere>")
+            by.add(
+                caller.name.value
+                if inside and caller is not None
+                else "__init__"
+                if caller is not None and caller.name.value == "__init__"
+                else "<elsewhere>"
+            )
         callers[name] = by
     found = {"__init__"}
     changed = True
@@ -157,14 +174,21 @@ def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
     for stmt in ctx.module.body:
         if not isinstance(stmt, cst.ClassDef) or not isinstance(stmt.body, cst.IndentedBlock):
             continue
-        decorators = {(dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").rsplit(".", 1)[-1]
-                      for d in stmt.decorators}
+        decorators = {
+            (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").rsplit(".", 1)[
+                -1
+            ]
+            for d in stmt.decorators
+        }
         bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in stmt.bases}
         if "dataclass" not in decorators and "NamedTuple" not in bases:
             continue
         records[stmt.name.value] = [
-            small.target.value for line in stmt.body.body if isinstance(line, cst.SimpleStatementLine)
-            for small in line.body if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+            small.target.value
+            for line in stmt.body.body
+            if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
         ]
     return records
 
@@ -175,7 +199,11 @@ def _record_defaults(ctx: FileContext, records: dict[str, list[str]]) -> dict[st
     `field(default_factory=lambda: X)` returns (an instance built without the field holds it)."""
     defaults: dict[str, dict[str, cst.BaseExpression]] = {}
     for stmt in ctx.module.body:
-        if not isinstance(stmt, cst.ClassDef) or stmt.name.value not in records or not isinstance(stmt.body, cst.IndentedBlock):
+        if (
+            not isinstance(stmt, cst.ClassDef)
+            or stmt.name.value not in records
+            or not isinstance(stmt.body, cst.IndentedBlock)
+        ):
             continue
         found: dict[str, cst.BaseExpression] = {}
         for line in stmt.body.body:
@@ -200,7 +228,7 @@ def _field_default(ctx: FileContext, value: cst.BaseExpression) -> cst.BaseExpre
 
 
 class FileAnalysis:
-    def __init__(self, ctx: FileContext, interpreter: "InterpreterFactory") -> None:
+    def __init__(self, ctx: FileContext, interpreter: InterpreterFactory) -> None:
         self.ctx = ctx
         self.interpreter = interpreter
         self.classes = class_facts(ctx)
@@ -254,8 +282,10 @@ class FileAnalysis:
         self.plain_classes: dict[str, dict[str, cst.FunctionDef]] = {
             stmt.name.value: {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)}
             for stmt in ctx.module.body
-            if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock)
-            and stmt.name.value not in self.classes and stmt.name.value not in self.records
+            if isinstance(stmt, cst.ClassDef)
+            and isinstance(stmt.body, cst.IndentedBlock)
+            and stmt.name.value not in self.classes
+            and stmt.name.value not in self.records
         }
         self._class_of: dict[int, ClassFacts] = {}
         self._lightning: set[str] | None = None
@@ -339,7 +369,9 @@ class FileAnalysis:
                 changed = False
                 for name, node in classes.items():
                     bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in node.bases]
-                    if name not in self._lightning and any(b == "LightningModule" or b in self._lightning for b in bases):
+                    if name not in self._lightning and any(
+                        b == "LightningModule" or b in self._lightning for b in bases
+                    ):
                         self._lightning.add(name)
                         changed = True
         return cls.node.name.value in self._lightning
@@ -354,8 +386,12 @@ class FileAnalysis:
             if init is not None:
                 params = {p.name.value for p in init.params.params} | {p.name.value for p in init.params.kwonly_params}
                 for attr, value, method in cls.assignments:
-                    if (method is init and isinstance(value, cst.Name) and value.value in params
-                            and not any(word in attr.lower() for word in DATA_WORDS)):
+                    if (
+                        method is init
+                        and isinstance(value, cst.Name)
+                        and value.value in params
+                        and not any(word in attr.lower() for word in DATA_WORDS)
+                    ):
                         found.add(attr)
             self._injected[id(cls)] = found
         return found
@@ -370,8 +406,14 @@ class FileAnalysis:
 
     def _constructed_argument(self, cls: ClassFacts, attr: str) -> str | None:
         init = cls.methods["__init__"]
-        param = next((value.value for name, value, method in cls.assignments
-                      if name == attr and method is init and isinstance(value, cst.Name)), None)
+        param = next(
+            (
+                value.value
+                for name, value, method in cls.assignments
+                if name == attr and method is init and isinstance(value, cst.Name)
+            ),
+            None,
+        )
         names = [p.name.value for p in init.params.params][1:]
         position = names.index(param) if param in names else None
         found: set[str | None] = set()
@@ -421,8 +463,13 @@ class FileAnalysis:
         followed: dict[int, list[ScopePlacement]] = {}
         for run in self.followed.values():
             followed.setdefault(id(run.node), []).append(run)
-        return FilePlacement(scopes=self.scopes, meetings=meetings, crossings=list(crossings.values()), followed=followed,
-                             host_calls=list(self.host_calls.values()))
+        return FilePlacement(
+            scopes=self.scopes,
+            meetings=meetings,
+            crossings=list(crossings.values()),
+            followed=followed,
+            host_calls=list(self.host_calls.values()),
+        )
 
     def init_env(self, method: cst.FunctionDef) -> Env:
         """What the `__init__` of the method's class (a module, a trainer, any class) leaves
@@ -438,7 +485,9 @@ class FileAnalysis:
 
     def method_of_plain_class(self, scope: cst.CSTNode, name: str) -> cst.FunctionDef | None:
         """The method `name` of the plain class whose method `scope` is (`self.helper(...)`)."""
-        cls = self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if isinstance(scope, cst.FunctionDef) else None
+        cls = (
+            self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if isinstance(scope, cst.FunctionDef) else None
+        )
         if not isinstance(cls, cst.ClassDef):
             return None
         return self.plain_classes.get(cls.name.value, {}).get(name)
@@ -467,7 +516,9 @@ class FileAnalysis:
         found = self._shallow_runs.get(id(method))
         if found is None:
             self._shallow_runs[id(method)] = ScopePlacement(node=method, name="", cls=None)  # recursion sees nothing
-            found = self.interpreter(self.ctx, self, method, self._class_of.get(id(method)), None, MAX_FOLLOW_DEPTH).run()
+            found = self.interpreter(
+                self.ctx, self, method, self._class_of.get(id(method)), None, MAX_FOLLOW_DEPTH
+            ).run()
             self._shallow_runs[id(method)] = found
         return found
 
@@ -505,8 +556,18 @@ class FileAnalysis:
             for node in self.ctx.index.walk(func.body):
                 if isinstance(node, cst.Name):
                     parent = self.ctx.index.parent(node)
-                    if isinstance(parent, (cst.AssignTarget, cst.For, cst.AsName, cst.NamedExpr, cst.AugAssign, cst.AnnAssign, cst.CompFor)) or (
-                            isinstance(parent, (cst.Element, cst.StarredElement)) and node is parent.value):
+                    if isinstance(
+                        parent,
+                        (
+                            cst.AssignTarget,
+                            cst.For,
+                            cst.AsName,
+                            cst.NamedExpr,
+                            cst.AugAssign,
+                            cst.AnnAssign,
+                            cst.CompFor,
+                        ),
+                    ) or (isinstance(parent, (cst.Element, cst.StarredElement)) and node is parent.value):
                         found.add(node.value)
             self._locals[id(func)] = found
         return found

@@ -13,8 +13,18 @@ import libcst as cst
 from devicelint.analysis.devices import join_devices, parse_device
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import (
-    ACCELERATOR, ACCELERATOR_STRINGS, CPU, DEVICE, DEVICE_GUARD_WORDS, DEVICE_VALUE, FOLLOWS, MODULE,
-    TENSOR_ANNOTATIONS, UNKNOWN, UNKNOWN_FACT, Fact,
+    ACCELERATOR,
+    ACCELERATOR_STRINGS,
+    CPU,
+    DEVICE,
+    DEVICE_GUARD_WORDS,
+    DEVICE_VALUE,
+    FOLLOWS,
+    MODULE,
+    TENSOR_ANNOTATIONS,
+    UNKNOWN,
+    UNKNOWN_FACT,
+    Fact,
 )
 from devicelint.context import FileContext
 
@@ -77,8 +87,13 @@ def device_string_fact(text: str) -> Fact | None:
     if base == "cpu":
         return Fact(DEVICE_VALUE, where="cpu", device=parse_device(text), spelled="string")
     if base in ACCELERATOR_STRINGS:
-        return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=repr(text).replace("'", '"'), device=parse_device(text),
-                    spelled="string")
+        return Fact(
+            DEVICE_VALUE,
+            where=ACCELERATOR,
+            device_expr=repr(text).replace("'", '"'),
+            device=parse_device(text),
+            spelled="string",
+        )
     return None
 
 
@@ -90,11 +105,13 @@ def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | Non
     `"cuda"`, `torch.device("cuda:0")`), or None."""
     if isinstance(node, cst.SimpleString):
         value = literal_value(node)
-        if isinstance(value, str) and (value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")):
+        if isinstance(value, str) and (
+            value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")
+        ):
             return value
         return None
     qualified = ctx.qualified_name(node) or ""
-    if qualified.startswith("torch.cuda.") and qualified[len("torch.cuda."):][:1].isupper():
+    if qualified.startswith("torch.cuda.") and qualified[len("torch.cuda.") :][:1].isupper():
         return qualified
     if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and node.args:
         return accelerator_default(ctx, node.args[0].value)
@@ -104,12 +121,15 @@ def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | Non
 def sets_accelerator_default(ctx: FileContext) -> bool:
     """Whether the file makes the accelerator the default device anywhere (nerf-style scripts call
     `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): factories there need no `device=`."""
+
     def scan(c: FileContext) -> bool:
         return any(
-            c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS and call.args
+            c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS
+            and call.args
             and accelerator_default(c, call.args[0].value) is not None
             for call in c.index.of_type(cst.Call)
         )
+
     return ctx.shared("placement.accelerator_default", scan)
 
 
@@ -183,11 +203,19 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
             return replace(b, conflict=True) if branches and devicey(a) else b
     if a.kind == b.kind and a.kind in (DEVICE, MODULE, DEVICE_VALUE) and not a.batch and not b.batch:
         # `"cuda" if torch.cuda.is_available() else "cpu"`: the device the author means is the GPU.
-        where = a.where if a.where == b.where else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
-        return Fact(a.kind, where=where, device_expr=a.device_expr if a.device_expr == b.device_expr else None,
-                    device=join_devices(a.device, b.device, gpu_branch=a.kind == DEVICE_VALUE),
-                    spelled=a.spelled if a.spelled == b.spelled else None,
-                    factory=a.factory if a.kind == MODULE and a.factory == b.factory else None)
+        where = (
+            a.where
+            if a.where == b.where
+            else (FOLLOWS if a.kind == DEVICE else ACCELERATOR if a.kind == DEVICE_VALUE else None)
+        )
+        return Fact(
+            a.kind,
+            where=where,
+            device_expr=a.device_expr if a.device_expr == b.device_expr else None,
+            device=join_devices(a.device, b.device, gpu_branch=a.kind == DEVICE_VALUE),
+            spelled=a.spelled if a.spelled == b.spelled else None,
+            factory=a.factory if a.kind == MODULE and a.factory == b.factory else None,
+        )
     return UNKNOWN_FACT
 
 
@@ -212,8 +240,12 @@ def join_envs(a: Env, b: Env, strict: bool, branches: bool = False) -> Env:
 def flatten(fact: Fact, node: cst.CSTNode) -> list[tuple[Fact, cst.CSTNode]]:
     if fact.fields is not None:
         if isinstance(node, cst.Dict):
-            return [pair for element in node.elements if isinstance(element, cst.DictElement)
-                    for pair in flatten(fact.field(string_value(element.key) or ""), element.value)]
+            return [
+                pair
+                for element in node.elements
+                if isinstance(element, cst.DictElement)
+                for pair in flatten(fact.field(string_value(element.key) or ""), element.value)
+            ]
         return [pair for _, part in fact.fields for pair in flatten(part, node)]
     if fact.elements is not None:
         out = []
@@ -248,8 +280,13 @@ def is_number(node: cst.BaseExpression) -> bool:
         node = node.expression
     if isinstance(node, (cst.Integer, cst.Float)) or isinstance(node, cst.Name) and node.value in ("True", "False"):
         return True
-    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("float", "int")
-            and len(node.args) == 1 and isinstance(node.args[0].value, cst.SimpleString))
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value in ("float", "int")
+        and len(node.args) == 1
+        and isinstance(node.args[0].value, cst.SimpleString)
+    )
 
 
 def is_empty_placeholder(call: cst.Call, short: str) -> bool:
@@ -268,8 +305,10 @@ def is_empty_placeholder(call: cst.Call, short: str) -> bool:
 
 def is_python_data(fact: Fact) -> bool:
     """A value the analysis knows to be plain Python data (numbers, lists of numbers)."""
-    return fact == PY_DATA or fact == NUMBER or (
-        fact.elements is not None and bool(fact.elements) and all(is_python_data(e) for e in fact.elements)
+    return (
+        fact == PY_DATA
+        or fact == NUMBER
+        or (fact.elements is not None and bool(fact.elements) and all(is_python_data(e) for e in fact.elements))
     )
 
 

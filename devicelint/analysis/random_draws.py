@@ -21,7 +21,13 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, CPU_DEFAULT, NO_DEFAULT, DefaultDevice, default_device_at
+from devicelint.analysis.default_device import (
+    ACCELERATOR_DEFAULT,
+    CPU_DEFAULT,
+    NO_DEFAULT,
+    DefaultDevice,
+    default_device_at,
+)
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
 from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
@@ -52,7 +58,9 @@ _DATA_UTILITIES: dict[str, tuple[str, int | None, int | None]] = {
 _RANDOM_FACTORIES = frozenset({"torch.randperm", "torch.rand", "torch.randn", "torch.randint"})
 # Draws on the device of a tensor: in-place sampling methods (on the receiver) and functions
 # sampling from a tensor of probabilities or rates (on their first argument).
-_TENSOR_METHODS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"})
+_TENSOR_METHODS = frozenset(
+    {"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"}
+)
 _TENSOR_FUNCTIONS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
 # torch's own CPU generator (the CUDA ones are `torch.cuda.default_generators[i]`).
 _CPU_DEFAULT_GENERATOR = "torch.default_generator"
@@ -137,7 +145,11 @@ def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) 
     if not passed:
         function = ctx.index.enclosing_function(expr)
         params = function.params if function is not None else None
-        param = next((p for p in (*params.params, *params.kwonly_params) if p.name.value == expr.value), None) if params else None
+        param = (
+            next((p for p in (*params.params, *params.kwonly_params) if p.name.value == expr.value), None)
+            if params
+            else None
+        )
         passed = [param.default] if param is not None and param.default is not None else []
     types = {device_type_of(ctx, value) or _passed_device_type(ctx, value, depth + 1) for value in passed}
     return types.pop() if len(types) == 1 else None
@@ -169,11 +181,15 @@ def _is_true(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
 
 
-def _implicit_generator(ctx: FileContext, kind: str, call: cst.Call, shuffle: cst.BaseExpression | None, draws_on: str | None) -> str | None:
+def _implicit_generator(
+    ctx: FileContext, kind: str, call: cst.Call, shuffle: cst.BaseExpression | None, draws_on: str | None
+) -> str | None:
     """The device of the generator torch uses when the call gets none; None when it draws
     nothing (a loader that does not shuffle) or always matches."""
     if kind == LOADER:
-        shuffles = _is_true(shuffle) and _argument(call, "sampler", 3) is None and _argument(call, "batch_sampler", 4) is None
+        shuffles = (
+            _is_true(shuffle) and _argument(call, "sampler", 3) is None and _argument(call, "batch_sampler", 4) is None
+        )
         return CPU if shuffles else None
     if kind == DISTRIBUTED:
         return None if _is_false(shuffle) else CPU
@@ -224,7 +240,11 @@ def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw
         return None
     if qualified in _TENSOR_FUNCTIONS:
         tensor = _argument(call, "input", 0)
-    elif isinstance(call.func, cst.Attribute) and call.func.attr.value in _TENSOR_METHODS and not qualified.startswith("torch."):
+    elif (
+        isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in _TENSOR_METHODS
+        and not qualified.startswith("torch.")
+    ):
         tensor = call.func.value
     else:
         return None
@@ -243,9 +263,11 @@ def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw
 
 def random_draws(ctx: FileContext) -> list[RandomDraw]:
     """Every sampler, split and random factory of the file, in source order (memoised)."""
+
     def build(c: FileContext) -> list[RandomDraw]:
         draws = (_draw(c, call) for call in c.index.of_type(cst.Call))
         return [d for d in draws if d is not None]
+
     return ctx.shared("random_draws", build)
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -83,8 +83,12 @@ class BackwardInsideAutocast(Rule):
             for call in (*scope.backwards, *helpers):
                 for autocast in scope.autocasts:
                     if autocast.enabled is not False and inside(ctx, call, autocast.node):
-                        yield self.violation(call, fix=_dedent_backward(ctx, call, autocast.node, _helper_context(ctx, autocast.expr)),
-                                             backward=short(ctx, call), autocast=short(ctx, autocast.expr))
+                        yield self.violation(
+                            call,
+                            fix=_dedent_backward(ctx, call, autocast.node, _helper_context(ctx, autocast.expr)),
+                            backward=short(ctx, call),
+                            autocast=short(ctx, autocast.expr),
+                        )
                         break
 
 
@@ -105,16 +109,24 @@ def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With, through_
     """Move the backward statement, when it is the `with` block's last one, to just after the block."""
     statement = own_line_statement(ctx, call)
     body = block.body
-    if (not isinstance(body, cst.IndentedBlock) or len(body.body) < 2 or statement is not body.body[-1]
-            or not isinstance(statement, cst.SimpleStatementLine) or body.footer
-            or any(line.comment is not None for line in statement.leading_lines)):
+    if (
+        not isinstance(body, cst.IndentedBlock)
+        or len(body.body) < 2
+        or statement is not body.body[-1]
+        or not isinstance(statement, cst.SimpleStatementLine)
+        or body.footer
+        or any(line.comment is not None for line in statement.leading_lines)
+    ):
         return None  # not the last statement, the only one, or comments that would lose their place
     indent = indent_of(ctx, block)
     kept = block.with_changes(leading_lines=[], body=body.with_changes(body=body.body[:-1]))
-    rendered = code_in_place(ctx, kept, block)[len(indent):]  # the block's own indent stays in the file
+    rendered = code_in_place(ctx, kept, block)[len(indent) :]  # the block's own indent stays in the file
     moved = code_in_place(ctx, statement.with_changes(leading_lines=[]), block)
     # The block's range ends before its last line break, which stays in the file.
     moved = moved[: -len(ctx.module.default_newline)] if moved.endswith(ctx.module.default_newline) else moved
     bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is call
-    return FixProposal("Move the backward pass out of the autocast block", safe=bare and len(block.items) == 1 and not through_helper,
-                       replacements=((block, rendered + moved),))
+    return FixProposal(
+        "Move the backward pass out of the autocast block",
+        safe=bare and len(block.items) == 1 and not through_helper,
+        replacements=((block, rendered + moved),),
+    )

@@ -1,20 +1,31 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.syntax import keyword, method_name, positional, receiver, short
+from devicelint.analysis.names import literal_value
+from devicelint.analysis.training.syntax import keyword, method_name, receiver, short
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
-from devicelint.analysis.names import literal_value
 
 FACTORIES = frozenset(
     f"torch.{name}"
     for name in (
-        "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
-        "logspace", "eye", "tensor",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
     )
 )
 RANDOM_FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
@@ -38,7 +49,11 @@ def _device_argument(ctx: FileContext, call: cst.Call) -> str | None:
         return ctx.code_for(value) if arg.keyword.value == "device" else None
     if isinstance(value, cst.SimpleString):
         text = literal_value(value)
-        return ctx.code_for(value) if isinstance(text, str) and text.split(":")[0] in ("cuda", "mps", "xpu", "cpu") else None
+        return (
+            ctx.code_for(value)
+            if isinstance(text, str) and text.split(":")[0] in ("cuda", "mps", "xpu", "cpu")
+            else None
+        )
     if isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.device":
         return ctx.code_for(value)
     spelled = ctx.code_for(value).lower()
@@ -111,8 +126,11 @@ class CreateThenMove(Rule):
             if device is None:
                 continue
             yield self.violation(
-                call, fix=_fix(ctx, call, inner, device), expr=short(ctx, call),
-                factory=ctx.code_for(inner.func), device=device,
+                call,
+                fix=_fix(ctx, call, inner, device),
+                expr=short(ctx, call),
+                factory=ctx.code_for(inner.func),
+                device=device,
             )
 
 
@@ -129,5 +147,7 @@ def _fix(ctx: FileContext, call: cst.Call, inner: cst.Call, device: str) -> FixP
     new = with_argument(inner, keyword_argument("device", device))
     if new is None:
         return None
-    description = "Pass `device=` to the factory" + ("" if safe else " (the draw then uses the device's random generator)")
+    description = "Pass `device=` to the factory" + (
+        "" if safe else " (the draw then uses the device's random generator)"
+    )
     return FixProposal(description, safe=safe, replacements=((call, new),))

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes, methods
-from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -45,7 +45,11 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
     if not isinstance(node, cst.Call):
         return None
     func = node.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and not (ctx.qualified_name(func) or "").startswith("torch."):
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "cuda"
+        and not (ctx.qualified_name(func) or "").startswith("torch.")
+    ):
         return f"{ctx.code_for(func)}()" if not node.args else ctx.code_for(node)
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "device":
@@ -67,21 +71,48 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
 
 def _moves_to_default(node: cst.CSTNode, defaulted: frozenset[str]) -> bool:
     """`.to(device)` where no caller passes `device`: it keeps its default (usually None)."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and node.args:
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "to"
+        and node.args
+    ):
         first = node.args[0].value
         return isinstance(first, cst.Name) and first.value in defaulted
     return False
 
 
-TENSOR_ATTRIBUTES = frozenset({"shape", "size", "dtype", "ndim", "dim", "numel", "type_as", "view", "reshape",
-                               "float", "long", "clone", "detach", "unsqueeze", "squeeze"})
+TENSOR_ATTRIBUTES = frozenset(
+    {
+        "shape",
+        "size",
+        "dtype",
+        "ndim",
+        "dim",
+        "numel",
+        "type_as",
+        "view",
+        "reshape",
+        "float",
+        "long",
+        "clone",
+        "detach",
+        "unsqueeze",
+        "squeeze",
+    }
+)
 
 
 def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CSTNode) -> bool:
     """`.to(f0.device)` where `f0` is a tensor of the worker code itself (it reads `f0.shape`,
     indexes it, builds it with `torch.*`): a copy onto the device the data already has, which in
     a worker is the host. Device holders (`self.device`, `args.device`) do not count."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "to" and node.args):
+    if not (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "to"
+        and node.args
+    ):
         return False
     target = node.args[0].value
     if isinstance(target, cst.Name):
@@ -97,8 +128,11 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
                 return True
         elif isinstance(other, cst.Subscript) and isinstance(other.value, cst.Name) and other.value.value == name:
             return True
-        elif isinstance(other, cst.Assign) and isinstance(other.value, cst.Call) and any(
-                isinstance(t.target, cst.Name) and t.target.value == name for t in other.targets):
+        elif (
+            isinstance(other, cst.Assign)
+            and isinstance(other.value, cst.Call)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in other.targets)
+        ):
             if (ctx.qualified_name(other.value.func) or "").startswith("torch."):
                 return True
     return False
@@ -108,8 +142,12 @@ def _data_device(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool
     """`device = batch["image"].device` (every binding of `name` in the worker code): the
     device of the data the worker code was handed, which in a worker is the host."""
     params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)} - {"self", "cls"}
-    bindings = [node for node in ctx.index.walk(function.body) if isinstance(node, cst.Assign)
-                and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
+    bindings = [
+        node
+        for node in ctx.index.walk(function.body)
+        if isinstance(node, cst.Assign)
+        and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+    ]
     if not bindings or any(p.name.value == name for p in function.params.params):
         return False
     for binding in bindings:
@@ -135,8 +173,7 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
                 elif arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Call):
                     built += _returned_functions(ctx, arg.value)
     found = [
-        f for f in ctx.index.of_type(cst.FunctionDef)
-        if f.name.value in passed or "collate" in f.name.value.lower()
+        f for f in ctx.index.of_type(cst.FunctionDef) if f.name.value in passed or "collate" in f.name.value.lower()
     ]
     return found + [f for f in built if f not in found]
 
@@ -146,12 +183,17 @@ def _returned_functions(ctx: FileContext, factory: cst.Call) -> list[cst.Functio
     returns by name."""
     if not isinstance(factory.func, cst.Name):
         return []
-    outer = next((f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == factory.func.value), None)
+    outer = next(
+        (f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == factory.func.value), None
+    )
     if outer is None or not isinstance(outer.body, cst.IndentedBlock):
         return []
     nested = {f.name.value: f for f in outer.body.body if isinstance(f, cst.FunctionDef)}
-    returned = {node.value.value for node in ctx.index.walk(outer.body)
-                if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)}
+    returned = {
+        node.value.value
+        for node in ctx.index.walk(outer.body)
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)
+    }
     return [nested[name] for name in returned if name in nested]
 
 
@@ -175,12 +217,15 @@ def _worker_code(ctx: FileContext, name: str, cls: cst.ClassDef) -> list[tuple[c
     comes with the parameters its callers leave to their default (`.to(device)` with the
     default `device=None` moves nothing)."""
     own = methods(cls)
-    out: list[tuple[cst.FunctionDef, str, frozenset[str]]] = [(m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS]
+    out: list[tuple[cst.FunctionDef, str, frozenset[str]]] = [
+        (m, f"`{name}.{n}`", frozenset()) for n, m in own.items() if n in DATASET_METHODS
+    ]
     return _with_callees(ctx, out, own, name)
 
 
-def _with_callees(ctx: FileContext, out: list[tuple[cst.FunctionDef, str, frozenset[str]]],
-                  own: dict[str, cst.FunctionDef], name: str) -> list[tuple[cst.FunctionDef, str, frozenset[str]]]:
+def _with_callees(
+    ctx: FileContext, out: list[tuple[cst.FunctionDef, str, frozenset[str]]], own: dict[str, cst.FunctionDef], name: str
+) -> list[tuple[cst.FunctionDef, str, frozenset[str]]]:
     """`out` and what it calls in the file, two levels deep: `self.` methods of `own` and the
     file's functions by name."""
     functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
@@ -202,7 +247,9 @@ def _with_callees(ctx: FileContext, out: list[tuple[cst.FunctionDef, str, frozen
                     continue
                 caller = where.split(" ", 1)[0]
                 owner = f"{name}.{target.name.value}" if target.name.value in own else target.name.value
-                entry = reached.setdefault(id(target), (target, f"`{owner}` (called from {caller})", _defaulted(target)))
+                entry = reached.setdefault(
+                    id(target), (target, f"`{owner}` (called from {caller})", _defaulted(target))
+                )
                 entry[2].difference_update(_passed(target, call, target.name.value in own))
         seen |= set(reached)
         frontier = [(f, w, frozenset(d)) for f, w, d in reached.values()]
@@ -212,7 +259,9 @@ def _with_callees(ctx: FileContext, out: list[tuple[cst.FunctionDef, str, frozen
 
 def _defaulted(function: cst.FunctionDef) -> set[str]:
     params = function.params
-    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.default is not None}
+    return {
+        p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.default is not None
+    }
 
 
 def _passed(function: cst.FunctionDef, call: cst.Call, bound: bool) -> set[str]:
@@ -288,7 +337,7 @@ class CudaInDataset(Rule):
     code = "DL109"
     name = "cuda-in-dataset"
     summary = "CUDA tensors created in a Dataset or collate_fn fail in forked DataLoader workers."
-    message = "`{what}` puts a tensor on the GPU in {where}; with `num_workers > 0` this fails (\"Cannot re-initialize CUDA in forked subprocess\"); return CPU tensors and move batches in the training loop"
+    message = '`{what}` puts a tensor on the GPU in {where}; with `num_workers > 0` this fails ("Cannot re-initialize CUDA in forked subprocess"); return CPU tensors and move batches in the training loop'
     tokens = ("cuda", "device", "Device", "DEVICE", "gpu", "Gpu", "GPU", "rank", "Rank", "RANK", "mps", "xpu")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import libcst as cst
 
@@ -20,8 +20,23 @@ MODULE_MOVERS = ("_apply",)
 # Decorators under which the method is not the object's own working mover.
 STUB_DECORATORS = frozenset({"overload", "abstractmethod", "property", "staticmethod", "classmethod"})
 # In an override, these reach every attribute by name: it moves the whole object, not a list.
-GENERIC_ACCESS = frozenset({"__dict__", "vars", "getattr", "setattr", "fields", "asdict", "astuple",
-                            "__slots__", "__annotations__", "_fields", "_asdict", "_replace", "apply_to_collection"})
+GENERIC_ACCESS = frozenset(
+    {
+        "__dict__",
+        "vars",
+        "getattr",
+        "setattr",
+        "fields",
+        "asdict",
+        "astuple",
+        "__slots__",
+        "__annotations__",
+        "_fields",
+        "_asdict",
+        "_replace",
+        "apply_to_collection",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -142,24 +157,39 @@ class CustomToOverrideBroken(Rule):
         if broken:
             yield from self._uses(ctx, broken)
 
-    def _override(self, ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef, is_module: bool, kind: str,
-                  ret: cst.Return | None) -> Violation:
+    def _override(
+        self,
+        ctx: FileContext,
+        cls: cst.ClassDef,
+        method: cst.FunctionDef,
+        is_module: bool,
+        kind: str,
+        ret: cst.Return | None,
+    ) -> Violation:
         name = method.name.value
         where = f"`{cls.name.value}.{name}()`"
         gets = "None" if kind != "inner" else f"`{ctx.code_for(ret.value)}`"  # type: ignore[union-attr, arg-type]  # "inner": a `return <value>`
-        returns = {"none": "returns None", "end": "returns None when it reaches its end",
-                   "inner": f"returns {gets}, not the object"}[kind]
+        returns = {
+            "none": "returns None",
+            "end": "returns None when it reaches its end",
+            "inner": f"returns {gets}, not the object",
+        }[kind]
         if is_module and name == "_apply":
             problem = f"{where} {returns}, but `nn.Module.to()`, `.cuda()` and `.half()` return what `_apply` returns"
             advice = "end it with `return self` (or `return super()._apply(fn)`)"
         elif is_module:
-            problem = (f"{where} {returns}, but `nn.Module.{name}()` returns the module, so "
-                       f"`model = model.{name}(...)` and `model.{name}(...).eval()` get {gets}")
+            problem = (
+                f"{where} {returns}, but `nn.Module.{name}()` returns the module, so "
+                f"`model = model.{name}(...)` and `model.{name}(...).eval()` get {gets}"
+            )
             advice = "end it with `return self`" if kind != "inner" else "return `self`"
         else:
             problem = f"{where} {returns}, so the usual `obj = obj.{name}(...)` replaces the object with {gets}"
-            advice = ("end it with `return self` (or return the moved copy)" if kind != "inner"
-                      else "return `self` (or a moved copy of the object)")
+            advice = (
+                "end it with `return self` (or return the moved copy)"
+                if kind != "inner"
+                else "return `self` (or a moved copy of the object)"
+            )
         fix = _return_self_fix(ctx, method, safe=is_module) if kind == "none" else None
         return self.violation(ret if ret is not None else method.name, fix=fix, problem=problem, advice=advice)
 
@@ -178,13 +208,16 @@ class CustomToOverrideBroken(Rule):
             call_text = ctx.code_for(call)
             override = f"`{cls_name}.{func.attr.value}()`"
             if entry.kind == "inner":
-                problem = f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr, arg-type]  # "inner": a `return <value>`
+                problem = (
+                    f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr, arg-type]  # "inner": a `return <value>`
+                )
             elif entry.kind == "end":
                 problem = f"`{call_text}` may be None: {override} falls off its end without `return`"
             else:
                 problem = f"`{call_text}` is None: {override} has no `return`"
-            yield self.violation(call, problem=problem,
-                                 advice=f"return `self` from {override}, or call it as a statement")
+            yield self.violation(
+                call, problem=problem, advice=f"return `self` from {override}, or call it as a statement"
+            )
 
     def _forgotten(self, ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> Iterator[Violation]:
         """Tensor attributes that the plain class's own `to`/`cuda` does not move."""
@@ -206,8 +239,10 @@ class CustomToOverrideBroken(Rule):
                     continue
                 yield self.violation(
                     node,
-                    problem=(f"`self.{attr}` holds a tensor that `{cls.name.value}.{mover.name.value}()` does not move "
-                             f"(it moves `self.{moved[0]}`), so it stays on the CPU"),
+                    problem=(
+                        f"`self.{attr}` holds a tensor that `{cls.name.value}.{mover.name.value}()` does not move "
+                        f"(it moves `self.{moved[0]}`), so it stays on the CPU"
+                    ),
                     advice=f"move `self.{attr}` in `{mover.name.value}()` as well",
                 )
             return  # one override is enough to list the forgotten ones
@@ -221,7 +256,13 @@ def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.
     `super()` returns, and for stubs and overrides that move nothing."""
     for decorator in method.decorators:
         target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-        last = target.attr.value if isinstance(target, cst.Attribute) else target.value if isinstance(target, cst.Name) else ""
+        last = (
+            target.attr.value
+            if isinstance(target, cst.Attribute)
+            else target.value
+            if isinstance(target, cst.Name)
+            else ""
+        )
         if last in STUB_DECORATORS or last.endswith("setter"):
             return None
     if _is_stub(method) or not _moves_something(ctx, method):
@@ -310,7 +351,8 @@ def _return_self_fix(ctx: FileContext, method: cst.FunctionDef, safe: bool) -> F
         return None
     tail = last.body[-1]
     return FixProposal(
-        description="Add `return self`", safe=safe,
+        description="Add `return self`",
+        safe=safe,
         replacements=((tail, f"{ctx.code_for(tail).rstrip().rstrip(';')}\n{indent}return self"),),
     )
 
@@ -334,8 +376,12 @@ def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
     if attr is not None:  # `self.learner = Learner(...)` in a method of the same class
         cls = ctx.index.enclosing_class(receiver)
         for node in ctx.index.walk(cls) if cls is not None else ():
-            if (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
-                    and any(self_attribute(t.target) == attr for t in node.targets)):
+            if (
+                isinstance(node, cst.Assign)
+                and isinstance(node.value, cst.Call)
+                and isinstance(node.value.func, cst.Name)
+                and any(self_attribute(t.target) == attr for t in node.targets)
+            ):
                 return node.value.func.value
         return None
     if not isinstance(receiver, cst.Name):
@@ -349,9 +395,13 @@ def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
             annotation = node.annotation.annotation
             if isinstance(annotation, cst.Name):
                 found = annotation.value
-        if (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
-                and any(isinstance(t.target, cst.Name) and t.target.value == receiver.value for t in node.targets)
-                and ctx.index.enclosing_function(node) is (scope if scope is not ctx.module else None)):
+        if (
+            isinstance(node, cst.Assign)
+            and isinstance(node.value, cst.Call)
+            and isinstance(node.value.func, cst.Name)
+            and any(isinstance(t.target, cst.Name) and t.target.value == receiver.value for t in node.targets)
+            and ctx.index.enclosing_function(node) is (scope if scope is not ctx.module else None)
+        ):
             found = node.value.func.value
     return found
 
@@ -363,7 +413,11 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
     for statement in body:  # `x: torch.Tensor` fields of a dataclass-like holder
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and annotation_is_tensor(small.annotation):
+                if (
+                    isinstance(small, cst.AnnAssign)
+                    and isinstance(small.target, cst.Name)
+                    and annotation_is_tensor(small.annotation)
+                ):
                     found.setdefault(small.target.value, small.target)
     init = own.get("__init__")
     if init is None:
@@ -381,15 +435,24 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
         if attr is None or attr in found:
             continue
         param = params.get(value.value) if isinstance(value, cst.Name) else None
-        if (facts.value(value).is_tensor or _factory_call(ctx, value) or annotation_is_tensor(annotation)
-                or (param is not None and annotation_is_tensor(param.annotation))):
+        if (
+            facts.value(value).is_tensor
+            or _factory_call(ctx, value)
+            or annotation_is_tensor(annotation)
+            or (param is not None and annotation_is_tensor(param.annotation))
+        ):
             found[attr] = target
     return found
 
 
 def _factory_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
     qualified = ctx.qualified_name(value) if isinstance(value, cst.Call) else None
-    return qualified is not None and qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES
+    return (
+        qualified is not None
+        and qualified.startswith("torch.")
+        and qualified.count(".") == 1
+        and qualified[6:] in FACTORIES
+    )
 
 
 def _touched_attributes(ctx: FileContext, mover: cst.FunctionDef, own: dict[str, cst.FunctionDef]) -> set[str] | None:

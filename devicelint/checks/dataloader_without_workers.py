@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -10,10 +10,24 @@ from devicelint.analysis.placement_facts import ACCELERATOR, CPU, MODULE, moves_
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.loaders import (
-    is_parameter, iterated_loader, iterated_loaders, loader_calls, passed_arguments, same_file_function,
+    is_parameter,
+    iterated_loader,
+    iterated_loaders,
+    loader_calls,
+    passed_arguments,
+    same_file_function,
 )
 from devicelint.analysis.training.step import training_scopes
-from devicelint.analysis.training.syntax import assigned_names, has_star, is_true, keyword, positional, receiver, scope_of, short
+from devicelint.analysis.training.syntax import (
+    assigned_names,
+    has_star,
+    is_true,
+    keyword,
+    positional,
+    receiver,
+    scope_of,
+    short,
+)
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -25,7 +39,9 @@ PER_ITEM_PACKAGES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext
 # Constructor keywords that hand a dataset per-item work.
 TRANSFORM_KEYWORDS = frozenset({"transform", "transforms", "target_transform", "preprocess", "augment", "augmentation"})
 # Calls in `__getitem__` that do no work worth a worker process (indexing in-memory data).
-PLAIN_CALLS = frozenset({"len", "int", "float", "str", "bool", "tuple", "list", "dict", "range", "isinstance", "super", "min", "max"})
+PLAIN_CALLS = frozenset(
+    {"len", "int", "float", "str", "bool", "tuple", "list", "dict", "range", "isinstance", "super", "min", "max"}
+)
 SUBSETS = frozenset({"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"})
 _MAX_DEPTH = 4
 
@@ -102,7 +118,9 @@ class DataloaderWithoutWorkers(Rule):
         for loop in ctx.index.of_type(cst.For):
             loaders = iterated_loaders(ctx, loop.iter)
             calls = [
-                call for loader in loaders for call in loader_calls(ctx, loader, scope_of(ctx, loop)) or ()
+                call
+                for loader in loaders
+                for call in loader_calls(ctx, loader, scope_of(ctx, loop)) or ()
                 if id(call) not in reported and _default_workers(call) and _per_item_work(ctx, call)
             ]
             # The loaders first: the training-loop test walks the loop's body and is dearer.
@@ -149,8 +167,11 @@ def _device_training_loop(ctx: FileContext, loop: cst.For) -> bool:
         if not isinstance(node, cst.Call) or not _own(ctx, node, loop):
             continue
         owner = receiver(node)
-        if moves_to_accelerator(node) and owner is not None and facts.value(node).kind != CPU and (
-            facts.value(owner).batch or (isinstance(owner, cst.Name) and owner.value in targets)
+        if (
+            moves_to_accelerator(node)
+            and owner is not None
+            and facts.value(node).kind != CPU
+            and (facts.value(owner).batch or (isinstance(owner, cst.Name) and owner.value in targets))
         ):
             return True  # `x = x.to(device)`: a batch moved towards the device (one the engine may not name)
         if _device_module(ctx, node.func, scope):
@@ -172,10 +193,18 @@ def _calls_step_function(ctx: FileContext, loop: cst.For) -> bool:
         func = node.func
         if isinstance(func, cst.Name):
             callee = same_file_function(ctx, node)
-        elif (owner_class is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-              and func.value.value == "self"):
+        elif (
+            owner_class is not None
+            and isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
             callee = next(
-                (f for f in owner_class.body.body if isinstance(f, cst.FunctionDef) and f.name.value == func.attr.value),
+                (
+                    f
+                    for f in owner_class.body.body
+                    if isinstance(f, cst.FunctionDef) and f.name.value == func.attr.value
+                ),
                 None,
             )
         if callee is not None and id(callee) in backprop:
@@ -209,7 +238,11 @@ def _own(ctx: FileContext, node: cst.CSTNode, loop: cst.For) -> bool:
             return True
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             return False
-        if isinstance(ancestor, cst.For) and iterated_loader(ctx, ancestor.iter) is not None and _names_a_loader(ctx, ancestor):
+        if (
+            isinstance(ancestor, cst.For)
+            and iterated_loader(ctx, ancestor.iter) is not None
+            and _names_a_loader(ctx, ancestor)
+        ):
             return False
     return False
 
@@ -231,7 +264,9 @@ def _per_item_work(ctx: FileContext, call: cst.Call) -> bool:
     return bool(values) and all(_decodes_items(ctx, value) for value in values)  # type: ignore[union-attr]  # bool(values): not None
 
 
-def _dataset_values(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int) -> list[cst.Call] | None:
+def _dataset_values(
+    ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, depth: int
+) -> list[cst.Call] | None:
     """The constructor calls a dataset expression can hold, through names, `self.x`, `Subset(...)`
     and the arguments callers in the file pass for a parameter; None when one is unknown."""
     if depth > _MAX_DEPTH:
@@ -248,7 +283,11 @@ def _dataset_values(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
             (v, scope_of(ctx, v) if v is not None else scope) for v in values if v is not None
         ]
         if None in values:
-            passed = passed_arguments(ctx, scope, node.value) if isinstance(scope, cst.FunctionDef) and is_parameter(scope, node.value) else None
+            passed = (
+                passed_arguments(ctx, scope, node.value)
+                if isinstance(scope, cst.FunctionDef) and is_parameter(scope, node.value)
+                else None
+            )
             if passed is None:
                 return None
             pairs.extend(passed)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -23,7 +23,9 @@ _TOO_BIG = (
 )
 _MODEL_PARALLEL = re.compile(r"\bmodel[- _]?parallel", re.I)
 _DATA_WORDS = re.compile(r"\b(batch\w*|data[- _]parallel\w*|replica\w*|replicat\w*|copy|copies)\b", re.I)
-_NOT_MODEL_PARALLEL = re.compile(r"\b(not|no|instead\s+of|without|rather\s+than)\s+(a\s+|for\s+)?model[- _]?parallel", re.I)
+_NOT_MODEL_PARALLEL = re.compile(
+    r"\b(not|no|instead\s+of|without|rather\s+than)\s+(a\s+|for\s+)?model[- _]?parallel", re.I
+)
 _CUT_RE = re.compile(_CUT, re.I)
 _PLACE_RE = re.compile(_PLACE, re.I)
 _PIECES_RE = re.compile(_PIECES, re.I)
@@ -97,7 +99,10 @@ def _binds(statement: cst.CSTNode, name: str) -> bool:
         return False
     return any(
         isinstance(small, (cst.Assign, cst.AnnAssign))
-        and any(dotted_name(t) == name for t in ([a.target for a in small.targets] if isinstance(small, cst.Assign) else [small.target]))
+        and any(
+            dotted_name(t) == name
+            for t in ([a.target for a in small.targets] if isinstance(small, cst.Assign) else [small.target])
+        )
         for small in statement.body
     )
 
@@ -185,22 +190,27 @@ class DataParallelAsModelParallelism(Rule):
         for site in wrapper_sites(ctx):
             found = wrapped_split(ctx, site)
             spread = spread_by_loader(ctx, site) if found is None else None
-            if spread is not None and (site.kind == "DataParallel" or (site.device_ids is not None and not _is_none(site.device_ids))):
+            if spread is not None and (
+                site.kind == "DataParallel" or (site.device_ids is not None and not _is_none(site.device_ids))
+            ):
                 yield self.violation(
-                    site.call, call=short(ctx, site.call),
+                    site.call,
+                    call=short(ctx, site.call),
                     reason=f"wraps a model that {spread}",
                     explanation=(
-                        self._DP_EXPLANATION if site.kind == "DataParallel"
+                        self._DP_EXPLANATION
+                        if site.kind == "DataParallel"
                         else "a module spread over several devices needs `device_ids=None`"
                     ),
-                    advice="load it on one device (`device_map={\"\": local_rank}`) for data parallelism, or drop the wrapper and let `device_map` split it",
+                    advice='load it on one device (`device_map={"": local_rank}`) for data parallelism, or drop the wrapper and let `device_map` split it',
                 )
                 continue
             if site.kind == "DistributedDataParallel":
                 if found is not None and site.device_ids is not None and not _is_none(site.device_ids):
                     model, (first, second) = found
                     yield self.violation(
-                        site.call, call=short(ctx, site.call),
+                        site.call,
+                        call=short(ctx, site.call),
                         reason=f"passes `device_ids` for `{model}`, whose `{first.attr}` is on {first.device.label()} and `{second.attr}` on {second.device.label()}",
                         explanation="a module spread over several devices needs `device_ids=None`, and DDP then replicates the split model once per process",
                         advice="drop `device_ids`, or use FSDP or `torch.distributed.pipelining` to split a model that does not fit",
@@ -209,18 +219,22 @@ class DataParallelAsModelParallelism(Rule):
             if found is not None:
                 model, (first, second) = found
                 yield self.violation(
-                    site.call, call=short(ctx, site.call),
+                    site.call,
+                    call=short(ctx, site.call),
                     reason=f"wraps `{model}`, whose `{first.attr}` is on {first.device.label()} and `{second.attr}` on {second.device.label()}",
-                    explanation=self._DP_EXPLANATION, advice=self._ADVICE,
+                    explanation=self._DP_EXPLANATION,
+                    advice=self._ADVICE,
                 )
                 continue
             sentence = split_intent(_comment_text(ctx, site))
             if sentence is not None:
                 quoted = sentence if len(sentence) <= 70 else sentence[:67].rsplit(" ", 1)[0] + "..."
                 yield self.violation(
-                    site.call, call=short(ctx, site.call),
+                    site.call,
+                    call=short(ctx, site.call),
                     reason=f'is described as splitting the model across GPUs ("{quoted}")',
-                    explanation=self._DP_EXPLANATION, advice=self._ADVICE,
+                    explanation=self._DP_EXPLANATION,
+                    advice=self._ADVICE,
                 )
 
 

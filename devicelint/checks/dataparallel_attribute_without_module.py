@@ -1,21 +1,20 @@
 from __future__ import annotations
 
-from typing import Iterator, TypeGuard
+from collections.abc import Iterator
+from typing import TypeGuard
 
 import libcst as cst
 
 from devicelint.analysis.model_events import (
     WrapperSite,
-    assigned_target,
     chain_base,
     history,
     module_functions,
+    prepared_sites,
     rebinds,
     resolver_for,
-    prepared_sites,
     returned_wrapper_sites,
     scope_facts,
-    scope_of,
     short,
     statement_of,
     wrapper_sites,
@@ -29,27 +28,105 @@ from devicelint.rule_base import FixProposal, Rule, Violation, register
 # Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
 WRAPPER_ATTRIBUTES = frozenset(
     {
-        "T_destination", "add_module", "apply", "bfloat16", "buffers", "call_super_init", "children",
-        "compile", "cpu", "cuda", "double", "dump_patches", "eval", "extra_repr", "float", "forward",
-        "get_buffer", "get_extra_state", "get_parameter", "get_submodule", "half", "ipu",
-        "load_state_dict", "modules", "mtia", "named_buffers", "named_children", "named_modules",
-        "named_parameters", "parameters", "register_backward_hook", "register_buffer",
-        "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
-        "register_full_backward_pre_hook", "register_load_state_dict_post_hook",
-        "register_load_state_dict_pre_hook", "register_module", "register_parameter",
-        "register_state_dict_post_hook", "register_state_dict_pre_hook", "requires_grad_",
-        "set_extra_state", "set_submodule", "share_memory", "state_dict", "to", "to_empty", "train",
-        "training", "type", "xpu", "zero_grad",
+        "T_destination",
+        "add_module",
+        "apply",
+        "bfloat16",
+        "buffers",
+        "call_super_init",
+        "children",
+        "compile",
+        "cpu",
+        "cuda",
+        "double",
+        "dump_patches",
+        "eval",
+        "extra_repr",
+        "float",
+        "forward",
+        "get_buffer",
+        "get_extra_state",
+        "get_parameter",
+        "get_submodule",
+        "half",
+        "ipu",
+        "load_state_dict",
+        "modules",
+        "mtia",
+        "named_buffers",
+        "named_children",
+        "named_modules",
+        "named_parameters",
+        "parameters",
+        "register_backward_hook",
+        "register_buffer",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_full_backward_pre_hook",
+        "register_load_state_dict_post_hook",
+        "register_load_state_dict_pre_hook",
+        "register_module",
+        "register_parameter",
+        "register_state_dict_post_hook",
+        "register_state_dict_pre_hook",
+        "requires_grad_",
+        "set_extra_state",
+        "set_submodule",
+        "share_memory",
+        "state_dict",
+        "to",
+        "to_empty",
+        "train",
+        "training",
+        "type",
+        "xpu",
+        "zero_grad",
         # DataParallel / DistributedDataParallel methods and instance attributes
-        "module", "gather", "scatter", "replicate", "parallel_apply", "device_ids", "output_device",
-        "dim", "src_device_obj", "join", "join_device", "join_hook", "join_process_group", "no_sync",
-        "register_comm_hook", "to_kwargs", "will_sync_module_buffers", "broadcast_buffers",
-        "broadcast_bucket_size", "bucket_bytes_cap", "find_unused_parameters", "gradient_as_bucket_view",
-        "is_multi_device_module", "logger", "mixed_precision", "process_group", "reducer",
-        "require_backward_grad_sync", "require_forward_param_sync", "static_graph", "device_type",
-        "device_mesh", "parameters_to_ignore", "modules_buffers", "named_module_buffers",
-        "use_side_stream_for_tensor_copies", "device", "batched_grad_copy", "bucket_bytes_cap_default",
-        "bucket_bytes_cap_list", "buffer_hook", "ddp", "forward_sync_buffers", "skip_all_reduce_unused_params",
+        "module",
+        "gather",
+        "scatter",
+        "replicate",
+        "parallel_apply",
+        "device_ids",
+        "output_device",
+        "dim",
+        "src_device_obj",
+        "join",
+        "join_device",
+        "join_hook",
+        "join_process_group",
+        "no_sync",
+        "register_comm_hook",
+        "to_kwargs",
+        "will_sync_module_buffers",
+        "broadcast_buffers",
+        "broadcast_bucket_size",
+        "bucket_bytes_cap",
+        "find_unused_parameters",
+        "gradient_as_bucket_view",
+        "is_multi_device_module",
+        "logger",
+        "mixed_precision",
+        "process_group",
+        "reducer",
+        "require_backward_grad_sync",
+        "require_forward_param_sync",
+        "static_graph",
+        "device_type",
+        "device_mesh",
+        "parameters_to_ignore",
+        "modules_buffers",
+        "named_module_buffers",
+        "use_side_stream_for_tensor_copies",
+        "device",
+        "batched_grad_copy",
+        "bucket_bytes_cap_default",
+        "bucket_bytes_cap_list",
+        "buffer_hook",
+        "ddp",
+        "forward_sync_buffers",
+        "skip_all_reduce_unused_params",
     }
 )
 _FROM_FORWARD = " (called from `forward`)"
@@ -151,7 +228,9 @@ class DataParallelAttributeWithoutModule(Rule):
 
     code = "DL203"
     name = "dataparallel-attribute-without-module"
-    summary = "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`."
+    summary = (
+        "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`."
+    )
     message = "{problem}; {advice}"
     fix_availability = "unsafe"
     tokens = ("DataParallel", "Accelerator")
@@ -181,7 +260,7 @@ class DataParallelAttributeWithoutModule(Rule):
             if site.kind != "DataParallel":
                 continue
             names = {n for n in (site.target, dotted_name(site.wrapped) if site.wrapped is not None else None) if n}
-            for node, owner, hooks in _registrations(ctx, site, names):
+            for _node, owner, hooks in _registrations(ctx, site, names):
                 for hook in hooks:
                     for write in _outside_writes(ctx, hook):
                         if id(write) in seen:
@@ -214,7 +293,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     return  # the function checks what it holds
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper and _is_target(ctx, node):
                 written.setdefault(node.attr.value, scope.order.get(id(statement_of(ctx, node)), -1))
-        for node in scope.nodes[start + 1:]:
+        for node in scope.nodes[start + 1 :]:
             if id(node) in inside:
                 continue
             if rebinds(resolver, node, wrapper):
@@ -239,7 +318,10 @@ class DataParallelAttributeWithoutModule(Rule):
         handed = [(function, param, caller) for function, param in callees]
         for call in other_calls:
             method = ctx.index.enclosing_function(call)
-            handed += [(function, param, method.name.value if method else caller) for function, param in _callee_params(ctx, call, wrapper)]
+            handed += [
+                (function, param, method.name.value if method else caller)
+                for function, param in _callee_params(ctx, call, wrapper)
+            ]
         reads = _first_of_each(ctx, reads)
         for function, param, caller in handed:
             callee = function.name.value
@@ -254,10 +336,12 @@ class DataParallelAttributeWithoutModule(Rule):
                 reader = ctx.index.enclosing_function(node)
                 onward = (
                     f" (which hands it on to `{reader.name.value}` as `{held}`)"
-                    if reader is not None and reader is not function and ctx.index.enclosing_class(node) is None else ""
+                    if reader is not None and reader is not function and ctx.index.enclosing_class(node) is None
+                    else ""
                 )
                 yield self.violation(
-                    node, fix=_through_module(ctx, node, certain=False),
+                    node,
+                    fix=_through_module(ctx, node, certain=False),
                     problem=(
                         f"`{held}.{attr}` reads `{attr}` from the `{site.kind}` wrapper{site.origin(ctx)} that {_code(caller)} passes "
                         f"to `{callee}` as `{param}`{onward}, which does not forward its model's attributes (AttributeError)"
@@ -269,12 +353,15 @@ class DataParallelAttributeWithoutModule(Rule):
         for node in reads:
             attr = node.attr.value
             yield self.violation(
-                node, fix=None if prepared else _through_module(ctx, node, certain=not branches),
+                node,
+                fix=None if prepared else _through_module(ctx, node, certain=not branches),
                 problem=(
                     f"`{wrapper}.{attr}` reads `{attr}` from the `{site.kind}` wrapper `{wrapper}`{site.origin(ctx)}, "
                     f"which does not forward its model's attributes (AttributeError)"
                 ),
-                advice=f"use `{accelerator}.unwrap_model({wrapper}).{attr}`" if prepared else f"use `{wrapper}.module.{attr}`",
+                advice=f"use `{accelerator}.unwrap_model({wrapper}).{attr}`"
+                if prepared
+                else f"use `{wrapper}.module.{attr}`",
             )
 
     def _replica_writes(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
@@ -304,7 +391,11 @@ class DataParallelAttributeWithoutModule(Rule):
                         ),
                         advice="return the value from `forward` (or keep it in a buffer updated in place)",
                     )
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES:
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in _LIST_WRITES
+            ):
                 attr = _self_attr(node.func.value)
                 if attr is None or attr in registered:
                     continue
@@ -335,7 +426,11 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
     found = [(forward, "forward")]
     own = methods(cls)
     for node in scope_facts(ctx, forward).nodes:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == "self":
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and dotted_name(node.func.value) == "self"
+        ):
             method = own.get(node.func.attr.value)
             if method is not None and method is not forward and all(m is not method for m, _ in found):
                 found.append((method, method.name.value))
@@ -377,8 +472,10 @@ def _registrations(
 
 def _is_registration(node: cst.CSTNode) -> TypeGuard[cst.Call]:
     return (
-        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in _FORWARD_HOOKS and bool(node.args)
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _FORWARD_HOOKS
+        and bool(node.args)
     )
 
 
@@ -396,11 +493,13 @@ def _hook_class_init(ctx: FileContext, name: str) -> cst.FunctionDef | None:
 def _built_over(ctx: FileContext, call: cst.Call, names: set[str]) -> bool:
     """The call's arguments come from the model: `Hook(m)` in a comprehension over
     `model.modules()`, or `Hook(model.layer1)`."""
+
     def mentions(node: cst.CSTNode) -> bool:
         return any(
             isinstance(n, (cst.Name, cst.Attribute)) and (dotted_name(n) or "").split(".", 1)[0] in names
             for n in ctx.index.walk(node)
         )
+
     if any(mentions(arg.value) for arg in call.args):
         return True
     for ancestor in ctx.index.ancestors(call):
@@ -417,7 +516,9 @@ def _built_over(ctx: FileContext, call: cst.Call, names: set[str]) -> bool:
     return False
 
 
-def _callable_object(ctx: FileContext, cls: cst.ClassDef, value: cst.BaseExpression) -> list[cst.FunctionDef | cst.Lambda]:
+def _callable_object(
+    ctx: FileContext, cls: cst.ClassDef, value: cst.BaseExpression
+) -> list[cst.FunctionDef | cst.Lambda]:
     """`__call__` of the plain class of the file that `self.save_output = SaveOutput()` holds."""
     name = _self_attr(value)
     init = methods(cls).get("__init__")
@@ -432,7 +533,9 @@ def _callable_object(ctx: FileContext, cls: cst.ClassDef, value: cst.BaseExpress
     return []
 
 
-def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.FunctionDef | cst.Module) -> list[cst.FunctionDef | cst.Lambda]:
+def _hook_functions(
+    ctx: FileContext, value: cst.BaseExpression, scope: cst.FunctionDef | cst.Module
+) -> list[cst.FunctionDef | cst.Lambda]:
     """The hook a registration names: a def of the scope or module, `self.method`, a lambda, or
     the defs a factory of the module returns (`register_forward_hook(save_output("fc"))`)."""
     if isinstance(value, cst.Lambda):
@@ -447,7 +550,11 @@ def _hook_functions(ctx: FileContext, value: cst.BaseExpression, scope: cst.Func
         cls = ctx.index.enclosing_class(scope)
         method = methods(cls).get(name[5:]) if cls is not None else None
         return [method] if method is not None else []
-    local = [n for n in scope_facts(ctx, scope).nodes if isinstance(n, cst.FunctionDef) and n.name.value == name and n is not scope]
+    local = [
+        n
+        for n in scope_facts(ctx, scope).nodes
+        if isinstance(n, cst.FunctionDef) and n.name.value == name and n is not scope
+    ]
     function = local[0] if local else module_functions(ctx).get(name)
     return [function] if function is not None else []
 
@@ -474,7 +581,9 @@ def _outside_writes(ctx: FileContext, hook: cst.FunctionDef | cst.Lambda) -> lis
                 root = dotted_name(target.value)
                 if root is not None and root.split(".", 1)[0] not in local:
                     writes.append(node.target)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES:
+        elif (
+            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES
+        ):
             root = dotted_name(node.func.value)
             if root is not None and root.split(".", 1)[0] not in local:
                 writes.append(node)
@@ -545,8 +654,11 @@ def _param_reads(
             else:
                 reads.append(node)
     kept = [
-        node for node in reads
-        if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
+        node
+        for node in reads
+        if not node.attr.value.startswith("_")
+        and node.attr.value not in WRAPPER_ATTRIBUTES
+        and node.attr.value not in written
     ]
     for callee, name in handed:
         if callee.name.value != "__init__":
@@ -562,8 +674,11 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
     if cls is None:
         return reads
     kept = {
-        name for node in scope_facts(ctx, init).nodes if isinstance(node, cst.Assign) and dotted_name(node.value) == param
-        for name in (dotted_name(t.target) for t in node.targets) if name and name.startswith("self.") and name.count(".") == 1
+        name
+        for node in scope_facts(ctx, init).nodes
+        if isinstance(node, cst.Assign) and dotted_name(node.value) == param
+        for name in (dotted_name(t.target) for t in node.targets)
+        if name and name.startswith("self.") and name.count(".") == 1
     }
     for name in kept:
         for method in methods(cls).values():
@@ -578,7 +693,9 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
     return reads
 
 
-def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -> tuple[list[cst.Attribute], list[cst.Call]]:
+def _reads_in_other_methods(
+    ctx: FileContext, site: WrapperSite, wrapper: str
+) -> tuple[list[cst.Attribute], list[cst.Call]]:
     """Reads of `self.model.x` in the other methods of a class whose method wraps `self.model`,
     and the calls there that hand `self.model` on (`plot(self.model, ...)`).
 
@@ -597,7 +714,11 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
     for index, node in enumerate(scope_facts(ctx, wrapping).nodes):
         if index >= position:
             break
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == "self":
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and dotted_name(node.func.value) == "self"
+        ):
             called_before.add(node.func.attr.value)
     written: set[str] = set()
     candidates: list[cst.Attribute] = []
@@ -608,11 +729,17 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return [], []
-            if method is not wrapping and rebinds(resolver_for(ctx, node), node, wrapper) and (
-                name != "__init__" or wrapping.name.value == "__init__"
+            if (
+                method is not wrapping
+                and rebinds(resolver_for(ctx, node), node, wrapper)
+                and (name != "__init__" or wrapping.name.value == "__init__")
             ):
                 return [], []  # `self.model` is rebound elsewhere (`self.model = self.model.cuda()` keeps it)
-            runs_wrapped = method is not wrapping and name not in called_before and (name != "__init__" or wrapping.name.value == "__init__")
+            runs_wrapped = (
+                method is not wrapping
+                and name not in called_before
+                and (name != "__init__" or wrapping.name.value == "__init__")
+            )
             if isinstance(node, cst.Call) and runs_wrapped:
                 calls.append(node)
             if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
@@ -621,8 +748,11 @@ def _reads_in_other_methods(ctx: FileContext, site: WrapperSite, wrapper: str) -
                 elif runs_wrapped:
                     candidates.append(node)
     return [
-        node for node in candidates
-        if not node.attr.value.startswith("_") and node.attr.value not in WRAPPER_ATTRIBUTES and node.attr.value not in written
+        node
+        for node in candidates
+        if not node.attr.value.startswith("_")
+        and node.attr.value not in WRAPPER_ATTRIBUTES
+        and node.attr.value not in written
     ], calls
 
 
@@ -689,8 +819,11 @@ def _through_module(ctx: FileContext, read: cst.Attribute, certain: bool) -> Fix
     `getattr(wrapper, "module", wrapper).attr`, right in both cases."""
     held = code_in_place(ctx, read.value, read.value)
     owner = f"{held}.module" if certain else f'getattr({held}, "module", {held})'
-    return FixProposal(f"Read it through the wrapped model: `{owner}.{read.attr.value}`", safe=False,
-                       replacements=((read.value, owner),))
+    return FixProposal(
+        f"Read it through the wrapped model: `{owner}.{read.attr.value}`",
+        safe=False,
+        replacements=((read.value, owner),),
+    )
 
 
 def _branches(ctx: FileContext, statement: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:

@@ -1,19 +1,20 @@
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import arguments_passed
 from devicelint.analysis.model_events import (
     Device,
     WrapperSite,
     built_on_cpu,
-    class_history,
-    returned_device,
     chain_base,
+    class_history,
     device_ids_first,
     history,
     resolver_for,
+    returned_device,
     returned_wrapper_sites,
     scope_facts,
     scope_of,
@@ -23,12 +24,10 @@ from devicelint.analysis.model_events import (
     wrapper_chain_moves,
     wrapper_sites,
 )
-from devicelint.analysis.argument_places import arguments_passed
 from devicelint.analysis.model_events.scopes import REBOUND
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
-
 
 
 @register
@@ -94,7 +93,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
         for site in wrapper_sites(ctx):
             if site.kind != "DataParallel" or site.wrapped is None:
                 continue
-            if site.device_ids is not None and isinstance(site.device_ids, cst.Name) and site.device_ids.value == "None":
+            if (
+                site.device_ids is not None
+                and isinstance(site.device_ids, cst.Name)
+                and site.device_ids.value == "None"
+            ):
                 continue
             violation = self._check_site(ctx, site)
             if violation is not None:
@@ -126,12 +129,15 @@ class DataParallelModelNotOnFirstDevice(Rule):
         if usage.escaped or usage.moves or not usage.called or not _moves_to_gpu(ctx, site.call):
             return None
         return self.violation(
-            inner.call, call=short(ctx, inner.call), first="cuda:0", model=var,
+            inner.call,
+            call=short(ctx, inner.call),
+            first="cuda:0",
+            model=var,
             where=(
                 f"is built on the CPU and never moved: `{short(ctx, site.call)}` returns the wrapper unmoved and "
                 "its caller runs it on inputs it moved to the GPU"
             ),
-            advice=f"move it with `{var}.to(\"cuda:0\")` before wrapping it",
+            advice=f'move it with `{var}.to("cuda:0")` before wrapping it',
         )
 
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
@@ -141,7 +147,9 @@ class DataParallelModelNotOnFirstDevice(Rule):
             hidden = _ids_from_visibility(ctx, site)
             if hidden is not None:
                 return self.violation(
-                    site.call, call=short(ctx, site.call), first="the first visible GPU",
+                    site.call,
+                    call=short(ctx, site.call),
+                    first="the first visible GPU",
                     model=short(ctx, site.wrapped) if site.wrapped is not None else "the model",
                     where=(
                         f"sits on GPUs that `CUDA_VISIBLE_DEVICES = {hidden}` renumbers from 0, while `device_ids` are the "
@@ -173,7 +181,9 @@ class DataParallelModelNotOnFirstDevice(Rule):
         model = var or short(ctx, base)
         if usage is not None:
             if usage.escaped:  # handed on: only a move made before that counts
-                return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None
+                return (
+                    self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None
+                )
             moves += usage.moves
         if moves:
             return self._wrong_device(ctx, site, first, moves, model, explicit)
@@ -183,14 +193,22 @@ class DataParallelModelNotOnFirstDevice(Rule):
             return None
         label = first.label() if first is not None else f"`{ctx.code_for(_first_element(site.device_ids))}`"
         return self.violation(
-            site.call, call=short(ctx, site.call), first=label, model=model,
+            site.call,
+            call=short(ctx, site.call),
+            first=label,
+            model=model,
             where="is never moved off the CPU",
             advice=f"call `{model}.to({_device_code(first)})` before wrapping it",
         )
 
     def _wrong_device(
-        self, ctx: FileContext, site: WrapperSite, first: Device | None,
-        moves: Sequence[tuple[Device, cst.CSTNode | None]], model: str, explicit: bool,
+        self,
+        ctx: FileContext,
+        site: WrapperSite,
+        first: Device | None,
+        moves: Sequence[tuple[Device, cst.CSTNode | None]],
+        model: str,
+        explicit: bool,
     ) -> Violation | None:
         if first is None:
             return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit else None
@@ -204,7 +222,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
                     return None
                 if first.index == 0:
                     return None
-                wrong = wrong or (device, "is moved with `.cuda()`/`\"cuda\"` to the current device, cuda:0")
+                wrong = wrong or (device, 'is moved with `.cuda()`/`"cuda"` to the current device, cuda:0')
                 continue
             if device.type == first.type and device.index == first.index:
                 return None
@@ -215,26 +233,39 @@ class DataParallelModelNotOnFirstDevice(Rule):
             return None
         where = wrong[1] if explicit else wrong[1] + " and `device_ids` defaults to every GPU from cuda:0"
         return self.violation(
-            site.call, call=short(ctx, site.call), first=first.label(), model=model, where=where,
+            site.call,
+            call=short(ctx, site.call),
+            first=first.label(),
+            model=model,
+            where=where,
             advice=f"move it with `{model}.to({_device_code(first)})` before wrapping it",
         )
 
-
     def _current_device_vs_chosen_ids(
-        self, ctx: FileContext, site: WrapperSite, moves: Sequence[tuple[Device, cst.CSTNode | None]], model: str,
+        self,
+        ctx: FileContext,
+        site: WrapperSite,
+        moves: Sequence[tuple[Device, cst.CSTNode | None]],
+        model: str,
     ) -> Violation | None:
         """`DataParallel(model, device_ids=args.gpus).cuda()`: the model goes to the current device
         (cuda:0, nothing sets it) while the ids are chosen at run time and need not start at 0."""
         if not moves or not all(device.literal and device.is_current and device.type == "cuda" for device, _ in moves):
             return None
         ids = site.device_ids
-        if ids is None or _is_none(ids) or set_device_called(ctx) or not _chosen_at_run_time(ctx, site):  # any set-up, even under `if args.gpus:`
+        if (
+            ids is None or _is_none(ids) or set_device_called(ctx) or not _chosen_at_run_time(ctx, site)
+        ):  # any set-up, even under `if args.gpus:`
             return None
         return self.violation(
-            site.call, call=short(ctx, site.call), first=f"`{short(ctx, _first_element(ids))}`" if isinstance(ids, (cst.List, cst.Tuple)) else f"`{short(ctx, ids)}[0]`",
+            site.call,
+            call=short(ctx, site.call),
+            first=f"`{short(ctx, _first_element(ids))}`"
+            if isinstance(ids, (cst.List, cst.Tuple))
+            else f"`{short(ctx, ids)}[0]`",
             model=model,
             where=(
-                "is moved with `.cuda()`/`\"cuda\"` to the current device, cuda:0 (nothing calls `torch.cuda.set_device`), "
+                'is moved with `.cuda()`/`"cuda"` to the current device, cuda:0 (nothing calls `torch.cuda.set_device`), '
                 f"while `device_ids={short(ctx, ids)}` is chosen at run time and need not start at GPU 0"
             ),
             advice="call `torch.cuda.set_device(device_ids[0])` before moving it, or move it to `device_ids[0]`",
@@ -265,7 +296,11 @@ def _chosen_at_run_time(ctx: FileContext, site: WrapperSite) -> bool:
         return False
     for value in values:
         for node in ctx.index.walk(value):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "parse_args":
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "parse_args"
+            ):
                 return True
             if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
                 root = node.value.value
@@ -284,7 +319,9 @@ _CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hpar
 _VISIBILITY = "CUDA_VISIBLE_DEVICES"
 
 
-def _expanded(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode, callers: bool = True) -> list[cst.BaseExpression]:
+def _expanded(
+    ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode, callers: bool = True
+) -> list[cst.BaseExpression]:
     """The expression, what a name in it is bound to once in its function (one level), and, for
     a parameter, what the file's calls of the function pass for it (with their own bindings)."""
     found = [node]
@@ -312,7 +349,11 @@ def _ids_from_visibility(ctx: FileContext, site: WrapperSite) -> str | None:
     for node in ctx.index.of_type(cst.Assign):
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Subscript) and dotted_name(t.value) == "os.environ" and _VISIBILITY in ctx.code_for(t.slice[0]):
+            if (
+                isinstance(t, cst.Subscript)
+                and dotted_name(t.value) == "os.environ"
+                and _VISIBILITY in ctx.code_for(t.slice[0])
+            ):
                 for value in _expanded(ctx, node.value, node):
                     key = dotted_name(value)
                     if key is not None and key not in ("None",):

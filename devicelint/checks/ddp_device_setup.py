@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import re
-
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -12,8 +11,8 @@ from devicelint.analysis.model_events import (
     WrapperSite,
     built_on_cpu,
     built_where,
-    class_history,
     chain_base,
+    class_history,
     device_ids_first,
     history,
     module_functions,
@@ -149,12 +148,13 @@ class DdpDeviceSetup(Rule):
             seen.add(scope)
             rank = short(ctx, use.rank)
             yield self.violation(
-                use.where, call=short(ctx, use.where),
+                use.where,
+                call=short(ctx, use.where),
                 problem=(
                     f"uses the global rank `{rank}` as the GPU index on this node: ranks count the processes of every "
                     "node, so on every node but the first it names a GPU that does not exist (invalid device ordinal)"
                 ),
-                advice="index the GPU with `LOCAL_RANK` (`int(os.environ[\"LOCAL_RANK\"])`) or `rank % torch.cuda.device_count()`",
+                advice='index the GPU with `LOCAL_RANK` (`int(os.environ["LOCAL_RANK"])`) or `rank % torch.cuda.device_count()`',
             )
 
     def _current_device_never_set(self, ctx: FileContext) -> Iterator[Violation]:
@@ -163,9 +163,12 @@ class DdpDeviceSetup(Rule):
         if set_device_called(ctx) or _visibility_per_process(ctx):  # file-wide: the set-up may be split
             return
         per_rank = [
-            site for site in wrapper_sites(ctx)
-            if site.kind == "DistributedDataParallel" and site.device_ids is not None
-            and not _literal_list(site.device_ids) and not _is_none(site.device_ids)
+            site
+            for site in wrapper_sites(ctx)
+            if site.kind == "DistributedDataParallel"
+            and site.device_ids is not None
+            and not _literal_list(site.device_ids)
+            and not _is_none(site.device_ids)
         ]
         if not per_rank:
             return
@@ -175,7 +178,8 @@ class DdpDeviceSetup(Rule):
             if any(arg.keyword is not None and arg.keyword.value == "device_id" for arg in call.args):
                 continue  # torch 2.3+: binds the process to its device
             yield self.violation(
-                call, call=short(ctx, call),
+                call,
+                call=short(ctx, call),
                 problem=(
                     f"sets up DDP (`{short(ctx, per_rank[0].call)}` passes per-rank `device_ids`), but nothing calls `torch.cuda.set_device`, so every rank's current device stays cuda:0: NCCL's "
                     "barriers and any `.cuda()`, `torch.cuda.*` call or map-location-free `torch.load` put a CUDA "
@@ -200,14 +204,17 @@ class DdpDeviceSetup(Rule):
         elif not isinstance(base, cst.Call):
             return None
         model = var or short(ctx, base)
-        has_ids = site.device_ids is not None and not (isinstance(site.device_ids, cst.Name) and site.device_ids.value == "None")
+        has_ids = site.device_ids is not None and not (
+            isinstance(site.device_ids, cst.Name) and site.device_ids.value == "None"
+        )
         if not moves:
             if wrapper_chain_moves(ctx, site):
                 return None
             if not built_on_cpu(ctx, base, facts):
                 if has_ids and _left_unplaced(ctx, site, var, facts):
                     return self.violation(
-                        site.call, call=short(ctx, site.call),
+                        site.call,
+                        call=short(ctx, site.call),
                         problem=(
                             f"wraps `{model}`, which is never moved although this function moves its other tensors to the GPU by hand, "
                             "while `device_ids` asks for a GPU module"
@@ -217,28 +224,33 @@ class DdpDeviceSetup(Rule):
                 return None
             if has_ids:
                 return self.violation(
-                    site.call, call=short(ctx, site.call),
+                    site.call,
+                    call=short(ctx, site.call),
                     problem=f"wraps `{model}`, which is still on the CPU{built_where(ctx, base, facts, site.call)}, while `device_ids` asks for a GPU module",
                     advice=f"move it first with `{model}.to(local_rank)`",
                 )
             if _uses_nccl(ctx):
                 return self.violation(
-                    site.call, call=short(ctx, site.call),
+                    site.call,
+                    call=short(ctx, site.call),
                     problem=f"wraps `{model}`, which is still on the CPU{built_where(ctx, base, facts, site.call)}, while the file's `nccl` backend only reduces CUDA tensors",
                     advice=f"move it with `{model}.to(local_rank)` and pass `device_ids=[local_rank]` (or use `gloo` for CPU training)",
                 )
             return None
         last = moves[-1]
         if (
-            site.device_ids is None and (last.type == "cuda" or _RANK_NAME.search(last.text))
+            site.device_ids is None
+            and (last.type == "cuda" or _RANK_NAME.search(last.text))
             and not (last.is_current and not set_device_called(ctx, site.call))
-            and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED) and not _needs_torch_1_9(ctx)
+            and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED)
+            and not _needs_torch_1_9(ctx)
         ):
             return self.violation(
-                site.call, call=short(ctx, site.call),
+                site.call,
+                call=short(ctx, site.call),
                 problem=(
                     f"wraps `{model}`, which is on a GPU, without `device_ids`: before torch {_IMPLICIT_IDS_FIXED[1:]} DDP then replicates "
-                    "it over every visible GPU in each process (\"all tensors must be on devices[0]\")"
+                    'it over every visible GPU in each process ("all tensors must be on devices[0]")'
                 ),
                 advice="pass `device_ids=[local_rank], output_device=local_rank` (or set `torch-version` to the 1.9+ release the project requires)",
             )
@@ -250,28 +262,36 @@ class DdpDeviceSetup(Rule):
             later = usage_after(ctx, site.target, site.call)
             if any(not device.literal for device, _ in later.moves):
                 return None  # moved again after wrapping, to a device the code computes
-        per_rank_ids = has_ids and device_ids_first(resolver, site.device_ids) is None and not _literal_list(site.device_ids)
+        per_rank_ids = (
+            has_ids and device_ids_first(resolver, site.device_ids) is None and not _literal_list(site.device_ids)
+        )
         if per_rank_ids:
             if last.is_current and set_device_called(ctx, site.call):
                 return None
             ids = short(ctx, site.device_ids)  # type: ignore[arg-type]  # explicit `device_ids`, checked above
-            where = "cuda:0 in every process (the current device, and nothing calls `torch.cuda.set_device`)" if last.is_current else f"{last.text} in every process"
+            where = (
+                "cuda:0 in every process (the current device, and nothing calls `torch.cuda.set_device`)"
+                if last.is_current
+                else f"{last.text} in every process"
+            )
             return self.violation(
-                site.call, call=short(ctx, site.call),
+                site.call,
+                call=short(ctx, site.call),
                 problem=f"wraps `{model}`, which is on {where}, while `device_ids={ids}` names each rank's own GPU",
                 advice=f"move the model to the same device as `device_ids` (`{model}.to(local_rank)`)",
             )
         if last.is_current:
             if set_device_called(ctx, site.call):
                 return None
-            problem = f"wraps `{model}`, which every rank moves to the current device with `.cuda()`/`\"cuda\"`, cuda:0 in every process since nothing calls `torch.cuda.set_device`"
+            problem = f'wraps `{model}`, which every rank moves to the current device with `.cuda()`/`"cuda"`, cuda:0 in every process since nothing calls `torch.cuda.set_device`'
         else:
             problem = f"wraps `{model}`, which every rank moves to the same {last.text}"
         return self.violation(
-            site.call, call=short(ctx, site.call),
-            problem=problem + ", so all processes share one GPU", advice=self._ADVICE,
+            site.call,
+            call=short(ctx, site.call),
+            problem=problem + ", so all processes share one GPU",
+            advice=self._ADVICE,
         )
-
 
 
 # Before torch 1.9 (pytorch/pytorch#54454) DDP without `device_ids` used every visible GPU.
@@ -280,9 +300,18 @@ _IMPLICIT_IDS_FIXED = "<1.9"
 _RANK_NAME = re.compile(r"^(args\.|self\.|cfg\.|config\.)?(local_rank|rank|gpu|gpu_id|device_id|local_gpu)$")
 # APIs added in torch 1.9 or later: a file that uses one cannot run on the old DDP default.
 _NEWER_APIS = (
-    "torch.accelerator", "torch.compile", "torch.amp", "torch.func", "torch.export", "torch.inference_mode",
-    "torch.distributed.device_mesh", "torch.distributed.fsdp", "torch.distributed.tensor",
-    "torch.distributed.checkpoint", "torch.distributed.elastic", "torch.nn.attention",
+    "torch.accelerator",
+    "torch.compile",
+    "torch.amp",
+    "torch.func",
+    "torch.export",
+    "torch.inference_mode",
+    "torch.distributed.device_mesh",
+    "torch.distributed.fsdp",
+    "torch.distributed.tensor",
+    "torch.distributed.checkpoint",
+    "torch.distributed.elastic",
+    "torch.nn.attention",
 )
 
 
@@ -329,7 +358,9 @@ def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: 
     return False
 
 
-_INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
+_INIT_PROCESS_GROUP = frozenset(
+    {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+)
 
 
 def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:
@@ -340,8 +371,10 @@ def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:
             key = dotted_name(value)
             if key is not None:
                 value = resolver_for(ctx, call).constant(key) or value
-            return isinstance(value, cst.SimpleString) and literal_value(value) == "nccl" or (
-                not isinstance(value, cst.SimpleString) and _uses_nccl(ctx)
+            return (
+                isinstance(value, cst.SimpleString)
+                and literal_value(value) == "nccl"
+                or (not isinstance(value, cst.SimpleString) and _uses_nccl(ctx))
             )
     return _uses_nccl(ctx)
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -86,8 +86,12 @@ class DeprecatedAmpApi(Rule):
                 new, device = DEPRECATED[old]
                 support = _support(ctx, new)
                 yield self.violation(
-                    call, fix=_fix_call(ctx, call, old, safe=not support), old=f"{old}(...)", new=f'{new}("{device}", ...)'
-                    if not old.endswith(("custom_fwd", "custom_bwd")) else f'{new}(device_type="{device}")',
+                    call,
+                    fix=_fix_call(ctx, call, old, safe=not support),
+                    old=f"{old}(...)",
+                    new=f'{new}("{device}", ...)'
+                    if not old.endswith(("custom_fwd", "custom_bwd"))
+                    else f'{new}(device_type="{device}")',
                     support=support,
                 )
         for decorator in ctx.index.of_type(cst.Decorator):
@@ -99,7 +103,11 @@ class DeprecatedAmpApi(Rule):
                 fixed = f'{new}(device_type="{device}")'
                 support = _support(ctx, new)
                 yield self.violation(
-                    expr, fix=_fix_bare_decorator(ctx, expr, fixed, safe=not support), old=old, new=fixed, support=support
+                    expr,
+                    fix=_fix_bare_decorator(ctx, expr, fixed, safe=not support),
+                    old=old,
+                    new=fixed,
+                    support=support,
                 )
 
 
@@ -119,7 +127,11 @@ def _names_bound_twice(ctx: FileContext) -> set[str]:
         base = dotted_name(node.module) or ""
         for alias in node.names:
             if isinstance(alias.name, cst.Name):
-                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else alias.name.value
+                local = (
+                    alias.asname.name.value
+                    if alias.asname and isinstance(alias.asname.name, cst.Name)
+                    else alias.name.value
+                )
                 seen.setdefault(local, set()).add(f"{base}.{alias.name.value}")
     return {local for local, fulls in seen.items() if len(fulls) > 1}
 

@@ -1,17 +1,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import scope_facts, statement_of
-from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
-from devicelint.analysis.placement_values import annotation_is_settings
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
+from devicelint.analysis.placement_values import annotation_is_settings
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -19,8 +19,26 @@ DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|hip|npu|hpu|xla|meta|mtia|ipu|vu
 # `args.device == "cuda"` compares two strings: right. Receivers that usually hold a
 # configuration rather than a tensor or module are left alone.
 CONFIG_NAMES = frozenset(
-    {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "settings",
-     "options", "flags", "training_args", "train_args", "trainer_args", "kwargs", "os", "env"}
+    {
+        "args",
+        "opt",
+        "opts",
+        "cfg",
+        "config",
+        "conf",
+        "hparams",
+        "hp",
+        "params",
+        "settings",
+        "options",
+        "flags",
+        "training_args",
+        "train_args",
+        "trainer_args",
+        "kwargs",
+        "os",
+        "env",
+    }
 )
 
 
@@ -96,11 +114,20 @@ def device_like_name(name: str) -> bool:
 
 
 def _is_torch_device_annotation(ctx: FileContext, node: cst.BaseExpression) -> str | None:
-    """"object" for `torch.device` (optionally `| None`/`Optional[...]`), "union" when a `str` is
+    """ "object" for `torch.device` (optionally `| None`/`Optional[...]`), "union" when a `str` is
     also allowed, "str" for `str`, else None."""
     text = ctx.code_for(node).replace(" ", "").strip("'\"")
-    parts = [p for p in re.split(r"[\[\],|]", text) if p and p not in ("Optional", "Union", "None", "typing.Optional", "typing.Union")]
-    devices = [p for p in parts if p == "torch.device" or ctx.imports.bound.get(p.split(".", 1)[0], "") + p[len(p.split(".", 1)[0]):] == "torch.device"]
+    parts = [
+        p
+        for p in re.split(r"[\[\],|]", text)
+        if p and p not in ("Optional", "Union", "None", "typing.Optional", "typing.Union")
+    ]
+    devices = [
+        p
+        for p in parts
+        if p == "torch.device"
+        or ctx.imports.bound.get(p.split(".", 1)[0], "") + p[len(p.split(".", 1)[0]) :] == "torch.device"
+    ]
     if not parts:
         return None
     if devices and len(devices) == len(parts):
@@ -134,7 +161,9 @@ class DeviceValues:
         text = _string_value(node)
         if text is not None:
             return DeviceValue(STRING, text) if DEVICE_STRING.match(text) else None
-        if isinstance(node, cst.FormattedString) or (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
+        if isinstance(node, cst.FormattedString) or (
+            isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)
+        ):
             code = ctx.code_for(node)
             if re.match(r"^[fF]?['\"](cuda|xpu|npu|hpu|mps):", code):
                 return DeviceValue(STRING, INDEXED)
@@ -147,7 +176,12 @@ class DeviceValues:
             return None
         if isinstance(node, cst.Attribute) and node.attr.value == "device":
             receiver = node.value
-            if isinstance(receiver, cst.Name) and receiver.value == "self" or _looks_like_config(receiver) or _settings_typed(ctx, receiver):
+            if (
+                isinstance(receiver, cst.Name)
+                and receiver.value == "self"
+                or _looks_like_config(receiver)
+                or _settings_typed(ctx, receiver)
+            ):
                 return self._named(node, depth)
             return DeviceValue(OBJECT, tensor=True)
         if isinstance(node, (cst.Name, cst.Attribute)):
@@ -236,10 +270,16 @@ class DeviceValues:
                 if key is not None:
                     by_key.setdefault(key, []).append((facts.order[id(node)], node.value, statement_of(self.ctx, node)))
             elif isinstance(node, (cst.For, cst.WithItem, cst.AugAssign, cst.NamedExpr)):
-                target = node.asname.name if isinstance(node, cst.WithItem) and node.asname else getattr(node, "target", None)
+                target = (
+                    node.asname.name
+                    if isinstance(node, cst.WithItem) and node.asname
+                    else getattr(node, "target", None)
+                )
                 key = dotted_name(target) if target is not None else None
                 if key is not None:  # rebound to something unknown
-                    by_key.setdefault(key, []).append((facts.order[id(node)], cst.Name("__rebound__"), statement_of(self.ctx, node)))
+                    by_key.setdefault(key, []).append(
+                        (facts.order[id(node)], cst.Name("__rebound__"), statement_of(self.ctx, node))
+                    )
         return by_key
 
     def _parameter(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> DeviceValue | None:
@@ -287,14 +327,25 @@ class DeviceValues:
         name = function.name.value
         for call in self.ctx.index.of_type(cst.Call):
             func = call.func
-            called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+            called = (
+                func.value
+                if isinstance(func, cst.Name)
+                else func.attr.value
+                if isinstance(func, cst.Attribute)
+                else None
+            )
             if called != name or (isinstance(func, cst.Name) == is_method):
                 continue
             passed = None
             for index, arg in enumerate(call.args):
                 if arg.star:
                     break
-                if arg.keyword is not None and arg.keyword.value == param.name.value or arg.keyword is None and index == position:
+                if (
+                    arg.keyword is not None
+                    and arg.keyword.value == param.name.value
+                    or arg.keyword is None
+                    and index == position
+                ):
                     passed = arg.value
             if passed is None:
                 continue
@@ -321,14 +372,20 @@ class DeviceValues:
             returns = method.returns
             if returns is not None and _is_torch_device_annotation(self.ctx, returns.annotation) == "object":
                 return DeviceValue(OBJECT)
-            found = {self.value(r.value, depth + 1) for r in self.ctx.index.walk(method.body) if isinstance(r, cst.Return) and r.value is not None}
+            found = {
+                self.value(r.value, depth + 1)
+                for r in self.ctx.index.walk(method.body)
+                if isinstance(r, cst.Return) and r.value is not None
+            }
             return found.pop() if len(found) == 1 else None
         values = set()
         for method in methods(cls).values():
             entries = self._assignments_of(method, f"self.{attr}")
             values |= {self.value(e[1], depth + 1) for e in entries}
         if not values and attr == "device":
-            base = next((b for b in (dotted_name(b.value) or "" for b in cls.bases) if b.endswith(DEVICE_PROPERTY_BASES)), None)
+            base = next(
+                (b for b in (dotted_name(b.value) or "" for b in cls.bases) if b.endswith(DEVICE_PROPERTY_BASES)), None
+            )
             if base is not None:
                 return DeviceValue(OBJECT, evidence=f"`{base.rsplit('.', 1)[-1]}.device` is a `torch.device`")
         return values.pop() if len(values) == 1 else None
@@ -349,9 +406,12 @@ class DeviceValues:
         """Dotted receivers whose `.type`/`.index` the file reads (`args.device.type`)."""
         if self._type_reads is None:
             self._type_reads = {
-                key for node in self.ctx.index.of_type(cst.Attribute)
-                if node.attr.value in ("type", "index") and (key := dotted_name(node.value)) is not None
-                and key.rsplit(".", 1)[-1] == "device" and "." in key
+                key
+                for node in self.ctx.index.of_type(cst.Attribute)
+                if node.attr.value in ("type", "index")
+                and (key := dotted_name(node.value)) is not None
+                and key.rsplit(".", 1)[-1] == "device"
+                and "." in key
             }
         return self._type_reads
 
@@ -401,7 +461,11 @@ def _configured_defaults(ctx: FileContext, field_name: str) -> list[cst.BaseExpr
         for stmt in body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
-                    if isinstance(small, cst.AnnAssign) and small.value is not None and dotted_name(small.target) == field_name:
+                    if (
+                        isinstance(small, cst.AnnAssign)
+                        and small.value is not None
+                        and dotted_name(small.target) == field_name
+                    ):
                         found.append(small.value)
     return found
 
@@ -521,7 +585,9 @@ class DeviceComparedToStringOrBareType(Rule):
             values = values or DeviceValues(ctx)
             sides = (comparison.left, target.comparator)
             for this, other in (sides, sides[::-1]):
-                violation = self._check_pair(ctx, values, comparison, this, other, isinstance(target.operator, cst.Equal))
+                violation = self._check_pair(
+                    ctx, values, comparison, this, other, isinstance(target.operator, cst.Equal)
+                )
                 if violation is not None:
                     yield violation
                     break
@@ -533,8 +599,13 @@ class DeviceComparedToStringOrBareType(Rule):
         return self.violation(comparison, fix=fix, expr=ctx.code_for(comparison), verdict=verdict, why=why, fixed=fixed)
 
     def _check_pair(
-        self, ctx: FileContext, values: DeviceValues, comparison: cst.Comparison,
-        this: cst.BaseExpression, other: cst.BaseExpression, equal: bool,
+        self,
+        ctx: FileContext,
+        values: DeviceValues,
+        comparison: cst.Comparison,
+        this: cst.BaseExpression,
+        other: cst.BaseExpression,
+        equal: bool,
     ) -> Violation | None:
         op = "==" if equal else "!="
         always = "always False" if equal else "always True"
@@ -554,42 +625,76 @@ class DeviceComparedToStringOrBareType(Rule):
             theirs = values.value(other)
             if theirs is not None and theirs.kind == OBJECT and not theirs.tensor and _accelerator(theirs.text):
                 spelled = ctx.code_for(other)
-                why = f'devices on a GPU are `{theirs.text}:0`, `{theirs.text}:1`...'
+                why = f"devices on a GPU are `{theirs.text}:0`, `{theirs.text}:1`..."
                 literal = isinstance(other, cst.Call) and _string_value(other.args[0].value) is not None
                 if literal:
                     return self._report(
-                        ctx, comparison, always, f"`{spelled}` has no index and {why}", f'{code}.type {op} "{theirs.text}"', True,
+                        ctx,
+                        comparison,
+                        always,
+                        f"`{spelled}` has no index and {why}",
+                        f'{code}.type {op} "{theirs.text}"',
+                        True,
                     )
                 # Resolved through a name or a setting: on a CPU-only machine it may be "cpu".
                 return self._report(
-                    ctx, comparison, f"{always} on a GPU", f'`{spelled}` is built from `"{theirs.text}"`, which has no index, and {why}',
-                    f"{code}.type {op} {spelled}.type", False,
+                    ctx,
+                    comparison,
+                    f"{always} on a GPU",
+                    f'`{spelled}` is built from `"{theirs.text}"`, which has no index, and {why}',
+                    f"{code}.type {op} {spelled}.type",
+                    False,
                 )
         if mine.kind == OBJECT and not mine.tensor and (mine.text is None or ":" in mine.text):
             return self._check_configured_object(ctx, values, comparison, mine, code, other, op)
         return None
 
     def _check_configured_object(
-        self, ctx: FileContext, values: DeviceValues, comparison: cst.Comparison, mine: DeviceValue, code: str,
-        other: cst.BaseExpression, op: str,
+        self,
+        ctx: FileContext,
+        values: DeviceValues,
+        comparison: cst.Comparison,
+        mine: DeviceValue,
+        code: str,
+        other: cst.BaseExpression,
+        op: str,
     ) -> Violation | None:
         """`self.device == torch.device("cuda")` where `self.device` is a `torch.device` built
         from a setting or handed in: equal only when that setting names no index."""
         theirs = values.value(other)
-        literal = isinstance(other, cst.Call) and len(other.args) == 1 and _string_value(other.args[0].value) is not None
+        literal = (
+            isinstance(other, cst.Call) and len(other.args) == 1 and _string_value(other.args[0].value) is not None
+        )
         if theirs is None or theirs.kind != OBJECT or theirs.tensor or not literal or not _accelerator(theirs.text):
             return None
         if mine.text is not None:  # built from an indexed device: never equal
-            why = f'`{code}` is `{mine.text}` and `{ctx.code_for(other)}` has no index'
-            return self._report(ctx, comparison, "always False" if op == "==" else "always True", why,
-                                f'{code}.type {op} "{theirs.text}"', False)
+            why = f"`{code}` is `{mine.text}` and `{ctx.code_for(other)}` has no index"
+            return self._report(
+                ctx,
+                comparison,
+                "always False" if op == "==" else "always True",
+                why,
+                f'{code}.type {op} "{theirs.text}"',
+                False,
+            )
         verdict = "False" if op == "==" else "True"
-        why = (f'`{ctx.code_for(other)}` has no index, but `{code}` is a `torch.device` from a setting '
-               f'or a caller, which may name one (`{theirs.text}:0`, `{theirs.text}:1`)')
-        return self._report(ctx, comparison, f"{verdict} for any indexed device", why, f'{code}.type {op} "{theirs.text}"', False)
+        why = (
+            f"`{ctx.code_for(other)}` has no index, but `{code}` is a `torch.device` from a setting "
+            f"or a caller, which may name one (`{theirs.text}:0`, `{theirs.text}:1`)"
+        )
+        return self._report(
+            ctx, comparison, f"{verdict} for any indexed device", why, f'{code}.type {op} "{theirs.text}"', False
+        )
 
     def _check_string(
-        self, ctx: FileContext, comparison: cst.Comparison, mine: DeviceValue, code: str, text: str, op: str, always: str
+        self,
+        ctx: FileContext,
+        comparison: cst.Comparison,
+        mine: DeviceValue,
+        code: str,
+        text: str,
+        op: str,
+        always: str,
     ) -> Violation | None:
         if mine.kind == OBJECT:
             why = "a `torch.device` never equals a string" + (f" ({mine.evidence})" if mine.evidence else "")
@@ -599,20 +704,40 @@ class DeviceComparedToStringOrBareType(Rule):
         if mine.kind not in (PARAMETER, CONFIGURED):
             return None
         if mine.may_be_object:
-            fixed = f'torch.device({code}) {op} torch.device("{text}")' if ":" in text else f'torch.device({code}).type {op} "{text}"'
+            fixed = (
+                f'torch.device({code}) {op} torch.device("{text}")'
+                if ":" in text
+                else f'torch.device({code}).type {op} "{text}"'
+            )
             verdict = "False" if op == "==" else "True"
-            return self._report(ctx, comparison, f"{verdict} whenever a `torch.device` is passed", f"a `torch.device` never equals a string ({mine.evidence})", fixed, None)
+            return self._report(
+                ctx,
+                comparison,
+                f"{verdict} whenever a `torch.device` is passed",
+                f"a `torch.device` never equals a string ({mine.evidence})",
+                fixed,
+                None,
+            )
         if not _accelerator(text) or mine.kind == CONFIGURED and mine.evidence is None:
             return None
         verdict = "False" if op == "==" else "True"
         why = f'an indexed device (`"{text}:0"`, `torch.device("{text}", 0)`) never equals `"{text}"`'
         if mine.evidence:
             why += f" ({mine.evidence})"
-        return self._report(ctx, comparison, f"{verdict} for any indexed device", why, f'torch.device({code}).type {op} "{text}"', False)
+        return self._report(
+            ctx, comparison, f"{verdict} for any indexed device", why, f'torch.device({code}).type {op} "{text}"', False
+        )
 
     def _check_str_of(
-        self, ctx: FileContext, values: DeviceValues, comparison: cst.Comparison, inner: cst.BaseExpression,
-        other: cst.BaseExpression, text: str | None, op: str, always: str,
+        self,
+        ctx: FileContext,
+        values: DeviceValues,
+        comparison: cst.Comparison,
+        inner: cst.BaseExpression,
+        other: cst.BaseExpression,
+        text: str | None,
+        op: str,
+        always: str,
     ) -> Violation | None:
         device = values.value(inner)
         if device is None or device.kind != OBJECT:
@@ -622,15 +747,23 @@ class DeviceComparedToStringOrBareType(Rule):
             if not _accelerator(text) or not device.tensor:
                 return None
             return self._report(
-                ctx, comparison, always, f'`str()` of a {text} device includes its index (`"{text}:0"`)',
-                f'{code}.type {op} "{text}"', _device_attribute(inner) is not None,
+                ctx,
+                comparison,
+                always,
+                f'`str()` of a {text} device includes its index (`"{text}:0"`)',
+                f'{code}.type {op} "{text}"',
+                _device_attribute(inner) is not None,
             )
         theirs = values.value(other)
         if theirs is None or theirs.kind != OBJECT:
             return None
         return self._report(
-            ctx, comparison, always, f"a string never equals a `torch.device` (`{ctx.code_for(other)}` is one)",
-            f"{code} {op} {ctx.code_for(other)}", False,
+            ctx,
+            comparison,
+            always,
+            f"a string never equals a `torch.device` (`{ctx.code_for(other)}` is one)",
+            f"{code} {op} {ctx.code_for(other)}",
+            False,
         )
 
 
@@ -639,7 +772,9 @@ def _mentions_device(ctx: FileContext, node: cst.BaseExpression) -> bool:
     or attribute that speaks of devices. Every rule finding needs one such side."""
     for part in ctx.index.walk(node):
         if isinstance(part, cst.SimpleString):
-            if any(word in part.value for word in _DEVICE_STRING_WORDS) and DEVICE_STRING.match(_string_value(part) or ""):
+            if any(word in part.value for word in _DEVICE_STRING_WORDS) and DEVICE_STRING.match(
+                _string_value(part) or ""
+            ):
                 return True
         elif isinstance(part, cst.Name) and any(word in part.value.lower() for word in _DEVICE_WORDS):
             return True
@@ -648,7 +783,21 @@ def _mentions_device(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 _DEVICE_WORDS = ("dev", "cuda", "cpu", "gpu", "mps", "xpu", "accelerator", "rank")
 # Cheap test on a string literal's raw text before evaluating it against DEVICE_STRING.
-_DEVICE_STRING_WORDS = ("cpu", "cuda", "mps", "xpu", "hip", "npu", "hpu", "xla", "meta", "mtia", "ipu", "vulkan", "lazy")
+_DEVICE_STRING_WORDS = (
+    "cpu",
+    "cuda",
+    "mps",
+    "xpu",
+    "hip",
+    "npu",
+    "hpu",
+    "xla",
+    "meta",
+    "mtia",
+    "ipu",
+    "vulkan",
+    "lazy",
+)
 
 
 def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> bool:
@@ -671,7 +820,11 @@ def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> b
         if isinstance(node, cst.Comparison) and node is not comparison and len(node.comparisons) == 1:
             pair = (node.left, node.comparisons[0].comparator)
             for this, other in (pair, pair[::-1]):
-                if ctx.code_for(this) in sides and isinstance(other, cst.Call) and ctx.qualified_name(other.func) == "torch.device":
+                if (
+                    ctx.code_for(this) in sides
+                    and isinstance(other, cst.Call)
+                    and ctx.qualified_name(other.func) == "torch.device"
+                ):
                     return True
     return False
 

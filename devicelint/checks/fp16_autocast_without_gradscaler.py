@@ -1,19 +1,40 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.helpers import (
-    BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds,
+    BACKWARD,
+    OPTIMIZER_STEP,
+    SCALED_BACKWARD,
+    SCALER_STEP,
+    UNSCALE,
+    callee,
+    kinds,
 )
+from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.step import (
-    Autocast, Scope, is_disabled_scaler, names_assigned_in, order, returned_under_autocast, scaled_backward, training_scopes,
+    Autocast,
+    Scope,
+    is_disabled_scaler,
+    names_assigned_in,
+    order,
+    returned_under_autocast,
+    scaled_backward,
+    training_scopes,
 )
-from devicelint.analysis.training.values import UNKNOWN
-from devicelint.analysis.training.syntax import assigned_names, inside, method_name, positional, receiver, short, text_of
+from devicelint.analysis.training.syntax import (
+    assigned_names,
+    inside,
+    method_name,
+    positional,
+    receiver,
+    short,
+    text_of,
+)
 from devicelint.analysis.training.torch_support import too_new
+from devicelint.analysis.training.values import UNKNOWN
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -126,16 +147,26 @@ class Fp16AutocastWithoutGradscaler(Rule):
                         continue
                     reported.add(id(call))
                     yield self.violation(
-                        call, backward=short(ctx, call), autocast=short(ctx, autocast.expr), how=_how(autocast),
-                        where=_disabled_note(ctx, call), fix=None, **_scaler_advice(ctx),
+                        call,
+                        backward=short(ctx, call),
+                        autocast=short(ctx, autocast.expr),
+                        how=_how(autocast),
+                        where=_disabled_note(ctx, call),
+                        fix=None,
+                        **_scaler_advice(ctx),
                     )
             for call, autocast, helper in _losses_from_helpers(ctx, scope):
                 if id(call) in reported:
                     continue
                 reported.add(id(call))
                 yield self.violation(
-                    call, backward=short(ctx, call), how=_how(autocast),
-                    autocast=short(ctx, autocast.expr), where=f" in `{helper.name.value}`", fix=None, **_scaler_advice(ctx),
+                    call,
+                    backward=short(ctx, call),
+                    how=_how(autocast),
+                    autocast=short(ctx, autocast.expr),
+                    where=f" in `{helper.name.value}`",
+                    fix=None,
+                    **_scaler_advice(ctx),
                 )
 
 
@@ -164,7 +195,12 @@ def _scaler_advice(ctx: FileContext) -> dict[str, str]:
     problem = too_new(ctx, "torch.amp.GradScaler")
     if problem is None:
         return {"scaler": 'torch.amp.GradScaler("cuda")', "support": ""}
-    return {"scaler": "torch.cuda.amp.GradScaler()", "support": f" ({problem}; the old spelling is deprecated from 2.4 on)"}
+    return {
+        "scaler": "torch.cuda.amp.GradScaler()",
+        "support": f" ({problem}; the old spelling is deprecated from 2.4 on)",
+    }
+
+
 def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
     """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
     float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
@@ -197,7 +233,8 @@ def _plain_backward_helpers(scope: Scope) -> list[cst.Call]:
     """`self.backward(loss)`, `do_backward(loss)`: helpers of the file that backpropagate their
     argument with a plain `backward()` and never scale."""
     return [
-        call for call, found in scope.helper_calls
+        call
+        for call, found in scope.helper_calls
         if BACKWARD in kinds(found) and not kinds(found) & {SCALED_BACKWARD, SCALER_STEP, UNSCALE} and positional(call)
     ]
 

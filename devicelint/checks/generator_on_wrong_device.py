@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
 import libcst as cst
 
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT
 from devicelint.analysis.placement_values import is_device_guard
 from devicelint.analysis.random_draws import CPU, FACTORY, LOADER, TENSOR_DRAW, RandomDraw, mismatched, random_draws
 from devicelint.context import FileContext
@@ -21,18 +21,17 @@ def _may_follow_a_default_elsewhere(ctx: FileContext, draw: RandomDraw) -> bool:
         return False
     if draw.kind == LOADER:
         return True
-    return any(
-        isinstance(node, cst.If) and is_device_guard(node.test, ctx)
-        for node in ctx.index.ancestors(draw.call)
-    )
+    return any(isinstance(node, cst.If) and is_device_guard(node.test, ctx) for node in ctx.index.ancestors(draw.call))
 
 
 def _remedy(draw: RandomDraw) -> str:
     if draw.kind == TENSOR_DRAW:
         return f'create the generator on the tensor\'s device (`torch.Generator(device="{draw.draws_on}")`)'
     if draw.kind != FACTORY:
-        return ("create it with `torch.Generator()` (data samplers draw their indices on the CPU), or with "
-                "`torch.Generator(device=torch.get_default_device())` if another module makes the GPU the default device")
+        return (
+            "create it with `torch.Generator()` (data samplers draw their indices on the CPU), or with "
+            "`torch.Generator(device=torch.get_default_device())` if another module makes the GPU the default device"
+        )
     if draw.draws_on == CPU:
         return f'pass `device="{draw.generator_device}"` to draw on the generator\'s device, or use a CPU generator'
     return f'create the generator on the tensor\'s device (`torch.Generator(device="{draw.draws_on}")`)'
@@ -96,7 +95,9 @@ class GeneratorOnWrongDevice(Rule):
 
     code = "DL115"
     name = "generator-on-wrong-device"
-    summary = "A torch.Generator on one device handed to a sampler, random_split or random factory that draws on another."
+    summary = (
+        "A torch.Generator on one device handed to a sampler, random_split or random factory that draws on another."
+    )
     message = "`{draw}` draws on {draws_on} but its generator `{generator}` is a {generator_device} generator, so it fails with `Expected a '{draws_on}' device type for generator but found '{generator_device}'`; {remedy}"
     tokens = ("Generator", "default_generator")
 

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
+
 
 @register
 class GlobalDefaultDevice(Rule):

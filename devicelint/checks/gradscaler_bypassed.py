@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -103,11 +103,13 @@ class GradscalerBypassed(Rule):
                         yield self.violation(
                             step,
                             what=f"`{short(ctx, step)}` unscales gradients that `{short(ctx, backward)}` never scaled, "
-                                 "so they are divided by the loss scale and the model barely learns",
+                            "so they are divided by the loss scale and the model barely learns",
                             remedy="backpropagate with `scaler.scale(loss).backward()`",
                         )
 
-    def _unscaled_backward_through_helpers(self, ctx: FileContext, scope: Scope, reported: set[int]) -> Iterator[Violation]:
+    def _unscaled_backward_through_helpers(
+        self, ctx: FileContext, scope: Scope, reported: set[int]
+    ) -> Iterator[Violation]:
         """`self.manual_backward(loss)` (a plain `loss.backward()`) then `self.step_optimizer(opt)`
         (whose callee steps through a scaler the file builds), in a file that never scales a loss."""
         backward: tuple[cst.Call, Effect] | None = None
@@ -153,16 +155,17 @@ class GradscalerBypassed(Rule):
                 yield self.violation(
                     plain,
                     what=f"`{short(ctx, plain)}` steps `{name}` again after `scaler.step({name})`, "
-                         "with gradients still multiplied by the loss scale",
+                    "with gradients still multiplied by the loss scale",
                     remedy=f"remove it: `scaler.step({name})` already steps the optimizer",
                 )
                 continue
             if any(not exclusive(ctx, b, plain) for b in unscaled):
                 continue  # an unscaled loss of another model may feed this optimizer
             yield self.violation(
-                plain, fix=_step_through_scaler(ctx, scope, scales, plain),
+                plain,
+                fix=_step_through_scaler(ctx, scope, scales, plain),
                 what=f"`{short(ctx, plain)}` bypasses the `GradScaler` that scaled the loss: it applies "
-                     "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
+                "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
                 remedy=f"call `{scaler}.step({name})` and then `{scaler}.update()` instead",
             )
 
@@ -216,5 +219,9 @@ def _step_through_scaler(ctx: FileContext, scope: Scope, scales: list[cst.Call],
     updates = scope.scaler_calls.get("update", [])
     insertions = () if updates else (line_after(ctx, statement, f"{scaler}.update()"),)
     bare = isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
-    return FixProposal(f"Step through the scaler: `{scaler}.step(...)`", safe=bare and bool(updates),
-                       replacements=replacement, insertions=insertions)
+    return FixProposal(
+        f"Step through the scaler: `{scaler}.step(...)`",
+        safe=bare and bool(updates),
+        replacements=replacement,
+        insertions=insertions,
+    )

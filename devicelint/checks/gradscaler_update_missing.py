@@ -1,19 +1,34 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.training.helpers import SCALER_STEP, callee
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
-    AMP_WORDS, GRAD_SCALERS, Scope, is_scaler, names_assigned_in, proven_scaler, training_scopes,
+    AMP_WORDS,
+    GRAD_SCALERS,
+    Scope,
+    is_scaler,
+    names_assigned_in,
+    proven_scaler,
+    training_scopes,
+)
+from devicelint.analysis.training.syntax import (
+    enclosing_ifs,
+    inside,
+    is_false,
+    keyword,
+    method_name,
+    receiver,
+    scope_of,
+    short,
+    test_words,
+    text_of,
 )
 from devicelint.analysis.training.values import assignments
-from devicelint.analysis.training.syntax import (
-    enclosing_ifs, inside, is_false, keyword, method_name, receiver, scope_of, short, test_words, text_of,
-)
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -105,10 +120,11 @@ class GradscalerUpdateMissing(Rule):
                 if not file_updates and proven:
                     step = proven[0]
                     yield self.violation(
-                        step, fix=_add_update(ctx, step),
+                        step,
+                        fix=_add_update(ctx, step),
                         remedy=UPDATE_REMEDY,
                         what=f"`{short(ctx, step)}` is never followed by `{short(ctx, step.func.value)}.update()`: "  # type: ignore[attr-defined]  # `scaler.step`
-                             "the loss scale never adapts and the next `scaler.step` raises",
+                        "the loss scale never adapts and the next `scaler.step` raises",
                     )
                 continue
             reported = set()
@@ -117,29 +133,34 @@ class GradscalerUpdateMissing(Rule):
                 yield v
             for update, branch in _updates_skipped_after_unscale(ctx, scope, updates):
                 v = self.violation(
-                    update, remedy="call `scaler.update()` on every iteration that calls `scaler.unscale_`, "
-                                   "also when the step is skipped",
+                    update,
+                    remedy="call `scaler.update()` on every iteration that calls `scaler.unscale_`, "
+                    "also when the step is skipped",
                     what=f"`{short(ctx, update)}` is skipped when {branch}, but "
-                         f"`{short(ctx, scope.scaler_calls['unscale_'][0])}` has already run by then: the "
-                         "next `unscale_` raises \"unscale_() has already been called on this optimizer since the "
-                         "last update()\"",
+                    f"`{short(ctx, scope.scaler_calls['unscale_'][0])}` has already run by then: the "
+                    'next `unscale_` raises "unscale_() has already been called on this optimizer since the '
+                    'last update()"',
                 )
                 if id(v.node) not in reported:
                     yield v
         for call, loop in _scalers_made_per_pass(ctx, scopes):
             yield self.violation(
-                call, remedy="create the scaler once, before the training loop",
+                call,
+                remedy="create the scaler once, before the training loop",
                 what=f"`{short(ctx, call)}` builds a new scaler on every pass of `{_header(ctx, loop)}`, so what "
-                     "`update()` learned about the loss scale is thrown away: each pass starts again from the "
-                     "initial scale and skips steps with inf gradients until it has lowered it again",
+                "`update()` learned about the loss scale is thrown away: each pass starts again from the "
+                "initial scale and skips steps with inf gradients until it has lowered it again",
             )
 
-    def _partial_updates(self, ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]) -> Iterator[Violation]:
+    def _partial_updates(
+        self, ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]
+    ) -> Iterator[Violation]:
         """Updates of `scope` that run under a condition the steps (of this scope, or of other
         methods of its class) do not run under."""
         # `if (i + 1) % accum == 0:` repeated around the step and around the update is fine.
         step_tests = {
-            test_words(ctx, branch.test) for step in steps
+            test_words(ctx, branch.test)
+            for step in steps
             for branch, _ in enclosing_ifs(ctx, step, ctx.index.enclosing_function(step) or ctx.module)
         }
         for update in updates:
@@ -153,19 +174,21 @@ class GradscalerUpdateMissing(Rule):
                     break
                 if _step_outcome(ctx, branch.test, scope.node):
                     yield self.violation(
-                        update, remedy=UPDATE_REMEDY,
+                        update,
+                        remedy=UPDATE_REMEDY,
                         what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}`, that is only "
-                             f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
-                             "is never lowered and the next `scaler.step` raises",
+                        f"when `{short(ctx, steps[0])}` really stepped: after an inf/NaN step the loss scale "
+                        "is never lowered and the next `scaler.step` raises",
                     )
                     break
                 if any(w in words for w in AMP_WORDS):
                     break
                 yield self.violation(
-                    update, remedy=UPDATE_REMEDY,
+                    update,
+                    remedy=UPDATE_REMEDY,
                     what=f"`{short(ctx, update)}` runs only when `{short(ctx, branch.test)}` but "
-                         f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
-                         "does not adapt",
+                    f"`{short(ctx, steps[0])}` runs on every step: the next step raises and the scale "
+                    "does not adapt",
                 )
                 break
 
@@ -176,7 +199,9 @@ UPDATE_REMEDY = "call `scaler.update()` right after `scaler.step(...)` on every 
 RUN_WORDS = ("fold", "run", "trial", "seed", "sweep", "config", "cfg", "task", "experiment", "exp", "lr", "model")
 
 
-def _updates_skipped_after_unscale(ctx: FileContext, scope: Scope, updates: list[cst.Call]) -> Iterator[tuple[cst.Call, str]]:
+def _updates_skipped_after_unscale(
+    ctx: FileContext, scope: Scope, updates: list[cst.Call]
+) -> Iterator[tuple[cst.Call, str]]:
     """Updates that a test after the scaler's `unscale_` can skip: the update sits in a branch the
     unscale is not in (`if norm > limit: skip` / `else: step; update`), or an earlier branch leaves
     the iteration (`if not isfinite(norm): continue`). The unscale then runs twice without an
@@ -184,7 +209,8 @@ def _updates_skipped_after_unscale(ctx: FileContext, scope: Scope, updates: list
     for update in updates:
         name = text_of(receiver(update))
         unscales = [
-            u for u in scope.scaler_calls.get("unscale_", [])
+            u
+            for u in scope.scaler_calls.get("unscale_", [])
             if text_of(receiver(u)) == name and _before(ctx, u, update)
         ]
         if not unscales:
@@ -208,8 +234,10 @@ def _updates_skipped_after_unscale(ctx: FileContext, scope: Scope, updates: list
 def _leaves(branch: cst.If) -> bool:
     """The `if` body ends with `continue`, `break` or `return`."""
     body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
-    return bool(body) and isinstance(body[-1], cst.SimpleStatementLine) and isinstance(
-        body[-1].body[-1], (cst.Continue, cst.Break, cst.Return)
+    return (
+        bool(body)
+        and isinstance(body[-1], cst.SimpleStatementLine)
+        and isinstance(body[-1].body[-1], (cst.Continue, cst.Break, cst.Return))
     )
 
 
@@ -219,7 +247,9 @@ def _before(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
     return rank[id(a)] < rank[id(b)]
 
 
-def _leaving_branch_between(ctx: FileContext, first: cst.CSTNode, last: cst.CSTNode, scope: cst.CSTNode) -> cst.If | None:
+def _leaving_branch_between(
+    ctx: FileContext, first: cst.CSTNode, last: cst.CSTNode, scope: cst.CSTNode
+) -> cst.If | None:
     """An `if` after `first` and before `last`, around neither, in the same loop body, whose body
     ends with `continue`, `break` or `return` and holds no update."""
     loop = innermost_loop(ctx, last)
@@ -228,7 +258,11 @@ def _leaving_branch_between(ctx: FileContext, first: cst.CSTNode, last: cst.CSTN
     for node in ctx.index.walk(loop.body):
         if not isinstance(node, cst.If) or innermost_loop(ctx, node) is not loop:
             continue
-        if not (_before(ctx, first, node) and _before(ctx, node, last)) or inside(ctx, last, node) or inside(ctx, first, node):
+        if (
+            not (_before(ctx, first, node) and _before(ctx, node, last))
+            or inside(ctx, last, node)
+            or inside(ctx, first, node)
+        ):
             continue
         if any(w in test_words(ctx, node.test) for w in AMP_WORDS):
             continue
@@ -261,7 +295,9 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
             continue
         owner = scope_of(ctx, call)
         used = [
-            c for scope in scopes if scope.node is owner
+            c
+            for scope in scopes
+            if scope.node is owner
             for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
             if text_of(receiver(c)) == target and inside(ctx, c, loop)
         ]
@@ -283,14 +319,18 @@ def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Sc
     if target in params:
         return None  # `if scaler is None: scaler = GradScaler()`: the caller may pass one
     for node in ctx.index.walk(func.body):
-        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and target in {
-            n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)
-        }:
+        if (
+            isinstance(node, (cst.Return, cst.Yield))
+            and node.value is not None
+            and target in {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
+        ):
             return None  # the caller may keep the scaler it gets back
         if isinstance(node, (cst.Global, cst.Nonlocal)):
             return None
     used = [
-        c for scope in scopes if scope.node is func
+        c
+        for scope in scopes
+        if scope.node is func
         for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
         if text_of(receiver(c)) == target
     ]
@@ -348,8 +388,7 @@ def _header(ctx: FileContext, loop: cst.For | cst.While) -> str:
 def _helper_steps(ctx: FileContext, scope: Scope) -> list[cst.Call]:
     """Calls in `scope` of helpers that step a scaler on every call (`self.optimizer_step()`)."""
     return [
-        call for call, found in scope.helper_calls
-        if any(e.kind == SCALER_STEP and not e.conditional for e in found)
+        call for call, found in scope.helper_calls if any(e.kind == SCALER_STEP and not e.conditional for e in found)
     ]
 
 
@@ -361,7 +400,9 @@ def _steps_elsewhere(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> lis
         return []
     names = {text_of(receiver(u)) for u in scope.scaler_calls.get("update", [])}
     return [
-        step for other in scopes if other is not scope and ctx.index.enclosing_class(other.node) is cls
+        step
+        for other in scopes
+        if other is not scope and ctx.index.enclosing_class(other.node) is cls
         for step in other.scaler_calls.get("step", [])
         # a step on every call of its method: a conditional one may pair with the conditional update
         if text_of(receiver(step)) in names and not any(enclosing_ifs(ctx, step, other.node))
@@ -371,7 +412,9 @@ def _steps_elsewhere(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> lis
 # torch, math and numpy checks of a value's finiteness.
 FINITE_CHECKS = frozenset({"isfinite", "isnan", "isinf"})
 # Words of a flag that records whether the step ran (`found_inf`, `optimizer_was_run`).
-OUTCOME_WORDS = frozenset({"inf", "nan", "finite", "isfinite", "isnan", "isinf", "overflow", "overflowed", "skipped", "stepped"})
+OUTCOME_WORDS = frozenset(
+    {"inf", "nan", "finite", "isfinite", "isnan", "isinf", "overflow", "overflowed", "skipped", "stepped"}
+)
 
 
 def _step_outcome(ctx: FileContext, test: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> bool:
@@ -396,7 +439,9 @@ def _step_outcome(ctx: FileContext, test: cst.BaseExpression, scope: cst.CSTNode
         return False
     table = assignments(ctx).get(id(scope), {})
     return any(
-        value is not None and _step_outcome(ctx, value, scope, depth + 1) for name in names for value in table.get(name, [])
+        value is not None and _step_outcome(ctx, value, scope, depth + 1)
+        for name in names
+        for value in table.get(name, [])
     )
 
 
@@ -406,4 +451,6 @@ def _add_update(ctx: FileContext, step: cst.Call) -> FixProposal | None:
         return None
     scaler = ctx.code_for(step.func.value)  # type: ignore[attr-defined]  # `scaler.step(...)`: func is an Attribute
     bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is step
-    return adding_lines(f"Call `{scaler}.update()` after the step", bare, line_after(ctx, statement, f"{scaler}.update()"))
+    return adding_lines(
+        f"Call `{scaler}.update()` after the step", bare, line_after(ctx, statement, f"{scaler}.update()")
+    )

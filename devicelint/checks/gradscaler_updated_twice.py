@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import libcst as cst
 
@@ -11,7 +11,15 @@ from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import Scope, order, training_scopes
 from devicelint.analysis.training.syntax import (
-    assigned_names, enclosing_ifs, exclusive, inside, positional, receiver, scope_of, short, test_words,
+    assigned_names,
+    enclosing_ifs,
+    exclusive,
+    inside,
+    positional,
+    receiver,
+    scope_of,
+    short,
+    test_words,
 )
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -93,7 +101,9 @@ class GradscalerUpdatedTwice(Rule):
     code = "DL307"
     name = "gradscaler-updated-twice"
     summary = "One `GradScaler` is updated more than once per training iteration."
-    message = "{what}; call `{scaler}.update()` once per iteration, after the last `{scaler}.step(...)` of the iteration"
+    message = (
+        "{what}; call `{scaler}.update()` once per iteration, after the last `{scaler}.step(...)` of the iteration"
+    )
     tokens = ("update",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -107,7 +117,9 @@ class GradscalerUpdatedTwice(Rule):
         helper = scope.node
         if not isinstance(helper, cst.FunctionDef) or not _kept_outside(helper, calls.name):
             return
-        every_call = [u for u in calls.updates if innermost_loop(ctx, u) is None and not any(enclosing_ifs(ctx, u, helper))]
+        every_call = [
+            u for u in calls.updates if innermost_loop(ctx, u) is None and not any(enclosing_ifs(ctx, u, helper))
+        ]
         if not every_call:
             return
         sites = _calls_of(ctx, helper)
@@ -120,8 +132,8 @@ class GradscalerUpdatedTwice(Rule):
                     every_call[0],
                     scaler=calls.name,
                     what=f"`{short(ctx, every_call[0])}` in `{helper.name.value}` runs on each of `{short(ctx, first)}` "
-                         f"and `{short(ctx, second)}` in the same iteration, so one scaler's loss scale moves twice per "
-                         "iteration",
+                    f"and `{short(ctx, second)}` in the same iteration, so one scaler's loss scale moves twice per "
+                    "iteration",
                 )
                 return
         for site in sites:
@@ -131,8 +143,8 @@ class GradscalerUpdatedTwice(Rule):
                     every_call[0],
                     scaler=calls.name,
                     what=f"`{short(ctx, every_call[0])}` in `{helper.name.value}` runs once per optimizer of "
-                         f"`{_loop_header(ctx, loop)}`, so the loss scale is updated once per optimizer instead of once "
-                         "per iteration",
+                    f"`{_loop_header(ctx, loop)}`, so the loss scale is updated once per optimizer instead of once "
+                    "per iteration",
                 )
                 return
 
@@ -148,13 +160,17 @@ class GradscalerUpdatedTwice(Rule):
                 continue
             reported.add(id(first))
             if id(first) in calls.helpers:
-                what = (f"`{short(ctx, first)}`{_through(ctx, calls, first)} steps and updates `{calls.name}`, and it is "
-                        f"updated again after `{short(ctx, between[-1])}` in the same iteration, so one scaler's loss "
-                        "scale moves twice per iteration")
+                what = (
+                    f"`{short(ctx, first)}`{_through(ctx, calls, first)} steps and updates `{calls.name}`, and it is "
+                    f"updated again after `{short(ctx, between[-1])}` in the same iteration, so one scaler's loss "
+                    "scale moves twice per iteration"
+                )
             else:
                 earlier = f" after `{short(ctx, before[-1])}`" if before else ""
-                what = (f"`{short(ctx, first)}` runs{earlier} and again after `{short(ctx, between[-1])}` in the same "
-                        "iteration, so one scaler's loss scale moves twice per iteration")
+                what = (
+                    f"`{short(ctx, first)}` runs{earlier} and again after `{short(ctx, between[-1])}` in the same "
+                    "iteration, so one scaler's loss scale moves twice per iteration"
+                )
             yield self.violation(first, scaler=calls.name, what=what)
         for update in calls.updates:
             if id(update) in reported or id(update) in calls.helpers:
@@ -208,10 +224,16 @@ def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
             continue
         ordered_steps = sorted(steps.values(), key=lambda item: item[0])
         ordered_updates = sorted(updates.values(), key=lambda item: item[0])
-        out.append(ScalerCalls(
-            name, tuple(c for _, c in ordered_steps), tuple(c for _, c in ordered_updates),
-            {id(c): k for k, c in ordered_steps}, {id(c): k for k, c in ordered_updates}, helpers,
-        ))
+        out.append(
+            ScalerCalls(
+                name,
+                tuple(c for _, c in ordered_steps),
+                tuple(c for _, c in ordered_updates),
+                {id(c): k for k, c in ordered_steps},
+                {id(c): k for k, c in ordered_updates},
+                helpers,
+            )
+        )
     return out
 
 
@@ -259,15 +281,23 @@ def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
     for call in ctx.index.of_type(cst.Call):
         callee = call.func
         if method:
-            if (isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value
-                    and isinstance(callee.value, cst.Name) and callee.value.value == "self"
-                    and ctx.index.enclosing_class(call) is owner):
+            if (
+                isinstance(callee, cst.Attribute)
+                and callee.attr.value == func.name.value
+                and isinstance(callee.value, cst.Name)
+                and callee.value.value == "self"
+                and ctx.index.enclosing_class(call) is owner
+            ):
                 out.append(call)
         elif isinstance(callee, cst.Name) and same_file_function(ctx, call) is func:
             out.append(call)
-        if method and isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value and not (
-            isinstance(callee.value, cst.Name) and callee.value.value == "self"
-        ) and callee_of(ctx, call) is func:
+        if (
+            method
+            and isinstance(callee, cst.Attribute)
+            and callee.attr.value == func.name.value
+            and not (isinstance(callee.value, cst.Name) and callee.value.value == "self")
+            and callee_of(ctx, call) is func
+        ):
             out.append(call)  # `opt_g.step()` where `opt_g = ScaledOptimizer(...)`
     return out
 
@@ -282,11 +312,15 @@ def _one_scaler(ctx: FileContext, helper: cst.FunctionDef, scaler: str, first: c
     cls = ctx.index.enclosing_class(helper)
     if cls is None or not (scaler.startswith("self.") and scaler.count(".") == 1):
         return True  # a module-level scaler
-    given = [_constructor_argument(ctx, cls, scaler[len("self."):], obj, site) for obj, site in ((a, first), (b, second))]
+    given = [
+        _constructor_argument(ctx, cls, scaler[len("self.") :], obj, site) for obj, site in ((a, first), (b, second))
+    ]
     return given[0] is not None and given[0] == given[1]
 
 
-def _constructor_argument(ctx: FileContext, cls: cst.ClassDef, attr: str, obj: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+def _constructor_argument(
+    ctx: FileContext, cls: cst.ClassDef, attr: str, obj: cst.BaseExpression, at: cst.CSTNode
+) -> str | None:
     """The source of what `obj`'s constructor call passed for the `__init__` parameter stored in
     `self.<attr>`, when `obj` is a name assigned once, in `at`'s function, from `Class(...)`."""
     init = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None)
@@ -304,12 +338,16 @@ def _constructor_argument(ctx: FileContext, cls: cst.ClassDef, attr: str, obj: c
         return None  # `self.scaler = GradScaler()`: each instance has its own
     index = names.index(param) - 1  # after `self`
     built = [
-        node.value for node in ctx.index.walk(scope_of(ctx, at))
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+        node.value
+        for node in ctx.index.walk(scope_of(ctx, at))
+        if isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0].target, cst.Name)
         and node.targets[0].target.value == obj.value
     ]
-    if len(built) != 1 or not (isinstance(built[0], cst.Call) and isinstance(built[0].func, cst.Name)
-                               and built[0].func.value == cls.name.value):
+    if len(built) != 1 or not (
+        isinstance(built[0], cst.Call) and isinstance(built[0].func, cst.Name) and built[0].func.value == cls.name.value
+    ):
         return None
     call = built[0]
     for arg in call.args:
@@ -347,7 +385,11 @@ def _always_after(ctx: FileContext, leave: cst.CSTNode, first: cst.Call, region:
     if isinstance(leave, (cst.Continue, cst.Break)) and innermost_loop(ctx, leave) is not region:
         return False
     block = next(
-        (a for a in ctx.index.ancestors(leave) if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module))),
+        (
+            a
+            for a in ctx.index.ancestors(leave)
+            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module))
+        ),
         None,
     )
     return block is not None and inside(ctx, first, block)
@@ -375,7 +417,11 @@ def _more_often_than_step(ctx: FileContext, scope: Scope, update: cst.Call, call
     for step in steps_in_loop or calls.steps:
         if _region(ctx, scope, step) is not _region(ctx, scope, update):
             continue
-        if isinstance(loop, cst.For) and _region(ctx, scope, step) is loop and _over_optimizers(ctx, loop, step, calls.name):
+        if (
+            isinstance(loop, cst.For)
+            and _region(ctx, scope, step) is loop
+            and _over_optimizers(ctx, loop, step, calls.name)
+        ):
             return (
                 f"`{short(ctx, update)}` runs once per optimizer of `{_loop_header(ctx, loop)}`, right after "
                 f"`{short(ctx, step)}`, so the loss scale is updated once per optimizer instead of once per iteration"
@@ -385,7 +431,8 @@ def _more_often_than_step(ctx: FileContext, scope: Scope, update: cst.Call, call
         # Another step of this scaler that runs on every pass of the region makes the update right.
         if test is not None and all(
             _accumulation_only(ctx, other, update, region) is not None
-            for other in calls.steps if _region(ctx, scope, other) is region
+            for other in calls.steps
+            if _region(ctx, scope, other) is region
         ):
             return (
                 f"`{short(ctx, update)}` runs on every micro-batch but `{short(ctx, step)}` only when `{short(ctx, test)}`: "
@@ -394,7 +441,9 @@ def _more_often_than_step(ctx: FileContext, scope: Scope, update: cst.Call, call
     return None
 
 
-def _accumulation_only(ctx: FileContext, step: cst.Call, update: cst.Call, region: cst.CSTNode) -> cst.BaseExpression | None:
+def _accumulation_only(
+    ctx: FileContext, step: cst.Call, update: cst.Call, region: cst.CSTNode
+) -> cst.BaseExpression | None:
     """The accumulation test that `step` runs under and `update` does not (same test repeated
     around the update counts as the same condition)."""
     update_tests = {test_words(ctx, branch.test) for branch, _ in enclosing_ifs(ctx, update, region)}
@@ -413,7 +462,9 @@ def _is_accumulation_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
     return any(word in words for word in ACCUMULATION_WORDS)
 
 
-def _over_optimizers(ctx: FileContext, loop: cst.For | cst.While, step: cst.Call | None = None, scaler: str = "") -> bool:
+def _over_optimizers(
+    ctx: FileContext, loop: cst.For | cst.While, step: cst.Call | None = None, scaler: str = ""
+) -> bool:
     """`for opt in optimizers:` (or a loop whose variable is the stepped optimizer) with one
     scaler for all: the scaler must not depend on the loop variable (`scalers[i]`)."""
     if not isinstance(loop, cst.For):

@@ -1,20 +1,19 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
-from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
-
 
 # Methods whose job is to manage devices (`enable_cpu_offload`, `to_gpu`, `parallelize`).
 DEVICE_MANAGEMENT = ("offload", "device", "cuda", "gpu", "accelerat", "parallel", "shard", "distribut")
@@ -24,10 +23,14 @@ DEVICE_MANAGEMENT = ("offload", "device", "cuda", "gpu", "accelerat", "parallel"
 # the import is not visible (`from .base import BaseOptimizer` stays unknown).
 REUSABLE_BASES = frozenset(
     {
-        "torch.optim.Optimizer", "torch.optim.optimizer.Optimizer",
-        "torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler",
-        "torch.autograd.Function", "torch.autograd.function.Function",
-        "torchmetrics.Metric", "torchmetrics.metric.Metric",
+        "torch.optim.Optimizer",
+        "torch.optim.optimizer.Optimizer",
+        "torch.optim.lr_scheduler.LRScheduler",
+        "torch.optim.lr_scheduler._LRScheduler",
+        "torch.autograd.Function",
+        "torch.autograd.function.Function",
+        "torchmetrics.Metric",
+        "torchmetrics.metric.Metric",
     }
 )
 REUSABLE_SUFFIXES = ("Optimizer", "LRScheduler")
@@ -88,7 +91,11 @@ def is_device_query(ctx: FileContext, node: cst.CSTNode) -> bool:
     other functions that only ask about a device."""
     parent = ctx.index.parent(node)
     call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
-    if isinstance(node, cst.SimpleString) and isinstance(call, cst.Call) and ctx.qualified_name(call.func) == "torch.device":
+    if (
+        isinstance(node, cst.SimpleString)
+        and isinstance(call, cst.Call)
+        and ctx.qualified_name(call.func) == "torch.device"
+    ):
         parent = ctx.index.parent(call)
         call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
     return isinstance(call, cst.Call) and (ctx.qualified_name(call.func) or "").startswith(QUERY_PREFIXES)
@@ -96,8 +103,11 @@ def is_device_query(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def _gpu_kernel_file(ctx: FileContext) -> bool:
     """Triton or CUDA-extension kernels: code that only exists on the GPU, so CUDA is no choice."""
-    return any(ctx.qualified_name(node) in GPU_KERNEL_MODULES
-               for node in ctx.index.of_type(cst.Name) if node.value in ("triton", "tl"))
+    return any(
+        ctx.qualified_name(node) in GPU_KERNEL_MODULES
+        for node in ctx.index.of_type(cst.Name)
+        if node.value in ("triton", "tl")
+    )
 
 
 GPU_KERNEL_MODULES = frozenset({"triton", "triton.language"})
@@ -177,7 +187,7 @@ class HardCodedCudaInModule(Rule):
 
     code = "DL107"
     name = "hard-coded-cuda-in-module"
-    summary = "`.cuda()` or `device=\"cuda\"` inside a module or library function."
+    summary = '`.cuda()` or `device="cuda"` inside a module or library function.'
     message = "`{what}` hard-codes CUDA in `{function}`: it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS; use the input's device (`{device}`)"
     tokens = ("cuda",)
 
@@ -199,7 +209,9 @@ class HardCodedCudaInModule(Rule):
         module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
         if _gpu_kernel_file(ctx):
             return
-        candidates: list[cst.Call | cst.SimpleString] = [n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"]
+        candidates: list[cst.Call | cst.SimpleString] = [
+            n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"
+        ]
         candidates += [n for n in ctx.index.of_type(cst.SimpleString) if "cuda" in n.value]
         candidates += [n for n in ctx.index.of_type(cst.Call) if is_legacy_cuda_constructor(ctx.qualified_name(n.func))]
         for node in candidates:
@@ -219,7 +231,9 @@ class HardCodedCudaInModule(Rule):
             placement = file_facts(ctx).scope(function)
             if cls is None and reusable is None and not placement.device_params:
                 continue
-            if under_device_guard(ctx, node, function) or any(w in function.name.value.lower() for w in DEVICE_MANAGEMENT):
+            if under_device_guard(ctx, node, function) or any(
+                w in function.name.value.lower() for w in DEVICE_MANAGEMENT
+            ):
                 continue
             if is_device_query(ctx, node):
                 continue

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -71,8 +71,9 @@ class HostArgumentOnDevice(Rule):
                 continue
             value = _argument(call, *wanted)
             if value is not None and _on_device(ctx, value):
-                yield self.violation(call, callee=qualified.rsplit(".", 1)[-1], keyword=wanted[1],
-                                     value=short(ctx, value, 40))
+                yield self.violation(
+                    call, callee=qualified.rsplit(".", 1)[-1], keyword=wanted[1], value=short(ctx, value, 40)
+                )
 
 
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:

@@ -1,20 +1,32 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import StepRegion, in_logging_condition
-from devicelint.analysis.training.step_code import step_code
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
+from devicelint.analysis.training.step_code import step_code
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
 TORCH_CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.any", "torch.all", "torch.equal"})
 # Callees that print, log or display a value (`pbar.set_postfix`, `writer.add_scalar`, `wandb.log`).
-DISPLAY_WORDS = ("print", "log", "postfix", "description", "write", "scalar", "info", "debug", "echo", "display", "show")
+DISPLAY_WORDS = (
+    "print",
+    "log",
+    "postfix",
+    "description",
+    "write",
+    "scalar",
+    "info",
+    "debug",
+    "echo",
+    "display",
+    "show",
+)
 ACCUMULATING_METHODS = frozenset({"append", "extend", "update", "add", "insert", "setdefault", "put"})
 
 # Why the value is read, and what to do instead: the template's `{purpose}` and `{advice}`.
@@ -25,8 +37,7 @@ ACCUMULATE = (
 )
 STORED = (
     "on every training step to keep it for a later log",
-    "keep the tensor (`loss.detach()`) and call `.item()` only when the log is written "
-    "(`if step % log_every == 0:`)",
+    "keep the tensor (`loss.detach()`) and call `.item()` only when the log is written (`if step % log_every == 0:`)",
 )
 DISPLAY = (
     "on every training step to print or log it",
@@ -179,8 +190,24 @@ class HostSyncInTrainingLoop(Rule):
 # Tensor methods whose keyword takes a Python number: a tensor given there is read on the host
 # (`g.sub(w, alpha=proj)` with a 0-dim `proj` calls `proj.item()`).
 SCALAR_KEYWORDS = {
-    "alpha": frozenset({"add", "add_", "sub", "sub_", "addmm", "addmm_", "addmv", "addmv_", "addbmm", "addbmm_",
-                        "baddbmm", "baddbmm_", "addr", "addr_"}),
+    "alpha": frozenset(
+        {
+            "add",
+            "add_",
+            "sub",
+            "sub_",
+            "addmm",
+            "addmm_",
+            "addmv",
+            "addmv_",
+            "addbmm",
+            "addbmm_",
+            "baddbmm",
+            "baddbmm_",
+            "addr",
+            "addr_",
+        }
+    ),
     "value": frozenset({"addcmul", "addcmul_", "addcdiv", "addcdiv_"}),
 }
 
@@ -224,8 +251,9 @@ def _formatted_tensor(ctx: FileContext, value: cst.BaseExpression, hot: HotValue
     if not isinstance(root, cst.Name) or not on_device(ctx, value, hot):
         return False
     scope = ctx.index.enclosing_function(value) or ctx.module
-    return not any(isinstance(n, (cst.For, cst.CompFor)) and root.value in assigned_names(n.target)
-                   for n in ctx.index.walk(scope))
+    return not any(
+        isinstance(n, (cst.For, cst.CompFor)) and root.value in assigned_names(n.target) for n in ctx.index.walk(scope)
+    )
 
 
 def _scalar_argument(ctx: FileContext, call: cst.Call, hot: HotValues) -> str | None:
@@ -233,8 +261,12 @@ def _scalar_argument(ctx: FileContext, call: cst.Call, hot: HotValues) -> str | 
     name = method_name(call) or ""
     for arg in call.args:
         keyword = arg.keyword.value if arg.keyword is not None else None
-        if (keyword in SCALAR_KEYWORDS and name in SCALAR_KEYWORDS[keyword] and _direct(arg.value)
-                and on_device(ctx, arg.value, hot)):
+        if (
+            keyword in SCALAR_KEYWORDS
+            and name in SCALAR_KEYWORDS[keyword]
+            and _direct(arg.value)
+            and on_device(ctx, arg.value, hot)
+        ):
             return keyword
     return None
 
@@ -244,8 +276,9 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
     if isinstance(target, cst.FormattedStringExpression):
         return FORMAT
     if isinstance(target, cst.Call) and method_name(target) not in HOST_METHODS:
-        keyword = next((a.keyword.value for a in target.args
-                        if a.keyword is not None and a.keyword.value in SCALAR_KEYWORDS), None)
+        keyword = next(
+            (a.keyword.value for a in target.args if a.keyword is not None and a.keyword.value in SCALAR_KEYWORDS), None
+        )
         if keyword is not None:
             return SCALAR[0].format(keyword=keyword), SCALAR[1]
     if not isinstance(target, cst.Call) or isinstance(statement, (cst.If, cst.While)):
@@ -257,14 +290,20 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
         return RETURNED if region.is_function else OTHER
     if isinstance(small, cst.AugAssign):
         return ACCUMULATE
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and method_name(small.value) in ACCUMULATING_METHODS:
+    if (
+        isinstance(small, cst.Expr)
+        and isinstance(small.value, cst.Call)
+        and method_name(small.value) in ACCUMULATING_METHODS
+    ):
         return ACCUMULATE
     if isinstance(small, (cst.Assign, cst.AnnAssign)):
         targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
         if any(isinstance(t, (cst.Subscript, cst.Attribute)) for t in targets):
             return STORED  # kept in a dict, a list or on `self` for later
         names = {n for t in targets for n in assigned_names(t)}
-        uses = [n for n in body_nodes(region.body) if isinstance(n, cst.Name) and n.value in names and not _binds(ctx, n)]
+        uses = [
+            n for n in body_nodes(region.body) if isinstance(n, cst.Name) and n.value in names and not _binds(ctx, n)
+        ]
         if uses and all(_displayed(ctx, u, statement_of(ctx, u)) for u in uses):
             return DISPLAY
         if uses and all(in_logging_condition(ctx, u, region.owner) for u in uses):
@@ -272,8 +311,13 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
         if any(_accumulates(ctx, u) for u in uses):
             return ACCUMULATE
         tests = [u for u in uses if _in_test(ctx, u)]
-        if tests and all(u in tests or _copied(ctx, u) or _displayed(ctx, u, statement_of(ctx, u))
-                         or in_logging_condition(ctx, u, region.owner) for u in uses):
+        if tests and all(
+            u in tests
+            or _copied(ctx, u)
+            or _displayed(ctx, u, statement_of(ctx, u))
+            or in_logging_condition(ctx, u, region.owner)
+            for u in uses
+        ):
             return BRANCH  # `current = loss.item()` then `if abs(current - prev) < tol: break`
     return OTHER
 
@@ -301,8 +345,12 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
     if not isinstance(small, cst.Assign):
         return False
-    names = {n for t in small.targets if not isinstance(t.target, (cst.Subscript, cst.Attribute))
-             for n in assigned_names(t.target)}
+    names = {
+        n
+        for t in small.targets
+        if not isinstance(t.target, (cst.Subscript, cst.Attribute))
+        for n in assigned_names(t.target)
+    }
     if not names:
         return False
     numpy = _to_numpy(small.value)
@@ -316,8 +364,11 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
         if (ctx.qualified_name(call.func) or "").startswith("torch."):
             continue
         holder = ctx.index.parent(call)
-        if isinstance(holder, cst.Assign) and holder.value is call and any(
-                isinstance(t.target, (cst.Tuple, cst.List)) for t in holder.targets):
+        if (
+            isinstance(holder, cst.Assign)
+            and holder.value is call
+            and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in holder.targets)
+        ):
             return True  # `obs, reward, done, info = env.step(actions)`
         if numpy and isinstance(call.func, cst.Attribute):
             return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
@@ -346,7 +397,11 @@ def _accumulates(ctx: FileContext, node: cst.CSTNode) -> bool:
     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
     if isinstance(small, cst.AugAssign):
         return True
-    return isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and method_name(small.value) in ACCUMULATING_METHODS
+    return (
+        isinstance(small, cst.Expr)
+        and isinstance(small.value, cst.Call)
+        and method_name(small.value) in ACCUMULATING_METHODS
+    )
 
 
 def _displayed(ctx: FileContext, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
@@ -362,7 +417,9 @@ def _displayed(ctx: FileContext, node: cst.CSTNode, statement: cst.CSTNode) -> b
 def _display_call(call: cst.Call) -> bool:
     """`print(...)`, `logger.info(...)`, `pbar.set_postfix(...)`, `writer.add_scalar(...)`."""
     callee = call.func
-    word = callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else ""
+    word = (
+        callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else ""
+    )
     return any(w in word.lower() for w in DISPLAY_WORDS)
 
 

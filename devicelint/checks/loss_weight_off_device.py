@@ -1,19 +1,30 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_facts import move_call
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.rule_base import FixProposal, Rule, Violation, register
-from devicelint.analysis.names import literal_value
 
 WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight"})
-FACTORY_NAMES = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.ones", "torch.full", "torch.linspace"})
+FACTORY_NAMES = frozenset(
+    {
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.from_numpy",
+        "torch.Tensor",
+        "torch.FloatTensor",
+        "torch.ones",
+        "torch.full",
+        "torch.linspace",
+    }
+)
 ACCELERATOR_MOVES = frozenset({"cuda", "to"})
 
 
@@ -152,9 +163,13 @@ class LossWeightOffDevice(Rule):
                 continue
             reported.add(id(constructor))
             weight = next(a for a in constructor.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS)
-            yield self.violation(weight.value, loss=f"nn.{_loss_name(ctx, constructor)}",
-                                 keyword=weight.keyword.value, name=ctx.code_for(meeting.node.func),  # type: ignore[attr-defined, union-attr]  # next() picked a keyword argument; a weight meeting is at a call
-                                 moved=ctx.code_for(meeting.device_node) if meeting.device_node is not None else "its input")
+            yield self.violation(
+                weight.value,
+                loss=f"nn.{_loss_name(ctx, constructor)}",
+                keyword=weight.keyword.value,  # type: ignore[union-attr]  # next() picked a keyword argument
+                name=ctx.code_for(meeting.node.func),  # type: ignore[attr-defined]  # a weight meeting is at a call
+                moved=ctx.code_for(meeting.device_node) if meeting.device_node is not None else "its input",
+            )
 
     def _moved_beside(self, ctx: FileContext) -> Iterator[tuple[Violation, cst.Call]]:
         """A loss built in a scope that moves the model but never the loss."""
@@ -166,7 +181,11 @@ class LossWeightOffDevice(Rule):
             if weight is None or not _cpu_weight(ctx, weight.value):
                 continue
             assign = ctx.index.parent(call)
-            if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+            if not (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)
+            ):
                 continue
             name = assign.targets[0].target.value
             scope = ctx.index.enclosing_function(call) or ctx.module
@@ -177,8 +196,17 @@ class LossWeightOffDevice(Rule):
             if not others:
                 continue
             moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]  # `others` are moves: `x.to(...)`
-            yield self.violation(weight.value, fix=_move_loss(ctx, call, others[0]), loss=f"nn.{loss}",
-                                 keyword=weight.keyword.value, name=name, moved=moved), call  # type: ignore[union-attr]  # the weight's keyword was matched
+            yield (
+                self.violation(
+                    weight.value,
+                    fix=_move_loss(ctx, call, others[0]),
+                    loss=f"nn.{loss}",
+                    keyword=weight.keyword.value,  # type: ignore[union-attr]  # the weight's keyword was matched
+                    name=name,
+                    moved=moved,
+                ),
+                call,
+            )
 
 
 def _loss_name(ctx: FileContext, constructor: cst.Call) -> str:
@@ -192,8 +220,12 @@ def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixPro
     method = model_move.func.attr.value if isinstance(model_move.func, cst.Attribute) else None
     if method == "cuda" and not model_move.args:
         move = ".cuda()"
-    elif method == "to" and len(model_move.args) == 1 and not model_move.args[0].star and (
-            model_move.args[0].keyword is None or model_move.args[0].keyword.value == "device"):
+    elif (
+        method == "to"
+        and len(model_move.args) == 1
+        and not model_move.args[0].star
+        and (model_move.args[0].keyword is None or model_move.args[0].keyword.value == "device")
+    ):
         device = ctx.code_for(model_move.args[0].value)
         literal = isinstance(model_move.args[0].value, cst.SimpleString)
         if not literal and not bound_before(ctx, device, loss):
@@ -201,8 +233,11 @@ def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixPro
         move = f".to({device})"
     else:
         return None
-    return FixProposal(f"Move the loss with the model: `{move}`", safe=False,
-                       replacements=((loss, f"{code_in_place(ctx, loss, loss)}{move}"),))
+    return FixProposal(
+        f"Move the loss with the model: `{move}`",
+        safe=False,
+        replacements=((loss, f"{code_in_place(ctx, loss, loss)}{move}"),),
+    )
 
 
 def _is_cpu_move(call: cst.Call) -> bool:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import libcst as cst
 
@@ -123,11 +123,19 @@ class MetricObjectOnCpu(Rule):
                 advice = "create it with `.to(device)` (or make it an attribute of the model)"
             cls = ctx.index.enclosing_class(holder.created)
             if cls is not None and any(_is_callback_base(ctx, b.value) for b in cls.bases if b.keyword is None):
-                advice = ("Lightning moves the LightningModule, not its callbacks: move it to `pl_module.device` "
-                          "in the callback's `setup()`")
-            yield self.violation(holder.created, fix=fix, created=created, fed=f"`{_short(ctx, call)}`",
-                                 it="it" if created.endswith("is created") else "them", argument=ctx.code_for(argument),
-                                 advice=advice)
+                advice = (
+                    "Lightning moves the LightningModule, not its callbacks: move it to `pl_module.device` "
+                    "in the callback's `setup()`"
+                )
+            yield self.violation(
+                holder.created,
+                fix=fix,
+                created=created,
+                fed=f"`{_short(ctx, call)}`",
+                it="it" if created.endswith("is created") else "them",
+                argument=ctx.code_for(argument),
+                advice=advice,
+            )
 
 
 def _short(ctx: FileContext, node: cst.BaseExpression) -> str:
@@ -276,8 +284,11 @@ def _loop_over(ctx: FileContext, node: cst.Name) -> cst.BaseExpression | None:
         for loop in loops:
             if any(isinstance(n, cst.Name) and n.value == node.value for n in ctx.index.walk(loop.target)):
                 iterable = loop.iter
-                if (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
-                        and iterable.func.attr.value in CONTAINER_VIEWS):
+                if (
+                    isinstance(iterable, cst.Call)
+                    and isinstance(iterable.func, cst.Attribute)
+                    and iterable.func.attr.value in CONTAINER_VIEWS
+                ):
                     iterable = iterable.func.value
                 return iterable
         if ancestor is scope:
@@ -290,8 +301,12 @@ def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
     if any(p.name.value == name for p in (*function.params.params, *function.params.kwonly_params)):
         return True
     for node in ctx.index.walk(function.body):
-        if isinstance(node, cst.Name) and node.value == name and ctx.index.in_binding_target(node) and (
-                ctx.index.enclosing_function(node) is function):
+        if (
+            isinstance(node, cst.Name)
+            and node.value == name
+            and ctx.index.in_binding_target(node)
+            and (ctx.index.enclosing_function(node) is function)
+        ):
             return True
     return False
 
@@ -325,7 +340,8 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
                 if parent.attr.value in FEEDING_METHODS:
                     call = outer
         elif isinstance(parent, (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign)) and not (
-                isinstance(parent, cst.Assign) and user is not parent.value):
+            isinstance(parent, cst.Assign) and user is not parent.value
+        ):
             holder.escaped = True  # handed on: whoever gets it may move it
             continue
         if call is None:
@@ -334,8 +350,11 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
         for arg in call.args:
             # what a metric is fed is a tensor: a value the engine saw moved to the accelerator
             # counts even where it could not prove the receiver was a tensor (`y.to(device)`)
-            if (facts.is_device_tensor(arg.value, certain=True) or facts.value(arg.value).where == ACCELERATOR
-                    or _computed_from(ctx, arg.value, on_device)):
+            if (
+                facts.is_device_tensor(arg.value, certain=True)
+                or facts.value(arg.value).where == ACCELERATOR
+                or _computed_from(ctx, arg.value, on_device)
+            ):
                 holder.fed.append((call, arg.value))
                 break
 
@@ -368,8 +387,11 @@ def _computed_from(ctx: FileContext, value: cst.BaseExpression, names: set[str])
     for node in ctx.index.walk(value):
         if isinstance(node, cst.Attribute) and node.attr.value in HOST_READS:
             return False
-        if isinstance(node, cst.Name) and node.value in names and not (
-                isinstance(parent := ctx.index.parent(node), cst.Attribute) and parent.attr is node):
+        if (
+            isinstance(node, cst.Name)
+            and node.value in names
+            and not (isinstance(parent := ctx.index.parent(node), cst.Attribute) and parent.attr is node)
+        ):
             mentions = True
     return mentions
 
@@ -384,5 +406,6 @@ def _to_device_fix(ctx: FileContext, created: cst.BaseExpression, argument: cst.
     if not any(p.name.value == device for p in (*function.params.params, *function.params.kwonly_params)):
         return None
     text = ctx.code_for(created)
-    return FixProposal(description=f"Move the metric: `.to({device})`", safe=False,
-                       replacements=((created, f"{text}.to({device})"),))
+    return FixProposal(
+        description=f"Move the metric: `.to({device})`", safe=False, replacements=((created, f"{text}.to({device})"),)
+    )

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -80,8 +80,13 @@ class ModelInputNotMoved(Rule):
             reported.add(id(meeting.cpu.origin))
             batch = ctx.code_for(meeting.cpu_node)
             yield self.violation(
-                meeting.cpu_node, fix=_move_batch(ctx, meeting), batch=batch, where=_where(ctx, meeting),
-                source="a tokenizer (`return_tensors=\"pt\"` gives CPU tensors)" if meeting.cpu.encoded else "a DataLoader",
+                meeting.cpu_node,
+                fix=_move_batch(ctx, meeting),
+                batch=batch,
+                where=_where(ctx, meeting),
+                source='a tokenizer (`return_tensors="pt"` gives CPU tensors)'
+                if meeting.cpu.encoded
+                else "a DataLoader",
                 device=_device_for(ctx, meeting) or meeting.device.device_expr or "device",
             )
 
@@ -94,14 +99,20 @@ def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     if device is None:
         return None
     if isinstance(node, cst.Subscript):
-        return FixProposal(f"Move it: `.to({device})`", safe=False,
-                           replacements=((node, f"{code_in_place(ctx, node, node)}.to({device})"),))
+        return FixProposal(
+            f"Move it: `.to({device})`",
+            safe=False,
+            replacements=((node, f"{code_in_place(ctx, node, node)}.to({device})"),),
+        )
     statement = own_line_statement(ctx, node)
     if not isinstance(node, cst.Name) or statement is None:
         return None
     name = node.value
-    return adding_lines(f"Move it first: `{name} = {name}.to({device})`", False,
-                        line_before(ctx, statement, f"{name} = {name}.to({device})"))
+    return adding_lines(
+        f"Move it first: `{name} = {name}.to({device})`",
+        False,
+        line_before(ctx, statement, f"{name} = {name}.to({device})"),
+    )
 
 
 def _device_for(ctx: FileContext, meeting: Meeting) -> str | None:

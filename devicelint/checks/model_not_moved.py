@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -68,8 +68,10 @@ class ModelNotMoved(Rule):
     code = "DL117"
     name = "model-not-moved"
     summary = "A module built on the CPU and never moved is called with inputs on the device."
-    message = ("`{model}` is built on the CPU by `{built}` and never moved, but is called with `{argument}`, "
-               "which is on the device; move the model first: `{model}.to({device})`")
+    message = (
+        "`{model}` is built on the CPU by `{built}` and never moved, but is called with `{argument}`, "
+        "which is on the device; move the model first: `{model}.to({device})`"
+    )
     tokens = ("to(", "cuda", "device")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:

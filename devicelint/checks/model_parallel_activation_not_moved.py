@@ -1,16 +1,16 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.devices import DeviceId, distinct
 from devicelint.analysis.facts import Crossing, FileFacts, file_facts
+from devicelint.analysis.model_events import short
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor
 from devicelint.analysis.placement_facts import MOVE_METHODS, PARAMETER_FREE_MODULES
-from devicelint.analysis.model_events import short
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -95,8 +95,11 @@ class ModelParallelActivationNotMoved(Rule):
         source = _output_of(ctx, facts, crossing.value_node)
         where = have.label() + (f" (the output of `{source}`)" if source else "")
         return self.violation(
-            crossing.value_node, value=short(ctx, crossing.value_node, 40), have=where,
-            consumer=f"`{short(ctx, crossing.other_node, 40)}`", want=want.label(),
+            crossing.value_node,
+            value=short(ctx, crossing.value_node, 40),
+            have=where,
+            consumer=f"`{short(ctx, crossing.other_node, 40)}`",
+            want=want.label(),
             moved=_moved(ctx, crossing.value_node, want),
         )
 
@@ -120,9 +123,12 @@ class ModelParallelActivationNotMoved(Rule):
                 other = next(((node, d) for node, d in seen if distinct(d, device)), None)
                 if other is not None:
                     yield self.violation(
-                        element, value=short(ctx, element, 40), have=device.label(),
+                        element,
+                        value=short(ctx, element, 40),
+                        have=device.label(),
                         consumer=f"`{short(ctx, other[0], 40)}`, which `{short(ctx, call, 40)}` adds it to,",
-                        want=other[1].label(), moved=_moved(ctx, element, other[1]),
+                        want=other[1].label(),
+                        moved=_moved(ctx, element, other[1]),
                     )
                     break
                 seen.append((element, device))
@@ -132,7 +138,7 @@ class ModelParallelActivationNotMoved(Rule):
         activation by `forward`: reported once, at its construction."""
         placed = facts.placed_submodules(cls)
         devices = list(placed.values())
-        if not any(distinct(a, b) for i, a in enumerate(devices) for b in devices[i + 1:]):
+        if not any(distinct(a, b) for i, a in enumerate(devices) for b in devices[i + 1 :]):
             return
         forward = cls.methods.get("forward")
         if forward is None:
@@ -150,8 +156,11 @@ class ModelParallelActivationNotMoved(Rule):
             argument, device = fed
             statement = ctx.index.parent(value) or value
             yield self.violation(
-                statement, value=f"self.{attr}", have="the CPU (`__init__` never places it)",
-                consumer=f"its input `{short(ctx, argument, 30)}` in `forward`", want=device.label(),
+                statement,
+                value=f"self.{attr}",
+                have="the CPU (`__init__` never places it)",
+                consumer=f"its input `{short(ctx, argument, 30)}` in `forward`",
+                want=device.label(),
                 moved=f"{short(ctx, value, 40)}.to({_spelled(device)})",
             )
 
@@ -179,10 +188,17 @@ def _moves_itself(facts: FileFacts, cls: ClassFacts) -> bool:
     return moved is not None and moved.where is not None
 
 
-def _gpu_input(ctx: FileContext, facts: FileFacts, forward: cst.FunctionDef, attr: str) -> tuple[cst.BaseExpression, DeviceId] | None:
+def _gpu_input(
+    ctx: FileContext, facts: FileFacts, forward: cst.FunctionDef, attr: str
+) -> tuple[cst.BaseExpression, DeviceId] | None:
     """The first argument `forward` hands `self.<attr>` and the GPU it is on, if stated."""
     for call in ctx.index.walk(forward.body):
-        if isinstance(call, cst.Call) and dotted_name(call.func) == f"self.{attr}" and call.args and not call.args[0].star:
+        if (
+            isinstance(call, cst.Call)
+            and dotted_name(call.func) == f"self.{attr}"
+            and call.args
+            and not call.args[0].star
+        ):
             device = facts.value(call.args[0].value).device
             if device is not None and device.literal and device.is_accelerator:
                 return call.args[0].value, device
@@ -196,7 +212,9 @@ def _output_of(ctx: FileContext, facts: FileFacts, node: cst.CSTNode) -> str | N
         if not isinstance(node, cst.Call):
             return None
         callee = facts.value(node.func)
-        if dotted_name(node.func) is not None and (callee.device is not None or _placed_self_module(ctx, facts, node.func)):
+        if dotted_name(node.func) is not None and (
+            callee.device is not None or _placed_self_module(ctx, facts, node.func)
+        ):
             return dotted_name(node.func)
         if isinstance(node.func, cst.Attribute) and (ctx.qualified_name(node.func) or "").startswith("torch.") is False:
             node = node.func.value  # `h.view(...)`: the receiver
@@ -241,7 +259,8 @@ def _literal_elements(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Ba
     if name is not None and "." not in name:
         function = ctx.index.enclosing_function(node)
         values = [
-            a.value for a in (ctx.index.walk(function) if function is not None else ())
+            a.value
+            for a in (ctx.index.walk(function) if function is not None else ())
             if isinstance(a, cst.Assign) and any(dotted_name(t.target) == name for t in a.targets)
         ]
         if len(values) != 1:
@@ -250,4 +269,3 @@ def _literal_elements(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Ba
     if isinstance(node, (cst.List, cst.Tuple)):
         return [e.value for e in node.elements if isinstance(e, cst.Element)]
     return []
-

@@ -1,20 +1,28 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
 from devicelint.analysis.training.loaders import LOADERS, iterated_loader, same_file_function
-from devicelint.analysis.training.values import assignments, values_of
 from devicelint.analysis.training.syntax import (
-    assigned_names, is_false, keyword, method_name, positional, receiver, scope_of, short, text_of,
+    assigned_names,
+    is_false,
+    keyword,
+    method_name,
+    positional,
+    receiver,
+    scope_of,
+    short,
+    text_of,
 )
+from devicelint.analysis.training.values import assignments, values_of
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
-from devicelint.analysis.names import literal_value
 
 _MAX_DEPTH = 4
 
@@ -89,8 +97,12 @@ class NonBlockingWithoutPinnedMemory(Rule):
                 if isinstance(node, cst.Call) and _non_blocking_copy(node):
                     owner = receiver(node)
                     if owner is not None and _from_batch(ctx, owner, batch):
-                        yield self.violation(node, fix=_pin(ctx, loader, scope_of(ctx, loop)),
-                                             copy=short(ctx, node), loader=short(ctx, loader))
+                        yield self.violation(
+                            node,
+                            fix=_pin(ctx, loader, scope_of(ctx, loop)),
+                            copy=short(ctx, node),
+                            loader=short(ctx, loader),
+                        )
 
 
 def _non_blocking_copy(call: cst.Call) -> bool:
@@ -265,7 +277,9 @@ def _dict_entries(
     return None
 
 
-def _name_entries(ctx: FileContext, name: str, scope: cst.CSTNode, depth: int) -> dict[str, list[cst.BaseExpression]] | None:
+def _name_entries(
+    ctx: FileContext, name: str, scope: cst.CSTNode, depth: int
+) -> dict[str, list[cst.BaseExpression]] | None:
     values = values_of(ctx, name, scope)
     if not values or any(v is None for v in values):
         return None

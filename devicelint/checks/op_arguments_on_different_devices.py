@@ -1,14 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
 from devicelint.analysis.facts import Meeting, Place, file_facts
-from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
 from devicelint.analysis.modules import module_classes
+from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
@@ -30,19 +30,41 @@ class OpArguments:
 _INDEXING = OpArguments()
 OPS: dict[str, OpArguments] = {
     # indexing a table by an index tensor: CUDA kernels want both on the table's device
-    "index_select": _INDEXING, "gather": _INDEXING, "take": _INDEXING, "take_along_dim": _INDEXING,
-    "index_add": _INDEXING, "index_add_": _INDEXING, "index_copy": _INDEXING, "index_copy_": _INDEXING,
-    "index_fill": OpArguments(ignored_positions=(3,)), "index_fill_": OpArguments(ignored_positions=(3,)),
-    "scatter": _INDEXING, "scatter_": _INDEXING, "scatter_add": _INDEXING, "scatter_add_": _INDEXING,
-    "scatter_reduce": _INDEXING, "scatter_reduce_": _INDEXING,
-    "searchsorted": _INDEXING, "bucketize": _INDEXING,
+    "index_select": _INDEXING,
+    "gather": _INDEXING,
+    "take": _INDEXING,
+    "take_along_dim": _INDEXING,
+    "index_add": _INDEXING,
+    "index_add_": _INDEXING,
+    "index_copy": _INDEXING,
+    "index_copy_": _INDEXING,
+    "index_fill": OpArguments(ignored_positions=(3,)),
+    "index_fill_": OpArguments(ignored_positions=(3,)),
+    "scatter": _INDEXING,
+    "scatter_": _INDEXING,
+    "scatter_add": _INDEXING,
+    "scatter_add_": _INDEXING,
+    "scatter_reduce": _INDEXING,
+    "scatter_reduce_": _INDEXING,
+    "searchsorted": _INDEXING,
+    "bucketize": _INDEXING,
     # tensor bounds and operands
-    "clamp": OpArguments(), "clamp_": OpArguments(), "clip": OpArguments(), "clip_": OpArguments(),
-    "where": OpArguments(), "maximum": OpArguments(), "minimum": OpArguments(), "fmax": OpArguments(),
-    "fmin": OpArguments(), "lerp": OpArguments(), "lerp_": OpArguments(),
+    "clamp": OpArguments(),
+    "clamp_": OpArguments(),
+    "clip": OpArguments(),
+    "clip_": OpArguments(),
+    "where": OpArguments(),
+    "maximum": OpArguments(),
+    "minimum": OpArguments(),
+    "fmax": OpArguments(),
+    "fmin": OpArguments(),
+    "lerp": OpArguments(),
+    "lerp_": OpArguments(),
     # the mask must sit with the tensor; the fill value may be a 0-dim CPU tensor
-    "masked_fill": OpArguments(ignored_positions=(2,)), "masked_fill_": OpArguments(ignored_positions=(2,)),
-    "masked_scatter": OpArguments(), "masked_scatter_": OpArguments(),
+    "masked_fill": OpArguments(ignored_positions=(2,)),
+    "masked_fill_": OpArguments(ignored_positions=(2,)),
+    "masked_scatter": OpArguments(),
+    "masked_scatter_": OpArguments(),
 }
 
 
@@ -152,8 +174,10 @@ def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | N
     cpu_text = short(ctx, meeting.cpu_node, 40)
     device_text = short(ctx, meeting.device_node, 40) if meeting.device_node is not None else "a device tensor"
     return {
-        "what": (f"`{short(ctx, meeting.node, 50)}` needs its tensors on one device, but `{cpu_text}` is a "
-                 f"copy on the host and `{device_text}` is on the device"),
+        "what": (
+            f"`{short(ctx, meeting.node, 50)}` needs its tensors on one device, but `{cpu_text}` is a "
+            f"copy on the host and `{device_text}` is on the device"
+        ),
         "advice": f"keep it on the device or move it back first (`{_operand(cpu_text)}.to({_device_of(device_text)})`)",
     }
 
@@ -175,8 +199,10 @@ def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | N
         if _clashes(table, where, in_module):
             table_text, index_text = short(ctx, node.value, 40), short(ctx, index, 40)
             return {
-                "what": (f"`{table_text}` is a CPU tensor{_origin(table, table_text)} indexed by `{index_text}`, "
-                         "which is on the device (indices must be on the CPU or on the indexed tensor's device)"),
+                "what": (
+                    f"`{table_text}` is a CPU tensor{_origin(table, table_text)} indexed by `{index_text}`, "
+                    "which is on the device (indices must be on the CPU or on the indexed tensor's device)"
+                ),
                 "advice": f"move the table first: `{_operand(table_text)}.to({_device_of(index_text)})[...]`{_hint(table)}",
             }
     return None
@@ -196,8 +222,10 @@ def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
         if where.place is Place.HOST and not where.scalar and _clashes(where, device[1], in_module):
             cpu_text, device_text = short(ctx, expr, 40), short(ctx, device[0], 40)
             return {
-                "what": (f"`{op}` needs its tensors on one device, but `{cpu_text}` is a CPU "
-                         f"tensor{_origin(where, cpu_text)} and `{device_text}` is on the device"),
+                "what": (
+                    f"`{op}` needs its tensors on one device, but `{cpu_text}` is a CPU "
+                    f"tensor{_origin(where, cpu_text)} and `{device_text}` is on the device"
+                ),
                 "advice": f"move it first (`{_operand(cpu_text)}.to({_device_of(device_text)})`){_hint(where)}",
             }
     return None

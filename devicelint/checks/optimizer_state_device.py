@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -23,10 +23,14 @@ def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
     if name is not None or not isinstance(call.func, cst.Name):
         return name
     func = ctx.index.enclosing_function(call)
-    if func is None or not any(p.name.value == call.func.value for p in (*func.params.params, *func.params.kwonly_params)):
+    if func is None or not any(
+        p.name.value == call.func.value for p in (*func.params.params, *func.params.kwonly_params)
+    ):
         return None
-    passed = {_optimizer_type(ctx, _partial_of(ctx, v)) if v is not None else None
-              for v in passed_arguments(ctx, func, call.func.value)}
+    passed = {
+        _optimizer_type(ctx, _partial_of(ctx, v)) if v is not None else None
+        for v in passed_arguments(ctx, func, call.func.value)
+    }
     return passed.pop() if len(passed) == 1 else None
 
 
@@ -91,8 +95,11 @@ def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
     if _optimizer_class(ctx, call) is None:
         return None
     first = _params_argument(call)
-    if (isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute)
-            and first.func.attr.value in ("parameters", "named_parameters")):
+    if (
+        isinstance(first, cst.Call)
+        and isinstance(first.func, cst.Attribute)
+        and first.func.attr.value in ("parameters", "named_parameters")
+    ):
         return dotted_name(first.func.value)
     return None
 
@@ -114,8 +121,11 @@ def _names_in(node: cst.BaseExpression) -> list[str]:
         return [n for e in node.elements if not isinstance(e, cst.StarredElement) for n in _names_in(e.value)]
     if isinstance(node, cst.Dict):
         return [
-            n for e in node.elements
-            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and literal_value(e.key) == "params"
+            n
+            for e in node.elements
+            if isinstance(e, cst.DictElement)
+            and isinstance(e.key, cst.SimpleString)
+            and literal_value(e.key) == "params"
             for n in _names_in(e.value)
         ]
     return []
@@ -134,7 +144,9 @@ def _moved_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
     func = callee(ctx, call)
     if func is None:
         return []
-    moved_params = {m for node in ctx.index.walk(func.body) if isinstance(node, cst.Call) and (m := _moved_model(node)) is not None}
+    moved_params = {
+        m for node in ctx.index.walk(func.body) if isinstance(node, cst.Call) and (m := _moved_model(node)) is not None
+    }
     params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
     if params and ctx.index.enclosing_class(func) is not None and isinstance(call.func, cst.Attribute):
         params = params[1:]  # `self`
@@ -189,7 +201,8 @@ def _about_self(ctx: FileContext, call: cst.Call) -> bool:
         return True
     parent = ctx.index.parent(call)
     return isinstance(parent, cst.Assign) and any(
-        (dotted_name(t.target) or "").startswith("self.") for t in parent.targets)
+        (dotted_name(t.target) or "").startswith("self.") for t in parent.targets
+    )
 
 
 def _same_model(held: str, moved: str) -> bool:
@@ -309,7 +322,11 @@ class OptimizerStateDevice(Rule):
             model = _optimizer_of(ctx, call)
             if model is not None:
                 parent = ctx.index.parent(call)
-                target = dotted_name(parent.targets[0].target) if isinstance(parent, cst.Assign) and len(parent.targets) == 1 else None
+                target = (
+                    dotted_name(parent.targets[0].target)
+                    if isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                    else None
+                )
                 if target is not None:
                     optimizers[(scope, target)] = model
                 state = _state_at_construction(ctx, _optimizer_class(ctx, call) or "")
@@ -319,7 +336,11 @@ class OptimizerStateDevice(Rule):
             for name in _tensor_names(ctx, call):
                 holding.setdefault(_holder(ctx, call, name, scope), {})[name] = call
             func = call.func
-            name = dotted_name(func.value) if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" else None
+            name = (
+                dotted_name(func.value)
+                if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"
+                else None
+            )
             if name is not None:
                 owner = optimizers.get((scope, name))
                 if owner is None and "optim" in name.lower():
@@ -346,10 +367,12 @@ class OptimizerStateDevice(Rule):
                 for table in (holding.get(scope, {}), holding.get(id(owner_class), {})):
                     table.pop(replaced[0], None)
                 yield self.violation(
-                    optimizer, moved="the tensors", and_load="",
+                    optimizer,
+                    moved="the tensors",
+                    and_load="",
                     what=f"`{short(ctx, optimizer)}` holds the CPU tensors of `{replaced[0]}`, which "
-                         f"`{short(ctx, replaced[1])}` then replaces with device copies: the optimizer steps the CPU "
-                         "originals, never the tensors the computation uses",
+                    f"`{short(ctx, replaced[1])}` then replaces with device copies: the optimizer steps the CPU "
+                    "originals, never the tensors the computation uses",
                 )
                 continue
             for moved in moves:
@@ -357,17 +380,21 @@ class OptimizerStateDevice(Rule):
                 for entry in [e for e in eager.get(scope, []) if _same_model(e[1], moved)]:
                     eager[scope].remove(entry)
                     yield self.violation(
-                        entry[0], moved="the model", and_load="",
+                        entry[0],
+                        moved="the model",
+                        and_load="",
                         what=f"`{short(ctx, entry[0])}` creates {entry[2]} state in its constructor while `{moved}` "
-                             f"is still on the CPU, so the state stays there after `{ctx.code_for(call)}` and the first "
-                             "`step()` fails",
+                        f"is still on the CPU, so the state stays there after `{ctx.code_for(call)}` and the first "
+                        "`step()` fails",
                     )
                 pending = loads.get(scope, [])
                 is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
                 for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
                     pending.remove(entry)
                     yield self.violation(
-                        entry[0], moved="the model", and_load=" and loading its state",
+                        entry[0],
+                        moved="the model",
+                        and_load=" and loading its state",
                         what=f"`{ctx.code_for(entry[0])}` loads the optimizer state while `{moved}` is still on the CPU, "
-                             f"so the state stays there after `{ctx.code_for(call)}`",
+                        f"so the state stays there after `{ctx.code_for(call)}`",
                     )

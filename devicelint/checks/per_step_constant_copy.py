@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
-from devicelint.analysis.model_events import statement_of
-
 from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement import LIGHTNING_STEPS
@@ -23,8 +22,9 @@ from devicelint.rule_base import Rule, Violation, register
 # torch constructors that copy Python data from the host.
 COPYING_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
 # Methods that run once per step in any class: a trainer's step, an optimizer's step.
-STEP_METHODS = frozenset({"forward", "step", "train_step", "training_step", "validation_step", "test_step",
-                          "predict_step", "eval_step"})
+STEP_METHODS = frozenset(
+    {"forward", "step", "train_step", "training_step", "validation_step", "test_step", "predict_step", "eval_step"}
+)
 
 
 @register
@@ -130,12 +130,15 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
     if (id(stored.cls), stored.attr) in _reported_by_dl102(ctx):
         return None  # DL102 says it is never moved with the model: one finding per attribute
     if stored.is_module:
-        advice = (f"register it once in `__init__` (`self.register_buffer(\"{stored.attr}\", ..., persistent=False)`) "
-                  "and use `self." + stored.attr + "`: `model.to(device)` then moves it once")
+        advice = (
+            f'register it once in `__init__` (`self.register_buffer("{stored.attr}", ..., persistent=False)`) '
+            "and use `self." + stored.attr + "`: `model.to(device)` then moves it once"
+        )
     else:
         advice = "move it once where the device is chosen and keep the moved copy"
-    what = (f"`{short(ctx, call)}` copies `self.{stored.attr}`, a constant CPU tensor set once in `__init__`, "
-            "to the device")
+    what = (
+        f"`{short(ctx, call)}` copies `self.{stored.attr}`, a constant CPU tensor set once in `__init__`, to the device"
+    )
     return {"what": what, "advice": advice}
 
 
@@ -153,17 +156,22 @@ def _module_tensor_moved(ctx: FileContext, call: cst.Call, name: cst.Name) -> di
     if not cpu:
         return None
     if _in_module_class(ctx, call):
-        advice = "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
+        advice = (
+            "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
+        )
     else:
         advice = "move it once where the device is chosen and reuse the moved copy"
-    return {"what": f"`{short(ctx, call)}` copies `{name.value}`, a module-level CPU tensor constant, to the device",
-            "advice": advice}
+    return {
+        "what": f"`{short(ctx, call)}` copies `{name.value}`, a module-level CPU tensor constant, to the device",
+        "advice": advice,
+    }
 
 
 def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
     """(class, attribute) pairs that DL102 reports in this file. DL102 says an attribute is not
     moved with the model; this rule says it is moved on every step. The two never name the same
     attribute, so DL102's own answer decides (memoised per file)."""
+
     def build(c: FileContext) -> set[tuple[int, str]]:
         found: set[tuple[int, str]] = set()
         for violation in TensorAttributeNotRegistered().check(c):
@@ -173,6 +181,7 @@ def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
             if attr is not None and cls is not None:
                 found.add((id(cls), attr))
         return found
+
     return ctx.shared("per_step_constant_copy.dl102", build)
 
 
@@ -181,12 +190,19 @@ def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
     index picks varying rows (`self.table[idx]`: DL116's case when `idx` is on the device)."""
     while True:
         if isinstance(node, cst.Subscript):
-            if not all(isinstance(e.slice, cst.Slice) or (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Integer))
-                       for e in node.slice):
+            if not all(
+                isinstance(e.slice, cst.Slice)
+                or (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Integer))
+                for e in node.slice
+            ):
                 return None
             node = node.value
-        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-              and node.func.attr.value in PRESERVING_METHODS and node.func.attr.value not in MEETING_METHODS):
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in PRESERVING_METHODS
+            and node.func.attr.value not in MEETING_METHODS
+        ):
             node = node.func.value
         else:
             return node
@@ -225,7 +241,9 @@ def _constant_data(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -
         if function is not None and _bound_in(ctx, function, node.value):
             # a helper's parameter: constant when every call of the file passes one
             passed = passed_for(ctx, node) if depth < 3 else None
-            return passed is not None and bool(passed) and all(_constant_data(ctx, value, depth + 1) for value in passed)
+            return (
+                passed is not None and bool(passed) and all(_constant_data(ctx, value, depth + 1) for value in passed)
+            )
         values = module_level_values(ctx).get(node.value, [])
         return len(values) == 1 and values[0] is not None and _numbers(values[0]) and _several(values[0])
     attr = self_attribute(node)
@@ -309,8 +327,15 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
     return seen
 
 
-COMPILED_TESTS = frozenset({"torch.jit.is_scripting", "torch.jit.is_tracing", "torch.compiler.is_compiling",
-                            "torch._dynamo.is_compiling", "torch.onnx.is_in_onnx_export"})
+COMPILED_TESTS = frozenset(
+    {
+        "torch.jit.is_scripting",
+        "torch.jit.is_tracing",
+        "torch.compiler.is_compiling",
+        "torch._dynamo.is_compiling",
+        "torch.onnx.is_in_onnx_export",
+    }
+)
 
 
 def _compiled_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
@@ -347,8 +372,10 @@ def _compiled_only(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def _cached(function: cst.FunctionDef) -> bool:
     """`@lru_cache`/`@cache`-style decorators: the copy is made once per device, not per step."""
-    return any("cache" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").lower()
-               for d in function.decorators)
+    return any(
+        "cache" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").lower()
+        for d in function.decorators
+    )
 
 
 def _ancestors_to_function(ctx: FileContext, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -358,8 +385,12 @@ def _ancestors_to_function(ctx: FileContext, node: cst.CSTNode) -> Iterator[cst.
         yield ancestor
 
 
-def _callee(ctx: FileContext, call: cst.Call, functions: dict[str, cst.FunctionDef],
-            classes: dict[str, dict[str, cst.FunctionDef]]) -> cst.FunctionDef | None:
+def _callee(
+    ctx: FileContext,
+    call: cst.Call,
+    functions: dict[str, cst.FunctionDef],
+    classes: dict[str, dict[str, cst.FunctionDef]],
+) -> cst.FunctionDef | None:
     """The same-file function or method (`self.m(...)`) a call runs."""
     func = call.func
     if isinstance(func, cst.Name):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -21,15 +21,18 @@ class _Removed:
 
 REMOVED = (
     _Removed(
-        "torch.distributed.pipeline", "2.4",
+        "torch.distributed.pipeline",
+        "2.4",
         "use `torch.distributed.pipelining` (`pipeline(...)`, `PipelineStage`, `ScheduleGPipe`)",
     ),
     _Removed(
-        "torch.nn.parallel.DistributedDataParallelCPU", "1.5",
+        "torch.nn.parallel.DistributedDataParallelCPU",
+        "1.5",
         "use `torch.nn.parallel.DistributedDataParallel` with the `gloo` backend and no `device_ids`",
     ),
     _Removed(
-        "torch.distributed.deprecated", "1.2",
+        "torch.distributed.deprecated",
+        "1.2",
         "use `torch.distributed` (`init_process_group`, `DistributedDataParallel`)",
     ),
 )
@@ -101,9 +104,15 @@ class RemovedParallelApi(Rule):
         for node in ctx.index.of_type(cst.Import):
             for alias in node.names:
                 entry = _match(dotted_name(alias.name))
-                if entry is not None and torch_in(ctx.torch_version, f">={entry.removed_in}") and not _guarded(ctx, node):
+                if (
+                    entry is not None
+                    and torch_in(ctx.torch_version, f">={entry.removed_in}")
+                    and not _guarded(ctx, node)
+                ):
                     imported.add(entry.prefix)
-                    yield self.violation(alias, api=dotted_name(alias.name), removed=entry.removed_in, advice=entry.advice)
+                    yield self.violation(
+                        alias, api=dotted_name(alias.name), removed=entry.removed_in, advice=entry.advice
+                    )
         for node in ctx.index.of_type(cst.ImportFrom):
             if node.relative or node.module is None:
                 continue

@@ -47,5 +47,5 @@ class UnregisteredTensorAttribute(ReportedElsewhere):
     summary = "A module holds a plain tensor attribute that `.to()` did not move (runtime check)."
     message = (
         "`{path}` is a plain tensor attribute on {device}: `.to()`, `state_dict` and DDP ignore it, "
-        "so it stays off {expected}; use `self.register_buffer(\"{attr}\", ...)` instead"
+        'so it stays off {expected}; use `self.register_buffer("{attr}", ...)` instead'
     )

@@ -1,12 +1,18 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, DefaultDevice, calls_under_accelerator_blocks
 from devicelint.analysis.random_draws import (
-    DISTRIBUTED, LOADER, SAMPLER, SPLIT, RandomDraw, draws_cpu_generator_by_default, random_draws,
+    DISTRIBUTED,
+    LOADER,
+    SAMPLER,
+    SPLIT,
+    RandomDraw,
+    draws_cpu_generator_by_default,
+    random_draws,
 )
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -104,7 +110,9 @@ class SamplerGeneratorUnderCudaDefault(Rule):
                 label = f"`{ctx.code_for(call.func)}(...)` (its `{ctx.code_for(draw.call.func)}(...)`)"
                 yield self._report(ctx, call, draw, block, label)
 
-    def _report(self, ctx: FileContext, node: cst.Call, draw: RandomDraw, default: DefaultDevice, label: str) -> Violation:
+    def _report(
+        self, ctx: FileContext, node: cst.Call, draw: RandomDraw, default: DefaultDevice, label: str
+    ) -> Violation:
         if draw.generator is not None:
             generator = f"the CPU generator `{ctx.code_for(draw.generator)}`"
         else:
@@ -114,5 +122,10 @@ class SamplerGeneratorUnderCudaDefault(Rule):
         else:
             remedy = f'pass `generator=torch.Generator(device="{default.device}")`'
         return self.violation(
-            node, draw=label, generator=generator, in_force=_in_force(ctx, default), device=default.device, remedy=remedy,
+            node,
+            draw=label,
+            generator=generator,
+            in_force=_in_force(ctx, default),
+            device=default.device,
+            remedy=remedy,
         )

@@ -1,15 +1,26 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.placement_classes import (
-    ITERATION_HELPERS, ClassFacts, LocalContainer, added_elements, container_kind, literal_elements, handed_to_call, class_facts, is_parameter_call, library_module,
-    local_containers, module_constructor, returned_container,
-)
 from devicelint.analysis.host_modules import HOST
+from devicelint.analysis.placement_classes import (
+    ITERATION_HELPERS,
+    ClassFacts,
+    LocalContainer,
+    added_elements,
+    class_facts,
+    container_kind,
+    handed_to_call,
+    is_parameter_call,
+    library_module,
+    literal_elements,
+    local_containers,
+    module_constructor,
+    returned_container,
+)
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, torch_nn_spelling
@@ -110,7 +121,13 @@ class SubmodulesInPlainContainer(Rule):
                 yield self._report(ctx, facts, value, attr, container, elements)
             for attr, node, _ in facts.references:
                 added = added_elements(ctx, node)
-                if added is None or attr not in plain or attr in handed_on or attr in facts.submodules or attr in looped:
+                if (
+                    added is None
+                    or attr not in plain
+                    or attr in handed_on
+                    or attr in facts.submodules
+                    or attr in looped
+                ):
                     continue
                 site, values, _ = added
                 elements = [k for v in values if (k := _element_kind(ctx, v, attr in called)) and k != "stateless"]
@@ -119,18 +136,23 @@ class SubmodulesInPlainContainer(Rule):
                 if elements:
                     yield self._report(ctx, facts, site, attr, plain[attr], elements)
 
-    def _report(self, ctx: FileContext, facts: ClassFacts, node: cst.CSTNode, attr: str, container: str,
-                elements: list[str]) -> Violation:
+    def _report(
+        self, ctx: FileContext, facts: ClassFacts, node: cst.CSTNode, attr: str, container: str, elements: list[str]
+    ) -> Violation:
         parameters = all(kind == "parameter" for kind in elements)
         replacement = (PARAMETER_REPLACEMENT if parameters else REPLACEMENT)[container]
         return self.violation(
-            node, fix=_registering_fix(ctx, facts, attr, replacement), attr=attr, container=container,
-            what="parameters" if parameters else "submodules", replacement=replacement,
+            node,
+            fix=_registering_fix(ctx, facts, attr, replacement),
+            attr=attr,
+            container=container,
+            what="parameters" if parameters else "submodules",
+            replacement=replacement,
         )
 
 
 def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = False) -> str | None:
-    """"parameter", "module" (one holding state), "stateless" (a module without parameters or
+    """ "parameter", "module" (one holding state), "stateless" (a module without parameters or
     buffers: nothing to move or save) or None (not a module). With `called` (the class calls the
     container's elements like layers), an imported class of the project counts as a module."""
     if is_parameter_call(ctx, node):
@@ -149,8 +171,9 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
     return None
 
 
-def _built_elsewhere(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression,
-                     method: cst.FunctionDef) -> LocalContainer | None:
+def _built_elsewhere(
+    ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression, method: cst.FunctionDef
+) -> LocalContainer | None:
     """The plain container behind `self.x = layers` (a local the method filled and handed to
     nothing else) or `self.x = make_layers(cfg)` (a same-file builder returning one)."""
     if isinstance(value, cst.Name):
@@ -158,8 +181,12 @@ def _built_elsewhere(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpress
         if box is not None:
             return None if box.handed_on else box
         # `layers = make_layers(cfg)` then `self.layers = layers`
-        sources = [a.value for a in ctx.index.walk(method.body) if isinstance(a, cst.Assign)
-                   and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in a.targets)]
+        sources = [
+            a.value
+            for a in ctx.index.walk(method.body)
+            if isinstance(a, cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in a.targets)
+        ]
         if len(sources) != 1 or _handed_on_locally(ctx, method, value.value):
             return None
         value = sources[0]
@@ -167,7 +194,9 @@ def _built_elsewhere(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpress
 
 
 def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> bool:
-    return any(isinstance(n, cst.Name) and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body))
+    return any(
+        isinstance(n, cst.Name) and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body)
+    )
 
 
 def _filled_elements(ctx: FileContext, box: LocalContainer, called: bool) -> list[str]:
@@ -179,29 +208,62 @@ def _filled_elements(ctx: FileContext, box: LocalContainer, called: bool) -> lis
             continue
         for value in fill.elements:
             kind = _element_kind(ctx, value, called)
-            if kind and kind != "stateless" and not (isinstance(fill.node, cst.Call) and _registered_by_hand(ctx, fill.node, value)):
+            if (
+                kind
+                and kind != "stateless"
+                and not (isinstance(fill.node, cst.Call) and _registered_by_hand(ctx, fill.node, value))
+            ):
                 found.append(kind)
     return found
 
 
 # Imported classes that are never modules, by qualified-name prefix.
-NON_MODULE_LIBRARIES = ("torch.", "torchvision.transforms", "torchvision.datasets", "numpy.", "collections.",
-                        "dataclasses.", "typing.", "functools.", "itertools.", "pathlib.", "random.", "math.",
-                        "albumentations.", "PIL.", "transformers.", "datasets.", "tokenizers.", "threading.",
-                        "queue.", "multiprocessing.", "logging.", "argparse.", "enum.", "decimal.", "fractions.")
+NON_MODULE_LIBRARIES = (
+    "torch.",
+    "torchvision.transforms",
+    "torchvision.datasets",
+    "numpy.",
+    "collections.",
+    "dataclasses.",
+    "typing.",
+    "functools.",
+    "itertools.",
+    "pathlib.",
+    "random.",
+    "math.",
+    "albumentations.",
+    "PIL.",
+    "transformers.",
+    "datasets.",
+    "tokenizers.",
+    "threading.",
+    "queue.",
+    "multiprocessing.",
+    "logging.",
+    "argparse.",
+    "enum.",
+    "decimal.",
+    "fractions.",
+)
 
 
 def _module_factory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`conv_bn(c_in, c_out)` where the same file's `conv_bn` returns `nn.Sequential(...)`."""
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
         return False
-    function = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None)
+    function = next(
+        (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None
+    )
     if function is None:
         return False
-    returns = [r.value for r in ctx.index.walk(function.body)
-               if isinstance(r, cst.Return) and ctx.index.enclosing_function(r) is function]
+    returns = [
+        r.value
+        for r in ctx.index.walk(function.body)
+        if isinstance(r, cst.Return) and ctx.index.enclosing_function(r) is function
+    ]
     return bool(returns) and all(
-        r is not None and (module_constructor(ctx, r) or library_module(ctx, r))
+        r is not None
+        and (module_constructor(ctx, r) or library_module(ctx, r))
         and not _stateless(module_constructor(ctx, r) or "", r)
         for r in returns
     )
@@ -240,7 +302,11 @@ def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:
             parent = ctx.index.parent(iterated) if iterated is not None else None
         if isinstance(parent, cst.Arg) and iterated is not None:
             call = ctx.index.parent(parent)
-            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate")):
+            if not (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Name)
+                and call.func.value in ("zip", "enumerate")
+            ):
                 continue
             position = 1 if call.func.value == "enumerate" else next(i for i, a in enumerate(call.args) if a is parent)
             path = [position] + path
@@ -292,8 +358,11 @@ def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
         if not isinstance(parent, cst.For):
             continue
         for inner in ctx.index.walk(parent.body):
-            if (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
-                    and inner.func.attr.value in ("add_module", "register_module")):
+            if (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("add_module", "register_module")
+            ):
                 found.add(attr)
                 break
     return found
@@ -317,8 +386,12 @@ def _managed_by_hand(ctx: FileContext, facts: ClassFacts) -> set[str]:
         elif isinstance(outer, cst.Attribute) and outer.value is parent and outer.attr.value in ("to", "cuda", "cpu"):
             if isinstance(ctx.index.parent(outer), cst.Call):
                 found.add(attr)
-        elif isinstance(outer, cst.Call) and outer.func is parent and outer.args and all(
-                _host_input(ctx, facts, a.value) for a in outer.args if a.keyword is None):
+        elif (
+            isinstance(outer, cst.Call)
+            and outer.func is parent
+            and outer.args
+            and all(_host_input(ctx, facts, a.value) for a in outer.args if a.keyword is None)
+        ):
             found.add(attr)
     return found
 
@@ -364,13 +437,17 @@ def _installed_elsewhere(ctx: FileContext, function: cst.FunctionDef, call: cst.
     registered one (the plain container only indexes it)."""
     for node in ctx.index.walk(function.body):
         if isinstance(node, cst.Call) and node is not call and len(node.args) >= 2:
-            if any(isinstance(a.value, cst.Name) and a.value.value == name and (i > 0 or a.keyword is not None)
-                   for i, a in enumerate(node.args)):
+            if any(
+                isinstance(a.value, cst.Name) and a.value.value == name and (i > 0 or a.keyword is not None)
+                for i, a in enumerate(node.args)
+            ):
                 return True
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == name:
             for target in node.targets:
                 holder = target.target
-                if isinstance(holder, cst.Attribute) and not (isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+                if isinstance(holder, cst.Attribute) and not (
+                    isinstance(holder.value, cst.Name) and holder.value.value == "self"
+                ):
                     return True
     return False
 
@@ -386,13 +463,23 @@ def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpr
     if _installed_elsewhere(ctx, function, call, value.value):
         return True
     for node in ctx.index.walk(function.body):
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value in ("add_module", "register_module") and len(node.args) >= 2):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("add_module", "register_module")
+            and len(node.args) >= 2
+        ):
             other = node.args[1].value
             if isinstance(other, cst.Name) and other.value == value.value:
                 return True
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr"
-                and len(node.args) == 3 and isinstance(node.args[2].value, cst.Name) and node.args[2].value.value == value.value):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == "setattr"
+            and len(node.args) == 3
+            and isinstance(node.args[2].value, cst.Name)
+            and node.args[2].value.value == value.value
+        ):
             return True
     return False
 
@@ -405,7 +492,9 @@ def _attributes_passed_to_calls(ctx: FileContext, facts: ClassFacts) -> set[str]
         parent = ctx.index.parent(node)
         if isinstance(parent, cst.Arg):
             call = ctx.index.parent(parent)
-            iterating = isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ITERATION_HELPERS
+            iterating = (
+                isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ITERATION_HELPERS
+            )
             if not iterating:
                 found.add(attr)
         elif isinstance(parent, cst.Return):
@@ -447,8 +536,11 @@ def _uses_fit(ctx: FileContext, facts: ClassFacts, attr: str, replacement: str) 
             return False  # `self.blocks.sort()`, `.index(...)`, `.get(...)` on a ModuleDict
         if isinstance(parent, cst.Call) and parent.func is node:
             return False
-        if isinstance(parent, cst.Arg) and isinstance(call := ctx.index.parent(parent), cst.Call) and (
-                isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "type", "json", "copy")):
+        if (
+            isinstance(parent, cst.Arg)
+            and isinstance(call := ctx.index.parent(parent), cst.Call)
+            and (isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "type", "json", "copy"))
+        ):
             return False  # `isinstance(self.blocks, list)` turns False
         if isinstance(parent, cst.Subscript) and parent.value is node and replacement.endswith("Dict"):
             keys = [e.slice.value for e in parent.slice if isinstance(e.slice, cst.Index)]
@@ -459,15 +551,24 @@ def _uses_fit(ctx: FileContext, facts: ClassFacts, attr: str, replacement: str) 
 
 def _string_keys(value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.Dict):
-        return all(isinstance(e, cst.DictElement) and isinstance(e.key, (cst.SimpleString, cst.FormattedString,
-                                                                        cst.ConcatenatedString)) for e in value.elements)
+        return all(
+            isinstance(e, cst.DictElement)
+            and isinstance(e.key, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            for e in value.elements
+        )
     if isinstance(value, cst.DictComp):
         key = value.key
-        if isinstance(key, cst.Name) and isinstance(value.for_in.target, cst.Name) and key.value == value.for_in.target.value:
+        if (
+            isinstance(key, cst.Name)
+            and isinstance(value.for_in.target, cst.Name)
+            and key.value == value.for_in.target.value
+        ):
             # `{name: ... for name in ("a", "b")}`
             source = value.for_in.iter
             return isinstance(source, (cst.Tuple, cst.List)) and all(
-                isinstance(e.value, cst.SimpleString) for e in source.elements)
+                isinstance(e.value, cst.SimpleString) for e in source.elements
+            )
         return isinstance(key, (cst.SimpleString, cst.FormattedString)) or (
-            isinstance(key, cst.Call) and isinstance(key.func, cst.Name) and key.func.value == "str")
+            isinstance(key, cst.Call) and isinstance(key.func, cst.Name) and key.func.value == "str"
+        )
     return True  # a name or builder: filled through subscripts, checked in `_uses_fit`

@@ -1,20 +1,34 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement_classes import (
-    ClassFacts, container_kind, added_elements, class_facts, literal_elements, local_containers, returned_container,
+    ClassFacts,
+    added_elements,
+    class_facts,
+    container_kind,
+    literal_elements,
+    local_containers,
+    returned_container,
     self_attribute,
+)
+from devicelint.analysis.placement_facts import (
+    ACCELERATOR,
+    CPU,
+    DEVICE,
+    FACTORIES,
+    MEETING_METHODS,
+    PRESERVING_METHODS,
+    TENSOR_ONLY_METHODS,
+    UNKNOWN,
+    Fact,
+    move_call,
 )
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, is_empty_placeholder
-from devicelint.analysis.placement_facts import move_call
-from devicelint.analysis.placement_facts import (
-    ACCELERATOR, CPU, DEVICE, FACTORIES, MEETING_METHODS, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact,
-)
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -27,11 +41,35 @@ CUSTOM_STATE = frozenset({"_load_from_state_dict", "state_dict", "_save_to_state
 GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
 # `self.x.<attr>` uses that read the tensor on the host or move it first.
 SAFE_ATTRIBUTES = frozenset(
-    {"to", "cuda", "cpu", "type_as", "item", "tolist", "shape", "size", "device", "dtype", "numel", "dim",
-     "numpy", "ndim", "is_cuda", "copy_", "fill_", "zero_", "data_ptr", "nelement"}
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "type_as",
+        "item",
+        "tolist",
+        "shape",
+        "size",
+        "device",
+        "dtype",
+        "numel",
+        "dim",
+        "numpy",
+        "ndim",
+        "is_cuda",
+        "copy_",
+        "fill_",
+        "zero_",
+        "data_ptr",
+        "nelement",
+    }
 )
-DATA_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
-SAFE_FUNCTIONS = frozenset({"len", "print", "int", "float", "str", "bool", "isinstance", "repr", "list", "tuple", "range", "type"})
+DATA_CONSTRUCTORS = frozenset(
+    {"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"}
+)
+SAFE_FUNCTIONS = frozenset(
+    {"len", "print", "int", "float", "str", "bool", "isinstance", "repr", "list", "tuple", "range", "type"}
+)
 
 
 @register
@@ -139,7 +177,9 @@ class TensorAttributeNotRegistered(Rule):
                 handed_in = None
                 if candidate is None and movers:
                     # the class moves its tensors by hand: one handed to the constructor counts too
-                    handed_in = candidate = next((v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None)
+                    handed_in = candidate = next(
+                        (v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None
+                    )
                 if candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
                     continue
                 if handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
@@ -148,11 +188,13 @@ class TensorAttributeNotRegistered(Rule):
                 if movers:
                     what = "a tensor" if handed_in is not None else "a CPU tensor"
                     problem = f"holds {what} that this class's own `{movers[-1]}()` does not move"
-                    advice = f"move it there as well, or use `self.register_buffer(\"{attr}\", ...)`"
+                    advice = f'move it there as well, or use `self.register_buffer("{attr}", ...)`'
                 else:
-                    problem = ("holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
-                               "moves it and `state_dict()` never saves it")
-                    advice = f"use `self.register_buffer(\"{attr}\", ...)` (or `nn.Parameter` if it is trained)"
+                    problem = (
+                        "holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
+                        "moves it and `state_dict()` never saves it"
+                    )
+                    advice = f'use `self.register_buffer("{attr}", ...)` (or `nn.Parameter` if it is trained)'
                 fix = None if movers else _as_buffer(ctx, attr, candidate, [v for v, _ in assignments])
                 yield self.violation(target or candidate, fix=fix, attr=attr, problem=problem, advice=advice)
 
@@ -165,8 +207,11 @@ class TensorAttributeNotRegistered(Rule):
             kind = container_kind(ctx, value)
             elements = literal_elements(value)
             if kind is None:
-                box = (local_containers(ctx, method).get(value.value) if isinstance(value, cst.Name)
-                       else returned_container(ctx, value, facts))
+                box = (
+                    local_containers(ctx, method).get(value.value)
+                    if isinstance(value, cst.Name)
+                    else returned_container(ctx, value, facts)
+                )
                 if box is None or box.handed_on:
                     continue
                 kind = box.kind
@@ -181,22 +226,31 @@ class TensorAttributeNotRegistered(Rule):
                     sites.setdefault(attr, []).append(added[0])
         refilled = _refilled_at_run_time(ctx, facts)
         for attr, found in sites.items():
-            if (attr in facts.registered or attr in facts.submodules or attr in moved or attr in refilled
-                    or _moved_by_the_class(ctx, facts, attr)):
+            if (
+                attr in facts.registered
+                or attr in facts.submodules
+                or attr in moved
+                or attr in refilled
+                or _moved_by_the_class(ctx, facts, attr)
+            ):
                 continue
             if not _computed_with(ctx, facts, attr):
                 continue
             container = kinds[attr]
             yield self.violation(
-                found[0], attr=attr,
-                problem=(f"keeps tensors in a plain {container}: `model.to(device)` moves none of them, and a "
-                         f"buffer it moves is replaced, so the {container} still holds the CPU tensor"),
+                found[0],
+                attr=attr,
+                problem=(
+                    f"keeps tensors in a plain {container}: `model.to(device)` moves none of them, and a "
+                    f"buffer it moves is replaced, so the {container} still holds the CPU tensor"
+                ),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
 
 
-def _tensor_argument(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpression,
-                     method: cst.FunctionDef) -> bool:
+def _tensor_argument(
+    ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpression, method: cst.FunctionDef
+) -> bool:
     """`self.std = std` where `std` is a parameter annotated `Tensor`, or one that the class then
     uses the way only a tensor is used (`self.std.view(...)`, `self.std[..., None]`)."""
     if not isinstance(value, cst.Name):
@@ -215,7 +269,11 @@ def _tensor_argument(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.
         parent = ctx.index.parent(node)
         if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in TENSOR_ONLY_METHODS:
             return True
-        if isinstance(parent, cst.Subscript) and parent.value is node and not isinstance(ctx.index.parent(parent), cst.AssignTarget):
+        if (
+            isinstance(parent, cst.Subscript)
+            and parent.value is node
+            and not isinstance(ctx.index.parent(parent), cst.AssignTarget)
+        ):
             return True
     return False
 
@@ -269,7 +327,9 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         first = element.args[0].value if element.args else None
         return facts.dynamic_buffers and isinstance(first, cst.Name) and first.value == "self"
     if isinstance(element, (cst.Tuple, cst.List)):  # `self.stats[name] = (mean, std)`
-        return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if not isinstance(e, cst.StarredElement))
+        return any(
+            _stale_tensor(ctx, facts, e.value) for e in element.elements if not isinstance(e, cst.StarredElement)
+        )
     attr = self_attribute(element)
     if attr is not None:
         return attr in facts.buffers
@@ -294,15 +354,30 @@ def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
     if function is None:
         return False
     for node in ctx.index.walk(function.body):
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "register_buffer"
-                and len(node.args) >= 2 and isinstance(node.args[1].value, cst.Name) and node.args[1].value.value == name.value):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "register_buffer"
+            and len(node.args) >= 2
+            and isinstance(node.args[1].value, cst.Name)
+            and node.args[1].value.value == name.value
+        ):
             return True
     return False
 
 
 def _is_move(value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (
-        "to", "cuda", "type_as", "xpu", "mps",
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value
+        in (
+            "to",
+            "cuda",
+            "type_as",
+            "xpu",
+            "mps",
+        )
     )
 
 
@@ -314,17 +389,33 @@ def _made_on_cpu(ctx: FileContext, value: cst.BaseExpression, fact: Fact) -> boo
         keywords = {a.keyword.value for a in value.args if a.keyword is not None}
         first = value.args[0].value
         literal_scalar = isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation))
-        return "device" not in keywords and not any(a.star for a in value.args) and not literal_scalar and isinstance(first, (cst.Name, cst.Attribute, cst.List, cst.Tuple))
+        return (
+            "device" not in keywords
+            and not any(a.star for a in value.args)
+            and not literal_scalar
+            and isinstance(first, (cst.Name, cst.Attribute, cst.List, cst.Tuple))
+        )
     return False
 
 
 # Values that are certainly not tensors: assigning one to a buffer raises TypeError.
-_NOT_TENSORS = (cst.BaseNumber, cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set,
-                cst.ListComp, cst.DictComp, cst.SetComp, cst.Lambda)
+_NOT_TENSORS = (
+    cst.BaseNumber,
+    cst.BaseString,
+    cst.List,
+    cst.Tuple,
+    cst.Dict,
+    cst.Set,
+    cst.ListComp,
+    cst.DictComp,
+    cst.SetComp,
+    cst.Lambda,
+)
 
 
-def _as_buffer(ctx: FileContext, attr: str, value: cst.BaseExpression,
-               values: list[cst.BaseExpression]) -> FixProposal | None:
+def _as_buffer(
+    ctx: FileContext, attr: str, value: cst.BaseExpression, values: list[cst.BaseExpression]
+) -> FixProposal | None:
     """`self.<attr> = value` -> `self.register_buffer("<attr>", value, persistent=False)`."""
     assign = ctx.index.parent(value)
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or own_line_statement(ctx, assign) is None:
@@ -335,8 +426,11 @@ def _as_buffer(ctx: FileContext, attr: str, value: cst.BaseExpression,
     if any(v is not value and isinstance(v, _NOT_TENSORS) for v in values):
         return None
     text = f'self.register_buffer("{attr}", {code_in_place(ctx, value, value)}, persistent=False)'
-    return FixProposal(f'Register it: `self.register_buffer("{attr}", ..., persistent=False)`', safe=False,
-                       replacements=((assign, text),))
+    return FixProposal(
+        f'Register it: `self.register_buffer("{attr}", ..., persistent=False)`',
+        safe=False,
+        replacements=((assign, text),),
+    )
 
 
 def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode) -> bool:
@@ -351,8 +445,10 @@ def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode
     for item in init.body.body:
         if item is top:
             return False
-        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "__init__"
-               for n in ctx.index.walk(item)):
+        if any(
+            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "__init__"
+            for n in ctx.index.walk(item)
+        ):
             return True
     return False
 
@@ -389,8 +485,11 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
     """Whether a method other than `__init__` uses `self.<attr>` in a computation."""
     return any(
-        name == attr and method.name.value != "__init__" and not _safe_read(ctx, node)
-        and not _picks_from_python_data(ctx, facts, node) and not _moved_by_the_callee(ctx, facts, node)
+        name == attr
+        and method.name.value != "__init__"
+        and not _safe_read(ctx, node)
+        and not _picks_from_python_data(ctx, facts, node)
+        and not _moved_by_the_callee(ctx, facts, node)
         for name, node, method in facts.references
     )
 
@@ -431,9 +530,14 @@ def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
         parent = ctx.index.parent(node)
         if isinstance(parent, cst.If) and parent.body is node:
             test = parent.test
-            if (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"
-                    and len(test.args) == 2 and isinstance(test.args[0].value, cst.Name)
-                    and test.args[0].value.value == first.value):
+            if (
+                isinstance(test, cst.Call)
+                and isinstance(test.func, cst.Name)
+                and test.func.value == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0].value, cst.Name)
+                and test.args[0].value.value == first.value
+            ):
                 kinds = test.args[1].value
                 names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
                 return all(isinstance(n, cst.Name) and n.value in ("int", "float", "bool") for n in names)
@@ -501,13 +605,20 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
     callee = None
     bound = False
     if isinstance(func, cst.Name):
-        callee = next((f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == func.value), None)
+        callee = next(
+            (f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == func.value), None
+        )
     elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
         owner = func.value.value
         if owner == "self" or owner == facts.node.name.value:
             callee = facts.methods.get(func.attr.value)
-            bound = owner == "self" and callee is not None and not any(
-                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in callee.decorators)
+            bound = (
+                owner == "self"
+                and callee is not None
+                and not any(
+                    isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in callee.decorators
+                )
+            )
     if callee is None:
         return False
     params = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]
@@ -522,16 +633,27 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
         name = params[position]
     for statement in ctx.index.walk(callee.body):
         if not isinstance(statement, cst.Assign) or not any(
-                isinstance(t.target, cst.Name) and t.target.value == name for t in statement.targets):
+            isinstance(t.target, cst.Name) and t.target.value == name for t in statement.targets
+        ):
             continue
         value = statement.value
-        type_as = isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "type_as"
+        type_as = (
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "type_as"
+        )
         if (type_as or move_call(value) not in (None, "cpu")) and any(
-                isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(value)):
+            isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(value)
+        ):
             return True
-        if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args and (
-                isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == name
-                and any(a.keyword is not None and a.keyword.value == "device" for a in value.args)):
+        if (
+            isinstance(value, cst.Call)
+            and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS
+            and value.args
+            and (
+                isinstance(value.args[0].value, cst.Name)
+                and value.args[0].value.value == name
+                and any(a.keyword is not None and a.keyword.value == "device" for a in value.args)
+            )
+        ):
             return True
     return False
 
@@ -544,9 +666,14 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
             continue
         # `self.t.unsqueeze(0).expand(n, -1).to(device)`: reshaped on the host, then moved
         call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
-        if (isinstance(call, cst.Call) and isinstance(parent, cst.Attribute) and call.func is parent
-                and parent.attr.value in PRESERVING_METHODS
-                and parent.attr.value not in MEETING_METHODS and (_moved_afterwards(ctx, call) or _read_on_host(ctx, call))):
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(parent, cst.Attribute)
+            and call.func is parent
+            and parent.attr.value in PRESERVING_METHODS
+            and parent.attr.value not in MEETING_METHODS
+            and (_moved_afterwards(ctx, call) or _read_on_host(ctx, call))
+        ):
             return True
         break
     if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -559,7 +686,11 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
         call = ctx.index.parent(parent)
         if not isinstance(call, cst.Call):
             return False
-        if isinstance(call.func, cst.Name) and call.func.value in ("zip", "enumerate") and isinstance(ctx.index.parent(call), cst.For):
+        if (
+            isinstance(call.func, cst.Name)
+            and call.func.value in ("zip", "enumerate")
+            and isinstance(ctx.index.parent(call), cst.For)
+        ):
             return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]  # a For, checked above
         # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
         placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
@@ -585,8 +716,12 @@ def _moved_afterwards(ctx: FileContext, node: cst.CSTNode) -> bool:
         if parent.attr.value in ("to", "cuda", "type_as"):
             return True
         call = ctx.index.parent(parent)
-        if not (isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PRESERVING_METHODS
-                and parent.attr.value not in MEETING_METHODS):
+        if not (
+            isinstance(call, cst.Call)
+            and call.func is parent
+            and parent.attr.value in PRESERVING_METHODS
+            and parent.attr.value not in MEETING_METHODS
+        ):
             return False
         node = call
 
@@ -598,8 +733,11 @@ def _read_on_host(ctx: FileContext, node: cst.CSTNode) -> bool:
         return parent.attr.value in ("item", "tolist", "numpy")
     if isinstance(parent, cst.Arg):
         call = ctx.index.parent(parent)
-        return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
-                and call.func.value in ("int", "float", "bool", "len", "range", "list", "tuple", "round"))
+        return (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Name)
+            and call.func.value in ("int", "float", "bool", "len", "range", "list", "tuple", "round")
+        )
     return False
 
 

@@ -1,22 +1,31 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
-from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
+from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
-
 # Factories that take no `device=`: the tensor has to be moved.
 NO_DEVICE_ARGUMENT = frozenset(
-    {"from_numpy", "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor"}
+    {
+        "from_numpy",
+        "Tensor",
+        "FloatTensor",
+        "LongTensor",
+        "BoolTensor",
+        "ByteTensor",
+        "IntTensor",
+        "DoubleTensor",
+        "HalfTensor",
+    }
 )
 
 
@@ -124,7 +133,12 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     cls = ctx.index.enclosing_class(origin)
     device = _device_expression(ctx, meeting, function) or "device"
     hint = ""
-    if cls is not None and meeting.device.where == FOLLOWS and isinstance(origin, cst.Call) and _constant_arguments(ctx, origin):
+    if (
+        cls is not None
+        and meeting.device.where == FOLLOWS
+        and isinstance(origin, cst.Call)
+        and _constant_arguments(ctx, origin)
+    ):
         hint = " or register it as a buffer in `__init__`"
     factory = meeting.cpu.factory or "torch.tensor"
     if not _takes_device(factory):
@@ -152,7 +166,9 @@ def _pass_device(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     factory = meeting.cpu.factory or ""
     if not isinstance(origin, cst.Call) or not _takes_device(factory):
         return None
-    if any(arg.star for arg in origin.args) or any(arg.keyword is not None and arg.keyword.value == "device" for arg in origin.args):
+    if any(arg.star for arg in origin.args) or any(
+        arg.keyword is not None and arg.keyword.value == "device" for arg in origin.args
+    ):
         return None
     if not _alone_on_the_host(ctx, origin):
         return None
@@ -209,15 +225,18 @@ def _how(ctx: FileContext, meeting: Meeting) -> str:
     return f"meets the device tensor `{_short(other)}` in `{_short(ctx.code_for(meeting.node))}`"
 
 
-def _device_expression(ctx: FileContext, meeting: Meeting, function: cst.FunctionDef | None,
-                       checked: bool = False) -> str | None:
+def _device_expression(
+    ctx: FileContext, meeting: Meeting, function: cst.FunctionDef | None, checked: bool = False
+) -> str | None:
     """A device expression for where the factory is written. With `checked` (a fix writes it),
     only one whose names are surely bound there, else None."""
     origin = meeting.cpu.origin
     if function is meeting.scope:
         if meeting.device.device_expr and (not checked or bound_before(ctx, meeting.device.device_expr, origin)):
             return meeting.device.device_expr
-        if isinstance(meeting.device_node, cst.Name) and (not checked or bound_before(ctx, meeting.device_node.value, origin)):
+        if isinstance(meeting.device_node, cst.Name) and (
+            not checked or bound_before(ctx, meeting.device_node.value, origin)
+        ):
             name = meeting.device_node.value
             # a module has no `.device`; its parameters have
             return f"next({name}.parameters()).device" if meeting.device.kind == MODULE else f"{name}.device"

@@ -1,20 +1,36 @@
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
-from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
+from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
 from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 MOVES = frozenset({"to", "cuda", "cpu", "xpu", "mps"})
-CASTS = frozenset({"half", "float", "double", "bfloat16", "long", "int", "bool", "byte", "short", "char", "type", "contiguous", "pin_memory"})
+CASTS = frozenset(
+    {
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "long",
+        "int",
+        "bool",
+        "byte",
+        "short",
+        "char",
+        "type",
+        "contiguous",
+        "pin_memory",
+    }
+)
 
 
 @register
@@ -87,8 +103,26 @@ class TensorMoveDiscarded(Rule):
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
     message = "`{call}` returns {what} that is thrown away, so {unmoved}; {advice}"
     fix_availability = "sometimes"
-    tokens = (".to", ".cuda", ".cpu", ".half", ".float", ".double", ".bfloat16", ".long", ".int", ".bool",
-              ".byte", ".short", ".char", ".type", ".contiguous", ".pin_memory", ".xpu", ".mps")
+    tokens = (
+        ".to",
+        ".cuda",
+        ".cpu",
+        ".half",
+        ".float",
+        ".double",
+        ".bfloat16",
+        ".long",
+        ".int",
+        ".bool",
+        ".byte",
+        ".short",
+        ".char",
+        ".type",
+        ".contiguous",
+        ".pin_memory",
+        ".xpu",
+        ".mps",
+    )
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):
@@ -109,10 +143,9 @@ class TensorMoveDiscarded(Rule):
             if fact.is_tensor and _assigned_an_object(ctx, receiver):
                 continue
             if not fact.is_tensor and not (
-                fact.kind == UNKNOWN and method in MOVES and (
-                    (isinstance(receiver, cst.Name) and _unknown_is_tensor(ctx, receiver))
-                    or _part_of_batch(receiver)
-                )
+                fact.kind == UNKNOWN
+                and method in MOVES
+                and ((isinstance(receiver, cst.Name) and _unknown_is_tensor(ctx, receiver)) or _part_of_batch(receiver))
             ):
                 continue
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
@@ -124,19 +157,39 @@ class TensorMoveDiscarded(Rule):
         call_text = ctx.code_for(call)
         if moved.pair_only:  # copies of the first argument's parts, returned as a tuple
             first = ctx.code_for(moved.receivers[0])
-            return self.violation(call, call=call_text, what=f"a tuple of moved copies of `{first}`'s parts",
-                                  unmoved=f"`{first}` is not moved",
-                                  advice=f"unpack the result (`a, b = {call_text}`) and use it instead of `{first}`")
+            return self.violation(
+                call,
+                call=call_text,
+                what=f"a tuple of moved copies of `{first}`'s parts",
+                unmoved=f"`{first}` is not moved",
+                advice=f"unpack the result (`a, b = {call_text}`) and use it instead of `{first}`",
+            )
         # `features, labels = pair_to_device(features, labels, device)`: one target per returned copy
         names = ", ".join(ctx.code_for(r) for r in moved.receivers)
         listed = " and ".join(f"`{ctx.code_for(r)}`" for r in moved.receivers)
-        fix = FixProposal(description=f"Assign the result: `{names} = {call_text}`", safe=False,
-                          replacements=((call, f"{names} = {call_text}"),))
-        return self.violation(call, fix=fix, call=call_text, what="a tuple of moved copies", unmoved=f"{listed} are not moved",
-                              advice=f"assign it: `{names} = {call_text}`")
+        fix = FixProposal(
+            description=f"Assign the result: `{names} = {call_text}`",
+            safe=False,
+            replacements=((call, f"{names} = {call_text}"),),
+        )
+        return self.violation(
+            call,
+            fix=fix,
+            call=call_text,
+            what="a tuple of moved copies",
+            unmoved=f"{listed} are not moved",
+            advice=f"assign it: `{names} = {call_text}`",
+        )
 
-    def _report(self, ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression, what: str, done: str,
-                known_tensor: bool = False) -> Violation:
+    def _report(
+        self,
+        ctx: FileContext,
+        call: cst.Call,
+        receiver: cst.BaseExpression,
+        what: str,
+        done: str,
+        known_tensor: bool = False,
+    ) -> Violation:
         receiver_text = ctx.code_for(receiver)
         call_text = ctx.code_for(call)
         fix = None
@@ -145,11 +198,18 @@ class TensorMoveDiscarded(Rule):
             # nothing but where `x` lives. An attribute or item may be a parameter or a tuple slot.
             safe = known_tensor and isinstance(receiver, cst.Name)
             fix = FixProposal(
-                description=f"Assign the result: `{receiver_text} = {call_text}`", safe=safe,
+                description=f"Assign the result: `{receiver_text} = {call_text}`",
+                safe=safe,
                 replacements=((call, f"{receiver_text} = {code_in_place(ctx, call, call)}"),),
             )
-        return self.violation(call, fix=fix, call=call_text, what=what, unmoved=f"`{receiver_text}` is not {done}",
-                              advice=f"assign it: `{receiver_text} = {call_text}`")
+        return self.violation(
+            call,
+            fix=fix,
+            call=call_text,
+            what=what,
+            unmoved=f"`{receiver_text}` is not {done}",
+            advice=f"assign it: `{receiver_text} = {call_text}`",
+        )
 
 
 def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression) -> bool:
@@ -163,7 +223,8 @@ def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpress
         owner = ctx.index.enclosing_class(call)
         facts = class_facts(ctx).get(owner.name.value) if (attr is not None and owner is not None) else None
         return facts is None or not any(
-            name == attr and is_parameter_call(ctx, value) for name, value, _ in facts.assignments)
+            name == attr and is_parameter_call(ctx, value) for name, value, _ in facts.assignments
+        )
     if not isinstance(receiver, cst.Name):
         return False  # `model(x).cuda()`: nothing to assign to
     scope = ctx.index.enclosing_function(call) or ctx.module
@@ -174,9 +235,15 @@ def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpress
         elif after and isinstance(node, cst.Name) and node.value == receiver.value and node is not receiver:
             if ctx.index.in_binding_target(node):
                 # Rebound: read first only by its own right-hand side (`z = z - 0.1 * eps`).
-                statement = next((a for a in ctx.index.ancestors(node) if isinstance(a, (cst.Assign, cst.AugAssign))), None)
-                return isinstance(statement, cst.AugAssign) or (statement is not None and any(
-                    isinstance(n, cst.Name) and n.value == receiver.value for n in ctx.index.walk(statement.value)))
+                statement = next(
+                    (a for a in ctx.index.ancestors(node) if isinstance(a, (cst.Assign, cst.AugAssign))), None
+                )
+                return isinstance(statement, cst.AugAssign) or (
+                    statement is not None
+                    and any(
+                        isinstance(n, cst.Name) and n.value == receiver.value for n in ctx.index.walk(statement.value)
+                    )
+                )
             return True
     # No read after it: only a loop's next pass can read it, at the top of the body, and not
     # when the loop itself rebinds the name each pass.
@@ -184,8 +251,13 @@ def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpress
         if isinstance(loop, cst.For) and receiver.value in assigned_names(loop.target):
             return False
         if isinstance(loop, (cst.For, cst.While)):
-            return any(isinstance(n, cst.Name) and n.value == receiver.value and n is not receiver
-                       and not ctx.index.in_binding_target(n) for n in ctx.index.walk(loop.body))
+            return any(
+                isinstance(n, cst.Name)
+                and n.value == receiver.value
+                and n is not receiver
+                and not ctx.index.in_binding_target(n)
+                for n in ctx.index.walk(loop.body)
+            )
     return False
 
 
@@ -196,26 +268,121 @@ def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpress
 
 # Parts of names that hold modules or objects moved in place.
 MODULE_WORDS = (
-    "model", "net", "module", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
-    "critic", "policy", "head", "layer", "block", "ema", "teacher", "student", "pipe", "learner", "agent",
-    "criterion", "loss_fn", "metric", "vae", "unet", "transformer", "embed", "tokeniz", "processor", "trainer",
-    "wrapper", "engine", "accelerator", "encoding", "optim", "scaler",
+    "model",
+    "net",
+    "module",
+    "encoder",
+    "decoder",
+    "backbone",
+    "classifier",
+    "generator",
+    "discriminator",
+    "critic",
+    "policy",
+    "head",
+    "layer",
+    "block",
+    "ema",
+    "teacher",
+    "student",
+    "pipe",
+    "learner",
+    "agent",
+    "criterion",
+    "loss_fn",
+    "metric",
+    "vae",
+    "unet",
+    "transformer",
+    "embed",
+    "tokeniz",
+    "processor",
+    "trainer",
+    "wrapper",
+    "engine",
+    "accelerator",
+    "encoding",
+    "optim",
+    "scaler",
 )
 # Names of whole batches that may be objects moved in place (a graph batch, a BatchEncoding): a
 # model input alone is no evidence that they are tensors.
 CONTAINER_WORDS = ("batch", "data", "graph", "sample", "inputs", "encoded", "example", "item", "record")
 # Callees whose results are objects with their own `.to()` or modules.
-OBJECT_CALL_WORDS = ("tokeniz", "processor", "extractor", "collat", "checkpoint", "ckpt", "load_state", "pretrained",
-                     "instantiate", "deepcopy", "copy", "prepare", "wrap", "compile", "pipeline")
-# Attributes any tensor has; any other attribute use marks an object (`batch.y`, `enc.input_ids`).
-TENSOR_ATTRIBUTES = TENSOR_ONLY_METHODS | PRESERVING_METHODS | frozenset(
-    {"shape", "dtype", "device", "ndim", "T", "tolist", "numpy", "requires_grad", "grad", "backward", "is_cuda",
-     "to", "cuda", "cpu", "float", "half", "long", "numel", "element_size", "data", "sum", "mean", "squeeze"}
+OBJECT_CALL_WORDS = (
+    "tokeniz",
+    "processor",
+    "extractor",
+    "collat",
+    "checkpoint",
+    "ckpt",
+    "load_state",
+    "pretrained",
+    "instantiate",
+    "deepcopy",
+    "copy",
+    "prepare",
+    "wrap",
+    "compile",
+    "pipeline",
 )
-DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16", "float64", "double", "int64", "long", "int32", "int",
-                    "int16", "int8", "uint8", "bool", "complex64", "complex128"})
+# Attributes any tensor has; any other attribute use marks an object (`batch.y`, `enc.input_ids`).
+TENSOR_ATTRIBUTES = (
+    TENSOR_ONLY_METHODS
+    | PRESERVING_METHODS
+    | frozenset(
+        {
+            "shape",
+            "dtype",
+            "device",
+            "ndim",
+            "T",
+            "tolist",
+            "numpy",
+            "requires_grad",
+            "grad",
+            "backward",
+            "is_cuda",
+            "to",
+            "cuda",
+            "cpu",
+            "float",
+            "half",
+            "long",
+            "numel",
+            "element_size",
+            "data",
+            "sum",
+            "mean",
+            "squeeze",
+        }
+    )
+)
+DTYPES = frozenset(
+    {
+        "float32",
+        "float",
+        "float16",
+        "half",
+        "bfloat16",
+        "float64",
+        "double",
+        "int64",
+        "long",
+        "int32",
+        "int",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+    }
+)
 LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
-MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children", "values", "items", "parameters"})
+MODULE_ITERATORS = frozenset(
+    {"modules", "children", "named_modules", "named_children", "values", "items", "parameters"}
+)
 
 
 def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
@@ -224,8 +391,11 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
     if any(word in lowered for word in MODULE_WORDS):
         return False
     scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
-    names = [n for n in ctx.index.walk(scope) if isinstance(n, cst.Name) and n.value == name
-             and (ctx.index.enclosing_function(n) or ctx.module) is scope]
+    names = [
+        n
+        for n in ctx.index.walk(scope)
+        if isinstance(n, cst.Name) and n.value == name and (ctx.index.enclosing_function(n) or ctx.module) is scope
+    ]
     made = False
     evidence = False
     weak = False
@@ -272,11 +442,18 @@ def _assigned_an_object(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
 
 def _dtype_only(ctx: FileContext, call: cst.Call) -> bool:
     """`x.to(torch.float32)`, `x.to(dtype=...)`: a cast, not a move."""
-    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in ("non_blocking", "copy", "memory_format"))]
+    args = [
+        a
+        for a in call.args
+        if not (a.keyword is not None and a.keyword.value in ("non_blocking", "copy", "memory_format"))
+    ]
     return bool(args) and all(
         (a.keyword is not None and a.keyword.value == "dtype")
-        or (a.keyword is None and (ctx.qualified_name(a.value) or "").startswith("torch.")
-            and (ctx.qualified_name(a.value) or "").rsplit(".", 1)[-1] in DTYPES)
+        or (
+            a.keyword is None
+            and (ctx.qualified_name(a.value) or "").startswith("torch.")
+            and (ctx.qualified_name(a.value) or "").rsplit(".", 1)[-1] in DTYPES
+        )
         for a in args
     )
 
@@ -309,15 +486,21 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
         value = assign.value
         if isinstance(value, (cst.Subscript, cst.BinaryOperation)):
             return "part"  # an entry of a container, an arithmetic result
-        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in TENSOR_ATTRIBUTES
-                and not any(word in ctx.code_for(value.func.value).lower() for word in MODULE_WORDS)):
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in TENSOR_ATTRIBUTES
+            and not any(word in ctx.code_for(value.func.value).lower() for word in MODULE_WORDS)
+        ):
             return "part"  # `x = y.clone()`, `x = y.float()`: a tensor method's result
         return "whole" if _made_by_call(ctx, value) else "object"
     if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
         if not _loop_over_data(ctx, parent.iter):
             return "object"
         return "part" if unpacked else "whole"
-    if isinstance(parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal)):
+    if isinstance(
+        parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal)
+    ):
         return "object" if not isinstance(parent, cst.AugAssign) else None
     if node is not child:
         return None  # an element of a tuple being built, a use
@@ -342,7 +525,12 @@ def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
 
 def _loop_over_data(ctx: FileContext, iterable: cst.BaseExpression) -> bool:
     """A loop over batches or a list of values, not over modules (`self.modules()`, `models`)."""
-    while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in LOOP_WRAPPERS and iterable.args:
+    while (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value in LOOP_WRAPPERS
+        and iterable.args
+    ):
         iterable = iterable.args[0].value
     if isinstance(iterable, cst.Call):
         func = iterable.func
@@ -354,7 +542,7 @@ def _loop_over_data(ctx: FileContext, iterable: cst.BaseExpression) -> bool:
 
 
 def _use(ctx: FileContext, node: cst.Name) -> str | None:
-    """"tensor" for a use only a tensor has, "object" for one a tensor never has, else None."""
+    """ "tensor" for a use only a tensor has, "object" for one a tensor never has, else None."""
     index = ctx.index
     parent = index.parent(node)
     if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -363,7 +551,11 @@ def _use(ctx: FileContext, node: cst.Name) -> str | None:
         return "object"
     if isinstance(parent, cst.Subscript) and parent.value is node:
         keys = [e.slice for e in parent.slice]
-        if any(isinstance(k, cst.Index) and isinstance(k.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)) for k in keys):
+        if any(
+            isinstance(k, cst.Index)
+            and isinstance(k.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            for k in keys
+        ):
             return "object"
         return "tensor"
     if isinstance(parent, cst.BinaryOperation):
@@ -387,4 +579,7 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
         return True
     func = call.func
     last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-    return any(word in last.lower() for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss"))
+    return any(
+        word in last.lower()
+        for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss")
+    )

@@ -1,16 +1,16 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
 from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.modules import dataset_classes
+from devicelint.analysis.names import literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
-from devicelint.analysis.names import literal_value
 
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
 
@@ -84,7 +84,7 @@ class TorchLoadWithoutMapLocation(Rule):
     summary = "`torch.load` without `map_location` restores tensors to the device they were saved on."
     message = (
         "`{call}` has no `map_location`: a checkpoint saved on a GPU fails on a CPU-only machine "
-        "or lands on the saving GPU; pass `map_location=device` (or \"cpu\")"
+        'or lands on the saving GPU; pass `map_location=device` (or "cpu")'
     )
     fix_availability = "unsafe"
 
@@ -127,9 +127,15 @@ def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
             taken = _cuda_test(ctx, ancestor.test)
             in_body = child is ancestor.body
             other = ancestor.orelse if in_body else ancestor.body
-            if taken is not None and in_body == taken and other is not None and any(
+            if (
+                taken is not None
+                and in_body == taken
+                and other is not None
+                and any(
                     isinstance(n, cst.Call) and ctx.qualified_name(n.func) in LOADERS and _has_map_location(n.args)
-                    for n in ctx.index.walk(other)):
+                    for n in ctx.index.walk(other)
+                )
+            ):
                 return True
         child = ancestor
     return False
@@ -184,7 +190,9 @@ def _built_from_temporary(ctx: FileContext, source: cst.BaseExpression, call: cs
     for _ in range(2):
         found: set[str] = set()
         for node in ctx.index.walk(function):
-            if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets):
+            if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets
+            ):
                 if _TEMPORARY.search(ctx.code_for(node.value)):
                     return True
                 found |= {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
@@ -228,7 +236,9 @@ def _add_map_location(ctx: FileContext, call: cst.Call) -> FixProposal | None:
     return FixProposal(description=f"Add `map_location={where}`", safe=False, replacements=((call, new),))
 
 
-MODULE_METHODS = frozenset({"eval", "train", "parameters", "named_parameters", "to", "cuda", "forward", "modules", "half"})
+MODULE_METHODS = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "to", "cuda", "forward", "modules", "half"}
+)
 
 
 def _used_as_model(ctx: FileContext, value: cst.BaseExpression, depth: int = 0) -> bool:
@@ -299,8 +309,11 @@ class Payloads:
 
     def host_only(self, call: cst.Call) -> bool:
         return (
-            self._in_dataset(call) or self._host_consumed(call) or self._saved_from_host(call)
-            or self._round_trip(call) or self._training_data(call)
+            self._in_dataset(call)
+            or self._host_consumed(call)
+            or self._saved_from_host(call)
+            or self._round_trip(call)
+            or self._training_data(call)
         )
 
     def _training_data(self, call: cst.Call) -> bool:
@@ -313,7 +326,9 @@ class Payloads:
             return False
         scope = self.ctx.index.enclosing_function(call) or self.ctx.module
         for node in self.ctx.index.walk(scope):
-            if isinstance(node, cst.Call) and any(w in _last_name(node.func).lower() for w in ("load_state", "load_weights")):
+            if isinstance(node, cst.Call) and any(
+                w in _last_name(node.func).lower() for w in ("load_state", "load_weights")
+            ):
                 if any(isinstance(n, cst.Name) and n.value == name for n in self.ctx.index.walk(node)):
                     return False
         return True
@@ -378,11 +393,15 @@ class Payloads:
         body = getattr(block, "body", None)
         if not isinstance(body, (list, tuple)) or line not in body:
             return None
-        for later in body[body.index(line) + 1:]:
+        for later in body[body.index(line) + 1 :]:
             if not isinstance(later, cst.SimpleStatementLine):
                 return None  # a compound statement may bind it on one path only
             for small in later.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and _is_name(small.targets[0].target, name):
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and _is_name(small.targets[0].target, name)
+                ):
                     return small
         return None
 
@@ -397,7 +416,7 @@ class Payloads:
         return target.value if isinstance(target, cst.Name) else None
 
     def _consumer(self, node: cst.CSTNode) -> str | None:
-        """"host" when `node` (through subscripts) is handed to a host-only consumer, "neutral"
+        """ "host" when `node` (through subscripts) is handed to a host-only consumer, "neutral"
         for uses that say nothing (`len(x)`, `"cuda" in x`, assignment target), None otherwise."""
         index = self.ctx.index
         current: cst.CSTNode = node
@@ -408,7 +427,11 @@ class Payloads:
             current, parent = parent, index.parent(parent)
         if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.AssignTarget, cst.Del)):
             return "neutral"
-        if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in ("keys", "get", "items", "values"):
+        if (
+            isinstance(parent, cst.Attribute)
+            and parent.value is current
+            and parent.attr.value in ("keys", "get", "items", "values")
+        ):
             return None if parent.attr.value != "keys" else "neutral"
         if not isinstance(parent, cst.Arg):
             return None
@@ -446,8 +469,13 @@ class Payloads:
         cls = self.ctx.index.enclosing_class(call)
         if cls is None or not self._path_parameter(call.args[0].value, call):
             return False
-        writers = [s for s in self._all_saves() if len(s.args) >= 2 and self.ctx.index.enclosing_class(s) is cls
-                   and self._path_parameter(s.args[1].value, s)]
+        writers = [
+            s
+            for s in self._all_saves()
+            if len(s.args) >= 2
+            and self.ctx.index.enclosing_class(s) is cls
+            and self._path_parameter(s.args[1].value, s)
+        ]
         return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
 
     def _path_parameter(self, node: cst.BaseExpression, at: cst.CSTNode) -> bool:
@@ -502,7 +530,9 @@ class Payloads:
                 return True
             return self._host_name(node.value, at, depth)
         if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-            return all(self._host_value(e.value, at, depth + 1) for e in node.elements if isinstance(e, cst.BaseElement))
+            return all(
+                self._host_value(e.value, at, depth + 1) for e in node.elements if isinstance(e, cst.BaseElement)
+            )
         if isinstance(node, cst.Dict):
             return all(
                 isinstance(e, cst.DictElement) and self._host_value(e.value, at, depth + 1) for e in node.elements
@@ -525,11 +555,19 @@ class Payloads:
             return False
         stores: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
         for node in self.ctx.index.walk(cls):
-            if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args
-                    and node.func.attr.value in ("append", "extend", "insert", "update", "add")):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.args
+                and node.func.attr.value in ("append", "extend", "insert", "update", "add")
+            ):
                 holder = node.func.value
-                if (isinstance(holder, cst.Attribute) and holder.attr.value == attr
-                        and isinstance(holder.value, cst.Name) and holder.value.value == "self"):
+                if (
+                    isinstance(holder, cst.Attribute)
+                    and holder.attr.value == attr
+                    and isinstance(holder.value, cst.Name)
+                    and holder.value.value == "self"
+                ):
                     stores.append((node.args[-1].value, node))  # `self.objective.append(obj)`
                 continue
             if not isinstance(node, cst.Assign):
@@ -538,11 +576,18 @@ class Payloads:
                 bound = target.target
                 if isinstance(bound, cst.Subscript):
                     bound = bound.value
-                if (isinstance(bound, cst.Attribute) and bound.attr.value == attr
-                        and isinstance(bound.value, cst.Name) and bound.value.value == "self"):
+                if (
+                    isinstance(bound, cst.Attribute)
+                    and bound.attr.value == attr
+                    and isinstance(bound.value, cst.Name)
+                    and bound.value.value == "self"
+                ):
                     stores.append((node.value, node))
-        stores = [(v, w) for v, w in stores  # what the class reads back is what it saved
-                  if not (isinstance(v, cst.Call) and self.ctx.qualified_name(v.func) in LOADERS)]
+        stores = [
+            (v, w)
+            for v, w in stores  # what the class reads back is what it saved
+            if not (isinstance(v, cst.Call) and self.ctx.qualified_name(v.func) in LOADERS)
+        ]
         return bool(stores) and all(
             (isinstance(v, (cst.Dict, cst.List)) and not v.elements) or self._host_value(v, where, depth + 1)
             for v, where in stores
@@ -566,8 +611,11 @@ class Payloads:
         """The saving function takes its state dicts with `offload_to_cpu=True` (FSDP)."""
         scope = self.ctx.index.enclosing_function(at) or self.ctx.module
         return any(
-            isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value in ("offload_to_cpu", "cpu_offload")
-            and isinstance(n.value, cst.Name) and n.value.value == "True"
+            isinstance(n, cst.Arg)
+            and n.keyword is not None
+            and n.keyword.value in ("offload_to_cpu", "cpu_offload")
+            and isinstance(n.value, cst.Name)
+            and n.value.value == "True"
             for n in self.ctx.index.walk(scope)
         )
 

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import libcst as cst
 
@@ -121,14 +121,19 @@ class WrappedStateDictPrefix(Rule):
             source = _loaded_from(ctx, call.args[0].value)
             if target is None or source is None:
                 continue
-            for target, source, at in _through_callers(ctx, call, target, source):
+            for target, source, at in _through_callers(ctx, call, target, source):  # noqa: B020  (each caller's view replaces the callee's)
                 found = next(self._load(ctx, call, target, source, at, saves), None)
                 if found is not None:
                     yield found  # one finding per load, however many callers reach it
                     break
 
     def _load(
-        self, ctx: FileContext, call: cst.Call, target: str, source: tuple[str, str | None], at: cst.CSTNode,
+        self,
+        ctx: FileContext,
+        call: cst.Call,
+        target: str,
+        source: tuple[str, str | None],
+        at: cst.CSTNode,
         saves: list[_Saved],
     ) -> Iterator[Violation]:
         """The findings for one load into `target` (as it is at `at`) from `source`."""
@@ -139,7 +144,8 @@ class WrappedStateDictPrefix(Rule):
                 continue
             if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, at):
                 yield self.violation(
-                    call, fix=_strip_prefix(ctx, call),
+                    call,
+                    fix=_strip_prefix(ctx, call),
                     problem=(
                         f"`{short(ctx, call)}` loads into the bare model `{target}`{via} the state dict that "
                         f"`{short(ctx, saved.call)}`{_where(ctx, saved.call)} saved from the `{saved.wrapper.kind}` wrapper "
@@ -147,14 +153,18 @@ class WrappedStateDictPrefix(Rule):
                     ),
                     advice=(
                         f"save `{saved.model}.module.state_dict()` instead, and strip the prefix from checkpoints "
-                        "already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, \"module.\")`)"
+                        'already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "module.")`)'
                     ),
                 )
             elif saved.wrapper is None and into_wrapper is not None:
                 owner = code_in_place(ctx, call.func.value, call.func.value)  # type: ignore[attr-defined]  # `x.load_state_dict(...)`
                 yield self.violation(
-                    call, fix=None if via else FixProposal(
-                        f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`", safe=False,
+                    call,
+                    fix=None
+                    if via
+                    else FixProposal(
+                        f"Load into the wrapped model: `{owner}.module.load_state_dict(...)`",
+                        safe=False,
                         replacements=((call.func.value, f"{owner}.module"),),  # type: ignore[attr-defined]  # as above
                     ),
                     problem=(
@@ -217,7 +227,11 @@ def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | No
         return None
     method = ctx.index.enclosing_function(at)
     for other in wrapper_sites(ctx) + returned_wrapper_sites(ctx):
-        if other.target == var and other.scope is not scope_of(ctx, at) and ctx.index.enclosing_class(other.call) is cls:
+        if (
+            other.target == var
+            and other.scope is not scope_of(ctx, at)
+            and ctx.index.enclosing_class(other.call) is cls
+        ):
             if method is not None and _runs_only_before(ctx, method, other.call):
                 continue  # `__init__` loads through `self._load()` and wraps after it
             return other
@@ -233,8 +247,7 @@ def _runs_only_before(ctx: FileContext, method: cst.FunctionDef, site: cst.CSTNo
     scope = scope_facts(ctx, root)
     limit = scope.order.get(id(statement_of(ctx, site)), -1)
     return all(
-        scope_of(ctx, call) is root and scope.order.get(id(statement_of(ctx, call)), limit) < limit
-        for call in calls
+        scope_of(ctx, call) is root and scope.order.get(id(statement_of(ctx, call)), limit) < limit for call in calls
     )
 
 
@@ -257,14 +270,15 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
             pairs = [
                 (e.value, text)
                 for e in saved.elements
-                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                if isinstance(e, cst.DictElement)
+                and isinstance(e.key, cst.SimpleString)
                 and isinstance(text := literal_value(e.key), str)
             ]
         for value, key in pairs:
             model = _state_dict_of(_bound_value(ctx, value, call))  # `state = model.state_dict()`
             if model is None:
                 continue
-            for model, path_key, where in _through_callers(ctx, call, model, (path_text, key), at):
+            for model, path_key, where in _through_callers(ctx, call, model, (path_text, key), at):  # noqa: B020  (each caller's view replaces the callee's)
                 wrapper = _wrapper_of(ctx, model, where)
                 if wrapper is None and not _bare(ctx, model, where):
                     continue
@@ -278,7 +292,9 @@ def _saved_objects(
     """(what is saved, where its names are judged, path key) for `torch.save(saved, path)`: the
     object itself (or the dict a local is bound to), and, when it is a parameter of a save helper
     (`def save_checkpoint(state, filename="checkpoint.pth")`), what each caller passes for it."""
-    found: list[tuple[cst.BaseExpression, cst.CSTNode, str]] = [(_bound_value(ctx, saved, call), call, _path_key(ctx, path, call))]
+    found: list[tuple[cst.BaseExpression, cst.CSTNode, str]] = [
+        (_bound_value(ctx, saved, call), call, _path_key(ctx, path, call))
+    ]
     name = dotted_name(saved)
     function = ctx.index.enclosing_function(call)
     if name is None or function is None or name not in _parameters(function):
@@ -357,11 +373,20 @@ def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     found = []
     for call in ctx.index.of_type(cst.Call):
         func = call.func
-        if cls is None and isinstance(func, cst.Name) and func.value == name and module_functions(ctx).get(name) is function:
+        if (
+            cls is None
+            and isinstance(func, cst.Name)
+            and func.value == name
+            and module_functions(ctx).get(name) is function
+        ):
             found.append(call)
         elif (
-            cls is not None and isinstance(func, cst.Attribute) and func.attr.value == name
-            and isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.index.enclosing_class(call) is cls
+            cls is not None
+            and isinstance(func, cst.Attribute)
+            and func.attr.value == name
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and ctx.index.enclosing_class(call) is cls
         ):
             found.append(call)
     return found
@@ -416,7 +441,8 @@ def _file_name(node: cst.BaseExpression) -> str | None:
     """The checkpoint file name a path expression ends with: its last literal piece."""
     pieces = [
         literal_value(n) if isinstance(n, cst.SimpleString) else n.value
-        for n in _walk(node) if isinstance(n, (cst.SimpleString, cst.FormattedStringText))
+        for n in _walk(node)
+        if isinstance(n, (cst.SimpleString, cst.FormattedStringText))
     ]
     if not pieces or not isinstance(pieces[-1], str):
         return None
@@ -473,4 +499,3 @@ def _bare(ctx: FileContext, var: str, at: cst.CSTNode) -> bool:
         return False
     callee = (dotted_name(base.func) or "").rsplit(".", 1)[-1]
     return facts.trusted or callee[:1].isupper() or callee == "from_pretrained"
-

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from devicelint.finding import Finding
 from devicelint.report.base import FORMATS, ReportContext, path_uri, printable_path
@@ -15,8 +15,15 @@ def render(fmt: str, findings: Sequence[Finding], context: ReportContext | None 
     from devicelint.report import github, gitlab, json_format, json_lines, junit, pylint_format, sarif, text
 
     renderers: dict[str, Callable[[Sequence[Finding], ReportContext], str]] = {
-        "text": text.render, "concise": text.render_concise, "full": text.render, "json": json_format.render,
-        "json-lines": json_lines.render, "sarif": sarif.render, "github": github.render,
-        "gitlab": gitlab.render, "junit": junit.render, "pylint": pylint_format.render,
+        "text": text.render,
+        "concise": text.render_concise,
+        "full": text.render,
+        "json": json_format.render,
+        "json-lines": json_lines.render,
+        "sarif": sarif.render,
+        "github": github.render,
+        "gitlab": gitlab.render,
+        "junit": junit.render,
+        "pylint": pylint_format.render,
     }
     return renderers[fmt](sorted(findings, key=lambda f: f.sort_key), context or ReportContext())

@@ -3,8 +3,8 @@ Below `report/__init__.py`, whose `render` imports the format modules."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 
 @dataclass(frozen=True)

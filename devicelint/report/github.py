@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from devicelint.finding import Finding
 from devicelint.report.base import ReportContext, printable_path

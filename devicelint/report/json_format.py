@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 from devicelint.finding import Finding
 from devicelint.report.base import ReportContext, printable_path
@@ -22,7 +23,9 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "severity": finding.severity,
         "url": finding.url,
-        "fix": None if finding.fix is None else {
+        "fix": None
+        if finding.fix is None
+        else {
             "description": finding.fix.description,
             "safe": finding.fix.safe,
             "edits": [asdict(edit) for edit in finding.fix.edits],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from devicelint.finding import Finding
 from devicelint.report.base import ReportContext

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 from xml.etree import ElementTree
 
 from devicelint.finding import Finding
@@ -19,8 +19,14 @@ def render(findings: Sequence[Finding], context: ReportContext) -> str:
     for path, found in by_file.items():
         suite = ElementTree.SubElement(root, "testsuite", name=path, tests=str(len(found)), failures=str(len(found)))
         for finding in found:
-            case = ElementTree.SubElement(suite, "testcase", name=f"{finding.code} {location(finding)}", classname=path,
-                                          file=path, line=str(finding.line))
+            case = ElementTree.SubElement(
+                suite,
+                "testcase",
+                name=f"{finding.code} {location(finding)}",
+                classname=path,
+                file=path,
+                line=str(finding.line),
+            )
             failure = ElementTree.SubElement(case, "failure", message=finding.message, type=finding.code)
             failure.text = f"{location(finding)}: {finding.code} {finding.message}"
     ElementTree.indent(root)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from devicelint import __version__
 from devicelint.finding import Finding
@@ -19,7 +20,10 @@ def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "helpUri": rule.url(),
-        "defaultConfiguration": {"level": "warning" if rule.severity == "warning" else "error", "enabled": rule.default_enabled},
+        "defaultConfiguration": {
+            "level": "warning" if rule.severity == "warning" else "error",
+            "enabled": rule.default_enabled,
+        },
         "properties": {"tags": ["pytorch", "device"]},
     }
 
@@ -62,8 +66,10 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, Any]:
                         "replacements": [
                             {
                                 "deletedRegion": {
-                                    "startLine": e.line, "startColumn": e.column,
-                                    "endLine": e.end_line, "endColumn": e.end_column,
+                                    "startLine": e.line,
+                                    "startColumn": e.column,
+                                    "endLine": e.end_line,
+                                    "endColumn": e.end_column,
                                 },
                                 "insertedContent": {"text": e.content},
                             }

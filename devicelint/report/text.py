@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import linecache
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -40,7 +41,7 @@ def _window(line: str, f: Finding) -> tuple[str, int, int]:
     if len(line) <= MAX_SHOWN:
         return line, f.column, width
     start = max(0, f.column - 1 - 20)
-    shown = line[start:start + MAX_SHOWN]
+    shown = line[start : start + MAX_SHOWN]
     prefix = "..." if start else ""
     suffix = "..." if start + MAX_SHOWN < len(line) else ""
     return prefix + shown + suffix, f.column - start + len(prefix), min(width, MAX_SHOWN - (f.column - 1 - start))

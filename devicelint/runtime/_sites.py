@@ -15,7 +15,6 @@ from types import CodeType, FrameType
 Site = tuple[str, int] | tuple[str, int, tuple[str, int]]
 
 
-
 def _library_roots() -> tuple[str, ...]:
     roots = []
     for name in ("torch", "devicelint", "_pytest", "pytest", "pluggy", "functorch"):
@@ -164,7 +163,9 @@ def sync_asked_by_user(depth: int = 1) -> bool:
     tensor_method = _TENSOR_METHODS.get(code)
     if tensor_method is None:
         name = os.path.basename(code.co_filename)
-        tensor_method = _TENSOR_METHODS[code] = name in ("_tensor.py", "_tensor_str.py") or not _in_torch(code.co_filename)
+        tensor_method = _TENSOR_METHODS[code] = name in ("_tensor.py", "_tensor_str.py") or not _in_torch(
+            code.co_filename
+        )
     return tensor_method
 
 

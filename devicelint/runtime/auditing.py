@@ -6,8 +6,9 @@ import inspect
 import linecache
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -96,12 +97,14 @@ def audit_items(
                         "error",
                         f"`{attr_path}` is a plain tensor attribute on {value.device}: `.to()`, "
                         f"`state_dict` and DDP ignore it, so it stays off {expected}; "
-                        f"use `{_owner_name(owner, attr_path)}.register_buffer(\"{attr}\", ...)` instead",
+                        f'use `{_owner_name(owner, attr_path)}.register_buffer("{attr}", ...)` instead',
                     )
                     record.hit()
                     items.append(AuditItem(record, [value]))
             elif isinstance(value, (list, tuple, dict)):
-                item = _container_item(owner, path, attr, value, expected, registered_ids, device_checks, root, call_site)
+                item = _container_item(
+                    owner, path, attr, value, expected, registered_ids, device_checks, root, call_site
+                )
                 if item is not None:
                     items.append(item)
                     entries = value.items() if isinstance(value, dict) else enumerate(value)
@@ -133,7 +136,9 @@ def _off_device_item(
             f"model after replacing it"
         )
     else:
-        shown = ", ".join(f"`{root}.{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        shown = ", ".join(f"`{root}.{n}`" for n in names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else ""
+        )
         count = "" if len(names) == 1 else f" ({len(names)} parameters and buffers)"
         message = (
             f"{shown} {'is' if len(names) == 1 else 'are'} on {devices}, expected {expected}{count}; move "

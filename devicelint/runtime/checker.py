@@ -7,30 +7,31 @@ import functools
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Iterator, Literal, TypeVar, cast
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar, cast
 
 import torch
 from torch import nn
 
 from devicelint.finding import Finding
 from devicelint.runtime import _sites
+from devicelint.runtime.auditing import audit_items, same_device
 from devicelint.runtime.backward_errors import clear as clear_held_errors
 from devicelint.runtime.backward_errors import hook_patches, take
-from devicelint.runtime.auditing import audit_items, same_device
 from devicelint.runtime.detector import Detector
 from devicelint.runtime.function_mode import FunctionMode
 from devicelint.runtime.modules import ModuleTracker
 from devicelint.runtime.patching import RegionPatches
+from devicelint.runtime.records import HOST_SYNC, PER_STEP_COPY, Record, merge
 from devicelint.runtime.sim_backend import SimBackendModule
 from devicelint.runtime.sim_cuda_names import cuda_name_patches
-from devicelint.runtime.records import HOST_SYNC, PER_STEP_COPY, Record, merge
 
 SyncPolicy = Literal["warn", "error", "ignore"]
 SimulatePolicy = Literal["auto", "always", "never"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
-_active: "check | None" = None
+_active: check | None = None
 
 
 class DeviceConsistencyError(AssertionError):
@@ -146,7 +147,7 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
     def model(self) -> nn.Module | None:
         return self._model() if self._model is not None else None
 
-    def _copy(self) -> "check":
+    def _copy(self) -> check:
         return check(
             self.model,
             self.expect_device,
@@ -199,7 +200,9 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
             self._swap_before = torch.__future__.get_swap_module_params_on_conversion()
             torch.__future__.set_swap_module_params_on_conversion(True)
             clear_held_errors()
-            self._region_patches = RegionPatches([*hook_patches(), *cuda_name_patches(sim.SIM_TYPE, sim.to_sim)]).__enter__()
+            self._region_patches = RegionPatches(
+                [*hook_patches(), *cuda_name_patches(sim.SIM_TYPE, sim.to_sim)]
+            ).__enter__()
             SimBackendModule.in_region = True
         report.device = expected
         self._expected_device = expected
@@ -299,9 +302,9 @@ class check:  # noqa: N801 (used as `with devicelint.runtime.check(...)` and `@c
         expected = self._expected_device
         # A model that runs wholly on the CPU with CPU inputs (code that picked "cpu" because
         # `torch.cuda.is_available()` is False) is a consistent run: no device findings then.
-        on_device = any(
-            isinstance(a, torch.Tensor) and same_device(a.device, expected) for a in _flat(args)
-        ) or any(same_device(t.device, expected) for t in _first_tensors(module))
+        on_device = any(isinstance(a, torch.Tensor) and same_device(a.device, expected) for a in _flat(args)) or any(
+            same_device(t.device, expected) for t in _first_tensors(module)
+        )
         site = _sites.user_site(1)
         for item in audit_items(module, expected, call_site=site, device_checks=on_device):
             record = item.record

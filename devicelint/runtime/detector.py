@@ -38,9 +38,19 @@ _TRANSFERS = frozenset(
 # Ops that take CPU integer tensors (lengths, batch sizes, split points) by design.
 _CPU_INT_ARGS_OK = frozenset(
     {
-        "_pack_padded_sequence", "_pack_padded_sequence_backward", "_pad_packed_sequence",
-        "lstm", "gru", "rnn_tanh", "rnn_relu", "_ctc_loss", "_ctc_loss_backward",
-        "_cudnn_ctc_loss", "_use_cudnn_ctc_loss", "ctc_loss", "tensor_split",
+        "_pack_padded_sequence",
+        "_pack_padded_sequence_backward",
+        "_pad_packed_sequence",
+        "lstm",
+        "gru",
+        "rnn_tanh",
+        "rnn_relu",
+        "_ctc_loss",
+        "_ctc_loss_backward",
+        "_cudnn_ctc_loss",
+        "_use_cudnn_ctc_loss",
+        "ctc_loss",
+        "tensor_split",
     }
 )
 # Indexing ops that accept a CPU index into an accelerator tensor (copying it every call).
@@ -220,7 +230,9 @@ class Detector(TorchDispatchMode):
         name = getattr(func, "__name__", str(func))
         self._mixed_findings(name, [t for t in tensors if t.device != target], target, None, hard=True)
 
-    def _mixed(self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any], node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def _mixed(
+        self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any], node: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         target = next((t.device for t in tensors if t.device.type != "cpu"), tensors[0].device)
         minor = [t for t in tensors if t.device != target]
         hard = False
@@ -249,7 +261,13 @@ class Detector(TorchDispatchMode):
         return args, kwargs
 
     def _mixed_findings(
-        self, op: str, minor: list[torch.Tensor], target: torch.device, node: Any, hard: bool, silent_kind: str | None = None
+        self,
+        op: str,
+        minor: list[torch.Tensor],
+        target: torch.device,
+        node: Any,
+        hard: bool,
+        silent_kind: str | None = None,
     ) -> None:
         backward = node is not None
         folded = False
@@ -341,7 +359,9 @@ class Detector(TorchDispatchMode):
         if _sites.library_line(site) is not None and not self.library_syncs:
             # A library's own sync is not the user's to fix: reported, never failing a test.
             severity = "warning"
-            advice = "the sync is the library's own, reached from this line: a warning unless `check(library_syncs=True)`"
+            advice = (
+                "the sync is the library's own, reached from this line: a warning unless `check(library_syncs=True)`"
+            )
         return self._record(
             (HOST_SYNC, site, module_path, what),
             lambda: Record(
@@ -435,9 +455,7 @@ def _has_mask_index(args: tuple[Any, ...]) -> bool:
 
 
 # Elementwise (TensorIterator) kernels take a 0-dim CPU operand as a scalar; others raise.
-_CPU_SCALAR_OPS = frozenset(
-    {aten.masked_fill.Tensor, aten.masked_fill_.Tensor, aten.rsub.Tensor, aten.where.self}
-)
+_CPU_SCALAR_OPS = frozenset({aten.masked_fill.Tensor, aten.masked_fill_.Tensor, aten.rsub.Tensor, aten.where.self})
 _SCALAR_OK: dict[Any, bool] = {}
 
 

@@ -7,7 +7,8 @@ Mixes of tensors that need no grad are handled below autograd, by the dispatch d
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.nn import functional as F
@@ -42,17 +43,38 @@ _SIMULATED_CALLS: dict[Any, Any] = {
         (_Tensor.backward, torch.autograd.backward, torch.autograd.grad),
         lambda sim, func, args, kwargs: backward_errors.run_backward(func, args, kwargs),
     ),
-    **dict.fromkeys(RECURRENT, lambda sim, func, args, kwargs: run_on_cpu(func, args, kwargs, sim.SimTensor, sim.SIM_TYPE)),
+    **dict.fromkeys(
+        RECURRENT, lambda sim, func, args, kwargs: run_on_cpu(func, args, kwargs, sim.SimTensor, sim.SIM_TYPE)
+    ),
     _Tensor.pin_memory: _pin,
     _Tensor.is_pinned: lambda sim, func, args, kwargs: args[0] in _PINNED,
 }
 # Functions that take tensors on two devices on purpose (moving, swapping, metadata).
 _EXEMPT_NAMES = frozenset(
     {
-        "__get__", "__set__", "__delete__", "to", "copy_", "set_", "type_as", "swap_tensors",
-        "_has_compatible_shallow_copy_type", "__setstate__", "__reduce_ex__", "__deepcopy__",
-        "is_same_size", "_is_same_size", "__eq__", "__ne__", "__hash__", "__bool__", "__len__",
-        "__repr__", "__format__", "__iter__", "__contains__",
+        "__get__",
+        "__set__",
+        "__delete__",
+        "to",
+        "copy_",
+        "set_",
+        "type_as",
+        "swap_tensors",
+        "_has_compatible_shallow_copy_type",
+        "__setstate__",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "is_same_size",
+        "_is_same_size",
+        "__eq__",
+        "__ne__",
+        "__hash__",
+        "__bool__",
+        "__len__",
+        "__repr__",
+        "__format__",
+        "__iter__",
+        "__contains__",
     }
 )
 
@@ -107,8 +129,10 @@ class FunctionMode(TorchFunctionMode):
                 args, kwargs = _lengths_as_lists(args, kwargs)
             elif func in _NUMPY_VIEWS and args and isinstance(args[0], sim.SimTensor):
                 # What a GPU does: NumPy cannot see device memory (DL108's bug, caught here too).
-                raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy "
-                                "the tensor to host memory first.")
+                raise TypeError(
+                    "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy "
+                    "the tensor to host memory first."
+                )
             elif func in _HOST_VIEWS and args and isinstance(args[0], sim.SimTensor):
                 # Not supported on tensor subclasses: copy to the host (a sync the detector
                 # sees, as on a GPU) and read it there.
@@ -130,7 +154,9 @@ class FunctionMode(TorchFunctionMode):
                 raise
             raise sim.unsupported(func, exc) from None
 
-    def _repair(self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def _repair(
+        self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         target = None
         grad_cpu = False
         for t in tensors:
@@ -205,6 +231,8 @@ def _from_data_on_sim(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
     if device is None or torch.device(device) != sim_device:
         return None
     requires_grad = kwargs.get("requires_grad", False)
-    kwargs = dict(kwargs, device="cpu", requires_grad=False) if "requires_grad" in kwargs else dict(kwargs, device="cpu")
+    kwargs = (
+        dict(kwargs, device="cpu", requires_grad=False) if "requires_grad" in kwargs else dict(kwargs, device="cpu")
+    )
     made = func(*args, **kwargs).to(sim_device)
     return made.requires_grad_(True) if requires_grad else made

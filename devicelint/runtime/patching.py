@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 # (owner, attribute name, a function from the original to its replacement)
 Patch = tuple[Any, str, Callable[[Any], Any]]
@@ -18,7 +19,7 @@ class RegionPatches:
         self._patches = list(patches)
         self._saved: list[tuple[Any, str, Any]] = []
 
-    def __enter__(self) -> "RegionPatches":
+    def __enter__(self) -> RegionPatches:
         for owner, name, replace in self._patches:
             original = getattr(owner, name)
             self._saved.append((owner, name, original))

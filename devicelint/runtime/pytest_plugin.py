@@ -6,14 +6,14 @@ the checker (marker, fixture or flag): other test runs pay nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from devicelint.finding import Finding
-
 
 
 class _OptionError(Exception):
@@ -45,7 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         default=None,
         help="Also write every runtime finding of the session to PATH, in the static report's shapes "
-             "(json, sarif or github: by --devicelint-report-format, else by the file's extension).",
+        "(json, sarif or github: by --devicelint-report-format, else by the file's extension).",
     )
     group.addoption(
         "--devicelint-report-format",

@@ -14,7 +14,8 @@ kernels run only while autocast is enabled for the simulated device: nothing els
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -42,7 +43,9 @@ FLOAT32 = frozenset(
     _upsample_bicubic2d_aa prod softmax log_softmax cumprod cumsum linalg_vector_norm
     linalg_matrix_norm sum norm""".split()
 )
-PROMOTE = frozenset("addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put tensordot scatter_add".split())
+PROMOTE = frozenset(
+    "addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put tensordot scatter_add".split()
+)
 BANNED = frozenset({"binary_cross_entropy"})
 _BANNED_MESSAGE = (
     "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"

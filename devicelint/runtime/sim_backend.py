@@ -8,7 +8,8 @@ computes on the CPU, so its random state is the CPU generator's.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 

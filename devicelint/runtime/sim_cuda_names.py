@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -96,7 +97,9 @@ def _generator_factory(original: type) -> type:
 _CUDA_ON_CPU = "Attempting to deserialize object on a CUDA device"
 
 
-def _load_onto_sim(original: Callable[..., Any], as_sim: Callable[[str], str], sim_type: str, to_sim: Callable[[Any], Any]) -> Callable[..., Any]:
+def _load_onto_sim(
+    original: Callable[..., Any], as_sim: Callable[[str], str], sim_type: str, to_sim: Callable[[Any], Any]
+) -> Callable[..., Any]:
     def wants_sim(location: Any) -> bool:
         if isinstance(location, (str, torch.device)):
             return as_sim(torch.device(location).type) == sim_type
@@ -147,8 +150,13 @@ SIMULATED_GPU_NAME = "devicelint simulated GPU"
 def _cuda_module_patches() -> list[Patch]:
     """`torch.cuda` as it answers on a machine with one GPU."""
     properties = SimpleNamespace(
-        name=SIMULATED_GPU_NAME, major=8, minor=0, total_memory=80 * _GIB, multi_processor_count=108,
-        is_integrated=False, is_multi_gpu_board=False,
+        name=SIMULATED_GPU_NAME,
+        major=8,
+        minor=0,
+        total_memory=80 * _GIB,
+        multi_processor_count=108,
+        is_integrated=False,
+        is_multi_gpu_board=False,
     )
 
     def answer(value: Any) -> Callable[[Any], Callable[..., Any]]:

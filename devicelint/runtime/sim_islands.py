@@ -39,7 +39,10 @@ def run_on_cpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], sim_ten
 class _OnCpu(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, func: Any, structure: Any, sim_tensor: type, *tensors: torch.Tensor) -> tuple[Any, ...]:
-        inner = [cast("SimTensor", t).inner.detach().requires_grad_(t.requires_grad) if type(t) is sim_tensor else t for t in tensors]
+        inner = [
+            cast("SimTensor", t).inner.detach().requires_grad_(t.requires_grad) if type(t) is sim_tensor else t
+            for t in tensors
+        ]
         with _disable_current_modes(), torch.enable_grad():
             out = func(*_rebuild(structure, iter(inner)))
         outputs = out if isinstance(out, tuple) else (out,)

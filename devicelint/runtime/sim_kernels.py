@@ -7,7 +7,8 @@ instead. The workspace layouts are this module's own (forward and backward are p
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -75,9 +76,7 @@ def _gru_cell(
     return hy, torch.cat([r, z, n, hx, hn], 1)
 
 
-def _gru_cell_backward(
-    grad_hy: torch.Tensor, workspace: torch.Tensor, has_bias: bool
-) -> tuple[torch.Tensor, ...]:
+def _gru_cell_backward(grad_hy: torch.Tensor, workspace: torch.Tensor, has_bias: bool) -> tuple[torch.Tensor, ...]:
     r, z, n, hx, hn = workspace.chunk(5, 1)
     grad_n = grad_hy * (1 - z) * (1 - n * n)
     grad_z = grad_hy * (hx - n) * z * (1 - z)

@@ -84,7 +84,7 @@ def _fail(reason: str) -> None:
     _installed = False
     _failure = (
         f"devicelint cannot simulate an accelerator here: {reason}. Run the runtime checks on a "
-        "machine with CUDA, or pass simulate=\"never\" to check CPU runs only."
+        'machine with CUDA, or pass simulate="never" to check CPU runs only.'
     )
     raise SimulationUnavailable(_failure)
 
@@ -117,7 +117,7 @@ def unsupported(func: Any, exc: BaseException, why: str | None = None) -> Simula
         why = _why_unsupported(str(exc))
     return SimulationUnavailable(
         f"devicelint's simulated GPU cannot run `{name}`: {why} (torch said: {str(exc).splitlines()[0][:160]}). "
-        "Check this code with simulate=\"never\" or on a machine with CUDA."
+        'Check this code with simulate="never" or on a machine with CUDA.'
     )
 
 
@@ -125,9 +125,9 @@ def _why_unsupported(error: str) -> str:
     missing = re.search(r"Could not run '(aten::[\w.]+)'", error)
     if missing:
         op = missing.group(1)
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "CPU") and not torch._C._dispatch_has_kernel_for_dispatch_key(
-            op, "CompositeExplicitAutograd"
-        ):
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(
+            op, "CPU"
+        ) and not torch._C._dispatch_has_kernel_for_dispatch_key(op, "CompositeExplicitAutograd"):
             return f"`{op}` exists for CUDA only, and there is no CPU version to run in its place"
         return (
             f"torch's C++ called `{op}` on the simulated device directly, below the Python layer where "
@@ -157,7 +157,7 @@ class SimTensor(torch.Tensor):
     inner: torch.Tensor  # type: ignore[assignment]  # shadows Tensor.inner (the inner product) on purpose
 
     @staticmethod
-    def __new__(cls, inner: torch.Tensor) -> "SimTensor":
+    def __new__(cls, inner: torch.Tensor) -> SimTensor:
         out = torch.Tensor._make_wrapper_subclass(
             cls,
             inner.size(),
@@ -249,7 +249,11 @@ def run_simulated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
         same = originals.get(id(out))
         if same is not None:
             return _sync_metadata(func, same)
-        return SimTensor(out) if wrap_outputs and out.layout is torch.strided and out.device.type == "cpu" else _wrap(func, out, wrap_outputs)
+        return (
+            SimTensor(out)
+            if wrap_outputs and out.layout is torch.strided and out.device.type == "cpu"
+            else _wrap(func, out, wrap_outputs)
+        )
 
     def wrap(value: torch.Tensor) -> torch.Tensor:
         same = originals.get(id(value))
@@ -261,18 +265,24 @@ def run_simulated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     return _map(wrap, out)
 
 
-def _sync_metadata(func: Any, wrapper: "SimTensor") -> "SimTensor":
+def _sync_metadata(func: Any, wrapper: SimTensor) -> SimTensor:
     """After an in-place op (`transpose_`, `squeeze_`, `out=` resizing), give the wrapper the
     sizes and strides its inner tensor now has."""
     inner = wrapper.inner
-    if wrapper.shape == inner.shape and wrapper.stride() == inner.stride() and wrapper.storage_offset() == inner.storage_offset():
+    if (
+        wrapper.shape == inner.shape
+        and wrapper.stride() == inner.stride()
+        and wrapper.storage_offset() == inner.storage_offset()
+    ):
         return wrapper
     try:
         with torch._C._DisableTorchDispatch():
             _aten.as_strided_.default(wrapper, inner.size(), inner.stride(), inner.storage_offset())
     except RuntimeError as exc:
         raise unsupported(
-            func, exc, "it grew a simulated tensor in place beyond the memory it was made with (`out=` into a smaller tensor)"
+            func,
+            exc,
+            "it grew a simulated tensor in place beyond the memory it was made with (`out=` into a smaller tensor)",
         ) from None
     return wrapper
 
@@ -288,8 +298,11 @@ def _wrap(func: Any, value: torch.Tensor, wrap_outputs: bool) -> torch.Tensor:
     if wrap_outputs and value.device.type == "cpu":
         if value.layout in _UNWRAPPABLE_LAYOUTS:
             # A wrapper needs strides; compressed sparse layouts have none.
-            raise unsupported(func, RuntimeError(f"it returns a {value.layout} tensor"),
-                              "compressed sparse tensors have no strides, which the simulated tensor needs")
+            raise unsupported(
+                func,
+                RuntimeError(f"it returns a {value.layout} tensor"),
+                "compressed sparse tensors have no strides, which the simulated tensor needs",
+            )
         return SimTensor(value)
     return value
 

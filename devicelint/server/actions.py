@@ -6,8 +6,8 @@ refuses it once the buffer has moved on instead of applying it in the wrong plac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from lsprotocol import types
 
@@ -36,8 +36,9 @@ def noqa_title(code: str) -> str:
     return f"Disable {code} for this line"
 
 
-def quick_fixes(outcome: LintOutcome, uri: str, area: types.Range,
-                shown: Sequence[types.Diagnostic] = ()) -> list[types.CodeAction]:
+def quick_fixes(
+    outcome: LintOutcome, uri: str, area: types.Range, shown: Sequence[types.Diagnostic] = ()
+) -> list[types.CodeAction]:
     """For each problem touching `area` or among the diagnostics the client says it `shown`
     there: its fix (if it has one), then a `# noqa` action."""
     snapshot = outcome.snapshot(uri)
@@ -49,17 +50,23 @@ def quick_fixes(outcome: LintOutcome, uri: str, area: types.Range,
     silenced: set[tuple[int, str]] = set()
     asked = {(str(d.code), _key(d.range)) for d in shown if d.source == SOURCE}
     for problem in outcome.problems:
-        if problem.uri != uri or not (touches(problem.diagnostic.range, area)
-                                      or (str(problem.diagnostic.code), _key(problem.diagnostic.range)) in asked):
+        if problem.uri != uri or not (
+            touches(problem.diagnostic.range, area)
+            or (str(problem.diagnostic.code), _key(problem.diagnostic.range)) in asked
+        ):
             continue
         finding = problem.finding
         # Notebook findings carry no fixes: the engine does not rewrite notebooks.
         if finding.fix is not None and finding.cell is None:
-            fixes.append(types.CodeAction(
-                title=fix_title(problem), kind=QUICK_FIX, diagnostics=[problem.diagnostic],
-                is_preferred=finding.fix.safe,
-                edit=versioned_edit(uri, snapshot.version, text_edits(finding.fix.edits, index)),
-            ))
+            fixes.append(
+                types.CodeAction(
+                    title=fix_title(problem),
+                    kind=QUICK_FIX,
+                    diagnostics=[problem.diagnostic],
+                    is_preferred=finding.fix.safe,
+                    edit=versioned_edit(uri, snapshot.version, text_edits(finding.fix.edits, index)),
+                )
+            )
         if finding.code in FILE_CODES or (finding.line, finding.code) in silenced:
             continue
         # A cell's finding counts lines within the cell, which is the text being edited here.
@@ -67,10 +74,14 @@ def quick_fixes(outcome: LintOutcome, uri: str, area: types.Range,
         edit = replacement(index, marked) if added else None
         if edit is not None:
             silenced.add((finding.line, finding.code))
-            silencers.append(types.CodeAction(
-                title=noqa_title(finding.code), kind=QUICK_FIX, diagnostics=[problem.diagnostic],
-                edit=versioned_edit(uri, snapshot.version, [edit]),
-            ))
+            silencers.append(
+                types.CodeAction(
+                    title=noqa_title(finding.code),
+                    kind=QUICK_FIX,
+                    diagnostics=[problem.diagnostic],
+                    edit=versioned_edit(uri, snapshot.version, [edit]),
+                )
+            )
     return fixes + silencers
 
 

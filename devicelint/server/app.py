@@ -54,11 +54,16 @@ class LintRequest:
 class DevicelintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
-            name="devicelint", version=__version__, protocol_cls=DevicelintProtocol,
+            name="devicelint",
+            version=__version__,
+            protocol_cls=DevicelintProtocol,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             notebook_document_sync=types.NotebookDocumentSyncOptions(
-                notebook_selector=[types.NotebookDocumentFilterWithCells(
-                    notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
+                notebook_selector=[
+                    types.NotebookDocumentFilterWithCells(
+                        notebook="*", cells=[types.NotebookCellLanguage(language="python")]
+                    )
+                ],
                 save=True,
             ),
         )
@@ -85,12 +90,15 @@ class DevicelintServer(LanguageServer):
         )
 
     def show_config_error(self, message: str) -> None:
-        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"devicelint: {message}"))
+        self.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Error, message=f"devicelint: {message}")
+        )
         self.log(f"devicelint: {message}", types.MessageType.Error)
 
     def publish(self, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
+        )
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -167,8 +175,15 @@ class DevicelintServer(LanguageServer):
                     snapshots.append(Snapshot(cell.document, document.version, document.source))
                 else:
                     cells.append(("markdown", ""))
-            return LintRequest(target, notebook.version, tuple(snapshots), str(path) if path else target, settings,
-                               tuple(cells), tuple(cell.document for cell in notebook.cells))
+            return LintRequest(
+                target,
+                notebook.version,
+                tuple(snapshots),
+                str(path) if path else target,
+                settings,
+                tuple(cells),
+                tuple(cell.document for cell in notebook.cells),
+            )
         return None
 
     async def lint(self, target: str) -> None:
@@ -213,8 +228,9 @@ class DevicelintServer(LanguageServer):
             if uri not in indexes:
                 indexes[uri] = LineIndex(texts.get(uri, ""), encoding)
             problems.append(Problem(uri, finding, diagnostic(finding, indexes[uri])))
-        return LintOutcome(request.target_version, request.snapshots, tuple(problems), result.internal_errors,
-                           encoding, indexes)
+        return LintOutcome(
+            request.target_version, request.snapshots, tuple(problems), result.internal_errors, encoding, indexes
+        )
 
     @staticmethod
     def _document_of(finding: Finding, request: LintRequest) -> str | None:
@@ -281,8 +297,9 @@ class DevicelintServer(LanguageServer):
         edit = replacement(index, result.fixed_source)
         if edit is None:
             return None
-        return types.CodeAction(title=actions.FIX_ALL_TITLE, kind=actions.FIX_ALL_KIND,
-                                edit=versioned_edit(uri, snapshot.version, [edit]))
+        return types.CodeAction(
+            title=actions.FIX_ALL_TITLE, kind=actions.FIX_ALL_KIND, edit=versioned_edit(uri, snapshot.version, [edit])
+        )
 
     async def rule_page(self, code_or_name: str) -> str | None:
         key = code_or_name.strip().upper()

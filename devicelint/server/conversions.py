@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from lsprotocol import types
 
@@ -49,29 +49,30 @@ def replacement(index: LineIndex, new_text: str) -> types.TextEdit | None:
     while prefix < shortest and old_text[prefix] == new_text[prefix]:
         prefix += 1
     suffix = 0
-    while (suffix < shortest - prefix
-           and old_text[len(old_text) - 1 - suffix] == new_text[len(new_text) - 1 - suffix]):
+    while suffix < shortest - prefix and old_text[len(old_text) - 1 - suffix] == new_text[len(new_text) - 1 - suffix]:
         suffix += 1
     # Never start or end between "\r" and "\n": LSP has no position inside a line break.
-    if prefix and old_text[prefix - 1] == "\r" and old_text[prefix:prefix + 1] == "\n":
+    if prefix and old_text[prefix - 1] == "\r" and old_text[prefix : prefix + 1] == "\n":
         prefix -= 1
     end_offset = len(old_text) - suffix
-    if suffix and old_text[end_offset - 1:end_offset] == "\r" and old_text[end_offset] == "\n":
+    if suffix and old_text[end_offset - 1 : end_offset] == "\r" and old_text[end_offset] == "\n":
         suffix -= 1
         end_offset += 1
     start = index.position_of_offset(prefix)
     end = index.position_of_offset(end_offset)
     return types.TextEdit(
         range=types.Range(types.Position(*start), types.Position(*end)),
-        new_text=new_text[prefix:len(new_text) - suffix],
+        new_text=new_text[prefix : len(new_text) - suffix],
     )
 
 
 def versioned_edit(uri: str, version: int | None, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
     """Edits the client applies only to the version they were computed on."""
-    return types.WorkspaceEdit(document_changes=[
-        types.TextDocumentEdit(
-            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-            edits=edits,
-        )
-    ])
+    return types.WorkspaceEdit(
+        document_changes=[
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=edits,
+            )
+        ]
+    )

@@ -29,10 +29,20 @@ def build_server() -> DevicelintServer:
         if not (watched and watched.dynamic_registration):
             return  # the client watches nothing for us: a config saved in the editor still counts
         options = types.DidChangeWatchedFilesRegistrationOptions(
-            watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in CONFIG_GLOBS])
+            watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in CONFIG_GLOBS]
+        )
         try:
-            await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-                id=WATCH_REGISTRATION_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)]))
+            await ls.client_register_capability_async(
+                types.RegistrationParams(
+                    registrations=[
+                        types.Registration(
+                            id=WATCH_REGISTRATION_ID,
+                            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=options,
+                        )
+                    ]
+                )
+            )
         except Exception as err:  # noqa: BLE001 - the client refused: config changes are then seen on save only
             ls.log(f"devicelint: could not watch config files ({err}); config changes apply when saved in the editor")
 
@@ -87,8 +97,10 @@ def build_server() -> DevicelintServer:
             ls.settings.forget()
             ls.relint_all()
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[actions.QUICK_FIX, actions.FIX_ALL_KIND], resolve_provider=False))
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[actions.QUICK_FIX, actions.FIX_ALL_KIND], resolve_provider=False),
+    )
     async def code_action(ls: DevicelintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         only = list(params.context.only) if params.context.only is not None else None
@@ -112,8 +124,9 @@ def build_server() -> DevicelintServer:
         pages = [page for page in [await ls.rule_page(code) for code in codes] if page]
         if not pages:
             return None
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n---\n\n".join(pages)),
-                           range=where)
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n---\n\n".join(pages)), range=where
+        )
 
     @server.command(SHOW_RULE_COMMAND)
     async def show_rule(ls: DevicelintServer, code_or_name: str) -> str:

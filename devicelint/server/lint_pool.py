@@ -13,9 +13,10 @@ import asyncio
 import json
 import multiprocessing
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from devicelint import runner
 from devicelint.finding import FileResult
@@ -42,8 +43,10 @@ class LintPool:
             context = multiprocessing.get_context("forkserver")
             runner._start_forkserver(context)
             self._pool = ProcessPoolExecutor(
-                max_workers=self._workers, mp_context=context,
-                initializer=runner._worker_init, initargs=(os.getpid(),),
+                max_workers=self._workers,
+                mp_context=context,
+                initializer=runner._worker_init,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -68,12 +71,16 @@ class LintPool:
             return result
         raise AssertionError("unreachable")
 
-    async def lint_python(self, text: str, display: str, settings: FileSettings, fix_mode: str = "none") -> FileResult | str:
+    async def lint_python(
+        self, text: str, display: str, settings: FileSettings, fix_mode: str = "none"
+    ) -> FileResult | str:
         """Lint a buffer; a string is devicelint's own failure (never the file's)."""
         task = Task(display, display, settings.codes, len(text.encode("utf-8", errors="surrogatepass")))
         return await self._lint(text, task, settings, fix_mode)
 
-    async def lint_notebook(self, cells: list[tuple[str, str]], display: str, settings: FileSettings) -> FileResult | str:
+    async def lint_notebook(
+        self, cells: list[tuple[str, str]], display: str, settings: FileSettings
+    ) -> FileResult | str:
         """Lint a notebook's cells, given as (cell type, source) in order: the code cells are
         joined as the command line joins a `.ipynb` file's, and findings name their cell."""
         document = json.dumps({"cells": [{"cell_type": kind, "source": source} for kind, source in cells]})
@@ -84,8 +91,11 @@ class LintPool:
 
     async def _lint(self, data: str | bytes, task: Task, settings: FileSettings, fix_mode: str) -> FileResult | str:
         options = TaskOptions(
-            torch_version=settings.torch_version, fix_mode=fix_mode, max_file_seconds=settings.max_file_seconds,
-            max_file_tokens=settings.max_file_tokens, reuse_parses=True,
+            torch_version=settings.torch_version,
+            fix_mode=fix_mode,
+            max_file_seconds=settings.max_file_seconds,
+            max_file_tokens=settings.max_file_tokens,
+            reuse_parses=True,
         )
         try:
             return await self._call(runner.lint_data, data, task, options)

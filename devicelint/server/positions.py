@@ -64,7 +64,7 @@ class LineIndex:
         from bisect import bisect_right
 
         line = bisect_right(self.starts, offset) - 1
-        return line, code_units(self.text[self.starts[line]:offset], self.encoding)
+        return line, code_units(self.text[self.starts[line] : offset], self.encoding)
 
     def end(self) -> tuple[int, int]:
         """The LSP position just past the last character."""

@@ -4,9 +4,9 @@ torch version. Resolved settings are kept per folder until a config file changes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from devicelint.check_command import PerFileIgnores, enabled_codes
 from devicelint.config import Config, ConfigError, find_config, load_config
@@ -60,8 +60,13 @@ class SettingsResolver:
         if path is not None:
             codes = set(project.per_file.codes_for(path, codes))
         settings = project.settings
-        return FileSettings(tuple(sorted(codes)), settings.torch_version, settings.max_file_seconds, settings.notebooks,
-                            settings.max_file_tokens)
+        return FileSettings(
+            tuple(sorted(codes)),
+            settings.torch_version,
+            settings.max_file_seconds,
+            settings.notebooks,
+            settings.max_file_tokens,
+        )
 
     def _config_for(self, folder: Path) -> Path | None:
         if folder not in self._config_of_folder:
@@ -74,14 +79,18 @@ class SettingsResolver:
             return known
         try:
             settings = load_config(config_path) if config_path is not None else Config()
-            project = _Project(settings, frozenset(enabled_codes(settings, _NO_COMMAND_LINE_SELECTION)), PerFileIgnores(settings))
+            project = _Project(
+                settings, frozenset(enabled_codes(settings, _NO_COMMAND_LINE_SELECTION)), PerFileIgnores(settings)
+            )
         except (ConfigError, SelectorError) as err:
             message = f"{err}; linting with the default settings until it is fixed"
             if message not in self._reported:
                 self._reported.add(message)
                 self._report_error(message)
             settings = Config()
-            project = _Project(settings, frozenset(enabled_codes(settings, _NO_COMMAND_LINE_SELECTION)), PerFileIgnores(settings))
+            project = _Project(
+                settings, frozenset(enabled_codes(settings, _NO_COMMAND_LINE_SELECTION)), PerFileIgnores(settings)
+            )
         self._projects[config_path] = project
         return project
 

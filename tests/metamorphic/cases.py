@@ -95,10 +95,15 @@ def _case(name: str, rule: str, bad: bool, text: str, lines: dict[int, str], tar
     wanted = {line: i for i, line in enumerate(sorted(set(lines) | set(targets)), start=1)}
     tagged, refused = add_tags(text, wanted)
     return Case(
-        name=name, rule=rule, bad=bad, text=tagged,
+        name=name,
+        rule=rule,
+        bad=bad,
+        text=tagged,
         expected={wanted[line]: code for line, code in lines.items()},
         targets=[wanted[line] for line in sorted(set(targets)) if wanted[line] not in refused],
-        origin={tag: line for line, tag in wanted.items()}, grouped=grouped, refused=refused,
+        origin={tag: line for line, tag in wanted.items()},
+        grouped=grouped,
+        refused=refused,
     )
 
 
@@ -152,11 +157,15 @@ def realbug_cases() -> list[Case]:
         bad = bad_path.read_text(encoding="utf-8")
         code, lines = _header(bad)
         rule = "" if code.startswith("NEW:") else code
-        cases.append(_case(f"realbugs/{bad_path.name}", rule, True, bad, dict.fromkeys(lines, code), lines, grouped=True))
+        cases.append(
+            _case(f"realbugs/{bad_path.name}", rule, True, bad, dict.fromkeys(lines, code), lines, grouped=True)
+        )
         if good_path.exists():
             good = good_path.read_text(encoding="utf-8")
             mapped = _twin_lines(bad, good, lines)
-            case = _case(f"realbugs/{good_path.name}", rule, False, good, {}, sorted(set(mapped.values())), grouped=True)
+            case = _case(
+                f"realbugs/{good_path.name}", rule, False, good, {}, sorted(set(mapped.values())), grouped=True
+            )
             # Name a twin's targets after the bad file's lines, so both share variant ids.
             back = {g: b for b, g in mapped.items()}
             case.origin = {tag: back.get(line, line) for tag, line in case.origin.items()}

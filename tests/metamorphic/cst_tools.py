@@ -3,13 +3,18 @@ free names of an expression, tagged statements."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import libcst as cst
 from libcst import matchers as m
 from libcst.metadata import (
-    BuiltinAssignment, GlobalScope, MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider,
+    BuiltinAssignment,
+    GlobalScope,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    ScopeProvider,
 )
 
 from .tags import TAG
@@ -88,7 +93,9 @@ class Analysis:
                 if self.positions[node].start.line <= line <= self.header_end(node):
                     best = node  # keep looking: an inner statement wins
         if best is None:
-            raise NotApplicable("the expected line is not a statement that makes a value (a def/class header, decorator or comment)")
+            raise NotApplicable(
+                "the expected line is not a statement that makes a value (a def/class header, decorator or comment)"
+            )
         return best, self.expression_of(best, line)
 
     def expression_of(self, stmt: cst.CSTNode, line: int) -> cst.BaseExpression:
@@ -96,7 +103,11 @@ class Analysis:
             if len(stmt.body) != 1:
                 raise NotApplicable("several statements share the expected line")
             small = stmt.body[0]
-            value = getattr(small, "value", None) if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Expr, cst.Return)) else None
+            value = (
+                getattr(small, "value", None)
+                if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Expr, cst.Return))
+                else None
+            )
             if value is None:
                 raise NotApplicable(f"the expected line is a {type(small).__name__} statement, which makes no value")
             return value
@@ -121,7 +132,11 @@ class Analysis:
                 raise NotApplicable(f"the value holds {type(node).__name__}, which cannot move into a function")
             if m.matches(node, m.Call(func=m.Name("super"))) or m.matches(node, m.Name("locals")):
                 raise NotApplicable("the value calls super() or locals(), which depend on where they run")
-            if isinstance(node, cst.Attribute) and node.attr.value.startswith("__") and not node.attr.value.endswith("__"):
+            if (
+                isinstance(node, cst.Attribute)
+                and node.attr.value.startswith("__")
+                and not node.attr.value.endswith("__")
+            ):
                 raise NotApplicable("the value reads a name-mangled attribute")
             if not isinstance(node, cst.Name) or node not in self.scopes:
                 continue
@@ -137,7 +152,9 @@ class Analysis:
                         continue
                     if getattr(ref.scope, "node", None) is not None and id(ref.scope.node) in inside:
                         continue
-                    if isinstance(ref.scope, GlobalScope) and isinstance(ref.node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
+                    if isinstance(ref.scope, GlobalScope) and isinstance(
+                        ref.node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)
+                    ):
                         continue
                     if node.value not in names:
                         names.append(node.value)
@@ -148,15 +165,19 @@ def tags_on(node: cst.CSTNode, module: cst.Module) -> list[int]:
     """Tags in the comments of a statement's own lines (not the comment lines above it)."""
     if isinstance(node, cst.SimpleStatementLine):
         node = node.with_changes(leading_lines=())
-    elif hasattr(node, "body") and isinstance(getattr(node, "body"), cst.IndentedBlock):
-        node = node.with_changes(leading_lines=(), body=node.body.with_changes(body=(cst.SimpleStatementLine([cst.Pass()]),)))  # type: ignore[attr-defined]
+    elif hasattr(node, "body") and isinstance(node.body, cst.IndentedBlock):
+        node = node.with_changes(
+            leading_lines=(), body=node.body.with_changes(body=(cst.SimpleStatementLine([cst.Pass()]),))
+        )  # type: ignore[attr-defined]
     return [int(t) for t in TAG.findall(module.code_for_node(node))]
 
 
 def tag_comment(tags: Sequence[int]) -> cst.TrailingWhitespace:
     if not tags:
         return cst.TrailingWhitespace()
-    return cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# " + " ".join(f"@@T{t}@@" for t in tags)))
+    return cst.TrailingWhitespace(
+        whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# " + " ".join(f"@@T{t}@@" for t in tags))
+    )
 
 
 def line(stmt: cst.BaseSmallStatement, tags: Sequence[int] = ()) -> cst.SimpleStatementLine:

@@ -65,11 +65,14 @@ def device_config_dataclass(a: Analysis) -> cst.Module:
         fields.append(f"    {field}: {kind} = {cst.Module([]).code_for_node(value)}")
         swaps[id(stmt)] = _with_value(stmt, cst.parse_expression(f"_CONFIG.{field}"))
     result = a.module.visit(Replace(swap=swaps))
-    return add_module_statements(result, [
-        "import dataclasses",
-        "@dataclasses.dataclass\nclass _RunConfig:\n" + "\n".join(fields) + "\n",
-        "_CONFIG = _RunConfig()",
-    ])
+    return add_module_statements(
+        result,
+        [
+            "import dataclasses",
+            "@dataclasses.dataclass\nclass _RunConfig:\n" + "\n".join(fields) + "\n",
+            "_CONFIG = _RunConfig()",
+        ],
+    )
 
 
 def device_argparse(a: Analysis) -> cst.Module:
@@ -81,9 +84,15 @@ def device_argparse(a: Analysis) -> cst.Module:
         lines.append(f"_parser.add_argument('--{flag}', default={cst.Module([]).code_for_node(value)})")
         swaps[id(stmt)] = _with_value(stmt, cst.parse_expression(f"_ARGS.{flag}"))
     result = a.module.visit(Replace(swap=swaps))
-    return add_module_statements(result, [
-        "import argparse", "_parser = argparse.ArgumentParser()", *lines, "_ARGS, _ = _parser.parse_known_args()",
-    ])
+    return add_module_statements(
+        result,
+        [
+            "import argparse",
+            "_parser = argparse.ArgumentParser()",
+            *lines,
+            "_ARGS, _ = _parser.parse_known_args()",
+        ],
+    )
 
 
 def _reads(a: Analysis, stmt: cst.SimpleStatementLine) -> list[cst.Name]:
@@ -121,9 +130,14 @@ def device_param_default(a: Analysis) -> cst.Module:
     if not funcs:
         raise NotApplicable("no function makes or reads the device variable")
     for key, func in funcs.items():
-        existing = {p.name.value for p in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params)}
-        new = [cst.Param(cst.Name(n), default=v, equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
-               for n, v in params[key] if n not in existing]
+        existing = {
+            p.name.value for p in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params)
+        }
+        new = [
+            cst.Param(cst.Name(n), default=v, equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+            for n, v in params[key]
+            if n not in existing
+        ]
         if isinstance(func.params.star_arg, cst.Param) or isinstance(func.params.star_arg, cst.ParamStar):
             updated = func.params.with_changes(kwonly_params=[*func.params.kwonly_params, *new])
         else:
@@ -144,7 +158,9 @@ def device_self_attr(a: Analysis) -> cst.Module:
             if found is None:
                 continue
             cls, meth = found
-            init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+            init = next(
+                (s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None
+            )
             if init is None or not init.body.body or not init.params.params:
                 continue
             if any(m.matches(n, m.Attribute(value=m.Name("self"), attr=m.Name("device"))) for n in walk(cls)):
@@ -157,8 +173,11 @@ def device_self_attr(a: Analysis) -> cst.Module:
                 done.add(id(cls))
                 local = a.scopes[stmt.body[0].targets[0].target]  # type: ignore[attr-defined]
                 source = value if isinstance(local, FunctionScope) else cst.Name(name)
-                after.setdefault(id(init.body.body[-1]), []).append(cst.SimpleStatementLine([
-                    cst.Assign([cst.AssignTarget(cst.parse_expression("self.device"))], source)]))
+                after.setdefault(id(init.body.body[-1]), []).append(
+                    cst.SimpleStatementLine(
+                        [cst.Assign([cst.AssignTarget(cst.parse_expression("self.device"))], source)]
+                    )
+                )
     if not swaps:
         raise NotApplicable("no method of a class with __init__ reads the device variable")
     return a.module.visit(Replace(swap=swaps, after=after))
@@ -201,7 +220,11 @@ def device_from_parameters(a: Analysis) -> cst.Module:
         for assignment in scope[device.value]:  # type: ignore[attr-defined,index]
             for ref in assignment.references:
                 read = ref.node
-                if isinstance(read, cst.Name) and a.scopes.get(read) is scope and a.positions[read].start.line > after_line:
+                if (
+                    isinstance(read, cst.Name)
+                    and a.scopes.get(read) is scope
+                    and a.positions[read].start.line > after_line
+                ):
                     if isinstance(a.parents.get(read), cst.Arg):
                         swaps[id(read)] = cst.parse_expression(f"next({owner.value}.parameters()).device")
     if not swaps:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import libcst as cst
 
 from .cst_tools import (
-    Analysis, NotApplicable, Replace, args_of, decorator_names, first_param, line, parse_stmt, tags_on, unused_name, walk,
+    Analysis,
+    NotApplicable,
+    Replace,
+    args_of,
+    decorator_names,
+    first_param,
+    line,
+    parse_stmt,
+    tags_on,
+    unused_name,
+    walk,
 )
 from .tags import TAG
 
@@ -18,10 +28,14 @@ def _trailing_tags(a: Analysis, stmt: cst.CSTNode, expr: cst.CSTNode) -> list[in
     return [t for t in tags_on(stmt, a.module) if t not in inner]
 
 
-def _function(name: str, params: list[str], body: list[cst.BaseStatement], decorators: tuple[str, ...] = ()) -> cst.FunctionDef:
+def _function(
+    name: str, params: list[str], body: list[cst.BaseStatement], decorators: tuple[str, ...] = ()
+) -> cst.FunctionDef:
     return cst.FunctionDef(
-        name=cst.Name(name), params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in params]),
-        body=cst.IndentedBlock(body=body), leading_lines=_BLANK,
+        name=cst.Name(name),
+        params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in params]),
+        body=cst.IndentedBlock(body=body),
+        leading_lines=_BLANK,
         decorators=[cst.Decorator(cst.Name(d)) for d in decorators],
     )
 
@@ -144,26 +158,36 @@ def container(a: Analysis, tag: int, kind: str) -> cst.Module:
     pack = pack.visit(_Placeholder(expr))
     pack_stmt = line(cst.Assign([cst.AssignTarget(cst.Name(box))], pack), tags)
     single = (
-        isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
-        and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, (cst.Name, cst.Attribute))
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Assign)
+        and len(stmt.body[0].targets) == 1
+        and isinstance(stmt.body[0].targets[0].target, (cst.Name, cst.Attribute))
     )
     if single and kind == "tuple":
         target = stmt.body[0].targets[0].target  # type: ignore[union-attr]
-        unpack = cst.Assign([cst.AssignTarget(cst.Tuple([cst.Element(target), cst.Element(cst.Name("_"))], lpar=(), rpar=()))], cst.Name(box))
+        unpack = cst.Assign(
+            [cst.AssignTarget(cst.Tuple([cst.Element(target), cst.Element(cst.Name("_"))], lpar=(), rpar=()))],
+            cst.Name(box),
+        )
         replaced = stmt.with_changes(body=[unpack])
         result = a.module.visit(Replace(swap={id(stmt): replaced}, before={id(stmt): [pack_stmt]}))
     elif single:
-        result = a.module.visit(Replace(swap={id(expr): cst.parse_expression(read_code.format(box=box))}, before={id(stmt): [pack_stmt]}))
+        result = a.module.visit(
+            Replace(swap={id(expr): cst.parse_expression(read_code.format(box=box))}, before={id(stmt): [pack_stmt]})
+        )
     else:
         value = unused_name(a.module, f"_value_{tag}")
         unpack_code = f"{value}, _ = {box}" if kind == "tuple" else f"{value} = {read_code.format(box=box)}"
         unpack_stmt = parse_stmt(unpack_code, tags)
         result = a.module.visit(Replace(swap={id(expr): cst.Name(value)}, before={id(stmt): [pack_stmt, unpack_stmt]}))
     if kind == "dataclass":
-        result = add_module_statements(result, [
-            "import dataclasses",
-            "@dataclasses.dataclass\nclass _Carrier:\n    value: object\n",
-        ])
+        result = add_module_statements(
+            result,
+            [
+                "import dataclasses",
+                "@dataclasses.dataclass\nclass _Carrier:\n    value: object\n",
+            ],
+        )
     return result
 
 
@@ -183,7 +207,12 @@ def add_module_statements(module: cst.Module, codes: list[str]) -> cst.Module:
     for i, stmt in enumerate(body):
         if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)):
             at = i + 1
-        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.SimpleString):
+        elif (
+            i == 0
+            and isinstance(stmt, cst.SimpleStatementLine)
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, cst.SimpleString)
+        ):
             at = 1
         else:
             break

@@ -59,8 +59,12 @@ def loop_enumerate_tqdm(a: Analysis) -> cst.Module:
             swaps[id(loop.iter)] = loop.iter.with_changes(args=[cst.Arg(cst.Call(cst.Name("tqdm"), [cst.Arg(inner)]))])  # type: ignore[attr-defined]
         else:
             index = unused_name(a.module, f"step_{k}")
-            swaps[id(loop.target)] = cst.Tuple([cst.Element(cst.Name(index)), cst.Element(loop.target)], lpar=(), rpar=())
-            swaps[id(loop.iter)] = cst.Call(cst.Name("enumerate"), [cst.Arg(cst.Call(cst.Name("tqdm"), [cst.Arg(loop.iter)]))])
+            swaps[id(loop.target)] = cst.Tuple(
+                [cst.Element(cst.Name(index)), cst.Element(loop.target)], lpar=(), rpar=()
+            )
+            swaps[id(loop.iter)] = cst.Call(
+                cst.Name("enumerate"), [cst.Arg(cst.Call(cst.Name("tqdm"), [cst.Arg(loop.iter)]))]
+            )
     result = a.module.visit(Replace(swap=swaps))
     return add_module_statements(result, ["from tqdm import tqdm"])
 
@@ -74,16 +78,20 @@ def loop_while_next(a: Analysis) -> cst.Module:
         it = unused_name(a.module, f"batches_{k}")
         tags = _header_tags(a, loop)
         target_code = cst.Module([]).code_for_node(loop.target)
-        fetch = cst.parse_statement(
-            f"try:\n    {target_code} = next({it})\nexcept StopIteration:\n    break\n"
+        fetch = cst.parse_statement(f"try:\n    {target_code} = next({it})\nexcept StopIteration:\n    break\n")
+        fetch = fetch.with_changes(
+            body=fetch.body.with_changes(
+                body=[  # type: ignore[attr-defined]
+                    fetch.body.body[0].with_changes(trailing_whitespace=tag_comment(tags))  # type: ignore[attr-defined]
+                ]
+            )
         )
-        fetch = fetch.with_changes(body=fetch.body.with_changes(body=[  # type: ignore[attr-defined]
-            fetch.body.body[0].with_changes(trailing_whitespace=tag_comment(tags))  # type: ignore[attr-defined]
-        ]))
         body = loop.body
         assert isinstance(body, cst.IndentedBlock)
         swaps[id(loop)] = cst.While(
-            test=cst.Name("True"), body=body.with_changes(body=[fetch, *body.body]), leading_lines=loop.leading_lines,
+            test=cst.Name("True"),
+            body=body.with_changes(body=[fetch, *body.body]),
+            leading_lines=loop.leading_lines,
         )
         start = cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(it))], cst.Call(cst.Name("iter"), [cst.Arg(loop.iter)]))],
@@ -101,8 +109,10 @@ def loop_nested_epochs(a: Analysis) -> cst.Module:
     for k, loop in enumerate(outermost, start=1):
         epoch = unused_name(a.module, f"epoch_{k}")
         swaps[id(loop)] = cst.For(
-            target=cst.Name(epoch), iter=cst.parse_expression("range(3)"),
-            body=cst.IndentedBlock([loop.with_changes(leading_lines=())]), leading_lines=loop.leading_lines,
+            target=cst.Name(epoch),
+            iter=cst.parse_expression("range(3)"),
+            body=cst.IndentedBlock([loop.with_changes(leading_lines=())]),
+            leading_lines=loop.leading_lines,
         )
     return a.module.visit(Replace(swap=swaps))
 
@@ -133,7 +143,9 @@ def _loop_interface(a: Analysis, loop: cst.CSTNode) -> tuple[list[str], list[str
                 if getattr(ref, "node", None) is None or type(ref).__name__ == "BuiltinAssignment":
                     continue
                 if ref.scope is not scope:
-                    if type(ref.scope).__name__ == "GlobalScope" and isinstance(ref.node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
+                    if type(ref.scope).__name__ == "GlobalScope" and isinstance(
+                        ref.node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)
+                    ):
                         continue
                     if getattr(ref.scope, "node", None) is not None and id(ref.scope.node) in inside:
                         continue
@@ -162,16 +174,25 @@ def wrap_trainer_method(a: Analysis) -> cst.Module:
         body.append(cst.SimpleStatementLine([cst.Return(value)]))
     cls_name = unused_name(a.module, "_Trainer")
     trainer = cst.ClassDef(
-        name=cst.Name(cls_name), leading_lines=(cst.EmptyLine(),),
-        body=cst.IndentedBlock([cst.FunctionDef(
-            name=cst.Name("train_epoch"),
-            params=cst.Parameters([cst.Param(cst.Name(p)) for p in ["self", *params]]),
-            body=cst.IndentedBlock(body),
-        )]),
+        name=cst.Name(cls_name),
+        leading_lines=(cst.EmptyLine(),),
+        body=cst.IndentedBlock(
+            [
+                cst.FunctionDef(
+                    name=cst.Name("train_epoch"),
+                    params=cst.Parameters([cst.Param(cst.Name(p)) for p in ["self", *params]]),
+                    body=cst.IndentedBlock(body),
+                )
+            ]
+        ),
     )
     call = cst.Call(cst.Attribute(cst.Call(cst.Name(cls_name)), cst.Name("train_epoch")), args_of(reads))
     if results:
-        target = cst.Name(results[0]) if len(results) == 1 else cst.Tuple([cst.Element(cst.Name(r)) for r in results], lpar=(), rpar=())
+        target = (
+            cst.Name(results[0])
+            if len(results) == 1
+            else cst.Tuple([cst.Element(cst.Name(r)) for r in results], lpar=(), rpar=())
+        )
         stmt = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], call)], leading_lines=loop.leading_lines)
     else:
         stmt = cst.SimpleStatementLine([cst.Expr(call)], leading_lines=loop.leading_lines)

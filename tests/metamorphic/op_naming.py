@@ -61,7 +61,17 @@ class _RenameIds(cst.CSTTransformer):
         return updated_node.with_changes(value=new) if new else updated_node
 
 
-_LIBS = {"torch", "torchvision", "torchaudio", "torchmetrics", "lightning", "pytorch_lightning", "accelerate", "transformers", "numpy"}
+_LIBS = {
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "torchmetrics",
+    "lightning",
+    "pytorch_lightning",
+    "accelerate",
+    "transformers",
+    "numpy",
+}
 
 
 def _dotted(node: cst.BaseExpression) -> str:
@@ -95,9 +105,13 @@ def alias_imports(a: Analysis) -> cst.Module:
     """`import torch` -> `import torch as th`, `import torch.nn as nn` -> `... as tnn`,
     `from torch import nn` -> `from torch import nn as tnn`; every use follows."""
     module = a.module
-    bound_locally = {
-        n.name.value for n in walk(module) if isinstance(n, cst.Param)
-    } | {t.value for n in walk(module) if isinstance(n, cst.AssignTarget) for t in walk(n.target) if isinstance(t, cst.Name)}
+    bound_locally = {n.name.value for n in walk(module) if isinstance(n, cst.Param)} | {
+        t.value
+        for n in walk(module)
+        if isinstance(n, cst.AssignTarget)
+        for t in walk(n.target)
+        if isinstance(t, cst.Name)
+    }
     renames: dict[str, str] = {}
     alias_swaps: dict[int, cst.ImportAlias] = {}
     for stmt in module.body:
@@ -117,7 +131,11 @@ def alias_imports(a: Analysis) -> cst.Module:
                     continue
                 renames[old] = _alias(old)
                 alias_swaps[id(alias)] = alias.with_changes(asname=cst.AsName(cst.Name(renames[old])))
-        elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar) and small.module is not None:
+        elif (
+            isinstance(small, cst.ImportFrom)
+            and not isinstance(small.names, cst.ImportStar)
+            and small.module is not None
+        ):
             if _dotted(small.module).split(".")[0] not in _LIBS or small.relative:
                 continue
             for alias in small.names:
@@ -146,8 +164,21 @@ def alias_imports(a: Analysis) -> cst.Module:
 
 
 FACTORIES = (
-    "zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm", "tensor", "linspace",
-    "eye", "from_numpy", "as_tensor", "load",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "arange",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "tensor",
+    "linspace",
+    "eye",
+    "from_numpy",
+    "as_tensor",
+    "load",
 )
 
 
@@ -160,9 +191,12 @@ def from_import_factories(a: Analysis) -> cst.Module:
     swaps: dict[int, cst.CSTNode] = {}
     for node in walk(module):
         if (
-            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-            and isinstance(node.func.value, cst.Name) and node.func.value.value == "torch"
-            and node.func.attr.value in FACTORIES and node.func.attr.value not in bound
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == "torch"
+            and node.func.attr.value in FACTORIES
+            and node.func.attr.value not in bound
         ):
             swaps[id(node.func)] = cst.Name(node.func.attr.value)
             if node.func.attr.value not in used:

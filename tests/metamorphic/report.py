@@ -1,6 +1,6 @@
 """Rates of the metamorphic variants per operator and per rule, and the failing variant ids.
 
-    python -m tests.metamorphic.report [-j 2] [--only OP[+OP]] [--show ID] [--write-known-failures]
+python -m tests.metamorphic.report [-j 2] [--only OP[+OP]] [--show ID] [--write-known-failures]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from .cases import all_cases
-from .scoring import Row, score
+from .scoring import score
 from .variants import BY_NAME, build_spec, specs
 
 KNOWN_FAILURES = Path(__file__).with_name("known_failures.txt")
@@ -37,7 +37,9 @@ def variant_id(case, chain: tuple[str, ...], target: int | None) -> str:  # type
     return f"{case.name}::{'+'.join(chain)}{suffix}"
 
 
-def _run_case(args: tuple[int, set | None, int]) -> tuple[list[tuple[str, str, str, bool, str, str, str]], list[tuple[str, str, str]]]:
+def _run_case(
+    args: tuple[int, set | None, int],
+) -> tuple[list[tuple[str, str, str, bool, str, str, str]], list[tuple[str, str, str]]]:
     index, only, sample = args
     case = all_cases_cached()[index]
     rows, skipped = [], []
@@ -49,7 +51,9 @@ def _run_case(args: tuple[int, set | None, int]) -> tuple[list[tuple[str, str, s
             skipped.append(("+".join(chain), variant.id, variant.error))
             continue
         for row in score(variant):
-            rows.append(("+".join(chain), row.id, row.rule, row.passed, row.reason, "bug" if case.bad else "twin", case.name))
+            rows.append(
+                ("+".join(chain), row.id, row.rule, row.passed, row.reason, "bug" if case.bad else "twin", case.name)
+            )
     return rows, skipped
 
 
@@ -96,15 +100,23 @@ def main(argv: list[str] | None = None) -> int:
         results = [_run_case(job) for job in jobs]
     rows = [r for res in results for r in res[0]]
     skipped = [s for res in results for s in res[1]]
-    per_op: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])  # bug ok, bug n, twin alarms, twin n, n/a, errors
+    per_op: dict[str, list[int]] = defaultdict(
+        lambda: [0, 0, 0, 0, 0, 0]
+    )  # bug ok, bug n, twin alarms, twin n, n/a, errors
     per_rule: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for chain, _, rule, passed, _, kind, _ in rows:
         t = per_op[chain]
         r = per_rule[rule]
         if kind == "bug":
-            t[0] += passed; t[1] += 1; r[0] += passed; r[1] += 1
+            t[0] += passed
+            t[1] += 1
+            r[0] += passed
+            r[1] += 1
         else:
-            t[2] += not passed; t[3] += 1; r[2] += not passed; r[3] += 1
+            t[2] += not passed
+            t[3] += 1
+            r[2] += not passed
+            r[3] += 1
     for chain, _, why in skipped:
         per_op[chain][5 if why.startswith("generator") else 4] += 1
     print(f"{'operator':48} {'bugs found':>14} {'twin alarms':>12} {'n/a':>5} {'gen.err':>7}")
@@ -121,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{rule:8} {rate:>16} {f'{r[2]}/{r[3]}':>12}")
     bug = [r for r in rows if r[5] == "bug"]
     twin = [r for r in rows if r[5] == "twin"]
-    print(f"\nall: bugs found {sum(r[3] for r in bug)}/{len(bug)}, twin variants with findings "
-          f"{sum(not r[3] for r in twin)}/{len(twin)}, not applicable {sum(1 for s in skipped if not s[2].startswith('generator'))}, "
-          f"generator errors {sum(1 for s in skipped if s[2].startswith('generator'))}; {time.time() - start:.0f}s")
+    print(
+        f"\nall: bugs found {sum(r[3] for r in bug)}/{len(bug)}, twin variants with findings "
+        f"{sum(not r[3] for r in twin)}/{len(twin)}, not applicable {sum(1 for s in skipped if not s[2].startswith('generator'))}, "
+        f"generator errors {sum(1 for s in skipped if s[2].startswith('generator'))}; {time.time() - start:.0f}s"
+    )
     shapes: Counter = Counter()
     examples: dict[tuple, list[str]] = defaultdict(list)
     for chain, rid, rule, passed, reason, kind, _ in rows:
@@ -131,14 +145,14 @@ def main(argv: list[str] | None = None) -> int:
             key = (chain, rule, kind, _shape(reason))
             shapes[key] += 1
             examples[key].append(rid)
-    print(f"\nmost common failure shapes (operator, rule, kind, reason):")
+    print("\nmost common failure shapes (operator, rule, kind, reason):")
     for key, n in shapes.most_common(args.shapes):
         print(f"  {n:4}  {' | '.join(key)}   e.g. {', '.join(examples[key][:2])}")
     print("\nnot applicable, by reason:")
     for (chain, why), n in Counter((c, w) for c, _, w in skipped).most_common():
         print(f"  {n:4}  {chain}: {why}")
     print("\nfailing variants:")
-    for chain, rid, rule, passed, reason, kind, _ in sorted(rows, key=lambda r: r[1]):
+    for _chain, rid, _rule, passed, reason, _kind, _ in sorted(rows, key=lambda r: r[1]):
         if not passed:
             print(f"  {rid}  {reason}")
     if args.write_known_failures:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.finding import Finding
@@ -12,7 +12,7 @@ from devicelint.registry import all_rules, find_rule
 from .variants import Variant
 
 
-@lru_cache(maxsize=None)
+@cache
 def options_for(rule: str) -> EngineOptions:
     rules = [r for r in all_rules() if r.default_enabled and not r.code.startswith("DL6")]
     extra = find_rule(rule) if rule else None
@@ -66,7 +66,11 @@ def score(variant: Variant) -> list[Row]:
             continue
         passed = _hit(findings, lines, code)
         near = [f for f in findings if code.startswith("NEW:") or f.code == code]
-        reason = "" if passed else f"missed {code} at {sorted(lines)}; got {_describe(near) if near else _describe(findings)}"
+        reason = (
+            ""
+            if passed
+            else f"missed {code} at {sorted(lines)}; got {_describe(near) if near else _describe(findings)}"
+        )
         rows.append(Row(row_id, variant, passed, reason, "NEW" if code.startswith("NEW:") else code))
         if case.grouped:
             break

@@ -36,7 +36,7 @@ def add_tags(text: str, wanted: dict[int, int]) -> tuple[str, dict[int, str]]:
     for line, tags in by_line.items():
         raw = lines[line - 1]
         body = raw.rstrip("\r\n")
-        end = raw[len(body):]
+        end = raw[len(body) :]
         marks = " ".join(f"@@T{t}@@" for t in sorted(tags))
         if line in comments:
             col = comments[line]
@@ -63,7 +63,7 @@ def strip_tags(text: str) -> tuple[str, dict[int, set[int]]]:
     for line in text.splitlines(keepends=True):
         if "@@T" in line:
             body = line.rstrip("\r\n")
-            end = line[len(body):]
+            end = line[len(body) :]
             body = _STRIP.sub("", body)
             body = re.sub(r"\s*#$", "", body)
             line = body + end

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -153,7 +153,9 @@ def specs(case: Case, only: set[tuple[str, ...]] | None = None) -> Iterator[tupl
 
 def build_spec(case: Case, chain: tuple[str, ...], target: int | None) -> Variant:
     if target is None and any(BY_NAME[n].targeted for n in chain):
-        return Variant(f"{case.name}::{'+'.join(chain)}", case, chain, None, error="not applicable: no target line in the case")
+        return Variant(
+            f"{case.name}::{'+'.join(chain)}", case, chain, None, error="not applicable: no target line in the case"
+        )
     return build(case, chain, target)
 
 

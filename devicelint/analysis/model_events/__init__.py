@@ -18,14 +18,22 @@ Every device here comes from the placement engine (`facts.device_of`, the engine
 from __future__ import annotations
 
 from devicelint.analysis.devices import distinct
-
+from devicelint.analysis.model_events.classes import (
+    ClassPlacement,
+    built_on_cpu,
+    built_where,
+    class_placements,
+    moves_itself,
+    returned_device,
+    split_of,
+)
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
+    TRUSTED_PREFIXES,
     Device,
     Placement,
     Resolver,
-    TRUSTED_PREFIXES,
     chain_base,
     device_ids_first,
     rebinds,
@@ -49,15 +57,6 @@ from devicelint.analysis.model_events.variables import (
     class_history,
     history,
     usage_after,
-)
-from devicelint.analysis.model_events.classes import (
-    ClassPlacement,
-    built_on_cpu,
-    built_where,
-    class_placements,
-    moves_itself,
-    returned_device,
-    split_of,
 )
 from devicelint.analysis.model_events.wrappers import (
     WrapperSite,

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.devices import distinct
+from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.model_events.devices import (
     Device,
     Placement,
@@ -16,14 +18,13 @@ from devicelint.analysis.model_events.devices import (
     resolver_for,
     trusted_constructor,
 )
-from devicelint.analysis.devices import distinct
-from devicelint.analysis.facts import FileFacts, file_facts
-from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.model_events.scopes import module_functions, only_return, scope_facts
 from devicelint.analysis.model_events.variables import History, history
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.context import FileContext
+
 
 @dataclass(frozen=True)
 class ClassPlacement:
@@ -48,7 +49,7 @@ class ClassPlacement:
 
 def split_of(placements: list[Placement]) -> tuple[Placement, Placement] | None:
     for i, first in enumerate(placements):
-        for second in placements[i + 1:]:
+        for second in placements[i + 1 :]:
             if distinct(first.device, second.device):
                 return first, second
     return None
@@ -63,7 +64,7 @@ def numbered_split(placements: list[Placement]) -> tuple[Placement, Placement] |
         one = _NUMBERED.match(first.device.text) if not first.device.literal else None
         if one is None:
             continue
-        for second in placements[i + 1:]:
+        for second in placements[i + 1 :]:
             two = _NUMBERED.match(second.device.text) if not second.device.literal else None
             if two is not None and one.group(1) == two.group(1) and int(one.group(2)) != int(two.group(2)):
                 return first, second
@@ -94,9 +95,9 @@ def _build_class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
                 named[attr] = Placement(attr, device, value)
         if not placed and not named:
             continue
-        out[name] = ClassPlacement(cls.node, {
-            attr: Placement(attr, device, where.get(attr, init)) for attr, device in placed.items()
-        }, named)
+        out[name] = ClassPlacement(
+            cls.node, {attr: Placement(attr, device, where.get(attr, init)) for attr, device in placed.items()}, named
+        )
     return out
 
 
@@ -141,9 +142,7 @@ def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | No
     return _built_on_cpu(ctx, base, facts, ())
 
 
-def _built_on_cpu(
-    ctx: FileContext, base: cst.BaseExpression, facts: History | None, visiting: tuple[int, ...]
-) -> bool:
+def _built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | None, visiting: tuple[int, ...]) -> bool:
     if isinstance(base, cst.Call):
         call = base
     elif facts is not None and facts.bind is not None and not facts.escaped and not facts.sub_moves:
@@ -234,8 +233,7 @@ def _returns_cpu_model(ctx: FileContext, function: cst.FunctionDef, visiting: tu
     """Every `return` of the builder hands back a model built on the CPU and not moved since:
     a constructor call, or a local bound to one that nothing moved or handed on."""
     returns = [
-        node for node in scope_facts(ctx, function).nodes
-        if isinstance(node, cst.Return) or isinstance(node, cst.Yield)
+        node for node in scope_facts(ctx, function).nodes if isinstance(node, cst.Return) or isinstance(node, cst.Yield)
     ]
     if not returns or any(isinstance(node, cst.Yield) or node.value is None for node in returns):
         return False

@@ -15,7 +15,7 @@ import libcst as cst
 
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, device_argument, indexed, int_value, is_dtype
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.model_events.scopes import Scope, REBOUND, scope_facts, scope_of
+from devicelint.analysis.model_events.scopes import REBOUND, Scope, scope_facts, scope_of
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MOVE_METHODS
@@ -69,7 +69,9 @@ class Resolver:
             self._class_env = {}
             init = methods(self.cls).get("__init__") if self.cls is not None else None
             if init is not None:
-                self._class_env = {k: v for k, v in scope_facts(self.ctx, init).assigned.items() if k.startswith("self.")}
+                self._class_env = {
+                    k: v for k, v in scope_facts(self.ctx, init).assigned.items() if k.startswith("self.")
+                }
         return self._class_env
 
     def device(self, node: cst.BaseExpression) -> Device:
@@ -135,7 +137,8 @@ def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:
 def rebinds(resolver: Resolver, node: cst.CSTNode, var: str) -> bool:
     """`node` binds `var` to something else: `var = other`, not `var = var.cuda()`."""
     return (
-        isinstance(node, cst.Assign) and any(dotted_name(t.target) == var for t in node.targets)
+        isinstance(node, cst.Assign)
+        and any(dotted_name(t.target) == var for t in node.targets)
         and dotted_name(chain_base(resolver, node.value)[0]) != var
     )
 
@@ -159,7 +162,12 @@ def device_ids_first(resolver: Resolver, device_ids: cst.BaseExpression | None) 
     if device_ids is None:
         return None
     node = device_ids
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("list", "tuple") and len(node.args) == 1:
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value in ("list", "tuple")
+        and len(node.args) == 1
+    ):
         node = node.args[0].value
     if isinstance(node, (cst.List, cst.Tuple)) and node.elements:
         first = node.elements[0]
@@ -178,6 +186,7 @@ def device_ids_first(resolver: Resolver, device_ids: cst.BaseExpression | None) 
         if value is not None and value is not device_ids:
             return device_ids_first(resolver, value)
     return None
+
 
 @dataclass(frozen=True)
 class Placement:

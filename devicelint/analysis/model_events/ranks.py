@@ -55,8 +55,11 @@ def _cuda_fstring_index(node: cst.FormattedString) -> cst.BaseExpression | None:
     """`rank` for `f"cuda:{rank}"`."""
     parts = node.parts
     if (
-        len(parts) == 2 and isinstance(parts[0], cst.FormattedStringText) and parts[0].value == "cuda:"
-        and isinstance(parts[1], cst.FormattedStringExpression) and parts[1].format_spec is None
+        len(parts) == 2
+        and isinstance(parts[0], cst.FormattedStringText)
+        and parts[0].value == "cuda:"
+        and isinstance(parts[1], cst.FormattedStringExpression)
+        and parts[1].format_spec is None
     ):
         return parts[1].expression
     return None
@@ -73,8 +76,11 @@ def _indices_of(ctx: FileContext, call: cst.Call) -> list[tuple[cst.BaseExpressi
     if qualified == "torch.device" and len(plain) == 2 and _string(plain[0]) == "cuda":
         return [(plain[1], "device string")]
     if (
-        isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString)
-        and _string(func.value) in ("cuda:{}", "cuda:{:d}") and len(plain) == 1
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "format"
+        and isinstance(func.value, cst.SimpleString)
+        and _string(func.value) in ("cuda:{}", "cuda:{:d}")
+        and len(plain) == 1
     ):
         return [(plain[0], "device string")]
     found = []
@@ -85,7 +91,12 @@ def _indices_of(ctx: FileContext, call: cst.Call) -> list[tuple[cst.BaseExpressi
                 found.append((value.elements[0].value, "device_ids"))
             elif arg.keyword.value == "output_device":
                 found.append((value, "device_ids"))
-    if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to") and len(plain) == 1 and len(call.args) == 1:
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("cuda", "to")
+        and len(plain) == 1
+        and len(call.args) == 1
+    ):
         found.append((plain[0], "move"))
     return found
 

@@ -1,5 +1,4 @@
-"""The nodes and bindings of one function (or the module), and position queries over them.
-"""
+"""The nodes and bindings of one function (or the module), and position queries over them."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import libcst as cst
 from devicelint.analysis.index import iter_children
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
+
 
 def scope_of(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | cst.Module:
     for ancestor in ctx.index.ancestors(node):
@@ -83,6 +83,7 @@ def _build_scope(root: cst.FunctionDef | cst.Module) -> Scope:
 
 def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     """Functions defined once at the top level of the module, by name."""
+
     def build(c: FileContext) -> dict[str, cst.FunctionDef]:
         seen: dict[str, list[cst.FunctionDef]] = {}
         for statement in c.module.body:
@@ -145,8 +146,11 @@ def set_device_called(ctx: FileContext, at: cst.CSTNode | None = None) -> bool:
         if scope.order.get(id(call), position) >= position:
             continue
         blocks = [
-            a for a in ctx.index.ancestors(call)
-            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite)) and scope_of(ctx, a) is root and a is not getattr(root, "body", None)
+            a
+            for a in ctx.index.ancestors(call)
+            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite))
+            and scope_of(ctx, a) is root
+            and a is not getattr(root, "body", None)
         ]
         if all(id(block) in around for block in blocks):
             return True
@@ -165,6 +169,7 @@ def _conditional(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def string_constants(ctx: FileContext) -> frozenset[str]:
     """Every string literal of the code (comments left out), for "does the code say X" tests."""
+
     def build(c: FileContext) -> frozenset[str]:
         found = set()
         for node in c.index.of_type(cst.SimpleString):

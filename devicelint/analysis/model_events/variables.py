@@ -1,5 +1,4 @@
-"""What one function does to one model variable: its binding, moves, sub-module moves, escapes.
-"""
+"""What one function does to one model variable: its binding, moves, sub-module moves, escapes."""
 
 from __future__ import annotations
 
@@ -10,19 +9,20 @@ import libcst as cst
 
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
-    Device,
     DISTRIBUTED_DATA_PARALLEL,
+    Device,
     Placement,
-    trusted_constructor,
     chain_base,
     rebinds,
     resolver_for,
     strip_self_returning,
+    trusted_constructor,
 )
 from devicelint.analysis.model_events.scopes import Scope, scope_facts, scope_of, statement_of
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
+
 
 @dataclass
 class History:
@@ -98,7 +98,22 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
     return facts
 
 
-_HARMLESS = frozenset({"print", "len", "str", "repr", "isinstance", "hasattr", "getattr", "type", "id", "vars", "format", "count_parameters"})
+_HARMLESS = frozenset(
+    {
+        "print",
+        "len",
+        "str",
+        "repr",
+        "isinstance",
+        "hasattr",
+        "getattr",
+        "type",
+        "id",
+        "vars",
+        "format",
+        "count_parameters",
+    }
+)
 _LOGGING = frozenset({"info", "debug", "warning", "warn", "error", "log", "print", "write"})
 
 
@@ -138,7 +153,7 @@ def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
     start = scope.order.get(id(statement), -1)
     inside = {id(n) for n in ctx.index.walk(statement)}
     usage = Usage()
-    for node in scope.nodes[start + 1:]:
+    for node in scope.nodes[start + 1 :]:
         if id(node) in inside:
             continue
         if rebinds(resolver, node, var):
@@ -195,4 +210,3 @@ def class_history(ctx: FileContext, var: str, site: cst.CSTNode) -> History | No
     built.sub_moves.update(local.sub_moves)
     built.escaped = built.escaped or local.escaped
     return built
-

@@ -9,24 +9,25 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.devices import string_value
 from devicelint.analysis.model_events.classes import builder_of, class_placements, numbered_split, split_of
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
-    Device,
     DISTRIBUTED_DATA_PARALLEL,
     KEEPS_MODULE,
+    Device,
     Placement,
     chain_base,
     rebinds,
     resolver_for,
     strip_self_returning,
 )
-from devicelint.analysis.devices import string_value
 from devicelint.analysis.model_events.scopes import Scope, only_return, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.context import FileContext
+
 
 @dataclass(frozen=True)
 class WrapperSite:
@@ -49,10 +50,13 @@ class WrapperSite:
             return ""
         inner = self.returned
         conditional = any(
-            isinstance(a, (cst.If, cst.IfExp, cst.Try)) for a in ctx.index.ancestors(inner.call)
+            isinstance(a, (cst.If, cst.IfExp, cst.Try))
+            for a in ctx.index.ancestors(inner.call)
             if scope_of(ctx, a) is inner.scope and a is not inner.scope
         )
-        return f" (returned by `{short(ctx, self.call, 40)}`" + (", which wraps only under a condition)" if conditional else ")")
+        return f" (returned by `{short(ctx, self.call, 40)}`" + (
+            ", which wraps only under a condition)" if conditional else ")"
+        )
 
 
 def wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
@@ -73,16 +77,25 @@ def _build_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         for position, arg in enumerate(call.args):
             if arg.star:
                 continue
-            name = arg.keyword.value if arg.keyword else ("module" if position == 0 else "device_ids" if position == 1 else "")
+            name = (
+                arg.keyword.value
+                if arg.keyword
+                else ("module" if position == 0 else "device_ids" if position == 1 else "")
+            )
             if name == "module":
                 wrapped = arg.value
             elif name == "device_ids":
                 device_ids = arg.value
         sites.append(
             WrapperSite(
-                call=call, kind=kind, spelled=ctx.code_for(call.func), wrapped=wrapped,
-                target=assigned_target(ctx, call), device_ids=device_ids,
-                statement=statement_of(ctx, call), scope=scope_of(ctx, call),
+                call=call,
+                kind=kind,
+                spelled=ctx.code_for(call.func),
+                wrapped=wrapped,
+                target=assigned_target(ctx, call),
+                device_ids=device_ids,
+                statement=statement_of(ctx, call),
+                scope=scope_of(ctx, call),
             )
         )
     return sites
@@ -148,7 +161,7 @@ def _wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode, sites: list[Wrapp
         return None
     resolver = resolver_for(ctx, node)
     inside = {id(n) for n in ctx.index.walk(best[1].statement)}
-    for between in scope.nodes[best[0] + 1:position]:
+    for between in scope.nodes[best[0] + 1 : position]:
         if id(between) in inside:
             continue
         if rebinds(resolver, between, var):
@@ -180,7 +193,8 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
             for value, position in values:
                 value = strip_self_returning(value)
                 if value is site.call or (
-                    site.target is not None and dotted_name(value) == site.target
+                    site.target is not None
+                    and dotted_name(value) == site.target
                     and _wrapper_at(ctx, site.target, node, direct) is site
                 ):
                     returning[id(function)] = (site, position)
@@ -195,10 +209,19 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         inner, position = found
         target = assigned_target(ctx, call) if position is None else _unpacked_target(ctx, call, position)
         if target is not None:
-            sites.append(WrapperSite(
-                call=call, kind=inner.kind, spelled=inner.spelled, wrapped=None, target=target, device_ids=None,
-                statement=statement_of(ctx, call), scope=scope_of(ctx, call), returned=inner,
-            ))
+            sites.append(
+                WrapperSite(
+                    call=call,
+                    kind=inner.kind,
+                    spelled=inner.spelled,
+                    wrapped=None,
+                    target=target,
+                    device_ids=None,
+                    statement=statement_of(ctx, call),
+                    scope=scope_of(ctx, call),
+                    returned=inner,
+                )
+            )
     return sites
 
 
@@ -224,13 +247,18 @@ _MODE_METHODS = frozenset({"train", "eval"})  # schedule-free optimizers have th
 
 def _build_prepared_sites(ctx: FileContext) -> list[WrapperSite]:
     accelerators = {
-        key for scope in _all_scopes(ctx) for key, values in scope.assigned.items()
-        if values and all(isinstance(v, cst.Call) and ctx.qualified_name(v.func) == "accelerate.Accelerator" for v in values)
+        key
+        for scope in _all_scopes(ctx)
+        for key, values in scope.assigned.items()
+        if values
+        and all(isinstance(v, cst.Call) and ctx.qualified_name(v.func) == "accelerate.Accelerator" for v in values)
     }
     sites = []
     for call in ctx.index.of_type(cst.Call):
         func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "prepare" and dotted_name(func.value) in accelerators):
+        if not (
+            isinstance(func, cst.Attribute) and func.attr.value == "prepare" and dotted_name(func.value) in accelerators
+        ):
             continue
         scope = scope_of(ctx, call)
         models = _used_as_models(ctx, scope)
@@ -239,10 +267,18 @@ def _build_prepared_sites(ctx: FileContext) -> list[WrapperSite]:
                 continue
             target = assigned_target(ctx, call) if len(call.args) == 1 else _unpacked_target(ctx, call, position)
             if target is not None:
-                sites.append(WrapperSite(
-                    call=call, kind="DistributedDataParallel", spelled=ctx.code_for(func), wrapped=arg.value,
-                    target=target, device_ids=None, statement=statement_of(ctx, call), scope=scope,
-                ))
+                sites.append(
+                    WrapperSite(
+                        call=call,
+                        kind="DistributedDataParallel",
+                        spelled=ctx.code_for(func),
+                        wrapped=arg.value,
+                        target=target,
+                        device_ids=None,
+                        statement=statement_of(ctx, call),
+                        scope=scope,
+                    )
+                )
     return sites
 
 
@@ -359,8 +395,11 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
         limit = scope.order.get(id(site.statement), len(scope.nodes))
         for node in scope.nodes[:limit]:
             if (
-                loaded and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value == "parallelize" and dotted_name(node.func.value) == var
+                loaded
+                and isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "parallelize"
+                and dotted_name(node.func.value) == var
             ):
                 return f"`{short(ctx, node)}` spreads over several GPUs"
     if bind is not None:

@@ -22,7 +22,14 @@ import libcst as cst
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
-    assigned_names, body_nodes, enclosing_ifs, has_star, method_name, positional, receiver, scope_of,
+    assigned_names,
+    body_nodes,
+    enclosing_ifs,
+    has_star,
+    method_name,
+    positional,
+    receiver,
+    scope_of,
 )
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
@@ -72,8 +79,12 @@ def optimizer_classes(ctx: FileContext) -> list[cst.ClassDef]:
         def is_optimizer(cls: cst.ClassDef, depth: int) -> bool:
             for base in cls.bases:
                 qualified = c.qualified_name(base.value) or ""
-                if (qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[-1][:1].isupper()
-                        and "lr_scheduler" not in qualified and "swa_utils" not in qualified):
+                if (
+                    qualified.startswith("torch.optim.")
+                    and qualified.rsplit(".", 1)[-1][:1].isupper()
+                    and "lr_scheduler" not in qualified
+                    and "swa_utils" not in qualified
+                ):
                     return True
                 parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
                 if parent is not None and parent is not cls and depth < 4 and is_optimizer(parent, depth + 1):
@@ -103,8 +114,11 @@ def parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
 
 def _reads_params(ctx: FileContext, node: cst.CSTNode) -> bool:
     return any(
-        isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index)
-        and isinstance(n.slice[0].slice.value, cst.SimpleString) and literal_value(n.slice[0].slice.value) == "params"
+        isinstance(n, cst.Subscript)
+        and len(n.slice) == 1
+        and isinstance(n.slice[0].slice, cst.Index)
+        and isinstance(n.slice[0].slice.value, cst.SimpleString)
+        and literal_value(n.slice[0].slice.value) == "params"
         for n in ctx.index.walk(node)
     )
 
@@ -193,10 +207,28 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
 
 
 # Method names too common to pick a class by (optimizers, schedulers, modules, meters have them).
-_COMMON_METHODS = frozenset({
-    "step", "zero_grad", "update", "forward", "__call__", "train", "eval", "to", "cuda", "cpu",
-    "state_dict", "load_state_dict", "parameters", "reset", "get", "set", "close", "item",
-})
+_COMMON_METHODS = frozenset(
+    {
+        "step",
+        "zero_grad",
+        "update",
+        "forward",
+        "__call__",
+        "train",
+        "eval",
+        "to",
+        "cuda",
+        "cpu",
+        "state_dict",
+        "load_state_dict",
+        "parameters",
+        "reset",
+        "get",
+        "set",
+        "close",
+        "item",
+    }
+)
 
 
 def _duck_class(ctx: FileContext, owner: cst.BaseExpression, name: str, call: cst.Call) -> cst.ClassDef | None:
@@ -238,7 +270,9 @@ def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:
     return _effects(ctx, func, cache, ())
 
 
-def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict[tuple[int, int], tuple[Effect, ...]], stack: tuple[int, ...]) -> tuple[Effect, ...]:
+def _effects(
+    ctx: FileContext, func: cst.FunctionDef, cache: dict[tuple[int, int], tuple[Effect, ...]], stack: tuple[int, ...]
+) -> tuple[Effect, ...]:
     # Keyed by the depth left too: a helper seen deep in a chain is followed less far, and each
     # (function, depth) is walked once however many call paths reach it.
     key = (id(func), len(stack))
@@ -258,7 +292,9 @@ def _effects(ctx: FileContext, func: cst.FunctionDef, cache: dict[tuple[int, int
             kind = CLIP
         elif name == "backward" and not positional(node) and not has_star(node):
             kind = SCALED_BACKWARD if scaled_backward(ctx, node) else BACKWARD
-        elif name in ("unscale_", "step", "update") and is_scaler(ctx, owner) and (name == "update" or positional(node)):
+        elif (
+            name in ("unscale_", "step", "update") and is_scaler(ctx, owner) and (name == "update" or positional(node))
+        ):
             kind = {"unscale_": UNSCALE, "step": SCALER_STEP, "update": UPDATE}[name]
             scaler = dotted_name(owner) if owner is not None else None
         elif name is not None and "unscale" in name.lower():

@@ -18,19 +18,28 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.placement_facts import (
-    CPU, DEVICE, DEVICE_VALUE, LOSS_CALLABLE_NAMES, MODEL_WORDS, MODULE, UNKNOWN, Fact,
-)
-from devicelint.analysis.placement_classes import module_constructor
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import module_constructor
+from devicelint.analysis.placement_facts import (
+    CPU,
+    DEVICE,
+    DEVICE_VALUE,
+    LOSS_CALLABLE_NAMES,
+    MODEL_WORDS,
+    MODULE,
+    UNKNOWN,
+    Fact,
+)
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS
 from devicelint.analysis.training.loops import StepRegion
 from devicelint.analysis.training.reads import closure, computed_from, read_names
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS
 from devicelint.context import FileContext
 
 # Methods only an nn.Module has (an optimizer has `state_dict` and `zero_grad` too).
-MODULE_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "eval"})
+MODULE_METHODS = frozenset(
+    {"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "eval"}
+)
 LOSS_FUNCTION_WORDS = ("loss", "cross_entropy", "nll", "kl_div", "mse", "l1", "ctc", "hinge", "margin")
 
 
@@ -56,7 +65,9 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
         seeds: set[str] = set()
         # The loss itself (`loss` in `(loss / accum).backward()`, `losses` in `sum(losses.values())`)
         # and the results of model and loss calls, with what is computed from them.
-        seeds = {n for n in (primary_name(loss) for loss in region.losses) if n is not None and "scaler" not in n.lower()}
+        seeds = {
+            n for n in (primary_name(loss) for loss in region.losses) if n is not None and "scaler" not in n.lower()
+        }
         inputs = set(seeds)
         for loss in region.losses:
             inputs |= read_names(c, loss, skip_moves=True, skip_fields=True)
@@ -103,8 +114,6 @@ def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[st
             targets = {n for t in node.targets for n in assigned_names(t.target)}
             flows.append((targets, read_names(ctx, node.value, skip_moves=True, skip_fields=True)))
     return closure(flows, seeds, backward=True)
-
-
 
 
 def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
@@ -172,7 +181,9 @@ def _calls_model_or_loss(ctx: FileContext, value: cst.BaseExpression, modules: f
         return False
     word = callee.rsplit(".", 1)[-1].lower()
     return (
-        word in LOSS_CALLABLE_NAMES or any(w in word for w in MODEL_WORDS) or callee in modules
+        word in LOSS_CALLABLE_NAMES
+        or any(w in word for w in MODEL_WORDS)
+        or callee in modules
         or callee_fact(ctx, value.func).kind == MODULE
     )
 

@@ -62,7 +62,9 @@ def same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | No
     return None
 
 
-def loader_calls(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> list[cst.Call] | None:
+def loader_calls(
+    ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0
+) -> list[cst.Call] | None:
     """Every `DataLoader(...)` call `loader` can hold, or None when some value it can hold is not
     one the file shows (a loader from another module, `accelerator.prepare(...)`).
 
@@ -95,7 +97,9 @@ def loader_calls(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNod
     return _all(ctx, [(v, scope_of(ctx, v) if v is not None else scope) for v in values], depth)
 
 
-def _all(ctx: FileContext, values: list[tuple[cst.BaseExpression | None, cst.CSTNode]], depth: int) -> list[cst.Call] | None:
+def _all(
+    ctx: FileContext, values: list[tuple[cst.BaseExpression | None, cst.CSTNode]], depth: int
+) -> list[cst.Call] | None:
     if not values:
         return None
     out: list[cst.Call] = []
@@ -110,7 +114,9 @@ def _all(ctx: FileContext, values: list[tuple[cst.BaseExpression | None, cst.CST
 
 
 def is_parameter(func: cst.FunctionDef, name: str) -> bool:
-    return any(p.name.value == name for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params))
+    return any(
+        p.name.value == name for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)
+    )
 
 
 def calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
@@ -130,7 +136,9 @@ def calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
     return ctx.shared("calls_by_name", build)
 
 
-def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list[tuple[cst.BaseExpression, cst.CSTNode]] | None:
+def passed_arguments(
+    ctx: FileContext, func: cst.FunctionDef, name: str
+) -> list[tuple[cst.BaseExpression, cst.CSTNode]] | None:
     """(argument, caller's scope) for each call of `func` in the file (`train(...)`, `self.train(...)`),
     for its parameter `name`; None when `func` is never called here or a call hides the argument."""
     params = [*func.params.posonly_params, *func.params.params]
@@ -147,10 +155,16 @@ def passed_arguments(ctx: FileContext, func: cst.FunctionDef, name: str) -> list
             if not (isinstance(callee, cst.Name) and owner is not None and callee.value == owner.name.value):
                 continue
         elif method:
-            if not (isinstance(callee, cst.Attribute) and callee.attr.value == func.name.value
-                    and isinstance(callee.value, cst.Name) and callee.value.value == "self"):
+            if not (
+                isinstance(callee, cst.Attribute)
+                and callee.attr.value == func.name.value
+                and isinstance(callee.value, cst.Name)
+                and callee.value.value == "self"
+            ):
                 continue
-        elif not (isinstance(callee, cst.Name) and callee.value == func.name.value and same_file_function(ctx, call) is func):
+        elif not (
+            isinstance(callee, cst.Name) and callee.value == func.name.value and same_file_function(ctx, call) is func
+        ):
             continue
         argument = _argument(call, index, name)
         if argument is None:

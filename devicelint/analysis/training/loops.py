@@ -14,8 +14,8 @@ from typing import Any
 
 import libcst as cst
 
-from devicelint.analysis.training.step import Scope, backpropagated, looks_like_optimizer, training_scopes
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.step import Scope, backpropagated, looks_like_optimizer, training_scopes
 from devicelint.analysis.training.syntax import enclosing_ifs, test_words
 from devicelint.context import FileContext
 
@@ -23,9 +23,30 @@ PROCESS_WORDS = ("rank", "main", "master", "process", "local", "world", "device"
 # Words in an `if` test that make its branch a logging, evaluation or checkpoint branch: it does
 # not run on every step. Wide on purpose: a missed logging branch is a false alarm.
 LOGGING_WORDS = (
-    "log", "print", "verbose", "display", "report", "interval", "every", "freq", "debug",
-    "monitor", "eval", "valid", "save", "ckpt", "checkpoint", "summary", "writer", "wandb",
-    "tensorboard", "show", "vis", "profil", "trace", "period",
+    "log",
+    "print",
+    "verbose",
+    "display",
+    "report",
+    "interval",
+    "every",
+    "freq",
+    "debug",
+    "monitor",
+    "eval",
+    "valid",
+    "save",
+    "ckpt",
+    "checkpoint",
+    "summary",
+    "writer",
+    "wandb",
+    "tensorboard",
+    "show",
+    "vis",
+    "profil",
+    "trace",
+    "period",
 )
 
 
@@ -74,13 +95,20 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
                     _add(c, regions, scope.node, scope, call)
         for scope in training_scopes(c):
             func = scope.node
-            if (isinstance(func, cst.FunctionDef) and id(func) not in regions and scope.backwards
-                    and all(innermost_loop(c, b) is None for b in scope.backwards) and _called_in_a_loop(c, func)):
+            if (
+                isinstance(func, cst.FunctionDef)
+                and id(func) not in regions
+                and scope.backwards
+                and all(innermost_loop(c, b) is None for b in scope.backwards)
+                and _called_in_a_loop(c, func)
+            ):
                 for call in scope.backwards:
                     _add(c, regions, func, scope, call)  # a step's backward in a helper the loop calls
         for step in _lightning_steps(c):
             if id(step) not in regions:
-                returned = [r.value for r in c.index.walk(step.body) if isinstance(r, cst.Return) and r.value is not None]
+                returned = [
+                    r.value for r in c.index.walk(step.body) if isinstance(r, cst.Return) and r.value is not None
+                ]
                 regions[id(step)] = (step, Scope(node=step), returned)
         for scope in training_scopes(c):
             if scope.backwards or scope.delegated_backwards:
@@ -101,11 +129,15 @@ def evaluates(ctx: FileContext, func: cst.FunctionDef) -> bool:
     for, even where a full-batch loop calls it every epoch."""
     for node in ctx.index.walk(func.body):
         if isinstance(node, cst.Call) and (
-                (isinstance(node.func, cst.Attribute) and node.func.attr.value == "eval" and not node.args)
-                or ctx.qualified_name(node.func) in ("torch.no_grad", "torch.inference_mode")):
+            (isinstance(node.func, cst.Attribute) and node.func.attr.value == "eval" and not node.args)
+            or ctx.qualified_name(node.func) in ("torch.no_grad", "torch.inference_mode")
+        ):
             return True
-    return any(ctx.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
-               in ("torch.no_grad", "torch.inference_mode") for d in func.decorators)
+    return any(
+        ctx.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+        in ("torch.no_grad", "torch.inference_mode")
+        for d in func.decorators
+    )
 
 
 def _called_in_a_loop(ctx: FileContext, func: cst.FunctionDef) -> bool:
@@ -113,8 +145,17 @@ def _called_in_a_loop(ctx: FileContext, func: cst.FunctionDef) -> bool:
     name = func.name.value
     for call in ctx.index.of_type(cst.Call):
         callee = call.func
-        named = callee.value if isinstance(callee, cst.Name) else (
-            callee.attr.value if isinstance(callee, cst.Attribute) and isinstance(callee.value, cst.Name) and callee.value.value == "self" else None)
+        named = (
+            callee.value
+            if isinstance(callee, cst.Name)
+            else (
+                callee.attr.value
+                if isinstance(callee, cst.Attribute)
+                and isinstance(callee.value, cst.Name)
+                and callee.value.value == "self"
+                else None
+            )
+        )
         if named == name and innermost_loop(ctx, call) is not None:
             return True
     return False
@@ -133,7 +174,13 @@ def _lightning_steps(ctx: FileContext) -> list[cst.FunctionDef]:
     return found
 
 
-def _add(ctx: FileContext, regions: dict[int, tuple[Any, Scope, list[cst.BaseExpression]]], owner: cst.CSTNode, scope: Scope, call: cst.Call) -> None:
+def _add(
+    ctx: FileContext,
+    regions: dict[int, tuple[Any, Scope, list[cst.BaseExpression]]],
+    owner: cst.CSTNode,
+    scope: Scope,
+    call: cst.Call,
+) -> None:
     entry = regions.setdefault(id(owner), (owner, scope, []))
     loss = backpropagated(ctx, call)
     if loss is not None:
@@ -186,8 +233,13 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
             return True
         child = ancestor
     return any(
-        in_body and (is_logging_test(ctx, branch.test) and not _steps_optimizer(ctx, branch.body)
-                     or _leaves(branch.body) and not _main_return(ctx, branch, region))
+        in_body
+        and (
+            is_logging_test(ctx, branch.test)
+            and not _steps_optimizer(ctx, branch.body)
+            or _leaves(branch.body)
+            and not _main_return(ctx, branch, region)
+        )
         for branch, in_body in enclosing_ifs(ctx, node, region)
     )
 
@@ -204,9 +256,11 @@ def _main_return(ctx: FileContext, branch: cst.If, region: cst.CSTNode) -> bool:
     last = branch.body.body[-1] if isinstance(branch.body, cst.IndentedBlock) and branch.body.body else None
     if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)):
         return False
-    after = list(block.body)[list(block.body).index(branch) + 1:]
-    return all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Return, cst.Pass)) for x in s.body)
-               for s in after)
+    after = list(block.body)[list(block.body).index(branch) + 1 :]
+    return all(
+        isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Return, cst.Pass)) for x in s.body)
+        for s in after
+    )
 
 
 def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
@@ -215,8 +269,12 @@ def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: c
     for earlier in block.body:
         if earlier is statement:
             return False
-        if (isinstance(earlier, cst.If) and earlier.orelse is None and _skips_unless_logging(ctx, earlier.test)
-                and _skips(earlier.body)):
+        if (
+            isinstance(earlier, cst.If)
+            and earlier.orelse is None
+            and _skips_unless_logging(ctx, earlier.test)
+            and _skips(earlier.body)
+        ):
             return True
     return False
 
@@ -243,7 +301,9 @@ def _skips_unless_logging(ctx: FileContext, test: cst.BaseExpression) -> bool:
 def _skips(body: cst.BaseSuite) -> bool:
     statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
     last = statements[-1] if statements else None
-    small = last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body else None
+    small = (
+        last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body else None
+    )
     return isinstance(small, (cst.Return, cst.Continue))
 
 
@@ -253,13 +313,21 @@ def _steps_optimizer(ctx: FileContext, body: cst.BaseSuite) -> bool:
     not a logging interval."""
     stepping = {id(s.node) for s in training_scopes(ctx) if s.optimizer_steps or s.scaler_calls.get("step")}
     cls = ctx.index.enclosing_class(body)
-    methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)} if cls is not None and isinstance(cls.body, cst.IndentedBlock) else {}
+    methods = (
+        {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        if cls is not None and isinstance(cls.body, cst.IndentedBlock)
+        else {}
+    )
     for node in ctx.index.walk(body):
         if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
             continue
         if node.func.attr.value == "step" and looks_like_optimizer(node.func.value):
             return True
-        helper = methods.get(node.func.attr.value) if isinstance(node.func.value, cst.Name) and node.func.value.value == "self" else None
+        helper = (
+            methods.get(node.func.attr.value)
+            if isinstance(node.func.value, cst.Name) and node.func.value.value == "self"
+            else None
+        )
         if helper is not None and id(helper) in stepping:
             return True
     return False
@@ -278,6 +346,8 @@ def _leaves(body: cst.BaseSuite) -> bool:
             return True
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            name = (
+                func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            )
             return name in EXIT_CALLS
     return False

@@ -52,7 +52,9 @@ HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "print", "isins
 
 # Tensor metadata: host values that reading never waits for (`x.shape[0]`, `x.size(1)`).
 METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "requires_grad", "is_cuda", "layout", "names"})
-METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "get_device", "is_contiguous", "nelement", "stride"})
+METADATA_METHODS = frozenset(
+    {"size", "dim", "numel", "element_size", "get_device", "is_contiguous", "nelement", "stride"}
+)
 
 
 def is_host_value(call: cst.Call) -> bool:
@@ -62,8 +64,9 @@ def is_host_value(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
 
 
-def read_names(ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, skip_fields: bool = False,
-               skip_index: bool = False) -> set[str]:
+def read_names(
+    ctx: FileContext, root: cst.CSTNode, skip_moves: bool = False, skip_fields: bool = False, skip_index: bool = False
+) -> set[str]:
     """Names (and `self.x` attributes) an expression reads as data, leaving out called functions,
     keywords, imported modules and values read only through a host copy; with `skip_moves`, also
     values read only to be moved (`y` in `y.to(device)`); with `skip_fields`, also objects read

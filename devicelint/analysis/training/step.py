@@ -21,18 +21,57 @@ import libcst as cst
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.helpers import effects_of_call, named_unscale
 from devicelint.analysis.training.step_parts import (  # re-exported for the rules
-    CLIPPERS as CLIPPERS, GRAD_SCALERS as GRAD_SCALERS, is_scaler as is_scaler,
-    looks_like_optimizer as looks_like_optimizer, proven_scaler as proven_scaler,
-    scaled_backward as scaled_backward, scaler_names as scaler_names,
-    _disabled_scaler as _disabled_scaler, disabled_scalers as disabled_scalers,
+    CLIPPERS as CLIPPERS,
+)
+from devicelint.analysis.training.step_parts import (
+    GRAD_SCALERS as GRAD_SCALERS,
+)
+from devicelint.analysis.training.step_parts import (
+    _disabled_scaler as _disabled_scaler,
+)
+from devicelint.analysis.training.step_parts import (
+    disabled_scalers as disabled_scalers,
+)
+from devicelint.analysis.training.step_parts import (
     is_disabled_scaler as is_disabled_scaler,
 )
+from devicelint.analysis.training.step_parts import (
+    is_scaler as is_scaler,
+)
+from devicelint.analysis.training.step_parts import (
+    looks_like_optimizer as looks_like_optimizer,
+)
+from devicelint.analysis.training.step_parts import (
+    proven_scaler as proven_scaler,
+)
+from devicelint.analysis.training.step_parts import (
+    scaled_backward as scaled_backward,
+)
+from devicelint.analysis.training.step_parts import (
+    scaler_names as scaler_names,
+)
 from devicelint.analysis.training.syntax import (
-    body_nodes, enclosing_ifs, has_star, inside, is_false, is_true, keyword, last_word, method_name, positional, receiver,
-    scope_of, test_words,
+    body_nodes,
+    enclosing_ifs,
+    has_star,
+    inside,
+    is_false,
+    is_true,
+    keyword,
+    last_word,
+    method_name,
+    positional,
+    receiver,
+    scope_of,
+    test_words,
 )
 from devicelint.analysis.training.values import (
-    UNKNOWN, _record_target, attribute_values, possible_devices, possible_dtypes, values_of,
+    UNKNOWN,
+    _record_target,
+    attribute_values,
+    possible_devices,
+    possible_dtypes,
+    values_of,
 )
 from devicelint.context import FileContext
 
@@ -129,7 +168,11 @@ def _entered_function(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> c
         factory = callee(ctx, value) if isinstance(value, cst.Call) else None
         if factory is None:
             continue
-        nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)} if isinstance(factory.body, cst.IndentedBlock) else {}
+        nested = (
+            {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)}
+            if isinstance(factory.body, cst.IndentedBlock)
+            else {}
+        )
         for node in body_nodes(factory):
             if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in nested:
                 return nested[node.value.value]
@@ -161,7 +204,9 @@ def _autocast_of_context_function(ctx: FileContext, function: cst.FunctionDef, d
 _CONTEXT_MANAGER_DECORATORS = frozenset({"contextmanager", "contextlib.contextmanager"})
 
 
-def describe_autocast(ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> Autocast:
+def describe_autocast(
+    ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode
+) -> Autocast:
     implied = AUTOCAST[ctx.qualified_name(call.func) or ""]
     args = positional(call)
     if implied is None:  # torch.autocast(device_type, dtype=None, enabled=True)
@@ -200,7 +245,8 @@ def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast
             assigned = names_assigned_in(ctx, node.body)
             for ret in returns:
                 if inside(ctx, ret, node) or any(
-                    isinstance(n, cst.Name) and n.value in assigned for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
+                    isinstance(n, cst.Name) and n.value in assigned
+                    for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
                 ):
                     return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
     return None
@@ -230,7 +276,12 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
                 found = effects_of_call(c, call)
                 if found:
                     _scope(c, scopes, call).helper_calls.append((call, found))
-                elif name is not None and "unscale" in name.lower() and not is_scaler(c, receiver(call)) and not _disabled_scaler(c, receiver(call)):
+                elif (
+                    name is not None
+                    and "unscale" in name.lower()
+                    and not is_scaler(c, receiver(call))
+                    and not _disabled_scaler(c, receiver(call))
+                ):
                     # `self.strategy.unscale_gradients(opt)`: another object unscales, as its name says.
                     _scope(c, scopes, call).helper_calls.append((call, (named_unscale(call),)))
             if name is None:
@@ -290,8 +341,6 @@ def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
         elif isinstance(node, cst.WithItem) and node.asname is not None:
             _record_target(out, node.asname.name, None)
     return set(out)
-
-
 
 
 def amp_gated(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:

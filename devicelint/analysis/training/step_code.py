@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import callee, method_of, optimizer_classes, parameter_names
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
@@ -22,7 +23,6 @@ from devicelint.analysis.training.loops import StepRegion, evaluates, in_logging
 from devicelint.analysis.training.step import Scope
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, receiver, scope_of
 from devicelint.analysis.training.values import values_of
-from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
 _MAX_DEPTH = 3
@@ -51,8 +51,12 @@ def step_code(ctx: FileContext) -> list[StepRegion]:
     return ctx.shared("training.step_code", build)
 
 
-def _follow(ctx: FileContext, region: StepRegion, found: dict[int, StepRegion],
-            reached: dict[int, tuple[cst.FunctionDef, set[str]]]) -> None:
+def _follow(
+    ctx: FileContext,
+    region: StepRegion,
+    found: dict[int, StepRegion],
+    reached: dict[int, tuple[cst.FunctionDef, set[str]]],
+) -> None:
     """Add to `reached` the functions `region` calls on every step, with the parameters each call
     passes device tensors."""
     hot = hot_values(ctx, region)
@@ -121,7 +125,9 @@ def _device_argument(ctx: FileContext, value: cst.BaseExpression, hot: HotValues
         return True
     if isinstance(value, cst.Name) and value.value not in hot.modules:
         # `batch = {k: v.to(device) for k, v in batch.items()}` then `loss_fn(batch)`
-        if any(v is not None and _moved_tensors(v, hot) for v in values_of(ctx, value.value, scope_of(ctx, value)) or ()):
+        if any(
+            v is not None and _moved_tensors(v, hot) for v in values_of(ctx, value.value, scope_of(ctx, value)) or ()
+        ):
             return True
     return on_device(ctx, value, hot)
 

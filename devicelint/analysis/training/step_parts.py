@@ -16,16 +16,22 @@ from devicelint.context import FileContext
 
 GRAD_SCALERS = frozenset(
     {
-        "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler",
-        "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.cpu.amp.GradScaler",
         "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
     }
 )
 CLIPPERS = frozenset(
     {
-        "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
-        "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_",
-        "torch.nn.utils.clip_grad.clip_grad_value_", "torch.nn.utils.clip_grad.clip_grad_norm",
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad_norm",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_value_",
+        "torch.nn.utils.clip_grad.clip_grad_norm",
     }
 )
 SCHEDULER_WORDS = ("sched", "lr", "warmup", "env", "swa")
@@ -70,7 +76,11 @@ def disabled_scalers(ctx: FileContext) -> frozenset[str]:
         for scope in assignments(c).values():
             for target, values in scope.items():
                 for value in values:
-                    off = isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS and _disabled(value)
+                    off = (
+                        isinstance(value, cst.Call)
+                        and c.qualified_name(value.func) in GRAD_SCALERS
+                        and _disabled(value)
+                    )
                     seen[target] = seen.get(target, True) and off
         return frozenset(target for target, off in seen.items() if off)
 

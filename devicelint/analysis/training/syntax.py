@@ -6,7 +6,7 @@ branches a node sits in. Nothing here knows about devices or dtypes.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 

@@ -8,7 +8,7 @@ that is the placement interpreter's job.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -18,12 +18,17 @@ from devicelint.context import FileContext
 
 UNKNOWN = "?"
 DTYPES = {
-    "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
-    "torch.float32": "float32", "torch.float": "float32",
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.bfloat16": "bfloat16",
+    "torch.float32": "float32",
+    "torch.float": "float32",
 }
 
 
-def _record_target(assigned: dict[str, list[cst.BaseExpression | None]], target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+def _record_target(
+    assigned: dict[str, list[cst.BaseExpression | None]], target: cst.BaseExpression, value: cst.BaseExpression | None
+) -> None:
     if isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             _record_target(assigned, element.value, None)
@@ -81,7 +86,10 @@ def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
 
 
 def _resolve(
-    ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, leaf: Callable[[cst.BaseExpression], str | None],
+    ctx: FileContext,
+    node: cst.BaseExpression,
+    scope: cst.CSTNode,
+    leaf: Callable[[cst.BaseExpression], str | None],
     depth: int = 0,
 ) -> frozenset[str]:
     """Possible values of `node` through names, conditionals, dict look-ups, parameter defaults and
@@ -91,14 +99,25 @@ def _resolve(
     direct = leaf(node)
     if direct is not None:
         return frozenset({direct})
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "get"
+        and node.args
+    ):
         table = node.func.value  # `{"fp16": torch.float16, ...}.get(cfg.dtype)`, or a name bound to that dict
         if isinstance(table, cst.Name):
             bound = values_of(ctx, table.value, scope)
             table = bound[0] if bound and len(bound) == 1 and isinstance(bound[0], cst.Dict) else table
         if isinstance(table, cst.Dict):
-            looked_up = _resolve(ctx, cst.Subscript(table, [cst.SubscriptElement(cst.Index(node.args[0].value))]), scope, leaf, depth + 1)
-            return looked_up | (_resolve(ctx, node.args[1].value, scope, leaf, depth + 1) if len(node.args) > 1 else frozenset({UNKNOWN}))
+            looked_up = _resolve(
+                ctx, cst.Subscript(table, [cst.SubscriptElement(cst.Index(node.args[0].value))]), scope, leaf, depth + 1
+            )
+            return looked_up | (
+                _resolve(ctx, node.args[1].value, scope, leaf, depth + 1)
+                if len(node.args) > 1
+                else frozenset({UNKNOWN})
+            )
     if isinstance(leaf, _DtypeLeaf) and isinstance(node, cst.Call):
         name = _torch_attribute_name(ctx, node)
         if name is not None:  # `getattr(torch, cfg.dtype)` with `dtype: str = "float16"`
@@ -197,7 +216,9 @@ def _calls_of_function(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call
     return [c for c in ctx.index.of_type(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == name]
 
 
-def config_field_values(ctx: FileContext, node: cst.Attribute, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:
+def config_field_values(
+    ctx: FileContext, node: cst.Attribute, scope: cst.CSTNode
+) -> list[cst.BaseExpression | None] | None:
     """What a configuration field (`cfg.amp_dtype`, `self.cfg.dtype`) can hold when its receiver
     is an instance of a class of the file (built with `Config(...)` there, or a parameter
     annotated `Config` or defaulting to `Config()`): the class-level default and the
@@ -221,7 +242,11 @@ def _config_fields(ctx: FileContext) -> dict[tuple[str, str], list[cst.BaseExpre
                 for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                     if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
                         table.setdefault((cls.name.value, small.target.value), []).append(small.value)
-                    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    elif (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                    ):
                         table.setdefault((cls.name.value, small.targets[0].target.value), []).append(small.value)
         for call in c.index.of_type(cst.Call):
             if not isinstance(call.func, cst.Name):
