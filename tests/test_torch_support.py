@@ -85,3 +85,17 @@ def test_no_metadata_means_no_remark(tmp_path: Path) -> None:
     sub.mkdir()
     [finding] = _lint("DL305", sub / "train.py", DEPRECATED)
     assert finding.message.endswith("instead")
+
+
+@pytest.mark.parametrize("pin", ["torch>=2.1,<2.3", "torch>=2.0,<=2.2.2", "torch==2.2.*"])
+def test_a_pin_below_the_replacement_is_not_told_to_use_it(tmp_path: Path, pin: str) -> None:
+    # OpenNMT-py pins `torch>=2.1,<2.3`: `torch.amp.custom_fwd` (2.4) and `torch.amp.GradScaler`
+    # (2.3) exist in none of the allowed releases, and none warns about the old spelling.
+    (tmp_path / "requirements.txt").write_text(f"{pin}\n", encoding="utf-8")
+    decorated = "import torch\n\n@torch.cuda.amp.custom_fwd\ndef f(x):\n    return x\n"
+    assert list(_lint("DL305", tmp_path / "ops.py", decorated)) == []
+    assert list(_lint("DL305", tmp_path / "train.py", DEPRECATED)) == []
+    (tmp_path / "requirements.txt").write_text("torch>=2.1,<2.5\n", encoding="utf-8")
+    _folder_support.cache_clear()
+    [finding] = _lint("DL305", tmp_path / "ops.py", decorated)
+    assert "`torch.amp.custom_fwd` needs torch 2.4, but" in finding.message

@@ -847,6 +847,8 @@ class _Interpreter(CallEvaluation):
         """Forget that a module is on the host once the call may have moved it: handed to a
         function, a wrapper or a launcher, a method that is not known to leave it in place, a
         move of a part of it (`model.backbone.cuda()`), or code that reaches it by name."""
+        if not self.analysis.host_modules_made:
+            return
         func = call.func
         handed: list[Fact] = []
         if isinstance(func, cst.Attribute):
@@ -880,6 +882,8 @@ class _Interpreter(CallEvaluation):
     def _release_iterated(self, iterable: Fact, node: cst.BaseExpression) -> None:
         """`for m in models: m.to(device)`: the loop variable may be any of the modules held;
         `for p in model.parameters(): p.data = p.data.cuda()` moves the model part by part."""
+        if not self.analysis.host_modules_made:
+            return
         handed = [] if is_host_module(_element_of(iterable)) else hosted_in(iterable)
         for call in self.ctx.index.walk(node):
             if (

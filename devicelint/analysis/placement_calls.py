@@ -424,6 +424,7 @@ class CallEvaluation:
         if any(cpu_side(fact, allow_scalar=False) for _, fact in weights):
             return Fact(MODULE, factory=constructed, fields=weights, origin=call)
         if built_on_host(self.ctx, call, constructed, self.scope) or self._holds_host_modules(call, constructed):
+            self.analysis.host_modules_made = True
             return Fact(MODULE, where=HOST, factory=constructed, origin=call)
         return Fact(MODULE, factory=constructed)
 

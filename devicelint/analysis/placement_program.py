@@ -248,10 +248,13 @@ class FileAnalysis:
         # (id(call), id(module origin)) -> a module certainly on the CPU called with device inputs
         self.host_calls: dict[tuple[int, int], HostModuleCall] = {}
         # The file defines its own loader classes (`DeviceDataLoader`): names alone say nothing.
+        # Whether any module built on the host has been seen: until then nothing can release one.
+        self.host_modules_made = False
         self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
         self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
         self._tensor_parameters: dict[tuple[int, int], frozenset[str]] = {}
+        self._calls_by_function: dict[int, list[cst.Call]] | None = None
         index = ctx.index
         for node in index.of_type(cst.Attribute):
             if node.attr.value in TENSOR_ONLY_METHODS and isinstance(node.value, cst.Name):
@@ -318,11 +321,25 @@ class FileAnalysis:
         submodules = cls.submodules if cls is not None else {}
         names = {name for name, attr in self.tensor_uses.get(id(func), ()) if attr is None or attr in submodules}
         if depth < MAX_FOLLOW_DEPTH:
-            for call in self.ctx.index.walk(func):
-                if isinstance(call, cst.Call) and self.ctx.index.enclosing_function(call) is func:
-                    names |= self._passed_to_tensor_parameters(call, cls, depth)
+            for call in self._helper_calls().get(id(func), ()):
+                names |= self._passed_to_tensor_parameters(call, cls, depth)
         found = self._tensor_parameters[key] = frozenset(names)
         return found
+
+    def _helper_calls(self) -> dict[int, list[cst.Call]]:
+        """Calls of the file's functions by name and of `self.` methods, by the function they
+        are made in (built once per file)."""
+        if self._calls_by_function is None:
+            found: dict[int, list[cst.Call]] = {}
+            for call in self.ctx.index.of_type(cst.Call):
+                func = call.func
+                by_name = isinstance(func, cst.Name) and func.value in self.functions
+                if by_name or self_attribute(func) is not None:
+                    outer = self.ctx.index.enclosing_function(call)
+                    if outer is not None:
+                        found.setdefault(id(outer), []).append(call)
+            self._calls_by_function = found
+        return self._calls_by_function
 
     def _passed_to_tensor_parameters(self, call: cst.Call, cls: ClassFacts | None, depth: int) -> set[str]:
         callee: cst.FunctionDef | None = None

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.torch_support import too_new
+from devicelint.analysis.training.torch_support import never_available, too_new
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -65,7 +65,9 @@ class DeprecatedAmpApi(Rule):
     Only calls and decorators are reported, not bare references (`x is torch.cuda.amp.autocast`
     in a dispatch table). Uses under an `except` handler or an `if` that tests the torch version or `hasattr`, or in a
     function with such a test about `amp`, are taken for compatibility code and not reported; so are names bound by two imports (a
-    `try`/`except ImportError` fallback).
+    `try`/`except ImportError` fallback). A project whose torch requirement allows only releases
+    older than the replacement (`torch>=2.1,<2.3` and `torch.amp.custom_fwd`, added in 2.4) is not
+    told to use it: the old spelling is the only one its torch has.
     """
 
     code = "DL305"
@@ -84,6 +86,8 @@ class DeprecatedAmpApi(Rule):
             if old in DEPRECATED and _reportable(ctx, call.func, ambiguous):
                 done.add(id(call.func))
                 new, device = DEPRECATED[old]
+                if never_available(ctx, new):
+                    continue  # every torch the project allows predates the replacement
                 support = _support(ctx, new)
                 yield self.violation(
                     call,
@@ -100,6 +104,8 @@ class DeprecatedAmpApi(Rule):
             if old in DEPRECATED and _reportable(ctx, expr, ambiguous):
                 done.add(id(expr))
                 new, device = DEPRECATED[old]
+                if never_available(ctx, new):
+                    continue  # every torch the project allows predates the replacement
                 fixed = f'{new}(device_type="{device}")'
                 support = _support(ctx, new)
                 yield self.violation(

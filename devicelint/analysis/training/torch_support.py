@@ -41,10 +41,16 @@ class TorchSupport:
 
     floor: Version | None  # None: the project names torch without a lower bound
     source: str  # `pyproject.toml (torch>=1.13)`, `torch-version = "2.1"`
+    # the release every allowed torch is older than (`<2.3` gives 2.3), None when unbounded
+    below: Version | None = None
 
     def older_than(self, release: str) -> bool:
         """Whether the project supports some torch older than `release` (unknown floor: yes)."""
         return self.floor is None or self.floor < Version(release)
+
+    def all_older_than(self, release: str) -> bool:
+        """Whether every torch the project allows is older than `release` (`torch<2.3`)."""
+        return self.below is not None and self.below <= Version(release)
 
 
 def torch_support(ctx: FileContext) -> TorchSupport | None:
@@ -135,8 +141,20 @@ def _torch_requirement(line: str, source: str) -> TorchSupport | None:
         for spec in requirement.specifier
         if spec.operator in (">=", ">", "==", "~=", "===") and _is_version(spec.version.rstrip(".*"))
     ]
+    ceilings = [
+        Version(spec.version) if spec.operator == "<" else _next_release(Version(spec.version.rstrip(".*")))
+        for spec in requirement.specifier
+        if spec.operator in ("<", "<=", "==") and _is_version(spec.version.rstrip(".*"))
+    ]
     text = str(requirement)
-    return TorchSupport(max(floors) if floors else None, f"{source} (`{text}`)")
+    return TorchSupport(max(floors) if floors else None, f"{source} (`{text}`)", min(ceilings) if ceilings else None)
+
+
+def _next_release(version: Version) -> Version:
+    """The smallest release above every `version.*` patch: 2.2 -> 2.3, 2.2.1 -> 2.2.2."""
+    parts = list(version.release) + [0] * (2 - len(version.release))
+    parts[-1] += 1
+    return Version(".".join(map(str, parts)))
 
 
 def _is_version(text: str) -> bool:
@@ -154,6 +172,14 @@ INTRODUCED = {
     "torch.amp.custom_fwd": "2.4",
     "torch.amp.custom_bwd": "2.4",
 }
+
+
+def never_available(ctx: FileContext, api: str) -> bool:
+    """Whether every torch the project allows predates `api` (`torch>=2.1,<2.3` and
+    `torch.amp.custom_fwd`, added in 2.4): advice to use it cannot be followed."""
+    release = INTRODUCED.get(api)
+    support = torch_support(ctx)
+    return release is not None and support is not None and support.all_older_than(release)
 
 
 def too_new(ctx: FileContext, api: str) -> str | None:
