@@ -7,7 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.modules import dataset_classes
-from devicelint.analysis.names import literal_value
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -355,10 +355,15 @@ class Payloads:
 
     # -- where the load is ---------------------------------------------------------------
     def _in_dataset(self, call: cst.Call) -> bool:
-        """Inside a `Dataset` class: the file is training data (features, tokens, arrays)."""
+        """Inside a `Dataset` class: the file is training data (features, tokens, arrays). Any
+        class deriving from a `...Dataset` base counts (PyG's `InMemoryDataset`, a project's
+        own `BaseDataset`): for this rule the question is what the file holds, not the API."""
         if self._datasets is None:
             self._datasets = {id(c) for c in dataset_classes(self.ctx).values()}
-        return any(id(a) in self._datasets for a in self.ctx.index.ancestors(call))
+        return any(
+            id(a) in self._datasets or (isinstance(a, cst.ClassDef) and _named_like_dataset(a))
+            for a in self.ctx.index.ancestors(call)
+        )
 
     # -- how the result is used ----------------------------------------------------------
     def _host_consumed(self, call: cst.Call) -> bool:
@@ -634,3 +639,9 @@ class Payloads:
                             values.clear()  # `x = torch.tensor(x).cpu()`: earlier values only feed this one
                         values.append(node.value)
         return bool(values) and all(self._host_value(v, at, depth + 1) for v in values)
+
+
+def _named_like_dataset(cls: cst.ClassDef) -> bool:
+    """A class deriving from a base whose name ends in `Dataset` (`InMemoryDataset`,
+    `torch_geometric.data.Dataset`)."""
+    return any((dotted_name(base.value) or "").rsplit(".", 1)[-1].endswith("Dataset") for base in cls.bases)
