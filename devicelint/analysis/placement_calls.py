@@ -519,6 +519,8 @@ class CallEvaluation:
         if target.where == "cpu":
             if (receiver.is_tensor or receiver.batch) and not receiver.scalar and not _reduced(call.func):
                 return Fact(CPU, where="cpu", origin=call, copied=True)
+            if not receiver.is_tensor and constructed_object(self.ctx, call.func):
+                return UNKNOWN_FACT  # `Data(x=x).to("cpu")`: an object of a library class, not a tensor
             return Fact(CPU, where="cpu")
         if receiver.is_tensor or receiver.batch:
             return Fact(DEVICE, where=target.where or ACCELERATOR, device_expr=target.device_expr, device=target.device)
@@ -999,3 +1001,14 @@ def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         return UNKNOWN_FACT
     device = next((f for f, _ in args if devicey(f)), None)
     return Fact(DEVICE, where=device.where, device_expr=device.device_expr) if device is not None else UNKNOWN_FACT
+
+
+def constructed_object(ctx: FileContext, func: cst.BaseExpression) -> bool:
+    """`Data(...).to(...)`: the receiver is built by a class that is not torch's."""
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call):
+        return False
+    callee = func.value.func
+    last = (
+        callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else ""
+    )
+    return last[:1].isupper() and not (ctx.qualified_name(callee) or "").startswith("torch.")

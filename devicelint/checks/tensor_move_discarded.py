@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
+from devicelint.analysis.placement_calls import constructed_object
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
 from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
 from devicelint.analysis.training.syntax import assigned_names
@@ -486,6 +487,8 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
         value = assign.value
         if isinstance(value, (cst.Subscript, cst.BinaryOperation)):
             return "part"  # an entry of a container, an arithmetic result
+        if isinstance(value, cst.Call) and constructed_object(ctx, value.func):
+            return "object"  # `Data(x=x).to("cpu")`: a library object, moved
         if (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
