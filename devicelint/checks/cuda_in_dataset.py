@@ -173,7 +173,9 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
                 elif arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Call):
                     built += _returned_functions(ctx, arg.value)
     found = [
-        f for f in ctx.index.of_type(cst.FunctionDef) if f.name.value in passed or "collate" in f.name.value.lower()
+        f
+        for f in ctx.index.of_type(cst.FunctionDef)
+        if f.name.value in passed or ("collate" in f.name.value.lower() and not f.name.value.startswith("test"))
     ]
     return found + [f for f in built if f not in found]
 
@@ -324,7 +326,7 @@ class CudaInDataset(Rule):
     or classes that serve items (`__getitem__`/`__iter__`) from a base named `...Dataset`
     imported from elsewhere; collate functions are those passed as `collate_fn=` to a
     `DataLoader` in the file (also the nested function a factory of the file returns,
-    `collate_fn=make_collate(tok)`) or whose name contains `collate`, and the file's functions
+    `collate_fn=make_collate(tok)`) or whose name contains `collate` (a test function such as `test_collate_pads` is not one), and the file's functions
     they call (a `device` parameter judged by what every call passes). Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions, not into other files.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
