@@ -31,7 +31,10 @@ def _device_like(node: cst.BaseExpression) -> bool:
 
 def _names_accelerator(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
     """A device value that the engine resolves to an accelerator the code states
-    (`torch.device("cuda")`, a module constant `device = "cuda" if ... else "cpu"`)."""
+    (`torch.device("cuda")`, a module constant `device = "cuda" if ... else "cpu"`). A tensor's own
+    `.device` is not one: in a worker the data is on the host, so moving to it is a no-op."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "device" and file_facts(ctx).value(node.value).is_tensor:
+        return False
     fact = file_facts(ctx).value(node)
     if fact.kind == DEVICE_VALUE and fact.device is not None and fact.device.literal and fact.device.is_accelerator:
         return True
@@ -122,6 +125,9 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
     name = target.value.value
     if name == "self":
         return False
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    if name in params and name not in _SETTINGS_HOLDERS:
+        return True  # `.to(edge_index.device)`: the device of the data the code was handed
     for other in ctx.index.walk(function.body):
         if isinstance(other, cst.Attribute) and isinstance(other.value, cst.Name) and other.value.value == name:
             if other.attr.value in TENSOR_ATTRIBUTES:
@@ -136,6 +142,12 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
             if (ctx.qualified_name(other.value.func) or "").startswith("torch."):
                 return True
     return False
+
+
+# Parameters that carry settings, whose `.device` is the one the user asked for.
+_SETTINGS_HOLDERS = frozenset(
+    {"self", "cls", "args", "cfg", "config", "conf", "opt", "opts", "options", "hparams", "settings"}
+)
 
 
 def _data_device(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
