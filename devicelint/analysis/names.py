@@ -93,3 +93,29 @@ def literal_value(node: cst.SimpleString) -> object:
             _LITERALS.clear()
         value = _LITERALS[text] = node.evaluated_value
     return value
+
+
+# Names that usually hold a configuration (`args.device == "cuda"` compares two strings)
+# rather than a tensor or a module.
+SETTINGS_NAMES = frozenset(
+    {
+        "args",
+        "opt",
+        "opts",
+        "cfg",
+        "config",
+        "conf",
+        "hparams",
+        "hp",
+        "params",
+        "settings",
+        "options",
+        "flags",
+        "training_args",
+        "train_args",
+        "trainer_args",
+        "kwargs",
+        "os",
+        "env",
+    }
+)

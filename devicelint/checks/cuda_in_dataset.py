@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes, methods
-from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -126,7 +126,7 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
     if name == "self":
         return False
     params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
-    if name in params and name not in _SETTINGS_HOLDERS:
+    if name in params and name not in SETTINGS_NAMES and name not in ("self", "cls"):
         return True  # `.to(edge_index.device)`: the device of the data the code was handed
     for other in ctx.index.walk(function.body):
         if isinstance(other, cst.Attribute) and isinstance(other.value, cst.Name) and other.value.value == name:

@@ -9,37 +9,13 @@ import libcst as cst
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.modules import methods
-from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
 from devicelint.analysis.placement_values import annotation_is_settings
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|hip|npu|hpu|xla|meta|mtia|ipu|vulkan|lazy)(:\d+)?$")
-# `args.device == "cuda"` compares two strings: right. Receivers that usually hold a
-# configuration rather than a tensor or module are left alone.
-CONFIG_NAMES = frozenset(
-    {
-        "args",
-        "opt",
-        "opts",
-        "cfg",
-        "config",
-        "conf",
-        "hparams",
-        "hp",
-        "params",
-        "settings",
-        "options",
-        "flags",
-        "training_args",
-        "train_args",
-        "trainer_args",
-        "kwargs",
-        "os",
-        "env",
-    }
-)
 
 
 def _string_value(node: cst.BaseExpression) -> str | None:
@@ -65,7 +41,7 @@ def _looks_like_config(receiver: cst.BaseExpression) -> bool:
     if not names:
         return False
     # `self.device` is often a config string in trainers; `self.args.device` certainly is.
-    return names[-1] == "self" and len(names) == 1 or any(n.lower() in CONFIG_NAMES for n in names)
+    return names[-1] == "self" and len(names) == 1 or any(n.lower() in SETTINGS_NAMES for n in names)
 
 
 def _settings_typed(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
