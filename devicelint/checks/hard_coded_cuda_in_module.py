@@ -56,9 +56,13 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
             call = ctx.index.parent(parent)
             if parent.keyword is not None and parent.keyword.value == "device":
                 # a placement only where torch or a tensor method takes it (`check_device(x,
-                # device="cuda")`, a helper of the file, may just ask about the device)
+                # device="cuda")`, a helper of the file, may just ask about the device; another
+                # library's own `device=` keyword, `ctranslate2.Generator(path, device="cuda")`,
+                # names no torch device either)
+                qualified = ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
                 placing = isinstance(call, cst.Call) and (
-                    isinstance(call.func, cst.Attribute) or (ctx.qualified_name(call.func) or "").startswith("torch.")
+                    (isinstance(call.func, cst.Attribute) and qualified is None)
+                    or (qualified or "").startswith("torch.")
                 )
                 return f'device="{value}"' if placing else None
             if isinstance(call, cst.Call) and parent.keyword is None:
