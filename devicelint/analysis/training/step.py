@@ -270,6 +270,8 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
 
     def build(c: FileContext) -> list[Scope]:
         scopes: dict[int, Scope] = {}
+        if not _has_step_calls(c):
+            return []
         for call in c.index.of_type(cst.Call):
             name = method_name(call)
             if c.qualified_name(call.func) not in CLIPPERS:
@@ -314,6 +316,23 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
         return list(scopes.values())
 
     return ctx.shared("training.step.scopes", build)
+
+
+# Every step operation, in a scope or a helper, is a call of one of these methods, a method
+# named for unscaling, or a gradient clipper.
+_STEP_METHODS = frozenset({*SCALER_METHODS, "backward"})
+
+
+def _has_step_calls(ctx: FileContext) -> bool:
+    """Whether the file makes any call a step operation could be: model code (most files of a
+    model zoo) has none, and then no call needs its helpers followed."""
+    if "clip_grad" in ctx.source:  # a clipper may be imported under another name
+        return True
+    for call in ctx.index.of_type(cst.Call):
+        name = method_name(call)
+        if name is not None and (name in _STEP_METHODS or "unscale" in name.lower()):
+            return True
+    return False
 
 
 def _scope(ctx: FileContext, scopes: dict[int, Scope], node: cst.CSTNode) -> Scope:
