@@ -292,3 +292,26 @@ def test_clean_files_stay_silent_for_these_rules() -> None:
         for f in lint_source(path.read_bytes(), str(path), options).findings
     ]
     assert noisy == []
+
+
+# ---------------------------------------------------------------------------- DL501 in tests
+
+RELOAD_AFTER_HANDLER = """
+import torch
+
+def check_resume(handler, model, path):
+    handler.save(model, path)
+    state = torch.load(path)
+    model.load_state_dict(state)
+"""
+
+
+@pytest.mark.parametrize(
+    "path", ["tests/handlers/test_resume.py", "pkg/resume_test.py", "tests/helpers.py", "conftest.py"]
+)
+def test_a_test_module_reloads_what_it_wrote_on_its_own_machine(path: str) -> None:
+    assert findings("DL501", RELOAD_AFTER_HANDLER, path=path) == []
+
+
+def test_the_same_reload_in_library_code_is_reported() -> None:
+    assert [line for line, _ in findings("DL501", RELOAD_AFTER_HANDLER, path="pkg/resume.py")] == [6]

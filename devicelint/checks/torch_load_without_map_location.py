@@ -8,6 +8,7 @@ import libcst as cst
 from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -73,6 +74,9 @@ class TorchLoadWithoutMapLocation(Rule):
       `random.setstate`), `torch.from_numpy` (also when the next statements rebind the name:
       `x = torch.from_numpy(x[k])`);
     - a load inside a `Dataset` class, which reads training data, not checkpoints;
+    - a load in a test module (`test_*.py`, `*_test.py`, `conftest.py`, or under `tests/`): a
+      test reads back what it, a handler it drives or its fixtures wrote, or data committed
+      next to it, on the machine that runs it;
     - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
       `map_location=`: the code already decided where tensors go without a GPU.
 
@@ -89,6 +93,8 @@ class TorchLoadWithoutMapLocation(Rule):
     fix_availability = "unsafe"
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if is_test_path(ctx.path):
+            return  # a test reloads what it or its fixtures wrote on the machine that runs it
         payloads = None
         for call in ctx.index.of_type(cst.Call):
             if ctx.qualified_name(call.func) not in LOADERS:
