@@ -315,3 +315,43 @@ def test_a_test_module_reloads_what_it_wrote_on_its_own_machine(path: str) -> No
 
 def test_the_same_reload_in_library_code_is_reported() -> None:
     assert [line for line, _ in findings("DL501", RELOAD_AFTER_HANDLER, path="pkg/resume.py")] == [6]
+
+
+# ---------------------------------------------------------------------------- DL502 parameters
+
+RUN_ON = """
+import torch
+
+def run_on(device, n):
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return torch.zeros(n, device=device)
+
+def main():
+    run_on("cuda", 4)
+    run_on("cpu", 2)
+"""
+
+
+def test_a_device_parameter_every_caller_passes_a_plain_string_holds_those_strings() -> None:
+    assert findings("DL502", RUN_ON) == []
+
+
+def test_one_caller_passing_something_unresolved_keeps_the_parameter_open() -> None:
+    source = RUN_ON + "\n\ndef other(args):\n    run_on(args.device, 1)\n"
+    assert [line for line, _ in findings("DL502", source)] == [5]
+
+
+FIXTURE_PARAMETER = """
+import torch
+
+def test_tolerance(available_device):
+    tol = 1e-4 if available_device == "mps" else 1e-6
+    x = torch.ones(2, device=available_device)
+    assert x.sum().item() - 2 < tol
+"""
+
+
+def test_a_test_functions_parameters_are_fixtures_and_are_not_judged() -> None:
+    assert findings("DL502", FIXTURE_PARAMETER, path="tests/metrics/test_tolerance.py") == []
+    assert [line for line, _ in findings("DL502", FIXTURE_PARAMETER, path="pkg/tolerance.py")] == [5]
