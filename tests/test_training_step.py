@@ -457,3 +457,38 @@ def test_dl401_one_finding_per_statement() -> None:
         "        optimizer.zero_grad()\n", "        print(loss.item(), loss.float().item(), float(loss))\n"
     )
     assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]
+
+
+GRADIENT_CHECK = """\
+import torch
+
+
+class TestCompile:
+    def test_losses_go_down(self):
+        model = torch.nn.Linear(3, 1).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for _ in range(4):
+            loss = model(torch.rand(8, 3, device="cuda")).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert losses[-1] < losses[0]
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "lines"),
+    [
+        ("tests/test_compile.py", GRADIENT_CHECK, []),
+        ("pkg/compile_test.py", GRADIENT_CHECK, []),
+        ("pkg/compile.py", GRADIENT_CHECK, [13]),
+        # a training script kept under tests/, defining no tests, is still training
+        ("tests/train_tp.py", GRADIENT_CHECK.replace("def test_losses_go_down", "def losses_go_down"), [13]),
+    ],
+)
+def test_a_test_modules_loops_are_checks_not_training(path: str, source: str, lines: list[int]) -> None:
+    rule = find_rule("DL401")
+    assert rule is not None
+    result = lint_source(source, path, EngineOptions(rules=(rule,)))
+    assert [f.line for f in result.findings] == lines
