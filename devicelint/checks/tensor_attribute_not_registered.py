@@ -130,7 +130,7 @@ class TensorAttributeNotRegistered(Rule):
     `cuda` or `_apply` is read for the `self.<name>` it touches (and the methods of the class it
     calls); one that reaches attributes generically (`vars(self)`, `getattr`, `setattr`)
     silences the class, and so do state-dict hooks. Tensors whose every use moves them
-    (`self.pe.to(x.device)`, also through a loop over a list), reads them on the host
+    (`self.pe.to(x.device)`, `self.mean.type_as(x)`, also through a loop over a list), reads them on the host
     (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), tensors handed to a
     function or method of the file that moves that parameter itself (`w = w.to(x)`), tensors
     that only pick from a Python list (`self.items[self.index]`), 0-dim tensors (also
@@ -471,7 +471,7 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
             continue
         parent = ctx.index.parent(node)
         call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
-        if call is not None and move_call(call) not in (None, "cpu"):
+        if call is not None and (move_call(call) not in (None, "cpu") or _takes_device_of_argument(call)):
             return True
         clause = ctx.index.parent(node)
         if isinstance(clause, cst.CompFor) and clause.iter is node:
@@ -480,6 +480,16 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
             if element is not None and move_call(element) not in (None, "cpu"):
                 return True
     return False
+
+
+def _takes_device_of_argument(call: cst.CSTNode) -> bool:
+    """`self.mean.type_as(x)`: the result lives on `x`'s device (and has its dtype)."""
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "type_as"
+        and len(call.args) == 1
+    )
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
