@@ -492,3 +492,29 @@ def test_a_test_modules_loops_are_checks_not_training(path: str, source: str, li
     assert rule is not None
     result = lint_source(source, path, EngineOptions(rules=(rule,)))
     assert [f.line for f in result.findings] == lines
+
+
+WARMUP_BY_STEP = """\
+import torch
+
+
+def train(model, loader, optimizer, device, epochs, warmup):
+    best = 0
+    for epoch in range(best, epochs):
+        for i, (x, y) in enumerate(loader):
+            step = i + epoch * len(loader)
+            if step <= warmup:
+                optimizer.param_groups[0]["lr"] = 0.1 * step / warmup
+            loss = model(x.to(device), y.to(device)).sum()
+            loss.backward()
+            optimizer.step()
+            best = loss.detach()
+"""
+
+
+def test_range_and_enumerate_indices_are_python_ints() -> None:
+    # `epoch` iterates `range(best, ...)` and `i` is enumerate's index: ints, whatever `best` and
+    # the batches later hold, so the warm-up test reads no device value.
+    assert lint("DL401", WARMUP_BY_STEP) == []
+    tensor_bound = WARMUP_BY_STEP.replace("for epoch in range(best, epochs):", "for epoch in best:")
+    assert [line for line, _, _ in lint("DL401", tensor_bound)] == [9]
