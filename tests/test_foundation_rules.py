@@ -355,3 +355,29 @@ def test_tolerance(available_device):
 def test_a_test_functions_parameters_are_fixtures_and_are_not_judged() -> None:
     assert findings("DL502", FIXTURE_PARAMETER, path="tests/metrics/test_tolerance.py") == []
     assert [line for line, _ in findings("DL502", FIXTURE_PARAMETER, path="pkg/tolerance.py")] == [5]
+
+
+LOAD_OR_BUILD = """
+import os
+import torch
+
+def calibration_set(tokenizer, texts, cache_file):
+    if os.path.exists(cache_file):
+        samples = torch.load(cache_file)
+        return samples
+    samples = [tokenizer(t, return_tensors="pt") for t in texts]
+    torch.save(samples, cache_file)
+    return samples
+
+
+def resume(model, path):
+    if os.path.isfile(path):
+        state = torch.load(path)
+        model.load_state_dict(state["model"])
+    torch.save({"model": model.state_dict()}, path)
+"""
+
+
+def test_a_load_or_build_cache_saves_what_it_loads_a_resume_does_not() -> None:
+    # The cache writes back the value it loads into; the resume writes another run's state.
+    assert [line for line, _ in findings("DL501", LOAD_OR_BUILD)] == [16]

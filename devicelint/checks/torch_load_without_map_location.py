@@ -60,7 +60,8 @@ class TorchLoadWithoutMapLocation(Rule):
       `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
       `tmp`/`temp`, such as a test's `tmp_path`);
     - a file the same function (or the same module-level script) saved just before: a
-      round trip in one process;
+      round trip in one process; or a load-or-build cache, where the function saves to the same
+      path the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`);
     - training data: a result assigned to a name that says data (`train_data`,
       `vectors`) from a path that says nothing of checkpoints, with no use that loads weights;
     - a file that every `torch.save` of this file writing the same name (a file-name literal
@@ -341,22 +342,28 @@ class Payloads:
 
     def _round_trip(self, call: cst.Call) -> bool:
         """The same function saved the file just before: one process writes and reads it back,
-        so tensors return to devices that exist."""
+        so tensors return to devices that exist. Or the function is a load-or-build cache: it
+        saves the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`)."""
         if not call.args:
             return False
         function = self.ctx.index.enclosing_function(call)
         source = self.ctx.code_for(call.args[0].value)
         keys = self._path_keys(call.args[0].value, call)
         position = self._position(call)
+        loaded = self._assigned_name(call)
         for save in self._all_saves():
             if len(save.args) < 2 or self.ctx.index.enclosing_function(save) is not function:
                 continue
-            if self._position(save) >= position:
-                continue  # written after the load: another file with the same name
-            if save.args[1].value is not None and (
+            same_path = save.args[1].value is not None and (
                 self.ctx.code_for(save.args[1].value) == source or keys & self._path_keys(save.args[1].value, save)
-            ):
+            )
+            if not same_path:
+                continue
+            if self._position(save) < position:
                 return True
+            saved = save.args[0].value
+            if loaded is not None and isinstance(saved, cst.Name) and saved.value == loaded:
+                return True  # a cache of this function's own value, not a checkpoint of another run
         return False
 
     # -- where the load is ---------------------------------------------------------------
