@@ -381,3 +381,22 @@ def resume(model, path):
 def test_a_load_or_build_cache_saves_what_it_loads_a_resume_does_not() -> None:
     # The cache writes back the value it loads into; the resume writes another run's state.
     assert [line for line, _ in findings("DL501", LOAD_OR_BUILD)] == [16]
+
+
+RANK_LOSS = """
+import torch
+
+
+class RankSort(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, targets, delta=0.5, eps=1e-10):
+        grads = torch.zeros(logits.shape).cuda()
+        return (grads + logits * delta + eps).sum()
+"""
+
+
+def test_dl107_names_an_input_without_a_default_not_a_number_parameter() -> None:
+    # `eps=1e-10` is a float; the inputs come first and have no default.
+    (line, message), *_ = findings("DL107", RANK_LOSS)
+    assert line == 8
+    assert message.endswith("use the input's device (`logits.device`)")
