@@ -518,3 +518,27 @@ def test_range_and_enumerate_indices_are_python_ints() -> None:
     assert lint("DL401", WARMUP_BY_STEP) == []
     tensor_bound = WARMUP_BY_STEP.replace("for epoch in range(best, epochs):", "for epoch in best:")
     assert [line for line, _, _ in lint("DL401", tensor_bound)] == [9]
+
+
+SHADOWED_BY_COMPREHENSION = """\
+import torch
+
+
+def train(model, loader, optimizer, device, sizes, warmup, log):
+    for step, (images, labels) in enumerate(loader):
+        size, test_size = [max(x, 32) for x in sizes]
+        if size <= warmup:
+            optimizer.param_groups[0]["lr"] = 0.1
+        loss = model(images.to(device), labels.to(device)).sum()
+        loss.backward()
+        optimizer.step()
+        for x, tag in zip([loss.detach()], ["loss"]):
+            log(tag, x)
+        values = [v.item() for v in (loss, loss * 2)]
+"""
+
+
+def test_a_comprehension_variable_is_its_own_name() -> None:
+    # `x` in `[max(x, 32) for x in sizes]` is not the loop's device `x`: `size` is a number,
+    # while `v.item()` on the comprehension's device values is still a sync.
+    assert [line for line, _, _ in lint("DL401", SHADOWED_BY_COMPREHENSION)] == [14]

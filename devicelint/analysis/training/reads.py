@@ -118,6 +118,16 @@ def read_names(
             stack.extend(node.args)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             continue
+        elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            # A comprehension's variables are its own (`x` in `[f(x) for x in sizes]` is not the
+            # function's `x`); what they hold comes from the iterables, which are read.
+            bound: set[str] = set()
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                bound.update(assigned_names(clause.target))
+                clause = clause.inner_for_in
+            for child in iter_children(node):
+                names |= read_names(ctx, child, skip_moves, skip_fields, skip_index) - bound
         elif isinstance(node, cst.CompFor):
             # `for q in state["Q"]` reads its iterable, not its target.
             stack.extend(n for n in (node.iter, *node.ifs, node.inner_for_in) if n is not None)
