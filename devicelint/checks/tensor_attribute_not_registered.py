@@ -132,7 +132,8 @@ class TensorAttributeNotRegistered(Rule):
     calls); one that reaches attributes generically (`vars(self)`, `getattr`, `setattr`)
     silences the class, and so do state-dict hooks. Tensors whose every use moves them
     (`self.pe.to(x.device)`, `self.mean.type_as(x)`, also through a loop over a list), reads them on the host
-    (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), tensors handed to a
+    (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), copy them into a
+    device tensor (`out[:n].copy_(self.table)`, which copies across devices), tensors handed to a
     function or method of the file that moves that parameter itself (`w = w.to(x)`), tensors only
     handed to a helper of the file's own project (a relative import, or a package named in the
     file's path), which the file cannot see and which may move them, tensors
@@ -742,6 +743,8 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
             and isinstance(ctx.index.parent(call), cst.For)
         ):
             return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]  # a For, checked above
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "copy_":
+            return True  # `out[:, :n].copy_(self.table)`: `copy_` copies across devices
         # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
         placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
         return placed or (isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS)
