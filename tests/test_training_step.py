@@ -483,6 +483,8 @@ class TestCompile:
         ("tests/test_compile.py", GRADIENT_CHECK, []),
         ("pkg/compile_test.py", GRADIENT_CHECK, []),
         ("pkg/compile.py", GRADIENT_CHECK, [13]),
+        # a check script named as a test runs once, defining no test functions
+        ("pkg/bottleneck/test.py", GRADIENT_CHECK.replace("def test_losses_go_down", "def losses_go_down"), []),
         # a training script kept under tests/, defining no tests, is still training
         ("tests/train_tp.py", GRADIENT_CHECK.replace("def test_losses_go_down", "def losses_go_down"), [13]),
     ],

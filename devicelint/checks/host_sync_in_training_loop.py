@@ -145,8 +145,9 @@ class HostSyncInTrainingLoop(Rule):
     the device, the loss or a model output, a moved tensor) taken for device tensors. A helper
     that evaluates (`model.eval()`, `no_grad`) is not step code unless the step backpropagates
     what it returns (a loss module with a `no_grad` block for its diagnostics). A test module
-    that defines tests (`test_*` functions or methods in a `test_*.py` file or under `tests/`) is
-    not read: its backward checks gradients and its loops compare results. A loop or
+    (`test_*.py`, `*_test.py`, a `test.py` check script, or a file under `tests/` that defines
+    `test_*` functions or methods) is not read: its backward checks gradients and its loops
+    compare results; a training script kept under `tests/` still is. A loop or
     comprehension variable formatted into a string is not reported. An early exit counts as a
     logging condition only when it lets few steps through (`if step % k != 0: return`), not a
     resume skip (`if epoch == first and step < resume_step: continue`). One statement gives
