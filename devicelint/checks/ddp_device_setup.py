@@ -105,7 +105,8 @@ class DdpDeviceSetup(Rule):
     device-like argument when the function moves other tensors to a GPU itself; and not handed
     to other code before wrapping. `self.model` built in `__init__` and wrapped in another method
     counts when no other method of the class (which has no base class) moves or hands it on. A `set_device` in another function counts when it is not under an `if` or a loop;
-    one in the wrapping function counts only on the way to the wrapper. A model on the current
+    one in the wrapping function counts only on the way to the wrapper (also under an `if` with
+    the same test as one around the wrapper: `if args.distributed:` twice). A model on the current
     device (`.cuda()`, `"cuda"`) wrapped with per-rank `device_ids` is judged only in a file that
     calls `init_process_group` itself: otherwise the distributed set-up, and the `set_device`
     it usually makes, lives in another module. The missing-`device_ids`
