@@ -544,3 +544,35 @@ def test_a_comprehension_variable_is_its_own_name() -> None:
     # `x` in `[max(x, 32) for x in sizes]` is not the loop's device `x`: `size` is a number,
     # while `v.item()` on the comprehension's device values is still a sync.
     assert [line for line, _, _ in lint("DL401", SHADOWED_BY_COMPREHENSION)] == [14]
+
+
+AMP_OR_FULL = """\
+import torch
+
+
+def train_one_epoch(model, criterion, loader, optimizer, loss_scaler, use_amp, device):
+    for samples, targets in loader:
+        samples, targets = samples.to(device), targets.to(device)
+        if use_amp:
+            with torch.autocast("cuda"):
+                loss = criterion(model(samples), targets)
+        else:
+            loss = criterion(model(samples), targets)
+        if use_amp:
+            loss_scaler(loss, optimizer)
+        else:
+            loss.backward()
+            optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_backward_in_the_else_of_the_autocast_test_never_sees_an_autocast_loss() -> None:
+    # `if use_amp: with autocast(): loss = ...` and, under the same test, `else: loss.backward()`:
+    # the plain backward only runs on the full-precision path.
+    assert lint("DL301", AMP_OR_FULL) == []
+    other_test = AMP_OR_FULL.replace(
+        "        if use_amp:\n            loss_scaler", "        if scaled:\n            loss_scaler"
+    )
+    other_test = other_test.replace("use_amp, device", "use_amp, device, scaled=True")
+    assert [line for line, _, _ in lint("DL301", other_test)] == [15]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.branches import taken_together
 from devicelint.analysis.index import iter_children
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
@@ -162,8 +163,7 @@ def _same_condition(ctx: FileContext, block: cst.CSTNode, at: cst.CSTNode) -> bo
     same test (`if args.distributed: set_device(...)` ... `if args.distributed: DDP(...)`): the
     two branches are taken together."""
     owner = ctx.index.parent(block)
-    if not isinstance(owner, cst.If) or owner.body is not block:
-        return False
+    return isinstance(owner, cst.If) and owner.body is block and taken_together(ctx, owner, at)
     test = ctx.code_for(owner.test)
     child: cst.CSTNode = at
     for ancestor in ctx.index.ancestors(at):
