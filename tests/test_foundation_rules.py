@@ -400,3 +400,15 @@ def test_dl107_names_an_input_without_a_default_not_a_number_parameter() -> None
     (line, message), *_ = findings("DL107", RANK_LOSS)
     assert line == 8
     assert message.endswith("use the input's device (`logits.device`)")
+
+
+def test_a_vocabulary_is_host_data() -> None:
+    source = """
+    import torch
+
+    def build(config):
+        answer_vocab = torch.load(config.answer_vocab_file)
+        weights = torch.load(config.weights_file)
+        return answer_vocab, weights
+    """
+    assert [line for line, _ in findings("DL501", source)] == [6]

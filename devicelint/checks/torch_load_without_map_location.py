@@ -63,7 +63,8 @@ class TorchLoadWithoutMapLocation(Rule):
       round trip in one process; or a load-or-build cache, where the function saves to the same
       path the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`);
     - training data: a result assigned to a name that says data (`train_data`,
-      `vectors`) from a path that says nothing of checkpoints, with no use that loads weights;
+      `vectors`, `answer_vocab`) from a path that says nothing of checkpoints, with no use that
+      loads weights;
     - a file that every `torch.save` of this file writing the same name (a file-name literal
       such as `"rng.pth"`, or a constant such as `SCALER_NAME`) fills with host values:
       `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, or a state
@@ -288,7 +289,21 @@ HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 NEUTRAL_CALLS = frozenset({"len", "isinstance", "print", "type", "sorted", "list"})
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 # Whole words of a name (`train_data`, `val_tokens`; not `metadata`).
-DATA_WORDS = frozenset({"data", "dataset", "samples", "features", "tokens", "vectors", "inputs", "targets", "labels"})
+DATA_WORDS = frozenset(
+    {
+        "data",
+        "dataset",
+        "samples",
+        "features",
+        "tokens",
+        "vectors",
+        "inputs",
+        "targets",
+        "labels",
+        "vocab",
+        "vocabulary",
+    }
+)
 CHECKPOINT_WORDS = ("ckpt", "checkpoint", "model", "weight", "state", "resume", "pretrained")
 _FILE_NAME = re.compile(r"\w\.\w{1,8}$")
 
