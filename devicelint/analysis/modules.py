@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
+from devicelint.project.view import ImportedClass
 
 MODULE_BASES = frozenset(
     {
@@ -41,8 +42,17 @@ def _base_names(ctx: FileContext, cls: cst.ClassDef) -> list[tuple[str | None, s
     return out
 
 
+def imported_module_class(ctx: FileContext, node: cst.CSTNode) -> ImportedClass | None:
+    """The `nn.Module` class of another project module that `node` names (`Net`, `models.Net`)."""
+    if not ctx.project.classes:
+        return None
+    spelled = dotted_name(node)
+    return ctx.project.classes.get(spelled) if spelled is not None else None
+
+
 def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozenset[str]) -> dict[str, cst.ClassDef]:
     classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
+    imported = roots is MODULE_BASES and bool(ctx.project.classes)
     found: dict[str, cst.ClassDef] = {}
     changed = True
     while changed:  # a fixed point: `class B(A)` where `class A(nn.Module)` in the same file
@@ -52,7 +62,12 @@ def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozens
                 continue
             for qualified, spelled in _base_names(ctx, cls):
                 last = (spelled or "").rsplit(".", 1)[-1]
-                if (qualified in roots) or (spelled in found) or (qualified is None and last in suffixes):
+                if (
+                    (qualified in roots)
+                    or (spelled in found)
+                    or (qualified is None and last in suffixes)
+                    or (imported and spelled in ctx.project.classes)
+                ):
                     found[name] = cls
                     changed = True
                     break

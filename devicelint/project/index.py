@@ -1,0 +1,330 @@
+"""The project index: the modules of one project, their summaries, and each file's view of them.
+
+The root is the folder of the nearest config file, else the folder linted (for a single file,
+the folder above its package). Module names are paths below the root (`models/net.py` is
+`models.net`); an import that names no module there is tried from the importing file's own
+folder (scripts run from their folder) and from `src/`. What resolves outside the project
+stays unknown. Summaries are built on demand (what a linted file imports, through re-exports
+and bases) and once per run; every lookup keeps a set of what it visited, so import cycles end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from devicelint.project.summary import ClassSummary, ModuleSummary, summarise
+from devicelint.project.view import ImportedClass, ProjectView
+
+# Bases whose constructor places nothing: a class ending at them owns CPU parameters.
+_CPU_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "object"})
+# Folders never walked for movers of other modules' attributes.
+_SKIPPED = frozenset({".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages"})
+_MOVER_WORDS = ("def _apply(", "def to(", "def cuda(")
+# How far a re-export or a `return helper()` chain is followed.
+_MAX_HOPS = 12
+
+
+@dataclass(frozen=True)
+class _Found:
+    module: ModuleSummary
+    name: str | None  # a class or function of `module`; None for the module itself
+
+
+def project_root(path: Path, config_root: Path | None) -> Path:
+    """The config's folder when `path` is below it, else the first folder above `path` that is
+    not a package (holds no `__init__.py`)."""
+    absolute = path.absolute()
+    if config_root is not None and (absolute == config_root or config_root in absolute.parents):
+        return config_root
+    folder = absolute if absolute.is_dir() else absolute.parent
+    while (folder / "__init__.py").exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+class ProjectIndex:
+    def __init__(self, root: Path) -> None:
+        self.root = root.absolute()
+        self.summaries: dict[Path, ModuleSummary] = {}
+        self._by_name: dict[tuple[str, str], Path | None] = {}
+        self._others_moved: dict[str, set[str]] | None = None
+        self._paths: dict[int, Path] = {}
+        self._members: dict[tuple[int, str], ImportedClass | str | None] = {}
+
+    # -- modules and their summaries
+    def module_name(self, path: Path) -> tuple[str, bool]:
+        absolute = path.absolute()
+        try:
+            relative = absolute.relative_to(self.root)
+        except ValueError:
+            return absolute.stem, absolute.name == "__init__.py"
+        parts = list(relative.with_suffix("").parts)
+        is_package = parts[-1:] == ["__init__"]
+        if is_package:
+            parts = parts[:-1]
+        return ".".join(parts), is_package
+
+    def summary(self, path: Path) -> ModuleSummary:
+        absolute = path.absolute()
+        known = self.summaries.get(absolute)
+        if known is None:
+            name, is_package = self.module_name(absolute)
+            try:
+                text = absolute.read_bytes().decode("utf-8", errors="replace")
+            except OSError as err:
+                known = ModuleSummary(name, is_package, error=str(err))
+            else:
+                known = summarise(text, name, is_package)
+            self.summaries[absolute] = known
+            self._paths[id(known)] = absolute
+        return known
+
+    def _module_path(self, name: str, importer: Path) -> Path | None:
+        key = (name, str(importer.parent))
+        if key in self._by_name:
+            return self._by_name[key]
+        found = None
+        relative = Path(*name.split(".")) if name else None
+        if relative is not None:
+            for base in (self.root, importer.parent, self.root / "src"):
+                for candidate in (base / relative.with_suffix(".py"), base / relative / "__init__.py"):
+                    if candidate.is_file():
+                        found = candidate
+                        break
+                if found is not None:
+                    break
+        self._by_name[key] = found
+        return found
+
+    def _resolve(self, qualified: str, importer: Path, hops: int = 0) -> _Found | None:
+        """The project module, class or function a qualified name denotes, through re-exports."""
+        if hops > _MAX_HOPS:
+            return None
+        path = self._module_path(qualified, importer)
+        if path is not None:
+            return _Found(self.summary(path), None)
+        if "." not in qualified:
+            return None
+        owner, _, last = qualified.rpartition(".")
+        path = self._module_path(owner, importer)
+        if path is None:
+            return None
+        module = self.summary(path)
+        if last in module.classes or last in module.functions:
+            return _Found(module, last)
+        if last in module.imports and module.imports[last] != qualified:
+            return self._resolve(module.imports[last], path, hops + 1)
+        for star in module.star_imports:
+            found = self._resolve(f"{star}.{last}", path, hops + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _path_of(self, module: ModuleSummary) -> Path:
+        return self._paths[id(module)]
+
+    # -- class facts across modules
+    def _class(self, qualified: str, importer: Path) -> tuple[ClassSummary, Path] | None:
+        found = self._resolve(qualified, importer)
+        if found is None or found.name is None or found.name not in found.module.classes:
+            return None
+        return found.module.classes[found.name], self._path_of(found.module)
+
+    def is_module_class(self, cls: ClassSummary, where: Path, seen: frozenset[str] = frozenset()) -> bool:
+        # Imported here: the analysis package brings LibCST, which a fully cached run never needs.
+        from devicelint.analysis.modules import MODULE_BASE_SUFFIXES, MODULE_BASES
+
+        for base in cls.bases:
+            if base in MODULE_BASES:
+                return True
+            if base in seen:
+                continue
+            found = self._class(base, where)
+            if found is not None:
+                if self.is_module_class(found[0], found[1], seen | {base}):
+                    return True
+            elif base.rsplit(".", 1)[-1] in MODULE_BASE_SUFFIXES:
+                return True
+        return False
+
+    def owns_cpu_parameters(self, cls: ClassSummary, where: Path, seen: frozenset[str] = frozenset()) -> bool | None:
+        """True: builds parameters on the CPU; False: may place itself; None: owns none."""
+        if cls.places_itself:
+            return False
+        own = cls.makes_parameters
+        for built in cls.builds:
+            found = self._class(built, where) if built not in seen and not own else None
+            if found is not None and self.owns_cpu_parameters(found[0], found[1], seen | {built}) is True:
+                own = True
+        for base in cls.bases:
+            if base in _CPU_BASES:
+                continue
+            found = self._class(base, where) if base not in seen else None
+            if found is None:
+                return False  # a base from elsewhere may place the module in its constructor
+            inherited = self.owns_cpu_parameters(found[0], found[1], seen | {base})
+            if inherited is False:
+                return False
+            own = own or bool(inherited)
+        return True if own else None
+
+    def moved_attributes(
+        self, cls: ClassSummary, where: Path, seen: frozenset[str] = frozenset()
+    ) -> tuple[str, ...] | None:
+        """What the class's own and its bases' `_apply`/`to`/`cuda` move (None: everything)."""
+        if cls.moved_attributes is None:
+            return None
+        moved = set(cls.moved_attributes)
+        for base in cls.bases:
+            found = self._class(base, where) if base not in seen else None
+            if found is None:
+                continue
+            inherited = self.moved_attributes(found[0], found[1], seen | {base})
+            if inherited is None:
+                return None
+            moved.update(inherited)
+        return tuple(sorted(moved))
+
+    # -- what one file sees
+    def view_for(self, path: Path) -> ProjectView:
+        path = path.absolute()
+        module = self.summary(path)
+        if module.error is not None:
+            return ProjectView(str(self.root))
+        classes: dict[str, ImportedClass] = {}
+        functions: dict[str, str] = {}
+        for local, qualified in sorted(module.imports.items()):
+            found = self._resolve(qualified, path)
+            if found is None:
+                continue
+            if found.name is None:  # a module: `import data as D`, `from pkg import models`
+                self._add_members(f"{local}.", found.module, classes, functions)
+            else:
+                self._add_member(local, found.module, found.name, classes, functions)
+        for star in module.star_imports:
+            found = self._resolve(star, path)
+            if found is not None and found.name is None:
+                self._add_members("", found.module, classes, functions)
+        own = {name for name in module.classes}
+        moved = {
+            name: tuple(sorted(attrs))
+            for name, attrs in self._moved_by_others(path, module).items()
+            if name in own and attrs
+        }
+        return ProjectView(str(self.root), classes, functions, moved)
+
+    def _add_members(
+        self,
+        prefix: str,
+        module: ModuleSummary,
+        classes: dict[str, ImportedClass],
+        functions: dict[str, str],
+        seen: frozenset[str] = frozenset(),
+    ) -> None:
+        """Every class and function `module` defines or re-exports, as `<prefix><name>`."""
+        if module.name in seen or len(seen) > _MAX_HOPS:
+            return
+        for name in (*module.classes, *module.functions):
+            self._add_member(prefix + name, module, name, classes, functions)
+        where = self._path_of(module)
+        for local, qualified in module.imports.items():
+            found = self._resolve(qualified, where)
+            if found is not None and found.name is not None and prefix + local not in classes:
+                self._add_member(prefix + local, found.module, found.name, classes, functions)
+        for star in module.star_imports:
+            found = self._resolve(star, where)
+            if found is not None and found.name is None:
+                self._add_members(prefix, found.module, classes, functions, seen | {module.name})
+
+    def _add_member(
+        self,
+        spelled: str,
+        module: ModuleSummary,
+        name: str,
+        classes: dict[str, ImportedClass],
+        functions: dict[str, str],
+    ) -> None:
+        key = (id(module), name)
+        if key not in self._members:
+            self._members[key] = self._member(module, name)
+        member = self._members[key]
+        if isinstance(member, ImportedClass):
+            classes[spelled] = member
+        elif member is not None:
+            functions[spelled] = member
+
+    def _member(self, module: ModuleSummary, name: str) -> ImportedClass | str | None:
+        """What a file importing `name` from `module` learns: a module class, a place, or nothing."""
+        where = self._path_of(module)
+        cls = module.classes.get(name)
+        if cls is not None:
+            if not self.is_module_class(cls, where):
+                return None
+            qualified = f"{module.name}.{name}" if module.name else name
+            owns = self.owns_cpu_parameters(cls, where) is True
+            return ImportedClass(qualified, owns, self.moved_attributes(cls, where))
+        place = self._function_place(module, name, where, 0)
+        return place if place in ("cpu-tensor", "device-tensor") else None
+
+    def _function_place(self, module: ModuleSummary, name: str, where: Path, hops: int) -> str:
+        place = module.functions.get(name, "")
+        if not place.startswith("call:") or hops > _MAX_HOPS:
+            return place
+        found = self._resolve(place[5:], where)
+        if found is None or found.name is None or found.name not in found.module.functions:
+            return ""
+        return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1)
+
+    def _moved_by_others(self, path: Path, module: ModuleSummary) -> dict[str, set[str]]:
+        """Attributes of this module's classes that a mover anywhere in the project assigns on an
+        instance it tests with `isinstance` (also of a subclass)."""
+        if not module.classes:
+            return {}
+        if self._others_moved is None:
+            self._others_moved = {}
+            for other in self._mover_files():
+                summary = self.summary(other)
+                for cls in summary.classes.values():
+                    for target, attr in cls.moves_others:
+                        found = self._resolve(target, other)
+                        if found is not None and found.name is not None:
+                            key = f"{found.module.name}.{found.name}"
+                            self._others_moved.setdefault(key, set()).add(attr)
+        out: dict[str, set[str]] = {}
+        for name, cls in module.classes.items():
+            chain = [(f"{module.name}.{name}", cls, path)]
+            seen: set[str] = set()
+            while chain:
+                qualified, current, where = chain.pop()
+                if qualified in seen or len(seen) > _MAX_HOPS:
+                    continue
+                seen.add(qualified)
+                out.setdefault(name, set()).update(self._others_moved.get(qualified, ()))
+                for base in current.bases:
+                    found = self._resolve(base, where)
+                    if found is not None and found.name is not None and found.name in found.module.classes:
+                        qualified_base = f"{found.module.name}.{found.name}"
+                        chain.append((qualified_base, found.module.classes[found.name], self._path_of(found.module)))
+        return out
+
+    def _mover_files(self) -> Iterable[Path]:
+        """The project's files that define `_apply`, `to` or `cuda` (a text search first)."""
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.startswith("."))
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                path = Path(folder, name)
+                try:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if any(word in text for word in _MOVER_WORDS):
+                    yield path
+
+    def covered(self) -> list[Path]:
+        """The files whose summaries this run built."""
+        return sorted(self.summaries)

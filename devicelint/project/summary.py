@@ -1,0 +1,347 @@
+"""One module's summary, read from its text with Python's own parser (`ast`): small, plain data.
+
+The summary holds declarations only (classes and their bases, what their `_apply`/`to`/`cuda`
+overrides move, where functions' results live, the module's imports), never trees, so building
+one for every file of a project costs a few percent of linting them.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass, field
+
+from devicelint.analysis.placement_facts import PRESERVING_METHODS
+
+# What a mover reaches generically: the whole instance is moved.
+_GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
+_MOVERS = frozenset({"_apply", "to", "cuda"})
+# torch functions that make a new tensor on the CPU unless `device=` is given.
+_FACTORIES = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
+        "as_tensor",
+        "from_numpy",
+        "tril_indices",
+        "triu_indices",
+    }
+)
+_PARAMETER_MAKERS = frozenset({"Parameter", "Buffer"})
+_REGISTERS = frozenset({"register_buffer", "register_parameter"})
+# torch.nn layers without parameters or buffers (the rest of `nn.<Capitalised>` own some).
+_STATELESS_LAYERS_SUFFIXES = ("Loss", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Identity")
+_STATELESS_LAYERS = frozenset(
+    {"Sequential", "ModuleList", "ModuleDict", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d"}
+    | {"AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"}
+    | {"AdaptiveMaxPool2d", "Upsample", "PixelShuffle", "Mish", "LeakyReLU", "ELU", "Hardswish", "Softplus"}
+)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    # Each base as a qualified name (`torch.nn.Module`, `pkg.models.base.Base`), or as spelled
+    # when the module does not say where it comes from.
+    bases: tuple[str, ...]
+    # Classes it instantiates (qualified as bases are): a project module class built inside
+    # gives its parameters to this one.
+    builds: tuple[str, ...] = ()
+    # It makes `nn.Parameter`s, buffers or parameterised `torch.nn` layers itself.
+    makes_parameters: bool = False
+    # `.to(...)`, `.cuda()` or `device=` somewhere in its body: it may place itself.
+    places_itself: bool = False
+    # The `self.<attr>` its `_apply`/`to`/`cuda` touch (None: generically every attribute).
+    moved_attributes: tuple[str, ...] | None = ()
+    # (qualified class, attribute) its movers assign on other objects, by `isinstance` test.
+    moves_others: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    name: str
+    is_package: bool = False
+    # local name -> qualified name of what it was imported as (`D` -> `pkg.data`)
+    imports: dict[str, str] = field(default_factory=dict)
+    # modules whose every public name this one re-exports (`from .layers import *`)
+    star_imports: tuple[str, ...] = ()
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    # function -> "cpu-tensor", "device-tensor", or "call:<qualified>" (whatever that returns)
+    functions: dict[str, str] = field(default_factory=dict)
+    # why the module could not be read (a syntax error): it then declares nothing
+    error: str | None = None
+
+
+def absolute_module(importer: str, is_package: bool, level: int, module: str | None) -> str | None:
+    """The absolute name `from <level dots><module> import ...` names inside `importer`."""
+    if level == 0:
+        return module
+    parts = importer.split(".") if importer else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        if level - 1 > len(parts):
+            return None
+        parts = parts[: len(parts) - (level - 1)]
+    if module:
+        parts.append(module)
+    return ".".join(parts) or None
+
+
+def summarise(text: str, name: str, is_package: bool = False) -> ModuleSummary:
+    """The summary of module `name` from its source text; a file that does not parse declares nothing."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        return ModuleSummary(name, is_package, error=f"{type(err).__name__}: {err}")
+    imports, stars = _imports(tree, name, is_package)
+    qualify = _Qualifier(imports, name, {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))})
+    classes = {node.name: _class(node, qualify) for node in tree.body if isinstance(node, ast.ClassDef)}
+    functions: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            returns = _returns(node, qualify)
+            if returns:
+                functions[node.name] = returns
+    return ModuleSummary(name, is_package, imports, tuple(stars), classes, functions)
+
+
+def _imports(tree: ast.Module, name: str, is_package: bool) -> tuple[dict[str, str], list[str]]:
+    bound: dict[str, str] = {}
+    stars: list[str] = []
+    # Module level and under `if`/`try` (optional imports): not inside functions.
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    bound.setdefault(top, top)
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_module(name, is_package, node.level, node.module)
+            if base is None:
+                continue
+            for alias in node.names:
+                if alias.name == "*":
+                    stars.append(base)
+                else:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo.extend(node.body)
+            todo.extend(getattr(node, "orelse", []))
+            for handler in getattr(node, "handlers", []):
+                todo.extend(handler.body)
+    return bound, stars
+
+
+class _Qualifier:
+    """Qualified names of expressions, from the module's imports and its own top-level names."""
+
+    def __init__(self, imports: dict[str, str], module: str, own: set[str]) -> None:
+        self.imports = imports
+        self.module = module
+        self.own = own
+
+    def __call__(self, node: ast.expr) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        if node.id in self.imports:
+            head = self.imports[node.id]
+        elif node.id in self.own:
+            head = f"{self.module}.{node.id}" if self.module else node.id
+        else:
+            head = node.id
+        return ".".join([head, *reversed(parts)])
+
+
+def _class(node: ast.ClassDef, qualify: _Qualifier) -> ClassSummary:
+    bases = tuple(q for q in (qualify(b) for b in node.bases) if q is not None)
+    builds: set[str] = set()
+    makes = places = False
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call):
+            func = inner.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            qualified = qualify(func) or ""
+            if last in _MOVERS - {"_apply"} and isinstance(func, ast.Attribute):
+                places = True
+            if any(k.arg in ("device", "device_map") for k in inner.keywords):
+                places = True
+            if last in _REGISTERS or qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                makes = True
+            elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
+                makes = makes or _parameterised(last)
+            elif last[:1].isupper() and qualified and not qualified.startswith("torch."):
+                builds.add(qualified)
+            if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
+                makes = True
+    methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
+    moved, others = _movers(methods, qualify)
+    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others)
+
+
+def _parameterised(layer: str) -> bool:
+    return layer[:1].isupper() and layer not in _STATELESS_LAYERS and not layer.endswith(_STATELESS_LAYERS_SUFFIXES)
+
+
+def _movers(
+    methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
+    """What the class's `_apply`/`to`/`cuda` (and the methods they call on `self`) move: its
+    own attributes (None: every one), and attributes of other objects, by the class an
+    `isinstance` test in the same method names."""
+    own: set[str] = set()
+    others: set[tuple[str, str]] = set()
+    todo = [m for m in _MOVERS if m in methods]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in methods:
+            continue
+        seen.add(name)
+        method = methods[name]
+        checked: dict[str, list[str]] = {}
+        assigned: list[tuple[str, str]] = []
+        for node in ast.walk(method):
+            if isinstance(node, ast.Name) and node.id in _GENERIC_MOVES:
+                return None, ()
+            if isinstance(node, ast.Attribute):
+                if node.attr in _GENERIC_MOVES:
+                    return None, ()
+                if isinstance(node.value, ast.Name) and node.value.id == "self":
+                    own.add(node.attr)
+                    if node.attr in methods:
+                        todo.append(node.attr)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+                and isinstance(node.args[0], ast.Name)
+            ):
+                kinds = node.args[1]
+                spelled = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+                checked.setdefault(node.args[0].id, []).extend(q for q in map(qualify, spelled) if q is not None)
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for part in target.elts if isinstance(target, ast.Tuple) else [target]:
+                        if (
+                            isinstance(part, ast.Attribute)
+                            and isinstance(part.value, ast.Name)
+                            and part.value.id != "self"
+                        ):
+                            assigned.append((part.value.id, part.attr))
+        for holder, attr in assigned:
+            others.update((cls, attr) for cls in checked.get(holder, ()))
+    return tuple(sorted(own)), tuple(sorted(others))
+
+
+def _returns(function: ast.FunctionDef, qualify: _Qualifier) -> str:
+    """Where every `return` of `function` puts its value, when all agree and it is certain."""
+    assignments: dict[str, list[ast.expr]] = {}
+    returns: list[ast.expr] = []
+    for node in _own_nodes(function):
+        if isinstance(node, ast.With):
+            for item in node.items:
+                if isinstance(item.context_expr, ast.Call) and (qualify(item.context_expr.func) or "").startswith(
+                    "torch."
+                ):
+                    return ""  # `with torch.device(...)`: factories inside may be placed
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                return ""
+            returns.append(node.value)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assignments.setdefault(target.id, []).append(node.value)
+                else:
+                    for inner in ast.walk(target):
+                        if isinstance(inner, ast.Name):
+                            assignments.setdefault(inner.id, []).append(target)  # unknowable: unpacked
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            value = node.value if node.value is not None else node.target
+            assignments.setdefault(node.target.id, []).append(value)
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            for inner in ast.walk(node.target):
+                if isinstance(inner, ast.Name):
+                    assignments.setdefault(inner.id, []).append(node.target)
+    if not returns:
+        return ""
+    places = {_place(value, assignments, qualify, 0) for value in returns}
+    return places.pop() if len(places) == 1 else ""
+
+
+def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of `function`'s body, not those of functions or classes defined inside it."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qualifier, depth: int) -> str:
+    if depth > 8:
+        return ""
+    if isinstance(value, ast.Name):
+        values = assignments.get(value.id)
+        if not values:
+            return ""  # a parameter or a global: unknown
+        places = {_place(v, assignments, qualify, depth + 1) for v in values}
+        return places.pop() if len(places) == 1 else ""
+    if not isinstance(value, ast.Call):
+        return ""
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in ("cuda", "to", "cpu"):
+        return _moved(value, func.attr)
+    if isinstance(func, ast.Attribute) and func.attr in PRESERVING_METHODS and qualify(func.value) is None:
+        # `mask.tril()`, `t.float()`: a tensor method keeps its result where the receiver is
+        return _place(func.value, assignments, qualify, depth + 1)
+    if isinstance(func, ast.Attribute) and func.attr in PRESERVING_METHODS and isinstance(func.value, ast.Name):
+        if func.value.id in assignments:
+            return _place(func.value, assignments, qualify, depth + 1)
+    qualified = qualify(func)
+    if qualified is None:
+        return ""
+    if qualified.startswith("torch.") and qualified.count(".") == 1:
+        if qualified[6:] in _FACTORIES and not any(k.arg in ("device", None) for k in value.keywords):
+            return "cpu-tensor"
+        return ""
+    if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
+        return f"call:{qualified}"
+    return ""
+
+
+def _moved(call: ast.Call, method: str) -> str:
+    if method == "cpu":
+        return "cpu-tensor"
+    if method == "cuda":
+        return "device-tensor"
+    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if isinstance(target, ast.Constant) and isinstance(target.value, str):
+        return "cpu-tensor" if target.value == "cpu" else "device-tensor" if "cuda" in target.value else ""
+    return ""
