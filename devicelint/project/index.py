@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from devicelint.project.summary import ClassSummary, ModuleSummary, summarise
+from devicelint.project.summary import ClassSummary, ModuleSummary, scan_imports, summarise
 from devicelint.project.view import ImportedClass, ProjectView
 
 # Bases whose constructor places nothing: a class ending at them owns CPU parameters.
@@ -133,18 +133,20 @@ class ProjectIndex:
             return None
         return found.module.classes[found.name], self._path_of(found.module)
 
-    def is_module_class(self, cls: ClassSummary, where: Path, seen: frozenset[str] = frozenset()) -> bool:
+    def is_module_class(self, bases: tuple[str, ...], where: Path, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether a class with these bases (qualified, as written in `where`) is an `nn.Module`."""
         # Imported here: the analysis package brings LibCST, which a fully cached run never needs.
         from devicelint.analysis.modules import MODULE_BASE_SUFFIXES, MODULE_BASES
 
-        for base in cls.bases:
+        for base in bases:
             if base in MODULE_BASES:
                 return True
             if base in seen:
                 continue
-            found = self._class(base, where)
-            if found is not None:
-                if self.is_module_class(found[0], found[1], seen | {base}):
+            found = self._resolve(base, where)
+            if found is not None and found.name is not None and found.name in found.module.bases:
+                module = found.module
+                if self.is_module_class(module.bases[found.name], self._path_of(module), seen | {base}):
                     return True
             elif base.rsplit(".", 1)[-1] in MODULE_BASE_SUFFIXES:
                 return True
@@ -190,30 +192,39 @@ class ProjectIndex:
 
     # -- what one file sees
     def view_for(self, path: Path) -> ProjectView:
+        """What the file at `path` sees: only the imported names its text uses again (a
+        re-exporting `__init__` sees nothing, so editing what it re-exports never re-lints it)."""
         path = path.absolute()
-        module = self.summary(path)
-        if module.error is not None:
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
             return ProjectView(str(self.root))
+        name, is_package = self.module_name(path)
+        imports, stars, used = scan_imports(text, name, is_package)
         classes: dict[str, ImportedClass] = {}
         functions: dict[str, str] = {}
-        for local, qualified in sorted(module.imports.items()):
+        for local, qualified in sorted(imports.items()):
+            if local not in used:
+                continue
             found = self._resolve(qualified, path)
             if found is None:
                 continue
             if found.name is None:  # a module: `import data as D`, `from pkg import models`
-                self._add_members(f"{local}.", found.module, classes, functions)
+                self._add_members(f"{local}.", found.module, classes, functions, used)
             else:
                 self._add_member(local, found.module, found.name, classes, functions)
-        for star in module.star_imports:
+        for star in stars:
             found = self._resolve(star, path)
             if found is not None and found.name is None:
-                self._add_members("", found.module, classes, functions)
-        own = {name for name in module.classes}
-        moved = {
-            name: tuple(sorted(attrs))
-            for name, attrs in self._moved_by_others(path, module).items()
-            if name in own and attrs
-        }
+                self._add_members("", found.module, classes, functions, used)
+        moved: dict[str, tuple[str, ...]] = {}
+        if self._movers_elsewhere() and "class" in used:
+            module = self.summary(path)
+            moved = {
+                name: tuple(sorted(attrs))
+                for name, attrs in self._moved_by_others(path, module).items()
+                if name in module.classes and attrs
+            }
         return ProjectView(str(self.root), classes, functions, moved)
 
     def _add_members(
@@ -222,22 +233,27 @@ class ProjectIndex:
         module: ModuleSummary,
         classes: dict[str, ImportedClass],
         functions: dict[str, str],
+        used: set[str],
         seen: frozenset[str] = frozenset(),
     ) -> None:
-        """Every class and function `module` defines or re-exports, as `<prefix><name>`."""
+        """Every class and function `module` defines or re-exports that the importing file's
+        text names (`used`), as `<prefix><name>`."""
         if module.name in seen or len(seen) > _MAX_HOPS:
             return
         for name in (*module.classes, *module.functions):
-            self._add_member(prefix + name, module, name, classes, functions)
+            if name in used:
+                self._add_member(prefix + name, module, name, classes, functions)
         where = self._path_of(module)
         for local, qualified in module.imports.items():
+            if local not in used or prefix + local in classes or prefix + local in functions:
+                continue
             found = self._resolve(qualified, where)
-            if found is not None and found.name is not None and prefix + local not in classes:
+            if found is not None and found.name is not None:
                 self._add_member(prefix + local, found.module, found.name, classes, functions)
         for star in module.star_imports:
             found = self._resolve(star, where)
             if found is not None and found.name is None:
-                self._add_members(prefix, found.module, classes, functions, seen | {module.name})
+                self._add_members(prefix, found.module, classes, functions, used, seen | {module.name})
 
     def _add_member(
         self,
@@ -261,7 +277,7 @@ class ProjectIndex:
         where = self._path_of(module)
         cls = module.classes.get(name)
         if cls is not None:
-            if not self.is_module_class(cls, where):
+            if not self.is_module_class(module.bases[name], where):
                 return None
             qualified = f"{module.name}.{name}" if module.name else name
             owns = self.owns_cpu_parameters(cls, where) is True
@@ -278,11 +294,9 @@ class ProjectIndex:
             return ""
         return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1)
 
-    def _moved_by_others(self, path: Path, module: ModuleSummary) -> dict[str, set[str]]:
-        """Attributes of this module's classes that a mover anywhere in the project assigns on an
-        instance it tests with `isinstance` (also of a subclass)."""
-        if not module.classes:
-            return {}
+    def _movers_elsewhere(self) -> dict[str, set[str]]:
+        """Qualified class -> attributes that a mover anywhere in the project assigns on its
+        instances under an `isinstance` test (built once per run)."""
         if self._others_moved is None:
             self._others_moved = {}
             for other in self._mover_files():
@@ -293,21 +307,28 @@ class ProjectIndex:
                         if found is not None and found.name is not None:
                             key = f"{found.module.name}.{found.name}"
                             self._others_moved.setdefault(key, set()).add(attr)
+        return self._others_moved
+
+    def _moved_by_others(self, path: Path, module: ModuleSummary) -> dict[str, set[str]]:
+        """Attributes of this module's classes that a mover moves on their instances (also as
+        instances of a base class)."""
+        if not module.classes:
+            return {}
+        others = self._movers_elsewhere()
         out: dict[str, set[str]] = {}
-        for name, cls in module.classes.items():
-            chain = [(f"{module.name}.{name}", cls, path)]
+        for name in module.classes:
+            chain = [(f"{module.name}.{name}", module, name)]
             seen: set[str] = set()
             while chain:
-                qualified, current, where = chain.pop()
+                qualified, owner, class_name = chain.pop()
                 if qualified in seen or len(seen) > _MAX_HOPS:
                     continue
                 seen.add(qualified)
-                out.setdefault(name, set()).update(self._others_moved.get(qualified, ()))
-                for base in current.bases:
-                    found = self._resolve(base, where)
-                    if found is not None and found.name is not None and found.name in found.module.classes:
-                        qualified_base = f"{found.module.name}.{found.name}"
-                        chain.append((qualified_base, found.module.classes[found.name], self._path_of(found.module)))
+                out.setdefault(name, set()).update(others.get(qualified, ()))
+                for base in owner.bases.get(class_name, ()):
+                    found = self._resolve(base, self._path_of(owner))
+                    if found is not None and found.name is not None and found.name in found.module.bases:
+                        chain.append((f"{found.module.name}.{found.name}", found.module, found.name))
         return out
 
     def _mover_files(self) -> Iterable[Path]:

@@ -8,8 +8,12 @@ one for every file of a project costs a few percent of linting them.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from devicelint.analysis.placement_facts import PRESERVING_METHODS
 
@@ -67,19 +71,102 @@ class ClassSummary:
     moves_others: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
 class ModuleSummary:
-    name: str
-    is_package: bool = False
-    # local name -> qualified name of what it was imported as (`D` -> `pkg.data`)
-    imports: dict[str, str] = field(default_factory=dict)
-    # modules whose every public name this one re-exports (`from .layers import *`)
-    star_imports: tuple[str, ...] = ()
-    classes: dict[str, ClassSummary] = field(default_factory=dict)
-    # function -> "cpu-tensor", "device-tensor", or "call:<qualified>" (whatever that returns)
-    functions: dict[str, str] = field(default_factory=dict)
-    # why the module could not be read (a syntax error): it then declares nothing
-    error: str | None = None
+    """One module's declarations. Imports come from a scan of the text; each top-level class or
+    function is parsed on its own, the first time an importer asks about it (most never are)."""
+
+    def __init__(self, name: str, is_package: bool = False, text: str = "", error: str | None = None) -> None:
+        self.name = name
+        self.is_package = is_package
+        # why the file could not be read: it then declares nothing
+        self.error = error
+        imports, stars, _ = scan_imports(text, name, is_package, used=False)
+        # local name -> qualified name of what it was imported as (`D` -> `pkg.data`)
+        self.imports = imports
+        # modules whose every public name this one re-exports (`from .layers import *`)
+        self.star_imports = tuple(stars)
+        self._text = text
+        self._blocks = _top_level_blocks(text)
+        self._tree: ast.Module | None = None
+        self._nodes: dict[str, Any] = {}
+        qualify = _Qualifier(imports, name, set(self._blocks))
+        class_names = [n for n, (kind, _, _) in self._blocks.items() if kind == "class"]
+        function_names = [n for n, (kind, _, _) in self._blocks.items() if kind != "class"]
+        self.classes: Mapping[str, ClassSummary] = _Lazy(class_names, lambda n: _class(self._node(n), qualify))
+        # class -> its bases, qualified (cheaper than `classes`: no walk of the body)
+        self.bases: Mapping[str, tuple[str, ...]] = _Lazy(class_names, lambda n: _bases(self._node(n), qualify))
+        # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns) or ""
+        self.functions: Mapping[str, str] = _Lazy(function_names, lambda n: _returns(self._node(n), qualify))
+
+    def _node(self, name: str) -> Any:
+        """The `ast` node of one top-level definition: its block parsed alone, else the module."""
+        if name not in self._nodes:
+            self._nodes[name] = self._parse_node(name)
+        return self._nodes[name]
+
+    def _parse_node(self, name: str) -> Any:
+        _, start, end = self._blocks[name]
+        tree = _parse(self._text[start:end])
+        if tree is None:
+            if self._tree is None:
+                self._tree = _parse(self._text) or ast.Module(body=[], type_ignores=[])
+            tree = self._tree
+        return next(
+            (n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name),
+            None,
+        )
+
+
+T = TypeVar("T")
+
+
+class _Lazy(Mapping[str, T]):
+    """Names known up front, each value built on first use."""
+
+    def __init__(self, names: list[str], build: Callable[[str], T]) -> None:
+        self._names = dict.fromkeys(names)
+        self._build = build
+        self._built: dict[str, T] = {}
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._names:
+            raise KeyError(key)
+        if key not in self._built:
+            self._built[key] = self._build(key)
+        return self._built[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+_DEFINITION = re.compile(r"^(class|def|async[ \t]+def)[ \t]+(\w+)", re.M)
+# A line that starts a top-level statement (not indented, not a comment or a closing bracket).
+_TOP_LEVEL = re.compile(r"^[^\s#)\]}]", re.M)
+
+
+def _top_level_blocks(text: str) -> dict[str, tuple[str, int, int]]:
+    """name -> (kind, start, end) of each top-level `class`/`def`, its block running to the next
+    top-level statement. Text at the margin inside a string ends a block early: that block
+    then fails to parse alone, and the whole module is parsed instead."""
+    starts = [m.start() for m in _TOP_LEVEL.finditer(text)]
+    blocks: dict[str, tuple[str, int, int]] = {}
+    for match in _DEFINITION.finditer(text):
+        following = bisect.bisect_right(starts, match.start())
+        end = starts[following] if following < len(starts) else len(text)
+        blocks[match.group(2)] = (match.group(1).split()[0], match.start(), end)
+    return blocks
 
 
 def absolute_module(importer: str, is_package: bool, level: int, module: str | None) -> str | None:
@@ -98,55 +185,71 @@ def absolute_module(importer: str, is_package: bool, level: int, module: str | N
     return ".".join(parts) or None
 
 
-def summarise(text: str, name: str, is_package: bool = False) -> ModuleSummary:
-    """The summary of module `name` from its source text; a file that does not parse declares nothing."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
-        return ModuleSummary(name, is_package, error=f"{type(err).__name__}: {err}")
-    imports, stars = _imports(tree, name, is_package)
-    qualify = _Qualifier(imports, name, {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))})
-    classes = {node.name: _class(node, qualify) for node in tree.body if isinstance(node, ast.ClassDef)}
-    functions: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            returns = _returns(node, qualify)
-            if returns:
-                functions[node.name] = returns
-    return ModuleSummary(name, is_package, imports, tuple(stars), classes, functions)
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import\b)[ \t]*", re.M)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_ALIAS = re.compile(r"^([\w.]+|\*)(?:\s+as\s+(\w+))?$")
 
 
-def _imports(tree: ast.Module, name: str, is_package: bool) -> tuple[dict[str, str], list[str]]:
+def scan_imports(
+    text: str, name: str, is_package: bool, used: bool = True
+) -> tuple[dict[str, str], list[str], set[str]]:
+    """The imports of a module from its text alone (no parse: a linted file's own imports are
+    all its view needs), its star imports, and every identifier the rest of the text uses.
+
+    An import-looking line inside a string may count too; it can only name more modules."""
     bound: dict[str, str] = {}
     stars: list[str] = []
-    # Module level and under `if`/`try` (optional imports): not inside functions.
-    todo: list[ast.stmt] = list(tree.body)
-    while todo:
-        node = todo.pop(0)
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    bound[alias.asname] = alias.name
-                else:
-                    top = alias.name.split(".", 1)[0]
-                    bound.setdefault(top, top)
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute_module(name, is_package, node.level, node.module)
-            if base is None:
+    spans: list[tuple[int, int]] = []
+    for match in _IMPORT.finditer(text):
+        start = end = match.end()
+        if text.startswith("(", start):
+            close = text.find(")", start)
+            end = close + 1 if close >= 0 else len(text)
+            names = text[start + 1 : end - 1]
+        else:
+            while True:  # backslash continuations
+                line_end = text.find("\n", end)
+                line_end = len(text) if line_end < 0 else line_end
+                end = line_end
+                if not text[:line_end].rstrip().endswith("\\"):
+                    break
+                end = line_end + 1
+            names = text[start:end].replace("\\\n", " ")
+        spans.append((match.start(), end))
+        names = re.sub(r"#[^\n]*", "", names)
+        dots, module = match.group(1), match.group(2)
+        base = absolute_module(name, is_package, len(dots), module or None) if dots is not None else None
+        for part in names.replace("\n", " ").split(","):
+            alias = _ALIAS.match(part.strip().rstrip(";"))
+            if alias is None:
                 continue
-            for alias in node.names:
-                if alias.name == "*":
-                    stars.append(base)
+            target, local = alias.group(1), alias.group(2)
+            if dots is None:  # `import a.b [as c]`
+                if local:
+                    bound[local] = target
                 else:
-                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
-        elif isinstance(node, (ast.If, ast.Try)):
-            todo.extend(node.body)
-            todo.extend(getattr(node, "orelse", []))
-            for handler in getattr(node, "handlers", []):
-                todo.extend(handler.body)
-    return bound, stars
+                    top = target.split(".", 1)[0]
+                    bound.setdefault(top, top)
+            elif base is None:
+                continue
+            elif target == "*":
+                stars.append(base)
+            elif "." not in target:
+                bound[local or target] = f"{base}.{target}"
+    if not used:
+        return bound, stars, set()
+    rest, last = [], 0
+    for start, end in spans:
+        rest.append(text[last:start])
+        last = end
+    rest.append(text[last:])
+    used = set(_IDENTIFIER.findall("".join(rest)))
+    return bound, stars, used
+
+
+def summarise(text: str, name: str, is_package: bool = False) -> ModuleSummary:
+    """The summary of module `name` from its source text."""
+    return ModuleSummary(name, is_package, text)
 
 
 class _Qualifier:
@@ -173,8 +276,14 @@ class _Qualifier:
         return ".".join([head, *reversed(parts)])
 
 
-def _class(node: ast.ClassDef, qualify: _Qualifier) -> ClassSummary:
-    bases = tuple(q for q in (qualify(b) for b in node.bases) if q is not None)
+def _bases(node: ast.ClassDef | None, qualify: _Qualifier) -> tuple[str, ...]:
+    return () if node is None else tuple(q for q in (qualify(b) for b in node.bases) if q is not None)
+
+
+def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
+    if node is None:
+        return ClassSummary(())
+    bases = _bases(node, qualify)
     builds: set[str] = set()
     makes = places = False
     for inner in ast.walk(node):
@@ -255,8 +364,10 @@ def _movers(
     return tuple(sorted(own)), tuple(sorted(others))
 
 
-def _returns(function: ast.FunctionDef, qualify: _Qualifier) -> str:
+def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
     """Where every `return` of `function` puts its value, when all agree and it is certain."""
+    if function is None:
+        return ""
     assignments: dict[str, list[ast.expr]] = {}
     returns: list[ast.expr] = []
     for node in _own_nodes(function):
