@@ -258,3 +258,17 @@ class Model(nn.Module):
     assert absolute_module("pkg.sub.mod", False, 2, "x") == "pkg.x"
     assert absolute_module("pkg.sub", True, 1, None) == "pkg.sub"
     assert absolute_module("top", False, 3, "x") is None
+
+
+def test_an_imported_model_that_places_its_own_layers_stays_unknown(tmp_path: Path) -> None:
+    # Its outputs live wherever its `forward` puts them, which the importing file cannot follow:
+    # no device is guessed for them (README's example: a model split over two GPUs).
+    split = MODEL.replace("nn.Linear(4, 2)", 'nn.Linear(4, 2).to("cuda:1")')
+    train = (
+        "from models import Net\n\n\ndef run(loader):\n    model = Net()\n    for x, y in loader:\n"
+        '        out = model(x.to("cuda:0"))\n        print((out == y.to("cuda:1")).sum())\n'
+    )
+    _write(tmp_path, {"models/__init__.py": "from .net import Net\n", "models/net.py": split, "train.py": train})
+    view = ProjectIndex(tmp_path).view_for(tmp_path / "train.py")
+    assert view.classes["Net"].places_itself and not view.classes["Net"].owns_cpu_parameters
+    assert [r["code"] for r in _check(["--no-cache", "train.py"], cwd=tmp_path)] == []

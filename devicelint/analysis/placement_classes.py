@@ -56,7 +56,9 @@ def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None
     if isinstance(call.func, cst.Name) and call.func.value in module_classes(ctx):
         return call.func.value
     imported = imported_module_class(ctx, call.func)
-    if imported is not None:
+    if imported is not None and not imported.places_itself:
+        # (a class that places its own layers, `.to("cuda:1")`, gives outputs wherever its
+        # `forward` puts them: left unknown, as any callable from elsewhere)
         return imported.qualified.rsplit(".", 1)[-1]
     return None
 

@@ -173,6 +173,16 @@ class ProjectIndex:
             own = own or bool(inherited)
         return True if own else None
 
+    def _places(self, cls: ClassSummary, where: Path, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether the class or one of its project bases places something itself."""
+        if cls.places_itself:
+            return True
+        for base in cls.bases:
+            found = self._class(base, where) if base not in seen and len(seen) < _MAX_HOPS else None
+            if found is not None and self._places(found[0], found[1], seen | {base}):
+                return True
+        return False
+
     def moved_attributes(
         self, cls: ClassSummary, where: Path, seen: frozenset[str] = frozenset()
     ) -> tuple[str, ...] | None:
@@ -280,8 +290,8 @@ class ProjectIndex:
             if not self.is_module_class(module.bases[name], where):
                 return None
             qualified = f"{module.name}.{name}" if module.name else name
-            owns = self.owns_cpu_parameters(cls, where) is True
-            return ImportedClass(qualified, owns, self.moved_attributes(cls, where))
+            owns = self.owns_cpu_parameters(cls, where)
+            return ImportedClass(qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where))
         place = self._function_place(module, name, where, 0)
         return place if place in ("cpu-tensor", "device-tensor") else None
 

@@ -22,6 +22,9 @@ class ImportedClass:
     # The `self.<attr>` its own (or its bases') `_apply`/`to`/`cuda` override moves; None when
     # such an override reaches every attribute (`vars(self)`, `getattr`).
     moved_attributes: tuple[str, ...] | None = ()
+    # It (or a project base) moves or places something itself (`.to("cuda:1")`, `device=`): where
+    # its outputs live depends on its `forward`, which the file cannot follow.
+    places_itself: bool = False
 
 
 @dataclass(frozen=True)
