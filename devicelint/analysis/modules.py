@@ -5,28 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES as MODULE_BASE_SUFFIXES
+from devicelint.analysis.vocabulary import MODULE_BASES as MODULE_BASES
 from devicelint.context import FileContext
 from devicelint.project.view import ImportedClass
 
-MODULE_BASES = frozenset(
-    {
-        "torch.nn.Module",
-        "torch.nn.modules.module.Module",
-        "torch.nn.Sequential",
-        "torch.nn.ModuleList",
-        "torch.nn.ModuleDict",
-        "pytorch_lightning.LightningModule",
-        "lightning.LightningModule",
-        "lightning.pytorch.LightningModule",
-        "pytorch_lightning.core.LightningModule",
-        "lightning.pytorch.core.LightningModule",
-        "transformers.PreTrainedModel",
-        "transformers.modeling_utils.PreTrainedModel",
-    }
-)
-# Bases recognised by their last name when the import is not visible (a project's own
-# `from .base import BaseModel` is unknowable, but `LightningModule` is not ambiguous).
-MODULE_BASE_SUFFIXES = frozenset({"Module", "LightningModule", "PreTrainedModel"})
 DATASET_BASES = frozenset(
     {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataset.Dataset"}
 )

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
 from devicelint.project.summary import ClassSummary, ModuleSummary, scan_imports, summarise
 from devicelint.project.view import ImportedClass, ProjectView
 
@@ -135,9 +136,6 @@ class ProjectIndex:
 
     def is_module_class(self, bases: tuple[str, ...], where: Path, seen: frozenset[str] = frozenset()) -> bool:
         """Whether a class with these bases (qualified, as written in `where`) is an `nn.Module`."""
-        # Imported here: the analysis package brings LibCST, which a fully cached run never needs.
-        from devicelint.analysis.modules import MODULE_BASE_SUFFIXES, MODULE_BASES
-
         for base in bases:
             if base in MODULE_BASES:
                 return True

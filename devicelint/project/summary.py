@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from devicelint.analysis.placement_facts import PRESERVING_METHODS
+from devicelint.analysis.vocabulary import PRESERVING_METHODS
 
 # What a mover reaches generically: the whole instance is moved.
 _GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
