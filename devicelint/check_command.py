@@ -151,7 +151,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     indexes: dict[Path, ProjectIndex] = {}
     if (fix_mode == "none" and not options.get("no_project")) or options.get("show_project"):
         # With fixes on, a fix round re-lints the file's new text: views are left out there.
-        tasks = _with_project_views(tasks, found.files, projects, paths, indexes)
+        store = None if options.get("no_cache") else _project_store(settings, options)
+        tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store)
     if options.get("show_project"):
         click.echo(_project_text(indexes), nl=False)
         return EXIT_CLEAN
@@ -264,6 +265,7 @@ def _with_project_views(
     projects: ProjectSettings,
     named: list[str],
     indexes: dict[Path, ProjectIndex],
+    store: Path | None = None,
 ) -> list[Task]:
     """Each task with what its file sees of the other modules of its project (`devicelint.project`)."""
     from devicelint.project.index import ProjectIndex, project_root
@@ -284,10 +286,19 @@ def _with_project_views(
         root = project_root(linted if linted is not None else path, config.root if config.path is not None else None)
         index = indexes.get(root)
         if index is None:
-            index = indexes[root] = ProjectIndex(root)
+            index = indexes[root] = ProjectIndex(root, store)
         view = index.view_for(path)
         out.append(replace(task, project=view) if view else task)
+    for index in indexes.values():
+        index.save()
     return out
+
+
+def _project_store(settings: Config, options: dict[str, Any]) -> Path:
+    """Where the project index keeps module summaries between runs: beside the result cache."""
+    from devicelint.cache import cache_root
+
+    return cache_root(settings, options) / "project"
 
 
 def _project_text(indexes: dict[Path, ProjectIndex]) -> str:

@@ -121,7 +121,7 @@ def test_editing_one_module_relints_its_importers_only(tmp_path: Path) -> None:
     args = ["--cache-dir", str(cache), "."]
 
     def entries() -> set[str]:
-        return {p.name for p in cache.rglob("*.json")}
+        return {p.name for p in (cache / "v1").rglob("*.json")}  # the results, not the index's store
 
     first = _check(args, cwd=root)
     before = entries()
@@ -272,3 +272,20 @@ def test_an_imported_model_that_places_its_own_layers_stays_unknown(tmp_path: Pa
     view = ProjectIndex(tmp_path).view_for(tmp_path / "train.py")
     assert view.classes["Net"].places_itself and not view.classes["Net"].owns_cpu_parameters
     assert [r["code"] for r in _check(["--no-cache", "train.py"], cwd=tmp_path)] == []
+
+
+def test_the_store_keeps_summaries_between_runs_and_ignores_damaged_entries(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    store = tmp_path / "store"
+    fresh = ProjectIndex(root).view_for(root / "train.py")
+    first = ProjectIndex(root, store)
+    assert first.view_for(root / "train.py") == fresh
+    first.save()
+    saved = sorted(store.rglob("*.json"))
+    assert saved
+    again = ProjectIndex(root, store)
+    assert again.view_for(root / "train.py") == fresh
+    assert all(id(s) in again._restored for s in again.summaries.values())  # nothing read afresh
+    for path in saved:
+        path.write_text('{"imports": 3, "kinds": []}', encoding="utf-8")
+    assert ProjectIndex(root, store).view_for(root / "train.py") == fresh

@@ -10,10 +10,14 @@ and bases) and once per run; every lookup keeps a set of what it visited, so imp
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
 from devicelint.project.summary import ClassSummary, ModuleSummary, scan_imports, summarise
@@ -24,6 +28,7 @@ _CPU_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "ob
 # Folders never walked for movers of other modules' attributes.
 _SKIPPED = frozenset({".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages"})
 _MOVER_WORDS = ("def _apply(", "def to(", "def cuda(")
+_STORE_FORMAT = "1"
 # How far a re-export or a `return helper()` chain is followed.
 _MAX_HOPS = 12
 
@@ -47,8 +52,14 @@ def project_root(path: Path, config_root: Path | None) -> Path:
 
 
 class ProjectIndex:
-    def __init__(self, root: Path) -> None:
+    """`store`: a folder where what one run learnt of each module's text is kept for the next
+    (JSON keyed by the text's hash, so an edited file is read afresh); None keeps nothing."""
+
+    def __init__(self, root: Path, store: Path | None = None) -> None:
         self.root = root.absolute()
+        self.store = store
+        self._keys: dict[int, str] = {}
+        self._restored: set[int] = set()
         self.summaries: dict[Path, ModuleSummary] = {}
         self._by_name: dict[tuple[str, str], Path | None] = {}
         self._others_moved: dict[str, set[str]] | None = None
@@ -74,14 +85,76 @@ class ProjectIndex:
         if known is None:
             name, is_package = self.module_name(absolute)
             try:
-                text = absolute.read_bytes().decode("utf-8", errors="replace")
+                data = absolute.read_bytes()
             except OSError as err:
                 known = ModuleSummary(name, is_package, error=str(err))
             else:
-                known = summarise(text, name, is_package)
+                text = data.decode("utf-8", errors="replace")
+                key = self._key("module", absolute, name, is_package, data)
+                saved = self._read(key)
+                known = None
+                if saved is not None:
+                    try:
+                        known = ModuleSummary(name, is_package, saved=saved, load=lambda: text)
+                        self._restored.add(id(known))
+                    except (KeyError, TypeError, ValueError, AttributeError):
+                        known = None  # an entry of another shape: read the text afresh
+                if known is None:
+                    known = summarise(text, name, is_package)
+                self._keys[id(known)] = key
             self.summaries[absolute] = known
             self._paths[id(known)] = absolute
         return known
+
+    def _scan(self, path: Path, data: bytes, name: str, is_package: bool) -> tuple[dict[str, str], list[str], set[str]]:
+        """`scan_imports` of a linted file, kept in the store like the summaries."""
+        key = self._key("scan", path, name, is_package, data)
+        saved = self._read(key)
+        if saved is not None:
+            try:
+                imports, stars, used = saved["imports"], saved["stars"], saved["used"]
+                if isinstance(imports, dict) and isinstance(stars, list) and isinstance(used, list):
+                    return {str(k): str(v) for k, v in imports.items()}, [str(s) for s in stars], set(used)
+            except (KeyError, TypeError):
+                pass
+        imports, stars, used_names = scan_imports(data.decode("utf-8", errors="replace"), name, is_package)
+        self._write(key, {"imports": imports, "stars": stars, "used": sorted(used_names)})
+        return imports, stars, used_names
+
+    # -- the store
+    def _key(self, kind: str, path: Path, name: str, is_package: bool, data: bytes) -> str:
+        digest = hashlib.sha256(f"{_STORE_FORMAT}\0{kind}\0{path}\0{name}\0{is_package}\0".encode())
+        digest.update(data)
+        return digest.hexdigest()
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        try:
+            value = json.loads((self.store / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def _write(self, key: str, value: dict[str, Any]) -> None:
+        if self.store is None:
+            return
+        folder = self.store / key[:2]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(prefix=f".{key}.", dir=folder)
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(value, out, sort_keys=True)
+            os.replace(temp, folder / f"{key}.json")
+        except OSError:
+            pass  # a read-only checkout still lints, only slower
+
+    def save(self) -> None:
+        """Keep what this run learnt of each module for the next run."""
+        for summary in self.summaries.values():
+            key = self._keys.get(id(summary))
+            if key is not None and (id(summary) not in self._restored or summary.learnt):
+                self._write(key, summary.saved())
 
     def _module_path(self, name: str, importer: Path) -> Path | None:
         key = (name, str(importer.parent))
@@ -204,11 +277,11 @@ class ProjectIndex:
         re-exporting `__init__` sees nothing, so editing what it re-exports never re-lints it)."""
         path = path.absolute()
         try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
+            data = path.read_bytes()
         except OSError:
             return ProjectView(str(self.root))
         name, is_package = self.module_name(path)
-        imports, stars, used = scan_imports(text, name, is_package)
+        imports, stars, used = self._scan(path, data, name, is_package)
         classes: dict[str, ImportedClass] = {}
         functions: dict[str, str] = {}
         for local, qualified in sorted(imports.items()):

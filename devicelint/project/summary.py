@@ -12,7 +12,7 @@ import bisect
 import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import PRESERVING_METHODS
@@ -73,30 +73,75 @@ class ClassSummary:
 
 class ModuleSummary:
     """One module's declarations. Imports come from a scan of the text; each top-level class or
-    function is parsed on its own, the first time an importer asks about it (most never are)."""
+    function is parsed on its own, the first time an importer asks about it (most never are).
 
-    def __init__(self, name: str, is_package: bool = False, text: str = "", error: str | None = None) -> None:
+    `saved` restores what an earlier run learnt of the same text (`saved()`); the text is then
+    read (`load`) only if a definition that run never looked at is asked about."""
+
+    def __init__(
+        self,
+        name: str,
+        is_package: bool = False,
+        text: str = "",
+        error: str | None = None,
+        saved: dict[str, Any] | None = None,
+        load: Callable[[], str] | None = None,
+    ) -> None:
         self.name = name
         self.is_package = is_package
         # why the file could not be read: it then declares nothing
         self.error = error
-        imports, stars, _ = scan_imports(text, name, is_package, used=False)
+        self._load = load
+        self._source: tuple[str, dict[str, tuple[str, int, int]]] | None = None
+        if saved is None:
+            imports, stars, _ = scan_imports(text, name, is_package, used=False)
+            blocks = _top_level_blocks(text)
+            self._source = (text, blocks)
+            kinds = {n: kind for n, (kind, _, _) in blocks.items()}
+            saved = {}
+        else:
+            # (coerced: a damaged entry raises here, where the index catches it, or reads as text)
+            imports = {str(k): str(v) for k, v in saved["imports"].items()}
+            stars = [str(s) for s in saved["stars"]]
+            kinds = {str(k): str(v) for k, v in saved["kinds"].items()}
         # local name -> qualified name of what it was imported as (`D` -> `pkg.data`)
-        self.imports = imports
+        self.imports: dict[str, str] = imports
         # modules whose every public name this one re-exports (`from .layers import *`)
         self.star_imports = tuple(stars)
-        self._text = text
-        self._blocks = _top_level_blocks(text)
+        self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
         self._nodes: dict[str, Any] = {}
-        qualify = _Qualifier(imports, name, set(self._blocks))
-        class_names = [n for n, (kind, _, _) in self._blocks.items() if kind == "class"]
-        function_names = [n for n, (kind, _, _) in self._blocks.items() if kind != "class"]
-        self.classes: Mapping[str, ClassSummary] = _Lazy(class_names, lambda n: _class(self._node(n), qualify))
+        qualify = _Qualifier(imports, name, set(kinds))
+        class_names = [n for n, kind in kinds.items() if kind == "class"]
+        function_names = [n for n, kind in kinds.items() if kind != "class"]
+        restored = {n: _class_from(v) for n, v in saved.get("classes", {}).items()}
+        self.classes: _Lazy[ClassSummary] = _Lazy(class_names, lambda n: _class(self._node(n), qualify), restored)
         # class -> its bases, qualified (cheaper than `classes`: no walk of the body)
-        self.bases: Mapping[str, tuple[str, ...]] = _Lazy(class_names, lambda n: _bases(self._node(n), qualify))
+        bases = {str(n): tuple(str(b) for b in v) for n, v in saved.get("bases", {}).items()}
+        self.bases: _Lazy[tuple[str, ...]] = _Lazy(class_names, lambda n: _bases(self._node(n), qualify), bases)
         # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns) or ""
-        self.functions: Mapping[str, str] = _Lazy(function_names, lambda n: _returns(self._node(n), qualify))
+        places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
+        self.functions: _Lazy[str] = _Lazy(function_names, lambda n: _returns(self._node(n), qualify), places)
+        self._restored_size = self._size()
+
+    def _size(self) -> int:
+        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built)
+
+    @property
+    def learnt(self) -> bool:
+        """Whether this run learnt something `saved()` did not hold when it was restored."""
+        return self._size() != self._restored_size
+
+    def saved(self) -> dict[str, Any]:
+        """What this run learnt, as JSON-ready data (`ModuleSummary(..., saved=...)` restores it)."""
+        return {
+            "imports": self.imports,
+            "stars": list(self.star_imports),
+            "kinds": self._kinds,
+            "classes": {n: asdict(c) for n, c in self.classes.built.items()},
+            "bases": {n: list(b) for n, b in self.bases.built.items()},
+            "functions": dict(self.functions.built),
+        }
 
     def _node(self, name: str) -> Any:
         """The `ast` node of one top-level definition: its block parsed alone, else the module."""
@@ -105,16 +150,34 @@ class ModuleSummary:
         return self._nodes[name]
 
     def _parse_node(self, name: str) -> Any:
-        _, start, end = self._blocks[name]
-        tree = _parse(self._text[start:end])
+        if self._source is None:
+            text = self._load() if self._load is not None else ""
+            self._source = (text, _top_level_blocks(text))
+        text, blocks = self._source
+        if name not in blocks:
+            return None
+        _, start, end = blocks[name]
+        tree = _parse(text[start:end])
         if tree is None:
             if self._tree is None:
-                self._tree = _parse(self._text) or ast.Module(body=[], type_ignores=[])
+                self._tree = _parse(text) or ast.Module(body=[], type_ignores=[])
             tree = self._tree
         return next(
             (n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name),
             None,
         )
+
+
+def _class_from(data: dict[str, Any]) -> ClassSummary:
+    moved = data["moved_attributes"]
+    return ClassSummary(
+        bases=tuple(str(b) for b in data["bases"]),
+        builds=tuple(str(b) for b in data["builds"]),
+        makes_parameters=bool(data["makes_parameters"]),
+        places_itself=bool(data["places_itself"]),
+        moved_attributes=None if moved is None else tuple(str(m) for m in moved),
+        moves_others=tuple((str(c), str(a)) for c, a in data["moves_others"]),
+    )
 
 
 T = TypeVar("T")
@@ -123,17 +186,17 @@ T = TypeVar("T")
 class _Lazy(Mapping[str, T]):
     """Names known up front, each value built on first use."""
 
-    def __init__(self, names: list[str], build: Callable[[str], T]) -> None:
+    def __init__(self, names: list[str], build: Callable[[str], T], built: dict[str, T] | None = None) -> None:
         self._names = dict.fromkeys(names)
         self._build = build
-        self._built: dict[str, T] = {}
+        self.built: dict[str, T] = {k: v for k, v in (built or {}).items() if k in self._names}
 
     def __getitem__(self, key: str) -> T:
         if key not in self._names:
             raise KeyError(key)
-        if key not in self._built:
-            self._built[key] = self._build(key)
-        return self._built[key]
+        if key not in self.built:
+            self.built[key] = self._build(key)
+        return self.built[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
