@@ -152,7 +152,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     if (fix_mode == "none" and not options.get("no_project")) or options.get("show_project"):
         # With fixes on, a fix round re-lints the file's new text: views are left out there.
         store = None if options.get("no_cache") else _project_store(settings, options)
-        tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store)
+        salt = "" if store is None else _code_fingerprint()
+        tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store, salt)
     if options.get("show_project"):
         click.echo(_project_text(indexes), nl=False)
         return EXIT_CLEAN
@@ -266,6 +267,7 @@ def _with_project_views(
     named: list[str],
     indexes: dict[Path, ProjectIndex],
     store: Path | None = None,
+    salt: str = "",
 ) -> list[Task]:
     """Each task with what its file sees of the other modules of its project (`devicelint.project`)."""
     from devicelint.project.index import ProjectIndex, project_root
@@ -286,12 +288,18 @@ def _with_project_views(
         root = project_root(linted if linted is not None else path, config.root if config.path is not None else None)
         index = indexes.get(root)
         if index is None:
-            index = indexes[root] = ProjectIndex(root, store)
+            index = indexes[root] = ProjectIndex(root, store, salt)
         view = index.view_for(path)
         out.append(replace(task, project=view) if view else task)
     for index in indexes.values():
         index.save()
     return out
+
+
+def _code_fingerprint() -> str:
+    from devicelint.cache import code_fingerprint
+
+    return code_fingerprint()
 
 
 def _project_store(settings: Config, options: dict[str, Any]) -> Path:

@@ -55,9 +55,11 @@ class ProjectIndex:
     """`store`: a folder where what one run learnt of each module's text is kept for the next
     (JSON keyed by the text's hash, so an edited file is read afresh); None keeps nothing."""
 
-    def __init__(self, root: Path, store: Path | None = None) -> None:
+    def __init__(self, root: Path, store: Path | None = None, salt: str = "") -> None:
         self.root = root.absolute()
         self.store = store
+        # devicelint's own code fingerprint: summaries an older release wrote are not read
+        self.salt = salt
         self._keys: dict[int, str] = {}
         self._restored: set[int] = set()
         self.summaries: dict[Path, ModuleSummary] = {}
@@ -123,7 +125,7 @@ class ProjectIndex:
 
     # -- the store
     def _key(self, kind: str, path: Path, name: str, is_package: bool, data: bytes) -> str:
-        digest = hashlib.sha256(f"{_STORE_FORMAT}\0{kind}\0{path}\0{name}\0{is_package}\0".encode())
+        digest = hashlib.sha256(f"{_STORE_FORMAT}\0{self.salt}\0{kind}\0{path}\0{name}\0{is_package}\0".encode())
         digest.update(data)
         return digest.hexdigest()
 

@@ -42,6 +42,8 @@ _FACTORIES = frozenset(
         "triu_indices",
     }
 )
+# torch functions whose result lives where all their tensor arguments do.
+_COMBINING = frozenset({"stack", "cat", "concat", "hstack", "vstack", "meshgrid", "outer", "matmul", "where"})
 _PARAMETER_MAKERS = frozenset({"Parameter", "Buffer"})
 _REGISTERS = frozenset({"register_buffer", "register_parameter"})
 # torch.nn layers without parameters or buffers (the rest of `nn.<Capitalised>` own some).
@@ -367,7 +369,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
             if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
                 makes = True
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
-    moved, others = _movers(methods, qualify)
+    moved, others = _movers(methods, qualify, _submodule_classes(node, qualify))
     return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others)
 
 
@@ -375,12 +377,30 @@ def _parameterised(layer: str) -> bool:
     return layer[:1].isupper() and layer not in _STATELESS_LAYERS and not layer.endswith(_STATELESS_LAYERS_SUFFIXES)
 
 
+def _submodule_classes(node: ast.ClassDef, qualify: _Qualifier) -> dict[str, str]:
+    """`self.head = Detect(...)` anywhere in the class: head -> the qualified class."""
+    found: dict[str, str] = {}
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
+            built = qualify(inner.value.func)
+            for target in inner.targets:
+                if (
+                    built is not None
+                    and isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    found[target.attr] = built
+    return found
+
+
 def _movers(
-    methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+    methods: dict[str, ast.FunctionDef], qualify: _Qualifier, submodules: dict[str, str]
 ) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
     """What the class's `_apply`/`to`/`cuda` (and the methods they call on `self`) move: its
-    own attributes (None: every one), and attributes of other objects, by the class an
-    `isinstance` test in the same method names."""
+    own attributes (None: every one), and attributes of other objects: of an object that an
+    `isinstance` test in the same method names the class of, or of a submodule the class
+    builds (`self.head.anchors = fn(self.head.anchors)` where `self.head = Detect(...)`)."""
     own: set[str] = set()
     others: set[tuple[str, str]] = set()
     todo = [m for m in _MOVERS if m in methods]
@@ -422,6 +442,14 @@ def _movers(
                             and part.value.id != "self"
                         ):
                             assigned.append((part.value.id, part.attr))
+                        elif (
+                            isinstance(part, ast.Attribute)
+                            and isinstance(part.value, ast.Attribute)
+                            and isinstance(part.value.value, ast.Name)
+                            and part.value.value.id == "self"
+                            and part.value.attr in submodules
+                        ):
+                            others.add((submodules[part.value.attr], part.attr))
         for holder, attr in assigned:
             others.update((cls, attr) for cls in checked.get(holder, ()))
     return tuple(sorted(own)), tuple(sorted(others))
@@ -502,8 +530,13 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
     if qualified is None:
         return ""
     if qualified.startswith("torch.") and qualified.count(".") == 1:
-        if qualified[6:] in _FACTORIES and not any(k.arg in ("device", None) for k in value.keywords):
-            return "cpu-tensor"
+        if qualified[6:] in _FACTORIES:
+            return "" if any(k.arg in ("device", None) for k in value.keywords) else "cpu-tensor"
+        if qualified[6:] in _COMBINING and not any(k.arg is None for k in value.keywords):
+            # `torch.stack([xs, ys])`: where every tensor it is given lives
+            parts = [e for a in value.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+            places = {_place(p, assignments, qualify, depth + 1) for p in parts}
+            return places.pop() if len(places) == 1 and parts else ""
         return ""
     if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
         return f"call:{qualified}"
