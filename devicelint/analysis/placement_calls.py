@@ -188,9 +188,11 @@ class CallEvaluation:
         if imported is not None:
             return imported
         if isinstance(func, cst.Attribute) and self.ctx.project.classes:
-            constructed = module_constructor(self.ctx, call)  # `nets.Generator()` after `import networks as nets`
-            if constructed is not None and (dotted_name(func) or "").split(".", 1)[0] not in self.env:
-                return self._constructed(call, constructed)
+            spelled = dotted_name(func)  # `nets.Generator()` after `import networks as nets`
+            if spelled in self.ctx.project.classes and spelled.split(".", 1)[0] not in self.env:
+                constructed = module_constructor(self.ctx, call)
+                if constructed is not None:
+                    return self._constructed(call, constructed)
         if isinstance(func, cst.Attribute):
             return self._method_call(call, func)
         if isinstance(func, cst.Name):

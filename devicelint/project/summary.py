@@ -515,6 +515,11 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             return ""  # a parameter or a global: unknown
         places = {_place(v, assignments, qualify, depth + 1) for v in values}
         return places.pop() if len(places) == 1 else ""
+    if isinstance(value, ast.BinOp):
+        # `w.sum() / w`, `1.0 / w`: a number keeps the tensor where it is
+        sides = [s for s in (value.left, value.right) if not isinstance(s, ast.Constant)]
+        places = {_place(s, assignments, qualify, depth + 1) for s in sides}
+        return places.pop() if len(places) == 1 and sides else ""
     if not isinstance(value, ast.Call):
         return ""
     func = value.func
