@@ -56,6 +56,8 @@ def entry_key(data: bytes, task: Task, options: TaskOptions) -> str:
         f"{options.max_file_tokens}\0".encode()
     )  # the size limit decides whether a file is analysed
     digest.update(",".join(task.codes).encode())
+    # The summaries of the project modules the file imports: editing one re-lints its importers.
+    digest.update(b"\0" + (task.project.fingerprint().encode() if task.project else b"-"))
     digest.update(b"\0" + task.display.encode("utf-8", "surrogateescape") + b"\0")
     digest.update(data)
     return digest.hexdigest()

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import pathspec
@@ -34,6 +34,9 @@ from devicelint.runner import (
     write_atomically,
 )
 from devicelint.selection import Selection, SelectorError, applies_to_torch
+
+if TYPE_CHECKING:
+    from devicelint.project.index import ProjectIndex
 
 # Human-readable formats: colour, a summary line, a progress bar.
 TEXT_FORMATS = ("text", "concise", "full")
@@ -145,6 +148,15 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     except (ConfigError, SelectorError) as err:
         _error(str(err))
         return EXIT_ERROR
+    indexes: dict[Path, ProjectIndex] = {}
+    if (fix_mode == "none" and not options.get("no_project")) or options.get("show_project"):
+        # With fixes on, a fix round re-lints the file's new text: views are left out there.
+        store = None if options.get("no_cache") else _project_store(settings, options)
+        salt = "" if store is None else _code_fingerprint()
+        tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store, salt)
+    if options.get("show_project"):
+        click.echo(_project_text(indexes), nl=False)
+        return EXIT_CLEAN
     jobs = options["jobs"] or default_jobs()
     try:
         with _terminate_as_interrupt():
@@ -246,6 +258,71 @@ class ProjectSettings:
             )
             excluder = self.excluders[id(project)] = Excluder(project.root, patterns, project.respect_gitignore)
         return excluder.excluded(source.path.absolute(), False)
+
+
+def _with_project_views(
+    tasks: list[Task],
+    files: Sequence[SourceFile],
+    projects: ProjectSettings,
+    named: list[str],
+    indexes: dict[Path, ProjectIndex],
+    store: Path | None = None,
+    salt: str = "",
+) -> list[Task]:
+    """Each task with what its file sees of the other modules of its project (`devicelint.project`)."""
+    from devicelint.project.index import ProjectIndex, project_root
+
+    sources = {str(f.path): f for f in files}
+    folders = [Path(p).absolute() for p in named if Path(p).is_dir()]
+    out = []
+    for task in tasks:
+        source = sources.get(task.path)
+        if source is None or task.path.endswith(".ipynb"):
+            out.append(task)
+            continue
+        config = projects.project_of(source)[0]
+        path = source.path.absolute()
+        linted = max(
+            (f for f in folders if f == path.parent or f in path.parents), key=lambda f: len(f.parts), default=None
+        )
+        root = project_root(linted if linted is not None else path, config.root if config.path is not None else None)
+        index = indexes.get(root)
+        if index is None:
+            index = indexes[root] = ProjectIndex(root, store, salt)
+        view = index.view_for(path)
+        out.append(replace(task, project=view) if view else task)
+    for index in indexes.values():
+        index.save()
+    return out
+
+
+def _code_fingerprint() -> str:
+    from devicelint.cache import code_fingerprint
+
+    return code_fingerprint()
+
+
+def _project_store(settings: Config, options: dict[str, Any]) -> Path:
+    """Where the project index keeps module summaries between runs: beside the result cache."""
+    from devicelint.cache import cache_root
+
+    return cache_root(settings, options) / "project"
+
+
+def _project_text(indexes: dict[Path, ProjectIndex]) -> str:
+    """What `--show-project` prints: each project's root and the files its index summarised."""
+    lines = []
+    for root, index in sorted(indexes.items()):
+        lines.append(f"project root  {root}")
+        for path in index.covered():
+            summary = index.summaries[path]
+            try:
+                shown = path.relative_to(root).as_posix()
+            except ValueError:
+                shown = str(path)
+            note = f"  (not read: {summary.error})" if summary.error else ""
+            lines.append(f"  {shown}  {summary.name or '-'}{note}")
+    return "".join(line + "\n" for line in lines) or "no project files\n"
 
 
 def _task(source: SourceFile, per_file: PerFileIgnores, codes: set[str]) -> Task:

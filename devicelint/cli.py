@@ -179,6 +179,16 @@ def _load_settings(config_file: str | None, isolated: bool) -> Config:
 )
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any fix was applied, even if nothing remains.")
 @click.option("--show-files", is_flag=True, help="List the files that would be linted, and exit.")
+@click.option(
+    "--no-project",
+    is_flag=True,
+    help="Lint each file on its own: no facts from the other modules of its project.",
+)
+@click.option(
+    "--show-project",
+    is_flag=True,
+    help="Show each project's root and the files its index summarised for the files named, and exit.",
+)
 @click.option("--show-settings", is_flag=True, help="Show the resolved settings and the file they came from, and exit.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder (default: .devicelint_cache).")

@@ -11,6 +11,7 @@ import libcst as cst
 
 from devicelint.analysis.index import NodeIndex
 from devicelint.analysis.names import ImportTable
+from devicelint.project.view import EMPTY_VIEW, ProjectView
 
 T = TypeVar("T")
 
@@ -22,6 +23,8 @@ class FileContext:
     module: cst.Module
     # The torch release the project targets (from config), or None for "latest".
     torch_version: str | None = None
+    # What the file sees of the other modules of its project (empty when linted alone).
+    project: ProjectView = EMPTY_VIEW
     index: NodeIndex = field(init=False)
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
 from devicelint.noqa_check import UNUSED_NOQA, unused_noqa
 from devicelint.positions import node_ranges
+from devicelint.project.view import EMPTY_VIEW, ProjectView
 from devicelint.registry import ReportedElsewhere, Rule, Violation
 from devicelint.reparse import ParseCache
 from devicelint.suppression import Suppressions
@@ -63,6 +64,8 @@ class EngineOptions:
     parse_cache: ParseCache | None = None
     # Files that weigh more tokens are not parsed (`max-file-tokens`; 0: no limit).
     max_file_tokens: int = DEFAULT_MAX_TOKENS
+    # What the file sees of the other modules of its project (`devicelint.project`).
+    project: ProjectView = EMPTY_VIEW
 
 
 # Fix rounds per file: a fix that overlaps another waits for the next round, as in Ruff.
@@ -259,7 +262,9 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     module = cache.parse(text, path, _parse) if cache is not None else _parse(text, path)
     if isinstance(module, Finding):
         return FileResult(path, (module,))
-    ctx = FileContext(path=path, source=text, module=module, torch_version=options.torch_version)
+    ctx = FileContext(
+        path=path, source=text, module=module, torch_version=options.torch_version, project=options.project
+    )
     violations: list[Violation] = []
     crashes: list[str] = []
     for rule in rules:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 from devicelint.files import NOTEBOOK_SUFFIX
 from devicelint.finding import FileResult, Finding, error_finding, not_analysed_finding
+from devicelint.project.view import EMPTY_VIEW, ProjectView
 from devicelint.registry import REGISTRY, all_rules
 
 # LibCST's native parser and its Python code paths recurse once per nesting level; a big
@@ -47,6 +48,8 @@ class Task:
     display: str
     codes: tuple[str, ...]
     size: int = 0
+    # What the file sees of its project's other modules (part of its cache key).
+    project: ProjectView = EMPTY_VIEW
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,7 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
         fix_mode=options.fix_mode,
         prefilter=options.prefilter,
         parse_cache=_parse_cache() if options.reuse_parses else None,
+        project=task.project,
         **({} if options.max_file_tokens is None else {"max_file_tokens": options.max_file_tokens}),
     )
     seconds = options.seconds_for(len(data))

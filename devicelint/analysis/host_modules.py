@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
-from devicelint.analysis.modules import module_classes
+from devicelint.analysis.modules import imported_module_class, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MODULE, MOVE_METHODS, Fact
@@ -176,6 +176,9 @@ def built_on_host(ctx: FileContext, call: cst.Call, constructed: str, scope: cst
         return has_parameters(constructed, call)
     if library_model(ctx, call) is not None:
         return True
+    imported = imported_module_class(ctx, call.func)
+    if imported is not None:
+        return imported.owns_cpu_parameters
     return isinstance(call.func, cst.Name) and _owns_cpu_parameters(ctx, constructed)
 
 

@@ -5,27 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES as MODULE_BASE_SUFFIXES
+from devicelint.analysis.vocabulary import MODULE_BASES as MODULE_BASES
 from devicelint.context import FileContext
+from devicelint.project.view import ImportedClass
 
-MODULE_BASES = frozenset(
-    {
-        "torch.nn.Module",
-        "torch.nn.modules.module.Module",
-        "torch.nn.Sequential",
-        "torch.nn.ModuleList",
-        "torch.nn.ModuleDict",
-        "pytorch_lightning.LightningModule",
-        "lightning.LightningModule",
-        "lightning.pytorch.LightningModule",
-        "pytorch_lightning.core.LightningModule",
-        "lightning.pytorch.core.LightningModule",
-        "transformers.PreTrainedModel",
-        "transformers.modeling_utils.PreTrainedModel",
-    }
-)
-# Bases recognised by their last name when the import is not visible (a project's own
-# `from .base import BaseModel` is unknowable, but `LightningModule` is not ambiguous).
-MODULE_BASE_SUFFIXES = frozenset({"Module", "LightningModule", "PreTrainedModel"})
 DATASET_BASES = frozenset(
     {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataset.Dataset"}
 )
@@ -41,8 +25,17 @@ def _base_names(ctx: FileContext, cls: cst.ClassDef) -> list[tuple[str | None, s
     return out
 
 
+def imported_module_class(ctx: FileContext, node: cst.CSTNode) -> ImportedClass | None:
+    """The `nn.Module` class of another project module that `node` names (`Net`, `models.Net`)."""
+    if not ctx.project.classes:
+        return None
+    spelled = dotted_name(node)
+    return ctx.project.classes.get(spelled) if spelled is not None else None
+
+
 def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozenset[str]) -> dict[str, cst.ClassDef]:
     classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
+    imported = roots is MODULE_BASES and bool(ctx.project.classes)
     found: dict[str, cst.ClassDef] = {}
     changed = True
     while changed:  # a fixed point: `class B(A)` where `class A(nn.Module)` in the same file
@@ -52,7 +45,12 @@ def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozens
                 continue
             for qualified, spelled in _base_names(ctx, cls):
                 last = (spelled or "").rsplit(".", 1)[-1]
-                if (qualified in roots) or (spelled in found) or (qualified is None and last in suffixes):
+                if (
+                    (qualified in roots)
+                    or (spelled in found)
+                    or (qualified is None and last in suffixes)
+                    or (imported and spelled in ctx.project.classes)
+                ):
                     found[name] = cls
                     changed = True
                     break

@@ -189,6 +189,15 @@ class CallEvaluation:
         library = library_model(self.ctx, call)
         if library is not None:
             return self._constructed(call, library)
+        imported = self._imported_result(call) if self.ctx.project.functions else None
+        if imported is not None:
+            return imported
+        if isinstance(func, cst.Attribute) and self.ctx.project.classes:
+            spelled = dotted_name(func)  # `nets.Generator()` after `import networks as nets`
+            if spelled in self.ctx.project.classes and spelled.split(".", 1)[0] not in self.env:
+                constructed = module_constructor(self.ctx, call)
+                if constructed is not None:
+                    return self._constructed(call, constructed)
         if isinstance(func, cst.Attribute):
             return self._method_call(call, func)
         if isinstance(func, cst.Name):
@@ -199,6 +208,21 @@ class CallEvaluation:
                 return self._module_call(call, callee, func)
         self._args(call)
         return UNKNOWN_FACT
+
+    def _imported_result(self, call: cst.Call) -> Fact | None:
+        """What a function of another project module returns (`make_mask(...)` after `from
+        .utils import make_mask`), as its module's summary says; None when it is not one."""
+        spelled = dotted_name(call.func)
+        place = self.ctx.project.functions.get(spelled) if spelled is not None else None
+        if spelled is None or place is None:
+            return None
+        head = spelled.split(".", 1)[0]
+        if head in self.env or head in self.analysis.functions:
+            return None  # the name is bound again in this file
+        self._args(call)
+        if place == CPU:
+            return Fact(CPU, origin=call, factory=spelled)
+        return Fact(DEVICE, where=ACCELERATOR)
 
     def _device_argument(self, call: cst.Call) -> tuple[bool, Fact, cst.CSTNode | None]:
         for arg in call.args:

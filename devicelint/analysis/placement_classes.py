@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.modules import imported_module_class, methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODULE_SELF_METHODS, MOVE_METHODS, NN_NON_MODULES
 from devicelint.context import FileContext
@@ -55,6 +55,11 @@ def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None
         return None
     if isinstance(call.func, cst.Name) and call.func.value in module_classes(ctx):
         return call.func.value
+    imported = imported_module_class(ctx, call.func)
+    if imported is not None and not imported.places_itself:
+        # (a class that places its own layers, `.to("cuda:1")`, gives outputs wherever its
+        # `forward` puts them: left unknown, as any callable from elsewhere)
+        return imported.qualified.rsplit(".", 1)[-1]
     return None
 
 

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import (
     ClassFacts,
@@ -510,14 +511,22 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
 
 
 def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:
-    """The attributes that the `_apply`/`to`/`cuda` of base classes in the same file move (None
-    when one of them reaches every attribute)."""
-    moved: set[str] = set()
+    """The attributes that the `_apply`/`to`/`cuda` of base classes move, in the same file or in
+    another module of the project (None when one of them reaches every attribute), and those
+    that another class's mover assigns on its instances (`m.stride = fn(m.stride)` under
+    `isinstance(m, Detect)` in the model's `_apply`)."""
+    moved: set[str] = set(ctx.project.moved_elsewhere.get(facts.node.name.value, ()))
     every = class_facts(ctx)
     seen: set[str] = set()
     todo = [b.value for b in facts.node.bases if b.keyword is None]
     while todo:
         base = todo.pop()
+        imported = imported_module_class(ctx, base)
+        if imported is not None:
+            if imported.moved_attributes is None:
+                return None
+            moved.update(imported.moved_attributes)
+            continue
         name = base.value if isinstance(base, cst.Name) else None
         if name is None or name in seen or name not in every:
             continue

@@ -1,0 +1,559 @@
+"""One module's summary, read from its text with Python's own parser (`ast`): small, plain data.
+
+The summary holds declarations only (classes and their bases, what their `_apply`/`to`/`cuda`
+overrides move, where functions' results live, the module's imports), never trees, so building
+one for every file of a project costs a few percent of linting them.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+from devicelint.analysis.vocabulary import PRESERVING_METHODS
+
+# What a mover reaches generically: the whole instance is moved.
+_GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
+_MOVERS = frozenset({"_apply", "to", "cuda"})
+# torch functions that make a new tensor on the CPU unless `device=` is given.
+_FACTORIES = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
+        "as_tensor",
+        "from_numpy",
+        "tril_indices",
+        "triu_indices",
+    }
+)
+# torch functions whose result lives where all their tensor arguments do.
+_COMBINING = frozenset({"stack", "cat", "concat", "hstack", "vstack", "meshgrid", "outer", "matmul", "where"})
+_PARAMETER_MAKERS = frozenset({"Parameter", "Buffer"})
+_REGISTERS = frozenset({"register_buffer", "register_parameter"})
+# torch.nn layers without parameters or buffers (the rest of `nn.<Capitalised>` own some).
+_STATELESS_LAYERS_SUFFIXES = ("Loss", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Identity")
+_STATELESS_LAYERS = frozenset(
+    {"Sequential", "ModuleList", "ModuleDict", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d"}
+    | {"AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"}
+    | {"AdaptiveMaxPool2d", "Upsample", "PixelShuffle", "Mish", "LeakyReLU", "ELU", "Hardswish", "Softplus"}
+)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    # Each base as a qualified name (`torch.nn.Module`, `pkg.models.base.Base`), or as spelled
+    # when the module does not say where it comes from.
+    bases: tuple[str, ...]
+    # Classes it instantiates (qualified as bases are): a project module class built inside
+    # gives its parameters to this one.
+    builds: tuple[str, ...] = ()
+    # It makes `nn.Parameter`s, buffers or parameterised `torch.nn` layers itself.
+    makes_parameters: bool = False
+    # `.to(...)`, `.cuda()` or `device=` somewhere in its body: it may place itself.
+    places_itself: bool = False
+    # The `self.<attr>` its `_apply`/`to`/`cuda` touch (None: generically every attribute).
+    moved_attributes: tuple[str, ...] | None = ()
+    # (qualified class, attribute) its movers assign on other objects, by `isinstance` test.
+    moves_others: tuple[tuple[str, str], ...] = ()
+
+
+class ModuleSummary:
+    """One module's declarations. Imports come from a scan of the text; each top-level class or
+    function is parsed on its own, the first time an importer asks about it (most never are).
+
+    `saved` restores what an earlier run learnt of the same text (`saved()`); the text is then
+    read (`load`) only if a definition that run never looked at is asked about."""
+
+    def __init__(
+        self,
+        name: str,
+        is_package: bool = False,
+        text: str = "",
+        error: str | None = None,
+        saved: dict[str, Any] | None = None,
+        load: Callable[[], str] | None = None,
+    ) -> None:
+        self.name = name
+        self.is_package = is_package
+        # why the file could not be read: it then declares nothing
+        self.error = error
+        self._load = load
+        self._source: tuple[str, dict[str, tuple[str, int, int]]] | None = None
+        if saved is None:
+            imports, stars, _ = scan_imports(text, name, is_package, used=False)
+            blocks = _top_level_blocks(text)
+            self._source = (text, blocks)
+            kinds = {n: kind for n, (kind, _, _) in blocks.items()}
+            saved = {}
+        else:
+            # (coerced: a damaged entry raises here, where the index catches it, or reads as text)
+            imports = {str(k): str(v) for k, v in saved["imports"].items()}
+            stars = [str(s) for s in saved["stars"]]
+            kinds = {str(k): str(v) for k, v in saved["kinds"].items()}
+        # local name -> qualified name of what it was imported as (`D` -> `pkg.data`)
+        self.imports: dict[str, str] = imports
+        # modules whose every public name this one re-exports (`from .layers import *`)
+        self.star_imports = tuple(stars)
+        self._kinds: dict[str, str] = kinds
+        self._tree: ast.Module | None = None
+        self._nodes: dict[str, Any] = {}
+        qualify = _Qualifier(imports, name, set(kinds))
+        class_names = [n for n, kind in kinds.items() if kind == "class"]
+        function_names = [n for n, kind in kinds.items() if kind != "class"]
+        restored = {n: _class_from(v) for n, v in saved.get("classes", {}).items()}
+        self.classes: _Lazy[ClassSummary] = _Lazy(class_names, lambda n: _class(self._node(n), qualify), restored)
+        # class -> its bases, qualified (cheaper than `classes`: no walk of the body)
+        bases = {str(n): tuple(str(b) for b in v) for n, v in saved.get("bases", {}).items()}
+        self.bases: _Lazy[tuple[str, ...]] = _Lazy(class_names, lambda n: _bases(self._node(n), qualify), bases)
+        # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns) or ""
+        places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
+        self.functions: _Lazy[str] = _Lazy(function_names, lambda n: _returns(self._node(n), qualify), places)
+        self._restored_size = self._size()
+
+    def _size(self) -> int:
+        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built)
+
+    @property
+    def learnt(self) -> bool:
+        """Whether this run learnt something `saved()` did not hold when it was restored."""
+        return self._size() != self._restored_size
+
+    def saved(self) -> dict[str, Any]:
+        """What this run learnt, as JSON-ready data (`ModuleSummary(..., saved=...)` restores it)."""
+        return {
+            "imports": self.imports,
+            "stars": list(self.star_imports),
+            "kinds": self._kinds,
+            "classes": {n: asdict(c) for n, c in self.classes.built.items()},
+            "bases": {n: list(b) for n, b in self.bases.built.items()},
+            "functions": dict(self.functions.built),
+        }
+
+    def _node(self, name: str) -> Any:
+        """The `ast` node of one top-level definition: its block parsed alone, else the module."""
+        if name not in self._nodes:
+            self._nodes[name] = self._parse_node(name)
+        return self._nodes[name]
+
+    def _parse_node(self, name: str) -> Any:
+        if self._source is None:
+            text = self._load() if self._load is not None else ""
+            self._source = (text, _top_level_blocks(text))
+        text, blocks = self._source
+        if name not in blocks:
+            return None
+        _, start, end = blocks[name]
+        tree = _parse(text[start:end])
+        if tree is None:
+            if self._tree is None:
+                self._tree = _parse(text) or ast.Module(body=[], type_ignores=[])
+            tree = self._tree
+        return next(
+            (n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name),
+            None,
+        )
+
+
+def _class_from(data: dict[str, Any]) -> ClassSummary:
+    moved = data["moved_attributes"]
+    return ClassSummary(
+        bases=tuple(str(b) for b in data["bases"]),
+        builds=tuple(str(b) for b in data["builds"]),
+        makes_parameters=bool(data["makes_parameters"]),
+        places_itself=bool(data["places_itself"]),
+        moved_attributes=None if moved is None else tuple(str(m) for m in moved),
+        moves_others=tuple((str(c), str(a)) for c, a in data["moves_others"]),
+    )
+
+
+T = TypeVar("T")
+
+
+class _Lazy(Mapping[str, T]):
+    """Names known up front, each value built on first use."""
+
+    def __init__(self, names: list[str], build: Callable[[str], T], built: dict[str, T] | None = None) -> None:
+        self._names = dict.fromkeys(names)
+        self._build = build
+        self.built: dict[str, T] = {k: v for k, v in (built or {}).items() if k in self._names}
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._names:
+            raise KeyError(key)
+        if key not in self.built:
+            self.built[key] = self._build(key)
+        return self.built[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+_DEFINITION = re.compile(r"^(class|def|async[ \t]+def)[ \t]+(\w+)", re.M)
+# A line that starts a top-level statement (not indented, not a comment or a closing bracket).
+_TOP_LEVEL = re.compile(r"^[^\s#)\]}]", re.M)
+
+
+def _top_level_blocks(text: str) -> dict[str, tuple[str, int, int]]:
+    """name -> (kind, start, end) of each top-level `class`/`def`, its block running to the next
+    top-level statement. Text at the margin inside a string ends a block early: that block
+    then fails to parse alone, and the whole module is parsed instead."""
+    starts = [m.start() for m in _TOP_LEVEL.finditer(text)]
+    blocks: dict[str, tuple[str, int, int]] = {}
+    for match in _DEFINITION.finditer(text):
+        following = bisect.bisect_right(starts, match.start())
+        end = starts[following] if following < len(starts) else len(text)
+        blocks[match.group(2)] = (match.group(1).split()[0], match.start(), end)
+    return blocks
+
+
+def absolute_module(importer: str, is_package: bool, level: int, module: str | None) -> str | None:
+    """The absolute name `from <level dots><module> import ...` names inside `importer`."""
+    if level == 0:
+        return module
+    parts = importer.split(".") if importer else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        if level - 1 > len(parts):
+            return None
+        parts = parts[: len(parts) - (level - 1)]
+    if module:
+        parts.append(module)
+    return ".".join(parts) or None
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+import\b|import\b)[ \t]*", re.M)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_ALIAS = re.compile(r"^([\w.]+|\*)(?:\s+as\s+(\w+))?$")
+
+
+def scan_imports(
+    text: str, name: str, is_package: bool, used: bool = True
+) -> tuple[dict[str, str], list[str], set[str]]:
+    """The imports of a module from its text alone (no parse: a linted file's own imports are
+    all its view needs), its star imports, and every identifier the rest of the text uses.
+
+    An import-looking line inside a string may count too; it can only name more modules."""
+    bound: dict[str, str] = {}
+    stars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for match in _IMPORT.finditer(text):
+        start = end = match.end()
+        if text.startswith("(", start):
+            close = text.find(")", start)
+            end = close + 1 if close >= 0 else len(text)
+            names = text[start + 1 : end - 1]
+        else:
+            while True:  # backslash continuations
+                line_end = text.find("\n", end)
+                line_end = len(text) if line_end < 0 else line_end
+                end = line_end
+                if not text[:line_end].rstrip().endswith("\\"):
+                    break
+                end = line_end + 1
+            names = text[start:end].replace("\\\n", " ")
+        spans.append((match.start(), end))
+        names = re.sub(r"#[^\n]*", "", names)
+        dots, module = match.group(1), match.group(2)
+        base = absolute_module(name, is_package, len(dots), module or None) if dots is not None else None
+        for part in names.replace("\n", " ").split(","):
+            alias = _ALIAS.match(part.strip().rstrip(";"))
+            if alias is None:
+                continue
+            target, local = alias.group(1), alias.group(2)
+            if dots is None:  # `import a.b [as c]`
+                if local:
+                    bound[local] = target
+                else:
+                    top = target.split(".", 1)[0]
+                    bound.setdefault(top, top)
+            elif base is None:
+                continue
+            elif target == "*":
+                stars.append(base)
+            elif "." not in target:
+                bound[local or target] = f"{base}.{target}"
+    if not used:
+        return bound, stars, set()
+    rest, last = [], 0
+    for start, end in spans:
+        rest.append(text[last:start])
+        last = end
+    rest.append(text[last:])
+    used = set(_IDENTIFIER.findall("".join(rest)))
+    return bound, stars, used
+
+
+def summarise(text: str, name: str, is_package: bool = False) -> ModuleSummary:
+    """The summary of module `name` from its source text."""
+    return ModuleSummary(name, is_package, text)
+
+
+class _Qualifier:
+    """Qualified names of expressions, from the module's imports and its own top-level names."""
+
+    def __init__(self, imports: dict[str, str], module: str, own: set[str]) -> None:
+        self.imports = imports
+        self.module = module
+        self.own = own
+
+    def __call__(self, node: ast.expr) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        if node.id in self.imports:
+            head = self.imports[node.id]
+        elif node.id in self.own:
+            head = f"{self.module}.{node.id}" if self.module else node.id
+        else:
+            head = node.id
+        return ".".join([head, *reversed(parts)])
+
+
+def _bases(node: ast.ClassDef | None, qualify: _Qualifier) -> tuple[str, ...]:
+    return () if node is None else tuple(q for q in (qualify(b) for b in node.bases) if q is not None)
+
+
+def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
+    if node is None:
+        return ClassSummary(())
+    bases = _bases(node, qualify)
+    builds: set[str] = set()
+    makes = places = False
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call):
+            func = inner.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            qualified = qualify(func) or ""
+            if last in _MOVERS - {"_apply"} and isinstance(func, ast.Attribute):
+                places = True
+            if any(k.arg in ("device", "device_map") for k in inner.keywords):
+                places = True
+            if last in _REGISTERS or qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                makes = True
+            elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
+                makes = makes or _parameterised(last)
+            elif last[:1].isupper() and qualified and not qualified.startswith("torch."):
+                builds.add(qualified)
+            if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
+                makes = True
+    methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
+    moved, others = _movers(methods, qualify, _submodule_classes(node, qualify))
+    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others)
+
+
+def _parameterised(layer: str) -> bool:
+    return layer[:1].isupper() and layer not in _STATELESS_LAYERS and not layer.endswith(_STATELESS_LAYERS_SUFFIXES)
+
+
+def _submodule_classes(node: ast.ClassDef, qualify: _Qualifier) -> dict[str, str]:
+    """`self.head = Detect(...)` anywhere in the class: head -> the qualified class."""
+    found: dict[str, str] = {}
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
+            built = qualify(inner.value.func)
+            for target in inner.targets:
+                if (
+                    built is not None
+                    and isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    found[target.attr] = built
+    return found
+
+
+def _movers(
+    methods: dict[str, ast.FunctionDef], qualify: _Qualifier, submodules: dict[str, str]
+) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
+    """What the class's `_apply`/`to`/`cuda` (and the methods they call on `self`) move: its
+    own attributes (None: every one), and attributes of other objects: of an object that an
+    `isinstance` test in the same method names the class of, or of a submodule the class
+    builds (`self.head.anchors = fn(self.head.anchors)` where `self.head = Detect(...)`)."""
+    own: set[str] = set()
+    others: set[tuple[str, str]] = set()
+    todo = [m for m in _MOVERS if m in methods]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in methods:
+            continue
+        seen.add(name)
+        method = methods[name]
+        checked: dict[str, list[str]] = {}
+        assigned: list[tuple[str, str]] = []
+        for node in ast.walk(method):
+            if isinstance(node, ast.Name) and node.id in _GENERIC_MOVES:
+                return None, ()
+            if isinstance(node, ast.Attribute):
+                if node.attr in _GENERIC_MOVES:
+                    return None, ()
+                if isinstance(node.value, ast.Name) and node.value.id == "self":
+                    own.add(node.attr)
+                    if node.attr in methods:
+                        todo.append(node.attr)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+                and isinstance(node.args[0], ast.Name)
+            ):
+                kinds = node.args[1]
+                spelled = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+                checked.setdefault(node.args[0].id, []).extend(q for q in map(qualify, spelled) if q is not None)
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for part in target.elts if isinstance(target, ast.Tuple) else [target]:
+                        if (
+                            isinstance(part, ast.Attribute)
+                            and isinstance(part.value, ast.Name)
+                            and part.value.id != "self"
+                        ):
+                            assigned.append((part.value.id, part.attr))
+                        elif (
+                            isinstance(part, ast.Attribute)
+                            and isinstance(part.value, ast.Attribute)
+                            and isinstance(part.value.value, ast.Name)
+                            and part.value.value.id == "self"
+                            and part.value.attr in submodules
+                        ):
+                            others.add((submodules[part.value.attr], part.attr))
+        for holder, attr in assigned:
+            others.update((cls, attr) for cls in checked.get(holder, ()))
+    return tuple(sorted(own)), tuple(sorted(others))
+
+
+def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
+    """Where every `return` of `function` puts its value, when all agree and it is certain."""
+    if function is None:
+        return ""
+    assignments: dict[str, list[ast.expr]] = {}
+    returns: list[ast.expr] = []
+    for node in _own_nodes(function):
+        if isinstance(node, ast.With):
+            for item in node.items:
+                if isinstance(item.context_expr, ast.Call) and (qualify(item.context_expr.func) or "").startswith(
+                    "torch."
+                ):
+                    return ""  # `with torch.device(...)`: factories inside may be placed
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                return ""
+            returns.append(node.value)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assignments.setdefault(target.id, []).append(node.value)
+                else:
+                    for inner in ast.walk(target):
+                        if isinstance(inner, ast.Name):
+                            assignments.setdefault(inner.id, []).append(target)  # unknowable: unpacked
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            value = node.value if node.value is not None else node.target
+            assignments.setdefault(node.target.id, []).append(value)
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            for inner in ast.walk(node.target):
+                if isinstance(inner, ast.Name):
+                    assignments.setdefault(inner.id, []).append(node.target)
+    if not returns:
+        return ""
+    places = {_place(value, assignments, qualify, 0) for value in returns}
+    return places.pop() if len(places) == 1 else ""
+
+
+def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of `function`'s body, not those of functions or classes defined inside it."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(function.body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qualifier, depth: int) -> str:
+    if depth > 8:
+        return ""
+    if isinstance(value, ast.Name):
+        values = assignments.get(value.id)
+        if not values:
+            return ""  # a parameter or a global: unknown
+        places = {_place(v, assignments, qualify, depth + 1) for v in values}
+        return places.pop() if len(places) == 1 else ""
+    if isinstance(value, ast.BinOp):
+        # `w.sum() / w`, `1.0 / w`: a number keeps the tensor where it is
+        sides = [s for s in (value.left, value.right) if not isinstance(s, ast.Constant)]
+        places = {_place(s, assignments, qualify, depth + 1) for s in sides}
+        return places.pop() if len(places) == 1 and sides else ""
+    if not isinstance(value, ast.Call):
+        return ""
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in ("cuda", "to", "cpu"):
+        return _moved(value, func.attr)
+    if isinstance(func, ast.Attribute) and func.attr in PRESERVING_METHODS and qualify(func.value) is None:
+        # `mask.tril()`, `t.float()`: a tensor method keeps its result where the receiver is
+        return _place(func.value, assignments, qualify, depth + 1)
+    if isinstance(func, ast.Attribute) and func.attr in PRESERVING_METHODS and isinstance(func.value, ast.Name):
+        if func.value.id in assignments:
+            return _place(func.value, assignments, qualify, depth + 1)
+    qualified = qualify(func)
+    if qualified is None:
+        return ""
+    if qualified.startswith("torch.") and qualified.count(".") == 1:
+        if qualified[6:] in _FACTORIES:
+            return "" if any(k.arg in ("device", None) for k in value.keywords) else "cpu-tensor"
+        if qualified[6:] in _COMBINING and not any(k.arg is None for k in value.keywords):
+            # `torch.stack([xs, ys])`: where every tensor it is given lives
+            parts = [e for a in value.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+            places = {_place(p, assignments, qualify, depth + 1) for p in parts}
+            return places.pop() if len(places) == 1 and parts else ""
+        return ""
+    if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
+        return f"call:{qualified}"
+    return ""
+
+
+def _moved(call: ast.Call, method: str) -> str:
+    if method == "cpu":
+        return "cpu-tensor"
+    if method == "cuda":
+        return "device-tensor"
+    target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if isinstance(target, ast.Constant) and isinstance(target.value, str):
+        return "cpu-tensor" if target.value == "cpu" else "device-tensor" if "cuda" in target.value else ""
+    return ""

@@ -1,0 +1,291 @@
+"""Facts across the files of one project: the index, each file's view, caching, and the fixture projects."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURES
+from fixture_markers import expected_findings
+
+from devicelint.cli import cli
+from devicelint.project.index import ProjectIndex, project_root
+from devicelint.project.summary import absolute_module, summarise
+
+PROJECTS = sorted(p for p in (FIXTURES / "projects").glob("*/*") if p.is_dir())
+
+
+def _check(args: list[str], cwd: Path | None = None) -> list[dict]:
+    old = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, ["check", "--output-format", "json", "--select", "ALL", *args])
+    finally:
+        os.chdir(old)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _found(rows: list[dict]) -> set[tuple[str, int, str]]:
+    return {(Path(r["path"]).resolve().as_posix(), r["line"], r["code"]) for r in rows}
+
+
+def _markers(folder: Path) -> set[tuple[str, int, str]]:
+    return {
+        (path.resolve().as_posix(), line, code)
+        for path in folder.rglob("*.py")
+        for line, code, _ in expected_findings(path)
+    }
+
+
+@pytest.mark.parametrize("folder", PROJECTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fixture_project(folder: Path) -> None:
+    expected = _markers(folder)
+    assert folder.name in ("bad", "fixed")
+    assert bool(expected) == (folder.name == "bad"), "bad twins carry markers, fixed twins none"
+    assert _found(_check(["--no-cache", str(folder)])) == expected
+
+
+@pytest.mark.parametrize("project", sorted({p.parent for p in PROJECTS}), ids=lambda p: p.name)
+def test_fixture_project_needs_the_index(project: Path) -> None:
+    # Each project is a bug (or a correct program) that per-file analysis gets wrong.
+    wrong = [
+        twin.name
+        for twin in (project / "bad", project / "fixed")
+        if _found(_check(["--no-cache", "--no-project", str(twin)])) != _markers(twin)
+    ]
+    assert wrong, f"{project.name}: the index changes nothing"
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+MODEL = """import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+TRAIN = """import torch
+
+from models import Net
+from utils import scale
+
+
+def run(loader):
+    model = Net()
+    for x in loader:
+        x = x.to("cuda")
+        model(x * scale(2))
+"""
+UTILS = """import torch
+
+
+def scale(n):
+    # a helper the model does not use
+    return n * 2
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    _write(
+        tmp_path,
+        {"models/__init__.py": "from .net import Net\n", "models/net.py": MODEL, "train.py": TRAIN, "utils.py": UTILS},
+    )
+    return tmp_path
+
+
+def test_a_file_linted_alone_still_reads_its_imports(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    rows = _check(["--no-cache", "train.py"], cwd=root)
+    assert [(r["line"], r["code"]) for r in rows] == [(11, "DL117")]
+    assert _check(["--no-cache", "--no-project", "train.py"], cwd=root) == []
+
+
+def test_editing_one_module_relints_its_importers_only(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    cache = tmp_path / "cache"
+    args = ["--cache-dir", str(cache), "."]
+
+    def entries() -> set[str]:
+        return {p.name for p in (cache / "v1").rglob("*.json")}  # the results, not the index's store
+
+    first = _check(args, cwd=root)
+    before = entries()
+    assert len(before) == 4
+    # A comment changes no summary: only the edited file is linted again.
+    (root / "utils.py").write_text(UTILS.replace("does not use", "never uses"), encoding="utf-8")
+    assert _check(args, cwd=root) == first
+    after_comment = entries()
+    assert len(after_comment - before) == 1
+    # The model now places itself: train.py, which imports it through the package's re-export,
+    # is linted again and its finding goes; the `__init__` that only re-exports it and utils.py
+    # are not.
+    placed = MODEL.replace("(self):", "(self, device=None):").replace("(4, 2)", "(4, 2, device=device)")
+    (root / "models" / "net.py").write_text(placed, encoding="utf-8")
+    assert _check(args, cwd=root) == []
+    assert len(entries() - after_comment) == 2  # models/net.py (its text) and train.py (its view)
+
+
+def test_show_project_names_root_and_files(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    old = Path.cwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(cli, ["check", "--show-project", "train.py"])
+    finally:
+        os.chdir(old)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0] == f"project root  {root.resolve()}"
+    shown = [line.split()[0] for line in lines[1:]]
+    assert shown == ["models/__init__.py", "models/net.py", "utils.py"]  # what train.py imports
+
+
+def test_relative_and_absolute_imports_and_reexports(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .models import *\n",
+            "pkg/models/__init__.py": "from .net import Net as Network\n",
+            "pkg/models/net.py": MODEL,
+            "pkg/data.py": "import torch\n\n\ndef make_mask(n):\n    mask = torch.ones(n)\n    return mask.bool()\n",
+            "pkg/train.py": (
+                "from . import data as D\nfrom .models import Network\nimport pkg.models as M\nfrom pkg import Net\n"
+                "from ..outside import Thing\nimport numpy as np\n\n"
+                "parts = (Network(), M.Network(), Net(), D.make_mask(3), Thing, np)\n"
+            ),
+        },
+    )
+    index = ProjectIndex(tmp_path)
+    view = index.view_for(tmp_path / "pkg" / "train.py")
+    assert sorted(view.classes) == ["M.Network", "Network"]  # `pkg.Net` was never exported
+    assert {name: c.qualified for name, c in view.classes.items()} == {
+        "M.Network": "pkg.models.net.Net",
+        "Network": "pkg.models.net.Net",
+    }
+    assert view.classes["Network"].owns_cpu_parameters
+    assert view.functions == {"D.make_mask": "cpu-tensor"}
+
+
+def test_import_cycles_end_and_a_broken_file_stops_nothing(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "a.py": "from b import Net, loop\nfrom c import helper\n\nused = (Net, loop, helper)\n",
+            "b.py": "from a import Net, loop\n\nused = (Net, loop)\n",
+            "c.py": "def helper(:\n",
+            "d.py": "from d import d\nfrom e import *\n\nused = (d, thing)\n",
+            "e.py": "from d import *\n\nused = thing\n",
+            "train.py": TRAIN.replace("from models import Net", "from a import Net"),
+        },
+    )
+    index = ProjectIndex(tmp_path)
+    assert not index.view_for(tmp_path / "a.py")
+    assert not index.view_for(tmp_path / "d.py")
+    assert not index.view_for(tmp_path / "e.py")
+    assert index.summary(tmp_path / "c.py").functions["helper"] == ""  # declares nothing
+    rows = _check(["--no-cache", "."], cwd=tmp_path)
+    assert [(r["path"], r["code"]) for r in rows] == [("c.py", "DL000")]
+
+
+def test_root_is_the_config_folder_else_above_the_package(tmp_path: Path) -> None:
+    _write(tmp_path, {"src/pkg/__init__.py": "", "src/pkg/mod.py": "", "tools/run.py": ""})
+    assert project_root(tmp_path / "src" / "pkg" / "mod.py", None) == (tmp_path / "src").absolute()
+    assert project_root(tmp_path / "tools" / "run.py", tmp_path) == tmp_path
+
+
+def test_summaries_of_functions_and_movers() -> None:
+    summary = summarise(
+        """
+import torch
+from torch import nn
+from .head import Detect, Segment
+
+
+def cpu():
+    t = torch.zeros(3)
+    return t.float()
+
+
+def placed(x):
+    return torch.zeros(3, device=x.device)
+
+
+def moved():
+    return torch.ones(2).cuda()
+
+
+def mixed(flag):
+    if flag:
+        return torch.ones(2)
+    return torch.ones(2).cuda()
+
+
+def chained():
+    return cpu()
+
+
+class Model(nn.Module):
+    def _apply(self, fn):
+        super()._apply(fn)
+        m = self.model[-1]
+        if isinstance(m, (Detect, Segment)):
+            m.stride = fn(m.stride)
+        self.table = fn(self.table)
+        return self
+""",
+        "pkg.tasks",
+    )
+    known = {name: place for name, place in summary.functions.items() if place}
+    assert known == {"cpu": "cpu-tensor", "moved": "device-tensor", "chained": "call:pkg.tasks.cpu"}
+    model = summary.classes["Model"]
+    assert model.moves_others == (("pkg.head.Detect", "stride"), ("pkg.head.Segment", "stride"))
+    assert "table" in (model.moved_attributes or ())
+    assert absolute_module("pkg.sub.mod", False, 2, "x") == "pkg.x"
+    assert absolute_module("pkg.sub", True, 1, None) == "pkg.sub"
+    assert absolute_module("top", False, 3, "x") is None
+
+
+def test_an_imported_model_that_places_its_own_layers_stays_unknown(tmp_path: Path) -> None:
+    # Its outputs live wherever its `forward` puts them, which the importing file cannot follow:
+    # no device is guessed for them (README's example: a model split over two GPUs).
+    split = MODEL.replace("nn.Linear(4, 2)", 'nn.Linear(4, 2).to("cuda:1")')
+    train = (
+        "from models import Net\n\n\ndef run(loader):\n    model = Net()\n    for x, y in loader:\n"
+        '        out = model(x.to("cuda:0"))\n        print((out == y.to("cuda:1")).sum())\n'
+    )
+    _write(tmp_path, {"models/__init__.py": "from .net import Net\n", "models/net.py": split, "train.py": train})
+    view = ProjectIndex(tmp_path).view_for(tmp_path / "train.py")
+    assert view.classes["Net"].places_itself and not view.classes["Net"].owns_cpu_parameters
+    assert [r["code"] for r in _check(["--no-cache", "train.py"], cwd=tmp_path)] == []
+
+
+def test_the_store_keeps_summaries_between_runs_and_ignores_damaged_entries(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    store = tmp_path / "store"
+    fresh = ProjectIndex(root).view_for(root / "train.py")
+    first = ProjectIndex(root, store)
+    assert first.view_for(root / "train.py") == fresh
+    first.save()
+    saved = sorted(store.rglob("*.json"))
+    assert saved
+    again = ProjectIndex(root, store)
+    assert again.view_for(root / "train.py") == fresh
+    assert all(id(s) in again._restored for s in again.summaries.values())  # nothing read afresh
+    for path in saved:
+        path.write_text('{"imports": 3, "kinds": []}', encoding="utf-8")
+    assert ProjectIndex(root, store).view_for(root / "train.py") == fresh
