@@ -44,7 +44,7 @@ from devicelint.analysis.host_modules import (
     root_key,
     under_placing_context,
 )
-from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
+from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -202,6 +202,12 @@ class _Interpreter(CallEvaluation):
             for param in params:
                 self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
             return
+        if self.building and func.name.value != "__init__":
+            # a helper only `__init__` calls: a parameter no call passes holds its default
+            always = self.analysis.defaults_always_used(func, skip_self=True)
+            for param in params:
+                if param.name.value in always and param.default is not None and constant_default(param.default):
+                    self.env[param.name.value] = self._eval(param.default)
         if not self._follows_inputs(func):
             return
         if (

@@ -352,7 +352,9 @@ class CallEvaluation:
         args = self._args(call)
         has_device, device, device_node = self._device_argument(call)
         if has_device:
-            return self._placed(device, device_node)
+            placed = self._placed(device, device_node)
+            # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
+            return replace(placed, origin=call, factory=f"torch.{short}") if placed.kind == CPU else placed
         context = self._device_context(call) if short != "from_numpy" else None
         if context is not None:
             return self._placed(context, None)
@@ -869,6 +871,12 @@ class CallEvaluation:
         for arg in call.args:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
+        for param in (*params, *func.params.kwonly_params):
+            # a parameter the call leaves out holds its default (`device=torch.device("cpu")`)
+            if param.name.value not in bound and param.default is not None and constant_default(param.default):
+                default = self._eval(param.default)
+                if default != UNKNOWN_FACT:
+                    bound[param.name.value] = default
         if not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values()) and params:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
@@ -943,6 +951,25 @@ def _places_on_device(node: cst.CSTNode) -> bool:
         return True
     device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
     return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
+
+
+def constant_default(node: cst.BaseExpression) -> bool:
+    """A default that means the same wherever it is read: literals, `None`, and `torch.*`
+    values built from them (`"cpu"`, `torch.device("cuda", 0)`), never a name of the caller."""
+    if isinstance(node, (cst.SimpleString, cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in ("None", "True", "False")
+    if isinstance(node, cst.Attribute):
+        return (dotted_name(node) or "").startswith("torch.")
+    if isinstance(node, cst.Call):
+        return (
+            isinstance(node.func, cst.Attribute)
+            and (dotted_name(node.func) or "").startswith("torch.")
+            and all(arg.keyword is None or arg.keyword.value != "device" for arg in node.args)
+            and all(constant_default(arg.value) for arg in node.args)
+        )
+    return False
 
 
 def _known_fields(fact: Fact) -> bool:

@@ -367,6 +367,29 @@ class FileAnalysis:
                 out.add(arg.value.value)
         return out
 
+    def defaults_always_used(self, func: cst.FunctionDef, skip_self: bool) -> set[str]:
+        """Parameters that every call of `func` in the file leaves out, so they always hold their
+        default (`device=torch.device("cpu")` of a helper that `__init__` calls without it).
+        Calls are matched by name (`helper(...)`, `<x>.helper(...)`); none found, or one that
+        spreads `*args`/`**kwargs`, answers nothing."""
+        name = func.name.value
+        params = list(func.params.posonly_params) + list(func.params.params)
+        params = params[1:] if skip_self else params
+        kwonly = list(func.params.kwonly_params)
+        left_out = {p.name.value for p in (*params, *kwonly) if p.default is not None}
+        calls = 0
+        for call in self.ctx.index.of_type(cst.Call):
+            callee = call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted_name(call.func)
+            if callee != name:
+                continue
+            if any(arg.star for arg in call.args):
+                return set()
+            calls += 1
+            positional = sum(1 for arg in call.args if arg.keyword is None)
+            left_out -= {p.name.value for p in params[:positional]}
+            left_out -= {arg.keyword.value for arg in call.args if arg.keyword is not None}
+        return left_out if calls else set()
+
     def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
         """Whether a module method runs only while the model is built: `__init__` itself, or a
         helper that the class calls only from `__init__` (directly or through such helpers).
