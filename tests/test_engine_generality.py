@@ -69,3 +69,77 @@ def test_a_default_some_call_overrides_says_nothing() -> None:
         "anchors = self._build_table(len(self.sizes), device=x.device)[level].expand(x.shape[0], 2)",
     ).replace("ramp(x.shape[1])", "ramp(x.shape[1], x.device)")
     assert _found(overridden) == []
+
+
+# -- a class deriving from a library model is a module; its inherited stages moved by hand -------
+
+SPLIT_VGG = """
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+
+    class TwoCardVGG(torchvision.models.VGG):
+        def __init__(self, features):
+            super().__init__(features, num_classes=10)
+            self.features.to("cuda:0")
+            self.classifier.to("cuda:1")
+
+        def forward(self, images):
+            h = torch.flatten(self.avgpool(self.features(images)), 1)
+            return self.classifier(h.to("cuda:1"))
+
+
+    def fit_step(net, batch, targets, criterion):
+        logits = net(batch.to("cuda:0"))
+        return criterion(logits, targets.to("cuda:0"))
+
+
+    def run(make_features, batches):
+        vgg = TwoCardVGG(make_features())
+        for batch, targets in batches:
+            fit_step(vgg, batch, targets, nn.CrossEntropyLoss())
+"""
+
+
+def test_inherited_stage_moved_by_hand_places_a_library_subclass_output() -> None:
+    assert _found(SPLIT_VGG) == [(20, "DL208")]
+    assert _messages(SPLIT_VGG) == [
+        '`targets.to("cuda:0")` is on cuda:0 but `logits` is on cuda:1; move it with `targets.to("cuda:1")` first'
+    ]
+
+
+def test_split_library_subclass_twin_with_targets_on_the_last_stage_is_clean() -> None:
+    assert _found(SPLIT_VGG.replace('targets.to("cuda:0")', 'targets.to("cuda:1")')) == []
+
+
+def test_split_model_whose_output_the_file_does_not_show_is_on_no_stated_device() -> None:
+    # the stages sit on two cards and the head is inherited, never moved here: the output's
+    # device is unknown, not the input's
+    assert (
+        _found("""
+            import torch.nn as nn
+            from torchvision.models.resnet import Bottleneck, ResNet
+
+
+            class Split(ResNet):
+                def __init__(self):
+                    super().__init__(Bottleneck, [3, 4, 6, 3])
+                    self.front = nn.Sequential(self.conv1, self.layer1).to("cuda:0")
+                    self.back = nn.Sequential(self.layer4, self.avgpool).to("cuda:1")
+
+                def forward(self, x):
+                    return self.fc(self.back(self.front(x).to("cuda:1")).flatten(1))
+
+
+            def step(net, x, y, loss_fn):
+                return loss_fn(net(x.to("cuda:0")), y.to("cuda:1"))
+
+
+            def main(batches):
+                net = Split()
+                for x, y in batches:
+                    step(net, x, y, nn.CrossEntropyLoss())
+        """)
+        == []
+    )

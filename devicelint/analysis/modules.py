@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
@@ -26,6 +28,18 @@ MODULE_BASES = frozenset(
 # Bases recognised by their last name when the import is not visible (a project's own
 # `from .base import BaseModel` is unknowable, but `LightningModule` is not ambiguous).
 MODULE_BASE_SUFFIXES = frozenset({"Module", "LightningModule", "PreTrainedModel"})
+# Libraries whose capitalised classes are `nn.Module`s, by qualified-name prefix (a class
+# deriving from `torchvision.models.resnet.ResNet` or a torchmetrics metric is a module too),
+# less the names there that are not modules.
+MODULE_LIBRARIES = (
+    "torchmetrics.",
+    "torchvision.ops.",
+    "torchvision.models.",
+    "timm.layers.",
+    "timm.models.",
+    "torchaudio.models.",
+)
+NOT_MODULES = ("functional", "utilities", "utils", "Config", "Tokenizer", "Processor", "Output", "Weights")
 DATASET_BASES = frozenset(
     {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataset.Dataset"}
 )
@@ -41,7 +55,19 @@ def _base_names(ctx: FileContext, cls: cst.ClassDef) -> list[tuple[str | None, s
     return out
 
 
-def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozenset[str]) -> dict[str, cst.ClassDef]:
+def is_library_module_class(qualified: str | None) -> bool:
+    """`torchvision.models.resnet.ResNet`, `torchmetrics.Accuracy`: a module class of a library."""
+    if not qualified or any(word in qualified for word in NOT_MODULES):
+        return False
+    return qualified.startswith(MODULE_LIBRARIES) and qualified.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _classes_deriving(
+    ctx: FileContext,
+    roots: frozenset[str],
+    suffixes: frozenset[str],
+    library: Callable[[str | None], bool] = lambda _: False,
+) -> dict[str, cst.ClassDef]:
     classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
     found: dict[str, cst.ClassDef] = {}
     changed = True
@@ -52,7 +78,12 @@ def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozens
                 continue
             for qualified, spelled in _base_names(ctx, cls):
                 last = (spelled or "").rsplit(".", 1)[-1]
-                if (qualified in roots) or (spelled in found) or (qualified is None and last in suffixes):
+                if (
+                    (qualified in roots)
+                    or (spelled in found)
+                    or (qualified is None and last in suffixes)
+                    or library(qualified)
+                ):
                     found[name] = cls
                     changed = True
                     break
@@ -61,7 +92,9 @@ def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozens
 
 def module_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
     """Classes of this file that are `nn.Module` subclasses, by name."""
-    return ctx.shared("module_classes", lambda c: _classes_deriving(c, MODULE_BASES, MODULE_BASE_SUFFIXES))
+    return ctx.shared(
+        "module_classes", lambda c: _classes_deriving(c, MODULE_BASES, MODULE_BASE_SUFFIXES, is_library_module_class)
+    )
 
 
 def dataset_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:

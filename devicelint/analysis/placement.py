@@ -507,6 +507,12 @@ class _Interpreter(CallEvaluation):
         where = stated.where if stated is not None and device is not None else self.own_place
         return Fact(MODULE, where=where, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]  # own submodules exist in a class only
 
+    def _placed_inherited(self, attr: str) -> Fact | None:
+        stated = self._stated(attr)
+        if stated is None or stated.kind != MODULE or stated.device is None:
+            return None
+        return Fact(MODULE, where=stated.where, device=stated.device, device_expr=stated.device_expr)
+
     def _module_device(self, name: str) -> Fact | None:
         """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
         if isinstance(self.scope, cst.Module):

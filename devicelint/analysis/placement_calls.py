@@ -142,6 +142,11 @@ class CallEvaluation:
         """A submodule of this class, where its `__init__` leaves it."""
         raise NotImplementedError
 
+    def _placed_inherited(self, attr: str) -> Fact | None:
+        """A submodule the class inherits that `__init__` moves by hand (`self.fc.to("cuda:1")`
+        in a subclass of torchvision's `ResNet`): a module on that device."""
+        raise NotImplementedError
+
     def _cross(
         self, value: Fact, value_node: cst.CSTNode, other: Fact, other_node: cst.CSTNode, node: cst.CSTNode, how: str
     ) -> None:
@@ -551,6 +556,8 @@ class CallEvaluation:
                     return self._module_call(call, callee, func)
             elif method in self.cls.submodules:
                 return self._module_call(call, self.own_submodule(method), func)
+            elif method not in self.cls.methods and (placed := self._placed_inherited(method)) is not None:
+                return self._module_call(call, placed, func)
             elif method in self.cls.methods:
                 args = self._args(call)
                 helper = self.cls.methods[method]
@@ -811,13 +818,30 @@ class CallEvaluation:
             # A module whose device nothing states computes where its input is, if it runs at all.
             stated = None if scattering else next((f.device for f, _ in args if devicey(f) and f.device), None)
             return Fact(DEVICE, where=callee.where, device_expr=expr, device=callee.device or produced.device or stated)
+        split = False
         if callee.kind == MODULE and not parameter_free and callee.factory in self.analysis.classes:
             produced = self._forward_of(call, callee, args)
             if produced.kind == DEVICE and produced.device is not None:
                 return produced  # a model that places its own stages: its output is on the last one
+            split = self._places_stages_apart(callee.factory)
         combined = self._combine(call, args, allow_scalar=True)
-        # DataParallel gathers its output on `output_device`, whatever its input's device was
-        return replace(combined, device=None) if scattering else combined
+        # DataParallel gathers its output on `output_device`, whatever its input's device was;
+        # a model whose stages sit on different devices returns where its last stage is, which
+        # its input's device does not say
+        return replace(combined, device=None) if scattering or split else combined
+
+    def _places_stages_apart(self, class_name: str | None) -> bool:
+        """Whether the class's `__init__` puts its submodules on more than one stated device."""
+        cls = self.analysis.classes.get(class_name or "")
+        forward = cls.methods.get("forward") if cls is not None else None
+        if forward is None:
+            return False
+        devices = {
+            fact.device
+            for key, fact in self.analysis.init_env(forward).items()
+            if key.startswith("self.") and fact.kind == MODULE and fact.device is not None
+        }
+        return len(devices) > 1
 
     def _host_module_call(
         self, call: cst.Call, callee: Fact, func: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]]

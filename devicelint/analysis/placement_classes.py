@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.modules import NOT_MODULES, is_library_module_class, methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODULE_SELF_METHODS, MOVE_METHODS, NN_NON_MODULES
 from devicelint.context import FileContext
@@ -367,10 +367,6 @@ def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassF
     return None
 
 
-# Libraries whose classes are `nn.Module`s, by qualified-name prefix; the capitalised class names
-# below them construct modules (`torchmetrics.Accuracy(...)`, `torchvision.ops.MLP(...)`).
-_MODULE_LIBRARIES = ("torchmetrics.", "torchvision.ops.", "timm.layers.", "timm.models.", "torchaudio.models.")
-_NOT_MODULES = ("functional", "utilities", "utils", "Config", "Tokenizer", "Processor", "Output")
 # Functions that return a model (`timm.create_model(...)`, `torchvision.models.resnet50(...)`).
 _MODEL_FACTORY_PREFIXES = ("timm.create_model", "torchvision.models.")
 
@@ -381,10 +377,10 @@ def library_module(ctx: FileContext, call: cst.BaseExpression) -> str | None:
     if not isinstance(call, cst.Call):
         return None
     qualified = ctx.qualified_name(call.func) or ""
-    if not qualified or any(word in qualified for word in _NOT_MODULES):
+    if not qualified or any(word in qualified for word in NOT_MODULES):
         return None
     last = qualified.rsplit(".", 1)[-1]
-    if qualified.startswith(_MODULE_LIBRARIES) and last[:1].isupper():
+    if is_library_module_class(qualified):
         return last
     if (
         qualified.startswith(_MODEL_FACTORY_PREFIXES)
