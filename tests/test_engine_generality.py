@@ -143,3 +143,53 @@ def test_split_model_whose_output_the_file_does_not_show_is_on_no_stated_device(
         """)
         == []
     )
+
+
+# -- a class's own movers: any method that moves its attributes in place, and copies ------------
+
+SAMPLE = """
+    import torch
+
+
+    class PointSample:
+        def __init__(self, points: torch.Tensor, labels: torch.Tensor):
+            self.points = points
+            self.labels = labels
+            self.weights = torch.ones(len(labels))
+
+        def to_device(self, device):
+            self.points = self.points.to(device)
+            self.labels = self.labels.to(device)
+            return self
+
+
+    class Ragged:
+        def __init__(self, values: torch.Tensor, lengths: torch.Tensor):
+            self.values = values
+            self.lengths = lengths
+
+        def cuda(self):
+            return type(self)(self.values.cuda(), self.lengths)
+"""
+
+
+def test_a_mover_of_any_name_and_a_copying_mover_forget_a_tensor() -> None:
+    assert _found(SAMPLE) == [(9, "DL112"), (23, "DL112")]
+    assert _messages(SAMPLE) == [
+        "`self.weights` holds a tensor that `PointSample.to_device()` does not move (it moves `self.labels`), so "
+        "it stays on the CPU; move `self.weights` in `to_device()` as well",
+        "`Ragged.cuda()` hands `self.lengths` unmoved to the copy it builds (it moves `self.values`), so the copy "
+        "keeps that tensor on the CPU; move `self.lengths` in `cuda()` as well",
+    ]
+
+
+def test_movers_twin_that_moves_every_tensor_is_clean() -> None:
+    fixed = SAMPLE.replace(
+        "            return self\n", "            self.weights = self.weights.to(device)\n            return self\n"
+    ).replace("self.lengths)", "self.lengths.cuda())")
+    assert _found(fixed) == []
+
+
+def test_a_method_that_moves_one_attribute_is_no_mover() -> None:
+    one = SAMPLE.replace("            self.labels = self.labels.to(device)\n", "")
+    assert (9, "DL112") not in _found(one)
