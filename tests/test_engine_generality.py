@@ -193,3 +193,48 @@ def test_movers_twin_that_moves_every_tensor_is_clean() -> None:
 def test_a_method_that_moves_one_attribute_is_no_mover() -> None:
     one = SAMPLE.replace("            self.labels = self.labels.to(device)\n", "")
     assert (9, "DL112") not in _found(one)
+
+
+# -- a model from a builder of another package, loaded with weights, is on the CPU --------------
+
+RESTORED = """
+    import torch
+    from segnets.zoo import make_unet
+
+
+    def restore(path, depth):
+        net = make_unet(depth=depth.levels, classes=3)
+        net.load_state_dict(torch.load(path, map_location="cpu")["weights"])
+        return net.eval()
+
+
+    def segment(path, images, opts):
+        net = restore(path, opts)
+        masks = []
+        for image in images:
+            masks.append(net(image.cuda()).argmax(1))
+        return masks
+"""
+
+
+def test_a_loaded_model_from_another_package_s_builder_is_never_moved() -> None:
+    assert _found(RESTORED) == [(16, "DL117")]
+    assert _messages(RESTORED) == [
+        "`net` is built on the CPU by `make_unet(...)` and never moved, but is called with `image.cuda()`, "
+        'which is on the device; move the model first: `net.to("cuda")`'
+    ]
+
+
+def test_restored_twins_moved_or_built_from_settings_are_clean() -> None:
+    assert _found(RESTORED.replace("net = restore(path, opts)", "net = restore(path, opts).cuda()")) == []
+    # the builder is handed a whole settings object or a device: it may place the model itself
+    assert _found(RESTORED.replace("make_unet(depth=depth.levels, classes=3)", "make_unet(depth)")) == []
+    assert _found(RESTORED.replace("classes=3)", "classes=3, gpu=depth.gpu)")) == []
+
+
+def test_a_class_of_another_package_may_place_its_own_stages() -> None:
+    # `SegNet.__init__` may put its halves on two cards: a class built elsewhere is not trusted
+    source = RESTORED.replace("from segnets.zoo import make_unet", "from segnets.zoo import SegNet").replace(
+        "make_unet(", "SegNet("
+    )
+    assert _found(source) == []

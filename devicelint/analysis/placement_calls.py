@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value, literal_device, torch_device
-from devicelint.analysis.host_modules import HOST, HostModuleCall, built_on_host, is_host_module, library_model
+from devicelint.analysis.host_modules import (
+    HOST,
+    HostModuleCall,
+    built_on_host,
+    is_host_module,
+    library_model,
+    loaded_builder,
+)
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -743,6 +750,10 @@ class CallEvaluation:
         if constructed is not None:
             return self._constructed(call, constructed)
         args = self._args(call)
+        builder = loaded_builder(self.ctx, call, self.scope) if name not in self.env else None
+        if builder is not None:  # `net = hourglass(...)` then `net.load_state_dict(...)`
+            self.analysis.host_modules_made = True
+            return Fact(MODULE, where=HOST, factory=builder, origin=call)
         return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
 
     def _prepared(self, call: cst.Call) -> Fact:
