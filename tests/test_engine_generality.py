@@ -238,3 +238,26 @@ def test_a_class_of_another_package_may_place_its_own_stages() -> None:
         "make_unet(", "SegNet("
     )
     assert _found(source) == []
+
+
+# -- a default device the function sets itself places its later factories ----------------------
+
+DEFAULT_SET_HERE = """
+    import numpy as np
+    import torch
+
+
+    def render(offsets: np.ndarray, steps: int):
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
+        grid = torch.linspace(0, 1, steps)
+        shifted = grid + torch.from_numpy(offsets)
+        return shifted.sum()
+"""
+
+
+def test_a_factory_after_the_function_s_own_default_device_meets_from_numpy() -> None:
+    assert _found(DEFAULT_SET_HERE) == [(9, "DL101")]
+
+
+def test_default_set_here_twin_that_copies_onto_the_default_device_is_clean() -> None:
+    assert _found(DEFAULT_SET_HERE.replace("torch.from_numpy(offsets)", "torch.as_tensor(offsets)")) == []

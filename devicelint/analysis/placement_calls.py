@@ -58,10 +58,12 @@ from devicelint.analysis.placement_facts import (
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
+    DEFAULT_DEVICE_SETTERS,
     LOADER,
     NUMBER,
     PY_DATA,
     Env,
+    accelerator_default,
     compatible,
     cpu_side,
     devicey,
@@ -240,6 +242,9 @@ class CallEvaluation:
         short = qualified[len("torch.") :]
         if short in FACTORIES or short in LIKE_FACTORIES:
             return self._factory(call, short)
+        if qualified in DEFAULT_DEVICE_SETTERS and call.args:
+            self._set_default(call.args[0].value)
+            return UNKNOWN_FACT
         if is_legacy_cuda_constructor(qualified):
             # `torch.cuda.FloatTensor(sizes)`: the legacy constructor builds on the current GPU
             self._args(call)
@@ -360,9 +365,26 @@ class CallEvaluation:
             return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
 
+    def _set_default(self, node: cst.BaseExpression) -> None:
+        """`torch.set_default_device("cuda")` run by this function: the factories it calls
+        afterwards build there (an `if` that sets it on one path only leaves it unknown)."""
+        stated = self._eval(node)
+        named = accelerator_default(self.ctx, node)
+        if named is None:
+            self.env[DEFAULT_DEVICE_KEY] = Fact(DEVICE_VALUE, where="cpu") if stated.where == "cpu" else UNKNOWN_FACT
+        elif stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
+            self.env[DEFAULT_DEVICE_KEY] = stated
+        else:  # `"torch.cuda.FloatTensor"`: the current CUDA device
+            self.env[DEFAULT_DEVICE_KEY] = Fact(
+                DEVICE_VALUE, where=ACCELERATOR, device_expr='"cuda"', device=DeviceId("cuda", True, "cuda")
+            )
+
     def _factory(self, call: cst.Call, short: str) -> Fact:
         args = self._args(call)
         has_device, device, device_node = self._device_argument(call)
+        default = self.env.get(DEFAULT_DEVICE_KEY)
+        if not has_device and default is not None and default.kind == DEVICE_VALUE and short != "from_numpy":
+            return self._placed(default, None)  # after this function's own `set_default_device`
         if has_device:
             placed = self._placed(device, device_node)
             # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
@@ -939,6 +961,9 @@ class CallEvaluation:
             self.analysis.extra_crossings.extend(cached.crossings)
         return cached.returns or UNKNOWN_FACT
 
+
+# The environment key under which a function keeps the default device it set itself.
+DEFAULT_DEVICE_KEY = "<default device>"
 
 # Reductions that, called without a dimension, leave a 0-dim tensor (`loss.sum().cpu()`).
 _FULL_REDUCTIONS = frozenset(
