@@ -261,3 +261,36 @@ def test_a_factory_after_the_function_s_own_default_device_meets_from_numpy() ->
 
 def test_default_set_here_twin_that_copies_onto_the_default_device_is_clean() -> None:
     assert _found(DEFAULT_SET_HERE.replace("torch.from_numpy(offsets)", "torch.as_tensor(offsets)")) == []
+
+
+# -- values through list(...), indexes past what the code shows, and *args ----------------------
+
+ROWS_AND_STARS = """
+    import torch
+
+
+    def pick_row(x, k, device):
+        rows = list(torch.randn(8, 4))
+        x = x.to(device)
+        return x @ rows[3]
+
+
+    def concat(*parts):
+        return torch.cat(parts, dim=0)
+
+
+    def pad_batch(x, width, device):
+        filler = torch.zeros(width, x.shape[1])
+        return concat(x.to(device), filler)
+"""
+
+
+def test_rows_of_a_cpu_tensor_and_a_star_parameter_keep_their_places() -> None:
+    assert _found(ROWS_AND_STARS) == [(6, "DL101"), (16, "DL101")]
+
+
+def test_rows_and_stars_twin_on_one_device_is_clean() -> None:
+    fixed = ROWS_AND_STARS.replace("torch.randn(8, 4)", "torch.randn(8, 4, device=device)").replace(
+        "torch.zeros(width, x.shape[1])", "torch.zeros(width, x.shape[1], device=device)"
+    )
+    assert _found(fixed) == []

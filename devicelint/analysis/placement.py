@@ -199,7 +199,8 @@ class _Interpreter(CallEvaluation):
             ):
                 self.env[param.name.value] = default
         if self.bound is not None:
-            for param in params:
+            star = func.params.star_arg
+            for param in (*params, *([star] if isinstance(star, cst.Param) else [])):
                 self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
             return
         if self.building and func.name.value != "__init__":
@@ -692,7 +693,7 @@ class _Interpreter(CallEvaluation):
         finally:
             self.env = outer
         if element.is_tensor or devicey(element):
-            return Fact(UNKNOWN, elements=(element,))
+            return Fact(UNKNOWN, elements=(element,), alike=True)
         return PY_DATA if isinstance(node, cst.ListComp) else UNKNOWN_FACT
 
     def _attribute(self, node: cst.Attribute) -> Fact:
@@ -772,7 +773,7 @@ class _Interpreter(CallEvaluation):
                 position = int(index.value, 0)
                 if -len(value.elements) <= position < len(value.elements):
                     return value.elements[position]
-                return UNKNOWN_FACT
+                return value.elements[0] if value.alike and value.elements else UNKNOWN_FACT
             # `hs[i]`, `batch["ids"]` of a comprehension: every element alike, any index gives it
             return value.elements[0] if value.elements and len(set(value.elements)) == 1 else UNKNOWN_FACT
         if value.batch:

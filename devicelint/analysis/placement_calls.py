@@ -729,6 +729,14 @@ class CallEvaluation:
         if name == "self" and self.cls is not None and "forward" in self.cls.methods:
             # `self(x)` inside the module: a call of its own forward, on the module's device
             return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.node.name.value), func)
+        if name in ("list", "tuple") and len(call.args) == 1 and not call.args[0].star and name not in self.env:
+            # `list(t)`: the rows of a tensor, where it is; `list(xs)`: a copy of a list
+            inner = self._eval(call.args[0].value)
+            if inner.elements is not None and not inner.fields:
+                return Fact(UNKNOWN, elements=inner.elements, alike=inner.alike)
+            if inner.is_tensor and not inner.scalar:
+                return Fact(UNKNOWN, elements=(inner,), alike=True)
+            return UNKNOWN_FACT
         if name in ("iter", "next") and call.args:
             self._eval(call.args[0].value)
             if self._loader_inner(call.args[0].value):
@@ -925,6 +933,11 @@ class CallEvaluation:
             return UNKNOWN_FACT
         for param, arg in zip(params, positional):
             bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
+        star = func.params.star_arg
+        if isinstance(star, cst.Param):  # `def cat_all(*parts)`: the extra positional arguments, in order
+            bound[star.name.value] = Fact(
+                UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :])
+            )
         for arg in call.args:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
