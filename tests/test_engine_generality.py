@@ -294,3 +294,41 @@ def test_rows_and_stars_twin_on_one_device_is_clean() -> None:
         "torch.zeros(width, x.shape[1])", "torch.zeros(width, x.shape[1], device=device)"
     )
     assert _found(fixed) == []
+
+
+# -- an optimizer's own step(): its groups' params are the model's, its kept state is where made --
+
+OPTIMIZER = """
+    import torch
+
+
+    class SignMomentum(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-4, beta=0.9):
+            params = list(params)
+            super().__init__(params, {"lr": lr, "beta": beta})
+            self.averages = [torch.zeros(tuple(p.shape)) for p in params]
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for i, p in enumerate(group["params"]):
+                    update = self.averages[i].lerp(p.grad, 1 - group["beta"])
+                    p.add_(update.sign(), alpha=-group["lr"])
+"""
+
+
+def test_state_an_optimizer_keeps_on_the_cpu_meets_the_gradients_in_its_own_step() -> None:
+    assert _found(OPTIMIZER) == [(9, "DL101")]
+
+
+def test_optimizer_twin_with_state_like_its_params_is_clean() -> None:
+    assert _found(OPTIMIZER.replace("torch.zeros(tuple(p.shape))", "torch.zeros_like(p)")) == []
+
+
+def test_optimizer_state_moved_in_step_is_no_longer_init_s() -> None:
+    moved = OPTIMIZER.replace(
+        "            for group in self.param_groups:\n",
+        "            self.averages = [a.to(self.param_groups[0]['params'][0].device) for a in self.averages]\n"
+        "            for group in self.param_groups:\n",
+    )
+    assert _found(moved) == []

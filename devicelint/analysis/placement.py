@@ -44,6 +44,7 @@ from devicelint.analysis.host_modules import (
     root_key,
     under_placing_context,
 )
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -715,9 +716,21 @@ class _Interpreter(CallEvaluation):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
         if isinstance(node.value, cst.Name) and node.value.value == "self":
+            if attr == "param_groups" and self._in_optimizer():
+                # an optimizer's own groups: their "params" are the model's, wherever it is
+                params = Fact(UNKNOWN, elements=(Fact(DEVICE, where=FOLLOWS, device_expr="p.device"),), alike=True)
+                return Fact(UNKNOWN, elements=(Fact(UNKNOWN, fields=(("params", params),)),), alike=True)
             # a trainer's `self.device = torch.device("cuda:1")`, `self.model = model.to(device)`,
             # `self.accelerator = Accelerator()`
             stated = self._stated(attr)
+            if (
+                stated is not None
+                and self._in_optimizer()
+                and _host_state(stated)
+                and isinstance(self.scope, cst.FunctionDef)
+                and self.analysis.only_init_assigns(self.scope, attr)
+            ):
+                return stated  # state the optimizer keeps from `__init__`, on the CPU
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -757,6 +770,15 @@ class _Interpreter(CallEvaluation):
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT
+
+    def _in_optimizer(self) -> bool:
+        """Whether this is a method of a `torch.optim.Optimizer` subclass."""
+        cls = self.ctx.index.enclosing_class(self.scope) if isinstance(self.scope, cst.FunctionDef) else None
+        return cls is not None and any(
+            (self.ctx.qualified_name(base.value) or "").startswith("torch.optim.")
+            and (dotted_name(base.value) or "").endswith("Optimizer")
+            for base in cls.bases
+        )
 
     def _subscript(self, node: cst.Subscript) -> Fact:
         value = self._eval(node.value)
@@ -976,6 +998,13 @@ def _element_of(iterable: Fact) -> Fact:
 
 
 _SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+
+
+def _host_state(fact: Fact) -> bool:
+    """A CPU tensor, or a list of them."""
+    if fact.kind == CPU:
+        return True
+    return bool(fact.elements) and all(e.kind == CPU for e in fact.elements or ())
 
 
 def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:

@@ -19,6 +19,7 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     FACTORIES,
+    MOVE_METHODS,
     TENSOR_ONLY_METHODS,
     UNKNOWN_FACT,
     Fact,
@@ -561,6 +562,35 @@ class FileAnalysis:
             ).run()
             self._shallow_runs[id(method)] = found
         return found
+
+    def only_init_assigns(self, method: cst.FunctionDef, attr: str) -> bool:
+        """Whether `__init__` is the only method of `method`'s class that assigns `self.<attr>`,
+        and no method moves it or writes into it in place (`self.<attr>.cuda()`,
+        `self.<attr>[i] = ...`, `for t in self.<attr>: t.data = ...`)."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        if not isinstance(cls, cst.ClassDef):
+            return False
+        if [m.name.value for m in self._assigners(cls).get(attr, ())] != ["__init__"]:
+            return False
+        for node in self.ctx.index.walk(cls):
+            if self_attribute(node) != attr:
+                continue
+            parent = self.ctx.index.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in MOVE_METHODS:
+                return False
+            if isinstance(parent, cst.Subscript) and isinstance(self.ctx.index.parent(parent), cst.AssignTarget):
+                return False
+            if isinstance(parent, cst.For) and parent.iter is node and isinstance(parent.target, cst.Name):
+                loop = parent.target.value  # `for t in self.<attr>: t.data = t.data.cuda()`
+                if any(
+                    isinstance(n, cst.AssignTarget)
+                    and isinstance(n.target, cst.Attribute)
+                    and isinstance(n.target.value, cst.Name)
+                    and n.target.value.value == loop
+                    for n in self.ctx.index.walk(parent.body)
+                ):
+                    return False
+        return True
 
     def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
         """For each `self.<attr>` of a class: the methods that assign it (any class)."""
