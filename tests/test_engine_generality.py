@@ -332,3 +332,41 @@ def test_optimizer_state_moved_in_step_is_no_longer_init_s() -> None:
         "            for group in self.param_groups:\n",
     )
     assert _found(moved) == []
+
+
+# -- submodules built by a helper of the file, or on one branch of a conditional -----------------
+
+FUSED = """
+    import torch
+    import torch.nn as nn
+
+
+    def norm_act(channels):
+        return nn.Sequential(nn.BatchNorm1d(channels), nn.ReLU())
+
+
+    class Residual(nn.Module):
+        def __init__(self, channels, use_skip_norm=True):
+            super().__init__()
+            self.body = norm_act(channels)
+            self.skip_norm = nn.BatchNorm1d(channels) if use_skip_norm else None
+
+        def forward(self, x):
+            return self.body(x) + (x if self.skip_norm is None else self.skip_norm(x))
+
+        def fused_scale(self):
+            norm = self.skip_norm
+            identity = torch.eye(norm.num_features)
+            return identity * (norm.weight / (norm.running_var + norm.eps).sqrt())
+"""
+
+
+def test_a_submodule_from_a_helper_or_a_conditional_lives_on_the_model_s_device() -> None:
+    assert _found(FUSED) == [(21, "DL101")]
+
+
+def test_fused_twin_that_builds_on_the_norm_s_device_is_clean() -> None:
+    assert (
+        _found(FUSED.replace("torch.eye(norm.num_features)", "torch.eye(norm.num_features, device=norm.weight.device)"))
+        == []
+    )

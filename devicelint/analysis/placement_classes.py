@@ -165,11 +165,39 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
         and base.func.attr.value in MOVE_METHODS | MODULE_SELF_METHODS
     ):
         base = base.func.value
-    constructed = module_constructor(ctx, base)
+    constructed = module_constructor(ctx, base) or built_module(ctx, base)
     if constructed is not None:
         facts.submodules[attr] = constructed
     elif is_parameter_call(ctx, value):
         facts.registered.add(attr)
+
+
+def built_module(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """The module class that `value` builds where it is not a constructor call itself: either
+    branch of `nn.BatchNorm2d(c) if identity else None`, a library layer
+    (`torchvision.ops.MLP(...)`), or a call of a helper function of the file whose every
+    `return` builds one (`conv_bn(...)` returning `nn.Sequential(...)`)."""
+    if isinstance(value, cst.IfExp):
+        return next(
+            (found for branch in (value.body, value.orelse) if (found := module_constructor(ctx, branch))), None
+        )
+    if not isinstance(value, cst.Call):
+        return None
+    library = library_module(ctx, value)
+    if library is not None:
+        return library
+    if not isinstance(value.func, cst.Name):
+        return None
+    helper = next(
+        (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == value.func.value), None
+    )
+    if helper is None:
+        return None
+    built: list[str | None] = []
+    for node in ctx.index.walk(helper.body):
+        if isinstance(node, cst.Return) and ctx.index.enclosing_function(node) is helper:
+            built.append(module_constructor(ctx, node.value) if node.value is not None else None)
+    return built[0] if built and all(built) else None
 
 
 def class_facts(ctx: FileContext) -> dict[str, ClassFacts]:
