@@ -370,3 +370,31 @@ def test_fused_twin_that_builds_on_the_norm_s_device_is_clean() -> None:
         _found(FUSED.replace("torch.eye(norm.num_features)", "torch.eye(norm.num_features, device=norm.weight.device)"))
         == []
     )
+
+
+# -- writes into a list change its facts ---------------------------------------------------------
+
+SLOTS = """
+    import torch
+
+
+    def unroll(cell, x, device, steps):
+        outputs = [None] * steps
+        x = x.to(device)
+        for t in range(steps):
+            outputs[t] = x * t
+        first = [torch.zeros(4), None]
+        first[1] = outputs[0]
+        return torch.stack(outputs) + torch.ones(steps, 1, 1), first[0] * first[1]
+"""
+
+
+def test_slots_filled_in_a_loop_and_a_written_position_keep_what_was_written() -> None:
+    assert _found(SLOTS) == [(10, "DL101"), (12, "DL101")]
+
+
+def test_slots_twin_on_one_device_is_clean() -> None:
+    fixed = SLOTS.replace("torch.zeros(4)", "torch.zeros(4, device=device)").replace(
+        "torch.ones(steps, 1, 1)", "torch.ones(steps, 1, 1, device=device)"
+    )
+    assert _found(fixed) == []

@@ -580,9 +580,15 @@ class _Interpreter(CallEvaluation):
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
         owner = self._key(target.value)
         current = self.env.get(owner) if owner is not None else None
-        if owner is None or current is None or current.fields is None:
+        if owner is None or current is None:
             return
         index = target.slice[0].slice if len(target.slice) == 1 else None
+        if current.elements is not None and current.fields is None:
+            # `outs[0] = t` into a list whose elements are known: that element is now `t`
+            self.env[owner] = _written_element(current, index.value if isinstance(index, cst.Index) else None, fact)
+            return
+        if current.fields is None:
+            return
         key = string_value(index.value) if isinstance(index, cst.Index) else None
         self.env[owner] = current.with_field(key, fact) if key is not None else UNKNOWN_FACT
 
@@ -809,6 +815,15 @@ class _Interpreter(CallEvaluation):
     def _binary(
         self, node: cst.CSTNode, left: Fact, right: Fact, left_node: cst.CSTNode, right_node: cst.CSTNode
     ) -> Fact:
+        if (
+            isinstance(node, cst.BinaryOperation)
+            and isinstance(node.operator, cst.Multiply)
+            and isinstance(left_node, cst.List)
+            and left.elements is not None
+            and len(set(left.elements)) == 1
+            and not right.is_tensor
+        ):
+            return Fact(UNKNOWN, elements=left.elements[:1], alike=True)  # `[None] * n`: n like slots
         for a, a_node, b, b_node in ((left, left_node, right, right_node), (right, right_node, left, left_node)):
             if cpu_side(a, allow_scalar=False) and devicey(b) and compatible(a, b):
                 self._record(a, a_node, b, b_node, node, "op")
@@ -998,6 +1013,23 @@ def _element_of(iterable: Fact) -> Fact:
 
 
 _SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+
+
+def _written_element(current: Fact, index: cst.BaseExpression | None, fact: Fact) -> Fact:
+    """A list after `xs[index] = fact`: the element at a literal position of a list of known
+    parts; every element of a list of like ones (slots left empty, `[None] * n`, take it)."""
+    elements = current.elements or ()
+    if current.alike and elements:
+        old = elements[0]
+        written = fact if old == UNKNOWN_FACT or old == fact else join(old, fact)
+        return replace(current, elements=(written,))
+    if isinstance(index, cst.Integer):
+        position = int(index.value, 0)
+        if -len(elements) <= position < len(elements):
+            updated = list(elements)
+            updated[position] = fact
+            return replace(current, elements=tuple(updated))
+    return UNKNOWN_FACT
 
 
 def _host_state(fact: Fact) -> bool:
