@@ -398,3 +398,37 @@ def test_slots_twin_on_one_device_is_clean() -> None:
         "torch.ones(steps, 1, 1)", "torch.ones(steps, 1, 1, device=device)"
     )
     assert _found(fixed) == []
+
+
+# -- a LightningModule's own device while it is built is the CPU ---------------------------------
+
+LIGHTNING_INIT = """
+    import torch
+    import torch.nn as nn
+    import pytorch_lightning as pl
+
+
+    class Denoiser(pl.LightningModule):
+        def __init__(self, steps=1000):
+            super().__init__()
+            self.net = nn.Linear(16, 16)
+            self.betas = torch.linspace(1e-4, 0.02, steps, device=self.device)
+
+        def training_step(self, batch, batch_idx):
+            t = torch.randint(0, len(self.betas), (batch.shape[0],), device=self.device)
+            noise = torch.randn_like(batch)
+            noisy = batch + self.betas[t].sqrt()[:, None] * noise
+            return ((self.net(noisy) - noise) ** 2).mean()
+"""
+
+
+def test_a_table_built_on_self_device_in_a_lightning_init_stays_on_the_cpu() -> None:
+    assert _found(LIGHTNING_INIT) == [(11, "DL102"), (16, "DL116")]
+
+
+def test_lightning_init_twin_with_a_buffer_is_clean() -> None:
+    fixed = LIGHTNING_INIT.replace(
+        "self.betas = torch.linspace(1e-4, 0.02, steps, device=self.device)",
+        'self.register_buffer("betas", torch.linspace(1e-4, 0.02, steps))',
+    )
+    assert _found(fixed) == []

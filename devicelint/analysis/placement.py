@@ -719,6 +719,15 @@ class _Interpreter(CallEvaluation):
             if stated is not None and stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
                 return stated
             if attr == "device":
+                if (
+                    self.building
+                    and self.analysis.is_lightning(self.cls)
+                    and "device" not in self.cls.methods
+                    and not any(assigned == "device" for assigned, _, _ in self.cls.assignments)
+                ):
+                    # a LightningModule's own `device` while it is built: the trainer has not moved
+                    # it yet, so it is still the CPU
+                    return Fact(DEVICE_VALUE, where="cpu", device_expr="self.device", spelled="object")
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
         if isinstance(node.value, cst.Name) and node.value.value == "self":
