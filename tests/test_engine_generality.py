@@ -432,3 +432,36 @@ def test_lightning_init_twin_with_a_buffer_is_clean() -> None:
         'self.register_buffer("betas", torch.linspace(1e-4, 0.02, steps))',
     )
     assert _found(fixed) == []
+
+
+# -- a parameter annotated with a plain class of the file is an instance of it ------------------
+
+ANNOTATED = """
+    import torch
+
+
+    class Smoother:
+        def __init__(self, width=3):
+            self.width = width
+
+        def apply(self, signal):
+            kernel = torch.ones(1, 1, self.width) / self.width
+            return torch.nn.functional.conv1d(signal, kernel, padding=self.width // 2)
+
+
+    def denoise(smoother: Smoother, signal, device):
+        return smoother.apply(signal.to(device))
+"""
+
+
+def test_a_method_of_an_annotated_instance_is_followed_with_the_caller_s_device() -> None:
+    assert _found(ANNOTATED) == [(10, "DL101")]
+    assert _messages(ANNOTATED) == [
+        "`torch.ones(...)` creates a CPU tensor in `apply` that meets the device tensor `signal` in "
+        "`torch.nn.functional.conv1d(signal, ke...`; pass `device=signal.device`"
+    ]
+
+
+def test_annotated_twin_that_builds_on_the_signal_s_device_is_clean() -> None:
+    fixed = ANNOTATED.replace("torch.ones(1, 1, self.width)", "torch.ones(1, 1, self.width, device=signal.device)")
+    assert _found(fixed) == []

@@ -199,6 +199,12 @@ class _Interpreter(CallEvaluation):
                 f.kind == DEVICE_VALUE and f.device is not None and f.device.is_accelerator for f, _ in stated
             ):
                 self.env[param.name.value] = default
+        for param in params if self.bound is None else ():
+            # `feature: OutputFeature`: an instance of a plain class of the file, whose methods
+            # are followed with their arguments
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            if isinstance(annotation, cst.Name) and annotation.value in self.analysis.plain_classes:
+                self.env[param.name.value] = Fact(UNKNOWN, instance=annotation.value)
         if self.bound is not None:
             star = func.params.star_arg
             for param in (*params, *([star] if isinstance(star, cst.Param) else [])):
