@@ -465,3 +465,25 @@ def test_a_method_of_an_annotated_instance_is_followed_with_the_caller_s_device(
 def test_annotated_twin_that_builds_on_the_signal_s_device_is_clean() -> None:
     fixed = ANNOTATED.replace("torch.ones(1, 1, self.width)", "torch.ones(1, 1, self.width, device=signal.device)")
     assert _found(fixed) == []
+
+
+# -- a comprehension's loop variable is what a `for` loop gives ----------------------------------
+
+COMPREHENSION = """
+    import torch
+    import torch.nn as nn
+
+
+    def score_chunks(device, count):
+        head = nn.Linear(8, 2).to(device)
+        chunks = [torch.randn(4, 8) for _ in range(count)]
+        return [head(chunk).softmax(-1) for chunk in chunks]
+"""
+
+
+def test_elements_fed_to_a_moved_module_in_a_comprehension_keep_their_place() -> None:
+    assert _found(COMPREHENSION) == [(8, "DL101")]
+
+
+def test_comprehension_twin_that_moves_each_chunk_is_clean() -> None:
+    assert _found(COMPREHENSION.replace("head(chunk)", "head(chunk.to(device))")) == []

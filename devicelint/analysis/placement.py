@@ -336,7 +336,7 @@ class _Interpreter(CallEvaluation):
         if stmt.orelse is not None:
             self._suite(stmt.orelse.body)
 
-    def _bind_loop_target(self, stmt: cst.For, iterable: Fact) -> None:
+    def _bind_loop_target(self, stmt: cst.For | cst.CompFor, iterable: Fact) -> None:
         target = stmt.target
         source = stmt.iter
         # enumerate(loader) / tqdm(loader) / iter(loader)
@@ -697,8 +697,10 @@ class _Interpreter(CallEvaluation):
         try:
             clause: cst.CompFor | None = node.for_in
             while clause is not None:
-                self._release_iterated(self._eval(clause.iter), clause.iter)
-                self._bind(clause.target, UNKNOWN_FACT)
+                iterable = self._eval(clause.iter)
+                self._release_iterated(iterable, clause.iter)
+                # `[self.model(b) for b in batches]`: the loop variable is what a `for` gives
+                self._bind_loop_target(clause, iterable)
                 for condition in clause.ifs:
                     self._eval(condition.test)
                 clause = clause.inner_for_in
