@@ -2,13 +2,15 @@
 
 Cells are joined so that facts flow between them as they do when the notebook runs (a model
 moved in one cell, a tensor made in the next). IPython magics and shell lines become `pass`
-at their indent (their backslash-continued lines blank), keeping line numbers and blocks; a
+at their indent (their backslash-continued lines blank), keeping line numbers and blocks, and
+an assignment from one (`files = !ls`, `t = %timeit -o f()`) keeps its target bound to `None`; a
 cell pasted with a leading indent is dedented, as IPython does; a cell that starts with a cell magic (`%%bash`) is skipped whole.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +23,11 @@ class CellLine:
     cell: int  # 1-based, counting every cell (markdown too), as the notebook shows them
     line: int  # 1-based within the cell
     indent: int = 0  # characters of leading indent removed from the line (IPython's leading_indent)
+
+
+# IPython's `files = !ls` / `out = %sx ls` (SystemAssign, MagicAssign): names or attributes,
+# comma-separated, then `=` and the magic.
+_MAGIC_ASSIGNMENT = re.compile(r"([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[%!]")
 
 
 class NotebookError(ValueError):
@@ -54,6 +61,9 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
                 # IPython joins a magic's backslash-continued lines into the magic itself.
                 continued = line.endswith("\\")
                 line = ""
+            elif (assigned := _MAGIC_ASSIGNMENT.match(stripped)) is not None:
+                continued = line.endswith("\\")
+                line = line[: len(line) - len(stripped)] + assigned.group(1) + " = None"
             elif stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
                 continued = stripped.startswith(("%", "!")) and line.endswith("\\")
                 # `pass`, not a blank line: a block that held only magics must stay a block.

@@ -292,3 +292,123 @@ def test_clean_files_stay_silent_for_these_rules() -> None:
         for f in lint_source(path.read_bytes(), str(path), options).findings
     ]
     assert noisy == []
+
+
+# ---------------------------------------------------------------------------- DL501 in tests
+
+RELOAD_AFTER_HANDLER = """
+import torch
+
+def check_resume(handler, model, path):
+    handler.save(model, path)
+    state = torch.load(path)
+    model.load_state_dict(state)
+"""
+
+
+@pytest.mark.parametrize(
+    "path", ["tests/handlers/test_resume.py", "pkg/resume_test.py", "tests/helpers.py", "conftest.py"]
+)
+def test_a_test_module_reloads_what_it_wrote_on_its_own_machine(path: str) -> None:
+    assert findings("DL501", RELOAD_AFTER_HANDLER, path=path) == []
+
+
+def test_the_same_reload_in_library_code_is_reported() -> None:
+    assert [line for line, _ in findings("DL501", RELOAD_AFTER_HANDLER, path="pkg/resume.py")] == [6]
+
+
+# ---------------------------------------------------------------------------- DL502 parameters
+
+RUN_ON = """
+import torch
+
+def run_on(device, n):
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return torch.zeros(n, device=device)
+
+def main():
+    run_on("cuda", 4)
+    run_on("cpu", 2)
+"""
+
+
+def test_a_device_parameter_every_caller_passes_a_plain_string_holds_those_strings() -> None:
+    assert findings("DL502", RUN_ON) == []
+
+
+def test_one_caller_passing_something_unresolved_keeps_the_parameter_open() -> None:
+    source = RUN_ON + "\n\ndef other(args):\n    run_on(args.device, 1)\n"
+    assert [line for line, _ in findings("DL502", source)] == [5]
+
+
+FIXTURE_PARAMETER = """
+import torch
+
+def test_tolerance(available_device):
+    tol = 1e-4 if available_device == "mps" else 1e-6
+    x = torch.ones(2, device=available_device)
+    assert x.sum().item() - 2 < tol
+"""
+
+
+def test_a_test_functions_parameters_are_fixtures_and_are_not_judged() -> None:
+    assert findings("DL502", FIXTURE_PARAMETER, path="tests/metrics/test_tolerance.py") == []
+    assert [line for line, _ in findings("DL502", FIXTURE_PARAMETER, path="pkg/tolerance.py")] == [5]
+
+
+LOAD_OR_BUILD = """
+import os
+import torch
+
+def calibration_set(tokenizer, texts, cache_file):
+    if os.path.exists(cache_file):
+        samples = torch.load(cache_file)
+        return samples
+    samples = [tokenizer(t, return_tensors="pt") for t in texts]
+    torch.save(samples, cache_file)
+    return samples
+
+
+def resume(model, path):
+    if os.path.isfile(path):
+        state = torch.load(path)
+        model.load_state_dict(state["model"])
+    torch.save({"model": model.state_dict()}, path)
+"""
+
+
+def test_a_load_or_build_cache_saves_what_it_loads_a_resume_does_not() -> None:
+    # The cache writes back the value it loads into; the resume writes another run's state.
+    assert [line for line, _ in findings("DL501", LOAD_OR_BUILD)] == [16]
+
+
+RANK_LOSS = """
+import torch
+
+
+class RankSort(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, targets, delta=0.5, eps=1e-10):
+        grads = torch.zeros(logits.shape).cuda()
+        return (grads + logits * delta + eps).sum()
+"""
+
+
+def test_dl107_names_an_input_without_a_default_not_a_number_parameter() -> None:
+    # `eps=1e-10` is a float; the inputs come first and have no default.
+    (line, message), *_ = findings("DL107", RANK_LOSS)
+    assert line == 8
+    assert message.endswith("use the input's device (`logits.device`)")
+
+
+def test_a_vocabulary_is_host_data() -> None:
+    source = """
+    import torch
+
+    def build(config):
+        answer_vocab = torch.load(config.answer_vocab_file)
+        weights = torch.load(config.weights_file)
+        return answer_vocab, weights
+    """
+    assert [line for line, _ in findings("DL501", source)] == [6]

@@ -245,6 +245,25 @@ def test_dl205_every_rank_on_gpu0_unless_set_device() -> None:
     assert lint(fixed.replace("DDP(model)", "DDP(model, device_ids=[3])"), DdpDeviceSetup) == ()
 
 
+def test_dl205_set_device_under_the_same_condition_as_the_wrapper_counts() -> None:
+    source = (
+        "import torch\nimport torch.distributed as dist\nimport torch.nn as nn\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+        "def main(args):\n"
+        "    if args.distributed:\n"
+        "        torch.cuda.set_device(args.local_rank)\n"
+        '        dist.init_process_group("nccl")\n'
+        "    model = nn.Linear(8, 8).cuda()\n"
+        "    if args.distributed:\n"
+        "        model = DDP(model)\n"
+        "    return model\n"
+    )
+    assert lint(source, DdpDeviceSetup, torch_version="2.4") == ()
+    # under another condition the branches are not taken together
+    other = source.replace("    if args.distributed:\n        model = DDP", "    if args.wrap:\n        model = DDP")
+    assert [f.line for f in lint(other, DdpDeviceSetup, torch_version="2.4")] == [13]
+
+
 def test_dl205_silent_on_rank_device_and_cpu_gloo() -> None:
     source = (
         "import torch.distributed as dist\nimport torch.nn as nn\nimport torch.nn.parallel as par\n\n\n"

@@ -72,6 +72,40 @@ def test_backslash_continued_shell_lines_are_part_of_the_shell_line() -> None:
     assert (origin[5].cell, origin[5].line) == (1, 6)
 
 
+def test_assignments_from_magics_keep_their_target_and_the_notebook_linted(tmp_path: Path) -> None:
+    # `out = !cmd` and `t = %magic` are IPython assignments (a false DL000 on tutorial
+    # notebooks that hid every other finding); the target stays bound, its value unknown.
+    cells = [
+        [
+            "import torch\n",
+            "if True:\n",
+            "    pkgs = !pip list | grep torch\n",
+            "first, rest = %sx echo a \\\n",
+            "    b\n",
+            "self_cfg.tag = !git rev-parse HEAD\n",
+        ],
+        ["ratio = 3 % 2\n", "state = torch.load('w.pt')\n"],
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "source": c} for c in cells],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    source, _ = virtual_source(json.dumps(notebook).encode())
+    assert source.splitlines()[:6] == [
+        "import torch",
+        "if True:",
+        "    pkgs = None",
+        "first, rest = None",
+        "",
+        "self_cfg.tag = None",
+    ]
+    (tmp_path / "setup.ipynb").write_text(json.dumps(notebook))
+    rows = _json(["--no-cache", str(tmp_path)])
+    assert [(r["code"], r["cell"], r["line"]) for r in rows] == [("DL501", 2, 2)]
+
+
 def test_a_cell_pasted_with_a_leading_indent_is_dedented_as_ipython_does(tmp_path: Path) -> None:
     # IPython strips the first line's indent from every line of the cell; the cell is valid.
     cells = [["import torch\n"], ["    def load(path):\n", "        return torch.load(path)\n"]]

@@ -457,3 +457,122 @@ def test_dl401_one_finding_per_statement() -> None:
         "        optimizer.zero_grad()\n", "        print(loss.item(), loss.float().item(), float(loss))\n"
     )
     assert [(line, code) for line, code, _ in lint("DL401", source)] == [(11, "DL401")]
+
+
+GRADIENT_CHECK = """\
+import torch
+
+
+class TestCompile:
+    def test_losses_go_down(self):
+        model = torch.nn.Linear(3, 1).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for _ in range(4):
+            loss = model(torch.rand(8, 3, device="cuda")).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert losses[-1] < losses[0]
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "lines"),
+    [
+        ("tests/test_compile.py", GRADIENT_CHECK, []),
+        ("pkg/compile_test.py", GRADIENT_CHECK, []),
+        ("pkg/compile.py", GRADIENT_CHECK, [13]),
+        # a check script named as a test runs once, defining no test functions
+        ("pkg/bottleneck/test.py", GRADIENT_CHECK.replace("def test_losses_go_down", "def losses_go_down"), []),
+        # a training script kept under tests/, defining no tests, is still training
+        ("tests/train_tp.py", GRADIENT_CHECK.replace("def test_losses_go_down", "def losses_go_down"), [13]),
+    ],
+)
+def test_a_test_modules_loops_are_checks_not_training(path: str, source: str, lines: list[int]) -> None:
+    rule = find_rule("DL401")
+    assert rule is not None
+    result = lint_source(source, path, EngineOptions(rules=(rule,)))
+    assert [f.line for f in result.findings] == lines
+
+
+WARMUP_BY_STEP = """\
+import torch
+
+
+def train(model, loader, optimizer, device, epochs, warmup):
+    best = 0
+    for epoch in range(best, epochs):
+        for i, (x, y) in enumerate(loader):
+            step = i + epoch * len(loader)
+            if step <= warmup:
+                optimizer.param_groups[0]["lr"] = 0.1 * step / warmup
+            loss = model(x.to(device), y.to(device)).sum()
+            loss.backward()
+            optimizer.step()
+            best = loss.detach()
+"""
+
+
+def test_range_and_enumerate_indices_are_python_ints() -> None:
+    # `epoch` iterates `range(best, ...)` and `i` is enumerate's index: ints, whatever `best` and
+    # the batches later hold, so the warm-up test reads no device value.
+    assert lint("DL401", WARMUP_BY_STEP) == []
+    tensor_bound = WARMUP_BY_STEP.replace("for epoch in range(best, epochs):", "for epoch in best:")
+    assert [line for line, _, _ in lint("DL401", tensor_bound)] == [9]
+
+
+SHADOWED_BY_COMPREHENSION = """\
+import torch
+
+
+def train(model, loader, optimizer, device, sizes, warmup, log):
+    for step, (images, labels) in enumerate(loader):
+        size, test_size = [max(x, 32) for x in sizes]
+        if size <= warmup:
+            optimizer.param_groups[0]["lr"] = 0.1
+        loss = model(images.to(device), labels.to(device)).sum()
+        loss.backward()
+        optimizer.step()
+        for x, tag in zip([loss.detach()], ["loss"]):
+            log(tag, x)
+        values = [v.item() for v in (loss, loss * 2)]
+"""
+
+
+def test_a_comprehension_variable_is_its_own_name() -> None:
+    # `x` in `[max(x, 32) for x in sizes]` is not the loop's device `x`: `size` is a number,
+    # while `v.item()` on the comprehension's device values is still a sync.
+    assert [line for line, _, _ in lint("DL401", SHADOWED_BY_COMPREHENSION)] == [14]
+
+
+AMP_OR_FULL = """\
+import torch
+
+
+def train_one_epoch(model, criterion, loader, optimizer, loss_scaler, use_amp, device):
+    for samples, targets in loader:
+        samples, targets = samples.to(device), targets.to(device)
+        if use_amp:
+            with torch.autocast("cuda"):
+                loss = criterion(model(samples), targets)
+        else:
+            loss = criterion(model(samples), targets)
+        if use_amp:
+            loss_scaler(loss, optimizer)
+        else:
+            loss.backward()
+            optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_backward_in_the_else_of_the_autocast_test_never_sees_an_autocast_loss() -> None:
+    # `if use_amp: with autocast(): loss = ...` and, under the same test, `else: loss.backward()`:
+    # the plain backward only runs on the full-precision path.
+    assert lint("DL301", AMP_OR_FULL) == []
+    other_test = AMP_OR_FULL.replace(
+        "        if use_amp:\n            loss_scaler", "        if scaled:\n            loss_scaler"
+    )
+    other_test = other_test.replace("use_amp, device", "use_amp, device, scaled=True")
+    assert [line for line, _, _ in lint("DL301", other_test)] == [15]

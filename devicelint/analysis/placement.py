@@ -437,18 +437,22 @@ class _Interpreter(CallEvaluation):
                 self.env[key] = Fact(MODULE, where=where, device_expr=fact.device_expr, device=fact.device)
 
     def _write(self, target: cst.Subscript, value: Fact, value_node: cst.BaseExpression) -> None:
-        """`masks[i, :n] = cpu_tensor` or `scores[~cpu_mask] = v` into a device tensor: the CPU
-        tensor (the written values or a mask) has to cross to the device on every write."""
+        """`scores[rows] = cpu_tensor` into a device tensor: advanced indexing (`index_put_`)
+        needs the written values on the destination's device."""
         destination = self._eval(target.value)
         if not devicey(destination):
             return
         if isinstance(target.value, cst.Name) and destination is self.params.get(target.value.value):
             return  # a parameter only assumed to be on the device: copying into it is fine
         # A CPU index tensor or boolean mask is fine (PyTorch moves it); the written values are not.
+        advanced = False
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
-                self._eval(element.slice.value)
-        if cpu_side(value, allow_scalar=False) and compatible(value, destination):
+                index = self._eval(element.slice.value)
+                advanced = advanced or _advanced_index(element.slice.value, index)
+        # Basic indexing alone (integers, slices, `...`, `None`) writes through a view with
+        # `copy_`, which copies across devices: `out[0, :2] = torch.tensor([1, 2])` is fine.
+        if advanced and cpu_side(value, allow_scalar=False) and compatible(value, destination):
             self._record(value, value_node, destination, target.value, target, "op")
 
     def _return(self, value: cst.BaseExpression) -> None:
@@ -1084,6 +1088,14 @@ def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
             data = data.elements[0].value
         return depth == len(node.slice) and depth > 0
     return False
+
+
+def _advanced_index(node: cst.BaseExpression, index: Fact) -> bool:
+    """An index that makes `t[...] = v` an `index_put_` rather than a view's `copy_`: a tensor,
+    a list or tuple of indices, or Python data (`rows = [0, 2]`)."""
+    if isinstance(node, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+        return True
+    return index.is_tensor or index == PY_DATA
 
 
 def _is_none(node: cst.BaseExpression) -> bool:

@@ -8,6 +8,7 @@ supplied by the interpreter; the state's types come from `placement_program.py`,
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from devicelint.analysis.host_modules import (
     library_model,
     loaded_builder,
 )
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -107,6 +108,10 @@ GATHERING_FUNCTIONS = frozenset(
     }
 )
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
+
+
+# The legacy CPU tensor types (`torch.LongTensor`, `"torch.FloatTensor"`): `.type()` to one moves to the CPU.
+_CPU_TENSOR_TYPE = re.compile(r"torch\.[A-Z][A-Za-z]*Tensor")
 
 
 class CallEvaluation:
@@ -682,6 +687,10 @@ class CallEvaluation:
             if not (isinstance(target, cst.SimpleString) or qualified.startswith("torch.")):
                 # `labels.type(LongTensor)` with `LongTensor = torch.cuda.LongTensor if cuda else ...`
                 return UNKNOWN_FACT
+            spelled = literal_value(target) if isinstance(target, cst.SimpleString) else qualified
+            if isinstance(spelled, str) and _CPU_TENSOR_TYPE.fullmatch(spelled):
+                # `y.type(torch.LongTensor)`: a CPU tensor type, so a copy on the CPU
+                return self._move(call, receiver, "cpu")
         if method in NON_TENSOR_METHODS:
             return NUMBER if method == "item" else PY_DATA if method in ("tolist", "numpy") else UNKNOWN_FACT
         # Every other tensor method keeps its result where the receiver is.

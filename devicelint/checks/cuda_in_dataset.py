@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.modules import dataset_classes, methods
+from devicelint.analysis.modules import dataset_classes, methods, module_classes
 from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
@@ -184,12 +184,32 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
                     passed.add(arg.value.value)
                 elif arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Call):
                     built += _returned_functions(ctx, arg.value)
+    # A model's own `_collate_*` helper runs in the main process, next to its parameters, unless
+    # the file installs it as a loader's collate function (`loader.collate_fn = self.collate`).
+    installed = _installed_collate_methods(ctx)
+    model_methods = {
+        id(m) for cls in module_classes(ctx).values() for name, m in methods(cls).items() if name not in installed
+    }
     found = [
         f
         for f in ctx.index.of_type(cst.FunctionDef)
-        if f.name.value in passed or ("collate" in f.name.value.lower() and not f.name.value.startswith("test"))
+        if f.name.value in passed
+        or ("collate" in f.name.value.lower() and not f.name.value.startswith("test") and id(f) not in model_methods)
     ]
     return found + [f for f in built if f not in found]
+
+
+def _installed_collate_methods(ctx: FileContext) -> set[str]:
+    """Methods the file hands over as a collate function: `collate_fn=self.collate` (to any
+    call) or `loader.collate_fn = self.collate`."""
+    values: list[cst.BaseExpression] = []
+    for arg in ctx.index.of_type(cst.Arg):
+        if arg.keyword is not None and arg.keyword.value == "collate_fn":
+            values.append(arg.value)
+    for assign in ctx.index.of_type(cst.Assign):
+        if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "collate_fn" for t in assign.targets):
+            values.append(assign.value)
+    return {v.attr.value for v in values if isinstance(v, cst.Attribute)}
 
 
 def _returned_functions(ctx: FileContext, factory: cst.Call) -> list[cst.FunctionDef]:
@@ -338,7 +358,7 @@ class CudaInDataset(Rule):
     or classes that serve items (`__getitem__`/`__iter__`) from a base named `...Dataset`
     imported from elsewhere; collate functions are those passed as `collate_fn=` to a
     `DataLoader` in the file (also the nested function a factory of the file returns,
-    `collate_fn=make_collate(tok)`) or whose name contains `collate` (a test function such as `test_collate_pads` is not one), and the file's functions
+    `collate_fn=make_collate(tok)`) or whose name contains `collate` (a test function such as `test_collate_pads` is not one, nor a method of an `nn.Module`, which runs in the main process next to its parameters, unless the file installs it as a collate function: `loader.collate_fn = self.collate`), and the file's functions
     they call (a `device` parameter judged by what every call passes). Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions, not into other files.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker

@@ -105,7 +105,11 @@ class DdpDeviceSetup(Rule):
     device-like argument when the function moves other tensors to a GPU itself; and not handed
     to other code before wrapping. `self.model` built in `__init__` and wrapped in another method
     counts when no other method of the class (which has no base class) moves or hands it on. A `set_device` in another function counts when it is not under an `if` or a loop;
-    one in the wrapping function counts only on the way to the wrapper. The missing-`device_ids`
+    one in the wrapping function counts only on the way to the wrapper (also under an `if` with
+    the same test as one around the wrapper: `if args.distributed:` twice). A model on the current
+    device (`.cuda()`, `"cuda"`) wrapped with per-rank `device_ids` is judged only in a file that
+    calls `init_process_group` itself: otherwise the distributed set-up, and the `set_device`
+    it usually makes, lives in another module. The missing-`device_ids`
     case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
     taken to need a newer torch. `init_process_group`
@@ -266,8 +270,8 @@ class DdpDeviceSetup(Rule):
             has_ids and device_ids_first(resolver, site.device_ids) is None and not _literal_list(site.device_ids)
         )
         if per_rank_ids:
-            if last.is_current and set_device_called(ctx, site.call):
-                return None
+            if last.is_current and (set_device_called(ctx, site.call) or not _initialises_process_group(ctx)):
+                return None  # per-rank ids, and `set_device` here or in the module that sets up the group
             ids = short(ctx, site.device_ids)  # type: ignore[arg-type]  # explicit `device_ids`, checked above
             where = (
                 "cuda:0 in every process (the current device, and nothing calls `torch.cuda.set_device`)"
@@ -361,6 +365,13 @@ def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: 
 _INIT_PROCESS_GROUP = frozenset(
     {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
 )
+
+
+def _initialises_process_group(ctx: FileContext) -> bool:
+    """The file calls `init_process_group` itself: its distributed set-up, `set_device` included,
+    is visible here. A file that only wraps (`init_dist(...)` of a helper module) is not judged
+    on the current device."""
+    return any(ctx.qualified_name(call.func) in _INIT_PROCESS_GROUP for call in ctx.index.of_type(cst.Call))
 
 
 def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:

@@ -11,6 +11,7 @@ from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_settings
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -278,18 +279,39 @@ class DeviceValues:
                 return DeviceValue(PARAMETER, evidence=f"`{name}` defaults to a `torch.device`", may_be_object=True)
             if default is not None and default.kind == STRING:
                 return DeviceValue(CONFIGURED, default.text)
-        if not device_like_name(name):
-            return None
+        if not device_like_name(name) or _pytest_test(self.ctx, function):
+            return None  # a test function's parameters are fixtures, whose values this file does not show
         return self._from_callers(function, param, depth) or DeviceValue(PARAMETER)
 
     def _from_callers(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> DeviceValue | None:
-        """What same-file callers show about a parameter: a `torch.device` or an indexed string."""
+        """What same-file callers show about a parameter: a `torch.device` or an indexed string,
+        or, when every caller passes an index-less device string, a configured string."""
+        passed_strings: list[str | None] = []
         for caller, passed in self._callers(function, param, depth):
             if passed.kind == OBJECT:
                 return DeviceValue(PARAMETER, evidence=f"`{caller}` passes a `torch.device`", may_be_object=True)
             if passed.kind == STRING and passed.text is not None and ":" in passed.text:
                 return DeviceValue(PARAMETER, evidence=f"`{caller}` passes an indexed device")
+            passed_strings.append(passed.text if passed.kind == STRING else None)
+        if passed_strings and None not in passed_strings and self._all_calls_seen(function, len(passed_strings)):
+            return DeviceValue(CONFIGURED)  # `run("cuda")`, `run("cpu")`: the strings the callers pass
         return None
+
+    def _all_calls_seen(self, function: cst.FunctionDef, seen: int) -> bool:
+        """Every same-file call of `function` by name passed a value that was resolved."""
+        name = function.name.value
+        calls = 0
+        for call in self.ctx.index.of_type(cst.Call):
+            func = call.func
+            called = (
+                func.value
+                if isinstance(func, cst.Name)
+                else func.attr.value
+                if isinstance(func, cst.Attribute)
+                else None
+            )
+            calls += called == name
+        return calls == seen
 
     def _callers(self, function: cst.FunctionDef, param: cst.Param, depth: int) -> Iterator[tuple[str, DeviceValue]]:
         """(caller name, value passed for `param`) for the same-file calls of `function`."""
@@ -400,6 +422,11 @@ def _from_engine(fact: Fact) -> DeviceValue:
     if device is not None and not device.literal:
         return DeviceValue(STRING, INDEXED if device.type is not None else None)
     return DeviceValue(STRING, device.text if device is not None else None)
+
+
+def _pytest_test(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    """`def test_x(available_device):` in a test module: pytest fills the parameters from fixtures."""
+    return function.name.value.startswith("test") and is_test_path(ctx.path)
 
 
 def _param(function: cst.FunctionDef, name: str) -> cst.Param | None:
@@ -536,7 +563,9 @@ class DeviceComparedToStringOrBareType(Rule):
     exact indexed device (`device == "cuda:0"`) is taken as deliberate, as is a condition
     that also tests an indexed form (`str(d) == "cuda:0" or str(d) == "cuda"`). Values are
     followed through assignments in one function, `self` attributes and same-file callers,
-    not across files.
+    not across files. A `device` parameter that every same-file call passes an index-less string
+    (`run("cuda")`) holds those strings; the parameters of a test function in a test module are
+    pytest fixtures, whose values the file does not show, and are not judged.
     """
 
     code = "DL502"

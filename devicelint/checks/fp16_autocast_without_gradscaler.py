@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.branches import never_together
 from devicelint.analysis.training.helpers import (
     BACKWARD,
     OPTIMIZER_STEP,
@@ -95,7 +96,9 @@ class Fp16AutocastWithoutGradscaler(Rule):
 
     ## Known limits
     The loss, the backward and the optimizer step must be in one function (the step may be in
-    another method of the same class). A scope that calls `scaler.scale(...)` anywhere is trusted,
+    another method of the same class). A backward in the `else:` of an `if` whose test is the
+    test of the `if` around the autocast (`if use_amp:` twice) runs only on the full-precision
+    path and is not reported. A scope that calls `scaler.scale(...)` anywhere is trusted,
     unless every `GradScaler` the file assigns to that scaler is built with a literal
     `enabled=False` (then `scale()` passes the loss through). Autocast entered through a
     function of the file (a `@contextmanager`, a method returning `torch.autocast(...)`) counts,
@@ -143,6 +146,8 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     under = inside(ctx, call, autocast.node)
                     if not under and (owner is None or not read_names(ctx, owner) & losses):
                         continue
+                    if not under and never_together(ctx, autocast.node, call):
+                        continue  # `if use_amp: with autocast(): ...` and `else: loss.backward()`
                     if not under and rank[id(call)] < _first_call_after(ctx, autocast.node, rank):
                         continue
                     reported.add(id(call))

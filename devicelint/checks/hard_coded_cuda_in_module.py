@@ -270,5 +270,8 @@ def _reusable_device(ctx: FileContext, node: cst.CSTNode, function: cst.Function
         return f"{loop}.device"
     if tensors:
         return f"{tensors[0]}.device"
-    params = [p.name.value for p in function.params.params if p.name.value not in ("self", "cls", "ctx")]
-    return f"{params[-1]}.device" if params else "p.device"
+    # The inputs come first and have no default (`eps=1e-10`, `closure=None` are no tensors).
+    params = [
+        p.name.value for p in function.params.params if p.name.value not in ("self", "cls", "ctx") and p.default is None
+    ]
+    return f"{params[0]}.device" if params else "p.device"

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import StepRegion, in_logging_condition
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
@@ -143,7 +144,10 @@ class HostSyncInTrainingLoop(Rule):
     conditions), with a callee's parameters that its callers pass device tensors (a value placed on
     the device, the loss or a model output, a moved tensor) taken for device tensors. A helper
     that evaluates (`model.eval()`, `no_grad`) is not step code unless the step backpropagates
-    what it returns (a loss module with a `no_grad` block for its diagnostics). A loop or
+    what it returns (a loss module with a `no_grad` block for its diagnostics). A test module
+    (`test_*.py`, `*_test.py`, a `test.py` check script, or a file under `tests/` that defines
+    `test_*` functions or methods) is not read: its backward checks gradients and its loops
+    compare results; a training script kept under `tests/` still is. A loop or
     comprehension variable formatted into a string is not reported. An early exit counts as a
     logging condition only when it lets few steps through (`if step % k != 0: return`), not a
     resume skip (`if epoch == first and step < resume_step: continue`). One statement gives
@@ -165,6 +169,8 @@ class HostSyncInTrainingLoop(Rule):
     tokens = ("backward", "training_step", "Optimizer")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if defines_tests(ctx.path, ctx.module):
+            return  # a test's backward checks gradients; its loops are not training
         done: set[int] = set()  # statements already reported: one finding per statement
         for region in step_code(ctx):
             hot = hot_values(ctx, region)

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import (
     ClassFacts,
     added_elements,
@@ -129,9 +130,12 @@ class TensorAttributeNotRegistered(Rule):
     `cuda` or `_apply` is read for the `self.<name>` it touches (and the methods of the class it
     calls); one that reaches attributes generically (`vars(self)`, `getattr`, `setattr`)
     silences the class, and so do state-dict hooks. Tensors whose every use moves them
-    (`self.pe.to(x.device)`, also through a loop over a list), reads them on the host
-    (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), tensors handed to a
-    function or method of the file that moves that parameter itself (`w = w.to(x)`), tensors
+    (`self.pe.to(x.device)`, `self.mean.type_as(x)`, also through a loop over a list), reads them on the host
+    (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), copy them into a
+    device tensor (`out[:n].copy_(self.table)`, which copies across devices), tensors handed to a
+    function or method of the file that moves that parameter itself (`w = w.to(x)`), tensors only
+    handed to a helper of the file's own project (a relative import, or a package named in the
+    file's path), which the file cannot see and which may move them, tensors
     that only pick from a Python list (`self.items[self.index]`), 0-dim tensors (also
     `torch.tensor(v)` under `isinstance(v, float)`), which PyTorch lets meet device tensors,
     caches left empty by `__init__` (`torch.empty(0, ...)`) or rebuilt when their `.device`
@@ -445,7 +449,7 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
             continue
         parent = ctx.index.parent(node)
         call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
-        if call is not None and move_call(call) not in (None, "cpu"):
+        if call is not None and (move_call(call) not in (None, "cpu") or _takes_device_of_argument(call)):
             return True
         clause = ctx.index.parent(node)
         if isinstance(clause, cst.CompFor) and clause.iter is node:
@@ -456,6 +460,16 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
     return False
 
 
+def _takes_device_of_argument(call: cst.CSTNode) -> bool:
+    """`self.mean.type_as(x)`: the result lives on `x`'s device (and has its dtype)."""
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "type_as"
+        and len(call.args) == 1
+    )
+
+
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
     """Whether a method other than `__init__` uses `self.<attr>` in a computation."""
     return any(
@@ -464,6 +478,7 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
         and not _safe_read(ctx, node)
         and not _picks_from_python_data(ctx, facts, node)
         and not _moved_by_the_callee(ctx, facts, node)
+        and not _handed_to_project_code(ctx, node)
         for name, node, method in facts.references
     )
 
@@ -568,6 +583,42 @@ def _picks_from_python_data(ctx: FileContext, facts: ClassFacts, node: cst.CSTNo
     return bool(values) and all(container_kind(ctx, v) is not None for v in values)
 
 
+def _handed_to_project_code(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`util.add_boundaries(x, mask, self.bos)` with `util` imported from the file's own
+    project (a relative import, or a package named in the file's path): a helper the file does
+    not show, which may move the tensor itself (as same-file helpers often do)."""
+    arg = ctx.index.parent(node)
+    call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or arg.star:  # type: ignore[union-attr]  # a call: `arg` is its Arg
+        return False
+    root = call.func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return isinstance(root, cst.Name) and root.value in _project_imports(ctx)
+
+
+def _project_imports(ctx: FileContext) -> frozenset[str]:
+    """Names the file imports from its own project: relative imports, and imports whose
+    top-level package is a folder of the file's path (`allennlp/...` importing `allennlp.nn`)."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        folders = set(c.path.replace("\\", "/").split("/")[:-1])
+        names: set[str] = set()
+        for statement in c.index.of_type(cst.ImportFrom):
+            module = dotted_name(statement.module) if statement.module is not None else None
+            own = bool(statement.relative) or (module is not None and module.split(".")[0] in folders)
+            if own and not isinstance(statement.names, cst.ImportStar):
+                names.update((a.asname.name.value if a.asname else dotted_name(a.name) or "") for a in statement.names)  # type: ignore[union-attr]  # asname holds a Name
+        for statement in c.index.of_type(cst.Import):
+            for alias in statement.names:
+                module = dotted_name(alias.name) or ""
+                if module.split(".")[0] in folders:
+                    names.add(alias.asname.name.value if alias.asname else module.split(".")[0])  # type: ignore[union-attr]  # as above
+        return frozenset(names - {""})
+
+    return ctx.shared("tensor_attribute_not_registered.project_imports", build)
+
+
 def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode) -> bool:
     """`helper(x, self.doas)` where the file's `helper` moves that parameter itself
     (`doas = doas.to(x.device)`, `w = w.to(x)`, `torch.as_tensor(w, device=x.device)`)."""
@@ -666,6 +717,8 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
             and isinstance(ctx.index.parent(call), cst.For)
         ):
             return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]  # a For, checked above
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "copy_":
+            return True  # `out[:, :n].copy_(self.table)`: `copy_` copies across devices
         # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
         placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
         return placed or (isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS)

@@ -37,7 +37,9 @@ class TensorCreatedOffDevice(Rule):
     `torch.ones(n, n).tril()`, `torch.zeros(layers, batch, hidden)`, `torch.eye(n)`,
     `torch.tensor(0.)` used as an accumulator...) in code that runs on the device, when that
     tensor then meets a device tensor in an operation, is passed to a module, is written into a
-    device tensor (as the values written), or is returned from `forward`.
+    device tensor through an index tensor or list (`out[rows] = t`, an `index_put_`), or is
+    returned from `forward`. A write through integers, slices, `...` and `None` alone
+    (`out[0, :2] = t`) fills a view with `copy_`, which copies across devices, and is fine.
     Device code is a module's `forward` path and the helpers it calls (methods, static
     methods, module-level functions, `self(...)` and the `forward` of submodules defined in the
     file), Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function

@@ -8,6 +8,7 @@ import libcst as cst
 from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -59,9 +60,11 @@ class TorchLoadWithoutMapLocation(Rule):
       `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
       `tmp`/`temp`, such as a test's `tmp_path`);
     - a file the same function (or the same module-level script) saved just before: a
-      round trip in one process;
+      round trip in one process; or a load-or-build cache, where the function saves to the same
+      path the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`);
     - training data: a result assigned to a name that says data (`train_data`,
-      `vectors`) from a path that says nothing of checkpoints, with no use that loads weights;
+      `vectors`, `answer_vocab`) from a path that says nothing of checkpoints, with no use that
+      loads weights;
     - a file that every `torch.save` of this file writing the same name (a file-name literal
       such as `"rng.pth"`, or a constant such as `SCALER_NAME`) fills with host values:
       `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, or a state
@@ -73,6 +76,9 @@ class TorchLoadWithoutMapLocation(Rule):
       `random.setstate`), `torch.from_numpy` (also when the next statements rebind the name:
       `x = torch.from_numpy(x[k])`);
     - a load inside a `Dataset` class, which reads training data, not checkpoints;
+    - a load in a test module (`test_*.py`, `*_test.py`, `conftest.py`, or under `tests/`): a
+      test reads back what it, a handler it drives or its fixtures wrote, or data committed
+      next to it, on the machine that runs it;
     - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
       `map_location=`: the code already decided where tensors go without a GPU.
 
@@ -89,6 +95,8 @@ class TorchLoadWithoutMapLocation(Rule):
     fix_availability = "unsafe"
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if is_test_path(ctx.path):
+            return  # a test reloads what it or its fixtures wrote on the machine that runs it
         payloads = None
         for call in ctx.index.of_type(cst.Call):
             if ctx.qualified_name(call.func) not in LOADERS:
@@ -281,7 +289,21 @@ HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 NEUTRAL_CALLS = frozenset({"len", "isinstance", "print", "type", "sorted", "list"})
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 # Whole words of a name (`train_data`, `val_tokens`; not `metadata`).
-DATA_WORDS = frozenset({"data", "dataset", "samples", "features", "tokens", "vectors", "inputs", "targets", "labels"})
+DATA_WORDS = frozenset(
+    {
+        "data",
+        "dataset",
+        "samples",
+        "features",
+        "tokens",
+        "vectors",
+        "inputs",
+        "targets",
+        "labels",
+        "vocab",
+        "vocabulary",
+    }
+)
 CHECKPOINT_WORDS = ("ckpt", "checkpoint", "model", "weight", "state", "resume", "pretrained")
 _FILE_NAME = re.compile(r"\w\.\w{1,8}$")
 
@@ -335,22 +357,28 @@ class Payloads:
 
     def _round_trip(self, call: cst.Call) -> bool:
         """The same function saved the file just before: one process writes and reads it back,
-        so tensors return to devices that exist."""
+        so tensors return to devices that exist. Or the function is a load-or-build cache: it
+        saves the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`)."""
         if not call.args:
             return False
         function = self.ctx.index.enclosing_function(call)
         source = self.ctx.code_for(call.args[0].value)
         keys = self._path_keys(call.args[0].value, call)
         position = self._position(call)
+        loaded = self._assigned_name(call)
         for save in self._all_saves():
             if len(save.args) < 2 or self.ctx.index.enclosing_function(save) is not function:
                 continue
-            if self._position(save) >= position:
-                continue  # written after the load: another file with the same name
-            if save.args[1].value is not None and (
+            same_path = save.args[1].value is not None and (
                 self.ctx.code_for(save.args[1].value) == source or keys & self._path_keys(save.args[1].value, save)
-            ):
+            )
+            if not same_path:
+                continue
+            if self._position(save) < position:
                 return True
+            saved = save.args[0].value
+            if loaded is not None and isinstance(saved, cst.Name) and saved.value == loaded:
+                return True  # a cache of this function's own value, not a checkpoint of another run
         return False
 
     # -- where the load is ---------------------------------------------------------------

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.branches import taken_together
 from devicelint.analysis.index import iter_children
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
@@ -152,8 +153,23 @@ def set_device_called(ctx: FileContext, at: cst.CSTNode | None = None) -> bool:
             and scope_of(ctx, a) is root
             and a is not getattr(root, "body", None)
         ]
-        if all(id(block) in around for block in blocks):
+        if all(id(block) in around or _same_condition(ctx, block, at) for block in blocks):
             return True
+    return False
+
+
+def _same_condition(ctx: FileContext, block: cst.CSTNode, at: cst.CSTNode) -> bool:
+    """`block` is the body of `if <test>:` and `at` sits in the body of another `if` with the
+    same test (`if args.distributed: set_device(...)` ... `if args.distributed: DDP(...)`): the
+    two branches are taken together."""
+    owner = ctx.index.parent(block)
+    return isinstance(owner, cst.If) and owner.body is block and taken_together(ctx, owner, at)
+    test = ctx.code_for(owner.test)
+    child: cst.CSTNode = at
+    for ancestor in ctx.index.ancestors(at):
+        if isinstance(ancestor, cst.If) and ancestor.body is child and ctx.code_for(ancestor.test) == test:
+            return True
+        child = ancestor
     return False
 
 

@@ -27,8 +27,22 @@ def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str], skip_ind
             flows.append((names, read_names(ctx, node.value, skip_index=skip_index)))
         elif isinstance(node, (cst.For, cst.CompFor)):
             # `for name, value in losses.items():` and `{k: v for k, v in losses.items()}`
-            flows.append((set(assigned_names(node.target)), read_names(ctx, node.iter, skip_index=skip_index)))
+            target = _non_index_target(node.target, node.iter)
+            if target is not None:
+                flows.append((set(assigned_names(target)), read_names(ctx, node.iter, skip_index=skip_index)))
     return closure(flows, seeds)
+
+
+def _non_index_target(target: cst.BaseExpression, iterated: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The part of a loop target that takes values of what is iterated: none for `range(...)`
+    (Python ints, even from a tensor bound), the second element for `enumerate(...)`."""
+    func = iterated.func if isinstance(iterated, cst.Call) else None
+    if isinstance(func, cst.Name) and func.value == "range":
+        return None
+    if isinstance(func, cst.Name) and func.value == "enumerate":
+        if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+            return target.elements[1].value
+    return target
 
 
 def closure(flows: list[tuple[set[str], set[str]]], seeds: set[str], backward: bool = False) -> set[str]:
@@ -104,6 +118,16 @@ def read_names(
             stack.extend(node.args)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             continue
+        elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            # A comprehension's variables are its own (`x` in `[f(x) for x in sizes]` is not the
+            # function's `x`); what they hold comes from the iterables, which are read.
+            bound: set[str] = set()
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                bound.update(assigned_names(clause.target))
+                clause = clause.inner_for_in
+            for child in iter_children(node):
+                names |= read_names(ctx, child, skip_moves, skip_fields, skip_index) - bound
         elif isinstance(node, cst.CompFor):
             # `for q in state["Q"]` reads its iterable, not its target.
             stack.extend(n for n in (node.iter, *node.ifs, node.inner_for_in) if n is not None)
