@@ -182,6 +182,51 @@ def built_on_host(ctx: FileContext, call: cst.Call, constructed: str, scope: cst
     return isinstance(call.func, cst.Name) and _owns_cpu_parameters(ctx, constructed)
 
 
+def loaded_builder(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> str | None:
+    """The builder's name when `call` builds, on the CPU, a model that the code then loads
+    weights into: `net = hourglass(num_stacks=args.stacks)` followed by
+    `net.load_state_dict(...)` in the same function. The builder is a function imported from
+    another package (its body is unknown; a class is not trusted, as its constructor may place
+    the model's stages itself), and nothing handed to it could carry a device: no
+    `device=`-like keyword, no `**kwargs`, no whole settings object (`build(cfg)` may place the
+    model where `cfg.MODEL.DEVICE` says), no value whose name mentions a device."""
+    qualified = ctx.qualified_name(call.func) or ""
+    if not qualified or qualified.startswith("torch.") or "." not in qualified:
+        return None
+    if not qualified.rsplit(".", 1)[-1][:1].islower():
+        return None  # a class of elsewhere may place its own stages in `__init__` (a split model)
+    if _sets_default_device(ctx) or under_placing_context(ctx, call, scope):
+        return None
+    for arg in call.args:
+        if arg.star or (arg.keyword is not None and arg.keyword.value in _PLACING_KEYWORDS):
+            return None
+        if isinstance(arg.value, cst.Name) and arg.value.value not in ("True", "False", "None"):
+            return None  # a whole object handed on: it may say where to build
+        text = (dotted_name(arg.value) or "").lower()
+        if any(word in text for word in _DEVICE_WORDS):
+            return None
+    parent = ctx.index.parent(call)
+    if not isinstance(parent, cst.Assign) or len(parent.targets) != 1:
+        return None
+    target = parent.targets[0].target
+    if not isinstance(target, cst.Name):
+        return None
+    for node in ctx.index.walk(scope):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "load_state_dict"
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == target.value
+        ):
+            return qualified.rsplit(".", 1)[-1]
+    return None
+
+
+# Names of values that may say where to build a model.
+_DEVICE_WORDS = ("device", "cuda", "gpu", "rank", "accelerator")
+
+
 def has_parameters(layer: str, call: cst.Call) -> bool:
     """Whether a `torch.nn` layer built by `call` has parameters or buffers (losses, activations,
     pooling and containers may have none; `affine=False` norms have none)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
@@ -10,6 +12,18 @@ from devicelint.analysis.vocabulary import MODULE_BASES as MODULE_BASES
 from devicelint.context import FileContext
 from devicelint.project.view import ImportedClass
 
+# Libraries whose capitalised classes are `nn.Module`s, by qualified-name prefix (a class
+# deriving from `torchvision.models.resnet.ResNet` or a torchmetrics metric is a module too),
+# less the names there that are not modules.
+MODULE_LIBRARIES = (
+    "torchmetrics.",
+    "torchvision.ops.",
+    "torchvision.models.",
+    "timm.layers.",
+    "timm.models.",
+    "torchaudio.models.",
+)
+NOT_MODULES = ("functional", "utilities", "utils", "Config", "Tokenizer", "Processor", "Output", "Weights")
 DATASET_BASES = frozenset(
     {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataset.Dataset"}
 )
@@ -33,7 +47,19 @@ def imported_module_class(ctx: FileContext, node: cst.CSTNode) -> ImportedClass 
     return ctx.project.classes.get(spelled) if spelled is not None else None
 
 
-def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozenset[str]) -> dict[str, cst.ClassDef]:
+def is_library_module_class(qualified: str | None) -> bool:
+    """`torchvision.models.resnet.ResNet`, `torchmetrics.Accuracy`: a module class of a library."""
+    if not qualified or any(word in qualified for word in NOT_MODULES):
+        return False
+    return qualified.startswith(MODULE_LIBRARIES) and qualified.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _classes_deriving(
+    ctx: FileContext,
+    roots: frozenset[str],
+    suffixes: frozenset[str],
+    library: Callable[[str | None], bool] = lambda _: False,
+) -> dict[str, cst.ClassDef]:
     classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
     imported = roots is MODULE_BASES and bool(ctx.project.classes)
     found: dict[str, cst.ClassDef] = {}
@@ -50,6 +76,7 @@ def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozens
                     or (spelled in found)
                     or (qualified is None and last in suffixes)
                     or (imported and spelled in ctx.project.classes)
+                    or library(qualified)
                 ):
                     found[name] = cls
                     changed = True
@@ -59,7 +86,9 @@ def _classes_deriving(ctx: FileContext, roots: frozenset[str], suffixes: frozens
 
 def module_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
     """Classes of this file that are `nn.Module` subclasses, by name."""
-    return ctx.shared("module_classes", lambda c: _classes_deriving(c, MODULE_BASES, MODULE_BASE_SUFFIXES))
+    return ctx.shared(
+        "module_classes", lambda c: _classes_deriving(c, MODULE_BASES, MODULE_BASE_SUFFIXES, is_library_module_class)
+    )
 
 
 def dataset_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:

@@ -44,7 +44,8 @@ from devicelint.analysis.host_modules import (
     root_key,
     under_placing_context,
 )
-from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -198,10 +199,23 @@ class _Interpreter(CallEvaluation):
                 f.kind == DEVICE_VALUE and f.device is not None and f.device.is_accelerator for f, _ in stated
             ):
                 self.env[param.name.value] = default
+        for param in params if self.bound is None else ():
+            # `feature: OutputFeature`: an instance of a plain class of the file, whose methods
+            # are followed with their arguments
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            if isinstance(annotation, cst.Name) and annotation.value in self.analysis.plain_classes:
+                self.env[param.name.value] = Fact(UNKNOWN, instance=annotation.value)
         if self.bound is not None:
-            for param in params:
+            star = func.params.star_arg
+            for param in (*params, *([star] if isinstance(star, cst.Param) else [])):
                 self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
             return
+        if self.building and func.name.value != "__init__":
+            # a helper only `__init__` calls: a parameter no call passes holds its default
+            always = self.analysis.defaults_always_used(func, skip_self=True)
+            for param in params:
+                if param.name.value in always and param.default is not None and constant_default(param.default):
+                    self.env[param.name.value] = self._eval(param.default)
         if not self._follows_inputs(func):
             return
         if (
@@ -322,7 +336,7 @@ class _Interpreter(CallEvaluation):
         if stmt.orelse is not None:
             self._suite(stmt.orelse.body)
 
-    def _bind_loop_target(self, stmt: cst.For, iterable: Fact) -> None:
+    def _bind_loop_target(self, stmt: cst.For | cst.CompFor, iterable: Fact) -> None:
         target = stmt.target
         source = stmt.iter
         # enumerate(loader) / tqdm(loader) / iter(loader)
@@ -505,6 +519,12 @@ class _Interpreter(CallEvaluation):
         where = stated.where if stated is not None and device is not None else self.own_place
         return Fact(MODULE, where=where, factory=self.cls.submodules[attr], device=device)  # type: ignore[union-attr]  # own submodules exist in a class only
 
+    def _placed_inherited(self, attr: str) -> Fact | None:
+        stated = self._stated(attr)
+        if stated is None or stated.kind != MODULE or stated.device is None:
+            return None
+        return Fact(MODULE, where=stated.where, device=stated.device, device_expr=stated.device_expr)
+
     def _module_device(self, name: str) -> Fact | None:
         """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
         if isinstance(self.scope, cst.Module):
@@ -570,9 +590,15 @@ class _Interpreter(CallEvaluation):
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
         owner = self._key(target.value)
         current = self.env.get(owner) if owner is not None else None
-        if owner is None or current is None or current.fields is None:
+        if owner is None or current is None:
             return
         index = target.slice[0].slice if len(target.slice) == 1 else None
+        if current.elements is not None and current.fields is None:
+            # `outs[0] = t` into a list whose elements are known: that element is now `t`
+            self.env[owner] = _written_element(current, index.value if isinstance(index, cst.Index) else None, fact)
+            return
+        if current.fields is None:
+            return
         key = string_value(index.value) if isinstance(index, cst.Index) else None
         self.env[owner] = current.with_field(key, fact) if key is not None else UNKNOWN_FACT
 
@@ -675,8 +701,10 @@ class _Interpreter(CallEvaluation):
         try:
             clause: cst.CompFor | None = node.for_in
             while clause is not None:
-                self._release_iterated(self._eval(clause.iter), clause.iter)
-                self._bind(clause.target, UNKNOWN_FACT)
+                iterable = self._eval(clause.iter)
+                self._release_iterated(iterable, clause.iter)
+                # `[self.model(b) for b in batches]`: the loop variable is what a `for` gives
+                self._bind_loop_target(clause, iterable)
                 for condition in clause.ifs:
                     self._eval(condition.test)
                 clause = clause.inner_for_in
@@ -684,7 +712,7 @@ class _Interpreter(CallEvaluation):
         finally:
             self.env = outer
         if element.is_tensor or devicey(element):
-            return Fact(UNKNOWN, elements=(element,))
+            return Fact(UNKNOWN, elements=(element,), alike=True)
         return PY_DATA if isinstance(node, cst.ListComp) else UNKNOWN_FACT
 
     def _attribute(self, node: cst.Attribute) -> Fact:
@@ -703,12 +731,33 @@ class _Interpreter(CallEvaluation):
             if stated is not None and stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
                 return stated
             if attr == "device":
+                if (
+                    self.building
+                    and self.analysis.is_lightning(self.cls)
+                    and "device" not in self.cls.methods
+                    and not any(assigned == "device" for assigned, _, _ in self.cls.assignments)
+                ):
+                    # a LightningModule's own `device` while it is built: the trainer has not moved
+                    # it yet, so it is still the CPU
+                    return Fact(DEVICE_VALUE, where="cpu", device_expr="self.device", spelled="object")
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
         if isinstance(node.value, cst.Name) and node.value.value == "self":
+            if attr == "param_groups" and self._in_optimizer():
+                # an optimizer's own groups: their "params" are the model's, wherever it is
+                params = Fact(UNKNOWN, elements=(Fact(DEVICE, where=FOLLOWS, device_expr="p.device"),), alike=True)
+                return Fact(UNKNOWN, elements=(Fact(UNKNOWN, fields=(("params", params),)),), alike=True)
             # a trainer's `self.device = torch.device("cuda:1")`, `self.model = model.to(device)`,
             # `self.accelerator = Accelerator()`
             stated = self._stated(attr)
+            if (
+                stated is not None
+                and self._in_optimizer()
+                and _host_state(stated)
+                and isinstance(self.scope, cst.FunctionDef)
+                and self.analysis.only_init_assigns(self.scope, attr)
+            ):
+                return stated  # state the optimizer keeps from `__init__`, on the CPU
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -749,6 +798,15 @@ class _Interpreter(CallEvaluation):
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT
 
+    def _in_optimizer(self) -> bool:
+        """Whether this is a method of a `torch.optim.Optimizer` subclass."""
+        cls = self.ctx.index.enclosing_class(self.scope) if isinstance(self.scope, cst.FunctionDef) else None
+        return cls is not None and any(
+            (self.ctx.qualified_name(base.value) or "").startswith("torch.optim.")
+            and (dotted_name(base.value) or "").endswith("Optimizer")
+            for base in cls.bases
+        )
+
     def _subscript(self, node: cst.Subscript) -> Fact:
         value = self._eval(node.value)
         for element in node.slice:
@@ -764,7 +822,7 @@ class _Interpreter(CallEvaluation):
                 position = int(index.value, 0)
                 if -len(value.elements) <= position < len(value.elements):
                     return value.elements[position]
-                return UNKNOWN_FACT
+                return value.elements[0] if value.alike and value.elements else UNKNOWN_FACT
             # `hs[i]`, `batch["ids"]` of a comprehension: every element alike, any index gives it
             return value.elements[0] if value.elements and len(set(value.elements)) == 1 else UNKNOWN_FACT
         if value.batch:
@@ -778,6 +836,15 @@ class _Interpreter(CallEvaluation):
     def _binary(
         self, node: cst.CSTNode, left: Fact, right: Fact, left_node: cst.CSTNode, right_node: cst.CSTNode
     ) -> Fact:
+        if (
+            isinstance(node, cst.BinaryOperation)
+            and isinstance(node.operator, cst.Multiply)
+            and isinstance(left_node, cst.List)
+            and left.elements is not None
+            and len(set(left.elements)) == 1
+            and not right.is_tensor
+        ):
+            return Fact(UNKNOWN, elements=left.elements[:1], alike=True)  # `[None] * n`: n like slots
         for a, a_node, b, b_node in ((left, left_node, right, right_node), (right, right_node, left, left_node)):
             if cpu_side(a, allow_scalar=False) and devicey(b) and compatible(a, b):
                 self._record(a, a_node, b, b_node, node, "op")
@@ -967,6 +1034,30 @@ def _element_of(iterable: Fact) -> Fact:
 
 
 _SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+
+
+def _written_element(current: Fact, index: cst.BaseExpression | None, fact: Fact) -> Fact:
+    """A list after `xs[index] = fact`: the element at a literal position of a list of known
+    parts; every element of a list of like ones (slots left empty, `[None] * n`, take it)."""
+    elements = current.elements or ()
+    if current.alike and elements:
+        old = elements[0]
+        written = fact if old == UNKNOWN_FACT or old == fact else join(old, fact)
+        return replace(current, elements=(written,))
+    if isinstance(index, cst.Integer):
+        position = int(index.value, 0)
+        if -len(elements) <= position < len(elements):
+            updated = list(elements)
+            updated[position] = fact
+            return replace(current, elements=tuple(updated))
+    return UNKNOWN_FACT
+
+
+def _host_state(fact: Fact) -> bool:
+    """A CPU tensor, or a list of them."""
+    if fact.kind == CPU:
+        return True
+    return bool(fact.elements) and all(e.kind == CPU for e in fact.elements or ())
 
 
 def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:

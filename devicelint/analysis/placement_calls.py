@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value, literal_device, torch_device
-from devicelint.analysis.host_modules import HOST, HostModuleCall, built_on_host, is_host_module, library_model
+from devicelint.analysis.host_modules import (
+    HOST,
+    HostModuleCall,
+    built_on_host,
+    is_host_module,
+    library_model,
+    loaded_builder,
+)
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -52,10 +59,12 @@ from devicelint.analysis.placement_facts import (
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
+    DEFAULT_DEVICE_SETTERS,
     LOADER,
     NUMBER,
     PY_DATA,
     Env,
+    accelerator_default,
     compatible,
     cpu_side,
     devicey,
@@ -145,6 +154,11 @@ class CallEvaluation:
 
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class, where its `__init__` leaves it."""
+        raise NotImplementedError
+
+    def _placed_inherited(self, attr: str) -> Fact | None:
+        """A submodule the class inherits that `__init__` moves by hand (`self.fc.to("cuda:1")`
+        in a subclass of torchvision's `ResNet`): a module on that device."""
         raise NotImplementedError
 
     def _cross(
@@ -257,6 +271,9 @@ class CallEvaluation:
         short = qualified[len("torch.") :]
         if short in FACTORIES or short in LIKE_FACTORIES:
             return self._factory(call, short)
+        if qualified in DEFAULT_DEVICE_SETTERS and call.args:
+            self._set_default(call.args[0].value)
+            return UNKNOWN_FACT
         if is_legacy_cuda_constructor(qualified):
             # `torch.cuda.FloatTensor(sizes)`: the legacy constructor builds on the current GPU
             self._args(call)
@@ -377,11 +394,30 @@ class CallEvaluation:
             return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
 
+    def _set_default(self, node: cst.BaseExpression) -> None:
+        """`torch.set_default_device("cuda")` run by this function: the factories it calls
+        afterwards build there (an `if` that sets it on one path only leaves it unknown)."""
+        stated = self._eval(node)
+        named = accelerator_default(self.ctx, node)
+        if named is None:
+            self.env[DEFAULT_DEVICE_KEY] = Fact(DEVICE_VALUE, where="cpu") if stated.where == "cpu" else UNKNOWN_FACT
+        elif stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
+            self.env[DEFAULT_DEVICE_KEY] = stated
+        else:  # `"torch.cuda.FloatTensor"`: the current CUDA device
+            self.env[DEFAULT_DEVICE_KEY] = Fact(
+                DEVICE_VALUE, where=ACCELERATOR, device_expr='"cuda"', device=DeviceId("cuda", True, "cuda")
+            )
+
     def _factory(self, call: cst.Call, short: str) -> Fact:
         args = self._args(call)
         has_device, device, device_node = self._device_argument(call)
+        default = self.env.get(DEFAULT_DEVICE_KEY)
+        if not has_device and default is not None and default.kind == DEVICE_VALUE and short != "from_numpy":
+            return self._placed(default, None)  # after this function's own `set_default_device`
         if has_device:
-            return self._placed(device, device_node)
+            placed = self._placed(device, device_node)
+            # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
+            return replace(placed, origin=call, factory=f"torch.{short}") if placed.kind == CPU else placed
         context = self._device_context(call) if short != "from_numpy" else None
         if context is not None:
             return self._placed(context, None)
@@ -578,6 +614,8 @@ class CallEvaluation:
                     return self._module_call(call, callee, func)
             elif method in self.cls.submodules:
                 return self._module_call(call, self.own_submodule(method), func)
+            elif method not in self.cls.methods and (placed := self._placed_inherited(method)) is not None:
+                return self._module_call(call, placed, func)
             elif method in self.cls.methods:
                 args = self._args(call)
                 helper = self.cls.methods[method]
@@ -724,6 +762,14 @@ class CallEvaluation:
         if name == "self" and self.cls is not None and "forward" in self.cls.methods:
             # `self(x)` inside the module: a call of its own forward, on the module's device
             return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.node.name.value), func)
+        if name in ("list", "tuple") and len(call.args) == 1 and not call.args[0].star and name not in self.env:
+            # `list(t)`: the rows of a tensor, where it is; `list(xs)`: a copy of a list
+            inner = self._eval(call.args[0].value)
+            if inner.elements is not None and not inner.fields:
+                return Fact(UNKNOWN, elements=inner.elements, alike=inner.alike)
+            if inner.is_tensor and not inner.scalar:
+                return Fact(UNKNOWN, elements=(inner,), alike=True)
+            return UNKNOWN_FACT
         if name in ("iter", "next") and call.args:
             self._eval(call.args[0].value)
             if self._loader_inner(call.args[0].value):
@@ -767,6 +813,10 @@ class CallEvaluation:
         if constructed is not None:
             return self._constructed(call, constructed)
         args = self._args(call)
+        builder = loaded_builder(self.ctx, call, self.scope) if name not in self.env else None
+        if builder is not None:  # `net = hourglass(...)` then `net.load_state_dict(...)`
+            self.analysis.host_modules_made = True
+            return Fact(MODULE, where=HOST, factory=builder, origin=call)
         return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
 
     def _prepared(self, call: cst.Call) -> Fact:
@@ -842,13 +892,30 @@ class CallEvaluation:
             # A module whose device nothing states computes where its input is, if it runs at all.
             stated = None if scattering else next((f.device for f, _ in args if devicey(f) and f.device), None)
             return Fact(DEVICE, where=callee.where, device_expr=expr, device=callee.device or produced.device or stated)
+        split = False
         if callee.kind == MODULE and not parameter_free and callee.factory in self.analysis.classes:
             produced = self._forward_of(call, callee, args)
             if produced.kind == DEVICE and produced.device is not None:
                 return produced  # a model that places its own stages: its output is on the last one
+            split = self._places_stages_apart(callee.factory)
         combined = self._combine(call, args, allow_scalar=True)
-        # DataParallel gathers its output on `output_device`, whatever its input's device was
-        return replace(combined, device=None) if scattering else combined
+        # DataParallel gathers its output on `output_device`, whatever its input's device was;
+        # a model whose stages sit on different devices returns where its last stage is, which
+        # its input's device does not say
+        return replace(combined, device=None) if scattering or split else combined
+
+    def _places_stages_apart(self, class_name: str | None) -> bool:
+        """Whether the class's `__init__` puts its submodules on more than one stated device."""
+        cls = self.analysis.classes.get(class_name or "")
+        forward = cls.methods.get("forward") if cls is not None else None
+        if forward is None:
+            return False
+        devices = {
+            fact.device
+            for key, fact in self.analysis.init_env(forward).items()
+            if key.startswith("self.") and fact.kind == MODULE and fact.device is not None
+        }
+        return len(devices) > 1
 
     def _host_module_call(
         self, call: cst.Call, callee: Fact, func: cst.CSTNode, args: list[tuple[Fact, cst.CSTNode]]
@@ -899,9 +966,20 @@ class CallEvaluation:
             return UNKNOWN_FACT
         for param, arg in zip(params, positional):
             bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
+        star = func.params.star_arg
+        if isinstance(star, cst.Param):  # `def cat_all(*parts)`: the extra positional arguments, in order
+            bound[star.name.value] = Fact(
+                UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :])
+            )
         for arg in call.args:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
+        for param in (*params, *func.params.kwonly_params):
+            # a parameter the call leaves out holds its default (`device=torch.device("cpu")`)
+            if param.name.value not in bound and param.default is not None and constant_default(param.default):
+                default = self._eval(param.default)
+                if default != UNKNOWN_FACT:
+                    bound[param.name.value] = default
         if not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values()) and params:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
@@ -929,6 +1007,9 @@ class CallEvaluation:
             self.analysis.extra_crossings.extend(cached.crossings)
         return cached.returns or UNKNOWN_FACT
 
+
+# The environment key under which a function keeps the default device it set itself.
+DEFAULT_DEVICE_KEY = "<default device>"
 
 # Reductions that, called without a dimension, leave a 0-dim tensor (`loss.sum().cpu()`).
 _FULL_REDUCTIONS = frozenset(
@@ -976,6 +1057,25 @@ def _places_on_device(node: cst.CSTNode) -> bool:
         return True
     device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
     return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
+
+
+def constant_default(node: cst.BaseExpression) -> bool:
+    """A default that means the same wherever it is read: literals, `None`, and `torch.*`
+    values built from them (`"cpu"`, `torch.device("cuda", 0)`), never a name of the caller."""
+    if isinstance(node, (cst.SimpleString, cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in ("None", "True", "False")
+    if isinstance(node, cst.Attribute):
+        return (dotted_name(node) or "").startswith("torch.")
+    if isinstance(node, cst.Call):
+        return (
+            isinstance(node.func, cst.Attribute)
+            and (dotted_name(node.func) or "").startswith("torch.")
+            and all(arg.keyword is None or arg.keyword.value != "device" for arg in node.args)
+            and all(constant_default(arg.value) for arg in node.args)
+        )
+    return False
 
 
 def _known_fields(fact: Fact) -> bool:

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.modules import imported_module_class, methods, module_classes
+from devicelint.analysis.modules import (
+    NOT_MODULES,
+    imported_module_class,
+    is_library_module_class,
+    methods,
+    module_classes,
+)
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODULE_SELF_METHODS, MOVE_METHODS, NN_NON_MODULES
 from devicelint.context import FileContext
@@ -170,11 +176,39 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
         and base.func.attr.value in MOVE_METHODS | MODULE_SELF_METHODS
     ):
         base = base.func.value
-    constructed = module_constructor(ctx, base)
+    constructed = module_constructor(ctx, base) or built_module(ctx, base)
     if constructed is not None:
         facts.submodules[attr] = constructed
     elif is_parameter_call(ctx, value):
         facts.registered.add(attr)
+
+
+def built_module(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """The module class that `value` builds where it is not a constructor call itself: either
+    branch of `nn.BatchNorm2d(c) if identity else None`, a library layer
+    (`torchvision.ops.MLP(...)`), or a call of a helper function of the file whose every
+    `return` builds one (`conv_bn(...)` returning `nn.Sequential(...)`)."""
+    if isinstance(value, cst.IfExp):
+        return next(
+            (found for branch in (value.body, value.orelse) if (found := module_constructor(ctx, branch))), None
+        )
+    if not isinstance(value, cst.Call):
+        return None
+    library = library_module(ctx, value)
+    if library is not None:
+        return library
+    if not isinstance(value.func, cst.Name):
+        return None
+    helper = next(
+        (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == value.func.value), None
+    )
+    if helper is None:
+        return None
+    built: list[str | None] = []
+    for node in ctx.index.walk(helper.body):
+        if isinstance(node, cst.Return) and ctx.index.enclosing_function(node) is helper:
+            built.append(module_constructor(ctx, node.value) if node.value is not None else None)
+    return built[0] if built and all(built) else None
 
 
 def class_facts(ctx: FileContext) -> dict[str, ClassFacts]:
@@ -372,10 +406,6 @@ def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassF
     return None
 
 
-# Libraries whose classes are `nn.Module`s, by qualified-name prefix; the capitalised class names
-# below them construct modules (`torchmetrics.Accuracy(...)`, `torchvision.ops.MLP(...)`).
-_MODULE_LIBRARIES = ("torchmetrics.", "torchvision.ops.", "timm.layers.", "timm.models.", "torchaudio.models.")
-_NOT_MODULES = ("functional", "utilities", "utils", "Config", "Tokenizer", "Processor", "Output")
 # Functions that return a model (`timm.create_model(...)`, `torchvision.models.resnet50(...)`).
 _MODEL_FACTORY_PREFIXES = ("timm.create_model", "torchvision.models.")
 
@@ -386,10 +416,10 @@ def library_module(ctx: FileContext, call: cst.BaseExpression) -> str | None:
     if not isinstance(call, cst.Call):
         return None
     qualified = ctx.qualified_name(call.func) or ""
-    if not qualified or any(word in qualified for word in _NOT_MODULES):
+    if not qualified or any(word in qualified for word in NOT_MODULES):
         return None
     last = qualified.rsplit(".", 1)[-1]
-    if qualified.startswith(_MODULE_LIBRARIES) and last[:1].isupper():
+    if is_library_module_class(qualified):
         return last
     if (
         qualified.startswith(_MODEL_FACTORY_PREFIXES)

@@ -74,6 +74,9 @@ class Fact:
     # For device values: "object" (a `torch.device`: built with `torch.device(...)`, a tensor's
     # or module's `.device`) or "string" (`"cuda:0"`, `f"cuda:{rank}"`); None when not shown.
     spelled: str | None = None
+    # A list whose elements are all alike (a comprehension, `list(t)` of a tensor's rows): the
+    # one element fact answers every index, even one past what the code shows.
+    alike: bool = False
 
     @property
     def is_tensor(self) -> bool:

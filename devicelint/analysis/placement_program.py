@@ -19,6 +19,7 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     FACTORIES,
+    MOVE_METHODS,
     TENSOR_ONLY_METHODS,
     UNKNOWN_FACT,
     Fact,
@@ -367,6 +368,29 @@ class FileAnalysis:
                 out.add(arg.value.value)
         return out
 
+    def defaults_always_used(self, func: cst.FunctionDef, skip_self: bool) -> set[str]:
+        """Parameters that every call of `func` in the file leaves out, so they always hold their
+        default (`device=torch.device("cpu")` of a helper that `__init__` calls without it).
+        Calls are matched by name (`helper(...)`, `<x>.helper(...)`); none found, or one that
+        spreads `*args`/`**kwargs`, answers nothing."""
+        name = func.name.value
+        params = list(func.params.posonly_params) + list(func.params.params)
+        params = params[1:] if skip_self else params
+        kwonly = list(func.params.kwonly_params)
+        left_out = {p.name.value for p in (*params, *kwonly) if p.default is not None}
+        calls = 0
+        for call in self.ctx.index.of_type(cst.Call):
+            callee = call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted_name(call.func)
+            if callee != name:
+                continue
+            if any(arg.star for arg in call.args):
+                return set()
+            calls += 1
+            positional = sum(1 for arg in call.args if arg.keyword is None)
+            left_out -= {p.name.value for p in params[:positional]}
+            left_out -= {arg.keyword.value for arg in call.args if arg.keyword is not None}
+        return left_out if calls else set()
+
     def construction_only(self, cls: ClassFacts, func: cst.FunctionDef) -> bool:
         """Whether a module method runs only while the model is built: `__init__` itself, or a
         helper that the class calls only from `__init__` (directly or through such helpers).
@@ -538,6 +562,35 @@ class FileAnalysis:
             ).run()
             self._shallow_runs[id(method)] = found
         return found
+
+    def only_init_assigns(self, method: cst.FunctionDef, attr: str) -> bool:
+        """Whether `__init__` is the only method of `method`'s class that assigns `self.<attr>`,
+        and no method moves it or writes into it in place (`self.<attr>.cuda()`,
+        `self.<attr>[i] = ...`, `for t in self.<attr>: t.data = ...`)."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        if not isinstance(cls, cst.ClassDef):
+            return False
+        if [m.name.value for m in self._assigners(cls).get(attr, ())] != ["__init__"]:
+            return False
+        for node in self.ctx.index.walk(cls):
+            if self_attribute(node) != attr:
+                continue
+            parent = self.ctx.index.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in MOVE_METHODS:
+                return False
+            if isinstance(parent, cst.Subscript) and isinstance(self.ctx.index.parent(parent), cst.AssignTarget):
+                return False
+            if isinstance(parent, cst.For) and parent.iter is node and isinstance(parent.target, cst.Name):
+                loop = parent.target.value  # `for t in self.<attr>: t.data = t.data.cuda()`
+                if any(
+                    isinstance(n, cst.AssignTarget)
+                    and isinstance(n.target, cst.Attribute)
+                    and isinstance(n.target.value, cst.Name)
+                    and n.target.value.value == loop
+                    for n in self.ctx.index.walk(parent.body)
+                ):
+                    return False
+        return True
 
     def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
         """For each `self.<attr>` of a class: the methods that assign it (any class)."""

@@ -194,7 +194,11 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
         left = a.elements if a.elements is not None else (a if a.kind != UNKNOWN else UNKNOWN_FACT,) * size
         right = b.elements if b.elements is not None else (b if b.kind != UNKNOWN else UNKNOWN_FACT,) * size
         if len(left) == len(right):
-            return Fact(UNKNOWN, elements=tuple(join(x, y, strict, branches) for x, y in zip(left, right)))
+            if a.alike and b.alike and UNKNOWN_FACT in (left[0], right[0]):
+                # slots still empty on one path (`hs = [None] * n` before the loop that fills them)
+                return a if right[0] == UNKNOWN_FACT else b
+            alike = (a.alike or a.elements is None) and (b.alike or b.elements is None)
+            return Fact(UNKNOWN, elements=tuple(join(x, y, strict, branches) for x, y in zip(left, right)), alike=alike)
         return UNKNOWN_FACT
     if not strict:
         if a.from_factory and not b.batch:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.custom_movers import copied_as_is, moved_attributes, own_movers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.placement_classes import self_attribute
@@ -19,24 +20,6 @@ MOVERS = ("to", "cuda", "cpu")
 MODULE_MOVERS = ("_apply",)
 # Decorators under which the method is not the object's own working mover.
 STUB_DECORATORS = frozenset({"overload", "abstractmethod", "property", "staticmethod", "classmethod"})
-# In an override, these reach every attribute by name: it moves the whole object, not a list.
-GENERIC_ACCESS = frozenset(
-    {
-        "__dict__",
-        "vars",
-        "getattr",
-        "setattr",
-        "fields",
-        "asdict",
-        "astuple",
-        "__slots__",
-        "__annotations__",
-        "_fields",
-        "_asdict",
-        "_replace",
-        "apply_to_collection",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -60,7 +43,10 @@ class CustomToOverrideBroken(Rule):
     (`return self.model.to(device)`) instead of the object; and every call in the file that
     uses what such an override returns (`learner = learner.to(device)`). In a class that is not an `nn.Module`, it also flags each
     tensor attribute (set in `__init__`, or declared as a `Tensor` field) that the class's
-    own `to()`/`cuda()` leaves behind while it moves others.
+    own move leaves behind while it moves others: `to()`, `cuda()`, or a method of any name
+    that moves two or more attributes in place (`_make_cuda()`, `to_device()`), and also a
+    `to()` that returns a new instance and hands it the attribute unmoved
+    (`return Masked(self.data.to(device), self.mask)`).
 
     ## Why it is a bug on a GPU
     `obj = obj.to(device)` is the idiom for tensors and modules alike, and `nn.Module.to()`
@@ -123,7 +109,7 @@ class CustomToOverrideBroken(Rule):
     same function, a parameter annotated with the class, or a `self.<attr>` that the same
     class sets to one.
     Forgotten attributes are looked for only in classes that are not `nn.Module`s (DL102
-    covers modules), whose override moves at least one `self.<attr>` explicitly and never
+    covers modules), whose mover moves at least one `self.<attr>` explicitly and never
     reaches attributes generically (`vars(self)`, `getattr`, `dataclasses.fields`); a
     tensor attribute is one the analysis proves is a tensor, one made by a torch factory, or
     one annotated `Tensor`.
@@ -134,7 +120,7 @@ class CustomToOverrideBroken(Rule):
     summary = "A class's own `to()`/`cuda()` returns None or forgets some of its tensors."
     message = "{problem}; {advice}"
     fix_availability = "sometimes"
-    tokens = ("def to", "def cuda", "def cpu", "def _apply")
+    tokens = ("def to", "def cuda", "def cpu", "def _apply", ".to(", ".cuda(")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         modules = module_classes(ctx)
@@ -221,28 +207,34 @@ class CustomToOverrideBroken(Rule):
 
     def _forgotten(self, ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> Iterator[Violation]:
         """Tensor attributes that the plain class's own `to`/`cuda` does not move."""
-        movers = [own[name] for name in ("to", "cuda") if name in own]
+        movers = [own[name] for name in own_movers(ctx, own)]
         if not movers:
             return
         tensors = _tensor_attributes(ctx, cls, own)
         if not tensors:
             return
         for mover in movers:
-            touched = _touched_attributes(ctx, mover, own)
+            touched = moved_attributes(ctx, cls, own, [mover.name.value])
             if touched is None or not _moves_an_attribute(ctx, mover):
                 continue
             moved = sorted(a for a in touched if a in tensors)
             if not moved:
                 continue
+            copies = copied_as_is(ctx, cls, own, mover.name.value)
             for attr, node in tensors.items():
                 if attr in touched:
                     continue
+                where = f"{cls.name.value}.{mover.name.value}()"
+                problem = (
+                    f"`self.{attr}` holds a tensor that `{where}` does not move (it moves `self.{moved[0]}`), "
+                    "so it stays on the CPU"
+                    if attr not in copies
+                    else f"`{where}` hands `self.{attr}` unmoved to the copy it builds (it moves "
+                    f"`self.{moved[0]}`), so the copy keeps that tensor on the CPU"
+                )
                 yield self.violation(
-                    node,
-                    problem=(
-                        f"`self.{attr}` holds a tensor that `{cls.name.value}.{mover.name.value}()` does not move "
-                        f"(it moves `self.{moved[0]}`), so it stays on the CPU"
-                    ),
+                    copies.get(attr, node),
+                    problem=problem,
                     advice=f"move `self.{attr}` in `{mover.name.value}()` as well",
                 )
             return  # one override is enough to list the forgotten ones
@@ -453,30 +445,6 @@ def _factory_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
         and qualified.count(".") == 1
         and qualified[6:] in FACTORIES
     )
-
-
-def _touched_attributes(ctx: FileContext, mover: cst.FunctionDef, own: dict[str, cst.FunctionDef]) -> set[str] | None:
-    """`self.<attr>` names the override (and the methods of the class it calls) mentions; None
-    when it reaches attributes generically."""
-    touched: set[str] = set()
-    todo, seen = [mover], set()
-    while todo:
-        method = todo.pop()
-        if id(method) in seen:
-            continue
-        seen.add(id(method))
-        for node in ctx.index.walk(method.body):
-            if isinstance(node, cst.Name) and node.value in GENERIC_ACCESS:
-                return None
-            if isinstance(node, cst.Attribute) and node.attr.value in GENERIC_ACCESS:
-                return None
-            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
-            if attr is None:
-                continue
-            touched.add(attr)
-            if attr in own:
-                todo.append(own[attr])
-    return touched
 
 
 def _moves_an_attribute(ctx: FileContext, mover: cst.FunctionDef) -> bool:

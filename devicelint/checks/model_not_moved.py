@@ -20,7 +20,8 @@ class ModelNotMoved(Rule):
     that the program put on the accelerator: `model(x)`, `model.forward(x)`, `model(**batch)`.
     The module is built in the file (an `nn` layer, a module class of the file that owns
     parameters, a `torchvision`/`timm` model, a transformers `from_pretrained` model without
-    `device_map`), also inside a helper that returns it, and the input was moved with
+    `device_map`, a model from another package's builder that the code loads weights into),
+    also inside a helper that returns it, and the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`.
 
     ## Why it is a bug on a GPU
@@ -62,7 +63,10 @@ class ModelNotMoved(Rule):
     class outside the file and `torch`, it is not reported. A model built in one method and
     used in another (`fit` moves it, `predict` does not) is not followed: the order in which
     methods run is unknown. Models from other builders (`build_model(cfg)`, `torch.load`) are
-    of unknown place.
+    of unknown place, except a builder function (not a class) imported from another package that is handed nothing
+    that could say where to build (no `device=`-like keyword, no whole settings object, no
+    value named after a device) and whose model the same function loads weights into
+    (`net = hourglass(num_stacks=args.stacks)` then `net.load_state_dict(...)`).
     """
 
     code = "DL117"

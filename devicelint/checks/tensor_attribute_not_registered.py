@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.names import dotted_name
@@ -39,8 +40,6 @@ from devicelint.rule_base import FixProposal, Rule, Violation, register
 CUSTOM_MOVERS = frozenset({"_apply", "to", "cuda"})
 # Classes that save and restore their own tensors: left alone.
 CUSTOM_STATE = frozenset({"_load_from_state_dict", "state_dict", "_save_to_state_dict"})
-# In a custom mover, these reach every attribute by name, so the whole class is moved.
-GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
 # `self.x.<attr>` uses that read the tensor on the host or move it first.
 SAFE_ATTRIBUTES = frozenset(
     {
@@ -159,7 +158,7 @@ class TensorAttributeNotRegistered(Rule):
             if CUSTOM_STATE & facts.methods.keys():
                 continue
             movers = sorted(CUSTOM_MOVERS & facts.methods.keys())
-            moved = _moved_by_hand(ctx, facts, movers)
+            moved = moved_attributes(ctx, facts.node, facts.methods, movers)
             inherited = _moved_by_bases(ctx, facts)
             if moved is None or inherited is None:
                 continue  # the class's own (or a base's) `_apply`/`to` reaches every attribute
@@ -298,31 +297,6 @@ def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
             if isinstance(holder, cst.AssignTarget):
                 found.add(attr)
     return found
-
-
-def _moved_by_hand(ctx: FileContext, facts: ClassFacts, movers: list[str]) -> set[str] | None:
-    """The attributes that the class's own `to`/`cuda`/`_apply` (and the methods they call on
-    `self`) touch; None when they reach attributes generically (`vars(self)`, `getattr`)."""
-    seen: set[str] = set()
-    todo = list(movers)
-    touched: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in facts.methods:
-            continue
-        seen.add(name)
-        for node in ctx.index.walk(facts.methods[name].body):
-            if isinstance(node, cst.Name) and node.value in GENERIC_MOVES:
-                return None
-            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
-            if attr is None:
-                if isinstance(node, cst.Attribute) and node.attr.value in GENERIC_MOVES:
-                    return None
-                continue
-            touched.add(attr)
-            if attr in facts.methods:
-                todo.append(attr)
-    return touched
 
 
 def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpression) -> bool:
@@ -533,7 +507,7 @@ def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:
         seen.add(name)
         base_facts = every[name]
         movers = sorted(CUSTOM_MOVERS & base_facts.methods.keys())
-        touched = _moved_by_hand(ctx, base_facts, movers)
+        touched = moved_attributes(ctx, base_facts.node, base_facts.methods, movers)
         if touched is None:
             return None
         moved |= touched

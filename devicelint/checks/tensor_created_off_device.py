@@ -234,8 +234,11 @@ def _device_expression(
     only one whose names are surely bound there, else None."""
     origin = meeting.cpu.origin
     if function is meeting.scope:
-        if meeting.device.device_expr and (not checked or bound_before(ctx, meeting.device.device_expr, origin)):
-            return meeting.device.device_expr
+        stated = meeting.device.device_expr
+        # a helper followed from its caller sees the caller's device by the caller's name: say
+        # it in the helper's own terms where that name is not bound there
+        if stated and (bound_before(ctx, stated, origin) or (not checked and not stated[:1].isidentifier())):
+            return stated
         if isinstance(meeting.device_node, cst.Name) and (
             not checked or bound_before(ctx, meeting.device_node.value, origin)
         ):

@@ -1,0 +1,489 @@
+"""Engine shapes of issue 23, each on code written apart from the re-created bugs: the shape is
+found under other names and containers, and the one-fix twin is clean."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), "models/head.py", DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+def _messages(source: str) -> list[str]:
+    return [f.message for f in lint_source(textwrap.dedent(source), "models/head.py", DEFAULT).findings]
+
+
+# -- a parameter that no call passes holds its default ------------------------------------------
+
+DEFAULTS = """
+    import torch
+    import torch.nn as nn
+
+
+    def ramp(length, device=torch.device("cpu")):
+        return torch.arange(length, device=device).float()
+
+
+    class AnchorHead(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.sizes = sizes
+            self.proj = nn.Linear(4, 4)
+            self.table = self._build_table(len(sizes))
+
+        def _build_table(self, count, dtype=torch.float32, device="cpu"):
+            rows = []
+            for i in range(count):
+                rows.append(torch.full((2,), float(self.sizes[i]), dtype=dtype, device=device))
+            return rows
+
+        def forward(self, x, level):
+            anchors = self.table[level].expand(x.shape[0], 2)
+            return self.proj(torch.cat([x[:, :2], anchors], dim=1)) + ramp(x.shape[1])
+"""
+
+
+def test_left_out_device_defaults_place_a_helper_s_tensors_on_the_cpu() -> None:
+    assert _found(DEFAULTS) == [(7, "DL101"), (15, "DL102")]
+    assert _messages(DEFAULTS)[1].startswith("`self.table` keeps tensors in a plain list")
+
+
+def test_defaults_twin_that_passes_the_device_and_moves_at_use_is_clean() -> None:
+    fixed = DEFAULTS.replace("ramp(x.shape[1])", "ramp(x.shape[1], device=x.device)").replace(
+        "self.table[level].expand", "self.table[level].to(x.device).expand"
+    )
+    assert _found(fixed) == []
+
+
+def test_a_default_some_call_overrides_says_nothing() -> None:
+    # `_build_table` is also called with the input's device: its default is not its only value
+    overridden = DEFAULTS.replace(
+        "anchors = self.table[level].expand(x.shape[0], 2)",
+        "anchors = self._build_table(len(self.sizes), device=x.device)[level].expand(x.shape[0], 2)",
+    ).replace("ramp(x.shape[1])", "ramp(x.shape[1], x.device)")
+    assert _found(overridden) == []
+
+
+# -- a class deriving from a library model is a module; its inherited stages moved by hand -------
+
+SPLIT_VGG = """
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+
+    class TwoCardVGG(torchvision.models.VGG):
+        def __init__(self, features):
+            super().__init__(features, num_classes=10)
+            self.features.to("cuda:0")
+            self.classifier.to("cuda:1")
+
+        def forward(self, images):
+            h = torch.flatten(self.avgpool(self.features(images)), 1)
+            return self.classifier(h.to("cuda:1"))
+
+
+    def fit_step(net, batch, targets, criterion):
+        logits = net(batch.to("cuda:0"))
+        return criterion(logits, targets.to("cuda:0"))
+
+
+    def run(make_features, batches):
+        vgg = TwoCardVGG(make_features())
+        for batch, targets in batches:
+            fit_step(vgg, batch, targets, nn.CrossEntropyLoss())
+"""
+
+
+def test_inherited_stage_moved_by_hand_places_a_library_subclass_output() -> None:
+    assert _found(SPLIT_VGG) == [(20, "DL208")]
+    assert _messages(SPLIT_VGG) == [
+        '`targets.to("cuda:0")` is on cuda:0 but `logits` is on cuda:1; move it with `targets.to("cuda:1")` first'
+    ]
+
+
+def test_split_library_subclass_twin_with_targets_on_the_last_stage_is_clean() -> None:
+    assert _found(SPLIT_VGG.replace('targets.to("cuda:0")', 'targets.to("cuda:1")')) == []
+
+
+def test_split_model_whose_output_the_file_does_not_show_is_on_no_stated_device() -> None:
+    # the stages sit on two cards and the head is inherited, never moved here: the output's
+    # device is unknown, not the input's
+    assert (
+        _found("""
+            import torch.nn as nn
+            from torchvision.models.resnet import Bottleneck, ResNet
+
+
+            class Split(ResNet):
+                def __init__(self):
+                    super().__init__(Bottleneck, [3, 4, 6, 3])
+                    self.front = nn.Sequential(self.conv1, self.layer1).to("cuda:0")
+                    self.back = nn.Sequential(self.layer4, self.avgpool).to("cuda:1")
+
+                def forward(self, x):
+                    return self.fc(self.back(self.front(x).to("cuda:1")).flatten(1))
+
+
+            def step(net, x, y, loss_fn):
+                return loss_fn(net(x.to("cuda:0")), y.to("cuda:1"))
+
+
+            def main(batches):
+                net = Split()
+                for x, y in batches:
+                    step(net, x, y, nn.CrossEntropyLoss())
+        """)
+        == []
+    )
+
+
+# -- a class's own movers: any method that moves its attributes in place, and copies ------------
+
+SAMPLE = """
+    import torch
+
+
+    class PointSample:
+        def __init__(self, points: torch.Tensor, labels: torch.Tensor):
+            self.points = points
+            self.labels = labels
+            self.weights = torch.ones(len(labels))
+
+        def to_device(self, device):
+            self.points = self.points.to(device)
+            self.labels = self.labels.to(device)
+            return self
+
+
+    class Ragged:
+        def __init__(self, values: torch.Tensor, lengths: torch.Tensor):
+            self.values = values
+            self.lengths = lengths
+
+        def cuda(self):
+            return type(self)(self.values.cuda(), self.lengths)
+"""
+
+
+def test_a_mover_of_any_name_and_a_copying_mover_forget_a_tensor() -> None:
+    assert _found(SAMPLE) == [(9, "DL112"), (23, "DL112")]
+    assert _messages(SAMPLE) == [
+        "`self.weights` holds a tensor that `PointSample.to_device()` does not move (it moves `self.labels`), so "
+        "it stays on the CPU; move `self.weights` in `to_device()` as well",
+        "`Ragged.cuda()` hands `self.lengths` unmoved to the copy it builds (it moves `self.values`), so the copy "
+        "keeps that tensor on the CPU; move `self.lengths` in `cuda()` as well",
+    ]
+
+
+def test_movers_twin_that_moves_every_tensor_is_clean() -> None:
+    fixed = SAMPLE.replace(
+        "            return self\n", "            self.weights = self.weights.to(device)\n            return self\n"
+    ).replace("self.lengths)", "self.lengths.cuda())")
+    assert _found(fixed) == []
+
+
+def test_a_method_that_moves_one_attribute_is_no_mover() -> None:
+    one = SAMPLE.replace("            self.labels = self.labels.to(device)\n", "")
+    assert (9, "DL112") not in _found(one)
+
+
+# -- a model from a builder of another package, loaded with weights, is on the CPU --------------
+
+RESTORED = """
+    import torch
+    from segnets.zoo import make_unet
+
+
+    def restore(path, depth):
+        net = make_unet(depth=depth.levels, classes=3)
+        net.load_state_dict(torch.load(path, map_location="cpu")["weights"])
+        return net.eval()
+
+
+    def segment(path, images, opts):
+        net = restore(path, opts)
+        masks = []
+        for image in images:
+            masks.append(net(image.cuda()).argmax(1))
+        return masks
+"""
+
+
+def test_a_loaded_model_from_another_package_s_builder_is_never_moved() -> None:
+    assert _found(RESTORED) == [(16, "DL117")]
+    assert _messages(RESTORED) == [
+        "`net` is built on the CPU by `make_unet(...)` and never moved, but is called with `image.cuda()`, "
+        'which is on the device; move the model first: `net.to("cuda")`'
+    ]
+
+
+def test_restored_twins_moved_or_built_from_settings_are_clean() -> None:
+    assert _found(RESTORED.replace("net = restore(path, opts)", "net = restore(path, opts).cuda()")) == []
+    # the builder is handed a whole settings object or a device: it may place the model itself
+    assert _found(RESTORED.replace("make_unet(depth=depth.levels, classes=3)", "make_unet(depth)")) == []
+    assert _found(RESTORED.replace("classes=3)", "classes=3, gpu=depth.gpu)")) == []
+
+
+def test_a_class_of_another_package_may_place_its_own_stages() -> None:
+    # `SegNet.__init__` may put its halves on two cards: a class built elsewhere is not trusted
+    source = RESTORED.replace("from segnets.zoo import make_unet", "from segnets.zoo import SegNet").replace(
+        "make_unet(", "SegNet("
+    )
+    assert _found(source) == []
+
+
+# -- a default device the function sets itself places its later factories ----------------------
+
+DEFAULT_SET_HERE = """
+    import numpy as np
+    import torch
+
+
+    def render(offsets: np.ndarray, steps: int):
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
+        grid = torch.linspace(0, 1, steps)
+        shifted = grid + torch.from_numpy(offsets)
+        return shifted.sum()
+"""
+
+
+def test_a_factory_after_the_function_s_own_default_device_meets_from_numpy() -> None:
+    assert _found(DEFAULT_SET_HERE) == [(9, "DL101")]
+
+
+def test_default_set_here_twin_that_copies_onto_the_default_device_is_clean() -> None:
+    assert _found(DEFAULT_SET_HERE.replace("torch.from_numpy(offsets)", "torch.as_tensor(offsets)")) == []
+
+
+# -- values through list(...), indexes past what the code shows, and *args ----------------------
+
+ROWS_AND_STARS = """
+    import torch
+
+
+    def pick_row(x, k, device):
+        rows = list(torch.randn(8, 4))
+        x = x.to(device)
+        return x @ rows[3]
+
+
+    def concat(*parts):
+        return torch.cat(parts, dim=0)
+
+
+    def pad_batch(x, width, device):
+        filler = torch.zeros(width, x.shape[1])
+        return concat(x.to(device), filler)
+"""
+
+
+def test_rows_of_a_cpu_tensor_and_a_star_parameter_keep_their_places() -> None:
+    assert _found(ROWS_AND_STARS) == [(6, "DL101"), (16, "DL101")]
+
+
+def test_rows_and_stars_twin_on_one_device_is_clean() -> None:
+    fixed = ROWS_AND_STARS.replace("torch.randn(8, 4)", "torch.randn(8, 4, device=device)").replace(
+        "torch.zeros(width, x.shape[1])", "torch.zeros(width, x.shape[1], device=device)"
+    )
+    assert _found(fixed) == []
+
+
+# -- an optimizer's own step(): its groups' params are the model's, its kept state is where made --
+
+OPTIMIZER = """
+    import torch
+
+
+    class SignMomentum(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-4, beta=0.9):
+            params = list(params)
+            super().__init__(params, {"lr": lr, "beta": beta})
+            self.averages = [torch.zeros(tuple(p.shape)) for p in params]
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for i, p in enumerate(group["params"]):
+                    update = self.averages[i].lerp(p.grad, 1 - group["beta"])
+                    p.add_(update.sign(), alpha=-group["lr"])
+"""
+
+
+def test_state_an_optimizer_keeps_on_the_cpu_meets_the_gradients_in_its_own_step() -> None:
+    assert _found(OPTIMIZER) == [(9, "DL101")]
+
+
+def test_optimizer_twin_with_state_like_its_params_is_clean() -> None:
+    assert _found(OPTIMIZER.replace("torch.zeros(tuple(p.shape))", "torch.zeros_like(p)")) == []
+
+
+def test_optimizer_state_moved_in_step_is_no_longer_init_s() -> None:
+    moved = OPTIMIZER.replace(
+        "            for group in self.param_groups:\n",
+        "            self.averages = [a.to(self.param_groups[0]['params'][0].device) for a in self.averages]\n"
+        "            for group in self.param_groups:\n",
+    )
+    assert _found(moved) == []
+
+
+# -- submodules built by a helper of the file, or on one branch of a conditional -----------------
+
+FUSED = """
+    import torch
+    import torch.nn as nn
+
+
+    def norm_act(channels):
+        return nn.Sequential(nn.BatchNorm1d(channels), nn.ReLU())
+
+
+    class Residual(nn.Module):
+        def __init__(self, channels, use_skip_norm=True):
+            super().__init__()
+            self.body = norm_act(channels)
+            self.skip_norm = nn.BatchNorm1d(channels) if use_skip_norm else None
+
+        def forward(self, x):
+            return self.body(x) + (x if self.skip_norm is None else self.skip_norm(x))
+
+        def fused_scale(self):
+            norm = self.skip_norm
+            identity = torch.eye(norm.num_features)
+            return identity * (norm.weight / (norm.running_var + norm.eps).sqrt())
+"""
+
+
+def test_a_submodule_from_a_helper_or_a_conditional_lives_on_the_model_s_device() -> None:
+    assert _found(FUSED) == [(21, "DL101")]
+
+
+def test_fused_twin_that_builds_on_the_norm_s_device_is_clean() -> None:
+    assert (
+        _found(FUSED.replace("torch.eye(norm.num_features)", "torch.eye(norm.num_features, device=norm.weight.device)"))
+        == []
+    )
+
+
+# -- writes into a list change its facts ---------------------------------------------------------
+
+SLOTS = """
+    import torch
+
+
+    def unroll(cell, x, device, steps):
+        outputs = [None] * steps
+        x = x.to(device)
+        for t in range(steps):
+            outputs[t] = x * t
+        first = [torch.zeros(4), None]
+        first[1] = outputs[0]
+        return torch.stack(outputs) + torch.ones(steps, 1, 1), first[0] * first[1]
+"""
+
+
+def test_slots_filled_in_a_loop_and_a_written_position_keep_what_was_written() -> None:
+    assert _found(SLOTS) == [(10, "DL101"), (12, "DL101")]
+
+
+def test_slots_twin_on_one_device_is_clean() -> None:
+    fixed = SLOTS.replace("torch.zeros(4)", "torch.zeros(4, device=device)").replace(
+        "torch.ones(steps, 1, 1)", "torch.ones(steps, 1, 1, device=device)"
+    )
+    assert _found(fixed) == []
+
+
+# -- a LightningModule's own device while it is built is the CPU ---------------------------------
+
+LIGHTNING_INIT = """
+    import torch
+    import torch.nn as nn
+    import pytorch_lightning as pl
+
+
+    class Denoiser(pl.LightningModule):
+        def __init__(self, steps=1000):
+            super().__init__()
+            self.net = nn.Linear(16, 16)
+            self.betas = torch.linspace(1e-4, 0.02, steps, device=self.device)
+
+        def training_step(self, batch, batch_idx):
+            t = torch.randint(0, len(self.betas), (batch.shape[0],), device=self.device)
+            noise = torch.randn_like(batch)
+            noisy = batch + self.betas[t].sqrt()[:, None] * noise
+            return ((self.net(noisy) - noise) ** 2).mean()
+"""
+
+
+def test_a_table_built_on_self_device_in_a_lightning_init_stays_on_the_cpu() -> None:
+    assert _found(LIGHTNING_INIT) == [(11, "DL102"), (16, "DL116")]
+
+
+def test_lightning_init_twin_with_a_buffer_is_clean() -> None:
+    fixed = LIGHTNING_INIT.replace(
+        "self.betas = torch.linspace(1e-4, 0.02, steps, device=self.device)",
+        'self.register_buffer("betas", torch.linspace(1e-4, 0.02, steps))',
+    )
+    assert _found(fixed) == []
+
+
+# -- a parameter annotated with a plain class of the file is an instance of it ------------------
+
+ANNOTATED = """
+    import torch
+
+
+    class Smoother:
+        def __init__(self, width=3):
+            self.width = width
+
+        def apply(self, signal):
+            kernel = torch.ones(1, 1, self.width) / self.width
+            return torch.nn.functional.conv1d(signal, kernel, padding=self.width // 2)
+
+
+    def denoise(smoother: Smoother, signal, device):
+        return smoother.apply(signal.to(device))
+"""
+
+
+def test_a_method_of_an_annotated_instance_is_followed_with_the_caller_s_device() -> None:
+    assert _found(ANNOTATED) == [(10, "DL101")]
+    assert _messages(ANNOTATED) == [
+        "`torch.ones(...)` creates a CPU tensor in `apply` that meets the device tensor `signal` in "
+        "`torch.nn.functional.conv1d(signal, ke...`; pass `device=signal.device`"
+    ]
+
+
+def test_annotated_twin_that_builds_on_the_signal_s_device_is_clean() -> None:
+    fixed = ANNOTATED.replace("torch.ones(1, 1, self.width)", "torch.ones(1, 1, self.width, device=signal.device)")
+    assert _found(fixed) == []
+
+
+# -- a comprehension's loop variable is what a `for` loop gives ----------------------------------
+
+COMPREHENSION = """
+    import torch
+    import torch.nn as nn
+
+
+    def score_chunks(device, count):
+        head = nn.Linear(8, 2).to(device)
+        chunks = [torch.randn(4, 8) for _ in range(count)]
+        return [head(chunk).softmax(-1) for chunk in chunks]
+"""
+
+
+def test_elements_fed_to_a_moved_module_in_a_comprehension_keep_their_place() -> None:
+    assert _found(COMPREHENSION) == [(8, "DL101")]
+
+
+def test_comprehension_twin_that_moves_each_chunk_is_clean() -> None:
+    assert _found(COMPREHENSION.replace("head(chunk)", "head(chunk.to(device))")) == []
