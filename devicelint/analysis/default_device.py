@@ -92,15 +92,16 @@ def _setter_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | N
 
 
 class _Order:
-    """Source order of every call and `with` block in the file (pre-order positions)."""
+    """Source order of the calls and `with` blocks in the file."""
 
     def __init__(self, ctx: FileContext) -> None:
-        self.rank = {
-            id(node): i for i, node in enumerate(ctx.index.walk(ctx.module)) if isinstance(node, (cst.Call, cst.With))
-        }
+        self.index = ctx.index
+
+    def _rank(self, node: cst.CSTNode) -> int:
+        return self.index.position(node) if isinstance(node, (cst.Call, cst.With)) else -1
 
     def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-        return self.rank.get(id(a), -1) < self.rank.get(id(b), -1)
+        return self._rank(a) < self._rank(b)
 
 
 def _order(ctx: FileContext) -> _Order:

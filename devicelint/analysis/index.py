@@ -93,14 +93,26 @@ class NodeIndex:
         self._enclosing_function: dict[int, object] = {}
         parent_of = self._parent
         by_type = self._by_type
-        stack: list[cst.CSTNode] = [module]
+        # Pre-order position of each node and where its subtree ends there: `walk` is a slice.
+        position: dict[int, int] = {}
+        ends: list[int] = []
+        self._position = position
+        self._ends = ends
+        # Nodes to visit, and ints: the position of a node whose subtree is done when popped.
+        stack: list[cst.CSTNode | int] = [module]
         fields_of = _child_fields
         order: list[cst.CSTNode] = []
         self._order = order
         while stack:
             node = stack.pop()
-            order.append(node)
-            by_type[type(node)].append(node)
+            if node.__class__ is int:
+                ends[node] = len(order)
+                continue
+            position[id(node)] = len(ends)
+            stack.append(len(ends))
+            ends.append(0)
+            order.append(node)  # type: ignore[arg-type]  # not an int: a node
+            by_type[type(node)].append(node)  # type: ignore[arg-type]  # as above
             children: list[cst.CSTNode] = []
             for name in fields_of(type(node)):
                 value = getattr(node, name)
@@ -111,7 +123,7 @@ class NodeIndex:
                 elif is_node(value):
                     children.append(value)
             for child in children:
-                parent_of[id(child)] = node
+                parent_of[id(child)] = node  # type: ignore[assignment]  # as above
             children.reverse()
             stack.extend(children)
 
@@ -178,26 +190,16 @@ class NodeIndex:
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         return self.enclosing(node, cst.ClassDef)
 
-    def _subtrees(self) -> dict[int, tuple[int, int]]:
-        """id(node) -> (start, end) of its subtree in the pre-order list, built on first use: the
-        rules walk whole functions and modules many times, and a slice costs nothing to re-walk."""
-        spans = self.__dict__.get("_spans")
-        if spans is None:
-            order = self._order
-            size = {id(node): 1 for node in order}
-            parent_of = self._parent
-            for node in reversed(order):
-                parent = parent_of.get(id(node))
-                if parent is not None:
-                    size[id(parent)] += size[id(node)]
-            spans = self._spans = {id(node): (i, i + size[id(node)]) for i, node in enumerate(order)}
-        return spans
+    def position(self, node: cst.CSTNode) -> int:
+        """The node's place in source (pre-)order, -1 for a node not in this index."""
+        return self._position.get(id(node), -1)
 
     def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """`root` and everything under it (no whitespace), in source order, without recursion."""
-        span = self._subtrees().get(id(root))
-        if span is not None and self._order[span[0]] is root:
-            return iter(self._order[span[0] : span[1]])
+        """`root` and everything under it (no whitespace), in source order, without recursion:
+        the rules walk whole functions and modules many times, and a slice costs nothing."""
+        start = self._position.get(id(root))
+        if start is not None and self._order[start] is root:
+            return iter(self._order[start : self._ends[start]])
         return self._walk_outside(root)
 
     def _walk_outside(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:

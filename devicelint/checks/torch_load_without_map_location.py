@@ -327,7 +327,6 @@ class Payloads:
         self.ctx = ctx
         self._saves: list[cst.Call] | None = None
         self._datasets: set[int] | None = None
-        self._order: dict[int, int] | None = None
 
     def host_only(self, call: cst.Call) -> bool:
         return (
@@ -519,9 +518,7 @@ class Payloads:
         return any(p.name.value == node.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
     def _position(self, node: cst.CSTNode) -> int:
-        if self._order is None:
-            self._order = {id(n): i for i, n in enumerate(self.ctx.index.of_type(cst.Call))}
-        return self._order.get(id(node), -1)
+        return self.ctx.index.position(node) if isinstance(node, cst.Call) else -1
 
     def _all_saves(self) -> list[cst.Call]:
         if self._saves is None:
