@@ -270,10 +270,10 @@ def _with_project_views(
     salt: str = "",
 ) -> list[Task]:
     """Each task with what its file sees of the other modules of its project (`devicelint.project`)."""
-    from devicelint.project.index import ProjectIndex, project_root
+    from devicelint.project.index import ProjectIndex, holds, project_root
 
     sources = {str(f.path): f for f in files}
-    folders = [Path(p).absolute() for p in named if Path(p).is_dir()]
+    folders = [Path(p).absolute() for p in named if holds(Path(p).is_dir)]
     out = []
     for task in tasks:
         source = sources.get(task.path)

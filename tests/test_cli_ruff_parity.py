@@ -153,23 +153,24 @@ def test_add_noqa_marks_every_finding_once_and_the_run_is_then_clean(project: Pa
 
 def test_command_line_overrides_of_the_config(project: Path) -> None:
     (project / "devicelint.toml").write_text('ignore = ["DL502"]\n')
-    (project / "tests").mkdir()
-    (project / "tests" / "t.py").write_text(BUGGY)
+    # Not `tests/`: DL501 leaves test modules alone (they reload what they just saved).
+    (project / "scripts").mkdir()
+    (project / "scripts" / "t.py").write_text(BUGGY)
 
     def codes(*args: str) -> list[tuple[str, str]]:
         done = invoke("check", "--no-cache", "--output-format", "json", *args, ".")
         return sorted((r["path"], r["code"]) for r in json.loads(done.stdout))
 
-    assert codes() == [("buggy.py", "DL501"), ("tests/t.py", "DL501")]
+    assert codes() == [("buggy.py", "DL501"), ("scripts/t.py", "DL501")]
     # KEY=VALUE in TOML syntax replaces that key; a file path still names a config file.
-    assert codes("--config", 'ignore = ["DL501"]') == [("buggy.py", "DL502"), ("tests/t.py", "DL502")]
-    assert codes("--per-file-ignores", "tests/*:DL501") == [("buggy.py", "DL501")]
-    assert codes("--extend-exclude", "tests/") == [("buggy.py", "DL501")]
+    assert codes("--config", 'ignore = ["DL501"]') == [("buggy.py", "DL502"), ("scripts/t.py", "DL502")]
+    assert codes("--per-file-ignores", "scripts/*:DL501") == [("buggy.py", "DL501")]
+    assert codes("--extend-exclude", "scripts/") == [("buggy.py", "DL501")]
     settings = invoke("check", "--torch-version", "2.3", "--show-settings", ".").stdout
     assert "torch-version      2.3\n" in settings
     bad = invoke("check", "--config", 'ignore = ["DL999"]', ".")
     assert bad.exit_code == 2 and "--config: `ignore` has an unknown rule selector 'DL999'" in bad.stderr
-    assert "expected GLOB:CODES" in invoke("check", "--per-file-ignores", "tests", ".").stderr
+    assert "expected GLOB:CODES" in invoke("check", "--per-file-ignores", "scripts", ".").stderr
 
 
 def test_each_file_takes_the_nearest_config_above_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

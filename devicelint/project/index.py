@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,14 +39,23 @@ class _Found:
     name: str | None  # a class or function of `module`; None for the module itself
 
 
+def holds(test: Callable[[], bool]) -> bool:
+    """A file-system test (`path.is_dir`) that is false where the path cannot be looked at
+    (a folder without search permission): the linter reports such files, the index skips them."""
+    try:
+        return test()
+    except OSError:
+        return False
+
+
 def project_root(path: Path, config_root: Path | None) -> Path:
     """The config's folder when `path` is below it, else the first folder above `path` that is
     not a package (holds no `__init__.py`)."""
     absolute = path.absolute()
     if config_root is not None and (absolute == config_root or config_root in absolute.parents):
         return config_root
-    folder = absolute if absolute.is_dir() else absolute.parent
-    while (folder / "__init__.py").exists() and folder.parent != folder:
+    folder = absolute if holds(absolute.is_dir) else absolute.parent
+    while holds((folder / "__init__.py").exists) and folder.parent != folder:
         folder = folder.parent
     return folder
 
@@ -167,7 +176,7 @@ class ProjectIndex:
         if relative is not None:
             for base in (self.root, importer.parent, self.root / "src"):
                 for candidate in (base / relative.with_suffix(".py"), base / relative / "__init__.py"):
-                    if candidate.is_file():
+                    if holds(candidate.is_file):
                         found = candidate
                         break
                 if found is not None:
