@@ -159,7 +159,7 @@ def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
     return None
 
 
-def _instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
     """The local class `node` (`self.clipper`, `amp`) is built from, when every value the file
     assigns to it is `LocalClass(...)` of one class."""
     if isinstance(node, cst.Name):
@@ -189,7 +189,7 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         found = _top_function(ctx, func.value)
         if found is not None:
             return found
-        cls = _instance_class(ctx, func, call)
+        cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
     if not isinstance(func, cst.Attribute):
         return None
@@ -200,11 +200,11 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         if method is not None:
             return method
         # `self.clipper(params)`: an attribute holding an instance of a local class.
-        cls = _instance_class(ctx, func, call)
+        cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
     cls = (
         _class_named(ctx, owner, call)
-        or _instance_class(ctx, owner, call)
+        or instance_class(ctx, owner, call)
         or _handed_self(ctx, owner, call)
         or _duck_class(ctx, owner, name, call)
     )
