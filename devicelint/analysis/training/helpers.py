@@ -241,7 +241,7 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
         position -= 1  # `self.helper(trainer)` fills the parameter after `self`
     found: set[int] = set()
     owners: dict[int, cst.ClassDef] = {}
-    for site in _calls_of(ctx, function):
+    for site in calls_of(ctx, function):
         positional_args = [a for a in site.args if a.keyword is None and not a.star]
         if position < 0 or position >= len(positional_args):
             return None
@@ -259,7 +259,7 @@ def _is_bound_method(function: cst.FunctionDef) -> bool:
     return not names & {"staticmethod", "classmethod"}
 
 
-def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
+def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     """The calls in the file that name `function`: `f(...)` for a top-level one, `self.f(...)`,
     `Class.f(...)` or `cls.f(...)` for a method."""
     name = function.name.value
