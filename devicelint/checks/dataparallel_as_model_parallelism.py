@@ -6,7 +6,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.model_events import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
+from devicelint.analysis.model_events.scopes import statement_of
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.helpers import calls_of
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -56,15 +58,28 @@ def _comment_text(ctx: FileContext, site: WrapperSite) -> str:
     """Comments on and right above the wrapper's statement (and its `if`/`with` header when it opens the block).
 
     Docstrings are left out: a function's docstring often describes several alternatives."""
+    wrapped = dotted_name(site.wrapped) if site.wrapped is not None else None
+    parts = _comments_at(ctx, site.statement, wrapped)
+    function = ctx.index.enclosing_function(site.call)
+    body = function.body.body if function is not None and isinstance(function.body, cst.IndentedBlock) else ()
+    if function is not None and len(body) == 1 and body[0] is site.statement:
+        # a helper that only wraps (`return nn.DataParallel(m, ...).cuda()`): the intent is written
+        # where it is called (`# spread it over the 4 GPUs` above `model = wrap(model)`)
+        for call in calls_of(ctx, function):
+            statement = statement_of(ctx, call)
+            if statement is not None:
+                parts.extend(_comments_at(ctx, statement, None))
+    return "\n".join(parts)
+
+
+def _comments_at(ctx: FileContext, statement: cst.CSTNode, wrapped: str | None) -> list[str]:
     parts: list[str] = []
-    statement = site.statement
     holders: list[cst.CSTNode] = [statement]
     parent = ctx.index.parent(statement)
     block = ctx.index.parent(parent) if isinstance(parent, cst.IndentedBlock) else None
     if isinstance(parent, cst.IndentedBlock) and parent.body and parent.body[0] is statement and block is not None:
         holders.append(block)  # first statement of an `if`/`with` block: the header's comments count
     previous = _previous_statement(ctx, statement)
-    wrapped = dotted_name(site.wrapped) if site.wrapped is not None else None
     if previous is not None and wrapped is not None and _binds(previous, wrapped):
         holders.append(previous)  # `# too big for one GPU` above `model = Net()`, then the wrapper
     for holder in holders:
@@ -79,7 +94,7 @@ def _comment_text(ctx: FileContext, site: WrapperSite) -> str:
         header = getattr(body, "header", None)
         if header is not None and header.comment is not None:
             parts.append(header.comment.value.lstrip("#").strip())
-    return "\n".join(parts)
+    return parts
 
 
 def _previous_statement(ctx: FileContext, statement: cst.CSTNode) -> cst.CSTNode | None:

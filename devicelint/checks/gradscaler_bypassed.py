@@ -4,7 +4,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import BACKWARD, SCALED_BACKWARD, SCALER_STEP, Effect, kinds
+from devicelint.analysis.training.helpers import (
+    BACKWARD,
+    OPTIMIZER_STEP,
+    SCALED_BACKWARD,
+    SCALER_STEP,
+    Effect,
+    instance_class,
+    kinds,
+    method_of,
+)
 from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
@@ -168,6 +177,31 @@ class GradscalerBypassed(Rule):
                 "gradients multiplied by the loss scale (65536 by default) and never skips inf/NaN steps",
                 remedy=f"call `{scaler}.step({name})` and then `{scaler}.update()` instead",
             )
+        # `step_generator(opt_g)`: a helper of the file whose only step is a plain `opt.step()`
+        for site, found in scope.helper_calls:
+            if kinds(found) & {SCALER_STEP, SCALED_BACKWARD, BACKWARD} or not any(
+                e.kind == OPTIMIZER_STEP and not e.conditional for e in found
+            ):
+                continue
+            if any(exclusive(ctx, site, other) for other in (*scales, *steps)) or amp_gated(ctx, site, scope.node):
+                continue
+            if any(not exclusive(ctx, b, site) for b in unscaled):
+                continue
+            if any(_steps_itself(ctx, arg, site) for arg in positional(site)):
+                continue  # `step(opt_b)` handed a wrapper of the file whose own `step()` may use a scaler
+            inner = next(e.node for e in found if e.kind == OPTIMIZER_STEP)
+            yield self.violation(
+                site,
+                what=f"`{short(ctx, site)}` (which calls `{short(ctx, inner)}`) bypasses the `GradScaler` that "
+                "scaled the loss: it applies gradients multiplied by the loss scale (65536 by default) and "
+                "never skips inf/NaN steps",
+                remedy=f"step through the scaler: `{scaler}.step(optimizer)` and then `{scaler}.update()`",
+            )
+
+
+def _steps_itself(ctx: FileContext, arg: cst.BaseExpression, site: cst.Call) -> bool:
+    cls = instance_class(ctx, arg, site)
+    return cls is not None and method_of(ctx, cls, "step") is not None
 
 
 def _scales_through_helpers(scopes: list[Scope]) -> bool:

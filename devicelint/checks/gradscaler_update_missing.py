@@ -16,6 +16,7 @@ from devicelint.analysis.training.step import (
     proven_scaler,
     training_scopes,
 )
+from devicelint.analysis.training.step_parts import optimizer_names
 from devicelint.analysis.training.syntax import (
     enclosing_ifs,
     inside,
@@ -354,8 +355,10 @@ def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
     for node in ctx.index.walk(func.body):
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
             continue
-        name = (text_of(node.targets[0].target) or "").rsplit(".", 1)[-1].lower()
-        if not ("optim" in name or name.startswith("opt") or "model" in name or name == "net"):
+        target = text_of(node.targets[0].target) or ""
+        name = target.rsplit(".", 1)[-1].lower()
+        named = "optim" in name or name.startswith("opt") or "model" in name or name == "net"
+        if not named and target not in optimizer_names(ctx):  # an optimizer by what it is built from
             continue
         value = node.value
         while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
@@ -375,7 +378,10 @@ def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
         return True
     if any(isinstance(node, cst.ExceptHandler) for node in ctx.index.walk(loop.body)):
         return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
-    built = {name.rsplit(".", 1)[-1].lower() for name in names_assigned_in(ctx, loop.body)}
+    assigned = names_assigned_in(ctx, loop.body)
+    if any(name in optimizer_names(ctx) for name in assigned):
+        return True  # a loop that builds its own optimizer (`torch.optim.AdamW(...)`), whatever its name
+    built = {name.rsplit(".", 1)[-1].lower() for name in assigned}
     return any("optim" in name or name.startswith("opt") or "model" in name or name == "net" for name in built)
 
 

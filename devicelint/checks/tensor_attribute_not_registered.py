@@ -7,6 +7,7 @@ import libcst as cst
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
+from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import (
     ClassFacts,
@@ -677,6 +678,10 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
         if (type_as or move_call(value) not in (None, "cpu")) and any(
             isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(value)
         ):
+            return True
+        # `w = to_device_of(w, x)`: a helper of the file that returns the parameter moved
+        helped = moved_by_helper(ctx, value) if isinstance(value, cst.Call) else None
+        if helped is not None and any(isinstance(r, cst.Name) and r.value == name for r in helped.receivers):
             return True
         if (
             isinstance(value, cst.Call)

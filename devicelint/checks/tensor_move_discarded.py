@@ -130,7 +130,9 @@ class TensorMoveDiscarded(Rule):
             call = statement.value
             moved = moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
             if moved is not None and isinstance(call, cst.Call):
-                yield self._helper_report(ctx, call, moved)
+                # a helper's `return model.to(device)` handed a module moves it in place
+                if not all(file_facts(ctx).value(r).kind == MODULE or _used_as_module(ctx, r) for r in moved.receivers):
+                    yield self._helper_report(ctx, call, moved)
                 continue
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
                 continue
@@ -420,6 +422,29 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
             return False
         evidence = evidence or use == "tensor" or (use == "input" and not weak)
     return made and evidence
+
+
+_MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "buffers", "modules", "children", "eval", "train"})
+
+
+def _used_as_module(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
+    """A name its function calls (`model(x)`), asks for parameters (`model.parameters()`), or
+    annotates as a module: a module, whose `.to()` moves it in place."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    for node in ctx.index.walk(scope):
+        if isinstance(node, cst.Param) and node.name.value == receiver.value and node.annotation is not None:
+            if (ctx.qualified_name(node.annotation.annotation) or "").endswith("Module"):
+                return True
+        if not (isinstance(node, cst.Name) and node.value == receiver.value):
+            continue
+        parent = ctx.index.parent(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            return True
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in _MODULE_ONLY_METHODS:
+            return True
+    return False
 
 
 def _assigned_an_object(ctx: FileContext, receiver: cst.BaseExpression) -> bool:

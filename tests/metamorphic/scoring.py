@@ -13,11 +13,15 @@ from .variants import Variant
 
 
 @cache
-def options_for(rule: str) -> EngineOptions:
+def options_for(*codes: str) -> EngineOptions:
+    """The default rules plus the case's own rule and every rule its markers expect (an
+    off-by-default rule such as DL207 marked in another rule's fixture is run, as the fixture
+    test runs it)."""
     rules = [r for r in all_rules() if r.default_enabled and not r.code.startswith("DL6")]
-    extra = find_rule(rule) if rule else None
-    if extra is not None and extra not in rules:
-        rules.append(extra)
+    for code in codes:
+        extra = find_rule(code) if code else None
+        if extra is not None and extra not in rules:
+            rules.append(extra)
     return EngineOptions(rules=tuple(rules))
 
 
@@ -48,7 +52,8 @@ def _describe(findings: list[Finding], limit: int = 3) -> str:
 def score(variant: Variant) -> list[Row]:
     case = variant.case
     assert variant.lines is not None
-    result = lint_source(variant.text, case.name, options_for(case.rule))
+    expected = sorted({code for code in case.expected.values() if not code.startswith("NEW:")})
+    result = lint_source(variant.text, case.name, options_for(case.rule, *expected))
     findings = [f for f in result.findings if f.code != "DL001"]
     if not case.bad:
         reason = "" if not findings else f"false alarm: {_describe(findings)}"

@@ -288,16 +288,27 @@ def _all_scopes(ctx: FileContext) -> list[Scope]:
 
 def _used_as_models(ctx: FileContext, scope: cst.FunctionDef | cst.Module) -> set[str]:
     found = set()
+    moded = set()
+    stepped = set()  # what steps or has parameter groups: an optimizer or a scheduler, whatever its name
     for node in scope_facts(ctx, scope).nodes:
+        if isinstance(node, cst.Attribute) and node.attr.value in _OPTIMIZER_MEMBERS:
+            name = dotted_name(node.value)
+            if name is not None:
+                stepped.add(name)
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             name = dotted_name(node.func.value)
             if name is None:
                 continue
             last = name.rsplit(".", 1)[-1].lower()
-            if method in _PARAMETER_METHODS or (method in _MODE_METHODS and "opt" not in last and "sched" not in last):
+            if method in _PARAMETER_METHODS:
                 found.add(name)
-    return found
+            elif method in _MODE_METHODS and "opt" not in last and "sched" not in last:
+                moded.add(name)
+    return found | (moded - stepped)
+
+
+_OPTIMIZER_MEMBERS = frozenset({"step", "param_groups", "add_param_group"})
 
 
 def _unpacked_target(ctx: FileContext, call: cst.Call, position: int) -> str | None:

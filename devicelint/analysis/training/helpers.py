@@ -159,7 +159,7 @@ def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
     return None
 
 
-def _instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
     """The local class `node` (`self.clipper`, `amp`) is built from, when every value the file
     assigns to it is `LocalClass(...)` of one class."""
     if isinstance(node, cst.Name):
@@ -189,21 +189,93 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         found = _top_function(ctx, func.value)
         if found is not None:
             return found
-        cls = _instance_class(ctx, func, call)
+        cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
     if not isinstance(func, cst.Attribute):
         return None
     owner, name = func.value, func.attr.value
     if isinstance(owner, cst.Name) and owner.value == "self":
-        cls = ctx.index.enclosing_class(call)
+        cls = ctx.index.enclosing_class(call) or _handed_self(ctx, owner, call)
         method = method_of(ctx, cls, name) if cls is not None else None
         if method is not None:
             return method
         # `self.clipper(params)`: an attribute holding an instance of a local class.
-        cls = _instance_class(ctx, func, call)
+        cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
-    cls = _instance_class(ctx, owner, call) or _duck_class(ctx, owner, name, call)
+    cls = (
+        _class_named(ctx, owner, call)
+        or instance_class(ctx, owner, call)
+        or _handed_self(ctx, owner, call)
+        or _duck_class(ctx, owner, name, call)
+    )
     return method_of(ctx, cls, name) if cls is not None else None
+
+
+def _class_named(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> cst.ClassDef | None:
+    """`Trainer._clip(self)`, `cls._clip(opt)`: a method called on a class of the file itself
+    (a static or class method, or a plain one handed its instance explicitly)."""
+    if not isinstance(owner, cst.Name):
+        return None
+    if owner.value == "cls":
+        return ctx.index.enclosing_class(call)
+    if owner.value not in local_classes(ctx) or _is_parameter(ctx, owner):
+        return None
+    return local_classes(ctx)[owner.value]
+
+
+def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> cst.ClassDef | None:
+    """`trainer.step_g(loss)` in a function every caller of which hands it `self` of one class
+    of the file in that parameter's place (a method's body moved into a function or a static
+    method that takes the instance)."""
+    if not isinstance(owner, cst.Name) or owner.value == "cls" or not _is_parameter(ctx, owner):
+        return None
+    function = ctx.index.enclosing_function(owner)
+    if function is None:
+        return None
+    params = [*function.params.posonly_params, *function.params.params]
+    position = next((i for i, p in enumerate(params) if p.name.value == owner.value), None)
+    if position is None:
+        return None
+    host = ctx.index.enclosing_class(function)
+    if host is not None and _is_bound_method(function):
+        position -= 1  # `self.helper(trainer)` fills the parameter after `self`
+    found: set[int] = set()
+    owners: dict[int, cst.ClassDef] = {}
+    for site in calls_of(ctx, function):
+        positional_args = [a for a in site.args if a.keyword is None and not a.star]
+        if position < 0 or position >= len(positional_args):
+            return None
+        value = positional_args[position].value
+        cls = ctx.index.enclosing_class(site)
+        if not (isinstance(value, cst.Name) and value.value == "self" and cls is not None):
+            return None
+        found.add(id(cls))
+        owners[id(cls)] = cls
+    return owners[found.pop()] if len(found) == 1 else None
+
+
+def _is_bound_method(function: cst.FunctionDef) -> bool:
+    names = {dotted_name(d.decorator) for d in function.decorators}
+    return not names & {"staticmethod", "classmethod"}
+
+
+def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
+    """The calls in the file that name `function`: `f(...)` for a top-level one, `self.f(...)`,
+    `Class.f(...)` or `cls.f(...)` for a method."""
+    name = function.name.value
+    host = ctx.index.enclosing_class(function)
+    out = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if host is None:
+            if isinstance(func, cst.Name) and func.value == name:
+                out.append(call)
+        elif isinstance(func, cst.Attribute) and func.attr.value == name and isinstance(func.value, cst.Name):
+            if func.value.value in ("self", "cls", host.name.value):
+                if func.value.value == host.name.value and _is_bound_method(function):
+                    continue  # `Trainer.f(self, x)`: the instance comes first, not where counted
+                out.append(call)
+    return out
 
 
 # Method names too common to pick a class by (optimizers, schedulers, modules, meters have them).
@@ -299,7 +371,7 @@ def _effects(
             scaler = dotted_name(owner) if owner is not None else None
         elif name is not None and "unscale" in name.lower():
             kind = UNSCALE
-        elif name == "step" and not node.args and looks_like_optimizer(owner):
+        elif name == "step" and not node.args and looks_like_optimizer(owner, ctx):
             kind = OPTIMIZER_STEP
         conditional = _conditional(ctx, node, func)
         if kind is not None:

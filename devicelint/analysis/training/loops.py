@@ -321,7 +321,7 @@ def _steps_optimizer(ctx: FileContext, body: cst.BaseSuite) -> bool:
     for node in ctx.index.walk(body):
         if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
             continue
-        if node.func.attr.value == "step" and looks_like_optimizer(node.func.value):
+        if node.func.attr.value == "step" and looks_like_optimizer(node.func.value, ctx):
             return True
         helper = (
             methods.get(node.func.attr.value)

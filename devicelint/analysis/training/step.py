@@ -298,7 +298,9 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             elif name in SCALER_METHODS and is_scaler(c, owner):
                 if name == "update" or positional(call):
                     _scope(c, scopes, call).scaler_calls.setdefault(name, []).append(call)
-            elif name == "step" and (looks_like_optimizer(owner) or (_disabled_scaler(c, owner) and positional(call))):
+            elif name == "step" and (
+                looks_like_optimizer(owner, c) or (_disabled_scaler(c, owner) and positional(call))
+            ):
                 # a disabled scaler's `step(opt)` is a plain `opt.step()`
                 _scope(c, scopes, call).optimizer_steps.append(call)
             elif c.qualified_name(call.func) in CLIPPERS:

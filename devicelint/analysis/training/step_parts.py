@@ -49,9 +49,63 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
                         value = value.body if isinstance(value.body, cst.Call) else value.orelse
                     if isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS:
                         names.add(target)
+        # Whatever its name, an object that unscales an optimizer's gradients (`s.unscale_(opt)`)
+        # or scales a loss that is then backpropagated (`s.scale(loss).backward()`) is a scaler:
+        # the helper that takes it as a parameter is written for one.
+        for call in c.index.of_type(cst.Call):
+            name = method_name(call)
+            if name == "unscale_" and positional(call):
+                text = text_of(receiver(call))
+            elif name == "backward" and isinstance(inner := receiver(call), cst.Call):
+                text = text_of(receiver(inner)) if method_name(inner) == "scale" and positional(inner) else None
+            else:
+                continue
+            if text is not None:
+                names.add(text)
         return frozenset(names)
 
     return ctx.shared("training.step.scalers", build)
+
+
+def optimizer_names(ctx: FileContext) -> frozenset[str]:
+    """Targets (`opt_g`, `self.optimizer`) assigned a `torch.optim` optimizer (or the file's own
+    subclass of one) anywhere in the file, and what a scaler steps (`scaler.step(opt)`)."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        names = set()
+        for scope in assignments(c).values():
+            for target, values in scope.items():
+                for value in values:
+                    if isinstance(value, cst.Call) and _optimizer_class(c.qualified_name(value.func) or ""):
+                        names.add(target)
+        scalers = scaler_names(c)
+        zeroed: set[str] = set()
+        stepped: set[str] = set()
+        for call in c.index.of_type(cst.Call):
+            name = method_name(call)
+            if name == "step" and text_of(receiver(call)) in scalers and positional(call):
+                text = text_of(positional(call)[0])
+                if text is not None:
+                    names.add(text)
+            elif name in ("zero_grad", "step") and not positional(call):
+                text = text_of(receiver(call))
+                if text is not None:
+                    (zeroed if name == "zero_grad" else stepped).add(text)
+        # `opt.zero_grad()` ... `opt.step()`: a module zeroes gradients too, but never steps
+        names.update(zeroed & stepped)
+        return frozenset(names)
+
+    return ctx.shared("training.step.optimizers", build)
+
+
+def _optimizer_class(qualified: str) -> bool:
+    last = qualified.rsplit(".", 1)[-1]
+    return (
+        qualified.startswith("torch.optim.")
+        and last[:1].isupper()
+        and "lr_scheduler" not in qualified
+        and "swa_utils" not in qualified
+    )
 
 
 def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
@@ -125,7 +179,10 @@ def proven_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     return text is not None and text in ctx.shared("training.step.proven_scalers", build)
 
 
-def looks_like_optimizer(node: cst.BaseExpression | None) -> bool:
+def looks_like_optimizer(node: cst.BaseExpression | None, ctx: FileContext | None = None) -> bool:
+    """An optimizer by its name, or (given the file) one the file builds or steps through a scaler."""
+    if ctx is not None and node is not None and text_of(node) in optimizer_names(ctx):
+        return True
     word = last_word(node)
     if not word or any(w in word for w in SCHEDULER_WORDS) or "scaler" in word:
         return False
