@@ -227,3 +227,17 @@ def test_device_values_say_whether_they_are_objects_or_strings() -> None:
     facts = file_facts(ctx)
     spelled = {a.targets[0].target.value: facts.value(a.value).spelled for a in ctx.index.of_type(cst.Assign)}  # type: ignore[union-attr]
     assert spelled == {"a": "object", "b": "string", "c": "object", "d": "string"}
+
+
+def test_fact_equality_sees_every_field() -> None:
+    # Fact writes its own __eq__ for speed: two facts that differ in any one field are unequal.
+    import dataclasses
+
+    base = Fact()
+    for field in dataclasses.fields(Fact):
+        value = getattr(base, field.name)
+        other = True if value is False else ("x" if value is None else ("other" if isinstance(value, str) else None))
+        changed = dataclasses.replace(base, **{field.name: other})
+        assert changed != base, field.name
+        assert changed == dataclasses.replace(base, **{field.name: other})
+    assert Fact(CPU, where="cpu") == Fact(CPU, where="cpu") and hash(Fact(CPU)) == hash(Fact(CPU))

@@ -78,6 +78,35 @@ class Fact:
     # one element fact answers every index, even one past what the code shows.
     alike: bool = False
 
+    def __eq__(self, other: object) -> bool:
+        # The engine compares facts (mostly with UNKNOWN_FACT) hundreds of thousands of times
+        # per corpus; the generated method builds two tuples of every field each time. This is
+        # the same equality, field by field, stopping at the first difference.
+        if self is other:
+            return True
+        if not isinstance(other, Fact):
+            return NotImplemented
+        o = other
+        return (
+            self.kind == o.kind
+            and self.where == o.where
+            and self.origin == o.origin
+            and self.factory == o.factory
+            and self.scalar == o.scalar
+            and self.batch == o.batch
+            and self.encoded == o.encoded
+            and self.device_expr == o.device_expr
+            and self.elements == o.elements
+            and self.fields == o.fields
+            and self.instance == o.instance
+            and self.conflict == o.conflict
+            and self.mask == o.mask
+            and self.device == o.device
+            and self.copied == o.copied
+            and self.spelled == o.spelled
+            and self.alike == o.alike
+        )
+
     @property
     def is_tensor(self) -> bool:
         return self.kind in (CPU, DEVICE)

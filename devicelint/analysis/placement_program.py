@@ -597,20 +597,20 @@ class FileAnalysis:
         found = self._assigned.get(id(cls))
         if found is None:
             found = {}
+            index = self.ctx.index
             for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
                 if not isinstance(stmt, cst.FunctionDef):
                     continue
-                for node in self.ctx.index.walk(stmt):
-                    targets: list[cst.BaseExpression] = []
-                    if isinstance(node, cst.Assign):
-                        targets = [t.target for t in node.targets]
-                    elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-                        targets = [node.target]
-                    for target in targets:
-                        for part in target.elements if isinstance(target, (cst.Tuple, cst.List)) else (target,):
-                            attr = self_attribute(part.value if isinstance(part, cst.Element) else part)
-                            if attr is not None and stmt not in found.setdefault(attr, []):
-                                found[attr].append(stmt)
+                targets: list[cst.BaseExpression] = [
+                    *(t.target for node in index.within(stmt, cst.Assign) for t in node.targets),
+                    *(node.target for node in index.within(stmt, cst.AnnAssign)),
+                    *(node.target for node in index.within(stmt, cst.AugAssign)),
+                ]
+                for target in targets:
+                    for part in target.elements if isinstance(target, (cst.Tuple, cst.List)) else (target,):
+                        attr = self_attribute(part.value if isinstance(part, cst.Element) else part)
+                        if attr is not None and stmt not in found.setdefault(attr, []):
+                            found[attr].append(stmt)
             self._assigned[id(cls)] = found
         return found
 
