@@ -273,7 +273,7 @@ def _with_project_views(
     from devicelint.project.index import ProjectIndex, project_root
 
     sources = {str(f.path): f for f in files}
-    folders = [Path(p).absolute() for p in named if Path(p).is_dir()]
+    folders = [str(Path(p).absolute()) for p in named if Path(p).is_dir()]
     out = []
     for task in tasks:
         source = sources.get(task.path)
@@ -282,14 +282,15 @@ def _with_project_views(
             continue
         config = projects.project_of(source)[0]
         path = source.path.absolute()
-        linted = max(
-            (f for f in folders if f == path.parent or f in path.parents), key=lambda f: len(f.parts), default=None
+        text = str(path)
+        linted = max((f for f in folders if text.startswith(f.rstrip(os.sep) + os.sep)), key=len, default=None)
+        root = project_root(
+            Path(linted) if linted is not None else path, config.root if config.path is not None else None
         )
-        root = project_root(linted if linted is not None else path, config.root if config.path is not None else None)
         index = indexes.get(root)
         if index is None:
             index = indexes[root] = ProjectIndex(root, store, salt)
-        view = index.view_for(path)
+        view = index.view(path)
         out.append(replace(task, project=view) if view else task)
     for index in indexes.values():
         index.save()

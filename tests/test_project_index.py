@@ -289,3 +289,66 @@ def test_the_store_keeps_summaries_between_runs_and_ignores_damaged_entries(tmp_
     for path in saved:
         path.write_text('{"imports": 3, "kinds": []}', encoding="utf-8")
     assert ProjectIndex(root, store).view_for(root / "train.py") == fresh
+
+
+def _warm(root: Path, store: Path, path: str) -> tuple[object, ProjectIndex]:
+    index = ProjectIndex(root, store)
+    view = index.view(root / path)
+    index.save()
+    return view, index
+
+
+def test_a_warm_run_reuses_each_view_until_a_file_it_read_changes(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    _write(root, {"other.py": "x = 1\n"})
+    store = tmp_path / "store"
+    fresh = ProjectIndex(root).view_for(root / "train.py")
+    assert "Net" in fresh.classes
+    first, index = _warm(root, store, "train.py")
+    assert first == fresh and index.summaries  # built
+    again, index = _warm(root, store, "train.py")
+    assert again == fresh and not index.summaries  # reused: no summary built, none read
+    (root / "other.py").write_text("x = 2  # a file train.py does not import\n", encoding="utf-8")
+    again, index = _warm(root, store, "train.py")
+    assert again == fresh and not index.summaries
+    # the same size, written at once (the same timestamp tick): still seen, by its hash
+    net = root / "models" / "net.py"
+    net.write_text(MODEL.replace("(nn.Module)", "(nn.Modulz)"), encoding="utf-8")
+    changed, index = _warm(root, store, "train.py")
+    assert "Net" not in changed.classes and index.summaries
+    assert _warm(root, store, "train.py")[0] == changed
+    net.write_text(MODEL, encoding="utf-8")
+    assert _warm(root, store, "train.py")[0] == fresh
+
+
+def test_a_warm_run_sees_added_files_and_new_movers(tmp_path: Path) -> None:
+    source = FIXTURES / "projects" / "head_moved_by_model_apply" / "bad"
+    root = tmp_path / "p"
+    for path in source.rglob("*.py"):
+        _write(root, {path.relative_to(source).as_posix(): path.read_text(encoding="utf-8")})
+    store = tmp_path / "store"
+    head, tasks = "nn/modules/head.py", root / "nn" / "tasks.py"
+    moved = _warm(root, store, head)[0].moved_elsewhere  # type: ignore[attr-defined]
+    assert moved == {"Detect": ("anchors", "stride"), "Segment": ("anchors", "stride")}  # Segment(Detect)
+    original = tasks.read_text(encoding="utf-8")
+    tasks.write_text(original.replace("            m.anchors = fn(m.anchors)\n", ""), encoding="utf-8")
+    assert _warm(root, store, head)[0].moved_elsewhere == {"Detect": ("stride",), "Segment": ("stride",)}  # type: ignore[attr-defined]
+    tasks.write_text(original.replace("def _apply(", "def _unused("), encoding="utf-8")
+    assert _warm(root, store, head)[0].moved_elsewhere == {}  # type: ignore[attr-defined]
+    tasks.write_text(original, encoding="utf-8")  # a file becomes a mover again
+    assert _warm(root, store, head)[0].moved_elsewhere == moved  # type: ignore[attr-defined]
+    # a file added: an import may resolve elsewhere, so every view is built afresh
+    _write(root, {"nn/extra.py": "y = 1\n"})
+    view, index = _warm(root, store, head)
+    assert view.moved_elsewhere == moved and index.summaries  # type: ignore[attr-defined]
+
+
+def test_a_damaged_view_record_is_ignored(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    store = tmp_path / "store"
+    fresh = _warm(root, store, "train.py")[0]
+    for path in store.rglob("*.json"):
+        if '"views"' in path.read_text(encoding="utf-8"):
+            path.write_text('{"views": {"x": 1}, "files": 3}', encoding="utf-8")
+    assert _warm(root, store, "train.py")[0] == fresh
+    assert _warm(root, store, "train.py")[0] == fresh
