@@ -149,8 +149,9 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         _error(str(err))
         return EXIT_ERROR
     indexes: dict[Path, ProjectIndex] = {}
-    if (fix_mode == "none" and not options.get("no_project")) or options.get("show_project"):
-        # With fixes on, a fix round re-lints the file's new text: views are left out there.
+    if not options.get("no_project") or options.get("show_project"):
+        # Under --fix/--diff each fix round re-lints the file's new text with the view of its
+        # text as read: a fix changes no import, and another file's fixes are seen on the next run.
         store = None if options.get("no_cache") else _project_store(settings, options)
         salt = "" if store is None else _code_fingerprint()
         tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store, salt)

@@ -352,3 +352,30 @@ def test_a_damaged_view_record_is_ignored(tmp_path: Path) -> None:
             path.write_text('{"views": {"x": 1}, "files": 3}', encoding="utf-8")
     assert _warm(root, store, "train.py")[0] == fresh
     assert _warm(root, store, "train.py")[0] == fresh
+
+
+def _diff_lines(args: list[str], cwd: Path) -> list[str]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "ALL", "--unsafe-fixes", *args])
+    finally:
+        os.chdir(old)
+    return [line for line in result.stdout.splitlines() if line[:1] in "-+" and line[:3] not in ("---", "+++")]
+
+
+def test_fix_and_diff_lint_with_the_project_view(tmp_path: Path) -> None:
+    # `stride` is moved by the owner's `to()` in another module: only `offsets` is fixed.
+    source = FIXTURES / "projects" / "anchors_moved_by_owner_to" / "bad"
+    for path in source.rglob("*.py"):
+        _write(tmp_path, {path.relative_to(source).as_posix(): path.read_text(encoding="utf-8")})
+    fixed_line = '        self.register_buffer("offsets", torch.zeros(anchors, 2), persistent=False)  # expect: DL102'
+    assert _diff_lines(["--diff", "."], tmp_path) == [
+        "-        self.offsets = torch.zeros(anchors, 2)  # expect: DL102",
+        "+" + fixed_line,
+    ]
+    assert len(_diff_lines(["--no-project", "--diff", "."], tmp_path)) > 2  # per file: stride too
+    _diff_lines(["--fix", "."], tmp_path)
+    for path in source.rglob("*.py"):
+        fixed = (FIXTURES / "projects" / "anchors_moved_by_owner_to" / "fixed" / path.relative_to(source)).read_text()
+        assert (tmp_path / path.relative_to(source)).read_text().replace("  # expect: DL102", "") == fixed

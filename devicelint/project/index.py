@@ -89,7 +89,9 @@ class ProjectIndex:
     """`store`: a folder where what one run learnt of each module's text is kept for the next
     (JSON keyed by the text's hash, so an edited file is read afresh); None keeps nothing."""
 
-    def __init__(self, root: Path, store: Path | None = None, salt: str = "") -> None:
+    def __init__(
+        self, root: Path, store: Path | None = None, salt: str = "", overlay: dict[str, bytes] | None = None
+    ) -> None:
         self.root = root.absolute()
         self.store = store
         # devicelint's own code fingerprint: summaries an older release wrote are not read
@@ -105,7 +107,9 @@ class ProjectIndex:
         self._exists: dict[str, bool] = {}
         # every `.py` file below the root -> (size, mtime), listed once per run (None until needed)
         self._files: dict[str, tuple[int, int]] | None = None
-        self._texts: dict[str, bytes] = {}  # each file read at most once per run
+        # each file read at most once per run; `overlay`: texts that replace the files' on disk
+        # (the language server's unsaved buffers, by absolute path)
+        self._texts: dict[str, bytes] = dict(overlay or {})
         # the files each lookup read: a stack of sets, one per view or cached lookup being built
         self._deps: list[set[str]] = []
         self._member_deps: dict[tuple[int, str], set[str]] = {}
@@ -431,15 +435,21 @@ class ProjectIndex:
                         return view
                 except (KeyError, TypeError, ValueError, AttributeError):
                     pass  # an entry of another shape: build the view afresh
-        self._deps.append(set())
-        self._asked_movers = False
-        try:
-            view = self.view_for(path)
-        finally:
-            deps = self._deps.pop()
+        view, deps = self.view_and_reads(path)
         if self._hashes is not None and deps <= self._hashes.keys():  # a file outside the walk: not kept
             self._new_views[key] = {"deps": sorted(deps), "movers": self._asked_movers, "view": _view_data(view)}
         return view
+
+    def view_and_reads(self, path: Path) -> tuple[ProjectView, set[str]]:
+        """`view_for(path)` and the files it read (absolute paths): editing one of them may
+        change the view (the language server re-lints an open file when one of them changes)."""
+        self._deps.append(set())
+        self._asked_movers = False
+        try:
+            view = self.view_for(path.absolute())
+        finally:
+            deps = self._deps.pop()
+        return view, deps
 
     def _record_key(self) -> str:
         digest = hashlib.sha256(f"{_RECORD_FORMAT}\0{self.salt}\0views\0{self.root}".encode())
