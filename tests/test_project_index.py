@@ -379,3 +379,74 @@ def test_fix_and_diff_lint_with_the_project_view(tmp_path: Path) -> None:
     for path in source.rglob("*.py"):
         fixed = (FIXTURES / "projects" / "anchors_moved_by_owner_to" / "fixed" / path.relative_to(source)).read_text()
         assert (tmp_path / path.relative_to(source)).read_text().replace("  # expect: DL102", "") == fixed
+
+
+BUILDERS = """import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def build_model(args):
+    model = Net(args.width)
+    model.eval()
+    return model
+
+
+def build(args):
+    return build_model(args)
+
+
+def build_moved(args):
+    model = Net(args.width)
+    model.to(args.device)
+    return model
+
+
+def build_passed(args):
+    model = Net(args.width)
+    place(model, args)
+    return model
+
+
+def build_placed(args):
+    return Net(args.width, device=args.device)
+
+
+def build_from_moved(args):
+    return build_moved(args)
+"""
+BUILT = """from models.net import build, build_from_moved, build_model, build_moved, build_passed, build_placed
+
+
+def run(args, loader):
+    models = [build_model(args), build(args), build_moved(args), build_passed(args)]
+    model, other, moved, passed = build_model(args), build(args), build_moved(args), build_passed(args)
+    placed, chained = build_placed(args), build_from_moved(args)
+    for x in loader:
+        x = x.to("cuda")
+        model(x)
+        other(x)
+        moved(x)
+        passed(x)
+        placed(x)
+        chained(x)
+"""
+
+
+def test_an_imported_builder_returning_an_unmoved_module_is_a_module_built_on_the_cpu(tmp_path: Path) -> None:
+    _write(tmp_path, {"models/__init__.py": "", "models/net.py": BUILDERS, "train.py": BUILT})
+    view = ProjectIndex(tmp_path).view_for(tmp_path / "train.py")
+    assert sorted(view.classes) == ["build", "build_model"]
+    assert view.classes["build"].qualified == "models.net.Net" and view.classes["build"].owns_cpu_parameters
+    rows = _check(["--no-cache", "train.py"], cwd=tmp_path)
+    assert [(r["line"], r["code"], r["message"].split(" and ")[0]) for r in rows] == [
+        (10, "DL117", "`model` is built on the CPU by `build_model(...)`"),
+        (11, "DL117", "`other` is built on the CPU by `build(...)`"),
+    ]

@@ -603,24 +603,40 @@ class ProjectIndex:
     def _member(self, module: ModuleSummary, name: str) -> ImportedClass | str | None:
         """What a file importing `name` from `module` learns: a module class, a place, or nothing."""
         where = self._path_of(module)
-        cls = module.classes.get(name)
-        if cls is not None:
-            if not self.is_module_class(module.bases[name], where):
-                return None
-            qualified = f"{module.name}.{name}" if module.name else name
-            owns = self.owns_cpu_parameters(cls, where)
-            return ImportedClass(qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where))
+        if name in module.classes:
+            return self._imported_class(module, name)
         place = self._function_place(module, name, where, 0)
+        if isinstance(place, tuple):  # a builder: `def build_model(args): return Net(args)`
+            return self._imported_class(*place)
         return place if place in ("cpu-tensor", "device-tensor") else None
 
-    def _function_place(self, module: ModuleSummary, name: str, where: Path, hops: int) -> str:
+    def _imported_class(self, module: ModuleSummary, name: str) -> ImportedClass | None:
+        where = self._path_of(module)
+        if not self.is_module_class(module.bases[name], where):
+            return None
+        cls = module.classes[name]
+        qualified = f"{module.name}.{name}" if module.name else name
+        owns = self.owns_cpu_parameters(cls, where)
+        return ImportedClass(qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where))
+
+    def _function_place(
+        self, module: ModuleSummary, name: str, where: Path, hops: int, modules: bool = True
+    ) -> str | tuple[ModuleSummary, str]:
+        """Where the function's result lives, or the module and class of the `nn.Module` it
+        builds and returns unmoved (`modules`: no step of the chain may have moved it)."""
         place = module.functions.get(name, "")
-        if not place.startswith("call:") or hops > _MAX_HOPS:
+        kind, _, target = place.partition(":")
+        if kind not in ("call", "callt") or hops > _MAX_HOPS:
             return place
-        found = self._resolve(place[5:], where)
-        if found is None or found.name is None or found.name not in found.module.functions:
+        found = self._resolve(target, where)
+        if found is None or found.name is None:
             return ""
-        return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1)
+        modules = modules and kind == "call"
+        if found.name in found.module.functions:
+            return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1, modules)
+        if modules and found.name in found.module.classes:
+            return found.module, found.name
+        return ""
 
     def _movers_elsewhere(self) -> dict[str, set[str]]:
         """Qualified class -> attributes that a mover anywhere in the project assigns on its

@@ -490,7 +490,46 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
     if not returns:
         return ""
     places = {_place(value, assignments, qualify, 0) for value in returns}
-    return places.pop() if len(places) == 1 else ""
+    place = places.pop() if len(places) == 1 else ""
+    if place.startswith("call:") and not _returned_untouched(function, returns, assignments):
+        # `model = Net(); model.to(device); return model`: a module may have been moved (a
+        # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
+        place = "callt:" + place[5:]
+    return place
+
+
+# What a builder may do with the module it returns without moving it.
+_KEEPING_METHODS = frozenset(
+    {"eval", "train", "load_state_dict", "parameters", "named_parameters", "state_dict", "requires_grad_"}
+)
+
+
+def _returned_untouched(
+    function: ast.FunctionDef, returns: list[ast.expr], assigned: dict[str, list[ast.expr]]
+) -> bool:
+    """Whether every returned value is a call, or a name bound once to a call and otherwise
+    only returned or used through `_KEEPING_METHODS` (never passed on, never `.to()`-ed)."""
+    names = set()
+    for value in returns:
+        if isinstance(value, ast.Name):
+            bound = assigned.get(value.id, [])
+            if len(bound) != 1 or not isinstance(bound[0], ast.Call):
+                return False
+            names.add(value.id)
+        elif not isinstance(value, ast.Call):
+            return False
+    if not names:
+        return True
+    loads = dict.fromkeys(names, 0)
+    kept = dict.fromkeys(names, 0)
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
+            loads[node.id] += 1
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+            kept[node.value.id] += node.attr in _KEEPING_METHODS
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in names:
+            kept[node.value.id] += 1
+    return all(loads[n] <= kept[n] for n in names)
 
 
 def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
@@ -544,6 +583,8 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             return places.pop() if len(places) == 1 and parts else ""
         return ""
     if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
+        if any(k.arg is None or k.arg in ("device", "device_map") for k in value.keywords):
+            return ""  # what it builds or returns may be placed by the caller's argument
         return f"call:{qualified}"
     return ""
 
