@@ -351,7 +351,10 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
     bases = _bases(node, qualify)
     builds: set[str] = set()
     makes = places = False
+    submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
     for inner in ast.walk(node):
+        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
+            _note_submodules(inner, qualify, submodules)
         if isinstance(inner, ast.Call):
             func = inner.func
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -369,7 +372,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
             if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
                 makes = True
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
-    moved, others = _movers(methods, qualify, _submodule_classes(node, qualify))
+    moved, others = _movers(methods, qualify, submodules)
     return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others)
 
 
@@ -377,21 +380,15 @@ def _parameterised(layer: str) -> bool:
     return layer[:1].isupper() and layer not in _STATELESS_LAYERS and not layer.endswith(_STATELESS_LAYERS_SUFFIXES)
 
 
-def _submodule_classes(node: ast.ClassDef, qualify: _Qualifier) -> dict[str, str]:
-    """`self.head = Detect(...)` anywhere in the class: head -> the qualified class."""
-    found: dict[str, str] = {}
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
-            built = qualify(inner.value.func)
-            for target in inner.targets:
-                if (
-                    built is not None
-                    and isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ):
-                    found[target.attr] = built
-    return found
+def _note_submodules(assign: ast.Assign, qualify: _Qualifier, found: dict[str, str]) -> None:
+    """`self.head = Detect(...)`: head -> the qualified class."""
+    assert isinstance(assign.value, ast.Call)
+    built = qualify(assign.value.func)
+    if built is None:
+        return
+    for target in assign.targets:
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            found[target.attr] = built
 
 
 def _movers(
