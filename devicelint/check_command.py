@@ -149,8 +149,9 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         _error(str(err))
         return EXIT_ERROR
     indexes: dict[Path, ProjectIndex] = {}
-    if (fix_mode == "none" and not options.get("no_project")) or options.get("show_project"):
-        # With fixes on, a fix round re-lints the file's new text: views are left out there.
+    if not options.get("no_project") or options.get("show_project"):
+        # Under --fix/--diff each fix round re-lints the file's new text with the view of its
+        # text as read: a fix changes no import, and another file's fixes are seen on the next run.
         store = None if options.get("no_cache") else _project_store(settings, options)
         salt = "" if store is None else _code_fingerprint()
         tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store, salt)
@@ -273,7 +274,7 @@ def _with_project_views(
     from devicelint.project.index import ProjectIndex, holds, project_root
 
     sources = {str(f.path): f for f in files}
-    folders = [Path(p).absolute() for p in named if holds(Path(p).is_dir)]
+    folders = [str(Path(p).absolute()) for p in named if holds(Path(p).is_dir)]
     out = []
     for task in tasks:
         source = sources.get(task.path)
@@ -282,14 +283,15 @@ def _with_project_views(
             continue
         config = projects.project_of(source)[0]
         path = source.path.absolute()
-        linted = max(
-            (f for f in folders if f == path.parent or f in path.parents), key=lambda f: len(f.parts), default=None
+        text = str(path)
+        linted = max((f for f in folders if text.startswith(f.rstrip(os.sep) + os.sep)), key=len, default=None)
+        root = project_root(
+            Path(linted) if linted is not None else path, config.root if config.path is not None else None
         )
-        root = project_root(linted if linted is not None else path, config.root if config.path is not None else None)
         index = indexes.get(root)
         if index is None:
             index = indexes[root] = ProjectIndex(root, store, salt)
-        view = index.view_for(path)
+        view = index.view(path)
         out.append(replace(task, project=view) if view else task)
     for index in indexes.values():
         index.save()

@@ -289,3 +289,164 @@ def test_the_store_keeps_summaries_between_runs_and_ignores_damaged_entries(tmp_
     for path in saved:
         path.write_text('{"imports": 3, "kinds": []}', encoding="utf-8")
     assert ProjectIndex(root, store).view_for(root / "train.py") == fresh
+
+
+def _warm(root: Path, store: Path, path: str) -> tuple[object, ProjectIndex]:
+    index = ProjectIndex(root, store)
+    view = index.view(root / path)
+    index.save()
+    return view, index
+
+
+def test_a_warm_run_reuses_each_view_until_a_file_it_read_changes(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    _write(root, {"other.py": "x = 1\n"})
+    store = tmp_path / "store"
+    fresh = ProjectIndex(root).view_for(root / "train.py")
+    assert "Net" in fresh.classes
+    first, index = _warm(root, store, "train.py")
+    assert first == fresh and index.summaries  # built
+    again, index = _warm(root, store, "train.py")
+    assert again == fresh and not index.summaries  # reused: no summary built, none read
+    (root / "other.py").write_text("x = 2  # a file train.py does not import\n", encoding="utf-8")
+    again, index = _warm(root, store, "train.py")
+    assert again == fresh and not index.summaries
+    # the same size, written at once (the same timestamp tick): still seen, by its hash
+    net = root / "models" / "net.py"
+    net.write_text(MODEL.replace("(nn.Module)", "(nn.Modulz)"), encoding="utf-8")
+    changed, index = _warm(root, store, "train.py")
+    assert "Net" not in changed.classes and index.summaries
+    assert _warm(root, store, "train.py")[0] == changed
+    net.write_text(MODEL, encoding="utf-8")
+    assert _warm(root, store, "train.py")[0] == fresh
+
+
+def test_a_warm_run_sees_added_files_and_new_movers(tmp_path: Path) -> None:
+    source = FIXTURES / "projects" / "head_moved_by_model_apply" / "bad"
+    root = tmp_path / "p"
+    for path in source.rglob("*.py"):
+        _write(root, {path.relative_to(source).as_posix(): path.read_text(encoding="utf-8")})
+    store = tmp_path / "store"
+    head, tasks = "nn/modules/head.py", root / "nn" / "tasks.py"
+    moved = _warm(root, store, head)[0].moved_elsewhere  # type: ignore[attr-defined]
+    assert moved == {"Detect": ("anchors", "stride"), "Segment": ("anchors", "stride")}  # Segment(Detect)
+    original = tasks.read_text(encoding="utf-8")
+    tasks.write_text(original.replace("            m.anchors = fn(m.anchors)\n", ""), encoding="utf-8")
+    assert _warm(root, store, head)[0].moved_elsewhere == {"Detect": ("stride",), "Segment": ("stride",)}  # type: ignore[attr-defined]
+    tasks.write_text(original.replace("def _apply(", "def _unused("), encoding="utf-8")
+    assert _warm(root, store, head)[0].moved_elsewhere == {}  # type: ignore[attr-defined]
+    tasks.write_text(original, encoding="utf-8")  # a file becomes a mover again
+    assert _warm(root, store, head)[0].moved_elsewhere == moved  # type: ignore[attr-defined]
+    # a file added: an import may resolve elsewhere, so every view is built afresh
+    _write(root, {"nn/extra.py": "y = 1\n"})
+    view, index = _warm(root, store, head)
+    assert view.moved_elsewhere == moved and index.summaries  # type: ignore[attr-defined]
+
+
+def test_a_damaged_view_record_is_ignored(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    store = tmp_path / "store"
+    fresh = _warm(root, store, "train.py")[0]
+    for path in store.rglob("*.json"):
+        if '"views"' in path.read_text(encoding="utf-8"):
+            path.write_text('{"views": {"x": 1}, "files": 3}', encoding="utf-8")
+    assert _warm(root, store, "train.py")[0] == fresh
+    assert _warm(root, store, "train.py")[0] == fresh
+
+
+def _diff_lines(args: list[str], cwd: Path) -> list[str]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "ALL", "--unsafe-fixes", *args])
+    finally:
+        os.chdir(old)
+    return [line for line in result.stdout.splitlines() if line[:1] in "-+" and line[:3] not in ("---", "+++")]
+
+
+def test_fix_and_diff_lint_with_the_project_view(tmp_path: Path) -> None:
+    # `stride` is moved by the owner's `to()` in another module: only `offsets` is fixed.
+    source = FIXTURES / "projects" / "anchors_moved_by_owner_to" / "bad"
+    for path in source.rglob("*.py"):
+        _write(tmp_path, {path.relative_to(source).as_posix(): path.read_text(encoding="utf-8")})
+    fixed_line = '        self.register_buffer("offsets", torch.zeros(anchors, 2), persistent=False)  # expect: DL102'
+    assert _diff_lines(["--diff", "."], tmp_path) == [
+        "-        self.offsets = torch.zeros(anchors, 2)  # expect: DL102",
+        "+" + fixed_line,
+    ]
+    assert len(_diff_lines(["--no-project", "--diff", "."], tmp_path)) > 2  # per file: stride too
+    _diff_lines(["--fix", "."], tmp_path)
+    for path in source.rglob("*.py"):
+        fixed = (FIXTURES / "projects" / "anchors_moved_by_owner_to" / "fixed" / path.relative_to(source)).read_text()
+        assert (tmp_path / path.relative_to(source)).read_text().replace("  # expect: DL102", "") == fixed
+
+
+BUILDERS = """import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def build_model(args):
+    model = Net(args.width)
+    model.eval()
+    return model
+
+
+def build(args):
+    return build_model(args)
+
+
+def build_moved(args):
+    model = Net(args.width)
+    model.to(args.device)
+    return model
+
+
+def build_passed(args):
+    model = Net(args.width)
+    place(model, args)
+    return model
+
+
+def build_placed(args):
+    return Net(args.width, device=args.device)
+
+
+def build_from_moved(args):
+    return build_moved(args)
+"""
+BUILT = """from models.net import build, build_from_moved, build_model, build_moved, build_passed, build_placed
+
+
+def run(args, loader):
+    models = [build_model(args), build(args), build_moved(args), build_passed(args)]
+    model, other, moved, passed = build_model(args), build(args), build_moved(args), build_passed(args)
+    placed, chained = build_placed(args), build_from_moved(args)
+    for x in loader:
+        x = x.to("cuda")
+        model(x)
+        other(x)
+        moved(x)
+        passed(x)
+        placed(x)
+        chained(x)
+"""
+
+
+def test_an_imported_builder_returning_an_unmoved_module_is_a_module_built_on_the_cpu(tmp_path: Path) -> None:
+    _write(tmp_path, {"models/__init__.py": "", "models/net.py": BUILDERS, "train.py": BUILT})
+    view = ProjectIndex(tmp_path).view_for(tmp_path / "train.py")
+    assert sorted(view.classes) == ["build", "build_model"]
+    assert view.classes["build"].qualified == "models.net.Net" and view.classes["build"].owns_cpu_parameters
+    rows = _check(["--no-cache", "train.py"], cwd=tmp_path)
+    assert [(r["line"], r["code"], r["message"].split(" and ")[0]) for r in rows] == [
+        (10, "DL117", "`model` is built on the CPU by `build_model(...)`"),
+        (11, "DL117", "`other` is built on the CPU by `build(...)`"),
+    ]

@@ -222,6 +222,62 @@ async def test_editing_the_buffer_relints_it_unsaved_and_clears_fixed_findings(
     assert list(client.diagnostics[file_uri(path)]) == []
 
 
+NET = """import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+TRAIN = """from models.net import Net
+
+
+def run(loader):
+    model = Net()
+    for x in loader:
+        x = x.to("cuda")
+        model(x)
+"""
+
+
+async def republished(client: LanguageClient, uri: str, after: int) -> list[types.Diagnostic]:
+    """The diagnostics of the next publication for `uri` after its first `after` ones."""
+
+    async def published() -> list[types.Diagnostic]:
+        while True:
+            sent = client.published.get(uri, [])  # type: ignore[attr-defined]
+            if len(sent) > after:
+                return list(sent[-1].diagnostics)
+            await asyncio.sleep(0.01)
+
+    return await asyncio.wait_for(published(), WAIT_SECONDS)
+
+
+async def test_editing_an_imported_module_relints_its_open_importers(client: LanguageClient, tmp_path: Path) -> None:
+    # The project index in the editor: the importer's view is read with the open buffers' texts.
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    net, train = tmp_path / "models" / "net.py", tmp_path / "train.py"
+    net.write_text(NET)
+    train.write_text(TRAIN)
+    uri = file_uri(train)
+    assert [where(d) for d in await open_file(client, train)] == [("DL117", 7, 8, 7, 16)]
+    await open_file(client, net)
+    sent = len(client.published[uri])  # type: ignore[attr-defined]
+    # Net places nothing any more (unsaved): train.py is linted again, and is clean.
+    await change_file(client, net, NET.replace("(nn.Module)", "").replace("        super().__init__()\n", ""), 2)
+    assert await republished(client, uri, sent) == []
+    sent = len(client.published[uri])  # type: ignore[attr-defined]
+    await change_file(client, net, NET, 3)
+    assert [where(d) for d in await republished(client, uri, sent)] == [("DL117", 7, 8, 7, 16)]
+    close_file(client, net)
+    close_file(client, train)
+
+
 async def test_a_burst_of_changes_is_linted_once(client: LanguageClient, workspace: Path) -> None:
     path = workspace / "plain" / "burst.py"
     original = DL108_BAD.read_text()

@@ -14,21 +14,28 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
-from devicelint.project.summary import ClassSummary, ModuleSummary, scan_imports, summarise
 from devicelint.project.view import ImportedClass, ProjectView
+
+if TYPE_CHECKING:
+    from devicelint.project.summary import ClassSummary, ModuleSummary
 
 # Bases whose constructor places nothing: a class ending at them owns CPU parameters.
 _CPU_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "object"})
 # Folders never walked for movers of other modules' attributes.
 _SKIPPED = frozenset({".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages"})
-_MOVER_WORDS = ("def _apply(", "def to(", "def cuda(")
+_MOVER_WORDS = (b"def _apply(", b"def to(", b"def cuda(")
 _STORE_FORMAT = "1"
+_RECORD_FORMAT = "1"
+# A file modified this close before the record was written may change again within the same
+# timestamp tick: its hash is checked, not its size and time (as git treats "racy" entries).
+_RACY_NS = 2_000_000_000
 # How far a re-export or a `return helper()` chain is followed.
 _MAX_HOPS = 12
 
@@ -48,6 +55,33 @@ def holds(test: Callable[[], bool]) -> bool:
         return False
 
 
+def _is_mover(data: bytes) -> bool:
+    return any(word in data for word in _MOVER_WORDS)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _view_data(view: ProjectView) -> dict[str, Any]:
+    return asdict(view)
+
+
+def _view_from(data: dict[str, Any]) -> ProjectView:
+    classes = {
+        str(k): ImportedClass(
+            str(c["qualified"]),
+            bool(c["owns_cpu_parameters"]),
+            None if c["moved_attributes"] is None else tuple(str(a) for a in c["moved_attributes"]),
+            bool(c["places_itself"]),
+        )
+        for k, c in data["classes"].items()
+    }
+    functions = {str(k): str(v) for k, v in data["functions"].items()}
+    moved = {str(k): tuple(str(a) for a in v) for k, v in data["moved_elsewhere"].items()}
+    return ProjectView(str(data["root"]), classes, functions, moved)
+
+
 def project_root(path: Path, config_root: Path | None) -> Path:
     """The config's folder when `path` is below it, else the first folder above `path` that is
     not a package (holds no `__init__.py`)."""
@@ -64,7 +98,9 @@ class ProjectIndex:
     """`store`: a folder where what one run learnt of each module's text is kept for the next
     (JSON keyed by the text's hash, so an edited file is read afresh); None keeps nothing."""
 
-    def __init__(self, root: Path, store: Path | None = None, salt: str = "") -> None:
+    def __init__(
+        self, root: Path, store: Path | None = None, salt: str = "", overlay: dict[str, bytes] | None = None
+    ) -> None:
         self.root = root.absolute()
         self.store = store
         # devicelint's own code fingerprint: summaries an older release wrote are not read
@@ -76,6 +112,27 @@ class ProjectIndex:
         self._others_moved: dict[str, set[str]] | None = None
         self._paths: dict[int, Path] = {}
         self._members: dict[tuple[int, str], ImportedClass | str | None] = {}
+        self._root_text = str(self.root)
+        self._exists: dict[str, bool] = {}
+        # every `.py` file below the root -> (size, mtime), listed once per run (None until needed)
+        self._files: dict[str, tuple[int, int]] | None = None
+        # each file read at most once per run; `overlay`: texts that replace the files' on disk
+        # (the language server's unsaved buffers, by absolute path)
+        self._texts: dict[str, bytes] = dict(overlay or {})
+        # the files each lookup read: a stack of sets, one per view or cached lookup being built
+        self._deps: list[set[str]] = []
+        self._member_deps: dict[tuple[int, str], set[str]] = {}
+        self._mover_deps: set[str] = set()
+        self._mover_paths: list[str] = []
+        # the views of the last run, reused while nothing they read changed (`view`)
+        self._record: dict[str, Any] | None = None
+        self._changed: set[str] | None = None
+        self._movers_changed = False
+        self._new_views: dict[str, Any] = {}
+        self._hashes: dict[str, str] | None = None
+        self._stats: dict[str, list[Any]] = {}
+        self._movers_now: list[str] = []
+        self._asked_movers = False
 
     # -- modules and their summaries
     def module_name(self, path: Path) -> tuple[str, bool]:
@@ -92,11 +149,16 @@ class ProjectIndex:
 
     def summary(self, path: Path) -> ModuleSummary:
         absolute = path.absolute()
+        if self._deps:
+            self._deps[-1].add(str(absolute))
         known = self.summaries.get(absolute)
         if known is None:
+            # imported here: a warm run that reuses every view needs no summaries
+            from devicelint.project.summary import ModuleSummary, summarise
+
             name, is_package = self.module_name(absolute)
             try:
-                data = absolute.read_bytes()
+                data = self._data(absolute)
             except OSError as err:
                 known = ModuleSummary(name, is_package, error=str(err))
             else:
@@ -128,6 +190,8 @@ class ProjectIndex:
                     return {str(k): str(v) for k, v in imports.items()}, [str(s) for s in stars], set(used)
             except (KeyError, TypeError):
                 pass
+        from devicelint.project.summary import scan_imports
+
         imports, stars, used_names = scan_imports(data.decode("utf-8", errors="replace"), name, is_package)
         self._write(key, {"imports": imports, "stars": stars, "used": sorted(used_names)})
         return imports, stars, used_names
@@ -161,28 +225,102 @@ class ProjectIndex:
             pass  # a read-only checkout still lints, only slower
 
     def save(self) -> None:
-        """Keep what this run learnt of each module for the next run."""
+        """Keep what this run learnt of each module, and each file's view, for the next run."""
         for summary in self.summaries.values():
             key = self._keys.get(id(summary))
             if key is not None and (id(summary) not in self._restored or summary.learnt):
                 self._write(key, summary.saved())
+        if self.store is None or self._changed is None or self._hashes is None:
+            return
+        record = self._record
+        if (
+            record is not None
+            and not self._changed
+            and self._stats == record["files"]
+            and all(record["views"].get(k) is v for k, v in self._new_views.items())
+        ):
+            return  # nothing changed, nothing new learnt
+        views = {}
+        if record is not None:  # the entries of files not linted this run, while still true
+            for key, entry in record["views"].items():
+                if isinstance(entry, dict) and not self._changed.intersection(entry.get("deps", ())):
+                    if not (entry.get("movers") and self._movers_changed):
+                        views[key] = entry
+        views.update(self._new_views)
+        if self._others_moved is not None:
+            mover_deps = sorted(self._mover_deps)
+        elif record is not None and not self._movers_changed:
+            mover_deps = record["mover_deps"]
+        else:  # no view kept depends on the movers: they are found afresh when one does
+            mover_deps = []
+            views = {k: v for k, v in views.items() if not v.get("movers")}
+        self._write(
+            self._record_key(),
+            {
+                "files": self._stats,
+                "written": time.time_ns(),
+                "views": views,
+                "movers": self._movers_now,
+                "mover_deps": mover_deps,
+            },
+        )
 
     def _module_path(self, name: str, importer: Path) -> Path | None:
-        key = (name, str(importer.parent))
+        folder = os.path.dirname(importer)
+        key = (name, folder)
         if key in self._by_name:
             return self._by_name[key]
         found = None
-        relative = Path(*name.split(".")) if name else None
-        if relative is not None:
-            for base in (self.root, importer.parent, self.root / "src"):
-                for candidate in (base / relative.with_suffix(".py"), base / relative / "__init__.py"):
-                    if holds(candidate.is_file):
-                        found = candidate
+        if name:
+            relative = name.replace(".", os.sep)
+            for base in (self._root_text, folder, os.path.join(self._root_text, "src")):
+                stem = os.path.join(base, relative)
+                for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                    if self._is_file(candidate):
+                        found = Path(candidate)
                         break
                 if found is not None:
                     break
         self._by_name[key] = found
         return found
+
+    def _is_file(self, path: str) -> bool:
+        known = self._exists.get(path)
+        if known is None:
+            known = self._exists[path] = os.path.isfile(path)
+        return known
+
+    def _walk(self) -> dict[str, tuple[int, int]]:
+        """Every `.py` file below the root (skipping `_SKIPPED` and hidden folders), with its size
+        and modification time."""
+        if self._files is None:
+            self._files = {}
+            folders = [self._root_text]
+            while folders:
+                folder = folders.pop()
+                try:
+                    entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for entry in entries:
+                    try:
+                        if entry.is_dir():
+                            if entry.name not in _SKIPPED and not entry.name.startswith("."):
+                                folders.append(entry.path)
+                        elif entry.name.endswith(".py") and entry.is_file():
+                            stat = entry.stat()
+                            self._files[entry.path] = (stat.st_size, stat.st_mtime_ns)
+                    except OSError:
+                        continue
+        return self._files
+
+    def _data(self, path: Path | str) -> bytes:
+        key = str(path)
+        known = self._texts.get(key)
+        if known is None:
+            with open(key, "rb") as handle:
+                known = self._texts[key] = handle.read()
+        return known
 
     def _resolve(self, qualified: str, importer: Path, hops: int = 0) -> _Found | None:
         """The project module, class or function a qualified name denotes, through re-exports."""
@@ -282,13 +420,112 @@ class ProjectIndex:
             moved.update(inherited)
         return tuple(sorted(moved))
 
-    # -- what one file sees
+    # -- what one file sees, reused from the last run while nothing it read changed
+    def view(self, path: Path) -> ProjectView:
+        """`view_for(path)`, taken from the last run's record when the file, every file its view
+        read, and the project's file list are unchanged (and, for a file with classes, no mover of
+        other modules' attributes changed or appeared): a warm run then needs no summaries."""
+        path = path.absolute()
+        key = str(path)
+        if self.store is not None:
+            if self._changed is None:
+                self._compare()
+            record = self._record
+            if record is not None:
+                entry = record["views"].get(key)
+                try:
+                    if (
+                        isinstance(entry, dict)
+                        and not self._changed.intersection(entry["deps"])  # type: ignore[union-attr]
+                        and not (entry["movers"] and self._movers_changed)
+                    ):
+                        view = _view_from(entry["view"])
+                        self._new_views[key] = entry
+                        return view
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    pass  # an entry of another shape: build the view afresh
+        view, deps = self.view_and_reads(path)
+        if self._hashes is not None and deps <= self._hashes.keys():  # a file outside the walk: not kept
+            self._new_views[key] = {"deps": sorted(deps), "movers": self._asked_movers, "view": _view_data(view)}
+        return view
+
+    def view_and_reads(self, path: Path) -> tuple[ProjectView, set[str]]:
+        """`view_for(path)` and the files it read (absolute paths): editing one of them may
+        change the view (the language server re-lints an open file when one of them changes)."""
+        self._deps.append(set())
+        self._asked_movers = False
+        try:
+            view = self.view_for(path.absolute())
+        finally:
+            deps = self._deps.pop()
+        return view, deps
+
+    def _record_key(self) -> str:
+        digest = hashlib.sha256(f"{_RECORD_FORMAT}\0{self.salt}\0views\0{self.root}".encode())
+        return digest.hexdigest()
+
+    def _compare(self) -> None:
+        """Find the project files that changed since the record was written: a file whose size
+        and modification time are as recorded (and not within `_RACY_NS` of the record's writing)
+        keeps its recorded hash; any other is read and hashed."""
+        files = self._walk()
+        self._changed = set()
+        record = self._read(self._record_key())
+        old: dict[str, Any] = {}
+        trusted_before = 0
+        try:
+            if record is not None and isinstance(record["views"], dict) and isinstance(record["files"], dict):
+                old = record["files"]
+                trusted_before = int(record["written"]) - _RACY_NS
+            else:
+                record = None
+        except (KeyError, TypeError, ValueError):
+            record = None
+        hashes: dict[str, str] = {}
+        stats: dict[str, list[Any]] = {}
+        for path, (size, mtime) in files.items():
+            before = old.get(path)
+            if (
+                isinstance(before, list)
+                and len(before) == 3
+                and before[0] == size
+                and before[1] == mtime
+                and mtime < trusted_before
+            ):
+                digest = str(before[2])
+            else:
+                try:
+                    digest = _digest(self._data(path))
+                except OSError:
+                    continue
+            hashes[path] = digest
+            stats[path] = [size, mtime, digest]
+        self._hashes = hashes
+        self._stats = stats
+        try:
+            if record is None or old.keys() != hashes.keys():
+                # no record, or a file added or removed (an import may now resolve elsewhere)
+                self._movers_now = sorted(p for p in hashes if _is_mover(self._data(p)))
+                return
+            self._changed = {path for path, digest in hashes.items() if old[path][2] != digest}
+            movers = set(record["movers"])
+            now = {p for p in self._changed if _is_mover(self._data(p))}
+            self._movers_now = sorted((movers - self._changed) | now)
+            watched = movers | set(record["mover_deps"])
+            self._movers_changed = record["movers"] != self._movers_now or bool(watched & self._changed)
+            self._record = record
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError):
+            self._record = None
+            self._changed = set(hashes)
+
     def view_for(self, path: Path) -> ProjectView:
         """What the file at `path` sees: only the imported names its text uses again (a
         re-exporting `__init__` sees nothing, so editing what it re-exports never re-lints it)."""
         path = path.absolute()
+        if self._deps:
+            self._deps[-1].add(str(path))
         try:
-            data = path.read_bytes()
+            data = self._data(path)
         except OSError:
             return ProjectView(str(self.root))
         name, is_package = self.module_name(path)
@@ -310,7 +547,9 @@ class ProjectIndex:
             if found is not None and found.name is None:
                 self._add_members("", found.module, classes, functions, used)
         moved: dict[str, tuple[str, ...]] = {}
-        if self._movers_elsewhere() and "class" in used:
+        if "class" in used:
+            self._asked_movers = True  # the view depends on every mover, even when there is none
+        if "class" in used and self._movers_elsewhere():
             module = self.summary(path)
             moved = {
                 name: tuple(sorted(attrs))
@@ -357,7 +596,13 @@ class ProjectIndex:
     ) -> None:
         key = (id(module), name)
         if key not in self._members:
-            self._members[key] = self._member(module, name)
+            self._deps.append(set())
+            try:
+                self._members[key] = self._member(module, name)
+            finally:
+                self._member_deps[key] = self._deps.pop()
+        if self._deps:
+            self._deps[-1].update(self._member_deps[key])
         member = self._members[key]
         if isinstance(member, ImportedClass):
             classes[spelled] = member
@@ -367,38 +612,61 @@ class ProjectIndex:
     def _member(self, module: ModuleSummary, name: str) -> ImportedClass | str | None:
         """What a file importing `name` from `module` learns: a module class, a place, or nothing."""
         where = self._path_of(module)
-        cls = module.classes.get(name)
-        if cls is not None:
-            if not self.is_module_class(module.bases[name], where):
-                return None
-            qualified = f"{module.name}.{name}" if module.name else name
-            owns = self.owns_cpu_parameters(cls, where)
-            return ImportedClass(qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where))
+        if name in module.classes:
+            return self._imported_class(module, name)
         place = self._function_place(module, name, where, 0)
+        if isinstance(place, tuple):  # a builder: `def build_model(args): return Net(args)`
+            return self._imported_class(*place)
         return place if place in ("cpu-tensor", "device-tensor") else None
 
-    def _function_place(self, module: ModuleSummary, name: str, where: Path, hops: int) -> str:
+    def _imported_class(self, module: ModuleSummary, name: str) -> ImportedClass | None:
+        where = self._path_of(module)
+        if not self.is_module_class(module.bases[name], where):
+            return None
+        cls = module.classes[name]
+        qualified = f"{module.name}.{name}" if module.name else name
+        owns = self.owns_cpu_parameters(cls, where)
+        return ImportedClass(qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where))
+
+    def _function_place(
+        self, module: ModuleSummary, name: str, where: Path, hops: int, modules: bool = True
+    ) -> str | tuple[ModuleSummary, str]:
+        """Where the function's result lives, or the module and class of the `nn.Module` it
+        builds and returns unmoved (`modules`: no step of the chain may have moved it)."""
         place = module.functions.get(name, "")
-        if not place.startswith("call:") or hops > _MAX_HOPS:
+        kind, _, target = place.partition(":")
+        if kind not in ("call", "callt") or hops > _MAX_HOPS:
             return place
-        found = self._resolve(place[5:], where)
-        if found is None or found.name is None or found.name not in found.module.functions:
+        found = self._resolve(target, where)
+        if found is None or found.name is None:
             return ""
-        return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1)
+        modules = modules and kind == "call"
+        if found.name in found.module.functions:
+            return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1, modules)
+        if modules and found.name in found.module.classes:
+            return found.module, found.name
+        return ""
 
     def _movers_elsewhere(self) -> dict[str, set[str]]:
         """Qualified class -> attributes that a mover anywhere in the project assigns on its
         instances under an `isinstance` test (built once per run)."""
         if self._others_moved is None:
             self._others_moved = {}
-            for other in self._mover_files():
-                summary = self.summary(other)
-                for cls in summary.classes.values():
-                    for target, attr in cls.moves_others:
-                        found = self._resolve(target, other)
-                        if found is not None and found.name is not None:
-                            key = f"{found.module.name}.{found.name}"
-                            self._others_moved.setdefault(key, set()).add(attr)
+            self._deps.append(set())
+            try:
+                for other in self._mover_files():
+                    self._mover_paths.append(str(other))
+                    summary = self.summary(other)
+                    for cls in summary.classes.values():
+                        for target, attr in cls.moves_others:
+                            found = self._resolve(target, other)
+                            if found is not None and found.name is not None:
+                                key = f"{found.module.name}.{found.name}"
+                                self._others_moved.setdefault(key, set()).add(attr)
+            finally:
+                self._mover_deps = self._deps.pop()
+        if self._deps:
+            self._deps[-1].update(self._mover_deps)
         return self._others_moved
 
     def _moved_by_others(self, path: Path, module: ModuleSummary) -> dict[str, set[str]]:
@@ -425,18 +693,13 @@ class ProjectIndex:
 
     def _mover_files(self) -> Iterable[Path]:
         """The project's files that define `_apply`, `to` or `cuda` (a text search first)."""
-        for folder, dirs, files in os.walk(self.root):
-            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.startswith("."))
-            for name in sorted(files):
-                if not name.endswith(".py"):
-                    continue
-                path = Path(folder, name)
-                try:
-                    text = path.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                if any(word in text for word in _MOVER_WORDS):
-                    yield path
+        for path in sorted(self._walk()):
+            try:
+                data = self._data(path)
+            except OSError:
+                continue
+            if _is_mover(data):
+                yield Path(path)
 
     def covered(self) -> list[Path]:
         """The files whose summaries this run built."""

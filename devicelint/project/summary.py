@@ -351,7 +351,10 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
     bases = _bases(node, qualify)
     builds: set[str] = set()
     makes = places = False
+    submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
     for inner in ast.walk(node):
+        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
+            _note_submodules(inner, qualify, submodules)
         if isinstance(inner, ast.Call):
             func = inner.func
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -369,7 +372,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
             if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
                 makes = True
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
-    moved, others = _movers(methods, qualify, _submodule_classes(node, qualify))
+    moved, others = _movers(methods, qualify, submodules)
     return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others)
 
 
@@ -377,21 +380,15 @@ def _parameterised(layer: str) -> bool:
     return layer[:1].isupper() and layer not in _STATELESS_LAYERS and not layer.endswith(_STATELESS_LAYERS_SUFFIXES)
 
 
-def _submodule_classes(node: ast.ClassDef, qualify: _Qualifier) -> dict[str, str]:
-    """`self.head = Detect(...)` anywhere in the class: head -> the qualified class."""
-    found: dict[str, str] = {}
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
-            built = qualify(inner.value.func)
-            for target in inner.targets:
-                if (
-                    built is not None
-                    and isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ):
-                    found[target.attr] = built
-    return found
+def _note_submodules(assign: ast.Assign, qualify: _Qualifier, found: dict[str, str]) -> None:
+    """`self.head = Detect(...)`: head -> the qualified class."""
+    assert isinstance(assign.value, ast.Call)
+    built = qualify(assign.value.func)
+    if built is None:
+        return
+    for target in assign.targets:
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            found[target.attr] = built
 
 
 def _movers(
@@ -490,7 +487,46 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
     if not returns:
         return ""
     places = {_place(value, assignments, qualify, 0) for value in returns}
-    return places.pop() if len(places) == 1 else ""
+    place = places.pop() if len(places) == 1 else ""
+    if place.startswith("call:") and not _returned_untouched(function, returns, assignments):
+        # `model = Net(); model.to(device); return model`: a module may have been moved (a
+        # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
+        place = "callt:" + place[5:]
+    return place
+
+
+# What a builder may do with the module it returns without moving it.
+_KEEPING_METHODS = frozenset(
+    {"eval", "train", "load_state_dict", "parameters", "named_parameters", "state_dict", "requires_grad_"}
+)
+
+
+def _returned_untouched(
+    function: ast.FunctionDef, returns: list[ast.expr], assigned: dict[str, list[ast.expr]]
+) -> bool:
+    """Whether every returned value is a call, or a name bound once to a call and otherwise
+    only returned or used through `_KEEPING_METHODS` (never passed on, never `.to()`-ed)."""
+    names = set()
+    for value in returns:
+        if isinstance(value, ast.Name):
+            bound = assigned.get(value.id, [])
+            if len(bound) != 1 or not isinstance(bound[0], ast.Call):
+                return False
+            names.add(value.id)
+        elif not isinstance(value, ast.Call):
+            return False
+    if not names:
+        return True
+    loads = dict.fromkeys(names, 0)
+    kept = dict.fromkeys(names, 0)
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
+            loads[node.id] += 1
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+            kept[node.value.id] += node.attr in _KEEPING_METHODS
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in names:
+            kept[node.value.id] += 1
+    return all(loads[n] <= kept[n] for n in names)
 
 
 def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
@@ -544,6 +580,8 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             return places.pop() if len(places) == 1 and parts else ""
         return ""
     if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
+        if any(k.arg is None or k.arg in ("device", "device_map") for k in value.keywords):
+            return ""  # what it builds or returns may be placed by the caller's argument
         return f"call:{qualified}"
     return ""
 

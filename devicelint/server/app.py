@@ -21,6 +21,7 @@ from pygls.uris import to_fs_path
 
 from devicelint import __version__
 from devicelint.finding import FileResult, Finding
+from devicelint.project.view import ProjectView
 from devicelint.registry import PROJECT_URL
 from devicelint.server import actions
 from devicelint.server.conversions import diagnostic, replacement, versioned_edit
@@ -76,6 +77,9 @@ class DevicelintServer(LanguageServer):
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._last_change: dict[str, float] = {}
         self._pages: dict[str, str] = {}
+        # Each open Python file -> the files its project view read (`devicelint.project`): when
+        # one of them is edited, saved or closed, the file is linted again.
+        self._reads: dict[str, set[str]] = {}
 
     # -- messages to the client ------------------------------------------------------------
 
@@ -117,6 +121,17 @@ class DevicelintServer(LanguageServer):
         in_burst = now - self._last_change.get(target, float("-inf")) < DEBOUNCE_SECONDS
         self._last_change[target] = now
         self.schedule(target, DEBOUNCE_SECONDS if in_burst else 0)
+        self.relint_dependants(target)
+
+    def relint_dependants(self, target: str) -> None:
+        """Lint again the open files whose project view read `target`'s file."""
+        path = _file_path(target)
+        if path is None:
+            return
+        key = str(path.absolute())
+        for other, reads in list(self._reads.items()):
+            if other != target and key in reads and other in self.targets:
+                self.schedule(other, DEBOUNCE_SECONDS)
 
     async def _lint_later(self, target: str, delay: float) -> None:
         try:
@@ -195,7 +210,10 @@ class DevicelintServer(LanguageServer):
         elif request.cells is not None:
             result = await self.pool.lint_notebook(list(request.cells), request.display, request.settings)
         else:
-            result = await self.pool.lint_python(request.snapshots[0].text, request.display, request.settings)
+            view = await self.project_view(target)
+            result = await self.pool.lint_python(
+                request.snapshots[0].text, request.display, request.settings, project=view
+            )
         if isinstance(result, str):
             self.log_internal_error(result)
             return
@@ -215,6 +233,35 @@ class DevicelintServer(LanguageServer):
         for uri, diagnostics in by_uri.items():
             snapshot = outcome.snapshot(uri)
             self.publish(uri, snapshot.version if snapshot else None, diagnostics)
+
+    async def project_view(self, target: str) -> ProjectView:
+        """What the file sees of its project's other modules, read with the open buffers' texts
+        in place of the files on disk (built in a thread: the event loop keeps serving)."""
+        from devicelint.project.view import EMPTY_VIEW
+
+        path = _file_path(target)
+        if path is None:
+            return EMPTY_VIEW
+        path = path.absolute()
+        overlay: dict[str, bytes] = {}
+        for uri, kind in self.targets.items():
+            document = self.workspace.text_documents.get(unquote(uri)) if kind == "python" else None
+            open_path = _file_path(uri)
+            if document is not None and open_path is not None:
+                overlay[str(open_path.absolute())] = document.source.encode("utf-8", errors="surrogatepass")
+        anchor = self.settings.config_folder(path) or self._workspace_folder_of(path)
+        try:
+            view, reads = await asyncio.to_thread(_view_of, path, anchor, overlay)
+        except Exception as err:  # noqa: BLE001 - the file is still linted, on its own
+            self.log_internal_error(f"{type(err).__name__} while reading the project of {path}: {err}")
+            return EMPTY_VIEW
+        self._reads[target] = reads
+        return view
+
+    def _workspace_folder_of(self, path: Path) -> Path | None:
+        folders = [p for f in self.workspace.folders.values() if (p := _file_path(f.uri)) is not None]
+        inside = [f.absolute() for f in folders if f.absolute() in path.parents]
+        return max(inside, key=lambda f: len(f.parts), default=None)
 
     def _outcome(self, request: LintRequest, result: FileResult) -> LintOutcome:
         encoding = _encoding_name(self.workspace.position_encoding)
@@ -257,6 +304,8 @@ class DevicelintServer(LanguageServer):
         self.schedule(target, 0)
 
     def close_target(self, target: str) -> None:
+        self.relint_dependants(target)  # its text is now the file's on disk
+        self._reads.pop(target, None)
         self.targets.pop(target, None)
         self.target_versions.pop(target, None)
         self._last_change.pop(target, None)
@@ -287,7 +336,10 @@ class DevicelintServer(LanguageServer):
         if request is None:
             return None
         snapshot = request.snapshots[0]
-        result = await self.pool.lint_python(snapshot.text, request.display, request.settings, fix_mode="safe")
+        view = await self.project_view(uri)
+        result = await self.pool.lint_python(
+            snapshot.text, request.display, request.settings, fix_mode="safe", project=view
+        )
         if isinstance(result, str):
             self.log_internal_error(result)
             return None
@@ -309,6 +361,13 @@ class DevicelintServer(LanguageServer):
                 return None
             self._pages[key] = page
         return self._pages[key]
+
+
+def _view_of(path: Path, anchor: Path | None, overlay: dict[str, bytes]) -> tuple[ProjectView, set[str]]:
+    from devicelint.project.index import ProjectIndex, project_root
+
+    index = ProjectIndex(project_root(path, anchor), overlay=overlay)
+    return index.view_and_reads(path)
 
 
 def _file_path(uri: str) -> Path | None:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from devicelint import runner
 from devicelint.finding import FileResult
+from devicelint.project.view import EMPTY_VIEW, ProjectView
 from devicelint.runner import Task, TaskOptions
 from devicelint.server.settings import FileSettings
 
@@ -72,10 +73,18 @@ class LintPool:
         raise AssertionError("unreachable")
 
     async def lint_python(
-        self, text: str, display: str, settings: FileSettings, fix_mode: str = "none"
+        self,
+        text: str,
+        display: str,
+        settings: FileSettings,
+        fix_mode: str = "none",
+        project: ProjectView = EMPTY_VIEW,
     ) -> FileResult | str:
-        """Lint a buffer; a string is devicelint's own failure (never the file's)."""
-        task = Task(display, display, settings.codes, len(text.encode("utf-8", errors="surrogatepass")))
+        """Lint a buffer (with what it sees of its project's other modules); a string is
+        devicelint's own failure (never the file's)."""
+        task = Task(
+            display, display, settings.codes, len(text.encode("utf-8", errors="surrogatepass")), project=project
+        )
         return await self._lint(text, task, settings, fix_mode)
 
     async def lint_notebook(

@@ -68,6 +68,11 @@ class SettingsResolver:
             settings.max_file_tokens,
         )
 
+    def config_folder(self, path: Path) -> Path | None:
+        """The folder of the config file that applies to `path` (the root of its project)."""
+        found = self._config_for(path.parent)
+        return found.parent if found is not None else None
+
     def _config_for(self, folder: Path) -> Path | None:
         if folder not in self._config_of_folder:
             self._config_of_folder[folder] = find_config(folder)
