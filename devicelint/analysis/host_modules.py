@@ -415,10 +415,6 @@ def _free_names(ctx: FileContext, func: cst.FunctionDef | cst.Lambda) -> set[str
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             own.add(star.name.value)
-    read: set[str] = set()
-    for node in ctx.index.walk(func):
-        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
-            own.add(node.target.value)
-        elif isinstance(node, cst.Name):
-            read.add(node.value)
-    return read - own
+    index = ctx.index
+    own.update(t.target.value for t in index.within(func, cst.AssignTarget) if isinstance(t.target, cst.Name))
+    return {name.value for name in index.within(func, cst.Name)} - own

@@ -623,22 +623,13 @@ class FileAnalysis:
             for star in (params.star_arg, params.star_kwarg):
                 if isinstance(star, cst.Param):
                     found.add(star.name.value)
-            for node in self.ctx.index.walk(func.body):
-                if isinstance(node, cst.Name):
-                    parent = self.ctx.index.parent(node)
-                    if isinstance(
-                        parent,
-                        (
-                            cst.AssignTarget,
-                            cst.For,
-                            cst.AsName,
-                            cst.NamedExpr,
-                            cst.AugAssign,
-                            cst.AnnAssign,
-                            cst.CompFor,
-                        ),
-                    ) or (isinstance(parent, (cst.Element, cst.StarredElement)) and node is parent.value):
-                        found.add(node.value)
+            binders = (cst.AssignTarget, cst.For, cst.AsName, cst.NamedExpr, cst.AugAssign, cst.AnnAssign, cst.CompFor)
+            for node in self.ctx.index.within(func.body, cst.Name):
+                parent = self.ctx.index.parent(node)
+                if isinstance(parent, binders) or (
+                    isinstance(parent, (cst.Element, cst.StarredElement)) and node is parent.value
+                ):
+                    found.add(node.value)
             self._locals[id(func)] = found
         return found
 
