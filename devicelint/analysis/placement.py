@@ -70,6 +70,7 @@ from devicelint.analysis.placement_values import (
     annotation_is_tensor,
     compatible,
     cpu_side,
+    data_pipeline_path,
     device_string_fact,
     devicey,
     flatten,
@@ -247,8 +248,7 @@ class _Interpreter(CallEvaluation):
         name = func.name.value.lower()
         if any(word in name for word in DATA_WORDS):
             return False
-        path = self.ctx.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-        return not any(word in path for word in DATA_WORDS)
+        return not data_pipeline_path(self.ctx.path)
 
     def _in_class(self, func: cst.FunctionDef) -> bool:
         return isinstance(self.ctx.index.parent(self.ctx.index.parent(func) or func), cst.ClassDef)
