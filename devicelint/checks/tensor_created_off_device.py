@@ -96,7 +96,8 @@ class TensorCreatedOffDevice(Rule):
     built (`__init__` and helpers called only from it) is never device code; nor are plain
     functions of a data-pipeline module, named so (`transforms.py`, `collate.py`) or held in a
     data folder (`datasets/`, `data/`, `transforms/`), which prepare samples in loader workers
-    on the CPU. 0-dim CPU tensors
+    on the CPU, or of a test module, which get the tensors the test builds (unless a caller
+    in the file passes device tensors). 0-dim CPU tensors
     (`torch.tensor(2.0)`) are allowed by PyTorch in elementwise operations with device tensors
     and are only reported as in-place accumulators or where one branch replaces them with a
     device tensor (their device then depends on the path). Indexing (or index-assigning) a
