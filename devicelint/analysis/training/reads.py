@@ -160,7 +160,8 @@ def reaching_assignment(ctx: FileContext, scope: cst.CSTNode, name: str, at: cst
             later.append(binding)
     if not isinstance(before, cst.Assign):
         return None
-    block = ctx.index.parent(ctx.index.parent(before))
+    line = ctx.index.parent(before)
+    block = ctx.index.parent(line) if line is not None else None
     if block is None or id(block) not in ancestors:
         return None
     for loop in (a for a in ctx.index.ancestors(at) if isinstance(a, (cst.For, cst.While))):
