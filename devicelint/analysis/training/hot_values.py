@@ -238,4 +238,22 @@ def _cold_here(ctx: FileContext, name: str, at: cst.CSTNode, hot: HotValues, poo
     if binding is None:
         return False
     value = binding.value
+    if _taken_from_a_value(value):
+        return False  # `s = state["s"]`, `d = v.sqrt()`: what it holds is unknown, not shown to be host
     return not (read_names(ctx, value) & pool) and not _calls_model_or_loss(ctx, value, hot.modules)
+
+
+def _taken_from_a_value(value: cst.BaseExpression) -> bool:
+    """A value read out of another one (an item, a field, a method's result), rather than built
+    afresh (a literal, a container, a function's result)."""
+    node = value
+    steps = 0
+    while True:
+        if isinstance(node, (cst.Subscript, cst.Attribute)):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        else:
+            break
+        steps += 1
+    return steps > 0 and isinstance(node, cst.Name) and node.value not in ("torch", "np", "numpy", "json", "os")
