@@ -202,6 +202,22 @@ def test_import_cycles_end_and_a_broken_file_stops_nothing(tmp_path: Path) -> No
     assert [(r["path"], r["code"]) for r in rows] == [("c.py", "DL000")]
 
 
+def test_star_imports_among_many_modules_resolve_each_name_once(tmp_path: Path) -> None:
+    # Twelve modules star-importing each other, and a module re-exporting names it imports
+    # (`Net = Net`): resolving tries every star import at every hop, which without memoising
+    # grows as (modules ** hops) and never ends.
+    files = {f"m{i}.py": "".join(f"from m{j} import *\n" for j in range(12) if j != i) for i in range(12)}
+    files["models.py"] = MODEL
+    files["m5.py"] += "from models import Net\n\nNet = Net\n"
+    names = ", ".join(f"Name{k}" for k in range(20))
+    files["front.py"] = f"from m0 import Net, {names}\n\nNet = Net\nused = (Net, {names})\n"
+    _write(tmp_path, files)
+    index = ProjectIndex(tmp_path)
+    index.view_for(tmp_path / "front.py")
+    assert index.is_module_class(("m0.Net",), tmp_path / "front.py")
+    assert len(index._resolved) < 2000  # every (name, folder) once
+
+
 def test_root_is_the_config_folder_else_above_the_package(tmp_path: Path) -> None:
     _write(tmp_path, {"src/pkg/__init__.py": "", "src/pkg/mod.py": "", "tools/run.py": ""})
     assert project_root(tmp_path / "src" / "pkg" / "mod.py", None) == (tmp_path / "src").absolute()

@@ -60,6 +60,7 @@ from devicelint.analysis.placement_facts import (
     move_call,
 )
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
+from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.placement_values import (
     DATA_WORDS,
     LOADER,
@@ -70,6 +71,7 @@ from devicelint.analysis.placement_values import (
     annotation_is_tensor,
     compatible,
     cpu_side,
+    data_pipeline_path,
     device_string_fact,
     devicey,
     flatten,
@@ -244,11 +246,15 @@ class _Interpreter(CallEvaluation):
             return not self.analysis.construction_only(self.cls, func)
         if self._in_class(func):
             return False
+        if self._test_module():
+            return False  # a test's helpers get the tensors the test builds, on the CPU unless it says
         name = func.name.value.lower()
         if any(word in name for word in DATA_WORDS):
             return False
-        path = self.ctx.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-        return not any(word in path for word in DATA_WORDS)
+        return not data_pipeline_path(self.ctx.path)
+
+    def _test_module(self) -> bool:
+        return self.ctx.shared(("defines_tests",), lambda ctx: defines_tests(ctx.path, ctx.module))
 
     def _in_class(self, func: cst.FunctionDef) -> bool:
         return isinstance(self.ctx.index.parent(self.ctx.index.parent(func) or func), cst.ClassDef)

@@ -30,6 +30,22 @@ from devicelint.context import FileContext
 
 # Function and file names of data preparation, where CPU tensors are right.
 DATA_WORDS = ("collat", "preprocess", "processing", "processor", "tokeniz", "feature_extract", "dataset", "transform")
+# Folder names of a data package (`slowfast/datasets/decoder.py`, `project/data/utils.py`).
+DATA_FOLDERS = frozenset(
+    {"data", "dataloader", "dataloaders", "loaders", "transforms", "preprocessing", "augmentation", "augmentations"}
+)
+
+
+def data_pipeline_path(path: str) -> bool:
+    """A module of the data pipeline, by its file name (`transforms.py`, `collate_utils.py`) or
+    the folder that holds it (`datasets/`, `data/`): its functions prepare samples in loader
+    workers on the CPU. Only the nearest folder counts, so a checkout under `~/data/` does not."""
+    parts = path.replace("\\", "/").lower().rsplit("/", 2)
+    name = parts[-1]
+    folder = parts[-2] if len(parts) > 1 else ""
+    return any(word in name for word in DATA_WORDS) or folder in DATA_FOLDERS or "dataset" in folder
+
+
 # A Python number (`2`, `0.5`): combined with a CPU tensor it stays on the CPU.
 NUMBER = Fact(UNKNOWN, where="number")
 # A `torch.utils.data.DataLoader`: iterating it yields CPU batches.

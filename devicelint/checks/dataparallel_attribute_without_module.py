@@ -217,7 +217,10 @@ class DataParallelAttributeWithoutModule(Rule):
     wrapper, except in test files, in files that mention DeepSpeed, FSDP or Megatron (their
     engines forward attributes), and for reads under an `if` on the process count.
     Replica writes are found only when the class and the `DataParallel` call are in the same
-    file, and only in `forward` and the methods it calls directly. Hooks count when registered in the wrapping function on
+    file, and only in `forward` and the methods it calls directly. A write that only moves the
+    attribute itself (`self.renderer = self.renderer.to(x.device)`, `.cuda(...)`, `.type_as(x)`)
+    is not reported when no other method but `__init__` reads it: every call moves it again
+    before using it, so the lost write loses nothing. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
     `self.method`, or a def returned by a factory of the module; also hooks registered in the
     wrapped class's `__init__` on its own submodules (a hook object `self.save = SaveOutput()`
@@ -382,6 +385,8 @@ class DataParallelAttributeWithoutModule(Rule):
                 for target in targets:
                     attr = _self_attr(target)
                     if attr is None or (isinstance(node, cst.AugAssign) and attr in registered):
+                        continue
+                    if isinstance(node, cst.Assign) and _per_call_placement(ctx, node, attr, method):
                         continue
                     yield self.violation(
                         target,
@@ -769,6 +774,34 @@ def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
         return None
     origin = history(ctx, var, site.call).origin
     return origin if origin in classes else None
+
+
+_PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
+
+
+def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method: cst.FunctionDef) -> bool:
+    """`self.renderer = self.renderer.to(x.device)` in `forward`, with `self.renderer` read by no
+    other method but `__init__`: every call (on every replica) moves the attribute again before
+    using it, so losing the write loses nothing. A write that builds on the old value in any
+    other way (`self.calls = self.calls + 1`) is state, and stays reported."""
+    value = assign.value
+    if not (
+        len(assign.targets) == 1
+        and isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _PLACEMENT_METHODS
+        and _self_attr(value.func.value) == attr
+    ):
+        return False
+    cls = ctx.index.enclosing_class(method)
+    if cls is None:
+        return False
+    for other in methods(cls).values():
+        if other is method or other.name.value == "__init__":
+            continue
+        if any(_self_attr(n) == attr for n in ctx.index.walk(other) if isinstance(n, cst.Attribute)):
+            return False
+    return True
 
 
 def _self_attr(node: cst.BaseExpression) -> str | None:

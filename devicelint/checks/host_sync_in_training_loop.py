@@ -127,7 +127,10 @@ class HostSyncInTrainingLoop(Rule):
     reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
     output of a moved model) is. Where placement does not know (a model or batch received as a
     parameter), only strong evidence counts: the loss the step backpropagates, the result of a loss
-    function or of a model call in the same function, and values computed from them; for
+    function or of a model call in the same function, and values computed from them (matched by
+    name over the function, except where the assignment that reaches the read by statement order,
+    on every path, stores a value made of none of them: a long `train()` reusing `x` for a host
+    value); for
     `.item()`/`.cpu()`/`.tolist()`/`.numpy()` also what the loss is computed from without a move
     (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
     it and never names an accelerator is taken to train on the CPU; a training loop that runs on

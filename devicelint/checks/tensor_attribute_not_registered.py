@@ -139,7 +139,9 @@ class TensorAttributeNotRegistered(Rule):
     handed to a helper of the file's own project (a relative import, or a package named in the
     file's path), which the file cannot see and which may move them, tensors
     that only pick from a Python list (`self.items[self.index]`), 0-dim tensors (also
-    `torch.tensor(v)` under `isinstance(v, float)`), which PyTorch lets meet device tensors,
+    `torch.tensor(v)` under `isinstance(v, float)`, or from a parameter annotated `float`,
+    `int` or `bool`, or defaulting to a number, that the function rebinds only by arithmetic),
+    which PyTorch lets meet device tensors,
     caches left empty by `__init__` (`torch.empty(0, ...)`) or rebuilt when their `.device`
     differs from the input's, classes whose base in the same file moves them in `_apply`, and
     test files, whose helper modules keep constant tensors on purpose, are not reported.
@@ -524,6 +526,8 @@ def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
     first = value.args[0].value
     if not isinstance(first, cst.Name):
         return False
+    if _scalar_parameter(ctx, value, first.value):
+        return True
     node: cst.CSTNode | None = value
     while node is not None and not isinstance(node, cst.FunctionDef):
         parent = ctx.index.parent(node)
@@ -541,6 +545,57 @@ def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
                 names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
                 return all(isinstance(n, cst.Name) and n.value in ("int", "float", "bool") for n in names)
         node = parent
+    return False
+
+
+_SCALAR_TYPES = frozenset({"int", "float", "bool"})
+_SCALAR_CALLS = frozenset({"float", "int", "bool", "round", "min", "max", "abs"})
+
+
+def _scalar_parameter(ctx: FileContext, at: cst.CSTNode, name: str) -> bool:
+    """`torch.tensor(drop_rate)` where `drop_rate` is a parameter of the enclosing function
+    annotated `float` (`int`, `bool`) or defaulting to a number, and every rebinding of it there
+    is arithmetic on numbers (`drop_rate = frac * drop_rate`): a 0-dim tensor."""
+    function = ctx.index.enclosing_function(at)
+    if function is None:
+        return False
+    params = function.params
+    param = next(
+        (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None
+    )
+    if param is None:
+        return False
+    annotation = param.annotation.annotation if param.annotation is not None else None
+    if annotation is not None:
+        if not (isinstance(annotation, cst.Name) and annotation.value in _SCALAR_TYPES):
+            return False
+    elif not _numeric(param.default):
+        return False
+    for node in ctx.index.walk(function.body):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if any(isinstance(t, cst.Name) and t.value == name for t in targets) and not _numeric(node.value):
+                return False
+        elif isinstance(node, (cst.For, cst.CompFor)) and any(
+            isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(node.target)
+        ):
+            return False
+    return True
+
+
+def _numeric(node: cst.BaseExpression | None, leaf_names: bool = False) -> bool:
+    """A number, or arithmetic and rounding on numbers and names (`frac * rate`, `round(r, 2)`);
+    a bare name only inside such an expression."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Name):
+        return leaf_names and node.value not in ("None", "True", "False")
+    if isinstance(node, cst.UnaryOperation):
+        return _numeric(node.expression, leaf_names)
+    if isinstance(node, cst.BinaryOperation):
+        return _numeric(node.left, True) and _numeric(node.right, True)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _SCALAR_CALLS:
+        return bool(node.args) and all(_numeric(a.value, True) for a in node.args if a.keyword is None)
     return False
 
 

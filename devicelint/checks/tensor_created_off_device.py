@@ -93,7 +93,11 @@ class TensorCreatedOffDevice(Rule):
     tensor whose placement it cannot prove (built from a variable that may be a tensor, passed
     through an unknown function, created under a device check such as `if x.is_cuda:`, or in a
     file that makes CUDA the default device) is not reported. Code that runs while the model is
-    built (`__init__` and helpers called only from it) is never device code. 0-dim CPU tensors
+    built (`__init__` and helpers called only from it) is never device code; nor are plain
+    functions of a data-pipeline module, named so (`transforms.py`, `collate.py`) or held in a
+    data folder (`datasets/`, `data/`, `transforms/`), which prepare samples in loader workers
+    on the CPU, or of a test module, which get the tensors the test builds (unless a caller
+    in the file passes device tensors). 0-dim CPU tensors
     (`torch.tensor(2.0)`) are allowed by PyTorch in elementwise operations with device tensors
     and are only reported as in-place accumulators or where one branch replaces them with a
     device tensor (their device then depends on the path). Indexing (or index-assigning) a

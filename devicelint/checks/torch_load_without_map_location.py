@@ -60,7 +60,10 @@ class TorchLoadWithoutMapLocation(Rule):
       `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
       `tmp`/`temp`, such as a test's `tmp_path`);
     - a file the same function (or the same module-level script) saved just before: a
-      round trip in one process; or a load-or-build cache, where the function saves to the same
+      round trip in one process; likewise a place that an earlier statement of the same
+      function or script (a notebook's cells) hands to a checkpoint writer (`torch.save`, a
+      `ModelCheckpoint("./saved", ...)` handler): the program reloads what it trained and wrote;
+      or a load-or-build cache, where the function saves to the same
       path the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`);
     - training data: a result assigned to a name that says data (`train_data`,
       `vectors`, `answer_vocab`) from a path that says nothing of checkpoints, with no use that
@@ -75,6 +78,8 @@ class TorchLoadWithoutMapLocation(Rule):
       `lr_scheduler.load_state_dict(...)`, RNG setters (`torch.set_rng_state`,
       `random.setstate`), `torch.from_numpy` (also when the next statements rebind the name:
       `x = torch.from_numpy(x[k])`);
+    - a result sorted (`sorted(list(torch.load(f)))`): sortable items are words or numbers (a
+      vocabulary), or only the keys are kept;
     - a load inside a `Dataset` class, which reads training data, not checkpoints;
     - a load in a test module (`test_*.py`, `*_test.py`, `conftest.py`, or under `tests/`): a
       test reads back what it, a handler it drives or its fixtures wrote, or data committed
@@ -334,8 +339,56 @@ class Payloads:
             or self._host_consumed(call)
             or self._saved_from_host(call)
             or self._round_trip(call)
+            or self._checkpointed_here(call)
+            or self._sorted_keys(call)
             or self._training_data(call)
         )
+
+    def _sorted_keys(self, call: cst.Call) -> bool:
+        """`sorted(list(torch.load(f)))`: sorting needs comparable items, so the file holds a
+        collection of words or numbers (a vocabulary, a set of ids), or only its keys are kept."""
+        node: cst.CSTNode = call
+        while True:
+            arg = self.ctx.index.parent(node)
+            consumer = self.ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
+            if not isinstance(consumer, cst.Call) or len(consumer.args) != 1:
+                return False
+            called = _last_name(consumer.func)
+            if called == "sorted" and isinstance(consumer.func, cst.Name):
+                return True
+            if called not in ("list", "tuple", "set") or not isinstance(consumer.func, cst.Name):
+                return False
+            node = consumer
+
+    def _checkpointed_here(self, call: cst.Call) -> bool:
+        """An earlier statement of the same function (or of the same top-level script or
+        notebook) writes checkpoints to a place the load names: `torch.save(m, out / "a.pt")` or a
+        checkpoint handler built on the same folder (`ModelCheckpoint("./saved", ...)`), then
+        `torch.load(last_file("./saved"))`. The program reads back what it trained and wrote on
+        this machine."""
+        if not call.args:
+            return False
+        function = self.ctx.index.enclosing_function(call)
+        wanted = _path_parts(self.ctx, call.args[0].value)
+        if not wanted:
+            return False
+        position = self._position(call)
+        for writer in self.ctx.index.of_type(cst.Call):
+            if self.ctx.index.enclosing_function(writer) is not function or self._position(writer) >= position:
+                continue
+            if self.ctx.qualified_name(writer.func) in SAVERS:
+                places = [a.value for a in writer.args[1:2]]
+            elif _CHECKPOINT_WRITER.search(_last_name(writer.func)):
+                places = [
+                    a.value
+                    for i, a in enumerate(writer.args)
+                    if (a.keyword is None and i == 0) or (a.keyword is not None and _PLACE_WORD.search(a.keyword.value))
+                ]
+            else:
+                continue
+            if any(wanted & _path_parts(self.ctx, place) for place in places):
+                return True
+        return False
 
     def _training_data(self, call: cst.Call) -> bool:
         """`train_data = torch.load(data_dir / "train.pt")`: a name that says data, a path that
@@ -664,6 +717,37 @@ class Payloads:
                             values.clear()  # `x = torch.tensor(x).cpu()`: earlier values only feed this one
                         values.append(node.value)
         return bool(values) and all(self._host_value(v, at, depth + 1) for v in values)
+
+
+# A checkpoint handler or saver (`ModelCheckpoint`, `CheckpointSaver`, `save_checkpoint`), not
+# a reader (`load_checkpoint`, `latest_checkpoint`).
+_CHECKPOINT_WRITER = re.compile(
+    r"(?i)^(?!(load|restore|resume|read|get|find|latest|last|best)_?).*checkpoint|^save_(model|pretrained)$"
+)
+# Names that locate nothing by themselves (`args.output_dir` is kept whole).
+_UNSPECIFIC = frozenset({"args", "self", "cfg", "config", "opt", "os", "path", "Path", "True", "False", "None"})
+_PLACE_WORD = re.compile(r"(?i)dir|path|folder|file|root")
+
+
+def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
+    """What names a place in a path expression: its string literals that look like paths or
+    file names, and the dotted names it is built from (`args.save_dir`, `ckpt_dir`)."""
+    parts: set[str] = set()
+    for part in ctx.index.walk(node):
+        if isinstance(part, cst.SimpleString):
+            value = literal_value(part)
+            if isinstance(value, str) and len(value) > 2 and ("/" in value or _FILE_NAME.search(value)):
+                parts.add(value.rstrip("/"))
+        elif isinstance(part, (cst.Name, cst.Attribute)):
+            parent = ctx.index.parent(part)
+            if isinstance(parent, cst.Attribute) and parent.value is part:
+                continue  # the whole dotted name is taken at its outermost node
+            if isinstance(parent, cst.Call) and parent.func is part:
+                continue  # a called function says nothing of the place
+            dotted = dotted_name(part)
+            if dotted and dotted not in _UNSPECIFIC and not dotted.startswith("os.path"):
+                parts.add(dotted)
+    return parts
 
 
 def _named_like_dataset(cls: cst.ClassDef) -> bool:

@@ -109,6 +109,9 @@ class ProjectIndex:
         self._restored: set[int] = set()
         self.summaries: dict[Path, ModuleSummary] = {}
         self._by_name: dict[tuple[str, str], Path | None] = {}
+        # Each name is resolved once per importing folder; a name met again while it is being
+        # resolved (re-exports in a circle, star imports of each other) resolves to nothing.
+        self._resolved: dict[tuple[str, str], _Found | None] = {}
         self._others_moved: dict[str, set[str]] | None = None
         self._paths: dict[int, Path] = {}
         self._members: dict[tuple[int, str], ImportedClass | str | None] = {}
@@ -326,6 +329,15 @@ class ProjectIndex:
         """The project module, class or function a qualified name denotes, through re-exports."""
         if hops > _MAX_HOPS:
             return None
+        key = (qualified, str(importer.parent))
+        if key in self._resolved:
+            return self._resolved[key]
+        self._resolved[key] = None  # in progress: a circle back to this name finds nothing
+        found = self._resolve_once(qualified, importer, hops)
+        self._resolved[key] = found
+        return found
+
+    def _resolve_once(self, qualified: str, importer: Path, hops: int) -> _Found | None:
         path = self._module_path(qualified, importer)
         if path is not None:
             return _Found(self.summary(path), None)

@@ -32,7 +32,7 @@ from devicelint.analysis.placement_facts import (
 )
 from devicelint.analysis.placement_values import ACCELERATOR_WORDS
 from devicelint.analysis.training.loops import StepRegion
-from devicelint.analysis.training.reads import closure, computed_from, read_names
+from devicelint.analysis.training.reads import closure, computed_from, reaching_assignment, read_names
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
 from devicelint.context import FileContext
 
@@ -53,6 +53,9 @@ class HotValues:
     # on the loss's device, but they may also be Python values, so only tensor methods count.
     inputs: frozenset[str]
     modules: frozenset[str]  # names the file shows to be modules
+    # Names hot by the region's own say (the loss, what a helper's caller hands it, an optimizer's
+    # parameters), whatever their assignments in the function read.
+    given: frozenset[str] = frozenset()
 
 
 def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
@@ -81,7 +84,8 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
             # What a helper's caller hands it, an optimizer's parameters: followed without
             # subscript indices (`self.state[p]` is a dict of any values, not a value of `p`).
             names |= computed_from(c, region.scope.node, set(region.seeds), skip_index=True)
-        return HotValues(frozenset(names - modules), frozenset(inputs - modules), modules)
+        given = {n for n in (primary_name(loss) for loss in region.losses) if n is not None} | set(region.seeds)
+        return HotValues(frozenset(names - modules), frozenset(inputs - modules), modules, frozenset(given))
 
     return ctx.shared(("training.hot_values", id(region.owner)), build)
 
@@ -219,4 +223,37 @@ def on_device(ctx: FileContext, expr: cst.BaseExpression, hot: HotValues, tensor
             root = root.value
     if isinstance(root, cst.Name) and root.value in hot.modules:
         return False
-    return bool(read_names(ctx, expr) & (hot.names | hot.inputs if tensor_method else hot.names))
+    pool = hot.names | hot.inputs if tensor_method else hot.names
+    return any(n in pool and not _cold_here(ctx, n, expr, hot, pool) for n in read_names(ctx, expr))
+
+
+def _cold_here(ctx: FileContext, name: str, at: cst.CSTNode, hot: HotValues, pool: frozenset[str]) -> bool:
+    """The name is hot somewhere in the function (names are matched ignoring order), but the
+    assignment that reaches this read stores a value made of nothing hot: a long `train()` that
+    reuses `x` or `ckpt` for host values before or after its loop."""
+    if name in hot.given:
+        return False
+    scope = ctx.index.enclosing_function(at) or ctx.module
+    binding = reaching_assignment(ctx, scope, name, at)
+    if binding is None:
+        return False
+    value = binding.value
+    if _taken_from_a_value(value):
+        return False  # `s = state["s"]`, `d = v.sqrt()`: what it holds is unknown, not shown to be host
+    return not (read_names(ctx, value) & pool) and not _calls_model_or_loss(ctx, value, hot.modules)
+
+
+def _taken_from_a_value(value: cst.BaseExpression) -> bool:
+    """A value read out of another one (an item, a field, a method's result), rather than built
+    afresh (a literal, a container, a function's result)."""
+    node = value
+    steps = 0
+    while True:
+        if isinstance(node, (cst.Subscript, cst.Attribute)):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        else:
+            break
+        steps += 1
+    return steps > 0 and isinstance(node, cst.Name) and node.value not in ("torch", "np", "numpy", "json", "os")

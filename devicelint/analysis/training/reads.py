@@ -136,3 +136,60 @@ def read_names(
     names.discard("self")
     names.discard("cls")
     return names
+
+
+def reaching_assignment(ctx: FileContext, scope: cst.CSTNode, name: str, at: cst.CSTNode) -> cst.Assign | None:
+    """The plain assignment whose value `name` holds where `at` reads it, when the function shows
+    it by statement order alone: the last binding of `name` before `at`, in a block that holds
+    `at` (so it runs on every path to it), and not rebound later in a loop around `at` unless that
+    loop also runs this binding first. None when unknown: no earlier binding, a binding in a
+    branch, a loop target, an augmented assignment, or an assignment nested in an expression."""
+    order: dict[int, int] = ctx.shared(("reads.order", id(scope)), lambda c: _walk_order(c, scope))
+    position = order.get(id(at))
+    if position is None:
+        return None
+    ancestors = {id(a) for a in ctx.index.ancestors(at)}
+    before: cst.CSTNode | None = None
+    later: list[cst.CSTNode] = []
+    for binding in ctx.shared(("reads.bindings", id(scope), name), lambda c: _bindings(c, scope, name)):
+        if id(binding) in ancestors:
+            continue  # `x = f(x)`: the read is in the value of this very binding
+        if order.get(id(binding), -1) < position:
+            before = binding
+        else:
+            later.append(binding)
+    if not isinstance(before, cst.Assign):
+        return None
+    line = ctx.index.parent(before)
+    block = ctx.index.parent(line) if line is not None else None
+    if block is None or id(block) not in ancestors:
+        return None
+    for loop in (a for a in ctx.index.ancestors(at) if isinstance(a, (cst.For, cst.While))):
+        inside = {id(n) for n in ctx.index.walk(loop)}
+        if any(id(b) in inside for b in later) and id(before) not in inside:
+            return None
+    return before
+
+
+def _walk_order(ctx: FileContext, scope: cst.CSTNode) -> dict[int, int]:
+    return {id(n): i for i, n in enumerate(ctx.index.walk(scope))}
+
+
+def _bindings(ctx: FileContext, scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    for node in ctx.index.walk(scope):
+        if isinstance(node, cst.Assign):
+            if any(name in assigned_names(t.target) for t in node.targets):
+                found.append(node)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            if name in assigned_names(node.target):
+                found.append(node)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            if name in assigned_names(node.target):
+                found.append(node)
+        elif isinstance(node, (cst.WithItem, cst.NamedExpr)):
+            target = node.asname.name if isinstance(node, cst.WithItem) and node.asname else None
+            target = node.target if isinstance(node, cst.NamedExpr) else target
+            if target is not None and name in assigned_names(target):
+                found.append(node)
+    return found
