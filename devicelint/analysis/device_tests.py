@@ -1,0 +1,275 @@
+"""Device tests and device rebuilds that lose information.
+
+Two syntactic shapes that rules in the device-comparison family report:
+
+- a legacy type string or class used as a CUDA test (`t.type() == "torch.cuda.FloatTensor"`,
+  `isinstance(t, torch.cuda.FloatTensor)`): it also tests the dtype, so a CUDA tensor of any
+  other dtype fails it;
+- a device rebuilt from a tensor's CUDA flag (`"cuda" if t.is_cuda else "cpu"`): it drops the
+  tensor's index and sends every non-CUDA accelerator to the CPU, where `t.device` is exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.context import FileContext
+
+# The default dtype's CUDA type: what code means when it writes it to ask "is this on the GPU".
+CUDA_DEFAULT_TYPE = "torch.cuda.FloatTensor"
+_CUDA_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]+Tensor$")
+_LEGACY_TYPE = re.compile(r"^torch\.(cuda\.)?[A-Z][A-Za-z]*[A-Za-z]Tensor$")
+
+
+@dataclass(frozen=True)
+class TypeStringTest:
+    """`t.type() == "torch.cuda.FloatTensor"` or `isinstance(t, torch.cuda.FloatTensor)`."""
+
+    node: cst.CSTNode  # the comparison or the isinstance call
+    tensor: cst.BaseExpression  # `t`
+    negated: bool  # `!=`
+
+
+@dataclass(frozen=True)
+class FlagRebuiltDevice:
+    """A device spelled `"cuda"`/`"cpu"` chosen by a tensor's CUDA flag."""
+
+    node: cst.CSTNode  # the conditional expression, or the assignment of `"cuda"` under the `if`
+    tensor: cst.BaseExpression  # the tensor whose flag is tested
+
+
+def _string(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower():
+        value = literal_value(node)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _cuda_type_named(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """The legacy CUDA type a string or a `torch.cuda.<X>Tensor` class names."""
+    text = _string(node)
+    if text is None and isinstance(node, cst.Attribute):
+        text = ctx.qualified_name(node)
+    return text if text is not None and _CUDA_TYPE.match(text) else None
+
+
+def _type_call_receiver(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`t` in `t.type()` (no arguments: the call that returns the type string)."""
+    if (
+        isinstance(node, cst.Call)
+        and not node.args
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "type"
+    ):
+        return node.func.value
+    return None
+
+
+def _legacy_types_named(ctx: FileContext, scope: cst.CSTNode) -> set[str]:
+    """Every legacy tensor type (`torch.cuda.HalfTensor`, `torch.FloatTensor`) the scope names,
+    as a string or a class, in a test, a cast or a constructor; and a mark for a cast
+    (`x.type(...)` with an argument), which shows the exact type matters."""
+    named: set[str] = set()
+    for node in ctx.index.walk(scope):
+        text = None
+        if isinstance(node, cst.SimpleString):
+            text = _string(node)
+        elif isinstance(node, cst.Attribute) and node.attr.value.endswith("Tensor"):
+            text = ctx.qualified_name(node)
+        if text is not None and _LEGACY_TYPE.match(text):
+            named.add(text)
+        elif isinstance(node, cst.Call) and node.args and _type_call_receiver(node.with_changes(args=())) is not None:
+            named.add("<a cast with .type(...)>")
+    return named
+
+
+def _chooses_a_path(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Whether the test picks between code paths: the test (or part of the `and`/`or`/`not`
+    test) of an `if`/`elif` or a conditional expression. An `assert`, or an `if` that only
+    raises, demands the exact type on purpose."""
+    child = node
+    parent = ctx.index.parent(child)
+    while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+        child, parent = parent, ctx.index.parent(parent)
+    if isinstance(parent, cst.IfExp):
+        return parent.test is child
+    if not isinstance(parent, cst.If) or parent.test is not child:
+        return False
+    body = parent.body.body if isinstance(parent.body, cst.IndentedBlock) else ()
+    only_raises = all(
+        isinstance(line, cst.SimpleStatementLine) and all(isinstance(s, cst.Raise) for s in line.body) for line in body
+    )
+    return not only_raises
+
+
+def type_string_cuda_tests(ctx: FileContext) -> Iterator[TypeStringTest]:
+    """CUDA tests spelled with the default dtype's legacy type that choose a code path, in
+    functions that name no other
+    legacy type: one that also names `torch.cuda.HalfTensor` dispatches on the dtype on purpose,
+    and one that casts with `x.type(torch.FloatTensor)` cares about the exact type."""
+    tested: dict[int, set[str]] = {}
+
+    def only_default_type(node: cst.CSTNode) -> bool:
+        scope: cst.CSTNode = ctx.index.enclosing_function(node) or ctx.module
+        if id(scope) not in tested:
+            tested[id(scope)] = _legacy_types_named(ctx, scope)
+        return tested[id(scope)] == {CUDA_DEFAULT_TYPE}
+
+    for comparison in ctx.index.of_type(cst.Comparison):
+        if len(comparison.comparisons) != 1:
+            continue
+        target = comparison.comparisons[0]
+        if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            continue
+        sides = (comparison.left, target.comparator)
+        for this, other in (sides, sides[::-1]):
+            tensor = _type_call_receiver(this)
+            if (
+                tensor is not None
+                and _string(other) == CUDA_DEFAULT_TYPE
+                and _chooses_a_path(ctx, comparison)
+                and only_default_type(comparison)
+            ):
+                yield TypeStringTest(comparison, tensor, isinstance(target.operator, cst.NotEqual))
+                break
+    for call in ctx.index.of_type(cst.Call):
+        if not (isinstance(call.func, cst.Name) and call.func.value == "isinstance" and len(call.args) == 2):
+            continue
+        if ctx.imports.bound.get("isinstance") is not None:
+            continue  # shadowed by an import
+        if (
+            _cuda_type_named(ctx, call.args[1].value) == CUDA_DEFAULT_TYPE
+            and _chooses_a_path(ctx, call)
+            and only_default_type(call)
+        ):
+            yield TypeStringTest(call, call.args[0].value, False)
+
+
+# ---------------------------------------------------------------------------- rebuilt devices
+def _flag_tested(ctx: FileContext, test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+    """(tensor, whether the test holds for CUDA) for `t.is_cuda`, `not t.is_cuda`,
+    `t.device.type == "cuda"` and `t.device.type != "cuda"`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _flag_tested(ctx, test.expression)
+        return (inner[0], not inner[1]) if inner is not None else None
+    if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+        if ctx.qualified_name(test.value) in ("torch", "torch.cuda"):
+            return None
+        return test.value, True
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            return None
+        sides = (test.left, target.comparator)
+        for this, other in (sides, sides[::-1]):
+            if (
+                _string(other) == "cuda"
+                and isinstance(this, cst.Attribute)
+                and this.attr.value == "type"
+                and isinstance(this.value, cst.Attribute)
+                and this.value.attr.value == "device"
+            ):
+                return this.value.value, isinstance(target.operator, cst.Equal)
+    return None
+
+
+def _spelled_device(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """ "cuda"/"cpu" for those strings and for `torch.device(...)` of them."""
+    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
+        node = node.args[0].value
+    text = _string(node)
+    return text if text in ("cuda", "cpu") else None
+
+
+def _single_assignment(block: cst.BaseSuite) -> cst.Assign | None:
+    if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+        return None
+    line = block.body[0]
+    if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and isinstance(line.body[0], cst.Assign):
+        assign = line.body[0]
+        return assign if len(assign.targets) == 1 else None
+    return None
+
+
+def _is_device_position(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is where a device goes: `device=`, the first argument of `.to(...)`, or
+    `torch.device(...)`'s argument."""
+    arg = ctx.index.parent(node)
+    if not isinstance(arg, cst.Arg) or arg.value is not node:
+        return False
+    call = ctx.index.parent(arg)
+    if not isinstance(call, cst.Call):
+        return False
+    if arg.keyword is not None:
+        return arg.keyword.value == "device"
+    if call.args[0] is not arg or arg.star:
+        return False
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
+        return True
+    return ctx.qualified_name(call.func) == "torch.device"
+
+
+def _used_as_device(ctx: FileContext, value: cst.BaseExpression, bound: str | None) -> bool:
+    """The rebuilt device reaches a placement: in place, or through the name it is bound to,
+    read in a device position in the same function."""
+    if _is_device_position(ctx, value):
+        return True
+    if bound is None:
+        return False
+    scope: cst.CSTNode = ctx.index.enclosing_function(value) or ctx.module
+    for node in ctx.index.walk(scope):
+        if isinstance(node, cst.Name) and node.value == bound and _is_device_position(ctx, node):
+            return True
+    return False
+
+
+def _bound_name(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """The plain name an expression is assigned to (`device = <node>`)."""
+    parent = ctx.index.parent(node)
+    if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        name = dotted_name(parent.targets[0].target)
+        return name if name is not None and "." not in name else None
+    return None
+
+
+def flag_rebuilt_devices(ctx: FileContext) -> Iterator[FlagRebuiltDevice]:
+    """`"cuda" if t.is_cuda else "cpu"` (also under `torch.device(...)`, with the test negated,
+    or as an `if`/`else` that assigns the two strings to one name), when the device it builds
+    is then used to place something."""
+    for expression in ctx.index.of_type(cst.IfExp):
+        tested = _flag_tested(ctx, expression.test)
+        if tested is None:
+            continue
+        tensor, on_cuda = tested
+        cuda, other = (expression.body, expression.orelse) if on_cuda else (expression.orelse, expression.body)
+        if _spelled_device(ctx, cuda) != "cuda" or _spelled_device(ctx, other) != "cpu":
+            continue
+        outer: cst.BaseExpression = expression
+        parent = ctx.index.parent(expression)
+        if isinstance(parent, cst.Arg):
+            call = ctx.index.parent(parent)
+            if isinstance(call, cst.Call) and ctx.qualified_name(call.func) == "torch.device":
+                outer = call
+        if _used_as_device(ctx, expression, None) or _used_as_device(ctx, outer, _bound_name(ctx, outer)):
+            yield FlagRebuiltDevice(expression, tensor)
+    for statement in ctx.index.of_type(cst.If):
+        tested = _flag_tested(ctx, statement.test)
+        if tested is None or not isinstance(statement.orelse, cst.Else):
+            continue
+        tensor, on_cuda = tested
+        first, second = _single_assignment(statement.body), _single_assignment(statement.orelse.body)
+        if first is None or second is None:
+            continue
+        cuda, other = (first, second) if on_cuda else (second, first)
+        name = dotted_name(cuda.targets[0].target)
+        if name is None or "." in name or dotted_name(other.targets[0].target) != name:
+            continue
+        if _spelled_device(ctx, cuda.value) != "cuda" or _spelled_device(ctx, other.value) != "cpu":
+            continue
+        if _used_as_device(ctx, cuda.value, name):
+            yield FlagRebuiltDevice(cuda, tensor)
