@@ -35,6 +35,7 @@ RULES = (
     RuleInfo('DL206', 'removed-parallel-api', '`torch.distributed.pipeline` (`Pipe`) and other removed parallel APIs fail to import.', True, 'error', 'none', '>=2.4'),
     RuleInfo('DL207', 'dataparallel-prefer-ddp', '`nn.DataParallel` is slower and more fragile than `DistributedDataParallel`, even on one machine.', False, 'warning', 'none', ''),
     RuleInfo('DL208', 'model-parallel-activation-not-moved', "Manual model parallelism must move each activation to the next stage's device.", True, 'error', 'none', ''),
+    RuleInfo('DL209', 'collective-tensor-on-cpu', 'A CPU tensor handed to a collective (all_reduce, gather_for_metrics) that NCCL runs only on GPU tensors.', True, 'error', 'none', ''),
     RuleInfo('DL301', 'fp16-autocast-without-gradscaler', 'float16 autocast in a training step without a `GradScaler`: small gradients underflow to zero.', True, 'error', 'none', ''),
     RuleInfo('DL302', 'gradscaler-bypassed', 'A `GradScaler` scales the loss but the optimizer steps without it (or the reverse).', True, 'error', 'sometimes', ''),
     RuleInfo('DL303', 'gradscaler-update-missing', '`scaler.step()` without `scaler.update()` on every step.', True, 'error', 'sometimes', ''),

@@ -20,6 +20,7 @@ per rule, named after the rule.
 from devicelint.checks import (
     backward_inside_autocast,  # noqa: F401
     clip_before_unscale,  # noqa: F401
+    collective_tensor_on_cpu,  # noqa: F401
     create_then_move,  # noqa: F401
     cuda_in_dataset,  # noqa: F401
     custom_to_override_broken,  # noqa: F401
