@@ -273,3 +273,73 @@ def flag_rebuilt_devices(ctx: FileContext) -> Iterator[FlagRebuiltDevice]:
             continue
         if _used_as_device(ctx, cuda.value, name):
             yield FlagRebuiltDevice(cuda, tensor)
+
+
+# ---------------------------------------------------------------------------- the machine's device
+def _availability_choice(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    """`torch.device("cuda" if torch.cuda.is_available() else "cpu")` or the bare conditional:
+    a device chosen by what the machine has, not by where any model or tensor is."""
+    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
+        node = node.args[0].value
+    if not isinstance(node, cst.IfExp):
+        return False
+    test = ctx.code_for(node.test)
+    branches = ctx.code_for(node.body) + ctx.code_for(node.orelse)
+    return "is_available" in test and "cuda" in branches
+
+
+def _module_level_bindings(ctx: FileContext, name: str) -> list[cst.BaseExpression]:
+    values = []
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and any(dotted_name(t.target) == name for t in small.targets):
+                    values.append(small.value)
+    return values
+
+
+def _bound_locally(ctx: FileContext, name: cst.Name) -> bool:
+    """Whether a function around `name` has a parameter or binding of that name, which
+    shadows the module-level one."""
+    for ancestor in ctx.index.ancestors(name):
+        if not isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            continue
+        if any(p.name.value == name.value for p in ctx.index.walk(ancestor.params) if isinstance(p, cst.Param)):
+            return True
+        for node in ctx.index.walk(ancestor):
+            target = None
+            if isinstance(node, cst.AssignTarget):
+                target = node.target
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+                target = node.target
+            elif isinstance(node, cst.AsName):
+                target = node.name
+            if target is not None and any(
+                isinstance(n, cst.Name) and n.value == name.value for n in ctx.index.walk(target)
+            ):
+                return True
+    return False
+
+
+def machine_device(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """The spelling of a device the file chooses once for the whole machine, when `node` is one:
+    a module-level name bound only to `"cuda" if torch.cuda.is_available() else "cpu"`, or a call
+    of a module-level function of the file whose every return is such a choice (`get_device()`)."""
+    if isinstance(node, cst.Name):
+        if _bound_locally(ctx, node):
+            return None
+        bound = _module_level_bindings(ctx, node.value)
+        if bound and all(_availability_choice(ctx, value) for value in bound):
+            if not any(isinstance(s, cst.FunctionDef) and s.name.value == node.value for s in ctx.module.body):
+                return node.value
+        return None
+    if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Name):
+        function = next(
+            (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None
+        )
+        if function is None:
+            return None
+        returns = [n for n in ctx.index.walk(function) if isinstance(n, cst.Return)]
+        if returns and all(_availability_choice(ctx, r.value) for r in returns):
+            return f"{node.func.value}()"
+    return None
