@@ -64,3 +64,32 @@ def test_a_script_choosing_its_device_once_is_clean() -> None:
     """
     )
     assert _found(script) == []
+
+
+CONSTANT = """
+    import torch
+    from torch import nn
+
+    DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+    class Cell(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.width = width
+            self.lin = nn.Linear(width, width)
+
+        def blank(self, batch, DEVICE=None):
+            return torch.zeros(batch, self.width, device=DEVICE)
+
+        def forward(self, x):
+            return self.lin(x) + torch.ones(self.width).to(DEVICE)
+"""
+
+
+def test_module_level_constant_read_in_forward_is_reported_and_a_shadowing_parameter_is_not() -> None:
+    assert _found(CONSTANT) == [(18, "DL107")]
+
+
+def test_a_file_that_moves_its_models_to_the_same_device_is_clean() -> None:
+    assert _found(CONSTANT + "\n\n    cell = Cell(4).to(DEVICE)\n") == []

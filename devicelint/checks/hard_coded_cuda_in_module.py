@@ -195,7 +195,8 @@ class HardCodedCudaInModule(Rule):
     are recognised only by name (`...Optimizer`, `...LRScheduler`). The machine's device is
     recognised only where this file defines it (a module-level name or a function with no
     arguments); in `__init__` and in scripts it is the author's choice of where to build, and
-    is not reported.
+    is not reported, nor is a device the file also uses outside module methods (a tutorial
+    that moves its models and data to the same `device` agrees with its modules).
     """
 
     code = "DL107"
@@ -268,13 +269,18 @@ class HardCodedCudaInModule(Rule):
         """`device=get_device()` in a module's method, where `get_device()` (or a module-level
         `DEVICE`) is the machine's device: CUDA whenever one exists, wherever the model is."""
         module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
+        uses: list[tuple[cst.Arg, str, cst.FunctionDef | None]] = []
         for arg in ctx.index.of_type(cst.Arg):
-            if not _placement_argument(ctx, arg):
-                continue
-            spelled = machine_device(ctx, arg.value)
-            function = ctx.index.enclosing_function(arg) if spelled is not None else None
+            spelled = machine_device(ctx, arg.value) if _placement_argument(ctx, arg) else None
+            if spelled is not None:
+                uses.append((arg, spelled, ctx.index.enclosing_function(arg)))
+        # Where the file itself places models or data on that device too (`model.to(DEVICE)` in
+        # a tutorial-style script), its modules agree with it: only a device that nothing but
+        # module methods uses is the module's own guess.
+        shared = {spelled for _, spelled, function in uses if function is None or id(function) not in module_methods}
+        for arg, spelled, function in uses:
             cls = module_methods.get(id(function)) if function is not None else None
-            if function is None or cls is None or under_device_guard(ctx, arg, function):
+            if spelled in shared or function is None or cls is None or under_device_guard(ctx, arg, function):
                 continue
             if any(w in function.name.value.lower() for w in DEVICE_MANAGEMENT) or function.name.value == "__init__":
                 continue
