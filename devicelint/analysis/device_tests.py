@@ -89,22 +89,22 @@ def _legacy_types_named(ctx: FileContext, scope: cst.CSTNode) -> set[str]:
 
 
 def _chooses_a_path(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """Whether the test picks between code paths: the test (or part of the `and`/`or`/`not`
-    test) of an `if`/`elif` or a conditional expression. An `assert`, or an `if` that only
-    raises, demands the exact type on purpose."""
+    """Whether the test is used to pick a code path (an `if`, a conditional expression, a flag
+    tested later), not to demand the exact type: an `assert`, an `if` that only raises, and a
+    predicate that returns the test as it is (its name says what it asks) are left alone."""
     child = node
     parent = ctx.index.parent(child)
     while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
         child, parent = parent, ctx.index.parent(parent)
-    if isinstance(parent, cst.IfExp):
-        return parent.test is child
-    if not isinstance(parent, cst.If) or parent.test is not child:
+    if isinstance(parent, (cst.Assert, cst.Return)):
         return False
-    body = parent.body.body if isinstance(parent.body, cst.IndentedBlock) else ()
-    only_raises = all(
-        isinstance(line, cst.SimpleStatementLine) and all(isinstance(s, cst.Raise) for s in line.body) for line in body
-    )
-    return not only_raises
+    if isinstance(parent, cst.If) and parent.test is child:
+        body = parent.body.body if isinstance(parent.body, cst.IndentedBlock) else ()
+        return not all(
+            isinstance(line, cst.SimpleStatementLine) and all(isinstance(s, cst.Raise) for s in line.body)
+            for line in body
+        )
+    return not any(isinstance(a, cst.Assert) for a in ctx.index.ancestors(node))
 
 
 def type_string_cuda_tests(ctx: FileContext) -> Iterator[TypeStringTest]:
