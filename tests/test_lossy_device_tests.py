@@ -114,13 +114,22 @@ TYPE_TEST = """
 
 
 def test_type_string_as_cuda_test_is_reported() -> None:
-    assert _found(TYPE_TEST) == [(13, "DL502")]
-    (message,) = _messages(TYPE_TEST)
-    assert message.endswith("test `not labels.is_cuda` instead")
+    # the helper named for the device and the dispatch in `forward` both test the dtype too
+    assert _found(TYPE_TEST) == [(7, "DL502"), (13, "DL502")]
+    assert _messages(TYPE_TEST)[1].endswith("test `not labels.is_cuda` instead")
 
 
 def test_cuda_flag_test_is_clean() -> None:
-    assert _found(TYPE_TEST.replace('labels.type() != "torch.cuda.FloatTensor"', "not labels.is_cuda")) == []
+    fixed = TYPE_TEST.replace('labels.type() != "torch.cuda.FloatTensor"', "not labels.is_cuda")
+    assert _found(fixed.replace('a.type() == "torch.cuda.FloatTensor"', "a.is_cuda")) == []
+
+
+def test_predicate_named_for_the_dtype_is_clean() -> None:
+    source = """
+        def is_cuda_float(t):
+            return t.type() == "torch.cuda.FloatTensor"
+    """
+    assert _found(source) == []
 
 
 def test_type_dispatch_over_several_dtypes_is_clean() -> None:

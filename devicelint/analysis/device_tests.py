@@ -90,14 +90,19 @@ def _legacy_types_named(ctx: FileContext, scope: cst.CSTNode) -> set[str]:
 
 def _chooses_a_path(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Whether the test is used to pick a code path (an `if`, a conditional expression, a flag
-    tested later), not to demand the exact type: an `assert`, an `if` that only raises, and a
-    predicate that returns the test as it is (its name says what it asks) are left alone."""
+    tested later, a predicate's result), not to demand the exact type: an `assert`, an `if` that
+    only raises, and a predicate named for the dtype (`is_cuda_float`) are left alone."""
     child = node
     parent = ctx.index.parent(child)
     while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
         child, parent = parent, ctx.index.parent(parent)
-    if isinstance(parent, (cst.Assert, cst.Return)):
+    if isinstance(parent, cst.Assert):
         return False
+    if isinstance(parent, cst.Return):
+        # a predicate named for the dtype or the type (`is_cuda_float`) asks for the exact type
+        function = ctx.index.enclosing_function(parent)
+        name = function.name.value.lower() if function is not None else ""
+        return not any(word in name for word in ("float", "type", "f32", "fp32", "single"))
     if isinstance(parent, cst.If) and parent.test is child:
         body = parent.body.body if isinstance(parent.body, cst.IndentedBlock) else ()
         return not all(

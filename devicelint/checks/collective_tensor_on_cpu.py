@@ -127,9 +127,28 @@ def _collective(ctx: FileContext, call: cst.Call) -> tuple[str, str | None, bool
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in ACCELERATE_COLLECTIVES:
         receiver = dotted_name(func.value)
-        if receiver is not None and receiver.rsplit(".", 1)[-1].lower().endswith("accelerator"):
+        if receiver is not None and (
+            receiver.rsplit(".", 1)[-1].lower().endswith("accelerator") or _is_accelerator(ctx, call, receiver)
+        ):
             return f"{receiver}.{func.attr.value}", f"{receiver}.device", False
     return None
+
+
+def _is_accelerator(ctx: FileContext, call: cst.Call, receiver: str) -> bool:
+    """A name annotated `Accelerator`, or bound to `Accelerator(...)` in the file."""
+    function = ctx.index.enclosing_function(call)
+    if function is not None:
+        for param in ctx.index.walk(function.params):
+            if isinstance(param, cst.Param) and param.name.value == receiver and param.annotation is not None:
+                return (ctx.qualified_name(param.annotation.annotation) or "").startswith("accelerate.")
+    for assign in ctx.index.of_type(cst.Assign):
+        if (
+            any(dotted_name(t.target) == receiver for t in assign.targets)
+            and isinstance(assign.value, cst.Call)
+            and (ctx.qualified_name(assign.value.func) or "").startswith("accelerate.")
+        ):
+            return True
+    return False
 
 
 def _tensor_arguments(call: cst.Call) -> Iterator[cst.BaseExpression]:

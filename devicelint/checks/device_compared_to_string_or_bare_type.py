@@ -581,7 +581,8 @@ class DeviceComparedToStringOrBareType(Rule):
     (`run("cuda")`) holds those strings; the parameters of a test function in a test module are
     pytest fixtures, whose values the file does not show, and are not judged. A function that
     also names another CUDA type (`torch.cuda.HalfTensor`) dispatches on the dtype on purpose, and
-    its type tests are not reported. A device rebuilt from `is_cuda` is reported only where it
+    its type tests are not reported, nor are type tests in an `assert`, in an `if` that only
+    raises, or returned by a predicate named for the dtype (`is_cuda_float`). A device rebuilt from `is_cuda` is reported only where it
     reaches `device=`, `.to(...)` or `torch.device(...)` in the same function; as
     `autocast(device_type=...)` it is right.
     """
