@@ -487,3 +487,32 @@ def test_elements_fed_to_a_moved_module_in_a_comprehension_keep_their_place() ->
 
 def test_comprehension_twin_that_moves_each_chunk_is_clean() -> None:
     assert _found(COMPREHENSION.replace("head(chunk)", "head(chunk.to(device))")) == []
+
+
+# -- a name that only contains a device word is not a device guard -----------------------------
+
+GUARDED_BY_NAME = """
+    import torch
+    import torch.nn as nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, inputs, timestamps=None):
+            out = self.proj(inputs)
+            if timestamps is None:
+                timestamps = torch.arange(inputs.size(1))
+            return out + timestamps
+"""
+
+
+def test_names_holding_npu_or_mps_are_not_device_guards() -> None:
+    # `inputs` holds "npu" and `timestamps` "mps"; neither makes the `if` a device test
+    assert _found(GUARDED_BY_NAME) == [(14, "DL101")]
+
+
+def test_a_real_device_guard_still_silences() -> None:
+    assert _found(GUARDED_BY_NAME.replace("if timestamps is None:", "if not inputs.is_cuda:")) == []

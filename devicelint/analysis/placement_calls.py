@@ -107,6 +107,20 @@ GATHERING_FUNCTIONS = frozenset(
         "cartesian_prod",
     }
 )
+
+
+def _counts_a_tensor(call: cst.Call, method: str) -> bool:
+    """`x.size(1)` (one literal dimension) and `x.numel()`: numbers, on any tensor."""
+    if method == "numel":
+        return not call.args
+    return (
+        method == "size"
+        and len(call.args) == 1
+        and call.args[0].keyword is None
+        and isinstance(call.args[0].value, (cst.Integer, cst.UnaryOperation))
+    )
+
+
 _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "bool", "clone", "detach"})
 
 
@@ -688,6 +702,8 @@ class CallEvaluation:
                 return Fact(UNKNOWN, elements=(Fact(DEVICE, where=receiver.where, device=receiver.device),))
             if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
                 return _model_like_result(method, args)  # `self.model(x)` in a trainer class
+            if receiver.kind == UNKNOWN and _counts_a_tensor(call, method):
+                return NUMBER  # `batch["ids"].size(1)`, `mask.numel()`: a Python int whatever the receiver
             return self._module_method(receiver, method, args)
         args = self._args(call)
         if method in INPLACE_METHODS and receiver.kind == CPU:

@@ -185,9 +185,13 @@ def _mentions_device(test: cst.CSTNode, ctx: FileContext) -> bool:
         else:
             continue
         text = text.lower()
-        if any(word in text for word in DEVICE_GUARD_WORDS):
+        if any(word in text for word in DEVICE_GUARD_WORDS) and _GUARD_WORD.search(text):
             return True
     return False
+
+
+# The short device names must start a word: `inputs` holds "npu" and `timestamps` "mps".
+_GUARD_WORD = re.compile(r"cuda|gpu|device|is_available|accelerator|cpu|(?<![a-z])(?:mps|xla|npu|hpu|xpu)")
 
 
 def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = False) -> Fact:

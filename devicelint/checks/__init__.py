@@ -20,6 +20,7 @@ per rule, named after the rule.
 from devicelint.checks import (
     backward_inside_autocast,  # noqa: F401
     clip_before_unscale,  # noqa: F401
+    collective_tensor_on_cpu,  # noqa: F401
     create_then_move,  # noqa: F401
     cuda_in_dataset,  # noqa: F401
     custom_to_override_broken,  # noqa: F401
@@ -31,6 +32,7 @@ from devicelint.checks import (
     ddp_device_setup,  # noqa: F401
     deprecated_amp_api,  # noqa: F401
     device_compared_to_string_or_bare_type,  # noqa: F401
+    device_flag_ignored,  # noqa: F401
     file_not_analysed,  # noqa: F401
     fp16_autocast_without_gradscaler,  # noqa: F401
     generator_on_wrong_device,  # noqa: F401

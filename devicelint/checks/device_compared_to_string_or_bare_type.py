@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.device_tests import CUDA_DEFAULT_TYPE, flag_rebuilt_devices, type_string_cuda_tests
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.modules import methods
@@ -514,13 +515,22 @@ class DeviceComparedToStringOrBareType(Rule):
     - `str(x.device) == "cuda"` (the string is `"cuda:0"`), and `str(x.device) != device`
       where `device` is a `torch.device` (a string never equals a device);
     - a `device` parameter compared with an index-less accelerator string: `device ==
-      "cuda"` is false when the caller passes `"cuda:0"` (DDP ranks do) or a `torch.device`.
+      "cuda"` is false when the caller passes `"cuda:0"` (DDP ranks do) or a `torch.device`;
+    - a legacy type used as a CUDA test: `t.type() == "torch.cuda.FloatTensor"` or
+      `isinstance(t, torch.cuda.FloatTensor)` also tests the dtype, so a double or half CUDA
+      tensor is taken for a CPU one;
+    - a device rebuilt from a tensor's CUDA flag and then used to place something:
+      `torch.zeros(n, device="cuda" if x.is_cuda else "cpu")` (also `x.device.type ==
+      "cuda"`, or an `if`/`else` assigning the two strings). `"cuda"` has no index, so it is
+      the current GPU rather than `x`'s, and an MPS or XPU tensor gets the CPU.
 
     ## Why it is a bug on a GPU
     On a CUDA machine tensors live on `cuda:0`, `cuda:1`..., never on an index-less `cuda`,
     and `torch.device("cpu") == "cpu"` is `False`. The comparison is silently false, so the
     GPU branch never runs (or the CPU fallback always does): a fused kernel is never used,
-    fp16 is chosen on the CPU, data is moved again with a warning on every call.
+    fp16 is chosen on the CPU, data is moved again with a warning on every call. A device
+    rebuilt as `"cuda"` from `x.is_cuda` places new tensors on `cuda:0` while `x` is on
+    `cuda:1`, and the next op that meets them fails.
 
     ## Example
     ```python
@@ -531,6 +541,8 @@ class DeviceComparedToStringOrBareType(Rule):
 
     def configure(model, device):
         return torch.optim.AdamW(model.parameters(), fused=device == "cuda")
+
+    state = torch.zeros(n, device="cuda" if x.is_cuda else "cpu")
     ```
 
     ## Use instead
@@ -542,6 +554,8 @@ class DeviceComparedToStringOrBareType(Rule):
 
     def configure(model, device):
         return torch.optim.AdamW(model.parameters(), fused=torch.device(device).type == "cuda")
+
+    state = torch.zeros(n, device=x.device)
     ```
 
     ## Fix safety
@@ -550,7 +564,7 @@ class DeviceComparedToStringOrBareType(Rule):
     `torch.device`. It is unsafe where the file only suggests that a value is a
     `torch.device` (an annotation, `x.device == "cuda"`) or wraps a parameter in
     `torch.device(...)`, which fails if the caller passes `None`. Comparisons with an
-    indexed device (`"cuda:0"`) get no fix.
+    indexed device (`"cuda:0"`) get no fix, nor do type-string tests and rebuilt devices.
 
     ## Known limits
     Configuration fields (`args.device`, `cfg.device`, `self.device` set from a `str`
@@ -565,17 +579,24 @@ class DeviceComparedToStringOrBareType(Rule):
     followed through assignments in one function, `self` attributes and same-file callers,
     not across files. A `device` parameter that every same-file call passes an index-less string
     (`run("cuda")`) holds those strings; the parameters of a test function in a test module are
-    pytest fixtures, whose values the file does not show, and are not judged.
+    pytest fixtures, whose values the file does not show, and are not judged. A function that
+    also names another CUDA type (`torch.cuda.HalfTensor`) dispatches on the dtype on purpose, and
+    its type tests are not reported, nor are type tests in an `assert`, in an `if` that only
+    raises, or returned by a predicate named for the dtype (`is_cuda_float`). A device rebuilt from `is_cuda` is reported only where it
+    reaches `device=`, `.to(...)` or `torch.device(...)` in the same function; as
+    `autocast(device_type=...)` it is right.
     """
 
     code = "DL502"
     name = "device-compared-to-string-or-bare-type"
     summary = "A `torch.device` compared with a string or an index-less device is never equal."
-    message = "`{expr}` is {verdict}: {why}; compare `{fixed}` instead"
+    message = "`{expr}` is {verdict}: {why}; {advice}"
     fix_availability = "sometimes"
-    tokens = ("device",)
+    tokens = ("device", "torch.cuda.FloatTensor", "is_cuda")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        yield from self._type_string_tests(ctx)
+        yield from self._flag_rebuilt_devices(ctx)
         values = None
         for comparison in ctx.index.of_type(cst.Comparison):
             if len(comparison.comparisons) != 1:
@@ -597,11 +618,42 @@ class DeviceComparedToStringOrBareType(Rule):
                     yield violation
                     break
 
+    def _type_string_tests(self, ctx: FileContext) -> Iterator[Violation]:
+        for test in type_string_cuda_tests(ctx):
+            tensor = ctx.code_for(test.tensor)
+            yield self.violation(
+                test.node,
+                expr=ctx.code_for(test.node),
+                verdict=f"{'True' if test.negated else 'False'} for a CUDA tensor of any other dtype",
+                why=f"`{CUDA_DEFAULT_TYPE}` names float32 as well as CUDA, so a double or half CUDA tensor "
+                "is not taken for a CUDA tensor",
+                advice=f"test `{'not ' if test.negated else ''}{tensor}.is_cuda` instead",
+            )
+
+    def _flag_rebuilt_devices(self, ctx: FileContext) -> Iterator[Violation]:
+        for rebuilt in flag_rebuilt_devices(ctx):
+            tensor = ctx.code_for(rebuilt.tensor)
+            yield self.violation(
+                rebuilt.node,
+                expr=ctx.code_for(rebuilt.node),
+                verdict=f"an index-less device rebuilt from `{tensor}`'s CUDA flag",
+                why=f'`"cuda"` is the current GPU, not `{tensor}`\'s (`cuda:1` becomes `cuda:0`), and an MPS or '
+                "XPU tensor gets the CPU",
+                advice=f"use `{tensor}.device` instead",
+            )
+
     def _report(
         self, ctx: FileContext, comparison: cst.Comparison, verdict: str, why: str, fixed: str, safe: bool | None
     ) -> Violation:
         fix = _rewrite(comparison, fixed, safe=bool(safe)) if safe is not None else None
-        return self.violation(comparison, fix=fix, expr=ctx.code_for(comparison), verdict=verdict, why=why, fixed=fixed)
+        return self.violation(
+            comparison,
+            fix=fix,
+            expr=ctx.code_for(comparison),
+            verdict=verdict,
+            why=why,
+            advice=f"compare `{fixed}` instead",
+        )
 
     def _check_pair(
         self,

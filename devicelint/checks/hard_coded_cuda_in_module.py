@@ -4,12 +4,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.device_tests import machine_device
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement import is_device_guard
-from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.context import FileContext
@@ -148,6 +149,11 @@ class HardCodedCudaInModule(Rule):
     torchmetrics `Metric` (their state follows the parameters or inputs a caller hands them),
     or inside a library function that takes tensors, unless the code sits under a device check
     (`if torch.cuda.is_available():`, `if x.is_cuda:`, `torch.cuda.is_available() and ...`).
+    In a library file (no `__main__` block) it also flags a module method that places a tensor
+    on the machine's device chosen once for the file: `device=get_device()` where the file's
+    `get_device()` returns `"cuda" if torch.cuda.is_available() else "cpu"`, or a module-level
+    `DEVICE` bound to that choice. It is CUDA whenever the machine has a GPU, wherever the
+    model is.
 
     ## Why it is a bug on a GPU
     A module cannot know where its caller put it. Hard-coding CUDA breaks CPU-only runs
@@ -186,13 +192,17 @@ class HardCodedCudaInModule(Rule):
     `torch.cuda.get_device_properties(torch.device("cuda"))` are not reported. Library
     functions are those whose parameters the placement analysis sees as tensors. Other
     plain classes (trainers, EMA helpers) are not checked, and bases imported from elsewhere
-    are recognised only by name (`...Optimizer`, `...LRScheduler`).
+    are recognised only by name (`...Optimizer`, `...LRScheduler`). The machine's device is
+    recognised only where this file defines it (a module-level name or a function with no
+    arguments); in `__init__` and in scripts it is the author's choice of where to build, and
+    is not reported, nor is a device the file also uses outside module methods (a tutorial
+    that moves its models and data to the same `device` agrees with its modules).
     """
 
     code = "DL107"
     name = "hard-coded-cuda-in-module"
     summary = '`.cuda()` or `device="cuda"` inside a module or library function.'
-    message = "`{what}` hard-codes CUDA in `{function}`: it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS; use the input's device (`{device}`)"
+    message = "`{what}` {claim} in `{function}`: {why}; use the input's device (`{device}`)"
     tokens = ("cuda",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -249,7 +259,60 @@ class HardCodedCudaInModule(Rule):
                 device = "self.device" if cls.has_device else "next(self.parameters()).device"
             else:
                 device = "x.device"
-            yield self.violation(node, what=what, function=function.name.value, device=device)
+            yield self.violation(
+                node, what=what, claim="hard-codes CUDA", function=function.name.value, device=device, why=_WHY
+            )
+        if not is_script(ctx.source):
+            yield from self._machine_devices(ctx, classes)
+
+    def _machine_devices(self, ctx: FileContext, classes: dict[str, ClassFacts]) -> Iterator[Violation]:
+        """`device=get_device()` in a module's method, where `get_device()` (or a module-level
+        `DEVICE`) is the machine's device: CUDA whenever one exists, wherever the model is."""
+        module_methods = {id(m): c for c in classes.values() for m in c.methods.values()}
+        uses: list[tuple[cst.Arg, str, cst.FunctionDef | None]] = []
+        for arg in ctx.index.of_type(cst.Arg):
+            spelled = machine_device(ctx, arg.value) if _placement_argument(ctx, arg) else None
+            if spelled is not None:
+                uses.append((arg, spelled, ctx.index.enclosing_function(arg)))
+        # Where the file itself places models or data on that device too (`model.to(DEVICE)` in
+        # a tutorial-style script), its modules agree with it: only a device that nothing but
+        # module methods uses is the module's own guess.
+        shared = {spelled for _, spelled, function in uses if function is None or id(function) not in module_methods}
+        for arg, spelled, function in uses:
+            cls = module_methods.get(id(function)) if function is not None else None
+            if spelled in shared or function is None or cls is None or under_device_guard(ctx, arg, function):
+                continue
+            if any(w in function.name.value.lower() for w in DEVICE_MANAGEMENT) or function.name.value == "__init__":
+                continue
+            yield self.violation(
+                arg.value,
+                what=f"device={spelled}" if arg.keyword is not None else f".to({spelled})",
+                claim="places on the machine's device (CUDA whenever one exists), not the model's,",
+                function=function.name.value,
+                why="a model kept on the CPU, moved to `cuda:1` or to MPS gets tensors on another device",
+                device="self.device" if cls.has_device else "next(self.parameters()).device",
+            )
+
+
+_WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
+
+
+def _placement_argument(ctx: FileContext, arg: cst.Arg) -> bool:
+    """`device=...` of a torch factory or tensor method, or the first argument of `.to(...)`."""
+    call = ctx.index.parent(arg)
+    if not isinstance(call, cst.Call):
+        return False
+    if arg.keyword is not None:
+        qualified = ctx.qualified_name(call.func) or ""
+        return arg.keyword.value == "device" and (
+            qualified.startswith("torch.") or (isinstance(call.func, cst.Attribute) and not qualified)
+        )
+    return (
+        bool(call.args)
+        and call.args[0] is arg
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "to"
+    )
 
 
 def _loop_variable(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> str | None:

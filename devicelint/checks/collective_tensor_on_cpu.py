@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.facts import file_facts
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_facts import CPU
+from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.training.syntax import short
+from devicelint.context import FileContext
+from devicelint.rule_base import Rule, Violation, register
+
+# torch.distributed collectives and point-to-point calls that NCCL runs on GPU tensors only.
+DIST_COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce",
+        "broadcast",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "gather",
+        "scatter",
+        "all_to_all",
+        "all_to_all_single",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+    }
+)
+# Accelerate's gathers and reductions, as `accelerator.<method>(t)` or `accelerate.utils.<name>(t)`.
+ACCELERATE_COLLECTIVES = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes"})
+_TENSOR_KEYWORDS = frozenset({"tensor", "input", "output", "input_tensor", "output_tensor", "tensor_list"})
+
+
+@register
+class CollectiveTensorOnCpu(Rule):
+    """
+    ## What it does
+    Flags a tensor made on the CPU in the file (a factory without `device=`, `torch.tensor(n)`
+    of a count, a `.cpu()` copy) that is handed to a collective: `torch.distributed.all_reduce`,
+    `all_gather`, `broadcast`, `reduce`, `send`... or Accelerate's `accelerator.gather`,
+    `gather_for_metrics`, `reduce` and `pad_across_processes`.
+
+    ## Why it is a bug on a GPU
+    NCCL, the backend of every multi-GPU job, only communicates tensors on the rank's GPU. A
+    CPU tensor fails with `No backend type associated with device type cpu` (or, on older
+    releases, `Tensors must be CUDA and dense`). Single-process runs and CPU tests, where the
+    collective is skipped or runs on gloo, pass; the job dies on its first multi-GPU step, often
+    in a metric that only a few code paths compute.
+
+    ## Example
+    ```python
+    count = torch.tensor(batch["input_ids"].size(1))
+    total = accelerator.gather_for_metrics(count).sum()
+
+    loss_sum = torch.zeros(1)
+    dist.all_reduce(loss_sum)
+    ```
+
+    ## Use instead
+    ```python
+    count = torch.tensor(batch["input_ids"].size(1), device=accelerator.device)
+    total = accelerator.gather_for_metrics(count).sum()
+
+    loss_sum = torch.zeros(1, device=device)
+    dist.all_reduce(loss_sum)
+    ```
+
+    ## Fix safety
+    No automatic fix: the device to create the tensor on (`accelerator.device`, the rank's
+    `cuda:<local_rank>`) is the author's to name.
+
+    ## Known limits
+    A file that names the `gloo` backend anywhere, and a call given a `group=` (which may be a
+    gloo group), are left alone: gloo runs collectives on CPU tensors on purpose. For
+    `torch.distributed` calls the file must name `nccl` or CUDA. Only tensors whose CPU origin
+    the file shows are reported; a tensor handed in by a caller is not judged.
+    """
+
+    code = "DL209"
+    name = "collective-tensor-on-cpu"
+    summary = "A CPU tensor handed to a collective (all_reduce, gather_for_metrics) that NCCL runs only on GPU tensors."
+    message = (
+        "`{value}` is a tensor made on the CPU, handed to `{callee}`: NCCL only communicates GPU tensors; {advice}"
+    )
+    tokens = ("all_reduce", "all_gather", "broadcast", "reduce", "gather", "send", "recv", "scatter", "all_to_all")
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        source = ctx.source.lower()
+        if "gloo" in source or cpu_only_script(ctx):
+            return
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            collective = _collective(ctx, call)
+            if collective is None:
+                continue
+            callee, device_hint, from_dist = collective
+            if from_dist and "nccl" not in source and "cuda" not in source:
+                continue
+            if any(arg.keyword is not None and arg.keyword.value == "group" for arg in call.args):
+                continue
+            for value in _tensor_arguments(call):
+                fact = facts.value(value)
+                if fact.kind != CPU or not (fact.from_factory or fact.copied):
+                    continue
+                advice = (
+                    f"create it with `device={device_hint}`"
+                    if device_hint is not None
+                    else "create it on the rank's GPU (`device=`) or move it there first"
+                )
+                yield self.violation(value, value=short(ctx, value, 40), callee=callee, advice=advice)
+                break
+
+
+def _collective(ctx: FileContext, call: cst.Call) -> tuple[str, str | None, bool] | None:
+    """(name to show, the device to suggest, whether it is a torch.distributed call)."""
+    qualified = ctx.qualified_name(call.func) or ""
+    if qualified.startswith("torch.distributed.") and qualified.rsplit(".", 1)[-1] in DIST_COLLECTIVES:
+        return f"dist.{qualified.rsplit('.', 1)[-1]}", None, True
+    if qualified.startswith("accelerate.") and qualified.rsplit(".", 1)[-1] in ACCELERATE_COLLECTIVES:
+        return qualified.rsplit(".", 1)[-1], None, False
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ACCELERATE_COLLECTIVES:
+        receiver = dotted_name(func.value)
+        if receiver is not None and (
+            receiver.rsplit(".", 1)[-1].lower().endswith("accelerator") or _is_accelerator(ctx, call, receiver)
+        ):
+            return f"{receiver}.{func.attr.value}", f"{receiver}.device", False
+    return None
+
+
+def _is_accelerator(ctx: FileContext, call: cst.Call, receiver: str) -> bool:
+    """A name annotated `Accelerator`, or bound to `Accelerator(...)` in the file."""
+    function = ctx.index.enclosing_function(call)
+    if function is not None:
+        for param in ctx.index.walk(function.params):
+            if isinstance(param, cst.Param) and param.name.value == receiver and param.annotation is not None:
+                return (ctx.qualified_name(param.annotation.annotation) or "").startswith("accelerate.")
+    for assign in ctx.index.of_type(cst.Assign):
+        if (
+            any(dotted_name(t.target) == receiver for t in assign.targets)
+            and isinstance(assign.value, cst.Call)
+            and (ctx.qualified_name(assign.value.func) or "").startswith("accelerate.")
+        ):
+            return True
+    return False
+
+
+def _tensor_arguments(call: cst.Call) -> Iterator[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.star:
+            continue
+        if arg.keyword is None or arg.keyword.value in _TENSOR_KEYWORDS:
+            yield arg.value

@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from devicelint.analysis.names import literal_value
+from devicelint.context import FileContext
+from devicelint.rule_base import Rule, Violation, register
+
+# Command-line options that name a GPU index.
+_INDEX_OPTION = re.compile(r"^--(device|gpu|gpu[-_]id|device[-_]id|cuda[-_]device|gpu[-_]index|device[-_]index)$")
+# What makes a bare `.cuda()` follow the chosen GPU after all.
+_SELECTS_DEVICE = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index")
+# torch.cuda calls that ask about a device rather than place anything on it.
+_QUERY_PREFIXES = ("torch.cuda.", "torch.accelerator.")
+
+
+@register
+class DeviceFlagIgnored(Rule):
+    """
+    ## What it does
+    Flags `.cuda()` without an index (and `device="cuda"`, `.to("cuda")`) in a script that parses
+    a GPU index from its command line (`--device`, `--gpu`, `--gpu-id`, as an `int`) but never
+    uses it to place anything: the option is only printed or handed to `torch.cuda` queries, and
+    nothing selects the GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`, `with
+    torch.cuda.device(...)`).
+
+    ## Why it is a bug on a GPU
+    An index-less `.cuda()` places on the current device, GPU 0 unless something selects
+    another. The run asked for `--device 3` lands every tensor on GPU 0: it competes with
+    whatever runs there, runs out of memory on a busy card, and the memory or speed the script
+    reports for device 3 measures a GPU that holds nothing.
+
+    ## Example
+    ```python
+    parser.add_argument("--device", type=int, default=0)
+    args = parser.parse_args()
+    x = torch.empty(n).cuda()
+    print(torch.cuda.memory_allocated(args.device))
+    ```
+
+    ## Use instead
+    ```python
+    x = torch.empty(n).cuda(args.device)
+    print(torch.cuda.memory_allocated(args.device))
+    ```
+
+    ## Fix safety
+    No automatic fix: the option may need to reach several helpers.
+
+    ## Known limits
+    Only options parsed in the same file, with `type=int` or an integer default, are known; a
+    script that passes the option to any call other than a `torch.cuda` query (a
+    `select_device(opt.device)` helper of its own) is trusted to use it.
+    """
+
+    code = "DL119"
+    name = "device-flag-ignored"
+    summary = "A script parses a GPU index (`--device`) but places tensors with an index-less `.cuda()`."
+    message = (
+        "`{what}` places on GPU 0, but the script parses `{option}` and never uses it to place anything; pass `{use}`"
+    )
+    tokens = ("add_argument",)
+
+    def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if any(word in ctx.source for word in _SELECTS_DEVICE):
+            return
+        option = _index_option(ctx)
+        if option is None:
+            return
+        flag, dest = option
+        reads = [
+            node
+            for node in ctx.index.of_type(cst.Attribute)
+            if node.attr.value == dest and not isinstance(ctx.index.parent(node), cst.AssignTarget)
+        ]
+        if not reads or any(_places_or_hands_on(ctx, read) for read in reads):
+            return
+        holder = ctx.code_for(reads[0].value)
+        for node in ctx.index.of_type(cst.Call):
+            what = _bare_cuda(ctx, node)
+            if what is not None:
+                use = f".cuda({holder}.{dest})" if what == ".cuda()" else f'f"cuda:{{{holder}.{dest}}}"'
+                yield self.violation(node, what=what, option=flag, use=use)
+
+
+def _index_option(ctx: FileContext) -> tuple[str, str] | None:
+    """(`--device`, `device`) for an integer GPU-index option the file parses."""
+    for call in ctx.index.of_type(cst.Call):
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument") or not call.args:
+            continue
+        first = call.args[0].value
+        flag = literal_value(first) if isinstance(first, cst.SimpleString) else None
+        if not isinstance(flag, str) or not _INDEX_OPTION.match(flag):
+            continue
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        typed = keywords.get("type")
+        default = keywords.get("default")
+        if (isinstance(typed, cst.Name) and typed.value == "int") or isinstance(default, cst.Integer):
+            if "nargs" in keywords or "action" in keywords:
+                continue
+            dest = keywords.get("dest")
+            name = literal_value(dest) if isinstance(dest, cst.SimpleString) else flag[2:].replace("-", "_")
+            return (flag, name) if isinstance(name, str) else None
+    return None
+
+
+def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
+    """Whether a read of the option goes anywhere but a print, a format string or a torch.cuda
+    query."""
+    node: cst.CSTNode = read
+    for ancestor in ctx.index.ancestors(read):
+        if isinstance(ancestor, (cst.FormattedStringExpression, cst.FormattedString)):
+            return False
+        if isinstance(ancestor, cst.Call) and node is not ancestor.func:
+            qualified = ctx.qualified_name(ancestor.func) or ""
+            if qualified.startswith(_QUERY_PREFIXES) or (
+                isinstance(ancestor.func, cst.Name) and ancestor.func.value in ("print", "str", "int")
+            ):
+                return False
+            return True
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            break
+        node = ancestor
+    parent = ctx.index.parent(read)
+    # `device = args.device` and other bindings hand it on under another name
+    return isinstance(parent, (cst.Assign, cst.AnnAssign, cst.Return, cst.Element, cst.DictElement))
+
+
+def _bare_cuda(ctx: FileContext, call: cst.Call) -> str | None:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and not call.args:
+        if (ctx.qualified_name(func) or "").startswith("torch."):
+            return None
+        return ".cuda()"
+    for arg in call.args:
+        value = literal_value(arg.value) if isinstance(arg.value, cst.SimpleString) else None
+        if value != "cuda":
+            continue
+        if arg.keyword is not None and arg.keyword.value == "device":
+            return 'device="cuda"'
+        if arg.keyword is None and isinstance(func, cst.Attribute) and func.attr.value == "to" and arg is call.args[0]:
+            return '.to("cuda")'
+    return None
