@@ -21,12 +21,12 @@ def own_line_statement(ctx: FileContext, node: cst.CSTNode) -> cst.BaseStatement
     """The statement on its own line(s) that holds `node`, or None inside `if x: a; b` suites."""
     current: cst.CSTNode | None = node
     while current is not None and not isinstance(current, cst.BaseStatement):
-        if isinstance(current, cst.SimpleStatementSuite):
+        if type(current) is cst.SimpleStatementSuite:
             return None
         current = ctx.index.parent(current)
     if current is None:
         return None
-    if isinstance(current, cst.SimpleStatementLine) and len(current.body) > 1:
+    if type(current) is cst.SimpleStatementLine and len(current.body) > 1:
         return None  # `a = 1; b = 2`: a line added after it would split what reads as one line
     return current
 
@@ -40,7 +40,7 @@ def _indent_units(ctx: FileContext, node: cst.CSTNode) -> list[str]:
     units = [
         block.indent if block.indent is not None else ctx.module.default_indent
         for block in ctx.index.ancestors(node)
-        if isinstance(block, cst.IndentedBlock)
+        if type(block) is cst.IndentedBlock
     ]
     return units[::-1]
 
@@ -69,12 +69,12 @@ def line_after(ctx: FileContext, statement: cst.BaseStatement, code: str) -> Ins
 def _last_line_break(node: cst.CSTNode) -> cst.CSTNode:
     # A statement's own range stops before its comment and line break: the text goes after the
     # `TrailingWhitespace` that ends its last line (a block's footer comments stay below).
-    if isinstance(node, cst.SimpleStatementLine):
+    if type(node) is cst.SimpleStatementLine:
         return node.trailing_whitespace
     for child in reversed(node.children):
         if not isinstance(child, (cst.EmptyLine, cst.BaseExpression)):
             found = _last_line_break(child)
-            if isinstance(found, cst.TrailingWhitespace):
+            if type(found) is cst.TrailingWhitespace:
                 return found
     return node
 
@@ -103,15 +103,13 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
     if _has_comment(last.whitespace_after_arg):
         return None
     previous = args[-2].comma if len(args) > 1 else None
-    between = _uncommented(
-        previous.whitespace_after if isinstance(previous, cst.Comma) else call.whitespace_before_args
-    )
-    if not isinstance(between, cst.ParenthesizedWhitespace) and not isinstance(last.comma, cst.Comma):
+    between = _uncommented(previous.whitespace_after if type(previous) is cst.Comma else call.whitespace_before_args)
+    if type(between) is not cst.ParenthesizedWhitespace and type(last.comma) is not cst.Comma:
         between = cst.SimpleWhitespace(" ")  # `f(a)` and `f(a, b)` become `f(a, x=1)`, `f(a, b, x=1)`
-    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument takes the closing layout
+    if type(last.comma) is cst.Comma:  # a trailing comma: the new argument takes the closing layout
         own = last.comma.whitespace_after
         after_last: cst.BaseParenthesizableWhitespace
-        if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(between, cst.ParenthesizedWhitespace):
+        if type(own) is cst.ParenthesizedWhitespace and type(between) is cst.ParenthesizedWhitespace:
             # Keep the last argument's own comment on its line, then go on as between arguments.
             after_last = own.with_changes(indent=between.indent, last_line=between.last_line)
         else:
@@ -129,14 +127,14 @@ def with_argument(call: cst.Call, added: cst.Arg) -> cst.Call | None:
 
 
 def _has_comment(space: cst.BaseParenthesizableWhitespace) -> bool:
-    return isinstance(space, cst.ParenthesizedWhitespace) and (
+    return type(space) is cst.ParenthesizedWhitespace and (
         space.first_line.comment is not None or any(line.comment is not None for line in space.empty_lines)
     )
 
 
 def _uncommented(space: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
     """The same layout without the comments in it (they belong to their own argument)."""
-    if isinstance(space, cst.ParenthesizedWhitespace):
+    if type(space) is cst.ParenthesizedWhitespace:
         return space.with_changes(first_line=cst.TrailingWhitespace(newline=space.first_line.newline), empty_lines=[])
     return space
 
@@ -145,15 +143,15 @@ def torch_nn_spelling(ctx: FileContext) -> str | None:
     """How this file spells `torch.nn` at module level (`nn`, `torch.nn`), or None."""
     spelled = None
     for statement in ctx.module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
-            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+            if type(small) is cst.ImportFrom and not isinstance(small.names, cst.ImportStar):
                 module = ctx.module.code_for_node(small.module) if small.module is not None else ""
                 for alias in small.names:
                     if module == "torch" and ctx.module.code_for_node(alias.name) == "nn":
                         return alias.asname.name.value if alias.asname else "nn"  # type: ignore[union-attr]  # an import's `as` binds a plain Name
-            elif isinstance(small, cst.Import):
+            elif type(small) is cst.Import:
                 for alias in small.names:
                     name = ctx.module.code_for_node(alias.name)
                     if name == "torch.nn" and alias.asname is not None:

@@ -202,7 +202,7 @@ def statement_lines(module: cst.Module, source: str) -> list[int] | None:
         first = body[at]
         decorators = getattr(first, "decorator_list", None)
         lines.append(min(d.lineno for d in decorators) if decorators else first.lineno)
-        at += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        at += len(statement.body) if type(statement) is cst.SimpleStatementLine else 1
     return lines if at == len(body) else None
 
 

@@ -135,7 +135,7 @@ def _code(module: cst.Module, lines: Sequence[cst.EmptyLine]) -> str:
 
 
 def _has_block(statement: cst.CSTNode) -> bool:
-    return isinstance(getattr(statement, "body", None), cst.IndentedBlock)
+    return type(getattr(statement, "body", None)) is cst.IndentedBlock
 
 
 def _statement_at(starts: tuple[int, ...], offset: int) -> int:
@@ -200,7 +200,7 @@ class ParseCache:
                 self._remember(path, again)
                 return again.module
         module = full_parse(text, path)
-        if isinstance(module, cst.Module):
+        if type(module) is cst.Module:
             tracked = track(text, module)
             if tracked is not None:
                 self._remember(path, tracked)

@@ -78,27 +78,27 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
         return ArgumentPlace(Place.DEVICE)
     if fact != UNKNOWN_FACT:
         return UNKNOWN_PLACE  # a module, a device, a number: the engine knows it is no tensor here
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         return _attribute(ctx, expr)
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return _name(ctx, expr, depth, cache)
-    if isinstance(expr, cst.Subscript):
+    if type(expr) is cst.Subscript:
         base = _place(ctx, expr.value, depth, cache)
         return (
             ArgumentPlace(base.place, False, base.batch, base.attribute)
             if base.place is not Place.UNKNOWN
             else UNKNOWN_PLACE
         )
-    if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is not cst.Not:
         return _place(ctx, expr.expression, depth, cache)
-    if isinstance(expr, cst.BinaryOperation):
+    if type(expr) is cst.BinaryOperation:
         return _binary(ctx, expr, depth, cache)
-    if isinstance(expr, cst.Comparison) and not any(
-        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
+    if type(expr) is cst.Comparison and not any(
+        type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in expr.comparisons
     ):
         # `self.mask[:, :T] == 0`: a mask computed on the CPU
         return _combined(ctx, [expr.left, *(c.comparator for c in expr.comparisons)], depth, cache)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
         return _method(ctx, expr, depth, cache)
     return UNKNOWN_PLACE
 
@@ -165,8 +165,8 @@ def _name(ctx: FileContext, expr: cst.Name, depth: int, cache: dict[int, Argumen
         # a local bound once by `name = value` (the engine lost `value`'s place)
         if len(bindings) == 1:
             parent = ctx.index.parent(bindings[0])
-            assign = ctx.index.parent(parent) if isinstance(parent, cst.AssignTarget) else None
-            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and assign.targets[0].target is bindings[0]:
+            assign = ctx.index.parent(parent) if type(parent) is cst.AssignTarget else None
+            if type(assign) is cst.Assign and len(assign.targets) == 1 and assign.targets[0].target is bindings[0]:
                 return _place(ctx, assign.value, depth, cache)
         return UNKNOWN_PLACE
     if bindings:
@@ -195,7 +195,7 @@ def _module_constant_place(
     value = module_constant(ctx, name)
     if value is None or _parameter_position(function, name) is not None:
         return None
-    if any(isinstance(scope, cst.FunctionDef) for scope in ctx.index.ancestors(function)):
+    if any(type(scope) is cst.FunctionDef for scope in ctx.index.ancestors(function)):
         return None  # a closure: the enclosing function may bind it
     if name in _bindings_by_name(ctx, function):
         return None
@@ -217,7 +217,7 @@ def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
         targets += [n.name for n in c.index.of_type(cst.AsName)]
         for target in targets:
             for node in c.index.walk(target):
-                if isinstance(node, cst.Name) and _binds(c, node):
+                if type(node) is cst.Name and _binds(c, node):
                     function = c.index.enclosing_function(node)
                     if function is not None:
                         found.setdefault(id(function), {}).setdefault(node.value, []).append(node)
@@ -231,7 +231,7 @@ def _binds(ctx: FileContext, name: cst.Name) -> bool:
     if ctx.index.in_binding_target(name):
         return True
     owner, pattern = ctx.index.unpacking_owner(name)
-    if isinstance(owner, cst.AsName):
+    if type(owner) is cst.AsName:
         return True
     return isinstance(owner, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)) and owner.target is pattern
 
@@ -275,7 +275,7 @@ def _arguments_at_calls(
     `Class(...)` for `__init__`), `f(...)` for a module-level function."""
     cls = ctx.index.enclosing_class(function)
     owner = ctx.index.parent(ctx.index.parent(function) or function)
-    is_method = isinstance(owner, cst.ClassDef)
+    is_method = type(owner) is cst.ClassDef
     if not is_method and ctx.index.parent(function) is not ctx.module:
         return []  # a nested function: its callers are not visible by name
     static = is_method and any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
@@ -287,25 +287,20 @@ def _arguments_at_calls(
         func = call.func
         if is_method:
             # `self.f(...)`/`cls.f(...)` inside the class, or a static method as `Class.f(...)`
-            receiver = (
-                func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
-            )
+            receiver = func.value.value if type(func) is cst.Attribute and type(func.value) is cst.Name else None
             own = receiver in ("self", "cls") and ctx.index.enclosing_class(call) is cls
             by_class = static and cls is not None and receiver == cls.name.value
             built = (
                 function.name.value == "__init__"
                 and cls is not None
-                and isinstance(func, cst.Name)
+                and type(func) is cst.Name
                 and func.value == cls.name.value
             )  # `Class(...)` runs `__init__`
             if not (
-                built
-                or isinstance(func, cst.Attribute)
-                and func.attr.value == function.name.value
-                and (own or by_class)
+                built or type(func) is cst.Attribute and func.attr.value == function.name.value and (own or by_class)
             ):
                 continue
-        elif not (isinstance(func, cst.Name) and func.value == function.name.value):
+        elif not (type(func) is cst.Name and func.value == function.name.value):
             continue
         if any(a.star for a in call.args):
             continue

@@ -18,12 +18,12 @@ def branch_tests(ctx: FileContext, node: cst.CSTNode) -> list[tuple[str, bool]]:
     found: list[tuple[str, bool]] = []
     child: cst.CSTNode = node
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, cst.If):
+        if type(ancestor) is cst.If:
             if ancestor.body is child:
                 found.append((ctx.code_for(ancestor.test), True))
             elif ancestor.orelse is child:
                 found.append((ctx.code_for(ancestor.test), False))
-        elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        elif type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             break
         child = ancestor
     return found

@@ -65,9 +65,9 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
     written: set[str] = set()
     for name, method in own.items():
         for node in ctx.index.walk(method):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 _note_registration(node, written)
-            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            attr = self_attribute(node) if type(node) is cst.Attribute else None
             if attr is None or ctx.index.enclosing_class(node) is not cls:
                 continue
             if name in CUSTOM_MOVERS:
@@ -109,10 +109,10 @@ def _written_by_subclasses(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
         ):
             continue
         for node in ctx.index.walk(other):
-            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            attr = self_attribute(node) if type(node) is cst.Attribute else None
             if attr is not None and (_assigned_value(ctx, node) is not None or _mutated(ctx, node)):
                 written.add(attr)
-            elif isinstance(node, cst.Call):
+            elif type(node) is cst.Call:
                 _note_registration(node, written)
     return written
 
@@ -124,16 +124,16 @@ _UNPACKED = cst.Name("_")
 def _assigned_value(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
     """The value written by `self.attr = value` (or `_UNPACKED`), else None."""
     parent = ctx.index.parent(node)
-    if isinstance(parent, cst.AssignTarget):
+    if type(parent) is cst.AssignTarget:
         assign = ctx.index.parent(parent)
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+        if type(assign) is cst.Assign and len(assign.targets) == 1:
             return assign.value
         return _UNPACKED
-    if isinstance(parent, cst.AnnAssign) and parent.target is node:
+    if type(parent) is cst.AnnAssign and parent.target is node:
         return parent.value if parent.value is not None else None
-    if isinstance(parent, cst.For) and parent.target is node:
+    if type(parent) is cst.For and parent.target is node:
         return _UNPACKED
-    if isinstance(parent, cst.Element) and ctx.index.in_binding_target(node):
+    if type(parent) is cst.Element and ctx.index.in_binding_target(node):
         return _UNPACKED  # `self.a, self.b = pair`
     return None
 
@@ -141,15 +141,15 @@ def _assigned_value(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression |
 def _mutated(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`self.t += 1`, `self.t[i] = v`, `self.t.mul_(2)`, `self.t.append(x)`, `del self.t`."""
     parent = ctx.index.parent(node)
-    if isinstance(parent, (cst.AugAssign, cst.Del)):
+    if type(parent) in (cst.AugAssign, cst.Del):
         return True
-    if isinstance(parent, cst.Subscript) and parent.value is node:
+    if type(parent) is cst.Subscript and parent.value is node:
         holder = ctx.index.parent(parent)
-        return isinstance(holder, (cst.AssignTarget, cst.AugAssign, cst.Del))
-    if isinstance(parent, cst.Attribute) and parent.value is node:
+        return type(holder) in (cst.AssignTarget, cst.AugAssign, cst.Del)
+    if type(parent) is cst.Attribute and parent.value is node:
         method = parent.attr.value
         call = ctx.index.parent(parent)
-        if isinstance(call, cst.Call) and call.func is parent:
+        if type(call) is cst.Call and call.func is parent:
             return (method.endswith("_") and not method.startswith("_")) or method in (
                 "append",
                 "extend",
@@ -161,18 +161,18 @@ def _mutated(ctx: FileContext, node: cst.CSTNode) -> bool:
                 "copy_",
                 "data",
             )
-        return method == "data" and isinstance(ctx.index.parent(parent), cst.AssignTarget)
+        return method == "data" and type(ctx.index.parent(parent)) is cst.AssignTarget
     return False
 
 
 def _note_registration(call: cst.Call, written: set[str]) -> None:
     """`self.register_buffer("t", ...)` or `setattr(self, "t", ...)`: `t` is not a plain attribute."""
     func = call.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
     if name not in ("register_buffer", "register_parameter", "setattr"):
         return
     for arg in call.args[:2]:
-        if isinstance(arg.value, cst.SimpleString):
+        if type(arg.value) is cst.SimpleString:
             text = literal_value(arg.value)
             if isinstance(text, str):
                 written.add(text)
@@ -181,15 +181,11 @@ def _note_registration(call: cst.Call, written: set[str]) -> None:
 def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool]:
     """(made on the CPU, 0-dim) for a torch factory call the engine left unknown (its data is a
     parameter): `torch.tensor(res)`, `torch.from_numpy(table).float()`."""
-    while (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value in PRESERVING_METHODS
-    ):
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in PRESERVING_METHODS:
         if move_call(value) is not None:
             return False, False
         value = value.func.value
-    if not isinstance(value, cst.Call) or not value.args:
+    if type(value) is not cst.Call or not value.args:
         return False, False
     qualified = ctx.qualified_name(value.func) or ""
     short = qualified[len("torch.") :] if qualified.startswith("torch.") else ""
@@ -200,10 +196,15 @@ def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool
     if _under_device_test(ctx, value):
         return False, False
     first = value.args[0].value
-    if short in DATA_CONSTRUCTORS and not isinstance(
-        first, (cst.Name, cst.Attribute, cst.List, cst.Tuple, cst.Call, cst.Subscript)
+    if short in DATA_CONSTRUCTORS and type(first) not in (
+        cst.Name,
+        cst.Attribute,
+        cst.List,
+        cst.Tuple,
+        cst.Call,
+        cst.Subscript,
     ):
-        return short != "from_numpy" and isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation)), True
+        return short != "from_numpy" and type(first) in (cst.Integer, cst.Float, cst.UnaryOperation), True
     return True, False
 
 
@@ -211,7 +212,7 @@ def _under_device_test(ctx: FileContext, node: cst.CSTNode) -> bool:
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, ctx):
             return True
-        if isinstance(ancestor, cst.FunctionDef):
+        if type(ancestor) is cst.FunctionDef:
             return False
     return False
 
@@ -219,9 +220,9 @@ def _under_device_test(ctx: FileContext, node: cst.CSTNode) -> bool:
 def _plain_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
     if isinstance(value, (cst.List, cst.Tuple)):
         return is_literal_data(value) and all(
-            not isinstance(e.value, cst.Name) or e.value.value in ("True", "False") for e in value.elements
+            type(e.value) is not cst.Name or e.value.value in ("True", "False") for e in value.elements
         )
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+    if type(value) is cst.Call and type(value.func) is cst.Name:
         return value.func.value in PLAIN_DATA_CALLS
     return False
 
@@ -234,7 +235,7 @@ def module_constant(ctx: FileContext, name: str) -> cst.BaseExpression | None:
 
 def _at_module_level(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Outside every function and class body (a top-level `def`/`class` itself counts)."""
-    return not any(isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) for a in ctx.index.ancestors(node))
+    return not any(type(a) in (cst.FunctionDef, cst.ClassDef, cst.Lambda) for a in ctx.index.ancestors(node))
 
 
 def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
@@ -246,7 +247,7 @@ def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression |
 
         def rebound(target: cst.CSTNode) -> None:
             for name in c.index.walk(target):
-                if isinstance(name, cst.Name):
+                if type(name) is cst.Name:
                     found.setdefault(name.value, []).append(None)
 
         kinds = (cst.FunctionDef, cst.ClassDef, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For)
@@ -254,9 +255,9 @@ def module_level_values(ctx: FileContext) -> dict[str, list[cst.BaseExpression |
         for node in (n for kind in kinds for n in c.index.of_type(kind) if _at_module_level(c, n)):
             if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
                 found.setdefault(node.name.value, []).append(None)
-            elif isinstance(node, cst.Assign):
+            elif type(node) is cst.Assign:
                 for target in node.targets:
-                    if isinstance(target.target, cst.Name):
+                    if type(target.target) is cst.Name:
                         found.setdefault(target.target.value, []).append(node.value if len(node.targets) == 1 else None)
                     else:
                         rebound(target.target)

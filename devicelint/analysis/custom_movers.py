@@ -61,11 +61,11 @@ def in_place_moves(ctx: FileContext, method: cst.FunctionDef) -> set[str]:
     """The attributes `method` replaces by their own moved copy (`self.x = self.x.cuda()`)."""
     moved: set[str] = set()
     for node in ctx.index.walk(method.body):
-        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+        if type(node) is not cst.Assign or len(node.targets) != 1:
             continue
         attr = self_attribute(node.targets[0].target)
         value = node.value
-        if attr is None or not isinstance(value, cst.Call) or move_call(value) is None:
+        if attr is None or type(value) is not cst.Call or move_call(value) is None:
             continue
         receiver = value.func.value  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
         if self_attribute(receiver) == attr:
@@ -89,12 +89,12 @@ def moved_attributes(
             continue
         seen.add(id(method))
         for node in ctx.index.walk(method.body):
-            if isinstance(node, cst.Name) and node.value in GENERIC_ACCESS:
+            if type(node) is cst.Name and node.value in GENERIC_ACCESS:
                 return None
-            if isinstance(node, cst.Attribute) and node.attr.value in GENERIC_ACCESS:
+            if type(node) is cst.Attribute and node.attr.value in GENERIC_ACCESS:
                 return None
-            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
-            if attr is None or not isinstance(node, cst.Attribute):
+            attr = self_attribute(node) if type(node) is cst.Attribute else None
+            if attr is None or type(node) is not cst.Attribute:
                 continue
             if attr in own:
                 todo.append(own[attr])
@@ -111,8 +111,8 @@ def copied_as_is(
     found: dict[str, cst.Attribute] = {}
     method = own.get(mover)
     for node in ctx.index.walk(method.body) if method is not None else ():
-        attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
-        if attr is not None and isinstance(node, cst.Attribute) and _copied_as_is(ctx, cls, node):
+        attr = self_attribute(node) if type(node) is cst.Attribute else None
+        if attr is not None and type(node) is cst.Attribute and _copied_as_is(ctx, cls, node):
             found.setdefault(attr, node)
     return found
 
@@ -121,12 +121,12 @@ def _copied_as_is(ctx: FileContext, cls: cst.ClassDef, node: cst.Attribute) -> b
     """`self.mask` as a whole argument of `Cls(...)`, `type(self)(...)` or
     `self.__class__(...)`: the new instance gets the very same tensor."""
     arg = ctx.index.parent(node)
-    call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
-    if not isinstance(call, cst.Call) or arg.value is not node:  # type: ignore[union-attr]  # an Arg here
+    call = ctx.index.parent(arg) if type(arg) is cst.Arg else None
+    if type(call) is not cst.Call or arg.value is not node:  # type: ignore[union-attr]  # an Arg here
         return False
     func = call.func
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return func.value == cls.name.value
-    if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "type":
+    if type(func) is cst.Call and type(func.func) is cst.Name and func.func.value == "type":
         return True
-    return isinstance(func, cst.Attribute) and func.attr.value == "__class__"
+    return type(func) is cst.Attribute and func.attr.value == "__class__"

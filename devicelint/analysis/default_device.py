@@ -53,14 +53,14 @@ def _device_type(text: str) -> str:
 
 
 def _is_cpu_argument(ctx: FileContext, node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.Name) and node.value == "None":
+    if type(node) is cst.Name and node.value == "None":
         return True
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         return isinstance(value, str) and (value.split(":", 1)[0] == "cpu" or value in _CPU_TENSOR_TYPES)
     if ctx.qualified_name(node) in _CPU_TENSOR_TYPES:
         return True
-    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and node.args:
+    if type(node) is cst.Call and ctx.qualified_name(node.func) == "torch.device" and node.args:
         return _is_cpu_argument(ctx, node.args[0].value)
     return False
 
@@ -74,7 +74,7 @@ def default_set_by(ctx: FileContext, node: cst.BaseExpression, setter: cst.CSTNo
         return DefaultDevice(CPU_DEFAULT, "cpu", setter)
     # `torch.set_default_device(device)` with `device = torch.device("cuda" if ... else "cpu")`:
     # the GPU run, where samplers fail, makes the accelerator the default.
-    named = device_type_of(ctx, node) if isinstance(node, cst.Name) else None
+    named = device_type_of(ctx, node) if type(node) is cst.Name else None
     if named == "cpu":
         return DefaultDevice(CPU_DEFAULT, "cpu", setter)
     if named is not None:
@@ -98,7 +98,7 @@ class _Order:
         self.index = ctx.index
 
     def _rank(self, node: cst.CSTNode) -> int:
-        return self.index.position(node) if isinstance(node, (cst.Call, cst.With)) else -1
+        return self.index.position(node) if type(node) in (cst.Call, cst.With) else -1
 
     def before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         return self._rank(a) < self._rank(b)
@@ -135,7 +135,7 @@ def _in_other_branch(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
     ancestors_of_a = {id(n) for n in ctx.index.ancestors(a)}
     for ancestor in ctx.index.ancestors(b):
         if id(ancestor) in ancestors_of_a:
-            return isinstance(ancestor, cst.If) and not (_under(ctx, a, ancestor.test) or _under(ctx, b, ancestor.test))
+            return type(ancestor) is cst.If and not (_under(ctx, a, ancestor.test) or _under(ctx, b, ancestor.test))
     return False
 
 
@@ -143,12 +143,12 @@ def _enclosing_with(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice | None
     """The innermost `with torch.device(...)` block around `node` within its function."""
     child = node
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return None
-        if isinstance(ancestor, cst.With) and child is ancestor.body:
+        if type(ancestor) is cst.With and child is ancestor.body:
             for item in reversed(ancestor.items):
                 expr = item.item
-                if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
+                if type(expr) is cst.Call and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
                     return default_set_by(ctx, expr.args[0].value, expr)
         child = ancestor
     return None
@@ -162,7 +162,7 @@ def _conditions(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> tupl
     for ancestor in ctx.index.ancestors(node):
         if ancestor is scope:
             break
-        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.ExceptHandler)) and child is not getattr(
+        if type(ancestor) in (cst.If, cst.For, cst.While, cst.Try, cst.ExceptHandler) and child is not getattr(
             ancestor, "test", None
         ):
             parts.append((id(ancestor), id(child)))
@@ -199,20 +199,20 @@ def _last_setter_before(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode 
 def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     return ctx.shared(
         "default_device.module_functions",
-        lambda c: {d.name.value: d for d in c.module.body if isinstance(d, cst.FunctionDef)},
+        lambda c: {d.name.value: d for d in c.module.body if type(d) is cst.FunctionDef},
     )
 
 
 def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file that `helper(...)` or `self.helper(...)` calls, if any."""
     func = call.func
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return _module_functions(ctx).get(func.value)
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
         owner = ctx.index.enclosing_class(call)
-        if owner is not None and isinstance(owner.body, cst.IndentedBlock):
+        if owner is not None and type(owner.body) is cst.IndentedBlock:
             return next(
-                (d for d in owner.body.body if isinstance(d, cst.FunctionDef) and d.name.value == func.attr.value), None
+                (d for d in owner.body.body if type(d) is cst.FunctionDef and d.name.value == func.attr.value), None
             )
     return None
 
@@ -225,7 +225,7 @@ def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNo
     order = _order(ctx)
     chosen: DefaultDevice | None = None
     for call in ctx.index.walk(scope):
-        if not isinstance(call, cst.Call) or _scope_of(ctx, call) is not scope:
+        if type(call) is not cst.Call or _scope_of(ctx, call) is not scope:
             continue
         if node is not None and not order.before(call, node):
             continue
@@ -246,7 +246,7 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
                 (
                     default_set_by(c, item.item.args[0].value, item.item)
                     for item in block.items
-                    if isinstance(item.item, cst.Call)
+                    if type(item.item) is cst.Call
                     and item.item.args
                     and c.qualified_name(item.item.func) == "torch.device"
                 ),
@@ -255,7 +255,7 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
             if device is None or device.state != ACCELERATOR_DEFAULT:
                 continue
             for call in c.index.walk(block.body):
-                if not isinstance(call, cst.Call) or _enclosing_with(c, call) != device:
+                if type(call) is not cst.Call or _enclosing_with(c, call) != device:
                     continue  # inside a nested function or a nested device block
                 callee = _same_file_callee(c, call)
                 if callee is not None:
@@ -305,13 +305,9 @@ def default_device_at(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> De
         if found is not None:
             return found
         owner = ctx.index.enclosing_class(scope)
-        if owner is not None and isinstance(owner.body, cst.IndentedBlock):
+        if owner is not None and type(owner.body) is cst.IndentedBlock:
             for method in owner.body.body:
-                if (
-                    isinstance(method, cst.FunctionDef)
-                    and method is not scope
-                    and method.name.value in RUN_FIRST_METHODS
-                ):
+                if type(method) is cst.FunctionDef and method is not scope and method.name.value in RUN_FIRST_METHODS:
                     found = _last_setter_before(ctx, method, None) or _set_by_earlier_helper(ctx, method, None) or found
             if found is not None:
                 return found

@@ -178,10 +178,10 @@ def _precedes(ctx: FileContext, first: cst.CSTNode, second: cst.CSTNode) -> bool
 
 def _binds(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
     """`node` binds `name` in its function or module scope (not a comprehension's own variable)."""
-    if not (isinstance(node, cst.Name) and node.value == name and ctx.index.in_binding_target(node)):
+    if not (type(node) is cst.Name and node.value == name and ctx.index.in_binding_target(node)):
         return False
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.CompFor, cst.Lambda)):
+        if type(ancestor) in (cst.CompFor, cst.Lambda):
             return False
         if isinstance(ancestor, (cst.BaseStatement, cst.FunctionDef)):
             return True

@@ -44,7 +44,7 @@ class FlagRebuiltDevice:
 
 
 def _string(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower():
+    if type(node) is cst.SimpleString and "b" not in node.prefix.lower():
         value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
@@ -53,19 +53,14 @@ def _string(node: cst.BaseExpression) -> str | None:
 def _cuda_type_named(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     """The legacy CUDA type a string or a `torch.cuda.<X>Tensor` class names."""
     text = _string(node)
-    if text is None and isinstance(node, cst.Attribute):
+    if text is None and type(node) is cst.Attribute:
         text = ctx.qualified_name(node)
     return text if text is not None and _CUDA_TYPE.match(text) else None
 
 
 def _type_call_receiver(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """`t` in `t.type()` (no arguments: the call that returns the type string)."""
-    if (
-        isinstance(node, cst.Call)
-        and not node.args
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "type"
-    ):
+    if type(node) is cst.Call and not node.args and type(node.func) is cst.Attribute and node.func.attr.value == "type":
         return node.func.value
     return None
 
@@ -77,13 +72,13 @@ def _legacy_types_named(ctx: FileContext, scope: cst.CSTNode) -> set[str]:
     named: set[str] = set()
     for node in ctx.index.walk(scope):
         text = None
-        if isinstance(node, cst.SimpleString):
+        if type(node) is cst.SimpleString:
             text = _string(node)
-        elif isinstance(node, cst.Attribute) and node.attr.value.endswith("Tensor"):
+        elif type(node) is cst.Attribute and node.attr.value.endswith("Tensor"):
             text = ctx.qualified_name(node)
         if text is not None and _LEGACY_TYPE.match(text):
             named.add(text)
-        elif isinstance(node, cst.Call) and node.args and _type_call_receiver(node.with_changes(args=())) is not None:
+        elif type(node) is cst.Call and node.args and _type_call_receiver(node.with_changes(args=())) is not None:
             named.add("<a cast with .type(...)>")
     return named
 
@@ -96,20 +91,19 @@ def _chooses_a_path(ctx: FileContext, node: cst.CSTNode) -> bool:
     parent = ctx.index.parent(child)
     while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
         child, parent = parent, ctx.index.parent(parent)
-    if isinstance(parent, cst.Assert):
+    if type(parent) is cst.Assert:
         return False
-    if isinstance(parent, cst.Return):
+    if type(parent) is cst.Return:
         # a predicate named for the dtype or the type (`is_cuda_float`) asks for the exact type
         function = ctx.index.enclosing_function(parent)
         name = function.name.value.lower() if function is not None else ""
         return not any(word in name for word in ("float", "type", "f32", "fp32", "single"))
-    if isinstance(parent, cst.If) and parent.test is child:
-        body = parent.body.body if isinstance(parent.body, cst.IndentedBlock) else ()
+    if type(parent) is cst.If and parent.test is child:
+        body = parent.body.body if type(parent.body) is cst.IndentedBlock else ()
         return not all(
-            isinstance(line, cst.SimpleStatementLine) and all(isinstance(s, cst.Raise) for s in line.body)
-            for line in body
+            type(line) is cst.SimpleStatementLine and all(type(s) is cst.Raise for s in line.body) for line in body
         )
-    return not any(isinstance(a, cst.Assert) for a in ctx.index.ancestors(node))
+    return not any(type(a) is cst.Assert for a in ctx.index.ancestors(node))
 
 
 def type_string_cuda_tests(ctx: FileContext) -> Iterator[TypeStringTest]:
@@ -129,7 +123,7 @@ def type_string_cuda_tests(ctx: FileContext) -> Iterator[TypeStringTest]:
         if len(comparison.comparisons) != 1:
             continue
         target = comparison.comparisons[0]
-        if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        if type(target.operator) not in (cst.Equal, cst.NotEqual):
             continue
         sides = (comparison.left, target.comparator)
         for this, other in (sides, sides[::-1]):
@@ -140,10 +134,10 @@ def type_string_cuda_tests(ctx: FileContext) -> Iterator[TypeStringTest]:
                 and _chooses_a_path(ctx, comparison)
                 and only_default_type(comparison)
             ):
-                yield TypeStringTest(comparison, tensor, isinstance(target.operator, cst.NotEqual))
+                yield TypeStringTest(comparison, tensor, type(target.operator) is cst.NotEqual)
                 break
     for call in ctx.index.of_type(cst.Call):
-        if not (isinstance(call.func, cst.Name) and call.func.value == "isinstance" and len(call.args) == 2):
+        if not (type(call.func) is cst.Name and call.func.value == "isinstance" and len(call.args) == 2):
             continue
         if ctx.imports.bound.get("isinstance") is not None:
             continue  # shadowed by an import
@@ -159,43 +153,43 @@ def type_string_cuda_tests(ctx: FileContext) -> Iterator[TypeStringTest]:
 def _flag_tested(ctx: FileContext, test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
     """(tensor, whether the test holds for CUDA) for `t.is_cuda`, `not t.is_cuda`,
     `t.device.type == "cuda"` and `t.device.type != "cuda"`."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _flag_tested(ctx, test.expression)
         return (inner[0], not inner[1]) if inner is not None else None
-    if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+    if type(test) is cst.Attribute and test.attr.value == "is_cuda":
         if ctx.qualified_name(test.value) in ("torch", "torch.cuda"):
             return None
         return test.value, True
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
         target = test.comparisons[0]
-        if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        if type(target.operator) not in (cst.Equal, cst.NotEqual):
             return None
         sides = (test.left, target.comparator)
         for this, other in (sides, sides[::-1]):
             if (
                 _string(other) == "cuda"
-                and isinstance(this, cst.Attribute)
+                and type(this) is cst.Attribute
                 and this.attr.value == "type"
-                and isinstance(this.value, cst.Attribute)
+                and type(this.value) is cst.Attribute
                 and this.value.attr.value == "device"
             ):
-                return this.value.value, isinstance(target.operator, cst.Equal)
+                return this.value.value, type(target.operator) is cst.Equal
     return None
 
 
 def _spelled_device(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     """ "cuda"/"cpu" for those strings and for `torch.device(...)` of them."""
-    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
+    if type(node) is cst.Call and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
         node = node.args[0].value
     text = _string(node)
     return text if text in ("cuda", "cpu") else None
 
 
 def _single_assignment(block: cst.BaseSuite) -> cst.Assign | None:
-    if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+    if type(block) is not cst.IndentedBlock or len(block.body) != 1:
         return None
     line = block.body[0]
-    if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and isinstance(line.body[0], cst.Assign):
+    if type(line) is cst.SimpleStatementLine and len(line.body) == 1 and type(line.body[0]) is cst.Assign:
         assign = line.body[0]
         return assign if len(assign.targets) == 1 else None
     return None
@@ -205,16 +199,16 @@ def _is_device_position(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Whether `node` is where a device goes: `device=`, the first argument of `.to(...)`, or
     `torch.device(...)`'s argument."""
     arg = ctx.index.parent(node)
-    if not isinstance(arg, cst.Arg) or arg.value is not node:
+    if type(arg) is not cst.Arg or arg.value is not node:
         return False
     call = ctx.index.parent(arg)
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return False
     if arg.keyword is not None:
         return arg.keyword.value == "device"
     if call.args[0] is not arg or arg.star:
         return False
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
+    if type(call.func) is cst.Attribute and call.func.attr.value == "to":
         return True
     return ctx.qualified_name(call.func) == "torch.device"
 
@@ -228,7 +222,7 @@ def _used_as_device(ctx: FileContext, value: cst.BaseExpression, bound: str | No
         return False
     scope: cst.CSTNode = ctx.index.enclosing_function(value) or ctx.module
     for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Name) and node.value == bound and _is_device_position(ctx, node):
+        if type(node) is cst.Name and node.value == bound and _is_device_position(ctx, node):
             return True
     return False
 
@@ -236,7 +230,7 @@ def _used_as_device(ctx: FileContext, value: cst.BaseExpression, bound: str | No
 def _bound_name(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     """The plain name an expression is assigned to (`device = <node>`)."""
     parent = ctx.index.parent(node)
-    if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+    if type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1:
         name = dotted_name(parent.targets[0].target)
         return name if name is not None and "." not in name else None
     return None
@@ -256,15 +250,15 @@ def flag_rebuilt_devices(ctx: FileContext) -> Iterator[FlagRebuiltDevice]:
             continue
         outer: cst.BaseExpression = expression
         parent = ctx.index.parent(expression)
-        if isinstance(parent, cst.Arg):
+        if type(parent) is cst.Arg:
             call = ctx.index.parent(parent)
-            if isinstance(call, cst.Call) and ctx.qualified_name(call.func) == "torch.device":
+            if type(call) is cst.Call and ctx.qualified_name(call.func) == "torch.device":
                 outer = call
         if _used_as_device(ctx, expression, None) or _used_as_device(ctx, outer, _bound_name(ctx, outer)):
             yield FlagRebuiltDevice(expression, tensor)
     for statement in ctx.index.of_type(cst.If):
         tested = _flag_tested(ctx, statement.test)
-        if tested is None or not isinstance(statement.orelse, cst.Else):
+        if tested is None or type(statement.orelse) is not cst.Else:
             continue
         tensor, on_cuda = tested
         first, second = _single_assignment(statement.body), _single_assignment(statement.orelse.body)
@@ -284,9 +278,9 @@ def flag_rebuilt_devices(ctx: FileContext) -> Iterator[FlagRebuiltDevice]:
 def _availability_choice(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     """`torch.device("cuda" if torch.cuda.is_available() else "cpu")` or the bare conditional:
     a device chosen by what the machine has, not by where any model or tensor is."""
-    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
+    if type(node) is cst.Call and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
         node = node.args[0].value
-    if not isinstance(node, cst.IfExp):
+    if type(node) is not cst.IfExp:
         return False
     test = ctx.code_for(node.test)
     branches = ctx.code_for(node.body) + ctx.code_for(node.orelse)
@@ -296,9 +290,9 @@ def _availability_choice(ctx: FileContext, node: cst.BaseExpression | None) -> b
 def _module_level_bindings(ctx: FileContext, name: str) -> list[cst.BaseExpression]:
     values = []
     for statement in ctx.module.body:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
-                if isinstance(small, cst.Assign) and any(dotted_name(t.target) == name for t in small.targets):
+                if type(small) is cst.Assign and any(dotted_name(t.target) == name for t in small.targets):
                     values.append(small.value)
     return values
 
@@ -309,18 +303,18 @@ def _bound_locally(ctx: FileContext, name: cst.Name) -> bool:
     for ancestor in ctx.index.ancestors(name):
         if not isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
             continue
-        if any(p.name.value == name.value for p in ctx.index.walk(ancestor.params) if isinstance(p, cst.Param)):
+        if any(p.name.value == name.value for p in ctx.index.walk(ancestor.params) if type(p) is cst.Param):
             return True
         for node in ctx.index.walk(ancestor):
             target = None
-            if isinstance(node, cst.AssignTarget):
+            if type(node) is cst.AssignTarget:
                 target = node.target
             elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
                 target = node.target
-            elif isinstance(node, cst.AsName):
+            elif type(node) is cst.AsName:
                 target = node.name
             if target is not None and any(
-                isinstance(n, cst.Name) and n.value == name.value for n in ctx.index.walk(target)
+                type(n) is cst.Name and n.value == name.value for n in ctx.index.walk(target)
             ):
                 return True
     return False
@@ -330,21 +324,21 @@ def machine_device(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     """The spelling of a device the file chooses once for the whole machine, when `node` is one:
     a module-level name bound only to `"cuda" if torch.cuda.is_available() else "cpu"`, or a call
     of a module-level function of the file whose every return is such a choice (`get_device()`)."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         if _bound_locally(ctx, node):
             return None
         bound = _module_level_bindings(ctx, node.value)
         if bound and all(_availability_choice(ctx, value) for value in bound):
-            if not any(isinstance(s, cst.FunctionDef) and s.name.value == node.value for s in ctx.module.body):
+            if not any(type(s) is cst.FunctionDef and s.name.value == node.value for s in ctx.module.body):
                 return node.value
         return None
-    if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Name):
+    if type(node) is cst.Call and not node.args and type(node.func) is cst.Name:
         function = next(
-            (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None
+            (s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == node.func.value), None
         )
         if function is None:
             return None
-        returns = [n for n in ctx.index.walk(function) if isinstance(n, cst.Return)]
+        returns = [n for n in ctx.index.walk(function) if type(n) is cst.Return]
         if returns and all(_availability_choice(ctx, r.value) for r in returns):
             return f"{node.func.value}()"
     return None

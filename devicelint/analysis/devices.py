@@ -116,14 +116,14 @@ def join_devices(a: DeviceId | None, b: DeviceId | None, gpu_branch: bool = Fals
 
 
 def string_value(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower():
+    if type(node) is cst.SimpleString and "b" not in node.prefix.lower():
         value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
 
 
 def int_value(node: cst.CSTNode) -> int | None:
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         try:
             return int(node.value, 0)
         except ValueError:
@@ -137,7 +137,7 @@ def literal_device(ctx: FileContext, node: cst.BaseExpression) -> DeviceId | Non
     text = string_value(node)
     if text is not None:
         return parse_device(text)
-    if isinstance(node, cst.FormattedString):
+    if type(node) is cst.FormattedString:
         match = _INDEXED_FSTRING.match(ctx.code_for(node))
         return DeviceId(ctx.code_for(node), False, match.group(1)) if match else None
     return None

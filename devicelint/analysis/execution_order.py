@@ -44,12 +44,12 @@ def _splice(ctx: FileContext, scope: cst.CSTNode, out: list[cst.Call], path: tup
 
 
 def _sibling_methods(ctx: FileContext, scope: cst.CSTNode) -> dict[str, cst.FunctionDef]:
-    if not isinstance(scope, cst.FunctionDef):
+    if type(scope) is not cst.FunctionDef:
         return {}
     cls = ctx.index.parent(ctx.index.parent(scope) or scope)
-    if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+    if type(cls) is not cst.ClassDef or type(cls.body) is not cst.IndentedBlock:
         return {}
-    return {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+    return {f.name.value: f for f in cls.body.body if type(f) is cst.FunctionDef}
 
 
 def init_of(ctx: FileContext, scope: cst.CSTNode) -> cst.FunctionDef | None:

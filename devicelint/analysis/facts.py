@@ -56,11 +56,7 @@ class FileFacts:
         scope: cst.CSTNode = self.ctx.index.enclosing_function(expr) or self.ctx.module
         found = self.placement.scopes.get(id(scope))
         own = found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
-        if (
-            own != UNKNOWN_FACT
-            and own.where != FOLLOWS
-            and not (_guessed_device(own) and isinstance(expr, cst.Attribute))
-        ):
+        if own != UNKNOWN_FACT and own.where != FOLLOWS and not (_guessed_device(own) and type(expr) is cst.Attribute):
             return own
         callers = _agreed(
             run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in self.placement.followed.get(id(scope), ())

@@ -179,7 +179,7 @@ def built_on_host(ctx: FileContext, call: cst.Call, constructed: str, scope: cst
     imported = imported_module_class(ctx, call.func)
     if imported is not None:
         return imported.owns_cpu_parameters
-    return isinstance(call.func, cst.Name) and _owns_cpu_parameters(ctx, constructed)
+    return type(call.func) is cst.Name and _owns_cpu_parameters(ctx, constructed)
 
 
 def loaded_builder(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> str | None:
@@ -200,23 +200,23 @@ def loaded_builder(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> str 
     for arg in call.args:
         if arg.star or (arg.keyword is not None and arg.keyword.value in _PLACING_KEYWORDS):
             return None
-        if isinstance(arg.value, cst.Name) and arg.value.value not in ("True", "False", "None"):
+        if type(arg.value) is cst.Name and arg.value.value not in ("True", "False", "None"):
             return None  # a whole object handed on: it may say where to build
         text = (dotted_name(arg.value) or "").lower()
         if any(word in text for word in _DEVICE_WORDS):
             return None
     parent = ctx.index.parent(call)
-    if not isinstance(parent, cst.Assign) or len(parent.targets) != 1:
+    if type(parent) is not cst.Assign or len(parent.targets) != 1:
         return None
     target = parent.targets[0].target
-    if not isinstance(target, cst.Name):
+    if type(target) is not cst.Name:
         return None
     for node in ctx.index.walk(scope):
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value == "load_state_dict"
-            and isinstance(node.func.value, cst.Name)
+            and type(node.func.value) is cst.Name
             and node.func.value.value == target.value
         ):
             return qualified.rsplit(".", 1)[-1]
@@ -245,7 +245,7 @@ def keeps_module_in_place(method: str) -> bool:
 
 def keeps_arguments_in_place(ctx: FileContext, call: cst.Call) -> bool:
     """Whether a call only reads its arguments (`print(model)`, `torch.save(model, path)`)."""
-    if isinstance(call.func, cst.Name) and call.func.value in _READING_BUILTINS:
+    if type(call.func) is cst.Name and call.func.value in _READING_BUILTINS:
         return True
     return ctx.qualified_name(call.func) in _READING_TORCH
 
@@ -263,9 +263,9 @@ def under_placing_context(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNod
     for ancestor in ctx.index.ancestors(node):
         if ancestor is scope:
             return False
-        if isinstance(ancestor, cst.With):
+        if type(ancestor) is cst.With:
             for item in ancestor.items:
-                spec = item.item.func if isinstance(item.item, cst.Call) else item.item
+                spec = item.item.func if type(item.item) is cst.Call else item.item
                 if ctx.qualified_name(spec) not in _NEUTRAL_CONTEXTS:
                     return True
     return False
@@ -288,19 +288,17 @@ def _classes_owning_cpu_parameters(ctx: FileContext) -> dict[str, bool]:
             return False
         own = False
         for node in ctx.index.walk(cls):
-            if isinstance(node, cst.Call) and not own:
+            if type(node) is cst.Call and not own:
                 qualified = ctx.qualified_name(node.func) or ""
                 short = qualified.rsplit(".", 1)[-1]
                 if qualified in _PARAMETER_MAKERS or (
-                    isinstance(node.func, cst.Attribute) and node.func.attr.value in _REGISTERS
+                    type(node.func) is cst.Attribute and node.func.attr.value in _REGISTERS
                 ):
                     own = True
                 elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
                     own = has_parameters(short, node)
                 elif (
-                    isinstance(node.func, cst.Name)
-                    and node.func.value in classes
-                    and node.func.value not in seen | {name}
+                    type(node.func) is cst.Name and node.func.value in classes and node.func.value not in seen | {name}
                 ):
                     own = owns(node.func.value, seen | {name}) is True
         for base in cls.bases:
@@ -325,15 +323,15 @@ _REGISTERS = frozenset({"register_buffer", "register_parameter"})
 
 def _places_anything(ctx: FileContext, cls: cst.ClassDef) -> bool:
     for node in ctx.index.walk(cls):
-        if isinstance(node, cst.Call):
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVE_METHODS | {"to_empty"}:
+        if type(node) is cst.Call:
+            if type(node.func) is cst.Attribute and node.func.attr.value in MOVE_METHODS | {"to_empty"}:
                 return True
             if any(arg.keyword is not None and arg.keyword.value in _PLACING_KEYWORDS for arg in node.args):
                 return True
             if ctx.qualified_name(node.func) in DEFAULT_DEVICE_SETTERS:
                 return True
-            if not (isinstance(node.func, cst.Name) and node.func.value in _READING_BUILTINS | {"super"}) and any(
-                isinstance(arg.value, cst.Name) and arg.value.value == "self" for arg in node.args
+            if not (type(node.func) is cst.Name and node.func.value in _READING_BUILTINS | {"super"}) and any(
+                type(arg.value) is cst.Name and arg.value.value == "self" for arg in node.args
             ):
                 return True  # `place_on_gpu(self)`: code elsewhere may move it
     return False
@@ -380,7 +378,7 @@ def root_key(node: cst.BaseExpression) -> str | None:
     """The binding an expression reads through (`model` for `model.fc.weight`, `self.model` for
     `self.model.blocks[0]`), or None for a call's result or a literal."""
     while True:
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return node.value
         attr = self_attribute(node)
         if attr is not None:
@@ -413,8 +411,8 @@ def _free_names(ctx: FileContext, func: cst.FunctionDef | cst.Lambda) -> set[str
     params = func.params
     own = {p.name.value for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params)}
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             own.add(star.name.value)
     index = ctx.index
-    own.update(t.target.value for t in index.within(func, cst.AssignTarget) if isinstance(t.target, cst.Name))
+    own.update(t.target.value for t in index.within(func, cst.AssignTarget) if type(t.target) is cst.Name)
     return {name.value for name in index.within(func, cst.Name)} - own

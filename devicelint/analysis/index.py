@@ -154,7 +154,7 @@ class NodeIndex:
     def in_binding_target(self, node: cst.CSTNode) -> bool:
         """`node` is (part of) an assignment or loop target: a binding, not a use."""
         owner, pattern = self.unpacking_owner(node)
-        if isinstance(owner, cst.AssignTarget):
+        if type(owner) is cst.AssignTarget:
             return True
         return isinstance(owner, (cst.For, cst.CompFor)) and owner.target is pattern
 
@@ -174,7 +174,7 @@ class NodeIndex:
         current = self._parent.get(id(node))
         result: cst.FunctionDef | None = None
         while current is not None:
-            if isinstance(current, cst.FunctionDef):
+            if type(current) is cst.FunctionDef:
                 result = current
                 break
             known = memo.get(id(current), _UNSET)

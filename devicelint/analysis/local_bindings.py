@@ -41,26 +41,26 @@ def bindings(ctx: FileContext, name: str, use: cst.CSTNode) -> list[cst.BaseExpr
 def _assigned_in(ctx: FileContext, scope: cst.CSTNode, name: str) -> tuple[list[cst.BaseExpression], bool]:
     """Values assigned to `name` by plain `name = ...` in `scope` itself, and whether `scope`
     also binds it otherwise (parameter, loop target, unpacking, `as`, augmented assignment)."""
-    function = scope if isinstance(scope, cst.FunctionDef) else None
+    function = scope if type(scope) is cst.FunctionDef else None
     values: list[cst.BaseExpression] = []
     other = False
     if function is not None:
         params = function.params
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+        every += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
         other = any(p.name.value == name for p in every)
     for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             targets = [t.target for t in node.targets]
         elif isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign)):
             targets = [node.target]
-        elif isinstance(node, cst.AsName):
+        elif type(node) is cst.AsName:
             targets = [node.name]
         else:
             continue
         if not any(_binds_inside(t, name) for t in targets) or ctx.index.enclosing_function(node) is not function:
             continue
-        if isinstance(node, cst.Assign) and any(isinstance(t, cst.Name) for t in targets if _binds_inside(t, name)):
+        if type(node) is cst.Assign and any(type(t) is cst.Name for t in targets if _binds_inside(t, name)):
             values.append(node.value)
         else:
             other = True
@@ -68,7 +68,7 @@ def _assigned_in(ctx: FileContext, scope: cst.CSTNode, name: str) -> tuple[list[
 
 
 def _binds_inside(target: cst.CSTNode | None, name: str) -> bool:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return target.value == name
     if isinstance(target, (cst.Tuple, cst.List)):
         return any(_binds_inside(e.value, name) for e in target.elements)
@@ -86,9 +86,9 @@ def attribute_bindings(ctx: FileContext, attr: str, use: cst.CSTNode) -> list[cs
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 if (
-                    isinstance(target, cst.Attribute)
+                    type(target) is cst.Attribute
                     and target.attr.value == attr
-                    and isinstance(target.value, cst.Name)
+                    and type(target.value) is cst.Name
                     and target.value.value == "self"
                 ):
                     values.append(node.value)
@@ -103,18 +103,18 @@ def mapping_values(
     the file does not show the mapping."""
     if depth > 3:
         return None
-    if isinstance(expr, cst.Dict):
-        if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in expr.elements):
+    if type(expr) is cst.Dict:
+        if not all(type(e) is cst.DictElement and type(e.key) is cst.SimpleString for e in expr.elements):
             return None
         return [next((e.value for e in expr.elements if literal_value(e.key) == key), None)]  # type: ignore[attr-defined]  # all() above: each is a DictElement
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "dict":
         if not all(a.keyword is not None for a in expr.args):
             return None
         return [next((a.value for a in expr.args if a.keyword.value == key), None)]  # type: ignore[union-attr]  # all() above: every argument has a keyword
     branches: list[cst.BaseExpression] | None = None
-    if isinstance(expr, cst.IfExp):
+    if type(expr) is cst.IfExp:
         branches = [expr.body, expr.orelse]
-    elif isinstance(expr, cst.Name):
+    elif type(expr) is cst.Name:
         branches = bindings(ctx, expr.value, use) or None
     if not branches:
         return None

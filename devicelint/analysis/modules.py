@@ -100,5 +100,5 @@ def dataset_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
 
 def methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
     """The functions defined directly in a class body, by name."""
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    return {stmt.name.value: stmt for stmt in body if isinstance(stmt, cst.FunctionDef)}
+    body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
+    return {stmt.name.value: stmt for stmt in body if type(stmt) is cst.FunctionDef}

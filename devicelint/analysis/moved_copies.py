@@ -47,16 +47,14 @@ def moved_by_helper(ctx: FileContext, call: cst.Call) -> HelperResult | None:
     if paired is not None:
         return HelperResult(paired)
     summary = _summary(ctx, helper, params)
-    if summary is None or summary[0] >= len(args) or not isinstance(args[summary[0]], cst.Name):
+    if summary is None or summary[0] >= len(args) or type(args[summary[0]]) is not cst.Name:
         return None
     return HelperResult((args[summary[0]],), pair_only=summary[1])
 
 
 def _returns(ctx: FileContext, helper: cst.FunctionDef) -> list[cst.Return]:
     return [
-        n
-        for n in ctx.index.walk(helper.body)
-        if isinstance(n, cst.Return) and ctx.index.enclosing_function(n) is helper
+        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
     ]
 
 
@@ -86,31 +84,29 @@ def _summarise(ctx: FileContext, helper: cst.FunctionDef, params: list[str]) -> 
         parts = _parts_of(ctx, helper, param)
         copies = [r for r in returns if _moved_copy_of(ctx, r.value, parts, helper.name.value)]  # type: ignore[arg-type]  # `returns` holds `return <value>` only
         # `return batch` for a leaf that is not a tensor keeps the contract: tensors come back moved
-        unchanged = [r for r in returns if isinstance(r.value, cst.Name) and r.value.value == param]
+        unchanged = [r for r in returns if type(r.value) is cst.Name and r.value.value == param]
         if not copies or len(copies) + len(unchanged) != len(returns):
             continue
         if any(_changes_in_place(ctx, helper, name) for name in parts):
             return None
-        return position, any(isinstance(r.value, cst.Tuple) for r in copies)
+        return position, any(type(r.value) is cst.Tuple for r in copies)
     return None
 
 
 def _falls_off_the_end(helper: cst.FunctionDef) -> bool:
-    body = helper.body.body if isinstance(helper.body, cst.IndentedBlock) else ()
+    body = helper.body.body if type(helper.body) is cst.IndentedBlock else ()
     last = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        return not any(isinstance(small, (cst.Return, cst.Raise)) for small in last.body)
-    return isinstance(last, (cst.For, cst.While, cst.With))  # `if`/`try` endings: not worth proving
+    if type(last) is cst.SimpleStatementLine:
+        return not any(type(small) in (cst.Return, cst.Raise) for small in last.body)
+    return type(last) in (cst.For, cst.While, cst.With)  # `if`/`try` endings: not worth proving
 
 
 def _moves_inside(ctx: FileContext, ret: cst.Return) -> bool:
     """A returned value that contains a real move (`.to(...)`), or a call to another helper."""
     for node in ctx.index.walk(ret):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVES:
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in MOVES:
             return True
-        if isinstance(node, cst.Call) and not (
-            isinstance(node.func, cst.Name) and node.func.value == _name_of(ctx, ret)
-        ):
+        if type(node) is cst.Call and not (type(node.func) is cst.Name and node.func.value == _name_of(ctx, ret)):
             found = _helper_of(ctx, node)
             if found is not None and found[0] is not ctx.index.enclosing_function(ret):
                 return True
@@ -126,12 +122,10 @@ def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[
     """The function of this file that `call` runs (a module-level function, or a method on `self`
     of the enclosing class or a base class of the file), with the parameters the call fills."""
     func = call.func
-    if isinstance(func, cst.Name):
-        helper = next(
-            (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None
-        )
+    if type(func) is cst.Name:
+        helper = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
         return (helper, [p.name.value for p in helper.params.params]) if helper is not None else None
-    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+    if not (type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"):
         return None
     classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
     todo = [ctx.index.enclosing_class(call)]
@@ -144,11 +138,11 @@ def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[
         helper = methods(cls).get(func.attr.value)
         if helper is not None:
             static = any(
-                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in helper.decorators
+                type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in helper.decorators
             )
             params = [p.name.value for p in helper.params.params]
             return helper, params if static else params[1:]
-        todo.extend(classes.get(b.value.value) for b in cls.bases if isinstance(b.value, cst.Name))
+        todo.extend(classes.get(b.value.value) for b in cls.bases if type(b.value) is cst.Name)
     return None
 
 
@@ -162,27 +156,25 @@ def _returned_arguments(
 ) -> tuple[cst.BaseExpression, ...] | None:
     """For `return a.to(d), b.to(d)` over parameters `a, b`: the caller's arguments for them, in
     the returned order, when every argument is a plain name."""
-    if len(returns) != 1 or not isinstance(returns[0].value, cst.Tuple):
+    if len(returns) != 1 or type(returns[0].value) is not cst.Tuple:
         return None
     found: list[cst.BaseExpression] = []
     for element in returns[0].value.elements:
         value = element.value
-        if isinstance(element, cst.StarredElement) or not (
-            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-        ):
+        if type(element) is cst.StarredElement or not (type(value) is cst.Call and type(value.func) is cst.Attribute):
             return None
         receiver = value.func.value
-        if value.func.attr.value not in MOVES or not isinstance(receiver, cst.Name) or receiver.value not in params:
+        if value.func.attr.value not in MOVES or type(receiver) is not cst.Name or receiver.value not in params:
             return None
         position = params.index(receiver.value)
-        if position >= len(args) or not isinstance(args[position], cst.Name):
+        if position >= len(args) or type(args[position]) is not cst.Name:
             return None
         found.append(args[position])
     return tuple(found) if len(found) > 1 else None
 
 
 def _mentions(ctx: FileContext, node: cst.CSTNode, names: set[str]) -> bool:
-    return any(isinstance(n, cst.Name) and n.value in names for n in ctx.index.walk(node))
+    return any(type(n) is cst.Name and n.value in names for n in ctx.index.walk(node))
 
 
 def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, parts: set[str], helper: str) -> bool:
@@ -196,34 +188,34 @@ def _moved_copy_of(ctx: FileContext, value: cst.BaseExpression, parts: set[str],
         while clause is not None:
             loops.append(clause)
             clause = clause.inner_for_in
-        loop_names = {n.value for loop in loops for n in ctx.index.walk(loop.target) if isinstance(n, cst.Name)}
+        loop_names = {n.value for loop in loops for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
         if not any(_mentions(ctx, loop.iter, parts) for loop in loops):
             return False
         elements = [value.key, value.value] if isinstance(value, cst.DictComp) else [value.elt]
         return any(_is_copy(ctx, n, parts | loop_names, helper) for e in elements for n in ctx.index.walk(e))
-    if isinstance(value, (cst.Dict, cst.List, cst.Tuple)):
+    if type(value) in (cst.Dict, cst.List, cst.Tuple):
         return any(_is_copy(ctx, n, parts, helper) for n in ctx.index.walk(value))
     if (
-        isinstance(value, cst.Call)
+        type(value) is cst.Call
         and len(value.args) == 1
-        and isinstance(value.args[0].value, (cst.GeneratorExp, cst.ListComp, cst.DictComp))
+        and type(value.args[0].value) in (cst.GeneratorExp, cst.ListComp, cst.DictComp)
     ):
-        func = value.func.func if isinstance(value.func, cst.Call) else value.func  # `type(batch)(...)`
-        if isinstance(func, cst.Name) and func.value in REBUILDERS:
+        func = value.func.func if type(value.func) is cst.Call else value.func  # `type(batch)(...)`
+        if type(func) is cst.Name and func.value in REBUILDERS:
             return _moved_copy_of(ctx, value.args[0].value, parts, helper)
     return False
 
 
 def _is_copy(ctx: FileContext, node: cst.CSTNode, parts: set[str], helper: str) -> bool:
     """`part.to(...)` (the receiver names a part) or `helper(part, ...)` (recursion)."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
     func = node.func
-    if isinstance(func, cst.Attribute) and func.attr.value in MOVES:
+    if type(func) is cst.Attribute and func.attr.value in MOVES:
         return _mentions(ctx, func.value, parts)
-    recursive = (isinstance(func, cst.Name) and func.value == helper) or (
-        isinstance(func, cst.Attribute)
-        and isinstance(func.value, cst.Name)
+    recursive = (type(func) is cst.Name and func.value == helper) or (
+        type(func) is cst.Attribute
+        and type(func.value) is cst.Name
         and func.value.value == "self"
         and func.attr.value == helper
     )
@@ -249,23 +241,23 @@ def _changes_in_place(ctx: FileContext, helper: cst.FunctionDef, param: str) -> 
             target = node.target
             if (
                 isinstance(target, (cst.Subscript, cst.Attribute))
-                and isinstance(target.value, cst.Name)
+                and type(target.value) is cst.Name
                 and target.value.value == param
             ):
                 return True
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and isinstance(node.func.value, cst.Name)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and type(node.func.value) is cst.Name
             and node.func.value.value == param
             and node.func.attr.value in IN_PLACE_METHODS
         ):
             return True
         if (
-            isinstance(node, cst.Expr)
-            and isinstance(node.value, cst.Call)
-            and isinstance(node.value.func, cst.Attribute)
-            and isinstance(node.value.func.value, cst.Name)
+            type(node) is cst.Expr
+            and type(node.value) is cst.Call
+            and type(node.value.func) is cst.Attribute
+            and type(node.value.func.value) is cst.Name
             and node.value.func.value.value == param
         ):
             return True  # `batch.to(device)` in place (a BatchEncoding) inside the helper

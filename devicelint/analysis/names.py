@@ -16,10 +16,10 @@ from devicelint.analysis.index import NodeIndex
 def dotted_name(node: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None (also for no node)."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
@@ -39,7 +39,7 @@ class ImportTable:
                 full = _module_name(alias.name)
                 if full is None:
                     continue
-                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                if alias.asname is not None and type(alias.asname.name) is cst.Name:
                     self.bound[alias.asname.name.value] = full
                 else:
                     top = full.split(".", 1)[0]
@@ -51,10 +51,10 @@ class ImportTable:
             if base is None:
                 continue
             for alias in node.names:
-                if not isinstance(alias.name, cst.Name):
+                if type(alias.name) is not cst.Name:
                     continue
                 local = alias.name.value
-                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                if alias.asname is not None and type(alias.asname.name) is cst.Name:
                     local = alias.asname.name.value
                 self.bound[local] = f"{base}.{alias.name.value}"
 

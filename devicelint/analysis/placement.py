@@ -156,7 +156,7 @@ class _Interpreter(CallEvaluation):
         self.scope = scope
         self.cls = cls
         self.depth = depth
-        name = scope.name.value if isinstance(scope, cst.FunctionDef) else "<module>"
+        name = scope.name.value if type(scope) is cst.FunctionDef else "<module>"
         self.result = ScopePlacement(node=scope, name=name, cls=cls)
         self.env: Env = {}
         self.bound = bound
@@ -170,17 +170,17 @@ class _Interpreter(CallEvaluation):
         self.params: Env = {}
         # where the module's own submodules and tensors are: on its device, except in code that
         # runs while the model is being built (nothing has been moved yet)
-        building = cls is not None and isinstance(scope, cst.FunctionDef) and analysis.construction_only(cls, scope)
+        building = cls is not None and type(scope) is cst.FunctionDef and analysis.construction_only(cls, scope)
         self.building = building
         self.own_place: str | None = None if building else FOLLOWS
 
     # -- entry -------------------------------------------------------------------------
     def run(self) -> ScopePlacement:
         scope = self.scope
-        if isinstance(scope, cst.FunctionDef):
+        if type(scope) is cst.FunctionDef:
             self._bind_params(scope)
             self.params = dict(self.env)
-            body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else (scope.body,)
+            body = scope.body.body if type(scope.body) is cst.IndentedBlock else (scope.body,)
         else:
             body = scope.body  # type: ignore[attr-defined]  # not a function: the module
         self._block(body)
@@ -205,11 +205,11 @@ class _Interpreter(CallEvaluation):
             # `feature: OutputFeature`: an instance of a plain class of the file, whose methods
             # are followed with their arguments
             annotation = param.annotation.annotation if param.annotation is not None else None
-            if isinstance(annotation, cst.Name) and annotation.value in self.analysis.plain_classes:
+            if type(annotation) is cst.Name and annotation.value in self.analysis.plain_classes:
                 self.env[param.name.value] = Fact(UNKNOWN, instance=annotation.value)
         if self.bound is not None:
             star = func.params.star_arg
-            for param in (*params, *([star] if isinstance(star, cst.Param) else [])):
+            for param in (*params, *([star] if type(star) is cst.Param else [])):
                 self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
             return
         if self.building and func.name.value != "__init__":
@@ -257,7 +257,7 @@ class _Interpreter(CallEvaluation):
         return self.ctx.shared(("defines_tests",), lambda ctx: defines_tests(ctx.path, ctx.module))
 
     def _in_class(self, func: cst.FunctionDef) -> bool:
-        return isinstance(self.ctx.index.parent(self.ctx.index.parent(func) or func), cst.ClassDef)
+        return type(self.ctx.index.parent(self.ctx.index.parent(func) or func)) is cst.ClassDef
 
     def _tensor_evidence(self, func: cst.FunctionDef, names: set[str]) -> set[str]:
         """Parameters that the body uses the way only a tensor is used (`x.size(1)`, `x.view(...)`),
@@ -270,20 +270,20 @@ class _Interpreter(CallEvaluation):
             self._statement(stmt)
 
     def _statement(self, stmt: cst.CSTNode) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 self._small(small)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             self._if(stmt)
         elif isinstance(stmt, (cst.For, cst.While)):
             self._loop(stmt)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             for item in stmt.items:
                 self._eval(item.item)
                 if item.asname is not None:
                     self._bind(item.asname.name, UNKNOWN_FACT)
             self._suite(stmt.body)
-        elif isinstance(stmt, cst.Try):
+        elif type(stmt) is cst.Try:
             self._suite(stmt.body)
             for handler in stmt.handlers:
                 self._suite(handler.body)
@@ -291,13 +291,13 @@ class _Interpreter(CallEvaluation):
                 self._suite(stmt.orelse.body)
             if stmt.finalbody is not None:
                 self._suite(stmt.finalbody.body)
-        elif isinstance(stmt, cst.IndentedBlock):
+        elif type(stmt) is cst.IndentedBlock:
             self._block(stmt.body)
 
     def _suite(self, suite: cst.BaseSuite) -> None:
-        if isinstance(suite, cst.IndentedBlock):
+        if type(suite) is cst.IndentedBlock:
             self._block(suite.body)
-        elif isinstance(suite, cst.SimpleStatementSuite):
+        elif type(suite) is cst.SimpleStatementSuite:
             for small in suite.body:
                 self._small(small)
 
@@ -318,9 +318,9 @@ class _Interpreter(CallEvaluation):
         self._suite(stmt.body)
         after_body = self.env
         self.env = dict(before)
-        if isinstance(stmt.orelse, cst.If):
+        if type(stmt.orelse) is cst.If:
             self._if(stmt.orelse)
-        elif isinstance(stmt.orelse, cst.Else):
+        elif type(stmt.orelse) is cst.Else:
             self._suite(stmt.orelse.body)
         self.env = join_envs(after_body, self.env, strict, branches=True)
 
@@ -334,7 +334,7 @@ class _Interpreter(CallEvaluation):
         self.loop_depth += 1
         passes = 2 if self.loop_depth <= _MAX_LOOP_DEPTH else 1
         for _ in range(passes):
-            if isinstance(stmt, cst.For):
+            if type(stmt) is cst.For:
                 self._bind_loop_target(stmt, iterable)
             self._suite(stmt.body)
             self.env = join_envs(before, self.env, strict=False)
@@ -346,9 +346,9 @@ class _Interpreter(CallEvaluation):
         target = stmt.target
         source = stmt.iter
         # enumerate(loader) / tqdm(loader) / iter(loader)
-        if isinstance(source, cst.Call) and isinstance(source.func, (cst.Name, cst.Attribute)) and source.args:
+        if type(source) is cst.Call and isinstance(source.func, (cst.Name, cst.Attribute)) and source.args:
             wrapper = source.func.value if isinstance(source.func, cst.Name) else source.func.attr.value
-            if wrapper == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            if wrapper == "enumerate" and type(target) is cst.Tuple and len(target.elements) == 2:
                 self._bind(target.elements[0].value, UNKNOWN_FACT)
                 inner = source.args[0].value
                 if self._loader_inner(inner):
@@ -359,7 +359,7 @@ class _Interpreter(CallEvaluation):
             if wrapper in ("tqdm", "iter"):
                 self._bind_batch(target, self._loader_inner(source.args[0].value))
                 return
-            if wrapper == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(source.args):
+            if wrapper == "zip" and type(target) is cst.Tuple and len(target.elements) == len(source.args):
                 # `for seq, length in zip(padded, lengths)`: each target takes an element of its own
                 for element, arg in zip(target.elements, source.args):
                     self._bind(element.value, _element_of(self._fact_of(arg.value)))
@@ -370,28 +370,23 @@ class _Interpreter(CallEvaluation):
         self._bind(target, _element_of(iterable))
 
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Name)
-            and node.func.value in ("tqdm", "iter")
-            and node.args
-        ):
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("tqdm", "iter") and node.args:
             return self._loader_inner(node.args[0].value)
         return self._is_loader(node, self._fact_of(node))
 
     def _is_loader(self, node: cst.BaseExpression, fact: Fact) -> bool:
         if fact == LOADER:
             return True
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             # Only `DataLoader(...)` itself: wrappers (`DeviceDataLoader(...)`) may move batches.
             return False
-        if isinstance(node, cst.Name) and node.value in self.env:
+        if type(node) is cst.Name and node.value in self.env:
             return False
         if self.analysis.custom_loaders:
             return False
-        while isinstance(node, cst.Subscript):  # `loaders["train"]`, `self.dataloaders[phase]`
+        while type(node) is cst.Subscript:  # `loaders["train"]`, `self.dataloaders[phase]`
             node = node.value
-        last = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else ""
+        last = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else ""
         return "loader" in last.lower()
 
     def _bind_batch(self, target: cst.BaseExpression, is_batch: bool) -> None:
@@ -405,28 +400,28 @@ class _Interpreter(CallEvaluation):
             self._bind(target, Fact(UNKNOWN, origin=target, batch=True))
 
     def _small(self, small: cst.CSTNode) -> None:
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             fact = self._eval(small.value)
             if (
-                isinstance(small.value, cst.Call)
+                type(small.value) is cst.Call
                 and self._is_loader(small.value, fact)
-                and not isinstance(small.value.func, cst.Attribute)
+                and type(small.value.func) is not cst.Attribute
             ):
                 fact = LOADER
             for target in small.targets:
-                if isinstance(target.target, cst.Subscript):
+                if type(target.target) is cst.Subscript:
                     self._write(target.target, fact, small.value)
                 if not self._tracks(target.target):
                     self.env = released(self.env, hosted_in(fact))  # `trainer.model = model`
                 self._bind(target.target, fact, small.value)
-        elif isinstance(small, cst.AnnAssign):
+        elif type(small) is cst.AnnAssign:
             if small.value is not None:
                 self._bind(small.target, self._eval(small.value), small.value)
-        elif isinstance(small, cst.AugAssign):
+        elif type(small) is cst.AugAssign:
             self._aug_assign(small)
-        elif isinstance(small, cst.Expr):
+        elif type(small) is cst.Expr:
             self._expression_statement(small.value)
-        elif isinstance(small, cst.Return):
+        elif type(small) is cst.Return:
             if small.value is not None:
                 self._return(small.value)
         elif isinstance(small, (cst.Assert,)):
@@ -448,12 +443,12 @@ class _Interpreter(CallEvaluation):
         destination = self._eval(target.value)
         if not devicey(destination):
             return
-        if isinstance(target.value, cst.Name) and destination is self.params.get(target.value.value):
+        if type(target.value) is cst.Name and destination is self.params.get(target.value.value):
             return  # a parameter only assumed to be on the device: copying into it is fine
         # A CPU index tensor or boolean mask is fine (PyTorch moves it); the written values are not.
         advanced = False
         for element in target.slice:
-            if isinstance(element.slice, cst.Index):
+            if type(element.slice) is cst.Index:
                 index = self._eval(element.slice.value)
                 advanced = advanced or _advanced_index(element.slice.value, index)
         # Basic indexing alone (integers, slices, `...`, `None`) writes through a view with
@@ -506,14 +501,14 @@ class _Interpreter(CallEvaluation):
 
     # -- binding -----------------------------------------------------------------------
     def _key(self, node: cst.BaseExpression) -> str | None:
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return node.value
         attr = self_attribute(node)
         return f"self.{attr}" if attr is not None else None
 
     def _stated(self, attr: str) -> Fact | None:
         """`self.<attr>` as the class's other methods state it (`__init__` first)."""
-        if not isinstance(self.scope, cst.FunctionDef):
+        if type(self.scope) is not cst.FunctionDef:
             return None
         return self.analysis.stated_attribute(self.scope, attr)
 
@@ -533,7 +528,7 @@ class _Interpreter(CallEvaluation):
 
     def _module_device(self, name: str) -> Fact | None:
         """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
-        if isinstance(self.scope, cst.Module):
+        if type(self.scope) is cst.Module:
             return None
         fact = self.analysis.module_env().get(name)
         if fact is not None and fact.fields is not None and fact.kind == UNKNOWN and not fact.batch:
@@ -543,7 +538,7 @@ class _Interpreter(CallEvaluation):
     def _settings_param(self, name: str) -> bool:
         """A parameter typed as a settings object (`opts: argparse.Namespace`): its `.device` is a
         setting, not a tensor's device."""
-        if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
+        if type(self.scope) is not cst.FunctionDef or name in self.env:
             return False
         params = self.scope.params
         param = next(
@@ -554,7 +549,7 @@ class _Interpreter(CallEvaluation):
     def _module_level(self, name: str) -> bool:
         """A name a function reads from the module's top-level code (a settings object, a
         pipeline, an imported module), not one of its own: it holds no tensor of the function's."""
-        if not isinstance(self.scope, cst.FunctionDef) or name in self.env:
+        if type(self.scope) is not cst.FunctionDef or name in self.env:
             return False
         return name in self.analysis.module_env() and name not in self.analysis.local_names(self.scope)
 
@@ -564,7 +559,7 @@ class _Interpreter(CallEvaluation):
             if (
                 fact.elements is not None
                 and len(fact.elements) == len(elements)
-                and not any(isinstance(e, cst.StarredElement) for e in elements)
+                and not any(type(e) is cst.StarredElement for e in elements)
             ):
                 for element, sub in zip(elements, fact.elements):
                     self._bind(element.value, sub)
@@ -582,10 +577,10 @@ class _Interpreter(CallEvaluation):
                 for element in elements:
                     self._bind(element.value, UNKNOWN_FACT)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self._bind(target.value, UNKNOWN_FACT)
             return
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             self._bind_part(target, fact)
             return
         key = self._key(target)
@@ -601,11 +596,11 @@ class _Interpreter(CallEvaluation):
         index = target.slice[0].slice if len(target.slice) == 1 else None
         if current.elements is not None and current.fields is None:
             # `outs[0] = t` into a list whose elements are known: that element is now `t`
-            self.env[owner] = _written_element(current, index.value if isinstance(index, cst.Index) else None, fact)
+            self.env[owner] = _written_element(current, index.value if type(index) is cst.Index else None, fact)
             return
         if current.fields is None:
             return
-        key = string_value(index.value) if isinstance(index, cst.Index) else None
+        key = string_value(index.value) if type(index) is cst.Index else None
         self.env[owner] = current.with_field(key, fact) if key is not None else UNKNOWN_FACT
 
     # -- expressions -------------------------------------------------------------------
@@ -619,7 +614,7 @@ class _Interpreter(CallEvaluation):
         return fact
 
     def _eval_inner(self, node: cst.CSTNode) -> Fact:
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             if node.value in self.env:
                 return self.env[node.value]
             constant = self._module_device(node.value)
@@ -628,7 +623,7 @@ class _Interpreter(CallEvaluation):
             if looks_like_device_name(node.value):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=node.value)
             return UNKNOWN_FACT
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             fact = self._call(node)
             self._release_handed(node, fact)
             if is_host_module(fact) and under_placing_context(self.ctx, node, self.scope):
@@ -636,14 +631,14 @@ class _Interpreter(CallEvaluation):
             if fact == UNKNOWN_FACT and _returns_torch_tensors(node):
                 return Fact(UNKNOWN, origin=node, encoded=True)  # `tokenizer(texts, return_tensors="pt")`
             return fact
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             return self._attribute(node)
-        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
+        if type(node) in (cst.Integer, cst.Float, cst.Imaginary):
             return NUMBER
-        if isinstance(node, cst.SimpleString):
+        if type(node) is cst.SimpleString:
             text = string_value(node)
             return (device_string_fact(text) if text else None) or UNKNOWN_FACT
-        if isinstance(node, cst.FormattedString):
+        if type(node) is cst.FormattedString:
             device = literal_device(self.ctx, node)  # `f"cuda:{rank}"`: a CUDA device, index unknown
             return (
                 Fact(
@@ -656,43 +651,43 @@ class _Interpreter(CallEvaluation):
                 if device is not None
                 else UNKNOWN_FACT
             )
-        if isinstance(node, cst.BinaryOperation):
+        if type(node) is cst.BinaryOperation:
             return self._binary(node, self._eval(node.left), self._eval(node.right), node.left, node.right)
-        if isinstance(node, cst.Comparison):
+        if type(node) is cst.Comparison:
             return self._comparison(node)
-        if isinstance(node, cst.UnaryOperation):
+        if type(node) is cst.UnaryOperation:
             fact = self._eval(node.expression)
-            if isinstance(node.operator, cst.Not):
+            if type(node.operator) is cst.Not:
                 return UNKNOWN_FACT
             return fact if fact.is_tensor or fact == NUMBER else UNKNOWN_FACT
-        if isinstance(node, cst.BooleanOperation):
+        if type(node) is cst.BooleanOperation:
             self._eval(node.left)
             self._eval(node.right)
             return UNKNOWN_FACT
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             return self._subscript(node)
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             self._eval(node.test)
             return join(
                 self._eval(node.body), self._eval(node.orelse), is_device_guard(node.test, self.ctx), branches=True
             )
         if isinstance(node, (cst.Tuple, cst.List)):
             facts = tuple(
-                self._eval(e.value) if not isinstance(e, cst.StarredElement) else UNKNOWN_FACT for e in node.elements
+                self._eval(e.value) if type(e) is not cst.StarredElement else UNKNOWN_FACT for e in node.elements
             )
             return Fact(UNKNOWN, elements=facts)
         if isinstance(node, (cst.ListComp, cst.DictComp, cst.GeneratorExp)):
             return self._comprehension(node)
-        if isinstance(node, cst.Dict):
+        if type(node) is cst.Dict:
             parts = []
             for element in node.elements:
                 fact = self._eval(element.value)
-                key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+                key = string_value(element.key) if type(element) is cst.DictElement else None
                 parts.append((key, fact))
             if all(key is not None for key, _ in parts):
                 return Fact(UNKNOWN, fields=tuple(parts))  # type: ignore[arg-type]  # all() above: no key is None
             return UNKNOWN_FACT
-        if isinstance(node, cst.NamedExpr):
+        if type(node) is cst.NamedExpr:
             fact = self._eval(node.value)
             self._bind(node.target, fact)
             return fact
@@ -719,14 +714,14 @@ class _Interpreter(CallEvaluation):
             self.env = outer
         if element.is_tensor or devicey(element):
             return Fact(UNKNOWN, elements=(element,), alike=True)
-        return PY_DATA if isinstance(node, cst.ListComp) else UNKNOWN_FACT
+        return PY_DATA if type(node) is cst.ListComp else UNKNOWN_FACT
 
     def _attribute(self, node: cst.Attribute) -> Fact:
         attr = node.attr.value
         key = self._key(node)
         if key is not None and key in self.env:
             return self.env[key]
-        if self.cls is not None and isinstance(node.value, cst.Name) and node.value.value == "self":
+        if self.cls is not None and type(node.value) is cst.Name and node.value.value == "self":
             if attr in self.cls.registered:
                 return (
                     Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
@@ -748,7 +743,7 @@ class _Interpreter(CallEvaluation):
                     return Fact(DEVICE_VALUE, where="cpu", device_expr="self.device", spelled="object")
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
-        if isinstance(node.value, cst.Name) and node.value.value == "self":
+        if type(node.value) is cst.Name and node.value.value == "self":
             if attr == "param_groups" and self._in_optimizer():
                 # an optimizer's own groups: their "params" are the model's, wherever it is
                 params = Fact(UNKNOWN, elements=(Fact(DEVICE, where=FOLLOWS, device_expr="p.device"),), alike=True)
@@ -760,7 +755,7 @@ class _Interpreter(CallEvaluation):
                 stated is not None
                 and self._in_optimizer()
                 and _host_state(stated)
-                and isinstance(self.scope, cst.FunctionDef)
+                and type(self.scope) is cst.FunctionDef
                 and self.analysis.only_init_assigns(self.scope, attr)
             ):
                 return stated  # state the optimizer keeps from `__init__`, on the CPU
@@ -785,10 +780,10 @@ class _Interpreter(CallEvaluation):
             spelled = "object"  # a tensor's or module's `.device` is a `torch.device`
             if receiver.kind in (DEVICE, MODULE) or receiver.where:
                 where = receiver.where if receiver.where in (FOLLOWS, ACCELERATOR) else None
-            elif isinstance(node.value, cst.Name) and self._module_level(node.value.value):
+            elif type(node.value) is cst.Name and self._module_level(node.value.value):
                 return UNKNOWN_FACT  # a module-level object the file does not show: no claim either way
             elif (
-                isinstance(node.value, cst.Name)
+                type(node.value) is cst.Name
                 and node.value.value not in _CONFIG_NAMES
                 and not self._settings_param(node.value.value)
             ):
@@ -806,7 +801,7 @@ class _Interpreter(CallEvaluation):
 
     def _in_optimizer(self) -> bool:
         """Whether this is a method of a `torch.optim.Optimizer` subclass."""
-        cls = self.ctx.index.enclosing_class(self.scope) if isinstance(self.scope, cst.FunctionDef) else None
+        cls = self.ctx.index.enclosing_class(self.scope) if type(self.scope) is cst.FunctionDef else None
         return cls is not None and any(
             (self.ctx.qualified_name(base.value) or "").startswith("torch.optim.")
             and (dotted_name(base.value) or "").endswith("Optimizer")
@@ -816,15 +811,15 @@ class _Interpreter(CallEvaluation):
     def _subscript(self, node: cst.Subscript) -> Fact:
         value = self._eval(node.value)
         for element in node.slice:
-            if isinstance(element.slice, cst.Index):
+            if type(element.slice) is cst.Index:
                 self._eval(element.slice.value)
-        single = node.slice[0].slice if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) else None
+        single = node.slice[0].slice if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
         if value.fields is not None and single is not None:
             key = string_value(single.value)
             return value.field(key) if key is not None else UNKNOWN_FACT
         if value.elements is not None and single is not None:
             index = single.value
-            if isinstance(index, cst.Integer):
+            if type(index) is cst.Integer:
                 position = int(index.value, 0)
                 if -len(value.elements) <= position < len(value.elements):
                     return value.elements[position]
@@ -843,9 +838,9 @@ class _Interpreter(CallEvaluation):
         self, node: cst.CSTNode, left: Fact, right: Fact, left_node: cst.CSTNode, right_node: cst.CSTNode
     ) -> Fact:
         if (
-            isinstance(node, cst.BinaryOperation)
-            and isinstance(node.operator, cst.Multiply)
-            and isinstance(left_node, cst.List)
+            type(node) is cst.BinaryOperation
+            and type(node.operator) is cst.Multiply
+            and type(left_node) is cst.List
             and left.elements is not None
             and len(set(left.elements)) == 1
             and not right.is_tensor
@@ -885,7 +880,7 @@ class _Interpreter(CallEvaluation):
         result = left
         for target in node.comparisons:
             right = self._eval(target.comparator)
-            if isinstance(target.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)):
+            if type(target.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn):
                 result = UNKNOWN_FACT
             else:
                 result = self._binary(node, left, right, left_node, target.comparator)
@@ -898,9 +893,9 @@ class _Interpreter(CallEvaluation):
         dict whose parts are known, a tuple of those)."""
         if isinstance(target, (cst.Tuple, cst.List)):
             return all(self._tracks(e.value) for e in target.elements)
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             return self._tracks(target.value)
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             owner = self._key(target.value)
             return owner is not None and owner in self.env and self.env[owner].fields is not None
         return self._key(target) is not None
@@ -908,12 +903,12 @@ class _Interpreter(CallEvaluation):
     def _on_host(self, node: cst.BaseExpression) -> bool:
         """Whether an expression reads a part of a module on the host (`model.fc.weight`,
         `next(model.parameters())`, `list(model.buffers())[0]`)."""
-        while not isinstance(node, cst.Name) and self_attribute(node) is None:
+        while type(node) is not cst.Name and self_attribute(node) is None:
             if isinstance(node, (cst.Attribute, cst.Subscript)):
                 node = node.value
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute:
                 node = node.func.value
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.args:
+            elif type(node) is cst.Call and type(node.func) is cst.Name and node.args:
                 node = node.args[0].value
             else:
                 return False
@@ -928,7 +923,7 @@ class _Interpreter(CallEvaluation):
             return
         func = call.func
         handed: list[Fact] = []
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             key = root_key(func.value)
             held = self.env.get(key, UNKNOWN_FACT) if key is not None else UNKNOWN_FACT
             direct = self._key(func.value) == key and is_host_module(held)
@@ -936,7 +931,7 @@ class _Interpreter(CallEvaluation):
             if not stays:
                 handed += hosted_in(held)
             if (
-                isinstance(func.value, cst.Name)
+                type(func.value) is cst.Name
                 and func.value.value == "self"
                 and not is_host_module(self.env.get(f"self.{func.attr.value}", UNKNOWN_FACT))
             ):
@@ -947,9 +942,9 @@ class _Interpreter(CallEvaluation):
                 key = root_key(arg.value)
                 if key is not None:
                     handed += hosted_in(self.env.get(key, UNKNOWN_FACT))
-                if isinstance(arg.value, cst.Name) and arg.value.value == "self":
+                if type(arg.value) is cst.Name and arg.value.value == "self":
                     handed += self._held_by_self()
-            calls_module = isinstance(func, cst.Name) and is_host_module(self.env.get(func.value, UNKNOWN_FACT))
+            calls_module = type(func) is cst.Name and is_host_module(self.env.get(func.value, UNKNOWN_FACT))
             if not calls_module:
                 for name in captured_names(self.ctx, self.scope):
                     handed += hosted_in(self.env.get(name, UNKNOWN_FACT))
@@ -963,11 +958,7 @@ class _Interpreter(CallEvaluation):
             return
         handed = [] if is_host_module(_element_of(iterable)) else hosted_in(iterable)
         for call in self.ctx.index.walk(node):
-            if (
-                isinstance(call, cst.Call)
-                and isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in _MODULE_PARTS
-            ):
+            if type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value in _MODULE_PARTS:
                 key = root_key(call.func.value)
                 handed += hosted_in(self.env.get(key, UNKNOWN_FACT)) if key is not None else []
         self.env = released(self.env, handed)
@@ -1020,7 +1011,7 @@ def _returns_torch_tensors(call: cst.Call) -> bool:
 def _number_like(node: cst.CSTNode) -> bool:
     """An operand that is usually a Python number when nothing else is known of it: a name or
     an attribute (`self.beta`, `cfg.weight`), not a call's or an index's result."""
-    return isinstance(node, (cst.Name, cst.Attribute))
+    return type(node) in (cst.Name, cst.Attribute)
 
 
 def _element_of(iterable: Fact) -> Fact:
@@ -1050,7 +1041,7 @@ def _written_element(current: Fact, index: cst.BaseExpression | None, fact: Fact
         old = elements[0]
         written = fact if old == UNKNOWN_FACT or old == fact else join(old, fact)
         return replace(current, elements=(written,))
-    if isinstance(index, cst.Integer):
+    if type(index) is cst.Integer:
         position = int(index.value, 0)
         if -len(elements) <= position < len(elements):
             updated = list(elements)
@@ -1070,10 +1061,10 @@ def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
     """`torch.rand(2)[0]`, `torch.tensor([1., 2.])[i]`: integers index away every dimension a
     CPU factory stated, leaving a 0-dim tensor (which PyTorch lets meet device tensors)."""
     origin = value.origin
-    if value.kind != CPU or not isinstance(origin, cst.Call) or value.factory is None:
+    if value.kind != CPU or type(origin) is not cst.Call or value.factory is None:
         return False
     if not all(
-        isinstance(e.slice, cst.Index)
+        type(e.slice) is cst.Index
         and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
         and not _is_none(e.slice.value)
         for e in node.slice
@@ -1099,10 +1090,10 @@ def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
 def _advanced_index(node: cst.BaseExpression, index: Fact) -> bool:
     """An index that makes `t[...] = v` an `index_put_` rather than a view's `copy_`: a tensor,
     a list or tuple of indices, or Python data (`rows = [0, 2]`)."""
-    if isinstance(node, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+    if type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp):
         return True
     return index.is_tensor or index == PY_DATA
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+    return type(node) is cst.Name and node.value == "None"

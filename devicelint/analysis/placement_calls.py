@@ -117,7 +117,7 @@ def _counts_a_tensor(call: cst.Call, method: str) -> bool:
         method == "size"
         and len(call.args) == 1
         and call.args[0].keyword is None
-        and isinstance(call.args[0].value, (cst.Integer, cst.UnaryOperation))
+        and type(call.args[0].value) in (cst.Integer, cst.UnaryOperation)
     )
 
 
@@ -220,17 +220,17 @@ class CallEvaluation:
         imported = self._imported_result(call) if self.ctx.project.functions else None
         if imported is not None:
             return imported
-        if isinstance(func, cst.Attribute) and self.ctx.project.classes:
+        if type(func) is cst.Attribute and self.ctx.project.classes:
             spelled = dotted_name(func)  # `nets.Generator()` after `import networks as nets`
             if spelled in self.ctx.project.classes and spelled.split(".", 1)[0] not in self.env:
                 constructed = module_constructor(self.ctx, call)
                 if constructed is not None:
                     return self._constructed(call, constructed)
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             return self._method_call(call, func)
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             return self._name_call(call, func)
-        if isinstance(func, cst.Subscript):
+        if type(func) is cst.Subscript:
             callee = self._eval(func)
             if is_host_module(callee):  # `nets["g"](z)`
                 return self._module_call(call, callee, func)
@@ -319,15 +319,15 @@ class CallEvaluation:
         collate = next(
             (a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None
         )
-        while isinstance(collate, cst.Call):
-            if isinstance(collate.func, cst.Name) and collate.func.value in self.analysis.functions:
+        while type(collate) is cst.Call:
+            if type(collate.func) is cst.Name and collate.func.value in self.analysis.functions:
                 collate = collate.func  # `make_collate(tokenizer)`: the factory builds the function
             elif collate.args:
                 collate = collate.args[0].value  # `partial(collate, device=...)`
             else:
                 break
-        body: cst.CSTNode | None = collate if isinstance(collate, cst.Lambda) else None
-        if isinstance(collate, cst.Name):
+        body: cst.CSTNode | None = collate if type(collate) is cst.Lambda else None
+        if type(collate) is cst.Name:
             body = self.analysis.functions.get(collate.value) or next(
                 (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None
             )
@@ -350,7 +350,7 @@ class CallEvaluation:
         if first.kind != DEVICE_VALUE and kind is not None:
             first = replace(first, device=literal_device(self.ctx, kind))
         device = torch_device(call, first.device, index, self.ctx.code_for(call))
-        if isinstance(kind, cst.SimpleString) and kind is call.args[0].value:
+        if type(kind) is cst.SimpleString and kind is call.args[0].value:
             # `torch.device("cuda", 1)`: the string's fact, on the device it and the index state
             return (
                 replace(first, device=device, spelled="object")
@@ -394,14 +394,14 @@ class CallEvaluation:
         if cpu and (len(cpu) == len(tensors) or not all(f.scalar for f in cpu)):
             lead = next((f for f in cpu if not f.scalar), cpu[0])
             # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
-            function = self.ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
+            function = self.ctx.qualified_name(call.func) if type(call) is cst.Call else None
             gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
             scalar = len(tensors) == 1 and lead.scalar and not gathering
             if (
                 gathering
                 and (function or "").startswith("torch.")
                 and all(f.copied for f in cpu)
-                and isinstance(call, cst.Call)
+                and type(call) is cst.Call
             ):
                 # `torch.stack([mask == j for j in ids])` of host copies: a new CPU tensor made here
                 return replace(lead, scalar=False, copied=False, origin=call, factory=function)
@@ -474,10 +474,10 @@ class CallEvaluation:
         """The device of an enclosing `with torch.device("cuda"):` block, which makes factories
         and module constructors inside it default to that device."""
         for ancestor in self.ctx.index.ancestors(node):
-            if isinstance(ancestor, cst.With):
+            if type(ancestor) is cst.With:
                 for item in ancestor.items:
                     spec = item.item
-                    if isinstance(spec, cst.Call) and self.ctx.qualified_name(spec.func) == "torch.device":
+                    if type(spec) is cst.Call and self.ctx.qualified_name(spec.func) == "torch.device":
                         fact = self._fact_of(spec)
                         return fact if fact.kind == DEVICE_VALUE and fact.where is not None else UNKNOWN_FACT
             if ancestor is self.scope:
@@ -620,7 +620,7 @@ class CallEvaluation:
     def _method_call(self, call: cst.Call, func: cst.Attribute) -> Fact:
         method = func.attr.value
         # self.helper(...) and self.submodule(...)
-        if self.cls is not None and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if self.cls is not None and type(func.value) is cst.Name and func.value.value == "self":
             attr_key = f"self.{method}"
             if attr_key in self.env:
                 callee = self.env[attr_key]
@@ -637,7 +637,7 @@ class CallEvaluation:
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
-        if self.cls is None and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if self.cls is None and type(func.value) is cst.Name and func.value.value == "self":
             sibling = self.analysis.method_of_plain_class(self.scope, method)
             if sibling is not None:  # a trainer's `self._report(loss)`
                 return self._follow(sibling, call, self._args(call), skip_self=not _is_static(sibling))
@@ -686,7 +686,7 @@ class CallEvaluation:
             if (
                 method == "append"
                 and receiver.elements is not None
-                and isinstance(receiver_node, cst.Name)
+                and type(receiver_node) is cst.Name
                 and len(args) == 1
             ):
                 # `parts.append(t)`: a list of tensors that later reaches `torch.stack(parts)`
@@ -700,7 +700,7 @@ class CallEvaluation:
             ):
                 # `for p in model.parameters()`: each one lives where the module does
                 return Fact(UNKNOWN, elements=(Fact(DEVICE, where=receiver.where, device=receiver.device),))
-            if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
+            if type(receiver_node) is cst.Name and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
                 return _model_like_result(method, args)  # `self.model(x)` in a trainer class
             if receiver.kind == UNKNOWN and _counts_a_tensor(call, method):
                 return NUMBER  # `batch["ids"].size(1)`, `mask.numel()`: a Python int whatever the receiver
@@ -724,10 +724,10 @@ class CallEvaluation:
             if "cuda" in self.ctx.code_for(target):
                 return Fact(DEVICE, where=ACCELERATOR, device_expr='"cuda"')
             qualified = self.ctx.qualified_name(target) or ""
-            if not (isinstance(target, cst.SimpleString) or qualified.startswith("torch.")):
+            if not (type(target) is cst.SimpleString or qualified.startswith("torch.")):
                 # `labels.type(LongTensor)` with `LongTensor = torch.cuda.LongTensor if cuda else ...`
                 return UNKNOWN_FACT
-            spelled = literal_value(target) if isinstance(target, cst.SimpleString) else qualified
+            spelled = literal_value(target) if type(target) is cst.SimpleString else qualified
             if isinstance(spelled, str) and _CPU_TENSOR_TYPE.fullmatch(spelled):
                 # `y.type(torch.LongTensor)`: a CPU tensor type, so a copy on the CPU
                 return self._move(call, receiver, "cpu")
@@ -742,7 +742,7 @@ class CallEvaluation:
 
     def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
         """A static or class method of a class of the file, called on the class itself."""
-        if not isinstance(receiver, cst.Name) or receiver.value in self.env:
+        if type(receiver) is not cst.Name or receiver.value in self.env:
             return None
         cls = self.analysis.classes.get(receiver.value)
         methods = cls.methods if cls is not None else self.analysis.plain_classes.get(receiver.value, {})
@@ -797,11 +797,11 @@ class CallEvaluation:
             inner = call.args[0].value
             self._eval(inner)
             if (
-                isinstance(inner, cst.Call)
-                and isinstance(inner.func, cst.Attribute)
+                type(inner) is cst.Call
+                and type(inner.func) is cst.Attribute
                 and inner.func.attr.value in ("parameters", "buffers")
             ):
-                is_self = isinstance(inner.func.value, cst.Name) and inner.func.value.value == "self"
+                is_self = type(inner.func.value) is cst.Name and inner.func.value.value == "self"
                 owner = Fact(MODULE, where=self.own_place) if is_self else self._eval(inner.func.value)
                 if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
                     return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
@@ -983,7 +983,7 @@ class CallEvaluation:
         for param, arg in zip(params, positional):
             bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
         star = func.params.star_arg
-        if isinstance(star, cst.Param):  # `def cat_all(*parts)`: the extra positional arguments, in order
+        if type(star) is cst.Param:  # `def cat_all(*parts)`: the extra positional arguments, in order
             bound[star.name.value] = Fact(
                 UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :])
             )
@@ -1056,10 +1056,10 @@ _FULL_REDUCTIONS = frozenset(
 def _reduced(move: cst.BaseExpression) -> bool:
     """Whether a move's receiver is a full reduction (`x.sum().cpu()`): a 0-dim tensor, which
     PyTorch lets meet device tensors."""
-    receiver = move.value if isinstance(move, cst.Attribute) else None
+    receiver = move.value if type(move) is cst.Attribute else None
     return (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
+        type(receiver) is cst.Call
+        and type(receiver.func) is cst.Attribute
         and receiver.func.attr.value in _FULL_REDUCTIONS
         and not receiver.args
     )
@@ -1067,26 +1067,26 @@ def _reduced(move: cst.BaseExpression) -> bool:
 
 def _places_on_device(node: cst.CSTNode) -> bool:
     """`t.to(device)`, `t.cuda()`, `torch.tensor(x, device=device)` (not to the CPU)."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
     if move_call(node) in ("to", "cuda"):
         return True
     device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
-    return device is not None and not (isinstance(device, cst.SimpleString) and "cpu" in device.value)
+    return device is not None and not (type(device) is cst.SimpleString and "cpu" in device.value)
 
 
 def constant_default(node: cst.BaseExpression) -> bool:
     """A default that means the same wherever it is read: literals, `None`, and `torch.*`
     values built from them (`"cpu"`, `torch.device("cuda", 0)`), never a name of the caller."""
-    if isinstance(node, (cst.SimpleString, cst.Integer, cst.Float)):
+    if type(node) in (cst.SimpleString, cst.Integer, cst.Float):
         return True
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value in ("None", "True", "False")
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return (dotted_name(node) or "").startswith("torch.")
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         return (
-            isinstance(node.func, cst.Attribute)
+            type(node.func) is cst.Attribute
             and (dotted_name(node.func) or "").startswith("torch.")
             and all(arg.keyword is None or arg.keyword.value != "device" for arg in node.args)
             and all(constant_default(arg.value) for arg in node.args)
@@ -1133,14 +1133,14 @@ def _prepared_part(fact: Fact, node: cst.CSTNode) -> Fact:
     if (
         fact == LOADER
         or "loader" in (dotted_name(node) or "").lower()
-        or (isinstance(node, cst.Call) and "loader" in (dotted_name(node.func) or "").lower())
+        or (type(node) is cst.Call and "loader" in (dotted_name(node.func) or "").lower())
     ):
         return DEVICE_LOADER
     return fact if fact.is_tensor else UNKNOWN_FACT
 
 
 def _model_named(node: cst.CSTNode) -> bool:
-    name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    name = node.value if type(node) is cst.Name else node.attr.value if type(node) is cst.Attribute else ""
     return any(word in name.lower() for word in MODEL_WORDS)
 
 
@@ -1154,10 +1154,8 @@ def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
 
 def constructed_object(ctx: FileContext, func: cst.BaseExpression) -> bool:
     """`Data(...).to(...)`: the receiver is built by a class that is not torch's."""
-    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call):
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Call:
         return False
     callee = func.value.func
-    last = (
-        callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else ""
-    )
+    last = callee.attr.value if type(callee) is cst.Attribute else callee.value if type(callee) is cst.Name else ""
     return last[:1].isupper() and not (ctx.qualified_name(callee) or "").startswith("torch.")

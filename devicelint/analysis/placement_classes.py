@@ -51,7 +51,7 @@ class ClassFacts:
 
 def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None:
     """The short class name when `call` constructs an `nn.Module` (`nn.Linear(...)`, `Block(...)`)."""
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return None
     qualified = ctx.qualified_name(call.func)
     if qualified is not None and qualified.startswith("torch.nn.") and qualified.count(".") == 2:
@@ -59,7 +59,7 @@ def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None
         if last[:1].isupper() and last not in NN_NON_MODULES:
             return last
         return None
-    if isinstance(call.func, cst.Name) and call.func.value in module_classes(ctx):
+    if type(call.func) is cst.Name and call.func.value in module_classes(ctx):
         return call.func.value
     imported = imported_module_class(ctx, call.func)
     if imported is not None and not imported.places_itself:
@@ -70,7 +70,7 @@ def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None
 
 
 def is_parameter_call(ctx: FileContext, node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in (
+    return type(node) is cst.Call and ctx.qualified_name(node.func) in (
         "torch.nn.Parameter",
         "torch.nn.parameter.Parameter",
         "torch.nn.Buffer",
@@ -79,13 +79,13 @@ def is_parameter_call(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 def self_attribute(node: cst.CSTNode) -> str | None:
     """`name` for `self.name`, else None."""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
         return node.attr.value
     return None
 
 
 def _string(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
@@ -97,9 +97,9 @@ def _owner(
     """The module class and its method whose body holds `node` (None outside module methods)."""
     method = None
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, cst.FunctionDef):
+        if type(ancestor) is cst.FunctionDef:
             method = ancestor
-        elif isinstance(ancestor, cst.ClassDef):
+        elif type(ancestor) is cst.ClassDef:
             facts = by_class.get(id(ancestor))
             if (
                 facts is None
@@ -127,24 +127,24 @@ def _build(ctx: FileContext) -> dict[str, ClassFacts]:
     index = ctx.index
     # Every `self.<attr>` in a method of a module class, in source order.
     for node in index.of_type(cst.Attribute):
-        if isinstance(node.value, cst.Name) and node.value.value == "self":
+        if type(node.value) is cst.Name and node.value.value == "self":
             owner = _owner(ctx, node, by_class)
             if owner is not None:
                 owner[0].references.append((node.attr.value, node, owner[1]))
     for facts in out.values():
         for attr, node, method in facts.references:
             parent = index.parent(node)
-            if isinstance(parent, cst.AssignTarget):
+            if type(parent) is cst.AssignTarget:
                 assign = index.parent(parent)
-                if isinstance(assign, cst.Assign):
+                if type(assign) is cst.Assign:
                     _record(ctx, facts, attr, assign.value, method)
-            elif isinstance(parent, cst.AnnAssign) and parent.target is node and parent.value is not None:
+            elif type(parent) is cst.AnnAssign and parent.target is node and parent.value is not None:
                 _record(ctx, facts, attr, parent.value, method)
     for call in index.of_type(cst.Call):
         func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value in _REGISTERS and call.args):
+        if not (type(func) is cst.Attribute and func.attr.value in _REGISTERS and call.args):
             continue
-        if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+        if not (type(func.value) is cst.Name and func.value.value == "self"):
             continue
         owner = _owner(ctx, call, by_class)
         key = _string(call.args[0].value)
@@ -171,8 +171,8 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
     base = value
     # `nn.Linear(8, 8).to("cuda:1").eval()`: moves and mode switches return the module itself
     while (
-        isinstance(base, cst.Call)
-        and isinstance(base.func, cst.Attribute)
+        type(base) is cst.Call
+        and type(base.func) is cst.Attribute
         and base.func.attr.value in MOVE_METHODS | MODULE_SELF_METHODS
     ):
         base = base.func.value
@@ -188,25 +188,23 @@ def built_module(ctx: FileContext, value: cst.BaseExpression) -> str | None:
     branch of `nn.BatchNorm2d(c) if identity else None`, a library layer
     (`torchvision.ops.MLP(...)`), or a call of a helper function of the file whose every
     `return` builds one (`conv_bn(...)` returning `nn.Sequential(...)`)."""
-    if isinstance(value, cst.IfExp):
+    if type(value) is cst.IfExp:
         return next(
             (found for branch in (value.body, value.orelse) if (found := module_constructor(ctx, branch))), None
         )
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return None
     library = library_module(ctx, value)
     if library is not None:
         return library
-    if not isinstance(value.func, cst.Name):
+    if type(value.func) is not cst.Name:
         return None
-    helper = next(
-        (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == value.func.value), None
-    )
+    helper = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == value.func.value), None)
     if helper is None:
         return None
     built: list[str | None] = []
     for node in ctx.index.walk(helper.body):
-        if isinstance(node, cst.Return) and ctx.index.enclosing_function(node) is helper:
+        if type(node) is cst.Return and ctx.index.enclosing_function(node) is helper:
             built.append(module_constructor(ctx, node.value) if node.value is not None else None)
     return built[0] if built and all(built) else None
 
@@ -267,16 +265,16 @@ def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
     """ "list", "tuple" or "dict" for a plain container: a literal, a comprehension, or `list()`,
     `dict()`, `OrderedDict()` (empty or around a literal or generator)."""
     kind = CONTAINER_LITERALS.get(type(value))
-    if kind is not None or not isinstance(value, cst.Call):
+    if kind is not None or type(value) is not cst.Call:
         return kind
-    name = ctx.qualified_name(value.func) or (value.func.value if isinstance(value.func, cst.Name) else "")
+    name = ctx.qualified_name(value.func) or (value.func.value if type(value.func) is cst.Name else "")
     kind = _CONTAINER_CALLS.get(name)
     if kind is None or len(value.args) > 1 or any(a.keyword is not None or a.star for a in value.args):
         return None
     if (
         value.args
         and type(value.args[0].value) not in CONTAINER_LITERALS
-        and not isinstance(value.args[0].value, cst.GeneratorExp)
+        and type(value.args[0].value) is not cst.GeneratorExp
     ):
         return None
     return kind
@@ -284,17 +282,17 @@ def container_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
 
 def literal_elements(value: cst.CSTNode) -> list[cst.BaseExpression]:
     """The element expressions of a container literal or comprehension (values for dicts)."""
-    if isinstance(value, cst.Call):  # `list(...)`, `OrderedDict({...})`
+    if type(value) is cst.Call:  # `list(...)`, `OrderedDict({...})`
         return literal_elements(value.args[0].value) if value.args else []
-    if isinstance(value, cst.GeneratorExp):
+    if type(value) is cst.GeneratorExp:
         return [value.elt]
     if isinstance(value, (cst.List, cst.Tuple)):
-        return [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
-    if isinstance(value, cst.Dict):
-        return [e.value for e in value.elements if isinstance(e, cst.DictElement)]
-    if isinstance(value, cst.ListComp):
+        return [e.value for e in value.elements if type(e) is not cst.StarredElement]
+    if type(value) is cst.Dict:
+        return [e.value for e in value.elements if type(e) is cst.DictElement]
+    if type(value) is cst.ListComp:
         return [value.elt]
-    if isinstance(value, cst.DictComp):
+    if type(value) is cst.DictComp:
         return [value.value]
     return []
 
@@ -307,21 +305,21 @@ def added_elements(ctx: FileContext, holder: cst.CSTNode) -> tuple[cst.CSTNode, 
     """
     index = ctx.index
     parent = index.parent(holder)
-    if isinstance(parent, cst.Attribute) and parent.value is holder and parent.attr.value in _ADDERS:
+    if type(parent) is cst.Attribute and parent.value is holder and parent.attr.value in _ADDERS:
         call = index.parent(parent)
-        if not (isinstance(call, cst.Call) and call.func is parent and call.args):
+        if not (type(call) is cst.Call and call.func is parent and call.args):
             return None
         last = call.args[-1].value
         if parent.attr.value in ("extend", "update"):
             return (call, literal_elements(last), False) if container_kind(ctx, last) else None
         return call, [last], False
-    if isinstance(parent, cst.AugAssign) and parent.target is holder and isinstance(parent.operator, cst.AddAssign):
+    if type(parent) is cst.AugAssign and parent.target is holder and type(parent.operator) is cst.AddAssign:
         return (parent, literal_elements(parent.value), False) if container_kind(ctx, parent.value) else None
-    if isinstance(parent, cst.Subscript) and parent.value is holder:
+    if type(parent) is cst.Subscript and parent.value is holder:
         target = index.parent(parent)
-        if isinstance(target, cst.AssignTarget):
+        if type(target) is cst.AssignTarget:
             assign = index.parent(target)
-            if isinstance(assign, cst.Assign):
+            if type(assign) is cst.Assign:
                 return assign, [assign.value], False
     return None
 
@@ -330,10 +328,10 @@ def handed_to_call(ctx: FileContext, holder: cst.CSTNode) -> bool:
     """`holder` is an argument of a call other than an iteration helper (`nn.ModuleList(layers)`,
     `nn.Sequential(*layers)`, `torch.stack(anchors)`): its elements may be registered or copied."""
     parent = ctx.index.parent(holder)
-    if not isinstance(parent, cst.Arg):
+    if type(parent) is not cst.Arg:
         return False
     call = ctx.index.parent(parent)
-    return not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ITERATION_HELPERS)
+    return not (type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in ITERATION_HELPERS)
 
 
 def local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, LocalContainer]:
@@ -348,12 +346,12 @@ def local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, L
 def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, LocalContainer]:
     index = ctx.index
     out: dict[str, LocalContainer] = {}
-    names = [n for n in index.walk(function.body) if isinstance(n, cst.Name)]
+    names = [n for n in index.walk(function.body) if type(n) is cst.Name]
     for node in names:  # bindings first: `layers = []`
         parent = index.parent(node)
-        if isinstance(parent, cst.AssignTarget) and parent.target is node:
+        if type(parent) is cst.AssignTarget and parent.target is node:
             assign = index.parent(parent)
-            if isinstance(assign, cst.Assign):
+            if type(assign) is cst.Assign:
                 kind = container_kind(ctx, assign.value)
                 if kind is None:
                     out.pop(node.value, None)  # bound to something else too: not a plain container
@@ -369,7 +367,7 @@ def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, 
             box.fills.append(ContainerFill(*added))
         elif handed_to_call(ctx, node):
             box.handed_on = True
-        elif isinstance(index.parent(node), cst.Return):
+        elif type(index.parent(node)) is cst.Return:
             box.returned = True
     return out
 
@@ -377,26 +375,24 @@ def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, 
 def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassFacts | None) -> LocalContainer | None:
     """The plain container a same-file builder returns: `make_layers(cfg)` or `self._build(n)`
     whose body ends in `return layers` (a local list it filled) or `return [Block() ...]`."""
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return None
     func = call.func
     builder: cst.FunctionDef | None = None
-    if isinstance(func, cst.Name):
-        builder = next(
-            (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == func.value), None
-        )
+    if type(func) is cst.Name:
+        builder = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
     elif facts is not None and self_attribute(func) is not None:
         builder = facts.methods.get(self_attribute(func) or "")
     if builder is None:
         return None
     locals_ = local_containers(ctx, builder)
     for node in ctx.index.walk(builder.body):
-        if not isinstance(node, cst.Return) or node.value is None:
+        if type(node) is not cst.Return or node.value is None:
             continue
         if ctx.index.enclosing_function(node) is not builder:
             continue
         value = node.value
-        if isinstance(value, cst.Name) and value.value in locals_:
+        if type(value) is cst.Name and value.value in locals_:
             box = locals_[value.value]
             return None if box.handed_on else box
         kind = container_kind(ctx, value)
@@ -413,7 +409,7 @@ _MODEL_FACTORY_PREFIXES = ("timm.create_model", "torchvision.models.")
 def library_module(ctx: FileContext, call: cst.BaseExpression) -> str | None:
     """The short name when `call` builds an `nn.Module` from a library outside `torch.nn`:
     torchmetrics metrics, torchvision/timm/torchaudio layers and models, `from_pretrained` models."""
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return None
     qualified = ctx.qualified_name(call.func) or ""
     if not qualified or any(word in qualified for word in NOT_MODULES):

@@ -331,7 +331,7 @@ MOVE_METHODS = frozenset({"to", "cuda", "cpu", "xpu", "mps"})
 def move_call(node: cst.CSTNode) -> str | None:
     """The method when `node` is a device move (`x.to(d)`, `x.cuda()`, `x.cpu()`...), else None.
     The one recogniser of moves: `x.to()` with no argument moves nothing."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+    if not (type(node) is cst.Call and type(node.func) is cst.Attribute):
         return None
     method = node.func.attr.value
     if method not in MOVE_METHODS or (method == "to" and not node.args):
@@ -345,7 +345,7 @@ def moves_to_accelerator(node: cst.CSTNode) -> bool:
     if method is None or method == "cpu":
         return False
     first = node.args[0].value if node.args else None  # type: ignore[attr-defined]  # move_call() matched: node is a Call
-    return not (isinstance(first, cst.SimpleString) and literal_value(first) == "cpu")
+    return not (type(first) is cst.SimpleString and literal_value(first) == "cpu")
 
 
 # torch functions that do not return a tensor (their result is not a placement fact).

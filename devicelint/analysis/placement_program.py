@@ -111,13 +111,13 @@ def _tensor_argument(ctx: FileContext, call: cst.Call, node: cst.BaseExpression)
     (a Python number has no `.float()`). `torch.pow(theta, ...)` says nothing about `theta`."""
     casts = 0
     while (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
         and node.func.attr.value in ("float", "double", "half", "long", "detach", "contiguous")
     ):
         node = node.func.value
         casts += 1
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     functional = (ctx.qualified_name(call.func) or "").startswith("torch.nn.functional.")
     return node.value if casts or functional else None
@@ -129,7 +129,7 @@ def _attribute_calls(ctx: FileContext) -> dict[str, list[cst.FunctionDef | None]
     def build(c: FileContext) -> dict[str, list[cst.FunctionDef | None]]:
         found: dict[str, list[cst.FunctionDef | None]] = {}
         for call in c.index.of_type(cst.Call):
-            if isinstance(call.func, cst.Attribute):
+            if type(call.func) is cst.Attribute:
                 found.setdefault(call.func.attr.value, []).append(c.index.enclosing_function(call))
         return found
 
@@ -173,12 +173,10 @@ def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
     instance carries the places of the values it was built from."""
     records: dict[str, list[str]] = {}
     for stmt in ctx.module.body:
-        if not isinstance(stmt, cst.ClassDef) or not isinstance(stmt.body, cst.IndentedBlock):
+        if type(stmt) is not cst.ClassDef or type(stmt.body) is not cst.IndentedBlock:
             continue
         decorators = {
-            (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").rsplit(".", 1)[
-                -1
-            ]
+            (dotted_name(d.decorator.func if type(d.decorator) is cst.Call else d.decorator) or "").rsplit(".", 1)[-1]
             for d in stmt.decorators
         }
         bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in stmt.bases}
@@ -187,9 +185,9 @@ def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
         records[stmt.name.value] = [
             small.target.value
             for line in stmt.body.body
-            if isinstance(line, cst.SimpleStatementLine)
+            if type(line) is cst.SimpleStatementLine
             for small in line.body
-            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+            if type(small) is cst.AnnAssign and type(small.target) is cst.Name
         ]
     return records
 
@@ -200,16 +198,12 @@ def _record_defaults(ctx: FileContext, records: dict[str, list[str]]) -> dict[st
     `field(default_factory=lambda: X)` returns (an instance built without the field holds it)."""
     defaults: dict[str, dict[str, cst.BaseExpression]] = {}
     for stmt in ctx.module.body:
-        if (
-            not isinstance(stmt, cst.ClassDef)
-            or stmt.name.value not in records
-            or not isinstance(stmt.body, cst.IndentedBlock)
-        ):
+        if type(stmt) is not cst.ClassDef or stmt.name.value not in records or type(stmt.body) is not cst.IndentedBlock:
             continue
         found: dict[str, cst.BaseExpression] = {}
         for line in stmt.body.body:
-            for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+            for small in line.body if type(line) is cst.SimpleStatementLine else ():
+                if type(small) is cst.AnnAssign and type(small.target) is cst.Name and small.value is not None:
                     value = _field_default(ctx, small.value)
                     if value is not None:
                         found[small.target.value] = value
@@ -218,12 +212,12 @@ def _record_defaults(ctx: FileContext, records: dict[str, list[str]]) -> dict[st
 
 
 def _field_default(ctx: FileContext, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    if not (isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field"):
+    if not (type(value) is cst.Call and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field"):
         return value
     for arg in value.args:
         if arg.keyword is not None and arg.keyword.value == "default":
             return arg.value
-        if arg.keyword is not None and arg.keyword.value == "default_factory" and isinstance(arg.value, cst.Lambda):
+        if arg.keyword is not None and arg.keyword.value == "default_factory" and type(arg.value) is cst.Lambda:
             return arg.value.body
     return None
 
@@ -234,13 +228,13 @@ class FileAnalysis:
         self.interpreter = interpreter
         self.classes = class_facts(ctx)
         self.functions: dict[str, cst.FunctionDef] = {
-            stmt.name.value: stmt for stmt in ctx.module.body if isinstance(stmt, cst.FunctionDef)
+            stmt.name.value: stmt for stmt in ctx.module.body if type(stmt) is cst.FunctionDef
         }
         # id(function) -> the functions defined in its body, by name (closures it calls)
         self.nested: dict[int, dict[str, cst.FunctionDef]] = {}
         for func in ctx.index.of_type(cst.FunctionDef):
             outer = ctx.index.enclosing_function(func)
-            if outer is not None and not isinstance(ctx.index.parent(ctx.index.parent(func) or func), cst.ClassDef):
+            if outer is not None and type(ctx.index.parent(ctx.index.parent(func) or func)) is not cst.ClassDef:
                 self.nested.setdefault(id(outer), {})[func.name.value] = func
         self.scopes: dict[int, ScopePlacement] = {}
         self.followed: dict[tuple[int, str | None, tuple[tuple[object, ...], ...]], ScopePlacement] = {}
@@ -258,7 +252,7 @@ class FileAnalysis:
         self._calls_by_function: dict[int, list[cst.Call]] | None = None
         index = ctx.index
         for node in index.of_type(cst.Attribute):
-            if node.attr.value in TENSOR_ONLY_METHODS and isinstance(node.value, cst.Name):
+            if node.attr.value in TENSOR_ONLY_METHODS and type(node.value) is cst.Name:
                 func = index.enclosing_function(node)
                 if func is not None:
                     self.tensor_uses.setdefault(id(func), []).append((node.value.value, None))
@@ -275,7 +269,7 @@ class FileAnalysis:
                 attr = self_attribute(call.func)
                 if attr is None:
                     continue
-                names = [a.value.value for a in call.args if isinstance(a.value, cst.Name) and not a.star]
+                names = [a.value.value for a in call.args if type(a.value) is cst.Name and not a.star]
                 if names:
                     func = index.enclosing_function(call)
                     if func is not None:
@@ -284,10 +278,10 @@ class FileAnalysis:
         self.record_defaults = _record_defaults(ctx, self.records)
         # plain classes of the file (trainers, metric banks, helpers), by name
         self.plain_classes: dict[str, dict[str, cst.FunctionDef]] = {
-            stmt.name.value: {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)}
+            stmt.name.value: {f.name.value: f for f in stmt.body.body if type(f) is cst.FunctionDef}
             for stmt in ctx.module.body
-            if isinstance(stmt, cst.ClassDef)
-            and isinstance(stmt.body, cst.IndentedBlock)
+            if type(stmt) is cst.ClassDef
+            and type(stmt.body) is cst.IndentedBlock
             and stmt.name.value not in self.classes
             and stmt.name.value not in self.records
         }
@@ -334,7 +328,7 @@ class FileAnalysis:
             found: dict[int, list[cst.Call]] = {}
             for call in self.ctx.index.of_type(cst.Call):
                 func = call.func
-                by_name = isinstance(func, cst.Name) and func.value in self.functions
+                by_name = type(func) is cst.Name and func.value in self.functions
                 if by_name or self_attribute(func) is not None:
                     outer = self.ctx.index.enclosing_function(call)
                     if outer is not None:
@@ -346,7 +340,7 @@ class FileAnalysis:
         callee: cst.FunctionDef | None = None
         owner: ClassFacts | None = None
         skip_self = False
-        if isinstance(call.func, cst.Name):
+        if type(call.func) is cst.Name:
             callee = self.functions.get(call.func.value)
         else:
             attr = self_attribute(call.func)
@@ -361,10 +355,10 @@ class FileAnalysis:
         out = set()
         positional = [arg for arg in call.args if arg.keyword is None]
         for param, arg in zip(params, positional):
-            if isinstance(arg.value, cst.Name) and param.name.value in wanted:
+            if type(arg.value) is cst.Name and param.name.value in wanted:
                 out.add(arg.value.value)
         for arg in call.args:
-            if arg.keyword is not None and isinstance(arg.value, cst.Name) and arg.keyword.value in wanted:
+            if arg.keyword is not None and type(arg.value) is cst.Name and arg.keyword.value in wanted:
                 out.add(arg.value.value)
         return out
 
@@ -380,7 +374,7 @@ class FileAnalysis:
         left_out = {p.name.value for p in (*params, *kwonly) if p.default is not None}
         calls = 0
         for call in self.ctx.index.of_type(cst.Call):
-            callee = call.func.attr.value if isinstance(call.func, cst.Attribute) else dotted_name(call.func)
+            callee = call.func.attr.value if type(call.func) is cst.Attribute else dotted_name(call.func)
             if callee != name:
                 continue
             if any(arg.star for arg in call.args):
@@ -429,7 +423,7 @@ class FileAnalysis:
                 for attr, value, method in cls.assignments:
                     if (
                         method is init
-                        and isinstance(value, cst.Name)
+                        and type(value) is cst.Name
                         and value.value in params
                         and not any(word in attr.lower() for word in DATA_WORDS)
                     ):
@@ -451,7 +445,7 @@ class FileAnalysis:
             (
                 value.value
                 for name, value, method in cls.assignments
-                if name == attr and method is init and isinstance(value, cst.Name)
+                if name == attr and method is init and type(value) is cst.Name
             ),
             None,
         )
@@ -459,7 +453,7 @@ class FileAnalysis:
         position = names.index(param) if param in names else None
         found: set[str | None] = set()
         for call in self.ctx.index.of_type(cst.Call):
-            if not (isinstance(call.func, cst.Name) and call.func.value == cls.node.name.value):
+            if not (type(call.func) is cst.Name and call.func.value == cls.node.name.value):
                 continue
             positional = [a for a in call.args if a.keyword is None and not a.star]
             arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
@@ -517,19 +511,17 @@ class FileAnalysis:
         bound (`self.dev1`, `self.dec` with its device), for the other methods to read the
         devices it states."""
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
-        if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+        if type(cls) is not cst.ClassDef or type(cls.body) is not cst.IndentedBlock:
             return {}
-        init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
         if init is None or init is method or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
             return {}
         return self.scope(init).facts
 
     def method_of_plain_class(self, scope: cst.CSTNode, name: str) -> cst.FunctionDef | None:
         """The method `name` of the plain class whose method `scope` is (`self.helper(...)`)."""
-        cls = (
-            self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if isinstance(scope, cst.FunctionDef) else None
-        )
-        if not isinstance(cls, cst.ClassDef):
+        cls = self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if type(scope) is cst.FunctionDef else None
+        if type(cls) is not cst.ClassDef:
             return None
         return self.plain_classes.get(cls.name.value, {}).get(name)
 
@@ -543,7 +535,7 @@ class FileAnalysis:
         # `__init__` stores it as it came (or not at all); one other method sets it up
         # (`self.model = self.model.to(self.device)` in `fit()`), the others use it after.
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
-        if not isinstance(cls, cst.ClassDef):
+        if type(cls) is not cst.ClassDef:
             return stated
         others = [m for m in self._assigners(cls).get(attr, ()) if m is not method and m.name.value != "__init__"]
         if len(others) != 1:
@@ -568,7 +560,7 @@ class FileAnalysis:
         and no method moves it or writes into it in place (`self.<attr>.cuda()`,
         `self.<attr>[i] = ...`, `for t in self.<attr>: t.data = ...`)."""
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
-        if not isinstance(cls, cst.ClassDef):
+        if type(cls) is not cst.ClassDef:
             return False
         if [m.name.value for m in self._assigners(cls).get(attr, ())] != ["__init__"]:
             return False
@@ -576,16 +568,16 @@ class FileAnalysis:
             if self_attribute(node) != attr:
                 continue
             parent = self.ctx.index.parent(node)
-            if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in MOVE_METHODS:
+            if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in MOVE_METHODS:
                 return False
-            if isinstance(parent, cst.Subscript) and isinstance(self.ctx.index.parent(parent), cst.AssignTarget):
+            if type(parent) is cst.Subscript and type(self.ctx.index.parent(parent)) is cst.AssignTarget:
                 return False
-            if isinstance(parent, cst.For) and parent.iter is node and isinstance(parent.target, cst.Name):
+            if type(parent) is cst.For and parent.iter is node and type(parent.target) is cst.Name:
                 loop = parent.target.value  # `for t in self.<attr>: t.data = t.data.cuda()`
                 if any(
-                    isinstance(n, cst.AssignTarget)
-                    and isinstance(n.target, cst.Attribute)
-                    and isinstance(n.target.value, cst.Name)
+                    type(n) is cst.AssignTarget
+                    and type(n.target) is cst.Attribute
+                    and type(n.target.value) is cst.Name
                     and n.target.value.value == loop
                     for n in self.ctx.index.walk(parent.body)
                 ):
@@ -598,8 +590,8 @@ class FileAnalysis:
         if found is None:
             found = {}
             index = self.ctx.index
-            for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
-                if not isinstance(stmt, cst.FunctionDef):
+            for stmt in cls.body.body if type(cls.body) is cst.IndentedBlock else ():
+                if type(stmt) is not cst.FunctionDef:
                     continue
                 targets: list[cst.BaseExpression] = [
                     *(t.target for node in index.within(stmt, cst.Assign) for t in node.targets),
@@ -608,7 +600,7 @@ class FileAnalysis:
                 ]
                 for target in targets:
                     for part in target.elements if isinstance(target, (cst.Tuple, cst.List)) else (target,):
-                        attr = self_attribute(part.value if isinstance(part, cst.Element) else part)
+                        attr = self_attribute(part.value if type(part) is cst.Element else part)
                         if attr is not None and stmt not in found.setdefault(attr, []):
                             found[attr].append(stmt)
             self._assigned[id(cls)] = found
@@ -621,7 +613,7 @@ class FileAnalysis:
             params = func.params
             found = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
             for star in (params.star_arg, params.star_kwarg):
-                if isinstance(star, cst.Param):
+                if type(star) is cst.Param:
                     found.add(star.name.value)
             binders = (cst.AssignTarget, cst.For, cst.AsName, cst.NamedExpr, cst.AugAssign, cst.AnnAssign, cst.CompFor)
             for node in self.ctx.index.within(func.body, cst.Name):

@@ -25,9 +25,9 @@ def defines_tests(path: str, module: cst.Module) -> bool:
     if name.startswith("test") or name.endswith("_test.py"):
         return True  # `test_x.py`, `test.py`: a test or a one-off check, never a training script
     for statement in module.body:
-        body = statement.body.body if isinstance(statement, cst.ClassDef) else [statement]
+        body = statement.body.body if type(statement) is cst.ClassDef else [statement]
         for node in body:
-            if isinstance(node, cst.FunctionDef) and node.name.value.startswith("test"):
+            if type(node) is cst.FunctionDef and node.name.value.startswith("test"):
                 return True
     return False
 

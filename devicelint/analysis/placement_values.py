@@ -73,15 +73,15 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
     if annotation is None:
         return False
     node = annotation.annotation
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         text = value if isinstance(value, str) else ""
     else:
         text = dotted_name(node) or ""
-        if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("Optional"):
+        if type(node) is cst.Subscript and (dotted_name(node.value) or "").endswith("Optional"):
             inner = node.slice[0].slice if node.slice else None
-            text = dotted_name(inner.value) if isinstance(inner, cst.Index) else ""
-        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+            text = dotted_name(inner.value) if type(inner) is cst.Index else ""
+        elif type(node) is cst.BinaryOperation and type(node.operator) is cst.BitOr:
             text = dotted_name(node.left) or ""
     text = (text or "").replace("Optional[", "").rstrip("]")
     if text in TENSOR_ANNOTATIONS:
@@ -92,7 +92,7 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
 
 
 def string_value(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
@@ -119,7 +119,7 @@ DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_tensor_type", "torch.set_
 def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     """The accelerator that a default-device setter's argument names (`"torch.cuda.FloatTensor"`,
     `"cuda"`, `torch.device("cuda:0")`), or None."""
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         if isinstance(value, str) and (
             value.startswith("torch.cuda.") or value.split(":", 1)[0] in ("cuda", "mps", "xpu")
@@ -129,7 +129,7 @@ def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | Non
     qualified = ctx.qualified_name(node) or ""
     if qualified.startswith("torch.cuda.") and qualified[len("torch.cuda.") :][:1].isupper():
         return qualified
-    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) == "torch.device" and node.args:
+    if type(node) is cst.Call and ctx.qualified_name(node.func) == "torch.device" and node.args:
         return accelerator_default(ctx, node.args[0].value)
     return None
 
@@ -176,11 +176,11 @@ def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
 
 def _mentions_device(test: cst.CSTNode, ctx: FileContext) -> bool:
     for node in ctx.index.walk(test):
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             text = node.value
-        elif isinstance(node, cst.Attribute):
+        elif type(node) is cst.Attribute:
             text = node.attr.value
-        elif isinstance(node, cst.SimpleString):
+        elif type(node) is cst.SimpleString:
             text = node.value
         else:
             continue
@@ -263,11 +263,11 @@ def join_envs(a: Env, b: Env, strict: bool, branches: bool = False) -> Env:
 
 def flatten(fact: Fact, node: cst.CSTNode) -> list[tuple[Fact, cst.CSTNode]]:
     if fact.fields is not None:
-        if isinstance(node, cst.Dict):
+        if type(node) is cst.Dict:
             return [
                 pair
                 for element in node.elements
-                if isinstance(element, cst.DictElement)
+                if type(element) is cst.DictElement
                 for pair in flatten(fact.field(string_value(element.key) or ""), element.value)
             ]
         return [pair for _, part in fact.fields for pair in flatten(part, node)]
@@ -300,16 +300,16 @@ def compatible(cpu: Fact, device: Fact) -> bool:
 
 
 def is_number(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         node = node.expression
-    if isinstance(node, (cst.Integer, cst.Float)) or isinstance(node, cst.Name) and node.value in ("True", "False"):
+    if isinstance(node, (cst.Integer, cst.Float)) or type(node) is cst.Name and node.value in ("True", "False"):
         return True
     return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Name)
+        type(node) is cst.Call
+        and type(node.func) is cst.Name
         and node.func.value in ("float", "int")
         and len(node.args) == 1
-        and isinstance(node.args[0].value, cst.SimpleString)
+        and type(node.args[0].value) is cst.SimpleString
     )
 
 
@@ -324,7 +324,7 @@ def is_empty_placeholder(call: cst.Call, short: str) -> bool:
         if len(first.elements) != 1:
             return False
         first = first.elements[0].value
-    return short != "tensor" and isinstance(first, cst.Integer) and first.value == "0"
+    return short != "tensor" and type(first) is cst.Integer and first.value == "0"
 
 
 def is_python_data(fact: Fact) -> bool:
@@ -342,9 +342,9 @@ def is_literal_data(node: cst.BaseExpression) -> bool:
         return True
     if isinstance(node, (cst.List, cst.Tuple)):
         return all(
-            not isinstance(e, cst.StarredElement) and (is_literal_data(e.value) or isinstance(e.value, cst.Name))
+            type(e) is not cst.StarredElement and (is_literal_data(e.value) or type(e.value) is cst.Name)
             for e in node.elements
         ) and bool(node.elements)
-    if isinstance(node, cst.ListComp):
+    if type(node) is cst.ListComp:
         return True
     return False

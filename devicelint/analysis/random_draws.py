@@ -103,25 +103,25 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
     does not show it."""
     if depth > 6:
         return None
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         qualified = ctx.qualified_name(expr.func)
         if qualified == "torch.Generator":
             device = _argument(expr, "device", 0)
             if device is None:
                 return None if any(a.star for a in expr.args) else CPU
             return device_type_of(ctx, device) or _passed_device_type(ctx, device, 0)
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "manual_seed":
+        if type(expr.func) is cst.Attribute and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
         return None
-    if isinstance(expr, cst.Subscript) and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
+    if type(expr) is cst.Subscript and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
         return "cuda"
     if ctx.qualified_name(expr) == _CPU_DEFAULT_GENERATOR:
         return CPU
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         values = bindings(ctx, expr.value, expr)
         if values is None:  # a helper's parameter: what its callers in the file hand in
             values = passed_for(ctx, expr)
-    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+    elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
         values = attribute_bindings(ctx, expr.attr.value, expr)
     else:
         return None
@@ -135,9 +135,9 @@ def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) 
     function the file never calls, its default."""
     if depth > 3:
         return None
-    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) == "torch.device" and len(expr.args) == 1:
+    if type(expr) is cst.Call and ctx.qualified_name(expr.func) == "torch.device" and len(expr.args) == 1:
         return device_type_of(ctx, expr.args[0].value) or _passed_device_type(ctx, expr.args[0].value, depth + 1)
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     passed = passed_for(ctx, expr)
     if passed is None:
@@ -174,11 +174,11 @@ def _keys_exclude(ctx: FileContext, expr: cst.BaseExpression, key: str, use: cst
 
 
 def _is_false(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+    return type(expr) is cst.Name and expr.value in ("False", "None")
 
 
 def _is_true(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True"
+    return type(expr) is cst.Name and expr.value == "True"
 
 
 def _implicit_generator(
@@ -241,7 +241,7 @@ def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw
     if qualified in _TENSOR_FUNCTIONS:
         tensor = _argument(call, "input", 0)
     elif (
-        isinstance(call.func, cst.Attribute)
+        type(call.func) is cst.Attribute
         and call.func.attr.value in _TENSOR_METHODS
         and not qualified.startswith("torch.")
     ):

@@ -102,7 +102,7 @@ def _steps(scope: Scope) -> bool:
 def _helper_context(ctx: FileContext, expr: cst.BaseExpression) -> bool:
     """The with-item calls a function of the file that enters autocast (`with train_context():`):
     it may enter other contexts too, which the backward would leave as well."""
-    return isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) not in AUTOCAST
+    return type(expr) is cst.Call and ctx.qualified_name(expr.func) not in AUTOCAST
 
 
 def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With, through_helper: bool) -> FixProposal | None:
@@ -110,10 +110,10 @@ def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With, through_
     statement = own_line_statement(ctx, call)
     body = block.body
     if (
-        not isinstance(body, cst.IndentedBlock)
+        type(body) is not cst.IndentedBlock
         or len(body.body) < 2
         or statement is not body.body[-1]
-        or not isinstance(statement, cst.SimpleStatementLine)
+        or type(statement) is not cst.SimpleStatementLine
         or body.footer
         or any(line.comment is not None for line in statement.leading_lines)
     ):
@@ -124,7 +124,7 @@ def _dedent_backward(ctx: FileContext, call: cst.Call, block: cst.With, through_
     moved = code_in_place(ctx, statement.with_changes(leading_lines=[]), block)
     # The block's range ends before its last line break, which stays in the file.
     moved = moved[: -len(ctx.module.default_newline)] if moved.endswith(ctx.module.default_newline) else moved
-    bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is call
+    bare = type(statement.body[0]) is cst.Expr and statement.body[0].value is call
     return FixProposal(
         "Move the backward pass out of the autocast block",
         safe=bare and len(block.items) == 1 and not through_helper,

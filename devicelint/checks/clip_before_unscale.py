@@ -117,7 +117,7 @@ def _callers_scaled_before(ctx: FileContext, scope: Scope, scopes: list[Scope], 
     unscale between (True), every call comes after an unscale or with no scaled backward before
     it (False), or no call is seen (None)."""
     func = scope.node
-    if not isinstance(func, cst.FunctionDef):
+    if type(func) is not cst.FunctionDef:
         return None
     seen = False
     for caller in scopes:
@@ -158,8 +158,8 @@ def _unscale_first(ctx: FileContext, clip: cst.Call, later_steps: list[cst.Call]
         return None
     step = later_steps[0]
     optimizer = positional(step)
-    if len(optimizer) != 1 or not isinstance(step.func, cst.Attribute):
+    if len(optimizer) != 1 or type(step.func) is not cst.Attribute:
         return None
     call = f"{ctx.code_for(step.func.value)}.unscale_({ctx.code_for(optimizer[0])})"
-    safe = steps == 1 and isinstance(statement, cst.SimpleStatementLine)
+    safe = steps == 1 and type(statement) is cst.SimpleStatementLine
     return adding_lines(f"Call `{call}` before clipping", safe, line_before(ctx, statement, call))

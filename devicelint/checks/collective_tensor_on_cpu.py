@@ -125,7 +125,7 @@ def _collective(ctx: FileContext, call: cst.Call) -> tuple[str, str | None, bool
     if qualified.startswith("accelerate.") and qualified.rsplit(".", 1)[-1] in ACCELERATE_COLLECTIVES:
         return qualified.rsplit(".", 1)[-1], None, False
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ACCELERATE_COLLECTIVES:
+    if type(func) is cst.Attribute and func.attr.value in ACCELERATE_COLLECTIVES:
         receiver = dotted_name(func.value)
         if receiver is not None and (
             receiver.rsplit(".", 1)[-1].lower().endswith("accelerator") or _is_accelerator(ctx, call, receiver)
@@ -139,12 +139,12 @@ def _is_accelerator(ctx: FileContext, call: cst.Call, receiver: str) -> bool:
     function = ctx.index.enclosing_function(call)
     if function is not None:
         for param in ctx.index.walk(function.params):
-            if isinstance(param, cst.Param) and param.name.value == receiver and param.annotation is not None:
+            if type(param) is cst.Param and param.name.value == receiver and param.annotation is not None:
                 return (ctx.qualified_name(param.annotation.annotation) or "").startswith("accelerate.")
     for assign in ctx.index.of_type(cst.Assign):
         if (
             any(dotted_name(t.target) == receiver for t in assign.targets)
-            and isinstance(assign.value, cst.Call)
+            and type(assign.value) is cst.Call
             and (ctx.qualified_name(assign.value.func) or "").startswith("accelerate.")
         ):
             return True

@@ -47,17 +47,17 @@ def _device_argument(ctx: FileContext, call: cst.Call) -> str | None:
     value = arg.value
     if arg.keyword is not None:
         return ctx.code_for(value) if arg.keyword.value == "device" else None
-    if isinstance(value, cst.SimpleString):
+    if type(value) is cst.SimpleString:
         text = literal_value(value)
         return (
             ctx.code_for(value)
             if isinstance(text, str) and text.split(":")[0] in ("cuda", "mps", "xpu", "cpu")
             else None
         )
-    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.device":
+    if type(value) is cst.Call and ctx.qualified_name(value.func) == "torch.device":
         return ctx.code_for(value)
     spelled = ctx.code_for(value).lower()
-    if isinstance(value, (cst.Name, cst.Attribute)) and any(w in spelled.rsplit(".", 1)[-1] for w in DEVICE_WORDS):
+    if type(value) in (cst.Name, cst.Attribute) and any(w in spelled.rsplit(".", 1)[-1] for w in DEVICE_WORDS):
         if "dtype" in spelled:
             return None
         return ctx.code_for(value)
@@ -117,7 +117,7 @@ class CreateThenMove(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for call in ctx.index.of_type(cst.Call):
             inner = receiver(call)
-            if not isinstance(inner, cst.Call):
+            if type(inner) is not cst.Call:
                 continue
             factory = ctx.qualified_name(inner.func)
             if factory not in FACTORIES or keyword(inner, "device") is not None:

@@ -17,7 +17,7 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 
 
 def _accelerator_string(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         if isinstance(value, str) and value.split(":", 1)[0] in ("cuda", "mps", "xpu"):
             return value
@@ -33,23 +33,23 @@ def _names_accelerator(ctx: FileContext, node: cst.BaseExpression, depth: int = 
     """A device value that the engine resolves to an accelerator the code states
     (`torch.device("cuda")`, a module constant `device = "cuda" if ... else "cpu"`). A tensor's own
     `.device` is not one: in a worker the data is on the host, so moving to it is a no-op."""
-    if isinstance(node, cst.Attribute) and node.attr.value == "device" and file_facts(ctx).value(node.value).is_tensor:
+    if type(node) is cst.Attribute and node.attr.value == "device" and file_facts(ctx).value(node.value).is_tensor:
         return False
     fact = file_facts(ctx).value(node)
     if fact.kind == DEVICE_VALUE and fact.device is not None and fact.device.literal and fact.device.is_accelerator:
         return True
     # a helper's `device` parameter: what every call of the file hands in
-    passed = passed_for(ctx, node) if isinstance(node, cst.Name) and depth < 3 else None
+    passed = passed_for(ctx, node) if type(node) is cst.Name and depth < 3 else None
     return passed is not None and bool(passed) and all(_names_accelerator(ctx, value, depth + 1) for value in passed)
 
 
 def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """How `node` puts a tensor on the GPU, or None."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return None
     func = node.func
     if (
-        isinstance(func, cst.Attribute)
+        type(func) is cst.Attribute
         and func.attr.value == "cuda"
         and not (ctx.qualified_name(func) or "").startswith("torch.")
     ):
@@ -61,7 +61,7 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
                 return f'device="{value}"'
             if _names_accelerator(ctx, arg.value):
                 return f"device={ctx.code_for(arg.value)}"
-    if isinstance(func, cst.Attribute) and func.attr.value == "to" and node.args:
+    if type(func) is cst.Attribute and func.attr.value == "to" and node.args:
         first = node.args[0]
         if first.keyword is None:
             value = _accelerator_string(first.value)
@@ -74,14 +74,9 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
 
 def _moves_to_default(node: cst.CSTNode, defaulted: frozenset[str]) -> bool:
     """`.to(device)` where no caller passes `device`: it keeps its default (usually None)."""
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "to"
-        and node.args
-    ):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "to" and node.args:
         first = node.args[0].value
-        return isinstance(first, cst.Name) and first.value in defaulted
+        return type(first) is cst.Name and first.value in defaulted
     return False
 
 
@@ -110,17 +105,12 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
     """`.to(f0.device)` where `f0` is a tensor of the worker code itself (it reads `f0.shape`,
     indexes it, builds it with `torch.*`): a copy onto the device the data already has, which in
     a worker is the host. Device holders (`self.device`, `args.device`) do not count."""
-    if not (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "to"
-        and node.args
-    ):
+    if not (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "to" and node.args):
         return False
     target = node.args[0].value
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return _data_device(ctx, function, target.value)
-    if not (isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name)):
+    if not (type(target) is cst.Attribute and target.attr.value == "device" and type(target.value) is cst.Name):
         return False
     name = target.value.value
     if name == "self":
@@ -129,15 +119,15 @@ def _follows_a_tensor(ctx: FileContext, function: cst.FunctionDef, node: cst.CST
     if name in params and name not in SETTINGS_NAMES and name not in ("self", "cls"):
         return True  # `.to(edge_index.device)`: the device of the data the code was handed
     for other in ctx.index.walk(function.body):
-        if isinstance(other, cst.Attribute) and isinstance(other.value, cst.Name) and other.value.value == name:
+        if type(other) is cst.Attribute and type(other.value) is cst.Name and other.value.value == name:
             if other.attr.value in TENSOR_ATTRIBUTES:
                 return True
-        elif isinstance(other, cst.Subscript) and isinstance(other.value, cst.Name) and other.value.value == name:
+        elif type(other) is cst.Subscript and type(other.value) is cst.Name and other.value.value == name:
             return True
         elif (
-            isinstance(other, cst.Assign)
-            and isinstance(other.value, cst.Call)
-            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in other.targets)
+            type(other) is cst.Assign
+            and type(other.value) is cst.Call
+            and any(type(t.target) is cst.Name and t.target.value == name for t in other.targets)
         ):
             if (ctx.qualified_name(other.value.func) or "").startswith("torch."):
                 return True
@@ -157,19 +147,18 @@ def _data_device(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool
     bindings = [
         node
         for node in ctx.index.walk(function.body)
-        if isinstance(node, cst.Assign)
-        and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+        if type(node) is cst.Assign and any(type(t.target) is cst.Name and t.target.value == name for t in node.targets)
     ]
     if not bindings or any(p.name.value == name for p in function.params.params):
         return False
     for binding in bindings:
         value = binding.value
-        if not (isinstance(value, cst.Attribute) and value.attr.value == "device"):
+        if not (type(value) is cst.Attribute and value.attr.value == "device"):
             return False
         root = value.value
         while isinstance(root, (cst.Subscript, cst.Attribute)):
             root = root.value
-        if not (isinstance(root, cst.Name) and root.value in params):
+        if not (type(root) is cst.Name and root.value in params):
             return False
     return True
 
@@ -180,9 +169,9 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
     for call in ctx.index.of_type(cst.Call):
         if ctx.qualified_name(call.func) in DATALOADERS:
             for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Name):
+                if arg.keyword is not None and arg.keyword.value == "collate_fn" and type(arg.value) is cst.Name:
                     passed.add(arg.value.value)
-                elif arg.keyword is not None and arg.keyword.value == "collate_fn" and isinstance(arg.value, cst.Call):
+                elif arg.keyword is not None and arg.keyword.value == "collate_fn" and type(arg.value) is cst.Call:
                     built += _returned_functions(ctx, arg.value)
     # A model's own `_collate_*` helper runs in the main process, next to its parameters, unless
     # the file installs it as a loader's collate function (`loader.collate_fn = self.collate`).
@@ -207,26 +196,26 @@ def _installed_collate_methods(ctx: FileContext) -> set[str]:
         if arg.keyword is not None and arg.keyword.value == "collate_fn":
             values.append(arg.value)
     for assign in ctx.index.of_type(cst.Assign):
-        if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "collate_fn" for t in assign.targets):
+        if any(type(t.target) is cst.Attribute and t.target.attr.value == "collate_fn" for t in assign.targets):
             values.append(assign.value)
-    return {v.attr.value for v in values if isinstance(v, cst.Attribute)}
+    return {v.attr.value for v in values if type(v) is cst.Attribute}
 
 
 def _returned_functions(ctx: FileContext, factory: cst.Call) -> list[cst.FunctionDef]:
     """`collate_fn=make_collate(tokenizer)`: the nested functions that the file's factory
     returns by name."""
-    if not isinstance(factory.func, cst.Name):
+    if type(factory.func) is not cst.Name:
         return []
     outer = next(
-        (f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == factory.func.value), None
+        (f for f in ctx.module.body if type(f) is cst.FunctionDef and f.name.value == factory.func.value), None
     )
-    if outer is None or not isinstance(outer.body, cst.IndentedBlock):
+    if outer is None or type(outer.body) is not cst.IndentedBlock:
         return []
-    nested = {f.name.value: f for f in outer.body.body if isinstance(f, cst.FunctionDef)}
+    nested = {f.name.value: f for f in outer.body.body if type(f) is cst.FunctionDef}
     returned = {
         node.value.value
         for node in ctx.index.walk(outer.body)
-        if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)
+        if type(node) is cst.Return and type(node.value) is cst.Name
     }
     return [nested[name] for name in returned if name in nested]
 
@@ -262,20 +251,20 @@ def _with_callees(
 ) -> list[tuple[cst.FunctionDef, str, frozenset[str]]]:
     """`out` and what it calls in the file, two levels deep: `self.` methods of `own` and the
     file's functions by name."""
-    functions = {f.name.value: f for f in ctx.module.body if isinstance(f, cst.FunctionDef)}
+    functions = {f.name.value: f for f in ctx.module.body if type(f) is cst.FunctionDef}
     seen = {id(m) for m, _, _ in out}
     frontier = list(out)
     for _ in range(2):
         reached: dict[int, tuple[cst.FunctionDef, str, set[str]]] = {}
         for function, where, _ in frontier:
             for call in ctx.index.walk(function.body):
-                if not isinstance(call, cst.Call):
+                if type(call) is not cst.Call:
                     continue
                 func = call.func
                 target = None
-                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
                     target = own.get(func.attr.value)
-                elif isinstance(func, cst.Name):
+                elif type(func) is cst.Name:
                     target = functions.get(func.value)
                 if target is None or target.name.value in DATASET_METHODS or id(target) in seen:
                     continue

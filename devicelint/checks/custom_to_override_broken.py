@@ -183,9 +183,9 @@ class CustomToOverrideBroken(Rule):
         """Calls whose result is used, on an object of a class whose override returns None."""
         for call in ctx.index.of_type(cst.Call):
             func = call.func
-            if not isinstance(func, cst.Attribute) or func.attr.value not in (*MOVERS, *MODULE_MOVERS):
+            if type(func) is not cst.Attribute or func.attr.value not in (*MOVERS, *MODULE_MOVERS):
                 continue
-            if isinstance(ctx.index.parent(call), cst.Expr):
+            if type(ctx.index.parent(call)) is cst.Expr:
                 continue  # a statement: the None is dropped, the in-place move works
             cls_name = _class_of(ctx, func.value)
             entry = broken.get(f"{cls_name}.{func.attr.value}") if cls_name else None
@@ -247,25 +247,19 @@ def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.
     the object. None when it returns the object, a copy or what
     `super()` returns, and for stubs and overrides that move nothing."""
     for decorator in method.decorators:
-        target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-        last = (
-            target.attr.value
-            if isinstance(target, cst.Attribute)
-            else target.value
-            if isinstance(target, cst.Name)
-            else ""
-        )
+        target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+        last = target.attr.value if type(target) is cst.Attribute else target.value if type(target) is cst.Name else ""
         if last in STUB_DECORATORS or last.endswith("setter"):
             return None
     if _is_stub(method) or not _moves_something(ctx, method):
         return None
     returns: list[cst.Return] = []
     for node in ctx.index.walk(method.body):
-        if isinstance(node, (cst.Yield, cst.Await)) and ctx.index.enclosing_function(node) is method:
+        if type(node) in (cst.Yield, cst.Await) and ctx.index.enclosing_function(node) is method:
             return None
-        if isinstance(node, cst.Return) and ctx.index.enclosing_function(node) is method:
+        if type(node) is cst.Return and ctx.index.enclosing_function(node) is method:
             value = node.value
-            if value is not None and not (isinstance(value, cst.Name) and value.value == "None"):
+            if value is not None and not (type(value) is cst.Name and value.value == "None"):
                 returns.append(node)
     if not returns:
         return "none", None
@@ -280,7 +274,7 @@ def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.
 def _returns_a_part(value: cst.BaseExpression) -> bool:
     """`self.model`, `self.model.to(device)`: a part of the object, not the object nor a copy of
     it. (A returned parameter is left alone: `to(self, x, dtype)` helpers convert their argument.)"""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVERS:
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MOVERS:
         value = value.func.value
     return self_attribute(value) is not None
 
@@ -288,10 +282,10 @@ def _returns_a_part(value: cst.BaseExpression) -> bool:
 def _falls_off_the_end(method: cst.FunctionDef) -> bool:
     """The body ends with a plain statement (no `return`/`raise`): the path that reaches it
     returns None."""
-    body = method.body.body if isinstance(method.body, cst.IndentedBlock) else ()
-    if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+    body = method.body.body if type(method.body) is cst.IndentedBlock else ()
+    if not body or type(body[-1]) is not cst.SimpleStatementLine:
         return False
-    return not any(isinstance(small, (cst.Return, cst.Raise)) for small in body[-1].body)
+    return not any(type(small) in (cst.Return, cst.Raise) for small in body[-1].body)
 
 
 def _moves_something(ctx: FileContext, method: cst.FunctionDef) -> bool:
@@ -299,44 +293,44 @@ def _moves_something(ctx: FileContext, method: cst.FunctionDef) -> bool:
     placeholder that only raises through a helper (`_raise_not_supported(...)`)."""
     params = {p.name.value for p in method.params.params[1:]}
     for node in ctx.index.walk(method.body):
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             continue
         func = node.func
-        if move_call(node) is not None or (isinstance(func, cst.Attribute) and func.attr.value in MODULE_MOVERS):
+        if move_call(node) is not None or (type(func) is cst.Attribute and func.attr.value in MODULE_MOVERS):
             return True
-        if isinstance(func, cst.Name) and func.value in params:
+        if type(func) is cst.Name and func.value in params:
             return True  # `_apply(self, fn)` calling `fn(...)`
     return False
 
 
 def _annotated_none(method: cst.FunctionDef) -> bool:
     returns = method.returns.annotation if method.returns is not None else None
-    return isinstance(returns, cst.Name) and returns.value == "None"
+    return type(returns) is cst.Name and returns.value == "None"
 
 
 def _is_stub(method: cst.FunctionDef) -> bool:
     """`pass`, `...`, a docstring or a `raise`: an interface, not an implementation."""
-    body = method.body.body if isinstance(method.body, cst.IndentedBlock) else (method.body,)
+    body = method.body.body if type(method.body) is cst.IndentedBlock else (method.body,)
     small: list[cst.CSTNode] = []
     for statement in body:
         if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             return False
         small.extend(statement.body)
     return all(
-        isinstance(s, (cst.Pass, cst.Raise))
-        or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)))
+        type(s) in (cst.Pass, cst.Raise)
+        or (type(s) is cst.Expr and type(s.value) in (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString))
         for s in small
     )
 
 
 def _return_self_fix(ctx: FileContext, method: cst.FunctionDef, safe: bool) -> FixProposal | None:
     """Append `return self` after the last simple statement of a method with no `return` at all."""
-    if not isinstance(method.body, cst.IndentedBlock) or not method.body.body:
+    if type(method.body) is not cst.IndentedBlock or not method.body.body:
         return None
-    if any(isinstance(n, cst.Return) for n in ctx.index.walk(method.body)):
+    if any(type(n) is cst.Return for n in ctx.index.walk(method.body)):
         return None  # bare returns elsewhere would still return None: not a one-edit fix
     last = method.body.body[-1]
-    if not isinstance(last, cst.SimpleStatementLine) or last.trailing_whitespace.comment is not None:
+    if type(last) is not cst.SimpleStatementLine or last.trailing_whitespace.comment is not None:
         return None
     indent = _indentation(ctx, method.body)
     if indent is None:
@@ -353,7 +347,7 @@ def _indentation(ctx: FileContext, block: cst.IndentedBlock) -> str | None:
     """The absolute indentation of the statements in `block`."""
     parts = []
     for node in (block, *ctx.index.ancestors(block)):
-        if isinstance(node, cst.IndentedBlock):
+        if type(node) is cst.IndentedBlock:
             parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
     text = "".join(reversed(parts))
     return text if text.strip() == "" else None
@@ -362,36 +356,36 @@ def _indentation(ctx: FileContext, block: cst.IndentedBlock) -> str | None:
 def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
     """The class of `receiver` when the code shows it: `Cls(...)`, a name bound to `Cls(...)` in
     the same function, or a parameter annotated `Cls`."""
-    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name):
+    if type(receiver) is cst.Call and type(receiver.func) is cst.Name:
         return receiver.func.value
     attr = self_attribute(receiver)
     if attr is not None:  # `self.learner = Learner(...)` in a method of the same class
         cls = ctx.index.enclosing_class(receiver)
         for node in ctx.index.walk(cls) if cls is not None else ():
             if (
-                isinstance(node, cst.Assign)
-                and isinstance(node.value, cst.Call)
-                and isinstance(node.value.func, cst.Name)
+                type(node) is cst.Assign
+                and type(node.value) is cst.Call
+                and type(node.value.func) is cst.Name
                 and any(self_attribute(t.target) == attr for t in node.targets)
             ):
                 return node.value.func.value
         return None
-    if not isinstance(receiver, cst.Name):
+    if type(receiver) is not cst.Name:
         return None
     scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
     found: str | None = None
     for node in ctx.index.walk(scope):
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not scope:
+        if type(node) in (cst.FunctionDef, cst.ClassDef) and node is not scope:
             continue
-        if isinstance(node, cst.Param) and node.name.value == receiver.value and node.annotation is not None:
+        if type(node) is cst.Param and node.name.value == receiver.value and node.annotation is not None:
             annotation = node.annotation.annotation
-            if isinstance(annotation, cst.Name):
+            if type(annotation) is cst.Name:
                 found = annotation.value
         if (
-            isinstance(node, cst.Assign)
-            and isinstance(node.value, cst.Call)
-            and isinstance(node.value.func, cst.Name)
-            and any(isinstance(t.target, cst.Name) and t.target.value == receiver.value for t in node.targets)
+            type(node) is cst.Assign
+            and type(node.value) is cst.Call
+            and type(node.value.func) is cst.Name
+            and any(type(t.target) is cst.Name and t.target.value == receiver.value for t in node.targets)
             and ctx.index.enclosing_function(node) is (scope if scope is not ctx.module else None)
         ):
             found = node.value.func.value
@@ -401,13 +395,13 @@ def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
 def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> dict[str, cst.CSTNode]:
     """Attribute -> where it is set, for the tensors a plain class holds."""
     found: dict[str, cst.CSTNode] = {}
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
     for statement in body:  # `x: torch.Tensor` fields of a dataclass-like holder
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 if (
-                    isinstance(small, cst.AnnAssign)
-                    and isinstance(small.target, cst.Name)
+                    type(small) is cst.AnnAssign
+                    and type(small.target) is cst.Name
                     and annotation_is_tensor(small.annotation)
                 ):
                     found.setdefault(small.target.value, small.target)
@@ -417,16 +411,16 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
     params = {p.name.value: p for p in (*init.params.params, *init.params.kwonly_params)}
     facts = file_facts(ctx)
     for node in ctx.index.walk(init.body):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if type(node) is cst.Assign and len(node.targets) == 1:
             target, value, annotation = node.targets[0].target, node.value, None
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif type(node) is cst.AnnAssign and node.value is not None:
             target, value, annotation = node.target, node.value, node.annotation
         else:
             continue
         attr = self_attribute(target)
         if attr is None or attr in found:
             continue
-        param = params.get(value.value) if isinstance(value, cst.Name) else None
+        param = params.get(value.value) if type(value) is cst.Name else None
         if (
             facts.value(value).is_tensor
             or _factory_call(ctx, value)
@@ -438,7 +432,7 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
 
 
 def _factory_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
-    qualified = ctx.qualified_name(value) if isinstance(value, cst.Call) else None
+    qualified = ctx.qualified_name(value) if type(value) is cst.Call else None
     return (
         qualified is not None
         and qualified.startswith("torch.")

@@ -147,7 +147,7 @@ def _default_workers(call: cst.Call) -> bool:
     if workers is None:
         args = positional(call)
         workers = args[NUM_WORKERS_POSITION] if len(args) > NUM_WORKERS_POSITION else None
-    return workers is None or (isinstance(workers, cst.Integer) and workers.value == "0")
+    return workers is None or (type(workers) is cst.Integer and workers.value == "0")
 
 
 def _device_training_loop(ctx: FileContext, loop: cst.For) -> bool:
@@ -164,14 +164,14 @@ def _device_training_loop(ctx: FileContext, loop: cst.For) -> bool:
     scope = scope_of(ctx, loop)
     targets = set(assigned_names(loop.target))  # the loop's own batch names, where the engine has no batch fact
     for node in ctx.index.walk(loop.body):
-        if not isinstance(node, cst.Call) or not _own(ctx, node, loop):
+        if type(node) is not cst.Call or not _own(ctx, node, loop):
             continue
         owner = receiver(node)
         if (
             moves_to_accelerator(node)
             and owner is not None
             and facts.value(node).kind != CPU
-            and (facts.value(owner).batch or (isinstance(owner, cst.Name) and owner.value in targets))
+            and (facts.value(owner).batch or (type(owner) is cst.Name and owner.value in targets))
         ):
             return True  # `x = x.to(device)`: a batch moved towards the device (one the engine may not name)
         if _device_module(ctx, node.func, scope):
@@ -187,24 +187,20 @@ def _calls_step_function(ctx: FileContext, loop: cst.For) -> bool:
     }
     owner_class = ctx.index.enclosing_class(loop)
     for node in ctx.index.walk(loop.body):
-        if not isinstance(node, cst.Call) or not _own(ctx, node, loop):
+        if type(node) is not cst.Call or not _own(ctx, node, loop):
             continue
         callee: cst.FunctionDef | None = None
         func = node.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             callee = same_file_function(ctx, node)
         elif (
             owner_class is not None
-            and isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
+            and type(func) is cst.Attribute
+            and type(func.value) is cst.Name
             and func.value.value == "self"
         ):
             callee = next(
-                (
-                    f
-                    for f in owner_class.body.body
-                    if isinstance(f, cst.FunctionDef) and f.name.value == func.attr.value
-                ),
+                (f for f in owner_class.body.body if type(f) is cst.FunctionDef and f.name.value == func.attr.value),
                 None,
             )
         if callee is not None and id(callee) in backprop:
@@ -236,10 +232,10 @@ def _own(ctx: FileContext, node: cst.CSTNode, loop: cst.For) -> bool:
     for ancestor in ctx.index.ancestors(node):
         if ancestor is loop:
             return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return False
         if (
-            isinstance(ancestor, cst.For)
+            type(ancestor) is cst.For
             and iterated_loader(ctx, ancestor.iter) is not None
             and _names_a_loader(ctx, ancestor)
         ):
@@ -271,11 +267,11 @@ def _dataset_values(
     and the arguments callers in the file pass for a parameter; None when one is unknown."""
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         if ctx.qualified_name(node.func) in SUBSETS and positional(node):
             return _dataset_values(ctx, positional(node)[0], scope, depth + 1)
         return [node]
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope)
         if values is None:
             return None
@@ -285,7 +281,7 @@ def _dataset_values(
         if None in values:
             passed = (
                 passed_arguments(ctx, scope, node.value)
-                if isinstance(scope, cst.FunctionDef) and is_parameter(scope, node.value)
+                if type(scope) is cst.FunctionDef and is_parameter(scope, node.value)
                 else None
             )
             if passed is None:
@@ -311,12 +307,12 @@ def _decodes_items(ctx: FileContext, call: cst.Call) -> bool:
         return True
     if any(arg.keyword is not None and arg.keyword.value in TRANSFORM_KEYWORDS for arg in call.args):
         return True
-    if not isinstance(call.func, cst.Name):
+    if type(call.func) is not cst.Name:
         return False
     for statement in ctx.module.body:
-        if isinstance(statement, cst.ClassDef) and statement.name.value == call.func.value:
+        if type(statement) is cst.ClassDef and statement.name.value == call.func.value:
             return any(
-                isinstance(method, cst.FunctionDef) and method.name.value == "__getitem__" and _does_work(ctx, method)
+                type(method) is cst.FunctionDef and method.name.value == "__getitem__" and _does_work(ctx, method)
                 for method in statement.body.body
             )
     return False
@@ -325,8 +321,8 @@ def _decodes_items(ctx: FileContext, call: cst.Call) -> bool:
 def _does_work(ctx: FileContext, method: cst.FunctionDef) -> bool:
     """`__getitem__` calls something beyond plain indexing helpers (`len`, `int`, `tuple`...)."""
     for node in ctx.index.walk(method.body):
-        if isinstance(node, cst.Call):
-            name = node.func.value if isinstance(node.func, cst.Name) else None
+        if type(node) is cst.Call:
+            name = node.func.value if type(node.func) is cst.Name else None
             if name not in PLAIN_CALLS:
                 return True
     return False

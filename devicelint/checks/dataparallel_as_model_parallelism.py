@@ -61,7 +61,7 @@ def _comment_text(ctx: FileContext, site: WrapperSite) -> str:
     wrapped = dotted_name(site.wrapped) if site.wrapped is not None else None
     parts = _comments_at(ctx, site.statement, wrapped)
     function = ctx.index.enclosing_function(site.call)
-    body = function.body.body if function is not None and isinstance(function.body, cst.IndentedBlock) else ()
+    body = function.body.body if function is not None and type(function.body) is cst.IndentedBlock else ()
     if function is not None and len(body) == 1 and body[0] is site.statement:
         # a helper that only wraps (`return nn.DataParallel(m, ...).cuda()`): the intent is written
         # where it is called (`# spread it over the 4 GPUs` above `model = wrap(model)`)
@@ -76,8 +76,8 @@ def _comments_at(ctx: FileContext, statement: cst.CSTNode, wrapped: str | None) 
     parts: list[str] = []
     holders: list[cst.CSTNode] = [statement]
     parent = ctx.index.parent(statement)
-    block = ctx.index.parent(parent) if isinstance(parent, cst.IndentedBlock) else None
-    if isinstance(parent, cst.IndentedBlock) and parent.body and parent.body[0] is statement and block is not None:
+    block = ctx.index.parent(parent) if type(parent) is cst.IndentedBlock else None
+    if type(parent) is cst.IndentedBlock and parent.body and parent.body[0] is statement and block is not None:
         holders.append(block)  # first statement of an `if`/`with` block: the header's comments count
     previous = _previous_statement(ctx, statement)
     if previous is not None and wrapped is not None and _binds(previous, wrapped):
@@ -110,7 +110,7 @@ def _previous_statement(ctx: FileContext, statement: cst.CSTNode) -> cst.CSTNode
 
 def _binds(statement: cst.CSTNode, name: str) -> bool:
     """`statement` is `name = ...` (a simple statement line assigning `name`)."""
-    if not isinstance(statement, cst.SimpleStatementLine):
+    if type(statement) is not cst.SimpleStatementLine:
         return False
     return any(
         isinstance(small, (cst.Assign, cst.AnnAssign))
@@ -254,4 +254,4 @@ class DataParallelAsModelParallelism(Rule):
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+    return type(node) is cst.Name and node.value == "None"

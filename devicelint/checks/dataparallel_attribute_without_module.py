@@ -291,19 +291,19 @@ class DataParallelAttributeWithoutModule(Rule):
         callees: list[tuple[cst.FunctionDef, str]] = []
         resolver = resolver_for(ctx, site.call)
         for node in scope.nodes:
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
+            if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return  # the function checks what it holds
-            if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper and _is_target(ctx, node):
+            if type(node) is cst.Attribute and dotted_name(node.value) == wrapper and _is_target(ctx, node):
                 written.setdefault(node.attr.value, scope.order.get(id(statement_of(ctx, node)), -1))
         for node in scope.nodes[start + 1 :]:
             if id(node) in inside:
                 continue
             if rebinds(resolver, node, wrapper):
                 break
-            if isinstance(node, cst.Call) and not _other_branch(ctx, node, branches):
+            if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
-            if not isinstance(node, cst.Attribute) or dotted_name(node.value) != wrapper:
+            if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
                 continue
             attr = node.attr.value
             if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
@@ -317,7 +317,7 @@ class DataParallelAttributeWithoutModule(Rule):
             reads.append(node)
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
-        caller = site.scope.name.value if isinstance(site.scope, cst.FunctionDef) else "the module"
+        caller = site.scope.name.value if type(site.scope) is cst.FunctionDef else "the module"
         handed = [(function, param, caller) for function, param in callees]
         for call in other_calls:
             method = ctx.index.enclosing_function(call)
@@ -384,9 +384,9 @@ class DataParallelAttributeWithoutModule(Rule):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:
                     attr = _self_attr(target)
-                    if attr is None or (isinstance(node, cst.AugAssign) and attr in registered):
+                    if attr is None or (type(node) is cst.AugAssign and attr in registered):
                         continue
-                    if isinstance(node, cst.Assign) and _per_call_placement(ctx, node, attr, method):
+                    if type(node) is cst.Assign and _per_call_placement(ctx, node, attr, method):
                         continue
                     yield self.violation(
                         target,
@@ -396,11 +396,7 @@ class DataParallelAttributeWithoutModule(Rule):
                         ),
                         advice="return the value from `forward` (or keep it in a buffer updated in place)",
                     )
-            elif (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value in _LIST_WRITES
-            ):
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _LIST_WRITES:
                 attr = _self_attr(node.func.value)
                 if attr is None or attr in registered:
                     continue
@@ -431,11 +427,7 @@ def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDe
     found = [(forward, "forward")]
     own = methods(cls)
     for node in scope_facts(ctx, forward).nodes:
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and dotted_name(node.func.value) == "self"
-        ):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == "self":
             method = own.get(node.func.attr.value)
             if method is not None and method is not forward and all(m is not method for m, _ in found):
                 found.append((method, method.name.value))
@@ -458,7 +450,7 @@ def _registrations(
             owner = dotted_name(node.func.value) or ""  # type: ignore[attr-defined]  # _is_registration: func is an Attribute
             if any(owner == n or owner.startswith(n + ".") for n in names):
                 yield node, owner, _hook_functions(ctx, node.args[0].value, site.scope)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+        elif type(node) is cst.Call and type(node.func) is cst.Name:
             init = _hook_class_init(ctx, node.func.value)
             if init is not None and _built_over(ctx, node, names):
                 for registration in scope_facts(ctx, init).nodes:
@@ -477,8 +469,8 @@ def _registrations(
 
 def _is_registration(node: cst.CSTNode) -> TypeGuard[cst.Call]:
     return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
         and node.func.attr.value in _FORWARD_HOOKS
         and bool(node.args)
     )
@@ -501,7 +493,7 @@ def _built_over(ctx: FileContext, call: cst.Call, names: set[str]) -> bool:
 
     def mentions(node: cst.CSTNode) -> bool:
         return any(
-            isinstance(n, (cst.Name, cst.Attribute)) and (dotted_name(n) or "").split(".", 1)[0] in names
+            type(n) in (cst.Name, cst.Attribute) and (dotted_name(n) or "").split(".", 1)[0] in names
             for n in ctx.index.walk(node)
         )
 
@@ -514,9 +506,9 @@ def _built_over(ctx: FileContext, call: cst.Call, names: set[str]) -> bool:
                 if mentions(loop.iter):
                     return True
                 loop = loop.inner_for_in
-        if isinstance(ancestor, (cst.For)) and mentions(ancestor.iter):
+        if type(ancestor) is (cst.For) and mentions(ancestor.iter):
             return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.SimpleStatementLine)):
+        if type(ancestor) in (cst.FunctionDef, cst.SimpleStatementLine):
             break
     return False
 
@@ -530,7 +522,7 @@ def _callable_object(
     if name is None or init is None:
         return []
     for bound in scope_facts(ctx, init).assigned.get(f"self.{name}", []):
-        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
+        if type(bound) is cst.Call and type(bound.func) is cst.Name:
             hook_cls = next((c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == bound.func.value), None)
             call = methods(hook_cls).get("__call__") if hook_cls is not None else None
             if call is not None:
@@ -543,13 +535,13 @@ def _hook_functions(
 ) -> list[cst.FunctionDef | cst.Lambda]:
     """The hook a registration names: a def of the scope or module, `self.method`, a lambda, or
     the defs a factory of the module returns (`register_forward_hook(save_output("fc"))`)."""
-    if isinstance(value, cst.Lambda):
+    if type(value) is cst.Lambda:
         return [value]
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         factory = module_functions(ctx).get(dotted_name(value.func) or "")
         if factory is None:
             return []
-        return [n for n in scope_facts(ctx, factory).nodes if isinstance(n, cst.FunctionDef) and n is not factory]
+        return [n for n in scope_facts(ctx, factory).nodes if type(n) is cst.FunctionDef and n is not factory]
     name = dotted_name(value) or ""
     if name.startswith("self.") and name.count(".") == 1:
         cls = ctx.index.enclosing_class(scope)
@@ -558,37 +550,35 @@ def _hook_functions(
     local = [
         n
         for n in scope_facts(ctx, scope).nodes
-        if isinstance(n, cst.FunctionDef) and n.name.value == name and n is not scope
+        if type(n) is cst.FunctionDef and n.name.value == name and n is not scope
     ]
     function = local[0] if local else module_functions(ctx).get(name)
     return [function] if function is not None else []
 
 
 def _hook_name(hook: cst.FunctionDef | cst.Lambda) -> str:
-    return hook.name.value if isinstance(hook, cst.FunctionDef) else "lambda"
+    return hook.name.value if type(hook) is cst.FunctionDef else "lambda"
 
 
 def _outside_writes(ctx: FileContext, hook: cst.FunctionDef | cst.Lambda) -> list[cst.CSTNode]:
     """Writes in a hook to state that outlives the call: attributes of its parameters or of
     `self`, items or appends of names it did not bind itself."""
     local: set[str] = set()
-    if isinstance(hook, cst.FunctionDef):
+    if type(hook) is cst.FunctionDef:
         for node in scope_facts(ctx, hook).nodes:
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+            if type(node) is cst.AssignTarget and type(node.target) is cst.Name:
                 local.add(node.target.value)
     writes: list[cst.CSTNode] = []
     for node in ctx.index.walk(hook):
-        if isinstance(node, cst.AssignTarget):
+        if type(node) is cst.AssignTarget:
             target = node.target
-            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            if type(target) is cst.Attribute and type(target.value) is cst.Name:
                 writes.append(node.target)
-            elif isinstance(target, cst.Subscript):
+            elif type(target) is cst.Subscript:
                 root = dotted_name(target.value)
                 if root is not None and root.split(".", 1)[0] not in local:
                     writes.append(node.target)
-        elif (
-            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _LIST_WRITES
-        ):
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _LIST_WRITES:
             root = dotted_name(node.func.value)
             if root is not None and root.split(".", 1)[0] not in local:
                 writes.append(node)
@@ -631,7 +621,7 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
     function = module_functions(ctx).get(name)
     if function is not None:
         return function, 0
-    cls = next((c for c in ctx.module.body if isinstance(c, cst.ClassDef) and c.name.value == name), None)
+    cls = next((c for c in ctx.module.body if type(c) is cst.ClassDef and c.name.value == name), None)
     return (methods(cls).get("__init__") if cls is not None else None), 1
 
 
@@ -646,14 +636,14 @@ def _param_reads(
     reads: list[cst.Attribute] = []
     handed: list[tuple[cst.FunctionDef, str]] = []
     for node in nodes:
-        if depth == 0 and isinstance(node, cst.Call):
+        if depth == 0 and type(node) is cst.Call:
             handed += [(f, p) for f, p in _callee_params(ctx, node, param) if f is not function]
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS:
             if node.args and dotted_name(node.args[0].value) == param:
                 return []
-        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == param and not rebinding_ok:
+        if type(node) is cst.AssignTarget and dotted_name(node.target) == param and not rebinding_ok:
             return []
-        if isinstance(node, cst.Attribute) and dotted_name(node.value) == param:
+        if type(node) is cst.Attribute and dotted_name(node.value) == param:
             if _is_target(ctx, node):
                 written.add(node.attr.value)
             else:
@@ -681,17 +671,17 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
     kept = {
         name
         for node in scope_facts(ctx, init).nodes
-        if isinstance(node, cst.Assign) and dotted_name(node.value) == param
+        if type(node) is cst.Assign and dotted_name(node.value) == param
         for name in (dotted_name(t.target) for t in node.targets)
         if name and name.startswith("self.") and name.count(".") == 1
     }
     for name in kept:
         for method in methods(cls).values():
             for node in scope_facts(ctx, method).nodes:
-                guarded = isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS
-                if guarded and isinstance(node, cst.Call) and node.args and dotted_name(node.args[0].value) == name:
+                guarded = type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS
+                if guarded and type(node) is cst.Call and node.args and dotted_name(node.args[0].value) == name:
                     return reads
-                if method is not init and isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name:
+                if method is not init and type(node) is cst.AssignTarget and dotted_name(node.target) == name:
                     return reads
         for method in methods(cls).values():
             reads.extend(_param_reads(ctx, method, name, rebinding_ok=True))
@@ -708,7 +698,7 @@ def _reads_in_other_methods(
     the class tests the wrapper (`hasattr`, `isinstance`), and skipping the methods the wrapping
     method calls before it wraps (they run on the bare model) and `__init__` when it does not wrap.
     """
-    if not wrapper.startswith("self.") or wrapper.count(".") != 1 or not isinstance(site.scope, cst.FunctionDef):
+    if not wrapper.startswith("self.") or wrapper.count(".") != 1 or type(site.scope) is not cst.FunctionDef:
         return [], []
     cls = ctx.index.enclosing_class(site.scope)
     if cls is None or ctx.index.enclosing_function(cls) is not None:
@@ -719,11 +709,7 @@ def _reads_in_other_methods(
     for index, node in enumerate(scope_facts(ctx, wrapping).nodes):
         if index >= position:
             break
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and dotted_name(node.func.value) == "self"
-        ):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == "self":
             called_before.add(node.func.attr.value)
     written: set[str] = set()
     candidates: list[cst.Attribute] = []
@@ -731,7 +717,7 @@ def _reads_in_other_methods(
     for name, method in methods(cls).items():
         nodes = scope_facts(ctx, method).nodes
         for node in nodes:
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _GUARDS:
+            if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
                     return [], []
             if (
@@ -745,9 +731,9 @@ def _reads_in_other_methods(
                 and name not in called_before
                 and (name != "__init__" or wrapping.name.value == "__init__")
             )
-            if isinstance(node, cst.Call) and runs_wrapped:
+            if type(node) is cst.Call and runs_wrapped:
                 calls.append(node)
-            if isinstance(node, cst.Attribute) and dotted_name(node.value) == wrapper:
+            if type(node) is cst.Attribute and dotted_name(node.value) == wrapper:
                 if _is_target(ctx, node):
                     written.add(node.attr.value)
                 elif runs_wrapped:
@@ -766,7 +752,7 @@ def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
         return None
     base, _ = chain_base(resolver_for(ctx, site.call), site.wrapped)
     classes = module_classes(ctx)
-    if isinstance(base, cst.Call):
+    if type(base) is cst.Call:
         callee = dotted_name(base.func)
         return callee if callee in classes else None
     var = dotted_name(base)
@@ -787,8 +773,8 @@ def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method:
     value = assign.value
     if not (
         len(assign.targets) == 1
-        and isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
+        and type(value) is cst.Call
+        and type(value.func) is cst.Attribute
         and value.func.attr.value in _PLACEMENT_METHODS
         and _self_attr(value.func.value) == attr
     ):
@@ -799,13 +785,13 @@ def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method:
     for other in methods(cls).values():
         if other is method or other.name.value == "__init__":
             continue
-        if any(_self_attr(n) == attr for n in ctx.index.walk(other) if isinstance(n, cst.Attribute)):
+        if any(_self_attr(n) == attr for n in ctx.index.walk(other) if type(n) is cst.Attribute):
             return False
     return True
 
 
 def _self_attr(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
         return node.attr.value
     return None
 
@@ -814,10 +800,10 @@ def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
     """Buffers and parameters registered by name: in-place updates of those survive replicas."""
     names: set[str] = set()
     for node in ctx.index.walk(cls):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute:
             if node.func.attr.value in ("register_buffer", "register_parameter") and node.args:
                 value = node.args[0].value
-                if isinstance(value, cst.SimpleString) and isinstance(text := literal_value(value), str):
+                if type(value) is cst.SimpleString and isinstance(text := literal_value(value), str):
                     names.add(text)
     return names
 
@@ -827,7 +813,7 @@ def _under_process_count_test(ctx: FileContext, node: cst.CSTNode, scope: cst.CS
     for ancestor in ctx.index.ancestors(node):
         if ancestor is scope:
             return False
-        if isinstance(ancestor, cst.If) and any(w in ctx.code_for(ancestor.test) for w in _PROCESS_WORDS):
+        if type(ancestor) is cst.If and any(w in ctx.code_for(ancestor.test) for w in _PROCESS_WORDS):
             return True
     return False
 
@@ -837,12 +823,12 @@ _PROCESS_WORDS = ("num_processes", "distributed", "world_size", "use_ddp", "mult
 
 def _is_target(ctx: FileContext, node: cst.Attribute) -> bool:
     parent = ctx.index.parent(node)
-    if isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.Del):
+    if type(parent) is cst.AssignTarget or type(parent) is cst.Del:
         return True
     if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
         return True
-    if isinstance(parent, (cst.Tuple, cst.List, cst.Element)):
-        return any(isinstance(a, cst.AssignTarget) for a in ctx.index.ancestors(node))
+    if type(parent) in (cst.Tuple, cst.List, cst.Element):
+        return any(type(a) is cst.AssignTarget for a in ctx.index.ancestors(node))
     return False
 
 
@@ -864,7 +850,7 @@ def _branches(ctx: FileContext, statement: cst.CSTNode) -> list[tuple[cst.CSTNod
     out: list[tuple[cst.CSTNode, cst.CSTNode]] = []
     child: cst.CSTNode = statement
     for ancestor in ctx.index.ancestors(statement):
-        if isinstance(ancestor, (cst.If, cst.Try)):
+        if type(ancestor) in (cst.If, cst.Try):
             out.append((ancestor, child))
         child = ancestor
     return out

@@ -93,11 +93,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
         for site in wrapper_sites(ctx):
             if site.kind != "DataParallel" or site.wrapped is None:
                 continue
-            if (
-                site.device_ids is not None
-                and isinstance(site.device_ids, cst.Name)
-                and site.device_ids.value == "None"
-            ):
+            if site.device_ids is not None and type(site.device_ids) is cst.Name and site.device_ids.value == "None":
                 continue
             violation = self._check_site(ctx, site)
             if violation is not None:
@@ -162,7 +158,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
         var = dotted_name(base)
         moves = [(inline, site.wrapped)] if inline is not None else []
         facts = None
-        built = base if isinstance(base, cst.Call) else None
+        built = base if type(base) is cst.Call else None
         if var is not None:
             facts = history(ctx, var, site.call)
             if facts.bind is None:  # `self.model` built in `__init__`, wrapped in `setup()`
@@ -172,7 +168,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
             moves = facts.moves + moves
             if facts.bind is not None:
                 bound = chain_base(resolver, facts.bind)[0]
-                built = bound if isinstance(bound, cst.Call) else None
+                built = bound if type(bound) is cst.Call else None
         placed = returned_device(ctx, built) if built is not None else None
         if placed is not None:  # `model = build()` where `build` returns `Net().to("cuda:1")`
             moves = [placed] + moves
@@ -261,7 +257,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
             site.call,
             call=short(ctx, site.call),
             first=f"`{short(ctx, _first_element(ids))}`"
-            if isinstance(ids, (cst.List, cst.Tuple))
+            if type(ids) in (cst.List, cst.Tuple)
             else f"`{short(ctx, ids)}[0]`",
             model=model,
             where=(
@@ -277,7 +273,7 @@ def _moves_to_gpu(ctx: FileContext, at: cst.CSTNode) -> bool:
     CUDA device, `x.cuda()`)."""
     resolver = resolver_for(ctx, at)
     for node in scope_facts(ctx, scope_of(ctx, at)).nodes:
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             moved = resolver.move(node)
             if moved is not None and moved[1].type == "cuda":
                 return True
@@ -285,7 +281,7 @@ def _moves_to_gpu(ctx: FileContext, at: cst.CSTNode) -> bool:
 
 
 def _is_none(node: cst.BaseExpression | None) -> bool:
-    return node is None or (isinstance(node, cst.Name) and node.value == "None")
+    return node is None or (type(node) is cst.Name and node.value == "None")
 
 
 def _chosen_at_run_time(ctx: FileContext, site: WrapperSite) -> bool:
@@ -296,13 +292,9 @@ def _chosen_at_run_time(ctx: FileContext, site: WrapperSite) -> bool:
         return False
     for value in values:
         for node in ctx.index.walk(value):
-            if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value == "parse_args"
-            ):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "parse_args":
                 return True
-            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            if type(node) is cst.Attribute and type(node.value) is cst.Name:
                 root = node.value.value
                 if root in _CONFIG_ROOTS or _is_parameter(ctx, node.value):
                     return True  # `args.gpus`, or `cfg.gpu_ids` with `cfg` a parameter however named
@@ -328,12 +320,12 @@ def _expanded(
     root = scope_of(ctx, at)
     assigned = scope_facts(ctx, root).assigned
     for sub in ctx.index.walk(node):
-        if not isinstance(sub, cst.Name):
+        if type(sub) is not cst.Name:
             continue
         values = assigned.get(sub.value)
         if values is not None and len(values) == 1 and values[0] is not REBOUND:
             found.append(values[0])
-        elif callers and values == [REBOUND] and isinstance(root, cst.FunctionDef):
+        elif callers and values == [REBOUND] and type(root) is cst.FunctionDef:
             for argument in arguments_passed(ctx, root, sub.value):
                 found.extend(_expanded(ctx, argument, argument, callers=False))
     return found
@@ -350,7 +342,7 @@ def _ids_from_visibility(ctx: FileContext, site: WrapperSite) -> str | None:
         for target in node.targets:
             t = target.target
             if (
-                isinstance(t, cst.Subscript)
+                type(t) is cst.Subscript
                 and dotted_name(t.value) == "os.environ"
                 and _VISIBILITY in ctx.code_for(t.slice[0])
             ):
@@ -374,7 +366,7 @@ def _ids_from_visibility(ctx: FileContext, site: WrapperSite) -> str | None:
 def _first_element(device_ids: cst.BaseExpression | None) -> cst.BaseExpression:
     if isinstance(device_ids, (cst.List, cst.Tuple)) and device_ids.elements:
         element = device_ids.elements[0]
-        if isinstance(element, cst.Element):
+        if type(element) is cst.Element:
             return element.value
     return device_ids  # type: ignore[return-value]  # the caller passes a `device_ids` value
 

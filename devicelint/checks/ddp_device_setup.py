@@ -205,11 +205,11 @@ class DdpDeviceSetup(Rule):
             if facts.escaped or facts.sub_moves:
                 return None
             moves = [device for device, _ in facts.moves] + moves
-        elif not isinstance(base, cst.Call):
+        elif type(base) is not cst.Call:
             return None
         model = var or short(ctx, base)
         has_ids = site.device_ids is not None and not (
-            isinstance(site.device_ids, cst.Name) and site.device_ids.value == "None"
+            type(site.device_ids) is cst.Name and site.device_ids.value == "None"
         )
         if not moves:
             if wrapper_chain_moves(ctx, site):
@@ -343,7 +343,7 @@ def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: 
         return False
     resolver = resolver_for(ctx, site.call)
     built = chain_base(resolver, facts.bind)[0]
-    if not isinstance(built, cst.Call) or any(arg.star for arg in built.args):
+    if type(built) is not cst.Call or any(arg.star for arg in built.args):
         return False
     if ctx.qualified_name(built.func) in _KEEPS_PLACEMENT or "load" in (dotted_name(built.func) or "").lower():
         return False
@@ -355,7 +355,7 @@ def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: 
     if helper is not None and any(word in ctx.code_for(helper) for word in (".to(", ".cuda(", "device")):
         return False  # an in-file builder that places what it builds
     for node in scope_facts(ctx, site.scope).nodes:
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             moved = resolver.move(node)
             if moved is not None and moved[1].type == "cuda" and dotted_name(strip_self_returning(moved[0])) != var:
                 return True
@@ -383,15 +383,15 @@ def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:
             if key is not None:
                 value = resolver_for(ctx, call).constant(key) or value
             return (
-                isinstance(value, cst.SimpleString)
+                type(value) is cst.SimpleString
                 and literal_value(value) == "nccl"
-                or (not isinstance(value, cst.SimpleString) and _uses_nccl(ctx))
+                or (type(value) is not cst.SimpleString and _uses_nccl(ctx))
             )
     return _uses_nccl(ctx)
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+    return type(node) is cst.Name and node.value == "None"
 
 
 def _uses_nccl(ctx: FileContext) -> bool:
@@ -405,5 +405,5 @@ def _visibility_per_process(ctx: FileContext) -> bool:
 
 def _literal_list(node: cst.BaseExpression | None) -> bool:
     return isinstance(node, (cst.List, cst.Tuple)) and all(
-        isinstance(e, cst.Element) and isinstance(e.value, cst.Integer) for e in node.elements
+        type(e) is cst.Element and type(e.value) is cst.Integer for e in node.elements
     )

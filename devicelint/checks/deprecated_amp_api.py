@@ -100,7 +100,7 @@ class DeprecatedAmpApi(Rule):
                 )
         for decorator in ctx.index.of_type(cst.Decorator):
             expr = decorator.decorator
-            old = ctx.qualified_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+            old = ctx.qualified_name(expr) if type(expr) in (cst.Name, cst.Attribute) else None
             if old in DEPRECATED and _reportable(ctx, expr, ambiguous):
                 done.add(id(expr))
                 new, device = DEPRECATED[old]
@@ -132,10 +132,10 @@ def _names_bound_twice(ctx: FileContext) -> set[str]:
             continue
         base = dotted_name(node.module) or ""
         for alias in node.names:
-            if isinstance(alias.name, cst.Name):
+            if type(alias.name) is cst.Name:
                 local = (
                     alias.asname.name.value
-                    if alias.asname and isinstance(alias.asname.name, cst.Name)
+                    if alias.asname and type(alias.asname.name) is cst.Name
                     else alias.name.value
                 )
                 seen.setdefault(local, set()).add(f"{base}.{alias.name.value}")
@@ -143,13 +143,13 @@ def _names_bound_twice(ctx: FileContext) -> set[str]:
 
 
 def _reportable(ctx: FileContext, expr: cst.BaseExpression, ambiguous: set[str]) -> bool:
-    if isinstance(expr, cst.Name) and expr.value in ambiguous:
+    if type(expr) is cst.Name and expr.value in ambiguous:
         return False
     function = ctx.index.enclosing_function(expr)
     if function is not None and _has_compat_test(ctx, function):
         return False
     for ancestor in ctx.index.ancestors(expr):
-        if isinstance(ancestor, cst.ExceptHandler):
+        if type(ancestor) is cst.ExceptHandler:
             return False
         if isinstance(ancestor, (cst.If, cst.IfExp)):
             words = ctx.code_for(ancestor.test).lower()
@@ -161,7 +161,7 @@ def _reportable(ctx: FileContext, expr: cst.BaseExpression, ambiguous: set[str])
 def _has_compat_test(ctx: FileContext, function: cst.FunctionDef) -> bool:
     """`if hasattr(torch.amp, "GradScaler"): return ...` earlier in the function: a fallback follows."""
     for node in ctx.index.walk(function.body):
-        if isinstance(node, cst.If):
+        if type(node) is cst.If:
             words = ctx.code_for(node.test).lower()
             if "amp" in words and any(w in words for w in COMPAT_WORDS):
                 return True

@@ -21,24 +21,24 @@ DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|hip|npu|hpu|xla|meta|mtia|ipu|vu
 
 
 def _string_value(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower():
+    if type(node) is cst.SimpleString and "b" not in node.prefix.lower():
         value = literal_value(node)
         return value if isinstance(value, str) else None
     return None
 
 
 def _device_attribute(node: cst.BaseExpression) -> cst.Attribute | None:
-    if isinstance(node, cst.Attribute) and node.attr.value == "device":
+    if type(node) is cst.Attribute and node.attr.value == "device":
         return node
     return None
 
 
 def _looks_like_config(receiver: cst.BaseExpression) -> bool:
     names = []
-    while isinstance(receiver, cst.Attribute):
+    while type(receiver) is cst.Attribute:
         names.append(receiver.attr.value)
         receiver = receiver.value
-    if isinstance(receiver, cst.Name):
+    if type(receiver) is cst.Name:
         names.append(receiver.value)
     if not names:
         return False
@@ -48,7 +48,7 @@ def _looks_like_config(receiver: cst.BaseExpression) -> bool:
 
 def _settings_typed(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
     """A parameter annotated as a settings object (`opts: argparse.Namespace`)."""
-    if not isinstance(receiver, cst.Name):
+    if type(receiver) is not cst.Name:
         return False
     function = ctx.index.enclosing_function(receiver)
     param = _param(function, receiver.value) if function is not None else None
@@ -139,30 +139,28 @@ class DeviceValues:
         text = _string_value(node)
         if text is not None:
             return DeviceValue(STRING, text) if DEVICE_STRING.match(text) else None
-        if isinstance(node, cst.FormattedString) or (
-            isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)
-        ):
+        if type(node) is cst.FormattedString or (type(node) is cst.BinaryOperation and type(node.operator) is cst.Add):
             code = ctx.code_for(node)
             if re.match(r"^[fF]?['\"](cuda|xpu|npu|hpu|mps):", code):
                 return DeviceValue(STRING, INDEXED)
             return None
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             return _on_gpu(self.value(node.body, depth + 1), self.value(node.orelse, depth + 1))
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             if ctx.qualified_name(node.func) == "torch.device":
                 return DeviceValue(OBJECT, self._built_from(node, depth))
             return None
-        if isinstance(node, cst.Attribute) and node.attr.value == "device":
+        if type(node) is cst.Attribute and node.attr.value == "device":
             receiver = node.value
             if (
-                isinstance(receiver, cst.Name)
+                type(receiver) is cst.Name
                 and receiver.value == "self"
                 or _looks_like_config(receiver)
                 or _settings_typed(ctx, receiver)
             ):
                 return self._named(node, depth)
             return DeviceValue(OBJECT, tensor=True)
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) in (cst.Name, cst.Attribute):
             return self._named(node, depth)
         return None
 
@@ -240,18 +238,16 @@ class DeviceValues:
         facts = scope_facts(self.ctx, scope)
         by_key: dict[str, list[_Binding]] = {}
         for node in facts.nodes:
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 for key in {k for k in (dotted_name(t.target) for t in node.targets) if k is not None}:
                     by_key.setdefault(key, []).append((facts.order[id(node)], node.value, statement_of(self.ctx, node)))
-            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            elif type(node) is cst.AnnAssign and node.value is not None:
                 key = dotted_name(node.target)
                 if key is not None:
                     by_key.setdefault(key, []).append((facts.order[id(node)], node.value, statement_of(self.ctx, node)))
-            elif isinstance(node, (cst.For, cst.WithItem, cst.AugAssign, cst.NamedExpr)):
+            elif type(node) in (cst.For, cst.WithItem, cst.AugAssign, cst.NamedExpr):
                 target = (
-                    node.asname.name
-                    if isinstance(node, cst.WithItem) and node.asname
-                    else getattr(node, "target", None)
+                    node.asname.name if type(node) is cst.WithItem and node.asname else getattr(node, "target", None)
                 )
                 key = dotted_name(target) if target is not None else None
                 if key is not None:  # rebound to something unknown
@@ -304,13 +300,7 @@ class DeviceValues:
         calls = 0
         for call in self.ctx.index.of_type(cst.Call):
             func = call.func
-            called = (
-                func.value
-                if isinstance(func, cst.Name)
-                else func.attr.value
-                if isinstance(func, cst.Attribute)
-                else None
-            )
+            called = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
             calls += called == name
         return calls == seen
 
@@ -319,21 +309,15 @@ class DeviceValues:
         if depth > 3:
             return
         params = [*function.params.posonly_params, *function.params.params]
-        is_method = isinstance(self.ctx.index.parent(self.ctx.index.parent(function) or function), cst.ClassDef)
+        is_method = type(self.ctx.index.parent(self.ctx.index.parent(function) or function)) is cst.ClassDef
         if is_method and params and params[0].name.value in ("self", "cls"):
             params = params[1:]
         position = next((i for i, p in enumerate(params) if p is param), None)
         name = function.name.value
         for call in self.ctx.index.of_type(cst.Call):
             func = call.func
-            called = (
-                func.value
-                if isinstance(func, cst.Name)
-                else func.attr.value
-                if isinstance(func, cst.Attribute)
-                else None
-            )
-            if called != name or (isinstance(func, cst.Name) == is_method):
+            called = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+            if called != name or ((type(func) is cst.Name) == is_method):
                 continue
             passed = None
             for index, arg in enumerate(call.args):
@@ -359,11 +343,11 @@ class DeviceValues:
         cls = self.ctx.index.enclosing_class(node)
         if cls is None:
             return None
-        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
         for stmt in body:
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if isinstance(small, cst.AnnAssign) and dotted_name(small.target) == attr:
+                    if type(small) is cst.AnnAssign and dotted_name(small.target) == attr:
                         if _is_torch_device_annotation(self.ctx, small.annotation.annotation) == "object":
                             return DeviceValue(OBJECT)
         method = methods(cls).get(attr)
@@ -374,7 +358,7 @@ class DeviceValues:
             found = {
                 self.value(r.value, depth + 1)
                 for r in self.ctx.index.walk(method.body)
-                if isinstance(r, cst.Return) and r.value is not None
+                if type(r) is cst.Return and r.value is not None
             }
             return found.pop() if len(found) == 1 else None
         values = set()
@@ -456,17 +440,17 @@ def _configured_defaults(ctx: FileContext, field_name: str) -> list[cst.BaseExpr
     default=...)` and class fields `device: str = ...` (dataclasses, config classes)."""
     found: list[cst.BaseExpression] = []
     for call in ctx.index.of_type(cst.Call):
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument":
+        if type(call.func) is cst.Attribute and call.func.attr.value == "add_argument":
             flags = [_string_value(a.value) for a in call.args if a.keyword is None]
             if any(f is not None and f.lstrip("-").replace("-", "_") == field_name for f in flags):
                 found += [a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"]
     for cls in ctx.index.of_type(cst.ClassDef):
-        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
         for stmt in body:
-            if isinstance(stmt, cst.SimpleStatementLine):
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if (
-                        isinstance(small, cst.AnnAssign)
+                        type(small) is cst.AnnAssign
                         and small.value is not None
                         and dotted_name(small.target) == field_name
                     ):
@@ -477,8 +461,8 @@ def _configured_defaults(ctx: FileContext, field_name: str) -> list[cst.BaseExpr
 def _str_of(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
     """`x` for `str(x)`, else None."""
     if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Name)
+        type(node) is cst.Call
+        and type(node.func) is cst.Name
         and node.func.value == "str"
         and ctx.imports.bound.get("str") is None
         and len(node.args) == 1
@@ -602,7 +586,7 @@ class DeviceComparedToStringOrBareType(Rule):
             if len(comparison.comparisons) != 1:
                 continue
             target = comparison.comparisons[0]
-            if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            if type(target.operator) not in (cst.Equal, cst.NotEqual):
                 continue
             if not (_mentions_device(ctx, comparison.left) or _mentions_device(ctx, target.comparator)):
                 continue
@@ -611,9 +595,7 @@ class DeviceComparedToStringOrBareType(Rule):
             values = values or DeviceValues(ctx)
             sides = (comparison.left, target.comparator)
             for this, other in (sides, sides[::-1]):
-                violation = self._check_pair(
-                    ctx, values, comparison, this, other, isinstance(target.operator, cst.Equal)
-                )
+                violation = self._check_pair(ctx, values, comparison, this, other, type(target.operator) is cst.Equal)
                 if violation is not None:
                     yield violation
                     break
@@ -683,7 +665,7 @@ class DeviceComparedToStringOrBareType(Rule):
             if theirs is not None and theirs.kind == OBJECT and not theirs.tensor and _accelerator(theirs.text):
                 spelled = ctx.code_for(other)
                 why = f"devices on a GPU are `{theirs.text}:0`, `{theirs.text}:1`..."
-                literal = isinstance(other, cst.Call) and _string_value(other.args[0].value) is not None
+                literal = type(other) is cst.Call and _string_value(other.args[0].value) is not None
                 if literal:
                     return self._report(
                         ctx,
@@ -719,9 +701,7 @@ class DeviceComparedToStringOrBareType(Rule):
         """`self.device == torch.device("cuda")` where `self.device` is a `torch.device` built
         from a setting or handed in: equal only when that setting names no index."""
         theirs = values.value(other)
-        literal = (
-            isinstance(other, cst.Call) and len(other.args) == 1 and _string_value(other.args[0].value) is not None
-        )
+        literal = type(other) is cst.Call and len(other.args) == 1 and _string_value(other.args[0].value) is not None
         if theirs is None or theirs.kind != OBJECT or theirs.tensor or not literal or not _accelerator(theirs.text):
             return None
         if mine.text is not None:  # built from an indexed device: never equal
@@ -828,12 +808,12 @@ def _mentions_device(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """Whether one side of a comparison can be about a device at all: a device string, or a name
     or attribute that speaks of devices. Every rule finding needs one such side."""
     for part in ctx.index.walk(node):
-        if isinstance(part, cst.SimpleString):
+        if type(part) is cst.SimpleString:
             if any(word in part.value for word in _DEVICE_STRING_WORDS) and DEVICE_STRING.match(
                 _string_value(part) or ""
             ):
                 return True
-        elif isinstance(part, cst.Name) and any(word in part.value.lower() for word in _DEVICE_WORDS):
+        elif type(part) is cst.Name and any(word in part.value.lower() for word in _DEVICE_WORDS):
             return True
     return False
 
@@ -862,24 +842,24 @@ def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> b
     is handling index-less ones (fake and meta tensors have them) on purpose."""
     outer = None
     for ancestor in ctx.index.ancestors(comparison):
-        if isinstance(ancestor, cst.BooleanOperation):
+        if type(ancestor) is cst.BooleanOperation:
             outer = ancestor
-        elif not isinstance(ancestor, (cst.Comparison,)) and outer is not None:
+        elif type(ancestor) not in (cst.Comparison,) and outer is not None:
             break
     if outer is None:
         return False
     sides = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
     for node in ctx.index.walk(outer):
-        value = _string_value(node) if isinstance(node, cst.SimpleString) else None
+        value = _string_value(node) if type(node) is cst.SimpleString else None
         if value is not None and ":" in value and DEVICE_STRING.match(value):
             return True
         # `dev == "meta" or dev == torch.device("meta")`: both spellings handled on purpose.
-        if isinstance(node, cst.Comparison) and node is not comparison and len(node.comparisons) == 1:
+        if type(node) is cst.Comparison and node is not comparison and len(node.comparisons) == 1:
             pair = (node.left, node.comparisons[0].comparator)
             for this, other in (pair, pair[::-1]):
                 if (
                     ctx.code_for(this) in sides
-                    and isinstance(other, cst.Call)
+                    and type(other) is cst.Call
                     and ctx.qualified_name(other.func) == "torch.device"
                 ):
                     return True
@@ -890,11 +870,11 @@ def _normalises_value(ctx: FileContext, comparison: cst.Comparison) -> bool:
     """`if device == "npu": device = "npu:0"`: the branch rewrites the value it compared, so
     the exact string is what the author means to catch."""
     parent = ctx.index.parent(comparison)
-    if not isinstance(parent, cst.If) or parent.test is not comparison:
+    if type(parent) is not cst.If or parent.test is not comparison:
         return False
     compared = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
     for node in ctx.index.walk(parent.body):
-        if isinstance(node, cst.Assign) and any(ctx.code_for(t.target) in compared for t in node.targets):
+        if type(node) is cst.Assign and any(ctx.code_for(t.target) in compared for t in node.targets):
             return True
     return False
 

@@ -74,7 +74,7 @@ class DeviceFlagIgnored(Rule):
         reads = [
             node
             for node in ctx.index.of_type(cst.Attribute)
-            if node.attr.value == dest and not isinstance(ctx.index.parent(node), cst.AssignTarget)
+            if node.attr.value == dest and type(ctx.index.parent(node)) is not cst.AssignTarget
         ]
         if not reads or any(_places_or_hands_on(ctx, read) for read in reads):
             return
@@ -89,20 +89,20 @@ class DeviceFlagIgnored(Rule):
 def _index_option(ctx: FileContext) -> tuple[str, str] | None:
     """(`--device`, `device`) for an integer GPU-index option the file parses."""
     for call in ctx.index.of_type(cst.Call):
-        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument") or not call.args:
+        if not (type(call.func) is cst.Attribute and call.func.attr.value == "add_argument") or not call.args:
             continue
         first = call.args[0].value
-        flag = literal_value(first) if isinstance(first, cst.SimpleString) else None
+        flag = literal_value(first) if type(first) is cst.SimpleString else None
         if not isinstance(flag, str) or not _INDEX_OPTION.match(flag):
             continue
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         typed = keywords.get("type")
         default = keywords.get("default")
-        if (isinstance(typed, cst.Name) and typed.value == "int") or isinstance(default, cst.Integer):
+        if (type(typed) is cst.Name and typed.value == "int") or type(default) is cst.Integer:
             if "nargs" in keywords or "action" in keywords:
                 continue
             dest = keywords.get("dest")
-            name = literal_value(dest) if isinstance(dest, cst.SimpleString) else flag[2:].replace("-", "_")
+            name = literal_value(dest) if type(dest) is cst.SimpleString else flag[2:].replace("-", "_")
             return (flag, name) if isinstance(name, str) else None
     return None
 
@@ -112,12 +112,12 @@ def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
     query."""
     node: cst.CSTNode = read
     for ancestor in ctx.index.ancestors(read):
-        if isinstance(ancestor, (cst.FormattedStringExpression, cst.FormattedString)):
+        if type(ancestor) in (cst.FormattedStringExpression, cst.FormattedString):
             return False
-        if isinstance(ancestor, cst.Call) and node is not ancestor.func:
+        if type(ancestor) is cst.Call and node is not ancestor.func:
             qualified = ctx.qualified_name(ancestor.func) or ""
             if qualified.startswith(_QUERY_PREFIXES) or (
-                isinstance(ancestor.func, cst.Name) and ancestor.func.value in ("print", "str", "int")
+                type(ancestor.func) is cst.Name and ancestor.func.value in ("print", "str", "int")
             ):
                 return False
             return True
@@ -126,21 +126,21 @@ def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
         node = ancestor
     parent = ctx.index.parent(read)
     # `device = args.device` and other bindings hand it on under another name
-    return isinstance(parent, (cst.Assign, cst.AnnAssign, cst.Return, cst.Element, cst.DictElement))
+    return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return, cst.Element, cst.DictElement)
 
 
 def _bare_cuda(ctx: FileContext, call: cst.Call) -> str | None:
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and not call.args:
+    if type(func) is cst.Attribute and func.attr.value == "cuda" and not call.args:
         if (ctx.qualified_name(func) or "").startswith("torch."):
             return None
         return ".cuda()"
     for arg in call.args:
-        value = literal_value(arg.value) if isinstance(arg.value, cst.SimpleString) else None
+        value = literal_value(arg.value) if type(arg.value) is cst.SimpleString else None
         if value != "cuda":
             continue
         if arg.keyword is not None and arg.keyword.value == "device":
             return 'device="cuda"'
-        if arg.keyword is None and isinstance(func, cst.Attribute) and func.attr.value == "to" and arg is call.args[0]:
+        if arg.keyword is None and type(func) is cst.Attribute and func.attr.value == "to" and arg is call.args[0]:
             return '.to("cuda")'
     return None

@@ -188,7 +188,7 @@ def _how(autocast: Autocast) -> str:
 def _disabled_note(ctx: FileContext, call: cst.Call) -> str:
     """Why `scaler.scale(loss).backward()` counts as unscaled: the scaler is built disabled."""
     inner = receiver(call)
-    if isinstance(inner, cst.Call) and method_name(inner) == "scale":
+    if type(inner) is cst.Call and method_name(inner) == "scale":
         owner = text_of(receiver(inner)) if receiver(inner) is not None else None
         if owner is not None and is_disabled_scaler(ctx, owner):
             return f" (`{owner}` is a `GradScaler` built with `enabled=False`: its `scale()` returns the loss as it is)"
@@ -213,7 +213,7 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
     if not plain:
         return
     for node in ctx.index.walk(scope.node):
-        if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+        if type(node) is not cst.Assign or type(node.value) is not cst.Call:
             continue
         helper = callee(ctx, node.value)
         autocast = returned_under_autocast(ctx, helper) if helper is not None else None
@@ -229,7 +229,7 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
 def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
     """The source rank of the first call inside the `with` block (its body starts after it)."""
     for node in ctx.index.walk(with_node):
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             return rank[id(node)]
     return 0
 

@@ -21,7 +21,7 @@ def _may_follow_a_default_elsewhere(ctx: FileContext, draw: RandomDraw) -> bool:
         return False
     if draw.kind == LOADER:
         return True
-    return any(isinstance(node, cst.If) and is_device_guard(node.test, ctx) for node in ctx.index.ancestors(draw.call))
+    return any(type(node) is cst.If and is_device_guard(node.test, ctx) for node in ctx.index.ancestors(draw.call))
 
 
 def _remedy(draw: RandomDraw) -> str:

@@ -235,7 +235,7 @@ def _scales_of_class_without_step(ctx: FileContext, scope: Scope, scopes: list[S
     # A scaler handed to code the file does not show (`amp_step(self.scaler, self.optimizer)`) may step there.
     scalers = {text_of(receiver(c)) for c in scales}
     for call in ctx.index.walk(cls):
-        if isinstance(call, cst.Call) and any(text_of(arg.value) in scalers for arg in call.args):
+        if type(call) is cst.Call and any(text_of(arg.value) in scalers for arg in call.args):
             return []
     return scales
 
@@ -252,7 +252,7 @@ def _step_through_scaler(ctx: FileContext, scope: Scope, scales: list[cst.Call],
     replacement = ((plain, f"{scaler}.step({code_in_place(ctx, optimizer, optimizer)})"),)
     updates = scope.scaler_calls.get("update", [])
     insertions = () if updates else (line_after(ctx, statement, f"{scaler}.update()"),)
-    bare = isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
+    bare = type(statement) is cst.SimpleStatementLine and type(statement.body[0]) is cst.Expr
     return FixProposal(
         f"Step through the scaler: `{scaler}.step(...)`",
         safe=bare and bool(updates),

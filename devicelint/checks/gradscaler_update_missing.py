@@ -234,11 +234,11 @@ def _updates_skipped_after_unscale(
 
 def _leaves(branch: cst.If) -> bool:
     """The `if` body ends with `continue`, `break` or `return`."""
-    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    body = branch.body.body if type(branch.body) is cst.IndentedBlock else ()
     return (
         bool(body)
-        and isinstance(body[-1], cst.SimpleStatementLine)
-        and isinstance(body[-1].body[-1], (cst.Continue, cst.Break, cst.Return))
+        and type(body[-1]) is cst.SimpleStatementLine
+        and type(body[-1].body[-1]) in (cst.Continue, cst.Break, cst.Return)
     )
 
 
@@ -257,7 +257,7 @@ def _leaving_branch_between(
     if loop is None or innermost_loop(ctx, first) is not loop:
         return None
     for node in ctx.index.walk(loop.body):
-        if not isinstance(node, cst.If) or innermost_loop(ctx, node) is not loop:
+        if type(node) is not cst.If or innermost_loop(ctx, node) is not loop:
             continue
         if (
             not (_before(ctx, first, node) and _before(ctx, node, last))
@@ -269,7 +269,7 @@ def _leaving_branch_between(
             continue
         if not _leaves(node):
             continue
-        if any(isinstance(n, cst.Call) and method_name(n) == "update" for n in ctx.index.walk(node.body)):
+        if any(type(n) is cst.Call and method_name(n) == "update" for n in ctx.index.walk(node.body)):
             continue
         return node
     return None
@@ -283,7 +283,7 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
         if ctx.qualified_name(call.func) not in GRAD_SCALERS or is_false(keyword(call, "enabled")):
             continue
         assign = ctx.index.parent(call)
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        if type(assign) is not cst.Assign or len(assign.targets) != 1:
             continue
         target = text_of(assign.targets[0].target)
         loop = innermost_loop(ctx, call)
@@ -312,9 +312,9 @@ def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Sc
     (and neither receives, returns nor stores it): an epoch loop of another function of the file
     that calls that function on every pass (`for epoch ...: train_one_epoch(...)`)."""
     func = ctx.index.enclosing_function(call)
-    if func is None or not isinstance(assign_target := ctx.index.parent(call), cst.Assign):
+    if func is None or type(assign_target := ctx.index.parent(call)) is not cst.Assign:
         return None
-    if not isinstance(assign_target.targets[0].target, cst.Name):
+    if type(assign_target.targets[0].target) is not cst.Name:
         return None  # `self.scaler = GradScaler()` outlives the call
     params = {p.name.value for p in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params)}
     if target in params:
@@ -323,10 +323,10 @@ def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Sc
         if (
             isinstance(node, (cst.Return, cst.Yield))
             and node.value is not None
-            and target in {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
+            and target in {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
         ):
             return None  # the caller may keep the scaler it gets back
-        if isinstance(node, (cst.Global, cst.Nonlocal)):
+        if type(node) in (cst.Global, cst.Nonlocal):
             return None
     used = [
         c
@@ -353,7 +353,7 @@ def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
     """`func` assigns a model or optimizer of its own (`model = Model(cfg)`, `optimizer = SGD(...)`),
     not just a moved one (`model = model.to(device)`)."""
     for node in ctx.index.walk(func.body):
-        if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+        if not (type(node) is cst.Assign and len(node.targets) == 1):
             continue
         target = text_of(node.targets[0].target) or ""
         name = target.rsplit(".", 1)[-1].lower()
@@ -361,22 +361,22 @@ def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
         if not named and target not in optimizer_names(ctx):  # an optimizer by what it is built from
             continue
         value = node.value
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        while type(value) is cst.Call and type(value.func) is cst.Attribute:
             value = value.func.value  # `model.to(device).train()` -> `model`
-        if not (isinstance(value, (cst.Name, cst.Attribute)) and text_of(value) == text_of(node.targets[0].target)):
+        if not (type(value) in (cst.Name, cst.Attribute) and text_of(value) == text_of(node.targets[0].target)):
             return True
     return False
 
 
 def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
-    header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if isinstance(loop, cst.For) else ""
+    header = test_words(ctx, loop.target) + " " + test_words(ctx, loop.iter) if type(loop) is cst.For else ""
     # `for epoch in range(1, cfg["num_epochs"] + 1)`, `for ep in range(cfg.max_epochs)`: an epoch
     # loop, unless its variable names a run (`for fold in range(cfg.epochs_per_fold)`).
-    target = test_words(ctx, loop.target) if isinstance(loop, cst.For) else ""
+    target = test_words(ctx, loop.target) if type(loop) is cst.For else ""
     epochs = "epoch" in header and not any(word in target for word in RUN_WORDS)
     if not epochs and any(word in header for word in RUN_WORDS):
         return True
-    if any(isinstance(node, cst.ExceptHandler) for node in ctx.index.walk(loop.body)):
+    if any(type(node) is cst.ExceptHandler for node in ctx.index.walk(loop.body)):
         return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
     assigned = names_assigned_in(ctx, loop.body)
     if any(name in optimizer_names(ctx) for name in assigned):
@@ -432,14 +432,14 @@ def _step_outcome(ctx: FileContext, test: cst.BaseExpression, scope: cst.CSTNode
         return True
     names = set()
     for node in ctx.index.walk(test):
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             if method_name(node) in FINITE_CHECKS or (
-                isinstance(node.func, cst.Attribute) and node.func.attr.value in FINITE_CHECKS
+                type(node.func) is cst.Attribute and node.func.attr.value in FINITE_CHECKS
             ):
                 return True
             if method_name(node) not in ("step", "update") and is_scaler(ctx, receiver(node)):
                 return True
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             names.add(node.value)
     if depth > 2:
         return False
@@ -453,10 +453,10 @@ def _step_outcome(ctx: FileContext, test: cst.BaseExpression, scope: cst.CSTNode
 
 def _add_update(ctx: FileContext, step: cst.Call) -> FixProposal | None:
     statement = own_line_statement(ctx, step)
-    if statement is None or not isinstance(statement, cst.SimpleStatementLine):
+    if statement is None or type(statement) is not cst.SimpleStatementLine:
         return None
     scaler = ctx.code_for(step.func.value)  # type: ignore[attr-defined]  # `scaler.step(...)`: func is an Attribute
-    bare = isinstance(statement.body[0], cst.Expr) and statement.body[0].value is step
+    bare = type(statement.body[0]) is cst.Expr and statement.body[0].value is step
     return adding_lines(
         f"Call `{scaler}.update()` after the step", bare, line_after(ctx, statement, f"{scaler}.update()")
     )

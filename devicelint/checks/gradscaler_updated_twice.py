@@ -115,7 +115,7 @@ class GradscalerUpdatedTwice(Rule):
     def _check_helper(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
         """A helper that steps and updates one shared scaler, called for each optimizer of an iteration."""
         helper = scope.node
-        if not isinstance(helper, cst.FunctionDef) or not _kept_outside(helper, calls.name):
+        if type(helper) is not cst.FunctionDef or not _kept_outside(helper, calls.name):
             return
         every_call = [
             u for u in calls.updates if innermost_loop(ctx, u) is None and not any(enclosing_ifs(ctx, u, helper))
@@ -245,7 +245,7 @@ def _same_object(ctx: FileContext, effect: Effect, cls: cst.ClassDef | None) -> 
     if effect.scaler.startswith("self."):
         return cls is not None and ctx.index.enclosing_class(effect.node) is cls
     helper = scope_of(ctx, effect.node)
-    return effect.scaler.isidentifier() and isinstance(helper, cst.FunctionDef) and _kept_outside(helper, effect.scaler)
+    return effect.scaler.isidentifier() and type(helper) is cst.FunctionDef and _kept_outside(helper, effect.scaler)
 
 
 def _same_helper(calls: ScalerCalls, first: cst.Call, second: cst.Call) -> bool:
@@ -259,7 +259,7 @@ def _through(ctx: FileContext, calls: ScalerCalls, site: cst.Call) -> str:
     if inner is None:
         return ""
     helper = scope_of(ctx, inner)
-    name = helper.name.value if isinstance(helper, cst.FunctionDef) else "a helper"
+    name = helper.name.value if type(helper) is cst.FunctionDef else "a helper"
     return f" (which calls `{short(ctx, inner)}` in `{name}`)"
 
 
@@ -282,20 +282,20 @@ def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
         callee = call.func
         if method:
             if (
-                isinstance(callee, cst.Attribute)
+                type(callee) is cst.Attribute
                 and callee.attr.value == func.name.value
-                and isinstance(callee.value, cst.Name)
+                and type(callee.value) is cst.Name
                 and callee.value.value == "self"
                 and ctx.index.enclosing_class(call) is owner
             ):
                 out.append(call)
-        elif isinstance(callee, cst.Name) and same_file_function(ctx, call) is func:
+        elif type(callee) is cst.Name and same_file_function(ctx, call) is func:
             out.append(call)
         if (
             method
-            and isinstance(callee, cst.Attribute)
+            and type(callee) is cst.Attribute
             and callee.attr.value == func.name.value
-            and not (isinstance(callee.value, cst.Name) and callee.value.value == "self")
+            and not (type(callee.value) is cst.Name and callee.value.value == "self")
             and callee_of(ctx, call) is func
         ):
             out.append(call)  # `opt_g.step()` where `opt_g = ScaledOptimizer(...)`
@@ -323,14 +323,14 @@ def _constructor_argument(
 ) -> str | None:
     """The source of what `obj`'s constructor call passed for the `__init__` parameter stored in
     `self.<attr>`, when `obj` is a name assigned once, in `at`'s function, from `Class(...)`."""
-    init = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None)
-    if init is None or not isinstance(obj, cst.Name):
+    init = next((f for f in cls.body.body if type(f) is cst.FunctionDef and f.name.value == "__init__"), None)
+    if init is None or type(obj) is not cst.Name:
         return None
     param = None
     for node in ctx.index.walk(init.body):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Name):
+        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Name:
             target = node.targets[0].target
-            if isinstance(target, cst.Attribute) and ctx.code_for(target) == f"self.{attr}":
+            if type(target) is cst.Attribute and ctx.code_for(target) == f"self.{attr}":
                 param = node.value.value
     params = list(init.params.params)
     names = [p.name.value for p in params]
@@ -340,13 +340,13 @@ def _constructor_argument(
     built = [
         node.value
         for node in ctx.index.walk(scope_of(ctx, at))
-        if isinstance(node, cst.Assign)
+        if type(node) is cst.Assign
         and len(node.targets) == 1
-        and isinstance(node.targets[0].target, cst.Name)
+        and type(node.targets[0].target) is cst.Name
         and node.targets[0].target.value == obj.value
     ]
     if len(built) != 1 or not (
-        isinstance(built[0], cst.Call) and isinstance(built[0].func, cst.Name) and built[0].func.value == cls.name.value
+        type(built[0]) is cst.Call and type(built[0].func) is cst.Name and built[0].func.value == cls.name.value
     ):
         return None
     call = built[0]
@@ -373,7 +373,7 @@ def _same_pass(ctx: FileContext, scope: Scope, first: cst.Call, second: cst.Call
             seen_first = True
         elif node is second:
             return True
-        elif seen_first and isinstance(node, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+        elif seen_first and type(node) in (cst.Return, cst.Raise, cst.Continue, cst.Break):
             if _always_after(ctx, node, first, region):
                 return False
     return True
@@ -382,14 +382,10 @@ def _same_pass(ctx: FileContext, scope: Scope, first: cst.Call, second: cst.Call
 def _always_after(ctx: FileContext, leave: cst.CSTNode, first: cst.Call, region: cst.CSTNode) -> bool:
     """`leave` sits, after `first`, in a block that also holds `first`: once `first` ran, it runs.
     `continue`/`break` count only when they leave `region` itself (not an inner loop)."""
-    if isinstance(leave, (cst.Continue, cst.Break)) and innermost_loop(ctx, leave) is not region:
+    if type(leave) in (cst.Continue, cst.Break) and innermost_loop(ctx, leave) is not region:
         return False
     block = next(
-        (
-            a
-            for a in ctx.index.ancestors(leave)
-            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module))
-        ),
+        (a for a in ctx.index.ancestors(leave) if type(a) in (cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module)),
         None,
     )
     return block is not None and inside(ctx, first, block)
@@ -418,7 +414,7 @@ def _more_often_than_step(ctx: FileContext, scope: Scope, update: cst.Call, call
         if _region(ctx, scope, step) is not _region(ctx, scope, update):
             continue
         if (
-            isinstance(loop, cst.For)
+            type(loop) is cst.For
             and _region(ctx, scope, step) is loop
             and _over_optimizers(ctx, loop, step, calls.name)
         ):
@@ -456,7 +452,7 @@ def _accumulation_only(
 
 
 def _is_accumulation_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
-    if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in ctx.index.walk(test)):
+    if any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in ctx.index.walk(test)):
         return True
     words = test_words(ctx, test)
     return any(word in words for word in ACCUMULATION_WORDS)
@@ -467,7 +463,7 @@ def _over_optimizers(
 ) -> bool:
     """`for opt in optimizers:` (or a loop whose variable is the stepped optimizer) with one
     scaler for all: the scaler must not depend on the loop variable (`scalers[i]`)."""
-    if not isinstance(loop, cst.For):
+    if type(loop) is not cst.For:
         return False
     targets = set(assigned_names(loop.target))
     if scaler and any(name in targets for name in _names(scaler)):
@@ -477,7 +473,7 @@ def _over_optimizers(
     if step is None:
         return False
     args = positional(step)
-    return bool(args) and any(isinstance(n, cst.Name) and n.value in targets for n in ctx.index.walk(args[0]))
+    return bool(args) and any(type(n) is cst.Name and n.value in targets for n in ctx.index.walk(args[0]))
 
 
 def _names(text: str) -> set[str]:

@@ -42,32 +42,31 @@ QUERY_PREFIXES = ("torch.cuda.", "torch.backends.", "torch.xpu.", "torch.mps.", 
 
 def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
     """The spelling of a hard-coded CUDA placement (`.cuda()`, `"cuda:0"` as a device), else None."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "cuda":
         if (ctx.qualified_name(node.func) or "").startswith("torch."):
             return None  # `torch.cuda(...)` is the module, not a move
         return ".cuda()" if not node.args else None
-    if isinstance(node, cst.Call) and is_legacy_cuda_constructor(ctx.qualified_name(node.func)):
+    if type(node) is cst.Call and is_legacy_cuda_constructor(ctx.qualified_name(node.func)):
         return f"{dotted_name(node.func) or 'torch.cuda.FloatTensor'}(...)"
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         if not isinstance(value, str) or not (value == "cuda" or value.startswith("cuda:")):
             return None
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Arg):
+        if type(parent) is cst.Arg:
             call = ctx.index.parent(parent)
             if parent.keyword is not None and parent.keyword.value == "device":
                 # a placement only where torch or a tensor method takes it (`check_device(x,
                 # device="cuda")`, a helper of the file, may just ask about the device; another
                 # library's own `device=` keyword, `ctranslate2.Generator(path, device="cuda")`,
                 # names no torch device either)
-                qualified = ctx.qualified_name(call.func) if isinstance(call, cst.Call) else None
-                placing = isinstance(call, cst.Call) and (
-                    (isinstance(call.func, cst.Attribute) and qualified is None)
-                    or (qualified or "").startswith("torch.")
+                qualified = ctx.qualified_name(call.func) if type(call) is cst.Call else None
+                placing = type(call) is cst.Call and (
+                    (type(call.func) is cst.Attribute and qualified is None) or (qualified or "").startswith("torch.")
                 )
                 return f'device="{value}"' if placing else None
-            if isinstance(call, cst.Call) and parent.keyword is None:
-                if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
+            if type(call) is cst.Call and parent.keyword is None:
+                if type(call.func) is cst.Attribute and call.func.attr.value == "to":
                     return f'.to("{value}")'
                 if ctx.qualified_name(call.func) == "torch.device":
                     return f'torch.device("{value}")'
@@ -80,7 +79,7 @@ def under_device_guard(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) 
             return False
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and is_device_guard(ancestor.test, ctx):
             return True
-        if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And):
+        if type(ancestor) is cst.BooleanOperation and type(ancestor.operator) is cst.And:
             # `torch.cuda.is_available() and torch.cuda.get_device_capability(...)`
             if is_device_guard(ancestor.left, ctx) and not _contains(ctx, ancestor.left, node):
                 return True
@@ -95,15 +94,11 @@ def is_device_query(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`torch.device("cuda")` or `"cuda"` handed to `torch.cuda.get_device_properties(...)` and
     other functions that only ask about a device."""
     parent = ctx.index.parent(node)
-    call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
-    if (
-        isinstance(node, cst.SimpleString)
-        and isinstance(call, cst.Call)
-        and ctx.qualified_name(call.func) == "torch.device"
-    ):
+    call = ctx.index.parent(parent) if type(parent) is cst.Arg else None
+    if type(node) is cst.SimpleString and type(call) is cst.Call and ctx.qualified_name(call.func) == "torch.device":
         parent = ctx.index.parent(call)
-        call = ctx.index.parent(parent) if isinstance(parent, cst.Arg) else None
-    return isinstance(call, cst.Call) and (ctx.qualified_name(call.func) or "").startswith(QUERY_PREFIXES)
+        call = ctx.index.parent(parent) if type(parent) is cst.Arg else None
+    return type(call) is cst.Call and (ctx.qualified_name(call.func) or "").startswith(QUERY_PREFIXES)
 
 
 def _gpu_kernel_file(ctx: FileContext) -> bool:
@@ -224,7 +219,7 @@ class HardCodedCudaInModule(Rule):
         if _gpu_kernel_file(ctx):
             return
         candidates: list[cst.Call | cst.SimpleString] = [
-            n for n in ctx.index.of_type(cst.Call) if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda"
+            n for n in ctx.index.of_type(cst.Call) if type(n.func) is cst.Attribute and n.func.attr.value == "cuda"
         ]
         candidates += [n for n in ctx.index.of_type(cst.SimpleString) if "cuda" in n.value]
         candidates += [n for n in ctx.index.of_type(cst.Call) if is_legacy_cuda_constructor(ctx.qualified_name(n.func))]
@@ -300,19 +295,14 @@ _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
 def _placement_argument(ctx: FileContext, arg: cst.Arg) -> bool:
     """`device=...` of a torch factory or tensor method, or the first argument of `.to(...)`."""
     call = ctx.index.parent(arg)
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return False
     if arg.keyword is not None:
         qualified = ctx.qualified_name(call.func) or ""
         return arg.keyword.value == "device" and (
-            qualified.startswith("torch.") or (isinstance(call.func, cst.Attribute) and not qualified)
+            qualified.startswith("torch.") or (type(call.func) is cst.Attribute and not qualified)
         )
-    return (
-        bool(call.args)
-        and call.args[0] is arg
-        and isinstance(call.func, cst.Attribute)
-        and call.func.attr.value == "to"
-    )
+    return bool(call.args) and call.args[0] is arg and type(call.func) is cst.Attribute and call.func.attr.value == "to"
 
 
 def _loop_variable(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> str | None:
@@ -320,7 +310,7 @@ def _loop_variable(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDe
     for ancestor in ctx.index.ancestors(node):
         if ancestor is function:
             return None
-        if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name):
+        if type(ancestor) is cst.For and type(ancestor.target) is cst.Name:
             return ancestor.target.value
     return None
 

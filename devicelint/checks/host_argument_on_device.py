@@ -98,4 +98,4 @@ def _on_device(ctx: FileContext, value: cst.BaseExpression) -> bool:
     if where.place is not Place.FOLLOWS:
         return False
     fact = file_facts(ctx).value(value)
-    return not (isinstance(value, cst.Name) and fact.device_expr == f"{value.value}.device")
+    return not (type(value) is cst.Name and fact.device_expr == f"{value.value}.device")

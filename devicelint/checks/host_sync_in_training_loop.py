@@ -188,9 +188,9 @@ class HostSyncInTrainingLoop(Rule):
                 if _needed_now(ctx, statement, region):
                     continue
                 expr = short(ctx, target)
-                if isinstance(target, cst.FormattedStringExpression):
+                if type(target) is cst.FormattedStringExpression:
                     expr = f"{{{short(ctx, target.expression)}}}"
-                elif not isinstance(target, cst.Call) or isinstance(ctx.index.parent(target), (cst.If, cst.While)):
+                elif type(target) is not cst.Call or type(ctx.index.parent(target)) in (cst.If, cst.While):
                     expr = f"if {expr}:"
                 purpose, advice = _purpose(ctx, target, statement, region)
                 yield self.violation(target, expr=expr, purpose=purpose, advice=advice)
@@ -223,11 +223,11 @@ SCALAR_KEYWORDS = {
 
 def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | None:
     """The node that reads a device tensor on the host, if `node` is one."""
-    if isinstance(node, cst.FormattedStringExpression):
+    if type(node) is cst.FormattedStringExpression:
         # `f"{loss}"`, `f"{loss:.4f}"`: formatting a tensor reads its values.
         value = node.expression
         return node if _direct(value) and _formatted_tensor(ctx, value, hot) else None
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         name = method_name(node)
         if _scalar_argument(ctx, node, hot) is not None:
             return node
@@ -236,7 +236,7 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
             if owner is None or node.args or _has_inner_sync(owner):
                 return None
             return node if on_device(ctx, owner, hot, tensor_method=True) else None
-        if isinstance(node.func, cst.Name) and node.func.value in ("float", "bool", "print"):
+        if type(node.func) is cst.Name and node.func.value in ("float", "bool", "print"):
             for arg in node.args:
                 if _direct(arg.value) and on_device(ctx, arg.value, hot):
                     return node
@@ -257,7 +257,7 @@ def _formatted_tensor(ctx: FileContext, value: cst.BaseExpression, hot: HotValue
     root = value
     while isinstance(root, (cst.Attribute, cst.Subscript)):
         root = root.value
-    if not isinstance(root, cst.Name) or not on_device(ctx, value, hot):
+    if type(root) is not cst.Name or not on_device(ctx, value, hot):
         return False
     scope = ctx.index.enclosing_function(value) or ctx.module
     return not any(
@@ -282,37 +282,31 @@ def _scalar_argument(ctx: FileContext, call: cst.Call, hot: HotValues) -> str | 
 
 def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, region: StepRegion) -> tuple[str, str]:
     """Which case a per-step read is, from what the statement does with the value."""
-    if isinstance(target, cst.FormattedStringExpression):
+    if type(target) is cst.FormattedStringExpression:
         return FORMAT
-    if isinstance(target, cst.Call) and method_name(target) not in HOST_METHODS:
+    if type(target) is cst.Call and method_name(target) not in HOST_METHODS:
         keyword = next(
             (a.keyword.value for a in target.args if a.keyword is not None and a.keyword.value in SCALAR_KEYWORDS), None
         )
         if keyword is not None:
             return SCALAR[0].format(keyword=keyword), SCALAR[1]
-    if not isinstance(target, cst.Call) or isinstance(statement, (cst.If, cst.While)):
+    if type(target) is not cst.Call or isinstance(statement, (cst.If, cst.While)):
         return BRANCH
     if _display_call(target) or _displayed(ctx, target, statement):
         return DISPLAY
     small = statement.body[0] if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
-    if isinstance(small, cst.Return):
+    if type(small) is cst.Return:
         return RETURNED if region.is_function else OTHER
-    if isinstance(small, cst.AugAssign):
+    if type(small) is cst.AugAssign:
         return ACCUMULATE
-    if (
-        isinstance(small, cst.Expr)
-        and isinstance(small.value, cst.Call)
-        and method_name(small.value) in ACCUMULATING_METHODS
-    ):
+    if type(small) is cst.Expr and type(small.value) is cst.Call and method_name(small.value) in ACCUMULATING_METHODS:
         return ACCUMULATE
     if isinstance(small, (cst.Assign, cst.AnnAssign)):
         targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-        if any(isinstance(t, (cst.Subscript, cst.Attribute)) for t in targets):
+        if any(type(t) in (cst.Subscript, cst.Attribute) for t in targets):
             return STORED  # kept in a dict, a list or on `self` for later
         names = {n for t in targets for n in assigned_names(t)}
-        uses = [
-            n for n in body_nodes(region.body) if isinstance(n, cst.Name) and n.value in names and not _binds(ctx, n)
-        ]
+        uses = [n for n in body_nodes(region.body) if type(n) is cst.Name and n.value in names and not _binds(ctx, n)]
         if uses and all(_displayed(ctx, u, statement_of(ctx, u)) for u in uses):
             return DISPLAY
         if uses and all(in_logging_condition(ctx, u, region.owner) for u in uses):
@@ -334,7 +328,7 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
 def _copied(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`prev = current`: the value kept as it is for the next test."""
     parent = ctx.index.parent(node)
-    return isinstance(parent, cst.Assign) and parent.value is node
+    return type(parent) is cst.Assign and parent.value is node
 
 
 def _in_test(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -351,35 +345,35 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
     q(obs).argmax(1).cpu().numpy()` then `obs, reward, done, info = env.step(actions)`, or NumPy
     data handed to a host object's method (`buffer.update_priorities(idx, priorities)`). The
     copy cannot be deferred or accumulated on the device; the host needs it now."""
-    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-    if not isinstance(small, cst.Assign):
+    small = statement.body[0] if type(statement) is cst.SimpleStatementLine else None
+    if type(small) is not cst.Assign:
         return False
     names = {
         n
         for t in small.targets
-        if not isinstance(t.target, (cst.Subscript, cst.Attribute))
+        if type(t.target) not in (cst.Subscript, cst.Attribute)
         for n in assigned_names(t.target)
     }
     if not names:
         return False
     numpy = _to_numpy(small.value)
     for use in body_nodes(region.body):
-        if not (isinstance(use, cst.Name) and use.value in names) or _binds(ctx, use):
+        if not (type(use) is cst.Name and use.value in names) or _binds(ctx, use):
             continue
         arg = ctx.index.parent(use)
-        call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
-        if not isinstance(call, cst.Call) or _display_call(call) or method_name(call) in ACCUMULATING_METHODS:
+        call = ctx.index.parent(arg) if type(arg) is cst.Arg else None
+        if type(call) is not cst.Call or _display_call(call) or method_name(call) in ACCUMULATING_METHODS:
             continue
         if (ctx.qualified_name(call.func) or "").startswith("torch."):
             continue
         holder = ctx.index.parent(call)
         if (
-            isinstance(holder, cst.Assign)
+            type(holder) is cst.Assign
             and holder.value is call
             and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in holder.targets)
         ):
             return True  # `obs, reward, done, info = env.step(actions)`
-        if numpy and isinstance(call.func, cst.Attribute):
+        if numpy and type(call.func) is cst.Attribute:
             return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
     return False
 
@@ -388,7 +382,7 @@ def _to_numpy(value: cst.BaseExpression) -> bool:
     """`t.cpu().numpy()`, `t.detach().cpu().numpy().clip(...)`: the copy becomes NumPy data."""
     node: cst.BaseExpression = value
     while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
-        if isinstance(node, cst.Call) and method_name(node) in ("numpy", "tolist"):
+        if type(node) is cst.Call and method_name(node) in ("numpy", "tolist"):
             return True
         node = node.func if isinstance(node, cst.Call) else node.value
     return False
@@ -396,20 +390,18 @@ def _to_numpy(value: cst.BaseExpression) -> bool:
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:
     parent = ctx.index.parent(name)
-    return isinstance(parent, (cst.AssignTarget, cst.Param)) or (
+    return type(parent) in (cst.AssignTarget, cst.Param) or (
         isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is name
     )
 
 
 def _accumulates(ctx: FileContext, node: cst.CSTNode) -> bool:
     statement = statement_of(ctx, node)
-    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-    if isinstance(small, cst.AugAssign):
+    small = statement.body[0] if type(statement) is cst.SimpleStatementLine else None
+    if type(small) is cst.AugAssign:
         return True
     return (
-        isinstance(small, cst.Expr)
-        and isinstance(small.value, cst.Call)
-        and method_name(small.value) in ACCUMULATING_METHODS
+        type(small) is cst.Expr and type(small.value) is cst.Call and method_name(small.value) in ACCUMULATING_METHODS
     )
 
 
@@ -418,7 +410,7 @@ def _displayed(ctx: FileContext, node: cst.CSTNode, statement: cst.CSTNode) -> b
     for ancestor in ctx.index.ancestors(node):
         if ancestor is statement:
             return False
-        if isinstance(ancestor, cst.Call) and _display_call(ancestor):
+        if type(ancestor) is cst.Call and _display_call(ancestor):
             return True
     return False
 
@@ -426,9 +418,7 @@ def _displayed(ctx: FileContext, node: cst.CSTNode, statement: cst.CSTNode) -> b
 def _display_call(call: cst.Call) -> bool:
     """`print(...)`, `logger.info(...)`, `pbar.set_postfix(...)`, `writer.add_scalar(...)`."""
     callee = call.func
-    word = (
-        callee.attr.value if isinstance(callee, cst.Attribute) else callee.value if isinstance(callee, cst.Name) else ""
-    )
+    word = callee.attr.value if type(callee) is cst.Attribute else callee.value if type(callee) is cst.Name else ""
     return any(w in word.lower() for w in DISPLAY_WORDS)
 
 
@@ -447,20 +437,20 @@ def _direct(node: cst.BaseExpression) -> bool:
     """`loss`, `out.loss`, `losses["total"]`: the value itself, not a formatted or converted one."""
     while isinstance(node, (cst.Attribute, cst.Subscript)):
         node = node.value
-    return isinstance(node, cst.Name)
+    return type(node) is cst.Name
 
 
 def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> bool:
     """`if loss > 10:` or `if torch.isnan(loss):` on a device tensor (not `is None`, not `.item()`)."""
-    if isinstance(test, cst.UnaryOperation):
+    if type(test) is cst.UnaryOperation:
         test = test.expression
-    if isinstance(test, cst.Call) and ctx.qualified_name(test.func) in TORCH_CHECKS:
+    if type(test) is cst.Call and ctx.qualified_name(test.func) in TORCH_CHECKS:
         return any(_direct(a.value) and on_device(ctx, a.value, hot) for a in test.args)
-    if isinstance(test, cst.Call) and method_name(test) in ("any", "all") and not test.args:
+    if type(test) is cst.Call and method_name(test) in ("any", "all") and not test.args:
         owner = receiver(test)
         return owner is not None and _direct(owner) and on_device(ctx, owner, hot)
-    if isinstance(test, cst.Comparison):
-        if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
+    if type(test) is cst.Comparison:
+        if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in test.comparisons):
             return False
         operands = [test.left, *(c.comparator for c in test.comparisons)]
         return any(_direct(o) and on_device(ctx, o, hot) for o in operands)

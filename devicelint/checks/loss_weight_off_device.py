@@ -36,7 +36,7 @@ def _is_loss_class(ctx: FileContext, call: cst.Call) -> str | None:
 
 
 def _direct_cpu_factory(ctx: FileContext, value: cst.BaseExpression) -> bool:
-    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in FACTORY_NAMES:
+    if type(value) is cst.Call and ctx.qualified_name(value.func) in FACTORY_NAMES:
         return not any(a.keyword is not None and a.keyword.value == "device" or a.star for a in value.args)
     return False
 
@@ -50,7 +50,7 @@ def _cpu_weight(ctx: FileContext, value: cst.BaseExpression) -> bool:
         return False
     if _direct_cpu_factory(ctx, value):
         return True
-    if isinstance(value, cst.Name):
+    if type(value) is cst.Name:
         # `w = torch.tensor(class_weights)` on an earlier line of the same function: the data is
         # configuration (a list, a NumPy array), so the tensor is on the CPU unless moved since.
         last = _last_assignment(ctx, value)
@@ -66,7 +66,7 @@ def _last_assignment(ctx: FileContext, use: cst.Name) -> cst.BaseExpression | No
         return None
     found: tuple[int, cst.BaseExpression] | None = None
     for assign in ctx.index.of_type(cst.Assign):
-        if not any(isinstance(t.target, cst.Name) and t.target.value == use.value for t in assign.targets):
+        if not any(type(t.target) is cst.Name and t.target.value == use.value for t in assign.targets):
             continue
         if (ctx.index.enclosing_function(assign) or ctx.module) is not scope:
             continue
@@ -79,7 +79,7 @@ def _last_assignment(ctx: FileContext, use: cst.Name) -> cst.BaseExpression | No
 
 def _statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, cst.SimpleStatementLine):
+        if type(ancestor) is cst.SimpleStatementLine:
             return ancestor
     return None
 
@@ -93,7 +93,7 @@ def _moves_in_scope(ctx: FileContext, scope: cst.CSTNode) -> list[tuple[str | No
         if (ctx.index.enclosing_function(call) or ctx.module) is not scope:
             continue
         receiver = call.func.value  # type: ignore[attr-defined]  # a move: `x.to(...)`, func is an Attribute
-        out.append((receiver.value if isinstance(receiver, cst.Name) else None, call))
+        out.append((receiver.value if type(receiver) is cst.Name else None, call))
     return out
 
 
@@ -159,7 +159,7 @@ class LossWeightOffDevice(Rule):
         # Wherever the loss was built (a helper, a trainer's `__init__`): called on device tensors.
         for meeting in file_facts(ctx).meetings:
             constructor = meeting.cpu_node
-            if meeting.how != "weight" or id(constructor) in reported or not isinstance(constructor, cst.Call):
+            if meeting.how != "weight" or id(constructor) in reported or type(constructor) is not cst.Call:
                 continue
             reported.add(id(constructor))
             weight = next(a for a in constructor.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS)
@@ -182,9 +182,7 @@ class LossWeightOffDevice(Rule):
                 continue
             assign = ctx.index.parent(call)
             if not (
-                isinstance(assign, cst.Assign)
-                and len(assign.targets) == 1
-                and isinstance(assign.targets[0].target, cst.Name)
+                type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name
             ):
                 continue
             name = assign.targets[0].target.value
@@ -217,7 +215,7 @@ def _loss_name(ctx: FileContext, constructor: cst.Call) -> str:
 def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixProposal | None:
     """`nn.CrossEntropyLoss(weight=w)` -> `nn.CrossEntropyLoss(weight=w).to(<the model's device>)`:
     loss modules keep `weight`/`pos_weight` as buffers, so moving the module moves them."""
-    method = model_move.func.attr.value if isinstance(model_move.func, cst.Attribute) else None
+    method = model_move.func.attr.value if type(model_move.func) is cst.Attribute else None
     if method == "cuda" and not model_move.args:
         move = ".cuda()"
     elif (
@@ -227,7 +225,7 @@ def _move_loss(ctx: FileContext, loss: cst.Call, model_move: cst.Call) -> FixPro
         and (model_move.args[0].keyword is None or model_move.args[0].keyword.value == "device")
     ):
         device = ctx.code_for(model_move.args[0].value)
-        literal = isinstance(model_move.args[0].value, cst.SimpleString)
+        literal = type(model_move.args[0].value) is cst.SimpleString
         if not literal and not bound_before(ctx, device, loss):
             return None  # the device is defined after the loss: no expression to name there
         move = f".to({device})"
@@ -244,4 +242,4 @@ def _is_cpu_move(call: cst.Call) -> bool:
     if not call.args:
         return False
     first = call.args[0].value
-    return isinstance(first, cst.SimpleString) and literal_value(first) == "cpu"
+    return type(first) is cst.SimpleString and literal_value(first) == "cpu"

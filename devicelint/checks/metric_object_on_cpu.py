@@ -143,7 +143,7 @@ def _short(ctx: FileContext, node: cst.BaseExpression) -> str:
     text = ctx.code_for(node)
     if len(text) <= 60 and "\n" not in text:
         return text
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         return ctx.code_for(node.func) + "(...)"
     return {cst.Dict: "{...}", cst.DictComp: "{...}", cst.List: "[...]", cst.ListComp: "[...]"}.get(type(node), "(...)")
 
@@ -153,7 +153,7 @@ def _short(ctx: FileContext, node: cst.BaseExpression) -> str:
 
 def is_metric_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`Accuracy(...)`, `torchmetrics.F1Score(...)`, `MetricCollection([...])`: a torchmetrics class."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
     qualified = ctx.qualified_name(node.func) or ""
     if not qualified.startswith("torchmetrics.") or qualified.startswith("torchmetrics.functional."):
@@ -164,7 +164,7 @@ def is_metric_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 def _moved_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`Accuracy(...).to(device)`, `MetricCollection(...).cuda()`."""
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    while type(node) is cst.Call and type(node.func) is cst.Attribute:
         if moves_to_accelerator(node) and is_metric_constructor(ctx, node.func.value):
             return True
         node = node.func.value
@@ -173,9 +173,9 @@ def _moved_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 def _holds_metrics(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """A dict/list/tuple literal or comprehension that builds metrics."""
-    if not isinstance(node, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
+    if type(node) not in (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp):
         return False
-    return any(is_metric_constructor(ctx, n) for n in ctx.index.walk(node) if isinstance(n, cst.Call))
+    return any(is_metric_constructor(ctx, n) for n in ctx.index.walk(node) if type(n) is cst.Call)
 
 
 def _plain_class(ctx: FileContext, cls: cst.ClassDef, seen: frozenset[str] = frozenset()) -> bool:
@@ -187,7 +187,7 @@ def _plain_class(ctx: FileContext, cls: cst.ClassDef, seen: frozenset[str] = fro
     for base in cls.bases:
         if base.keyword is not None:
             continue  # `metaclass=ABCMeta`
-        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+        value = base.value.value if type(base.value) is cst.Subscript else base.value
         qualified = ctx.qualified_name(value) or dotted_name(value) or ""
         if qualified in PLAIN_BASES:
             continue
@@ -202,7 +202,7 @@ def _plain_class(ctx: FileContext, cls: cst.ClassDef, seen: frozenset[str] = fro
 def _holder_key(ctx: FileContext, target: cst.BaseExpression) -> HolderKey | None:
     """The key of the place an assignment target names: a local, a global, or a plain class's attribute."""
     function = ctx.index.enclosing_function(target)
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return (id(function or ctx.module), target.value)
     attr = self_attribute(target)
     if attr is None or function is None:
@@ -220,7 +220,7 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
         if len(assign.targets) != 1:
             continue
         target, value = assign.targets[0].target, assign.value
-        if isinstance(target, cst.Subscript):  # `self.metrics["acc"] = Accuracy()`
+        if type(target) is cst.Subscript:  # `self.metrics["acc"] = Accuracy()`
             if not is_metric_constructor(ctx, value):
                 continue
             key = _holder_key(ctx, target.value)
@@ -236,7 +236,7 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
             holders.setdefault(key, Holder(created=value, is_container=True))
         elif _moved_constructor(ctx, value):
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = True
-        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "clone":
+        elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "clone":
             clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
     for key, value in clones:
         original = _resolve(ctx, value.func.value, holders)  # type: ignore[attr-defined]  # a `metrics.clone(...)` call
@@ -251,13 +251,13 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
 def _resolve(ctx: FileContext, node: cst.BaseExpression, holders: dict[HolderKey, Holder]) -> Holder | None:
     """The holder an expression reads: its name, `self.attr`, an entry `metrics["acc"]`, or a loop
     variable over `metrics.values()` / `metrics.items()`."""
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         holder = _resolve(ctx, node.value, holders)
         return holder if holder is not None and holder.is_container else None
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         key = _holder_key(ctx, node) if self_attribute(node) is not None else None
         return holders.get(key) if key is not None else None
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     function = ctx.index.enclosing_function(node)
     local = holders.get((id(function or ctx.module), node.value))
@@ -282,11 +282,11 @@ def _loop_over(ctx: FileContext, node: cst.Name) -> cst.BaseExpression | None:
         if isinstance(ancestor, (cst.ListComp, cst.DictComp, cst.GeneratorExp, cst.SetComp)):
             loops = [ancestor.for_in]
         for loop in loops:
-            if any(isinstance(n, cst.Name) and n.value == node.value for n in ctx.index.walk(loop.target)):
+            if any(type(n) is cst.Name and n.value == node.value for n in ctx.index.walk(loop.target)):
                 iterable = loop.iter
                 if (
-                    isinstance(iterable, cst.Call)
-                    and isinstance(iterable.func, cst.Attribute)
+                    type(iterable) is cst.Call
+                    and type(iterable.func) is cst.Attribute
                     and iterable.func.attr.value in CONTAINER_VIEWS
                 ):
                     iterable = iterable.func.value
@@ -302,7 +302,7 @@ def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
         return True
     for node in ctx.index.walk(function.body):
         if (
-            isinstance(node, cst.Name)
+            type(node) is cst.Name
             and node.value == name
             and ctx.index.in_binding_target(node)
             and (ctx.index.enclosing_function(node) is function)
@@ -315,10 +315,10 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
     """Mark each holder moved, escaped or fed, from every reference to it in the file."""
     facts = file_facts(ctx)
     for node in (*ctx.index.of_type(cst.Name), *ctx.index.of_type(cst.Attribute)):
-        if isinstance(node, cst.Attribute) and self_attribute(node) is None:
+        if type(node) is cst.Attribute and self_attribute(node) is None:
             continue
         parent = ctx.index.parent(node)
-        if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute) and parent.attr is node:
+        if type(node) is cst.Name and type(parent) is cst.Attribute and parent.attr is node:
             continue  # the `update` in `metric.update`
         if ctx.index.in_binding_target(node):
             continue
@@ -326,21 +326,21 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
         if holder is None:
             continue
         user: cst.BaseExpression = node
-        while isinstance(parent, cst.Subscript) and parent.value is user:
+        while type(parent) is cst.Subscript and parent.value is user:
             user, parent = parent, ctx.index.parent(parent)
         call = None
-        if isinstance(parent, cst.Call) and parent.func is user:
+        if type(parent) is cst.Call and parent.func is user:
             call = parent  # `metric(preds, target)`
-        elif isinstance(parent, cst.Attribute) and parent.value is user:
+        elif type(parent) is cst.Attribute and parent.value is user:
             outer = ctx.index.parent(parent)
-            if isinstance(outer, cst.Call) and outer.func is parent:
+            if type(outer) is cst.Call and outer.func is parent:
                 if moves_to_accelerator(outer):
                     holder.moved = True
                     continue
                 if parent.attr.value in FEEDING_METHODS:
                     call = outer
-        elif isinstance(parent, (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign)) and not (
-            isinstance(parent, cst.Assign) and user is not parent.value
+        elif type(parent) in (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign) and not (
+            type(parent) is cst.Assign and user is not parent.value
         ):
             holder.escaped = True  # handed on: whoever gets it may move it
             continue
@@ -385,12 +385,12 @@ def _computed_from(ctx: FileContext, value: cst.BaseExpression, names: set[str])
         return False
     mentions = False
     for node in ctx.index.walk(value):
-        if isinstance(node, cst.Attribute) and node.attr.value in HOST_READS:
+        if type(node) is cst.Attribute and node.attr.value in HOST_READS:
             return False
         if (
-            isinstance(node, cst.Name)
+            type(node) is cst.Name
             and node.value in names
-            and not (isinstance(parent := ctx.index.parent(node), cst.Attribute) and parent.attr is node)
+            and not (type(parent := ctx.index.parent(node)) is cst.Attribute and parent.attr is node)
         ):
             mentions = True
     return mentions

@@ -98,14 +98,14 @@ def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     device = _device_for(ctx, meeting)
     if device is None:
         return None
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         return FixProposal(
             f"Move it: `.to({device})`",
             safe=False,
             replacements=((node, f"{code_in_place(ctx, node, node)}.to({device})"),),
         )
     statement = own_line_statement(ctx, node)
-    if not isinstance(node, cst.Name) or statement is None:
+    if type(node) is not cst.Name or statement is None:
         return None
     name = node.value
     return adding_lines(

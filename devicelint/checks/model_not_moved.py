@@ -85,10 +85,10 @@ class ModelNotMoved(Rule):
 
 def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:
     origin = found.module.origin
-    assert isinstance(origin, cst.Call)
+    assert type(origin) is cst.Call
     built = ctx.code_for(origin.func) + "(...)"
     model = found.module_node
-    if isinstance(model, cst.Attribute) and model.attr.value == "forward":
+    if type(model) is cst.Attribute and model.attr.value == "forward":
         model = model.value
     return {
         "model": _short(ctx.code_for(model)),

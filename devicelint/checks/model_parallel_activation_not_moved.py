@@ -109,7 +109,7 @@ class ModelParallelActivationNotMoved(Rule):
         if any(node.name.value == "sum" for node in ctx.index.of_type(cst.FunctionDef)) or _sum_imported(ctx):
             return
         for call in ctx.index.of_type(cst.Call):
-            if not (isinstance(call.func, cst.Name) and call.func.value == "sum" and call.args) or id(call) in crossed:
+            if not (type(call.func) is cst.Name and call.func.value == "sum" and call.args) or id(call) in crossed:
                 continue
             first = call.args[0]
             if first.star or first.keyword is not None:
@@ -169,7 +169,7 @@ def _unplaced_stage(ctx: FileContext, facts: FileFacts, value: cst.BaseExpressio
     """Built from a `torch.nn` layer with weights, or a module class of this file that places
     nothing itself, without `device=`, and moved nowhere in the file."""
     built = module_constructor(ctx, value)
-    if built is None or built in PARAMETER_FREE_MODULES or not isinstance(value, cst.Call):
+    if built is None or built in PARAMETER_FREE_MODULES or type(value) is not cst.Call:
         return False
     own = class_facts(ctx).get(built)
     if own is not None and (facts.placed_submodules(own) or _moves_itself(facts, own)):
@@ -193,12 +193,7 @@ def _gpu_input(
 ) -> tuple[cst.BaseExpression, DeviceId] | None:
     """The first argument `forward` hands `self.<attr>` and the GPU it is on, if stated."""
     for call in ctx.index.walk(forward.body):
-        if (
-            isinstance(call, cst.Call)
-            and dotted_name(call.func) == f"self.{attr}"
-            and call.args
-            and not call.args[0].star
-        ):
+        if type(call) is cst.Call and dotted_name(call.func) == f"self.{attr}" and call.args and not call.args[0].star:
             device = facts.value(call.args[0].value).device
             if device is not None and device.literal and device.is_accelerator:
                 return call.args[0].value, device
@@ -209,14 +204,14 @@ def _output_of(ctx: FileContext, facts: FileFacts, node: cst.CSTNode) -> str | N
     """`self.enc` for `self.enc(x)`, `F.relu(self.enc(x))` or `self.enc(x).view(...)`: the placed
     module whose output the value is, where the expression shows it."""
     for _ in range(8):
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             return None
         callee = facts.value(node.func)
         if dotted_name(node.func) is not None and (
             callee.device is not None or _placed_self_module(ctx, facts, node.func)
         ):
             return dotted_name(node.func)
-        if isinstance(node.func, cst.Attribute) and (ctx.qualified_name(node.func) or "").startswith("torch.") is False:
+        if type(node.func) is cst.Attribute and (ctx.qualified_name(node.func) or "").startswith("torch.") is False:
             node = node.func.value  # `h.view(...)`: the receiver
         elif node.args and not node.args[0].star:
             node = node.args[0].value  # `F.relu(h)`, `torch.flatten(h, 1)`
@@ -235,7 +230,7 @@ def _placed_self_module(ctx: FileContext, facts: FileFacts, func: cst.BaseExpres
 def _moved(ctx: FileContext, node: cst.CSTNode, want: DeviceId) -> str:
     """`y.to("cuda:1")` for `y.to("cuda:0")` or `y`."""
     receiver = node
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MOVE_METHODS:
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in MOVE_METHODS:
         receiver = node.func.value
     return f"{short(ctx, receiver, 40)}.to({_spelled(want)})"
 
@@ -248,7 +243,7 @@ def _sum_imported(ctx: FileContext) -> bool:
     """`from x import sum` (or `as sum`): `sum` is not the builtin."""
     for alias in ctx.index.of_type(cst.ImportAlias):
         bound = alias.asname.name if alias.asname is not None else alias.name
-        if isinstance(bound, cst.Name) and bound.value == "sum":
+        if type(bound) is cst.Name and bound.value == "sum":
             return True
     return False
 
@@ -261,11 +256,11 @@ def _literal_elements(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Ba
         values = [
             a.value
             for a in (ctx.index.walk(function) if function is not None else ())
-            if isinstance(a, cst.Assign) and any(dotted_name(t.target) == name for t in a.targets)
+            if type(a) is cst.Assign and any(dotted_name(t.target) == name for t in a.targets)
         ]
         if len(values) != 1:
             return []
         node = values[0]
     if isinstance(node, (cst.List, cst.Tuple)):
-        return [e.value for e in node.elements if isinstance(e, cst.Element)]
+        return [e.value for e in node.elements if type(e) is cst.Element]
     return []

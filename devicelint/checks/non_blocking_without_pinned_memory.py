@@ -90,11 +90,11 @@ class NonBlockingWithoutPinnedMemory(Rule):
             loader = iterated_loader(ctx, loop.iter)
             if loader is None or not _unpinned_loader(ctx, loader, scope_of(ctx, loop)):
                 continue
-            if any(isinstance(n, cst.Call) and method_name(n) == "pin_memory" for n in ctx.index.walk(loop)):
+            if any(type(n) is cst.Call and method_name(n) == "pin_memory" for n in ctx.index.walk(loop)):
                 continue
             batch = _batch_names(ctx, loop)
             for node in ctx.index.walk(loop.body):
-                if isinstance(node, cst.Call) and _non_blocking_copy(node):
+                if type(node) is cst.Call and _non_blocking_copy(node):
                     owner = receiver(node)
                     if owner is not None and _from_batch(ctx, owner, batch):
                         yield self.violation(
@@ -107,7 +107,7 @@ class NonBlockingWithoutPinnedMemory(Rule):
 
 def _non_blocking_copy(call: cst.Call) -> bool:
     value = keyword(call, "non_blocking")
-    return method_name(call) in ("to", "cuda") and isinstance(value, cst.Name) and value.value == "True"
+    return method_name(call) in ("to", "cuda") and type(value) is cst.Name and value.value == "True"
 
 
 def _batch_names(ctx: FileContext, loop: cst.For) -> set[str]:
@@ -118,13 +118,13 @@ def _batch_names(ctx: FileContext, loop: cst.For) -> set[str]:
     while changed:
         changed = False
         for node in ctx.index.walk(loop.body):
-            if isinstance(node, cst.Assign) and _root_name(node.value) in names:
+            if type(node) is cst.Assign and _root_name(node.value) in names:
                 for target in node.targets:
                     new = set(assigned_names(target.target)) - names
                     if new:
                         names |= new
                         changed = True
-            elif isinstance(node, cst.CompFor) and _root_name(node.iter) in names:
+            elif type(node) is cst.CompFor and _root_name(node.iter) in names:
                 new = set(assigned_names(node.target)) - names
                 if new:
                     names |= new
@@ -135,13 +135,13 @@ def _batch_names(ctx: FileContext, loop: cst.For) -> set[str]:
 def _root_name(node: cst.BaseExpression) -> str | None:
     """`batch` for `batch`, `batch["x"]`, `batch.x`, `batch.items()`, `batch.values()`."""
     while True:
-        if isinstance(node, cst.Call) and method_name(node) in ("items", "values") and not node.args:
+        if type(node) is cst.Call and method_name(node) in ("items", "values") and not node.args:
             node = receiver(node)
         elif isinstance(node, (cst.Subscript, cst.Attribute)):
             node = node.value
         else:
             break
-    return node.value if isinstance(node, cst.Name) else None
+    return node.value if type(node) is cst.Name else None
 
 
 def _from_batch(ctx: FileContext, owner: cst.BaseExpression, batch: set[str]) -> bool:
@@ -159,12 +159,12 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
     A name is looked up in the loop's own function (a parameter is unknown), else at module
     level; `self.loader` in every method of the file.
     """
-    if isinstance(loader, cst.Call):
+    if type(loader) is cst.Call:
         return _unpinned_value(ctx, loader, 0)
-    if isinstance(loader, cst.Name):
+    if type(loader) is cst.Name:
         values = values_of(ctx, loader.value, scope)
     else:
-        text = text_of(loader) if not isinstance(loader, cst.Subscript) else None
+        text = text_of(loader) if type(loader) is not cst.Subscript else None
         if text is None or not text.startswith("self."):
             return False
         values = [v for table in assignments(ctx).values() for v in table.get(text, [])]
@@ -175,18 +175,18 @@ def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CS
 
 def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> FixProposal | None:
     """`pin_memory=True` on the one `DataLoader(...)` call the loop's loader is."""
-    if isinstance(loader, cst.Name):
+    if type(loader) is cst.Name:
         values = values_of(ctx, loader.value, scope)
-    elif isinstance(loader, cst.Call):
+    elif type(loader) is cst.Call:
         values = [loader]
     else:
-        text = text_of(loader) if not isinstance(loader, cst.Subscript) else None
+        text = text_of(loader) if type(loader) is not cst.Subscript else None
         values = [v for table in assignments(ctx).values() for v in table.get(text, [])] if text else []
     calls = {id(v): v for v in values or ()}
     if len(calls) != 1:
         return None
     call = next(iter(calls.values()))
-    if not isinstance(call, cst.Call) or ctx.qualified_name(call.func) not in LOADERS:
+    if type(call) is not cst.Call or ctx.qualified_name(call.func) not in LOADERS:
         return None
     if keyword(call, "pin_memory") is not None or any(arg.star for arg in call.args):
         return None
@@ -197,7 +197,7 @@ def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> Fi
 
 
 def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: int) -> bool:
-    if not isinstance(value, cst.Call) or depth > _MAX_DEPTH:
+    if type(value) is not cst.Call or depth > _MAX_DEPTH:
         return False
     if ctx.qualified_name(value.func) in LOADERS:
         data = positional(value)
@@ -207,7 +207,7 @@ def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: i
     builder = same_file_function(ctx, value)
     if builder is None:
         return False
-    returned = [n.value for n in ctx.index.walk(builder.body) if isinstance(n, cst.Return)]
+    returned = [n.value for n in ctx.index.walk(builder.body) if type(n) is cst.Return]
     return bool(returned) and all(_unpinned_value(ctx, r, depth + 1) for r in returned)
 
 
@@ -238,15 +238,15 @@ def _dict_entries(
     assignment of it plus its `name.update(...)` calls and `name["key"] = value` stores."""
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(node, cst.Dict):
+    if type(node) is cst.Dict:
         out: dict[str, list[cst.BaseExpression]] = {}
         for element in node.elements:
-            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+            if type(element) is cst.DictElement and type(element.key) is cst.SimpleString:
                 key = literal_value(element.key)
                 if isinstance(key, str):
                     out.setdefault(key, []).append(element.value)
                     continue
-            if isinstance(element, cst.StarredDictElement):
+            if type(element) is cst.StarredDictElement:
                 inner = _dict_entries(ctx, element.value, scope, depth + 1)
                 if inner is None:
                     return None
@@ -254,7 +254,7 @@ def _dict_entries(
                 continue
             return None
         return out
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict":
+    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "dict":
         out = {}
         for arg in node.args:
             if arg.keyword is None:
@@ -265,14 +265,14 @@ def _dict_entries(
             else:
                 out.setdefault(arg.keyword.value, []).append(arg.value)
         return out
-    if isinstance(node, cst.IfExp):
+    if type(node) is cst.IfExp:
         body = _dict_entries(ctx, node.body, scope, depth + 1)
         orelse = _dict_entries(ctx, node.orelse, scope, depth + 1)
         if body is None or orelse is None:
             return None
         _merge(body, orelse)
         return body
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return _name_entries(ctx, node.value, scope, depth)
     return None
 
@@ -290,19 +290,19 @@ def _name_entries(
             return None
         _merge(out, entries)
     for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Call) and method_name(node) == "update" and _root_name(receiver(node)) == name:  # type: ignore[arg-type]  # `x.update(...)` has a receiver
+        if type(node) is cst.Call and method_name(node) == "update" and _root_name(receiver(node)) == name:  # type: ignore[arg-type]  # `x.update(...)` has a receiver
             entries = _dict_entries(ctx, node.with_changes(func=cst.Name("dict")), scope, depth + 1)
             if entries is None:
                 return None
             _merge(out, entries)
-        elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript):
+        elif type(node) is cst.AssignTarget and type(node.target) is cst.Subscript:
             if text_of(node.target) != name:
                 continue
             key = node.target.slice[0].slice
-            if not isinstance(key, cst.Index) or not isinstance(key.value, cst.SimpleString):
+            if type(key) is not cst.Index or type(key.value) is not cst.SimpleString:
                 return None
             parent = ctx.index.parent(node)
-            if isinstance(parent, cst.Assign):
+            if type(parent) is cst.Assign:
                 out.setdefault(str(literal_value(key.value)), []).append(parent.value)
     return out
 

@@ -56,7 +56,7 @@ class NumpyOnDeviceTensor(Rule):
         facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not call.args):
+            if not (type(func) is cst.Attribute and func.attr.value == "numpy" and not call.args):
                 continue
             if not facts.is_device_tensor(func.value, certain=True):
                 continue

@@ -184,7 +184,7 @@ def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | N
 
 def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:
     """`table[t]`: a CPU table indexed by a device tensor (the reverse is fine)."""
-    indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+    indices = [e.slice.value for e in node.slice if type(e.slice) is cst.Index]
     if not indices or file_facts(ctx).place_of(node.value) in (Place.DEVICE, Place.FOLLOWS):
         return None
     # Most subscripts have no device index: look at the indices before resolving the table.
@@ -258,7 +258,7 @@ def _op_arguments(ctx: FileContext, call: cst.Call) -> tuple[str, list[cst.BaseE
     if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in OPS:
         name, operands, first = qualified[6:], [], 0
         op = f"torch.{name}()"
-    elif isinstance(call.func, cst.Attribute) and call.func.attr.value in OPS and not qualified.startswith("torch."):
+    elif type(call.func) is cst.Attribute and call.func.attr.value in OPS and not qualified.startswith("torch."):
         name, operands, first = call.func.attr.value, [call.func.value], 1
         op = f".{name}()"
     else:

@@ -20,7 +20,7 @@ def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
     that subclasses one (`MADGRAD`), or what a factory parameter holds (`create(params)` where
     every call of the function passes `functools.partial(torch.optim.Adagrad, lr=0.1)`)."""
     name = _optimizer_type(ctx, call.func)
-    if name is not None or not isinstance(call.func, cst.Name):
+    if name is not None or type(call.func) is not cst.Name:
         return name
     func = ctx.index.enclosing_function(call)
     if func is None or not any(
@@ -38,14 +38,14 @@ def _optimizer_type(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     name = ctx.qualified_name(node) or ""
     if name.startswith("torch.optim.") and name.rsplit(".", 1)[-1][:1].isupper():
         return name
-    if isinstance(node, cst.Name) and any(cls.name.value == node.value for cls in optimizer_classes(ctx)):
+    if type(node) is cst.Name and any(cls.name.value == node.value for cls in optimizer_classes(ctx)):
         return node.value
     return None
 
 
 def _partial_of(ctx: FileContext, value: cst.BaseExpression) -> cst.BaseExpression:
     """`torch.optim.Adagrad` in `functools.partial(torch.optim.Adagrad, lr=0.1)`."""
-    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "functools.partial" and value.args:
+    if type(value) is cst.Call and ctx.qualified_name(value.func) == "functools.partial" and value.args:
         return value.args[0].value
     return value
 
@@ -64,7 +64,7 @@ def _state_at_construction(ctx: FileContext, optimizer: str) -> str | None:
         return None
     params = parameter_names(ctx, init)
     for node in ctx.index.walk(init.body):
-        if isinstance(node, cst.Call) and params & _copied_from(ctx, node):
+        if type(node) is cst.Call and params & _copied_from(ctx, node):
             return f"{optimizer}'s per-parameter `{short(ctx, node)}`"
     return None
 
@@ -75,7 +75,7 @@ def _copied_from(ctx: FileContext, call: cst.Call) -> set[str]:
     qualified = ctx.qualified_name(call.func) or ""
     if (qualified.startswith("torch.") and qualified.endswith("_like")) or qualified == "torch.clone":
         return read_names(ctx, call.args[0].value, skip_index=True) if call.args else set()
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "clone":
+    if type(call.func) is cst.Attribute and call.func.attr.value == "clone":
         return read_names(ctx, call.func.value, skip_index=True)
     return set()
 
@@ -96,8 +96,8 @@ def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
         return None
     first = _params_argument(call)
     if (
-        isinstance(first, cst.Call)
-        and isinstance(first.func, cst.Attribute)
+        type(first) is cst.Call
+        and type(first.func) is cst.Attribute
         and first.func.attr.value in ("parameters", "named_parameters")
     ):
         return dotted_name(first.func.value)
@@ -114,18 +114,16 @@ def _tensor_names(ctx: FileContext, call: cst.Call) -> tuple[str, ...]:
 
 
 def _names_in(node: cst.BaseExpression) -> list[str]:
-    if isinstance(node, (cst.Name, cst.Attribute)):
+    if type(node) in (cst.Name, cst.Attribute):
         name = dotted_name(node)
         return [name] if name is not None else []
     if isinstance(node, (cst.List, cst.Tuple)):
-        return [n for e in node.elements if not isinstance(e, cst.StarredElement) for n in _names_in(e.value)]
-    if isinstance(node, cst.Dict):
+        return [n for e in node.elements if type(e) is not cst.StarredElement for n in _names_in(e.value)]
+    if type(node) is cst.Dict:
         return [
             n
             for e in node.elements
-            if isinstance(e, cst.DictElement)
-            and isinstance(e.key, cst.SimpleString)
-            and literal_value(e.key) == "params"
+            if type(e) is cst.DictElement and type(e.key) is cst.SimpleString and literal_value(e.key) == "params"
             for n in _names_in(e.value)
         ]
     return []
@@ -145,10 +143,10 @@ def _moved_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
     if func is None:
         return []
     moved_params = {
-        m for node in ctx.index.walk(func.body) if isinstance(node, cst.Call) and (m := _moved_model(node)) is not None
+        m for node in ctx.index.walk(func.body) if type(node) is cst.Call and (m := _moved_model(node)) is not None
     }
     params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-    if params and ctx.index.enclosing_class(func) is not None and isinstance(call.func, cst.Attribute):
+    if params and ctx.index.enclosing_class(func) is not None and type(call.func) is cst.Attribute:
         params = params[1:]  # `self`
     found = []
     for index, arg in enumerate(call.args):
@@ -166,10 +164,10 @@ def _replaced_by_moved_copy(ctx: FileContext, move: cst.Call, names: set[str]) -
     in self.params]`: a name rebound to device copies of what it held (`w.data = w.data.cuda()`
     changes the tensor in place and is not a rebinding of `w`)."""
     statement = ctx.index.enclosing(move, cst.SimpleStatementLine)
-    assign = next((a for a in ctx.index.ancestors(move) if isinstance(a, cst.Assign)), None)
+    assign = next((a for a in ctx.index.ancestors(move) if type(a) is cst.Assign), None)
     if assign is None or statement is None or ctx.index.parent(assign) is not statement:
         return None
-    read = {dotted_name(n) for n in ctx.index.walk(assign.value) if isinstance(n, (cst.Name, cst.Attribute))}
+    read = {dotted_name(n) for n in ctx.index.walk(assign.value) if type(n) in (cst.Name, cst.Attribute)}
     for target in assign.targets:
         name = dotted_name(target.target)
         if name is not None and name in names and name in read:
@@ -197,12 +195,10 @@ def _about_self(ctx: FileContext, call: cst.Call) -> bool:
     """A call on `self.x` (`self.model.cuda()`, `self.opt.load_state_dict(...)`), or one that
     assigns its result to `self.x` (`self.opt = Adagrad(...)`)."""
     func = call.func
-    if isinstance(func, cst.Attribute) and (dotted_name(func.value) or "").startswith("self."):
+    if type(func) is cst.Attribute and (dotted_name(func.value) or "").startswith("self."):
         return True
     parent = ctx.index.parent(call)
-    return isinstance(parent, cst.Assign) and any(
-        (dotted_name(t.target) or "").startswith("self.") for t in parent.targets
-    )
+    return type(parent) is cst.Assign and any((dotted_name(t.target) or "").startswith("self.") for t in parent.targets)
 
 
 def _same_model(held: str, moved: str) -> bool:
@@ -324,7 +320,7 @@ class OptimizerStateDevice(Rule):
                 parent = ctx.index.parent(call)
                 target = (
                     dotted_name(parent.targets[0].target)
-                    if isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                    if type(parent) is cst.Assign and len(parent.targets) == 1
                     else None
                 )
                 if target is not None:
@@ -338,7 +334,7 @@ class OptimizerStateDevice(Rule):
             func = call.func
             name = (
                 dotted_name(func.value)
-                if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"
+                if type(func) is cst.Attribute and func.attr.value == "load_state_dict"
                 else None
             )
             if name is not None:
@@ -351,7 +347,7 @@ class OptimizerStateDevice(Rule):
                     loaded.setdefault(scope, set()).add(name)
                 continue
             parent = ctx.index.parent(call)
-            if isinstance(parent, cst.Assign) and moves_to_accelerator(call):  # `model = Net().cuda()`: built there
+            if type(parent) is cst.Assign and moves_to_accelerator(call):  # `model = Net().cuda()`: built there
                 moved_first.setdefault(scope, set()).update(
                     name for target in parent.targets if (name := dotted_name(target.target)) is not None
                 )

@@ -120,7 +120,7 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
     if not moves_to_accelerator(call):
         return None
     root = _host_side_root(call.func.value)  # type: ignore[attr-defined]  # a move: `x.to(...)`, func is an Attribute
-    if isinstance(root, cst.Name):
+    if type(root) is cst.Name:
         return _module_tensor_moved(ctx, call, root)
     attr = self_attribute(root) if root is not None else None
     cls = ctx.index.enclosing_class(call)
@@ -176,7 +176,7 @@ def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
         found: set[tuple[int, str]] = set()
         for violation in TensorAttributeNotRegistered().check(c):
             node = violation.node
-            attr = self_attribute(node) if isinstance(node, cst.Attribute) else None
+            attr = self_attribute(node) if type(node) is cst.Attribute else None
             cls = c.index.enclosing_class(node)
             if attr is not None and cls is not None:
                 found.add((id(cls), attr))
@@ -189,17 +189,16 @@ def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """The value at the root of `self.x[:n].view(...)`-style host-side reshapes, or None where an
     index picks varying rows (`self.table[idx]`: DL116's case when `idx` is on the device)."""
     while True:
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             if not all(
-                isinstance(e.slice, cst.Slice)
-                or (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Integer))
+                type(e.slice) is cst.Slice or (type(e.slice) is cst.Index and type(e.slice.value) is cst.Integer)
                 for e in node.slice
             ):
                 return None
             node = node.value
         elif (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value in PRESERVING_METHODS
             and node.func.attr.value not in MEETING_METHODS
         ):
@@ -228,15 +227,15 @@ def _device_keyword(call: cst.Call) -> bool:
     device = keyword(call, "device")
     if device is None:
         return False
-    return not (isinstance(device, cst.SimpleString) and literal_value(device) == "cpu")
+    return not (type(device) is cst.SimpleString and literal_value(device) == "cpu")
 
 
 def _constant_data(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
     """A literal list or tuple of numbers, a module-level name bound once to one, a constant
     list attribute of the class, or a helper's parameter that every call passes one of these."""
-    if isinstance(node, (cst.List, cst.Tuple)):
+    if type(node) in (cst.List, cst.Tuple):
         return _numbers(node) and _several(node)
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         function = ctx.index.enclosing_function(node)
         if function is not None and _bound_in(ctx, function, node.value):
             # a helper's parameter: constant when every call of the file passes one
@@ -264,11 +263,11 @@ def _several(node: cst.BaseExpression) -> bool:
 def _numbers(node: cst.BaseExpression) -> bool:
     if isinstance(node, (cst.List, cst.Tuple)):
         return bool(node.elements) and all(
-            not isinstance(e, cst.StarredElement) and _numbers(e.value) for e in node.elements
+            type(e) is not cst.StarredElement and _numbers(e.value) for e in node.elements
         )
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
+    return type(node) in (cst.Integer, cst.Float)
 
 
 def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
@@ -277,15 +276,15 @@ def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
     if any(p.name.value == name for p in every):
         return True
     for node in ctx.index.walk(function.body):
-        if isinstance(node, cst.Global):
+        if type(node) is cst.Global:
             continue
-        if isinstance(node, cst.AssignTarget) and any(
-            isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(node.target)
+        if type(node) is cst.AssignTarget and any(
+            type(n) is cst.Name and n.value == name for n in ctx.index.walk(node.target)
         ):
             return True
         if isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign)):
             target = node.target
-            if any(isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(target)):
+            if any(type(n) is cst.Name and n.value == name for n in ctx.index.walk(target)):
                 return True
     return False
 
@@ -300,7 +299,7 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
     """ids of the functions that run once per step: step methods (`forward`, Lightning hooks,
     `step`), functions and methods called inside a loop, and what those call in the file."""
     found: list[cst.FunctionDef] = []
-    functions = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    functions = {s.name.value: s for s in ctx.module.body if type(s) is cst.FunctionDef}
     classes = {c.name.value: methods(c) for c in ctx.index.of_type(cst.ClassDef)}
     for cls in ctx.index.of_type(cst.ClassDef):
         own = methods(cls)
@@ -308,7 +307,7 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
             if name in own:
                 found.append(own[name])
     for call in ctx.index.of_type(cst.Call):
-        if not any(isinstance(a, (cst.For, cst.While)) for a in _ancestors_to_function(ctx, call)):
+        if not any(type(a) in (cst.For, cst.While) for a in _ancestors_to_function(ctx, call)):
             continue
         callee = _callee(ctx, call, functions, classes)
         if callee is not None:
@@ -320,7 +319,7 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
             continue
         seen.add(id(function))
         for node in ctx.index.walk(function.body):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 callee = _callee(ctx, node, functions, classes)
                 if callee is not None:
                     found.append(callee)
@@ -341,13 +340,13 @@ COMPILED_TESTS = frozenset(
 def _compiled_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     """True for `torch.jit.is_scripting()` (or `... or torch.jit.is_tracing()`), False for its
     negation, None for any other test."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _compiled_test(ctx, test.expression)
         return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
         sides = (_compiled_test(ctx, test.left), _compiled_test(ctx, test.right))
         return True if sides == (True, True) else None
-    if isinstance(test, cst.Call) and not test.args and ctx.qualified_name(test.func) in COMPILED_TESTS:
+    if type(test) is cst.Call and not test.args and ctx.qualified_name(test.func) in COMPILED_TESTS:
         return True
     return None
 
@@ -358,11 +357,11 @@ def _compiled_only(ctx: FileContext, node: cst.CSTNode) -> bool:
     constants are baked in once there, and eager code takes the other branch."""
     child = node
     for ancestor in _ancestors_to_function(ctx, node):
-        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+        if type(ancestor) is cst.If and child is not ancestor.test:
             taken = _compiled_test(ctx, ancestor.test)
             if taken is not None and (child is ancestor.body) == taken:
                 return True
-        if isinstance(ancestor, cst.IfExp) and child is not ancestor.test:
+        if type(ancestor) is cst.IfExp and child is not ancestor.test:
             taken = _compiled_test(ctx, ancestor.test)
             if taken is not None and (child is ancestor.body) == taken:
                 return True
@@ -373,14 +372,14 @@ def _compiled_only(ctx: FileContext, node: cst.CSTNode) -> bool:
 def _cached(function: cst.FunctionDef) -> bool:
     """`@lru_cache`/`@cache`-style decorators: the copy is made once per device, not per step."""
     return any(
-        "cache" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").lower()
+        "cache" in (dotted_name(d.decorator.func if type(d.decorator) is cst.Call else d.decorator) or "").lower()
         for d in function.decorators
     )
 
 
 def _ancestors_to_function(ctx: FileContext, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return
         yield ancestor
 
@@ -393,12 +392,12 @@ def _callee(
 ) -> cst.FunctionDef | None:
     """The same-file function or method (`self.m(...)`) a call runs."""
     func = call.func
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return functions.get(func.value)
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
         cls = ctx.index.enclosing_class(call)
         if cls is not None:
             return classes.get(cls.name.value, {}).get(func.attr.value)
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in classes:
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in classes:
         return classes[func.value.value].get(func.attr.value)  # `Normalize._mean(x)`: a static method
     return None

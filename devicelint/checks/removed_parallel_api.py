@@ -152,15 +152,15 @@ def _guarded(ctx: FileContext, node: cst.CSTNode) -> bool:
     version (`if torch.__version__ < "2.4":`): a deliberate compatibility path."""
     child: cst.CSTNode = node
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, cst.If) and child is ancestor.body and "version" in ctx.code_for(ancestor.test).lower():
+        if type(ancestor) is cst.If and child is ancestor.body and "version" in ctx.code_for(ancestor.test).lower():
             return True
-        if isinstance(ancestor, cst.Try) and child is ancestor.body:
+        if type(ancestor) is cst.Try and child is ancestor.body:
             for handler in ancestor.handlers:
                 if handler.type is None:
                     return True
-                caught = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+                caught = handler.type.elements if type(handler.type) is cst.Tuple else [handler.type]
                 for item in caught:
-                    value = item.value if isinstance(item, cst.Element) else item
+                    value = item.value if type(item) is cst.Element else item
                     if (dotted_name(value) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS:
                         return True
         child = ancestor

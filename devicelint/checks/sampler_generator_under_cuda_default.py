@@ -30,7 +30,7 @@ def _in_force(ctx: FileContext, default: DefaultDevice) -> str:
     setter = default.setter
     text = ctx.code_for(setter) if setter is not None else "the default device"
     parent = ctx.index.parent(setter) if setter is not None else None
-    return f"inside `with {text}:`" if isinstance(parent, cst.WithItem) else f"after `{text}`"
+    return f"inside `with {text}:`" if type(parent) is cst.WithItem else f"after `{text}`"
 
 
 @register

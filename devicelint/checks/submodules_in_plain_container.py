@@ -164,7 +164,7 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         return "module"
     if _module_factory(ctx, node):
         return "module"
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         fact = file_facts(ctx).value(node)
         if fact.kind == MODULE and fact.factory is not None and fact.where in (None, HOST):  # built here, not moved
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
@@ -176,7 +176,7 @@ def _built_elsewhere(
 ) -> LocalContainer | None:
     """The plain container behind `self.x = layers` (a local the method filled and handed to
     nothing else) or `self.x = make_layers(cfg)` (a same-file builder returning one)."""
-    if isinstance(value, cst.Name):
+    if type(value) is cst.Name:
         box = local_containers(ctx, method).get(value.value)
         if box is not None:
             return None if box.handed_on else box
@@ -184,8 +184,8 @@ def _built_elsewhere(
         sources = [
             a.value
             for a in ctx.index.walk(method.body)
-            if isinstance(a, cst.Assign)
-            and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in a.targets)
+            if type(a) is cst.Assign
+            and any(type(t.target) is cst.Name and t.target.value == value.value for t in a.targets)
         ]
         if len(sources) != 1 or _handed_on_locally(ctx, method, value.value):
             return None
@@ -194,9 +194,7 @@ def _built_elsewhere(
 
 
 def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> bool:
-    return any(
-        isinstance(n, cst.Name) and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body)
-    )
+    return any(type(n) is cst.Name and n.value == name and handed_to_call(ctx, n) for n in ctx.index.walk(method.body))
 
 
 def _filled_elements(ctx: FileContext, box: LocalContainer, called: bool) -> list[str]:
@@ -211,7 +209,7 @@ def _filled_elements(ctx: FileContext, box: LocalContainer, called: bool) -> lis
             if (
                 kind
                 and kind != "stateless"
-                and not (isinstance(fill.node, cst.Call) and _registered_by_hand(ctx, fill.node, value))
+                and not (type(fill.node) is cst.Call and _registered_by_hand(ctx, fill.node, value))
             ):
                 found.append(kind)
     return found
@@ -249,17 +247,17 @@ NON_MODULE_LIBRARIES = (
 
 def _module_factory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`conv_bn(c_in, c_out)` where the same file's `conv_bn` returns `nn.Sequential(...)`."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
+    if not (type(node) is cst.Call and type(node.func) is cst.Name):
         return False
     function = next(
-        (s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == node.func.value), None
+        (s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == node.func.value), None
     )
     if function is None:
         return False
     returns = [
         r.value
         for r in ctx.index.walk(function.body)
-        if isinstance(r, cst.Return) and ctx.index.enclosing_function(r) is function
+        if type(r) is cst.Return and ctx.index.enclosing_function(r) is function
     ]
     return bool(returns) and all(
         r is not None
@@ -272,7 +270,7 @@ def _module_factory(ctx: FileContext, node: cst.BaseExpression) -> bool:
 def _imported_class(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`ResBlock(...)` with `ResBlock` imported from the project (or a library not known to hold
     other things than modules)."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
     qualified = ctx.qualified_name(node.func)
     if qualified is None or qualified.startswith(NON_MODULE_LIBRARIES):
@@ -289,24 +287,20 @@ def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:
         if method.name.value == "__init__":
             continue
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node:
+        if type(parent) is cst.Subscript and parent.value is node:
             call = ctx.index.parent(parent)
-            if isinstance(call, cst.Call) and call.func is parent:
+            if type(call) is cst.Call and call.func is parent:
                 found.add(attr)
             continue
         iterated: cst.CSTNode | None = node
         path: list[int] = []  # where the element sits in the loop target: [] whole, [1] second of a pair
-        if isinstance(parent, cst.Attribute) and parent.attr.value in ("values", "items"):
+        if type(parent) is cst.Attribute and parent.attr.value in ("values", "items"):
             path = [1] if parent.attr.value == "items" else []
             iterated = ctx.index.parent(parent)  # the `.items()` call
             parent = ctx.index.parent(iterated) if iterated is not None else None
-        if isinstance(parent, cst.Arg) and iterated is not None:
+        if type(parent) is cst.Arg and iterated is not None:
             call = ctx.index.parent(parent)
-            if not (
-                isinstance(call, cst.Call)
-                and isinstance(call.func, cst.Name)
-                and call.func.value in ("zip", "enumerate")
-            ):
+            if not (type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in ("zip", "enumerate")):
                 continue
             position = 1 if call.func.value == "enumerate" else next(i for i, a in enumerate(call.args) if a is parent)
             path = [position] + path
@@ -316,11 +310,11 @@ def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:
             for position in path:
                 elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
                 target = elements[position].value if position < len(elements) else None
-            if not isinstance(target, cst.Name):
+            if type(target) is not cst.Name:
                 continue
-            scope = parent.body if isinstance(parent, cst.For) else ctx.index.parent(parent)
+            scope = parent.body if type(parent) is cst.For else ctx.index.parent(parent)
             if scope is not None and any(
-                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == target.value
+                type(n) is cst.Call and type(n.func) is cst.Name and n.func.value == target.value
                 for n in ctx.index.walk(scope)
             ):
                 found.add(attr)
@@ -330,7 +324,7 @@ def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:
 def _stateless(name: str, call: cst.BaseExpression) -> bool:
     if name in PARAMETER_FREE_MODULES:
         return True
-    args = call.args if isinstance(call, cst.Call) else ()
+    args = call.args if type(call) is cst.Call else ()
     if name in ("Sequential", "ModuleList", "ModuleDict") and not args:
         return True
     # A loss without a class weight has no state.
@@ -353,14 +347,14 @@ def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
     found: set[str] = set()
     for attr, node, _ in facts.references:
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Arg):
+        if type(parent) is cst.Arg:
             parent = ctx.index.parent(ctx.index.parent(parent) or parent)
-        if not isinstance(parent, cst.For):
+        if type(parent) is not cst.For:
             continue
         for inner in ctx.index.walk(parent.body):
             if (
-                isinstance(inner, cst.Call)
-                and isinstance(inner.func, cst.Attribute)
+                type(inner) is cst.Call
+                and type(inner.func) is cst.Attribute
                 and inner.func.attr.value in ("add_module", "register_module")
             ):
                 found.add(attr)
@@ -376,18 +370,18 @@ def _managed_by_hand(ctx: FileContext, facts: ClassFacts) -> set[str]:
     found: set[str] = set()
     for attr, node, _ in facts.references:
         parent = ctx.index.parent(node)
-        if not (isinstance(parent, cst.Subscript) and parent.value is node):
+        if not (type(parent) is cst.Subscript and parent.value is node):
             continue
         outer = ctx.index.parent(parent)
-        if isinstance(outer, cst.Arg):
+        if type(outer) is cst.Arg:
             call = ctx.index.parent(outer)
-            if isinstance(call, cst.Call) and _registering_call(call):
+            if type(call) is cst.Call and _registering_call(call):
                 found.add(attr)
-        elif isinstance(outer, cst.Attribute) and outer.value is parent and outer.attr.value in ("to", "cuda", "cpu"):
-            if isinstance(ctx.index.parent(outer), cst.Call):
+        elif type(outer) is cst.Attribute and outer.value is parent and outer.attr.value in ("to", "cuda", "cpu"):
+            if type(ctx.index.parent(outer)) is cst.Call:
                 found.add(attr)
         elif (
-            isinstance(outer, cst.Call)
+            type(outer) is cst.Call
             and outer.func is parent
             and outer.args
             and all(_host_input(ctx, facts, a.value) for a in outer.args if a.keyword is None)
@@ -398,36 +392,36 @@ def _managed_by_hand(ctx: FileContext, facts: ClassFacts) -> set[str]:
 
 def _registering_call(call: cst.Call) -> bool:
     func = call.func
-    if isinstance(func, cst.Attribute):
+    if type(func) is cst.Attribute:
         return func.attr.value in ("add_module", "register_module")
-    return isinstance(func, cst.Name) and func.value == "setattr"
+    return type(func) is cst.Name and func.value == "setattr"
 
 
 def _host_input(ctx: FileContext, facts: ClassFacts, arg: cst.BaseExpression) -> bool:
     """`x.cpu()`, `x.to("cpu")`, or `x.to(self.device)` where the class keeps `self.device` on
     the host (assigned the literal "cpu", or a constructor parameter defaulting to it)."""
-    if not (isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute)):
+    if not (type(arg) is cst.Call and type(arg.func) is cst.Attribute):
         return False
     if arg.func.attr.value == "cpu":
         return True
     if arg.func.attr.value != "to" or not arg.args:
         return False
     target = arg.args[0].value
-    if isinstance(target, cst.SimpleString):
+    if type(target) is cst.SimpleString:
         return target.value.strip("'\"") == "cpu"
-    if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+    if not (type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self"):
         return False
     values = [(v, m) for a, v, m in facts.assignments if a == target.attr.value]
     return bool(values) and all(_host_value(v, m) for v, m in values)
 
 
 def _host_value(value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
-    if isinstance(value, cst.SimpleString):
+    if type(value) is cst.SimpleString:
         return value.value.strip("'\"") == "cpu"
-    if isinstance(value, cst.Name):
+    if type(value) is cst.Name:
         for param in (*method.params.params, *method.params.kwonly_params):
             if param.name.value == value.value:
-                return isinstance(param.default, cst.SimpleString) and param.default.value.strip("'\"") == "cpu"
+                return type(param.default) is cst.SimpleString and param.default.value.strip("'\"") == "cpu"
     return False
 
 
@@ -436,17 +430,17 @@ def _installed_elsewhere(ctx: FileContext, function: cst.FunctionDef, call: cst.
     `self.wrappers[path] = wrapper`: the element also lives in another module, which may be the
     registered one (the plain container only indexes it)."""
     for node in ctx.index.walk(function.body):
-        if isinstance(node, cst.Call) and node is not call and len(node.args) >= 2:
+        if type(node) is cst.Call and node is not call and len(node.args) >= 2:
             if any(
-                isinstance(a.value, cst.Name) and a.value.value == name and (i > 0 or a.keyword is not None)
+                type(a.value) is cst.Name and a.value.value == name and (i > 0 or a.keyword is not None)
                 for i, a in enumerate(node.args)
             ):
                 return True
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == name:
+        if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == name:
             for target in node.targets:
                 holder = target.target
-                if isinstance(holder, cst.Attribute) and not (
-                    isinstance(holder.value, cst.Name) and holder.value.value == "self"
+                if type(holder) is cst.Attribute and not (
+                    type(holder.value) is cst.Name and holder.value.value == "self"
                 ):
                     return True
     return False
@@ -455,7 +449,7 @@ def _installed_elsewhere(ctx: FileContext, function: cst.FunctionDef, call: cst.
 def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression) -> bool:
     """`self.add_module(str(i), layer)` (or `setattr(self, name, layer)`) next to
     `self.layers.append(layer)` registers it; so may installing it in another module."""
-    if not isinstance(value, cst.Name):
+    if type(value) is not cst.Name:
         return False
     function = ctx.index.enclosing_function(call)
     if function is None:
@@ -464,20 +458,20 @@ def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpr
         return True
     for node in ctx.index.walk(function.body):
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value in ("add_module", "register_module")
             and len(node.args) >= 2
         ):
             other = node.args[1].value
-            if isinstance(other, cst.Name) and other.value == value.value:
+            if type(other) is cst.Name and other.value == value.value:
                 return True
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Name)
+            type(node) is cst.Call
+            and type(node.func) is cst.Name
             and node.func.value == "setattr"
             and len(node.args) == 3
-            and isinstance(node.args[2].value, cst.Name)
+            and type(node.args[2].value) is cst.Name
             and node.args[2].value.value == value.value
         ):
             return True
@@ -490,14 +484,12 @@ def _attributes_passed_to_calls(ctx: FileContext, facts: ClassFacts) -> set[str]
     found: set[str] = set()
     for attr, node, _ in facts.references:
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Arg):
+        if type(parent) is cst.Arg:
             call = ctx.index.parent(parent)
-            iterating = (
-                isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ITERATION_HELPERS
-            )
+            iterating = type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in ITERATION_HELPERS
             if not iterating:
                 found.add(attr)
-        elif isinstance(parent, cst.Return):
+        elif type(parent) is cst.Return:
             found.add(attr)
     return found
 
@@ -532,43 +524,39 @@ def _uses_fit(ctx: FileContext, facts: ClassFacts, attr: str, replacement: str) 
         if name != attr:
             continue
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value not in methods:
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value not in methods:
             return False  # `self.blocks.sort()`, `.index(...)`, `.get(...)` on a ModuleDict
-        if isinstance(parent, cst.Call) and parent.func is node:
+        if type(parent) is cst.Call and parent.func is node:
             return False
         if (
-            isinstance(parent, cst.Arg)
-            and isinstance(call := ctx.index.parent(parent), cst.Call)
-            and (isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "type", "json", "copy"))
+            type(parent) is cst.Arg
+            and type(call := ctx.index.parent(parent)) is cst.Call
+            and (type(call.func) is cst.Name and call.func.value in ("isinstance", "type", "json", "copy"))
         ):
             return False  # `isinstance(self.blocks, list)` turns False
-        if isinstance(parent, cst.Subscript) and parent.value is node and replacement.endswith("Dict"):
-            keys = [e.slice.value for e in parent.slice if isinstance(e.slice, cst.Index)]
-            if any(isinstance(k, (cst.Integer, cst.Float)) for k in keys):
+        if type(parent) is cst.Subscript and parent.value is node and replacement.endswith("Dict"):
+            keys = [e.slice.value for e in parent.slice if type(e.slice) is cst.Index]
+            if any(type(k) in (cst.Integer, cst.Float) for k in keys):
                 return False
     return True
 
 
 def _string_keys(value: cst.BaseExpression) -> bool:
-    if isinstance(value, cst.Dict):
+    if type(value) is cst.Dict:
         return all(
-            isinstance(e, cst.DictElement)
-            and isinstance(e.key, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            type(e) is cst.DictElement
+            and type(e.key) in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
             for e in value.elements
         )
-    if isinstance(value, cst.DictComp):
+    if type(value) is cst.DictComp:
         key = value.key
-        if (
-            isinstance(key, cst.Name)
-            and isinstance(value.for_in.target, cst.Name)
-            and key.value == value.for_in.target.value
-        ):
+        if type(key) is cst.Name and type(value.for_in.target) is cst.Name and key.value == value.for_in.target.value:
             # `{name: ... for name in ("a", "b")}`
             source = value.for_in.iter
             return isinstance(source, (cst.Tuple, cst.List)) and all(
-                isinstance(e.value, cst.SimpleString) for e in source.elements
+                type(e.value) is cst.SimpleString for e in source.elements
             )
-        return isinstance(key, (cst.SimpleString, cst.FormattedString)) or (
-            isinstance(key, cst.Call) and isinstance(key.func, cst.Name) and key.func.value == "str"
+        return type(key) in (cst.SimpleString, cst.FormattedString) or (
+            type(key) is cst.Call and type(key.func) is cst.Name and key.func.value == "str"
         )
     return True  # a name or builder: filled through subscripts, checked in `_uses_fit`

@@ -216,7 +216,7 @@ class TensorAttributeNotRegistered(Rule):
             if kind is None:
                 box = (
                     local_containers(ctx, method).get(value.value)
-                    if isinstance(value, cst.Name)
+                    if type(value) is cst.Name
                     else returned_container(ctx, value, facts)
                 )
                 if box is None or box.handed_on:
@@ -260,13 +260,13 @@ def _tensor_argument(
 ) -> bool:
     """`self.std = std` where `std` is a parameter annotated `Tensor`, or one that the class then
     uses the way only a tensor is used (`self.std.view(...)`, `self.std[..., None]`)."""
-    if not isinstance(value, cst.Name):
+    if type(value) is not cst.Name:
         return False
     params = {p.name.value: p for p in (*method.params.params, *method.params.kwonly_params)}
     param = params.get(value.value)
     if param is None:
         return False
-    if param.default is not None and not isinstance(param.default, cst.Name):
+    if param.default is not None and type(param.default) is not cst.Name:
         return False  # `eps=1e-5`, `scale=None`-style options (a literal default) are not tensors
     if annotation_is_tensor(param.annotation):
         return True
@@ -274,12 +274,12 @@ def _tensor_argument(
         if name != attr or user is method:
             continue
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in TENSOR_ONLY_METHODS:
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in TENSOR_ONLY_METHODS:
             return True
         if (
-            isinstance(parent, cst.Subscript)
+            type(parent) is cst.Subscript
             and parent.value is node
-            and not isinstance(ctx.index.parent(parent), cst.AssignTarget)
+            and type(ctx.index.parent(parent)) is not cst.AssignTarget
         ):
             return True
     return False
@@ -293,11 +293,11 @@ def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
         if method.name.value == "__init__":
             continue
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node:
+        if type(parent) is cst.Subscript and parent.value is node:
             holder = ctx.index.parent(parent)
             while isinstance(holder, (cst.Element, cst.Tuple, cst.List)):
                 holder = ctx.index.parent(holder)
-            if isinstance(holder, cst.AssignTarget):
+            if type(holder) is cst.AssignTarget:
                 found.add(attr)
     return found
 
@@ -305,24 +305,22 @@ def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
 def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpression) -> bool:
     """An element that `model.to()` leaves behind: a CPU tensor made here, or a registered buffer
     (`getattr(self, f"anchor_{i}")`, `self.mean`, or the tensor just handed to `register_buffer`)."""
-    if isinstance(element, cst.Call) and isinstance(element.func, cst.Name) and element.func.value == "getattr":
+    if type(element) is cst.Call and type(element.func) is cst.Name and element.func.value == "getattr":
         first = element.args[0].value if element.args else None
-        return facts.dynamic_buffers and isinstance(first, cst.Name) and first.value == "self"
+        return facts.dynamic_buffers and type(first) is cst.Name and first.value == "self"
     if isinstance(element, (cst.Tuple, cst.List)):  # `self.stats[name] = (mean, std)`
-        return any(
-            _stale_tensor(ctx, facts, e.value) for e in element.elements if not isinstance(e, cst.StarredElement)
-        )
+        return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if type(e) is not cst.StarredElement)
     attr = self_attribute(element)
     if attr is not None:
         return attr in facts.buffers
-    if isinstance(element, cst.Name) and _registered_as_buffer(ctx, element):
+    if type(element) is cst.Name and _registered_as_buffer(ctx, element):
         return True
     fact = file_facts(ctx).value(element)
-    if isinstance(element, cst.Call):
+    if type(element) is cst.Call:
         qualified = ctx.qualified_name(element.func) or ""
         if qualified.startswith("torch.") and is_empty_placeholder(element, qualified[6:]):
             return False  # `torch.empty(0)`: a slot filled at run time, not a tensor to move
-    if fact.kind == UNKNOWN and isinstance(element, cst.Call):
+    if fact.kind == UNKNOWN and type(element) is cst.Call:
         # comprehension bodies are not interpreted: read a bare torch factory call here
         keywords = {a.keyword.value for a in element.args if a.keyword is not None}
         if qualified.startswith("torch.") and qualified.count(".") == 1 and qualified[6:] in FACTORIES:
@@ -337,11 +335,11 @@ def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
         return False
     for node in ctx.index.walk(function.body):
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value == "register_buffer"
             and len(node.args) >= 2
-            and isinstance(node.args[1].value, cst.Name)
+            and type(node.args[1].value) is cst.Name
             and node.args[1].value.value == name.value
         ):
             return True
@@ -350,8 +348,8 @@ def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
 
 def _is_move(value: cst.BaseExpression) -> bool:
     return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
         and value.func.attr.value
         in (
             "to",
@@ -367,15 +365,15 @@ def _made_on_cpu(ctx: FileContext, value: cst.BaseExpression, fact: Fact) -> boo
     if fact.kind == CPU:
         return fact.from_factory and not fact.scalar
     # `torch.tensor(anchors)`: in a constructor the data is configuration, not a device tensor.
-    if isinstance(value, cst.Call) and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args:
+    if type(value) is cst.Call and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args:
         keywords = {a.keyword.value for a in value.args if a.keyword is not None}
         first = value.args[0].value
-        literal_scalar = isinstance(first, (cst.Integer, cst.Float, cst.UnaryOperation))
+        literal_scalar = type(first) in (cst.Integer, cst.Float, cst.UnaryOperation)
         return (
             "device" not in keywords
             and not any(a.star for a in value.args)
             and not literal_scalar
-            and isinstance(first, (cst.Name, cst.Attribute, cst.List, cst.Tuple))
+            and type(first) in (cst.Name, cst.Attribute, cst.List, cst.Tuple)
         )
     return False
 
@@ -400,7 +398,7 @@ def _as_buffer(
 ) -> FixProposal | None:
     """`self.<attr> = value` -> `self.register_buffer("<attr>", value, persistent=False)`."""
     assign = ctx.index.parent(value)
-    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or own_line_statement(ctx, assign) is None:
+    if type(assign) is not cst.Assign or len(assign.targets) != 1 or own_line_statement(ctx, assign) is None:
         return None
     init = ctx.index.enclosing_function(assign)
     if init is None or init.name.value != "__init__" or not _after_super_init(ctx, init, assign):
@@ -419,7 +417,7 @@ def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode
     """Whether a `super().__init__(...)` (or `Base.__init__(self, ...)`) statement of `init`'s
     own body comes before the statement holding `node`."""
     statement = own_line_statement(ctx, node)
-    if not isinstance(init.body, cst.IndentedBlock):
+    if type(init.body) is not cst.IndentedBlock:
         return False
     top = statement
     while top is not None and ctx.index.parent(top) is not init.body:
@@ -428,7 +426,7 @@ def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode
         if item is top:
             return False
         if any(
-            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "__init__"
+            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "__init__"
             for n in ctx.index.walk(item)
         ):
             return True
@@ -437,9 +435,9 @@ def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode
 
 def _assignment_target(ctx: FileContext, value: cst.BaseExpression) -> cst.CSTNode | None:
     parent = ctx.index.parent(value)
-    if isinstance(parent, cst.Assign):
+    if type(parent) is cst.Assign:
         return parent.targets[0].target
-    if isinstance(parent, cst.AnnAssign):
+    if type(parent) is cst.AnnAssign:
         return parent.target
     return None
 
@@ -452,11 +450,11 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
         if name != attr:
             continue
         parent = ctx.index.parent(node)
-        call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        call = ctx.index.parent(parent) if type(parent) is cst.Attribute and parent.value is node else None
         if call is not None and (move_call(call) not in (None, "cpu") or _takes_device_of_argument(call)):
             return True
         clause = ctx.index.parent(node)
-        if isinstance(clause, cst.CompFor) and clause.iter is node:
+        if type(clause) is cst.CompFor and clause.iter is node:
             comprehension = ctx.index.parent(clause)
             element = getattr(comprehension, "elt", None)
             if element is not None and move_call(element) not in (None, "cpu"):
@@ -467,8 +465,8 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
 def _takes_device_of_argument(call: cst.CSTNode) -> bool:
     """`self.mean.type_as(x)`: the result lives on `x`'s device (and has its dtype)."""
     return (
-        isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Attribute)
+        type(call) is cst.Call
+        and type(call.func) is cst.Attribute
         and call.func.attr.value == "type_as"
         and len(call.args) == 1
     )
@@ -504,7 +502,7 @@ def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:
                 return None
             moved.update(imported.moved_attributes)
             continue
-        name = base.value if isinstance(base, cst.Name) else None
+        name = base.value if type(base) is cst.Name else None
         if name is None or name in seen or name not in every:
             continue
         seen.add(name)
@@ -521,29 +519,29 @@ def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:
 def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
     """`torch.tensor(factor)` under `if isinstance(factor, float):`: a 0-dim tensor, which
     PyTorch lets meet tensors on any device."""
-    if not (isinstance(value, cst.Call) and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args):
+    if not (type(value) is cst.Call and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args):
         return False
     first = value.args[0].value
-    if not isinstance(first, cst.Name):
+    if type(first) is not cst.Name:
         return False
     if _scalar_parameter(ctx, value, first.value):
         return True
     node: cst.CSTNode | None = value
-    while node is not None and not isinstance(node, cst.FunctionDef):
+    while node is not None and type(node) is not cst.FunctionDef:
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.If) and parent.body is node:
+        if type(parent) is cst.If and parent.body is node:
             test = parent.test
             if (
-                isinstance(test, cst.Call)
-                and isinstance(test.func, cst.Name)
+                type(test) is cst.Call
+                and type(test.func) is cst.Name
                 and test.func.value == "isinstance"
                 and len(test.args) == 2
-                and isinstance(test.args[0].value, cst.Name)
+                and type(test.args[0].value) is cst.Name
                 and test.args[0].value.value == first.value
             ):
                 kinds = test.args[1].value
-                names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-                return all(isinstance(n, cst.Name) and n.value in ("int", "float", "bool") for n in names)
+                names = [e.value for e in kinds.elements] if type(kinds) is cst.Tuple else [kinds]
+                return all(type(n) is cst.Name and n.value in ("int", "float", "bool") for n in names)
         node = parent
     return False
 
@@ -567,17 +565,17 @@ def _scalar_parameter(ctx: FileContext, at: cst.CSTNode, name: str) -> bool:
         return False
     annotation = param.annotation.annotation if param.annotation is not None else None
     if annotation is not None:
-        if not (isinstance(annotation, cst.Name) and annotation.value in _SCALAR_TYPES):
+        if not (type(annotation) is cst.Name and annotation.value in _SCALAR_TYPES):
             return False
     elif not _numeric(param.default):
         return False
     for node in ctx.index.walk(function.body):
         if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            if any(isinstance(t, cst.Name) and t.value == name for t in targets) and not _numeric(node.value):
+            if any(type(t) is cst.Name and t.value == name for t in targets) and not _numeric(node.value):
                 return False
         elif isinstance(node, (cst.For, cst.CompFor)) and any(
-            isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(node.target)
+            type(n) is cst.Name and n.value == name for n in ctx.index.walk(node.target)
         ):
             return False
     return True
@@ -586,15 +584,15 @@ def _scalar_parameter(ctx: FileContext, at: cst.CSTNode, name: str) -> bool:
 def _numeric(node: cst.BaseExpression | None, leaf_names: bool = False) -> bool:
     """A number, or arithmetic and rounding on numbers and names (`frac * rate`, `round(r, 2)`);
     a bare name only inside such an expression."""
-    if isinstance(node, (cst.Integer, cst.Float)):
+    if type(node) in (cst.Integer, cst.Float):
         return True
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return leaf_names and node.value not in ("None", "True", "False")
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         return _numeric(node.expression, leaf_names)
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         return _numeric(node.left, True) and _numeric(node.right, True)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _SCALAR_CALLS:
+    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _SCALAR_CALLS:
         return bool(node.args) and all(_numeric(a.value, True) for a in node.args if a.keyword is None)
     return False
 
@@ -606,7 +604,7 @@ def _lazy_slot(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseEx
     refilled = any(a == attr and m.name.value != "__init__" for a, _, m in facts.assignments)
     if not refilled:
         return False
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         qualified = ctx.qualified_name(value.func) or ""
         short = qualified[6:] if qualified.startswith("torch.") else ""
         if short in ("empty", "zeros", "ones") and value.args and _zero(facts, value.args[0].value):
@@ -615,35 +613,35 @@ def _lazy_slot(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseEx
         if name != attr or method.name.value == "__init__":
             continue
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "device":
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value == "device":
             holder = ctx.index.parent(parent)
-            if isinstance(holder, (cst.Comparison, cst.ComparisonTarget)):
+            if type(holder) in (cst.Comparison, cst.ComparisonTarget):
                 return True
     return False
 
 
 def _zero(facts: ClassFacts, size: cst.BaseExpression) -> bool:
     """`0`, or `self.n` that `__init__` sets to 0 (`self.seq_len_cached = 0`)."""
-    if isinstance(size, cst.Integer):
+    if type(size) is cst.Integer:
         return size.value == "0"
-    attr = self_attribute(size) if isinstance(size, cst.Attribute) else None
+    attr = self_attribute(size) if type(size) is cst.Attribute else None
     if attr is None:
         return False
     values = [v for a, v, m in facts.assignments if a == attr and m.name.value == "__init__"]
-    return len(values) == 1 and isinstance(values[0], cst.Integer) and values[0].value == "0"
+    return len(values) == 1 and type(values[0]) is cst.Integer and values[0].value == "0"
 
 
 def _picks_from_python_data(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode) -> bool:
     """`self.items[self.index]` where `self.items` is a Python list or dict: the tensor only
     picks an element on the host."""
     parent = ctx.index.parent(node)
-    if not isinstance(parent, cst.Index):
+    if type(parent) is not cst.Index:
         return False
     element = ctx.index.parent(parent)
-    subscript = ctx.index.parent(element) if isinstance(element, cst.SubscriptElement) else None
-    if not isinstance(subscript, cst.Subscript):
+    subscript = ctx.index.parent(element) if type(element) is cst.SubscriptElement else None
+    if type(subscript) is not cst.Subscript:
         return False
-    holder = self_attribute(subscript.value) if isinstance(subscript.value, cst.Attribute) else None
+    holder = self_attribute(subscript.value) if type(subscript.value) is cst.Attribute else None
     values = [v for a, v, _ in facts.assignments if a == holder]
     return bool(values) and all(container_kind(ctx, v) is not None for v in values)
 
@@ -653,13 +651,13 @@ def _handed_to_project_code(ctx: FileContext, node: cst.CSTNode) -> bool:
     project (a relative import, or a package named in the file's path): a helper the file does
     not show, which may move the tensor itself (as same-file helpers often do)."""
     arg = ctx.index.parent(node)
-    call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
-    if not isinstance(call, cst.Call) or arg.star:  # type: ignore[union-attr]  # a call: `arg` is its Arg
+    call = ctx.index.parent(arg) if type(arg) is cst.Arg else None
+    if type(call) is not cst.Call or arg.star:  # type: ignore[union-attr]  # a call: `arg` is its Arg
         return False
     root = call.func
-    while isinstance(root, cst.Attribute):
+    while type(root) is cst.Attribute:
         root = root.value
-    return isinstance(root, cst.Name) and root.value in _project_imports(ctx)
+    return type(root) is cst.Name and root.value in _project_imports(ctx)
 
 
 def _project_imports(ctx: FileContext) -> frozenset[str]:
@@ -672,7 +670,7 @@ def _project_imports(ctx: FileContext) -> frozenset[str]:
         for statement in c.index.of_type(cst.ImportFrom):
             module = dotted_name(statement.module) if statement.module is not None else None
             own = bool(statement.relative) or (module is not None and module.split(".")[0] in folders)
-            if own and not isinstance(statement.names, cst.ImportStar):
+            if own and type(statement.names) is not cst.ImportStar:
                 names.update((a.asname.name.value if a.asname else dotted_name(a.name) or "") for a in statement.names)  # type: ignore[union-attr]  # asname holds a Name
         for statement in c.index.of_type(cst.Import):
             for alias in statement.names:
@@ -688,17 +686,15 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
     """`helper(x, self.doas)` where the file's `helper` moves that parameter itself
     (`doas = doas.to(x.device)`, `w = w.to(x)`, `torch.as_tensor(w, device=x.device)`)."""
     arg = ctx.index.parent(node)
-    call = ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
-    if not isinstance(call, cst.Call) or arg.star:  # type: ignore[union-attr]  # a call: `arg` is its Arg
+    call = ctx.index.parent(arg) if type(arg) is cst.Arg else None
+    if type(call) is not cst.Call or arg.star:  # type: ignore[union-attr]  # a call: `arg` is its Arg
         return False
     func = call.func
     callee = None
     bound = False
-    if isinstance(func, cst.Name):
-        callee = next(
-            (f for f in ctx.module.body if isinstance(f, cst.FunctionDef) and f.name.value == func.value), None
-        )
-    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+    if type(func) is cst.Name:
+        callee = next((f for f in ctx.module.body if type(f) is cst.FunctionDef and f.name.value == func.value), None)
+    elif type(func) is cst.Attribute and type(func.value) is cst.Name:
         owner = func.value.value
         if owner == "self" or owner == facts.node.name.value:
             callee = facts.methods.get(func.attr.value)
@@ -706,7 +702,7 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
                 owner == "self"
                 and callee is not None
                 and not any(
-                    isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in callee.decorators
+                    type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in callee.decorators
                 )
             )
     if callee is None:
@@ -722,28 +718,26 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
             return False
         name = params[position]
     for statement in ctx.index.walk(callee.body):
-        if not isinstance(statement, cst.Assign) or not any(
-            isinstance(t.target, cst.Name) and t.target.value == name for t in statement.targets
+        if type(statement) is not cst.Assign or not any(
+            type(t.target) is cst.Name and t.target.value == name for t in statement.targets
         ):
             continue
         value = statement.value
-        type_as = (
-            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "type_as"
-        )
+        type_as = type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "type_as"
         if (type_as or move_call(value) not in (None, "cpu")) and any(
-            isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(value)
+            type(n) is cst.Name and n.value == name for n in ctx.index.walk(value)
         ):
             return True
         # `w = to_device_of(w, x)`: a helper of the file that returns the parameter moved
-        helped = moved_by_helper(ctx, value) if isinstance(value, cst.Call) else None
-        if helped is not None and any(isinstance(r, cst.Name) and r.value == name for r in helped.receivers):
+        helped = moved_by_helper(ctx, value) if type(value) is cst.Call else None
+        if helped is not None and any(type(r) is cst.Name and r.value == name for r in helped.receivers):
             return True
         if (
-            isinstance(value, cst.Call)
+            type(value) is cst.Call
             and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS
             and value.args
             and (
-                isinstance(value.args[0].value, cst.Name)
+                type(value.args[0].value) is cst.Name
                 and value.args[0].value.value == name
                 and any(a.keyword is not None and a.keyword.value == "device" for a in value.args)
             )
@@ -755,14 +749,14 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
 def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
     parent = ctx.index.parent(node)
     while True:
-        if isinstance(parent, cst.Subscript) and parent.value is node:
+        if type(parent) is cst.Subscript and parent.value is node:
             node, parent = parent, ctx.index.parent(parent)
             continue
         # `self.t.unsqueeze(0).expand(n, -1).to(device)`: reshaped on the host, then moved
-        call = ctx.index.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+        call = ctx.index.parent(parent) if type(parent) is cst.Attribute and parent.value is node else None
         if (
-            isinstance(call, cst.Call)
-            and isinstance(parent, cst.Attribute)
+            type(call) is cst.Call
+            and type(parent) is cst.Attribute
             and call.func is parent
             and parent.attr.value in PRESERVING_METHODS
             and parent.attr.value not in MEETING_METHODS
@@ -770,32 +764,32 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
         ):
             return True
         break
-    if isinstance(parent, cst.Attribute) and parent.value is node:
+    if type(parent) is cst.Attribute and parent.value is node:
         return parent.attr.value in SAFE_ATTRIBUTES
-    if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.FormattedStringExpression, cst.Del)):
+    if type(parent) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.FormattedStringExpression, cst.Del):
         return True
-    if isinstance(parent, cst.Comparison):
-        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in parent.comparisons)
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Comparison:
+        return all(type(c.operator) in (cst.Is, cst.IsNot) for c in parent.comparisons)
+    if type(parent) is cst.Arg:
         call = ctx.index.parent(parent)
-        if not isinstance(call, cst.Call):
+        if type(call) is not cst.Call:
             return False
         if (
-            isinstance(call.func, cst.Name)
+            type(call.func) is cst.Name
             and call.func.value in ("zip", "enumerate")
-            and isinstance(ctx.index.parent(call), cst.For)
+            and type(ctx.index.parent(call)) is cst.For
         ):
             return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]  # a For, checked above
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "copy_":
+        if type(call.func) is cst.Attribute and call.func.attr.value == "copy_":
             return True  # `out[:, :n].copy_(self.table)`: `copy_` copies across devices
         # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
         placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
-        return placed or (isinstance(call.func, cst.Name) and call.func.value in SAFE_FUNCTIONS)
-    if isinstance(parent, cst.For) and parent.iter is node:
+        return placed or (type(call.func) is cst.Name and call.func.value in SAFE_FUNCTIONS)
+    if type(parent) is cst.For and parent.iter is node:
         return _loop_reads_safely(ctx, parent)
-    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+    if type(parent) is cst.UnaryOperation and type(parent.operator) is cst.Not:
         return True
-    if isinstance(parent, (cst.If, cst.While, cst.BooleanOperation)):
+    if type(parent) in (cst.If, cst.While, cst.BooleanOperation):
         return True  # a truth test (`if self.cache:`), not a computation on the device
     return False
 
@@ -804,16 +798,16 @@ def _moved_afterwards(ctx: FileContext, node: cst.CSTNode) -> bool:
     """The chain of host-side reshapes that starts at `node` ends in a move (`.to(...)`, `.cuda()`)."""
     while True:
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node:
+        if type(parent) is cst.Subscript and parent.value is node:
             node = parent
             continue
-        if not (isinstance(parent, cst.Attribute) and parent.value is node):
+        if not (type(parent) is cst.Attribute and parent.value is node):
             return False
         if parent.attr.value in ("to", "cuda", "type_as"):
             return True
         call = ctx.index.parent(parent)
         if not (
-            isinstance(call, cst.Call)
+            type(call) is cst.Call
             and call.func is parent
             and parent.attr.value in PRESERVING_METHODS
             and parent.attr.value not in MEETING_METHODS
@@ -825,13 +819,13 @@ def _moved_afterwards(ctx: FileContext, node: cst.CSTNode) -> bool:
 def _read_on_host(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`int(self.stride.max())`, `self.sizes.prod().item()`: the result becomes a Python number."""
     parent = ctx.index.parent(node)
-    if isinstance(parent, cst.Attribute) and parent.value is node:
+    if type(parent) is cst.Attribute and parent.value is node:
         return parent.attr.value in ("item", "tolist", "numpy")
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Arg:
         call = ctx.index.parent(parent)
         return (
-            isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Name)
+            type(call) is cst.Call
+            and type(call.func) is cst.Name
             and call.func.value in ("int", "float", "bool", "len", "range", "list", "tuple", "round")
         )
     return False
@@ -839,6 +833,6 @@ def _read_on_host(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def _loop_reads_safely(ctx: FileContext, loop: cst.For) -> bool:
     """`for w in self.weights: ... w.to(x.device) ...`: every use of the loop's names is safe."""
-    targets = {n.value for n in ctx.index.walk(loop.target) if isinstance(n, cst.Name)}
-    uses = [n for n in ctx.index.walk(loop.body) if isinstance(n, cst.Name) and n.value in targets]
+    targets = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
+    uses = [n for n in ctx.index.walk(loop.body) if type(n) is cst.Name and n.value in targets]
     return bool(uses) and all(_safe_read(ctx, use) for use in uses)

@@ -142,7 +142,7 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     if (
         cls is not None
         and meeting.device.where == FOLLOWS
-        and isinstance(origin, cst.Call)
+        and type(origin) is cst.Call
         and _constant_arguments(ctx, origin)
     ):
         hint = " or register it as a buffer in `__init__`"
@@ -170,7 +170,7 @@ def _takes_device(factory: str) -> bool:
 def _pass_device(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     origin = meeting.cpu.origin
     factory = meeting.cpu.factory or ""
-    if not isinstance(origin, cst.Call) or not _takes_device(factory):
+    if type(origin) is not cst.Call or not _takes_device(factory):
         return None
     if any(arg.star for arg in origin.args) or any(
         arg.keyword is not None and arg.keyword.value == "device" for arg in origin.args
@@ -190,7 +190,7 @@ def _runs_on_a_built_instance(function: cst.FunctionDef | None) -> bool:
     (no `self`), not `__init__` (`next(self.parameters())` may find none yet)."""
     if function is None or function.name.value == "__init__" or not function.params.params:
         return False
-    decorators = {d.decorator.value for d in function.decorators if isinstance(d.decorator, cst.Name)}
+    decorators = {d.decorator.value for d in function.decorators if type(d.decorator) is cst.Name}
     return function.params.params[0].name.value == "self" and not decorators & {"staticmethod", "classmethod"}
 
 
@@ -198,7 +198,7 @@ def _alone_on_the_host(ctx: FileContext, factory: cst.Call) -> bool:
     """Whether the factory is not one of several tensors built together on the host
     (`torch.cat([torch.zeros(n), torch.tensor(times)])`): moving only it would split them."""
     parent = ctx.index.parent(factory)
-    if not isinstance(parent, cst.Element):
+    if type(parent) is not cst.Element:
         return True
     display = ctx.index.parent(parent)
     others = [e.value for e in getattr(display, "elements", ()) if e is not parent]
@@ -211,10 +211,10 @@ def _constant_arguments(ctx: FileContext, call: cst.Call) -> bool:
     so that a buffer made once in `__init__` can replace it."""
     for arg in call.args:
         for node in ctx.index.walk(arg.value):
-            if isinstance(node, cst.Name) and node.value not in ("self", "torch", "True", "False", "None"):
+            if type(node) is cst.Name and node.value not in ("self", "torch", "True", "False", "None"):
                 parent = ctx.index.parent(node)
-                if not (isinstance(parent, cst.Attribute) and parent.value is node and node.value in ("self", "torch")):
-                    if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                if not (type(parent) is cst.Attribute and parent.value is node and node.value in ("self", "torch")):
+                    if not (type(parent) is cst.Attribute and parent.attr is node):
                         return False
     return True
 
@@ -243,7 +243,7 @@ def _device_expression(
         # it in the helper's own terms where that name is not bound there
         if stated and (bound_before(ctx, stated, origin) or (not checked and not stated[:1].isidentifier())):
             return stated
-        if isinstance(meeting.device_node, cst.Name) and (
+        if type(meeting.device_node) is cst.Name and (
             not checked or bound_before(ctx, meeting.device_node.value, origin)
         ):
             name = meeting.device_node.value

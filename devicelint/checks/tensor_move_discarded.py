@@ -128,13 +128,13 @@ class TensorMoveDiscarded(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
-            moved = moved_by_helper(ctx, call) if isinstance(call, cst.Call) else None
-            if moved is not None and isinstance(call, cst.Call):
+            moved = moved_by_helper(ctx, call) if type(call) is cst.Call else None
+            if moved is not None and type(call) is cst.Call:
                 # a helper's `return model.to(device)` handed a module moves it in place
                 if not all(file_facts(ctx).value(r).kind == MODULE or _used_as_module(ctx, r) for r in moved.receivers):
                     yield self._helper_report(ctx, call, moved)
                 continue
-            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+            if not (type(call) is cst.Call and type(call.func) is cst.Attribute):
                 continue
             method = call.func.attr.value
             if method not in MOVES and method not in CASTS:
@@ -148,7 +148,7 @@ class TensorMoveDiscarded(Rule):
             if not fact.is_tensor and not (
                 fact.kind == UNKNOWN
                 and method in MOVES
-                and ((isinstance(receiver, cst.Name) and _unknown_is_tensor(ctx, receiver)) or _part_of_batch(receiver))
+                and ((type(receiver) is cst.Name and _unknown_is_tensor(ctx, receiver)) or _part_of_batch(receiver))
             ):
                 continue
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
@@ -199,7 +199,7 @@ class TensorMoveDiscarded(Rule):
         if _rebinding_helps(ctx, call, receiver):
             # Safe only for a name the analysis knows holds a tensor: `x = x.to(d)` then changes
             # nothing but where `x` lives. An attribute or item may be a parameter or a tuple slot.
-            safe = known_tensor and isinstance(receiver, cst.Name)
+            safe = known_tensor and type(receiver) is cst.Name
             fix = FixProposal(
                 description=f"Assign the result: `{receiver_text} = {call_text}`",
                 safe=safe,
@@ -219,43 +219,41 @@ def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpress
     """Whether `receiver = <call>` is a sound fix: the receiver can be assigned, it is not a
     registered parameter (assigning a plain tensor to one raises), and a rebound name is read
     again afterwards (`for t in tensors: t.to(d)` moves nothing even when assigned)."""
-    if isinstance(receiver, cst.Subscript):
+    if type(receiver) is cst.Subscript:
         return True
-    if isinstance(receiver, cst.Attribute):
+    if type(receiver) is cst.Attribute:
         attr = self_attribute(receiver)
         owner = ctx.index.enclosing_class(call)
         facts = class_facts(ctx).get(owner.name.value) if (attr is not None and owner is not None) else None
         return facts is None or not any(
             name == attr and is_parameter_call(ctx, value) for name, value, _ in facts.assignments
         )
-    if not isinstance(receiver, cst.Name):
+    if type(receiver) is not cst.Name:
         return False  # `model(x).cuda()`: nothing to assign to
     scope = ctx.index.enclosing_function(call) or ctx.module
     after = False
     for node in ctx.index.walk(scope):
         if node is call:
             after = True
-        elif after and isinstance(node, cst.Name) and node.value == receiver.value and node is not receiver:
+        elif after and type(node) is cst.Name and node.value == receiver.value and node is not receiver:
             if ctx.index.in_binding_target(node):
                 # Rebound: read first only by its own right-hand side (`z = z - 0.1 * eps`).
                 statement = next(
                     (a for a in ctx.index.ancestors(node) if isinstance(a, (cst.Assign, cst.AugAssign))), None
                 )
-                return isinstance(statement, cst.AugAssign) or (
+                return type(statement) is cst.AugAssign or (
                     statement is not None
-                    and any(
-                        isinstance(n, cst.Name) and n.value == receiver.value for n in ctx.index.walk(statement.value)
-                    )
+                    and any(type(n) is cst.Name and n.value == receiver.value for n in ctx.index.walk(statement.value))
                 )
             return True
     # No read after it: only a loop's next pass can read it, at the top of the body, and not
     # when the loop itself rebinds the name each pass.
     for loop in ctx.index.ancestors(call):
-        if isinstance(loop, cst.For) and receiver.value in assigned_names(loop.target):
+        if type(loop) is cst.For and receiver.value in assigned_names(loop.target):
             return False
         if isinstance(loop, (cst.For, cst.While)):
             return any(
-                isinstance(n, cst.Name)
+                type(n) is cst.Name
                 and n.value == receiver.value
                 and n is not receiver
                 and not ctx.index.in_binding_target(n)
@@ -397,7 +395,7 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
     names = [
         n
         for n in ctx.index.walk(scope)
-        if isinstance(n, cst.Name) and n.value == name and (ctx.index.enclosing_function(n) or ctx.module) is scope
+        if type(n) is cst.Name and n.value == name and (ctx.index.enclosing_function(n) or ctx.module) is scope
     ]
     made = False
     evidence = False
@@ -430,19 +428,19 @@ _MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "buffers", "
 def _used_as_module(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
     """A name its function calls (`model(x)`), asks for parameters (`model.parameters()`), or
     annotates as a module: a module, whose `.to()` moves it in place."""
-    if not isinstance(receiver, cst.Name):
+    if type(receiver) is not cst.Name:
         return False
     scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
     for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Param) and node.name.value == receiver.value and node.annotation is not None:
+        if type(node) is cst.Param and node.name.value == receiver.value and node.annotation is not None:
             if (ctx.qualified_name(node.annotation.annotation) or "").endswith("Module"):
                 return True
-        if not (isinstance(node, cst.Name) and node.value == receiver.value):
+        if not (type(node) is cst.Name and node.value == receiver.value):
             continue
         parent = ctx.index.parent(node)
-        if isinstance(parent, cst.Call) and parent.func is node:
+        if type(parent) is cst.Call and parent.func is node:
             return True
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in _MODULE_ONLY_METHODS:
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _MODULE_ONLY_METHODS:
             return True
     return False
 
@@ -450,12 +448,12 @@ def _used_as_module(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
 def _assigned_an_object(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
     """`self.linear.weight = bnb.nn.Params4bit(...)` earlier in the function: an object of a
     library class, whose own `.cuda()` may work in place, not a plain tensor."""
-    if not isinstance(receiver, cst.Attribute):
+    if type(receiver) is not cst.Attribute:
         return False
     text = ctx.code_for(receiver)
     scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
     for node in ctx.index.walk(scope):
-        if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+        if not (type(node) is cst.Assign and type(node.value) is cst.Call):
             continue
         if not any(ctx.code_for(t.target) == text for t in node.targets):
             continue
@@ -486,7 +484,7 @@ def _dtype_only(ctx: FileContext, call: cst.Call) -> bool:
 
 def _part_of_batch(receiver: cst.BaseExpression) -> bool:
     """`batch["input_ids"]`, `data[0]`, `sample[key]`: one entry of a batch, a tensor."""
-    if not (isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Name)):
+    if not (type(receiver) is cst.Subscript and type(receiver.value) is cst.Name):
         return False
     lowered = receiver.value.value.lower()
     return any(word in lowered for word in CONTAINER_WORDS) and not any(word in lowered for word in MODULE_WORDS)
@@ -503,20 +501,20 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
     while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
         unpacked = unpacked or isinstance(parent, (cst.Tuple, cst.List))
         child, parent = parent, index.parent(parent)
-    if isinstance(parent, cst.AssignTarget):
+    if type(parent) is cst.AssignTarget:
         assign = index.parent(parent)
-        if not isinstance(assign, cst.Assign):
+        if type(assign) is not cst.Assign:
             return "object"
         if unpacked:
             return "part"
         value = assign.value
         if isinstance(value, (cst.Subscript, cst.BinaryOperation)):
             return "part"  # an entry of a container, an arithmetic result
-        if isinstance(value, cst.Call) and constructed_object(ctx, value.func):
+        if type(value) is cst.Call and constructed_object(ctx, value.func):
             return "object"  # `Data(x=x).to("cpu")`: a library object, moved
         if (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
+            type(value) is cst.Call
+            and type(value.func) is cst.Attribute
             and value.func.attr.value in TENSOR_ATTRIBUTES
             and not any(word in ctx.code_for(value.func.value).lower() for word in MODULE_WORDS)
         ):
@@ -526,10 +524,8 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
         if not _loop_over_data(ctx, parent.iter):
             return "object"
         return "part" if unpacked else "whole"
-    if isinstance(
-        parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal)
-    ):
-        return "object" if not isinstance(parent, cst.AugAssign) else None
+    if type(parent) in (cst.Param, cst.AsName, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.Global, cst.Nonlocal):
+        return "object" if type(parent) is not cst.AugAssign else None
     if node is not child:
         return None  # an element of a tuple being built, a use
     return None
@@ -537,13 +533,13 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
 
 def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
     """`x = helper(...)`: a function's result, of unknown type."""
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return False
     func = value.func
-    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
     if not last or last[:1].isupper() or last in class_facts(ctx):
         return False  # a class: an object, perhaps a module
-    if isinstance(func, cst.Attribute) and func.attr.value in MOVES:
+    if type(func) is cst.Attribute and func.attr.value in MOVES:
         return False
     if ctx.qualified_name(func) == "torch.load":
         return False  # a checkpoint: a dict, a whole model or a tensor
@@ -554,15 +550,15 @@ def _made_by_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
 def _loop_over_data(ctx: FileContext, iterable: cst.BaseExpression) -> bool:
     """A loop over batches or a list of values, not over modules (`self.modules()`, `models`)."""
     while (
-        isinstance(iterable, cst.Call)
-        and isinstance(iterable.func, cst.Name)
+        type(iterable) is cst.Call
+        and type(iterable.func) is cst.Name
         and iterable.func.value in LOOP_WRAPPERS
         and iterable.args
     ):
         iterable = iterable.args[0].value
-    if isinstance(iterable, cst.Call):
+    if type(iterable) is cst.Call:
         func = iterable.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
         if last in MODULE_ITERATORS or last == "range":
             return False
     spelled = ctx.code_for(iterable).lower()
@@ -573,26 +569,25 @@ def _use(ctx: FileContext, node: cst.Name) -> str | None:
     """ "tensor" for a use only a tensor has, "object" for one a tensor never has, else None."""
     index = ctx.index
     parent = index.parent(node)
-    if isinstance(parent, cst.Attribute) and parent.value is node:
+    if type(parent) is cst.Attribute and parent.value is node:
         return "tensor" if parent.attr.value in TENSOR_ATTRIBUTES else "object"
-    if isinstance(parent, cst.Call) and parent.func is node:
+    if type(parent) is cst.Call and parent.func is node:
         return "object"
-    if isinstance(parent, cst.Subscript) and parent.value is node:
+    if type(parent) is cst.Subscript and parent.value is node:
         keys = [e.slice for e in parent.slice]
         if any(
-            isinstance(k, cst.Index)
-            and isinstance(k.value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            type(k) is cst.Index and type(k.value) in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
             for k in keys
         ):
             return "object"
         return "tensor"
-    if isinstance(parent, cst.BinaryOperation):
+    if type(parent) is cst.BinaryOperation:
         return "tensor"
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Arg:
         if parent.star == "**":
             return "object"
         call = index.parent(parent)
-        if isinstance(call, cst.Call) and parent.keyword is None and not parent.star and _model_call(ctx, call):
+        if type(call) is cst.Call and parent.keyword is None and not parent.star and _model_call(ctx, call):
             return "input"
     return None
 
@@ -606,7 +601,7 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
     if fact.kind == MODULE:
         return True
     func = call.func
-    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
     return any(
         word in last.lower()
         for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss")

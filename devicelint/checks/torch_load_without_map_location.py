@@ -119,12 +119,12 @@ CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})
 
 def _cuda_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     """True for `torch.cuda.is_available()` (also as one side of `and`), False for its negation."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _cuda_test(ctx, test.expression)
         return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return True if True in (_cuda_test(ctx, test.left), _cuda_test(ctx, test.right)) else None
-    if isinstance(test, cst.Call) and ctx.qualified_name(test.func) in CUDA_AVAILABLE:
+    if type(test) is cst.Call and ctx.qualified_name(test.func) in CUDA_AVAILABLE:
         return True
     return None
 
@@ -145,7 +145,7 @@ def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
                 and in_body == taken
                 and other is not None
                 and any(
-                    isinstance(n, cst.Call) and ctx.qualified_name(n.func) in LOADERS and _has_map_location(n.args)
+                    type(n) is cst.Call and ctx.qualified_name(n.func) in LOADERS and _has_map_location(n.args)
                     for n in ctx.index.walk(other)
                 )
             ):
@@ -171,12 +171,12 @@ def _loads_in_memory_buffer(ctx: FileContext, call: cst.Call) -> bool:
     source = call.args[0].value
     if _TEMPORARY.search(ctx.code_for(source)) or _built_from_temporary(ctx, source, call):
         return True
-    if isinstance(source, cst.Call):
+    if type(source) is cst.Call:
         return ctx.qualified_name(source.func) in BUFFERS
-    if not isinstance(source, cst.Name):
+    if type(source) is not cst.Name:
         return False
     function = ctx.index.enclosing_function(call) or ctx.module
-    if isinstance(function, cst.FunctionDef):
+    if type(function) is cst.FunctionDef:
         params = function.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.name.value == source.value and param.annotation is not None:
@@ -184,11 +184,11 @@ def _loads_in_memory_buffer(ctx: FileContext, call: cst.Call) -> bool:
                     return True
     for node in ctx.index.walk(function):
         value = None
-        if isinstance(node, cst.Assign) and any(_is_name(t.target, source.value) for t in node.targets):
+        if type(node) is cst.Assign and any(_is_name(t.target, source.value) for t in node.targets):
             value = node.value
-        elif isinstance(node, cst.WithItem) and node.asname is not None and _is_name(node.asname.name, source.value):
+        elif type(node) is cst.WithItem and node.asname is not None and _is_name(node.asname.name, source.value):
             value = node.item
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             qualified = ctx.qualified_name(value.func) or ""
             if qualified in BUFFERS or qualified.startswith(TEMPORARY_FILES):
                 return True
@@ -199,26 +199,26 @@ def _built_from_temporary(ctx: FileContext, source: cst.BaseExpression, call: cs
     """`save_path = tmp_path / "model.pth"; torch.load(save_path)`: a path built (two
     assignments deep) from a temporary directory, as tests do."""
     function = ctx.index.enclosing_function(call) or ctx.module
-    names = {n.value for n in ctx.index.walk(source) if isinstance(n, cst.Name)}
+    names = {n.value for n in ctx.index.walk(source) if type(n) is cst.Name}
     for _ in range(2):
         found: set[str] = set()
         for node in ctx.index.walk(function):
-            if isinstance(node, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value in names for t in node.targets
+            if type(node) is cst.Assign and any(
+                type(t.target) is cst.Name and t.target.value in names for t in node.targets
             ):
                 if _TEMPORARY.search(ctx.code_for(node.value)):
                     return True
-                found |= {n.value for n in ctx.index.walk(node.value) if isinstance(n, cst.Name)}
+                found |= {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
         names = found
     return False
 
 
 def _reads_name(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
-    return any(isinstance(n, cst.Name) and n.value == name for n in ctx.index.walk(node))
+    return any(type(n) is cst.Name and n.value == name for n in ctx.index.walk(node))
 
 
 def _is_name(node: cst.BaseExpression, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
+    return type(node) is cst.Name and node.value == name
 
 
 def _has_map_location(args: Sequence[cst.Arg]) -> bool:
@@ -259,19 +259,19 @@ def _used_as_model(ctx: FileContext, value: cst.BaseExpression, depth: int = 0) 
     directly, through a key (`ckpt["model"]`) or through names it is assigned to."""
     node: cst.CSTNode = value
     parent = ctx.index.parent(node)
-    while isinstance(parent, cst.Subscript) and parent.value is node:
+    while type(parent) is cst.Subscript and parent.value is node:
         node, parent = parent, ctx.index.parent(parent)
-    if isinstance(parent, cst.Call) and parent.func is node:
+    if type(parent) is cst.Call and parent.func is node:
         return True
-    if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in MODULE_METHODS:
+    if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in MODULE_METHODS:
         return True
-    if isinstance(parent, cst.Assign) and parent.value is node and depth < 3:
-        names = [t.target.value for t in parent.targets if isinstance(t.target, cst.Name)]
+    if type(parent) is cst.Assign and parent.value is node and depth < 3:
+        names = [t.target.value for t in parent.targets if type(t.target) is cst.Name]
         scope = ctx.index.enclosing_function(parent) or ctx.module
         return any(
             _used_as_model(ctx, use, depth + 1)
             for use in ctx.index.walk(scope)
-            if isinstance(use, cst.Name) and use.value in names and not ctx.index.in_binding_target(use)
+            if type(use) is cst.Name and use.value in names and not ctx.index.in_binding_target(use)
         )
     return False
 
@@ -315,11 +315,11 @@ _FILE_NAME = re.compile(r"\w\.\w{1,8}$")
 
 def _last_name(node: cst.BaseExpression) -> str:
     """`scaler` for `self.accelerator.scaler`, `load_state_dict` for `model.load_state_dict`."""
-    while isinstance(node, cst.Call):
+    while type(node) is cst.Call:
         node = node.func
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return node.attr.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
     return ""
 
@@ -350,13 +350,13 @@ class Payloads:
         node: cst.CSTNode = call
         while True:
             arg = self.ctx.index.parent(node)
-            consumer = self.ctx.index.parent(arg) if isinstance(arg, cst.Arg) else None
-            if not isinstance(consumer, cst.Call) or len(consumer.args) != 1:
+            consumer = self.ctx.index.parent(arg) if type(arg) is cst.Arg else None
+            if type(consumer) is not cst.Call or len(consumer.args) != 1:
                 return False
             called = _last_name(consumer.func)
-            if called == "sorted" and isinstance(consumer.func, cst.Name):
+            if called == "sorted" and type(consumer.func) is cst.Name:
                 return True
-            if called not in ("list", "tuple", "set") or not isinstance(consumer.func, cst.Name):
+            if called not in ("list", "tuple", "set") or type(consumer.func) is not cst.Name:
                 return False
             node = consumer
 
@@ -400,10 +400,10 @@ class Payloads:
             return False
         scope = self.ctx.index.enclosing_function(call) or self.ctx.module
         for node in self.ctx.index.walk(scope):
-            if isinstance(node, cst.Call) and any(
+            if type(node) is cst.Call and any(
                 w in _last_name(node.func).lower() for w in ("load_state", "load_weights")
             ):
-                if any(isinstance(n, cst.Name) and n.value == name for n in self.ctx.index.walk(node)):
+                if any(type(n) is cst.Name and n.value == name for n in self.ctx.index.walk(node)):
                     return False
         return True
 
@@ -429,7 +429,7 @@ class Payloads:
             if self._position(save) < position:
                 return True
             saved = save.args[0].value
-            if loaded is not None and isinstance(saved, cst.Name) and saved.value == loaded:
+            if loaded is not None and type(saved) is cst.Name and saved.value == loaded:
                 return True  # a cache of this function's own value, not a checkpoint of another run
         return False
 
@@ -441,7 +441,7 @@ class Payloads:
         if self._datasets is None:
             self._datasets = {id(c) for c in dataset_classes(self.ctx).values()}
         return any(
-            id(a) in self._datasets or (isinstance(a, cst.ClassDef) and _named_like_dataset(a))
+            id(a) in self._datasets or (type(a) is cst.ClassDef and _named_like_dataset(a))
             for a in self.ctx.index.ancestors(call)
         )
 
@@ -458,7 +458,7 @@ class Payloads:
         rebinding = self._rebinding(call, name)
         verdicts = set()
         for node in self.ctx.index.walk(scope):
-            if not (isinstance(node, cst.Name) and node.value == name and node is not self._target_of(call)):
+            if not (type(node) is cst.Name and node.value == name and node is not self._target_of(call)):
                 continue
             if rebinding is not None and order.get(id(node), 0) > order.get(id(rebinding), 0):
                 # `x = torch.from_numpy(x[k])`: uses after the rebinding read another value
@@ -473,32 +473,28 @@ class Payloads:
     def _rebinding(self, call: cst.Call, name: str) -> cst.Assign | None:
         """The first later statement of the load's own block that binds `name` again."""
         load = self.ctx.index.parent(call)
-        line = self.ctx.index.parent(load) if isinstance(load, cst.Assign) else None
+        line = self.ctx.index.parent(load) if type(load) is cst.Assign else None
         block = self.ctx.index.parent(line) if line is not None else None
         body = getattr(block, "body", None)
         if not isinstance(body, (list, tuple)) or line not in body:
             return None
         for later in body[body.index(line) + 1 :]:
-            if not isinstance(later, cst.SimpleStatementLine):
+            if type(later) is not cst.SimpleStatementLine:
                 return None  # a compound statement may bind it on one path only
             for small in later.body:
-                if (
-                    isinstance(small, cst.Assign)
-                    and len(small.targets) == 1
-                    and _is_name(small.targets[0].target, name)
-                ):
+                if type(small) is cst.Assign and len(small.targets) == 1 and _is_name(small.targets[0].target, name):
                     return small
         return None
 
     def _target_of(self, call: cst.Call) -> cst.CSTNode | None:
         parent = self.ctx.index.parent(call)
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and len(parent.targets) == 1:
             return parent.targets[0].target
         return None
 
     def _assigned_name(self, call: cst.Call) -> str | None:
         target = self._target_of(call)
-        return target.value if isinstance(target, cst.Name) else None
+        return target.value if type(target) is cst.Name else None
 
     def _consumer(self, node: cst.CSTNode) -> str | None:
         """ "host" when `node` (through subscripts) is handed to a host-only consumer, "neutral"
@@ -507,28 +503,28 @@ class Payloads:
         current: cst.CSTNode = node
         parent = index.parent(current)
         while isinstance(parent, (cst.Subscript, cst.SubscriptElement, cst.Index)) and (
-            not isinstance(parent, cst.Subscript) or parent.value is current
+            type(parent) is not cst.Subscript or parent.value is current
         ):
             current, parent = parent, index.parent(parent)
-        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.AssignTarget, cst.Del)):
+        if type(parent) in (cst.Comparison, cst.ComparisonTarget, cst.AssignTarget, cst.Del):
             return "neutral"
         if (
-            isinstance(parent, cst.Attribute)
+            type(parent) is cst.Attribute
             and parent.value is current
             and parent.attr.value in ("keys", "get", "items", "values")
         ):
             return None if parent.attr.value != "keys" else "neutral"
-        if not isinstance(parent, cst.Arg):
+        if type(parent) is not cst.Arg:
             return None
         consumer = index.parent(parent)
-        if not isinstance(consumer, cst.Call):
+        if type(consumer) is not cst.Call:
             return None
         called = _last_name(consumer.func).lower()
         if called in NEUTRAL_CALLS:
             return "neutral"
         if any(word in called for word in HOST_CONSUMER_WORDS):
             return "host"
-        if called == "load_state_dict" and isinstance(consumer.func, cst.Attribute):
+        if called == "load_state_dict" and type(consumer.func) is cst.Attribute:
             owner = _last_name(consumer.func.value).lower()
             if any(word in owner for word in HOST_STATE_WORDS):
                 return "host"
@@ -565,13 +561,13 @@ class Payloads:
 
     def _path_parameter(self, node: cst.BaseExpression, at: cst.CSTNode) -> bool:
         function = self.ctx.index.enclosing_function(at)
-        if not isinstance(node, cst.Name) or function is None:
+        if type(node) is not cst.Name or function is None:
             return False
         params = function.params
         return any(p.name.value == node.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
     def _position(self, node: cst.CSTNode) -> int:
-        return self.ctx.index.position(node) if isinstance(node, cst.Call) else -1
+        return self.ctx.index.position(node) if type(node) is cst.Call else -1
 
     def _all_saves(self) -> list[cst.Call]:
         if self._saves is None:
@@ -582,15 +578,15 @@ class Payloads:
         """File-name literals (`"rng_state.pth"`) and constant names (`SCALER_NAME`) in a path."""
         keys: set[str] = set()
         for part in self.ctx.index.walk(node):
-            if isinstance(part, cst.SimpleString):
+            if type(part) is cst.SimpleString:
                 value = literal_value(part)
                 if isinstance(value, str) and _FILE_NAME.search(value):
                     keys.add(value.rsplit("/", 1)[-1])
-            elif isinstance(part, cst.FormattedStringText) and _FILE_NAME.search(part.value):
+            elif type(part) is cst.FormattedStringText and _FILE_NAME.search(part.value):
                 keys.add(re.split(r"[/_{]", part.value)[-1])
-            elif isinstance(part, cst.Name) and part.value.isupper() and len(part.value) > 2:
+            elif type(part) is cst.Name and part.value.isupper() and len(part.value) > 2:
                 keys.add(part.value)
-            elif isinstance(part, cst.Name) and depth < 2:
+            elif type(part) is cst.Name and depth < 2:
                 for value in self._assigned_values(part.value, at):
                     keys |= self._path_keys(value, at, depth + 1)
         return keys
@@ -599,16 +595,16 @@ class Payloads:
         scope = self.ctx.index.enclosing_function(at) or self.ctx.module
         values = []
         for node in self.ctx.index.walk(scope):
-            if isinstance(node, cst.Assign) and any(_is_name(t.target, name) for t in node.targets):
+            if type(node) is cst.Assign and any(_is_name(t.target, name) for t in node.targets):
                 values.append(node.value)
         return values
 
     def _host_value(self, node: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         if depth > 4:
             return False
-        if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        if type(node) in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
             return True
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             if node.value in ("None", "True", "False"):
                 return True
             return self._host_name(node.value, at, depth)
@@ -616,17 +612,15 @@ class Payloads:
             return all(
                 self._host_value(e.value, at, depth + 1) for e in node.elements if isinstance(e, cst.BaseElement)
             )
-        if isinstance(node, cst.Dict):
-            return all(
-                isinstance(e, cst.DictElement) and self._host_value(e.value, at, depth + 1) for e in node.elements
-            )
+        if type(node) is cst.Dict:
+            return all(type(e) is cst.DictElement and self._host_value(e.value, at, depth + 1) for e in node.elements)
         if isinstance(node, (cst.DictComp,)):
             return self._host_value(node.value, at, depth + 1)
         if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
             return self._host_value(node.elt, at, depth + 1)
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             return self._host_call(node, at)
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
             return self._host_attribute(node.attr.value, at, depth)
         return False
 
@@ -639,37 +633,37 @@ class Payloads:
         stores: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
         for node in self.ctx.index.walk(cls):
             if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
                 and node.args
                 and node.func.attr.value in ("append", "extend", "insert", "update", "add")
             ):
                 holder = node.func.value
                 if (
-                    isinstance(holder, cst.Attribute)
+                    type(holder) is cst.Attribute
                     and holder.attr.value == attr
-                    and isinstance(holder.value, cst.Name)
+                    and type(holder.value) is cst.Name
                     and holder.value.value == "self"
                 ):
                     stores.append((node.args[-1].value, node))  # `self.objective.append(obj)`
                 continue
-            if not isinstance(node, cst.Assign):
+            if type(node) is not cst.Assign:
                 continue
             for target in node.targets:
                 bound = target.target
-                if isinstance(bound, cst.Subscript):
+                if type(bound) is cst.Subscript:
                     bound = bound.value
                 if (
-                    isinstance(bound, cst.Attribute)
+                    type(bound) is cst.Attribute
                     and bound.attr.value == attr
-                    and isinstance(bound.value, cst.Name)
+                    and type(bound.value) is cst.Name
                     and bound.value.value == "self"
                 ):
                     stores.append((node.value, node))
         stores = [
             (v, w)
             for v, w in stores  # what the class reads back is what it saved
-            if not (isinstance(v, cst.Call) and self.ctx.qualified_name(v.func) in LOADERS)
+            if not (type(v) is cst.Call and self.ctx.qualified_name(v.func) in LOADERS)
         ]
         return bool(stores) and all(
             (isinstance(v, (cst.Dict, cst.List)) and not v.elements) or self._host_value(v, where, depth + 1)
@@ -683,7 +677,7 @@ class Payloads:
             return True
         if any(word in called for word in HOST_PRODUCER_WORDS):
             return True
-        if called == "state_dict" and isinstance(call.func, cst.Attribute):
+        if called == "state_dict" and type(call.func) is cst.Attribute:
             owner = _last_name(call.func.value).lower()
             if any(word in owner for word in HOST_STATE_WORDS):
                 return True
@@ -694,10 +688,10 @@ class Payloads:
         """The saving function takes its state dicts with `offload_to_cpu=True` (FSDP)."""
         scope = self.ctx.index.enclosing_function(at) or self.ctx.module
         return any(
-            isinstance(n, cst.Arg)
+            type(n) is cst.Arg
             and n.keyword is not None
             and n.keyword.value in ("offload_to_cpu", "cpu_offload")
-            and isinstance(n.value, cst.Name)
+            and type(n.value) is cst.Name
             and n.value.value == "True"
             for n in self.ctx.index.walk(scope)
         )
@@ -707,10 +701,10 @@ class Payloads:
         scope = self.ctx.index.enclosing_function(at) or self.ctx.module
         values: list[cst.BaseExpression] = []
         for node in self.ctx.index.walk(scope):
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 for target in node.targets:
                     bound = target.target
-                    if isinstance(bound, cst.Subscript):
+                    if type(bound) is cst.Subscript:
                         bound = bound.value
                     if _is_name(bound, name):
                         if _is_name(target.target, name) and _reads_name(self.ctx, node.value, name):
@@ -734,15 +728,15 @@ def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
     file names, and the dotted names it is built from (`args.save_dir`, `ckpt_dir`)."""
     parts: set[str] = set()
     for part in ctx.index.walk(node):
-        if isinstance(part, cst.SimpleString):
+        if type(part) is cst.SimpleString:
             value = literal_value(part)
             if isinstance(value, str) and len(value) > 2 and ("/" in value or _FILE_NAME.search(value)):
                 parts.add(value.rstrip("/"))
-        elif isinstance(part, (cst.Name, cst.Attribute)):
+        elif type(part) in (cst.Name, cst.Attribute):
             parent = ctx.index.parent(part)
-            if isinstance(parent, cst.Attribute) and parent.value is part:
+            if type(parent) is cst.Attribute and parent.value is part:
                 continue  # the whole dotted name is taken at its outermost node
-            if isinstance(parent, cst.Call) and parent.func is part:
+            if type(parent) is cst.Call and parent.func is part:
                 continue  # a called function says nothing of the place
             dotted = dotted_name(part)
             if dotted and dotted not in _UNSPECIFIC and not dotted.startswith("os.path"):

@@ -115,7 +115,7 @@ class WrappedStateDictPrefix(Rule):
         if not saves:
             return
         for call in ctx.index.of_type(cst.Call):
-            if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict" and call.args):
+            if not (type(call.func) is cst.Attribute and call.func.attr.value == "load_state_dict" and call.args):
                 continue
             target = dotted_name(call.func.value)
             source = _loaded_from(ctx, call.args[0].value)
@@ -211,7 +211,7 @@ def _handles_prefix(ctx: FileContext) -> bool:
     if any(token in ctx.source for token in _PREFIX_HELPERS):
         return any(name.value in _PREFIX_HELPERS for name in ctx.index.of_type(cst.Name))
     for node in ctx.index.of_type(cst.Slice):
-        if isinstance(node.lower, cst.Integer) and node.lower.value == "7" and node.upper is None:
+        if type(node.lower) is cst.Integer and node.lower.value == "7" and node.upper is None:
             return True
     return False
 
@@ -266,12 +266,12 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
     found = []
     for saved, at, path_text in _saved_objects(ctx, call, obj.value, path.value):
         pairs: list[tuple[cst.BaseExpression, str | None]] = [(saved, None)]
-        if isinstance(saved, cst.Dict):
+        if type(saved) is cst.Dict:
             pairs = [
                 (e.value, text)
                 for e in saved.elements
-                if isinstance(e, cst.DictElement)
-                and isinstance(e.key, cst.SimpleString)
+                if type(e) is cst.DictElement
+                and type(e.key) is cst.SimpleString
                 and isinstance(text := literal_value(e.key), str)
             ]
         for value, key in pairs:
@@ -319,7 +319,7 @@ def _bound_value(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) ->
     name = dotted_name(node)
     if name is not None:
         values = scope_facts(ctx, scope_of(ctx, at)).assigned.get(name)
-        if values is not None and len(values) == 1 and isinstance(values[0], (cst.Dict, cst.Call)):
+        if values is not None and len(values) == 1 and type(values[0]) in (cst.Dict, cst.Call):
             return values[0]
     return node
 
@@ -375,16 +375,16 @@ def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
         func = call.func
         if (
             cls is None
-            and isinstance(func, cst.Name)
+            and type(func) is cst.Name
             and func.value == name
             and module_functions(ctx).get(name) is function
         ):
             found.append(call)
         elif (
             cls is not None
-            and isinstance(func, cst.Attribute)
+            and type(func) is cst.Attribute
             and func.attr.value == name
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
             and func.value.value == "self"
             and ctx.index.enclosing_class(call) is cls
         ):
@@ -416,7 +416,7 @@ def _is_method(function: cst.FunctionDef) -> bool:
 
 def _state_dict_of(node: cst.BaseExpression) -> str | None:
     """`model` for `model.state_dict()`."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict":
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "state_dict":
         if not node.args:
             return dotted_name(node.func.value)
     return None
@@ -427,9 +427,9 @@ def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> st
     key = dotted_name(node)
     if key is not None:
         values = scope_facts(ctx, scope_of(ctx, at)).assigned.get(key) or scope_facts(ctx, ctx.module).assigned.get(key)
-        if values is not None and len(values) == 1 and isinstance(values[0], cst.SimpleString):
+        if values is not None and len(values) == 1 and type(values[0]) is cst.SimpleString:
             node = values[0]
-    if isinstance(node, cst.SimpleString) and isinstance(text := literal_value(node), str):
+    if type(node) is cst.SimpleString and isinstance(text := literal_value(node), str):
         return "str:" + text
     name = _file_name(node)
     if name is not None:
@@ -440,7 +440,7 @@ def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> st
 def _file_name(node: cst.BaseExpression) -> str | None:
     """The checkpoint file name a path expression ends with: its last literal piece."""
     pieces = [
-        literal_value(n) if isinstance(n, cst.SimpleString) else n.value
+        literal_value(n) if type(n) is cst.SimpleString else n.value
         for n in _walk(node)
         if isinstance(n, (cst.SimpleString, cst.FormattedStringText))
     ]
@@ -460,16 +460,16 @@ def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
 def _loaded_from(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> tuple[str, str | None] | None:
     """(path, key) for `torch.load(p)`, `torch.load(p)["k"]`, or a name bound once to either."""
     key = None
-    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+    if type(node) is cst.Subscript and len(node.slice) == 1:
         index = node.slice[0].slice
-        if not isinstance(index, cst.Index) or not isinstance(index.value, cst.SimpleString):
+        if type(index) is not cst.Index or type(index.value) is not cst.SimpleString:
             return None
         value = literal_value(index.value)
         key = value if isinstance(value, str) else None
         if key is None:
             return None
         node = node.value
-    if isinstance(node, cst.Call) and ctx.qualified_name(node.func) in LOADERS and node.args:
+    if type(node) is cst.Call and ctx.qualified_name(node.func) in LOADERS and node.args:
         first = node.args[0]
         if first.star or (first.keyword is not None and first.keyword.value != "f"):
             return None
@@ -492,7 +492,7 @@ def _bare(ctx: FileContext, var: str, at: cst.CSTNode) -> bool:
     if facts.bind is None:
         return False
     base = chain_base(resolver_for(ctx, at), facts.bind)[0]
-    if not isinstance(base, cst.Call):
+    if type(base) is not cst.Call:
         return False
     qualified = ctx.qualified_name(base.func) or ""
     if qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:

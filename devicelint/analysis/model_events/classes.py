@@ -109,7 +109,7 @@ def _moves_whole_module(facts: FileFacts, cls: ClassFacts) -> bool:
 
 
 def _self_attr(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
         return node.attr.value
     return None
 
@@ -128,7 +128,7 @@ def moves_itself(ctx: FileContext, class_name: str) -> bool:
         return False
     resolver = resolver_for(ctx, init.body)
     for node in scope_facts(ctx, init).nodes:
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             moved = resolver.move(node)
             if moved is not None and dotted_name(moved[0]) == "self" and moved[1].type != "cpu":
                 return True
@@ -143,11 +143,11 @@ def built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | No
 
 
 def _built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | None, visiting: tuple[int, ...]) -> bool:
-    if isinstance(base, cst.Call):
+    if type(base) is cst.Call:
         call = base
     elif facts is not None and facts.bind is not None and not facts.escaped and not facts.sub_moves:
         call = chain_base(resolver_for(ctx, base), facts.bind)[0]
-        if not isinstance(call, cst.Call) or not (facts.trusted or builder_of(ctx, call) is not None):
+        if type(call) is not cst.Call or not (facts.trusted or builder_of(ctx, call) is not None):
             return False
     else:
         return False
@@ -180,10 +180,10 @@ def _device_free(call: cst.Call) -> bool:
 def built_where(ctx: FileContext, base: cst.BaseExpression, facts: History | None, site: cst.CSTNode) -> str:
     """` (`build_model(cfg)` returns it unmoved)` or ` (built in `__init__`)`: where a model that
     `built_on_cpu` judged comes from, when that is not the statement before `site`."""
-    call = base if isinstance(base, cst.Call) else None
+    call = base if type(base) is cst.Call else None
     if call is None and facts is not None and facts.bind is not None:
         bound = chain_base(resolver_for(ctx, facts.bind), facts.bind)[0]
-        call = bound if isinstance(bound, cst.Call) else None
+        call = bound if type(bound) is cst.Call else None
     if call is not None and builder_of(ctx, call) is not None:
         return f" (`{ctx.code_for(call.func).strip()}(...)` returns it unmoved)"
     if facts is not None and facts.bind is not None:
@@ -218,11 +218,11 @@ def builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file a call runs: `build_model(...)`, or `self.build_model(...)`
     inside a class that defines it (the summary of a builder is its returns)."""
     func = call.func
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         if func.value in module_classes(ctx):
             return None
         return module_functions(ctx).get(func.value)
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
         cls = ctx.index.enclosing_class(call)
         if cls is not None:
             return methods(cls).get(func.attr.value)
@@ -232,10 +232,8 @@ def builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
 def _returns_cpu_model(ctx: FileContext, function: cst.FunctionDef, visiting: tuple[int, ...]) -> bool:
     """Every `return` of the builder hands back a model built on the CPU and not moved since:
     a constructor call, or a local bound to one that nothing moved or handed on."""
-    returns = [
-        node for node in scope_facts(ctx, function).nodes if isinstance(node, cst.Return) or isinstance(node, cst.Yield)
-    ]
-    if not returns or any(isinstance(node, cst.Yield) or node.value is None for node in returns):
+    returns = [node for node in scope_facts(ctx, function).nodes if type(node) is cst.Return or type(node) is cst.Yield]
+    if not returns or any(type(node) is cst.Yield or node.value is None for node in returns):
         return False
     for node in returns:
         value = node.value

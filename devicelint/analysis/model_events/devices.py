@@ -86,14 +86,14 @@ class Resolver:
         return None
 
     def _module_env(self) -> dict[str, list[cst.BaseExpression]]:
-        if isinstance(self.scope.root, cst.Module):
+        if type(self.scope.root) is cst.Module:
             return {}
         return scope_facts(self.ctx, self.ctx.module).assigned
 
     def move(self, call: cst.Call) -> tuple[cst.BaseExpression, Device] | None:
         """(receiver, device) for `x.to(dev)`, `x.cuda(i)`, `x.cpu()`; None for other calls."""
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in MOVE_METHODS:
+        if type(func) is not cst.Attribute or func.attr.value not in MOVE_METHODS:
             return None
         method = func.attr.value
         if method == "cpu":
@@ -129,7 +129,7 @@ def _new_resolver(ctx: FileContext, node: cst.FunctionDef | cst.Module) -> Resol
 
 def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:
     """`model` for `model.apply(init).half()`: methods that return the module they are called on."""
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in KEEPS_MODULE:
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in KEEPS_MODULE:
         node = node.func.value
     return node
 
@@ -137,7 +137,7 @@ def strip_self_returning(node: cst.BaseExpression) -> cst.BaseExpression:
 def rebinds(resolver: Resolver, node: cst.CSTNode, var: str) -> bool:
     """`node` binds `var` to something else: `var = other`, not `var = var.cuda()`."""
     return (
-        isinstance(node, cst.Assign)
+        type(node) is cst.Assign
         and any(dotted_name(t.target) == var for t in node.targets)
         and dotted_name(chain_base(resolver, node.value)[0]) != var
     )
@@ -147,7 +147,7 @@ def chain_base(resolver: Resolver, value: cst.BaseExpression) -> tuple[cst.BaseE
     """Strip `.to(...)`/`.cuda()` and dtype casts: (the expression moved, the last device)."""
     device = None
     node = value
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    while type(node) is cst.Call and type(node.func) is cst.Attribute:
         moved = resolver.move(node)
         if moved is not None:
             device = device or moved[1]
@@ -163,19 +163,19 @@ def device_ids_first(resolver: Resolver, device_ids: cst.BaseExpression | None) 
         return None
     node = device_ids
     if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Name)
+        type(node) is cst.Call
+        and type(node.func) is cst.Name
         and node.func.value in ("list", "tuple")
         and len(node.args) == 1
     ):
         node = node.args[0].value
     if isinstance(node, (cst.List, cst.Tuple)) and node.elements:
         first = node.elements[0]
-        if isinstance(first, cst.Element):
+        if type(first) is cst.Element:
             device = resolver.device(first.value)
             return device if device.literal and device.index is not None else None
         return None
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range" and node.args:
+    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "range" and node.args:
         if len(node.args) == 1:
             return indexed("cuda", 0)
         start = int_value(node.args[0].value)

@@ -56,9 +56,9 @@ def _cuda_fstring_index(node: cst.FormattedString) -> cst.BaseExpression | None:
     parts = node.parts
     if (
         len(parts) == 2
-        and isinstance(parts[0], cst.FormattedStringText)
+        and type(parts[0]) is cst.FormattedStringText
         and parts[0].value == "cuda:"
-        and isinstance(parts[1], cst.FormattedStringExpression)
+        and type(parts[1]) is cst.FormattedStringExpression
         and parts[1].format_spec is None
     ):
         return parts[1].expression
@@ -76,9 +76,9 @@ def _indices_of(ctx: FileContext, call: cst.Call) -> list[tuple[cst.BaseExpressi
     if qualified == "torch.device" and len(plain) == 2 and _string(plain[0]) == "cuda":
         return [(plain[1], "device string")]
     if (
-        isinstance(func, cst.Attribute)
+        type(func) is cst.Attribute
         and func.attr.value == "format"
-        and isinstance(func.value, cst.SimpleString)
+        and type(func.value) is cst.SimpleString
         and _string(func.value) in ("cuda:{}", "cuda:{:d}")
         and len(plain) == 1
     ):
@@ -91,12 +91,7 @@ def _indices_of(ctx: FileContext, call: cst.Call) -> list[tuple[cst.BaseExpressi
                 found.append((value.elements[0].value, "device_ids"))
             elif arg.keyword.value == "output_device":
                 found.append((value, "device_ids"))
-    if (
-        isinstance(func, cst.Attribute)
-        and func.attr.value in ("cuda", "to")
-        and len(plain) == 1
-        and len(call.args) == 1
-    ):
+    if type(func) is cst.Attribute and func.attr.value in ("cuda", "to") and len(plain) == 1 and len(call.args) == 1:
         found.append((plain[0], "move"))
     return found
 
@@ -105,7 +100,7 @@ def is_global_rank(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -
     """`dist.get_rank()`, `int(os.environ["RANK"])`, `os.getenv("RANK")`, or a name (or `self.`
     attribute) every binding of which in its scope (the class, for `self.x`) is one of those.
     `rank % torch.cuda.device_count()` is not: it is a node-local index."""
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         qualified = ctx.qualified_name(node.func) or ""
         if qualified in _GET_RANK:
             return not node.args  # `get_rank(group)` is the rank inside a sub-group
@@ -114,10 +109,10 @@ def is_global_rank(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -
         if qualified in _ENV_READERS and node.args:
             return _string(node.args[0].value) == "RANK"
         return False
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         if dotted_name(node.value) == "os.environ" and len(node.slice) == 1:
             index = node.slice[0].slice
-            return isinstance(index, cst.Index) and _string(index.value) == "RANK"
+            return type(index) is cst.Index and _string(index.value) == "RANK"
         return False
     name = dotted_name(node)
     if name is None or depth >= _MAX_DEPTH:
@@ -136,7 +131,7 @@ def _bindings(ctx: FileContext, name: str, at: cst.CSTNode) -> list[cst.BaseExpr
             return []
         values: list[cst.BaseExpression] = []
         for method in cls.body.body:
-            if isinstance(method, cst.FunctionDef):
+            if type(method) is cst.FunctionDef:
                 values.extend(scope_facts(ctx, method).assigned.get(name, ()))
         return values
     if "." in name:
@@ -145,4 +140,4 @@ def _bindings(ctx: FileContext, name: str, at: cst.CSTNode) -> list[cst.BaseExpr
 
 
 def _string(node: cst.BaseExpression) -> object:
-    return literal_value(node) if isinstance(node, cst.SimpleString) else None
+    return literal_value(node) if type(node) is cst.SimpleString else None

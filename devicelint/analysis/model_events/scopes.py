@@ -46,13 +46,13 @@ REBOUND = cst.Name("__rebound__")
 def _build_scope(root: cst.FunctionDef | cst.Module) -> Scope:
     nodes: list[cst.CSTNode] = []
     assigned: dict[str, list[cst.BaseExpression]] = {}
-    start = root.body if isinstance(root, cst.FunctionDef) else root
-    if isinstance(root, cst.FunctionDef):
+    start = root.body if type(root) is cst.FunctionDef else root
+    if type(root) is cst.FunctionDef:
         params = root.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             assigned.setdefault(param.name.value, []).append(REBOUND)  # a caller chooses it
         for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
+            if type(star) is cst.Param:
                 assigned.setdefault(star.name.value, []).append(REBOUND)
     stack: list[cst.CSTNode] = [start]
     append = nodes.append
@@ -88,7 +88,7 @@ def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     def build(c: FileContext) -> dict[str, cst.FunctionDef]:
         seen: dict[str, list[cst.FunctionDef]] = {}
         for statement in c.module.body:
-            if isinstance(statement, cst.FunctionDef):
+            if type(statement) is cst.FunctionDef:
                 seen.setdefault(statement.name.value, []).append(statement)
         return {name: defs[0] for name, defs in seen.items() if len(defs) == 1}
 
@@ -97,7 +97,7 @@ def module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
 
 def only_return(ctx: FileContext, function: cst.FunctionDef) -> cst.Return | None:
     """The one `return <value>` of a function (a builder's), or None if it has several or none."""
-    returns = [n for n in scope_facts(ctx, function).nodes if isinstance(n, cst.Return)]
+    returns = [n for n in scope_facts(ctx, function).nodes if type(n) is cst.Return]
     return returns[0] if len(returns) == 1 and returns[0].value is not None else None
 
 
@@ -122,7 +122,7 @@ def set_device_calls(ctx: FileContext) -> list[cst.Call]:
     found = []
     for call in ctx.index.of_type(cst.Call):
         func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
         if name in _SETS_DEVICE or ctx.qualified_name(func) == "torch.cuda.device":
             found.append(call)
     return found
@@ -149,7 +149,7 @@ def set_device_called(ctx: FileContext, at: cst.CSTNode | None = None) -> bool:
         blocks = [
             a
             for a in ctx.index.ancestors(call)
-            if isinstance(a, (cst.IndentedBlock, cst.SimpleStatementSuite))
+            if type(a) in (cst.IndentedBlock, cst.SimpleStatementSuite)
             and scope_of(ctx, a) is root
             and a is not getattr(root, "body", None)
         ]
@@ -163,11 +163,11 @@ def _same_condition(ctx: FileContext, block: cst.CSTNode, at: cst.CSTNode) -> bo
     same test (`if args.distributed: set_device(...)` ... `if args.distributed: DDP(...)`): the
     two branches are taken together."""
     owner = ctx.index.parent(block)
-    return isinstance(owner, cst.If) and owner.body is block and taken_together(ctx, owner, at)
+    return type(owner) is cst.If and owner.body is block and taken_together(ctx, owner, at)
     test = ctx.code_for(owner.test)
     child: cst.CSTNode = at
     for ancestor in ctx.index.ancestors(at):
-        if isinstance(ancestor, cst.If) and ancestor.body is child and ctx.code_for(ancestor.test) == test:
+        if type(ancestor) is cst.If and ancestor.body is child and ctx.code_for(ancestor.test) == test:
             return True
         child = ancestor
     return False
@@ -176,9 +176,9 @@ def _same_condition(ctx: FileContext, block: cst.CSTNode, at: cst.CSTNode) -> bo
 def _conditional(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`node` runs only under an `if` or a loop of its own function."""
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+        if type(ancestor) in (cst.FunctionDef, cst.Module):
             return False
-        if isinstance(ancestor, (cst.If, cst.For, cst.While)):
+        if type(ancestor) in (cst.If, cst.For, cst.While):
             return True
     return False
 
@@ -202,6 +202,6 @@ def short(ctx: FileContext, node: cst.CSTNode, limit: int = 60) -> str:
     code = ctx.code_for(node).strip()
     if len(code) <= limit and "\n" not in code:
         return code
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         return f"{ctx.code_for(node.func).strip()}(...)"
     return code.split("\n", 1)[0][:limit] + "..."

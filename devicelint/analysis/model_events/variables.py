@@ -50,7 +50,7 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
     for position, node in enumerate(scope.nodes):
         if position >= limit:
             break
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if type(node) is cst.Assign and len(node.targets) == 1:
             key = dotted_name(node.targets[0].target)
             if key == var:
                 base, device = chain_base(resolver, node.value)
@@ -58,7 +58,7 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
                 if not same_var:
                     facts.bind, facts.origin, facts.trusted = node.value, None, False
                     facts.moves, facts.sub_moves, facts.escaped = [], {}, False
-                    if isinstance(base, cst.Call):
+                    if type(base) is cst.Call:
                         callee = dotted_name(base.func) or ""
                         qualified = ctx.qualified_name(base.func) or ""
                         if callee in classes:
@@ -76,7 +76,7 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
                     facts.sub_moves[attr] = Placement(attr, device, node)
             if dotted_name(node.value) == var:
                 facts.escaped = True  # `other = model`: aliases are not followed
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             moved = resolver.move(node)
             if moved is not None:
                 receiver = dotted_name(strip_self_returning(moved[0]))
@@ -121,18 +121,18 @@ def _harmless_call(ctx: FileContext, call: cst.Call) -> bool:
     """Calls that take a model without moving it: wrappers, printing, logging."""
     if ctx.qualified_name(call.func) in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
         return True
-    if isinstance(call.func, cst.Name):
+    if type(call.func) is cst.Name:
         return call.func.value in _HARMLESS
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _LOGGING
+    return type(call.func) is cst.Attribute and call.func.attr.value in _LOGGING
 
 
 def _mentions(node: cst.CSTNode, var: str) -> bool:
     if dotted_name(node) == var:
         return True
     if isinstance(node, (cst.Tuple, cst.List)):
-        return any(isinstance(e, cst.Element) and _mentions(e.value, var) for e in node.elements)
-    if isinstance(node, cst.Dict):
-        return any(isinstance(e, cst.DictElement) and _mentions(e.value, var) for e in node.elements)
+        return any(type(e) is cst.Element and _mentions(e.value, var) for e in node.elements)
+    if type(node) is cst.Dict:
+        return any(type(e) is cst.DictElement and _mentions(e.value, var) for e in node.elements)
     return False
 
 
@@ -158,7 +158,7 @@ def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
             continue
         if rebinds(resolver, node, var):
             break
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             moved = resolver.move(node)
             if moved is not None and dotted_name(strip_self_returning(moved[0])) == var:
                 usage.moves.append((moved[1], node))

@@ -50,7 +50,7 @@ class WrapperSite:
             return ""
         inner = self.returned
         conditional = any(
-            isinstance(a, (cst.If, cst.IfExp, cst.Try))
+            type(a) in (cst.If, cst.IfExp, cst.Try)
             for a in ctx.index.ancestors(inner.call)
             if scope_of(ctx, a) is inner.scope and a is not inner.scope
         )
@@ -105,15 +105,15 @@ def assigned_target(ctx: FileContext, call: cst.Call) -> str | None:
     """`model` in `model = DP(m)` or `model = DP(m).cuda()`; None when not assigned."""
     node: cst.CSTNode = call
     for parent in ctx.index.ancestors(call):
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in KEEPS_MODULE:
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in KEEPS_MODULE:
             node = parent  # `DP(m).cuda()` is still the wrapper; `DP(m).module` is not
             continue
-        if isinstance(parent, cst.Call) and parent.func is node:
+        if type(parent) is cst.Call and parent.func is node:
             node = parent
             continue
-        if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1:
             return dotted_name(parent.targets[0].target)
-        if isinstance(parent, cst.AnnAssign) and parent.value is node:
+        if type(parent) is cst.AnnAssign and parent.value is node:
             return dotted_name(parent.target)
         return None
     return None
@@ -125,10 +125,10 @@ def wrapper_chain_moves(ctx: FileContext, site: WrapperSite) -> list[tuple[Devic
     moves: list[tuple[Device, cst.CSTNode]] = []
     node: cst.CSTNode = site.call
     for parent in ctx.index.ancestors(site.call):
-        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in KEEPS_MODULE:
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in KEEPS_MODULE:
             node = parent
             continue
-        if isinstance(parent, cst.Call) and parent.func is node:
+        if type(parent) is cst.Call and parent.func is node:
             moved = resolver.move(parent)
             if moved is not None:
                 moves.append((moved[1], parent))
@@ -182,14 +182,14 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
     direct = wrapper_sites(ctx)
     for site in direct:
         function = site.scope
-        if not isinstance(function, cst.FunctionDef):
+        if type(function) is not cst.FunctionDef:
             continue
         for node in scope_facts(ctx, function).nodes:
-            if not isinstance(node, cst.Return) or node.value is None:
+            if type(node) is not cst.Return or node.value is None:
                 continue
             values: list[tuple[cst.BaseExpression, int | None]] = [(node.value, None)]
-            if isinstance(node.value, cst.Tuple):  # `return ddp_model, local_rank`
-                values = [(e.value, i) for i, e in enumerate(node.value.elements) if isinstance(e, cst.Element)]
+            if type(node.value) is cst.Tuple:  # `return ddp_model, local_rank`
+                values = [(e.value, i) for i, e in enumerate(node.value.elements) if type(e) is cst.Element]
             for value, position in values:
                 value = strip_self_returning(value)
                 if value is site.call or (
@@ -251,13 +251,13 @@ def _build_prepared_sites(ctx: FileContext) -> list[WrapperSite]:
         for scope in _all_scopes(ctx)
         for key, values in scope.assigned.items()
         if values
-        and all(isinstance(v, cst.Call) and ctx.qualified_name(v.func) == "accelerate.Accelerator" for v in values)
+        and all(type(v) is cst.Call and ctx.qualified_name(v.func) == "accelerate.Accelerator" for v in values)
     }
     sites = []
     for call in ctx.index.of_type(cst.Call):
         func = call.func
         if not (
-            isinstance(func, cst.Attribute) and func.attr.value == "prepare" and dotted_name(func.value) in accelerators
+            type(func) is cst.Attribute and func.attr.value == "prepare" and dotted_name(func.value) in accelerators
         ):
             continue
         scope = scope_of(ctx, call)
@@ -291,11 +291,11 @@ def _used_as_models(ctx: FileContext, scope: cst.FunctionDef | cst.Module) -> se
     moded = set()
     stepped = set()  # what steps or has parameter groups: an optimizer or a scheduler, whatever its name
     for node in scope_facts(ctx, scope).nodes:
-        if isinstance(node, cst.Attribute) and node.attr.value in _OPTIMIZER_MEMBERS:
+        if type(node) is cst.Attribute and node.attr.value in _OPTIMIZER_MEMBERS:
             name = dotted_name(node.value)
             if name is not None:
                 stepped.add(name)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute:
             method = node.func.attr.value
             name = dotted_name(node.func.value)
             if name is None:
@@ -314,16 +314,16 @@ _OPTIMIZER_MEMBERS = frozenset({"step", "param_groups", "add_param_group"})
 def _unpacked_target(ctx: FileContext, call: cst.Call, position: int) -> str | None:
     """`model` in `model, rank = setup(...)` for position 0; None when not unpacked there."""
     parent = ctx.index.parent(call)
-    if not isinstance(parent, cst.Assign) or parent.value is not call or len(parent.targets) != 1:
+    if type(parent) is not cst.Assign or parent.value is not call or len(parent.targets) != 1:
         return None
     target = parent.targets[0].target
     if not isinstance(target, (cst.Tuple, cst.List)):
         return None
     elements = target.elements
-    if position >= len(elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+    if position >= len(elements) or any(type(e) is cst.StarredElement for e in elements):
         return None
     element = elements[position]
-    return dotted_name(element.value) if isinstance(element, cst.Element) else None
+    return dotted_name(element.value) if type(element) is cst.Element else None
 
 
 def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
@@ -345,7 +345,7 @@ def _built_by(ctx: FileContext, call: cst.Call) -> cst.Call | None:
         if facts.moves or facts.bind is None:
             return None
         value, moved = chain_base(resolver, facts.bind)
-    return value if isinstance(value, cst.Call) and moved is None else None
+    return value if type(value) is cst.Call and moved is None else None
 
 
 def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Placement, Placement]] | None:
@@ -355,7 +355,7 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     resolver = resolver_for(ctx, site.call)
     base, _ = chain_base(resolver, site.wrapped)
     classes = class_placements(ctx)
-    if isinstance(base, cst.Call):
+    if type(base) is cst.Call:
         callee = dotted_name(base.func)
         if callee in classes:
             pair = classes[callee].named_split()
@@ -393,7 +393,7 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
     if moved is not None:
         return None
     var = dotted_name(base)
-    bind: cst.BaseExpression | None = base if isinstance(base, cst.Call) else None
+    bind: cst.BaseExpression | None = base if type(base) is cst.Call else None
     if var is not None:
         facts = history(ctx, var, site.call)
         if facts.moves:
@@ -401,21 +401,21 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
         bind = facts.bind
         # `parallelize()` is trusted only on a Hugging Face model (`X.from_pretrained(...)`).
         loader = chain_base(resolver, bind)[0] if bind is not None else None
-        loaded = isinstance(loader, cst.Call) and (dotted_name(loader.func) or "").endswith("from_pretrained")
+        loaded = type(loader) is cst.Call and (dotted_name(loader.func) or "").endswith("from_pretrained")
         scope = scope_facts(ctx, scope_of(ctx, site.call))
         limit = scope.order.get(id(site.statement), len(scope.nodes))
         for node in scope.nodes[:limit]:
             if (
                 loaded
-                and isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
+                and type(node) is cst.Call
+                and type(node.func) is cst.Attribute
                 and node.func.attr.value == "parallelize"
                 and dotted_name(node.func.value) == var
             ):
                 return f"`{short(ctx, node)}` spreads over several GPUs"
     if bind is not None:
         bind = chain_base(resolver, bind)[0]
-    if not isinstance(bind, cst.Call):
+    if type(bind) is not cst.Call:
         return None
     # the loader's own call, and the call the file's helper makes with it (`load_model(path,
     # device_map="auto")` hands the map on as a parameter)
@@ -427,8 +427,8 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
         text = string_value(value)
         if text in _SPREADING_MAPS:
             return f'`device_map="{text}"` spreads over the visible GPUs'
-        if isinstance(value, cst.Dict):
-            targets = {ctx.code_for(e.value).strip() for e in value.elements if isinstance(e, cst.DictElement)}
+        if type(value) is cst.Dict:
+            targets = {ctx.code_for(e.value).strip() for e in value.elements if type(e) is cst.DictElement}
             if len(targets) > 1:
                 return f"`device_map={short(ctx, value, 40)}` spreads over several devices"
     return None

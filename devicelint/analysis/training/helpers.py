@@ -106,7 +106,7 @@ def parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
     for node in ctx.index.walk(func.body):
         if isinstance(node, (cst.For, cst.CompFor)) and _reads_params(ctx, node.iter):
             names.update(assigned_names(node.target))
-        elif isinstance(node, cst.Assign) and _reads_params(ctx, node.value):
+        elif type(node) is cst.Assign and _reads_params(ctx, node.value):
             for target in node.targets:
                 names.update(assigned_names(target.target))
     return names
@@ -114,19 +114,19 @@ def parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
 
 def _reads_params(ctx: FileContext, node: cst.CSTNode) -> bool:
     return any(
-        isinstance(n, cst.Subscript)
+        type(n) is cst.Subscript
         and len(n.slice) == 1
-        and isinstance(n.slice[0].slice, cst.Index)
-        and isinstance(n.slice[0].slice.value, cst.SimpleString)
+        and type(n.slice[0].slice) is cst.Index
+        and type(n.slice[0].slice.value) is cst.SimpleString
         and literal_value(n.slice[0].slice.value) == "params"
         for n in ctx.index.walk(node)
     )
 
 
 def _own_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+    body = cls.body.body if type(cls.body) is cst.IndentedBlock else []
     for statement in body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+        if type(statement) is cst.FunctionDef and statement.name.value == name:
             return statement
     return None
 
@@ -154,7 +154,7 @@ def _called_method(ctx: FileContext, cls: cst.ClassDef) -> cst.FunctionDef | Non
 
 def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
     for statement in ctx.module.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+        if type(statement) is cst.FunctionDef and statement.name.value == name:
             return statement
     return None
 
@@ -162,9 +162,9 @@ def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
 def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
     """The local class `node` (`self.clipper`, `amp`) is built from, when every value the file
     assigns to it is `LocalClass(...)` of one class."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope_of(ctx, at))
-    elif isinstance(node, cst.Attribute):
+    elif type(node) is cst.Attribute:
         values = attribute_values(ctx, node)
     else:
         return None
@@ -172,9 +172,9 @@ def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) 
     found: set[str] = set()
     for value in values or ():
         # `Loss(...).to(device)`, `Net().cuda().train()`: the instance itself.
-        while isinstance(value, cst.Call) and method_name(value) in ("to", "cuda", "train", "eval", "float", "half"):
+        while type(value) is cst.Call and method_name(value) in ("to", "cuda", "train", "eval", "float", "half"):
             value = receiver(value)
-        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes):
+        if not (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in classes):
             return None
         found.add(value.func.value)
     return classes[found.pop()] if len(found) == 1 else None
@@ -183,7 +183,7 @@ def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) 
 def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file that `call` runs, when the file shows which one."""
     func = call.func
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         if func.value in local_classes(ctx):
             return None  # a constructor
         found = _top_function(ctx, func.value)
@@ -191,10 +191,10 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
             return found
         cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
-    if not isinstance(func, cst.Attribute):
+    if type(func) is not cst.Attribute:
         return None
     owner, name = func.value, func.attr.value
-    if isinstance(owner, cst.Name) and owner.value == "self":
+    if type(owner) is cst.Name and owner.value == "self":
         cls = ctx.index.enclosing_class(call) or _handed_self(ctx, owner, call)
         method = method_of(ctx, cls, name) if cls is not None else None
         if method is not None:
@@ -214,7 +214,7 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
 def _class_named(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> cst.ClassDef | None:
     """`Trainer._clip(self)`, `cls._clip(opt)`: a method called on a class of the file itself
     (a static or class method, or a plain one handed its instance explicitly)."""
-    if not isinstance(owner, cst.Name):
+    if type(owner) is not cst.Name:
         return None
     if owner.value == "cls":
         return ctx.index.enclosing_class(call)
@@ -227,7 +227,7 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
     """`trainer.step_g(loss)` in a function every caller of which hands it `self` of one class
     of the file in that parameter's place (a method's body moved into a function or a static
     method that takes the instance)."""
-    if not isinstance(owner, cst.Name) or owner.value == "cls" or not _is_parameter(ctx, owner):
+    if type(owner) is not cst.Name or owner.value == "cls" or not _is_parameter(ctx, owner):
         return None
     function = ctx.index.enclosing_function(owner)
     if function is None:
@@ -247,7 +247,7 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
             return None
         value = positional_args[position].value
         cls = ctx.index.enclosing_class(site)
-        if not (isinstance(value, cst.Name) and value.value == "self" and cls is not None):
+        if not (type(value) is cst.Name and value.value == "self" and cls is not None):
             return None
         found.add(id(cls))
         owners[id(cls)] = cls
@@ -268,9 +268,9 @@ def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     for call in ctx.index.of_type(cst.Call):
         func = call.func
         if host is None:
-            if isinstance(func, cst.Name) and func.value == name:
+            if type(func) is cst.Name and func.value == name:
                 out.append(call)
-        elif isinstance(func, cst.Attribute) and func.attr.value == name and isinstance(func.value, cst.Name):
+        elif type(func) is cst.Attribute and func.attr.value == name and type(func.value) is cst.Name:
             if func.value.value in ("self", "cls", host.name.value):
                 if func.value.value == host.name.value and _is_bound_method(function):
                     continue  # `Trainer.f(self, x)`: the instance comes first, not where counted
@@ -310,7 +310,7 @@ def _duck_class(ctx: FileContext, owner: cst.BaseExpression, name: str, call: cs
     if name in _COMMON_METHODS or name.startswith("__") or not _self_attribute(owner):
         return None
     values = attribute_values(ctx, owner)
-    if not values or not all(isinstance(v, cst.Name) and _is_parameter(ctx, v) for v in values):
+    if not values or not all(type(v) is cst.Name and _is_parameter(ctx, v) for v in values):
         return None
     here = ctx.index.enclosing_class(call)
     found = [cls for cls in local_classes(ctx).values() if cls is not here and method_of(ctx, cls, name) is not None]
@@ -318,7 +318,7 @@ def _duck_class(ctx: FileContext, owner: cst.BaseExpression, name: str, call: cs
 
 
 def _self_attribute(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    return type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
 
 
 def _is_parameter(ctx: FileContext, name: cst.Name) -> bool:
@@ -354,7 +354,7 @@ def _effects(
         return ()
     out: list[Effect] = []
     for node in body_nodes(func.body):
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             continue
         name = method_name(node)
         owner = receiver(node)
@@ -393,7 +393,7 @@ def _conditional(ctx: FileContext, node: cst.CSTNode, func: cst.FunctionDef) -> 
     for ancestor in ctx.index.ancestors(node):
         if ancestor is func:
             return False
-        if isinstance(ancestor, (cst.For, cst.While, cst.ExceptHandler)):
+        if type(ancestor) in (cst.For, cst.While, cst.ExceptHandler):
             return True
     return False
 

@@ -76,7 +76,7 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
             inputs |= read_names(c, loss, skip_moves=True, skip_fields=True)
         inputs = _loss_inputs(c, region.body, {n for n in inputs if "scaler" not in n.lower()})
         for node in c.index.walk(region.body):
-            if isinstance(node, cst.Assign) and _calls_model_or_loss(c, node.value, modules):
+            if type(node) is cst.Assign and _calls_model_or_loss(c, node.value, modules):
                 for target in node.targets:
                     seeds.update(assigned_names(target.target))
         names = computed_from(c, region.scope.node, seeds)
@@ -95,14 +95,14 @@ def primary_name(loss: cst.BaseExpression) -> str | None:
     `out.loss`, `losses` in `sum(losses.values())`, `self.loss`; None when there is none."""
     node: cst.BaseExpression | None = loss
     while node is not None:
-        text = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if text is not None and (isinstance(node, cst.Name) or (text.startswith("self.") and text.count(".") == 1)):
+        text = dotted_name(node) if type(node) in (cst.Name, cst.Attribute) else None
+        if text is not None and (type(node) is cst.Name or (text.startswith("self.") and text.count(".") == 1)):
             return text
-        if isinstance(node, cst.BinaryOperation):
+        if type(node) is cst.BinaryOperation:
             node = node.left
         elif isinstance(node, (cst.Attribute, cst.Subscript)):
             node = node.value
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             node = receiver(node) or (node.args[0].value if node.args else None)
         else:
             return None
@@ -114,7 +114,7 @@ def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[st
     leaving out values read only to be moved (`y` in `y.to(device)`) or through a host copy."""
     flows = []
     for node in ctx.index.walk(body):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             targets = {n for t in node.targets for n in assigned_names(t.target)}
             flows.append((targets, read_names(ctx, node.value, skip_moves=True, skip_fields=True)))
     return closure(flows, seeds, backward=True)
@@ -127,7 +127,7 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
     if ACCELERATOR_WORDS.search(ctx.source.lower()):
         return False
     for node in ctx.index.walk(region.body):
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             fact = callee_fact(ctx, node.func)
             if fact.kind == MODULE and fact.where in (None, "cpu"):  # built here, never moved
                 return True
@@ -161,9 +161,9 @@ def module_names(ctx: FileContext) -> frozenset[str]:
                     found.add(text)
         for assign in c.index.of_type(cst.Assign):
             value = assign.value
-            while isinstance(value, cst.Call) and method_name(value) in ("to", "cuda", "cpu", "eval", "train"):
+            while type(value) is cst.Call and method_name(value) in ("to", "cuda", "cpu", "eval", "train"):
                 value = receiver(value)
-            if isinstance(value, cst.Call) and module_constructor(c, value) is not None:
+            if type(value) is cst.Call and module_constructor(c, value) is not None:
                 for target in assign.targets:
                     found.update(assigned_names(target.target))
         return frozenset(found)
@@ -175,7 +175,7 @@ def _calls_model_or_loss(ctx: FileContext, value: cst.BaseExpression, modules: f
     """`criterion(out, y)`, `F.cross_entropy(...)`, `model(x)`, `self.net(x)`, `model(x).loss`."""
     while isinstance(value, (cst.Attribute, cst.Subscript)):
         value = value.value
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return False
     qualified = ctx.qualified_name(value.func) or ""
     if qualified.startswith("torch.nn.functional.") and any(w in qualified for w in LOSS_FUNCTION_WORDS):
@@ -221,7 +221,7 @@ def on_device(ctx: FileContext, expr: cst.BaseExpression, hot: HotValues, tensor
             if text is not None and text in hot.modules:
                 return False
             root = root.value
-    if isinstance(root, cst.Name) and root.value in hot.modules:
+    if type(root) is cst.Name and root.value in hot.modules:
         return False
     pool = hot.names | hot.inputs if tensor_method else hot.names
     return any(n in pool and not _cold_here(ctx, n, expr, hot, pool) for n in read_names(ctx, expr))
@@ -251,9 +251,9 @@ def _taken_from_a_value(value: cst.BaseExpression) -> bool:
     while True:
         if isinstance(node, (cst.Subscript, cst.Attribute)):
             node = node.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute:
             node = node.func.value
         else:
             break
         steps += 1
-    return steps > 0 and isinstance(node, cst.Name) and node.value not in ("torch", "np", "numpy", "json", "os")
+    return steps > 0 and type(node) is cst.Name and node.value not in ("torch", "np", "numpy", "json", "os")

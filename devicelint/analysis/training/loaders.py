@@ -21,16 +21,16 @@ _MAX_DEPTH = 4
 
 
 def is_loader_call(ctx: FileContext, node: cst.CSTNode | None) -> bool:
-    return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in LOADERS
+    return type(node) is cst.Call and ctx.qualified_name(node.func) in LOADERS
 
 
 def iterated_loader(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
     """The loader a `for` loop iterates: `loader` in `for x in tqdm(enumerate(loader))`, or the
     `DataLoader(...)` call itself; None when the loop iterates something a wrapper hides."""
-    while isinstance(node, cst.Call):
+    while type(node) is cst.Call:
         if is_loader_call(ctx, node):
             return node  # `for x, y in DataLoader(...):`
-        name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
+        name = ctx.qualified_name(node.func) or (node.func.value if type(node.func) is cst.Name else None)
         args = positional(node)
         if name is None or (name not in WRAPPERS and name.rsplit(".", 1)[-1] not in WRAPPERS) or not args:
             return None
@@ -41,8 +41,8 @@ def iterated_loader(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpre
 def iterated_loaders(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """Like `iterated_loader`, and also each loader of `zip(loader_a, loader_b)` (two domains read
     in step, as GANs between image sets do)."""
-    while isinstance(node, cst.Call) and not is_loader_call(ctx, node):
-        name = ctx.qualified_name(node.func) or (node.func.value if isinstance(node.func, cst.Name) else None)
+    while type(node) is cst.Call and not is_loader_call(ctx, node):
+        name = ctx.qualified_name(node.func) or (node.func.value if type(node.func) is cst.Name else None)
         args = positional(node)
         if name == "zip":
             return [found for arg in args if (found := iterated_loader(ctx, arg)) is not None]
@@ -54,10 +54,10 @@ def iterated_loaders(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
 
 def same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The top-level function of this file that `call` calls (`make_loader(...)`)."""
-    if not isinstance(call.func, cst.Name):
+    if type(call.func) is not cst.Name:
         return None
     for stmt in ctx.module.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == call.func.value:
+        if type(stmt) is cst.FunctionDef and stmt.name.value == call.func.value:
             return stmt
     return None
 
@@ -73,19 +73,19 @@ def loader_calls(
     of the file through its returns."""
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(loader, cst.Call):
+    if type(loader) is cst.Call:
         if is_loader_call(ctx, loader):
             return [loader]
         builder = same_file_function(ctx, loader)
         if builder is None:
             return None
-        returned = [n.value for n in ctx.index.walk(builder.body) if isinstance(n, cst.Return)]
+        returned = [n.value for n in ctx.index.walk(builder.body) if type(n) is cst.Return]
         return _all(ctx, [(r, builder) for r in returned], depth)
-    if isinstance(loader, cst.Name):
+    if type(loader) is cst.Name:
         values = values_of(ctx, loader.value, scope)
         if values is None:
             return None
-        if isinstance(scope, cst.FunctionDef) and None in values and is_parameter(scope, loader.value):
+        if type(scope) is cst.FunctionDef and None in values and is_parameter(scope, loader.value):
             passed = passed_arguments(ctx, scope, loader.value)
             if passed is None:
                 return None
@@ -152,18 +152,18 @@ def passed_arguments(
     for call in calls_by_name(ctx).get(called, ()):
         callee = call.func
         if method and func.name.value == "__init__":  # `Trainer(model, loader)` builds the class
-            if not (isinstance(callee, cst.Name) and owner is not None and callee.value == owner.name.value):
+            if not (type(callee) is cst.Name and owner is not None and callee.value == owner.name.value):
                 continue
         elif method:
             if not (
-                isinstance(callee, cst.Attribute)
+                type(callee) is cst.Attribute
                 and callee.attr.value == func.name.value
-                and isinstance(callee.value, cst.Name)
+                and type(callee.value) is cst.Name
                 and callee.value.value == "self"
             ):
                 continue
         elif not (
-            isinstance(callee, cst.Name) and callee.value == func.name.value and same_file_function(ctx, call) is func
+            type(callee) is cst.Name and callee.value == func.name.value and same_file_function(ctx, call) is func
         ):
             continue
         argument = _argument(call, index, name)

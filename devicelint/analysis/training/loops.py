@@ -64,7 +64,7 @@ class StepRegion:
 
     @property
     def is_function(self) -> bool:
-        return isinstance(self.owner, cst.FunctionDef)
+        return type(self.owner) is cst.FunctionDef
 
 
 def innermost_loop(ctx: FileContext, node: cst.CSTNode) -> cst.For | cst.While | None:
@@ -72,7 +72,7 @@ def innermost_loop(ctx: FileContext, node: cst.CSTNode) -> cst.For | cst.While |
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, (cst.For, cst.While)):
             return ancestor
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return None
     return None
 
@@ -96,7 +96,7 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
         for scope in training_scopes(c):
             func = scope.node
             if (
-                isinstance(func, cst.FunctionDef)
+                type(func) is cst.FunctionDef
                 and id(func) not in regions
                 and scope.backwards
                 and all(innermost_loop(c, b) is None for b in scope.backwards)
@@ -106,9 +106,7 @@ def step_regions(ctx: FileContext) -> list[StepRegion]:
                     _add(c, regions, func, scope, call)  # a step's backward in a helper the loop calls
         for step in _lightning_steps(c):
             if id(step) not in regions:
-                returned = [
-                    r.value for r in c.index.walk(step.body) if isinstance(r, cst.Return) and r.value is not None
-                ]
+                returned = [r.value for r in c.index.walk(step.body) if type(r) is cst.Return and r.value is not None]
                 regions[id(step)] = (step, Scope(node=step), returned)
         for scope in training_scopes(c):
             if scope.backwards or scope.delegated_backwards:
@@ -128,13 +126,13 @@ def evaluates(ctx: FileContext, func: cst.FunctionDef) -> bool:
     """An evaluation helper (`model.eval()`, `torch.no_grad()`): reading its results is what it is
     for, even where a full-batch loop calls it every epoch."""
     for node in ctx.index.walk(func.body):
-        if isinstance(node, cst.Call) and (
-            (isinstance(node.func, cst.Attribute) and node.func.attr.value == "eval" and not node.args)
+        if type(node) is cst.Call and (
+            (type(node.func) is cst.Attribute and node.func.attr.value == "eval" and not node.args)
             or ctx.qualified_name(node.func) in ("torch.no_grad", "torch.inference_mode")
         ):
             return True
     return any(
-        ctx.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+        ctx.qualified_name(d.decorator.func if type(d.decorator) is cst.Call else d.decorator)
         in ("torch.no_grad", "torch.inference_mode")
         for d in func.decorators
     )
@@ -147,12 +145,10 @@ def _called_in_a_loop(ctx: FileContext, func: cst.FunctionDef) -> bool:
         callee = call.func
         named = (
             callee.value
-            if isinstance(callee, cst.Name)
+            if type(callee) is cst.Name
             else (
                 callee.attr.value
-                if isinstance(callee, cst.Attribute)
-                and isinstance(callee.value, cst.Name)
-                and callee.value.value == "self"
+                if type(callee) is cst.Attribute and type(callee.value) is cst.Name and callee.value.value == "self"
                 else None
             )
         )
@@ -169,8 +165,8 @@ def _lightning_steps(ctx: FileContext) -> list[cst.FunctionDef]:
     found: list[cst.FunctionDef] = []
     for cls in ctx.index.of_type(cst.ClassDef):
         bases = [(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in cls.bases]
-        if any(b in LIGHTNING_BASES for b in bases) and isinstance(cls.body, cst.IndentedBlock):
-            found.extend(f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "training_step")
+        if any(b in LIGHTNING_BASES for b in bases) and type(cls.body) is cst.IndentedBlock:
+            found.extend(f for f in cls.body.body if type(f) is cst.FunctionDef and f.name.value == "training_step")
     return found
 
 
@@ -191,7 +187,7 @@ def _is_step_function(ctx: FileContext, scope: Scope) -> bool:
     """A function that backpropagates and steps an optimizer (or a GradScaler) outside any loop of
     its own: one call is one training step. Tests are left out: they call such a function once."""
     func = scope.node
-    if not isinstance(func, cst.FunctionDef) or func.name.value.startswith("test"):
+    if type(func) is not cst.FunctionDef or func.name.value.startswith("test"):
         return False
     steps = [*scope.optimizer_steps, *scope.scaler_calls.get("step", [])]
     return any(innermost_loop(ctx, s) is None or _loops_over_optimizers(ctx, s) for s in steps)
@@ -200,7 +196,7 @@ def _is_step_function(ctx: FileContext, scope: Scope) -> bool:
 def _loops_over_optimizers(ctx: FileContext, step: cst.Call) -> bool:
     """`for opt in self.optimizers: opt.step()`: a loop over optimizers, still one training step."""
     loop = innermost_loop(ctx, step)
-    if not isinstance(loop, cst.For):
+    if type(loop) is not cst.For:
         return False
     words = test_words(ctx, loop.iter)
     return "optim" in words and innermost_loop(ctx, loop) is None
@@ -209,9 +205,9 @@ def _loops_over_optimizers(ctx: FileContext, step: cst.Call) -> bool:
 def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
     """`step % log_every == 0`, `i == 0`, `args.verbose`: a branch that does not run every step."""
     for node in ctx.index.walk(test):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
             return True
-        if isinstance(node, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in node.comparisons):
+        if type(node) is cst.Comparison and any(type(c.operator) is cst.Equal for c in node.comparisons):
             # `if rank == 0:` runs on every step of the main process: not a logging interval.
             if not any(w in test_words(ctx, node) for w in PROCESS_WORDS):
                 return True
@@ -227,9 +223,9 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
     for ancestor in ctx.index.ancestors(node):
         if ancestor is region:
             break
-        if isinstance(ancestor, (cst.ExceptHandler, cst.Raise, cst.Assert)):
+        if type(ancestor) in (cst.ExceptHandler, cst.Raise, cst.Assert):
             return True
-        if isinstance(ancestor, cst.IndentedBlock) and _after_logging_exit(ctx, ancestor, child):
+        if type(ancestor) is cst.IndentedBlock and _after_logging_exit(ctx, ancestor, child):
             return True
         child = ancestor
     return any(
@@ -248,18 +244,17 @@ def _main_return(ctx: FileContext, branch: cst.If, region: cst.CSTNode) -> bool:
     """In a step function, a branch that returns where the function has nothing else to do
     (`if stage.is_last: loss = ...; return loss` then `return None`): the branch is the
     function's work, not a way out of it."""
-    if not isinstance(region, cst.FunctionDef) or isinstance(ctx.index.parent(branch), cst.If):
+    if type(region) is not cst.FunctionDef or type(ctx.index.parent(branch)) is cst.If:
         return False
     block = ctx.index.parent(branch)
-    if not isinstance(block, cst.IndentedBlock) or ctx.index.enclosing_function(branch) is not region:
+    if type(block) is not cst.IndentedBlock or ctx.index.enclosing_function(branch) is not region:
         return False
-    last = branch.body.body[-1] if isinstance(branch.body, cst.IndentedBlock) and branch.body.body else None
-    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)):
+    last = branch.body.body[-1] if type(branch.body) is cst.IndentedBlock and branch.body.body else None
+    if not (type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return):
         return False
     after = list(block.body)[list(block.body).index(branch) + 1 :]
     return all(
-        isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Return, cst.Pass)) for x in s.body)
-        for s in after
+        type(s) is cst.SimpleStatementLine and all(type(x) in (cst.Return, cst.Pass) for x in s.body) for s in after
     )
 
 
@@ -270,7 +265,7 @@ def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: c
         if earlier is statement:
             return False
         if (
-            isinstance(earlier, cst.If)
+            type(earlier) is cst.If
             and earlier.orelse is None
             and _skips_unless_logging(ctx, earlier.test)
             and _skips(earlier.body)
@@ -287,24 +282,24 @@ def _skips_unless_logging(ctx: FileContext, test: cst.BaseExpression) -> bool:
     `step % k`, `not should_log`, `not args.verbose`. An exit taken on a few steps
     (`epoch == first_epoch and step < resume_step: continue`, skipping the steps already done on a
     resume; `step < warmup`) lets every later step through, so what follows it runs every step."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return is_logging_test(ctx, test.expression)
-    comparisons = [n for n in ctx.index.walk(test) if isinstance(n, cst.Comparison)]
+    comparisons = [n for n in ctx.index.walk(test) if type(n) is cst.Comparison]
     if any(isinstance(c.operator, ORDERING) for n in comparisons for c in n.comparisons):
         return False
-    if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in ctx.index.walk(test)):
+    if any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in ctx.index.walk(test)):
         return True  # `x % k != 0` or a bare `x % k`
     words = test_words(ctx, test)
     return any(w in words for w in LOGGING_WORDS)
 
 
 def _skips(body: cst.BaseSuite) -> bool:
-    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    statements = body.body if type(body) is cst.IndentedBlock else [body]
     last = statements[-1] if statements else None
     small = (
         last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body else None
     )
-    return isinstance(small, (cst.Return, cst.Continue))
+    return type(small) in (cst.Return, cst.Continue)
 
 
 def _steps_optimizer(ctx: FileContext, body: cst.BaseSuite) -> bool:
@@ -314,18 +309,18 @@ def _steps_optimizer(ctx: FileContext, body: cst.BaseSuite) -> bool:
     stepping = {id(s.node) for s in training_scopes(ctx) if s.optimizer_steps or s.scaler_calls.get("step")}
     cls = ctx.index.enclosing_class(body)
     methods = (
-        {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
-        if cls is not None and isinstance(cls.body, cst.IndentedBlock)
+        {f.name.value: f for f in cls.body.body if type(f) is cst.FunctionDef}
+        if cls is not None and type(cls.body) is cst.IndentedBlock
         else {}
     )
     for node in ctx.index.walk(body):
-        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
             continue
         if node.func.attr.value == "step" and looks_like_optimizer(node.func.value, ctx):
             return True
         helper = (
             methods.get(node.func.attr.value)
-            if isinstance(node.func.value, cst.Name) and node.func.value.value == "self"
+            if type(node.func.value) is cst.Name and node.func.value.value == "self"
             else None
         )
         if helper is not None and id(helper) in stepping:
@@ -338,16 +333,14 @@ EXIT_CALLS = frozenset({"exit", "quit", "_exit", "abort"})
 
 def _leaves(body: cst.BaseSuite) -> bool:
     """A branch whose last statement raises, returns, breaks or exits the process."""
-    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    statements = body.body if type(body) is cst.IndentedBlock else [body]
     last = statements[-1] if statements else None
     if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         small = last.body[-1] if last.body else None
-        if isinstance(small, (cst.Raise, cst.Return, cst.Break)):
+        if type(small) in (cst.Raise, cst.Return, cst.Break):
             return True
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        if type(small) is cst.Expr and type(small.value) is cst.Call:
             func = small.value.func
-            name = (
-                func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            )
+            name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
             return name in EXIT_CALLS
     return False

@@ -36,10 +36,10 @@ def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str], skip_ind
 def _non_index_target(target: cst.BaseExpression, iterated: cst.BaseExpression) -> cst.BaseExpression | None:
     """The part of a loop target that takes values of what is iterated: none for `range(...)`
     (Python ints, even from a tensor bound), the second element for `enumerate(...)`."""
-    func = iterated.func if isinstance(iterated, cst.Call) else None
-    if isinstance(func, cst.Name) and func.value == "range":
+    func = iterated.func if type(iterated) is cst.Call else None
+    if type(func) is cst.Name and func.value == "range":
         return None
-    if isinstance(func, cst.Name) and func.value == "enumerate":
+    if type(func) is cst.Name and func.value == "enumerate":
         if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
             return target.elements[1].value
     return target
@@ -75,7 +75,7 @@ def is_host_value(call: cst.Call) -> bool:
     """A call whose result is a Python or NumPy value, not a tensor."""
     if method_name(call) in HOST_METHODS:
         return True
-    return isinstance(call.func, cst.Name) and call.func.value in HOST_BUILTINS
+    return type(call.func) is cst.Name and call.func.value in HOST_BUILTINS
 
 
 def read_names(
@@ -89,34 +89,34 @@ def read_names(
     stack: list[cst.CSTNode] = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call) and is_host_value(node):
+        if type(node) is cst.Call and is_host_value(node):
             continue
-        if skip_moves and isinstance(node, cst.Call) and method_name(node) in ("to", "cuda"):
+        if skip_moves and type(node) is cst.Call and method_name(node) in ("to", "cuda"):
             continue
-        if isinstance(node, cst.Call) and method_name(node) in METADATA_METHODS:
+        if type(node) is cst.Call and method_name(node) in METADATA_METHODS:
             continue
-        if isinstance(node, cst.Attribute) and node.attr.value in METADATA_ATTRS:
+        if type(node) is cst.Attribute and node.attr.value in METADATA_ATTRS:
             continue
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             names.add(node.value)
-        elif isinstance(node, cst.Attribute):
+        elif type(node) is cst.Attribute:
             text = dotted_name(node)
             if text is not None and text.startswith("self.") and text.count(".") == 1:
                 names.add(text)
-            elif skip_fields and not isinstance(node.value, (cst.Call, cst.Subscript)):
+            elif skip_fields and type(node.value) not in (cst.Call, cst.Subscript):
                 continue
             stack.append(node.value)
-        elif (skip_fields or skip_index) and isinstance(node, cst.Subscript):
+        elif (skip_fields or skip_index) and type(node) is cst.Subscript:
             stack.append(node.value)  # `losses[i]` reads `losses`; the index is not a tensor on the device
-        elif isinstance(node, cst.Arg):
+        elif type(node) is cst.Arg:
             stack.append(node.value)
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             func = node.func
             # `model(x)` and `F.mse_loss(...)` name functions, not data; `out.argmax()` reads `out`.
-            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
+            if type(func) is cst.Attribute and ctx.qualified_name(func) is None:
                 stack.append(func.value)
             stack.extend(node.args)
-        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        elif type(node) in (cst.Lambda, cst.FunctionDef, cst.ClassDef):
             continue
         elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             # A comprehension's variables are its own (`x` in `[f(x) for x in sizes]` is not the
@@ -128,7 +128,7 @@ def read_names(
                 clause = clause.inner_for_in
             for child in iter_children(node):
                 names |= read_names(ctx, child, skip_moves, skip_fields, skip_index) - bound
-        elif isinstance(node, cst.CompFor):
+        elif type(node) is cst.CompFor:
             # `for q in state["Q"]` reads its iterable, not its target.
             stack.extend(n for n in (node.iter, *node.ifs, node.inner_for_in) if n is not None)
         else:
@@ -158,13 +158,13 @@ def reaching_assignment(ctx: FileContext, scope: cst.CSTNode, name: str, at: cst
             before = binding
         else:
             later.append(binding)
-    if not isinstance(before, cst.Assign):
+    if type(before) is not cst.Assign:
         return None
     line = ctx.index.parent(before)
     block = ctx.index.parent(line) if line is not None else None
     if block is None or id(block) not in ancestors:
         return None
-    for loop in (a for a in ctx.index.ancestors(at) if isinstance(a, (cst.For, cst.While))):
+    for loop in (a for a in ctx.index.ancestors(at) if type(a) in (cst.For, cst.While)):
         inside = {id(n) for n in ctx.index.walk(loop)}
         if any(id(b) in inside for b in later) and id(before) not in inside:
             return None
@@ -178,7 +178,7 @@ def _walk_order(ctx: FileContext, scope: cst.CSTNode) -> dict[int, int]:
 def _bindings(ctx: FileContext, scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for node in ctx.index.walk(scope):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             if any(name in assigned_names(t.target) for t in node.targets):
                 found.append(node)
         elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
@@ -187,9 +187,9 @@ def _bindings(ctx: FileContext, scope: cst.CSTNode, name: str) -> list[cst.CSTNo
         elif isinstance(node, (cst.For, cst.CompFor)):
             if name in assigned_names(node.target):
                 found.append(node)
-        elif isinstance(node, (cst.WithItem, cst.NamedExpr)):
-            target = node.asname.name if isinstance(node, cst.WithItem) and node.asname else None
-            target = node.target if isinstance(node, cst.NamedExpr) else target
+        elif type(node) in (cst.WithItem, cst.NamedExpr):
+            target = node.asname.name if type(node) is cst.WithItem and node.asname else None
+            target = node.target if type(node) is cst.NamedExpr else target
             if target is not None and name in assigned_names(target):
                 found.append(node)
     return found

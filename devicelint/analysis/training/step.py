@@ -135,20 +135,20 @@ class Scope:
 
 def autocast_call(ctx: FileContext, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> cst.Call | None:
     """The autocast call a with-item enters: directly, or through a name (`ctx = autocast(...)`)."""
-    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func) in AUTOCAST:
+    if type(expr) is cst.Call and ctx.qualified_name(expr.func) in AUTOCAST:
         return expr
     if depth > 3:
         return None
-    if isinstance(expr, cst.IfExp):
+    if type(expr) is cst.IfExp:
         return autocast_call(ctx, expr.body, scope, depth + 1) or autocast_call(ctx, expr.orelse, scope, depth + 1)
-    if isinstance(expr, (cst.Name, cst.Attribute)):
-        values = values_of(ctx, expr.value, scope) if isinstance(expr, cst.Name) else attribute_values(ctx, expr)
+    if type(expr) in (cst.Name, cst.Attribute):
+        values = values_of(ctx, expr.value, scope) if type(expr) is cst.Name else attribute_values(ctx, expr)
         for value in values or ():
             if value is not None:
                 found = autocast_call(ctx, value, scope_of(ctx, value), depth + 1)
                 if found is not None:
                     return found
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         function = _entered_function(ctx, expr, scope)
         if function is not None:
             return _autocast_of_context_function(ctx, function, depth + 1)
@@ -162,19 +162,19 @@ def _entered_function(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> c
     from devicelint.analysis.training.helpers import callee  # helpers builds on this module
 
     found = callee(ctx, call)
-    if found is not None or not isinstance(call.func, cst.Name):
+    if found is not None or type(call.func) is not cst.Name:
         return found
     for value in values_of(ctx, call.func.value, scope) or ():
-        factory = callee(ctx, value) if isinstance(value, cst.Call) else None
+        factory = callee(ctx, value) if type(value) is cst.Call else None
         if factory is None:
             continue
         nested = (
-            {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)}
-            if isinstance(factory.body, cst.IndentedBlock)
+            {s.name.value: s for s in factory.body.body if type(s) is cst.FunctionDef}
+            if type(factory.body) is cst.IndentedBlock
             else {}
         )
         for node in body_nodes(factory):
-            if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in nested:
+            if type(node) is cst.Return and type(node.value) is cst.Name and node.value.value in nested:
                 return nested[node.value.value]
     return None
 
@@ -185,16 +185,16 @@ def _autocast_of_context_function(ctx: FileContext, function: cst.FunctionDef, d
     before it yields (`with torch.autocast(...): yield`, `stack.enter_context(torch.autocast(...))`)."""
     generator = any(dotted_name(d.decorator) in _CONTEXT_MANAGER_DECORATORS for d in function.decorators)
     for node in body_nodes(function):
-        if isinstance(node, cst.Return) and node.value is not None:
+        if type(node) is cst.Return and node.value is not None:
             found = autocast_call(ctx, node.value, function, depth)
             if found is not None:
                 return found
-        elif generator and isinstance(node, cst.With):
+        elif generator and type(node) is cst.With:
             for item in node.items:
                 found = autocast_call(ctx, item.item, function, depth)
-                if found is not None and any(isinstance(n, cst.Yield) for n in body_nodes(node.body)):
+                if found is not None and any(type(n) is cst.Yield for n in body_nodes(node.body)):
                     return found
-        elif generator and isinstance(node, cst.Call) and method_name(node) == "enter_context" and node.args:
+        elif generator and type(node) is cst.Call and method_name(node) == "enter_context" and node.args:
             found = autocast_call(ctx, node.args[0].value, function, depth)
             if found is not None:
                 return found
@@ -232,11 +232,11 @@ def describe_autocast(
 def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast | None:
     """The autocast block `func` returns its result from: a `return` inside the block, or a
     returned name assigned inside it (`with autocast(...): loss = ...` then `return loss`)."""
-    returns = [n for n in body_nodes(func.body) if isinstance(n, cst.Return) and n.value is not None]
+    returns = [n for n in body_nodes(func.body) if type(n) is cst.Return and n.value is not None]
     if not returns:
         return None
     for node in body_nodes(func.body):
-        if not isinstance(node, cst.With):
+        if type(node) is not cst.With:
             continue
         for item in node.items:
             found = autocast_call(ctx, item.item, func)
@@ -245,7 +245,7 @@ def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast
             assigned = names_assigned_in(ctx, node.body)
             for ret in returns:
                 if inside(ctx, ret, node) or any(
-                    isinstance(n, cst.Name) and n.value in assigned
+                    type(n) is cst.Name and n.value in assigned
                     for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
                 ):
                     return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
@@ -354,12 +354,12 @@ def names_assigned_in(ctx: FileContext, block: cst.CSTNode) -> set[str]:
     """Targets assigned inside `block` (assignments, augmented, for targets, with-as)."""
     out: dict[str, list[cst.BaseExpression | None]] = {}
     for node in ctx.index.walk(block):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
                 _record_target(out, target.target, node.value)
         elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
             _record_target(out, node.target, None)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
+        elif type(node) is cst.WithItem and node.asname is not None:
             _record_target(out, node.asname.name, None)
     return set(out)
 
@@ -380,7 +380,7 @@ def backpropagated(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | Non
     if args and method_name(call) == "backward" and receiver(call) is not None and not _is_tensor_backward(ctx, call):
         return args[0]
     loss = receiver(call)
-    if isinstance(loss, cst.Call) and method_name(loss) == "scale" and positional(loss):
+    if type(loss) is cst.Call and method_name(loss) == "scale" and positional(loss):
         return positional(loss)[0]
     return loss
 

@@ -61,7 +61,7 @@ def _follow(
     passes device tensors."""
     hot = hot_values(ctx, region)
     for node in body_nodes(region.body):
-        if not isinstance(node, cst.Call) or in_logging_condition(ctx, node, region.owner):
+        if type(node) is not cst.Call or in_logging_condition(ctx, node, region.owner):
             continue
         func = callee(ctx, node)
         if func is None or id(func) in found or func is region.owner:
@@ -78,7 +78,7 @@ def _feeds_loss(ctx: FileContext, call: cst.Call, hot: HotValues) -> bool:
     """`out = loss_module(batch)` where the step backpropagates what is computed from `out`: the
     callee computes the loss, whatever `no_grad` blocks it has for its diagnostics."""
     parent = ctx.index.parent(call)
-    if not isinstance(parent, cst.Assign):
+    if type(parent) is not cst.Assign:
         return False
     return any(n in hot.inputs for t in parent.targets for n in assigned_names(t.target))
 
@@ -123,7 +123,7 @@ def _device_argument(ctx: FileContext, value: cst.BaseExpression, hot: HotValues
         return known
     if _moved_tensors(value, hot):
         return True
-    if isinstance(value, cst.Name) and value.value not in hot.modules:
+    if type(value) is cst.Name and value.value not in hot.modules:
         # `batch = {k: v.to(device) for k, v in batch.items()}` then `loss_fn(batch)`
         if any(
             v is not None and _moved_tensors(v, hot) for v in values_of(ctx, value.value, scope_of(ctx, value)) or ()
@@ -137,7 +137,7 @@ def _moved_tensors(value: cst.BaseExpression, hot: HotValues) -> bool:
     moved towards the accelerator (not a model: `model.to(device)` is a module)."""
     if isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
         return _moved_tensors(value.value if isinstance(value, cst.DictComp) else value.elt, hot)
-    if not (isinstance(value, cst.Call) and move_call(value) in ("to", "cuda") and moves_to_accelerator(value)):
+    if not (type(value) is cst.Call and move_call(value) in ("to", "cuda") and moves_to_accelerator(value)):
         return False
     moved = dotted_name(receiver(value)) if receiver(value) is not None else None
     return moved is not None and moved not in hot.modules and not any(w in moved.lower() for w in MODEL_WORDS)

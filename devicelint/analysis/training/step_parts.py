@@ -45,9 +45,9 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
         for scope in assignments(c).values():
             for target, values in scope.items():
                 for value in values:
-                    if isinstance(value, cst.IfExp):
-                        value = value.body if isinstance(value.body, cst.Call) else value.orelse
-                    if isinstance(value, cst.Call) and c.qualified_name(value.func) in GRAD_SCALERS:
+                    if type(value) is cst.IfExp:
+                        value = value.body if type(value.body) is cst.Call else value.orelse
+                    if type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS:
                         names.add(target)
         # Whatever its name, an object that unscales an optimizer's gradients (`s.unscale_(opt)`)
         # or scales a loss that is then backpropagated (`s.scale(loss).backward()`) is a scaler:
@@ -56,7 +56,7 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
             name = method_name(call)
             if name == "unscale_" and positional(call):
                 text = text_of(receiver(call))
-            elif name == "backward" and isinstance(inner := receiver(call), cst.Call):
+            elif name == "backward" and type(inner := receiver(call)) is cst.Call:
                 text = text_of(receiver(inner)) if method_name(inner) == "scale" and positional(inner) else None
             else:
                 continue
@@ -76,7 +76,7 @@ def optimizer_names(ctx: FileContext) -> frozenset[str]:
         for scope in assignments(c).values():
             for target, values in scope.items():
                 for value in values:
-                    if isinstance(value, cst.Call) and _optimizer_class(c.qualified_name(value.func) or ""):
+                    if type(value) is cst.Call and _optimizer_class(c.qualified_name(value.func) or ""):
                         names.add(target)
         scalers = scaler_names(c)
         zeroed: set[str] = set()
@@ -116,7 +116,7 @@ def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
         return False
     text = text_of(node)
     if text is None:
-        return isinstance(node, cst.Call) and ctx.qualified_name(node.func) in GRAD_SCALERS and not _disabled(node)
+        return type(node) is cst.Call and ctx.qualified_name(node.func) in GRAD_SCALERS and not _disabled(node)
     if is_disabled_scaler(ctx, text):
         return False
     return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
@@ -130,11 +130,7 @@ def disabled_scalers(ctx: FileContext) -> frozenset[str]:
         for scope in assignments(c).values():
             for target, values in scope.items():
                 for value in values:
-                    off = (
-                        isinstance(value, cst.Call)
-                        and c.qualified_name(value.func) in GRAD_SCALERS
-                        and _disabled(value)
-                    )
+                    off = type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS and _disabled(value)
                     seen[target] = seen.get(target, True) and off
         return frozenset(target for target, off in seen.items() if off)
 
@@ -192,4 +188,4 @@ def looks_like_optimizer(node: cst.BaseExpression | None, ctx: FileContext | Non
 def scaled_backward(ctx: FileContext, call: cst.Call) -> bool:
     """`scaler.scale(loss).backward()`."""
     inner = receiver(call)
-    return isinstance(inner, cst.Call) and method_name(inner) == "scale" and is_scaler(ctx, receiver(inner))
+    return type(inner) is cst.Call and method_name(inner) == "scale" and is_scaler(ctx, receiver(inner))

@@ -17,19 +17,19 @@ from devicelint.context import FileContext
 
 def text_of(node: cst.BaseExpression | None) -> str | None:
     """`self.scaler` for a dotted name, `optimizers[i]` reduced to `optimizers`, else None."""
-    while isinstance(node, cst.Subscript):
+    while type(node) is cst.Subscript:
         node = node.value
     return dotted_name(node)
 
 
 def receiver(call: cst.Call) -> cst.BaseExpression | None:
     """`x` in `x.item()`; None for a call of a plain name."""
-    return call.func.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.value if type(call.func) is cst.Attribute else None
 
 
 def method_name(call: cst.Call) -> str | None:
     """`item` in `x.item()`; None for a call of a plain name."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.attr.value if type(call.func) is cst.Attribute else None
 
 
 def positional(call: cst.Call) -> list[cst.BaseExpression]:
@@ -51,11 +51,11 @@ def has_star(call: cst.Call) -> bool:
 
 
 def is_true(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
+    return type(node) is cst.Name and node.value == "True"
 
 
 def is_false(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
+    return type(node) is cst.Name and node.value == "False"
 
 
 def last_word(node: cst.BaseExpression | None) -> str:
@@ -69,7 +69,7 @@ def short(ctx: FileContext, node: cst.CSTNode, limit: int = 60) -> str:
     text = " ".join(ctx.code_for(node).split())
     if len(text) <= limit:
         return text
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         return f"{short(ctx, node.func, limit)}(...)"
     return text[: limit - 3] + "..."
 
@@ -99,7 +99,7 @@ def exclusive(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
     child_b = b
     for ancestor in ctx.index.ancestors(b):
         if id(ancestor) in path_a:
-            if isinstance(ancestor, cst.If):
+            if type(ancestor) is cst.If:
                 child_a = path_a[id(ancestor)]
                 return child_a is not child_b and child_a is not ancestor.test and child_b is not ancestor.test
             return False
@@ -113,7 +113,7 @@ def enclosing_ifs(ctx: FileContext, node: cst.CSTNode, stop: cst.CSTNode) -> Ite
     for ancestor in ctx.index.ancestors(node):
         if ancestor is stop:
             return
-        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+        if type(ancestor) is cst.If and child is not ancestor.test:
             yield ancestor, child is ancestor.body
         child = ancestor
 
@@ -128,7 +128,7 @@ def body_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [root]
     while stack:
         node = stack.pop()
-        if node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if node is not root and type(node) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             continue
         yield node
         stack.extend(reversed(list(iter_children(node))))
@@ -138,9 +138,9 @@ def statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
     """The statement `node` belongs to: its simple statement line, or the compound statement
     (`if`, `while`, `for`, `with`) whose header holds it."""
     for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(ancestor) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             return ancestor
-        if isinstance(ancestor, (cst.If, cst.While, cst.For, cst.With)):
+        if type(ancestor) in (cst.If, cst.While, cst.For, cst.With):
             return ancestor
     return node
 
@@ -149,7 +149,7 @@ def assigned_names(target: cst.BaseExpression) -> list[str]:
     """Dotted names bound by an assignment target (`a`, `self.b`, the names of `a, (b, c)`)."""
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in assigned_names(e.value)]
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return assigned_names(target.value)
     text = dotted_name(target)
     return [text] if text is not None else []

@@ -33,7 +33,7 @@ def _record_target(
         for element in target.elements:
             _record_target(assigned, element.value, None)
         return
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         _record_target(assigned, target.value, None)
         return
     text = dotted_name(target)
@@ -79,7 +79,7 @@ def values_of(ctx: FileContext, name: str, scope: cst.CSTNode) -> list[cst.BaseE
 
 def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
     """The values assigned to `self.x` in any method of the file; None for other expressions."""
-    text = dotted_name(node) if isinstance(node, cst.Attribute) else None
+    text = dotted_name(node) if type(node) is cst.Attribute else None
     if text is None or not text.startswith("self.") or text.count(".") != 1:
         return None
     return [v for table in assignments(ctx).values() for v in table.get(text, [])] or None
@@ -99,17 +99,12 @@ def _resolve(
     direct = leaf(node)
     if direct is not None:
         return frozenset({direct})
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "get"
-        and node.args
-    ):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "get" and node.args:
         table = node.func.value  # `{"fp16": torch.float16, ...}.get(cfg.dtype)`, or a name bound to that dict
-        if isinstance(table, cst.Name):
+        if type(table) is cst.Name:
             bound = values_of(ctx, table.value, scope)
-            table = bound[0] if bound and len(bound) == 1 and isinstance(bound[0], cst.Dict) else table
-        if isinstance(table, cst.Dict):
+            table = bound[0] if bound and len(bound) == 1 and type(bound[0]) is cst.Dict else table
+        if type(table) is cst.Dict:
             looked_up = _resolve(
                 ctx, cst.Subscript(table, [cst.SubscriptElement(cst.Index(node.args[0].value))]), scope, leaf, depth + 1
             )
@@ -118,43 +113,43 @@ def _resolve(
                 if len(node.args) > 1
                 else frozenset({UNKNOWN})
             )
-    if isinstance(leaf, _DtypeLeaf) and isinstance(node, cst.Call):
+    if isinstance(leaf, _DtypeLeaf) and type(node) is cst.Call:
         name = _torch_attribute_name(ctx, node)
         if name is not None:  # `getattr(torch, cfg.dtype)` with `dtype: str = "float16"`
             return _resolve(ctx, name, scope, _dtype_string_leaf, depth + 1)
         return frozenset({UNKNOWN})
-    if isinstance(node, cst.IfExp):
+    if type(node) is cst.IfExp:
         return _resolve(ctx, node.body, scope, leaf, depth + 1) | _resolve(ctx, node.orelse, scope, leaf, depth + 1)
-    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
+    if type(node) is cst.Subscript and type(node.value) is cst.Dict:
         out: frozenset[str] = frozenset()
         for element in node.value.elements:
-            if isinstance(element, cst.DictElement):
+            if type(element) is cst.DictElement:
                 out |= _resolve(ctx, element.value, scope, leaf, depth + 1)
             else:
                 out |= {UNKNOWN}
         return out or frozenset({UNKNOWN})
-    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+    if type(node) is cst.Subscript and type(node.value) is cst.Name:
         values = values_of(ctx, node.value.value, scope)
-        if values and all(isinstance(v, cst.Dict) for v in values):
+        if values and all(type(v) is cst.Dict for v in values):
             return _resolve(ctx, node.with_changes(value=values[0]), scope, leaf, depth + 1)
         return frozenset({UNKNOWN})
-    if (isinstance(node, cst.Name) and ctx.qualified_name(node) is None) or isinstance(node, cst.Attribute):
-        values = values_of(ctx, node.value, scope) if isinstance(node, cst.Name) else attribute_values(ctx, node)
-        if not values and isinstance(node, cst.Attribute):
+    if (type(node) is cst.Name and ctx.qualified_name(node) is None) or type(node) is cst.Attribute:
+        values = values_of(ctx, node.value, scope) if type(node) is cst.Name else attribute_values(ctx, node)
+        if not values and type(node) is cst.Attribute:
             values = config_field_values(ctx, node, scope)
         if not values:
             return frozenset({UNKNOWN})
         out = frozenset()
         for value in values:
             if value is None:
-                passed = _parameter_values(ctx, node, scope) if isinstance(node, cst.Name) else None
+                passed = _parameter_values(ctx, node, scope) if type(node) is cst.Name else None
                 if passed is None:
                     out |= {UNKNOWN}
                 for given in passed or ():
                     out |= _resolve(ctx, given, scope, leaf, depth + 1) if given is not None else {UNKNOWN}
                 continue
             # `self.x = ...` is read in the scope that assigned it.
-            where = scope if isinstance(node, cst.Name) else scope_of(ctx, value)
+            where = scope if type(node) is cst.Name else scope_of(ctx, value)
             out |= _resolve(ctx, value, where, leaf, depth + 1)
         return out
     return frozenset({UNKNOWN})
@@ -165,7 +160,7 @@ def _parameter_values(ctx: FileContext, node: cst.Name, scope: cst.CSTNode) -> l
     (`amp_dtype=torch.float16`): the arguments the file's calls of the function pass, plus the
     default where a call leaves it out or where no call is seen (None: unknown, for a caller
     elsewhere). None when it is not such a parameter."""
-    if not isinstance(scope, cst.FunctionDef):
+    if type(scope) is not cst.FunctionDef:
         return None
     params = scope.params
     positional_params = [*params.posonly_params, *params.params]
@@ -213,7 +208,7 @@ def _calls_of_function(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call
         name = func.name.value if any(s is func for s in ctx.module.body) else None
     if name is None:
         return []
-    return [c for c in ctx.index.of_type(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == name]
+    return [c for c in ctx.index.of_type(cst.Call) if type(c.func) is cst.Name and c.func.value == name]
 
 
 def config_field_values(
@@ -237,19 +232,19 @@ def _config_fields(ctx: FileContext) -> dict[tuple[str, str], list[cst.BaseExpre
     def build(c: FileContext) -> dict[tuple[str, str], list[cst.BaseExpression | None]]:
         table: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
         for cls in c.index.of_type(cst.ClassDef):
-            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+            body = cls.body.body if type(cls.body) is cst.IndentedBlock else []
             for statement in body:
-                for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                for small in statement.body if type(statement) is cst.SimpleStatementLine else ():
+                    if type(small) is cst.AnnAssign and type(small.target) is cst.Name:
                         table.setdefault((cls.name.value, small.target.value), []).append(small.value)
                     elif (
-                        isinstance(small, cst.Assign)
+                        type(small) is cst.Assign
                         and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Name)
+                        and type(small.targets[0].target) is cst.Name
                     ):
                         table.setdefault((cls.name.value, small.targets[0].target.value), []).append(small.value)
         for call in c.index.of_type(cst.Call):
-            if not isinstance(call.func, cst.Name):
+            if type(call.func) is not cst.Name:
                 continue
             fields = [key for key in table if key[0] == call.func.value]
             for arg in call.args:
@@ -268,9 +263,9 @@ def _receiver_class(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
     classes = {key[0] for key in _config_fields(ctx)}
     if depth > 3:
         return None
-    if isinstance(node, cst.Name) and node.value in classes:
+    if type(node) is cst.Name and node.value in classes:
         return node.value  # `Config.amp_dtype`
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         annotated = _parameter_annotation(node, scope)
         if annotated in classes:
             return annotated
@@ -278,15 +273,15 @@ def _receiver_class(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
         if values and all(v is None for v in values):
             # `cfg=Config()`: a caller elsewhere passes an instance of the default's class too.
             values = [v for v in _parameter_values(ctx, node, scope) or () if v is not None]
-    elif isinstance(node, cst.Attribute):
+    elif type(node) is cst.Attribute:
         values = attribute_values(ctx, node)
     else:
         return None
     found: set[str | None] = set()
     for value in values or ():
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes:
+        if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in classes:
             found.add(value.func.value)
-        elif isinstance(value, cst.Name):
+        elif type(value) is cst.Name:
             found.add(_receiver_class(ctx, value, scope_of(ctx, value), depth + 1))
         else:
             found.add(None)
@@ -294,20 +289,20 @@ def _receiver_class(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
 
 
 def _parameter_annotation(node: cst.Name, scope: cst.CSTNode) -> str | None:
-    if not isinstance(scope, cst.FunctionDef):
+    if type(scope) is not cst.FunctionDef:
         return None
     params = scope.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         if param.name.value == node.value and param.annotation is not None:
             annotation = param.annotation.annotation
-            return annotation.value if isinstance(annotation, cst.Name) else None
+            return annotation.value if type(annotation) is cst.Name else None
     return None
 
 
 def _torch_attribute_name(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     """`name` in `getattr(torch, name)`."""
     args = [a.value for a in call.args if a.keyword is None and not a.star]
-    if isinstance(call.func, cst.Name) and call.func.value == "getattr" and len(args) >= 2:
+    if type(call.func) is cst.Name and call.func.value == "getattr" and len(args) >= 2:
         if ctx.qualified_name(args[0]) == "torch":
             return args[1]
     return None
@@ -315,7 +310,7 @@ def _torch_attribute_name(ctx: FileContext, call: cst.Call) -> cst.BaseExpressio
 
 def _dtype_string_leaf(node: cst.BaseExpression) -> str | None:
     """`"float16"`, `"bf16"`, the string that names a dtype in `getattr(torch, ...)`."""
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         if isinstance(value, str):
             return DTYPES.get(f"torch.{value}", UNKNOWN)
@@ -338,7 +333,7 @@ def possible_dtypes(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNo
 
 
 def _device_leaf(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = literal_value(node)
         if isinstance(value, str):
             return value.split(":", 1)[0]
