@@ -117,13 +117,23 @@ class ModuleSummary:
         class_names = [n for n, kind in kinds.items() if kind == "class"]
         function_names = [n for n, kind in kinds.items() if kind != "class"]
         restored = {n: _class_from(v) for n, v in saved.get("classes", {}).items()}
-        self.classes: _Lazy[ClassSummary] = _Lazy(class_names, lambda n: _class(self._node(n), qualify), restored)
+        self.classes: _Lazy[ClassSummary] = _Lazy(
+            class_names,
+            lambda n: self._use(n, lambda node: _class(node, qualify), lambda: n in self.bases.built),
+            restored,
+        )
         # class -> its bases, qualified (cheaper than `classes`: no walk of the body)
         bases = {str(n): tuple(str(b) for b in v) for n, v in saved.get("bases", {}).items()}
-        self.bases: _Lazy[tuple[str, ...]] = _Lazy(class_names, lambda n: _bases(self._node(n), qualify), bases)
+        self.bases: _Lazy[tuple[str, ...]] = _Lazy(
+            class_names,
+            lambda n: self._use(n, lambda node: _bases(node, qualify), lambda: n in self.classes.built),
+            bases,
+        )
         # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns) or ""
         places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
-        self.functions: _Lazy[str] = _Lazy(function_names, lambda n: _returns(self._node(n), qualify), places)
+        self.functions: _Lazy[str] = _Lazy(
+            function_names, lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: True), places
+        )
         self._restored_size = self._size()
 
     def _size(self) -> int:
@@ -144,6 +154,14 @@ class ModuleSummary:
             "bases": {n: list(b) for n, b in self.bases.built.items()},
             "functions": dict(self.functions.built),
         }
+
+    def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:
+        """`make` of a definition's `ast` node, which is let go once nothing else needs it: a run
+        over a large project holds summaries, not trees (transformers: 630 MiB before)."""
+        value = make(self._node(name))
+        if others_done():
+            self._nodes.pop(name, None)
+        return value
 
     def _node(self, name: str) -> Any:
         """The `ast` node of one top-level definition: its block parsed alone, else the module."""
