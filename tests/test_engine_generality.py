@@ -516,3 +516,39 @@ def test_names_holding_npu_or_mps_are_not_device_guards() -> None:
 
 def test_a_real_device_guard_still_silences() -> None:
     assert _found(GUARDED_BY_NAME.replace("if timestamps is None:", "if not inputs.is_cuda:")) == []
+
+
+# -- a factory that copies another tensor's device is not where a CPU tensor comes from ----------
+
+COPIED_DEVICE = """
+    import torch
+    import torch.nn as nn
+
+
+    def pad_rows(t, rows):
+        if t.shape[0] == 0:
+            return torch.zeros(rows, t.shape[1])
+        return torch.nn.functional.pad(t, (0, 0, 0, rows - t.shape[0]))
+
+
+    class Pooler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, h):
+            h = pad_rows(h, 16)
+            scratch = torch.empty(h.shape, dtype=h.dtype, device=h.device)
+            return self.proj(scratch)
+"""
+
+
+def test_a_cpu_tensor_is_reported_where_it_is_made_not_where_its_device_is_copied() -> None:
+    # `torch.empty(..., device=h.device)` follows `h`; the CPU tensor comes from the helper's
+    # `torch.zeros` without `device=`, and that is the line to fix.
+    assert _found(COPIED_DEVICE) == [(8, "DL101")]
+
+
+def test_copied_device_twin_with_the_helper_fixed_is_clean() -> None:
+    fixed = COPIED_DEVICE.replace("torch.zeros(rows, t.shape[1])", "torch.zeros(rows, t.shape[1], device=t.device)")
+    assert _found(fixed) == []

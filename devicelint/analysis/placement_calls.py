@@ -252,6 +252,13 @@ class CallEvaluation:
             return Fact(CPU, origin=call, factory=spelled)
         return Fact(DEVICE, where=ACCELERATOR)
 
+    def _tensor_whose_device(self, node: cst.CSTNode | None) -> Fact | None:
+        """The tensor fact of `x` for a device argument read off it (`x.device`), else None."""
+        if type(node) is not cst.Attribute or node.attr.value != "device":
+            return None
+        fact = self._fact_of(node.value)
+        return fact if fact.is_tensor else None
+
     def _device_argument(self, call: cst.Call) -> tuple[bool, Fact, cst.CSTNode | None]:
         for arg in call.args:
             if arg.star == "**":
@@ -429,6 +436,11 @@ class CallEvaluation:
         if not has_device and default is not None and default.kind == DEVICE_VALUE and short != "from_numpy":
             return self._placed(default, None)  # after this function's own `set_default_device`
         if has_device:
+            source = self._tensor_whose_device(device_node)
+            if source is not None and source.kind == CPU:
+                # `device=x.device` with `x` on the CPU: made where `x` is, and `x`'s own origin is
+                # what put it there (the factory copies that place, it does not choose it).
+                return replace(source, scalar=False, mask=False, copied=False, elements=None, fields=None)
             placed = self._placed(device, device_node)
             # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
             return replace(placed, origin=call, factory=f"torch.{short}") if placed.kind == CPU else placed
