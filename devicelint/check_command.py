@@ -31,6 +31,7 @@ from devicelint.runner import (
     encode_like,
     lint_data,
     read_error_result,
+    start_pool_early,
     write_atomically,
 )
 from devicelint.selection import Selection, SelectorError, applies_to_torch
@@ -149,6 +150,11 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
         _error(str(err))
         return EXIT_ERROR
     indexes: dict[Path, ProjectIndex] = {}
+    jobs = options["jobs"] or default_jobs()
+    if options.get("no_cache") and not options.get("show_project"):
+        # Every file will be linted: the workers' server starts (and imports the rules) while
+        # the project index is built here.
+        start_pool_early(len(tasks), jobs)
     if not options.get("no_project") or options.get("show_project"):
         # Under --fix/--diff each fix round re-lints the file's new text with the view of its
         # text as read: a fix changes no import, and another file's fixes are seen on the next run.
@@ -158,7 +164,6 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     if options.get("show_project"):
         click.echo(_project_text(indexes), nl=False)
         return EXIT_CLEAN
-    jobs = options["jobs"] or default_jobs()
     try:
         with _terminate_as_interrupt():
             outcome = _run(tasks, task_options, jobs, settings, options, output_format)

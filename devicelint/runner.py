@@ -283,6 +283,15 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def start_pool_early(files: int, jobs: int) -> None:
+    """Start the workers' server now when `files` will be linted by a pool of `jobs`, so that
+    its imports overlap what the caller does before the run (building the project index)."""
+    if jobs > 1 and files >= MIN_FILES_FOR_POOL:
+        import multiprocessing
+
+        _start_forkserver(multiprocessing.get_context("forkserver"))
+
+
 def _start_forkserver(context: BaseContext) -> None:
     """Start the server that forks the workers, with devicelint and the rules imported once.
 
