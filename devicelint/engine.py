@@ -14,6 +14,7 @@ import libcst as cst
 from libcst._position import CodePosition
 
 from devicelint.context import FileContext
+from devicelint.cst_parse import parse_module
 from devicelint.finding import SYNTAX_ERROR, Edit, FileResult, Finding, Fix, error_finding, not_analysed_finding
 from devicelint.fix_text import code_in_place
 from devicelint.fixes import apply_fixes, line_offsets
@@ -214,7 +215,7 @@ def _parse(text: str, path: str) -> cst.Module | Finding:
     if deep is not None:
         return deep
     try:
-        return cst.parse_module(text)
+        return parse_module(text)
     except cst.ParserSyntaxError as err:
         return _explain_syntax_error(text, path, err)
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
+from devicelint.cst_parse import parse_module
 from devicelint.finding import Edit, Finding
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -66,7 +67,7 @@ def apply_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> tuple
     if fixed == source:
         return None, ()
     try:
-        cst.parse_module(fixed)
+        parse_module(fixed)
     except cst.ParserSyntaxError:
         return None, ()
     return fixed, tuple(applied)

@@ -23,6 +23,7 @@ from typing import Any
 
 import libcst as cst
 
+from devicelint.cst_parse import parse_module
 from devicelint.positions import lines_before_first_token, statement_lines
 
 
@@ -81,7 +82,7 @@ def reparse(previous: ParsedText, text: str) -> ParsedText | None:
     delta = len(text) - len(old)
     piece = text[start:] if to_end else text[start : previous.starts[last + 1] + delta]
     try:
-        parsed = cst.parse_module(piece)
+        parsed = parse_module(piece)
     except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError):
         return None
     if not parsed.body or parsed.default_newline != module.default_newline:
