@@ -11,7 +11,7 @@ import dataclasses
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Literal, TypeVar, get_origin
 
 import libcst as cst
 
@@ -57,13 +57,21 @@ def is_node(value: object) -> bool:
     return known
 
 
+def _holds_text(annotation: object) -> bool:
+    """A field that can only hold a string or a flag (`Name.value`, `SimpleString.value`): no
+    child there, and looking costs a call per node."""
+    if annotation in (str, bool, str | None):
+        return True
+    return get_origin(annotation) is Literal
+
+
 def _child_fields(node_type: type) -> tuple[str, ...]:
     names = _child_fields_cache.get(node_type)
     if names is None:
         names = tuple(
             f.name
             for f in dataclasses.fields(node_type)
-            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace") and not _holds_text(f.type)
         )
         _child_fields_cache[node_type] = names
     return names
