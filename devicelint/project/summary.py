@@ -218,6 +218,10 @@ class _Lazy(Mapping[str, T]):
             self.built[key] = self._build(key)
         return self.built[key]
 
+    def __contains__(self, key: object) -> bool:
+        # `Mapping`'s own test looks the value up, which would build it
+        return key in self._names
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
@@ -370,7 +374,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
     builds: set[str] = set()
     makes = places = False
     submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
-    for inner in ast.walk(node):
+    for inner in _descendants(node):
         if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
             _note_submodules(inner, qualify, submodules)
         if isinstance(inner, ast.Call):
@@ -428,7 +432,7 @@ def _movers(
         method = methods[name]
         checked: dict[str, list[str]] = {}
         assigned: list[tuple[str, str]] = []
-        for node in ast.walk(method):
+        for node in _descendants(method):
             if isinstance(node, ast.Name) and node.id in _GENERIC_MOVES:
                 return None, ()
             if isinstance(node, ast.Attribute):
@@ -549,14 +553,31 @@ def _returned_untouched(
 
 def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
     """The nodes of `function`'s body, not those of functions or classes defined inside it."""
+    return _descendants(function, _NESTED_SCOPES)[1:]
+
+
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _descendants(root: ast.AST, stop_at: tuple[type, ...] = ()) -> list[ast.AST]:
+    """`root` and the nodes below it (not below a node of a `stop_at` type, other than the root),
+    in no set order. `ast.walk` costs twice as much: nested generators, and it yields every
+    `Load`/`Store` context node."""
     out: list[ast.AST] = []
-    todo: list[ast.AST] = list(function.body)
+    todo: list[ast.AST] = [root]
     while todo:
         node = todo.pop()
         out.append(node)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if stop_at and node is not root and isinstance(node, stop_at):
             continue
-        todo.extend(ast.iter_child_nodes(node))
+        for field in node._fields:
+            if field == "ctx":
+                continue
+            value = getattr(node, field, None)
+            if type(value) is list:
+                todo.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                todo.append(value)
     return out
 
 
