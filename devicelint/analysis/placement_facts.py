@@ -19,6 +19,9 @@ import libcst as cst
 
 from devicelint.analysis.devices import DeviceId
 from devicelint.analysis.names import literal_value
+from devicelint.analysis.vocabulary import DATA_FACTORIES as DATA_FACTORIES
+from devicelint.analysis.vocabulary import FACTORIES as FACTORIES
+from devicelint.analysis.vocabulary import LEGACY_CONSTRUCTORS as LEGACY_CONSTRUCTORS
 from devicelint.analysis.vocabulary import PRESERVING_METHODS as PRESERVING_METHODS
 
 CPU = "cpu-tensor"
@@ -125,47 +128,6 @@ class Fact:
 
 
 UNKNOWN_FACT = Fact()
-
-# torch factories that create a tensor on the default (CPU) device unless given `device=`.
-FACTORIES = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "arange",
-        "range",
-        "linspace",
-        "logspace",
-        "eye",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "empty_strided",
-        "tril_indices",
-        "triu_indices",
-        "normal",
-        "tensor",
-        "as_tensor",
-        "asarray",
-        "from_numpy",
-        "scalar_tensor",
-        "FloatTensor",
-        "LongTensor",
-        "BoolTensor",
-        "ByteTensor",
-        "IntTensor",
-        "DoubleTensor",
-        "HalfTensor",
-        "Tensor",
-    }
-)
-# Factories whose first argument may itself be a tensor (then the result follows it).
-DATA_FACTORIES = frozenset({"tensor", "as_tensor", "asarray", "scalar_tensor"})
-LEGACY_CONSTRUCTORS = frozenset(
-    {"FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor", "Tensor"}
-)
 
 
 def is_legacy_cuda_constructor(qualified: str | None) -> bool:

@@ -158,3 +158,49 @@ PRESERVING_METHODS = frozenset(
         "pin_memory",
     }
 )
+
+# torch factories that create a tensor on the default (CPU) device unless given `device=`.
+FACTORIES = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "range",
+        "linspace",
+        "logspace",
+        "eye",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "empty_strided",
+        "tril_indices",
+        "triu_indices",
+        "normal",
+        "tensor",
+        "as_tensor",
+        "asarray",
+        "from_numpy",
+        "scalar_tensor",
+        "FloatTensor",
+        "LongTensor",
+        "BoolTensor",
+        "ByteTensor",
+        "IntTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "Tensor",
+    }
+)
+# Factories whose first argument may itself be a tensor (then the result follows it).
+DATA_FACTORIES = frozenset({"tensor", "as_tensor", "asarray", "scalar_tensor"})
+LEGACY_CONSTRUCTORS = frozenset(
+    {"FloatTensor", "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor", "Tensor"}
+)
+# Factories that take `device=` in every torch devicelint supports and whose result does not
+# depend on where an argument is: `torch.zeros(n).to(device)` can become one call (DL403).
+SIZED_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace", "eye"}
+)

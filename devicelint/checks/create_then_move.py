@@ -6,28 +6,12 @@ import libcst as cst
 
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.training.syntax import keyword, method_name, receiver, short
+from devicelint.analysis.vocabulary import SIZED_FACTORIES
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
-FACTORIES = frozenset(
-    f"torch.{name}"
-    for name in (
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "arange",
-        "linspace",
-        "logspace",
-        "eye",
-        "tensor",
-    )
-)
+FACTORIES = frozenset(f"torch.{name}" for name in (*SIZED_FACTORIES, "tensor"))
 RANDOM_FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
 DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "rank")
 

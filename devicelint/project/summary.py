@@ -15,33 +15,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from devicelint.analysis.vocabulary import PRESERVING_METHODS
+from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
 
 # What a mover reaches generically: the whole instance is moved.
 _GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
 _MOVERS = frozenset({"_apply", "to", "cuda"})
-# torch functions that make a new tensor on the CPU unless `device=` is given.
-_FACTORIES = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "arange",
-        "linspace",
-        "logspace",
-        "eye",
-        "tensor",
-        "as_tensor",
-        "from_numpy",
-        "tril_indices",
-        "triu_indices",
-    }
-)
 # torch functions whose result lives where all their tensor arguments do.
 _COMBINING = frozenset({"stack", "cat", "concat", "hstack", "vstack", "meshgrid", "outer", "matmul", "where"})
 _PARAMETER_MAKERS = frozenset({"Parameter", "Buffer"})
@@ -610,7 +588,9 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
     if qualified is None:
         return ""
     if qualified.startswith("torch.") and qualified.count(".") == 1:
-        if qualified[6:] in _FACTORIES:
+        # (`torch.normal(mean, std)` draws where its tensor arguments are; `torch.tensor(x)` of
+        # a helper's data is taken for host data, as `x` is rarely a device tensor there)
+        if qualified[6:] in FACTORIES and qualified[6:] != "normal":
             return "" if any(k.arg in ("device", None) for k in value.keywords) else "cpu-tensor"
         if qualified[6:] in _COMBINING and not any(k.arg is None for k in value.keywords):
             # `torch.stack([xs, ys])`: where every tensor it is given lives
