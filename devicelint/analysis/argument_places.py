@@ -203,27 +203,30 @@ def _module_constant_place(
 
 
 def _bindings_by_name(ctx: FileContext, function: cst.FunctionDef) -> dict[str, list[cst.Name]]:
-    """Every occurrence of a name that rebinds it in the function's body, by name (one pass over
-    the file's binding targets, shared by every function)."""
-    return _file_bindings(ctx).get(id(function), {})
+    """Every occurrence of a name that rebinds it in the function's own body (not in a nested
+    function), by name; built for a function the first time it is asked about (most never are)."""
+    by_function: dict[int, dict[str, list[cst.Name]]] = ctx.shared("argument_places.bindings", lambda c: {})
+    found = by_function.get(id(function))
+    if found is None:
+        found = by_function[id(function)] = _function_bindings(ctx, function)
+    return found
 
 
-def _file_bindings(ctx: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
-    def build(c: FileContext) -> dict[int, dict[str, list[cst.Name]]]:
-        found: dict[int, dict[str, list[cst.Name]]] = {}
-        targets: list[cst.CSTNode] = [t.target for t in c.index.of_type(cst.AssignTarget)]
-        for kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
-            targets += [n.target for n in c.index.of_type(kind)]  # type: ignore[attr-defined]  # each of these node types has .target
-        targets += [n.name for n in c.index.of_type(cst.AsName)]
-        for target in targets:
-            for node in c.index.walk(target):
-                if type(node) is cst.Name and _binds(c, node):
-                    function = c.index.enclosing_function(node)
-                    if function is not None:
-                        found.setdefault(id(function), {}).setdefault(node.value, []).append(node)
-        return found
+_BINDING_OWNERS = (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)
 
-    return ctx.shared("argument_places.bindings", build)
+
+def _function_bindings(ctx: FileContext, function: cst.FunctionDef) -> dict[str, list[cst.Name]]:
+    index = ctx.index
+    targets: list[cst.CSTNode] = [t.target for t in index.within(function, cst.AssignTarget)]
+    for kind in _BINDING_OWNERS:
+        targets += [n.target for n in index.within(function, kind)]  # type: ignore[attr-defined]  # each of these node types has .target
+    targets += [n.name for n in index.within(function, cst.AsName)]
+    found: dict[str, list[cst.Name]] = {}
+    for target in targets:
+        for node in index.walk(target):
+            if type(node) is cst.Name and _binds(ctx, node) and index.enclosing_function(node) is function:
+                found.setdefault(node.value, []).append(node)
+    return found
 
 
 def _binds(ctx: FileContext, name: cst.Name) -> bool:

@@ -184,7 +184,7 @@ def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | N
 
 def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:
     """`table[t]`: a CPU table indexed by a device tensor (the reverse is fine)."""
-    indices = [e.slice.value for e in node.slice if type(e.slice) is cst.Index]
+    indices = [e.slice.value for e in node.slice if type(e.slice) is cst.Index and not _literal_index(e.slice.value)]
     if not indices or file_facts(ctx).place_of(node.value) in (Place.DEVICE, Place.FOLLOWS):
         return None
     # Most subscripts have no device index: look at the indices before resolving the table.
@@ -206,6 +206,16 @@ def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | N
                 "advice": f"move the table first: `{_operand(table_text)}.to({_device_of(index_text)})[...]`{_hint(table)}",
             }
     return None
+
+
+def _literal_index(index: cst.BaseExpression) -> bool:
+    """`x[0]`, `x[-1]`, `batch["mask"]`, `x[None]`, `x[...]`: never a tensor (most subscripts
+    of real code, and resolving where an index lives is what costs)."""
+    if type(index) is cst.UnaryOperation:
+        return type(index.expression) is cst.Integer
+    if type(index) in (cst.Integer, cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis):
+        return True
+    return type(index) is cst.Name and index.value in ("None", "True", "False")
 
 
 def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:

@@ -129,6 +129,17 @@ def _names_in(node: cst.BaseExpression) -> list[str]:
     return []
 
 
+def _builds_or_loads_an_optimizer(ctx: FileContext) -> bool:
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value == "load_state_dict":
+            if "optim" in (dotted_name(func.value) or "").lower():
+                return True
+        elif _optimizer_class(ctx, call) is not None:
+            return True
+    return False
+
+
 def _moved_model(call: cst.Call) -> str | None:
     """`m` when `call` moves the name `m` (or `self.m`) towards an accelerator (`m.to(device)`, `m.cuda()`)."""
     if moves_to_accelerator(call) and move_call(call) in ("to", "cuda"):
@@ -295,6 +306,8 @@ class OptimizerStateDevice(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         # Each function's calls in the order they run (its own `self.method()` calls spliced in),
         # with the optimizers its class's `__init__` builds already known.
+        if not _builds_or_loads_an_optimizer(ctx):
+            return  # every finding starts at an optimizer's construction or at loading its state
         reported: set[int] = set()
         for scope in (ctx.module, *ctx.index.of_type(cst.FunctionDef)):
             init = init_of(ctx, scope)

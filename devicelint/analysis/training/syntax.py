@@ -119,8 +119,13 @@ def enclosing_ifs(ctx: FileContext, node: cst.CSTNode, stop: cst.CSTNode) -> Ite
 
 
 def test_words(ctx: FileContext, test: cst.BaseExpression) -> str:
-    """An `if` test's source, lower-cased, for word checks."""
-    return ctx.code_for(test).lower()
+    """An `if` test's source, lower-cased, for word checks (memoised: the rules ask about the
+    same few tests of a loop again for every read in it)."""
+    words: dict[int, str] = ctx.shared("test_words", lambda c: {})
+    found = words.get(id(test))
+    if found is None:
+        found = words[id(test)] = ctx.code_for(test).lower()
+    return found
 
 
 def body_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
