@@ -80,7 +80,8 @@ class TorchLoadWithoutMapLocation(Rule):
       `x = torch.from_numpy(x[k])`);
     - a result sorted (`sorted(list(torch.load(f)))`): sortable items are words or numbers (a
       vocabulary), or only the keys are kept;
-    - a load inside a `Dataset` class, which reads training data, not checkpoints;
+    - a load inside a `Dataset` class (or a plain class named `...Dataset`, as dataset libraries
+      write theirs), which reads training data, not checkpoints;
     - a load in a test module (`test_*.py`, `*_test.py`, `conftest.py`, or under `tests/`): a
       test reads back what it, a handler it drives or its fixtures wrote, or data committed
       next to it, on the machine that runs it;
@@ -746,5 +747,8 @@ def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
 
 def _named_like_dataset(cls: cst.ClassDef) -> bool:
     """A class deriving from a base whose name ends in `Dataset` (`InMemoryDataset`,
-    `torch_geometric.data.Dataset`)."""
-    return any((dotted_name(base.value) or "").rsplit(".", 1)[-1].endswith("Dataset") for base in cls.bases)
+    `torch_geometric.data.Dataset`), or named so itself: a dataset library's own plain classes
+    (`class NodePropPredDataset(object)` reading its split files) hold data just the same."""
+    return cls.name.value.endswith("Dataset") or any(
+        (dotted_name(base.value) or "").rsplit(".", 1)[-1].endswith("Dataset") for base in cls.bases
+    )
