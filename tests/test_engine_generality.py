@@ -552,3 +552,99 @@ def test_a_cpu_tensor_is_reported_where_it_is_made_not_where_its_device_is_copie
 def test_copied_device_twin_with_the_helper_fixed_is_clean() -> None:
     fixed = COPIED_DEVICE.replace("torch.zeros(rows, t.shape[1])", "torch.zeros(rows, t.shape[1], device=t.device)")
     assert _found(fixed) == []
+
+
+# -- a placeholder that a same-test `if` replaced before the same test reads it -------------------
+
+SAME_TEST = """
+    import torch
+    import torch.nn as nn
+
+
+    class TokenPool(nn.Module):
+        def __init__(self, pool, keep_token, mix):
+            super().__init__()
+            self.pool = pool
+            self.keep_token = keep_token
+            self.mix = mix
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            token = torch.zeros(())
+            if self.keep_token:
+                token, x = x[:, :1], x[:, 1:]
+            x = self.pool(x)
+            if self.keep_token:
+                x = torch.cat((token, x), dim=1)
+            return x
+
+        def pooled_or_plain(self, x: torch.Tensor) -> torch.Tensor:
+            head = torch.tensor(0.0)
+            if not self.keep_token:
+                pass
+            else:
+                head = x[:, :1]
+                x = x[:, 1:]
+            x = self.pool(x)
+            if not self.keep_token:
+                return x
+            return torch.cat([head, x], dim=1)
+
+        def chained(self, x: torch.Tensor) -> torch.Tensor:
+            head = torch.tensor(0.0)
+            if self.keep_token:
+                head = x[:, :1]
+            x = self.pool(x)
+            if self.mix:
+                x = x * 2
+            elif self.keep_token:
+                x = torch.cat([head, x], dim=1)
+            return x
+
+        def other_test(self, x: torch.Tensor) -> torch.Tensor:
+            token = torch.zeros(())
+            if self.keep_token:
+                token, x = x[:, :1], x[:, 1:]
+            if self.mix:
+                x = torch.cat((token, x), dim=1)
+            return x
+"""
+
+
+def test_a_placeholder_replaced_under_the_same_test_meets_device_tensors_only_as_the_replacement() -> None:
+    # `if not t: return`, `if not t: ... else:` and `elif t:` read the same test; a different
+    # test (`self.mix`) may take the placeholder itself
+    assert _found(SAME_TEST) == [(46, "DL101")]
+
+
+def test_a_rebound_test_name_or_a_split_inside_another_branch_says_nothing() -> None:
+    rebound = """
+        import torch
+        import torch.nn as nn
+
+
+        class Pool(nn.Module):
+            def __init__(self, keep, other):
+                super().__init__()
+                self.keep = keep
+                self.other = other
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                token = torch.zeros(())
+                flag = self.keep
+                if flag:
+                    token = x[:, :1]
+                flag = self.other
+                if flag:
+                    x = torch.cat((token, x), dim=1)
+                return x
+
+            def nested(self, x: torch.Tensor) -> torch.Tensor:
+                token = torch.zeros(())
+                if self.other:
+                    if self.keep:
+                        token = x[:, :1]
+                if self.keep:
+                    x = torch.cat((token, x), dim=1)
+                return x
+    """
+    assert _found(rebound) == [(13, "DL101"), (23, "DL101")]

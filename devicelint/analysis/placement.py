@@ -33,6 +33,16 @@ from dataclasses import replace
 
 import libcst as cst
 
+from devicelint.analysis.branch_splits import (
+    Splits,
+    always_leaves,
+    assume,
+    common,
+    forget_reads_of,
+    reads_of,
+    record,
+    test_key,
+)
 from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.host_modules import (
     captured_names,
@@ -166,6 +176,8 @@ class _Interpreter(CallEvaluation):
         self._device_branches = 0
         self._returns_split_on_device = False
         self.seen: set[tuple[int, int, int]] = set()
+        # what earlier `if`s left on each path, by test (branch_splits)
+        self.splits: Splits = {}
         # each parameter's fact on entry, to tell assumed placements from derived ones
         self.params: Env = {}
         # where the module's own submodules and tensors are: on its device, except in code that
@@ -314,15 +326,42 @@ class _Interpreter(CallEvaluation):
             self._if_branches(stmt, strict)
 
     def _if_branches(self, stmt: cst.If, strict: bool) -> None:
-        before = dict(self.env)
+        # an earlier `if` with the same test decided what this one's paths see (branch_splits)
+        key = None if strict else test_key(self.ctx, stmt.test)
+        before, splits_before = dict(self.env), self.splits
+        self.splits = dict(splits_before)
+        if key is not None:
+            assume(self.splits, key[0], key[1], self.env)
         self._suite(stmt.body)
-        after_body = self.env
-        self.env = dict(before)
+        after_body, body_splits = self.env, self.splits
+        self.env, self.splits = dict(before), dict(splits_before)
+        if key is not None:
+            assume(self.splits, key[0], not key[1], self.env)
         if type(stmt.orelse) is cst.If:
             self._if(stmt.orelse)
         elif type(stmt.orelse) is cst.Else:
             self._suite(stmt.orelse.body)
-        self.env = join_envs(after_body, self.env, strict, branches=True)
+        after_else = self.env
+        self.env = join_envs(after_body, after_else, strict, branches=True)
+        self.splits = common(body_splits, self.splits)
+        if key is not None:
+            self._split(stmt, key, after_body, after_else)
+
+    def _split(self, stmt: cst.If, key: tuple[str, bool], after_body: Env, after_else: Env) -> None:
+        """Remember what each path of `stmt` left; where one path leaves the block (`if not
+        t: return x`), what follows runs on the other: an earlier split of the same test's
+        names have that path's facts."""
+        text, positive = key
+        body_leaves = always_leaves(stmt.body)
+        else_leaves = type(stmt.orelse) is cst.Else and always_leaves(stmt.orelse.body)
+        if body_leaves != else_leaves:
+            earlier = self.splits.pop(text, None)
+            staying = after_else if body_leaves else after_body
+            for name in earlier.joined if earlier is not None else ():
+                self.env[name] = staying.get(name, UNKNOWN_FACT)
+            return
+        held, failed = (after_body, after_else) if positive else (after_else, after_body)
+        record(self.splits, text, reads_of(self.ctx, stmt.test), held, failed, self.env)
 
     def _loop(self, stmt: cst.For | cst.While) -> None:
         if isinstance(stmt, cst.For):
@@ -330,14 +369,17 @@ class _Interpreter(CallEvaluation):
             self._release_iterated(iterable, stmt.iter)
         else:
             self._eval(stmt.test)
-        before = dict(self.env)
+        before, splits_before = dict(self.env), self.splits
         self.loop_depth += 1
         passes = 2 if self.loop_depth <= _MAX_LOOP_DEPTH else 1
         for _ in range(passes):
+            # a split made in one pass says nothing of the next pass's tests
+            self.splits = dict(splits_before)
             if type(stmt) is cst.For:
                 self._bind_loop_target(stmt, iterable)
             self._suite(stmt.body)
             self.env = join_envs(before, self.env, strict=False)
+        self.splits = common(splits_before, self.splits)
         self.loop_depth -= 1
         if stmt.orelse is not None:
             self._suite(stmt.orelse.body)
@@ -586,6 +628,8 @@ class _Interpreter(CallEvaluation):
         key = self._key(target)
         if key is not None:
             self.env[key] = fact
+            if self.splits:
+                forget_reads_of(self.splits, key)
 
     def _bind_part(self, target: cst.Subscript, fact: Fact) -> None:
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
