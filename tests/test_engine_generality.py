@@ -648,3 +648,60 @@ def test_a_rebound_test_name_or_a_split_inside_another_branch_says_nothing() -> 
                 return x
     """
     assert _found(rebound) == [(13, "DL101"), (23, "DL101")]
+
+
+# -- a module class the file only builds as a step of a sample pipeline -------------------------
+
+PIPELINE_MODULES = """
+    import torch
+    import torch.nn as nn
+    from torchvision import transforms as T
+
+
+    class SplitRates(nn.Module):
+        def __init__(self, step=4):
+            super(SplitRates, self).__init__()
+            self.step = step
+
+        def forward(self, clip: torch.Tensor):
+            picks = torch.arange(0, clip.shape[1], self.step)
+            return [clip.index_select(1, picks), clip]
+
+
+    class Jitter(nn.Module):
+        def forward(self, clip: torch.Tensor):
+            return clip + torch.randn(clip.shape) * 0.01
+
+
+    prepare = T.Compose([T.Lambda(lambda c: c / 255.0), SplitRates(step=8)])
+    augment = T.RandomApply([Jitter()], p=0.5)
+
+
+    def run(model, clip, device):
+        views = prepare(augment(clip))
+        return model([v.to(device)[None] for v in views])
+"""
+
+
+def test_a_module_built_only_as_a_composed_transform_runs_on_host_tensors() -> None:
+    assert _found(PIPELINE_MODULES) == []
+
+
+def test_a_transform_module_that_is_also_a_submodule_or_moved_is_device_code() -> None:
+    nested = (
+        PIPELINE_MODULES
+        + """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.split = SplitRates()
+
+        def forward(self, x):
+            return self.split(x)
+    """
+    )
+    assert _found(nested) == [(13, "DL101")]
+    moved = PIPELINE_MODULES.replace(
+        "augment = T.RandomApply([Jitter()], p=0.5)", "augment = T.RandomApply([Jitter()], p=0.5).to('cuda')"
+    )
+    assert _found(moved) == [(19, "DL101")]

@@ -184,7 +184,9 @@ class _Interpreter(CallEvaluation):
         # runs while the model is being built (nothing has been moved yet)
         building = cls is not None and type(scope) is cst.FunctionDef and analysis.construction_only(cls, scope)
         self.building = building
-        self.own_place: str | None = None if building else FOLLOWS
+        # a module class the file only builds as a sample transform runs on host tensors
+        self.host_transform = cls is not None and analysis.runs_as_transform(cls)
+        self.own_place: str | None = None if building or self.host_transform else FOLLOWS
 
     # -- entry -------------------------------------------------------------------------
     def run(self) -> ScopePlacement:
@@ -255,7 +257,7 @@ class _Interpreter(CallEvaluation):
         plain functions do; methods of other classes (datasets, collators, trainers) and data
         preparation code are left alone."""
         if self.cls is not None:
-            return not self.analysis.construction_only(self.cls, func)
+            return not self.host_transform and not self.analysis.construction_only(self.cls, func)
         if self._in_class(func):
             return False
         if self._test_module():
@@ -512,6 +514,7 @@ class _Interpreter(CallEvaluation):
             self.cls is not None
             and self.result.name == "forward"
             and self.bound is None
+            and not self.host_transform
             and (self.cls.submodules or self.cls.registered)
         ):
             for element, node in flatten(fact, value):
