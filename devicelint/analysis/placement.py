@@ -85,6 +85,7 @@ from devicelint.analysis.placement_values import (
     device_string_fact,
     devicey,
     flatten,
+    indexes_every_dimension,
     is_device_guard,
     join,
     join_envs,
@@ -876,7 +877,7 @@ class _Interpreter(CallEvaluation):
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:
-            return replace(value, scalar=_indexes_every_dimension(value, node))
+            return replace(value, scalar=indexes_every_dimension(value, node))
         if value.kind == MODULE:
             return value
         return UNKNOWN_FACT
@@ -1077,9 +1078,6 @@ def _element_of(iterable: Fact) -> Fact:
     return UNKNOWN_FACT
 
 
-_SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
-
-
 def _written_element(current: Fact, index: cst.BaseExpression | None, fact: Fact) -> Fact:
     """A list after `xs[index] = fact`: the element at a literal position of a list of known
     parts; every element of a list of like ones (slots left empty, `[None] * n`, take it)."""
@@ -1104,43 +1102,9 @@ def _host_state(fact: Fact) -> bool:
     return bool(fact.elements) and all(e.kind == CPU for e in fact.elements or ())
 
 
-def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
-    """`torch.rand(2)[0]`, `torch.tensor([1., 2.])[i]`: integers index away every dimension a
-    CPU factory stated, leaving a 0-dim tensor (which PyTorch lets meet device tensors)."""
-    origin = value.origin
-    if value.kind != CPU or type(origin) is not cst.Call or value.factory is None:
-        return False
-    if not all(
-        type(e.slice) is cst.Index
-        and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
-        and not _is_none(e.slice.value)
-        for e in node.slice
-    ):
-        return False
-    if value.factory in _SIZED_FACTORIES:
-        sizes = [a for a in origin.args if a.keyword is None]
-        if any(a.star for a in sizes):
-            return False
-        if len(sizes) == 1 and isinstance(sizes[0].value, (cst.Tuple, cst.List)):
-            return len(sizes[0].value.elements) == len(node.slice)
-        return len(sizes) == len(node.slice)
-    if value.factory in ("torch.tensor", "torch.as_tensor") and origin.args:
-        data = origin.args[0].value
-        depth = 0
-        while isinstance(data, (cst.List, cst.Tuple)) and data.elements:
-            depth += 1
-            data = data.elements[0].value
-        return depth == len(node.slice) and depth > 0
-    return False
-
-
 def _advanced_index(node: cst.BaseExpression, index: Fact) -> bool:
     """An index that makes `t[...] = v` an `index_put_` rather than a view's `copy_`: a tensor,
     a list or tuple of indices, or Python data (`rows = [0, 2]`)."""
     if type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp):
         return True
     return index.is_tensor or index == PY_DATA
-
-
-def _is_none(node: cst.BaseExpression) -> bool:
-    return type(node) is cst.Name and node.value == "None"
