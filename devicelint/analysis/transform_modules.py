@@ -53,10 +53,9 @@ def _inside_class(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
 def _composed(ctx: FileContext, construction: cst.Call, moved: set[str]) -> bool:
     """The instance is built as a step of a composer's list (`Compose([A(), B()])`) or handed
     to one directly (`RandomApply(A(), p=0.5)`), and that composer is never moved."""
-    node: cst.CSTNode = construction
-    parent = ctx.index.parent(node)
-    while type(parent) in (cst.Element, cst.List, cst.Tuple):
-        node, parent = parent, ctx.index.parent(parent)
+    parent = ctx.index.parent(construction)
+    while parent is not None and type(parent) in (cst.Element, cst.List, cst.Tuple):
+        parent = ctx.index.parent(parent)
     if type(parent) is not cst.Arg:
         return False
     composer = ctx.index.parent(parent)

@@ -473,6 +473,7 @@ class Payloads:
                     and _is_name(value.value, loaded)
                     and len(value.slice) == 1
                     and type(value.slice[0].slice) is cst.Index
+                    and type(value.slice[0].slice.value) is cst.SimpleString
                 ):
                     key = literal_value(value.slice[0].slice.value)
                     if isinstance(key, str):
@@ -480,8 +481,8 @@ class Payloads:
         return all(
             type(e) is cst.DictElement
             and type(e.value) is cst.Name
-            and isinstance(key := literal_value(e.key), str)
-            and (e.value.value, key) in read
+            and type(e.key) is cst.SimpleString
+            and (e.value.value, literal_value(e.key)) in read
             for e in saved.elements
         )
 
