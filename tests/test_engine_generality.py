@@ -705,3 +705,39 @@ def test_a_transform_module_that_is_also_a_submodule_or_moved_is_device_code() -
         "augment = T.RandomApply([Jitter()], p=0.5)", "augment = T.RandomApply([Jitter()], p=0.5).to('cuda')"
     )
     assert _found(moved) == [(19, "DL101")]
+
+
+def test_a_test_re_bound_in_a_loop_or_a_handler_before_the_if_says_nothing() -> None:
+    later = """
+        import torch
+        import torch.nn as nn
+
+
+        class Pool(nn.Module):
+            def __init__(self, keep):
+                super().__init__()
+                self.keep = keep
+
+            def forward(self, x: torch.Tensor, rounds: int) -> torch.Tensor:
+                token = torch.zeros(())
+                flag = self.keep
+                if flag:
+                    token = x[:, :1]
+                for _ in range(rounds):
+                    if flag:
+                        x = torch.cat((token, x), dim=1)
+                    flag = not flag
+                return x
+
+            def guarded(self, x: torch.Tensor) -> torch.Tensor:
+                token = torch.zeros(())
+                try:
+                    x = x * 2
+                    if self.keep:
+                        token = x[:, :1]
+                except RuntimeError:
+                    if self.keep:
+                        x = torch.cat((token, x), dim=1)
+                return x
+    """
+    assert _found(later) == [(12, "DL101"), (23, "DL101")]

@@ -299,8 +299,11 @@ class _Interpreter(CallEvaluation):
                     self._bind(item.asname.name, UNKNOWN_FACT)
             self._suite(stmt.body)
         elif type(stmt) is cst.Try:
+            splits = self.splits
             self._suite(stmt.body)
             for handler in stmt.handlers:
+                # a handler may run before the body's `if`s did
+                self.splits = common(splits, self.splits)
                 self._suite(handler.body)
             if stmt.orelse is not None:
                 self._suite(stmt.orelse.body)
@@ -372,17 +375,19 @@ class _Interpreter(CallEvaluation):
             self._release_iterated(iterable, stmt.iter)
         else:
             self._eval(stmt.test)
-        before, splits_before = dict(self.env), self.splits
+        before, splits = dict(self.env), self.splits
         self.loop_depth += 1
         passes = 2 if self.loop_depth <= _MAX_LOOP_DEPTH else 1
         for _ in range(passes):
-            # a split made in one pass says nothing of the next pass's tests
-            self.splits = dict(splits_before)
+            # a split made in one pass says nothing of the next pass's tests, and one whose
+            # test the body re-binds says nothing from the second pass on
+            self.splits = dict(splits)
             if type(stmt) is cst.For:
                 self._bind_loop_target(stmt, iterable)
             self._suite(stmt.body)
             self.env = join_envs(before, self.env, strict=False)
-        self.splits = common(splits_before, self.splits)
+            splits = common(splits, self.splits)
+        self.splits = splits
         self.loop_depth -= 1
         if stmt.orelse is not None:
             self._suite(stmt.orelse.body)
