@@ -687,6 +687,16 @@ def test_a_module_built_only_as_a_composed_transform_runs_on_host_tensors() -> N
     assert _found(PIPELINE_MODULES) == []
 
 
+def test_a_transform_module_bound_to_a_name_counts_where_the_name_is_only_a_step() -> None:
+    named = PIPELINE_MODULES.replace(
+        "prepare = T.Compose([T.Lambda(lambda c: c / 255.0), SplitRates(step=8)])",
+        "split = SplitRates(step=8)\n    prepare = T.Compose([T.Lambda(lambda c: c / 255.0), split])",
+    )
+    assert _found(named) == []
+    also_called = named.replace("views = prepare(augment(clip))", "views = split(clip.cuda())")
+    assert _found(also_called) == [(13, "DL101")]
+
+
 def test_a_transform_module_that_is_also_a_submodule_or_moved_is_device_code() -> None:
     nested = (
         PIPELINE_MODULES

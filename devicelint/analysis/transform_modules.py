@@ -6,7 +6,8 @@ anything is moved. Its `forward` is not device code: its tensor parameters are h
 the tensors it makes meet only them. A class counts when the file builds it at least once and
 every mention of it outside its own body is such a construction, inside the argument list of a
 composer (`Compose`, `RandomApply`, ...) that is never moved (`.to(device)`, `.cuda()`), either
-itself or through the name it is bound to. A class another module imports and nests as a
+itself or through the name it is bound to; an instance bound to a name (`pack = PackPathway()`)
+counts where every read of that name is such a step. A class another module imports and nests as a
 submodule is not seen here (the file alone is read).
 """
 
@@ -35,7 +36,7 @@ def transform_classes(ctx: FileContext, module_classes: set[str]) -> frozenset[s
         parent = ctx.index.parent(node)
         if type(parent) is cst.ClassDef and parent.name is node:
             continue
-        composed = type(parent) is cst.Call and parent.func is node and _composed(ctx, parent, moved)
+        composed = type(parent) is cst.Call and parent.func is node and _composed_instance(ctx, parent, moved)
         verdict[name] = verdict.get(name, True) and composed
     return frozenset(name for name, only_composed in verdict.items() if only_composed)
 
@@ -50,10 +51,28 @@ def _inside_class(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
     return False
 
 
-def _composed(ctx: FileContext, construction: cst.Call, moved: set[str]) -> bool:
-    """The instance is built as a step of a composer's list (`Compose([A(), B()])`) or handed
-    to one directly (`RandomApply(A(), p=0.5)`), and that composer is never moved."""
-    parent = ctx.index.parent(construction)
+def _composed_instance(ctx: FileContext, construction: cst.Call, moved: set[str]) -> bool:
+    """The instance is a composed step where it is built, or it is bound to a name (`pack =
+    PackPathway()`) that its scope only reads as a composed step."""
+    holder = ctx.index.parent(construction)
+    if type(holder) is not cst.Assign:
+        return _composed(ctx, construction, moved)
+    if len(holder.targets) != 1 or type(holder.targets[0].target) is not cst.Name:
+        return False
+    bound = holder.targets[0].target
+    scope = ctx.index.enclosing_function(holder) or ctx.module
+    reads = [
+        node
+        for node in ctx.index.walk(scope)
+        if type(node) is cst.Name and node.value == bound.value and node is not bound
+    ]
+    return bool(reads) and all(_composed(ctx, node, moved) for node in reads)
+
+
+def _composed(ctx: FileContext, step: cst.CSTNode, moved: set[str]) -> bool:
+    """The step is an element of a composer's list (`Compose([A(), B()])`) or handed to one
+    directly (`RandomApply(A(), p=0.5)`), and that composer is never moved."""
+    parent = ctx.index.parent(step)
     while parent is not None and type(parent) in (cst.Element, cst.List, cst.Tuple):
         parent = ctx.index.parent(parent)
     if type(parent) is not cst.Arg:
