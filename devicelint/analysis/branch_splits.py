@@ -10,9 +10,10 @@ failed (`if not self.has_cls: return x`). The refinement holds only while the na
 the joined fact and the test's own names are not re-bound; splits made inside one path of an
 outer `if` or inside a loop do not outlive it.
 
-Tests are compared as source text, `not` stripped (`if not t:` is `if t:` with its paths
-swapped). A test that calls anything but a few pure builtins (`random.random() < p`) may
-change between reads and is never recorded.
+Tests are compared by their text, `not` stripped (`if not t:` is `if t:` with its paths
+swapped), spelled from names, attributes, literals, comparisons, `and`/`or`/`not` and calls of
+a few pure builtins; any other test (`random.random() < p`, `self.pick()`) may change between
+reads and is never recorded.
 """
 
 from __future__ import annotations
@@ -56,12 +57,59 @@ def _key(ctx: FileContext, test: cst.BaseExpression) -> tuple[str, bool] | None:
     while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         test = test.expression
         holds = not holds
-    for node in ctx.index.walk(test):
-        if type(node) is cst.Call and not (type(node.func) is cst.Name and node.func.value in _PURE_CALLS):
+    text = _spelled(test, 0)
+    return (text, holds) if text is not None else None
+
+
+# Comparison operators spelled in a test's key.
+_OPERATORS: dict[type[cst.CSTNode], str] = {
+    cst.Equal: "==",
+    cst.NotEqual: "!=",
+    cst.Is: "is",
+    cst.IsNot: "is not",
+    cst.In: "in",
+    cst.NotIn: "not in",
+    cst.LessThan: "<",
+    cst.LessThanEqual: "<=",
+    cst.GreaterThan: ">",
+    cst.GreaterThanEqual: ">=",
+}
+
+
+def _spelled(node: cst.BaseExpression, depth: int) -> str | None:
+    """A test's text without parentheses or spacing, built from its parts (much cheaper than
+    generating its code): names, attributes, literals, comparisons, `and`/`or`/`not` and calls
+    of pure builtins. None for anything else, whose answer may change between reads."""
+    if depth > 8:
+        return None
+    if type(node) is cst.Name or type(node) is cst.Integer or type(node) is cst.Float or type(node) is cst.SimpleString:
+        return node.value
+    if type(node) is cst.Attribute:
+        owner = _spelled(node.value, depth + 1)
+        return None if owner is None else f"{owner}.{node.attr.value}"
+    if type(node) is cst.UnaryOperation:
+        inner = _spelled(node.expression, depth + 1)
+        sign = "not " if type(node.operator) is cst.Not else "-" if type(node.operator) is cst.Minus else None
+        return None if inner is None or sign is None else f"({sign}{inner})"
+    if type(node) is cst.BooleanOperation:
+        left, right = _spelled(node.left, depth + 1), _spelled(node.right, depth + 1)
+        operator = "and" if type(node.operator) is cst.And else "or"
+        return None if left is None or right is None else f"({left} {operator} {right})"
+    if type(node) is cst.Comparison:
+        parts = [_spelled(node.left, depth + 1)]
+        for target in node.comparisons:
+            parts += [_OPERATORS.get(type(target.operator)), _spelled(target.comparator, depth + 1)]
+        return None if None in parts else "(" + " ".join(p for p in parts if p is not None) + ")"
+    if type(node) is cst.Call:
+        func = node.func
+        if type(func) is not cst.Name or func.value not in _PURE_CALLS:
             return None
-        if type(node) in (cst.NamedExpr, cst.Await, cst.Yield, cst.Lambda):
-            return None
-    return " ".join(ctx.code_for(test.with_changes(lpar=(), rpar=())).split()), holds
+        args = [_spelled(a.value, depth + 1) if a.keyword is None and not a.star else None for a in node.args]
+        return None if None in args else f"{func.value}({', '.join(a for a in args if a is not None)})"
+    if type(node) is cst.Tuple:
+        items = [_spelled(e.value, depth + 1) for e in node.elements]
+        return None if None in items else "(" + ", ".join(i for i in items if i is not None) + ",)"
+    return None
 
 
 def reads_of(ctx: FileContext, test: cst.BaseExpression) -> frozenset[str]:
