@@ -552,3 +552,202 @@ def test_a_cpu_tensor_is_reported_where_it_is_made_not_where_its_device_is_copie
 def test_copied_device_twin_with_the_helper_fixed_is_clean() -> None:
     fixed = COPIED_DEVICE.replace("torch.zeros(rows, t.shape[1])", "torch.zeros(rows, t.shape[1], device=t.device)")
     assert _found(fixed) == []
+
+
+# -- a placeholder that a same-test `if` replaced before the same test reads it -------------------
+
+SAME_TEST = """
+    import torch
+    import torch.nn as nn
+
+
+    class TokenPool(nn.Module):
+        def __init__(self, pool, keep_token, mix):
+            super().__init__()
+            self.pool = pool
+            self.keep_token = keep_token
+            self.mix = mix
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            token = torch.zeros(())
+            if self.keep_token:
+                token, x = x[:, :1], x[:, 1:]
+            x = self.pool(x)
+            if self.keep_token:
+                x = torch.cat((token, x), dim=1)
+            return x
+
+        def pooled_or_plain(self, x: torch.Tensor) -> torch.Tensor:
+            head = torch.tensor(0.0)
+            if not self.keep_token:
+                pass
+            else:
+                head = x[:, :1]
+                x = x[:, 1:]
+            x = self.pool(x)
+            if not self.keep_token:
+                return x
+            return torch.cat([head, x], dim=1)
+
+        def chained(self, x: torch.Tensor) -> torch.Tensor:
+            head = torch.tensor(0.0)
+            if self.keep_token:
+                head = x[:, :1]
+            x = self.pool(x)
+            if self.mix:
+                x = x * 2
+            elif self.keep_token:
+                x = torch.cat([head, x], dim=1)
+            return x
+
+        def other_test(self, x: torch.Tensor) -> torch.Tensor:
+            token = torch.zeros(())
+            if self.keep_token:
+                token, x = x[:, :1], x[:, 1:]
+            if self.mix:
+                x = torch.cat((token, x), dim=1)
+            return x
+"""
+
+
+def test_a_placeholder_replaced_under_the_same_test_meets_device_tensors_only_as_the_replacement() -> None:
+    # `if not t: return`, `if not t: ... else:` and `elif t:` read the same test; a different
+    # test (`self.mix`) may take the placeholder itself
+    assert _found(SAME_TEST) == [(46, "DL101")]
+
+
+def test_a_rebound_test_name_or_a_split_inside_another_branch_says_nothing() -> None:
+    rebound = """
+        import torch
+        import torch.nn as nn
+
+
+        class Pool(nn.Module):
+            def __init__(self, keep, other):
+                super().__init__()
+                self.keep = keep
+                self.other = other
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                token = torch.zeros(())
+                flag = self.keep
+                if flag:
+                    token = x[:, :1]
+                flag = self.other
+                if flag:
+                    x = torch.cat((token, x), dim=1)
+                return x
+
+            def nested(self, x: torch.Tensor) -> torch.Tensor:
+                token = torch.zeros(())
+                if self.other:
+                    if self.keep:
+                        token = x[:, :1]
+                if self.keep:
+                    x = torch.cat((token, x), dim=1)
+                return x
+    """
+    assert _found(rebound) == [(13, "DL101"), (23, "DL101")]
+
+
+# -- a module class the file only builds as a step of a sample pipeline -------------------------
+
+PIPELINE_MODULES = """
+    import torch
+    import torch.nn as nn
+    from torchvision import transforms as T
+
+
+    class SplitRates(nn.Module):
+        def __init__(self, step=4):
+            super(SplitRates, self).__init__()
+            self.step = step
+
+        def forward(self, clip: torch.Tensor):
+            picks = torch.arange(0, clip.shape[1], self.step)
+            return [clip.index_select(1, picks), clip]
+
+
+    class Jitter(nn.Module):
+        def forward(self, clip: torch.Tensor):
+            return clip + torch.randn(clip.shape) * 0.01
+
+
+    prepare = T.Compose([T.Lambda(lambda c: c / 255.0), SplitRates(step=8)])
+    augment = T.RandomApply([Jitter()], p=0.5)
+
+
+    def run(model, clip, device):
+        views = prepare(augment(clip))
+        return model([v.to(device)[None] for v in views])
+"""
+
+
+def test_a_module_built_only_as_a_composed_transform_runs_on_host_tensors() -> None:
+    assert _found(PIPELINE_MODULES) == []
+
+
+def test_a_transform_module_bound_to_a_name_counts_where_the_name_is_only_a_step() -> None:
+    named = PIPELINE_MODULES.replace(
+        "prepare = T.Compose([T.Lambda(lambda c: c / 255.0), SplitRates(step=8)])",
+        "split = SplitRates(step=8)\n    prepare = T.Compose([T.Lambda(lambda c: c / 255.0), split])",
+    )
+    assert _found(named) == []
+    also_called = named.replace("views = prepare(augment(clip))", "views = split(clip.cuda())")
+    assert _found(also_called) == [(13, "DL101")]
+
+
+def test_a_transform_module_that_is_also_a_submodule_or_moved_is_device_code() -> None:
+    nested = (
+        PIPELINE_MODULES
+        + """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.split = SplitRates()
+
+        def forward(self, x):
+            return self.split(x)
+    """
+    )
+    assert _found(nested) == [(13, "DL101")]
+    moved = PIPELINE_MODULES.replace(
+        "augment = T.RandomApply([Jitter()], p=0.5)", "augment = T.RandomApply([Jitter()], p=0.5).to('cuda')"
+    )
+    assert _found(moved) == [(19, "DL101")]
+
+
+def test_a_test_re_bound_in_a_loop_or_a_handler_before_the_if_says_nothing() -> None:
+    later = """
+        import torch
+        import torch.nn as nn
+
+
+        class Pool(nn.Module):
+            def __init__(self, keep):
+                super().__init__()
+                self.keep = keep
+
+            def forward(self, x: torch.Tensor, rounds: int) -> torch.Tensor:
+                token = torch.zeros(())
+                flag = self.keep
+                if flag:
+                    token = x[:, :1]
+                for _ in range(rounds):
+                    if flag:
+                        x = torch.cat((token, x), dim=1)
+                    flag = not flag
+                return x
+
+            def guarded(self, x: torch.Tensor) -> torch.Tensor:
+                token = torch.zeros(())
+                try:
+                    x = x * 2
+                    if self.keep:
+                        token = x[:, :1]
+                except RuntimeError:
+                    if self.keep:
+                        x = torch.cat((token, x), dim=1)
+                return x
+    """
+    assert _found(later) == [(12, "DL101"), (23, "DL101")]

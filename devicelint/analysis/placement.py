@@ -33,6 +33,16 @@ from dataclasses import replace
 
 import libcst as cst
 
+from devicelint.analysis.branch_splits import (
+    Splits,
+    always_leaves,
+    assume,
+    common,
+    forget_reads_of,
+    reads_of,
+    record,
+    test_key,
+)
 from devicelint.analysis.devices import distinct, literal_device
 from devicelint.analysis.host_modules import (
     captured_names,
@@ -75,6 +85,7 @@ from devicelint.analysis.placement_values import (
     device_string_fact,
     devicey,
     flatten,
+    indexes_every_dimension,
     is_device_guard,
     join,
     join_envs,
@@ -166,13 +177,17 @@ class _Interpreter(CallEvaluation):
         self._device_branches = 0
         self._returns_split_on_device = False
         self.seen: set[tuple[int, int, int]] = set()
+        # what earlier `if`s left on each path, by test (branch_splits)
+        self.splits: Splits = {}
         # each parameter's fact on entry, to tell assumed placements from derived ones
         self.params: Env = {}
         # where the module's own submodules and tensors are: on its device, except in code that
         # runs while the model is being built (nothing has been moved yet)
         building = cls is not None and type(scope) is cst.FunctionDef and analysis.construction_only(cls, scope)
         self.building = building
-        self.own_place: str | None = None if building else FOLLOWS
+        # a module class the file only builds as a sample transform runs on host tensors
+        self.host_transform = cls is not None and analysis.runs_as_transform(cls)
+        self.own_place: str | None = None if building or self.host_transform else FOLLOWS
 
     # -- entry -------------------------------------------------------------------------
     def run(self) -> ScopePlacement:
@@ -243,7 +258,7 @@ class _Interpreter(CallEvaluation):
         plain functions do; methods of other classes (datasets, collators, trainers) and data
         preparation code are left alone."""
         if self.cls is not None:
-            return not self.analysis.construction_only(self.cls, func)
+            return not self.host_transform and not self.analysis.construction_only(self.cls, func)
         if self._in_class(func):
             return False
         if self._test_module():
@@ -284,8 +299,11 @@ class _Interpreter(CallEvaluation):
                     self._bind(item.asname.name, UNKNOWN_FACT)
             self._suite(stmt.body)
         elif type(stmt) is cst.Try:
+            splits = self.splits
             self._suite(stmt.body)
             for handler in stmt.handlers:
+                # a handler may run before the body's `if`s did
+                self.splits = common(splits, self.splits)
                 self._suite(handler.body)
             if stmt.orelse is not None:
                 self._suite(stmt.orelse.body)
@@ -314,15 +332,42 @@ class _Interpreter(CallEvaluation):
             self._if_branches(stmt, strict)
 
     def _if_branches(self, stmt: cst.If, strict: bool) -> None:
-        before = dict(self.env)
+        # an earlier `if` with the same test decided what this one's paths see (branch_splits)
+        key = None if strict else test_key(self.ctx, stmt.test)
+        before, splits_before = dict(self.env), self.splits
+        self.splits = dict(splits_before)
+        if key is not None:
+            assume(self.splits, key[0], key[1], self.env)
         self._suite(stmt.body)
-        after_body = self.env
-        self.env = dict(before)
+        after_body, body_splits = self.env, self.splits
+        self.env, self.splits = dict(before), dict(splits_before)
+        if key is not None:
+            assume(self.splits, key[0], not key[1], self.env)
         if type(stmt.orelse) is cst.If:
             self._if(stmt.orelse)
         elif type(stmt.orelse) is cst.Else:
             self._suite(stmt.orelse.body)
-        self.env = join_envs(after_body, self.env, strict, branches=True)
+        after_else = self.env
+        self.env = join_envs(after_body, after_else, strict, branches=True)
+        self.splits = common(body_splits, self.splits)
+        if key is not None:
+            self._split(stmt, key, after_body, after_else)
+
+    def _split(self, stmt: cst.If, key: tuple[str, bool], after_body: Env, after_else: Env) -> None:
+        """Remember what each path of `stmt` left; where one path leaves the block (`if not
+        t: return x`), what follows runs on the other: an earlier split of the same test's
+        names have that path's facts."""
+        text, positive = key
+        body_leaves = always_leaves(stmt.body)
+        else_leaves = type(stmt.orelse) is cst.Else and always_leaves(stmt.orelse.body)
+        if body_leaves != else_leaves:
+            earlier = self.splits.pop(text, None)
+            staying = after_else if body_leaves else after_body
+            for name in earlier.joined if earlier is not None else ():
+                self.env[name] = staying.get(name, UNKNOWN_FACT)
+            return
+        held, failed = (after_body, after_else) if positive else (after_else, after_body)
+        record(self.splits, text, reads_of(self.ctx, stmt.test), held, failed, self.env)
 
     def _loop(self, stmt: cst.For | cst.While) -> None:
         if isinstance(stmt, cst.For):
@@ -330,14 +375,19 @@ class _Interpreter(CallEvaluation):
             self._release_iterated(iterable, stmt.iter)
         else:
             self._eval(stmt.test)
-        before = dict(self.env)
+        before, splits = dict(self.env), self.splits
         self.loop_depth += 1
         passes = 2 if self.loop_depth <= _MAX_LOOP_DEPTH else 1
         for _ in range(passes):
+            # a split made in one pass says nothing of the next pass's tests, and one whose
+            # test the body re-binds says nothing from the second pass on
+            self.splits = dict(splits)
             if type(stmt) is cst.For:
                 self._bind_loop_target(stmt, iterable)
             self._suite(stmt.body)
             self.env = join_envs(before, self.env, strict=False)
+            splits = common(splits, self.splits)
+        self.splits = splits
         self.loop_depth -= 1
         if stmt.orelse is not None:
             self._suite(stmt.orelse.body)
@@ -470,6 +520,7 @@ class _Interpreter(CallEvaluation):
             self.cls is not None
             and self.result.name == "forward"
             and self.bound is None
+            and not self.host_transform
             and (self.cls.submodules or self.cls.registered)
         ):
             for element, node in flatten(fact, value):
@@ -586,6 +637,8 @@ class _Interpreter(CallEvaluation):
         key = self._key(target)
         if key is not None:
             self.env[key] = fact
+            if self.splits:
+                forget_reads_of(self.splits, key)
 
     def _bind_part(self, target: cst.Subscript, fact: Fact) -> None:
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
@@ -829,7 +882,7 @@ class _Interpreter(CallEvaluation):
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:
-            return replace(value, scalar=_indexes_every_dimension(value, node))
+            return replace(value, scalar=indexes_every_dimension(value, node))
         if value.kind == MODULE:
             return value
         return UNKNOWN_FACT
@@ -1030,9 +1083,6 @@ def _element_of(iterable: Fact) -> Fact:
     return UNKNOWN_FACT
 
 
-_SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
-
-
 def _written_element(current: Fact, index: cst.BaseExpression | None, fact: Fact) -> Fact:
     """A list after `xs[index] = fact`: the element at a literal position of a list of known
     parts; every element of a list of like ones (slots left empty, `[None] * n`, take it)."""
@@ -1057,43 +1107,9 @@ def _host_state(fact: Fact) -> bool:
     return bool(fact.elements) and all(e.kind == CPU for e in fact.elements or ())
 
 
-def _indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
-    """`torch.rand(2)[0]`, `torch.tensor([1., 2.])[i]`: integers index away every dimension a
-    CPU factory stated, leaving a 0-dim tensor (which PyTorch lets meet device tensors)."""
-    origin = value.origin
-    if value.kind != CPU or type(origin) is not cst.Call or value.factory is None:
-        return False
-    if not all(
-        type(e.slice) is cst.Index
-        and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
-        and not _is_none(e.slice.value)
-        for e in node.slice
-    ):
-        return False
-    if value.factory in _SIZED_FACTORIES:
-        sizes = [a for a in origin.args if a.keyword is None]
-        if any(a.star for a in sizes):
-            return False
-        if len(sizes) == 1 and isinstance(sizes[0].value, (cst.Tuple, cst.List)):
-            return len(sizes[0].value.elements) == len(node.slice)
-        return len(sizes) == len(node.slice)
-    if value.factory in ("torch.tensor", "torch.as_tensor") and origin.args:
-        data = origin.args[0].value
-        depth = 0
-        while isinstance(data, (cst.List, cst.Tuple)) and data.elements:
-            depth += 1
-            data = data.elements[0].value
-        return depth == len(node.slice) and depth > 0
-    return False
-
-
 def _advanced_index(node: cst.BaseExpression, index: Fact) -> bool:
     """An index that makes `t[...] = v` an `index_put_` rather than a view's `copy_`: a tensor,
     a list or tuple of indices, or Python data (`rows = [0, 2]`)."""
     if type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp):
         return True
     return index.is_tensor or index == PY_DATA
-
-
-def _is_none(node: cst.BaseExpression) -> bool:
-    return type(node) is cst.Name and node.value == "None"

@@ -26,6 +26,7 @@ from devicelint.analysis.placement_facts import (
     is_tensor_function,
 )
 from devicelint.analysis.placement_values import DATA_WORDS, Env
+from devicelint.analysis.transform_modules import transform_classes
 from devicelint.context import FileContext
 
 # Calls are followed this many levels deep: an interpreter at this depth follows none.
@@ -250,6 +251,7 @@ class FileAnalysis:
         self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
         self._tensor_parameters: dict[tuple[int, int], frozenset[str]] = {}
         self._calls_by_function: dict[int, list[cst.Call]] | None = None
+        self._transforms: frozenset[str] | None = None
         index = ctx.index
         for node in index.of_type(cst.Attribute):
             if node.attr.value in TENSOR_ONLY_METHODS and type(node.value) is cst.Name:
@@ -393,6 +395,13 @@ class FileAnalysis:
         if key not in self._construction:
             self._construction[key] = _construction_methods(self.ctx, cls)
         return func.name.value in self._construction[key]
+
+    def runs_as_transform(self, cls: ClassFacts) -> bool:
+        """Whether the file builds the module class only as a step of a sample pipeline
+        (`Compose([..., PackPathway()])`): its methods run on host tensors."""
+        if self._transforms is None:
+            self._transforms = transform_classes(self.ctx, set(self.classes))
+        return cls.node.name.value in self._transforms
 
     def is_lightning(self, cls: ClassFacts) -> bool:
         """Whether a module class derives from a LightningModule (through same-file bases too)."""

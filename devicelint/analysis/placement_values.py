@@ -348,3 +348,37 @@ def is_literal_data(node: cst.BaseExpression) -> bool:
     if type(node) is cst.ListComp:
         return True
     return False
+
+
+# Factories whose positional arguments are the sizes of the tensor they make.
+_SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+
+
+def indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
+    """`torch.rand(2)[0]`, `torch.tensor([1., 2.])[i]`: integers index away every dimension a
+    CPU factory stated, leaving a 0-dim tensor (which PyTorch lets meet device tensors)."""
+    origin = value.origin
+    if value.kind != CPU or type(origin) is not cst.Call or value.factory is None:
+        return False
+    if not all(
+        type(e.slice) is cst.Index
+        and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
+        and not (type(e.slice.value) is cst.Name and e.slice.value.value == "None")
+        for e in node.slice
+    ):
+        return False
+    if value.factory in _SIZED_FACTORIES:
+        sizes = [a for a in origin.args if a.keyword is None]
+        if any(a.star for a in sizes):
+            return False
+        if len(sizes) == 1 and isinstance(sizes[0].value, (cst.Tuple, cst.List)):
+            return len(sizes[0].value.elements) == len(node.slice)
+        return len(sizes) == len(node.slice)
+    if value.factory in ("torch.tensor", "torch.as_tensor") and origin.args:
+        data = origin.args[0].value
+        depth = 0
+        while isinstance(data, (cst.List, cst.Tuple)) and data.elements:
+            depth += 1
+            data = data.elements[0].value
+        return depth == len(node.slice) and depth > 0
+    return False

@@ -80,7 +80,9 @@ class SubmodulesInPlainContainer(Rule):
     handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
     registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`
     (also as `self.heads[-1]`), or also handed to another call or object that may install it
-    (`set_submodule(net, path, wrapper)`). A container whose elements the class moves where it
+    (`set_submodule(net, path, wrapper)`), or returned by a helper method whose every call in
+    the class registers the result (`trunk.add_module(name, self._wrap(name, child))`,
+    `self.stem = self._make("stem")`). A container whose elements the class moves where it
     uses them (`self.feats[k].to(x.device)`) or feeds host tensors on purpose
     (`self.resamplers[i](x.to(self.device))` with `device="cpu"` by default) is not reported,
     even if the elements hold parameters that the optimizer then misses.
@@ -446,15 +448,18 @@ def _installed_elsewhere(ctx: FileContext, function: cst.FunctionDef, call: cst.
     return False
 
 
-def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression) -> bool:
+def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression, depth: int = 0) -> bool:
     """`self.add_module(str(i), layer)` (or `setattr(self, name, layer)`) next to
-    `self.layers.append(layer)` registers it; so may installing it in another module."""
+    `self.layers.append(layer)` registers it; so may installing it in another module, or
+    returning it to callers that all register it."""
     if type(value) is not cst.Name:
         return False
     function = ctx.index.enclosing_function(call)
     if function is None:
         return False
     if _installed_elsewhere(ctx, function, call, value.value):
+        return True
+    if depth < 2 and _registered_by_callers(ctx, function, value.value, depth):
         return True
     for node in ctx.index.walk(function.body):
         if (
@@ -475,6 +480,51 @@ def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpr
             and node.args[2].value.value == value.value
         ):
             return True
+    return False
+
+
+def _registered_by_callers(ctx: FileContext, function: cst.FunctionDef, name: str, depth: int) -> bool:
+    """`return block` from a method of the class whose every call registers what it returns:
+    `trunk.add_module(n, self._wrap(n, child))`, `setattr(self, n, self._make(n))`,
+    `self.stem = self._make("stem")`, or a local that the caller registers so."""
+    if not any(
+        type(node) is cst.Return
+        and type(node.value) is cst.Name
+        and node.value.value == name
+        and ctx.index.enclosing_function(node) is function
+        for node in ctx.index.walk(function.body)
+    ):
+        return False
+    cls = ctx.index.enclosing_class(function)
+    if cls is None:
+        return False
+    calls = [
+        node
+        for node in ctx.index.walk(cls.body)
+        if type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and type(node.func.value) is cst.Name
+        and node.func.value.value == "self"
+        and node.func.attr.value == function.name.value
+    ]
+    return bool(calls) and all(_result_registered(ctx, call, depth) for call in calls)
+
+
+def _result_registered(ctx: FileContext, call: cst.Call, depth: int) -> bool:
+    parent = ctx.index.parent(call)
+    if type(parent) is cst.Arg:
+        outer = ctx.index.parent(parent)
+        if type(outer) is not cst.Call or not _registering_call(outer):
+            return False
+        position = 2 if type(outer.func) is cst.Name else 1  # setattr(obj, name, value)
+        keyword = parent.keyword.value if parent.keyword is not None else None
+        return keyword in ("module", "value") or (keyword is None and outer.args.index(parent) == position)
+    if type(parent) is cst.Assign:
+        targets = [t.target for t in parent.targets]
+        if all(type(t) is cst.Attribute for t in targets):
+            return True  # an attribute of a module: `self.stem = ...`, `trunk.layer1 = ...`
+        if len(targets) == 1 and type(targets[0]) is cst.Name:
+            return _registered_by_hand(ctx, call, targets[0], depth + 1)
     return False
 
 

@@ -32,7 +32,8 @@ from devicelint.analysis.placement_facts import (
     move_call,
 )
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import annotation_is_tensor, is_empty_placeholder
+from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
+from devicelint.analysis.python_ints import is_python_int
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -141,7 +142,9 @@ class TensorAttributeNotRegistered(Rule):
     that only pick from a Python list (`self.items[self.index]`), 0-dim tensors (also
     `torch.tensor(v)` under `isinstance(v, float)`, or from a parameter annotated `float`,
     `int` or `bool`, or defaulting to a number, that the function rebinds only by arithmetic),
-    which PyTorch lets meet device tensors,
+    which PyTorch lets meet device tensors, tensors read only one element at a time with Python
+    integers that index away every dimension (`self.weights[i]` for `i` from `range` or
+    `enumerate`, not as an element of a list), each read a 0-dim value,
     caches left empty by `__init__` (`torch.empty(0, ...)`) or rebuilt when their `.device`
     differs from the input's, classes whose base in the same file moves them in `_apply`, and
     test files, whose helper modules keep constant tensors on purpose, are not reported.
@@ -479,6 +482,7 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
         and method.name.value != "__init__"
         and not _safe_read(ctx, node)
         and not _picks_from_python_data(ctx, facts, node)
+        and not _picks_a_scalar(ctx, facts, attr, node)
         and not _moved_by_the_callee(ctx, facts, node)
         and not _handed_to_project_code(ctx, node)
         for name, node, method in facts.references
@@ -644,6 +648,26 @@ def _picks_from_python_data(ctx: FileContext, facts: ClassFacts, node: cst.CSTNo
     holder = self_attribute(subscript.value) if type(subscript.value) is cst.Attribute else None
     values = [v for a, v, _ in facts.assignments if a == holder]
     return bool(values) and all(container_kind(ctx, v) is not None for v in values)
+
+
+def _picks_a_scalar(ctx: FileContext, facts: ClassFacts, attr: str, node: cst.CSTNode) -> bool:
+    """`self.weights[idx]` with Python integers (`for idx, loss in enumerate(...)`) that index
+    away every dimension of the CPU factory's tensor: a 0-dim value, which PyTorch lets take part
+    in operations on any device (`total.add(self.weights[idx] * loss)`). Not as an element of a
+    list or tuple (`torch.stack([...])` does need one device)."""
+    subscript = ctx.index.parent(node)
+    if type(subscript) is not cst.Subscript or subscript.value is not node:
+        return False
+    if not all(type(e.slice) is cst.Index and is_python_int(ctx, e.slice.value) for e in subscript.slice):
+        return False
+    if type(ctx.index.parent(subscript)) is cst.Element:
+        return False
+    made = [
+        fact
+        for fact in (file_facts(ctx).value(value) for name, value, _ in facts.assignments if name == attr)
+        if fact.kind == CPU
+    ]
+    return bool(made) and all(indexes_every_dimension(fact, subscript) for fact in made)
 
 
 def _handed_to_project_code(ctx: FileContext, node: cst.CSTNode) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 
 from devicelint.analysis.device_in_scope import device_in_scope
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
@@ -64,7 +65,9 @@ class TorchLoadWithoutMapLocation(Rule):
       function or script (a notebook's cells) hands to a checkpoint writer (`torch.save`, a
       `ModelCheckpoint("./saved", ...)` handler): the program reloads what it trained and wrote;
       or a load-or-build cache, where the function saves to the same
-      path the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`);
+      path the very value it loads into (`data = torch.load(f)` ... `torch.save(data, f)`),
+      or the very parts it unpacks it into when none of them is built on the device here
+      (`a, b = torch.load(f)` ... `torch.save([a, b], f)`, `x = c["x"]` ... `{"x": x}`);
     - training data: a result assigned to a name that says data (`train_data`,
       `vectors`, `answer_vocab`) from a path that says nothing of checkpoints, with no use that
       loads weights;
@@ -212,6 +215,13 @@ def _built_from_temporary(ctx: FileContext, source: cst.BaseExpression, call: cs
                 found |= {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
         names = found
     return False
+
+
+def _unpacked_names(target: cst.BaseExpression) -> list[str | None]:
+    """`a, b, c` (or `[a, b, c]`) as a target: its names in order (None for any other part)."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return []
+    return [e.value.value if type(e) is cst.Element and type(e.value) is cst.Name else None for e in target.elements]
 
 
 def _reads_name(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
@@ -432,7 +442,64 @@ class Payloads:
             saved = save.args[0].value
             if loaded is not None and type(saved) is cst.Name and saved.value == loaded:
                 return True  # a cache of this function's own value, not a checkpoint of another run
+            if self._saves_the_loaded_parts(call, saved):
+                return True
         return False
+
+    def _saves_the_loaded_parts(self, call: cst.Call, saved: cst.BaseExpression) -> bool:
+        """A load-or-build cache that unpacks what it loads and saves the same parts when it
+        builds them: `a, b = torch.load(f)` (or `c = torch.load(f)`; `a, b = c`) with
+        `torch.save([a, b], f)`, or `x = c["x"]` with `torch.save({"x": x}, f)`."""
+        function = self.ctx.index.enclosing_function(call) or self.ctx.module
+        parts = [e.value for e in saved.elements] if isinstance(saved, (cst.List, cst.Tuple, cst.Dict)) else []
+        facts = file_facts(self.ctx)
+        if any(facts.is_device_tensor(part, certain=True) for part in parts):
+            return False  # built on the GPU here: a machine without one cannot read the cache back
+        if isinstance(saved, (cst.List, cst.Tuple)):
+            names = [
+                e.value.value if type(e) is cst.Element and type(e.value) is cst.Name else None for e in saved.elements
+            ]
+            return bool(names) and None not in names and names in self._unpacked_into(call, function)
+        if type(saved) is not cst.Dict or not saved.elements:
+            return False
+        loaded = self._assigned_name(call)
+        if loaded is None:
+            return False
+        read: set[tuple[str, str]] = set()  # (name, key) for `name = loaded["key"]`
+        for node in self.ctx.index.walk(function):
+            if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
+                value = node.value
+                if (
+                    type(value) is cst.Subscript
+                    and _is_name(value.value, loaded)
+                    and len(value.slice) == 1
+                    and type(value.slice[0].slice) is cst.Index
+                    and type(value.slice[0].slice.value) is cst.SimpleString
+                ):
+                    key = literal_value(value.slice[0].slice.value)
+                    if isinstance(key, str):
+                        read.add((node.targets[0].target.value, key))
+        return all(
+            type(e) is cst.DictElement
+            and type(e.value) is cst.Name
+            and type(e.key) is cst.SimpleString
+            and (e.value.value, literal_value(e.key)) in read
+            for e in saved.elements
+        )
+
+    def _unpacked_into(self, call: cst.Call, function: cst.CSTNode) -> list[list[str | None]]:
+        """The names the loaded value is unpacked into, in order: `a, b = torch.load(f)`, or
+        `c = torch.load(f)` then `a, b = c` in the same function."""
+        found: list[list[str | None]] = []
+        parent = self.ctx.index.parent(call)
+        if type(parent) is cst.Assign and len(parent.targets) == 1:
+            found.append(_unpacked_names(parent.targets[0].target))
+        loaded = self._assigned_name(call)
+        if loaded is not None:
+            for node in self.ctx.index.walk(function):
+                if type(node) is cst.Assign and len(node.targets) == 1 and _is_name(node.value, loaded):
+                    found.append(_unpacked_names(node.targets[0].target))
+        return [names for names in found if names and None not in names]
 
     # -- where the load is ---------------------------------------------------------------
     def _in_dataset(self, call: cst.Call) -> bool:
