@@ -15,6 +15,7 @@ from typing import Any
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.optimizer_loops import loops_over_optimizers
 from devicelint.analysis.training.step import Scope, backpropagated, looks_like_optimizer, training_scopes
 from devicelint.analysis.training.syntax import enclosing_ifs, test_words
 from devicelint.context import FileContext
@@ -198,8 +199,7 @@ def _loops_over_optimizers(ctx: FileContext, step: cst.Call) -> bool:
     loop = innermost_loop(ctx, step)
     if type(loop) is not cst.For:
         return False
-    words = test_words(ctx, loop.iter)
-    return "optim" in words and innermost_loop(ctx, loop) is None
+    return loops_over_optimizers(ctx, loop) and innermost_loop(ctx, loop) is None
 
 
 def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
