@@ -552,3 +552,43 @@ def test_a_cpu_tensor_is_reported_where_it_is_made_not_where_its_device_is_copie
 def test_copied_device_twin_with_the_helper_fixed_is_clean() -> None:
     fixed = COPIED_DEVICE.replace("torch.zeros(rows, t.shape[1])", "torch.zeros(rows, t.shape[1], device=t.device)")
     assert _found(fixed) == []
+
+
+# -- a module on the device hands back host data in the tuple its forward returns -----------------
+
+RETURNED_HOST_DATA = """
+    import torch
+    import torch.nn as nn
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(100, 16)
+            self.out = nn.Linear(16, 5)
+
+        def forward(self, tokens, token_counts):
+            token_counts, perm = token_counts.sort(descending=True)
+            scores = self.out(self.emb(tokens[perm]))
+            steps = [int(c) - 1 for c in token_counts]
+            return scores, (token_counts - 1).tolist(), steps, int(token_counts[0]), perm
+
+
+    def fit(loader, device):
+        tagger = Tagger().to(device)
+        for tokens, counts in loader:
+            scores, kept, steps, longest, perm = tagger(tokens.to(device), counts.to(device))
+            a = pack_padded_sequence(scores, kept, batch_first=True)
+            b = pack_padded_sequence(scores, steps, batch_first=True)
+            c = pack_padded_sequence(scores, [longest] * scores.shape[0], batch_first=True)
+            d = pack_padded_sequence(scores, perm, batch_first=True)
+"""
+
+
+def test_host_data_a_device_module_returns_is_not_a_device_tensor() -> None:
+    # Only `perm`, a tensor the forward computes on the module's device, is no valid lengths.
+    assert _found(RETURNED_HOST_DATA) == [(27, "DL118")]
+    assert _messages(RETURNED_HOST_DATA) == [
+        "`pack_padded_sequence` needs `lengths` on the CPU, but `perm` is on the device; pass `perm.cpu()`"
+    ]
