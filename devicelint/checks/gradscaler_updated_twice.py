@@ -481,9 +481,12 @@ def _over_optimizers(
 
 
 def _counts(iterable: cst.BaseExpression) -> bool:
-    """`range(...)`: a loop over numbers (its variable may still pick an optimizer by index,
-    which `loops_over_optimizers` tells for `range(len(optimizers))`)."""
-    return type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "range"
+    """`range(n)`: a loop over numbers, not over the items of a collection (`range(len(opts))`
+    walks a collection's indices, and a step of `opts[k]` then steps each of its items)."""
+    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "range"):
+        return False
+    size = positional(iterable)[-1] if len(positional(iterable)) in (1, 2) else None
+    return not (type(size) is cst.Call and type(size.func) is cst.Name and size.func.value == "len")
 
 
 def _names(text: str) -> set[str]:
