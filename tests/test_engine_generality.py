@@ -592,3 +592,38 @@ def test_host_data_a_device_module_returns_is_not_a_device_tensor() -> None:
     assert _messages(RETURNED_HOST_DATA) == [
         "`pack_padded_sequence` needs `lengths` on the CPU, but `perm` is on the device; pass `perm.cpu()`"
     ]
+
+
+# -- a tensor parameter that the function hands to NumPy is a host tensor -------------------------
+
+HANDED_TO_NUMPY = """
+    import numpy as np
+    import torch
+    from torchvision.ops import box_convert
+
+
+    def draw_boxes(canvas: np.ndarray, boxes: torch.Tensor, scores: torch.Tensor):
+        height, width = canvas.shape[:2]
+        scaled = boxes * torch.tensor([width, height, width, height])
+        corners = box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").numpy().astype(int)
+        return corners, scores * torch.ones(len(scores))
+
+
+    def spread(points: torch.Tensor, width):
+        return points * torch.tensor([width, width])
+"""
+
+
+def test_a_parameter_the_function_turns_into_numpy_is_on_the_host() -> None:
+    # `boxes` reaches `.numpy()` with no `.cpu()`: the function is written for host boxes. `scores`
+    # and `points` are never handed to NumPy, so they may be on the device.
+    assert _found(HANDED_TO_NUMPY) == [(11, "DL101"), (15, "DL101")]
+    assert _messages(HANDED_TO_NUMPY)[0].startswith("`torch.ones(...)` creates a CPU tensor in `draw_boxes`")
+
+
+def test_a_parameter_copied_to_the_host_before_numpy_may_still_be_on_the_device() -> None:
+    moved = HANDED_TO_NUMPY.replace(
+        'box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").numpy()',
+        'box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").cpu().numpy()',
+    )
+    assert _found(moved) == [(9, "DL101"), (11, "DL101"), (15, "DL101")]

@@ -45,6 +45,7 @@ from devicelint.analysis.host_modules import (
     under_placing_context,
 )
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -232,9 +233,11 @@ class _Interpreter(CallEvaluation):
             self.result.device_params.append(batch)
             params = params[1:]
         evidence = self._tensor_evidence(func, {p.name.value for p in params})
+        # What the function itself turns into NumPy arrays without a move is a host tensor.
+        host = numpy_bound_parameters(self.ctx, func, {p.name.value for p in params})
         for param in params:
             name = param.name.value
-            if annotation_is_tensor(param.annotation) or name in evidence:
+            if (annotation_is_tensor(param.annotation) or name in evidence) and name not in host:
                 self.env[name] = Fact(DEVICE, where=FOLLOWS, device_expr=f"{name}.device")
                 self.result.device_params.append(name)
 
