@@ -627,3 +627,40 @@ def test_a_parameter_copied_to_the_host_before_numpy_may_still_be_on_the_device(
         'box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").cpu().numpy()',
     )
     assert _found(moved) == [(9, "DL101"), (11, "DL101"), (15, "DL101")]
+
+
+# -- the parts of a tuple from a module the file cannot see into are guesses ----------------------
+
+HANDED_IN_CAPTIONER = """
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    from captioning.nets import Backbone, Captioner
+
+
+    def fit_epoch(batches, backbone, captioner, device):
+        for images, tokens, token_counts in batches:
+            images, tokens, token_counts = images.to(device), tokens.to(device), token_counts.to(device)
+            logits, tokens_sorted, steps, perm = captioner(backbone(images), tokens, token_counts)
+            pred = pack_padded_sequence(logits, steps, batch_first=True)
+            gold = pack_padded_sequence(tokens_sorted[:, 1:], token_counts, batch_first=True)
+
+
+
+    def main(batches):
+        device = torch.device("cuda")
+        backbone = Backbone().to(device)
+        captioner = Captioner(vocab_size=1000)
+        captioner = captioner.to(device)
+        fit_epoch(batches, backbone, captioner, device)
+"""
+
+
+def test_lengths_from_a_handed_in_module_are_not_taken_for_device_tensors() -> None:
+    # `steps` may be a list the captioner built with `.tolist()`: no finding. `token_counts` was
+    # moved here: still one.
+    assert _found(HANDED_IN_CAPTIONER) == [(13, "DL118")]
+    assert _messages(HANDED_IN_CAPTIONER)[0] == (
+        "`pack_padded_sequence` needs `lengths` on the CPU, but `token_counts` is on the device; "
+        "pass `token_counts.cpu()`"
+    )
