@@ -209,10 +209,9 @@ def _loader_use(ctx: FileContext, name: cst.Name) -> bool:
     for ancestor in ctx.index.ancestors(name):
         if type(ancestor) is cst.Arg:
             return True
-        if type(ancestor) in (cst.Assign, cst.AnnAssign):
-            targets = ancestor.targets if type(ancestor) is cst.Assign else [ancestor]
-            for target in targets:
-                kept = target.target
+        if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
+            kept_in = [t.target for t in ancestor.targets] if isinstance(ancestor, cst.Assign) else [ancestor.target]
+            for kept in kept_in:
                 if type(kept) is cst.Attribute and kept.attr.value == "collate_fn":
                     owner = ctx.index.enclosing_class(ancestor)
                     on_self = type(kept.value) is cst.Name and kept.value.value == "self"
