@@ -319,6 +319,21 @@ def _fails_after(block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
             seen = True
         elif seen and type(later) is cst.SimpleStatementLine and _leaves_process(later):
             return True
+        elif seen and _may_exit(later):
+            return False  # `if ok: return value` before the raise: the normal path leaves there
+    return False
+
+
+def _may_exit(statement: cst.CSTNode) -> bool:
+    """A `return`, `continue` or `break` somewhere in `statement` (not in a function it defines)."""
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.Return, cst.Continue, cst.Break):
+            return True
+        if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef) and node is not statement:
+            continue
+        stack.extend(node.children)
     return False
 
 
