@@ -85,8 +85,9 @@ class PerStepConstantCopy(Rule):
     is left to DL403 (create it on the device), after which this rule asks for a buffer. A function counts as per step
     only when the file shows it: a step method, a module's `forward` path, or a call inside
     a loop of the same file, in a file that runs a network (defines, builds or calls a module,
-    or backpropagates): a viewer or simulator demo that drives scripted macros in a loop is not
-    stepping anything on a device between the calls.
+    or backpropagates) or in a loop over data batches (`for batch in loader`): a viewer or
+    simulator demo that drives scripted macros in a loop is not stepping anything on a device
+    between the calls.
     """
 
     code = "DL405"
@@ -312,8 +313,9 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
     # drives macros (`while viewer.is_running(): run_macro(env, ...)`) calls its helpers once per
     # command, and nothing in the file computes on a device between the calls.
     loops_step = _runs_a_network(ctx)
-    for call in ctx.index.of_type(cst.Call) if loops_step else ():
-        if not any(type(a) in (cst.For, cst.While) for a in _ancestors_to_function(ctx, call)):
+    for call in ctx.index.of_type(cst.Call):
+        loops = [a for a in _ancestors_to_function(ctx, call) if type(a) in (cst.For, cst.While)]
+        if not loops or not (loops_step or any(_over_data(ctx, loop) for loop in loops)):
             continue
         callee = _callee(ctx, call, functions, classes)
         if callee is not None:
@@ -330,6 +332,16 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
                 if callee is not None:
                     found.append(callee)
     return seen
+
+
+# Words of a loop's iterable that say it walks data batches (`for batch in val_loader`).
+_DATA_WORDS = ("loader", "batch", "dataset")
+
+
+def _over_data(ctx: FileContext, loop: cst.CSTNode) -> bool:
+    """`for x, y in loader:` (also `enumerate(tqdm(loader))`): a loop over batches is per step
+    even in a file that shows no network (an evaluation script scoring a model's outputs)."""
+    return type(loop) is cst.For and any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS)
 
 
 def _runs_a_network(ctx: FileContext) -> bool:
