@@ -32,9 +32,15 @@ def unused_noqa(path: str, text: str, fired: set[tuple[int, str]], judged: set[s
         line, start = token.start
         begin, end = start + match.start(), start + match.end()
         if malformed(token.string, match):
+            # Name what fires on this line; with nothing there, a placeholder, never a real code
+            # that has nothing to do with the line.
+            here = sorted({code for at, code in fired if at == line and _OUR_CODE.match(code)})
+            example = (
+                f"`# noqa: {', '.join(here)}`" if here else "`# noqa: DLxxx`, with the code of each finding to silence"
+            )
             detail = (
                 f"`{token.string[match.start() :].strip()}` is not a noqa directive devicelint reads, so it "
-                "silences nothing; write the codes: `# noqa: DL501`"
+                f"silences nothing; write the codes: {example}"
             )
             found.append(_finding(path, line, begin, end, detail, None, RULES_URL))
             continue

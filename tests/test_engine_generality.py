@@ -751,3 +751,115 @@ def test_a_test_re_bound_in_a_loop_or_a_handler_before_the_if_says_nothing() -> 
                 return x
     """
     assert _found(later) == [(12, "DL101"), (23, "DL101")]
+
+
+# -- a module on the device hands back host data in the tuple its forward returns -----------------
+
+RETURNED_HOST_DATA = """
+    import torch
+    import torch.nn as nn
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(100, 16)
+            self.out = nn.Linear(16, 5)
+
+        def forward(self, tokens, token_counts):
+            token_counts, perm = token_counts.sort(descending=True)
+            scores = self.out(self.emb(tokens[perm]))
+            steps = [int(c) - 1 for c in token_counts]
+            return scores, (token_counts - 1).tolist(), steps, int(token_counts[0]), perm
+
+
+    def fit(loader, device):
+        tagger = Tagger().to(device)
+        for tokens, counts in loader:
+            scores, kept, steps, longest, perm = tagger(tokens.to(device), counts.to(device))
+            a = pack_padded_sequence(scores, kept, batch_first=True)
+            b = pack_padded_sequence(scores, steps, batch_first=True)
+            c = pack_padded_sequence(scores, [longest] * scores.shape[0], batch_first=True)
+            d = pack_padded_sequence(scores, perm, batch_first=True)
+"""
+
+
+def test_host_data_a_device_module_returns_is_not_a_device_tensor() -> None:
+    # Only `perm`, a tensor the forward computes on the module's device, is no valid lengths.
+    assert _found(RETURNED_HOST_DATA) == [(27, "DL118")]
+    assert _messages(RETURNED_HOST_DATA) == [
+        "`pack_padded_sequence` needs `lengths` on the CPU, but `perm` is on the device; pass `perm.cpu()`"
+    ]
+
+
+# -- a tensor parameter that the function hands to NumPy is a host tensor -------------------------
+
+HANDED_TO_NUMPY = """
+    import numpy as np
+    import torch
+    from torchvision.ops import box_convert
+
+
+    def draw_boxes(canvas: np.ndarray, boxes: torch.Tensor, scores: torch.Tensor):
+        height, width = canvas.shape[:2]
+        scaled = boxes * torch.tensor([width, height, width, height])
+        corners = box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").numpy().astype(int)
+        return corners, scores * torch.ones(len(scores))
+
+
+    def spread(points: torch.Tensor, width):
+        return points * torch.tensor([width, width])
+"""
+
+
+def test_a_parameter_the_function_turns_into_numpy_is_on_the_host() -> None:
+    # `boxes` reaches `.numpy()` with no `.cpu()`: the function is written for host boxes. `scores`
+    # and `points` are never handed to NumPy, so they may be on the device.
+    assert _found(HANDED_TO_NUMPY) == [(11, "DL101"), (15, "DL101")]
+    assert _messages(HANDED_TO_NUMPY)[0].startswith("`torch.ones(...)` creates a CPU tensor in `draw_boxes`")
+
+
+def test_a_parameter_copied_to_the_host_before_numpy_may_still_be_on_the_device() -> None:
+    moved = HANDED_TO_NUMPY.replace(
+        'box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").numpy()',
+        'box_convert(scaled, in_fmt="cxcywh", out_fmt="xyxy").cpu().numpy()',
+    )
+    assert _found(moved) == [(9, "DL101"), (11, "DL101"), (15, "DL101")]
+
+
+# -- the parts of a tuple from a module the file cannot see into are guesses ----------------------
+
+HANDED_IN_CAPTIONER = """
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    from captioning.nets import Backbone, Captioner
+
+
+    def fit_epoch(batches, backbone, captioner, device):
+        for images, tokens, token_counts in batches:
+            images, tokens, token_counts = images.to(device), tokens.to(device), token_counts.to(device)
+            logits, tokens_sorted, steps, perm = captioner(backbone(images), tokens, token_counts)
+            pred = pack_padded_sequence(logits, steps, batch_first=True)
+            gold = pack_padded_sequence(tokens_sorted[:, 1:], token_counts, batch_first=True)
+
+
+
+    def main(batches):
+        device = torch.device("cuda")
+        backbone = Backbone().to(device)
+        captioner = Captioner(vocab_size=1000)
+        captioner = captioner.to(device)
+        fit_epoch(batches, backbone, captioner, device)
+"""
+
+
+def test_lengths_from_a_handed_in_module_are_not_taken_for_device_tensors() -> None:
+    # `steps` may be a list the captioner built with `.tolist()`: no finding. `token_counts` was
+    # moved here: still one.
+    assert _found(HANDED_IN_CAPTIONER) == [(13, "DL118")]
+    assert _messages(HANDED_IN_CAPTIONER)[0] == (
+        "`pack_padded_sequence` needs `lengths` on the CPU, but `token_counts` is on the device; "
+        "pass `token_counts.cpu()`"
+    )

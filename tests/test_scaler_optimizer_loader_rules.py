@@ -186,6 +186,76 @@ def test_dl307_odd_calls_do_not_crash(odd: str) -> None:
 # -- DL111: state made at construction, tensors replaced by copies --------------------------------
 
 
+def test_dl307_a_loop_counting_optimizer_steps_is_not_a_loop_over_optimizers() -> None:
+    source = """\
+    import torch
+
+    def update(world, actor, buffer, world_opt, actor_opt, total_optim_steps):
+        scaler_w, scaler_a = torch.amp.GradScaler(), torch.amp.GradScaler()
+        for optim_step in range(total_optim_steps):
+            batch = buffer.sample().cuda()
+            with torch.autocast("cuda"):
+                loss_w = world(batch).mean()
+            scaler_w.scale(loss_w).backward()
+            scaler_w.step(world_opt)
+            scaler_w.update()
+            with torch.autocast("cuda"):
+                loss_a = actor(batch).mean()
+            scaler_a.scale(loss_a).backward()
+            scaler_a.step(actor_opt)
+            scaler_a.update()
+    """
+    assert lint("DL307", source) == []
+    by_index = source.replace("for optim_step in range(total_optim_steps):", "for k in range(len(opts)):").replace(
+        "scaler_w.step(world_opt)", "scaler_w.step(opts[k])"
+    )
+    by_index = by_index.replace("world_opt, actor_opt,", "opts, actor_opt,")
+    assert lint("DL307", by_index) == [
+        (
+            11,
+            9,
+            "`scaler_w.update()` runs once per optimizer of `for k in range(len(opts))`, right after "
+            "`scaler_w.step(opts[k])`, so the loss scale is updated once per optimizer instead of once per "
+            "iteration; call `scaler_w.update()` once per iteration, after the last `scaler_w.step(...)` of "
+            "the iteration",
+        )
+    ]
+
+
+def test_dl303_a_scaler_rebuilt_under_a_precision_switch_is_the_finding_not_a_stale_unscale() -> None:
+    source = """\
+    import torch
+    from torch.amp import GradScaler
+
+    def train(model, opt, loader, cfg):
+        done_optim_steps = 0
+        for step, x in enumerate(loader):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(x.cuda()).mean()
+            if cfg.mixed_precision:
+                scaler = GradScaler()
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if not torch.isfinite(norm):
+                opt.zero_grad()
+                continue
+            scaler.step(opt)
+            scaler.update()
+            done_optim_steps += 1
+    """
+    assert lint("DL303", source) == [
+        (
+            10,
+            22,
+            "`GradScaler()` builds a new scaler on every pass of `for step, x in enumerate(loader)`, so what "
+            "`update()` learned about the loss scale is thrown away: each pass starts again from the initial "
+            "scale and skips steps with inf gradients until it has lowered it again; create the scaler once, "
+            "before the training loop",
+        )
+    ]
+
+
 def test_dl111_adagrad_before_move() -> None:
     source = """\
     import torch

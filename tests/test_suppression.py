@@ -137,3 +137,23 @@ def test_noqa_lines_count_python_line_breaks_only(odd: str) -> None:
     source = f"import torch\n{line2}\nx = torch.load(p)  # noqa: DL501\ny = torch.load(q)\ns = '{odd}'\n"
     result = lint_source(source, "a.py", EngineOptions(rules=tuple(all_rules())))
     assert [(f.code, f.line) for f in result.findings] == [("DL501", 4)]
+
+
+def test_a_malformed_noqa_names_the_codes_of_its_own_line() -> None:
+    # A directive with no codes on a line where two rules fire suggests those two; one on a line
+    # where nothing fires suggests a placeholder, never an unrelated rule's code.
+    source = SOURCE.format(comment="  # noqa: see the ticket") + "x = 1  # noqa: 534\n"
+    result = lint_source(source, "a.py", EngineOptions(rules=tuple(all_rules())))
+    malformed = [(f.line, f.message) for f in result.findings if f.code == "DL001"]
+    assert malformed == [
+        (
+            4,
+            "`# noqa: see the ticket` is not a noqa directive devicelint reads, so it silences nothing; "
+            "write the codes: `# noqa: DL501, DL502`",
+        ),
+        (
+            6,
+            "`# noqa: 534` is not a noqa directive devicelint reads, so it silences nothing; "
+            "write the codes: `# noqa: DLxxx`, with the code of each finding to silence",
+        ),
+    ]

@@ -55,6 +55,7 @@ from devicelint.analysis.host_modules import (
     under_placing_context,
 )
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -247,9 +248,11 @@ class _Interpreter(CallEvaluation):
             self.result.device_params.append(batch)
             params = params[1:]
         evidence = self._tensor_evidence(func, {p.name.value for p in params})
+        # What the function itself turns into NumPy arrays without a move is a host tensor.
+        host = numpy_bound_parameters(self.ctx, func, {p.name.value for p in params})
         for param in params:
             name = param.name.value
-            if annotation_is_tensor(param.annotation) or name in evidence:
+            if (annotation_is_tensor(param.annotation) or name in evidence) and name not in host:
                 self.env[name] = Fact(DEVICE, where=FOLLOWS, device_expr=f"{name}.device")
                 self.result.device_params.append(name)
 
@@ -622,8 +625,9 @@ class _Interpreter(CallEvaluation):
                     self._bind(element.value, Fact(DEVICE, where=ACCELERATOR))
             elif fact.is_tensor:
                 # `q, k, v = qkv.chunk(3)`: the pieces of a tensor live where it lives
+                guessed = self._opaque_call(value)
                 for element in elements:
-                    self._bind(element.value, replace(fact, scalar=False))
+                    self._bind(element.value, replace(fact, scalar=False, guessed=guessed))
             else:
                 for element in elements:
                     self._bind(element.value, UNKNOWN_FACT)
@@ -639,6 +643,26 @@ class _Interpreter(CallEvaluation):
             self.env[key] = fact
             if self.splits:
                 forget_reads_of(self.splits, key)
+
+    def _opaque_call(self, value: cst.BaseExpression | None) -> bool:
+        """`preds, caps, lengths, order = decoder(x, caps, lens)` where `decoder` is a callable
+        the engine cannot place, or a module of no class the file shows (handed in, built by a
+        builder): the call is guessed to compute on its inputs' device, but what each part of the
+        tuple it returns is (a tensor, a list of lengths, an index) the engine cannot tell: each
+        part is placed there as a guess (`Fact.guessed`)."""
+        if type(value) is not cst.Call or type(value.func) not in (cst.Name, cst.Attribute):
+            return False
+        func = value.func
+        if self.ctx.qualified_name(func) is not None:
+            return False  # an imported or builtin function: its results come from elsewhere
+        key = self._key(func)
+        callee = self.env.get(key, UNKNOWN_FACT) if key is not None else UNKNOWN_FACT
+        if callee.kind == MODULE:
+            # a module of no class the file shows (`decoder` handed in, `build_model(cfg)`)
+            return callee.factory is None
+        placed_only = replace(callee, where=None, device_expr=None, device=None)
+        # nothing known of it, or only where it was moved (`decoder = decoder.to(device)`)
+        return placed_only == UNKNOWN_FACT and type(func) is cst.Name and func.value not in self.analysis.functions
 
     def _bind_part(self, target: cst.Subscript, fact: Fact) -> None:
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""

@@ -914,12 +914,16 @@ class CallEvaluation:
                         "module",
                     )
             produced = self._forward_of(call, callee, args)
-            if produced.from_factory:
-                return produced  # the submodule's forward builds its output on the CPU
+            if produced.from_factory or produced in (NUMBER, PY_DATA):
+                return produced  # the forward builds its output on the CPU, or returns host data
             expr = next((f.device_expr for f, _ in args if f.kind == DEVICE and f.device_expr), None)
             # A module whose device nothing states computes where its input is, if it runs at all.
             stated = None if scattering else next((f.device for f, _ in args if devicey(f) and f.device), None)
-            return Fact(DEVICE, where=callee.where, device_expr=expr, device=callee.device or produced.device or stated)
+            on_module = Fact(DEVICE, where=callee.where, device_expr=expr, device=callee.device or stated)
+            if produced.elements is not None and not produced.alike:
+                # A tuple the forward returns: each part is where the forward leaves it.
+                return _returned_parts(produced, on_module)
+            return replace(on_module, device=callee.device or produced.device or stated)
         split = False
         if callee.kind == MODULE and not parameter_free and callee.factory in self.analysis.classes:
             produced = self._forward_of(call, callee, args)
@@ -1063,6 +1067,24 @@ _FULL_REDUCTIONS = frozenset(
         "nanmean",
     }
 )
+
+
+def _returned_parts(produced: Fact, on_module: Fact) -> Fact:
+    """What a module on the device hands back for each part of the tuple its `forward` returns:
+    a tensor it computes is on the module's device; host data (`lengths.tolist()`, `x.item()`,
+    a list of ints) and a tensor it builds on the CPU or copies there stay on the host; a part
+    the forward's analysis cannot place is placed nowhere, never guessed onto the device."""
+    parts = []
+    for part in produced.elements or ():
+        if part.elements is not None and not part.alike:
+            parts.append(_returned_parts(part, on_module))
+        elif part in (NUMBER, PY_DATA) or part.from_factory or (part.kind == CPU and part.copied):
+            parts.append(part)
+        elif part.kind == DEVICE:
+            parts.append(replace(on_module, device=on_module.device or part.device))
+        else:
+            parts.append(UNKNOWN_FACT)
+    return Fact(UNKNOWN, elements=tuple(parts))
 
 
 def _reduced(move: cst.BaseExpression) -> bool:

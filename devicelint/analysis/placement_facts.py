@@ -80,6 +80,10 @@ class Fact:
     # A list whose elements are all alike (a comprehension, `list(t)` of a tensor's rows): the
     # one element fact answers every index, even one past what the code shows.
     alike: bool = False
+    # A part of the tuple a call returns that the engine cannot see into (a module handed in, of
+    # no class the file shows): placed where the call's inputs are by a guess, which a rule that
+    # needs the part to be a tensor (`pack_padded_sequence`'s lengths) does not take.
+    guessed: bool = False
 
     def __eq__(self, other: object) -> bool:
         # The engine compares facts (mostly with UNKNOWN_FACT) hundreds of thousands of times
@@ -108,6 +112,7 @@ class Fact:
             and self.copied == o.copied
             and self.spelled == o.spelled
             and self.alike == o.alike
+            and self.guessed == o.guessed
         )
 
     @property

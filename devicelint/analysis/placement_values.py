@@ -153,6 +153,58 @@ def sets_accelerator_default(ctx: FileContext) -> bool:
 ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
 
 
+# An accelerator named by its kind, or a move: `device` alone is left out (`device="cpu"`).
+_ACCELERATOR_KINDS = re.compile(r"cuda|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
+# Objects whose `.device` is a setting someone may make an accelerator (`args.device`).
+_SETTINGS_OBJECTS = frozenset({"args", "arg", "cfg", "config", "conf", "opt", "opts", "hparams", "params", "flags"})
+
+
+def names_no_accelerator(ctx: FileContext) -> bool:
+    """The file never names an accelerator, never moves anything, and every device it states is
+    the CPU or copied from where something already is (`device=self.device`, `device=x.device`,
+    a parameter whose default is `"cpu"`), never read from a setting (`args.device`) or from a
+    call: nothing it builds can be on an accelerator (a CPU-only tutorial whose environment
+    defaults to `device="cpu"`)."""
+
+    def build(c: FileContext) -> bool:
+        if _ACCELERATOR_KINDS.search(c.source.lower()):
+            return False
+        for param in c.index.of_type(cst.Param):
+            if "device" in param.name.value.lower() and not _cpu_literal(param.default):
+                return False
+        for node in c.index.of_type(cst.Attribute):
+            if node.attr.value == "device" and _setting(node.value):
+                return False
+        for arg in c.index.of_type(cst.Arg):
+            if arg.keyword is not None and arg.keyword.value == "device" and not _copied_or_cpu(c, arg.value):
+                return False
+        return True
+
+    return ctx.shared("placement.names_no_accelerator", build)
+
+
+def _cpu_literal(node: cst.BaseExpression | None) -> bool:
+    return type(node) is cst.SimpleString and literal_value(node) == "cpu"
+
+
+def _setting(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Name and node.value.lower() in _SETTINGS_OBJECTS
+
+
+def _copied_or_cpu(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`"cpu"`, `x.device`, `self.device`, or a parameter of the function (checked apart)."""
+    if _cpu_literal(value):
+        return True
+    if type(value) is cst.Attribute and value.attr.value == "device":
+        return not _setting(value.value)
+    func = ctx.index.enclosing_function(value)
+    return (
+        type(value) is cst.Name
+        and func is not None
+        and any(p.name.value == value.value for p in (*func.params.params, *func.params.kwonly_params))
+    )
+
+
 def cpu_only_script(ctx: FileContext) -> bool:
     """A script (it has a `__main__` guard) that never names an accelerator: everything it builds
     runs on the CPU, so its CPU tensors meet nothing on a device (a CPU-only example)."""

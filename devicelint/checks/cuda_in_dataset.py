@@ -183,9 +183,45 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
         f
         for f in ctx.index.of_type(cst.FunctionDef)
         if f.name.value in passed
-        or ("collate" in f.name.value.lower() and not f.name.value.startswith("test") and id(f) not in model_methods)
+        or (
+            "collate" in f.name.value.lower()
+            and not f.name.value.startswith("test")
+            and id(f) not in model_methods
+            and not _batches_for_other_code(ctx, f)
+        )
     ]
     return found + [f for f in built if f not in found]
+
+
+def _batches_for_other_code(ctx: FileContext, func: cst.FunctionDef) -> bool:
+    """A function named like a collate that the file uses only in other ways: called directly
+    (`batch = collate_requests(items)`) or kept by an object that is no loader
+    (`self.collate_fn = collate_fn or _default_collate` in an inference server that stacks
+    requests in its own thread). It never runs in a DataLoader worker here; one the file never
+    uses may be a loader's collate elsewhere and is still read."""
+    uses = [n for n in ctx.index.of_type(cst.Name) if n.value == func.name.value and n is not func.name]
+    return bool(uses) and not any(_loader_use(ctx, use) for use in uses)
+
+
+def _loader_use(ctx: FileContext, name: cst.Name) -> bool:
+    """The name handed to a call (`DataLoader(ds, collate_fn=name)`, a wrapper that builds one),
+    or stored as the `collate_fn` of something other than the file's own non-loader class."""
+    for ancestor in ctx.index.ancestors(name):
+        if type(ancestor) is cst.Arg:
+            return True
+        if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
+            kept_in = [t.target for t in ancestor.targets] if isinstance(ancestor, cst.Assign) else [ancestor.target]
+            for kept in kept_in:
+                if type(kept) is cst.Attribute and kept.attr.value == "collate_fn":
+                    owner = ctx.index.enclosing_class(ancestor)
+                    on_self = type(kept.value) is cst.Name and kept.value.value == "self"
+                    return not on_self or (owner is not None and "loader" in owner.name.value.lower())
+            return True  # bound to another name: followed no further
+        if type(ancestor) is cst.Call and ancestor.func is name:
+            return False  # called here, in this process
+        if isinstance(ancestor, cst.BaseStatement):
+            break
+    return False
 
 
 def _installed_collate_methods(ctx: FileContext) -> set[str]:
@@ -347,7 +383,7 @@ class CudaInDataset(Rule):
     or classes that serve items (`__getitem__`/`__iter__`) from a base named `...Dataset`
     imported from elsewhere; collate functions are those passed as `collate_fn=` to a
     `DataLoader` in the file (also the nested function a factory of the file returns,
-    `collate_fn=make_collate(tok)`) or whose name contains `collate` (a test function such as `test_collate_pads` is not one, nor a method of an `nn.Module`, which runs in the main process next to its parameters, unless the file installs it as a collate function: `loader.collate_fn = self.collate`), and the file's functions
+    `collate_fn=make_collate(tok)`) or whose name contains `collate` (a test function such as `test_collate_pads` is not one, nor a method of an `nn.Module`, which runs in the main process next to its parameters, unless the file installs it as a collate function: `loader.collate_fn = self.collate`; nor one that the file only calls itself or keeps on an object that is no loader, `self.collate_fn = collate_fn or default_collate` in an inference server that batches requests in its own thread), and the file's functions
     they call (a `device` parameter judged by what every call passes). Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions, not into other files.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker

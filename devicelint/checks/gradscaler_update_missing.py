@@ -94,7 +94,11 @@ class GradscalerUpdateMissing(Rule):
     same function. A scaler built in a loop is reported only when the loop also steps or
     scales with it and is not a loop over separate runs: one that builds its own model or
     optimizer, whose header names folds, trials, seeds, configurations or learning rates, or
-    that catches exceptions (a retry loop); nor when the scaler is built under an `if` there.
+    that catches exceptions (a retry loop); nor when the scaler is built under an `if` there,
+    unless the `if` tests a precision setting that is the same on every pass
+    (`if cfg.mixed_precision and cfg.dtype == "float16":`). An update skipped after `unscale_` is
+    not reported when the loop builds a new scaler on every pass: nothing stale reaches the next
+    pass, and the rebuilt scaler is the finding.
     """
 
     code = "DL303"
@@ -208,6 +212,8 @@ def _updates_skipped_after_unscale(
     the iteration (`if not isfinite(norm): continue`). The unscale then runs twice without an
     update in between."""
     for update in updates:
+        if _rebuilt_in_loop(ctx, update):
+            continue
         name = text_of(receiver(update))
         unscales = [
             u
@@ -302,9 +308,41 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
             for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
             if text_of(receiver(c)) == target and inside(ctx, c, loop)
         ]
-        if not used or _per_run(ctx, loop) or any(enclosing_ifs(ctx, call, loop)):
+        if not used or _per_run(ctx, loop):
+            continue
+        if any(not _configuration_test(ctx, branch.test) for branch, _ in enclosing_ifs(ctx, call, loop)):
             continue  # `if epoch == warmup_epochs: scaler = GradScaler()` runs once
         yield call, loop
+
+
+def _configuration_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """`if cfg.mixed_precision and cfg.dtype == "float16":`: a setting that is the same on every
+    pass, not a test of the pass (`if epoch == warmup_epochs:`, `if scaler is None:`)."""
+    words = test_words(ctx, test)
+    if "none" in words or any(
+        type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in ctx.index.walk(test)
+    ):
+        return False
+    return any(w in words for w in AMP_WORDS) and not any(w in words for w in ("epoch", "step", "iter", "batch_idx"))
+
+
+def _rebuilt_in_loop(ctx: FileContext, update: cst.Call) -> bool:
+    """The updated scaler is assigned a new `GradScaler(...)` in the loop around the update: a
+    pass that skips the update leaves nothing stale for the next, which has a new scaler
+    (DL303 reports the rebuilt scaler itself)."""
+    loop = innermost_loop(ctx, update)
+    name = text_of(receiver(update))
+    if loop is None or name is None:
+        return False
+    return any(
+        type(node) is cst.Assign
+        and len(node.targets) == 1
+        and text_of(node.targets[0].target) == name
+        and type(node.value) is cst.Call
+        and ctx.qualified_name(node.value.func) in GRAD_SCALERS
+        and innermost_loop(ctx, node) is loop
+        for node in ctx.index.walk(loop.body)
+    )
 
 
 def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Scope]) -> cst.For | cst.While | None:
@@ -357,7 +395,7 @@ def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
             continue
         target = text_of(node.targets[0].target) or ""
         name = target.rsplit(".", 1)[-1].lower()
-        named = "optim" in name or name.startswith("opt") or "model" in name or name == "net"
+        named = _optimizer_word(name) or "model" in name or name == "net"
         if not named and target not in optimizer_names(ctx):  # an optimizer by what it is built from
             continue
         value = node.value
@@ -378,11 +416,22 @@ def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
         return True
     if any(type(node) is cst.ExceptHandler for node in ctx.index.walk(loop.body)):
         return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
-    assigned = names_assigned_in(ctx, loop.body)
+    # A counter (`optim_steps += 1`) builds nothing: names only ever incremented are left out.
+    counted = {text_of(n.target) for n in ctx.index.walk(loop.body) if type(n) is cst.AugAssign}
+    rebound = {text_of(t.target) for n in ctx.index.walk(loop.body) if type(n) is cst.Assign for t in n.targets}
+    assigned = names_assigned_in(ctx, loop.body) - (counted - rebound)
     if any(name in optimizer_names(ctx) for name in assigned):
         return True  # a loop that builds its own optimizer (`torch.optim.AdamW(...)`), whatever its name
     built = {name.rsplit(".", 1)[-1].lower() for name in assigned}
-    return any("optim" in name or name.startswith("opt") or "model" in name or name == "net" for name in built)
+    return any(_optimizer_word(name) or "model" in name or name == "net" for name in built)
+
+
+def _optimizer_word(name: str) -> bool:
+    """`optimizer`, `opt_g`, `d_optim`: a name for an optimizer, not for a count or a flag about
+    its steps (`optim_steps`, `did_optim_step`)."""
+    if any(w in name for w in ("step", "count", "num", "iter")):
+        return False
+    return "optim" in name or name.startswith("opt")
 
 
 def _header(ctx: FileContext, loop: cst.For | cst.While) -> str:

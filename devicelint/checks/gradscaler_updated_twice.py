@@ -9,6 +9,7 @@ from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect
 from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
+from devicelint.analysis.training.optimizer_loops import loops_over_optimizers
 from devicelint.analysis.training.step import Scope, order, training_scopes
 from devicelint.analysis.training.syntax import (
     assigned_names,
@@ -461,19 +462,31 @@ def _is_accumulation_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
 def _over_optimizers(
     ctx: FileContext, loop: cst.For | cst.While, step: cst.Call | None = None, scaler: str = ""
 ) -> bool:
-    """`for opt in optimizers:` (or a loop whose variable is the stepped optimizer) with one
-    scaler for all: the scaler must not depend on the loop variable (`scalers[i]`)."""
+    """`for opt in optimizers:` (what the loop iterates is a collection of optimizers, or the
+    loop's variable is the stepped optimizer) with one scaler for all: the scaler must not depend
+    on the loop variable (`scalers[i]`)."""
     if type(loop) is not cst.For:
         return False
     targets = set(assigned_names(loop.target))
     if scaler and any(name in targets for name in _names(scaler)):
         return False
-    if "optim" in test_words(ctx, loop.iter):
-        return True
+    over_optimizers = loops_over_optimizers(ctx, loop)
     if step is None:
-        return False
+        return over_optimizers
+    # The stepped optimizer must change with the loop: one scaler stepping one and the same
+    # optimizer on every pass is updated once per pass, not once per optimizer.
     args = positional(step)
-    return bool(args) and any(type(n) is cst.Name and n.value in targets for n in ctx.index.walk(args[0]))
+    varies = bool(args) and any(type(n) is cst.Name and n.value in targets for n in ctx.index.walk(args[0]))
+    return varies and (over_optimizers or not _counts(loop.iter))
+
+
+def _counts(iterable: cst.BaseExpression) -> bool:
+    """`range(n)`: a loop over numbers, not over the items of a collection (`range(len(opts))`
+    walks a collection's indices, and a step of `opts[k]` then steps each of its items)."""
+    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "range"):
+        return False
+    size = positional(iterable)[-1] if len(positional(iterable)) in (1, 2) else None
+    return not (type(size) is cst.Call and type(size.func) is cst.Name and size.func.value == "len")
 
 
 def _names(text: str) -> set[str]:

@@ -91,8 +91,8 @@ def _on_device(ctx: FileContext, value: cst.BaseExpression) -> bool:
     being one of those inputs: a function's tensor parameter is presumed to follow the inputs
     (its fact names itself, `lengths.device`), which says nothing about what callers pass."""
     where = place_of_argument(ctx, value)
-    if where.scalar or where.batch:
-        return False
+    if where.scalar or where.batch or file_facts(ctx).value(value).guessed:
+        return False  # a part of a tuple from a call the engine cannot see into: maybe a list
     if where.place is Place.DEVICE:
         return True
     if where.place is not Place.FOLLOWS:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
-from devicelint.analysis.training.loops import StepRegion, in_logging_condition
+from devicelint.analysis.training.loops import StepRegion, in_logging_condition, in_unset_branch
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
 from devicelint.analysis.training.step_code import step_code
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
@@ -133,11 +133,15 @@ class HostSyncInTrainingLoop(Rule):
     value); for
     `.item()`/`.cpu()`/`.tolist()`/`.numpy()` also what the loss is computed from without a move
     (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
-    it and never names an accelerator is taken to train on the CPU; a training loop that runs on
+    it and never names an accelerator (or names no device but the CPU and copies of where things
+    already are: `device="cpu"` defaults, `device=x.device`) is taken to train on the CPU, also
+    where the step only hands the model on (`env.rollout(steps, policy)`); a training loop that runs on
     the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
-    handlers are not reported, nor are reads after an early exit on a logging condition (`if step
-    % log_every != 0: return`). A `%` branch that steps the optimizer (gradient accumulation's
+    handlers are not reported, nor are reads in a block that always ends by raising (the read
+    runs once, on the way to the error) and reads under a flag parameter with a false default
+    that every per-step call leaves unset (`if calc_acc:` that only the evaluation sets), nor
+    reads after an early exit on a logging condition (`if step % log_every != 0: return`). A `%` branch that steps the optimizer (gradient accumulation's
     update) runs on every optimizer step and is not a logging condition. Steps are the innermost
     loop around a backward, a function that backpropagates and steps, a helper with a backward
     that a loop calls, the loop around an `optimizer.step()` whose backward runs in a callee, a
@@ -182,7 +186,11 @@ class HostSyncInTrainingLoop(Rule):
                 if target is None:
                     continue
                 statement = statement_of(ctx, target)
-                if id(statement) in done or in_logging_condition(ctx, target, region.owner):
+                if (
+                    id(statement) in done
+                    or in_logging_condition(ctx, target, region.owner)
+                    or in_unset_branch(ctx, target, region)
+                ):
                     continue
                 done.add(id(statement))
                 if _needed_now(ctx, statement, region):

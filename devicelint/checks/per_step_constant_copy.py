@@ -12,7 +12,7 @@ from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement import LIGHTNING_STEPS
 from devicelint.analysis.placement_classes import self_attribute
-from devicelint.analysis.placement_facts import MEETING_METHODS, PRESERVING_METHODS, moves_to_accelerator
+from devicelint.analysis.placement_facts import MEETING_METHODS, MODEL_WORDS, PRESERVING_METHODS, moves_to_accelerator
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.syntax import keyword, short
 from devicelint.checks.tensor_attribute_not_registered import TensorAttributeNotRegistered
@@ -84,7 +84,10 @@ class PerStepConstantCopy(Rule):
     tracing or export runs (`if torch.jit.is_scripting():`, the `else` of its negation), and `torch.tensor(CONSTANT).to(device)`
     is left to DL403 (create it on the device), after which this rule asks for a buffer. A function counts as per step
     only when the file shows it: a step method, a module's `forward` path, or a call inside
-    a loop of the same file.
+    a loop of the same file, in a file that runs a network (defines, builds or calls a module,
+    or backpropagates) or in a loop over data batches (`for batch in loader`): a viewer or
+    simulator demo that drives scripted macros in a loop is not stepping anything on a device
+    between the calls.
     """
 
     code = "DL405"
@@ -306,8 +309,13 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
         for name in STEP_METHODS | LIGHTNING_STEPS:
             if name in own:
                 found.append(own[name])
+    # A loop is a step loop only in a file that runs a network: a viewer or simulator loop that
+    # drives macros (`while viewer.is_running(): run_macro(env, ...)`) calls its helpers once per
+    # command, and nothing in the file computes on a device between the calls.
+    loops_step = _runs_a_network(ctx)
     for call in ctx.index.of_type(cst.Call):
-        if not any(type(a) in (cst.For, cst.While) for a in _ancestors_to_function(ctx, call)):
+        loops = [a for a in _ancestors_to_function(ctx, call) if type(a) in (cst.For, cst.While)]
+        if not loops or not (loops_step or any(_over_data(ctx, loop) for loop in loops)):
             continue
         callee = _callee(ctx, call, functions, classes)
         if callee is not None:
@@ -324,6 +332,35 @@ def _per_step_functions(ctx: FileContext) -> set[int]:
                 if callee is not None:
                     found.append(callee)
     return seen
+
+
+# Words of a loop's iterable that say it walks data batches (`for batch in val_loader`).
+_DATA_WORDS = ("loader", "batch", "dataset")
+
+
+def _over_data(ctx: FileContext, loop: cst.CSTNode) -> bool:
+    """`for x, y in loader:` (also `enumerate(tqdm(loader))`): a loop over batches is per step
+    even in a file that shows no network (an evaluation script scoring a model's outputs)."""
+    return type(loop) is cst.For and any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS)
+
+
+def _runs_a_network(ctx: FileContext) -> bool:
+    """The file defines or builds a module, calls one (as the engine or the callee's name says:
+    `model(x)`, `self.encoder(x)`), backpropagates or steps an optimizer."""
+    if module_classes(ctx):
+        return True
+    facts = file_facts(ctx)
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if type(func) is cst.Attribute and func.attr.value in ("backward", "zero_grad"):
+            return True
+        qualified = ctx.qualified_name(func) or ""
+        if qualified.startswith("torch.nn.") or facts.is_module(func) or facts.is_module(call):
+            return True
+        name = dotted_name(func) if not qualified.startswith("torch.") else None  # not `torch.Generator`
+        if name is not None and any(w in name.rsplit(".", 1)[-1].lower() for w in MODEL_WORDS):
+            return True
+    return False
 
 
 COMPILED_TESTS = frozenset(

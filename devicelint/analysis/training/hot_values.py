@@ -30,7 +30,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN,
     Fact,
 )
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS, names_no_accelerator
 from devicelint.analysis.training.loops import StepRegion
 from devicelint.analysis.training.reads import closure, computed_from, reaching_assignment, read_names
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
@@ -122,15 +122,21 @@ def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[st
 
 def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
     """The region calls a model the file builds and never moves, in a file that never mentions an
-    accelerator (`fc = nn.Linear(...)` trained in a CPU-only example): the fallback has nothing to
-    stand on. A model received as a parameter may be anywhere, so it does not count."""
-    if ACCELERATOR_WORDS.search(ctx.source.lower()):
+    accelerator (`fc = nn.Linear(...)` trained in a CPU-only example) or states no device but the
+    CPU (`names_no_accelerator`), or uses such a model otherwise (hands it to an environment's
+    rollout, clips its parameters): the fallback has nothing to stand on. A model
+    received as a parameter may be anywhere, so it does not count."""
+    if ACCELERATOR_WORDS.search(ctx.source.lower()) and not names_no_accelerator(ctx):
         return False
     for node in ctx.index.walk(region.body):
         if type(node) is cst.Call:
-            fact = callee_fact(ctx, node.func)
-            if fact.kind == MODULE and fact.where in (None, "cpu"):  # built here, never moved
-                return True
+            used = [node.func, *(a.value for a in node.args)]
+            if type(node.func) is cst.Attribute:
+                used.append(node.func.value)  # `net.parameters()`
+            for value in used:
+                fact = callee_fact(ctx, value) if type(value) in (cst.Name, cst.Attribute) else None
+                if fact is not None and fact.kind == MODULE and fact.where in (None, "cpu"):  # built here, never moved
+                    return True
     return False
 
 

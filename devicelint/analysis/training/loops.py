@@ -15,6 +15,7 @@ from typing import Any
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.optimizer_loops import loops_over_optimizers
 from devicelint.analysis.training.step import Scope, backpropagated, looks_like_optimizer, training_scopes
 from devicelint.analysis.training.syntax import enclosing_ifs, test_words
 from devicelint.context import FileContext
@@ -61,6 +62,9 @@ class StepRegion:
     # Names that hold device tensors when the region starts: a helper's parameters that its
     # caller passes device tensors, an optimizer's parameters (`p` in `for p in group["params"]`).
     seeds: frozenset[str] = frozenset()
+    # A helper's flag parameters with a false default (`calc_acc=False`) that every step call
+    # leaves unset: what runs only under one of them does not run on the step.
+    unset_flags: frozenset[str] = frozenset()
 
     @property
     def is_function(self) -> bool:
@@ -198,8 +202,7 @@ def _loops_over_optimizers(ctx: FileContext, step: cst.Call) -> bool:
     loop = innermost_loop(ctx, step)
     if type(loop) is not cst.For:
         return False
-    words = test_words(ctx, loop.iter)
-    return "optim" in words and innermost_loop(ctx, loop) is None
+    return loops_over_optimizers(ctx, loop) and innermost_loop(ctx, loop) is None
 
 
 def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
@@ -225,7 +228,9 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
             break
         if type(ancestor) in (cst.ExceptHandler, cst.Raise, cst.Assert):
             return True
-        if type(ancestor) is cst.IndentedBlock and _after_logging_exit(ctx, ancestor, child):
+        if type(ancestor) is cst.IndentedBlock and (
+            _after_logging_exit(ctx, ancestor, child) or _fails_after(ancestor, child)
+        ):
             return True
         child = ancestor
     return any(
@@ -238,6 +243,36 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
         )
         for branch, in_body in enclosing_ifs(ctx, node, region)
     )
+
+
+def in_unset_branch(ctx: FileContext, node: cst.CSTNode, region: StepRegion) -> bool:
+    """Whether `node` runs only under a flag that the step's calls of the region leave unset
+    (`if calc_acc:` in a helper the training loop calls as `forward(model, batch)` and only the
+    evaluation calls with `calc_acc=True`)."""
+    if not region.unset_flags:
+        return False
+    return any(
+        in_body and _needs_flag(branch.test, region.unset_flags)
+        for branch, in_body in enclosing_ifs(ctx, node, region.owner)
+    )
+
+
+def _needs_flag(test: cst.BaseExpression, flags: frozenset[str]) -> bool:
+    """`flag`, `flag and x`, `flag is not None`: a test that is false while `flag` is unset."""
+    if type(test) is cst.Name:
+        return test.value in flags
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _needs_flag(test.left, flags) or _needs_flag(test.right, flags)
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        return (
+            type(test.left) is cst.Name
+            and test.left.value in flags
+            and type(target.operator) is cst.IsNot
+            and type(target.comparator) is cst.Name
+            and target.comparator.value == "None"
+        )
+    return False
 
 
 def _main_return(ctx: FileContext, branch: cst.If, region: cst.CSTNode) -> bool:
@@ -271,6 +306,46 @@ def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: c
             and _skips(earlier.body)
         ):
             return True
+    return False
+
+
+def _fails_after(block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
+    """A later statement of the block always raises or exits the process: `statement` runs only
+    on the way to that failure (`if torch.isfinite(t).all(): return` then `n = bad.sum().item()`
+    and `raise ValueError(n)`), once, not on every step."""
+    seen = False
+    for later in block.body:
+        if later is statement:
+            seen = True
+        elif seen and type(later) is cst.SimpleStatementLine and _leaves_process(later):
+            return True
+        elif seen and _may_exit(later):
+            return False  # `if ok: return value` before the raise: the normal path leaves there
+    return False
+
+
+def _may_exit(statement: cst.CSTNode) -> bool:
+    """A `return`, `continue` or `break` somewhere in `statement` (not in a function it defines)."""
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.Return, cst.Continue, cst.Break):
+            return True
+        if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef) and node is not statement:
+            continue
+        stack.extend(node.children)
+    return False
+
+
+def _leaves_process(line: cst.SimpleStatementLine | cst.SimpleStatementSuite) -> bool:
+    """The line ends by raising or by exiting the process (`sys.exit(1)`)."""
+    small = line.body[-1] if line.body else None
+    if type(small) is cst.Raise:
+        return True
+    if type(small) is cst.Expr and type(small.value) is cst.Call:
+        func = small.value.func
+        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+        return name in EXIT_CALLS
     return False
 
 
@@ -337,10 +412,5 @@ def _leaves(body: cst.BaseSuite) -> bool:
     last = statements[-1] if statements else None
     if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         small = last.body[-1] if last.body else None
-        if type(small) in (cst.Raise, cst.Return, cst.Break):
-            return True
-        if type(small) is cst.Expr and type(small.value) is cst.Call:
-            func = small.value.func
-            name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
-            return name in EXIT_CALLS
+        return type(small) in (cst.Return, cst.Break) or _leaves_process(last)
     return False

@@ -19,7 +19,13 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import callee, method_of, optimizer_classes, parameter_names
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
-from devicelint.analysis.training.loops import StepRegion, evaluates, in_logging_condition, step_regions
+from devicelint.analysis.training.loops import (
+    StepRegion,
+    evaluates,
+    in_logging_condition,
+    in_unset_branch,
+    step_regions,
+)
 from devicelint.analysis.training.step import Scope
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, receiver, scope_of
 from devicelint.analysis.training.values import values_of
@@ -38,11 +44,12 @@ def step_code(ctx: FileContext) -> list[StepRegion]:
             found.setdefault(id(region.owner), region)
         frontier = list(found.values())
         for _ in range(_MAX_DEPTH):
-            reached: dict[int, tuple[cst.FunctionDef, set[str]]] = {}
+            reached: dict[int, tuple[cst.FunctionDef, set[str], set[str]]] = {}
             for region in frontier:
                 _follow(c, region, found, reached)
             frontier = [
-                StepRegion(func, func.body, Scope(node=func), (), frozenset(seeds)) for func, seeds in reached.values()
+                StepRegion(func, func.body, Scope(node=func), (), frozenset(seeds), frozenset(unset))
+                for func, seeds, unset in reached.values()
             ]
             for region in frontier:
                 found[id(region.owner)] = region
@@ -55,13 +62,17 @@ def _follow(
     ctx: FileContext,
     region: StepRegion,
     found: dict[int, StepRegion],
-    reached: dict[int, tuple[cst.FunctionDef, set[str]]],
+    reached: dict[int, tuple[cst.FunctionDef, set[str], set[str]]],
 ) -> None:
     """Add to `reached` the functions `region` calls on every step, with the parameters each call
-    passes device tensors."""
+    passes device tensors and the flags that every such call leaves unset."""
     hot = hot_values(ctx, region)
     for node in body_nodes(region.body):
-        if type(node) is not cst.Call or in_logging_condition(ctx, node, region.owner):
+        if (
+            type(node) is not cst.Call
+            or in_logging_condition(ctx, node, region.owner)
+            or in_unset_branch(ctx, node, region)
+        ):
             continue
         func = callee(ctx, node)
         if func is None or id(func) in found or func is region.owner:
@@ -70,8 +81,41 @@ def _follow(
             continue
         if evaluates(ctx, func) and not _optimizer_method(ctx, func) and not _feeds_loss(ctx, node, hot):
             continue  # an evaluation helper: reading its results is what it is for
-        entry = reached.setdefault(id(func), (func, set()))
+        unset = _unset_flags(ctx, node, func)
+        entry = reached.setdefault(id(func), (func, set(), set(unset)))
         entry[1].update(_device_parameters(ctx, node, func, hot))
+        entry[2].intersection_update(unset)
+
+
+def _unset_flags(ctx: FileContext, call: cst.Call, func: cst.FunctionDef) -> set[str]:
+    """Parameters of `func` with a false default (`calc_acc=False`, `debug=None`) that `call`
+    leaves out or sets to a false literal: a branch under one of them is not taken on this call."""
+    if any(arg.star for arg in call.args):
+        return set()
+    params = [*func.params.posonly_params, *func.params.params]
+    if params and _takes_self(ctx, func, call):
+        params = params[1:]
+    given: dict[str, cst.BaseExpression] = {}
+    positional = [arg.value for arg in call.args if arg.keyword is None]
+    for param, value in zip(params, positional):
+        given[param.name.value] = value
+    for arg in call.args:
+        if arg.keyword is not None:
+            given[arg.keyword.value] = arg.value
+    out = set()
+    for param in (*params, *func.params.kwonly_params):
+        if param.default is None or not _false_literal(param.default):
+            continue
+        value = given.get(param.name.value)
+        if value is None or _false_literal(value):
+            out.add(param.name.value)
+    return out
+
+
+def _false_literal(node: cst.BaseExpression) -> bool:
+    if type(node) is cst.Name:
+        return node.value in ("False", "None")
+    return type(node) is cst.Integer and node.value == "0"
 
 
 def _feeds_loss(ctx: FileContext, call: cst.Call, hot: HotValues) -> bool:

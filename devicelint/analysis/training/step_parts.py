@@ -76,7 +76,7 @@ def optimizer_names(ctx: FileContext) -> frozenset[str]:
         for scope in assignments(c).values():
             for target, values in scope.items():
                 for value in values:
-                    if type(value) is cst.Call and _optimizer_class(c.qualified_name(value.func) or ""):
+                    if type(value) is cst.Call and optimizer_class(c.qualified_name(value.func) or ""):
                         names.add(target)
         scalers = scaler_names(c)
         zeroed: set[str] = set()
@@ -98,7 +98,7 @@ def optimizer_names(ctx: FileContext) -> frozenset[str]:
     return ctx.shared("training.step.optimizers", build)
 
 
-def _optimizer_class(qualified: str) -> bool:
+def optimizer_class(qualified: str) -> bool:
     last = qualified.rsplit(".", 1)[-1]
     return (
         qualified.startswith("torch.optim.")
