@@ -81,6 +81,7 @@ from devicelint.analysis.placement_values import (
     looks_like_device_name,
     string_value,
 )
+from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
 from devicelint.context import FileContext
 
 __all__ = [
@@ -168,6 +169,8 @@ class _Interpreter(CallEvaluation):
         self.seen: set[tuple[int, int, int]] = set()
         # each parameter's fact on entry, to tell assumed placements from derived ones
         self.params: Env = {}
+        # names bound to another name's value, for `x = x.to(device)` to leave them behind
+        self.aliases = Aliases()
         # where the module's own submodules and tensors are: on its device, except in code that
         # runs while the model is being built (nothing has been moved yet)
         building = cls is not None and type(scope) is cst.FunctionDef and analysis.construction_only(cls, scope)
@@ -401,7 +404,14 @@ class _Interpreter(CallEvaluation):
 
     def _small(self, small: cst.CSTNode) -> None:
         if type(small) is cst.Assign:
+            moved = moved_in_place(small)
+            before = self.env.get(moved, UNKNOWN_FACT) if moved is not None else UNKNOWN_FACT
             fact = self._eval(small.value)
+            stale = (
+                self.aliases.stale_after_move(moved, before, self.env)
+                if moved is not None and (on_accelerator(fact) or self._to_own_device(small.value, fact))
+                else {}
+            )
             if (
                 type(small.value) is cst.Call
                 and self._is_loader(small.value, fact)
@@ -414,6 +424,10 @@ class _Interpreter(CallEvaluation):
                 if not self._tracks(target.target):
                     self.env = released(self.env, hosted_in(fact))  # `trainer.model = model`
                 self._bind(target.target, fact, small.value)
+            self.env.update(stale)  # `prompt = x` before `x = x.to(device)` still holds the CPU copy
+            if len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                name = small.targets[0].target.value
+                self.aliases.bind(small, name, self.env.get(name, UNKNOWN_FACT))
         elif type(small) is cst.AnnAssign:
             if small.value is not None:
                 self._bind(small.target, self._eval(small.value), small.value)
@@ -426,6 +440,15 @@ class _Interpreter(CallEvaluation):
                 self._return(small.value)
         elif isinstance(small, (cst.Assert,)):
             self._eval(small.test)
+
+    def _to_own_device(self, move: cst.BaseExpression, fact: Fact) -> bool:
+        """`x = x.to(self.weight.device)` in a module's method: moved to wherever the module is."""
+        if self.cls is None or fact.kind != DEVICE or fact.where != FOLLOWS or type(move) is not cst.Call:
+            return False
+        return any(
+            (arg.keyword is None or arg.keyword.value == "device") and self._fact_of(arg.value).kind == DEVICE_VALUE
+            for arg in move.args
+        )
 
     def _expression_statement(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)
@@ -586,6 +609,7 @@ class _Interpreter(CallEvaluation):
         key = self._key(target)
         if key is not None:
             self.env[key] = fact
+            self.aliases.rebound(key)
 
     def _bind_part(self, target: cst.Subscript, fact: Fact) -> None:
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
@@ -675,6 +699,13 @@ class _Interpreter(CallEvaluation):
             facts = tuple(
                 self._eval(e.value) if type(e) is not cst.StarredElement else UNKNOWN_FACT for e in node.elements
             )
+            last = node.elements[-1] if node.elements else None
+            if type(last) is cst.StarredElement and not any(type(e) is cst.StarredElement for e in node.elements[:-1]):
+                # `(prompt, *sampled)`: a list of known parts spread at the end adds its parts (the
+                # positions before it stay right)
+                spread = self._eval(last.value).elements
+                if spread:
+                    facts = facts[:-1] + spread
             return Fact(UNKNOWN, elements=facts)
         if isinstance(node, (cst.ListComp, cst.DictComp, cst.GeneratorExp)):
             return self._comprehension(node)

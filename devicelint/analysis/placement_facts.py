@@ -77,6 +77,10 @@ class Fact:
     # A list whose elements are all alike (a comprehension, `list(t)` of a tensor's rows): the
     # one element fact answers every index, even one past what the code shows.
     alike: bool = False
+    # A value a name kept from before the code moved it (`prompt = x` before `x = x.to(device)`,
+    # `analysis/stale_aliases.py`): the unmoved tensor, taken for a CPU one. `origin` is the
+    # statement that bound the name.
+    left_behind: bool = False
 
     def __eq__(self, other: object) -> bool:
         # The engine compares facts (mostly with UNKNOWN_FACT) hundreds of thousands of times
@@ -105,6 +109,7 @@ class Fact:
             and self.copied == o.copied
             and self.spelled == o.spelled
             and self.alike == o.alike
+            and self.left_behind == o.left_behind
         )
 
     @property
