@@ -34,6 +34,7 @@ from dataclasses import replace
 import libcst as cst
 
 from devicelint.analysis.devices import distinct, literal_device
+from devicelint.analysis.held_models import kept_on_host
 from devicelint.analysis.host_modules import (
     captured_names,
     hosted_in,
@@ -790,6 +791,8 @@ class _Interpreter(CallEvaluation):
                 and self.analysis.only_init_assigns(self.scope, attr)
             ):
                 return stated  # state the optimizer keeps from `__init__`, on the CPU
+            if stated is not None and is_host_module(stated) and self._kept_on_host(attr):
+                return stated  # `self.model = resnet18()` that no code of the file moves
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -829,6 +832,14 @@ class _Interpreter(CallEvaluation):
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT
+
+    def _kept_on_host(self, attr: str) -> bool:
+        """Whether a plain class's `self.<attr>`, a module `__init__` left on the CPU, stays there
+        for every method (`analysis/held_models.py`)."""
+        if type(self.scope) is not cst.FunctionDef or not self.analysis.only_init_assigns(self.scope, attr):
+            return False
+        cls = self.ctx.index.enclosing_class(self.scope)
+        return cls is not None and kept_on_host(self.ctx, cls, attr)
 
     def _in_optimizer(self) -> bool:
         """Whether this is a method of a `torch.optim.Optimizer` subclass."""

@@ -659,6 +659,7 @@ class CallEvaluation:
             if (
                 member.kind == MODULE
                 and (member.where == ACCELERATOR or member.fields)
+                or (is_host_module(member) and member.origin is not None)  # `self.model` kept on the CPU
                 or (member.kind == UNKNOWN and member.where == ACCELERATOR and not member.batch)
                 or member.device is not None
                 and devicey(member)

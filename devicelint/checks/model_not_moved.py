@@ -21,7 +21,8 @@ class ModelNotMoved(Rule):
     The module is built in the file (an `nn` layer, a module class of the file that owns
     parameters, a `torchvision`/`timm` model, a transformers `from_pretrained` model without
     `device_map`, a model from another package's builder that the code loads weights into),
-    also inside a helper that returns it, and the input was moved with
+    also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
+    `self.<attr>` from `__init__` and called in another method; the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`.
 
     ## Why it is a bug on a GPU
@@ -60,9 +61,12 @@ class ModelNotMoved(Rule):
     `eval`/`train`/`load_state_dict`-style ones, any object's attribute), or moved on one path
     only (`if use_cuda: model.cuda()`), or built under a `with` block, a default device, with
     `device=`/`device_map=`/`**kwargs`, or from a class that moves itself or inherits from a
-    class outside the file and `torch`, it is not reported. A model built in one method and
-    used in another (`fit` moves it, `predict` does not) is not followed: the order in which
-    methods run is unknown. Models from other builders (`build_model(cfg)`, `torch.load`) are
+    class outside the file and `torch`, it is not reported. A model a plain class builds in
+    `__init__` and uses in another method is followed only where no code of the file moves it
+    or hands it on: every use of `self.<attr>` calls it, reads a part of it or calls a method
+    that keeps it in place, no `<instance>.<attr>` elsewhere does otherwise, `self` is handed
+    to nothing and no class derives from the class (`fit` moving it and `predict` not is not
+    reported: the order in which methods run is unknown). Models from other builders (`build_model(cfg)`, `torch.load`) are
     of unknown place, except a builder function (not a class) imported from another package that is handed nothing
     that could say where to build (no `device=`-like keyword, no whole settings object, no
     value named after a device) and whose model the same function loads weights into
