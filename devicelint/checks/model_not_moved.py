@@ -7,7 +7,9 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.held_models import held_model
 from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.analysis.placement_classes import self_attribute
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -66,7 +68,9 @@ class ModelNotMoved(Rule):
     or hands it on: every use of `self.<attr>` calls it, reads a part of it or calls a method
     that keeps it in place, no `<instance>.<attr>` elsewhere does otherwise, `self` is handed
     to nothing and no class derives from the class (`fit` moving it and `predict` not is not
-    reported: the order in which methods run is unknown). Models from other builders (`build_model(cfg)`, `torch.load`) are
+    reported: the order in which methods run is unknown, unless the class restores instances
+    with a class-level method, `load()` building `cls(...)`, that runs none of the methods
+    that move it, and the method calling it runs none of them either). Models from other builders (`build_model(cfg)`, `torch.load`) are
     of unknown place, except a builder function (not a class) imported from another package that is handed nothing
     that could say where to build (no `device=`-like keyword, no whole settings object, no
     value named after a device) and whose model the same function loads weights into
@@ -77,7 +81,7 @@ class ModelNotMoved(Rule):
     name = "model-not-moved"
     summary = "A module built on the CPU and never moved is called with inputs on the device."
     message = (
-        "`{model}` is built on the CPU by `{built}` and never moved, but is called with `{argument}`, "
+        "`{model}` is built on the CPU by `{built}` and {moved}, but is called with `{argument}`, "
         "which is on the device; move the model first: `{model}.to({device})`"
     )
     tokens = ("to(", "cuda", "device")
@@ -97,9 +101,22 @@ def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:
     return {
         "model": _short(ctx.code_for(model)),
         "built": built,
+        "moved": _moved(ctx, model),
         "argument": _short(ctx.code_for(found.argument_node)),
         "device": _device(ctx, found),
     }
+
+
+def _moved(ctx: FileContext, model: cst.CSTNode) -> str:
+    """ "never moved", or which methods move a plain class's `self.<attr>` and which
+    class-level method returns an instance that skips them."""
+    attr = self_attribute(model)
+    cls = ctx.index.enclosing_class(model) if attr is not None else None
+    held = held_model(ctx, cls, attr) if cls is not None and attr is not None else None
+    if held is None or not held.movers or held.restorer is None:
+        return "never moved"
+    movers = ", ".join(f"`{name}()`" for name in sorted(held.movers))
+    return f"moved only by {movers}, which an instance from `{held.restorer}()` has not run"
 
 
 def _device(ctx: FileContext, found: HostModuleCall) -> str:
