@@ -91,6 +91,18 @@ _PLACING_KEYWORDS = frozenset(
 )
 # Libraries whose builders return a model on the CPU, by qualified-name prefix.
 _CPU_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "timm.models.create_model")
+# Builders that construct from a settings object and never place what they build (detectron2's
+# `build_model` moves the model to `cfg.MODEL.DEVICE`; its part builders do not).
+_CPU_PART_BUILDERS = frozenset(
+    {
+        "detectron2.modeling.build_backbone",
+        "detectron2.modeling.backbone.build_backbone",
+        "detectron2.modeling.backbone.build.build_backbone",
+        "detectron2.modeling.build_resnet_backbone",
+        "detectron2.modeling.backbone.build_resnet_backbone",
+        "detectron2.modeling.backbone.resnet.build_resnet_backbone",
+    }
+)
 # Known base classes whose constructors leave the module on the CPU.
 _CPU_BASES = frozenset(
     {
@@ -155,7 +167,9 @@ def library_model(ctx: FileContext, call: cst.Call) -> str | None:
     last = qualified.rsplit(".", 1)[-1]
     if qualified.startswith(_CPU_MODEL_BUILDERS) and last[:1].islower() and not last.startswith(("get_", "list_")):
         return last
-    if qualified.startswith("transformers.") and last == "from_pretrained":
+    if qualified in _CPU_PART_BUILDERS:
+        return last
+    if qualified.startswith("transformers.") and last in ("from_pretrained", "from_config"):
         owner = qualified.rsplit(".", 2)[-2]
         return owner if "Model" in owner and "Tokenizer" not in owner and "Processor" not in owner else None
     return None

@@ -22,7 +22,8 @@ class ModelNotMoved(Rule):
     that the program put on the accelerator: `model(x)`, `model.forward(x)`, `model(**batch)`.
     The module is built in the file (an `nn` layer, a module class of the file that owns
     parameters, a `torchvision`/`timm` model, a transformers `from_pretrained` model without
-    `device_map`, a model from another package's builder that the code loads weights into),
+    `device_map` or a `from_config` one, a detectron2 part built from a config
+    (`build_backbone(cfg)`: unlike `build_model`, it does not move what it builds), a model from another package's builder that the code loads weights into),
     also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
     `self.<attr>` from `__init__` and called in another method; the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`.
