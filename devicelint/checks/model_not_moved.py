@@ -23,7 +23,9 @@ class ModelNotMoved(Rule):
     The module is built in the file (an `nn` layer, a module class of the file that owns
     parameters, a `torchvision`/`timm` model, a transformers `from_pretrained` model without
     `device_map` or a `from_config` one, a detectron2 part built from a config
-    (`build_backbone(cfg)`: unlike `build_model`, it does not move what it builds), a model from another package's builder that the code loads weights into),
+    (`build_backbone(cfg)`: unlike `build_model`, it does not move what it builds), a whole
+    model loaded with `torch.load(path, map_location="cpu")` or `torch.jit.load` that the code
+    calls and never indexes like a checkpoint, a model from another package's builder that the code loads weights into),
     also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
     `self.<attr>` from `__init__` and called in another method; the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`.
@@ -61,20 +63,22 @@ class ModelNotMoved(Rule):
     Only a module whose place is certain is reported. Once the module is handed to anything
     that might move it (a function of unknown body, a helper of the file, a `Trainer`,
     `accelerator.prepare`, a `DataParallel`/DDP wrapper, a method of the module other than
-    `eval`/`train`/`load_state_dict`-style ones, any object's attribute), or moved on one path
-    only (`if use_cuda: model.cuda()`), or built under a `with` block, a default device, with
-    `device=`/`device_map=`/`**kwargs`, or from a class that moves itself or inherits from a
-    class outside the file and `torch`, it is not reported. A model a plain class builds in
-    `__init__` and uses in another method is followed only where no code of the file moves it
-    or hands it on: every use of `self.<attr>` calls it, reads a part of it or calls a method
-    that keeps it in place, no `<instance>.<attr>` elsewhere does otherwise, `self` is handed
-    to nothing and no class derives from the class (`fit` moving it and `predict` not is not
-    reported: the order in which methods run is unknown, unless the class restores instances
-    with a class-level method, `load()` building `cls(...)`, that runs none of the methods
-    that move it, and the method calling it runs none of them either). Models from other builders (`build_model(cfg)`, `torch.load`) are
-    of unknown place, except a builder function (not a class) imported from another package that is handed nothing
-    that could say where to build (no `device=`-like keyword, no whole settings object, no
-    value named after a device) and whose model the same function loads weights into
+    `eval`/`train`/`load_state_dict`-style ones, any object's attribute), or moved on one
+    path only (`if use_cuda: model.cuda()`), or built under a `with` block, a default
+    device, with `device=`/`device_map=`/`**kwargs`, or from a class that moves itself or
+    inherits from a class outside the file and `torch`, it is not reported. A model a plain
+    class builds in `__init__` and uses in another method is followed only where no code of
+    the file moves it or hands it on: every use of `self.<attr>` calls it, reads a part of
+    it or calls a method that keeps it in place, no `<instance>.<attr>` elsewhere does
+    otherwise, `self` is handed to nothing and no class derives from the class (`fit` moving
+    it and `predict` not is not reported: the order in which methods run is unknown, unless
+    the class restores instances with a class-level method, `load()` building `cls(...)`,
+    that runs none of the methods that move it, and the method calling it runs none of them
+    either). Models from other builders (`build_model(cfg)`, `torch.load` without a CPU
+    `map_location`) are of unknown place, except a builder function (not a class) imported
+    from another package that is handed nothing that could say where to build (no
+    `device=`-like keyword, no whole settings object, no value named after a device) and
+    whose model the same function loads weights into
     (`net = hourglass(num_stacks=args.stacks)` then `net.load_state_dict(...)`).
     """
 
