@@ -406,13 +406,14 @@ class _Interpreter(CallEvaluation):
     def _small(self, small: cst.CSTNode) -> None:
         if type(small) is cst.Assign:
             moved = moved_in_place(small)
-            before = self.env.get(moved, UNKNOWN_FACT) if moved is not None else UNKNOWN_FACT
+            before = self.env.get(moved[0], UNKNOWN_FACT) if moved is not None else UNKNOWN_FACT
             fact = self._eval(small.value)
-            stale = (
-                self.aliases.stale_after_move(moved, before, self.env)
-                if moved is not None and (on_accelerator(fact) or self._to_own_device(small.value, fact))
-                else {}
-            )
+            stale = {}
+            if moved is not None:
+                name, move = moved
+                placed = fact if move is small.value else self._fact_of(move)
+                if on_accelerator(placed) or self._to_own_device(move, placed):
+                    stale = self.aliases.stale_after_move(name, before, self.env)
             if (
                 type(small.value) is cst.Call
                 and self._is_loader(small.value, fact)

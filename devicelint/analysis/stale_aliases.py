@@ -45,17 +45,57 @@ def alias_source(value: cst.BaseExpression) -> cst.Name | None:
     return None
 
 
-def moved_in_place(assign: cst.Assign) -> str | None:
-    """The name when `assign` rebinds a name to its own move towards an accelerator:
-    `x = x.to(device)`, `x = x.cuda()`."""
+def moved_in_place(assign: cst.Assign) -> tuple[str, cst.Call] | None:
+    """The name and the move when `assign` rebinds a name to its own move towards an
+    accelerator: `x = x.to(device)`, `x = x.cuda()`, or part by part,
+    `batch = {k: v.to(device) for k, v in batch.items()}`, `xs = [t.cuda() for t in xs]`,
+    `xs = tuple(t.to(device) for t in xs)`."""
     if len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Name:
         return None
     name = assign.targets[0].target.value
     value = assign.value
-    if not moves_to_accelerator(value):
+    move = _move_of(value)
+    if move is not None:
+        receiver = move.func.value  # type: ignore[attr-defined]  # a move is a method call
+        return (name, move) if type(receiver) is cst.Name and receiver.value == name else None
+    if (
+        type(value) is cst.Call
+        and type(value.func) is cst.Name
+        and value.func.value in ("tuple", "list")
+        and len(value.args) == 1
+    ):
+        value = value.args[0].value
+    if not isinstance(value, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
         return None
-    receiver = value.func.value  # type: ignore[attr-defined]  # moves_to_accelerator() matched a method call
-    return name if type(receiver) is cst.Name and receiver.value == name else None
+    element = _move_of(value.value if type(value) is cst.DictComp else value.elt)  # type: ignore[union-attr]  # DictComp has `value`, the others `elt`
+    loop = value.for_in
+    if loop.inner_for_in is not None or element is None:
+        return None
+    moved = element.func.value  # type: ignore[attr-defined]  # a move is a method call
+    iterated = loop.iter
+    if type(value) is cst.DictComp:
+        # `for k, v in batch.items()`: the move of `v`
+        if not (
+            type(iterated) is cst.Call
+            and type(iterated.func) is cst.Attribute
+            and iterated.func.attr.value == "items"
+            and type(loop.target) is cst.Tuple
+            and len(loop.target.elements) == 2
+        ):
+            return None
+        iterated, part = iterated.func.value, loop.target.elements[1].value
+    else:
+        part = loop.target
+    if not (type(iterated) is cst.Name and iterated.value == name and type(part) is cst.Name):
+        return None
+    if type(moved) is not cst.Name or moved.value != part.value:
+        return None
+    return name, element
+
+
+def _move_of(node: cst.BaseExpression) -> cst.Call | None:
+    """`node` when it is a move that may target an accelerator."""
+    return node if type(node) is cst.Call and moves_to_accelerator(node) else None
 
 
 def on_accelerator(fact: Fact) -> bool:

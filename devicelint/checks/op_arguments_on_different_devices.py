@@ -137,8 +137,9 @@ class OpArgumentsOnDifferentDevices(Rule):
     caller that shows a device agrees. A host copy of a full reduction (`x.sum().cpu()`) is 0-dim
     and not reported; a copy of a tensor the file does not show as a tensor is not a copy here.
     A name left behind is only followed within one function, from a plain alias bound before
-    the move in statement order to `x = x.to(device)`/`x = x.cuda()` of the same name (not a
-    move of a container's parts, `batch = {k: v.to(device) ...}`), and only when the move
+    the move in statement order to `x = x.to(device)`/`x = x.cuda()` of the same name, or to
+    a move of its parts into the same name (`batch = {k: v.to(device) for k, v in
+    batch.items()}`, `xs = [t.cuda() for t in xs]`), and only when the move
     certainly goes to the accelerator or, in a module's method, to a device the module names
     (`x.to(self.weight.device)`); a value already on the device before the move is not one.
     """
@@ -211,12 +212,13 @@ def _left_behind_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, s
     cpu_text = short(ctx, meeting.cpu_node, 40)
     device_text = short(ctx, meeting.device_node, 40) if meeting.device_node is not None else "a device tensor"
     kept = f"`{cpu_text}`" if cpu_text == alias.value else f"`{cpu_text}` (from `{alias.value}`)"
+    bound = short(ctx, statement.value, 40)
     return {
         "what": (
-            f"`{short(ctx, meeting.node, 50)}` needs its tensors on one device, but {kept} still holds "
-            f"`{source.value}` from before `{source.value}` was moved, and `{device_text}` is on the device"
+            f"`{short(ctx, meeting.node, 50)}` needs its tensors on one device, but {kept} is `{bound}` "
+            f"from before `{source.value}` was moved, and `{device_text}` is on the device"
         ),
-        "advice": f"bind `{alias.value}` after the move, or move it too (`{alias.value}.to({source.value}.device)`)",
+        "advice": f"bind `{alias.value}` after the move, or move it to the same device as well",
     }
 
 
