@@ -70,16 +70,17 @@ class ModelNotMoved(Rule):
     class builds in `__init__` and uses in another method is followed only where no code of
     the file moves it or hands it on: every use of `self.<attr>` calls it, reads a part of
     it or calls a method that keeps it in place, no `<instance>.<attr>` elsewhere does
-    otherwise, `self` is handed to nothing and no class derives from the class (`fit` moving
-    it and `predict` not is not reported: the order in which methods run is unknown, unless
-    the class restores instances with a class-level method, `load()` building `cls(...)`,
-    that runs none of the methods that move it, and the method calling it runs none of them
-    either). Models from other builders (`build_model(cfg)`, `torch.load` without a CPU
-    `map_location`) are of unknown place, except a builder function (not a class) imported
-    from another package that is handed nothing that could say where to build (no
-    `device=`-like keyword, no whole settings object, no value named after a device) and
-    whose model the same function loads weights into
-    (`net = hourglass(num_stacks=args.stacks)` then `net.load_state_dict(...)`).
+    otherwise, `self` is handed to nothing and no class of the file derives from the class
+    (other files of the project are not read for this; `fit` moving it and `predict` not is
+    not reported: the order in which methods run is unknown, unless the class restores
+    instances with a class-level method, `load()` building `cls(...)`, that runs none of the
+    methods that move it, and the method calling it runs none of them either). Models from
+    other builders (`build_model(cfg)`, `torch.load` without a CPU `map_location`) are of
+    unknown place, except a builder function (not a class) imported from another package
+    that is handed nothing that could say where to build (no `device=`-like keyword, no
+    whole settings object, no value named after a device) and whose model the same function
+    loads weights into (`net = hourglass(num_stacks=args.stacks)` then
+    `net.load_state_dict(...)`).
     """
 
     code = "DL117"
