@@ -91,6 +91,18 @@ _PLACING_KEYWORDS = frozenset(
 )
 # Libraries whose builders return a model on the CPU, by qualified-name prefix.
 _CPU_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "timm.models.create_model")
+# Builders that construct from a settings object and never place what they build (detectron2's
+# `build_model` moves the model to `cfg.MODEL.DEVICE`; its part builders do not).
+_CPU_PART_BUILDERS = frozenset(
+    {
+        "detectron2.modeling.build_backbone",
+        "detectron2.modeling.backbone.build_backbone",
+        "detectron2.modeling.backbone.build.build_backbone",
+        "detectron2.modeling.build_resnet_backbone",
+        "detectron2.modeling.backbone.build_resnet_backbone",
+        "detectron2.modeling.backbone.resnet.build_resnet_backbone",
+    }
+)
 # Known base classes whose constructors leave the module on the CPU.
 _CPU_BASES = frozenset(
     {
@@ -155,7 +167,9 @@ def library_model(ctx: FileContext, call: cst.Call) -> str | None:
     last = qualified.rsplit(".", 1)[-1]
     if qualified.startswith(_CPU_MODEL_BUILDERS) and last[:1].islower() and not last.startswith(("get_", "list_")):
         return last
-    if qualified.startswith("transformers.") and last == "from_pretrained":
+    if qualified in _CPU_PART_BUILDERS:
+        return last
+    if qualified.startswith("transformers.") and last in ("from_pretrained", "from_config"):
         owner = qualified.rsplit(".", 2)[-2]
         return owner if "Model" in owner and "Tokenizer" not in owner and "Processor" not in owner else None
     return None
@@ -221,6 +235,54 @@ def loaded_builder(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> str 
         ):
             return qualified.rsplit(".", 1)[-1]
     return None
+
+
+# Loaders of pickled objects: what they return is where `map_location` puts it.
+_LOADERS = frozenset({"torch.load", "torch.serialization.load", "torch.jit.load", "torch.jit._serialization.load"})
+
+
+def loaded_model_on_host(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> bool:
+    """Whether `call` loads a whole model onto the CPU: `torch.load(path, map_location="cpu")`
+    (or `torch.jit.load`) bound to a name or `self.<attr>` that the code calls like a module
+    (`model(x)`) and never indexes like a checkpoint (`ckpt["model"]`)."""
+    if ctx.qualified_name(call.func) not in _LOADERS or not _maps_to_cpu(ctx, call):
+        return False
+    if _sets_default_device(ctx) or under_placing_context(ctx, call, scope):
+        return False
+    parent = ctx.index.parent(call)
+    if type(parent) is not cst.Assign or len(parent.targets) != 1:
+        return False
+    target = parent.targets[0].target
+    attr = self_attribute(target)
+    if attr is None and type(target) is not cst.Name:
+        return False
+    region = ctx.index.enclosing_class(call) if attr is not None else scope
+    if region is None:
+        return False
+    called = False
+    for node in ctx.index.walk(region):
+        if type(node) is cst.Call and _same_binding(node.func, target):
+            called = True
+        elif type(node) is cst.Subscript and _same_binding(node.value, target):
+            return False  # a checkpoint's entries, not a model
+    return called
+
+
+def _same_binding(node: cst.CSTNode, target: cst.BaseExpression) -> bool:
+    """`node` reads what `target` (a name or `self.<attr>`) binds."""
+    if type(target) is cst.Name:
+        return type(node) is cst.Name and node.value == target.value
+    return self_attribute(node) == self_attribute(target)
+
+
+def _maps_to_cpu(ctx: FileContext, call: cst.Call) -> bool:
+    """`map_location="cpu"` or `torch.device("cpu")`, by keyword or as the second argument."""
+    place = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "map_location"), None)
+    if place is None and len(call.args) > 1 and call.args[1].keyword is None:
+        place = call.args[1].value
+    if type(place) is cst.Call and ctx.qualified_name(place.func) == "torch.device" and len(place.args) == 1:
+        place = place.args[0].value
+    return type(place) is cst.SimpleString and place.value.strip("\"'") == "cpu"
 
 
 # Names of values that may say where to build a model.

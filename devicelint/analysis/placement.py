@@ -44,6 +44,7 @@ from devicelint.analysis.branch_splits import (
     test_key,
 )
 from devicelint.analysis.devices import distinct, literal_device
+from devicelint.analysis.held_models import kept_on_host
 from devicelint.analysis.host_modules import (
     captured_names,
     hosted_in,
@@ -93,6 +94,7 @@ from devicelint.analysis.placement_values import (
     looks_like_device_name,
     string_value,
 )
+from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
 from devicelint.context import FileContext
 
 __all__ = [
@@ -182,6 +184,8 @@ class _Interpreter(CallEvaluation):
         self.splits: Splits = {}
         # each parameter's fact on entry, to tell assumed placements from derived ones
         self.params: Env = {}
+        # names bound to another name's value, for `x = x.to(device)` to leave them behind
+        self.aliases = Aliases()
         # where the module's own submodules and tensors are: on its device, except in code that
         # runs while the model is being built (nothing has been moved yet)
         building = cls is not None and type(scope) is cst.FunctionDef and analysis.construction_only(cls, scope)
@@ -454,7 +458,15 @@ class _Interpreter(CallEvaluation):
 
     def _small(self, small: cst.CSTNode) -> None:
         if type(small) is cst.Assign:
+            moved = moved_in_place(small)
+            before = self.env.get(moved[0], UNKNOWN_FACT) if moved is not None else UNKNOWN_FACT
             fact = self._eval(small.value)
+            stale = {}
+            if moved is not None:
+                name, move = moved
+                placed = fact if move is small.value else self._fact_of(move)
+                if on_accelerator(placed) or self._to_own_device(move, placed):
+                    stale = self.aliases.stale_after_move(name, before, self.env)
             if (
                 type(small.value) is cst.Call
                 and self._is_loader(small.value, fact)
@@ -467,6 +479,10 @@ class _Interpreter(CallEvaluation):
                 if not self._tracks(target.target):
                     self.env = released(self.env, hosted_in(fact))  # `trainer.model = model`
                 self._bind(target.target, fact, small.value)
+            self.env.update(stale)  # `prompt = x` before `x = x.to(device)` still holds the CPU copy
+            if len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                name = small.targets[0].target.value
+                self.aliases.bind(small, name, self.env.get(name, UNKNOWN_FACT))
         elif type(small) is cst.AnnAssign:
             if small.value is not None:
                 self._bind(small.target, self._eval(small.value), small.value)
@@ -479,6 +495,15 @@ class _Interpreter(CallEvaluation):
                 self._return(small.value)
         elif isinstance(small, (cst.Assert,)):
             self._eval(small.test)
+
+    def _to_own_device(self, move: cst.BaseExpression, fact: Fact) -> bool:
+        """`x = x.to(self.weight.device)` in a module's method: moved to wherever the module is."""
+        if self.cls is None or fact.kind != DEVICE or fact.where != FOLLOWS or type(move) is not cst.Call:
+            return False
+        return any(
+            (arg.keyword is None or arg.keyword.value == "device") and self._fact_of(arg.value).kind == DEVICE_VALUE
+            for arg in move.args
+        )
 
     def _expression_statement(self, value: cst.BaseExpression) -> None:
         fact = self._eval(value)
@@ -643,6 +668,7 @@ class _Interpreter(CallEvaluation):
             self.env[key] = fact
             if self.splits:
                 forget_reads_of(self.splits, key)
+            self.aliases.rebound(key)
 
     def _opaque_call(self, value: cst.BaseExpression | None) -> bool:
         """`preds, caps, lengths, order = decoder(x, caps, lens)` where `decoder` is a callable
@@ -752,6 +778,13 @@ class _Interpreter(CallEvaluation):
             facts = tuple(
                 self._eval(e.value) if type(e) is not cst.StarredElement else UNKNOWN_FACT for e in node.elements
             )
+            last = node.elements[-1] if node.elements else None
+            if type(last) is cst.StarredElement and not any(type(e) is cst.StarredElement for e in node.elements[:-1]):
+                # `(prompt, *sampled)`: a list of known parts spread at the end adds its parts (the
+                # positions before it stay right)
+                spread = self._eval(last.value).elements
+                if spread:
+                    facts = facts[:-1] + spread
             return Fact(UNKNOWN, elements=facts)
         if isinstance(node, (cst.ListComp, cst.DictComp, cst.GeneratorExp)):
             return self._comprehension(node)
@@ -836,6 +869,8 @@ class _Interpreter(CallEvaluation):
                 and self.analysis.only_init_assigns(self.scope, attr)
             ):
                 return stated  # state the optimizer keeps from `__init__`, on the CPU
+            if stated is not None and is_host_module(stated) and self._kept_on_host(attr):
+                return stated  # `self.model = resnet18()` that no code of the file moves
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -849,6 +884,9 @@ class _Interpreter(CallEvaluation):
         receiver = self._eval(node.value)
         if receiver.fields is not None:
             return receiver.field(attr)  # a dataclass or NamedTuple instance's field
+        if attr == "DEVICE" and type(node.value) is cst.Attribute:
+            # a settings tree's device (`cfg.MODEL.DEVICE`): where the author means to run
+            return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=self.ctx.code_for(node))
         if attr == "device" and self._on_host(node.value):
             return Fact(DEVICE_VALUE, where="cpu", spelled="object")  # `model.device` of a model on the CPU
         if attr == "device":
@@ -875,6 +913,14 @@ class _Interpreter(CallEvaluation):
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT
+
+    def _kept_on_host(self, attr: str) -> bool:
+        """Whether a plain class's `self.<attr>`, a module `__init__` left on the CPU, stays there
+        for every method (`analysis/held_models.py`)."""
+        if type(self.scope) is not cst.FunctionDef or not self.analysis.assigned_only_in_init(self.scope, attr):
+            return False
+        cls = self.ctx.index.enclosing_class(self.scope)
+        return cls is not None and kept_on_host(self.ctx, cls, attr, self.scope)
 
     def _in_optimizer(self) -> bool:
         """Whether this is a method of a `torch.optim.Optimizer` subclass."""

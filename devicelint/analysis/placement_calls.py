@@ -22,6 +22,7 @@ from devicelint.analysis.host_modules import (
     is_host_module,
     library_model,
     loaded_builder,
+    loaded_model_on_host,
 )
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_classes import module_constructor, self_attribute
@@ -312,6 +313,10 @@ class CallEvaluation:
         constructed = module_constructor(self.ctx, call)
         if constructed is not None:
             return self._constructed(call, constructed)
+        if loaded_model_on_host(self.ctx, call, self.scope):  # `model = torch.load(path, map_location="cpu")`
+            self._args(call)
+            self.analysis.host_modules_made = True
+            return Fact(MODULE, where=HOST, factory=qualified.rsplit(".", 1)[-1], origin=call)
         if not is_tensor_function(qualified):
             self._args(call)
             return UNKNOWN_FACT
@@ -659,6 +664,7 @@ class CallEvaluation:
             if (
                 member.kind == MODULE
                 and (member.where == ACCELERATOR or member.fields)
+                or (is_host_module(member) and member.origin is not None)  # `self.model` kept on the CPU
                 or (member.kind == UNKNOWN and member.where == ACCELERATOR and not member.batch)
                 or member.device is not None
                 and devicey(member)

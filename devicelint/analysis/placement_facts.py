@@ -84,6 +84,10 @@ class Fact:
     # no class the file shows): placed where the call's inputs are by a guess, which a rule that
     # needs the part to be a tensor (`pack_padded_sequence`'s lengths) does not take.
     guessed: bool = False
+    # A value a name kept from before the code moved it (`prompt = x` before `x = x.to(device)`,
+    # `analysis/stale_aliases.py`): the unmoved tensor, taken for a CPU one. `origin` is the
+    # statement that bound the name.
+    left_behind: bool = False
 
     def __eq__(self, other: object) -> bool:
         # The engine compares facts (mostly with UNKNOWN_FACT) hundreds of thousands of times
@@ -113,6 +117,7 @@ class Fact:
             and self.spelled == o.spelled
             and self.alike == o.alike
             and self.guessed == o.guessed
+            and self.left_behind == o.left_behind
         )
 
     @property

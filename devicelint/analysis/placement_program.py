@@ -569,9 +569,7 @@ class FileAnalysis:
         and no method moves it or writes into it in place (`self.<attr>.cuda()`,
         `self.<attr>[i] = ...`, `for t in self.<attr>: t.data = ...`)."""
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
-        if type(cls) is not cst.ClassDef:
-            return False
-        if [m.name.value for m in self._assigners(cls).get(attr, ())] != ["__init__"]:
+        if type(cls) is not cst.ClassDef or not self.assigned_only_in_init(method, attr):
             return False
         for node in self.ctx.index.walk(cls):
             if self_attribute(node) != attr:
@@ -592,6 +590,11 @@ class FileAnalysis:
                 ):
                     return False
         return True
+
+    def assigned_only_in_init(self, method: cst.FunctionDef, attr: str) -> bool:
+        """Whether `__init__` is the only method of `method`'s class that assigns `self.<attr>`."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        return type(cls) is cst.ClassDef and [m.name.value for m in self._assigners(cls).get(attr, ())] == ["__init__"]
 
     def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
         """For each `self.<attr>` of a class: the methods that assign it (any class)."""

@@ -343,7 +343,7 @@ def devicey(fact: Fact) -> bool:
 def cpu_side(fact: Fact, allow_scalar: bool) -> bool:
     if fact.kind != CPU or (fact.scalar and not allow_scalar and not fact.conflict):
         return False
-    return fact.from_factory or fact.batch or fact.copied
+    return fact.from_factory or fact.batch or fact.copied or fact.left_behind
 
 
 def compatible(cpu: Fact, device: Fact) -> bool:

@@ -7,7 +7,9 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.held_models import held_model
 from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.analysis.placement_classes import self_attribute
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -20,8 +22,12 @@ class ModelNotMoved(Rule):
     that the program put on the accelerator: `model(x)`, `model.forward(x)`, `model(**batch)`.
     The module is built in the file (an `nn` layer, a module class of the file that owns
     parameters, a `torchvision`/`timm` model, a transformers `from_pretrained` model without
-    `device_map`, a model from another package's builder that the code loads weights into),
-    also inside a helper that returns it, and the input was moved with
+    `device_map` or a `from_config` one, a detectron2 part built from a config
+    (`build_backbone(cfg)`: unlike `build_model`, it does not move what it builds), a whole
+    model loaded with `torch.load(path, map_location="cpu")` or `torch.jit.load` that the code
+    calls and never indexes like a checkpoint, a model from another package's builder that the code loads weights into),
+    also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
+    `self.<attr>` from `__init__` and called in another method; the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`.
 
     ## Why it is a bug on a GPU
@@ -57,23 +63,31 @@ class ModelNotMoved(Rule):
     Only a module whose place is certain is reported. Once the module is handed to anything
     that might move it (a function of unknown body, a helper of the file, a `Trainer`,
     `accelerator.prepare`, a `DataParallel`/DDP wrapper, a method of the module other than
-    `eval`/`train`/`load_state_dict`-style ones, any object's attribute), or moved on one path
-    only (`if use_cuda: model.cuda()`), or built under a `with` block, a default device, with
-    `device=`/`device_map=`/`**kwargs`, or from a class that moves itself or inherits from a
-    class outside the file and `torch`, it is not reported. A model built in one method and
-    used in another (`fit` moves it, `predict` does not) is not followed: the order in which
-    methods run is unknown. Models from other builders (`build_model(cfg)`, `torch.load`) are
-    of unknown place, except a builder function (not a class) imported from another package that is handed nothing
-    that could say where to build (no `device=`-like keyword, no whole settings object, no
-    value named after a device) and whose model the same function loads weights into
-    (`net = hourglass(num_stacks=args.stacks)` then `net.load_state_dict(...)`).
+    `eval`/`train`/`load_state_dict`-style ones, any object's attribute), or moved on one
+    path only (`if use_cuda: model.cuda()`), or built under a `with` block, a default
+    device, with `device=`/`device_map=`/`**kwargs`, or from a class that moves itself or
+    inherits from a class outside the file and `torch`, it is not reported. A model a plain
+    class builds in `__init__` and uses in another method is followed only where no code of
+    the file moves it or hands it on: every use of `self.<attr>` calls it, reads a part of
+    it or calls a method that keeps it in place, no `<instance>.<attr>` elsewhere does
+    otherwise, `self` is handed to nothing and no class of the file derives from the class
+    (other files of the project are not read for this; `fit` moving it and `predict` not is
+    not reported: the order in which methods run is unknown, unless the class restores
+    instances with a class-level method, `load()` building `cls(...)`, that runs none of the
+    methods that move it, and the method calling it runs none of them either). Models from
+    other builders (`build_model(cfg)`, `torch.load` without a CPU `map_location`) are of
+    unknown place, except a builder function (not a class) imported from another package
+    that is handed nothing that could say where to build (no `device=`-like keyword, no
+    whole settings object, no value named after a device) and whose model the same function
+    loads weights into (`net = hourglass(num_stacks=args.stacks)` then
+    `net.load_state_dict(...)`).
     """
 
     code = "DL117"
     name = "model-not-moved"
     summary = "A module built on the CPU and never moved is called with inputs on the device."
     message = (
-        "`{model}` is built on the CPU by `{built}` and never moved, but is called with `{argument}`, "
+        "`{model}` is built on the CPU by `{built}` and {moved}, but is called with `{argument}`, "
         "which is on the device; move the model first: `{model}.to({device})`"
     )
     tokens = ("to(", "cuda", "device")
@@ -93,9 +107,22 @@ def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:
     return {
         "model": _short(ctx.code_for(model)),
         "built": built,
+        "moved": _moved(ctx, model),
         "argument": _short(ctx.code_for(found.argument_node)),
         "device": _device(ctx, found),
     }
+
+
+def _moved(ctx: FileContext, model: cst.CSTNode) -> str:
+    """ "never moved", or which methods move a plain class's `self.<attr>` and which
+    class-level method returns an instance that skips them."""
+    attr = self_attribute(model)
+    cls = ctx.index.enclosing_class(model) if attr is not None else None
+    held = held_model(ctx, cls, attr) if cls is not None and attr is not None else None
+    if held is None or not held.movers or held.restorer is None:
+        return "never moved"
+    movers = ", ".join(f"`{name}()`" for name in sorted(held.movers))
+    return f"moved only by {movers}, which an instance from `{held.restorer}()` has not run"
 
 
 def _device(ctx: FileContext, found: HostModuleCall) -> str:

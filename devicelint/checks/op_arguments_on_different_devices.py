@@ -10,6 +10,7 @@ from devicelint.analysis.facts import Meeting, Place, file_facts
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
 from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.stale_aliases import alias_source
 from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -80,7 +81,12 @@ class OpArgumentsOnDifferentDevices(Rule):
     - a CPU tensor as a `clamp`/`clip` bound (`x.clamp(max=limit)`), in `torch.where`,
       `maximum`, `minimum`, `lerp`, or as a `masked_fill` mask, with a device tensor;
     - a host copy of a tensor (`m = mask.cpu()`, `.to("cpu")`) that meets a device tensor in an
-      operator or a tensor op (`x * m`), also inside a helper that the copy is handed to.
+      operator or a tensor op (`x * m`), also inside a helper that the copy is handed to;
+    - a name left holding a value from before the code moved it: `prompt = tokens` (or a part,
+      `tokens[0]`, or a same-place copy, `tokens.clone()`) bound before
+      `tokens = tokens.to(device)`, then meeting a device tensor in an operator, a tensor op or
+      a module call (`torch.cat([prompt, new_tokens])`). The code moves `tokens` because it
+      may come from the CPU; rebinding the name moves nothing else.
 
     The CPU side may be a tensor the function made or moved there, or one that the class stored
     once in `__init__` as a plain attribute (`self.alphas_cumprod = torch.from_numpy(...)`, in a
@@ -130,6 +136,12 @@ class OpArgumentsOnDifferentDevices(Rule):
     the callers of a helper only within the file, up to three calls up, and only where every
     caller that shows a device agrees. A host copy of a full reduction (`x.sum().cpu()`) is 0-dim
     and not reported; a copy of a tensor the file does not show as a tensor is not a copy here.
+    A name left behind is only followed within one function, from a plain alias bound before
+    the move in statement order to `x = x.to(device)`/`x = x.cuda()` of the same name, or to
+    a move of its parts into the same name (`batch = {k: v.to(device) for k, v in
+    batch.items()}`, `xs = [t.cuda() for t in xs]`), and only when the move
+    certainly goes to the accelerator or, in a module's method, to a device the module names
+    (`x.to(self.weight.device)`); a value already on the device before the move is not one.
     """
 
     code = "DL116"
@@ -146,7 +158,9 @@ class OpArgumentsOnDifferentDevices(Rule):
         met = {id(m.node) for m in meetings if m.cpu.from_factory or m.cpu.batch}
         reported: set[int] = set()
         for meeting in meetings:
-            found = _copy_meets_device(ctx, meeting) if id(meeting.node) not in met else None
+            found = None
+            if id(meeting.node) not in met:
+                found = _copy_meets_device(ctx, meeting) or _left_behind_meets_device(ctx, meeting)
             if found is not None and id(meeting.node) not in reported:
                 reported.add(id(meeting.node))
                 yield self.violation(meeting.node, fix=None, **found)
@@ -179,6 +193,32 @@ def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | N
             f"copy on the host and `{device_text}` is on the device"
         ),
         "advice": f"keep it on the device or move it back first (`{_operand(cpu_text)}.to({_device_of(device_text)})`)",
+    }
+
+
+def _left_behind_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | None:
+    """A name bound to a value before the code moved that value (`prompt = x`, then
+    `x = x.to(device)`) still holds the unmoved tensor where it meets a device tensor."""
+    cpu, device = meeting.cpu, meeting.device
+    statement = cpu.origin
+    if not cpu.left_behind or type(statement) is not cst.Assign or meeting.how == "return" or device.scalar:
+        return None
+    if device.where != ACCELERATOR and not (device.where == FOLLOWS and _in_module(ctx, meeting.node)):
+        return None
+    source = alias_source(statement.value)
+    alias = statement.targets[0].target
+    if source is None or type(alias) is not cst.Name:
+        return None
+    cpu_text = short(ctx, meeting.cpu_node, 40)
+    device_text = short(ctx, meeting.device_node, 40) if meeting.device_node is not None else "a device tensor"
+    kept = f"`{cpu_text}`" if cpu_text == alias.value else f"`{cpu_text}` (from `{alias.value}`)"
+    bound = short(ctx, statement.value, 40)
+    return {
+        "what": (
+            f"`{short(ctx, meeting.node, 50)}` needs its tensors on one device, but {kept} is `{bound}` "
+            f"from before `{source.value}` was moved, and `{device_text}` is on the device"
+        ),
+        "advice": f"bind `{alias.value}` after the move, or move it to the same device as well",
     }
 
 
