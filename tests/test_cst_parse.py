@@ -41,3 +41,13 @@ def test_checks_come_back_after_a_syntax_error() -> None:
         parse_module("def broken(:\n")
     with pytest.raises(cst.CSTValidationError):
         cst.Name("1x")
+
+
+def test_the_package_parses_through_this_module_only() -> None:
+    package = Path(__file__).resolve().parent.parent / "devicelint"
+    direct = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "cst_parse.py" and "cst.parse_module(" in path.read_text(encoding="utf-8")
+    ]
+    assert direct == []
