@@ -129,6 +129,10 @@ _CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int",
 _CPU_TENSOR_TYPE = re.compile(r"torch\.[A-Z][A-Za-z]*Tensor")
 
 
+# torch.nn classes that hold other modules: what they hold decides whether they have parameters.
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Module"})
+
+
 class CallEvaluation:
     """The call half of the interpreter; `placement._Interpreter` supplies the state and the
     statement-level methods declared first below (its own definitions replace these)."""
@@ -206,7 +210,9 @@ class CallEvaluation:
 
     def _call(self, call: cst.Call) -> Fact:
         func = call.func
-        qualified = self.ctx.qualified_name(func)
+        # (`qualified_name` reads through a call: `nn.BatchNorm2d(c)(x)` calls the module built,
+        # it does not build another)
+        qualified = self.ctx.qualified_name(func) if type(func) is not cst.Call else None
         if qualified is not None and qualified.startswith("torch."):
             return self._torch_call(call, qualified)
         if qualified in PLACING_LAUNCHERS:
@@ -234,6 +240,10 @@ class CallEvaluation:
         if type(func) is cst.Subscript:
             callee = self._eval(func)
             if is_host_module(callee):  # `nets["g"](z)`
+                return self._module_call(call, callee, func)
+        if type(func) is cst.Call:
+            callee = self._eval(func)
+            if callee.kind == MODULE:  # `nn.BatchNorm2d(c)(x)`: a module built and called at once
                 return self._module_call(call, callee, func)
         self._args(call)
         return UNKNOWN_FACT
@@ -961,12 +971,35 @@ class CallEvaluation:
         """A module certainly on the CPU called with an input certainly on the accelerator
         (`**batch` of a moved batch too)."""
         spread = [pair for arg in call.args if arg.star for pair in flatten(self._fact_of(arg.value), arg.value)]
+        built_here = self._layer_built_in_device_code(callee)
         for fact, node in args + spread:
-            if fact.where == ACCELERATOR and (fact.kind == DEVICE or fact.kind == UNKNOWN and not fact.batch):
+            on_accelerator = fact.where == ACCELERATOR and (
+                fact.kind == DEVICE or fact.kind == UNKNOWN and not fact.batch
+            )
+            if on_accelerator or (built_here and fact.kind == DEVICE and fact.where == FOLLOWS):
                 key = (id(call), id(callee.origin))
                 if key not in self.analysis.host_calls:
                     self.analysis.host_calls[key] = HostModuleCall(callee, func, fact, node, call, self.scope)
                 return
+
+    def _layer_built_in_device_code(self, callee: Fact) -> bool:
+        """`nn.BatchNorm2d(c)(x)` in a module's `forward` (or a method it runs): a torch layer
+        with parameters built anew on the CPU at every call, applied to inputs that follow the
+        module's device. (Its weights are never trained either: no optimizer holds them.)"""
+        origin = callee.origin
+        if self.own_place != FOLLOWS or type(origin) is not cst.Call:
+            return False
+        if self.ctx.index.enclosing_function(origin) is not self.scope:
+            return False
+        qualified = self.ctx.qualified_name(origin.func) or ""
+        layer = qualified.rsplit(".", 1)[-1]
+        return (
+            qualified == f"torch.nn.{layer}"
+            and layer[:1].isupper()
+            and layer not in PARAMETER_FREE_MODULES
+            and layer not in _CONTAINERS
+            and not layer.endswith("Loss")
+        )
 
     def _lengths(self, node: cst.CSTNode) -> bool:
         """Sequence lengths handed to a module (`self.rnn(x, torch.tensor(lengths))`): packing

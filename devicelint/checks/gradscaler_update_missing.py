@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.branches import branch_tests
 from devicelint.analysis.training.helpers import SCALER_STEP, callee
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
@@ -223,11 +224,14 @@ def _updates_skipped_after_unscale(
         if not unscales:
             continue
         unscale = unscales[-1]
+        unscale_tests = branch_tests(ctx, unscale)
         for branch, in_body in enclosing_ifs(ctx, update, scope.node):
             if inside(ctx, unscale, branch):
                 break
             if _before(ctx, branch, unscale) or any(w in test_words(ctx, branch.test) for w in AMP_WORDS):
                 continue  # `if use_amp:` around both, or a branch the unscale is also in
+            if (ctx.code_for(branch.test), in_body) in unscale_tests:
+                continue  # `if flag: unscale_` ... `if flag: update()`: the same test, whatever its name
             if _leaves(branch) and any(not inside(ctx, other, branch) for other in updates):
                 break  # `if skip: scaler.update(); continue`, and the stepping path updates too
             yield update, f"`{short(ctx, branch.test)}` is {'false' if in_body else 'true'}"

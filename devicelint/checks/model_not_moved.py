@@ -10,6 +10,8 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.held_models import held_model
 from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import FOLLOWS
+from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -28,7 +30,10 @@ class ModelNotMoved(Rule):
     calls and never indexes like a checkpoint, a model from another package's builder that the code loads weights into),
     also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
     `self.<attr>` from `__init__` and called in another method; the input was moved with
-    `.to(device)`/`.cuda()` or made with `device=`.
+    `.to(device)`/`.cuda()` or made with `device=`. Also a torch layer with weights built inside
+    a module's own device code and applied there (`nn.BatchNorm2d(c)(x)` or `norm =
+    nn.LayerNorm(d)` in `forward`, not given `device=` or moved): it is built on the CPU at every
+    call, while the activations follow the module's device, and no optimizer ever trains it.
 
     ## Why it is a bug on a GPU
     Moving the inputs does not move the model: its weights stay on the CPU and the first layer
@@ -87,13 +92,15 @@ class ModelNotMoved(Rule):
     name = "model-not-moved"
     summary = "A module built on the CPU and never moved is called with inputs on the device."
     message = (
-        "`{model}` is built on the CPU by `{built}` and {moved}, but is called with `{argument}`, "
-        "which is on the device; move the model first: `{model}.to({device})`"
+        "`{model}` is built on the CPU{built} and {moved}, but is called with `{argument}`, "
+        "which is on the {where}; {advice}"
     )
     tokens = ("to(", "cuda", "device")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for found in file_facts(ctx).host_module_calls:
+            if found.argument.where == FOLLOWS and cpu_only_script(ctx):
+                continue  # a layer built in `forward` of a script that never leaves the CPU
             yield self.violation(found.node, fix=None, **_fields(ctx, found))
 
 
@@ -101,15 +108,31 @@ def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:
     origin = found.module.origin
     assert type(origin) is cst.Call
     built = ctx.code_for(origin.func) + "(...)"
+    argument = _short(ctx.code_for(found.argument_node))
+    if found.argument.where == FOLLOWS:
+        # a layer built in the module's own device code (`nn.BatchNorm2d(c)(x)` in `forward`)
+        scope = found.scope
+        function = scope.name.value if type(scope) is cst.FunctionDef else "forward"
+        return {
+            "model": built,
+            "built": f" in `{function}`",
+            "moved": "built again at every call",
+            "argument": argument,
+            "where": "module's device",
+            "advice": f"build it once in `__init__` as a submodule (`self.<name> = {built}`), so that "
+            "`.to()` moves it and the optimizer trains it",
+        }
     model = found.module_node
     if type(model) is cst.Attribute and model.attr.value == "forward":
         model = model.value
+    model_text = _short(ctx.code_for(model))
     return {
-        "model": _short(ctx.code_for(model)),
-        "built": built,
+        "model": model_text,
+        "built": f" by `{built}`",
         "moved": _moved(ctx, model),
-        "argument": _short(ctx.code_for(found.argument_node)),
-        "device": _device(ctx, found),
+        "argument": argument,
+        "where": "device",
+        "advice": f"move the model first: `{model_text}.to({_device(ctx, found)})`",
     }
 
 
