@@ -552,3 +552,42 @@ def test_a_cpu_tensor_is_reported_where_it_is_made_not_where_its_device_is_copie
 def test_copied_device_twin_with_the_helper_fixed_is_clean() -> None:
     fixed = COPIED_DEVICE.replace("torch.zeros(rows, t.shape[1])", "torch.zeros(rows, t.shape[1], device=t.device)")
     assert _found(fixed) == []
+
+
+# -- a parameter used only as the target of `.to(...)` is a device, whatever it is called --------
+
+PLACED_BY_USE = """
+    import torch
+
+
+    def score_batches(net, batches, where):
+        net.to(where)
+        total = 0.0
+        for images, labels in batches:
+            logits = net(images.to(where))
+            weights = torch.linspace(0.5, 1.0, logits.shape[1])
+            total += (logits * weights).sum().item()
+        return total
+
+
+    def cast(values: torch.Tensor, kind=torch.float16):
+        return values.to(kind) + torch.ones(3)
+
+
+    def handed_on(values: torch.Tensor, target):
+        print(target)
+        return values.to(target) + torch.ones(3)
+"""
+
+
+def test_a_parameter_only_moved_to_is_a_device_whatever_its_name() -> None:
+    assert _found(PLACED_BY_USE) == [(10, "DL101")]
+    assert _messages(PLACED_BY_USE)[0].startswith(
+        "`torch.linspace(...)` creates a CPU tensor in `score_batches` that meets the device tensor `logits`"
+    )
+
+
+def test_placed_by_use_twin_is_clean() -> None:
+    fixed = PLACED_BY_USE.replace("logits.shape[1])", "logits.shape[1], device=logits.device)")
+    assert _found(fixed) == []
+

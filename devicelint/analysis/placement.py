@@ -620,7 +620,9 @@ class _Interpreter(CallEvaluation):
             constant = self._module_device(node.value)
             if constant is not None:
                 return constant
-            if looks_like_device_name(node.value):
+            if looks_like_device_name(node.value) or (
+                type(self.scope) is cst.FunctionDef and node.value in self.analysis.device_parameters(self.scope)
+            ):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=node.value)
             return UNKNOWN_FACT
         if type(node) is cst.Call:
