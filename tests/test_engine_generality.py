@@ -591,3 +591,39 @@ def test_placed_by_use_twin_is_clean() -> None:
     fixed = PLACED_BY_USE.replace("logits.shape[1])", "logits.shape[1], device=logits.device)")
     assert _found(fixed) == []
 
+
+# -- what `self.helper()` leaves on `self` is what the caller reads after the call ----------------
+
+SELF_WRITES = """
+    import torch
+    import torch.nn as nn
+
+
+    class Smoother(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.mix = nn.Linear(width, width)
+
+        def _reset_kernel(self, width):
+            self.kernel = torch.full((width,), 1.0 / width)
+
+        def forward(self, seq):
+            mixed = self.mix(seq)
+            self._reset_kernel(mixed.shape[-1])
+            return mixed * self.kernel
+"""
+
+
+def test_a_tensor_a_method_stores_on_self_is_read_after_the_call() -> None:
+    assert _found(SELF_WRITES) == [(12, "DL102"), (12, "DL101")]
+    assert _messages(SELF_WRITES)[1].startswith(
+        "`torch.full(...)` creates a CPU tensor in `_reset_kernel` that meets the device tensor `mixed`"
+    )
+
+
+def test_self_writes_twin_that_builds_on_the_input_s_device_is_clean() -> None:
+    fixed = SELF_WRITES.replace(
+        "def _reset_kernel(self, width):\n            self.kernel = torch.full((width,), 1.0 / width)",
+        "def _reset_kernel(self, like):\n            self.kernel = torch.full((like.shape[-1],), 1.0 / like.shape[-1], device=like.device)",
+    ).replace("self._reset_kernel(mixed.shape[-1])", "self._reset_kernel(mixed)")
+    assert _found(fixed) == []
