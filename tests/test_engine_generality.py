@@ -627,3 +627,56 @@ def test_self_writes_twin_that_builds_on_the_input_s_device_is_clean() -> None:
         "def _reset_kernel(self, like):\n            self.kernel = torch.full((like.shape[-1],), 1.0 / like.shape[-1], device=like.device)",
     ).replace("self._reset_kernel(mixed.shape[-1])", "self._reset_kernel(mixed)")
     assert _found(fixed) == []
+
+
+# -- an optimizer built by a helper of the file holds what the call hands it ----------------------
+
+OPTIMIZER_HELPERS = """
+    import torch
+
+
+    def make_sgd(tensors, rate):
+        return torch.optim.SGD(tensors, lr=rate)
+
+
+    def fit_scale(data, device):
+        scale = torch.ones(1, requires_grad=True)
+        shift = torch.zeros(1, requires_grad=True)
+        opt = make_sgd([scale, shift], 0.01)
+        scale = scale.to(device)
+        shift = shift.to(device)
+        data = data.to(device)
+        for _ in range(10):
+            loss = (data * scale + shift).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+    class Tuner:
+        def __init__(self, model, device):
+            self.model = model
+            self.opt = self._adagrad()
+            self.model.to(device)
+
+        def _adagrad(self):
+            return torch.optim.Adagrad(self.model.parameters(), lr=0.1)
+"""
+
+
+def test_an_optimizer_built_by_a_helper_holds_the_tensors_the_call_passes() -> None:
+    assert _found(OPTIMIZER_HELPERS) == [(12, "DL111"), (26, "DL111")]
+    messages = _messages(OPTIMIZER_HELPERS)
+    assert messages[0].startswith("`make_sgd([scale, shift], 0.01)` holds the CPU tensors of `scale`")
+    assert messages[1].startswith("`self._adagrad()` creates Adagrad's `sum` state in its constructor")
+
+
+def test_optimizer_helpers_twin_that_moves_first_is_clean() -> None:
+    fixed = OPTIMIZER_HELPERS.replace(
+        "opt = make_sgd([scale, shift], 0.01)\n        scale = scale.to(device)\n        shift = shift.to(device)",
+        "scale = scale.to(device).detach().requires_grad_()\n        shift = shift.to(device).detach().requires_grad_()\n        opt = make_sgd([scale, shift], 0.01)",
+    ).replace(
+        "self.opt = self._adagrad()\n            self.model.to(device)",
+        "self.model.to(device)\n            self.opt = self._adagrad()",
+    )
+    assert _found(fixed) == []
