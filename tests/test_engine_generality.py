@@ -680,3 +680,44 @@ def test_optimizer_helpers_twin_that_moves_first_is_clean() -> None:
         "self.model.to(device)\n            self.opt = self._adagrad()",
     )
     assert _found(fixed) == []
+
+
+# -- a holder's attribute set from a helper that makes a tensor is a tensor -----------------------
+
+HOLDER_HELPERS = """
+    import torch
+
+
+    def _as_weights(values):
+        return torch.as_tensor(values, dtype=torch.float32)
+
+
+    class Transition:
+        def __init__(self, states, costs, weights):
+            self.states = torch.as_tensor(states)
+            self.costs = self._costs(costs)
+            self.weights = _as_weights(weights)
+
+        def _costs(self, raw):
+            return torch.tensor(raw, dtype=torch.float32)
+
+        def to(self, device):
+            self.states = self.states.to(device)
+            return self
+"""
+
+
+def test_attributes_a_helper_builds_with_a_factory_are_tensors_to_move() -> None:
+    assert _found(HOLDER_HELPERS) == [(12, "DL112"), (13, "DL112")]
+    assert _messages(HOLDER_HELPERS)[1].startswith(
+        "`self.weights` holds a tensor that `Transition.to()` does not move (it moves `self.states`)"
+    )
+
+
+def test_holder_helpers_twin_that_moves_every_tensor_is_clean() -> None:
+    fixed = HOLDER_HELPERS.replace(
+        "self.states = self.states.to(device)\n",
+        "self.states = self.states.to(device)\n            self.costs = self.costs.to(device)\n"
+        "            self.weights = self.weights.to(device)\n",
+    )
+    assert _found(fixed) == []
