@@ -721,3 +721,31 @@ def test_holder_helpers_twin_that_moves_every_tensor_is_clean() -> None:
         "            self.weights = self.weights.to(device)\n",
     )
     assert _found(fixed) == []
+
+
+# -- a value of unknown kind moved to the GPU and handed to a placed model's method -------------
+
+MOVED_UNKNOWN_INPUT = """
+    import torch
+
+
+    @torch.no_grad()
+    def collect_codes(encoder, shards):
+        encoder = encoder.cuda().eval()
+        codes = []
+        for shard in shards:
+            latent = encoder.quantize(shard.cuda())
+            codes.append(latent.argmax(-1).numpy())
+        return codes
+"""
+
+
+def test_a_placed_model_s_method_on_a_moved_input_computes_on_the_device() -> None:
+    assert _found(MOVED_UNKNOWN_INPUT) == [(11, "DL108")]
+    assert _messages(MOVED_UNKNOWN_INPUT)[0].startswith(
+        "`latent.argmax(-1).numpy()` converts a tensor that is on the device"
+    )
+
+
+def test_moved_unknown_input_twin_that_copies_to_the_host_is_clean() -> None:
+    assert _found(MOVED_UNKNOWN_INPUT.replace("argmax(-1).numpy()", "argmax(-1).cpu().numpy()")) == []

@@ -770,7 +770,8 @@ class CallEvaluation:
             if method in MODULE_SELF_METHODS:
                 return receiver
         if placed and method not in MODULE_NON_TENSOR_METHODS:
-            device = next((f for f, _ in args if f.kind == DEVICE), None)
+            # an input on the device, or a value of unknown kind moved there (`batch.cuda()`)
+            device = next((f for f, _ in args if f.kind == DEVICE or _moved_there(f)), None)
             if device is not None:
                 return Fact(DEVICE, where=receiver.where, device_expr=device.device_expr, device=receiver.device)
         return UNKNOWN_FACT
@@ -1145,6 +1146,12 @@ def _without_followed(fact: Fact) -> Fact:
     if fact.kind in (DEVICE, MODULE) and fact.where == FOLLOWS:
         return UNKNOWN_FACT
     return fact
+
+
+def _moved_there(fact: Fact) -> bool:
+    """A value of unknown kind that a move put on the accelerator (`batch.cuda()` of a batch the
+    file does not show): a tensor, or a structure of them, on the device."""
+    return fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.device_expr is not None and not fact.batch
 
 
 def _is_static(func: cst.FunctionDef) -> bool:
