@@ -749,3 +749,33 @@ def test_a_placed_model_s_method_on_a_moved_input_computes_on_the_device() -> No
 
 def test_moved_unknown_input_twin_that_copies_to_the_host_is_clean() -> None:
     assert _found(MOVED_UNKNOWN_INPUT.replace("argmax(-1).numpy()", "argmax(-1).cpu().numpy()")) == []
+
+
+# -- a helper that wraps the model it is handed: the caller's model is the wrapped one -------------
+
+HANDED_WRAPPER = """
+    import torch.nn as nn
+    from transformers import AutoModelForSeq2SeqLM
+
+
+    def replicate(net):
+        return nn.DataParallel(net)
+
+
+    def load_translator(name):
+        model = AutoModelForSeq2SeqLM.from_pretrained(name, device_map="balanced")
+        model = replicate(model)
+        return model
+"""
+
+
+def test_a_helper_wrapping_its_parameter_wraps_what_the_caller_hands_it() -> None:
+    assert _found(HANDED_WRAPPER) == [(12, "DL201")]
+    assert _messages(HANDED_WRAPPER)[0].startswith(
+        '`replicate(model)` wraps a model that `device_map="balanced"` spreads over the visible GPUs'
+    )
+
+
+def test_handed_wrapper_twin_loaded_on_one_device_is_clean() -> None:
+    fixed = HANDED_WRAPPER.replace('device_map="balanced"', 'device_map={"": 0}')
+    assert _found(fixed) == []
