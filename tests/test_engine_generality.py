@@ -779,3 +779,49 @@ def test_a_helper_wrapping_its_parameter_wraps_what_the_caller_hands_it() -> Non
 def test_handed_wrapper_twin_loaded_on_one_device_is_clean() -> None:
     fixed = HANDED_WRAPPER.replace('device_map="balanced"', 'device_map={"": 0}')
     assert _found(fixed) == []
+
+
+# -- a training loop in a helper handed the trainer reads the trainer's attributes ---------------
+
+HANDED_TRAINER = """
+    import torch
+
+
+    class EpochRunner:
+        def run(self, owner, batches):
+            for inputs, targets in batches:
+                with torch.autocast("cuda", dtype=owner.half_type):
+                    loss = owner.criterion(owner.net(inputs), targets)
+                owner.amp.scale(loss).backward()
+                owner.amp.step(owner.optimizer)
+                owner.amp.update()
+                owner.optimizer.zero_grad()
+
+
+    class Experiment:
+        def __init__(self, net, optimizer, use_fp16):
+            self.net = net
+            self.optimizer = optimizer
+            self.criterion = torch.nn.CrossEntropyLoss()
+            self.half_type = torch.float16 if use_fp16 else torch.float32
+            self.amp = torch.amp.GradScaler("cuda", enabled=False)
+            self.runner = EpochRunner()
+
+        def fit(self, batches):
+            self.runner.run(self, batches)
+"""
+
+
+def test_a_loop_handed_the_trainer_reads_its_dtype_and_its_disabled_scaler() -> None:
+    assert _found(HANDED_TRAINER) == [(10, "DL301")]
+    assert _messages(HANDED_TRAINER)[0].startswith(
+        '`owner.amp.scale(loss).backward()` backpropagates a loss computed under `torch.autocast("cuda", '
+        "dtype=owner.half_type)` (`owner.amp` is a `GradScaler` built with `enabled=False`"
+    )
+
+
+def test_handed_trainer_twin_with_an_enabled_scaler_is_clean() -> None:
+    assert (
+        _found(HANDED_TRAINER.replace('GradScaler("cuda", enabled=False)', 'GradScaler("cuda", enabled=use_fp16)'))
+        == []
+    )

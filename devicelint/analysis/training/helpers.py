@@ -223,7 +223,7 @@ def _class_named(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
     return local_classes(ctx)[owner.value]
 
 
-def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> cst.ClassDef | None:
+def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.CSTNode) -> cst.ClassDef | None:
     """`trainer.step_g(loss)` in a function every caller of which hands it `self` of one class
     of the file in that parameter's place (a method's body moved into a function or a static
     method that takes the instance)."""
@@ -254,6 +254,17 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
     return owners[found.pop()] if len(found) == 1 else None
 
 
+def handed_instance_attribute(ctx: FileContext, node: cst.BaseExpression) -> cst.Attribute | None:
+    """`self.<attr>` for `owner.<attr>` read in a function every caller of which hands it `self`
+    of one class of the file as `owner` (a training loop moved into a helper that takes the
+    trainer): the attribute the class's own methods assign."""
+    if type(node) is not cst.Attribute or type(node.value) is not cst.Name:
+        return None
+    if _handed_self(ctx, node.value, node) is None:
+        return None
+    return cst.Attribute(value=cst.Name("self"), attr=node.attr)
+
+
 def _is_bound_method(function: cst.FunctionDef) -> bool:
     names = {dotted_name(d.decorator) for d in function.decorators}
     return not names & {"staticmethod", "classmethod"}
@@ -275,6 +286,14 @@ def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
                 if func.value.value == host.name.value and _is_bound_method(function):
                     continue  # `Trainer.f(self, x)`: the instance comes first, not where counted
                 out.append(call)
+            elif _is_bound_method(function) and instance_class(ctx, func.value, call) is host:
+                out.append(call)  # `runner.f(x)` with `runner = Runner(...)`
+        elif type(func) is cst.Attribute and func.attr.value == name and _is_bound_method(function):
+            built = func.value
+            if (type(built) is cst.Call and type(built.func) is cst.Name and built.func.value == host.name.value) or (
+                type(built) is cst.Attribute and instance_class(ctx, built, call) is host
+            ):
+                out.append(call)  # `Runner().f(x)`, `self.runner.f(x)` with `self.runner = Runner()`
     return out
 
 
