@@ -825,3 +825,48 @@ def test_handed_trainer_twin_with_an_enabled_scaler_is_clean() -> None:
         _found(HANDED_TRAINER.replace('GradScaler("cuda", enabled=False)', 'GradScaler("cuda", enabled=use_fp16)'))
         == []
     )
+
+
+# -- a helper that only an optimizer's methods call is part of the optimizer ---------------------
+
+OPTIMIZER_PIECE = """
+    import torch
+    from torch import nn
+
+
+    def _fresh_momentum(param):
+        return torch.zeros_like(param, memory_format=torch.preserve_format).cuda()
+
+
+    class SignSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-3):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for param in group["params"]:
+                    state = self.state[param]
+                    if "momentum" not in state:
+                        state["momentum"] = _fresh_momentum(param)
+                    param.add_(state["momentum"].add_(param.grad).sign(), alpha=-group["lr"])
+
+
+    if __name__ == "__main__":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        net = nn.Linear(2, 2).to(device)
+        SignSGD(net.parameters()).step()
+"""
+
+
+def test_cuda_in_a_helper_only_an_optimizer_calls_is_reported() -> None:
+    assert _found(OPTIMIZER_PIECE) == [(7, "DL107")]
+    assert _messages(OPTIMIZER_PIECE)[0].startswith("`.cuda()` hard-codes CUDA in `_fresh_momentum`")
+
+
+def test_optimizer_piece_twin_that_follows_the_parameter_is_clean() -> None:
+    fixed = OPTIMIZER_PIECE.replace(
+        "torch.zeros_like(param, memory_format=torch.preserve_format).cuda()",
+        "torch.zeros_like(param, memory_format=torch.preserve_format)",
+    )
+    assert _found(fixed) == []
