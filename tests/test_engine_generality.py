@@ -870,3 +870,34 @@ def test_optimizer_piece_twin_that_follows_the_parameter_is_clean() -> None:
         "torch.zeros_like(param, memory_format=torch.preserve_format)",
     )
     assert _found(fixed) == []
+
+
+# -- a helper's helper: the callers further up say where the value is ----------------------------
+
+HELPER_CHAIN = """
+    import torch
+
+
+    def _to_hwc(frame):
+        return frame.permute(1, 2, 0).contiguous().numpy()
+
+
+    def render(frame):
+        return _to_hwc(frame)
+
+
+    def preview(generator, noise_batches, device):
+        generator.to(device)
+        for noise in noise_batches:
+            fake = generator(noise.to(device))
+            render(fake[0])
+"""
+
+
+def test_a_helper_two_calls_down_sees_what_the_top_caller_moved() -> None:
+    assert _found(HELPER_CHAIN) == [(6, "DL108")]
+    assert _messages(HELPER_CHAIN)[0].startswith("`frame.permute(1, 2, 0).contiguous().numpy()` converts a tensor")
+
+
+def test_helper_chain_twin_that_copies_to_the_host_is_clean() -> None:
+    assert _found(HELPER_CHAIN.replace("render(fake[0])", "render(fake[0].cpu())")) == []
