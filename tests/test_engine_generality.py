@@ -901,3 +901,33 @@ def test_a_helper_two_calls_down_sees_what_the_top_caller_moved() -> None:
 
 def test_helper_chain_twin_that_copies_to_the_host_is_clean() -> None:
     assert _found(HELPER_CHAIN.replace("render(fake[0])", "render(fake[0].cpu())")) == []
+
+
+# -- a loss built by a helper of the file, in a function that moves the model --------------------
+
+LOSS_HELPER = """
+    import torch
+    from torch import nn
+
+
+    def weighted_bce(pos):
+        return nn.BCEWithLogitsLoss(pos_weight=pos)
+
+
+    def setup(detector, device, ratio):
+        detector = detector.to(device)
+        imbalance = torch.tensor([ratio])
+        loss_fn = weighted_bce(imbalance)
+        return detector, loss_fn
+"""
+
+
+def test_a_loss_a_helper_builds_with_a_cpu_weight_is_never_moved() -> None:
+    assert _found(LOSS_HELPER) == [(7, "DL106")]
+    assert _messages(LOSS_HELPER)[0].startswith(
+        "`nn.BCEWithLogitsLoss` gets a CPU `pos_weight` tensor and `loss_fn` is never moved, while `detector` is"
+    )
+
+
+def test_loss_helper_twin_that_moves_the_loss_is_clean() -> None:
+    assert _found(LOSS_HELPER.replace("weighted_bce(imbalance)", "weighted_bce(imbalance).to(device)")) == []
