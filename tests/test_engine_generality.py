@@ -931,3 +931,58 @@ def test_a_loss_a_helper_builds_with_a_cpu_weight_is_never_moved() -> None:
 
 def test_loss_helper_twin_that_moves_the_loss_is_clean() -> None:
     assert _found(LOSS_HELPER.replace("weighted_bce(imbalance)", "weighted_bce(imbalance).to(device)")) == []
+
+
+# -- a metric a helper builds and returns, or one taken out of a dict of metrics ---------------
+
+METRIC_HELPERS = """
+    import torchmetrics
+
+
+    def make_auroc(classes):
+        return torchmetrics.AUROC(task="multiclass", num_classes=classes)
+
+
+    def score(model, batches, device, classes):
+        model.to(device)
+        auroc = make_auroc(classes)
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            auroc.update(model(x).softmax(-1), y)
+        return auroc.compute()
+
+
+    class Tracker:
+        def __init__(self):
+            table = {"f1": torchmetrics.F1Score(task="binary")}
+            self.f1 = table["f1"]
+
+        def add(self, probs, labels):
+            self.f1.update(probs, labels)
+
+
+    def track(model, batches, device):
+        model.to(device)
+        tracker = Tracker()
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            tracker.add(model(x).sigmoid(), y)
+"""
+
+
+def test_metrics_from_a_helper_or_from_a_dict_entry_are_on_the_cpu() -> None:
+    assert _found(METRIC_HELPERS) == [(6, "DL113"), (20, "DL113")]
+    messages = _messages(METRIC_HELPERS)
+    assert messages[0].startswith(
+        '`torchmetrics.AUROC(task="multiclass", num_classes=classes)` is created on the CPU and never moved'
+    )
+    assert messages[1].startswith(
+        'the metrics in `{"f1": torchmetrics.F1Score(task="binary")}` are created on the CPU and never moved'
+    )
+
+
+def test_metric_helpers_twin_that_moves_them_is_clean() -> None:
+    fixed = METRIC_HELPERS.replace("auroc = make_auroc(classes)", "auroc = make_auroc(classes).to(device)").replace(
+        'self.f1 = table["f1"]', 'self.f1 = table["f1"].to("cuda")'
+    )
+    assert _found(fixed) == []
