@@ -986,3 +986,43 @@ def test_metric_helpers_twin_that_moves_them_is_clean() -> None:
         'self.f1 = table["f1"]', 'self.f1 = table["f1"].to("cuda")'
     )
     assert _found(fixed) == []
+
+
+# -- a helper that updates the scaler it is handed updates the caller's scaler --------------------
+
+HANDED_SCALER = """
+    import torch
+
+
+    def finish_step(amp_scaler, optimizer):
+        amp_scaler.step(optimizer)
+        amp_scaler.update()
+        optimizer.zero_grad()
+
+
+    def adversarial_step(gen, disc, opt_gen, opt_disc, amp_scaler, noise, real, adv_loss):
+        with torch.autocast("cuda", dtype=torch.float16):
+            fake = gen(noise)
+            loss_gen = adv_loss(disc(fake), True)
+        amp_scaler.scale(loss_gen).backward()
+        finish_step(amp_scaler, opt_gen)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss_disc = adv_loss(disc(real), True) + adv_loss(disc(fake.detach()), False)
+        amp_scaler.scale(loss_disc).backward()
+        finish_step(amp_scaler, opt_disc)
+"""
+
+
+def test_a_helper_updating_the_scaler_it_is_handed_updates_the_caller_s() -> None:
+    assert _found(HANDED_SCALER) == [(16, "DL307")]
+    assert _messages(HANDED_SCALER)[0].startswith(
+        "`finish_step(amp_scaler, opt_gen)` (which calls `amp_scaler.update()` in `finish_step`) steps and updates "
+        "`amp_scaler`, and it is updated again"
+    )
+
+
+def test_handed_scaler_twin_with_one_update_per_iteration_is_clean() -> None:
+    fixed = HANDED_SCALER.replace("        amp_scaler.update()\n", "").replace(
+        "finish_step(amp_scaler, opt_disc)", "finish_step(amp_scaler, opt_disc)\n        amp_scaler.update()"
+    )
+    assert _found(fixed) == []
