@@ -1026,3 +1026,52 @@ def test_handed_scaler_twin_with_one_update_per_iteration_is_clean() -> None:
         "finish_step(amp_scaler, opt_disc)", "finish_step(amp_scaler, opt_disc)\n        amp_scaler.update()"
     )
     assert _found(fixed) == []
+
+
+# -- a static method handed the trainer reads the trainer's attributes ---------------------------
+
+STATIC_HANDED_TRAINER = """
+    import torch
+
+
+    class NormLimiter:
+        def __init__(self, limit):
+            self.limit = limit
+
+        def apply(self, net):
+            torch.nn.utils.clip_grad_norm_(net.parameters(), self.limit)
+
+
+    class Runner:
+        def __init__(self, net, optimizer):
+            self.net = net
+            self.optimizer = optimizer
+            self.amp = torch.amp.GradScaler("cuda")
+            self.limiter = NormLimiter(5.0)
+
+        @staticmethod
+        def _limit(runner):
+            runner.limiter.apply(runner.net)
+
+        def step(self, batch):
+            with torch.autocast("cuda"):
+                loss = self.net(batch).mean()
+            self.amp.scale(loss).backward()
+            Runner._limit(self)
+            self.amp.step(self.optimizer)
+            self.amp.update()
+            self.optimizer.zero_grad()
+"""
+
+
+def test_a_static_method_handed_the_trainer_clips_its_scaled_gradients() -> None:
+    found = _found(STATIC_HANDED_TRAINER)
+    assert found == [(28, "DL304")]
+    assert _messages(STATIC_HANDED_TRAINER)[0].startswith("`Runner._limit(self)`")
+
+
+def test_static_handed_trainer_twin_that_unscales_first_is_clean() -> None:
+    fixed = STATIC_HANDED_TRAINER.replace(
+        "Runner._limit(self)", "self.amp.unscale_(self.optimizer)\n            Runner._limit(self)"
+    )
+    assert _found(fixed) == []

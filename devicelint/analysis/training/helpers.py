@@ -165,7 +165,8 @@ def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) 
     if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope_of(ctx, at))
     elif type(node) is cst.Attribute:
-        values = attribute_values(ctx, node)
+        # `owner.clipper` in a helper handed the trainer is the trainer's `self.clipper`
+        values = attribute_values(ctx, handed_instance_attribute(ctx, node) or node)
     else:
         return None
     classes = local_classes(ctx)
@@ -230,8 +231,17 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.CSTNode)
     if type(owner) is not cst.Name or owner.value == "cls" or not _is_parameter(ctx, owner):
         return None
     function = ctx.index.enclosing_function(owner)
-    if function is None:
-        return None
+    active: set[int] = ctx.shared("training.handed_self_active", lambda c: set())
+    if function is None or id(function) in active:
+        return None  # asked again while its callers are being read: no answer
+    active.add(id(function))
+    try:
+        return _handed_self_of(ctx, owner, function)
+    finally:
+        active.discard(id(function))
+
+
+def _handed_self_of(ctx: FileContext, owner: cst.Name, function: cst.FunctionDef) -> cst.ClassDef | None:
     params = [*function.params.posonly_params, *function.params.params]
     position = next((i for i, p in enumerate(params) if p.name.value == owner.value), None)
     if position is None:
