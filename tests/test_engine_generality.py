@@ -1075,3 +1075,29 @@ def test_static_handed_trainer_twin_that_unscales_first_is_clean() -> None:
         "Runner._limit(self)", "self.amp.unscale_(self.optimizer)\n            Runner._limit(self)"
     )
     assert _found(fixed) == []
+
+
+# -- a loop that moves what it yields to the device iterates host batches, whatever it is called --
+
+MOVING_LOOP = """
+    import torch
+
+
+    def compare(net, pairs, dev="cuda"):
+        net.to(dev)
+        for left, right in pairs:
+            left, right = left.to(dev), right.to(dev)
+            gate = right.cpu()
+            print((net(left) * gate).sum().item())
+"""
+
+
+def test_a_loop_moving_its_targets_iterates_host_batches() -> None:
+    assert _found(MOVING_LOOP) == [(10, "DL116")]
+    assert _messages(MOVING_LOOP)[0].startswith(
+        "`(net(left) * gate)` needs its tensors on one device, but `gate` is a copy"
+    )
+
+
+def test_moving_loop_twin_that_keeps_the_gate_on_the_device_is_clean() -> None:
+    assert _found(MOVING_LOOP.replace("gate = right.cpu()", "gate = right")) == []
