@@ -1101,3 +1101,34 @@ def test_a_loop_moving_its_targets_iterates_host_batches() -> None:
 
 def test_moving_loop_twin_that_keeps_the_gate_on_the_device_is_clean() -> None:
     assert _found(MOVING_LOOP.replace("gate = right.cpu()", "gate = right")) == []
+
+
+# -- a callable handed in and fed an input moved to the GPU computes there, whatever its name ---
+
+FED_MOVED_INPUT = """
+    import torch
+
+
+    def noisy_scores(scorer, batch: torch.Tensor, target):
+        jitter = torch.randn(batch.shape[0], 1) * 0.01
+        return scorer(batch.to(target)) + jitter
+
+
+    def through_a_cpu_function(convert, batch: torch.Tensor):
+        return convert(batch) + torch.ones(1, 3)
+"""
+
+
+def test_a_parameter_called_on_a_moved_input_computes_on_the_device() -> None:
+    assert _found(FED_MOVED_INPUT) == [(6, "DL101")]
+    assert _messages(FED_MOVED_INPUT)[0].startswith(
+        "`torch.randn(...)` creates a CPU tensor in `noisy_scores` that meets the device tensor `scorer(batch.to(target))`"
+    )
+
+
+def test_fed_moved_input_twin_that_makes_the_jitter_there_is_clean() -> None:
+    fixed = FED_MOVED_INPUT.replace(
+        "jitter = torch.randn(batch.shape[0], 1) * 0.01",
+        "jitter = torch.randn(batch.shape[0], 1, device=target) * 0.01",
+    )
+    assert _found(fixed) == []

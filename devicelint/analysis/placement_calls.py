@@ -56,6 +56,7 @@ from devicelint.analysis.placement_facts import (
     is_legacy_cuda_constructor,
     is_tensor_function,
     move_call,
+    moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
@@ -844,7 +845,25 @@ class CallEvaluation:
         if builder is not None:  # `net = hourglass(...)` then `net.load_state_dict(...)`
             self.analysis.host_modules_made = True
             return Fact(MODULE, where=HOST, factory=builder, origin=call)
-        return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
+        if name in self.env:
+            return UNKNOWN_FACT
+        named = _model_like_result(name, args)
+        return named if named != UNKNOWN_FACT else self._fed_moved_input(call, name)
+
+    def _fed_moved_input(self, call: cst.Call, name: str) -> Fact:
+        """`fn(x.to(device))` where `fn` is a parameter of the function: the caller moves the input
+        to the accelerator to call it, so it computes there (a model handed in, whatever its name)."""
+        scope = self.scope
+        if type(scope) is not cst.FunctionDef or not any(
+            p.name.value == name
+            for p in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params)
+        ):
+            return UNKNOWN_FACT
+        for arg in call.args:
+            fact = self._fact_of(arg.value)
+            if not arg.star and moves_to_accelerator(arg.value) and fact.kind == DEVICE and fact.where == ACCELERATOR:
+                return Fact(DEVICE, where=ACCELERATOR, device_expr=fact.device_expr, device=fact.device)
+        return UNKNOWN_FACT
 
     def _prepared(self, call: cst.Call) -> Fact:
         """`accelerator.prepare(model, optimizer, loader)`, `fabric.setup(model, opt)`: the
