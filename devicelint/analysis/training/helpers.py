@@ -159,14 +159,17 @@ def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
     return None
 
 
-def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+def instance_class(
+    ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode, handed: bool = True
+) -> cst.ClassDef | None:
     """The local class `node` (`self.clipper`, `amp`) is built from, when every value the file
-    assigns to it is `LocalClass(...)` of one class."""
+    assigns to it is `LocalClass(...)` of one class; with `handed`, `owner.clipper` in a helper
+    every caller of which hands it the trainer is the trainer's `self.clipper`."""
     if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope_of(ctx, at))
     elif type(node) is cst.Attribute:
-        # `owner.clipper` in a helper handed the trainer is the trainer's `self.clipper`
-        values = attribute_values(ctx, handed_instance_attribute(ctx, node) or node)
+        alias = handed_instance_attribute(ctx, node) if handed else None
+        values = attribute_values(ctx, alias or node)
     else:
         return None
     classes = local_classes(ctx)
@@ -231,14 +234,13 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.CSTNode)
     if type(owner) is not cst.Name or owner.value == "cls" or not _is_parameter(ctx, owner):
         return None
     function = ctx.index.enclosing_function(owner)
-    active: set[int] = ctx.shared("training.handed_self_active", lambda c: set())
-    if function is None or id(function) in active:
-        return None  # asked again while its callers are being read: no answer
-    active.add(id(function))
-    try:
-        return _handed_self_of(ctx, owner, function)
-    finally:
-        active.discard(id(function))
+    if function is None:
+        return None
+    memo: dict[tuple[int, str], cst.ClassDef | None] = ctx.shared("training.handed_self", lambda c: {})
+    key = (id(function), owner.value)
+    if key not in memo:
+        memo[key] = _handed_self_of(ctx, owner, function)
+    return memo[key]
 
 
 def _handed_self_of(ctx: FileContext, owner: cst.Name, function: cst.FunctionDef) -> cst.ClassDef | None:
@@ -282,11 +284,35 @@ def _is_bound_method(function: cst.FunctionDef) -> bool:
 
 def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     """The calls in the file that name `function`: `f(...)` for a top-level one, `self.f(...)`,
-    `Class.f(...)` or `cls.f(...)` for a method."""
+    `Class.f(...)` or `cls.f(...)` for a method, and `runner.f(...)`, `Runner().f(...)`,
+    `self.runner.f(...)` on an instance of its class (memoised per function)."""
+    memo: dict[int, list[cst.Call]] = ctx.shared("training.calls_of", lambda c: {})
+    found = memo.get(id(function))
+    if found is None:
+        found = memo[id(function)] = _calls_of(ctx, function)
+    return found
+
+
+def _calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
+    """The file's calls by the name they call: `f` for `f(...)` and for `x.f(...)`."""
+
+    def build(c: FileContext) -> dict[str, list[cst.Call]]:
+        out: dict[str, list[cst.Call]] = {}
+        for call in c.index.of_type(cst.Call):
+            func = call.func
+            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+            if name is not None:
+                out.setdefault(name, []).append(call)
+        return out
+
+    return ctx.shared("training.calls_by_name", build)
+
+
+def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     name = function.name.value
     host = ctx.index.enclosing_class(function)
     out = []
-    for call in ctx.index.of_type(cst.Call):
+    for call in _calls_by_name(ctx).get(name, ()):
         func = call.func
         if host is None:
             if type(func) is cst.Name and func.value == name:
@@ -296,12 +322,12 @@ def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
                 if func.value.value == host.name.value and _is_bound_method(function):
                     continue  # `Trainer.f(self, x)`: the instance comes first, not where counted
                 out.append(call)
-            elif _is_bound_method(function) and instance_class(ctx, func.value, call) is host:
+            elif _is_bound_method(function) and instance_class(ctx, func.value, call, handed=False) is host:
                 out.append(call)  # `runner.f(x)` with `runner = Runner(...)`
         elif type(func) is cst.Attribute and func.attr.value == name and _is_bound_method(function):
             built = func.value
             if (type(built) is cst.Call and type(built.func) is cst.Name and built.func.value == host.name.value) or (
-                type(built) is cst.Attribute and instance_class(ctx, built, call) is host
+                type(built) is cst.Attribute and instance_class(ctx, built, call, handed=False) is host
             ):
                 out.append(call)  # `Runner().f(x)`, `self.runner.f(x)` with `self.runner = Runner()`
     return out
