@@ -863,3 +863,583 @@ def test_lengths_from_a_handed_in_module_are_not_taken_for_device_tensors() -> N
         "`pack_padded_sequence` needs `lengths` on the CPU, but `token_counts` is on the device; "
         "pass `token_counts.cpu()`"
     )
+
+
+# -- a parameter used only as the target of `.to(...)` is a device, whatever it is called --------
+
+PLACED_BY_USE = """
+    import torch
+
+
+    def score_batches(net, batches, where):
+        net.to(where)
+        total = 0.0
+        for images, labels in batches:
+            logits = net(images.to(where))
+            weights = torch.linspace(0.5, 1.0, logits.shape[1])
+            total += (logits * weights).sum().item()
+        return total
+
+
+    def cast(values: torch.Tensor, kind=torch.float16):
+        return values.to(kind) + torch.ones(3)
+
+
+    def handed_on(values: torch.Tensor, target):
+        print(target)
+        return values.to(target) + torch.ones(3)
+"""
+
+
+def test_a_parameter_only_moved_to_is_a_device_whatever_its_name() -> None:
+    assert _found(PLACED_BY_USE) == [(10, "DL101")]
+    assert _messages(PLACED_BY_USE)[0].startswith(
+        "`torch.linspace(...)` creates a CPU tensor in `score_batches` that meets the device tensor `logits`"
+    )
+
+
+def test_placed_by_use_twin_is_clean() -> None:
+    fixed = PLACED_BY_USE.replace("logits.shape[1])", "logits.shape[1], device=logits.device)")
+    assert _found(fixed) == []
+
+
+# -- what `self.helper()` leaves on `self` is what the caller reads after the call ----------------
+
+SELF_WRITES = """
+    import torch
+    import torch.nn as nn
+
+
+    class Smoother(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.mix = nn.Linear(width, width)
+
+        def _reset_kernel(self, width):
+            self.kernel = torch.full((width,), 1.0 / width)
+
+        def forward(self, seq):
+            mixed = self.mix(seq)
+            self._reset_kernel(mixed.shape[-1])
+            return mixed * self.kernel
+"""
+
+
+def test_a_tensor_a_method_stores_on_self_is_read_after_the_call() -> None:
+    assert _found(SELF_WRITES) == [(12, "DL102"), (12, "DL101")]
+    assert _messages(SELF_WRITES)[1].startswith(
+        "`torch.full(...)` creates a CPU tensor in `_reset_kernel` that meets the device tensor `mixed`"
+    )
+
+
+def test_self_writes_twin_that_builds_on_the_input_s_device_is_clean() -> None:
+    fixed = SELF_WRITES.replace(
+        "def _reset_kernel(self, width):\n            self.kernel = torch.full((width,), 1.0 / width)",
+        "def _reset_kernel(self, like):\n            self.kernel = torch.full((like.shape[-1],), 1.0 / like.shape[-1], device=like.device)",
+    ).replace("self._reset_kernel(mixed.shape[-1])", "self._reset_kernel(mixed)")
+    assert _found(fixed) == []
+
+
+# -- an optimizer built by a helper of the file holds what the call hands it ----------------------
+
+OPTIMIZER_HELPERS = """
+    import torch
+
+
+    def make_sgd(tensors, rate):
+        return torch.optim.SGD(tensors, lr=rate)
+
+
+    def fit_scale(data, device):
+        scale = torch.ones(1, requires_grad=True)
+        shift = torch.zeros(1, requires_grad=True)
+        opt = make_sgd([scale, shift], 0.01)
+        scale = scale.to(device)
+        shift = shift.to(device)
+        data = data.to(device)
+        for _ in range(10):
+            loss = (data * scale + shift).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+    class Tuner:
+        def __init__(self, model, device):
+            self.model = model
+            self.opt = self._adagrad()
+            self.model.to(device)
+
+        def _adagrad(self):
+            return torch.optim.Adagrad(self.model.parameters(), lr=0.1)
+"""
+
+
+def test_an_optimizer_built_by_a_helper_holds_the_tensors_the_call_passes() -> None:
+    assert _found(OPTIMIZER_HELPERS) == [(12, "DL111"), (26, "DL111")]
+    messages = _messages(OPTIMIZER_HELPERS)
+    assert messages[0].startswith("`make_sgd([scale, shift], 0.01)` holds the CPU tensors of `scale`")
+    assert messages[1].startswith("`self._adagrad()` creates Adagrad's `sum` state in its constructor")
+
+
+def test_optimizer_helpers_twin_that_moves_first_is_clean() -> None:
+    fixed = OPTIMIZER_HELPERS.replace(
+        "opt = make_sgd([scale, shift], 0.01)\n        scale = scale.to(device)\n        shift = shift.to(device)",
+        "scale = scale.to(device).detach().requires_grad_()\n        shift = shift.to(device).detach().requires_grad_()\n        opt = make_sgd([scale, shift], 0.01)",
+    ).replace(
+        "self.opt = self._adagrad()\n            self.model.to(device)",
+        "self.model.to(device)\n            self.opt = self._adagrad()",
+    )
+    assert _found(fixed) == []
+
+
+# -- a holder's attribute set from a helper that makes a tensor is a tensor -----------------------
+
+HOLDER_HELPERS = """
+    import torch
+
+
+    def _as_weights(values):
+        return torch.as_tensor(values, dtype=torch.float32)
+
+
+    class Transition:
+        def __init__(self, states, costs, weights):
+            self.states = torch.as_tensor(states)
+            self.costs = self._costs(costs)
+            self.weights = _as_weights(weights)
+
+        def _costs(self, raw):
+            return torch.tensor(raw, dtype=torch.float32)
+
+        def to(self, device):
+            self.states = self.states.to(device)
+            return self
+"""
+
+
+def test_attributes_a_helper_builds_with_a_factory_are_tensors_to_move() -> None:
+    assert _found(HOLDER_HELPERS) == [(12, "DL112"), (13, "DL112")]
+    assert _messages(HOLDER_HELPERS)[1].startswith(
+        "`self.weights` holds a tensor that `Transition.to()` does not move (it moves `self.states`)"
+    )
+
+
+def test_holder_helpers_twin_that_moves_every_tensor_is_clean() -> None:
+    fixed = HOLDER_HELPERS.replace(
+        "self.states = self.states.to(device)\n",
+        "self.states = self.states.to(device)\n            self.costs = self.costs.to(device)\n"
+        "            self.weights = self.weights.to(device)\n",
+    )
+    assert _found(fixed) == []
+
+
+# -- a value of unknown kind moved to the GPU and handed to a placed model's method -------------
+
+MOVED_UNKNOWN_INPUT = """
+    import torch
+
+
+    @torch.no_grad()
+    def collect_codes(encoder, shards):
+        encoder = encoder.cuda().eval()
+        codes = []
+        for shard in shards:
+            latent = encoder.quantize(shard.cuda())
+            codes.append(latent.argmax(-1).numpy())
+        return codes
+"""
+
+
+def test_a_placed_model_s_method_on_a_moved_input_computes_on_the_device() -> None:
+    assert _found(MOVED_UNKNOWN_INPUT) == [(11, "DL108")]
+    assert _messages(MOVED_UNKNOWN_INPUT)[0].startswith(
+        "`latent.argmax(-1).numpy()` converts a tensor that is on the device"
+    )
+
+
+def test_moved_unknown_input_twin_that_copies_to_the_host_is_clean() -> None:
+    assert _found(MOVED_UNKNOWN_INPUT.replace("argmax(-1).numpy()", "argmax(-1).cpu().numpy()")) == []
+
+
+# -- a helper that wraps the model it is handed: the caller's model is the wrapped one -------------
+
+HANDED_WRAPPER = """
+    import torch.nn as nn
+    from transformers import AutoModelForSeq2SeqLM
+
+
+    def replicate(net):
+        return nn.DataParallel(net)
+
+
+    def load_translator(name):
+        model = AutoModelForSeq2SeqLM.from_pretrained(name, device_map="balanced")
+        model = replicate(model)
+        return model
+"""
+
+
+def test_a_helper_wrapping_its_parameter_wraps_what_the_caller_hands_it() -> None:
+    assert _found(HANDED_WRAPPER) == [(12, "DL201")]
+    assert _messages(HANDED_WRAPPER)[0].startswith(
+        '`replicate(model)` wraps a model that `device_map="balanced"` spreads over the visible GPUs'
+    )
+
+
+def test_handed_wrapper_twin_loaded_on_one_device_is_clean() -> None:
+    fixed = HANDED_WRAPPER.replace('device_map="balanced"', 'device_map={"": 0}')
+    assert _found(fixed) == []
+
+
+# -- a training loop in a helper handed the trainer reads the trainer's attributes ---------------
+
+HANDED_TRAINER = """
+    import torch
+
+
+    class EpochRunner:
+        def run(self, owner, batches):
+            for inputs, targets in batches:
+                with torch.autocast("cuda", dtype=owner.half_type):
+                    loss = owner.criterion(owner.net(inputs), targets)
+                owner.amp.scale(loss).backward()
+                owner.amp.step(owner.optimizer)
+                owner.amp.update()
+                owner.optimizer.zero_grad()
+
+
+    class Experiment:
+        def __init__(self, net, optimizer, use_fp16):
+            self.net = net
+            self.optimizer = optimizer
+            self.criterion = torch.nn.CrossEntropyLoss()
+            self.half_type = torch.float16 if use_fp16 else torch.float32
+            self.amp = torch.amp.GradScaler("cuda", enabled=False)
+            self.runner = EpochRunner()
+
+        def fit(self, batches):
+            self.runner.run(self, batches)
+"""
+
+
+def test_a_loop_handed_the_trainer_reads_its_dtype_and_its_disabled_scaler() -> None:
+    assert _found(HANDED_TRAINER) == [(10, "DL301")]
+    assert _messages(HANDED_TRAINER)[0].startswith(
+        '`owner.amp.scale(loss).backward()` backpropagates a loss computed under `torch.autocast("cuda", '
+        "dtype=owner.half_type)` (`owner.amp` is a `GradScaler` built with `enabled=False`"
+    )
+
+
+def test_handed_trainer_twin_with_an_enabled_scaler_is_clean() -> None:
+    assert (
+        _found(HANDED_TRAINER.replace('GradScaler("cuda", enabled=False)', 'GradScaler("cuda", enabled=use_fp16)'))
+        == []
+    )
+
+
+# -- a helper that only an optimizer's methods call is part of the optimizer ---------------------
+
+OPTIMIZER_PIECE = """
+    import torch
+    from torch import nn
+
+
+    def _fresh_momentum(param):
+        return torch.zeros_like(param, memory_format=torch.preserve_format).cuda()
+
+
+    class SignSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-3):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for param in group["params"]:
+                    state = self.state[param]
+                    if "momentum" not in state:
+                        state["momentum"] = _fresh_momentum(param)
+                    param.add_(state["momentum"].add_(param.grad).sign(), alpha=-group["lr"])
+
+
+    if __name__ == "__main__":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        net = nn.Linear(2, 2).to(device)
+        SignSGD(net.parameters()).step()
+"""
+
+
+def test_cuda_in_a_helper_only_an_optimizer_calls_is_reported() -> None:
+    assert _found(OPTIMIZER_PIECE) == [(7, "DL107")]
+    assert _messages(OPTIMIZER_PIECE)[0].startswith("`.cuda()` hard-codes CUDA in `_fresh_momentum`")
+
+
+def test_optimizer_piece_twin_that_follows_the_parameter_is_clean() -> None:
+    fixed = OPTIMIZER_PIECE.replace(
+        "torch.zeros_like(param, memory_format=torch.preserve_format).cuda()",
+        "torch.zeros_like(param, memory_format=torch.preserve_format)",
+    )
+    assert _found(fixed) == []
+
+
+# -- a helper's helper: the callers further up say where the value is ----------------------------
+
+HELPER_CHAIN = """
+    import torch
+
+
+    def _to_hwc(frame):
+        return frame.permute(1, 2, 0).contiguous().numpy()
+
+
+    def render(frame):
+        return _to_hwc(frame)
+
+
+    def preview(generator, noise_batches, device):
+        generator.to(device)
+        for noise in noise_batches:
+            fake = generator(noise.to(device))
+            render(fake[0])
+"""
+
+
+def test_a_helper_two_calls_down_sees_what_the_top_caller_moved() -> None:
+    assert _found(HELPER_CHAIN) == [(6, "DL108")]
+    assert _messages(HELPER_CHAIN)[0].startswith("`frame.permute(1, 2, 0).contiguous().numpy()` converts a tensor")
+
+
+def test_helper_chain_twin_that_copies_to_the_host_is_clean() -> None:
+    assert _found(HELPER_CHAIN.replace("render(fake[0])", "render(fake[0].cpu())")) == []
+
+
+# -- a loss built by a helper of the file, in a function that moves the model --------------------
+
+LOSS_HELPER = """
+    import torch
+    from torch import nn
+
+
+    def weighted_bce(pos):
+        return nn.BCEWithLogitsLoss(pos_weight=pos)
+
+
+    def setup(detector, device, ratio):
+        detector = detector.to(device)
+        imbalance = torch.tensor([ratio])
+        loss_fn = weighted_bce(imbalance)
+        return detector, loss_fn
+"""
+
+
+def test_a_loss_a_helper_builds_with_a_cpu_weight_is_never_moved() -> None:
+    assert _found(LOSS_HELPER) == [(7, "DL106")]
+    assert _messages(LOSS_HELPER)[0].startswith(
+        "`nn.BCEWithLogitsLoss` gets a CPU `pos_weight` tensor and `loss_fn` is never moved, while `detector` is"
+    )
+
+
+def test_loss_helper_twin_that_moves_the_loss_is_clean() -> None:
+    assert _found(LOSS_HELPER.replace("weighted_bce(imbalance)", "weighted_bce(imbalance).to(device)")) == []
+
+
+# -- a metric a helper builds and returns, or one taken out of a dict of metrics ---------------
+
+METRIC_HELPERS = """
+    import torchmetrics
+
+
+    def make_auroc(classes):
+        return torchmetrics.AUROC(task="multiclass", num_classes=classes)
+
+
+    def score(model, batches, device, classes):
+        model.to(device)
+        auroc = make_auroc(classes)
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            auroc.update(model(x).softmax(-1), y)
+        return auroc.compute()
+
+
+    class Tracker:
+        def __init__(self):
+            table = {"f1": torchmetrics.F1Score(task="binary")}
+            self.f1 = table["f1"]
+
+        def add(self, probs, labels):
+            self.f1.update(probs, labels)
+
+
+    def track(model, batches, device):
+        model.to(device)
+        tracker = Tracker()
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            tracker.add(model(x).sigmoid(), y)
+"""
+
+
+def test_metrics_from_a_helper_or_from_a_dict_entry_are_on_the_cpu() -> None:
+    assert _found(METRIC_HELPERS) == [(6, "DL113"), (20, "DL113")]
+    messages = _messages(METRIC_HELPERS)
+    assert messages[0].startswith(
+        '`torchmetrics.AUROC(task="multiclass", num_classes=classes)` is created on the CPU and never moved'
+    )
+    assert messages[1].startswith(
+        'the metrics in `{"f1": torchmetrics.F1Score(task="binary")}` are created on the CPU and never moved'
+    )
+
+
+def test_metric_helpers_twin_that_moves_them_is_clean() -> None:
+    fixed = METRIC_HELPERS.replace("auroc = make_auroc(classes)", "auroc = make_auroc(classes).to(device)").replace(
+        'self.f1 = table["f1"]', 'self.f1 = table["f1"].to("cuda")'
+    )
+    assert _found(fixed) == []
+
+
+# -- a helper that updates the scaler it is handed updates the caller's scaler --------------------
+
+HANDED_SCALER = """
+    import torch
+
+
+    def finish_step(amp_scaler, optimizer):
+        amp_scaler.step(optimizer)
+        amp_scaler.update()
+        optimizer.zero_grad()
+
+
+    def adversarial_step(gen, disc, opt_gen, opt_disc, amp_scaler, noise, real, adv_loss):
+        with torch.autocast("cuda", dtype=torch.float16):
+            fake = gen(noise)
+            loss_gen = adv_loss(disc(fake), True)
+        amp_scaler.scale(loss_gen).backward()
+        finish_step(amp_scaler, opt_gen)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss_disc = adv_loss(disc(real), True) + adv_loss(disc(fake.detach()), False)
+        amp_scaler.scale(loss_disc).backward()
+        finish_step(amp_scaler, opt_disc)
+"""
+
+
+def test_a_helper_updating_the_scaler_it_is_handed_updates_the_caller_s() -> None:
+    assert _found(HANDED_SCALER) == [(16, "DL307")]
+    assert _messages(HANDED_SCALER)[0].startswith(
+        "`finish_step(amp_scaler, opt_gen)` (which calls `amp_scaler.update()` in `finish_step`) steps and updates "
+        "`amp_scaler`, and it is updated again"
+    )
+
+
+def test_handed_scaler_twin_with_one_update_per_iteration_is_clean() -> None:
+    fixed = HANDED_SCALER.replace("        amp_scaler.update()\n", "").replace(
+        "finish_step(amp_scaler, opt_disc)", "finish_step(amp_scaler, opt_disc)\n        amp_scaler.update()"
+    )
+    assert _found(fixed) == []
+
+
+# -- a static method handed the trainer reads the trainer's attributes ---------------------------
+
+STATIC_HANDED_TRAINER = """
+    import torch
+
+
+    class NormLimiter:
+        def __init__(self, limit):
+            self.limit = limit
+
+        def apply(self, net):
+            torch.nn.utils.clip_grad_norm_(net.parameters(), self.limit)
+
+
+    class Runner:
+        def __init__(self, net, optimizer):
+            self.net = net
+            self.optimizer = optimizer
+            self.amp = torch.amp.GradScaler("cuda")
+            self.limiter = NormLimiter(5.0)
+
+        @staticmethod
+        def _limit(runner):
+            runner.limiter.apply(runner.net)
+
+        def step(self, batch):
+            with torch.autocast("cuda"):
+                loss = self.net(batch).mean()
+            self.amp.scale(loss).backward()
+            Runner._limit(self)
+            self.amp.step(self.optimizer)
+            self.amp.update()
+            self.optimizer.zero_grad()
+"""
+
+
+def test_a_static_method_handed_the_trainer_clips_its_scaled_gradients() -> None:
+    found = _found(STATIC_HANDED_TRAINER)
+    assert found == [(28, "DL304")]
+    assert _messages(STATIC_HANDED_TRAINER)[0].startswith("`Runner._limit(self)`")
+
+
+def test_static_handed_trainer_twin_that_unscales_first_is_clean() -> None:
+    fixed = STATIC_HANDED_TRAINER.replace(
+        "Runner._limit(self)", "self.amp.unscale_(self.optimizer)\n            Runner._limit(self)"
+    )
+    assert _found(fixed) == []
+
+
+# -- a loop that moves what it yields to the device iterates host batches, whatever it is called --
+
+MOVING_LOOP = """
+    import torch
+
+
+    def compare(net, pairs, dev="cuda"):
+        net.to(dev)
+        for left, right in pairs:
+            left, right = left.to(dev), right.to(dev)
+            gate = right.cpu()
+            print((net(left) * gate).sum().item())
+"""
+
+
+def test_a_loop_moving_its_targets_iterates_host_batches() -> None:
+    assert _found(MOVING_LOOP) == [(10, "DL116")]
+    assert _messages(MOVING_LOOP)[0].startswith(
+        "`(net(left) * gate)` needs its tensors on one device, but `gate` is a copy"
+    )
+
+
+def test_moving_loop_twin_that_keeps_the_gate_on_the_device_is_clean() -> None:
+    assert _found(MOVING_LOOP.replace("gate = right.cpu()", "gate = right")) == []
+
+
+# -- a callable handed in and fed an input moved to the GPU computes there, whatever its name ---
+
+FED_MOVED_INPUT = """
+    import torch
+
+
+    def noisy_scores(scorer, batch: torch.Tensor, target):
+        jitter = torch.randn(batch.shape[0], 1) * 0.01
+        return scorer(batch.to(target)) + jitter
+
+
+    def through_a_cpu_function(convert, batch: torch.Tensor):
+        return convert(batch) + torch.ones(1, 3)
+"""
+
+
+def test_a_parameter_called_on_a_moved_input_computes_on_the_device() -> None:
+    assert _found(FED_MOVED_INPUT) == [(6, "DL101")]
+    assert _messages(FED_MOVED_INPUT)[0].startswith(
+        "`torch.randn(...)` creates a CPU tensor in `noisy_scores` that meets the device tensor `scorer(batch.to(target))`"
+    )
+
+
+def test_fed_moved_input_twin_that_makes_the_jitter_there_is_clean() -> None:
+    fixed = FED_MOVED_INPUT.replace(
+        "jitter = torch.randn(batch.shape[0], 1) * 0.01",
+        "jitter = torch.randn(batch.shape[0], 1, device=target) * 0.01",
+    )
+    assert _found(fixed) == []

@@ -145,6 +145,13 @@ def _guessed_device(fact: Fact) -> bool:
 
 
 def _agreed(facts: Iterable[Fact]) -> Fact:
-    """The one place every caller's run gives an expression (unknown if any disagrees)."""
+    """The one place every caller's run gives an expression (unknown if any disagrees). A run
+    that only says "wherever the caller's own inputs are" (a helper's helper, followed from the
+    helper's own analysis) does not disagree with runs that put the value on the accelerator:
+    those are the callers further up that say where the inputs are."""
     seen = {(fact.kind, fact.where): fact for fact in facts}
+    if len(seen) > 1:
+        certain = [fact for (kind, where), fact in seen.items() if where != FOLLOWS]
+        if len(certain) == 1 and certain[0].kind == DEVICE and certain[0].where == ACCELERATOR:
+            return certain[0]
     return next(iter(seen.values())) if len(seen) == 1 else UNKNOWN_FACT

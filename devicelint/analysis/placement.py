@@ -70,6 +70,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     Fact,
     move_call,
+    moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_scope import defines_tests
@@ -441,10 +442,32 @@ class _Interpreter(CallEvaluation):
             return False
         if self.analysis.custom_loaders:
             return False
+        iterable = node
         while type(node) is cst.Subscript:  # `loaders["train"]`, `self.dataloaders[phase]`
             node = node.value
         last = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else ""
-        return "loader" in last.lower()
+        return "loader" in last.lower() or self._moves_its_targets(iterable)
+
+    def _moves_its_targets(self, iterable: cst.BaseExpression) -> bool:
+        """A loop over a value the file does not show that moves what it yields to the
+        accelerator (`for a, b in pairs: a, b = a.to(device), b.to(device)`) iterates host
+        batches, whatever the iterable is called."""
+        loop = self.ctx.index.parent(iterable)
+        if type(loop) is cst.Arg:  # `enumerate(pairs)`, `tqdm(pairs)`
+            loop = self.ctx.index.parent(self.ctx.index.parent(loop) or loop)
+        if type(loop) is not cst.For:
+            return False
+        memo: dict[int, bool] = self.ctx.shared("placement.moving_loops", lambda c: {})
+        found = memo.get(id(loop))
+        if found is None:
+            targets = {n.value for n in self.ctx.index.walk(loop.target) if type(n) is cst.Name}
+            found = memo[id(loop)] = any(
+                moves_to_accelerator(call)
+                and type(call.func.value) is cst.Name  # type: ignore[attr-defined]  # a move: `x.to(...)`
+                and call.func.value.value in targets  # type: ignore[attr-defined]  # as above
+                for call in self.ctx.index.within(loop.body, cst.Call)
+            )
+        return found
 
     def _bind_batch(self, target: cst.BaseExpression, is_batch: bool) -> None:
         if not is_batch:
@@ -723,7 +746,9 @@ class _Interpreter(CallEvaluation):
             constant = self._module_device(node.value)
             if constant is not None:
                 return constant
-            if looks_like_device_name(node.value):
+            if looks_like_device_name(node.value) or (
+                type(self.scope) is cst.FunctionDef and node.value in self.analysis.device_parameters(self.scope)
+            ):
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=node.value)
             return UNKNOWN_FACT
         if type(node) is cst.Call:

@@ -57,6 +57,7 @@ from devicelint.analysis.placement_facts import (
     is_legacy_cuda_constructor,
     is_tensor_function,
     move_call,
+    moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
 from devicelint.analysis.placement_values import (
@@ -658,16 +659,14 @@ class CallEvaluation:
             elif method not in self.cls.methods and (placed := self._placed_inherited(method)) is not None:
                 return self._module_call(call, placed, func)
             elif method in self.cls.methods:
-                args = self._args(call)
-                helper = self.cls.methods[method]
-                return self._follow(helper, call, args, skip_self=not _is_static(helper))
+                return self._follow_own_method(self.cls.methods[method], call)
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
         if self.cls is None and type(func.value) is cst.Name and func.value.value == "self":
             sibling = self.analysis.method_of_plain_class(self.scope, method)
             if sibling is not None:  # a trainer's `self._report(loss)`
-                return self._follow(sibling, call, self._args(call), skip_self=not _is_static(sibling))
+                return self._follow_own_method(sibling, call)
         if self.cls is None and self_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
             # a moved value that is called is a module on the device
@@ -788,7 +787,8 @@ class CallEvaluation:
             if method in MODULE_SELF_METHODS:
                 return receiver
         if placed and method not in MODULE_NON_TENSOR_METHODS:
-            device = next((f for f, _ in args if f.kind == DEVICE), None)
+            # an input on the device, or a value of unknown kind moved there (`batch.cuda()`)
+            device = next((f for f, _ in args if f.kind == DEVICE or _moved_there(f)), None)
             if device is not None:
                 return Fact(DEVICE, where=receiver.where, device_expr=device.device_expr, device=receiver.device)
         return UNKNOWN_FACT
@@ -861,7 +861,25 @@ class CallEvaluation:
         if builder is not None:  # `net = hourglass(...)` then `net.load_state_dict(...)`
             self.analysis.host_modules_made = True
             return Fact(MODULE, where=HOST, factory=builder, origin=call)
-        return _model_like_result(name, args) if name not in self.env else UNKNOWN_FACT
+        if name in self.env:
+            return UNKNOWN_FACT
+        named = _model_like_result(name, args)
+        return named if named != UNKNOWN_FACT else self._fed_moved_input(call, name)
+
+    def _fed_moved_input(self, call: cst.Call, name: str) -> Fact:
+        """`fn(x.to(device))` where `fn` is a parameter of the function: the caller moves the input
+        to the accelerator to call it, so it computes there (a model handed in, whatever its name)."""
+        scope = self.scope
+        if type(scope) is not cst.FunctionDef or not any(
+            p.name.value == name
+            for p in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params)
+        ):
+            return UNKNOWN_FACT
+        for arg in call.args:
+            fact = self._fact_of(arg.value)
+            if not arg.star and moves_to_accelerator(arg.value) and fact.kind == DEVICE and fact.where == ACCELERATOR:
+                return Fact(DEVICE, where=ACCELERATOR, device_expr=fact.device_expr, device=fact.device)
+        return UNKNOWN_FACT
 
     def _prepared(self, call: cst.Call) -> Fact:
         """`accelerator.prepare(model, optimizer, loader)`, `fabric.setup(model, opt)`: the
@@ -1026,15 +1044,27 @@ class CallEvaluation:
     ) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
         each distinct set of argument facts is analysed once per file)."""
+        return self._followed_run(func, call, args, skip_self, cls, placed)[0]
+
+    def _followed_run(
+        self,
+        func: cst.FunctionDef,
+        call: cst.Call,
+        args: list[tuple[Fact, cst.CSTNode]],
+        skip_self: bool,
+        cls: ClassFacts | None = None,
+        placed: bool = True,
+    ) -> tuple[Fact, ScopePlacement | None]:
+        """`_follow`'s answer and the run of `func` it comes from (None where none was made)."""
         if self.depth >= MAX_FOLLOW_DEPTH or func is self.scope:
-            return UNKNOWN_FACT
+            return UNKNOWN_FACT, None
         params = list(func.params.posonly_params) + list(func.params.params)
         if skip_self and params:
             params = params[1:]
         bound: Env = {}
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if any(a.star for a in call.args):
-            return UNKNOWN_FACT
+            return UNKNOWN_FACT, None
         for param, arg in zip(params, positional):
             bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
         star = func.params.star_arg
@@ -1054,7 +1084,8 @@ class CallEvaluation:
         if not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values()) and params:
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
-            return _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
+            returned = _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
+            return returned, self.analysis.scopes.get(id(func))
         own_place = self.own_place if placed else None
         key = (
             id(func),
@@ -1076,7 +1107,22 @@ class CallEvaluation:
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)
             self.analysis.extra_crossings.extend(cached.crossings)
-        return cached.returns or UNKNOWN_FACT
+        return cached.returns or UNKNOWN_FACT, cached
+
+    def _follow_own_method(self, method: cst.FunctionDef, call: cst.Call) -> Fact:
+        """`self.helper(...)`: followed with the call's arguments; what the method leaves on
+        `self` (`self._cache = torch.tensor(...)`, `self.model = self.model.to(device)`) is what
+        the caller reads after the call: a class is one unit over its methods."""
+        static = _is_static(method)
+        returned, run = self._followed_run(method, call, self._args(call), skip_self=not static)
+        if run is not None and not static:
+            for key, fact in run.facts.items():
+                if key.startswith("self."):
+                    if fact == UNKNOWN_FACT:
+                        self.env.pop(key, None)
+                    else:
+                        self.env[key] = fact
+        return returned
 
 
 # The environment key under which a function keeps the default device it set itself.
@@ -1180,6 +1226,12 @@ def _without_followed(fact: Fact) -> Fact:
     if fact.kind in (DEVICE, MODULE) and fact.where == FOLLOWS:
         return UNKNOWN_FACT
     return fact
+
+
+def _moved_there(fact: Fact) -> bool:
+    """A value of unknown kind that a move put on the accelerator (`batch.cuda()` of a batch the
+    file does not show): a tensor, or a structure of them, on the device."""
+    return fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.device_expr is not None and not fact.batch
 
 
 def _is_static(func: cst.FunctionDef) -> bool:

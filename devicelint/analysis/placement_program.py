@@ -24,6 +24,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     Fact,
     is_tensor_function,
+    move_call,
 )
 from devicelint.analysis.placement_values import DATA_WORDS, Env
 from devicelint.analysis.transform_modules import transform_classes
@@ -169,6 +170,25 @@ def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
     return found
 
 
+def _device_like_default(default: cst.BaseExpression | None) -> bool:
+    """No default, `None`, a string or `torch.device(...)`: what a device parameter may default to."""
+    if default is None or type(default) is cst.SimpleString:
+        return True
+    if type(default) is cst.Name:
+        return default.value == "None"
+    return type(default) is cst.Call and (dotted_name(default.func) or "").endswith("device")
+
+
+def _device_like_annotation(annotation: cst.Annotation | None) -> bool:
+    """No annotation, or one a device may have (`str`, `torch.device`, `Optional[...]` of them)."""
+    if annotation is None:
+        return True
+    text = (dotted_name(annotation.annotation) or "").rsplit(".", 1)[-1]
+    return text in ("str", "device") or (
+        type(annotation.annotation) is cst.SimpleString and "device" in annotation.annotation.value
+    )
+
+
 def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
     """The file's dataclasses and NamedTuples, with their fields in declaration order: an
     instance carries the places of the values it was built from."""
@@ -250,6 +270,7 @@ class FileAnalysis:
         # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
         self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
         self._tensor_parameters: dict[tuple[int, int], frozenset[str]] = {}
+        self._device_parameters: dict[int, frozenset[str]] = {}
         self._calls_by_function: dict[int, list[cst.Call]] | None = None
         self._transforms: frozenset[str] | None = None
         index = ctx.index
@@ -321,6 +342,46 @@ class FileAnalysis:
             for call in self._helper_calls().get(id(func), ()):
                 names |= self._passed_to_tensor_parameters(call, cls, depth)
         found = self._tensor_parameters[key] = frozenset(names)
+        return found
+
+    def device_parameters(self, func: cst.FunctionDef) -> frozenset[str]:
+        """Parameters the function uses only as a device, whatever they are called: every read
+        is the one positional argument of a `.to(...)` (`model.to(where)`, `x.to(where)`) or a
+        `device=` argument, and one at least is a `.to(...)`. A parameter with a default other
+        than `None`, a string or `torch.device(...)`, or annotated (other than `str` or
+        `torch.device`), is left alone: `.to(...)` also takes a dtype or a tensor."""
+        found = self._device_parameters.get(id(func))
+        if found is not None:
+            return found
+        params = func.params
+        candidates = {
+            p.name.value: p
+            for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+            if _device_like_default(p.default) and _device_like_annotation(p.annotation)
+        }
+        moved: set[str] = set()
+        other: set[str] = set()
+        index = self.ctx.index
+        for node in index.within(func.body, cst.Name) if candidates else ():
+            name = node.value
+            if name not in candidates or name in other:
+                continue
+            parent = index.parent(node)
+            if (type(parent) is cst.Attribute and parent.attr is node) or (
+                type(parent) is cst.Arg and parent.keyword is node
+            ):
+                continue  # `x.where`, `f(where=...)`: another name, not a read of the parameter
+            call = index.parent(parent) if type(parent) is cst.Arg and parent.value is node else None
+            if type(call) is not cst.Call or parent.star:  # type: ignore[union-attr]  # parent is an Arg here
+                other.add(name)
+            elif parent.keyword is not None:  # type: ignore[union-attr]  # parent is an Arg here
+                if parent.keyword.value != "device":  # type: ignore[union-attr]  # parent is an Arg here
+                    other.add(name)
+            elif move_call(call) == "to" and sum(1 for a in call.args if a.keyword is None) == 1:
+                moved.add(name)
+            else:
+                other.add(name)
+        found = self._device_parameters[id(func)] = frozenset(moved - other)
         return found
 
     def _helper_calls(self) -> dict[int, list[cst.Call]]:

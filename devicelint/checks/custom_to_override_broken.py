@@ -11,6 +11,7 @@ from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import FACTORIES, move_call
 from devicelint.analysis.placement_values import annotation_is_tensor
+from devicelint.analysis.training.helpers import callee
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -424,6 +425,7 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
         if (
             facts.value(value).is_tensor
             or _factory_call(ctx, value)
+            or _returns_new_tensors(ctx, value)
             or annotation_is_tensor(annotation)
             or (param is not None and annotation_is_tensor(param.annotation))
         ):
@@ -438,6 +440,19 @@ def _factory_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
         and qualified.startswith("torch.")
         and qualified.count(".") == 1
         and qualified[6:] in FACTORIES
+    )
+
+
+def _returns_new_tensors(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """A call of a function or method of the file whose every `return` makes a tensor with a
+    torch factory (`self._as_rewards(r)` returning `torch.tensor(r, dtype=...)`)."""
+    helper = callee(ctx, value) if type(value) is cst.Call else None
+    if helper is None:
+        return False
+    returns = [n for n in ctx.index.walk(helper.body) if type(n) is cst.Return]
+    return bool(returns) and all(
+        r.value is not None and ctx.index.enclosing_function(r) is helper and _factory_call(ctx, r.value)
+        for r in returns
     )
 
 

@@ -5,7 +5,14 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.model_events import WrapperSite, short, spread_by_loader, wrapped_split, wrapper_sites
+from devicelint.analysis.model_events import (
+    WrapperSite,
+    returned_wrapper_sites,
+    short,
+    spread_by_loader,
+    wrapped_split,
+    wrapper_sites,
+)
 from devicelint.analysis.model_events.scopes import statement_of
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.helpers import calls_of
@@ -202,7 +209,9 @@ class DataParallelAsModelParallelism(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        for site in wrapper_sites(ctx):
+        # direct wrappers, and the calls of a helper of the file that wraps the model it is handed
+        handed = [site for site in returned_wrapper_sites(ctx) if site.wrapped is not None]
+        for site in wrapper_sites(ctx) + handed:
             found = wrapped_split(ctx, site)
             spread = spread_by_loader(ctx, site) if found is None else None
             if spread is not None and (

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect
 from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.analysis.training.loaders import same_file_function
@@ -152,7 +153,7 @@ class GradscalerUpdatedTwice(Rule):
     def _check_scaler(self, ctx: FileContext, scope: Scope, calls: ScalerCalls) -> Iterator[Violation]:
         reported: set[int] = set()
         for first, second in zip(calls.updates, calls.updates[1:]):
-            if _same_helper(calls, first, second):
+            if _same_helper(calls, first, second) and not _handed_in(ctx, calls.helpers[id(first)]):
                 continue  # one helper called twice: `_check_helper` reports it at the helper's update
             low, high = calls.update_keys[id(first)], calls.update_keys[id(second)]
             between = [s for s in calls.steps if low < calls.step_keys[id(s)] < high]
@@ -161,8 +162,9 @@ class GradscalerUpdatedTwice(Rule):
                 continue
             reported.add(id(first))
             if id(first) in calls.helpers:
+                does = "steps and updates" if any(step is first for step in calls.steps) else "updates"
                 what = (
-                    f"`{short(ctx, first)}`{_through(ctx, calls, first)} steps and updates `{calls.name}`, and it is "
+                    f"`{short(ctx, first)}`{_through(ctx, calls, first)} {does} `{calls.name}`, and it is "
                     f"updated again after `{short(ctx, between[-1])}` in the same iteration, so one scaler's loss "
                     "scale moves twice per iteration"
                 )
@@ -212,9 +214,12 @@ def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
     cls = ctx.index.enclosing_class(scope.node)
     for site, found in scope.helper_calls:
         for position, effect in enumerate(found):
-            if effect.kind not in (SCALER_STEP, UPDATE) or effect.conditional or not _same_object(ctx, effect, cls):
+            if effect.kind not in (SCALER_STEP, UPDATE) or effect.conditional:
                 continue
-            entry = grouped.setdefault(effect.scaler, ({}, {}, {}))  # type: ignore[arg-type]  # _same_object is False for a None scaler
+            scaler = effect.scaler if _same_object(ctx, effect, cls) else _handed_scaler(ctx, effect, site)
+            if scaler is None:
+                continue
+            entry = grouped.setdefault(scaler, ({}, {}, {}))
             index = 0 if effect.kind == SCALER_STEP else 1
             entry[index].setdefault(id(site), ((rank[id(site)], position + 1), site))  # type: ignore[arg-type]  # index 0 or 1, as above
             if effect.kind == UPDATE:
@@ -247,6 +252,35 @@ def _same_object(ctx: FileContext, effect: Effect, cls: cst.ClassDef | None) -> 
         return cls is not None and ctx.index.enclosing_class(effect.node) is cls
     helper = scope_of(ctx, effect.node)
     return effect.scaler.isidentifier() and type(helper) is cst.FunctionDef and _kept_outside(helper, effect.scaler)
+
+
+def _handed_scaler(ctx: FileContext, effect: Effect, site: cst.Call) -> str | None:
+    """The caller's scaler, as the caller spells it, when the helper `site` calls steps or
+    updates the scaler it is handed (`def finish(scaler): scaler.update()`, `finish(scaler)`)."""
+    helper = callee_of(ctx, site)
+    if effect.scaler is None or helper is None or scope_of(ctx, effect.node) is not helper:
+        return None
+    if any(arg.star for arg in site.args):
+        return None
+    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+    if ctx.index.enclosing_class(helper) is not None and not any(
+        dotted_name(d.decorator) == "staticmethod" for d in helper.decorators
+    ):
+        params = params[1:]  # the receiver fills `self`
+    given = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == effect.scaler), None)
+    if given is None and effect.scaler in params:
+        positional = [a.value for a in site.args if a.keyword is None]
+        index = params.index(effect.scaler)
+        given = positional[index] if index < len(positional) else None
+    return " ".join(ctx.code_for(given).split()) if given is not None else None
+
+
+def _handed_in(ctx: FileContext, update: cst.Call) -> bool:
+    """A helper's `scaler.update()` on a scaler that is one of the helper's parameters: each call
+    updates what its caller hands in, so the caller's calls are compared there."""
+    helper = scope_of(ctx, update)
+    owner = receiver(update)
+    return type(helper) is cst.FunctionDef and type(owner) is cst.Name and not _kept_outside(helper, owner.value)
 
 
 def _same_helper(calls: ScalerCalls, first: cst.Call, second: cst.Call) -> bool:

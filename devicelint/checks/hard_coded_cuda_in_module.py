@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar
 
 import libcst as cst
 
@@ -13,6 +14,7 @@ from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
+from devicelint.analysis.training.helpers import calls_of
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -38,6 +40,9 @@ REUSABLE_SUFFIXES = ("Optimizer", "LRScheduler")
 # Functions that ask about a device rather than place anything on it:
 # `torch.cuda.get_device_properties(torch.device("cuda"))`, `torch.cuda.mem_get_info("cuda:0")`.
 QUERY_PREFIXES = ("torch.cuda.", "torch.backends.", "torch.xpu.", "torch.mps.", "torch.accelerator.")
+
+
+_Owner = TypeVar("_Owner")
 
 
 def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -230,11 +235,11 @@ class HardCodedCudaInModule(Rule):
             function = ctx.index.enclosing_function(node)
             if function is None:
                 continue
-            cls = module_methods.get(id(function))
+            cls = module_methods.get(id(function)) or _only_caller(ctx, function, module_methods)
             enclosing = ctx.index.enclosing_class(function)
             if enclosing is not None and enclosing.name.value in split_classes:
                 continue
-            reusable = reusable_methods.get(id(function))
+            reusable = reusable_methods.get(id(function)) or _only_caller(ctx, function, reusable_methods)
             if script and reusable is None:
                 continue
             placement = file_facts(ctx).scope(function)
@@ -290,6 +295,38 @@ class HardCodedCudaInModule(Rule):
 
 
 _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
+
+
+def _only_caller(ctx: FileContext, function: cst.FunctionDef, owners: dict[int, _Owner]) -> _Owner | None:
+    """The class whose methods (in `owners`) make every call of a helper of the file (a step's
+    piece moved into a function of its own), a few calls up; None if any call is made elsewhere."""
+    seen: set[int] = set()
+    frontier = [function]
+    found: set[int] = set()
+    result: dict[int, _Owner] = {}
+    for _ in range(3):
+        callers: list[cst.FunctionDef] = []
+        for helper in frontier:
+            calls = calls_of(ctx, helper)
+            if not calls:
+                return None
+            for call in calls:
+                outer = ctx.index.enclosing_function(call)
+                if outer is None:
+                    return None
+                owner = owners.get(id(outer))
+                if owner is not None:
+                    found.add(id(owner))
+                    result[id(owner)] = owner
+                elif id(outer) not in seen:
+                    seen.add(id(outer))
+                    callers.append(outer)
+        if not callers:
+            break
+        frontier = callers
+    else:
+        return None
+    return result[found.pop()] if len(found) == 1 else None
 
 
 def _placement_argument(ctx: FileContext, arg: cst.Arg) -> bool:

@@ -8,6 +8,7 @@ from devicelint.analysis.device_in_scope import bound_before
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_facts import move_call
+from devicelint.analysis.training.helpers import callee
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -173,20 +174,23 @@ class LossWeightOffDevice(Rule):
 
     def _moved_beside(self, ctx: FileContext) -> Iterator[tuple[Violation, cst.Call]]:
         """A loss built in a scope that moves the model but never the loss."""
-        for call in ctx.index.of_type(cst.Call):
-            loss = _is_loss_class(ctx, call)
-            if loss is None:
+        seen: set[int] = set()
+        for site in ctx.index.of_type(cst.Call):
+            # the loss's constructor, or the one a helper of the file returns (`build_loss(w)`)
+            call = site if _is_loss_class(ctx, site) is not None else _returned_loss(ctx, site)
+            loss = _is_loss_class(ctx, call) if call is not None else None
+            if call is None or loss is None or id(call) in seen:
                 continue
             weight = next((a for a in call.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS), None)
             if weight is None or not _cpu_weight(ctx, weight.value):
                 continue
-            assign = ctx.index.parent(call)
+            assign = ctx.index.parent(site)
             if not (
                 type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name
             ):
                 continue
             name = assign.targets[0].target.value
-            scope = ctx.index.enclosing_function(call) or ctx.module
+            scope = ctx.index.enclosing_function(site) or ctx.module
             moves = _moves_in_scope(ctx, scope)
             if any(receiver == name for receiver, _ in moves):
                 continue
@@ -194,10 +198,11 @@ class LossWeightOffDevice(Rule):
             if not others:
                 continue
             moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]  # `others` are moves: `x.to(...)`
+            seen.add(id(call))
             yield (
                 self.violation(
                     weight.value,
-                    fix=_move_loss(ctx, call, others[0]),
+                    fix=_move_loss(ctx, call, others[0]) if call is site else None,
                     loss=f"nn.{loss}",
                     keyword=weight.keyword.value,  # type: ignore[union-attr]  # the weight's keyword was matched
                     name=name,
@@ -205,6 +210,19 @@ class LossWeightOffDevice(Rule):
                 ),
                 call,
             )
+
+
+def _returned_loss(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+    """The loss constructor that a function or method of the file returns from its one `return`
+    (`def make_criterion(w): return nn.CrossEntropyLoss(weight=w)`), for a call of it."""
+    helper = callee(ctx, call)
+    if helper is None:
+        return None
+    returns = [n for n in ctx.index.walk(helper.body) if type(n) is cst.Return]
+    value = returns[0].value if len(returns) == 1 else None
+    if type(value) is not cst.Call or _is_loss_class(ctx, value) is None:
+        return None
+    return value
 
 
 def _loss_name(ctx: FileContext, constructor: cst.Call) -> str:

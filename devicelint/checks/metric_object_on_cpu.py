@@ -11,6 +11,7 @@ from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import ACCELERATOR, moves_to_accelerator
+from devicelint.analysis.training.helpers import callee
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -40,6 +41,7 @@ class Holder:
     moved: bool = False
     escaped: bool = False  # handed to code that may move it (`fabric.setup(metric)`)
     fed: list[tuple[cst.Call, cst.BaseExpression]] = field(default_factory=list)  # (call, device argument)
+    built_by_helper: bool = False  # `created` is in a helper of the file that returns it
 
 
 HolderKey = tuple[int, str]
@@ -114,7 +116,9 @@ class MetricObjectOnCpu(Rule):
                 continue
             call, argument = holder.fed[0]
             created = _short(ctx, holder.created)
-            fix = None if holder.is_container else _to_device_fix(ctx, holder.created, argument)
+            fix = (
+                None if holder.is_container or holder.built_by_helper else _to_device_fix(ctx, holder.created, argument)
+            )
             if holder.is_container and not is_metric_constructor(ctx, holder.created):  # a literal of metrics
                 created = f"the metrics in `{created}` are created"
                 advice = "move each metric with `.to(device)` (or keep them in an `nn.ModuleDict` on the model)"
@@ -216,6 +220,7 @@ def _holder_key(ctx: FileContext, target: cst.BaseExpression) -> HolderKey | Non
 def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
     holders: dict[HolderKey, Holder] = {}
     clones: list[tuple[HolderKey, cst.Call]] = []
+    aliases: list[tuple[HolderKey, cst.BaseExpression]] = []
     for assign in ctx.index.of_type(cst.Assign):
         if len(assign.targets) != 1:
             continue
@@ -230,19 +235,40 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
         key = _holder_key(ctx, target)
         if key is None:
             continue
+        returned = _returned_metric(ctx, value)
         if is_metric_constructor(ctx, value):
             holders.setdefault(key, Holder(created=value, is_container=False))
+        elif returned is not None:  # `metric = make_metric(...)`: what the helper builds, unmoved
+            holders.setdefault(key, Holder(created=returned, is_container=False, built_by_helper=True))
         elif _holds_metrics(ctx, value):
             holders.setdefault(key, Holder(created=value, is_container=True))
         elif _moved_constructor(ctx, value):
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = True
         elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "clone":
             clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
+        elif type(value) in (cst.Name, cst.Subscript):
+            aliases.append((key, value))  # `self.acc = metrics["acc"]`: the same metric under another name
+    for key, value in aliases:
+        original = _resolve(ctx, value, holders)
+        if original is not None and key not in holders:
+            holders[key] = original
     for key, value in clones:
         original = _resolve(ctx, value.func.value, holders)  # type: ignore[attr-defined]  # a `metrics.clone(...)` call
         if original is not None and not original.is_container:
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = original.moved
     return holders
+
+
+def _returned_metric(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:
+    """The metric constructor that a function or method of the file returns from its one
+    `return` (`def make_confusion(n): return MulticlassConfusionMatrix(num_classes=n)`), for a
+    call of it."""
+    helper = callee(ctx, value) if type(value) is cst.Call else None
+    if helper is None:
+        return None
+    returns = [n for n in ctx.index.walk(helper.body) if type(n) is cst.Return]
+    inner = returns[0].value if len(returns) == 1 else None
+    return inner if type(inner) is cst.Call and is_metric_constructor(ctx, inner) else None
 
 
 # -- how the file uses them ----------------------------------------------------------------------
@@ -339,6 +365,12 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
                     continue
                 if parent.attr.value in FEEDING_METHODS:
                     call = outer
+        elif (
+            type(parent) is cst.Assign
+            and user is parent.value
+            and all(_resolve(ctx, t.target, holders) is holder for t in parent.targets)
+        ):
+            continue  # `self.acc = metrics["acc"]`: the same metric kept under another name
         elif type(parent) in (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign) and not (
             type(parent) is cst.Assign and user is not parent.value
         ):

@@ -90,11 +90,50 @@ def _params_argument(call: cst.Call) -> cst.BaseExpression | None:
     return None
 
 
+def _built(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression | None] | None:
+    """(the optimizer class, what it is built from, in the caller's words) when `call` builds an
+    optimizer: itself (`torch.optim.Adam(params)`), or through a function or method of the file
+    whose one `return` builds one from a parameter of its own (`make_opt(params)`,
+    `self._optimizer(params)`, `Prompt._adam(params)`): what the call passes for that parameter
+    is what the optimizer holds. A method called on `self` may build it from `self.<attr>`."""
+    own = _optimizer_class(ctx, call)
+    if own is not None:
+        return own, _params_argument(call)
+    helper = callee(ctx, call)
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    returns = [n for n in ctx.index.walk(helper.body) if type(n) is cst.Return]
+    inner = returns[0].value if len(returns) == 1 else None
+    if type(inner) is not cst.Call or ctx.index.enclosing_function(inner) is not helper:
+        return None
+    kind = _optimizer_class(ctx, inner)
+    source = _params_argument(inner) if kind is not None else None
+    if kind is None or source is None:
+        return None
+    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+    decorators = {dotted_name(d.decorator) for d in helper.decorators}
+    if ctx.index.enclosing_class(helper) is not None and "staticmethod" not in decorators:
+        params = params[1:]  # `self` or `cls`, filled by the receiver
+    if type(source) is cst.Name and source.value in params:
+        keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == source.value), None)
+        positional = [a.value for a in call.args if a.keyword is None]
+        position = params.index(source.value)
+        return kind, keyword if keyword is not None else positional[position] if position < len(positional) else None
+    on_self = type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self"
+    names = _names_in(source)
+    if type(source) is cst.Call and type(source.func) is cst.Attribute:  # `self.model.parameters()`
+        names = [dotted_name(source.func.value) or "-"]
+    if on_self and names and all(name.startswith("self.") for name in names):
+        return kind, source  # `self.<attr>` is the same instance's in the caller
+    return None
+
+
 def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
     """The model `m` (a name or `self.m`) when `call` is `torch.optim.X(m.parameters(), ...)`."""
-    if _optimizer_class(ctx, call) is None:
+    built = _built(ctx, call)
+    if built is None:
         return None
-    first = _params_argument(call)
+    first = built[1]
     if (
         type(first) is cst.Call
         and type(first.func) is cst.Attribute
@@ -107,9 +146,8 @@ def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
 def _tensor_names(ctx: FileContext, call: cst.Call) -> tuple[str, ...]:
     """The names of tensors an optimizer holds: `params` in `SGD(params)`, `self.params` in
     `SGD(self.params)`, `w, b` in `SGD([w, b])` and in `SGD([{"params": [w]}, {"params": b}])`."""
-    if _optimizer_class(ctx, call) is None:
-        return ()
-    first = _params_argument(call)
+    built = _built(ctx, call)
+    first = built[1] if built is not None else None
     return tuple(_names_in(first)) if first is not None else ()
 
 
@@ -338,7 +376,7 @@ class OptimizerStateDevice(Rule):
                 )
                 if target is not None:
                     optimizers[(scope, target)] = model
-                state = _state_at_construction(ctx, _optimizer_class(ctx, call) or "")
+                state = _state_at_construction(ctx, (_built(ctx, call) or ("",))[0])
                 if state is not None and model not in moved_first.get(scope, set()):
                     eager.setdefault(scope, []).append((call, model, state))
                 continue

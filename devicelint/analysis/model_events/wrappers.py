@@ -214,7 +214,7 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
                     call=call,
                     kind=inner.kind,
                     spelled=inner.spelled,
-                    wrapped=None,
+                    wrapped=_handed_in(ctx, inner, call, function),  # type: ignore[arg-type]  # found above: a builder
                     target=target,
                     device_ids=None,
                     statement=statement_of(ctx, call),
@@ -223,6 +223,36 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
                 )
             )
     return sites
+
+
+def _handed_in(
+    ctx: FileContext, inner: WrapperSite, call: cst.Call, function: cst.FunctionDef
+) -> cst.BaseExpression | None:
+    """What `call` hands the builder for the model it wraps, when the builder wraps one of its own
+    parameters as it came (`def wrap(net): return nn.DataParallel(net)`): the caller's argument
+    is the wrapped model. None otherwise, or when the builder rebinds the parameter first."""
+    wrapped = inner.wrapped
+    if type(wrapped) is not cst.Name or any(arg.star for arg in call.args):
+        return None
+    params = [*function.params.posonly_params, *function.params.params]
+    names = [p.name.value for p in params]
+    if wrapped.value not in names and wrapped.value not in {p.name.value for p in function.params.kwonly_params}:
+        return None
+    before = history(ctx, wrapped.value, inner.call)
+    if before.bind is not None or before.moves:
+        return None  # rebound or moved in the builder before it is wrapped
+    keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == wrapped.value), None)
+    if keyword is not None:
+        return keyword
+    if wrapped.value not in names:
+        return None
+    position = names.index(wrapped.value)
+    if ctx.index.enclosing_class(function) is not None and not any(
+        dotted_name(d.decorator) == "staticmethod" for d in function.decorators
+    ):
+        position -= 1  # `self.wrap(net)`: the receiver fills the first parameter
+    positional = [a.value for a in call.args if a.keyword is None]
+    return positional[position] if 0 <= position < len(positional) else None
 
 
 def prepared_sites(ctx: FileContext) -> list[WrapperSite]:

@@ -159,13 +159,17 @@ def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
     return None
 
 
-def instance_class(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+def instance_class(
+    ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode, handed: bool = True
+) -> cst.ClassDef | None:
     """The local class `node` (`self.clipper`, `amp`) is built from, when every value the file
-    assigns to it is `LocalClass(...)` of one class."""
+    assigns to it is `LocalClass(...)` of one class; with `handed`, `owner.clipper` in a helper
+    every caller of which hands it the trainer is the trainer's `self.clipper`."""
     if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope_of(ctx, at))
     elif type(node) is cst.Attribute:
-        values = attribute_values(ctx, node)
+        alias = handed_instance_attribute(ctx, node) if handed else None
+        values = attribute_values(ctx, alias or node)
     else:
         return None
     classes = local_classes(ctx)
@@ -223,7 +227,7 @@ def _class_named(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
     return local_classes(ctx)[owner.value]
 
 
-def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> cst.ClassDef | None:
+def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.CSTNode) -> cst.ClassDef | None:
     """`trainer.step_g(loss)` in a function every caller of which hands it `self` of one class
     of the file in that parameter's place (a method's body moved into a function or a static
     method that takes the instance)."""
@@ -232,6 +236,14 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
     function = ctx.index.enclosing_function(owner)
     if function is None:
         return None
+    memo: dict[tuple[int, str], cst.ClassDef | None] = ctx.shared("training.handed_self", lambda c: {})
+    key = (id(function), owner.value)
+    if key not in memo:
+        memo[key] = _handed_self_of(ctx, owner, function)
+    return memo[key]
+
+
+def _handed_self_of(ctx: FileContext, owner: cst.Name, function: cst.FunctionDef) -> cst.ClassDef | None:
     params = [*function.params.posonly_params, *function.params.params]
     position = next((i for i, p in enumerate(params) if p.name.value == owner.value), None)
     if position is None:
@@ -254,6 +266,17 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) ->
     return owners[found.pop()] if len(found) == 1 else None
 
 
+def handed_instance_attribute(ctx: FileContext, node: cst.BaseExpression) -> cst.Attribute | None:
+    """`self.<attr>` for `owner.<attr>` read in a function every caller of which hands it `self`
+    of one class of the file as `owner` (a training loop moved into a helper that takes the
+    trainer): the attribute the class's own methods assign."""
+    if type(node) is not cst.Attribute or type(node.value) is not cst.Name:
+        return None
+    if _handed_self(ctx, node.value, node) is None:
+        return None
+    return cst.Attribute(value=cst.Name("self"), attr=node.attr)
+
+
 def _is_bound_method(function: cst.FunctionDef) -> bool:
     names = {dotted_name(d.decorator) for d in function.decorators}
     return not names & {"staticmethod", "classmethod"}
@@ -261,11 +284,35 @@ def _is_bound_method(function: cst.FunctionDef) -> bool:
 
 def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     """The calls in the file that name `function`: `f(...)` for a top-level one, `self.f(...)`,
-    `Class.f(...)` or `cls.f(...)` for a method."""
+    `Class.f(...)` or `cls.f(...)` for a method, and `runner.f(...)`, `Runner().f(...)`,
+    `self.runner.f(...)` on an instance of its class (memoised per function)."""
+    memo: dict[int, list[cst.Call]] = ctx.shared("training.calls_of", lambda c: {})
+    found = memo.get(id(function))
+    if found is None:
+        found = memo[id(function)] = _calls_of(ctx, function)
+    return found
+
+
+def _calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
+    """The file's calls by the name they call: `f` for `f(...)` and for `x.f(...)`."""
+
+    def build(c: FileContext) -> dict[str, list[cst.Call]]:
+        out: dict[str, list[cst.Call]] = {}
+        for call in c.index.of_type(cst.Call):
+            func = call.func
+            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+            if name is not None:
+                out.setdefault(name, []).append(call)
+        return out
+
+    return ctx.shared("training.calls_by_name", build)
+
+
+def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     name = function.name.value
     host = ctx.index.enclosing_class(function)
     out = []
-    for call in ctx.index.of_type(cst.Call):
+    for call in _calls_by_name(ctx).get(name, ()):
         func = call.func
         if host is None:
             if type(func) is cst.Name and func.value == name:
@@ -275,6 +322,14 @@ def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
                 if func.value.value == host.name.value and _is_bound_method(function):
                     continue  # `Trainer.f(self, x)`: the instance comes first, not where counted
                 out.append(call)
+            elif _is_bound_method(function) and instance_class(ctx, func.value, call, handed=False) is host:
+                out.append(call)  # `runner.f(x)` with `runner = Runner(...)`
+        elif type(func) is cst.Attribute and func.attr.value == name and _is_bound_method(function):
+            built = func.value
+            if (type(built) is cst.Call and type(built.func) is cst.Name and built.func.value == host.name.value) or (
+                type(built) is cst.Attribute and instance_class(ctx, built, call, handed=False) is host
+            ):
+                out.append(call)  # `Runner().f(x)`, `self.runner.f(x)` with `self.runner = Runner()`
     return out
 
 

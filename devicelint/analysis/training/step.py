@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.helpers import effects_of_call, named_unscale
+from devicelint.analysis.training.helpers import effects_of_call, handed_instance_attribute, named_unscale
 from devicelint.analysis.training.step_parts import (  # re-exported for the rules
     CLIPPERS as CLIPPERS,
 )
@@ -219,6 +219,8 @@ def describe_autocast(
         enabled_node = keyword(call, "enabled") or (args[0] if args else None)
         dtype_node = keyword(call, "dtype") or (args[1] if len(args) > 1 else None)
     if dtype_node is not None:
+        # `owner.amp_dtype` in a helper handed the trainer is the trainer's `self.amp_dtype`
+        dtype_node = handed_instance_attribute(ctx, dtype_node) or dtype_node
         dtypes = possible_dtypes(ctx, dtype_node, scope)
     elif has_star(call):
         dtypes = frozenset({UNKNOWN})

@@ -41,14 +41,7 @@ def scaler_names(ctx: FileContext) -> frozenset[str]:
     """Targets (`scaler`, `self.scaler`) assigned a GradScaler anywhere in the file."""
 
     def build(c: FileContext) -> frozenset[str]:
-        names = set()
-        for scope in assignments(c).values():
-            for target, values in scope.items():
-                for value in values:
-                    if type(value) is cst.IfExp:
-                        value = value.body if type(value.body) is cst.Call else value.orelse
-                    if type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS:
-                        names.add(target)
+        names = set(assigned_scalers(c))
         # Whatever its name, an object that unscales an optimizer's gradients (`s.unscale_(opt)`)
         # or scales a loss that is then backpropagated (`s.scale(loss).backward()`) is a scaler:
         # the helper that takes it as a parameter is written for one.
@@ -122,6 +115,23 @@ def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
 
 
+def assigned_scalers(ctx: FileContext) -> frozenset[str]:
+    """Targets (`scaler`, `self.scaler`) that the file assigns a `GradScaler(...)`."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        names = set()
+        for scope in assignments(c).values():
+            for target, values in scope.items():
+                for value in values:
+                    if type(value) is cst.IfExp:
+                        value = value.body if type(value.body) is cst.Call else value.orelse
+                    if type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS:
+                        names.add(target)
+        return frozenset(names)
+
+    return ctx.shared("training.step.assigned_scalers", build)
+
+
 def disabled_scalers(ctx: FileContext) -> frozenset[str]:
     """Targets every assignment of which in the file is `GradScaler(..., enabled=False)`."""
 
@@ -151,7 +161,8 @@ def is_disabled_scaler(ctx: FileContext, text: str) -> bool:
     if "." not in text:
         return False
     attr = text.rsplit(".", 1)[1]
-    same = [t for t in scaler_names(ctx) | disabled if t.rsplit(".", 1)[-1] == attr and "." in t]
+    # what the file builds, not names that only use one (`owner.scaler.scale(loss)` itself)
+    same = [t for t in assigned_scalers(ctx) | disabled if t.rsplit(".", 1)[-1] == attr and "." in t]
     return bool(same) and all(t in disabled for t in same)
 
 
