@@ -339,9 +339,20 @@ _DATA_WORDS = ("loader", "batch", "dataset")
 
 
 def _over_data(ctx: FileContext, loop: cst.CSTNode) -> bool:
-    """`for x, y in loader:` (also `enumerate(tqdm(loader))`): a loop over batches is per step
-    even in a file that shows no network (an evaluation script scoring a model's outputs)."""
-    return type(loop) is cst.For and any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS)
+    """`for x, y in loader:` (also `enumerate(tqdm(loader))`), or a loop that moves what it
+    yields to the accelerator (`for pred, target in pairs: f(pred.to(device))`, whatever the
+    iterable is called): a loop over batches is per step even in a file that shows no network
+    (an evaluation script scoring a model's outputs)."""
+    if type(loop) is not cst.For:
+        return False
+    if any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS):
+        return True
+    yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
+    return any(
+        moves_to_accelerator(call) and dotted_name(call.func.value) in yielded  # type: ignore[attr-defined]  # a move is `x.<method>(...)`
+        for call in ctx.index.within(loop.body, cst.Call)
+        if type(call.func) is cst.Attribute
+    )
 
 
 def _runs_a_network(ctx: FileContext) -> bool:
