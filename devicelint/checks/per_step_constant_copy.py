@@ -349,7 +349,7 @@ def _over_data(ctx: FileContext, loop: cst.CSTNode) -> bool:
         return True
     yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
     return any(
-        moves_to_accelerator(call) and dotted_name(call.func.value) in yielded  # type: ignore[attr-defined]  # a move is `x.<method>(...)`
+        moves_to_accelerator(call) and dotted_name(call.func.value) in yielded
         for call in ctx.index.within(loop.body, cst.Call)
         if type(call.func) is cst.Attribute
     )
