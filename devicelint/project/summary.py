@@ -112,10 +112,25 @@ class ModuleSummary:
         self.functions: _Lazy[str] = _Lazy(
             function_names, lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: True), places
         )
+        # file name -> whether every `torch.save` of it writes host data (`saves`)
+        self._saves: dict[str, bool] | None = None
+        if "saves" in saved:
+            self._saves = {str(k): bool(v) for k, v in saved["saves"].items()}
+        self._qualify = qualify
         self._restored_size = self._size()
 
     def _size(self) -> int:
-        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built)
+        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + (self._saves is not None)
+
+    def saves(self, read: Callable[[str, _Qualifier], dict[str, bool]]) -> dict[str, bool]:
+        """The files this module `torch.save`s, by file name (`path_key`), and whether every save
+        of each writes host data: `read` of the whole text (`devicelint.project.saves`), once."""
+        if self._saves is None:
+            if self._source is None:
+                text = self._load() if self._load is not None else ""
+                self._source = (text, _top_level_blocks(text))
+            self._saves = read(self._source[0], self._qualify)
+        return self._saves
 
     @property
     def learnt(self) -> bool:
@@ -131,6 +146,7 @@ class ModuleSummary:
             "classes": {n: asdict(c) for n, c in self.classes.built.items()},
             "bases": {n: list(b) for n, b in self.bases.built.items()},
             "functions": dict(self.functions.built),
+            **({} if self._saves is None else {"saves": self._saves}),
         }
 
     def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:

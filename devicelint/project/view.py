@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 
@@ -37,6 +38,10 @@ class ProjectView:
     # class of this file -> attributes that another class's `_apply`/`to`/`cuda` moves on its
     # instances (`if isinstance(m, Detect): m.stride = fn(m.stride)` in the model's module)
     moved_elsewhere: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # file names (`path_key`) this file's text names that a module of the project (a script of
+    # the same folder, or a module of the same package) `torch.save`s from host data, and that
+    # no module saves from anything else: a `torch.load` of one reads host tensors
+    host_saved: tuple[str, ...] = ()
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -44,7 +49,22 @@ class ProjectView:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def __bool__(self) -> bool:
-        return bool(self.classes or self.functions or self.moved_elsewhere)
+        return bool(self.classes or self.functions or self.moved_elsewhere or self.host_saved)
 
 
 EMPTY_VIEW = ProjectView()
+
+
+# The last component of a path that names a file: `embedding.pt`, `sgc_dict.pt` (not a folder,
+# not `.pt` alone).
+_FILE_NAME = re.compile(r"^[\w.-]*\w\.[A-Za-z]\w{0,7}$")
+
+
+def path_key(literal: str, whole: bool = True) -> str | None:
+    """The file name a path literal ends in (`"out/embedding.pt"` -> `embedding.pt`): how saves
+    and loads in different files are matched. `whole`: the literal is the path's last part (for
+    an f-string's trailing text, only what follows a `/` is a whole file name)."""
+    if not whole and "/" not in literal:
+        return None
+    name = literal.rstrip().rsplit("/", 1)[-1]
+    return name if _FILE_NAME.match(name) else None
