@@ -92,7 +92,14 @@ class TorchLoadWithoutMapLocation(Rule):
     - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
       `map_location=`: the code already decided where tensors go without a GPU.
 
-    Files written by other files or other programs are judged unknown, so the rule fires.
+    - a file that another module of the project (a script in the same folder, or a module of
+      the same package) `torch.save`s from host values under the same file name (a literal
+      `"embedding.pt"`, the last literal part of `os.path.join`, `Path /` or an f-string), when
+      no module of the project saves that name from anything else (a preprocessing script
+      that never names a device counts as saving host values); see the project index.
+
+    Files written by other programs, or named only by a variable, are judged unknown, so the
+    rule fires.
     """
 
     code = "DL501"
