@@ -494,15 +494,15 @@ def run(out, path):
 
 
 def test_files_saved_from_host_by_another_module_of_the_folder_or_package(tmp_path: Path) -> None:
-    from devicelint.project.saves import module_saves
+    from devicelint.project.saves import saves_in
     from devicelint.project.summary import summarise
 
-    saves = summarise(SAVER, "saver").saves(module_saves)
+    saves = summarise(SAVER, "saver").saves(saves_in, ".pt")
     assert saves == {"embedding.pt": True, "features.pt": True, "model.pt": False, "both.pt": False}
     # a preprocessing script that never names a device saves host data whatever it builds
     script = "import torch\nx = load_graph()\nd = {'x': x.y[idx].to(torch.long)}\ntorch.save(d, 'sgc.pt')\n"
-    assert summarise(script, "s").saves(module_saves) == {"sgc.pt": True}
-    assert summarise(script + "device = 'cuda'\n", "s").saves(module_saves) == {"sgc.pt": False}
+    assert summarise(script, "s").saves(saves_in, "sgc.pt") == {"sgc.pt": True}
+    assert summarise(script + "device = 'cuda'\n", "s").saves(saves_in, "sgc.pt") == {"sgc.pt": False}
     # a helper that saves under a file name writes what nobody can see
     helper = "save_checkpoint(model.state_dict(), 'embedding.pt')\n"
     _write(tmp_path, {"scripts/saver.py": SAVER, "scripts/loader.py": LOADER, "other/loader.py": LOADER})

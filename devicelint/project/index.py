@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
-from devicelint.project.view import ImportedClass, ProjectView
+from devicelint.project.view import ImportedClass, ProjectView, path_key
 
 if TYPE_CHECKING:
     from devicelint.project.summary import ClassSummary, ModuleSummary
@@ -66,6 +66,28 @@ def _is_mover(data: bytes) -> bool:
 
 def _is_saver(data: bytes) -> bool:
     return _SAVE_CALL.search(data) is not None
+
+
+# A quoted literal that ends in a file name (`"embedding.pt"`, `f"{root}/sgc_dict.pt"`).
+_QUOTED_FILE = re.compile(rb"""["']([^"'\n]{0,200}?\w\.[A-Za-z]\w{0,7})["']""")
+
+
+# Files `torch.save` does not write (text, configuration, images, other tensor formats).
+_NOT_SAVED = frozenset(
+    {"json", "md", "txt", "yaml", "yml", "csv", "tsv", "png", "jpg", "jpeg", "gif", "py", "sh", "cfg", "ini"}
+    | {"html", "log", "xml", "toml", "npy", "npz", "h5", "hdf5", "safetensors", "onnx", "zip", "gz", "mp4", "wav"}
+)
+
+
+def _file_names(data: bytes) -> set[str]:
+    """The file names (`path_key`) the quoted literals of a text end in, that `torch.save` may
+    have written."""
+    names = set()
+    for match in _QUOTED_FILE.finditer(data):
+        key = path_key(match.group(1).decode("utf-8", errors="replace"))
+        if key is not None and key.rsplit(".", 1)[-1].lower() not in _NOT_SAVED:
+            names.add(key)
+    return names
 
 
 def _digest(data: bytes) -> str:
@@ -148,8 +170,8 @@ class ProjectIndex:
         self._asked_movers = False
         # file name -> the files that save it from host data, for names no file saves otherwise
         # (built once per run, like the movers, when a linted file loads with torch)
-        self._host_saves: dict[str, list[str]] | None = None
-        self._saver_deps: set[str] = set()
+        self._host_saves: dict[str, tuple[list[str], set[str]]] = {}
+        self._saver_files: list[tuple[str, bytes]] | None = None
         self._savers_now: list[str] = []
         self._savers_changed = False
         self._asked_savers = False
@@ -609,8 +631,8 @@ class ProjectIndex:
             host_saved = tuple(
                 sorted(
                     key
-                    for key, savers in self._host_saves_in_project().items()
-                    if key.encode() in data and any(self._near(Path(saver), path) for saver in savers)
+                    for key in _file_names(data)
+                    if any(self._near(Path(saver), path) for saver in self._saved_from_host(key))
                 )
             )
         return ProjectView(str(self.root), classes, functions, moved, host_saved)
@@ -726,41 +748,42 @@ class ProjectIndex:
             self._deps[-1].update(self._mover_deps)
         return self._others_moved
 
-    def _host_saves_in_project(self) -> dict[str, list[str]]:
-        """File name -> the project files that `torch.save` it from host data, for the names that
-        no file saves from anything else (built once per run). Files whose text says
-        `torch.save` are read first; a file that only calls another saver (`save_checkpoint(`)
-        is read when its text names one of the file names found."""
-        if self._host_saves is None:
+    def _saved_from_host(self, key: str) -> list[str]:
+        """The project files that `torch.save` the file name `key` from host data; none when a
+        file saves it from anything else. Only the files whose text says `key` and calls a saver
+        (`torch.save(`, `save_checkpoint(`) are read (once per run, each name once)."""
+        if key not in self._host_saves:
             host: dict[str, list[str]] = {}
             other: set[str] = set()
-            self._deps.append(set())
-            try:
-                rest: list[tuple[str, bytes]] = []
-                for path in sorted(self._walk()):
-                    try:
-                        data = self._data(path)
-                    except OSError:
-                        continue
-                    if any(word in data for word in _TORCH_SAVES):
-                        self._note_saves(path, host, other)
-                    elif _is_saver(data):
-                        rest.append((path, data))
-                wanted = [key.encode() for key in host if key not in other]
-                for path, data in rest:
-                    if any(key in data for key in wanted):
-                        self._note_saves(path, host, other)
-            finally:
-                self._saver_deps = self._deps.pop()
-            self._host_saves = {key: savers for key, savers in host.items() if key not in other}
+            read: set[str] = set()
+            word = key.encode()
+            for path, data in self._savers():
+                if word in data:
+                    read.add(path)
+                    self._note_saves(path, key, host, other)
+            self._host_saves[key] = ([] if key in other else host.get(key, []), read)
+        savers, read = self._host_saves[key]
         if self._deps:
-            self._deps[-1].update(self._saver_deps)
-        return self._host_saves
+            self._deps[-1].update(read)
+        return savers
 
-    def _note_saves(self, path: str, host: dict[str, list[str]], other: set[str]) -> None:
-        from devicelint.project.saves import module_saves
+    def _savers(self) -> list[tuple[str, bytes]]:
+        """The project's files whose text calls a saver, with their text."""
+        if self._saver_files is None:
+            self._saver_files = []
+            for path in sorted(self._walk()):
+                try:
+                    data = self._data(path)
+                except OSError:
+                    continue
+                if _is_saver(data):
+                    self._saver_files.append((path, data))
+        return self._saver_files
 
-        for key, from_host in self.summary(Path(path)).saves(module_saves).items():
+    def _note_saves(self, path: str, word: str, host: dict[str, list[str]], other: set[str]) -> None:
+        from devicelint.project.saves import saves_in
+
+        for key, from_host in self.summary(Path(path)).saves(saves_in, word).items():
             if from_host:
                 host.setdefault(key, []).append(path)
             else:

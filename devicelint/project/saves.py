@@ -16,7 +16,7 @@ import ast
 import re
 
 from devicelint.analysis.vocabulary import PRESERVING_METHODS
-from devicelint.project.summary import _NESTED_SCOPES, _descendants, _parse, _place, _Qualifier
+from devicelint.project.summary import _NESTED_SCOPES, _descendants, _place, _Qualifier
 from devicelint.project.view import path_key
 
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
@@ -29,22 +29,21 @@ _DEVICE_WORDS = re.compile(r"(?i)cuda|device|gpu|\bmps\b|xla|\bnpu\b|\bhpu\b|acc
 _UNKNOWN = None
 
 
-def module_saves(text: str, qualify: _Qualifier) -> dict[str, bool]:
-    """File name -> whether every save of it in this module writes host data."""
-    tree = _parse(text)
-    if tree is None:
-        return {}
+def saves_in(node: ast.AST, qualify: _Qualifier, text: str) -> dict[str, bool]:
+    """File name -> whether every save of it writes host data, in one top-level definition (its
+    functions, nested ones too) or, for a module, in its own statements. `text`: the module's."""
     device_free = _DEVICE_WORDS.search(text) is None
     saves: dict[str, bool] = {}
-    scopes: list[ast.AST] = [tree]
-    scopes.extend(n for n in _descendants(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    if isinstance(node, ast.Module):
+        scopes: list[ast.AST] = [node]
+    else:
+        scopes = [n for n in _descendants(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for scope in scopes:
         nodes = _descendants(scope, _NESTED_SCOPES)
-        calls = [n for n in nodes if isinstance(n, ast.Call)]
-        if not calls:
-            continue
         bound: dict[str, list[ast.expr | None]] | None = None
-        for call in calls:
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
             saver = qualify(call.func) or ""
             if saver in SAVERS:
                 payload = _argument(call, 0, "obj")
