@@ -6,7 +6,8 @@ A payload is host data when it certainly holds no device tensor: `.cpu()`, `.num
 factory without `device=`, numbers and strings, and dicts, lists and tuples of those (also
 filled later: `d["x"] = ...`, `d["xs"].append(...)`). In a module whose text never names a
 device (`cuda`, `device`, `gpu`, ...: a preprocessing script) every tensor it builds is on the
-host, so anything but a loaded file counts. Other calls that save (`save_checkpoint(state,
+host, so anything counts but a loaded file, a model's `state_dict()` or what a builder returns
+(`build_model(cfg)`, which may place it in another module). Other calls that save (`save_checkpoint(state,
 "best.pt")`) write a file name with a payload nobody can see: not host.
 """
 
@@ -23,6 +24,7 @@ SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
 _HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 _HOST_LIBRARIES = ("numpy.", "np.", "pandas.", "pd.", "scipy.", "random.", "math.")
+_PLACED_ELSEWHERE = ("state_dict", "load", "model", "build", "checkpoint")
 _FILLERS = frozenset({"append", "extend", "insert", "add", "update"})
 _DEVICE_WORDS = re.compile(r"(?i)cuda|device|gpu|\bmps\b|xla|\bnpu\b|\bhpu\b|accelerat|fabric|lightning")
 # (a binding nobody can follow, `a, b = f()` or `for x in ...`, is recorded as None)
@@ -203,7 +205,10 @@ def _host_call(
         return True
     if any(k.arg in ("device", "device_map") for k in call.keywords):
         return False
-    return device_free
+    # (a model's state, or what a loader or builder returns, may have been placed by another
+    # module even where this one never names a device)
+    called = (func.attr if isinstance(func, ast.Attribute) else qualified.rsplit(".", 1)[-1]).lower()
+    return device_free and not any(word in called for word in _PLACED_ELSEWHERE)
 
 
 def _dtype(node: ast.expr | None, qualify: _Qualifier) -> bool:
