@@ -125,7 +125,8 @@ def _keys(place: ast.expr, bound: dict[str, list[ast.expr | None]], depth: int =
             key = path_key(node.value)
         elif isinstance(node, ast.JoinedStr) and node.values:
             last = node.values[-1]
-            key = path_key(last.value, len(node.values) == 1) if isinstance(last, ast.Constant) else None
+            text = last.value if isinstance(last, ast.Constant) and isinstance(last.value, str) else None
+            key = None if text is None else path_key(text, len(node.values) == 1)
             if key is not None:
                 keys.add(key)
             continue
