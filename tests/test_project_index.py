@@ -506,6 +506,11 @@ def test_files_saved_from_host_by_another_module_of_the_folder_or_package(tmp_pa
     # ... but for a model's state or what a builder returns, which another module may place
     built = "import torch\nm = build_model()\ntorch.save(m.state_dict(), 'w.pt')\ntorch.save(m, 'm.pt')\n"
     assert summarise(built, "s").saves(saves_in, ".pt") == {"w.pt": False, "m.pt": False}
+    # a parameter holds what callers pass; a literal joined with `+` is part of a name
+    helper_save = (
+        "import torch\n\n\ndef keep(state, d):\n    torch.save(state, d + '/a.pt')\n    torch.save(1, d + '_b.pt')\n"
+    )
+    assert summarise(helper_save, "s").saves(saves_in, ".pt") == {"a.pt": False}
     # a helper that saves under a file name writes what nobody can see
     helper = "save_checkpoint(model.state_dict(), 'embedding.pt')\n"
     _write(tmp_path, {"scripts/saver.py": SAVER, "scripts/loader.py": LOADER, "other/loader.py": LOADER})

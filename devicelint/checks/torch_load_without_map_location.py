@@ -637,7 +637,10 @@ class Payloads:
             key = None
             if type(part) is cst.SimpleString:
                 value = literal_value(part)
-                key = path_key(value) if isinstance(value, str) else None
+                parent = self.ctx.index.parent(part)
+                # (`name + "_ckpt.pth"`: joined with `+`, only what follows a `/` is a whole name)
+                joined = type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Add
+                key = path_key(value, whole=not joined) if isinstance(value, str) else None
             elif type(part) is cst.FormattedString and part.parts and type(part.parts[-1]) is cst.FormattedStringText:
                 key = path_key(part.parts[-1].value, whole=len(part.parts) == 1)
             elif type(part) is cst.Name and depth < 1:

@@ -54,6 +54,7 @@ def saves_in(node: ast.AST, qualify: _Qualifier, text: str) -> dict[str, bool]:
                     continue
                 if bound is None:
                     bound = _bindings(nodes)
+                    _bind_parameters(scope, bound)
                 keys = _keys(place, bound)
                 if keys:
                     host = _host(payload, bound, qualify, device_free, 0)
@@ -103,6 +104,16 @@ def _bindings(nodes: list[ast.AST]) -> dict[str, list[ast.expr | None]]:
     return bound
 
 
+def _bind_parameters(scope: ast.AST, bound: dict[str, list[ast.expr | None]]) -> None:
+    """A function's parameters hold what its callers pass: unknown, even where the module never
+    names a device (`def save_checkpoint(state, path): torch.save(state, path)`)."""
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = scope.args
+        for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):
+            if arg is not None:
+                bound.setdefault(arg.arg, []).append(_UNKNOWN)
+
+
 def _bind(target: ast.expr, value: ast.expr, bound: dict[str, list[ast.expr | None]]) -> None:
     holder = target
     while isinstance(holder, ast.Subscript):
@@ -137,9 +148,17 @@ def _keys(place: ast.expr, bound: dict[str, list[ast.expr | None]], depth: int =
             continue
         else:
             continue
-        if key is not None and not _inside_fstring(node, place):
+        if key is not None and not _inside_fstring(node, place) and not _joined(node, place):
             keys.add(key)
     return keys
+
+
+def _joined(node: ast.AST, place: ast.expr) -> bool:
+    """A literal joined to another text with `+` (`model_name + "_ckpt.pth"`): only what
+    follows a `/` in it is a whole file name (as `path_key(..., whole=False)` reads it)."""
+    return "/" not in str(getattr(node, "value", "")) and any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and node in (n.left, n.right) for n in ast.walk(place)
+    )
 
 
 def _inside_fstring(node: ast.AST, place: ast.expr) -> bool:
