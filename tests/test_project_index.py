@@ -503,6 +503,7 @@ def test_files_saved_from_host_by_another_module_of_the_folder_or_package(tmp_pa
     script = "import torch\nx = load_graph()\nd = {'x': x.y[idx].to(torch.long)}\ntorch.save(d, 'sgc.pt')\n"
     assert summarise(script, "s").saves(saves_in, "sgc.pt") == {"sgc.pt": True}
     assert summarise(script + "device = 'cuda'\n", "s").saves(saves_in, "sgc.pt") == {"sgc.pt": False}
+    assert summarise(script + "w = torch.load('w.pt')\n", "s").saves(saves_in, "sgc.pt") == {"sgc.pt": False}
     # ... but for a model's state or what a builder returns, which another module may place
     built = "import torch\nm = build_model()\ntorch.save(m.state_dict(), 'w.pt')\ntorch.save(m, 'm.pt')\n"
     assert summarise(built, "s").saves(saves_in, ".pt") == {"w.pt": False, "m.pt": False}

@@ -5,10 +5,11 @@ A payload is host data when it certainly holds no device tensor: `.cpu()`, `.num
 `.tolist()` or `.item()` of anything, `torch.from_numpy(...)`, NumPy or pandas values, a torch
 factory without `device=`, numbers and strings, and dicts, lists and tuples of those (also
 filled later: `d["x"] = ...`, `d["xs"].append(...)`). In a module whose text never names a
-device (`cuda`, `device`, `gpu`, ...: a preprocessing script) every tensor it builds is on the
-host, so anything counts but a loaded file, a model's `state_dict()` or what a builder returns
-(`build_model(cfg)`, which may place it in another module). Other calls that save (`save_checkpoint(state,
-"best.pt")`) write a file name with a payload nobody can see: not host.
+device (`cuda`, `device`, `gpu`, ...) and loads nothing (a preprocessing script), every tensor
+it builds is on the host, so anything counts but a parameter (what callers pass), a model's
+`state_dict()` or what a builder returns (`build_model(cfg)`, which another module may place).
+Other calls that save (`save_checkpoint(state, "best.pt")`) write a file name with a payload
+nobody can see: not host.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ _UNKNOWN = None
 def saves_in(node: ast.AST, qualify: _Qualifier, text: str) -> dict[str, bool]:
     """File name -> whether every save of it writes host data, in one top-level definition (its
     functions, nested ones too) or, for a module, in its own statements. `text`: the module's."""
-    device_free = _DEVICE_WORDS.search(text) is None
+    # (nor loads anything: a loaded checkpoint's tensors may be on a device and flow anywhere)
+    device_free = _DEVICE_WORDS.search(text) is None and "load(" not in text
     saves: dict[str, bool] = {}
     if isinstance(node, ast.Module):
         scopes: list[ast.AST] = [node]
