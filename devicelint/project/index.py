@@ -72,20 +72,12 @@ def _is_saver(data: bytes) -> bool:
 _QUOTED_FILE = re.compile(rb"""["']([^"'\n]{0,200}?\w\.[A-Za-z]\w{0,7})["']""")
 
 
-# Files `torch.save` does not write (text, configuration, images, other tensor formats).
-_NOT_SAVED = frozenset(
-    {"json", "md", "txt", "yaml", "yml", "csv", "tsv", "png", "jpg", "jpeg", "gif", "py", "sh", "cfg", "ini"}
-    | {"html", "log", "xml", "toml", "npy", "npz", "h5", "hdf5", "safetensors", "onnx", "zip", "gz", "mp4", "wav"}
-)
-
-
 def _file_names(data: bytes) -> set[str]:
-    """The file names (`path_key`) the quoted literals of a text end in, that `torch.save` may
-    have written."""
+    """The file names (`path_key`) the quoted literals of a text end in."""
     names = set()
     for match in _QUOTED_FILE.finditer(data):
         key = path_key(match.group(1).decode("utf-8", errors="replace"))
-        if key is not None and key.rsplit(".", 1)[-1].lower() not in _NOT_SAVED:
+        if key is not None:
             names.add(key)
     return names
 

@@ -55,16 +55,21 @@ class ProjectView:
 EMPTY_VIEW = ProjectView()
 
 
-# The last component of a path that names a file: `embedding.pt`, `sgc_dict.pt` (not a folder,
-# not `.pt` alone).
-_FILE_NAME = re.compile(r"^[\w.-]*\w\.[A-Za-z]\w{0,7}$")
+# The last component of a path that names a file `torch.save` writes: `embedding.pt`,
+# `sgc_dict.pt`, `model_best.pth.tar` (not a folder, not `.pt` alone, not `config.json`).
+_FILE_NAME = re.compile(r"^\w[\w.-]*\.(\w{1,10})$")
+_SAVED_SUFFIXES = frozenset(
+    {"pt", "pth", "bin", "ckpt", "tar", "pkl", "pickle", "pk", "p", "th", "torch", "model", "data", "dat", "state"}
+)
 
 
 def path_key(literal: str, whole: bool = True) -> str | None:
-    """The file name a path literal ends in (`"out/embedding.pt"` -> `embedding.pt`): how saves
-    and loads in different files are matched. `whole`: the literal is the path's last part (for
-    an f-string's trailing text, only what follows a `/` is a whole file name)."""
+    """The file name a path literal ends in (`"out/embedding.pt"` -> `embedding.pt`), when its
+    suffix is one `torch.save` files carry: how saves and loads in different files are matched.
+    `whole`: the literal is the path's last part (for an f-string's trailing text, or a literal
+    joined with `+`, only what follows a `/` is a whole file name)."""
     if not whole and "/" not in literal:
         return None
     name = literal.rstrip().rsplit("/", 1)[-1]
-    return name if _FILE_NAME.match(name) else None
+    match = _FILE_NAME.match(name)
+    return name if match is not None and match.group(1).lower() in _SAVED_SUFFIXES else None
