@@ -466,3 +466,100 @@ def test_an_imported_builder_returning_an_unmoved_module_is_a_module_built_on_th
         (10, "DL117", "`model` is built on the CPU by `build_model(...)`"),
         (11, "DL117", "`other` is built on the CPU by `build(...)`"),
     ]
+
+
+SAVER = """import numpy as np
+import torch
+
+
+def save_embedding(model, out):
+    torch.save(model.weight.data.cpu(), "embedding.pt")
+    torch.save({"x": torch.from_numpy(np.ones(3)), "ids": [1, 2]}, f"{out}/features.pt")
+    torch.save(model.state_dict(), os.path.join(out, "model.pt"))
+    torch.save(model.weight.detach().cpu(), out)  # named only by a parameter: unknown
+    torch.save(model.weight.data.cpu(), "both.pt")
+    torch.save(model.weight.data.cuda(), "both.pt")
+"""
+LOADER = """import torch
+
+
+def run(out, path):
+    a = torch.load("embedding.pt")
+    b = torch.load(f"{out}/features.pt")
+    c = torch.load(os.path.join(out, "model.pt"))
+    d = torch.load(path)
+    e = torch.load("both.pt")
+    return a, b, c, d, e
+"""
+
+
+def test_files_saved_from_host_by_another_module_of_the_folder_or_package(tmp_path: Path) -> None:
+    from devicelint.project.saves import saves_in
+    from devicelint.project.summary import summarise
+
+    saves = summarise(SAVER, "saver").saves(saves_in, ".pt")
+    assert saves == {"embedding.pt": True, "features.pt": True, "model.pt": False, "both.pt": False}
+    # a preprocessing script that never names a device saves host data whatever it builds
+    script = "import torch\nx = load_graph()\nd = {'x': x.y[idx].to(torch.long)}\ntorch.save(d, 'sgc.pt')\n"
+    assert summarise(script, "s").saves(saves_in, "sgc.pt") == {"sgc.pt": True}
+    assert summarise(script + "device = 'cuda'\n", "s").saves(saves_in, "sgc.pt") == {"sgc.pt": False}
+    assert summarise(script + "w = torch.load('w.pt')\n", "s").saves(saves_in, "sgc.pt") == {"sgc.pt": False}
+    # ... but for a model's state or what a builder returns, which another module may place
+    built = "import torch\nm = build_model()\ntorch.save(m.state_dict(), 'w.pt')\ntorch.save(m, 'm.pt')\n"
+    assert summarise(built, "s").saves(saves_in, ".pt") == {"w.pt": False, "m.pt": False}
+    # a parameter holds what callers pass; a literal joined with `+` is part of a name
+    helper_save = (
+        "import torch\n\n\ndef keep(state, d):\n    torch.save(state, d + '/a.pt')\n    torch.save(1, d + '_b.pt')\n"
+    )
+    assert summarise(helper_save, "s").saves(saves_in, ".pt") == {"a.pt": False}
+    # a helper that saves under a file name writes what nobody can see
+    helper = "save_checkpoint(model.state_dict(), 'embedding.pt')\n"
+    _write(tmp_path, {"scripts/saver.py": SAVER, "scripts/loader.py": LOADER, "other/loader.py": LOADER})
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/io/__init__.py": "", "pkg/io/saver.py": SAVER})
+    _write(tmp_path, {"pkg/train.py": LOADER})
+    index = ProjectIndex(tmp_path)
+    assert index.view_for(tmp_path / "scripts" / "loader.py").host_saved == ("embedding.pt", "features.pt")
+    assert index.view_for(tmp_path / "pkg" / "train.py").host_saved == ("embedding.pt", "features.pt")
+    assert index.view_for(tmp_path / "other" / "loader.py").host_saved == ()  # another folder
+    rows = _check(["--no-cache", "--select", "DL501", "scripts"], cwd=tmp_path)
+    assert [(r["line"]) for r in rows if r["path"].endswith("loader.py")] == [7, 8, 9]
+    _write(tmp_path, {"scripts/helper.py": helper})
+    assert ProjectIndex(tmp_path).view_for(tmp_path / "scripts" / "loader.py").host_saved == ("features.pt",)
+
+
+def test_a_warm_run_relints_a_loader_when_a_saver_elsewhere_changes(tmp_path: Path) -> None:
+    source = FIXTURES / "projects" / "embedding_saved_by_script" / "fixed"
+    root = tmp_path / "p"
+    for path in source.rglob("*.py"):
+        _write(root, {path.relative_to(source).as_posix(): path.read_text(encoding="utf-8")})
+    args = ["--cache-dir", str(tmp_path / "cache"), "--select", "DL501", "."]
+    saver = root / "node2vec.py"
+    host = saver.read_text(encoding="utf-8")
+
+    def found() -> list[tuple[str, int]]:
+        return [(Path(r["path"]).name, r["line"]) for r in _check(args, cwd=root)]
+
+    assert found() == []
+    assert found() == []  # warm: every view reused
+    # the saver now writes the GPU tensor: the loader is linted again and its finding is back
+    saver.write_text(host.replace(".data.cpu()", ".data"), encoding="utf-8")
+    assert found() == [("gnn.py", 23)]
+    saver.write_text(host, encoding="utf-8")
+    assert found() == []
+    # a new script that saves the same file from the device
+    _write(root, {"finetune.py": "import torch\n\n\ndef keep(emb):\n    torch.save(emb.cuda(), 'embedding.pt')\n"})
+    assert found() == [("gnn.py", 23)]
+    (root / "finetune.py").unlink()
+    assert found() == []
+    # a warm view of the loader is reused while no saver changed
+    store = tmp_path / "store"
+    first, index = _warm(root, store, "gnn.py")
+    assert first.host_saved == ("embedding.pt",) and index.summaries  # type: ignore[attr-defined]
+    _write(root, {"notes.py": "x = 1\n"})  # an added file: views are built afresh once
+    _warm(root, store, "gnn.py")
+    (root / "notes.py").write_text("x = 2\n", encoding="utf-8")
+    again, index = _warm(root, store, "gnn.py")
+    assert again == first and not index.summaries
+    saver.write_text(host.replace(".data.cpu()", ".data"), encoding="utf-8")
+    changed, index = _warm(root, store, "gnn.py")
+    assert changed.host_saved == () and index.summaries  # type: ignore[attr-defined]

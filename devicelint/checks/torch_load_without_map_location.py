@@ -12,6 +12,7 @@ from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
+from devicelint.project.view import path_key
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
@@ -91,7 +92,14 @@ class TorchLoadWithoutMapLocation(Rule):
     - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
       `map_location=`: the code already decided where tensors go without a GPU.
 
-    Files written by other files or other programs are judged unknown, so the rule fires.
+    - a file that another module of the project (a script in the same folder, or a module of
+      the same package) `torch.save`s from host values under the same file name (a literal
+      `"embedding.pt"`, the last literal part of `os.path.join`, `Path /` or an f-string), when
+      no module of the project saves that name from anything else (a preprocessing script
+      that never names a device counts as saving host values); see the project index.
+
+    Files written by other programs, or named only by a variable, are judged unknown, so the
+    rule fires.
     """
 
     code = "DL501"
@@ -349,6 +357,7 @@ class Payloads:
             self._in_dataset(call)
             or self._host_consumed(call)
             or self._saved_from_host(call)
+            or self._saved_elsewhere_from_host(call)
             or self._round_trip(call)
             or self._checkpointed_here(call)
             or self._sorted_keys(call)
@@ -610,6 +619,36 @@ class Payloads:
             return self._class_saved_from_host(call)
         writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
         return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+
+    def _saved_elsewhere_from_host(self, call: cst.Call) -> bool:
+        """Another module of the project (a script of the same folder, a module of the same
+        package) `torch.save`s the file this load names from host data, and none saves it from
+        anything else: `node2vec.py` writes `embedding.weight.data.cpu()` to `"embedding.pt"`,
+        which `gnn.py` loads (the project view's `host_saved`)."""
+        if not call.args or not self.ctx.project.host_saved:
+            return False
+        return bool(self._file_names(call.args[0].value, call) & set(self.ctx.project.host_saved))
+
+    def _file_names(self, node: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> set[str]:
+        """The file names a path ends in (`path_key`): `"embedding.pt"`, `os.path.join(d,
+        "embedding.pt")`, `f"{d}/embedding.pt"`, also through a name bound to such a path."""
+        names: set[str] = set()
+        for part in self.ctx.index.walk(node):
+            key = None
+            if type(part) is cst.SimpleString:
+                value = literal_value(part)
+                parent = self.ctx.index.parent(part)
+                # (`name + "_ckpt.pth"`: joined with `+`, only what follows a `/` is a whole name)
+                joined = type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Add
+                key = path_key(value, whole=not joined) if isinstance(value, str) else None
+            elif type(part) is cst.FormattedString and part.parts and type(part.parts[-1]) is cst.FormattedStringText:
+                key = path_key(part.parts[-1].value, whole=len(part.parts) == 1)
+            elif type(part) is cst.Name and depth < 1:
+                for value in self._assigned_values(part.value, at):
+                    names |= self._file_names(value, at, depth + 1)
+            if key is not None:
+                names.add(key)
+        return names
 
     def _class_saved_from_host(self, call: cst.Call) -> bool:
         """A class's loader and saver methods that take the path as a parameter (`_load(self,

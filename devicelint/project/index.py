@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
-from devicelint.project.view import ImportedClass, ProjectView
+from devicelint.project.view import ImportedClass, ProjectView, path_key
 
 if TYPE_CHECKING:
     from devicelint.project.summary import ClassSummary, ModuleSummary
@@ -31,8 +32,12 @@ _CPU_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "ob
 # Folders never walked for movers of other modules' attributes.
 _SKIPPED = frozenset({".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages"})
 _MOVER_WORDS = (b"def _apply(", b"def to(", b"def cuda(")
+# A file that may save something (`torch.save(`, `save_checkpoint(`), and one that loads with torch.
+_SAVE_CALL = re.compile(rb"save\w*\(")
+_TORCH_SAVES = (b"torch.save", b"serialization.save")
+_TORCH_LOADS = (b"torch.load", b"serialization.load")
 _STORE_FORMAT = "1"
-_RECORD_FORMAT = "1"
+_RECORD_FORMAT = "2"
 # A file modified this close before the record was written may change again within the same
 # timestamp tick: its hash is checked, not its size and time (as git treats "racy" entries).
 _RACY_NS = 2_000_000_000
@@ -59,6 +64,24 @@ def _is_mover(data: bytes) -> bool:
     return any(word in data for word in _MOVER_WORDS)
 
 
+def _is_saver(data: bytes) -> bool:
+    return _SAVE_CALL.search(data) is not None
+
+
+# A quoted literal that ends in a file name (`"embedding.pt"`, `f"{root}/sgc_dict.pt"`).
+_QUOTED_FILE = re.compile(rb"""["']([^"'\n]{0,200}?\w\.[A-Za-z]\w{0,7})["']""")
+
+
+def _file_names(data: bytes) -> set[str]:
+    """The file names (`path_key`) the quoted literals of a text end in."""
+    names = set()
+    for match in _QUOTED_FILE.finditer(data):
+        key = path_key(match.group(1).decode("utf-8", errors="replace"))
+        if key is not None:
+            names.add(key)
+    return names
+
+
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -79,7 +102,8 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
     }
     functions = {str(k): str(v) for k, v in data["functions"].items()}
     moved = {str(k): tuple(str(a) for a in v) for k, v in data["moved_elsewhere"].items()}
-    return ProjectView(str(data["root"]), classes, functions, moved)
+    host_saved = tuple(str(k) for k in data["host_saved"])
+    return ProjectView(str(data["root"]), classes, functions, moved, host_saved)
 
 
 def project_root(path: Path, config_root: Path | None) -> Path:
@@ -136,6 +160,14 @@ class ProjectIndex:
         self._stats: dict[str, list[Any]] = {}
         self._movers_now: list[str] = []
         self._asked_movers = False
+        # file name -> the files that save it from host data, for names no file saves otherwise
+        # (built once per run, like the movers, when a linted file loads with torch)
+        self._host_saves: dict[str, tuple[list[str], set[str]]] = {}
+        self._saver_files: list[tuple[str, bytes]] | None = None
+        self._savers_now: list[str] = []
+        self._savers_changed = False
+        self._asked_savers = False
+        self._packages: dict[str, str | None] = {}
 
     # -- modules and their summaries
     def module_name(self, path: Path) -> tuple[str, bool]:
@@ -247,7 +279,9 @@ class ProjectIndex:
         if record is not None:  # the entries of files not linted this run, while still true
             for key, entry in record["views"].items():
                 if isinstance(entry, dict) and not self._changed.intersection(entry.get("deps", ())):
-                    if not (entry.get("movers") and self._movers_changed):
+                    if not (entry.get("movers") and self._movers_changed) and not (
+                        entry.get("savers") and self._savers_changed
+                    ):
                         views[key] = entry
         views.update(self._new_views)
         if self._others_moved is not None:
@@ -265,6 +299,7 @@ class ProjectIndex:
                 "views": views,
                 "movers": self._movers_now,
                 "mover_deps": mover_deps,
+                "savers": self._savers_now,
             },
         )
 
@@ -450,6 +485,7 @@ class ProjectIndex:
                         isinstance(entry, dict)
                         and not self._changed.intersection(entry["deps"])  # type: ignore[union-attr]
                         and not (entry["movers"] and self._movers_changed)
+                        and not (entry["savers"] and self._savers_changed)
                     ):
                         view = _view_from(entry["view"])
                         self._new_views[key] = entry
@@ -458,7 +494,12 @@ class ProjectIndex:
                     pass  # an entry of another shape: build the view afresh
         view, deps = self.view_and_reads(path)
         if self._hashes is not None and deps <= self._hashes.keys():  # a file outside the walk: not kept
-            self._new_views[key] = {"deps": sorted(deps), "movers": self._asked_movers, "view": _view_data(view)}
+            self._new_views[key] = {
+                "deps": sorted(deps),
+                "movers": self._asked_movers,
+                "savers": self._asked_savers,
+                "view": _view_data(view),
+            }
         return view
 
     def view_and_reads(self, path: Path) -> tuple[ProjectView, set[str]]:
@@ -466,6 +507,7 @@ class ProjectIndex:
         change the view (the language server re-lints an open file when one of them changes)."""
         self._deps.append(set())
         self._asked_movers = False
+        self._asked_savers = False
         try:
             view = self.view_for(path.absolute())
         finally:
@@ -518,6 +560,7 @@ class ProjectIndex:
             if record is None or old.keys() != hashes.keys():
                 # no record, or a file added or removed (an import may now resolve elsewhere)
                 self._movers_now = sorted(p for p in hashes if _is_mover(self._data(p)))
+                self._savers_now = sorted(p for p in hashes if _is_saver(self._data(p)))
                 return
             self._changed = {path for path, digest in hashes.items() if old[path][2] != digest}
             movers = set(record["movers"])
@@ -525,6 +568,12 @@ class ProjectIndex:
             self._movers_now = sorted((movers - self._changed) | now)
             watched = movers | set(record["mover_deps"])
             self._movers_changed = record["movers"] != self._movers_now or bool(watched & self._changed)
+            # a loader's view depends on every file that may save: any of them edited, added or
+            # gone builds such views afresh
+            savers = set(record["savers"])
+            now = {p for p in self._changed if _is_saver(self._data(p))}
+            self._savers_now = sorted((savers - self._changed) | now)
+            self._savers_changed = record["savers"] != self._savers_now or bool(savers & self._changed)
             self._record = record
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError):
             self._record = None
@@ -568,7 +617,17 @@ class ProjectIndex:
                 for name, attrs in self._moved_by_others(path, module).items()
                 if name in module.classes and attrs
             }
-        return ProjectView(str(self.root), classes, functions, moved)
+        host_saved: tuple[str, ...] = ()
+        if any(word in data for word in _TORCH_LOADS):
+            self._asked_savers = True  # the view depends on every file that saves
+            host_saved = tuple(
+                sorted(
+                    key
+                    for key in _file_names(data)
+                    if any(self._near(Path(saver), path) for saver in self._saved_from_host(key))
+                )
+            )
+        return ProjectView(str(self.root), classes, functions, moved, host_saved)
 
     def _add_members(
         self,
@@ -680,6 +739,69 @@ class ProjectIndex:
         if self._deps:
             self._deps[-1].update(self._mover_deps)
         return self._others_moved
+
+    def _saved_from_host(self, key: str) -> list[str]:
+        """The project files that `torch.save` the file name `key` from host data; none when a
+        file saves it from anything else. Only the files whose text says `key` and calls a saver
+        (`torch.save(`, `save_checkpoint(`) are read (once per run, each name once)."""
+        if key not in self._host_saves:
+            host: dict[str, list[str]] = {}
+            other: set[str] = set()
+            read: set[str] = set()
+            word = key.encode()
+            for path, data in self._savers():
+                if word in data:
+                    read.add(path)
+                    self._note_saves(path, key, host, other)
+            self._host_saves[key] = ([] if key in other else host.get(key, []), read)
+        savers, read = self._host_saves[key]
+        if self._deps:
+            self._deps[-1].update(read)
+        return savers
+
+    def _savers(self) -> list[tuple[str, bytes]]:
+        """The project's files whose text calls a saver, with their text."""
+        if self._saver_files is None:
+            self._saver_files = []
+            for path in sorted(self._walk()):
+                try:
+                    data = self._data(path)
+                except OSError:
+                    continue
+                if _is_saver(data):
+                    self._saver_files.append((path, data))
+        return self._saver_files
+
+    def _note_saves(self, path: str, word: str, host: dict[str, list[str]], other: set[str]) -> None:
+        from devicelint.project.saves import saves_in
+
+        for key, from_host in self.summary(Path(path)).saves(saves_in, word).items():
+            if from_host:
+                host.setdefault(key, []).append(path)
+            else:
+                other.add(key)
+
+    def _near(self, saver: Path, loader: Path) -> bool:
+        """Whether a file the saver writes by a name is the file the loader reads by that name:
+        scripts of one folder (run from it), or modules of one package."""
+        if saver.parent == loader.parent:
+            return True
+        top = self._package_top(str(saver.parent))
+        return top is not None and top == self._package_top(str(loader.parent))
+
+    def _package_top(self, folder: str) -> str | None:
+        """The outermost package folder holding `folder` (None: not in a package)."""
+        if folder not in self._packages:
+            top = None
+            current = folder
+            while self._is_file(os.path.join(current, "__init__.py")):
+                top = current
+                parent = os.path.dirname(current)
+                if parent == current:
+                    break
+                current = parent
+            self._packages[folder] = top
+        return self._packages[folder]
 
     def _moved_by_others(self, path: Path, module: ModuleSummary) -> dict[str, set[str]]:
         """Attributes of this module's classes that a mover moves on their instances (also as

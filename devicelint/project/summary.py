@@ -112,10 +112,45 @@ class ModuleSummary:
         self.functions: _Lazy[str] = _Lazy(
             function_names, lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: True), places
         )
+        # definition (or "" for the module's own statements) -> file name -> whether every
+        # `torch.save` of it there writes host data (`saves`)
+        self._saves: dict[str, dict[str, bool]] = {
+            str(n): {str(k): bool(v) for k, v in found.items()} for n, found in saved.get("saves", {}).items()
+        }
+        self._qualify = qualify
         self._restored_size = self._size()
 
     def _size(self) -> int:
-        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built)
+        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self._saves)
+
+    def saves(self, read: SavesReader, word: str) -> dict[str, bool]:
+        """File name -> whether every `torch.save` of it writes host data (`read`:
+        `devicelint.project.saves.saves_in`), in the definitions (and the module's own
+        statements) whose text says `word` and calls a saver: each parsed alone, once."""
+        if self._source is None:
+            text = self._load() if self._load is not None else ""
+            self._source = (text, _top_level_blocks(text))
+        text, blocks = self._source
+        found: dict[str, bool] = {}
+        rest, last = [], 0
+        for name, (_, start, end) in sorted(blocks.items(), key=lambda item: item[1][1]):
+            rest.append(text[last:start])
+            last = end
+            if word in text[start:end] and "save" in text[start:end]:
+                if name not in self._saves:
+                    node = self._node(name)
+                    self._saves[name] = {} if node is None else read(node, self._qualify, text)
+                    self._nodes.pop(name, None)
+                _merge(found, self._saves[name])
+        rest.append(text[last:])
+        outside = "".join(rest)
+        if word in outside and "save" in outside:
+            if "" not in self._saves:
+                if self._tree is None:
+                    self._tree = _parse(text) or ast.Module(body=[], type_ignores=[])
+                self._saves[""] = read(self._tree, self._qualify, text)
+            _merge(found, self._saves[""])
+        return found
 
     @property
     def learnt(self) -> bool:
@@ -131,6 +166,7 @@ class ModuleSummary:
             "classes": {n: asdict(c) for n, c in self.classes.built.items()},
             "bases": {n: list(b) for n, b in self.bases.built.items()},
             "functions": dict(self.functions.built),
+            **({"saves": self._saves} if self._saves else {}),
         }
 
     def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:
@@ -166,6 +202,11 @@ class ModuleSummary:
         )
 
 
+def _merge(found: dict[str, bool], more: dict[str, bool]) -> None:
+    for key, host in more.items():
+        found[key] = found.get(key, True) and host
+
+
 def _class_from(data: dict[str, Any]) -> ClassSummary:
     moved = data["moved_attributes"]
     return ClassSummary(
@@ -179,6 +220,8 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
 
 
 T = TypeVar("T")
+# `devicelint.project.saves.saves_in`: a definition's (or a module's own) saves
+SavesReader = Callable[[ast.AST, "_Qualifier", str], dict[str, bool]]
 
 
 class _Lazy(Mapping[str, T]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 
@@ -37,6 +38,10 @@ class ProjectView:
     # class of this file -> attributes that another class's `_apply`/`to`/`cuda` moves on its
     # instances (`if isinstance(m, Detect): m.stride = fn(m.stride)` in the model's module)
     moved_elsewhere: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # file names (`path_key`) this file's text names that a module of the project (a script of
+    # the same folder, or a module of the same package) `torch.save`s from host data, and that
+    # no module saves from anything else: a `torch.load` of one reads host tensors
+    host_saved: tuple[str, ...] = ()
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -44,7 +49,27 @@ class ProjectView:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def __bool__(self) -> bool:
-        return bool(self.classes or self.functions or self.moved_elsewhere)
+        return bool(self.classes or self.functions or self.moved_elsewhere or self.host_saved)
 
 
 EMPTY_VIEW = ProjectView()
+
+
+# The last component of a path that names a file `torch.save` writes: `embedding.pt`,
+# `sgc_dict.pt`, `model_best.pth.tar` (not a folder, not `.pt` alone, not `config.json`).
+_FILE_NAME = re.compile(r"^\w[\w.-]*\.(\w{1,10})$")
+_SAVED_SUFFIXES = frozenset(
+    {"pt", "pth", "bin", "ckpt", "tar", "pkl", "pickle", "pk", "p", "th", "torch", "model", "data", "dat", "state"}
+)
+
+
+def path_key(literal: str, whole: bool = True) -> str | None:
+    """The file name a path literal ends in (`"out/embedding.pt"` -> `embedding.pt`), when its
+    suffix is one `torch.save` files carry: how saves and loads in different files are matched.
+    `whole`: the literal is the path's last part (for an f-string's trailing text, or a literal
+    joined with `+`, only what follows a `/` is a whole file name)."""
+    if not whole and "/" not in literal:
+        return None
+    name = literal.rstrip().rsplit("/", 1)[-1]
+    match = _FILE_NAME.match(name)
+    return name if match is not None and match.group(1).lower() in _SAVED_SUFFIXES else None

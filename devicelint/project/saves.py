@@ -1,0 +1,239 @@
+"""What one module `torch.save`s, read with Python's own parser (`ast`): for each file name a save
+writes (`path_key`), whether every save of it writes host data.
+
+A payload is host data when it certainly holds no device tensor: `.cpu()`, `.numpy()`,
+`.tolist()` or `.item()` of anything, `torch.from_numpy(...)`, NumPy or pandas values, a torch
+factory without `device=`, numbers and strings, and dicts, lists and tuples of those (also
+filled later: `d["x"] = ...`, `d["xs"].append(...)`). In a module whose text never names a
+device (`cuda`, `device`, `gpu`, ...) and loads nothing (a preprocessing script), every tensor
+it builds is on the host, so anything counts but a parameter (what callers pass), a model's
+`state_dict()` or what a builder returns (`build_model(cfg)`, which another module may place).
+Other calls that save (`save_checkpoint(state, "best.pt")`) write a file name with a payload
+nobody can see: not host.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from devicelint.analysis.vocabulary import PRESERVING_METHODS
+from devicelint.project.summary import _NESTED_SCOPES, _descendants, _place, _Qualifier
+from devicelint.project.view import path_key
+
+SAVERS = frozenset({"torch.save", "torch.serialization.save"})
+LOADERS = frozenset({"torch.load", "torch.serialization.load"})
+_HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
+_HOST_LIBRARIES = ("numpy.", "np.", "pandas.", "pd.", "scipy.", "random.", "math.")
+_PLACED_ELSEWHERE = ("state_dict", "load", "model", "build", "checkpoint")
+_FILLERS = frozenset({"append", "extend", "insert", "add", "update"})
+_DEVICE_WORDS = re.compile(r"(?i)cuda|device|gpu|\bmps\b|xla|\bnpu\b|\bhpu\b|accelerat|fabric|lightning")
+# (a binding nobody can follow, `a, b = f()` or `for x in ...`, is recorded as None)
+_UNKNOWN = None
+
+
+def saves_in(node: ast.AST, qualify: _Qualifier, text: str) -> dict[str, bool]:
+    """File name -> whether every save of it writes host data, in one top-level definition (its
+    functions, nested ones too) or, for a module, in its own statements. `text`: the module's."""
+    # (nor loads anything: a loaded checkpoint's tensors may be on a device and flow anywhere)
+    device_free = _DEVICE_WORDS.search(text) is None and "load(" not in text
+    saves: dict[str, bool] = {}
+    if isinstance(node, ast.Module):
+        scopes: list[ast.AST] = [node]
+    else:
+        scopes = [n for n in _descendants(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        nodes = _descendants(scope, _NESTED_SCOPES)
+        bound: dict[str, list[ast.expr | None]] | None = None
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            saver = qualify(call.func) or ""
+            if saver in SAVERS:
+                payload = _argument(call, 0, "obj")
+                place = _argument(call, 1, "f")
+                if payload is None or place is None:
+                    continue
+                if bound is None:
+                    bound = _bindings(nodes)
+                    _bind_parameters(scope, bound)
+                keys = _keys(place, bound)
+                if keys:
+                    host = _host(payload, bound, qualify, device_free, 0)
+                    for key in keys:
+                        saves[key] = saves.get(key, True) and host
+            elif "save" in saver.rsplit(".", 1)[-1].lower():
+                # a helper that saves: whatever it writes under a file name is unknown
+                for arg in (*call.args, *(k.value for k in call.keywords)):
+                    for key in _keys(arg, {}):
+                        saves[key] = False
+    return saves
+
+
+def _argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    if len(call.args) > position and not isinstance(call.args[position], ast.Starred):
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _bindings(nodes: list[ast.AST]) -> dict[str, list[ast.expr | None]]:
+    """name -> every value the scope binds to it (`x = v`, `x[k] = v`, `x.append(v)`,
+    `x[k].append(v)`); None for a binding that cannot be followed."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                _bind(target, node.value, bound)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            _bind(node.target, node.value, bound)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem, ast.NamedExpr)):
+            target = node.optional_vars if isinstance(node, ast.withitem) else node.target
+            if target is not None:
+                for inner in ast.walk(target):
+                    if isinstance(inner, ast.Name):
+                        bound.setdefault(inner.id, []).append(_UNKNOWN)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _FILLERS
+            and node.args
+        ):
+            holder = node.func.value
+            while isinstance(holder, ast.Subscript):
+                holder = holder.value
+            if isinstance(holder, ast.Name):
+                bound.setdefault(holder.id, []).append(node.args[-1])
+    return bound
+
+
+def _bind_parameters(scope: ast.AST, bound: dict[str, list[ast.expr | None]]) -> None:
+    """A function's parameters hold what its callers pass: unknown, even where the module never
+    names a device (`def save_checkpoint(state, path): torch.save(state, path)`)."""
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = scope.args
+        for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):
+            if arg is not None:
+                bound.setdefault(arg.arg, []).append(_UNKNOWN)
+
+
+def _bind(target: ast.expr, value: ast.expr, bound: dict[str, list[ast.expr | None]]) -> None:
+    holder = target
+    while isinstance(holder, ast.Subscript):
+        holder = holder.value
+    if isinstance(holder, ast.Name):
+        bound.setdefault(holder.id, []).append(value)
+        return
+    for inner in ast.walk(target):
+        if isinstance(inner, ast.Name):
+            bound.setdefault(inner.id, []).append(_UNKNOWN)  # unpacked: unknowable
+
+
+def _keys(place: ast.expr, bound: dict[str, list[ast.expr | None]], depth: int = 0) -> set[str]:
+    """The file names a path expression ends in: its literals (`"embedding.pt"`,
+    `os.path.join(d, "embedding.pt")`, `Path(d) / "embedding.pt"`, `f"{d}/embedding.pt"`), also
+    through a name the scope binds to such a path."""
+    keys: set[str] = set()
+    for node in ast.walk(place):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            key = path_key(node.value)
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            last = node.values[-1]
+            text = last.value if isinstance(last, ast.Constant) and isinstance(last.value, str) else None
+            key = None if text is None else path_key(text, len(node.values) == 1)
+            if key is not None:
+                keys.add(key)
+            continue
+        elif isinstance(node, ast.Name) and depth < 1:
+            for value in bound.get(node.id, ()):
+                if value is not None:
+                    keys |= _keys(value, bound, depth + 1)
+            continue
+        else:
+            continue
+        if key is not None and not _inside_fstring(node, place) and not _joined(node, place):
+            keys.add(key)
+    return keys
+
+
+def _joined(node: ast.AST, place: ast.expr) -> bool:
+    """A literal joined to another text with `+` (`model_name + "_ckpt.pth"`): only what
+    follows a `/` in it is a whole file name (as `path_key(..., whole=False)` reads it)."""
+    return "/" not in str(getattr(node, "value", "")) and any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and node in (n.left, n.right) for n in ast.walk(place)
+    )
+
+
+def _inside_fstring(node: ast.AST, place: ast.expr) -> bool:
+    # (an f-string's text parts are `Constant`s too; its key is taken from the whole string)
+    return any(isinstance(n, ast.JoinedStr) and node in n.values for n in ast.walk(place))
+
+
+def _host(
+    value: ast.expr | None,
+    bound: dict[str, list[ast.expr | None]],
+    qualify: _Qualifier,
+    device_free: bool,
+    depth: int,
+) -> bool:
+    """Whether `value` certainly holds no device tensor (see the module's docstring)."""
+    if value is None or depth > 6:
+        return False
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        return all(_host(e, bound, qualify, device_free, depth + 1) for e in value.elts)
+    if isinstance(value, ast.Dict):
+        return all(_host(v, bound, qualify, device_free, depth + 1) for v in value.values)
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return _host(value.elt, bound, qualify, device_free, depth + 1)
+    if isinstance(value, ast.DictComp):
+        return _host(value.value, bound, qualify, device_free, depth + 1)
+    if isinstance(value, ast.Starred):
+        return _host(value.value, bound, qualify, device_free, depth + 1)
+    if isinstance(value, ast.Name):
+        values = bound.get(value.id)
+        if not values:
+            return device_free  # a parameter or a global
+        return all(_host(v, bound, qualify, device_free, depth + 1) for v in values)
+    if isinstance(value, ast.Call):
+        return _host_call(value, bound, qualify, device_free, depth)
+    if isinstance(value, ast.Subscript):
+        return _host(value.value, bound, qualify, device_free, depth + 1)
+    return device_free
+
+
+def _host_call(
+    call: ast.Call, bound: dict[str, list[ast.expr | None]], qualify: _Qualifier, device_free: bool, depth: int
+) -> bool:
+    func = call.func
+    qualified = qualify(func) or ""
+    if qualified in LOADERS:
+        return False  # what it reads may be device tensors
+    if isinstance(func, ast.Attribute):
+        if func.attr in _HOST_METHODS:
+            return True
+        if func.attr == "to":
+            target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+            if isinstance(target, ast.Constant) and target.value == "cpu":
+                return True
+            if not _dtype(target, qualify) or any(k.arg == "device" for k in call.keywords):
+                return False
+            return _host(func.value, bound, qualify, device_free, depth + 1)
+        if func.attr in PRESERVING_METHODS and not qualified.startswith("torch."):
+            return _host(func.value, bound, qualify, device_free, depth + 1)
+    if qualified == "torch.from_numpy" or qualified.startswith(_HOST_LIBRARIES):
+        return True
+    if _place(call, {}, qualify, 0) == "cpu-tensor":
+        return True
+    if any(k.arg in ("device", "device_map") for k in call.keywords):
+        return False
+    # (a model's state, or what a loader or builder returns, may have been placed by another
+    # module even where this one never names a device)
+    called = (func.attr if isinstance(func, ast.Attribute) else qualified.rsplit(".", 1)[-1]).lower()
+    return device_free and not any(word in called for word in _PLACED_ELSEWHERE)
+
+
+def _dtype(node: ast.expr | None, qualify: _Qualifier) -> bool:
+    """`torch.float`, `torch.long`: a `.to()` that changes only the dtype."""
+    qualified = qualify(node) if isinstance(node, (ast.Attribute, ast.Name)) else None
+    return qualified is not None and qualified.startswith("torch.") and qualified.count(".") == 1
