@@ -594,7 +594,7 @@ class ProjectIndex:
         classes: dict[str, ImportedClass] = {}
         functions: dict[str, str] = {}
         for local, qualified in sorted(imports.items()):
-            if local not in used:
+            if local.split(".", 1)[0] not in used:
                 continue
             found = self._resolve(qualified, path)
             if found is None:

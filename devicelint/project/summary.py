@@ -338,6 +338,9 @@ def scan_imports(
                 else:
                     top = target.split(".", 1)[0]
                     bound.setdefault(top, top)
+                    if top != target:
+                        # `import models.net` binds `models`, and `models.net.Net` reads the submodule
+                        bound.setdefault(target, target)
             elif base is None:
                 continue
             elif target == "*":
