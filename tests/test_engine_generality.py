@@ -863,3 +863,47 @@ def test_lengths_from_a_handed_in_module_are_not_taken_for_device_tensors() -> N
         "`pack_padded_sequence` needs `lengths` on the CPU, but `token_counts` is on the device; "
         "pass `token_counts.cpu()`"
     )
+
+
+# -- a tensor computed in `__init__` from the module's own parameters --------------------------
+
+PARAMETER_SNAPSHOT = """
+    import torch
+    from torch import nn
+
+
+    class FactorisedMixer(nn.Module):
+        def __init__(self, width, factors=8):
+            super().__init__()
+            self.left = nn.Parameter(torch.empty(width, factors).normal_())
+            self.right = nn.Parameter(torch.zeros(factors, width))
+            self.scale = nn.Parameter(torch.ones(width))
+            self.mixing = torch.mm(self.left, self.right) * self.scale
+
+        def forward(self, tokens):
+            return tokens @ self.mixing.to(tokens.device).t()
+"""
+
+PARAMETER_SNAPSHOT_DETACHED = PARAMETER_SNAPSHOT.replace(
+    "self.mixing = torch.mm(self.left, self.right) * self.scale",
+    "self.register_buffer('mixing', (torch.mm(self.left, self.right) * self.scale).detach())",
+)
+
+PARAMETER_SNAPSHOT_IN_FORWARD = PARAMETER_SNAPSHOT.replace(
+    "            self.mixing = torch.mm(self.left, self.right) * self.scale\n", ""
+).replace("self.mixing.to(tokens.device)", "(torch.mm(self.left, self.right) * self.scale)")
+
+
+def test_a_product_of_parameters_cached_in_init_is_a_stale_cpu_attribute() -> None:
+    # moved in `forward` or not, the cached product holds the CPU parameters' old values and graph
+    assert _found(PARAMETER_SNAPSHOT) == [(12, "DL102")]
+    assert _messages(PARAMETER_SNAPSHOT)[0] == (
+        "`self.mixing` holds a tensor computed in `__init__` from the parameters `self.left`, `self.right`, "
+        "`self.scale`: `model.to(device)` leaves it on the CPU, and moving it later copies a stale value "
+        "whose graph reaches the CPU parameters; compute it from the parameters in `forward` instead"
+    )
+
+
+def test_a_detached_buffer_or_a_product_made_in_forward_is_clean() -> None:
+    assert _found(PARAMETER_SNAPSHOT_DETACHED) == []
+    assert _found(PARAMETER_SNAPSHOT_IN_FORWARD) == []

@@ -9,11 +9,13 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.parameter_products import parameters_read
 from devicelint.analysis.placement_classes import (
     ClassFacts,
     added_elements,
     class_facts,
     container_kind,
+    is_parameter_call,
     literal_elements,
     local_containers,
     returned_container,
@@ -85,7 +87,9 @@ class TensorAttributeNotRegistered(Rule):
     Also flags tensors kept in a plain list, tuple or dict attribute (`self.anchors = []` then
     `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
     class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
-    move.
+    move. A tensor that `__init__` computes from the module's own parameters
+    (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it: the
+    copy is a stale snapshot whose autograd graph holds the CPU parameters.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -190,11 +194,26 @@ class TensorAttributeNotRegistered(Rule):
                     handed_in = candidate = next(
                         (v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None
                     )
-                if candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
+                snapshot = _parameter_snapshot(ctx, facts, attr, candidate, assignments) if handed_in is None else []
+                if snapshot:
+                    if not _used_after_init(ctx, facts, attr):
+                        continue
+                elif candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
                     continue
-                if handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
+                elif handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
                     continue
+                assert candidate is not None
                 target = _assignment_target(ctx, candidate)
+                if snapshot:
+                    named = ", ".join(f"`self.{p}`" for p in snapshot)
+                    problem = (
+                        f"holds a tensor computed in `__init__` from the parameters {named}: `model.to(device)` "
+                        "leaves it on the CPU, and moving it later copies a stale value whose graph reaches the "
+                        "CPU parameters"
+                    )
+                    advice = "compute it from the parameters in `forward` instead"
+                    yield self.violation(target or candidate, fix=None, attr=attr, problem=problem, advice=advice)
+                    continue
                 if movers:
                     what = "a tensor" if handed_in is not None else "a CPU tensor"
                     problem = f"holds {what} that this class's own `{movers[-1]}()` does not move"
@@ -318,6 +337,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return attr in facts.buffers
     if type(element) is cst.Name and _registered_as_buffer(ctx, element):
         return True
+    if is_parameter_call(ctx, element):
+        return False  # parameters kept in a plain container: DL103's finding
     fact = file_facts(ctx).value(element)
     if type(element) is cst.Call:
         qualified = ctx.qualified_name(element.func) or ""
@@ -473,6 +494,37 @@ def _takes_device_of_argument(call: cst.CSTNode) -> bool:
         and call.func.attr.value == "type_as"
         and len(call.args) == 1
     )
+
+
+def _parameter_snapshot(
+    ctx: FileContext,
+    facts: ClassFacts,
+    attr: str,
+    candidate: cst.BaseExpression | None,
+    assignments: list[tuple[cst.BaseExpression, cst.FunctionDef]],
+) -> list[str]:
+    """The parameters that `self.<attr>`, made on the CPU once in `__init__` (assigned nowhere
+    else), is computed from on the autograd graph (`analysis/parameter_products.py`)."""
+    if candidate is None or len(assignments) != 1 or assignments[0][1].name.value != "__init__":
+        return []
+    return parameters_read(ctx, facts, candidate)
+
+
+def _used_after_init(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
+    """Whether a method other than `__init__` reads the value of `self.<attr>` (not only its
+    shape or dtype)."""
+    return any(
+        name == attr and method.name.value != "__init__" and not _metadata_read(ctx, node)
+        for name, node, method in facts.references
+    )
+
+
+def _metadata_read(ctx: FileContext, node: cst.Attribute) -> bool:
+    parent = ctx.index.parent(node)
+    return type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _METADATA
+
+
+_METADATA = frozenset({"shape", "size", "dtype", "ndim", "dim", "numel", "device", "is_cuda", "nelement"})
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
