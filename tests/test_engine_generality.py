@@ -907,3 +907,46 @@ def test_a_product_of_parameters_cached_in_init_is_a_stale_cpu_attribute() -> No
 def test_a_detached_buffer_or_a_product_made_in_forward_is_clean() -> None:
     assert _found(PARAMETER_SNAPSHOT_DETACHED) == []
     assert _found(PARAMETER_SNAPSHOT_IN_FORWARD) == []
+
+
+# -- a loader built by a helper that forwards `**kwargs`, handed on as a parameter ---------------
+
+FORWARDED_LOADER_OPTIONS = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def make_loader(samples, **options):
+        shuffle = options.get("shuffle", False)
+        return DataLoader(samples, shuffle=shuffle, **options)
+
+
+    def run_epoch(net, batches, device):
+        for inputs, targets in batches:
+            inputs = inputs.cuda(non_blocking=True)
+            net(inputs).sum().backward()
+
+
+    def main(net, samples):
+        net = net.cuda()
+        batches = make_loader(samples, batch_size=32, num_workers=4)
+        run_epoch(net, batches, "cuda")
+"""
+
+FORWARDED_LOADER_PINNED = FORWARDED_LOADER_OPTIONS.replace("num_workers=4)", "num_workers=4, pin_memory=True)")
+FORWARDED_LOADER_UNSEEN = FORWARDED_LOADER_OPTIONS.replace(
+    "def main(net, samples):", "def main(net, samples, **settings):"
+).replace("num_workers=4)", "**settings)")
+
+
+def test_a_loader_whose_forwarded_options_never_pin_memory_is_found() -> None:
+    assert _found(FORWARDED_LOADER_OPTIONS) == [(13, "DL402")]
+    assert _messages(FORWARDED_LOADER_OPTIONS)[0].startswith(
+        "`inputs.cuda(non_blocking=True)` asks for an asynchronous copy, but `batches` is a `DataLoader` "
+        "without `pin_memory=True`"
+    )
+
+
+def test_forwarded_options_that_pin_or_cannot_be_read_are_clean() -> None:
+    assert _found(FORWARDED_LOADER_PINNED) == []
+    assert _found(FORWARDED_LOADER_UNSEEN) == []
