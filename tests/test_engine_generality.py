@@ -950,3 +950,51 @@ def test_a_loader_whose_forwarded_options_never_pin_memory_is_found() -> None:
 def test_forwarded_options_that_pin_or_cannot_be_read_are_clean() -> None:
     assert _found(FORWARDED_LOADER_PINNED) == []
     assert _found(FORWARDED_LOADER_UNSEEN) == []
+
+
+# -- a CPU tensor handed to a submodule's constructor and kept as a plain attribute ------------
+
+HANDED_CPU_TABLE = """
+    import numpy as np
+    import torch
+    import pytorch_lightning as pl
+    from torch import nn
+
+
+    class CodebookDecoder(nn.Module):
+        def __init__(self, width, codebook):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+            self.codebook = codebook
+
+        def forward(self, weights):
+            return self.proj(weights @ self.codebook)
+
+
+    class Tokenizer(pl.LightningModule):
+        def __init__(self, path, width=64):
+            super().__init__()
+            self.decoder = CodebookDecoder(width, self._codebook(path))
+
+        def _codebook(self, path):
+            return torch.from_numpy(np.load(path)).float().to(self.device)
+
+        def training_step(self, batch, batch_idx):
+            return self.decoder(batch).pow(2).mean()
+"""
+
+HANDED_CPU_TABLE_REGISTERED = HANDED_CPU_TABLE.replace(
+    "self.codebook = codebook", 'self.register_buffer("codebook", codebook, persistent=False)'
+)
+
+
+def test_a_cpu_tensor_every_construction_hands_in_is_an_unregistered_attribute() -> None:
+    # the LightningModule's `self.device` is still the CPU while it is built
+    assert _found(HANDED_CPU_TABLE) == [(12, "DL102")]
+    assert _messages(HANDED_CPU_TABLE)[0].startswith(
+        "`self.codebook` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never moves it"
+    )
+
+
+def test_a_handed_in_tensor_registered_as_a_buffer_is_clean() -> None:
+    assert _found(HANDED_CPU_TABLE_REGISTERED) == []

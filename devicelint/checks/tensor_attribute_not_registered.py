@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
@@ -89,7 +90,10 @@ class TensorAttributeNotRegistered(Rule):
     class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
     move. A tensor that `__init__` computes from the module's own parameters
     (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it: the
-    copy is a stale snapshot whose autograd graph holds the CPU parameters.
+    copy is a stale snapshot whose autograd graph holds the CPU parameters. A constructor
+    argument stored as it came (`self.priors = priors`) counts when every construction of the
+    class in the file hands it a CPU tensor (one a LightningModule moved `.to(self.device)` in
+    its own `__init__`, where that is still the CPU).
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -188,6 +192,9 @@ class TensorAttributeNotRegistered(Rule):
                         break
                     if candidate is None and _made_on_cpu(ctx, value, fact):
                         candidate = value
+                if candidate is None and not movers:
+                    # `self.priors = priors`, where every construction in the file hands a CPU tensor
+                    candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
                 handed_in = None
                 if candidate is None and movers:
                     # the class moves its tensors by hand: one handed to the constructor counts too
@@ -275,6 +282,19 @@ class TensorAttributeNotRegistered(Rule):
                 ),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _handed_cpu_tensor(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """`self.x = x` in `__init__`, where `x` is a parameter that every construction of the class
+    in the file passes a CPU tensor with dimensions (`PriorBox(cfg).make().to(self.device)` in a
+    LightningModule's `__init__`, `torch.load(path, map_location="cpu")`)."""
+    if type(value) is not cst.Name or method.name.value != "__init__":
+        return False
+    passed = passed_for(ctx, value)
+    if not passed:
+        return False
+    found = [file_facts(ctx).value(argument) for argument in passed]
+    return all(f.kind == CPU and not f.scalar and not f.batch and not f.guessed for f in found)
 
 
 def _tensor_argument(
