@@ -998,3 +998,49 @@ def test_a_cpu_tensor_every_construction_hands_in_is_an_unregistered_attribute()
 
 def test_a_handed_in_tensor_registered_as_a_buffer_is_clean() -> None:
     assert _found(HANDED_CPU_TABLE_REGISTERED) == []
+
+
+# -- a tensor made on an example input's device while the model is built, moved later ----------
+
+EXAMPLE_PLACED_STATE = """
+    import torch
+    from torch import nn
+
+
+    class RunningNorm(nn.Module):
+        def __init__(self, sample):
+            super().__init__()
+            width = sample.size(-1)
+            self.scale = nn.Linear(width, width)
+            self.center = torch.zeros(width, device=sample.device)
+
+        def forward(self, x):
+            return self.scale(x - self.center)
+
+
+    def fit(batches, sample):
+        net = RunningNorm(sample).cuda()
+        for x in batches:
+            net(x.cuda()).sum().backward()
+"""
+
+EXAMPLE_PLACED_BUFFER = EXAMPLE_PLACED_STATE.replace(
+    "self.center = torch.zeros(width, device=sample.device)",
+    'self.register_buffer("center", torch.zeros(width, device=sample.device))',
+)
+EXAMPLE_PLACED_NEVER_MOVED = EXAMPLE_PLACED_STATE.replace("RunningNorm(sample).cuda()", "RunningNorm(sample)").replace(
+    "net(x.cuda())", "net(x)"
+)
+
+
+def test_state_made_on_an_example_inputs_device_is_left_behind_by_a_later_move() -> None:
+    assert _found(EXAMPLE_PLACED_STATE) == [(11, "DL102")]
+    assert _messages(EXAMPLE_PLACED_STATE)[0] == (
+        "`self.center` holds a tensor made on the device of an input the constructor is given, and is not a "
+        'parameter or buffer: moving the model later never moves it; use `self.register_buffer("center", ...)`'
+    )
+
+
+def test_example_placed_state_registered_or_never_moved_is_clean() -> None:
+    assert _found(EXAMPLE_PLACED_BUFFER) == []
+    assert _found(EXAMPLE_PLACED_NEVER_MOVED) == []

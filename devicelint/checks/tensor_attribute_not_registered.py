@@ -34,6 +34,7 @@ from devicelint.analysis.placement_facts import (
     Fact,
     move_call,
 )
+from devicelint.analysis.placement_program import construction_methods
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
 from devicelint.analysis.python_ints import is_python_int
@@ -93,7 +94,9 @@ class TensorAttributeNotRegistered(Rule):
     copy is a stale snapshot whose autograd graph holds the CPU parameters. A constructor
     argument stored as it came (`self.priors = priors`) counts when every construction of the
     class in the file hands it a CPU tensor (one a LightningModule moved `.to(self.device)` in
-    its own `__init__`, where that is still the CPU).
+    its own `__init__`, where that is still the CPU). A factory placed on the device of an input
+    the constructor is given (`torch.zeros(n, device=example.device)` in `__init__` or a helper
+    only it calls) counts in a class the file moves after building it, or a LightningModule.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -195,6 +198,12 @@ class TensorAttributeNotRegistered(Rule):
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
                     candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
+                example = None
+                if candidate is None and not movers:
+                    # `torch.zeros(n, device=example.device)` while built, in a class moved later
+                    example = candidate = next(
+                        (v for v, m in assignments if _placed_like_an_example(ctx, facts, v, m)), None
+                    )
                 handed_in = None
                 if candidate is None and movers:
                     # the class moves its tensors by hand: one handed to the constructor counts too
@@ -225,6 +234,12 @@ class TensorAttributeNotRegistered(Rule):
                     what = "a tensor" if handed_in is not None else "a CPU tensor"
                     problem = f"holds {what} that this class's own `{movers[-1]}()` does not move"
                     advice = f'move it there as well, or use `self.register_buffer("{attr}", ...)`'
+                elif example is not None:
+                    problem = (
+                        "holds a tensor made on the device of an input the constructor is given, and is not a "
+                        "parameter or buffer: moving the model later never moves it"
+                    )
+                    advice = f'use `self.register_buffer("{attr}", ...)`'
                 else:
                     problem = (
                         "holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
@@ -295,6 +310,56 @@ def _handed_cpu_tensor(ctx: FileContext, value: cst.BaseExpression, method: cst.
         return False
     found = [file_facts(ctx).value(argument) for argument in passed]
     return all(f.kind == CPU and not f.scalar and not f.batch and not f.guessed for f in found)
+
+
+def _placed_like_an_example(
+    ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression, method: cst.FunctionDef
+) -> bool:
+    """`torch.zeros(n, device=x.device)` in a method that runs only while the model is built,
+    where `x` is a parameter of that method (an example input the constructor is given), in a
+    class whose instances the file moves after building them (`model = Block(example)` then
+    `model.to("cuda")`), or a LightningModule, which its trainer moves: the tensor stays
+    wherever the example was, and the move leaves it there."""
+    if type(value) is not cst.Call or method.name.value not in construction_methods(ctx, facts):
+        return False
+    qualified = ctx.qualified_name(value.func) or ""
+    if not qualified.startswith("torch.") or qualified[len("torch.") :] not in FACTORIES:
+        return False
+    device = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "device"), None)
+    if type(device) is not cst.Attribute or device.attr.value != "device" or type(device.value) is not cst.Name:
+        return False
+    params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)][1:]
+    if device.value.value not in params or file_facts(ctx).value(device.value).where == ACCELERATOR:
+        return False
+    return _moved_after_built(ctx, facts)
+
+
+def _moved_after_built(ctx: FileContext, facts: ClassFacts) -> bool:
+    """A LightningModule, or a class whose instances the file moves: `Cls(...).to(device)`, or
+    `m = Cls(...)` then `m.to(...)`/`m.cuda()` in the same function."""
+    if any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == "LightningModule" for b in facts.node.bases):
+        return True
+    name = facts.node.name.value
+    for call in ctx.index.of_type(cst.Call):
+        if not (type(call.func) is cst.Name and call.func.value == name):
+            continue
+        parent = ctx.index.parent(call)
+        if type(parent) is cst.Attribute and parent.attr.value in ("to", "cuda"):
+            return True
+        target = parent.targets[0].target if type(parent) is cst.Assign and len(parent.targets) == 1 else None
+        scope = ctx.index.enclosing_function(call)
+        if type(target) is not cst.Name or scope is None:
+            continue
+        for node in ctx.index.walk(scope):
+            if (
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("to", "cuda")
+                and type(node.func.value) is cst.Name
+                and node.func.value.value == target.value
+            ):
+                return True
+    return False
 
 
 def _tensor_argument(
