@@ -200,9 +200,8 @@ def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> Fi
 def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: int) -> bool:
     if type(value) is cst.Name and depth <= _MAX_DEPTH:
         # a name handed on: what it is bound to, or what every caller passes for a parameter
-        values = values_of(ctx, value.value, scope_of(ctx, value))
-        if values == [None]:  # a parameter never re-bound
-            values = list(_passed(ctx, value))
+        bound = values_of(ctx, value.value, scope_of(ctx, value)) or []
+        values: list[cst.BaseExpression | None] = list(_passed(ctx, value)) if bound == [None] else bound
         return bool(values) and all(_unpinned_value(ctx, v, depth + 1) for v in values)
     if type(value) is not cst.Call or depth > _MAX_DEPTH:
         return False
