@@ -1044,3 +1044,42 @@ def test_state_made_on_an_example_inputs_device_is_left_behind_by_a_later_move()
 def test_example_placed_state_registered_or_never_moved_is_clean() -> None:
     assert _found(EXAMPLE_PLACED_BUFFER) == []
     assert _found(EXAMPLE_PLACED_NEVER_MOVED) == []
+
+
+# -- a batch helper that tests the key, not the value, moves nothing ---------------------------
+
+KEY_TESTED_MOVER = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class Segmenter:
+        def __init__(self, net):
+            self.net = net.cuda()
+
+        def _to_cuda(self, sample):
+            for key, value in sample.items():
+                if not isinstance(key, torch.Tensor):
+                    continue
+                sample[key] = value.cuda(non_blocking=True)
+            return sample
+
+        def fit(self, dataset):
+            for pixels, target in DataLoader(dataset, batch_size=2):
+                sample = self._to_cuda({"pixels": pixels, "target": target})
+                logits = self.net(sample["pixels"])
+                torch.nn.functional.cross_entropy(logits, sample["target"]).backward()
+"""
+
+KEY_TESTED_MOVER_FIXED = KEY_TESTED_MOVER.replace("isinstance(key, torch.Tensor)", "isinstance(value, torch.Tensor)")
+
+
+def test_a_helper_whose_tensor_test_reads_the_key_moves_nothing() -> None:
+    assert _found(KEY_TESTED_MOVER) == [(20, "DL105"), (21, "DL105")]
+    assert _messages(KEY_TESTED_MOVER)[0].startswith(
+        '`sample["pixels"]` comes from a DataLoader and is still on the CPU, but `self.net` was moved to the device'
+    )
+
+
+def test_a_helper_that_tests_the_value_moves_the_batch() -> None:
+    assert _found(KEY_TESTED_MOVER_FIXED) == []

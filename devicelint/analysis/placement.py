@@ -55,6 +55,7 @@ from devicelint.analysis.host_modules import (
     root_key,
     under_placing_context,
 )
+from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
@@ -290,6 +291,8 @@ class _Interpreter(CallEvaluation):
     def _block(self, body: Sequence[cst.CSTNode]) -> None:
         for stmt in body:
             self._statement(stmt)
+            if type(stmt) is cst.If and always_leaves(stmt.body) and constant_test(self.ctx, stmt.test) is True:
+                break  # `if not isinstance(key, torch.Tensor): continue`: the rest never runs
 
     def _statement(self, stmt: cst.CSTNode) -> None:
         if type(stmt) is cst.SimpleStatementLine:
@@ -328,6 +331,15 @@ class _Interpreter(CallEvaluation):
 
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
+        constant = constant_test(self.ctx, stmt.test)
+        if constant is not None:  # a dict's key tested for a tensor: only one path ever runs
+            if constant:
+                self._suite(stmt.body)
+            elif type(stmt.orelse) is cst.If:
+                self._if(stmt.orelse)
+            elif type(stmt.orelse) is cst.Else:
+                self._suite(stmt.orelse.body)
+            return
         strict = is_device_guard(stmt.test, self.ctx)
         if strict:
             self._device_branches += 1
