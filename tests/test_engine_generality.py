@@ -1083,3 +1083,28 @@ def test_a_helper_whose_tensor_test_reads_the_key_moves_nothing() -> None:
 
 def test_a_helper_that_tests_the_value_moves_the_batch() -> None:
     assert _found(KEY_TESTED_MOVER_FIXED) == []
+
+
+# -- a batch whose entries are moved in place is no longer the loader's ------------------------
+
+IN_PLACE_MOVED_BATCH = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def evaluate(net, dataset, device="cuda"):
+        net = net.to(device)
+        for sample in DataLoader(dataset, batch_size=8):
+            for name in sample.keys():
+                sample[name] = sample[name].to(device)
+            scores = net(sample["audio"])
+        for sample in DataLoader(dataset, batch_size=8):
+            sample["audio"] = sample["audio"].to(device)
+            scores = net(sample["audio"])
+        for sample in DataLoader(dataset, batch_size=8):
+            scores = net(sample["audio"])
+"""
+
+
+def test_entries_moved_in_place_are_not_reported_and_an_unmoved_batch_is() -> None:
+    assert _found(IN_PLACE_MOVED_BATCH) == [(16, "DL105")]

@@ -709,6 +709,12 @@ class _Interpreter(CallEvaluation):
         if owner is None or current is None:
             return
         index = target.slice[0].slice if len(target.slice) == 1 else None
+        if current.batch and current.fields is None and current.elements is None:
+            # `batch["image"] = batch["image"].to(device)`, `batch[k] = batch[k].cuda()` over its
+            # keys: the loader's batch is changed in place, its parts are no longer as they came
+            key = string_value(index.value) if type(index) is cst.Index else None
+            self.env[owner] = Fact(UNKNOWN, fields=((key, fact),)) if key is not None else UNKNOWN_FACT
+            return
         if current.elements is not None and current.fields is None:
             # `outs[0] = t` into a list whose elements are known: that element is now `t`
             self.env[owner] = _written_element(current, index.value if type(index) is cst.Index else None, fact)
