@@ -1443,3 +1443,246 @@ def test_fed_moved_input_twin_that_makes_the_jitter_there_is_clean() -> None:
         "jitter = torch.randn(batch.shape[0], 1, device=target) * 0.01",
     )
     assert _found(fixed) == []
+
+
+PARAMETER_SNAPSHOT = """
+    import torch
+    from torch import nn
+
+
+    class FactorisedMixer(nn.Module):
+        def __init__(self, width, factors=8):
+            super().__init__()
+            self.left = nn.Parameter(torch.empty(width, factors).normal_())
+            self.right = nn.Parameter(torch.zeros(factors, width))
+            self.scale = nn.Parameter(torch.ones(width))
+            self.mixing = torch.mm(self.left, self.right) * self.scale
+
+        def forward(self, tokens):
+            return tokens @ self.mixing.to(tokens.device).t()
+"""
+
+
+PARAMETER_SNAPSHOT_DETACHED = PARAMETER_SNAPSHOT.replace(
+    "self.mixing = torch.mm(self.left, self.right) * self.scale",
+    "self.register_buffer('mixing', (torch.mm(self.left, self.right) * self.scale).detach())",
+)
+
+
+PARAMETER_SNAPSHOT_IN_FORWARD = PARAMETER_SNAPSHOT.replace(
+    "            self.mixing = torch.mm(self.left, self.right) * self.scale\n", ""
+).replace("self.mixing.to(tokens.device)", "(torch.mm(self.left, self.right) * self.scale)")
+
+
+def test_a_product_of_parameters_cached_in_init_is_a_stale_cpu_attribute() -> None:
+    # moved in `forward` or not, the cached product holds the CPU parameters' old values and graph
+    assert _found(PARAMETER_SNAPSHOT) == [(12, "DL102")]
+    assert _messages(PARAMETER_SNAPSHOT)[0] == (
+        "`self.mixing` holds a tensor computed in `__init__` from the parameters `self.left`, `self.right`, "
+        "`self.scale`: `model.to(device)` leaves it on the CPU, and moving it later copies a stale value "
+        "whose graph reaches the CPU parameters; compute it from the parameters in `forward` instead"
+    )
+
+
+def test_a_detached_buffer_or_a_product_made_in_forward_is_clean() -> None:
+    assert _found(PARAMETER_SNAPSHOT_DETACHED) == []
+    assert _found(PARAMETER_SNAPSHOT_IN_FORWARD) == []
+
+
+FORWARDED_LOADER_OPTIONS = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def make_loader(samples, **options):
+        shuffle = options.get("shuffle", False)
+        return DataLoader(samples, shuffle=shuffle, **options)
+
+
+    def run_epoch(net, batches, device):
+        for inputs, targets in batches:
+            inputs = inputs.cuda(non_blocking=True)
+            net(inputs).sum().backward()
+
+
+    def main(net, samples):
+        net = net.cuda()
+        batches = make_loader(samples, batch_size=32, num_workers=4)
+        run_epoch(net, batches, "cuda")
+"""
+
+
+FORWARDED_LOADER_PINNED = FORWARDED_LOADER_OPTIONS.replace("num_workers=4)", "num_workers=4, pin_memory=True)")
+
+
+FORWARDED_LOADER_UNSEEN = FORWARDED_LOADER_OPTIONS.replace(
+    "def main(net, samples):", "def main(net, samples, **settings):"
+).replace("num_workers=4)", "**settings)")
+
+
+def test_a_loader_whose_forwarded_options_never_pin_memory_is_found() -> None:
+    assert _found(FORWARDED_LOADER_OPTIONS) == [(13, "DL402")]
+    assert _messages(FORWARDED_LOADER_OPTIONS)[0].startswith(
+        "`inputs.cuda(non_blocking=True)` asks for an asynchronous copy, but `batches` is a `DataLoader` "
+        "without `pin_memory=True`"
+    )
+
+
+def test_forwarded_options_that_pin_or_cannot_be_read_are_clean() -> None:
+    assert _found(FORWARDED_LOADER_PINNED) == []
+    assert _found(FORWARDED_LOADER_UNSEEN) == []
+
+
+HANDED_CPU_TABLE = """
+    import numpy as np
+    import torch
+    import pytorch_lightning as pl
+    from torch import nn
+
+
+    class CodebookDecoder(nn.Module):
+        def __init__(self, width, codebook):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+            self.codebook = codebook
+
+        def forward(self, weights):
+            return self.proj(weights @ self.codebook)
+
+
+    class Tokenizer(pl.LightningModule):
+        def __init__(self, path, width=64):
+            super().__init__()
+            self.decoder = CodebookDecoder(width, self._codebook(path))
+
+        def _codebook(self, path):
+            return torch.from_numpy(np.load(path)).float().to(self.device)
+
+        def training_step(self, batch, batch_idx):
+            return self.decoder(batch).pow(2).mean()
+"""
+
+
+HANDED_CPU_TABLE_REGISTERED = HANDED_CPU_TABLE.replace(
+    "self.codebook = codebook", 'self.register_buffer("codebook", codebook, persistent=False)'
+)
+
+
+def test_a_cpu_tensor_every_construction_hands_in_is_an_unregistered_attribute() -> None:
+    # the LightningModule's `self.device` is still the CPU while it is built
+    assert _found(HANDED_CPU_TABLE) == [(12, "DL102")]
+    assert _messages(HANDED_CPU_TABLE)[0].startswith(
+        "`self.codebook` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never moves it"
+    )
+
+
+def test_a_handed_in_tensor_registered_as_a_buffer_is_clean() -> None:
+    assert _found(HANDED_CPU_TABLE_REGISTERED) == []
+
+
+EXAMPLE_PLACED_STATE = """
+    import torch
+    from torch import nn
+
+
+    class RunningNorm(nn.Module):
+        def __init__(self, sample):
+            super().__init__()
+            width = sample.size(-1)
+            self.scale = nn.Linear(width, width)
+            self.center = torch.zeros(width, device=sample.device)
+
+        def forward(self, x):
+            return self.scale(x - self.center)
+
+
+    def fit(batches, sample):
+        net = RunningNorm(sample).cuda()
+        for x in batches:
+            net(x.cuda()).sum().backward()
+"""
+
+
+EXAMPLE_PLACED_BUFFER = EXAMPLE_PLACED_STATE.replace(
+    "self.center = torch.zeros(width, device=sample.device)",
+    'self.register_buffer("center", torch.zeros(width, device=sample.device))',
+)
+
+
+EXAMPLE_PLACED_NEVER_MOVED = EXAMPLE_PLACED_STATE.replace("RunningNorm(sample).cuda()", "RunningNorm(sample)").replace(
+    "net(x.cuda())", "net(x)"
+)
+
+
+def test_state_made_on_an_example_inputs_device_is_left_behind_by_a_later_move() -> None:
+    assert _found(EXAMPLE_PLACED_STATE) == [(11, "DL102")]
+    assert _messages(EXAMPLE_PLACED_STATE)[0] == (
+        "`self.center` holds a tensor made on the device of an input the constructor is given, and is not a "
+        'parameter or buffer: moving the model later never moves it; use `self.register_buffer("center", ...)`'
+    )
+
+
+def test_example_placed_state_registered_or_never_moved_is_clean() -> None:
+    assert _found(EXAMPLE_PLACED_BUFFER) == []
+    assert _found(EXAMPLE_PLACED_NEVER_MOVED) == []
+
+
+KEY_TESTED_MOVER = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class Segmenter:
+        def __init__(self, net):
+            self.net = net.cuda()
+
+        def _to_cuda(self, sample):
+            for key, value in sample.items():
+                if not isinstance(key, torch.Tensor):
+                    continue
+                sample[key] = value.cuda(non_blocking=True)
+            return sample
+
+        def fit(self, dataset):
+            for pixels, target in DataLoader(dataset, batch_size=2):
+                sample = self._to_cuda({"pixels": pixels, "target": target})
+                logits = self.net(sample["pixels"])
+                torch.nn.functional.cross_entropy(logits, sample["target"]).backward()
+"""
+
+
+KEY_TESTED_MOVER_FIXED = KEY_TESTED_MOVER.replace("isinstance(key, torch.Tensor)", "isinstance(value, torch.Tensor)")
+
+
+def test_a_helper_whose_tensor_test_reads_the_key_moves_nothing() -> None:
+    assert _found(KEY_TESTED_MOVER) == [(20, "DL105"), (21, "DL105")]
+    assert _messages(KEY_TESTED_MOVER)[0].startswith(
+        '`sample["pixels"]` comes from a DataLoader and is still on the CPU, but `self.net` was moved to the device'
+    )
+
+
+def test_a_helper_that_tests_the_value_moves_the_batch() -> None:
+    assert _found(KEY_TESTED_MOVER_FIXED) == []
+
+
+IN_PLACE_MOVED_BATCH = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def evaluate(net, dataset, device="cuda"):
+        net = net.to(device)
+        for sample in DataLoader(dataset, batch_size=8):
+            for name in sample.keys():
+                sample[name] = sample[name].to(device)
+            scores = net(sample["audio"])
+        for sample in DataLoader(dataset, batch_size=8):
+            sample["audio"] = sample["audio"].to(device)
+            scores = net(sample["audio"])
+        for sample in DataLoader(dataset, batch_size=8):
+            scores = net(sample["audio"])
+"""
+
+
+def test_entries_moved_in_place_are_not_reported_and_an_unmoved_batch_is() -> None:
+    assert _found(IN_PLACE_MOVED_BATCH) == [(16, "DL105")]

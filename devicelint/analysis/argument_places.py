@@ -273,19 +273,40 @@ def passed_for(ctx: FileContext, name: cst.Name) -> list[cst.BaseExpression] | N
 def _arguments_at_calls(
     ctx: FileContext, function: cst.FunctionDef, name: str, position: tuple[int | None, bool]
 ) -> list[cst.BaseExpression]:
-    """The expression passed for parameter `name` at each call of `function` in the file:
+    """The expression passed for parameter `name` at each call of `function` in the file."""
+    found = calls_of(ctx, function)
+    if not found:
+        return []
+    calls, bound = found
+    index = position[0]
+    if index is not None and bound:
+        index -= 1  # `self` is passed by the call's receiver
+    out: list[cst.BaseExpression] = []
+    for call in calls:
+        if any(a.star for a in call.args):
+            continue
+        chosen = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+        if chosen is None and index is not None:
+            positional = [a.value for a in call.args if a.keyword is None]
+            if 0 <= index < len(positional):
+                chosen = positional[index]
+        if chosen is not None:
+            out.append(chosen)
+    return out
+
+
+def calls_of(ctx: FileContext, function: cst.FunctionDef) -> tuple[list[cst.Call], bool] | None:
+    """The file's calls of `function`, and whether they bind `self` through the receiver:
     `self.f(...)` in the same class for a method (`Class.f(...)` for a static method,
-    `Class(...)` for `__init__`), `f(...)` for a module-level function."""
+    `Class(...)` for `__init__`), `f(...)` for a module-level function. None for a nested
+    function, whose callers are not visible by name."""
     cls = ctx.index.enclosing_class(function)
     owner = ctx.index.parent(ctx.index.parent(function) or function)
     is_method = type(owner) is cst.ClassDef
     if not is_method and ctx.index.parent(function) is not ctx.module:
-        return []  # a nested function: its callers are not visible by name
+        return None
     static = is_method and any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
-    index = position[0]
-    if index is not None and is_method and not static:
-        index -= 1  # `self` is passed by the call's receiver
-    out: list[cst.BaseExpression] = []
+    out: list[cst.Call] = []
     for call in ctx.index.of_type(cst.Call):
         func = call.func
         if is_method:
@@ -305,13 +326,32 @@ def _arguments_at_calls(
                 continue
         elif not (type(func) is cst.Name and func.value == function.name.value):
             continue
-        if any(a.star for a in call.args):
-            continue
-        chosen = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-        if chosen is None and index is not None:
-            positional = [a.value for a in call.args if a.keyword is None]
-            if 0 <= index < len(positional):
-                chosen = positional[index]
-        if chosen is not None:
-            out.append(chosen)
+        out.append(call)
+    return out, is_method and not static
+
+
+def extra_keywords(
+    ctx: FileContext, function: cst.FunctionDef, name: str
+) -> list[tuple[cst.Call, dict[str, cst.BaseExpression], list[cst.BaseExpression]]] | None:
+    """What the file's calls of `function` gather into its `**name` parameter: at each call, the
+    keywords that name none of its parameters and the `**mapping`s it spreads. None when `name`
+    is not the function's `**` parameter, when no call is seen, or when a call spreads `*args`
+    (whose parts may fill any parameter)."""
+    star = function.params.star_kwarg
+    if star is None or star.name.value != name:
+        return None
+    found = calls_of(ctx, function)
+    if not found or not found[0]:
+        return None
+    named = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    named |= {p.name.value for p in function.params.kwonly_params}
+    out = []
+    for call in found[0]:
+        if any(a.star == "*" for a in call.args):
+            return None
+        keywords = {
+            a.keyword.value: a.value for a in call.args if a.keyword is not None and a.keyword.value not in named
+        }
+        spread = [a.value for a in call.args if a.star == "**"]
+        out.append((call, keywords, spread))
     return out

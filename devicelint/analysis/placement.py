@@ -55,6 +55,7 @@ from devicelint.analysis.host_modules import (
     root_key,
     under_placing_context,
 )
+from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
@@ -291,6 +292,8 @@ class _Interpreter(CallEvaluation):
     def _block(self, body: Sequence[cst.CSTNode]) -> None:
         for stmt in body:
             self._statement(stmt)
+            if type(stmt) is cst.If and always_leaves(stmt.body) and constant_test(self.ctx, stmt.test) is True:
+                break  # `if not isinstance(key, torch.Tensor): continue`: the rest never runs
 
     def _statement(self, stmt: cst.CSTNode) -> None:
         if type(stmt) is cst.SimpleStatementLine:
@@ -329,6 +332,15 @@ class _Interpreter(CallEvaluation):
 
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
+        constant = constant_test(self.ctx, stmt.test)
+        if constant is not None:  # a dict's key tested for a tensor: only one path ever runs
+            if constant:
+                self._suite(stmt.body)
+            elif type(stmt.orelse) is cst.If:
+                self._if(stmt.orelse)
+            elif type(stmt.orelse) is cst.Else:
+                self._suite(stmt.orelse.body)
+            return
         strict = is_device_guard(stmt.test, self.ctx)
         if strict:
             self._device_branches += 1
@@ -720,6 +732,12 @@ class _Interpreter(CallEvaluation):
         if owner is None or current is None:
             return
         index = target.slice[0].slice if len(target.slice) == 1 else None
+        if current.batch and current.fields is None and current.elements is None:
+            # `batch["image"] = batch["image"].to(device)`, `batch[k] = batch[k].cuda()` over its
+            # keys: the loader's batch is changed in place, its parts are no longer as they came
+            key = string_value(index.value) if type(index) is cst.Index else None
+            self.env[owner] = Fact(UNKNOWN, fields=((key, fact),)) if key is not None else UNKNOWN_FACT
+            return
         if current.elements is not None and current.fields is None:
             # `outs[0] = t` into a list whose elements are known: that element is now `t`
             self.env[owner] = _written_element(current, index.value if type(index) is cst.Index else None, fact)

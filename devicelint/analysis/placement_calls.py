@@ -25,7 +25,7 @@ from devicelint.analysis.host_modules import (
     loaded_model_on_host,
 )
 from devicelint.analysis.names import dotted_name, literal_value
-from devicelint.analysis.placement_classes import module_constructor, self_attribute
+from devicelint.analysis.placement_classes import is_parameter_call, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
     CPU,
@@ -321,6 +321,12 @@ class CallEvaluation:
         if qualified in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
             args = self._args(call)
             return Fact(UNKNOWN, where=ACCELERATOR) if any(devicey(f) for f, _ in args) else UNKNOWN_FACT
+        if is_parameter_call(self.ctx, call):
+            # `nn.Parameter(t)` wraps `t` where it is: what `__init__` computes from it before
+            # any move is on the CPU when `t` was made there
+            args = self._args(call)
+            data = args[0][0] if args and call.args[0].keyword is None else UNKNOWN_FACT
+            return data if data.is_tensor else UNKNOWN_FACT
         constructed = module_constructor(self.ctx, call)
         if constructed is not None:
             return self._constructed(call, constructed)

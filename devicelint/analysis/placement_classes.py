@@ -179,7 +179,10 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
     constructed = module_constructor(ctx, base) or built_module(ctx, base)
     if constructed is not None:
         facts.submodules[attr] = constructed
-    elif is_parameter_call(ctx, value):
+    elif is_parameter_call(ctx, value) or (
+        # `nn.Parameter(torch.zeros(n)) if bias else None`
+        type(value) is cst.IfExp and (is_parameter_call(ctx, value.body) or is_parameter_call(ctx, value.orelse))
+    ):
         facts.registered.add(attr)
 
 

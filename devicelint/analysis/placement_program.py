@@ -138,6 +138,11 @@ def _attribute_calls(ctx: FileContext) -> dict[str, list[cst.FunctionDef | None]
     return ctx.shared("placement.attribute_calls", build)
 
 
+def construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
+    """`__init__` and the methods of `cls` that run only while the model is built."""
+    return _construction_methods(ctx, cls)
+
+
 def _construction_methods(ctx: FileContext, cls: ClassFacts) -> set[str]:
     """`__init__` and the methods called only while models are built: from `__init__` (of this
     class or another one: `self.tokenizer.sequence_length(...)`) or from other such methods.

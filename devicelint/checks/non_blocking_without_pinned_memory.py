@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import calls_of, extra_keywords, passed_for
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
@@ -65,9 +66,12 @@ class NonBlockingWithoutPinnedMemory(Rule):
     The loader must be assigned only `DataLoader(...)` calls (directly, or returned by a function
     of the same file), in the loop's function or at module level (`loader = DataLoader(...)`), or
     on `self` anywhere in the file (`self.loader = DataLoader(...)`), and be iterated directly (or
-    through `enumerate`/`tqdm`). A loader received as a parameter is unknown. Keyword arguments
-    passed as `**kwargs` are read when `kwargs` is a dict literal (or `dict(...)`) of the same
-    function, including later `kwargs.update(...)` and `kwargs["pin_memory"] = ...`; a
+    through `enumerate`/`tqdm`). A loader received as a parameter (also by a constructor that
+    stores it on `self`) is what every call of the file passes, when no call spreads
+    `*args`/`**kwargs`. Keyword arguments passed as `**kwargs` are read when `kwargs` is a dict
+    literal (or `dict(...)`) of the same function, including later `kwargs.update(...)` and
+    `kwargs["pin_memory"] = ...`, or the function's own `**kwargs` that it only spreads (or reads
+    with `.get`): the keywords every call of the file gathers into it; a
     `pin_memory` given by a variable, a `**kwargs` that cannot be read, or a `.pin_memory()` call
     in the loop silences the rule. A batch is what the loop yields, its parts (`x, y = batch`,
     `batch["image"]`) and the values of a comprehension over it; a batch the placement analysis
@@ -156,18 +160,15 @@ def _from_batch(ctx: FileContext, owner: cst.BaseExpression, batch: set[str]) ->
 def _unpinned_loader(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> bool:
     """Every value the loop's loader can hold is a `DataLoader(...)` that does not pin memory.
 
-    A name is looked up in the loop's own function (a parameter is unknown), else at module
-    level; `self.loader` in every method of the file.
+    A name is looked up in the loop's own function, else at module level (a parameter holds
+    what every call of the file passes); `self.loader` in every method of the file.
     """
-    if type(loader) is cst.Call:
+    if type(loader) in (cst.Call, cst.Name):
         return _unpinned_value(ctx, loader, 0)
-    if type(loader) is cst.Name:
-        values = values_of(ctx, loader.value, scope)
-    else:
-        text = text_of(loader) if type(loader) is not cst.Subscript else None
-        if text is None or not text.startswith("self."):
-            return False
-        values = [v for table in assignments(ctx).values() for v in table.get(text, [])]
+    text = text_of(loader) if type(loader) is not cst.Subscript else None
+    if text is None or not text.startswith("self."):
+        return False
+    values = [v for table in assignments(ctx).values() for v in table.get(text, [])]
     if not values:
         return False
     return all(_unpinned_value(ctx, v, 0) for v in values)
@@ -197,6 +198,11 @@ def _pin(ctx: FileContext, loader: cst.BaseExpression, scope: cst.CSTNode) -> Fi
 
 
 def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: int) -> bool:
+    if type(value) is cst.Name and depth <= _MAX_DEPTH:
+        # a name handed on: what it is bound to, or what every caller passes for a parameter
+        bound = values_of(ctx, value.value, scope_of(ctx, value)) or []
+        values: list[cst.BaseExpression | None] = list(_passed(ctx, value)) if bound == [None] else bound
+        return bool(values) and all(_unpinned_value(ctx, v, depth + 1) for v in values)
     if type(value) is not cst.Call or depth > _MAX_DEPTH:
         return False
     if ctx.qualified_name(value.func) in LOADERS:
@@ -273,8 +279,49 @@ def _dict_entries(
         _merge(body, orelse)
         return body
     if type(node) is cst.Name:
+        if type(scope) is cst.FunctionDef and scope.params.star_kwarg is not None:
+            if scope.params.star_kwarg.name.value == node.value:
+                return _gathered_entries(ctx, scope, node.value, depth)
         return _name_entries(ctx, node.value, scope, depth)
     return None
+
+
+def _passed(ctx: FileContext, name: cst.Name) -> list[cst.BaseExpression]:
+    """What every call of the file passes for the parameter `name` reads (empty when a call
+    spreads `*args`/`**kwargs`, which may bind it unseen)."""
+    function = ctx.index.enclosing_function(name)
+    found = calls_of(ctx, function) if function is not None else None
+    if found is None or any(a.star for call in found[0] for a in call.args):
+        return []
+    return passed_for(ctx, name) or []
+
+
+def _gathered_entries(
+    ctx: FileContext, function: cst.FunctionDef, name: str, depth: int
+) -> dict[str, list[cst.BaseExpression]] | None:
+    """The keys a function's own `**name` can hold: the extra keywords every call of the file
+    passes, and what the `**mapping`s they spread hold; None when unknown, or when the body
+    does more with the mapping than read it (`kwargs["pin_memory"] = True`, `.setdefault`)."""
+    for node in ctx.index.walk(function.body):
+        if type(node) is not cst.Name or node.value != name:
+            continue
+        parent = ctx.index.parent(node)
+        read = type(parent) is cst.Attribute and parent.value is node and parent.attr.value == "get"
+        if not read and not (type(parent) is cst.Arg and parent.star == "**"):
+            return None  # changed, stored or handed on whole: not only spread
+    calls = extra_keywords(ctx, function, name)
+    if calls is None:
+        return None
+    out: dict[str, list[cst.BaseExpression]] = {}
+    for call, keywords, spread in calls:
+        for key, value in keywords.items():
+            out.setdefault(key, []).append(value)
+        for mapping in spread:
+            inner = _dict_entries(ctx, mapping, scope_of(ctx, call), depth + 1)
+            if inner is None:
+                return None
+            _merge(out, inner)
+    return out
 
 
 def _name_entries(

@@ -4,16 +4,19 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.parameter_products import parameters_read
 from devicelint.analysis.placement_classes import (
     ClassFacts,
     added_elements,
     class_facts,
     container_kind,
+    is_parameter_call,
     literal_elements,
     local_containers,
     returned_container,
@@ -31,6 +34,7 @@ from devicelint.analysis.placement_facts import (
     Fact,
     move_call,
 )
+from devicelint.analysis.placement_program import construction_methods
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
 from devicelint.analysis.python_ints import is_python_int
@@ -85,7 +89,14 @@ class TensorAttributeNotRegistered(Rule):
     Also flags tensors kept in a plain list, tuple or dict attribute (`self.anchors = []` then
     `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
     class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
-    move.
+    move. A tensor that `__init__` computes from the module's own parameters
+    (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it: the
+    copy is a stale snapshot whose autograd graph holds the CPU parameters. A constructor
+    argument stored as it came (`self.priors = priors`) counts when every construction of the
+    class in the file hands it a CPU tensor (one a LightningModule moved `.to(self.device)` in
+    its own `__init__`, where that is still the CPU). A factory placed on the device of an input
+    the constructor is given (`torch.zeros(n, device=example.device)` in `__init__` or a helper
+    only it calls) counts in a class the file moves after building it, or a LightningModule.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -184,21 +195,51 @@ class TensorAttributeNotRegistered(Rule):
                         break
                     if candidate is None and _made_on_cpu(ctx, value, fact):
                         candidate = value
+                if candidate is None and not movers:
+                    # `self.priors = priors`, where every construction in the file hands a CPU tensor
+                    candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
+                example = None
+                if candidate is None and not movers:
+                    # `torch.zeros(n, device=example.device)` while built, in a class moved later
+                    example = candidate = next(
+                        (v for v, m in assignments if _placed_like_an_example(ctx, facts, v, m)), None
+                    )
                 handed_in = None
                 if candidate is None and movers:
                     # the class moves its tensors by hand: one handed to the constructor counts too
                     handed_in = candidate = next(
                         (v for v, m in assignments if _tensor_argument(ctx, facts, attr, v, m)), None
                     )
-                if candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
+                snapshot = _parameter_snapshot(ctx, facts, attr, candidate, assignments) if handed_in is None else []
+                if snapshot:
+                    if not _used_after_init(ctx, facts, attr):
+                        continue
+                elif candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
                     continue
-                if handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
+                elif handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
                     continue
+                assert candidate is not None
                 target = _assignment_target(ctx, candidate)
+                if snapshot:
+                    named = ", ".join(f"`self.{p}`" for p in snapshot)
+                    problem = (
+                        f"holds a tensor computed in `__init__` from the parameters {named}: `model.to(device)` "
+                        "leaves it on the CPU, and moving it later copies a stale value whose graph reaches the "
+                        "CPU parameters"
+                    )
+                    advice = "compute it from the parameters in `forward` instead"
+                    yield self.violation(target or candidate, fix=None, attr=attr, problem=problem, advice=advice)
+                    continue
                 if movers:
                     what = "a tensor" if handed_in is not None else "a CPU tensor"
                     problem = f"holds {what} that this class's own `{movers[-1]}()` does not move"
                     advice = f'move it there as well, or use `self.register_buffer("{attr}", ...)`'
+                elif example is not None:
+                    problem = (
+                        "holds a tensor made on the device of an input the constructor is given, and is not a "
+                        "parameter or buffer: moving the model later never moves it"
+                    )
+                    advice = f'use `self.register_buffer("{attr}", ...)`'
                 else:
                     problem = (
                         "holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never "
@@ -256,6 +297,69 @@ class TensorAttributeNotRegistered(Rule):
                 ),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _handed_cpu_tensor(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """`self.x = x` in `__init__`, where `x` is a parameter that every construction of the class
+    in the file passes a CPU tensor with dimensions (`PriorBox(cfg).make().to(self.device)` in a
+    LightningModule's `__init__`, `torch.load(path, map_location="cpu")`)."""
+    if type(value) is not cst.Name or method.name.value != "__init__":
+        return False
+    passed = passed_for(ctx, value)
+    if not passed:
+        return False
+    found = [file_facts(ctx).value(argument) for argument in passed]
+    return all(f.kind == CPU and not f.scalar and not f.batch and not f.guessed for f in found)
+
+
+def _placed_like_an_example(
+    ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression, method: cst.FunctionDef
+) -> bool:
+    """`torch.zeros(n, device=x.device)` in a method that runs only while the model is built,
+    where `x` is a parameter of that method (an example input the constructor is given), in a
+    class whose instances the file moves after building them (`model = Block(example)` then
+    `model.to("cuda")`), or a LightningModule, which its trainer moves: the tensor stays
+    wherever the example was, and the move leaves it there."""
+    if type(value) is not cst.Call or method.name.value not in construction_methods(ctx, facts):
+        return False
+    qualified = ctx.qualified_name(value.func) or ""
+    if not qualified.startswith("torch.") or qualified[len("torch.") :] not in FACTORIES:
+        return False
+    device = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "device"), None)
+    if type(device) is not cst.Attribute or device.attr.value != "device" or type(device.value) is not cst.Name:
+        return False
+    params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)][1:]
+    if device.value.value not in params or file_facts(ctx).value(device.value).where == ACCELERATOR:
+        return False
+    return _moved_after_built(ctx, facts)
+
+
+def _moved_after_built(ctx: FileContext, facts: ClassFacts) -> bool:
+    """A LightningModule, or a class whose instances the file moves: `Cls(...).to(device)`, or
+    `m = Cls(...)` then `m.to(...)`/`m.cuda()` in the same function."""
+    if any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == "LightningModule" for b in facts.node.bases):
+        return True
+    name = facts.node.name.value
+    for call in ctx.index.of_type(cst.Call):
+        if not (type(call.func) is cst.Name and call.func.value == name):
+            continue
+        parent = ctx.index.parent(call)
+        if type(parent) is cst.Attribute and parent.attr.value in ("to", "cuda"):
+            return True
+        target = parent.targets[0].target if type(parent) is cst.Assign and len(parent.targets) == 1 else None
+        scope = ctx.index.enclosing_function(call)
+        if type(target) is not cst.Name or scope is None:
+            continue
+        for node in ctx.index.walk(scope):
+            if (
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("to", "cuda")
+                and type(node.func.value) is cst.Name
+                and node.func.value.value == target.value
+            ):
+                return True
+    return False
 
 
 def _tensor_argument(
@@ -318,6 +422,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return attr in facts.buffers
     if type(element) is cst.Name and _registered_as_buffer(ctx, element):
         return True
+    if is_parameter_call(ctx, element):
+        return False  # parameters kept in a plain container: DL103's finding
     fact = file_facts(ctx).value(element)
     if type(element) is cst.Call:
         qualified = ctx.qualified_name(element.func) or ""
@@ -473,6 +579,37 @@ def _takes_device_of_argument(call: cst.CSTNode) -> bool:
         and call.func.attr.value == "type_as"
         and len(call.args) == 1
     )
+
+
+def _parameter_snapshot(
+    ctx: FileContext,
+    facts: ClassFacts,
+    attr: str,
+    candidate: cst.BaseExpression | None,
+    assignments: list[tuple[cst.BaseExpression, cst.FunctionDef]],
+) -> list[str]:
+    """The parameters that `self.<attr>`, made on the CPU once in `__init__` (assigned nowhere
+    else), is computed from on the autograd graph (`analysis/parameter_products.py`)."""
+    if candidate is None or len(assignments) != 1 or assignments[0][1].name.value != "__init__":
+        return []
+    return parameters_read(ctx, facts, candidate)
+
+
+def _used_after_init(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
+    """Whether a method other than `__init__` reads the value of `self.<attr>` (not only its
+    shape or dtype)."""
+    return any(
+        name == attr and method.name.value != "__init__" and not _metadata_read(ctx, node)
+        for name, node, method in facts.references
+    )
+
+
+def _metadata_read(ctx: FileContext, node: cst.Attribute) -> bool:
+    parent = ctx.index.parent(node)
+    return type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _METADATA
+
+
+_METADATA = frozenset({"shape", "size", "dtype", "ndim", "dim", "numel", "device", "is_cuda", "nelement"})
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
