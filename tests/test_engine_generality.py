@@ -1686,3 +1686,39 @@ IN_PLACE_MOVED_BATCH = """
 
 def test_entries_moved_in_place_are_not_reported_and_an_unmoved_batch_is() -> None:
     assert _found(IN_PLACE_MOVED_BATCH) == [(16, "DL105")]
+
+
+# -- optimizers kept in an attribute stored from a parameter of any name ----------------------------
+
+OPTIMIZERS_FROM_ANY_PARAMETER = """
+    import torch
+
+
+    class Trainer:
+        def __init__(self, net, a):
+            self.net = net
+            self.optimizers = a
+            self.seen = {}
+
+        def run(self, x, y):
+            parts = self.net.losses(x.cuda(), y.cuda())
+            for o in self.optimizers:
+                o.zero_grad()
+            sum(parts.values()).backward()
+            for o in self.optimizers:
+                o.step()
+            for key in parts:
+                self.seen[key] = parts[key].item()
+"""
+
+
+def test_optimizers_stored_from_a_parameter_of_any_name_make_a_training_step() -> None:
+    assert _found(OPTIMIZERS_FROM_ANY_PARAMETER) == [(19, "DL401")]
+
+
+def test_optimizers_twin_reading_once_is_clean() -> None:
+    fixed = OPTIMIZERS_FROM_ANY_PARAMETER.replace(
+        "            for key in parts:\n                self.seen[key] = parts[key].item()\n",
+        "            self.seen = {k: v.detach() for k, v in parts.items()}\n",
+    )
+    assert _found(fixed) == []

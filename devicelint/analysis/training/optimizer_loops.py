@@ -53,7 +53,7 @@ def _optimizers(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode, 
         known = attribute_values(ctx, node)
     else:
         return False
-    shown = [v for v in known or () if v is not None]
+    shown = [v for v in known or () if v is not None and not _opaque(ctx, v)]
     if shown and len(shown) == len(known or ()):
         return any(_optimizers(ctx, v, scope, depth + 1) for v in shown)
     if any(_optimizers(ctx, v, scope, depth + 1) for v in shown):
@@ -94,3 +94,11 @@ def _one_optimizer(ctx: FileContext, node: cst.BaseExpression) -> bool:
     if type(node) is cst.Call:
         return optimizer_class(ctx.qualified_name(node.func) or "")
     return looks_like_optimizer(node, ctx)
+
+
+def _opaque(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """A name the file shows nothing more of (a parameter: `self.optimizers = opts`): what it
+    holds is as unknown as if nothing were shown, and the collection's own name decides."""
+    if type(value) is not cst.Name:
+        return False
+    return not [v for v in values_of(ctx, value.value, scope_of(ctx, value)) or () if v is not None]
