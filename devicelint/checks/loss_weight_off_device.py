@@ -176,6 +176,11 @@ class LossWeightOffDevice(Rule):
         """A loss built in a scope that moves the model but never the loss."""
         seen: set[int] = set()
         for site in ctx.index.of_type(cst.Call):
+            assign = ctx.index.parent(site)
+            if not (
+                type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name
+            ):
+                continue  # (asked first: finding a helper's return is what costs)
             # the loss's constructor, or the one a helper of the file returns (`build_loss(w)`)
             call = site if _is_loss_class(ctx, site) is not None else _returned_loss(ctx, site)
             loss = _is_loss_class(ctx, call) if call is not None else None
@@ -183,11 +188,6 @@ class LossWeightOffDevice(Rule):
                 continue
             weight = next((a for a in call.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS), None)
             if weight is None or not _cpu_weight(ctx, weight.value):
-                continue
-            assign = ctx.index.parent(site)
-            if not (
-                type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name
-            ):
                 continue
             name = assign.targets[0].target.value
             scope = ctx.index.enclosing_function(site) or ctx.module

@@ -229,7 +229,7 @@ def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNod
         if type(ancestor) in (cst.ExceptHandler, cst.Raise, cst.Assert):
             return True
         if type(ancestor) is cst.IndentedBlock and (
-            _after_logging_exit(ctx, ancestor, child) or _fails_after(ancestor, child)
+            _after_logging_exit(ctx, ancestor, child) or _fails_after(ctx, ancestor, child)
         ):
             return True
         child = ancestor
@@ -309,31 +309,39 @@ def _after_logging_exit(ctx: FileContext, block: cst.IndentedBlock, statement: c
     return False
 
 
-def _fails_after(block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
+def _fails_after(ctx: FileContext, block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
     """A later statement of the block always raises or exits the process: `statement` runs only
     on the way to that failure (`if torch.isfinite(t).all(): return` then `n = bad.sum().item()`
     and `raise ValueError(n)`), once, not on every step."""
-    seen = False
-    for later in block.body:
-        if later is statement:
-            seen = True
-        elif seen and type(later) is cst.SimpleStatementLine and _leaves_process(later):
-            return True
-        elif seen and _may_exit(later):
-            return False  # `if ok: return value` before the raise: the normal path leaves there
-    return False
+    later = list(block.body[_position_in(block, statement) + 1 :])
+    failing = next((i for i, s in enumerate(later) if type(s) is cst.SimpleStatementLine and _leaves_process(s)), None)
+    if failing is None:
+        return False  # (most blocks: nothing raises, and nothing else needs looking at)
+    # `if ok: return value` before the raise: the normal path leaves there
+    return not any(_may_exit(ctx, s) for s in later[:failing])
 
 
-def _may_exit(statement: cst.CSTNode) -> bool:
+def _position_in(block: cst.IndentedBlock, statement: cst.CSTNode) -> int:
+    return next((i for i, s in enumerate(block.body) if s is statement), len(block.body))
+
+
+_EXITS = (cst.Return, cst.Continue, cst.Break)
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def _may_exit(ctx: FileContext, statement: cst.CSTNode) -> bool:
     """A `return`, `continue` or `break` somewhere in `statement` (not in a function it defines)."""
-    stack = [statement]
-    while stack:
-        node = stack.pop()
-        if type(node) in (cst.Return, cst.Continue, cst.Break):
-            return True
-        if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef) and node is not statement:
-            continue
-        stack.extend(node.children)
+    for kind in _EXITS:
+        for node in ctx.index.within(statement, kind):
+            nested = False
+            for ancestor in ctx.index.ancestors(node):
+                if ancestor is statement:
+                    break
+                if type(ancestor) in _SCOPES:
+                    nested = True
+                    break
+            if not nested:
+                return True
     return False
 
 
