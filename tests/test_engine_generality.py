@@ -1443,3 +1443,39 @@ def test_fed_moved_input_twin_that_makes_the_jitter_there_is_clean() -> None:
         "jitter = torch.randn(batch.shape[0], 1, device=target) * 0.01",
     )
     assert _found(fixed) == []
+
+
+# -- a processor's batch moved entry by entry is no longer an unmoved batch (fresh30 W1) ----------
+
+ENTRYWISE = """
+    import torch
+    from transformers import AutoModel, AutoProcessor
+
+
+    class Captioner:
+        def __init__(self, name, device):
+            self.prep = AutoProcessor.from_pretrained(name)
+            self.net = AutoModel.from_pretrained(name).to(device)
+            self.where = device
+
+        def every_entry(self, texts):
+            enc = self.prep(texts, padding=True, return_tensors="pt")
+            for field in enc:
+                enc[field] = enc[field].to(self.where)
+            return self.net(**enc).last_hidden_state
+
+        def only_entry(self, pictures):
+            enc = self.prep(images=pictures, return_tensors="pt")
+            enc["pixel_values"] = enc["pixel_values"].to(self.where)
+            return self.net(**enc).pooler_output
+
+        def host_entry_added(self, pictures):
+            enc = self.prep(images=pictures, return_tensors="pt")
+            enc["labels"] = torch.zeros(len(pictures))
+            return self.net(**enc).pooler_output
+"""
+
+
+def test_a_batch_moved_entry_by_entry_reaches_the_model_moved() -> None:
+    assert _found(ENTRYWISE) == [(26, "DL105")]
+    assert _messages(ENTRYWISE)[0].startswith("`enc` comes from a tokenizer")

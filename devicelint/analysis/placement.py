@@ -719,6 +719,16 @@ class _Interpreter(CallEvaluation):
         current = self.env.get(owner) if owner is not None else None
         if owner is None or current is None:
             return
+        if (
+            (current.encoded or current.batch and current.kind == UNKNOWN)
+            and current.fields is None
+            and current.elements is None
+            and devicey(fact)
+        ):
+            # `inputs[key] = inputs[key].to(dev)` (in a loop over its keys, or its one key by name):
+            # a batch whose entries the code moves one by one is no longer a whole unmoved batch.
+            self.env[owner] = UNKNOWN_FACT
+            return
         index = target.slice[0].slice if len(target.slice) == 1 else None
         if current.elements is not None and current.fields is None:
             # `outs[0] = t` into a list whose elements are known: that element is now `t`
