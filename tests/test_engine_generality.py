@@ -1479,3 +1479,36 @@ ENTRYWISE = """
 def test_a_batch_moved_entry_by_entry_reaches_the_model_moved() -> None:
     assert _found(ENTRYWISE) == [(26, "DL105")]
     assert _messages(ENTRYWISE)[0].startswith("`enc` comes from a tokenizer")
+
+
+# -- a 0-dim CPU placeholder read only as an operand mixes with device tensors (fresh30 W3) -------
+
+PLACEHOLDER = """
+    import torch
+    import torch.nn.functional as F
+    import lightning.pytorch as pl
+
+
+    class Denoiser(pl.LightningModule):
+        def __init__(self, net, alpha):
+            super().__init__()
+            self.net = net
+            self.alpha = alpha
+
+        def training_step(self, batch, batch_idx):
+            noisy, clean = batch
+            out = self.net(noisy)
+            smooth = torch.tensor(0.0)
+            if self.current_epoch > 1:
+                smooth = out.diff(dim=-1).abs().mean()
+            self.log("smooth", smooth)
+            return F.l1_loss(out, clean) + self.alpha * smooth
+"""
+
+
+def test_a_path_dependent_zero_that_is_logged_is_reported() -> None:
+    assert _found(PLACEHOLDER) == [(16, "DL101")]
+
+
+def test_placeholder_twin_read_only_as_an_operand_is_clean() -> None:
+    assert _found(PLACEHOLDER.replace('            self.log("smooth", smooth)\n', "")) == []
