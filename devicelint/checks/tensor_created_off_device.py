@@ -157,7 +157,10 @@ def _scalar_only_in_arithmetic(ctx: FileContext, meeting: Meeting) -> bool:
     for read in ctx.index.within(function, cst.Name):
         if read.value != name or ctx.index.in_binding_target(read):
             continue
-        if type(ctx.index.parent(read)) is not cst.BinaryOperation:
+        holder = ctx.index.parent(read)
+        if type(holder) is cst.Attribute and holder.attr is read or type(holder) is cst.Arg and holder.keyword is read:
+            continue  # `self.aux(...)`, `f(aux=...)`: another name spelled the same
+        if type(holder) is not cst.BinaryOperation:
             return False
     return True
 
