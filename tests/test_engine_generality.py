@@ -1512,3 +1512,43 @@ def test_a_path_dependent_zero_that_is_logged_is_reported() -> None:
 
 def test_placeholder_twin_read_only_as_an_operand_is_clean() -> None:
     assert _found(PLACEHOLDER.replace('            self.log("smooth", smooth)\n', "")) == []
+
+
+# -- a DataLoader built at import yields host batches whatever it is called (fresh30 W8) ----------
+
+IMPORTED_LOADER = """
+    import torch
+    from torch import nn
+
+    feats, target = torch.randn(64, 5), torch.randn(64, 1)
+    stream = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(feats, target), batch_size=8)
+    regressor = nn.Linear(5, 1)
+
+
+    def fit(net, rounds):
+        opt = torch.optim.Adam(net.parameters())
+        for _ in range(rounds):
+            running = 0.0
+            for a, b in stream:
+                err = nn.functional.l1_loss(net(a), b)
+                opt.zero_grad()
+                err.backward()
+                opt.step()
+                running += err.item()
+            print(running)
+
+
+    fit(regressor, 3)
+"""
+
+
+def test_a_loader_built_at_import_under_any_name_yields_host_batches_on_a_cpu_model() -> None:
+    assert _found(IMPORTED_LOADER) == []
+
+
+def test_imported_loader_twin_that_moves_model_and_batch_to_the_gpu_syncs() -> None:
+    moved = IMPORTED_LOADER.replace(
+        "            for a, b in stream:\n",
+        "            for a, b in stream:\n                a, b = a.cuda(), b.cuda()\n",
+    ).replace("    fit(regressor, 3)", "    fit(regressor.cuda(), 3)")
+    assert _found(moved) == [(20, "DL401")]

@@ -635,6 +635,8 @@ class _Interpreter(CallEvaluation):
         fact = self.analysis.module_env().get(name)
         if fact is not None and fact.fields is not None and fact.kind == UNKNOWN and not fact.batch:
             return fact  # a settings record built at import (`CONFIG = RunConfig()`)
+        if fact == LOADER and type(self.scope) is cst.FunctionDef and name not in self.analysis.local_names(self.scope):
+            return fact  # a `DataLoader(...)` built at import, whatever it is called: it yields host batches
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
 
     def _settings_param(self, name: str) -> bool:
