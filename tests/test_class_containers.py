@@ -158,3 +158,52 @@ def test_dl104_unknown_receivers_decided_by_use() -> None:
         helper.to(device)
     """
     assert _lines("DL104", source) == [4, 5]
+
+
+STATELESS_BLOCKS = """
+import torch
+import torch.nn as nn
+
+
+class Trend(nn.Module):
+    def __init__(self, width, step=1):
+        super().__init__()
+        self.width = width
+        self.pool = nn.MaxPool1d(width, stride=step)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.pool(x))
+
+
+class Decompose(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.trend = Trend(width)
+
+    def forward(self, x):
+        return x - self.trend(x)
+
+
+class MultiDecompose(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        self.parts = [Decompose(w) for w in widths]
+
+    def forward(self, x):
+        return sum(p(x) for p in self.parts) / len(self.parts)
+"""
+
+
+def test_dl103_a_list_of_the_file_s_parameter_free_blocks_holds_nothing_to_move() -> None:
+    # fresh30 W2: blocks of pooling and activations only lose nothing outside a ModuleList
+    assert _lines("DL103", STATELESS_BLOCKS) == []
+
+
+def test_dl103_the_same_list_once_a_block_holds_weights_is_reported() -> None:
+    weighted = STATELESS_BLOCKS.replace("self.act = nn.GELU()", "self.act = nn.Conv1d(1, 1, 1)")
+    assert _lines("DL103", weighted) == [29]
+    handed = STATELESS_BLOCKS.replace(
+        "self.trend = Trend(width)", "self.trend = Trend(width)\n        self.extra = nn.Parameter(torch.ones(1))"
+    )
+    assert _lines("DL103", handed) == [30]

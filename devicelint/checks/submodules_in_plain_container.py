@@ -14,6 +14,7 @@ from devicelint.analysis.placement_classes import (
     class_facts,
     container_kind,
     handed_to_call,
+    holds_no_state,
     is_parameter_call,
     library_module,
     literal_elements,
@@ -161,7 +162,7 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         return "parameter"
     constructed = module_constructor(ctx, node) or library_module(ctx, node)
     if constructed is not None:
-        return "stateless" if _stateless(constructed, node) else "module"
+        return "stateless" if _stateless(constructed, node) or holds_no_state(ctx, constructed) else "module"
     if called and _imported_class(ctx, node):
         return "module"
     if _module_factory(ctx, node):
