@@ -207,3 +207,43 @@ def test_dl103_the_same_list_once_a_block_holds_weights_is_reported() -> None:
         "self.trend = Trend(width)", "self.trend = Trend(width)\n        self.extra = nn.Parameter(torch.ones(1))"
     )
     assert _lines("DL103", handed) == [30]
+
+
+HOST_RECORD = """
+import torch
+import torch.nn as nn
+
+
+class Coder(nn.Module):
+    def __init__(self, n, keep=False):
+        super().__init__()
+        self.head = nn.Linear(16, n)
+        self.keep = keep
+        if keep:
+            self.seen = torch.zeros((1024,), dtype=torch.long)
+            self.at = 0
+
+    def record(self, ids):
+        ids = ids.flatten()
+        self.seen[self.at : self.at + ids.numel()] = ids.cpu()
+        self.seen[:1] += ids[:1].detach().to("cpu")
+        self.at += ids.numel()
+
+    def histogram(self):
+        return self.seen[: self.at].bincount()
+
+    def forward(self, x):
+        ids = self.head(x).argmax(-1)
+        if self.keep:
+            self.record(ids)
+        return ids
+"""
+
+
+def test_dl102_a_tensor_the_class_fills_only_with_host_copies_is_kept_there_on_purpose() -> None:
+    # fresh30 W7: a debug record written with `.cpu()` values stays on the host by design
+    assert _lines("DL102", HOST_RECORD) == []
+
+
+def test_dl102_the_same_record_filled_with_device_values_is_reported() -> None:
+    assert _lines("DL102", HOST_RECORD.replace("= ids.cpu()", "= ids")) == [12]
