@@ -247,3 +247,41 @@ def test_dl102_a_tensor_the_class_fills_only_with_host_copies_is_kept_there_on_p
 
 def test_dl102_the_same_record_filled_with_device_values_is_reported() -> None:
     assert _lines("DL102", HOST_RECORD.replace("= ids.cpu()", "= ids")) == [12]
+
+
+REGISTERED_APART = """
+import torch.nn as nn
+
+
+class Tables(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.kernels = []
+        self.slots = nn.ModuleDict()
+        for i, n in enumerate(sizes):
+            table = nn.Embedding(n, 4)
+            self.kernels.append(table)
+            slot = nn.Module()
+            slot.register_parameter("weight", table.weight)
+            self.slots[str(i)] = slot
+        self.views = [nn.Linear(4, 4) for _ in sizes]
+        self.shadow = nn.ModuleDict()
+        for j, view in enumerate(self.views):
+            self.shadow[str(j)] = nn.Module()
+            self.shadow[str(j)].register_parameter("weight", nn.Parameter(view.weight))
+
+    def forward(self, ids):
+        return [v(k(i)) for k, v, i in zip(self.kernels, self.views, ids)]
+"""
+
+
+def test_dl103_lists_whose_elements_tensors_are_registered_apart_are_managed_by_hand() -> None:
+    # fresh30 W2: each element's weight is registered through another, registered module
+    assert _lines("DL103", REGISTERED_APART) == []
+
+
+def test_dl103_the_same_lists_without_the_registrations_are_reported() -> None:
+    bare = REGISTERED_APART.replace('            slot.register_parameter("weight", table.weight)\n', "").replace(
+        '            self.shadow[str(j)].register_parameter("weight", nn.Parameter(view.weight))\n', ""
+    )
+    assert _lines("DL103", bare) == [12, 15]
