@@ -879,8 +879,8 @@ def _tested_to_be_a_string(ctx: FileContext, comparison: cst.Comparison) -> bool
         guard: cst.BaseExpression | None = None
         if type(parent) is cst.BooleanOperation and type(parent.operator) is cst.And and node is parent.right:
             guard = parent.left
-        elif type(parent) in (cst.If, cst.IfExp) and node is parent.body:  # type: ignore[union-attr]
-            guard = parent.test  # type: ignore[union-attr]
+        elif (type(parent) is cst.If or type(parent) is cst.IfExp) and node is parent.body:
+            guard = parent.test
         if guard is not None and any(_is_str_test(ctx, t, compared) for t in _conjuncts(guard)):
             return True
         if type(parent) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):

@@ -146,7 +146,7 @@ def _scalar_only_in_arithmetic(ctx: FileContext, meeting: Meeting) -> bool:
     assert origin is not None
     node: cst.CSTNode = origin
     parent = ctx.index.parent(node)
-    while type(parent) is cst.IfExp and node is not parent.test:  # type: ignore[union-attr]
+    while type(parent) is cst.IfExp and node is not parent.test:
         node, parent = parent, ctx.index.parent(parent)
     if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
         return False
