@@ -1,7 +1,8 @@
 """Lint Jupyter notebooks: code cells joined into one module, findings mapped back to cells.
 
 Cells are joined so that facts flow between them as they do when the notebook runs (a model
-moved in one cell, a tensor made in the next). IPython magics and shell lines become `pass`
+moved in one cell, a tensor made in the next). IPython magics and shell lines (at the start of a
+logical line only, and automagic `pip install ...`) become `pass`
 at their indent (their backslash-continued lines blank), keeping line numbers and blocks, and
 an assignment from one (`files = !ls`, `t = %timeit -o f()`) keeps its target bound to `None`; a
 cell pasted with a leading indent is dedented, as IPython does; a cell that starts with a cell magic (`%%bash`) is skipped whole.
@@ -53,27 +54,100 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
         first = next((line for line in cell_lines if line.strip()), "")
         prefix = first[: len(first) - len(first.lstrip())]
         continued = False
+        logical = _LogicalLines()
         for index, line in enumerate(cell_lines, start=1):
             removed = len(prefix) if prefix and line.startswith(prefix) else 0
             line = line[removed:]
             stripped = line.lstrip()
-            if continued:
+            if not continued and not logical.at_start():
+                # inside brackets, a string or after a backslash: `% (a, b)` is an operator there
+                logical.feed(line)
+            elif continued:
                 # IPython joins a magic's backslash-continued lines into the magic itself.
                 continued = line.endswith("\\")
                 line = ""
             elif (assigned := _MAGIC_ASSIGNMENT.match(stripped)) is not None:
                 continued = line.endswith("\\")
                 line = line[: len(line) - len(stripped)] + assigned.group(1) + " = None"
-            elif stripped.startswith(("%", "!")) or stripped.endswith("?") and not stripped.startswith("#"):
-                continued = stripped.startswith(("%", "!")) and line.endswith("\\")
+            elif (
+                stripped.startswith(("%", "!"))
+                or stripped.endswith("?")
+                and not stripped.startswith("#")
+                or _automagic(stripped)
+            ):
+                continued = line.endswith("\\")
                 # `pass`, not a blank line: a block that held only magics must stay a block.
                 line = line[: len(line) - len(stripped)] + "pass"
+            else:
+                logical.feed(line)
             lines.append(line)
             origin.append(CellLine(number, index, removed))
         # A blank separator keeps an unfinished block in one cell from swallowing the next.
         lines.append("")
         origin.append(CellLine(number, len(cell_lines) + 1))
     return "\n".join(lines) + "\n", origin
+
+
+# Line magics that IPython's automagic (on by default) runs without their `%`, as notebooks write
+# them in set-up cells (`pip install -r requirements.txt`); only where the line is not Python.
+_AUTOMAGICS = re.compile(r"(pip|conda|mamba)\s+[A-Za-z-]")
+
+
+def _automagic(stripped: str) -> bool:
+    if _AUTOMAGICS.match(stripped) is None:
+        return False
+    try:
+        compile(stripped, "<cell>", "exec")
+    except SyntaxError:
+        return True
+    return False  # `pip = 3`, `conda -x`: Python after all
+
+
+class _LogicalLines:
+    """Where a cell's lines stand against Python's logical lines: IPython only reads a magic at
+    the start of one, never inside open brackets (`print(...\\n    % (a, b))` is the string-format
+    operator), a triple-quoted string or after a backslash."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote: str | None = None  # the open triple quote
+        self.joined = False
+
+    def at_start(self) -> bool:
+        return self.depth == 0 and self.quote is None and not self.joined
+
+    def feed(self, line: str) -> None:
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if self.quote is not None:
+                if c == "\\":
+                    i += 2
+                    continue
+                if line.startswith(self.quote, i):
+                    i += 3
+                    self.quote = None
+                    continue
+                i += 1
+                continue
+            if c == "#":
+                break
+            if c in "\"'":
+                if line.startswith(c * 3, i):
+                    self.quote = c * 3
+                    i += 3
+                    continue
+                j = i + 1  # a one-line string: skip to its close
+                while j < n and line[j] != c:
+                    j += 2 if line[j] == "\\" else 1
+                i = j + 1
+                continue
+            if c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(0, self.depth - 1)
+            i += 1
+        self.joined = self.quote is None and line.endswith("\\") and not line.rstrip().startswith("#")
 
 
 def _cell_text(cell: dict[str, Any]) -> str:

@@ -158,3 +158,130 @@ def test_dl104_unknown_receivers_decided_by_use() -> None:
         helper.to(device)
     """
     assert _lines("DL104", source) == [4, 5]
+
+
+STATELESS_BLOCKS = """
+import torch
+import torch.nn as nn
+
+
+class Trend(nn.Module):
+    def __init__(self, width, step=1):
+        super().__init__()
+        self.width = width
+        self.pool = nn.MaxPool1d(width, stride=step)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.pool(x))
+
+
+class Decompose(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.trend = Trend(width)
+
+    def forward(self, x):
+        return x - self.trend(x)
+
+
+class MultiDecompose(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        self.parts = [Decompose(w) for w in widths]
+
+    def forward(self, x):
+        return sum(p(x) for p in self.parts) / len(self.parts)
+"""
+
+
+def test_dl103_a_list_of_the_file_s_parameter_free_blocks_holds_nothing_to_move() -> None:
+    # fresh30 W2: blocks of pooling and activations only lose nothing outside a ModuleList
+    assert _lines("DL103", STATELESS_BLOCKS) == []
+
+
+def test_dl103_the_same_list_once_a_block_holds_weights_is_reported() -> None:
+    weighted = STATELESS_BLOCKS.replace("self.act = nn.GELU()", "self.act = nn.Conv1d(1, 1, 1)")
+    assert _lines("DL103", weighted) == [29]
+    handed = STATELESS_BLOCKS.replace(
+        "self.trend = Trend(width)", "self.trend = Trend(width)\n        self.extra = nn.Parameter(torch.ones(1))"
+    )
+    assert _lines("DL103", handed) == [30]
+
+
+HOST_RECORD = """
+import torch
+import torch.nn as nn
+
+
+class Coder(nn.Module):
+    def __init__(self, n, keep=False):
+        super().__init__()
+        self.head = nn.Linear(16, n)
+        self.keep = keep
+        if keep:
+            self.seen = torch.zeros((1024,), dtype=torch.long)
+            self.at = 0
+
+    def record(self, ids):
+        ids = ids.flatten()
+        self.seen[self.at : self.at + ids.numel()] = ids.cpu()
+        self.seen[:1] += ids[:1].detach().to("cpu")
+        self.at += ids.numel()
+
+    def histogram(self):
+        return self.seen[: self.at].bincount()
+
+    def forward(self, x):
+        ids = self.head(x).argmax(-1)
+        if self.keep:
+            self.record(ids)
+        return ids
+"""
+
+
+def test_dl102_a_tensor_the_class_fills_only_with_host_copies_is_kept_there_on_purpose() -> None:
+    # fresh30 W7: a debug record written with `.cpu()` values stays on the host by design
+    assert _lines("DL102", HOST_RECORD) == []
+
+
+def test_dl102_the_same_record_filled_with_device_values_is_reported() -> None:
+    assert _lines("DL102", HOST_RECORD.replace("= ids.cpu()", "= ids")) == [12]
+
+
+REGISTERED_APART = """
+import torch.nn as nn
+
+
+class Tables(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.kernels = []
+        self.slots = nn.ModuleDict()
+        for i, n in enumerate(sizes):
+            table = nn.Embedding(n, 4)
+            self.kernels.append(table)
+            slot = nn.Module()
+            slot.register_parameter("weight", table.weight)
+            self.slots[str(i)] = slot
+        self.views = [nn.Linear(4, 4) for _ in sizes]
+        self.shadow = nn.ModuleDict()
+        for j, view in enumerate(self.views):
+            self.shadow[str(j)] = nn.Module()
+            self.shadow[str(j)].register_parameter("weight", nn.Parameter(view.weight))
+
+    def forward(self, ids):
+        return [v(k(i)) for k, v, i in zip(self.kernels, self.views, ids)]
+"""
+
+
+def test_dl103_lists_whose_elements_tensors_are_registered_apart_are_managed_by_hand() -> None:
+    # fresh30 W2: each element's weight is registered through another, registered module
+    assert _lines("DL103", REGISTERED_APART) == []
+
+
+def test_dl103_the_same_lists_without_the_registrations_are_reported() -> None:
+    bare = REGISTERED_APART.replace('            slot.register_parameter("weight", table.weight)\n', "").replace(
+        '            self.shadow[str(j)].register_parameter("weight", nn.Parameter(view.weight))\n', ""
+    )
+    assert _lines("DL103", bare) == [12, 15]

@@ -1722,3 +1722,106 @@ def test_optimizers_twin_reading_once_is_clean() -> None:
         "            self.seen = {k: v.detach() for k, v in parts.items()}\n",
     )
     assert _found(fixed) == []
+
+
+ENTRYWISE = """
+    import torch
+    from transformers import AutoModel, AutoProcessor
+
+
+    class Captioner:
+        def __init__(self, name, device):
+            self.prep = AutoProcessor.from_pretrained(name)
+            self.net = AutoModel.from_pretrained(name).to(device)
+            self.where = device
+
+        def every_entry(self, texts):
+            enc = self.prep(texts, padding=True, return_tensors="pt")
+            for field in enc:
+                enc[field] = enc[field].to(self.where)
+            return self.net(**enc).last_hidden_state
+
+        def only_entry(self, pictures):
+            enc = self.prep(images=pictures, return_tensors="pt")
+            enc["pixel_values"] = enc["pixel_values"].to(self.where)
+            return self.net(**enc).pooler_output
+
+        def host_entry_added(self, pictures):
+            enc = self.prep(images=pictures, return_tensors="pt")
+            enc["labels"] = torch.zeros(len(pictures))
+            return self.net(**enc).pooler_output
+"""
+
+
+def test_a_batch_moved_entry_by_entry_reaches_the_model_moved() -> None:
+    assert _found(ENTRYWISE) == [(26, "DL105")]
+    assert _messages(ENTRYWISE)[0].startswith("`enc` comes from a tokenizer")
+
+
+PLACEHOLDER = """
+    import torch
+    import torch.nn.functional as F
+    import lightning.pytorch as pl
+
+
+    class Denoiser(pl.LightningModule):
+        def __init__(self, net, alpha):
+            super().__init__()
+            self.net = net
+            self.alpha = alpha
+
+        def training_step(self, batch, batch_idx):
+            noisy, clean = batch
+            out = self.net(noisy)
+            smooth = torch.tensor(0.0)
+            if self.current_epoch > 1:
+                smooth = out.diff(dim=-1).abs().mean()
+            self.log("smooth", smooth)
+            return F.l1_loss(out, clean) + self.alpha * smooth
+"""
+
+
+def test_a_path_dependent_zero_that_is_logged_is_reported() -> None:
+    assert _found(PLACEHOLDER) == [(16, "DL101")]
+
+
+def test_placeholder_twin_read_only_as_an_operand_is_clean() -> None:
+    assert _found(PLACEHOLDER.replace('            self.log("smooth", smooth)\n', "")) == []
+
+
+IMPORTED_LOADER = """
+    import torch
+    from torch import nn
+
+    feats, target = torch.randn(64, 5), torch.randn(64, 1)
+    stream = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(feats, target), batch_size=8)
+    regressor = nn.Linear(5, 1)
+
+
+    def fit(net, rounds):
+        opt = torch.optim.Adam(net.parameters())
+        for _ in range(rounds):
+            running = 0.0
+            for a, b in stream:
+                err = nn.functional.l1_loss(net(a), b)
+                opt.zero_grad()
+                err.backward()
+                opt.step()
+                running += err.item()
+            print(running)
+
+
+    fit(regressor, 3)
+"""
+
+
+def test_a_loader_built_at_import_under_any_name_yields_host_batches_on_a_cpu_model() -> None:
+    assert _found(IMPORTED_LOADER) == []
+
+
+def test_imported_loader_twin_that_moves_model_and_batch_to_the_gpu_syncs() -> None:
+    moved = IMPORTED_LOADER.replace(
+        "            for a, b in stream:\n",
+        "            for a, b in stream:\n                a, b = a.cuda(), b.cuda()\n",
+    ).replace("    fit(regressor, 3)", "    fit(regressor.cuda(), 3)")
+    assert _found(moved) == [(20, "DL401")]

@@ -142,3 +142,40 @@ def test_type_dispatch_over_several_dtypes_is_clean() -> None:
             return "ref"
     """
     assert _found(source) == []
+
+
+# -- a value just tested to be a string is compared as a string (fresh30 W5) --------------------
+
+NARROWED = """
+    import torch
+    from torch import nn
+
+
+    class Table(nn.Module):
+        def __init__(self, where: torch.device):
+            super().__init__()
+            self.where = where
+
+        @property
+        def home(self) -> torch.device:
+            return self.where
+
+        def skip_init(self) -> bool:
+            return isinstance(self.home, str) and self.home == "meta"
+
+        def lazy(self) -> bool:
+            if isinstance(self.home, (str, bytes)):
+                return self.home == "meta"
+            return False
+
+        def unguarded(self) -> bool:
+            return self.home == "meta"
+"""
+
+
+def test_a_device_compared_with_a_string_without_a_str_test_is_reported() -> None:
+    assert _found(NARROWED) == [(24, "DL502")]
+    assert _messages(NARROWED)[0] == (
+        '`self.home == "meta"` is always False: a `torch.device` never equals a string; '
+        'compare `self.home.type == "meta"` instead'
+    )

@@ -68,3 +68,39 @@ def test_the_device_argument_is_never_the_reported_receiver() -> None:
             "assign it: `tensors = on(device, tensors)`",
         ),
     ]
+
+
+def test_a_cast_after_an_in_place_fill_names_the_filled_tensor_and_fixes_validly() -> None:
+    import ast
+
+    from devicelint.fixes import apply_fixes
+
+    source = textwrap.dedent("""
+        import torch
+
+
+        def init_(weight, low, high):
+            scratch = torch.empty(weight.shape, device=weight.device)
+            scratch.uniform_(low, high).clamp_(-1, 1).to(weight.dtype)
+            model_out(weight).cuda()
+            weight.data.copy_(scratch)
+    """)
+    options = EngineOptions(rules=(find_rule("DL104"),))
+    findings = [f for f in lint_source(source, "train.py", options).findings if f.code == "DL104"]
+    assert [(f.line, f.message) for f in findings] == [
+        (
+            7,
+            "`scratch.uniform_(low, high).clamp_(-1, 1).to(weight.dtype)` returns a new tensor that is thrown "
+            "away, so `scratch` is not converted; assign it: "
+            "`scratch = scratch.uniform_(low, high).clamp_(-1, 1).to(weight.dtype)`",
+        ),
+        (
+            8,
+            "`model_out(weight).cuda()` returns a new tensor that is thrown away, so `model_out(weight)` is not "
+            "moved; assign the result to a name and use that",
+        ),
+    ]
+    fixed, _ = apply_fixes(source, findings, unsafe=True)
+    assert fixed is not None
+    ast.parse(fixed)
+    assert "    scratch = scratch.uniform_(low, high).clamp_(-1, 1).to(weight.dtype)\n" in fixed

@@ -72,6 +72,43 @@ def test_backslash_continued_shell_lines_are_part_of_the_shell_line() -> None:
     assert (origin[5].cell, origin[5].line) == (1, 6)
 
 
+def test_a_percent_or_bang_inside_an_open_bracket_or_string_is_python_not_a_magic() -> None:
+    # IPython reads a magic only at the start of a logical line: `% (n, t)` continuing a call
+    # is the string-format operator (a false DL000 that hid a whole tutorial notebook).
+    cell = [
+        "msg = (\n",
+        '    "%d rows in %.1f s"\n',
+        "    % (n, t)\n",
+        ")\n",
+        'doc = """\n',
+        "!not a shell line\n",
+        '"""\n',
+        "total = a + \\\n",
+        "    %s\n",
+        "%time y = 2\n",
+    ]
+    source, _ = virtual_source(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}).encode())
+    assert source.splitlines()[:10] == [
+        "msg = (",
+        '    "%d rows in %.1f s"',
+        "    % (n, t)",
+        ")",
+        'doc = """',
+        "!not a shell line",
+        '"""',
+        "total = a + \\",
+        "    %s",
+        "pass",
+    ]
+
+
+def test_an_automagic_install_line_is_a_magic_and_a_python_line_spelled_alike_is_not() -> None:
+    # IPython's automagic runs `pip install ...` without its `%`; `pip = 3` is Python.
+    cell = ["pip install -r requirements.txt\n", "conda install -y faiss\n", "pip = 3\n", "pip -x\n"]
+    source, _ = virtual_source(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}).encode())
+    assert source.splitlines()[:4] == ["pass", "pass", "pip = 3", "pip -x"]
+
+
 def test_assignments_from_magics_keep_their_target_and_the_notebook_linted(tmp_path: Path) -> None:
     # `out = !cmd` and `t = %magic` are IPython assignments (a false DL000 on tutorial
     # notebooks that hid every other finding); the target stays bound, its value unknown.

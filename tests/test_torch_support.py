@@ -99,3 +99,41 @@ def test_a_pin_below_the_replacement_is_not_told_to_use_it(tmp_path: Path, pin: 
     _folder_support.cache_clear()
     [finding] = _lint("DL305", tmp_path / "ops.py", decorated)
     assert "`torch.amp.custom_fwd` needs torch 2.4, but" in finding.message
+
+
+DDP_WITHOUT_IDS = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def wrap(local_rank):
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(local_rank)
+    net = torch.nn.Linear(8, 8).cuda()
+    return DistributedDataParallel(net)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "found"),
+    [
+        ("pyproject.toml", '[project]\nname = "p"\ndependencies = ["torch>=2.1"]\n', []),
+        ("requirements.txt", "torch>=1.9.0\n", []),
+        ("requirements.txt", "torch>=1.8\n", [10]),
+        ("requirements.txt", "numpy\n", [10]),
+    ],
+)
+def test_ddp_without_device_ids_reads_the_project_s_torch_floor(
+    tmp_path: Path, name: str, text: str, found: list[int]
+) -> None:
+    # DL205's pre-1.9 case and DL305 read the same floor (fresh30 W6).
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    findings = _lint("DL205", tmp_path / "launch.py", DDP_WITHOUT_IDS)
+    assert [f.line for f in findings] == found
+    assert all("without `device_ids`: before torch 1.9" in f.message for f in findings)
+
+
+def test_ddp_torch_version_setting_wins_over_the_project_floor(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch>=2.0\n", encoding="utf-8")
+    assert [f.line for f in _lint("DL205", tmp_path / "launch.py", DDP_WITHOUT_IDS, torch_version="1.8")] == [10]

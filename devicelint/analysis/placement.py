@@ -647,6 +647,8 @@ class _Interpreter(CallEvaluation):
         fact = self.analysis.module_env().get(name)
         if fact is not None and fact.fields is not None and fact.kind == UNKNOWN and not fact.batch:
             return fact  # a settings record built at import (`CONFIG = RunConfig()`)
+        if fact == LOADER and type(self.scope) is cst.FunctionDef and name not in self.analysis.local_names(self.scope):
+            return fact  # a `DataLoader(...)` built at import, whatever it is called: it yields host batches
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
 
     def _settings_param(self, name: str) -> bool:
@@ -730,6 +732,16 @@ class _Interpreter(CallEvaluation):
         owner = self._key(target.value)
         current = self.env.get(owner) if owner is not None else None
         if owner is None or current is None:
+            return
+        if (
+            (current.encoded or current.batch and current.kind == UNKNOWN)
+            and current.fields is None
+            and current.elements is None
+            and devicey(fact)
+        ):
+            # `inputs[key] = inputs[key].to(dev)` (in a loop over its keys, or its one key by name):
+            # a batch whose entries the code moves one by one is no longer a whole unmoved batch.
+            self.env[owner] = UNKNOWN_FACT
             return
         index = target.slice[0].slice if len(target.slice) == 1 else None
         if current.batch and current.fields is None and current.elements is None:

@@ -19,7 +19,12 @@ from devicelint.analysis.modules import (
     module_classes,
 )
 from devicelint.analysis.names import dotted_name, literal_value
-from devicelint.analysis.placement_facts import MODULE_SELF_METHODS, MOVE_METHODS, NN_NON_MODULES
+from devicelint.analysis.placement_facts import (
+    MODULE_SELF_METHODS,
+    MOVE_METHODS,
+    NN_NON_MODULES,
+    PARAMETER_FREE_MODULES,
+)
 from devicelint.context import FileContext
 
 CONTAINER_MODULES = frozenset({"ModuleList", "ModuleDict", "Sequential"})
@@ -215,6 +220,46 @@ def built_module(ctx: FileContext, value: cst.BaseExpression) -> str | None:
 def class_facts(ctx: FileContext) -> dict[str, ClassFacts]:
     """Facts about each `nn.Module` subclass of the file, by class name (memoised per file)."""
     return ctx.shared("placement_classes", _build)
+
+
+_REGISTERING = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+_PLAIN_VALUES = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def holds_no_state(ctx: FileContext, name: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether the file's module class `name` has nothing `.to()`, `state_dict()` or
+    `parameters()` would reach: derived from `nn.Module` itself, it registers no parameter or
+    buffer, and each of its attributes is a parameter-free layer (`nn.AvgPool1d`), another such
+    class of the file, or a plain value it never calls (`self.kernel_size = kernel_size`)."""
+    facts = class_facts(ctx).get(name)
+    if facts is None or name in seen or facts.registered or facts.buffers or facts.dynamic_buffers:
+        return False
+    bases = facts.node.bases
+    if len(bases) != 1 or ctx.qualified_name(bases[0].value) != "torch.nn.Module":
+        return False
+    for node in ctx.index.walk(facts.node):
+        if type(node) is cst.Call and (
+            is_parameter_call(ctx, node) or type(node.func) is cst.Attribute and node.func.attr.value in _REGISTERING
+        ):
+            return False
+    called = {
+        attr
+        for attr, reference, _ in facts.references
+        if type(parent := ctx.index.parent(reference)) is cst.Call and parent.func is reference
+    }
+    for attr, value, _ in facts.assignments:
+        if type(value) is cst.Call:
+            built = module_constructor(ctx, value) or library_module(ctx, value)
+            if built in PARAMETER_FREE_MODULES:
+                continue
+            if built is None or not holds_no_state(ctx, built, seen | {name}):
+                return False
+        elif type(value) is cst.Name and value.value not in ("True", "False", "None"):
+            if attr in called:
+                return False  # `self.enc = encoder` then `self.enc(x)`: a module handed in
+        elif type(value) not in _PLAIN_VALUES and type(value) is not cst.Name:
+            return False
+    return True
 
 
 # -- plain containers ------------------------------------------------------------------------

@@ -696,7 +696,8 @@ class FileAnalysis:
             binders = (cst.AssignTarget, cst.For, cst.AsName, cst.NamedExpr, cst.AugAssign, cst.AnnAssign, cst.CompFor)
             for node in self.ctx.index.within(func.body, cst.Name):
                 parent = self.ctx.index.parent(node)
-                if isinstance(parent, binders) or (
+                bound = getattr(parent, "name" if type(parent) is cst.AsName else "target", None)
+                if (isinstance(parent, binders) and node is bound) or (
                     isinstance(parent, (cst.Element, cst.StarredElement)) and node is parent.value
                 ):
                     found.add(node.value)

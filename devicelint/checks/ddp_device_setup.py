@@ -28,6 +28,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.model_events.ranks import global_rank_indices
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.training.torch_support import torch_support
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -53,7 +54,8 @@ class DdpDeviceSetup(Rule):
       wrapper), so every rank runs on the same GPU, or sits on another GPU than its
       `device_ids=[local_rank]`;
     - a GPU model wrapped without `device_ids` when the project may run torch before 1.9
-      (no `torch-version` configured, or one below 1.9);
+      (no `torch-version` configured and no torch floor of 1.9 or later in the project's
+      pyproject.toml, setup.cfg, setup.py or requirements.txt, or a `torch-version` below 1.9);
     - `init_process_group("nccl")` in a file that passes per-rank `device_ids` but never calls
       `torch.cuda.set_device` (reported at `init_process_group`).
     - the global rank (`dist.get_rank()`, `int(os.environ["RANK"])`, or a name or `self.`
@@ -110,7 +112,8 @@ class DdpDeviceSetup(Rule):
     device (`.cuda()`, `"cuda"`) wrapped with per-rank `device_ids` is judged only in a file that
     calls `init_process_group` itself: otherwise the distributed set-up, and the `set_device`
     it usually makes, lives in another module. The missing-`device_ids`
-    case depends on `torch-version`: set it to 1.9 or later to silence it; a file that itself
+    case depends on `torch-version`, else on the torch floor the project declares (DL305 reads
+    the same): set either to 1.9 or later to silence it; a file that itself
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
     taken to need a newer torch. `init_process_group`
     with `device_id=` (torch 2.3+) is taken as binding the device. A global rank is recognised
@@ -246,7 +249,7 @@ class DdpDeviceSetup(Rule):
             site.device_ids is None
             and (last.type == "cuda" or _RANK_NAME.search(last.text))
             and not (last.is_current and not set_device_called(ctx, site.call))
-            and _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED)
+            and _may_run_before_1_9(ctx)
             and not _needs_torch_1_9(ctx)
         ):
             return self.violation(
@@ -300,6 +303,18 @@ class DdpDeviceSetup(Rule):
 
 # Before torch 1.9 (pytorch/pytorch#54454) DDP without `device_ids` used every visible GPU.
 _IMPLICIT_IDS_FIXED = "<1.9"
+
+
+def _may_run_before_1_9(ctx: FileContext) -> bool:
+    """Whether the project may run a torch before 1.9: the `torch-version` setting where one is
+    given, else the floor the project's own metadata declares (`torch>=2.1` in pyproject.toml),
+    the same floor DL305 reads; no word on torch at all: it may."""
+    if ctx.torch_version:
+        return _applies(ctx.torch_version, _IMPLICIT_IDS_FIXED)
+    support = torch_support(ctx)
+    return support is None or support.older_than(_IMPLICIT_IDS_FIXED[1:])
+
+
 # `model.to(local_rank)`: an integer device is a CUDA index; these names hold one.
 _RANK_NAME = re.compile(r"^(args\.|self\.|cfg\.|config\.)?(local_rank|rank|gpu|gpu_id|device_id|local_gpu)$")
 # APIs added in torch 1.9 or later: a file that uses one cannot run on the old DDP default.

@@ -590,7 +590,11 @@ class DeviceComparedToStringOrBareType(Rule):
                 continue
             if not (_mentions_device(ctx, comparison.left) or _mentions_device(ctx, target.comparator)):
                 continue
-            if _indexed_form_also_tested(ctx, comparison) or _normalises_value(ctx, comparison):
+            if (
+                _indexed_form_also_tested(ctx, comparison)
+                or _normalises_value(ctx, comparison)
+                or _tested_to_be_a_string(ctx, comparison)
+            ):
                 continue
             values = values or DeviceValues(ctx)
             sides = (comparison.left, target.comparator)
@@ -864,6 +868,42 @@ def _indexed_form_also_tested(ctx: FileContext, comparison: cst.Comparison) -> b
                 ):
                     return True
     return False
+
+
+def _tested_to_be_a_string(ctx: FileContext, comparison: cst.Comparison) -> bool:
+    """`isinstance(d, str) and d == "meta"`, or `d == "cpu"` under `if isinstance(d, str):`: the
+    compared value has just been tested to be a string, so the string comparison is right."""
+    compared = {ctx.code_for(comparison.left), ctx.code_for(comparison.comparisons[0].comparator)}
+    node: cst.CSTNode = comparison
+    for parent in ctx.index.ancestors(comparison):
+        guard: cst.BaseExpression | None = None
+        if type(parent) is cst.BooleanOperation and type(parent.operator) is cst.And and node is parent.right:
+            guard = parent.left
+        elif (type(parent) is cst.If or type(parent) is cst.IfExp) and node is parent.body:
+            guard = parent.test
+        if guard is not None and any(_is_str_test(ctx, t, compared) for t in _conjuncts(guard)):
+            return True
+        if type(parent) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            return False
+        node = parent
+    return False
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]
+
+
+def _is_str_test(ctx: FileContext, test: cst.BaseExpression, compared: set[str]) -> bool:
+    """`isinstance(x, str)` or `isinstance(x, (str, ...))` of one of the compared values."""
+    if not (type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "isinstance"):
+        return False
+    if len(test.args) != 2 or ctx.code_for(test.args[0].value) not in compared:
+        return False
+    kinds = test.args[1].value
+    names = [e.value for e in kinds.elements] if type(kinds) is cst.Tuple else [kinds]
+    return any(type(n) is cst.Name and n.value == "str" for n in names)
 
 
 def _normalises_value(ctx: FileContext, comparison: cst.Comparison) -> bool:

@@ -14,6 +14,7 @@ from devicelint.analysis.placement_classes import (
     class_facts,
     container_kind,
     handed_to_call,
+    holds_no_state,
     is_parameter_call,
     library_module,
     literal_elements,
@@ -79,6 +80,8 @@ class SubmodulesInPlainContainer(Rule):
     are then called like layers (`for block in self.blocks: x = block(x)`). A container that is later
     handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
     registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`
+    (or whose tensors the class registers one by one on another module,
+    `holder.register_parameter("weight", layer.weight)`)
     (also as `self.heads[-1]`), or also handed to another call or object that may install it
     (`set_submodule(net, path, wrapper)`), or returned by a helper method whose every call in
     the class registers the result (`trunk.add_module(name, self._wrap(name, child))`,
@@ -161,7 +164,7 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         return "parameter"
     constructed = module_constructor(ctx, node) or library_module(ctx, node)
     if constructed is not None:
-        return "stateless" if _stateless(constructed, node) else "module"
+        return "stateless" if _stateless(constructed, node) or holds_no_state(ctx, constructed) else "module"
     if called and _imported_class(ctx, node):
         return "module"
     if _module_factory(ctx, node):
@@ -345,7 +348,8 @@ def _elements(ctx: FileContext, value: cst.CSTNode, called: bool = False) -> lis
 
 
 def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
-    """Attributes registered one by one: `for i, m in enumerate(self.layers): self.add_module(str(i), m)`."""
+    """Attributes registered one by one: `for i, m in enumerate(self.layers): self.add_module(str(i), m)`,
+    or whose elements' tensors are (`for m in self.kernels: holder.register_parameter("w", m.weight)`)."""
     found: set[str] = set()
     for attr, node, _ in facts.references:
         parent = ctx.index.parent(node)
@@ -357,8 +361,9 @@ def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
             if (
                 type(inner) is cst.Call
                 and type(inner.func) is cst.Attribute
-                and inner.func.attr.value in ("add_module", "register_module")
+                and inner.func.attr.value in ("add_module", "register_module", "register_parameter", "register_buffer")
             ):
+                # the elements, or tensors taken from each of them, registered one by one
                 found.add(attr)
                 break
     return found
@@ -470,6 +475,17 @@ def _registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpr
         ):
             other = node.args[1].value
             if type(other) is cst.Name and other.value == value.value:
+                return True
+        if (
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value in ("register_parameter", "register_buffer")
+            and len(node.args) >= 2
+        ):
+            # `holder.register_parameter("weight", layer.weight)`: the layer's own tensor is
+            # registered elsewhere, so `.to()` and `state_dict()` reach it there
+            other = node.args[1].value
+            if type(other) is cst.Attribute and type(other.value) is cst.Name and other.value.value == value.value:
                 return True
         if (
             type(node) is cst.Call

@@ -9,7 +9,7 @@ from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.parameter_products import parameters_read
 from devicelint.analysis.placement_classes import (
     ClassFacts,
@@ -215,6 +215,8 @@ class TensorAttributeNotRegistered(Rule):
                     if not _used_after_init(ctx, facts, attr):
                         continue
                 elif candidate is None or not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
+                    continue
+                elif _filled_with_host_copies(ctx, facts, attr):
                     continue
                 elif handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
                     continue
@@ -610,6 +612,45 @@ def _metadata_read(ctx: FileContext, node: cst.Attribute) -> bool:
 
 
 _METADATA = frozenset({"shape", "size", "dtype", "ndim", "dim", "numel", "device", "is_cuda", "nelement"})
+
+
+def _filled_with_host_copies(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
+    """`self.history[i : i + k] = codes.cpu()`: the class writes into the tensor only values it
+    has just copied to the host, so the tensor is kept on the CPU on purpose (a debug record, a
+    histogram read back for logging), and `model.to(device)` leaving it there is the intent."""
+    writes = []
+    for name, node, _ in facts.references:
+        if name != attr:
+            continue
+        holder = ctx.index.parent(node)
+        if type(holder) is cst.Subscript and holder.value is node:
+            target = ctx.index.parent(holder)
+            if type(target) is cst.AssignTarget:
+                assign = ctx.index.parent(target)
+                if type(assign) is cst.Assign:
+                    writes.append(assign.value)
+            elif type(target) is cst.AugAssign and target.target is holder:
+                writes.append(target.value)
+        elif type(holder) is cst.Attribute and holder.value is node and holder.attr.value.endswith("_"):
+            call = ctx.index.parent(holder)  # `self.history.copy_(v)`, `.index_add_(0, i, v)`
+            if type(call) is cst.Call and call.func is holder and call.args:
+                writes.append(call.args[-1].value)
+    return bool(writes) and all(_host_copy(ctx, w) for w in writes)
+
+
+def _host_copy(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`x.cpu()`, `x.detach().cpu()`, `x.to("cpu")`: a copy made on the host."""
+    if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
+        return False
+    method = value.func.attr.value
+    if method == "cpu":
+        return True
+    return (
+        method == "to"
+        and len(value.args) >= 1
+        and type(value.args[0].value) is cst.SimpleString
+        and literal_value(value.args[0].value) == "cpu"
+    )
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:

@@ -123,12 +123,46 @@ class TensorCreatedOffDevice(Rule):
             cpu = meeting.cpu
             if not cpu.from_factory or cpu.origin is None or meeting.how == "weight":
                 continue  # a loss's class weight is DL106's
+            if _scalar_only_in_arithmetic(ctx, meeting):
+                continue
             # One finding per statement: `h = (torch.zeros(...), torch.zeros(...))` is one fix.
             statement = statement_of(ctx, cpu.origin)
             if id(statement) in reported:
                 continue
             reported.add(id(statement))
             yield self.violation(cpu.origin, fix=_pass_device(ctx, meeting), **_describe(ctx, meeting))
+
+
+def _scalar_only_in_arithmetic(ctx: FileContext, meeting: Meeting) -> bool:
+    """`aux = loss.mean() if training else torch.tensor(0.0)` then only `w * aux`: a 0-dim CPU
+    tensor mixes with tensors on any device in an operator, so a placeholder that is on the CPU on
+    one path and on the device on the other is fine where every read of it is an operand. Where
+    it is also handed on (`self.log("kl", kl)`, appended, stacked), the values collected from
+    different steps sit on different devices, which is the bug reported."""
+    cpu = meeting.cpu
+    origin = cpu.origin
+    if not (cpu.scalar and cpu.conflict) or meeting.how != "op" or type(meeting.node) is not cst.BinaryOperation:
+        return False
+    assert origin is not None
+    node: cst.CSTNode = origin
+    parent = ctx.index.parent(node)
+    while type(parent) is cst.IfExp and node is not parent.test:
+        node, parent = parent, ctx.index.parent(parent)
+    if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
+        return False
+    name = parent.targets[0].target.value
+    function = ctx.index.enclosing_function(origin)
+    if function is None:
+        return False
+    for read in ctx.index.within(function, cst.Name):
+        if read.value != name or ctx.index.in_binding_target(read):
+            continue
+        holder = ctx.index.parent(read)
+        if type(holder) is cst.Attribute and holder.attr is read or type(holder) is cst.Arg and holder.keyword is read:
+            continue  # `self.aux(...)`, `f(aux=...)`: another name spelled the same
+        if type(holder) is not cst.BinaryOperation:
+            return False
+    return True
 
 
 def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:

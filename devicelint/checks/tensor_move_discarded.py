@@ -193,26 +193,45 @@ class TensorMoveDiscarded(Rule):
         done: str,
         known_tensor: bool = False,
     ) -> Violation:
-        receiver_text = ctx.code_for(receiver)
         call_text = ctx.code_for(call)
+        # `t.uniform_(a, b).to(dtype)`: an in-place method returns its own receiver, so `t` is
+        # what a rebinding names; a call's result (`model(x).cuda()`) cannot be assigned to.
+        target = _in_place_receiver(receiver)
+        target_text = ctx.code_for(target)
         fix = None
-        if _rebinding_helps(ctx, call, receiver):
+        if type(target) in (cst.Name, cst.Attribute, cst.Subscript) and _rebinding_helps(ctx, call, target):
             # Safe only for a name the analysis knows holds a tensor: `x = x.to(d)` then changes
             # nothing but where `x` lives. An attribute or item may be a parameter or a tuple slot.
             safe = known_tensor and type(receiver) is cst.Name
             fix = FixProposal(
-                description=f"Assign the result: `{receiver_text} = {call_text}`",
+                description=f"Assign the result: `{target_text} = {call_text}`",
                 safe=safe,
-                replacements=((call, f"{receiver_text} = {code_in_place(ctx, call, call)}"),),
+                replacements=((call, f"{target_text} = {code_in_place(ctx, call, call)}"),),
             )
+        if type(target) in (cst.Name, cst.Attribute, cst.Subscript):
+            advice = f"assign it: `{target_text} = {call_text}`"
+        else:
+            advice = "assign the result to a name and use that"
         return self.violation(
             call,
             fix=fix,
             call=call_text,
             what=what,
-            unmoved=f"`{receiver_text}` is not {done}",
-            advice=f"assign it: `{receiver_text} = {call_text}`",
+            unmoved=f"`{target_text}` is not {done}",
+            advice=advice,
         )
+
+
+def _in_place_receiver(receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor an in-place method chain works on: `t` for `t.uniform_(a, b).clamp_(0, 1)`."""
+    while (
+        type(receiver) is cst.Call
+        and type(receiver.func) is cst.Attribute
+        and receiver.func.attr.value.endswith("_")
+        and not receiver.func.attr.value.startswith("_")
+    ):
+        receiver = receiver.func.value
+    return receiver
 
 
 def _rebinding_helps(ctx: FileContext, call: cst.Call, receiver: cst.BaseExpression) -> bool:
@@ -473,6 +492,7 @@ def _dtype_only(ctx: FileContext, call: cst.Call) -> bool:
     ]
     return bool(args) and all(
         (a.keyword is not None and a.keyword.value == "dtype")
+        or (a.keyword is None and type(a.value) is cst.Attribute and a.value.attr.value == "dtype")  # `x.to(w.dtype)`
         or (
             a.keyword is None
             and (ctx.qualified_name(a.value) or "").startswith("torch.")
