@@ -9,24 +9,13 @@ from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.vocabulary import LEGACY_CONSTRUCTORS
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Factories that take no `device=`: the tensor has to be moved.
-NO_DEVICE_ARGUMENT = frozenset(
-    {
-        "from_numpy",
-        "Tensor",
-        "FloatTensor",
-        "LongTensor",
-        "BoolTensor",
-        "ByteTensor",
-        "IntTensor",
-        "DoubleTensor",
-        "HalfTensor",
-    }
-)
+NO_DEVICE_ARGUMENT = LEGACY_CONSTRUCTORS | {"from_numpy"}
 
 
 @register
