@@ -1825,3 +1825,37 @@ def test_imported_loader_twin_that_moves_model_and_batch_to_the_gpu_syncs() -> N
         "            for a, b in stream:\n                a, b = a.cuda(), b.cuda()\n",
     ).replace("    fit(regressor, 3)", "    fit(regressor.cuda(), 3)")
     assert _found(moved) == [(20, "DL401")]
+
+
+# -- a loop over batches however it is written: `while True: x, y = next(it)` ----------------------
+
+WHILE_NEXT_SCORING = """
+    import torch
+
+    BINS = [0.5, 1.0, 2.0, 4.0]
+
+
+    def weighted(p, t):
+        w = torch.as_tensor(BINS, device=p.device)
+        return ((p - t).abs() * w).mean()
+
+
+    def evaluate(stream, dev):
+        acc = 0.0
+        it = iter(stream)
+        while True:
+            try:
+                p, t = next(it)
+            except StopIteration:
+                break
+            acc += weighted(p.to(dev), t.to(dev))
+        return acc
+"""
+
+
+def test_a_while_next_loop_that_moves_what_it_yields_is_per_step() -> None:
+    assert _found(WHILE_NEXT_SCORING) == [(8, "DL405")]
+
+
+def test_while_next_twin_that_moves_nothing_is_clean() -> None:
+    assert _found(WHILE_NEXT_SCORING.replace("weighted(p.to(dev), t.to(dev))", "float(p.sum() - t.sum())")) == []

@@ -343,11 +343,22 @@ def _over_data(ctx: FileContext, loop: cst.CSTNode) -> bool:
     yields to the accelerator (`for pred, target in pairs: f(pred.to(device))`, whatever the
     iterable is called): a loop over batches is per step even in a file that shows no network
     (an evaluation script scoring a model's outputs)."""
-    if type(loop) is not cst.For:
+    if type(loop) is cst.For:
+        if any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS):
+            return True
+        yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
+    elif type(loop) is cst.While:
+        # `while True: x, y = next(it)`: what `next()` hands the loop is what it walks
+        yielded = {
+            n.value
+            for assign in ctx.index.within(loop.body, cst.Assign)
+            if type(assign.value) is cst.Call and dotted_name(assign.value.func) == "next"
+            for target in assign.targets
+            for n in ctx.index.walk(target.target)
+            if type(n) is cst.Name
+        }
+    else:
         return False
-    if any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS):
-        return True
-    yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
     return any(
         moves_to_accelerator(call) and dotted_name(call.func.value) in yielded
         for call in ctx.index.within(loop.body, cst.Call)
