@@ -283,7 +283,7 @@ def _with_project_views(
     out = []
     for task in tasks:
         source = sources.get(task.path)
-        if source is None or task.path.endswith(".ipynb"):
+        if source is None:
             out.append(task)
             continue
         config = projects.project_of(source)[0]

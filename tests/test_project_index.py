@@ -563,3 +563,37 @@ def test_a_warm_run_relints_a_loader_when_a_saver_elsewhere_changes(tmp_path: Pa
     saver.write_text(host.replace(".data.cpu()", ".data"), encoding="utf-8")
     changed, index = _warm(root, store, "gnn.py")
     assert changed.host_saved == () and index.summaries  # type: ignore[attr-defined]
+
+
+def _notebook(cells: list[str]) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": [c]}
+                for c in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def test_a_notebook_sees_the_project_modules_it_imports(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "models/__init__.py": "",
+            "models/net.py": MODEL,
+            "explore.ipynb": _notebook(
+                [
+                    "import torch\nfrom models.net import Net\n",
+                    'device = torch.device("cuda")\nmodel = Net()\nx = torch.randn(8, 4, device=device)\nout = model(x)\n',
+                ]
+            ),
+        },
+    )
+    found = {(Path(r["path"]).name, r["code"]) for r in _check(["--no-cache", str(tmp_path)])}
+    assert ("explore.ipynb", "DL117") in found
+    alone = {(Path(r["path"]).name, r["code"]) for r in _check(["--no-cache", "--no-project", str(tmp_path)])}
+    assert ("explore.ipynb", "DL117") not in alone

@@ -106,6 +106,16 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
     return ProjectView(str(data["root"]), classes, functions, moved, host_saved)
 
 
+def _notebook_code(data: bytes) -> bytes:
+    """A notebook's code cells as one module's text: its imports are what its view needs."""
+    from devicelint.notebook import NotebookError, virtual_source
+
+    try:
+        return virtual_source(data)[0].encode()
+    except (NotebookError, ValueError):
+        return b""
+
+
 def project_root(path: Path, config_root: Path | None) -> Path:
     """The config's folder when `path` is below it, else the first folder above `path` that is
     not a package (holds no `__init__.py`)."""
@@ -589,6 +599,8 @@ class ProjectIndex:
             data = self._data(path)
         except OSError:
             return ProjectView(str(self.root))
+        if path.suffix == ".ipynb":
+            data = _notebook_code(data)
         name, is_package = self.module_name(path)
         imports, stars, used = self._scan(path, data, name, is_package)
         classes: dict[str, ImportedClass] = {}
