@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
+from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
@@ -295,21 +296,6 @@ def _arguments_at_calls(
     return out
 
 
-def _calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
-    """The file's calls by the last name of what they call (`f(...)`, `x.f(...)`), in source order."""
-
-    def build(c: FileContext) -> dict[str, list[cst.Call]]:
-        found: dict[str, list[cst.Call]] = {}
-        for call in c.index.of_type(cst.Call):
-            func = call.func
-            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
-            if name is not None:
-                found.setdefault(name, []).append(call)
-        return found
-
-    return ctx.shared("argument_places.calls_by_name", build)
-
-
 def calls_of(ctx: FileContext, function: cst.FunctionDef) -> tuple[list[cst.Call], bool] | None:
     """The file's calls of `function`, and whether they bind `self` through the receiver:
     `self.f(...)` in the same class for a method (`Class.f(...)` for a static method,
@@ -322,7 +308,7 @@ def calls_of(ctx: FileContext, function: cst.FunctionDef) -> tuple[list[cst.Call
         return None
     static = is_method and any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
     out: list[cst.Call] = []
-    by_name = _calls_by_name(ctx)
+    by_name = calls_by_name(ctx)
     candidates = by_name.get(function.name.value, [])
     if is_method and function.name.value == "__init__" and cls is not None:
         # `Class(...)` runs `__init__` (and `self.__init__(...)` still counts), in source order

@@ -25,6 +25,22 @@ def calls_by_scope(ctx: FileContext) -> dict[int, list[cst.Call]]:
     return ctx.shared("execution_order.calls", build)
 
 
+def calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
+    """The file's calls by the name they call (`f` for `f(...)` and for `x.f(...)`), in source
+    order: finding the calls of one function is then a lookup, not a walk of every call."""
+
+    def build(c: FileContext) -> dict[str, list[cst.Call]]:
+        found: dict[str, list[cst.Call]] = {}
+        for call in c.index.of_type(cst.Call):
+            func = call.func
+            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+            if name is not None:
+                found.setdefault(name, []).append(call)
+        return found
+
+    return ctx.shared("execution_order.calls_by_name", build)
+
+
 def calls_in_order(ctx: FileContext, scope: cst.CSTNode) -> list[cst.Call]:
     """`scope`'s calls in source order, each `self.method(...)` of its class followed by that
     method's own calls (a few levels deep, never re-entering a method already on the path)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
@@ -293,26 +294,11 @@ def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     return found
 
 
-def _calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
-    """The file's calls by the name they call: `f` for `f(...)` and for `x.f(...)`."""
-
-    def build(c: FileContext) -> dict[str, list[cst.Call]]:
-        out: dict[str, list[cst.Call]] = {}
-        for call in c.index.of_type(cst.Call):
-            func = call.func
-            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
-            if name is not None:
-                out.setdefault(name, []).append(call)
-        return out
-
-    return ctx.shared("training.calls_by_name", build)
-
-
 def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
     name = function.name.value
     host = ctx.index.enclosing_class(function)
     out = []
-    for call in _calls_by_name(ctx).get(name, ()):
+    for call in calls_by_name(ctx).get(name, ()):
         func = call.func
         if host is None:
             if type(func) is cst.Name and func.value == name:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.training.syntax import positional, scope_of
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
@@ -117,23 +118,6 @@ def is_parameter(func: cst.FunctionDef, name: str) -> bool:
     return any(
         p.name.value == name for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)
     )
-
-
-def calls_by_name(ctx: FileContext) -> dict[str, list[cst.Call]]:
-    """The file's calls by the name they call (`train` for `train(...)` and `self.train(...)`),
-    in source order; built once per file."""
-
-    def build(ctx: FileContext) -> dict[str, list[cst.Call]]:
-        found: dict[str, list[cst.Call]] = {}
-        for call in ctx.index.of_type(cst.Call):
-            callee = call.func
-            if type(callee) is cst.Name:
-                found.setdefault(callee.value, []).append(call)
-            elif type(callee) is cst.Attribute:
-                found.setdefault(callee.attr.value, []).append(call)
-        return found
-
-    return ctx.shared("calls_by_name", build)
 
 
 def passed_arguments(
