@@ -71,7 +71,6 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     Fact,
     move_call,
-    moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_scope import defines_tests
@@ -94,6 +93,7 @@ from devicelint.analysis.placement_values import (
     join,
     join_envs,
     looks_like_device_name,
+    moves_what_it_yields,
     string_value,
 )
 from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
@@ -467,19 +467,7 @@ class _Interpreter(CallEvaluation):
         loop = self.ctx.index.parent(iterable)
         if type(loop) is cst.Arg:  # `enumerate(pairs)`, `tqdm(pairs)`
             loop = self.ctx.index.parent(self.ctx.index.parent(loop) or loop)
-        if type(loop) is not cst.For:
-            return False
-        memo: dict[int, bool] = self.ctx.shared("placement.moving_loops", lambda c: {})
-        found = memo.get(id(loop))
-        if found is None:
-            targets = {n.value for n in self.ctx.index.walk(loop.target) if type(n) is cst.Name}
-            found = memo[id(loop)] = any(
-                moves_to_accelerator(call)
-                and type(call.func.value) is cst.Name  # type: ignore[attr-defined]  # a move: `x.to(...)`
-                and call.func.value.value in targets  # type: ignore[attr-defined]  # as above
-                for call in self.ctx.index.within(loop.body, cst.Call)
-            )
-        return found
+        return type(loop) is cst.For and moves_what_it_yields(self.ctx, loop)
 
     def _bind_batch(self, target: cst.BaseExpression, is_batch: bool) -> None:
         if not is_batch:

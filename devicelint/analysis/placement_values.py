@@ -25,6 +25,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN,
     UNKNOWN_FACT,
     Fact,
+    moves_to_accelerator,
 )
 from devicelint.context import FileContext
 
@@ -434,3 +435,36 @@ def indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
             data = data.elements[0].value
         return depth == len(node.slice) and depth > 0
     return False
+
+
+def moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:
+    """A loop that moves what it yields to the accelerator (`for a, b in pairs: f(a.to(device))`,
+    or `while True: a, b = next(it)` with the same move): it walks host batches, whatever its
+    iterable is called. Memoised per loop."""
+    memo: dict[int, bool] = ctx.shared("placement.moving_loops", lambda c: {})
+    found = memo.get(id(loop))
+    if found is None:
+        found = memo[id(loop)] = _moves_what_it_yields(ctx, loop)
+    return found
+
+
+def _moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:
+    if type(loop) is cst.For:
+        yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
+    elif type(loop) is cst.While:
+        # `while True: x, y = next(it)`: what `next()` hands the loop is what it walks
+        yielded = {
+            n.value
+            for assign in ctx.index.within(loop.body, cst.Assign)
+            if type(assign.value) is cst.Call and dotted_name(assign.value.func) == "next"
+            for target in assign.targets
+            for n in ctx.index.walk(target.target)
+            if type(n) is cst.Name
+        }
+    else:
+        return False
+    return any(
+        moves_to_accelerator(call) and type(call.func.value) is cst.Name and call.func.value.value in yielded
+        for call in ctx.index.within(loop.body, cst.Call)
+        if type(call.func) is cst.Attribute
+    )

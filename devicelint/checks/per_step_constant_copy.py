@@ -14,6 +14,7 @@ from devicelint.analysis.placement import LIGHTNING_STEPS
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MEETING_METHODS, MODEL_WORDS, PRESERVING_METHODS, moves_to_accelerator
 from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.placement_values import moves_what_it_yields
 from devicelint.analysis.training.syntax import keyword, short
 from devicelint.checks.tensor_attribute_not_registered import TensorAttributeNotRegistered
 from devicelint.context import FileContext
@@ -343,27 +344,9 @@ def _over_data(ctx: FileContext, loop: cst.CSTNode) -> bool:
     yields to the accelerator (`for pred, target in pairs: f(pred.to(device))`, whatever the
     iterable is called): a loop over batches is per step even in a file that shows no network
     (an evaluation script scoring a model's outputs)."""
-    if type(loop) is cst.For:
-        if any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS):
-            return True
-        yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
-    elif type(loop) is cst.While:
-        # `while True: x, y = next(it)`: what `next()` hands the loop is what it walks
-        yielded = {
-            n.value
-            for assign in ctx.index.within(loop.body, cst.Assign)
-            if type(assign.value) is cst.Call and dotted_name(assign.value.func) == "next"
-            for target in assign.targets
-            for n in ctx.index.walk(target.target)
-            if type(n) is cst.Name
-        }
-    else:
-        return False
-    return any(
-        moves_to_accelerator(call) and dotted_name(call.func.value) in yielded
-        for call in ctx.index.within(loop.body, cst.Call)
-        if type(call.func) is cst.Attribute
-    )
+    if type(loop) is cst.For and any(w in ctx.code_for(loop.iter).lower() for w in _DATA_WORDS):
+        return True
+    return moves_what_it_yields(ctx, loop)
 
 
 def _runs_a_network(ctx: FileContext) -> bool:
