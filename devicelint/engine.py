@@ -73,9 +73,11 @@ class EngineOptions:
 FIX_ROUNDS = 10
 
 
-def wanted_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
-    """The rules that could fire on `text`, judged by the tokens each one declares."""
-    return [rule for rule in rules if any(token in text for token in rule.tokens)]
+def wanted_rules(text: str, rules: Sequence[type[Rule]], view: ProjectView = EMPTY_VIEW) -> list[type[Rule]]:
+    """The rules that could fire on `text`, judged by the tokens each one declares (and, for
+    rules that read the imported helpers, by whether the file imports one)."""
+    helpers = bool(view.helpers)
+    return [rule for rule in rules if any(token in text for token in rule.tokens) or (helpers and rule.reads_helpers)]
 
 
 def decode_source(data: bytes) -> str:
@@ -252,7 +254,7 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
         return FileResult(
             path, (error_finding(path, line, 1, "the file contains a NUL byte; it is not Python source"),)
         )
-    rules = wanted_rules(text, options.rules) if options.prefilter else list(options.rules)
+    rules = wanted_rules(text, options.rules, options.project) if options.prefilter else list(options.rules)
     if not rules:
         # Nothing to run, but a file that does not parse is still a finding (DL000).
         return FileResult(path, _unparsable(text, path))

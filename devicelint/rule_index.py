@@ -16,7 +16,7 @@ RULES = (
     RuleInfo('DL105', 'model-input-not-moved', 'A DataLoader batch reaches a model on the device without being moved.', True, 'error', 'unsafe', ''),
     RuleInfo('DL106', 'loss-weight-off-device', 'A loss built with a CPU `weight=` tensor is never moved while the model is.', True, 'error', 'unsafe', ''),
     RuleInfo('DL107', 'hard-coded-cuda-in-module', '`.cuda()` or `device="cuda"` inside a module or library function.', True, 'error', 'none', ''),
-    RuleInfo('DL108', 'numpy-on-device-tensor', '`.numpy()` on a tensor known to be on the GPU, without `.cpu()` first.', True, 'error', 'safe', ''),
+    RuleInfo('DL108', 'numpy-on-device-tensor', '`.numpy()` on a tensor known to be on the GPU, without `.cpu()` first.', True, 'error', 'sometimes', ''),
     RuleInfo('DL109', 'cuda-in-dataset', 'CUDA tensors created in a Dataset or collate_fn fail in forked DataLoader workers.', True, 'error', 'none', ''),
     RuleInfo('DL110', 'global-default-device', 'A module-level global default CUDA device or tensor type.', True, 'error', 'none', ''),
     RuleInfo('DL111', 'optimizer-state-device', "An optimizer captures CPU state (a loaded state, Adagrad's accumulators, CPU tensors) before its model moves to the device.", True, 'error', 'none', ''),

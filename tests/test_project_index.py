@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from conftest import FIXTURES
 from fixture_markers import expected_findings
 
 from devicelint.cli import cli
+from devicelint.project.helpers import ParameterUses, parameter_uses
 from devicelint.project.index import ProjectIndex, project_root
 from devicelint.project.summary import absolute_module, summarise
 
@@ -597,3 +600,49 @@ def test_a_notebook_sees_the_project_modules_it_imports(tmp_path: Path) -> None:
     assert ("explore.ipynb", "DL117") in found
     alone = {(Path(r["path"]).name, r["code"]) for r in _check(["--no-cache", "--no-project", str(tmp_path)])}
     assert ("explore.ipynb", "DL117") not in alone
+
+
+def _uses(source: str) -> ParameterUses:
+    tree = ast.parse(source)
+    function = tree.body[-1]
+    assert isinstance(function, ast.FunctionDef)
+    return parameter_uses(function, [n for n in ast.walk(function) if n is not function])
+
+
+def test_what_a_function_does_to_the_arguments_it_is_handed() -> None:
+    uses = _uses("def show(img, scale=1.0):\n    return img.detach()[0].permute(1, 2, 0).numpy() * scale\n")
+    assert uses.to_numpy == (("img", 2),) and uses.returns_moved is None
+    assert uses.parameter_at(0, None) == "img" and uses.parameter_at(None, "scale") == "scale"
+    assert _uses("def run(model, x):\n    model.eval()\n    return model.generate(x)\n").reads == (
+        ("model", "eval", 2),
+        ("model", "generate", 3),
+    )
+    moved = "def send(batch, device):\n    return {k: v.to(device) for k, v in batch.items()}\n"
+    assert _uses(moved).returns_moved == "batch"
+    assert _uses("def send(x, device):\n    return x.cuda(device)\n").returns_moved == "x"
+    # converted or tested first: the function deals with the device itself
+    assert not _uses("def show(img):\n    return img.cpu().numpy()\n").to_numpy
+    assert not _uses("def show(img):\n    img = img.cpu()\n    return img.numpy()\n").to_numpy
+    assert not _uses("def run(m):\n    m = getattr(m, 'module', m)\n    return m.generate()\n").reads
+    assert not _uses("def run(m):\n    if hasattr(m, 'module'):\n        pass\n    return m.generate()\n").reads
+    # a read under a branch may belong to another kind of object (a DeepSpeed engine)
+    branch = "def save(model, scaler):\n    if scaler is None:\n        model.save_checkpoint('d')\n    return model\n"
+    assert _uses(branch).reads == ()
+    # an attribute the function sets on the object first is its own
+    assert _uses("def run(m):\n    m.tag = 1\n    return m.tag\n").reads == ()
+    # changed in place, or a path that returns nothing: not a helper that only returns copies
+    in_place = "def send(b, d):\n    b['x'] = b['x'].to(d)\n    return {k: v.to(d) for k, v in b.items()}\n"
+    assert _uses(in_place).returns_moved is None
+    assert _uses("def send(x, d):\n    if d:\n        return x.to(d)\n").returns_moved is None
+    assert _uses("def send(x):\n    return x.to('cpu')\n").returns_moved is None
+
+
+def test_a_warm_run_relints_a_caller_when_an_imported_helper_changes(tmp_path: Path) -> None:
+    source = FIXTURES / "projects" / "samples_saved_through_numpy" / "bad"
+    root = tmp_path / "p"
+    shutil.copytree(source, root)
+    args = ["--cache-dir", str(tmp_path / "cache"), "."]
+    assert [(r["code"], r["line"]) for r in _check(args, cwd=root)] == [("DL108", 36)]
+    helper = root / "utils" / "images.py"
+    helper.write_text(helper.read_text().replace("images.detach()", "images.detach().cpu()"), encoding="utf-8")
+    assert _check(args, cwd=root) == []

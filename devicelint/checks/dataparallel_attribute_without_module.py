@@ -5,6 +5,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.model_events import (
     WrapperSite,
     chain_base,
@@ -23,6 +24,7 @@ from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
+from devicelint.project.view import ImportedHelper
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
@@ -211,7 +213,9 @@ class DataParallelAttributeWithoutModule(Rule):
     (`train(model)` handing it to `evaluate(model)`). Each attribute is reported once per function. Code that tests
     `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
     code sets on the wrapper itself are reported only when read before that write (also in its
-    right-hand side: `net.pca = f(net.pca)`). Wrappers that cross files are not seen. A model
+    right-hand side: `net.pca = f(net.pca)`). A wrapper handed to a function imported from another module of the project is reported
+    at the call when that function reads attributes on the parameter it binds (and never tests
+    or rebinds it); other wrappers that cross files are not seen. A model
     returned by `accelerator.prepare(...)` (an `accelerate.Accelerator` of the file; a model is
     an argument the function calls `.parameters()`, `.train()` or `.eval()` on) counts as a DDP
     wrapper, except in test files, in files that mention DeepSpeed, FSDP or Megatron (their
@@ -289,6 +293,7 @@ class DataParallelAttributeWithoutModule(Rule):
         written: dict[str, int] = {}  # attribute -> the first statement that sets it on the wrapper
         reads: list[cst.Attribute] = []
         callees: list[tuple[cst.FunctionDef, str]] = []
+        imported: list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]]]] = []
         resolver = resolver_for(ctx, site.call)
         for node in scope.nodes:
             if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS:
@@ -303,6 +308,7 @@ class DataParallelAttributeWithoutModule(Rule):
                 break
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
+                imported.extend(_imported_reads(ctx, node, wrapper))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
                 continue
             attr = node.attr.value
@@ -351,6 +357,18 @@ class DataParallelAttributeWithoutModule(Rule):
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
+        for arg, helper, param, attributes in imported:
+            attr, line = attributes[0]
+            more = f" (and {len(attributes) - 1} more)" if len(attributes) > 1 else ""
+            yield self.violation(
+                arg,
+                problem=(
+                    f"`{helper.qualified}` reads `{param}.{attr}` ({helper.path}:{line}){more} from the `{site.kind}` "
+                    f"wrapper{site.origin(ctx)} that {_code(caller)} passes to it as `{param}`, which does not forward "
+                    "its model's attributes (AttributeError)"
+                ),
+                advice=f"pass `{wrapper}.module`, or read `{param}.module.{attr}` there",
+            )
         prepared = site.spelled.endswith(".prepare")  # `accelerator.prepare`: unwrapped on one GPU
         accelerator = site.spelled[: -len(".prepare")]
         for node in reads:
@@ -608,6 +626,26 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
                 found.append((function, arg.keyword.value))
         elif position < len(positional):
             found.append((function, positional[position]))
+    return found
+
+
+def _imported_reads(
+    ctx: FileContext, call: cst.Call, wrapper: str
+) -> list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]]]]:
+    """(argument, imported project function, parameter, model attributes it reads there) for
+    each argument of `call` that is the wrapper, where that function reads attributes the
+    wrapper does not answer."""
+    imported = imported_call(ctx, call)
+    if imported is None:
+        return []
+    helper, bound = imported
+    found = []
+    for param, arg in bound.items():
+        if dotted_name(arg) != wrapper:
+            continue
+        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and a not in WRAPPER_ATTRIBUTES]
+        if attributes:
+            found.append((arg, helper, param, sorted(attributes, key=lambda item: item[1])))
     return found
 
 

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.imported_helpers import imported_call
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -37,20 +38,25 @@ class NumpyOnDeviceTensor(Rule):
 
     ## Fix safety
     The fix inserts `.cpu()` before `.numpy()` and is safe: on a CPU tensor `.cpu()` returns
-    the tensor itself.
+    the tensor itself. For a device tensor handed to a function of another project module that
+    calls `.numpy()` on it, the fix hands it `.cpu()` of the tensor instead; it is unsafe, since
+    that function may use the tensor on the device too.
 
     ## Known limits
     Tensors whose placement the analysis cannot prove (function parameters, values from other
     files) are not reported, nor are inputs of `forward`, which live wherever the caller put
-    them.
+    them. A function imported from another module of the project counts when it calls
+    `.numpy()` on a parameter (through `.data`, indexing, `detach()`, casts and reshapes) that
+    it never tests, rebinds or moves to the CPU itself.
     """
 
     code = "DL108"
     name = "numpy-on-device-tensor"
     summary = "`.numpy()` on a tensor known to be on the GPU, without `.cpu()` first."
-    message = "`{call}` converts a tensor that is on the device: it raises `TypeError: can't convert cuda:0 device type tensor to numpy`; call `.cpu()` first: `{fixed}`"
-    fix_availability = "safe"
+    message = "`{call}` converts a tensor that is on the device{where}: it raises `TypeError: can't convert cuda:0 device type tensor to numpy`; call `.cpu()` first: `{fixed}`"
+    fix_availability = "sometimes"
     tokens = ("numpy",)
+    reads_helpers = True
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         facts = file_facts(ctx)
@@ -63,4 +69,29 @@ class NumpyOnDeviceTensor(Rule):
             receiver = ctx.code_for(func.value)
             fixed = f"{receiver}.cpu().numpy()"
             fix = FixProposal(description="Call `.cpu()` before `.numpy()`", safe=True, replacements=((call, fixed),))
-            yield self.violation(call, fix=fix, call=ctx.code_for(call), fixed=fixed)
+            yield self.violation(call, fix=fix, call=ctx.code_for(call), fixed=fixed, where="")
+        yield from self._handed_to_helpers(ctx)
+
+    def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
+        """A device tensor handed to a function of another project module that calls `.numpy()`
+        on it: reported at the call, the only place this file can fix."""
+        if not ctx.project.helpers:
+            return
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            imported = imported_call(ctx, call)
+            if imported is None:
+                continue
+            helper, bound = imported
+            for param, line in helper.uses.to_numpy:
+                arg = bound.get(param)
+                if arg is None or not facts.is_device_tensor(arg, certain=True):
+                    continue
+                moved = ctx.code_for(arg) + ".cpu()"
+                fixed = ctx.code_for(call).replace(ctx.code_for(arg), moved, 1)
+                # unsafe: the helper may also use the tensor where the device is needed
+                fix = FixProposal(
+                    description=f"Hand `{moved}` to `{helper.qualified}`", safe=False, replacements=((arg, moved),)
+                )
+                where = f" (`{helper.qualified}` calls `.numpy()` on its `{param}` at {helper.path}:{line})"
+                yield self.violation(arg, fix=fix, call=ctx.code_for(call), fixed=fixed, where=where)

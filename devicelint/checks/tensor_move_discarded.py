@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_calls import constructed_object
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
@@ -47,7 +48,8 @@ class TensorMoveDiscarded(Rule):
     (`return x.to(device), y.to(device)`). Helpers that walk nested containers recursively
     (`{k: send(v, device) for ...}`, `type(obj)(send(v, device) for v in obj)`, `return obj` for
     other leaves), that return what another such helper returns, that take the device first,
-    or that are methods of a base class in the file count too.
+    or that are methods of a base class in the file count too, and so do helpers imported from
+    another module of the project (`from utils import to_device`).
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -95,8 +97,11 @@ class TensorMoveDiscarded(Rule):
     `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
     `load`/`build`/`create`-style call are never reported, nor is a whole batch (`batch`,
     `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
-    moves in place. A helper is followed only within the file, and one that also changes its
-    argument in place (`batch[k] = ...`, `batch.update(...)`) is not reported.
+    moves in place. A helper of the same file is followed through other helpers; a function imported
+    from another module of the project counts when it returns `x.to(...)`/`x.cuda()` of a
+    parameter, or a comprehension over it (its items or values) whose every element is moved.
+    One that also changes its argument in place (`batch[k] = ...`, `batch.update(...)`) is not
+    reported.
     """
 
     code = "DL104"
@@ -104,6 +109,7 @@ class TensorMoveDiscarded(Rule):
     summary = "`x.to(device)` on a tensor, as a statement, moves nothing."
     message = "`{call}` returns {what} that is thrown away, so {unmoved}; {advice}"
     fix_availability = "sometimes"
+    reads_helpers = True
     tokens = (
         ".to",
         ".cuda",
@@ -133,6 +139,14 @@ class TensorMoveDiscarded(Rule):
                 # a helper's `return model.to(device)` handed a module moves it in place
                 if not all(file_facts(ctx).value(r).kind == MODULE or _used_as_module(ctx, r) for r in moved.receivers):
                     yield self._helper_report(ctx, call, moved)
+                continue
+            imported = imported_call(ctx, call) if type(call) is cst.Call else None
+            if imported is not None and type(call) is cst.Call:
+                helper, bound = imported
+                receiver = bound.get(helper.uses.returns_moved or "")
+                if type(receiver) in (cst.Name, cst.Attribute, cst.Subscript) and receiver is not None:
+                    if not (file_facts(ctx).value(receiver).kind == MODULE or _used_as_module(ctx, receiver)):
+                        yield self._report(ctx, call, receiver, "a moved copy", "moved")
                 continue
             if not (type(call) is cst.Call and type(call.func) is cst.Attribute):
                 continue

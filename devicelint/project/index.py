@@ -17,12 +17,13 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
-from devicelint.project.view import ImportedClass, ProjectView, path_key
+from devicelint.project.helpers import parameter_uses_from
+from devicelint.project.view import ImportedClass, ImportedHelper, ProjectView, path_key
 
 if TYPE_CHECKING:
     from devicelint.project.summary import ClassSummary, ModuleSummary
@@ -86,6 +87,18 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+@dataclass
+class _Members:
+    """What a file's view holds of the names it imports, as it is gathered."""
+
+    classes: dict[str, ImportedClass] = field(default_factory=dict)
+    functions: dict[str, str] = field(default_factory=dict)
+    helpers: dict[str, ImportedHelper] = field(default_factory=dict)
+
+    def holds(self, spelled: str) -> bool:
+        return spelled in self.classes or spelled in self.functions
+
+
 def _view_data(view: ProjectView) -> dict[str, Any]:
     return asdict(view)
 
@@ -103,7 +116,11 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
     functions = {str(k): str(v) for k, v in data["functions"].items()}
     moved = {str(k): tuple(str(a) for a in v) for k, v in data["moved_elsewhere"].items()}
     host_saved = tuple(str(k) for k in data["host_saved"])
-    return ProjectView(str(data["root"]), classes, functions, moved, host_saved)
+    helpers = {
+        str(k): ImportedHelper(str(h["qualified"]), str(h["path"]), parameter_uses_from(h["uses"]))
+        for k, h in data.get("helpers", {}).items()
+    }
+    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers)
 
 
 def _notebook_code(data: bytes) -> bytes:
@@ -148,7 +165,7 @@ class ProjectIndex:
         self._resolved: dict[tuple[str, str], _Found | None] = {}
         self._others_moved: dict[str, set[str]] | None = None
         self._paths: dict[int, Path] = {}
-        self._members: dict[tuple[int, str], ImportedClass | str | None] = {}
+        self._members: dict[tuple[int, str], tuple[ImportedClass | str | None, ImportedHelper | None]] = {}
         self._root_text = str(self.root)
         self._exists: dict[str, bool] = {}
         # every `.py` file below the root -> (size, mtime), listed once per run (None until needed)
@@ -603,8 +620,7 @@ class ProjectIndex:
             data = _notebook_code(data)
         name, is_package = self.module_name(path)
         imports, stars, used = self._scan(path, data, name, is_package)
-        classes: dict[str, ImportedClass] = {}
-        functions: dict[str, str] = {}
+        members = _Members()
         for local, qualified in sorted(imports.items()):
             if local.split(".", 1)[0] not in used:
                 continue
@@ -612,13 +628,13 @@ class ProjectIndex:
             if found is None:
                 continue
             if found.name is None:  # a module: `import data as D`, `from pkg import models`
-                self._add_members(f"{local}.", found.module, classes, functions, used)
+                self._add_members(f"{local}.", found.module, members, used)
             else:
-                self._add_member(local, found.module, found.name, classes, functions)
+                self._add_member(local, found.module, found.name, members)
         for star in stars:
             found = self._resolve(star, path)
             if found is not None and found.name is None:
-                self._add_members("", found.module, classes, functions, used)
+                self._add_members("", found.module, members, used)
         moved: dict[str, tuple[str, ...]] = {}
         if "class" in used:
             self._asked_movers = True  # the view depends on every mover, even when there is none
@@ -639,14 +655,13 @@ class ProjectIndex:
                     if any(self._near(Path(saver), path) for saver in self._saved_from_host(key))
                 )
             )
-        return ProjectView(str(self.root), classes, functions, moved, host_saved)
+        return ProjectView(str(self.root), members.classes, members.functions, moved, host_saved, members.helpers)
 
     def _add_members(
         self,
         prefix: str,
         module: ModuleSummary,
-        classes: dict[str, ImportedClass],
-        functions: dict[str, str],
+        members: _Members,
         used: set[str],
         seen: frozenset[str] = frozenset(),
     ) -> None:
@@ -656,41 +671,56 @@ class ProjectIndex:
             return
         for name in (*module.classes, *module.functions):
             if name in used:
-                self._add_member(prefix + name, module, name, classes, functions)
+                self._add_member(prefix + name, module, name, members)
         where = self._path_of(module)
         for local, qualified in module.imports.items():
-            if local not in used or prefix + local in classes or prefix + local in functions:
+            if local not in used or members.holds(prefix + local):
                 continue
             found = self._resolve(qualified, where)
             if found is not None and found.name is not None:
-                self._add_member(prefix + local, found.module, found.name, classes, functions)
+                self._add_member(prefix + local, found.module, found.name, members)
         for star in module.star_imports:
             found = self._resolve(star, where)
             if found is not None and found.name is None:
-                self._add_members(prefix, found.module, classes, functions, used, seen | {module.name})
+                self._add_members(prefix, found.module, members, used, seen | {module.name})
 
     def _add_member(
         self,
         spelled: str,
         module: ModuleSummary,
         name: str,
-        classes: dict[str, ImportedClass],
-        functions: dict[str, str],
+        members: _Members,
     ) -> None:
         key = (id(module), name)
         if key not in self._members:
             self._deps.append(set())
             try:
-                self._members[key] = self._member(module, name)
+                self._members[key] = (self._member(module, name), self._helper(module, name))
             finally:
                 self._member_deps[key] = self._deps.pop()
         if self._deps:
             self._deps[-1].update(self._member_deps[key])
-        member = self._members[key]
+        member, helper = self._members[key]
         if isinstance(member, ImportedClass):
-            classes[spelled] = member
+            members.classes[spelled] = member
         elif member is not None:
-            functions[spelled] = member
+            members.functions[spelled] = member
+        if helper is not None:
+            members.helpers[spelled] = helper
+
+    def _helper(self, module: ModuleSummary, name: str) -> ImportedHelper | None:
+        """A function of `module` that reads, converts or moves what it is handed."""
+        if name in module.classes or name not in module.uses:
+            return None
+        uses = module.uses[name]
+        if not uses:
+            return None
+        where = self._path_of(module)
+        try:
+            shown = where.relative_to(self.root).as_posix()
+        except ValueError:
+            shown = where.name
+        return ImportedHelper(f"{module.name}.{name}" if module.name else name, shown, uses)
 
     def _member(self, module: ModuleSummary, name: str) -> ImportedClass | str | None:
         """What a file importing `name` from `module` learns: a module class, a place, or nothing."""

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
+from devicelint.project.helpers import ParameterUses, parameter_uses, parameter_uses_from
 
 # What a mover reaches generically: the whole instance is moved.
 _GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
@@ -91,6 +92,7 @@ class ModuleSummary:
         self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
         self._nodes: dict[str, Any] = {}
+        self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
         class_names = [n for n, kind in kinds.items() if kind == "class"]
         function_names = [n for n, kind in kinds.items() if kind != "class"]
@@ -110,7 +112,22 @@ class ModuleSummary:
         # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns) or ""
         places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
         self.functions: _Lazy[str] = _Lazy(
-            function_names, lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: True), places
+            function_names,
+            lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: n in self.uses.built),
+            places,
+        )
+        # function -> what it does to the arguments it is handed (`devicelint.project.helpers`)
+        uses = {str(n): parameter_uses_from(v) for n, v in saved.get("uses", {}).items()}
+        self.uses: _Lazy[ParameterUses] = _Lazy(
+            function_names,
+            lambda n: self._use(
+                n,
+                lambda node: parameter_uses(
+                    node, _own_nodes(node) if node is not None else [], self._offsets.get(n, 0)
+                ),
+                lambda: n in self.functions.built,
+            ),
+            uses,
         )
         # definition (or "" for the module's own statements) -> file name -> whether every
         # `torch.save` of it there writes host data (`saves`)
@@ -121,7 +138,8 @@ class ModuleSummary:
         self._restored_size = self._size()
 
     def _size(self) -> int:
-        return len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self._saves)
+        built = len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self.uses.built)
+        return built + len(self._saves)
 
     def saves(self, read: SavesReader, word: str) -> dict[str, bool]:
         """File name -> whether every `torch.save` of it writes host data (`read`:
@@ -166,6 +184,7 @@ class ModuleSummary:
             "classes": {n: asdict(c) for n, c in self.classes.built.items()},
             "bases": {n: list(b) for n, b in self.bases.built.items()},
             "functions": dict(self.functions.built),
+            "uses": {n: asdict(u) for n, u in self.uses.built.items()},
             **({"saves": self._saves} if self._saves else {}),
         }
 
@@ -192,6 +211,8 @@ class ModuleSummary:
             return None
         _, start, end = blocks[name]
         tree = _parse(text[start:end])
+        # lines of a block parsed alone count from its start
+        self._offsets[name] = text.count("\n", 0, start) if tree is not None else 0
         if tree is None:
             if self._tree is None:
                 self._tree = _parse(text) or ast.Module(body=[], type_ignores=[])

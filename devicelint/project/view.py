@@ -11,6 +11,8 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
+from devicelint.project.helpers import ParameterUses
+
 
 @dataclass(frozen=True)
 class ImportedClass:
@@ -29,6 +31,15 @@ class ImportedClass:
 
 
 @dataclass(frozen=True)
+class ImportedHelper:
+    """A function of another project module that does something to the arguments it is handed."""
+
+    qualified: str  # `utils.to_device`
+    path: str  # its file, relative to the project root (for messages)
+    uses: ParameterUses = ParameterUses()
+
+
+@dataclass(frozen=True)
 class ProjectView:
     root: str = ""
     # spelled name -> the imported module class
@@ -42,6 +53,8 @@ class ProjectView:
     # the same folder, or a module of the same package) `torch.save`s from host data, and that
     # no module saves from anything else: a `torch.load` of one reads host tensors
     host_saved: tuple[str, ...] = ()
+    # spelled name -> an imported function that reads, converts or moves what it is handed
+    helpers: dict[str, ImportedHelper] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -49,7 +62,7 @@ class ProjectView:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def __bool__(self) -> bool:
-        return bool(self.classes or self.functions or self.moved_elsewhere or self.host_saved)
+        return bool(self.classes or self.functions or self.moved_elsewhere or self.host_saved or self.helpers)
 
 
 EMPTY_VIEW = ProjectView()

@@ -1,0 +1,34 @@
+"""Calls of functions imported from other modules of the project, bound to what they do.
+
+The project index summarises what such a function does to the arguments it is handed
+(`devicelint.project.helpers`); this binds a call's arguments to those parameters, so a rule
+judges the caller's value (a device tensor, a `DataParallel` wrapper, a batch) at the call site.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devicelint.analysis.names import dotted_name
+from devicelint.context import FileContext
+from devicelint.project.view import ImportedHelper
+
+
+def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dict[str, cst.BaseExpression]] | None:
+    """The imported project function `call` runs (as the file spells it: `to_device`,
+    `U.to_device`) and the argument each of its parameters receives; None for anything else or
+    a call with `*args`/`**kwargs`."""
+    helpers = ctx.project.helpers
+    if not helpers:
+        return None
+    name = dotted_name(call.func)
+    helper = helpers.get(name) if name is not None else None
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    bound: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(call.args):
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        param = helper.uses.parameter_at(position, keyword)
+        if param is not None:
+            bound[param] = arg.value
+    return helper, bound

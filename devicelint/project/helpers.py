@@ -1,0 +1,242 @@
+"""What a project function does to the arguments it is handed, read with Python's own parser.
+
+A file that imports `to_device`, `to_image` or `evaluate` from `utils.py` cannot follow them
+the way the engine follows a function of its own file, so the index keeps, per function, what
+its callers need at the call site:
+
+- the attributes it reads on each parameter (`model.predict(...)`: a `DataParallel` wrapper
+  handed in does not answer them, DL203);
+- the parameters it turns into NumPy without a `.cpu()` first (`t.detach().numpy()`: a device
+  tensor handed in raises, DL108);
+- the parameter whose moved copy it returns and nothing else (`return x.to(device)`,
+  `{k: v.to(device) for k, v in batch.items()}`: a call whose result is dropped moves nothing,
+  DL104).
+
+A parameter the function tests (`isinstance`, `hasattr`, `getattr`, `type`), rebinds or moves
+to the CPU itself is one it may unwrap or convert: nothing is recorded for it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from devicelint.analysis.vocabulary import PRESERVING_METHODS
+
+_GUARDS = frozenset({"isinstance", "hasattr", "getattr", "type", "setattr"})
+_MOVES = frozenset({"to", "cuda"})
+# `type(batch)(...)`, `tuple(...)`: a container rebuilt from the moved elements
+_REBUILDERS = frozenset({"type", "tuple", "list", "dict"})
+_CONTAINER_VIEWS = frozenset({"items", "values"})
+_IN_PLACE = frozenset({"update", "setdefault", "pop", "__setitem__", "to_", "copy_"})
+
+
+@dataclass(frozen=True)
+class ParameterUses:
+    """One function's parameters (positional order, then keyword-only) and what it does to them."""
+
+    params: tuple[str, ...] = ()
+    # how many leading parameters are positional (the rest are keyword-only)
+    positional: int = 0
+    # (parameter, attribute, line): the first read of each attribute on a parameter
+    reads: tuple[tuple[str, str, int], ...] = ()
+    # (parameter, line): `.numpy()` on the parameter (through views and casts), no `.cpu()` first
+    to_numpy: tuple[tuple[str, int], ...] = ()
+    # the parameter whose moved copy every `return` hands back, changed nowhere in place
+    returns_moved: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.reads or self.to_numpy or self.returns_moved)
+
+    def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
+        """The parameter an argument binds (by position or keyword), or None."""
+        if keyword is not None:
+            return keyword if keyword in self.params else None
+        if position is not None and position < self.positional:
+            return self.params[position]
+        return None
+
+
+def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
+    """`ParameterUses` from its `asdict` form (a damaged entry raises; the index catches it)."""
+    return ParameterUses(
+        params=tuple(str(p) for p in data["params"]),
+        positional=int(data["positional"]),
+        reads=tuple((str(p), str(a), int(n)) for p, a, n in data["reads"]),
+        to_numpy=tuple((str(p), int(n)) for p, n in data["to_numpy"]),
+        returns_moved=None if data["returns_moved"] is None else str(data["returns_moved"]),
+    )
+
+
+def parameter_uses(function: ast.FunctionDef | None, own_nodes: list[ast.AST], first_line: int = 0) -> ParameterUses:
+    """What `function` (a module-level function; `own_nodes`: its body without nested scopes)
+    does to its parameters; `first_line`: how many lines of the file come before the text it
+    was parsed from."""
+    if function is None:
+        return ParameterUses()
+    args = function.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    params = (*positional, *(a.arg for a in args.kwonlyargs))
+    opaque = _opaque_parameters(set(params), own_nodes)
+    kept = [p for p in params if p not in opaque]
+    # what runs on every call: a read under an `if` may belong to the other kind of object
+    # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
+    sure = _unconditional(own_nodes)
+    return ParameterUses(
+        params=params,
+        positional=len(positional),
+        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure)),
+        to_numpy=tuple((p, line + first_line) for p, line in _to_numpy(kept, sure)),
+        returns_moved=_returns_moved(function, params, own_nodes),
+    )
+
+
+_BRANCHES = (ast.If, ast.IfExp, ast.Try, ast.TryStar, ast.BoolOp, ast.Match, ast.While)
+
+
+def _unconditional(nodes: list[ast.AST]) -> list[ast.AST]:
+    """The nodes not under a branch (`if`, conditional expression, `try`, `and`/`or`, `match`,
+    `while`): those every call runs, as far as the text shows."""
+    inside: set[int] = set()
+    for node in nodes:
+        if isinstance(node, _BRANCHES) and id(node) not in inside:
+            inside.update(id(child) for child in ast.walk(node))
+    return [node for node in nodes if id(node) not in inside]
+
+
+def _opaque_parameters(params: set[str], nodes: list[ast.AST]) -> set[str]:
+    """Parameters the function tests, rebinds or converts itself: what happens to them after is
+    the function's own business."""
+    opaque: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name) and node.id in params and isinstance(node.ctx, (ast.Store, ast.Del)):
+            opaque.add(node.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _GUARDS:
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Name) and first.id in params:
+                opaque.add(first.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
+            root = _root_name(node.func.value)
+            if root in params:
+                opaque.add(root)
+    return opaque
+
+
+def _reads(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+    """The first read of each public attribute on each parameter, unless the function also sets
+    that attribute on it."""
+    written = {
+        (node.value.id, node.attr)
+        for node in nodes
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
+    first: dict[tuple[str, str], int] = {}
+    for node in nodes:
+        if not (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)
+        ):
+            continue
+        key = (node.value.id, node.attr)
+        if key[0] in params and not key[1].startswith("_") and key not in written:
+            first[key] = min(first.get(key, node.lineno), node.lineno)
+    return tuple(sorted((p, a, line) for (p, a), line in first.items()))
+
+
+def _to_numpy(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, int], ...]:
+    found: dict[str, int] = {}
+    for node in nodes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "numpy"
+            and not node.args
+            and not node.keywords
+        ):
+            root = _root_name(node.func.value, views_only=True)
+            if root in params:
+                found[root] = min(found.get(root, node.lineno), node.lineno)
+    return tuple(sorted(found.items()))
+
+
+def _root_name(node: ast.expr, views_only: bool = False) -> str | None:
+    """The name under a chain of attributes, subscripts and method calls (`t[0].detach()` ->
+    `t`); with `views_only`, only through what keeps the tensor where it is (`.data`, indexing,
+    `detach`, casts, reshapes)."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute):
+            if views_only and node.attr != "data":
+                return None
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if views_only and node.func.attr not in PRESERVING_METHODS:
+                return None
+            node = node.func.value
+        else:
+            return None
+
+
+def _returns_moved(function: ast.FunctionDef, params: tuple[str, ...], nodes: list[ast.AST]) -> str | None:
+    """The parameter every `return` hands back as a moved copy (or unchanged), when the function
+    changes it nowhere in place and never ends without a `return`."""
+    returns = [node.value for node in nodes if isinstance(node, ast.Return)]
+    last = function.body[-1] if function.body else None
+    if not returns or any(value is None for value in returns) or not isinstance(last, (ast.Return, ast.Raise)):
+        return None
+    for param in params:
+        copies = [value for value in returns if value is not None and _moved_copy(value, param)]
+        unchanged = [value for value in returns if isinstance(value, ast.Name) and value.id == param]
+        if copies and len(copies) + len(unchanged) == len(returns) and not _changed_in_place(param, nodes):
+            return param
+    return None
+
+
+def _moved_copy(value: ast.expr, param: str) -> bool:
+    """`param.to(...)`/`param.cuda()`, or a comprehension over `param` (its items or values)
+    whose every element is moved: a new object, the caller's `param` left where it was."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        return isinstance(value.func.value, ast.Name) and value.func.value.id == param and not _to_cpu(value)
+    if isinstance(value, ast.Call) and _rebuilder(value.func) and len(value.args) == 1:
+        value = value.args[0]
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)) and len(value.generators) == 1:
+        source = value.generators[0].iter
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute):
+            if source.func.attr not in _CONTAINER_VIEWS or source.args:
+                return False
+            source = source.func.value
+        element = value.value if isinstance(value, ast.DictComp) else value.elt
+        return (
+            isinstance(source, ast.Name)
+            and source.id == param
+            and isinstance(element, ast.Call)
+            and isinstance(element.func, ast.Attribute)
+            and element.func.attr in _MOVES
+            and not _to_cpu(element)
+        )
+    return False
+
+
+def _rebuilder(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in _REBUILDERS
+    return isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "type"
+
+
+def _to_cpu(call: ast.Call) -> bool:
+    first = call.args[0] if call.args else None
+    return isinstance(first, ast.Constant) and first.value == "cpu"
+
+
+def _changed_in_place(param: str, nodes: list[ast.AST]) -> bool:
+    for node in nodes:
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            if _root_name(node) == param:
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _IN_PLACE:
+            if _root_name(node.func.value) == param:
+                return True
+    return False
