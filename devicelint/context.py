@@ -46,6 +46,13 @@ class FileContext:
         """Per-file memo for analyses that several rules share (keyed by analysis name)."""
         return {}
 
+    def release(self) -> None:
+        """Let go of the shared analyses once every rule has run. They point back at this
+        context (a cycle), so without this the whole tree would wait for the cyclic collector,
+        which then walks every node of it: 13% of the lint time on timm."""
+        self.__dict__.pop("cache", None)
+        self.__dict__.pop("imports", None)
+
     def shared(self, key: Hashable, build: Callable[[FileContext], T]) -> T:
         """Build an analysis once per file and hand the same object to every rule."""
         if key not in self.cache:

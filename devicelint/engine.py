@@ -270,17 +270,21 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     )
     violations: list[Violation] = []
     crashes: list[str] = []
-    for rule in rules:
-        if rule.code == SYNTAX_ERROR:
-            continue
-        try:
-            violations.extend(rule().check(ctx))
-        except RecursionError:
-            return FileResult(path, (not_analysed_finding(path, f"the file is nested too deeply for {rule.code}"),))
-        except Exception as err:  # noqa: BLE001 - one rule's bug must not cost the other rules' findings
-            crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
-    first_lines = cache.first_lines(path, text) if cache is not None and violations else None
-    findings, fired = _to_findings(ctx, violations, first_lines) if violations else ([], set())
+    try:
+        for rule in rules:
+            if rule.code == SYNTAX_ERROR:
+                continue
+            try:
+                violations.extend(rule().check(ctx))
+            except RecursionError:
+                return FileResult(path, (not_analysed_finding(path, f"the file is nested too deeply for {rule.code}"),))
+            except Exception as err:  # noqa: BLE001 - one rule's bug must not cost the other rules' findings
+                crashes.append(f"{rule.code} crashed on {path}: {type(err).__name__}: {err}")
+        first_lines = cache.first_lines(path, text) if cache is not None and violations else None
+        findings, fired = _to_findings(ctx, violations, first_lines) if violations else ([], set())
+    finally:
+        ctx.release()
+    del violations
     if any(rule.code == UNUSED_NOQA for rule in options.rules):
         # Codes reported elsewhere (DL000, the runtime's DL6xx) never fire here: not judged.
         judged = {r.code for r in options.rules if not issubclass(r, ReportedElsewhere)} - _crashed(crashes)

@@ -342,41 +342,40 @@ def _owns_cpu_parameters(ctx: FileContext, name: str) -> bool:
 
 def _classes_owning_cpu_parameters(ctx: FileContext) -> dict[str, bool]:
     classes = module_classes(ctx)
+    return {name: _owns(ctx, classes, name, frozenset()) is True for name in classes}
 
-    def owns(name: str, seen: frozenset[str]) -> bool | None:
-        """True: owns CPU parameters; False: may place itself; None: owns none, places nothing."""
-        cls = classes.get(name)
-        if cls is None or name in seen or _places_anything(ctx, cls):
-            return False
-        own = False
-        for node in ctx.index.walk(cls):
-            if type(node) is cst.Call and not own:
-                qualified = ctx.qualified_name(node.func) or ""
-                short = qualified.rsplit(".", 1)[-1]
-                if qualified in _PARAMETER_MAKERS or (
-                    type(node.func) is cst.Attribute and node.func.attr.value in _REGISTERS
-                ):
-                    own = True
-                elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
-                    own = has_parameters(short, node)
-                elif (
-                    type(node.func) is cst.Name and node.func.value in classes and node.func.value not in seen | {name}
-                ):
-                    own = owns(node.func.value, seen | {name}) is True
-        for base in cls.bases:
-            if base.keyword is not None:
-                continue
-            spelled = dotted_name(base.value) or ""
-            if spelled in classes:
-                inherited = owns(spelled, seen | {name})
-                if inherited is False:
-                    return False
-                own = own or bool(inherited)
-            elif ctx.qualified_name(base.value) not in _CPU_BASES:
-                return False  # a base from elsewhere may place the module in its constructor
-        return own or None
 
-    return {name: owns(name, frozenset()) is True for name in classes}
+def _owns(ctx: FileContext, classes: dict[str, cst.ClassDef], name: str, seen: frozenset[str]) -> bool | None:
+    """True: owns CPU parameters; False: may place itself; None: owns none, places nothing.
+    (Not a closure: a recursive one is a reference cycle that keeps the file's tree alive.)"""
+    cls = classes.get(name)
+    if cls is None or name in seen or _places_anything(ctx, cls):
+        return False
+    own = False
+    for node in ctx.index.walk(cls):
+        if type(node) is cst.Call and not own:
+            qualified = ctx.qualified_name(node.func) or ""
+            short = qualified.rsplit(".", 1)[-1]
+            if qualified in _PARAMETER_MAKERS or (
+                type(node.func) is cst.Attribute and node.func.attr.value in _REGISTERS
+            ):
+                own = True
+            elif qualified.startswith("torch.nn.") and qualified.count(".") == 2:
+                own = has_parameters(short, node)
+            elif type(node.func) is cst.Name and node.func.value in classes and node.func.value not in seen | {name}:
+                own = _owns(ctx, classes, node.func.value, seen | {name}) is True
+    for base in cls.bases:
+        if base.keyword is not None:
+            continue
+        spelled = dotted_name(base.value) or ""
+        if spelled in classes:
+            inherited = _owns(ctx, classes, spelled, seen | {name})
+            if inherited is False:
+                return False
+            own = own or bool(inherited)
+        elif ctx.qualified_name(base.value) not in _CPU_BASES:
+            return False  # a base from elsewhere may place the module in its constructor
+    return own or None
 
 
 _PARAMETER_MAKERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})

@@ -75,29 +75,26 @@ def optimizer_classes(ctx: FileContext) -> list[cst.ClassDef]:
 
     def build(c: FileContext) -> list[cst.ClassDef]:
         classes = local_classes(c)
-        found: list[cst.ClassDef] = []
-
-        def is_optimizer(cls: cst.ClassDef, depth: int) -> bool:
-            for base in cls.bases:
-                qualified = c.qualified_name(base.value) or ""
-                if (
-                    qualified.startswith("torch.optim.")
-                    and qualified.rsplit(".", 1)[-1][:1].isupper()
-                    and "lr_scheduler" not in qualified
-                    and "swa_utils" not in qualified
-                ):
-                    return True
-                parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
-                if parent is not None and parent is not cls and depth < 4 and is_optimizer(parent, depth + 1):
-                    return True
-            return False
-
-        for cls in c.index.of_type(cst.ClassDef):
-            if is_optimizer(cls, 0):
-                found.append(cls)
-        return found
+        return [cls for cls in c.index.of_type(cst.ClassDef) if _is_optimizer(c, classes, cls, 0)]
 
     return ctx.shared("training.helpers.optimizer_classes", build)
+
+
+def _is_optimizer(ctx: FileContext, classes: dict[str, cst.ClassDef], cls: cst.ClassDef, depth: int) -> bool:
+    """(Not a closure: a recursive one is a reference cycle that keeps the file's tree alive.)"""
+    for base in cls.bases:
+        qualified = ctx.qualified_name(base.value) or ""
+        if (
+            qualified.startswith("torch.optim.")
+            and qualified.rsplit(".", 1)[-1][:1].isupper()
+            and "lr_scheduler" not in qualified
+            and "swa_utils" not in qualified
+        ):
+            return True
+        parent = classes.get((dotted_name(base.value) or "").rsplit(".", 1)[-1])
+        if parent is not None and parent is not cls and depth < 4 and _is_optimizer(ctx, classes, parent, depth + 1):
+            return True
+    return False
 
 
 def parameter_names(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
