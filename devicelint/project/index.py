@@ -99,6 +99,26 @@ class _Members:
         return spelled in self.classes or spelled in self.functions
 
 
+def _one_of(classes: list[ImportedClass | None]) -> ImportedClass | None:
+    """What every class a builder may return has in common: it owns CPU parameters only if each
+    does, places itself if any does, and its movers move what all of theirs move."""
+    if not classes or any(c is None for c in classes):
+        return None
+    known = [c for c in classes if c is not None]
+    if len(known) == 1:
+        return known[0]
+    moved: set[str] | None = None
+    for cls in known:
+        if cls.moved_attributes is not None:
+            moved = set(cls.moved_attributes) if moved is None else moved & set(cls.moved_attributes)
+    return ImportedClass(
+        known[0].qualified,
+        all(c.owns_cpu_parameters for c in known),
+        None if moved is None else tuple(sorted(moved)),
+        any(c.places_itself for c in known),
+    )
+
+
 def _view_data(view: ProjectView) -> dict[str, Any]:
     return asdict(view)
 
@@ -728,8 +748,8 @@ class ProjectIndex:
         if name in module.classes:
             return self._imported_class(module, name)
         place = self._function_place(module, name, where, 0)
-        if isinstance(place, tuple):  # a builder: `def build_model(args): return Net(args)`
-            return self._imported_class(*place)
+        if isinstance(place, list):  # a builder: `def build_model(args): return Net(args)`
+            return _one_of([self._imported_class(*built) for built in place])
         return place if place in ("cpu-tensor", "device-tensor") else None
 
     def _imported_class(self, module: ModuleSummary, name: str) -> ImportedClass | None:
@@ -743,13 +763,22 @@ class ProjectIndex:
 
     def _function_place(
         self, module: ModuleSummary, name: str, where: Path, hops: int, modules: bool = True
-    ) -> str | tuple[ModuleSummary, str]:
-        """Where the function's result lives, or the module and class of the `nn.Module` it
-        builds and returns unmoved (`modules`: no step of the chain may have moved it)."""
+    ) -> str | list[tuple[ModuleSummary, str]]:
+        """Where the function's result lives, or the modules and classes of the `nn.Module`s it
+        builds and returns unmoved (`modules`: no step of the chain may have moved it; several
+        for a builder that picks the class by name)."""
         place = module.functions.get(name, "")
         kind, _, target = place.partition(":")
         if kind not in ("call", "callt") or hops > _MAX_HOPS:
             return place
+        if "|" in target:  # `if name == "resnet": model = ResNet() ... return model`
+            picked = [self._resolve(choice, where) for choice in target.split("|")]
+            if kind != "call" or not modules:
+                return ""
+            built = [(f.module, f.name) for f in picked if f is not None and f.name is not None]
+            if len(built) != len(picked) or not all(name in module.classes for module, name in built):
+                return ""
+            return built
         found = self._resolve(target, where)
         if found is None or found.name is None:
             return ""
@@ -757,7 +786,7 @@ class ProjectIndex:
         if found.name in found.module.functions:
             return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1, modules)
         if modules and found.name in found.module.classes:
-            return found.module, found.name
+            return [(found.module, found.name)]
         return ""
 
     def _movers_elsewhere(self) -> dict[str, set[str]]:

@@ -553,8 +553,7 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
                     assignments.setdefault(inner.id, []).append(node.target)
     if not returns:
         return ""
-    places = {_place(value, assignments, qualify, 0) for value in returns}
-    place = places.pop() if len(places) == 1 else ""
+    place = _agreed({_place(value, assignments, qualify, 0) for value in returns})
     if place.startswith("call:") and not _returned_untouched(function, returns, assignments):
         # `model = Net(); model.to(device); return model`: a module may have been moved (a
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
@@ -571,13 +570,14 @@ _KEEPING_METHODS = frozenset(
 def _returned_untouched(
     function: ast.FunctionDef, returns: list[ast.expr], assigned: dict[str, list[ast.expr]]
 ) -> bool:
-    """Whether every returned value is a call, or a name bound once to a call and otherwise
-    only returned or used through `_KEEPING_METHODS` (never passed on, never `.to()`-ed)."""
+    """Whether every returned value is a call, or a name bound only to calls (one per branch)
+    and otherwise only returned or used through `_KEEPING_METHODS` (never passed on, never
+    `.to()`-ed)."""
     names = set()
     for value in returns:
         if isinstance(value, ast.Name):
             bound = assigned.get(value.id, [])
-            if len(bound) != 1 or not isinstance(bound[0], ast.Call):
+            if not bound or not all(isinstance(b, ast.Call) for b in bound):
                 return False
             names.add(value.id)
         elif not isinstance(value, ast.Call):
@@ -626,6 +626,16 @@ def _descendants(root: ast.AST, stop_at: tuple[type, ...] = ()) -> list[ast.AST]
     return out
 
 
+def _agreed(places: set[str]) -> str:
+    """The one place of several values; calls of different project callables agree as their
+    list (`call:models.ResNet|models.VGG`: a builder that picks the class by name)."""
+    if len(places) == 1:
+        return places.pop()
+    if places and all(p.startswith("call:") and "|" not in p for p in places):
+        return "call:" + "|".join(sorted(p[5:] for p in places))
+    return ""
+
+
 def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qualifier, depth: int) -> str:
     if depth > 8:
         return ""
@@ -633,8 +643,7 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
         values = assignments.get(value.id)
         if not values:
             return ""  # a parameter or a global: unknown
-        places = {_place(v, assignments, qualify, depth + 1) for v in values}
-        return places.pop() if len(places) == 1 else ""
+        return _agreed({_place(v, assignments, qualify, depth + 1) for v in values})
     if isinstance(value, ast.BinOp):
         # `w.sum() / w`, `1.0 / w`: a number keeps the tensor where it is
         sides = [s for s in (value.left, value.right) if not isinstance(s, ast.Constant)]
