@@ -1859,3 +1859,50 @@ def test_a_while_next_loop_that_moves_what_it_yields_is_per_step() -> None:
 
 def test_while_next_twin_that_moves_nothing_is_clean() -> None:
     assert _found(WHILE_NEXT_SCORING.replace("weighted(p.to(dev), t.to(dev))", "float(p.sum() - t.sum())")) == []
+
+
+# -- a class is one unit: its methods run in the order the file calls them on an instance ----------
+
+INSTANCE_ORDER = """
+    import torch
+    import torch.nn as nn
+
+
+    class Experiment:
+        def __init__(self, width):
+            self.net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 1))
+            self.optim = torch.optim.AdamW(self.net.parameters(), lr=1e-4)
+
+        def load(self, path):
+            state = torch.load(path, map_location="cpu")
+            self.net.load_state_dict(state["net"])
+            self.optim.load_state_dict(state["optim"])
+
+        def to_gpu(self):
+            self.net = self.net.cuda()
+
+        def train_on(self, batches):
+            for x, y in batches:
+                loss = (self.net(x.cuda()) - y.cuda()).pow(2).mean()
+                self.optim.zero_grad()
+                loss.backward()
+                self.optim.step()
+
+
+    def run(path, batches):
+        experiment = Experiment(64)
+        experiment.load(path)
+        experiment.to_gpu()
+        experiment.train_on(batches)
+"""
+
+
+def test_state_loaded_by_one_method_before_another_moves_the_model() -> None:
+    assert _found(INSTANCE_ORDER) == [(14, "DL111")]
+
+
+def test_instance_order_twin_that_moves_before_loading_is_clean() -> None:
+    fixed = INSTANCE_ORDER.replace(
+        "experiment.load(path)\n        experiment.to_gpu()", "experiment.to_gpu()\n        experiment.load(path)"
+    )
+    assert fixed != INSTANCE_ORDER and _found(fixed) == []

@@ -4,10 +4,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.execution_order import calls_by_scope, calls_in_order, init_of
+from devicelint.analysis.execution_order import calls_by_scope, init_of
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
-from devicelint.analysis.training.helpers import callee, method_of, optimizer_classes, parameter_names
+from devicelint.analysis.training.helpers import (
+    callee,
+    calls_through_instances,
+    method_of,
+    optimizer_classes,
+    parameter_names,
+)
 from devicelint.analysis.training.reads import read_names
 from devicelint.analysis.training.syntax import short
 from devicelint.analysis.training.values import passed_arguments
@@ -266,7 +272,8 @@ class OptimizerStateDevice(Rule):
     Flags an optimizer that captures CPU state before its model (or its tensors) moves to the
     device, in the order the code runs: in one function, or across the methods of a class,
     following its own `self.method()` calls (an optimizer built in `__init__`, its state loaded
-    in `resume()`, the model moved in `to_gpu()`, both called from `run()`):
+    in `resume()`, the model moved in `to_gpu()`, both called from `run()`) and the file's calls
+    on an instance of it (`exp = Experiment(cfg)`, `exp.load(path)`, then `exp.to_gpu()`):
 
     - `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`, before
       `model.to(device)`;
@@ -349,7 +356,9 @@ class OptimizerStateDevice(Rule):
         reported: set[int] = set()
         for scope in (ctx.module, *ctx.index.of_type(cst.FunctionDef)):
             init = init_of(ctx, scope)
-            stream = (calls_by_scope(ctx).get(id(init), []) if init is not None else []) + calls_in_order(ctx, scope)
+            stream = (calls_by_scope(ctx).get(id(init), []) if init is not None else []) + calls_through_instances(
+                ctx, scope
+            )
             for violation in self._scan(ctx, scope, stream):
                 if id(violation.node) not in reported:
                     reported.add(id(violation.node))

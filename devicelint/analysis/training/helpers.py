@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.execution_order import calls_by_name
+from devicelint.analysis.execution_order import calls_by_name, calls_in_order
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
@@ -180,6 +180,43 @@ def instance_class(
             return None
         found.add(value.func.value)
     return classes[found.pop()] if len(found) == 1 else None
+
+
+def calls_through_instances(ctx: FileContext, scope: cst.CSTNode) -> list[cst.Call]:
+    """`scope`'s calls in the order they run (`calls_in_order`), with the methods it runs on
+    instances of the file's classes spliced in where it calls them: `trainer = Trainer(model)`
+    runs `Trainer.__init__`, then `trainer.restore(path)` and `trainer.setup("cuda")` run theirs,
+    so the order of what a class's methods do follows the file's own calls of them."""
+    methods = _local_method_names(ctx)
+    out: list[cst.Call] = []
+    for call in calls_in_order(ctx, scope):
+        out.append(call)
+        func = call.func
+        method: cst.FunctionDef | None = None
+        if type(func) is cst.Name and func.value in local_classes(ctx):
+            method = method_of(ctx, local_classes(ctx)[func.value], "__init__")
+        elif type(func) is cst.Attribute and type(func.value) is cst.Name and func.attr.value in methods:
+            if func.value.value not in ("self", "cls"):
+                cls = instance_class(ctx, func.value, call)
+                method = method_of(ctx, cls, func.attr.value) if cls is not None else None
+        if method is not None and method is not scope and ctx.index.enclosing_function(call) is not method:
+            out.extend(calls_in_order(ctx, method))
+    return out
+
+
+def _local_method_names(ctx: FileContext) -> frozenset[str]:
+    """The names of the methods the file's classes define (a call by another name runs none)."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        return frozenset(
+            f.name.value
+            for cls in local_classes(c).values()
+            if type(cls.body) is cst.IndentedBlock
+            for f in cls.body.body
+            if type(f) is cst.FunctionDef
+        )
+
+    return ctx.shared("training.helpers.method_names", build)
 
 
 def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
