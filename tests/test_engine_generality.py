@@ -1859,3 +1859,95 @@ def test_a_while_next_loop_that_moves_what_it_yields_is_per_step() -> None:
 
 def test_while_next_twin_that_moves_nothing_is_clean() -> None:
     assert _found(WHILE_NEXT_SCORING.replace("weighted(p.to(dev), t.to(dev))", "float(p.sum() - t.sum())")) == []
+
+
+# -- a helper handed the instance under another name reads the class's attributes -------------
+
+HANDED_INSTANCE = """
+    import torch
+    import torch.nn as nn
+
+
+    def run_head(net, feats):
+        pooled = feats.mean(dim=1)
+        return net.head(pooled)
+
+
+    class Split(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(16, 16).to("cuda:0")
+            self.head = nn.Linear(16, 3).to("cuda:1")
+
+        @staticmethod
+        def _trunk(model, x):
+            return model.body(x)
+
+        def forward(self, x):
+            h = Split._trunk(self, x.to("cuda:0"))
+            return run_head(self, h.unsqueeze(1))
+"""
+
+
+def test_a_helper_handed_the_model_reads_its_placed_stages() -> None:
+    assert _found(HANDED_INSTANCE) == [(8, "DL208")]
+
+
+def test_handed_instance_twin_that_moves_the_activation_is_clean() -> None:
+    assert _found(HANDED_INSTANCE.replace("net.head(pooled)", "net.head(pooled.to(net.head.weight.device))")) == []
+
+
+HANDED_TO_CLASSMETHOD = """
+    import torch.nn as nn
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+
+    class Reader(nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.table = nn.Embedding(vocab, 32)
+            self.cell = nn.LSTM(32, 32, batch_first=True)
+
+        @classmethod
+        def _packed(cls, holder, ids, sizes):
+            return pack_padded_sequence(holder.table(ids), sizes, batch_first=True, enforce_sorted=False)
+
+        def forward(self, ids):
+            sizes = (ids > 0).long().sum(-1)
+            out, _ = self.cell(self._packed(self, ids, sizes))
+            return out
+"""
+
+
+def test_a_classmethod_handed_the_module_packs_lengths_computed_on_the_device() -> None:
+    assert _found(HANDED_TO_CLASSMETHOD) == [(14, "DL118")]
+
+
+def test_handed_to_classmethod_twin_with_host_lengths_is_clean() -> None:
+    assert _found(HANDED_TO_CLASSMETHOD.replace("sizes, batch_first", "sizes.cpu(), batch_first")) == []
+
+
+HANDED_DEVICE_OBJECT = """
+    import torch
+
+
+    def _on_host(runner):
+        return runner.where == "cpu"
+
+
+    class Scorer:
+        def __init__(self, where: torch.device):
+            self.where = where
+            self.half = not _on_host(self)
+
+        def score(self, x):
+            return x.to(self.where).half() if self.half else x.to(self.where)
+"""
+
+
+def test_a_helper_handed_the_instance_compares_its_device_object_with_a_string() -> None:
+    assert _found(HANDED_DEVICE_OBJECT) == [(6, "DL502")]
+
+
+def test_handed_device_object_twin_comparing_the_type_is_clean() -> None:
+    assert _found(HANDED_DEVICE_OBJECT.replace('runner.where == "cpu"', 'runner.where.type == "cpu"')) == []
