@@ -1951,3 +1951,83 @@ def test_a_helper_handed_the_instance_compares_its_device_object_with_a_string()
 
 def test_handed_device_object_twin_comparing_the_type_is_clean() -> None:
     assert _found(HANDED_DEVICE_OBJECT.replace('runner.where == "cpu"', 'runner.where.type == "cpu"')) == []
+
+
+# -- a static or class method called on the class builds the container --------------------------
+
+CLASS_LEVEL_BUILDER = """
+    import torch.nn as nn
+
+
+    class Ensemble(nn.Module):
+        def __init__(self, width, count):
+            super().__init__()
+            self.members = Ensemble._members(width, count)
+            self.gates = self._gates(width)
+
+        @staticmethod
+        def _members(width, count):
+            return [nn.Linear(width, width) for _ in range(count)]
+
+        @classmethod
+        def _gates(cls, width):
+            out = {}
+            for key in ("a", "b"):
+                out[key] = nn.Linear(width, 1)
+            return out
+
+        def forward(self, x):
+            return sum(m(x) for m in self.members) * self.gates["a"](x)
+"""
+
+
+def test_a_builder_called_on_the_class_fills_a_plain_container() -> None:
+    assert _found(CLASS_LEVEL_BUILDER) == [(8, "DL103"), (9, "DL103")]
+
+
+def test_class_level_builder_twin_wrapping_in_module_containers_is_clean() -> None:
+    fixed = CLASS_LEVEL_BUILDER.replace(
+        "self.members = Ensemble._members(width, count)",
+        "self.members = nn.ModuleList(Ensemble._members(width, count))",
+    ).replace("self.gates = self._gates(width)", "self.gates = nn.ModuleDict(self._gates(width))")
+    assert _found(fixed) == []
+
+
+# -- a helper handed the module by `forward` writes state on every replica -----------------------
+
+REPLICA_HELPER = """
+    import torch
+    import torch.nn as nn
+
+
+    def _keep_stats(net, acts):
+        net.history.extend(acts.mean(0).tolist())
+
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(32, 8)
+            self.history = []
+
+        def forward(self, x):
+            acts = self.enc(x)
+            _keep_stats(self, acts)
+            return acts
+
+
+    def build():
+        return nn.DataParallel(Tagger()).cuda()
+"""
+
+
+def test_a_helper_handed_the_module_in_forward_writes_to_a_replica() -> None:
+    assert _found(REPLICA_HELPER) == [(7, "DL203")]
+
+
+def test_replica_helper_twin_that_returns_the_statistics_is_clean() -> None:
+    fixed = REPLICA_HELPER.replace("net.history.extend(acts.mean(0).tolist())", "return acts.mean(0)").replace(
+        "            _keep_stats(self, acts)\n            return acts",
+        "            return acts, _keep_stats(self, acts)",
+    )
+    assert _found(fixed) == []
