@@ -2031,3 +2031,46 @@ def test_replica_helper_twin_that_returns_the_statistics_is_clean() -> None:
         "            return acts, _keep_stats(self, acts)",
     )
     assert _found(fixed) == []
+
+
+# -- a helper handed both the model and the loaded checkpoint ---------------------------------
+
+HANDED_CHECKPOINT = """
+    import torch
+    import torch.nn as nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.lin(x)
+
+
+    def fit(batches):
+        model = nn.DataParallel(Scorer()).cuda()
+        torch.save({"net": model.state_dict()}, "scorer.ckpt")
+
+
+    def apply_weights(target, blob):
+        target.load_state_dict(blob["net"])
+        return target
+
+
+    def serve():
+        bare = Scorer()
+        saved = torch.load("scorer.ckpt", map_location="cpu")
+        return apply_weights(bare, saved)
+"""
+
+
+def test_a_helper_loads_the_wrapper_s_checkpoint_its_caller_hands_in() -> None:
+    assert _found(HANDED_CHECKPOINT) == [(21, "DL204")]
+    assert "passed in by `apply_weights(bare, saved)`" in _messages(HANDED_CHECKPOINT)[0]
+
+
+def test_handed_checkpoint_twin_saving_the_inner_model_is_clean() -> None:
+    fixed = HANDED_CHECKPOINT.replace('{"net": model.state_dict()}', '{"net": model.module.state_dict()}')
+    assert _found(fixed) == []
