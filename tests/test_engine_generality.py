@@ -2074,3 +2074,38 @@ def test_a_helper_loads_the_wrapper_s_checkpoint_its_caller_hands_in() -> None:
 def test_handed_checkpoint_twin_saving_the_inner_model_is_clean() -> None:
     fixed = HANDED_CHECKPOINT.replace('{"net": model.state_dict()}', '{"net": model.module.state_dict()}')
     assert _found(fixed) == []
+
+
+# -- a helper's update runs on every micro-batch, the step only under the accumulation test -----
+
+HELPER_UPDATE_PER_MICRO_BATCH = """
+    import torch
+
+
+    def _rescale(amp):
+        amp.update()
+
+
+    def fit(model, opt, loader, every):
+        amp = torch.amp.GradScaler("cuda")
+        for i, (x, y) in enumerate(loader):
+            with torch.autocast("cuda"):
+                loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda()) / every
+            amp.scale(loss).backward()
+            if i % every == every - 1:
+                amp.step(opt)
+                opt.zero_grad()
+            _rescale(amp)
+"""
+
+
+def test_a_helper_updating_the_scaler_each_micro_batch_is_found_at_its_call() -> None:
+    assert _found(HELPER_UPDATE_PER_MICRO_BATCH) == [(18, "DL307")]
+
+
+def test_helper_update_twin_called_with_the_step_is_clean() -> None:
+    fixed = HELPER_UPDATE_PER_MICRO_BATCH.replace(
+        "                opt.zero_grad()\n            _rescale(amp)",
+        "                opt.zero_grad()\n                _rescale(amp)",
+    )
+    assert _found(fixed) == []
