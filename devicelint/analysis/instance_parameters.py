@@ -60,6 +60,21 @@ def instance_class(ctx: FileContext, func: cst.FunctionDef, name: str) -> cst.Cl
     return bound[1] if bound is not None and bound[0] == name else None
 
 
+def _receiver_at(ctx: FileContext, node: cst.CSTNode) -> tuple[str, cst.ClassDef] | None:
+    """The instance the code at `node` runs on: the enclosing method's first parameter and its
+    class, also from a function defined inside the method that does not rebind the name."""
+    function = ctx.index.enclosing_function(node)
+    inner: list[cst.FunctionDef] = []
+    while function is not None:
+        own = _own_receiver(ctx, function)
+        if own is not None:
+            shadowed = any(p.name.value == own[0] for f in inner for p in (*f.params.posonly_params, *f.params.params))
+            return None if shadowed else own
+        inner.append(function)
+        function = ctx.index.enclosing_function(function)
+    return None
+
+
 def _binding(ctx: FileContext, func: cst.FunctionDef) -> tuple[str, cst.ClassDef] | None:
     home = _method_class(ctx, func)
     decorators = _decorators(func) if home is not None else set()
@@ -79,8 +94,7 @@ def _binding(ctx: FileContext, func: cst.FunctionDef) -> tuple[str, cst.ClassDef
                 continue
         elif not (type(target) is cst.Attribute and type(target.value) is cst.Name):
             continue
-        caller = ctx.index.enclosing_function(call)
-        receiver = _own_receiver(ctx, caller) if caller is not None else None
+        receiver = _receiver_at(ctx, call)
         if home is not None and type(target) is cst.Attribute:
             on = target.value.value  # type: ignore[attr-defined]  # a Name, tested above
             if on != home.name.value and not (receiver is not None and receiver[1] is home and on == receiver[0]):
