@@ -2109,3 +2109,40 @@ def test_helper_update_twin_called_with_the_step_is_clean() -> None:
         "                opt.zero_grad()\n                _rescale(amp)",
     )
     assert _found(fixed) == []
+
+
+# -- a wrapper handed to a method of an instance of the file's classes ----------------------------
+
+WRAPPER_TO_INSTANCE_METHOD = """
+    import torch
+    import torch.nn as nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.stem(x)
+
+
+    class Probe:
+        def summarize(self, net, sample):
+            return net.stem.weight.norm() + net(sample).mean()
+
+
+    def main(sample):
+        net = nn.DataParallel(Encoder()).cuda()
+        probe = Probe()
+        print(probe.summarize(net, sample))
+        print(Probe().summarize(net, sample))
+"""
+
+
+def test_a_wrapper_handed_to_a_method_of_a_local_instance_reads_the_model_s_attribute() -> None:
+    assert _found(WRAPPER_TO_INSTANCE_METHOD) == [(17, "DL203")]
+
+
+def test_wrapper_to_instance_method_twin_reading_through_module_is_clean() -> None:
+    assert _found(WRAPPER_TO_INSTANCE_METHOD.replace("net.stem.weight", "net.module.stem.weight")) == []

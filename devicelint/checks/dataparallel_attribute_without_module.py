@@ -22,6 +22,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -667,7 +668,14 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
     if function is not None:
         return function, 0
     cls = next((c for c in ctx.module.body if type(c) is cst.ClassDef and c.name.value == name), None)
-    return (methods(cls).get("__init__") if cls is not None else None), 1
+    if cls is not None:
+        return methods(cls).get("__init__"), 1
+    # a method of an instance of the file's classes (`Trainer().fit(model)`, `runner.fit(model)`)
+    method = callee_of(ctx, call)
+    if method is None or ctx.index.enclosing_class(method) is None:
+        return None, 0
+    kinds = {dotted_name(d.decorator) for d in method.decorators}
+    return method, 0 if "staticmethod" in kinds else 1
 
 
 def _param_reads(

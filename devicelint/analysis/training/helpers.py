@@ -208,8 +208,10 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         # `self.clipper(params)`: an attribute holding an instance of a local class.
         cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
+    built = owner.func.value if type(owner) is cst.Call and type(owner.func) is cst.Name else None
     cls = (
-        _class_named(ctx, owner, call)
+        (local_classes(ctx).get(built) if built is not None else None)  # `Runner().fit(...)`
+        or _class_named(ctx, owner, call)
         or instance_class(ctx, owner, call)
         or _handed_self(ctx, owner, call)
         or _duck_class(ctx, owner, name, call)
