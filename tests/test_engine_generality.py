@@ -2146,3 +2146,38 @@ def test_a_wrapper_handed_to_a_method_of_a_local_instance_reads_the_model_s_attr
 
 def test_wrapper_to_instance_method_twin_reading_through_module_is_clean() -> None:
     assert _found(WRAPPER_TO_INSTANCE_METHOD.replace("net.stem.weight", "net.module.stem.weight")) == []
+
+
+# -- a loop whose items go to a helper that returns them moved, under any names -----------------
+
+DROPPED_HELPER_MOVE = """
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+
+    def both_on(a, b, where):
+        return a.to(where, non_blocking=True), b.to(where, non_blocking=True)
+
+
+    def fit(net, pairs, opt, where):
+        net.to(where)
+        for i, (a, b) in enumerate(tqdm(pairs)):
+            both_on(a, b, where)
+            err = F.mse_loss(net(a), b)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+"""
+
+
+def test_items_handed_to_a_moving_helper_whose_result_is_dropped_stay_on_the_host() -> None:
+    assert _found(DROPPED_HELPER_MOVE) == [(13, "DL104"), (14, "DL105"), (14, "DL105")]
+
+
+def test_dropped_helper_move_twin_keeping_the_moved_pair_is_clean() -> None:
+    assert (
+        _found(
+            DROPPED_HELPER_MOVE.replace("            both_on(a, b, where)", "            a, b = both_on(a, b, where)")
+        )
+        == []
+    )

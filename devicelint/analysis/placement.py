@@ -471,7 +471,9 @@ class _Interpreter(CallEvaluation):
         accelerator (`for a, b in pairs: a, b = a.to(device), b.to(device)`) iterates host
         batches, whatever the iterable is called."""
         loop = self.ctx.index.parent(iterable)
-        if type(loop) is cst.Arg:  # `enumerate(pairs)`, `tqdm(pairs)`
+        for _ in range(3):  # `enumerate(pairs)`, `tqdm(pairs)`, `enumerate(tqdm(pairs))`
+            if type(loop) is not cst.Arg:
+                break
             loop = self.ctx.index.parent(self.ctx.index.parent(loop) or loop)
         return type(loop) is cst.For and moves_what_it_yields(self.ctx, loop)
 

@@ -376,6 +376,7 @@ class FileAnalysis:
         found = self._device_parameters.get(id(func))
         if found is not None:
             return found
+        self._device_parameters[id(func)] = frozenset()  # a recursive question gets no answer
         params = func.params
         candidates = {
             p.name.value: p
@@ -397,6 +398,8 @@ class FileAnalysis:
             call = index.parent(parent) if type(parent) is cst.Arg and parent.value is node else None
             if type(call) is not cst.Call or parent.star:  # type: ignore[union-attr]  # parent is an Arg here
                 other.add(name)
+            elif self._handed_to_device_parameter(call, parent):  # type: ignore[arg-type]  # parent is an Arg here
+                continue  # `pair_to_device(x, y, where)` into a helper's own device parameter
             elif parent.keyword is not None:  # type: ignore[union-attr]  # parent is an Arg here
                 if parent.keyword.value != "device":  # type: ignore[union-attr]  # parent is an Arg here
                     other.add(name)
@@ -406,6 +409,22 @@ class FileAnalysis:
                 other.add(name)
         found = self._device_parameters[id(func)] = frozenset(moved - other)
         return found
+
+    def _handed_to_device_parameter(self, call: cst.Call, arg: cst.Arg) -> bool:
+        """Whether `arg` fills a device parameter of the same-file function `call` calls."""
+        callee = self.functions.get(call.func.value) if type(call.func) is cst.Name else None
+        if callee is None or any(a.star for a in call.args):
+            return False
+        if arg.keyword is not None:
+            param = arg.keyword.value
+        else:
+            positional = [a for a in call.args if a.keyword is None]
+            params = [*callee.params.posonly_params, *callee.params.params]
+            position = next(i for i, a in enumerate(positional) if a is arg)
+            if position >= len(params):
+                return False
+            param = params[position].name.value
+        return param in self.device_parameters(callee)
 
     def _helper_calls(self) -> dict[int, list[cst.Call]]:
         """Calls of the file's functions by name and of `self.` methods, by the function they
