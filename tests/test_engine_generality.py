@@ -1861,6 +1861,328 @@ def test_while_next_twin_that_moves_nothing_is_clean() -> None:
     assert _found(WHILE_NEXT_SCORING.replace("weighted(p.to(dev), t.to(dev))", "float(p.sum() - t.sum())")) == []
 
 
+# -- a helper handed the instance under another name reads the class's attributes -------------
+
+HANDED_INSTANCE = """
+    import torch
+    import torch.nn as nn
+
+
+    def run_head(net, feats):
+        pooled = feats.mean(dim=1)
+        return net.head(pooled)
+
+
+    class Split(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(16, 16).to("cuda:0")
+            self.head = nn.Linear(16, 3).to("cuda:1")
+
+        @staticmethod
+        def _trunk(model, x):
+            return model.body(x)
+
+        def forward(self, x):
+            h = Split._trunk(self, x.to("cuda:0"))
+            return run_head(self, h.unsqueeze(1))
+"""
+
+
+def test_a_helper_handed_the_model_reads_its_placed_stages() -> None:
+    assert _found(HANDED_INSTANCE) == [(8, "DL208")]
+
+
+def test_handed_instance_twin_that_moves_the_activation_is_clean() -> None:
+    assert _found(HANDED_INSTANCE.replace("net.head(pooled)", "net.head(pooled.to(net.head.weight.device))")) == []
+
+
+HANDED_TO_CLASSMETHOD = """
+    import torch.nn as nn
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+
+    class Reader(nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.table = nn.Embedding(vocab, 32)
+            self.cell = nn.LSTM(32, 32, batch_first=True)
+
+        @classmethod
+        def _packed(cls, holder, ids, sizes):
+            return pack_padded_sequence(holder.table(ids), sizes, batch_first=True, enforce_sorted=False)
+
+        def forward(self, ids):
+            sizes = (ids > 0).long().sum(-1)
+            out, _ = self.cell(self._packed(self, ids, sizes))
+            return out
+"""
+
+
+def test_a_classmethod_handed_the_module_packs_lengths_computed_on_the_device() -> None:
+    assert _found(HANDED_TO_CLASSMETHOD) == [(14, "DL118")]
+
+
+def test_handed_to_classmethod_twin_with_host_lengths_is_clean() -> None:
+    assert _found(HANDED_TO_CLASSMETHOD.replace("sizes, batch_first", "sizes.cpu(), batch_first")) == []
+
+
+HANDED_DEVICE_OBJECT = """
+    import torch
+
+
+    def _on_host(runner):
+        return runner.where == "cpu"
+
+
+    class Scorer:
+        def __init__(self, where: torch.device):
+            self.where = where
+            self.half = not _on_host(self)
+
+        def score(self, x):
+            return x.to(self.where).half() if self.half else x.to(self.where)
+"""
+
+
+def test_a_helper_handed_the_instance_compares_its_device_object_with_a_string() -> None:
+    assert _found(HANDED_DEVICE_OBJECT) == [(6, "DL502")]
+
+
+def test_handed_device_object_twin_comparing_the_type_is_clean() -> None:
+    assert _found(HANDED_DEVICE_OBJECT.replace('runner.where == "cpu"', 'runner.where.type == "cpu"')) == []
+
+
+# -- a static or class method called on the class builds the container --------------------------
+
+CLASS_LEVEL_BUILDER = """
+    import torch.nn as nn
+
+
+    class Ensemble(nn.Module):
+        def __init__(self, width, count):
+            super().__init__()
+            self.members = Ensemble._members(width, count)
+            self.gates = self._gates(width)
+
+        @staticmethod
+        def _members(width, count):
+            return [nn.Linear(width, width) for _ in range(count)]
+
+        @classmethod
+        def _gates(cls, width):
+            out = {}
+            for key in ("a", "b"):
+                out[key] = nn.Linear(width, 1)
+            return out
+
+        def forward(self, x):
+            return sum(m(x) for m in self.members) * self.gates["a"](x)
+"""
+
+
+def test_a_builder_called_on_the_class_fills_a_plain_container() -> None:
+    assert _found(CLASS_LEVEL_BUILDER) == [(8, "DL103"), (9, "DL103")]
+
+
+def test_class_level_builder_twin_wrapping_in_module_containers_is_clean() -> None:
+    fixed = CLASS_LEVEL_BUILDER.replace(
+        "self.members = Ensemble._members(width, count)",
+        "self.members = nn.ModuleList(Ensemble._members(width, count))",
+    ).replace("self.gates = self._gates(width)", "self.gates = nn.ModuleDict(self._gates(width))")
+    assert _found(fixed) == []
+
+
+# -- a helper handed the module by `forward` writes state on every replica -----------------------
+
+REPLICA_HELPER = """
+    import torch
+    import torch.nn as nn
+
+
+    def _keep_stats(net, acts):
+        net.history.extend(acts.mean(0).tolist())
+
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(32, 8)
+            self.history = []
+
+        def forward(self, x):
+            acts = self.enc(x)
+            _keep_stats(self, acts)
+            return acts
+
+
+    def build():
+        return nn.DataParallel(Tagger()).cuda()
+"""
+
+
+def test_a_helper_handed_the_module_in_forward_writes_to_a_replica() -> None:
+    assert _found(REPLICA_HELPER) == [(7, "DL203")]
+
+
+def test_replica_helper_twin_that_returns_the_statistics_is_clean() -> None:
+    fixed = REPLICA_HELPER.replace("net.history.extend(acts.mean(0).tolist())", "return acts.mean(0)").replace(
+        "            _keep_stats(self, acts)\n            return acts",
+        "            return acts, _keep_stats(self, acts)",
+    )
+    assert _found(fixed) == []
+
+
+# -- a helper handed both the model and the loaded checkpoint ---------------------------------
+
+HANDED_CHECKPOINT = """
+    import torch
+    import torch.nn as nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.lin(x)
+
+
+    def fit(batches):
+        model = nn.DataParallel(Scorer()).cuda()
+        torch.save({"net": model.state_dict()}, "scorer.ckpt")
+
+
+    def apply_weights(target, blob):
+        target.load_state_dict(blob["net"])
+        return target
+
+
+    def serve():
+        bare = Scorer()
+        saved = torch.load("scorer.ckpt", map_location="cpu")
+        return apply_weights(bare, saved)
+"""
+
+
+def test_a_helper_loads_the_wrapper_s_checkpoint_its_caller_hands_in() -> None:
+    assert _found(HANDED_CHECKPOINT) == [(21, "DL204")]
+    assert "passed in by `apply_weights(bare, saved)`" in _messages(HANDED_CHECKPOINT)[0]
+
+
+def test_handed_checkpoint_twin_saving_the_inner_model_is_clean() -> None:
+    fixed = HANDED_CHECKPOINT.replace('{"net": model.state_dict()}', '{"net": model.module.state_dict()}')
+    assert _found(fixed) == []
+
+
+# -- a helper's update runs on every micro-batch, the step only under the accumulation test -----
+
+HELPER_UPDATE_PER_MICRO_BATCH = """
+    import torch
+
+
+    def _rescale(amp):
+        amp.update()
+
+
+    def fit(model, opt, loader, every):
+        amp = torch.amp.GradScaler("cuda")
+        for i, (x, y) in enumerate(loader):
+            with torch.autocast("cuda"):
+                loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda()) / every
+            amp.scale(loss).backward()
+            if i % every == every - 1:
+                amp.step(opt)
+                opt.zero_grad()
+            _rescale(amp)
+"""
+
+
+def test_a_helper_updating_the_scaler_each_micro_batch_is_found_at_its_call() -> None:
+    assert _found(HELPER_UPDATE_PER_MICRO_BATCH) == [(18, "DL307")]
+
+
+def test_helper_update_twin_called_with_the_step_is_clean() -> None:
+    fixed = HELPER_UPDATE_PER_MICRO_BATCH.replace(
+        "                opt.zero_grad()\n            _rescale(amp)",
+        "                opt.zero_grad()\n                _rescale(amp)",
+    )
+    assert _found(fixed) == []
+
+
+# -- a wrapper handed to a method of an instance of the file's classes ----------------------------
+
+WRAPPER_TO_INSTANCE_METHOD = """
+    import torch
+    import torch.nn as nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.stem(x)
+
+
+    class Probe:
+        def summarize(self, net, sample):
+            return net.stem.weight.norm() + net(sample).mean()
+
+
+    def main(sample):
+        net = nn.DataParallel(Encoder()).cuda()
+        probe = Probe()
+        print(probe.summarize(net, sample))
+        print(Probe().summarize(net, sample))
+"""
+
+
+def test_a_wrapper_handed_to_a_method_of_a_local_instance_reads_the_model_s_attribute() -> None:
+    assert _found(WRAPPER_TO_INSTANCE_METHOD) == [(17, "DL203")]
+
+
+def test_wrapper_to_instance_method_twin_reading_through_module_is_clean() -> None:
+    assert _found(WRAPPER_TO_INSTANCE_METHOD.replace("net.stem.weight", "net.module.stem.weight")) == []
+
+
+# -- a loop whose items go to a helper that returns them moved, under any names -----------------
+
+DROPPED_HELPER_MOVE = """
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+
+    def both_on(a, b, where):
+        return a.to(where, non_blocking=True), b.to(where, non_blocking=True)
+
+
+    def fit(net, pairs, opt, where):
+        net.to(where)
+        for i, (a, b) in enumerate(tqdm(pairs)):
+            both_on(a, b, where)
+            err = F.mse_loss(net(a), b)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+"""
+
+
+def test_items_handed_to_a_moving_helper_whose_result_is_dropped_stay_on_the_host() -> None:
+    assert _found(DROPPED_HELPER_MOVE) == [(13, "DL104"), (14, "DL105"), (14, "DL105")]
+
+
+def test_dropped_helper_move_twin_keeping_the_moved_pair_is_clean() -> None:
+    assert (
+        _found(
+            DROPPED_HELPER_MOVE.replace("            both_on(a, b, where)", "            a, b = both_on(a, b, where)")
+        )
+        == []
+    )
+
+
 # -- a class is one unit: its methods run in the order the file calls them on an instance ----------
 
 INSTANCE_ORDER = """

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.modules import methods
+from devicelint.analysis.placement_facts import moves_to_accelerator
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
 
@@ -50,6 +51,19 @@ def moved_by_helper(ctx: FileContext, call: cst.Call) -> HelperResult | None:
     if summary is None or summary[0] >= len(args) or type(args[summary[0]]) is not cst.Name:
         return None
     return HelperResult((args[summary[0]],), pair_only=summary[1])
+
+
+def moved_to_accelerator_by_helper(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, ...]:
+    """The caller's arguments that a same-file helper returns copies of moved to the accelerator
+    (`pair_to_device(x, y, dev)`, whether or not the caller keeps them): what a loop hands such
+    a helper are tensors meant for the device."""
+    result = moved_by_helper(ctx, call)
+    found = _helper_of(ctx, call) if result is not None else None
+    if result is None or found is None:
+        return ()
+    if not any(moves_to_accelerator(node) for node in ctx.index.within(found[0].body, cst.Call)):
+        return ()
+    return result.receivers
 
 
 def _returns(ctx: FileContext, helper: cst.FunctionDef) -> list[cst.Return]:

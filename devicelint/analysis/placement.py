@@ -59,7 +59,7 @@ from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
-from devicelint.analysis.placement_classes import ClassFacts, self_attribute
+from devicelint.analysis.placement_classes import ClassFacts
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
     CPU,
@@ -195,6 +195,12 @@ class _Interpreter(CallEvaluation):
         # a module class the file only builds as a sample transform runs on host tensors
         self.host_transform = cls is not None and analysis.runs_as_transform(cls)
         self.own_place: str | None = None if building or self.host_transform else FOLLOWS
+        # The name that holds the instance whose attributes `self.<attr>` are: `self` in a
+        # method; in a helper handed one of a class's instances by every call followed here
+        # (`_head(self, h)` into `def _head(model, h)`, a static or class method's `owner`),
+        # that parameter, with `receiver_class` the class whose instance it is.
+        self.receiver = "self"
+        self.receiver_class: cst.ClassDef | None = None
 
     # -- entry -------------------------------------------------------------------------
     def run(self) -> ScopePlacement:
@@ -465,7 +471,9 @@ class _Interpreter(CallEvaluation):
         accelerator (`for a, b in pairs: a, b = a.to(device), b.to(device)`) iterates host
         batches, whatever the iterable is called."""
         loop = self.ctx.index.parent(iterable)
-        if type(loop) is cst.Arg:  # `enumerate(pairs)`, `tqdm(pairs)`
+        for _ in range(3):  # `enumerate(pairs)`, `tqdm(pairs)`, `enumerate(tqdm(pairs))`
+            if type(loop) is not cst.Arg:
+                break
             loop = self.ctx.index.parent(self.ctx.index.parent(loop) or loop)
         return type(loop) is cst.For and moves_what_it_yields(self.ctx, loop)
 
@@ -605,14 +613,14 @@ class _Interpreter(CallEvaluation):
     def _key(self, node: cst.BaseExpression) -> str | None:
         if type(node) is cst.Name:
             return node.value
-        attr = self_attribute(node)
+        attr = self.receiver_attribute(node)
         return f"self.{attr}" if attr is not None else None
 
     def _stated(self, attr: str) -> Fact | None:
         """`self.<attr>` as the class's other methods state it (`__init__` first)."""
         if type(self.scope) is not cst.FunctionDef:
             return None
-        return self.analysis.stated_attribute(self.scope, attr)
+        return self.analysis.stated_attribute(self.scope, attr, self.receiver_class)
 
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class: where the module is, on the device `__init__` states."""
@@ -874,7 +882,7 @@ class _Interpreter(CallEvaluation):
         key = self._key(node)
         if key is not None and key in self.env:
             return self.env[key]
-        if self.cls is not None and type(node.value) is cst.Name and node.value.value == "self":
+        if self.cls is not None and self.is_receiver(node.value):
             if attr in self.cls.registered:
                 return (
                     Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
@@ -896,7 +904,7 @@ class _Interpreter(CallEvaluation):
                     return Fact(DEVICE_VALUE, where="cpu", device_expr="self.device", spelled="object")
                 return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr="self.device")
             return UNKNOWN_FACT
-        if type(node.value) is cst.Name and node.value.value == "self":
+        if self.is_receiver(node.value):
             if attr == "param_groups" and self._in_optimizer():
                 # an optimizer's own groups: their "params" are the model's, wherever it is
                 params = Fact(UNKNOWN, elements=(Fact(DEVICE, where=FOLLOWS, device_expr="p.device"),), alike=True)
@@ -1069,7 +1077,7 @@ class _Interpreter(CallEvaluation):
     def _on_host(self, node: cst.BaseExpression) -> bool:
         """Whether an expression reads a part of a module on the host (`model.fc.weight`,
         `next(model.parameters())`, `list(model.buffers())[0]`)."""
-        while type(node) is not cst.Name and self_attribute(node) is None:
+        while type(node) is not cst.Name and self.receiver_attribute(node) is None:
             if isinstance(node, (cst.Attribute, cst.Subscript)):
                 node = node.value
             elif type(node) is cst.Call and type(node.func) is cst.Attribute:
@@ -1096,10 +1104,8 @@ class _Interpreter(CallEvaluation):
             stays = direct and (keeps_module_in_place(func.attr.value) or (move_call(call) and is_host_module(result)))
             if not stays:
                 handed += hosted_in(held)
-            if (
-                type(func.value) is cst.Name
-                and func.value.value == "self"
-                and not is_host_module(self.env.get(f"self.{func.attr.value}", UNKNOWN_FACT))
+            if self.is_receiver(func.value) and not is_host_module(
+                self.env.get(f"self.{func.attr.value}", UNKNOWN_FACT)
             ):
                 handed += self._held_by_self()  # `self.setup()` may move `self.model`
         if not keeps_arguments_in_place(self.ctx, call):
@@ -1108,7 +1114,7 @@ class _Interpreter(CallEvaluation):
                 key = root_key(arg.value)
                 if key is not None:
                     handed += hosted_in(self.env.get(key, UNKNOWN_FACT))
-                if type(arg.value) is cst.Name and arg.value.value == "self":
+                if self.is_receiver(arg.value):
                     handed += self._held_by_self()
             calls_module = type(func) is cst.Name and is_host_module(self.env.get(func.value, UNKNOWN_FACT))
             if not calls_module:

@@ -25,7 +25,7 @@ from devicelint.analysis.host_modules import (
     loaded_model_on_host,
 )
 from devicelint.analysis.names import dotted_name, literal_value
-from devicelint.analysis.placement_classes import is_parameter_call, module_constructor, self_attribute
+from devicelint.analysis.placement_classes import is_parameter_call, module_constructor
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
     CPU,
@@ -146,6 +146,8 @@ class CallEvaluation:
     own_place: str | None
     env: Env
     result: ScopePlacement
+    receiver: str
+    receiver_class: cst.ClassDef | None
 
     if TYPE_CHECKING:  # the interpreter's constructor and entry, for `type(self)(...).run()`
 
@@ -159,6 +161,17 @@ class CallEvaluation:
             depth: int,
         ) -> None: ...
         def run(self) -> ScopePlacement: ...
+
+    def is_receiver(self, node: cst.CSTNode) -> bool:
+        """Whether `node` names the instance this code runs on (`self`, or the parameter a
+        helper is handed it through)."""
+        return type(node) is cst.Name and node.value == self.receiver
+
+    def receiver_attribute(self, node: cst.CSTNode) -> str | None:
+        """`name` for `self.name` (or `<receiver>.name`), else None."""
+        if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == self.receiver:
+            return node.attr.value
+        return None
 
     def _eval(self, node: cst.CSTNode) -> Fact:
         """The fact of an expression, recorded for the node."""
@@ -654,7 +667,7 @@ class CallEvaluation:
     def _method_call(self, call: cst.Call, func: cst.Attribute) -> Fact:
         method = func.attr.value
         # self.helper(...) and self.submodule(...)
-        if self.cls is not None and type(func.value) is cst.Name and func.value.value == "self":
+        if self.cls is not None and self.is_receiver(func.value):
             attr_key = f"self.{method}"
             if attr_key in self.env:
                 callee = self.env[attr_key]
@@ -669,11 +682,11 @@ class CallEvaluation:
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
-        if self.cls is None and type(func.value) is cst.Name and func.value.value == "self":
-            sibling = self.analysis.method_of_plain_class(self.scope, method)
+        if self.cls is None and self.is_receiver(func.value):
+            sibling = self.analysis.method_of_plain_class(self.scope, method, self.receiver_class)
             if sibling is not None:  # a trainer's `self._report(loss)`
                 return self._follow_own_method(sibling, call)
-        if self.cls is None and self_attribute(func) is not None:
+        if self.cls is None and self.receiver_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
             # a moved value that is called is a module on the device
             if (
@@ -733,7 +746,7 @@ class CallEvaluation:
             ):
                 # `for p in model.parameters()`: each one lives where the module does
                 return Fact(UNKNOWN, elements=(Fact(DEVICE, where=receiver.where, device=receiver.device),))
-            if type(receiver_node) is cst.Name and receiver_node.value == "self" and receiver == UNKNOWN_FACT:
+            if self.is_receiver(receiver_node) and receiver == UNKNOWN_FACT:
                 return _model_like_result(method, args)  # `self.model(x)` in a trainer class
             if receiver.kind == UNKNOWN and _counts_a_tensor(call, method):
                 return NUMBER  # `batch["ids"].size(1)`, `mask.numel()`: a Python int whatever the receiver
@@ -809,7 +822,7 @@ class CallEvaluation:
                 return self._combine(call, self._args(call), allow_scalar=True)
         elif name.lower() in LOSS_CALLABLE_NAMES:
             return self._combine(call, self._args(call), allow_scalar=True)
-        if name == "self" and self.cls is not None and "forward" in self.cls.methods:
+        if name == self.receiver and self.cls is not None and "forward" in self.cls.methods:
             # `self(x)` inside the module: a call of its own forward, on the module's device
             return self._module_call(call, Fact(MODULE, where=self.own_place, factory=self.cls.node.name.value), func)
         if name in ("list", "tuple") and len(call.args) == 1 and not call.args[0].star and name not in self.env:
@@ -835,7 +848,7 @@ class CallEvaluation:
                 and type(inner.func) is cst.Attribute
                 and inner.func.attr.value in ("parameters", "buffers")
             ):
-                is_self = type(inner.func.value) is cst.Name and inner.func.value.value == "self"
+                is_self = self.is_receiver(inner.func.value)
                 owner = Fact(MODULE, where=self.own_place) if is_self else self._eval(inner.func.value)
                 if owner.kind == MODULE and owner.where in (FOLLOWS, ACCELERATOR):
                     return Fact(DEVICE, where=owner.where, device_expr=f"{self.ctx.code_for(call)}.device")
@@ -1081,21 +1094,30 @@ class CallEvaluation:
         for arg in call.args:
             if arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
+        receiver = self._handed_receiver(call, params, positional)
+        if receiver is not None:
+            bound.pop(receiver, None)
         for param in (*params, *func.params.kwonly_params):
             # a parameter the call leaves out holds its default (`device=torch.device("cpu")`)
             if param.name.value not in bound and param.default is not None and constant_default(param.default):
                 default = self._eval(param.default)
                 if default != UNKNOWN_FACT:
                     bound[param.name.value] = default
-        if not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values()) and params:
+        if (
+            receiver is None
+            and not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values())
+            and params
+        ):
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
             returned = _without_followed(self.analysis.returns_of(func) or UNKNOWN_FACT)
             return returned, self.analysis.scopes.get(id(func))
         own_place = self.own_place if placed else None
+        receiver_class = self._instance_class() if receiver is not None else None
         key = (
             id(func),
             own_place,
+            (receiver, id(receiver_class)),
             tuple(
                 sorted(
                     (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
@@ -1105,15 +1127,47 @@ class CallEvaluation:
         )
         cached = self.analysis.followed.get(key)
         if cached is None:
-            owner = cls if cls is not None else self.cls if skip_self else None
+            owner = cls if cls is not None else self.cls if skip_self or receiver is not None else None
             interpreter = type(self)(self.ctx, self.analysis, func, owner, bound, self.depth + 1)
             if own_place is None:
                 interpreter.own_place = None  # called while the model is being built, or never moved
+            if receiver is not None:
+                interpreter.receiver, interpreter.receiver_class = receiver, receiver_class
             cached = interpreter.run()
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)
             self.analysis.extra_crossings.extend(cached.crossings)
+        if receiver is not None:
+            self._take_attributes(cached)
         return cached.returns or UNKNOWN_FACT, cached
+
+    def _instance_class(self) -> cst.ClassDef | None:
+        """The class whose instance `self.receiver` holds here: the method's own class, or the
+        class of the instance a helper was handed."""
+        if self.receiver_class is not None:
+            return self.receiver_class
+        return self.analysis.owner_class(self.scope) if self.receiver == "self" else None
+
+    def _handed_receiver(self, call: cst.Call, params: list[cst.Param], positional: list[cst.Arg]) -> str | None:
+        """The parameter of the called function that the call hands this code's own instance
+        (`_head(self, h)` into `def _head(model, h)`, `Net._tail(self, h)` into a static
+        method's `owner`): there `owner.<attr>` is `self.<attr>` of this class. None where
+        none or several are, or where this code runs on no instance of a class."""
+        if self._instance_class() is None:
+            return None
+        handed = [param.name.value for param, arg in zip(params, positional) if self.is_receiver(arg.value)]
+        handed += [a.keyword.value for a in call.args if a.keyword is not None and self.is_receiver(a.value)]
+        return handed[0] if len(handed) == 1 else None
+
+    def _take_attributes(self, run: ScopePlacement) -> None:
+        """What a followed method or helper left on the instance (`self._cache = torch.tensor(...)`,
+        `owner.model = owner.model.to(device)`) is what this code reads after the call."""
+        for key, fact in run.facts.items():
+            if key.startswith("self."):
+                if fact == UNKNOWN_FACT:
+                    self.env.pop(key, None)
+                else:
+                    self.env[key] = fact
 
     def _follow_own_method(self, method: cst.FunctionDef, call: cst.Call) -> Fact:
         """`self.helper(...)`: followed with the call's arguments; what the method leaves on
@@ -1122,12 +1176,7 @@ class CallEvaluation:
         static = _is_static(method)
         returned, run = self._followed_run(method, call, self._args(call), skip_self=not static)
         if run is not None and not static:
-            for key, fact in run.facts.items():
-                if key.startswith("self."):
-                    if fact == UNKNOWN_FACT:
-                        self.env.pop(key, None)
-                    else:
-                        self.env[key] = fact
+            self._take_attributes(run)
         return returned
 
 

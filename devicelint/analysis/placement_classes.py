@@ -421,8 +421,9 @@ def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, 
 
 
 def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassFacts | None) -> LocalContainer | None:
-    """The plain container a same-file builder returns: `make_layers(cfg)` or `self._build(n)`
-    whose body ends in `return layers` (a local list it filled) or `return [Block() ...]`."""
+    """The plain container a same-file builder returns: `make_layers(cfg)`, `self._build(n)` or
+    a static or class method called on the class (`Net._heads(n)`, `cls._heads(n)`) whose body
+    ends in `return layers` (a local list it filled) or `return [Block() ...]`."""
     if type(call) is not cst.Call:
         return None
     func = call.func
@@ -431,6 +432,12 @@ def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassF
         builder = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
     elif facts is not None and self_attribute(func) is not None:
         builder = facts.methods.get(self_attribute(func) or "")
+    elif facts is not None and type(func) is cst.Attribute and type(func.value) is cst.Name:
+        method = facts.methods.get(func.attr.value)
+        on_class = func.value.value in (facts.node.name.value, "cls")
+        kinds = {dotted_name(d.decorator) for d in method.decorators} if method is not None else set()
+        if on_class and kinds & {"staticmethod", "classmethod"}:
+            builder = method
     if builder is None:
         return None
     locals_ = local_containers(ctx, builder)

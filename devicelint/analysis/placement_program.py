@@ -15,6 +15,7 @@ from typing import Protocol
 import libcst as cst
 
 from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -97,6 +98,11 @@ class FilePlacement:
 
 class Interpreter(Protocol):
     """What the file analysis needs of a scope's interpreter."""
+
+    # the name holding the instance `self.<attr>` reads, and its class where the scope is a
+    # helper handed it (`def _head(model, h)` called as `_head(self, h)`)
+    receiver: str
+    receiver_class: cst.ClassDef | None
 
     def run(self) -> ScopePlacement: ...
 
@@ -263,7 +269,10 @@ class FileAnalysis:
             if outer is not None and type(ctx.index.parent(ctx.index.parent(func) or func)) is not cst.ClassDef:
                 self.nested.setdefault(id(outer), {})[func.name.value] = func
         self.scopes: dict[int, ScopePlacement] = {}
-        self.followed: dict[tuple[int, str | None, tuple[tuple[object, ...], ...]], ScopePlacement] = {}
+        # (function, own place, (handed instance's parameter, its class), argument facts) -> the run
+        self.followed: dict[
+            tuple[int, str | None, tuple[str | None, int], tuple[tuple[object, ...], ...]], ScopePlacement
+        ] = {}
         self.extra_meetings: list[Meeting] = []
         self.extra_crossings: list[Crossing] = []
         # (id(call), id(module origin)) -> a module certainly on the CPU called with device inputs
@@ -272,9 +281,10 @@ class FileAnalysis:
         # Whether any module built on the host has been seen: until then nothing can release one.
         self.host_modules_made = False
         self.custom_loaders = any("loader" in c.name.value.lower() for c in ctx.index.of_type(cst.ClassDef))
-        # id(function) -> (name, None) for `name.size(...)`-style uses, (name, attr) for `self.attr(name)`
-        self.tensor_uses: dict[int, list[tuple[str, str | None]]] = {}
-        self._tensor_parameters: dict[tuple[int, int], frozenset[str]] = {}
+        # id(function) -> (name, None, None) for `name.size(...)`-style uses, (name, attr, owner)
+        # for `owner.attr(name)` (`self.embed(tokens)`, or a helper's `model.embed(tokens)`)
+        self.tensor_uses: dict[int, list[tuple[str, str | None, str | None]]] = {}
+        self._tensor_parameters: dict[tuple[int, int, str], frozenset[str]] = {}
         self._device_parameters: dict[int, frozenset[str]] = {}
         self._calls_by_function: dict[int, list[cst.Call]] | None = None
         self._transforms: frozenset[str] | None = None
@@ -283,7 +293,7 @@ class FileAnalysis:
             if node.attr.value in TENSOR_ONLY_METHODS and type(node.value) is cst.Name:
                 func = index.enclosing_function(node)
                 if func is not None:
-                    self.tensor_uses.setdefault(id(func), []).append((node.value.value, None))
+                    self.tensor_uses.setdefault(id(func), []).append((node.value.value, None, None))
         for call in index.of_type(cst.Call):
             # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
             first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
@@ -291,17 +301,18 @@ class FileAnalysis:
             if name is not None and self._takes_tensors(call):
                 func = index.enclosing_function(call)
                 if func is not None:
-                    self.tensor_uses.setdefault(id(func), []).append((name, None))
+                    self.tensor_uses.setdefault(id(func), []).append((name, None, None))
         if self.classes:
             for call in index.of_type(cst.Call):
-                attr = self_attribute(call.func)
-                if attr is None:
+                callee = call.func
+                if not (type(callee) is cst.Attribute and type(callee.value) is cst.Name):
                     continue
                 names = [a.value.value for a in call.args if type(a.value) is cst.Name and not a.star]
                 if names:
                     func = index.enclosing_function(call)
                     if func is not None:
-                        self.tensor_uses.setdefault(id(func), []).extend((n, attr) for n in names)
+                        owner, attr = callee.value.value, callee.attr.value
+                        self.tensor_uses.setdefault(id(func), []).extend((n, attr, owner) for n in names)
         self.records = _record_classes(ctx)
         self.record_defaults = _record_defaults(ctx, self.records)
         # plain classes of the file (trainers, metric banks, helpers), by name
@@ -332,20 +343,27 @@ class FileAnalysis:
             return False
         return is_tensor_function(qualified) and qualified.rsplit(".", 1)[-1] not in FACTORIES
 
-    def tensor_parameters(self, func: cst.FunctionDef, cls: ClassFacts | None, depth: int = 0) -> frozenset[str]:
+    def tensor_parameters(
+        self, func: cst.FunctionDef, cls: ClassFacts | None, depth: int = 0, receiver: str = "self"
+    ) -> frozenset[str]:
         """Names the function uses the way only a tensor is used (`x.size(1)`, `F.relu(x)`), passes
-        to one of the class's submodules, or passes to a parameter of a same-file helper or method
-        of the class that is such a name there (`self._pack(tokens, lengths)`), a few calls deep."""
-        key = (id(func), depth)
+        to one of the class's submodules (through `receiver`, the name holding the instance), or
+        passes to a parameter of a same-file helper or method of the class that is such a name
+        there (`self._pack(tokens, lengths)`, `_pack(self, tokens, lengths)`), a few calls deep."""
+        key = (id(func), depth, receiver)
         found = self._tensor_parameters.get(key)
         if found is not None:
             return found
         self._tensor_parameters[key] = frozenset()  # a recursive question gets no answer
         submodules = cls.submodules if cls is not None else {}
-        names = {name for name, attr in self.tensor_uses.get(id(func), ()) if attr is None or attr in submodules}
+        names = {
+            name
+            for name, attr, owner in self.tensor_uses.get(id(func), ())
+            if attr is None or (attr in submodules and owner == receiver)
+        }
         if depth < MAX_FOLLOW_DEPTH:
             for call in self._helper_calls().get(id(func), ()):
-                names |= self._passed_to_tensor_parameters(call, cls, depth)
+                names |= self._passed_to_tensor_parameters(call, cls, depth, receiver)
         found = self._tensor_parameters[key] = frozenset(names)
         return found
 
@@ -358,6 +376,7 @@ class FileAnalysis:
         found = self._device_parameters.get(id(func))
         if found is not None:
             return found
+        self._device_parameters[id(func)] = frozenset()  # a recursive question gets no answer
         params = func.params
         candidates = {
             p.name.value: p
@@ -379,6 +398,8 @@ class FileAnalysis:
             call = index.parent(parent) if type(parent) is cst.Arg and parent.value is node else None
             if type(call) is not cst.Call or parent.star:  # type: ignore[union-attr]  # parent is an Arg here
                 other.add(name)
+            elif self._handed_to_device_parameter(call, parent):  # type: ignore[arg-type]  # parent is an Arg here
+                continue  # `pair_to_device(x, y, where)` into a helper's own device parameter
             elif parent.keyword is not None:  # type: ignore[union-attr]  # parent is an Arg here
                 if parent.keyword.value != "device":  # type: ignore[union-attr]  # parent is an Arg here
                     other.add(name)
@@ -389,6 +410,22 @@ class FileAnalysis:
         found = self._device_parameters[id(func)] = frozenset(moved - other)
         return found
 
+    def _handed_to_device_parameter(self, call: cst.Call, arg: cst.Arg) -> bool:
+        """Whether `arg` fills a device parameter of the same-file function `call` calls."""
+        callee = self.functions.get(call.func.value) if type(call.func) is cst.Name else None
+        if callee is None or any(a.star for a in call.args):
+            return False
+        if arg.keyword is not None:
+            param = arg.keyword.value
+        else:
+            positional = [a for a in call.args if a.keyword is None]
+            params = [*callee.params.posonly_params, *callee.params.params]
+            position = next(i for i, a in enumerate(positional) if a is arg)
+            if position >= len(params):
+                return False
+            param = params[position].name.value
+        return param in self.device_parameters(callee)
+
     def _helper_calls(self) -> dict[int, list[cst.Call]]:
         """Calls of the file's functions by name and of `self.` methods, by the function they
         are made in (built once per file)."""
@@ -397,31 +434,48 @@ class FileAnalysis:
             for call in self.ctx.index.of_type(cst.Call):
                 func = call.func
                 by_name = type(func) is cst.Name and func.value in self.functions
-                if by_name or self_attribute(func) is not None:
+                on_class = (
+                    type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in self.classes
+                )
+                if by_name or on_class or self_attribute(func) is not None:
                     outer = self.ctx.index.enclosing_function(call)
                     if outer is not None:
                         found.setdefault(id(outer), []).append(call)
             self._calls_by_function = found
         return self._calls_by_function
 
-    def _passed_to_tensor_parameters(self, call: cst.Call, cls: ClassFacts | None, depth: int) -> set[str]:
+    def _passed_to_tensor_parameters(
+        self, call: cst.Call, cls: ClassFacts | None, depth: int, receiver: str = "self"
+    ) -> set[str]:
         callee: cst.FunctionDef | None = None
         owner: ClassFacts | None = None
         skip_self = False
         if type(call.func) is cst.Name:
             callee = self.functions.get(call.func.value)
-        else:
-            attr = self_attribute(call.func)
-            if attr is not None and cls is not None and attr in cls.methods:
+        elif type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and cls is not None:
+            attr = call.func.attr.value
+            on = call.func.value.value
+            if attr in cls.methods and on in (receiver, cls.node.name.value):
                 callee, owner = cls.methods[attr], cls
-                skip_self = not any(dotted_name(d.decorator) == "staticmethod" for d in callee.decorators)
+                static = any(dotted_name(d.decorator) == "staticmethod" for d in callee.decorators)
+                # `self.helper(...)`, `self.from_parts(...)` of a classmethod, `Net.helper(...)`
+                skip_self = not static and (
+                    on == receiver or any(dotted_name(d.decorator) == "classmethod" for d in callee.decorators)
+                )
         if callee is None or any(arg.star for arg in call.args):
             return set()
         params = list(callee.params.posonly_params) + list(callee.params.params)
         params = params[1:] if skip_self else params
-        wanted = self.tensor_parameters(callee, owner, depth + 1)
-        out = set()
         positional = [arg for arg in call.args if arg.keyword is None]
+        # the parameter handed this code's instance (`_pack(self, tokens)`) reaches its submodules
+        handed = [
+            p.name.value for p, a in zip(params, positional) if type(a.value) is cst.Name and a.value.value == receiver
+        ]
+        inner = handed[0] if cls is not None and len(handed) == 1 else None
+        if inner is not None:
+            owner = cls
+        wanted = self.tensor_parameters(callee, owner, depth + 1, inner or "self")
+        out = set()
         for param, arg in zip(params, positional):
             if type(arg.value) is cst.Name and param.name.value in wanted:
                 out.add(arg.value.value)
@@ -547,7 +601,14 @@ class FileAnalysis:
             self.scopes[id(node)] = ScopePlacement(node=node, name="", cls=None)
             self.active += 1
             try:
-                found = self.interpreter(self.ctx, self, node, self._class_of.get(id(node)), None, 0).run()
+                cls = self._class_of.get(id(node))
+                bound = instance_binding(self.ctx, node) if type(node) is cst.FunctionDef else None
+                if bound is not None:  # a helper every call hands a method's instance
+                    cls = self.classes.get(bound[1].name.value)
+                interpreter = self.interpreter(self.ctx, self, node, cls, None, 0)
+                if bound is not None:
+                    interpreter.receiver, interpreter.receiver_class = bound
+                found = interpreter.run()
             finally:
                 self.active -= 1
             self.scopes[id(node)] = found
@@ -581,36 +642,48 @@ class FileAnalysis:
             host_calls=list(self.host_calls.values()),
         )
 
-    def init_env(self, method: cst.FunctionDef) -> Env:
+    def owner_class(self, method: cst.CSTNode) -> cst.ClassDef | None:
+        """The class a function is a method of (None for a module-level function)."""
+        cls = (
+            self.ctx.index.parent(self.ctx.index.parent(method) or method) if type(method) is cst.FunctionDef else None
+        )
+        return cls if type(cls) is cst.ClassDef else None
+
+    def init_env(self, method: cst.FunctionDef, owner: cst.ClassDef | None = None) -> Env:
         """What the `__init__` of the method's class (a module, a trainer, any class) leaves
         bound (`self.dev1`, `self.dec` with its device), for the other methods to read the
-        devices it states."""
-        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
-        if type(cls) is not cst.ClassDef or type(cls.body) is not cst.IndentedBlock:
+        devices it states. `owner` names the class where `method` is a helper handed one of
+        its instances (`def _head(model, h)` called as `_head(self, h)`)."""
+        cls = owner if owner is not None else self.owner_class(method)
+        if cls is None or type(cls.body) is not cst.IndentedBlock:
             return {}
         init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
         if init is None or init is method or (id(init) not in self.scopes and self.active >= _MAX_NESTED_SCOPES):
             return {}
         return self.scope(init).facts
 
-    def method_of_plain_class(self, scope: cst.CSTNode, name: str) -> cst.FunctionDef | None:
-        """The method `name` of the plain class whose method `scope` is (`self.helper(...)`)."""
-        cls = self.ctx.index.parent(self.ctx.index.parent(scope) or scope) if type(scope) is cst.FunctionDef else None
-        if type(cls) is not cst.ClassDef:
+    def method_of_plain_class(
+        self, scope: cst.CSTNode, name: str, owner: cst.ClassDef | None = None
+    ) -> cst.FunctionDef | None:
+        """The method `name` of the plain class whose method `scope` is (`self.helper(...)`), or
+        of `owner`, the class whose instance `scope` is handed."""
+        cls = owner if owner is not None else self.owner_class(scope)
+        if cls is None:
             return None
         return self.plain_classes.get(cls.name.value, {}).get(name)
 
-    def stated_attribute(self, method: cst.FunctionDef, attr: str) -> Fact | None:
+    def stated_attribute(self, method: cst.FunctionDef, attr: str, owner: cst.ClassDef | None = None) -> Fact | None:
         """`self.<attr>` as the class states it for `method`: as `__init__` leaves it, else as
         the one other method that assigns it leaves it (`setup()` storing the device and the
-        moved model, read by `training_step`): a class is one unit over its methods."""
-        stated = self.init_env(method).get(f"self.{attr}")
+        moved model, read by `training_step`): a class is one unit over its methods. `owner`:
+        the class whose instance `method` is handed, where it is no method of it."""
+        stated = self.init_env(method, owner).get(f"self.{attr}")
         if stated is not None and stated != UNKNOWN_FACT:
             return stated
         # `__init__` stores it as it came (or not at all); one other method sets it up
         # (`self.model = self.model.to(self.device)` in `fit()`), the others use it after.
-        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
-        if type(cls) is not cst.ClassDef:
+        cls = owner if owner is not None else self.owner_class(method)
+        if cls is None:
             return stated
         others = [m for m in self._assigners(cls).get(attr, ()) if m is not method and m.name.value != "__init__"]
         if len(others) != 1:

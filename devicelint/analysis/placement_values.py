@@ -11,6 +11,7 @@ from dataclasses import replace
 import libcst as cst
 
 from devicelint.analysis.devices import join_devices, parse_device
+from devicelint.analysis.moved_copies import moved_to_accelerator_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -463,8 +464,17 @@ def _moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:
         }
     else:
         return False
-    return any(
+    calls = ctx.index.within(loop.body, cst.Call)
+    if any(
         moves_to_accelerator(call) and type(call.func.value) is cst.Name and call.func.value.value in yielded
-        for call in ctx.index.within(loop.body, cst.Call)
+        for call in calls
         if type(call.func) is cst.Attribute
+    ):
+        return True
+    # or hands them to a helper of the file that returns them moved (`pair_to_device(x, y, dev)`)
+    return any(
+        type(moved) is cst.Name and moved.value in yielded
+        for call in calls
+        if type(call.func) is cst.Name or type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self"
+        for moved in moved_to_accelerator_by_helper(ctx, call)
     )

@@ -6,6 +6,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from devicelint.analysis.imported_helpers import imported_call
+from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
     WrapperSite,
     chain_base,
@@ -22,6 +23,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.project.view import ImportedHelper
@@ -391,37 +393,47 @@ class DataParallelAttributeWithoutModule(Rule):
         if forward is None:
             return
         registered = _registered_names(ctx, cls)
-        for method, where in _run_by_forward(ctx, cls, forward):
-            yield from self._writes_in(ctx, name, site, method, where, registered)
+        for method, where, receiver in _run_by_forward(ctx, cls, forward):
+            yield from self._writes_in(ctx, name, site, method, where, registered, receiver)
 
     def _writes_in(
-        self, ctx: FileContext, name: str, site: WrapperSite, method: cst.FunctionDef, where: str, registered: set[str]
+        self,
+        ctx: FileContext,
+        name: str,
+        site: WrapperSite,
+        method: cst.FunctionDef,
+        where: str,
+        registered: set[str],
+        receiver: str = "self",
     ) -> Iterator[Violation]:
+        """Writes to the instance's attributes in `method`, which reaches the instance as `receiver`
+        (`self`, or a helper's parameter every call hands it)."""
+        place = f"{name}.{where}" if ctx.index.enclosing_class(method) is not None else where
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:
-                    attr = _self_attr(target)
+                    attr = _self_attr(target, receiver)
                     if attr is None or (type(node) is cst.AugAssign and attr in registered):
                         continue
-                    if type(node) is cst.Assign and _per_call_placement(ctx, node, attr, method):
+                    if type(node) is cst.Assign and _per_call_placement(ctx, node, attr, method, receiver):
                         continue
                     yield self.violation(
                         target,
                         problem=(
-                            f"`self.{attr}` is assigned in `{name}.{where}`{_FROM_FORWARD if where != 'forward' else ''}, which `{site.spelled}` runs on "
+                            f"`{receiver}.{attr}` is assigned in `{place}`{_FROM_FORWARD if where != 'forward' else ''}, which `{site.spelled}` runs on "
                             "per-GPU replicas rebuilt every step, so the write is lost"
                         ),
                         advice="return the value from `forward` (or keep it in a buffer updated in place)",
                     )
             elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _LIST_WRITES:
-                attr = _self_attr(node.func.value)
+                attr = _self_attr(node.func.value, receiver)
                 if attr is None or attr in registered:
                     continue
                 yield self.violation(
                     node,
                     problem=(
-                        f"`self.{attr}.{node.func.attr.value}(...)` in `{name}.{where}`{_FROM_FORWARD if where != 'forward' else ''} runs once per GPU replica "
+                        f"`{receiver}.{attr}.{node.func.attr.value}(...)` in `{place}`{_FROM_FORWARD if where != 'forward' else ''} runs once per GPU replica "
                         f"under `{site.spelled}`, from several threads in no fixed order, with tensors on different GPUs"
                     ),
                     advice="return the value from `forward` and collect it outside the model",
@@ -440,16 +452,50 @@ def _first_of_each(ctx: FileContext, reads: list[cst.Attribute]) -> list[cst.Att
     return kept
 
 
-def _run_by_forward(ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDef) -> list[tuple[cst.FunctionDef, str]]:
-    """`forward`, and the methods of the class it calls as `self.method(...)` (one level)."""
-    found = [(forward, "forward")]
+def _run_by_forward(
+    ctx: FileContext, cls: cst.ClassDef, forward: cst.FunctionDef
+) -> list[tuple[cst.FunctionDef, str, str]]:
+    """`forward`, the methods of the class it calls as `self.method(...)` (one level), and the
+    helpers any of these hand the instance to (`_keep(self, h)`, `Net._keep(self, h)`, a few
+    levels deep), each with the name it reaches the instance through."""
+    found = [(forward, "forward", "self")]
     own = methods(cls)
     for node in scope_facts(ctx, forward).nodes:
         if type(node) is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == "self":
             method = own.get(node.func.attr.value)
-            if method is not None and method is not forward and all(m is not method for m, _ in found):
-                found.append((method, method.name.value))
+            if method is not None and method is not forward and all(m is not method for m, _, _ in found):
+                found.append((method, method.name.value, "self"))
+    index = 0
+    while index < len(found) and len(found) < 8:
+        function, _, receiver = found[index]
+        index += 1
+        for helper in _handed_the_instance(ctx, cls, function, receiver):
+            bound = instance_binding(ctx, helper)
+            if bound is not None and bound[1] is cls and all(m is not helper for m, _, _ in found):
+                found.append((helper, helper.name.value, bound[0]))
     return found
+
+
+def _handed_the_instance(
+    ctx: FileContext, cls: cst.ClassDef, function: cst.FunctionDef, receiver: str
+) -> Iterator[cst.FunctionDef]:
+    """The same-file functions and the static or class methods of `cls` that `function` calls
+    with its instance (`receiver`) among the arguments."""
+    own = methods(cls)
+    for node in scope_facts(ctx, function).nodes:
+        if type(node) is not cst.Call or not any(dotted_name(a.value) == receiver for a in node.args):
+            continue
+        func = node.func
+        if type(func) is cst.Name:
+            helper = next(
+                (s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None
+            )
+        elif type(func) is cst.Attribute and dotted_name(func.value) in (receiver, cls.name.value):
+            helper = own.get(func.attr.value)
+        else:
+            helper = None
+        if helper is not None:
+            yield helper
 
 
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
@@ -660,7 +706,14 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
     if function is not None:
         return function, 0
     cls = next((c for c in ctx.module.body if type(c) is cst.ClassDef and c.name.value == name), None)
-    return (methods(cls).get("__init__") if cls is not None else None), 1
+    if cls is not None:
+        return methods(cls).get("__init__"), 1
+    # a method of an instance of the file's classes (`Trainer().fit(model)`, `runner.fit(model)`)
+    method = callee_of(ctx, call)
+    if method is None or ctx.index.enclosing_class(method) is None:
+        return None, 0
+    kinds = {dotted_name(d.decorator) for d in method.decorators}
+    return method, 0 if "staticmethod" in kinds else 1
 
 
 def _param_reads(
@@ -803,7 +856,9 @@ def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
 
 
-def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method: cst.FunctionDef) -> bool:
+def _per_call_placement(
+    ctx: FileContext, assign: cst.Assign, attr: str, method: cst.FunctionDef, receiver: str = "self"
+) -> bool:
     """`self.renderer = self.renderer.to(x.device)` in `forward`, with `self.renderer` read by no
     other method but `__init__`: every call (on every replica) moves the attribute again before
     using it, so losing the write loses nothing. A write that builds on the old value in any
@@ -814,10 +869,10 @@ def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method:
         and type(value) is cst.Call
         and type(value.func) is cst.Attribute
         and value.func.attr.value in _PLACEMENT_METHODS
-        and _self_attr(value.func.value) == attr
+        and _self_attr(value.func.value, receiver) == attr
     ):
         return False
-    cls = ctx.index.enclosing_class(method)
+    cls = _instance_class_of(ctx, method, receiver)
     if cls is None:
         return False
     for other in methods(cls).values():
@@ -828,10 +883,17 @@ def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method:
     return True
 
 
-def _self_attr(node: cst.BaseExpression) -> str | None:
-    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
+def _self_attr(node: cst.BaseExpression, receiver: str = "self") -> str | None:
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == receiver:
         return node.attr.value
     return None
+
+
+def _instance_class_of(ctx: FileContext, function: cst.FunctionDef, receiver: str) -> cst.ClassDef | None:
+    """The class whose instance `receiver` holds in `function` (its own class for `self`)."""
+    if receiver == "self":
+        return ctx.index.enclosing_class(function)
+    return instance_class(ctx, function, receiver)
 
 
 def _registered_names(ctx: FileContext, cls: cst.ClassDef) -> set[str]:

@@ -8,6 +8,7 @@ import libcst as cst
 
 from devicelint.analysis.device_tests import CUDA_DEFAULT_TYPE, flag_rebuilt_devices, type_string_cuda_tests
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.instance_parameters import instance_class
 from devicelint.analysis.model_events import scope_facts, statement_of
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
@@ -153,8 +154,7 @@ class DeviceValues:
         if type(node) is cst.Attribute and node.attr.value == "device":
             receiver = node.value
             if (
-                type(receiver) is cst.Name
-                and receiver.value == "self"
+                self._instance_of(receiver) is not None
                 or _looks_like_config(receiver)
                 or _settings_typed(ctx, receiver)
             ):
@@ -191,8 +191,9 @@ class DeviceValues:
             param = _param(function, key)
             if param is not None:
                 return self._parameter(function, param, depth)
-        if key.startswith("self.") and key.count(".") == 1:
-            attribute = self._self_attribute(node, key[5:], depth)
+        owner = self._instance_of(node.value) if type(node) is cst.Attribute else None
+        if owner is not None and key.count(".") == 1:
+            attribute = self._self_attribute(owner, key.split(".", 1)[1], depth)
             if attribute is not None:
                 return attribute
         if "." not in key and scope is not self.ctx.module:
@@ -337,12 +338,19 @@ class DeviceValues:
                 caller = self.ctx.index.enclosing_function(call)
                 yield (caller.name.value if caller is not None else "module code"), value
 
-    def _self_attribute(self, node: cst.CSTNode, attr: str, depth: int) -> DeviceValue | None:
+    def _instance_of(self, node: cst.BaseExpression) -> cst.ClassDef | None:
+        """The class whose instance a name holds: `self` in a method, or a helper's parameter
+        that every call in the file hands a method's `self` (`def _uses_cpu(owner)`)."""
+        if type(node) is not cst.Name:
+            return None
+        function = self.ctx.index.enclosing_function(node)
+        while function is not None and _param(function, node.value) is None:
+            function = self.ctx.index.enclosing_function(function)  # a closure reads its outer `self`
+        return instance_class(self.ctx, function, node.value) if function is not None else None
+
+    def _self_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> DeviceValue | None:
         """`self.<attr>` from the class: a `torch.device` annotation or property, or the values its
         methods assign (all of them must agree)."""
-        cls = self.ctx.index.enclosing_class(node)
-        if cls is None:
-            return None
         body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
         for stmt in body:
             if type(stmt) is cst.SimpleStatementLine:

@@ -160,7 +160,7 @@ class GradscalerUpdatedTwice(Rule):
             before = [s for s in calls.steps if calls.step_keys[id(s)] < low]
             if not between or not _same_pass(ctx, scope, first, second):
                 continue
-            reported.add(id(first))
+            reported |= {id(first), id(second)}  # one finding for the pair
             if id(first) in calls.helpers:
                 does = "steps and updates" if any(step is first for step in calls.steps) else "updates"
                 what = (
@@ -176,10 +176,12 @@ class GradscalerUpdatedTwice(Rule):
                 )
             yield self.violation(first, scaler=calls.name, what=what)
         for update in calls.updates:
-            if id(update) in reported or id(update) in calls.helpers:
-                continue
+            if id(update) in reported or (id(update) in calls.helpers and any(s is update for s in calls.steps)):
+                continue  # a helper that steps and updates keeps the two together
             what = _more_often_than_step(ctx, scope, update, calls)
             if what is not None:
+                spelled = f"`{short(ctx, update)}`"  # a helper's call site says which update it runs
+                what = what.replace(spelled, spelled + _through(ctx, calls, update), 1)
                 yield self.violation(update, scaler=calls.name, what=what)
 
 
@@ -505,8 +507,8 @@ def _over_optimizers(
     if scaler and any(name in targets for name in _names(scaler)):
         return False
     over_optimizers = loops_over_optimizers(ctx, loop)
-    if step is None:
-        return over_optimizers
+    if step is None or not (type(step.func) is cst.Attribute and step.func.attr.value == "step"):
+        return over_optimizers  # none, or a helper's call site: its arguments name no optimizer
     # The stepped optimizer must change with the loop: one scaler stepping one and the same
     # optimizer on every pass is updated once per pass, not once per optimizer.
     args = positional(step)

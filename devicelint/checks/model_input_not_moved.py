@@ -70,7 +70,8 @@ class ModelInputNotMoved(Rule):
     summary = "A DataLoader batch reaches a model on the device without being moved."
     message = "`{batch}` comes from {source} and is still on the CPU, but {where}; move it first: `{batch} = {batch}.to({device})`"
     fix_availability = "unsafe"
-    tokens = ("loader", "Loader", "LOADER", "return_tensors")
+    # `.to(`/`.cuda(`: a loop over any iterable that moves what it yields walks host batches
+    tokens = ("loader", "Loader", "LOADER", "return_tensors", ".to(", ".cuda(")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()

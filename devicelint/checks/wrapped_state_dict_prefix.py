@@ -119,10 +119,11 @@ class WrappedStateDictPrefix(Rule):
                 continue
             target = dotted_name(call.func.value)
             source = _loaded_from(ctx, call.args[0].value)
-            if target is None or source is None:
+            handed = _handed_state(ctx, call, call.args[0].value) if source is None else None
+            if target is None or (source is None and handed is None):
                 continue
-            for target, source, at in _through_callers(ctx, call, target, source):  # noqa: B020  (each caller's view replaces the callee's)
-                found = next(self._load(ctx, call, target, source, at, saves), None)
+            for target, loaded, at in _through_callers(ctx, call, target, source, handed=handed):  # noqa: B020  (each caller's view replaces the callee's)
+                found = next(self._load(ctx, call, target, loaded, at, saves), None)
                 if found is not None:
                     yield found  # one finding per load, however many callers reach it
                     break
@@ -333,14 +334,21 @@ def _default(function: cst.FunctionDef, param: str) -> cst.BaseExpression | None
 
 
 def _through_callers(
-    ctx: FileContext, node: cst.CSTNode, model: str, source: tuple[str, str | None], at: cst.CSTNode | None = None
+    ctx: FileContext,
+    node: cst.CSTNode,
+    model: str,
+    source: tuple[str, str | None] | None,
+    at: cst.CSTNode | None = None,
+    handed: tuple[str, str | None] | None = None,
 ) -> list[tuple[str, tuple[str, str | None], cst.CSTNode]]:
     """(model, (path, key), where to judge the model) for a save or load at `node` (its names
     read at `at`, a caller already put in): itself, and, when the model is a parameter of its
     function (`def save_checkpoint(model, path)`), each call of that function in the file with
-    the caller's model and path put in (one level)."""
+    the caller's model and path put in (one level). A load whose state dict is itself handed in
+    (`handed`: the parameter and the key read from it, `def restore(net, ckpt)` loading
+    `ckpt["model"]`) reads, at each call, what the caller loaded for that parameter."""
     at = at or node
-    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = [(model, source, at)]
+    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = [(model, source, at)] if source is not None else []
     if at is not node:
         return found
     function = ctx.index.enclosing_function(node)
@@ -351,6 +359,13 @@ def _through_callers(
         name = dotted_name(argument) if argument is not None else None
         if name is None:
             continue
+        if source is None:
+            state = _argument(function, site, handed[0]) if handed is not None else None
+            loaded = _loaded_from(ctx, state) if state is not None else None
+            if handed is None or loaded is None or (handed[1] is not None and loaded[1] is not None):
+                continue
+            found.append((name, (loaded[0], handed[1] or loaded[1]), site))
+            continue
         path = source[0]
         if path in _parameters(function):
             path_argument = _argument(function, site, path)
@@ -359,6 +374,26 @@ def _through_callers(
             path = _path_key(ctx, path_argument, site)
         found.append((name, (path, source[1]), site))
     return found
+
+
+def _handed_state(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) -> tuple[str, str | None] | None:
+    """(parameter, key) when the state dict a load reads is a parameter of its function or a
+    literal key of one (`ckpt`, `ckpt["model"]`): what the callers hand in says what it is."""
+    key = None
+    if type(node) is cst.Subscript and len(node.slice) == 1:
+        index = node.slice[0].slice
+        value = (
+            literal_value(index.value) if type(index) is cst.Index and type(index.value) is cst.SimpleString else None
+        )
+        if not isinstance(value, str):
+            return None
+        key, node = value, node.value
+    function = ctx.index.enclosing_function(call)
+    if type(node) is not cst.Name or function is None or node.value not in _parameters(function):
+        return None
+    if len(scope_facts(ctx, function).assigned.get(node.value, ())) > 1:
+        return None  # rebound in the function (the parameter is its one binding): not what callers hand in
+    return node.value, key
 
 
 def _parameters(function: cst.FunctionDef) -> list[str]:

@@ -59,9 +59,12 @@ def loop_enumerate_tqdm(a: Analysis) -> cst.Module:
             swaps[id(loop.iter)] = loop.iter.with_changes(args=[cst.Arg(cst.Call(cst.Name("tqdm"), [cst.Arg(inner)]))])  # type: ignore[attr-defined]
         else:
             index = unused_name(a.module, f"step_{k}")
-            swaps[id(loop.target)] = cst.Tuple(
-                [cst.Element(cst.Name(index)), cst.Element(loop.target)], lpar=(), rpar=()
-            )
+            target = loop.target
+            if type(target) is cst.Tuple and not target.lpar:
+                # `for x, y in X` -> `for i, (x, y) in enumerate(...)`: unparenthesised, the pair
+                # would be unpacked from the (index, item) tuple itself
+                target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            swaps[id(loop.target)] = cst.Tuple([cst.Element(cst.Name(index)), cst.Element(target)], lpar=(), rpar=())
             swaps[id(loop.iter)] = cst.Call(
                 cst.Name("enumerate"), [cst.Arg(cst.Call(cst.Name("tqdm"), [cst.Arg(loop.iter)]))]
             )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_name, calls_in_order
+from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
@@ -241,8 +242,10 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         # `self.clipper(params)`: an attribute holding an instance of a local class.
         cls = instance_class(ctx, func, call)
         return _called_method(ctx, cls) if cls is not None else None
+    built = owner.func.value if type(owner) is cst.Call and type(owner.func) is cst.Name else None
     cls = (
-        _class_named(ctx, owner, call)
+        (local_classes(ctx).get(built) if built is not None else None)  # `Runner().fit(...)`
+        or _class_named(ctx, owner, call)
         or instance_class(ctx, owner, call)
         or _handed_self(ctx, owner, call)
         or _duck_class(ctx, owner, name, call)
@@ -279,13 +282,17 @@ def _handed_self(ctx: FileContext, owner: cst.BaseExpression, call: cst.CSTNode)
 
 
 def _handed_self_of(ctx: FileContext, owner: cst.Name, function: cst.FunctionDef) -> cst.ClassDef | None:
+    host = ctx.index.enclosing_class(function)
+    if host is None or not _is_bound_method(function):
+        # a module-level function or a static or class method: the engine's binding
+        bound = instance_binding(ctx, function)
+        return bound[1] if bound is not None and bound[0] == owner.value else None
+    # a method of another class handed this one's instance (`self.runner.run(self, batches)`)
     params = [*function.params.posonly_params, *function.params.params]
     position = next((i for i, p in enumerate(params) if p.name.value == owner.value), None)
     if position is None:
         return None
-    host = ctx.index.enclosing_class(function)
-    if host is not None and _is_bound_method(function):
-        position -= 1  # `self.helper(trainer)` fills the parameter after `self`
+    position -= 1  # `self.helper(trainer)` fills the parameter after `self`
     found: set[int] = set()
     owners: dict[int, cst.ClassDef] = {}
     for site in calls_of(ctx, function):
