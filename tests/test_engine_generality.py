@@ -1859,3 +1859,39 @@ def test_a_while_next_loop_that_moves_what_it_yields_is_per_step() -> None:
 
 def test_while_next_twin_that_moves_nothing_is_clean() -> None:
     assert _found(WHILE_NEXT_SCORING.replace("weighted(p.to(dev), t.to(dev))", "float(p.sum() - t.sum())")) == []
+
+
+# -- a plain helper whose every caller in the file hands it CPU draws meets nothing ----------------
+
+HOST_DRAWN_HELPER = """
+    import math
+
+    import torch
+
+
+    def draw_angles(count, device="cpu"):
+        return torch.empty(count, device=device).uniform_(-math.pi, math.pi)
+
+
+    def spin(theta):
+        rows = theta.shape[0]
+        eye = torch.eye(2).unsqueeze(0)
+        turn = torch.cos(theta).view(-1, 1, 1)
+        return (turn * eye).reshape(rows, 4)
+
+
+    def jitter_colours(images):
+        mats = spin(draw_angles(images.shape[0]))
+        return images * mats.to(images)[:, :1, None, None]
+"""
+
+
+def test_a_helper_only_called_with_cpu_draws_is_host_code() -> None:
+    assert _found(HOST_DRAWN_HELPER) == []
+
+
+def test_host_drawn_twin_whose_caller_draws_on_the_input_s_device_is_reported() -> None:
+    on_device = HOST_DRAWN_HELPER.replace(
+        "spin(draw_angles(images.shape[0]))", "spin(draw_angles(images.shape[0], device=images.device))"
+    )
+    assert _found(on_device) == [(13, "DL101")]
