@@ -1895,3 +1895,41 @@ def test_host_drawn_twin_whose_caller_draws_on_the_input_s_device_is_reported() 
         "spin(draw_angles(images.shape[0]))", "spin(draw_angles(images.shape[0], device=images.device))"
     )
     assert _found(on_device) == [(13, "DL101")]
+
+
+# -- padding widths and output sizes are numbers, whatever tensor they were computed in ----------
+
+PAD_WIDTHS = """
+    import torch
+    import torch.nn.functional as F
+
+
+    def margins(grid, height, width):
+        corners = torch.tensor([[-1.0, -1.0], [1.0, 1.0]]) * torch.tensor([width / 2, height / 2])
+        spread = (grid @ corners.T).abs().amax()
+        extra = torch.tensor([2.0, 2.0, 2.0, 2.0]) + spread
+        left, right, top, bottom = extra.ceil().to(torch.int64)
+        return left, right, top, bottom
+
+
+    def pad_for_warp(img, grid):
+        left, right, top, bottom = margins(grid, img.shape[2], img.shape[3])
+        padded = F.pad(img, (left, right, top, bottom), mode="reflect")
+        return F.interpolate(padded, size=(top + bottom, left + right))
+
+
+    def warp(img):
+        return pad_for_warp(img.cuda(), torch.eye(2))
+"""
+
+
+def test_cpu_scalars_given_as_padding_widths_and_sizes_meet_nothing() -> None:
+    assert _found(PAD_WIDTHS) == []
+
+
+def test_pad_widths_twin_that_scales_the_image_by_them_is_reported() -> None:
+    scaled = PAD_WIDTHS.replace(
+        "        return F.interpolate(padded, size=(top + bottom, left + right))",
+        "        return padded * torch.stack((left, right, top, bottom)).view(1, 4, 1, 1)",
+    )
+    assert _found(scaled) == [(9, "DL101")]
