@@ -1933,3 +1933,35 @@ def test_pad_widths_twin_that_scales_the_image_by_them_is_reported() -> None:
         "        return padded * torch.stack((left, right, top, bottom)).view(1, 4, 1, 1)",
     )
     assert _found(scaled) == [(9, "DL101")]
+
+
+# -- a loss weighted by a settings field: the settings object is not the loss ----------------------
+
+WEIGHTED_BY_SETTINGS = """
+    import torch
+
+
+    def fit(opts, critic, batches, optim):
+        for step in range(opts.steps):
+            tick = step + opts.first_step
+            if tick > opts.steps:
+                break
+            real = next(batches)
+            score = critic(real)
+            penalty = score.pow(2).mean()
+            optim.zero_grad()
+            (opts.gamma / 2 * penalty * opts.every + 0 * score[0]).backward()
+            optim.step()
+"""
+
+
+def test_a_counter_built_from_the_settings_that_weight_the_loss_is_a_number() -> None:
+    assert _found(WEIGHTED_BY_SETTINGS) == []
+
+
+def test_weighted_twin_that_tests_the_penalty_itself_is_reported() -> None:
+    tested = WEIGHTED_BY_SETTINGS.replace(
+        "            optim.step()\n",
+        "            optim.step()\n            if penalty > opts.limit:\n                break\n",
+    )
+    assert _found(tested) == [(16, "DL401")]
