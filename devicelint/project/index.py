@@ -700,7 +700,22 @@ class ProjectIndex:
         place = self._function_place(module, name, where, 0)
         if isinstance(place, tuple):  # a builder: `def build_model(args): return Net(args)`
             return self._imported_class(*place)
+        if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
+            parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
+            return "tuple:" + "|".join(parts) if any(parts) else None
         return place if place in ("cpu-tensor", "device-tensor") else None
+
+    def _part_place(self, place: str, where: Path) -> str:
+        """Where one part of a returned tuple lives: a tensor's place, or what the project
+        function it is the result of returns; "" when unknown."""
+        kind, _, target = place.partition(":")
+        if kind in ("call", "callt"):
+            found = self._resolve(target, where)
+            if found is None or found.name is None or found.name not in found.module.functions:
+                return ""
+            resolved = self._function_place(found.module, found.name, self._path_of(found.module), 1, False)
+            place = resolved if isinstance(resolved, str) else ""
+        return place if place in ("cpu-tensor", "device-tensor") else ""
 
     def _imported_class(self, module: ModuleSummary, name: str) -> ImportedClass | None:
         where = self._path_of(module)
