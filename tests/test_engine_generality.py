@@ -2228,3 +2228,109 @@ def test_instance_order_twin_that_moves_before_loading_is_clean() -> None:
         "experiment.load(path)\n        experiment.to_gpu()", "experiment.to_gpu()\n        experiment.load(path)"
     )
     assert fixed != INSTANCE_ORDER and _found(fixed) == []
+
+
+# -- a plain helper whose every caller in the file hands it CPU draws meets nothing ----------------
+
+HOST_DRAWN_HELPER = """
+    import math
+
+    import torch
+
+
+    def draw_angles(count, device="cpu"):
+        return torch.empty(count, device=device).uniform_(-math.pi, math.pi)
+
+
+    def spin(theta):
+        rows = theta.shape[0]
+        eye = torch.eye(2).unsqueeze(0)
+        turn = torch.cos(theta).view(-1, 1, 1)
+        return (turn * eye).reshape(rows, 4)
+
+
+    def jitter_colours(images):
+        mats = spin(draw_angles(images.shape[0]))
+        return images * mats.to(images)[:, :1, None, None]
+"""
+
+
+def test_a_helper_only_called_with_cpu_draws_is_host_code() -> None:
+    assert _found(HOST_DRAWN_HELPER) == []
+
+
+def test_host_drawn_twin_whose_caller_draws_on_the_input_s_device_is_reported() -> None:
+    on_device = HOST_DRAWN_HELPER.replace(
+        "spin(draw_angles(images.shape[0]))", "spin(draw_angles(images.shape[0], device=images.device))"
+    )
+    assert _found(on_device) == [(13, "DL101")]
+
+
+# -- padding widths and output sizes are numbers, whatever tensor they were computed in ----------
+
+PAD_WIDTHS = """
+    import torch
+    import torch.nn.functional as F
+
+
+    def margins(grid, height, width):
+        corners = torch.tensor([[-1.0, -1.0], [1.0, 1.0]]) * torch.tensor([width / 2, height / 2])
+        spread = (grid @ corners.T).abs().amax()
+        extra = torch.tensor([2.0, 2.0, 2.0, 2.0]) + spread
+        left, right, top, bottom = extra.ceil().to(torch.int64)
+        return left, right, top, bottom
+
+
+    def pad_for_warp(img, grid):
+        left, right, top, bottom = margins(grid, img.shape[2], img.shape[3])
+        padded = F.pad(img, (left, right, top, bottom), mode="reflect")
+        return F.interpolate(padded, size=(top + bottom, left + right))
+
+
+    def warp(img):
+        return pad_for_warp(img.cuda(), torch.eye(2))
+"""
+
+
+def test_cpu_scalars_given_as_padding_widths_and_sizes_meet_nothing() -> None:
+    assert _found(PAD_WIDTHS) == []
+
+
+def test_pad_widths_twin_that_scales_the_image_by_them_is_reported() -> None:
+    scaled = PAD_WIDTHS.replace(
+        "        return F.interpolate(padded, size=(top + bottom, left + right))",
+        "        return padded * torch.stack((left, right, top, bottom)).view(1, 4, 1, 1)",
+    )
+    assert _found(scaled) == [(9, "DL101")]
+
+
+# -- a loss weighted by a settings field: the settings object is not the loss ----------------------
+
+WEIGHTED_BY_SETTINGS = """
+    import torch
+
+
+    def fit(opts, critic, batches, optim):
+        for step in range(opts.steps):
+            tick = step + opts.first_step
+            if tick > opts.steps:
+                break
+            real = next(batches)
+            score = critic(real)
+            penalty = score.pow(2).mean()
+            optim.zero_grad()
+            (opts.gamma / 2 * penalty * opts.every + 0 * score[0]).backward()
+            optim.step()
+"""
+
+
+def test_a_counter_built_from_the_settings_that_weight_the_loss_is_a_number() -> None:
+    assert _found(WEIGHTED_BY_SETTINGS) == []
+
+
+def test_weighted_twin_that_tests_the_penalty_itself_is_reported() -> None:
+    tested = WEIGHTED_BY_SETTINGS.replace(
+        "            optim.step()\n",
+        "            optim.step()\n            if penalty > opts.limit:\n                break\n",
+    )
+    assert _found(tested) == [(16, "DL401")]

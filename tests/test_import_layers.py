@@ -180,13 +180,15 @@ def test_the_call_layer_declares_only_what_the_interpreter_supplies() -> None:
     """`placement_calls.CallEvaluation` declares the statement interpreter's methods it uses
     instead of importing `placement`; each declaration must be replaced by the interpreter's own
     (a declaration left in force would raise on the first call that reaches it)."""
+    from types import FunctionType
+
     from devicelint.analysis.placement import _Interpreter
     from devicelint.analysis.placement_calls import CallEvaluation
 
     declared = [
         name
         for name, value in vars(CallEvaluation).items()
-        if callable(value) and value.__code__.co_names == ("NotImplementedError",)
+        if isinstance(value, FunctionType) and value.__code__.co_names == ("NotImplementedError",)
     ]
     assert declared
     assert [name for name in declared if getattr(_Interpreter, name) is getattr(CallEvaluation, name)] == []

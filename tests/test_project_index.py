@@ -646,3 +646,53 @@ def test_a_warm_run_relints_a_caller_when_an_imported_helper_changes(tmp_path: P
     helper = root / "utils" / "images.py"
     helper.write_text(helper.read_text().replace("images.detach()", "images.detach().cpu()"), encoding="utf-8")
     assert _check(args, cwd=root) == []
+
+
+HOST_COPY = """def host_copy(t):
+    return t.detach().cpu()
+"""
+CRITERION = """import torch
+import torch.nn.functional as F
+
+from .copies import host_copy
+
+
+def score_loss(pred, target):
+    fit = F.mse_loss(pred, target)
+    spread = pred.abs().mean()
+    total = fit + spread
+    return total, host_copy(torch.stack((fit, spread, total)))
+"""
+FIT = """from pkg.criterion import score_loss
+
+
+def fit(net, batches, optim, dev, board):
+    for step, (x, y) in enumerate(batches):
+        out = net(x.to(dev))
+        total, parts = score_loss(out, y.to(dev))
+        total.backward()
+        optim.step()
+        optim.zero_grad()
+        board.write([("fit", float(parts[0])), ("spread", float(parts[1]))], step)
+"""
+
+
+def test_each_part_of_an_imported_tuple_lives_where_its_function_puts_it(tmp_path: Path) -> None:
+    # `parts` is the host copy the criterion module makes (through a helper of a third module):
+    # reading it on every step copies nothing more.
+    files = {"pkg/__init__.py": "", "pkg/copies.py": HOST_COPY, "pkg/criterion.py": CRITERION, "fit.py": FIT}
+    _write(tmp_path, files)
+    view = ProjectIndex(tmp_path).view_for(tmp_path / "fit.py")
+    assert view.functions["score_loss"] == "tuple:|cpu-tensor"
+    assert _check(["--no-cache", "fit.py"], cwd=tmp_path) == []
+
+
+def test_imported_tuple_twin_whose_parts_stay_on_the_device_is_reported(tmp_path: Path) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/copies.py": HOST_COPY,
+        "pkg/criterion.py": CRITERION.replace("host_copy(torch.stack(", "(torch.stack(").replace(")))", ")).detach())"),
+        "fit.py": FIT,
+    }
+    _write(tmp_path, files)
+    assert [(r["line"], r["code"]) for r in _check(["--no-cache", "fit.py"], cwd=tmp_path)] == [(11, "DL401")]

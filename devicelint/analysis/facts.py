@@ -102,8 +102,29 @@ class FileFacts:
 
     @property
     def meetings(self) -> list[Meeting]:
-        """Every place where a CPU tensor meets a device tensor or a module on the device."""
-        return self.placement.meetings
+        """Every place where a CPU tensor meets a device tensor or a module on the device. A plain
+        function's own run meets "wherever my inputs are"; where every caller in the file hands it
+        inputs that make that side a CPU tensor (`theta = uniform(n)` drawn on the CPU, then
+        `rotate(axis, theta)` with `torch.eye(3) * torch.cos(theta)`), nothing meets there."""
+        return self.ctx.shared(
+            "facts.meetings", lambda c: [m for m in self.placement.meetings if not self._host_by_callers(m)]
+        )
+
+    def _host_by_callers(self, meeting: Meeting) -> bool:
+        """The meeting is a module-level function's own run meeting its inputs, and the runs of
+        every call of it in the file put that side on the CPU. (A method is left alone: its module
+        may be moved after a caller in the file tried it on the CPU.)"""
+        scope = meeting.scope
+        if (
+            meeting.device.where != FOLLOWS
+            or meeting.device_node is None
+            or type(scope) is not cst.FunctionDef
+            or self.ctx.index.enclosing_class(scope) is not None
+        ):
+            return False
+        runs = self.placement.followed.get(id(scope), ())
+        facts = [run.expr_facts.get(id(meeting.device_node), UNKNOWN_FACT) for run in runs]
+        return bool(facts) and all(fact.kind == CPU for fact in facts)
 
     @property
     def host_module_calls(self) -> list[HostModuleCall]:

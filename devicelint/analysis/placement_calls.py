@@ -273,9 +273,19 @@ class CallEvaluation:
         if head in self.env or head in self.analysis.functions:
             return None  # the name is bound again in this file
         self._args(call)
+        if place.startswith("tuple:"):  # `loss, parts = compute_loss(...)`: each part where it lives
+            return Fact(
+                UNKNOWN, elements=tuple(self._imported_part(part, call, spelled) for part in place[6:].split("|"))
+            )
+        return self._imported_part(place, call, spelled)
+
+    @staticmethod
+    def _imported_part(place: str, call: cst.Call, spelled: str) -> Fact:
         if place == CPU:
             return Fact(CPU, origin=call, factory=spelled)
-        return Fact(DEVICE, where=ACCELERATOR)
+        if place == DEVICE:
+            return Fact(DEVICE, where=ACCELERATOR)
+        return UNKNOWN_FACT
 
     def _tensor_whose_device(self, node: cst.CSTNode | None) -> Fact | None:
         """The tensor fact of `x` for a device argument read off it (`x.device`), else None."""

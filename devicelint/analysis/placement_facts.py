@@ -380,6 +380,16 @@ HOST_ARGUMENTS: dict[str, tuple[int | str, ...]] = {
     "torch.ctc_loss": _CTC_HOST_ARGUMENTS,
     "CTCLoss": _CTC_HOST_ARGUMENTS,
     "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
+    # Sizes are Python ints: a 0-dim tensor given as a padding width or an output size is read as
+    # a number (`F.pad(img, (left, right, top, bottom))` with widths computed on the CPU).
+    "torch.nn.functional.pad": (1, "pad"),
+    "torch.nn.functional.interpolate": (1, 2, "size", "scale_factor"),
+    "torch.nn.functional.upsample": (1, 2, "size", "scale_factor"),
+    **{
+        f"torch.nn.functional.adaptive_{kind}_pool{n}d": (1, "output_size")
+        for kind in ("avg", "max")
+        for n in (1, 2, 3)
+    },
 }
 
 # nn classes without parameters or buffers: a CPU input just runs on the CPU.

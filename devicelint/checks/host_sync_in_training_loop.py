@@ -73,8 +73,7 @@ class HostSyncInTrainingLoop(Rule):
     """
     ## What it does
     Flags reads of a device tensor's value that happen on every training step, outside any
-    logging condition: `.item()`, `.cpu()`, `.tolist()`, `.numpy()`, `float(t)`, `bool(t)`,
-    `print(t)`, a tensor formatted into an f-string (`f"{loss}"`), a 0-dim tensor passed where a
+    logging condition: `.item()`, `.cpu()`, `.tolist()`, `float(t)`, `bool(t)`, `print(t)`, a tensor formatted into an f-string (`f"{loss}"`), a 0-dim tensor passed where a
     Python number is taken (`g.sub(w, alpha=t)`) and `if` tests that compare a tensor or call
     `torch.isnan(t)`. The step is the
     loop that runs `backward()` (its body runs once per step or per micro-batch), or a function
@@ -122,6 +121,8 @@ class HostSyncInTrainingLoop(Rule):
     of these fits is the author's call.
 
     ## Known limits
+    A bare `t.numpy()` (no `.cpu()` on the way) is never reported: it only runs on a host tensor
+    (on a device one it raises, which DL108 reports), so nothing is copied there.
     Where a value lives comes from the placement analysis: a tensor it places on the CPU
     (`y.to("cpu")`, a DataLoader batch never moved), a module (`model.cpu()`) or a number is never
     reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
@@ -131,7 +132,7 @@ class HostSyncInTrainingLoop(Rule):
     name over the function, except where the assignment that reaches the read by statement order,
     on every path, stores a value made of none of them: a long `train()` reusing `x` for a host
     value); for
-    `.item()`/`.cpu()`/`.tolist()`/`.numpy()` also what the loss is computed from without a move
+    `.item()`/`.cpu()`/`.tolist()` also what the loss is computed from without a move
     (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
     it and never names an accelerator (or names no device but the CPU and copies of where things
     already are: `device="cpu"` defaults, `device=x.device`) is taken to train on the CPU, also
@@ -242,6 +243,10 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
         if name in HOST_METHODS:
             owner = receiver(node)
             if owner is None or node.args or _has_inner_sync(owner):
+                return None
+            if name == "numpy":
+                # `t.numpy()` with no `.cpu()` on the way only runs on a host tensor (a device one
+                # raises, which DL108 reports): the code itself says nothing is copied here.
                 return None
             return node if on_device(ctx, owner, hot, tensor_method=True) else None
         if type(node.func) is cst.Name and node.func.value in ("float", "bool", "print"):

@@ -750,7 +750,22 @@ class ProjectIndex:
         place = self._function_place(module, name, where, 0)
         if isinstance(place, list):  # a builder: `def build_model(args): return Net(args)`
             return _one_of([self._imported_class(*built) for built in place])
+        if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
+            parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
+            return "tuple:" + "|".join(parts) if any(parts) else None
         return place if place in ("cpu-tensor", "device-tensor") else None
+
+    def _part_place(self, place: str, where: Path) -> str:
+        """Where one part of a returned tuple lives: a tensor's place, or what the project
+        function it is the result of returns; "" when unknown."""
+        kind, _, target = place.partition(":")
+        if kind in ("call", "callt"):
+            found = self._resolve(target, where)
+            if found is None or found.name is None or found.name not in found.module.functions:
+                return ""
+            resolved = self._function_place(found.module, found.name, self._path_of(found.module), 1, False)
+            place = resolved if isinstance(resolved, str) else ""
+        return place if place in ("cpu-tensor", "device-tensor") else ""
 
     def _imported_class(self, module: ModuleSummary, name: str) -> ImportedClass | None:
         where = self._path_of(module)
@@ -771,8 +786,8 @@ class ProjectIndex:
         kind, _, target = place.partition(":")
         if kind not in ("call", "callt") or hops > _MAX_HOPS:
             return place
-        if "|" in target:  # `if name == "resnet": model = ResNet() ... return model`
-            picked = [self._resolve(choice, where) for choice in target.split("|")]
+        if "," in target:  # `if name == "resnet": model = ResNet() ... return model`
+            picked = [self._resolve(choice, where) for choice in target.split(",")]
             if kind != "call" or not modules:
                 return ""
             built = [(f.module, f.name) for f in picked if f is not None and f.name is not None]

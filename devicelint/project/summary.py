@@ -109,7 +109,8 @@ class ModuleSummary:
             lambda n: self._use(n, lambda node: _bases(node, qualify), lambda: n in self.classes.built),
             bases,
         )
-        # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns) or ""
+        # function -> "cpu-tensor", "device-tensor", "call:<qualified>" (whatever that returns),
+        # "tuple:<place>|<place>..." (each part of a returned tuple) or ""
         places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
         self.functions: _Lazy[str] = _Lazy(
             function_names,
@@ -553,12 +554,30 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
                     assignments.setdefault(inner.id, []).append(node.target)
     if not returns:
         return ""
+    parts = _tuple_places(returns, assignments, qualify)
+    if parts:
+        return parts
     place = _agreed({_place(value, assignments, qualify, 0) for value in returns})
     if place.startswith("call:") and not _returned_untouched(function, returns, assignments):
         # `model = Net(); model.to(device); return model`: a module may have been moved (a
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
         place = "callt:" + place[5:]
     return place
+
+
+def _tuple_places(returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier) -> str:
+    """`tuple:<place>|<place>...` where every `return` is a tuple of one length and some position
+    has a place all of them agree on (`return loss, to_host(parts)`); "" otherwise."""
+    if not all(isinstance(value, ast.Tuple) for value in returns):
+        return ""
+    tuples = [value.elts for value in returns if isinstance(value, ast.Tuple)]
+    if len({len(elts) for elts in tuples}) != 1 or any(isinstance(e, ast.Starred) for elts in tuples for e in elts):
+        return ""
+    positions = []
+    for column in zip(*tuples):
+        found = {_place(e, assignments, qualify, 0) for e in column}
+        positions.append(found.pop() if len(found) == 1 else "")
+    return "tuple:" + "|".join(positions) if any(positions) else ""
 
 
 # What a builder may do with the module it returns without moving it.
@@ -628,11 +647,11 @@ def _descendants(root: ast.AST, stop_at: tuple[type, ...] = ()) -> list[ast.AST]
 
 def _agreed(places: set[str]) -> str:
     """The one place of several values; calls of different project callables agree as their
-    list (`call:models.ResNet|models.VGG`: a builder that picks the class by name)."""
+    list (`call:models.ResNet,models.VGG`: a builder that picks the class by name)."""
     if len(places) == 1:
         return places.pop()
-    if places and all(p.startswith("call:") and "|" not in p for p in places):
-        return "call:" + "|".join(sorted(p[5:] for p in places))
+    if places and all(p.startswith("call:") and "," not in p for p in places):
+        return "call:" + ",".join(sorted(p[5:] for p in places))
     return ""
 
 

@@ -92,21 +92,38 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
 
 def primary_name(loss: cst.BaseExpression) -> str | None:
     """The value a loss expression is made of: `loss` in `loss / accum_steps`, `out` in
-    `out.loss`, `losses` in `sum(losses.values())`, `self.loss`; None when there is none."""
-    node: cst.BaseExpression | None = loss
+    `out.loss`, `losses` in `sum(losses.values())`, `self.loss`; None when there is none. In
+    arithmetic a name read only through a field (`args` in `args.r1 / 2 * r1_loss`, a settings
+    object's weight) gives way to an operand that is a value itself (`r1_loss`)."""
+    return _primary(loss)[0]
+
+
+def _primary(node: cst.BaseExpression | None) -> tuple[str | None, bool]:
+    """The primary name and whether it was only reached through a field (`args` of `args.r1`)."""
+    through_field = False
     while node is not None:
         text = dotted_name(node) if type(node) in (cst.Name, cst.Attribute) else None
         if text is not None and (type(node) is cst.Name or (text.startswith("self.") and text.count(".") == 1)):
-            return text
+            return text, through_field
         if type(node) is cst.BinaryOperation:
-            node = node.left
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            left = _primary(node.left)
+            if left[0] is not None and not left[1]:
+                return left[0], through_field
+            right = _primary(node.right)
+            if right[0] is not None and not right[1]:
+                return right[0], through_field
+            found = left if left[0] is not None else right
+            return found[0], through_field or found[1]
+        if type(node) is cst.Attribute:
+            through_field = True
+            node = node.value
+        elif type(node) is cst.Subscript:
             node = node.value
         elif type(node) is cst.Call:
             node = receiver(node) or (node.args[0].value if node.args else None)
         else:
-            return None
-    return None
+            return None, through_field
+    return None, through_field
 
 
 def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[str]:
