@@ -131,6 +131,10 @@ WRAPPER_ATTRIBUTES = frozenset(
         "ddp",
         "forward_sync_buffers",
         "skip_all_reduce_unused_params",
+        # DeepSpeed's engine (a wrapper too) answers these: code that calls them expects an
+        # engine there (MAE's `save_model` calls `model.save_checkpoint` on its DeepSpeed path)
+        "save_checkpoint",
+        "load_checkpoint",
     }
 )
 _FROM_FORWARD = " (called from `forward`)"
