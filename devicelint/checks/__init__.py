@@ -38,6 +38,7 @@ from devicelint.checks import (
     generator_on_wrong_device,  # noqa: F401
     global_default_device,  # noqa: F401
     gradscaler_bypassed,  # noqa: F401
+    gradscaler_unscaled_twice,  # noqa: F401
     gradscaler_update_missing,  # noqa: F401
     gradscaler_updated_twice,  # noqa: F401
     hard_coded_cuda_in_module,  # noqa: F401
