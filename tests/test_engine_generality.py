@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from devicelint.engine import EngineOptions, lint_source
-from devicelint.registry import all_rules
+from devicelint.registry import all_rules, find_rule
 
 DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
 
@@ -1859,3 +1859,289 @@ def test_a_while_next_loop_that_moves_what_it_yields_is_per_step() -> None:
 
 def test_while_next_twin_that_moves_nothing_is_clean() -> None:
     assert _found(WHILE_NEXT_SCORING.replace("weighted(p.to(dev), t.to(dev))", "float(p.sum() - t.sum())")) == []
+
+
+# -- values through containers: what a read gives back is what was put in ------------------------
+
+NORMALIZE = """
+    from typing import NamedTuple
+
+    import torch
+    import torch.nn as nn
+
+
+    class Normalize(nn.Module):
+        def __init__(self, mean, std):
+            super().__init__()
+            self.mean, self.std = torch.tensor(mean), torch.tensor(std)
+
+        def forward(self, x):
+            return (x - self.mean.view(1, -1, 1, 1)) / self.std.view(1, -1, 1, 1)
+
+
+    class Tables(NamedTuple):
+        freqs: torch.Tensor
+        scale: float
+
+
+    class Rotary(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            tables = Tables(torch.tensor([10000.0 ** (-i / dim) for i in range(0, dim, 2)]), dim**-0.5)
+            self.freqs = tables.freqs
+            self.scale = tables.scale
+
+        def forward(self, x):
+            return x * self.freqs * self.scale
+"""
+
+
+def test_tensors_unpacked_or_read_from_a_record_into_plain_attributes_are_not_moved() -> None:
+    assert _found(NORMALIZE) == [(11, "DL102"), (11, "DL102"), (26, "DL102")]
+
+
+def test_normalize_twin_with_buffers_is_clean() -> None:
+    fixed = NORMALIZE.replace(
+        "self.mean, self.std = torch.tensor(mean), torch.tensor(std)",
+        'self.register_buffer("mean", torch.tensor(mean))\n            self.register_buffer("std", torch.tensor(std))',
+    ).replace("self.freqs = tables.freqs", 'self.register_buffer("freqs", tables.freqs)')
+    assert _found(fixed) == []
+
+
+STAGES_IN_A_DICT = """
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.fc = nn.Linear(width, width)
+
+        def forward(self, h):
+            return self.fc(h).relu()
+
+
+    class TwoGpuNet(nn.Module):
+        def __init__(self, width=512):
+            super().__init__()
+            stages = {
+                "head": nn.Linear(64, width).to("cuda:0"),
+                "body": Block(width),
+                "tail": nn.Linear(width, 10).to("cuda:1"),
+            }
+            self.head = stages["head"]
+            self.body = stages["body"]
+            self.tail = stages["tail"]
+
+        def forward(self, x):
+            h = self.body(self.head(x.to("cuda:0")))
+            return self.tail(h.to("cuda:1"))
+"""
+
+
+def test_a_stage_read_back_from_a_dict_of_stages_is_never_placed() -> None:
+    assert _found(STAGES_IN_A_DICT) == [(23, "DL208")]
+
+
+def test_stages_twin_that_places_the_middle_stage_is_clean() -> None:
+    assert _found(STAGES_IN_A_DICT.replace('"body": Block(width),', '"body": Block(width).to("cuda:0"),')) == []
+
+
+RUNNER_TO = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, head):
+            self.net = net
+            self.head = head
+
+        def to(self, device):
+            self.head.to(device)
+            moved = {"net": self.net.to(device)}
+            return moved["net"]
+
+
+    def prepare(net, head, device):
+        runner = Runner(net, head).to(device)
+        return runner
+"""
+
+
+def test_a_to_that_returns_a_part_read_back_from_a_dict_is_not_the_object() -> None:
+    assert [code for _, code in _found(RUNNER_TO)] == ["DL112", "DL112"]
+
+
+def test_runner_twin_that_returns_self_is_clean() -> None:
+    fixed = RUNNER_TO.replace(
+        'moved = {"net": self.net.to(device)}\n            return moved["net"]',
+        "self.net.to(device)\n            return self",
+    )
+    assert _found(fixed) == []
+
+
+SCALER_IN_A_PAIR = """
+    import torch
+
+
+    def train_one_epoch(model, batches, optimizer):
+        scaler, seen = torch.amp.GradScaler("cuda"), 0
+        for images, targets in batches:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(model(images.cuda()), targets.cuda())
+            optimizer.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            seen += len(images)
+        return seen
+
+
+    def train(model, batches, optimizer, epochs):
+        for _ in range(epochs):
+            train_one_epoch(model, batches, optimizer)
+"""
+
+
+def test_a_scaler_built_in_a_tuple_of_an_epoch_helper_is_rebuilt_every_epoch() -> None:
+    assert _found(SCALER_IN_A_PAIR) == [(6, "DL303")]
+
+
+def test_scaler_twin_handed_in_by_the_caller_is_clean() -> None:
+    fixed = (
+        SCALER_IN_A_PAIR.replace('scaler, seen = torch.amp.GradScaler("cuda"), 0', "seen = 0")
+        .replace(
+            "def train_one_epoch(model, batches, optimizer):", "def train_one_epoch(model, batches, optimizer, scaler):"
+        )
+        .replace(
+            "        for _ in range(epochs):\n            train_one_epoch(model, batches, optimizer)",
+            '        scaler = torch.amp.GradScaler("cuda")\n        for _ in range(epochs):\n'
+            "            train_one_epoch(model, batches, optimizer, scaler)",
+        )
+    )
+    assert _found(fixed) == []
+
+
+LOADERS_BY_SPLIT = """
+    import torch
+    import torchvision
+    from torchvision import transforms
+
+    tf = transforms.Compose([transforms.RandomCrop(32, padding=4), transforms.ToTensor()])
+    loaders = {
+        "train": torch.utils.data.DataLoader(torchvision.datasets.CIFAR10("data", transform=tf), batch_size=128),
+        "val": None,
+    }
+    net = torchvision.models.resnet18(num_classes=10).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for epoch in range(90):
+        for images, labels in loaders["train"]:
+            loss = torch.nn.functional.cross_entropy(net(images.cuda()), labels.cuda())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def _found_opt_in(source: str, code: str) -> list[tuple[int, str]]:
+    rules = (*DEFAULT.rules, find_rule(code))
+    result = lint_source(textwrap.dedent(source), "train.py", EngineOptions(rules=rules))  # type: ignore[arg-type]  # the code is registered
+    return [(f.line, f.code) for f in result.findings]
+
+
+def test_a_loader_read_from_a_dict_of_splits_loads_in_the_main_process() -> None:
+    assert _found_opt_in(LOADERS_BY_SPLIT, "DL404") == [(8, "DL404")]
+
+
+def test_loaders_twin_with_workers_is_clean() -> None:
+    fixed = LOADERS_BY_SPLIT.replace("batch_size=128)", "batch_size=128, num_workers=8)")
+    assert _found_opt_in(fixed, "DL404") == []
+
+
+DEVICE_IN_SETTINGS = """
+    import dataclasses
+
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    @dataclasses.dataclass
+    class RunSettings:
+        device: torch.device
+        epochs: int = 1
+
+
+    def run(dataset, make_model):
+        settings = RunSettings(torch.device("cuda"), epochs=3)
+        with settings.device:
+            model = make_model()
+            loader = DataLoader(dataset, batch_size=32, shuffle=True)
+            for _ in range(settings.epochs):
+                for x in loader:
+                    model(x).sum().backward()
+"""
+
+
+def test_a_default_device_read_from_a_record_breaks_a_shuffling_loader() -> None:
+    assert _found(DEVICE_IN_SETTINGS) == [(18, "DL114")]
+
+
+def test_device_in_settings_twin_with_a_cuda_generator_is_clean() -> None:
+    fixed = DEVICE_IN_SETTINGS.replace("shuffle=True)", 'shuffle=True, generator=torch.Generator(device="cuda"))')
+    assert _found(fixed) == []
+
+
+REPLICAS = """
+    import torch
+    import torch.nn as nn
+
+
+    def train(model, batches, lr):
+        placed = [model.to("cuda:1"), lr]
+        net = placed[0]
+        net = nn.DataParallel(net)
+        opt = torch.optim.SGD(net.parameters(), lr=placed[1])
+        for x, y in batches:
+            loss = nn.functional.mse_loss(net(x.to("cuda:1")), y.to("cuda:1"))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_a_model_read_back_from_a_list_after_a_move_to_cuda_1_is_not_on_device_ids_0() -> None:
+    assert (9, "DL202") in _found(REPLICAS)
+
+
+def test_replicas_twin_on_cuda_0_is_clean_of_dl202() -> None:
+    assert all(code != "DL202" for _, code in _found(REPLICAS.replace('"cuda:1"', '"cuda:0"')))
+
+
+PLACEHOLDER_IN_A_LIST = """
+    import torch
+    from torch import nn
+
+
+    class Quantizer(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+            self.register_buffer("beta", torch.tensor(0.25))
+
+        def forward(self, x):
+            q = self.proj(x)
+            parts = [(q - x.detach()).pow(2).mean() if self.training else torch.tensor(0.0), q]
+            commit, out = parts
+            return out, self.beta * commit
+"""
+
+
+def test_a_scalar_placeholder_read_back_from_a_list_only_as_an_operand_is_clean() -> None:
+    assert _found(PLACEHOLDER_IN_A_LIST) == []
+
+
+def test_placeholder_twin_that_hands_the_value_on_is_reported() -> None:
+    handed = PLACEHOLDER_IN_A_LIST.replace(
+        "return out, self.beta * commit", "self.history.append(commit)\n            return out, self.beta * commit"
+    )
+    assert _found(handed) == [(14, "DL101")]

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
@@ -193,7 +194,7 @@ class TensorAttributeNotRegistered(Rule):
                     if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(value):
                         candidate = None  # `self.x = self.x.to(device)`: moved by hand
                         break
-                    if candidate is None and _made_on_cpu(ctx, value, fact):
+                    if candidate is None and _made_on_cpu(ctx, through_containers(ctx, value), fact):
                         candidate = value
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
@@ -221,7 +222,7 @@ class TensorAttributeNotRegistered(Rule):
                 elif handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
                     continue
                 assert candidate is not None
-                target = _assignment_target(ctx, candidate)
+                target = _assignment_target(ctx, candidate) or facts.unpacked_targets.get(id(candidate))
                 if snapshot:
                     named = ", ".join(f"`self.{p}`" for p in snapshot)
                     problem = (
