@@ -1287,9 +1287,8 @@ def test_metrics_from_a_helper_or_from_a_dict_entry_are_on_the_cpu() -> None:
     assert messages[0].startswith(
         '`torchmetrics.AUROC(task="multiclass", num_classes=classes)` is created on the CPU and never moved'
     )
-    assert messages[1].startswith(
-        'the metrics in `{"f1": torchmetrics.F1Score(task="binary")}` are created on the CPU and never moved'
-    )
+    # the entry read back from the dict is the metric that was put in
+    assert messages[1].startswith('`torchmetrics.F1Score(task="binary")` is created on the CPU and never moved')
 
 
 def test_metric_helpers_twin_that_moves_them_is_clean() -> None:
@@ -2145,3 +2144,111 @@ def test_placeholder_twin_that_hands_the_value_on_is_reported() -> None:
         "return out, self.beta * commit", "self.history.append(commit)\n            return out, self.beta * commit"
     )
     assert _found(handed) == [(14, "DL101")]
+
+
+METRICS_UNPACKED = """
+    import torchmetrics
+
+
+    class Meters:
+        def __init__(self, classes):
+            self.top1, self.top5 = (
+                torchmetrics.Accuracy(task="multiclass", num_classes=classes),
+                torchmetrics.Accuracy(task="multiclass", num_classes=classes, top_k=5),
+            )
+
+        def add(self, logits, labels):
+            self.top1.update(logits, labels)
+            self.top5.update(logits, labels)
+
+
+    def validate(model, batches, device):
+        model.to(device)
+        meters = Meters(100)
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            meters.add(model(x), y)
+"""
+
+
+def test_metrics_unpacked_into_a_helper_s_attributes_are_on_the_cpu() -> None:
+    assert _found(METRICS_UNPACKED) == [(8, "DL113"), (9, "DL113")]
+
+
+def test_metrics_unpacked_twin_moved_where_built_is_clean() -> None:
+    fixed = METRICS_UNPACKED.replace("num_classes=classes),", "num_classes=classes).cuda(),").replace(
+        "top_k=5),", "top_k=5).cuda(),"
+    )
+    assert _found(fixed) == []
+
+
+LAYERS_AND_LOSS_IN_A_PAIR = """
+    import torch
+    import torch.nn as nn
+
+
+    class Stack(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            blocks = [nn.Linear(width, width) for _ in range(depth)]
+            built = (blocks, depth)
+            self.blocks, self.depth = built
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x).relu()
+            return x
+
+
+    def setup(model, counts, device):
+        model.to(device)
+        parts = {"loss": nn.CrossEntropyLoss(weight=torch.tensor(counts, dtype=torch.float32))}
+        criterion = parts["loss"]
+        return model, criterion
+"""
+
+
+def test_layers_unpacked_into_a_plain_list_and_a_loss_read_back_from_a_dict() -> None:
+    assert _found(LAYERS_AND_LOSS_IN_A_PAIR) == [(10, "DL103"), (21, "DL106")]
+
+
+def test_layers_and_loss_twin_registered_and_moved_is_clean() -> None:
+    fixed = LAYERS_AND_LOSS_IN_A_PAIR.replace(
+        "built = (blocks, depth)", "built = (nn.ModuleList(blocks), depth)"
+    ).replace("dtype=torch.float32))}", "dtype=torch.float32)).to(device)}")
+    assert _found(fixed) == []
+
+
+WRAPPER_IN_A_RECORD = """
+    import dataclasses
+
+    import torch.nn as nn
+
+
+    @dataclasses.dataclass
+    class Built:
+        net: nn.Module
+        name: str
+
+
+    def build(width, multi):
+        net = nn.Sequential(nn.Linear(width, width), nn.ReLU())
+        if multi:
+            out = Built(nn.DataParallel(net), "mlp")
+            net = out.net
+        return net
+
+
+    def run(batches):
+        model = build(32, True)
+        return [model(b.cuda()) for b in batches]
+"""
+
+
+def test_a_wrapper_read_back_from_a_record_and_returned_is_never_moved() -> None:
+    assert _found(WRAPPER_IN_A_RECORD) == [(16, "DL202")]
+
+
+def test_wrapper_in_a_record_twin_moved_first_is_clean_of_dl202() -> None:
+    moved = WRAPPER_IN_A_RECORD.replace("nn.DataParallel(net)", "nn.DataParallel(net.cuda())")
+    assert all(code != "DL202" for _, code in _found(moved))

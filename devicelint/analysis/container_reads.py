@@ -366,7 +366,7 @@ def _field(ctx: FileContext, call: cst.Call, name: str) -> cst.BaseExpression | 
     return None
 
 
-def holders(ctx: FileContext, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+def holders(ctx: FileContext, expr: cst.CSTNode) -> list[cst.BaseExpression]:
     """The names and attributes that receive `expr` back from a container it was put in (`s` in
     `box = Box(GradScaler()); s = box.value`, or `s, _ = (GradScaler(), None)`), in source order."""
     state = _file_state(ctx)
