@@ -2252,3 +2252,61 @@ def test_a_wrapper_read_back_from_a_record_and_returned_is_never_moved() -> None
 def test_wrapper_in_a_record_twin_moved_first_is_clean_of_dl202() -> None:
     moved = WRAPPER_IN_A_RECORD.replace("nn.DataParallel(net)", "nn.DataParallel(net.cuda())")
     assert all(code != "DL202" for _, code in _found(moved))
+
+
+HALT_TEST_IN_A_PAIR = """
+    import torch
+
+
+    def fit(model, loader, opt, limit):
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            halt, why = torch.isnan(loss), "nan loss"
+            if halt:
+                print(why)
+                break
+"""
+
+
+def test_a_device_test_unpacked_from_a_pair_syncs_every_step() -> None:
+    assert _found(HALT_TEST_IN_A_PAIR) == [(12, "DL401")]
+
+
+def test_halt_twin_testing_a_python_int_is_clean() -> None:
+    assert _found(HALT_TEST_IN_A_PAIR.replace('torch.isnan(loss), "nan loss"', 'step >= limit, "step limit"')) == []
+
+
+KEPT_BY_UNPACKING = """
+    import torch.nn as nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(32, 64, batch_first=True)
+            self.out = nn.Linear(64, 9)
+
+        def forward(self, x):
+            states, last = self.rnn(x)
+            self.last_states, self.last_hidden = states.detach(), last
+            return self.out(states)
+
+
+    def run(batches):
+        model = nn.DataParallel(Tagger().cuda())
+        return [model(b.cuda()) for b in batches]
+"""
+
+
+def test_attributes_unpacked_in_forward_under_dataparallel_are_lost() -> None:
+    assert _found(KEPT_BY_UNPACKING) == [(13, "DL203"), (13, "DL203")]  # each attribute
+
+
+def test_kept_by_unpacking_twin_that_returns_the_states_is_clean() -> None:
+    fixed = KEPT_BY_UNPACKING.replace(
+        "            self.last_states, self.last_hidden = states.detach(), last\n", ""
+    ).replace("return self.out(states)", "return self.out(states), last")
+    assert _found(fixed) == []

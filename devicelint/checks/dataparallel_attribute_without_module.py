@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TypeGuard
 
 import libcst as cst
@@ -382,7 +382,7 @@ class DataParallelAttributeWithoutModule(Rule):
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                for target in targets:
+                for target in _unpacked(ctx, targets):
                     attr = _self_attr(target)
                     if attr is None or (type(node) is cst.AugAssign and attr in registered):
                         continue
@@ -866,3 +866,17 @@ def _other_branch(ctx: FileContext, node: cst.CSTNode, branches: list[tuple[cst.
             return child is not branch
         child = ancestor
     return False
+
+
+def _unpacked(ctx: FileContext, targets: Sequence[cst.BaseExpression]) -> list[cst.BaseExpression]:
+    """The targets, with the names and attributes an unpacking pattern binds in place of the
+    pattern (`self.last, _ = pair` writes `self.last`)."""
+    out: list[cst.BaseExpression] = []
+    for target in targets:
+        if type(target) in (cst.Tuple, cst.List):
+            for node in ctx.index.walk(target):
+                if isinstance(node, (cst.Name, cst.Attribute)) and type(ctx.index.parent(node)) is cst.Element:
+                    out.append(node)
+        else:
+            out.append(target)
+    return out
