@@ -2310,3 +2310,26 @@ def test_kept_by_unpacking_twin_that_returns_the_states_is_clean() -> None:
         "            self.last_states, self.last_hidden = states.detach(), last\n", ""
     ).replace("return self.out(states)", "return self.out(states), last")
     assert _found(fixed) == []
+
+
+LOADED_IN_A_PAIR = """
+    import torch
+
+
+    def restore(model, path, strict):
+        state, options = torch.load(path), {"strict": strict}
+        model.load_state_dict(state, **options)
+        return model.cuda()
+"""
+
+
+def test_a_checkpoint_unpacked_from_a_pair_still_needs_a_map_location() -> None:
+    assert _found(LOADED_IN_A_PAIR) == [(6, "DL501")]
+
+
+def test_loaded_pair_twin_read_only_by_numpy_is_clean() -> None:
+    host = LOADED_IN_A_PAIR.replace(
+        "model.load_state_dict(state, **options)\n        return model.cuda()",
+        "return torch.from_numpy(state[options['strict']])",
+    )
+    assert _found(host) == []
