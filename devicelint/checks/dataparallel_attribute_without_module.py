@@ -5,6 +5,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.model_events import (
     WrapperSite,
     chain_base,
@@ -386,8 +387,14 @@ class DataParallelAttributeWithoutModule(Rule):
                     attr = _self_attr(target)
                     if attr is None or (type(node) is cst.AugAssign and attr in registered):
                         continue
-                    if type(node) is cst.Assign and _per_call_placement(ctx, node, attr, method):
-                        continue
+                    if type(node) is cst.Assign:
+                        # the value this target gets: the assigned one, or its part of an unpacked container
+                        if len(node.targets) == 1 and target is node.targets[0].target:
+                            written: cst.BaseExpression | None = through_containers(ctx, node.value)
+                        else:
+                            written = unpacked_part(ctx, target)
+                        if written is not None and _per_call_placement(ctx, written, attr, method):
+                            continue
                     yield self.violation(
                         target,
                         problem=(
@@ -765,15 +772,13 @@ def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
 
 
-def _per_call_placement(ctx: FileContext, assign: cst.Assign, attr: str, method: cst.FunctionDef) -> bool:
+def _per_call_placement(ctx: FileContext, value: cst.BaseExpression, attr: str, method: cst.FunctionDef) -> bool:
     """`self.renderer = self.renderer.to(x.device)` in `forward`, with `self.renderer` read by no
     other method but `__init__`: every call (on every replica) moves the attribute again before
     using it, so losing the write loses nothing. A write that builds on the old value in any
     other way (`self.calls = self.calls + 1`) is state, and stays reported."""
-    value = assign.value
     if not (
-        len(assign.targets) == 1
-        and type(value) is cst.Call
+        type(value) is cst.Call
         and type(value.func) is cst.Attribute
         and value.func.attr.value in _PLACEMENT_METHODS
         and _self_attr(value.func.value) == attr

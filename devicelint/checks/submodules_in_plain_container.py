@@ -125,7 +125,7 @@ class SubmodulesInPlainContainer(Rule):
                 elements = _elements(ctx, value, attr in called)
                 if attr in handed_on or not elements:
                     continue
-                yield self._report(ctx, facts, stored, attr, container, elements)
+                yield self._report(ctx, facts, value, attr, container, elements)  # where the plain container is built
             for attr, node, _ in facts.references:
                 added = added_elements(ctx, node)
                 if (
