@@ -181,10 +181,15 @@ class LossWeightOffDevice(Rule):
             direct = (
                 type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name
             )
-            # or put in a container and read back into a name (`criterion, _ = (CrossEntropyLoss(...), None)`)
-            held = None if direct else next((h for h in holders(ctx, site) if type(h) is cst.Name), None)
-            if not direct and held is None:
-                continue  # (asked first: finding a helper's return is what costs)
+            held = None
+            if not direct:
+                # a loss put in a container and read back into a name (`criterion, _ = (CrossEntropyLoss(...),
+                # None)`); only constructors are looked for there (asked first: the lookup is what costs)
+                if type(assign) not in (cst.Element, cst.DictElement, cst.Arg) or _is_loss_class(ctx, site) is None:
+                    continue
+                held = next((h for h in holders(ctx, site) if type(h) is cst.Name), None)
+                if held is None:
+                    continue
             # the loss's constructor, or the one a helper of the file returns (`build_loss(w)`)
             call = site if _is_loss_class(ctx, site) is not None else _returned_loss(ctx, site)
             loss = _is_loss_class(ctx, call) if call is not None else None
