@@ -2333,3 +2333,32 @@ def test_loaded_pair_twin_read_only_by_numpy_is_clean() -> None:
         "return torch.from_numpy(state[options['strict']])",
     )
     assert _found(host) == []
+
+
+MOVED_BY_THE_HELPER = """
+    import torch
+    import torch.nn as nn
+
+
+    def tint(image, palette):
+        palette, scale = palette.to(image.device), 0.5
+        return image * palette.view(1, 3, 1, 1) * scale
+
+
+    class Tint(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.palette = torch.tensor([0.2, 0.3, 0.5])
+
+        def forward(self, image):
+            return tint(image, self.palette)
+"""
+
+
+def test_a_helper_that_moves_its_parameter_by_unpacking_needs_no_buffer() -> None:
+    assert _found(MOVED_BY_THE_HELPER) == []
+
+
+def test_moved_by_the_helper_twin_that_forgets_the_move_is_reported() -> None:
+    forgot = MOVED_BY_THE_HELPER.replace("palette.to(image.device), 0.5", "palette, 0.5")
+    assert _found(forgot) == [(14, "DL102")]
