@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
@@ -91,9 +92,10 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         fact = facts.value(value)
         cpu = facts.place_of(value) is Place.HOST and not fact.batch
         scalar = cpu and fact.scalar
+        built = through_containers(ctx, value)  # `self.t = parts[0]`: what was put in
         if not cpu:
-            cpu, scalar = made_on_cpu(ctx, value)
-        plain = not cpu and _plain_data(ctx, value)
+            cpu, scalar = made_on_cpu(ctx, built)
+        plain = not cpu and _plain_data(ctx, built)
         if cpu or plain:
             out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
     return out
@@ -134,7 +136,8 @@ def _assigned_value(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression |
     if type(parent) is cst.For and parent.target is node:
         return _UNPACKED
     if type(parent) is cst.Element and ctx.index.in_binding_target(node):
-        return _UNPACKED  # `self.a, self.b = pair`
+        # `self.a, self.b = x, y`: its part where the file shows the container, else unknown
+        return unpacked_part(ctx, node) or _UNPACKED  # type: ignore[arg-type]  # an Attribute
     return None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.local_bindings import device_type_of
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
@@ -147,10 +148,19 @@ def _enclosing_with(ctx: FileContext, node: cst.CSTNode) -> DefaultDevice | None
             return None
         if type(ancestor) is cst.With and child is ancestor.body:
             for item in reversed(ancestor.items):
-                expr = item.item
-                if type(expr) is cst.Call and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
-                    return default_set_by(ctx, expr.args[0].value, expr)
+                found = _block_default(ctx, item.item)
+                if found is not None:
+                    return found
         child = ancestor
+    return None
+
+
+def _block_default(ctx: FileContext, item: cst.BaseExpression) -> DefaultDevice | None:
+    """What `with <item>:` makes the default device, where `item` is `torch.device(...)` (also
+    read back from a container it was put in: `with box.device:`)."""
+    expr = through_containers(ctx, item)
+    if type(expr) is cst.Call and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
+        return default_set_by(ctx, expr.args[0].value, expr)
     return None
 
 
@@ -242,16 +252,7 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
     def build(c: FileContext) -> dict[int, list[tuple[cst.Call, DefaultDevice]]]:
         found: dict[int, list[tuple[cst.Call, DefaultDevice]]] = {}
         for block in c.index.of_type(cst.With):
-            device = next(
-                (
-                    default_set_by(c, item.item.args[0].value, item.item)
-                    for item in block.items
-                    if type(item.item) is cst.Call
-                    and item.item.args
-                    and c.qualified_name(item.item.func) == "torch.device"
-                ),
-                None,
-            )
+            device = next((made for item in block.items if (made := _block_default(c, item.item))), None)
             if device is None or device.state != ACCELERATOR_DEFAULT:
                 continue
             for call in c.index.walk(block.body):

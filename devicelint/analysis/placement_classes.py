@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.modules import (
     NOT_MODULES,
     imported_module_class,
@@ -43,7 +44,9 @@ class ClassFacts:
     registered: set[str] = field(default_factory=set)
     # the class has a `device` attribute or property (Lightning, transformers, or its own)
     has_device: bool = False
-    # every `self.<attr> = <value>` statement: (attr, value, enclosing method)
+    # every `self.<attr> = <value>` statement: (attr, value, enclosing method); an attribute
+    # bound by unpacking a container the file shows (`self.a, self.b = x, y`, `self.pe, _ = box`)
+    # has the part it receives as its value
     assignments: list[tuple[str, cst.BaseExpression, cst.FunctionDef]] = field(default_factory=list)
     # every `self.<attr>` expression in the class's methods: (attr, node, enclosing method)
     references: list[tuple[str, cst.Attribute, cst.FunctionDef]] = field(default_factory=list)
@@ -52,6 +55,8 @@ class ClassFacts:
     buffers: set[str] = field(default_factory=set)
     # a `register_buffer` whose name is computed (`f"anchor_{i}"`): `getattr(self, ...)` may be one
     dynamic_buffers: bool = False
+    # the part an unpacked attribute received (by `id`) -> its target `self.<attr>`
+    unpacked_targets: dict[int, cst.Attribute] = field(default_factory=dict)
 
 
 def module_constructor(ctx: FileContext, call: cst.BaseExpression) -> str | None:
@@ -145,6 +150,11 @@ def _build(ctx: FileContext) -> dict[str, ClassFacts]:
                     _record(ctx, facts, attr, assign.value, method)
             elif type(parent) is cst.AnnAssign and parent.target is node and parent.value is not None:
                 _record(ctx, facts, attr, parent.value, method)
+            elif type(parent) is cst.Element:
+                part = unpacked_part(ctx, node)
+                if part is not None:
+                    facts.unpacked_targets[id(part)] = node
+                    _record(ctx, facts, attr, part, method)
     for call in index.of_type(cst.Call):
         func = call.func
         if not (type(func) is cst.Attribute and func.attr.value in _REGISTERS and call.args):
@@ -173,7 +183,7 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
     facts.assignments.append((attr, value, method))
     if attr == "device":
         facts.has_device = True
-    base = value
+    value = base = through_containers(ctx, value)  # `self.stage = parts[0]`: what was put in
     # `nn.Linear(8, 8).to("cuda:1").eval()`: moves and mode switches return the module itself
     while (
         type(base) is cst.Call

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import record_classes
 from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.names import dotted_name
@@ -200,30 +201,6 @@ def _device_like_annotation(annotation: cst.Annotation | None) -> bool:
     )
 
 
-def _record_classes(ctx: FileContext) -> dict[str, list[str]]:
-    """The file's dataclasses and NamedTuples, with their fields in declaration order: an
-    instance carries the places of the values it was built from."""
-    records: dict[str, list[str]] = {}
-    for stmt in ctx.module.body:
-        if type(stmt) is not cst.ClassDef or type(stmt.body) is not cst.IndentedBlock:
-            continue
-        decorators = {
-            (dotted_name(d.decorator.func if type(d.decorator) is cst.Call else d.decorator) or "").rsplit(".", 1)[-1]
-            for d in stmt.decorators
-        }
-        bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in stmt.bases}
-        if "dataclass" not in decorators and "NamedTuple" not in bases:
-            continue
-        records[stmt.name.value] = [
-            small.target.value
-            for line in stmt.body.body
-            if type(line) is cst.SimpleStatementLine
-            for small in line.body
-            if type(small) is cst.AnnAssign and type(small.target) is cst.Name
-        ]
-    return records
-
-
 def _record_defaults(ctx: FileContext, records: dict[str, list[str]]) -> dict[str, dict[str, cst.BaseExpression]]:
     """The default of each field of the file's dataclasses and NamedTuples, by class and field:
     the value written after the annotation, `field(default=X)`, or the expression a
@@ -313,7 +290,7 @@ class FileAnalysis:
                     if func is not None:
                         owner, attr = callee.value.value, callee.attr.value
                         self.tensor_uses.setdefault(id(func), []).extend((n, attr, owner) for n in names)
-        self.records = _record_classes(ctx)
+        self.records = record_classes(ctx)
         self.record_defaults = _record_defaults(ctx, self.records)
         # plain classes of the file (trainers, metric banks, helpers), by name
         self.plain_classes: dict[str, dict[str, cst.FunctionDef]] = {

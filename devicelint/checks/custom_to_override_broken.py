@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.custom_movers import copied_as_is, moved_attributes, own_movers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import methods, module_classes
@@ -259,13 +260,14 @@ def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.
         if type(node) in (cst.Yield, cst.Await) and ctx.index.enclosing_function(node) is method:
             return None
         if type(node) is cst.Return and ctx.index.enclosing_function(node) is method:
-            value = node.value
+            # what a container read gives back is what is returned (`out, _ = box; return out`)
+            value = through_containers(ctx, node.value) if node.value is not None else None
             if value is not None and not (type(value) is cst.Name and value.value == "None"):
                 returns.append(node)
     if not returns:
         return "none", None
     for ret in returns:
-        if _returns_a_part(ret.value):  # type: ignore[arg-type]  # `returns` holds `return <value>` only
+        if _returns_a_part(through_containers(ctx, ret.value)):  # type: ignore[arg-type]  # `returns` holds `return <value>` only
             return "inner", ret
     if _falls_off_the_end(method):
         return "end", None

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TypeGuard
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
@@ -416,12 +417,18 @@ class DataParallelAttributeWithoutModule(Rule):
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                for target in targets:
+                for target in _unpacked(ctx, targets):
                     attr = _self_attr(target, receiver)
                     if attr is None or (type(node) is cst.AugAssign and attr in registered):
                         continue
-                    if type(node) is cst.Assign and _per_call_placement(ctx, node, attr, method, receiver):
-                        continue
+                    if type(node) is cst.Assign:
+                        # the value this target gets: the assigned one, or its part of an unpacked container
+                        if len(node.targets) == 1 and target is node.targets[0].target:
+                            written: cst.BaseExpression | None = through_containers(ctx, node.value)
+                        else:
+                            written = unpacked_part(ctx, target)
+                        if written is not None and _per_call_placement(ctx, written, attr, method, receiver):
+                            continue
                     yield self.violation(
                         target,
                         problem=(
@@ -861,16 +868,14 @@ _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
 
 
 def _per_call_placement(
-    ctx: FileContext, assign: cst.Assign, attr: str, method: cst.FunctionDef, receiver: str = "self"
+    ctx: FileContext, value: cst.BaseExpression, attr: str, method: cst.FunctionDef, receiver: str = "self"
 ) -> bool:
     """`self.renderer = self.renderer.to(x.device)` in `forward`, with `self.renderer` read by no
     other method but `__init__`: every call (on every replica) moves the attribute again before
     using it, so losing the write loses nothing. A write that builds on the old value in any
     other way (`self.calls = self.calls + 1`) is state, and stays reported."""
-    value = assign.value
     if not (
-        len(assign.targets) == 1
-        and type(value) is cst.Call
+        type(value) is cst.Call
         and type(value.func) is cst.Attribute
         and value.func.attr.value in _PLACEMENT_METHODS
         and _self_attr(value.func.value, receiver) == attr
@@ -970,3 +975,17 @@ def _other_branch(ctx: FileContext, node: cst.CSTNode, branches: list[tuple[cst.
             return child is not branch
         child = ancestor
     return False
+
+
+def _unpacked(ctx: FileContext, targets: Sequence[cst.BaseExpression]) -> list[cst.BaseExpression]:
+    """The targets, with the names and attributes an unpacking pattern binds in place of the
+    pattern (`self.last, _ = pair` writes `self.last`)."""
+    out: list[cst.BaseExpression] = []
+    for target in targets:
+        if type(target) in (cst.Tuple, cst.List):
+            for node in ctx.index.walk(target):
+                if isinstance(node, (cst.Name, cst.Attribute)) and type(ctx.index.parent(node)) is cst.Element:
+                    out.append(node)
+        else:
+            out.append(target)
+    return out

@@ -110,9 +110,9 @@ class DataParallelModelNotOnFirstDevice(Rule):
         inner = site.returned
         if inner is None or inner.kind != "DataParallel" or inner.wrapped is None or not _is_none(inner.device_ids):
             return None
-        base = chain_base(resolver_for(ctx, inner.call), inner.wrapped)[0]
+        base, inline = chain_base(resolver_for(ctx, inner.call), inner.wrapped)
         var = dotted_name(base)
-        if var is None or "." in var or wrapper_chain_moves(ctx, inner):
+        if var is None or "." in var or inline is not None or wrapper_chain_moves(ctx, inner):
             return None
         facts = history(ctx, var, inner.call)
         if facts.escaped or facts.sub_moves or facts.moves or not built_on_cpu(ctx, base, facts):

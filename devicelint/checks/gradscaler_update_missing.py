@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.branches import branch_tests
+from devicelint.analysis.container_reads import holders
 from devicelint.analysis.training.helpers import SCALER_STEP, callee
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
@@ -293,14 +294,17 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
         if ctx.qualified_name(call.func) not in GRAD_SCALERS or is_false(keyword(call, "enabled")):
             continue
         assign = ctx.index.parent(call)
-        if type(assign) is not cst.Assign or len(assign.targets) != 1:
-            continue
-        target = text_of(assign.targets[0].target)
+        if type(assign) is cst.Assign and len(assign.targets) == 1:
+            holder: cst.BaseExpression | None = assign.targets[0].target
+        else:
+            # put in a container and read back into a name (`s = box.value`, `s, _ = pair`)
+            holder = next(iter(holders(ctx, call)), None)
+        target = text_of(holder) if holder is not None else None
         loop = innermost_loop(ctx, call)
-        if target is None:
+        if target is None or holder is None:
             continue
         if loop is None:
-            outer = _loop_calling(ctx, call, target, scopes)
+            outer = _loop_calling(ctx, call, holder, target, scopes)
             if outer is not None:
                 yield call, outer
             continue
@@ -349,23 +353,30 @@ def _rebuilt_in_loop(ctx: FileContext, update: cst.Call) -> bool:
     )
 
 
-def _loop_calling(ctx: FileContext, call: cst.Call, target: str, scopes: list[Scope]) -> cst.For | cst.While | None:
-    """For `scaler = GradScaler(...)` kept in a local of a function that steps or scales with it
-    (and neither receives, returns nor stores it): an epoch loop of another function of the file
-    that calls that function on every pass (`for epoch ...: train_one_epoch(...)`)."""
+def _loop_calling(
+    ctx: FileContext, call: cst.Call, holder: cst.BaseExpression, target: str, scopes: list[Scope]
+) -> cst.For | cst.While | None:
+    """For `scaler = GradScaler(...)` kept in a local (`holder`) of a function that steps or
+    scales with it (and neither receives, returns nor stores it): an epoch loop of another
+    function of the file that calls that function on every pass (`for epoch ...: train_one_epoch(...)`)."""
     func = ctx.index.enclosing_function(call)
-    if func is None or type(assign_target := ctx.index.parent(call)) is not cst.Assign:
+    if func is None:
         return None
-    if type(assign_target.targets[0].target) is not cst.Name:
+    if type(holder) is not cst.Name:
         return None  # `self.scaler = GradScaler()` outlives the call
     params = {p.name.value for p in (*func.params.params, *func.params.kwonly_params, *func.params.posonly_params)}
     if target in params:
         return None  # `if scaler is None: scaler = GradScaler()`: the caller may pass one
+    kept = {target}
+    built = ctx.index.enclosing(call, cst.Assign)
+    if built is not None and built is not ctx.index.parent(call):
+        # the container the scaler was put in (`box = Box(GradScaler())`) may be handed back too
+        kept |= {t.target.value for t in built.targets if type(t.target) is cst.Name}
     for node in ctx.index.walk(func.body):
         if (
             isinstance(node, (cst.Return, cst.Yield))
             and node.value is not None
-            and target in {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
+            and kept & {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
         ):
             return None  # the caller may keep the scaler it gets back
         if type(node) in (cst.Global, cst.Nonlocal):

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import StepRegion, in_logging_condition, in_unset_branch
@@ -454,7 +455,11 @@ def _direct(node: cst.BaseExpression) -> bool:
 
 
 def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> bool:
-    """`if loss > 10:` or `if torch.isnan(loss):` on a device tensor (not `is None`, not `.item()`)."""
+    """`if loss > 10:` or `if torch.isnan(loss):` on a device tensor (not `is None`, not `.item()`),
+    also read back from a container it was put in (`flags = [loss > 10]; if flags[0]:`)."""
+    if type(test) is cst.UnaryOperation:
+        test = test.expression
+    test = through_containers(ctx, test)
     if type(test) is cst.UnaryOperation:
         test = test.expression
     if type(test) is cst.Call and ctx.qualified_name(test.func) in TORCH_CHECKS:

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.names import literal_value
@@ -177,10 +178,18 @@ class LossWeightOffDevice(Rule):
         seen: set[int] = set()
         for site in ctx.index.of_type(cst.Call):
             assign = ctx.index.parent(site)
-            if not (
+            direct = (
                 type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name
-            ):
-                continue  # (asked first: finding a helper's return is what costs)
+            )
+            held = None
+            if not direct:
+                # a loss put in a container and read back into a name (`criterion, _ = (CrossEntropyLoss(...),
+                # None)`); only constructors are looked for there (asked first: the lookup is what costs)
+                if type(assign) not in (cst.Element, cst.DictElement, cst.Arg) or _is_loss_class(ctx, site) is None:
+                    continue
+                held = next((h for h in holders(ctx, site) if type(h) is cst.Name), None)
+                if held is None:
+                    continue
             # the loss's constructor, or the one a helper of the file returns (`build_loss(w)`)
             call = site if _is_loss_class(ctx, site) is not None else _returned_loss(ctx, site)
             loss = _is_loss_class(ctx, call) if call is not None else None
@@ -189,7 +198,7 @@ class LossWeightOffDevice(Rule):
             weight = next((a for a in call.args if a.keyword is not None and a.keyword.value in WEIGHT_KEYWORDS), None)
             if weight is None or not _cpu_weight(ctx, weight.value):
                 continue
-            name = assign.targets[0].target.value
+            name = assign.targets[0].target.value if direct else held.value  # type: ignore[union-attr]  # one of the two is set
             scope = ctx.index.enclosing_function(site) or ctx.module
             moves = _moves_in_scope(ctx, scope)
             if any(receiver == name for receiver, _ in moves):
@@ -202,7 +211,7 @@ class LossWeightOffDevice(Rule):
             yield (
                 self.violation(
                     weight.value,
-                    fix=_move_loss(ctx, call, others[0]) if call is site else None,
+                    fix=_move_loss(ctx, call, others[0]) if call is site and direct else None,
                     loss=f"nn.{loss}",
                     keyword=weight.keyword.value,  # type: ignore[union-attr]  # the weight's keyword was matched
                     name=name,

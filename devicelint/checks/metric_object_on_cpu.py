@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
@@ -221,10 +222,7 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
     holders: dict[HolderKey, Holder] = {}
     clones: list[tuple[HolderKey, cst.Call]] = []
     aliases: list[tuple[HolderKey, cst.BaseExpression]] = []
-    for assign in ctx.index.of_type(cst.Assign):
-        if len(assign.targets) != 1:
-            continue
-        target, value = assign.targets[0].target, assign.value
+    for target, value in _bindings(ctx):
         if type(target) is cst.Subscript:  # `self.metrics["acc"] = Accuracy()`
             if not is_metric_constructor(ctx, value):
                 continue
@@ -235,6 +233,7 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
         key = _holder_key(ctx, target)
         if key is None:
             continue
+        value = through_containers(ctx, value)  # `acc = box[0]`, `acc, _ = box`: what was put in
         returned = _returned_metric(ctx, value)
         if is_metric_constructor(ctx, value):
             holders.setdefault(key, Holder(created=value, is_container=False))
@@ -257,6 +256,21 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
         if original is not None and not original.is_container:
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = original.moved
     return holders
+
+
+def _bindings(ctx: FileContext) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(target, value) of each single-target assignment, and of each name or attribute unpacked
+    from a container the file shows (`self.acc, _ = Accuracy(...), None`)."""
+    for assign in ctx.index.of_type(cst.Assign):
+        for target in assign.targets:
+            if type(target.target) in (cst.Tuple, cst.List):
+                for node in ctx.index.walk(target.target):
+                    if type(node) in (cst.Name, cst.Attribute) and type(ctx.index.parent(node)) is cst.Element:
+                        part = unpacked_part(ctx, node)  # type: ignore[arg-type]  # a Name or an Attribute
+                        if part is not None:
+                            yield node, part  # type: ignore[misc]  # as above
+        if len(assign.targets) == 1:
+            yield assign.targets[0].target, assign.value
 
 
 def _returned_metric(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.devices import DeviceId, distinct
 from devicelint.analysis.facts import Crossing, FileFacts, file_facts
 from devicelint.analysis.model_events import short
@@ -167,7 +168,9 @@ class ModelParallelActivationNotMoved(Rule):
 
 def _unplaced_stage(ctx: FileContext, facts: FileFacts, value: cst.BaseExpression, attr: str) -> bool:
     """Built from a `torch.nn` layer with weights, or a module class of this file that places
-    nothing itself, without `device=`, and moved nowhere in the file."""
+    nothing itself, without `device=`, and moved nowhere in the file (also read back from a
+    container it was put in: `self.stage = parts[0]`)."""
+    value = through_containers(ctx, value)
     built = module_constructor(ctx, value)
     if built is None or built in PARAMETER_FREE_MODULES or type(value) is not cst.Call:
         return False

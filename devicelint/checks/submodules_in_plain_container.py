@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
 from devicelint.analysis.placement_classes import (
@@ -107,7 +108,8 @@ class SubmodulesInPlainContainer(Rule):
             called = _elements_called(ctx, facts)
             plain: dict[str, str] = {}
             looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts)
-            for attr, value, method in facts.assignments:
+            for attr, stored, method in facts.assignments:
+                value = through_containers(ctx, stored)  # `self.layers = parts[0]`: what was put in
                 container = container_kind(ctx, value)
                 if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
                     # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`
@@ -116,14 +118,14 @@ class SubmodulesInPlainContainer(Rule):
                         plain.setdefault(attr, built.kind)
                         elements = _filled_elements(ctx, built, attr in called)
                         if elements:
-                            yield self._report(ctx, facts, value, attr, built.kind, elements)
+                            yield self._report(ctx, facts, stored, attr, built.kind, elements)
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
                 elements = _elements(ctx, value, attr in called)
                 if attr in handed_on or not elements:
                     continue
-                yield self._report(ctx, facts, value, attr, container, elements)
+                yield self._report(ctx, facts, value, attr, container, elements)  # where the plain container is built
             for attr, node, _ in facts.references:
                 added = added_elements(ctx, node)
                 if (

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import imported_module_class
@@ -193,7 +194,7 @@ class TensorAttributeNotRegistered(Rule):
                     if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(value):
                         candidate = None  # `self.x = self.x.to(device)`: moved by hand
                         break
-                    if candidate is None and _made_on_cpu(ctx, value, fact):
+                    if candidate is None and _made_on_cpu(ctx, through_containers(ctx, value), fact):
                         candidate = value
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
@@ -221,7 +222,7 @@ class TensorAttributeNotRegistered(Rule):
                 elif handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
                     continue
                 assert candidate is not None
-                target = _assignment_target(ctx, candidate)
+                target = _assignment_target(ctx, candidate) or facts.unpacked_targets.get(id(candidate))
                 if snapshot:
                     named = ", ".join(f"`self.{p}`" for p in snapshot)
                     problem = (
@@ -884,6 +885,19 @@ def _project_imports(ctx: FileContext) -> frozenset[str]:
     return ctx.shared("tensor_attribute_not_registered.project_imports", build)
 
 
+def _rebound_to(ctx: FileContext, statement: cst.Assign, name: str) -> cst.BaseExpression | None:
+    """The value `statement` binds the local `name` to: the assigned one (what a container read
+    gives back), or its part of a container it unpacks (`w, _ = (w.to(x), None)`)."""
+    for target in statement.targets:
+        if type(target.target) is cst.Name and target.target.value == name:
+            return through_containers(ctx, statement.value)
+        if type(target.target) in (cst.Tuple, cst.List):
+            for node in ctx.index.walk(target.target):
+                if type(node) is cst.Name and node.value == name and type(ctx.index.parent(node)) is cst.Element:
+                    return unpacked_part(ctx, node)
+    return None
+
+
 def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode) -> bool:
     """`helper(x, self.doas)` where the file's `helper` moves that parameter itself
     (`doas = doas.to(x.device)`, `w = w.to(x)`, `torch.as_tensor(w, device=x.device)`)."""
@@ -920,11 +934,11 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
             return False
         name = params[position]
     for statement in ctx.index.walk(callee.body):
-        if type(statement) is not cst.Assign or not any(
-            type(t.target) is cst.Name and t.target.value == name for t in statement.targets
-        ):
+        if type(statement) is not cst.Assign:
             continue
-        value = statement.value
+        value = _rebound_to(ctx, statement, name)
+        if value is None:
+            continue
         type_as = type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "type_as"
         if (type_as or move_call(value) not in (None, "cpu")) and any(
             type(n) is cst.Name and n.value == name for n in ctx.index.walk(value)

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.model_events import statement_of
@@ -137,21 +138,42 @@ def _scalar_only_in_arithmetic(ctx: FileContext, meeting: Meeting) -> bool:
     parent = ctx.index.parent(node)
     while type(parent) is cst.IfExp and node is not parent.test:
         node, parent = parent, ctx.index.parent(parent)
-    if type(parent) is not cst.Assign or len(parent.targets) != 1 or type(parent.targets[0].target) is not cst.Name:
-        return False
-    name = parent.targets[0].target.value
     function = ctx.index.enclosing_function(origin)
     if function is None:
         return False
+    if type(parent) is cst.Assign and len(parent.targets) == 1 and type(parent.targets[0].target) is cst.Name:
+        return _only_operands(ctx, function, parent.targets[0].target.value)
+    # put in a container and read back (`box = [aux]; a = box[0]`): every name it comes back in
+    # is read only as an operand, and the container only to hand it to them
+    held = holders(ctx, node)
+    built = ctx.index.enclosing(node, cst.Assign)
+    if not held or built is None or any(type(h) is not cst.Name for h in held):
+        return False
+    readers = {id(ctx.index.enclosing(h, cst.Assign)) for h in held}
+    for target in built.targets:
+        if type(target.target) is not cst.Name:
+            return False
+        for read in _reads(ctx, function, target.target.value):
+            if id(ctx.index.enclosing(read, cst.Assign)) not in readers:
+                return False
+    return all(_only_operands(ctx, function, h.value) for h in held)  # type: ignore[attr-defined]  # each a Name
+
+
+def _reads(ctx: FileContext, function: cst.FunctionDef, name: str) -> Iterator[cst.Name]:
+    """The reads of a local name in `function` (not another name spelled the same: an
+    attribute, a keyword)."""
     for read in ctx.index.within(function, cst.Name):
         if read.value != name or ctx.index.in_binding_target(read):
             continue
         holder = ctx.index.parent(read)
         if type(holder) is cst.Attribute and holder.attr is read or type(holder) is cst.Arg and holder.keyword is read:
             continue  # `self.aux(...)`, `f(aux=...)`: another name spelled the same
-        if type(holder) is not cst.BinaryOperation:
-            return False
-    return True
+        yield read
+
+
+def _only_operands(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """Every read of the local `name` is an operand of an operator."""
+    return all(type(ctx.index.parent(read)) is cst.BinaryOperation for read in _reads(ctx, function, name))
 
 
 def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:

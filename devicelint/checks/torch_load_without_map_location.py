@@ -5,6 +5,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
@@ -238,6 +239,13 @@ def _reads_name(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
 
 def _is_name(node: cst.BaseExpression, name: str) -> bool:
     return type(node) is cst.Name and node.value == name
+
+
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    """`name = ...`, or `name` unpacked (`name, _ = pair`)."""
+    if type(target) in (cst.Tuple, cst.List):
+        return any(_binds(e.value, name) for e in target.elements)  # type: ignore[attr-defined]  # a Tuple or List
+    return _is_name(target, name)
 
 
 def _has_map_location(args: Sequence[cst.Arg]) -> bool:
@@ -550,6 +558,10 @@ class Payloads:
     def _rebinding(self, call: cst.Call, name: str) -> cst.Assign | None:
         """The first later statement of the load's own block that binds `name` again."""
         load = self.ctx.index.parent(call)
+        if type(load) is not cst.Assign:
+            # read back from a container: the statement that takes it out (`data, _ = box`)
+            target = self._target_of(call)
+            load = self.ctx.index.enclosing(target, cst.Assign) if target is not None else None
         line = self.ctx.index.parent(load) if type(load) is cst.Assign else None
         block = self.ctx.index.parent(line) if line is not None else None
         body = getattr(block, "body", None)
@@ -559,7 +571,7 @@ class Payloads:
             if type(later) is not cst.SimpleStatementLine:
                 return None  # a compound statement may bind it on one path only
             for small in later.body:
-                if type(small) is cst.Assign and len(small.targets) == 1 and _is_name(small.targets[0].target, name):
+                if type(small) is cst.Assign and len(small.targets) == 1 and _binds(small.targets[0].target, name):
                     return small
         return None
 
@@ -567,7 +579,9 @@ class Payloads:
         parent = self.ctx.index.parent(call)
         if type(parent) is cst.Assign and len(parent.targets) == 1:
             return parent.targets[0].target
-        return None
+        # put in a container and read back into one name (`data, _ = (torch.load(p), None)`)
+        held = holders(self.ctx, call)
+        return held[0] if len(held) == 1 else None
 
     def _assigned_name(self, call: cst.Call) -> str | None:
         target = self._target_of(call)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
@@ -53,7 +54,8 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
         if type(node) is cst.Assign and len(node.targets) == 1:
             key = dotted_name(node.targets[0].target)
             if key == var:
-                base, device = chain_base(resolver, node.value)
+                # `model = parts["m"]` after `parts = {"m": model.to(dev)}`: what was put in
+                base, device = chain_base(resolver, through_containers(ctx, node.value))
                 same_var = dotted_name(base) == var
                 if not same_var:
                     facts.bind, facts.origin, facts.trusted = node.value, None, False

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import holders
 from devicelint.analysis.devices import string_value
 from devicelint.analysis.model_events.classes import builder_of, class_placements, numbered_split, split_of
 from devicelint.analysis.model_events.devices import (
@@ -115,7 +116,9 @@ def assigned_target(ctx: FileContext, call: cst.Call) -> str | None:
             return dotted_name(parent.targets[0].target)
         if type(parent) is cst.AnnAssign and parent.value is node:
             return dotted_name(parent.target)
-        return None
+        # put in a container and read back into a name (`model, _ = (DP(m), None)`)
+        held = holders(ctx, node)
+        return dotted_name(held[0]) if held else None
     return None
 
 
@@ -161,6 +164,8 @@ def _wrapper_at(ctx: FileContext, var: str, node: cst.CSTNode, sites: list[Wrapp
         return None
     resolver = resolver_for(ctx, node)
     inside = {id(n) for n in ctx.index.walk(best[1].statement)}
+    for held in holders(ctx, best[1].call):  # `net = out.net`: takes the wrapper back out of its container
+        inside |= {id(n) for n in ctx.index.walk(statement_of(ctx, held))}
     for between in scope.nodes[best[0] + 1 : position]:
         if id(between) in inside:
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.training.syntax import positional, scope_of
 from devicelint.analysis.training.values import attribute_values, values_of
@@ -74,6 +75,9 @@ def loader_calls(
     of the file through its returns."""
     if depth > _MAX_DEPTH:
         return None
+    held = through_containers(ctx, loader)  # `loaders[0]`, `run.loader`: what was put in
+    if held is not loader:
+        loader, scope = held, scope_of(ctx, held)
     if type(loader) is cst.Call:
         if is_loader_call(ctx, loader):
             return [loader]
