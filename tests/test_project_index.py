@@ -696,3 +696,21 @@ def test_imported_tuple_twin_whose_parts_stay_on_the_device_is_reported(tmp_path
     }
     _write(tmp_path, files)
     assert [(r["line"], r["code"]) for r in _check(["--no-cache", "fit.py"], cwd=tmp_path)] == [(11, "DL401")]
+
+
+def test_a_device_tensor_handed_to_an_imported_helper_that_calls_numpy(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "viz.py": "def fake_grid(fake):\n    return fake.detach()[0].numpy()\n",
+            "sample.py": (
+                "import torch\n\nfrom viz import fake_grid\n\n\ndef show(gen, z):\n"
+                "    gen.cuda()\n    fake = gen(z.cuda())\n    return fake_grid(fake)\n"
+            ),
+        },
+    )
+    rows = _check(["--no-cache", "sample.py"], cwd=tmp_path)
+    assert [(r["code"], r["line"]) for r in rows] == [("DL108", 9)]
+    assert "(`viz.fake_grid` calls `.numpy()` on its `fake` at viz.py:2)" in rows[0]["message"]
+    assert rows[0]["message"].endswith("call `.cpu()` first: `fake_grid(fake.cpu())`")
+    assert _check(["--no-cache", "--no-project", "sample.py"], cwd=tmp_path) == []

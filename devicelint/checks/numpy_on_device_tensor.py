@@ -88,7 +88,7 @@ class NumpyOnDeviceTensor(Rule):
                 if arg is None or not facts.is_device_tensor(arg, certain=True):
                     continue
                 moved = ctx.code_for(arg) + ".cpu()"
-                fixed = ctx.code_for(call).replace(ctx.code_for(arg), moved, 1)
+                fixed = ctx.code_for(call.deep_replace(arg, cst.parse_expression(moved)))
                 # unsafe: the helper may also use the tensor where the device is needed
                 fix = FixProposal(
                     description=f"Hand `{moved}` to `{helper.qualified}`", safe=False, replacements=((arg, moved),)
