@@ -72,8 +72,9 @@ class Rule:
     torch_versions: ClassVar[str] = ""
     # The pre-filter skips a file that contains none of these strings: the rule cannot fire there.
     tokens: ClassVar[tuple[str, ...]] = ("torch",)
-    # It reports calls of functions imported from the project (`ProjectView.helpers`), which the
-    # tokens cannot name: it runs on any file whose view holds one.
+    # It reports calls of functions imported from the project that convert or move what they are
+    # handed (`ProjectView.helpers`), which the tokens cannot name: it runs on any file whose view
+    # holds one.
     reads_helpers: ClassVar[bool] = False
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
