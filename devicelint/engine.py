@@ -284,7 +284,6 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
         findings, fired = _to_findings(ctx, violations, first_lines) if violations else ([], set())
     finally:
         ctx.release()
-    del violations
     if any(rule.code == UNUSED_NOQA for rule in options.rules):
         # Codes reported elsewhere (DL000, the runtime's DL6xx) never fire here: not judged.
         judged = {r.code for r in options.rules if not issubclass(r, ReportedElsewhere)} - _crashed(crashes)
