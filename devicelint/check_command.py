@@ -321,6 +321,10 @@ def _project_text(indexes: dict[Path, ProjectIndex]) -> str:
     lines = []
     for root, index in sorted(indexes.items()):
         lines.append(f"project root  {root}")
+        if index.too_large:
+            lines.append(
+                "  (more .py files below it than one project holds: imports are resolved, no whole-project scan)"
+            )
         for path in index.covered():
             summary = index.summaries[path]
             try:

@@ -714,3 +714,21 @@ def test_a_device_tensor_handed_to_an_imported_helper_that_calls_numpy(tmp_path:
     assert "(`viz.fake_grid` calls `.numpy()` on its `fake` at viz.py:2)" in rows[0]["message"]
     assert rows[0]["message"].endswith("call `.cpu()` first: `fake_grid(fake.cpu())`")
     assert _check(["--no-cache", "--no-project", "sample.py"], cwd=tmp_path) == []
+
+
+def test_a_root_with_more_files_than_a_project_is_not_scanned_whole(tmp_path: Path, monkeypatch) -> None:
+    # A script linted alone in a home or temporary folder: the folder is its root, and walking
+    # every file below it (then reading every mover and saver) would take minutes.
+    import devicelint.project.index as index_module
+
+    _project(tmp_path)
+    monkeypatch.setattr(index_module, "_MAX_PROJECT_FILES", 1)
+    index = ProjectIndex(tmp_path)
+    assert index._walk() == {} and index.too_large
+    assert "Net" in index.view_for(tmp_path / "train.py").classes  # imports still resolve, file by file
+    rows = _check(["--cache-dir", str(tmp_path / "cache"), "train.py"], cwd=tmp_path)
+    assert [(r["line"], r["code"]) for r in rows] == [(11, "DL117")]
+    result = CliRunner().invoke(
+        cli, ["check", "--cache-dir", str(tmp_path / "cache"), "--show-project", str(tmp_path / "train.py")]
+    )
+    assert "no whole-project scan" in result.output

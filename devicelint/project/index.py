@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 # Bases whose constructor places nothing: a class ending at them owns CPU parameters.
 _CPU_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "object"})
 # Folders never walked for movers of other modules' attributes.
+# More `.py` files than any one training project holds (transformers has about 4,000).
+_MAX_PROJECT_FILES = 30_000
 _SKIPPED = frozenset({".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages"})
 _MOVER_WORDS = (b"def _apply(", b"def to(", b"def cuda(")
 # A file that may save something (`torch.save(`, `save_checkpoint(`), and one that loads with torch.
@@ -173,6 +175,8 @@ class ProjectIndex:
         self, root: Path, store: Path | None = None, salt: str = "", overlay: dict[str, bytes] | None = None
     ) -> None:
         self.root = root.absolute()
+        # the root holds too many files to be one project (see `_walk`)
+        self.too_large = False
         self.store = store
         # devicelint's own code fingerprint: summaries an older release wrote are not read
         self.salt = salt
@@ -377,11 +381,17 @@ class ProjectIndex:
 
     def _walk(self) -> dict[str, tuple[int, int]]:
         """Every `.py` file below the root (skipping `_SKIPPED` and hidden folders), with its size
-        and modification time."""
+        and modification time. A root holding more than `_MAX_PROJECT_FILES` of them (a home or
+        temporary folder a script was linted in) is no project: the scans over every file (movers,
+        savers) then see none, and imports still resolve file by file."""
         if self._files is None:
             self._files = {}
             folders = [self._root_text]
             while folders:
+                if len(self._files) > _MAX_PROJECT_FILES:
+                    self._files = {}
+                    self.too_large = True
+                    break
                 folder = folders.pop()
                 try:
                     entries = sorted(os.scandir(folder), key=lambda e: e.name)
