@@ -2837,3 +2837,39 @@ def test_a_helper_that_moves_its_parameter_by_unpacking_needs_no_buffer() -> Non
 def test_moved_by_the_helper_twin_that_forgets_the_move_is_reported() -> None:
     forgot = MOVED_BY_THE_HELPER.replace("palette.to(image.device), 0.5", "palette, 0.5")
     assert _found(forgot) == [(14, "DL102")]
+
+
+# -- a one-`return` helper stands for the call it returns, in the caller's words ------------------
+
+BUILT_BY_A_HELPER = """
+    import torch
+
+
+    def build_optimizer(first, second, lr):
+        return torch.optim.Adam([first, second], lr=lr)
+
+
+    def fit(x, y, device, steps=50):
+        weight = torch.randn(x.size(1), 1, requires_grad=True)
+        bias = torch.zeros(1, requires_grad=True)
+        optimizer = build_optimizer(weight, bias, 1e-3)
+        weight = weight.to(device)
+        x, y = x.to(device), y.to(device)
+        for _ in range(steps):
+            loss = ((x @ weight + bias.to(device)) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_an_optimizer_built_by_a_helper_holds_what_the_caller_passed() -> None:
+    assert _found(BUILT_BY_A_HELPER) == [(12, "DL111")]
+
+
+def test_helper_built_optimizer_twin_on_device_tensors_is_clean() -> None:
+    fixed = BUILT_BY_A_HELPER.replace(
+        "weight = torch.randn(x.size(1), 1, requires_grad=True)",
+        "weight = torch.randn(x.size(1), 1, device=device, requires_grad=True)",
+    ).replace("        weight = weight.to(device)\n", "")
+    assert fixed != BUILT_BY_A_HELPER and _found(fixed) == []

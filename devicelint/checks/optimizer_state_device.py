@@ -13,6 +13,7 @@ from devicelint.analysis.training.helpers import (
     method_of,
     optimizer_classes,
     parameter_names,
+    returned_call,
 )
 from devicelint.analysis.training.reads import read_names
 from devicelint.analysis.training.syntax import short
@@ -105,33 +106,11 @@ def _built(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression | 
     own = _optimizer_class(ctx, call)
     if own is not None:
         return own, _params_argument(call)
-    helper = callee(ctx, call)
-    if helper is None or any(arg.star for arg in call.args):
+    inner = returned_call(ctx, call)
+    kind = _optimizer_class(ctx, inner) if inner is not None else None
+    if inner is None or kind is None:
         return None
-    returns = [n for n in ctx.index.walk(helper.body) if type(n) is cst.Return]
-    inner = returns[0].value if len(returns) == 1 else None
-    if type(inner) is not cst.Call or ctx.index.enclosing_function(inner) is not helper:
-        return None
-    kind = _optimizer_class(ctx, inner)
-    source = _params_argument(inner) if kind is not None else None
-    if kind is None or source is None:
-        return None
-    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
-    decorators = {dotted_name(d.decorator) for d in helper.decorators}
-    if ctx.index.enclosing_class(helper) is not None and "staticmethod" not in decorators:
-        params = params[1:]  # `self` or `cls`, filled by the receiver
-    if type(source) is cst.Name and source.value in params:
-        keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == source.value), None)
-        positional = [a.value for a in call.args if a.keyword is None]
-        position = params.index(source.value)
-        return kind, keyword if keyword is not None else positional[position] if position < len(positional) else None
-    on_self = type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self"
-    names = _names_in(source)
-    if type(source) is cst.Call and type(source.func) is cst.Attribute:  # `self.model.parameters()`
-        names = [dotted_name(source.func.value) or "-"]
-    if on_self and names and all(name.startswith("self.") for name in names):
-        return kind, source  # `self.<attr>` is the same instance's in the caller
-    return None
+    return kind, _params_argument(inner)
 
 
 def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:

@@ -253,6 +253,87 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     return method_of(ctx, cls, name) if cls is not None else None
 
 
+def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+    """What a call of a helper of the file whose one `return` is a call stands for, in the
+    caller's words: `make_opt(w, b)` running `return torch.optim.SGD([w, b], lr=0.1)` is
+    `torch.optim.SGD([<w>, <b>], lr=0.1)` with the caller's argument nodes in place of the
+    parameters (a method's receiver for its `self`). None when the helper returns anything else,
+    uses a parameter the call fills with nothing it shows, builds from its own locals, or the call
+    passes `*args`/`**kwargs`."""
+    helper = callee(ctx, call)
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    returns = [
+        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
+    ]
+    inner = returns[0].value if len(returns) == 1 else None
+    if not isinstance(inner, cst.Call):
+        return None
+    bound = _bound_arguments(ctx, helper, call)
+    if bound is None:
+        return None
+    params = {
+        p.name.value for p in (*helper.params.posonly_params, *helper.params.params, *helper.params.kwonly_params)
+    }
+    local = _locals_of(ctx, helper)
+    replaced: cst.CSTNode = inner
+    for node in ctx.index.walk(inner):
+        if type(node) is not cst.Name or not _is_value_name(ctx, node):
+            continue
+        if node.value in bound:
+            replaced = replaced.deep_replace(node, bound[node.value])
+        elif node.value in params or node.value in local:
+            return None  # a parameter the call leaves to its default, or the helper's own local
+    return replaced if isinstance(replaced, cst.Call) else None
+
+
+def _bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
+    """The helper's parameter names -> what `call` passes for them (a method's first parameter:
+    the object it is called on, or the explicit instance of `Class.method(obj, ...)`)."""
+    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+    bound: dict[str, cst.BaseExpression] = {}
+    decorators = {dotted_name(d.decorator) for d in helper.decorators}
+    method = ctx.index.enclosing_class(helper) is not None and "staticmethod" not in decorators
+    if method and params:
+        func = call.func
+        if type(func) is cst.Attribute and _class_named(ctx, func.value, call) is None:
+            bound[params[0]] = func.value
+            params = params[1:]
+        elif "classmethod" in decorators:
+            params = params[1:]  # `cls`: whichever class, never a value the helper moves
+        elif type(func) is not cst.Attribute:
+            return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    if len(positional) > len(params):
+        return None
+    bound.update(zip(params, positional))
+    for arg in call.args:
+        if arg.keyword is not None:
+            bound[arg.keyword.value] = arg.value
+    return bound
+
+
+def _locals_of(ctx: FileContext, helper: cst.FunctionDef) -> set[str]:
+    """The names the helper binds itself (assignments, loop and `with` targets)."""
+    found: set[str] = set()
+    for node in ctx.index.walk(helper.body):
+        if type(node) is cst.Name and ctx.index.in_binding_target(node):
+            found.add(node.value)
+        elif type(node) is cst.AsName and type(node.name) is cst.Name:
+            found.add(node.name.value)
+    return found
+
+
+def _is_value_name(ctx: FileContext, node: cst.Name) -> bool:
+    """A name read as a value (not an attribute's name, a keyword, or a lambda's parameter)."""
+    parent = ctx.index.parent(node)
+    if type(parent) is cst.Attribute and parent.attr is node:
+        return False
+    if type(parent) is cst.Arg and parent.keyword is node:
+        return False
+    return type(parent) is not cst.Param
+
+
 def _class_named(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> cst.ClassDef | None:
     """`Trainer._clip(self)`, `cls._clip(opt)`: a method called on a class of the file itself
     (a static or class method, or a plain one handed its instance explicitly)."""
