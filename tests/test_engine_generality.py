@@ -2873,3 +2873,31 @@ def test_helper_built_optimizer_twin_on_device_tensors_is_clean() -> None:
         "weight = torch.randn(x.size(1), 1, device=device, requires_grad=True)",
     ).replace("        weight = weight.to(device)\n", "")
     assert fixed != BUILT_BY_A_HELPER and _found(fixed) == []
+
+
+# -- a helper reached only under a TorchScript/tracing branch runs only there -------------------
+
+SCRIPTED_HELPER = """
+    import torch
+    import torch.nn as nn
+
+
+    def baked_offsets(x):
+        return torch.tensor([[0.0, 1.0], [1.0, 0.0]], device=x.device)
+
+
+    class Shift(nn.Module):
+        def forward(self, x):
+            if torch.jit.is_scripting():
+                return x + baked_offsets(x).sum()
+            return x + 1.0
+"""
+
+
+def test_a_constant_made_in_a_helper_only_scripting_calls_is_not_per_step() -> None:
+    assert _found(SCRIPTED_HELPER) == []
+
+
+def test_scripted_helper_twin_called_on_the_eager_path_copies_every_step() -> None:
+    eager = SCRIPTED_HELPER.replace("return x + 1.0", "return x + baked_offsets(x).mean()")
+    assert eager != SCRIPTED_HELPER and [code for _, code in _found(eager)] == ["DL405"]

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
+from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.modules import methods, module_classes
@@ -82,7 +83,8 @@ class PerStepConstantCopy(Rule):
     without moving it is DL102's finding (not moved with the model) and is not reported here.
     Scalars (`torch.tensor(0.5, device=...)`, `torch.tensor([0], device=...)`) are not reported,
     nor are copies in functions cached per device (`@lru_cache`) or in code that only TorchScript,
-    tracing or export runs (`if torch.jit.is_scripting():`, the `else` of its negation), and `torch.tensor(CONSTANT).to(device)`
+    tracing or export runs (`if torch.jit.is_scripting():`, the `else` of its negation, and a
+    helper of the file that only such branches call), and `torch.tensor(CONSTANT).to(device)`
     is left to DL403 (create it on the device), after which this rule asks for a buffer. A function counts as per step
     only when the file shows it: a step method, a module's `forward` path, or a call inside
     a loop of the same file, in a file that runs a network (defines, builds or calls a module,
@@ -393,10 +395,12 @@ def _compiled_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     return None
 
 
-def _compiled_only(ctx: FileContext, node: cst.CSTNode) -> bool:
+def _compiled_only(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Code that runs only when TorchScript, tracing or export builds the graph
     (`if torch.jit.is_scripting(): ...`, the `else` of `if not torch.jit.is_scripting():`):
-    constants are baked in once there, and eager code takes the other branch."""
+    constants are baked in once there, and eager code takes the other branch. A function of the
+    file (or a method called on `self`) that every call of it in the file reaches only there
+    counts too: the branch's body moved into a helper."""
     child = node
     for ancestor in _ancestors_to_function(ctx, node):
         if type(ancestor) is cst.If and child is not ancestor.test:
@@ -408,7 +412,32 @@ def _compiled_only(ctx: FileContext, node: cst.CSTNode) -> bool:
             if taken is not None and (child is ancestor.body) == taken:
                 return True
         child = ancestor
-    return False
+    function = ctx.index.enclosing_function(node)
+    if function is None or depth > 1:
+        return False
+    calls = _calls_of(ctx, function)
+    return bool(calls) and all(_compiled_only(ctx, call, depth + 1) for call in calls)
+
+
+def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
+    """The file's calls of a module-level function (`f(...)`) or of a method on `self` of its
+    class (`self.f(...)`); empty for anything else."""
+    name = function.name.value
+    owner = ctx.index.parent(ctx.index.parent(function) or function)
+    if type(ctx.index.parent(function)) is cst.Module:
+        wanted: cst.CSTNode | None = None
+    elif type(owner) is cst.ClassDef:
+        wanted = owner
+    else:
+        return []
+    found = []
+    for call in calls_by_name(ctx).get(name, ()):
+        func = call.func
+        if wanted is None and type(func) is cst.Name:
+            found.append(call)
+        elif wanted is not None and self_attribute(func) == name and ctx.index.enclosing_class(call) is wanted:
+            found.append(call)
+    return found
 
 
 def _cached(function: cst.FunctionDef) -> bool:
