@@ -2901,3 +2901,41 @@ def test_a_constant_made_in_a_helper_only_scripting_calls_is_not_per_step() -> N
 def test_scripted_helper_twin_called_on_the_eager_path_copies_every_step() -> None:
     eager = SCRIPTED_HELPER.replace("return x + 1.0", "return x + baked_offsets(x).mean()")
     assert eager != SCRIPTED_HELPER and [code for _, code in _found(eager)] == ["DL405"]
+
+
+# -- a load-or-build cache whose save sits in a one-line helper --------------------------------
+
+CACHE_SAVED_BY_A_HELPER = """
+    import os
+
+    import numpy as np
+    import torch
+
+
+    def _write_cache(train_ids, val_ids, path):
+        return torch.save((train_ids, val_ids), path)
+
+
+    def split_ids(root, total, seed=0):
+        path = os.path.join(root, "split.pt")
+        if os.path.exists(path):
+            train_ids, val_ids = torch.load(path)
+        else:
+            order = np.random.default_rng(seed).permutation(total)
+            train_ids, val_ids = order[: total // 2], order[total // 2 :]
+            _write_cache(train_ids, val_ids, path)
+        return train_ids, val_ids
+"""
+
+
+def test_a_cache_saved_through_a_helper_reads_back_only_its_own_parts() -> None:
+    assert _found(CACHE_SAVED_BY_A_HELPER) == []
+
+
+def test_cache_helper_twin_that_saves_gpu_copies_is_a_checkpoint_load() -> None:
+    # the cache now holds CUDA tensors: a machine without the GPU cannot read it back
+    other = CACHE_SAVED_BY_A_HELPER.replace(
+        "            _write_cache(train_ids, val_ids, path)",
+        "            _write_cache(torch.as_tensor(train_ids).cuda(), val_ids, path)",
+    )
+    assert other != CACHE_SAVED_BY_A_HELPER and _found(other) == [(15, "DL501")]

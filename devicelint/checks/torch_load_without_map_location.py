@@ -11,6 +11,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.training.helpers import returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.project.view import path_key
@@ -446,15 +447,15 @@ class Payloads:
         keys = self._path_keys(call.args[0].value, call)
         position = self._position(call)
         loaded = self._assigned_name(call)
-        for save in self._all_saves():
-            if len(save.args) < 2 or self.ctx.index.enclosing_function(save) is not function:
+        for site, save in self._saves_with_sites():
+            if len(save.args) < 2 or self.ctx.index.enclosing_function(site) is not function:
                 continue
             same_path = save.args[1].value is not None and (
                 self.ctx.code_for(save.args[1].value) == source or keys & self._path_keys(save.args[1].value, save)
             )
             if not same_path:
                 continue
-            if self._position(save) < position:
+            if self._position(site) < position:
                 return True
             saved = save.args[0].value
             if loaded is not None and type(saved) is cst.Name and saved.value == loaded:
@@ -689,6 +690,28 @@ class Payloads:
 
     def _position(self, node: cst.CSTNode) -> int:
         return self.ctx.index.position(node) if type(node) is cst.Call else -1
+
+    def _saves_with_sites(self) -> list[tuple[cst.Call, cst.Call]]:
+        """(where it runs, the save) for each save of the file, and for each call of a helper of
+        the file whose one `return` is a save (`_cache(a, b, path)` running `return
+        torch.save((a, b), path)`): that save in the caller's words, at the call."""
+        found = [(save, save) for save in self._all_saves()]
+        savers = {
+            function.name.value
+            for save in self._all_saves()
+            if type(self.ctx.index.parent(save)) is cst.Return
+            and (function := self.ctx.index.enclosing_function(save)) is not None
+        }
+        if not savers:
+            return found
+        for call in self.ctx.index.of_type(cst.Call):
+            func = call.func
+            name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+            if name in savers:
+                inner = returned_call(self.ctx, call)
+                if inner is not None and self.ctx.qualified_name(inner.func) in SAVERS:
+                    found.append((call, inner))
+        return found
 
     def _all_saves(self) -> list[cst.Call]:
         if self._saves is None:
