@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.helpers import UNSCALE, UPDATE, Effect, callee
+from devicelint.analysis.training.helpers import UNSCALE, UPDATE, Effect, bound_arguments, callee
 from devicelint.analysis.training.step import Scope, training_scopes
 from devicelint.analysis.training.step_parts import assigned_scalers
 from devicelint.analysis.training.syntax import positional, receiver, scope_of, short
@@ -157,17 +157,9 @@ def _as_caller_spells(ctx: FileContext, node: cst.CSTNode | None, effect: Effect
     if text.startswith("self."):
         same_class = ctx.index.enclosing_class(helper) is ctx.index.enclosing_class(site)
         return text if same_class and ctx.index.enclosing_class(site) is not None else None
-    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
-    if ctx.index.enclosing_class(helper) is not None and type(site.func) is cst.Attribute:
-        params = params[1:]  # a method called on an object: the object fills `self`
-    if text not in params and text not in {p.name.value for p in helper.params.kwonly_params}:
-        return None
-    for arg in site.args:
-        if arg.keyword is not None and arg.keyword.value == text:
-            return _text(ctx, arg.value)
-    given = [a.value for a in site.args if a.keyword is None and not a.star]
-    index = params.index(text) if text in params else len(given)
-    return _text(ctx, given[index]) if index < len(given) else None
+    bound = bound_arguments(ctx, helper, site)
+    given = bound.get(text) if bound is not None else None
+    return _text(ctx, given) if given is not None else None
 
 
 def _text(ctx: FileContext, node: cst.CSTNode | None) -> str | None:

@@ -6,7 +6,6 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
-from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.modules import methods, module_classes
@@ -16,6 +15,7 @@ from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MEETING_METHODS, MODEL_WORDS, PRESERVING_METHODS, moves_to_accelerator
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import moves_what_it_yields
+from devicelint.analysis.training.helpers import calls_of
 from devicelint.analysis.training.syntax import keyword, short
 from devicelint.checks.tensor_attribute_not_registered import TensorAttributeNotRegistered
 from devicelint.context import FileContext
@@ -399,8 +399,8 @@ def _compiled_only(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Code that runs only when TorchScript, tracing or export builds the graph
     (`if torch.jit.is_scripting(): ...`, the `else` of `if not torch.jit.is_scripting():`):
     constants are baked in once there, and eager code takes the other branch. A function of the
-    file (or a method called on `self`) that every call of it in the file reaches only there
-    counts too: the branch's body moved into a helper."""
+    file that every call of it in the file (`training.helpers.calls_of`) reaches only there counts
+    too: the branch's body moved into a helper."""
     child = node
     for ancestor in _ancestors_to_function(ctx, node):
         if type(ancestor) is cst.If and child is not ancestor.test:
@@ -415,29 +415,8 @@ def _compiled_only(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     function = ctx.index.enclosing_function(node)
     if function is None or depth > 1:
         return False
-    calls = _calls_of(ctx, function)
+    calls = calls_of(ctx, function)
     return bool(calls) and all(_compiled_only(ctx, call, depth + 1) for call in calls)
-
-
-def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
-    """The file's calls of a module-level function (`f(...)`) or of a method on `self` of its
-    class (`self.f(...)`); empty for anything else."""
-    name = function.name.value
-    owner = ctx.index.parent(ctx.index.parent(function) or function)
-    if type(ctx.index.parent(function)) is cst.Module:
-        wanted: cst.CSTNode | None = None
-    elif type(owner) is cst.ClassDef:
-        wanted = owner
-    else:
-        return []
-    found = []
-    for call in calls_by_name(ctx).get(name, ()):
-        func = call.func
-        if wanted is None and type(func) is cst.Name:
-            found.append(call)
-        elif wanted is not None and self_attribute(func) == name and ctx.index.enclosing_class(call) is wanted:
-            found.append(call)
-    return found
 
 
 def _cached(function: cst.FunctionDef) -> bool:

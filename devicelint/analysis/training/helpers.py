@@ -269,7 +269,7 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     inner = returns[0].value if len(returns) == 1 else None
     if not isinstance(inner, cst.Call):
         return None
-    bound = _bound_arguments(ctx, helper, call)
+    bound = bound_arguments(ctx, helper, call)
     if bound is None:
         return None
     params = {
@@ -287,7 +287,7 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     return replaced if isinstance(replaced, cst.Call) else None
 
 
-def _bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
+def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     """The helper's parameter names -> what `call` passes for them (a method's first parameter:
     the object it is called on, or the explicit instance of `Class.method(obj, ...)`)."""
     params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
