@@ -2939,3 +2939,44 @@ def test_cache_helper_twin_that_saves_gpu_copies_is_a_checkpoint_load() -> None:
         "            _write_cache(torch.as_tensor(train_ids).cuda(), val_ids, path)",
     )
     assert other != CACHE_SAVED_BY_A_HELPER and _found(other) == [(15, "DL501")]
+
+
+# -- a DataParallel wrapper whose first call comes before the model is handed on --------------
+
+WRAPPED_THEN_RETURNED = """
+    import torch
+    import torch.nn as nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(32, 64, batch_first=True)
+            self.out = nn.Linear(64, 9)
+
+        def forward(self, x):
+            return self.out(self.rnn(x)[0])
+
+
+    def fit_tagger(batches, gpus=(2, 3)):
+        tagger = Tagger()
+        tagger = nn.DataParallel(tagger, device_ids=list(gpus))
+        opt = torch.optim.SGD(tagger.parameters(), lr=0.1)
+        for words, tags in batches:
+            scores = tagger(words.cuda(gpus[0]))
+            loss = nn.functional.cross_entropy(scores.flatten(0, 1), tags.cuda(gpus[0]).flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return tagger
+"""
+
+
+def test_dataparallel_called_before_the_wrapper_is_returned_still_needs_the_model_moved() -> None:
+    # returning the wrapper after the loop hands it on too late: its first call already ran
+    assert _found(WRAPPED_THEN_RETURNED) == [(18, "DL202")]
+
+
+def test_dataparallel_twin_moved_before_wrapping_is_clean() -> None:
+    fixed = WRAPPED_THEN_RETURNED.replace("tagger = Tagger()", "tagger = Tagger().cuda(gpus[0])")
+    assert _found(fixed) == []

@@ -732,3 +732,42 @@ def test_a_root_with_more_files_than_a_project_is_not_scanned_whole(tmp_path: Pa
         cli, ["check", "--cache-dir", str(tmp_path / "cache"), "--show-project", str(tmp_path / "train.py")]
     )
     assert "no whole-project scan" in result.output
+
+
+SPLIT_CLASSES = """
+import torch
+from torch import nn
+
+
+class ByDefaults(nn.Module):
+    def __init__(self, first="cuda:0", second: str = "cuda:1"):
+        super().__init__()
+        self.encoder = nn.Linear(8, 8).to(first)
+        self.decoder = nn.Linear(8, 8)
+        self.decoder.cuda(1)
+        self.half = nn.Linear(8, 8).to(torch.float16)
+
+
+class ByNames(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dev0, self.dev1 = cfg.dev0, cfg.dev1
+        self.stem = nn.Conv2d(3, 8, 3).to(self.dev0)
+        self.head = nn.Conv2d(8, 8, 3).to(device=self.dev1)
+
+
+class MovedWhole(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(2, 2).to("cuda:0")
+        self.b = nn.Linear(2, 2).to("cuda:1")
+        self.to("cuda:0")
+"""
+
+
+def test_a_class_summary_lists_the_submodules_its_constructor_places() -> None:
+    classes = summarise(SPLIT_CLASSES, "nets").classes
+    # in source order; a dtype cast is not a device, a whole-module move undoes the split
+    assert classes["ByDefaults"].placed == (("encoder", "cuda:0", True), ("decoder", "cuda:1", True))
+    assert classes["ByNames"].placed == (("stem", "self.dev0", False), ("head", "self.dev1", False))
+    assert classes["MovedWhole"].placed == ()

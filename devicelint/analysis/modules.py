@@ -47,6 +47,13 @@ def imported_module_class(ctx: FileContext, node: cst.CSTNode) -> ImportedClass 
     return ctx.project.classes.get(spelled) if spelled is not None else None
 
 
+def builds_cpu_project_module(ctx: FileContext, call: cst.Call) -> bool:
+    """`call` builds a class of another project module whose parameters start on the CPU (it
+    builds them and places nothing itself)."""
+    imported = imported_module_class(ctx, call.func)
+    return imported is not None and imported.owns_cpu_parameters and not imported.places_itself
+
+
 def is_library_module_class(qualified: str | None) -> bool:
     """`torchvision.models.resnet.ResNet`, `torchmetrics.Accuracy`: a module class of a library."""
     if not qualified or any(word in qualified for word in NOT_MODULES):

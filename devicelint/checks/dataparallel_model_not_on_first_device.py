@@ -175,7 +175,7 @@ class DataParallelModelNotOnFirstDevice(Rule):
         moves += wrapper_chain_moves(ctx, site)
         usage = usage_after(ctx, site.target, site.call) if site.target else None
         model = var or short(ctx, base)
-        if usage is not None:
+        if usage is not None and not usage.called_first:  # (moves after the first call come too late)
             if usage.escaped:  # handed on: only a move made before that counts
                 return (
                     self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None

@@ -118,7 +118,7 @@ def _one_of(classes: list[ImportedClass | None]) -> ImportedClass | None:
         all(c.owns_cpu_parameters for c in known),
         None if moved is None else tuple(sorted(moved)),
         any(c.places_itself for c in known),
-    )
+    )  # (what each places is left out: the model is one of them, not all)
 
 
 def _view_data(view: ProjectView) -> dict[str, Any]:
@@ -132,6 +132,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             bool(c["owns_cpu_parameters"]),
             None if c["moved_attributes"] is None else tuple(str(a) for a in c["moved_attributes"]),
             bool(c["places_itself"]),
+            tuple((str(a), str(d), bool(s)) for a, d, s in c.get("placed", ())),
         )
         for k, c in data["classes"].items()
     }
@@ -784,7 +785,9 @@ class ProjectIndex:
         cls = module.classes[name]
         qualified = f"{module.name}.{name}" if module.name else name
         owns = self.owns_cpu_parameters(cls, where)
-        return ImportedClass(qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where))
+        return ImportedClass(
+            qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where), cls.placed
+        )
 
     def _function_place(
         self, module: ModuleSummary, name: str, where: Path, hops: int, modules: bool = True

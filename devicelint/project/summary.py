@@ -50,6 +50,10 @@ class ClassSummary:
     moved_attributes: tuple[str, ...] | None = ()
     # (qualified class, attribute) its movers assign on other objects, by `isinstance` test.
     moves_others: tuple[tuple[str, str], ...] = ()
+    # (attribute, device text, stated) for each submodule `__init__` puts on a device of its own
+    # (`self.head = nn.Linear(...).to("cuda:1")`); stated: the text is a device literal
+    # (`cuda:1`), else the code's name for it (`self.dev1`)
+    placed: tuple[tuple[str, str, bool], ...] = ()
 
 
 class ModuleSummary:
@@ -238,6 +242,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         places_itself=bool(data["places_itself"]),
         moved_attributes=None if moved is None else tuple(str(m) for m in moved),
         moves_others=tuple((str(c), str(a)) for c, a in data["moves_others"]),
+        placed=tuple((str(a), str(d), bool(k)) for a, d, k in data.get("placed", ())),
     )
 
 
@@ -441,7 +446,125 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
                 makes = True
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
     moved, others = _movers(methods, qualify, submodules)
-    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others)
+    placed = _placed_submodules(methods.get("__init__"), qualify) if places else ()
+    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others, placed)
+
+
+def _placed_submodules(init: ast.FunctionDef | None, qualify: _Qualifier) -> tuple[tuple[str, str, bool], ...]:
+    """The submodules `__init__` builds and places (`self.x = Block().to(dev)`, `self.x.cuda(1)`),
+    unless it then moves the whole module (`self.to(dev)` puts everything on one device)."""
+    if init is None:
+        return ()
+    strings = _string_names(init)
+    built: set[str] = set()
+    placed: dict[str, tuple[str, bool]] = {}
+    statements = [n for n in _own_nodes(init) if isinstance(n, (ast.Assign, ast.Expr))]
+    for node in sorted(statements, key=lambda n: (n.lineno, n.col_offset)):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            attr = _self_attribute(node.targets[0])
+            if attr is None:
+                continue
+            value, device = _moved_chain(node.value, strings)
+            if isinstance(value, ast.Call) and _builds_module(value, qualify):
+                built.add(attr)
+                if device is not None:
+                    placed[attr] = device
+            elif _self_attribute(value) == attr and device is not None and attr in built:
+                placed[attr] = device  # `self.x = self.x.to(dev)`
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            value, device = _moved_chain(node.value, strings)
+            if device is None:
+                continue
+            if isinstance(value, ast.Name) and value.id == "self":
+                return ()
+            attr = _self_attribute(value)
+            if attr in built:
+                placed[attr] = device  # `self.x.to(dev)`, in place for a module
+    return tuple((attr, text, stated) for attr, (text, stated) in placed.items())
+
+
+def _self_attribute(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _builds_module(call: ast.Call, qualify: _Qualifier) -> bool:
+    """A call that builds a module: a class (`nn.Linear`, `Block`), or a function of the project
+    (`conv_block(...)`), not a torch tensor factory."""
+    qualified = qualify(call.func) or ""
+    last = qualified.rsplit(".", 1)[-1]
+    return bool(last) and (last[:1].isupper() or not qualified.startswith("torch."))
+
+
+def _string_names(function: ast.FunctionDef) -> dict[str, str]:
+    """Names bound once, in `function`, to a string: its own assignments and parameter defaults."""
+    found: dict[str, list[str | None]] = {}
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    for argument, default in zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults):
+        found.setdefault(argument.arg, []).append(_string(default))
+    for argument, kw_default in zip(arguments.kwonlyargs, arguments.kw_defaults):
+        if kw_default is not None:
+            found.setdefault(argument.arg, []).append(_string(kw_default))
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found.setdefault(node.targets[0].id, []).append(_string(node.value))
+    return {name: values[0] for name, values in found.items() if len(values) == 1 and values[0] is not None}
+
+
+def _string(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _moved_chain(node: ast.expr, strings: dict[str, str]) -> tuple[ast.expr, tuple[str, bool] | None]:
+    """What a chain of `.to(...)`/`.cuda(...)` calls starts from, and the device of its last
+    move: (`cuda:1`, True) for a stated device, (`self.dev1`, False) for a named one."""
+    device: tuple[str, bool] | None = None
+    while (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda", "cpu")
+    ):
+        method = node.func.attr
+        found = _device_argument(node, method, strings)
+        if device is None:
+            device = found
+        node = node.func.value
+    return node, device
+
+
+def _device_argument(call: ast.Call, method: str, strings: dict[str, str]) -> tuple[str, bool] | None:
+    if method == "cpu":
+        return "cpu", True
+    argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if argument is None:
+        return ("cuda", True) if method == "cuda" and not call.keywords else None
+    if isinstance(argument, ast.Constant) and type(argument.value) is int:
+        return f"cuda:{argument.value}", True
+    if (
+        isinstance(argument, ast.Call)
+        and isinstance(argument.func, ast.Attribute)
+        and argument.func.attr == "device"
+        and argument.args
+    ):
+        kind = _string(argument.args[0])
+        index = argument.args[1] if len(argument.args) > 1 else None
+        if kind is not None and index is None:
+            argument = argument.args[0]
+        elif kind is not None and isinstance(index, ast.Constant) and type(index.value) is int:
+            return f"{kind}:{index.value}", True
+    text = _string(argument)
+    if text is None and isinstance(argument, ast.Name):
+        text = strings.get(argument.id)
+    if text is not None:
+        return (text, True) if _DEVICE_TEXT.match(text) else None
+    if isinstance(argument, (ast.Name, ast.Attribute)):
+        named = ast.unparse(argument)
+        return (named, False) if _DEVICE_NAME.search(named.rsplit(".", 1)[-1]) else None  # not a dtype
+    return None
+
+
+_DEVICE_TEXT = re.compile(r"^(cuda|cpu|xpu|mps|npu|hpu)(:\d+)?$")
+_DEVICE_NAME = re.compile(r"dev|gpu|cuda|rank", re.I)
 
 
 def _parameterised(layer: str) -> bool:

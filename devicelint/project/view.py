@@ -28,6 +28,9 @@ class ImportedClass:
     # It (or a project base) moves or places something itself (`.to("cuda:1")`, `device=`): where
     # its outputs live depends on its `forward`, which the file cannot follow.
     places_itself: bool = False
+    # (attribute, device text, stated) for each submodule its `__init__` places on a device
+    # (`project.summary.ClassSummary.placed`): a model split over GPUs by hand
+    placed: tuple[tuple[str, str, bool], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.devices import distinct
+from devicelint.analysis.devices import DeviceId, distinct, parse_device
 from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.model_events.devices import (
     Device,
@@ -20,7 +20,7 @@ from devicelint.analysis.model_events.devices import (
 )
 from devicelint.analysis.model_events.scopes import module_functions, only_return, scope_facts
 from devicelint.analysis.model_events.variables import History, history
-from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.modules import builds_cpu_project_module, imported_module_class, methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.context import FileContext
@@ -69,6 +69,18 @@ def numbered_split(placements: list[Placement]) -> tuple[Placement, Placement] |
             if two is not None and one.group(1) == two.group(1) and int(one.group(2)) != int(two.group(2)):
                 return first, second
     return None
+
+
+def imported_placements(ctx: FileContext, call: cst.BaseExpression) -> list[Placement]:
+    """The submodules placed by the `__init__` of the class of another project module that `call`
+    builds (`SplitNet()` after `from models import SplitNet`), each reported at `call`."""
+    imported = imported_module_class(ctx, call.func) if type(call) is cst.Call else None
+    if imported is None:
+        return []
+    return [
+        Placement(attr, parse_device(text) or DeviceId(text, False) if stated else DeviceId(text, False), call)
+        for attr, text, stated in imported.placed
+    ]
 
 
 def class_placements(ctx: FileContext) -> dict[str, ClassPlacement]:
@@ -161,7 +173,7 @@ def _built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | N
     if callee in module_classes(ctx):
         if callee in class_placements(ctx) or moves_itself(ctx, callee):
             return False
-    elif not trusted_constructor(qualified):
+    elif not trusted_constructor(qualified) and not builds_cpu_project_module(ctx, call):
         return False
     return _device_free(call)
 

@@ -20,7 +20,7 @@ from devicelint.analysis.model_events.devices import (
     trusted_constructor,
 )
 from devicelint.analysis.model_events.scopes import Scope, scope_facts, scope_of, statement_of
-from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.modules import builds_cpu_project_module, methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
@@ -65,7 +65,7 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
                         qualified = ctx.qualified_name(base.func) or ""
                         if callee in classes:
                             facts.origin, facts.trusted = callee, True
-                        elif trusted_constructor(qualified):
+                        elif trusted_constructor(qualified) or builds_cpu_project_module(ctx, base):
                             facts.trusted = True
                 if device is not None:
                     facts.moves.append((device, node))
@@ -145,6 +145,8 @@ class Usage:
     moves: list[tuple[Device, cst.CSTNode]] = field(default_factory=list)
     escaped: bool = False
     called: bool = False
+    # called before anything moved it or took it elsewhere: the first call runs it where it was
+    called_first: bool = False
 
 
 def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
@@ -165,6 +167,7 @@ def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
             if moved is not None and dotted_name(strip_self_returning(moved[0])) == var:
                 usage.moves.append((moved[1], node))
             elif dotted_name(node.func) == var:
+                usage.called_first = usage.called_first or not (usage.called or usage.moves or usage.escaped)
                 usage.called = True
             elif any(dotted_name(arg.value) == var for arg in node.args) and not _harmless_call(ctx, node):
                 usage.escaped = True

@@ -11,7 +11,13 @@ import libcst as cst
 
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.devices import string_value
-from devicelint.analysis.model_events.classes import builder_of, class_placements, numbered_split, split_of
+from devicelint.analysis.model_events.classes import (
+    builder_of,
+    class_placements,
+    imported_placements,
+    numbered_split,
+    split_of,
+)
 from devicelint.analysis.model_events.devices import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
@@ -395,18 +401,27 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
         if callee in classes:
             pair = classes[callee].named_split()
             return (short(ctx, base), pair) if pair else None
-        return None
+        listed = imported_placements(ctx, base)
+        pair = split_of(listed) or numbered_split(listed)
+        return (short(ctx, base), pair) if pair else None
     var = dotted_name(base)
     if var is None:
         return None
     # Only a class placing submodules, or code moving `var.<sub>`, can split the model.
-    if not classes and not re.search(re.escape(var) + r"\.\w+\b[^\n]*\.(to|cuda)\(", ctx.source):
+    if (
+        not classes
+        and not ctx.project.classes
+        and not re.search(re.escape(var) + r"\.\w+\b[^\n]*\.(to|cuda)\(", ctx.source)
+    ):
         return None
     facts = history(ctx, var, site.call)
     placements: dict[str, Placement] = {}
     if facts.origin in classes:
         placements.update(classes[facts.origin].named)
         placements.update(classes[facts.origin].placements)
+    elif facts.bind is not None:
+        bound = chain_base(resolver, facts.bind)[0]
+        placements.update((p.attr, p) for p in imported_placements(ctx, bound))
     placements.update(facts.sub_moves)
     pair = split_of(list(placements.values())) or numbered_split(list(placements.values()))
     return (var, pair) if pair else None
