@@ -2980,3 +2980,41 @@ def test_dataparallel_called_before_the_wrapper_is_returned_still_needs_the_mode
 def test_dataparallel_twin_moved_before_wrapping_is_clean() -> None:
     fixed = WRAPPED_THEN_RETURNED.replace("tagger = Tagger()", "tagger = Tagger().cuda(gpus[0])")
     assert _found(fixed) == []
+
+
+# -- a loop helper handed a moved model and the caller's own loader ---------------------------
+
+HANDED_LOADER = """
+    import torch
+    import torch.nn as nn
+
+
+    def score_epoch(net, val_loader, loss_fn):
+        net.eval()
+        total = 0.0
+        with torch.no_grad():
+            for batch in val_loader:
+                feats, labels = batch["feats"], batch["labels"]
+                total += loss_fn(net(feats), labels).item()
+        return total
+
+
+    def run(cfg, val_loader):
+        net = nn.Sequential(nn.Linear(cfg.width, 64), nn.ReLU(), nn.Linear(64, cfg.classes))
+        net = net.to(cfg.device)
+        return score_epoch(net, val_loader, nn.CrossEntropyLoss())
+"""
+
+
+def test_a_loader_passed_on_from_the_callers_parameter_still_yields_host_batches() -> None:
+    # the followed run binds `val_loader` to "nothing known": it is read as the helper's own
+    # analysis reads it, a loader of host batches, now beside a model the caller moved
+    assert _found(HANDED_LOADER) == [(12, "DL105"), (12, "DL105")]
+
+
+def test_handed_loader_twin_that_moves_the_batch_is_clean() -> None:
+    fixed = HANDED_LOADER.replace(
+        'feats, labels = batch["feats"], batch["labels"]',
+        'feats, labels = batch["feats"].to(cfg_device(net)), batch["labels"].to(cfg_device(net))',
+    ).replace("def run(cfg", "def cfg_device(net):\n        return next(net.parameters()).device\n\n\n    def run(cfg")
+    assert [code for _, code in _found(fixed) if code == "DL105"] == []
