@@ -88,7 +88,7 @@ class ModelInputNotMoved(Rule):
                 source='a tokenizer (`return_tensors="pt"` gives CPU tensors)'
                 if meeting.cpu.encoded
                 else "a DataLoader",
-                device=_device_for(ctx, meeting) or meeting.device.device_expr or "device",
+                device=_device_for(ctx, meeting) or _device_of_other(ctx, meeting),
             )
 
 
@@ -125,6 +125,16 @@ def _device_for(ctx: FileContext, meeting: Meeting) -> str | None:
     if device is None or not bound_before(ctx, device, meeting.cpu_node):
         device = device_in_scope(ctx, meeting.cpu_node)
     return device
+
+
+def _device_of_other(ctx: FileContext, meeting: Meeting) -> str:
+    """Where no device name is in reach of the batch: the device of what it meets, spelled so
+    that the advice runs where the batch is (`logits.device`, `next(model.parameters()).device`)."""
+    other = meeting.device_node
+    if other is None or type(other) not in (cst.Name, cst.Attribute):
+        return meeting.device.device_expr or "device"
+    text = ctx.code_for(other)
+    return f"next({text}.parameters()).device" if meeting.how == "module" else f"{text}.device"
 
 
 _LITERAL_DEVICE = re.compile(r"""^(["'])(cuda|cpu|mps|xpu)(:\d+)?\1$""")
