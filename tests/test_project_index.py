@@ -771,3 +771,38 @@ def test_a_class_summary_lists_the_submodules_its_constructor_places() -> None:
     assert classes["ByDefaults"].placed == (("encoder", "cuda:0", True), ("decoder", "cuda:1", True))
     assert classes["ByNames"].placed == (("stem", "self.dev0", False), ("head", "self.dev1", False))
     assert classes["MovedWhole"].placed == ()
+
+
+LOOP_HELPER = """
+def evaluate(model, loader, metric):
+    for step, batch in enumerate(loader):
+        metric.update(model(batch["pixels"]), batch["labels"])
+    return metric.compute()
+"""
+
+
+def test_a_helper_summary_records_the_model_it_calls_on_unmoved_batches() -> None:
+    uses = summarise(LOOP_HELPER, "evals").uses["evaluate"]
+    assert uses.unmoved_batches == (("model", "loader", "batch", 4),)
+    # a function that names a device anywhere may move the batches some way not followed
+    moving = LOOP_HELPER.replace("metric):", "metric, device='cuda'):")
+    assert summarise(moving, "evals").uses["evaluate"].unmoved_batches == ()
+
+
+@pytest.mark.parametrize(
+    ("model", "found"),
+    [
+        ("build().cuda()", True),
+        ("build()", False),  # never moved: the batches and the model agree
+        ("nn.DataParallel(build().cuda())", False),  # the wrapper scatters its inputs itself
+    ],
+)
+def test_a_moved_model_handed_to_an_imported_loop_helper(tmp_path: Path, model: str, found: bool) -> None:
+    caller = (
+        "import torch\nfrom torch import nn\nfrom evals import evaluate\n\n\n"
+        "def build():\n    return nn.Linear(8, 2)\n\n\n"
+        f"def main(val_loader, metric):\n    net = {model}\n    return evaluate(net, val_loader, metric)\n"
+    )
+    _write(tmp_path, {"evals.py": LOOP_HELPER, "main.py": caller})
+    rows = [(Path(r["path"]).name, r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)])]
+    assert [row for row in rows if row[2] == "DL105"] == ([("main.py", 12, "DL105")] if found else [])

@@ -7,6 +7,8 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
+from devicelint.analysis.imported_helpers import imported_call
+from devicelint.analysis.placement_facts import ACCELERATOR, INPUT_MOVING_WRAPPERS, MODULE
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, code_in_place, line_before, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -20,7 +22,10 @@ class ModelInputNotMoved(Rule):
     function moved to a device (`model.to(device)`, `model.cuda()`), or that meets the model's
     device outputs (targets handed to the loss, labels compared with predictions). A whole
     batch spread into the model (`model(**batch)`) counts, and so does what a tokenizer or
-    processor returns with `return_tensors="pt"`, spread into a model on the device.
+    processor returns with `return_tensors="pt"`, spread into a model on the device. With the
+    project index, a model moved here and a loader handed together to a function of another
+    module that loops over the loader and calls the model on what it yields, moving nothing,
+    is reported at the call.
 
     ## Why it is a bug on a GPU
     A `DataLoader` yields CPU tensors (pinned or not), and a tokenizer builds its tensors on the
@@ -72,8 +77,40 @@ class ModelInputNotMoved(Rule):
     fix_availability = "unsafe"
     # `.to(`/`.cuda(`: a loop over any iterable that moves what it yields walks host batches
     tokens = ("loader", "Loader", "LOADER", "return_tensors", ".to(", ".cuda(")
+    reads_helpers = True
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        yield from self._meetings(ctx)
+        yield from self._handed_to_helpers(ctx)
+
+    def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
+        """A model moved here and a loader handed together to a function of another project
+        module that loops over the loader and calls the model on what it yields, moving
+        nothing: reported at the model argument, the helper's line named."""
+        if not ctx.project.helpers:
+            return
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            imported = imported_call(ctx, call)
+            if imported is None:
+                continue
+            helper, bound = imported
+            for model_param, loader_param, batch, line in helper.uses.unmoved_batches:
+                model, loader = bound.get(model_param), bound.get(loader_param)
+                if model is None or loader is None or not _loader_like(ctx, loader):
+                    continue
+                fact = facts.value(model)
+                if fact.kind != MODULE or fact.where != ACCELERATOR or (fact.factory or "") in INPUT_MOVING_WRAPPERS:
+                    continue
+                yield self.violation(
+                    model,
+                    batch=batch,
+                    source=f"the loop over `{loader_param}` in `{helper.qualified}` ({helper.path}:{line})",
+                    where=f"`{ctx.code_for(model)}`, handed in here, was moved to the device",
+                    device=f"next({model_param}.parameters()).device",
+                )
+
+    def _meetings(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
         for meeting in file_facts(ctx).meetings:
             if not meeting.cpu.batch or meeting.cpu.origin is None or id(meeting.cpu.origin) in reported:
@@ -90,6 +127,15 @@ class ModelInputNotMoved(Rule):
                 else "a DataLoader",
                 device=_device_for(ctx, meeting) or _device_of_other(ctx, meeting),
             )
+
+
+def _loader_like(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`loader`, `self.train_loader`, `loaders["val"]`, `DataLoader(...)`."""
+    while type(node) is cst.Subscript:
+        node = node.value
+    if type(node) is cst.Call:
+        return (ctx.qualified_name(node.func) or "").endswith("DataLoader")
+    return "loader" in ctx.code_for(node).rsplit(".", 1)[-1].lower()
 
 
 def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:

@@ -10,7 +10,10 @@ its callers need at the call site:
   tensor handed in raises, DL108);
 - the parameter whose moved copy it returns and nothing else (`return x.to(device)`,
   `{k: v.to(device) for k, v in batch.items()}`: a call whose result is dropped moves nothing,
-  DL104).
+  DL104);
+- the parameter it calls as a model on the batches of another parameter it loops over, when
+  it moves nothing anywhere (`for x, y in loader: out = model(x)`: a model the caller moved
+  gets host batches, DL105).
 
 A parameter the function tests (`isinstance`, `hasattr`, `getattr`, `type`), rebinds or moves
 to the CPU itself is one it may unwrap or convert: nothing is recorded for it.
@@ -45,9 +48,12 @@ class ParameterUses:
     to_numpy: tuple[tuple[str, int], ...] = ()
     # the parameter whose moved copy every `return` hands back, changed nowhere in place
     returns_moved: str | None = None
+    # (model parameter, loader parameter, batch name, line): the function calls the first on
+    # what a loop over the second yields (the batch name), and moves nothing anywhere
+    unmoved_batches: tuple[tuple[str, str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.reads or self.to_numpy or self.returns_moved)
+        return bool(self.reads or self.to_numpy or self.returns_moved or self.unmoved_batches)
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
         """The parameter an argument binds (by position or keyword), or None."""
@@ -66,6 +72,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         reads=tuple((str(p), str(a), int(n)) for p, a, n in data["reads"]),
         to_numpy=tuple((str(p), int(n)) for p, n in data["to_numpy"]),
         returns_moved=None if data["returns_moved"] is None else str(data["returns_moved"]),
+        unmoved_batches=tuple((str(m), str(b), str(x), int(n)) for m, b, x, n in data.get("unmoved_batches", ())),
     )
 
 
@@ -89,7 +96,54 @@ def parameter_uses(function: ast.FunctionDef | None, own_nodes: list[ast.AST], f
         reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure)),
         to_numpy=tuple((p, line + first_line) for p, line in _to_numpy(kept, sure)),
         returns_moved=_returns_moved(function, params, own_nodes),
+        unmoved_batches=tuple(
+            (m, b, x, line + first_line) for m, b, x, line in _unmoved_batches(kept, own_nodes, sure)
+        ),
     )
+
+
+# what wraps a loader in a loop header: `enumerate(loader)`, `tqdm(loader, desc=...)`
+_LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+_MOVING_WORDS = frozenset({"to", "cuda", "device"})
+
+
+def _unmoved_batches(
+    params: list[str], nodes: list[ast.AST], sure: list[ast.AST]
+) -> tuple[tuple[str, str, str, int], ...]:
+    """(model, loader, batch, line) for a model parameter called, in a loop over a loader parameter
+    that every call runs, on what the loop yields; none where the function moves or names a
+    device anywhere (`.to(...)`, `.cuda()`, `device`: it may move batches in ways not followed)."""
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and node.attr in _MOVING_WORDS:
+            return ()
+        if isinstance(node, (ast.Name, ast.arg)) and "device" in (node.id if isinstance(node, ast.Name) else node.arg):
+            return ()
+    found: dict[tuple[str, str], tuple[int, str]] = {}
+    for loop in sure:
+        if not isinstance(loop, ast.For):
+            continue
+        source = loop.iter
+        while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _LOOP_WRAPPERS:
+            source = source.args[0] if source.args else source
+            if isinstance(source, ast.Call) and not source.args:
+                break
+        if not (isinstance(source, ast.Name) and source.id in params):
+            continue
+        yielded = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        for statement in loop.body:
+            for call in ast.walk(statement):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                    continue
+                model = call.func.id
+                if model not in params or model == source.id:
+                    continue
+                values = [*call.args, *(k.value for k in call.keywords)]
+                batches = [_root_name(v) for v in values if not isinstance(v, ast.Starred)]
+                batch = next((b for b in batches if b in yielded), None)
+                if batch is not None:
+                    key = (model, source.id)
+                    found[key] = min(found.get(key, (call.lineno, batch)), (call.lineno, batch))
+    return tuple(sorted((m, b, batch, line) for (m, b), (line, batch) in found.items()))
 
 
 _BRANCHES = (ast.If, ast.IfExp, ast.Try, ast.TryStar, ast.BoolOp, ast.Match, ast.While)
