@@ -806,3 +806,37 @@ def test_a_moved_model_handed_to_an_imported_loop_helper(tmp_path: Path, model: 
     _write(tmp_path, {"evals.py": LOOP_HELPER, "main.py": caller})
     rows = [(Path(r["path"]).name, r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)])]
     assert [row for row in rows if row[2] == "DL105"] == ([("main.py", 12, "DL105")] if found else [])
+
+
+BUILDING_HELPER = """
+import numpy as np
+import torch
+
+
+def sample_grid(generator, rows):
+    codes = torch.randn(rows * rows, 128)
+    images = generator.sample(codes)
+    return images.detach().cpu().numpy()
+"""
+
+
+def test_a_helper_summary_records_the_model_it_runs_on_tensors_it_builds() -> None:
+    uses = summarise(BUILDING_HELPER, "grids").uses["sample_grid"]
+    assert uses.host_inputs == (("generator", "torch.randn", "codes", 8),)
+    placed = BUILDING_HELPER.replace("128)", "128, device=next(generator.parameters()).device)")
+    assert summarise(placed, "grids").uses["sample_grid"].host_inputs == ()
+
+
+@pytest.mark.parametrize(("model", "found"), [("G().cuda()", True), ("G()", False)])
+def test_a_moved_model_handed_to_an_imported_helper_that_builds_its_input(
+    tmp_path: Path, model: str, found: bool
+) -> None:
+    caller = (
+        "import torch\nfrom torch import nn\nfrom grids import sample_grid\n\n\n"
+        "class G(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(128, 784)\n\n    def sample(self, z):\n        return self.fc(z)\n\n\n"
+        f"def main():\n    gen = {model}\n    return sample_grid(gen, 8)\n"
+    )
+    _write(tmp_path, {"grids.py": BUILDING_HELPER, "main.py": caller})
+    rows = [(Path(r["path"]).name, r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)])]
+    assert [row for row in rows if row[2] == "DL101"] == ([("main.py", 17, "DL101")] if found else [])

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_facts import ACCELERATOR, INPUT_MOVING_WRAPPERS, MODULE
 from devicelint.context import FileContext
 from devicelint.project.view import ImportedHelper
 
@@ -32,3 +34,11 @@ def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dic
         if param is not None:
             bound[param] = arg.value
     return helper, bound
+
+
+def moved_model(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """A module the file put on the accelerator, not a `DataParallel`/`DistributedDataParallel`
+    wrapper (which moves, scatters, its inputs itself): what a helper handed it must feed it
+    device tensors."""
+    fact = file_facts(ctx).value(node)
+    return fact.kind == MODULE and fact.where == ACCELERATOR and (fact.factory or "") not in INPUT_MOVING_WRAPPERS

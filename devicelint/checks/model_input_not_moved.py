@@ -7,8 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
-from devicelint.analysis.imported_helpers import imported_call
-from devicelint.analysis.placement_facts import ACCELERATOR, INPUT_MOVING_WRAPPERS, MODULE
+from devicelint.analysis.imported_helpers import imported_call, moved_model
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, code_in_place, line_before, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -89,7 +88,6 @@ class ModelInputNotMoved(Rule):
         nothing: reported at the model argument, the helper's line named."""
         if not ctx.project.helpers:
             return
-        facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             imported = imported_call(ctx, call)
             if imported is None:
@@ -97,10 +95,7 @@ class ModelInputNotMoved(Rule):
             helper, bound = imported
             for model_param, loader_param, batch, line in helper.uses.unmoved_batches:
                 model, loader = bound.get(model_param), bound.get(loader_param)
-                if model is None or loader is None or not _loader_like(ctx, loader):
-                    continue
-                fact = facts.value(model)
-                if fact.kind != MODULE or fact.where != ACCELERATOR or (fact.factory or "") in INPUT_MOVING_WRAPPERS:
+                if model is None or loader is None or not _loader_like(ctx, loader) or not moved_model(ctx, model):
                     continue
                 yield self.violation(
                     model,

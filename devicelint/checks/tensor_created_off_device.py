@@ -7,6 +7,7 @@ import libcst as cst
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
+from devicelint.analysis.imported_helpers import imported_call, moved_model
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
@@ -38,6 +39,9 @@ class TensorCreatedOffDevice(Rule):
     (reflected operators too), comparisons, comprehensions, lists built with `append`, and
     `torch.stack`/`torch.cat`/`torch.meshgrid`, and across calls a few levels deep. A tensor that
     `torch.stack`/`torch.cat` build from host copies (`x.cpu() == j`) is a CPU tensor made there.
+    With the project index, a model moved here and handed to a function of another module that
+    runs it (`model(x)`, `model.predict(x)`) on a tensor it builds with a factory, moving
+    nothing, is reported at the call.
 
     ## Why it is a bug on a GPU
     Factories create tensors on the CPU unless told otherwise. On a CPU-only test run the code
@@ -104,10 +108,42 @@ class TensorCreatedOffDevice(Rule):
     message = "`{factory}(...)` creates a CPU tensor in `{function}` that {how}; {advice}{hint}"
     fix_availability = "unsafe"
     tokens = ("torch",)
+    reads_helpers = True
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if cpu_only_script(ctx):
             return
+        yield from self._meetings(ctx)
+        yield from self._handed_to_helpers(ctx)
+
+    def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
+        """A model moved here handed to a function of another project module that runs it on a
+        tensor it builds on the host, moving nothing: reported at the model argument, the only
+        place this file can see, naming the helper's line."""
+        if not ctx.project.helpers:
+            return
+        for call in ctx.index.of_type(cst.Call):
+            imported = imported_call(ctx, call)
+            if imported is None:
+                continue
+            helper, bound = imported
+            for model_param, factory, argument, line in helper.uses.host_inputs:
+                model = bound.get(model_param)
+                if model is None or not moved_model(ctx, model):
+                    continue
+                yield self.violation(
+                    model,
+                    factory=factory,
+                    function=helper.qualified,
+                    how=(
+                        f"is fed as `{argument}` to `{model_param}` at {helper.path}:{line}, and "
+                        f"`{ctx.code_for(model)}`, handed in here, was moved to the device"
+                    ),
+                    advice=f"move it to `next({model_param}.parameters()).device` there, or hand the helper a device",
+                    hint="",
+                )
+
+    def _meetings(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
         for meeting in file_facts(ctx).meetings:
             cpu = meeting.cpu

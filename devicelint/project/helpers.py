@@ -11,9 +11,10 @@ its callers need at the call site:
 - the parameter whose moved copy it returns and nothing else (`return x.to(device)`,
   `{k: v.to(device) for k, v in batch.items()}`: a call whose result is dropped moves nothing,
   DL104);
-- the parameter it calls as a model on the batches of another parameter it loops over, when
-  it moves nothing anywhere (`for x, y in loader: out = model(x)`: a model the caller moved
-  gets host batches, DL105).
+- the parameter it calls as a model on the batches of another parameter it loops over, or on
+  a tensor it builds with a torch factory, when it moves nothing anywhere (`for x, y in loader:
+  out = model(x)`, `model(torch.from_numpy(batch))`: a model the caller moved gets host
+  tensors, DL105 and DL101).
 
 A parameter the function tests (`isinstance`, `hasattr`, `getattr`, `type`), rebinds or moves
 to the CPU itself is one it may unwrap or convert: nothing is recorded for it.
@@ -25,7 +26,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from devicelint.analysis.vocabulary import PRESERVING_METHODS
+from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
 
 _GUARDS = frozenset({"isinstance", "hasattr", "getattr", "type", "setattr"})
 _MOVES = frozenset({"to", "cuda"})
@@ -51,9 +52,13 @@ class ParameterUses:
     # (model parameter, loader parameter, batch name, line): the function calls the first on
     # what a loop over the second yields (the batch name), and moves nothing anywhere
     unmoved_batches: tuple[tuple[str, str, str, int], ...] = ()
+    # (model parameter, torch factory, argument, line): the function calls the model on a tensor
+    # it builds on the host (`torch.from_numpy(...)`, `torch.zeros(...)` without `device=`), and
+    # moves nothing anywhere
+    host_inputs: tuple[tuple[str, str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.reads or self.to_numpy or self.returns_moved or self.unmoved_batches)
+        return bool(self.reads or self.to_numpy or self.returns_moved or self.unmoved_batches or self.host_inputs)
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
         """The parameter an argument binds (by position or keyword), or None."""
@@ -99,6 +104,7 @@ def parameter_uses(function: ast.FunctionDef | None, own_nodes: list[ast.AST], f
         unmoved_batches=tuple(
             (m, b, x, line + first_line) for m, b, x, line in _unmoved_batches(kept, own_nodes, sure)
         ),
+        host_inputs=tuple((m, f, x, line + first_line) for m, f, x, line in _host_inputs(kept, own_nodes, sure)),
     )
 
 
@@ -113,11 +119,8 @@ def _unmoved_batches(
     """(model, loader, batch, line) for a model parameter called, in a loop over a loader parameter
     that every call runs, on what the loop yields; none where the function moves or names a
     device anywhere (`.to(...)`, `.cuda()`, `device`: it may move batches in ways not followed)."""
-    for node in nodes:
-        if isinstance(node, ast.Attribute) and node.attr in _MOVING_WORDS:
-            return ()
-        if isinstance(node, (ast.Name, ast.arg)) and "device" in (node.id if isinstance(node, ast.Name) else node.arg):
-            return ()
+    if _moves_or_names_a_device(nodes):
+        return ()
     found: dict[tuple[str, str], tuple[int, str]] = {}
     for loop in sure:
         if not isinstance(loop, ast.For):
@@ -144,6 +147,87 @@ def _unmoved_batches(
                     key = (model, source.id)
                     found[key] = min(found.get(key, (call.lineno, batch)), (call.lineno, batch))
     return tuple(sorted((m, b, batch, line) for (m, b), (line, batch) in found.items()))
+
+
+def _moves_or_names_a_device(nodes: list[ast.AST]) -> bool:
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and node.attr in _MOVING_WORDS:
+            return True
+        if isinstance(node, (ast.Name, ast.arg)) and "device" in (node.id if isinstance(node, ast.Name) else node.arg):
+            return True
+        if isinstance(node, ast.keyword) and node.arg == "device":
+            return True
+    return False
+
+
+def _host_inputs(params: list[str], nodes: list[ast.AST], sure: list[ast.AST]) -> tuple[tuple[str, str, str, int], ...]:
+    """(model, factory, argument, line) for a model parameter called, where every call runs, on a
+    tensor the function builds with a torch factory (directly, or through a name every
+    assignment of which is one); none where it moves or names a device anywhere."""
+    if _moves_or_names_a_device(nodes):
+        return ()
+    built: dict[str, list[str | None]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                    single = isinstance(target, ast.Name)
+                    built.setdefault(name.id, []).append(_host_factory(node.value, params) if single else None)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            target = node.target if not isinstance(node, ast.With) else None
+            for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)) if target is not None else ():
+                built.setdefault(name.id, []).append(None)
+    factories = {name: kinds[0] for name, kinds in built.items() if kinds[0] is not None and len(set(kinds)) == 1}
+    found: dict[str, tuple[int, str, str]] = {}
+    for call in sure:
+        model = _model_called(call, params)
+        if model is None:
+            continue
+        for value in (*call.args, *(k.value for k in call.keywords)):
+            if isinstance(value, ast.Starred):
+                continue
+            root = _root_name(value, views_only=True)
+            factory = factories.get(root) if root is not None else _host_factory(value, params)
+            if factory is not None and root not in params:
+                shown = root if root is not None else factory
+                found[model] = min(found.get(model, (call.lineno, factory, shown)), (call.lineno, factory, shown))
+                break
+    return tuple(sorted((model, factory, shown, line) for model, (line, factory, shown) in found.items()))
+
+
+# methods of a model that run its forward on what they are handed
+_RUNS_FORWARD = frozenset({"forward", "predict", "generate", "sample", "encode", "decode", "infer", "inference"})
+
+
+def _model_called(call: ast.AST, params: list[str]) -> str | None:
+    """The parameter a call runs as a model: `model(x)`, `model.predict(x)`."""
+    if not isinstance(call, ast.Call):
+        return None
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _RUNS_FORWARD:
+        func = func.value
+    return func.id if isinstance(func, ast.Name) and func.id in params else None
+
+
+def _host_factory(value: ast.expr, params: list[str]) -> str | None:
+    """`torch.zeros(...)`, `torch.from_numpy(x).float()`: the torch factory that builds the value
+    on the host (no `device=`; a data factory not handed a parameter, which may be a tensor)."""
+    while (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in PRESERVING_METHODS
+    ):
+        value = value.func.value
+    if not (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == "torch"
+        and value.func.attr in FACTORIES
+    ):
+        return None
+    first = value.args[0] if value.args else None
+    if first is not None and _root_name(first) in params:
+        return None
+    return f"torch.{value.func.attr}"
 
 
 _BRANCHES = (ast.If, ast.IfExp, ast.Try, ast.TryStar, ast.BoolOp, ast.Match, ast.While)
