@@ -3018,3 +3018,51 @@ def test_handed_loader_twin_that_moves_the_batch_is_clean() -> None:
         'feats, labels = batch["feats"].to(cfg_device(net)), batch["labels"].to(cfg_device(net))',
     ).replace("def run(cfg", "def cfg_device(net):\n        return next(net.parameters()).device\n\n\n    def run(cfg")
     assert [code for _, code in _found(fixed) if code == "DL105"] == []
+
+
+# -- a method of a module class called on an instance from outside the class -----------------
+
+INSTANCE_METHOD_STATE = """
+    import torch
+    import torch.nn as nn
+
+
+    class Speller(nn.Module):
+        def __init__(self, vocab, width=320):
+            super().__init__()
+            self.width = width
+            self.embed = nn.Embedding(vocab, width)
+            self.cell = nn.LSTMCell(width, width)
+            self.proj = nn.Linear(width, vocab)
+
+        def blank_state(self, batch):
+            h = torch.full((batch, self.width), 0.0)
+            return h, h.clone()
+
+        def forward(self, token, state):
+            h, c = self.cell(self.embed(token), state)
+            return self.proj(h), (h, c)
+
+
+    def greedy_decode(vocab, first_tokens, steps, device):
+        speller = Speller(vocab).to(device)
+        token = first_tokens.to(device)
+        state = speller.blank_state(token.size(0))
+        out = []
+        for _ in range(steps):
+            logits, state = speller(token, state)
+            token = logits.argmax(-1)
+            out.append(token)
+        return torch.stack(out, 1)
+"""
+
+
+def test_a_state_built_by_a_method_called_on_a_moved_instance_is_on_the_cpu() -> None:
+    assert _found(INSTANCE_METHOD_STATE) == [(15, "DL101")]
+
+
+def test_instance_method_state_twin_built_on_the_module_device_is_clean() -> None:
+    fixed = INSTANCE_METHOD_STATE.replace(
+        "torch.full((batch, self.width), 0.0)", "torch.full((batch, self.width), 0.0, device=self.proj.weight.device)"
+    )
+    assert _found(fixed) == []

@@ -840,3 +840,16 @@ def test_a_moved_model_handed_to_an_imported_helper_that_builds_its_input(
     _write(tmp_path, {"grids.py": BUILDING_HELPER, "main.py": caller})
     rows = [(Path(r["path"]).name, r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)])]
     assert [row for row in rows if row[2] == "DL101"] == ([("main.py", 17, "DL101")] if found else [])
+
+
+def test_a_class_summary_keeps_where_its_methods_returns_live() -> None:
+    text = (
+        "import torch\nfrom torch import nn\n\n\nclass Rnn(nn.Module):\n"
+        "    def init_hidden(self, n):\n        return torch.zeros(1, n, 8)\n\n"
+        "    def placed_hidden(self, n):\n        return torch.zeros(1, n, 8).cuda()\n\n"
+        "    def unknown(self, x):\n        return self.fc(x)\n"
+    )
+    assert summarise(text, "m").classes["Rnn"].method_places == (
+        ("init_hidden", "cpu-tensor"),
+        ("placed_hidden", "device-tensor"),
+    )

@@ -718,6 +718,18 @@ class CallEvaluation:
         helper = self._class_level_method(receiver_node, method)
         if helper is not None:  # `Normalize._mean(x)`, `Boxes.from_sizes(sizes)`
             return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
+        imported = self._imported_method_result(call, receiver, method)
+        if imported is not None:
+            return imported
+        owner = self._module_class_of(receiver, method)
+        if owner is not None:
+            # `cpc.init_hidden(n)` on an instance of a module class of the file: what the method
+            # builds itself (a CPU `torch.zeros` state) is what the caller gets; where the
+            # instance's own submodules put their outputs is left unknown
+            helper = owner.methods[method]
+            return self._follow(
+                helper, call, self._args(call), skip_self=not _is_static(helper), cls=owner, placed=False
+            )
         if receiver.kind == MODULE and method == "forward":
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
@@ -795,6 +807,30 @@ class CallEvaluation:
             scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
             mask=receiver.mask and method not in _CAST_METHODS,
         )
+
+    def _imported_method_result(self, call: cst.Call, receiver: Fact, method: str) -> Fact | None:
+        """What a method of a module class of another project module returns on an instance
+        (`self.cpc.init_hidden(n)` after `from utils.model_utils import CPC`), as the class's
+        summary says; None when the receiver is no such instance."""
+        if receiver.kind != MODULE or not receiver.factory or not self.ctx.project.classes:
+            return None
+        suffix = "." + receiver.factory
+        classes = {c for c in self.ctx.project.classes.values() if ("." + c.qualified).endswith(suffix)}
+        if len(classes) != 1:
+            return None
+        place = dict(classes.pop().method_places).get(method)
+        if place is None:
+            return None
+        self._args(call)
+        return self._imported_part(place, call, f"{receiver.factory}.{method}")
+
+    def _module_class_of(self, receiver: Fact, method: str) -> ClassFacts | None:
+        """The module class of the file whose instance `receiver` is, where `method` is one of its
+        own methods other than `forward` (followed as a module call) and the constructor."""
+        if receiver.kind != MODULE or method in ("forward", "__init__") or method in MODULE_SELF_METHODS:
+            return None
+        cls = self.analysis.classes.get(receiver.factory or "")
+        return cls if cls is not None and method in cls.methods else None
 
     def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
         """A static or class method of a class of the file, called on the class itself."""

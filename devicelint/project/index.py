@@ -133,6 +133,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             None if c["moved_attributes"] is None else tuple(str(a) for a in c["moved_attributes"]),
             bool(c["places_itself"]),
             tuple((str(a), str(d), bool(s)) for a, d, s in c.get("placed", ())),
+            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
         )
         for k, c in data["classes"].items()
     }
@@ -786,7 +787,12 @@ class ProjectIndex:
         qualified = f"{module.name}.{name}" if module.name else name
         owns = self.owns_cpu_parameters(cls, where)
         return ImportedClass(
-            qualified, owns is True, self.moved_attributes(cls, where), self._places(cls, where), cls.placed
+            qualified,
+            owns is True,
+            self.moved_attributes(cls, where),
+            self._places(cls, where),
+            cls.placed,
+            cls.method_places,
         )
 
     def _function_place(

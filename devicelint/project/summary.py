@@ -54,6 +54,9 @@ class ClassSummary:
     # (`self.head = nn.Linear(...).to("cuda:1")`); stated: the text is a device literal
     # (`cuda:1`), else the code's name for it (`self.dev1`)
     placed: tuple[tuple[str, str, bool], ...] = ()
+    # (method, place) for each method whose every `return` is certainly a CPU or a device
+    # tensor (`def init_hidden(self, n): return torch.zeros(1, n, self.size)`)
+    method_places: tuple[tuple[str, str], ...] = ()
 
 
 class ModuleSummary:
@@ -243,6 +246,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         moved_attributes=None if moved is None else tuple(str(m) for m in moved),
         moves_others=tuple((str(c), str(a)) for c, a in data["moves_others"]),
         placed=tuple((str(a), str(d), bool(k)) for a, d, k in data.get("placed", ())),
+        method_places=tuple((str(m), str(p)) for m, p in data.get("method_places", ())),
     )
 
 
@@ -447,7 +451,9 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
     moved, others = _movers(methods, qualify, submodules)
     placed = _placed_submodules(methods.get("__init__"), qualify) if places else ()
-    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others, placed)
+    returned = ((name, _returns(method, qualify)) for name, method in methods.items() if name != "__init__")
+    method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
+    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places)
 
 
 def _placed_submodules(init: ast.FunctionDef | None, qualify: _Qualifier) -> tuple[tuple[str, str, bool], ...]:

@@ -31,6 +31,8 @@ class ImportedClass:
     # (attribute, device text, stated) for each submodule its `__init__` places on a device
     # (`project.summary.ClassSummary.placed`): a model split over GPUs by hand
     placed: tuple[tuple[str, str, bool], ...] = ()
+    # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
+    method_places: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
