@@ -3066,3 +3066,53 @@ def test_instance_method_state_twin_built_on_the_module_device_is_clean() -> Non
         "torch.full((batch, self.width), 0.0)", "torch.full((batch, self.width), 0.0, device=self.proj.weight.device)"
     )
     assert _found(fixed) == []
+
+
+STACKED_CELLS = """
+    import torch
+    import torch.nn as nn
+
+
+    class GatedCell(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.size = size
+            self.gates = nn.Linear(2 * size, 2 * size)
+
+        def start_state(self, batch):
+            return torch.randn(batch, self.size) * 0.01
+
+        def forward(self, x, h):
+            z, r = self.gates(torch.cat([x, h], -1)).sigmoid().chunk(2, -1)
+            return (1 - z) * h + z * torch.tanh(r * x)
+
+
+    class Stack(nn.Module):
+        def __init__(self, size, depth):
+            super().__init__()
+            self.cells = nn.ModuleList(GatedCell(size) for _ in range(depth))
+
+        def forward(self, seq):
+            states = []
+            for k in range(len(self.cells)):
+                states.append(self.cells[k].start_state(seq.size(0)))
+            for t in range(seq.size(1)):
+                x = seq[:, t]
+                for k in range(len(self.cells)):
+                    states[k] = self.cells[k](x, states[k])
+                    x = states[k]
+            return x
+"""
+
+
+def test_a_state_from_a_method_of_a_cell_in_a_module_list_is_on_the_cpu() -> None:
+    # `self.cells[k]` is an element of a ModuleList: its class is the one module class of the
+    # file with that method, and calling the element is a module call on the model's device
+    assert _found(STACKED_CELLS) == [(13, "DL101")]
+
+
+def test_stacked_cells_twin_that_builds_the_state_beside_the_weights_is_clean() -> None:
+    fixed = STACKED_CELLS.replace(
+        "torch.randn(batch, self.size) * 0.01", "torch.randn(batch, self.size, device=self.gates.weight.device) * 0.01"
+    )
+    assert _found(fixed) == []

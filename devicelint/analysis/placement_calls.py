@@ -253,8 +253,8 @@ class CallEvaluation:
             return self._name_call(call, func)
         if type(func) is cst.Subscript:
             callee = self._eval(func)
-            if is_host_module(callee):  # `nets["g"](z)`
-                return self._module_call(call, callee, func)
+            if is_host_module(callee) or (callee.kind == MODULE and callee.where in (FOLLOWS, ACCELERATOR)):
+                return self._module_call(call, callee, func)  # `nets["g"](z)`, `self.cells[i](x, (h, c))`
         if type(func) is cst.Call:
             callee = self._eval(func)
             if callee.kind == MODULE:  # `nn.BatchNorm2d(c)(x)`: a module built and called at once
@@ -755,11 +755,14 @@ class CallEvaluation:
                 method == "append"
                 and receiver.elements is not None
                 and type(receiver_node) is cst.Name
-                and len(args) == 1
+                and len(call.args) == 1
+                and not call.args[0].star
             ):
-                # `parts.append(t)`: a list of tensors that later reaches `torch.stack(parts)`
-                kept = [e for e in receiver.elements if e != args[0][0]]
-                self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (args[0][0],))
+                # `parts.append(t)`: a list of tensors that later reaches `torch.stack(parts)`;
+                # `states.append((h, c))`: a list of pairs (the pair is one element, not two)
+                item = self._fact_of(call.args[0].value)
+                kept = [e for e in receiver.elements if e != item]
+                self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (item,))
                 return UNKNOWN_FACT
             if (
                 method in ("parameters", "buffers")
@@ -830,6 +833,10 @@ class CallEvaluation:
         if receiver.kind != MODULE or method in ("forward", "__init__") or method in MODULE_SELF_METHODS:
             return None
         cls = self.analysis.classes.get(receiver.factory or "")
+        if cls is None and receiver.factory in _MODULE_CONTAINERS:
+            # an element of `self.cells[i]`: the one module class of the file with that method
+            owners = [c for c in self.analysis.classes.values() if method in c.methods]
+            cls = owners[0] if len(owners) == 1 else None
         return cls if cls is not None and method in cls.methods else None
 
     def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
@@ -1225,6 +1232,8 @@ class CallEvaluation:
             self._take_attributes(run)
         return returned
 
+
+_MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential"})
 
 # The environment key under which a function keeps the default device it set itself.
 DEFAULT_DEVICE_KEY = "<default device>"
