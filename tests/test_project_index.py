@@ -853,3 +853,29 @@ def test_a_class_summary_keeps_where_its_methods_returns_live() -> None:
         ("init_hidden", "cpu-tensor"),
         ("placed_hidden", "device-tensor"),
     )
+
+
+def test_a_wrapper_checkpoint_saved_in_one_file_and_loaded_bare_in_another_follows_edits(tmp_path: Path) -> None:
+    project = FIXTURES / "projects" / "wrapper_checkpoint_loaded_bare" / "bad"
+    root = tmp_path / "proj"
+    shutil.copytree(project, root)
+    args = ["--cache-dir", str(tmp_path / "cache"), "."]
+    assert [(r["path"].rsplit("/", 1)[-1], r["code"]) for r in _check(args, cwd=root)] == [("evaluate.py", "DL204")]
+    # the saving script now writes the bare model's keys: the loader's finding goes on a warm run
+    train = (root / "train.py").read_text(encoding="utf-8")
+    (root / "train.py").write_text(
+        train.replace("model.state_dict(), CHECKPOINT", "model.module.state_dict(), CHECKPOINT"), encoding="utf-8"
+    )
+    assert _check(args, cwd=root) == []
+
+
+def test_wrapped_state_saves_reads_wrappers_keys_and_unwrapping() -> None:
+    from devicelint.project.saves import wrapped_state_saves
+
+    text = (
+        "import torch\nfrom torch import nn\nOUT = 'runs/best.pt'\n\n\n"
+        "def a(net):\n    net = nn.DataParallel(net).cuda()\n    torch.save({'model': net.state_dict(), 'step': 1}, OUT)\n\n\n"
+        "def b(net):\n    net = nn.parallel.DistributedDataParallel(net)\n    torch.save(net.module.state_dict(), 'b.pt')\n\n\n"
+        "def c(net):\n    net = nn.DataParallel(net)\n    net = net.module\n    torch.save(net.state_dict(), 'c.pt')\n"
+    )
+    assert summarise(text, "train").wrapped_saves(wrapped_state_saves) == [("best.pt", "model", 8)]

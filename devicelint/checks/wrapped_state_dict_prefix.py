@@ -26,6 +26,7 @@ from devicelint.analysis.model_events import (
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
+from devicelint.project.view import path_key as file_name_of
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 SAVERS = frozenset({"torch.save", "torch.serialization.save"})
@@ -86,8 +87,13 @@ class WrappedStateDictPrefix(Rule):
     model: `model.module.load_state_dict(sd)`. Both are unsafe: a checkpoint whose own keys
     start with `module.` (a submodule named `module`) would lose that part of its names.
 
+    With the project index, a bare model loading a checkpoint file (and key) that another
+    module of the project saves from a wrapper's state dict (`torch.save(model.state_dict(),
+    CHECKPOINT)` after `model = nn.DataParallel(model)` in `train.py`, loaded in `evaluate.py`)
+    is reported too, naming the saving file and line.
+
     ## Known limits
-    Save and load must be in the same file and name the same path: the same expression, the
+    In one file, save and load must name the same path: the same expression, the
     same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
     "best.pth")` and `f"{d}/best.pth"`), or, for a checkpoint dict, the same key
     (`{"net_state": ...}` and `ckpt["net_state"]`) unless both paths name different files.
@@ -109,8 +115,53 @@ class WrappedStateDictPrefix(Rule):
     tokens = ("state_dict",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        if "DataParallel" not in ctx.source or _handles_prefix(ctx):
+        if _handles_prefix(ctx):
             return
+        reported: set[int] = set()
+        if "DataParallel" in ctx.source:
+            for violation in self._saved_here(ctx):
+                reported.add(id(violation.node))
+                yield violation
+        for violation in self._saved_elsewhere(ctx):
+            if id(violation.node) not in reported:
+                yield violation
+
+    def _saved_elsewhere(self, ctx: FileContext) -> Iterator[Violation]:
+        """A bare model of this file loading a checkpoint file that another project module saves
+        from a wrapper's state dict (the project view's `wrapped_saved`)."""
+        if not ctx.project.wrapped_saved:
+            return
+        # a file this one saves itself is judged above, by what it saves
+        own = {_file_name_in(saved.path) for call in ctx.index.of_type(cst.Call) for saved in _saves(ctx, call)}
+        for call in ctx.index.of_type(cst.Call):
+            if not (type(call.func) is cst.Attribute and call.func.attr.value == "load_state_dict" and call.args):
+                continue
+            target = dotted_name(call.func.value)
+            source = _loaded_from(ctx, call.args[0].value)
+            if target is None or source is None or _wrapper_of(ctx, target, call) is not None:
+                continue
+            path, key = source
+            name = _file_name_in(path)
+            if name is None or name in own:
+                continue
+            saved = next((s for s in ctx.project.wrapped_saved if s[0] == name and s[1] == (key or "")), None)
+            if saved is None or not _bare(ctx, target, call):
+                continue
+            yield self.violation(
+                call,
+                fix=_strip_prefix(ctx, call),
+                problem=(
+                    f"`{short(ctx, call)}` loads into the bare model `{target}` the `{name}` that {saved[2]}:{saved[3]} "
+                    "saves from a `DataParallel`/`DistributedDataParallel` wrapper's state dict, whose keys start "
+                    "with `module.` (missing and unexpected keys)"
+                ),
+                advice=(
+                    "save the wrapped model's `.module.state_dict()` there, and strip the prefix from checkpoints "
+                    'already saved (`torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "module.")`)'
+                ),
+            )
+
+    def _saved_here(self, ctx: FileContext) -> Iterator[Violation]:
         saves = [s for call in ctx.index.of_type(cst.Call) for s in _saves(ctx, call)]
         if not saves:
             return
@@ -188,6 +239,14 @@ def _same_checkpoint(saved: _Saved, source: tuple[str, str | None]) -> bool:
     if saved.path == path:
         return True
     return key is not None and not (_names_a_file(saved.path) and _names_a_file(path))
+
+
+def _file_name_in(path: str) -> str | None:
+    """The file name a comparable path (`_path_key`) ends in: `best.pt` for `str:runs/best.pt`
+    and for `file:best.pt`; None for a path held only as source text."""
+    if path.startswith("str:"):
+        return file_name_of(path[4:])
+    return path[5:] if path.startswith("file:") else None
 
 
 def _names_a_file(path: str) -> bool:

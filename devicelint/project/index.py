@@ -144,7 +144,8 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
         str(k): ImportedHelper(str(h["qualified"]), str(h["path"]), parameter_uses_from(h["uses"]))
         for k, h in data.get("helpers", {}).items()
     }
-    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers)
+    wrapped = tuple((str(n), str(k), str(f), int(line)) for n, k, f, line in data.get("wrapped_saved", ()))
+    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped)
 
 
 def _notebook_code(data: bytes) -> bytes:
@@ -687,7 +688,21 @@ class ProjectIndex:
                     if any(self._near(Path(saver), path) for saver in self._saved_from_host(key))
                 )
             )
-        return ProjectView(str(self.root), members.classes, members.functions, moved, host_saved, members.helpers)
+        wrapped: tuple[tuple[str, str, str, int], ...] = ()
+        if b"load_state_dict" in data and b"torch" in data:
+            self._asked_savers = True
+            wrapped = tuple(
+                sorted(
+                    entry
+                    for key in _file_names(data)
+                    for entry in self._saved_from_wrapper(key)
+                    if (self.root / entry[2]).absolute() != path.absolute()
+                    and self._near((self.root / entry[2]).absolute(), path.absolute())
+                )
+            )
+        return ProjectView(
+            str(self.root), members.classes, members.functions, moved, host_saved, members.helpers, wrapped
+        )
 
     def _add_members(
         self,
@@ -863,6 +878,26 @@ class ProjectIndex:
         if self._deps:
             self._deps[-1].update(read)
         return savers
+
+    def _saved_from_wrapper(self, key: str) -> list[tuple[str, str, str, int]]:
+        """(file name, checkpoint key, saving file, line) for each save of `key` from a wrapper's
+        state dict in the project (`project.saves.wrapped_state_saves`); only files whose text
+        names `key` and a wrapper are read."""
+        from devicelint.project.saves import wrapped_state_saves
+
+        found: list[tuple[str, str, str, int]] = []
+        word = key.encode()
+        for path, data in self._savers():
+            if word in data and b"DataParallel" in data and b"state_dict" in data:
+                if self._deps:
+                    self._deps[-1].add(path)
+                saves = self.summary(Path(path)).wrapped_saves(wrapped_state_saves)
+                try:
+                    shown = Path(path).relative_to(self.root).as_posix()
+                except ValueError:
+                    shown = Path(path).name
+                found.extend((name, dict_key, shown, line) for name, dict_key, line in saves if name == key)
+        return found
 
     def _savers(self) -> list[tuple[str, bytes]]:
         """The project's files whose text calls a saver, with their text."""

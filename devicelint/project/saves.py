@@ -237,3 +237,86 @@ def _dtype(node: ast.expr | None, qualify: _Qualifier) -> bool:
     """`torch.float`, `torch.long`: a `.to()` that changes only the dtype."""
     qualified = qualify(node) if isinstance(node, (ast.Attribute, ast.Name)) else None
     return qualified is not None and qualified.startswith("torch.") and qualified.count(".") == 1
+
+
+_WRAPPERS = ("DataParallel", "DistributedDataParallel")
+
+
+def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str, str, int]]:
+    """(file name, checkpoint key, line) for each `torch.save` of a wrapper's state dict, in a
+    function (or the module's own code) that wraps the model it saves: `model =
+    nn.DataParallel(model)` then `torch.save(model.state_dict(), path)` or `{"model":
+    model.state_dict()}` (key `model`; "" for the state dict itself). Its keys start with
+    `module.`: a bare model elsewhere does not load them."""
+    constants = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found: list[tuple[str, str, int]] = []
+    scopes: list[ast.AST] = [
+        tree,
+        *(n for n in _descendants(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+    ]
+    for scope in scopes:
+        nodes = _descendants(scope, _NESTED_SCOPES)
+        wrapped = {
+            target.id
+            for node in nodes
+            if isinstance(node, ast.Assign) and _wraps(node.value, qualify)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        # (`model = model.module` unwraps it again)
+        wrapped -= {
+            target.id
+            for node in nodes
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "module"
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        if not wrapped:
+            continue
+        bound: dict[str, list[ast.expr | None]] = {name: [value] for name, value in constants.items()}
+        bound.update(_bindings(nodes))
+        for call in nodes:
+            if not (isinstance(call, ast.Call) and (qualify(call.func) or "") in SAVERS):
+                continue
+            payload, place = _argument(call, 0, "obj"), _argument(call, 1, "f")
+            if payload is None or place is None:
+                continue
+            for key in _wrapper_states(payload, wrapped):
+                found.extend((name, key, call.lineno) for name in sorted(_keys(place, bound)))
+    return found
+
+
+def _wraps(value: ast.expr, qualify: _Qualifier) -> bool:
+    """`nn.DataParallel(model)`, `DDP(model, device_ids=[rank]).cuda()`."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("to", "cuda"):
+        value = value.func.value
+    return isinstance(value, ast.Call) and (qualify(value.func) or "").rsplit(".", 1)[-1] in _WRAPPERS
+
+
+def _wrapper_states(payload: ast.expr, wrapped: set[str]) -> list[str]:
+    """ "" for `w.state_dict()` of a wrapper `w`, the key for each `{"key": w.state_dict()}`."""
+    if _wrapper_state(payload, wrapped):
+        return [""]
+    if isinstance(payload, ast.Dict):
+        return [
+            key.value
+            for key, value in zip(payload.keys, payload.values)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and _wrapper_state(value, wrapped)
+        ]
+    return []
+
+
+def _wrapper_state(value: ast.expr, wrapped: set[str]) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "state_dict"
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id in wrapped
+    )

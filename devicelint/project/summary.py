@@ -98,6 +98,7 @@ class ModuleSummary:
         self.star_imports = tuple(stars)
         self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
+        self._wrapped_saves: list[tuple[str, str, int]] | None = None
         self._nodes: dict[str, Any] = {}
         self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
@@ -178,6 +179,19 @@ class ModuleSummary:
             _merge(found, self._saves[""])
         return found
 
+    def wrapped_saves(self, read: WrappedSavesReader) -> list[tuple[str, str, int]]:
+        """What `read` (`devicelint.project.saves.wrapped_state_saves`) finds in the whole
+        module, parsed once on the first ask: (file name, checkpoint key, line) for each save of
+        a `DataParallel`/`DistributedDataParallel` wrapper's state dict."""
+        if self._wrapped_saves is None:
+            if self._tree is None:
+                if self._source is None:
+                    text = self._load() if self._load is not None else ""
+                    self._source = (text, _top_level_blocks(text))
+                self._tree = _parse(self._source[0]) or ast.Module(body=[], type_ignores=[])
+            self._wrapped_saves = read(self._tree, self._qualify)
+        return self._wrapped_saves
+
     @property
     def learnt(self) -> bool:
         """Whether this run learnt something `saved()` did not hold when it was restored."""
@@ -253,6 +267,8 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
 T = TypeVar("T")
 # `devicelint.project.saves.saves_in`: a definition's (or a module's own) saves
 SavesReader = Callable[[ast.AST, "_Qualifier", str], dict[str, bool]]
+# `devicelint.project.saves.wrapped_state_saves`
+WrappedSavesReader = Callable[[ast.Module, "_Qualifier"], list[tuple[str, str, int]]]
 
 
 class _Lazy(Mapping[str, T]):

@@ -61,6 +61,10 @@ class ProjectView:
     host_saved: tuple[str, ...] = ()
     # spelled name -> an imported function that reads, converts or moves what it is handed
     helpers: dict[str, ImportedHelper] = field(default_factory=dict)
+    # (file name, checkpoint key, saving file, line) for each file name this file's text names
+    # that another module saves from a `DataParallel`/`DDP` wrapper's state dict (key "" for
+    # the state dict itself): its keys start with `module.`
+    wrapped_saved: tuple[tuple[str, str, str, int], ...] = ()
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -68,7 +72,14 @@ class ProjectView:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def __bool__(self) -> bool:
-        return bool(self.classes or self.functions or self.moved_elsewhere or self.host_saved or self.helpers)
+        return bool(
+            self.classes
+            or self.functions
+            or self.moved_elsewhere
+            or self.host_saved
+            or self.helpers
+            or self.wrapped_saved
+        )
 
 
 EMPTY_VIEW = ProjectView()
