@@ -238,7 +238,10 @@ class _Interpreter(CallEvaluation):
         if self.bound is not None:
             star = func.params.star_arg
             for param in (*params, *([star] if type(star) is cst.Param else [])):
-                self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
+                # a parameter the call does not bind (the caller's own untouched input, or left
+                # to a default that says nothing) is read as the function's own analysis reads it
+                if param.name.value in self.bound:
+                    self.env[param.name.value] = self.bound[param.name.value]
             return
         if self.building and func.name.value != "__init__":
             # a helper only `__init__` calls: a parameter no call passes holds its default
@@ -456,7 +459,7 @@ class _Interpreter(CallEvaluation):
         if type(node) is cst.Call:
             # Only `DataLoader(...)` itself: wrappers (`DeviceDataLoader(...)`) may move batches.
             return False
-        if type(node) is cst.Name and node.value in self.env and not self._handed_nothing_known(node.value):
+        if type(node) is cst.Name and node.value in self.env:
             return False
         if self.analysis.custom_loaders:
             return False
@@ -465,11 +468,6 @@ class _Interpreter(CallEvaluation):
             node = node.value
         last = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else ""
         return "loader" in last.lower() or self._moves_its_targets(iterable)
-
-    def _handed_nothing_known(self, name: str) -> bool:
-        """A parameter that the call followed here binds to nothing known (`loader` passed on
-        from the caller's own parameter): it is read as the function's own analysis reads it."""
-        return self.bound is not None and self.env[name] == UNKNOWN_FACT and self.params.get(name) == UNKNOWN_FACT
 
     def _moves_its_targets(self, iterable: cst.BaseExpression) -> bool:
         """A loop over a value the file does not show that moves what it yields to the

@@ -1138,14 +1138,15 @@ class CallEvaluation:
         if any(a.star for a in call.args):
             return UNKNOWN_FACT, None
         for param, arg in zip(params, positional):
-            bound[param.name.value] = self._fact_of(arg.value) if arg.value is not None else UNKNOWN_FACT
+            if not self._own_input(arg.value):
+                bound[param.name.value] = self._fact_of(arg.value)
         star = func.params.star_arg
         if type(star) is cst.Param:  # `def cat_all(*parts)`: the extra positional arguments, in order
             bound[star.name.value] = Fact(
                 UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :])
             )
         for arg in call.args:
-            if arg.keyword is not None:
+            if arg.keyword is not None and not self._own_input(arg.value):
                 bound[arg.keyword.value] = self._fact_of(arg.value)
         receiver = self._handed_receiver(call, params, positional)
         if receiver is not None:
@@ -1193,6 +1194,11 @@ class CallEvaluation:
         if receiver is not None:
             self._take_attributes(cached)
         return cached.returns or UNKNOWN_FACT, cached
+
+    def _own_input(self, node: cst.BaseExpression) -> bool:
+        """A name this code holds nothing about (its own parameter, untouched): handed on, the
+        callee reads it as its own analysis reads its parameter, not as "known unknown"."""
+        return type(node) is cst.Name and node.value not in self.env and self._fact_of(node) == UNKNOWN_FACT
 
     def _instance_class(self) -> cst.ClassDef | None:
         """The class whose instance `self.receiver` holds here: the method's own class, or the
