@@ -3116,3 +3116,47 @@ def test_stacked_cells_twin_that_builds_the_state_beside_the_weights_is_clean() 
         "torch.randn(batch, self.size) * 0.01", "torch.randn(batch, self.size, device=self.gates.weight.device) * 0.01"
     )
     assert _found(fixed) == []
+
+
+# -- host state of a plain class, fed device values by its caller ----------------------------
+
+CONFUSION_BANK = """
+    import torch
+
+
+    class Confusion:
+        def __init__(self, classes):
+            self.classes = classes
+            self.reset()
+
+        def reset(self):
+            self.table = torch.zeros(self.classes, self.classes, dtype=torch.long)
+
+        def add(self, predicted, actual):
+            flat = actual * self.classes + predicted
+            self.table += torch.bincount(flat, minlength=self.classes**2).view(self.classes, self.classes)
+
+        def recall(self):
+            return (self.table.diag() / self.table.sum(1).clamp(min=1)).tolist()
+
+
+    def validate(net, batches, classes, device):
+        net.eval()
+        bank = Confusion(classes)
+        with torch.no_grad():
+            for images, labels in batches:
+                scores = net(images.to(device))
+                bank.add(scores.argmax(1), labels.to(device))
+        return bank.recall()
+"""
+
+
+def test_a_host_table_a_plain_class_builds_meets_the_device_values_its_caller_feeds() -> None:
+    assert _found(CONFUSION_BANK) == [(11, "DL101")]
+
+
+def test_host_table_twin_that_moves_what_it_is_fed_is_clean() -> None:
+    fixed = CONFUSION_BANK.replace(
+        "flat = actual * self.classes + predicted", "flat = (actual * self.classes + predicted).cpu()"
+    )
+    assert _found(fixed) == []

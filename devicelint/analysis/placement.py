@@ -28,6 +28,7 @@ module calls, followed helpers) in `placement_calls.py`; the values themselves a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -59,12 +60,13 @@ from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
-from devicelint.analysis.placement_classes import ClassFacts
+from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
     CPU,
     DEVICE,
     DEVICE_VALUE,
+    FACTORIES,
     FOLLOWS,
     MODULE,
     UNKNOWN,
@@ -923,6 +925,8 @@ class _Interpreter(CallEvaluation):
                 and self.analysis.only_init_assigns(self.scope, attr)
             ):
                 return stated  # state the optimizer keeps from `__init__`, on the CPU
+            if stated is not None and stated.kind == CPU and stated.from_factory and self._fed_device_values(attr):
+                return stated  # a metric bank's `self.correct = torch.zeros(n)`, updated with device values
             if stated is not None and is_host_module(stated) and self._kept_on_host(attr):
                 return stated  # `self.model = resnet18()` that no code of the file moves
             if stated is not None and (
@@ -975,6 +979,22 @@ class _Interpreter(CallEvaluation):
             return False
         cls = self.ctx.index.enclosing_class(self.scope)
         return cls is not None and kept_on_host(self.ctx, cls, attr, self.scope)
+
+    def _fed_device_values(self, attr: str) -> bool:
+        """A method of a plain class followed with a device tensor among its arguments, reading
+        an attribute that every assignment in the class builds with a torch factory on the host
+        (`self.correct = torch.zeros(n)` in `__init__` and `reset()`, updated in place with `+=`)
+        and that nothing in the file moves: the host state meets the caller's device values."""
+        if self.bound is None or not any(devicey(fact) for fact in self.bound.values()):
+            return False
+        cls = self.ctx.index.enclosing_class(self.scope) if type(self.scope) is cst.FunctionDef else None
+        if cls is None or re.search(r"\." + re.escape(attr) + r"\s*\.\s*(to|cuda)\(", self.ctx.source):
+            return False
+        for assign in self.ctx.index.within(cls, cst.Assign):
+            for target in assign.targets:
+                if self_attribute(target.target) == attr and not _host_factory(self.ctx, assign.value):
+                    return False
+        return True
 
     def _in_optimizer(self) -> bool:
         """Whether this is a method of a `torch.optim.Optimizer` subclass."""
@@ -1220,6 +1240,14 @@ def _written_element(current: Fact, index: cst.BaseExpression | None, fact: Fact
             updated[position] = fact
             return replace(current, elements=tuple(updated))
     return UNKNOWN_FACT
+
+
+def _host_factory(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`torch.zeros(n)`, `torch.tensor(0.0)`: a torch factory call with no `device=`."""
+    if type(value) is not cst.Call or any(a.keyword is not None and a.keyword.value == "device" for a in value.args):
+        return False
+    qualified = ctx.qualified_name(value.func) or ""
+    return qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in FACTORIES
 
 
 def _host_state(fact: Fact) -> bool:
