@@ -76,7 +76,10 @@ FIX_ROUNDS = 10
 def wanted_rules(text: str, rules: Sequence[type[Rule]], view: ProjectView = EMPTY_VIEW) -> list[type[Rule]]:
     """The rules that could fire on `text`, judged by the tokens each one declares (and, for
     rules that read the imported helpers, by whether the file imports one)."""
-    helpers = any(h.uses.to_numpy or h.uses.returns_moved for h in view.helpers.values())
+    helpers = bool(view.plain_classes) or any(
+        h.uses.to_numpy or h.uses.returns_moved or h.uses.unmoved_batches or h.uses.host_inputs
+        for h in view.helpers.values()
+    )
     return [rule for rule in rules if any(token in text for token in rule.tokens) or (helpers and rule.reads_helpers)]
 
 

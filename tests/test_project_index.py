@@ -879,3 +879,20 @@ def test_wrapped_state_saves_reads_wrappers_keys_and_unwrapping() -> None:
         "def c(net):\n    net = nn.DataParallel(net)\n    net = net.module\n    torch.save(net.state_dict(), 'c.pt')\n"
     )
     assert summarise(text, "train").wrapped_saves(wrapped_state_saves) == [("best.pt", "model", 8)]
+
+
+def test_a_class_summary_lists_what_its_methods_add_into_host_tensors() -> None:
+    text = (
+        "import torch\n\n\nclass Bank:\n"
+        "    def __init__(self, n):\n        self.hits = torch.zeros(n)\n        self.seen = torch.zeros(n)\n"
+        "        self.moved = torch.zeros(n)\n        self.given = torch.zeros(n)\n\n"
+        "    def reset(self):\n        self.hits = torch.zeros_like(self.hits)\n\n"
+        "    def add(self, pred, gold, extra):\n        right = pred == gold\n"
+        "        self.hits += right\n        self.seen[gold] += 1\n        self.moved += extra\n        self.given += extra\n\n"
+        "    def to(self, device):\n        self.moved = self.moved.to(device)\n\n"
+        "    def take(self, t):\n        self.given = t\n"
+    )
+    updates = summarise(text, "banks").classes["Bank"].host_updates
+    # `hits` is rebuilt from a non-factory in reset() (zeros_like follows its argument), `moved`
+    # is moved, `given` is also assigned what a caller hands in: only `seen` stays a host table
+    assert updates == (("add", ("pred", "gold", "extra"), "gold", "seen", "torch.zeros", 7),)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import libcst as cst
 
@@ -9,11 +9,15 @@ from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.imported_helpers import imported_call, moved_model
 from devicelint.analysis.model_events import statement_of
+from devicelint.analysis.model_events.scopes import scope_facts, scope_of
+from devicelint.analysis.modules import methods
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.vocabulary import LEGACY_CONSTRUCTORS
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
+from devicelint.project.view import ImportedPlainClass
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Factories that take no `device=`: the tensor has to be moved.
@@ -41,7 +45,9 @@ class TensorCreatedOffDevice(Rule):
     `torch.stack`/`torch.cat` build from host copies (`x.cpu() == j`) is a CPU tensor made there.
     With the project index, a model moved here and handed to a function of another module that
     runs it (`model(x)`, `model.predict(x)`) on a tensor it builds with a factory, moving
-    nothing, is reported at the call.
+    nothing, is reported at the call, and so is a device tensor handed to a method of a plain
+    class of another module that adds it in place into a host tensor the class keeps (a metric
+    bank's `self.correct = torch.zeros(n)`).
 
     ## Why it is a bug on a GPU
     Factories create tensors on the CPU unless told otherwise. On a CPU-only test run the code
@@ -115,6 +121,7 @@ class TensorCreatedOffDevice(Rule):
             return
         yield from self._meetings(ctx)
         yield from self._handed_to_helpers(ctx)
+        yield from self._fed_to_imported_accumulators(ctx)
 
     def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
         """A model moved here handed to a function of another project module that runs it on a
@@ -143,6 +150,39 @@ class TensorCreatedOffDevice(Rule):
                     hint="",
                 )
 
+    def _fed_to_imported_accumulators(self, ctx: FileContext) -> Iterator[Violation]:
+        """A device tensor handed to a method of a plain class of another project module that adds
+        it in place into a host tensor the class built (`meter.update(logits.argmax(1), y)` with
+        `RunningAccuracy` keeping `self.correct = torch.zeros(n)`): reported at the argument."""
+        plain = ctx.project.plain_classes
+        if not plain:
+            return
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            func = call.func
+            cls = _imported_instance(ctx, func.value, plain) if type(func) is cst.Attribute else None
+            if cls is None or any(arg.star for arg in call.args):
+                continue
+            reported: set[str] = set()
+            for method, params, param, attr, factory, line in cls.host_updates:
+                if method != func.attr.value or attr in reported:  # type: ignore[attr-defined]  # an Attribute, tested above
+                    continue
+                arg = _argument_for(call, params, param)
+                if arg is None or not facts.is_device_tensor(arg, certain=True):
+                    continue
+                reported.add(attr)
+                yield self.violation(
+                    arg,
+                    factory=factory,
+                    function=cls.qualified,
+                    how=(
+                        f"`{method}` adds its `{param}` into in place (`self.{attr}`, {cls.path}:{line}), but "
+                        f"`{ctx.code_for(arg)}` handed in here is on the device"
+                    ),
+                    advice=f"build `self.{attr}` on the device it is fed, or hand it `{ctx.code_for(arg)}.cpu()`",
+                    hint="",
+                )
+
     def _meetings(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
         for meeting in file_facts(ctx).meetings:
@@ -157,6 +197,36 @@ class TensorCreatedOffDevice(Rule):
                 continue
             reported.add(id(statement))
             yield self.violation(cpu.origin, fix=_pass_device(ctx, meeting), **_describe(ctx, meeting))
+
+
+def _imported_instance(
+    ctx: FileContext, node: cst.BaseExpression, plain: Mapping[str, ImportedPlainClass]
+) -> ImportedPlainClass | None:
+    """The imported plain class whose instance `node` is: a name (or `self.<attr>` of the class's
+    `__init__`) bound once to `Cls(...)`."""
+    name = dotted_name(node)
+    if name is None:
+        return None
+    scope = scope_of(ctx, node)
+    if name.startswith("self."):
+        cls = ctx.index.enclosing_class(node)
+        init = methods(cls).get("__init__") if cls is not None else None
+        if init is None:
+            return None
+        scope = init
+    values = scope_facts(ctx, scope).assigned.get(name)
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return None
+    return plain.get(dotted_name(values[0].func) or "")
+
+
+def _argument_for(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
+    for position, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == param) or (
+            arg.keyword is None and position < len(params) and params[position] == param
+        ):
+            return arg.value
+    return None
 
 
 def _scalar_only_in_arithmetic(ctx: FileContext, meeting: Meeting) -> bool:

@@ -181,7 +181,7 @@ def _host_inputs(params: list[str], nodes: list[ast.AST], sure: list[ast.AST]) -
     found: dict[str, tuple[int, str, str]] = {}
     for call in sure:
         model = _model_called(call, params)
-        if model is None:
+        if model is None or not isinstance(call, ast.Call):
             continue
         for value in (*call.args, *(k.value for k in call.keywords)):
             if isinstance(value, ast.Starred):

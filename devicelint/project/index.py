@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
 from devicelint.project.helpers import parameter_uses_from
-from devicelint.project.view import ImportedClass, ImportedHelper, ProjectView, path_key
+from devicelint.project.view import (
+    ImportedClass,
+    ImportedHelper,
+    ImportedPlainClass,
+    ProjectView,
+    host_updates_from,
+    path_key,
+)
 
 if TYPE_CHECKING:
     from devicelint.project.summary import ClassSummary, ModuleSummary
@@ -96,6 +103,7 @@ class _Members:
     classes: dict[str, ImportedClass] = field(default_factory=dict)
     functions: dict[str, str] = field(default_factory=dict)
     helpers: dict[str, ImportedHelper] = field(default_factory=dict)
+    plain: dict[str, ImportedPlainClass] = field(default_factory=dict)
 
     def holds(self, spelled: str) -> bool:
         return spelled in self.classes or spelled in self.functions
@@ -145,7 +153,15 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
         for k, h in data.get("helpers", {}).items()
     }
     wrapped = tuple((str(n), str(k), str(f), int(line)) for n, k, f, line in data.get("wrapped_saved", ()))
-    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped)
+    plain = {
+        str(k): ImportedPlainClass(
+            str(c["qualified"]),
+            str(c["path"]),
+            host_updates_from(c["host_updates"]),
+        )
+        for k, c in data.get("plain_classes", {}).items()
+    }
+    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped, plain)
 
 
 def _notebook_code(data: bytes) -> bytes:
@@ -192,7 +208,9 @@ class ProjectIndex:
         self._resolved: dict[tuple[str, str], _Found | None] = {}
         self._others_moved: dict[str, set[str]] | None = None
         self._paths: dict[int, Path] = {}
-        self._members: dict[tuple[int, str], tuple[ImportedClass | str | None, ImportedHelper | None]] = {}
+        self._members: dict[
+            tuple[int, str], tuple[ImportedClass | ImportedPlainClass | str | None, ImportedHelper | None]
+        ] = {}
         self._root_text = str(self.root)
         self._exists: dict[str, bool] = {}
         # every `.py` file below the root -> (size, mtime), listed once per run (None until needed)
@@ -701,7 +719,14 @@ class ProjectIndex:
                 )
             )
         return ProjectView(
-            str(self.root), members.classes, members.functions, moved, host_saved, members.helpers, wrapped
+            str(self.root),
+            members.classes,
+            members.functions,
+            moved,
+            host_saved,
+            members.helpers,
+            wrapped,
+            members.plain,
         )
 
     def _add_members(
@@ -750,6 +775,8 @@ class ProjectIndex:
         member, helper = self._members[key]
         if isinstance(member, ImportedClass):
             members.classes[spelled] = member
+        elif isinstance(member, ImportedPlainClass):
+            members.plain[spelled] = member
         elif member is not None:
             members.functions[spelled] = member
         if helper is not None:
@@ -762,18 +789,27 @@ class ProjectIndex:
         uses = module.uses[name]
         if not uses:
             return None
-        where = self._path_of(module)
-        try:
-            shown = where.relative_to(self.root).as_posix()
-        except ValueError:
-            shown = where.name
-        return ImportedHelper(f"{module.name}.{name}" if module.name else name, shown, uses)
+        return ImportedHelper(
+            f"{module.name}.{name}" if module.name else name, self._shown(self._path_of(module)), uses
+        )
 
-    def _member(self, module: ModuleSummary, name: str) -> ImportedClass | str | None:
-        """What a file importing `name` from `module` learns: a module class, a place, or nothing."""
+    def _shown(self, where: Path) -> str:
+        """A project file's path for messages: relative to the root."""
+        try:
+            return where.relative_to(self.root).as_posix()
+        except ValueError:
+            return where.name
+
+    def _member(self, module: ModuleSummary, name: str) -> ImportedClass | ImportedPlainClass | str | None:
+        """What a file importing `name` from `module` learns: a module class, a plain class that
+        accumulates into host tensors, a place, or nothing."""
         where = self._path_of(module)
         if name in module.classes:
-            return self._imported_class(module, name)
+            imported = self._imported_class(module, name)
+            updates = module.classes[name].host_updates
+            if imported is None and updates:
+                return ImportedPlainClass(f"{module.name}.{name}" if module.name else name, self._shown(where), updates)
+            return imported
         place = self._function_place(module, name, where, 0)
         if isinstance(place, list):  # a builder: `def build_model(args): return Net(args)`
             return _one_of([self._imported_class(*built) for built in place])
@@ -892,10 +928,7 @@ class ProjectIndex:
                 if self._deps:
                     self._deps[-1].add(path)
                 saves = self.summary(Path(path)).wrapped_saves(wrapped_state_saves)
-                try:
-                    shown = Path(path).relative_to(self.root).as_posix()
-                except ValueError:
-                    shown = Path(path).name
+                shown = self._shown(Path(path))
                 found.extend((name, dict_key, shown, line) for name, dict_key, line in saves if name == key)
         return found
 

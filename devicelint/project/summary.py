@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
 from devicelint.project.helpers import ParameterUses, parameter_uses, parameter_uses_from
+from devicelint.project.view import HostUpdate, host_updates_from
 
 # What a mover reaches generically: the whole instance is moved.
 _GENERIC_MOVES = frozenset({"__dict__", "vars", "getattr", "setattr", "named_buffers", "buffers"})
@@ -57,6 +58,11 @@ class ClassSummary:
     # (method, place) for each method whose every `return` is certainly a CPU or a device
     # tensor (`def init_hidden(self, n): return torch.zeros(1, n, self.size)`)
     method_places: tuple[tuple[str, str], ...] = ()
+    # (method, its parameters, parameter, attribute, factory, line) for each parameter a method
+    # adds in place into an attribute that every assignment in the class builds with a host
+    # torch factory and nothing moves (`self.correct += (preds == target).sum()`, `self.correct`
+    # built by `torch.zeros(n)` at `line`): a metric bank's CPU accumulator
+    host_updates: tuple[HostUpdate, ...] = ()
 
 
 class ModuleSummary:
@@ -107,7 +113,9 @@ class ModuleSummary:
         restored = {n: _class_from(v) for n, v in saved.get("classes", {}).items()}
         self.classes: _Lazy[ClassSummary] = _Lazy(
             class_names,
-            lambda n: self._use(n, lambda node: _class(node, qualify), lambda: n in self.bases.built),
+            lambda n: self._use(
+                n, lambda node: _class(node, qualify, self._offsets.get(n, 0)), lambda: n in self.bases.built
+            ),
             restored,
         )
         # class -> its bases, qualified (cheaper than `classes`: no walk of the body)
@@ -261,6 +269,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         moves_others=tuple((str(c), str(a)) for c, a in data["moves_others"]),
         placed=tuple((str(a), str(d), bool(k)) for a, d, k in data.get("placed", ())),
         method_places=tuple((str(m), str(p)) for m, p in data.get("method_places", ())),
+        host_updates=host_updates_from(data.get("host_updates", ())),
     )
 
 
@@ -438,7 +447,7 @@ def _bases(node: ast.ClassDef | None, qualify: _Qualifier) -> tuple[str, ...]:
     return () if node is None else tuple(q for q in (qualify(b) for b in node.bases) if q is not None)
 
 
-def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
+def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) -> ClassSummary:
     if node is None:
         return ClassSummary(())
     bases = _bases(node, qualify)
@@ -469,7 +478,67 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier) -> ClassSummary:
     placed = _placed_submodules(methods.get("__init__"), qualify) if places else ()
     returned = ((name, _returns(method, qualify)) for name, method in methods.items() if name != "__init__")
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
-    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places)
+    updates = tuple(
+        (m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _host_updates(node, methods, qualify)
+    )
+    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places, updates)
+
+
+def _host_updates(
+    node: ast.ClassDef, methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+) -> tuple[tuple[str, tuple[str, ...], str, str, str, int], ...]:
+    """See `ClassSummary.host_updates`."""
+    # attribute -> (factory, line) of each host factory assigning it (None: something else)
+    built: dict[str, list[tuple[str, int] | None]] = {}
+    moved: set[str] = set()
+    for inner in _descendants(node):
+        if isinstance(inner, ast.Assign):
+            for target in inner.targets:
+                attr = _self_attribute(target)
+                if attr is not None:
+                    factory = _host_factory_call(inner.value, qualify)
+                    built.setdefault(attr, []).append((factory, inner.lineno) if factory else None)
+        elif isinstance(inner, ast.Attribute) and inner.attr in ("to", "cuda"):
+            attr = _self_attribute(inner.value)
+            if attr is not None:
+                moved.add(attr)
+    host = {a: made[0] for a, made in built.items() if a not in moved and made[0] is not None and None not in made}
+    found: list[HostUpdate] = []
+    for name, method in methods.items():
+        if name == "__init__" or not host:
+            continue
+        params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
+        nodes = _own_nodes(method)
+        # a local computed from parameters carries them (`mask = target == c`)
+        carries: dict[str, set[str]] = {p: {p} for p in params}
+        for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+            sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+            fed_by = set().union(*(carries.get(name, set()) for name in sources))
+            for target in assign.targets:
+                if isinstance(target, ast.Name) and target.id not in params:
+                    carries[target.id] = fed_by
+        for update in nodes:
+            if not isinstance(update, ast.AugAssign):
+                continue
+            target = update.target.value if isinstance(update.target, ast.Subscript) else update.target
+            attr = _self_attribute(target)
+            if attr not in host:
+                continue
+            # what is added, and a tensor index into the host table (`self.seen[gold] += 1`)
+            read = [update.value, update.target.slice] if isinstance(update.target, ast.Subscript) else [update.value]
+            names = {n.id for part in read for n in ast.walk(part) if isinstance(n, ast.Name)}
+            fed = set().union(*(carries.get(name, set()) for name in names))
+            found.extend((name, params, param, attr, *host[attr]) for param in sorted(fed))
+    return tuple(dict.fromkeys(found))
+
+
+def _host_factory_call(value: ast.expr, qualify: _Qualifier) -> str:
+    """`torch.zeros` for `torch.zeros(n)` (a torch factory without `device=`), else ""."""
+    if not isinstance(value, ast.Call) or any(k.arg == "device" for k in value.keywords):
+        return ""
+    qualified = qualify(value.func) or ""
+    last = qualified.rsplit(".", 1)[-1]
+    return f"torch.{last}" if qualified.startswith("torch.") and last in FACTORIES else ""
 
 
 def _placed_submodules(init: ast.FunctionDef | None, qualify: _Qualifier) -> tuple[tuple[str, str, bool], ...]:

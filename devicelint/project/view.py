@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from devicelint.project.helpers import ParameterUses
 
@@ -33,6 +34,24 @@ class ImportedClass:
     placed: tuple[tuple[str, str, bool], ...] = ()
     # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
     method_places: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ImportedPlainClass:
+    """A plain (not `nn.Module`) class of another project module that adds what its methods are
+    handed into host tensors it keeps (`project.summary.ClassSummary.host_updates`)."""
+
+    qualified: str
+    path: str  # its file, relative to the project root (for messages)
+    host_updates: tuple[HostUpdate, ...] = ()
+
+
+HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
+
+
+def host_updates_from(data: Any) -> tuple[HostUpdate, ...]:
+    """`ClassSummary.host_updates` from its JSON form (a damaged entry raises; callers catch it)."""
+    return tuple((str(m), tuple(str(a) for a in ps), str(p), str(a), str(f), int(n)) for m, ps, p, a, f, n in data)
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,8 @@ class ProjectView:
     # that another module saves from a `DataParallel`/`DDP` wrapper's state dict (key "" for
     # the state dict itself): its keys start with `module.`
     wrapped_saved: tuple[tuple[str, str, str, int], ...] = ()
+    # spelled name -> an imported plain class that accumulates its arguments into host tensors
+    plain_classes: dict[str, ImportedPlainClass] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -79,6 +100,7 @@ class ProjectView:
             or self.host_saved
             or self.helpers
             or self.wrapped_saved
+            or self.plain_classes
         )
 
 
