@@ -896,3 +896,23 @@ def test_a_class_summary_lists_what_its_methods_add_into_host_tensors() -> None:
     # `hits` is rebuilt from a non-factory in reset() (zeros_like follows its argument), `moved`
     # is moved, `given` is also assigned what a caller hands in: only `seen` stays a host table
     assert updates == (("add", ("pred", "gold", "extra"), "gold", "seen", "torch.zeros", 7),)
+
+
+def test_a_device_chosen_by_an_imported_function_or_constant_is_the_accelerator(tmp_path: Path) -> None:
+    utils = 'import torch\n\n\ndef pick_device():\n    return torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+    config = 'import torch\n\nDEVICE = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")\n'
+    scoring = (
+        "import torch\nfrom utils import pick_device\n\n\n"
+        "def score(net, loader):\n    dev = pick_device()\n    net.to(dev)\n    hits = torch.zeros(())\n"
+        "    for x, y in loader:\n        hits += (net(x.to(dev)).argmax(1) == y.to(dev)).sum()\n    return hits\n"
+    )
+    fitting = (
+        "from config import DEVICE\n\n\n"
+        "def fit(net, loader, loss_fn):\n    net = net.to(DEVICE)\n    for x, y in loader:\n        loss_fn(net(x), y).backward()\n"
+    )
+    _write(tmp_path, {"utils.py": utils, "config.py": config, "scoring.py": scoring, "fitting.py": fitting})
+    rows = _check(["--no-cache", str(tmp_path)])
+    found = sorted((Path(r["path"]).name, r["line"], r["code"]) for r in rows)
+    assert found == [("fitting.py", 7, "DL105"), ("fitting.py", 7, "DL105"), ("scoring.py", 8, "DL101")]
+    # the advice names the device the file imported, usable where the batch is
+    assert all("DEVICE)" in r["message"] for r in rows if r["code"] == "DL105")

@@ -131,7 +131,7 @@ def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) ->
     """Whether the name an expression starts with (`x` of `x.device`) is surely bound where
     `node` runs: a parameter of its function (`self` included), a name that function assigns
     before `node`'s statement, or, for module code, a name the module assigns before it; a
-    function also sees every module-level name (it runs after the module is loaded)."""
+    function also sees every module-level name and import (it runs after the module is loaded)."""
     root = expression.split(".", 1)[0].split("(", 1)[0]
     if node is None or not root.isidentifier():
         return False
@@ -152,7 +152,8 @@ def bound_before(ctx: FileContext, expression: str, node: cst.CSTNode | None) ->
         return True
     if function is None:
         return False
-    return (0, root) in bindings.by_scope
+    # (a module-level name or import: the function runs after the module is loaded)
+    return (0, root) in bindings.by_scope or root in ctx.imports.bound
 
 
 def _precedes(ctx: FileContext, first: cst.CSTNode, second: cst.CSTNode) -> bool:

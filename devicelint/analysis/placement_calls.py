@@ -285,6 +285,8 @@ class CallEvaluation:
             return Fact(CPU, origin=call, factory=spelled)
         if place == DEVICE:
             return Fact(DEVICE, where=ACCELERATOR)
+        if place == "device-value":  # `get_device()` returning `torch.device("cuda" if ... else "cpu")`
+            return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=None)
         return UNKNOWN_FACT
 
     def _tensor_whose_device(self, node: cst.CSTNode | None) -> Fact | None:

@@ -896,6 +896,8 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
     qualified = qualify(func)
     if qualified is None:
         return ""
+    if qualified == "torch.device" and value.args and _names_an_accelerator(value.args[0]):
+        return "device-value"  # `torch.device("cuda" if torch.cuda.is_available() else "cpu")`
     if qualified.startswith("torch.") and qualified.count(".") == 1:
         # (`torch.normal(mean, std)` draws where its tensor arguments are; `torch.tensor(x)` of
         # a helper's data is taken for host data, as `x` is rarely a device tensor there)
@@ -912,6 +914,14 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             return ""  # what it builds or returns may be placed by the caller's argument
         return f"call:{qualified}"
     return ""
+
+
+def _names_an_accelerator(value: ast.expr) -> bool:
+    """`"cuda"`, `"cuda:0"`, or a conditional with one such branch (the device the author means)."""
+    if isinstance(value, ast.IfExp):
+        return _names_an_accelerator(value.body) or _names_an_accelerator(value.orelse)
+    text = value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else ""
+    return _DEVICE_TEXT.match(text) is not None and not text.startswith("cpu")
 
 
 def _moved(call: ast.Call, method: str) -> str:
