@@ -3160,3 +3160,41 @@ def test_host_table_twin_that_moves_what_it_is_fed_is_clean() -> None:
         "flat = actual * self.classes + predicted", "flat = (actual * self.classes + predicted).cpu()"
     )
     assert _found(fixed) == []
+
+
+# -- a loader batch handed to a trainer object's method --------------------------------------
+
+TRAINER_OBJECT = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, device):
+            self.net = net.to(device)
+            self.optim = torch.optim.SGD(self.net.parameters(), lr=0.01)
+
+        def fit_step(self, batch):
+            out = self.net(batch["pixels"])
+            loss = torch.nn.functional.mse_loss(out, batch["target"])
+            self.optim.zero_grad()
+            loss.backward()
+            self.optim.step()
+
+
+    def run(net, loader):
+        runner = Runner(net, "cuda")
+        for batch in loader:
+            runner.fit_step(batch)
+"""
+
+
+def test_a_loader_batch_handed_to_a_trainer_objects_method_is_followed_as_a_batch() -> None:
+    # the batch flowing in is known (it comes from a loader): the method is followed with it
+    assert _found(TRAINER_OBJECT) == [(11, "DL105"), (12, "DL105")]
+
+
+def test_trainer_object_twin_that_moves_the_batch_first_is_clean() -> None:
+    fixed = TRAINER_OBJECT.replace(
+        "            runner.fit_step(batch)", "            runner.fit_step({k: v.cuda() for k, v in batch.items()})"
+    )
+    assert _found(fixed) == []

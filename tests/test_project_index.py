@@ -916,3 +916,12 @@ def test_a_device_chosen_by_an_imported_function_or_constant_is_the_accelerator(
     assert found == [("fitting.py", 7, "DL105"), ("fitting.py", 7, "DL105"), ("scoring.py", 8, "DL101")]
     # the advice names the device the file imported, usable where the batch is
     assert all("DEVICE)" in r["message"] for r in rows if r["code"] == "DL105")
+
+
+def test_a_class_summary_lists_what_its_methods_hand_unmoved_to_the_model_it_moved() -> None:
+    text = (
+        "class Runner:\n    def __init__(self, net, device):\n        self.net = net.to(device)\n\n"
+        "    def step(self, batch):\n        x, y = batch\n        return self.net(x), y\n\n"
+        "    def moved_step(self, batch):\n        x = batch[0].to(next(self.net.parameters()).device)\n        return self.net(x)\n"
+    )
+    assert summarise(text, "runners").classes["Runner"].unmoved_inputs == (("step", ("batch",), "batch", "net", "", 7),)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.model_events.scopes import scope_facts, scope_of
+from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR, INPUT_MOVING_WRAPPERS, MODULE
 from devicelint.context import FileContext
-from devicelint.project.view import ImportedHelper
+from devicelint.project.view import ImportedHelper, ImportedPlainClass
 
 
 def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dict[str, cst.BaseExpression]] | None:
@@ -42,3 +44,33 @@ def moved_model(ctx: FileContext, node: cst.BaseExpression) -> bool:
     device tensors."""
     fact = file_facts(ctx).value(node)
     return fact.kind == MODULE and fact.where == ACCELERATOR and (fact.factory or "") not in INPUT_MOVING_WRAPPERS
+
+
+def imported_instance(ctx: FileContext, node: cst.BaseExpression) -> ImportedPlainClass | None:
+    """The imported plain class whose instance `node` is: a name (or `self.<attr>` of the
+    class's `__init__`) bound once to `Cls(...)`."""
+    plain = ctx.project.plain_classes
+    name = dotted_name(node) if plain else None
+    if name is None:
+        return None
+    scope: cst.FunctionDef | cst.Module = scope_of(ctx, node)
+    if name.startswith("self."):
+        cls = ctx.index.enclosing_class(node)
+        init = methods(cls).get("__init__") if cls is not None else None
+        if init is None:
+            return None
+        scope = init
+    values = scope_facts(ctx, scope).assigned.get(name)
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return None
+    return plain.get(dotted_name(values[0].func) or "")
+
+
+def argument_for(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
+    """The argument `call` hands to `param` of a function whose positional parameters are `params`."""
+    for position, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == param) or (
+            arg.keyword is None and position < len(params) and params[position] == param
+        ):
+            return arg.value
+    return None

@@ -1161,7 +1161,10 @@ class CallEvaluation:
                     bound[param.name.value] = default
         if (
             receiver is None
-            and not any(f.kind != UNKNOWN or f.where or _known_fields(f) for f in bound.values())
+            # (a loader batch handed to a method: the instance's model meets it, `runner.step(batch)`)
+            and not any(
+                f.kind != UNKNOWN or f.where or (f.batch and skip_self) or _known_fields(f) for f in bound.values()
+            )
             and params
         ):
             # Nothing known flows in: the function's own analysis already covers it. What it

@@ -7,7 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
-from devicelint.analysis.imported_helpers import imported_call, moved_model
+from devicelint.analysis.imported_helpers import argument_for, imported_call, imported_instance, moved_model
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, code_in_place, line_before, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -72,7 +72,7 @@ class ModelInputNotMoved(Rule):
     code = "DL105"
     name = "model-input-not-moved"
     summary = "A DataLoader batch reaches a model on the device without being moved."
-    message = "`{batch}` comes from {source} and is still on the CPU, but {where}; move it first: `{batch} = {batch}.to({device})`"
+    message = "`{batch}` comes from {source} and is still on the CPU, but {where}; {advice}"
     fix_availability = "unsafe"
     # `.to(`/`.cuda(`: a loop over any iterable that moves what it yields walks host batches
     tokens = ("loader", "Loader", "LOADER", "return_tensors", ".to(", ".cuda(")
@@ -81,6 +81,7 @@ class ModelInputNotMoved(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         yield from self._meetings(ctx)
         yield from self._handed_to_helpers(ctx)
+        yield from self._handed_to_imported_trainers(ctx)
 
     def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
         """A model moved here and a loader handed together to a function of another project
@@ -102,8 +103,35 @@ class ModelInputNotMoved(Rule):
                     batch=batch,
                     source=f"the loop over `{loader_param}` in `{helper.qualified}` ({helper.path}:{line})",
                     where=f"`{ctx.code_for(model)}`, handed in here, was moved to the device",
-                    device=f"next({model_param}.parameters()).device",
+                    advice=_move_first(batch, f"next({model_param}.parameters()).device"),
                 )
+
+    def _handed_to_imported_trainers(self, ctx: FileContext) -> Iterator[Violation]:
+        """A batch handed to a method of a plain class of another project module (a trainer) that
+        passes it, unmoved, to the model its `__init__` moved: reported at the argument."""
+        if not ctx.project.plain_classes:
+            return
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            func = call.func
+            cls = imported_instance(ctx, func.value) if type(func) is cst.Attribute else None
+            if cls is None or any(arg.star for arg in call.args):
+                continue
+            for method, params, param, attr, _, line in cls.unmoved_inputs:
+                arg = argument_for(call, params, param) if method == func.attr.value else None  # type: ignore[attr-defined]  # an Attribute, tested above
+                if arg is None or not facts.value(arg).batch:
+                    continue
+                yield self.violation(
+                    arg,
+                    batch=ctx.code_for(arg),
+                    source="a DataLoader",
+                    where=(
+                        f"`{cls.qualified}.{method}` hands it as `{param}` to `self.{attr}`, which its `__init__` "
+                        f"moved to the device, without moving it ({cls.path}:{line})"
+                    ),
+                    advice=f"move it to the model's device in `{method}` (or before the call)",
+                )
+                break
 
     def _meetings(self, ctx: FileContext) -> Iterator[Violation]:
         reported: set[int] = set()
@@ -120,8 +148,12 @@ class ModelInputNotMoved(Rule):
                 source='a tokenizer (`return_tensors="pt"` gives CPU tensors)'
                 if meeting.cpu.encoded
                 else "a DataLoader",
-                device=_device_for(ctx, meeting) or _device_of_other(ctx, meeting),
+                advice=_move_first(batch, _device_for(ctx, meeting) or _device_of_other(ctx, meeting)),
             )
+
+
+def _move_first(batch: str, device: str) -> str:
+    return f"move it first: `{batch} = {batch}.to({device})`"
 
 
 def _loader_like(ctx: FileContext, node: cst.BaseExpression) -> bool:

@@ -1,23 +1,19 @@
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import libcst as cst
 
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
-from devicelint.analysis.imported_helpers import imported_call, moved_model
+from devicelint.analysis.imported_helpers import argument_for, imported_call, imported_instance, moved_model
 from devicelint.analysis.model_events import statement_of
-from devicelint.analysis.model_events.scopes import scope_facts, scope_of
-from devicelint.analysis.modules import methods
-from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.vocabulary import LEGACY_CONSTRUCTORS
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
-from devicelint.project.view import ImportedPlainClass
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 # Factories that take no `device=`: the tensor has to be moved.
@@ -160,14 +156,14 @@ class TensorCreatedOffDevice(Rule):
         facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             func = call.func
-            cls = _imported_instance(ctx, func.value, plain) if type(func) is cst.Attribute else None
+            cls = imported_instance(ctx, func.value) if type(func) is cst.Attribute else None
             if cls is None or any(arg.star for arg in call.args):
                 continue
             reported: set[str] = set()
             for method, params, param, attr, factory, line in cls.host_updates:
                 if method != func.attr.value or attr in reported:  # type: ignore[attr-defined]  # an Attribute, tested above
                     continue
-                arg = _argument_for(call, params, param)
+                arg = argument_for(call, params, param)
                 if arg is None or not facts.is_device_tensor(arg, certain=True):
                     continue
                 reported.add(attr)
@@ -197,36 +193,6 @@ class TensorCreatedOffDevice(Rule):
                 continue
             reported.add(id(statement))
             yield self.violation(cpu.origin, fix=_pass_device(ctx, meeting), **_describe(ctx, meeting))
-
-
-def _imported_instance(
-    ctx: FileContext, node: cst.BaseExpression, plain: Mapping[str, ImportedPlainClass]
-) -> ImportedPlainClass | None:
-    """The imported plain class whose instance `node` is: a name (or `self.<attr>` of the class's
-    `__init__`) bound once to `Cls(...)`."""
-    name = dotted_name(node)
-    if name is None:
-        return None
-    scope = scope_of(ctx, node)
-    if name.startswith("self."):
-        cls = ctx.index.enclosing_class(node)
-        init = methods(cls).get("__init__") if cls is not None else None
-        if init is None:
-            return None
-        scope = init
-    values = scope_facts(ctx, scope).assigned.get(name)
-    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
-        return None
-    return plain.get(dotted_name(values[0].func) or "")
-
-
-def _argument_for(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
-    for position, arg in enumerate(call.args):
-        if (arg.keyword is not None and arg.keyword.value == param) or (
-            arg.keyword is None and position < len(params) and params[position] == param
-        ):
-            return arg.value
-    return None
 
 
 def _scalar_only_in_arithmetic(ctx: FileContext, meeting: Meeting) -> bool:

@@ -158,6 +158,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             str(c["qualified"]),
             str(c["path"]),
             host_updates_from(c["host_updates"]),
+            host_updates_from(c.get("unmoved_inputs", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -806,9 +807,10 @@ class ProjectIndex:
         where = self._path_of(module)
         if name in module.classes:
             imported = self._imported_class(module, name)
-            updates = module.classes[name].host_updates
-            if imported is None and updates:
-                return ImportedPlainClass(f"{module.name}.{name}" if module.name else name, self._shown(where), updates)
+            summary = module.classes[name]
+            if imported is None and (summary.host_updates or summary.unmoved_inputs):
+                qualified = f"{module.name}.{name}" if module.name else name
+                return ImportedPlainClass(qualified, self._shown(where), summary.host_updates, summary.unmoved_inputs)
             return imported
         place = self._function_place(module, name, where, 0)
         if isinstance(place, list):  # a builder: `def build_model(args): return Net(args)`

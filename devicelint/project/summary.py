@@ -63,6 +63,10 @@ class ClassSummary:
     # torch factory and nothing moves (`self.correct += (preds == target).sum()`, `self.correct`
     # built by `torch.zeros(n)` at `line`): a metric bank's CPU accumulator
     host_updates: tuple[HostUpdate, ...] = ()
+    # (method, its parameters, parameter, attribute, line) for each parameter a method hands,
+    # unmoved, to a model its `__init__` moved (`self.model = model.to(device)`, then
+    # `images, labels = batch; self.model(images)`), in a method that moves nothing itself
+    unmoved_inputs: tuple[HostUpdate, ...] = ()
 
 
 class ModuleSummary:
@@ -270,6 +274,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         placed=tuple((str(a), str(d), bool(k)) for a, d, k in data.get("placed", ())),
         method_places=tuple((str(m), str(p)) for m, p in data.get("method_places", ())),
         host_updates=host_updates_from(data.get("host_updates", ())),
+        unmoved_inputs=host_updates_from(data.get("unmoved_inputs", ())),
     )
 
 
@@ -481,7 +486,10 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     updates = tuple(
         (m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _host_updates(node, methods, qualify)
     )
-    return ClassSummary(bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places, updates)
+    inputs = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _unmoved_inputs(methods))
+    return ClassSummary(
+        bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places, updates, inputs
+    )
 
 
 def _host_updates(
@@ -510,13 +518,7 @@ def _host_updates(
         params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
         nodes = _own_nodes(method)
         # a local computed from parameters carries them (`mask = target == c`)
-        carries: dict[str, set[str]] = {p: {p} for p in params}
-        for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-            sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
-            fed_by = set().union(*(carries.get(name, set()) for name in sources))
-            for target in assign.targets:
-                if isinstance(target, ast.Name) and target.id not in params:
-                    carries[target.id] = fed_by
+        carries = _carried_parameters(nodes, params)
         for update in nodes:
             if not isinstance(update, ast.AugAssign):
                 continue
@@ -530,6 +532,62 @@ def _host_updates(
             fed = set().union(*(carries.get(name, set()) for name in names))
             found.extend((name, params, param, attr, *host[attr]) for param in sorted(fed))
     return tuple(dict.fromkeys(found))
+
+
+def _unmoved_inputs(methods: dict[str, ast.FunctionDef]) -> tuple[HostUpdate, ...]:
+    """See `ClassSummary.unmoved_inputs` (the factory field is left empty)."""
+    init = methods.get("__init__")
+    if init is None:
+        return ()
+    placed = set()
+    for node in _own_nodes(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            attr = _self_attribute(node.targets[0])
+            value = node.value
+            if attr is not None and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+                if value.func.attr in ("to", "cuda"):
+                    placed.add(attr)  # `self.model = model.to(device)`
+    found: list[HostUpdate] = []
+    for name, method in methods.items():
+        if name == "__init__" or not placed:
+            continue
+        nodes = _own_nodes(method)
+        if any(isinstance(n, ast.Attribute) and n.attr in ("to", "cuda", "device") for n in nodes):
+            continue  # it moves (or looks up a device for) something itself
+        params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
+        carries = _carried_parameters(nodes, params)
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            attr = _self_attribute(call.func)
+            if attr not in placed:
+                continue
+            for value in (*call.args, *(k.value for k in call.keywords)):
+                root = _root_name(value) if not isinstance(value, ast.Starred) else None
+                for param in sorted(carries.get(root, set()) if root is not None else set()):
+                    found.append((name, params, param, attr, "", call.lineno))
+    return tuple(dict.fromkeys(found))
+
+
+def _carried_parameters(nodes: list[ast.AST], params: tuple[str, ...]) -> dict[str, set[str]]:
+    """For each name of a function, the parameters it is computed from (`images, labels =
+    batch`, `x = batch["x"]`): one pass in line order."""
+    carries: dict[str, set[str]] = {p: {p} for p in params}
+    for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+        fed_by = set().union(*(carries.get(name, set()) for name in sources))
+        for target in assign.targets:
+            for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                if name.id not in params:
+                    carries[name.id] = fed_by
+    return carries
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name under subscripts and attributes (`batch["x"]` -> `batch`)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _host_factory_call(value: ast.expr, qualify: _Qualifier) -> str:

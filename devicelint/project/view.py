@@ -44,6 +44,8 @@ class ImportedPlainClass:
     qualified: str
     path: str  # its file, relative to the project root (for messages)
     host_updates: tuple[HostUpdate, ...] = ()
+    # (`ClassSummary.unmoved_inputs`): what its methods hand, unmoved, to a model it moved
+    unmoved_inputs: tuple[HostUpdate, ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
