@@ -2939,3 +2939,38 @@ def test_cache_helper_twin_that_saves_gpu_copies_is_a_checkpoint_load() -> None:
         "            _write_cache(torch.as_tensor(train_ids).cuda(), val_ids, path)",
     )
     assert other != CACHE_SAVED_BY_A_HELPER and _found(other) == [(15, "DL501")]
+
+
+# -- a DataLoader's collate_fn passed by the name a `partial(...)` was bound to ----------------
+
+COLLATE_BOUND_TO_A_NAME = """
+    import functools
+
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def stack_pairs(dev, samples):
+        xs = torch.stack([s[0] for s in samples])
+        ys = torch.stack([s[1] for s in samples])
+        return xs.to(dev), ys.to(dev)
+
+
+    def main(samples):
+        dev = torch.device("cuda")
+        model = torch.nn.Linear(8, 1).to(dev)
+        collate = functools.partial(stack_pairs, dev)
+        loader = DataLoader(samples, batch_size=16, collate_fn=collate)
+        for xs, ys in loader:
+            loss = (model(xs) - ys).pow(2).mean()
+            loss.backward()
+"""
+
+
+def test_a_collate_bound_to_a_name_that_moves_each_batch_yields_device_batches() -> None:
+    assert _found(COLLATE_BOUND_TO_A_NAME) == []
+
+
+def test_collate_by_name_twin_that_returns_host_tensors_leaves_the_batch_on_the_cpu() -> None:
+    other = COLLATE_BOUND_TO_A_NAME.replace("return xs.to(dev), ys.to(dev)", "return xs, ys")
+    assert other != COLLATE_BOUND_TO_A_NAME and _found(other) == [(20, "DL105"), (20, "DL105")]
