@@ -2974,3 +2974,53 @@ def test_a_collate_bound_to_a_name_that_moves_each_batch_yields_device_batches()
 def test_collate_by_name_twin_that_returns_host_tensors_leaves_the_batch_on_the_cpu() -> None:
     other = COLLATE_BOUND_TO_A_NAME.replace("return xs.to(dev), ys.to(dev)", "return xs, ys")
     assert other != COLLATE_BOUND_TO_A_NAME and _found(other) == [(20, "DL105"), (20, "DL105")]
+
+
+# -- a module that is never moved, run on CPU inputs, keeps its buffers on the CPU too ----------
+
+NEVER_MOVED_MODULE_ON_CPU_INPUTS = """
+    import torch
+    import torch.nn as nn
+
+
+    class Scale(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(n))
+
+        def forward(self, x):
+            return x * self.w
+
+
+    class Clipped(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.lin = nn.Linear(n, n)
+            self.register_buffer("ceiling", torch.full((n,), 3.0))
+
+        def forward(self, x):
+            h = self.lin(x)
+            return torch.minimum(h, self.ceiling)
+
+
+    sample = torch.randn(4, 8)
+    print(Scale(8)(sample))
+    clip = Clipped(8)
+    print(clip(sample))
+"""
+
+
+def test_a_never_moved_module_run_on_cpu_inputs_meets_no_device_buffer() -> None:
+    # the call on CPU inputs says where `h` is in that run, not where the buffer is
+    assert _found(NEVER_MOVED_MODULE_ON_CPU_INPUTS) == []
+
+
+def test_never_moved_twin_with_a_plain_attribute_on_a_moved_module_still_mixes_devices() -> None:
+    other = (
+        NEVER_MOVED_MODULE_ON_CPU_INPUTS.replace(
+            'self.register_buffer("ceiling", torch.full((n,), 3.0))', "self.ceiling = torch.full((n,), 3.0)"
+        )
+        .replace("clip = Clipped(8)", 'clip = Clipped(8).to("cuda")')
+        .replace("print(clip(sample))", 'print(clip(sample.to("cuda")))')
+    )
+    assert _found(other) == [(19, "DL102"), (23, "DL116")]

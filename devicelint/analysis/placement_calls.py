@@ -1153,6 +1153,7 @@ class CallEvaluation:
             if receiver is not None:
                 interpreter.receiver, interpreter.receiver_class = receiver, receiver_class
             cached = interpreter.run()
+            cached.unplaced = own_place is None and owner is not None
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)
             self.analysis.extra_crossings.extend(cached.crossings)
