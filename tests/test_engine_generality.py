@@ -3024,3 +3024,29 @@ def test_never_moved_twin_with_a_plain_attribute_on_a_moved_module_still_mixes_d
         .replace("print(clip(sample))", 'print(clip(sample.to("cuda")))')
     )
     assert _found(other) == [(19, "DL102"), (23, "DL116")]
+
+
+# -- a load whose other branch, under the program's own device switch, maps to the host ---------
+
+LOAD_UNDER_A_DEVICE_SWITCH = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, on_gpu):
+            self.net = net.cuda() if on_gpu else net
+            self.on_gpu = on_gpu
+
+        def restore(self, path):
+            state = torch.load(path) if self.on_gpu else torch.load(path, map_location=torch.device("cpu"))
+            self.net.load_state_dict(state)
+"""
+
+
+def test_a_load_whose_switch_sibling_maps_to_the_host_was_placed_by_the_author() -> None:
+    assert _found(LOAD_UNDER_A_DEVICE_SWITCH) == []
+
+
+def test_device_switch_twin_whose_sibling_maps_to_a_gpu_still_lacks_a_host_mapping() -> None:
+    other = LOAD_UNDER_A_DEVICE_SWITCH.replace('torch.device("cpu")', 'torch.device("cuda", 0)')
+    assert other != LOAD_UNDER_A_DEVICE_SWITCH and _found(other) == [(11, "DL501")]

@@ -11,6 +11,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.placement_values import is_device_guard
 from devicelint.analysis.training.helpers import returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
@@ -92,7 +93,9 @@ class TorchLoadWithoutMapLocation(Rule):
       test reads back what it, a handler it drives or its fixtures wrote, or data committed
       next to it, on the machine that runs it;
     - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
-      `map_location=`: the code already decided where tensors go without a GPU.
+      `map_location=`: the code already decided where tensors go without a GPU; likewise under
+      the program's own device switch (`if args.cuda:`, `if use_gpu:`) when the other branch maps
+      to the host (`map_location="cpu"`, `lambda storage, loc: storage`).
 
     - a file that another module of the project (a script in the same folder, or a module of
       the same package) `torch.save`s from host values under the same file name (a literal
@@ -145,7 +148,9 @@ def _cuda_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
 
 def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
     """`if torch.cuda.is_available(): torch.load(p)` whose other branch loads with
-    `map_location=`: the code already chose where tensors go on a machine without a GPU."""
+    `map_location=`: the code already chose where tensors go on a machine without a GPU. Under
+    a test of the program's own device switch (`if args.cuda:`, `if use_gpu:`), whose sense the
+    words do not give, the other branch must map to the host (`"cpu"`, `lambda s, loc: s`)."""
     child: cst.CSTNode = call
     for ancestor in ctx.index.ancestors(call):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -154,18 +159,38 @@ def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
             taken = _cuda_test(ctx, ancestor.test)
             in_body = child is ancestor.body
             other = ancestor.orelse if in_body else ancestor.body
+            switch = taken is None and is_device_guard(ancestor.test, ctx)
             if (
-                taken is not None
-                and in_body == taken
+                (switch or (taken is not None and in_body == taken))
                 and other is not None
                 and any(
-                    type(n) is cst.Call and ctx.qualified_name(n.func) in LOADERS and _has_map_location(n.args)
+                    type(n) is cst.Call
+                    and ctx.qualified_name(n.func) in LOADERS
+                    and _has_map_location(n.args)
+                    and (not switch or _maps_to_host(ctx, n))
                     for n in ctx.index.walk(other)
                 )
             ):
                 return True
         child = ancestor
     return False
+
+
+def _maps_to_host(ctx: FileContext, load: cst.Call) -> bool:
+    """The load's `map_location` names no accelerator: `"cpu"`, `torch.device("cpu")`, the
+    identity `lambda storage, loc: storage`."""
+    value = next((a.value for a in load.args if a.keyword is not None and a.keyword.value == "map_location"), None)
+    if value is None and len(load.args) > 1 and load.args[1].keyword is None:
+        value = load.args[1].value
+    if value is None:
+        return False
+    text = ctx.code_for(value).lower()
+    if _ACCELERATOR_TEXT.search(text):
+        return False
+    return "cpu" in text or type(value) is cst.Lambda  # (a name such as `device` may be either)
+
+
+_ACCELERATOR_TEXT = re.compile(r"cuda|gpu|rank|mps|xpu|npu|hpu|xla")
 
 
 BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
