@@ -3050,3 +3050,35 @@ def test_a_load_whose_switch_sibling_maps_to_the_host_was_placed_by_the_author()
 def test_device_switch_twin_whose_sibling_maps_to_a_gpu_still_lacks_a_host_mapping() -> None:
     other = LOAD_UNDER_A_DEVICE_SWITCH.replace('torch.device("cpu")', 'torch.device("cuda", 0)')
     assert other != LOAD_UNDER_A_DEVICE_SWITCH and _found(other) == [(11, "DL501")]
+
+
+# -- a host copy on the code's own CPU path, chosen by a device test ----------------------------
+
+HOST_COPY_ON_THE_CPU_PATH = """
+    import torch
+    import torch.nn as nn
+
+
+    class SignedAngle(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.proj = nn.Linear(n, n)
+
+        def forward(self, a, b):
+            u = self.proj(a)
+            v = self.proj(b)
+            if not u.is_cuda:
+                side = v.gt(0).type(torch.FloatTensor)
+                return torch.atan2(u, v) * side
+            side = v.gt(0).type(torch.cuda.FloatTensor)
+            return torch.atan2(u, v) * side
+"""
+
+
+def test_a_host_copy_on_the_path_a_device_test_takes_without_a_gpu_meets_host_inputs() -> None:
+    assert _found(HOST_COPY_ON_THE_CPU_PATH) == []
+
+
+def test_cpu_path_twin_whose_test_is_not_about_the_device_still_mixes_devices() -> None:
+    other = HOST_COPY_ON_THE_CPU_PATH.replace("if not u.is_cuda:", "if u.dim() > 1:")
+    assert other != HOST_COPY_ON_THE_CPU_PATH and _found(other) == [(16, "DL116")]
