@@ -3082,3 +3082,30 @@ def test_a_host_copy_on_the_path_a_device_test_takes_without_a_gpu_meets_host_in
 def test_cpu_path_twin_whose_test_is_not_about_the_device_still_mixes_devices() -> None:
     other = HOST_COPY_ON_THE_CPU_PATH.replace("if not u.is_cuda:", "if u.dim() > 1:")
     assert other != HOST_COPY_ON_THE_CPU_PATH and _found(other) == [(16, "DL116")]
+
+
+# -- a cast of a Parameter to the dtype it already has returns the Parameter -------------------
+
+PARAMETER_CAST_TO_ITS_OWN_DTYPE = """
+    import torch
+    import torch.nn as nn
+
+
+    class Gate(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.scale = nn.Parameter(torch.zeros(n)).to(torch.float32)
+            self.proj = nn.Linear(n, n)
+
+        def forward(self, x):
+            return self.proj(x) * torch.sigmoid(self.scale)
+"""
+
+
+def test_a_parameter_cast_to_the_dtype_it_has_is_still_registered() -> None:
+    assert _found(PARAMETER_CAST_TO_ITS_OWN_DTYPE) == []
+
+
+def test_parameter_cast_twin_to_another_dtype_leaves_a_plain_cpu_tensor() -> None:
+    other = PARAMETER_CAST_TO_ITS_OWN_DTYPE.replace(".to(torch.float32)", ".half()")
+    assert other != PARAMETER_CAST_TO_ITS_OWN_DTYPE and _found(other) == [(9, "DL102")]
