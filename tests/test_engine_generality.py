@@ -3109,3 +3109,30 @@ def test_a_parameter_cast_to_the_dtype_it_has_is_still_registered() -> None:
 def test_parameter_cast_twin_to_another_dtype_leaves_a_plain_cpu_tensor() -> None:
     other = PARAMETER_CAST_TO_ITS_OWN_DTYPE.replace(".to(torch.float32)", ".half()")
     assert other != PARAMETER_CAST_TO_ITS_OWN_DTYPE and _found(other) == [(9, "DL102")]
+
+
+# -- a plain dict that only offers submodules to pick one from while building -------------------
+
+PLAIN_DICT_OF_CHOICES = """
+    import torch.nn as nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self, arch, dim):
+            super().__init__()
+            self.arch = arch
+            self.choices = {"small": nn.Linear(dim, dim), "large": nn.Sequential(nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim))}
+            self.net = self.choices[arch]
+
+        def forward(self, x):
+            return self.net(x)
+"""
+
+
+def test_a_plain_dict_only_offering_the_module_an_attribute_takes_loses_nothing() -> None:
+    assert _found(PLAIN_DICT_OF_CHOICES) == []
+
+
+def test_plain_dict_twin_read_in_forward_keeps_its_modules_off_the_device() -> None:
+    other = PLAIN_DICT_OF_CHOICES.replace("return self.net(x)", "return self.choices[self.arch](x)")
+    assert other != PLAIN_DICT_OF_CHOICES and _found(other) == [(9, "DL103")]
