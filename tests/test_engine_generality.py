@@ -3136,3 +3136,33 @@ def test_a_plain_dict_only_offering_the_module_an_attribute_takes_loses_nothing(
 def test_plain_dict_twin_read_in_forward_keeps_its_modules_off_the_device() -> None:
     other = PLAIN_DICT_OF_CHOICES.replace("return self.net(x)", "return self.choices[self.arch](x)")
     assert other != PLAIN_DICT_OF_CHOICES and _found(other) == [(9, "DL103")]
+
+
+# -- a tensor made from a number bound once at module level is 0-dim ----------------------------
+
+TENSOR_OF_A_MODULE_NUMBER = """
+    import torch
+    import torch.nn as nn
+
+    MARGIN = 0.2
+
+
+    class Hinge(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.proj = nn.Linear(n, 1)
+            self.margin = torch.tensor(MARGIN)
+
+        def forward(self, x, y):
+            score = self.proj(x).squeeze(-1)
+            return torch.clamp(self.margin - score * y, min=0).mean()
+"""
+
+
+def test_a_tensor_of_a_module_level_number_is_a_0_dim_value_any_device_takes() -> None:
+    assert _found(TENSOR_OF_A_MODULE_NUMBER) == []
+
+
+def test_module_number_twin_with_a_list_constant_is_a_cpu_tensor_left_behind() -> None:
+    other = TENSOR_OF_A_MODULE_NUMBER.replace("MARGIN = 0.2", "MARGIN = [0.2, 0.1]")
+    assert other != TENSOR_OF_A_MODULE_NUMBER and _found(other) == [(12, "DL102")]
