@@ -3166,3 +3166,45 @@ def test_a_tensor_of_a_module_level_number_is_a_0_dim_value_any_device_takes() -
 def test_module_number_twin_with_a_list_constant_is_a_cpu_tensor_left_behind() -> None:
     other = TENSOR_OF_A_MODULE_NUMBER.replace("MARGIN = 0.2", "MARGIN = [0.2, 0.1]")
     assert other != TENSOR_OF_A_MODULE_NUMBER and _found(other) == [(12, "DL102")]
+
+
+# -- a program that never names an accelerator reads back what it saved ------------------------
+
+CPU_PROGRAM_ROUND_TRIP = """
+    import torch
+    import torch.nn as nn
+
+
+    def save_ckpt(net, path):
+        torch.save({"state": net.state_dict()}, path)
+
+
+    def restore(path):
+        blob = torch.load(path)
+        net = nn.Linear(4, 2)
+        net.load_state_dict(blob["state"])
+        return net
+
+
+    if __name__ == "__main__":
+        net = nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(10):
+            opt.zero_grad()
+            net(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+        save_ckpt(net, "linear.pt")
+        print(restore("linear.pt"))
+"""
+
+
+def test_a_cpu_only_program_reading_back_its_own_checkpoint_needs_no_map_location() -> None:
+    assert _found(CPU_PROGRAM_ROUND_TRIP) == []
+
+
+def test_cpu_program_twin_that_trains_on_the_gpu_saves_device_tensors() -> None:
+    other = CPU_PROGRAM_ROUND_TRIP.replace(
+        "        net = nn.Linear(4, 2)\n        opt", "        net = nn.Linear(4, 2).cuda()\n        opt"
+    )
+    other = other.replace("torch.randn(8, 4)", 'torch.randn(8, 4, device="cuda")')
+    assert other != CPU_PROGRAM_ROUND_TRIP and _found(other) == [(11, "DL501")]

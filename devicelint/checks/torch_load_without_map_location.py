@@ -11,8 +11,8 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import is_device_guard
-from devicelint.analysis.training.helpers import returned_call
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS, is_device_guard
+from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.project.view import path_key
@@ -102,6 +102,11 @@ class TorchLoadWithoutMapLocation(Rule):
       `"embedding.pt"`, the last literal part of `os.path.join`, `Path /` or an f-string), when
       no module of the project saves that name from anything else (a preprocessing script
       that never names a device counts as saving host values); see the project index.
+
+    - a file that this program itself saves, when the program is one file (a notebook, or a
+      script with a `__main__` guard) that never names an accelerator or a move: all it builds is
+      on the CPU. A path handed to a loader or saver helper counts by what every call passes
+      (`load_checkpoint("checkpoint.pth")`).
 
     Files written by other programs, or named only by a variable, are judged unknown, so the
     rule fires.
@@ -658,7 +663,9 @@ class Payloads:
         if not keys:
             return self._class_saved_from_host(call)
         writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
-        return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+        # a notebook or script that never names an accelerator saves what it built on the CPU
+        host_program = _cpu_only_program(self.ctx)
+        return bool(writers) and all(host_program or self._host_value(s.args[0].value, s, 0) for s in writers)
 
     def _saved_elsewhere_from_host(self, call: cst.Call) -> bool:
         """Another module of the project (a script of the same folder, a module of the same
@@ -758,6 +765,23 @@ class Payloads:
             elif type(part) is cst.Name and depth < 2:
                 for value in self._assigned_values(part.value, at):
                     keys |= self._path_keys(value, at, depth + 1)
+                if self._path_parameter(part, at):
+                    keys |= self._passed_keys(part.value, at, depth)
+        return keys
+
+    def _passed_keys(self, name: str, at: cst.CSTNode, depth: int) -> set[str]:
+        """The file names every call of the enclosing helper passes for its parameter `name`
+        (`load_checkpoint("checkpoint.pth")`); none where a call passes something unnamed."""
+        function = self.ctx.index.enclosing_function(at)
+        calls = calls_of(self.ctx, function) if function is not None else []
+        keys: set[str] = set()
+        for call in calls:
+            passed = bound_arguments(self.ctx, function, call)  # type: ignore[arg-type]
+            value = passed.get(name) if passed is not None else None
+            found = self._path_keys(value, call, depth + 1) if value is not None else set()
+            if not found:
+                return set()
+            keys |= found
         return keys
 
     def _assigned_values(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -890,6 +914,14 @@ _CHECKPOINT_WRITER = re.compile(
 # Names that locate nothing by themselves (`args.output_dir` is kept whole).
 _UNSPECIFIC = frozenset({"args", "self", "cfg", "config", "opt", "os", "path", "Path", "True", "False", "None"})
 _PLACE_WORD = re.compile(r"(?i)dir|path|folder|file|root")
+
+
+def _cpu_only_program(ctx: FileContext) -> bool:
+    """A whole program in one file (a notebook, or a script with a `__main__` guard) that never
+    names an accelerator or a move: everything it builds, and so everything it saves, is on the CPU."""
+    return (ctx.path.endswith(".ipynb") or "__main__" in ctx.source) and not ACCELERATOR_WORDS.search(
+        ctx.source.lower()
+    )
 
 
 def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
