@@ -3208,3 +3208,25 @@ def test_cpu_program_twin_that_trains_on_the_gpu_saves_device_tensors() -> None:
     )
     other = other.replace("torch.randn(8, 4)", 'torch.randn(8, 4, device="cuda")')
     assert other != CPU_PROGRAM_ROUND_TRIP and _found(other) == [(11, "DL501")]
+
+
+CONVERTER_WITH_SAME_FILE_NAMES = """
+    import os
+
+    import torch
+
+
+    def convert(src_path, dst_path):
+        state = torch.load(src_path)
+        state["version"] = 2
+        torch.save(state, dst_path)
+
+
+    def main(src_dir, dst_dir):
+        convert(os.path.join(src_dir, "model.pt"), os.path.join(dst_dir, "model.pt"))
+"""
+
+
+def test_a_converter_handed_input_and_output_of_one_file_name_still_reads_a_checkpoint() -> None:
+    # the names passed in match, the folders do not: this is no round trip of one file
+    assert _found(CONVERTER_WITH_SAME_FILE_NAMES) == [(8, "DL501")]

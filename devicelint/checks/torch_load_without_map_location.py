@@ -659,10 +659,16 @@ class Payloads:
         scheduler's state, or a state dict taken with `offload_to_cpu=True`."""
         if not call.args:
             return False
-        keys = self._path_keys(call.args[0].value, call)
+        # (only here through the helpers' calls: a file name alone does not tell an input
+        # directory from an output one, which the round-trip and cache tests need)
+        keys = self._path_keys(call.args[0].value, call, through_calls=True)
         if not keys:
             return self._class_saved_from_host(call)
-        writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
+        writers = [
+            s
+            for s in self._all_saves()
+            if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s, through_calls=True)
+        ]
         # a notebook or script that never names an accelerator saves what it built on the CPU
         host_program = _cpu_only_program(self.ctx)
         return bool(writers) and all(host_program or self._host_value(s.args[0].value, s, 0) for s in writers)
@@ -750,8 +756,11 @@ class Payloads:
             self._saves = [c for c in self.ctx.index.of_type(cst.Call) if self.ctx.qualified_name(c.func) in SAVERS]
         return self._saves
 
-    def _path_keys(self, node: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> set[str]:
-        """File-name literals (`"rng_state.pth"`) and constant names (`SCALER_NAME`) in a path."""
+    def _path_keys(
+        self, node: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, through_calls: bool = False
+    ) -> set[str]:
+        """File-name literals (`"rng_state.pth"`) and constant names (`SCALER_NAME`) in a path;
+        with `through_calls`, also what every call of the helper passes for a path parameter."""
         keys: set[str] = set()
         for part in self.ctx.index.walk(node):
             if type(part) is cst.SimpleString:
@@ -764,8 +773,8 @@ class Payloads:
                 keys.add(part.value)
             elif type(part) is cst.Name and depth < 2:
                 for value in self._assigned_values(part.value, at):
-                    keys |= self._path_keys(value, at, depth + 1)
-                if self._path_parameter(part, at):
+                    keys |= self._path_keys(value, at, depth + 1, through_calls)
+                if through_calls and self._path_parameter(part, at):
                     keys |= self._passed_keys(part.value, at, depth)
         return keys
 
@@ -778,7 +787,7 @@ class Payloads:
         for call in calls:
             passed = bound_arguments(self.ctx, function, call)  # type: ignore[arg-type]
             value = passed.get(name) if passed is not None else None
-            found = self._path_keys(value, call, depth + 1) if value is not None else set()
+            found = self._path_keys(value, call, depth + 1, through_calls=True) if value is not None else set()
             if not found:
                 return set()
             keys |= found
