@@ -107,9 +107,9 @@ def same_dtype_cast_of_parameter(ctx: FileContext, value: cst.BaseExpression) ->
         to_float32 = len(value.args) == 1 and ctx.qualified_name(value.args[0].value) in _FLOAT32
     else:
         return False
-    if not to_float32 or not is_parameter_call(ctx, inner) or not inner.args:  # type: ignore[arg-type]
+    if not to_float32 or type(inner) is not cst.Call or not is_parameter_call(ctx, inner) or not inner.args:
         return False
-    data = inner.args[0].value  # type: ignore[attr-defined]
+    data = inner.args[0].value
     return (
         type(data) is cst.Call
         and (ctx.qualified_name(data.func) or "").rsplit(".", 1)[-1] in FLOAT_FACTORIES
