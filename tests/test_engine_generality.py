@@ -3198,3 +3198,294 @@ def test_trainer_object_twin_that_moves_the_batch_first_is_clean() -> None:
         "            runner.fit_step(batch)", "            runner.fit_step({k: v.cuda() for k, v in batch.items()})"
     )
     assert _found(fixed) == []
+
+
+# -- a DataLoader's collate_fn passed by the name a `partial(...)` was bound to ----------------
+
+COLLATE_BOUND_TO_A_NAME = """
+    import functools
+
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def stack_pairs(dev, samples):
+        xs = torch.stack([s[0] for s in samples])
+        ys = torch.stack([s[1] for s in samples])
+        return xs.to(dev), ys.to(dev)
+
+
+    def main(samples):
+        dev = torch.device("cuda")
+        model = torch.nn.Linear(8, 1).to(dev)
+        collate = functools.partial(stack_pairs, dev)
+        loader = DataLoader(samples, batch_size=16, collate_fn=collate)
+        for xs, ys in loader:
+            loss = (model(xs) - ys).pow(2).mean()
+            loss.backward()
+"""
+
+
+def test_a_collate_bound_to_a_name_that_moves_each_batch_yields_device_batches() -> None:
+    assert _found(COLLATE_BOUND_TO_A_NAME) == []
+
+
+def test_collate_by_name_twin_that_returns_host_tensors_leaves_the_batch_on_the_cpu() -> None:
+    other = COLLATE_BOUND_TO_A_NAME.replace("return xs.to(dev), ys.to(dev)", "return xs, ys")
+    assert other != COLLATE_BOUND_TO_A_NAME and _found(other) == [(20, "DL105"), (20, "DL105")]
+
+
+# -- a module that is never moved, run on CPU inputs, keeps its buffers on the CPU too ----------
+
+NEVER_MOVED_MODULE_ON_CPU_INPUTS = """
+    import torch
+    import torch.nn as nn
+
+
+    class Scale(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(n))
+
+        def forward(self, x):
+            return x * self.w
+
+
+    class Clipped(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.lin = nn.Linear(n, n)
+            self.register_buffer("ceiling", torch.full((n,), 3.0))
+
+        def forward(self, x):
+            h = self.lin(x)
+            return torch.minimum(h, self.ceiling)
+
+
+    sample = torch.randn(4, 8)
+    print(Scale(8)(sample))
+    clip = Clipped(8)
+    print(clip(sample))
+"""
+
+
+def test_a_never_moved_module_run_on_cpu_inputs_meets_no_device_buffer() -> None:
+    # the call on CPU inputs says where `h` is in that run, not where the buffer is
+    assert _found(NEVER_MOVED_MODULE_ON_CPU_INPUTS) == []
+
+
+def test_never_moved_twin_with_a_plain_attribute_on_a_moved_module_still_mixes_devices() -> None:
+    other = (
+        NEVER_MOVED_MODULE_ON_CPU_INPUTS.replace(
+            'self.register_buffer("ceiling", torch.full((n,), 3.0))', "self.ceiling = torch.full((n,), 3.0)"
+        )
+        .replace("clip = Clipped(8)", 'clip = Clipped(8).to("cuda")')
+        .replace("print(clip(sample))", 'print(clip(sample.to("cuda")))')
+    )
+    assert _found(other) == [(19, "DL102"), (23, "DL116")]
+
+
+# -- a load whose other branch, under the program's own device switch, maps to the host ---------
+
+LOAD_UNDER_A_DEVICE_SWITCH = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, on_gpu):
+            self.net = net.cuda() if on_gpu else net
+            self.on_gpu = on_gpu
+
+        def restore(self, path):
+            state = torch.load(path) if self.on_gpu else torch.load(path, map_location=torch.device("cpu"))
+            self.net.load_state_dict(state)
+"""
+
+
+def test_a_load_whose_switch_sibling_maps_to_the_host_was_placed_by_the_author() -> None:
+    assert _found(LOAD_UNDER_A_DEVICE_SWITCH) == []
+
+
+def test_device_switch_twin_whose_sibling_maps_to_a_gpu_still_lacks_a_host_mapping() -> None:
+    other = LOAD_UNDER_A_DEVICE_SWITCH.replace('torch.device("cpu")', 'torch.device("cuda", 0)')
+    assert other != LOAD_UNDER_A_DEVICE_SWITCH and _found(other) == [(11, "DL501")]
+
+
+# -- a host copy on the code's own CPU path, chosen by a device test ----------------------------
+
+HOST_COPY_ON_THE_CPU_PATH = """
+    import torch
+    import torch.nn as nn
+
+
+    class SignedAngle(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.proj = nn.Linear(n, n)
+
+        def forward(self, a, b):
+            u = self.proj(a)
+            v = self.proj(b)
+            if not u.is_cuda:
+                side = v.gt(0).type(torch.FloatTensor)
+                return torch.atan2(u, v) * side
+            side = v.gt(0).type(torch.cuda.FloatTensor)
+            return torch.atan2(u, v) * side
+"""
+
+
+def test_a_host_copy_on_the_path_a_device_test_takes_without_a_gpu_meets_host_inputs() -> None:
+    assert _found(HOST_COPY_ON_THE_CPU_PATH) == []
+
+
+def test_cpu_path_twin_whose_test_is_not_about_the_device_still_mixes_devices() -> None:
+    other = HOST_COPY_ON_THE_CPU_PATH.replace("if not u.is_cuda:", "if u.dim() > 1:")
+    assert other != HOST_COPY_ON_THE_CPU_PATH and _found(other) == [(16, "DL116")]
+
+
+# -- a cast of a Parameter to the dtype it already has returns the Parameter -------------------
+
+PARAMETER_CAST_TO_ITS_OWN_DTYPE = """
+    import torch
+    import torch.nn as nn
+
+
+    class Gate(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.scale = nn.Parameter(torch.zeros(n)).to(torch.float32)
+            self.proj = nn.Linear(n, n)
+
+        def forward(self, x):
+            return self.proj(x) * torch.sigmoid(self.scale)
+"""
+
+
+def test_a_parameter_cast_to_the_dtype_it_has_is_still_registered() -> None:
+    assert _found(PARAMETER_CAST_TO_ITS_OWN_DTYPE) == []
+
+
+def test_parameter_cast_twin_to_another_dtype_leaves_a_plain_cpu_tensor() -> None:
+    other = PARAMETER_CAST_TO_ITS_OWN_DTYPE.replace(".to(torch.float32)", ".half()")
+    assert other != PARAMETER_CAST_TO_ITS_OWN_DTYPE and _found(other) == [(9, "DL102")]
+
+
+# -- a plain dict that only offers submodules to pick one from while building -------------------
+
+PLAIN_DICT_OF_CHOICES = """
+    import torch.nn as nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self, arch, dim):
+            super().__init__()
+            self.arch = arch
+            self.choices = {"small": nn.Linear(dim, dim), "large": nn.Sequential(nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim))}
+            self.net = self.choices[arch]
+
+        def forward(self, x):
+            return self.net(x)
+"""
+
+
+def test_a_plain_dict_only_offering_the_module_an_attribute_takes_loses_nothing() -> None:
+    assert _found(PLAIN_DICT_OF_CHOICES) == []
+
+
+def test_plain_dict_twin_read_in_forward_keeps_its_modules_off_the_device() -> None:
+    other = PLAIN_DICT_OF_CHOICES.replace("return self.net(x)", "return self.choices[self.arch](x)")
+    assert other != PLAIN_DICT_OF_CHOICES and _found(other) == [(9, "DL103")]
+
+
+# -- a tensor made from a number bound once at module level is 0-dim ----------------------------
+
+TENSOR_OF_A_MODULE_NUMBER = """
+    import torch
+    import torch.nn as nn
+
+    MARGIN = 0.2
+
+
+    class Hinge(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.proj = nn.Linear(n, 1)
+            self.margin = torch.tensor(MARGIN)
+
+        def forward(self, x, y):
+            score = self.proj(x).squeeze(-1)
+            return torch.clamp(self.margin - score * y, min=0).mean()
+"""
+
+
+def test_a_tensor_of_a_module_level_number_is_a_0_dim_value_any_device_takes() -> None:
+    assert _found(TENSOR_OF_A_MODULE_NUMBER) == []
+
+
+def test_module_number_twin_with_a_list_constant_is_a_cpu_tensor_left_behind() -> None:
+    other = TENSOR_OF_A_MODULE_NUMBER.replace("MARGIN = 0.2", "MARGIN = [0.2, 0.1]")
+    assert other != TENSOR_OF_A_MODULE_NUMBER and _found(other) == [(12, "DL102")]
+
+
+# -- a program that never names an accelerator reads back what it saved ------------------------
+
+CPU_PROGRAM_ROUND_TRIP = """
+    import torch
+    import torch.nn as nn
+
+
+    def save_ckpt(net, path):
+        torch.save({"state": net.state_dict()}, path)
+
+
+    def restore(path):
+        blob = torch.load(path)
+        net = nn.Linear(4, 2)
+        net.load_state_dict(blob["state"])
+        return net
+
+
+    if __name__ == "__main__":
+        net = nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(10):
+            opt.zero_grad()
+            net(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+        save_ckpt(net, "linear.pt")
+        print(restore("linear.pt"))
+"""
+
+
+def test_a_cpu_only_program_reading_back_its_own_checkpoint_needs_no_map_location() -> None:
+    assert _found(CPU_PROGRAM_ROUND_TRIP) == []
+
+
+def test_cpu_program_twin_that_trains_on_the_gpu_saves_device_tensors() -> None:
+    other = CPU_PROGRAM_ROUND_TRIP.replace(
+        "        net = nn.Linear(4, 2)\n        opt", "        net = nn.Linear(4, 2).cuda()\n        opt"
+    )
+    other = other.replace("torch.randn(8, 4)", 'torch.randn(8, 4, device="cuda")')
+    assert other != CPU_PROGRAM_ROUND_TRIP and _found(other) == [(11, "DL501")]
+
+
+CONVERTER_WITH_SAME_FILE_NAMES = """
+    import os
+
+    import torch
+
+
+    def convert(src_path, dst_path):
+        state = torch.load(src_path)
+        state["version"] = 2
+        torch.save(state, dst_path)
+
+
+    def main(src_dir, dst_dir):
+        convert(os.path.join(src_dir, "model.pt"), os.path.join(dst_dir, "model.pt"))
+"""
+
+
+def test_a_converter_handed_input_and_output_of_one_file_name_still_reads_a_checkpoint() -> None:
+    # the names passed in match, the folders do not: this is no round trip of one file
+    assert _found(CONVERTER_WITH_SAME_FILE_NAMES) == [(8, "DL501")]

@@ -58,9 +58,13 @@ class FileFacts:
         own = found.expr_facts.get(id(expr), UNKNOWN_FACT) if found is not None else UNKNOWN_FACT
         if own != UNKNOWN_FACT and own.where != FOLLOWS and not (_guessed_device(own) and type(expr) is cst.Attribute):
             return own
-        callers = _agreed(
-            run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in self.placement.followed.get(id(scope), ())
-        )
+        # Where the own run says "wherever the module is", a run on an instance of no known place
+        # cannot answer: there the module's own tensors are nowhere known, so its inputs' place
+        # would be weighed against the own run's place of those tensors.
+        runs = [
+            run for run in self.placement.followed.get(id(scope), ()) if not (run.unplaced and own.where == FOLLOWS)
+        ]
+        callers = _agreed(run.expr_facts.get(id(expr), UNKNOWN_FACT) for run in runs)
         return callers if callers != UNKNOWN_FACT else own
 
     def place_of(self, expr: cst.CSTNode) -> Place:

@@ -373,18 +373,27 @@ class CallEvaluation:
         collate = next(
             (a.value for a in loader.args if a.keyword is not None and a.keyword.value == "collate_fn"), None
         )
-        while type(collate) is cst.Call:
-            if type(collate.func) is cst.Name and collate.func.value in self.analysis.functions:
-                collate = collate.func  # `make_collate(tokenizer)`: the factory builds the function
-            elif collate.args:
-                collate = collate.args[0].value  # `partial(collate, device=...)`
+        classes = {c.name.value: c for c in self.ctx.index.of_type(cst.ClassDef)}
+        for _ in range(4):
+            if type(collate) is cst.Call:
+                if type(collate.func) is cst.Name and collate.func.value in self.analysis.functions:
+                    collate = collate.func  # `make_collate(tokenizer)`: the factory builds the function
+                elif collate.args:
+                    collate = collate.args[0].value  # `partial(collate, device=...)`
+                else:
+                    break
+            elif (
+                type(collate) is cst.Name
+                and collate.value not in self.analysis.functions
+                and collate.value not in classes
+                and (bound := _only_binding(self.ctx, collate.value, loader)) is not None
+            ):
+                collate = bound  # `to_device = partial(collate, device=dev)`, passed by that name
             else:
                 break
         body: cst.CSTNode | None = collate if type(collate) is cst.Lambda else None
         if type(collate) is cst.Name:
-            body = self.analysis.functions.get(collate.value) or next(
-                (c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == collate.value), None
-            )
+            body = self.analysis.functions.get(collate.value) or classes.get(collate.value)
         return body is not None and any(_places_on_device(node) for node in self.ctx.index.walk(body))
 
     def _torch_device(self, call: cst.Call) -> Fact:
@@ -1193,6 +1202,7 @@ class CallEvaluation:
             if receiver is not None:
                 interpreter.receiver, interpreter.receiver_class = receiver, receiver_class
             cached = interpreter.run()
+            cached.unplaced = own_place is None and owner is not None
             self.analysis.followed[key] = cached
             self.analysis.extra_meetings.extend(cached.meetings)
             self.analysis.extra_crossings.extend(cached.crossings)
@@ -1303,6 +1313,25 @@ def _reduced(move: cst.BaseExpression) -> bool:
         and receiver.func.attr.value in _FULL_REDUCTIONS
         and not receiver.args
     )
+
+
+def _only_binding(ctx: FileContext, name: str, use: cst.CSTNode) -> cst.BaseExpression | None:
+    """The one value that a plain `name = ...` gives `name` in the function of `use` (else at
+    module level, as a notebook's cells do), when nothing else binds it there."""
+    function = ctx.index.enclosing_function(use)
+    if function is not None:
+        params = function.params
+        if any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+            return None  # the caller's value
+    for scope in (function, None) if function is not None else (None,):
+        values: list[cst.BaseExpression] = []
+        for node in ctx.index.walk(scope or ctx.module):
+            if type(node) is cst.Assign and ctx.index.enclosing_function(node) is scope:
+                if any(type(t.target) is cst.Name and t.target.value == name for t in node.targets):
+                    values.append(node.value)
+        if values:
+            return values[0] if len(values) == 1 else None
+    return None
 
 
 def _places_on_device(node: cst.CSTNode) -> bool:

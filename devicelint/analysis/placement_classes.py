@@ -87,6 +87,38 @@ def is_parameter_call(ctx: FileContext, node: cst.BaseExpression) -> bool:
     )
 
 
+_FLOAT32 = frozenset({"torch.float32", "torch.float"})
+# torch factories whose result is floating point with no `dtype` (`full` and `arange` follow
+# their fill value, the `_like` ones their input)
+FLOAT_FACTORIES = frozenset({"ones", "zeros", "empty", "rand", "randn", "eye", "linspace", "logspace"})
+
+
+def same_dtype_cast_of_parameter(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`nn.Parameter(torch.ones(n)).float()` (or `.to(torch.float32)`): a cast to the dtype the
+    tensor already has returns the tensor itself, so the attribute still holds the Parameter.
+    The data is a torch factory given no `dtype`, which makes float32 unless the file changes
+    the default dtype."""
+    if type(value) is not cst.Call or type(value.func) is not cst.Attribute:
+        return False
+    cast, inner = value.func.attr.value, value.func.value
+    if cast == "float":
+        to_float32 = not value.args
+    elif cast in ("to", "type"):
+        to_float32 = len(value.args) == 1 and ctx.qualified_name(value.args[0].value) in _FLOAT32
+    else:
+        return False
+    if not to_float32 or type(inner) is not cst.Call or not is_parameter_call(ctx, inner) or not inner.args:
+        return False
+    data = inner.args[0].value
+    return (
+        type(data) is cst.Call
+        and (ctx.qualified_name(data.func) or "").rsplit(".", 1)[-1] in FLOAT_FACTORIES
+        and (ctx.qualified_name(data.func) or "").startswith("torch.")
+        and not any(a.keyword is not None and a.keyword.value == "dtype" for a in data.args)
+        and "set_default_dtype" not in ctx.source
+    )
+
+
 def self_attribute(node: cst.CSTNode) -> str | None:
     """`name` for `self.name`, else None."""
     if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
@@ -194,9 +226,13 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
     constructed = module_constructor(ctx, base) or built_module(ctx, base)
     if constructed is not None:
         facts.submodules[attr] = constructed
-    elif is_parameter_call(ctx, value) or (
-        # `nn.Parameter(torch.zeros(n)) if bias else None`
-        type(value) is cst.IfExp and (is_parameter_call(ctx, value.body) or is_parameter_call(ctx, value.orelse))
+    elif (
+        is_parameter_call(ctx, value)
+        or same_dtype_cast_of_parameter(ctx, value)
+        or (
+            # `nn.Parameter(torch.zeros(n)) if bias else None`
+            type(value) is cst.IfExp and (is_parameter_call(ctx, value.body) or is_parameter_call(ctx, value.orelse))
+        )
     ):
         facts.registered.add(attr)
 

@@ -85,6 +85,10 @@ class ScopePlacement:
     # id(expression) -> its Fact, for expressions whose fact is not unknown
     expr_facts: dict[int, Fact] = field(default_factory=dict)
     device_params: list[str] = field(default_factory=list)
+    # a run of a module's method on an instance whose place is not known (never moved, or still
+    # being built): what it makes of the inputs says nothing about where the module's own
+    # parameters and buffers are
+    unplaced: bool = False
 
 
 @dataclass

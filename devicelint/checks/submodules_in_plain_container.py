@@ -107,7 +107,7 @@ class SubmodulesInPlainContainer(Rule):
             handed_on = _attributes_passed_to_calls(ctx, facts)
             called = _elements_called(ctx, facts)
             plain: dict[str, str] = {}
-            looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts)
+            looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts) | _only_picked(ctx, facts)
             for attr, stored, method in facts.assignments:
                 value = through_containers(ctx, stored)  # `self.layers = parts[0]`: what was put in
                 container = container_kind(ctx, value)
@@ -284,6 +284,57 @@ def _imported_class(ctx: FileContext, node: cst.BaseExpression) -> bool:
         return False
     last = qualified.rsplit(".", 1)[-1]
     return last[:1].isupper() and not last.isupper()
+
+
+def _only_picked(ctx: FileContext, facts: ClassFacts) -> set[str]:
+    """Attributes that only offer submodules to choose from while the model is built: every read
+    takes one element (`self.choices[arch]`) into a `self.` attribute, which registers it,
+    directly in `__init__` or as what a method called only from `__init__` returns
+    (`self.net = self._pick(arch)`). The chosen module is moved and saved; the others are unused."""
+    by_attr: dict[str, list[tuple[cst.Attribute, cst.FunctionDef]]] = {}
+    for attr, node, method in facts.references:
+        if type(ctx.index.parent(node)) is not cst.AssignTarget:  # (its stores are what is offered)
+            by_attr.setdefault(attr, []).append((node, method))
+    return {attr for attr, reads in by_attr.items() if all(_picked_into_attribute(ctx, facts, n, m) for n, m in reads)}
+
+
+def _picked_into_attribute(ctx: FileContext, facts: ClassFacts, node: cst.Attribute, method: cst.FunctionDef) -> bool:
+    pick = ctx.index.parent(node)
+    if type(pick) is not cst.Subscript or pick.value is not node:
+        return False
+    holder = ctx.index.parent(pick)
+    if method.name.value == "__init__":
+        return type(holder) is cst.Assign and _stores_on_self(holder)
+    if type(holder) is cst.Assign and len(holder.targets) == 1 and type(holder.targets[0].target) is cst.Name:
+        local = holder.targets[0].target.value  # `model = self.choices[name]` ... `return model`
+        returned = [r.value for r in ctx.index.walk(method) if type(r) is cst.Return and r.value is not None]
+        if not returned or not all(type(v) is cst.Name and v.value == local for v in returned):
+            return False
+    elif type(holder) is not cst.Return:
+        return False
+    calls = [
+        c
+        for c in ctx.index.walk(facts.node)
+        if type(c) is cst.Call
+        and type(c.func) is cst.Attribute
+        and type(c.func.value) is cst.Name
+        and c.func.value.value == "self"
+        and c.func.attr.value == method.name.value
+    ]
+    return bool(calls) and all(
+        (function := ctx.index.enclosing_function(c)) is not None
+        and function.name.value == "__init__"
+        and type(assign := ctx.index.parent(c)) is cst.Assign
+        and _stores_on_self(assign)
+        for c in calls
+    )
+
+
+def _stores_on_self(assign: cst.Assign) -> bool:
+    return all(
+        type(t.target) is cst.Attribute and type(t.target.value) is cst.Name and t.target.value.value == "self"
+        for t in assign.targets
+    )
 
 
 def _elements_called(ctx: FileContext, facts: ClassFacts) -> set[str]:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.constant_attributes import module_constant
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
@@ -707,7 +708,7 @@ def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
     first = value.args[0].value
     if type(first) is not cst.Name:
         return False
-    if _scalar_parameter(ctx, value, first.value):
+    if _scalar_parameter(ctx, value, first.value) or _module_number(ctx, value, first.value):
         return True
     node: cst.CSTNode | None = value
     while node is not None and type(node) is not cst.FunctionDef:
@@ -762,6 +763,34 @@ def _scalar_parameter(ctx: FileContext, at: cst.CSTNode, name: str) -> bool:
         ):
             return False
     return True
+
+
+def _module_number(ctx: FileContext, at: cst.CSTNode, name: str) -> bool:
+    """`torch.tensor(CLIP)` where `CLIP = 1.0` is a number bound once at module level and the
+    enclosing function neither takes nor rebinds the name: a 0-dim tensor."""
+    function = ctx.index.enclosing_function(at)
+    if function is not None:
+        params = function.params
+        every = (*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg)
+        if any(type(p) is cst.Param and p.name.value == name for p in every):
+            return False
+        for node in ctx.index.walk(function.body):
+            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.AsName)):
+                bound = node.target if not isinstance(node, cst.AsName) else node.name
+                if _binds_name(bound, name):
+                    return False
+    return _numeric(module_constant(ctx, name))
+
+
+def _binds_name(target: cst.BaseExpression, name: str) -> bool:
+    """`name`, or `(a, name)`: not `self.name`, which binds an attribute."""
+    if type(target) is cst.Name:
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_name(e.value, name) for e in target.elements)
+    if type(target) is cst.StarredElement:
+        return _binds_name(target.value, name)
+    return False
 
 
 def _numeric(node: cst.BaseExpression | None, leaf_names: bool = False) -> bool:

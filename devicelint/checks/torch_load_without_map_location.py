@@ -11,7 +11,8 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.training.helpers import returned_call
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS, is_device_guard
+from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.project.view import path_key
@@ -92,13 +93,20 @@ class TorchLoadWithoutMapLocation(Rule):
       test reads back what it, a handler it drives or its fixtures wrote, or data committed
       next to it, on the machine that runs it;
     - a load in the branch of `if torch.cuda.is_available():` whose other branch loads with
-      `map_location=`: the code already decided where tensors go without a GPU.
+      `map_location=`: the code already decided where tensors go without a GPU; likewise under
+      the program's own device switch (`if args.cuda:`, `if use_gpu:`) when the other branch maps
+      to the host (`map_location="cpu"`, `lambda storage, loc: storage`).
 
     - a file that another module of the project (a script in the same folder, or a module of
       the same package) `torch.save`s from host values under the same file name (a literal
       `"embedding.pt"`, the last literal part of `os.path.join`, `Path /` or an f-string), when
       no module of the project saves that name from anything else (a preprocessing script
       that never names a device counts as saving host values); see the project index.
+
+    - a file that this program itself saves, when the program is one file (a notebook, or a
+      script with a `__main__` guard) that never names an accelerator or a move: all it builds is
+      on the CPU. A path handed to a loader or saver helper counts by what every call passes
+      (`load_checkpoint("checkpoint.pth")`).
 
     Files written by other programs, or named only by a variable, are judged unknown, so the
     rule fires.
@@ -145,7 +153,9 @@ def _cuda_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
 
 def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
     """`if torch.cuda.is_available(): torch.load(p)` whose other branch loads with
-    `map_location=`: the code already chose where tensors go on a machine without a GPU."""
+    `map_location=`: the code already chose where tensors go on a machine without a GPU. Under
+    a test of the program's own device switch (`if args.cuda:`, `if use_gpu:`), whose sense the
+    words do not give, the other branch must map to the host (`"cpu"`, `lambda s, loc: s`)."""
     child: cst.CSTNode = call
     for ancestor in ctx.index.ancestors(call):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -154,18 +164,38 @@ def _guarded_by_cuda(ctx: FileContext, call: cst.Call) -> bool:
             taken = _cuda_test(ctx, ancestor.test)
             in_body = child is ancestor.body
             other = ancestor.orelse if in_body else ancestor.body
+            switch = taken is None and is_device_guard(ancestor.test, ctx)
             if (
-                taken is not None
-                and in_body == taken
+                (switch or (taken is not None and in_body == taken))
                 and other is not None
                 and any(
-                    type(n) is cst.Call and ctx.qualified_name(n.func) in LOADERS and _has_map_location(n.args)
+                    type(n) is cst.Call
+                    and ctx.qualified_name(n.func) in LOADERS
+                    and _has_map_location(n.args)
+                    and (not switch or _maps_to_host(ctx, n))
                     for n in ctx.index.walk(other)
                 )
             ):
                 return True
         child = ancestor
     return False
+
+
+def _maps_to_host(ctx: FileContext, load: cst.Call) -> bool:
+    """The load's `map_location` names no accelerator: `"cpu"`, `torch.device("cpu")`, the
+    identity `lambda storage, loc: storage`."""
+    value = next((a.value for a in load.args if a.keyword is not None and a.keyword.value == "map_location"), None)
+    if value is None and len(load.args) > 1 and load.args[1].keyword is None:
+        value = load.args[1].value
+    if value is None:
+        return False
+    text = ctx.code_for(value).lower()
+    if _ACCELERATOR_TEXT.search(text):
+        return False
+    return "cpu" in text or type(value) is cst.Lambda  # (a name such as `device` may be either)
+
+
+_ACCELERATOR_TEXT = re.compile(r"cuda|gpu|rank|mps|xpu|npu|hpu|xla")
 
 
 BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
@@ -629,11 +659,19 @@ class Payloads:
         scheduler's state, or a state dict taken with `offload_to_cpu=True`."""
         if not call.args:
             return False
-        keys = self._path_keys(call.args[0].value, call)
+        # (only here through the helpers' calls: a file name alone does not tell an input
+        # directory from an output one, which the round-trip and cache tests need)
+        keys = self._path_keys(call.args[0].value, call, through_calls=True)
         if not keys:
             return self._class_saved_from_host(call)
-        writers = [s for s in self._all_saves() if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s)]
-        return bool(writers) and all(self._host_value(s.args[0].value, s, 0) for s in writers)
+        writers = [
+            s
+            for s in self._all_saves()
+            if len(s.args) >= 2 and keys & self._path_keys(s.args[1].value, s, through_calls=True)
+        ]
+        # a notebook or script that never names an accelerator saves what it built on the CPU
+        host_program = _cpu_only_program(self.ctx)
+        return bool(writers) and all(host_program or self._host_value(s.args[0].value, s, 0) for s in writers)
 
     def _saved_elsewhere_from_host(self, call: cst.Call) -> bool:
         """Another module of the project (a script of the same folder, a module of the same
@@ -718,8 +756,11 @@ class Payloads:
             self._saves = [c for c in self.ctx.index.of_type(cst.Call) if self.ctx.qualified_name(c.func) in SAVERS]
         return self._saves
 
-    def _path_keys(self, node: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> set[str]:
-        """File-name literals (`"rng_state.pth"`) and constant names (`SCALER_NAME`) in a path."""
+    def _path_keys(
+        self, node: cst.BaseExpression, at: cst.CSTNode, depth: int = 0, through_calls: bool = False
+    ) -> set[str]:
+        """File-name literals (`"rng_state.pth"`) and constant names (`SCALER_NAME`) in a path;
+        with `through_calls`, also what every call of the helper passes for a path parameter."""
         keys: set[str] = set()
         for part in self.ctx.index.walk(node):
             if type(part) is cst.SimpleString:
@@ -732,7 +773,24 @@ class Payloads:
                 keys.add(part.value)
             elif type(part) is cst.Name and depth < 2:
                 for value in self._assigned_values(part.value, at):
-                    keys |= self._path_keys(value, at, depth + 1)
+                    keys |= self._path_keys(value, at, depth + 1, through_calls)
+                if through_calls and self._path_parameter(part, at):
+                    keys |= self._passed_keys(part.value, at, depth)
+        return keys
+
+    def _passed_keys(self, name: str, at: cst.CSTNode, depth: int) -> set[str]:
+        """The file names every call of the enclosing helper passes for its parameter `name`
+        (`load_checkpoint("checkpoint.pth")`); none where a call passes something unnamed."""
+        function = self.ctx.index.enclosing_function(at)
+        calls = calls_of(self.ctx, function) if function is not None else []
+        keys: set[str] = set()
+        for call in calls:
+            passed = bound_arguments(self.ctx, function, call)  # type: ignore[arg-type]
+            value = passed.get(name) if passed is not None else None
+            found = self._path_keys(value, call, depth + 1, through_calls=True) if value is not None else set()
+            if not found:
+                return set()
+            keys |= found
         return keys
 
     def _assigned_values(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -865,6 +923,14 @@ _CHECKPOINT_WRITER = re.compile(
 # Names that locate nothing by themselves (`args.output_dir` is kept whole).
 _UNSPECIFIC = frozenset({"args", "self", "cfg", "config", "opt", "os", "path", "Path", "True", "False", "None"})
 _PLACE_WORD = re.compile(r"(?i)dir|path|folder|file|root")
+
+
+def _cpu_only_program(ctx: FileContext) -> bool:
+    """A whole program in one file (a notebook, or a script with a `__main__` guard) that never
+    names an accelerator or a move: everything it builds, and so everything it saves, is on the CPU."""
+    return (ctx.path.endswith(".ipynb") or "__main__" in ctx.source) and not ACCELERATOR_WORDS.search(
+        ctx.source.lower()
+    )
 
 
 def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
