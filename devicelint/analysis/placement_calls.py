@@ -1148,8 +1148,11 @@ class CallEvaluation:
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if any(a.star for a in call.args):
             return UNKNOWN_FACT, None
+        handed: set[str] = set()  # parameters the call hands this code's own untouched inputs
         for param, arg in zip(params, positional):
-            if not self._own_input(arg.value):
+            if self._own_input(arg.value):
+                handed.add(param.name.value)
+            else:
                 bound[param.name.value] = self._fact_of(arg.value)
         star = func.params.star_arg
         if type(star) is cst.Param:  # `def cat_all(*parts)`: the extra positional arguments, in order
@@ -1157,7 +1160,9 @@ class CallEvaluation:
                 UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :])
             )
         for arg in call.args:
-            if arg.keyword is not None and not self._own_input(arg.value):
+            if arg.keyword is not None and self._own_input(arg.value):
+                handed.add(arg.keyword.value)
+            elif arg.keyword is not None:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
         receiver = self._handed_receiver(call, params, positional)
         if receiver is not None:
@@ -1168,6 +1173,11 @@ class CallEvaluation:
                 default = self._eval(param.default)
                 if default != UNKNOWN_FACT:
                     bound[param.name.value] = default
+        for param in (*params, *func.params.kwonly_params):
+            # left out, with a default that says nothing here (`device=None`): nothing known;
+            # only what the caller's own inputs reach stays unbound
+            if param.name.value not in bound and param.name.value not in handed and param.name.value != receiver:
+                bound[param.name.value] = UNKNOWN_FACT
         if (
             receiver is None
             # (a loader batch handed to a method: the instance's model meets it, `runner.step(batch)`)
