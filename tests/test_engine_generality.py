@@ -2939,3 +2939,60 @@ def test_cache_helper_twin_that_saves_gpu_copies_is_a_checkpoint_load() -> None:
         "            _write_cache(torch.as_tensor(train_ids).cuda(), val_ids, path)",
     )
     assert other != CACHE_SAVED_BY_A_HELPER and _found(other) == [(15, "DL501")]
+
+
+# -- Fabric places the module it sets up, not the state an optimizer already loaded ---------------
+
+FABRIC_RESUME = """
+    from lightning.fabric import Fabric
+    import torch
+    from torch import nn
+
+
+    class Runner:
+        def __init__(self, net: nn.Module, lr: float):
+            self.fabric = Fabric(accelerator="gpu", devices=1)
+            self.net = net
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=lr, momentum=0.9)
+
+        def restore(self, path):
+            blob = torch.load(path, map_location="cpu")
+            self.net.load_state_dict(blob["net"])
+            self.opt.load_state_dict(blob["opt"])
+
+        def prepare(self):
+            self.net = self.fabric.setup_module(self.net)
+            self.opt = self.fabric.setup_optimizers(self.opt)
+
+        def run(self, path, batches):
+            self.restore(path)
+            self.prepare()
+            for x, y in batches:
+                loss = nn.functional.mse_loss(self.net(x), y)
+                self.opt.zero_grad()
+                self.fabric.backward(loss)
+                self.opt.step()
+"""
+
+
+def test_optimizer_state_loaded_before_fabric_sets_the_module_up() -> None:
+    assert _found(FABRIC_RESUME) == [(16, "DL111")]
+    assert "`self.fabric.setup_module(self.net)`" in _messages(FABRIC_RESUME)[0]
+
+
+def test_fabric_twin_that_restores_after_set_up_is_clean() -> None:
+    fixed = FABRIC_RESUME.replace(
+        "            self.restore(path)\n            self.prepare()\n",
+        "            self.prepare()\n            self.restore(path)\n",
+    )
+    assert _found(fixed) == []
+
+
+def test_accelerate_prepare_moves_the_optimizer_state_too() -> None:
+    prepared = (
+        FABRIC_RESUME.replace("from lightning.fabric import Fabric", "from accelerate import Accelerator")
+        .replace('Fabric(accelerator="gpu", devices=1)', "Accelerator()")
+        .replace("setup_module(self.net)", "prepare_model(self.net)")
+        .replace("setup_optimizers(self.opt)", "prepare_optimizer(self.opt)")
+    )
+    assert _found(prepared) == []
