@@ -2996,3 +2996,68 @@ def test_accelerate_prepare_moves_the_optimizer_state_too() -> None:
         .replace("setup_optimizers(self.opt)", "prepare_optimizer(self.opt)")
     )
     assert _found(prepared) == []
+
+
+# -- a call that spreads arguments (`tile(grid, *self.layout)`) binds those before the spread -----
+
+SPREAD = """
+    import torch
+    import torch.nn as nn
+
+
+    def tile(t, rows, cols):
+        c = t.shape[0]
+        return t.reshape(c, rows, t.shape[1] // rows, cols, t.shape[2] // cols).flatten(1, 2).flatten(2)
+
+
+    def anchor_grid(height, width):
+        ys = torch.linspace(0.0, 1.0, height)
+        xs = torch.linspace(0.0, 1.0, width)
+        return torch.stack(torch.meshgrid(ys, xs, indexing="ij"))
+
+
+    class PatchSelector(nn.Module):
+        def __init__(self, channels, layout=(2, 2), keep=0.3):
+            super().__init__()
+            self.layout = layout
+            self.keep = keep
+            self.score = nn.Conv2d(channels, 1, 3, padding=1)
+
+        def forward(self, fmap):
+            grid = anchor_grid(*fmap.shape[-2:])
+            tiles = tile(grid, *self.layout)
+            scores = tile(self.score(fmap)[0], *self.layout)
+            chosen = torch.topk(scores[0].mean(-1), k=max(1, int(self.keep * scores.shape[1]))).indices
+            return tiles.index_select(1, chosen)
+"""
+
+
+def test_spread_arguments_bind_the_leading_ones_and_topk_indices_stay_on_device() -> None:
+    assert _found(SPREAD) == [(12, "DL101")]
+    assert "meets the device tensor `chosen` in `tiles.index_select(1, chosen)`" in _messages(SPREAD)[0]
+
+
+def test_spread_twin_that_builds_the_grid_on_the_feature_device_is_clean() -> None:
+    fixed = (
+        SPREAD.replace("def anchor_grid(height, width):", "def anchor_grid(height, width, device=None):")
+        .replace("height)\n", "height, device=device)\n")
+        .replace("width)\n", "width, device=device)\n")
+        .replace("anchor_grid(*fmap.shape[-2:])", "anchor_grid(*fmap.shape[-2:], device=fmap.device)")
+    )
+    assert _found(fixed) == []
+
+
+def test_a_spread_leaves_the_parameters_it_may_fill_unknown_not_defaulted() -> None:
+    spread_device = """
+        import torch
+
+
+        def blank(n, device="cpu"):
+            return torch.zeros(n, device=device)
+
+
+        def pad_scores(scores, extra):
+            return torch.cat([scores.cuda(), blank(4, *extra)])
+    """
+    assert _found(spread_device) == []
+    assert _found(spread_device.replace("blank(4, *extra)", "blank(4)")) == [(6, "DL101")]

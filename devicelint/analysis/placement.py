@@ -129,7 +129,10 @@ _MODULE_PARTS = frozenset(
         "named_children",
     }
 )
-_TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
+# Attributes that give a tensor where the receiver lives; `values`/`indices` are the fields of
+# the (values, indices) results of `topk`, `sort`, `max(dim)`, `kthvalue`..., which the engine
+# keeps as one tensor fact (unpacked, `_, idx = x.topk(k)` gives the same place).
+_TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"})
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
