@@ -3061,3 +3061,51 @@ def test_a_spread_leaves_the_parameters_it_may_fill_unknown_not_defaulted() -> N
     """
     assert _found(spread_device) == []
     assert _found(spread_device.replace("blank(4, *extra)", "blank(4)")) == [(6, "DL101")]
+
+
+# -- a metric built in a module's method (or inline where it is fed) never follows the module ------
+
+METRIC_IN_METHOD = """
+    import torch
+    from torch import nn
+    from torchmetrics.classification import BinaryAUROC, MulticlassAccuracy
+
+
+    class Scorer(nn.Module):
+        def __init__(self, dim, classes):
+            super().__init__()
+            self.head = nn.Linear(dim, classes)
+            self.classes = classes
+
+        def forward(self, feats):
+            return self.head(feats)
+
+        def report(self, feats, labels):
+            logits = self(feats)
+            tracker = MulticlassAccuracy(num_classes=self.classes)
+            tracker.update(logits.argmax(-1), labels)
+            return tracker.compute()
+
+
+    def auroc(scores, targets, device):
+        return BinaryAUROC()(scores.to(device), targets.to(device))
+"""
+
+
+def test_a_metric_local_to_a_module_method_and_an_inline_one_are_never_moved() -> None:
+    assert _found(METRIC_IN_METHOD) == [(18, "DL113"), (24, "DL113")]
+
+
+def test_metric_twins_held_by_the_module_and_moved_inline_are_clean() -> None:
+    fixed = (
+        METRIC_IN_METHOD.replace(
+            "            self.classes = classes\n",
+            "            self.classes = classes\n            self.tracker = MulticlassAccuracy(num_classes=classes)\n",
+        )
+        .replace(
+            "            tracker = MulticlassAccuracy(num_classes=self.classes)\n",
+            "            tracker = self.tracker\n",
+        )
+        .replace("BinaryAUROC()(", "BinaryAUROC().to(device)(")
+    )
+    assert _found(fixed) == []
