@@ -3109,3 +3109,45 @@ def test_metric_twins_held_by_the_module_and_moved_inline_are_clean() -> None:
         .replace("BinaryAUROC()(", "BinaryAUROC().to(device)(")
     )
     assert _found(fixed) == []
+
+
+# -- the loss a helper backpropagates, and what is unpacked with it, are device values ------------
+
+HANDED_LOSS = """
+    import torch
+
+
+    class Accumulator:
+        def __init__(self, model, optimizer, accum_steps):
+            self.model = model
+            self.optimizer = optimizer
+            self.accum_steps = accum_steps
+
+        def _forward(self, batch):
+            logits = self.model(batch["input"])
+            loss = torch.nn.functional.cross_entropy(logits, batch["target"])
+            correct = (logits.argmax(-1) == batch["target"]).sum()
+            return loss, correct
+
+        def _backprop(self, loss):
+            (loss / self.accum_steps).backward()
+
+        def fit(self, loader, epochs):
+            for _ in range(epochs):
+                for batches in loader:
+                    hits = 0
+                    for batch in batches:
+                        loss, correct = self._forward(batch)
+                        self._backprop(loss)
+                        hits += correct.item()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+"""
+
+
+def test_a_value_unpacked_with_a_loss_that_a_helper_backpropagates_syncs_per_micro_batch() -> None:
+    assert _found(HANDED_LOSS) == [(27, "DL401")]
+
+
+def test_handed_loss_twin_that_accumulates_on_the_device_is_clean() -> None:
+    assert _found(HANDED_LOSS.replace("hits += correct.item()", "hits += correct")) == []
