@@ -3151,3 +3151,31 @@ def test_a_value_unpacked_with_a_loss_that_a_helper_backpropagates_syncs_per_mic
 
 def test_handed_loss_twin_that_accumulates_on_the_device_is_clean() -> None:
     assert _found(HANDED_LOSS.replace("hits += correct.item()", "hits += correct")) == []
+
+
+# -- forward returns a host tensor it knowingly keeps there (it moves a copy itself) ---------------
+
+HOST_TABLE_RETURNED = """
+    import torch
+    from torch import nn
+
+
+    class Detector(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.head = nn.Linear(dim, 4)
+
+        def forward(self, feats):
+            anchors = torch.arange(feats.shape[0]).float()
+            boxes = self.head(feats) + anchors[:, None].to(feats.device)
+            return boxes, anchors
+"""
+
+
+def test_forward_returning_a_host_table_it_moves_a_copy_of_is_clean() -> None:
+    assert _found(HOST_TABLE_RETURNED) == []
+
+
+def test_forward_returning_a_host_table_it_never_moves_is_reported() -> None:
+    unmoved = HOST_TABLE_RETURNED.replace(" + anchors[:, None].to(feats.device)", "")
+    assert _found(unmoved) == [(12, "DL101")]
