@@ -3489,3 +3489,243 @@ CONVERTER_WITH_SAME_FILE_NAMES = """
 def test_a_converter_handed_input_and_output_of_one_file_name_still_reads_a_checkpoint() -> None:
     # the names passed in match, the folders do not: this is no round trip of one file
     assert _found(CONVERTER_WITH_SAME_FILE_NAMES) == [(8, "DL501")]
+
+
+# -- Fabric places the module it sets up, not the state an optimizer already loaded ---------------
+
+FABRIC_RESUME = """
+    from lightning.fabric import Fabric
+    import torch
+    from torch import nn
+
+
+    class Runner:
+        def __init__(self, net: nn.Module, lr: float):
+            self.fabric = Fabric(accelerator="gpu", devices=1)
+            self.net = net
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=lr, momentum=0.9)
+
+        def restore(self, path):
+            blob = torch.load(path, map_location="cpu")
+            self.net.load_state_dict(blob["net"])
+            self.opt.load_state_dict(blob["opt"])
+
+        def prepare(self):
+            self.net = self.fabric.setup_module(self.net)
+            self.opt = self.fabric.setup_optimizers(self.opt)
+
+        def run(self, path, batches):
+            self.restore(path)
+            self.prepare()
+            for x, y in batches:
+                loss = nn.functional.mse_loss(self.net(x), y)
+                self.opt.zero_grad()
+                self.fabric.backward(loss)
+                self.opt.step()
+"""
+
+
+def test_optimizer_state_loaded_before_fabric_sets_the_module_up() -> None:
+    assert _found(FABRIC_RESUME) == [(16, "DL111")]
+    assert "`self.fabric.setup_module(self.net)`" in _messages(FABRIC_RESUME)[0]
+
+
+def test_fabric_twin_that_restores_after_set_up_is_clean() -> None:
+    fixed = FABRIC_RESUME.replace(
+        "            self.restore(path)\n            self.prepare()\n",
+        "            self.prepare()\n            self.restore(path)\n",
+    )
+    assert _found(fixed) == []
+
+
+def test_accelerate_prepare_moves_the_optimizer_state_too() -> None:
+    prepared = (
+        FABRIC_RESUME.replace("from lightning.fabric import Fabric", "from accelerate import Accelerator")
+        .replace('Fabric(accelerator="gpu", devices=1)', "Accelerator()")
+        .replace("setup_module(self.net)", "prepare_model(self.net)")
+        .replace("setup_optimizers(self.opt)", "prepare_optimizer(self.opt)")
+    )
+    assert _found(prepared) == []
+
+
+# -- a call that spreads arguments (`tile(grid, *self.layout)`) binds those before the spread -----
+
+SPREAD = """
+    import torch
+    import torch.nn as nn
+
+
+    def tile(t, rows, cols):
+        c = t.shape[0]
+        return t.reshape(c, rows, t.shape[1] // rows, cols, t.shape[2] // cols).flatten(1, 2).flatten(2)
+
+
+    def anchor_grid(height, width):
+        ys = torch.linspace(0.0, 1.0, height)
+        xs = torch.linspace(0.0, 1.0, width)
+        return torch.stack(torch.meshgrid(ys, xs, indexing="ij"))
+
+
+    class PatchSelector(nn.Module):
+        def __init__(self, channels, layout=(2, 2), keep=0.3):
+            super().__init__()
+            self.layout = layout
+            self.keep = keep
+            self.score = nn.Conv2d(channels, 1, 3, padding=1)
+
+        def forward(self, fmap):
+            grid = anchor_grid(*fmap.shape[-2:])
+            tiles = tile(grid, *self.layout)
+            scores = tile(self.score(fmap)[0], *self.layout)
+            chosen = torch.topk(scores[0].mean(-1), k=max(1, int(self.keep * scores.shape[1]))).indices
+            return tiles.index_select(1, chosen)
+"""
+
+
+def test_spread_arguments_bind_the_leading_ones_and_topk_indices_stay_on_device() -> None:
+    assert _found(SPREAD) == [(12, "DL101")]
+    assert "meets the device tensor `chosen` in `tiles.index_select(1, chosen)`" in _messages(SPREAD)[0]
+
+
+def test_spread_twin_that_builds_the_grid_on_the_feature_device_is_clean() -> None:
+    fixed = (
+        SPREAD.replace("def anchor_grid(height, width):", "def anchor_grid(height, width, device=None):")
+        .replace("height)\n", "height, device=device)\n")
+        .replace("width)\n", "width, device=device)\n")
+        .replace("anchor_grid(*fmap.shape[-2:])", "anchor_grid(*fmap.shape[-2:], device=fmap.device)")
+    )
+    assert _found(fixed) == []
+
+
+def test_a_spread_leaves_the_parameters_it_may_fill_unknown_not_defaulted() -> None:
+    spread_device = """
+        import torch
+
+
+        def blank(n, device="cpu"):
+            return torch.zeros(n, device=device)
+
+
+        def pad_scores(scores, extra):
+            return torch.cat([scores.cuda(), blank(4, *extra)])
+    """
+    assert _found(spread_device) == []
+    assert _found(spread_device.replace("blank(4, *extra)", "blank(4)")) == [(6, "DL101")]
+
+
+# -- a metric built in a module's method (or inline where it is fed) never follows the module ------
+
+METRIC_IN_METHOD = """
+    import torch
+    from torch import nn
+    from torchmetrics.classification import BinaryAUROC, MulticlassAccuracy
+
+
+    class Scorer(nn.Module):
+        def __init__(self, dim, classes):
+            super().__init__()
+            self.head = nn.Linear(dim, classes)
+            self.classes = classes
+
+        def forward(self, feats):
+            return self.head(feats)
+
+        def report(self, feats, labels):
+            logits = self(feats)
+            tracker = MulticlassAccuracy(num_classes=self.classes)
+            tracker.update(logits.argmax(-1), labels)
+            return tracker.compute()
+
+
+    def auroc(scores, targets, device):
+        return BinaryAUROC()(scores.to(device), targets.to(device))
+"""
+
+
+def test_a_metric_local_to_a_module_method_and_an_inline_one_are_never_moved() -> None:
+    assert _found(METRIC_IN_METHOD) == [(18, "DL113"), (24, "DL113")]
+
+
+def test_metric_twins_held_by_the_module_and_moved_inline_are_clean() -> None:
+    fixed = (
+        METRIC_IN_METHOD.replace(
+            "            self.classes = classes\n",
+            "            self.classes = classes\n            self.tracker = MulticlassAccuracy(num_classes=classes)\n",
+        )
+        .replace(
+            "            tracker = MulticlassAccuracy(num_classes=self.classes)\n",
+            "            tracker = self.tracker\n",
+        )
+        .replace("BinaryAUROC()(", "BinaryAUROC().to(device)(")
+    )
+    assert _found(fixed) == []
+
+
+# -- the loss a helper backpropagates, and what is unpacked with it, are device values ------------
+
+HANDED_LOSS = """
+    import torch
+
+
+    class Accumulator:
+        def __init__(self, model, optimizer, accum_steps):
+            self.model = model
+            self.optimizer = optimizer
+            self.accum_steps = accum_steps
+
+        def _forward(self, batch):
+            logits = self.model(batch["input"])
+            loss = torch.nn.functional.cross_entropy(logits, batch["target"])
+            correct = (logits.argmax(-1) == batch["target"]).sum()
+            return loss, correct
+
+        def _backprop(self, loss):
+            (loss / self.accum_steps).backward()
+
+        def fit(self, loader, epochs):
+            for _ in range(epochs):
+                for batches in loader:
+                    hits = 0
+                    for batch in batches:
+                        loss, correct = self._forward(batch)
+                        self._backprop(loss)
+                        hits += correct.item()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+"""
+
+
+def test_a_value_unpacked_with_a_loss_that_a_helper_backpropagates_syncs_per_micro_batch() -> None:
+    assert _found(HANDED_LOSS) == [(27, "DL401")]
+
+
+def test_handed_loss_twin_that_accumulates_on_the_device_is_clean() -> None:
+    assert _found(HANDED_LOSS.replace("hits += correct.item()", "hits += correct")) == []
+
+
+# -- forward returns a host tensor it knowingly keeps there (it moves a copy itself) ---------------
+
+HOST_TABLE_RETURNED = """
+    import torch
+    from torch import nn
+
+
+    class Detector(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.head = nn.Linear(dim, 4)
+
+        def forward(self, feats):
+            anchors = torch.arange(feats.shape[0]).float()
+            boxes = self.head(feats) + anchors[:, None].to(feats.device)
+            return boxes, anchors
+"""
+
+
+def test_forward_returning_a_host_table_it_moves_a_copy_of_is_clean() -> None:
+    assert _found(HOST_TABLE_RETURNED) == []
+
+
+def test_forward_returning_a_host_table_it_never_moves_is_reported() -> None:
+    unmoved = HOST_TABLE_RETURNED.replace(" + anchors[:, None].to(feats.device)", "")
+    assert _found(unmoved) == [(12, "DL101")]

@@ -73,6 +73,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     Fact,
     move_call,
+    moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import Crossing, FileAnalysis, FilePlacement, Meeting, ScopePlacement
 from devicelint.analysis.placement_scope import defines_tests
@@ -131,7 +132,10 @@ _MODULE_PARTS = frozenset(
         "named_children",
     }
 )
-_TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
+# Attributes that give a tensor where the receiver lives; `values`/`indices` are the fields of
+# the (values, indices) results of `topk`, `sort`, `max(dim)`, `kthvalue`..., which the engine
+# keeps as one tensor fact (unpacked, `_, idx = x.topk(k)` gives the same place).
+_TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"})
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
@@ -587,9 +591,22 @@ class _Interpreter(CallEvaluation):
             and not self.host_transform
             and (self.cls.submodules or self.cls.registered)
         ):
+            moved_here = self._moved_in_scope()
             for element, node in flatten(fact, value):
-                if element.from_factory and not element.scalar:
+                if element.from_factory and not element.scalar and _root_name(node) not in moved_here:
                     self._record(element, node, Fact(DEVICE, where=FOLLOWS), None, value, "return")
+
+    def _moved_in_scope(self) -> set[str]:
+        """Names `forward` itself moves to the accelerator, whole or in part
+        (`ids[:, 1].long().to(feats.device)`): kept on the host knowingly, so returning them as
+        they are is the author's choice (a CPU index table a later step moves)."""
+        found: set[str] = set()
+        for node in self.ctx.index.walk(self.scope):
+            if type(node) is cst.Call and moves_to_accelerator(node):
+                root = _root_name(node.func.value)  # type: ignore[attr-defined]  # a move is `x.<method>(...)`
+                if root is not None:
+                    found.add(root)
+        return found
 
     def _aug_assign(self, node: cst.AugAssign) -> None:
         target = self._eval(node.target)
@@ -1263,3 +1280,17 @@ def _advanced_index(node: cst.BaseExpression, index: Fact) -> bool:
     if type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp):
         return True
     return index.is_tensor or index == PY_DATA
+
+
+def _root_name(node: cst.CSTNode) -> str | None:
+    """`ids` in `ids`, `ids[:, 1]`, `ids.long()`, `ids[:, 0].long()`: the name a tensor expression
+    reads its value from through indexing and method calls."""
+    while True:
+        if type(node) is cst.Name:
+            return node.value
+        if type(node) is cst.Subscript:
+            node = node.value
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute:
+            node = node.func.value
+        else:
+            return None

@@ -1145,9 +1145,12 @@ class CallEvaluation:
         if skip_self and params:
             params = params[1:]
         bound: Env = {}
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        if any(a.star for a in call.args):
-            return UNKNOWN_FACT, None
+        spread = next((i for i, a in enumerate(call.args) if a.star), None)
+        # `window_partition(x, *self.win)`: the positional arguments before the first spread bind
+        # as written; what the spread fills (any later parameter, or the `*args` of the helper)
+        # is unknown, never a left-out parameter's default.
+        leading = call.args if spread is None else call.args[:spread]
+        positional = [a for a in leading if a.keyword is None]
         handed: set[str] = set()  # parameters the call hands this code's own untouched inputs
         for param, arg in zip(params, positional):
             if self._own_input(arg.value):
@@ -1156,14 +1159,19 @@ class CallEvaluation:
                 bound[param.name.value] = self._fact_of(arg.value)
         star = func.params.star_arg
         if type(star) is cst.Param:  # `def cat_all(*parts)`: the extra positional arguments, in order
-            bound[star.name.value] = Fact(
-                UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :])
+            bound[star.name.value] = (
+                Fact(UNKNOWN, elements=tuple(self._fact_of(arg.value) for arg in positional[len(params) :]))
+                if spread is None
+                else UNKNOWN_FACT
             )
         for arg in call.args:
-            if arg.keyword is not None and self._own_input(arg.value):
+            if arg.keyword is not None and not arg.star and self._own_input(arg.value):
                 handed.add(arg.keyword.value)
-            elif arg.keyword is not None:
+            elif arg.keyword is not None and not arg.star:
                 bound[arg.keyword.value] = self._fact_of(arg.value)
+        if spread is not None:
+            for param in (*params, *func.params.kwonly_params):
+                bound.setdefault(param.name.value, UNKNOWN_FACT)
         receiver = self._handed_receiver(call, params, positional)
         if receiver is not None:
             bound.pop(receiver, None)

@@ -11,7 +11,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
-from devicelint.analysis.placement_facts import ACCELERATOR, moves_to_accelerator
+from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE, FOLLOWS, moves_to_accelerator
 from devicelint.analysis.training.helpers import callee
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
@@ -53,11 +53,12 @@ class MetricObjectOnCpu(Rule):
     """
     ## What it does
     Flags a torchmetrics `Metric` or `MetricCollection` that is created outside an
-    `nn.Module` (a local or global of a script, an attribute of a plain class or a Lightning
-    callback, or an entry of a plain dict or list kept there), fed with tensors that the
-    analysis proves are on the accelerator (`metric.update(preds, target)`,
-    `metric(preds, target)`), and never moved (`metric.to(device)`, `.cuda()`,
-    `Metric(...).to(device)`).
+    `nn.Module` (a local or global of a script or of a module's method, an attribute of a plain
+    class or a Lightning callback, an entry of a plain dict or list kept there, or a metric built
+    where it is fed, `F1Score(...)(preds, y)`), fed with tensors that the analysis proves are on
+    the accelerator (`metric.update(preds, target)`, `metric(preds, target)`) or, in a module's
+    method, on the module's own device (a LightningModule step's batch), and never moved
+    (`metric.to(device)`, `.cuda()`, `Metric(...).to(device)`).
 
     ## Why it is a bug on a GPU
     A metric is an `nn.Module` whose state (`tp`, `fp`, running sums) is a set of tensors made
@@ -96,7 +97,7 @@ class MetricObjectOnCpu(Rule):
     device); `.clone()` of a metric counts as a new one. A metric handed
     to other code (`fabric.setup(metric)`, a function of another file, a return), moved
     anywhere in the file, or fed only with tensors whose device the analysis cannot prove (a
-    function's parameters, a LightningModule's inputs) is not reported. Classes whose bases
+    function's parameters) is not reported. Classes whose bases
     come from other files may be modules and are skipped.
     """
 
@@ -247,6 +248,19 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
             clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
         elif type(value) in (cst.Name, cst.Subscript):
             aliases.append((key, value))  # `self.acc = metrics["acc"]`: the same metric under another name
+    for call in ctx.index.of_type(cst.Call):
+        # `F1Score(...)(preds, y)`, `Accuracy(...).update(preds, y)`: a metric built where it is
+        # fed, kept nowhere, so nothing ever moves it
+        inner = (
+            call.func.value
+            if type(call.func) is cst.Attribute and call.func.attr.value in FEEDING_METHODS
+            else call.func
+        )
+        if is_metric_constructor(ctx, inner):
+            holder = holders.setdefault((id(inner), "<inline>"), Holder(created=inner, is_container=False))
+            fed = next((arg.value for arg in call.args if _fed_on_device(ctx, call, arg.value)), None)
+            if fed is not None:
+                holder.fed.append((call, fed))
     for key, value in aliases:
         original = _resolve(ctx, value, holders)
         if original is not None and key not in holders:
@@ -353,7 +367,6 @@ def _bound_in(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
 
 def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
     """Mark each holder moved, escaped or fed, from every reference to it in the file."""
-    facts = file_facts(ctx)
     for node in (*ctx.index.of_type(cst.Name), *ctx.index.of_type(cst.Attribute)):
         if type(node) is cst.Attribute and self_attribute(node) is None:
             continue
@@ -394,15 +407,25 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
             continue
         on_device = _callback_batch_names(ctx, call)
         for arg in call.args:
-            # what a metric is fed is a tensor: a value the engine saw moved to the accelerator
-            # counts even where it could not prove the receiver was a tensor (`y.to(device)`)
-            if (
-                facts.is_device_tensor(arg.value, certain=True)
-                or facts.value(arg.value).where == ACCELERATOR
-                or _computed_from(ctx, arg.value, on_device)
-            ):
+            if _fed_on_device(ctx, call, arg.value) or _computed_from(ctx, arg.value, on_device):
                 holder.fed.append((call, arg.value))
                 break
+
+
+def _fed_on_device(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
+    """Whether a metric call's argument is a device tensor: one the engine proves is on the
+    accelerator, a value it saw moved there (counted even where it could not prove the receiver
+    was a tensor, `y.to(device)`), or, in a method of an `nn.Module` (a LightningModule's step),
+    a tensor on the module's own device, which the metric does not follow unless it is an
+    attribute of the module."""
+    facts = file_facts(ctx)
+    fact = facts.value(value)
+    if facts.is_device_tensor(value, certain=True) or fact.where == ACCELERATOR:
+        return True
+    if fact.kind != DEVICE or fact.where != FOLLOWS or fact.scalar:
+        return False
+    cls = ctx.index.enclosing_class(call)
+    return cls is not None and module_classes(ctx).get(cls.name.value) is cls
 
 
 def _callback_batch_names(ctx: FileContext, call: cst.Call) -> set[str]:

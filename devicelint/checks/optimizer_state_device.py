@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_scope, init_of
+from devicelint.analysis.launchers import fabric_placed_module
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
@@ -193,6 +194,14 @@ def _moved_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
     return found
 
 
+def _placed_by_fabric(ctx: FileContext, call: cst.Call) -> list[str]:
+    """`model` in `fabric.setup(model, optimizer)`: Fabric moves the module, not the state an
+    optimizer already loaded."""
+    placed = fabric_placed_module(ctx, call)
+    name = dotted_name(placed) if placed is not None else None
+    return [name] if name is not None else []
+
+
 def _replaced_by_moved_copy(ctx: FileContext, move: cst.Call, names: set[str]) -> tuple[str, cst.Assign] | None:
     """(`w`, the assignment) when the move is part of `w = w.cuda()` or `self.params = [p.cuda() for p
     in self.params]`: a name rebound to device copies of what it held (`w.data = w.data.cuda()`
@@ -312,8 +321,10 @@ class OptimizerStateDevice(Rule):
     move of a name whose state the function also loaded, or that names a model), in the calls a
     function makes in order with the methods it calls on `self` spliced in (three levels deep)
     and its class's `__init__` before them, are considered; a call of the file's own function that moves one of its parameters
-    (`set_devices(model, device)` running `model.to(device)`) moves the argument; `model` and
-    `self.model` are taken for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    (`set_devices(model, device)` running `model.to(device)`) moves the argument, and so does
+    Lightning Fabric's `fabric.setup(model, optimizer)` / `fabric.setup_module(model)`, which
+    moves the module but not the state an optimizer already loaded (Accelerate's `prepare` moves
+    that state too, so it is no such move); `model` and `self.model` are taken for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages (not classes of the file) that
     create state in their constructor, `model.configure_optimizers()` results, and moves that
@@ -391,7 +402,7 @@ class OptimizerStateDevice(Rule):
                     name for target in parent.targets if (name := dotted_name(target.target)) is not None
                 )
             direct = _moved_model(call)
-            moves = [direct] if direct is not None else _moved_by_helper(ctx, call)
+            moves = [direct] if direct is not None else _moved_by_helper(ctx, call) or _placed_by_fabric(ctx, call)
             if not moves:
                 continue
             owner_class = ctx.index.enclosing_class(call)

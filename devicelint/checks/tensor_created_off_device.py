@@ -29,7 +29,8 @@ class TensorCreatedOffDevice(Rule):
     `torch.tensor(0.)` used as an accumulator...) in code that runs on the device, when that
     tensor then meets a device tensor in an operation, is passed to a module, is written into a
     device tensor through an index tensor or list (`out[rows] = t`, an `index_put_`), or is
-    returned from `forward`. A write through integers, slices, `...` and `None` alone
+    returned from `forward` (unless `forward` itself moves a copy of it, `ids[:, 0].to(x.device)`:
+    then the host tensor is kept there knowingly). A write through integers, slices, `...` and `None` alone
     (`out[0, :2] = t`) fills a view with `copy_`, which copies across devices, and is fine.
     Device code is a module's `forward` path and the helpers it calls (methods, static
     methods, module-level functions, `self(...)` and the `forward` of submodules defined in the

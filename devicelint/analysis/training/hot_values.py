@@ -6,9 +6,12 @@ The placement interpreter (`devicelint.analysis.facts.file_facts`) answers first
 
 Only where placement is unknown (or "wherever the inputs are") does a narrower fallback apply,
 because training code often gets its model and batches from parameters the file cannot follow.
-The fallback trusts only strong evidence: the value is the loss the region backpropagates, the
-result of a loss function or a model call made in the function, or computed from one of these
-(`pred = out.argmax(1)`). A value the file shows to be an `nn.Module` never counts.
+The fallback trusts only strong evidence: the value is the loss the region backpropagates (also
+through a helper of the file it hands the loss to, `backward_step(output)`), the result of a loss
+function or a model call made in the function, or computed from one of these
+(`pred = out.argmax(1)`). A value the file shows to be an `nn.Module` never counts. Tensors
+unpacked from one call together with the loss (`output, num_tokens = forward_step(...)`) count
+for tensor methods (`.item()`), as the loss's inputs do.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from devicelint.analysis.placement_facts import (
     Fact,
 )
 from devicelint.analysis.placement_values import ACCELERATOR_WORDS, names_no_accelerator
+from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.loops import StepRegion
 from devicelint.analysis.training.reads import closure, computed_from, reaching_assignment, read_names
+from devicelint.analysis.training.step import backpropagated, training_scopes
 from devicelint.analysis.training.syntax import assigned_names, method_name, receiver
 from devicelint.context import FileContext
 
@@ -74,7 +79,15 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
         inputs = set(seeds)
         for loss in region.losses:
             inputs |= read_names(c, loss, skip_moves=True, skip_fields=True)
+        # What the region hands to a helper of the file that backpropagates it
+        # (`backward_step(output_tensor)` running `torch.autograd.backward(output_tensor)`).
+        handed = _handed_to_backward(c, region.body)
+        seeds |= handed
+        inputs |= handed
         inputs = _loss_inputs(c, region.body, {n for n in inputs if "scaler" not in n.lower()})
+        # Unpacked with the loss from one call (`output, num_tokens = forward_step(...)`): made
+        # from the same batch, so tensors among them sit where the loss does.
+        inputs |= _unpacked_with(c, region.body, seeds)
         for node in c.index.walk(region.body):
             if type(node) is cst.Assign and _calls_model_or_loss(c, node.value, modules):
                 for target in node.targets:
@@ -124,6 +137,45 @@ def _primary(node: cst.BaseExpression | None) -> tuple[str | None, bool]:
         else:
             return None, through_field
     return None, through_field
+
+
+def _handed_to_backward(ctx: FileContext, body: cst.CSTNode) -> set[str]:
+    """Names `body` passes to a helper of the file for a parameter the helper backpropagates."""
+    scopes = {id(scope.node): scope for scope in training_scopes(ctx)}
+    found: set[str] = set()
+    for node in ctx.index.walk(body):
+        if type(node) is not cst.Call:
+            continue
+        helper = callee(ctx, node)
+        scope = scopes.get(id(helper)) if helper is not None else None
+        if helper is None or scope is None:
+            continue
+        losses = {
+            primary_name(loss)
+            for call in (*scope.backwards, *scope.delegated_backwards)
+            if (loss := backpropagated(ctx, call)) is not None
+        }
+        bound = bound_arguments(ctx, helper, node) or {}
+        for param, argument in bound.items():
+            name = primary_name(argument) if param in losses else None
+            if name is not None and not name.startswith("self."):
+                found.add(name)
+    return found
+
+
+def _unpacked_with(ctx: FileContext, body: cst.CSTNode, losses: set[str]) -> set[str]:
+    """The other names a tuple assignment in `body` unpacks from the call that gives a loss."""
+    found: set[str] = set()
+    for node in ctx.index.walk(body):
+        if type(node) is not cst.Assign or type(node.value) is not cst.Call:
+            continue
+        for target in node.targets:
+            if type(target.target) not in (cst.Tuple, cst.List):
+                continue
+            names = set(assigned_names(target.target))
+            if names & losses:
+                found |= names - losses
+    return found
 
 
 def _loss_inputs(ctx: FileContext, body: cst.CSTNode, seeds: set[str]) -> set[str]:
