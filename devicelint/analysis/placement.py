@@ -59,7 +59,7 @@ from devicelint.analysis.host_modules import (
 from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
-from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default
+from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default, is_handed
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -244,10 +244,7 @@ class _Interpreter(CallEvaluation):
         if self.bound is not None:
             star = func.params.star_arg
             for param in (*params, *([star] if type(star) is cst.Param else [])):
-                # a parameter the call does not bind (the caller's own untouched input, or left
-                # to a default that says nothing) is read as the function's own analysis reads it
-                if param.name.value in self.bound:
-                    self.env[param.name.value] = self.bound[param.name.value]
+                self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
             return
         if self.building and func.name.value != "__init__":
             # a helper only `__init__` calls: a parameter no call passes holds its default
@@ -465,7 +462,7 @@ class _Interpreter(CallEvaluation):
         if type(node) is cst.Call:
             # Only `DataLoader(...)` itself: wrappers (`DeviceDataLoader(...)`) may move batches.
             return False
-        if type(node) is cst.Name and node.value in self.env:
+        if type(node) is cst.Name and node.value in self.env and not self._handed_input(node.value):
             return False
         if self.analysis.custom_loaders:
             return False
@@ -474,6 +471,12 @@ class _Interpreter(CallEvaluation):
             node = node.value
         last = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else ""
         return "loader" in last.lower() or self._moves_its_targets(iterable)
+
+    def _handed_input(self, name: str) -> bool:
+        """A parameter the followed call handed the caller's own untouched input, still as it
+        came (`placement_calls.handed_input`): read as the function's own analysis reads it."""
+        value = self.env[name]
+        return self.bound is not None and is_handed(value) and self.bound.get(name) is value
 
     def _moves_its_targets(self, iterable: cst.BaseExpression) -> bool:
         """A loop over a value the file does not show that moves what it yields to the

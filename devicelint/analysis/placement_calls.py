@@ -1151,12 +1151,8 @@ class CallEvaluation:
         # is unknown, never a left-out parameter's default.
         leading = call.args if spread is None else call.args[:spread]
         positional = [a for a in leading if a.keyword is None]
-        handed: set[str] = set()  # parameters the call hands this code's own untouched inputs
         for param, arg in zip(params, positional):
-            if self._own_input(arg.value):
-                handed.add(param.name.value)
-            else:
-                bound[param.name.value] = self._fact_of(arg.value)
+            bound[param.name.value] = handed_input() if self._own_input(arg.value) else self._fact_of(arg.value)
         star = func.params.star_arg
         if type(star) is cst.Param:  # `def cat_all(*parts)`: the extra positional arguments, in order
             bound[star.name.value] = (
@@ -1165,10 +1161,8 @@ class CallEvaluation:
                 else UNKNOWN_FACT
             )
         for arg in call.args:
-            if arg.keyword is not None and not arg.star and self._own_input(arg.value):
-                handed.add(arg.keyword.value)
-            elif arg.keyword is not None and not arg.star:
-                bound[arg.keyword.value] = self._fact_of(arg.value)
+            if arg.keyword is not None and not arg.star:
+                bound[arg.keyword.value] = handed_input() if self._own_input(arg.value) else self._fact_of(arg.value)
         if spread is not None:
             for param in (*params, *func.params.kwonly_params):
                 bound.setdefault(param.name.value, UNKNOWN_FACT)
@@ -1181,11 +1175,6 @@ class CallEvaluation:
                 default = self._eval(param.default)
                 if default != UNKNOWN_FACT:
                     bound[param.name.value] = default
-        for param in (*params, *func.params.kwonly_params):
-            # left out, with a default that says nothing here (`device=None`): nothing known;
-            # only what the caller's own inputs reach stays unbound
-            if param.name.value not in bound and param.name.value not in handed and param.name.value != receiver:
-                bound[param.name.value] = UNKNOWN_FACT
         if (
             receiver is None
             # (a loader batch handed to a method: the instance's model meets it, `runner.step(batch)`)
@@ -1206,7 +1195,17 @@ class CallEvaluation:
             (receiver, id(receiver_class)),
             tuple(
                 sorted(
-                    (k, v.kind, v.where, id(v.origin), v.scalar, v.batch, v.conflict, v.elements is not None)
+                    (
+                        k,
+                        v.kind,
+                        v.where,
+                        id(v.origin),
+                        v.scalar,
+                        v.batch,
+                        v.conflict,
+                        v.elements is not None,
+                        is_handed(v),
+                    )
                     for k, v in bound.items()
                 )
             ),
@@ -1270,6 +1269,18 @@ class CallEvaluation:
         if run is not None and not static:
             self._take_attributes(run)
         return returned
+
+
+def handed_input() -> Fact:
+    """The fact a followed call binds to a parameter it hands the caller's own untouched input:
+    nothing known, as `UNKNOWN_FACT`, but its own object, so the callee can tell it from an
+    unknown value the caller made (`fabric.setup_dataloaders(loader)`) and read the name as its
+    own analysis does (a loader parameter yields host batches)."""
+    return Fact(UNKNOWN)
+
+
+def is_handed(fact: Fact) -> bool:
+    return fact is not UNKNOWN_FACT and fact == UNKNOWN_FACT
 
 
 _MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential"})
