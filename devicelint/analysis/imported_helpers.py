@@ -7,6 +7,8 @@ judges the caller's value (a device tensor, a `DataParallel` wrapper, a batch) a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
@@ -74,3 +76,26 @@ def argument_for(call: cst.Call, params: tuple[str, ...], param: str) -> cst.Bas
         ):
             return arg.value
     return None
+
+
+def imported_calls(ctx: FileContext) -> Iterator[tuple[cst.Call, ImportedHelper, dict[str, cst.BaseExpression]]]:
+    """Every call of an imported project function in the file, bound as `imported_call` binds it."""
+    if not ctx.project.helpers:
+        return
+    for call in ctx.index.of_type(cst.Call):
+        imported = imported_call(ctx, call)
+        if imported is not None:
+            yield call, *imported
+
+
+def imported_method_calls(ctx: FileContext) -> Iterator[tuple[cst.Call, ImportedPlainClass, str]]:
+    """Every `x.method(...)` call (no `*args`) on an instance of an imported plain class."""
+    if not ctx.project.plain_classes:
+        return
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if type(func) is not cst.Attribute or any(arg.star for arg in call.args):
+            continue
+        cls = imported_instance(ctx, func.value)
+        if cls is not None:
+            yield call, cls, func.attr.value

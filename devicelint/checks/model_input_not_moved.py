@@ -7,7 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
-from devicelint.analysis.imported_helpers import argument_for, imported_call, imported_instance, moved_model
+from devicelint.analysis.imported_helpers import argument_for, imported_calls, imported_method_calls, moved_model
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, code_in_place, line_before, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -87,13 +87,7 @@ class ModelInputNotMoved(Rule):
         """A model moved here and a loader handed together to a function of another project
         module that loops over the loader and calls the model on what it yields, moving
         nothing: reported at the model argument, the helper's line named."""
-        if not ctx.project.helpers:
-            return
-        for call in ctx.index.of_type(cst.Call):
-            imported = imported_call(ctx, call)
-            if imported is None:
-                continue
-            helper, bound = imported
+        for _, helper, bound in imported_calls(ctx):
             for model_param, loader_param, batch, line in helper.uses.unmoved_batches:
                 model, loader = bound.get(model_param), bound.get(loader_param)
                 if model is None or loader is None or not _loader_like(ctx, loader) or not moved_model(ctx, model):
@@ -109,16 +103,10 @@ class ModelInputNotMoved(Rule):
     def _handed_to_imported_trainers(self, ctx: FileContext) -> Iterator[Violation]:
         """A batch handed to a method of a plain class of another project module (a trainer) that
         passes it, unmoved, to the model its `__init__` moved: reported at the argument."""
-        if not ctx.project.plain_classes:
-            return
         facts = file_facts(ctx)
-        for call in ctx.index.of_type(cst.Call):
-            func = call.func
-            cls = imported_instance(ctx, func.value) if type(func) is cst.Attribute else None
-            if cls is None or any(arg.star for arg in call.args):
-                continue
+        for call, cls, called in imported_method_calls(ctx):
             for method, params, param, attr, _, line in cls.unmoved_inputs:
-                arg = argument_for(call, params, param) if method == func.attr.value else None  # type: ignore[attr-defined]  # an Attribute, tested above
+                arg = argument_for(call, params, param) if method == called else None
                 if arg is None or not facts.value(arg).batch:
                     continue
                 yield self.violation(

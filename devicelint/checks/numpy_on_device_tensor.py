@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.imported_helpers import imported_call
+from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -75,14 +75,8 @@ class NumpyOnDeviceTensor(Rule):
     def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
         """A device tensor handed to a function of another project module that calls `.numpy()`
         on it: reported at the call, the only place this file can fix."""
-        if not ctx.project.helpers:
-            return
         facts = file_facts(ctx)
-        for call in ctx.index.of_type(cst.Call):
-            imported = imported_call(ctx, call)
-            if imported is None:
-                continue
-            helper, bound = imported
+        for call, helper, bound in imported_calls(ctx):
             for param, line in helper.uses.to_numpy:
                 arg = bound.get(param)
                 if arg is None or not facts.is_device_tensor(arg, certain=True):

@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
-from devicelint.analysis.imported_helpers import argument_for, imported_call, imported_instance, moved_model
+from devicelint.analysis.imported_helpers import argument_for, imported_calls, imported_method_calls, moved_model
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
@@ -124,13 +124,7 @@ class TensorCreatedOffDevice(Rule):
         """A model moved here handed to a function of another project module that runs it on a
         tensor it builds on the host, moving nothing: reported at the model argument, the only
         place this file can see, naming the helper's line."""
-        if not ctx.project.helpers:
-            return
-        for call in ctx.index.of_type(cst.Call):
-            imported = imported_call(ctx, call)
-            if imported is None:
-                continue
-            helper, bound = imported
+        for _, helper, bound in imported_calls(ctx):
             for model_param, factory, argument, line in helper.uses.host_inputs:
                 model = bound.get(model_param)
                 if model is None or not moved_model(ctx, model):
@@ -151,18 +145,11 @@ class TensorCreatedOffDevice(Rule):
         """A device tensor handed to a method of a plain class of another project module that adds
         it in place into a host tensor the class built (`meter.update(logits.argmax(1), y)` with
         `RunningAccuracy` keeping `self.correct = torch.zeros(n)`): reported at the argument."""
-        plain = ctx.project.plain_classes
-        if not plain:
-            return
         facts = file_facts(ctx)
-        for call in ctx.index.of_type(cst.Call):
-            func = call.func
-            cls = imported_instance(ctx, func.value) if type(func) is cst.Attribute else None
-            if cls is None or any(arg.star for arg in call.args):
-                continue
+        for call, cls, called in imported_method_calls(ctx):
             reported: set[str] = set()
             for method, params, param, attr, factory, line in cls.host_updates:
-                if method != func.attr.value or attr in reported:  # type: ignore[attr-defined]  # an Attribute, tested above
+                if method != called or attr in reported:
                     continue
                 arg = argument_for(call, params, param)
                 if arg is None or not facts.is_device_tensor(arg, certain=True):
