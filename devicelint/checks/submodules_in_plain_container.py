@@ -312,15 +312,7 @@ def _picked_into_attribute(ctx: FileContext, facts: ClassFacts, node: cst.Attrib
             return False
     elif type(holder) is not cst.Return:
         return False
-    calls = [
-        c
-        for c in ctx.index.walk(facts.node)
-        if type(c) is cst.Call
-        and type(c.func) is cst.Attribute
-        and type(c.func.value) is cst.Name
-        and c.func.value.value == "self"
-        and c.func.attr.value == method.name.value
-    ]
+    calls = _self_calls(ctx, facts.node, method.name.value)
     return bool(calls) and all(
         (function := ctx.index.enclosing_function(c)) is not None
         and function.name.value == "__init__"
@@ -567,15 +559,7 @@ def _registered_by_callers(ctx: FileContext, function: cst.FunctionDef, name: st
     cls = ctx.index.enclosing_class(function)
     if cls is None:
         return False
-    calls = [
-        node
-        for node in ctx.index.walk(cls.body)
-        if type(node) is cst.Call
-        and type(node.func) is cst.Attribute
-        and type(node.func.value) is cst.Name
-        and node.func.value.value == "self"
-        and node.func.attr.value == function.name.value
-    ]
+    calls = _self_calls(ctx, cls.body, function.name.value)
     return bool(calls) and all(_result_registered(ctx, call, depth) for call in calls)
 
 
@@ -679,3 +663,16 @@ def _string_keys(value: cst.BaseExpression) -> bool:
             type(key) is cst.Call and type(key.func) is cst.Name and key.func.value == "str"
         )
     return True  # a name or builder: filled through subscripts, checked in `_uses_fit`
+
+
+def _self_calls(ctx: FileContext, root: cst.CSTNode, method: str) -> list[cst.Call]:
+    """The `self.<method>(...)` calls below `root`."""
+    return [
+        node
+        for node in ctx.index.walk(root)
+        if type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and type(node.func.value) is cst.Name
+        and node.func.value.value == "self"
+        and node.func.attr.value == method
+    ]
