@@ -3729,3 +3729,35 @@ def test_forward_returning_a_host_table_it_moves_a_copy_of_is_clean() -> None:
 def test_forward_returning_a_host_table_it_never_moves_is_reported() -> None:
     unmoved = HOST_TABLE_RETURNED.replace(" + anchors[:, None].to(feats.device)", "")
     assert _found(unmoved) == [(12, "DL101")]
+
+
+# -- a host tensor built at import, read where device tensors are ----------------------------
+
+IMPORT_TIME_TABLE = """
+    import torch
+    import torch.nn as nn
+
+    GAMMA_TABLE = torch.linspace(0, 1, 256).pow(2.2)
+
+
+    class ToLinear(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv2d(3, 3, 1)
+
+        def forward(self, codes):
+            return self.proj(GAMMA_TABLE[codes.long()].permute(0, 3, 1, 2) * codes.float())
+"""
+
+
+def test_a_host_tensor_built_at_import_meets_the_device_inputs_it_is_read_with() -> None:
+    # where it is built (DL101), and where device indices read it (DL116)
+    assert _found(IMPORT_TIME_TABLE) == [(5, "DL101"), (14, "DL116")]
+
+
+def test_import_time_table_twin_registered_as_a_buffer_is_clean() -> None:
+    fixed = IMPORT_TIME_TABLE.replace(
+        "self.proj = nn.Conv2d(3, 3, 1)",
+        'self.proj = nn.Conv2d(3, 3, 1)\n            self.register_buffer("table", GAMMA_TABLE, persistent=False)',
+    ).replace("GAMMA_TABLE[codes.long()]", "self.table[codes.long()]")
+    assert _found(fixed) == []

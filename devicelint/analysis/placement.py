@@ -662,7 +662,8 @@ class _Interpreter(CallEvaluation):
         return Fact(MODULE, where=stated.where, device=stated.device, device_expr=stated.device_expr)
 
     def _module_device(self, name: str) -> Fact | None:
-        """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function."""
+        """A device constant of the module's top-level code (`DEV1 = "cuda:1"`), read in a function;
+        also a settings record, a loader, or a host tensor it builds at import."""
         if type(self.scope) is cst.Module:
             return None
         fact = self.analysis.module_env().get(name)
@@ -670,6 +671,15 @@ class _Interpreter(CallEvaluation):
             return fact  # a settings record built at import (`CONFIG = RunConfig()`)
         if fact == LOADER and type(self.scope) is cst.FunctionDef and name not in self.analysis.local_names(self.scope):
             return fact  # a `DataLoader(...)` built at import, whatever it is called: it yields host batches
+        if (
+            fact is not None
+            and fact.kind == CPU
+            and fact.from_factory
+            and not fact.scalar
+            and type(self.scope) is cst.FunctionDef
+            and name not in self.analysis.local_names(self.scope)
+        ):
+            return fact  # `MEAN = torch.tensor([...]).view(3, 1, 1)` built at import, on the host
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
 
     def _settings_param(self, name: str) -> bool:

@@ -252,7 +252,10 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     ):
         hint = " or register it as a buffer in `__init__`"
     factory = meeting.cpu.factory or "torch.tensor"
-    if not _takes_device(factory):
+    if function is None and meeting.device_node is not None and type(meeting.device_node) in (cst.Name, cst.Attribute):
+        # a constant built at import, read where device tensors are: move it there
+        advice = f"move it where it is used (`.to({ctx.code_for(meeting.device_node)}.device)`)"
+    elif not _takes_device(factory):
         advice = f"move it with `.to({device})`"
     else:
         advice = f"pass `device={device}`"
