@@ -77,7 +77,7 @@ def wanted_rules(text: str, rules: Sequence[type[Rule]], view: ProjectView = EMP
     """The rules that could fire on `text`, judged by the tokens each one declares (and, for
     rules that read the imported helpers, by whether the file imports one)."""
     helpers = bool(view.plain_classes) or any(
-        h.uses.to_numpy or h.uses.returns_moved or h.uses.unmoved_batches or h.uses.host_inputs
+        h.uses.to_numpy or h.uses.returns_moved or h.uses.unmoved_batches or h.uses.host_inputs or h.host_mixes
         for h in view.helpers.values()
     )
     return [rule for rule in rules if any(token in text for token in rule.tokens) or (helpers and rule.reads_helpers)]

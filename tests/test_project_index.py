@@ -925,3 +925,16 @@ def test_a_class_summary_lists_what_its_methods_hand_unmoved_to_the_model_it_mov
         "    def moved_step(self, batch):\n        x = batch[0].to(next(self.net.parameters()).device)\n        return self.net(x)\n"
     )
     assert summarise(text, "runners").classes["Runner"].unmoved_inputs == (("step", ("batch",), "batch", "net", "", 7),)
+
+
+def test_a_helper_combining_its_argument_with_a_host_constant_of_its_module() -> None:
+    text = (
+        "import torch\n\nPIXEL_MEAN = torch.tensor([123.7, 116.3, 103.5]).view(-1, 1, 1)\nSCALE = torch.tensor(255.0)\n\n\n"
+        "def prep(img):\n    centred = img - PIXEL_MEAN\n    return centred / SCALE\n\n\n"
+        "def prep_moved(img):\n    return img - PIXEL_MEAN.to(img.device)\n"
+    )
+    module = summarise(text, "prep")
+    assert module.uses["prep"].mixes == (("img", "PIXEL_MEAN", 8), ("img", "SCALE", 9))
+    assert module.uses["prep_moved"].mixes == ()
+    # a 0-dim number is no host table: it mixes with device tensors as a scalar
+    assert module.host_constants() == {"PIXEL_MEAN": ("torch.tensor", 3)}

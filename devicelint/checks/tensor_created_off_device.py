@@ -118,6 +118,7 @@ class TensorCreatedOffDevice(Rule):
             return
         yield from self._meetings(ctx)
         yield from self._handed_to_helpers(ctx)
+        yield from self._mixed_with_imported_constants(ctx)
         yield from self._fed_to_imported_accumulators(ctx)
 
     def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
@@ -140,6 +141,29 @@ class TensorCreatedOffDevice(Rule):
                     advice=f"move it to `next({model_param}.parameters()).device` there, or hand the helper a device",
                     hint="",
                 )
+
+    def _mixed_with_imported_constants(self, ctx: FileContext) -> Iterator[Violation]:
+        """A device tensor handed to a function of another project module that combines it with
+        a tensor that module builds on the host at import (`normalize(images)` computing
+        `(images - MEAN) / STD`): reported at the argument."""
+        facts = file_facts(ctx)
+        for _, helper, bound in imported_calls(ctx):
+            for param, name, factory, line in helper.host_mixes:
+                arg = bound.get(param)
+                if arg is None or not facts.is_device_tensor(arg, certain=True):
+                    continue
+                yield self.violation(
+                    arg,
+                    factory=factory,
+                    function=f"{helper.qualified.rsplit('.', 1)[0]}` as `{name}",
+                    how=(
+                        f"`{helper.qualified}` combines with its `{param}` ({helper.path}:{line}), but "
+                        f"`{ctx.code_for(arg)}` handed in here is on the device"
+                    ),
+                    advice=f"move `{name}` where it is used there (`.to({param}.device)`)",
+                    hint="",
+                )
+                break
 
     def _fed_to_imported_accumulators(self, ctx: FileContext) -> Iterator[Violation]:
         """A device tensor handed to a method of a plain class of another project module that adds

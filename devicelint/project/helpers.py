@@ -56,9 +56,15 @@ class ParameterUses:
     # it builds on the host (`torch.from_numpy(...)`, `torch.zeros(...)` without `device=`), and
     # moves nothing anywhere
     host_inputs: tuple[tuple[str, str, str, int], ...] = ()
+    # (parameter, name, line): the function combines what the parameter carries with a name it
+    # neither takes nor binds (a module constant, `(images - MEAN) / STD`): where the name is a
+    # host tensor the module builds, a device argument meets it (`ImportedHelper.host_mixes`)
+    mixes: tuple[tuple[str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.reads or self.to_numpy or self.returns_moved or self.unmoved_batches or self.host_inputs)
+        return bool(
+            self.reads or self.to_numpy or self.returns_moved or self.unmoved_batches or self.host_inputs or self.mixes
+        )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
         """The parameter an argument binds (by position or keyword), or None."""
@@ -105,6 +111,7 @@ def parameter_uses(function: ast.FunctionDef | None, own_nodes: list[ast.AST], f
             (m, b, x, line + first_line) for m, b, x, line in _unmoved_batches(kept, own_nodes, sure)
         ),
         host_inputs=tuple((m, f, x, line + first_line) for m, f, x, line in _host_inputs(kept, own_nodes, sure)),
+        mixes=tuple((p, x, line + first_line) for p, x, line in _mixes(tuple(kept), own_nodes)),
     )
 
 
@@ -228,6 +235,51 @@ def _host_factory(value: ast.expr, params: list[str]) -> str | None:
     if first is not None and _root_name(first) in params:
         return None
     return f"torch.{value.func.attr}"
+
+
+def carried_parameters(nodes: list[ast.AST], params: tuple[str, ...]) -> dict[str, set[str]]:
+    """For each name of a function, the parameters it is computed from (`images, labels =
+    batch`, `x = batch["x"]`): one pass in line order."""
+    carries: dict[str, set[str]] = {p: {p} for p in params}
+    for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+        fed_by = set().union(*(carries.get(name, set()) for name in sources))
+        for target in assign.targets:
+            for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                if name.id not in params:
+                    carries[name.id] = fed_by
+    return carries
+
+
+def _mixes(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+    """See `ParameterUses.mixes`: arithmetic (and indexing) of a parameter's values with a name
+    the function neither takes nor binds."""
+    bound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    carries = carried_parameters(nodes, params)
+    found: dict[tuple[str, str], int] = {}
+    for node in nodes:
+        if isinstance(node, ast.BinOp):
+            sides = [node.left, node.right]
+        elif isinstance(node, ast.Subscript):
+            sides = [node.value, node.slice]
+        else:
+            continue
+        for mine, other in ((sides[0], sides[1]), (sides[1], sides[0])):
+            free = _root_name(other)
+            if free is None or free in bound or free in params or _moves_somewhere(other):
+                continue
+            carried = {p for name in ast.walk(mine) if isinstance(name, ast.Name) for p in carries.get(name.id, ())}
+            for param in carried:
+                found[(param, free)] = min(found.get((param, free), node.lineno), node.lineno)
+    return tuple(sorted((p, x, line) for (p, x), line in found.items()))
+
+
+def _moves_somewhere(value: ast.expr) -> bool:
+    """`MEAN.to(x.device)`, `STD.cuda()`, `w.type_as(x)`: a copy put where it is used."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda", "type_as")
+        for n in ast.walk(value)
+    )
 
 
 _BRANCHES = (ast.If, ast.IfExp, ast.Try, ast.TryStar, ast.BoolOp, ast.Match, ast.While)

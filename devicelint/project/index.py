@@ -149,7 +149,12 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
     moved = {str(k): tuple(str(a) for a in v) for k, v in data["moved_elsewhere"].items()}
     host_saved = tuple(str(k) for k in data["host_saved"])
     helpers = {
-        str(k): ImportedHelper(str(h["qualified"]), str(h["path"]), parameter_uses_from(h["uses"]))
+        str(k): ImportedHelper(
+            str(h["qualified"]),
+            str(h["path"]),
+            parameter_uses_from(h["uses"]),
+            tuple((str(p), str(n), str(f), int(line)) for p, n, f, line in h.get("host_mixes", ())),
+        )
         for k, h in data.get("helpers", {}).items()
     }
     wrapped = tuple((str(n), str(k), str(f), int(line)) for n, k, f, line in data.get("wrapped_saved", ()))
@@ -788,11 +793,13 @@ class ProjectIndex:
         if name in module.classes or name not in module.uses:
             return None
         uses = module.uses[name]
-        if not uses:
-            return None
-        return ImportedHelper(
-            f"{module.name}.{name}" if module.name else name, self._shown(self._path_of(module)), uses
-        )
+        constants = module.host_constants() if uses.mixes else {}
+        host_mixes = tuple((p, n, *constants[n]) for p, n, _ in uses.mixes if n in constants)
+        if not (uses.reads or uses.to_numpy or uses.returns_moved or uses.unmoved_batches or uses.host_inputs):
+            if not host_mixes:
+                return None
+        qualified = f"{module.name}.{name}" if module.name else name
+        return ImportedHelper(qualified, self._shown(self._path_of(module)), uses, host_mixes)
 
     def _shown(self, where: Path) -> str:
         """A project file's path for messages: relative to the root."""

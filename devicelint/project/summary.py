@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
-from devicelint.project.helpers import ParameterUses, parameter_uses, parameter_uses_from
+from devicelint.project.helpers import ParameterUses, carried_parameters, parameter_uses, parameter_uses_from
 from devicelint.project.view import HostUpdate, host_updates_from
 
 # What a mover reaches generically: the whole instance is moved.
@@ -109,6 +109,7 @@ class ModuleSummary:
         self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
         self._wrapped_saves: list[tuple[str, str, int]] | None = None
+        self._host_constants: dict[str, tuple[str, int]] | None = None
         self._nodes: dict[str, Any] = {}
         self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
@@ -191,17 +192,36 @@ class ModuleSummary:
             _merge(found, self._saves[""])
         return found
 
+    def host_constants(self) -> dict[str, tuple[str, int]]:
+        """Names the module's top-level code binds once to a tensor built on the host (`MEAN =
+        torch.tensor([...]).view(3, 1, 1)`, not a 0-dim number): name -> (factory, line)."""
+        if self._host_constants is None:
+            tree = self._whole_tree()
+            qualify = self._qualify
+            seen: dict[str, list[tuple[str, int] | None]] = {}
+            for node in tree.body:
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                            made = _host_tensor(node.value, qualify) if isinstance(target, ast.Name) else ""
+                            seen.setdefault(name.id, []).append((made, node.lineno) if made else None)
+            self._host_constants = {n: made[0] for n, made in seen.items() if len(made) == 1 and made[0] is not None}
+        return self._host_constants
+
+    def _whole_tree(self) -> ast.Module:
+        if self._tree is None:
+            if self._source is None:
+                text = self._load() if self._load is not None else ""
+                self._source = (text, _top_level_blocks(text))
+            self._tree = _parse(self._source[0]) or ast.Module(body=[], type_ignores=[])
+        return self._tree
+
     def wrapped_saves(self, read: WrappedSavesReader) -> list[tuple[str, str, int]]:
         """What `read` (`devicelint.project.saves.wrapped_state_saves`) finds in the whole
         module, parsed once on the first ask: (file name, checkpoint key, line) for each save of
         a `DataParallel`/`DistributedDataParallel` wrapper's state dict."""
         if self._wrapped_saves is None:
-            if self._tree is None:
-                if self._source is None:
-                    text = self._load() if self._load is not None else ""
-                    self._source = (text, _top_level_blocks(text))
-                self._tree = _parse(self._source[0]) or ast.Module(body=[], type_ignores=[])
-            self._wrapped_saves = read(self._tree, self._qualify)
+            self._wrapped_saves = read(self._whole_tree(), self._qualify)
         return self._wrapped_saves
 
     @property
@@ -518,7 +538,7 @@ def _host_updates(
         params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
         nodes = _own_nodes(method)
         # a local computed from parameters carries them (`mask = target == c`)
-        carries = _carried_parameters(nodes, params)
+        carries = carried_parameters(nodes, params)
         for update in nodes:
             if not isinstance(update, ast.AugAssign):
                 continue
@@ -555,7 +575,7 @@ def _unmoved_inputs(methods: dict[str, ast.FunctionDef]) -> tuple[HostUpdate, ..
         if any(isinstance(n, ast.Attribute) and n.attr in ("to", "cuda", "device") for n in nodes):
             continue  # it moves (or looks up a device for) something itself
         params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
-        carries = _carried_parameters(nodes, params)
+        carries = carried_parameters(nodes, params)
         for call in nodes:
             if not isinstance(call, ast.Call):
                 continue
@@ -569,25 +589,25 @@ def _unmoved_inputs(methods: dict[str, ast.FunctionDef]) -> tuple[HostUpdate, ..
     return tuple(dict.fromkeys(found))
 
 
-def _carried_parameters(nodes: list[ast.AST], params: tuple[str, ...]) -> dict[str, set[str]]:
-    """For each name of a function, the parameters it is computed from (`images, labels =
-    batch`, `x = batch["x"]`): one pass in line order."""
-    carries: dict[str, set[str]] = {p: {p} for p in params}
-    for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-        sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
-        fed_by = set().union(*(carries.get(name, set()) for name in sources))
-        for target in assign.targets:
-            for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
-                if name.id not in params:
-                    carries[name.id] = fed_by
-    return carries
-
-
 def _root_name(node: ast.expr) -> str | None:
     """The name under subscripts and attributes (`batch["x"]` -> `batch`)."""
     while isinstance(node, (ast.Subscript, ast.Attribute)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _host_tensor(value: ast.expr, qualify: _Qualifier) -> str:
+    """The torch factory that builds `value` on the host, through tensor methods that keep it
+    there (`torch.tensor([...]).view(3, 1, 1)`); "" for anything else or a 0-dim number."""
+    while (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in PRESERVING_METHODS
+    ):
+        value = value.func.value
+    factory = _host_factory_call(value, qualify)
+    first = value.args[0] if isinstance(value, ast.Call) and value.args else None
+    if factory in ("torch.tensor", "torch.as_tensor") and isinstance(first, ast.Constant):
+        return ""  # `torch.tensor(0.5)`: a 0-dim number mixes with device tensors as a scalar
+    return factory
 
 
 def _host_factory_call(value: ast.expr, qualify: _Qualifier) -> str:

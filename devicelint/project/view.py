@@ -63,6 +63,9 @@ class ImportedHelper:
     qualified: str  # `utils.to_device`
     path: str  # its file, relative to the project root (for messages)
     uses: ParameterUses = ParameterUses()
+    # (parameter, name, factory, line): the function combines the parameter with a tensor its
+    # module builds on the host at import (`MEAN = torch.tensor(...)` at `line`)
+    host_mixes: tuple[tuple[str, str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
