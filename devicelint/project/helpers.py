@@ -148,7 +148,7 @@ def _unmoved_batches(
                 if model not in params or model == source.id:
                     continue
                 values = [*call.args, *(k.value for k in call.keywords)]
-                batches = [_root_name(v) for v in values if not isinstance(v, ast.Starred)]
+                batches = [root_name(v) for v in values if not isinstance(v, ast.Starred)]
                 batch = next((b for b in batches if b in yielded), None)
                 if batch is not None:
                     key = (model, source.id)
@@ -193,7 +193,7 @@ def _host_inputs(params: list[str], nodes: list[ast.AST], sure: list[ast.AST]) -
         for value in (*call.args, *(k.value for k in call.keywords)):
             if isinstance(value, ast.Starred):
                 continue
-            root = _root_name(value, views_only=True)
+            root = root_name(value, views_only=True)
             factory = factories.get(root) if root is not None else _host_factory(value, params)
             if factory is not None and root not in params:
                 shown = root if root is not None else factory
@@ -232,7 +232,7 @@ def _host_factory(value: ast.expr, params: list[str]) -> str | None:
     ):
         return None
     first = value.args[0] if value.args else None
-    if first is not None and _root_name(first) in params:
+    if first is not None and root_name(first) in params:
         return None
     return f"torch.{value.func.attr}"
 
@@ -265,7 +265,7 @@ def _mixes(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, st
         else:
             continue
         for mine, other in ((sides[0], sides[1]), (sides[1], sides[0])):
-            free = _root_name(other)
+            free = root_name(other)
             if free is None or free in bound or free in params or _moves_somewhere(other):
                 continue
             carried = {p for name in ast.walk(mine) if isinstance(name, ast.Name) for p in carries.get(name.id, ())}
@@ -307,7 +307,7 @@ def _opaque_parameters(params: set[str], nodes: list[ast.AST]) -> set[str]:
             if isinstance(first, ast.Name) and first.id in params:
                 opaque.add(first.id)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
-            root = _root_name(node.func.value)
+            root = root_name(node.func.value)
             if root in params:
                 opaque.add(root)
     return opaque
@@ -343,13 +343,13 @@ def _to_numpy(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, int],
             and not node.args
             and not node.keywords
         ):
-            root = _root_name(node.func.value, views_only=True)
+            root = root_name(node.func.value, views_only=True)
             if root in params:
                 found[root] = min(found.get(root, node.lineno), node.lineno)
     return tuple(sorted(found.items()))
 
 
-def _root_name(node: ast.expr, views_only: bool = False) -> str | None:
+def root_name(node: ast.expr, views_only: bool = False) -> str | None:
     """The name under a chain of attributes, subscripts and method calls (`t[0].detach()` ->
     `t`); with `views_only`, only through what keeps the tensor where it is (`.data`, indexing,
     `detach`, casts, reshapes)."""
@@ -424,9 +424,9 @@ def _to_cpu(call: ast.Call) -> bool:
 def _changed_in_place(param: str, nodes: list[ast.AST]) -> bool:
     for node in nodes:
         if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
-            if _root_name(node) == param:
+            if root_name(node) == param:
                 return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _IN_PLACE:
-            if _root_name(node.func.value) == param:
+            if root_name(node.func.value) == param:
                 return True
     return False

@@ -16,7 +16,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
-from devicelint.project.helpers import ParameterUses, carried_parameters, parameter_uses, parameter_uses_from
+from devicelint.project.helpers import (
+    ParameterUses,
+    carried_parameters,
+    parameter_uses,
+    parameter_uses_from,
+    root_name,
+)
 from devicelint.project.view import HostUpdate, host_updates_from
 
 # What a mover reaches generically: the whole instance is moved.
@@ -583,17 +589,10 @@ def _unmoved_inputs(methods: dict[str, ast.FunctionDef]) -> tuple[HostUpdate, ..
             if attr not in placed:
                 continue
             for value in (*call.args, *(k.value for k in call.keywords)):
-                root = _root_name(value) if not isinstance(value, ast.Starred) else None
+                root = root_name(value) if not isinstance(value, ast.Starred) else None
                 for param in sorted(carries.get(root, set()) if root is not None else set()):
                     found.append((name, params, param, attr, "", call.lineno))
     return tuple(dict.fromkeys(found))
-
-
-def _root_name(node: ast.expr) -> str | None:
-    """The name under subscripts and attributes (`batch["x"]` -> `batch`)."""
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def _host_tensor(value: ast.expr, qualify: _Qualifier) -> str:
