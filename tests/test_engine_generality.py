@@ -2939,3 +2939,244 @@ def test_cache_helper_twin_that_saves_gpu_copies_is_a_checkpoint_load() -> None:
         "            _write_cache(torch.as_tensor(train_ids).cuda(), val_ids, path)",
     )
     assert other != CACHE_SAVED_BY_A_HELPER and _found(other) == [(15, "DL501")]
+
+
+# -- a `while` loop that takes its batches with `next()` walks the iterator's loader ---------------
+
+RESTARTED_ITERATOR = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def train_steps(model, dataset, optimizer, total_steps):
+        train_loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2)
+        stream = iter(train_loader)
+        step = 0
+        while step < total_steps:
+            try:
+                images, labels = next(stream)
+            except StopIteration:
+                stream = iter(train_loader)
+                continue
+            images = images.cuda(non_blocking=True)
+            labels = labels.cuda(non_blocking=True)
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+"""
+
+
+def test_a_restarted_next_loop_copies_from_the_unpinned_loader() -> None:
+    assert _found(RESTARTED_ITERATOR) == [(16, "DL402"), (17, "DL402")]
+
+
+def test_restarted_next_loop_twin_with_pinned_memory_is_clean() -> None:
+    fixed = RESTARTED_ITERATOR.replace("num_workers=2)", "num_workers=2, pin_memory=True)")
+    assert fixed != RESTARTED_ITERATOR and _found(fixed) == []
+
+
+PER_EPOCH_SCALER_NEXT_LOOP = """
+    import torch
+
+
+    def fit(net, loader, opt, epochs):
+        for epoch in range(epochs):
+            amp = torch.amp.GradScaler('cuda')
+            batches = iter(loader)
+            while True:
+                try:
+                    feats, target = next(batches)
+                except StopIteration:
+                    break
+                with torch.autocast("cuda"):
+                    loss = (net(feats.cuda()) - target.cuda()).abs().mean()
+                amp.scale(loss).backward()
+                amp.step(opt)
+                amp.update()
+                opt.zero_grad()
+"""
+
+
+def test_the_end_of_a_next_loop_is_no_retry_and_a_scaler_per_epoch_is_found() -> None:
+    assert _found(PER_EPOCH_SCALER_NEXT_LOOP) == [(7, "DL303")]
+
+
+def test_scaler_per_epoch_twin_built_once_is_clean() -> None:
+    fixed = PER_EPOCH_SCALER_NEXT_LOOP.replace("            amp = torch.amp.GradScaler('cuda')\n", "").replace(
+        "        for epoch in range(epochs):\n",
+        "        amp = torch.amp.GradScaler('cuda')\n        for epoch in range(epochs):\n",
+    )
+    assert fixed != PER_EPOCH_SCALER_NEXT_LOOP and _found(fixed) == []
+
+
+# -- a helper's return in the caller's words: a default device, a scaler, a wrapper ----------------
+
+DEVICE_FROM_A_HELPER = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def on(kind, index):
+        return torch.device(kind, index)
+
+
+    def run(dataset, make_model):
+        with on("cuda", 0):
+            model = make_model()
+            loader = DataLoader(dataset, batch_size=16, shuffle=True)
+            for batch in loader:
+                model(batch)
+"""
+
+
+def test_a_with_block_on_a_helper_s_device_sets_the_default_for_the_sampler() -> None:
+    assert _found(DEVICE_FROM_A_HELPER) == [(13, "DL114")]
+
+
+def test_helper_device_twin_on_the_cpu_is_clean() -> None:
+    fixed = DEVICE_FROM_A_HELPER.replace('with on("cuda", 0):', 'with on("cpu", 0):')
+    assert fixed != DEVICE_FROM_A_HELPER and _found(fixed) == []
+
+
+SCALER_FROM_A_METHOD = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, opt):
+            self.net, self.opt = net, opt
+
+        def _new_scaler(self, start):
+            return torch.amp.GradScaler("cuda", init_scale=start)
+
+        def fit(self, loader, epochs):
+            for epoch in range(epochs):
+                amp = self._new_scaler(2.0**14)
+                for x, y in loader:
+                    with torch.autocast("cuda"):
+                        loss = (self.net(x.cuda()) - y.cuda()).pow(2).mean()
+                    amp.scale(loss).backward()
+                    amp.step(self.opt)
+                    amp.update()
+                    self.opt.zero_grad()
+"""
+
+
+def test_a_scaler_a_method_builds_on_every_epoch_is_found_whatever_its_name() -> None:
+    assert _found(SCALER_FROM_A_METHOD) == [(14, "DL303")]
+
+
+def test_scaler_from_a_method_twin_built_once_is_clean() -> None:
+    fixed = SCALER_FROM_A_METHOD.replace("                amp = self._new_scaler(2.0**14)\n", "").replace(
+        "            for epoch in range(epochs):\n",
+        "            amp = self._new_scaler(2.0**14)\n            for epoch in range(epochs):\n",
+    )
+    assert fixed != SCALER_FROM_A_METHOD and _found(fixed) == []
+
+
+NESTED_WRAPPER_BUILDERS = """
+    import torch.nn as nn
+
+
+    class Factory:
+        @staticmethod
+        def _spread(module):
+            return nn.DataParallel(module)
+
+        @classmethod
+        def build(cls, width):
+            head = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+            return cls._spread(head)
+
+
+    def score(batches):
+        scorer = Factory.build(8)
+        return [scorer(b.cuda()) for b in batches]
+"""
+
+
+def test_a_wrapper_handed_back_through_two_builders_is_never_moved() -> None:
+    assert _found(NESTED_WRAPPER_BUILDERS) == [(13, "DL202")]
+
+
+def test_nested_builders_twin_that_moves_the_head_is_clean() -> None:
+    fixed = NESTED_WRAPPER_BUILDERS.replace("nn.Tanh())", "nn.Tanh()).cuda()")
+    assert fixed != NESTED_WRAPPER_BUILDERS and _found(fixed) == []
+
+
+# -- a helper's step operations on an object it is handed, in the caller's words -----------------
+
+UPDATED_THROUGH_A_HANDED_OBJECT = """
+    import torch
+
+
+    def settle(run):
+        run.amp.update()
+
+
+    class Accumulator:
+        def __init__(self, net, opt, parts):
+            self.net, self.opt, self.parts = net, opt, parts
+            self.amp = torch.amp.GradScaler("cuda")
+
+        def step(self, x, y):
+            for xs, ys in zip(x.chunk(self.parts), y.chunk(self.parts)):
+                with torch.autocast("cuda"):
+                    loss = torch.nn.functional.mse_loss(self.net(xs), ys)
+                self.amp.scale(loss).backward()
+                settle(self)
+            self.amp.step(self.opt)
+            self.opt.zero_grad()
+"""
+
+
+def test_an_update_a_helper_runs_on_the_handed_trainer_per_micro_batch_is_found() -> None:
+    assert _found(UPDATED_THROUGH_A_HANDED_OBJECT) == [(19, "DL307")]
+
+
+def test_handed_update_twin_after_the_step_is_clean() -> None:
+    fixed = UPDATED_THROUGH_A_HANDED_OBJECT.replace("                settle(self)\n", "").replace(
+        "            self.amp.step(self.opt)\n", "            self.amp.step(self.opt)\n            settle(self)\n"
+    )
+    assert fixed != UPDATED_THROUGH_A_HANDED_OBJECT and _found(fixed) == []
+
+
+SKIPPED_HANDED_UPDATE = """
+    import torch
+
+
+    class Loop:
+        def __init__(self, net, opt):
+            self.net, self.opt = net, opt
+            self.amp = torch.amp.GradScaler("cuda")
+
+        @classmethod
+        def _settle(cls, owner):
+            owner.amp.update()
+
+        def train(self, loader):
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = torch.nn.functional.l1_loss(self.net(x), y)
+                self.amp.scale(loss).backward()
+                self.amp.unscale_(self.opt)
+                norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), 5.0)
+                if torch.isfinite(norm):
+                    self.amp.step(self.opt)
+                    self._settle(self)
+                self.opt.zero_grad()
+"""
+
+
+def test_an_update_a_class_method_runs_is_skipped_after_unscale() -> None:
+    assert _found(SKIPPED_HANDED_UPDATE) == [(23, "DL303")]
+
+
+def test_skipped_handed_update_twin_updating_every_pass_is_clean() -> None:
+    fixed = SKIPPED_HANDED_UPDATE.replace(
+        "                    self._settle(self)\n                self.opt.zero_grad()\n",
+        "                self._settle(self)\n                self.opt.zero_grad()\n",
+    )
+    assert fixed != SKIPPED_HANDED_UPDATE and _found(fixed) == []

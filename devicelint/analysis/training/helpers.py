@@ -313,6 +313,34 @@ def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -
     return bound
 
 
+def in_callers_words(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, text: str) -> str | None:
+    """A dotted name in the helper's words (`owner.scaler`, `scaler`, `self.scaler`) as `call`, a
+    call of `helper`, spells it: the parameter it starts with replaced by the caller's argument
+    (`bound_arguments`; a method's `self` by the object it is called on), a module-level name as
+    it is. None where the call leaves that parameter to its default, passes `*args`, or the name
+    is the helper's own local."""
+    if any(arg.star for arg in call.args):
+        return None
+    bound = bound_arguments(ctx, helper, call)
+    if bound is None:
+        return None
+    head, dot, rest = text.partition(".")
+    given = bound.get(head)
+    if given is not None:
+        return " ".join(ctx.code_for(given).split()) + dot + rest
+    params = {
+        p.name.value
+        for p in (
+            *helper.params.posonly_params,
+            *helper.params.params,
+            *helper.params.kwonly_params,
+        )
+    }
+    if head in params or head in _locals_of(ctx, helper):
+        return None
+    return text
+
+
 def _locals_of(ctx: FileContext, helper: cst.FunctionDef) -> set[str]:
     """The names the helper binds itself (assignments, loop and `with` targets)."""
     found: set[str] = set()
