@@ -3180,3 +3180,63 @@ def test_skipped_handed_update_twin_updating_every_pass_is_clean() -> None:
         "                self._settle(self)\n                self.opt.zero_grad()\n",
     )
     assert fixed != SKIPPED_HANDED_UPDATE and _found(fixed) == []
+
+
+# -- a helper that hands back what it was given, and a scaler switched off by its own flag --------
+
+HANDED_BACK_BLOCKS = """
+    import torch.nn as nn
+
+
+    def checked(block, name):
+        assert isinstance(block, nn.Module), name
+        return block
+
+
+    class Heads(nn.Module):
+        def __init__(self, names, width):
+            super().__init__()
+            self.heads = {}
+            for name in names:
+                self.heads[name] = checked(nn.Linear(width, 1), name)
+
+        def forward(self, x):
+            return {name: head(x) for name, head in self.heads.items()}
+"""
+
+
+def test_blocks_a_helper_hands_back_are_still_kept_in_a_plain_dict() -> None:
+    assert _found(HANDED_BACK_BLOCKS) == [(15, "DL103")]
+
+
+def test_handed_back_blocks_twin_in_a_module_dict_is_clean() -> None:
+    fixed = HANDED_BACK_BLOCKS.replace("self.heads = {}", "self.heads = nn.ModuleDict()")
+    assert fixed != HANDED_BACK_BLOCKS and _found(fixed) == []
+
+
+SCALER_SWITCHED_BY_ITS_FLAG = """
+    import torch
+
+
+    def run(net, batches, opt, half):
+        grads = torch.amp.GradScaler("cuda", enabled=half)
+        for x, y in batches:
+            with torch.autocast("cuda", enabled=half):
+                loss = torch.nn.functional.mse_loss(net(x), y)
+            grads.scale(loss).backward()
+            grads.step(opt)
+            if half:
+                grads.update()
+            opt.zero_grad()
+"""
+
+
+def test_an_update_under_the_scaler_s_own_enabled_flag_runs_whenever_it_matters() -> None:
+    assert _found(SCALER_SWITCHED_BY_ITS_FLAG) == []
+
+
+def test_scaler_flag_twin_whose_update_waits_for_another_test_is_reported() -> None:
+    other = SCALER_SWITCHED_BY_ITS_FLAG.replace("            if half:\n", "            if warm:\n").replace(
+        "opt, half):", "opt, half, warm):"
+    )
+    assert other != SCALER_SWITCHED_BY_ITS_FLAG and _found(other) == [(13, "DL303")]

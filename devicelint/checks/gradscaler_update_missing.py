@@ -31,7 +31,7 @@ from devicelint.analysis.training.syntax import (
     test_words,
     text_of,
 )
-from devicelint.analysis.training.values import assignments
+from devicelint.analysis.training.values import assignments, attribute_values, values_of
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -188,7 +188,7 @@ class GradscalerUpdateMissing(Rule):
                         "is never lowered and the next `scaler.step` raises",
                     )
                     break
-                if any(w in words for w in AMP_WORDS):
+                if any(w in words for w in AMP_WORDS) or _scaler_switch(ctx, update, branch.test):
                     break
                 yield self.violation(
                     update,
@@ -229,7 +229,11 @@ def _updates_skipped_after_unscale(
         for branch, in_body in enclosing_ifs(ctx, update, scope.node):
             if inside(ctx, unscale, branch):
                 break
-            if _before(ctx, branch, unscale) or any(w in test_words(ctx, branch.test) for w in AMP_WORDS):
+            if (
+                _before(ctx, branch, unscale)
+                or any(w in test_words(ctx, branch.test) for w in AMP_WORDS)
+                or _scaler_switch(ctx, update, branch.test)
+            ):
                 continue  # `if use_amp:` around both, or a branch the unscale is also in
             if (ctx.code_for(branch.test), in_body) in unscale_tests:
                 continue  # `if flag: unscale_` ... `if flag: update()`: the same test, whatever its name
@@ -241,6 +245,26 @@ def _updates_skipped_after_unscale(
             exit_branch = _leaving_branch_between(ctx, unscale, update, scope.node)
             if exit_branch is not None:
                 yield update, f"`{short(ctx, exit_branch.test)}` leaves the iteration before it"
+
+
+def _scaler_switch(ctx: FileContext, update: cst.Call, test: cst.BaseExpression) -> bool:
+    """`if flag:` around an update of a scaler built with `enabled=flag`: where the test is false
+    the scaler is off and its `step` a plain optimizer step, whatever the flag is called."""
+    name = _updated_scaler(ctx, update)
+    if name is None:
+        return False
+    scope = scope_of(ctx, update)
+    values = values_of(ctx, name, scope) if "." not in name else attribute_values(ctx, cst.parse_expression(name))
+    switches = set()
+    for value in values or ():
+        built = built_scaler(ctx, value) if type(value) is cst.Call else None
+        if built is None:
+            return False
+        flag = keyword(built, "enabled")
+        if flag is None:
+            return False
+        switches.add(" ".join(ctx.code_for(flag).split()))
+    return bool(switches) and switches == {" ".join(ctx.code_for(test).split())}
 
 
 def _helper_updates(ctx: FileContext, scope: Scope) -> list[cst.Call]:

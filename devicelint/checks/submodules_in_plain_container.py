@@ -24,6 +24,7 @@ from devicelint.analysis.placement_classes import (
     returned_container,
 )
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
+from devicelint.analysis.training.helpers import handed_back
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, torch_nn_spelling
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -110,6 +111,9 @@ class SubmodulesInPlainContainer(Rule):
             looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts)
             for attr, stored, method in facts.assignments:
                 value = through_containers(ctx, stored)  # `self.layers = parts[0]`: what was put in
+                if type(value) is cst.Call:
+                    # `self.layers = keep(layers)`: a helper that hands back the caller's list
+                    value = through_containers(ctx, handed_back(ctx, value) or value)
                 container = container_kind(ctx, value)
                 if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
                     # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`
@@ -162,6 +166,8 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
     """ "parameter", "module" (one holding state), "stateless" (a module without parameters or
     buffers: nothing to move or save) or None (not a module). With `called` (the class calls the
     container's elements like layers), an imported class of the project counts as a module."""
+    if type(node) is cst.Call and (back := handed_back(ctx, node)) is not None:
+        return _element_kind(ctx, back, called)  # `taps[k] = keep(block)`: the caller's `block`
     if is_parameter_call(ctx, node):
         return "parameter"
     constructed = module_constructor(ctx, node) or library_module(ctx, node)

@@ -287,6 +287,24 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     return replaced if isinstance(replaced, cst.Call) else None
 
 
+def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """The caller's argument that a call of a helper of the file gives back as it came: the
+    helper's one `return` is one of its parameters, which it never rebinds (`def keep(layers):
+    log(layers); return layers`), so `self.layers = keep(layers)` holds the caller's `layers`.
+    None for any other helper, or where the call fills that parameter with nothing it shows."""
+    helper = callee(ctx, call)
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    returns = [
+        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
+    ]
+    value = returns[0].value if len(returns) == 1 else None
+    if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
+        return None
+    bound = bound_arguments(ctx, helper, call)
+    return bound.get(value.value) if bound is not None else None
+
+
 def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     """The helper's parameter names -> what `call` passes for them (a method's first parameter:
     the object it is called on, or the explicit instance of `Class.method(obj, ...)`)."""
