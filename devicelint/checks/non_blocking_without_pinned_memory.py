@@ -90,10 +90,11 @@ class NonBlockingWithoutPinnedMemory(Rule):
     tokens = ("non_blocking",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        for loop in (*ctx.index.of_type(cst.For), *ctx.index.of_type(cst.While)):
+        loops: list[cst.For | cst.While] = [*ctx.index.of_type(cst.For), *ctx.index.of_type(cst.While)]
+        for loop in loops:
             items = loop_items(ctx, loop)
             loader = iterated_loader(ctx, items.iterable) if items is not None else None
-            if loader is None or not _unpinned_loader(ctx, loader, scope_of(ctx, loop)):
+            if items is None or loader is None or not _unpinned_loader(ctx, loader, scope_of(ctx, loop)):
                 continue
             if any(type(n) is cst.Call and method_name(n) == "pin_memory" for n in ctx.index.walk(loop)):
                 continue

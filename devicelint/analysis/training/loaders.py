@@ -9,6 +9,7 @@ file does not show is unknown, and rules stay silent on unknowns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -72,7 +73,7 @@ def loop_items(ctx: FileContext, loop: cst.For | cst.While) -> LoopItems | None:
     iterator's source as the iterable and the names `next()` fills as the targets: the same
     loop over the loader. `next(iter(loader))` in the body reads the loader too. None for a
     `while` whose body takes nothing with `next()` or whose iterator the file does not show once."""
-    if type(loop) is cst.For:
+    if isinstance(loop, cst.For):
         return LoopItems(loop.iter, (loop.target,))
     memo: dict[int, LoopItems | None] = ctx.shared("training.loaders.loop_items", lambda c: {})
     key = id(loop)
@@ -134,9 +135,9 @@ def _iterator_source(ctx: FileContext, it: cst.BaseExpression, loop: cst.While) 
     return values[0] if len(sources) == 1 and None not in sources else None
 
 
-def _is_iter_call(value: cst.BaseExpression | None) -> bool:
+def _is_iter_call(value: cst.BaseExpression | None) -> TypeGuard[cst.Call]:
     return (
-        type(value) is cst.Call
+        isinstance(value, cst.Call)
         and type(value.func) is cst.Name
         and value.func.value == "iter"
         and len(positional(value)) == 1
