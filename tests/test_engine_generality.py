@@ -3240,3 +3240,69 @@ def test_scaler_flag_twin_whose_update_waits_for_another_test_is_reported() -> N
         "opt, half):", "opt, half, warm):"
     )
     assert other != SCALER_SWITCHED_BY_ITS_FLAG and _found(other) == [(13, "DL303")]
+
+
+# -- a helper handed the instance fills the class's containers, with its callers' arguments --------
+
+STASHED_THROUGH_THE_INSTANCE = """
+    import torch
+    import torch.nn as nn
+
+
+    class Codebook(nn.Module):
+        def __init__(self, names, size, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+            self.tables = {}
+            for name in names:
+                Codebook._stash(self, name, torch.randn(size, dim))
+
+        @staticmethod
+        def _stash(owner, key, table):
+            owner.tables[key] = table
+
+        def forward(self, x, name):
+            return torch.cdist(self.proj(x), self.tables[name]).argmin(-1)
+"""
+
+
+def test_tensors_a_static_helper_stores_through_the_instance_stay_on_the_cpu() -> None:
+    assert _found(STASHED_THROUGH_THE_INSTANCE) == [(16, "DL102")]
+
+
+def test_stashed_twin_in_a_parameter_dict_is_clean() -> None:
+    fixed = STASHED_THROUGH_THE_INSTANCE.replace("self.tables = {}", "self.tables = nn.ParameterDict()").replace(
+        "owner.tables[key] = table", "owner.tables[key] = nn.Parameter(table)"
+    )
+    assert fixed != STASHED_THROUGH_THE_INSTANCE and _found(fixed) == []
+
+
+ATTACHED_THROUGH_THE_INSTANCE = """
+    import torch.nn as nn
+
+
+    def attach(model, block):
+        model.blocks.append(block)
+
+
+    class Tower(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            self.blocks = []
+            for _ in range(depth):
+                attach(self, nn.Linear(width, width))
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x).relu()
+            return x
+"""
+
+
+def test_layers_a_helper_appends_through_the_instance_are_not_registered() -> None:
+    assert _found(ATTACHED_THROUGH_THE_INSTANCE) == [(6, "DL103")]
+
+
+def test_attached_twin_in_a_module_list_is_clean() -> None:
+    fixed = ATTACHED_THROUGH_THE_INSTANCE.replace("self.blocks = []", "self.blocks = nn.ModuleList()")
+    assert fixed != ATTACHED_THROUGH_THE_INSTANCE and _found(fixed) == []

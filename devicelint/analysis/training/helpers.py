@@ -305,6 +305,20 @@ def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     return bound.get(value.value) if bound is not None else None
 
 
+def arguments_for(ctx: FileContext, helper: cst.FunctionDef, name: str) -> list[cst.BaseExpression] | None:
+    """What every call of `helper` in the file (`calls_of`) passes for its parameter `name`, in
+    the callers' words (`bound_arguments`); None when there is no call, or one passes `*args` or
+    leaves the parameter to its default."""
+    found: list[cst.BaseExpression] = []
+    for call in calls_of(ctx, helper):
+        bound = bound_arguments(ctx, helper, call) if not any(a.star for a in call.args) else None
+        given = bound.get(name) if bound is not None else None
+        if given is None:
+            return None
+        found.append(given)
+    return found or None
+
+
 def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     """The helper's parameter names -> what `call` passes for them (a method's first parameter:
     the object it is called on, or the explicit instance of `Class.method(obj, ...)`)."""
