@@ -3761,3 +3761,370 @@ def test_import_time_table_twin_registered_as_a_buffer_is_clean() -> None:
         'self.proj = nn.Conv2d(3, 3, 1)\n            self.register_buffer("table", GAMMA_TABLE, persistent=False)',
     ).replace("GAMMA_TABLE[codes.long()]", "self.table[codes.long()]")
     assert _found(fixed) == []
+
+
+# -- a `while` loop that takes its batches with `next()` walks the iterator's loader ---------------
+
+RESTARTED_ITERATOR = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def train_steps(model, dataset, optimizer, total_steps):
+        train_loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2)
+        stream = iter(train_loader)
+        step = 0
+        while step < total_steps:
+            try:
+                images, labels = next(stream)
+            except StopIteration:
+                stream = iter(train_loader)
+                continue
+            images = images.cuda(non_blocking=True)
+            labels = labels.cuda(non_blocking=True)
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+"""
+
+
+def test_a_restarted_next_loop_copies_from_the_unpinned_loader() -> None:
+    assert _found(RESTARTED_ITERATOR) == [(16, "DL402"), (17, "DL402")]
+
+
+def test_restarted_next_loop_twin_with_pinned_memory_is_clean() -> None:
+    fixed = RESTARTED_ITERATOR.replace("num_workers=2)", "num_workers=2, pin_memory=True)")
+    assert fixed != RESTARTED_ITERATOR and _found(fixed) == []
+
+
+PER_EPOCH_SCALER_NEXT_LOOP = """
+    import torch
+
+
+    def fit(net, loader, opt, epochs):
+        for epoch in range(epochs):
+            amp = torch.amp.GradScaler('cuda')
+            batches = iter(loader)
+            while True:
+                try:
+                    feats, target = next(batches)
+                except StopIteration:
+                    break
+                with torch.autocast("cuda"):
+                    loss = (net(feats.cuda()) - target.cuda()).abs().mean()
+                amp.scale(loss).backward()
+                amp.step(opt)
+                amp.update()
+                opt.zero_grad()
+"""
+
+
+def test_the_end_of_a_next_loop_is_no_retry_and_a_scaler_per_epoch_is_found() -> None:
+    assert _found(PER_EPOCH_SCALER_NEXT_LOOP) == [(7, "DL303")]
+
+
+def test_scaler_per_epoch_twin_built_once_is_clean() -> None:
+    fixed = PER_EPOCH_SCALER_NEXT_LOOP.replace("            amp = torch.amp.GradScaler('cuda')\n", "").replace(
+        "        for epoch in range(epochs):\n",
+        "        amp = torch.amp.GradScaler('cuda')\n        for epoch in range(epochs):\n",
+    )
+    assert fixed != PER_EPOCH_SCALER_NEXT_LOOP and _found(fixed) == []
+
+
+# -- a helper's return in the caller's words: a default device, a scaler, a wrapper ----------------
+
+DEVICE_FROM_A_HELPER = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def on(kind, index):
+        return torch.device(kind, index)
+
+
+    def run(dataset, make_model):
+        with on("cuda", 0):
+            model = make_model()
+            loader = DataLoader(dataset, batch_size=16, shuffle=True)
+            for batch in loader:
+                model(batch)
+"""
+
+
+def test_a_with_block_on_a_helper_s_device_sets_the_default_for_the_sampler() -> None:
+    assert _found(DEVICE_FROM_A_HELPER) == [(13, "DL114")]
+
+
+def test_helper_device_twin_on_the_cpu_is_clean() -> None:
+    fixed = DEVICE_FROM_A_HELPER.replace('with on("cuda", 0):', 'with on("cpu", 0):')
+    assert fixed != DEVICE_FROM_A_HELPER and _found(fixed) == []
+
+
+SCALER_FROM_A_METHOD = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, opt):
+            self.net, self.opt = net, opt
+
+        def _new_scaler(self, start):
+            return torch.amp.GradScaler("cuda", init_scale=start)
+
+        def fit(self, loader, epochs):
+            for epoch in range(epochs):
+                amp = self._new_scaler(2.0**14)
+                for x, y in loader:
+                    with torch.autocast("cuda"):
+                        loss = (self.net(x.cuda()) - y.cuda()).pow(2).mean()
+                    amp.scale(loss).backward()
+                    amp.step(self.opt)
+                    amp.update()
+                    self.opt.zero_grad()
+"""
+
+
+def test_a_scaler_a_method_builds_on_every_epoch_is_found_whatever_its_name() -> None:
+    assert _found(SCALER_FROM_A_METHOD) == [(14, "DL303")]
+
+
+def test_scaler_from_a_method_twin_built_once_is_clean() -> None:
+    fixed = SCALER_FROM_A_METHOD.replace("                amp = self._new_scaler(2.0**14)\n", "").replace(
+        "            for epoch in range(epochs):\n",
+        "            amp = self._new_scaler(2.0**14)\n            for epoch in range(epochs):\n",
+    )
+    assert fixed != SCALER_FROM_A_METHOD and _found(fixed) == []
+
+
+NESTED_WRAPPER_BUILDERS = """
+    import torch.nn as nn
+
+
+    class Factory:
+        @staticmethod
+        def _spread(module):
+            return nn.DataParallel(module)
+
+        @classmethod
+        def build(cls, width):
+            head = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+            return cls._spread(head)
+
+
+    def score(batches):
+        scorer = Factory.build(8)
+        return [scorer(b.cuda()) for b in batches]
+"""
+
+
+def test_a_wrapper_handed_back_through_two_builders_is_never_moved() -> None:
+    assert _found(NESTED_WRAPPER_BUILDERS) == [(13, "DL202")]
+
+
+def test_nested_builders_twin_that_moves_the_head_is_clean() -> None:
+    fixed = NESTED_WRAPPER_BUILDERS.replace("nn.Tanh())", "nn.Tanh()).cuda()")
+    assert fixed != NESTED_WRAPPER_BUILDERS and _found(fixed) == []
+
+
+# -- a helper's step operations on an object it is handed, in the caller's words -----------------
+
+UPDATED_THROUGH_A_HANDED_OBJECT = """
+    import torch
+
+
+    def settle(run):
+        run.amp.update()
+
+
+    class Accumulator:
+        def __init__(self, net, opt, parts):
+            self.net, self.opt, self.parts = net, opt, parts
+            self.amp = torch.amp.GradScaler("cuda")
+
+        def step(self, x, y):
+            for xs, ys in zip(x.chunk(self.parts), y.chunk(self.parts)):
+                with torch.autocast("cuda"):
+                    loss = torch.nn.functional.mse_loss(self.net(xs), ys)
+                self.amp.scale(loss).backward()
+                settle(self)
+            self.amp.step(self.opt)
+            self.opt.zero_grad()
+"""
+
+
+def test_an_update_a_helper_runs_on_the_handed_trainer_per_micro_batch_is_found() -> None:
+    assert _found(UPDATED_THROUGH_A_HANDED_OBJECT) == [(19, "DL307")]
+
+
+def test_handed_update_twin_after_the_step_is_clean() -> None:
+    fixed = UPDATED_THROUGH_A_HANDED_OBJECT.replace("                settle(self)\n", "").replace(
+        "            self.amp.step(self.opt)\n", "            self.amp.step(self.opt)\n            settle(self)\n"
+    )
+    assert fixed != UPDATED_THROUGH_A_HANDED_OBJECT and _found(fixed) == []
+
+
+SKIPPED_HANDED_UPDATE = """
+    import torch
+
+
+    class Loop:
+        def __init__(self, net, opt):
+            self.net, self.opt = net, opt
+            self.amp = torch.amp.GradScaler("cuda")
+
+        @classmethod
+        def _settle(cls, owner):
+            owner.amp.update()
+
+        def train(self, loader):
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = torch.nn.functional.l1_loss(self.net(x), y)
+                self.amp.scale(loss).backward()
+                self.amp.unscale_(self.opt)
+                norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), 5.0)
+                if torch.isfinite(norm):
+                    self.amp.step(self.opt)
+                    self._settle(self)
+                self.opt.zero_grad()
+"""
+
+
+def test_an_update_a_class_method_runs_is_skipped_after_unscale() -> None:
+    assert _found(SKIPPED_HANDED_UPDATE) == [(23, "DL303")]
+
+
+def test_skipped_handed_update_twin_updating_every_pass_is_clean() -> None:
+    fixed = SKIPPED_HANDED_UPDATE.replace(
+        "                    self._settle(self)\n                self.opt.zero_grad()\n",
+        "                self._settle(self)\n                self.opt.zero_grad()\n",
+    )
+    assert fixed != SKIPPED_HANDED_UPDATE and _found(fixed) == []
+
+
+# -- a helper that hands back what it was given, and a scaler switched off by its own flag --------
+
+HANDED_BACK_BLOCKS = """
+    import torch.nn as nn
+
+
+    def checked(block, name):
+        assert isinstance(block, nn.Module), name
+        return block
+
+
+    class Heads(nn.Module):
+        def __init__(self, names, width):
+            super().__init__()
+            self.heads = {}
+            for name in names:
+                self.heads[name] = checked(nn.Linear(width, 1), name)
+
+        def forward(self, x):
+            return {name: head(x) for name, head in self.heads.items()}
+"""
+
+
+def test_blocks_a_helper_hands_back_are_still_kept_in_a_plain_dict() -> None:
+    assert _found(HANDED_BACK_BLOCKS) == [(15, "DL103")]
+
+
+def test_handed_back_blocks_twin_in_a_module_dict_is_clean() -> None:
+    fixed = HANDED_BACK_BLOCKS.replace("self.heads = {}", "self.heads = nn.ModuleDict()")
+    assert fixed != HANDED_BACK_BLOCKS and _found(fixed) == []
+
+
+SCALER_SWITCHED_BY_ITS_FLAG = """
+    import torch
+
+
+    def run(net, batches, opt, half):
+        grads = torch.amp.GradScaler("cuda", enabled=half)
+        for x, y in batches:
+            with torch.autocast("cuda", enabled=half):
+                loss = torch.nn.functional.mse_loss(net(x), y)
+            grads.scale(loss).backward()
+            grads.step(opt)
+            if half:
+                grads.update()
+            opt.zero_grad()
+"""
+
+
+def test_an_update_under_the_scaler_s_own_enabled_flag_runs_whenever_it_matters() -> None:
+    assert _found(SCALER_SWITCHED_BY_ITS_FLAG) == []
+
+
+def test_scaler_flag_twin_whose_update_waits_for_another_test_is_reported() -> None:
+    other = SCALER_SWITCHED_BY_ITS_FLAG.replace("            if half:\n", "            if warm:\n").replace(
+        "opt, half):", "opt, half, warm):"
+    )
+    assert other != SCALER_SWITCHED_BY_ITS_FLAG and _found(other) == [(13, "DL303")]
+
+
+# -- a helper handed the instance fills the class's containers, with its callers' arguments --------
+
+STASHED_THROUGH_THE_INSTANCE = """
+    import torch
+    import torch.nn as nn
+
+
+    class Codebook(nn.Module):
+        def __init__(self, names, size, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+            self.tables = {}
+            for name in names:
+                Codebook._stash(self, name, torch.randn(size, dim))
+
+        @staticmethod
+        def _stash(owner, key, table):
+            owner.tables[key] = table
+
+        def forward(self, x, name):
+            return torch.cdist(self.proj(x), self.tables[name]).argmin(-1)
+"""
+
+
+def test_tensors_a_static_helper_stores_through_the_instance_stay_on_the_cpu() -> None:
+    assert _found(STASHED_THROUGH_THE_INSTANCE) == [(16, "DL102")]
+
+
+def test_stashed_twin_in_a_parameter_dict_is_clean() -> None:
+    fixed = STASHED_THROUGH_THE_INSTANCE.replace("self.tables = {}", "self.tables = nn.ParameterDict()").replace(
+        "owner.tables[key] = table", "owner.tables[key] = nn.Parameter(table)"
+    )
+    assert fixed != STASHED_THROUGH_THE_INSTANCE and _found(fixed) == []
+
+
+ATTACHED_THROUGH_THE_INSTANCE = """
+    import torch.nn as nn
+
+
+    def attach(model, block):
+        model.blocks.append(block)
+
+
+    class Tower(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            self.blocks = []
+            for _ in range(depth):
+                attach(self, nn.Linear(width, width))
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x).relu()
+            return x
+"""
+
+
+def test_layers_a_helper_appends_through_the_instance_are_not_registered() -> None:
+    assert _found(ATTACHED_THROUGH_THE_INSTANCE) == [(6, "DL103")]
+
+
+def test_attached_twin_in_a_module_list_is_clean() -> None:
+    fixed = ATTACHED_THROUGH_THE_INSTANCE.replace("self.blocks = []", "self.blocks = nn.ModuleList()")
+    assert fixed != ATTACHED_THROUGH_THE_INSTANCE and _found(fixed) == []

@@ -21,6 +21,7 @@ from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.local_bindings import device_type_of
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
+from devicelint.analysis.training.helpers import returned_call
 from devicelint.context import FileContext
 
 ACCELERATOR_DEFAULT = "accelerator"
@@ -159,8 +160,13 @@ def _block_default(ctx: FileContext, item: cst.BaseExpression) -> DefaultDevice 
     """What `with <item>:` makes the default device, where `item` is `torch.device(...)` (also
     read back from a container it was put in: `with box.device:`)."""
     expr = through_containers(ctx, item)
+    setter: cst.CSTNode = expr
+    if type(expr) is cst.Call and ctx.qualified_name(expr.func) != "torch.device":
+        # `with on_gpu():` where the file's `on_gpu` returns `torch.device("cuda")`: the device it
+        # returns, in the caller's words (the setter shown is the caller's call)
+        expr = returned_call(ctx, expr) or expr
     if type(expr) is cst.Call and ctx.qualified_name(expr.func) == "torch.device" and expr.args:
-        return default_set_by(ctx, expr.args[0].value, expr)
+        return default_set_by(ctx, expr.args[0].value, setter)
     return None
 
 

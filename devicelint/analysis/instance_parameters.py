@@ -16,7 +16,7 @@ from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 
-__all__ = ["instance_binding", "instance_class"]
+__all__ = ["handed_references", "instance_binding", "instance_class"]
 
 
 def _decorators(func: cst.FunctionDef) -> set[str]:
@@ -124,3 +124,29 @@ def _binding(ctx: FileContext, func: cst.FunctionDef) -> tuple[str, cst.ClassDef
         return None
     param, cls_id = seen.pop()
     return param, classes[cls_id]
+
+
+def handed_references(ctx: FileContext, cls: cst.ClassDef) -> list[tuple[str, cst.Attribute, cst.FunctionDef]]:
+    """`(attr, node, function)` for each `owner.<attr>` read in a module-level function or a
+    static or class method whose `owner` parameter `instance_binding` binds to instances of `cls`
+    (`def _keep(model, t): model.priors.append(t)` called `_keep(self, t)`): the class's own
+    `self.<attr>`, written where the class's methods hand their instance."""
+    memo: dict[int, list[tuple[str, cst.Attribute, cst.FunctionDef]]] = ctx.shared(
+        "instance_parameters.handed_references", lambda c: {}
+    )
+    key = id(cls)
+    if key not in memo:
+        found: list[tuple[str, cst.Attribute, cst.FunctionDef]] = []
+        for func in ctx.index.of_type(cst.FunctionDef):
+            bound = instance_binding(ctx, func)
+            if bound is None or bound[1] is not cls:
+                continue
+            for node in ctx.index.within(func.body, cst.Attribute):
+                if (
+                    type(node.value) is cst.Name
+                    and node.value.value == bound[0]
+                    and ctx.index.enclosing_function(node) is func
+                ):
+                    found.append((node.attr.value, node, func))
+        memo[key] = found
+    return memo[key]

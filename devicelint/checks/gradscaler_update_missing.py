@@ -7,18 +7,18 @@ import libcst as cst
 
 from devicelint.analysis.branches import branch_tests
 from devicelint.analysis.container_reads import holders
-from devicelint.analysis.training.helpers import SCALER_STEP, callee
+from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, callee, in_callers_words
+from devicelint.analysis.training.loaders import ends_iteration
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
     AMP_WORDS,
-    GRAD_SCALERS,
     Scope,
     is_scaler,
     names_assigned_in,
     proven_scaler,
     training_scopes,
 )
-from devicelint.analysis.training.step_parts import optimizer_names
+from devicelint.analysis.training.step_parts import built_scaler, optimizer_names
 from devicelint.analysis.training.syntax import (
     enclosing_ifs,
     inside,
@@ -31,7 +31,7 @@ from devicelint.analysis.training.syntax import (
     test_words,
     text_of,
 )
-from devicelint.analysis.training.values import assignments
+from devicelint.analysis.training.values import assignments, attribute_values, values_of
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_after, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -115,7 +115,7 @@ class GradscalerUpdateMissing(Rule):
         file_updates = any(s.scaler_calls.get("update") for s in scopes)
         for scope in scopes:
             steps = scope.scaler_calls.get("step", [])
-            updates = scope.scaler_calls.get("update", [])
+            updates = [*scope.scaler_calls.get("update", []), *_helper_updates(ctx, scope)]
             if not steps:
                 # A helper of the class steps (`self.optimizer_step()`), or another method does.
                 steps = _helper_steps(ctx, scope) or (_steps_elsewhere(ctx, scope, scopes) if updates else [])
@@ -188,7 +188,7 @@ class GradscalerUpdateMissing(Rule):
                         "is never lowered and the next `scaler.step` raises",
                     )
                     break
-                if any(w in words for w in AMP_WORDS):
+                if any(w in words for w in AMP_WORDS) or _scaler_switch(ctx, update, branch.test):
                     break
                 yield self.violation(
                     update,
@@ -216,7 +216,7 @@ def _updates_skipped_after_unscale(
     for update in updates:
         if _rebuilt_in_loop(ctx, update):
             continue
-        name = text_of(receiver(update))
+        name = _updated_scaler(ctx, update)
         unscales = [
             u
             for u in scope.scaler_calls.get("unscale_", [])
@@ -229,7 +229,11 @@ def _updates_skipped_after_unscale(
         for branch, in_body in enclosing_ifs(ctx, update, scope.node):
             if inside(ctx, unscale, branch):
                 break
-            if _before(ctx, branch, unscale) or any(w in test_words(ctx, branch.test) for w in AMP_WORDS):
+            if (
+                _before(ctx, branch, unscale)
+                or any(w in test_words(ctx, branch.test) for w in AMP_WORDS)
+                or _scaler_switch(ctx, update, branch.test)
+            ):
                 continue  # `if use_amp:` around both, or a branch the unscale is also in
             if (ctx.code_for(branch.test), in_body) in unscale_tests:
                 continue  # `if flag: unscale_` ... `if flag: update()`: the same test, whatever its name
@@ -241,6 +245,62 @@ def _updates_skipped_after_unscale(
             exit_branch = _leaving_branch_between(ctx, unscale, update, scope.node)
             if exit_branch is not None:
                 yield update, f"`{short(ctx, exit_branch.test)}` leaves the iteration before it"
+
+
+def _scaler_switch(ctx: FileContext, update: cst.Call, test: cst.BaseExpression) -> bool:
+    """`if flag:` around an update of a scaler built with `enabled=flag`: where the test is false
+    the scaler is off and its `step` a plain optimizer step, whatever the flag is called."""
+    name = _updated_scaler(ctx, update)
+    if name is None:
+        return False
+    scope = scope_of(ctx, update)
+    values = values_of(ctx, name, scope) if "." not in name else attribute_values(ctx, cst.parse_expression(name))
+    switches = set()
+    for value in values or ():
+        built = built_scaler(ctx, value) if type(value) is cst.Call else None
+        if built is None:
+            return False
+        flag = keyword(built, "enabled")
+        if flag is None:
+            return False
+        switches.add(" ".join(ctx.code_for(flag).split()))
+    return bool(switches) and switches == {" ".join(ctx.code_for(test).split())}
+
+
+def _helper_updates(ctx: FileContext, scope: Scope) -> list[cst.Call]:
+    """Calls in `scope` of helpers of the file that update a scaler on every call."""
+    sites = _helper_update_sites(ctx)
+    return [site for site, _ in scope.helper_calls if id(site) in sites]
+
+
+def _helper_update_sites(ctx: FileContext) -> dict[int, str]:
+    """id(call) -> the scaler it updates, as the caller spells it, for each call of a helper of
+    the file whose own body updates a scaler on every call (`self._finish()`, `finish(self)`,
+    `Trainer._finish(self)` running `owner.scaler.update()`): the helper's parameter bound to
+    the caller's argument (`helpers.in_callers_words`)."""
+
+    def build(c: FileContext) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for scope in training_scopes(c):
+            for site, found in scope.helper_calls:
+                helper = callee(c, site)
+                for effect in found:
+                    if effect.kind != UPDATE or effect.conditional or effect.scaler is None or helper is None:
+                        continue
+                    if scope_of(c, effect.node) is not helper:
+                        continue  # a helper's helper: its words are not the helper's
+                    name = in_callers_words(c, helper, site, effect.scaler)
+                    if name is not None:
+                        out[id(site)] = name
+                        break
+        return out
+
+    return ctx.shared("DL303.helper_updates", build)
+
+
+def _updated_scaler(ctx: FileContext, update: cst.Call) -> str | None:
+    """The scaler an update (`scaler.update()`, or a helper call that updates one) updates."""
+    return _helper_update_sites(ctx).get(id(update)) or text_of(receiver(update))
 
 
 def _leaves(branch: cst.If) -> bool:
@@ -291,7 +351,8 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
     that scaler: an epoch or step loop, not a loop over separate runs (one that builds its own
     model or optimizer, or whose header names folds, trials, seeds, learning rates)."""
     for call in ctx.index.of_type(cst.Call):
-        if ctx.qualified_name(call.func) not in GRAD_SCALERS or is_false(keyword(call, "enabled")):
+        built = built_scaler(ctx, call)  # `GradScaler(...)`, or a helper of the file that returns one
+        if built is None or is_false(keyword(built, "enabled")):
             continue
         assign = ctx.index.parent(call)
         if type(assign) is cst.Assign and len(assign.targets) == 1:
@@ -339,7 +400,7 @@ def _rebuilt_in_loop(ctx: FileContext, update: cst.Call) -> bool:
     pass that skips the update leaves nothing stale for the next, which has a new scaler
     (DL303 reports the rebuilt scaler itself)."""
     loop = innermost_loop(ctx, update)
-    name = text_of(receiver(update))
+    name = _updated_scaler(ctx, update)
     if loop is None or name is None:
         return False
     return any(
@@ -347,7 +408,7 @@ def _rebuilt_in_loop(ctx: FileContext, update: cst.Call) -> bool:
         and len(node.targets) == 1
         and text_of(node.targets[0].target) == name
         and type(node.value) is cst.Call
-        and ctx.qualified_name(node.value.func) in GRAD_SCALERS
+        and built_scaler(ctx, node.value) is not None
         and innermost_loop(ctx, node) is loop
         for node in ctx.index.walk(loop.body)
     )
@@ -429,7 +490,7 @@ def _per_run(ctx: FileContext, loop: cst.For | cst.While) -> bool:
     epochs = "epoch" in header and not any(word in target for word in RUN_WORDS)
     if not epochs and any(word in header for word in RUN_WORDS):
         return True
-    if any(type(node) is cst.ExceptHandler for node in ctx.index.walk(loop.body)):
+    if any(type(node) is cst.ExceptHandler and not ends_iteration(node) for node in ctx.index.walk(loop.body)):
         return True  # a retry loop (`except OutOfMemoryError: batch_size //= 2`) starts a new run
     # A counter (`optim_steps += 1`) builds nothing: names only ever incremented are left out.
     counted = {text_of(n.target) for n in ctx.index.walk(loop.body) if type(n) is cst.AugAssign}

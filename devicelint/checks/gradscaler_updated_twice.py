@@ -5,8 +5,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect
+from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect, in_callers_words
 from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
@@ -258,23 +257,20 @@ def _same_object(ctx: FileContext, effect: Effect, cls: cst.ClassDef | None) -> 
 
 def _handed_scaler(ctx: FileContext, effect: Effect, site: cst.Call) -> str | None:
     """The caller's scaler, as the caller spells it, when the helper `site` calls steps or
-    updates the scaler it is handed (`def finish(scaler): scaler.update()`, `finish(scaler)`)."""
+    updates the scaler it is handed (`def finish(scaler): scaler.update()`, `finish(scaler)`), or
+    one held by an object it is handed (`def finish(owner): owner.scaler.update()`,
+    `finish(self)`, also as a static or class method): the helper's parameter bound to the
+    caller's argument (`helpers.bound_arguments`)."""
     helper = callee_of(ctx, site)
     if effect.scaler is None or helper is None or scope_of(ctx, effect.node) is not helper:
         return None
-    if any(arg.star for arg in site.args):
-        return None
-    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
-    if ctx.index.enclosing_class(helper) is not None and not any(
-        dotted_name(d.decorator) == "staticmethod" for d in helper.decorators
-    ):
-        params = params[1:]  # the receiver fills `self`
-    given = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == effect.scaler), None)
-    if given is None and effect.scaler in params:
-        positional = [a.value for a in site.args if a.keyword is None]
-        index = params.index(effect.scaler)
-        given = positional[index] if index < len(positional) else None
-    return " ".join(ctx.code_for(given).split()) if given is not None else None
+    if effect.scaler.partition(".")[0] not in _parameters(helper):
+        return None  # `self.scaler` of its own class, or a module-level one: `_same_object`'s
+    return in_callers_words(ctx, helper, site, effect.scaler)
+
+
+def _parameters(helper: cst.FunctionDef) -> set[str]:
+    return {p.name.value for p in (*helper.params.posonly_params, *helper.params.params, *helper.params.kwonly_params)}
 
 
 def _handed_in(ctx: FileContext, update: cst.Call) -> bool:

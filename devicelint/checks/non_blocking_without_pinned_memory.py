@@ -8,7 +8,7 @@ from devicelint.analysis.argument_places import calls_of, extra_keywords, passed
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
-from devicelint.analysis.training.loaders import LOADERS, iterated_loader, same_file_function
+from devicelint.analysis.training.loaders import LOADERS, iterated_loader, loop_items, same_file_function
 from devicelint.analysis.training.syntax import (
     assigned_names,
     is_false,
@@ -90,13 +90,15 @@ class NonBlockingWithoutPinnedMemory(Rule):
     tokens = ("non_blocking",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        for loop in ctx.index.of_type(cst.For):
-            loader = iterated_loader(ctx, loop.iter)
-            if loader is None or not _unpinned_loader(ctx, loader, scope_of(ctx, loop)):
+        loops: list[cst.For | cst.While] = [*ctx.index.of_type(cst.For), *ctx.index.of_type(cst.While)]
+        for loop in loops:
+            items = loop_items(ctx, loop)
+            loader = iterated_loader(ctx, items.iterable) if items is not None else None
+            if items is None or loader is None or not _unpinned_loader(ctx, loader, scope_of(ctx, loop)):
                 continue
             if any(type(n) is cst.Call and method_name(n) == "pin_memory" for n in ctx.index.walk(loop)):
                 continue
-            batch = _batch_names(ctx, loop)
+            batch = _batch_names(ctx, loop, items.targets)
             for node in ctx.index.walk(loop.body):
                 if type(node) is cst.Call and _non_blocking_copy(node):
                     owner = receiver(node)
@@ -114,10 +116,10 @@ def _non_blocking_copy(call: cst.Call) -> bool:
     return method_name(call) in ("to", "cuda") and type(value) is cst.Name and value.value == "True"
 
 
-def _batch_names(ctx: FileContext, loop: cst.For) -> set[str]:
+def _batch_names(ctx: FileContext, loop: cst.For | cst.While, targets: tuple[cst.BaseExpression, ...]) -> set[str]:
     """The loop's targets, the parts taken from them (`x, y = batch`, `img = batch["image"]`) and
     the targets of comprehensions over them: all still in the loader's pageable memory."""
-    names = set(assigned_names(loop.target))
+    names = {name for target in targets for name in assigned_names(target)}
     changed = True
     while changed:
         changed = False

@@ -7,6 +7,7 @@ import libcst as cst
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
+from devicelint.analysis.instance_parameters import handed_references
 from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS,
     ClassFacts,
@@ -24,6 +25,7 @@ from devicelint.analysis.placement_classes import (
     returned_container,
 )
 from devicelint.analysis.placement_facts import MODULE, PARAMETER_FREE_MODULES
+from devicelint.analysis.training.helpers import arguments_for, handed_back
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, torch_nn_spelling
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -110,6 +112,9 @@ class SubmodulesInPlainContainer(Rule):
             looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts) | _only_picked(ctx, facts)
             for attr, stored, method in facts.assignments:
                 value = through_containers(ctx, stored)  # `self.layers = parts[0]`: what was put in
+                if type(value) is cst.Call:
+                    # `self.layers = keep(layers)`: a helper that hands back the caller's list
+                    value = through_containers(ctx, handed_back(ctx, value) or value)
                 container = container_kind(ctx, value)
                 if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
                     # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`
@@ -142,6 +147,22 @@ class SubmodulesInPlainContainer(Rule):
                     continue
                 if elements:
                     yield self._report(ctx, facts, site, attr, plain[attr], elements)
+            for attr, node, helper in handed_references(ctx, facts.node):
+                # `_keep(self, block)` running `model.blocks.append(block)`: filled through the
+                # handed instance, with what every call hands the helper
+                added = added_elements(ctx, node)
+                if (
+                    added is None
+                    or attr not in plain
+                    or attr in handed_on
+                    or attr in facts.submodules
+                    or attr in looped
+                ):
+                    continue
+                kinds = [_kind_in_callers(ctx, helper, v, attr in called) for v in added[1]]
+                elements = [k for k in kinds if k and k != "stateless"]
+                if elements:
+                    yield self._report(ctx, facts, added[0], attr, plain[attr], elements)
 
     def _report(
         self, ctx: FileContext, facts: ClassFacts, node: cst.CSTNode, attr: str, container: str, elements: list[str]
@@ -162,6 +183,8 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
     """ "parameter", "module" (one holding state), "stateless" (a module without parameters or
     buffers: nothing to move or save) or None (not a module). With `called` (the class calls the
     container's elements like layers), an imported class of the project counts as a module."""
+    if type(node) is cst.Call and (back := handed_back(ctx, node)) is not None:
+        return _element_kind(ctx, back, called)  # `taps[k] = keep(block)`: the caller's `block`
     if is_parameter_call(ctx, node):
         return "parameter"
     constructed = module_constructor(ctx, node) or library_module(ctx, node)
@@ -176,6 +199,17 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         if fact.kind == MODULE and fact.factory is not None and fact.where in (None, HOST):  # built here, not moved
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
     return None
+
+
+def _kind_in_callers(ctx: FileContext, helper: cst.FunctionDef, node: cst.BaseExpression, called: bool) -> str | None:
+    """`_element_kind` of what a helper handed the instance adds: for one of the helper's
+    parameters, the kind every call's argument agrees on (`helpers.arguments_for`)."""
+    params = (*helper.params.posonly_params, *helper.params.params)
+    if type(node) is cst.Name and any(p.name.value == node.value for p in params):
+        passed = arguments_for(ctx, helper, node.value)
+        kinds = {_element_kind(ctx, a, called) for a in passed or ()}
+        return kinds.pop() if len(kinds) == 1 else None
+    return _element_kind(ctx, node, called)
 
 
 def _built_elsewhere(

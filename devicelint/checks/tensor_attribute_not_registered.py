@@ -9,6 +9,7 @@ from devicelint.analysis.constant_attributes import module_constant
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.instance_parameters import handed_references
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
@@ -40,6 +41,7 @@ from devicelint.analysis.placement_program import construction_methods
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
 from devicelint.analysis.python_ints import is_python_int
+from devicelint.analysis.training.helpers import arguments_for
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -279,6 +281,13 @@ class TensorAttributeNotRegistered(Rule):
                 added = added_elements(ctx, node)
                 if added is not None and any(_stale_tensor(ctx, facts, e) for e in added[1]):
                     sites.setdefault(attr, []).append(added[0])
+        for attr, node, helper in handed_references(ctx, facts.node):
+            # `_keep(self, prior)` running `model.priors.append(prior)`: filled through the handed
+            # instance, with what every call hands the helper
+            if attr in kinds:
+                added = added_elements(ctx, node)
+                if added is not None and any(_stale_in_callers(ctx, facts, helper, e) for e in added[1]):
+                    sites.setdefault(attr, []).append(added[0])
         refilled = _refilled_at_run_time(ctx, facts)
         for attr, found in sites.items():
             if (
@@ -301,6 +310,19 @@ class TensorAttributeNotRegistered(Rule):
                 ),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _stale_in_callers(
+    ctx: FileContext, facts: ClassFacts, helper: cst.FunctionDef, element: cst.BaseExpression
+) -> bool:
+    """`_stale_tensor` for an element a helper handed the instance adds: a parameter of the
+    helper is what every call passes for it (`helpers.arguments_for`)."""
+    if type(element) is cst.Name and any(
+        p.name.value == element.value for p in (*helper.params.posonly_params, *helper.params.params)
+    ):
+        passed = arguments_for(ctx, helper, element.value)
+        return passed is not None and all(_stale_tensor(ctx, facts, a) for a in passed)
+    return _stale_tensor(ctx, facts, element)
 
 
 def _handed_cpu_tensor(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:

@@ -23,6 +23,7 @@ from devicelint.analysis.model_events.variables import History, history
 from devicelint.analysis.modules import builds_cpu_project_module, imported_module_class, methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.training.helpers import callee, local_classes
 from devicelint.context import FileContext
 
 
@@ -238,6 +239,10 @@ def builder_of(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         cls = ctx.index.enclosing_class(call)
         if cls is not None:
             return methods(cls).get(func.attr.value)
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value != "self":
+        # `Builder.make(net)`, `cls.make(net)`: a static or class method of a class of the file
+        # (the engine's callee; an instance's own call, `net(x)`, is never a builder)
+        return callee(ctx, call) if func.value.value == "cls" or func.value.value in local_classes(ctx) else None
     return None
 
 

@@ -33,6 +33,7 @@ from devicelint.analysis.model_events.scopes import Scope, only_return, scope_fa
 from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_scope import is_test_path
+from devicelint.analysis.training.helpers import bound_arguments
 from devicelint.context import FileContext
 
 
@@ -188,10 +189,58 @@ def returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
 
 
 def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
-    # function -> (the wrapper it returns, its position when it returns a tuple)
+    # Followed through builders of builders (`build()` returning `wrap(net)`, or `model =
+    # wrap(net); return model`), a level at a time: each level's sites are the calls of the
+    # functions that return the previous level's wrappers.
+    known = wrapper_sites(ctx)
+    returning = _returning(ctx, known, known)
+    sites: list[WrapperSite] = []
+    seen: set[int] = set()
+    for _ in range(_BUILDER_DEPTH):
+        if not returning:
+            break
+        level: list[WrapperSite] = []
+        handed_back: dict[int, tuple[WrapperSite, int | None]] = {}
+        for call in ctx.index.of_type(cst.Call):
+            function = builder_of(ctx, call)
+            found = returning.get(id(function)) if function is not None else None
+            if found is None or id(call) in seen:
+                continue
+            seen.add(id(call))
+            inner, position = found
+            target = assigned_target(ctx, call) if position is None else _unpacked_target(ctx, call, position)
+            site = WrapperSite(
+                call=call,
+                kind=inner.kind,
+                spelled=inner.spelled,
+                wrapped=_handed_in(ctx, inner, call, function),  # type: ignore[arg-type]  # found above: a builder
+                target=target,
+                device_ids=None,
+                statement=statement_of(ctx, call),
+                scope=scope_of(ctx, call),
+                returned=inner,
+            )
+            if target is not None:
+                level.append(site)
+            parent = ctx.index.parent(call)
+            outer = scope_of(ctx, call)
+            if type(parent) is cst.Return and parent.value is call and type(outer) is cst.FunctionDef:
+                handed_back[id(outer)] = (site, position)  # `return wrap(net)`: the caller's builder
+        sites.extend(level)
+        known = known + level
+        returning = {**_returning(ctx, level, known), **handed_back}
+    return sites
+
+
+_BUILDER_DEPTH = 3
+
+
+def _returning(
+    ctx: FileContext, found: list[WrapperSite], known: list[WrapperSite]
+) -> dict[int, tuple[WrapperSite, int | None]]:
+    """function -> (the wrapper of `found` it returns, its position when it returns a tuple)."""
     returning: dict[int, tuple[WrapperSite, int | None]] = {}
-    direct = wrapper_sites(ctx)
-    for site in direct:
+    for site in found:
         function = site.scope
         if type(function) is not cst.FunctionDef:
             continue
@@ -206,34 +255,10 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
                 if value is site.call or (
                     site.target is not None
                     and dotted_name(value) == site.target
-                    and _wrapper_at(ctx, site.target, node, direct) is site
+                    and _wrapper_at(ctx, site.target, node, known) is site
                 ):
                     returning[id(function)] = (site, position)
-    if not returning:
-        return []
-    sites = []
-    for call in ctx.index.of_type(cst.Call):
-        function = builder_of(ctx, call)
-        found = returning.get(id(function)) if function is not None else None
-        if found is None:
-            continue
-        inner, position = found
-        target = assigned_target(ctx, call) if position is None else _unpacked_target(ctx, call, position)
-        if target is not None:
-            sites.append(
-                WrapperSite(
-                    call=call,
-                    kind=inner.kind,
-                    spelled=inner.spelled,
-                    wrapped=_handed_in(ctx, inner, call, function),  # type: ignore[arg-type]  # found above: a builder
-                    target=target,
-                    device_ids=None,
-                    statement=statement_of(ctx, call),
-                    scope=scope_of(ctx, call),
-                    returned=inner,
-                )
-            )
-    return sites
+    return returning
 
 
 def _handed_in(
@@ -241,29 +266,20 @@ def _handed_in(
 ) -> cst.BaseExpression | None:
     """What `call` hands the builder for the model it wraps, when the builder wraps one of its own
     parameters as it came (`def wrap(net): return nn.DataParallel(net)`): the caller's argument
-    is the wrapped model. None otherwise, or when the builder rebinds the parameter first."""
+    bound to that parameter (`helpers.bound_arguments`, for functions, methods, static and class
+    methods alike) is the wrapped model. None otherwise, or when the builder rebinds the
+    parameter first."""
     wrapped = inner.wrapped
     if type(wrapped) is not cst.Name or any(arg.star for arg in call.args):
         return None
-    params = [*function.params.posonly_params, *function.params.params]
-    names = [p.name.value for p in params]
-    if wrapped.value not in names and wrapped.value not in {p.name.value for p in function.params.kwonly_params}:
+    params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+    if wrapped.value not in {p.name.value for p in params}:
         return None
     before = history(ctx, wrapped.value, inner.call)
     if before.bind is not None or before.moves:
         return None  # rebound or moved in the builder before it is wrapped
-    keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == wrapped.value), None)
-    if keyword is not None:
-        return keyword
-    if wrapped.value not in names:
-        return None
-    position = names.index(wrapped.value)
-    if ctx.index.enclosing_class(function) is not None and not any(
-        dotted_name(d.decorator) == "staticmethod" for d in function.decorators
-    ):
-        position -= 1  # `self.wrap(net)`: the receiver fills the first parameter
-    positional = [a.value for a in call.args if a.keyword is None]
-    return positional[position] if 0 <= position < len(positional) else None
+    bound = bound_arguments(ctx, function, call)
+    return bound.get(wrapped.value) if bound is not None else None
 
 
 def prepared_sites(ctx: FileContext) -> list[WrapperSite]:

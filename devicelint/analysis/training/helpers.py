@@ -287,6 +287,38 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     return replaced if isinstance(replaced, cst.Call) else None
 
 
+def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """The caller's argument that a call of a helper of the file gives back as it came: the
+    helper's one `return` is one of its parameters, which it never rebinds (`def keep(layers):
+    log(layers); return layers`), so `self.layers = keep(layers)` holds the caller's `layers`.
+    None for any other helper, or where the call fills that parameter with nothing it shows."""
+    helper = callee(ctx, call)
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    returns = [
+        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
+    ]
+    value = returns[0].value if len(returns) == 1 else None
+    if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
+        return None
+    bound = bound_arguments(ctx, helper, call)
+    return bound.get(value.value) if bound is not None else None
+
+
+def arguments_for(ctx: FileContext, helper: cst.FunctionDef, name: str) -> list[cst.BaseExpression] | None:
+    """What every call of `helper` in the file (`calls_of`) passes for its parameter `name`, in
+    the callers' words (`bound_arguments`); None when there is no call, or one passes `*args` or
+    leaves the parameter to its default."""
+    found: list[cst.BaseExpression] = []
+    for call in calls_of(ctx, helper):
+        bound = bound_arguments(ctx, helper, call) if not any(a.star for a in call.args) else None
+        given = bound.get(name) if bound is not None else None
+        if given is None:
+            return None
+        found.append(given)
+    return found or None
+
+
 def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     """The helper's parameter names -> what `call` passes for them (a method's first parameter:
     the object it is called on, or the explicit instance of `Class.method(obj, ...)`)."""
@@ -311,6 +343,34 @@ def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -
         if arg.keyword is not None:
             bound[arg.keyword.value] = arg.value
     return bound
+
+
+def in_callers_words(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, text: str) -> str | None:
+    """A dotted name in the helper's words (`owner.scaler`, `scaler`, `self.scaler`) as `call`, a
+    call of `helper`, spells it: the parameter it starts with replaced by the caller's argument
+    (`bound_arguments`; a method's `self` by the object it is called on), a module-level name as
+    it is. None where the call leaves that parameter to its default, passes `*args`, or the name
+    is the helper's own local."""
+    if any(arg.star for arg in call.args):
+        return None
+    bound = bound_arguments(ctx, helper, call)
+    if bound is None:
+        return None
+    head, dot, rest = text.partition(".")
+    given = bound.get(head)
+    if given is not None:
+        return " ".join(ctx.code_for(given).split()) + dot + rest
+    params = {
+        p.name.value
+        for p in (
+            *helper.params.posonly_params,
+            *helper.params.params,
+            *helper.params.kwonly_params,
+        )
+    }
+    if head in params or head in _locals_of(ctx, helper):
+        return None
+    return text
 
 
 def _locals_of(ctx: FileContext, helper: cst.FunctionDef) -> set[str]:

@@ -8,11 +8,15 @@ file does not show is unknown, and rules stay silent on unknowns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TypeGuard
+
 import libcst as cst
 
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.execution_order import calls_by_name
-from devicelint.analysis.training.syntax import positional, scope_of
+from devicelint.analysis.names import dotted_name
+from devicelint.analysis.training.syntax import positional, scope_of, text_of
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
 
@@ -52,6 +56,92 @@ def iterated_loaders(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
             return []
         node = args[0]
     return [node]
+
+
+@dataclass(frozen=True)
+class LoopItems:
+    """What a loop walks: `iterable` as a `for` header would name it, and the targets that receive
+    each item."""
+
+    iterable: cst.BaseExpression
+    targets: tuple[cst.BaseExpression, ...]
+
+
+def loop_items(ctx: FileContext, loop: cst.For | cst.While) -> LoopItems | None:
+    """A `for` loop's iterable and target; for `while` (`it = iter(loader)` before it, then
+    `x, y = next(it)` in its body, also under `try: ... except StopIteration: break`), the
+    iterator's source as the iterable and the names `next()` fills as the targets: the same
+    loop over the loader. `next(iter(loader))` in the body reads the loader too. None for a
+    `while` whose body takes nothing with `next()` or whose iterator the file does not show once."""
+    if isinstance(loop, cst.For):
+        return LoopItems(loop.iter, (loop.target,))
+    memo: dict[int, LoopItems | None] = ctx.shared("training.loaders.loop_items", lambda c: {})
+    key = id(loop)
+    if key not in memo:
+        memo[key] = _while_items(ctx, loop)
+    return memo[key]
+
+
+def _while_items(ctx: FileContext, loop: cst.While) -> LoopItems | None:
+    sources: list[cst.BaseExpression] = []
+    targets: list[cst.BaseExpression] = []
+    for assign in ctx.index.within(loop.body, cst.Assign):
+        value = assign.value
+        if not (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "next"):
+            continue
+        if not value.args or value.args[0].keyword is not None or value.args[0].star:
+            continue
+        if _inner_loop(ctx, assign, loop):
+            continue  # a `next()` of a loop of its own, or of a function defined inside
+        source = _iterator_source(ctx, value.args[0].value, loop)
+        if source is None:
+            return None
+        sources.append(source)
+        targets.extend(t.target for t in assign.targets)
+    if not sources or any(s is not sources[0] for s in sources):
+        return None
+    return LoopItems(sources[0], tuple(targets))
+
+
+def ends_iteration(handler: cst.ExceptHandler) -> bool:
+    """`except StopIteration:` (alone or with other names of it): where a `while`-`next()` loop
+    learns its iterator is spent, not a retry of failed work."""
+    caught = handler.type
+    names = [e.value for e in caught.elements] if type(caught) is cst.Tuple else [caught] if caught is not None else []
+    return bool(names) and all(dotted_name(n) in ("StopIteration", "builtins.StopIteration") for n in names)
+
+
+def _inner_loop(ctx: FileContext, node: cst.CSTNode, loop: cst.While) -> bool:
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is loop:
+            return False
+        if type(ancestor) in (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            return True
+    return True
+
+
+def _iterator_source(ctx: FileContext, it: cst.BaseExpression, loop: cst.While) -> cst.BaseExpression | None:
+    """`iter(loader)` for `next(iter(loader))`, or the one `iter(...)` value the iterator's name
+    is bound to in the loop's scope."""
+    if type(it) is cst.Call:
+        return it if _is_iter_call(it) else None
+    if type(it) is not cst.Name:
+        return None
+    values = values_of(ctx, it.value, scope_of(ctx, loop))
+    if not values:
+        return None
+    # a restarted iterator (`except StopIteration: it = iter(loader)`) is the same loader's
+    sources = {text_of(positional(v)[0]) if _is_iter_call(v) else None for v in values}
+    return values[0] if len(sources) == 1 and None not in sources else None
+
+
+def _is_iter_call(value: cst.BaseExpression | None) -> TypeGuard[cst.Call]:
+    return (
+        isinstance(value, cst.Call)
+        and type(value.func) is cst.Name
+        and value.func.value == "iter"
+        and len(positional(value)) == 1
+    )
 
 
 def same_file_function(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:

@@ -112,7 +112,47 @@ def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
         return type(node) is cst.Call and ctx.qualified_name(node.func) in GRAD_SCALERS and not _disabled(node)
     if is_disabled_scaler(ctx, text):
         return False
-    return text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower()
+    if text in scaler_names(ctx) or "scaler" in text.rsplit(".", 1)[-1].lower():
+        return True
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value != "self":
+        # `owner.amp` in a helper every caller of which hands it `self`: the class's `self.amp`
+        from devicelint.analysis.training.helpers import handed_instance_attribute  # helpers builds on this module
+
+        alias = handed_instance_attribute(ctx, node)
+        return alias is not None and is_scaler(ctx, alias)
+    return False
+
+
+def built_scaler(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+    """The `GradScaler(...)` that `call` builds: the call itself, or, for a call of a helper of
+    the file whose one `return` builds one (`make_scaler()`, `self._new_scaler(cfg)`), that
+    construction in the caller's words (`helpers.returned_call`)."""
+    if ctx.qualified_name(call.func) in GRAD_SCALERS:
+        return call
+    func = call.func
+    name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+    if name is None or name not in _scaler_factories(ctx):
+        return None
+    from devicelint.analysis.training.helpers import returned_call  # helpers builds on this module
+
+    returned = returned_call(ctx, call)
+    return returned if returned is not None and ctx.qualified_name(returned.func) in GRAD_SCALERS else None
+
+
+def _scaler_factories(ctx: FileContext) -> frozenset[str]:
+    """Names of the file's functions and methods that return a `GradScaler(...)` they build."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        names = set()
+        for ret in c.index.of_type(cst.Return):
+            value = ret.value
+            if type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS:
+                function = c.index.enclosing_function(ret)
+                if function is not None:
+                    names.add(function.name.value)
+        return frozenset(names)
+
+    return ctx.shared("training.step.scaler_factories", build)
 
 
 def assigned_scalers(ctx: FileContext) -> frozenset[str]:
@@ -125,7 +165,7 @@ def assigned_scalers(ctx: FileContext) -> frozenset[str]:
                 for value in values:
                     if type(value) is cst.IfExp:
                         value = value.body if type(value.body) is cst.Call else value.orelse
-                    if type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS:
+                    if type(value) is cst.Call and built_scaler(c, value) is not None:
                         names.add(target)
         return frozenset(names)
 
@@ -140,7 +180,8 @@ def disabled_scalers(ctx: FileContext) -> frozenset[str]:
         for scope in assignments(c).values():
             for target, values in scope.items():
                 for value in values:
-                    off = type(value) is cst.Call and c.qualified_name(value.func) in GRAD_SCALERS and _disabled(value)
+                    built = built_scaler(c, value) if type(value) is cst.Call else None
+                    off = built is not None and _disabled(built)
                     seen[target] = seen.get(target, True) and off
         return frozenset(target for target, off in seen.items() if off)
 
