@@ -938,3 +938,25 @@ def test_a_helper_combining_its_argument_with_a_host_constant_of_its_module() ->
     assert module.uses["prep_moved"].mixes == ()
     # a 0-dim number is no host table: it mixes with device tensors as a scalar
     assert module.host_constants() == {"PIXEL_MEAN": ("torch.tensor", 3)}
+
+
+def test_every_summary_and_view_field_survives_the_store() -> None:
+    # what a warm run reads back must be what the cold run built, field by field
+    from dataclasses import asdict
+
+    from devicelint.project.helpers import parameter_uses_from
+    from devicelint.project.index import _view_data, _view_from
+    from devicelint.project.summary import _class_from
+
+    root = FIXTURES / "projects"
+    for folder in sorted(p for p in root.glob("*/bad") if p.is_dir()):
+        index = ProjectIndex(folder)
+        for path in sorted(folder.rglob("*.py")):
+            view = index.view(path)
+            assert _view_from(json.loads(json.dumps(_view_data(view)))) == view, path
+            for helper in view.helpers.values():
+                assert parameter_uses_from(json.loads(json.dumps(asdict(helper.uses)))) == helper.uses
+        for module in index.summaries.values():
+            for name in list(module.classes.built):
+                cls = module.classes[name]
+                assert _class_from(json.loads(json.dumps(asdict(cls)))) == cls, (folder, name)

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, kinds
+from devicelint.analysis.training.effects import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, kinds
 from devicelint.analysis.training.step import AUTOCAST, Scope, training_scopes
 from devicelint.analysis.training.syntax import inside, short
 from devicelint.context import FileContext

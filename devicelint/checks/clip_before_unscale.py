@@ -4,7 +4,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, callee, kinds
+from devicelint.analysis.training.effects import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
+from devicelint.analysis.training.helpers import callee
 from devicelint.analysis.training.step import Scope, order, scaled_backward, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, short
 from devicelint.context import FileContext

@@ -5,15 +5,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.branches import never_together
-from devicelint.analysis.training.helpers import (
-    BACKWARD,
-    OPTIMIZER_STEP,
-    SCALED_BACKWARD,
-    SCALER_STEP,
-    UNSCALE,
-    callee,
-    kinds,
-)
+from devicelint.analysis.training.effects import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
+from devicelint.analysis.training.helpers import callee
 from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.step import (
     Autocast,

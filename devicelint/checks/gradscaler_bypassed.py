@@ -4,16 +4,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import (
-    BACKWARD,
-    OPTIMIZER_STEP,
-    SCALED_BACKWARD,
-    SCALER_STEP,
-    Effect,
-    instance_class,
-    kinds,
-    method_of,
-)
+from devicelint.analysis.training.effects import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, Effect, kinds
+from devicelint.analysis.training.helpers import instance_class, method_of
 from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext

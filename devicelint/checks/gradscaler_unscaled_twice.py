@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.helpers import UNSCALE, UPDATE, Effect, bound_arguments, callee
+from devicelint.analysis.training.effects import UNSCALE, UPDATE, Effect
+from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.step import Scope, training_scopes
 from devicelint.analysis.training.step_parts import assigned_scalers
 from devicelint.analysis.training.syntax import positional, receiver, scope_of, short

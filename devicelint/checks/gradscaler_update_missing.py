@@ -7,7 +7,8 @@ import libcst as cst
 
 from devicelint.analysis.branches import branch_tests
 from devicelint.analysis.container_reads import holders
-from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, callee, in_callers_words
+from devicelint.analysis.training.effects import SCALER_STEP, UPDATE
+from devicelint.analysis.training.helpers import callee, in_callers_words
 from devicelint.analysis.training.loaders import ends_iteration
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (

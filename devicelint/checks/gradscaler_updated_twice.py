@@ -5,8 +5,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devicelint.analysis.training.helpers import SCALER_STEP, UPDATE, Effect, in_callers_words
+from devicelint.analysis.training.effects import SCALER_STEP, UPDATE, Effect
 from devicelint.analysis.training.helpers import callee as callee_of
+from devicelint.analysis.training.helpers import in_callers_words
 from devicelint.analysis.training.loaders import same_file_function
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.optimizer_loops import loops_over_optimizers

@@ -84,6 +84,8 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         to_numpy=tuple((str(p), int(n)) for p, n in data["to_numpy"]),
         returns_moved=None if data["returns_moved"] is None else str(data["returns_moved"]),
         unmoved_batches=tuple((str(m), str(b), str(x), int(n)) for m, b, x, n in data.get("unmoved_batches", ())),
+        host_inputs=tuple((str(m), str(f), str(x), int(n)) for m, f, x, n in data.get("host_inputs", ())),
+        mixes=tuple((str(p), str(x), int(n)) for p, x, n in data.get("mixes", ())),
     )
 
 

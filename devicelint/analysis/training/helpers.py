@@ -15,47 +15,19 @@ the file. Anything else is unknown and has no effects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_name, calls_in_order
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.names import dotted_name, literal_value
-from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
     assigned_names,
-    body_nodes,
-    enclosing_ifs,
-    has_star,
     method_name,
-    positional,
     receiver,
     scope_of,
 )
 from devicelint.analysis.training.values import attribute_values, values_of
 from devicelint.context import FileContext
-
-# Effect kinds, in the words the rules use.
-SCALED_BACKWARD = "scaled_backward"  # `scaler.scale(loss).backward()`
-BACKWARD = "backward"  # plain `loss.backward()`
-UNSCALE = "unscale"  # `scaler.unscale_(opt)` or a method named for unscaling
-CLIP = "clip"  # `clip_grad_norm_(...)`
-SCALER_STEP = "scaler_step"  # `scaler.step(opt)`
-OPTIMIZER_STEP = "optimizer_step"  # plain `opt.step()`
-UPDATE = "update"  # `scaler.update()`
-
-_MAX_DEPTH = 3
-
-
-@dataclass(frozen=True)
-class Effect:
-    """One step operation a callee performs."""
-
-    kind: str
-    node: cst.Call  # the call inside the callee (or inside a helper it calls)
-    scaler: str | None  # the scaler as the callee writes it (`self.scaler`), for scaler calls
-    conditional: bool  # under an `if` or a loop of the callee (or of a helper on the way)
 
 
 def local_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
@@ -551,80 +523,3 @@ def _is_parameter(ctx: FileContext, name: cst.Name) -> bool:
         return False
     params = function.params
     return any(p.name.value == name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
-
-
-def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
-    """The step operations `call` performs through a function of this file (empty when unknown)."""
-    func = callee(ctx, call)
-    return effects(ctx, func) if func is not None else ()
-
-
-def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:
-    """The step operations `func` performs, in source order, following its own helpers."""
-    cache: dict[tuple[int, int], tuple[Effect, ...]] = ctx.shared("training.helpers.effects", lambda c: {})
-    return _effects(ctx, func, cache, ())
-
-
-def _effects(
-    ctx: FileContext, func: cst.FunctionDef, cache: dict[tuple[int, int], tuple[Effect, ...]], stack: tuple[int, ...]
-) -> tuple[Effect, ...]:
-    # Keyed by the depth left too: a helper seen deep in a chain is followed less far, and each
-    # (function, depth) is walked once however many call paths reach it.
-    key = (id(func), len(stack))
-    if key in cache:
-        return cache[key]
-    if id(func) in stack or len(stack) > _MAX_DEPTH:
-        return ()
-    out: list[Effect] = []
-    for node in body_nodes(func.body):
-        if type(node) is not cst.Call:
-            continue
-        name = method_name(node)
-        owner = receiver(node)
-        kind: str | None = None
-        scaler: str | None = None
-        if ctx.qualified_name(node.func) in CLIPPERS:
-            kind = CLIP
-        elif name == "backward" and not positional(node) and not has_star(node):
-            kind = SCALED_BACKWARD if scaled_backward(ctx, node) else BACKWARD
-        elif (
-            name in ("unscale_", "step", "update") and is_scaler(ctx, owner) and (name == "update" or positional(node))
-        ):
-            kind = {"unscale_": UNSCALE, "step": SCALER_STEP, "update": UPDATE}[name]
-            scaler = dotted_name(owner) if owner is not None else None
-        elif name is not None and "unscale" in name.lower():
-            kind = UNSCALE
-        elif name == "step" and not node.args and looks_like_optimizer(owner, ctx):
-            kind = OPTIMIZER_STEP
-        conditional = _conditional(ctx, node, func)
-        if kind is not None:
-            out.append(Effect(kind, node, scaler, conditional))
-            continue
-        inner = callee(ctx, node)
-        if inner is not None and inner is not func:
-            for effect in _effects(ctx, inner, cache, (*stack, id(func))):
-                out.append(Effect(effect.kind, effect.node, effect.scaler, effect.conditional or conditional))
-    result = tuple(out)
-    cache[key] = result
-    return result
-
-
-def _conditional(ctx: FileContext, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
-    """Whether `node` runs only on some calls of `func`: under an `if`, a loop or a handler of it."""
-    if any(True for _ in enclosing_ifs(ctx, node, func)):
-        return True
-    for ancestor in ctx.index.ancestors(node):
-        if ancestor is func:
-            return False
-        if type(ancestor) in (cst.For, cst.While, cst.ExceptHandler):
-            return True
-    return False
-
-
-def named_unscale(call: cst.Call) -> Effect:
-    """A call of another object's method named for unscaling (`strategy.unscale_gradients(opt)`)."""
-    return Effect(UNSCALE, call, None, False)
-
-
-def kinds(found: tuple[Effect, ...]) -> set[str]:
-    return {effect.kind for effect in found}

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.helpers import effects_of_call, handed_instance_attribute, named_unscale
+from devicelint.analysis.training.effects import effects_of_call, named_unscale
+from devicelint.analysis.training.helpers import handed_instance_attribute
 from devicelint.analysis.training.step_parts import (  # re-exported for the rules
     CLIPPERS as CLIPPERS,
 )
@@ -76,7 +77,7 @@ from devicelint.analysis.training.values import (
 from devicelint.context import FileContext
 
 if TYPE_CHECKING:
-    from devicelint.analysis.training.helpers import Effect
+    from devicelint.analysis.training.effects import Effect
 
 # Autocast context managers -> the device type they imply (None: given by the first argument).
 AUTOCAST = {
