@@ -89,10 +89,13 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
     )
 
 
-def parameter_uses(function: ast.FunctionDef | None, own_nodes: list[ast.AST], first_line: int = 0) -> ParameterUses:
+def parameter_uses(
+    function: ast.FunctionDef | None, own_nodes: list[ast.AST], first_line: int = 0, module_tensors: bool = True
+) -> ParameterUses:
     """What `function` (a module-level function; `own_nodes`: its body without nested scopes)
     does to its parameters; `first_line`: how many lines of the file come before the text it
-    was parsed from."""
+    was parsed from; `module_tensors`: whether its module builds tensors at import at all (else
+    what it mixes with free names is not looked for)."""
     if function is None:
         return ParameterUses()
     args = function.args
@@ -113,7 +116,9 @@ def parameter_uses(function: ast.FunctionDef | None, own_nodes: list[ast.AST], f
             (m, b, x, line + first_line) for m, b, x, line in _unmoved_batches(kept, own_nodes, sure)
         ),
         host_inputs=tuple((m, f, x, line + first_line) for m, f, x, line in _host_inputs(kept, own_nodes, sure)),
-        mixes=tuple((p, x, line + first_line) for p, x, line in _mixes(tuple(kept), own_nodes)),
+        mixes=tuple((p, x, line + first_line) for p, x, line in _mixes(tuple(kept), own_nodes))
+        if module_tensors
+        else (),
     )
 
 
@@ -258,6 +263,7 @@ def _mixes(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, st
     the function neither takes nor binds."""
     bound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
     carries = carried_parameters(nodes, params)
+    below: dict[int, frozenset[str]] = {}  # the names under each expression, each walked once
     found: dict[tuple[str, str], int] = {}
     for node in nodes:
         if isinstance(node, ast.BinOp):
@@ -270,10 +276,21 @@ def _mixes(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, st
             free = root_name(other)
             if free is None or free in bound or free in params or _moves_somewhere(other):
                 continue
-            carried = {p for name in ast.walk(mine) if isinstance(name, ast.Name) for p in carries.get(name.id, ())}
+            carried = {p for name in _names_below(mine, below) for p in carries.get(name, ())}
             for param in carried:
                 found[(param, free)] = min(found.get((param, free), node.lineno), node.lineno)
     return tuple(sorted((p, x, line) for (p, x), line in found.items()))
+
+
+def _names_below(node: ast.AST, memo: dict[int, frozenset[str]]) -> frozenset[str]:
+    found = memo.get(id(node))
+    if found is None:
+        if isinstance(node, ast.Name):
+            found = frozenset((node.id,))
+        else:
+            found = frozenset().union(*(_names_below(child, memo) for child in ast.iter_child_nodes(node)))
+        memo[id(node)] = found
+    return found
 
 
 def _moves_somewhere(value: ast.expr) -> bool:

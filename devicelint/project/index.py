@@ -46,6 +46,9 @@ _MOVER_WORDS = (b"def _apply(", b"def to(", b"def cuda(")
 _SAVE_CALL = re.compile(rb"save\w*\(")
 _TORCH_SAVES = (b"torch.save", b"serialization.save")
 _TORCH_LOADS = (b"torch.load", b"serialization.load")
+# What a plain class's text holds where it may update host tensors in place or hand its input to
+# a model it moved (`ClassSummary.host_updates`, `unmoved_inputs`): others are not summarised.
+_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(")
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"
 # A file modified this close before the record was written may change again within the same
@@ -814,8 +817,10 @@ class ProjectIndex:
         where = self._path_of(module)
         if name in module.classes:
             imported = self._imported_class(module, name)
+            if imported is not None or not module.mentions(name, _PLAIN_CLASS_WORDS):
+                return imported
             summary = module.classes[name]
-            if imported is None and (summary.host_updates or summary.unmoved_inputs):
+            if summary.host_updates or summary.unmoved_inputs:
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(qualified, self._shown(where), summary.host_updates, summary.unmoved_inputs)
             return imported

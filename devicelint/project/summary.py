@@ -151,7 +151,10 @@ class ModuleSummary:
             lambda n: self._use(
                 n,
                 lambda node: parameter_uses(
-                    node, _own_nodes(node) if node is not None else [], self._offsets.get(n, 0)
+                    node,
+                    _own_nodes(node) if node is not None else [],
+                    self._offsets.get(n, 0),
+                    self._builds_tensors_at_import(),
                 ),
                 lambda: n in self.functions.built,
             ),
@@ -255,6 +258,26 @@ class ModuleSummary:
         if others_done():
             self._nodes.pop(name, None)
         return value
+
+    def _builds_tensors_at_import(self) -> bool:
+        """Whether a line of the module's own code binds a name to a torch call (`MEAN =
+        torch.tensor(...)`): a cheap test before looking for what functions mix with such names."""
+        if self._source is None:
+            text = self._load() if self._load is not None else ""
+            self._source = (text, _top_level_blocks(text))
+        return _IMPORT_TIME_TENSOR.search(self._source[0]) is not None
+
+    def mentions(self, name: str, words: tuple[str, ...]) -> bool:
+        """Whether the text of the top-level definition `name` holds one of `words`: a cheap test
+        before summarising it (true where an earlier run already did)."""
+        if name in self.classes.built:
+            return True
+        if self._source is None:
+            text = self._load() if self._load is not None else ""
+            self._source = (text, _top_level_blocks(text))
+        text, blocks = self._source
+        block = blocks.get(name)
+        return block is not None and any(word in text[block[1] : block[2]] for word in words)
 
     def _node(self, name: str) -> Any:
         """The `ast` node of one top-level definition: its block parsed alone, else the module."""
@@ -483,11 +506,14 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         return ClassSummary(())
     bases = _bases(node, qualify)
     builds: set[str] = set()
-    makes = places = False
+    makes = places = factories = updates_self = False
     submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
     for inner in _descendants(node):
         if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
             _note_submodules(inner, qualify, submodules)
+        elif isinstance(inner, ast.AugAssign):
+            target = inner.target.value if isinstance(inner.target, ast.Subscript) else inner.target
+            updates_self = updates_self or _self_attribute(target) is not None
         if isinstance(inner, ast.Call):
             func = inner.func
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -504,15 +530,20 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
                 builds.add(qualified)
             if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
                 makes = True
+            factories = factories or (last in FACTORIES and qualified.startswith("torch."))
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
     moved, others = _movers(methods, qualify, submodules)
     placed = _placed_submodules(methods.get("__init__"), qualify) if places else ()
-    returned = ((name, _returns(method, qualify)) for name, method in methods.items() if name != "__init__")
+    # (what other files can ask for, only where the class has the calls that make it: the
+    # public methods other than `forward` that build or move tensors, host tables updated in
+    # place, a model `__init__` moved)
+    called = [name for name in methods if not name.startswith("_") and name != "forward"]
+    returned = ((name, _returns(methods[name], qualify)) for name in called) if factories or places else ()
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
-    updates = tuple(
-        (m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _host_updates(node, methods, qualify)
-    )
-    inputs = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _unmoved_inputs(methods))
+    found = _host_updates(node, methods, qualify) if factories and updates_self else ()
+    updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
+    moving = _unmoved_inputs(methods) if places else ()
+    inputs = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in moving)
     return ClassSummary(
         bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places, updates, inputs
     )
@@ -731,6 +762,7 @@ def _device_argument(call: ast.Call, method: str, strings: dict[str, str]) -> tu
     return None
 
 
+_IMPORT_TIME_TENSOR = re.compile(r"^[A-Za-z_]\w*\s*(?::[^=\n]+)?=\s*(?:torch|th)\.\w", re.M)
 _DEVICE_TEXT = re.compile(r"^(cuda|cpu|xpu|mps|npu|hpu)(:\d+)?$")
 _DEVICE_NAME = re.compile(r"dev|gpu|cuda|rank", re.I)
 
