@@ -4128,3 +4128,63 @@ def test_layers_a_helper_appends_through_the_instance_are_not_registered() -> No
 def test_attached_twin_in_a_module_list_is_clean() -> None:
     fixed = ATTACHED_THROUGH_THE_INSTANCE.replace("self.blocks = []", "self.blocks = nn.ModuleList()")
     assert fixed != ATTACHED_THROUGH_THE_INSTANCE and _found(fixed) == []
+
+
+# -- a trainer object's loss with class weights from a parameter -----------------------------
+
+TRAINER_LOSS_WEIGHTS = """
+    import torch
+    from torch import nn
+
+
+    class Learner:
+        def __init__(self, net, counts, device="cuda"):
+            self.device = device
+            self.net = net
+            freq = [c / sum(counts) for c in counts]
+            self.loss_fn = nn.NLLLoss(weight=torch.FloatTensor([1.0 / f for f in freq]))
+
+        def fit(self, batches):
+            self.net.to(self.device)
+            for feats, labels in batches:
+                out = self.net(feats.to(self.device)).log_softmax(-1)
+                self.loss_fn(out, labels.to(self.device)).backward()
+"""
+
+
+def test_a_trainers_loss_built_with_host_class_weights_meets_its_device_outputs() -> None:
+    assert _found(TRAINER_LOSS_WEIGHTS) == [(11, "DL106")]
+
+
+def test_trainer_loss_weights_twin_with_the_weights_on_the_device_is_clean() -> None:
+    fixed = TRAINER_LOSS_WEIGHTS.replace("for f in freq]))", "for f in freq], device=device))")
+    assert _found(fixed) == []
+
+
+HOST_CONFUSION_TABLE = """
+    import torch
+
+
+    class Scorer:
+        def __init__(self, net, labels, device):
+            self.net = net.to(device)
+            self.device = device
+            self.hits = torch.zeros(labels, labels)
+
+        def score(self, batches):
+            for x, y in batches:
+                guess = self.net(x.to(self.device)).argmax(-1)
+                for truth, said in zip(y.to(self.device), guess):
+                    self.hits[truth, said] += 1
+            return self.hits
+"""
+
+
+def test_a_host_table_of_a_plain_class_meets_the_device_values_its_own_method_makes() -> None:
+    # its own run reads `self.hits` as `__init__` built it: device indices into a host table
+    assert _found(HOST_CONFUSION_TABLE) == [(15, "DL116")]
+
+
+def test_host_table_twin_built_on_the_device_is_clean() -> None:
+    fixed = HOST_CONFUSION_TABLE.replace("torch.zeros(labels, labels)", "torch.zeros(labels, labels, device=device)")
+    assert _found(fixed) == []

@@ -1011,12 +1011,12 @@ class _Interpreter(CallEvaluation):
         return cls is not None and kept_on_host(self.ctx, cls, attr, self.scope)
 
     def _fed_device_values(self, attr: str) -> bool:
-        """A method of a plain class followed with a device tensor among its arguments, reading
-        an attribute that every assignment in the class builds with a torch factory on the host
+        """A method of a plain class (its own run, or followed with a device tensor among its
+        arguments) reading an attribute that every assignment in the class builds with a torch factory on the host
         (`self.correct = torch.zeros(n)` in `__init__` and `reset()`, updated in place with `+=`)
         and that nothing in the file moves: the host state meets the caller's device values."""
-        if self.bound is None or not any(devicey(fact) for fact in self.bound.values()):
-            return False
+        if self.bound is not None and not any(devicey(fact) for fact in self.bound.values()):
+            return False  # (a method's own run reads it too: device values it makes itself meet it)
         cls = self.ctx.index.enclosing_class(self.scope) if type(self.scope) is cst.FunctionDef else None
         if cls is None or re.search(r"\." + re.escape(attr) + r"\s*\.\s*(to|cuda)\(", self.ctx.source):
             return False

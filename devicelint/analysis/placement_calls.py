@@ -564,7 +564,7 @@ class CallEvaluation:
         if sets_accelerator_default(self.ctx):  # built where `torch.set_default_device("cuda")` puts it
             return Fact(MODULE, where=ACCELERATOR, factory=constructed)
         weights = tuple(
-            (arg.keyword.value, self._fact_of(arg.value))
+            (arg.keyword.value, self._loss_weight(arg.value))
             for arg in call.args
             if arg.keyword is not None and arg.keyword.value in LOSS_WEIGHTS and constructed.endswith("Loss")
         )
@@ -574,6 +574,22 @@ class CallEvaluation:
             self.analysis.host_modules_made = True
             return Fact(MODULE, where=HOST, factory=constructed, origin=call)
         return Fact(MODULE, factory=constructed)
+
+    def _loss_weight(self, node: cst.BaseExpression) -> Fact:
+        """A loss's class weight: `torch.tensor(weights)` of a parameter is host data here (class
+        weights come as lists or arrays), as DL106 reads it, where a tensor factory elsewhere
+        would follow a tensor argument."""
+        fact = self._fact_of(node)
+        if cpu_side(fact, allow_scalar=False) or type(node) is not cst.Call:
+            return fact
+        qualified = self.ctx.qualified_name(node.func) or ""
+        if (
+            qualified.startswith("torch.")
+            and qualified.rsplit(".", 1)[-1] in DATA_FACTORIES | LEGACY_CONSTRUCTORS
+            and not any(arg.keyword is not None and arg.keyword.value == "device" for arg in node.args)
+        ):
+            return Fact(CPU, where="cpu", origin=node, factory=qualified)
+        return fact
 
     def _holds_host_modules(self, call: cst.Call, constructed: str) -> bool:
         """`nn.Sequential(nn.Linear(4, 8), nn.ReLU())`: a container of modules built here on the
