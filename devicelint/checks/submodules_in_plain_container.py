@@ -131,15 +131,12 @@ class SubmodulesInPlainContainer(Rule):
                 if attr in handed_on or not elements:
                     continue
                 yield self._report(ctx, facts, value, attr, container, elements)  # where the plain container is built
+            # the plain containers of the class that are neither handed on, registered nor looped over
+            followed = {a for a in plain if a not in handed_on and a not in facts.submodules and a not in looped}
+
             for attr, node, _ in facts.references:
                 added = added_elements(ctx, node)
-                if (
-                    added is None
-                    or attr not in plain
-                    or attr in handed_on
-                    or attr in facts.submodules
-                    or attr in looped
-                ):
+                if added is None or attr not in followed:
                     continue
                 site, values, _ = added
                 elements = [k for v in values if (k := _element_kind(ctx, v, attr in called)) and k != "stateless"]
@@ -151,13 +148,7 @@ class SubmodulesInPlainContainer(Rule):
                 # `_keep(self, block)` running `model.blocks.append(block)`: filled through the
                 # handed instance, with what every call hands the helper
                 added = added_elements(ctx, node)
-                if (
-                    added is None
-                    or attr not in plain
-                    or attr in handed_on
-                    or attr in facts.submodules
-                    or attr in looped
-                ):
+                if added is None or attr not in followed:
                     continue
                 kinds = [_kind_in_callers(ctx, helper, v, attr in called) for v in added[1]]
                 elements = [k for k in kinds if k and k != "stateless"]

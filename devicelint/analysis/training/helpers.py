@@ -235,10 +235,7 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     helper = callee(ctx, call)
     if helper is None or any(arg.star for arg in call.args):
         return None
-    returns = [
-        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
-    ]
-    inner = returns[0].value if len(returns) == 1 else None
+    inner = _only_returned(ctx, helper)
     if not isinstance(inner, cst.Call):
         return None
     bound = bound_arguments(ctx, helper, call)
@@ -259,6 +256,15 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     return replaced if isinstance(replaced, cst.Call) else None
 
 
+def _only_returned(ctx: FileContext, helper: cst.FunctionDef) -> cst.BaseExpression | None:
+    """What the helper's one `return` hands back (None for several, none, or a bare `return`).
+    (`model_events.scopes.only_return` is the same question above this layer.)"""
+    returns = [
+        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
+    ]
+    return returns[0].value if len(returns) == 1 else None
+
+
 def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     """The caller's argument that a call of a helper of the file gives back as it came: the
     helper's one `return` is one of its parameters, which it never rebinds (`def keep(layers):
@@ -267,10 +273,7 @@ def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     helper = callee(ctx, call)
     if helper is None or any(arg.star for arg in call.args):
         return None
-    returns = [
-        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
-    ]
-    value = returns[0].value if len(returns) == 1 else None
+    value = _only_returned(ctx, helper)
     if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
         return None
     bound = bound_arguments(ctx, helper, call)
