@@ -21,6 +21,9 @@ from devicelint.runtime import records  # noqa: E402
 from devicelint.runtime.checker import DeviceConsistencyError, DeviceWarning  # noqa: E402
 
 EXAMPLE = FIXTURES / "runtime_example"
+# Tests of the simulation itself (its numbers, its limits): devicelint refuses to simulate where
+# CUDA is present, and there the same code runs on the real GPU in the other tests.
+simulation_only = pytest.mark.skipif(torch.cuda.is_available(), reason="simulation is used only without CUDA")
 if not torch.cuda.is_available():
     # The simulated device must be registered before this process's first backward pass;
     # collection imports every test module before any test runs.
@@ -206,7 +209,7 @@ def test_cpu_scalar_and_cpu_index_are_reported() -> None:
     scalar, index = sorted((f for f in report.findings if f.code == "DL601"), key=lambda f: f.line)
     assert scalar.line == _line_of(body, "# 0-dim")
     assert scalar.message == (
-        "`aten.mul` mixed the cpu tensor made here by `torch.tensor` with tensors on vgpu:0 (2 times): "
+        f"`aten.mul` mixed the cpu tensor made here by `torch.tensor` with tensors on {report.device} (2 times): "
         "torch accepts a 0-dim CPU tensor silently but copies it to the device on every call; create it "
         "on the input's device (`device=x.device`) or register it as a buffer"
     )
@@ -227,7 +230,7 @@ def test_mix_with_a_tensor_from_outside_is_reported_at_the_op_and_its_backward()
         body()
     finding = _one(report, "DL601")
     assert finding.line == _line_of(body, "# the op")  # backward attributed to the forward line
-    assert finding.message.startswith("`aten.mul` mixed a cpu tensor with tensors on vgpu:0 (4 times)")
+    assert finding.message.startswith(f"`aten.mul` mixed a cpu tensor with tensors on {report.device} (4 times)")
     assert finding.message.endswith("(also in the backward pass)")
     assert "CUDA raises `Expected all tensors to be on the same device`" in finding.message
 
@@ -297,7 +300,7 @@ def test_cpu_tensor_made_in_forward_and_copied_each_step() -> None:
     assert finding.line == _line_of(Scaled.forward, "# per-step copy")
     assert finding.module_path == "Scaled"
     assert finding.message == (
-        "a tensor made on the CPU by `torch.tensor` inside `forward` is copied to vgpu:0 (3 times); "
+        f"a tensor made on the CPU by `torch.tensor` inside `forward` is copied to {report.device} (3 times); "
         "create it there directly (`device=x.device`) or register it once as a buffer"
     )
     assert len(report.findings) == 1
@@ -380,6 +383,7 @@ def test_cpu_tensors_torch_takes_by_design_are_not_mixes() -> None:
     assert report.findings == []
 
 
+@simulation_only
 @pytest.mark.parametrize("cell", ["LSTM", "GRU"])
 def test_fused_rnn_cells_run_in_simulation_with_the_cpu_numbers(cell: str) -> None:
     import copy
@@ -483,9 +487,8 @@ def test_static_side_and_plugin_import_without_torch() -> None:
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
 
 
+@simulation_only
 def test_simulated_device_behaves_like_cuda_for_user_code() -> None:
-    if torch.cuda.is_available():
-        pytest.skip("simulation is only used without CUDA")
     with rt.check() as report:
         t = torch.ones(3).cuda()
         assert t.device.type == "vgpu"
@@ -529,10 +532,16 @@ def test_a_thread_running_before_the_region_is_not_checked_unless_it_opts_in() -
         earlier.submit(lambda: None).result()
         with rt.check(syncs="ignore") as report:
             model = nn.Linear(3, 3).to("cuda")
-            earlier.submit(_cpu_input_in_thread, model).result()
+            unchecked = earlier.submit(_cpu_input_in_thread, model)
+            if report.simulated:
+                unchecked.result()
+            else:  # a real GPU refuses the mix itself, unchecked
+                with pytest.raises(RuntimeError, match="same device"):
+                    unchecked.result()
     assert [f for f in report.findings if f.code == "DL601"] == []
 
 
+@simulation_only
 def test_to_sparse_csr_under_simulation_names_the_op() -> None:
     from devicelint.runtime.simulate import SimulationUnavailable
 
@@ -556,6 +565,7 @@ def test_check_holds_its_model_weakly() -> None:
     assert ref() is None
 
 
+@simulation_only
 def test_simulation_runs_list_indexing_and_dtype_changes_after_the_move_as_a_gpu_would() -> None:
     with rt.check(syncs="ignore") as report:
         x = torch.randn(3, 5, device="cuda")

@@ -55,6 +55,12 @@ MIXED_OPS: dict[str, Callable[[], object]] = {
     "clamp cpu min": lambda: torch.clamp(_g(3), min=_c(3)),
     "addcmul cpu": lambda: torch.addcmul(_g(3), _g(3), _c(3)),
     "layer_norm cpu weight": lambda: F.layer_norm(_g(2, 3), (3,), weight=_c(3)),
+    "nll_loss cpu target": lambda: F.nll_loss(_g(4, 3).log_softmax(-1), torch.zeros(4, dtype=torch.long)),
+    "embedding_bag cpu offsets": lambda: F.embedding_bag(
+        torch.tensor([0, 1, 2], device="cuda"), _g(4, 3), torch.tensor([0, 1])
+    ),
+    "searchsorted cpu values": lambda: torch.searchsorted(_g(5).sort().values, _c(3)),
+    "repeat_interleave cpu repeats": lambda: torch.repeat_interleave(_g(3), torch.tensor([1, 2, 3])),
 }
 
 
@@ -115,3 +121,50 @@ def test_planted_example_on_cuda() -> None:
     with rt.check(simulate="never", syncs="error") as report:
         fixed_model.train("cuda", steps=3)
     assert report.findings == [], report.format()
+
+
+def _plain_and_checked(op: Callable[[], object]) -> tuple[str, list[str]]:
+    with rt.check(simulate="never", syncs="ignore") as report:
+        op()
+    return _cuda_verdict(op), [f"{f.code} {f.message}" for f in report.findings]
+
+
+def test_cpu_tensors_cuda_takes_by_design_run_unchanged_under_the_checker() -> None:
+    def attention_with_dropout() -> None:
+        # Its backward takes the philox seed and offset as CPU tensors; moving them to the GPU
+        # (as the checker once did for every mix) crashed the process.
+        q, k, v = (_g(2, 4, 12, 8).requires_grad_() for _ in range(3))
+        F.scaled_dot_product_attention(q, k, v, dropout_p=0.1).sum().backward()
+
+    def ctc_with_cpu_lengths() -> None:
+        # ATen's fast path reads CPU length tensors as lists; under a dispatch mode it would
+        # take another path that CUDA refuses.
+        log_probs = _g(10, 2, 5).log_softmax(-1).detach().requires_grad_()
+        targets = torch.randint(1, 5, (2, 4), device="cuda")
+        F.ctc_loss(log_probs, targets, torch.tensor([10, 10]), torch.tensor([4, 3])).backward()
+
+    for op in (attention_with_dropout, ctc_with_cpu_lengths):
+        assert _plain_and_checked(op) == ("silent", []), op.__name__
+
+
+def test_a_transformer_with_attention_dropout_trains_under_the_checker() -> None:
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True).cuda()
+    opt = torch.optim.AdamW(layer.parameters())
+    with rt.check(simulate="never", syncs="error") as report:
+        for _ in range(2):
+            loss = layer(_g(2, 12, 32)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert report.findings == [], report.format()
+
+
+def test_simulation_is_refused_where_cuda_is_present() -> None:
+    from devicelint.runtime.simulate import SimulationUnavailable
+
+    with pytest.raises(SimulationUnavailable, match="where CUDA is present"):
+        with rt.check(simulate="always"):
+            pass
+    x = _g(3).requires_grad_()
+    (x * 2).sum().backward()  # CUDA's autograd is untouched by the refusal
+    assert x.grad is not None and x.grad.device.type == "cuda"

@@ -172,7 +172,7 @@ def test_without_torch_checked_tests_fail_clearly_and_others_pass(
 def test_runtime_findings_are_written_for_ci(pytester: pytest.Pytester) -> None:
     import json
 
-    import jsonschema
+    jsonschema = pytest.importorskip("jsonschema")
 
     _copy_example(pytester)
     result = pytester.runpytest(

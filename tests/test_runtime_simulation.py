@@ -20,6 +20,10 @@ from devicelint.runtime import simulate as sim  # noqa: E402
 
 HERE = Path(__file__).name
 
+# devicelint refuses to simulate where CUDA is present (the simulated backend would become
+# torch's accelerator for the process): these tests of the simulation itself run without one.
+simulation_only = pytest.mark.skipif(torch.cuda.is_available(), reason="simulation is refused where CUDA is present")
+
 
 def _line_of(text: str) -> int:
     """The line of this file that contains `text` (a marker comment)."""
@@ -45,6 +49,7 @@ class Block(nn.Module):
 
 # -- activation checkpointing -----------------------------------------------------------------
 @pytest.mark.parametrize("reentrant", [False, True])
+@simulation_only
 def test_checkpointing_runs_and_matches_the_plain_backward(reentrant: bool) -> None:
     grads = []
     for use in (None, reentrant):
@@ -115,6 +120,7 @@ print("process alive")
 """
 
 
+@simulation_only
 def test_errors_in_the_simulated_backward_are_raised_not_fatal(tmp_path: Path) -> None:
     # Run apart: torch would abort the whole process ("terminate called without an active
     # exception") if any of these reached the simulated device's backward thread.
@@ -135,6 +141,7 @@ def test_errors_in_the_simulated_backward_are_raised_not_fatal(tmp_path: Path) -
 
 
 # -- indexing and membership ------------------------------------------------------------------
+@simulation_only
 def test_membership_and_tuple_indexing() -> None:
     with rt.check(syncs="ignore", simulate="always") as report:
         x = torch.arange(6, device="cuda").reshape(2, 3)
@@ -150,6 +157,7 @@ def _amp_model() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 4))
 
 
+@simulation_only
 def test_float16_autocast_casts_and_the_scaler_scales_and_skips_on_inf() -> None:
     model = _amp_model()
     with rt.check(model, simulate="always") as report:
@@ -188,6 +196,7 @@ def test_float16_autocast_casts_and_the_scaler_scales_and_skips_on_inf() -> None
     assert [f for f in report.findings if f.code != "DL602"] == []
 
 
+@simulation_only
 def test_bfloat16_autocast_and_the_legacy_spellings() -> None:
     model = _amp_model()
     with rt.check(model, simulate="always"):
@@ -200,6 +209,7 @@ def test_bfloat16_autocast_and_the_legacy_spellings() -> None:
     assert (out.dtype, half.dtype) == (torch.bfloat16, torch.float16)
 
 
+@simulation_only
 def test_autocast_refuses_binary_cross_entropy_as_cuda_does() -> None:
     with rt.check(simulate="always"):
         probs = torch.rand(4, device="cuda")
@@ -207,6 +217,7 @@ def test_autocast_refuses_binary_cross_entropy_as_cuda_does() -> None:
             nn.functional.binary_cross_entropy(probs, torch.ones(4, device="cuda"))
 
 
+@simulation_only
 def test_amp_and_cuda_entry_points_are_restored_outside_the_region() -> None:
     originals = (torch.is_autocast_enabled, torch.cuda.is_available, torch.load, torch.Generator)
     with rt.check(simulate="always"):
@@ -217,6 +228,7 @@ def test_amp_and_cuda_entry_points_are_restored_outside_the_region() -> None:
 
 
 # -- saving, loading, generators, pinned memory ------------------------------------------------------
+@simulation_only
 def test_save_then_load_with_map_location_cuda(tmp_path: Path) -> None:
     model = nn.Linear(4, 4)
     path = tmp_path / "model.pt"
@@ -235,6 +247,7 @@ def test_save_then_load_with_map_location_cuda(tmp_path: Path) -> None:
     assert set(torch.load(path, weights_only=True)) == {"weight", "bias"}
 
 
+@simulation_only
 def test_cuda_generator_draws_reproducibly() -> None:
     with rt.check(simulate="always"):
         draws = []
@@ -246,6 +259,7 @@ def test_cuda_generator_draws_reproducibly() -> None:
         assert draws[0].device == sim.SIM_DEVICE and torch.equal(draws[0], draws[1])
 
 
+@simulation_only
 def test_pinned_memory_and_a_pinning_data_loader() -> None:
     model = nn.Linear(4, 2)
     data = torch.utils.data.TensorDataset(torch.randn(8, 4))
@@ -259,6 +273,7 @@ def test_pinned_memory_and_a_pinning_data_loader() -> None:
     assert report.findings == []
 
 
+@simulation_only
 def test_code_outside_a_region_behaves_as_on_this_cpu_machine() -> None:
     sim.install()  # what the pytest plugin does at collection
     data = torch.utils.data.TensorDataset(torch.randn(4, 2))
@@ -271,6 +286,7 @@ def test_code_outside_a_region_behaves_as_on_this_cpu_machine() -> None:
 
 
 # -- findings the user can act on --------------------------------------------------------------
+@simulation_only
 def test_a_loss_module_off_device_is_named_by_its_class() -> None:
     weight = torch.tensor([1.0, 2.0])
     with rt.check(simulate="always") as report:
@@ -286,6 +302,7 @@ def test_a_loss_module_off_device_is_named_by_its_class() -> None:
     ]
 
 
+@simulation_only
 def test_a_head_replaced_after_the_move_is_said_to_be() -> None:
     class Net(nn.Module):
         def __init__(self) -> None:
@@ -313,6 +330,7 @@ def test_a_head_replaced_after_the_move_is_said_to_be() -> None:
     ]
 
 
+@simulation_only
 def test_simulation_unavailable_names_the_op_and_why() -> None:
     with rt.check(simulate="always"):
         x = torch.randn(4, device="cuda")
@@ -334,6 +352,7 @@ def _gpt2(**config: object) -> nn.Module:
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(**settings))
 
 
+@simulation_only
 def test_gpt2_training_step_with_padding_and_no_attention_mask() -> None:
     model = _gpt2(pad_token_id=0)
     with rt.check(model, syncs="error", simulate="always") as report:
@@ -345,6 +364,7 @@ def test_gpt2_training_step_with_padding_and_no_attention_mask() -> None:
     assert report.errors == []
 
 
+@simulation_only
 def test_gpt2_gradient_checkpointing() -> None:
     model = _gpt2()
     with rt.check(model, syncs="error", simulate="always") as report:
@@ -356,6 +376,7 @@ def test_gpt2_gradient_checkpointing() -> None:
     assert report.errors == []
 
 
+@simulation_only
 def test_library_syncs_point_at_the_users_call_and_stay_warnings() -> None:
     model = _gpt2(pad_token_id=0)
     with rt.check(model, syncs="error", simulate="always") as report:
@@ -377,6 +398,7 @@ def test_library_syncs_point_at_the_users_call_and_stay_warnings() -> None:
     assert strict.errors and all(f.code == "DL602" for f in strict.errors)
 
 
+@simulation_only
 def test_an_attribute_attached_to_a_library_module_points_at_the_users_line() -> None:
     model = _gpt2()
     with rt.check(model, simulate="always") as report:
@@ -408,6 +430,7 @@ def _loader() -> torch.utils.data.DataLoader:
     return torch.utils.data.DataLoader(data, batch_size=4)
 
 
+@simulation_only
 def test_accelerate_prepares_onto_the_simulated_gpu() -> None:
     accelerate = pytest.importorskip("accelerate")
     model = Planted()
@@ -425,6 +448,7 @@ def test_accelerate_prepares_onto_the_simulated_gpu() -> None:
     ]
 
 
+@simulation_only
 def test_lightning_fits_on_the_simulated_gpu() -> None:
     lightning = pytest.importorskip("lightning")
 
@@ -464,6 +488,7 @@ def test_lightning_fits_on_the_simulated_gpu() -> None:
     ]
 
 
+@simulation_only
 def test_timm_gradient_checkpointing() -> None:
     try:
         import timm
@@ -479,6 +504,7 @@ def test_timm_gradient_checkpointing() -> None:
     assert report.errors == []
 
 
+@simulation_only
 def test_checkpoint_script_survives_in_a_fresh_process(tmp_path: Path) -> None:
     # The abort used to come at interpreter exit too, after the script's last line.
     script = tmp_path / "ckpt.py"
@@ -503,6 +529,7 @@ def test_checkpoint_script_survives_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 # -- recurrent layers and in-place shape changes --------------------------------------------------
+@simulation_only
 def test_packed_sequences_and_amp_through_an_lstm() -> None:
     torch.manual_seed(0)
     lstm = nn.LSTM(4, 5)
@@ -525,6 +552,7 @@ def test_packed_sequences_and_amp_through_an_lstm() -> None:
     assert half.dtype == torch.float16
 
 
+@simulation_only
 def test_a_cpu_hidden_state_raises_as_cuda_does() -> None:
     lstm = nn.LSTM(4, 5)
     with rt.check(lstm, simulate="always"):
@@ -533,6 +561,7 @@ def test_a_cpu_hidden_state_raises_as_cuda_does() -> None:
             lstm(torch.randn(3, 2, 4, device="cuda"), (torch.zeros(1, 2, 5), torch.zeros(1, 2, 5)))
 
 
+@simulation_only
 def test_in_place_shape_changes_keep_the_simulated_tensor_right() -> None:
     with rt.check(simulate="always", syncs="ignore"):
         x = torch.arange(6.0, device="cuda").reshape(2, 3)
@@ -549,6 +578,7 @@ def test_in_place_shape_changes_keep_the_simulated_tensor_right() -> None:
             torch.cat([torch.ones(2, 3, device="cuda")] * 2, out=small)
 
 
+@simulation_only
 def test_a_region_that_fails_to_start_leaves_torch_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     from devicelint.runtime import function_mode
 

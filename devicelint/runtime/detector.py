@@ -180,6 +180,8 @@ class Detector(TorchDispatchMode):
             if op_id in _TRANSFER_IDS:
                 self._transfer(func, tensors, kwargs, node)
             elif mixed:
+                if sim is None:
+                    return self._mixed_on_device(func, tensors, args, kwargs, node)
                 args, kwargs = self._mixed(func, tensors, args, kwargs, node)
             elif op_id in _SYNC_IDS or (op_id in _INDEXING_IDS and _has_mask_index(args)):
                 if first.type != "cpu" and self.sync_severity is not None and _sites.sync_asked_by_user(1):
@@ -230,14 +232,45 @@ class Detector(TorchDispatchMode):
         name = getattr(func, "__name__", str(func))
         self._mixed_findings(name, [t for t in tensors if t.device != target], target, None, hard=True)
 
-    def _mixed(
+    def _mixed_on_device(
         self, func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any], node: Any
+    ) -> Any:
+        """A mix on a real accelerator: the device's own verdict decides, not the table.
+
+        Kernels check their operands' devices before they start, so running the op as the
+        program would is safe, and it is the only exact answer: some take CPU tensors by
+        design (the philox seed and offset of attention's backward, which must stay on the
+        host), some refuse what the table lets through (`ctc_loss` with CPU length tensors).
+        """
+        try:
+            out = func(*args, **kwargs)
+        except RuntimeError as exc:
+            if "device" not in str(exc):
+                raise
+            args, kwargs = self._mixed(func, tensors, args, kwargs, node, device_raised=True)
+            out = func(*args, **kwargs)
+        else:
+            self._mixed(func, tensors, args, kwargs, node, device_raised=False)
+        if self.accelerator is not None:
+            return self._track_outputs(func, out, tensors, node)
+        return out
+
+    def _mixed(
+        self,
+        func: Any,
+        tensors: list[torch.Tensor],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        node: Any,
+        device_raised: bool | None = None,
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Report a mix and say how to carry on; `device_raised` is a real device's verdict
+        (None in simulation, where the table of what CUDA accepts stands in for it)."""
         target = next((t.device for t in tensors if t.device.type != "cpu"), tensors[0].device)
         minor = [t for t in tensors if t.device != target]
         hard = False
         silent_kind = None
-        if func.overloadpacket.__name__ in _CPU_INT_ARGS_OK:
+        if func.overloadpacket.__name__ in _CPU_INT_ARGS_OK and not device_raised:
             minor = [t for t in minor if t.device.type != "cpu" or t.is_floating_point()]
             if not minor:
                 return args, kwargs
@@ -250,6 +283,10 @@ class Detector(TorchDispatchMode):
                 silent_kind = silent_kind or "index"
             else:
                 hard = True
+        if device_raised:
+            hard = True
+        elif device_raised is False and hard:
+            return args, kwargs  # the device took these CPU tensors by design
         if not hard and silent_kind == "scalar" and _sites.innermost_is_library(1):
             # torch's own code passes CPU scalars to device ops on purpose (optimizer steps).
             return args, kwargs

@@ -97,6 +97,8 @@ class FunctionMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         sim = self.sim
+        if func is F.ctc_loss:
+            args, kwargs = _lengths_as_lists(args, kwargs)
         if sim is not None:
             if func is _Tensor.cuda:
                 return args[0].to(sim.SIM_DEVICE, non_blocking=kwargs.get("non_blocking", False))
@@ -125,8 +127,6 @@ class FunctionMode(TorchFunctionMode):
                     self.detector.repairing -= 1
                 if made is not None:
                     return made
-            elif func is F.ctc_loss:
-                args, kwargs = _lengths_as_lists(args, kwargs)
             elif func in _NUMPY_VIEWS and args and isinstance(args[0], sim.SimTensor):
                 # What a GPU does: NumPy cannot see device memory (DL108's bug, caught here too).
                 raise TypeError(
@@ -210,8 +210,10 @@ def _all_ints(values: Any) -> bool:
 
 
 def _lengths_as_lists(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """CPU length tensors for `ctc_loss` as lists: with tensor subclasses ATen takes a path
-    that divides by the CPU lengths, which a real GPU run never does."""
+    """CPU length tensors for `ctc_loss` as lists, as ATen's own fast path reads them: under a
+    dispatch mode or with tensor subclasses it takes another path, which hands the CPU lengths
+    to the CUDA kernel and divides by them, and a real GPU then raises where the unchecked run
+    does not (seen on an H200)."""
 
     def as_list(value: Any) -> Any:
         if isinstance(value, _Tensor) and value.device.type == "cpu":

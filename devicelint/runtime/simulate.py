@@ -47,6 +47,16 @@ def install() -> torch.device:
         return SIM_DEVICE
     if _installed is False:
         raise SimulationUnavailable(_failure)
+    if torch.cuda.is_available():
+        # The renamed PrivateUse1 backend would become torch's accelerator for the whole process
+        # (PrivateUse1 is asked first), and CUDA's autograd then finds no stream for CUDA
+        # gradients: every later backward fails, checked or not (seen on an H200, torch 2.11).
+        raise SimulationUnavailable(
+            "devicelint does not simulate an accelerator where CUDA is present: torch would take "
+            "the simulated device for this process's accelerator and every later CUDA backward "
+            "pass would fail (`opt_ready_stream && opt_parent_stream INTERNAL ASSERT`); check on "
+            'the real GPU with simulate="auto" (the default)'
+        )
     try:
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
     except ImportError as exc:
