@@ -5,10 +5,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_scope, init_of
+from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.launchers import fabric_placed_module
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
+    bound_arguments,
     callee,
     calls_through_instances,
     method_of,
@@ -192,6 +194,30 @@ def _moved_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
         if param in moved_params and name is not None:
             found.append(name)
     return found
+
+
+def _states_loaded_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
+    """The arguments whose state a helper loads: `optimizer` in `load_checkpoint(path, model,
+    optimizer)` whose body runs `optimizer.load_state_dict(...)`, in this file or imported."""
+    imported = imported_call(ctx, call)
+    if imported is not None:
+        helper, bound = imported
+        loaded = set(helper.uses.loads_state)
+    else:
+        func = callee(ctx, call)
+        found = bound_arguments(ctx, func, call) if func is not None else None
+        if func is None or found is None:
+            return []
+        bound = found
+        loaded = {
+            target.value
+            for node in ctx.index.walk(func.body)
+            if type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value == "load_state_dict"
+            and type(target := node.func.value) is cst.Name
+        }
+    return [name for param in sorted(loaded) if param in bound and (name := dotted_name(bound[param])) is not None]
 
 
 def _placed_by_fabric(ctx: FileContext, call: cst.Call) -> list[str]:
@@ -382,12 +408,14 @@ class OptimizerStateDevice(Rule):
             for name in _tensor_names(ctx, call):
                 holding.setdefault(_holder(ctx, call, name, scope), {})[name] = call
             func = call.func
-            name = (
-                dotted_name(func.value)
-                if type(func) is cst.Attribute and func.attr.value == "load_state_dict"
-                else None
+            names = (
+                [name]
+                if type(func) is cst.Attribute
+                and func.attr.value == "load_state_dict"
+                and (name := dotted_name(func.value)) is not None
+                else _states_loaded_by_helper(ctx, call)
             )
-            if name is not None:
+            for name in names:
                 owner = optimizers.get((scope, name))
                 if owner is None and "optim" in name.lower():
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
@@ -395,6 +423,7 @@ class OptimizerStateDevice(Rule):
                     loads.setdefault(scope, []).append((call, owner))
                 else:
                     loaded.setdefault(scope, set()).add(name)
+            if names:
                 continue
             parent = ctx.index.parent(call)
             if type(parent) is cst.Assign and moves_to_accelerator(call):  # `model = Net().cuda()`: built there

@@ -499,6 +499,10 @@ def _is_move(value: cst.BaseExpression) -> bool:
 def _made_on_cpu(ctx: FileContext, value: cst.BaseExpression, fact: Fact) -> bool:
     if fact.kind == CPU:
         return fact.from_factory and not fact.scalar
+    if type(value) is cst.IfExp:
+        # `torch.tensor(alpha) if alpha is not None else None`: the path that makes a tensor
+        made = [b for b in (value.body, value.orelse) if not (type(b) is cst.Name and b.value == "None")]
+        return any(_made_on_cpu(ctx, b, file_facts(ctx).value(b)) for b in made)
     # `torch.tensor(anchors)`: in a constructor the data is configuration, not a device tensor.
     if type(value) is cst.Call and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args:
         keywords = {a.keyword.value for a in value.args if a.keyword is not None}

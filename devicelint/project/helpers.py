@@ -60,10 +60,19 @@ class ParameterUses:
     # neither takes nor binds (a module constant, `(images - MEAN) / STD`): where the name is a
     # host tensor the module builds, a device argument meets it (`ImportedHelper.host_mixes`)
     mixes: tuple[tuple[str, str, int], ...] = ()
+    # the parameters whose `load_state_dict` the function calls, under any condition
+    # (`if optimizer is not None: optimizer.load_state_dict(...)`)
+    loads_state: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
-            self.reads or self.to_numpy or self.returns_moved or self.unmoved_batches or self.host_inputs or self.mixes
+            self.reads
+            or self.to_numpy
+            or self.returns_moved
+            or self.unmoved_batches
+            or self.host_inputs
+            or self.mixes
+            or self.loads_state
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -86,6 +95,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         unmoved_batches=tuple((str(m), str(b), str(x), int(n)) for m, b, x, n in data.get("unmoved_batches", ())),
         host_inputs=tuple((str(m), str(f), str(x), int(n)) for m, f, x, n in data.get("host_inputs", ())),
         mixes=tuple((str(p), str(x), int(n)) for p, x, n in data.get("mixes", ())),
+        loads_state=tuple(str(p) for p in data.get("loads_state", ())),
     )
 
 
@@ -119,6 +129,19 @@ def parameter_uses(
         mixes=tuple((p, x, line + first_line) for p, x, line in _mixes(tuple(kept), own_nodes))
         if module_tensors
         else (),
+        loads_state=tuple(
+            sorted(
+                {
+                    n.func.value.id
+                    for n in own_nodes
+                    if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "load_state_dict"
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in kept
+                }
+            )
+        ),
     )
 
 
@@ -242,6 +265,27 @@ def _host_factory(value: ast.expr, params: list[str]) -> str | None:
     if first is not None and root_name(first) in params:
         return None
     return f"torch.{value.func.attr}"
+
+
+_HOST_COPIES = frozenset({"cpu", "numpy", "tolist", "item"})
+
+
+def names_kept_on_device(expr: ast.AST) -> set[str]:
+    """The names whose values `expr` may carry as they are: not those read only through a host
+    copy (`torch.bincount(idx.cpu())`, `loss.item()`, `t.to("cpu")`)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            to_cpu = method == "to" and any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args)
+            if method in _HOST_COPIES or to_cpu:
+                continue
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def carried_parameters(nodes: list[ast.AST], params: tuple[str, ...]) -> dict[str, set[str]]:

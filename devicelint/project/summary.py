@@ -19,6 +19,7 @@ from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
 from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
+    names_kept_on_device,
     parameter_uses,
     parameter_uses_from,
     root_name,
@@ -585,7 +586,7 @@ def _host_updates(
                 continue
             # what is added, and a tensor index into the host table (`self.seen[gold] += 1`)
             read = [update.value, update.target.slice] if isinstance(update.target, ast.Subscript) else [update.value]
-            names = {n.id for part in read for n in ast.walk(part) if isinstance(n, ast.Name)}
+            names = set().union(*(names_kept_on_device(part) for part in read))
             fed = set().union(*(carries.get(name, set()) for name in names))
             found.extend((name, params, param, attr, *host[attr]) for param in sorted(fed))
     return tuple(dict.fromkeys(found))

@@ -1,0 +1,179 @@
+"""Shapes found by re-creating multi-file bugs from public threads (session 32), each tested on
+code written apart from those projects: the bug under other names, and its one-fix twin clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from devicelint.cli import cli
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), "nets/heads.py", DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+# -- a tensor attribute built on one branch of a conditional (`... if w is not None else None`) --
+
+CONDITIONAL_ATTRIBUTE = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class WeightedHead(nn.Module):
+        def __init__(self, dim, n_classes, class_weights=None):
+            super().__init__()
+            self.fc = nn.Linear(dim, n_classes)
+            self.class_weights = None if class_weights is None else torch.FloatTensor(class_weights)
+
+        def forward(self, x, y):
+            return F.cross_entropy(self.fc(x), y, weight=self.class_weights)
+"""
+
+
+def test_a_tensor_attribute_made_on_one_branch_of_a_conditional_is_not_registered() -> None:
+    assert _found(CONDITIONAL_ATTRIBUTE) == [(11, "DL102")]
+
+
+def test_the_conditional_attribute_registered_as_a_buffer_is_clean() -> None:
+    fixed = CONDITIONAL_ATTRIBUTE.replace(
+        "self.class_weights = None if class_weights is None else torch.FloatTensor(class_weights)",
+        'self.register_buffer("class_weights", None if class_weights is None else torch.FloatTensor(class_weights))',
+    )
+    assert _found(fixed) == []
+
+
+# -- a helper of the file that loads the state of the optimizer it is handed -------------------
+
+RESUME_HELPER = """
+    import torch
+    import torch.nn as nn
+
+
+    def restore(run_dir, net, opt, sched=None):
+        state = torch.load(f"{run_dir}/last.ckpt", map_location="cpu")
+        net.load_state_dict(state["net"])
+        if opt is not None:
+            opt.load_state_dict(state["opt"])
+        return state.get("step", 0)
+
+
+    def main(run_dir):
+        net = nn.GRU(16, 32, batch_first=True)
+        opt = torch.optim.RMSprop(net.parameters(), lr=1e-3)
+        step = restore(run_dir, net, opt)
+        net.to("cuda")
+        for _ in range(step, 100):
+            out, _ = net(torch.randn(4, 8, 16, device="cuda"))
+            out.mean().backward()
+            opt.step()
+"""
+
+
+def test_an_optimizer_state_loaded_by_a_helper_before_the_model_moves() -> None:
+    assert _found(RESUME_HELPER) == [(17, "DL111")]
+
+
+def test_the_model_moved_before_the_helper_loads_is_clean() -> None:
+    fixed = RESUME_HELPER.replace(
+        "        net = nn.GRU(16, 32, batch_first=True)\n",
+        '        net = nn.GRU(16, 32, batch_first=True).to("cuda")\n',
+    ).replace('        net.to("cuda")\n', "")
+    assert _found(fixed) == []
+
+
+# -- across files: an imported helper loads the optimizer's state; a host table fed a host copy --
+
+
+def _check(root: Path) -> set[tuple[str, int, str]]:
+    old = Path.cwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "json", "."])
+    finally:
+        os.chdir(old)
+    assert result.exit_code in (0, 1), result.output
+    return {(Path(r["path"]).name, r["line"], r["code"]) for r in json.loads(result.stdout)}
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+CHECKPOINTS = """
+    import torch
+
+
+    def warm_start(path, network, optim=None, scheduler=None):
+        blob = torch.load(path, map_location="cpu")
+        network.load_state_dict(blob["weights"])
+        if optim is not None and "optim" in blob:
+            optim.load_state_dict(blob["optim"])
+"""
+
+FINETUNE = """
+    import torch
+    from torchvision.models import resnet18
+
+    from checkpoints import warm_start
+
+    net = resnet18(num_classes=5)
+    sgd = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    warm_start("pretrained.pt", net, optim=sgd)
+    net = net.cuda()
+"""
+
+
+def test_an_imported_helper_that_loads_the_optimizer_state_before_the_move(tmp_path: Path) -> None:
+    _write(tmp_path, {"checkpoints.py": CHECKPOINTS, "finetune.py": FINETUNE})
+    assert _check(tmp_path) == {("finetune.py", 9, "DL111")}
+    fixed = FINETUNE.replace("net = resnet18(num_classes=5)", "net = resnet18(num_classes=5).cuda()").replace(
+        "net = net.cuda()\n", ""
+    )
+    _write(tmp_path, {"finetune.py": fixed})
+    assert _check(tmp_path) == set()
+
+
+TALLY = """
+    import torch
+
+
+    class Tally:
+        def __init__(self, n):
+            self.n = n
+            self.counts = torch.zeros(n)
+
+        def update(self, labels):
+            self.counts += torch.bincount(labels, minlength=self.n)
+"""
+
+EVALUATE = """
+    import torch
+
+    from tally import Tally
+
+
+    def label_histogram(model, loader):
+        tally = Tally(10)
+        for x in loader:
+            tally.update(model(x.cuda()).argmax(1))
+        return tally.counts
+"""
+
+
+def test_a_host_table_fed_device_values_by_an_importer_and_its_host_copy_twin(tmp_path: Path) -> None:
+    _write(tmp_path, {"tally.py": TALLY, "evaluate.py": EVALUATE})
+    assert _check(tmp_path) == {("evaluate.py", 10, "DL101")}
+    _write(tmp_path, {"tally.py": TALLY.replace("torch.bincount(labels,", "torch.bincount(labels.cpu(),")})
+    assert _check(tmp_path) == set()
