@@ -177,3 +177,29 @@ def test_a_host_table_fed_device_values_by_an_importer_and_its_host_copy_twin(tm
     assert _check(tmp_path) == {("evaluate.py", 10, "DL101")}
     _write(tmp_path, {"tally.py": TALLY.replace("torch.bincount(labels,", "torch.bincount(labels.cpu(),")})
     assert _check(tmp_path) == set()
+
+
+# -- a settings module's `DEVICE` (`import settings`, `settings.DEVICE`) is where the author runs ----
+
+SETTINGS_DEVICE = """
+    import torch
+    import torch.nn as nn
+
+    import settings
+
+
+    def score(loader):
+        net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+        net.eval()
+        with torch.no_grad():
+            return [net(feats.to(settings.DEVICE)) for feats in loader]
+"""
+
+
+def test_a_model_never_moved_while_inputs_go_to_a_settings_modules_device() -> None:
+    assert _found(SETTINGS_DEVICE) == [(12, "DL117")]
+
+
+def test_the_model_moved_to_the_settings_device_is_clean() -> None:
+    fixed = SETTINGS_DEVICE.replace("nn.Linear(8, 1))\n", "nn.Linear(8, 1)).to(settings.DEVICE)\n")
+    assert _found(fixed) == []

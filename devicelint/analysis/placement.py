@@ -972,8 +972,9 @@ class _Interpreter(CallEvaluation):
         receiver = self._eval(node.value)
         if receiver.fields is not None:
             return receiver.field(attr)  # a dataclass or NamedTuple instance's field
-        if attr == "DEVICE" and type(node.value) is cst.Attribute:
-            # a settings tree's device (`cfg.MODEL.DEVICE`): where the author means to run
+        if attr == "DEVICE" and type(node.value) in (cst.Attribute, cst.Name):
+            # a settings tree's or module's device (`cfg.MODEL.DEVICE`, `config.DEVICE`): where
+            # the author means to run
             return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=self.ctx.code_for(node))
         if attr == "device" and self._on_host(node.value):
             return Fact(DEVICE_VALUE, where="cpu", spelled="object")  # `model.device` of a model on the CPU

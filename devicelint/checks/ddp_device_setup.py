@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.model_events import (
+    INIT_PROCESS_GROUP,
     Device,
     History,
     WrapperSite,
@@ -16,6 +17,7 @@ from devicelint.analysis.model_events import (
     device_ids_first,
     history,
     module_functions,
+    process_group_initialised,
     resolver_for,
     scope_facts,
     set_device_called,
@@ -180,7 +182,7 @@ class DdpDeviceSetup(Rule):
         if not per_rank:
             return
         for call in ctx.index.of_type(cst.Call):
-            if ctx.qualified_name(call.func) not in _INIT_PROCESS_GROUP or not _nccl_call(ctx, call):
+            if ctx.qualified_name(call.func) not in INIT_PROCESS_GROUP or not _nccl_call(ctx, call):
                 continue
             if any(arg.keyword is not None and arg.keyword.value == "device_id" for arg in call.args):
                 continue  # torch 2.3+: binds the process to its device
@@ -273,7 +275,7 @@ class DdpDeviceSetup(Rule):
             has_ids and device_ids_first(resolver, site.device_ids) is None and not _literal_list(site.device_ids)
         )
         if per_rank_ids:
-            if last.is_current and (set_device_called(ctx, site.call) or not _initialises_process_group(ctx)):
+            if last.is_current and (set_device_called(ctx, site.call) or not process_group_initialised(ctx)):
                 return None  # per-rank ids, and `set_device` here or in the module that sets up the group
             ids = short(ctx, site.device_ids)  # type: ignore[arg-type]  # explicit `device_ids`, checked above
             where = (
@@ -375,18 +377,6 @@ def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: 
             if moved is not None and moved[1].type == "cuda" and dotted_name(strip_self_returning(moved[0])) != var:
                 return True
     return False
-
-
-_INIT_PROCESS_GROUP = frozenset(
-    {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
-)
-
-
-def _initialises_process_group(ctx: FileContext) -> bool:
-    """The file calls `init_process_group` itself: its distributed set-up, `set_device` included,
-    is visible here. A file that only wraps (`init_dist(...)` of a helper module) is not judged
-    on the current device."""
-    return any(ctx.qualified_name(call.func) in _INIT_PROCESS_GROUP for call in ctx.index.of_type(cst.Call))
 
 
 def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:

@@ -63,6 +63,9 @@ class ParameterUses:
     # the parameters whose `load_state_dict` the function calls, under any condition
     # (`if optimizer is not None: optimizer.load_state_dict(...)`)
     loads_state: tuple[str, ...] = ()
+    # the distributed set-up it makes, under any condition: "init_process_group", "set_device"
+    # (`torch.cuda.set_device(...)`, `with torch.cuda.device(...)`)
+    distributed_setup: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -73,6 +76,7 @@ class ParameterUses:
             or self.host_inputs
             or self.mixes
             or self.loads_state
+            or self.distributed_setup
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -96,6 +100,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         host_inputs=tuple((str(m), str(f), str(x), int(n)) for m, f, x, n in data.get("host_inputs", ())),
         mixes=tuple((str(p), str(x), int(n)) for p, x, n in data.get("mixes", ())),
         loads_state=tuple(str(p) for p in data.get("loads_state", ())),
+        distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
     )
 
 
@@ -142,7 +147,31 @@ def parameter_uses(
                 }
             )
         ),
+        distributed_setup=_distributed_setup(own_nodes),
     )
+
+
+_SETS_DEVICE = frozenset({"set_device", "set_device_index"})
+
+
+def _distributed_setup(nodes: list[ast.AST]) -> tuple[str, ...]:
+    """See `ParameterUses.distributed_setup`."""
+    found = set()
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name == "init_process_group":
+            found.add(name)
+        elif name in _SETS_DEVICE or (
+            name == "device"
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "cuda"
+        ):
+            found.add("set_device")
+    return tuple(sorted(found))
 
 
 # what wraps a loader in a loop header: `enumerate(loader)`, `tqdm(loader, desc=...)`

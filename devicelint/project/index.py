@@ -17,7 +17,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -798,9 +798,8 @@ class ProjectIndex:
         uses = module.uses[name]
         constants = module.host_constants() if uses.mixes else {}
         host_mixes = tuple((p, n, *constants[n]) for p, n, _ in uses.mixes if n in constants)
-        if not (uses.reads or uses.to_numpy or uses.returns_moved or uses.unmoved_batches or uses.host_inputs):
-            if not host_mixes:
-                return None
+        if not (replace(uses, mixes=()) or host_mixes):
+            return None  # (what it mixes with module names counts only where they are host tensors)
         qualified = f"{module.name}.{name}" if module.name else name
         return ImportedHelper(qualified, self._shown(self._path_of(module)), uses, host_mixes)
 

@@ -41,8 +41,10 @@ from devicelint.analysis.model_events.devices import (
     strip_self_returning,
 )
 from devicelint.analysis.model_events.scopes import (
+    INIT_PROCESS_GROUP,
     Scope,
     module_functions,
+    process_group_initialised,
     scope_facts,
     scope_of,
     set_device_called,
@@ -100,6 +102,8 @@ __all__ = [
     "resolver_for",
     "scope_facts",
     "scope_of",
+    "INIT_PROCESS_GROUP",
+    "process_group_initialised",
     "set_device_called",
     "set_device_calls",
     "short",

@@ -117,7 +117,8 @@ _SETS_DEVICE = frozenset({"set_device", "set_device_index", "device_index"})
 def set_device_calls(ctx: FileContext) -> list[cst.Call]:
     """Calls that change the current device: `torch.cuda.set_device(...)`, any
     `*.set_device(...)`/`set_device_index(...)`, or `with torch.cuda.device(...)` (comments do not count)."""
-    if "set_device" not in ctx.source and "cuda.device(" not in ctx.source:
+    helpers = ctx.project.helpers
+    if "set_device" not in ctx.source and "cuda.device(" not in ctx.source and not helpers:
         return []
     found = []
     for call in ctx.index.of_type(cst.Call):
@@ -125,7 +126,31 @@ def set_device_calls(ctx: FileContext) -> list[cst.Call]:
         name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
         if name in _SETS_DEVICE or ctx.qualified_name(func) == "torch.cuda.device":
             found.append(call)
+        elif helpers and _sets_up(ctx, call, "set_device"):
+            found.append(call)  # a set-up function of another module (`init_distributed_mode(args)`)
     return found
+
+
+def _sets_up(ctx: FileContext, call: cst.Call, step: str) -> bool:
+    """`call` runs an imported project function that makes this distributed set-up step."""
+    spelled = dotted_name(call.func)
+    helper = ctx.project.helpers.get(spelled) if spelled is not None else None
+    return helper is not None and step in helper.uses.distributed_setup
+
+
+INIT_PROCESS_GROUP = frozenset(
+    {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+)
+
+
+def process_group_initialised(ctx: FileContext) -> bool:
+    """The file calls `init_process_group` itself, or a project function of another module
+    that does: its distributed set-up is visible here."""
+    return any(
+        ctx.qualified_name(call.func) in INIT_PROCESS_GROUP
+        or (ctx.project.helpers and _sets_up(ctx, call, "init_process_group"))
+        for call in ctx.index.of_type(cst.Call)
+    )
 
 
 def set_device_called(ctx: FileContext, at: cst.CSTNode | None = None) -> bool:
