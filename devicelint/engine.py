@@ -80,7 +80,23 @@ def wanted_rules(text: str, rules: Sequence[type[Rule]], view: ProjectView = EMP
         h.uses.to_numpy or h.uses.returns_moved or h.uses.unmoved_batches or h.uses.host_inputs or h.host_mixes
         for h in view.helpers.values()
     )
-    return [rule for rule in rules if any(token in text for token in rule.tokens) or (helpers and rule.reads_helpers)]
+    brought = _imported_words(view)
+    return [
+        rule
+        for rule in rules
+        if any(token in text or token in brought for token in rule.tokens) or (helpers and rule.reads_helpers)
+    ]
+
+
+def _imported_words(view: ProjectView) -> str:
+    """The words of the code the file's imports run for it: a builder of torchmetrics objects
+    stands for `torchmetrics`, a set-up helper for the calls it makes."""
+    words = ["torchmetrics"] if "metric" in view.functions.values() else []
+    for helper in view.helpers.values():
+        words.extend(helper.uses.distributed_setup)
+        if helper.uses.loads_state:
+            words.append("load_state_dict")
+    return " ".join(words)
 
 
 def decode_source(data: bytes) -> str:

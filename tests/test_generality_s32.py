@@ -203,3 +203,126 @@ def test_a_model_never_moved_while_inputs_go_to_a_settings_modules_device() -> N
 def test_the_model_moved_to_the_settings_device_is_clean() -> None:
     fixed = SETTINGS_DEVICE.replace("nn.Linear(8, 1))\n", "nn.Linear(8, 1)).to(settings.DEVICE)\n")
     assert _found(fixed) == []
+
+
+# -- functions and classes of another module, seen from the importing file --------------------
+
+
+def test_a_moved_copy_returned_by_an_imported_helper_and_dropped(tmp_path: Path) -> None:
+    helper = """
+        import torch
+
+
+        def to_gpu(sample):
+            return {name: t.cuda() if isinstance(t, torch.Tensor) else t for name, t in sample.items()}
+    """
+    caller = """
+        from gpu import to_gpu
+
+
+        def predict(net, samples):
+            outputs = []
+            for sample in samples:
+                to_gpu(sample)
+                outputs.append(sample["image"].sum())
+            return outputs
+    """
+    _write(tmp_path, {"gpu.py": helper, "predict.py": caller})
+    assert _check(tmp_path) == {("predict.py", 8, "DL104")}
+    _write(tmp_path, {"predict.py": caller.replace("to_gpu(sample)", "sample = to_gpu(sample)")})
+    assert _check(tmp_path) == set()
+
+
+def test_a_metric_built_by_an_imported_function_and_fed_device_tensors(tmp_path: Path) -> None:
+    meters = """
+        import torchmetrics
+
+
+        def make_meter():
+            return torchmetrics.MeanSquaredError()
+    """
+    caller = """
+        import torch
+
+        from meters import make_meter
+
+
+        def validate(net, pairs):
+            meter = make_meter()
+            for x, y in pairs:
+                meter.update(net(x.to("cuda")), y.to("cuda"))
+            return meter.compute()
+    """
+    _write(tmp_path, {"meters.py": meters, "validate.py": caller})
+    assert _check(tmp_path) == {("validate.py", 8, "DL113")}
+    _write(tmp_path, {"validate.py": caller.replace("meter = make_meter()", 'meter = make_meter().to("cuda")')})
+    assert _check(tmp_path) == set()
+
+
+def test_an_imported_split_drawn_under_a_cuda_default(tmp_path: Path) -> None:
+    splits = """
+        from torch.utils.data import random_split
+
+
+        def holdout(dataset, fraction=0.1):
+            n_val = int(len(dataset) * fraction)
+            return random_split(dataset, [len(dataset) - n_val, n_val])
+    """
+    caller = """
+        import torch
+
+        from splits import holdout
+
+
+        def prepare(dataset):
+            torch.set_default_device("cuda")
+            train_set, val_set = holdout(dataset)
+            return train_set, val_set
+    """
+    _write(tmp_path, {"splits.py": splits, "prepare.py": caller})
+    assert _check(tmp_path) == {("prepare.py", 9, "DL114")}
+    late = """
+        import torch
+
+        from splits import holdout
+
+
+        def prepare(dataset):
+            train_set, val_set = holdout(dataset)
+            torch.set_default_device("cuda")
+            return train_set, val_set
+    """
+    _write(tmp_path, {"prepare.py": late})
+    assert _check(tmp_path) == set()
+
+
+def test_a_wrapper_handed_to_an_imported_class_that_reads_its_model(tmp_path: Path) -> None:
+    ema = """
+        import copy
+
+
+        class EMA:
+            def __init__(self, net, decay=0.999):
+                self.net = net
+                self.shadow = copy.deepcopy(net)
+                self.decay = decay
+
+            def update(self):
+                for mine, theirs in zip(self.shadow.parameters(), self.net.encoder.parameters()):
+                    mine.data.lerp_(theirs.data, 1 - self.decay)
+    """
+    caller = """
+        import torch.nn as nn
+
+        from ema import EMA
+
+
+        def build(model):
+            model = nn.DataParallel(model.cuda())  # noqa: DL207
+            tracker = EMA(model, 0.99)
+            return model, tracker
+    """
+    _write(tmp_path, {"ema.py": ema, "build.py": caller})
+    assert _check(tmp_path) == {("build.py", 9, "DL203")}
+    _write(tmp_path, {"build.py": caller.replace("EMA(model, 0.99)", "EMA(model.module, 0.99)")})
+    assert _check(tmp_path) == set()

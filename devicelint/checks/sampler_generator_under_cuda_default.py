@@ -4,7 +4,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, DefaultDevice, calls_under_accelerator_blocks
+from devicelint.analysis.default_device import (
+    ACCELERATOR_DEFAULT,
+    DefaultDevice,
+    calls_under_accelerator_blocks,
+    default_device_at,
+)
+from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.analysis.random_draws import (
     DISTRIBUTED,
     LOADER,
@@ -109,6 +115,22 @@ class SamplerGeneratorUnderCudaDefault(Rule):
             for call, block in blocks[id(callee)]:
                 label = f"`{ctx.code_for(call.func)}(...)` (its `{ctx.code_for(draw.call.func)}(...)`)"
                 yield self._report(ctx, call, draw, block, label)
+        # A function of another module that builds one, called while the default is in force.
+        for call, helper, _ in imported_calls(ctx):
+            if not helper.uses.implicit_draws:
+                continue
+            default = default_device_at(ctx, call)
+            if default.state != ACCELERATOR_DEFAULT:
+                continue
+            kind, name, line = helper.uses.implicit_draws[0]
+            yield self.violation(
+                call,
+                draw=f"`{ctx.code_for(call.func)}(...)` (its `{name}(...)` at {helper.path}:{line})",
+                generator=_IMPLICIT_GENERATOR.get(kind, "a CPU generator (none given)"),
+                in_force=_in_force(ctx, default),
+                device=default.device,
+                remedy=_remedy(kind, default),
+            )
 
     def _report(
         self, ctx: FileContext, node: cst.Call, draw: RandomDraw, default: DefaultDevice, label: str
@@ -117,15 +139,17 @@ class SamplerGeneratorUnderCudaDefault(Rule):
             generator = f"the CPU generator `{ctx.code_for(draw.generator)}`"
         else:
             generator = _IMPLICIT_GENERATOR[draw.kind]
-        if draw.kind == DISTRIBUTED:
-            remedy = "build and iterate the sampler where the default device is the CPU"
-        else:
-            remedy = f'pass `generator=torch.Generator(device="{default.device}")`'
         return self.violation(
             node,
             draw=label,
             generator=generator,
             in_force=_in_force(ctx, default),
             device=default.device,
-            remedy=remedy,
+            remedy=_remedy(draw.kind, default),
         )
+
+
+def _remedy(kind: str, default: DefaultDevice) -> str:
+    if kind == DISTRIBUTED:
+        return "build and iterate the sampler where the default device is the CPU"
+    return f'pass `generator=torch.Generator(device="{default.device}")`'

@@ -66,6 +66,10 @@ class ParameterUses:
     # the distributed set-up it makes, under any condition: "init_process_group", "set_device"
     # (`torch.cuda.set_device(...)`, `with torch.cuda.device(...)`)
     distributed_setup: tuple[str, ...] = ()
+    # (kind, name, line): samplers it builds that draw with a CPU generator when given none
+    # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
+    # "distributed": a shuffling `DistributedSampler`), wrong under a CUDA default device
+    implicit_draws: tuple[tuple[str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -77,6 +81,7 @@ class ParameterUses:
             or self.mixes
             or self.loads_state
             or self.distributed_setup
+            or self.implicit_draws
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -101,6 +106,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         mixes=tuple((str(p), str(x), int(n)) for p, x, n in data.get("mixes", ())),
         loads_state=tuple(str(p) for p in data.get("loads_state", ())),
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
+        implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
     )
 
 
@@ -148,7 +154,38 @@ def parameter_uses(
             )
         ),
         distributed_setup=_distributed_setup(own_nodes),
+        implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
     )
+
+
+# sampler -> (kind, position of `shuffle` among positional arguments, shuffles by default)
+_SAMPLERS = {
+    "DataLoader": ("loader", 2, False),
+    "RandomSampler": ("sampler", None, True),
+    "random_split": ("split", None, True),
+    "DistributedSampler": ("distributed", 3, True),
+}
+
+
+def _implicit_draws(nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+    """See `ParameterUses.implicit_draws`."""
+    found = []
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in _SAMPLERS or any(k.arg in ("generator", None) for k in node.keywords):
+            continue
+        kind, position, shuffles = _SAMPLERS[name]
+        shuffle = next((k.value for k in node.keywords if k.arg == "shuffle"), None)
+        if shuffle is None and position is not None and len(node.args) > position:
+            shuffle = node.args[position]
+        if shuffle is not None:
+            shuffles = isinstance(shuffle, ast.Constant) and shuffle.value is True
+        if shuffles:
+            found.append((kind, name, node.lineno))
+    return tuple(found)
 
 
 _SETS_DEVICE = frozenset({"set_device", "set_device_index"})
@@ -491,15 +528,24 @@ def _moved_copy(value: ast.expr, param: str) -> bool:
                 return False
             source = source.func.value
         element = value.value if isinstance(value, ast.DictComp) else value.elt
-        return (
-            isinstance(source, ast.Name)
-            and source.id == param
-            and isinstance(element, ast.Call)
-            and isinstance(element.func, ast.Attribute)
-            and element.func.attr in _MOVES
-            and not _to_cpu(element)
-        )
+        return isinstance(source, ast.Name) and source.id == param and _moved_element(element)
     return False
+
+
+def _moved_element(element: ast.expr) -> bool:
+    """`v.to(device)`, or `v.to(device) if torch.is_tensor(v) else v` (what is not moved passes
+    through unchanged)."""
+    if isinstance(element, ast.IfExp):
+        branches = (element.body, element.orelse)
+        return any(_moved_element(b) for b in branches) and all(
+            _moved_element(b) or isinstance(b, ast.Name) for b in branches
+        )
+    return (
+        isinstance(element, ast.Call)
+        and isinstance(element.func, ast.Attribute)
+        and element.func.attr in _MOVES
+        and not _to_cpu(element)
+    )
 
 
 def _rebuilder(func: ast.expr) -> bool:

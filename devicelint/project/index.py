@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
-from devicelint.project.helpers import parameter_uses_from
+from devicelint.project.helpers import ParameterUses, parameter_uses_from
 from devicelint.project.view import (
     ImportedClass,
     ImportedHelper,
@@ -110,6 +110,12 @@ class _Members:
 
     def holds(self, spelled: str) -> bool:
         return spelled in self.classes or spelled in self.functions
+
+
+def _metric_class(qualified: str) -> bool:
+    """A torchmetrics metric class (`torchmetrics.MetricCollection`), not a functional metric."""
+    last = qualified.rsplit(".", 1)[-1]
+    return qualified.startswith("torchmetrics.") and ".functional." not in qualified and last[:1].isupper()
 
 
 def _one_of(classes: list[ImportedClass | None]) -> ImportedClass | None:
@@ -792,8 +798,16 @@ class ProjectIndex:
             members.helpers[spelled] = helper
 
     def _helper(self, module: ModuleSummary, name: str) -> ImportedHelper | None:
-        """A function of `module` that reads, converts or moves what it is handed."""
-        if name in module.classes or name not in module.uses:
+        """A function of `module` that reads, converts or moves what it is handed (or a class
+        whose methods read attributes on what its constructor keeps)."""
+        if name in module.classes:
+            cls = module.classes[name]
+            if not cls.constructor_reads:
+                return None
+            uses = ParameterUses(cls.init_params, cls.init_positional, reads=cls.constructor_reads)
+            qualified = f"{module.name}.{name}" if module.name else name
+            return ImportedHelper(qualified, self._shown(self._path_of(module)), uses)
+        if name not in module.uses:
             return None
         uses = module.uses[name]
         constants = module.host_constants() if uses.mixes else {}
@@ -829,7 +843,7 @@ class ProjectIndex:
         if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
             parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
             return "tuple:" + "|".join(parts) if any(parts) else None
-        return place if place in ("cpu-tensor", "device-tensor", "device-value") else None
+        return place if place in ("cpu-tensor", "device-tensor", "device-value", "metric") else None
 
     def _part_place(self, place: str, where: Path) -> str:
         """Where one part of a returned tuple lives: a tensor's place, or what the project
@@ -877,6 +891,8 @@ class ProjectIndex:
             if len(built) != len(picked) or not all(name in module.classes for module, name in built):
                 return ""
             return built
+        if kind == "call" and _metric_class(target):
+            return "metric"  # `return MetricCollection({...})`: a torchmetrics object, unmoved
         found = self._resolve(target, where)
         if found is None or found.name is None:
             return ""

@@ -74,6 +74,13 @@ class ClassSummary:
     # unmoved, to a model its `__init__` moved (`self.model = model.to(device)`, then
     # `images, labels = batch; self.model(images)`), in a method that moves nothing itself
     unmoved_inputs: tuple[HostUpdate, ...] = ()
+    # What its constructor does to its arguments through the attributes that hold them: the
+    # `__init__` parameters, how many are positional, and (parameter, attribute, line) for the
+    # first read of each public attribute on one kept as `self.x = param` (`self.model.backbone`
+    # in any method), so a wrapper handed to `Trainer(model)` is judged as at a function call
+    init_params: tuple[str, ...] = ()
+    init_positional: int = 0
+    constructor_reads: tuple[tuple[str, str, int], ...] = ()
 
 
 class ModuleSummary:
@@ -325,6 +332,9 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         method_places=tuple((str(m), str(p)) for m, p in data.get("method_places", ())),
         host_updates=host_updates_from(data.get("host_updates", ())),
         unmoved_inputs=host_updates_from(data.get("unmoved_inputs", ())),
+        init_params=tuple(str(p) for p in data.get("init_params", ())),
+        init_positional=int(data.get("init_positional", 0)),
+        constructor_reads=tuple((str(p), str(a), int(n)) for p, a, n in data.get("constructor_reads", ())),
     )
 
 
@@ -545,9 +555,58 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
     moving = _unmoved_inputs(methods) if places else ()
     inputs = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in moving)
+    params, positional, reads = _constructor_reads(methods)
     return ClassSummary(
-        bases, tuple(sorted(builds)), makes, places, moved, others, placed, method_places, updates, inputs
+        bases,
+        tuple(sorted(builds)),
+        makes,
+        places,
+        moved,
+        others,
+        placed,
+        method_places,
+        updates,
+        inputs,
+        params,
+        positional,
+        tuple((p, a, line + first_line) for p, a, line in reads),
     )
+
+
+def _constructor_reads(
+    methods: dict[str, ast.FunctionDef],
+) -> tuple[tuple[str, ...], int, tuple[tuple[str, str, int], ...]]:
+    """See `ClassSummary.constructor_reads`."""
+    init = methods.get("__init__")
+    if init is None:
+        return (), 0, ()
+    args = init.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
+    params = (*positional, *(a.arg for a in args.kwonlyargs))
+    held: dict[str, str] = {}  # attribute -> the parameter it holds, as `__init__` stores it
+    for node in _own_nodes(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Name):
+            attr = _self_attribute(node.targets[0])
+            if attr is not None and node.value.id in params:
+                held[attr] = node.value.id
+    if not held:
+        return params, len(positional), ()
+    first: dict[tuple[str, str], int] = {}
+    written: set[tuple[str, str]] = set()
+    for method in methods.values():
+        for node in _own_nodes(method):
+            if not isinstance(node, ast.Attribute) or node.attr.startswith("_"):
+                continue
+            holder = _self_attribute(node.value)
+            if holder not in held:
+                continue
+            key = (held[holder], node.attr)
+            if isinstance(node.ctx, ast.Load):
+                first[key] = min(first.get(key, node.lineno), node.lineno)
+            else:
+                written.add(key)
+    reads = tuple(sorted((p, a, line) for (p, a), line in first.items() if (p, a) not in written))
+    return params, len(positional), reads
 
 
 def _host_updates(

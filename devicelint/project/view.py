@@ -73,7 +73,8 @@ class ProjectView:
     root: str = ""
     # spelled name -> the imported module class
     classes: dict[str, ImportedClass] = field(default_factory=dict)
-    # spelled name -> where the imported function's result lives ("cpu-tensor", "device-tensor"), or
+    # spelled name -> where the imported function's result lives ("cpu-tensor", "device-tensor",
+    # "device-value"), "metric" for a torchmetrics object it builds and returns unmoved, or
     # "tuple:<place>|<place>..." for each part of a tuple it returns ("" where unknown)
     functions: dict[str, str] = field(default_factory=dict)
     # class of this file -> attributes that another class's `_apply`/`to`/`cuda` moves on its
