@@ -96,6 +96,8 @@ def _imported_words(view: ProjectView) -> str:
         words.extend(helper.uses.distributed_setup)
         if helper.uses.loads_state:
             words.append("load_state_dict")
+    if any(cls.state_loads for cls in view.plain_classes.values()):
+        words.append("optim.load_state_dict")  # an imported trainer class resumes its optimizer
     return " ".join(words)
 
 

@@ -326,3 +326,47 @@ def test_a_wrapper_handed_to_an_imported_class_that_reads_its_model(tmp_path: Pa
     assert _check(tmp_path) == {("build.py", 9, "DL203")}
     _write(tmp_path, {"build.py": caller.replace("EMA(model, 0.99)", "EMA(model.module, 0.99)")})
     assert _check(tmp_path) == set()
+
+
+def test_an_imported_trainer_that_resumes_its_optimizer_before_the_model_moves(tmp_path: Path) -> None:
+    runner = """
+        import torch
+
+
+        class Runner:
+            def __init__(self, net, cfg):
+                self.cfg = cfg
+                self.optim = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9)
+
+            def load(self, ckpt_path):
+                state = torch.load(ckpt_path, map_location="cpu")
+                self.optim.load_state_dict(state["optim"])
+
+            def run(self, batches):
+                for loss_fn in batches:
+                    self.optim.zero_grad()
+                    loss_fn().backward()
+                    self.optim.step()
+    """
+    caller = """
+        from types import SimpleNamespace
+
+        import torchvision
+
+        from runner import Runner
+
+
+        def main(ckpt):
+            backbone = torchvision.models.mobilenet_v3_small()
+            runner = Runner(backbone, SimpleNamespace(lr=0.01))
+            runner.load(ckpt)
+            backbone.to("cuda")
+            return runner
+    """
+    _write(tmp_path, {"runner.py": runner, "main.py": caller})
+    assert _check(tmp_path) == {("main.py", 12, "DL111")}
+    moved_first = caller.replace(
+        "torchvision.models.mobilenet_v3_small()", 'torchvision.models.mobilenet_v3_small().to("cuda")'
+    ).replace('            backbone.to("cuda")\n', "")
+    _write(tmp_path, {"main.py": moved_first})
+    assert _check(tmp_path) == set()

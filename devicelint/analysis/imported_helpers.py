@@ -51,6 +51,12 @@ def moved_model(ctx: FileContext, node: cst.BaseExpression) -> bool:
 def imported_instance(ctx: FileContext, node: cst.BaseExpression) -> ImportedPlainClass | None:
     """The imported plain class whose instance `node` is: a name (or `self.<attr>` of the
     class's `__init__`) bound once to `Cls(...)`."""
+    found = imported_construction(ctx, node)
+    return found[0] if found is not None else None
+
+
+def imported_construction(ctx: FileContext, node: cst.BaseExpression) -> tuple[ImportedPlainClass, cst.Call] | None:
+    """`imported_instance`, with the `Cls(...)` call that built it."""
     plain = ctx.project.plain_classes
     name = dotted_name(node) if plain else None
     if name is None:
@@ -65,7 +71,8 @@ def imported_instance(ctx: FileContext, node: cst.BaseExpression) -> ImportedPla
     values = scope_facts(ctx, scope).assigned.get(name)
     if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
         return None
-    return plain.get(dotted_name(values[0].func) or "")
+    cls = plain.get(dotted_name(values[0].func) or "")
+    return (cls, values[0]) if cls is not None else None
 
 
 def argument_for(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_scope, init_of
-from devicelint.analysis.imported_helpers import imported_call
+from devicelint.analysis.imported_helpers import argument_for, imported_call, imported_construction
 from devicelint.analysis.launchers import fabric_placed_module
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
@@ -156,6 +156,8 @@ def _names_in(node: cst.BaseExpression) -> list[str]:
 
 
 def _builds_or_loads_an_optimizer(ctx: FileContext) -> bool:
+    if any(cls.state_loads for cls in ctx.project.plain_classes.values()):
+        return True  # an imported trainer class that loads its optimizer's state
     for call in ctx.index.of_type(cst.Call):
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "load_state_dict":
@@ -218,6 +220,23 @@ def _states_loaded_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
             and type(target := node.func.value) is cst.Name
         }
     return [name for param in sorted(loaded) if param in bound and (name := dotted_name(bound[param])) is not None]
+
+
+def _owner_of_imported_load(ctx: FileContext, call: cst.Call) -> str | None:
+    """The model whose optimizer `trainer.resume(path)` loads state for, where the imported
+    class's `__init__` built that optimizer over the model handed to `Trainer(model)`."""
+    if type(call.func) is not cst.Attribute:
+        return None
+    built = imported_construction(ctx, call.func.value)
+    if built is None:
+        return None
+    cls, construction = built
+    method = call.func.attr.value
+    for loader, param, _ in cls.state_loads:
+        arg = argument_for(construction, cls.init_params[: cls.init_positional], param) if loader == method else None
+        if arg is not None and (name := dotted_name(arg)) is not None:
+            return name
+    return None
 
 
 def _placed_by_fabric(ctx: FileContext, call: cst.Call) -> list[str]:
@@ -407,6 +426,10 @@ class OptimizerStateDevice(Rule):
                 continue
             for name in _tensor_names(ctx, call):
                 holding.setdefault(_holder(ctx, call, name, scope), {})[name] = call
+            owner_model = _owner_of_imported_load(ctx, call) if ctx.project.plain_classes else None
+            if owner_model is not None:
+                loads.setdefault(scope, []).append((call, owner_model))
+                continue
             func = call.func
             names = (
                 [name]

@@ -48,7 +48,7 @@ _TORCH_SAVES = (b"torch.save", b"serialization.save")
 _TORCH_LOADS = (b"torch.load", b"serialization.load")
 # What a plain class's text holds where it may update host tensors in place or hand its input to
 # a model it moved (`ClassSummary.host_updates`, `unmoved_inputs`): others are not summarised.
-_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(")
+_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict")
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"
 # A file modified this close before the record was written may change again within the same
@@ -173,6 +173,9 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             str(c["path"]),
             host_updates_from(c["host_updates"]),
             host_updates_from(c.get("unmoved_inputs", ())),
+            tuple(str(p) for p in c.get("init_params", ())),
+            int(c.get("init_positional", 0)),
+            tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -833,9 +836,17 @@ class ProjectIndex:
             if imported is not None or not module.mentions(name, _PLAIN_CLASS_WORDS):
                 return imported
             summary = module.classes[name]
-            if summary.host_updates or summary.unmoved_inputs:
+            if summary.host_updates or summary.unmoved_inputs or summary.state_loads:
                 qualified = f"{module.name}.{name}" if module.name else name
-                return ImportedPlainClass(qualified, self._shown(where), summary.host_updates, summary.unmoved_inputs)
+                return ImportedPlainClass(
+                    qualified,
+                    self._shown(where),
+                    summary.host_updates,
+                    summary.unmoved_inputs,
+                    summary.init_params,
+                    summary.init_positional,
+                    summary.state_loads,
+                )
             return imported
         place = self._function_place(module, name, where, 0)
         if isinstance(place, list):  # a builder: `def build_model(args): return Net(args)`

@@ -81,6 +81,10 @@ class ClassSummary:
     init_params: tuple[str, ...] = ()
     init_positional: int = 0
     constructor_reads: tuple[tuple[str, str, int], ...] = ()
+    # (method, parameter, line) for each method that loads the state of an optimizer `__init__`
+    # builds over a constructor parameter's parameters (`self.opt = Adam(model.parameters())`,
+    # then `self.opt.load_state_dict(...)` in `resume`): the state is cast to where that model is
+    state_loads: tuple[tuple[str, str, int], ...] = ()
 
 
 class ModuleSummary:
@@ -335,6 +339,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         init_params=tuple(str(p) for p in data.get("init_params", ())),
         init_positional=int(data.get("init_positional", 0)),
         constructor_reads=tuple((str(p), str(a), int(n)) for p, a, n in data.get("constructor_reads", ())),
+        state_loads=tuple((str(m), str(p), int(n)) for m, p, n in data.get("state_loads", ())),
     )
 
 
@@ -570,7 +575,43 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         params,
         positional,
         tuple((p, a, line + first_line) for p, a, line in reads),
+        tuple((m, p, line + first_line) for m, p, line in _state_loads(methods, params)),
     )
+
+
+def _state_loads(methods: dict[str, ast.FunctionDef], params: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
+    """See `ClassSummary.state_loads`."""
+    init = methods.get("__init__")
+    if init is None or "optim" not in ast.dump(init):
+        return ()
+    held: dict[str, str] = {}  # attribute -> parameter (`self.model = model`)
+    over: dict[str, str] = {}  # optimizer attribute -> the parameter whose parameters it steps
+    for node in _own_nodes(init):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        attr = _self_attribute(node.targets[0])
+        if attr is None:
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in params:
+            held[attr] = node.value.id
+        elif isinstance(node.value, ast.Call) and "optim" in ast.dump(node.value.func):
+            for inner in ast.walk(node.value):
+                if isinstance(inner, ast.Attribute) and inner.attr == "parameters":
+                    owner = inner.value
+                    name = owner.id if isinstance(owner, ast.Name) else held.get(_self_attribute(owner) or "")
+                    if name in params:
+                        over[attr] = name
+    found = []
+    for method_name, method in methods.items():
+        for node in _own_nodes(method):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "load_state_dict"
+                and _self_attribute(node.func.value) in over
+            ):
+                found.append((method_name, over[_self_attribute(node.func.value) or ""], node.lineno))
+    return tuple(found)
 
 
 def _constructor_reads(

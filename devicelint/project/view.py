@@ -46,6 +46,11 @@ class ImportedPlainClass:
     host_updates: tuple[HostUpdate, ...] = ()
     # (`ClassSummary.unmoved_inputs`): what its methods hand, unmoved, to a model it moved
     unmoved_inputs: tuple[HostUpdate, ...] = ()
+    # its constructor's parameters, how many are positional, and (`ClassSummary.state_loads`)
+    # the methods that load an optimizer's state over one of them
+    init_params: tuple[str, ...] = ()
+    init_positional: int = 0
+    state_loads: tuple[tuple[str, str, int], ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
