@@ -370,3 +370,28 @@ def test_an_imported_trainer_that_resumes_its_optimizer_before_the_model_moves(t
     ).replace('            backbone.to("cuda")\n', "")
     _write(tmp_path, {"main.py": moved_first})
     assert _check(tmp_path) == set()
+
+
+def test_a_host_tensor_another_module_builds_at_import_read_on_device(tmp_path: Path) -> None:
+    constants = """
+        import torch
+
+        CLASS_PRIOR = torch.tensor([0.7, 0.2, 0.1])
+    """
+    caller = """
+        import torch
+
+        from constants import CLASS_PRIOR as prior
+
+
+        def calibrated(logits):
+            return torch.log_softmax(logits, -1) - prior.log()
+
+
+        def evaluate(net, xs):
+            return [calibrated(net(x.cuda())) for x in xs]
+    """
+    _write(tmp_path, {"constants.py": constants, "calibrate.py": caller})
+    assert _check(tmp_path) == {("calibrate.py", 8, "DL101")}
+    _write(tmp_path, {"calibrate.py": caller.replace("- prior.log()", "- prior.to(logits.device).log()")})
+    assert _check(tmp_path) == set()

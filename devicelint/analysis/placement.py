@@ -682,6 +682,16 @@ class _Interpreter(CallEvaluation):
             return fact  # `MEAN = torch.tensor([...]).view(3, 1, 1)` built at import, on the host
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
 
+    def _imported_constant(self, spelled: str, node: cst.BaseExpression) -> Fact | None:
+        """A host tensor another module of the project builds at import (`MEAN` after `from
+        .transforms import MEAN`, `T.MEAN` after `import transforms as T`), read in a function
+        where the name is not bound again."""
+        head = spelled.split(".", 1)[0]
+        if type(self.scope) is not cst.FunctionDef or head in self.analysis.local_names(self.scope):
+            return None
+        factory, _, _ = self.ctx.project.host_constants[spelled]
+        return Fact(CPU, origin=node, factory=factory)
+
     def _settings_param(self, name: str) -> bool:
         """A parameter typed as a settings object (`opts: argparse.Namespace`): its `.device` is a
         setting, not a tensor's device."""
@@ -805,6 +815,8 @@ class _Interpreter(CallEvaluation):
             if node.value in self.env:
                 return self.env[node.value]
             constant = self._module_device(node.value)
+            if constant is None and node.value in self.ctx.project.host_constants:
+                constant = self._imported_constant(node.value, node)
             if constant is not None:
                 return constant
             if looks_like_device_name(node.value) or (
@@ -917,6 +929,12 @@ class _Interpreter(CallEvaluation):
         key = self._key(node)
         if key is not None and key in self.env:
             return self.env[key]
+        if self.ctx.project.host_constants and type(node.value) is cst.Name:
+            spelled = f"{node.value.value}.{attr}"
+            if spelled in self.ctx.project.host_constants and node.value.value not in self.env:
+                constant = self._imported_constant(spelled, node)
+                if constant is not None:
+                    return constant
         if self.cls is not None and self.is_receiver(node.value):
             if attr in self.cls.registered:
                 return (

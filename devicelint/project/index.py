@@ -107,6 +107,7 @@ class _Members:
     functions: dict[str, str] = field(default_factory=dict)
     helpers: dict[str, ImportedHelper] = field(default_factory=dict)
     plain: dict[str, ImportedPlainClass] = field(default_factory=dict)
+    constants: dict[str, tuple[str, str, int]] = field(default_factory=dict)
 
     def holds(self, spelled: str) -> bool:
         return spelled in self.classes or spelled in self.functions
@@ -179,7 +180,8 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
         )
         for k, c in data.get("plain_classes", {}).items()
     }
-    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped, plain)
+    constants = {str(k): (str(f), str(p), int(line)) for k, (f, p, line) in data.get("host_constants", {}).items()}
+    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped, plain, constants)
 
 
 def _notebook_code(data: bytes) -> bytes:
@@ -481,6 +483,8 @@ class ProjectIndex:
         module = self.summary(path)
         if last in module.classes or last in module.functions:
             return _Found(module, last)
+        if last[:1].isalpha() and module.builds_tensors_at_import() and last in module.host_constants():
+            return _Found(module, last)  # `MEAN = torch.tensor(...)` at its top level
         if last in module.imports and module.imports[last] != qualified:
             return self._resolve(module.imports[last], path, hops + 1)
         for star in module.star_imports:
@@ -745,6 +749,7 @@ class ProjectIndex:
             members.helpers,
             wrapped,
             members.plain,
+            members.constants,
         )
 
     def _add_members(
@@ -763,6 +768,7 @@ class ProjectIndex:
             if name in used:
                 self._add_member(prefix + name, module, name, members)
         where = self._path_of(module)
+        self._add_constants(prefix, module, [name for name in used if name not in members.functions], members)
         for local, qualified in module.imports.items():
             if local not in used or members.holds(prefix + local):
                 continue
@@ -773,6 +779,17 @@ class ProjectIndex:
             found = self._resolve(star, where)
             if found is not None and found.name is None:
                 self._add_members(prefix, found.module, members, used, seen | {module.name})
+
+    def _add_constants(self, prefix: str, module: ModuleSummary, names: list[str], members: _Members) -> None:
+        """The host tensors `module` builds at import among `names` (read only where its text
+        builds tensors at import at all: the whole module is parsed for them)."""
+        if not names or not module.builds_tensors_at_import():
+            return
+        constants = module.host_constants()
+        for name in names:
+            if name in constants:
+                factory, line = constants[name]
+                members.constants[prefix + name] = (factory, self._shown(self._path_of(module)), line)
 
     def _add_member(
         self,
@@ -791,6 +808,10 @@ class ProjectIndex:
         if self._deps:
             self._deps[-1].update(self._member_deps[key])
         member, helper = self._members[key]
+        if member is None and helper is None and name not in module.classes and name not in module.functions:
+            self._add_constants("", module, [name], members)
+            if name in members.constants and spelled != name:
+                members.constants[spelled] = members.constants.pop(name)  # `from .t import MEAN as M`
         if isinstance(member, ImportedClass):
             members.classes[spelled] = member
         elif isinstance(member, ImportedPlainClass):

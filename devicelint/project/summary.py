@@ -127,7 +127,12 @@ class ModuleSummary:
         self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
         self._wrapped_saves: list[tuple[str, str, int]] | None = None
-        self._host_constants: dict[str, tuple[str, int]] | None = None
+        # (restored when an earlier run parsed the module for them)
+        self._host_constants: dict[str, tuple[str, int]] | None = (
+            {str(n): (str(f), int(line)) for n, (f, line) in saved["host_constants"].items()}
+            if "host_constants" in saved
+            else None
+        )
         self._nodes: dict[str, Any] = {}
         self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
@@ -166,7 +171,7 @@ class ModuleSummary:
                     node,
                     _own_nodes(node) if node is not None else [],
                     self._offsets.get(n, 0),
-                    self._builds_tensors_at_import(),
+                    self.builds_tensors_at_import(),
                 ),
                 lambda: n in self.functions.built,
             ),
@@ -182,7 +187,7 @@ class ModuleSummary:
 
     def _size(self) -> int:
         built = len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self.uses.built)
-        return built + len(self._saves)
+        return built + len(self._saves) + (self._host_constants is not None)
 
     def saves(self, read: SavesReader, word: str) -> dict[str, bool]:
         """File name -> whether every `torch.save` of it writes host data (`read`:
@@ -261,6 +266,7 @@ class ModuleSummary:
             "functions": dict(self.functions.built),
             "uses": {n: asdict(u) for n, u in self.uses.built.items()},
             **({"saves": self._saves} if self._saves else {}),
+            **({"host_constants": self._host_constants} if self._host_constants is not None else {}),
         }
 
     def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:
@@ -271,9 +277,11 @@ class ModuleSummary:
             self._nodes.pop(name, None)
         return value
 
-    def _builds_tensors_at_import(self) -> bool:
+    def builds_tensors_at_import(self) -> bool:
         """Whether a line of the module's own code binds a name to a torch call (`MEAN =
         torch.tensor(...)`): a cheap test before looking for what functions mix with such names."""
+        if self._host_constants is not None:
+            return bool(self._host_constants)
         if self._source is None:
             text = self._load() if self._load is not None else ""
             self._source = (text, _top_level_blocks(text))

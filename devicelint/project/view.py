@@ -97,6 +97,9 @@ class ProjectView:
     wrapped_saved: tuple[tuple[str, str, str, int], ...] = ()
     # spelled name -> an imported plain class that accumulates its arguments into host tensors
     plain_classes: dict[str, ImportedPlainClass] = field(default_factory=dict)
+    # spelled name (`MEAN`, `T.MEAN`) -> (torch factory, its module's file, line) for each tensor
+    # another module builds on the host at import and this file reads
+    host_constants: dict[str, tuple[str, str, int]] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -112,6 +115,7 @@ class ProjectView:
             or self.helpers
             or self.wrapped_saved
             or self.plain_classes
+            or self.host_constants
         )
 
 
