@@ -76,10 +76,7 @@ FIX_ROUNDS = 10
 def wanted_rules(text: str, rules: Sequence[type[Rule]], view: ProjectView = EMPTY_VIEW) -> list[type[Rule]]:
     """The rules that could fire on `text`, judged by the tokens each one declares (and, for
     rules that read the imported helpers, by whether the file imports one)."""
-    helpers = bool(view.plain_classes) or any(
-        h.uses.to_numpy or h.uses.returns_moved or h.uses.unmoved_batches or h.uses.host_inputs or h.host_mixes
-        for h in view.helpers.values()
-    )
+    helpers = bool(view.plain_classes) or any(h.places_arguments() for h in view.helpers.values())
     brought = _imported_words(view)
     return [
         rule

@@ -72,6 +72,13 @@ class ImportedHelper:
     # module builds on the host at import (`MEAN = torch.tensor(...)` at `line`)
     host_mixes: tuple[tuple[str, str, str, int], ...] = ()
 
+    def places_arguments(self) -> bool:
+        """It does something the placement rules that read helpers ask about (`Rule.reads_helpers`):
+        `.numpy()` on an argument, a moved copy returned, batches or host inputs handed to a
+        model, a host constant combined with an argument."""
+        uses = self.uses
+        return bool(uses.to_numpy or uses.returns_moved or uses.unmoved_batches or uses.host_inputs or self.host_mixes)
+
 
 @dataclass(frozen=True)
 class ProjectView:
