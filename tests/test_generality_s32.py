@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
+from conftest import FIXTURES
 
 from devicelint.cli import cli
 from devicelint.engine import EngineOptions, lint_source
@@ -395,3 +397,23 @@ def test_a_host_tensor_another_module_builds_at_import_read_on_device(tmp_path: 
     assert _check(tmp_path) == {("calibrate.py", 8, "DL101")}
     _write(tmp_path, {"calibrate.py": caller.replace("- prior.log()", "- prior.to(logits.device).log()")})
     assert _check(tmp_path) == set()
+
+
+def test_an_imported_host_constant_follows_edits_of_its_module_on_a_warm_run(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "host_constants_read_through_module_alias" / "bad", root)
+    args = ["check", "--output-format", "json", "--cache-dir", str(tmp_path / "cache"), "."]
+
+    def found() -> list[tuple[str, int, str]]:
+        old = Path.cwd()
+        os.chdir(root)
+        try:
+            result = CliRunner().invoke(cli, args)
+        finally:
+            os.chdir(old)
+        return [(Path(r["path"]).name, r["line"], r["code"]) for r in json.loads(result.stdout)]
+
+    assert found() == [("model.py", 13, "DL101")]
+    assert found() == [("model.py", 13, "DL101")]  # warm: from the cache
+    (root / "transforms.py").write_text("MEAN = 0.45\nSTD = 0.225\n", encoding="utf-8")  # numbers now
+    assert found() == []
