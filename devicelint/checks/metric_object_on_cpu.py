@@ -246,8 +246,9 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = True
         elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "clone":
             clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
-        elif type(value) in (cst.Name, cst.Subscript):
-            aliases.append((key, value))  # `self.acc = metrics["acc"]`: the same metric under another name
+        elif type(value) in (cst.Name, cst.Subscript) or self_attribute(value) is not None:
+            # `self.acc = metrics["acc"]`, `self.acc = self._made`: the same metric under another name
+            aliases.append((key, value))
     for call in ctx.index.of_type(cst.Call):
         # `F1Score(...)(preds, y)`, `Accuracy(...).update(preds, y)`: a metric built where it is
         # fed, kept nowhere, so nothing ever moves it
