@@ -4188,3 +4188,237 @@ def test_a_host_table_of_a_plain_class_meets_the_device_values_its_own_method_ma
 def test_host_table_twin_built_on_the_device_is_clean() -> None:
     fixed = HOST_CONFUSION_TABLE.replace("torch.zeros(labels, labels)", "torch.zeros(labels, labels, device=device)")
     assert _found(fixed) == []
+
+
+# -- a class is one unit: a value one method leaves on `self.b`, kept as `self.a` in another ------
+
+
+ALIASED_LEVELS = """
+    import torch
+    from torch import nn
+
+
+    class Calibrator(nn.Module):
+        def __init__(self, levels, width):
+            super().__init__()
+            self.head = nn.Linear(width, len(levels))
+            self._load_levels(levels)
+            self.levels = self._levels_t
+
+        def _load_levels(self, values):
+            self._levels_t = torch.as_tensor(values)
+
+        def forward(self, feats):
+            return self.head(feats) * self.levels
+"""
+
+
+def test_a_tensor_a_helper_method_leaves_on_self_and_init_keeps_under_another_name_is_reported() -> None:
+    # `self.levels = self._levels_t`: what `_load_levels` built from the constructor's data
+    assert _found(ALIASED_LEVELS) == [(11, "DL102")]
+
+
+def test_aliased_levels_twin_moved_where_forward_uses_it_is_clean() -> None:
+    fixed = ALIASED_LEVELS.replace("* self.levels", "* self.levels.to(feats.device)")
+    assert _found(fixed) == []
+
+
+RETURNED_TABLE = """
+    import torch
+    from torch import nn
+
+
+    class Mixer(nn.Module):
+        def __init__(self, weights, gain: float, width):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+            self.weights = self._as_tensor(weights)
+            self.gain = self._as_tensor(gain)
+
+        def _as_tensor(self, values):
+            return torch.tensor(values)
+
+        def forward(self, x):
+            return self.proj(x) * self.weights * self.gain
+"""
+
+
+def test_a_method_returning_a_tensor_of_its_parameter_is_read_in_the_callers_words() -> None:
+    # `self._as_tensor(weights)` is `torch.tensor(weights)`; the float `gain` makes a 0-dim tensor
+    assert _found(RETURNED_TABLE) == [(10, "DL102")]
+
+
+def test_returned_table_twin_registered_as_a_buffer_is_clean() -> None:
+    fixed = RETURNED_TABLE.replace(
+        "self.weights = self._as_tensor(weights)", 'self.register_buffer("weights", self._as_tensor(weights))'
+    )
+    assert _found(fixed) == []
+
+
+ALIASED_METRIC = """
+    import torch
+    import torchmetrics
+
+
+    class Tracker:
+        def __init__(self, classes):
+            self._build(classes)
+            self.f1 = self._made
+
+        def _build(self, classes):
+            self._made = torchmetrics.F1Score(task="multiclass", num_classes=classes)
+
+        def step(self, logits, labels):
+            self.f1.update(logits.argmax(-1), labels)
+
+
+    def run(net, batches, device):
+        net = net.to(device)
+        tracker = Tracker(5)
+        for feats, labels in batches:
+            tracker.step(net(feats.to(device)), labels.to(device))
+        return tracker.f1.compute()
+"""
+
+
+def test_a_metric_a_helper_method_builds_and_the_wrapper_keeps_under_another_name_is_reported() -> None:
+    assert _found(ALIASED_METRIC) == [(12, "DL113")]
+
+
+def test_aliased_metric_twin_built_on_the_device_is_clean() -> None:
+    fixed = ALIASED_METRIC.replace("num_classes=classes)\n", 'num_classes=classes).to("cuda")\n')
+    assert _found(fixed) == []
+
+
+ALIASED_EMPTY_LIST = """
+    import torch
+    from torch import nn
+
+
+    class Tower(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            self._reset()
+            self.stages = self._fresh
+            for _ in range(depth):
+                self.stages.append(nn.Linear(width, width))
+
+        def _reset(self):
+            self._fresh = []
+
+        def forward(self, x):
+            for stage in self.stages:
+                x = stage(x).relu()
+            return x
+"""
+
+
+def test_a_list_a_helper_method_leaves_on_self_filled_with_layers_under_another_name_is_reported() -> None:
+    assert _found(ALIASED_EMPTY_LIST) == [(12, "DL103")]
+
+
+def test_aliased_empty_list_twin_made_a_module_list_is_clean() -> None:
+    fixed = ALIASED_EMPTY_LIST.replace("self._fresh = []", "self._fresh = nn.ModuleList()")
+    assert _found(fixed) == []
+
+
+PASSED_THROUGH_LIST = """
+    import torch
+    from torch import nn
+
+
+    class Pyramid(nn.Module):
+        def __init__(self, widths):
+            super().__init__()
+            convs = []
+            for a, b in zip(widths, widths[1:]):
+                convs.append(nn.Conv2d(a, b, 3, padding=1))
+            self.convs = Pyramid._checked(convs)
+
+        @staticmethod
+        def _checked(items):
+            return items
+
+        def forward(self, x):
+            return [conv(x) for conv in self.convs]
+"""
+
+
+def test_a_local_list_of_layers_passed_through_a_static_method_is_still_the_callers_list() -> None:
+    # `_checked(items)` only returns its parameter: the list is kept, not handed on
+    assert _found(PASSED_THROUGH_LIST) == [(12, "DL103")]
+
+
+def test_passed_through_list_twin_wrapped_in_a_module_list_is_clean() -> None:
+    fixed = PASSED_THROUGH_LIST.replace(
+        "self.convs = Pyramid._checked(convs)", "self.convs = nn.ModuleList(Pyramid._checked(convs))"
+    )
+    assert _found(fixed) == []
+
+
+STORED_FLAG = """
+    import torch
+
+
+    class Loop:
+        def __init__(self, model, opt):
+            self.model = model
+            self.opt = opt
+
+        def _check(self, loss):
+            self.bad = torch.isnan(loss)
+
+        def fit(self, loader):
+            self.model.cuda()
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(self.model(x.cuda()), y.cuda())
+                self._check(loss)
+                if self.bad:
+                    continue
+                loss.backward()
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+
+def test_a_flag_a_helper_method_stores_from_the_loss_is_a_host_read_where_the_step_tests_it() -> None:
+    # `self._check(loss)` leaves `self.bad = torch.isnan(loss)`: the caller's device loss
+    assert _found(STORED_FLAG) == [(18, "DL401")]
+
+
+def test_stored_flag_twin_testing_the_host_batch_is_clean() -> None:
+    fixed = STORED_FLAG.replace("self._check(loss)", "self._check(x)")
+    assert _found(fixed) == []
+
+
+ALIASED_ROLLOUT = """
+    import torch
+
+
+    class Rollout:
+        def __init__(self, obs, acts, rews):
+            self.obs = torch.as_tensor(obs)
+            self.acts = torch.as_tensor(acts)
+            self._keep(rews)
+            self.rews = self._r
+
+        def _keep(self, values):
+            self._r = torch.tensor(values, dtype=torch.float32)
+
+        def to(self, device):
+            self.obs = self.obs.to(device)
+            self.acts = self.acts.to(device)
+            return self
+"""
+
+
+def test_a_plain_holders_tensor_left_by_a_helper_method_and_forgotten_by_its_to_is_reported() -> None:
+    assert _found(ALIASED_ROLLOUT) == [(10, "DL112")]
+
+
+def test_aliased_rollout_twin_whose_to_moves_it_is_clean() -> None:
+    fixed = ALIASED_ROLLOUT.replace(
+        "self.acts = self.acts.to(device)\n",
+        "self.acts = self.acts.to(device)\n            self.rews = self.rews.to(device)\n",
+    )
+    assert _found(fixed) == []

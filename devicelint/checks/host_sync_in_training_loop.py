@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.attribute_aliases import aliased_values
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
@@ -472,4 +473,22 @@ def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> 
             return False
         operands = [test.left, *(c.comparator for c in test.comparisons)]
         return any(_direct(o) and on_device(ctx, o, hot) for o in operands)
+    if type(test) is cst.Attribute:
+        # `if self.bad:` where the class only ever stores a test of a tensor there
+        # (`self._check(loss)` running `self.bad = torch.isnan(loss)`), computed from the step's values
+        kept = aliased_values(ctx, test)
+        return bool(kept) and all(_tensor_valued_test(ctx, v) for v, _ in kept) and on_device(ctx, test, hot)
     return False
+
+
+def _tensor_valued_test(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """A comparison (not `is`/`in`) or a torch check: a boolean tensor where its operands are tensors."""
+    if type(value) is cst.UnaryOperation:
+        value = value.expression
+    if type(value) is cst.Call:
+        return ctx.qualified_name(value.func) in TORCH_CHECKS or (
+            method_name(value) in ("any", "all") and not value.args
+        )
+    return type(value) is cst.Comparison and not any(
+        type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in value.comparisons
+    )
