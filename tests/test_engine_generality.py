@@ -4422,3 +4422,127 @@ def test_aliased_rollout_twin_whose_to_moves_it_is_clean() -> None:
         "self.acts = self.acts.to(device)\n            self.rews = self.rews.to(device)\n",
     )
     assert _found(fixed) == []
+
+
+# -- a helper's step effects in the caller's words ---------------------------------------------
+
+BACKWARD_HELPER_OF_HELPER_LOSS = """
+    import torch
+
+
+    def backprop(value):
+        value.backward()
+
+
+    class Runner:
+        def __init__(self, net, opt):
+            self.net = net
+            self.opt = opt
+
+        def _forward(self, x, y):
+            with torch.autocast("cuda", dtype=torch.float16):
+                return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def run(self, loader):
+            for x, y in loader:
+                loss = self._forward(x.cuda(), y.cuda())
+                backprop(loss)
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+
+def test_a_module_function_backpropagating_a_loss_a_method_computes_under_fp16_is_reported() -> None:
+    # `backprop(loss)` runs `value.backward()` on what `_forward` returns from under autocast
+    assert _found(BACKWARD_HELPER_OF_HELPER_LOSS) == [(21, "DL301")]
+
+
+def test_backward_helper_twin_under_bfloat16_is_clean() -> None:
+    fixed = BACKWARD_HELPER_OF_HELPER_LOSS.replace("dtype=torch.float16", "dtype=torch.bfloat16")
+    assert _found(fixed) == []
+
+
+STEP_IN_A_FUNCTION_HANDED_THE_TRAINER = """
+    import torch
+
+
+    def apply_update(trainer):
+        trainer.opt.step()
+        trainer.opt.zero_grad()
+
+
+    class Trainer:
+        def __init__(self, net, opt):
+            self.net = net
+            self.opt = opt
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def backward_pass(self, batch):
+            with torch.autocast("cuda"):
+                loss = self.net(batch).mean()
+            self.scaler.scale(loss).backward()
+
+        def update(self):
+            apply_update(self)
+            self.scaler.update()
+
+        def fit(self, loader):
+            for batch in loader:
+                self.backward_pass(batch)
+                self.update()
+"""
+
+
+def test_a_function_handed_the_trainer_that_steps_its_optimizer_bypasses_the_classs_scaler() -> None:
+    assert _found(STEP_IN_A_FUNCTION_HANDED_THE_TRAINER) == [(22, "DL302")]
+
+
+def test_step_function_twin_stepping_through_the_scaler_is_clean() -> None:
+    fixed = STEP_IN_A_FUNCTION_HANDED_THE_TRAINER.replace(
+        "    trainer.opt.step()", "    trainer.scaler.step(trainer.opt)"
+    )
+    assert _found(fixed) == []
+
+
+CLIP_IN_A_HELPER_METHOD = """
+    import torch
+    from torch import nn
+
+
+    class Engine:
+        def __init__(self, net, opt):
+            self.net = net
+            self.opt = opt
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def _limit(self):
+            nn.utils.clip_grad_value_(self.net.parameters(), 0.5)
+
+        def train_step(self, batch):
+            with torch.autocast("cuda"):
+                loss = self.net(batch).mean()
+            self.scaler.scale(loss).backward()
+
+        def apply(self):
+            self._limit()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            self.opt.zero_grad()
+
+        def fit(self, loader):
+            for batch in loader:
+                self.train_step(batch)
+                self.apply()
+"""
+
+
+def test_a_helper_method_clipping_between_the_callers_scaled_backward_and_the_step_is_reported() -> None:
+    # the scaled backward is in `train_step`; `fit` calls `apply` after it, and `apply` clips in `_limit`
+    assert _found(CLIP_IN_A_HELPER_METHOD) == [(21, "DL304")]
+
+
+def test_clip_helper_twin_unscaling_first_is_clean() -> None:
+    fixed = CLIP_IN_A_HELPER_METHOD.replace(
+        "        self._limit()", "        self.scaler.unscale_(self.opt)\n            self._limit()"
+    )
+    assert _found(fixed) == []

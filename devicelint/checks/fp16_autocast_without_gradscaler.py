@@ -202,7 +202,10 @@ def _scaler_advice(ctx: FileContext) -> dict[str, str]:
 def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
     """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
     float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
-    plain = [b for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+    # `loss.backward()`, and `backward_of(loss)` running `loss.backward()` in a helper: the loss as
+    # the caller spells it
+    plain = [(b, receiver(b)) for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+    plain += [(call, positional(call)[0]) for call in _plain_backward_helpers(scope)]
     if not plain:
         return
     for node in ctx.index.walk(scope.node):
@@ -214,8 +217,8 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
             continue
         seeds = {n for t in node.targets for n in assigned_names(t.target)}
         losses = computed_from(ctx, scope.node, seeds)
-        for call in plain:
-            if read_names(ctx, receiver(call)) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a receiver
+        for call, loss in plain:
+            if read_names(ctx, loss) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a loss
                 yield call, autocast, helper
 
 
