@@ -4546,3 +4546,37 @@ def test_clip_helper_twin_unscaling_first_is_clean() -> None:
         "        self._limit()", "        self.scaler.unscale_(self.opt)\n            self._limit()"
     )
     assert _found(fixed) == []
+
+
+TOKENS_HANDED_TO_A_METHOD = """
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+
+    class Judge:
+        def __init__(self, checkpoint):
+            self.device = "cuda"
+            self.tok = AutoTokenizer.from_pretrained(checkpoint)
+            self.net = AutoModelForSequenceClassification.from_pretrained(checkpoint).to(self.device)
+
+        def _logits(self, inputs):
+            return self.net(**inputs).logits
+
+        @torch.no_grad()
+        def predict(self, texts):
+            inputs = self.tok(texts, padding=True, truncation=True, return_tensors="pt")
+            return self._logits(inputs).argmax(-1)
+"""
+
+
+def test_a_tokenizers_output_handed_to_a_method_that_feeds_the_moved_model_is_reported() -> None:
+    # `self._logits(inputs)` is followed with the caller's CPU tokens: they meet `self.net` there
+    assert _found(TOKENS_HANDED_TO_A_METHOD) == [(13, "DL105")]
+
+
+def test_tokens_handed_to_a_method_twin_moving_them_there_is_clean() -> None:
+    fixed = TOKENS_HANDED_TO_A_METHOD.replace(
+        "        return self.net(**inputs).logits",
+        "        inputs = {k: v.to(self.device) for k, v in inputs.items()}\n            return self.net(**inputs).logits",
+    )
+    assert _found(fixed) == []
