@@ -68,7 +68,7 @@ def _attributes(ctx: FileContext, cls: cst.ClassDef) -> _ClassAttributes:
                     found.rebound.add(attr)
                 elif type(parent) is cst.Del:
                     found.rebound.add(attr)
-                else:
+                elif type(node) is cst.Attribute:  # (always: `_receiver` takes only attributes)
                     found.reads.setdefault(attr, []).append(node)
         for call in c.index.within(cls, cst.Call):
             # `setattr(self, name, value)`: any attribute may be rebound; keep to literal names
@@ -102,7 +102,7 @@ def aliased_values(ctx: FileContext, value: cst.BaseExpression) -> list[Assigned
         return []
     found = _attributes(ctx, cls)
     out: list[Assigned] = []
-    todo, seen = [attr], set()
+    todo, seen = [attr], set[str]()
     while todo:
         name = todo.pop()
         if name in seen or len(seen) >= MAX_CHAIN:

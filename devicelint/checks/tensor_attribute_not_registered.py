@@ -337,6 +337,8 @@ def _built_as(
     assign to `self.b` (`self._store(x)` running `self.b = torch.tensor(x)`)."""
     for value, _ in assignments:
         sources = [source for source, _ in aliased_values(ctx, value)]
+        if any(is_parameter_call(ctx, source) for source in sources):
+            continue  # `self.w2 = self.w1` of an `nn.Parameter`: `nn.Module` registers it under both names
         if not sources and type(value) is cst.Call:
             # `self.x = self._make(scales)` running `return torch.tensor(scales)`: in the caller's words
             returned = returned_call(ctx, value)
