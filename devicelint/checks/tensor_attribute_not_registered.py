@@ -340,9 +340,10 @@ def _built_as(
         if any(is_parameter_call(ctx, source) for source in sources):
             continue  # `self.w2 = self.w1` of an `nn.Parameter`: `nn.Module` registers it under both names
         if not sources and type(value) is cst.Call:
-            # `self.x = self._make(scales)` running `return torch.tensor(scales)`: in the caller's words
+            # `self.x = self._make(scales)` running `return torch.tensor(scales)`: the call as the
+            # engine places it, and the returned call in the caller's words
             returned = returned_call(ctx, value)
-            sources = [returned] if returned is not None else []
+            sources = [value, returned] if returned is not None else []
         for source in sources or [value]:
             yield value, source
 
