@@ -4580,3 +4580,31 @@ def test_tokens_handed_to_a_method_twin_moving_them_there_is_clean() -> None:
         "        inputs = {k: v.to(self.device) for k, v in inputs.items()}\n            return self.net(**inputs).logits",
     )
     assert _found(fixed) == []
+
+
+TEST_IN_A_HELPER = """
+    import torch
+
+
+    def too_large(value, limit):
+        return value > limit
+
+
+    def train(model, loader, opt, limit=10.0):
+        model.cuda()
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            if too_large(loss, limit):
+                continue
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_a_helper_returning_a_comparison_of_the_callers_device_loss_is_a_host_read_in_the_if() -> None:
+    assert _found(TEST_IN_A_HELPER) == [(13, "DL401")]
+
+
+def test_test_helper_twin_on_host_numbers_is_clean() -> None:
+    assert _found(TEST_IN_A_HELPER.replace("if too_large(loss, limit):", "if too_large(len(x), 1):")) == []
