@@ -5,8 +5,16 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.branches import never_together
-from devicelint.analysis.training.effects import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
-from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.effects import (
+    BACKWARD,
+    OPTIMIZER_STEP,
+    SCALED_BACKWARD,
+    SCALER_STEP,
+    UNSCALE,
+    Effect,
+    kinds,
+)
+from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.step import (
     Autocast,
@@ -205,7 +213,11 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
     # `loss.backward()`, and `backward_of(loss)` running `loss.backward()` in a helper: the loss as
     # the caller spells it
     plain = [(b, receiver(b)) for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
-    plain += [(call, positional(call)[0]) for call in _plain_backward_helpers(scope)]
+    for call, found in scope.helper_calls:
+        if call in _plain_backward_helpers(scope):
+            loss = _backpropagated_argument(ctx, call, found)
+            if loss is not None:
+                plain.append((call, loss))
     if not plain:
         return
     for node in ctx.index.walk(scope.node):
@@ -220,6 +232,18 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
         for call, loss in plain:
             if read_names(ctx, loss) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a loss
                 yield call, autocast, helper
+
+
+def _backpropagated_argument(ctx: FileContext, call: cst.Call, found: tuple[Effect, ...]) -> cst.BaseExpression | None:
+    """What `call` hands the helper for the value it backpropagates (`backprop(loss)` running
+    `value.backward()`: the caller's `loss`), where the helper's own `backward()` is on a parameter."""
+    helper = callee(ctx, call)
+    bound = bound_arguments(ctx, helper, call) if helper is not None else None
+    for effect in found:
+        inner = receiver(effect.node) if effect.kind == BACKWARD else None
+        if bound is not None and type(inner) is cst.Name and inner.value in bound:
+            return bound[inner.value]
+    return None
 
 
 def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
