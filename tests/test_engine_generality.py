@@ -4608,3 +4608,40 @@ def test_a_helper_returning_a_comparison_of_the_callers_device_loss_is_a_host_re
 
 def test_test_helper_twin_on_host_numbers_is_clean() -> None:
     assert _found(TEST_IN_A_HELPER.replace("if too_large(loss, limit):", "if too_large(len(x), 1):")) == []
+
+
+METRIC_HANDED_TO_A_HOLDER_METHOD = """
+    import torch
+    import torchmetrics
+
+
+    class Scorer:
+        def __init__(self):
+            self.bank = {}
+
+        def add(self, name, metric):
+            self.bank[name] = metric
+
+        def update(self, preds, target):
+            for metric in self.bank.values():
+                metric.update(preds, target)
+
+
+    def evaluate(net, loader, classes):
+        net = net.to("cuda")
+        scorer = Scorer()
+        scorer.add("acc", torchmetrics.Accuracy(task="multiclass", num_classes=classes))
+        for x, y in loader:
+            scorer.update(net(x.cuda()).argmax(-1), y.cuda())
+        return scorer
+"""
+
+
+def test_a_metric_handed_to_a_plain_holders_method_that_keeps_it_is_the_callers_metric() -> None:
+    # `scorer.add("acc", Accuracy(...))` running `self.bank[name] = metric`, fed device predictions
+    assert _found(METRIC_HANDED_TO_A_HOLDER_METHOD) == [(21, "DL113")]
+
+
+def test_metric_handed_to_a_holder_twin_moved_when_built_is_clean() -> None:
+    fixed = METRIC_HANDED_TO_A_HOLDER_METHOD.replace("num_classes=classes))", 'num_classes=classes).to("cuda"))')
+    assert _found(fixed) == []
