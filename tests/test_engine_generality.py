@@ -4188,3 +4188,460 @@ def test_a_host_table_of_a_plain_class_meets_the_device_values_its_own_method_ma
 def test_host_table_twin_built_on_the_device_is_clean() -> None:
     fixed = HOST_CONFUSION_TABLE.replace("torch.zeros(labels, labels)", "torch.zeros(labels, labels, device=device)")
     assert _found(fixed) == []
+
+
+# -- a class is one unit: a value one method leaves on `self.b`, kept as `self.a` in another ------
+
+
+ALIASED_LEVELS = """
+    import torch
+    from torch import nn
+
+
+    class Calibrator(nn.Module):
+        def __init__(self, levels, width):
+            super().__init__()
+            self.head = nn.Linear(width, len(levels))
+            self._load_levels(levels)
+            self.levels = self._levels_t
+
+        def _load_levels(self, values):
+            self._levels_t = torch.as_tensor(values)
+
+        def forward(self, feats):
+            return self.head(feats) * self.levels
+"""
+
+
+def test_a_tensor_a_helper_method_leaves_on_self_and_init_keeps_under_another_name_is_reported() -> None:
+    # `self.levels = self._levels_t`: what `_load_levels` built from the constructor's data
+    assert _found(ALIASED_LEVELS) == [(11, "DL102")]
+
+
+def test_aliased_levels_twin_moved_where_forward_uses_it_is_clean() -> None:
+    fixed = ALIASED_LEVELS.replace("* self.levels", "* self.levels.to(feats.device)")
+    assert _found(fixed) == []
+
+
+RETURNED_TABLE = """
+    import torch
+    from torch import nn
+
+
+    class Mixer(nn.Module):
+        def __init__(self, weights, gain: float, width):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+            self.weights = self._as_tensor(weights)
+            self.gain = self._as_tensor(gain)
+
+        def _as_tensor(self, values):
+            return torch.tensor(values)
+
+        def forward(self, x):
+            return self.proj(x) * self.weights * self.gain
+"""
+
+
+def test_a_method_returning_a_tensor_of_its_parameter_is_read_in_the_callers_words() -> None:
+    # `self._as_tensor(weights)` is `torch.tensor(weights)`; the float `gain` makes a 0-dim tensor
+    assert _found(RETURNED_TABLE) == [(10, "DL102")]
+
+
+def test_returned_table_twin_registered_as_a_buffer_is_clean() -> None:
+    fixed = RETURNED_TABLE.replace(
+        "self.weights = self._as_tensor(weights)", 'self.register_buffer("weights", self._as_tensor(weights))'
+    )
+    assert _found(fixed) == []
+
+
+ALIASED_METRIC = """
+    import torch
+    import torchmetrics
+
+
+    class Tracker:
+        def __init__(self, classes):
+            self._build(classes)
+            self.f1 = self._made
+
+        def _build(self, classes):
+            self._made = torchmetrics.F1Score(task="multiclass", num_classes=classes)
+
+        def step(self, logits, labels):
+            self.f1.update(logits.argmax(-1), labels)
+
+
+    def run(net, batches, device):
+        net = net.to(device)
+        tracker = Tracker(5)
+        for feats, labels in batches:
+            tracker.step(net(feats.to(device)), labels.to(device))
+        return tracker.f1.compute()
+"""
+
+
+def test_a_metric_a_helper_method_builds_and_the_wrapper_keeps_under_another_name_is_reported() -> None:
+    assert _found(ALIASED_METRIC) == [(12, "DL113")]
+
+
+def test_aliased_metric_twin_built_on_the_device_is_clean() -> None:
+    fixed = ALIASED_METRIC.replace("num_classes=classes)\n", 'num_classes=classes).to("cuda")\n')
+    assert _found(fixed) == []
+
+
+ALIASED_EMPTY_LIST = """
+    import torch
+    from torch import nn
+
+
+    class Tower(nn.Module):
+        def __init__(self, depth, width):
+            super().__init__()
+            self._reset()
+            self.stages = self._fresh
+            for _ in range(depth):
+                self.stages.append(nn.Linear(width, width))
+
+        def _reset(self):
+            self._fresh = []
+
+        def forward(self, x):
+            for stage in self.stages:
+                x = stage(x).relu()
+            return x
+"""
+
+
+def test_a_list_a_helper_method_leaves_on_self_filled_with_layers_under_another_name_is_reported() -> None:
+    assert _found(ALIASED_EMPTY_LIST) == [(12, "DL103")]
+
+
+def test_aliased_empty_list_twin_made_a_module_list_is_clean() -> None:
+    fixed = ALIASED_EMPTY_LIST.replace("self._fresh = []", "self._fresh = nn.ModuleList()")
+    assert _found(fixed) == []
+
+
+PASSED_THROUGH_LIST = """
+    import torch
+    from torch import nn
+
+
+    class Pyramid(nn.Module):
+        def __init__(self, widths):
+            super().__init__()
+            convs = []
+            for a, b in zip(widths, widths[1:]):
+                convs.append(nn.Conv2d(a, b, 3, padding=1))
+            self.convs = Pyramid._checked(convs)
+
+        @staticmethod
+        def _checked(items):
+            return items
+
+        def forward(self, x):
+            return [conv(x) for conv in self.convs]
+"""
+
+
+def test_a_local_list_of_layers_passed_through_a_static_method_is_still_the_callers_list() -> None:
+    # `_checked(items)` only returns its parameter: the list is kept, not handed on
+    assert _found(PASSED_THROUGH_LIST) == [(12, "DL103")]
+
+
+def test_passed_through_list_twin_wrapped_in_a_module_list_is_clean() -> None:
+    fixed = PASSED_THROUGH_LIST.replace(
+        "self.convs = Pyramid._checked(convs)", "self.convs = nn.ModuleList(Pyramid._checked(convs))"
+    )
+    assert _found(fixed) == []
+
+
+STORED_FLAG = """
+    import torch
+
+
+    class Loop:
+        def __init__(self, model, opt):
+            self.model = model
+            self.opt = opt
+
+        def _check(self, loss):
+            self.bad = torch.isnan(loss)
+
+        def fit(self, loader):
+            self.model.cuda()
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(self.model(x.cuda()), y.cuda())
+                self._check(loss)
+                if self.bad:
+                    continue
+                loss.backward()
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+
+def test_a_flag_a_helper_method_stores_from_the_loss_is_a_host_read_where_the_step_tests_it() -> None:
+    # `self._check(loss)` leaves `self.bad = torch.isnan(loss)`: the caller's device loss
+    assert _found(STORED_FLAG) == [(18, "DL401")]
+
+
+def test_stored_flag_twin_testing_the_host_batch_is_clean() -> None:
+    fixed = STORED_FLAG.replace("self._check(loss)", "self._check(x)")
+    assert _found(fixed) == []
+
+
+ALIASED_ROLLOUT = """
+    import torch
+
+
+    class Rollout:
+        def __init__(self, obs, acts, rews):
+            self.obs = torch.as_tensor(obs)
+            self.acts = torch.as_tensor(acts)
+            self._keep(rews)
+            self.rews = self._r
+
+        def _keep(self, values):
+            self._r = torch.tensor(values, dtype=torch.float32)
+
+        def to(self, device):
+            self.obs = self.obs.to(device)
+            self.acts = self.acts.to(device)
+            return self
+"""
+
+
+def test_a_plain_holders_tensor_left_by_a_helper_method_and_forgotten_by_its_to_is_reported() -> None:
+    assert _found(ALIASED_ROLLOUT) == [(10, "DL112")]
+
+
+def test_aliased_rollout_twin_whose_to_moves_it_is_clean() -> None:
+    fixed = ALIASED_ROLLOUT.replace(
+        "self.acts = self.acts.to(device)\n",
+        "self.acts = self.acts.to(device)\n            self.rews = self.rews.to(device)\n",
+    )
+    assert _found(fixed) == []
+
+
+# -- a helper's step effects in the caller's words ---------------------------------------------
+
+BACKWARD_HELPER_OF_HELPER_LOSS = """
+    import torch
+
+
+    def backprop(value):
+        value.backward()
+
+
+    class Runner:
+        def __init__(self, net, opt):
+            self.net = net
+            self.opt = opt
+
+        def _forward(self, x, y):
+            with torch.autocast("cuda", dtype=torch.float16):
+                return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def run(self, loader):
+            for x, y in loader:
+                loss = self._forward(x.cuda(), y.cuda())
+                backprop(loss)
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+
+def test_a_module_function_backpropagating_a_loss_a_method_computes_under_fp16_is_reported() -> None:
+    # `backprop(loss)` runs `value.backward()` on what `_forward` returns from under autocast
+    assert _found(BACKWARD_HELPER_OF_HELPER_LOSS) == [(21, "DL301")]
+
+
+def test_backward_helper_twin_under_bfloat16_is_clean() -> None:
+    fixed = BACKWARD_HELPER_OF_HELPER_LOSS.replace("dtype=torch.float16", "dtype=torch.bfloat16")
+    assert _found(fixed) == []
+
+
+STEP_IN_A_FUNCTION_HANDED_THE_TRAINER = """
+    import torch
+
+
+    def apply_update(trainer):
+        trainer.opt.step()
+        trainer.opt.zero_grad()
+
+
+    class Trainer:
+        def __init__(self, net, opt):
+            self.net = net
+            self.opt = opt
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def backward_pass(self, batch):
+            with torch.autocast("cuda"):
+                loss = self.net(batch).mean()
+            self.scaler.scale(loss).backward()
+
+        def update(self):
+            apply_update(self)
+            self.scaler.update()
+
+        def fit(self, loader):
+            for batch in loader:
+                self.backward_pass(batch)
+                self.update()
+"""
+
+
+def test_a_function_handed_the_trainer_that_steps_its_optimizer_bypasses_the_classs_scaler() -> None:
+    assert _found(STEP_IN_A_FUNCTION_HANDED_THE_TRAINER) == [(22, "DL302")]
+
+
+def test_step_function_twin_stepping_through_the_scaler_is_clean() -> None:
+    fixed = STEP_IN_A_FUNCTION_HANDED_THE_TRAINER.replace(
+        "    trainer.opt.step()", "    trainer.scaler.step(trainer.opt)"
+    )
+    assert _found(fixed) == []
+
+
+CLIP_IN_A_HELPER_METHOD = """
+    import torch
+    from torch import nn
+
+
+    class Engine:
+        def __init__(self, net, opt):
+            self.net = net
+            self.opt = opt
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def _limit(self):
+            nn.utils.clip_grad_value_(self.net.parameters(), 0.5)
+
+        def train_step(self, batch):
+            with torch.autocast("cuda"):
+                loss = self.net(batch).mean()
+            self.scaler.scale(loss).backward()
+
+        def apply(self):
+            self._limit()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            self.opt.zero_grad()
+
+        def fit(self, loader):
+            for batch in loader:
+                self.train_step(batch)
+                self.apply()
+"""
+
+
+def test_a_helper_method_clipping_between_the_callers_scaled_backward_and_the_step_is_reported() -> None:
+    # the scaled backward is in `train_step`; `fit` calls `apply` after it, and `apply` clips in `_limit`
+    assert _found(CLIP_IN_A_HELPER_METHOD) == [(21, "DL304")]
+
+
+def test_clip_helper_twin_unscaling_first_is_clean() -> None:
+    fixed = CLIP_IN_A_HELPER_METHOD.replace(
+        "        self._limit()", "        self.scaler.unscale_(self.opt)\n            self._limit()"
+    )
+    assert _found(fixed) == []
+
+
+TOKENS_HANDED_TO_A_METHOD = """
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+
+    class Judge:
+        def __init__(self, checkpoint):
+            self.device = "cuda"
+            self.tok = AutoTokenizer.from_pretrained(checkpoint)
+            self.net = AutoModelForSequenceClassification.from_pretrained(checkpoint).to(self.device)
+
+        def _logits(self, inputs):
+            return self.net(**inputs).logits
+
+        @torch.no_grad()
+        def predict(self, texts):
+            inputs = self.tok(texts, padding=True, truncation=True, return_tensors="pt")
+            return self._logits(inputs).argmax(-1)
+"""
+
+
+def test_a_tokenizers_output_handed_to_a_method_that_feeds_the_moved_model_is_reported() -> None:
+    # `self._logits(inputs)` is followed with the caller's CPU tokens: they meet `self.net` there
+    assert _found(TOKENS_HANDED_TO_A_METHOD) == [(13, "DL105")]
+
+
+def test_tokens_handed_to_a_method_twin_moving_them_there_is_clean() -> None:
+    fixed = TOKENS_HANDED_TO_A_METHOD.replace(
+        "        return self.net(**inputs).logits",
+        "        inputs = {k: v.to(self.device) for k, v in inputs.items()}\n            return self.net(**inputs).logits",
+    )
+    assert _found(fixed) == []
+
+
+TEST_IN_A_HELPER = """
+    import torch
+
+
+    def too_large(value, limit):
+        return value > limit
+
+
+    def train(model, loader, opt, limit=10.0):
+        model.cuda()
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            if too_large(loss, limit):
+                continue
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_a_helper_returning_a_comparison_of_the_callers_device_loss_is_a_host_read_in_the_if() -> None:
+    assert _found(TEST_IN_A_HELPER) == [(13, "DL401")]
+
+
+def test_test_helper_twin_on_host_numbers_is_clean() -> None:
+    assert _found(TEST_IN_A_HELPER.replace("if too_large(loss, limit):", "if too_large(len(x), 1):")) == []
+
+
+METRIC_HANDED_TO_A_HOLDER_METHOD = """
+    import torch
+    import torchmetrics
+
+
+    class Scorer:
+        def __init__(self):
+            self.bank = {}
+
+        def add(self, name, metric):
+            self.bank[name] = metric
+
+        def update(self, preds, target):
+            for metric in self.bank.values():
+                metric.update(preds, target)
+
+
+    def evaluate(net, loader, classes):
+        net = net.to("cuda")
+        scorer = Scorer()
+        scorer.add("acc", torchmetrics.Accuracy(task="multiclass", num_classes=classes))
+        for x, y in loader:
+            scorer.update(net(x.cuda()).argmax(-1), y.cuda())
+        return scorer
+"""
+
+
+def test_a_metric_handed_to_a_plain_holders_method_that_keeps_it_is_the_callers_metric() -> None:
+    # `scorer.add("acc", Accuracy(...))` running `self.bank[name] = metric`, fed device predictions
+    assert _found(METRIC_HANDED_TO_A_HOLDER_METHOD) == [(21, "DL113")]
+
+
+def test_metric_handed_to_a_holder_twin_moved_when_built_is_clean() -> None:
+    fixed = METRIC_HANDED_TO_A_HOLDER_METHOD.replace("num_classes=classes))", 'num_classes=classes).to("cuda"))')
+    assert _found(fixed) == []

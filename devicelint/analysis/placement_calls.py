@@ -1193,9 +1193,11 @@ class CallEvaluation:
                     bound[param.name.value] = default
         if (
             receiver is None
-            # (a loader batch handed to a method: the instance's model meets it, `runner.step(batch)`)
+            # (a loader batch handed to a method: the instance's model meets it, `runner.step(batch)`;
+            # a tokenizer's output handed to a method that feeds it to the model, `self._score(encoded)`)
             and not any(
-                f.kind != UNKNOWN or f.where or (f.batch and skip_self) or _known_fields(f) for f in bound.values()
+                f.kind != UNKNOWN or f.where or ((f.batch or f.encoded) and skip_self) or _known_fields(f)
+                for f in bound.values()
             )
             and params
         ):
@@ -1218,6 +1220,7 @@ class CallEvaluation:
                         id(v.origin),
                         v.scalar,
                         v.batch,
+                        v.encoded,
                         v.conflict,
                         v.elements is not None,
                         is_handed(v),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.attribute_aliases import returned_as_is, stored_as_is
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.modules import (
     NOT_MODULES,
@@ -423,6 +424,10 @@ def handed_to_call(ctx: FileContext, holder: cst.CSTNode) -> bool:
     `nn.Sequential(*layers)`, `torch.stack(anchors)`): its elements may be registered or copied."""
     parent = ctx.index.parent(holder)
     if type(parent) is not cst.Arg:
+        return False
+    if stored_as_is(ctx, parent) or returned_as_is(ctx, parent):
+        # `self._keep(layers)` running `self.layers = layers`, `keep(layers)` returning it: kept,
+        # not handed on
         return False
     call = ctx.index.parent(parent)
     return not (type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in ITERATION_HELPERS)

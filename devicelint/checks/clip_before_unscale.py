@@ -96,6 +96,7 @@ class ClipBeforeUnscale(Rule):
                 if any(rank[id(u)] < at and not exclusive(ctx, clip, u) for u in unscales):
                     continue
                 before = [b for b in scaled if rank[id(b)] < at and not exclusive(ctx, clip, b)]
+                verdict = None
                 if not before and not unscales:
                     # The scaled backward is in the caller: `fit` calls `self.training_step(batch)`,
                     # then this `self.optimizer_step()`. Its callers in the file decide.
@@ -106,8 +107,10 @@ class ClipBeforeUnscale(Rule):
                         continue
                 elif not before:
                     continue
-                if not before and clip not in scope.clips:
-                    continue  # a helper that clips, with no scaled backward in sight: too little to go on
+                if not before and clip not in scope.clips and verdict is not True:
+                    # a helper that clips, with no scaled backward in sight (here or before every
+                    # call of this function): too little to go on
+                    continue
                 later = [s for s in direct_steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
                 fix = None if unscales else _unscale_first(ctx, clip, later, len(steps))
                 yield self.violation(clip, fix=fix, clip=short(ctx, clip))

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.attribute_aliases import aliased_values
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.custom_movers import copied_as_is, moved_attributes, own_movers
 from devicelint.analysis.facts import file_facts
@@ -424,10 +425,13 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
         if attr is None or attr in found:
             continue
         param = params.get(value.value) if type(value) is cst.Name else None
+        # `self.rewards = self._kept`: what the class's methods put on `self._kept`
+        sources = [source for source, _ in aliased_values(ctx, value)] or [value]
         if (
-            facts.value(value).is_tensor
-            or _factory_call(ctx, value)
-            or _returns_new_tensors(ctx, value)
+            any(
+                facts.value(source).is_tensor or _factory_call(ctx, source) or _returns_new_tensors(ctx, source)
+                for source in sources
+            )
             or annotation_is_tensor(annotation)
             or (param is not None and annotation_is_tensor(param.annotation))
         ):

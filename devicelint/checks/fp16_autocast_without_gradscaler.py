@@ -5,8 +5,16 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.branches import never_together
-from devicelint.analysis.training.effects import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
-from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.effects import (
+    BACKWARD,
+    OPTIMIZER_STEP,
+    SCALED_BACKWARD,
+    SCALER_STEP,
+    UNSCALE,
+    Effect,
+    kinds,
+)
+from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.step import (
     Autocast,
@@ -202,7 +210,14 @@ def _scaler_advice(ctx: FileContext) -> dict[str, str]:
 def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
     """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
     float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
-    plain = [b for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+    # `loss.backward()`, and `backward_of(loss)` running `loss.backward()` in a helper: the loss as
+    # the caller spells it
+    plain = [(b, receiver(b)) for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+    for call, found in scope.helper_calls:
+        if call in _plain_backward_helpers(scope):
+            loss = _backpropagated_argument(ctx, call, found)
+            if loss is not None:
+                plain.append((call, loss))
     if not plain:
         return
     for node in ctx.index.walk(scope.node):
@@ -214,9 +229,21 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
             continue
         seeds = {n for t in node.targets for n in assigned_names(t.target)}
         losses = computed_from(ctx, scope.node, seeds)
-        for call in plain:
-            if read_names(ctx, receiver(call)) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a receiver
+        for call, loss in plain:
+            if read_names(ctx, loss) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a loss
                 yield call, autocast, helper
+
+
+def _backpropagated_argument(ctx: FileContext, call: cst.Call, found: tuple[Effect, ...]) -> cst.BaseExpression | None:
+    """What `call` hands the helper for the value it backpropagates (`backprop(loss)` running
+    `value.backward()`: the caller's `loss`), where the helper's own `backward()` is on a parameter."""
+    helper = callee(ctx, call)
+    bound = bound_arguments(ctx, helper, call) if helper is not None else None
+    for effect in found:
+        inner = receiver(effect.node) if effect.kind == BACKWARD else None
+        if bound is not None and type(inner) is cst.Name and inner.value in bound:
+            return bound[inner.value]
+    return None
 
 
 def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.training.effects import BACKWARD, OPTIMIZER_STEP, SCALED_BACKWARD, SCALER_STEP, Effect, kinds
-from devicelint.analysis.training.helpers import instance_class, method_of
+from devicelint.analysis.training.helpers import callee, instance_class, method_of
 from devicelint.analysis.training.step import Scope, amp_gated, scaled_backward, scaler_names, training_scopes
 from devicelint.analysis.training.syntax import exclusive, positional, receiver, short, text_of
 from devicelint.context import FileContext
@@ -86,7 +86,8 @@ class GradscalerBypassed(Rule):
             steps = scope.scaler_calls.get("step", [])
             if scales:
                 yield from self._plain_steps(ctx, scope, scales, steps)
-            elif scope.optimizer_steps:
+            elif scope.optimizer_steps or _plain_step_helpers(ctx, scope):
+                # the step here or in a helper it calls (`_apply(self)` running `self.optimizer.step()`)
                 class_scales = _scales_of_class_without_step(ctx, scope, scopes)
                 if class_scales:
                     yield from self._plain_steps(ctx, scope, class_scales, [])
@@ -189,6 +190,26 @@ class GradscalerBypassed(Rule):
                 "never skips inf/NaN steps",
                 remedy=f"step through the scaler: `{scaler}.step(optimizer)` and then `{scaler}.update()`",
             )
+
+
+def _plain_step_helpers(ctx: FileContext, scope: Scope) -> list[cst.Call]:
+    """Calls of helpers outside the scope's class (`_apply(self)`, a module-level function handed
+    the trainer) whose only step is an unconditional plain `optimizer.step()` of their own. The
+    class's own methods are scopes of the class, which report their steps themselves."""
+    cls = ctx.index.enclosing_class(scope.node)
+    found_sites = []
+    for site, found in scope.helper_calls:
+        helper = callee(ctx, site)
+        if helper is None or ctx.index.enclosing_class(helper) is cls:
+            continue
+        if kinds(found) & {SCALER_STEP, SCALED_BACKWARD, BACKWARD}:
+            continue
+        if any(
+            e.kind == OPTIMIZER_STEP and not e.conditional and ctx.index.enclosing_function(e.node) is helper
+            for e in found
+        ):
+            found_sites.append(site)
+    return found_sites
 
 
 def _steps_itself(ctx: FileContext, arg: cst.BaseExpression, site: cst.Call) -> bool:

@@ -4,8 +4,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.attribute_aliases import aliased_values
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.placement_scope import defines_tests
+from devicelint.analysis.training.helpers import bound_arguments, callee, only_returned
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import StepRegion, in_logging_condition, in_unset_branch
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
@@ -472,4 +474,30 @@ def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> 
             return False
         operands = [test.left, *(c.comparator for c in test.comparisons)]
         return any(_direct(o) and on_device(ctx, o, hot) for o in operands)
+    if type(test) is cst.Call and (helper := callee(ctx, test)) is not None:
+        # `if over(gnorm, grp):` running `return gnorm > grp["max_norm"]`: the test in the caller's words
+        returned = only_returned(ctx, helper)
+        bound = bound_arguments(ctx, helper, test) if not any(a.star for a in test.args) else None
+        if returned is None or bound is None or not _tensor_valued_test(ctx, returned):
+            return False
+        tested = {n.value for n in ctx.index.walk(returned) if type(n) is cst.Name}
+        return any(_direct(arg) and on_device(ctx, arg, hot) for name, arg in bound.items() if name in tested)
+    if type(test) is cst.Attribute:
+        # `if self.bad:` where the class only ever stores a test of a tensor there
+        # (`self._check(loss)` running `self.bad = torch.isnan(loss)`), computed from the step's values
+        kept = aliased_values(ctx, test)
+        return bool(kept) and all(_tensor_valued_test(ctx, v) for v, _ in kept) and on_device(ctx, test, hot)
     return False
+
+
+def _tensor_valued_test(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """A comparison (not `is`/`in`) or a torch check: a boolean tensor where its operands are tensors."""
+    if type(value) is cst.UnaryOperation:
+        value = value.expression
+    if type(value) is cst.Call:
+        return ctx.qualified_name(value.func) in TORCH_CHECKS or (
+            method_name(value) in ("any", "all") and not value.args
+        )
+    return type(value) is cst.Comparison and not any(
+        type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in value.comparisons
+    )

@@ -12,7 +12,7 @@ from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE, FOLLOWS, moves_to_accelerator
-from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.helpers import arguments_for, callee
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -224,6 +224,8 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
     clones: list[tuple[HolderKey, cst.Call]] = []
     aliases: list[tuple[HolderKey, cst.BaseExpression]] = []
     for target, value in _bindings(ctx):
+        # `self.bank[name] = metric` in `add(self, name, metric)`: the metric every call hands it
+        value = _handed_metric(ctx, value) or value
         if type(target) is cst.Subscript:  # `self.metrics["acc"] = Accuracy()`
             if not is_metric_constructor(ctx, value):
                 continue
@@ -246,8 +248,9 @@ def _holders(ctx: FileContext) -> dict[HolderKey, Holder]:
             holders.setdefault(key, Holder(created=value, is_container=False)).moved = True
         elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "clone":
             clones.append((key, value))  # `val_metrics = metrics.clone(prefix="val/")`: a copy where the original is
-        elif type(value) in (cst.Name, cst.Subscript):
-            aliases.append((key, value))  # `self.acc = metrics["acc"]`: the same metric under another name
+        elif type(value) in (cst.Name, cst.Subscript) or self_attribute(value) is not None:
+            # `self.acc = metrics["acc"]`, `self.acc = self._made`: the same metric under another name
+            aliases.append((key, value))
     for call in ctx.index.of_type(cst.Call):
         # `F1Score(...)(preds, y)`, `Accuracy(...).update(preds, y)`: a metric built where it is
         # fed, kept nowhere, so nothing ever moves it
@@ -285,6 +288,28 @@ def _bindings(ctx: FileContext) -> Iterator[tuple[cst.BaseExpression, cst.BaseEx
                             yield node, part  # type: ignore[misc]  # as above
         if len(assign.targets) == 1:
             yield assign.targets[0].target, assign.value
+
+
+def _handed_metric(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:
+    """The metric constructor that every call of the enclosing function passes for `value`, one of
+    its parameters that it never rebinds (`scorer.add("acc", Accuracy(...))` for `metric`)."""
+    if type(value) is not cst.Name:
+        return None
+    function = ctx.index.enclosing_function(value)
+    params = (*function.params.posonly_params, *function.params.params) if function is not None else ()
+    if function is None or not any(p.name.value == value.value for p in params) or _rebound(ctx, function, value):
+        return None
+    given = arguments_for(ctx, function, value.value)
+    if not given or not all(type(g) is cst.Call and is_metric_constructor(ctx, g) for g in given):
+        return None
+    return given[0]  # type: ignore[return-value]  # a Call, checked above
+
+
+def _rebound(ctx: FileContext, function: cst.FunctionDef, name: cst.Name) -> bool:
+    return any(
+        type(n) is cst.Name and n.value == name.value and ctx.index.in_binding_target(n)
+        for n in ctx.index.walk(function.body)
+    )
 
 
 def _returned_metric(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.attribute_aliases import aliased_values, only_handed_on
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
@@ -111,10 +112,16 @@ class SubmodulesInPlainContainer(Rule):
             plain: dict[str, str] = {}
             looped = _registered_in_loop(ctx, facts) | _managed_by_hand(ctx, facts) | _only_picked(ctx, facts)
             for attr, stored, method in facts.assignments:
+                if only_handed_on(ctx, facts.node, attr):
+                    continue  # `self.a = self.<attr>` is every read: reported as `self.a`
                 value = through_containers(ctx, stored)  # `self.layers = parts[0]`: what was put in
                 if type(value) is cst.Call:
                     # `self.layers = keep(layers)`: a helper that hands back the caller's list
                     value = through_containers(ctx, handed_back(ctx, value) or value)
+                aliased = aliased_values(ctx, value)
+                if len(aliased) == 1:
+                    # `self.layers = self._pending`, a list another method of the class built
+                    value, method = through_containers(ctx, aliased[0][0]), aliased[0][1]
                 container = container_kind(ctx, value)
                 if container is None and attr not in facts.submodules and attr not in looped and attr not in handed_on:
                     # `self.layers = layers` (a local list filled above) or `= make_layers(cfg)`

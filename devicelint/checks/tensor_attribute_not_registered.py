@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.attribute_aliases import aliased_values, only_handed_on
 from devicelint.analysis.constant_attributes import module_constant
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.custom_movers import moved_attributes
@@ -41,7 +42,7 @@ from devicelint.analysis.placement_program import construction_methods
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
 from devicelint.analysis.python_ints import is_python_int
-from devicelint.analysis.training.helpers import arguments_for
+from devicelint.analysis.training.helpers import arguments_for, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -191,14 +192,16 @@ class TensorAttributeNotRegistered(Rule):
             for attr, assignments in by_attr.items():
                 if attr in facts.registered or attr in facts.submodules or attr in moved:
                     continue
-                candidate = None
-                for value, _ in assignments:
-                    fact = file_facts(ctx).value(value)
-                    if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(value):
-                        candidate = None  # `self.x = self.x.to(device)`: moved by hand
+                if only_handed_on(ctx, facts.node, attr):
+                    continue  # `self.a = self.<attr>` is every read: reported as `self.a`
+                candidate = made = None
+                for value, source in _built_as(ctx, assignments):
+                    fact = file_facts(ctx).value(source)
+                    if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(source):
+                        candidate = made = None  # `self.x = self.x.to(device)`: moved by hand
                         break
-                    if candidate is None and _made_on_cpu(ctx, through_containers(ctx, value), fact):
-                        candidate = value
+                    if candidate is None and _made_on_cpu(ctx, through_containers(ctx, source), fact):
+                        candidate, made = value, source
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
                     candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
@@ -222,7 +225,9 @@ class TensorAttributeNotRegistered(Rule):
                     continue
                 elif _filled_with_host_copies(ctx, facts, attr):
                     continue
-                elif handed_in is None and (_scalar_data(ctx, candidate) or _lazy_slot(ctx, facts, attr, candidate)):
+                elif handed_in is None and (
+                    _scalar_data(ctx, made or candidate, candidate) or _lazy_slot(ctx, facts, attr, made or candidate)
+                ):
                     continue
                 assert candidate is not None
                 target = _assignment_target(ctx, candidate) or facts.unpacked_targets.get(id(candidate))
@@ -323,6 +328,24 @@ def _stale_in_callers(
         passed = arguments_for(ctx, helper, element.value)
         return passed is not None and all(_stale_tensor(ctx, facts, a) for a in passed)
     return _stale_tensor(ctx, facts, element)
+
+
+def _built_as(
+    ctx: FileContext, assignments: list[tuple[cst.BaseExpression, cst.FunctionDef]]
+) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(assigned value, what built it): `self.a = self.b` is built by what the class's methods
+    assign to `self.b` (`self._store(x)` running `self.b = torch.tensor(x)`)."""
+    for value, _ in assignments:
+        sources = [source for source, _ in aliased_values(ctx, value)]
+        if any(is_parameter_call(ctx, source) for source in sources):
+            continue  # `self.w2 = self.w1` of an `nn.Parameter`: `nn.Module` registers it under both names
+        if not sources and type(value) is cst.Call:
+            # `self.x = self._make(scales)` running `return torch.tensor(scales)`: the call as the
+            # engine places it, and the returned call in the caller's words
+            returned = returned_call(ctx, value)
+            sources = [value, returned] if returned is not None else []
+        for source in sources or [value]:
+            yield value, source
 
 
 def _handed_cpu_tensor(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
@@ -726,17 +749,19 @@ def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:
     return moved
 
 
-def _scalar_data(ctx: FileContext, value: cst.BaseExpression) -> bool:
+def _scalar_data(ctx: FileContext, value: cst.BaseExpression, at: cst.BaseExpression | None = None) -> bool:
     """`torch.tensor(factor)` under `if isinstance(factor, float):`: a 0-dim tensor, which
-    PyTorch lets meet tensors on any device."""
+    PyTorch lets meet tensors on any device. `at`: where the file holds `value` (the call of a
+    helper whose return `value` is, in the caller's words)."""
     if not (type(value) is cst.Call and ctx.qualified_name(value.func) in DATA_CONSTRUCTORS and value.args):
         return False
     first = value.args[0].value
     if type(first) is not cst.Name:
         return False
-    if _scalar_parameter(ctx, value, first.value) or _module_number(ctx, value, first.value):
+    place = value if at is None or ctx.index.position(value) >= 0 else at
+    if _scalar_parameter(ctx, place, first.value) or _module_number(ctx, place, first.value):
         return True
-    node: cst.CSTNode | None = value
+    node: cst.CSTNode | None = place
     while node is not None and type(node) is not cst.FunctionDef:
         parent = ctx.index.parent(node)
         if type(parent) is cst.If and parent.body is node:

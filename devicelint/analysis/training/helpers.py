@@ -235,7 +235,7 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     helper = callee(ctx, call)
     if helper is None or any(arg.star for arg in call.args):
         return None
-    inner = _only_returned(ctx, helper)
+    inner = only_returned(ctx, helper)
     if not isinstance(inner, cst.Call):
         return None
     bound = bound_arguments(ctx, helper, call)
@@ -256,7 +256,7 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     return replaced if isinstance(replaced, cst.Call) else None
 
 
-def _only_returned(ctx: FileContext, helper: cst.FunctionDef) -> cst.BaseExpression | None:
+def only_returned(ctx: FileContext, helper: cst.FunctionDef) -> cst.BaseExpression | None:
     """What the helper's one `return` hands back (None for several, none, or a bare `return`).
     (`model_events.scopes.only_return` is the same question above this layer.)"""
     returns = [
@@ -273,7 +273,7 @@ def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     helper = callee(ctx, call)
     if helper is None or any(arg.star for arg in call.args):
         return None
-    value = _only_returned(ctx, helper)
+    value = only_returned(ctx, helper)
     if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
         return None
     bound = bound_arguments(ctx, helper, call)

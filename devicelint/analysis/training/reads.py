@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.attribute_aliases import argument_for, own_method
 from devicelint.analysis.index import iter_children
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.syntax import assigned_names, method_name
@@ -30,7 +31,38 @@ def computed_from(ctx: FileContext, root: cst.CSTNode, seeds: set[str], skip_ind
             target = _non_index_target(node.target, node.iter)
             if target is not None:
                 flows.append((set(assigned_names(target)), read_names(ctx, node.iter, skip_index=skip_index)))
+        elif type(node) is cst.Call:
+            flows.extend(_left_on_self(ctx, node, skip_index))
     return closure(flows, seeds)
+
+
+def _left_on_self(ctx: FileContext, call: cst.Call, skip_index: bool) -> list[tuple[set[str], set[str]]]:
+    """What `self._keep(loss)` leaves on `self`, in the caller's words: `self.last = value` in
+    the method flows from the caller's arguments for the parameters `value` is computed from
+    (`self.bad = torch.isnan(loss)` makes `self.bad` computed from the caller's `loss`)."""
+    method = own_method(ctx, call)
+    if method is None or any(a.star for a in call.args):
+        return []
+    params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)][1:]
+    inner: list[tuple[set[str], set[str]]] = []
+    stores: list[tuple[str, cst.BaseExpression]] = []
+    for node in ctx.index.walk(method.body):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            names = {n for t in targets for n in assigned_names(t)}
+            inner.append((names, read_names(ctx, node.value, skip_index=skip_index)))
+            stores.extend((n, node.value) for n in names if n.startswith("self.") and n.count(".") == 1)
+    flows: list[tuple[set[str], set[str]]] = []
+    for attr, value in stores:
+        sources = closure(inner, read_names(ctx, value, skip_index=skip_index), backward=True)
+        reads = {n for n in sources if n.startswith("self.")}
+        for name in sources & set(params):
+            given = argument_for(call, method, name)
+            if given is not None:
+                reads |= read_names(ctx, given, skip_index=skip_index)
+        if reads:
+            flows.append(({attr}, reads))
+    return flows
 
 
 def _non_index_target(target: cst.BaseExpression, iterated: cst.BaseExpression) -> cst.BaseExpression | None:
