@@ -4188,3 +4188,48 @@ def test_a_host_table_of_a_plain_class_meets_the_device_values_its_own_method_ma
 def test_host_table_twin_built_on_the_device_is_clean() -> None:
     fixed = HOST_CONFUSION_TABLE.replace("torch.zeros(labels, labels)", "torch.zeros(labels, labels, device=device)")
     assert _found(fixed) == []
+
+
+# -- set re: a number that `+=` turns into a host tensor -------------------------------------------
+
+NUMBER_PLUS_HOST_TENSOR = """
+    import torch
+    from torch import nn
+
+
+    def stochastic_depth(feats, rate, active):
+        if not active:
+            return feats
+        survive = 1.0 - rate
+        gate = survive
+        gate += torch.rand((feats.size(0), 1, 1))
+        return feats * gate.floor() / survive
+
+
+    class Stage(nn.Module):
+        def __init__(self, dim, rate):
+            super().__init__()
+            self.rate = rate
+            self.mix = nn.Linear(dim, dim)
+
+        def forward(self, tokens):
+            return tokens + stochastic_depth(self.mix(tokens), self.rate, self.training)
+"""
+
+
+def test_a_number_grown_with_a_host_random_tensor_by_plus_equals_meets_device_features() -> None:
+    # `gate` starts as a float (of a parameter) and `+=` rebinds it to the CPU tensor `torch.rand` makes
+    assert _found(NUMBER_PLUS_HOST_TENSOR) == [(11, "DL101")]
+
+
+def test_number_plus_host_tensor_twin_drawn_on_the_features_device_is_clean() -> None:
+    fixed = NUMBER_PLUS_HOST_TENSOR.replace("1, 1))", "1, 1), device=feats.device)")
+    assert _found(fixed) == []
+
+
+def test_a_number_grown_with_a_host_tensor_that_stays_on_the_host_is_clean() -> None:
+    # the same accumulation over host data only: nothing meets the device
+    host_only = NUMBER_PLUS_HOST_TENSOR.replace("self.mix(tokens)", "tokens.cpu()").replace(
+        "return tokens +", "return tokens.cpu() +"
+    )
+    assert _found(host_only) == []

@@ -627,7 +627,10 @@ class _Interpreter(CallEvaluation):
             self._record(value, node.value, target, node.target, node, "op")
             result = target
         elif target.kind == UNKNOWN and target.where != ACCELERATOR:
-            result = value if devicey(value) else UNKNOWN_FACT
+            # `r = keep_prob; r += torch.rand(n)`: a number (or any host value) plus a host tensor the
+            # code builds is that tensor; a device target would fail at this very line
+            built_here = value.kind == CPU and value.from_factory and not value.scalar
+            result = value if devicey(value) or built_here else UNKNOWN_FACT
         elif target.kind == CPU and value.kind not in (CPU,) and value != NUMBER:
             result = UNKNOWN_FACT if not devicey(value) else target
         else:
