@@ -4233,3 +4233,57 @@ def test_a_number_grown_with_a_host_tensor_that_stays_on_the_host_is_clean() -> 
         "return tokens +", "return tokens.cpu() +"
     )
     assert _found(host_only) == []
+
+
+# -- set re: a recording `to()` inherited by the object whose result the file uses ----------------
+
+RECORDING_MOVER = """
+    import torch
+
+
+    class Corpus:
+        def __init__(self, rows):
+            self.rows = rows
+            self.target = None
+
+        def cuda(self, where=None):
+            self.target = where
+
+        def batches(self, size):
+            for i in range(0, len(self.rows), size):
+                yield torch.as_tensor(self.rows[i : i + size], device=self.target)
+
+
+    class Reviews(Corpus):
+        pass
+
+
+    def prepare(rows, where):
+        corpus = Reviews(rows)
+        corpus = corpus.cuda(where)
+        return list(corpus.batches(16))
+"""
+
+
+def test_an_inherited_mover_that_only_records_the_device_returns_none_where_its_result_is_used() -> None:
+    assert _found(RECORDING_MOVER) == [(24, "DL112")]
+    assert "`Corpus.cuda()` has no `return`" in _messages(RECORDING_MOVER)[0]
+
+
+def test_recording_mover_twin_returning_self_is_clean() -> None:
+    fixed = RECORDING_MOVER.replace("self.target = where\n", "self.target = where\n            return self\n")
+    assert _found(fixed) == []
+
+
+def test_recording_mover_called_as_a_statement_is_clean() -> None:
+    # the override records the device in place, as designed, when nothing uses its result
+    fixed = RECORDING_MOVER.replace("corpus = corpus.cuda(where)", "corpus.cuda(where)")
+    assert _found(fixed) == []
+
+
+def test_a_subclass_with_its_own_returning_mover_is_clean() -> None:
+    fixed = RECORDING_MOVER.replace(
+        "class Reviews(Corpus):\n        pass",
+        "class Reviews(Corpus):\n        def cuda(self, where=None):\n            self.target = where\n            return self",
+    )
+    assert _found(fixed) == []
