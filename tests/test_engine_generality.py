@@ -4287,3 +4287,74 @@ def test_a_subclass_with_its_own_returning_mover_is_clean() -> None:
         "class Reviews(Corpus):\n        def cuda(self, where=None):\n            self.target = where\n            return self",
     )
     assert _found(fixed) == []
+
+
+# -- set re: a metric class of the file, and a model output's fields ------------------------------
+
+OWN_METRIC_CLASS = """
+    import torch
+    from torchmetrics.aggregation import SumMetric
+
+
+    class Counted(SumMetric):
+        pass
+
+
+    class TokenErrors(Counted):
+        def compute(self):
+            return self.sum_value.long()
+
+
+    class Report:
+        def __init__(self):
+            self.errors = TokenErrors()
+
+        def add(self, model, tokens, where):
+            guesses = model.to(where)(tokens.to(where)).argmax(-1)
+            self.errors.update((guesses != tokens.to(where)).float())
+"""
+
+
+def test_a_metric_class_of_the_file_deriving_from_torchmetrics_is_a_metric() -> None:
+    assert _found(OWN_METRIC_CLASS) == [(17, "DL113")]
+
+
+def test_own_metric_class_twin_moved_to_the_device_is_clean() -> None:
+    fixed = OWN_METRIC_CLASS.replace(
+        "self.errors.update(", "self.errors = self.errors.to(where)\n            self.errors.update("
+    )
+    assert _found(fixed) == []
+
+
+def test_a_plain_class_of_the_file_named_like_a_metric_is_not_one() -> None:
+    plain = OWN_METRIC_CLASS.replace("class Counted(SumMetric):", "class Counted:").replace(
+        "from torchmetrics.aggregation import SumMetric", "import torchmetrics"
+    )
+    assert _found(plain) == []
+
+
+MODEL_OUTPUT_FIELDS = """
+    import torch
+    from torchmetrics import MeanMetric
+    from transformers import AutoModel
+
+
+    def embedding_norms(name, batches, device):
+        encoder = AutoModel.from_pretrained(name).to(device).eval()
+        norms = MeanMetric()
+        with torch.no_grad():
+            for ids in batches:
+                states = encoder(ids.to(device)).last_hidden_state
+                norms.update(states.norm(dim=-1))
+        return norms.compute()
+"""
+
+
+def test_a_field_of_a_device_models_output_object_is_on_its_device() -> None:
+    # `encoder(...)` returns an output object: no tensor has `last_hidden_state`
+    assert _found(MODEL_OUTPUT_FIELDS) == [(9, "DL113")]
+
+
+def test_model_output_fields_twin_with_the_metric_on_the_device_is_clean() -> None:
+    fixed = MODEL_OUTPUT_FIELDS.replace("norms = MeanMetric()", "norms = MeanMetric().to(device)")
+    assert _found(fixed) == []

@@ -136,6 +136,26 @@ _MODULE_PARTS = frozenset(
 # the (values, indices) results of `topk`, `sort`, `max(dim)`, `kthvalue`..., which the engine
 # keeps as one tensor fact (unpacked, `_, idx = x.topk(k)` gives the same place).
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"})
+# Fields of a model's output object (transformers' `ModelOutput`, diffusers' `UNet2DOutput`, DETR-style
+# heads) that hold what the model computed: a device model's output keeps them on its device.
+_OUTPUT_TENSOR_FIELDS = frozenset(
+    {
+        "logits",
+        "last_hidden_state",
+        "hidden_states",
+        "pooler_output",
+        "start_logits",
+        "end_logits",
+        "logits_per_image",
+        "logits_per_text",
+        "image_embeds",
+        "text_embeds",
+        "encoder_last_hidden_state",
+        "pred_logits",
+        "pred_boxes",
+        "sample",
+    }
+)
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
@@ -1001,6 +1021,9 @@ class _Interpreter(CallEvaluation):
             )
         if receiver.is_tensor and attr in _TENSOR_VIEW_ATTRS:
             return replace(receiver, scalar=False)
+        if receiver.kind == DEVICE and attr in _OUTPUT_TENSOR_FIELDS:
+            # `model(ids).logits`: no tensor has the field, so the receiver is the model's output object
+            return Fact(DEVICE, where=receiver.where, device_expr=receiver.device_expr, device=receiver.device)
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT
