@@ -4358,3 +4358,34 @@ def test_a_field_of_a_device_models_output_object_is_on_its_device() -> None:
 def test_model_output_fields_twin_with_the_metric_on_the_device_is_clean() -> None:
     fixed = MODEL_OUTPUT_FIELDS.replace("norms = MeanMetric()", "norms = MeanMetric().to(device)")
     assert _found(fixed) == []
+
+
+# -- set re: `module.forward(x)` on a moved value of unknown kind ---------------------------------
+
+EXPLICIT_FORWARD = """
+    import numpy as np
+    import torch
+
+
+    class Ranker:
+        def __init__(self, scorer, device):
+            self.scorer = scorer.to(device)
+
+        def features(self, rows):
+            raise NotImplementedError
+
+        def rank(self, rows):
+            with torch.no_grad():
+                scores = self.scorer.forward(self.features(rows)).squeeze(-1)
+            return np.argsort(-scores.numpy())
+"""
+
+
+def test_an_explicit_forward_of_a_moved_model_is_its_call() -> None:
+    # `scorer.to(device)` has a `forward`: a module on the device, whatever the (unknown) input
+    assert _found(EXPLICIT_FORWARD) == [(16, "DL108")]
+
+
+def test_explicit_forward_twin_copied_to_the_host_first_is_clean() -> None:
+    fixed = EXPLICIT_FORWARD.replace("scores.numpy()", "scores.cpu().numpy()")
+    assert _found(fixed) == []

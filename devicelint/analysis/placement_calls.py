@@ -757,7 +757,10 @@ class CallEvaluation:
             return self._follow(
                 helper, call, self._args(call), skip_self=not _is_static(helper), cls=owner, placed=False
             )
-        if receiver.kind == MODULE and method == "forward":
+        if method == "forward" and (
+            receiver.kind == MODULE or receiver.kind == UNKNOWN and receiver.where == ACCELERATOR and not receiver.batch
+        ):
+            # `model.forward(x)` is `model(x)`; a moved value of unknown kind that has `forward` is a module
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
             return self._move(call, receiver, method)
