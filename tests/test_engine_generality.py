@@ -4389,3 +4389,64 @@ def test_an_explicit_forward_of_a_moved_model_is_its_call() -> None:
 def test_explicit_forward_twin_copied_to_the_host_first_is_clean() -> None:
     fixed = EXPLICIT_FORWARD.replace("scores.numpy()", "scores.cpu().numpy()")
     assert _found(fixed) == []
+
+
+# -- set re: a model moved two helpers down, after its optimizer's state was loaded ---------------
+
+STATE_BEFORE_NESTED_MOVE = """
+    import torch
+    from torch import nn
+
+
+    def place(net, where):
+        if where is not None:
+            net = net.to(where)
+        return net
+
+
+    def make_stepper(net, opt, where):
+        net = place(net, where)
+
+        def step(x, y):
+            opt.zero_grad()
+            nn.functional.mse_loss(net(x.to(where)), y.to(where)).backward()
+            opt.step()
+
+        return step
+
+
+    def fit(net, opt, batches, where):
+        step = make_stepper(net, opt, where)
+        for x, y in batches:
+            step(x, y)
+
+
+    def main(ckpt, batches):
+        net = nn.Linear(8, 1)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        opt.load_state_dict(torch.load(ckpt, map_location="cpu")["opt"])
+        fit(net, opt, batches, torch.device("cuda"))
+"""
+
+
+def test_an_optimizer_state_loaded_before_a_move_two_helpers_down_is_found() -> None:
+    assert _found(STATE_BEFORE_NESTED_MOVE) == [(32, "DL111")]
+
+
+def test_state_before_nested_move_twin_moving_the_state_in_the_helper_is_clean() -> None:
+    fixed = STATE_BEFORE_NESTED_MOVE.replace(
+        "        net = place(net, where)\n",
+        "        net = place(net, where)\n"
+        "        for slot in opt.state.values():\n"
+        "            for key, value in slot.items():\n"
+        "                if torch.is_tensor(value):\n"
+        "                    slot[key] = value.to(where)\n",
+    )
+    assert _found(fixed) == []
+
+
+def test_state_before_nested_move_twin_moving_the_model_first_is_clean() -> None:
+    fixed = STATE_BEFORE_NESTED_MOVE.replace(
+        "net = nn.Linear(8, 1)\n", 'net = nn.Linear(8, 1).to(torch.device("cuda"))\n'
+    )
+    assert _found(fixed) == []
