@@ -4450,3 +4450,82 @@ def test_state_before_nested_move_twin_moving_the_model_first_is_clean() -> None
         "net = nn.Linear(8, 1)\n", 'net = nn.Linear(8, 1).to(torch.device("cuda"))\n'
     )
     assert _found(fixed) == []
+
+
+# -- set re: a script-wide default device, and a helper's explicit CPU default --------------------
+
+SCRIPT_DEFAULT_DEVICE = """
+    import torch
+
+
+    class Pose:
+        def __init__(self, turn=None, where="cpu"):
+            self.matrix = torch.eye(3, device=where)
+            if turn is not None:
+                self.matrix = torch.mm(self.matrix, turn)
+
+
+    def rotation(angle):
+        c, s = torch.cos(angle), torch.sin(angle)
+        return torch.stack([torch.stack([c, -s, c * 0]), torch.stack([s, c, c * 0]), torch.stack([c * 0, c * 0, c / c])])
+
+
+    def chain(angles):
+        return [Pose(turn=rotation(torch.tensor(a))) for a in angles]
+
+
+    if __name__ == "__main__":
+        torch.set_default_device("cuda")
+        print(chain([0.1, 0.2])[0].matrix)
+"""
+
+
+def test_a_cpu_default_parameter_meets_tensors_the_scripts_default_device_builds() -> None:
+    # the `__main__` block makes CUDA the default for what it runs: `torch.tensor(a)` is a CUDA
+    # tensor, `torch.eye(3, device="cpu")` (the parameter's default) is not
+    assert _found(SCRIPT_DEFAULT_DEVICE) == [(7, "DL101"), (22, "DL110")]
+
+
+def test_script_default_device_twin_building_on_the_turns_device_is_clean() -> None:
+    fixed = SCRIPT_DEFAULT_DEVICE.replace(
+        "return [Pose(turn=rotation(torch.tensor(a))) for a in angles]",
+        "return [Pose(turn=(r := rotation(torch.tensor(a))), where=r.device) for a in angles]",
+    )
+    assert _found(fixed) == [(22, "DL110")]
+
+
+def test_a_default_set_under_a_condition_is_not_script_wide() -> None:
+    # `if use_gpu:` may leave the CPU default: factories stay unknown, nothing is claimed
+    conditional = SCRIPT_DEFAULT_DEVICE.replace(
+        '        torch.set_default_device("cuda")\n',
+        '        if torch.cuda.is_available():\n            torch.set_default_device("cuda")\n',
+    )
+    assert [code for _, code in _found(conditional)] == ["DL110"]
+
+
+def test_loader_batches_under_a_script_wide_default_are_not_known_host_tensors() -> None:
+    # the dataset builds its items under the CUDA default: the batches may well be CUDA tensors
+    source = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    torch.set_default_tensor_type("torch.cuda.FloatTensor")
+
+
+    class Rays(Dataset):
+        def __init__(self, rays):
+            self.rays = rays
+
+        def __len__(self):
+            return len(self.rays)
+
+        def __getitem__(self, i):
+            return torch.tensor(self.rays[i])
+
+
+    def train(model, rays):
+        near = torch.ones(1) * 2.0
+        for batch in DataLoader(Rays(rays), batch_size=1024):
+            model(batch[:, :3] + near).mean().backward()
+    """
+    assert [code for _, code in _found(source)] == ["DL110"]

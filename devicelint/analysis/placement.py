@@ -44,7 +44,7 @@ from devicelint.analysis.branch_splits import (
     record,
     test_key,
 )
-from devicelint.analysis.devices import distinct, literal_device
+from devicelint.analysis.devices import DeviceId, distinct, literal_device
 from devicelint.analysis.held_models import kept_on_host
 from devicelint.analysis.host_modules import (
     captured_names,
@@ -59,7 +59,14 @@ from devicelint.analysis.host_modules import (
 from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
-from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default, is_handed
+from devicelint.analysis.placement_calls import (
+    DEFAULT_DEVICE_KEY,
+    DEVICE_LOADER,
+    LAUNCHER,
+    CallEvaluation,
+    constant_default,
+    is_handed,
+)
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -96,6 +103,7 @@ from devicelint.analysis.placement_values import (
     join,
     join_envs,
     looks_like_device_name,
+    module_wide_accelerator_default,
     moves_what_it_yields,
     string_value,
 )
@@ -234,6 +242,15 @@ class _Interpreter(CallEvaluation):
         if type(scope) is cst.FunctionDef:
             self._bind_params(scope)
             self.params = dict(self.env)
+            accelerator = module_wide_accelerator_default(self.ctx)
+            if accelerator is not None:
+                # the script makes the accelerator the default for everything it runs
+                self.env[DEFAULT_DEVICE_KEY] = Fact(
+                    DEVICE_VALUE,
+                    where=ACCELERATOR,
+                    device_expr=f'"{accelerator}"',
+                    device=DeviceId(accelerator, True, accelerator),
+                )
             body = scope.body.body if type(scope.body) is cst.IndentedBlock else (scope.body,)
         else:
             body = scope.body  # type: ignore[attr-defined]  # not a function: the module
@@ -510,7 +527,9 @@ class _Interpreter(CallEvaluation):
         return type(loop) is cst.For and moves_what_it_yields(self.ctx, loop)
 
     def _bind_batch(self, target: cst.BaseExpression, is_batch: bool) -> None:
-        if not is_batch:
+        if not is_batch or module_wide_accelerator_default(self.ctx) is not None:
+            # (under a script-wide accelerator default a loader's batches are what its dataset
+            # builds, tensors on that default: not known to be on the host)
             self._bind(target, UNKNOWN_FACT)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:

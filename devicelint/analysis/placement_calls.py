@@ -76,6 +76,7 @@ from devicelint.analysis.placement_values import (
     is_literal_data,
     is_number,
     is_python_data,
+    module_wide_accelerator_default,
     sets_accelerator_default,
 )
 
@@ -922,7 +923,10 @@ class CallEvaluation:
                 for arg in call.args[1:]:  # `next(it, None)`: the first was evaluated above
                     self._eval(arg.value)
                 # `it = iter(loader)` is a loader still; `x, y = next(it)` is one of its batches
-                return LOADER if name == "iter" else Fact(UNKNOWN, origin=call, batch=True)
+                # (not known to be on the host under a script-wide accelerator default)
+                if name == "iter":
+                    return LOADER
+                return Fact(UNKNOWN, origin=call, batch=module_wide_accelerator_default(self.ctx) is None)
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)
