@@ -186,6 +186,7 @@ def _is_main_test(test: cst.BaseExpression) -> bool:
         and type(test.left) is cst.Name
         and test.left.value == "__name__"
         and len(test.comparisons) == 1
+        and type(test.comparisons[0].comparator) is cst.SimpleString
         and literal_value(test.comparisons[0].comparator) == "__main__"
     )
 
