@@ -4645,3 +4645,344 @@ def test_a_metric_handed_to_a_plain_holders_method_that_keeps_it_is_the_callers_
 def test_metric_handed_to_a_holder_twin_moved_when_built_is_clean() -> None:
     fixed = METRIC_HANDED_TO_A_HOLDER_METHOD.replace("num_classes=classes))", 'num_classes=classes).to("cuda"))')
     assert _found(fixed) == []
+
+
+# -- set re: a number that `+=` turns into a host tensor -------------------------------------------
+
+NUMBER_PLUS_HOST_TENSOR = """
+    import torch
+    from torch import nn
+
+
+    def stochastic_depth(feats, rate, active):
+        if not active:
+            return feats
+        survive = 1.0 - rate
+        gate = survive
+        gate += torch.rand((feats.size(0), 1, 1))
+        return feats * gate.floor() / survive
+
+
+    class Stage(nn.Module):
+        def __init__(self, dim, rate):
+            super().__init__()
+            self.rate = rate
+            self.mix = nn.Linear(dim, dim)
+
+        def forward(self, tokens):
+            return tokens + stochastic_depth(self.mix(tokens), self.rate, self.training)
+"""
+
+
+def test_a_number_grown_with_a_host_random_tensor_by_plus_equals_meets_device_features() -> None:
+    # `gate` starts as a float (of a parameter) and `+=` rebinds it to the CPU tensor `torch.rand` makes
+    assert _found(NUMBER_PLUS_HOST_TENSOR) == [(11, "DL101")]
+
+
+def test_number_plus_host_tensor_twin_drawn_on_the_features_device_is_clean() -> None:
+    fixed = NUMBER_PLUS_HOST_TENSOR.replace("1, 1))", "1, 1), device=feats.device)")
+    assert _found(fixed) == []
+
+
+def test_a_number_grown_with_a_host_tensor_that_stays_on_the_host_is_clean() -> None:
+    # the same accumulation over host data only: nothing meets the device
+    host_only = NUMBER_PLUS_HOST_TENSOR.replace("self.mix(tokens)", "tokens.cpu()").replace(
+        "return tokens +", "return tokens.cpu() +"
+    )
+    assert _found(host_only) == []
+
+
+# -- set re: a recording `to()` inherited by the object whose result the file uses ----------------
+
+RECORDING_MOVER = """
+    import torch
+
+
+    class Corpus:
+        def __init__(self, rows):
+            self.rows = rows
+            self.target = None
+
+        def cuda(self, where=None):
+            self.target = where
+
+        def batches(self, size):
+            for i in range(0, len(self.rows), size):
+                yield torch.as_tensor(self.rows[i : i + size], device=self.target)
+
+
+    class Reviews(Corpus):
+        pass
+
+
+    def prepare(rows, where):
+        corpus = Reviews(rows)
+        corpus = corpus.cuda(where)
+        return list(corpus.batches(16))
+"""
+
+
+def test_an_inherited_mover_that_only_records_the_device_returns_none_where_its_result_is_used() -> None:
+    assert _found(RECORDING_MOVER) == [(24, "DL112")]
+    assert "`Corpus.cuda()` has no `return`" in _messages(RECORDING_MOVER)[0]
+
+
+def test_recording_mover_twin_returning_self_is_clean() -> None:
+    fixed = RECORDING_MOVER.replace("self.target = where\n", "self.target = where\n            return self\n")
+    assert _found(fixed) == []
+
+
+def test_recording_mover_called_as_a_statement_is_clean() -> None:
+    # the override records the device in place, as designed, when nothing uses its result
+    fixed = RECORDING_MOVER.replace("corpus = corpus.cuda(where)", "corpus.cuda(where)")
+    assert _found(fixed) == []
+
+
+def test_a_subclass_with_its_own_returning_mover_is_clean() -> None:
+    fixed = RECORDING_MOVER.replace(
+        "class Reviews(Corpus):\n        pass",
+        "class Reviews(Corpus):\n        def cuda(self, where=None):\n            self.target = where\n            return self",
+    )
+    assert _found(fixed) == []
+
+
+# -- set re: a metric class of the file, and a model output's fields ------------------------------
+
+OWN_METRIC_CLASS = """
+    import torch
+    from torchmetrics.aggregation import SumMetric
+
+
+    class Counted(SumMetric):
+        pass
+
+
+    class TokenErrors(Counted):
+        def compute(self):
+            return self.sum_value.long()
+
+
+    class Report:
+        def __init__(self):
+            self.errors = TokenErrors()
+
+        def add(self, model, tokens, where):
+            guesses = model.to(where)(tokens.to(where)).argmax(-1)
+            self.errors.update((guesses != tokens.to(where)).float())
+"""
+
+
+def test_a_metric_class_of_the_file_deriving_from_torchmetrics_is_a_metric() -> None:
+    assert _found(OWN_METRIC_CLASS) == [(17, "DL113")]
+
+
+def test_own_metric_class_twin_moved_to_the_device_is_clean() -> None:
+    fixed = OWN_METRIC_CLASS.replace(
+        "self.errors.update(", "self.errors = self.errors.to(where)\n            self.errors.update("
+    )
+    assert _found(fixed) == []
+
+
+def test_a_plain_class_of_the_file_named_like_a_metric_is_not_one() -> None:
+    plain = OWN_METRIC_CLASS.replace("class Counted(SumMetric):", "class Counted:").replace(
+        "from torchmetrics.aggregation import SumMetric", "import torchmetrics"
+    )
+    assert _found(plain) == []
+
+
+MODEL_OUTPUT_FIELDS = """
+    import torch
+    from torchmetrics import MeanMetric
+    from transformers import AutoModel
+
+
+    def embedding_norms(name, batches, device):
+        encoder = AutoModel.from_pretrained(name).to(device).eval()
+        norms = MeanMetric()
+        with torch.no_grad():
+            for ids in batches:
+                states = encoder(ids.to(device)).last_hidden_state
+                norms.update(states.norm(dim=-1))
+        return norms.compute()
+"""
+
+
+def test_a_field_of_a_device_models_output_object_is_on_its_device() -> None:
+    # `encoder(...)` returns an output object: no tensor has `last_hidden_state`
+    assert _found(MODEL_OUTPUT_FIELDS) == [(9, "DL113")]
+
+
+def test_model_output_fields_twin_with_the_metric_on_the_device_is_clean() -> None:
+    fixed = MODEL_OUTPUT_FIELDS.replace("norms = MeanMetric()", "norms = MeanMetric().to(device)")
+    assert _found(fixed) == []
+
+
+# -- set re: `module.forward(x)` on a moved value of unknown kind ---------------------------------
+
+EXPLICIT_FORWARD = """
+    import numpy as np
+    import torch
+
+
+    class Ranker:
+        def __init__(self, scorer, device):
+            self.scorer = scorer.to(device)
+
+        def features(self, rows):
+            raise NotImplementedError
+
+        def rank(self, rows):
+            with torch.no_grad():
+                scores = self.scorer.forward(self.features(rows)).squeeze(-1)
+            return np.argsort(-scores.numpy())
+"""
+
+
+def test_an_explicit_forward_of_a_moved_model_is_its_call() -> None:
+    # `scorer.to(device)` has a `forward`: a module on the device, whatever the (unknown) input
+    assert _found(EXPLICIT_FORWARD) == [(16, "DL108")]
+
+
+def test_explicit_forward_twin_copied_to_the_host_first_is_clean() -> None:
+    fixed = EXPLICIT_FORWARD.replace("scores.numpy()", "scores.cpu().numpy()")
+    assert _found(fixed) == []
+
+
+# -- set re: a model moved two helpers down, after its optimizer's state was loaded ---------------
+
+STATE_BEFORE_NESTED_MOVE = """
+    import torch
+    from torch import nn
+
+
+    def place(net, where):
+        if where is not None:
+            net = net.to(where)
+        return net
+
+
+    def make_stepper(net, opt, where):
+        net = place(net, where)
+
+        def step(x, y):
+            opt.zero_grad()
+            nn.functional.mse_loss(net(x.to(where)), y.to(where)).backward()
+            opt.step()
+
+        return step
+
+
+    def fit(net, opt, batches, where):
+        step = make_stepper(net, opt, where)
+        for x, y in batches:
+            step(x, y)
+
+
+    def main(ckpt, batches):
+        net = nn.Linear(8, 1)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        opt.load_state_dict(torch.load(ckpt, map_location="cpu")["opt"])
+        fit(net, opt, batches, torch.device("cuda"))
+"""
+
+
+def test_an_optimizer_state_loaded_before_a_move_two_helpers_down_is_found() -> None:
+    assert _found(STATE_BEFORE_NESTED_MOVE) == [(32, "DL111")]
+
+
+def test_state_before_nested_move_twin_moving_the_state_in_the_helper_is_clean() -> None:
+    fixed = STATE_BEFORE_NESTED_MOVE.replace(
+        "        net = place(net, where)\n",
+        "        net = place(net, where)\n"
+        "        for slot in opt.state.values():\n"
+        "            for key, value in slot.items():\n"
+        "                if torch.is_tensor(value):\n"
+        "                    slot[key] = value.to(where)\n",
+    )
+    assert _found(fixed) == []
+
+
+def test_state_before_nested_move_twin_moving_the_model_first_is_clean() -> None:
+    fixed = STATE_BEFORE_NESTED_MOVE.replace(
+        "net = nn.Linear(8, 1)\n", 'net = nn.Linear(8, 1).to(torch.device("cuda"))\n'
+    )
+    assert _found(fixed) == []
+
+
+# -- set re: a script-wide default device, and a helper's explicit CPU default --------------------
+
+SCRIPT_DEFAULT_DEVICE = """
+    import torch
+
+
+    class Pose:
+        def __init__(self, turn=None, where="cpu"):
+            self.matrix = torch.eye(3, device=where)
+            if turn is not None:
+                self.matrix = torch.mm(self.matrix, turn)
+
+
+    def rotation(angle):
+        c, s = torch.cos(angle), torch.sin(angle)
+        return torch.stack([torch.stack([c, -s, c * 0]), torch.stack([s, c, c * 0]), torch.stack([c * 0, c * 0, c / c])])
+
+
+    def chain(angles):
+        return [Pose(turn=rotation(torch.tensor(a))) for a in angles]
+
+
+    if __name__ == "__main__":
+        torch.set_default_device("cuda")
+        print(chain([0.1, 0.2])[0].matrix)
+"""
+
+
+def test_a_cpu_default_parameter_meets_tensors_the_scripts_default_device_builds() -> None:
+    # the `__main__` block makes CUDA the default for what it runs: `torch.tensor(a)` is a CUDA
+    # tensor, `torch.eye(3, device="cpu")` (the parameter's default) is not
+    assert _found(SCRIPT_DEFAULT_DEVICE) == [(7, "DL101"), (22, "DL110")]
+
+
+def test_script_default_device_twin_building_on_the_turns_device_is_clean() -> None:
+    fixed = SCRIPT_DEFAULT_DEVICE.replace(
+        "return [Pose(turn=rotation(torch.tensor(a))) for a in angles]",
+        "return [Pose(turn=(r := rotation(torch.tensor(a))), where=r.device) for a in angles]",
+    )
+    assert _found(fixed) == [(22, "DL110")]
+
+
+def test_a_default_set_under_a_condition_is_not_script_wide() -> None:
+    # `if use_gpu:` may leave the CPU default: factories stay unknown, nothing is claimed
+    conditional = SCRIPT_DEFAULT_DEVICE.replace(
+        '        torch.set_default_device("cuda")\n',
+        '        if torch.cuda.is_available():\n            torch.set_default_device("cuda")\n',
+    )
+    assert [code for _, code in _found(conditional)] == ["DL110"]
+
+
+def test_loader_batches_under_a_script_wide_default_are_not_known_host_tensors() -> None:
+    # the dataset builds its items under the CUDA default: the batches may well be CUDA tensors
+    source = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    torch.set_default_tensor_type("torch.cuda.FloatTensor")
+
+
+    class Rays(Dataset):
+        def __init__(self, rays):
+            self.rays = rays
+
+        def __len__(self):
+            return len(self.rays)
+
+        def __getitem__(self, i):
+            return torch.tensor(self.rays[i])
+
+
+    def train(model, rays):
+        near = torch.ones(1) * 2.0
+        for batch in DataLoader(Rays(rays), batch_size=1024):
+            model(batch[:, :3] + near).mean().backward()
+    """
+    assert [code for _, code in _found(source)] == ["DL110"]

@@ -44,7 +44,7 @@ from devicelint.analysis.branch_splits import (
     record,
     test_key,
 )
-from devicelint.analysis.devices import distinct, literal_device
+from devicelint.analysis.devices import DeviceId, distinct, literal_device
 from devicelint.analysis.held_models import kept_on_host
 from devicelint.analysis.host_modules import (
     captured_names,
@@ -59,7 +59,14 @@ from devicelint.analysis.host_modules import (
 from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
-from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default, is_handed
+from devicelint.analysis.placement_calls import (
+    DEFAULT_DEVICE_KEY,
+    DEVICE_LOADER,
+    LAUNCHER,
+    CallEvaluation,
+    constant_default,
+    is_handed,
+)
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -96,6 +103,7 @@ from devicelint.analysis.placement_values import (
     join,
     join_envs,
     looks_like_device_name,
+    module_wide_accelerator_default,
     moves_what_it_yields,
     string_value,
 )
@@ -136,6 +144,26 @@ _MODULE_PARTS = frozenset(
 # the (values, indices) results of `topk`, `sort`, `max(dim)`, `kthvalue`..., which the engine
 # keeps as one tensor fact (unpacked, `_, idx = x.topk(k)` gives the same place).
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"})
+# Fields of a model's output object (transformers' `ModelOutput`, diffusers' `UNet2DOutput`, DETR-style
+# heads) that hold what the model computed: a device model's output keeps them on its device.
+_OUTPUT_TENSOR_FIELDS = frozenset(
+    {
+        "logits",
+        "last_hidden_state",
+        "hidden_states",
+        "pooler_output",
+        "start_logits",
+        "end_logits",
+        "logits_per_image",
+        "logits_per_text",
+        "image_embeds",
+        "text_embeds",
+        "encoder_last_hidden_state",
+        "pred_logits",
+        "pred_boxes",
+        "sample",
+    }
+)
 # Lightning hooks whose first argument is a batch already on the module's device.
 LIGHTNING_STEPS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
 _MAX_LOOP_DEPTH = 3
@@ -214,6 +242,15 @@ class _Interpreter(CallEvaluation):
         if type(scope) is cst.FunctionDef:
             self._bind_params(scope)
             self.params = dict(self.env)
+            accelerator = module_wide_accelerator_default(self.ctx)
+            if accelerator is not None:
+                # the script makes the accelerator the default for everything it runs
+                self.env[DEFAULT_DEVICE_KEY] = Fact(
+                    DEVICE_VALUE,
+                    where=ACCELERATOR,
+                    device_expr=f'"{accelerator}"',
+                    device=DeviceId(accelerator, True, accelerator),
+                )
             body = scope.body.body if type(scope.body) is cst.IndentedBlock else (scope.body,)
         else:
             body = scope.body  # type: ignore[attr-defined]  # not a function: the module
@@ -490,7 +527,9 @@ class _Interpreter(CallEvaluation):
         return type(loop) is cst.For and moves_what_it_yields(self.ctx, loop)
 
     def _bind_batch(self, target: cst.BaseExpression, is_batch: bool) -> None:
-        if not is_batch:
+        if not is_batch or module_wide_accelerator_default(self.ctx) is not None:
+            # (under a script-wide accelerator default a loader's batches are what its dataset
+            # builds, tensors on that default: not known to be on the host)
             self._bind(target, UNKNOWN_FACT)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
@@ -627,7 +666,10 @@ class _Interpreter(CallEvaluation):
             self._record(value, node.value, target, node.target, node, "op")
             result = target
         elif target.kind == UNKNOWN and target.where != ACCELERATOR:
-            result = value if devicey(value) else UNKNOWN_FACT
+            # `r = keep_prob; r += torch.rand(n)`: a number (or any host value) plus a host tensor the
+            # code builds is that tensor; a device target would fail at this very line
+            built_here = value.kind == CPU and value.from_factory and not value.scalar
+            result = value if devicey(value) or built_here else UNKNOWN_FACT
         elif target.kind == CPU and value.kind not in (CPU,) and value != NUMBER:
             result = UNKNOWN_FACT if not devicey(value) else target
         else:
@@ -1017,6 +1059,9 @@ class _Interpreter(CallEvaluation):
             )
         if receiver.is_tensor and attr in _TENSOR_VIEW_ATTRS:
             return replace(receiver, scalar=False)
+        if receiver.kind == DEVICE and attr in _OUTPUT_TENSOR_FIELDS:
+            # `model(ids).logits`: no tensor has the field, so the receiver is the model's output object
+            return Fact(DEVICE, where=receiver.where, device_expr=receiver.device_expr, device=receiver.device)
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT

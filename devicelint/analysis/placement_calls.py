@@ -76,6 +76,7 @@ from devicelint.analysis.placement_values import (
     is_literal_data,
     is_number,
     is_python_data,
+    module_wide_accelerator_default,
     sets_accelerator_default,
 )
 
@@ -757,7 +758,10 @@ class CallEvaluation:
             return self._follow(
                 helper, call, self._args(call), skip_self=not _is_static(helper), cls=owner, placed=False
             )
-        if receiver.kind == MODULE and method == "forward":
+        if method == "forward" and (
+            receiver.kind == MODULE or receiver.kind == UNKNOWN and receiver.where == ACCELERATOR and not receiver.batch
+        ):
+            # `model.forward(x)` is `model(x)`; a moved value of unknown kind that has `forward` is a module
             return self._module_call(call, receiver, func)
         if method in MOVE_METHODS:
             return self._move(call, receiver, method)
@@ -919,7 +923,10 @@ class CallEvaluation:
                 for arg in call.args[1:]:  # `next(it, None)`: the first was evaluated above
                     self._eval(arg.value)
                 # `it = iter(loader)` is a loader still; `x, y = next(it)` is one of its batches
-                return LOADER if name == "iter" else Fact(UNKNOWN, origin=call, batch=True)
+                # (not known to be on the host under a script-wide accelerator default)
+                if name == "iter":
+                    return LOADER
+                return Fact(UNKNOWN, origin=call, batch=module_wide_accelerator_default(self.ctx) is None)
         if name == "next" and call.args:
             inner = call.args[0].value
             self._eval(inner)

@@ -151,6 +151,46 @@ def sets_accelerator_default(ctx: FileContext) -> bool:
     return ctx.shared("placement.accelerator_default", scan)
 
 
+def module_wide_accelerator_default(ctx: FileContext) -> str | None:
+    """The accelerator the file makes the default device for everything it runs: every default
+    setter it has is a statement of its top level or of its `if __name__ == "__main__":` block
+    (none in a function, a class or another `if`), and each names the same accelerator. The
+    functions the script runs then build there (`torch.set_default_device("cuda")` before
+    `main()`); None where a setter is conditional, local, or names the CPU."""
+
+    def scan(c: FileContext) -> str | None:
+        setters = [call for call in c.index.of_type(cst.Call) if c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS]
+        named: set[str] = set()
+        for call in setters:
+            statement = c.index.parent(c.index.parent(call) or call)
+            holder = c.index.parent(statement) if statement is not None else None
+            if type(holder) is cst.IndentedBlock:
+                holder = c.index.parent(holder)
+                if not (type(holder) is cst.If and _is_main_test(holder.test) and c.index.parent(holder) is c.module):
+                    return None
+            elif holder is not c.module:
+                return None
+            value = accelerator_default(c, call.args[0].value) if call.args else None
+            if value is None:
+                return None
+            named.add("cuda" if value.startswith("torch.cuda.") else value.split(":", 1)[0])
+        return named.pop() if len(named) == 1 else None
+
+    return ctx.shared("placement.module_wide_default", scan)
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`."""
+    return (
+        type(test) is cst.Comparison
+        and type(test.left) is cst.Name
+        and test.left.value == "__name__"
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].comparator) is cst.SimpleString
+        and literal_value(test.comparisons[0].comparator) == "__main__"
+    )
+
+
 # Words without which a file never puts anything on an accelerator.
 ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
 

@@ -107,10 +107,12 @@ class CustomToOverrideBroken(Rule):
     a docstring or a `raise`), overrides that move nothing themselves (that only raise through
     a helper or record the device), `@overload`/`@abstractmethod` methods and generators are
     not reported, nor is a plain class whose override is annotated `-> None` (it moves in
-    place by design, and a type checker catches `obj = obj.to(device)`). The call that uses
-    the `None` is found when its receiver is the constructor call, a name bound to one in the
-    same function, a parameter annotated with the class, or a `self.<attr>` that the same
-    class sets to one.
+    place by design, and a type checker catches `obj = obj.to(device)`); an override that only
+    records the device and returns nothing is reported where the file uses what it returns. The
+    call that uses the `None` is found when its receiver is the constructor call, a name bound
+    to one in the same function, a parameter annotated with the class, or a `self.<attr>` that
+    the same class sets to one; the class may also inherit the override from a class of the
+    file.
     Forgotten attributes are looked for only in classes that are not `nn.Module`s (DL102
     covers modules), whose mover moves at least one `self.<attr>` explicitly and never
     reaches attributes generically (`vars(self)`, `getattr`, `dataclasses.fields`); a
@@ -128,6 +130,9 @@ class CustomToOverrideBroken(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         modules = module_classes(ctx)
         broken: dict[str, BrokenMover] = {}
+        # overrides that only record the device and return nothing: reported where the file uses
+        # what they return (`data = data.to(device)` is None), never on their own
+        recorders: dict[str, BrokenMover] = {}
         for cls in ctx.index.of_type(cst.ClassDef):
             is_module = cls.name.value in modules
             own = methods(cls)
@@ -135,16 +140,22 @@ class CustomToOverrideBroken(Rule):
                 method = own.get(name)
                 if method is None or (name in MODULE_MOVERS and not is_module):
                     continue
-                broken_return = _broken_return(ctx, method)
-                if broken_return is None or (not is_module and _annotated_none(method)):
+                if not is_module and _annotated_none(method):
                     continue  # a plain class that declares `-> None` moves in place by design
+                broken_return = _broken_return(ctx, method)
+                if broken_return is None:
+                    if name in MOVERS and _only_records(ctx, method):
+                        recorders.setdefault(
+                            f"{cls.name.value}.{name}", BrokenMover(cls, method, is_module, "none", None)
+                        )
+                    continue
                 kind, ret = broken_return
                 broken.setdefault(f"{cls.name.value}.{name}", BrokenMover(cls, method, is_module, kind, ret))
                 yield self._override(ctx, cls, method, is_module, kind, ret)
             if not is_module:
                 yield from self._forgotten(ctx, cls, own)
-        if broken:
-            yield from self._uses(ctx, broken)
+        if broken or recorders:
+            yield from self._uses(ctx, {**recorders, **broken})
 
     def _override(
         self,
@@ -183,7 +194,9 @@ class CustomToOverrideBroken(Rule):
         return self.violation(ret if ret is not None else method.name, fix=fix, problem=problem, advice=advice)
 
     def _uses(self, ctx: FileContext, broken: dict[str, BrokenMover]) -> Iterator[Violation]:
-        """Calls whose result is used, on an object of a class whose override returns None."""
+        """Calls whose result is used, on an object of a class whose override (its own, or the
+        one it inherits from a class of the file) returns None."""
+        classes = {cls.name.value: cls for cls in ctx.index.of_type(cst.ClassDef)}
         for call in ctx.index.of_type(cst.Call):
             func = call.func
             if type(func) is not cst.Attribute or func.attr.value not in (*MOVERS, *MODULE_MOVERS):
@@ -191,11 +204,11 @@ class CustomToOverrideBroken(Rule):
             if type(ctx.index.parent(call)) is cst.Expr:
                 continue  # a statement: the None is dropped, the in-place move works
             cls_name = _class_of(ctx, func.value)
-            entry = broken.get(f"{cls_name}.{func.attr.value}") if cls_name else None
+            entry = _inherited(classes, broken, cls_name, func.attr.value) if cls_name else None
             if entry is None:
                 continue
             call_text = ctx.code_for(call)
-            override = f"`{cls_name}.{func.attr.value}()`"
+            override = f"`{entry.cls.name.value}.{func.attr.value}()`"
             if entry.kind == "inner":
                 problem = (
                     f"`{call_text}` is `{ctx.code_for(entry.returned.value)}`, not the object: {override} returns that"  # type: ignore[union-attr, arg-type]  # "inner": a `return <value>`
@@ -273,6 +286,44 @@ def _broken_return(ctx: FileContext, method: cst.FunctionDef) -> tuple[str, cst.
     if _falls_off_the_end(method):
         return "end", None
     return None
+
+
+def _inherited(
+    classes: dict[str, cst.ClassDef], broken: dict[str, BrokenMover], cls_name: str, name: str
+) -> BrokenMover | None:
+    """The broken override `cls_name` objects run for `name`: the class's own, or, where the class
+    does not define `name`, the one of its nearest base class in the file that does."""
+    seen: set[str] = set()
+    pending = [cls_name]
+    while pending:
+        current = pending.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        entry = broken.get(f"{current}.{name}")
+        if entry is not None:
+            return entry
+        cls = classes.get(current)
+        if cls is None or name in methods(cls):
+            continue  # a class outside the file, or one whose own override works
+        pending.extend(base.value.value for base in cls.bases if type(base.value) is cst.Name)
+    return None
+
+
+def _only_records(ctx: FileContext, method: cst.FunctionDef) -> bool:
+    """An override that moves nothing and returns nothing but stores what it is given on the
+    object (`self.device = device`): the move happens later, elsewhere, so the override itself is
+    fine, but what it returns is None."""
+    if _is_stub(method) or method.decorators:
+        return False
+    params = {p.name.value for p in method.params.params[1:]}
+    records = False
+    for node in ctx.index.walk(method.body):
+        if type(node) in (cst.Return, cst.Yield, cst.Await) and ctx.index.enclosing_function(node) is method:
+            return False
+        if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value in params:
+            records = records or any(self_attribute(t.target) is not None for t in node.targets)
+    return records
 
 
 def _returns_a_part(value: cst.BaseExpression) -> bool:

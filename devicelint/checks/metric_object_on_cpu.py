@@ -89,7 +89,8 @@ class MetricObjectOnCpu(Rule):
     unsafe: the metric's later `compute()` then returns a device tensor.
 
     ## Known limits
-    A metric is recognised by its class's qualified name (`torchmetrics.` and a class name).
+    A metric is recognised by its class's qualified name (`torchmetrics.` and a class name), or as
+    an instance of a class of the file that derives from such a class.
     Metrics that are attributes of an `nn.Module` (a LightningModule included) move with it
     and are never reported; those it keeps in a plain dict or list are DL103's. In a Lightning
     callback's `on_*_batch_start/end` hooks, the `batch` and `outputs` parameters and what is
@@ -161,11 +162,23 @@ def is_metric_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`Accuracy(...)`, `torchmetrics.F1Score(...)`, `MetricCollection([...])`: a torchmetrics class."""
     if type(node) is not cst.Call:
         return False
-    qualified = ctx.qualified_name(node.func) or ""
-    if not qualified.startswith("torchmetrics.") or qualified.startswith("torchmetrics.functional."):
+    if not _metric_class(ctx, node.func, frozenset()):
         return False
-    last = qualified.rsplit(".", 1)[-1]
-    return last[:1].isupper() and not any(a.keyword is not None and a.keyword.value == "device" for a in node.args)
+    return not any(a.keyword is not None and a.keyword.value == "device" for a in node.args)
+
+
+def _metric_class(ctx: FileContext, func: cst.BaseExpression, seen: frozenset[str]) -> bool:
+    """A torchmetrics class, or a class of the file deriving from one (`class Perplexity(NLL)`,
+    `class NLL(MeanMetric)`): its states are made on the CPU like its base's."""
+    qualified = ctx.qualified_name(func) or ""
+    if qualified.startswith("torchmetrics.") and not qualified.startswith("torchmetrics.functional."):
+        return qualified.rsplit(".", 1)[-1][:1].isupper()
+    if type(func) is not cst.Name or func.value in seen:
+        return False
+    classes = [c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == func.value]
+    return len(classes) == 1 and any(
+        base.keyword is None and _metric_class(ctx, base.value, seen | {func.value}) for base in classes[0].bases
+    )
 
 
 def _moved_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:

@@ -175,15 +175,28 @@ def _moved_model(call: cst.Call) -> str | None:
     return None
 
 
-def _moved_by_helper(ctx: FileContext, call: cst.Call) -> list[str]:
+def _moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> list[str]:
     """The arguments a call of the file's own function moves to the device: `model` in
-    `set_devices(model, loss, device)` whose body runs `model.to(device)`."""
+    `set_devices(model, loss, device)` whose body runs `model.to(device)`, or hands it on to a
+    helper of its own that does (`do_train(model, ...)` building a trainer that moves it)."""
     func = callee(ctx, call)
     if func is None:
         return []
-    moved_params = {
-        m for node in ctx.index.walk(func.body) if type(node) is cst.Call and (m := _moved_model(node)) is not None
-    }
+    return _handed_at(ctx, call, func, _moved_parameters(ctx, func, depth))
+
+
+def _state_moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> list[str]:
+    """The arguments whose optimizer state a call of the file's own function moves to the
+    device (a loop over `optimizer.state.values()` that moves each tensor), itself or through
+    its helpers."""
+    func = callee(ctx, call)
+    if func is None:
+        return []
+    return _handed_at(ctx, call, func, _state_moving_names(ctx, func, depth))
+
+
+def _handed_at(ctx: FileContext, call: cst.Call, func: cst.FunctionDef, moved_params: set[str]) -> list[str]:
+    """The caller's names for the arguments `call` hands to `func` at the parameters `moved_params`."""
     params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
     if params and ctx.index.enclosing_class(func) is not None and type(call.func) is cst.Attribute:
         params = params[1:]  # `self`
@@ -237,6 +250,69 @@ def _owner_of_imported_load(ctx: FileContext, call: cst.Call) -> str | None:
         if arg is not None and (name := dotted_name(arg)) is not None:
             return name
     return None
+
+
+def _moved_parameters(ctx: FileContext, func: cst.FunctionDef, depth: int) -> set[str]:
+    """The names `func` moves to the device, itself or (two helpers deep) through the file's
+    helpers it hands them to."""
+    cache: dict[tuple[int, int], set[str]] = ctx.shared("optimizer_state.moved_parameters", lambda c: {})
+    key = (id(func), depth)
+    if key not in cache:
+        cache[key] = set()  # a helper that calls itself moves nothing more through that call
+        moved: set[str] = set()
+        for node in ctx.index.walk(func.body):
+            if type(node) is not cst.Call:
+                continue
+            direct = _moved_model(node)
+            if direct is not None:
+                moved.add(direct)
+            elif depth < 2:
+                moved.update(_moved_by_helper(ctx, node, depth + 1))
+        cache[key] = moved
+    return cache[key]
+
+
+def _state_loop_owner(ctx: FileContext, call: cst.Call) -> str | None:
+    """`opt` for `opt.state.values()` (or `.items()`) iterated by a `for` whose body moves
+    tensors to the device: the optimizer's loaded state is moved after all."""
+    func = call.func
+    if type(func) is not cst.Attribute or func.attr.value not in ("values", "items"):
+        return None
+    holder = func.value
+    if type(holder) is not cst.Attribute or holder.attr.value != "state":
+        return None
+    loop = ctx.index.parent(call)
+    if type(loop) is not cst.For or loop.iter is not call:
+        return None
+    if not any(type(n) is cst.Call and moves_to_accelerator(n) for n in ctx.index.walk(loop.body)):
+        return None
+    return dotted_name(holder.value)
+
+
+def _state_moving_names(ctx: FileContext, func: cst.FunctionDef, depth: int) -> set[str]:
+    """The optimizers whose state `func` moves to the device, itself or (two helpers deep)
+    through the file's helpers it hands them to."""
+    cache: dict[tuple[int, int], set[str]] = ctx.shared("optimizer_state.state_moving", lambda c: {})
+    key = (id(func), depth)
+    if key not in cache:
+        cache[key] = set()
+        moved: set[str] = set()
+        for node in ctx.index.walk(func.body):
+            if type(node) is not cst.Call:
+                continue
+            owner = _state_loop_owner(ctx, node)
+            if owner is not None:
+                moved.add(owner)
+            elif depth < 2:
+                moved.update(_state_moved_by_helper(ctx, node, depth + 1))
+        cache[key] = moved
+    return cache[key]
+
+
+def _state_moved_in(ctx: FileContext, stream: list[cst.Call], optimizer: str) -> bool:
+    """Whether the calls of a run move `optimizer`'s state to the device themselves (the fix of a
+    state loaded before the model moved) or hand it to a helper that does."""
+    return any(_state_loop_owner(ctx, c) == optimizer or optimizer in _state_moved_by_helper(ctx, c) for c in stream)
 
 
 def _placed_by_fabric(ctx: FileContext, call: cst.Call) -> list[str]:
@@ -366,10 +442,14 @@ class OptimizerStateDevice(Rule):
     move of a name whose state the function also loaded, or that names a model), in the calls a
     function makes in order with the methods it calls on `self` spliced in (three levels deep)
     and its class's `__init__` before them, are considered; a call of the file's own function that moves one of its parameters
-    (`set_devices(model, device)` running `model.to(device)`) moves the argument, and so does
+    (`set_devices(model, device)` running `model.to(device)`, or handing it on to a helper of
+    its own that does, two helpers deep) moves the argument, and so does
     Lightning Fabric's `fabric.setup(model, optimizer)` / `fabric.setup_module(model)`, which
     moves the module but not the state an optimizer already loaded (Accelerate's `prepare` moves
-    that state too, so it is no such move); `model` and `self.model` are taken for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    that state too, so it is no such move); `model` and `self.model` are taken for one model. A
+    loaded state that the same calls then move to the device themselves (a loop over
+    `optimizer.state.values()` that moves each tensor, in the function or a helper it hands the
+    optimizer to) is not reported. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages (not classes of the file) that
     create state in their constructor, `model.configure_optimizers()` results, and moves that
@@ -442,7 +522,10 @@ class OptimizerStateDevice(Rule):
                 owner = optimizers.get((scope, name))
                 if owner is None and "optim" in name.lower():
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
-                if owner is not None:
+                if owner is not None and not (
+                    owner is not ANY_MODEL and any(_same_model(owner, m) for m in moved_first.get(scope, ()))
+                ):
+                    # (a state loaded once the model is on the device is cast there)
                     loads.setdefault(scope, []).append((call, owner))
                 else:
                     loaded.setdefault(scope, set()).add(name)
@@ -489,6 +572,9 @@ class OptimizerStateDevice(Rule):
                 is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
                 for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
                     pending.remove(entry)
+                    loaded_into = dotted_name(entry[0].func.value)  # type: ignore[attr-defined]  # `<opt>.load_state_dict(...)`
+                    if loaded_into is not None and _state_moved_in(ctx, stream, loaded_into):
+                        continue  # the run moves the loaded state to the device itself
                     yield self.violation(
                         entry[0],
                         moved="the model",

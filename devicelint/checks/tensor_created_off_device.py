@@ -276,13 +276,17 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     ):
         hint = " or register it as a buffer in `__init__`"
     factory = meeting.cpu.factory or "torch.tensor"
-    imported = ctx.project.host_constants.get(ctx.code_for(origin)) if type(origin) in (cst.Name, cst.Attribute) else None
+    imported = (
+        ctx.project.host_constants.get(ctx.code_for(origin)) if type(origin) in (cst.Name, cst.Attribute) else None
+    )
     if imported is not None:
         # a tensor another module builds on the host at import, read here
         _, path, line = imported
         spelled = ctx.code_for(origin)
         user = ctx.code_for(meeting.device_node) if meeting.device_node is not None else None
-        where = f"`.to({user}.device)`" if user is not None and type(meeting.device_node) is cst.Name else "`.to(device)`"
+        where = (
+            f"`.to({user}.device)`" if user is not None and type(meeting.device_node) is cst.Name else "`.to(device)`"
+        )
         return {
             "factory": factory,
             "function": f"{path}:{line}` at import, read here as `{spelled}",
