@@ -417,3 +417,43 @@ def test_an_imported_host_constant_follows_edits_of_its_module_on_a_warm_run(tmp
     assert found() == [("model.py", 13, "DL101")]  # warm: from the cache
     (root / "transforms.py").write_text("MEAN = 0.45\nSTD = 0.225\n", encoding="utf-8")  # numbers now
     assert found() == []
+
+
+def test_a_model_handed_unmoved_to_an_imported_loop_that_moves_only_the_batches(tmp_path: Path) -> None:
+    engine = """
+        import torch.nn.functional as F
+
+
+        def run_epoch(net, batches, opt, dev):
+            for inputs, targets in batches:
+                inputs = inputs.to(dev)
+                loss = F.mse_loss(net(inputs), targets.to(dev))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """
+    caller = """
+        import torch
+
+        from engine import run_epoch
+
+
+        def main(batches):
+            net = torch.nn.Linear(16, 1)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(3):
+                run_epoch(net, batches, opt, "cuda")
+    """
+    _write(tmp_path, {"engine.py": engine, "main.py": caller})
+    assert _check(tmp_path) == {("main.py", 11, "DL117")}
+    _write(tmp_path, {"main.py": caller.replace("torch.nn.Linear(16, 1)", 'torch.nn.Linear(16, 1).to("cuda")')})
+    assert _check(tmp_path) == set()
+    # a loop that moves the model itself is fine
+    _write(
+        tmp_path,
+        {
+            "main.py": caller,
+            "engine.py": engine.replace("            for inputs", "            net.to(dev)\n            for inputs"),
+        },
+    )
+    assert _check(tmp_path) == set()

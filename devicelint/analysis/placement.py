@@ -1226,7 +1226,10 @@ class _Interpreter(CallEvaluation):
             ):
                 handed += self._held_by_self()  # `self.setup()` may move `self.model`
         if not keeps_arguments_in_place(self.ctx, call):
-            for arg in call.args:
+            left_alone = self._left_alone_by_imported(call)
+            for position, arg in enumerate(call.args):
+                if position in left_alone:
+                    continue  # a project function that runs the model and never moves it
                 handed += hosted_in(self._fact_of(arg.value))
                 key = root_key(arg.value)
                 if key is not None:
@@ -1239,6 +1242,22 @@ class _Interpreter(CallEvaluation):
                     handed += hosted_in(self.env.get(name, UNKNOWN_FACT))
         if handed:
             self.env = released(self.env, handed)
+
+    def _left_alone_by_imported(self, call: cst.Call) -> set[int]:
+        """The positions of `call`'s arguments that the imported project function it runs
+        neither moves, rebinds nor hands on (`ParameterUses.runs_unmoved`)."""
+        helpers = self.ctx.project.helpers
+        spelled = dotted_name(call.func) if helpers else None
+        helper = helpers.get(spelled) if spelled is not None else None
+        if helper is None or not helper.uses.runs_unmoved:
+            return set()
+        unmoved = {param for param, _ in helper.uses.runs_unmoved}
+        return {
+            position
+            for position, arg in enumerate(call.args)
+            if not arg.star
+            and helper.uses.parameter_at(position, arg.keyword.value if arg.keyword is not None else None) in unmoved
+        }
 
     def _release_iterated(self, iterable: Fact, node: cst.BaseExpression) -> None:
         """`for m in models: m.to(device)`: the loop variable may be any of the modules held;

@@ -8,7 +8,8 @@ import libcst as cst
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.held_models import held_model
-from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.analysis.host_modules import HostModuleCall, is_host_module
+from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.analysis.placement_values import cpu_only_script
@@ -102,6 +103,25 @@ class ModelNotMoved(Rule):
             if found.argument.where == FOLLOWS and cpu_only_script(ctx):
                 continue  # a layer built in `forward` of a script that never leaves the CPU
             yield self.violation(found.node, fix=None, **_fields(ctx, found))
+        yield from self._handed_to_imported_runners(ctx)
+
+    def _handed_to_imported_runners(self, ctx: FileContext) -> Iterator[Violation]:
+        """A module built here on the CPU handed to a function (or class) of another project
+        module that runs it on inputs it moves to the device and never moves it (`Trainer(model,
+        cfg)` whose `fit` runs `self.model(x.to(self.device))`): reported at the argument."""
+        facts = file_facts(ctx)
+        for _, helper, bound in imported_calls(ctx):
+            for param, line in helper.uses.runs_unmoved:
+                arg = bound.get(param)
+                if arg is None or not is_host_module(facts.value(arg)):
+                    continue
+                model = _short(ctx.code_for(arg))
+                message = (
+                    f"`{model}` is built on the CPU and never moved, but `{helper.qualified}` "
+                    f"({helper.path}:{line}) runs it on inputs it moves to the device, and never moves it; "
+                    f"move the model first: `{model}.to(device)`"
+                )
+                yield Violation(rule=type(self), node=arg, message=message, fix=None)
 
 
 def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:

@@ -23,6 +23,7 @@ to the CPU itself is one it may unwrap or convert: nothing is recorded for it.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,9 @@ class ParameterUses:
     # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
     # "distributed": a shuffling `DistributedSampler`), wrong under a CUDA default device
     implicit_draws: tuple[tuple[str, str, int], ...] = ()
+    # (parameter, line): the function calls the parameter on inputs it moved to a device
+    # (`x = x.to(device); model(x)`) and never moves, rebinds or hands on the parameter itself
+    runs_unmoved: tuple[tuple[str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -82,6 +86,7 @@ class ParameterUses:
             or self.loads_state
             or self.distributed_setup
             or self.implicit_draws
+            or self.runs_unmoved
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -107,6 +112,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         loads_state=tuple(str(p) for p in data.get("loads_state", ())),
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
+        runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
     )
 
 
@@ -155,6 +161,61 @@ def parameter_uses(
         ),
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
+        runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
+    )
+
+
+_DEVICE_MOVES = frozenset({"to", "cuda"})
+
+
+def runs_unmoved(
+    models: list[str] | tuple[str, ...], nodes: list[ast.AST], held: Callable[[ast.expr], str | None] | None = None
+) -> tuple[tuple[str, int], ...]:
+    """See `ParameterUses.runs_unmoved`; `held` names the model an expression stands for (a
+    class's `self.model` kept from its constructor's `model`), by default a bare name."""
+    holder = held or (lambda node: node.id if isinstance(node, ast.Name) else None)
+    moved_inputs: set[str] = set()
+    left_alone = set(models)
+    for node in nodes:
+        if isinstance(node, ast.Assign) and _moves_to_device(node.value):
+            moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            if all(_moves_to_device(e) for e in node.value.elts):
+                moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        if isinstance(node, ast.Attribute) and node.attr in _DEVICE_MOVES | {"half", "float", "to_empty"}:
+            left_alone.discard(holder(node.value) or "")  # `model.to(device)`: moved here after all
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            left_alone.difference_update(holder(t) or "" for t in targets)  # rebound
+        elif isinstance(node, ast.Call):
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                left_alone.discard(holder(arg) or "")  # handed on: `DDP(model)`, `prepare(model)`
+    found: dict[str, int] = {}
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        target = func.value if isinstance(func, ast.Attribute) and func.attr == "forward" else func
+        model = holder(target)
+        if model not in left_alone:
+            continue
+        inputs = [*node.args, *(k.value for k in node.keywords)]
+        if any(_moves_to_device(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
+            found.setdefault(model, node.lineno)
+    return tuple(sorted(found.items()))
+
+
+def _moves_to_device(value: ast.expr) -> bool:
+    """`x.to(device)`, `x.cuda()` (not `.to("cpu")`, not a dtype-only `.to(torch.float16)`)."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    if value.func.attr == "cuda":
+        return True
+    if value.func.attr != "to" or _to_cpu(value) or not (value.args or value.keywords):
+        return False
+    first = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
+    return first is not None and not (
+        isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name) and first.value.id == "torch"
     )
 
 

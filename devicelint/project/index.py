@@ -826,9 +826,11 @@ class ProjectIndex:
         whose methods read attributes on what its constructor keeps)."""
         if name in module.classes:
             cls = module.classes[name]
-            if not cls.constructor_reads:
+            if not (cls.constructor_reads or cls.runs_unmoved):
                 return None
-            uses = ParameterUses(cls.init_params, cls.init_positional, reads=cls.constructor_reads)
+            uses = ParameterUses(
+                cls.init_params, cls.init_positional, reads=cls.constructor_reads, runs_unmoved=cls.runs_unmoved
+            )
             qualified = f"{module.name}.{name}" if module.name else name
             return ImportedHelper(qualified, self._shown(self._path_of(module)), uses)
         if name not in module.uses:

@@ -23,6 +23,7 @@ from devicelint.project.helpers import (
     parameter_uses,
     parameter_uses_from,
     root_name,
+    runs_unmoved,
 )
 from devicelint.project.view import HostUpdate, host_updates_from
 
@@ -85,6 +86,9 @@ class ClassSummary:
     # builds over a constructor parameter's parameters (`self.opt = Adam(model.parameters())`,
     # then `self.opt.load_state_dict(...)` in `resume`): the state is cast to where that model is
     state_loads: tuple[tuple[str, str, int], ...] = ()
+    # (`ParameterUses.runs_unmoved` through the attributes that keep the constructor's
+    # arguments): `self.model(x)` on inputs a method moved, `self.model` never moved
+    runs_unmoved: tuple[tuple[str, int], ...] = ()
 
 
 class ModuleSummary:
@@ -348,6 +352,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         init_positional=int(data.get("init_positional", 0)),
         constructor_reads=tuple((str(p), str(a), int(n)) for p, a, n in data.get("constructor_reads", ())),
         state_loads=tuple((str(m), str(p), int(n)) for m, p, n in data.get("state_loads", ())),
+        runs_unmoved=tuple((str(p), int(n)) for p, n in data.get("runs_unmoved", ())),
     )
 
 
@@ -568,7 +573,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
     moving = _unmoved_inputs(methods) if places else ()
     inputs = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in moving)
-    params, positional, reads = _constructor_reads(methods)
+    params, positional, reads, unmoved = _constructor_reads(methods)
     return ClassSummary(
         bases,
         tuple(sorted(builds)),
@@ -584,6 +589,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         positional,
         tuple((p, a, line + first_line) for p, a, line in reads),
         tuple((m, p, line + first_line) for m, p, line in _state_loads(methods, params)),
+        tuple((p, line + first_line) for p, line in unmoved),
     )
 
 
@@ -624,22 +630,24 @@ def _state_loads(methods: dict[str, ast.FunctionDef], params: tuple[str, ...]) -
 
 def _constructor_reads(
     methods: dict[str, ast.FunctionDef],
-) -> tuple[tuple[str, ...], int, tuple[tuple[str, str, int], ...]]:
-    """See `ClassSummary.constructor_reads`."""
+) -> tuple[tuple[str, ...], int, tuple[tuple[str, str, int], ...], tuple[tuple[str, int], ...]]:
+    """See `ClassSummary.constructor_reads` (and `runs_unmoved`)."""
     init = methods.get("__init__")
     if init is None:
-        return (), 0, ()
+        return (), 0, (), ()
     args = init.args
     positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
     params = (*positional, *(a.arg for a in args.kwonlyargs))
     held: dict[str, str] = {}  # attribute -> the parameter it holds, as `__init__` stores it
+    keeping: set[int] = set()  # those assignments
     for node in _own_nodes(init):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Name):
             attr = _self_attribute(node.targets[0])
             if attr is not None and node.value.id in params:
                 held[attr] = node.value.id
+                keeping.add(id(node))
     if not held:
-        return params, len(positional), ()
+        return params, len(positional), (), ()
     first: dict[tuple[str, str], int] = {}
     written: set[tuple[str, str]] = set()
     for method in methods.values():
@@ -655,7 +663,14 @@ def _constructor_reads(
             else:
                 written.add(key)
     reads = tuple(sorted((p, a, line) for (p, a), line in first.items() if (p, a) not in written))
-    return params, len(positional), reads
+    nodes = [n for m in methods.values() for n in _own_nodes(m) if id(n) not in keeping]
+
+    def model_of(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id if node.id in params and not node.id.startswith("self") else None
+        return held.get(_self_attribute(node) or "")
+
+    return params, len(positional), reads, runs_unmoved(sorted(set(held.values())), nodes, model_of)
 
 
 def _host_updates(
