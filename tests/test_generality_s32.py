@@ -457,3 +457,37 @@ def test_a_model_handed_unmoved_to_an_imported_loop_that_moves_only_the_batches(
         },
     )
     assert _check(tmp_path) == set()
+
+
+def test_an_imported_logging_helper_that_reads_its_loss_on_the_host_every_step(tmp_path: Path) -> None:
+    logging_utils = """
+        def log_scalars(writer, loss, step):
+            writer.add_scalar("train/loss", float(loss), step)
+    """
+    caller = """
+        import torch
+
+        from logging_utils import log_scalars
+
+
+        def fit(net, loader, writer):
+            opt = torch.optim.Adam(net.parameters())
+            for step, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.l1_loss(net(x.cuda()), y.cuda())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                log_scalars(writer, loss, step)
+    """
+    _write(tmp_path, {"logging_utils.py": logging_utils, "fit.py": caller})
+    assert _check(tmp_path) == {("fit.py", 14, "DL401")}
+    _write(
+        tmp_path,
+        {
+            "fit.py": caller.replace(
+                "log_scalars(writer, loss, step)",
+                "log_scalars(writer, loss.detach(), step) if step % 100 == 0 else None",
+            )
+        },
+    )
+    assert _check(tmp_path) == set()

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.attribute_aliases import aliased_values
 from devicelint.analysis.container_reads import through_containers
+from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.training.helpers import bound_arguments, callee, only_returned
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
@@ -256,10 +257,25 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
             for arg in node.args:
                 if _direct(arg.value) and on_device(ctx, arg.value, hot):
                     return node
+        if ctx.project.helpers and _imported_sync(ctx, node, hot):
+            return node
         return None
     if isinstance(node, (cst.If, cst.While)) and _tensor_test(ctx, node.test, hot):
         return node.test
     return None
+
+
+def _imported_sync(ctx: FileContext, call: cst.Call, hot: HotValues) -> bool:
+    """`accuracy(logits, y)` of a project function that reads on the host what it computes
+    from an argument this step has on the device (`...mean().item()` in `metrics.py`)."""
+    imported = imported_call(ctx, call)
+    if imported is None:
+        return False
+    helper, bound = imported
+    return any(
+        param in bound and _direct(bound[param]) and on_device(ctx, bound[param], hot)
+        for param, _, _ in helper.uses.host_syncs
+    )
 
 
 def _formatted_tensor(ctx: FileContext, value: cst.BaseExpression, hot: HotValues) -> bool:

@@ -74,6 +74,9 @@ class ParameterUses:
     # (parameter, line): the function calls the parameter on inputs it moved to a device
     # (`x = x.to(device); model(x)`) and never moves, rebinds or hands on the parameter itself
     runs_unmoved: tuple[tuple[str, int], ...] = ()
+    # (parameter, read, line): the function reads on the host a value computed from the
+    # parameter (`(logits.argmax(1) == y).float().mean().item()`, `float(loss)`, `.tolist()`)
+    host_syncs: tuple[tuple[str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -87,6 +90,7 @@ class ParameterUses:
             or self.distributed_setup
             or self.implicit_draws
             or self.runs_unmoved
+            or self.host_syncs
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -113,6 +117,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
+        host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
     )
 
 
@@ -162,7 +167,33 @@ def parameter_uses(
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
+        host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
     )
+
+
+_SYNC_METHODS = frozenset({"item", "tolist"})
+_SYNC_BUILTINS = frozenset({"float", "int", "bool"})
+
+
+def _host_syncs(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+    """See `ParameterUses.host_syncs` (the first read of each parameter)."""
+    carries = carried_parameters(nodes, params)
+    found: dict[str, tuple[str, int]] = {}
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _SYNC_METHODS and not node.args:
+            value, read = func.value, f".{func.attr}()"
+        elif isinstance(func, ast.Name) and func.id in _SYNC_BUILTINS and len(node.args) == 1:
+            value, read = node.args[0], f"{func.id}()"
+        else:
+            continue
+        for name in names_kept_on_device(value):
+            for param in carries.get(name, ()):
+                if param not in found or node.lineno < found[param][1]:
+                    found[param] = (read, node.lineno)
+    return tuple(sorted((p, read, line) for p, (read, line) in found.items()))
 
 
 _DEVICE_MOVES = frozenset({"to", "cuda"})
