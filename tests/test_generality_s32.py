@@ -491,3 +491,36 @@ def test_an_imported_logging_helper_that_reads_its_loss_on_the_host_every_step(t
         },
     )
     assert _check(tmp_path) == set()
+
+
+def test_a_plain_list_of_layers_from_an_imported_builder(tmp_path: Path) -> None:
+    heads = """
+        from torch import nn
+
+
+        def make_heads(dim, tasks):
+            return [nn.Linear(dim, n) for n in tasks]
+    """
+    model = """
+        from torch import nn
+
+        from heads import make_heads
+
+
+        class MultiTask(nn.Module):
+            def __init__(self, dim, tasks):
+                super().__init__()
+                self.trunk = nn.Linear(dim, dim)
+                self.heads = make_heads(dim, tasks)
+
+            def forward(self, x):
+                h = self.trunk(x)
+                return [head(h) for head in self.heads]
+    """
+    _write(tmp_path, {"heads.py": heads, "model.py": model})
+    assert _check(tmp_path) == {("model.py", 11, "DL103")}
+    _write(tmp_path, {"model.py": model.replace("= make_heads(dim, tasks)", "= nn.ModuleList(make_heads(dim, tasks))")})
+    assert _check(tmp_path) == set()
+    # a builder of activations only holds nothing to move
+    _write(tmp_path, {"model.py": model, "heads.py": heads.replace("nn.Linear(dim, n)", "nn.ReLU()")})
+    assert _check(tmp_path) == set()

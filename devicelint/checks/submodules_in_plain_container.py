@@ -9,6 +9,7 @@ from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
 from devicelint.analysis.instance_parameters import handed_references
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS,
     ClassFacts,
@@ -131,6 +132,10 @@ class SubmodulesInPlainContainer(Rule):
                         elements = _filled_elements(ctx, built, attr in called)
                         if elements:
                             yield self._report(ctx, facts, stored, attr, built.kind, elements)
+                    elif type(value) is cst.Call and _imported_module_list(ctx, value):
+                        # `self.stages = make_stages(cfg)` of a builder in another module
+                        plain.setdefault(attr, "list")
+                        yield self._report(ctx, facts, stored, attr, "list", ["module"])
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
@@ -230,6 +235,12 @@ def _built_elsewhere(
             return None
         value = sources[0]
     return returned_container(ctx, value, facts)
+
+
+def _imported_module_list(ctx: FileContext, call: cst.Call) -> bool:
+    """A call of a function of another project module that returns a plain list of layers."""
+    spelled = dotted_name(call.func)
+    return spelled is not None and ctx.project.functions.get(spelled) == "module-list"
 
 
 def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> bool:

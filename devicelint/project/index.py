@@ -877,7 +877,7 @@ class ProjectIndex:
         if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
             parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
             return "tuple:" + "|".join(parts) if any(parts) else None
-        return place if place in ("cpu-tensor", "device-tensor", "device-value", "metric") else None
+        return place if place in ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list") else None
 
     def _part_place(self, place: str, where: Path) -> str:
         """Where one part of a returned tuple lives: a tensor's place, or what the project

@@ -891,6 +891,56 @@ _DEVICE_TEXT = re.compile(r"^(cuda|cpu|xpu|mps|npu|hpu)(:\d+)?$")
 _DEVICE_NAME = re.compile(r"dev|gpu|cuda|rank", re.I)
 
 
+def _returns_module_list(function: ast.FunctionDef, returns: list[ast.expr], qualify: _Qualifier) -> bool:
+    """Every `return` hands back a plain list of `torch.nn` layers, some with parameters: a list
+    literal or comprehension of them, or a local list built empty and only appended them."""
+    nodes = _own_nodes(function)
+
+    def layer(value: ast.expr) -> str:
+        qualified = (qualify(value.func) or "") if isinstance(value, ast.Call) else ""
+        name = qualified.rsplit(".", 1)[-1]
+        return name if qualified.startswith("torch.nn.") and name[:1].isupper() else ""
+
+    def holds_parameters(value: ast.expr) -> bool:
+        name = layer(value)
+        if name in ("Sequential", "ModuleList", "ModuleDict") and isinstance(value, ast.Call):
+            return any(holds_parameters(a) for a in value.args)  # what the container holds
+        return _parameterised(name)
+
+    def layers(values: list[ast.expr]) -> bool:
+        return all(layer(v) for v in values) and any(holds_parameters(v) for v in values)
+
+    for value in returns:
+        if isinstance(value, ast.List) and value.elts and layers(value.elts):
+            continue
+        if isinstance(value, ast.ListComp) and layers([value.elt]):
+            continue
+        if not isinstance(value, ast.Name):
+            return False
+        bound = [n for n in nodes if isinstance(n, ast.Assign) and any(_binds_local(t, value.id) for t in n.targets)]
+        if len(bound) != 1 or not (isinstance(bound[0].value, ast.List) and not bound[0].value.elts):
+            return False
+        added = [
+            n.args[0]
+            for n in nodes
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == value.id
+            and n.func.attr == "append"
+            and len(n.args) == 1
+        ]
+        used = [n for n in nodes if isinstance(n, ast.Name) and n.id == value.id]
+        # every other use of the list is one of those appends or the return itself
+        if not added or len(used) != len(added) + 2 or not layers(added):
+            return False
+    return True
+
+
+def _binds_local(target: ast.expr, name: str) -> bool:
+    return isinstance(target, ast.Name) and target.id == name
+
+
 def _parameterised(layer: str) -> bool:
     return layer[:1].isupper() and layer not in _STATELESS_LAYERS and not layer.endswith(_STATELESS_LAYERS_SUFFIXES)
 
@@ -1001,6 +1051,8 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
                     assignments.setdefault(inner.id, []).append(node.target)
     if not returns:
         return ""
+    if _returns_module_list(function, returns, qualify):
+        return "module-list"
     parts = _tuple_places(returns, assignments, qualify)
     if parts:
         return parts
