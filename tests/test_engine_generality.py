@@ -4188,3 +4188,56 @@ def test_a_host_table_of_a_plain_class_meets_the_device_values_its_own_method_ma
 def test_host_table_twin_built_on_the_device_is_clean() -> None:
     fixed = HOST_CONFUSION_TABLE.replace("torch.zeros(labels, labels)", "torch.zeros(labels, labels, device=device)")
     assert _found(fixed) == []
+
+
+# -- a script that never names an accelerator trains on the CPU (fresh33) ----------------------
+
+HOST_ONLY_SCRIPT = """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(width, 16), nn.Tanh(), nn.Linear(16, 1))
+
+        def forward(self, x):
+            return self.body(x).squeeze(-1)
+
+
+    def fit(build, width, rounds=100, record=print):
+        net = build(width)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        xs = torch.as_tensor(np.random.randn(256, width), dtype=torch.float32)
+        ys = xs.sum(-1)
+
+        def one_round():
+            opt.zero_grad()
+            err = ((net(xs) - ys) ** 2).mean()
+            err.backward()
+            opt.step()
+            record(err=err.item())
+
+        for _ in range(rounds):
+            one_round()
+
+
+    if __name__ == "__main__":
+        fit(Scorer, 8)
+"""
+
+
+def test_a_script_that_never_names_an_accelerator_reads_its_loss_on_the_host_freely() -> None:
+    # the model comes from a constructor the function is handed, but nothing in the program can
+    # put it or its batch on a device
+    assert _found(HOST_ONLY_SCRIPT) == []
+
+
+def test_host_only_script_twin_that_moves_its_model_and_batch_is_found() -> None:
+    moved = HOST_ONLY_SCRIPT.replace("net = build(width)", "net = build(width).cuda()").replace(
+        "ys = xs.sum(-1)", "xs = xs.cuda()\n        ys = xs.sum(-1)"
+    )
+    assert _found(moved) == [(28, "DL401")]
+
