@@ -4241,3 +4241,31 @@ def test_host_only_script_twin_that_moves_its_model_and_batch_is_found() -> None
     )
     assert _found(moved) == [(28, "DL401")]
 
+
+# -- a hard-coded CUDA default of a parameter the function never reads (fresh33) ----------------
+
+UNREAD_CUDA_DEFAULT = """
+    import torch
+    import torch.nn as nn
+
+
+    class Pool(nn.Module):
+        def __init__(self, width, home=torch.device("cuda")):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+
+        def forward(self, x):
+            return self.proj(x).mean(1)
+"""
+
+
+def test_a_cuda_default_of_a_parameter_nothing_reads_places_nothing() -> None:
+    assert _found(UNREAD_CUDA_DEFAULT) == []
+
+
+def test_unread_cuda_default_twin_that_builds_on_it_is_found() -> None:
+    used = UNREAD_CUDA_DEFAULT.replace(
+        "self.proj = nn.Linear(width, width)",
+        "self.proj = nn.Linear(width, width)\n            self.gain = nn.Parameter(torch.ones(width, device=home))",
+    )
+    assert _found(used) == [(7, "DL107")]

@@ -249,7 +249,7 @@ class HardCodedCudaInModule(Rule):
                 w in function.name.value.lower() for w in DEVICE_MANAGEMENT
             ):
                 continue
-            if is_device_query(ctx, node):
+            if is_device_query(ctx, node) or _unread_default(ctx, node, function):
                 continue
             if reusable is not None:
                 device = _reusable_device(ctx, node, function, placement.device_params)
@@ -295,6 +295,17 @@ class HardCodedCudaInModule(Rule):
 
 
 _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
+
+
+def _unread_default(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """`node` is in the default of a parameter the function never reads (`device=torch.device(
+    "cuda:0")` kept in a model's signature after it stopped using it): building a device object
+    places nothing."""
+    param = next((a for a in ctx.index.ancestors(node) if type(a) is cst.Param), None)
+    if param is None or param.default is None:
+        return False
+    name = param.name.value
+    return not any(type(n) is cst.Name and n.value == name for n in ctx.index.walk(function.body))
 
 
 def _only_caller(ctx: FileContext, function: cst.FunctionDef, owners: dict[int, _Owner]) -> _Owner | None:
