@@ -4269,3 +4269,49 @@ def test_unread_cuda_default_twin_that_builds_on_it_is_found() -> None:
         "self.proj = nn.Linear(width, width)\n            self.gain = nn.Parameter(torch.ones(width, device=home))",
     )
     assert _found(used) == [(7, "DL107")]
+
+
+# -- a script without a `__main__` guard that never names an accelerator (fresh33) --------------
+
+TOP_LEVEL_ROUND_TRIP = """
+    import torch
+    from torch import nn
+
+    feats = torch.randn(64, 3)
+    target = feats @ torch.tensor([1.0, -2.0, 0.5])
+
+
+    def fit_and_keep(steps):
+        reg = nn.Linear(3, 1)
+        opt = torch.optim.Adam(reg.parameters())
+        for _ in range(steps):
+            opt.zero_grad()
+            nn.functional.mse_loss(reg(feats).squeeze(1), target).backward()
+            opt.step()
+        torch.save({"weights": reg.state_dict()}, "reg_weights.pt")
+
+
+    def reuse():
+        reg = nn.Linear(3, 1)
+        reg.load_state_dict(torch.load("reg_weights.pt")["weights"])
+        return reg(feats)
+
+
+    fit_and_keep(200)
+    reuse()
+"""
+
+
+def test_a_top_level_script_that_never_names_an_accelerator_reloads_its_own_host_save() -> None:
+    assert _found(TOP_LEVEL_ROUND_TRIP) == []
+
+
+def test_top_level_round_trip_twin_trained_on_the_gpu_is_found() -> None:
+    moved = (
+        TOP_LEVEL_ROUND_TRIP.replace("torch.randn(64, 3)", 'torch.randn(64, 3, device="cuda")')
+        .replace("0.5])", '0.5], device="cuda")')
+        .replace("reg = nn.Linear(3, 1)\n        opt", "reg = nn.Linear(3, 1).cuda()\n        opt")
+        .replace("reg = nn.Linear(3, 1)\n        reg.load", "reg = nn.Linear(3, 1).cuda()\n        reg.load")
+    )
+    assert _found(moved) == [(21, "DL501")]
+
