@@ -4315,3 +4315,29 @@ def test_top_level_round_trip_twin_trained_on_the_gpu_is_found() -> None:
     )
     assert _found(moved) == [(21, "DL501")]
 
+
+# -- `other = model.to(device)` moves `model` in place (fresh33) --------------------------------
+
+MOVED_THROUGH_ANOTHER_NAME = """
+    import torch
+
+
+    def resume(net, batches, path, device):
+        runner = net.to(device)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        opt.load_state_dict(torch.load(path, map_location=device)["opt"])
+        for x, y in batches:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(runner(x.to(device)), y.to(device)).backward()
+            opt.step()
+        return net.to(device).eval()
+"""
+
+
+def test_an_optimizer_state_loaded_after_its_model_moved_through_another_name_is_on_the_device() -> None:
+    assert _found(MOVED_THROUGH_ANOTHER_NAME) == []
+
+
+def test_moved_through_another_name_twin_that_moves_only_after_the_load_is_found() -> None:
+    late = MOVED_THROUGH_ANOTHER_NAME.replace("runner = net.to(device)", "runner = net")
+    assert _found(late) == [(8, "DL111")]

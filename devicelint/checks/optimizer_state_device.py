@@ -392,7 +392,10 @@ class OptimizerStateDevice(Rule):
                 if owner is None and "optim" in name.lower():
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
                 if owner is not None:
-                    loads.setdefault(scope, []).append((call, owner))
+                    # A model moved before the load (in place: `para = model.to(device)` moves
+                    # `model` too) has the state cast to where its parameters already are.
+                    if owner is ANY_MODEL or not any(_same_model(owner, m) for m in moved_first.get(scope, ())):
+                        loads.setdefault(scope, []).append((call, owner))
                 else:
                     loaded.setdefault(scope, set()).add(name)
                 continue
