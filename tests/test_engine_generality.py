@@ -4341,3 +4341,36 @@ def test_an_optimizer_state_loaded_after_its_model_moved_through_another_name_is
 def test_moved_through_another_name_twin_that_moves_only_after_the_load_is_found() -> None:
     late = MOVED_THROUGH_ANOTHER_NAME.replace("runner = net.to(device)", "runner = net")
     assert _found(late) == [(8, "DL111")]
+
+
+# -- host copies the forward's own path made, gathered and returned (fresh33) -------------------
+
+GATHERED_HOST_COPIES = """
+    import torch
+    import torch.nn as nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+
+        def _tops(self, h):
+            return h.topk(2, dim=-1).values.cpu(), h.argmax(-1).float().cpu()
+
+        def forward(self, x):
+            h = self.proj(x)
+            best, where = self._tops(h)
+            return torch.cat([best, where[:, None]], dim=1)
+"""
+
+
+def test_host_copies_the_forward_made_itself_gathered_and_returned_are_its_choice() -> None:
+    assert _found(GATHERED_HOST_COPIES) == []
+
+
+def test_gathered_host_copies_twin_that_meets_the_device_output_is_found() -> None:
+    mixed = GATHERED_HOST_COPIES.replace(
+        "return torch.cat([best, where[:, None]], dim=1)", "return h[:, :3] * torch.cat([best, where[:, None]], dim=1)"
+    )
+    assert _found(mixed) == [(17, "DL101")]

@@ -59,7 +59,14 @@ from devicelint.analysis.host_modules import (
 from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
-from devicelint.analysis.placement_calls import DEVICE_LOADER, LAUNCHER, CallEvaluation, constant_default, is_handed
+from devicelint.analysis.placement_calls import (
+    DEVICE_LOADER,
+    GATHERING_FUNCTIONS,
+    LAUNCHER,
+    CallEvaluation,
+    constant_default,
+    is_handed,
+)
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -596,7 +603,10 @@ class _Interpreter(CallEvaluation):
         ):
             moved_here = self._moved_in_scope()
             for element, node in flatten(fact, value):
-                if element.from_factory and not element.scalar and _root_name(node) not in moved_here:
+                # host copies gathered (`torch.cat` of what `.cpu()` made on the forward's own
+                # path) are on the host by the forward's choice, as a tensor it moves itself is
+                gathered = (element.factory or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
+                if element.from_factory and not element.scalar and not gathered and _root_name(node) not in moved_here:
                     self._record(element, node, Fact(DEVICE, where=FOLLOWS), None, value, "return")
 
     def _moved_in_scope(self) -> set[str]:
