@@ -189,7 +189,8 @@ class HardCodedCudaInModule(Rule):
     GPU-only script, since it serves whatever parameters it is given. `.cuda(rank)` with an
     explicit device, code under a device check, methods named for device management
     (`to_gpu`, `enable_cpu_offload`), and a device handed to a query such as
-    `torch.cuda.get_device_properties(torch.device("cuda"))` are not reported. Library
+    `torch.cuda.get_device_properties(torch.device("cuda"))`, and the default of a parameter
+    the function never reads, are not reported. Library
     functions are those whose parameters the placement analysis sees as tensors. Other
     plain classes (trainers, EMA helpers) are not checked, and bases imported from elsewhere
     are recognised only by name (`...Optimizer`, `...LRScheduler`). The machine's device is

@@ -324,7 +324,9 @@ class OptimizerStateDevice(Rule):
     (`set_devices(model, device)` running `model.to(device)`) moves the argument, and so does
     Lightning Fabric's `fabric.setup(model, optimizer)` / `fabric.setup_module(model)`, which
     moves the module but not the state an optimizer already loaded (Accelerate's `prepare` moves
-    that state too, so it is no such move); `model` and `self.model` are taken for one model. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    that state too, so it is no such move); `model` and `self.model` are taken for one model. A
+    state loaded after its model already moved (also in place through another name, `runner =
+    model.to(device)`) is on the device, whatever moves follow. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages (not classes of the file) that
     create state in their constructor, `model.configure_optimizers()` results, and moves that

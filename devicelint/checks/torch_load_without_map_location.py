@@ -103,9 +103,9 @@ class TorchLoadWithoutMapLocation(Rule):
       no module of the project saves that name from anything else (a preprocessing script
       that never names a device counts as saving host values); see the project index.
 
-    - a file that this program itself saves, when the program is one file (a notebook, or a
-      script with a `__main__` guard) that never names an accelerator or a move: all it builds is
-      on the CPU. A path handed to a loader or saver helper counts by what every call passes
+    - a file that this program itself saves, when the program is one file (a notebook, a
+      script with a `__main__` guard, or a file whose top level calls its own functions) that
+      never names an accelerator or a move: all it builds is on the CPU. A path handed to a loader or saver helper counts by what every call passes
       (`load_checkpoint("checkpoint.pth")`).
 
     Files written by other programs, or named only by a variable, are judged unknown, so the
