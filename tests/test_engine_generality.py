@@ -4374,3 +4374,27 @@ def test_gathered_host_copies_twin_that_meets_the_device_output_is_found() -> No
         "return torch.cat([best, where[:, None]], dim=1)", "return h[:, :3] * torch.cat([best, where[:, None]], dim=1)"
     )
     assert _found(mixed) == [(17, "DL101")]
+
+
+# -- a discarded move of a tensor already built where it would go (fresh33) ---------------------
+
+MOVE_TO_WHERE_IT_IS = """
+    import torch
+
+
+    def tally(net, batches, dev):
+        totals = torch.zeros(net.classes, device=dev)
+        totals.to(dev)
+        for x in batches:
+            totals += net(x.to(dev)).softmax(-1).sum(0)
+        return totals
+"""
+
+
+def test_a_discarded_move_of_a_tensor_built_on_that_device_loses_nothing() -> None:
+    assert _found(MOVE_TO_WHERE_IT_IS) == []
+
+
+def test_move_to_where_it_is_twin_built_on_the_host_is_found() -> None:
+    host = MOVE_TO_WHERE_IT_IS.replace("torch.zeros(net.classes, device=dev)", "torch.zeros(net.classes)")
+    assert _found(host) == [(6, "DL101"), (7, "DL104")]
