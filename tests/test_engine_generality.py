@@ -4398,3 +4398,30 @@ def test_a_discarded_move_of_a_tensor_built_on_that_device_loses_nothing() -> No
 def test_move_to_where_it_is_twin_built_on_the_host_is_found() -> None:
     host = MOVE_TO_WHERE_IT_IS.replace("torch.zeros(net.classes, device=dev)", "torch.zeros(net.classes)")
     assert _found(host) == [(6, "DL101"), (7, "DL104")]
+
+
+# -- the step counter tested against a set of chosen steps (fresh33) ----------------------------
+
+COUNTER_IN_SCHEDULE = """
+    import torch
+
+
+    def train(model, loader, opt, device, keep_at):
+        model.to(device)
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step in keep_at:
+                print(f"step {step}: {loss.item():.3f}")
+"""
+
+
+def test_a_read_under_the_step_counter_in_a_schedule_runs_on_those_steps_only() -> None:
+    assert _found(COUNTER_IN_SCHEDULE) == []
+
+
+def test_counter_in_schedule_twin_testing_a_setting_instead_is_found() -> None:
+    every_step = COUNTER_IN_SCHEDULE.replace("if step in keep_at:", 'if "loss" in keep_at:')
+    assert _found(every_step) == [(13, "DL401")]
