@@ -4986,3 +4986,240 @@ def test_loader_batches_under_a_script_wide_default_are_not_known_host_tensors()
             model(batch[:, :3] + near).mean().backward()
     """
     assert [code for _, code in _found(source)] == ["DL110"]
+
+
+# -- a script that never names an accelerator trains on the CPU (fresh33) ----------------------
+
+HOST_ONLY_SCRIPT = """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(width, 16), nn.Tanh(), nn.Linear(16, 1))
+
+        def forward(self, x):
+            return self.body(x).squeeze(-1)
+
+
+    def fit(build, width, rounds=100, record=print):
+        net = build(width)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        xs = torch.as_tensor(np.random.randn(256, width), dtype=torch.float32)
+        ys = xs.sum(-1)
+
+        def one_round():
+            opt.zero_grad()
+            err = ((net(xs) - ys) ** 2).mean()
+            err.backward()
+            opt.step()
+            record(err=err.item())
+
+        for _ in range(rounds):
+            one_round()
+
+
+    if __name__ == "__main__":
+        fit(Scorer, 8)
+"""
+
+
+def test_a_script_that_never_names_an_accelerator_reads_its_loss_on_the_host_freely() -> None:
+    # the model comes from a constructor the function is handed, but nothing in the program can
+    # put it or its batch on a device
+    assert _found(HOST_ONLY_SCRIPT) == []
+
+
+def test_host_only_script_twin_that_moves_its_model_and_batch_is_found() -> None:
+    moved = HOST_ONLY_SCRIPT.replace("net = build(width)", "net = build(width).cuda()").replace(
+        "ys = xs.sum(-1)", "xs = xs.cuda()\n        ys = xs.sum(-1)"
+    )
+    assert _found(moved) == [(28, "DL401")]
+
+
+# -- a hard-coded CUDA default of a parameter the function never reads (fresh33) ----------------
+
+UNREAD_CUDA_DEFAULT = """
+    import torch
+    import torch.nn as nn
+
+
+    class Pool(nn.Module):
+        def __init__(self, width, home=torch.device("cuda")):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+
+        def forward(self, x):
+            return self.proj(x).mean(1)
+"""
+
+
+def test_a_cuda_default_of_a_parameter_nothing_reads_places_nothing() -> None:
+    assert _found(UNREAD_CUDA_DEFAULT) == []
+
+
+def test_unread_cuda_default_twin_that_builds_on_it_is_found() -> None:
+    used = UNREAD_CUDA_DEFAULT.replace(
+        "self.proj = nn.Linear(width, width)",
+        "self.proj = nn.Linear(width, width)\n            self.gain = nn.Parameter(torch.ones(width, device=home))",
+    )
+    assert _found(used) == [(7, "DL107")]
+
+
+# -- a script without a `__main__` guard that never names an accelerator (fresh33) --------------
+
+TOP_LEVEL_ROUND_TRIP = """
+    import torch
+    from torch import nn
+
+    feats = torch.randn(64, 3)
+    target = feats @ torch.tensor([1.0, -2.0, 0.5])
+
+
+    def fit_and_keep(steps):
+        reg = nn.Linear(3, 1)
+        opt = torch.optim.Adam(reg.parameters())
+        for _ in range(steps):
+            opt.zero_grad()
+            nn.functional.mse_loss(reg(feats).squeeze(1), target).backward()
+            opt.step()
+        torch.save({"weights": reg.state_dict()}, "reg_weights.pt")
+
+
+    def reuse():
+        reg = nn.Linear(3, 1)
+        reg.load_state_dict(torch.load("reg_weights.pt")["weights"])
+        return reg(feats)
+
+
+    fit_and_keep(200)
+    reuse()
+"""
+
+
+def test_a_top_level_script_that_never_names_an_accelerator_reloads_its_own_host_save() -> None:
+    assert _found(TOP_LEVEL_ROUND_TRIP) == []
+
+
+def test_top_level_round_trip_twin_trained_on_the_gpu_is_found() -> None:
+    moved = (
+        TOP_LEVEL_ROUND_TRIP.replace("torch.randn(64, 3)", 'torch.randn(64, 3, device="cuda")')
+        .replace("0.5])", '0.5], device="cuda")')
+        .replace("reg = nn.Linear(3, 1)\n        opt", "reg = nn.Linear(3, 1).cuda()\n        opt")
+        .replace("reg = nn.Linear(3, 1)\n        reg.load", "reg = nn.Linear(3, 1).cuda()\n        reg.load")
+    )
+    assert _found(moved) == [(21, "DL501")]
+
+
+# -- `other = model.to(device)` moves `model` in place (fresh33) --------------------------------
+
+MOVED_THROUGH_ANOTHER_NAME = """
+    import torch
+
+
+    def resume(net, batches, path, device):
+        runner = net.to(device)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        opt.load_state_dict(torch.load(path, map_location=device)["opt"])
+        for x, y in batches:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(runner(x.to(device)), y.to(device)).backward()
+            opt.step()
+        return net.to(device).eval()
+"""
+
+
+def test_an_optimizer_state_loaded_after_its_model_moved_through_another_name_is_on_the_device() -> None:
+    assert _found(MOVED_THROUGH_ANOTHER_NAME) == []
+
+
+def test_moved_through_another_name_twin_that_moves_only_after_the_load_is_found() -> None:
+    late = MOVED_THROUGH_ANOTHER_NAME.replace("runner = net.to(device)", "runner = net")
+    assert _found(late) == [(8, "DL111")]
+
+
+# -- host copies the forward's own path made, gathered and returned (fresh33) -------------------
+
+GATHERED_HOST_COPIES = """
+    import torch
+    import torch.nn as nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+
+        def _tops(self, h):
+            return h.topk(2, dim=-1).values.cpu(), h.argmax(-1).float().cpu()
+
+        def forward(self, x):
+            h = self.proj(x)
+            best, where = self._tops(h)
+            return torch.cat([best, where[:, None]], dim=1)
+"""
+
+
+def test_host_copies_the_forward_made_itself_gathered_and_returned_are_its_choice() -> None:
+    assert _found(GATHERED_HOST_COPIES) == []
+
+
+def test_gathered_host_copies_twin_that_meets_the_device_output_is_found() -> None:
+    mixed = GATHERED_HOST_COPIES.replace(
+        "return torch.cat([best, where[:, None]], dim=1)", "return h[:, :3] * torch.cat([best, where[:, None]], dim=1)"
+    )
+    assert _found(mixed) == [(17, "DL101")]
+
+
+# -- a discarded move of a tensor already built where it would go (fresh33) ---------------------
+
+MOVE_TO_WHERE_IT_IS = """
+    import torch
+
+
+    def tally(net, batches, dev):
+        totals = torch.zeros(net.classes, device=dev)
+        totals.to(dev)
+        for x in batches:
+            totals += net(x.to(dev)).softmax(-1).sum(0)
+        return totals
+"""
+
+
+def test_a_discarded_move_of_a_tensor_built_on_that_device_loses_nothing() -> None:
+    assert _found(MOVE_TO_WHERE_IT_IS) == []
+
+
+def test_move_to_where_it_is_twin_built_on_the_host_is_found() -> None:
+    host = MOVE_TO_WHERE_IT_IS.replace("torch.zeros(net.classes, device=dev)", "torch.zeros(net.classes)")
+    assert _found(host) == [(6, "DL101"), (7, "DL104")]
+
+
+# -- the step counter tested against a set of chosen steps (fresh33) ----------------------------
+
+COUNTER_IN_SCHEDULE = """
+    import torch
+
+
+    def train(model, loader, opt, device, keep_at):
+        model.to(device)
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step in keep_at:
+                print(f"step {step}: {loss.item():.3f}")
+"""
+
+
+def test_a_read_under_the_step_counter_in_a_schedule_runs_on_those_steps_only() -> None:
+    assert _found(COUNTER_IN_SCHEDULE) == []
+
+
+def test_counter_in_schedule_twin_testing_a_setting_instead_is_found() -> None:
+    every_step = COUNTER_IN_SCHEDULE.replace("if step in keep_at:", 'if "loss" in keep_at:')
+    assert _found(every_step) == [(13, "DL401")]

@@ -62,6 +62,7 @@ from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import (
     DEFAULT_DEVICE_KEY,
     DEVICE_LOADER,
+    GATHERING_FUNCTIONS,
     LAUNCHER,
     CallEvaluation,
     constant_default,
@@ -635,7 +636,10 @@ class _Interpreter(CallEvaluation):
         ):
             moved_here = self._moved_in_scope()
             for element, node in flatten(fact, value):
-                if element.from_factory and not element.scalar and _root_name(node) not in moved_here:
+                # host copies gathered (`torch.cat` of what `.cpu()` made on the forward's own
+                # path) are on the host by the forward's choice, as a tensor it moves itself is
+                gathered = (element.factory or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
+                if element.from_factory and not element.scalar and not gathered and _root_name(node) not in moved_here:
                     self._record(element, node, Fact(DEVICE, where=FOLLOWS), None, value, "return")
 
     def _moved_in_scope(self) -> set[str]:

@@ -253,6 +253,20 @@ def cpu_only_script(ctx: FileContext) -> bool:
     return "__main__" in ctx.source and not ACCELERATOR_WORDS.search(ctx.source.lower())
 
 
+def runs_own_functions(ctx: FileContext) -> bool:
+    """The module's top level calls a function the module defines (`train()` then `evaluate()`
+    as statements, no `__main__` guard): running the file runs the program, as a script does."""
+    defined = {s.name.value for s in ctx.module.body if type(s) is cst.FunctionDef}
+    for statement in ctx.module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            call = small.value if type(small) is cst.Expr else None
+            if type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in defined:
+                return True
+    return False
+
+
 def looks_like_device_name(name: str) -> bool:
     lowered = name.lower()
     return "device" in lowered or lowered in ("dev", "rank", "local_rank", "gpu", "gpu_id", "gpu_ids")

@@ -189,7 +189,8 @@ class HardCodedCudaInModule(Rule):
     GPU-only script, since it serves whatever parameters it is given. `.cuda(rank)` with an
     explicit device, code under a device check, methods named for device management
     (`to_gpu`, `enable_cpu_offload`), and a device handed to a query such as
-    `torch.cuda.get_device_properties(torch.device("cuda"))` are not reported. Library
+    `torch.cuda.get_device_properties(torch.device("cuda"))`, and the default of a parameter
+    the function never reads, are not reported. Library
     functions are those whose parameters the placement analysis sees as tensors. Other
     plain classes (trainers, EMA helpers) are not checked, and bases imported from elsewhere
     are recognised only by name (`...Optimizer`, `...LRScheduler`). The machine's device is
@@ -249,7 +250,7 @@ class HardCodedCudaInModule(Rule):
                 w in function.name.value.lower() for w in DEVICE_MANAGEMENT
             ):
                 continue
-            if is_device_query(ctx, node):
+            if is_device_query(ctx, node) or _unread_default(ctx, node, function):
                 continue
             if reusable is not None:
                 device = _reusable_device(ctx, node, function, placement.device_params)
@@ -295,6 +296,17 @@ class HardCodedCudaInModule(Rule):
 
 
 _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
+
+
+def _unread_default(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """`node` is in the default of a parameter the function never reads (`device=torch.device(
+    "cuda:0")` kept in a model's signature after it stopped using it): building a device object
+    places nothing."""
+    param = next((a for a in ctx.index.ancestors(node) if type(a) is cst.Param), None)
+    if param is None or param.default is None:
+        return False
+    name = param.name.value
+    return not any(type(n) is cst.Name and n.value == name for n in ctx.index.walk(function.body))
 
 
 def _only_caller(ctx: FileContext, function: cst.FunctionDef, owners: dict[int, _Owner]) -> _Owner | None:

@@ -140,9 +140,13 @@ class HostSyncInTrainingLoop(Rule):
     (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
     it and never names an accelerator (or names no device but the CPU and copies of where things
     already are: `device="cpu"` defaults, `device=x.device`) is taken to train on the CPU, also
-    where the step only hands the model on (`env.rollout(steps, policy)`); a training loop that runs on
-    the CPU with a model received from elsewhere is still reported. Reads under an `if` with
-    `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...) and in exception
+    where the step only hands the model on (`env.rollout(steps, policy)`), and so is a script
+    (`__main__`) that never names an accelerator and imports nothing of its project that places
+    tensors, wherever its model comes from (a constructor it is handed); a training loop in a
+    library file that runs on the CPU with a model received from elsewhere is still reported. Reads under an `if` with
+    `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...), or that tests the
+    counter of an enclosing `for i in range(...)`/`enumerate(...)` for membership in chosen steps
+    (`if i in np.linspace(0, n, 10, dtype=int):`), and in exception
     handlers are not reported, nor are reads in a block that always ends by raising (the read
     runs once, on the way to the error) and reads under a flag parameter with a false default
     that every per-step call leaves unset (`if calc_acc:` that only the evaluation sets), nor

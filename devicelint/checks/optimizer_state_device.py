@@ -449,7 +449,9 @@ class OptimizerStateDevice(Rule):
     that state too, so it is no such move); `model` and `self.model` are taken for one model. A
     loaded state that the same calls then move to the device themselves (a loop over
     `optimizer.state.values()` that moves each tensor, in the function or a helper it hands the
-    optimizer to) is not reported. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    optimizer to) is not reported, nor a state loaded after its model already moved (also in
+    place through another name, `runner = model.to(device)`): it is on the device, whatever moves
+    follow. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages (not classes of the file) that
     create state in their constructor, `model.configure_optimizers()` results, and moves that
@@ -522,11 +524,11 @@ class OptimizerStateDevice(Rule):
                 owner = optimizers.get((scope, name))
                 if owner is None and "optim" in name.lower():
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
-                if owner is not None and not (
-                    owner is not ANY_MODEL and any(_same_model(owner, m) for m in moved_first.get(scope, ()))
-                ):
-                    # (a state loaded once the model is on the device is cast there)
-                    loads.setdefault(scope, []).append((call, owner))
+                if owner is not None:
+                    # A model moved before the load (in place: `para = model.to(device)` moves
+                    # `model` too) has the state cast to where its parameters already are.
+                    if owner is ANY_MODEL or not any(_same_model(owner, m) for m in moved_first.get(scope, ())):
+                        loads.setdefault(scope, []).append((call, owner))
                 else:
                     loaded.setdefault(scope, set()).add(name)
             if names:

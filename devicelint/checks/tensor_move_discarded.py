@@ -9,7 +9,7 @@ from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_calls import constructed_object
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
-from devicelint.analysis.placement_facts import MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN
+from devicelint.analysis.placement_facts import DEVICE, MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact
 from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
@@ -97,7 +97,9 @@ class TensorMoveDiscarded(Rule):
     `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
     `load`/`build`/`create`-style call are never reported, nor is a whole batch (`batch`,
     `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
-    moves in place. A helper of the same file is followed through other helpers; a function imported
+    moves in place. A `.to(d)` of a tensor built or moved with that same device expression
+    (`torch.zeros(n, device=d)`) returns the tensor itself and is not reported. A helper of the
+    same file is followed through other helpers; a function imported
     from another module of the project counts when it returns `x.to(...)`/`x.cuda()` of a
     parameter, or a comprehension over it (its items or values) whose every element is moved.
     One that also changes its argument in place (`batch[k] = ...`, `batch.update(...)`) is not
@@ -157,7 +159,7 @@ class TensorMoveDiscarded(Rule):
                 continue  # `x.type()` returns the type name
             receiver = call.func.value
             fact = file_facts(ctx).value(receiver)
-            if fact.is_tensor and _assigned_an_object(ctx, receiver):
+            if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
             if not fact.is_tensor and not (
                 fact.kind == UNKNOWN
@@ -640,3 +642,13 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
         word in last.lower()
         for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss")
     )
+
+
+def _already_there(ctx: FileContext, call: cst.Call, fact: Fact) -> bool:
+    """`z.to(model.device)` of a tensor built or moved with that same device expression
+    (`torch.tensor(..., device=model.device)`): the copy it would return is the tensor itself, so
+    throwing it away loses nothing."""
+    if fact.kind != DEVICE or fact.device_expr is None or call.func.attr.value != "to":  # type: ignore[attr-defined]
+        return False
+    target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+    return target is not None and len(call.args) == 1 and ctx.code_for(target) == fact.device_expr

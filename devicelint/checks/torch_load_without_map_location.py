@@ -11,7 +11,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS, is_device_guard
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS, is_device_guard, runs_own_functions
 from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
@@ -103,9 +103,9 @@ class TorchLoadWithoutMapLocation(Rule):
       no module of the project saves that name from anything else (a preprocessing script
       that never names a device counts as saving host values); see the project index.
 
-    - a file that this program itself saves, when the program is one file (a notebook, or a
-      script with a `__main__` guard) that never names an accelerator or a move: all it builds is
-      on the CPU. A path handed to a loader or saver helper counts by what every call passes
+    - a file that this program itself saves, when the program is one file (a notebook, a
+      script with a `__main__` guard, or a file whose top level calls its own functions) that
+      never names an accelerator or a move: all it builds is on the CPU. A path handed to a loader or saver helper counts by what every call passes
       (`load_checkpoint("checkpoint.pth")`).
 
     Files written by other programs, or named only by a variable, are judged unknown, so the
@@ -926,11 +926,11 @@ _PLACE_WORD = re.compile(r"(?i)dir|path|folder|file|root")
 
 
 def _cpu_only_program(ctx: FileContext) -> bool:
-    """A whole program in one file (a notebook, or a script with a `__main__` guard) that never
-    names an accelerator or a move: everything it builds, and so everything it saves, is on the CPU."""
-    return (ctx.path.endswith(".ipynb") or "__main__" in ctx.source) and not ACCELERATOR_WORDS.search(
-        ctx.source.lower()
-    )
+    """A whole program in one file (a notebook, a script with a `__main__` guard, or one whose
+    top level calls its own functions) that never names an accelerator or a move: everything it
+    builds, and so everything it saves, is on the CPU."""
+    program = ctx.path.endswith(".ipynb") or "__main__" in ctx.source or runs_own_functions(ctx)
+    return program and not ACCELERATOR_WORDS.search(ctx.source.lower())
 
 
 def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:

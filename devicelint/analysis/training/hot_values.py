@@ -33,7 +33,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN,
     Fact,
 )
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS, names_no_accelerator
+from devicelint.analysis.placement_values import ACCELERATOR_WORDS, cpu_only_script, names_no_accelerator
 from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.loops import StepRegion
 from devicelint.analysis.training.reads import closure, computed_from, reaching_assignment, read_names
@@ -194,7 +194,13 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
     accelerator (`fc = nn.Linear(...)` trained in a CPU-only example) or states no device but the
     CPU (`names_no_accelerator`), or uses such a model otherwise (hands it to an environment's
     rollout, clips its parameters): the fallback has nothing to stand on. A model
-    received as a parameter may be anywhere, so it does not count."""
+    received as a parameter may be anywhere, so it does not count, unless the file is a script
+    (`__main__`) that never names an accelerator and imports nothing of its project that places
+    tensors (a class that places itself, a helper returning device tensors or moved copies):
+    then nothing it runs can put a model or a batch on a device (a CPU-only RL script whose
+    agent is built from a constructor it is handed)."""
+    if cpu_only_script(ctx) and not _project_places(ctx):
+        return True
     if ACCELERATOR_WORDS.search(ctx.source.lower()) and not names_no_accelerator(ctx):
         return False
     for node in ctx.index.walk(region.body):
@@ -207,6 +213,16 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
                 if fact is not None and fact.kind == MODULE and fact.where in (None, "cpu"):  # built here, never moved
                     return True
     return False
+
+
+def _project_places(ctx: FileContext) -> bool:
+    """Whether something the file imports from its project may place tensors on a device."""
+    view = ctx.project
+    return (
+        any(c.places_itself or c.placed for c in view.classes.values())
+        or any(DEVICE in place for place in view.functions.values())
+        or any(h.uses.returns_moved for h in view.helpers.values())
+    )
 
 
 def callee_fact(ctx: FileContext, func: cst.BaseExpression) -> Fact:

@@ -214,8 +214,34 @@ def is_logging_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
             # `if rank == 0:` runs on every step of the main process: not a logging interval.
             if not any(w in test_words(ctx, node) for w in PROCESS_WORDS):
                 return True
+    if _counter_in_schedule(ctx, test):
+        return True
     words = test_words(ctx, test)
     return any(w in words for w in LOGGING_WORDS)
+
+
+def _counter_in_schedule(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """`i in np.linspace(0, n, 10, dtype=int)`, `step in save_steps`: the counter of an enclosing
+    `for i in range(...)` (or the index of `enumerate(...)`) tested for membership in a set of
+    chosen steps runs on those steps only."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    if type(test.comparisons[0].operator) is not cst.In or type(test.left) is not cst.Name:
+        return False
+    counter = test.left.value
+    for ancestor in ctx.index.ancestors(test):
+        if type(ancestor) is not cst.For or type(ancestor.iter) is not cst.Call:
+            continue
+        called = ancestor.iter.func
+        name = called.value if type(called) is cst.Name else None
+        target = ancestor.target
+        if name == "range" and type(target) is cst.Name and target.value == counter:
+            return True
+        if name == "enumerate" and type(target) is cst.Tuple and target.elements:
+            first = target.elements[0].value
+            if type(first) is cst.Name and first.value == counter:
+                return True
+    return False
 
 
 def in_logging_condition(ctx: FileContext, node: cst.CSTNode, region: cst.CSTNode) -> bool:
