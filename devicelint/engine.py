@@ -93,6 +93,8 @@ def _imported_words(view: ProjectView) -> str:
         words.extend(helper.uses.distributed_setup)
         if helper.uses.loads_state:
             words.append("load_state_dict")
+        if helper.uses.step_effects:
+            words.append("backward")  # it runs the step: the AMP and sync rules read the caller
         if helper.uses.runs_unmoved:
             words.append(".to(device)")  # it moves the model's inputs
     if any(cls.state_loads for cls in view.plain_classes.values()):

@@ -524,3 +524,39 @@ def test_a_plain_list_of_layers_from_an_imported_builder(tmp_path: Path) -> None
     # a builder of activations only holds nothing to move
     _write(tmp_path, {"model.py": model, "heads.py": heads.replace("nn.Linear(dim, n)", "nn.ReLU()")})
     assert _check(tmp_path) == set()
+
+
+def test_an_imported_step_helper_without_its_scaler_under_float16_autocast(tmp_path: Path) -> None:
+    steps = """
+        def optimize(loss, optimizer, grad_scaler=None):
+            optimizer.zero_grad()
+            if grad_scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                grad_scaler.scale(loss).backward()
+                grad_scaler.step(optimizer)
+                grad_scaler.update()
+    """
+    caller = """
+        import torch
+
+        from steps import optimize
+
+
+        def train(net, data, opt):
+            for x, y in data:
+                with torch.autocast(device_type="cuda", dtype=torch.float16):
+                    loss = torch.nn.functional.mse_loss(net(x.cuda()), y.cuda())
+                optimize(loss, opt)
+    """
+    _write(tmp_path, {"steps.py": steps, "train.py": caller})
+    assert _check(tmp_path) == {("train.py", 11, "DL301")}
+    scaled = caller.replace("def train(net, data, opt):", "def train(net, data, opt, scaler):").replace(
+        "optimize(loss, opt)", "optimize(loss, opt, grad_scaler=scaler)"
+    )
+    _write(tmp_path, {"train.py": scaled})
+    assert _check(tmp_path) == set()
+    # bfloat16 needs no scaler
+    _write(tmp_path, {"train.py": caller.replace("torch.float16", "torch.bfloat16")})
+    assert _check(tmp_path) == set()

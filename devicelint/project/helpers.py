@@ -77,6 +77,12 @@ class ParameterUses:
     # (parameter, read, line): the function reads on the host a value computed from the
     # parameter (`(logits.argmax(1) == y).float().mean().item()`, `float(loss)`, `.tolist()`)
     host_syncs: tuple[tuple[str, str, int], ...] = ()
+    # (kind, parameter, guard): the training-step calls it makes on its parameters, in source
+    # order — "backward" (`loss.backward()`), "scaled_backward" (`scaler.scale(loss).backward()`),
+    # "scaler_step", "unscale", "update", "optimizer_step" — with the parameter it makes them on
+    # (the loss, the optimizer) and the branch they run on: "" always, "+p" when the caller hands
+    # `p`, "-p" when it leaves `p` out or hands None (`if scaler is not None: ... else: ...`)
+    step_effects: tuple[tuple[str, str, str], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -91,6 +97,7 @@ class ParameterUses:
             or self.implicit_draws
             or self.runs_unmoved
             or self.host_syncs
+            or self.step_effects
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -118,6 +125,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
+        step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
     )
 
 
@@ -168,7 +176,74 @@ def parameter_uses(
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
+        step_effects=_step_effects(function.body, set(params), ""),
     )
+
+
+def _step_effects(body: list[ast.stmt], params: set[str], guard: str) -> tuple[tuple[str, str, str], ...]:
+    """See `ParameterUses.step_effects`: statements in order, `if p is (not) None:` / `if p:`
+    branches on a parameter read as guards, other branches as unguarded."""
+    found: list[tuple[str, str, str]] = []
+    for statement in body:
+        if isinstance(statement, ast.If):
+            tested = _none_test(statement.test, params)
+            if tested is not None and not guard:
+                name, given = tested
+                found += _step_effects(statement.body, params, ("+" if given else "-") + name)
+                found += _step_effects(statement.orelse, params, ("-" if given else "+") + name)
+            else:
+                found += _step_effects([*statement.body, *statement.orelse], params, guard)
+            continue
+        if isinstance(statement, (ast.For, ast.While, ast.With, ast.Try)):
+            inner = [s for s in ast.iter_child_nodes(statement) if isinstance(s, ast.stmt)]
+            found += _step_effects(inner, params, guard)
+            continue
+        for node in ast.walk(statement):
+            effect = _step_effect(node, params)
+            if effect is not None:
+                found.append((*effect, guard))
+    return tuple(found)
+
+
+def _none_test(test: ast.expr, params: set[str]) -> tuple[str, bool] | None:
+    """`p is not None` / `p` -> (p, True); `p is None` / `not p` -> (p, False)."""
+    if isinstance(test, ast.Name) and test.id in params:
+        return test.id, True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        return (test.operand.id, False) if test.operand.id in params else None
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id in params
+        and len(test.ops) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left.id, isinstance(test.ops[0], ast.IsNot)
+    return None
+
+
+def _step_effect(node: ast.AST, params: set[str]) -> tuple[str, str] | None:
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    method, owner = node.func.attr, node.func.value
+    if method == "backward" and not node.args:
+        scaled = isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute) and owner.func.attr == "scale"
+        loss = owner.args[0] if scaled and isinstance(owner, ast.Call) and owner.args else owner
+        root = root_name(loss)
+        return ("scaled_backward" if scaled else "backward"), (root if root in params else "")
+    root = root_name(owner)
+    if root not in params:
+        return None
+    if method == "step" and node.args:
+        return "scaler_step", root
+    if method == "step" and not node.args:
+        return "optimizer_step", root
+    if method == "unscale_":
+        return "unscale", root
+    if method == "update" and not node.args:
+        return "update", root
+    return None
 
 
 _SYNC_METHODS = frozenset({"item", "tolist"})

@@ -41,9 +41,35 @@ class Effect:
 
 
 def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
-    """The step operations `call` performs through a function of this file (empty when unknown)."""
+    """The step operations `call` performs through a function of this file, or of another module
+    of the project as its summary says (empty when unknown)."""
     func = callee(ctx, call)
-    return effects(ctx, func) if func is not None else ()
+    if func is not None:
+        return effects(ctx, func)
+    return _imported_effects(ctx, call) if ctx.project.helpers else ()
+
+
+def _imported_effects(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
+    """`backward_step(loss, opt)` of a project function: its step calls on the branch this call
+    takes (`scaler` left out: the `else` of its `if scaler is not None:`), at the call."""
+    spelled = dotted_name(call.func)
+    helper = ctx.project.helpers.get(spelled) if spelled is not None else None
+    if helper is None or not helper.uses.step_effects or has_star(call):
+        return ()
+    bound: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(call.args):
+        param = helper.uses.parameter_at(position, arg.keyword.value if arg.keyword is not None else None)
+        if param is not None:
+            bound[param] = arg.value
+    out: list[Effect] = []
+    for kind, _, guard in helper.uses.step_effects:
+        if guard:
+            value = bound.get(guard[1:])
+            given = value is not None and not (isinstance(value, cst.Name) and value.value == "None")
+            if given != (guard[0] == "+"):
+                continue
+        out.append(Effect(kind, call, None, False))
+    return tuple(out)
 
 
 def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:

@@ -333,6 +333,8 @@ def _has_step_calls(ctx: FileContext) -> bool:
     model zoo) has none, and then no call needs its helpers followed."""
     if "clip_grad" in ctx.source:  # a clipper may be imported under another name
         return True
+    if any(helper.uses.step_effects for helper in ctx.project.helpers.values()):
+        return True  # a step helper of another project module (`backward_step(loss, opt)`)
     for call in ctx.index.of_type(cst.Call):
         name = method_name(call)
         if name is not None and (name in _STEP_METHODS or "unscale" in name.lower()):
