@@ -560,3 +560,73 @@ def test_an_imported_step_helper_without_its_scaler_under_float16_autocast(tmp_p
     # bfloat16 needs no scaler
     _write(tmp_path, {"train.py": caller.replace("torch.float16", "torch.bfloat16")})
     assert _check(tmp_path) == set()
+
+
+def test_a_metric_kept_by_an_imported_class_and_fed_device_tensors(tmp_path: Path) -> None:
+    scoring = """
+        from torchmetrics.regression import MeanAbsoluteError
+
+
+        class Scorer:
+            def __init__(self):
+                self.mae = MeanAbsoluteError()
+                self.count = 0
+
+            def add(self, prediction, truth):
+                self.mae(prediction, truth)
+                self.count += 1
+    """
+    caller = """
+        import torch
+
+        from scoring import Scorer
+
+
+        def score(model, pairs):
+            scorer = Scorer()
+            for x, y in pairs:
+                scorer.add(model(x.cuda()).squeeze(-1), y.cuda())
+            return scorer.mae.compute()
+    """
+    _write(tmp_path, {"scoring.py": scoring, "score.py": caller})
+    assert _check(tmp_path) == {("score.py", 8, "DL113")}
+    _write(
+        tmp_path,
+        {
+            "score.py": caller.replace(
+                "scorer.add(model(x.cuda()).squeeze(-1), y.cuda())", "scorer.add(model(x.cuda()).squeeze(-1).cpu(), y)"
+            )
+        },
+    )
+    assert _check(tmp_path) == set()
+
+
+def test_an_imported_collate_that_moves_the_batch_is_not_an_unmoved_batch(tmp_path: Path) -> None:
+    batching = """
+        import torch
+
+
+        def to_gpu_batch(items):
+            xs = torch.stack([x for x, _ in items]).cuda()
+            ys = torch.tensor([y for _, y in items]).cuda()
+            return xs, ys
+    """
+    caller = """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from batching import to_gpu_batch
+
+
+        def fit(dataset, net, opt):
+            net = net.cuda()
+            for xs, ys in DataLoader(dataset, batch_size=8, collate_fn=to_gpu_batch):
+                loss = torch.nn.functional.cross_entropy(net(xs), ys)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """
+    _write(tmp_path, {"batching.py": batching, "fit.py": caller})
+    assert _check(tmp_path) == set()
+    _write(tmp_path, {"batching.py": batching.replace(").cuda()", ")")})
+    assert _check(tmp_path) == {("fit.py", 11, "DL105")}

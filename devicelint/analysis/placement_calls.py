@@ -395,6 +395,8 @@ class CallEvaluation:
         body: cst.CSTNode | None = collate if type(collate) is cst.Lambda else None
         if type(collate) is cst.Name:
             body = self.analysis.functions.get(collate.value) or classes.get(collate.value)
+            if body is None and _returns_device_batch(self.ctx.project.functions.get(collate.value, "")):
+                return True  # a collate function of another project module that moves the batch
         return body is not None and any(_places_on_device(node) for node in self.ctx.index.walk(body))
 
     def _torch_device(self, call: cst.Call) -> Fact:
@@ -1489,3 +1491,12 @@ def constructed_object(ctx: FileContext, func: cst.BaseExpression) -> bool:
     callee = func.value.func
     last = callee.attr.value if type(callee) is cst.Attribute else callee.value if type(callee) is cst.Name else ""
     return last[:1].isupper() and not (ctx.qualified_name(callee) or "").startswith("torch.")
+
+
+def _returns_device_batch(place: str) -> bool:
+    """An imported function's place (`ProjectView.functions`) that says its result, or every
+    part of the tuple it returns, is on the device."""
+    if place == DEVICE:
+        return True
+    parts = place[len("tuple:") :].split("|") if place.startswith("tuple:") else []
+    return bool(parts) and all(part == DEVICE for part in parts)

@@ -8,6 +8,7 @@ import libcst as cst
 
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.imported_helpers import argument_for, imported_construction, imported_method_calls
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
@@ -110,6 +111,7 @@ class MetricObjectOnCpu(Rule):
     tokens = ("torchmetrics",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        yield from _fed_to_imported_holders(self, ctx)
         holders = _holders(ctx)
         if not holders:
             return
@@ -143,6 +145,31 @@ class MetricObjectOnCpu(Rule):
                 argument=ctx.code_for(argument),
                 advice=advice,
             )
+
+
+def _fed_to_imported_holders(rule: Rule, ctx: FileContext) -> Iterator[Violation]:
+    """`evaluator.update(preds, y)` with device tensors, where the imported plain class keeps a
+    torchmetrics metric it never moves and feeds it what `update` is handed: reported at the
+    instance's construction (where `.to(device)` belongs), once per instance."""
+    facts = file_facts(ctx)
+    done: set[int] = set()
+    for call, cls, called in imported_method_calls(ctx):
+        built = imported_construction(ctx, call.func.value) if type(call.func) is cst.Attribute else None
+        if built is None or id(built[1]) in done:
+            continue
+        for method, params, param, attr, metric, line in cls.metric_feeds:
+            arg = argument_for(call, params, param) if method == called else None
+            if arg is None or not facts.is_device_tensor(arg, certain=True):
+                continue
+            done.add(id(built[1]))
+            message = (
+                f"`{_short(ctx, built[1])}` keeps `{metric}` (`self.{attr}`, {cls.path}:{line}) on the CPU and "
+                f"never moves it, but `{_short(ctx, call)}` feeds it the device tensor `{ctx.code_for(arg)}`; "
+                f"move the metric to the device (a `to()` on `{cls.qualified.rsplit('.', 1)[-1]}` that moves "
+                f"`self.{attr}`, or build it with `.to(device)`)"
+            )
+            yield Violation(rule=type(rule), node=built[1], message=message, fix=None)
+            break
 
 
 def _short(ctx: FileContext, node: cst.BaseExpression) -> str:

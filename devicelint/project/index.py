@@ -48,7 +48,7 @@ _TORCH_SAVES = (b"torch.save", b"serialization.save")
 _TORCH_LOADS = (b"torch.load", b"serialization.load")
 # What a plain class's text holds where it may update host tensors in place or hand its input to
 # a model it moved (`ClassSummary.host_updates`, `unmoved_inputs`): others are not summarised.
-_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict")
+_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict", "torchmetrics")
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"
 # A file modified this close before the record was written may change again within the same
@@ -177,6 +177,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             tuple(str(p) for p in c.get("init_params", ())),
             int(c.get("init_positional", 0)),
             tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
+            host_updates_from(c.get("metric_feeds", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -859,7 +860,7 @@ class ProjectIndex:
             if imported is not None or not module.mentions(name, _PLAIN_CLASS_WORDS):
                 return imported
             summary = module.classes[name]
-            if summary.host_updates or summary.unmoved_inputs or summary.state_loads:
+            if summary.host_updates or summary.unmoved_inputs or summary.state_loads or summary.metric_feeds:
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
                     qualified,
@@ -869,6 +870,7 @@ class ProjectIndex:
                     summary.init_params,
                     summary.init_positional,
                     summary.state_loads,
+                    summary.metric_feeds,
                 )
             return imported
         place = self._function_place(module, name, where, 0)

@@ -89,6 +89,10 @@ class ClassSummary:
     # (`ParameterUses.runs_unmoved` through the attributes that keep the constructor's
     # arguments): `self.model(x)` on inputs a method moved, `self.model` never moved
     runs_unmoved: tuple[tuple[str, int], ...] = ()
+    # (method, its parameters, parameter, attribute, metric class, line) for each parameter a
+    # method feeds (`self.acc.update(preds, target)`) to a torchmetrics metric `__init__` keeps on
+    # `self` and nothing in the class moves: the metric stays on the CPU
+    metric_feeds: tuple[HostUpdate, ...] = ()
 
 
 class ModuleSummary:
@@ -353,6 +357,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         constructor_reads=tuple((str(p), str(a), int(n)) for p, a, n in data.get("constructor_reads", ())),
         state_loads=tuple((str(m), str(p), int(n)) for m, p, n in data.get("state_loads", ())),
         runs_unmoved=tuple((str(p), int(n)) for p, n in data.get("runs_unmoved", ())),
+        metric_feeds=host_updates_from(data.get("metric_feeds", ())),
     )
 
 
@@ -590,7 +595,49 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         tuple((p, a, line + first_line) for p, a, line in reads),
         tuple((m, p, line + first_line) for m, p, line in _state_loads(methods, params)),
         tuple((p, line + first_line) for p, line in unmoved),
+        tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _metric_feeds(methods, qualify)),
     )
+
+
+def _metric_feeds(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> tuple[HostUpdate, ...]:
+    """See `ClassSummary.metric_feeds`."""
+    init = methods.get("__init__")
+    if init is None or any(name in methods for name in ("to", "cuda", "_apply")):
+        return ()
+    metrics: dict[str, str] = {}  # attribute -> the torchmetrics class built there
+    for node in _own_nodes(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
+            attr = _self_attribute(node.targets[0])
+            qualified = qualify(node.value.func) or ""
+            last = qualified.rsplit(".", 1)[-1]
+            if attr is not None and qualified.startswith("torchmetrics.") and last[:1].isupper():
+                if not any(k.arg == "device" for k in node.value.keywords):
+                    metrics[attr] = qualified
+    if not metrics:
+        return ()
+    for method in methods.values():
+        for node in _own_nodes(method):
+            if isinstance(node, ast.Attribute) and node.attr in ("to", "cuda"):
+                metrics.pop(_self_attribute(node.value) or "", None)  # moved somewhere
+    found: list[HostUpdate] = []
+    for name, method in methods.items():
+        if name == "__init__" or not metrics:
+            continue
+        params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
+        nodes = _own_nodes(method)
+        carries = carried_parameters(nodes, params)
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            func = call.func
+            target = func.value if isinstance(func, ast.Attribute) and func.attr in ("update", "forward") else func
+            attr = _self_attribute(target)
+            if attr not in metrics:
+                continue
+            for value in (*call.args, *(k.value for k in call.keywords)):
+                for param in sorted({p for n in names_kept_on_device(value) for p in carries.get(n, ())}):
+                    found.append((name, params, param, attr, metrics[attr], call.lineno))
+    return tuple(dict.fromkeys(found))
 
 
 def _state_loads(methods: dict[str, ast.FunctionDef], params: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
@@ -1187,6 +1234,9 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
         # (`torch.normal(mean, std)` draws where its tensor arguments are; `torch.tensor(x)` of
         # a helper's data is taken for host data, as `x` is rarely a device tensor there)
         if qualified[6:] in FACTORIES and qualified[6:] != "normal":
+            device = next((k.value for k in value.keywords if k.arg == "device"), None)
+            if device is not None and _names_an_accelerator(device):
+                return "device-tensor"  # `torch.tensor(ys, device="cuda")`
             return "" if any(k.arg in ("device", None) for k in value.keywords) else "cpu-tensor"
         if qualified[6:] in _COMBINING and not any(k.arg is None for k in value.keywords):
             # `torch.stack([xs, ys])`: where every tensor it is given lives

@@ -51,6 +51,8 @@ class ImportedPlainClass:
     init_params: tuple[str, ...] = ()
     init_positional: int = 0
     state_loads: tuple[tuple[str, str, int], ...] = ()
+    # (`ClassSummary.metric_feeds`): what its methods feed to a torchmetrics metric it keeps unmoved
+    metric_feeds: tuple[HostUpdate, ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
