@@ -88,7 +88,10 @@ def wanted_rules(text: str, rules: Sequence[type[Rule]], view: ProjectView = EMP
 def _imported_words(view: ProjectView) -> str:
     """The words of the code the file's imports run for it: a builder of torchmetrics objects
     stands for `torchmetrics`, a set-up helper for the calls it makes."""
-    words = ["torchmetrics"] if "metric" in view.functions.values() else []
+    places = set(view.functions.values())
+    words = ["torchmetrics"] if "metric" in places else []
+    if any(place.startswith("generator:") for place in places):
+        words.append("torch.Generator")  # an imported function returns one
     for helper in view.helpers.values():
         words.extend(helper.uses.distributed_setup)
         if helper.uses.loads_state:

@@ -630,3 +630,38 @@ def test_an_imported_collate_that_moves_the_batch_is_not_an_unmoved_batch(tmp_pa
     assert _check(tmp_path) == set()
     _write(tmp_path, {"batching.py": batching.replace(").cuda()", ")")})
     assert _check(tmp_path) == {("fit.py", 11, "DL105")}
+
+
+GENERATOR_HELPER = """
+    import torch
+    from torch.utils.data import RandomSampler
+
+
+    def seeded(seed, device="cuda"):
+        gen = torch.Generator(device)
+        gen.manual_seed(seed)
+        return gen
+
+
+    def sampler_for(dataset):
+        return RandomSampler(dataset, generator=seeded(1234))
+"""
+
+
+def test_a_cuda_generator_returned_by_a_helper_of_the_file_handed_to_a_sampler() -> None:
+    assert _found(GENERATOR_HELPER) == [(13, "DL115")]
+    assert _found(GENERATOR_HELPER.replace("seeded(1234)", 'seeded(1234, device="cpu")')) == []
+
+
+def test_a_cuda_generator_returned_by_an_imported_function_handed_to_a_sampler(tmp_path: Path) -> None:
+    helper, _, caller = GENERATOR_HELPER.partition("\n\n\n    def sampler_for")
+    caller = (
+        "import torch\n    from torch.utils.data import RandomSampler\n\n    from seeds import seeded\n\n\n    def sampler_for"
+        + caller
+    )
+    _write(tmp_path, {"seeds.py": helper, "samplers.py": "    " + caller})
+    assert _check(tmp_path) == {("samplers.py", 8, "DL115")}
+    _write(tmp_path, {"samplers.py": "    " + caller.replace("seeded(1234)", 'seeded(1234, device="cpu")')})
+    assert _check(tmp_path) == set()
+    _write(tmp_path, {"samplers.py": "    " + caller.replace("seeded(1234)", 'seeded(1234, "cpu")')})
+    assert _check(tmp_path) == set()

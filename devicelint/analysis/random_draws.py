@@ -30,6 +30,7 @@ from devicelint.analysis.default_device import (
 )
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
 from devicelint.context import FileContext
 
@@ -112,6 +113,11 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
             return device_type_of(ctx, device) or _passed_device_type(ctx, device, 0)
         if type(expr.func) is cst.Attribute and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
+        if type(expr.func) is cst.Name:
+            returned = _returned_by_function(ctx, expr.func.value)
+            if returned is not None:  # `make_generator(seed)` of the file: what its `return` hands back
+                return generator_device(ctx, returned, depth + 1)
+            return _imported_generator(ctx, expr)
         return None
     if type(expr) is cst.Subscript and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
         return "cuda"
@@ -127,6 +133,40 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         return None
     devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
     return devices.pop() if len(devices) == 1 else None
+
+
+def _returned_by_function(ctx: FileContext, name: str) -> cst.BaseExpression | None:
+    """What the one `return` of a module-level function of the file hands back."""
+    function = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == name), None)
+    if function is None:
+        return None
+    returns = [
+        n
+        for n in ctx.index.walk(function.body)
+        if type(n) is cst.Return and ctx.index.enclosing_function(n) is function
+    ]
+    return returns[0].value if len(returns) == 1 else None
+
+
+def _imported_generator(ctx: FileContext, call: cst.Call) -> str | None:
+    """The device type of the `torch.Generator` a function of another project module returns
+    (`ProjectView.functions`: "generator:cuda", or "generator:@device#1=cuda" for one built on
+    its `device` parameter, second positional, whose default the call may override)."""
+    place = ctx.project.functions.get(dotted_name(call.func) or "", "")
+    if not place.startswith("generator:"):
+        return None
+    device = place[len("generator:") :]
+    if not device.startswith("@"):
+        return device
+    named, _, default = device[1:].partition("=")
+    param, _, index = named.partition("#")
+    if any(a.star for a in call.args):
+        return None
+    position = int(index) if index.lstrip("-").isdigit() else -1
+    for at, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == param) or (arg.keyword is None and at == position):
+            return device_type_of(ctx, arg.value)
+    return default or None
 
 
 def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> str | None:

@@ -984,6 +984,37 @@ def _returns_module_list(function: ast.FunctionDef, returns: list[ast.expr], qua
     return True
 
 
+def _returned_generator(
+    function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier
+) -> str:
+    """ "generator:<device type>" where the one `return` hands back a `torch.Generator` (directly or
+    through a local bound once), "generator:@<param>#<position>=<type>" where it is built on a
+    parameter with a literal default (the caller may pass another; position -1: keyword-only);
+    "" otherwise."""
+    if len(returns) != 1:
+        return ""
+    value = returns[0]
+    if isinstance(value, ast.Name) and len(assignments.get(value.id, [])) == 1:
+        value = assignments[value.id][0]
+    if not (isinstance(value, ast.Call) and qualify(value.func) == "torch.Generator"):
+        return ""
+    device = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
+    if device is None:
+        return "generator:cpu"
+    if isinstance(device, ast.Constant) and isinstance(device.value, str):
+        return f"generator:{device.value.split(':')[0]}"
+    if isinstance(device, ast.Name):
+        args = function.args
+        named = [*args.posonlyargs, *args.args]
+        defaults = dict(zip([a.arg for a in named][len(named) - len(args.defaults) :], args.defaults))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        default = defaults.get(device.id)
+        position = next((i for i, a in enumerate(named) if a.arg == device.id), -1)
+        if isinstance(default, ast.Constant) and isinstance(default.value, str):
+            return f"generator:@{device.id}#{position}={default.value.split(':')[0]}"
+    return ""
+
+
 def _binds_local(target: ast.expr, name: str) -> bool:
     return isinstance(target, ast.Name) and target.id == name
 
@@ -1100,6 +1131,9 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
         return ""
     if _returns_module_list(function, returns, qualify):
         return "module-list"
+    generator = _returned_generator(function, returns, assignments, qualify)
+    if generator:
+        return generator
     parts = _tuple_places(returns, assignments, qualify)
     if parts:
         return parts
