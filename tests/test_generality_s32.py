@@ -665,3 +665,36 @@ def test_a_cuda_generator_returned_by_an_imported_function_handed_to_a_sampler(t
     assert _check(tmp_path) == set()
     _write(tmp_path, {"samplers.py": "    " + caller.replace("seeded(1234)", 'seeded(1234, "cpu")')})
     assert _check(tmp_path) == set()
+
+
+def test_a_wrapper_checkpoint_saved_and_loaded_under_another_modules_path_constant(tmp_path: Path) -> None:
+    paths = """
+        BEST = "checkpoints/best.pt"
+    """
+    train = """
+        import torch
+        from torch import nn
+
+        import paths
+
+
+        def train(net):
+            net = nn.parallel.DistributedDataParallel(net.cuda())
+            torch.save({"net": net.state_dict()}, paths.BEST)
+    """
+    serve = """
+        import torch
+        from torch import nn
+
+        from paths import BEST
+
+
+        def load():
+            net = nn.Linear(4, 4)
+            net.load_state_dict(torch.load(BEST, map_location="cpu")["net"])
+            return net
+    """
+    _write(tmp_path, {"paths.py": paths, "train.py": train, "serve.py": serve})
+    assert ("serve.py", 10, "DL204") in _check(tmp_path)
+    _write(tmp_path, {"train.py": train.replace("net.state_dict()", "net.module.state_dict()")})
+    assert ("serve.py", 10, "DL204") not in _check(tmp_path)

@@ -141,7 +141,7 @@ class WrappedStateDictPrefix(Rule):
             if target is None or source is None or _wrapper_of(ctx, target, call) is not None:
                 continue
             path, key = source
-            name = _file_name_in(path)
+            name = _file_name_in(path) or _imported_constant(ctx, path)
             if name is None or name in own:
                 continue
             saved = next((s for s in ctx.project.wrapped_saved if s[0] == name and s[1] == (key or "")), None)
@@ -151,7 +151,7 @@ class WrappedStateDictPrefix(Rule):
                 call,
                 fix=_strip_prefix(ctx, call),
                 problem=(
-                    f"`{short(ctx, call)}` loads into the bare model `{target}` the `{name}` that {saved[2]}:{saved[3]} "
+                    f"`{short(ctx, call)}` loads into the bare model `{target}` the `{name.lstrip('@')}` that {saved[2]}:{saved[3]} "
                     "saves from a `DataParallel`/`DistributedDataParallel` wrapper's state dict, whose keys start "
                     "with `module.` (missing and unexpected keys)"
                 ),
@@ -247,6 +247,18 @@ def _file_name_in(path: str) -> str | None:
     if path.startswith("str:"):
         return file_name_of(path[4:])
     return path[5:] if path.startswith("file:") else None
+
+
+def _imported_constant(ctx: FileContext, path: str) -> str | None:
+    """`@config.CKPT` for a path held as the source text of another module's constant
+    (`config.CKPT`, `CKPT` after `from config import CKPT`), as the saving module names it."""
+    if not _DOTTED.fullmatch(path):
+        return None
+    qualified = ctx.qualified_name(cst.parse_expression(path))
+    return f"@{qualified}" if qualified is not None and "." in qualified else None
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 def _names_a_file(path: str) -> bool:

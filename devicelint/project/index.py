@@ -95,6 +95,20 @@ def _file_names(data: bytes) -> set[str]:
     return names
 
 
+def _constant_references(data: bytes, imports: dict[str, str]) -> set[str]:
+    """`@<qualified>` for each name the text reads from an import that may be a path constant of
+    another module (`config.CKPT` after `import config`, `CKPT` after `from config import CKPT`),
+    as the saving module's summary names a save to it (`project.saves`)."""
+    text = data.decode("utf-8", errors="replace")
+    found = set()
+    for local, qualified in imports.items():
+        if local[:1].isupper() and re.search(rf"\b{re.escape(local)}\b", text):
+            found.add(f"@{qualified}")  # `from config import CKPT`
+        for match in re.finditer(rf"\b{re.escape(local)}\.([A-Z_][A-Za-z0-9_]*)\b", text):
+            found.add(f"@{qualified}.{match.group(1)}")  # `config.CKPT`
+    return found
+
+
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -735,7 +749,7 @@ class ProjectIndex:
             wrapped = tuple(
                 sorted(
                     entry
-                    for key in _file_names(data)
+                    for key in _file_names(data) | _constant_references(data, imports)
                     for entry in self._saved_from_wrapper(key)
                     if (self.root / entry[2]).absolute() != path.absolute()
                     and self._near((self.root / entry[2]).absolute(), path.absolute())
@@ -989,7 +1003,7 @@ class ProjectIndex:
         from devicelint.project.saves import wrapped_state_saves
 
         found: list[tuple[str, str, str, int]] = []
-        word = key.encode()
+        word = key.rsplit(".", 1)[-1].encode()  # `@config.CKPT`: savers naming `CKPT`
         for path, data in self._savers():
             if word in data and b"DataParallel" in data and b"state_dict" in data:
                 if self._deps:

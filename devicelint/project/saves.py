@@ -287,9 +287,19 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
             payload, place = _argument(call, 0, "obj"), _argument(call, 1, "f")
             if payload is None or place is None:
                 continue
+            names = _keys(place, bound) or _imported_constant(place, bound, qualify)
             for key in _wrapper_states(payload, wrapped):
-                found.extend((name, key, call.lineno) for name in sorted(_keys(place, bound)))
+                found.extend((name, key, call.lineno) for name in sorted(names))
     return found
+
+
+def _imported_constant(place: ast.expr, bound: dict[str, list[ast.expr | None]], qualify: _Qualifier) -> set[str]:
+    """`{"@config.CKPT"}` for a path that is a constant of another module (`config.CKPT`, or
+    `CKPT` after `from config import CKPT`): the file that loads it names it the same way."""
+    if isinstance(place, ast.Name) and place.id in bound:
+        return set()
+    qualified = qualify(place) if isinstance(place, (ast.Name, ast.Attribute)) else None
+    return {f"@{qualified}"} if qualified is not None and "." in qualified else set()
 
 
 def _wraps(value: ast.expr, qualify: _Qualifier) -> bool:
