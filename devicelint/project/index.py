@@ -840,6 +840,8 @@ class ProjectIndex:
         """A function of `module` that reads, converts or moves what it is handed (or a class
         whose methods read attributes on what its constructor keeps)."""
         if name in module.classes:
+            if self.is_module_class(module.bases[name], self._path_of(module)):
+                return None  # a layer is built, not handed a model (its summary is not needed)
             cls = module.classes[name]
             if not (cls.constructor_reads or cls.runs_unmoved):
                 return None

@@ -578,7 +578,11 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
     moving = _unmoved_inputs(methods) if places else ()
     inputs = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in moving)
-    params, positional, reads, unmoved = _constructor_reads(methods)
+    # (what a constructor does through the attributes that keep its arguments matters for plain
+    # classes and wrappers handed a model: a `torch.nn` layer's subclass is built, not handed one)
+    layer = any(b.startswith("torch.nn.") for b in bases)
+    metrics_imported = not layer and any(q.startswith("torchmetrics") for q in qualify.imports.values())
+    params, positional, reads, unmoved = _constructor_reads(methods) if not layer else ((), 0, (), ())
     return ClassSummary(
         bases,
         tuple(sorted(builds)),
@@ -593,9 +597,12 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         params,
         positional,
         tuple((p, a, line + first_line) for p, a, line in reads),
-        tuple((m, p, line + first_line) for m, p, line in _state_loads(methods, params)),
+        tuple((m, p, line + first_line) for m, p, line in (_state_loads(methods, params) if not layer else ())),
         tuple((p, line + first_line) for p, line in unmoved),
-        tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in _metric_feeds(methods, qualify)),
+        tuple(
+            (m, ps, p, a, f, line + first_line)
+            for m, ps, p, a, f, line in (_metric_feeds(methods, qualify) if metrics_imported else ())
+        ),
     )
 
 
@@ -643,7 +650,11 @@ def _metric_feeds(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> t
 def _state_loads(methods: dict[str, ast.FunctionDef], params: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
     """See `ClassSummary.state_loads`."""
     init = methods.get("__init__")
-    if init is None or "optim" not in ast.dump(init):
+    if init is None or not any(
+        "optim" in (n.attr if isinstance(n, ast.Attribute) else n.id)
+        for n in _own_nodes(init)
+        if isinstance(n, (ast.Attribute, ast.Name))
+    ):
         return ()
     held: dict[str, str] = {}  # attribute -> parameter (`self.model = model`)
     over: dict[str, str] = {}  # optimizer attribute -> the parameter whose parameters it steps
@@ -655,7 +666,7 @@ def _state_loads(methods: dict[str, ast.FunctionDef], params: tuple[str, ...]) -
             continue
         if isinstance(node.value, ast.Name) and node.value.id in params:
             held[attr] = node.value.id
-        elif isinstance(node.value, ast.Call) and "optim" in ast.dump(node.value.func):
+        elif isinstance(node.value, ast.Call) and "optim" in (_dotted(node.value.func) or ""):
             for inner in ast.walk(node.value):
                 if isinstance(inner, ast.Attribute) and inner.attr == "parameters":
                     owner = inner.value
@@ -1013,6 +1024,18 @@ def _returned_generator(
         if isinstance(default, ast.Constant) and isinstance(default.value, str):
             return f"generator:@{device.id}#{position}={default.value.split(':')[0]}"
     return ""
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`torch.optim.Adam` for that attribute chain; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _binds_local(target: ast.expr, name: str) -> bool:
