@@ -4986,3 +4986,117 @@ def test_loader_batches_under_a_script_wide_default_are_not_known_host_tensors()
             model(batch[:, :3] + near).mean().backward()
     """
     assert [code for _, code in _found(source)] == ["DL110"]
+
+
+# -- set rf: generators, metrics, optimizer state and op arguments seen through helpers -------
+
+SEEDED_SAMPLER = """
+    import torch
+
+
+    def perturb(points, scale, seed, device):
+        rng = torch.manual_seed(seed)
+        jitter = torch.rand(points.shape, generator=rng, device=device)
+        return points + scale * jitter
+
+
+    def run(points):
+        return perturb(points.to("cuda:1"), 0.1, seed=3, device="cuda:1")
+"""
+
+
+def test_the_generator_torch_manual_seed_returns_is_the_cpu_one() -> None:
+    # `torch.manual_seed(seed)` returns `torch.default_generator`, drawn here on the GPU
+    assert _found(SEEDED_SAMPLER) == [(7, "DL115")]
+
+
+def test_seeded_generator_twin_on_the_draws_device_is_clean() -> None:
+    fixed = SEEDED_SAMPLER.replace("rng = torch.manual_seed(seed)", "rng = torch.Generator(device).manual_seed(seed)")
+    assert _found(fixed) == []
+    # a CUDA seed call returns nothing: not a generator the analysis claims
+    cuda_seed = SEEDED_SAMPLER.replace("torch.manual_seed(seed)", "torch.cuda.manual_seed(seed)")
+    assert _found(cuda_seed) == []
+
+
+METRIC_HANDED_TO_HELPER = """
+    import torch
+    from torchmetrics.classification import BinaryAUROC
+
+
+    def score_split(net, batches, auroc, dev):
+        for feats, label in batches:
+            logit = net(feats.to(dev)).squeeze(-1)
+            auroc.update(logit.sigmoid(), label.to(dev))
+        return auroc.compute()
+
+
+    def report(net, splits, dev="cuda"):
+        net = net.to(dev)
+        auroc = BinaryAUROC()
+        return {name: score_split(net, batches, auroc, dev) for name, batches in splits.items()}
+"""
+
+
+def test_a_metric_handed_to_a_helper_that_feeds_it_device_tensors_is_reported() -> None:
+    assert _found(METRIC_HANDED_TO_HELPER) == [(15, "DL113")]
+
+
+def test_metric_handed_to_helper_twin_moved_there_or_before_is_clean() -> None:
+    moved_here = METRIC_HANDED_TO_HELPER.replace("auroc = BinaryAUROC()", "auroc = BinaryAUROC().to(dev)")
+    assert _found(moved_here) == []
+    moved_in_helper = METRIC_HANDED_TO_HELPER.replace(
+        "        for feats, label in batches:\n",
+        "        auroc = auroc.to(dev)\n        for feats, label in batches:\n",
+    )
+    assert _found(moved_in_helper) == []
+    # a helper the file does not show may move it: not claimed
+    elsewhere = METRIC_HANDED_TO_HELPER.replace("def score_split(", "def _unused(").replace(
+        "    import torch\n", "    import torch\n    from evaluation import score_split\n"
+    )
+    assert _found(elsewhere) == []
+
+
+METRIC_IN_A_RECORDER = """
+    import torch
+    import torchmetrics
+
+
+    class Recorder:
+        def __init__(self, n_labels):
+            self.f1 = torchmetrics.F1Score(task="multiclass", num_classes=n_labels, average="macro")
+
+        def log_step(self, scores, gold):
+            self.f1(scores.softmax(-1), gold)
+
+        def summary(self):
+            return self.f1.compute()
+
+
+    class Runner:
+        def __init__(self, net, n_labels):
+            self.dev = torch.device("cuda")
+            self.net = net.to(self.dev)
+            self.rec = Recorder(n_labels)
+
+        def evaluate(self, loader):
+            with torch.no_grad():
+                for tokens, gold in loader:
+                    scores = self.net(tokens.to(self.dev))
+                    self.rec.log_step(scores, gold.to(self.dev))
+            return self.rec.summary()
+"""
+
+
+def test_a_plain_recorders_metric_fed_through_its_method_from_the_device_is_reported() -> None:
+    # the metric's update receives the method's parameters; the runner fills them with device tensors
+    assert _found(METRIC_IN_A_RECORDER) == [(8, "DL113")]
+
+
+def test_metric_recorder_twin_moving_the_metric_is_clean() -> None:
+    fixed = METRIC_IN_A_RECORDER.replace('average="macro")', 'average="macro").to("cuda")')
+    assert _found(fixed) == []
+    # callers that hand host tensors only: the metric on the CPU is right
+    host = METRIC_IN_A_RECORDER.replace(
+        "self.rec.log_step(scores, gold.to(self.dev))", "self.rec.log_step(scores.cpu(), gold)"
+    )
+    assert _found(host) == []
