@@ -5100,3 +5100,53 @@ def test_metric_recorder_twin_moving_the_metric_is_clean() -> None:
         "self.rec.log_step(scores, gold.to(self.dev))", "self.rec.log_step(scores.cpu(), gold)"
     )
     assert _found(host) == []
+
+
+INHERITED_FORWARD = """
+    import torch
+    from torch import nn
+
+
+    class Augment(nn.Module):
+        def forward(self, batch):
+            return self.perturb(batch, self.draw(batch))
+
+        def perturb(self, batch, noise):
+            return batch + noise
+
+
+    class ChannelJitter(Augment):
+        def __init__(self, channels, scale=0.1):
+            super().__init__()
+            self.channels = channels
+            self.scale = scale
+
+        def draw(self, batch):
+            spread = batch.std()
+            return (torch.randn(self.channels) * spread * self.scale)[:, None, None]
+
+
+    class Pipeline(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.jitter = ChannelJitter(3)
+
+        def forward(self, images):
+            return self.jitter(images)
+
+
+    def run(loader, device):
+        aug = Pipeline().to(device)
+        for images in loader:
+            yield aug(images.to(device))
+"""
+
+
+def test_a_submodule_running_the_forward_its_base_class_defines_is_followed() -> None:
+    # `ChannelJitter` has no forward of its own: `Augment.forward` runs, then the subclass's `draw`
+    assert _found(INHERITED_FORWARD) == [(22, "DL101")]
+
+
+def test_inherited_forward_twin_drawing_on_the_batchs_device_is_clean() -> None:
+    fixed = INHERITED_FORWARD.replace("torch.randn(self.channels)", "torch.randn(self.channels, device=batch.device)")
+    assert _found(fixed) == []

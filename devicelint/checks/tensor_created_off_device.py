@@ -34,7 +34,8 @@ class TensorCreatedOffDevice(Rule):
     (`out[0, :2] = t`) fills a view with `copy_`, which copies across devices, and is fine.
     Device code is a module's `forward` path and the helpers it calls (methods, static
     methods, module-level functions, `self(...)` and the `forward` of submodules defined in the
-    file), Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function
+    file, also a `forward` or method a submodule inherits from a module class of the file),
+    Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function
     taking tensors, trainer classes that keep `self.device`, and a training or evaluation loop
     that moves its model or batches. The CPU tensor is followed through casts, arithmetic
     (reflected operators too), comparisons, comprehensions, lists built with `append`, and
