@@ -5150,3 +5150,77 @@ def test_a_submodule_running_the_forward_its_base_class_defines_is_followed() ->
 def test_inherited_forward_twin_drawing_on_the_batchs_device_is_clean() -> None:
     fixed = INHERITED_FORWARD.replace("torch.randn(self.channels)", "torch.randn(self.channels, device=batch.device)")
     assert _found(fixed) == []
+
+
+OPTIMIZER_BY_NAME = """
+    import torch
+
+
+    def pick_optimizer(kind, weights, rate):
+        if kind == "sgd":
+            return torch.optim.SGD(weights, lr=rate, momentum=0.9)
+        elif kind == "adagrad":
+            return torch.optim.Adagrad(weights, lr=rate, initial_accumulator_value=0.1)
+        return torch.optim.AdamW(weights, lr=rate)
+
+
+    def train(net, batches, kind="adagrad", rate=0.01):
+        opt = pick_optimizer(kind, net.parameters(), rate)
+        net.cuda()
+        for inputs, labels in batches:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(inputs.cuda()), labels.cuda()).backward()
+            opt.step()
+"""
+
+
+def test_an_optimizer_factory_with_an_adagrad_branch_built_before_the_move_is_reported() -> None:
+    assert _found(OPTIMIZER_BY_NAME) == [(14, "DL111")]
+
+
+def test_optimizer_by_name_twin_moving_the_net_first_is_clean() -> None:
+    fixed = OPTIMIZER_BY_NAME.replace(
+        "        opt = pick_optimizer(kind, net.parameters(), rate)\n        net.cuda()\n",
+        "        net.cuda()\n        opt = pick_optimizer(kind, net.parameters(), rate)\n",
+    )
+    assert _found(fixed) == []
+    # only lazy optimizers among the branches: nothing is created before the move
+    lazy = OPTIMIZER_BY_NAME.replace(
+        "torch.optim.Adagrad(weights, lr=rate, initial_accumulator_value=0.1)", "torch.optim.Adam(weights, lr=rate)"
+    )
+    assert _found(lazy) == []
+
+
+STATE_RESTORED_THEN_MOVED = """
+    import torch
+
+
+    def restore(path, net, opt):
+        blob = torch.load(path, map_location="cpu")
+        net.load_state_dict(blob["net"])
+        opt.load_state_dict(blob["opt"])
+
+
+    def state_to(opt, dev):
+        for per_param in opt.state.values():
+            for key, val in per_param.items():
+                if torch.is_tensor(val):
+                    per_param[key] = val.to(dev)
+
+
+    def main(net, path, dev="cuda"):
+        opt = torch.optim.RMSprop(net.parameters(), lr=1e-3, momentum=0.9)
+        restore(path, net, opt)
+        net.to(dev)
+        state_to(opt, dev)
+        return net, opt
+"""
+
+
+def test_a_state_restored_by_a_helper_and_moved_by_another_after_the_model_is_clean() -> None:
+    assert _found(STATE_RESTORED_THEN_MOVED) == []
+
+
+def test_state_restored_then_moved_without_the_state_move_is_reported() -> None:
+    bug = STATE_RESTORED_THEN_MOVED.replace("        state_to(opt, dev)\n", "")
+    assert _found(bug) == [(20, "DL111")]
