@@ -387,86 +387,87 @@ ANY_MODEL = "<any model>"
 @register
 class OptimizerStateDevice(Rule):
     """
-      ## What it does
-      Flags an optimizer that captures CPU state before its model (or its tensors) moves to the
-      device, in the order the code runs: in one function, or across the methods of a class,
-      following its own `self.method()` calls (an optimizer built in `__init__`, its state loaded
-      in `resume()`, the model moved in `to_gpu()`, both called from `run()`) and the file's calls
-      on an instance of it (`exp = Experiment(cfg)`, `exp.load(path)`, then `exp.to_gpu()`):
+    ## What it does
+    Flags an optimizer that captures CPU state before its model (or its tensors) moves to the
+    device, in the order the code runs: in one function, or across the methods of a class,
+    following its own `self.method()` calls (an optimizer built in `__init__`, its state loaded
+    in `resume()`, the model moved in `to_gpu()`, both called from `run()`) and the file's calls
+    on an instance of it (`exp = Experiment(cfg)`, `exp.load(path)`, then `exp.to_gpu()`):
 
-      - `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`, before
-        `model.to(device)`;
-      - `torch.optim.Adagrad(model.parameters())` before `model.to(device)`: Adagrad is the
-        `torch.optim` optimizer that creates its state (`sum`) in its constructor; so does an
-        optimizer class of the file whose `__init__` makes tensors from its parameters
-        (`torch.zeros_like(p)`, `p.clone()` for `p` in `group["params"]`), and a factory the
-        function is given that every call of it fills with one of these
-        (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns one
-    optimizer per branch from the same parameters, one of them Adagrad (`make_optimizer(cfg.name,
-    model.parameters(), lr)`: the branch that fails when the model moves later);
-      - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
-        rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`).
+    - `optimizer.load_state_dict(...)` on an optimizer built from `model.parameters()`, before
+      `model.to(device)`;
+    - `torch.optim.Adagrad(model.parameters())` before `model.to(device)`: Adagrad is the
+      `torch.optim` optimizer that creates its state (`sum`) in its constructor; so does an
+      optimizer class of the file whose `__init__` makes tensors from its parameters
+      (`torch.zeros_like(p)`, `p.clone()` for `p` in `group["params"]`), and a factory the
+      function is given that every call of it fills with one of these
+      (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
+      one optimizer per branch from the same parameters, one of them Adagrad
+      (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
+      moves later);
+    - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
+      rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`).
 
-      ## Why it is a bug on a GPU
-      `Module.to` moves parameters in place, so an optimizer that only holds the `Parameter`
-      objects follows them, and most optimizers create their state lazily at the first `step()`,
-      on the parameters' device. Three things escape that:
-      `Optimizer.load_state_dict` casts the saved state (Adam's `exp_avg`, momentum buffers) to
-      the device of each parameter *at load time*; Adagrad's constructor fills `state["sum"]`
-      with `torch.full_like(p, ...)` on the parameters' device at that moment. Either way the state
-      stays on the CPU after `model.to(device)`, and the first `optimizer.step()` fails with
-      `Expected all tensors to be on the same device` (or a device-mismatch error deep inside a
-      `foreach`/fused kernel). A tensor's `.cuda()` is not in place at all: it returns a new
-      tensor, so an optimizer built from the CPU originals keeps stepping them while the code
-      computes with the copies, and the model silently never learns.
+    ## Why it is a bug on a GPU
+    `Module.to` moves parameters in place, so an optimizer that only holds the `Parameter`
+    objects follows them, and most optimizers create their state lazily at the first `step()`,
+    on the parameters' device. Three things escape that:
+    `Optimizer.load_state_dict` casts the saved state (Adam's `exp_avg`, momentum buffers) to
+    the device of each parameter *at load time*; Adagrad's constructor fills `state["sum"]`
+    with `torch.full_like(p, ...)` on the parameters' device at that moment. Either way the state
+    stays on the CPU after `model.to(device)`, and the first `optimizer.step()` fails with
+    `Expected all tensors to be on the same device` (or a device-mismatch error deep inside a
+    `foreach`/fused kernel). A tensor's `.cuda()` is not in place at all: it returns a new
+    tensor, so an optimizer built from the CPU originals keeps stepping them while the code
+    computes with the copies, and the model silently never learns.
 
-      ## Example
-      ```python
-      model = Net()
-      optimizer = torch.optim.Adam(model.parameters())
-      optimizer.load_state_dict(checkpoint["optimizer"])
-      model.to(device)
+    ## Example
+    ```python
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters())
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model.to(device)
 
-      optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
-      model.cuda()
-      ```
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
+    model.cuda()
+    ```
 
-      ## Use instead
-      ```python
-      model = Net().to(device)
-      optimizer = torch.optim.Adam(model.parameters())
-      optimizer.load_state_dict(checkpoint["optimizer"])
+    ## Use instead
+    ```python
+    model = Net().to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    optimizer.load_state_dict(checkpoint["optimizer"])
 
-      model.cuda()
-      optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
-      ```
+    model.cuda()
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
+    ```
 
-      ## Fix safety
-      No automatic fix: the statements have to be reordered.
+    ## Fix safety
+    No automatic fix: the statements have to be reordered.
 
-      ## Known limits
-      One rule for the three cases because they are one bug with one fix: state the optimizer took
-      from the CPU before the move, repaired by building (and loading) it after the move.
-      Only optimizers of `torch.optim` built from `<model>.parameters()` (a name or `self.<name>`,
-      then a move of that same model), from names of tensors (then a rebinding of those names to a
-      moved copy in the same function; for `self.x` held by an optimizer built in `__init__`, in any
-      method of the class that follows it), or optimizers the function receives under a name containing `optim` (then a
-      move of a name whose state the function also loaded, or that names a model), in the calls a
-      function makes in order with the methods it calls on `self` spliced in (three levels deep)
-      and its class's `__init__` before them, are considered; a call of the file's own function that moves one of its parameters
-      (`set_devices(model, device)` running `model.to(device)`, or handing it on to a helper of
-      its own that does, two helpers deep) moves the argument, and so does
-      Lightning Fabric's `fabric.setup(model, optimizer)` / `fabric.setup_module(model)`, which
-      moves the module but not the state an optimizer already loaded (Accelerate's `prepare` moves
-      that state too, so it is no such move); `model` and `self.model` are taken for one model. A
-      loaded state that the same calls then move to the device themselves (a loop over
-      `optimizer.state.values()` that moves each tensor, in the function or a helper it hands the
-      optimizer to) is not reported. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
-      `model.to(device)` without loading a state is not reported: its state is created on the
-      right device at the first step. Optimizers from other packages (not classes of the file) that
-      create state in their constructor, `model.configure_optimizers()` results, and moves that
-      replace the `Parameter` objects (XLA devices, `torch.__future__.set_overwrite_module_params_on_conversion(True)`)
-      are not seen.
+    ## Known limits
+    One rule for the three cases because they are one bug with one fix: state the optimizer took
+    from the CPU before the move, repaired by building (and loading) it after the move.
+    Only optimizers of `torch.optim` built from `<model>.parameters()` (a name or `self.<name>`,
+    then a move of that same model), from names of tensors (then a rebinding of those names to a
+    moved copy in the same function; for `self.x` held by an optimizer built in `__init__`, in any
+    method of the class that follows it), or optimizers the function receives under a name containing `optim` (then a
+    move of a name whose state the function also loaded, or that names a model), in the calls a
+    function makes in order with the methods it calls on `self` spliced in (three levels deep)
+    and its class's `__init__` before them, are considered; a call of the file's own function that moves one of its parameters
+    (`set_devices(model, device)` running `model.to(device)`, or handing it on to a helper of
+    its own that does, two helpers deep) moves the argument, and so does
+    Lightning Fabric's `fabric.setup(model, optimizer)` / `fabric.setup_module(model)`, which
+    moves the module but not the state an optimizer already loaded (Accelerate's `prepare` moves
+    that state too, so it is no such move); `model` and `self.model` are taken for one model. A
+    loaded state that the same calls then move to the device themselves (a loop over
+    `optimizer.state.values()` that moves each tensor, in the function or a helper it hands the
+    optimizer to) is not reported. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    `model.to(device)` without loading a state is not reported: its state is created on the
+    right device at the first step. Optimizers from other packages (not classes of the file) that
+    create state in their constructor, `model.configure_optimizers()` results, and moves that
+    replace the `Parameter` objects (XLA devices, `torch.__future__.set_overwrite_module_params_on_conversion(True)`)
+    are not seen.
     """
 
     code = "DL111"
