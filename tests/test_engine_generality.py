@@ -5224,3 +5224,49 @@ def test_a_state_restored_by_a_helper_and_moved_by_another_after_the_model_is_cl
 def test_state_restored_then_moved_without_the_state_move_is_reported() -> None:
     bug = STATE_RESTORED_THEN_MOVED.replace("        state_to(opt, dev)\n", "")
     assert _found(bug) == [(20, "DL111")]
+
+
+CONSTRUCTOR_DEVICE_DEFAULT = """
+    import torch
+    from torch import nn
+
+
+    class Resonator(nn.Module):
+        def __init__(self, bins, dev=None):
+            super().__init__()
+            self.dev = dev or "cpu"
+            self.gain = nn.Parameter(torch.ones(bins, device=self.dev))
+            self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)
+
+
+    class CombFilter(Resonator):
+        def __init__(self, bins, delay, dev=None):
+            super().__init__(bins, dev=dev)
+            self.delay = delay
+
+        def forward(self, spec):
+            return spec * self.gain * self.window
+
+
+    bank = CombFilter(257, delay=12).to("cuda")
+"""
+
+
+def test_a_factory_on_a_constructor_device_every_construction_leaves_at_the_cpu_is_reported() -> None:
+    # `CombFilter(...)` leaves `dev=None`, handed to the base through `super().__init__`;
+    # the subclass's forward reads the base's plain attribute
+    assert _found(CONSTRUCTOR_DEVICE_DEFAULT) == [(11, "DL102")]
+
+
+def test_constructor_device_twin_registering_the_window_is_clean() -> None:
+    fixed = CONSTRUCTOR_DEVICE_DEFAULT.replace(
+        "self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)",
+        'self.register_buffer("window", torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev))',
+    )
+    assert _found(fixed) == []
+    # a construction that passes an unknown device: the CPU is not claimed
+    given = CONSTRUCTOR_DEVICE_DEFAULT.replace(
+        'bank = CombFilter(257, delay=12).to("cuda")',
+        "def build(dev):\n        return CombFilter(257, delay=12, dev=dev)",
+    )
+    assert _found(given) == []
