@@ -111,7 +111,7 @@ def _set_once_by_constructor(ctx: FileContext, func: cst.FunctionDef, attr: str)
     while cls is not None and cls.name.value not in seen:
         seen.add(cls.name.value)
         init = next(
-            (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),  # type: ignore[union-attr]
+            (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),
             None,
         )
         values = [
