@@ -5270,3 +5270,9 @@ def test_constructor_device_twin_registering_the_window_is_clean() -> None:
         "def build(dev):\n        return CombFilter(257, delay=12, dev=dev)",
     )
     assert _found(given) == []
+
+
+def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_from() -> None:
+    # `ChannelJitter` has no parameters: `next(self.parameters())` would raise; its input has a device
+    (message,) = _messages(INHERITED_FORWARD)
+    assert message.endswith("pass `device=batch.device`")
