@@ -5274,5 +5274,10 @@ def test_constructor_device_twin_registering_the_window_is_clean() -> None:
 
 def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_from() -> None:
     # `ChannelJitter` has no parameters: `next(self.parameters())` would raise; its input has a device
-    (message,) = _messages(INHERITED_FORWARD)
-    assert message.endswith("pass `device=batch.device`")
+    ranged = INHERITED_FORWARD.replace(
+        "            spread = batch.std()\n            return (torch.randn(self.channels) * spread * self.scale)[:, None, None]",
+        "            low, high = batch.min(), batch.max()\n"
+        "            return (torch.randn(self.channels) * (high - low) * self.scale)[:, None, None]",
+    )
+    (message,) = _messages(ranged)
+    assert "pass `device=batch.device`" in message and "parameters()" not in message
