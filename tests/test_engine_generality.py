@@ -5223,3 +5223,298 @@ def test_a_read_under_the_step_counter_in_a_schedule_runs_on_those_steps_only() 
 def test_counter_in_schedule_twin_testing_a_setting_instead_is_found() -> None:
     every_step = COUNTER_IN_SCHEDULE.replace("if step in keep_at:", 'if "loss" in keep_at:')
     assert _found(every_step) == [(13, "DL401")]
+
+
+# -- set rf: generators, metrics, optimizer state and op arguments seen through helpers -------
+
+SEEDED_SAMPLER = """
+    import torch
+
+
+    def perturb(points, scale, seed, device):
+        rng = torch.manual_seed(seed)
+        jitter = torch.rand(points.shape, generator=rng, device=device)
+        return points + scale * jitter
+
+
+    def run(points):
+        return perturb(points.to("cuda:1"), 0.1, seed=3, device="cuda:1")
+"""
+
+
+def test_the_generator_torch_manual_seed_returns_is_the_cpu_one() -> None:
+    # `torch.manual_seed(seed)` returns `torch.default_generator`, drawn here on the GPU
+    assert _found(SEEDED_SAMPLER) == [(7, "DL115")]
+
+
+def test_seeded_generator_twin_on_the_draws_device_is_clean() -> None:
+    fixed = SEEDED_SAMPLER.replace("rng = torch.manual_seed(seed)", "rng = torch.Generator(device).manual_seed(seed)")
+    assert _found(fixed) == []
+    # a CUDA seed call returns nothing: not a generator the analysis claims
+    cuda_seed = SEEDED_SAMPLER.replace("torch.manual_seed(seed)", "torch.cuda.manual_seed(seed)")
+    assert _found(cuda_seed) == []
+
+
+METRIC_HANDED_TO_HELPER = """
+    import torch
+    from torchmetrics.classification import BinaryAUROC
+
+
+    def score_split(net, batches, auroc, dev):
+        for feats, label in batches:
+            logit = net(feats.to(dev)).squeeze(-1)
+            auroc.update(logit.sigmoid(), label.to(dev))
+        return auroc.compute()
+
+
+    def report(net, splits, dev="cuda"):
+        net = net.to(dev)
+        auroc = BinaryAUROC()
+        return {name: score_split(net, batches, auroc, dev) for name, batches in splits.items()}
+"""
+
+
+def test_a_metric_handed_to_a_helper_that_feeds_it_device_tensors_is_reported() -> None:
+    assert _found(METRIC_HANDED_TO_HELPER) == [(15, "DL113")]
+
+
+def test_metric_handed_to_helper_twin_moved_there_or_before_is_clean() -> None:
+    moved_here = METRIC_HANDED_TO_HELPER.replace("auroc = BinaryAUROC()", "auroc = BinaryAUROC().to(dev)")
+    assert _found(moved_here) == []
+    moved_in_helper = METRIC_HANDED_TO_HELPER.replace(
+        "        for feats, label in batches:\n",
+        "        auroc = auroc.to(dev)\n        for feats, label in batches:\n",
+    )
+    assert _found(moved_in_helper) == []
+    # a helper the file does not show may move it: not claimed
+    elsewhere = METRIC_HANDED_TO_HELPER.replace("def score_split(", "def _unused(").replace(
+        "    import torch\n", "    import torch\n    from evaluation import score_split\n"
+    )
+    assert _found(elsewhere) == []
+
+
+METRIC_IN_A_RECORDER = """
+    import torch
+    import torchmetrics
+
+
+    class Recorder:
+        def __init__(self, n_labels):
+            self.f1 = torchmetrics.F1Score(task="multiclass", num_classes=n_labels, average="macro")
+
+        def log_step(self, scores, gold):
+            self.f1(scores.softmax(-1), gold)
+
+        def summary(self):
+            return self.f1.compute()
+
+
+    class Runner:
+        def __init__(self, net, n_labels):
+            self.dev = torch.device("cuda")
+            self.net = net.to(self.dev)
+            self.rec = Recorder(n_labels)
+
+        def evaluate(self, loader):
+            with torch.no_grad():
+                for tokens, gold in loader:
+                    scores = self.net(tokens.to(self.dev))
+                    self.rec.log_step(scores, gold.to(self.dev))
+            return self.rec.summary()
+"""
+
+
+def test_a_plain_recorders_metric_fed_through_its_method_from_the_device_is_reported() -> None:
+    # the metric's update receives the method's parameters; the runner fills them with device tensors
+    assert _found(METRIC_IN_A_RECORDER) == [(8, "DL113")]
+
+
+def test_metric_recorder_twin_moving_the_metric_is_clean() -> None:
+    fixed = METRIC_IN_A_RECORDER.replace('average="macro")', 'average="macro").to("cuda")')
+    assert _found(fixed) == []
+    # callers that hand host tensors only: the metric on the CPU is right
+    host = METRIC_IN_A_RECORDER.replace(
+        "self.rec.log_step(scores, gold.to(self.dev))", "self.rec.log_step(scores.cpu(), gold)"
+    )
+    assert _found(host) == []
+
+
+INHERITED_FORWARD = """
+    import torch
+    from torch import nn
+
+
+    class Augment(nn.Module):
+        def forward(self, batch):
+            return self.perturb(batch, self.draw(batch))
+
+        def perturb(self, batch, noise):
+            return batch + noise
+
+
+    class ChannelJitter(Augment):
+        def __init__(self, channels, scale=0.1):
+            super().__init__()
+            self.channels = channels
+            self.scale = scale
+
+        def draw(self, batch):
+            spread = batch.std()
+            return (torch.randn(self.channels) * spread * self.scale)[:, None, None]
+
+
+    class Pipeline(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.jitter = ChannelJitter(3)
+
+        def forward(self, images):
+            return self.jitter(images)
+
+
+    def run(loader, device):
+        aug = Pipeline().to(device)
+        for images in loader:
+            yield aug(images.to(device))
+"""
+
+
+def test_a_submodule_running_the_forward_its_base_class_defines_is_followed() -> None:
+    # `ChannelJitter` has no forward of its own: `Augment.forward` runs, then the subclass's `draw`
+    assert _found(INHERITED_FORWARD) == [(22, "DL101")]
+
+
+def test_inherited_forward_twin_drawing_on_the_batchs_device_is_clean() -> None:
+    fixed = INHERITED_FORWARD.replace("torch.randn(self.channels)", "torch.randn(self.channels, device=batch.device)")
+    assert _found(fixed) == []
+
+
+OPTIMIZER_BY_NAME = """
+    import torch
+
+
+    def pick_optimizer(kind, weights, rate):
+        if kind == "sgd":
+            return torch.optim.SGD(weights, lr=rate, momentum=0.9)
+        elif kind == "adagrad":
+            return torch.optim.Adagrad(weights, lr=rate, initial_accumulator_value=0.1)
+        return torch.optim.AdamW(weights, lr=rate)
+
+
+    def train(net, batches, kind="adagrad", rate=0.01):
+        opt = pick_optimizer(kind, net.parameters(), rate)
+        net.cuda()
+        for inputs, labels in batches:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(inputs.cuda()), labels.cuda()).backward()
+            opt.step()
+"""
+
+
+def test_an_optimizer_factory_with_an_adagrad_branch_built_before_the_move_is_reported() -> None:
+    assert _found(OPTIMIZER_BY_NAME) == [(14, "DL111")]
+
+
+def test_optimizer_by_name_twin_moving_the_net_first_is_clean() -> None:
+    fixed = OPTIMIZER_BY_NAME.replace(
+        "        opt = pick_optimizer(kind, net.parameters(), rate)\n        net.cuda()\n",
+        "        net.cuda()\n        opt = pick_optimizer(kind, net.parameters(), rate)\n",
+    )
+    assert _found(fixed) == []
+    # only lazy optimizers among the branches: nothing is created before the move
+    lazy = OPTIMIZER_BY_NAME.replace(
+        "torch.optim.Adagrad(weights, lr=rate, initial_accumulator_value=0.1)", "torch.optim.Adam(weights, lr=rate)"
+    )
+    assert _found(lazy) == []
+
+
+STATE_RESTORED_THEN_MOVED = """
+    import torch
+
+
+    def restore(path, net, opt):
+        blob = torch.load(path, map_location="cpu")
+        net.load_state_dict(blob["net"])
+        opt.load_state_dict(blob["opt"])
+
+
+    def state_to(opt, dev):
+        for per_param in opt.state.values():
+            for key, val in per_param.items():
+                if torch.is_tensor(val):
+                    per_param[key] = val.to(dev)
+
+
+    def main(net, path, dev="cuda"):
+        opt = torch.optim.RMSprop(net.parameters(), lr=1e-3, momentum=0.9)
+        restore(path, net, opt)
+        net.to(dev)
+        state_to(opt, dev)
+        return net, opt
+"""
+
+
+def test_a_state_restored_by_a_helper_and_moved_by_another_after_the_model_is_clean() -> None:
+    assert _found(STATE_RESTORED_THEN_MOVED) == []
+
+
+def test_state_restored_then_moved_without_the_state_move_is_reported() -> None:
+    bug = STATE_RESTORED_THEN_MOVED.replace("        state_to(opt, dev)\n", "")
+    assert _found(bug) == [(20, "DL111")]
+
+
+CONSTRUCTOR_DEVICE_DEFAULT = """
+    import torch
+    from torch import nn
+
+
+    class Resonator(nn.Module):
+        def __init__(self, bins, dev=None):
+            super().__init__()
+            self.dev = dev or "cpu"
+            self.gain = nn.Parameter(torch.ones(bins, device=self.dev))
+            self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)
+
+
+    class CombFilter(Resonator):
+        def __init__(self, bins, delay, dev=None):
+            super().__init__(bins, dev=dev)
+            self.delay = delay
+
+        def forward(self, spec):
+            return spec * self.gain * self.window
+
+
+    bank = CombFilter(257, delay=12).to("cuda")
+"""
+
+
+def test_a_factory_on_a_constructor_device_every_construction_leaves_at_the_cpu_is_reported() -> None:
+    # `CombFilter(...)` leaves `dev=None`, handed to the base through `super().__init__`;
+    # the subclass's forward reads the base's plain attribute
+    assert _found(CONSTRUCTOR_DEVICE_DEFAULT) == [(11, "DL102")]
+
+
+def test_constructor_device_twin_registering_the_window_is_clean() -> None:
+    fixed = CONSTRUCTOR_DEVICE_DEFAULT.replace(
+        "self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)",
+        'self.register_buffer("window", torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev))',
+    )
+    assert _found(fixed) == []
+    # a construction that passes an unknown device: the CPU is not claimed
+    given = CONSTRUCTOR_DEVICE_DEFAULT.replace(
+        'bank = CombFilter(257, delay=12).to("cuda")',
+        "def build(dev):\n        return CombFilter(257, delay=12, dev=dev)",
+    )
+    assert _found(given) == []
+
+
+def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_from() -> None:
+    # `ChannelJitter` has no parameters: `next(self.parameters())` would raise; its input has a device
+    ranged = INHERITED_FORWARD.replace(
+        "            spread = batch.std()\n            return (torch.randn(self.channels) * spread * self.scale)[:, None, None]",
+        "            low, high = batch.min(), batch.max()\n"
+        "            return (torch.randn(self.channels) * (high - low) * self.scale)[:, None, None]",
+    )
+    (message,) = _messages(ranged)
+    assert "pass `device=batch.device`" in message and "parameters()" not in message

@@ -719,6 +719,8 @@ class CallEvaluation:
                 return self._module_call(call, placed, func)
             elif method in self.cls.methods:
                 return self._follow_own_method(self.cls.methods[method], call)
+            elif (inherited := self.analysis.inherited_method(self.cls, method)) is not None:
+                return self._follow_own_method(inherited, call)  # a base class's method, on this instance
             elif method in self.analysis.injected_modules(self.cls):
                 injected = self.analysis.injected_class(self.cls, method)
                 return self._module_call(call, Fact(MODULE, where=self.own_place, factory=injected), func)
@@ -1135,7 +1137,9 @@ class CallEvaluation:
     def _forward_of(self, call: cst.Call, callee: Fact, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         """What calling a module of a class defined in this file returns, from its `forward`."""
         cls = self.analysis.classes.get(callee.factory or "")
-        forward = cls.methods.get("forward") if cls is not None else None
+        forward = (
+            (cls.methods.get("forward") or self.analysis.inherited_method(cls, "forward")) if cls is not None else None
+        )
         if forward is None:
             return UNKNOWN_FACT
         # a model never moved is where it was built: its submodules are on no known device

@@ -521,6 +521,29 @@ class FileAnalysis:
                         changed = True
         return cls.node.name.value in self._lightning
 
+    def inherited_method(self, cls: ClassFacts, name: str) -> cst.FunctionDef | None:
+        """The method `name` that `cls` inherits from a module class of the file it derives
+        from (`forward` written once on a `Transform(nn.Module)` base, run by every subclass),
+        nearest base first; None where `cls` defines it itself or no base of the file does."""
+        if name in cls.methods:
+            return None
+        seen: set[str] = {cls.node.name.value}
+        queue = [cls]
+        while queue:
+            current = queue.pop(0)
+            for base in current.node.bases:
+                if base.keyword is not None:
+                    continue
+                base_name = dotted_name(base.value) or ""
+                parent = self.classes.get(base_name)
+                if parent is None or base_name in seen:
+                    continue
+                seen.add(base_name)
+                if name in parent.methods:
+                    return parent.methods[name]
+                queue.append(parent)
+        return None
+
     def injected_modules(self, cls: ClassFacts) -> set[str]:
         """Attributes that `__init__` sets from its own parameters (`self.encoder = encoder`):
         called as `self.encoder(x)`, they are submodules handed in by the caller."""

@@ -65,6 +65,9 @@ _TENSOR_METHODS = frozenset(
 _TENSOR_FUNCTIONS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
 # torch's own CPU generator (the CUDA ones are `torch.cuda.default_generators[i]`).
 _CPU_DEFAULT_GENERATOR = "torch.default_generator"
+# Seeding functions that return `torch.default_generator` (the CPU one), so
+# `gen = torch.manual_seed(0)` is a CPU generator (`torch.cuda.manual_seed` returns None).
+_SEEDS_RETURNING_CPU_GENERATOR = frozenset({"torch.manual_seed", "torch.random.manual_seed"})
 
 CPU = "cpu"
 
@@ -111,6 +114,8 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
             if device is None:
                 return None if any(a.star for a in expr.args) else CPU
             return device_type_of(ctx, device) or _passed_device_type(ctx, device, 0)
+        if qualified in _SEEDS_RETURNING_CPU_GENERATOR:
+            return CPU
         if type(expr.func) is cst.Attribute and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
         if type(expr.func) is cst.Name:
@@ -252,7 +257,9 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
         return _tensor_draw(ctx, call, qualified)
     default = default_device_at(ctx, call)
     if explicit_device is not None:
-        draws_on, by_default = device_type_of(ctx, explicit_device), False
+        # a helper's `device` parameter: what every call of the file passes (or its default)
+        draws_on = device_type_of(ctx, explicit_device) or _passed_device_type(ctx, explicit_device, 0)
+        by_default = False
     else:
         by_default = True
         draws_on = default.device if default.state in (ACCELERATOR_DEFAULT, CPU_DEFAULT) else None

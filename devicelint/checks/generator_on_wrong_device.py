@@ -48,7 +48,9 @@ class GeneratorOnWrongDevice(Rule):
     `device="cuda"`; also in-place sampling (`x.normal_(generator=g)`) and
     `torch.multinomial`/`bernoulli`/`poisson` on a tensor that the placement engine knows is
     on the other device. The generator may be written inline or bound to a name or a `self.`
-    attribute; the draw's device is its `device=`, its tensor's device, or the default device.
+    attribute (`torch.manual_seed(seed)` returns the CPU default generator); the draw's device is
+    its `device=` (a helper's `device` parameter: what the file's calls pass), its tensor's
+    device, or the default device.
 
     ## Why it is a bug on a GPU
     Every random kernel checks that its generator is on the device it runs on: `random_split`
@@ -99,7 +101,7 @@ class GeneratorOnWrongDevice(Rule):
         "A torch.Generator on one device handed to a sampler, random_split or random factory that draws on another."
     )
     message = "`{draw}` draws on {draws_on} but its generator `{generator}` is a {generator_device} generator, so it fails with `Expected a '{draws_on}' device type for generator but found '{generator_device}'`; {remedy}"
-    tokens = ("Generator", "default_generator")
+    tokens = ("Generator", "default_generator", "manual_seed")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for draw in random_draws(ctx):

@@ -13,7 +13,8 @@ from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE, FOLLOWS, moves_to_accelerator
-from devicelint.analysis.training.helpers import arguments_for, callee
+from devicelint.analysis.training.helpers import arguments_for, bound_arguments, callee
+from devicelint.analysis.training.helpers import calls_of as training_calls_of
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -96,10 +97,14 @@ class MetricObjectOnCpu(Rule):
     and are never reported; those it keeps in a plain dict or list are DL103's. In a Lightning
     callback's `on_*_batch_start/end` hooks, the `batch` and `outputs` parameters and what is
     computed from them count as device tensors (Lightning hands them over on the module's
-    device); `.clone()` of a metric counts as a new one. A metric handed
+    device); `.clone()` of a metric counts as a new one. A metric handed to a function of the
+    file (`evaluate(model, loader, metric, device)`) is followed there, two helpers deep: a move
+    there moves it, an update there feeds it. A parameter of the method that feeds the metric
+    counts as a device tensor when a call of that method in the file fills it with one
+    (`self.evaluator.add_batch(logits, labels)` from the trainer's CUDA model). A metric handed
     to other code (`fabric.setup(metric)`, a function of another file, a return), moved
     anywhere in the file, or fed only with tensors whose device the analysis cannot prove (a
-    function's parameters) is not reported. Classes whose bases
+    parameter no call of the file fills from the device) is not reported. Classes whose bases
     come from other files may be modules and are skipped.
     """
 
@@ -445,40 +450,102 @@ def _read_uses(ctx: FileContext, holders: dict[HolderKey, Holder]) -> None:
         if ctx.index.in_binding_target(node):
             continue
         holder = _resolve(ctx, node, holders)
-        if holder is None:
+        if holder is not None:
+            _read_use(ctx, node, holder, holders, 0)
+
+
+# How many helpers deep a metric handed on as an argument is followed.
+_MAX_HANDED_DEPTH = 2
+
+
+def _read_use(
+    ctx: FileContext, node: cst.BaseExpression, holder: Holder, holders: dict[HolderKey, Holder], depth: int
+) -> None:
+    """Mark `holder` moved, escaped or fed from one reference `node` to it."""
+    parent = ctx.index.parent(node)
+    user: cst.BaseExpression = node
+    while type(parent) is cst.Subscript and parent.value is user:
+        user, parent = parent, ctx.index.parent(parent)
+    call = None
+    if type(parent) is cst.Call and parent.func is user:
+        call = parent  # `metric(preds, target)`
+    elif type(parent) is cst.Attribute and parent.value is user:
+        outer = ctx.index.parent(parent)
+        if type(outer) is cst.Call and outer.func is parent:
+            if moves_to_accelerator(outer):
+                holder.moved = True
+                return
+            if parent.attr.value in FEEDING_METHODS:
+                call = outer
+    elif (
+        type(parent) is cst.Assign
+        and user is parent.value
+        and all(_resolve(ctx, t.target, holders) is holder for t in parent.targets)
+    ):
+        return  # `self.acc = metrics["acc"]`: the same metric kept under another name
+    elif type(parent) is cst.Arg and user is node and _follow_into_helper(ctx, parent, holder, holders, depth):
+        return  # `evaluate(model, loader, metric)`: what the helper does with it counts
+    elif type(parent) in (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign) and not (
+        type(parent) is cst.Assign and user is not parent.value
+    ):
+        holder.escaped = True  # handed on: whoever gets it may move it
+        return
+    if call is None:
+        return
+    on_device = _callback_batch_names(ctx, call) | _device_parameters(ctx, call)
+    for arg in call.args:
+        if _fed_on_device(ctx, call, arg.value) or _computed_from(ctx, arg.value, on_device):
+            holder.fed.append((call, arg.value))
+            break
+
+
+def _follow_into_helper(
+    ctx: FileContext, arg: cst.Arg, holder: Holder, holders: dict[HolderKey, Holder], depth: int
+) -> bool:
+    """A metric handed to a function of the file (`evaluate(model, loader, metric, device)`):
+    read the helper's uses of the parameter that receives it as uses of the metric (a move there
+    moves it, an update there feeds it). False when the file does not show the helper, the
+    parameter, or the helper rebinds it."""
+    call = ctx.index.parent(arg)
+    if depth >= _MAX_HANDED_DEPTH or type(call) is not cst.Call or arg.star:
+        return False
+    helper = callee(ctx, call)
+    bound = bound_arguments(ctx, helper, call) if helper is not None else None
+    name = next((n for n, value in (bound or {}).items() if value is arg.value), None)
+    if helper is None or name is None or _rebound(ctx, helper, cst.Name(name)):
+        return False
+    for node in ctx.index.walk(helper.body):
+        if type(node) is not cst.Name or node.value != name or ctx.index.enclosing_function(node) is not helper:
             continue
-        user: cst.BaseExpression = node
-        while type(parent) is cst.Subscript and parent.value is user:
-            user, parent = parent, ctx.index.parent(parent)
-        call = None
-        if type(parent) is cst.Call and parent.func is user:
-            call = parent  # `metric(preds, target)`
-        elif type(parent) is cst.Attribute and parent.value is user:
-            outer = ctx.index.parent(parent)
-            if type(outer) is cst.Call and outer.func is parent:
-                if moves_to_accelerator(outer):
-                    holder.moved = True
-                    continue
-                if parent.attr.value in FEEDING_METHODS:
-                    call = outer
-        elif (
-            type(parent) is cst.Assign
-            and user is parent.value
-            and all(_resolve(ctx, t.target, holders) is holder for t in parent.targets)
-        ):
-            continue  # `self.acc = metrics["acc"]`: the same metric kept under another name
-        elif type(parent) in (cst.Arg, cst.Return, cst.Element, cst.DictElement, cst.Assign) and not (
-            type(parent) is cst.Assign and user is not parent.value
-        ):
-            holder.escaped = True  # handed on: whoever gets it may move it
+        parent = ctx.index.parent(node)
+        if type(parent) is cst.Attribute and parent.attr is node:
             continue
-        if call is None:
+        _read_use(ctx, node, holder, holders, depth + 1)
+    return True
+
+
+def _device_parameters(ctx: FileContext, call: cst.Call, depth: int = 0) -> set[str]:
+    """Parameters of the function around a metric call that a call of it in the file fills with
+    a device tensor (`self.evaluator.add_batch(logits, labels)` with `logits` from the CUDA
+    model, for `add_batch(self, logits, labels)`), with the names computed from them there."""
+    function = ctx.index.enclosing_function(call)
+    if function is None or depth >= _MAX_HANDED_DEPTH:
+        return set()
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    params -= {"self", "cls"}
+    device: set[str] = set()
+    for name in params:
+        if _rebound(ctx, function, cst.Name(name)):
             continue
-        on_device = _callback_batch_names(ctx, call)
-        for arg in call.args:
-            if _fed_on_device(ctx, call, arg.value) or _computed_from(ctx, arg.value, on_device):
-                holder.fed.append((call, arg.value))
+        for site in training_calls_of(ctx, function):
+            bound = bound_arguments(ctx, function, site) if not any(a.star for a in site.args) else None
+            given = (bound or {}).get(name)
+            if given is not None and (
+                _fed_on_device(ctx, site, given) or _computed_from(ctx, given, _device_parameters(ctx, site, depth + 1))
+            ):
+                device.add(name)
                 break
+    return computed_from(ctx, function.body, device) if device else device
 
 
 def _fed_on_device(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:

@@ -17,6 +17,7 @@ from devicelint.analysis.training.helpers import (
     optimizer_classes,
     parameter_names,
     returned_call,
+    returned_calls,
 )
 from devicelint.analysis.training.reads import read_names
 from devicelint.analysis.training.syntax import short
@@ -111,9 +112,18 @@ def _built(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression | 
         return own, _params_argument(call)
     inner = returned_call(ctx, call)
     kind = _optimizer_class(ctx, inner) if inner is not None else None
-    if inner is None or kind is None:
+    if inner is not None and kind is not None:
+        return kind, _params_argument(inner)
+    # a factory choosing by name (`make_optimizer(cfg.optimizer, model.parameters(), lr)`): every
+    # branch builds an optimizer from the same parameters; the one that creates its state at
+    # construction (Adagrad) is the branch that fails when the model moves later
+    branches = returned_calls(ctx, call) or []
+    kinds = [_optimizer_class(ctx, b) for b in branches]
+    params = {ctx.code_for(p) if (p := _params_argument(b)) is not None else None for b in branches}
+    if not branches or None in kinds or len(params) != 1 or None in params:
         return None
-    return kind, _params_argument(inner)
+    chosen = next((i for i, k in enumerate(kinds) if _state_at_construction(ctx, k or "") is not None), 0)
+    return kinds[chosen] or "", _params_argument(branches[chosen])
 
 
 def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
@@ -391,7 +401,10 @@ class OptimizerStateDevice(Rule):
       optimizer class of the file whose `__init__` makes tensors from its parameters
       (`torch.zeros_like(p)`, `p.clone()` for `p` in `group["params"]`), and a factory the
       function is given that every call of it fills with one of these
-      (`functools.partial(torch.optim.Adagrad, lr=0.1)`);
+      (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
+      one optimizer per branch from the same parameters, one of them Adagrad
+      (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
+      moves later);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
       rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`).
 
@@ -489,6 +502,7 @@ class OptimizerStateDevice(Rule):
         eager: dict[int, list[tuple[cst.Call, str, str]]] = {}  # scope -> (Adagrad(...), model, state)
         holding: dict[int, dict[str, cst.Call]] = {}  # scope -> tensor name -> optimizer built from it
         moved_first: dict[int, set[str]] = {}  # scope -> models moved before anything was built
+        loaded_names: dict[int, str] = {}  # load call -> the optimizer it loads, in this scope's words
         for call in stream:
             if (ctx.index.enclosing_function(call) or ctx.module) is not root and not _about_self(ctx, call):
                 continue  # another method's locals are not this function's: only `self.x` is shared
@@ -529,6 +543,7 @@ class OptimizerStateDevice(Rule):
                     # `model` too) has the state cast to where its parameters already are.
                     if owner is ANY_MODEL or not any(_same_model(owner, m) for m in moved_first.get(scope, ())):
                         loads.setdefault(scope, []).append((call, owner))
+                        loaded_names[id(call)] = name  # `load_epoch(dir, n, model, optimizer)` loads `optimizer`
                 else:
                     loaded.setdefault(scope, set()).add(name)
             if names:
@@ -574,7 +589,7 @@ class OptimizerStateDevice(Rule):
                 is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
                 for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
                     pending.remove(entry)
-                    loaded_into = dotted_name(entry[0].func.value)  # type: ignore[attr-defined]  # `<opt>.load_state_dict(...)`
+                    loaded_into = loaded_names.get(id(entry[0]))
                     if loaded_into is not None and _state_moved_in(ctx, stream, loaded_into):
                         continue  # the run moves the loaded state to the device itself
                     yield self.violation(

@@ -7,6 +7,7 @@ import libcst as cst
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.attribute_aliases import aliased_values, only_handed_on
 from devicelint.analysis.constant_attributes import module_constant
+from devicelint.analysis.constructor_devices import cpu_at_every_construction
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
@@ -101,7 +102,12 @@ class TensorAttributeNotRegistered(Rule):
     class in the file hands it a CPU tensor (one a LightningModule moved `.to(self.device)` in
     its own `__init__`, where that is still the CPU). A factory placed on the device of an input
     the constructor is given (`torch.zeros(n, device=example.device)` in `__init__` or a helper
-    only it calls) counts in a class the file moves after building it, or a LightningModule.
+    only it calls) counts in a class the file moves after building it, or a LightningModule. So
+    does a factory given the constructor's device (`device=self.device`, with `self.device =
+    device if device is not None else torch.device("cpu")`) when every construction of the class
+    in the file leaves that parameter at a CPU default or passes the CPU, also through a
+    subclass's `super().__init__(..., device=device)`; a subclass's methods that read the base's
+    attribute count as its uses.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -205,6 +211,9 @@ class TensorAttributeNotRegistered(Rule):
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
                     candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
+                if candidate is None and not movers:
+                    # `torch.arange(n, device=self.device)` where every construction leaves `device=None`
+                    candidate = made = next((v for v, m in assignments if _placed_on_constructor_cpu(ctx, v, m)), None)
                 example = None
                 if candidate is None and not movers:
                     # `torch.zeros(n, device=example.device)` while built, in a class moved later
@@ -359,6 +368,25 @@ def _handed_cpu_tensor(ctx: FileContext, value: cst.BaseExpression, method: cst.
         return False
     found = [file_facts(ctx).value(argument) for argument in passed]
     return all(f.kind == CPU and not f.scalar and not f.batch and not f.guessed for f in found)
+
+
+def _placed_on_constructor_cpu(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """`self.env = self.gamma ** torch.arange(n, device=self.device)` in `__init__`, where the
+    device is a constructor parameter (or `self.device` set from one) that every construction of
+    the class in the file leaves at a CPU default (`device=None`) or gives the CPU, also through a
+    subclass's `super().__init__(..., device=device)`: a CPU tensor, whatever the name says."""
+    if method.name.value != "__init__" or any(type(n) is cst.Call and move_call(n) for n in ctx.index.walk(value)):
+        return False
+    for node in ctx.index.walk(value):
+        if type(node) is not cst.Call:
+            continue
+        qualified = ctx.qualified_name(node.func) or ""
+        if not qualified.startswith("torch.") or qualified[len("torch.") :] not in (*FACTORIES, "tensor", "as_tensor"):
+            continue
+        device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if device is not None and cpu_at_every_construction(ctx, device, method):
+            return True
+    return False
 
 
 def _placed_like_an_example(
@@ -705,7 +733,9 @@ def _host_copy(ctx: FileContext, value: cst.BaseExpression) -> bool:
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
-    """Whether a method other than `__init__` uses `self.<attr>` in a computation."""
+    """Whether a method other than `__init__` uses `self.<attr>` in a computation (a method of a
+    subclass of the file that does not set the attribute itself counts: it runs on the instance
+    the base's `__init__` filled)."""
     return any(
         name == attr
         and method.name.value != "__init__"
@@ -714,8 +744,30 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
         and not _picks_a_scalar(ctx, facts, attr, node)
         and not _moved_by_the_callee(ctx, facts, node)
         and not _handed_to_project_code(ctx, node)
-        for name, node, method in facts.references
+        for name, node, method in (*facts.references, *_subclass_references(ctx, facts, attr))
     )
+
+
+def _subclass_references(
+    ctx: FileContext, facts: ClassFacts, attr: str
+) -> list[tuple[str, cst.Attribute, cst.FunctionDef]]:
+    """`self.<attr>` in the methods of the file's module classes that derive from `facts`'s class
+    (directly or through others) and neither set the attribute nor move tensors themselves."""
+    every = class_facts(ctx)
+    out: list[tuple[str, cst.Attribute, cst.FunctionDef]] = []
+    seen = {facts.node.name.value}
+    todo = [facts.node.name.value]
+    while todo:
+        base = todo.pop()
+        for name, sub in every.items():
+            if name in seen or not any(b.keyword is None and dotted_name(b.value) == base for b in sub.node.bases):
+                continue
+            seen.add(name)
+            todo.append(name)
+            if any(a == attr for a, _, _ in sub.assignments) or CUSTOM_MOVERS & sub.methods.keys():
+                continue
+            out += [r for r in sub.references if r[0] == attr]
+    return out
 
 
 def _moved_by_bases(ctx: FileContext, facts: ClassFacts) -> set[str] | None:

@@ -11,6 +11,7 @@ from devicelint.analysis.imported_helpers import argument_for, imported_calls, i
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.training.reads import computed_from
 from devicelint.analysis.vocabulary import LEGACY_CONSTRUCTORS
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
@@ -34,7 +35,8 @@ class TensorCreatedOffDevice(Rule):
     (`out[0, :2] = t`) fills a view with `copy_`, which copies across devices, and is fine.
     Device code is a module's `forward` path and the helpers it calls (methods, static
     methods, module-level functions, `self(...)` and the `forward` of submodules defined in the
-    file), Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function
+    file, also a `forward` or method a submodule inherits from a module class of the file),
+    Lightning's `training_step`/`validation_step`/`test_step`, loss modules, a function
     taking tensors, trainer classes that keep `self.device`, and a training or evaluation loop
     that moves its model or batches. The CPU tensor is followed through casts, arithmetic
     (reflected operators too), comparisons, comprehensions, lists built with `append`, and
@@ -407,10 +409,30 @@ def _device_expression(
     cls = ctx.index.enclosing_class(function) if function is not None else None
     model = facts.class_model(cls.name.value) if cls is not None else None
     if model is not None and (not checked or _runs_on_a_built_instance(function)):
-        return "self.device" if model.has_device else "next(self.parameters()).device"
+        if model.has_device:
+            return "self.device"
+        if not model.registered and not model.submodules and function is not None:
+            # a module with no parameters of its own (a transform): the tensor input it works on
+            read = _input_read_at(ctx, meeting, function)
+            if read is not None:
+                return f"{read}.device"
+        return "next(self.parameters()).device"
     if checked:
         return device_in_scope(ctx, origin) if origin is not None else None
     return "device"
+
+
+def _input_read_at(ctx: FileContext, meeting: Meeting, function: cst.FunctionDef) -> str | None:
+    """The first parameter of `function` that the device side of the meeting is computed from
+    (`x` for `vmax - vmin` with `vmax, vmin = x.max(), x.min()`), or None."""
+    if function is not meeting.scope or meeting.device_node is None:
+        return None
+    read = {n.value for n in ctx.index.walk(meeting.device_node) if type(n) is cst.Name}
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    for name in params:
+        if name not in ("self", "cls") and read & computed_from(ctx, function.body, {name}):
+            return name
+    return None
 
 
 def _short(text: str, limit: int = 40) -> str:

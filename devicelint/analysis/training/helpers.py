@@ -238,6 +238,34 @@ def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
     inner = only_returned(ctx, helper)
     if not isinstance(inner, cst.Call):
         return None
+    return _in_callers_words(ctx, helper, call, inner)
+
+
+def returned_calls(ctx: FileContext, call: cst.Call) -> list[cst.Call] | None:
+    """`returned_call` for a helper with several `return`s, one per branch (`make_optimizer(name,
+    params, lr)` returning `Adagrad(params, lr=lr)`, `Adam(params, lr=lr)` or `SGD(...)` by
+    name): each returned call in the caller's words. None unless every `return` of the helper is
+    a call that reads only what the call passes."""
+    helper = callee(ctx, call)
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    returns = [
+        n.value
+        for n in ctx.index.walk(helper.body)
+        if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
+    ]
+    out = []
+    for inner in returns:
+        replaced = _in_callers_words(ctx, helper, call, inner) if isinstance(inner, cst.Call) else None
+        if replaced is None:
+            return None
+        out.append(replaced)
+    return out or None
+
+
+def _in_callers_words(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, inner: cst.Call) -> cst.Call | None:
+    """`inner`, a call the helper returns, with the call's arguments in place of the parameters
+    it reads; None where it reads a parameter the call leaves out or a local of the helper."""
     bound = bound_arguments(ctx, helper, call)
     if bound is None:
         return None
