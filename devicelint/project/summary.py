@@ -122,13 +122,17 @@ class ModuleSummary:
             blocks = _top_level_blocks(text)
             self._source = (text, blocks)
             kinds = {n: kind for n, (kind, _, _) in blocks.items()}
+            # (kept with the summary: a warm run asks it of modules whose text it never reads)
+            tensors_at_import = _IMPORT_TIME_TENSOR.search(text) is not None
             saved = {}
         else:
             # (coerced: a damaged entry raises here, where the index catches it, or reads as text)
             imports = {str(k): str(v) for k, v in saved["imports"].items()}
+            tensors_at_import = bool(saved.get("tensors_at_import", True))
             stars = [str(s) for s in saved["stars"]]
             kinds = {str(k): str(v) for k, v in saved["kinds"].items()}
         # local name -> qualified name of what it was imported as (`D` -> `pkg.data`)
+        self._tensors_at_import = tensors_at_import
         self.imports: dict[str, str] = imports
         # modules whose every public name this one re-exports (`from .layers import *`)
         self.star_imports = tuple(stars)
@@ -269,6 +273,7 @@ class ModuleSummary:
             "imports": self.imports,
             "stars": list(self.star_imports),
             "kinds": self._kinds,
+            "tensors_at_import": self._tensors_at_import,
             "classes": {n: asdict(c) for n, c in self.classes.built.items()},
             "bases": {n: list(b) for n, b in self.bases.built.items()},
             "functions": dict(self.functions.built),
@@ -290,10 +295,7 @@ class ModuleSummary:
         torch.tensor(...)`): a cheap test before looking for what functions mix with such names."""
         if self._host_constants is not None:
             return bool(self._host_constants)
-        if self._source is None:
-            text = self._load() if self._load is not None else ""
-            self._source = (text, _top_level_blocks(text))
-        return _IMPORT_TIME_TENSOR.search(self._source[0]) is not None
+        return self._tensors_at_import
 
     def mentions(self, name: str, words: tuple[str, ...]) -> bool:
         """Whether the text of the top-level definition `name` holds one of `words`: a cheap test
