@@ -698,3 +698,36 @@ def test_a_wrapper_checkpoint_saved_and_loaded_under_another_modules_path_consta
     assert ("serve.py", 10, "DL204") in _check(tmp_path)
     _write(tmp_path, {"train.py": train.replace("net.state_dict()", "net.module.state_dict()")})
     assert ("serve.py", 10, "DL204") not in _check(tmp_path)
+
+
+def test_an_eager_optimizer_from_an_imported_builder_before_the_model_moves(tmp_path: Path) -> None:
+    optim = """
+        import torch
+
+
+        def make_optimizer(net, lr=0.1):
+            return torch.optim.Adagrad(net.parameters(), lr=lr)
+    """
+    caller = """
+        import torch
+
+        from optim import make_optimizer
+
+        net = torch.nn.Embedding(1000, 32)
+        opt = make_optimizer(net)
+        net = net.cuda()
+    """
+    _write(tmp_path, {"optim.py": optim, "run.py": caller})
+    assert _check(tmp_path) == {("run.py", 7, "DL111")}
+    _write(
+        tmp_path,
+        {
+            "run.py": caller.replace("torch.nn.Embedding(1000, 32)", "torch.nn.Embedding(1000, 32).cuda()").replace(
+                "net = net.cuda()\n", ""
+            )
+        },
+    )
+    assert _check(tmp_path) == set()
+    # a builder of an optimizer that makes its state lazily is fine before the move
+    _write(tmp_path, {"optim.py": optim.replace("Adagrad", "SGD"), "run.py": caller})
+    assert _check(tmp_path) == set()

@@ -126,8 +126,29 @@ def _built(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression | 
     return kinds[chosen] or "", _params_argument(branches[chosen])
 
 
+def _imported_optimizer(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None:
+    """(optimizer class, model) for a call of another project module's function that builds an
+    optimizer over a model it is handed (`build_optimizer(model, cfg)`: `ProjectView.functions`'
+    "optimizer:torch.optim.Adagrad@model#0")."""
+    place = ctx.project.functions.get(dotted_name(call.func) or "", "")
+    if not place.startswith("optimizer:") or any(a.star for a in call.args):
+        return None
+    kind, _, owner = place[len("optimizer:") :].partition("@")
+    param, _, index = owner.partition("#")
+    for at, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == param) or (
+            arg.keyword is None and index.isdigit() and at == int(index)
+        ):
+            model = dotted_name(arg.value)
+            return (kind, model) if model is not None else None
+    return None
+
+
 def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
     """The model `m` (a name or `self.m`) when `call` is `torch.optim.X(m.parameters(), ...)`."""
+    imported = _imported_optimizer(ctx, call) if ctx.project.functions else None
+    if imported is not None:
+        return imported[1]
     built = _built(ctx, call)
     if built is None:
         return None
@@ -175,6 +196,8 @@ def _builds_or_loads_an_optimizer(ctx: FileContext) -> bool:
                 return True
         elif _optimizer_class(ctx, call) is not None:
             return True
+        elif ctx.project.functions and _imported_optimizer(ctx, call) is not None:
+            return True  # `build_optimizer(model)` of another module
     return False
 
 
@@ -516,7 +539,9 @@ class OptimizerStateDevice(Rule):
                 )
                 if target is not None:
                     optimizers[(scope, target)] = model
-                state = _state_at_construction(ctx, (_built(ctx, call) or ("",))[0])
+                imported = _imported_optimizer(ctx, call) if ctx.project.functions else None
+                kind = imported[0] if imported is not None else (_built(ctx, call) or ("",))[0]
+                state = _state_at_construction(ctx, kind)
                 if state is not None and model not in moved_first.get(scope, set()):
                     eager.setdefault(scope, []).append((call, model, state))
                 continue

@@ -895,8 +895,8 @@ class ProjectIndex:
         if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
             parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
             return "tuple:" + "|".join(parts) if any(parts) else None
-        if place.startswith("generator:"):
-            return place  # a `torch.Generator` and the device it is made on
+        if place.startswith(("generator:", "optimizer:")):
+            return place  # a `torch.Generator` and its device; an optimizer and the model it steps
         return place if place in ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list") else None
 
     def _part_place(self, place: str, where: Path) -> str:

@@ -1028,6 +1028,43 @@ def _returned_generator(
     return ""
 
 
+# torch optimizers that create per-parameter state in their constructor
+_EAGER_OPTIMIZERS = frozenset({"Adagrad"})
+
+
+def _returned_optimizer(
+    function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier
+) -> str:
+    """ "optimizer:<class>@<parameter>" where every `return` builds a `torch.optim` optimizer over
+    one parameter's parameters (`torch.optim.SGD(model.parameters(), ...)`, or through a local list
+    of them); with several classes by branch, the one that creates its state at construction."""
+    kinds: list[str] = []
+    owners: set[str] = set()
+    for value in returns:
+        qualified = (qualify(value.func) or "") if isinstance(value, ast.Call) else ""
+        if not qualified.startswith("torch.optim.") or not isinstance(value, ast.Call) or not value.args:
+            return ""
+        params = value.args[0]
+        if isinstance(params, ast.Name) and len(assignments.get(params.id, [])) == 1:
+            params = assignments[params.id][0]
+        if isinstance(params, ast.ListComp) and len(params.generators) == 1:
+            params = params.generators[0].iter
+        if not (
+            isinstance(params, ast.Call)
+            and isinstance(params.func, ast.Attribute)
+            and params.func.attr in ("parameters", "named_parameters")
+            and isinstance(params.func.value, ast.Name)
+        ):
+            return ""
+        kinds.append(qualified)
+        owners.add(params.func.value.id)
+    names = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if len(owners) != 1 or next(iter(owners)) not in names:
+        return ""
+    chosen = next((k for k in kinds if k.rsplit(".", 1)[-1] in _EAGER_OPTIMIZERS), kinds[0])
+    return f"optimizer:{chosen}@{next(iter(owners))}#{names.index(next(iter(owners)))}"
+
+
 def _dotted(node: ast.expr) -> str | None:
     """`torch.optim.Adam` for that attribute chain; None for anything else."""
     parts = []
@@ -1159,6 +1196,9 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
     generator = _returned_generator(function, returns, assignments, qualify)
     if generator:
         return generator
+    optimizer = _returned_optimizer(function, returns, assignments, qualify)
+    if optimizer:
+        return optimizer
     parts = _tuple_places(returns, assignments, qualify)
     if parts:
         return parts
