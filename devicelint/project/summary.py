@@ -629,11 +629,7 @@ def _metric_feeds(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> t
             if isinstance(node, ast.Attribute) and node.attr in ("to", "cuda"):
                 metrics.pop(_self_attribute(node.value) or "", None)  # moved somewhere
     found: list[HostUpdate] = []
-    for name, method in methods.items():
-        if name == "__init__" or not metrics:
-            continue
-        params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
-        nodes = _own_nodes(method)
+    for name, params, nodes in _methods_after_init(methods) if metrics else ():
         carries = carried_parameters(nodes, params)
         for call in nodes:
             if not isinstance(call, ast.Call):
@@ -753,11 +749,7 @@ def _host_updates(
                 moved.add(attr)
     host = {a: made[0] for a, made in built.items() if a not in moved and made[0] is not None and None not in made}
     found: list[HostUpdate] = []
-    for name, method in methods.items():
-        if name == "__init__" or not host:
-            continue
-        params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
-        nodes = _own_nodes(method)
+    for name, params, nodes in _methods_after_init(methods) if host else ():
         # a local computed from parameters carries them (`mask = target == c`)
         carries = carried_parameters(nodes, params)
         for update in nodes:
@@ -775,6 +767,14 @@ def _host_updates(
     return tuple(dict.fromkeys(found))
 
 
+def _methods_after_init(methods: dict[str, ast.FunctionDef]) -> Iterator[tuple[str, tuple[str, ...], list[ast.AST]]]:
+    """(name, positional parameters after `self`, own nodes) of each method but `__init__`: the
+    methods an instance's caller feeds what the class keeps."""
+    for name, method in methods.items():
+        if name != "__init__":
+            yield name, tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:], _own_nodes(method)
+
+
 def _unmoved_inputs(methods: dict[str, ast.FunctionDef]) -> tuple[HostUpdate, ...]:
     """See `ClassSummary.unmoved_inputs` (the factory field is left empty)."""
     init = methods.get("__init__")
@@ -789,13 +789,9 @@ def _unmoved_inputs(methods: dict[str, ast.FunctionDef]) -> tuple[HostUpdate, ..
                 if value.func.attr in ("to", "cuda"):
                     placed.add(attr)  # `self.model = model.to(device)`
     found: list[HostUpdate] = []
-    for name, method in methods.items():
-        if name == "__init__" or not placed:
-            continue
-        nodes = _own_nodes(method)
+    for name, params, nodes in _methods_after_init(methods) if placed else ():
         if any(isinstance(n, ast.Attribute) and n.attr in ("to", "cuda", "device") for n in nodes):
             continue  # it moves (or looks up a device for) something itself
-        params = tuple(a.arg for a in (*method.args.posonlyargs, *method.args.args))[1:]
         carries = carried_parameters(nodes, params)
         for call in nodes:
             if not isinstance(call, ast.Call):
