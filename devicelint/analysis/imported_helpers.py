@@ -85,6 +85,20 @@ def argument_for(call: cst.Call, params: tuple[str, ...], param: str) -> cst.Bas
     return None
 
 
+def argument_named_in_place(call: cst.Call, spec: str) -> cst.BaseExpression | None:
+    """What `call` hands the parameter that a summary's place names as `<param>#<position>`
+    (`"device#1"` of "generator:@device#1=cuda"): by keyword, or at that position (-1: keyword
+    only); None where the call hands nothing there or spreads `*args`."""
+    if any(arg.star for arg in call.args):
+        return None
+    param, _, index = spec.partition("#")
+    position = int(index) if index.lstrip("-").isdigit() else -1
+    for at, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == param) or (arg.keyword is None and at == position):
+            return arg.value
+    return None
+
+
 def imported_calls(ctx: FileContext) -> Iterator[tuple[cst.Call, ImportedHelper, dict[str, cst.BaseExpression]]]:
     """Every call of an imported project function in the file, bound as `imported_call` binds it."""
     if not ctx.project.helpers:

@@ -29,6 +29,7 @@ from devicelint.analysis.default_device import (
     default_device_at,
 )
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.imported_helpers import argument_named_in_place
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
@@ -164,14 +165,10 @@ def _imported_generator(ctx: FileContext, call: cst.Call) -> str | None:
     if not device.startswith("@"):
         return device
     named, _, default = device[1:].partition("=")
-    param, _, index = named.partition("#")
     if any(a.star for a in call.args):
         return None
-    position = int(index) if index.lstrip("-").isdigit() else -1
-    for at, arg in enumerate(call.args):
-        if (arg.keyword is not None and arg.keyword.value == param) or (arg.keyword is None and at == position):
-            return device_type_of(ctx, arg.value)
-    return default or None
+    passed = argument_named_in_place(call, named)
+    return device_type_of(ctx, passed) if passed is not None else default or None
 
 
 def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> str | None:

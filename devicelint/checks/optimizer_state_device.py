@@ -5,7 +5,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_scope, init_of
-from devicelint.analysis.imported_helpers import argument_for, imported_call, imported_construction
+from devicelint.analysis.imported_helpers import (
+    argument_for,
+    argument_named_in_place,
+    imported_call,
+    imported_construction,
+)
 from devicelint.analysis.launchers import fabric_placed_module
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
@@ -134,14 +139,9 @@ def _imported_optimizer(ctx: FileContext, call: cst.Call) -> tuple[str, str] | N
     if not place.startswith("optimizer:") or any(a.star for a in call.args):
         return None
     kind, _, owner = place[len("optimizer:") :].partition("@")
-    param, _, index = owner.partition("#")
-    for at, arg in enumerate(call.args):
-        if (arg.keyword is not None and arg.keyword.value == param) or (
-            arg.keyword is None and index.isdigit() and at == int(index)
-        ):
-            model = dotted_name(arg.value)
-            return (kind, model) if model is not None else None
-    return None
+    passed = argument_named_in_place(call, owner)
+    model = dotted_name(passed) if passed is not None else None
+    return (kind, model) if model is not None else None
 
 
 def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
