@@ -31,6 +31,7 @@ from devicelint.analysis.default_device import (
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.imported_helpers import argument_named_in_place
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
+from devicelint.analysis.model_events.scopes import module_functions, only_return
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
 from devicelint.context import FileContext
@@ -120,9 +121,10 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         if type(expr.func) is cst.Attribute and expr.func.attr.value == "manual_seed":
             return generator_device(ctx, expr.func.value, depth + 1)
         if type(expr.func) is cst.Name:
-            returned = _returned_by_function(ctx, expr.func.value)
+            function = module_functions(ctx).get(expr.func.value)
+            returned = only_return(ctx, function) if function is not None else None
             if returned is not None:  # `make_generator(seed)` of the file: what its `return` hands back
-                return generator_device(ctx, returned, depth + 1)
+                return generator_device(ctx, returned.value, depth + 1)  # type: ignore[arg-type]  # only_return's value is set
             return _imported_generator(ctx, expr)
         return None
     if type(expr) is cst.Subscript and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
@@ -139,19 +141,6 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         return None
     devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
     return devices.pop() if len(devices) == 1 else None
-
-
-def _returned_by_function(ctx: FileContext, name: str) -> cst.BaseExpression | None:
-    """What the one `return` of a module-level function of the file hands back."""
-    function = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == name), None)
-    if function is None:
-        return None
-    returns = [
-        n
-        for n in ctx.index.walk(function.body)
-        if type(n) is cst.Return and ctx.index.enclosing_function(n) is function
-    ]
-    return returns[0].value if len(returns) == 1 else None
 
 
 def _imported_generator(ctx: FileContext, call: cst.Call) -> str | None:
