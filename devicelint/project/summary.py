@@ -1267,7 +1267,13 @@ _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambd
 def _descendants(root: ast.AST, stop_at: tuple[type, ...] = ()) -> list[ast.AST]:
     """`root` and the nodes below it (not below a node of a `stop_at` type, other than the root),
     in no set order. `ast.walk` costs twice as much: nested generators, and it yields every
-    `Load`/`Store` context node."""
+    `Load`/`Store` context node. The list is kept on the root and shared (callers only read it):
+    a class's summaries walk the class and each of its methods several times, and the tree lives
+    as long as its module's summary."""
+    walks: dict[tuple[type, ...], list[ast.AST]] = root.__dict__.setdefault("_devicelint_walks", {})
+    known = walks.get(stop_at)
+    if known is not None:
+        return known
     out: list[ast.AST] = []
     todo: list[ast.AST] = [root]
     while todo:
@@ -1283,6 +1289,7 @@ def _descendants(root: ast.AST, stop_at: tuple[type, ...] = ()) -> list[ast.AST]
                 todo.extend(item for item in value if isinstance(item, ast.AST))
             elif isinstance(value, ast.AST):
                 todo.append(value)
+    walks[stop_at] = out
     return out
 
 
