@@ -528,6 +528,31 @@ def test_checkpoint_script_survives_in_a_fresh_process(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout.strip()) == (0, "vgpu:0"), done.stderr[-2000:]
 
 
+@simulation_only
+def test_a_process_exits_cleanly_when_its_last_backward_ran_on_the_simulated_device(tmp_path: Path) -> None:
+    # Autograd's device thread frees the last graph (and the context torch hands each backward)
+    # after `backward()` returns; with the GIL never handed over (a long switch interval) it used
+    # to do so after finalization began and abort the finished process, 3 runs in 5.
+    script = tmp_path / "last_backward.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+        import sys
+        import torch
+        from devicelint.runtime import simulate
+        simulate.install()
+        sys.setswitchinterval(5.0)
+        w = simulate.SimTensor(torch.ones(3)).requires_grad_(True)
+        (w * w).sum().backward()
+        print(w.grad.device)
+        """
+        )
+    )
+    for _ in range(3):
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stdout.strip()) == (0, "vgpu:0"), done.stderr[-2000:]
+
+
 # -- recurrent layers and in-place shape changes --------------------------------------------------
 @simulation_only
 def test_packed_sequences_and_amp_through_an_lstm() -> None:

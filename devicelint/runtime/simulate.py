@@ -11,6 +11,8 @@ CPU versions in `sim_kernels.py`. This leans on private, experimental torch APIs
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import re
 from typing import Any
 
@@ -75,6 +77,7 @@ def install() -> torch.device:
     sim_autocast.register(SIM_TYPE, lambda t: isinstance(t, SimTensor))
     _allow_foreach_optimizers()
     _probe()
+    atexit.register(_settle_backward_thread)
     _installed = True
     return SIM_DEVICE
 
@@ -117,6 +120,31 @@ def _probe() -> None:
             _fail(reason)
         except SimulationUnavailable as failure:
             raise failure from None
+
+
+def _settle_backward_thread() -> None:
+    """Let autograd's thread for the simulated device drop the last backward's graph while
+    Python is whole (run at exit).
+
+    That thread may still hold the graph for a moment after `backward()` returns, and freeing it
+    frees Python objects (the graph's tensors, and the `contextvars` context torch hands every
+    backward), which takes the GIL; once the interpreter is finalizing, taking the GIL ends the
+    thread inside a C++ destructor and the process aborts ("terminate called without an active
+    exception") after the program has finished. The thread takes its tasks in order, so when one
+    more backward has run there, everything before it is gone. That backward is asked of the
+    engine itself, without the context, and its tensors are kept for good, so that what it
+    leaves to the thread frees nothing of Python's.
+    """
+    try:
+        leaf = SimTensor(torch.ones(1)).requires_grad_(True)
+        grad = SimTensor(torch.ones(1))
+        out = leaf.clone()
+        engine = torch.autograd.Variable._execution_engine
+        engine.run_backward((out,), (grad,), False, False, (), allow_unreachable=True, accumulate_grad=True)
+    except Exception:  # noqa: BLE001 -- at exit, a failure here must not mask the program's own result
+        return
+    for kept in (leaf, grad, out):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
 
 
 def unsupported(func: Any, exc: BaseException, why: str | None = None) -> SimulationUnavailable:
