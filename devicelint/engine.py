@@ -104,6 +104,8 @@ def _imported_words(view: ProjectView) -> str:
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.state_loads for cls in view.plain_classes.values()):
         words.append("optim.load_state_dict")  # an imported trainer class resumes its optimizer
+    if view.device_constants:
+        words.append("torch.device")  # an imported name is one
     return " ".join(words)
 
 

@@ -960,3 +960,32 @@ def test_every_summary_and_view_field_survives_the_store() -> None:
             for name in list(module.classes.built):
                 cls = module.classes[name]
                 assert _class_from(json.loads(json.dumps(asdict(cls)))) == cls, (folder, name)
+
+
+def test_a_torch_device_another_module_binds_compared_with_a_string(tmp_path: Path) -> None:
+    # `torch.device("cpu") != "cpu"` is always True: the device object is known from its module
+    _write(
+        tmp_path,
+        {
+            "cfg/__init__.py": "",
+            "cfg/env.py": (
+                "import torch\n\nGPU: torch.device = torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')\n"
+                "NAME = 'cuda'\n"
+            ),
+            "cfg/run.py": (
+                "import torch\n\nfrom .env import GPU as dev, NAME\n\n\n"
+                "def pin(batch):\n"
+                "    if dev != 'cpu':\n"
+                "        batch = batch.pin_memory()\n"
+                "    if dev.type != 'cpu':\n"
+                "        batch = batch.to(dev, non_blocking=True)\n"
+                "    if NAME == 'cuda':\n"
+                "        torch.cuda.synchronize()\n"
+                "    return batch\n"
+            ),
+        },
+    )
+    rows = _check(["--no-cache", "--select", "DL502", str(tmp_path)])
+    assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [("run.py", 7, "DL502")]
+    assert "never equals" in rows[0]["message"] or "always" in rows[0]["message"], rows[0]["message"]
+    assert _check(["--no-cache", "--no-project", "--select", "DL502", str(tmp_path)]) == []

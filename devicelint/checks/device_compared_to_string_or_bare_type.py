@@ -200,6 +200,8 @@ class DeviceValues:
             module = self._from_assignments(self.ctx.module, key, None, depth)
             if module is not None:
                 return module[0]
+        if key in self.ctx.project.device_constants:
+            return DeviceValue(OBJECT)  # `settings.DEVICE`: another module binds it to `torch.device(...)`
         if "." in key and key.rsplit(".", 1)[-1] == "device":
             return self._configured(key, depth)
         return None

@@ -122,6 +122,7 @@ class _Members:
     helpers: dict[str, ImportedHelper] = field(default_factory=dict)
     plain: dict[str, ImportedPlainClass] = field(default_factory=dict)
     constants: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    devices: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def holds(self, spelled: str) -> bool:
         return spelled in self.classes or spelled in self.functions
@@ -196,7 +197,10 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
         for k, c in data.get("plain_classes", {}).items()
     }
     constants = {str(k): (str(f), str(p), int(line)) for k, (f, p, line) in data.get("host_constants", {}).items()}
-    return ProjectView(str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped, plain, constants)
+    devices = {str(k): (str(p), int(line)) for k, (p, line) in data.get("device_constants", {}).items()}
+    return ProjectView(
+        str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped, plain, constants, devices
+    )
 
 
 def _notebook_code(data: bytes) -> bytes:
@@ -498,8 +502,8 @@ class ProjectIndex:
         module = self.summary(path)
         if last in module.classes or last in module.functions:
             return _Found(module, last)
-        if last[:1].isalpha() and module.builds_tensors_at_import() and last in module.host_constants():
-            return _Found(module, last)  # `MEAN = torch.tensor(...)` at its top level
+        if last[:1].isalpha() and module.binds_at_import(last):
+            return _Found(module, last)  # `MEAN = torch.tensor(...)`, `DEVICE = torch.device(...)` at its top level
         if last in module.imports and module.imports[last] != qualified:
             return self._resolve(module.imports[last], path, hops + 1)
         for star in module.star_imports:
@@ -765,6 +769,7 @@ class ProjectIndex:
             wrapped,
             members.plain,
             members.constants,
+            members.devices,
         )
 
     def _add_members(
@@ -796,15 +801,19 @@ class ProjectIndex:
                 self._add_members(prefix, found.module, members, used, seen | {module.name})
 
     def _add_constants(self, prefix: str, module: ModuleSummary, names: list[str], members: _Members) -> None:
-        """The host tensors `module` builds at import among `names` (read only where its text
-        builds tensors at import at all: the whole module is parsed for them)."""
-        if not names or not module.builds_tensors_at_import():
+        """The host tensors and `torch.device` objects `module` binds at import among `names`
+        (read only where its text binds torch values at import at all: the whole module is
+        parsed for them)."""
+        if not names or not any(module.binds_at_import(name) for name in names):
             return
         constants = module.host_constants()
+        devices = module.device_constants()
         for name in names:
             if name in constants:
                 factory, line = constants[name]
                 members.constants[prefix + name] = (factory, self._shown(self._path_of(module)), line)
+            elif name in devices:
+                members.devices[prefix + name] = (self._shown(self._path_of(module)), devices[name])
 
     def _add_member(
         self,
@@ -825,8 +834,11 @@ class ProjectIndex:
         member, helper = self._members[key]
         if member is None and helper is None and name not in module.classes and name not in module.functions:
             self._add_constants("", module, [name], members)
-            if name in members.constants and spelled != name:
-                members.constants[spelled] = members.constants.pop(name)  # `from .t import MEAN as M`
+            if spelled != name:  # `from .t import MEAN as M`
+                if name in members.constants:
+                    members.constants[spelled] = members.constants.pop(name)
+                if name in members.devices:
+                    members.devices[spelled] = members.devices.pop(name)
         if isinstance(member, ImportedClass):
             members.classes[spelled] = member
         elif isinstance(member, ImportedPlainClass):

@@ -145,6 +145,11 @@ class ModuleSummary:
             if "host_constants" in saved
             else None
         )
+        self._device_constants: dict[str, int] | None = (
+            {str(n): int(line) for n, line in saved["device_constants"].items()}
+            if "device_constants" in saved
+            else None
+        )
         self._nodes: dict[str, Any] = {}
         self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
@@ -199,7 +204,7 @@ class ModuleSummary:
 
     def _size(self) -> int:
         built = len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self.uses.built)
-        return built + len(self._saves) + (self._host_constants is not None)
+        return built + len(self._saves) + (self._host_constants is not None) + (self._device_constants is not None)
 
     def saves(self, read: SavesReader, word: str) -> dict[str, bool]:
         """File name -> whether every `torch.save` of it writes host data (`read`:
@@ -234,17 +239,44 @@ class ModuleSummary:
         """Names the module's top-level code binds once to a tensor built on the host (`MEAN =
         torch.tensor([...]).view(3, 1, 1)`, not a 0-dim number): name -> (factory, line)."""
         if self._host_constants is None:
-            tree = self._whole_tree()
-            qualify = self._qualify
-            seen: dict[str, list[tuple[str, int] | None]] = {}
-            for node in tree.body:
-                if isinstance(node, ast.Assign):
-                    for target in node.targets:
-                        for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
-                            made = _host_tensor(node.value, qualify) if isinstance(target, ast.Name) else ""
-                            seen.setdefault(name.id, []).append((made, node.lineno) if made else None)
-            self._host_constants = {n: made[0] for n, made in seen.items() if len(made) == 1 and made[0] is not None}
+            self._import_time_values()
+        assert self._host_constants is not None
         return self._host_constants
+
+    def device_constants(self) -> dict[str, int]:
+        """Names the module's top-level code binds once to a `torch.device(...)` (`DEVICE =
+        torch.device("cuda" if ... else "cpu")`): name -> line. A `torch.device` never equals a
+        string, wherever it is compared."""
+        if self._device_constants is None:
+            self._import_time_values()
+        assert self._device_constants is not None
+        return self._device_constants
+
+    def _import_time_values(self) -> None:
+        """`host_constants` and `device_constants`, from one pass over the top-level code."""
+        if not self._tensors_at_import:
+            self._host_constants, self._device_constants = {}, {}
+            return
+        tree = self._whole_tree()
+        qualify = self._qualify
+        seen: dict[str, list[tuple[str, int] | None]] = {}
+        devices: dict[str, list[int | None]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                pairs: list[tuple[ast.expr, ast.expr]] = [(node.target, node.value)]
+            elif isinstance(node, ast.Assign):
+                pairs = [(target, node.value) for target in node.targets]
+            else:
+                continue
+            for target, value in pairs:
+                whole = isinstance(target, ast.Name)
+                device = whole and isinstance(value, ast.Call) and qualify(value.func) == "torch.device"
+                for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                    made = _host_tensor(value, qualify) if whole else ""
+                    seen.setdefault(name.id, []).append((made, node.lineno) if made else None)
+                    devices.setdefault(name.id, []).append(node.lineno if device else None)
+        self._host_constants = {n: made[0] for n, made in seen.items() if len(made) == 1 and made[0] is not None}
+        self._device_constants = {n: at[0] for n, at in devices.items() if len(at) == 1 and at[0] is not None}
 
     def _whole_tree(self) -> ast.Module:
         if self._tree is None:
@@ -280,6 +312,7 @@ class ModuleSummary:
             "uses": {n: asdict(u) for n, u in self.uses.built.items()},
             **({"saves": self._saves} if self._saves else {}),
             **({"host_constants": self._host_constants} if self._host_constants is not None else {}),
+            **({"device_constants": self._device_constants} if self._device_constants is not None else {}),
         }
 
     def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:
@@ -289,6 +322,10 @@ class ModuleSummary:
         if others_done():
             self._nodes.pop(name, None)
         return value
+
+    def binds_at_import(self, name: str) -> bool:
+        """Whether the top-level code binds `name` once to a host tensor or a `torch.device`."""
+        return self._tensors_at_import and (name in self.host_constants() or name in self.device_constants())
 
     def builds_tensors_at_import(self) -> bool:
         """Whether a line of the module's own code binds a name to a torch call (`MEAN =

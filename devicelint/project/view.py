@@ -109,6 +109,9 @@ class ProjectView:
     # spelled name (`MEAN`, `T.MEAN`) -> (torch factory, its module's file, line) for each tensor
     # another module builds on the host at import and this file reads
     host_constants: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    # spelled name (`DEVICE`, `settings.DEVICE`) -> (its module's file, line) for each name
+    # another module binds at import to a `torch.device(...)`, which never equals a string
+    device_constants: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -125,6 +128,7 @@ class ProjectView:
             or self.wrapped_saved
             or self.plain_classes
             or self.host_constants
+            or self.device_constants
         )
 
 
