@@ -100,6 +100,8 @@ def _imported_words(view: ProjectView) -> str:
             words.append("backward")  # it runs the step: the AMP and sync rules read the caller
         if helper.uses.runs_unmoved:
             words.append(".to(device)")  # it moves the model's inputs
+        if helper.uses.collectives:
+            words.append("all_reduce")  # it hands what it is given to a collective
     if any(cls.metric_feeds for cls in view.plain_classes.values()):
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.state_loads for cls in view.plain_classes.values()):

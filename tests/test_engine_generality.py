@@ -5518,3 +5518,58 @@ def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_fr
     )
     (message,) = _messages(ranged)
     assert "pass `device=batch.device`" in message and "parameters()" not in message
+
+
+# -- a count kept in a Python number, handed to a collective through a helper ----------------
+RANK_AVERAGE = textwrap.dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+
+
+    def average_over_ranks(stat, world):
+        buf = stat.detach().float()
+        dist.all_reduce(buf)
+        return buf / world
+
+
+    class Evaluator:
+        def __init__(self, net, world, device):
+            self.net, self.world, self.device = net, world, device
+
+        def run(self, batches):
+            hits, seen = 0, 0
+            for feats, labels in batches:
+                logits = self.net(feats.cuda(non_blocking=True))
+                hits += int((logits.argmax(-1).cpu() == labels).sum())
+                seen += labels.numel()
+            rate = average_over_ranks(torch.tensor([hits, seen], dtype=torch.float64), self.world)
+            return (rate[0] / rate[1]).item()
+
+        def loss_total(self, batches):
+            total = 0.0
+            for feats, labels in batches:
+                total += torch.nn.functional.cross_entropy(self.net(feats.cuda()), labels.cuda()).item()
+            summed = torch.tensor(total)
+            dist.all_reduce(summed)
+            return summed.item()
+    """
+)
+
+
+def test_a_host_count_reaches_a_collective_directly_or_through_a_helper_that_copies_it() -> None:
+    # `hits` and `total` are Python numbers (`int(...)`, `.item()`), so the tensors made of
+    # them are on the CPU; `average_over_ranks` all-reduces a cast copy of its argument
+    assert _found(RANK_AVERAGE) == [(21, "DL209"), (29, "DL209")]
+    helper = next(m for m in _messages(RANK_AVERAGE) if "average_over_ranks" in m)
+    assert "handed to `average_over_ranks`, which hands it to `dist.all_reduce`" in helper
+
+
+def test_rank_average_twin_making_the_tensors_on_the_device_is_clean() -> None:
+    fixed = RANK_AVERAGE.replace("dtype=torch.float64)", "dtype=torch.float64, device=self.device)").replace(
+        "summed = torch.tensor(total)", "summed = torch.tensor(total, device=self.device)"
+    )
+    assert _found(fixed) == []
+    # a helper that all-reduces something else than its argument says nothing about it
+    other = RANK_AVERAGE.replace("buf = stat.detach().float()", "buf = torch.ones(1, device='cuda') * 0")
+    assert [f for f in _found(other) if f[0] == 21] == []

@@ -989,3 +989,20 @@ def test_a_torch_device_another_module_binds_compared_with_a_string(tmp_path: Pa
     assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [("run.py", 7, "DL502")]
     assert "never equals" in rows[0]["message"] or "always" in rows[0]["message"], rows[0]["message"]
     assert _check(["--no-cache", "--no-project", "--select", "DL502", str(tmp_path)]) == []
+
+
+def test_a_helper_handing_its_argument_to_a_collective() -> None:
+    text = (
+        "import torch\nimport torch.distributed\n\n\n"
+        "def share(src, count, rank=0):\n"
+        "    flat = src.flatten().contiguous()\n"
+        "    torch.distributed.broadcast(tensor=flat, src=rank)\n"
+        "    return flat\n\n\n"
+        "def local_only(value):\n"
+        "    out = torch.zeros_like(value)\n"
+        "    torch.distributed.all_reduce(out)\n"
+        "    return out\n"
+    )
+    module = summarise(text, "comm")
+    assert module.uses["share"].collectives == (("src", "dist.broadcast", 7),)
+    assert module.uses["local_only"].collectives == ()

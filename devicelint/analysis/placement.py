@@ -669,6 +669,8 @@ class _Interpreter(CallEvaluation):
             # `mask &= torch.arange(n) < limit`: the CPU operand meets the device target.
             self._record(value, node.value, target, node.target, node, "op")
             result = target
+        elif target == NUMBER and value == NUMBER:
+            result = NUMBER  # `correct += (pred == y).sum().item()`: a running count stays a number
         elif target.kind == UNKNOWN and target.where != ACCELERATOR:
             # `r = keep_prob; r += torch.rand(n)`: a number (or any host value) plus a host tensor the
             # code builds is that tensor; a device target would fail at this very line

@@ -113,8 +113,9 @@ GATHERING_FUNCTIONS = frozenset(
 
 
 def _counts_a_tensor(call: cst.Call, method: str) -> bool:
-    """`x.size(1)` (one literal dimension) and `x.numel()`: numbers, on any tensor."""
-    if method == "numel":
+    """`x.size(1)` (one literal dimension), `x.numel()` and `x.item()`: numbers, on any tensor
+    (and `.item()` on a NumPy value too)."""
+    if method in ("numel", "item"):
         return not call.args
     return (
         method == "size"
@@ -821,6 +822,8 @@ class CallEvaluation:
             scalar_ok = method not in ("matmul", "mm", "bmm", "gather", "index_select", "masked_select")
             result = self._combine(call, args, allow_scalar=not scalar_ok, receiver=(receiver, receiver_node))
             return result if result.kind != UNKNOWN else replace(receiver, scalar=False)
+        if _counts_a_tensor(call, method):
+            return NUMBER  # `target.numel()` of a batch: a Python number wherever the batch is
         if receiver.batch and receiver.kind != CPU:
             return UNKNOWN_FACT
         if method == "type":

@@ -204,3 +204,25 @@ LEGACY_CONSTRUCTORS = frozenset(
 SIZED_FACTORIES = frozenset(
     {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace", "eye"}
 )
+
+
+# torch.distributed collectives and point-to-point calls that NCCL runs on GPU tensors only.
+DIST_COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce",
+        "broadcast",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "gather",
+        "scatter",
+        "all_to_all",
+        "all_to_all_single",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+    }
+)

@@ -8,30 +8,12 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import CPU
 from devicelint.analysis.placement_values import cpu_only_script
+from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.syntax import short
+from devicelint.analysis.vocabulary import DIST_COLLECTIVES, PRESERVING_METHODS
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
-# torch.distributed collectives and point-to-point calls that NCCL runs on GPU tensors only.
-DIST_COLLECTIVES = frozenset(
-    {
-        "all_reduce",
-        "all_gather",
-        "all_gather_into_tensor",
-        "reduce",
-        "broadcast",
-        "reduce_scatter",
-        "reduce_scatter_tensor",
-        "gather",
-        "scatter",
-        "all_to_all",
-        "all_to_all_single",
-        "send",
-        "recv",
-        "isend",
-        "irecv",
-    }
-)
 # Accelerate's gathers and reductions, as `accelerator.<method>(t)` or `accelerate.utils.<name>(t)`.
 ACCELERATE_COLLECTIVES = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes"})
 _TENSOR_KEYWORDS = frozenset({"tensor", "input", "output", "input_tensor", "output_tensor", "tensor_list"})
@@ -79,15 +61,16 @@ class CollectiveTensorOnCpu(Rule):
     A file that names the `gloo` backend anywhere, and a call given a `group=` (which may be a
     gloo group), are left alone: gloo runs collectives on CPU tensors on purpose. For
     `torch.distributed` calls the file must name `nccl` or CUDA. Only tensors whose CPU origin
-    the file shows are reported; a tensor handed in by a caller is not judged.
+    the file shows are reported; a tensor handed in by a caller is not judged. A CPU tensor
+    handed to a function that passes it on to a collective (itself or a copy that stays where
+    it is: `total = value.clone(); dist.all_reduce(total)`), a function of the file or of another
+    module of the project, is reported at the call.
     """
 
     code = "DL209"
     name = "collective-tensor-on-cpu"
     summary = "A CPU tensor handed to a collective (all_reduce, gather_for_metrics) that NCCL runs only on GPU tensors."
-    message = (
-        "`{value}` is a tensor made on the CPU, handed to `{callee}`: NCCL only communicates GPU tensors; {advice}"
-    )
+    message = "`{value}` is a tensor made on the CPU, handed to {callee}: NCCL only communicates GPU tensors; {advice}"
     tokens = ("all_reduce", "all_gather", "broadcast", "reduce", "gather", "send", "recv", "scatter", "all_to_all")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -95,16 +78,23 @@ class CollectiveTensorOnCpu(Rule):
         if "gloo" in source or cpu_only_script(ctx):
             return
         facts = file_facts(ctx)
+        nccl = "nccl" in source or "cuda" in source
         for call in ctx.index.of_type(cst.Call):
             collective = _collective(ctx, call)
-            if collective is None:
+            if collective is not None:
+                callee, device_hint, from_dist = collective
+                if from_dist and not nccl:
+                    continue
+                if any(arg.keyword is not None and arg.keyword.value == "group" for arg in call.args):
+                    continue
+                handed = [v for v in _tensor_arguments(call) if not _handed_in(ctx, call, v)]
+            elif nccl:
+                # a helper (of the file or of the project) that hands its argument to a collective
+                device_hint = None
+                callee, handed = _through_helper(ctx, call)
+            else:
                 continue
-            callee, device_hint, from_dist = collective
-            if from_dist and "nccl" not in source and "cuda" not in source:
-                continue
-            if any(arg.keyword is not None and arg.keyword.value == "group" for arg in call.args):
-                continue
-            for value in _tensor_arguments(call):
+            for value in handed:
                 fact = facts.value(value)
                 if fact.kind != CPU or not (fact.from_factory or fact.copied):
                     continue
@@ -113,8 +103,79 @@ class CollectiveTensorOnCpu(Rule):
                     if device_hint is not None
                     else "create it on the rank's GPU (`device=`) or move it there first"
                 )
-                yield self.violation(value, value=short(ctx, value, 40), callee=callee, advice=advice)
+                yield self.violation(value, value=short(ctx, value, 40), callee=f"`{callee}`", advice=advice)
                 break
+
+
+def _through_helper(ctx: FileContext, call: cst.Call) -> tuple[str, list[cst.BaseExpression]]:
+    """(what to name, the arguments) where `call` runs a function that hands those arguments to
+    a `torch.distributed` collective: `reduce_mean(torch.tensor(acc))`."""
+    helper = callee(ctx, call)
+    if helper is not None:
+        reached = _collective_parameters(ctx, helper)
+        bound = bound_arguments(ctx, helper, call) if reached else None
+        if not bound:
+            return "", []
+        handed = [(bound[p], c) for p, c in reached.items() if p in bound]
+        name = helper.name.value
+    else:
+        spelled = dotted_name(call.func)
+        imported = ctx.project.helpers.get(spelled) if spelled is not None else None
+        if imported is None or not imported.uses.collectives or any(a.star for a in call.args):
+            return "", []
+        uses = imported.uses
+        handed = []
+        for position, arg in enumerate(call.args):
+            param = uses.parameter_at(
+                position if arg.keyword is None else None, arg.keyword.value if arg.keyword else None
+            )
+            handed.extend((arg.value, c) for p, c, _ in uses.collectives if p == param)
+        name = spelled or ""
+    if not handed:
+        return "", []
+    return f"{name}`, which hands it to `{handed[0][1]}", [value for value, _ in handed]
+
+
+def _handed_in(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
+    """`value` is what the enclosing function was handed (or a copy of it): judged where the
+    function is called, with the tensor made there."""
+    function = ctx.index.enclosing_function(call)
+    return function is not None and _kept_root(value) in _parameter_copies(ctx, function)
+
+
+def _parameter_copies(ctx: FileContext, function: cst.FunctionDef) -> dict[str, str]:
+    """Name -> the parameter of `function` it is, or copies keeping it where it is."""
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    copies = {p: p for p in params}
+    for assign in ctx.index.within(function, cst.Assign):
+        if len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
+            root = _kept_root(assign.value)
+            if root in copies:
+                copies[assign.targets[0].target.value] = copies[root]
+    return copies
+
+
+def _collective_parameters(ctx: FileContext, function: cst.FunctionDef) -> dict[str, str]:
+    """Parameter -> the collective `function` hands it to, itself or a copy of it that stays where
+    it is (`total = value.clone(); dist.all_reduce(total)`)."""
+    copies = _parameter_copies(ctx, function)
+    found: dict[str, str] = {}
+    for inner in ctx.index.within(function, cst.Call):
+        collective = _collective(ctx, inner)
+        if collective is None or not collective[2]:
+            continue
+        for value in _tensor_arguments(inner):
+            root = _kept_root(value)
+            if root in copies:
+                found.setdefault(copies[root], collective[0])
+    return found
+
+
+def _kept_root(node: cst.BaseExpression) -> str | None:
+    """The name under calls of methods that keep a tensor where it is (`value.clone().float()`)."""
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in PRESERVING_METHODS:
+        node = node.func.value
+    return node.value if type(node) is cst.Name else None
 
 
 def _collective(ctx: FileContext, call: cst.Call) -> tuple[str, str | None, bool] | None:

@@ -23,11 +23,11 @@ to the CPU itself is one it may unwrap or convert: nothing is recorded for it.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
+from devicelint.analysis.vocabulary import DIST_COLLECTIVES, FACTORIES, PRESERVING_METHODS
 
 _GUARDS = frozenset({"isinstance", "hasattr", "getattr", "type", "setattr"})
 _MOVES = frozenset({"to", "cuda"})
@@ -83,6 +83,10 @@ class ParameterUses:
     # (the loss, the optimizer) and the branch they run on: "" always, "+p" when the caller hands
     # `p`, "-p" when it leaves `p` out or hands None (`if scaler is not None: ... else: ...`)
     step_effects: tuple[tuple[str, str, str], ...] = ()
+    # (parameter, collective, line): the function hands the parameter, or a copy of it that
+    # stays where it is (`total = value.clone()`), to a `torch.distributed` collective
+    # (`dist.all_reduce(total)`): a CPU tensor handed in fails under NCCL
+    collectives: tuple[tuple[str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -98,6 +102,7 @@ class ParameterUses:
             or self.runs_unmoved
             or self.host_syncs
             or self.step_effects
+            or self.collectives
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -126,6 +131,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
+        collectives=tuple((str(p), str(c), int(line)) for p, c, line in data.get("collectives", ())),
     )
 
 
@@ -177,7 +183,46 @@ def parameter_uses(
         runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
         step_effects=_step_effects(function.body, set(params), ""),
+        collectives=tuple((p, c, line + first_line) for p, c, line in _collectives(kept, own_nodes)),
     )
+
+
+def _collectives(params: list[str], nodes: Sequence[ast.AST]) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.collectives`."""
+    copies = {p: p for p in params}  # local name -> the parameter it copies
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            root = _kept_root(node.value)
+            if root in copies:
+                copies[node.targets[0].id] = copies[root]
+    found: list[tuple[str, str, int]] = []
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in DIST_COLLECTIVES or dotted(node.func.value) not in ("dist", "torch.distributed"):
+            continue
+        handed = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "tensor")]
+        for value in handed:
+            root = _kept_root(value)
+            if root in copies:
+                found.append((copies[root], f"dist.{node.func.attr}", node.lineno))
+    return found
+
+
+def _kept_root(node: ast.expr) -> str | None:
+    """The name under calls of methods that keep a tensor where it is (`value.clone().float()`)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRESERVING_METHODS:
+        node = node.func.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def dotted(node: ast.expr) -> str | None:
+    """`torch.optim.Adam` for that attribute chain; None for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
 def _step_effects(body: list[ast.stmt], params: set[str], guard: str) -> tuple[tuple[str, str, str], ...]:

@@ -19,6 +19,7 @@ from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
 from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
+    dotted,
     names_kept_on_device,
     parameter_uses,
     parameter_uses_from,
@@ -701,7 +702,7 @@ def _state_loads(methods: dict[str, ast.FunctionDef], params: tuple[str, ...]) -
             continue
         if isinstance(node.value, ast.Name) and node.value.id in params:
             held[attr] = node.value.id
-        elif isinstance(node.value, ast.Call) and "optim" in (_dotted(node.value.func) or ""):
+        elif isinstance(node.value, ast.Call) and "optim" in (dotted(node.value.func) or ""):
             for inner in ast.walk(node.value):
                 if isinstance(inner, ast.Attribute) and inner.attr == "parameters":
                     owner = inner.value
@@ -1096,18 +1097,6 @@ def _returned_optimizer(
         return ""
     chosen = next((k for k in kinds if k.rsplit(".", 1)[-1] in _EAGER_OPTIMIZERS), kinds[0])
     return f"optimizer:{chosen}@{next(iter(owners))}#{names.index(next(iter(owners)))}"
-
-
-def _dotted(node: ast.expr) -> str | None:
-    """`torch.optim.Adam` for that attribute chain; None for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _binds_local(target: ast.expr, name: str) -> bool:
