@@ -104,6 +104,8 @@ def _imported_words(view: ProjectView) -> str:
             words.append("all_reduce")  # it hands what it is given to a collective
     if any(cls.metric_feeds for cls in view.plain_classes.values()):
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
+    if any(cls.step_effects for cls in view.plain_classes.values()):
+        words.append("backward")  # an imported trainer class runs the step
     if any(cls.state_loads for cls in view.plain_classes.values()):
         words.append("optim.load_state_dict")  # an imported trainer class resumes its optimizer
     if view.device_constants:

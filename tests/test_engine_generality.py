@@ -5573,3 +5573,51 @@ def test_rank_average_twin_making_the_tensors_on_the_device_is_clean() -> None:
     # a helper that all-reduces something else than its argument says nothing about it
     other = RANK_AVERAGE.replace("buf = stat.detach().float()", "buf = torch.ones(1, device='cuda') * 0")
     assert [f for f in _found(other) if f[0] == 21] == []
+
+
+# -- a scaler updated by a trainer's method and again by the loop ----------------------------
+UPDATED_AFTER_TRAINER = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Learner:
+        def __init__(self, net, lr):
+            self.net = net.cuda()
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=lr)
+            self.amp = torch.amp.GradScaler("cuda")
+
+        def fit_batch(self, x, y):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.mse_loss(self.net(x.cuda()), y.cuda())
+            self.amp.scale(loss).backward()
+            self.amp.step(self.opt)
+            self.amp.update()
+            self.opt.zero_grad()
+            return loss.detach()
+
+
+    def run(net, batches):
+        learner = Learner(net, 0.1)
+        for x, y in batches:
+            learner.fit_batch(x, y)
+            learner.amp.update()
+    """
+)
+
+
+def test_a_scaler_updated_again_right_after_a_method_that_stepped_and_updated_it() -> None:
+    # no step between the two updates: the second `update()` finds no inf checks and raises
+    assert _found(UPDATED_AFTER_TRAINER) == [(24, "DL307")]
+    (message,) = _messages(UPDATED_AFTER_TRAINER)
+    assert "with no `step(...)` between" in message and "`learner.amp`" in message
+
+
+def test_updated_after_trainer_twin_leaving_the_update_to_the_method_is_clean() -> None:
+    assert _found(UPDATED_AFTER_TRAINER.replace("        learner.amp.update()\n", "")) == []
+    # a step of the loop's own between the two updates is the two-optimizer case, not this one
+    stepped = UPDATED_AFTER_TRAINER.replace(
+        "        learner.amp.update()\n", "        learner.amp.step(learner.opt)\n        learner.amp.update()\n"
+    )
+    assert stepped != UPDATED_AFTER_TRAINER
+    assert not any("no `step(...)` between" in m for m in _messages(stepped))

@@ -1006,3 +1006,33 @@ def test_a_helper_handing_its_argument_to_a_collective() -> None:
     module = summarise(text, "comm")
     assert module.uses["share"].collectives == (("src", "dist.broadcast", 7),)
     assert module.uses["local_only"].collectives == ()
+
+
+def test_the_step_calls_a_trainer_class_s_methods_make() -> None:
+    text = (
+        "import torch\n\n\n"
+        "class Engine:\n"
+        "    def __init__(self, model, opt):\n"
+        "        self.model, self.opt = model, opt\n"
+        "        self.loss_scaler = torch.amp.GradScaler('cuda')\n\n"
+        "    def backward(self, loss):\n"
+        "        self.loss_scaler.scale(loss).backward()\n\n"
+        "    def finish(self, clip=None):\n"
+        "        if clip:\n"
+        "            self.loss_scaler.unscale_(self.opt)\n"
+        "            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)\n"
+        "        self._apply_step()\n\n"
+        "    def _apply_step(self):\n"
+        "        self.loss_scaler.step(self.opt)\n"
+        "        self.loss_scaler.update()\n"
+        "        self.opt.zero_grad()\n"
+    )
+    assert summarise(text, "engine").classes["Engine"].step_effects == (
+        ("backward", "scaled_backward", "", False),
+        ("finish", "unscale", "loss_scaler", True),
+        ("finish", "clip", "", True),
+        ("finish", "scaler_step", "loss_scaler", False),
+        ("finish", "update", "loss_scaler", False),
+        ("_apply_step", "scaler_step", "loss_scaler", False),
+        ("_apply_step", "update", "loss_scaler", False),
+    )

@@ -47,6 +47,10 @@ class GradscalerUpdatedTwice(Rule):
       constructor was given, when two wrappers built with the same scaler
       (`ScaledOptimizer(opt_g, scaler)`, `ScaledOptimizer(opt_d, scaler)`) both step in one
       iteration;
+    - again right after an update with no `step(...)` between (a trainer's method, here or in
+      another module of the project, steps and updates `trainer.scaler`, then the loop calls
+      `trainer.scaler.update()`): `update()` then finds no inf checks and raises; reported at
+      the second update;
     - per micro-batch while the optimizer steps less often: in an inner loop whose enclosing loop
       (or function) holds the `scaler.step(...)`, or next to a step that runs only under an
       accumulation condition (`if (i + 1) % accum == 0:`) that the update is not under.
@@ -158,6 +162,17 @@ class GradscalerUpdatedTwice(Rule):
             low, high = calls.update_keys[id(first)], calls.update_keys[id(second)]
             between = [s for s in calls.steps if low < calls.step_keys[id(s)] < high]
             before = [s for s in calls.steps if calls.step_keys[id(s)] < low]
+            if not between and before and _same_pass(ctx, scope, first, second):
+                # `trainer.step(loss)` steps and updates the scaler, then the loop updates it again:
+                # with no step since the last update, `update()` finds no inf checks and raises
+                reported |= {id(first), id(second)}
+                what = (
+                    f"`{short(ctx, second)}` runs right after `{short(ctx, first)}`{_through(ctx, calls, first)} "
+                    f"updated `{calls.name}`, with no `step(...)` between: `update()` raises (no inf checks "
+                    "were recorded since the last update)"
+                )
+                yield self.violation(second, scaler=calls.name, what=what)
+                continue
             if not between or not _same_pass(ctx, scope, first, second):
                 continue
             reported |= {id(first), id(second)}  # one finding for the pair
@@ -218,13 +233,16 @@ def _per_scaler(ctx: FileContext, scope: Scope) -> list[ScalerCalls]:
         for position, effect in enumerate(found):
             if effect.kind not in (SCALER_STEP, UPDATE) or effect.conditional:
                 continue
-            scaler = effect.scaler if _same_object(ctx, effect, cls) else _handed_scaler(ctx, effect, site)
+            if effect.node is site:
+                scaler = effect.scaler  # a method of another module's class: in the caller's words already
+            else:
+                scaler = effect.scaler if _same_object(ctx, effect, cls) else _handed_scaler(ctx, effect, site)
             if scaler is None:
                 continue
             entry = grouped.setdefault(scaler, ({}, {}, {}))
             index = 0 if effect.kind == SCALER_STEP else 1
             entry[index].setdefault(id(site), ((rank[id(site)], position + 1), site))  # type: ignore[arg-type]  # index 0 or 1, as above
-            if effect.kind == UPDATE:
+            if effect.kind == UPDATE and effect.node is not site:
                 entry[2].setdefault(id(site), effect.node)
     out = []
     for name, (steps, updates, helpers) in grouped.items():

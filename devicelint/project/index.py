@@ -193,6 +193,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             int(c.get("init_positional", 0)),
             tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
             host_updates_from(c.get("metric_feeds", ())),
+            tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -888,7 +889,13 @@ class ProjectIndex:
             if imported is not None or not module.mentions(name, _PLAIN_CLASS_WORDS):
                 return imported
             summary = module.classes[name]
-            if summary.host_updates or summary.unmoved_inputs or summary.state_loads or summary.metric_feeds:
+            if (
+                summary.host_updates
+                or summary.unmoved_inputs
+                or summary.state_loads
+                or summary.metric_feeds
+                or summary.step_effects
+            ):
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
                     qualified,
@@ -899,6 +906,7 @@ class ProjectIndex:
                     summary.init_positional,
                     summary.state_loads,
                     summary.metric_feeds,
+                    summary.step_effects,
                 )
             return imported
         place = self._function_place(module, name, where, 0)

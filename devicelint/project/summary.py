@@ -94,6 +94,11 @@ class ClassSummary:
     # method feeds (`self.acc.update(preds, target)`) to a torchmetrics metric `__init__` keeps on
     # `self` and nothing in the class moves: the metric stays on the CPU
     metric_feeds: tuple[HostUpdate, ...] = ()
+    # (method, kind, scaler attribute, under an `if` or a loop) for each training-step call a
+    # method makes, in source order, with what the methods of the class it calls make (`ParameterUses.step_effects`'
+    # kinds, and "clip"): `self.gradscaler.update()` in `optimize_parameters` is ("optimize_parameters",
+    # "update", "gradscaler"); the caller's `trainer.optimize_parameters()` makes it on `trainer.gradscaler`
+    step_effects: tuple[tuple[str, str, str, bool], ...] = ()
 
 
 class ModuleSummary:
@@ -398,6 +403,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         state_loads=tuple((str(m), str(p), int(n)) for m, p, n in data.get("state_loads", ())),
         runs_unmoved=tuple((str(p), int(n)) for p, n in data.get("runs_unmoved", ())),
         metric_feeds=host_updates_from(data.get("metric_feeds", ())),
+        step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
     )
 
 
@@ -643,6 +649,66 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             (m, ps, p, a, f, line + first_line)
             for m, ps, p, a, f, line in (_metric_feeds(methods, qualify) if metrics_imported else ())
         ),
+        _method_step_effects(methods) if not layer else (),
+    )
+
+
+_STEP_CLIPPERS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
+
+
+def _method_step_effects(methods: dict[str, ast.FunctionDef]) -> tuple[tuple[str, str, str, bool], ...]:
+    """See `ClassSummary.step_effects`."""
+
+    def statements(body: list[ast.stmt], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool]]:
+        out: list[tuple[str, str, bool]] = []
+        for statement in body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(statement, (ast.If, ast.For, ast.While, ast.Try, ast.With)):
+                inner = conditional or not isinstance(statement, ast.With)
+                if isinstance(statement, ast.If):
+                    out += calls([statement.test], conditional, seen)
+                for block in ("body", "orelse", "finalbody"):
+                    out += statements(getattr(statement, block, []), inner, seen)
+                for handler in getattr(statement, "handlers", []):
+                    out += statements(handler.body, True, seen)
+                continue
+            out += calls([statement], conditional, seen)
+        return out
+
+    def calls(nodes: list[ast.AST], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool]]:
+        found = sorted(
+            (n for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)),
+            key=lambda c: (c.lineno, c.col_offset),
+        )
+        out: list[tuple[str, str, bool]] = []
+        for call in found:
+            func = call.func
+            if not isinstance(func, ast.Attribute):
+                continue
+            owner, attr = func.value, func.attr
+            if attr == "backward" and not call.args:
+                scaled = (
+                    isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute) and owner.func.attr == "scale"
+                )
+                out.append(("scaled_backward" if scaled else "backward", "", conditional))
+            elif attr in _STEP_CLIPPERS:
+                out.append(("clip", "", conditional))
+            elif _self_attribute(owner) is not None and attr in ("unscale_", "step", "update"):
+                kind = {"unscale_": "unscale", "update": "update"}.get(
+                    attr, "scaler_step" if call.args else "optimizer_step"
+                )
+                out.append((kind, _self_attribute(owner) or "", conditional))
+            elif isinstance(owner, ast.Name) and owner.id == "self" and attr in methods and attr not in seen:
+                if len(seen) < 3:
+                    out += statements(methods[attr].body, conditional, (*seen, attr))
+        return out
+
+    return tuple(
+        (name, kind, scaler, conditional)
+        for name, method in methods.items()
+        if name != "__init__"
+        for kind, scaler, conditional in statements(method.body, False, (name,))
     )
 
 

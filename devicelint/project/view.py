@@ -53,6 +53,8 @@ class ImportedPlainClass:
     state_loads: tuple[tuple[str, str, int], ...] = ()
     # (`ClassSummary.metric_feeds`): what its methods feed to a torchmetrics metric it keeps unmoved
     metric_feeds: tuple[HostUpdate, ...] = ()
+    # (`ClassSummary.step_effects`): the training-step calls its methods make
+    step_effects: tuple[tuple[str, str, str, bool], ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]

@@ -335,6 +335,8 @@ def _has_step_calls(ctx: FileContext) -> bool:
         return True
     if any(helper.uses.step_effects for helper in ctx.project.helpers.values()):
         return True  # a step helper of another project module (`backward_step(loss, opt)`)
+    if any(cls.step_effects for cls in ctx.project.plain_classes.values()):
+        return True  # a trainer class of another project module (`trainer.optimize_parameters()`)
     for call in ctx.index.of_type(cst.Call):
         name = method_name(call)
         if name is not None and (name in _STEP_METHODS or "unscale" in name.lower()):

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devicelint.analysis.training.syntax import is_false, keyword, last_word, method_name, positional, receiver, text_of
+from devicelint.analysis.training.syntax import (
+    is_false,
+    keyword,
+    last_word,
+    method_name,
+    positional,
+    receiver,
+    scope_of,
+    text_of,
+)
 from devicelint.analysis.training.values import assignments
 from devicelint.context import FileContext
 
@@ -119,8 +128,28 @@ def is_scaler(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
         from devicelint.analysis.training.helpers import handed_instance_attribute  # helpers builds on this module
 
         alias = handed_instance_attribute(ctx, node)
-        return alias is not None and is_scaler(ctx, alias)
+        return (alias is not None and is_scaler(ctx, alias)) or _instance_scaler(ctx, node)
     return False
+
+
+def _instance_scaler(ctx: FileContext, node: cst.Attribute) -> bool:
+    """`learner.amp` where `learner` is bound once to an instance of a class of the file whose
+    `self.amp` is a scaler, or of another project module's class whose methods step, update or
+    unscale `self.amp` (`ImportedPlainClass.step_effects`)."""
+    from devicelint.analysis.training.values import values_of  # values builds on syntax only
+
+    owner = node.value
+    values = values_of(ctx, owner.value, scope_of(ctx, node)) if type(owner) is cst.Name else None
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return False
+    built = text_of(values[0].func) or ""
+    attr = node.attr.value
+    if any(c.name.value == built for c in ctx.index.of_type(cst.ClassDef)):
+        return f"self.{attr}" in scaler_names(ctx)
+    imported = ctx.project.plain_classes.get(built)
+    return imported is not None and any(
+        scaler == attr and kind in ("scaler_step", "update", "unscale") for _, kind, scaler, _ in imported.step_effects
+    )
 
 
 def built_scaler(ctx: FileContext, call: cst.Call) -> cst.Call | None:
