@@ -1036,3 +1036,16 @@ def test_the_step_calls_a_trainer_class_s_methods_make() -> None:
         ("_apply_step", "scaler_step", "loss_scaler", False),
         ("_apply_step", "update", "loss_scaler", False),
     )
+
+
+def test_a_builder_returning_a_loader_that_does_not_pin_memory() -> None:
+    text = (
+        "import torch\nfrom torch.utils.data import DataLoader as Loader\n\n\n"
+        "def plain(ds, bs):\n    loader = Loader(ds, batch_size=bs, shuffle=True, num_workers=2)\n    return loader\n\n\n"
+        "def switched_off(ds):\n    return Loader(ds, 8, pin_memory=False)\n\n\n"
+        "def pinned(ds):\n    return Loader(ds, 8, pin_memory=True)\n\n\n"
+        "def passed_on(ds, **kw):\n    return Loader(ds, **kw)\n\n\n"
+        "def chosen(ds, pin):\n    return Loader(ds, pin_memory=pin)\n"
+    )
+    module = summarise(text, "loaders")
+    assert [n for n in module.functions if module.functions[n] == "unpinned-loader"] == ["plain", "switched_off"]

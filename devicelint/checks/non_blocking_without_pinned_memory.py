@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import calls_of, extra_keywords, passed_for
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.names import literal_value
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import ACCELERATOR, DEVICE
 from devicelint.analysis.training.loaders import LOADERS, iterated_loader, loop_items, same_file_function
 from devicelint.analysis.training.syntax import (
@@ -64,7 +64,8 @@ class NonBlockingWithoutPinnedMemory(Rule):
 
     ## Known limits
     The loader must be assigned only `DataLoader(...)` calls (directly, or returned by a function
-    of the same file), in the loop's function or at module level (`loader = DataLoader(...)`), or
+    of the same file, or by a function of another project module whose every `return` is a
+    `DataLoader(...)` that does not pin memory), in the loop's function or at module level (`loader = DataLoader(...)`), or
     on `self` anywhere in the file (`self.loader = DataLoader(...)`), and be iterated directly (or
     through `enumerate`/`tqdm`). A loader received as a parameter (also by a constructor that
     stores it on `self`) is what every call of the file passes, when no call spreads
@@ -214,7 +215,9 @@ def _unpinned_value(ctx: FileContext, value: cst.BaseExpression | None, depth: i
         return _pin_off(ctx, value, scope_of(ctx, value))
     builder = same_file_function(ctx, value)
     if builder is None:
-        return False
+        # a loader builder of another project module (`default_loader(...)` in `data/loaders.py`)
+        spelled = dotted_name(value.func)
+        return spelled is not None and ctx.project.functions.get(spelled) == "unpinned-loader"
     returned = [n.value for n in ctx.index.walk(builder.body) if type(n) is cst.Return]
     return bool(returned) and all(_unpinned_value(ctx, r, depth + 1) for r in returned)
 

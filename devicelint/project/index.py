@@ -917,7 +917,8 @@ class ProjectIndex:
             return "tuple:" + "|".join(parts) if any(parts) else None
         if place.startswith(("generator:", "optimizer:")):
             return place  # a `torch.Generator` and its device; an optimizer and the model it steps
-        return place if place in ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list") else None
+        kept = ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list", "unpinned-loader")
+        return place if place in kept else None
 
     def _part_place(self, place: str, where: Path) -> str:
         """Where one part of a returned tuple lives: a tensor's place, or what the project

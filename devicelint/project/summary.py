@@ -1281,6 +1281,8 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
         return ""
     if _returns_module_list(function, returns, qualify):
         return "module-list"
+    if all(_unpinned_loader(value, assignments, qualify) for value in returns):
+        return "unpinned-loader"
     generator = _returned_generator(function, returns, assignments, qualify)
     if generator:
         return generator
@@ -1296,6 +1298,23 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
         place = "callt:" + place[5:]
     return place
+
+
+def _unpinned_loader(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qualifier) -> bool:
+    """`DataLoader(...)` (or a name bound only to one) that does not pin memory: no `pin_memory`
+    or a literal False, and no `*args`/`**kwargs` that might carry it."""
+    if isinstance(value, ast.Name) and len(assignments.get(value.id, [])) == 1:
+        value = assignments[value.id][0]
+    if not isinstance(value, ast.Call) or qualify(value.func) != "torch.utils.data.DataLoader":
+        return False
+    if len(value.args) >= 8 or any(isinstance(a, ast.Starred) for a in value.args):
+        return False
+    for keyword in value.keywords:
+        if keyword.arg is None:
+            return False
+        if keyword.arg == "pin_memory":
+            return isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+    return True
 
 
 def _tuple_places(returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier) -> str:
