@@ -5621,3 +5621,45 @@ def test_updated_after_trainer_twin_leaving_the_update_to_the_method_is_clean() 
     )
     assert stepped != UPDATED_AFTER_TRAINER
     assert not any("no `step(...)` between" in m for m in _messages(stepped))
+
+
+# -- a loss scaled by a method, the optimizer stepped plainly by the loop ---------------------
+SCALED_BY_METHOD = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Stepper:
+        def __init__(self, net):
+            self.net = net
+            self.grad_scaler = torch.amp.GradScaler("cuda")
+
+        def loss_backward(self, x, y):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(self.net(x), y)
+            self.grad_scaler.scale(loss).backward()
+            return loss.detach()
+
+
+    def epoch(net, opt, batches):
+        stepper = Stepper(net.cuda())
+        for x, y in batches:
+            stepper.loss_backward(x.cuda(), y.cuda())
+            opt.step()
+            opt.zero_grad()
+    """
+)
+
+
+def test_a_plain_step_after_a_method_that_backpropagated_a_scaled_loss() -> None:
+    assert _found(SCALED_BY_METHOD) == [(20, "DL302")]
+    (message,) = _messages(SCALED_BY_METHOD)
+    assert "that `stepper.loss_backward(x.cuda(), y.cuda())` scaled the loss with" in message
+
+
+def test_scaled_by_method_twin_stepping_through_the_scaler_is_clean() -> None:
+    fixed = SCALED_BY_METHOD.replace(
+        "        opt.step()\n", "        stepper.grad_scaler.step(opt)\n        stepper.grad_scaler.update()\n"
+    )
+    assert fixed != SCALED_BY_METHOD
+    assert _found(fixed) == []

@@ -1028,7 +1028,7 @@ def test_the_step_calls_a_trainer_class_s_methods_make() -> None:
         "        self.opt.zero_grad()\n"
     )
     assert summarise(text, "engine").classes["Engine"].step_effects == (
-        ("backward", "scaled_backward", "", False),
+        ("backward", "scaled_backward", "loss_scaler", False),
         ("finish", "unscale", "loss_scaler", True),
         ("finish", "clip", "", True),
         ("finish", "scaler_step", "loss_scaler", False),

@@ -57,7 +57,10 @@ class GradscalerBypassed(Rule):
     `scaler.step` may be a deliberate bfloat16 path.
 
     ## Known limits
-    The calls must be in one function, or in methods of one class: a class that scales the loss
+    The calls must be in one function, or in methods of one class, or behind a call whose
+    function (here or a method of another project module's class: `engine.forward_backward(...)`)
+    backpropagates a scaled loss on every call and steps nothing, followed by a plain
+    `optimizer.step()` where nothing steps through a scaler. A class that scales the loss
     in one method (`training_step`) and steps the optimizer plainly in another
     (`optimizer_step`) is reported when it never steps through a scaler, never backpropagates
     an unscaled loss and never hands its scaler to code the file does not show. A plain step in a branch that is the alternative to the
@@ -86,6 +89,8 @@ class GradscalerBypassed(Rule):
             steps = scope.scaler_calls.get("step", [])
             if scales:
                 yield from self._plain_steps(ctx, scope, scales, steps)
+            elif not steps and scope.optimizer_steps and _helper_scales(scope):
+                yield from self._steps_after_helper_scales(ctx, scope)
             elif scope.optimizer_steps or _plain_step_helpers(ctx, scope):
                 # the step here or in a helper it calls (`_apply(self)` running `self.optimizer.step()`)
                 class_scales = _scales_of_class_without_step(ctx, scope, scopes)
@@ -108,6 +113,29 @@ class GradscalerBypassed(Rule):
                             "so they are divided by the loss scale and the model barely learns",
                             remedy="backpropagate with `scaler.scale(loss).backward()`",
                         )
+
+    def _steps_after_helper_scales(self, ctx: FileContext, scope: Scope) -> Iterator[Violation]:
+        """`engine.forward_backward(...)` (a method, here or in another module, that backpropagates
+        `self.scaler.scale(loss)`), then a plain `optimizer.step()` here, and no scaler step anywhere
+        in the scope."""
+        scaled = _helper_scales(scope)
+        unscaled = [b for b in scope.backwards if not scaled_backward(ctx, b) and not amp_gated(ctx, b, scope.node)]
+        for plain in scope.optimizer_steps:
+            site, effect = next(((s, e) for s, e in scaled if not exclusive(ctx, s, plain)), (None, None))
+            if site is None or effect is None or amp_gated(ctx, plain, scope.node):
+                continue
+            if any(not exclusive(ctx, b, plain) for b in unscaled):
+                continue  # an unscaled loss of another model may feed this optimizer
+            optimizer = receiver(plain)
+            name = short(ctx, optimizer) if optimizer is not None else "optimizer"
+            scaler = effect.scaler or "scaler"
+            yield self.violation(
+                plain,
+                what=f"`{short(ctx, plain)}` bypasses the `GradScaler` that `{short(ctx, site)}` scaled the loss "
+                "with: it applies gradients multiplied by the loss scale (65536 by default) and never skips "
+                "inf/NaN steps",
+                remedy=f"call `{scaler}.step({name})` and then `{scaler}.update()` instead",
+            )
 
     def _unscaled_backward_through_helpers(
         self, ctx: FileContext, scope: Scope, reported: set[int]
@@ -190,6 +218,19 @@ class GradscalerBypassed(Rule):
                 "never skips inf/NaN steps",
                 remedy=f"step through the scaler: `{scaler}.step(optimizer)` and then `{scaler}.update()`",
             )
+
+
+def _helper_scales(scope: Scope) -> list[tuple[cst.Call, Effect]]:
+    """Calls of the scope whose callee backpropagates a scaled loss on every call and steps no
+    scaler, when no call of the scope steps one: (the call, that backward)."""
+    if any(SCALER_STEP in kinds(found) for _, found in scope.helper_calls):
+        return []
+    out = []
+    for site, found in scope.helper_calls:
+        effect = next((e for e in found if e.kind == SCALED_BACKWARD and not e.conditional), None)
+        if effect is not None and OPTIMIZER_STEP not in kinds(found):
+            out.append((site, effect))
+    return out
 
 
 def _plain_step_helpers(ctx: FileContext, scope: Scope) -> list[cst.Call]:

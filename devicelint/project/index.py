@@ -48,7 +48,10 @@ _TORCH_SAVES = (b"torch.save", b"serialization.save")
 _TORCH_LOADS = (b"torch.load", b"serialization.load")
 # What a plain class's text holds where it may update host tensors in place or hand its input to
 # a model it moved (`ClassSummary.host_updates`, `unmoved_inputs`): others are not summarised.
-_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict", "torchmetrics")
+_PLAIN_CLASS_WORDS = (
+    *("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict", "torchmetrics"),
+    *(".backward(", "unscale_(", ".update()", ".step("),  # a trainer class's step calls
+)
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"
 # A file modified this close before the record was written may change again within the same

@@ -691,7 +691,9 @@ def _method_step_effects(methods: dict[str, ast.FunctionDef]) -> tuple[tuple[str
                 scaled = (
                     isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute) and owner.func.attr == "scale"
                 )
-                out.append(("scaled_backward" if scaled else "backward", "", conditional))
+                scale = owner.func if isinstance(owner, ast.Call) else None
+                scaler = _self_attribute(scale.value) if scaled and isinstance(scale, ast.Attribute) else None
+                out.append(("scaled_backward" if scaled else "backward", scaler or "", conditional))
             elif attr in _STEP_CLIPPERS:
                 out.append(("clip", "", conditional))
             elif _self_attribute(owner) is not None and attr in ("unscale_", "step", "update"):
