@@ -1049,3 +1049,28 @@ def test_a_builder_returning_a_loader_that_does_not_pin_memory() -> None:
     )
     module = summarise(text, "loaders")
     assert [n for n in module.functions if module.functions[n] == "unpinned-loader"] == ["plain", "switched_off"]
+
+
+def test_a_settings_instance_whose_field_defaults_to_a_torch_device(tmp_path: Path) -> None:
+    # `opts.dev` is a `torch.device` wherever `opts = Options()` is read from: never a string
+    _write(
+        tmp_path,
+        {
+            "options.py": (
+                "import dataclasses\n\nimport torch\n\n\n@dataclasses.dataclass\nclass Options:\n"
+                "    lr: float = 0.1\n    dev: torch.device = torch.device('cuda')\n"
+                "    name: str = 'cuda'\n\n\nopts = Options()\nother = Options(dev=None)\n"
+            ),
+            "run.py": (
+                "import torch\n\nimport options as O\n\n\n"
+                "def setup():\n"
+                "    if O.opts.dev != 'cpu':\n"
+                "        torch.backends.cudnn.benchmark = True\n"
+                "    if O.opts.name == 'cuda' or O.other.dev == 'cuda':\n"
+                "        return O.opts.dev.type\n"
+            ),
+        },
+    )
+    rows = _check(["--no-cache", "--select", "DL502", str(tmp_path)])
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 7)]
+    assert _check(["--no-cache", "--no-project", "--select", "DL502", str(tmp_path)]) == []

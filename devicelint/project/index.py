@@ -506,7 +506,7 @@ class ProjectIndex:
         module = self.summary(path)
         if last in module.classes or last in module.functions:
             return _Found(module, last)
-        if last[:1].isalpha() and module.binds_at_import(last):
+        if last[:1].isalpha() and (module.binds_at_import(last) or module.binds_under(last)):
             return _Found(module, last)  # `MEAN = torch.tensor(...)`, `DEVICE = torch.device(...)` at its top level
         if last in module.imports and module.imports[last] != qualified:
             return self._resolve(module.imports[last], path, hops + 1)
@@ -808,7 +808,7 @@ class ProjectIndex:
         """The host tensors and `torch.device` objects `module` binds at import among `names`
         (read only where its text binds torch values at import at all: the whole module is
         parsed for them)."""
-        if not names or not any(module.binds_at_import(name) for name in names):
+        if not names or not any(module.binds_at_import(name) or module.binds_under(name) for name in names):
             return
         constants = module.host_constants()
         devices = module.device_constants()
@@ -818,6 +818,9 @@ class ProjectIndex:
                 members.constants[prefix + name] = (factory, self._shown(self._path_of(module)), line)
             elif name in devices:
                 members.devices[prefix + name] = (self._shown(self._path_of(module)), devices[name])
+        for key, line in devices.items():
+            if "." in key and key.split(".", 1)[0] in names:  # `cfg.device` of `cfg = Config()`
+                members.devices[prefix + key] = (self._shown(self._path_of(module)), line)
 
     def _add_member(
         self,
@@ -841,8 +844,8 @@ class ProjectIndex:
             if spelled != name:  # `from .t import MEAN as M`
                 if name in members.constants:
                     members.constants[spelled] = members.constants.pop(name)
-                if name in members.devices:
-                    members.devices[spelled] = members.devices.pop(name)
+                for key in [k for k in members.devices if k == name or k.startswith(name + ".")]:
+                    members.devices[spelled + key[len(name) :]] = members.devices.pop(key)
         if isinstance(member, ImportedClass):
             members.classes[spelled] = member
         elif isinstance(member, ImportedPlainClass):

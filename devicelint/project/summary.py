@@ -129,7 +129,7 @@ class ModuleSummary:
             self._source = (text, blocks)
             kinds = {n: kind for n, (kind, _, _) in blocks.items()}
             # (kept with the summary: a warm run asks it of modules whose text it never reads)
-            tensors_at_import = _IMPORT_TIME_TENSOR.search(text) is not None
+            tensors_at_import = _IMPORT_TIME_TENSOR.search(text) is not None or "torch.device(" in text
             saved = {}
         else:
             # (coerced: a damaged entry raises here, where the index catches it, or reads as text)
@@ -267,7 +267,20 @@ class ModuleSummary:
         qualify = self._qualify
         seen: dict[str, list[tuple[str, int] | None]] = {}
         devices: dict[str, list[int | None]] = {}
+        fields = _device_fields(tree, qualify)
         for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                # `cfg = TrainConfig()`: its fields that default to a `torch.device` are devices
+                value = node.value
+                built = (
+                    fields.get(value.func.id, ())
+                    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                    else ()
+                )
+                given = {k.arg for k in value.keywords} if isinstance(value, ast.Call) else set()
+                for name in built:
+                    if name not in given:
+                        devices.setdefault(f"{node.targets[0].id}.{name}", []).append(node.lineno)
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
                 pairs: list[tuple[ast.expr, ast.expr]] = [(node.target, node.value)]
             elif isinstance(node, ast.Assign):
@@ -283,6 +296,10 @@ class ModuleSummary:
                     devices.setdefault(name.id, []).append(node.lineno if device else None)
         self._host_constants = {n: made[0] for n, made in seen.items() if len(made) == 1 and made[0] is not None}
         self._device_constants = {n: at[0] for n, at in devices.items() if len(at) == 1 and at[0] is not None}
+
+    def binds_under(self, name: str) -> bool:
+        """Whether a device constant is read through `name` (`cfg` of `cfg.device`)."""
+        return self._tensors_at_import and any(key.startswith(name + ".") for key in self.device_constants())
 
     def _whole_tree(self) -> ast.Module:
         if self._tree is None:
@@ -1300,6 +1317,28 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
         place = "callt:" + place[5:]
     return place
+
+
+def _device_fields(tree: ast.Module, qualify: _Qualifier) -> dict[str, tuple[str, ...]]:
+    """Top-level classes -> their annotated fields whose default is a `torch.device(...)`
+    (`device: torch.device = field(default_factory=lambda: torch.device("cuda"))`)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        names = []
+        for statement in node.body:
+            if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+                continue
+            value = statement.value
+            if isinstance(value, ast.Call) and any(k.arg == "default_factory" for k in value.keywords):
+                factory = next(k.value for k in value.keywords if k.arg == "default_factory")
+                value = factory.body if isinstance(factory, ast.Lambda) else None
+            if isinstance(value, ast.Call) and qualify(value.func) == "torch.device":
+                names.append(statement.target.id)
+        if names:
+            found[node.name] = tuple(names)
+    return found
 
 
 def _unpinned_loader(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qualifier) -> bool:
