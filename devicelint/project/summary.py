@@ -129,7 +129,7 @@ class ModuleSummary:
             self._source = (text, blocks)
             kinds = {n: kind for n, (kind, _, _) in blocks.items()}
             # (kept with the summary: a warm run asks it of modules whose text it never reads)
-            tensors_at_import = _IMPORT_TIME_TENSOR.search(text) is not None or "torch.device(" in text
+            tensors_at_import = _IMPORT_TIME_TENSOR.search(text) is not None or _DEVICE_FIELD.search(text) is not None
             saved = {}
         else:
             # (coerced: a damaged entry raises here, where the index catches it, or reads as text)
@@ -1065,6 +1065,8 @@ def _device_argument(call: ast.Call, method: str, strings: dict[str, str]) -> tu
     return None
 
 
+# a class field annotated `torch.device` (a settings dataclass an instance of which may be built at import)
+_DEVICE_FIELD = re.compile(r"^[ \t]+\w+\s*:\s*(?:torch\.)?device\s*=", re.M)
 _IMPORT_TIME_TENSOR = re.compile(r"^[A-Za-z_]\w*\s*(?::[^=\n]+)?=\s*(?:torch|th)\.\w", re.M)
 _DEVICE_TEXT = re.compile(r"^(cuda|cpu|xpu|mps|npu|hpu)(:\d+)?$")
 _DEVICE_NAME = re.compile(r"dev|gpu|cuda|rank", re.I)
