@@ -684,3 +684,26 @@ def test_a_changed_max_file_tokens_is_not_served_from_the_cache(tmp_path: Path) 
         )
         found.append(_by_file(done.stdout))
     assert found == [{"table.py": [("DL002", 1, 1)]}, {"table.py": [("DL501", 3, 9)]}]
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="no per-thread CPU clock here")
+def test_the_time_limit_counts_the_file_s_own_work_not_a_loaded_machine_s_wall_clock() -> None:
+    # waiting (as a file's lint does when other jobs hold the CPU) is not work: it finishes
+    # within five times the limit; computing past the limit is stopped
+    assert devicelint.runner.in_big_stack(lambda: time.sleep(0.4) or "done", timeout=0.2) == "done"
+
+    def compute() -> int:
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            sum(range(1000))
+        return 1
+
+    started = time.monotonic()
+    with pytest.raises(devicelint.runner.FileTimeout):
+        devicelint.runner.in_big_stack(compute, timeout=0.2)
+    assert time.monotonic() - started < 2.5
+    # a file that only waits stops at five times the limit
+    started = time.monotonic()
+    with pytest.raises(devicelint.runner.FileTimeout):
+        devicelint.runner.in_big_stack(lambda: time.sleep(3), timeout=0.2)
+    assert time.monotonic() - started < 2

@@ -2,7 +2,8 @@
 server, the forkserver, the lint workers), because this folder is put first on PYTHONPATH.
 
 With DEVICELINT_TEST_FAULTS=1, rule DL108 raises on a file containing `CRASH_DEVICELINT` and
-sleeps for a minute on one containing `SLOW_DEVICELINT`. Nothing happens without it.
+computes for a minute on one containing `SLOW_DEVICELINT` (CPU time: the per-file limit counts
+the file's own work). Nothing happens without it.
 """
 
 import os
@@ -20,7 +21,9 @@ if os.environ.get("DEVICELINT_TEST_FAULTS") == "1":
         if "CRASH_DEVICELINT" in ctx.source:
             raise RuntimeError("injected by the test")
         if "SLOW_DEVICELINT" in ctx.source:
-            time.sleep(60)
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                sum(range(10_000))
         return _check(self, ctx)
 
     _rule.check = _faulty_check
