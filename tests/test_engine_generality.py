@@ -5663,3 +5663,46 @@ def test_scaled_by_method_twin_stepping_through_the_scaler_is_clean() -> None:
     )
     assert fixed != SCALED_BY_METHOD
     assert _found(fixed) == []
+
+
+# -- a clipper bound with functools.partial ---------------------------------------------------
+PARTIAL_CLIPPER = textwrap.dedent(
+    """\
+    import functools
+
+    import torch
+
+
+    class Loop:
+        def __init__(self, model, max_norm):
+            self.model = model.cuda()
+            self.opt = torch.optim.AdamW(self.model.parameters())
+            self.scaler = torch.amp.GradScaler("cuda")
+            self.clip = functools.partial(torch.nn.utils.clip_grad_norm_, max_norm=max_norm)
+
+        def step(self, x, y):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.mse_loss(self.model(x), y)
+            self.scaler.scale(loss).backward()
+            self._clip_grads()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+
+        def _clip_grads(self):
+            self.clip(self.model.parameters())
+    """
+)
+
+
+def test_a_clipper_bound_with_partial_clips_scaled_gradients_in_a_helper_method() -> None:
+    # `self.clip` is `functools.partial(clip_grad_norm_, ...)`, called by `_clip_grads`
+    assert _found(PARTIAL_CLIPPER) == [(17, "DL304")]
+
+
+def test_partial_clipper_twin_unscaling_first_is_clean() -> None:
+    fixed = PARTIAL_CLIPPER.replace(
+        "        self._clip_grads()\n",
+        "        self.scaler.unscale_(self.opt)\n        self._clip_grads()\n",
+    )
+    assert fixed != PARTIAL_CLIPPER
+    assert _found(fixed) == []

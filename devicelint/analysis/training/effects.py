@@ -14,7 +14,7 @@ import libcst as cst
 
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.helpers import callee
-from devicelint.analysis.training.step_parts import CLIPPERS, is_scaler, looks_like_optimizer, scaled_backward
+from devicelint.analysis.training.step_parts import is_clipper, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import (
     body_nodes,
     enclosing_ifs,
@@ -130,7 +130,7 @@ def _effects(
         owner = receiver(node)
         kind: str | None = None
         scaler: str | None = None
-        if ctx.qualified_name(node.func) in CLIPPERS:
+        if is_clipper(ctx, node):
             kind = CLIP
         elif name == "backward" and not positional(node) and not has_star(node):
             kind = SCALED_BACKWARD if scaled_backward(ctx, node) else BACKWARD

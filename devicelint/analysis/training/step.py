@@ -34,6 +34,9 @@ from devicelint.analysis.training.step_parts import (
     disabled_scalers as disabled_scalers,
 )
 from devicelint.analysis.training.step_parts import (
+    is_clipper as is_clipper,
+)
+from devicelint.analysis.training.step_parts import (
     is_disabled_scaler as is_disabled_scaler,
 )
 from devicelint.analysis.training.step_parts import (
@@ -277,7 +280,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             return []
         for call in c.index.of_type(cst.Call):
             name = method_name(call)
-            if c.qualified_name(call.func) not in CLIPPERS:
+            if not is_clipper(c, call):
                 found = effects_of_call(c, call)
                 if found:
                     _scope(c, scopes, call).helper_calls.append((call, found))
@@ -290,7 +293,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
                     # `self.strategy.unscale_gradients(opt)`: another object unscales, as its name says.
                     _scope(c, scopes, call).helper_calls.append((call, (named_unscale(call),)))
             if name is None:
-                if c.qualified_name(call.func) in CLIPPERS:
+                if is_clipper(c, call):
                     _scope(c, scopes, call).clips.append(call)
                 continue
             owner = receiver(call)
@@ -306,7 +309,7 @@ def training_scopes(ctx: FileContext) -> list[Scope]:
             ):
                 # a disabled scaler's `step(opt)` is a plain `opt.step()`
                 _scope(c, scopes, call).optimizer_steps.append(call)
-            elif c.qualified_name(call.func) in CLIPPERS:
+            elif is_clipper(c, call):
                 _scope(c, scopes, call).clips.append(call)
         for with_node in c.index.of_type(cst.With):
             scope_node = scope_of(c, with_node)

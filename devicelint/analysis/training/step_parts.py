@@ -43,6 +43,31 @@ CLIPPERS = frozenset(
         "torch.nn.utils.clip_grad.clip_grad_norm",
     }
 )
+
+
+def is_clipper(ctx: FileContext, call: cst.Call) -> bool:
+    """A call that clips gradients: a torch clipper, or a name or `self.<attr>` bound once to
+    `functools.partial(<clipper>, ...)` (`self.grad_clip_fn(model.parameters())`)."""
+    if ctx.qualified_name(call.func) in CLIPPERS:
+        return True
+    if type(call.func) not in (cst.Name, cst.Attribute):
+        return False
+    from devicelint.analysis.training.values import attribute_values, values_of  # values builds on syntax only
+
+    func = call.func
+    if type(func) is cst.Name:
+        values = values_of(ctx, func.value, scope_of(ctx, call))
+    else:
+        values = attribute_values(ctx, func)
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return False
+    bound = values[0]
+    return (
+        ctx.qualified_name(bound.func) == "functools.partial"
+        and bool(bound.args)
+        and bound.args[0].keyword is None
+        and ctx.qualified_name(bound.args[0].value) in CLIPPERS
+    )
 SCHEDULER_WORDS = ("sched", "lr", "warmup", "env", "swa")
 
 
