@@ -1074,3 +1074,20 @@ def test_a_settings_instance_whose_field_defaults_to_a_torch_device(tmp_path: Pa
     rows = _check(["--no-cache", "--select", "DL502", str(tmp_path)])
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 7)]
     assert _check(["--no-cache", "--no-project", "--select", "DL502", str(tmp_path)]) == []
+
+
+def test_a_warm_run_reuses_a_notebook_s_view_until_the_notebook_changes(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    cells = ["import torch\nfrom models.net import Net\n", "model = Net().cuda()\n"]
+    _write(root, {"look.ipynb": _notebook(cells)})
+    store = tmp_path / "store"
+    fresh = ProjectIndex(root).view_for(root / "look.ipynb")
+    assert "Net" in fresh.classes
+    first, index = _warm(root, store, "look.ipynb")
+    assert first == fresh and index.summaries
+    again, index = _warm(root, store, "look.ipynb")
+    assert again == fresh and not index.summaries  # reused: nothing read again
+    # the notebook itself changes (it is outside the walk of modules): its view is built again
+    _write(root, {"look.ipynb": _notebook([*cells, "print(model)\n"])})
+    changed, index = _warm(root, store, "look.ipynb")
+    assert changed == fresh and index.summaries

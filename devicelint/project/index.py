@@ -609,6 +609,7 @@ class ProjectIndex:
                         and not self._changed.intersection(entry["deps"])  # type: ignore[union-attr]
                         and not (entry["movers"] and self._movers_changed)
                         and not (entry["savers"] and self._savers_changed)
+                        and entry.get("own") in (None, self._own_digest(path))
                     ):
                         view = _view_from(entry["view"])
                         self._new_views[key] = entry
@@ -616,14 +617,24 @@ class ProjectIndex:
                 except (KeyError, TypeError, ValueError, AttributeError):
                     pass  # an entry of another shape: build the view afresh
         view, deps = self.view_and_reads(path)
-        if self._hashes is not None and deps <= self._hashes.keys():  # a file outside the walk: not kept
+        # a notebook is outside the walk (no module imports it): its own hash is kept instead
+        own = self._own_digest(path) if key in deps and path.suffix == ".ipynb" else None
+        walked = deps - {key} if own is not None else deps
+        if self._hashes is not None and walked <= self._hashes.keys():  # a file outside the walk: not kept
             self._new_views[key] = {
-                "deps": sorted(deps),
+                "deps": sorted(walked),
                 "movers": self._asked_movers,
                 "savers": self._asked_savers,
                 "view": _view_data(view),
+                **({"own": own} if own is not None else {}),
             }
         return view
+
+    def _own_digest(self, path: Path) -> str | None:
+        try:
+            return _digest(self._data(path))
+        except OSError:
+            return None
 
     def view_and_reads(self, path: Path) -> tuple[ProjectView, set[str]]:
         """`view_for(path)` and the files it read (absolute paths): editing one of them may

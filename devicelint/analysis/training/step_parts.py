@@ -68,6 +68,8 @@ def is_clipper(ctx: FileContext, call: cst.Call) -> bool:
         and bound.args[0].keyword is None
         and ctx.qualified_name(bound.args[0].value) in CLIPPERS
     )
+
+
 SCHEDULER_WORDS = ("sched", "lr", "warmup", "env", "swa")
 
 
