@@ -5573,6 +5573,9 @@ def test_rank_average_twin_making_the_tensors_on_the_device_is_clean() -> None:
     # a helper that all-reduces something else than its argument says nothing about it
     other = RANK_AVERAGE.replace("buf = stat.detach().float()", "buf = torch.ones(1, device='cuda') * 0")
     assert [f for f in _found(other) if f[0] == 21] == []
+    # nor one that rebinds what it was handed (to the GPU, through a function) before the collective
+    moved = RANK_AVERAGE.replace("buf = stat.detach().float()", "stat, was_cpu = to_gpu(stat)\n    buf = stat.float()")
+    assert moved != RANK_AVERAGE and [f for f in _found(moved) if f[0] in (21, 22)] == []
 
 
 # -- a scaler updated by a trainer's method and again by the loop ----------------------------

@@ -1001,11 +1001,16 @@ def test_a_helper_handing_its_argument_to_a_collective() -> None:
         "def local_only(value):\n"
         "    out = torch.zeros_like(value)\n"
         "    torch.distributed.all_reduce(out)\n"
-        "    return out\n"
+        "    return out\n\n\n"
+        "def on_gpu_first(value):\n"
+        "    value, device = as_cuda(value)\n"
+        "    torch.distributed.all_reduce(value)\n"
+        "    return value.to(device)\n"
     )
     module = summarise(text, "comm")
     assert module.uses["share"].collectives == (("src", "dist.broadcast", 7),)
     assert module.uses["local_only"].collectives == ()
+    assert module.uses["on_gpu_first"].collectives == ()  # rebound before the collective
 
 
 def test_the_step_calls_a_trainer_class_s_methods_make() -> None:

@@ -146,12 +146,22 @@ def _handed_in(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> b
 def _parameter_copies(ctx: FileContext, function: cst.FunctionDef) -> dict[str, str]:
     """Name -> the parameter of `function` it is, or copies keeping it where it is."""
     params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
-    copies = {p: p for p in params}
-    for assign in ctx.index.within(function, cst.Assign):
-        if len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
-            root = _kept_root(assign.value)
-            if root in copies:
-                copies[assign.targets[0].target.value] = copies[root]
+    assigns = ctx.index.within(function, cst.Assign)
+    # names bound somewhere to anything but a kept copy of a name: no longer what was handed in
+    rebound = {
+        n.value
+        for assign in assigns
+        for target in assign.targets
+        if type(target.target) is not cst.Name or _kept_root(assign.value) is None
+        for n in ctx.index.walk(target.target)
+        if type(n) is cst.Name
+    }
+    copies = {p: p for p in params if p not in rebound}
+    for assign in assigns:
+        root = _kept_root(assign.value)
+        for target in assign.targets:
+            if type(target.target) is cst.Name and root in copies and target.target.value not in rebound:
+                copies[target.target.value] = copies[root]
     return copies
 
 

@@ -189,12 +189,22 @@ def parameter_uses(
 
 def _collectives(params: list[str], nodes: Sequence[ast.AST]) -> list[tuple[str, str, int]]:
     """See `ParameterUses.collectives`."""
-    copies = {p: p for p in params}  # local name -> the parameter it copies
-    for node in nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            root = _kept_root(node.value)
-            if root in copies:
-                copies[node.targets[0].id] = copies[root]
+    assigns = [node for node in nodes if isinstance(node, ast.Assign)]
+    # names bound somewhere to anything but a kept copy of a name: no longer what was handed in
+    rebound = {
+        n.id
+        for node in assigns
+        for target in node.targets
+        if not isinstance(target, ast.Name) or _kept_root(node.value) is None
+        for n in ast.walk(target)
+        if isinstance(n, ast.Name)
+    }
+    copies = {p: p for p in params if p not in rebound}  # local name -> the parameter it copies
+    for node in assigns:
+        root = _kept_root(node.value)
+        for target in node.targets:
+            if isinstance(target, ast.Name) and root in copies and target.id not in rebound:
+                copies[target.id] = copies[root]
     found: list[tuple[str, str, int]] = []
     for node in nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
