@@ -960,3 +960,22 @@ def test_every_summary_and_view_field_survives_the_store() -> None:
             for name in list(module.classes.built):
                 cls = module.classes[name]
                 assert _class_from(json.loads(json.dumps(asdict(cls)))) == cls, (folder, name)
+
+
+
+def test_an_imported_host_constant_copied_in_a_batch_loop(tmp_path: Path) -> None:
+    # refactored shape of imported_stats_copied_every_step: read through a module alias, copied
+    # with `.cuda()` in an evaluation loop; a copy made once before the loop is silent
+    stats = "import torch\n\nMEAN = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)\n"
+    script = (
+        "import torch\n\nimport stats as S\n\n\n"
+        "def evaluate(model, val_loader):\n    correct = 0\n    for images, labels in val_loader:\n"
+        "        images = images.cuda() - S.MEAN.cuda()\n        correct += (model(images).argmax(1) == labels.cuda()).sum()\n"
+        "    return correct\n\n\n"
+        "def evaluate_once(model, val_loader):\n    mean = S.MEAN.cuda()\n    for images, _ in val_loader:\n"
+        "        model(images.cuda() - mean)\n"
+    )
+    _write(tmp_path, {"stats.py": stats, "evaluate.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL405"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("evaluate.py", 9)]
+    assert "stats.py:3" in rows[0]["message"] and "every batch" in rows[0]["message"]
