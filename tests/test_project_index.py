@@ -979,3 +979,49 @@ def test_an_imported_host_constant_copied_in_a_batch_loop(tmp_path: Path) -> Non
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL405"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("evaluate.py", 9)]
     assert "stats.py:3" in rows[0]["message"] and "every batch" in rows[0]["message"]
+
+def test_a_library_or_registry_model_returned_by_an_imported_builder_is_built_on_the_cpu(tmp_path: Path) -> None:
+    # refactored shapes of torchvision_builder_not_moved and registry_dict_builder: a timm model
+    # returned by name, and a registry dict re-exported from its own module and filled at top level
+    registry = "from .nets import Small, Wide\n\nNETS = {'small': Small}\nNETS['wide'] = Wide\n"
+    nets = (
+        "import torch.nn as nn\n\n\nclass Small(nn.Module):\n    def __init__(self, n=10):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(8, n)\n\n\nclass Wide(Small):\n    pass\n"
+    )
+    init = (
+        "import timm\n\nfrom .registry import NETS\n\n\n"
+        "def create(name, **kw):\n    return NETS[name](**kw)\n\n\n"
+        "def backbone(name):\n    net = timm.create_model(name, pretrained=True)\n    net.reset_classifier(0)\n    return net\n\n\n"
+        "def moved_head(name):\n    net = timm.create_model(name)\n    net.head.cuda()\n    return net\n"
+    )
+    script = (
+        "import torch\n\nimport zoo\n\n\n"
+        "def run(loader, cfg):\n    device = torch.device('cuda')\n    net = zoo.create(cfg.arch, n=cfg.n)\n"
+        "    feats = zoo.backbone('resnet50')\n    part = zoo.moved_head('vit_small')\n"
+        "    for x, _ in loader:\n        x = x.to(device)\n        net(x)\n        feats(x)\n        part(x)\n"
+    )
+    files = {"zoo/__init__.py": init, "zoo/registry.py": registry, "zoo/nets.py": nets, "run.py": script}
+    _write(tmp_path, files)
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
+    # (`reset_classifier` is no keeping method: the backbone may have been changed, it is not followed)
+    assert found == [(13, "DL117")]
+    summary = summarise(init, "zoo", True)
+    assert summary.functions["create"] == "callk:zoo.registry.NETS[]"
+    assert summary.functions["moved_head"] == "callt:timm.create_model"
+    assert summarise(registry, "zoo.registry", False).registry("NETS") == ("zoo.nets.Small", "zoo.nets.Wide")
+
+
+def test_where_a_tensor_function_a_comparison_or_an_index_of_a_host_tensor_lives() -> None:
+    text = (
+        "import torch\n\n\ndef causal(n):\n    return torch.tril(torch.ones(n, n)) == 0\n\n\n"
+        "def inverted(n):\n    return ~torch.ones(n, dtype=torch.bool)\n\n\n"
+        "def rows(n):\n    table = torch.arange(100)\n    return table[:n]\n\n\n"
+        "def follows(x):\n    return torch.triu(x) != 0\n"
+    )
+    module = summarise(text, "masks")
+    assert [module.functions[n] for n in ("causal", "inverted", "rows", "follows")] == [
+        "cpu-tensor",
+        "cpu-tensor",
+        "cpu-tensor",
+        "",
+    ]

@@ -145,6 +145,9 @@ class ModuleSummary:
             if "host_constants" in saved
             else None
         )
+        self._registries: dict[str, list[str] | None] = {
+            str(n): None if v is None else [str(c) for c in v] for n, v in saved.get("registries", {}).items()
+        }
         self._nodes: dict[str, Any] = {}
         self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
@@ -170,7 +173,9 @@ class ModuleSummary:
         places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
         self.functions: _Lazy[str] = _Lazy(
             function_names,
-            lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: n in self.uses.built),
+            lambda n: self._use(
+                n, lambda node: _returns(node, qualify, self._offsets.get(n, 0)), lambda: n in self.uses.built
+            ),
             places,
         )
         # function -> what it does to the arguments it is handed (`devicelint.project.helpers`)
@@ -199,7 +204,7 @@ class ModuleSummary:
 
     def _size(self) -> int:
         built = len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self.uses.built)
-        return built + len(self._saves) + (self._host_constants is not None)
+        return built + len(self._saves) + (self._host_constants is not None) + len(self._registries)
 
     def saves(self, read: SavesReader, word: str) -> dict[str, bool]:
         """File name -> whether every `torch.save` of it writes host data (`read`:
@@ -246,6 +251,15 @@ class ModuleSummary:
             self._host_constants = {n: made[0] for n, made in seen.items() if len(made) == 1 and made[0] is not None}
         return self._host_constants
 
+    def registry(self, name: str) -> tuple[str, ...] | None:
+        """The callables a module-level dict maps names to (`MODELS = {"unet": UNet, "fcn":
+        FCN8s}`, also `MODELS["segnet"] = SegNet` at top level), qualified; None when `name` is
+        no such dict or the module changes it otherwise (`MODELS.update(...)`, rebinding)."""
+        if name not in self._registries:
+            self._registries[name] = _registry(self._whole_tree(), name, self._qualify)
+        found = self._registries[name]
+        return None if found is None else tuple(found)
+
     def _whole_tree(self) -> ast.Module:
         if self._tree is None:
             if self._source is None:
@@ -280,6 +294,7 @@ class ModuleSummary:
             "uses": {n: asdict(u) for n, u in self.uses.built.items()},
             **({"saves": self._saves} if self._saves else {}),
             **({"host_constants": self._host_constants} if self._host_constants is not None else {}),
+            **({"registries": self._registries} if self._registries else {}),
         }
 
     def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:
@@ -334,6 +349,42 @@ class ModuleSummary:
             (n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name),
             None,
         )
+
+
+def _registry(tree: ast.Module, name: str, qualify: _Qualifier) -> list[str] | None:
+    """`ModuleSummary.registry` from the module's tree."""
+    found: list[str] | None = None
+    top = {id(t) for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and not isinstance(node.ctx, ast.Load)
+            and id(node) not in top
+        ):
+            return None  # bound again in a function, a loop, a `del`
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == name and node.func.attr not in ("get", "keys", "items"):
+                return None  # `MODELS.update(...)`, `MODELS.setdefault(...)`
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if found is not None or len(node.targets) != 1 or not isinstance(node.value, ast.Dict):
+                return None
+            found = []
+            for value in node.value.values:
+                qualified = qualify(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                if qualified is None:
+                    return None
+                found.append(qualified)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name for t in node.targets
+        ):
+            qualified = qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+            if found is None or qualified is None:
+                return None
+            found.append(qualified)
+    return found
 
 
 def _merge(found: dict[str, bool], more: dict[str, bool]) -> None:
@@ -1153,7 +1204,7 @@ def _movers(
     return tuple(sorted(own)), tuple(sorted(others))
 
 
-def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
+def _returns(function: ast.FunctionDef | None, qualify: _Qualifier, first_line: int = 0) -> str:
     """Where every `return` of `function` puts its value, when all agree and it is certain."""
     if function is None:
         return ""
@@ -1174,7 +1225,7 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     assignments.setdefault(target.id, []).append(node.value)
-                else:
+                elif not isinstance(target, (ast.Attribute, ast.Subscript)):  # (a part set binds no name)
                     for inner in ast.walk(target):
                         if isinstance(inner, ast.Name):
                             assignments.setdefault(inner.id, []).append(target)  # unknowable: unpacked
@@ -1199,10 +1250,11 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
     if parts:
         return parts
     place = _agreed({_place(value, assignments, qualify, 0) for value in returns})
-    if place.startswith("call:") and not _returned_untouched(function, returns, assignments):
+    if place.startswith(("call:", "callk:")) and not _returned_untouched(function, returns, assignments):
         # `model = Net(); model.to(device); return model`: a module may have been moved (a
-        # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
-        place = "callt:" + place[5:]
+        # tensor's `.to()` returns a copy, so the place of a returned tensor stands); what a
+        # call given `**kwargs` builds is then nothing known
+        place = "callt:" + place[5:] if place.startswith("call:") else ""
     return place
 
 
@@ -1237,23 +1289,68 @@ def _returned_untouched(
     for value in returns:
         if isinstance(value, ast.Name):
             bound = assigned.get(value.id, [])
-            if not bound or not all(isinstance(b, ast.Call) for b in bound):
+            if not bound or not all(_built_by_call(b) for b in bound):
                 return False
             names.add(value.id)
-        elif not isinstance(value, ast.Call):
+        elif not _built_by_call(value):
             return False
     if not names:
         return True
     loads = dict.fromkeys(names, 0)
     kept = dict.fromkeys(names, 0)
-    for node in _own_nodes(function):
+    nodes = _own_nodes(function)
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    for node in nodes:
         if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
             loads[node.id] += 1
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
-            kept[node.value.id] += node.attr in _KEEPING_METHODS
+            # a method called on it keeps it only when it cannot place it; reading or setting
+            # an attribute (`model.fc = nn.Linear(model.fc.in_features, n)`) keeps it where it is
+            kept[node.value.id] += node.attr in _KEEPING_METHODS if id(node) in called else 1
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in names:
             kept[node.value.id] += 1
+        elif isinstance(node, ast.Call) and _moves_part_of(node, names):
+            return False  # `model.head.cuda()`
+        elif isinstance(node, ast.Assign) and _placed_part(node, names):
+            return False  # `model.fc = nn.Linear(...).to(device)`
     return all(loads[n] <= kept[n] for n in names)
+
+
+def _built_by_call(value: ast.expr) -> bool:
+    """A call, or a conditional between calls (`resnet50() if deep else resnet18()`)."""
+    if isinstance(value, ast.IfExp):
+        return _built_by_call(value.body) and _built_by_call(value.orelse)
+    return isinstance(value, ast.Call)
+
+
+def _moves_part_of(call: ast.Call, names: set[str]) -> bool:
+    """`model.head.cuda()`, `model.fc.to(device)`: a move of a part of a returned module."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _PART_MOVES:
+        return False
+    root = func.value
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in names and func.value is not root
+
+
+def _placed_part(assign: ast.Assign, names: set[str]) -> bool:
+    """`model.fc = nn.Linear(...).to(device)`: a part set from a value that something placed."""
+    if not any(
+        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in names for t in assign.targets
+    ):
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Attribute) and n.func.attr in _PART_MOVES)
+            or any(k.arg in ("device", None) for k in n.keywords)
+        )
+        for n in _descendants(assign.value)
+    )
+
+
+_PART_MOVES = frozenset({"to", "cuda", "xpu", "npu", "mps"})
 
 
 def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
@@ -1309,9 +1406,25 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
         sides = [s for s in (value.left, value.right) if not isinstance(s, ast.Constant)]
         places = {_place(s, assignments, qualify, depth + 1) for s in sides}
         return places.pop() if len(places) == 1 and sides else ""
+    if isinstance(value, ast.IfExp):  # `resnet50() if deep else resnet18()`
+        return _agreed({_place(v, assignments, qualify, depth + 1) for v in (value.body, value.orelse)})
+    if isinstance(value, ast.Compare):  # `mask == 0`, `tokens != pad`: where the tensors are
+        return _tensor_place([value.left, *value.comparators], assignments, qualify, depth)
+    if isinstance(value, ast.UnaryOp) and not isinstance(value.op, ast.Not):  # `~mask`, `-x`
+        return _tensor_place([value.operand], assignments, qualify, depth)
+    if isinstance(value, ast.Subscript):  # `table[:n]`, `x[0]`: rows of a tensor stay where it is
+        return _tensor_place([value.value], assignments, qualify, depth)
     if not isinstance(value, ast.Call):
         return ""
     func = value.func
+    if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
+        # `MODELS[name](...)`: one of the classes a module-level dict maps names to
+        registry = qualify(func.value)
+        if isinstance(func.value, ast.Name) and (func.value.id in assignments or func.value.id not in qualify.imports):
+            registry = None if func.value.id in assignments else f"{qualify.module}.{func.value.id}".lstrip(".")
+        if registry is None or any(k.arg in ("device", "device_map") for k in value.keywords):
+            return ""
+        return f"callk:{registry}[]" if any(k.arg is None for k in value.keywords) else f"call:{registry}[]"
     if isinstance(func, ast.Attribute) and func.attr in ("cuda", "to", "cpu"):
         return _moved(value, func.attr)
     if isinstance(func, ast.Attribute) and func.attr in PRESERVING_METHODS and qualify(func.value) is None:
@@ -1338,12 +1451,30 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             parts = [e for a in value.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
             places = {_place(p, assignments, qualify, depth + 1) for p in parts}
             return places.pop() if len(places) == 1 and parts else ""
+        if qualified[6:] in PRESERVING_METHODS and not any(k.arg is None or k.arg == "out" for k in value.keywords):
+            # `torch.triu(ones, diagonal=1)`: a tensor method's function form, where its tensors are
+            return _tensor_place(list(value.args), assignments, qualify, depth)
         return ""
     if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
-        if any(k.arg is None or k.arg in ("device", "device_map") for k in value.keywords):
+        if any(k.arg in ("device", "device_map") for k in value.keywords):
             return ""  # what it builds or returns may be placed by the caller's argument
+        if any(k.arg is None for k in value.keywords):
+            # `Net(**cfg)`: a project class that never places itself stays where it is built;
+            # any other callable may be handed a device (the index tells them apart)
+            return f"callk:{qualified}"
         return f"call:{qualified}"
     return ""
+
+
+def _tensor_place(
+    values: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier, depth: int
+) -> str:
+    """The one tensor place of the values that are not numbers ("" when they disagree or are
+    not tensors known to be on the CPU or the device)."""
+    parts = [v for v in values if not isinstance(v, ast.Constant) and not isinstance(v, ast.Starred)]
+    places = {_place(v, assignments, qualify, depth + 1) for v in parts}
+    place = places.pop() if len(places) == 1 else ""
+    return place if place in ("cpu-tensor", "device-tensor") else ""
 
 
 def _names_an_accelerator(value: ast.expr) -> bool:
