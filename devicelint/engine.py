@@ -92,6 +92,8 @@ def _imported_words(view: ProjectView) -> str:
     words = ["torchmetrics"] if "metric" in places else []
     if any(place.startswith("generator:") for place in places):
         words.append("torch.Generator")  # an imported function returns one
+    if any(place.startswith("loss:") for place in places):
+        words.append("weight")  # an imported function returns a loss built with a class weight
     for helper in view.helpers.values():
         words.extend(helper.uses.distributed_setup)
         if helper.uses.loads_state:

@@ -1025,3 +1025,26 @@ def test_where_a_tensor_function_a_comparison_or_an_index_of_a_host_tensor_lives
         "cpu-tensor",
         "",
     ]
+
+
+
+def test_an_imported_loss_builder_with_a_host_class_weight(tmp_path: Path) -> None:
+    # refactored shape of criterion_builder_cpu_weight: `import losses as L`, a BCE with a
+    # `pos_weight` bound to a name first; the moved twin is silent
+    losses = (
+        "import torch\nfrom torch import nn\n\n\n"
+        "def make_loss(cfg):\n    pw = torch.FloatTensor([cfg.pos_weight])\n"
+        "    criterion = nn.BCEWithLogitsLoss(pos_weight=pw)\n    return criterion\n\n\n"
+        "def moved_loss(cfg, device):\n    criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([2.0]))\n"
+        "    criterion.to(device)\n    return criterion\n"
+    )
+    script = (
+        "import torch\n\nimport losses as L\n\n\n"
+        "def fit(net, loader, cfg):\n    net.cuda()\n    crit = L.make_loss(cfg)\n    other = L.make_loss(cfg).cuda()\n"
+        "    for x, y in loader:\n        (crit(net(x.cuda()), y.cuda()) + other(net(x.cuda()), y.cuda())).backward()\n"
+    )
+    _write(tmp_path, {"losses.py": losses, "fit.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL106"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 8)]
+    assert "losses.py:7" in rows[0]["message"]
+    assert summarise(losses, "losses").functions["moved_loss"] == ""

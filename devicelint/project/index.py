@@ -902,6 +902,9 @@ class ProjectIndex:
             return "tuple:" + "|".join(parts) if any(parts) else None
         if place.startswith(("generator:", "optimizer:")):
             return place  # a `torch.Generator` and its device; an optimizer and the model it steps
+        if place.startswith("loss:"):  # a loss built with a host class weight: and where
+            kind, keyword, line = place[len("loss:") :].split(":")
+            return f"loss:{kind}:{keyword}:{self._shown(where)}:{line}"
         return place if place in ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list") else None
 
     def _part_place(self, place: str, where: Path) -> str:

@@ -1112,6 +1112,35 @@ def _returned_optimizer(
     return f"optimizer:{chosen}@{next(iter(owners))}#{names.index(next(iter(owners)))}"
 
 
+def _returned_loss(
+    function: ast.FunctionDef,
+    returns: list[ast.expr],
+    assignments: dict[str, list[ast.expr]],
+    qualify: _Qualifier,
+    first_line: int,
+) -> str:
+    """ "loss:<class>:<keyword>:<line>" where every `return` hands back a `torch.nn` loss it builds
+    unmoved (`nn.CrossEntropyLoss(...)`, or a name bound once to one) and one of them is given a
+    class weight made on the host (`weight=torch.tensor(cfg.class_weights)`, at `line`): the loss
+    keeps that weight as a buffer on the CPU until the caller moves it."""
+    found = ""
+    for value in returns:
+        if isinstance(value, ast.Name) and len(assignments.get(value.id, [])) == 1:
+            value = assignments[value.id][0]
+        if not isinstance(value, ast.Call):
+            return ""
+        qualified = qualify(value.func) or ""
+        if not (qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.endswith("Loss")):
+            return ""
+        for keyword in value.keywords:
+            if keyword.arg is None:
+                return ""
+            if keyword.arg in ("weight", "pos_weight") and not found:
+                if _place(keyword.value, assignments, qualify, 0) == "cpu-tensor":
+                    found = f"loss:{qualified[9:]}:{keyword.arg}:{value.lineno + first_line}"
+    return found if found and _returned_untouched(function, returns, assignments) else ""
+
+
 def _dotted(node: ast.expr) -> str | None:
     """`torch.optim.Adam` for that attribute chain; None for anything else."""
     parts = []
@@ -1246,6 +1275,9 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier, first_line: 
     optimizer = _returned_optimizer(function, returns, assignments, qualify)
     if optimizer:
         return optimizer
+    loss = _returned_loss(function, returns, assignments, qualify, first_line)
+    if loss:
+        return loss
     parts = _tuple_places(returns, assignments, qualify)
     if parts:
         return parts
