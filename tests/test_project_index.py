@@ -962,7 +962,6 @@ def test_every_summary_and_view_field_survives_the_store() -> None:
                 assert _class_from(json.loads(json.dumps(asdict(cls)))) == cls, (folder, name)
 
 
-
 def test_an_imported_host_constant_copied_in_a_batch_loop(tmp_path: Path) -> None:
     # refactored shape of imported_stats_copied_every_step: read through a module alias, copied
     # with `.cuda()` in an evaluation loop; a copy made once before the loop is silent
@@ -979,6 +978,7 @@ def test_an_imported_host_constant_copied_in_a_batch_loop(tmp_path: Path) -> Non
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL405"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("evaluate.py", 9)]
     assert "stats.py:3" in rows[0]["message"] and "every batch" in rows[0]["message"]
+
 
 def test_a_library_or_registry_model_returned_by_an_imported_builder_is_built_on_the_cpu(tmp_path: Path) -> None:
     # refactored shapes of torchvision_builder_not_moved and registry_dict_builder: a timm model
@@ -1025,7 +1025,6 @@ def test_where_a_tensor_function_a_comparison_or_an_index_of_a_host_tensor_lives
         "cpu-tensor",
         "",
     ]
-
 
 
 def test_an_imported_loss_builder_with_a_host_class_weight(tmp_path: Path) -> None:
