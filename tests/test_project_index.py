@@ -1047,3 +1047,27 @@ def test_an_imported_loss_builder_with_a_host_class_weight(tmp_path: Path) -> No
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 8)]
     assert "losses.py:7" in rows[0]["message"]
     assert summarise(losses, "losses").functions["moved_loss"] == ""
+
+
+def test_a_wrapper_kept_on_self_and_saved_by_a_method_is_loaded_bare_elsewhere(tmp_path: Path) -> None:
+    # refactored shape of ddp_checkpoint_saved_by_trainer_method: wrapped in a set-up method,
+    # saved under a checkpoint key; a class that unwraps the attribute before saving is silent
+    engine = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Engine:\n    def __init__(self, net, ckpt_dir):\n"
+        "        self.net = net\n        self.ckpt_dir = ckpt_dir\n\n    def setup(self):\n"
+        "        self.net = nn.DataParallel(self.net).cuda()\n\n    def save(self, epoch):\n"
+        '        torch.save({"model": self.net.state_dict(), "epoch": epoch}, f"{self.ckpt_dir}/last.pth")\n\n\n'
+        "class Unwrapping(Engine):\n    def setup(self):\n        self.net = nn.DataParallel(self.net).cuda()\n\n"
+        "    def finish(self):\n        self.net = self.net.module\n\n    def save(self, epoch):\n"
+        '        torch.save(self.net.state_dict(), f"{self.ckpt_dir}/final.pth")\n'
+    )
+    loader = (
+        "import torch\nimport torch.nn as nn\n\n\ndef load(ckpt_dir):\n    net = nn.Linear(4, 2)\n"
+        '    ckpt = torch.load(f"{ckpt_dir}/last.pth", map_location="cpu")\n    net.load_state_dict(ckpt["model"])\n'
+        '    other = nn.Linear(4, 2)\n    other.load_state_dict(torch.load(f"{ckpt_dir}/final.pth", map_location="cpu"))\n'
+        "    return net, other\n"
+    )
+    _write(tmp_path, {"engine.py": engine, "load.py": loader})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("load.py", 8)]
+    assert "engine.py:14" in rows[0]["message"]
