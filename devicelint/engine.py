@@ -102,6 +102,8 @@ def _imported_words(view: ProjectView) -> str:
             words.append("backward")  # it runs the step: the AMP and sync rules read the caller
         if helper.uses.runs_unmoved:
             words.append(".to(device)")  # it moves the model's inputs
+        if helper.uses.accelerator_tensor:
+            words.append("cuda")  # it puts tensors on the GPU (a dataset calling it is DL109's)
     if any(cls.metric_feeds for cls in view.plain_classes.values()):
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.state_loads for cls in view.plain_classes.values()):

@@ -1071,3 +1071,21 @@ def test_a_wrapper_kept_on_self_and_saved_by_a_method_is_loaded_bare_elsewhere(t
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("load.py", 8)]
     assert "engine.py:14" in rows[0]["message"]
+
+
+def test_a_collate_function_that_calls_an_imported_helper_making_cuda_tensors(tmp_path: Path) -> None:
+    # refactored shape of dataset_calls_cuda_helper_elsewhere: a collate function, a helper that
+    # builds with `device="cuda"`; a helper that moves to the device it is handed is not certain
+    tensors = (
+        'import torch\n\n\ndef stack_ids(rows):\n    return torch.tensor(rows, device="cuda")\n\n\n'
+        "def stack_on(rows, device):\n    return torch.tensor(rows).to(device)\n"
+    )
+    data = (
+        "from torch.utils.data import DataLoader\n\nfrom utils.tensors import stack_ids, stack_on\n\n\n"
+        "def collate_batch(items):\n    return stack_ids([i[0] for i in items]), stack_on([i[1] for i in items], 'cpu')\n\n\n"
+        "def make_loader(ds):\n    return DataLoader(ds, batch_size=8, num_workers=4, collate_fn=collate_batch)\n"
+    )
+    _write(tmp_path, {"utils/__init__.py": "", "utils/tensors.py": tensors, "data.py": data})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109"]
+    assert [(Path(r["path"]).name, r["line"], r["column"]) for r in rows] == [("data.py", 7, 12)]
+    assert "utils/tensors.py:5" in rows[0]["message"]

@@ -83,6 +83,10 @@ class ParameterUses:
     # (the loss, the optimizer) and the branch they run on: "" always, "+p" when the caller hands
     # `p`, "-p" when it leaves `p` out or hands None (`if scaler is not None: ... else: ...`)
     step_effects: tuple[tuple[str, str, str], ...] = ()
+    # (how, line) for the first tensor it certainly puts on the accelerator, under any condition
+    # (`.cuda()`, `.to("cuda")`, `device="cuda:0"`): called in a `DataLoader` worker (a
+    # dataset's `__getitem__`), it initialises CUDA in a forked process
+    accelerator_tensor: tuple[tuple[str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -98,6 +102,7 @@ class ParameterUses:
             or self.runs_unmoved
             or self.host_syncs
             or self.step_effects
+            or self.accelerator_tensor
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -126,6 +131,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
+        accelerator_tensor=tuple((str(h), int(line)) for h, line in data.get("accelerator_tensor", ())),
     )
 
 
@@ -177,7 +183,31 @@ def parameter_uses(
         runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
         step_effects=_step_effects(function.body, set(params), ""),
+        accelerator_tensor=tuple((how, line + first_line) for how, line in _accelerator_tensor(own_nodes)),
     )
+
+
+def _is_torch_module(node: ast.expr) -> bool:
+    """`torch` itself (`torch.cuda` is its module, not a call that moves anything)."""
+    return isinstance(node, ast.Name) and node.id in ("torch", "th")
+
+
+def _accelerator_tensor(nodes: list[ast.AST]) -> tuple[tuple[str, int], ...]:
+    """See `ParameterUses.accelerator_tensor` (the first in the text)."""
+    found: list[tuple[int, int, str]] = []
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not _is_torch_module(func.value):
+            found.append((node.lineno, node.col_offset, ".cuda()"))
+        given = [("device={}", k.value) for k in node.keywords if k.arg == "device"]
+        if isinstance(func, ast.Attribute) and func.attr == "to" and node.args:
+            given.append((".to({})", node.args[0]))
+        for spelling, value in given:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith("cuda"):
+                found.append((node.lineno, node.col_offset, spelling.format(f'"{value.value}"')))
+    return ((min(found)[2], min(found)[0]),) if found else ()
 
 
 def _step_effects(body: list[ast.stmt], params: set[str], guard: str) -> tuple[tuple[str, str, str], ...]:
