@@ -104,6 +104,8 @@ def _imported_words(view: ProjectView) -> str:
             words.append(".to(device)")  # it moves the model's inputs
         if helper.uses.accelerator_tensor:
             words.append("cuda")  # it puts tensors on the GPU (a dataset calling it is DL109's)
+    if any(cls.host_only for cls in view.classes.values()):
+        words.append("pack_padded_sequence")  # an imported module class packs what it is handed
     if any(cls.metric_feeds for cls in view.plain_classes.values()):
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.state_loads for cls in view.plain_classes.values()):

@@ -1089,3 +1089,29 @@ def test_a_collate_function_that_calls_an_imported_helper_making_cuda_tensors(tm
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109"]
     assert [(Path(r["path"]).name, r["line"], r["column"]) for r in rows] == [("data.py", 7, 12)]
     assert "utils/tensors.py:5" in rows[0]["message"]
+
+
+def test_an_imported_module_class_that_packs_the_lengths_it_is_handed(tmp_path: Path) -> None:
+    # refactored shape of pack_padded_lengths_in_model: a method other than `forward`, the
+    # lengths cast first; lengths left on the host, or a class that moves them back, are silent
+    rnn = (
+        "import torch.nn as nn\n\n\nclass Tagger(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.emb = nn.Embedding(100, 8)\n        self.lstm = nn.LSTM(8, 8, batch_first=True)\n\n"
+        "    def encode(self, x, lens):\n        emb = self.emb(x)\n"
+        "        return nn.utils.rnn.pack_padded_sequence(emb, lens.long(), batch_first=True, enforce_sorted=False)\n\n\n"
+        "class SafeTagger(Tagger):\n    def encode(self, x, lens):\n        lens = lens.cpu()\n"
+        "        return nn.utils.rnn.pack_padded_sequence(self.emb(x), lens, batch_first=True)\n"
+    )
+    script = (
+        "import torch\n\nfrom models.rnn import SafeTagger, Tagger\n\n\n"
+        "def run(loader):\n    tagger = Tagger().cuda()\n    safe = SafeTagger().cuda()\n"
+        "    for x, lens in loader:\n        tagger.encode(x.cuda(), lens.cuda())\n        tagger.encode(x.cuda(), lens)\n"
+        "        safe.encode(x.cuda(), lens.cuda())\n"
+    )
+    _write(tmp_path, {"models/__init__.py": "", "models/rnn.py": rnn, "run.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL118"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 10)]
+    assert "models/rnn.py:12" in rows[0]["message"]
+    classes = summarise(rnn, "models.rnn").classes
+    assert classes["Tagger"].host_only == (("encode", ("x", "lens"), "lens", "lengths", "pack_padded_sequence", 12),)
+    assert classes["SafeTagger"].host_only == ()

@@ -214,3 +214,9 @@ LEGACY_CONSTRUCTORS = frozenset(
 SIZED_FACTORIES = frozenset(
     {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace", "eye"}
 )
+
+# Arguments PyTorch rejects on an accelerator whatever device the other arguments are on:
+# (qualified name, position after the callee's own arguments, keyword).
+HOST_ONLY_ARGUMENTS: dict[str, tuple[int, str]] = {
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
+}

@@ -166,6 +166,8 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             bool(c["places_itself"]),
             tuple((str(a), str(d), bool(s)) for a, d, s in c.get("placed", ())),
             tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
+            host_updates_from(c.get("host_only", ())),
+            str(c.get("path", "")),
         )
         for k, c in data["classes"].items()
     }
@@ -933,6 +935,8 @@ class ProjectIndex:
             self._places(cls, where),
             cls.placed,
             cls.method_places,
+            cls.host_only,
+            self._shown(where) if cls.host_only else "",
         )
 
     def _function_place(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
+from devicelint.analysis.vocabulary import FACTORIES, HOST_ONLY_ARGUMENTS, PRESERVING_METHODS
 from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
@@ -93,6 +93,10 @@ class ClassSummary:
     # method feeds (`self.acc.update(preds, target)`) to a torchmetrics metric `__init__` keeps on
     # `self` and nothing in the class moves: the metric stays on the CPU
     metric_feeds: tuple[HostUpdate, ...] = ()
+    # (method, its parameters, parameter, keyword, callee, line) for each parameter a method hands
+    # as it is to an argument PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in
+    # `forward(self, tokens, lengths)`): a caller that passes a device tensor there fails
+    host_only: tuple[HostUpdate, ...] = ()
 
 
 class ModuleSummary:
@@ -411,6 +415,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         state_loads=tuple((str(m), str(p), int(n)) for m, p, n in data.get("state_loads", ())),
         runs_unmoved=tuple((str(p), int(n)) for p, n in data.get("runs_unmoved", ())),
         metric_feeds=host_updates_from(data.get("metric_feeds", ())),
+        host_only=host_updates_from(data.get("host_only", ())),
     )
 
 
@@ -593,7 +598,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         return ClassSummary(())
     bases = _bases(node, qualify)
     builds: set[str] = set()
-    makes = places = factories = updates_self = False
+    makes = places = factories = updates_self = host_only = False
     submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
     for inner in _descendants(node):
         if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
@@ -618,6 +623,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
                 makes = True
             factories = factories or (last in FACTORIES and qualified.startswith("torch."))
+            host_only = host_only or (last in _HOST_ONLY_NAMES and qualified in HOST_ONLY_ARGUMENTS)
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
     moved, others = _movers(methods, qualify, submodules)
     placed = _placed_submodules(methods.get("__init__"), qualify) if places else ()
@@ -656,7 +662,43 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             (m, ps, p, a, f, line + first_line)
             for m, ps, p, a, f, line in (_metric_feeds(methods, qualify) if metrics_imported else ())
         ),
+        tuple(
+            (m, ps, p, k, f, line + first_line)
+            for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
+        ),
     )
+
+
+_REBINDING = (ast.AugAssign, ast.AnnAssign, ast.For)
+_HOST_ONLY_NAMES = frozenset(q.rsplit(".", 1)[-1] for q in HOST_ONLY_ARGUMENTS)
+
+
+def _host_only_parameters(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> tuple[HostUpdate, ...]:
+    """See `ClassSummary.host_only`: the parameter itself, or a cast or reshape of it
+    (`lengths.long()`), never rebound in the method."""
+    found: list[HostUpdate] = []
+    for name, params, nodes in _methods_after_init(methods):
+        rebound: set[str] = set()
+        for n in nodes:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, _REBINDING) else []
+            rebound.update(t.id for target in targets for t in _descendants(target) if isinstance(t, ast.Name))
+        for call in (n for n in nodes if isinstance(n, ast.Call)):
+            qualified = qualify(call.func) or ""
+            if qualified not in HOST_ONLY_ARGUMENTS or any(isinstance(a, ast.Starred) for a in call.args):
+                continue
+            position, keyword = HOST_ONLY_ARGUMENTS[qualified]
+            given = next((k.value for k in call.keywords if k.arg == keyword), None)
+            if given is None and position < len(call.args):
+                given = call.args[position]
+            while (
+                isinstance(given, ast.Call)
+                and isinstance(given.func, ast.Attribute)
+                and given.func.attr in PRESERVING_METHODS
+            ):
+                given = given.func.value
+            if isinstance(given, ast.Name) and given.id in params and given.id not in rebound:
+                found.append((name, params, given.id, keyword, qualified.rsplit(".", 1)[-1], call.lineno))
+    return tuple(found)
 
 
 def _metric_feeds(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> tuple[HostUpdate, ...]:

@@ -34,6 +34,11 @@ class ImportedClass:
     placed: tuple[tuple[str, str, bool], ...] = ()
     # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
     method_places: tuple[tuple[str, str], ...] = ()
+    # (`project.summary.ClassSummary.host_only`): the parameters its methods hand to an argument
+    # PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in `forward`)
+    host_only: tuple[HostUpdate, ...] = ()
+    # its file, relative to the project root (for messages; "" where the class is a library's)
+    path: str = ""
 
 
 @dataclass(frozen=True)
