@@ -1115,3 +1115,28 @@ def test_an_imported_module_class_that_packs_the_lengths_it_is_handed(tmp_path: 
     classes = summarise(rnn, "models.rnn").classes
     assert classes["Tagger"].host_only == (("encode", ("x", "lens"), "lens", "lengths", "pack_padded_sequence", 12),)
     assert classes["SafeTagger"].host_only == ()
+
+
+def test_a_plain_class_method_returning_a_host_tensor_built_from_its_attributes(tmp_path: Path) -> None:
+    # refactored shape of class_weights_from_dataset_method: the class read through a module
+    # alias, its method dividing a number by the host table; a class that moves the table is silent
+    stats = (
+        "import torch\n\n\nclass LabelStats:\n    def __init__(self, freqs):\n"
+        "        self.freqs = torch.tensor(freqs, dtype=torch.float32)\n\n"
+        "    def inverse(self):\n        return len(self.freqs) / self.freqs\n\n\n"
+        "class MovedStats(LabelStats):\n    def to_gpu(self):\n        self.freqs = self.freqs.cuda()\n\n"
+        "    def inverse(self):\n        return 1.0 / self.freqs\n"
+    )
+    script = (
+        "import torch\nimport torch.nn as nn\n\nimport stats as S\n\n\n"
+        "def fit(net, loader, freqs):\n    net.cuda()\n    counts = S.LabelStats(freqs)\n"
+        "    loss = nn.NLLLoss(weight=counts.inverse())\n    moved = S.MovedStats(freqs)\n"
+        "    other = nn.NLLLoss(weight=moved.inverse())\n"
+        "    for x, y in loader:\n        (loss(net(x.cuda()), y.cuda()) + other(net(x.cuda()), y.cuda())).backward()\n"
+    )
+    _write(tmp_path, {"stats.py": stats, "fit.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL106"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 10)]
+    classes = summarise(stats, "stats").classes
+    assert classes["LabelStats"].method_places == (("inverse", "cpu-tensor"),)
+    assert classes["MovedStats"].method_places == ()

@@ -48,7 +48,11 @@ _TORCH_SAVES = (b"torch.save", b"serialization.save")
 _TORCH_LOADS = (b"torch.load", b"serialization.load")
 # What a plain class's text holds where it may update host tensors in place or hand its input to
 # a model it moved (`ClassSummary.host_updates`, `unmoved_inputs`): others are not summarised.
-_PLAIN_CLASS_WORDS = ("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict", "torchmetrics")
+_PLAIN_CLASS_WORDS = (
+    *("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict", "torchmetrics"),
+    # (a host tensor kept or built by a method: `self.labels = torch.as_tensor(labels)`)
+    *("torch.tensor(", "torch.as_tensor(", "torch.from_numpy(", "torch.zeros(", "torch.ones(", "torch.arange("),
+)
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"
 # A file modified this close before the record was written may change again within the same
@@ -194,6 +198,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             int(c.get("init_positional", 0)),
             tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
             host_updates_from(c.get("metric_feeds", ())),
+            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -878,7 +883,13 @@ class ProjectIndex:
             if imported is not None or not module.mentions(name, _PLAIN_CLASS_WORDS):
                 return imported
             summary = module.classes[name]
-            if summary.host_updates or summary.unmoved_inputs or summary.state_loads or summary.metric_feeds:
+            if (
+                summary.host_updates
+                or summary.unmoved_inputs
+                or summary.state_loads
+                or summary.metric_feeds
+                or summary.method_places
+            ):
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
                     qualified,
@@ -889,6 +900,7 @@ class ProjectIndex:
                     summary.init_positional,
                     summary.state_loads,
                     summary.metric_feeds,
+                    summary.method_places,
                 )
             return imported
         place = self._function_place(module, name, where, 0)

@@ -631,7 +631,8 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     # public methods other than `forward` that build or move tensors, host tables updated in
     # place, a model `__init__` moved)
     called = [name for name in methods if not name.startswith("_") and name != "forward"]
-    returned = ((name, _returns(methods[name], qualify)) for name in called) if factories or places else ()
+    kept = _host_attributes(node, methods, qualify) if factories else {}
+    returned = ((name, _returns(methods[name], qualify, 0, kept)) for name in called) if factories or places else ()
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
     found = _host_updates(node, methods, qualify) if factories and updates_self else ()
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
@@ -1275,11 +1276,17 @@ def _movers(
     return tuple(sorted(own)), tuple(sorted(others))
 
 
-def _returns(function: ast.FunctionDef | None, qualify: _Qualifier, first_line: int = 0) -> str:
-    """Where every `return` of `function` puts its value, when all agree and it is certain."""
+def _returns(
+    function: ast.FunctionDef | None,
+    qualify: _Qualifier,
+    first_line: int = 0,
+    attributes: dict[str, list[ast.expr]] | None = None,
+) -> str:
+    """Where every `return` of `function` puts its value, when all agree and it is certain
+    (`attributes`: what its class binds `self.<attr>` to, keyed `self.<attr>`)."""
     if function is None:
         return ""
-    assignments: dict[str, list[ast.expr]] = {}
+    assignments: dict[str, list[ast.expr]] = dict(attributes or {})
     returns: list[ast.expr] = []
     for node in _own_nodes(function):
         if isinstance(node, ast.With):
@@ -1475,9 +1482,13 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
         if not values:
             return ""  # a parameter or a global: unknown
         return _agreed({_place(v, assignments, qualify, depth + 1) for v in values})
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        # `self.labels`, where the class binds it only to host tensors (`_host_attributes`)
+        values = assignments.get(f"{value.value.id}.{value.attr}")
+        return _agreed({_place(v, assignments, qualify, depth + 1) for v in values}) if values else ""
     if isinstance(value, ast.BinOp):
-        # `w.sum() / w`, `1.0 / w`: a number keeps the tensor where it is
-        sides = [s for s in (value.left, value.right) if not isinstance(s, ast.Constant)]
+        # `w.sum() / w`, `1.0 / w`, `len(w) * w`: a number keeps the tensor where it is
+        sides = [s for s in (value.left, value.right) if not _number(s)]
         places = {_place(s, assignments, qualify, depth + 1) for s in sides}
         return places.pop() if len(places) == 1 and sides else ""
     if isinstance(value, ast.IfExp):  # `resnet50() if deep else resnet18()`
@@ -1525,7 +1536,8 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             parts = [e for a in value.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
             places = {_place(p, assignments, qualify, depth + 1) for p in parts}
             return places.pop() if len(places) == 1 and parts else ""
-        if qualified[6:] in PRESERVING_METHODS and not any(k.arg is None or k.arg == "out" for k in value.keywords):
+        following = qualified[6:] in PRESERVING_METHODS or qualified[6:] in _COUNTING
+        if following and not any(k.arg is None or k.arg == "out" for k in value.keywords):
             # `torch.triu(ones, diagonal=1)`: a tensor method's function form, where its tensors are
             return _tensor_place(list(value.args), assignments, qualify, depth)
         return ""
@@ -1538,6 +1550,57 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             return f"callk:{qualified}"
         return f"call:{qualified}"
     return ""
+
+
+# torch functions whose result lives where the tensor they read is (`torch.bincount(labels)`)
+_COUNTING = frozenset({"bincount", "histc", "unique", "argsort", "bucketize", "nan_to_num", "cumsum"})
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "round"})
+_NUMBER_METHODS = frozenset({"item", "numel", "dim", "size"})
+
+
+def _number(value: ast.expr) -> bool:
+    """A Python number: a literal, `len(x)`, `float(n)`, `t.numel()`, `x.size(0)`."""
+    if isinstance(value, ast.Constant):
+        return True
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Name):
+        return func.id in _NUMBER_BUILTINS
+    return (
+        isinstance(func, ast.Attribute) and func.attr in _NUMBER_METHODS and (func.attr != "size" or bool(value.args))
+    )
+
+
+def _host_attributes(
+    node: ast.ClassDef, methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+) -> dict[str, list[ast.expr]]:
+    """`self.<attr>` -> the values the class binds it to, for each attribute that every binding
+    makes a host tensor (`self.labels = torch.as_tensor(labels)`) and nothing moves
+    (`self.labels.cuda()`, a mover of its own): what a method computes from it stays there."""
+    if _MOVERS & set(methods):
+        return {}
+    bound: dict[str, list[ast.expr]] = {}
+    moved: set[str] = set()
+    for inner in _descendants(node):
+        if isinstance(inner, ast.Assign):
+            for target in inner.targets:
+                attr = _self_attribute(target)
+                if attr is not None:
+                    bound.setdefault(attr, []).append(inner.value)
+        elif isinstance(inner, (ast.AugAssign, ast.AnnAssign)):
+            attr = _self_attribute(inner.target)
+            if attr is not None and isinstance(inner, ast.AnnAssign) and inner.value is not None:
+                bound.setdefault(attr, []).append(inner.value)
+        elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in _MOVERS:
+            attr = _self_attribute(inner.func.value)
+            if attr is not None:
+                moved.add(attr)
+    return {
+        f"self.{attr}": values
+        for attr, values in bound.items()
+        if attr not in moved and all(_place(v, {}, qualify, 0) == "cpu-tensor" for v in values)
+    }
 
 
 def _tensor_place(

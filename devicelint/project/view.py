@@ -58,6 +58,9 @@ class ImportedPlainClass:
     state_loads: tuple[tuple[str, str, int], ...] = ()
     # (`ClassSummary.metric_feeds`): what its methods feed to a torchmetrics metric it keeps unmoved
     metric_feeds: tuple[HostUpdate, ...] = ()
+    # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
+    # (`def class_weights(self): return counts.sum() / counts` of `self.labels` built on the host)
+    method_places: tuple[tuple[str, str], ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
