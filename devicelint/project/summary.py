@@ -600,18 +600,32 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     builds: set[str] = set()
     makes = places = factories = updates_self = host_only = False
     submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
+    attributes: dict[str, list[ast.expr]] = {}  # `self.labels = torch.as_tensor(labels)`
+    moved_attributes: set[str] = set()  # `self.labels.cuda()`
     for inner in _descendants(node):
-        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
-            _note_submodules(inner, qualify, submodules)
+        if isinstance(inner, ast.Assign):
+            if isinstance(inner.value, ast.Call):
+                _note_submodules(inner, qualify, submodules)
+            for target in inner.targets:
+                attr = _self_attribute(target)
+                if attr is not None:
+                    attributes.setdefault(attr, []).append(inner.value)
         elif isinstance(inner, ast.AugAssign):
             target = inner.target.value if isinstance(inner.target, ast.Subscript) else inner.target
             updates_self = updates_self or _self_attribute(target) is not None
+        elif isinstance(inner, ast.AnnAssign) and inner.value is not None:
+            attr = _self_attribute(inner.target)
+            if attr is not None:
+                attributes.setdefault(attr, []).append(inner.value)
         if isinstance(inner, ast.Call):
             func = inner.func
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             qualified = qualify(func) or ""
             if last in _MOVERS - {"_apply"} and isinstance(func, ast.Attribute):
                 places = True
+                moved_attr = _self_attribute(func.value)
+                if moved_attr is not None:
+                    moved_attributes.add(moved_attr)
             if any(k.arg in ("device", "device_map") for k in inner.keywords):
                 places = True
             if last in _REGISTERS or qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
@@ -631,7 +645,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     # public methods other than `forward` that build or move tensors, host tables updated in
     # place, a model `__init__` moved)
     called = [name for name in methods if not name.startswith("_") and name != "forward"]
-    kept = _host_attributes(node, methods, qualify) if factories else {}
+    kept = _host_attributes(attributes, moved_attributes, methods, qualify) if factories else {}
     returned = ((name, _returns(methods[name], qualify, 0, kept)) for name in called) if factories or places else ()
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
     found = _host_updates(node, methods, qualify) if factories and updates_self else ()
@@ -1573,32 +1587,20 @@ def _number(value: ast.expr) -> bool:
 
 
 def _host_attributes(
-    node: ast.ClassDef, methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+    attributes: dict[str, list[ast.expr]],
+    moved: set[str],
+    methods: dict[str, ast.FunctionDef],
+    qualify: _Qualifier,
 ) -> dict[str, list[ast.expr]]:
-    """`self.<attr>` -> the values the class binds it to, for each attribute that every binding
-    makes a host tensor (`self.labels = torch.as_tensor(labels)`) and nothing moves
-    (`self.labels.cuda()`, a mover of its own): what a method computes from it stays there."""
+    """`self.<attr>` -> the values the class binds it to (`attributes`), for each attribute that
+    every binding makes a host tensor (`self.labels = torch.as_tensor(labels)`) and nothing moves
+    (`moved`: `self.labels.cuda()`; or a mover of the class's own): what a method computes from
+    it stays there."""
     if _MOVERS & set(methods):
         return {}
-    bound: dict[str, list[ast.expr]] = {}
-    moved: set[str] = set()
-    for inner in _descendants(node):
-        if isinstance(inner, ast.Assign):
-            for target in inner.targets:
-                attr = _self_attribute(target)
-                if attr is not None:
-                    bound.setdefault(attr, []).append(inner.value)
-        elif isinstance(inner, (ast.AugAssign, ast.AnnAssign)):
-            attr = _self_attribute(inner.target)
-            if attr is not None and isinstance(inner, ast.AnnAssign) and inner.value is not None:
-                bound.setdefault(attr, []).append(inner.value)
-        elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in _MOVERS:
-            attr = _self_attribute(inner.func.value)
-            if attr is not None:
-                moved.add(attr)
     return {
         f"self.{attr}": values
-        for attr, values in bound.items()
+        for attr, values in attributes.items()
         if attr not in moved and all(_place(v, {}, qualify, 0) == "cpu-tensor" for v in values)
     }
 
