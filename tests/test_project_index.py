@@ -1140,3 +1140,21 @@ def test_a_plain_class_method_returning_a_host_tensor_built_from_its_attributes(
     classes = summarise(stats, "stats").classes
     assert classes["LabelStats"].method_places == (("inverse", "cpu-tensor"),)
     assert classes["MovedStats"].method_places == ()
+
+
+def test_a_model_picked_by_name_from_torchvision_by_an_imported_builder(tmp_path: Path) -> None:
+    # `models.__dict__[arch](...)` (pytorch/examples' ImageNet script) and `getattr(models, arch)`
+    # moved into a builder of another module; the moved twin is silent
+    nets = (
+        "import torchvision\nimport torchvision.models as models\n\n\n"
+        "def create(arch):\n    return models.__dict__[arch](weights=None)\n\n\n"
+        "def create_named(arch, n):\n    net = getattr(torchvision.models, arch)(num_classes=n)\n    return net\n"
+    )
+    script = (
+        "import torch\n\nfrom nets import create, create_named\n\n\n"
+        "def run(loader, arch):\n    a = create(arch)\n    b = create_named(arch, 10).cuda()\n"
+        "    for x, _ in loader:\n        a(x.cuda())\n        b(x.cuda())\n"
+    )
+    _write(tmp_path, {"nets.py": nets, "run.py": script})
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
+    assert found == [(10, "DL117")]

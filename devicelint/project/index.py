@@ -989,6 +989,9 @@ class ProjectIndex:
         dict (`MODELS[name]`); None where any is something else."""
         if is_cpu_model_builder(target):
             return [(None, target)] if kind == "call" else None
+        if target.endswith(".__dict__[]") and is_cpu_model_builder(target[: -len("__dict__[]")] + "model"):
+            # `torchvision.models.__dict__[arch](...)`, `getattr(torchvision.models, arch)(...)`
+            return [(None, target[: -len(".__dict__[]")])] if kind == "call" else None
         if target.endswith("[]"):
             found = self._registry(target[:-2], where, 0)
             if found is None:

@@ -1516,6 +1516,15 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
     if not isinstance(value, ast.Call):
         return ""
     func = value.func
+    if (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Name)
+        and func.func.id == "getattr"
+        and len(func.args) == 2
+        and isinstance(func.args[0], (ast.Name, ast.Attribute))
+    ):
+        # `getattr(models, arch)(...)`: a name picked from a module, as `models.__dict__[arch]`
+        func = ast.Subscript(value=ast.Attribute(value=func.args[0], attr="__dict__"), slice=func.args[1])
     if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
         # `MODELS[name](...)`: one of the classes a module-level dict maps names to
         registry = qualify(func.value)
