@@ -1158,3 +1158,15 @@ def test_a_model_picked_by_name_from_torchvision_by_an_imported_builder(tmp_path
     _write(tmp_path, {"nets.py": nets, "run.py": script})
     found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
     assert found == [(10, "DL117")]
+
+
+def test_a_registry_read_with_get_picks_one_of_its_classes() -> None:
+    text = (
+        "from .unet import UNet\nfrom .fcn import FCN\n\nMODELS = {'unet': UNet, 'fcn': FCN}\n\n\n"
+        "def build(name, n):\n    return MODELS.get(name)(n_classes=n)\n\n\n"
+        "def changed(name):\n    MODELS.update(extra=None)\n    return MODELS[name]()\n"
+    )
+    module = summarise(text, "models", True)
+    assert module.functions["build"] == "call:models.MODELS[]"
+    # a registry changed anywhere in the module is no known set of classes
+    assert module.registry("MODELS") is None

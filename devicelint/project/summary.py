@@ -1525,6 +1525,14 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
     ):
         # `getattr(models, arch)(...)`: a name picked from a module, as `models.__dict__[arch]`
         func = ast.Subscript(value=ast.Attribute(value=func.args[0], attr="__dict__"), slice=func.args[1])
+    elif (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Attribute)
+        and func.func.attr == "get"
+        and len(func.args) == 1
+        and not func.keywords
+    ):
+        func = ast.Subscript(value=func.func.value, slice=func.args[0])  # `MODELS.get(name)(...)`
     if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
         # `MODELS[name](...)`: one of the classes a module-level dict maps names to
         registry = qualify(func.value)
