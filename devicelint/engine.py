@@ -92,6 +92,8 @@ def _imported_words(view: ProjectView) -> str:
     words = ["torchmetrics"] if "metric" in places else []
     if any(place.startswith("generator:") for place in places):
         words.append("torch.Generator")  # an imported function returns one
+    if any(place.startswith("loss:") for place in places):
+        words.append("weight")  # an imported function returns a loss built with a class weight
     for helper in view.helpers.values():
         words.extend(helper.uses.distributed_setup)
         if helper.uses.loads_state:
@@ -102,6 +104,10 @@ def _imported_words(view: ProjectView) -> str:
             words.append(".to(device)")  # it moves the model's inputs
         if helper.uses.collectives:
             words.append("all_reduce")  # it hands what it is given to a collective
+        if helper.uses.accelerator_tensor:
+            words.append("cuda")  # it puts tensors on the GPU (a dataset calling it is DL109's)
+    if any(cls.host_only for cls in view.classes.values()):
+        words.append("pack_padded_sequence")  # an imported module class packs what it is handed
     if any(cls.metric_feeds for cls in view.plain_classes.values()):
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.step_effects for cls in view.plain_classes.values()):

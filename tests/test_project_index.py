@@ -1096,3 +1096,213 @@ def test_a_warm_run_reuses_a_notebook_s_view_until_the_notebook_changes(tmp_path
     _write(root, {"look.ipynb": _notebook([*cells, "print(model)\n"])})
     changed, index = _warm(root, store, "look.ipynb")
     assert changed == fresh and index.summaries
+
+
+def test_an_imported_host_constant_copied_in_a_batch_loop(tmp_path: Path) -> None:
+    # refactored shape of imported_stats_copied_every_step: read through a module alias, copied
+    # with `.cuda()` in an evaluation loop; a copy made once before the loop is silent
+    stats = "import torch\n\nMEAN = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)\n"
+    script = (
+        "import torch\n\nimport stats as S\n\n\n"
+        "def evaluate(model, val_loader):\n    correct = 0\n    for images, labels in val_loader:\n"
+        "        images = images.cuda() - S.MEAN.cuda()\n        correct += (model(images).argmax(1) == labels.cuda()).sum()\n"
+        "    return correct\n\n\n"
+        "def evaluate_once(model, val_loader):\n    mean = S.MEAN.cuda()\n    for images, _ in val_loader:\n"
+        "        model(images.cuda() - mean)\n"
+    )
+    _write(tmp_path, {"stats.py": stats, "evaluate.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL405"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("evaluate.py", 9)]
+    assert "stats.py:3" in rows[0]["message"] and "every batch" in rows[0]["message"]
+
+
+def test_a_library_or_registry_model_returned_by_an_imported_builder_is_built_on_the_cpu(tmp_path: Path) -> None:
+    # refactored shapes of torchvision_builder_not_moved and registry_dict_builder: a timm model
+    # returned by name, and a registry dict re-exported from its own module and filled at top level
+    registry = "from .nets import Small, Wide\n\nNETS = {'small': Small}\nNETS['wide'] = Wide\n"
+    nets = (
+        "import torch.nn as nn\n\n\nclass Small(nn.Module):\n    def __init__(self, n=10):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(8, n)\n\n\nclass Wide(Small):\n    pass\n"
+    )
+    init = (
+        "import timm\n\nfrom .registry import NETS\n\n\n"
+        "def create(name, **kw):\n    return NETS[name](**kw)\n\n\n"
+        "def backbone(name):\n    net = timm.create_model(name, pretrained=True)\n    net.reset_classifier(0)\n    return net\n\n\n"
+        "def moved_head(name):\n    net = timm.create_model(name)\n    net.head.cuda()\n    return net\n"
+    )
+    script = (
+        "import torch\n\nimport zoo\n\n\n"
+        "def run(loader, cfg):\n    device = torch.device('cuda')\n    net = zoo.create(cfg.arch, n=cfg.n)\n"
+        "    feats = zoo.backbone('resnet50')\n    part = zoo.moved_head('vit_small')\n"
+        "    for x, _ in loader:\n        x = x.to(device)\n        net(x)\n        feats(x)\n        part(x)\n"
+    )
+    files = {"zoo/__init__.py": init, "zoo/registry.py": registry, "zoo/nets.py": nets, "run.py": script}
+    _write(tmp_path, files)
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
+    # (`reset_classifier` is no keeping method: the backbone may have been changed, it is not followed)
+    assert found == [(13, "DL117")]
+    summary = summarise(init, "zoo", True)
+    assert summary.functions["create"] == "callk:zoo.registry.NETS[]"
+    assert summary.functions["moved_head"] == "callt:timm.create_model"
+    assert summarise(registry, "zoo.registry", False).registry("NETS") == ("zoo.nets.Small", "zoo.nets.Wide")
+
+
+def test_where_a_tensor_function_a_comparison_or_an_index_of_a_host_tensor_lives() -> None:
+    text = (
+        "import torch\n\n\ndef causal(n):\n    return torch.tril(torch.ones(n, n)) == 0\n\n\n"
+        "def inverted(n):\n    return ~torch.ones(n, dtype=torch.bool)\n\n\n"
+        "def rows(n):\n    table = torch.arange(100)\n    return table[:n]\n\n\n"
+        "def follows(x):\n    return torch.triu(x) != 0\n"
+    )
+    module = summarise(text, "masks")
+    assert [module.functions[n] for n in ("causal", "inverted", "rows", "follows")] == [
+        "cpu-tensor",
+        "cpu-tensor",
+        "cpu-tensor",
+        "",
+    ]
+
+
+def test_an_imported_loss_builder_with_a_host_class_weight(tmp_path: Path) -> None:
+    # refactored shape of criterion_builder_cpu_weight: `import losses as L`, a BCE with a
+    # `pos_weight` bound to a name first; the moved twin is silent
+    losses = (
+        "import torch\nfrom torch import nn\n\n\n"
+        "def make_loss(cfg):\n    pw = torch.FloatTensor([cfg.pos_weight])\n"
+        "    criterion = nn.BCEWithLogitsLoss(pos_weight=pw)\n    return criterion\n\n\n"
+        "def moved_loss(cfg, device):\n    criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([2.0]))\n"
+        "    criterion.to(device)\n    return criterion\n"
+    )
+    script = (
+        "import torch\n\nimport losses as L\n\n\n"
+        "def fit(net, loader, cfg):\n    net.cuda()\n    crit = L.make_loss(cfg)\n    other = L.make_loss(cfg).cuda()\n"
+        "    for x, y in loader:\n        (crit(net(x.cuda()), y.cuda()) + other(net(x.cuda()), y.cuda())).backward()\n"
+    )
+    _write(tmp_path, {"losses.py": losses, "fit.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL106"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 8)]
+    assert "losses.py:7" in rows[0]["message"]
+    assert summarise(losses, "losses").functions["moved_loss"] == ""
+
+
+def test_a_wrapper_kept_on_self_and_saved_by_a_method_is_loaded_bare_elsewhere(tmp_path: Path) -> None:
+    # refactored shape of ddp_checkpoint_saved_by_trainer_method: wrapped in a set-up method,
+    # saved under a checkpoint key; a class that unwraps the attribute before saving is silent
+    engine = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Engine:\n    def __init__(self, net, ckpt_dir):\n"
+        "        self.net = net\n        self.ckpt_dir = ckpt_dir\n\n    def setup(self):\n"
+        "        self.net = nn.DataParallel(self.net).cuda()\n\n    def save(self, epoch):\n"
+        '        torch.save({"model": self.net.state_dict(), "epoch": epoch}, f"{self.ckpt_dir}/last.pth")\n\n\n'
+        "class Unwrapping(Engine):\n    def setup(self):\n        self.net = nn.DataParallel(self.net).cuda()\n\n"
+        "    def finish(self):\n        self.net = self.net.module\n\n    def save(self, epoch):\n"
+        '        torch.save(self.net.state_dict(), f"{self.ckpt_dir}/final.pth")\n'
+    )
+    loader = (
+        "import torch\nimport torch.nn as nn\n\n\ndef load(ckpt_dir):\n    net = nn.Linear(4, 2)\n"
+        '    ckpt = torch.load(f"{ckpt_dir}/last.pth", map_location="cpu")\n    net.load_state_dict(ckpt["model"])\n'
+        '    other = nn.Linear(4, 2)\n    other.load_state_dict(torch.load(f"{ckpt_dir}/final.pth", map_location="cpu"))\n'
+        "    return net, other\n"
+    )
+    _write(tmp_path, {"engine.py": engine, "load.py": loader})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("load.py", 8)]
+    assert "engine.py:14" in rows[0]["message"]
+
+
+def test_a_collate_function_that_calls_an_imported_helper_making_cuda_tensors(tmp_path: Path) -> None:
+    # refactored shape of dataset_calls_cuda_helper_elsewhere: a collate function, a helper that
+    # builds with `device="cuda"`; a helper that moves to the device it is handed is not certain
+    tensors = (
+        'import torch\n\n\ndef stack_ids(rows):\n    return torch.tensor(rows, device="cuda")\n\n\n'
+        "def stack_on(rows, device):\n    return torch.tensor(rows).to(device)\n"
+    )
+    data = (
+        "from torch.utils.data import DataLoader\n\nfrom utils.tensors import stack_ids, stack_on\n\n\n"
+        "def collate_batch(items):\n    return stack_ids([i[0] for i in items]), stack_on([i[1] for i in items], 'cpu')\n\n\n"
+        "def make_loader(ds):\n    return DataLoader(ds, batch_size=8, num_workers=4, collate_fn=collate_batch)\n"
+    )
+    _write(tmp_path, {"utils/__init__.py": "", "utils/tensors.py": tensors, "data.py": data})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109"]
+    assert [(Path(r["path"]).name, r["line"], r["column"]) for r in rows] == [("data.py", 7, 12)]
+    assert "utils/tensors.py:5" in rows[0]["message"]
+
+
+def test_an_imported_module_class_that_packs_the_lengths_it_is_handed(tmp_path: Path) -> None:
+    # refactored shape of pack_padded_lengths_in_model: a method other than `forward`, the
+    # lengths cast first; lengths left on the host, or a class that moves them back, are silent
+    rnn = (
+        "import torch.nn as nn\n\n\nclass Tagger(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.emb = nn.Embedding(100, 8)\n        self.lstm = nn.LSTM(8, 8, batch_first=True)\n\n"
+        "    def encode(self, x, lens):\n        emb = self.emb(x)\n"
+        "        return nn.utils.rnn.pack_padded_sequence(emb, lens.long(), batch_first=True, enforce_sorted=False)\n\n\n"
+        "class SafeTagger(Tagger):\n    def encode(self, x, lens):\n        lens = lens.cpu()\n"
+        "        return nn.utils.rnn.pack_padded_sequence(self.emb(x), lens, batch_first=True)\n"
+    )
+    script = (
+        "import torch\n\nfrom models.rnn import SafeTagger, Tagger\n\n\n"
+        "def run(loader):\n    tagger = Tagger().cuda()\n    safe = SafeTagger().cuda()\n"
+        "    for x, lens in loader:\n        tagger.encode(x.cuda(), lens.cuda())\n        tagger.encode(x.cuda(), lens)\n"
+        "        safe.encode(x.cuda(), lens.cuda())\n"
+    )
+    _write(tmp_path, {"models/__init__.py": "", "models/rnn.py": rnn, "run.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL118"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 10)]
+    assert "models/rnn.py:12" in rows[0]["message"]
+    classes = summarise(rnn, "models.rnn").classes
+    assert classes["Tagger"].host_only == (("encode", ("x", "lens"), "lens", "lengths", "pack_padded_sequence", 12),)
+    assert classes["SafeTagger"].host_only == ()
+
+
+def test_a_plain_class_method_returning_a_host_tensor_built_from_its_attributes(tmp_path: Path) -> None:
+    # refactored shape of class_weights_from_dataset_method: the class read through a module
+    # alias, its method dividing a number by the host table; a class that moves the table is silent
+    stats = (
+        "import torch\n\n\nclass LabelStats:\n    def __init__(self, freqs):\n"
+        "        self.freqs = torch.tensor(freqs, dtype=torch.float32)\n\n"
+        "    def inverse(self):\n        return len(self.freqs) / self.freqs\n\n\n"
+        "class MovedStats(LabelStats):\n    def to_gpu(self):\n        self.freqs = self.freqs.cuda()\n\n"
+        "    def inverse(self):\n        return 1.0 / self.freqs\n"
+    )
+    script = (
+        "import torch\nimport torch.nn as nn\n\nimport stats as S\n\n\n"
+        "def fit(net, loader, freqs):\n    net.cuda()\n    counts = S.LabelStats(freqs)\n"
+        "    loss = nn.NLLLoss(weight=counts.inverse())\n    moved = S.MovedStats(freqs)\n"
+        "    other = nn.NLLLoss(weight=moved.inverse())\n"
+        "    for x, y in loader:\n        (loss(net(x.cuda()), y.cuda()) + other(net(x.cuda()), y.cuda())).backward()\n"
+    )
+    _write(tmp_path, {"stats.py": stats, "fit.py": script})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL106"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 10)]
+    classes = summarise(stats, "stats").classes
+    assert classes["LabelStats"].method_places == (("inverse", "cpu-tensor"),)
+    assert classes["MovedStats"].method_places == ()
+
+
+def test_a_model_picked_by_name_from_torchvision_by_an_imported_builder(tmp_path: Path) -> None:
+    # `models.__dict__[arch](...)` (pytorch/examples' ImageNet script) and `getattr(models, arch)`
+    # moved into a builder of another module; the moved twin is silent
+    nets = (
+        "import torchvision\nimport torchvision.models as models\n\n\n"
+        "def create(arch):\n    return models.__dict__[arch](weights=None)\n\n\n"
+        "def create_named(arch, n):\n    net = getattr(torchvision.models, arch)(num_classes=n)\n    return net\n"
+    )
+    script = (
+        "import torch\n\nfrom nets import create, create_named\n\n\n"
+        "def run(loader, arch):\n    a = create(arch)\n    b = create_named(arch, 10).cuda()\n"
+        "    for x, _ in loader:\n        a(x.cuda())\n        b(x.cuda())\n"
+    )
+    _write(tmp_path, {"nets.py": nets, "run.py": script})
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
+    assert found == [(10, "DL117")]
+
+
+def test_a_registry_read_with_get_picks_one_of_its_classes() -> None:
+    text = (
+        "from .unet import UNet\nfrom .fcn import FCN\n\nMODELS = {'unet': UNet, 'fcn': FCN}\n\n\n"
+        "def build(name, n):\n    return MODELS.get(name)(n_classes=n)\n\n\n"
+        "def changed(name):\n    MODELS.update(extra=None)\n    return MODELS[name]()\n"
+    )
+    module = summarise(text, "models", True)
+    assert module.functions["build"] == "call:models.MODELS[]"
+    # a registry changed anywhere in the module is no known set of classes
+    assert module.registry("MODELS") is None

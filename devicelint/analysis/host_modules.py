@@ -20,6 +20,7 @@ from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MODULE, MOVE_METHODS, Fact
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, Env
+from devicelint.analysis.vocabulary import is_cpu_model_builder
 from devicelint.context import FileContext
 
 # Module methods that never move the module (and return it, a tensor, or nothing).
@@ -89,8 +90,6 @@ _NEUTRAL_CONTEXTS = frozenset(
 _PLACING_KEYWORDS = frozenset(
     {"device", "device_map", "load_in_8bit", "load_in_4bit", "quantization_config", "tp_plan", "map_location"}
 )
-# Libraries whose builders return a model on the CPU, by qualified-name prefix.
-_CPU_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "timm.models.create_model")
 # Builders that construct from a settings object and never place what they build (detectron2's
 # `build_model` moves the model to `cfg.MODEL.DEVICE`; its part builders do not).
 _CPU_PART_BUILDERS = frozenset(
@@ -165,7 +164,7 @@ def library_model(ctx: FileContext, call: cst.Call) -> str | None:
     `Auto*.from_pretrained(...)` without `device_map` or quantisation."""
     qualified = ctx.qualified_name(call.func) or ""
     last = qualified.rsplit(".", 1)[-1]
-    if qualified.startswith(_CPU_MODEL_BUILDERS) and last[:1].islower() and not last.startswith(("get_", "list_")):
+    if is_cpu_model_builder(qualified):
         return last
     if qualified in _CPU_PART_BUILDERS:
         return last

@@ -243,6 +243,12 @@ class CallEvaluation:
         imported = self._imported_result(call) if self.ctx.project.functions else None
         if imported is not None:
             return imported
+        if type(func) is cst.Attribute and self.ctx.project.plain_classes:
+            spelled = dotted_name(func)  # `D.LabelStats(y)` after `import data as D`
+            plain = self.ctx.project.plain_classes.get(spelled or "")
+            if plain is not None and plain.method_places and (spelled or "").split(".", 1)[0] not in self.env:
+                self._args(call)
+                return Fact(UNKNOWN, instance=spelled)
         if type(func) is cst.Attribute and self.ctx.project.classes:
             spelled = dotted_name(func)  # `nets.Generator()` after `import networks as nets`
             if spelled in self.ctx.project.classes and spelled.split(".", 1)[0] not in self.env:
@@ -853,6 +859,13 @@ class CallEvaluation:
         """What a method of a module class of another project module returns on an instance
         (`self.cpc.init_hidden(n)` after `from utils.model_utils import CPC`), as the class's
         summary says; None when the receiver is no such instance."""
+        plain = self.ctx.project.plain_classes.get(receiver.instance or "") if receiver.kind == UNKNOWN else None
+        if plain is not None:  # `ds.class_weights()` on an instance of an imported plain class
+            place = dict(plain.method_places).get(method)
+            if place is None:
+                return None
+            self._args(call)
+            return self._imported_part(place, call, f"{receiver.instance}.{method}")
         if receiver.kind != MODULE or not receiver.factory or not self.ctx.project.classes:
             return None
         suffix = "." + receiver.factory
@@ -958,6 +971,10 @@ class CallEvaluation:
             args = self._args(call)
             if init is not None:
                 self._follow(init, call, args, skip_self=True)
+            return Fact(UNKNOWN, instance=name)
+        imported = self.ctx.project.plain_classes.get(name) if name not in self.env else None
+        if imported is not None and imported.method_places:
+            self._args(call)  # `ds = TabularDataset(x, y)` of another module: its methods' results are known
             return Fact(UNKNOWN, instance=name)
         local = self.analysis.nested.get(id(self.scope), {}).get(name)
         if local is not None and name not in self.env:

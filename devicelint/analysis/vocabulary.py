@@ -20,6 +20,16 @@ MODULE_BASES = frozenset(
 # Bases recognised by their last name when the import is not visible (a project's own
 # `from .base import BaseModel` is unknowable, but `LightningModule` is not ambiguous).
 MODULE_BASE_SUFFIXES = frozenset({"Module", "LightningModule", "PreTrainedModel"})
+# Library builders that return a model with parameters on the CPU, by qualified-name prefix
+# (`torchvision.models.resnet50(...)`, `timm.create_model(...)`; not `get_weights`/`list_models`).
+CPU_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "timm.models.create_model")
+
+
+def is_cpu_model_builder(qualified: str) -> bool:
+    """`torchvision.models.resnet50`, `timm.create_model`: a call of it builds a model on the CPU."""
+    last = qualified.rsplit(".", 1)[-1]
+    return qualified.startswith(CPU_MODEL_BUILDERS) and last[:1].islower() and not last.startswith(("get_", "list_"))
+
 
 # Tensor methods known to return a tensor on the receiver's device. The engine keeps any tensor
 # method's result where its receiver is (see NON_TENSOR_METHODS); rules read this list as
@@ -226,3 +236,8 @@ DIST_COLLECTIVES = frozenset(
         "irecv",
     }
 )
+# Arguments PyTorch rejects on an accelerator whatever device the other arguments are on:
+# (qualified name, position after the callee's own arguments, keyword).
+HOST_ONLY_ARGUMENTS: dict[str, tuple[int, str]] = {
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
+}

@@ -9,6 +9,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes, methods, module_classes
 from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE
+from devicelint.analysis.training.syntax import short
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -385,7 +386,9 @@ class CudaInDataset(Rule):
     `DataLoader` in the file (also the nested function a factory of the file returns,
     `collate_fn=make_collate(tok)`) or whose name contains `collate` (a test function such as `test_collate_pads` is not one, nor a method of an `nn.Module`, which runs in the main process next to its parameters, unless the file installs it as a collate function: `loader.collate_fn = self.collate`; nor one that the file only calls itself or keeps on an object that is no loader, `self.collate_fn = collate_fn or default_collate` in an inference server that batches requests in its own thread), and the file's functions
     they call (a `device` parameter judged by what every call passes). Helpers are followed through
-    `self.<method>(...)` and calls of the file's top-level functions, not into other files.
+    `self.<method>(...)` and calls of the file's top-level functions; a function of another project
+    module is reported at its call when its body certainly puts a tensor on the GPU (`.cuda()`,
+    `.to("cuda")`, `device="cuda"`), naming that line; it is not followed further.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
     device and is not reported, nor is `.to(device)` where every binding of `device` is the
@@ -405,8 +408,17 @@ class CudaInDataset(Rule):
             scopes += _worker_code(ctx, name, cls)
         scopes += _with_callees(ctx, [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)], {}, "")
         seen: set[int] = set()
+        helpers = {n: h for n, h in ctx.project.helpers.items() if h.uses.accelerator_tensor}
         for function, where, defaulted in scopes:
             for node in ctx.index.walk(function.body):
+                if helpers and type(node) is cst.Call and id(node) not in seen:
+                    helper = helpers.get(dotted_name(node.func) or "")
+                    if helper is not None:  # `interp(points)` of a project function that calls `.cuda()`
+                        seen.add(id(node))
+                        how, line = helper.uses.accelerator_tensor[0]
+                        inside = f"{where}, through `{helper.qualified}` ({helper.path}:{line}: `{how}`)"
+                        yield self.violation(node, what=f"{short(ctx, node, 40)}", where=inside)
+                        continue
                 what = _cuda_use(ctx, node)
                 if what is not None and defaulted and _moves_to_default(node, defaulted):
                     continue

@@ -6,16 +6,14 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import place_of_argument
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.local_bindings import attribute_bindings, bindings
+from devicelint.analysis.placement_classes import self_attribute
+from devicelint.analysis.placement_facts import MODULE
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.syntax import short
+from devicelint.analysis.vocabulary import HOST_ONLY_ARGUMENTS, PRESERVING_METHODS
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
-
-# Arguments PyTorch rejects on an accelerator whatever device the other arguments are on:
-# (qualified name, position after the callee's own arguments, keyword).
-HOST_ONLY_ARGUMENTS: dict[str, tuple[int, str]] = {
-    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
-}
 
 
 @register
@@ -52,7 +50,10 @@ class HostArgumentOnDevice(Rule):
     ## Known limits
     A `lengths` parameter of `forward` is only reported when a caller in the file passes a
     device tensor: a model's input is presumed to be on the device, but callers often pass
-    lengths kept on the CPU on purpose. Lengths given as a Python list are always right.
+    lengths kept on the CPU on purpose. Lengths given as a Python list are always right. A
+    module class of another project module counts too: `model(tokens, lengths)` is reported
+    when `lengths` is on the device and the class's `forward` (or the method called) hands that
+    parameter as it is to `pack_padded_sequence`; the finding names that file and line.
     """
 
     code = "DL118"
@@ -64,16 +65,57 @@ class HostArgumentOnDevice(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if cpu_only_script(ctx):
             return
+        imported = any(c.host_only for c in ctx.project.classes.values())
         for call in ctx.index.of_type(cst.Call):
             qualified = ctx.qualified_name(call.func) or ""
             wanted = HOST_ONLY_ARGUMENTS.get(qualified)
             if wanted is None:
+                if imported:
+                    yield from _imported_module_call(self, ctx, call)
                 continue
             value = _argument(call, *wanted)
             if value is not None and _on_device(ctx, value):
                 yield self.violation(
                     call, callee=qualified.rsplit(".", 1)[-1], keyword=wanted[1], value=short(ctx, value, 40)
                 )
+
+
+def _imported_module_call(rule: Rule, ctx: FileContext, call: cst.Call) -> Iterator[Violation]:
+    """`model(tokens, lengths)` (or `model.encode(...)`) on an instance of another project
+    module's class whose method hands that parameter to `pack_padded_sequence`'s `lengths`."""
+    func = call.func
+    receiver, method = (func.value, func.attr.value) if type(func) is cst.Attribute else (func, "forward")
+    cls = ctx.project.classes.get(_module_factory(ctx, receiver) or "")
+    if cls is None:
+        return
+    for name, params, param, keyword, callee, line in cls.host_only:
+        if name != method or param not in params:
+            continue
+        value = _argument(call, params.index(param), param)
+        if value is not None and _on_device(ctx, value):
+            shown = short(ctx, value, 40)
+            message = (
+                f"`{short(ctx, call)}` hands `{shown}`, which is on the device, to `{callee}`'s `{keyword}` "
+                f"({cls.path}:{line}), which needs it on the CPU; pass `{shown}.cpu()`"
+            )
+            yield Violation(rule=type(rule), node=call, message=message, fix=None)
+
+
+def _module_factory(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
+    """The constructor (as spelled) of the module `receiver` is: the engine's fact, or the one
+    that every value bound to the name (or `self.` attribute) agrees on."""
+    facts = file_facts(ctx)
+    fact = facts.value(receiver)
+    if fact.kind == MODULE:
+        return fact.factory
+    attr = self_attribute(receiver)
+    if attr is not None:
+        values: list[cst.BaseExpression] | None = attribute_bindings(ctx, attr, receiver)
+    else:
+        values = bindings(ctx, receiver.value, receiver) if type(receiver) is cst.Name else None
+    found = {(f.kind, f.factory) for f in (facts.value(v) for v in values or ())}
+    kind, factory = found.pop() if len(found) == 1 else (None, None)
+    return factory if kind == MODULE else None
 
 
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
@@ -98,4 +140,7 @@ def _on_device(ctx: FileContext, value: cst.BaseExpression) -> bool:
     if where.place is not Place.FOLLOWS:
         return False
     fact = file_facts(ctx).value(value)
-    return not (type(value) is cst.Name and fact.device_expr == f"{value.value}.device")
+    root = value
+    while type(root) is cst.Call and type(root.func) is cst.Attribute and root.func.attr.value in PRESERVING_METHODS:
+        root = root.func.value  # `lens.long()`: still the parameter, cast
+    return not (type(root) is cst.Name and fact.device_expr == f"{root.value}.device")

@@ -7,7 +7,7 @@ import libcst as cst
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before
 from devicelint.analysis.facts import Place, file_facts
-from devicelint.analysis.names import literal_value
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import move_call
 from devicelint.analysis.training.helpers import callee
 from devicelint.context import FileContext
@@ -143,7 +143,11 @@ class LossWeightOffDevice(Rule):
     script's top-level code) as a `.to(...)`/`.cuda()` move, or where the engine follows it
     (returned from a helper of the file, kept on `self` by a class that is not a module) to a
     call with device tensors; the second kind has no fix, since no model move is in view. A
-    loss kept as an attribute of an `nn.Module` moves with it and is not reported.
+    loss kept as an attribute of an `nn.Module` moves with it and is not reported. A function of
+    another project module counts as such a helper when every `return` of it builds a `torch.nn`
+    loss unmoved and one is given a class weight made on the host
+    (`if cfg.class_weights: return nn.CrossEntropyLoss(weight=torch.tensor(cfg.class_weights))`):
+    the finding is at the call and names that line.
     """
 
     code = "DL106"
@@ -190,6 +194,11 @@ class LossWeightOffDevice(Rule):
                 held = next((h for h in holders(ctx, site) if type(h) is cst.Name), None)
                 if held is None:
                     continue
+            if direct and ctx.project.functions:
+                imported = _imported_loss(ctx, site, assign.targets[0].target.value)  # type: ignore[union-attr]  # `direct`: one Name target
+                if imported is not None:
+                    yield imported, site
+                    continue
             # the loss's constructor, or the one a helper of the file returns (`build_loss(w)`)
             call = site if _is_loss_class(ctx, site) is not None else _returned_loss(ctx, site)
             loss = _is_loss_class(ctx, call) if call is not None else None
@@ -219,6 +228,29 @@ class LossWeightOffDevice(Rule):
                 ),
                 call,
             )
+
+
+def _imported_loss(ctx: FileContext, site: cst.Call, name: str) -> Violation | None:
+    """`criterion = build_criterion(cfg)` of another project module's function that returns a loss
+    built with a host class weight (`ProjectView.functions`' "loss:CrossEntropyLoss:weight:
+    losses.py:9"), in a scope that moves something to the device but never `criterion`."""
+    spelled = dotted_name(site.func)
+    place = ctx.project.functions.get(spelled or "", "")
+    if not place.startswith("loss:"):
+        return None
+    loss, keyword, path, line = place[len("loss:") :].split(":")
+    moves = _moves_in_scope(ctx, ctx.index.enclosing_function(site) or ctx.module)
+    others = [c for receiver, c in moves if receiver != name and not _is_cpu_move(c)]
+    if any(receiver == name for receiver, _ in moves) or not others:
+        return None
+    moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]  # `others` are moves: `x.to(...)`
+    message = (
+        f"`{spelled}(...)` returns an `nn.{loss}` built with a CPU `{keyword}` tensor ({path}:{line}) and "
+        f"`{name}` is never moved, while `{moved}` is: the loss fails on GPU logits; "
+        f"use `{name} = {spelled}(...).to(device)`"
+    )
+    fix = _move_loss(ctx, site, others[0])
+    return Violation(rule=LossWeightOffDevice, node=site, message=message, fix=fix)
 
 
 def _returned_loss(ctx: FileContext, call: cst.Call) -> cst.Call | None:

@@ -34,11 +34,13 @@ class PerStepConstantCopy(Rule):
     """
     ## What it does
     Flags, in code that runs once per step (a module's `forward` and the methods it calls,
-    Lightning's `*_step` hooks, a trainer's `step`, a function called inside a loop):
+    Lightning's `*_step` hooks, a trainer's `step`, a function called inside a loop, the body
+    of a loop over data batches, `for x, y in loader:`):
 
     - `self.table.to(x.device)` / `self.table.cuda()` of a tensor attribute that `__init__`
       made on the CPU once and nothing ever reassigns or changes, or `TABLE.to(x.device)` of a
-      CPU tensor bound once at module level;
+      CPU tensor bound once at module level, here or in another module of the project
+      (`from stats import PIXEL_MEAN`, `T.MEAN` after `import transforms as T`);
     - `torch.tensor(CONSTANT, device=x.device)` of a literal list of numbers, a module-level
       constant, or a constant list attribute, also inside a helper (a static method called as
       `Class.helper(...)`) whose parameter every call of the file hands such a constant.
@@ -96,7 +98,7 @@ class PerStepConstantCopy(Rule):
     code = "DL405"
     name = "per-step-constant-copy"
     summary = "A constant tensor is copied from the host to the device on every step instead of once as a buffer."
-    message = "{what} on every call of `{function}`; {advice}"
+    message = "{what} on every {when}; {advice}"
     severity = "warning"
     tokens = (".to(", ".cuda(", "tensor(")  # a copy or a constant made on the device
 
@@ -104,20 +106,25 @@ class PerStepConstantCopy(Rule):
         if is_test_path(ctx.path):
             return
         per_step = _per_step_functions(ctx)
-        if not per_step:
+        if not per_step and not ctx.index.of_type(cst.For):
             return
         reported: set[int] = set()  # one statement, one finding
         for call in ctx.index.of_type(cst.Call):
             function = ctx.index.enclosing_function(call)
-            if function is None or id(function) not in per_step:
+            if function is None:
                 continue
+            when = f"call of `{function.name.value}`"
+            if id(function) not in per_step:
+                if not _in_batch_loop(ctx, call):
+                    continue
+                when = "batch of its loop"
             if _compiled_only(ctx, call):
                 continue
             found = _attribute_moved(ctx, call) or _constant_built_on_device(ctx, call)
             statement = id(statement_of(ctx, call))
             if found is not None and statement not in reported:
                 reported.add(statement)
-                yield self.violation(call, fix=None, function=function.name.value, **found)
+                yield self.violation(call, fix=None, when=when, **found)
 
 
 def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
@@ -128,6 +135,8 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
     root = _host_side_root(call.func.value)  # type: ignore[attr-defined]  # a move: `x.to(...)`, func is an Attribute
     if type(root) is cst.Name:
         return _module_tensor_moved(ctx, call, root)
+    if type(root) is cst.Attribute and ctx.project.host_constants:
+        return _imported_tensor_moved(ctx, call, root)  # `T.MEAN.to(device)` after `import transforms as T`
     attr = self_attribute(root) if root is not None else None
     cls = ctx.index.enclosing_class(call)
     stored = stored_once(ctx, cls).get(attr) if attr is not None and cls is not None else None
@@ -151,6 +160,10 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
 def _module_tensor_moved(ctx: FileContext, call: cst.Call, name: cst.Name) -> dict[str, str] | None:
     function = ctx.index.enclosing_function(call)
     value = module_constant(ctx, name.value)
+    if value is None and name.value in ctx.project.host_constants and function is not None:
+        if _bound_in(ctx, function, name.value) or module_level_values(ctx).get(name.value):
+            return None
+        return _imported_tensor_moved(ctx, call, name)  # `from transforms import MEAN`
     if value is None or function is None or _bound_in(ctx, function, name.value):
         return None
     facts = file_facts(ctx)
@@ -171,6 +184,39 @@ def _module_tensor_moved(ctx: FileContext, call: cst.Call, name: cst.Name) -> di
         "what": f"`{short(ctx, call)}` copies `{name.value}`, a module-level CPU tensor constant, to the device",
         "advice": advice,
     }
+
+
+def _imported_tensor_moved(
+    ctx: FileContext, call: cst.Call, spelled: cst.Name | cst.Attribute
+) -> dict[str, str] | None:
+    """`MEAN.to(device)` of a tensor another project module builds on the host at import
+    (`ProjectView.host_constants`: `MEAN = torch.tensor([...]).view(1, 3, 1, 1)` in transforms.py)."""
+    name = ctx.code_for(spelled)
+    found = ctx.project.host_constants.get(name)
+    if found is None:
+        return None
+    _, path, line = found
+    if _in_module_class(ctx, call):
+        advice = (
+            "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
+        )
+    else:
+        advice = "move it once where the device is chosen and reuse the moved copy"
+    return {
+        "what": f"`{short(ctx, call)}` copies `{name}`, a CPU tensor constant of {path}:{line}, to the device",
+        "advice": advice,
+    }
+
+
+def _in_batch_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`node` runs once per batch in its own function: inside `for x, y in loader:` (a loop over
+    data batches, `_over_data`), not in a loop of that loop's header."""
+    child = node
+    for ancestor in _ancestors_to_function(ctx, node):
+        if type(ancestor) is cst.For and child is ancestor.body and _over_data(ctx, ancestor):
+            return True
+        child = ancestor
+    return False
 
 
 def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:

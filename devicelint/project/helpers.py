@@ -87,6 +87,10 @@ class ParameterUses:
     # stays where it is (`total = value.clone()`), to a `torch.distributed` collective
     # (`dist.all_reduce(total)`): a CPU tensor handed in fails under NCCL
     collectives: tuple[tuple[str, str, int], ...] = ()
+    # (how, line) for the first tensor it certainly puts on the accelerator, under any condition
+    # (`.cuda()`, `.to("cuda")`, `device="cuda:0"`): called in a `DataLoader` worker (a
+    # dataset's `__getitem__`), it initialises CUDA in a forked process
+    accelerator_tensor: tuple[tuple[str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -103,6 +107,7 @@ class ParameterUses:
             or self.host_syncs
             or self.step_effects
             or self.collectives
+            or self.accelerator_tensor
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -132,6 +137,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
         collectives=tuple((str(p), str(c), int(line)) for p, c, line in data.get("collectives", ())),
+        accelerator_tensor=tuple((str(h), int(line)) for h, line in data.get("accelerator_tensor", ())),
     )
 
 
@@ -184,6 +190,7 @@ def parameter_uses(
         host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
         step_effects=_step_effects(function.body, set(params), ""),
         collectives=tuple((p, c, line + first_line) for p, c, line in _collectives(kept, own_nodes)),
+        accelerator_tensor=tuple((how, line + first_line) for how, line in _accelerator_tensor(own_nodes)),
     )
 
 
@@ -233,6 +240,29 @@ def dotted(node: ast.expr) -> str | None:
         parts.append(node.attr)
         node = node.value
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _is_torch_module(node: ast.expr) -> bool:
+    """`torch` itself (`torch.cuda` is its module, not a call that moves anything)."""
+    return isinstance(node, ast.Name) and node.id in ("torch", "th")
+
+
+def _accelerator_tensor(nodes: list[ast.AST]) -> tuple[tuple[str, int], ...]:
+    """See `ParameterUses.accelerator_tensor` (the first in the text)."""
+    found: list[tuple[int, int, str]] = []
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not _is_torch_module(func.value):
+            found.append((node.lineno, node.col_offset, ".cuda()"))
+        given = [("device={}", k.value) for k in node.keywords if k.arg == "device"]
+        if isinstance(func, ast.Attribute) and func.attr == "to" and node.args:
+            given.append((".to({})", node.args[0]))
+        for spelling, value in given:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith("cuda"):
+                found.append((node.lineno, node.col_offset, spelling.format(f'"{value.value}"')))
+    return ((min(found)[2], min(found)[0]),) if found else ()
 
 
 def _step_effects(body: list[ast.stmt], params: set[str], guard: str) -> tuple[tuple[str, str, str], ...]:

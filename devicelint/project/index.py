@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES
+from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES, is_cpu_model_builder
 from devicelint.project.helpers import ParameterUses, parameter_uses_from
 from devicelint.project.view import (
     ImportedClass,
@@ -51,6 +51,8 @@ _TORCH_LOADS = (b"torch.load", b"serialization.load")
 _PLAIN_CLASS_WORDS = (
     *("+=", "-=", "*=", "/=", ".to(", ".cuda(", "load_state_dict", "torchmetrics"),
     *(".backward(", "unscale_(", ".update()", ".step("),  # a trainer class's step calls
+    # (a host tensor kept or built by a method: `self.labels = torch.as_tensor(labels)`)
+    *("torch.tensor(", "torch.as_tensor(", "torch.from_numpy(", "torch.zeros(", "torch.ones(", "torch.arange("),
 )
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"
@@ -170,6 +172,8 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             bool(c["places_itself"]),
             tuple((str(a), str(d), bool(s)) for a, d, s in c.get("placed", ())),
             tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
+            host_updates_from(c.get("host_only", ())),
+            str(c.get("path", "")),
         )
         for k, c in data["classes"].items()
     }
@@ -197,6 +201,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
             host_updates_from(c.get("metric_feeds", ())),
             tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
+            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -912,6 +917,7 @@ class ProjectIndex:
                 or summary.state_loads
                 or summary.metric_feeds
                 or summary.step_effects
+                or summary.method_places
             ):
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
@@ -924,16 +930,25 @@ class ProjectIndex:
                     summary.state_loads,
                     summary.metric_feeds,
                     summary.step_effects,
+                    summary.method_places,
                 )
             return imported
         place = self._function_place(module, name, where, 0)
         if isinstance(place, list):  # a builder: `def build_model(args): return Net(args)`
-            return _one_of([self._imported_class(*built) for built in place])
+            return _one_of(
+                [
+                    self._imported_class(built, name) if built is not None else ImportedClass(name, True)
+                    for built, name in place
+                ]
+            )
         if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
             parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
             return "tuple:" + "|".join(parts) if any(parts) else None
         if place.startswith(("generator:", "optimizer:")):
             return place  # a `torch.Generator` and its device; an optimizer and the model it steps
+        if place.startswith("loss:"):  # a loss built with a host class weight: and where
+            kind, keyword, line = place[len("loss:") :].split(":")
+            return f"loss:{kind}:{keyword}:{self._shown(where)}:{line}"
         kept = ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list", "unpinned-loader")
         return place if place in kept else None
 
@@ -963,37 +978,75 @@ class ProjectIndex:
             self._places(cls, where),
             cls.placed,
             cls.method_places,
+            cls.host_only,
+            self._shown(where) if cls.host_only else "",
         )
 
     def _function_place(
         self, module: ModuleSummary, name: str, where: Path, hops: int, modules: bool = True
-    ) -> str | list[tuple[ModuleSummary, str]]:
+    ) -> str | list[tuple[ModuleSummary | None, str]]:
         """Where the function's result lives, or the modules and classes of the `nn.Module`s it
         builds and returns unmoved (`modules`: no step of the chain may have moved it; several
-        for a builder that picks the class by name)."""
+        for a builder that picks the class by name; module None for a library's model builder,
+        `torchvision.models.resnet18`)."""
         place = module.functions.get(name, "")
         kind, _, target = place.partition(":")
-        if kind not in ("call", "callt") or hops > _MAX_HOPS:
+        if kind not in ("call", "callt", "callk") or hops > _MAX_HOPS:
             return place
-        if "," in target:  # `if name == "resnet": model = ResNet() ... return model`
-            picked = [self._resolve(choice, where) for choice in target.split(",")]
-            if kind != "call" or not modules:
+        modules = modules and kind != "callt"
+        if "," in target or target.endswith("[]") or is_cpu_model_builder(target):
+            # `if name == "resnet": model = ResNet() ... return model`, `MODELS[name](...)`,
+            # `torchvision.models.resnet18()` with its head replaced
+            built = [self._built(choice, where, kind) for choice in target.split(",")] if modules else [None]
+            if any(b is None for b in built):
                 return ""
-            built = [(f.module, f.name) for f in picked if f is not None and f.name is not None]
-            if len(built) != len(picked) or not all(name in module.classes for module, name in built):
-                return ""
-            return built
+            return [c for b in built if b is not None for c in b]
         if kind == "call" and _metric_class(target):
             return "metric"  # `return MetricCollection({...})`: a torchmetrics object, unmoved
         found = self._resolve(target, where)
         if found is None or found.name is None:
             return ""
-        modules = modules and kind == "call"
         if found.name in found.module.functions:
+            if kind == "callk":
+                return ""  # a function handed `**kwargs` may be handed a device
             return self._function_place(found.module, found.name, self._path_of(found.module), hops + 1, modules)
         if modules and found.name in found.module.classes:
             return [(found.module, found.name)]
         return ""
+
+    def _built(self, target: str, where: Path, kind: str) -> list[tuple[ModuleSummary | None, str]] | None:
+        """The classes a call of `target` builds (`where` spells it): a project class, a library's
+        model builder (module None; not one handed `**kwargs`), or each callable of a registry
+        dict (`MODELS[name]`); None where any is something else."""
+        if is_cpu_model_builder(target):
+            return [(None, target)] if kind == "call" else None
+        if target.endswith(".__dict__[]") and is_cpu_model_builder(target[: -len("__dict__[]")] + "model"):
+            # `torchvision.models.__dict__[arch](...)`, `getattr(torchvision.models, arch)(...)`
+            return [(None, target[: -len(".__dict__[]")])] if kind == "call" else None
+        if target.endswith("[]"):
+            found = self._registry(target[:-2], where, 0)
+            if found is None:
+                return None
+            home, registry = found
+            picked = [self._built(choice, home, kind) for choice in registry]
+            return None if any(p is None for p in picked) else [c for p in picked if p is not None for c in p]
+        found = self._resolve(target, where)
+        if found is None or found.name is None or found.name not in found.module.classes:
+            return None
+        return [(found.module, found.name)]
+
+    def _registry(self, qualified: str, where: Path, hops: int) -> tuple[Path, tuple[str, ...]] | None:
+        """The module that defines the registry dict `qualified` names (through re-exports) and
+        the callables it maps names to (`ModuleSummary.registry`)."""
+        owner, _, last = qualified.rpartition(".")
+        found = self._resolve(owner, where) if owner and hops <= _MAX_HOPS else None
+        if found is None or found.name is not None:
+            return None
+        module, home = found.module, self._path_of(found.module)
+        if last in module.imports and module.imports[last] != qualified:  # `from .registry import MODELS`
+            return self._registry(module.imports[last], home, hops + 1)
+        registry = module.registry(last)
+        return (home, registry) if registry else None
 
     def _movers_elsewhere(self) -> dict[str, set[str]]:
         """Qualified class -> attributes that a mover anywhere in the project assigns on its

@@ -260,6 +260,7 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
         tree,
         *(n for n in _descendants(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
     ]
+    kept = _wrapped_attributes(tree, qualify)
     for scope in scopes:
         nodes = _descendants(scope, _NESTED_SCOPES)
         wrapped = {
@@ -277,6 +278,7 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
             for target in node.targets
             if isinstance(target, ast.Name)
         }
+        wrapped |= kept.get(id(scope), set())
         if not wrapped:
             continue
         bound: dict[str, list[ast.expr | None]] = {name: [value] for name, value in constants.items()}
@@ -290,6 +292,34 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
             names = _keys(place, bound) or _imported_constant(place, bound, qualify)
             for key in _wrapper_states(payload, wrapped):
                 found.extend((name, key, call.lineno) for name in sorted(names))
+    return found
+
+
+def _wrapped_attributes(tree: ast.Module, qualify: _Qualifier) -> dict[int, set[str]]:
+    """id of each method -> `self.model` for each attribute its class sets to a wrapper in some
+    method (`self.model = DDP(model, device_ids=[rank])` in `__init__`) and never unwraps
+    (`self.model = self.model.module`): a trainer that saves `self.model.state_dict()`."""
+    found: dict[int, set[str]] = {}
+    for cls in (n for n in _descendants(tree) if isinstance(n, ast.ClassDef)):
+        methods = [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.args.args]
+        wrapping: set[str] = set()
+        unwrapping: set[str] = set()
+        for method in methods:
+            receiver = method.args.args[0].arg
+            for node in _descendants(method, _NESTED_SCOPES):
+                if not isinstance(node, ast.Assign):
+                    continue
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                        if target.value.id != receiver:
+                            continue
+                        if _wraps(node.value, qualify):
+                            wrapping.add(target.attr)
+                        elif isinstance(node.value, ast.Attribute) and node.value.attr == "module":
+                            unwrapping.add(target.attr)
+        attrs = wrapping - unwrapping
+        for method in methods if attrs else ():
+            found[id(method)] = {f"{method.args.args[0].arg}.{attr}" for attr in attrs}
     return found
 
 
@@ -323,10 +353,10 @@ def _wrapper_states(payload: ast.expr, wrapped: set[str]) -> list[str]:
 
 
 def _wrapper_state(value: ast.expr, wrapped: set[str]) -> bool:
-    return (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr == "state_dict"
-        and isinstance(value.func.value, ast.Name)
-        and value.func.value.id in wrapped
-    )
+    """`w.state_dict()` (or `self.w.state_dict()`) of a wrapper the scope names in `wrapped`."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "state_dict"):
+        return False
+    owner = value.func.value
+    if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name):
+        return f"{owner.value.id}.{owner.attr}" in wrapped
+    return isinstance(owner, ast.Name) and owner.id in wrapped

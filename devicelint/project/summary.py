@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from devicelint.analysis.vocabulary import FACTORIES, PRESERVING_METHODS
+from devicelint.analysis.vocabulary import FACTORIES, HOST_ONLY_ARGUMENTS, PRESERVING_METHODS
 from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
@@ -99,6 +99,10 @@ class ClassSummary:
     # kinds, and "clip"): `self.gradscaler.update()` in `optimize_parameters` is ("optimize_parameters",
     # "update", "gradscaler"); the caller's `trainer.optimize_parameters()` makes it on `trainer.gradscaler`
     step_effects: tuple[tuple[str, str, str, bool], ...] = ()
+    # (method, its parameters, parameter, keyword, callee, line) for each parameter a method hands
+    # as it is to an argument PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in
+    # `forward(self, tokens, lengths)`): a caller that passes a device tensor there fails
+    host_only: tuple[HostUpdate, ...] = ()
 
 
 class ModuleSummary:
@@ -156,6 +160,9 @@ class ModuleSummary:
             if "device_constants" in saved
             else None
         )
+        self._registries: dict[str, list[str] | None] = {
+            str(n): None if v is None else [str(c) for c in v] for n, v in saved.get("registries", {}).items()
+        }
         self._nodes: dict[str, Any] = {}
         self._offsets: dict[str, int] = {}
         qualify = _Qualifier(imports, name, set(kinds))
@@ -181,7 +188,9 @@ class ModuleSummary:
         places = {str(n): str(v) for n, v in saved.get("functions", {}).items()}
         self.functions: _Lazy[str] = _Lazy(
             function_names,
-            lambda n: self._use(n, lambda node: _returns(node, qualify), lambda: n in self.uses.built),
+            lambda n: self._use(
+                n, lambda node: _returns(node, qualify, self._offsets.get(n, 0)), lambda: n in self.uses.built
+            ),
             places,
         )
         # function -> what it does to the arguments it is handed (`devicelint.project.helpers`)
@@ -210,7 +219,13 @@ class ModuleSummary:
 
     def _size(self) -> int:
         built = len(self.classes.built) + len(self.bases.built) + len(self.functions.built) + len(self.uses.built)
-        return built + len(self._saves) + (self._host_constants is not None) + (self._device_constants is not None)
+        return (
+            built
+            + len(self._saves)
+            + (self._host_constants is not None)
+            + (self._device_constants is not None)
+            + len(self._registries)
+        )
 
     def saves(self, read: SavesReader, word: str) -> dict[str, bool]:
         """File name -> whether every `torch.save` of it writes host data (`read`:
@@ -301,6 +316,15 @@ class ModuleSummary:
         """Whether a device constant is read through `name` (`cfg` of `cfg.device`)."""
         return self._tensors_at_import and any(key.startswith(name + ".") for key in self.device_constants())
 
+    def registry(self, name: str) -> tuple[str, ...] | None:
+        """The callables a module-level dict maps names to (`MODELS = {"unet": UNet, "fcn":
+        FCN8s}`, also `MODELS["segnet"] = SegNet` at top level), qualified; None when `name` is
+        no such dict or the module changes it otherwise (`MODELS.update(...)`, rebinding)."""
+        if name not in self._registries:
+            self._registries[name] = _registry(self._whole_tree(), name, self._qualify)
+        found = self._registries[name]
+        return None if found is None else tuple(found)
+
     def _whole_tree(self) -> ast.Module:
         if self._tree is None:
             if self._source is None:
@@ -336,6 +360,7 @@ class ModuleSummary:
             **({"saves": self._saves} if self._saves else {}),
             **({"host_constants": self._host_constants} if self._host_constants is not None else {}),
             **({"device_constants": self._device_constants} if self._device_constants is not None else {}),
+            **({"registries": self._registries} if self._registries else {}),
         }
 
     def _use(self, name: str, make: Callable[[Any], T], others_done: Callable[[], bool]) -> T:
@@ -396,6 +421,42 @@ class ModuleSummary:
         )
 
 
+def _registry(tree: ast.Module, name: str, qualify: _Qualifier) -> list[str] | None:
+    """`ModuleSummary.registry` from the module's tree."""
+    found: list[str] | None = None
+    top = {id(t) for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and not isinstance(node.ctx, ast.Load)
+            and id(node) not in top
+        ):
+            return None  # bound again in a function, a loop, a `del`
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == name and node.func.attr not in ("get", "keys", "items"):
+                return None  # `MODELS.update(...)`, `MODELS.setdefault(...)`
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if found is not None or len(node.targets) != 1 or not isinstance(node.value, ast.Dict):
+                return None
+            found = []
+            for value in node.value.values:
+                qualified = qualify(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                if qualified is None:
+                    return None
+                found.append(qualified)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name for t in node.targets
+        ):
+            qualified = qualify(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+            if found is None or qualified is None:
+                return None
+            found.append(qualified)
+    return found
+
+
 def _merge(found: dict[str, bool], more: dict[str, bool]) -> None:
     for key, host in more.items():
         found[key] = found.get(key, True) and host
@@ -421,6 +482,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         runs_unmoved=tuple((str(p), int(n)) for p, n in data.get("runs_unmoved", ())),
         metric_feeds=host_updates_from(data.get("metric_feeds", ())),
         step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
+        host_only=host_updates_from(data.get("host_only", ())),
     )
 
 
@@ -603,20 +665,34 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         return ClassSummary(())
     bases = _bases(node, qualify)
     builds: set[str] = set()
-    makes = places = factories = updates_self = False
+    makes = places = factories = updates_self = host_only = False
     submodules: dict[str, str] = {}  # `self.head = Detect(...)` anywhere in the class
+    attributes: dict[str, list[ast.expr]] = {}  # `self.labels = torch.as_tensor(labels)`
+    moved_attributes: set[str] = set()  # `self.labels.cuda()`
     for inner in _descendants(node):
-        if isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Call):
-            _note_submodules(inner, qualify, submodules)
+        if isinstance(inner, ast.Assign):
+            if isinstance(inner.value, ast.Call):
+                _note_submodules(inner, qualify, submodules)
+            for target in inner.targets:
+                attr = _self_attribute(target)
+                if attr is not None:
+                    attributes.setdefault(attr, []).append(inner.value)
         elif isinstance(inner, ast.AugAssign):
             target = inner.target.value if isinstance(inner.target, ast.Subscript) else inner.target
             updates_self = updates_self or _self_attribute(target) is not None
+        elif isinstance(inner, ast.AnnAssign) and inner.value is not None:
+            attr = _self_attribute(inner.target)
+            if attr is not None:
+                attributes.setdefault(attr, []).append(inner.value)
         if isinstance(inner, ast.Call):
             func = inner.func
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             qualified = qualify(func) or ""
             if last in _MOVERS - {"_apply"} and isinstance(func, ast.Attribute):
                 places = True
+                moved_attr = _self_attribute(func.value)
+                if moved_attr is not None:
+                    moved_attributes.add(moved_attr)
             if any(k.arg in ("device", "device_map") for k in inner.keywords):
                 places = True
             if last in _REGISTERS or qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
@@ -628,6 +704,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             if last in _PARAMETER_MAKERS and qualified.startswith("torch.nn"):
                 makes = True
             factories = factories or (last in FACTORIES and qualified.startswith("torch."))
+            host_only = host_only or (last in _HOST_ONLY_NAMES and qualified in HOST_ONLY_ARGUMENTS)
     methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
     moved, others = _movers(methods, qualify, submodules)
     placed = _placed_submodules(methods.get("__init__"), qualify) if places else ()
@@ -635,7 +712,8 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     # public methods other than `forward` that build or move tensors, host tables updated in
     # place, a model `__init__` moved)
     called = [name for name in methods if not name.startswith("_") and name != "forward"]
-    returned = ((name, _returns(methods[name], qualify)) for name in called) if factories or places else ()
+    kept = _host_attributes(attributes, moved_attributes, methods, qualify) if factories else {}
+    returned = ((name, _returns(methods[name], qualify, 0, kept)) for name in called) if factories or places else ()
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
     found = _host_updates(node, methods, qualify) if factories and updates_self else ()
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
@@ -667,6 +745,10 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             for m, ps, p, a, f, line in (_metric_feeds(methods, qualify) if metrics_imported else ())
         ),
         _method_step_effects(methods) if not layer else (),
+        tuple(
+            (m, ps, p, k, f, line + first_line)
+            for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
+        ),
     )
 
 
@@ -729,6 +811,38 @@ def _method_step_effects(methods: dict[str, ast.FunctionDef]) -> tuple[tuple[str
         if name != "__init__"
         for kind, scaler, conditional in statements(method.body, False, (name,))
     )
+
+
+_REBINDING = (ast.AugAssign, ast.AnnAssign, ast.For)
+_HOST_ONLY_NAMES = frozenset(q.rsplit(".", 1)[-1] for q in HOST_ONLY_ARGUMENTS)
+
+
+def _host_only_parameters(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> tuple[HostUpdate, ...]:
+    """See `ClassSummary.host_only`: the parameter itself, or a cast or reshape of it
+    (`lengths.long()`), never rebound in the method."""
+    found: list[HostUpdate] = []
+    for name, params, nodes in _methods_after_init(methods):
+        rebound: set[str] = set()
+        for n in nodes:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, _REBINDING) else []
+            rebound.update(t.id for target in targets for t in _descendants(target) if isinstance(t, ast.Name))
+        for call in (n for n in nodes if isinstance(n, ast.Call)):
+            qualified = qualify(call.func) or ""
+            if qualified not in HOST_ONLY_ARGUMENTS or any(isinstance(a, ast.Starred) for a in call.args):
+                continue
+            position, keyword = HOST_ONLY_ARGUMENTS[qualified]
+            given = next((k.value for k in call.keywords if k.arg == keyword), None)
+            if given is None and position < len(call.args):
+                given = call.args[position]
+            while (
+                isinstance(given, ast.Call)
+                and isinstance(given.func, ast.Attribute)
+                and given.func.attr in PRESERVING_METHODS
+            ):
+                given = given.func.value
+            if isinstance(given, ast.Name) and given.id in params and given.id not in rebound:
+                found.append((name, params, given.id, keyword, qualified.rsplit(".", 1)[-1], call.lineno))
+    return tuple(found)
 
 
 def _metric_feeds(methods: dict[str, ast.FunctionDef], qualify: _Qualifier) -> tuple[HostUpdate, ...]:
@@ -1186,6 +1300,47 @@ def _returned_optimizer(
     return f"optimizer:{chosen}@{next(iter(owners))}#{names.index(next(iter(owners)))}"
 
 
+def _returned_loss(
+    function: ast.FunctionDef,
+    returns: list[ast.expr],
+    assignments: dict[str, list[ast.expr]],
+    qualify: _Qualifier,
+    first_line: int,
+) -> str:
+    """ "loss:<class>:<keyword>:<line>" where every `return` hands back a `torch.nn` loss it builds
+    unmoved (`nn.CrossEntropyLoss(...)`, or a name bound once to one) and one of them is given a
+    class weight made on the host (`weight=torch.tensor(cfg.class_weights)`, at `line`): the loss
+    keeps that weight as a buffer on the CPU until the caller moves it."""
+    found = ""
+    for value in returns:
+        if isinstance(value, ast.Name) and len(assignments.get(value.id, [])) == 1:
+            value = assignments[value.id][0]
+        if not isinstance(value, ast.Call):
+            return ""
+        qualified = qualify(value.func) or ""
+        if not (qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified.endswith("Loss")):
+            return ""
+        for keyword in value.keywords:
+            if keyword.arg is None:
+                return ""
+            if keyword.arg in ("weight", "pos_weight") and not found:
+                if _place(keyword.value, assignments, qualify, 0) == "cpu-tensor":
+                    found = f"loss:{qualified[9:]}:{keyword.arg}:{value.lineno + first_line}"
+    return found if found and _returned_untouched(function, returns, assignments) else ""
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`torch.optim.Adam` for that attribute chain; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
 def _binds_local(target: ast.expr, name: str) -> bool:
     return isinstance(target, ast.Name) and target.id == name
 
@@ -1266,11 +1421,17 @@ def _movers(
     return tuple(sorted(own)), tuple(sorted(others))
 
 
-def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
-    """Where every `return` of `function` puts its value, when all agree and it is certain."""
+def _returns(
+    function: ast.FunctionDef | None,
+    qualify: _Qualifier,
+    first_line: int = 0,
+    attributes: dict[str, list[ast.expr]] | None = None,
+) -> str:
+    """Where every `return` of `function` puts its value, when all agree and it is certain
+    (`attributes`: what its class binds `self.<attr>` to, keyed `self.<attr>`)."""
     if function is None:
         return ""
-    assignments: dict[str, list[ast.expr]] = {}
+    assignments: dict[str, list[ast.expr]] = dict(attributes or {})
     returns: list[ast.expr] = []
     for node in _own_nodes(function):
         if isinstance(node, ast.With):
@@ -1287,7 +1448,7 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     assignments.setdefault(target.id, []).append(node.value)
-                else:
+                elif not isinstance(target, (ast.Attribute, ast.Subscript)):  # (a part set binds no name)
                     for inner in ast.walk(target):
                         if isinstance(inner, ast.Name):
                             assignments.setdefault(inner.id, []).append(target)  # unknowable: unpacked
@@ -1310,14 +1471,18 @@ def _returns(function: ast.FunctionDef | None, qualify: _Qualifier) -> str:
     optimizer = _returned_optimizer(function, returns, assignments, qualify)
     if optimizer:
         return optimizer
+    loss = _returned_loss(function, returns, assignments, qualify, first_line)
+    if loss:
+        return loss
     parts = _tuple_places(returns, assignments, qualify)
     if parts:
         return parts
     place = _agreed({_place(value, assignments, qualify, 0) for value in returns})
-    if place.startswith("call:") and not _returned_untouched(function, returns, assignments):
+    if place.startswith(("call:", "callk:")) and not _returned_untouched(function, returns, assignments):
         # `model = Net(); model.to(device); return model`: a module may have been moved (a
-        # tensor's `.to()` returns a copy, so the place of a returned tensor stands)
-        place = "callt:" + place[5:]
+        # tensor's `.to()` returns a copy, so the place of a returned tensor stands); what a
+        # call given `**kwargs` builds is then nothing known
+        place = "callt:" + place[5:] if place.startswith("call:") else ""
     return place
 
 
@@ -1391,23 +1556,68 @@ def _returned_untouched(
     for value in returns:
         if isinstance(value, ast.Name):
             bound = assigned.get(value.id, [])
-            if not bound or not all(isinstance(b, ast.Call) for b in bound):
+            if not bound or not all(_built_by_call(b) for b in bound):
                 return False
             names.add(value.id)
-        elif not isinstance(value, ast.Call):
+        elif not _built_by_call(value):
             return False
     if not names:
         return True
     loads = dict.fromkeys(names, 0)
     kept = dict.fromkeys(names, 0)
-    for node in _own_nodes(function):
+    nodes = _own_nodes(function)
+    called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+    for node in nodes:
         if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load):
             loads[node.id] += 1
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
-            kept[node.value.id] += node.attr in _KEEPING_METHODS
+            # a method called on it keeps it only when it cannot place it; reading or setting
+            # an attribute (`model.fc = nn.Linear(model.fc.in_features, n)`) keeps it where it is
+            kept[node.value.id] += node.attr in _KEEPING_METHODS if id(node) in called else 1
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in names:
             kept[node.value.id] += 1
+        elif isinstance(node, ast.Call) and _moves_part_of(node, names):
+            return False  # `model.head.cuda()`
+        elif isinstance(node, ast.Assign) and _placed_part(node, names):
+            return False  # `model.fc = nn.Linear(...).to(device)`
     return all(loads[n] <= kept[n] for n in names)
+
+
+def _built_by_call(value: ast.expr) -> bool:
+    """A call, or a conditional between calls (`resnet50() if deep else resnet18()`)."""
+    if isinstance(value, ast.IfExp):
+        return _built_by_call(value.body) and _built_by_call(value.orelse)
+    return isinstance(value, ast.Call)
+
+
+def _moves_part_of(call: ast.Call, names: set[str]) -> bool:
+    """`model.head.cuda()`, `model.fc.to(device)`: a move of a part of a returned module."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _PART_MOVES:
+        return False
+    root = func.value
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in names and func.value is not root
+
+
+def _placed_part(assign: ast.Assign, names: set[str]) -> bool:
+    """`model.fc = nn.Linear(...).to(device)`: a part set from a value that something placed."""
+    if not any(
+        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in names for t in assign.targets
+    ):
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Attribute) and n.func.attr in _PART_MOVES)
+            or any(k.arg in ("device", None) for k in n.keywords)
+        )
+        for n in _descendants(assign.value)
+    )
+
+
+_PART_MOVES = frozenset({"to", "cuda", "xpu", "npu", "mps"})
 
 
 def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
@@ -1465,14 +1675,51 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
         if not values:
             return ""  # a parameter or a global: unknown
         return _agreed({_place(v, assignments, qualify, depth + 1) for v in values})
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        # `self.labels`, where the class binds it only to host tensors (`_host_attributes`)
+        values = assignments.get(f"{value.value.id}.{value.attr}")
+        return _agreed({_place(v, assignments, qualify, depth + 1) for v in values}) if values else ""
     if isinstance(value, ast.BinOp):
-        # `w.sum() / w`, `1.0 / w`: a number keeps the tensor where it is
-        sides = [s for s in (value.left, value.right) if not isinstance(s, ast.Constant)]
+        # `w.sum() / w`, `1.0 / w`, `len(w) * w`: a number keeps the tensor where it is
+        sides = [s for s in (value.left, value.right) if not _number(s)]
         places = {_place(s, assignments, qualify, depth + 1) for s in sides}
         return places.pop() if len(places) == 1 and sides else ""
+    if isinstance(value, ast.IfExp):  # `resnet50() if deep else resnet18()`
+        return _agreed({_place(v, assignments, qualify, depth + 1) for v in (value.body, value.orelse)})
+    if isinstance(value, ast.Compare):  # `mask == 0`, `tokens != pad`: where the tensors are
+        return _tensor_place([value.left, *value.comparators], assignments, qualify, depth)
+    if isinstance(value, ast.UnaryOp) and not isinstance(value.op, ast.Not):  # `~mask`, `-x`
+        return _tensor_place([value.operand], assignments, qualify, depth)
+    if isinstance(value, ast.Subscript):  # `table[:n]`, `x[0]`: rows of a tensor stay where it is
+        return _tensor_place([value.value], assignments, qualify, depth)
     if not isinstance(value, ast.Call):
         return ""
     func = value.func
+    if (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Name)
+        and func.func.id == "getattr"
+        and len(func.args) == 2
+        and isinstance(func.args[0], (ast.Name, ast.Attribute))
+    ):
+        # `getattr(models, arch)(...)`: a name picked from a module, as `models.__dict__[arch]`
+        func = ast.Subscript(value=ast.Attribute(value=func.args[0], attr="__dict__"), slice=func.args[1])
+    elif (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Attribute)
+        and func.func.attr == "get"
+        and len(func.args) == 1
+        and not func.keywords
+    ):
+        func = ast.Subscript(value=func.func.value, slice=func.args[0])  # `MODELS.get(name)(...)`
+    if isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)):
+        # `MODELS[name](...)`: one of the classes a module-level dict maps names to
+        registry = qualify(func.value)
+        if isinstance(func.value, ast.Name) and (func.value.id in assignments or func.value.id not in qualify.imports):
+            registry = None if func.value.id in assignments else f"{qualify.module}.{func.value.id}".lstrip(".")
+        if registry is None or any(k.arg in ("device", "device_map") for k in value.keywords):
+            return ""
+        return f"callk:{registry}[]" if any(k.arg is None for k in value.keywords) else f"call:{registry}[]"
     if isinstance(func, ast.Attribute) and func.attr in ("cuda", "to", "cpu"):
         return _moved(value, func.attr)
     if isinstance(func, ast.Attribute) and func.attr in PRESERVING_METHODS and qualify(func.value) is None:
@@ -1499,12 +1746,70 @@ def _place(value: ast.expr, assignments: dict[str, list[ast.expr]], qualify: _Qu
             parts = [e for a in value.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
             places = {_place(p, assignments, qualify, depth + 1) for p in parts}
             return places.pop() if len(places) == 1 and parts else ""
+        following = qualified[6:] in PRESERVING_METHODS or qualified[6:] in _COUNTING
+        if following and not any(k.arg is None or k.arg == "out" for k in value.keywords):
+            # `torch.triu(ones, diagonal=1)`: a tensor method's function form, where its tensors are
+            return _tensor_place(list(value.args), assignments, qualify, depth)
         return ""
     if isinstance(func, (ast.Name, ast.Attribute)) and not qualified.startswith(("torch.", "numpy.", "np.")):
-        if any(k.arg is None or k.arg in ("device", "device_map") for k in value.keywords):
+        if any(k.arg in ("device", "device_map") for k in value.keywords):
             return ""  # what it builds or returns may be placed by the caller's argument
+        if any(k.arg is None for k in value.keywords):
+            # `Net(**cfg)`: a project class that never places itself stays where it is built;
+            # any other callable may be handed a device (the index tells them apart)
+            return f"callk:{qualified}"
         return f"call:{qualified}"
     return ""
+
+
+# torch functions whose result lives where the tensor they read is (`torch.bincount(labels)`)
+_COUNTING = frozenset({"bincount", "histc", "unique", "argsort", "bucketize", "nan_to_num", "cumsum"})
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "round"})
+_NUMBER_METHODS = frozenset({"item", "numel", "dim", "size"})
+
+
+def _number(value: ast.expr) -> bool:
+    """A Python number: a literal, `len(x)`, `float(n)`, `t.numel()`, `x.size(0)`."""
+    if isinstance(value, ast.Constant):
+        return True
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Name):
+        return func.id in _NUMBER_BUILTINS
+    return (
+        isinstance(func, ast.Attribute) and func.attr in _NUMBER_METHODS and (func.attr != "size" or bool(value.args))
+    )
+
+
+def _host_attributes(
+    attributes: dict[str, list[ast.expr]],
+    moved: set[str],
+    methods: dict[str, ast.FunctionDef],
+    qualify: _Qualifier,
+) -> dict[str, list[ast.expr]]:
+    """`self.<attr>` -> the values the class binds it to (`attributes`), for each attribute that
+    every binding makes a host tensor (`self.labels = torch.as_tensor(labels)`) and nothing moves
+    (`moved`: `self.labels.cuda()`; or a mover of the class's own): what a method computes from
+    it stays there."""
+    if _MOVERS & set(methods):
+        return {}
+    return {
+        f"self.{attr}": values
+        for attr, values in attributes.items()
+        if attr not in moved and all(_place(v, {}, qualify, 0) == "cpu-tensor" for v in values)
+    }
+
+
+def _tensor_place(
+    values: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier, depth: int
+) -> str:
+    """The one tensor place of the values that are not numbers ("" when they disagree or are
+    not tensors known to be on the CPU or the device)."""
+    parts = [v for v in values if not isinstance(v, ast.Constant) and not isinstance(v, ast.Starred)]
+    places = {_place(v, assignments, qualify, depth + 1) for v in parts}
+    place = places.pop() if len(places) == 1 else ""
+    return place if place in ("cpu-tensor", "device-tensor") else ""
 
 
 def _names_an_accelerator(value: ast.expr) -> bool:

@@ -34,6 +34,11 @@ class ImportedClass:
     placed: tuple[tuple[str, str, bool], ...] = ()
     # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
     method_places: tuple[tuple[str, str], ...] = ()
+    # (`project.summary.ClassSummary.host_only`): the parameters its methods hand to an argument
+    # PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in `forward`)
+    host_only: tuple[HostUpdate, ...] = ()
+    # its file, relative to the project root (for messages; "" where the class is a library's)
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,9 @@ class ImportedPlainClass:
     metric_feeds: tuple[HostUpdate, ...] = ()
     # (`ClassSummary.step_effects`): the training-step calls its methods make
     step_effects: tuple[tuple[str, str, str, bool], ...] = ()
+    # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
+    # (`def class_weights(self): return counts.sum() / counts` of `self.labels` built on the host)
+    method_places: tuple[tuple[str, str], ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
