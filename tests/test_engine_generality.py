@@ -5518,3 +5518,67 @@ def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_fr
     )
     (message,) = _messages(ranged)
     assert "pass `device=batch.device`" in message and "parameters()" not in message
+
+
+# -- fresh34: 0-dim values and frozen parameters are no stale device state --------------------------
+
+FROZEN_SCALE = """
+    import torch
+    from torch import nn
+
+
+    class LoudnessWeight(nn.Module):
+        def __init__(self, bins, tilt=0.5):
+            super().__init__()
+            self.curve = nn.Parameter(torch.linspace(0.0, 1.0, bins) * tilt, requires_grad=False)
+            self.gain = self.curve.norm()
+
+        def forward(self, spectrum):
+            return spectrum * self.curve / self.gain
+"""
+
+
+def test_a_whole_reduction_of_frozen_parameters_kept_in_init_is_a_0_dim_constant() -> None:
+    # frozen: no graph; `norm()` of the whole tensor: 0-dim, which meets CUDA tensors as a number
+    assert _found(FROZEN_SCALE) == []
+
+
+def test_frozen_scale_twins_trainable_or_not_reduced_are_still_reported() -> None:
+    trainable = FROZEN_SCALE.replace(", requires_grad=False)", ")")
+    assert _found(trainable) == [(10, "DL102")]
+    assert "graph reaches the CPU parameters" in _messages(trainable)[0]
+    per_bin = FROZEN_SCALE.replace("self.gain = self.curve.norm()", "self.gain = self.curve.cumsum(0) + 1.0")
+    assert _found(per_bin) == [(10, "DL102")]
+    by_dim = FROZEN_SCALE.replace("self.curve.norm()", "self.curve.norm(dim=0, keepdim=True).expand(4)")
+    assert _found(by_dim) == [(10, "DL102")]
+
+
+SCORE_HISTORY = """
+    import numpy as np
+    import torch
+    from torch import nn
+
+
+    class Agent(nn.Module):
+        def __init__(self, width, floor: float = -100.0, window=20):
+            super().__init__()
+            self.policy = nn.Linear(width, 2)
+            self.scores = []
+            for _ in range(window):
+                self.scores.append(torch.tensor(floor))
+
+        def forward(self, obs):
+            return self.policy(obs)
+
+        def smoothed(self):
+            return float(np.mean(self.scores[-20:])) + self.policy.bias.sum()
+"""
+
+
+def test_0_dim_numbers_kept_in_a_plain_list_are_not_tensors_to_move() -> None:
+    assert _found(SCORE_HISTORY) == []
+
+
+def test_score_history_twin_keeping_whole_tensors_is_reported() -> None:
+    vectors = SCORE_HISTORY.replace("torch.tensor(floor)", "torch.full((width,), floor)")
+    assert _found(vectors) == [(13, "DL102")]

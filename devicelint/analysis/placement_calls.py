@@ -462,7 +462,7 @@ class CallEvaluation:
             # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
             function = self.ctx.qualified_name(call.func) if type(call) is cst.Call else None
             gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
-            scalar = len(tensors) == 1 and lead.scalar and not gathering
+            scalar = len(tensors) == 1 and not gathering and (lead.scalar or _full_reduction(function, call))
             if (
                 gathering
                 and (function or "").startswith("torch.")
@@ -842,7 +842,8 @@ class CallEvaluation:
         # Every other tensor method keeps its result where the receiver is.
         return replace(
             receiver,
-            scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
+            scalar=(receiver.scalar and method not in SHAPE_GROWING_METHODS)
+            or (receiver.kind == CPU and method in _FULL_REDUCTIONS and _no_dimension(call, 0)),
             mask=receiver.mask and method not in _CAST_METHODS,
         )
 
@@ -1362,6 +1363,26 @@ def _returned_parts(produced: Fact, on_module: Fact) -> Fact:
         else:
             parts.append(UNKNOWN_FACT)
     return Fact(UNKNOWN, elements=tuple(parts))
+
+
+def _no_dimension(call: cst.Call, tensors: int) -> bool:
+    """No argument after the first `tensors` positional ones names a dimension: `x.sum()`,
+    `x.mean(dtype=torch.float64)`, `torch.sum(x)`, not `x.sum(1)` nor `torch.max(a, b)`."""
+    return all(
+        arg.keyword is not None and arg.keyword.value not in ("dim", "axis", "other") for arg in call.args[tensors:]
+    ) and all(arg.keyword is None and not arg.star for arg in call.args[:tensors])
+
+
+def _full_reduction(function: str | None, call: cst.CSTNode) -> bool:
+    """`torch.sum(x)`, `torch.norm(x)`: a reduction of a whole tensor, a 0-dim tensor."""
+    return (
+        type(call) is cst.Call
+        and (function or "").startswith("torch.")
+        and (function or "").count(".") == 1
+        and (function or "").rsplit(".", 1)[-1] in _FULL_REDUCTIONS
+        and len(call.args) >= 1
+        and _no_dimension(call, 1)
+    )
 
 
 def _reduced(move: cst.BaseExpression) -> bool:

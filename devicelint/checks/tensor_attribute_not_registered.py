@@ -208,6 +208,14 @@ class TensorAttributeNotRegistered(Rule):
                         break
                     if candidate is None and _made_on_cpu(ctx, through_containers(ctx, source), fact):
                         candidate, made = value, source
+                if (
+                    candidate is None
+                    and not movers
+                    and _parameter_snapshot(ctx, facts, attr, assignments[0][0], assignments)
+                ):
+                    # a product of parameters cached in `__init__`, even a 0-dim one: its graph holds
+                    # the CPU parameters
+                    candidate = made = assignments[0][0]
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
                     candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
@@ -501,6 +509,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return True
     if is_parameter_call(ctx, element):
         return False  # parameters kept in a plain container: DL103's finding
+    if _scalar_data(ctx, element):
+        return False  # `torch.tensor(reward)` of a number: 0-dim, it meets tensors on any device
     fact = file_facts(ctx).value(element)
     if type(element) is cst.Call:
         qualified = ctx.qualified_name(element.func) or ""
