@@ -5582,3 +5582,38 @@ def test_0_dim_numbers_kept_in_a_plain_list_are_not_tensors_to_move() -> None:
 def test_score_history_twin_keeping_whole_tensors_is_reported() -> None:
     vectors = SCORE_HISTORY.replace("torch.tensor(floor)", "torch.full((width,), floor)")
     assert _found(vectors) == [(13, "DL102")]
+
+
+CACHED_SPLIT = """
+    import os
+
+    import torch
+    from shards import ShardedDataset
+
+
+    class Spectra(ShardedDataset):
+        def __init__(self, root):
+            self.root = root
+
+
+    class SmallSpectra(Spectra):
+        def prepare(self, limit):
+            for name in ("train.pt", "valid.pt"):
+                rows, labels = torch.load(os.path.join(self.root, name))
+                torch.save((rows[:limit], labels[:limit]), os.path.join(self.root, "small_" + name))
+
+
+    def restore(model, path):
+        model.load_state_dict(torch.load(path))
+"""
+
+
+def test_a_subclass_of_a_dataset_class_of_the_file_reads_data_not_checkpoints() -> None:
+    # the subclass's base is the file's own dataset class: its load reads data; a plain
+    # function's load of a path still is a checkpoint
+    assert _found(CACHED_SPLIT) == [(21, "DL501")]
+
+
+def test_cached_split_twin_outside_any_dataset_is_reported() -> None:
+    plain = CACHED_SPLIT.replace("class SmallSpectra(Spectra):", "class SmallSpectra:")
+    assert _found(plain) == [(16, "DL501"), (21, "DL501")]
