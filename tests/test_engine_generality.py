@@ -5617,3 +5617,35 @@ def test_a_subclass_of_a_dataset_class_of_the_file_reads_data_not_checkpoints() 
 def test_cached_split_twin_outside_any_dataset_is_reported() -> None:
     plain = CACHED_SPLIT.replace("class SmallSpectra(Spectra):", "class SmallSpectra:")
     assert _found(plain) == [(16, "DL501"), (21, "DL501")]
+
+
+RECORDING_DOUBLE = """
+    import torch
+
+
+    class Recorder:
+        def __init__(self):
+            self.device = None
+
+        def to(self, target):
+            self.device = target
+            return self
+
+
+    def placed_on(name):
+        probe = Recorder()
+        probe.to(name)
+        return probe.device == "cuda:1"
+"""
+
+
+def test_a_plain_object_s_device_is_what_its_own_methods_store() -> None:
+    # `Recorder.device` holds whatever `to` was handed (a string here): no `torch.device`
+    assert _found(RECORDING_DOUBLE) == []
+
+
+def test_recording_double_twin_storing_a_torch_device_is_reported() -> None:
+    built = RECORDING_DOUBLE.replace("self.device = None", "self.device = torch.device('cpu')").replace(
+        "self.device = target", "self.device = torch.device(target)"
+    )
+    assert _found(built) == [(17, "DL502")]
