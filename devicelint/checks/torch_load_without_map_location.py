@@ -88,7 +88,8 @@ class TorchLoadWithoutMapLocation(Rule):
     - a result sorted (`sorted(list(torch.load(f)))`): sortable items are words or numbers (a
       vocabulary), or only the keys are kept;
     - a load inside a `Dataset` class (or a plain class named `...Dataset`, as dataset libraries
-      write theirs), which reads training data, not checkpoints;
+      write theirs, or a class of the file deriving from one at any depth), which reads training
+      data, not checkpoints;
     - a load in a test module (`test_*.py`, `*_test.py`, `conftest.py`, or under `tests/`): a
       test reads back what it, a handler it drives or its fixtures wrote, or data committed
       next to it, on the machine that runs it;
