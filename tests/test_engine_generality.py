@@ -5649,3 +5649,34 @@ def test_recording_double_twin_storing_a_torch_device_is_reported() -> None:
         "self.device = target", "self.device = torch.device(target)"
     )
     assert _found(built) == [(17, "DL502")]
+
+
+def _notebook_found(*cells: str) -> list[tuple[int | None, int, str]]:
+    import json
+
+    from devicelint.notebook import lint_notebook
+
+    notebook = {"cells": [{"cell_type": "code", "source": textwrap.dedent(c).lstrip("\n")} for c in cells]}
+    result = lint_notebook(json.dumps(notebook).encode(), "lesson.ipynb", DEFAULT)
+    return [(f.cell, f.line, f.code) for f in result.findings]
+
+
+def test_a_move_left_as_a_cell_s_last_expression_is_displayed_not_discarded() -> None:
+    setup = """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        weights = torch.randn(4, 4)
+    """
+    assert _notebook_found(setup, "weights.to(device)", "weights.cuda()  # shows the copy\n# done\n") == []
+
+
+def test_cell_output_twins_followed_in_the_cell_or_inside_a_block_are_reported() -> None:
+    setup = """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        weights = torch.randn(4, 4)
+    """
+    followed = "weights.to(device)\nprint(weights.device)\n"
+    looped = "for _ in range(2):\n    weights.to(device)\n"
+    hidden = "weights.to(device);\n"
+    assert _notebook_found(setup, followed, looped, hidden) == [(2, 1, "DL104"), (3, 2, "DL104"), (4, 1, "DL104")]
