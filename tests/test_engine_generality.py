@@ -5680,3 +5680,25 @@ def test_cell_output_twins_followed_in_the_cell_or_inside_a_block_are_reported()
     looped = "for _ in range(2):\n    weights.to(device)\n"
     hidden = "weights.to(device);\n"
     assert _notebook_found(setup, followed, looped, hidden) == [(2, 1, "DL104"), (3, 2, "DL104"), (4, 1, "DL104")]
+
+
+LEGACY_TYPED_COPY = """
+    import torch
+
+
+    def canvas(frame, colour):
+        colour = torch.DoubleTensor(colour)
+        height, width = frame.size(1), frame.size(2)
+        return torch.ones(3, height, width, dtype=torch.double) * colour.unsqueeze(1).unsqueeze(2)
+"""
+
+
+def test_a_legacy_typed_constructor_builds_on_the_cpu_whatever_it_is_handed() -> None:
+    # `torch.DoubleTensor(colour)` of a parameter used as a tensor is still a CPU tensor (a CUDA
+    # argument would raise), so it meets the CPU canvas, never a device tensor
+    assert _found(LEGACY_TYPED_COPY) == []
+
+
+def test_legacy_typed_copy_twin_meeting_a_device_canvas_is_reported() -> None:
+    on_device = LEGACY_TYPED_COPY.replace("dtype=torch.double)", "dtype=torch.double, device=frame.device)")
+    assert _found(on_device) == [(6, "DL101")]

@@ -518,7 +518,8 @@ class CallEvaluation:
             )
         if short in DATA_FACTORIES or short in LEGACY_CONSTRUCTORS or short == "from_numpy":
             first = call.args[0].value if call.args and not call.args[0].keyword else None
-            if short == "from_numpy":
+            if short == "from_numpy" or (short in LEGACY_CONSTRUCTORS and short != "Tensor"):
+                # `torch.FloatTensor(x)` builds a CPU tensor whatever `x` is (a CUDA tensor raises)
                 pass
             elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
                 data = args[0][0] if args else UNKNOWN_FACT
