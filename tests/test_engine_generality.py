@@ -5702,3 +5702,33 @@ def test_a_legacy_typed_constructor_builds_on_the_cpu_whatever_it_is_handed() ->
 def test_legacy_typed_copy_twin_meeting_a_device_canvas_is_reported() -> None:
     on_device = LEGACY_TYPED_COPY.replace("dtype=torch.double)", "dtype=torch.double, device=frame.device)")
     assert _found(on_device) == [(6, "DL101")]
+
+
+FLAGGED_WRAPPER = """
+    import torch
+    from torch import nn
+
+
+    class Runner:
+        def __init__(self, net, gpus):
+            self.net = net.cuda()
+            self.split = gpus > 1
+            if self.split:
+                self.net = nn.DataParallel(self.net)
+
+        def vocabulary(self):
+            return self.net.module.vocab if self.split else self.net.vocab
+
+        def step(self, batch):
+            return self.net(batch.cuda())
+"""
+
+
+def test_a_read_whose_other_branch_unwraps_the_wrapper_holds_the_bare_model() -> None:
+    # the code tells the wrapped model from the bare one on its own flag
+    assert _found(FLAGGED_WRAPPER) == []
+
+
+def test_flagged_wrapper_twin_reading_through_the_wrapper_on_both_paths_is_reported() -> None:
+    unguarded = FLAGGED_WRAPPER.replace("self.net.module.vocab if self.split else self.net.vocab", "self.net.vocab")
+    assert _found(unguarded) == [(14, "DL203")]
