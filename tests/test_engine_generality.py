@@ -5732,3 +5732,30 @@ def test_a_read_whose_other_branch_unwraps_the_wrapper_holds_the_bare_model() ->
 def test_flagged_wrapper_twin_reading_through_the_wrapper_on_both_paths_is_reported() -> None:
     unguarded = FLAGGED_WRAPPER.replace("self.net.module.vocab if self.split else self.net.vocab", "self.net.vocab")
     assert _found(unguarded) == [(14, "DL203")]
+
+
+PADDED_BATCH = """
+    import torch
+
+
+    def pad_to_multiple(batch, multiple):
+        tokens, lengths = batch
+        extra = (-tokens.size(0)) % multiple
+        tokens = torch.cat([tokens, torch.zeros(extra, tokens.size(1), dtype=torch.long)])
+        steps = torch.arange(tokens.size(0), device=lengths.device)
+        valid = steps[:, None] < lengths[None]
+        return tokens.masked_fill(~valid, 0)
+"""
+
+
+def test_a_join_of_a_fresh_host_tensor_with_a_part_of_no_known_place_is_placed_nowhere() -> None:
+    # the padded batch is where `tokens` was (the cat runs only there), like `lengths`: its
+    # sibling from the same batch; the mask on `lengths.device` meets nothing known
+    assert _found(PADDED_BATCH) == []
+
+
+def test_padded_batch_twin_joining_a_moved_part_is_reported() -> None:
+    moved = PADDED_BATCH.replace(
+        "tokens, lengths = batch\n", "tokens, lengths = batch\n        tokens = tokens.cuda()\n"
+    )
+    assert _found(moved) == [(9, "DL101")]

@@ -462,6 +462,10 @@ class CallEvaluation:
             # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
             function = self.ctx.qualified_name(call.func) if type(call) is cst.Call else None
             gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
+            if gathering and all(f.from_factory for f in cpu) and any(self._unplaced_part(f, n) for f, n in tensors):
+                # `torch.cat([x, torch.zeros(n, d)])` with `x` of no known place: the join runs
+                # only where the parts agree, and the file does not show where that is
+                return UNKNOWN_FACT
             scalar = len(tensors) == 1 and not gathering and (lead.scalar or _full_reduction(function, call))
             if (
                 gathering
@@ -473,6 +477,13 @@ class CallEvaluation:
                 return replace(lead, scalar=False, copied=False, origin=call, factory=function)
             return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
+
+    def _unplaced_part(self, fact: Fact, node: cst.CSTNode) -> bool:
+        """A positional part of a join that may be a tensor of no known place (a name, a field,
+        an element, a call's result), not an option such as `indexing="ij"`."""
+        parent = self.ctx.index.parent(node)
+        keyword = type(parent) is cst.Arg and parent.keyword is not None
+        return fact.kind == UNKNOWN and not keyword and type(node) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call)
 
     def _set_default(self, node: cst.BaseExpression) -> None:
         """`torch.set_default_device("cuda")` run by this function: the factories it calls
