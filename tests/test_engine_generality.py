@@ -5759,3 +5759,24 @@ def test_padded_batch_twin_joining_a_moved_part_is_reported() -> None:
         "tokens, lengths = batch\n", "tokens, lengths = batch\n        tokens = tokens.cuda()\n"
     )
     assert _found(moved) == [(9, "DL101")]
+
+
+TYPED_TABLE = """
+    import torch
+
+
+    def encode(index, classes):
+        table = torch.LongTensor(len(index), classes)
+        table.fill_(0)
+        table.scatter_(1, torch.LongTensor(index)[:, None], 1).long()
+        return table
+"""
+
+
+def test_a_discarded_cast_to_the_dtype_a_legacy_constructor_built_returns_the_tensor_itself() -> None:
+    assert _found(TYPED_TABLE) == []
+
+
+def test_typed_table_twin_discarding_a_real_conversion_is_reported() -> None:
+    converted = TYPED_TABLE.replace("[:, None], 1).long()", "[:, None], 1).float()")
+    assert _found(converted) == [(8, "DL104")]

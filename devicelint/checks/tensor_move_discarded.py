@@ -7,6 +7,7 @@ import libcst as cst
 from devicelint.analysis.cell_output import shown_by_cell
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import imported_call
+from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_calls import constructed_object
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
@@ -104,6 +105,8 @@ class TensorMoveDiscarded(Rule):
     from another module of the project counts when it returns `x.to(...)`/`x.cuda()` of a
     parameter, or a comprehension over it (its items or values) whose every element is moved.
     One that also changes its argument in place (`batch[k] = ...`, `batch.update(...)`) is not
+    reported. A cast to the dtype a legacy typed constructor built (`t = torch.FloatTensor(n, k)`,
+    changed since only in place, then `t.float()`) returns the tensor itself and is not
     reported. In a notebook, a move left as a cell's last top-level expression (not ended by `;`)
     is the cell's output, which IPython displays, and is not reported.
     """
@@ -168,6 +171,8 @@ class TensorMoveDiscarded(Rule):
             fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
+            if method in CASTS and _already_of_dtype(ctx, receiver, method):
+                continue  # `FloatTensor(n, k)` then `.float()`: the cast returns the tensor itself
             if not fact.is_tensor and not (
                 fact.kind == UNKNOWN
                 and method in MOVES
@@ -648,6 +653,34 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
     return any(
         word in last.lower()
         for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss")
+    )
+
+
+# The dtype each legacy typed constructor builds, by the cast method that names it.
+_LEGACY_DTYPES = {
+    "FloatTensor": "float",
+    "DoubleTensor": "double",
+    "HalfTensor": "half",
+    "LongTensor": "long",
+    "IntTensor": "int",
+    "ByteTensor": "byte",
+    "BoolTensor": "bool",
+}
+
+
+def _already_of_dtype(ctx: FileContext, receiver: cst.BaseExpression, method: str) -> bool:
+    """`y.scatter_(...).float()` where every binding of `y` is `torch.FloatTensor(...)`, changed
+    since only in place (`zero_()`, `scatter_(...)`, which keep the dtype): a cast to the dtype
+    the tensor has returns the tensor itself, so throwing it away loses nothing."""
+    node = receiver
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value.endswith("_"):
+        node = node.func.value
+    if type(node) is not cst.Name:
+        return False
+    values = bindings(ctx, node.value, node)
+    return bool(values) and all(
+        type(v) is cst.Call and _LEGACY_DTYPES.get((ctx.qualified_name(v.func) or "").removeprefix("torch.")) == method
+        for v in values or ()
     )
 
 
