@@ -5780,3 +5780,17 @@ def test_a_discarded_cast_to_the_dtype_a_legacy_constructor_built_returns_the_te
 def test_typed_table_twin_discarding_a_real_conversion_is_reported() -> None:
     converted = TYPED_TABLE.replace("[:, None], 1).long()", "[:, None], 1).float()")
     assert _found(converted) == [(8, "DL104")]
+
+
+def test_a_join_of_a_fresh_host_tensor_with_a_computed_part_is_still_on_the_host() -> None:
+    # the scored row is computed here, not an input: the stack stays a host tensor, which meets
+    # the frame's device
+    computed = """
+        import torch
+
+
+        def weighted(frame, score):
+            rows = torch.stack([torch.zeros(frame.size(1)), score(frame)])
+            return rows * torch.ones(1, device=frame.device)
+    """
+    assert _found(computed) == [(6, "DL101")]

@@ -463,8 +463,8 @@ class CallEvaluation:
             function = self.ctx.qualified_name(call.func) if type(call) is cst.Call else None
             gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
             if gathering and all(f.from_factory for f in cpu) and any(self._unplaced_part(f, n) for f, n in tensors):
-                # `torch.cat([x, torch.zeros(n, d)])` with `x` of no known place: the join runs
-                # only where the parts agree, and the file does not show where that is
+                # `torch.cat([x, torch.zeros(n, d)])` with an input `x` of no known place: the join
+                # runs only where the parts agree, and the file does not show where that is
                 return UNKNOWN_FACT
             scalar = len(tensors) == 1 and not gathering and (lead.scalar or _full_reduction(function, call))
             if (
@@ -479,11 +479,29 @@ class CallEvaluation:
         return UNKNOWN_FACT
 
     def _unplaced_part(self, fact: Fact, node: cst.CSTNode) -> bool:
-        """A positional part of a join that may be a tensor of no known place (a name, a field,
-        an element, a call's result), not an option such as `indexing="ij"`."""
-        parent = self.ctx.index.parent(node)
-        keyword = type(parent) is cst.Arg and parent.keyword is not None
-        return fact.kind == UNKNOWN and not keyword and type(node) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call)
+        """A part of a join that is input of no known place: a parameter of the function, or a
+        name unpacked from one (`tokens, lengths = batch`); not a value the function computes
+        (which may be on a device the file shows elsewhere), nor an option (`indexing="ij"`)."""
+        if fact.kind != UNKNOWN or type(node) is not cst.Name:
+            return False
+        function = self.ctx.index.enclosing_function(node)
+        if function is None:
+            return False
+        params = function.params
+        inputs = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        if node.value in inputs:
+            return True
+        return any(
+            type(n) is cst.Assign
+            and type(n.value) is cst.Name
+            and n.value.value in inputs
+            and any(
+                isinstance(t.target, (cst.Tuple, cst.List))
+                and any(type(e.value) is cst.Name and e.value.value == node.value for e in t.target.elements)
+                for t in n.targets
+            )
+            for n in self.ctx.index.walk(function.body)
+        )
 
     def _set_default(self, node: cst.BaseExpression) -> None:
         """`torch.set_default_device("cuda")` run by this function: the factories it calls
