@@ -547,12 +547,16 @@ class CallEvaluation:
             )
         if short in DATA_FACTORIES or short in LEGACY_CONSTRUCTORS or short == "from_numpy":
             first = call.args[0].value if call.args and not call.args[0].keyword else None
-            if short == "from_numpy" or (short in LEGACY_CONSTRUCTORS and short != "Tensor"):
-                # `torch.FloatTensor(x)` builds a CPU tensor whatever `x` is (a CUDA tensor raises)
+            if short == "from_numpy":
                 pass
             elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
                 data = args[0][0] if args else UNKNOWN_FACT
-                return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
+                if not data.is_tensor or short == "Tensor":
+                    return UNKNOWN_FACT
+                if short not in LEGACY_CONSTRUCTORS:
+                    return data
+                # `torch.FloatTensor(t)` of a tensor is a CPU copy, never `t`'s place (a CUDA `t`
+                # raises); of data the file does not show it stays unplaced, as `torch.tensor` does
         # `from_numpy` shares the array's memory: it is on the CPU whatever the default device is
         default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
