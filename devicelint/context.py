@@ -25,6 +25,8 @@ class FileContext:
     torch_version: str | None = None
     # What the file sees of the other modules of its project (empty when linted alone).
     project: ProjectView = EMPTY_VIEW
+    # For a notebook's joined cells, the cell each line came from (empty for a file).
+    cells: tuple[int, ...] = ()
     index: NodeIndex = field(init=False)
 
     def __post_init__(self) -> None:

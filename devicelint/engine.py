@@ -67,6 +67,8 @@ class EngineOptions:
     max_file_tokens: int = DEFAULT_MAX_TOKENS
     # What the file sees of the other modules of its project (`devicelint.project`).
     project: ProjectView = EMPTY_VIEW
+    # For a notebook's joined cells, the cell each line came from (empty for a file).
+    cells: tuple[int, ...] = ()
 
 
 # Fix rounds per file: a fix that overlaps another waits for the next round, as in Ruff.
@@ -305,7 +307,12 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     if isinstance(module, Finding):
         return FileResult(path, (module,))
     ctx = FileContext(
-        path=path, source=text, module=module, torch_version=options.torch_version, project=options.project
+        path=path,
+        source=text,
+        module=module,
+        torch_version=options.torch_version,
+        project=options.project,
+        cells=options.cells,
     )
     violations: list[Violation] = []
     crashes: list[str] = []

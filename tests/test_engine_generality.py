@@ -5709,3 +5709,279 @@ def test_partial_clipper_twin_unscaling_first_is_clean() -> None:
     )
     assert fixed != PARTIAL_CLIPPER
     assert _found(fixed) == []
+
+
+# -- fresh34: 0-dim values and frozen parameters are no stale device state --------------------------
+
+FROZEN_SCALE = """
+    import torch
+    from torch import nn
+
+
+    class LoudnessWeight(nn.Module):
+        def __init__(self, bins, tilt=0.5):
+            super().__init__()
+            self.curve = nn.Parameter(torch.linspace(0.0, 1.0, bins) * tilt, requires_grad=False)
+            self.gain = self.curve.norm()
+
+        def forward(self, spectrum):
+            return spectrum * self.curve / self.gain
+"""
+
+
+def test_a_whole_reduction_of_frozen_parameters_kept_in_init_is_a_0_dim_constant() -> None:
+    # frozen: no graph; `norm()` of the whole tensor: 0-dim, which meets CUDA tensors as a number
+    assert _found(FROZEN_SCALE) == []
+
+
+def test_frozen_scale_twins_trainable_or_not_reduced_are_still_reported() -> None:
+    trainable = FROZEN_SCALE.replace(", requires_grad=False)", ")")
+    assert _found(trainable) == [(10, "DL102")]
+    assert "graph reaches the CPU parameters" in _messages(trainable)[0]
+    per_bin = FROZEN_SCALE.replace("self.gain = self.curve.norm()", "self.gain = self.curve.cumsum(0) + 1.0")
+    assert _found(per_bin) == [(10, "DL102")]
+    by_dim = FROZEN_SCALE.replace("self.curve.norm()", "self.curve.norm(dim=0, keepdim=True).expand(4)")
+    assert _found(by_dim) == [(10, "DL102")]
+
+
+SCORE_HISTORY = """
+    import numpy as np
+    import torch
+    from torch import nn
+
+
+    class Agent(nn.Module):
+        def __init__(self, width, floor: float = -100.0, window=20):
+            super().__init__()
+            self.policy = nn.Linear(width, 2)
+            self.scores = []
+            for _ in range(window):
+                self.scores.append(torch.tensor(floor))
+
+        def forward(self, obs):
+            return self.policy(obs)
+
+        def smoothed(self):
+            return float(np.mean(self.scores[-20:])) + self.policy.bias.sum()
+"""
+
+
+def test_0_dim_numbers_kept_in_a_plain_list_are_not_tensors_to_move() -> None:
+    assert _found(SCORE_HISTORY) == []
+
+
+def test_score_history_twin_keeping_whole_tensors_is_reported() -> None:
+    vectors = SCORE_HISTORY.replace("torch.tensor(floor)", "torch.full((width,), floor)")
+    assert _found(vectors) == [(13, "DL102")]
+
+
+CACHED_SPLIT = """
+    import os
+
+    import torch
+    from shards import ShardedDataset
+
+
+    class Spectra(ShardedDataset):
+        def __init__(self, root):
+            self.root = root
+
+
+    class SmallSpectra(Spectra):
+        def prepare(self, limit):
+            for name in ("train.pt", "valid.pt"):
+                rows, labels = torch.load(os.path.join(self.root, name))
+                torch.save((rows[:limit], labels[:limit]), os.path.join(self.root, "small_" + name))
+
+
+    def restore(model, path):
+        model.load_state_dict(torch.load(path))
+"""
+
+
+def test_a_subclass_of_a_dataset_class_of_the_file_reads_data_not_checkpoints() -> None:
+    # the subclass's base is the file's own dataset class: its load reads data; a plain
+    # function's load of a path still is a checkpoint
+    assert _found(CACHED_SPLIT) == [(21, "DL501")]
+
+
+def test_cached_split_twin_outside_any_dataset_is_reported() -> None:
+    plain = CACHED_SPLIT.replace("class SmallSpectra(Spectra):", "class SmallSpectra:")
+    assert _found(plain) == [(16, "DL501"), (21, "DL501")]
+
+
+RECORDING_DOUBLE = """
+    import torch
+
+
+    class Recorder:
+        def __init__(self):
+            self.device = None
+
+        def to(self, target):
+            self.device = target
+            return self
+
+
+    def placed_on(name):
+        probe = Recorder()
+        probe.to(name)
+        return probe.device == "cuda:1"
+"""
+
+
+def test_a_plain_object_s_device_is_what_its_own_methods_store() -> None:
+    # `Recorder.device` holds whatever `to` was handed (a string here): no `torch.device`
+    assert _found(RECORDING_DOUBLE) == []
+
+
+def test_recording_double_twin_storing_a_torch_device_is_reported() -> None:
+    built = RECORDING_DOUBLE.replace("self.device = None", "self.device = torch.device('cpu')").replace(
+        "self.device = target", "self.device = torch.device(target)"
+    )
+    assert _found(built) == [(17, "DL502")]
+
+
+def _notebook_found(*cells: str) -> list[tuple[int | None, int, str]]:
+    import json
+
+    from devicelint.notebook import lint_notebook
+
+    notebook = {"cells": [{"cell_type": "code", "source": textwrap.dedent(c).lstrip("\n")} for c in cells]}
+    result = lint_notebook(json.dumps(notebook).encode(), "lesson.ipynb", DEFAULT)
+    return [(f.cell, f.line, f.code) for f in result.findings]
+
+
+def test_a_move_left_as_a_cell_s_last_expression_is_displayed_not_discarded() -> None:
+    setup = """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        weights = torch.randn(4, 4)
+    """
+    assert _notebook_found(setup, "weights.to(device)", "weights.cuda()  # shows the copy\n# done\n") == []
+
+
+def test_cell_output_twins_followed_in_the_cell_or_inside_a_block_are_reported() -> None:
+    setup = """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        weights = torch.randn(4, 4)
+    """
+    followed = "weights.to(device)\nprint(weights.device)\n"
+    looped = "for _ in range(2):\n    weights.to(device)\n"
+    hidden = "weights.to(device);\n"
+    assert _notebook_found(setup, followed, looped, hidden) == [(2, 1, "DL104"), (3, 2, "DL104"), (4, 1, "DL104")]
+
+
+LEGACY_TYPED_COPY = """
+    import torch
+
+
+    def canvas(frame, colour):
+        colour = torch.DoubleTensor(colour)
+        height, width = frame.size(1), frame.size(2)
+        return torch.ones(3, height, width, dtype=torch.double) * colour.unsqueeze(1).unsqueeze(2)
+"""
+
+
+def test_a_legacy_typed_constructor_builds_on_the_cpu_whatever_it_is_handed() -> None:
+    # `torch.DoubleTensor(colour)` of a parameter used as a tensor is still a CPU tensor (a CUDA
+    # argument would raise), so it meets the CPU canvas, never a device tensor
+    assert _found(LEGACY_TYPED_COPY) == []
+
+
+def test_legacy_typed_copy_twin_meeting_a_device_canvas_is_reported() -> None:
+    on_device = LEGACY_TYPED_COPY.replace("dtype=torch.double)", "dtype=torch.double, device=frame.device)")
+    assert _found(on_device) == [(6, "DL101")]
+
+
+FLAGGED_WRAPPER = """
+    import torch
+    from torch import nn
+
+
+    class Runner:
+        def __init__(self, net, gpus):
+            self.net = net.cuda()
+            self.split = gpus > 1
+            if self.split:
+                self.net = nn.DataParallel(self.net)
+
+        def vocabulary(self):
+            return self.net.module.vocab if self.split else self.net.vocab
+
+        def step(self, batch):
+            return self.net(batch.cuda())
+"""
+
+
+def test_a_read_whose_other_branch_unwraps_the_wrapper_holds_the_bare_model() -> None:
+    # the code tells the wrapped model from the bare one on its own flag
+    assert _found(FLAGGED_WRAPPER) == []
+
+
+def test_flagged_wrapper_twin_reading_through_the_wrapper_on_both_paths_is_reported() -> None:
+    unguarded = FLAGGED_WRAPPER.replace("self.net.module.vocab if self.split else self.net.vocab", "self.net.vocab")
+    assert _found(unguarded) == [(14, "DL203")]
+
+
+PADDED_BATCH = """
+    import torch
+
+
+    def pad_to_multiple(batch, multiple):
+        tokens, lengths = batch
+        extra = (-tokens.size(0)) % multiple
+        tokens = torch.cat([tokens, torch.zeros(extra, tokens.size(1), dtype=torch.long)])
+        steps = torch.arange(tokens.size(0), device=lengths.device)
+        valid = steps[:, None] < lengths[None]
+        return tokens.masked_fill(~valid, 0)
+"""
+
+
+def test_a_join_of_a_fresh_host_tensor_with_a_part_of_no_known_place_is_placed_nowhere() -> None:
+    # the padded batch is where `tokens` was (the cat runs only there), like `lengths`: its
+    # sibling from the same batch; the mask on `lengths.device` meets nothing known
+    assert _found(PADDED_BATCH) == []
+
+
+def test_padded_batch_twin_joining_a_moved_part_is_reported() -> None:
+    moved = PADDED_BATCH.replace(
+        "tokens, lengths = batch\n", "tokens, lengths = batch\n        tokens = tokens.cuda()\n"
+    )
+    assert _found(moved) == [(9, "DL101")]
+
+
+TYPED_TABLE = """
+    import torch
+
+
+    def encode(index):
+        table = torch.LongTensor(4, 10)
+        table.fill_(0)
+        table.scatter_(1, torch.LongTensor(index)[:, None], 1).long()
+        return table
+"""
+
+
+def test_a_discarded_cast_to_the_dtype_a_legacy_constructor_built_returns_the_tensor_itself() -> None:
+    assert _found(TYPED_TABLE) == []
+
+
+def test_typed_table_twin_discarding_a_real_conversion_is_reported() -> None:
+    converted = TYPED_TABLE.replace("[:, None], 1).long()", "[:, None], 1).float()")
+    assert _found(converted) == [(8, "DL104")]
+
+
+def test_a_join_of_a_fresh_host_tensor_with_a_computed_part_is_still_on_the_host() -> None:
+    # the scored row is computed here, not an input: the stack stays a host tensor, which meets
+    # the frame's device
+    computed = """
+        import torch
+
+
+        def weighted(frame, score):
+            rows = torch.stack([torch.zeros(frame.size(1)), score(frame)])
+            return rows * torch.ones(1, device=frame.device)
+    """
+    assert _found(computed) == [(6, "DL101")]

@@ -5,14 +5,16 @@ autograd graph) of the parameters as they were before any `model.to(device)`. Mo
 snapshot in `forward` (`self.W.to(x.device)`) does not help: the copy is not the parameters'
 current value, and backward through it sends gradients along a graph of CPU tensors. The
 product belongs in `forward`. A detached snapshot (`.detach()`, `.data`, under
-`torch.no_grad()`) holds no graph and is an ordinary constant.
+`torch.no_grad()`) holds no graph and is an ordinary constant, and so is one computed only from
+frozen parameters (`nn.Parameter(t, requires_grad=False)` wherever the class sets them), which
+are constants the module moves, no more on the graph than a buffer.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from devicelint.analysis.placement_classes import ClassFacts, self_attribute
+from devicelint.analysis.placement_classes import ClassFacts, is_parameter_call, self_attribute
 from devicelint.context import FileContext
 
 # Calls and attributes that cut a value off the autograd graph.
@@ -31,12 +33,30 @@ def parameters_read(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpressi
         if type(node) is not cst.Attribute:
             continue
         attr = self_attribute(node)
-        if attr is None or attr not in parameters or attr in found:
+        if attr is None or attr not in parameters or attr in found or _frozen(ctx, facts, attr):
             continue
         if _cut_off(ctx, node, value):
             continue
         found.append(attr)
     return found
+
+
+def _frozen(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
+    """Every value the class gives `self.<attr>` (but a `None` placeholder) is
+    `nn.Parameter(..., requires_grad=False)`: a constant that carries no graph."""
+    values = [v for a, v, _ in facts.assignments if a == attr and not (type(v) is cst.Name and v.value == "None")]
+    return bool(values) and all(
+        type(v) is cst.Call
+        and is_parameter_call(ctx, v)
+        and any(
+            arg.keyword is not None
+            and arg.keyword.value == "requires_grad"
+            and type(arg.value) is cst.Name
+            and arg.value.value == "False"
+            for arg in v.args
+        )
+        for v in values
+    )
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:

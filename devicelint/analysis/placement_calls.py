@@ -469,7 +469,11 @@ class CallEvaluation:
             # `torch.log(torch.tensor(2.0))` is still 0-dim; `torch.stack([a, b])` is not.
             function = self.ctx.qualified_name(call.func) if type(call) is cst.Call else None
             gathering = (function or "").rsplit(".", 1)[-1] in GATHERING_FUNCTIONS
-            scalar = len(tensors) == 1 and lead.scalar and not gathering
+            if gathering and all(f.from_factory for f in cpu) and any(self._unplaced_part(f, n) for f, n in tensors):
+                # `torch.cat([x, torch.zeros(n, d)])` with an input `x` of no known place: the join
+                # runs only where the parts agree, and the file does not show where that is
+                return UNKNOWN_FACT
+            scalar = len(tensors) == 1 and not gathering and (lead.scalar or _full_reduction(function, call))
             if (
                 gathering
                 and (function or "").startswith("torch.")
@@ -480,6 +484,31 @@ class CallEvaluation:
                 return replace(lead, scalar=False, copied=False, origin=call, factory=function)
             return replace(lead, scalar=scalar)
         return UNKNOWN_FACT
+
+    def _unplaced_part(self, fact: Fact, node: cst.CSTNode) -> bool:
+        """A part of a join that is input of no known place: a parameter of the function, or a
+        name unpacked from one (`tokens, lengths = batch`); not a value the function computes
+        (which may be on a device the file shows elsewhere), nor an option (`indexing="ij"`)."""
+        if fact.kind != UNKNOWN or type(node) is not cst.Name:
+            return False
+        function = self.ctx.index.enclosing_function(node)
+        if function is None:
+            return False
+        params = function.params
+        inputs = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        if node.value in inputs:
+            return True
+        return any(
+            type(n) is cst.Assign
+            and type(n.value) is cst.Name
+            and n.value.value in inputs
+            and any(
+                isinstance(t.target, (cst.Tuple, cst.List))
+                and any(type(e.value) is cst.Name and e.value.value == node.value for e in t.target.elements)
+                for t in n.targets
+            )
+            for n in self.ctx.index.walk(function.body)
+        )
 
     def _set_default(self, node: cst.BaseExpression) -> None:
         """`torch.set_default_device("cuda")` run by this function: the factories it calls
@@ -529,7 +558,12 @@ class CallEvaluation:
                 pass
             elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
                 data = args[0][0] if args else UNKNOWN_FACT
-                return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
+                if not data.is_tensor or short == "Tensor":
+                    return UNKNOWN_FACT
+                if short not in LEGACY_CONSTRUCTORS:
+                    return data
+                # `torch.FloatTensor(t)` of a tensor is a CPU copy, never `t`'s place (a CUDA `t`
+                # raises); of data the file does not show it stays unplaced, as `torch.tensor` does
         # `from_numpy` shares the array's memory: it is on the CPU whatever the default device is
         default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
@@ -851,7 +885,8 @@ class CallEvaluation:
         # Every other tensor method keeps its result where the receiver is.
         return replace(
             receiver,
-            scalar=receiver.scalar and method not in SHAPE_GROWING_METHODS,
+            scalar=(receiver.scalar and method not in SHAPE_GROWING_METHODS)
+            or (receiver.kind == CPU and method in _FULL_REDUCTIONS and _no_dimension(call, 0)),
             mask=receiver.mask and method not in _CAST_METHODS,
         )
 
@@ -1382,6 +1417,26 @@ def _returned_parts(produced: Fact, on_module: Fact) -> Fact:
         else:
             parts.append(UNKNOWN_FACT)
     return Fact(UNKNOWN, elements=tuple(parts))
+
+
+def _no_dimension(call: cst.Call, tensors: int) -> bool:
+    """No argument after the first `tensors` positional ones names a dimension: `x.sum()`,
+    `x.mean(dtype=torch.float64)`, `torch.sum(x)`, not `x.sum(1)` nor `torch.max(a, b)`."""
+    return all(
+        arg.keyword is not None and arg.keyword.value not in ("dim", "axis", "other") for arg in call.args[tensors:]
+    ) and all(arg.keyword is None and not arg.star for arg in call.args[:tensors])
+
+
+def _full_reduction(function: str | None, call: cst.CSTNode) -> bool:
+    """`torch.sum(x)`, `torch.norm(x)`: a reduction of a whole tensor, a 0-dim tensor."""
+    return (
+        type(call) is cst.Call
+        and (function or "").startswith("torch.")
+        and (function or "").count(".") == 1
+        and (function or "").rsplit(".", 1)[-1] in _FULL_REDUCTIONS
+        and len(call.args) >= 1
+        and _no_dimension(call, 1)
+    )
 
 
 def _reduced(move: cst.BaseExpression) -> bool:

@@ -218,7 +218,9 @@ class DataParallelAttributeWithoutModule(Rule):
     not the methods the wrapping method calls before it wraps; the functions they hand
     `self.model` to are read too. A wrapper handed to a function is followed one call further
     (`train(model)` handing it to `evaluate(model)`). Each attribute is reported once per function. Code that tests
-    `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it. Attributes the
+    `hasattr(model, ...)` or `isinstance(model, ...)` is trusted to unwrap it, and so is a read
+    in one branch of an `if` whose other branch reads the model through `.module` (a flag of the
+    code's own, `if self.parallel:`, tells the two apart). Attributes the
     code sets on the wrapper itself are reported only when read before that write (also in its
     right-hand side: `net.pca = f(net.pca)`). A wrapper handed to a function imported from another module of the project is reported
     at the call when that function reads attributes on the parameter it binds (and never tests
@@ -330,6 +332,7 @@ class DataParallelAttributeWithoutModule(Rule):
             reads.append(node)
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
+        reads = [n for n in reads if not _unwrapped_in_other_branch(ctx, n, wrapper)]
         caller = site.scope.name.value if type(site.scope) is cst.FunctionDef else "the module"
         handed = [(function, param, caller) for function, param in callees]
         for call in other_calls:
@@ -989,3 +992,22 @@ def _unpacked(ctx: FileContext, targets: Sequence[cst.BaseExpression]) -> list[c
         else:
             out.append(target)
     return out
+
+
+def _unwrapped_in_other_branch(ctx: FileContext, node: cst.Attribute, wrapper: str) -> bool:
+    """`if self.parallel: w.module.x` / `else: w.x`: the other branch of an `if` that holds the
+    read reaches the model through `<wrapper>.module`, so the code tells the wrapped model from
+    the bare one (on a flag of its own) and this branch holds the bare one."""
+    child: cst.CSTNode = node
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            other = ancestor.orelse if child is ancestor.body else ancestor.body
+            if other is not None and any(
+                type(n) is cst.Attribute and n.attr.value == "module" and dotted_name(n.value) == wrapper
+                for n in ctx.index.walk(other)
+            ):
+                return True
+        child = ancestor
+    return False

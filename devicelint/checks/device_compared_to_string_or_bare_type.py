@@ -153,6 +153,18 @@ class DeviceValues:
             return None
         if type(node) is cst.Attribute and node.attr.value == "device":
             receiver = node.value
+            plain = self._plain_instance(receiver)
+            if plain is not None:
+                # an instance of a plain class of the file: its `device` is what its methods store
+                stored = {
+                    self.value(e[1], depth + 1)
+                    for method in methods(plain).values()
+                    for e in self._assignments_of(method, "self.device")
+                }
+                if stored and all(v is not None and v.kind == OBJECT for v in stored):
+                    return DeviceValue(OBJECT)
+                found = self._self_attribute(plain, "device", depth + 1)
+                return found if found is not None and found.kind == OBJECT else None
             if (
                 self._instance_of(receiver) is not None
                 or _looks_like_config(receiver)
@@ -349,6 +361,23 @@ class DeviceValues:
         while function is not None and _param(function, node.value) is None:
             function = self.ctx.index.enclosing_function(function)  # a closure reads its outer `self`
         return instance_class(self.ctx, function, node.value) if function is not None else None
+
+    def _plain_instance(self, node: cst.BaseExpression) -> cst.ClassDef | None:
+        """The class, when every binding of the name in its scope builds an instance of one
+        class of the file that derives from nothing (`fake = FakeModel()`): an object whose
+        attributes the file shows, not a tensor or a library model."""
+        if type(node) is not cst.Name:
+            return None
+        scope: cst.FunctionDef | cst.Module = self.ctx.index.enclosing_function(node) or self.ctx.module
+        entries = self._assignments_of(scope, node.value)
+        called = {e[1].func.value if type(e[1]) is cst.Call and type(e[1].func) is cst.Name else None for e in entries}
+        if len(called) != 1:
+            return None
+        name = called.pop()
+        cls = next((c for c in self.ctx.index.of_type(cst.ClassDef) if c.name.value == name), None)
+        if cls is None or any(dotted_name(b.value) != "object" for b in cls.bases):
+            return None
+        return cls
 
     def _self_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> DeviceValue | None:
         """`self.<attr>` from the class: a `torch.device` annotation or property, or the values its
@@ -571,7 +600,9 @@ class DeviceComparedToStringOrBareType(Rule):
     exact indexed device (`device == "cuda:0"`) is taken as deliberate, as is a condition
     that also tests an indexed form (`str(d) == "cuda:0" or str(d) == "cuda"`). Values are
     followed through assignments in one function, `self` attributes and same-file callers,
-    not across files. A `device` parameter that every same-file call passes an index-less string
+    not across files; the `device` of an instance of a plain class of the file (one deriving from
+    nothing) is what its own methods store, so a test double whose `to()` keeps the string it is
+    handed is rightly compared with a string. A `device` parameter that every same-file call passes an index-less string
     (`run("cuda")`) holds those strings; the parameters of a test function in a test module are
     pytest fixtures, whose values the file does not show, and are not judged. A function that
     also names another CUDA type (`torch.cuda.HalfTensor`) dispatches on the dtype on purpose, and

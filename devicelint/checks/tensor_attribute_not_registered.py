@@ -96,8 +96,10 @@ class TensorAttributeNotRegistered(Rule):
     `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
     class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
     move. A tensor that `__init__` computes from the module's own parameters
-    (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it: the
-    copy is a stale snapshot whose autograd graph holds the CPU parameters. A constructor
+    (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it, and
+    even when it is 0-dim: the copy is a stale snapshot whose autograd graph holds the CPU
+    parameters (frozen ones, `nn.Parameter(t, requires_grad=False)`, hold no graph and count as
+    buffers do). A constructor
     argument stored as it came (`self.priors = priors`) counts when every construction of the
     class in the file hands it a CPU tensor (one a LightningModule moved `.to(self.device)` in
     its own `__init__`, where that is still the CPU). A factory placed on the device of an input
@@ -163,8 +165,9 @@ class TensorAttributeNotRegistered(Rule):
     file's path), which the file cannot see and which may move them, tensors
     that only pick from a Python list (`self.items[self.index]`), 0-dim tensors (also
     `torch.tensor(v)` under `isinstance(v, float)`, or from a parameter annotated `float`,
-    `int` or `bool`, or defaulting to a number, that the function rebinds only by arithmetic),
-    which PyTorch lets meet device tensors, tensors read only one element at a time with Python
+    `int` or `bool`, or defaulting to a number, that the function rebinds only by arithmetic,
+    kept alone or in a plain list, and whole-tensor reductions such as `x.sum()` or
+    `torch.norm(x)` without a dimension), which PyTorch lets meet device tensors, tensors read only one element at a time with Python
     integers that index away every dimension (`self.weights[i]` for `i` from `range` or
     `enumerate`, not as an element of a list), each read a 0-dim value,
     caches left empty by `__init__` (`torch.empty(0, ...)`) or rebuilt when their `.device`
@@ -208,6 +211,14 @@ class TensorAttributeNotRegistered(Rule):
                         break
                     if candidate is None and _made_on_cpu(ctx, through_containers(ctx, source), fact):
                         candidate, made = value, source
+                if (
+                    candidate is None
+                    and not movers
+                    and _parameter_snapshot(ctx, facts, attr, assignments[0][0], assignments)
+                ):
+                    # a product of parameters cached in `__init__`, even a 0-dim one: its graph holds
+                    # the CPU parameters
+                    candidate = made = assignments[0][0]
                 if candidate is None and not movers:
                     # `self.priors = priors`, where every construction in the file hands a CPU tensor
                     candidate = next((v for v, m in assignments if _handed_cpu_tensor(ctx, v, m)), None)
@@ -501,6 +512,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return True
     if is_parameter_call(ctx, element):
         return False  # parameters kept in a plain container: DL103's finding
+    if _scalar_data(ctx, element):
+        return False  # `torch.tensor(reward)` of a number: 0-dim, it meets tensors on any device
     fact = file_facts(ctx).value(element)
     if type(element) is cst.Call:
         qualified = ctx.qualified_name(element.func) or ""

@@ -4,8 +4,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.cell_output import shown_by_cell
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import imported_call
+from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_calls import constructed_object
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
@@ -103,7 +105,10 @@ class TensorMoveDiscarded(Rule):
     from another module of the project counts when it returns `x.to(...)`/`x.cuda()` of a
     parameter, or a comprehension over it (its items or values) whose every element is moved.
     One that also changes its argument in place (`batch[k] = ...`, `batch.update(...)`) is not
-    reported.
+    reported. A cast to the dtype a legacy typed constructor built (`t = torch.FloatTensor(n, k)`,
+    changed since only in place, then `t.float()`) returns the tensor itself and is not
+    reported. In a notebook, a move left as a cell's last top-level expression (not ended by `;`)
+    is the cell's output, which IPython displays, and is not reported.
     """
 
     code = "DL104"
@@ -134,13 +139,18 @@ class TensorMoveDiscarded(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        for statement, violation in self._discarded(ctx):
+            if not shown_by_cell(ctx, statement):  # a notebook cell's last expression is displayed
+                yield violation
+
+    def _discarded(self, ctx: FileContext) -> Iterator[tuple[cst.Expr, Violation]]:
         for statement in ctx.index.of_type(cst.Expr):
             call = statement.value
             moved = moved_by_helper(ctx, call) if type(call) is cst.Call else None
             if moved is not None and type(call) is cst.Call:
                 # a helper's `return model.to(device)` handed a module moves it in place
                 if not all(file_facts(ctx).value(r).kind == MODULE or _used_as_module(ctx, r) for r in moved.receivers):
-                    yield self._helper_report(ctx, call, moved)
+                    yield statement, self._helper_report(ctx, call, moved)
                 continue
             imported = imported_call(ctx, call) if type(call) is cst.Call else None
             if imported is not None and type(call) is cst.Call:
@@ -148,7 +158,7 @@ class TensorMoveDiscarded(Rule):
                 receiver = bound.get(helper.uses.returns_moved or "")
                 if type(receiver) in (cst.Name, cst.Attribute, cst.Subscript) and receiver is not None:
                     if not (file_facts(ctx).value(receiver).kind == MODULE or _used_as_module(ctx, receiver)):
-                        yield self._report(ctx, call, receiver, "a moved copy", "moved")
+                        yield statement, self._report(ctx, call, receiver, "a moved copy", "moved")
                 continue
             if not (type(call) is cst.Call and type(call.func) is cst.Attribute):
                 continue
@@ -161,6 +171,8 @@ class TensorMoveDiscarded(Rule):
             fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
+            if method in CASTS and _already_of_dtype(ctx, receiver, method):
+                continue  # `FloatTensor(n, k)` then `.float()`: the cast returns the tensor itself
             if not fact.is_tensor and not (
                 fact.kind == UNKNOWN
                 and method in MOVES
@@ -168,7 +180,7 @@ class TensorMoveDiscarded(Rule):
             ):
                 continue
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
-            yield self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor)
+            yield statement, self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor)
 
     def _helper_report(self, ctx: FileContext, call: cst.Call, moved: HelperResult) -> Violation:
         if len(moved.receivers) == 1 and not moved.pair_only:
@@ -641,6 +653,34 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
     return any(
         word in last.lower()
         for word in ("model", "net", "encoder", "decoder", "backbone", "classifier", "criterion", "loss")
+    )
+
+
+# The dtype each legacy typed constructor builds, by the cast method that names it.
+_LEGACY_DTYPES = {
+    "FloatTensor": "float",
+    "DoubleTensor": "double",
+    "HalfTensor": "half",
+    "LongTensor": "long",
+    "IntTensor": "int",
+    "ByteTensor": "byte",
+    "BoolTensor": "bool",
+}
+
+
+def _already_of_dtype(ctx: FileContext, receiver: cst.BaseExpression, method: str) -> bool:
+    """`y.scatter_(...).float()` where every binding of `y` is `torch.FloatTensor(...)`, changed
+    since only in place (`zero_()`, `scatter_(...)`, which keep the dtype): a cast to the dtype
+    the tensor has returns the tensor itself, so throwing it away loses nothing."""
+    node = receiver
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value.endswith("_"):
+        node = node.func.value
+    if type(node) is not cst.Name:
+        return False
+    values = bindings(ctx, node.value, node)
+    return bool(values) and all(
+        type(v) is cst.Call and _LEGACY_DTYPES.get((ctx.qualified_name(v.func) or "").removeprefix("torch.")) == method
+        for v in values or ()
     )
 
 

@@ -88,7 +88,8 @@ class TorchLoadWithoutMapLocation(Rule):
     - a result sorted (`sorted(list(torch.load(f)))`): sortable items are words or numbers (a
       vocabulary), or only the keys are kept;
     - a load inside a `Dataset` class (or a plain class named `...Dataset`, as dataset libraries
-      write theirs), which reads training data, not checkpoints;
+      write theirs, or a class of the file deriving from one at any depth), which reads training
+      data, not checkpoints;
     - a load in a test module (`test_*.py`, `*_test.py`, `conftest.py`, or under `tests/`): a
       test reads back what it, a handler it drives or its fixtures wrote, or data committed
       next to it, on the machine that runs it;
@@ -555,11 +556,10 @@ class Payloads:
         class deriving from a `...Dataset` base counts (PyG's `InMemoryDataset`, a project's
         own `BaseDataset`): for this rule the question is what the file holds, not the API."""
         if self._datasets is None:
-            self._datasets = {id(c) for c in dataset_classes(self.ctx).values()}
-        return any(
-            id(a) in self._datasets or (type(a) is cst.ClassDef and _named_like_dataset(a))
-            for a in self.ctx.index.ancestors(call)
-        )
+            self._datasets = {id(c) for c in dataset_classes(self.ctx).values()} | {
+                id(c) for c in _derived_from_named_datasets(self.ctx)
+            }
+        return any(id(a) in self._datasets for a in self.ctx.index.ancestors(call))
 
     # -- how the result is used ----------------------------------------------------------
     def _host_consumed(self, call: cst.Call) -> bool:
@@ -952,6 +952,23 @@ def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
             if dotted and dotted not in _UNSPECIFIC and not dotted.startswith("os.path"):
                 parts.add(dotted)
     return parts
+
+
+def _derived_from_named_datasets(ctx: FileContext) -> list[cst.ClassDef]:
+    """The classes named like datasets, and those of this file deriving from one of them,
+    however many steps away (`class TrialImages(Images)` where `class Images(BaseDataset)`)."""
+    classes = list(ctx.index.of_type(cst.ClassDef))
+    found = {c.name.value: c for c in classes if _named_like_dataset(c)}
+    changed = True
+    while changed:
+        changed = False
+        for cls in classes:
+            if cls.name.value not in found and any(
+                (dotted_name(base.value) or "").rsplit(".", 1)[-1] in found for base in cls.bases
+            ):
+                found[cls.name.value] = cls
+                changed = True
+    return list(found.values())
 
 
 def _named_like_dataset(cls: cst.ClassDef) -> bool:
