@@ -5518,3 +5518,48 @@ def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_fr
     )
     (message,) = _messages(ranged)
     assert "pass `device=batch.device`" in message and "parameters()" not in message
+
+
+LOSS_WEIGHT_THROUGH_A_NAME = """
+    import torch
+    from torch import nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self, n_tags):
+            super().__init__()
+            self.proj = nn.Linear(64, n_tags)
+
+        def forward(self, feats):
+            return self.proj(feats)
+
+
+    class Fitter:
+        def __init__(self, cfg):
+            self.net = Tagger(len(cfg.tag_balance)).to("cuda")
+            balance = torch.as_tensor(cfg.tag_balance)
+            self.steps = cfg.steps
+            self.objective = nn.NLLLoss(weight=balance)
+
+        def run(self, batches):
+            for feats, tags in batches:
+                scores = self.net(feats.to("cuda")).log_softmax(-1)
+                self.objective(scores, tags.to("cuda")).backward()
+"""
+
+
+def test_a_loss_weight_bound_to_a_name_on_an_earlier_line_is_followed() -> None:
+    # `balance = torch.as_tensor(cfg...)` (configuration data: on the CPU) then
+    # `nn.NLLLoss(weight=balance)` kept on a plain class, called in another method on device tensors
+    assert _found(LOSS_WEIGHT_THROUGH_A_NAME) == [(20, "DL106")]
+
+
+def test_loss_weight_through_a_name_twins_are_clean() -> None:
+    moved = LOSS_WEIGHT_THROUGH_A_NAME.replace(
+        "balance = torch.as_tensor(cfg.tag_balance)", 'balance = torch.as_tensor(cfg.tag_balance, device="cuda")'
+    )
+    assert _found(moved) == []
+    rebound = LOSS_WEIGHT_THROUGH_A_NAME.replace(
+        "            self.objective", '            balance = balance.to("cuda")\n            self.objective'
+    )
+    assert _found(rebound) == []

@@ -583,7 +583,14 @@ class CallEvaluation:
         weights come as lists or arrays), as DL106 reads it, where a tensor factory elsewhere
         would follow a tensor argument."""
         fact = self._fact_of(node)
-        if cpu_side(fact, allow_scalar=False) or type(node) is not cst.Call:
+        if cpu_side(fact, allow_scalar=False):
+            return fact
+        if type(node) is cst.Name:
+            # `w = torch.tensor(weights)` on an earlier line, still the name's value here
+            bound = self.bound_values.get(node.value)
+            if bound is not None and self.env.get(node.value) is bound[1]:
+                node = bound[0]
+        if type(node) is not cst.Call:
             return fact
         qualified = self.ctx.qualified_name(node.func) or ""
         if (
