@@ -5563,3 +5563,47 @@ def test_loss_weight_through_a_name_twins_are_clean() -> None:
         "            self.objective", '            balance = balance.to("cuda")\n            self.objective'
     )
     assert _found(rebound) == []
+
+
+MODULES_THROUGH_A_LOCAL_LAMBDA = """
+    import torch
+    from torch import nn
+
+
+    def orthogonal(layer, gain=1.0):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+        return layer
+
+
+    class Encoder(nn.Module):
+        def __init__(self, channels, n_branches):
+            super().__init__()
+            make = lambda layer, g=2.0: orthogonal(layer, gain=g)
+            self.stem = nn.Conv1d(1, channels, 3, padding=1)
+            self.branches = []
+            for k in range(n_branches):
+                self.branches.append(make(nn.Conv1d(channels, channels, 2 * k + 1, padding=k)))
+
+        def forward(self, signal):
+            h = self.stem(signal)
+            return torch.stack([branch(h) for branch in self.branches]).sum(0)
+
+
+    encoder = Encoder(32, 3).cuda()
+"""
+
+
+def test_submodules_handed_through_a_local_lambda_into_a_plain_list_are_reported() -> None:
+    # `make` is a lambda calling a helper that returns its `layer` argument: the element is the Conv1d
+    assert _found(MODULES_THROUGH_A_LOCAL_LAMBDA) == [(19, "DL103")]
+
+
+def test_modules_through_a_local_lambda_twins_are_clean() -> None:
+    registered = MODULES_THROUGH_A_LOCAL_LAMBDA.replace("self.branches = []", "self.branches = nn.ModuleList()")
+    assert _found(registered) == []
+    # a lambda that gives back something else than its argument: no module known in the list
+    weights = MODULES_THROUGH_A_LOCAL_LAMBDA.replace(
+        "make = lambda layer, g=2.0: orthogonal(layer, gain=g)", "make = lambda layer, g=2.0: str(layer)"
+    )
+    assert _found(weights) == []

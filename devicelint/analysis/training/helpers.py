@@ -298,14 +298,80 @@ def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     helper's one `return` is one of its parameters, which it never rebinds (`def keep(layers):
     log(layers); return layers`), so `self.layers = keep(layers)` holds the caller's `layers`.
     None for any other helper, or where the call fills that parameter with nothing it shows."""
+    if any(arg.star for arg in call.args):
+        return None
+    lam = _local_lambda(ctx, call.func)
+    if lam is not None:
+        return _lambda_handed_back(ctx, lam, call)
     helper = callee(ctx, call)
-    if helper is None or any(arg.star for arg in call.args):
+    if helper is None:
         return None
     value = only_returned(ctx, helper)
     if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
         return None
     bound = bound_arguments(ctx, helper, call)
     return bound.get(value.value) if bound is not None else None
+
+
+def _local_lambda(ctx: FileContext, func: cst.BaseExpression) -> cst.Lambda | None:
+    """The lambda a name is bound to once in the function that calls it (`init_ = lambda m:
+    init(m, nn.init.orthogonal_)`), when the function binds the name no other way."""
+    if type(func) is not cst.Name:
+        return None
+    scope = ctx.index.enclosing_function(func)
+    if scope is None or func.value in _parameter_names(scope):
+        return None
+    values = []
+    for node in ctx.index.walk(scope.body):
+        if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName)) and _names_target(node, func.value):
+            return None
+        if type(node) is cst.Assign and any(_names(t.target, func.value) for t in node.targets):
+            if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+                return None
+            values.append(node.value)
+    return values[0] if len(values) == 1 and type(values[0]) is cst.Lambda else None
+
+
+def _lambda_handed_back(ctx: FileContext, lam: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
+    """The caller's argument a call of a local lambda gives back: its body is one of its
+    parameters, or a call of a helper that hands that parameter back (`init(m, ...)` returning
+    `m`)."""
+    params = lam.params
+    if params.star_arg is not None and type(params.star_arg) is cst.Param or params.star_kwarg is not None:
+        return None
+    names = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = [a.value for a in call.args if a.keyword is None]
+    if len(positional) > len(names):
+        return None
+    bound = dict(zip(names, positional))
+    bound.update({a.keyword.value: a.value for a in call.args if a.keyword is not None})
+    body = lam.body
+    if type(body) is cst.Call:
+        inner = handed_back(ctx, body)
+        if inner is None:
+            return None
+        body = inner
+    return bound.get(body.value) if type(body) is cst.Name else None
+
+
+def _parameter_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
+    return {p.name.value for p in every}
+
+
+def _names(target: cst.BaseExpression, name: str) -> bool:
+    if type(target) is cst.Name:
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_names(e.value, name) for e in target.elements)
+    return type(target) is cst.StarredElement and _names(target.value, name)
+
+
+def _names_target(node: cst.CSTNode, name: str) -> bool:
+    target = node.name if type(node) is cst.AsName else node.target  # type: ignore[attr-defined]  # the four binding kinds
+    return _names(target, name)
 
 
 def arguments_for(ctx: FileContext, helper: cst.FunctionDef, name: str) -> list[cst.BaseExpression] | None:
