@@ -5607,3 +5607,44 @@ def test_modules_through_a_local_lambda_twins_are_clean() -> None:
         "make = lambda layer, g=2.0: orthogonal(layer, gain=g)", "make = lambda layer, g=2.0: str(layer)"
     )
     assert _found(weights) == []
+
+
+OPTIMIZER_FROM_A_BUILDER_THAT_MOVES_FIRST = """
+    import torch
+    from torch import nn
+
+
+    from config import Config
+
+
+    def make(cfg):
+        enc = nn.GRU(cfg.dim, cfg.dim, batch_first=True)
+        enc.cuda()
+        optimizer = torch.optim.Adam(enc.parameters(), lr=cfg.lr)
+        return enc, optimizer
+
+
+    def resume(cfg, path):
+        enc, optimizer = make(cfg)
+        saved = torch.load(path, map_location="cpu")
+        enc.load_state_dict(saved["enc"])
+        optimizer.load_state_dict(saved["opt"])
+        enc.cuda()
+        return enc, optimizer
+
+
+    if __name__ == "__main__":
+        resume(Config(dim=64, lr=1e-3), "last.pt")
+"""
+
+
+def test_an_optimizer_a_builder_makes_after_moving_its_model_loads_onto_the_device() -> None:
+    # `make` moves `enc` before building `opt` from it: the loaded state is cast to the GPU
+    assert _found(OPTIMIZER_FROM_A_BUILDER_THAT_MOVES_FIRST) == []
+
+
+def test_an_optimizer_a_builder_makes_from_an_unmoved_model_is_still_reported() -> None:
+    unmoved = OPTIMIZER_FROM_A_BUILDER_THAT_MOVES_FIRST.replace(
+        "        enc.cuda()\n        optimizer =", "        optimizer ="
+    )
+    assert _found(unmoved) == [(19, "DL111")]
