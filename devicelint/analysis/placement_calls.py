@@ -146,6 +146,7 @@ class CallEvaluation:
     depth: int
     own_place: str | None
     env: Env
+    bound_values: dict[str, tuple[cst.BaseExpression, Fact]]
     result: ScopePlacement
     receiver: str
     receiver_class: cst.ClassDef | None
