@@ -5648,3 +5648,55 @@ def test_an_optimizer_a_builder_makes_from_an_unmoved_model_is_still_reported() 
         "        enc.cuda()\n        optimizer =", "        optimizer ="
     )
     assert _found(unmoved) == [(19, "DL111")]
+
+
+GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR = """
+    import torch
+
+
+    class Sampler:
+        def __init__(self, seed_gen=None, where="cpu"):
+            self.where = where
+            self.seed_gen = seed_gen if seed_gen is not None else torch.Generator(device=where)
+
+
+    class Dropper(Sampler):
+        def __init__(self, p, seed_gen=None):
+            super().__init__(seed_gen)
+            self.p = p
+
+        def mask(self, shape):
+            return torch.rand(shape, generator=self.seed_gen, device=self.where) > self.p
+
+
+    class Jitter(Sampler):
+        def __init__(self, scale, where="cpu", seed_gen=None):
+            super().__init__(seed_gen=seed_gen, where=where)
+            self.scale = scale
+
+        def noise(self, shape):
+            return torch.randn(shape, generator=self.seed_gen, device=self.where) * self.scale
+
+
+    shared = torch.Generator("cuda")
+    drop = Dropper(0.1, seed_gen=shared)
+    jitter = Jitter(0.5, where="cuda", seed_gen=shared)
+"""
+
+
+def test_a_generator_and_device_a_base_constructor_keeps_are_judged_per_subclass() -> None:
+    # `Dropper` hands the CUDA generator to the base and leaves `where` at "cpu": its draw
+    # mismatches; `Jitter`'s instances get "cuda" for both
+    assert _found(GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR) == [(17, "DL115")]
+
+
+def test_base_constructor_generator_twins_are_clean() -> None:
+    passed = GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR.replace(
+        "super().__init__(seed_gen)", 'super().__init__(seed_gen, where="cuda")'
+    )
+    assert _found(passed) == []
+    # no generator handed in: the base makes one on `where`, the CPU, where the draw is
+    own = GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR.replace(
+        "drop = Dropper(0.1, seed_gen=shared)", "drop = Dropper(0.1)"
+    )
+    assert _found(own) == []
