@@ -5700,3 +5700,51 @@ def test_base_constructor_generator_twins_are_clean() -> None:
         "drop = Dropper(0.1, seed_gen=shared)", "drop = Dropper(0.1)"
     )
     assert _found(own) == []
+
+
+DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME = """
+    import argparse
+
+    import torch
+    from torch import nn
+
+
+    def run(opts):
+        card = torch.device("cuda", opts.card)
+        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU()).to(card)
+        if torch.cuda.device_count() > 1:
+            net = nn.DataParallel(net)
+        for _ in range(opts.steps):
+            net(torch.randn(8, 16, device=card)).sum().backward()
+
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--card", type=int, default=1)
+        parser.add_argument("--steps", type=int, default=10)
+        run(parser.parse_args())
+"""
+
+
+def test_dataparallel_without_ids_over_a_model_on_a_gpu_picked_at_run_time_is_reported() -> None:
+    # `torch.device("cuda", opts.card)`: whichever GPU was picked, DataParallel starts at cuda:0
+    assert _found(DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME) == [(12, "DL202")]
+
+
+def test_dataparallel_on_a_gpu_picked_at_run_time_twins_are_clean() -> None:
+    ids = DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME.replace(
+        "nn.DataParallel(net)", "nn.DataParallel(net, device_ids=[opts.card, *range(opts.card)])"
+    )
+    assert _found(ids) == []
+    # only the single-GPU branch moves the model: the wrapped branch keeps it on the CPU until `.cuda()`
+    branches = DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME.replace(
+        """        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU()).to(card)
+        if torch.cuda.device_count() > 1:
+            net = nn.DataParallel(net)""",
+        """        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
+        if torch.cuda.device_count() > 1:
+            net = nn.DataParallel(net).cuda()
+        else:
+            net = net.to(card)""",
+    )
+    assert _found(branches) == []
