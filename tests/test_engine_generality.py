@@ -5748,3 +5748,42 @@ def test_dataparallel_on_a_gpu_picked_at_run_time_twins_are_clean() -> None:
             net = net.to(card)""",
     )
     assert _found(branches) == []
+
+
+LOSS_WEIGHT_ON_SELF_AFTER_A_CAST = """
+    import torch
+    from torch import nn
+
+
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Conv2d(3, 1, 3, padding=1)
+
+        def forward(self, image):
+            return self.body(image)
+
+
+    class Experiment:
+        def __init__(self, cfg):
+            self.net = Detector().cuda()
+            self.pos_w = torch.from_numpy(cfg.pos_ratio).float()
+            self.loss_fn = nn.BCEWithLogitsLoss(pos_weight=self.pos_w)
+
+        def train_epoch(self, pairs):
+            for image, target in pairs:
+                logits = self.net(image.cuda())
+                self.loss_fn(logits, target.cuda()).backward()
+"""
+
+
+def test_a_loss_weight_kept_on_self_and_cast_to_float_is_followed() -> None:
+    # `self.pos_w = torch.from_numpy(...).float()`: the cast keeps the CPU tensor where it is
+    assert _found(LOSS_WEIGHT_ON_SELF_AFTER_A_CAST) == [(19, "DL106")]
+
+
+def test_loss_weight_on_self_after_a_cast_twin_is_clean() -> None:
+    moved = LOSS_WEIGHT_ON_SELF_AFTER_A_CAST.replace(
+        "torch.from_numpy(cfg.pos_ratio).float()", "torch.from_numpy(cfg.pos_ratio).float().cuda()"
+    )
+    assert _found(moved) == []

@@ -187,6 +187,10 @@ class CallEvaluation:
         """Whether an iterable is a data loader, also under `tqdm(...)` or `iter(...)`."""
         raise NotImplementedError
 
+    def _key(self, node: cst.BaseExpression) -> str | None:
+        """The environment key of a name or `self.` attribute, else None."""
+        raise NotImplementedError
+
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class, where its `__init__` leaves it."""
         raise NotImplementedError
@@ -586,11 +590,19 @@ class CallEvaluation:
         fact = self._fact_of(node)
         if cpu_side(fact, allow_scalar=False):
             return fact
-        if type(node) is cst.Name:
-            # `w = torch.tensor(weights)` on an earlier line, still the name's value here
-            bound = self.bound_values.get(node.value)
-            if bound is not None and self.env.get(node.value) is bound[1]:
+        key = self._key(node)
+        if key is not None:
+            # `w = torch.tensor(weights)` (or `self.w = ...`) on an earlier line, still its value here
+            bound = self.bound_values.get(key)
+            if bound is not None and self.env.get(key) is bound[1]:
                 node = bound[0]
+        while (
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value in WEIGHT_CASTS
+            and not node.args
+        ):
+            node = node.func.value  # `torch.from_numpy(w).float()`: the cast keeps it where it is
         if type(node) is not cst.Call:
             return fact
         qualified = self.ctx.qualified_name(node.func) or ""
@@ -1459,6 +1471,8 @@ def _is_static(func: cst.FunctionDef) -> bool:
 
 # Loss constructor keywords that become buffers of the loss module.
 LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
+# Dtype casts without arguments, which leave a class weight on the device it was made on.
+WEIGHT_CASTS = frozenset({"float", "double", "half", "bfloat16", "contiguous"})
 # Launchers that place the models handed to them on their device (`accelerator.prepare(...)`).
 PLACING_LAUNCHERS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
 PLACING_METHODS = frozenset({"prepare", "prepare_model", "setup", "setup_module"})
