@@ -5787,3 +5787,46 @@ def test_loss_weight_on_self_after_a_cast_twin_is_clean() -> None:
         "torch.from_numpy(cfg.pos_ratio).float()", "torch.from_numpy(cfg.pos_ratio).float().cuda()"
     )
     assert _found(moved) == []
+
+
+MODULES_THROUGH_A_MODULE_LEVEL_PARTIAL = """
+    import functools
+
+    import torch
+    from torch import nn
+
+
+    def orthogonal_init(layer, gain=1.0):
+        nn.init.orthogonal_(layer.weight, gain=gain)
+        return layer
+
+
+    small = functools.partial(orthogonal_init, gain=0.01)
+
+
+    class MultiHeadPolicy(nn.Module):
+        def __init__(self, obs_dim, actions):
+            super().__init__()
+            self.body = nn.Linear(obs_dim, 64)
+            self.heads = {name: small(nn.Linear(64, n)) for name, n in actions.items()}
+
+        def forward(self, obs):
+            h = torch.tanh(self.body(obs))
+            return {name: head(h) for name, head in self.heads.items()}
+
+
+    policy = MultiHeadPolicy(10, {"move": 4, "turn": 3}).to("cuda")
+"""
+
+
+def test_submodules_made_through_a_module_level_partial_into_a_plain_dict_are_reported() -> None:
+    # `small(...)` is `functools.partial(orthogonal_init, gain=...)`, whose helper returns its layer
+    assert _found(MODULES_THROUGH_A_MODULE_LEVEL_PARTIAL) == [(20, "DL103")]
+
+
+def test_modules_through_a_module_level_partial_twin_is_clean() -> None:
+    registered = MODULES_THROUGH_A_MODULE_LEVEL_PARTIAL.replace(
+        "self.heads = {name: small(nn.Linear(64, n)) for name, n in actions.items()}",
+        "self.heads = nn.ModuleDict({name: small(nn.Linear(64, n)) for name, n in actions.items()})",
+    )
+    assert _found(registered) == []
