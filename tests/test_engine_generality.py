@@ -5830,3 +5830,34 @@ def test_modules_through_a_module_level_partial_twin_is_clean() -> None:
         "self.heads = nn.ModuleDict({name: small(nn.Linear(64, n)) for name, n in actions.items()})",
     )
     assert _found(registered) == []
+
+
+LABELS_FROM_A_NUMPY_ARCHIVE = """
+    import numpy as np
+    import pandas as pd
+    import torch
+    from torch import nn
+
+
+    def evaluate(archive, table):
+        bundle = np.load(archive)
+        frame = pd.read_csv(table)
+        scorer = nn.Sequential(nn.Linear(8, 2)).to("cuda")
+        feats = torch.as_tensor(bundle["feats"]).float().to("cuda")
+        gold = torch.as_tensor(bundle["gold"])
+        weights = torch.tensor(frame["weight"].values)
+        hits = (scorer(feats).argmax(-1) == gold).float()
+        return (hits * weights.to("cuda")).sum()
+"""
+
+
+def test_a_tensor_made_from_part_of_a_numpy_result_is_on_the_cpu() -> None:
+    # `bundle["gold"]` of `np.load(...)`: host data, so `torch.as_tensor` of it is a CPU tensor
+    assert _found(LABELS_FROM_A_NUMPY_ARCHIVE) == [(13, "DL101")]
+
+
+def test_labels_from_a_numpy_archive_twin_is_clean() -> None:
+    moved = LABELS_FROM_A_NUMPY_ARCHIVE.replace(
+        'gold = torch.as_tensor(bundle["gold"])', 'gold = torch.as_tensor(bundle["gold"]).to("cuda")'
+    )
+    assert _found(moved) == []

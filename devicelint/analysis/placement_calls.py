@@ -525,7 +525,9 @@ class CallEvaluation:
             first = call.args[0].value if call.args and not call.args[0].keyword else None
             if short == "from_numpy":
                 pass
-            elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
+            elif first is None or not (
+                is_literal_data(first) or is_python_data(self._fact_of(first)) or self._host_array_part(first)
+            ):
                 data = args[0][0] if args else UNKNOWN_FACT
                 return data if data.is_tensor and short != "Tensor" else UNKNOWN_FACT
         # `from_numpy` shares the array's memory: it is on the CPU whatever the default device is
@@ -545,6 +547,26 @@ class CallEvaluation:
         ):
             scalar = True
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+
+    def _host_array_part(self, node: cst.BaseExpression) -> bool:
+        """A part of what a NumPy or pandas call returned (`raw["y"]` after `raw = np.load(path)`,
+        `frame["label"].values`, `arr[:, 0].tolist()`): host data, whatever the part."""
+        while True:
+            if type(node) is cst.Subscript or type(node) is cst.Attribute:
+                node = node.value
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute:
+                node = node.func.value
+            else:
+                break
+        if type(node) is cst.Name:
+            bound = self.bound_values.get(node.value)
+            if bound is None or self.env.get(node.value) is not bound[1]:
+                return False
+            node = bound[0]
+        if type(node) is not cst.Call:
+            return False
+        qualified = self.ctx.qualified_name(node.func) or ""
+        return qualified.startswith(HOST_DATA_MODULES)
 
     def _device_context(self, node: cst.CSTNode) -> Fact | None:
         """The device of an enclosing `with torch.device("cuda"):` block, which makes factories
