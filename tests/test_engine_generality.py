@@ -5985,3 +5985,346 @@ def test_a_join_of_a_fresh_host_tensor_with_a_computed_part_is_still_on_the_host
             return rows * torch.ones(1, device=frame.device)
     """
     assert _found(computed) == [(6, "DL101")]
+
+
+LOSS_WEIGHT_THROUGH_A_NAME = """
+    import torch
+    from torch import nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self, n_tags):
+            super().__init__()
+            self.proj = nn.Linear(64, n_tags)
+
+        def forward(self, feats):
+            return self.proj(feats)
+
+
+    class Fitter:
+        def __init__(self, cfg):
+            self.net = Tagger(len(cfg.tag_balance)).to("cuda")
+            balance = torch.as_tensor(cfg.tag_balance)
+            self.steps = cfg.steps
+            self.objective = nn.NLLLoss(weight=balance)
+
+        def run(self, batches):
+            for feats, tags in batches:
+                scores = self.net(feats.to("cuda")).log_softmax(-1)
+                self.objective(scores, tags.to("cuda")).backward()
+"""
+
+
+def test_a_loss_weight_bound_to_a_name_on_an_earlier_line_is_followed() -> None:
+    # `balance = torch.as_tensor(cfg...)` (configuration data: on the CPU) then
+    # `nn.NLLLoss(weight=balance)` kept on a plain class, called in another method on device tensors
+    assert _found(LOSS_WEIGHT_THROUGH_A_NAME) == [(20, "DL106")]
+
+
+def test_loss_weight_through_a_name_twins_are_clean() -> None:
+    moved = LOSS_WEIGHT_THROUGH_A_NAME.replace(
+        "balance = torch.as_tensor(cfg.tag_balance)", 'balance = torch.as_tensor(cfg.tag_balance, device="cuda")'
+    )
+    assert _found(moved) == []
+    rebound = LOSS_WEIGHT_THROUGH_A_NAME.replace(
+        "            self.objective", '            balance = balance.to("cuda")\n            self.objective'
+    )
+    assert _found(rebound) == []
+
+
+MODULES_THROUGH_A_LOCAL_LAMBDA = """
+    import torch
+    from torch import nn
+
+
+    def orthogonal(layer, gain=1.0):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+        return layer
+
+
+    class Encoder(nn.Module):
+        def __init__(self, channels, n_branches):
+            super().__init__()
+            make = lambda layer, g=2.0: orthogonal(layer, gain=g)
+            self.stem = nn.Conv1d(1, channels, 3, padding=1)
+            self.branches = []
+            for k in range(n_branches):
+                self.branches.append(make(nn.Conv1d(channels, channels, 2 * k + 1, padding=k)))
+
+        def forward(self, signal):
+            h = self.stem(signal)
+            return torch.stack([branch(h) for branch in self.branches]).sum(0)
+
+
+    encoder = Encoder(32, 3).cuda()
+"""
+
+
+def test_submodules_handed_through_a_local_lambda_into_a_plain_list_are_reported() -> None:
+    # `make` is a lambda calling a helper that returns its `layer` argument: the element is the Conv1d
+    assert _found(MODULES_THROUGH_A_LOCAL_LAMBDA) == [(19, "DL103")]
+
+
+def test_modules_through_a_local_lambda_twins_are_clean() -> None:
+    registered = MODULES_THROUGH_A_LOCAL_LAMBDA.replace("self.branches = []", "self.branches = nn.ModuleList()")
+    assert _found(registered) == []
+    # a lambda that gives back something else than its argument: no module known in the list
+    weights = MODULES_THROUGH_A_LOCAL_LAMBDA.replace(
+        "make = lambda layer, g=2.0: orthogonal(layer, gain=g)", "make = lambda layer, g=2.0: str(layer)"
+    )
+    assert _found(weights) == []
+
+
+OPTIMIZER_FROM_A_BUILDER_THAT_MOVES_FIRST = """
+    import torch
+    from torch import nn
+
+
+    from config import Config
+
+
+    def make(cfg):
+        enc = nn.GRU(cfg.dim, cfg.dim, batch_first=True)
+        enc.cuda()
+        optimizer = torch.optim.Adam(enc.parameters(), lr=cfg.lr)
+        return enc, optimizer
+
+
+    def resume(cfg, path):
+        enc, optimizer = make(cfg)
+        saved = torch.load(path, map_location="cpu")
+        enc.load_state_dict(saved["enc"])
+        optimizer.load_state_dict(saved["opt"])
+        enc.cuda()
+        return enc, optimizer
+
+
+    if __name__ == "__main__":
+        resume(Config(dim=64, lr=1e-3), "last.pt")
+"""
+
+
+def test_an_optimizer_a_builder_makes_after_moving_its_model_loads_onto_the_device() -> None:
+    # `make` moves `enc` before building `opt` from it: the loaded state is cast to the GPU
+    assert _found(OPTIMIZER_FROM_A_BUILDER_THAT_MOVES_FIRST) == []
+
+
+def test_an_optimizer_a_builder_makes_from_an_unmoved_model_is_still_reported() -> None:
+    unmoved = OPTIMIZER_FROM_A_BUILDER_THAT_MOVES_FIRST.replace(
+        "        enc.cuda()\n        optimizer =", "        optimizer ="
+    )
+    assert _found(unmoved) == [(19, "DL111")]
+
+
+GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR = """
+    import torch
+
+
+    class Sampler:
+        def __init__(self, seed_gen=None, where="cpu"):
+            self.where = where
+            self.seed_gen = seed_gen if seed_gen is not None else torch.Generator(device=where)
+
+
+    class Dropper(Sampler):
+        def __init__(self, p, seed_gen=None):
+            super().__init__(seed_gen)
+            self.p = p
+
+        def mask(self, shape):
+            return torch.rand(shape, generator=self.seed_gen, device=self.where) > self.p
+
+
+    class Jitter(Sampler):
+        def __init__(self, scale, where="cpu", seed_gen=None):
+            super().__init__(seed_gen=seed_gen, where=where)
+            self.scale = scale
+
+        def noise(self, shape):
+            return torch.randn(shape, generator=self.seed_gen, device=self.where) * self.scale
+
+
+    shared = torch.Generator("cuda")
+    drop = Dropper(0.1, seed_gen=shared)
+    jitter = Jitter(0.5, where="cuda", seed_gen=shared)
+"""
+
+
+def test_a_generator_and_device_a_base_constructor_keeps_are_judged_per_subclass() -> None:
+    # `Dropper` hands the CUDA generator to the base and leaves `where` at "cpu": its draw
+    # mismatches; `Jitter`'s instances get "cuda" for both
+    assert _found(GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR) == [(17, "DL115")]
+
+
+def test_base_constructor_generator_twins_are_clean() -> None:
+    passed = GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR.replace(
+        "super().__init__(seed_gen)", 'super().__init__(seed_gen, where="cuda")'
+    )
+    assert _found(passed) == []
+    # no generator handed in: the base makes one on `where`, the CPU, where the draw is
+    own = GENERATOR_AND_DEVICE_FROM_A_BASE_CONSTRUCTOR.replace(
+        "drop = Dropper(0.1, seed_gen=shared)", "drop = Dropper(0.1)"
+    )
+    assert _found(own) == []
+
+
+DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME = """
+    import argparse
+
+    import torch
+    from torch import nn
+
+
+    def run(opts):
+        card = torch.device("cuda", opts.card)
+        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU()).to(card)
+        if torch.cuda.device_count() > 1:
+            net = nn.DataParallel(net)
+        for _ in range(opts.steps):
+            net(torch.randn(8, 16, device=card)).sum().backward()
+
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--card", type=int, default=1)
+        parser.add_argument("--steps", type=int, default=10)
+        run(parser.parse_args())
+"""
+
+
+def test_dataparallel_without_ids_over_a_model_on_a_gpu_picked_at_run_time_is_reported() -> None:
+    # `torch.device("cuda", opts.card)`: whichever GPU was picked, DataParallel starts at cuda:0
+    assert _found(DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME) == [(12, "DL202")]
+
+
+def test_dataparallel_on_a_gpu_picked_at_run_time_twins_are_clean() -> None:
+    ids = DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME.replace(
+        "nn.DataParallel(net)", "nn.DataParallel(net, device_ids=[opts.card, *range(opts.card)])"
+    )
+    assert _found(ids) == []
+    # only the single-GPU branch moves the model: the wrapped branch keeps it on the CPU until `.cuda()`
+    branches = DATAPARALLEL_ON_A_GPU_PICKED_AT_RUN_TIME.replace(
+        """        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU()).to(card)
+        if torch.cuda.device_count() > 1:
+            net = nn.DataParallel(net)""",
+        """        net = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
+        if torch.cuda.device_count() > 1:
+            net = nn.DataParallel(net).cuda()
+        else:
+            net = net.to(card)""",
+    )
+    assert _found(branches) == []
+
+
+LOSS_WEIGHT_ON_SELF_AFTER_A_CAST = """
+    import torch
+    from torch import nn
+
+
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Conv2d(3, 1, 3, padding=1)
+
+        def forward(self, image):
+            return self.body(image)
+
+
+    class Experiment:
+        def __init__(self, cfg):
+            self.net = Detector().cuda()
+            self.pos_w = torch.from_numpy(cfg.pos_ratio).float()
+            self.loss_fn = nn.BCEWithLogitsLoss(pos_weight=self.pos_w)
+
+        def train_epoch(self, pairs):
+            for image, target in pairs:
+                logits = self.net(image.cuda())
+                self.loss_fn(logits, target.cuda()).backward()
+"""
+
+
+def test_a_loss_weight_kept_on_self_and_cast_to_float_is_followed() -> None:
+    # `self.pos_w = torch.from_numpy(...).float()`: the cast keeps the CPU tensor where it is
+    assert _found(LOSS_WEIGHT_ON_SELF_AFTER_A_CAST) == [(19, "DL106")]
+
+
+def test_loss_weight_on_self_after_a_cast_twin_is_clean() -> None:
+    moved = LOSS_WEIGHT_ON_SELF_AFTER_A_CAST.replace(
+        "torch.from_numpy(cfg.pos_ratio).float()", "torch.from_numpy(cfg.pos_ratio).float().cuda()"
+    )
+    assert _found(moved) == []
+
+
+MODULES_THROUGH_A_MODULE_LEVEL_PARTIAL = """
+    import functools
+
+    import torch
+    from torch import nn
+
+
+    def orthogonal_init(layer, gain=1.0):
+        nn.init.orthogonal_(layer.weight, gain=gain)
+        return layer
+
+
+    small = functools.partial(orthogonal_init, gain=0.01)
+
+
+    class MultiHeadPolicy(nn.Module):
+        def __init__(self, obs_dim, actions):
+            super().__init__()
+            self.body = nn.Linear(obs_dim, 64)
+            self.heads = {name: small(nn.Linear(64, n)) for name, n in actions.items()}
+
+        def forward(self, obs):
+            h = torch.tanh(self.body(obs))
+            return {name: head(h) for name, head in self.heads.items()}
+
+
+    policy = MultiHeadPolicy(10, {"move": 4, "turn": 3}).to("cuda")
+"""
+
+
+def test_submodules_made_through_a_module_level_partial_into_a_plain_dict_are_reported() -> None:
+    # `small(...)` is `functools.partial(orthogonal_init, gain=...)`, whose helper returns its layer
+    assert _found(MODULES_THROUGH_A_MODULE_LEVEL_PARTIAL) == [(20, "DL103")]
+
+
+def test_modules_through_a_module_level_partial_twin_is_clean() -> None:
+    registered = MODULES_THROUGH_A_MODULE_LEVEL_PARTIAL.replace(
+        "self.heads = {name: small(nn.Linear(64, n)) for name, n in actions.items()}",
+        "self.heads = nn.ModuleDict({name: small(nn.Linear(64, n)) for name, n in actions.items()})",
+    )
+    assert _found(registered) == []
+
+
+LABELS_FROM_A_NUMPY_ARCHIVE = """
+    import numpy as np
+    import pandas as pd
+    import torch
+    from torch import nn
+
+
+    def evaluate(archive, table):
+        bundle = np.load(archive)
+        frame = pd.read_csv(table)
+        scorer = nn.Sequential(nn.Linear(8, 2)).to("cuda")
+        feats = torch.as_tensor(bundle["feats"]).float().to("cuda")
+        gold = torch.as_tensor(bundle["gold"])
+        weights = torch.tensor(frame["weight"].values)
+        hits = (scorer(feats).argmax(-1) == gold).float()
+        return (hits * weights.to("cuda")).sum()
+"""
+
+
+def test_a_tensor_made_from_part_of_a_numpy_result_is_on_the_cpu() -> None:
+    # `bundle["gold"]` of `np.load(...)`: host data, so `torch.as_tensor` of it is a CPU tensor
+    assert _found(LABELS_FROM_A_NUMPY_ARCHIVE) == [(13, "DL101")]
+
+
+def test_labels_from_a_numpy_archive_twin_is_clean() -> None:
+    moved = LABELS_FROM_A_NUMPY_ARCHIVE.replace(
+        'gold = torch.as_tensor(bundle["gold"])', 'gold = torch.as_tensor(bundle["gold"]).to("cuda")'
+    )
+    assert _found(moved) == []

@@ -210,6 +210,9 @@ class _Interpreter(CallEvaluation):
         name = scope.name.value if type(scope) is cst.FunctionDef else "<module>"
         self.result = ScopePlacement(node=scope, name=name, cls=cls)
         self.env: Env = {}
+        # the value expression each plain name or `self.` attribute was last bound to, with the
+        # fact it got then (`w = torch.tensor(weights)`), for readers that judge the expression itself
+        self.bound_values: dict[str, tuple[cst.BaseExpression, Fact]] = {}
         self.bound = bound
         self.loop_depth = 0
         # how many `if`s on the device enclose the statement being read, and whether a return
@@ -792,6 +795,10 @@ class _Interpreter(CallEvaluation):
         key = self._key(target)
         if key is not None:
             self.env[key] = fact
+            if value is not None:
+                self.bound_values[key] = (value, fact)
+            else:
+                self.bound_values.pop(key, None)
             if self.splits:
                 forget_reads_of(self.splits, key)
             self.aliases.rebound(key)

@@ -147,6 +147,7 @@ class CallEvaluation:
     depth: int
     own_place: str | None
     env: Env
+    bound_values: dict[str, tuple[cst.BaseExpression, Fact]]
     result: ScopePlacement
     receiver: str
     receiver_class: cst.ClassDef | None
@@ -185,6 +186,10 @@ class CallEvaluation:
 
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
         """Whether an iterable is a data loader, also under `tqdm(...)` or `iter(...)`."""
+        raise NotImplementedError
+
+    def _key(self, node: cst.BaseExpression) -> str | None:
+        """The environment key of a name or `self.` attribute, else None."""
         raise NotImplementedError
 
     def own_submodule(self, attr: str) -> Fact:
@@ -556,7 +561,9 @@ class CallEvaluation:
             first = call.args[0].value if call.args and not call.args[0].keyword else None
             if short == "from_numpy":
                 pass
-            elif first is None or not (is_literal_data(first) or is_python_data(self._fact_of(first))):
+            elif first is None or not (
+                is_literal_data(first) or is_python_data(self._fact_of(first)) or self._host_array_part(first)
+            ):
                 data = args[0][0] if args else UNKNOWN_FACT
                 if not data.is_tensor or short == "Tensor":
                     return UNKNOWN_FACT
@@ -581,6 +588,26 @@ class CallEvaluation:
         ):
             scalar = True
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+
+    def _host_array_part(self, node: cst.BaseExpression) -> bool:
+        """A part of what a NumPy or pandas call returned (`raw["y"]` after `raw = np.load(path)`,
+        `frame["label"].values`, `arr[:, 0].tolist()`): host data, whatever the part."""
+        while True:
+            if type(node) is cst.Subscript or type(node) is cst.Attribute:
+                node = node.value
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute:
+                node = node.func.value
+            else:
+                break
+        if type(node) is cst.Name:
+            bound = self.bound_values.get(node.value)
+            if bound is None or self.env.get(node.value) is not bound[1]:
+                return False
+            node = bound[0]
+        if type(node) is not cst.Call:
+            return False
+        qualified = self.ctx.qualified_name(node.func) or ""
+        return qualified.startswith(HOST_DATA_MODULES)
 
     def _device_context(self, node: cst.CSTNode) -> Fact | None:
         """The device of an enclosing `with torch.device("cuda"):` block, which makes factories
@@ -624,7 +651,22 @@ class CallEvaluation:
         weights come as lists or arrays), as DL106 reads it, where a tensor factory elsewhere
         would follow a tensor argument."""
         fact = self._fact_of(node)
-        if cpu_side(fact, allow_scalar=False) or type(node) is not cst.Call:
+        if cpu_side(fact, allow_scalar=False):
+            return fact
+        key = self._key(node)
+        if key is not None:
+            # `w = torch.tensor(weights)` (or `self.w = ...`) on an earlier line, still its value here
+            bound = self.bound_values.get(key)
+            if bound is not None and self.env.get(key) is bound[1]:
+                node = bound[0]
+        while (
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value in WEIGHT_CASTS
+            and not node.args
+        ):
+            node = node.func.value  # `torch.from_numpy(w).float()`: the cast keeps it where it is
+        if type(node) is not cst.Call:
             return fact
         qualified = self.ctx.qualified_name(node.func) or ""
         if (
@@ -1526,6 +1568,8 @@ def _is_static(func: cst.FunctionDef) -> bool:
 
 # Loss constructor keywords that become buffers of the loss module.
 LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
+# Dtype casts without arguments, which leave a class weight on the device it was made on.
+WEIGHT_CASTS = frozenset({"float", "double", "half", "bfloat16", "contiguous"})
 # Launchers that place the models handed to them on their device (`accelerator.prepare(...)`).
 PLACING_LAUNCHERS = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric"})
 PLACING_METHODS = frozenset({"prepare", "prepare_model", "setup", "setup_module"})

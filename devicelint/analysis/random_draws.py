@@ -30,6 +30,7 @@ from devicelint.analysis.default_device import (
 )
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.imported_helpers import argument_named_in_place
+from devicelint.analysis.instance_attributes import judged_for_instances
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
 from devicelint.analysis.model_events.scopes import module_functions, only_return
 from devicelint.analysis.names import dotted_name
@@ -137,6 +138,8 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
             values = passed_for(ctx, expr)
     elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
         values = attribute_bindings(ctx, expr.attr.value, expr)
+        if not values:  # set by a base class's constructor: what this class's instances hand it
+            return judged_for_instances(ctx, expr, lambda value: generator_device(ctx, value, depth + 1))
     else:
         return None
     devices = {generator_device(ctx, v, depth + 1) for v in values or ()}
@@ -184,6 +187,10 @@ def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) 
         passed = [param.default] if param is not None and param.default is not None else []
     types = {device_type_of(ctx, value) or _passed_device_type(ctx, value, depth + 1) for value in passed}
     return types.pop() if len(types) == 1 else None
+
+
+def _device_type(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
+    return device_type_of(ctx, expr) or _passed_device_type(ctx, expr, 0)
 
 
 def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseExpression | None:
@@ -245,6 +252,9 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
     if explicit_device is not None:
         # a helper's `device` parameter: what every call of the file passes (or its default)
         draws_on = device_type_of(ctx, explicit_device) or _passed_device_type(ctx, explicit_device, 0)
+        if draws_on is None and type(explicit_device) is cst.Attribute:
+            # `device=self.device` set from a constructor parameter: what this class's instances get
+            draws_on = judged_for_instances(ctx, explicit_device, lambda value: _device_type(ctx, value))
         by_default = False
     else:
         by_default = True

@@ -39,7 +39,8 @@ class DataParallelModelNotOnFirstDevice(Rule):
     (`model.cuda(1)` with `device_ids=[0, 1]`), or `model.cuda()` / `model.to("cuda")`, which
     lands on the current device (cuda:0 unless `torch.cuda.set_device` changed it) while
     `device_ids` starts elsewhere. Without `device_ids`, DataParallel uses every GPU starting
-    at cuda:0, so a model moved to another GPU is flagged too. Also flags `device_ids` taken
+    at cuda:0, so a model moved to another GPU is flagged too, and one moved to a GPU whose
+    index is chosen at run time (`model.cuda(args.gpu)`, `.to(f"cuda:{ids[0]}")`). Also flags `device_ids` taken
     from the command line or a config (`device_ids=args.gpus`) for a model moved with `.cuda()`
     in a file that never sets the current device, and `device_ids` parsed from the same value
     the code writes to `CUDA_VISIBLE_DEVICES` (physical ids, while the visible GPUs are
@@ -212,7 +213,12 @@ class DataParallelModelNotOnFirstDevice(Rule):
         wrong = None
         for device, _node in moves:
             if not device.literal:
-                return None
+                if explicit or device.type != "cuda":
+                    return None
+                # `model.cuda(args.gpu)`, `.to(f"cuda:{ids[0]}")`: a GPU picked at run time, while
+                # DataParallel without `device_ids` starts at cuda:0 whatever was picked
+                wrong = wrong or (device, f"is moved to `{device.text}`, a GPU chosen at run time,")
+                continue
             if device.is_current:
                 if shifted:
                     return None
@@ -234,7 +240,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
             first=first.label(),
             model=model,
             where=where,
-            advice=f"move it with `{model}.to({_device_code(first)})` before wrapping it",
+            advice=(
+                f"move it with `{model}.to({_device_code(first)})` before wrapping it"
+                if wrong[0].literal
+                else f"pass `device_ids` that start with `{wrong[0].text}` (or move it to cuda:0)"
+            ),
         )
 
     def _current_device_vs_chosen_ids(

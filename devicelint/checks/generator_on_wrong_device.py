@@ -92,7 +92,10 @@ class GeneratorOnWrongDevice(Rule):
     parameter is followed to what every call of the file passes (`self.f(...)`, `Class.f(...)`
     for a static method, `Class(...)` for `__init__`, and a function the file never calls
     takes its parameter's default); callers that disagree, and devices held in variables that
-    the analysis cannot place, are not followed.
+    the analysis cannot place, are not followed. A generator or a `device=self.<attr>` that a
+    constructor keeps from its parameters (a base class's, reached through the subclass's
+    `super().__init__(...)`) is judged for the instances of the class that draws: what its
+    constructions and its `super().__init__` call pass, or the parameter's default.
     """
 
     code = "DL115"

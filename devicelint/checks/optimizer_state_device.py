@@ -208,6 +208,46 @@ def _moved_model(call: cst.Call) -> str | None:
     return None
 
 
+def _built_after_its_model_moved(ctx: FileContext, root: cst.CSTNode, name: str) -> bool:
+    """`net, opt = build(cfg)` (or `opt = make_optimizer(...)`), the one binding of `name` in
+    `root`, where the file's `build` moves each model to the device before it makes an optimizer
+    from its parameters: the state loaded into it later is cast to the device, as for an
+    optimizer built here after the move."""
+    sources = [
+        assign.value
+        for assign in ctx.index.of_type(cst.Assign)
+        if (ctx.index.enclosing_function(assign) or ctx.module) is root
+        and any(_binds(target.target, name) for target in assign.targets)
+    ]
+    if len(sources) != 1 or type(sources[0]) is not cst.Call:
+        return False
+    helper = callee(ctx, sources[0])
+    if helper is None:
+        return False
+    moved: set[str] = set()
+    built = False
+    for call in calls_by_scope(ctx).get(id(helper), []):
+        model = _optimizer_of(ctx, call)
+        if model is not None:
+            if not any(_same_model(model, m) for m in moved):
+                return False
+            built = True
+            continue
+        parent = ctx.index.parent(call)
+        if type(parent) is cst.Assign and moves_to_accelerator(call):  # `net = Net().cuda()`
+            moved.update(n for target in parent.targets if (n := dotted_name(target.target)) is not None)
+        direct = _moved_model(call)
+        if direct is not None:
+            moved.add(direct)
+    return built
+
+
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds(element.value, name) for element in target.elements)
+    return dotted_name(target) == name
+
+
 def _moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> list[str]:
     """The arguments a call of the file's own function moves to the device: `model` in
     `set_devices(model, loss, device)` whose body runs `model.to(device)`, or hands it on to a
@@ -486,8 +526,9 @@ class OptimizerStateDevice(Rule):
     loaded state that the same calls then move to the device themselves (a loop over
     `optimizer.state.values()` that moves each tensor, in the function or a helper it hands the
     optimizer to) is not reported, nor a state loaded after its model already moved (also in
-    place through another name, `runner = model.to(device)`): it is on the device, whatever moves
-    follow. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    place through another name, `runner = model.to(device)`), or into an optimizer that a builder
+    of the file returns after making it from a model it moved first (`net, optimizer =
+    build(cfg)`): it is on the device, whatever moves follow. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages (not classes of the file) that
     create state in their constructor, `model.configure_optimizers()` results, and moves that
@@ -561,7 +602,7 @@ class OptimizerStateDevice(Rule):
             )
             for name in names:
                 owner = optimizers.get((scope, name))
-                if owner is None and "optim" in name.lower():
+                if owner is None and "optim" in name.lower() and not _built_after_its_model_moved(ctx, root, name):
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
                 if owner is not None:
                     # A model moved before the load (in place: `para = model.to(device)` moves

@@ -298,14 +298,131 @@ def handed_back(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
     helper's one `return` is one of its parameters, which it never rebinds (`def keep(layers):
     log(layers); return layers`), so `self.layers = keep(layers)` holds the caller's `layers`.
     None for any other helper, or where the call fills that parameter with nothing it shows."""
+    if any(arg.star for arg in call.args):
+        return None
+    made = _local_callable(ctx, call.func)
+    if type(made) is cst.Lambda:
+        return _lambda_handed_back(ctx, made, call)
+    if type(made) is cst.Call:
+        return _partial_handed_back(ctx, made, call)
     helper = callee(ctx, call)
-    if helper is None or any(arg.star for arg in call.args):
+    if helper is None:
         return None
     value = only_returned(ctx, helper)
     if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
         return None
     bound = bound_arguments(ctx, helper, call)
     return bound.get(value.value) if bound is not None else None
+
+
+def _local_callable(ctx: FileContext, func: cst.BaseExpression) -> cst.Lambda | cst.Call | None:
+    """The lambda or `functools.partial(helper, ...)` a name is bound to once, in the function
+    that calls it or else at the module's top level (`init_ = lambda m: init(m, nn.init.orthogonal_)`),
+    where that scope binds the name no other way."""
+    if type(func) is not cst.Name:
+        return None
+    scope = ctx.index.enclosing_function(func)
+    if scope is not None:
+        if func.value in _parameter_names(scope):
+            return None
+        values = _single_bindings(ctx, scope.body, func.value, nested=True)
+        if values != []:
+            return _callable_value(ctx, values)
+    top = _single_bindings(ctx, ctx.module, func.value, nested=False)
+    return _callable_value(ctx, top) if top else None
+
+
+def _single_bindings(ctx: FileContext, root: cst.CSTNode, name: str, nested: bool) -> list[cst.BaseExpression] | None:
+    """The values of plain `name = ...` in `root` (only its own statements unless `nested`);
+    None when `root` also binds the name another way."""
+    values: list[cst.BaseExpression] = []
+    nodes = ctx.index.walk(root) if nested else [s for line in ctx.module.body for s in _small(line)]
+    for node in nodes:
+        if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName)) and _names_target(node, name):
+            return None
+        if type(node) is cst.Assign and any(_names(t.target, name) for t in node.targets):
+            if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+                return None
+            values.append(node.value)
+    return values
+
+
+def _small(line: cst.CSTNode) -> list[cst.CSTNode]:
+    return list(line.body) if type(line) is cst.SimpleStatementLine else [line]
+
+
+def _callable_value(ctx: FileContext, values: list[cst.BaseExpression] | None) -> cst.Lambda | cst.Call | None:
+    if values is None or len(values) != 1:
+        return None
+    value = values[0]
+    if type(value) is cst.Lambda:
+        return value
+    if (
+        type(value) is cst.Call
+        and ctx.qualified_name(value.func) == "functools.partial"
+        and value.args
+        and value.args[0].keyword is None
+        and type(value.args[0].value) is cst.Name
+    ):
+        return value
+    return None
+
+
+def _partial_handed_back(ctx: FileContext, made: cst.Call, call: cst.Call) -> cst.BaseExpression | None:
+    """The argument a call of `functools.partial(helper, ...)` gives back: the helper's one
+    `return` is the parameter that the partial's or the call's arguments fill."""
+    helper = _top_function(ctx, made.args[0].value.value)  # type: ignore[attr-defined]  # _callable_value checked a Name
+    if helper is None or any(a.star for a in made.args):
+        return None
+    value = only_returned(ctx, helper)
+    if type(value) is not cst.Name or value.value in _locals_of(ctx, helper):
+        return None
+    names = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+    positional = [a.value for a in (*made.args[1:], *call.args) if a.keyword is None]
+    bound = dict(zip(names, positional))
+    bound.update({a.keyword.value: a.value for a in (*made.args, *call.args) if a.keyword is not None})
+    return bound.get(value.value)
+
+
+def _lambda_handed_back(ctx: FileContext, made: cst.Lambda, call: cst.Call) -> cst.BaseExpression | None:
+    """The caller's argument a call of a local lambda gives back: its body is one of its
+    parameters, or a call of a helper that hands that parameter back (`init(m, ...)` returning `m`)."""
+    params = made.params
+    if params.star_arg is not None and type(params.star_arg) is cst.Param or params.star_kwarg is not None:
+        return None
+    names = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = [a.value for a in call.args if a.keyword is None]
+    if len(positional) > len(names):
+        return None
+    bound = dict(zip(names, positional))
+    bound.update({a.keyword.value: a.value for a in call.args if a.keyword is not None})
+    body = made.body
+    if type(body) is cst.Call:
+        inner = handed_back(ctx, body)
+        if inner is None:
+            return None
+        body = inner
+    return bound.get(body.value) if type(body) is cst.Name else None
+
+
+def _parameter_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
+    return {p.name.value for p in every}
+
+
+def _names(target: cst.BaseExpression, name: str) -> bool:
+    if type(target) is cst.Name:
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_names(e.value, name) for e in target.elements)
+    return type(target) is cst.StarredElement and _names(target.value, name)
+
+
+def _names_target(node: cst.CSTNode, name: str) -> bool:
+    target = node.name if type(node) is cst.AsName else node.target  # type: ignore[attr-defined]  # the four binding kinds
+    return _names(target, name)
 
 
 def arguments_for(ctx: FileContext, helper: cst.FunctionDef, name: str) -> list[cst.BaseExpression] | None:
