@@ -5518,3 +5518,40 @@ def test_a_parameterless_modules_advice_names_the_input_the_device_side_comes_fr
     )
     (message,) = _messages(ranged)
     assert "pass `device=batch.device`" in message and "parameters()" not in message
+
+
+# -- the global rank as a GPU index in a program without DistributedDataParallel ----------------
+
+SHARDED_EVAL_WORKER = """
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    class ShardedScorer:
+        def __init__(self, table):
+            dist.init_process_group("nccl")
+            self.rank = dist.get_rank()
+            self.world = dist.get_world_size()
+            self.gpu = torch.device("cuda", self.rank)
+            self.table = table.to(self.gpu)
+
+        def score(self, queries):
+            local = queries.to(self.gpu) @ self.table.T
+            parts = [torch.empty_like(local) for _ in range(self.world)]
+            dist.all_gather(parts, local)
+            return torch.cat(parts, dim=1)
+"""
+
+
+def test_a_global_rank_gpu_index_is_reported_without_ddp_in_the_file() -> None:
+    assert _found(SHARDED_EVAL_WORKER) == [(13, "DL205")]
+
+
+def test_a_node_local_rank_gpu_index_without_ddp_is_clean() -> None:
+    fixed = SHARDED_EVAL_WORKER.replace(
+        'self.gpu = torch.device("cuda", self.rank)',
+        'self.gpu = torch.device("cuda", int(os.environ["LOCAL_RANK"]))',
+    )
+    assert _found(fixed) == []

@@ -63,7 +63,9 @@ class DdpDeviceSetup(Rule):
     - the global rank (`dist.get_rank()`, `int(os.environ["RANK"])`, or a name or `self.`
       attribute bound only to one of those) used as a GPU index: `torch.cuda.set_device(rank)`,
       `f"cuda:{rank}"`, `torch.device("cuda", rank)`, `device_ids=[rank]`, `.cuda(rank)`
-      (reported once per function).
+      (reported once per function). This case needs no DDP in the file: FSDP, tensor-parallel
+      inference over raw collectives and any other program with one process per GPU bind
+      their GPU the same way.
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -127,7 +129,8 @@ class DdpDeviceSetup(Rule):
     name = "ddp-device-setup"
     summary = "DistributedDataParallel needs each rank's model on that rank's own GPU."
     message = "`{call}` {problem}; {advice}"
-    tokens = ("DistributedDataParallel",)
+    # The global-rank case runs in any multi-process program, with or without DDP.
+    tokens = ("DistributedDataParallel", "get_rank", "RANK")
 
     _ADVICE = (
         "call `torch.cuda.set_device(local_rank)`, move the model with `.to(local_rank)` and pass "

@@ -48,7 +48,8 @@ def _build(ctx: FileContext) -> list[GlobalRankIndex]:
         for index, how in _indices_of(ctx, call):
             if is_global_rank(ctx, index):
                 found.append(GlobalRankIndex(call, index, how))
-    return found
+    # in source order, so that "the first use in a function" is the first one written there
+    return sorted(found, key=lambda use: ctx.index.position(use.where))
 
 
 def _cuda_fstring_index(node: cst.FormattedString) -> cst.BaseExpression | None:
