@@ -5555,3 +5555,51 @@ def test_a_node_local_rank_gpu_index_without_ddp_is_clean() -> None:
         'self.gpu = torch.device("cuda", int(os.environ["LOCAL_RANK"]))',
     )
     assert _found(fixed) == []
+
+
+# -- a wrapper handed on in the statement that rebinds its name ----------------------------------
+
+FREEZE_AFTER_WRAP = """
+    import torch
+    from torch import nn
+
+
+    class Segmenter(nn.Module):
+        def __init__(self, classes):
+            super().__init__()
+            self.backbone = nn.Sequential(nn.Conv2d(3, 32, 3), nn.ReLU())
+            self.decode = nn.Conv2d(32, classes, 1)
+
+        def forward(self, x):
+            return self.decode(self.backbone(x))
+
+
+    def freeze_backbone(net):
+        for p in net.backbone.parameters():
+            p.requires_grad = False
+        return net
+
+
+    def setup(classes):
+        seg = Segmenter(classes).cuda()
+        if torch.cuda.device_count() > 1:
+            seg = nn.DataParallel(seg)
+        seg = freeze_backbone(seg)
+        return seg
+"""
+
+
+def test_a_wrapper_handed_to_a_helper_whose_result_rebinds_it_is_reported() -> None:
+    assert _found(FREEZE_AFTER_WRAP) == [(17, "DL203")]
+    # the right-hand side reads an attribute of the wrapper itself
+    direct = FREEZE_AFTER_WRAP.replace("seg = freeze_backbone(seg)", "seg = seg.decode")
+    assert _found(direct) == [(26, "DL203")]
+
+
+def test_freezing_before_wrapping_is_clean() -> None:
+    fixed = FREEZE_AFTER_WRAP.replace(
+        "        if torch.cuda.device_count() > 1:\n            seg = nn.DataParallel(seg)\n        seg = freeze_backbone(seg)\n",
+        "        seg = freeze_backbone(seg)\n        if torch.cuda.device_count() > 1:\n            seg = nn.DataParallel(seg)\n",
+    )
+    assert fixed != FREEZE_AFTER_WRAP
+    assert _found(fixed) == []

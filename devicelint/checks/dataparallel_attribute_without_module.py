@@ -210,7 +210,8 @@ class DataParallelAttributeWithoutModule(Rule):
 
     ## Known limits
     In the wrapping function, reads count after the wrapping statement and until the name is
-    bound again, and not in the other branch of the `if` that wraps. A wrapper returned by a
+    bound again (its right-hand side included: `model = Evaluator(model)` hands the wrapper
+    on), and not in the other branch of the `if` that wraps. A wrapper returned by a
     function of the file (`model = parallelize(net)`, `self.model = self.load_model()`, or
     unpacked from a returned tuple: `ddp_model, rank = setup(net)`) counts as wrapped at that
     call. Other methods count only when the class binds `self.model` nowhere
@@ -308,26 +309,35 @@ class DataParallelAttributeWithoutModule(Rule):
                     return  # the function checks what it holds
             if type(node) is cst.Attribute and dotted_name(node.value) == wrapper and _is_target(ctx, node):
                 written.setdefault(node.attr.value, scope.order.get(id(statement_of(ctx, node)), -1))
-        for node in scope.nodes[start + 1 :]:
-            if id(node) in inside:
-                continue
-            if rebinds(resolver, node, wrapper):
-                break
+
+        def visit(node: cst.CSTNode) -> None:
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
                 imported.extend(_imported_reads(ctx, node, wrapper))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
-                continue
+                return
             attr = node.attr.value
             if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
-                continue
+                return
             if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
-                continue  # set on the wrapper first (`net.pca = ...`), read back later: it works
+                return  # set on the wrapper first (`net.pca = ...`), read back later: it works
             if _other_branch(ctx, node, branches):
-                continue
+                return
             if site.spelled.endswith(".prepare") and _under_process_count_test(ctx, node, site.scope):
-                continue  # `if accelerator.num_processes > 1: m.module.x else: m.x`
+                return  # `if accelerator.num_processes > 1: m.module.x else: m.x`
             reads.append(node)
+
+        for node in scope.nodes[start + 1 :]:
+            if id(node) in inside:
+                continue
+            if rebinds(resolver, node, wrapper):
+                # Its right-hand side still runs with the wrapper: `model = Evaluator(model)`,
+                # `net = net.backbone` read it before the name is rebound.
+                assert isinstance(node, cst.Assign)
+                for part in ctx.index.walk(node.value):
+                    visit(part)
+                break
+            visit(node)
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
         caller = site.scope.name.value if type(site.scope) is cst.FunctionDef else "the module"
