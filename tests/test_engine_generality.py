@@ -5603,3 +5603,38 @@ def test_freezing_before_wrapping_is_clean() -> None:
     )
     assert fixed != FREEZE_AFTER_WRAP
     assert _found(fixed) == []
+
+
+# -- a discarded move of a name the function rebinds to a new tensor -----------------------------
+
+REBOUND_TO_A_TENSOR = """
+    import torch
+
+
+    class DepthPredictor:
+        def __init__(self, network, device):
+            self.device = device
+            self.network = network.to(device).eval()
+
+        def __call__(self, frame):
+            frame = torch.as_tensor(frame).permute(2, 0, 1).float()
+            frame.to(self.device)
+            with torch.no_grad():
+                return self.network(frame[None] / 255.0)
+"""
+
+
+def test_a_parameter_rebound_to_a_new_tensor_then_moved_as_a_statement_is_reported() -> None:
+    # `frame` may have been a tensor on any device: only that it is a tensor now is known
+    assert _found(REBOUND_TO_A_TENSOR) == [(12, "DL104")]
+
+
+def test_rebound_tensor_twin_assigning_the_move_is_clean() -> None:
+    fixed = REBOUND_TO_A_TENSOR.replace("frame.to(self.device)", "frame = frame.to(self.device)")
+    assert _found(fixed) == []
+    # made on the device it is moved to: the copy would be the tensor itself
+    there = REBOUND_TO_A_TENSOR.replace(
+        "frame = torch.as_tensor(frame).permute(2, 0, 1).float()",
+        "frame = torch.as_tensor(frame, device=self.device)",
+    )
+    assert _found(there) == []
