@@ -5638,3 +5638,38 @@ def test_rebound_tensor_twin_assigning_the_move_is_clean() -> None:
         "frame = torch.as_tensor(frame, device=self.device)",
     )
     assert _found(there) == []
+
+
+# -- a discarded move of a tensor attribute in another method of its class -----------------------
+
+BATCH_MOVE_FORGETS_ONE = """
+    import torch
+
+
+    class Collated:
+        def __init__(self, ids, lengths, labels):
+            self.ids = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True)
+            self.lengths = torch.as_tensor(lengths, dtype=torch.long)
+            self.labels = torch.tensor(labels)
+
+        def to(self, device):
+            self.ids = self.ids.to(device)
+            self.lengths.to(device)
+            self.labels = self.labels.to(device)
+            return self
+"""
+
+
+def test_a_tensor_attribute_moved_as_a_statement_in_another_method_is_reported() -> None:
+    assert _found(BATCH_MOVE_FORGETS_ONE) == [(13, "DL104")]
+
+
+def test_tensor_attribute_twin_assigning_the_move_is_clean() -> None:
+    fixed = BATCH_MOVE_FORGETS_ONE.replace("self.lengths.to(device)", "self.lengths = self.lengths.to(device)")
+    assert _found(fixed) == []
+    # an attribute that may hold something else (a list when no lengths are given) is not claimed
+    maybe = BATCH_MOVE_FORGETS_ONE.replace(
+        "self.lengths = torch.as_tensor(lengths, dtype=torch.long)",
+        "self.lengths = torch.as_tensor(lengths) if lengths is not None else []",
+    )
+    assert _found(maybe) == []

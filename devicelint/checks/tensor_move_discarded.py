@@ -20,6 +20,7 @@ from devicelint.analysis.placement_facts import (
     TENSOR_ONLY_METHODS,
     UNKNOWN,
     Fact,
+    is_tensor_function,
 )
 from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
@@ -109,7 +110,9 @@ class TensorMoveDiscarded(Rule):
     `load`/`build`/`create`-style call are never reported, unless the binding that last precedes
     the move makes a new tensor with a torch factory (`x = torch.tensor(x)`, `torch.as_tensor`,
     `torch.from_numpy(a).float()`, `torch.stack`...), which settles it whatever the name held
-    before (a parameter, a list of token ids); nor is a whole batch (`batch`,
+    before (a parameter, a list of token ids). An attribute (`self.mask.cuda()` in a class's own
+    `cuda()` or `to()`) is reported when every assignment to it in its class makes a tensor with
+    a torch function and it is no registered buffer or parameter. Nor is a whole batch (`batch`,
     `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
     moves in place. A `.to(d)` of a tensor built or moved with that same device expression
     (`torch.zeros(n, device=d)`, also `self.device` set from that `d`) returns the tensor
@@ -176,9 +179,11 @@ class TensorMoveDiscarded(Rule):
             fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
-            creator = (
-                _new_tensor_binding(ctx, receiver) if type(receiver) is cst.Name and fact.kind == UNKNOWN else None
-            )
+            creator = None
+            if fact.kind == UNKNOWN and type(receiver) is cst.Name:
+                creator = _new_tensor_binding(ctx, receiver)
+            elif fact.kind == UNKNOWN and type(receiver) is cst.Attribute:
+                creator = _tensor_attribute_creator(ctx, receiver)
             # `x = torch.tensor(v, device=d)` then `x.to(d)`: the copy would be `x` itself
             made_here = creator is not None and not _created_there(ctx, creator, call)
             if (
@@ -485,6 +490,48 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
 # array, a tensor of unknown device): `x = torch.tensor(x)` holds a tensor even where the
 # analysis cannot say which device it is on.
 _NEW_TENSOR_FUNCTIONS = FACTORIES | DATA_FACTORIES | LEGACY_CONSTRUCTORS | {"from_numpy", "stack", "cat", "concat"}
+# torch functions and tensor methods that return a tuple of tensors (or may, with some arguments)
+_SEVERAL_RESULTS = frozenset(
+    {
+        "split",
+        "chunk",
+        "unbind",
+        "tensor_split",
+        "hsplit",
+        "vsplit",
+        "dsplit",
+        "meshgrid",
+        "broadcast_tensors",
+        "sort",
+        "topk",
+        "max",
+        "min",
+        "median",
+        "mode",
+        "kthvalue",
+        "unique",
+        "unique_consecutive",
+        "where",
+        "nonzero",
+        "svd",
+        "qr",
+        "eig",
+        "eigh",
+        "lu",
+        "slogdet",
+        "histogram",
+        "frexp",
+        "aminmax",
+        "var_mean",
+        "std_mean",
+        "cummax",
+        "cummin",
+        "lobpcg",
+        "pca_lowrank",
+        "svd_lowrank",
+        "lstsq",
+    }
+)
 
 
 def _created_there(ctx: FileContext, creator: cst.Call, move: cst.Call) -> bool:
@@ -523,20 +570,52 @@ def _new_tensor_binding(ctx: FileContext, receiver: cst.Name) -> cst.Call | None
     assign = ctx.index.parent(target) if type(target) is cst.AssignTarget else None
     if type(assign) is not cst.Assign:
         return None  # unpacked, a loop target, a parameter
-    value = assign.value
+    return _tensor_making_call(ctx, assign.value)
+
+
+def _tensor_making_call(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:
+    """The `torch.*` call that makes the tensor `value` is (`torch.triu(torch.ones(n, n)).bool()`
+    gives `torch.triu(...)`), or None when `value` may be something else."""
     # `torch.from_numpy(img).float().unsqueeze(0)`: tensor methods keep a tensor a tensor
     while (
         type(value) is cst.Call
         and type(value.func) is cst.Attribute
         and value.func.attr.value in PRESERVING_METHODS
-        and value.func.attr.value not in ("max", "min")  # with `dim=`, a (values, indices) pair
+        and value.func.attr.value not in _SEVERAL_RESULTS
+        and not (ctx.qualified_name(value.func) or "").startswith("torch.")  # `torch.triu(x)` itself
     ):
         value = value.func.value
     if type(value) is not cst.Call:
         return None
     qualified = ctx.qualified_name(value.func) or ""
-    namespace, _, last_part = qualified.rpartition(".")
-    return value if namespace == "torch" and last_part in _NEW_TENSOR_FUNCTIONS else None
+    namespace, _, last = qualified.rpartition(".")
+    if namespace != "torch":
+        return None
+    new = last in _NEW_TENSOR_FUNCTIONS or (is_tensor_function(qualified) and last not in _SEVERAL_RESULTS)
+    return value if new else None
+
+
+def _tensor_attribute_creator(ctx: FileContext, receiver: cst.BaseExpression) -> cst.Call | None:
+    """`self.mask` that every `self.mask = ...` of its class sets to a tensor made by torch (and
+    that is no registered buffer or parameter, which the module's own move carries): the call
+    that makes it."""
+    attr = self_attribute(receiver)
+    owner = ctx.index.enclosing_class(receiver)
+    if attr is None or owner is None:
+        return None
+    facts = class_facts(ctx).get(owner.name.value)
+    if facts is not None and attr in facts.registered:
+        return None
+    creators: list[cst.Call] = []
+    for node in ctx.index.walk(owner):
+        if type(node) is cst.Assign and any(self_attribute(t.target) == attr for t in node.targets):
+            made = _tensor_making_call(ctx, node.value)
+            if made is None:
+                return None
+            creators.append(made)
+        elif type(node) in (cst.AugAssign, cst.AnnAssign) and self_attribute(node.target) == attr:  # type: ignore[attr-defined]
+            return None
+    return creators[0] if creators else None
 
 
 _MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "buffers", "modules", "children", "eval", "train"})
