@@ -5673,3 +5673,59 @@ def test_tensor_attribute_twin_assigning_the_move_is_clean() -> None:
         "self.lengths = torch.as_tensor(lengths) if lengths is not None else []",
     )
     assert _found(maybe) == []
+
+
+# -- writes in the forward of a submodule class of a DataParallel-wrapped model ------------------
+
+NESTED_REPLICA_WRITES = """
+    import torch
+    from torch import nn
+
+
+    class GatedBlock(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.gate = nn.Linear(width, width)
+            self.open_rates = []
+
+        def forward(self, h):
+            g = torch.sigmoid(self.gate(h))
+            self.open_rates.append(g.mean())
+            return h * g
+
+
+    class Stack(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.first = GatedBlock(width)
+            self.second = GatedBlock(width)
+
+        def forward(self, h):
+            return self.second(self.first(h))
+
+
+    class Tagger(nn.Module):
+        def __init__(self, vocab, width=128):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, width)
+            self.body = Stack(width)
+            self.out = nn.Linear(width, 9)
+
+        def forward(self, tokens):
+            return self.out(self.body(self.embed(tokens)))
+
+
+    def build(vocab):
+        return nn.DataParallel(Tagger(vocab).cuda())
+"""
+
+
+def test_a_write_in_a_nested_submodules_forward_under_dataparallel_is_reported() -> None:
+    assert _found(NESTED_REPLICA_WRITES) == [(14, "DL203")]
+
+
+def test_nested_submodule_twin_without_dataparallel_is_clean() -> None:
+    single = NESTED_REPLICA_WRITES.replace(
+        "return nn.DataParallel(Tagger(vocab).cuda())", "return Tagger(vocab).cuda()"
+    )
+    assert _found(single) == []

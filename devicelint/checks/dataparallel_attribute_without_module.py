@@ -24,6 +24,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
@@ -161,7 +162,8 @@ class DataParallelAttributeWithoutModule(Rule):
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
     It also flags, in the `forward` of a module class that the same file wraps in
-    `nn.DataParallel` (and in the methods `forward` calls as `self.method(...)`), writes to
+    `nn.DataParallel` or of a module class of the file it holds as a submodule, at any depth
+    (`self.attn = Attention(dim)`), and in the methods `forward` calls as `self.method(...)`, writes to
     attributes of `self` (`self.last_attn = attn`,
     `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
     that the same function wraps in `nn.DataParallel` that store what they see outside the
@@ -261,8 +263,14 @@ class DataParallelAttributeWithoutModule(Rule):
                     wrapped_classes.setdefault(name, site)
         for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
             yield from self._reads_through(ctx, site)
+        replicated: dict[str, tuple[WrapperSite, str | None]] = {}
         for name, site in wrapped_classes.items():
-            yield from self._replica_writes(ctx, name, site)
+            replicated.setdefault(name, (site, None))
+            # the module classes of the file it holds as submodules are replicated with it
+            for part in _submodule_classes(ctx, name):
+                replicated.setdefault(part, (site, name))
+        for name, (site, whole) in replicated.items():
+            yield from self._replica_writes(ctx, name, site, whole)
         yield from self._hook_writes(ctx)
 
     def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
@@ -402,14 +410,16 @@ class DataParallelAttributeWithoutModule(Rule):
                 else f"use `{wrapper}.module.{attr}`",
             )
 
-    def _replica_writes(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
+    def _replica_writes(
+        self, ctx: FileContext, name: str, site: WrapperSite, whole: str | None = None
+    ) -> Iterator[Violation]:
         cls = module_classes(ctx)[name]
         forward = methods(cls).get("forward")
         if forward is None:
             return
         registered = _registered_names(ctx, cls)
         for method, where, receiver in _run_by_forward(ctx, cls, forward):
-            yield from self._writes_in(ctx, name, site, method, where, registered, receiver)
+            yield from self._writes_in(ctx, name, site, method, where, registered, receiver, whole)
 
     def _writes_in(
         self,
@@ -420,10 +430,14 @@ class DataParallelAttributeWithoutModule(Rule):
         where: str,
         registered: set[str],
         receiver: str = "self",
+        whole: str | None = None,
     ) -> Iterator[Violation]:
         """Writes to the instance's attributes in `method`, which reaches the instance as `receiver`
-        (`self`, or a helper's parameter every call hands it)."""
+        (`self`, or a helper's parameter every call hands it); `whole` names the wrapped class when
+        this one is a submodule of it."""
         place = f"{name}.{where}" if ctx.index.enclosing_class(method) is not None else where
+        if whole is not None:
+            place += f"` of a submodule of `{whole}"  # the message closes the quote
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -459,6 +473,25 @@ class DataParallelAttributeWithoutModule(Rule):
                     ),
                     advice="return the value from `forward` and collect it outside the model",
                 )
+
+
+def _submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
+    """The module classes of the file that `name` holds as submodules (`self.attn =
+    Attention(dim)`), and theirs, a few levels down."""
+    classes = module_classes(ctx)
+    facts = class_facts(ctx)
+    found: list[str] = []
+    frontier = [name]
+    for _ in range(depth):
+        following: list[str] = []
+        for owner in frontier:
+            held = facts.get(owner)
+            for part in held.submodules.values() if held is not None else ():
+                if part in classes and part != name and part not in found:
+                    found.append(part)
+                    following.append(part)
+        frontier = following
+    return found
 
 
 def _first_of_each(ctx: FileContext, reads: list[cst.Attribute]) -> list[cst.Attribute]:
