@@ -5729,3 +5729,48 @@ def test_nested_submodule_twin_without_dataparallel_is_clean() -> None:
         "return nn.DataParallel(Tagger(vocab).cuda())", "return Tagger(vocab).cuda()"
     )
     assert _found(single) == []
+
+
+# -- submodules placed on two GPUs by a method the code calls before DataParallel ---------------
+
+SHARD_METHOD_THEN_DP = """
+    import torch
+
+
+    class Seq2Seq(torch.nn.Module):
+        def __init__(self, vocab, width=512):
+            super().__init__()
+            self.encoder = torch.nn.GRU(width, width, batch_first=True)
+            self.decoder = torch.nn.GRU(width, width, batch_first=True)
+            self.embed = torch.nn.Embedding(vocab, width)
+
+        def shard(self):
+            self.embed.to("cuda:0")
+            self.encoder.to("cuda:0")
+            self.decoder.to("cuda:1")
+
+        def forward(self, src):
+            out, h = self.encoder(self.embed(src.to("cuda:0")))
+            dec, _ = self.decoder(out.to("cuda:1"), h.to("cuda:1"))
+            return dec
+
+
+    def prepare(vocab):
+        net = Seq2Seq(vocab)
+        net.shard()
+        net = torch.nn.DataParallel(net, device_ids=[0, 1])
+        return net
+"""
+
+
+def test_a_model_sharded_by_its_own_method_then_wrapped_in_dataparallel_is_reported() -> None:
+    # (the literal devices in the module's own methods are DL107's to report)
+    assert [f for f in _found(SHARD_METHOD_THEN_DP) if f[1] != "DL107"] == [(26, "DL201")]
+
+
+def test_sharding_method_twin_without_dataparallel_is_clean() -> None:
+    fixed = SHARD_METHOD_THEN_DP.replace("        net = torch.nn.DataParallel(net, device_ids=[0, 1])\n", "")
+    assert [f for f in _found(fixed) if f[1] != "DL107"] == []
+    # a method that moves nothing to a stated device splits nothing
+    whole = SHARD_METHOD_THEN_DP.replace("        net.shard()\n", "        net.cuda()\n")
+    assert [f for f in _found(whole) if f[1] != "DL107"] == []

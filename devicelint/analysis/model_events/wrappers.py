@@ -423,11 +423,13 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     var = dotted_name(base)
     if var is None:
         return None
-    # Only a class placing submodules, or code moving `var.<sub>`, can split the model.
+    # Only a class placing submodules (in `__init__`, or in a method the code calls on the
+    # instance), or code moving `var.<sub>`, can split the model.
     if (
         not classes
         and not ctx.project.classes
         and not re.search(re.escape(var) + r"\.\w+\b[^\n]*\.(to|cuda)\(", ctx.source)
+        and not re.search(r"self\.\w+\.(to|cuda)\(", ctx.source)
     ):
         return None
     facts = history(ctx, var, site.call)
