@@ -5774,3 +5774,49 @@ def test_sharding_method_twin_without_dataparallel_is_clean() -> None:
     # a method that moves nothing to a stated device splits nothing
     whole = SHARD_METHOD_THEN_DP.replace("        net.shard()\n", "        net.cuda()\n")
     assert [f for f in _found(whole) if f[1] != "DL107"] == []
+
+
+# -- float16 autocast entered by a decorator on the model's forward --------------------------------
+
+DECORATED_FORWARD_NO_SCALER = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Denoiser(nn.Module):
+        def __init__(self, ch=64):
+            super().__init__()
+            self.net = nn.Sequential(nn.Conv2d(3, ch, 3, padding=1), nn.SiLU(), nn.Conv2d(ch, 3, 3, padding=1))
+
+        @torch.amp.autocast("cuda")
+        def forward(self, noisy):
+            return self.net(noisy)
+
+
+    class Fitter:
+        def __init__(self, lr=2e-4):
+            self.model = Denoiser().cuda().train()
+            self.optim = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+        def fit(self, loader):
+            for clean in loader:
+                clean = clean.cuda(non_blocking=True)
+                noisy = clean + 0.1 * torch.randn_like(clean)
+                restored = self.model(noisy)
+                loss = F.l1_loss(restored.float(), clean)
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optim.step()
+"""
+
+
+def test_a_plain_backward_of_a_loss_from_an_autocast_decorated_forward_is_reported() -> None:
+    assert _found(DECORATED_FORWARD_NO_SCALER) == [(29, "DL301")]
+
+
+def test_decorated_forward_twin_in_bfloat16_is_clean() -> None:
+    fixed = DECORATED_FORWARD_NO_SCALER.replace(
+        '@torch.amp.autocast("cuda")', '@torch.amp.autocast("cuda", dtype=torch.bfloat16)'
+    )
+    assert _found(fixed) == []
