@@ -5820,3 +5820,31 @@ def test_decorated_forward_twin_in_bfloat16_is_clean() -> None:
         '@torch.amp.autocast("cuda")', '@torch.amp.autocast("cuda", dtype=torch.bfloat16)'
     )
     assert _found(fixed) == []
+
+
+# -- the global rank stored on an options object, then used as the GPU index -----------------------
+
+RANK_ON_OPTIONS = """
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    def init_distributed(cfg):
+        cfg.rank = int(os.environ["RANK"])
+        cfg.world = int(os.environ["WORLD_SIZE"])
+        cfg.gpu = cfg.rank
+        dist.init_process_group("nccl", rank=cfg.rank, world_size=cfg.world)
+        torch.cuda.set_device(cfg.gpu)
+        return cfg
+"""
+
+
+def test_a_global_rank_kept_on_an_options_object_used_as_the_gpu_is_reported() -> None:
+    assert _found(RANK_ON_OPTIONS) == [(13, "DL205")]
+
+
+def test_options_object_twin_with_the_local_rank_is_clean() -> None:
+    fixed = RANK_ON_OPTIONS.replace("cfg.gpu = cfg.rank", 'cfg.gpu = int(os.environ["LOCAL_RANK"])')
+    assert _found(fixed) == []

@@ -121,7 +121,8 @@ class DdpDeviceSetup(Rule):
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
     taken to need a newer torch. `init_process_group`
     with `device_id=` (torch 2.3+) is taken as binding the device. A global rank is recognised
-    only through bindings in the same function (or the class, for `self.rank`); one passed in
+    only through bindings in the same function (also of an attribute of an object there:
+    `args.rank = int(os.environ["RANK"])`), or the class, for `self.rank`; one passed in
     as a parameter (`mp.spawn`'s rank, one node) is not reported.
     """
 
