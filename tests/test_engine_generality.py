@@ -5848,3 +5848,48 @@ def test_a_global_rank_kept_on_an_options_object_used_as_the_gpu_is_reported() -
 def test_options_object_twin_with_the_local_rank_is_clean() -> None:
     fixed = RANK_ON_OPTIONS.replace("cfg.gpu = cfg.rank", 'cfg.gpu = int(os.environ["LOCAL_RANK"])')
     assert _found(fixed) == []
+
+
+# -- a plain container of modules handed to the constructor and kept as it is -----------------------
+
+EXPERTS_HANDED_IN = """
+    import torch
+    from torch import nn
+
+
+    class Expert(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.ff = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            return self.ff(x)
+
+
+    class Router(nn.Module):
+        def __init__(self, width, experts):
+            super().__init__()
+            self.gate = nn.Linear(width, len(experts))
+            self.experts = experts
+
+        def forward(self, x):
+            weights = self.gate(x).softmax(-1)
+            outs = torch.stack([self.experts[k](x) for k in sorted(self.experts)], -1)
+            return (outs * weights.unsqueeze(-2)).sum(-1)
+
+
+    def make_router(width, names):
+        return Router(width, experts={name: Expert(width) for name in names}).cuda()
+"""
+
+
+def test_a_dict_of_modules_handed_to_the_constructor_and_kept_plain_is_reported() -> None:
+    assert _found(EXPERTS_HANDED_IN) == [(19, "DL103")]
+
+
+def test_experts_twin_registering_the_dict_is_clean() -> None:
+    fixed = EXPERTS_HANDED_IN.replace("self.experts = experts", "self.experts = nn.ModuleDict(experts)")
+    assert _found(fixed) == []
+    # a constructor handed a list of numbers keeps no modules
+    numbers = EXPERTS_HANDED_IN.replace("experts={name: Expert(width) for name in names}", "experts=[1.0, 2.0]")
+    assert _found(numbers) == []
