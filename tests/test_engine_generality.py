@@ -5893,3 +5893,51 @@ def test_experts_twin_registering_the_dict_is_clean() -> None:
     # a constructor handed a list of numbers keeps no modules
     numbers = EXPERTS_HANDED_IN.replace("experts={name: Expert(width) for name in names}", "experts=[1.0, 2.0]")
     assert _found(numbers) == []
+
+
+# -- a plain GPU tensor attribute that DataParallel's replicas share -------------------------------
+
+SHARED_BY_REPLICAS = """
+    import torch
+    from torch import nn
+
+
+    class RelativeBias(nn.Module):
+        def __init__(self, window):
+            super().__init__()
+            self.table = nn.Parameter(torch.zeros(2 * window - 1))
+            coords = torch.arange(window)
+            self.index = (coords[:, None] - coords[None, :] + window - 1).cuda()
+
+        def forward(self, scores):
+            return scores + self.table[self.index]
+
+
+    class Attention(nn.Module):
+        def __init__(self, window=16):
+            super().__init__()
+            self.bias = RelativeBias(window)
+
+        def forward(self, q, k):
+            return self.bias(q @ k.transpose(-2, -1)).softmax(-1)
+
+
+    model = nn.DataParallel(Attention().cuda(), device_ids=[0, 1, 2])
+"""
+
+
+def test_a_gpu_tensor_attribute_of_a_replicated_submodule_is_reported() -> None:
+    found = _found(SHARED_BY_REPLICAS)
+    assert (11, "DL102") in found
+    (message,) = [m for m in _messages(SHARED_BY_REPLICAS) if "replicas" in m]
+    assert "a submodule of `Attention`" in message
+
+
+def test_replica_shared_twin_registering_the_index_is_clean() -> None:
+    fixed = SHARED_BY_REPLICAS.replace(
+        "self.index = (coords[:, None] - coords[None, :] + window - 1).cuda()",
+        'self.register_buffer("index", coords[:, None] - coords[None, :] + window - 1)',
+    )
+    assert [f for f in _found(fixed) if f[1] == "DL102"] == []
+    one_gpu = SHARED_BY_REPLICAS.replace("device_ids=[0, 1, 2]", "device_ids=[0]")
+    assert (11, "DL102") not in _found(one_gpu)

@@ -10,8 +10,7 @@ from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
     WrapperSite,
-    chain_base,
-    history,
+    data_parallel_classes,
     module_functions,
     prepared_sites,
     rebinds,
@@ -20,11 +19,11 @@ from devicelint.analysis.model_events import (
     scope_facts,
     short,
     statement_of,
+    wrapped_class,
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
-from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
@@ -253,23 +252,12 @@ class DataParallelAttributeWithoutModule(Rule):
     tokens = ("DataParallel", "Accelerator")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        wrapped_classes: dict[str, WrapperSite] = {}
         for site in wrapper_sites(ctx):
             if site.target is not None:
                 yield from self._reads_through(ctx, site)
-            if site.kind == "DataParallel":
-                name = _wrapped_class(ctx, site)
-                if name is not None:
-                    wrapped_classes.setdefault(name, site)
         for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
             yield from self._reads_through(ctx, site)
-        replicated: dict[str, tuple[WrapperSite, str | None]] = {}
-        for name, site in wrapped_classes.items():
-            replicated.setdefault(name, (site, None))
-            # the module classes of the file it holds as submodules are replicated with it
-            for part in _submodule_classes(ctx, name):
-                replicated.setdefault(part, (site, name))
-        for name, (site, whole) in replicated.items():
+        for name, (site, whole) in data_parallel_classes(ctx).items():
             yield from self._replica_writes(ctx, name, site, whole)
         yield from self._hook_writes(ctx)
 
@@ -475,25 +463,6 @@ class DataParallelAttributeWithoutModule(Rule):
                 )
 
 
-def _submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
-    """The module classes of the file that `name` holds as submodules (`self.attn =
-    Attention(dim)`), and theirs, a few levels down."""
-    classes = module_classes(ctx)
-    facts = class_facts(ctx)
-    found: list[str] = []
-    frontier = [name]
-    for _ in range(depth):
-        following: list[str] = []
-        for owner in frontier:
-            held = facts.get(owner)
-            for part in held.submodules.values() if held is not None else ():
-                if part in classes and part != name and part not in found:
-                    found.append(part)
-                    following.append(part)
-        frontier = following
-    return found
-
-
 def _first_of_each(ctx: FileContext, reads: list[cst.Attribute]) -> list[cst.Attribute]:
     """The first read of each attribute in each function: one finding per mistake, not per line."""
     seen: set[tuple[int, str | None]] = set()
@@ -574,7 +543,7 @@ def _registrations(
                 for registration in scope_facts(ctx, init).nodes:
                     if _is_registration(registration):
                         yield registration, short(ctx, node), _hook_functions(ctx, registration.args[0].value, init)
-    wrapped = _wrapped_class(ctx, site)
+    wrapped = wrapped_class(ctx, site)
     cls = module_classes(ctx).get(wrapped) if wrapped is not None else None
     init = methods(cls).get("__init__") if cls is not None else None
     if init is not None:
@@ -890,21 +859,6 @@ def _reads_in_other_methods(
         and node.attr.value not in WRAPPER_ATTRIBUTES
         and node.attr.value not in written
     ], calls
-
-
-def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
-    if site.wrapped is None:
-        return None
-    base, _ = chain_base(resolver_for(ctx, site.call), site.wrapped)
-    classes = module_classes(ctx)
-    if type(base) is cst.Call:
-        callee = dotted_name(base.func)
-        return callee if callee in classes else None
-    var = dotted_name(base)
-    if var is None:
-        return None
-    origin = history(ctx, var, site.call).origin
-    return origin if origin in classes else None
 
 
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
