@@ -5893,6 +5893,11 @@ def test_experts_twin_registering_the_dict_is_clean() -> None:
     # a constructor handed a list of numbers keeps no modules
     numbers = EXPERTS_HANDED_IN.replace("experts={name: Expert(width) for name in names}", "experts=[1.0, 2.0]")
     assert _found(numbers) == []
+    # the constructor also registers them: the plain dict only holds modules registered elsewhere
+    both = EXPERTS_HANDED_IN.replace(
+        "self.experts = experts", "self.experts = experts\n            self.bank = nn.ModuleDict(experts)"
+    )
+    assert _found(both) == []
 
 
 # -- a plain GPU tensor attribute that DataParallel's replicas share -------------------------------

@@ -251,6 +251,8 @@ def _handed_in(
     literal or comprehension, or a local list the caller filled (`Ensemble(heads)`)."""
     if type(value) is not cst.Name or method.name.value != "__init__":
         return None
+    if _registered_in_init(ctx, method, value.value):
+        return None  # `self.blocks = nn.ModuleList(layers)` too: the modules are registered there
     passed = _constructor_arguments(ctx, facts.node, method, value.value)
     kinds: set[str] = set()
     elements: list[str] = []
@@ -269,6 +271,23 @@ def _handed_in(
         kinds.add(kind)
         elements += found
     return (kinds.pop(), elements) if len(kinds) == 1 and elements else None
+
+
+_REGISTERING_CALLS = frozenset(
+    {"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict", "add_module", "register_module"}
+)
+
+
+def _registered_in_init(ctx: FileContext, init: cst.FunctionDef, name: str) -> bool:
+    """`__init__` also hands `name` (or its elements) to a registering call:
+    `nn.ModuleList(layers)`, `nn.Sequential(*layers)`, `self.add_module(k, layers[k])`."""
+    for call in (n for n in ctx.index.walk(init.body) if type(n) is cst.Call):
+        callee = (dotted_name(call.func) or "").rsplit(".", 1)[-1]
+        if callee not in _REGISTERING_CALLS and callee != "setattr":
+            continue
+        if any(type(n) is cst.Name and n.value == name for a in call.args for n in ctx.index.walk(a.value)):
+            return True
+    return False
 
 
 def _constructor_arguments(
