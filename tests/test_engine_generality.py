@@ -5946,3 +5946,9 @@ def test_replica_shared_twin_registering_the_index_is_clean() -> None:
     assert [f for f in _found(fixed) if f[1] == "DL102"] == []
     one_gpu = SHARED_BY_REPLICAS.replace("device_ids=[0, 1, 2]", "device_ids=[0]")
     assert (11, "DL102") not in _found(one_gpu)
+
+
+def test_a_global_rank_gpu_index_in_a_test_file_without_ddp_is_left_alone() -> None:
+    # a test's workers are spawned on one machine, where the global rank is the GPU index
+    result = lint_source(textwrap.dedent(SHARDED_EVAL_WORKER), "tests/test_sharded_scorer.py", DEFAULT)
+    assert [f.code for f in result.findings] == []

@@ -30,6 +30,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.model_events.ranks import global_rank_indices
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.torch_support import torch_support
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
@@ -65,7 +66,7 @@ class DdpDeviceSetup(Rule):
       `f"cuda:{rank}"`, `torch.device("cuda", rank)`, `device_ids=[rank]`, `.cuda(rank)`
       (reported once per function). This case needs no DDP in the file: FSDP, tensor-parallel
       inference over raw collectives and any other program with one process per GPU bind
-      their GPU the same way.
+      their GPU the same way (test files aside: their workers run on one machine).
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -148,7 +149,9 @@ class DdpDeviceSetup(Rule):
                     yield violation
         if not reported:
             yield from self._current_device_never_set(ctx)
-        yield from self._global_rank_as_index(ctx)
+        if "DistributedDataParallel" in ctx.source or not is_test_path(ctx.path):
+            # without DDP, a test's workers are spawned on one machine, where the rank is the index
+            yield from self._global_rank_as_index(ctx)
 
     def _global_rank_as_index(self, ctx: FileContext) -> Iterator[Violation]:
         """`set_device(rank)`, `f"cuda:{dist.get_rank()}"`, `device_ids=[rank]` with the global
