@@ -6328,3 +6328,437 @@ def test_labels_from_a_numpy_archive_twin_is_clean() -> None:
         'gold = torch.as_tensor(bundle["gold"])', 'gold = torch.as_tensor(bundle["gold"]).to("cuda")'
     )
     assert _found(moved) == []
+
+
+# -- the global rank as a GPU index in a program without DistributedDataParallel ----------------
+
+SHARDED_EVAL_WORKER = """
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    class ShardedScorer:
+        def __init__(self, table):
+            dist.init_process_group("nccl")
+            self.rank = dist.get_rank()
+            self.world = dist.get_world_size()
+            self.gpu = torch.device("cuda", self.rank)
+            self.table = table.to(self.gpu)
+
+        def score(self, queries):
+            local = queries.to(self.gpu) @ self.table.T
+            parts = [torch.empty_like(local) for _ in range(self.world)]
+            dist.all_gather(parts, local)
+            return torch.cat(parts, dim=1)
+"""
+
+
+def test_a_global_rank_gpu_index_is_reported_without_ddp_in_the_file() -> None:
+    assert _found(SHARDED_EVAL_WORKER) == [(13, "DL205")]
+
+
+def test_a_node_local_rank_gpu_index_without_ddp_is_clean() -> None:
+    fixed = SHARDED_EVAL_WORKER.replace(
+        'self.gpu = torch.device("cuda", self.rank)',
+        'self.gpu = torch.device("cuda", int(os.environ["LOCAL_RANK"]))',
+    )
+    assert _found(fixed) == []
+
+
+# -- a wrapper handed on in the statement that rebinds its name ----------------------------------
+
+FREEZE_AFTER_WRAP = """
+    import torch
+    from torch import nn
+
+
+    class Segmenter(nn.Module):
+        def __init__(self, classes):
+            super().__init__()
+            self.backbone = nn.Sequential(nn.Conv2d(3, 32, 3), nn.ReLU())
+            self.decode = nn.Conv2d(32, classes, 1)
+
+        def forward(self, x):
+            return self.decode(self.backbone(x))
+
+
+    def freeze_backbone(net):
+        for p in net.backbone.parameters():
+            p.requires_grad = False
+        return net
+
+
+    def setup(classes):
+        seg = Segmenter(classes).cuda()
+        if torch.cuda.device_count() > 1:
+            seg = nn.DataParallel(seg)
+        seg = freeze_backbone(seg)
+        return seg
+"""
+
+
+def test_a_wrapper_handed_to_a_helper_whose_result_rebinds_it_is_reported() -> None:
+    assert _found(FREEZE_AFTER_WRAP) == [(17, "DL203")]
+    # the right-hand side reads an attribute of the wrapper itself
+    direct = FREEZE_AFTER_WRAP.replace("seg = freeze_backbone(seg)", "seg = seg.decode")
+    assert _found(direct) == [(26, "DL203")]
+
+
+def test_freezing_before_wrapping_is_clean() -> None:
+    fixed = FREEZE_AFTER_WRAP.replace(
+        "        if torch.cuda.device_count() > 1:\n            seg = nn.DataParallel(seg)\n        seg = freeze_backbone(seg)\n",
+        "        seg = freeze_backbone(seg)\n        if torch.cuda.device_count() > 1:\n            seg = nn.DataParallel(seg)\n",
+    )
+    assert fixed != FREEZE_AFTER_WRAP
+    assert _found(fixed) == []
+
+
+# -- a discarded move of a name the function rebinds to a new tensor -----------------------------
+
+REBOUND_TO_A_TENSOR = """
+    import torch
+
+
+    class DepthPredictor:
+        def __init__(self, network, device):
+            self.device = device
+            self.network = network.to(device).eval()
+
+        def __call__(self, frame):
+            frame = torch.as_tensor(frame).permute(2, 0, 1).float()
+            frame.to(self.device)
+            with torch.no_grad():
+                return self.network(frame[None] / 255.0)
+"""
+
+
+def test_a_parameter_rebound_to_a_new_tensor_then_moved_as_a_statement_is_reported() -> None:
+    # `frame` may have been a tensor on any device: only that it is a tensor now is known
+    assert _found(REBOUND_TO_A_TENSOR) == [(12, "DL104")]
+
+
+def test_rebound_tensor_twin_assigning_the_move_is_clean() -> None:
+    fixed = REBOUND_TO_A_TENSOR.replace("frame.to(self.device)", "frame = frame.to(self.device)")
+    assert _found(fixed) == []
+    # made on the device it is moved to: the copy would be the tensor itself
+    there = REBOUND_TO_A_TENSOR.replace(
+        "frame = torch.as_tensor(frame).permute(2, 0, 1).float()",
+        "frame = torch.as_tensor(frame, device=self.device)",
+    )
+    assert _found(there) == []
+
+
+# -- a discarded move of a tensor attribute in another method of its class -----------------------
+
+BATCH_MOVE_FORGETS_ONE = """
+    import torch
+
+
+    class Collated:
+        def __init__(self, ids, lengths, labels):
+            self.ids = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True)
+            self.lengths = torch.as_tensor(lengths, dtype=torch.long)
+            self.labels = torch.tensor(labels)
+
+        def to(self, device):
+            self.ids = self.ids.to(device)
+            self.lengths.to(device)
+            self.labels = self.labels.to(device)
+            return self
+"""
+
+
+def test_a_tensor_attribute_moved_as_a_statement_in_another_method_is_reported() -> None:
+    assert _found(BATCH_MOVE_FORGETS_ONE) == [(13, "DL104")]
+
+
+def test_tensor_attribute_twin_assigning_the_move_is_clean() -> None:
+    fixed = BATCH_MOVE_FORGETS_ONE.replace("self.lengths.to(device)", "self.lengths = self.lengths.to(device)")
+    assert _found(fixed) == []
+    # an attribute that may hold something else (a list when no lengths are given) is not claimed
+    maybe = BATCH_MOVE_FORGETS_ONE.replace(
+        "self.lengths = torch.as_tensor(lengths, dtype=torch.long)",
+        "self.lengths = torch.as_tensor(lengths) if lengths is not None else []",
+    )
+    assert _found(maybe) == []
+
+
+# -- writes in the forward of a submodule class of a DataParallel-wrapped model ------------------
+
+NESTED_REPLICA_WRITES = """
+    import torch
+    from torch import nn
+
+
+    class GatedBlock(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.gate = nn.Linear(width, width)
+            self.open_rates = []
+
+        def forward(self, h):
+            g = torch.sigmoid(self.gate(h))
+            self.open_rates.append(g.mean())
+            return h * g
+
+
+    class Stack(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.first = GatedBlock(width)
+            self.second = GatedBlock(width)
+
+        def forward(self, h):
+            return self.second(self.first(h))
+
+
+    class Tagger(nn.Module):
+        def __init__(self, vocab, width=128):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, width)
+            self.body = Stack(width)
+            self.out = nn.Linear(width, 9)
+
+        def forward(self, tokens):
+            return self.out(self.body(self.embed(tokens)))
+
+
+    def build(vocab):
+        return nn.DataParallel(Tagger(vocab).cuda())
+"""
+
+
+def test_a_write_in_a_nested_submodules_forward_under_dataparallel_is_reported() -> None:
+    assert _found(NESTED_REPLICA_WRITES) == [(14, "DL203")]
+
+
+def test_nested_submodule_twin_without_dataparallel_is_clean() -> None:
+    single = NESTED_REPLICA_WRITES.replace(
+        "return nn.DataParallel(Tagger(vocab).cuda())", "return Tagger(vocab).cuda()"
+    )
+    assert _found(single) == []
+
+
+# -- submodules placed on two GPUs by a method the code calls before DataParallel ---------------
+
+SHARD_METHOD_THEN_DP = """
+    import torch
+
+
+    class Seq2Seq(torch.nn.Module):
+        def __init__(self, vocab, width=512):
+            super().__init__()
+            self.encoder = torch.nn.GRU(width, width, batch_first=True)
+            self.decoder = torch.nn.GRU(width, width, batch_first=True)
+            self.embed = torch.nn.Embedding(vocab, width)
+
+        def shard(self):
+            self.embed.to("cuda:0")
+            self.encoder.to("cuda:0")
+            self.decoder.to("cuda:1")
+
+        def forward(self, src):
+            out, h = self.encoder(self.embed(src.to("cuda:0")))
+            dec, _ = self.decoder(out.to("cuda:1"), h.to("cuda:1"))
+            return dec
+
+
+    def prepare(vocab):
+        net = Seq2Seq(vocab)
+        net.shard()
+        net = torch.nn.DataParallel(net, device_ids=[0, 1])
+        return net
+"""
+
+
+def test_a_model_sharded_by_its_own_method_then_wrapped_in_dataparallel_is_reported() -> None:
+    # (the literal devices in the module's own methods are DL107's to report)
+    assert [f for f in _found(SHARD_METHOD_THEN_DP) if f[1] != "DL107"] == [(26, "DL201")]
+
+
+def test_sharding_method_twin_without_dataparallel_is_clean() -> None:
+    fixed = SHARD_METHOD_THEN_DP.replace("        net = torch.nn.DataParallel(net, device_ids=[0, 1])\n", "")
+    assert [f for f in _found(fixed) if f[1] != "DL107"] == []
+    # a method that moves nothing to a stated device splits nothing
+    whole = SHARD_METHOD_THEN_DP.replace("        net.shard()\n", "        net.cuda()\n")
+    assert [f for f in _found(whole) if f[1] != "DL107"] == []
+
+
+# -- float16 autocast entered by a decorator on the model's forward --------------------------------
+
+DECORATED_FORWARD_NO_SCALER = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Denoiser(nn.Module):
+        def __init__(self, ch=64):
+            super().__init__()
+            self.net = nn.Sequential(nn.Conv2d(3, ch, 3, padding=1), nn.SiLU(), nn.Conv2d(ch, 3, 3, padding=1))
+
+        @torch.amp.autocast("cuda")
+        def forward(self, noisy):
+            return self.net(noisy)
+
+
+    class Fitter:
+        def __init__(self, lr=2e-4):
+            self.model = Denoiser().cuda().train()
+            self.optim = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+        def fit(self, loader):
+            for clean in loader:
+                clean = clean.cuda(non_blocking=True)
+                noisy = clean + 0.1 * torch.randn_like(clean)
+                restored = self.model(noisy)
+                loss = F.l1_loss(restored.float(), clean)
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optim.step()
+"""
+
+
+def test_a_plain_backward_of_a_loss_from_an_autocast_decorated_forward_is_reported() -> None:
+    assert _found(DECORATED_FORWARD_NO_SCALER) == [(29, "DL301")]
+
+
+def test_decorated_forward_twin_in_bfloat16_is_clean() -> None:
+    fixed = DECORATED_FORWARD_NO_SCALER.replace(
+        '@torch.amp.autocast("cuda")', '@torch.amp.autocast("cuda", dtype=torch.bfloat16)'
+    )
+    assert _found(fixed) == []
+
+
+# -- the global rank stored on an options object, then used as the GPU index -----------------------
+
+RANK_ON_OPTIONS = """
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    def init_distributed(cfg):
+        cfg.rank = int(os.environ["RANK"])
+        cfg.world = int(os.environ["WORLD_SIZE"])
+        cfg.gpu = cfg.rank
+        dist.init_process_group("nccl", rank=cfg.rank, world_size=cfg.world)
+        torch.cuda.set_device(cfg.gpu)
+        return cfg
+"""
+
+
+def test_a_global_rank_kept_on_an_options_object_used_as_the_gpu_is_reported() -> None:
+    assert _found(RANK_ON_OPTIONS) == [(13, "DL205")]
+
+
+def test_options_object_twin_with_the_local_rank_is_clean() -> None:
+    fixed = RANK_ON_OPTIONS.replace("cfg.gpu = cfg.rank", 'cfg.gpu = int(os.environ["LOCAL_RANK"])')
+    assert _found(fixed) == []
+
+
+# -- a plain container of modules handed to the constructor and kept as it is -----------------------
+
+EXPERTS_HANDED_IN = """
+    import torch
+    from torch import nn
+
+
+    class Expert(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.ff = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            return self.ff(x)
+
+
+    class Router(nn.Module):
+        def __init__(self, width, experts):
+            super().__init__()
+            self.gate = nn.Linear(width, len(experts))
+            self.experts = experts
+
+        def forward(self, x):
+            weights = self.gate(x).softmax(-1)
+            outs = torch.stack([self.experts[k](x) for k in sorted(self.experts)], -1)
+            return (outs * weights.unsqueeze(-2)).sum(-1)
+
+
+    def make_router(width, names):
+        return Router(width, experts={name: Expert(width) for name in names}).cuda()
+"""
+
+
+def test_a_dict_of_modules_handed_to_the_constructor_and_kept_plain_is_reported() -> None:
+    assert _found(EXPERTS_HANDED_IN) == [(19, "DL103")]
+
+
+def test_experts_twin_registering_the_dict_is_clean() -> None:
+    fixed = EXPERTS_HANDED_IN.replace("self.experts = experts", "self.experts = nn.ModuleDict(experts)")
+    assert _found(fixed) == []
+    # a constructor handed a list of numbers keeps no modules
+    numbers = EXPERTS_HANDED_IN.replace("experts={name: Expert(width) for name in names}", "experts=[1.0, 2.0]")
+    assert _found(numbers) == []
+    # the constructor also registers them: the plain dict only holds modules registered elsewhere
+    both = EXPERTS_HANDED_IN.replace(
+        "self.experts = experts", "self.experts = experts\n            self.bank = nn.ModuleDict(experts)"
+    )
+    assert _found(both) == []
+
+
+# -- a plain GPU tensor attribute that DataParallel's replicas share -------------------------------
+
+SHARED_BY_REPLICAS = """
+    import torch
+    from torch import nn
+
+
+    class RelativeBias(nn.Module):
+        def __init__(self, window):
+            super().__init__()
+            self.table = nn.Parameter(torch.zeros(2 * window - 1))
+            coords = torch.arange(window)
+            self.index = (coords[:, None] - coords[None, :] + window - 1).cuda()
+
+        def forward(self, scores):
+            return scores + self.table[self.index]
+
+
+    class Attention(nn.Module):
+        def __init__(self, window=16):
+            super().__init__()
+            self.bias = RelativeBias(window)
+
+        def forward(self, q, k):
+            return self.bias(q @ k.transpose(-2, -1)).softmax(-1)
+
+
+    model = nn.DataParallel(Attention().cuda(), device_ids=[0, 1, 2])
+"""
+
+
+def test_a_gpu_tensor_attribute_of_a_replicated_submodule_is_reported() -> None:
+    found = _found(SHARED_BY_REPLICAS)
+    assert (11, "DL102") in found
+    (message,) = [m for m in _messages(SHARED_BY_REPLICAS) if "replicas" in m]
+    assert "a submodule of `Attention`" in message
+
+
+def test_replica_shared_twin_registering_the_index_is_clean() -> None:
+    fixed = SHARED_BY_REPLICAS.replace(
+        "self.index = (coords[:, None] - coords[None, :] + window - 1).cuda()",
+        'self.register_buffer("index", coords[:, None] - coords[None, :] + window - 1)',
+    )
+    assert [f for f in _found(fixed) if f[1] == "DL102"] == []
+    one_gpu = SHARED_BY_REPLICAS.replace("device_ids=[0, 1, 2]", "device_ids=[0]")
+    assert (11, "DL102") not in _found(one_gpu)
+
+
+def test_a_global_rank_gpu_index_in_a_test_file_without_ddp_is_left_alone() -> None:
+    # a test's workers are spawned on one machine, where the global rank is the GPU index
+    result = lint_source(textwrap.dedent(SHARDED_EVAL_WORKER), "tests/test_sharded_scorer.py", DEFAULT)
+    assert [f.code for f in result.findings] == []

@@ -82,10 +82,12 @@ class BackwardInsideAutocast(Rule):
                 helpers = []  # a test that runs an op's backward under autocast on purpose, not a training step
             for call in (*scope.backwards, *helpers):
                 for autocast in scope.autocasts:
-                    if autocast.enabled is not False and inside(ctx, call, autocast.node):
+                    block = autocast.node
+                    # (a scope's autocasts are `with` blocks; a decorated function has no inside to leave)
+                    if autocast.enabled is not False and type(block) is cst.With and inside(ctx, call, block):
                         yield self.violation(
                             call,
-                            fix=_dedent_backward(ctx, call, autocast.node, _helper_context(ctx, autocast.expr)),
+                            fix=_dedent_backward(ctx, call, block, _helper_context(ctx, autocast.expr)),
                             backward=short(ctx, call),
                             autocast=short(ctx, autocast.expr),
                         )

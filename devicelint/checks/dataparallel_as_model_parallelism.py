@@ -136,7 +136,8 @@ class DataParallelAsModelParallelism(Rule):
     Flags `nn.DataParallel` (and `DistributedDataParallel` given `device_ids`) wrapping a model
     whose submodules the code places on different devices, either in the model's `__init__`
     (`self.enc = Enc().to("cuda:0")`, `self.dec = Dec().to("cuda:1")`) or on the instance
-    before wrapping (`model.dec.to("cuda:1")`), or by its loader (`from_pretrained(...,
+    before wrapping (`model.dec.to("cuda:1")`, or a method of its class called on it, such as
+    `model.place()` moving `self.dec.cuda(1)`), or by its loader (`from_pretrained(...,
     device_map="auto")`, `model.parallelize()`). Also flags `nn.DataParallel` whose comment
     says it splits the model's layers across GPUs, or that the model is too big for one GPU
     ("does not fit on a single card", "too large for one GPU", "out of memory").

@@ -10,8 +10,7 @@ from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
     WrapperSite,
-    chain_base,
-    history,
+    data_parallel_classes,
     module_functions,
     prepared_sites,
     rebinds,
@@ -20,6 +19,7 @@ from devicelint.analysis.model_events import (
     scope_facts,
     short,
     statement_of,
+    wrapped_class,
     wrapper_sites,
 )
 from devicelint.analysis.modules import methods, module_classes
@@ -161,7 +161,8 @@ class DataParallelAttributeWithoutModule(Rule):
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
     It also flags, in the `forward` of a module class that the same file wraps in
-    `nn.DataParallel` (and in the methods `forward` calls as `self.method(...)`), writes to
+    `nn.DataParallel` or of a module class of the file it holds as a submodule, at any depth
+    (`self.attn = Attention(dim)`), and in the methods `forward` calls as `self.method(...)`, writes to
     attributes of `self` (`self.last_attn = attn`,
     `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
     that the same function wraps in `nn.DataParallel` that store what they see outside the
@@ -210,7 +211,8 @@ class DataParallelAttributeWithoutModule(Rule):
 
     ## Known limits
     In the wrapping function, reads count after the wrapping statement and until the name is
-    bound again, and not in the other branch of the `if` that wraps. A wrapper returned by a
+    bound again (its right-hand side included: `model = Evaluator(model)` hands the wrapper
+    on), and not in the other branch of the `if` that wraps. A wrapper returned by a
     function of the file (`model = parallelize(net)`, `self.model = self.load_model()`, or
     unpacked from a returned tuple: `ddp_model, rank = setup(net)`) counts as wrapped at that
     call. Other methods count only when the class binds `self.model` nowhere
@@ -252,18 +254,13 @@ class DataParallelAttributeWithoutModule(Rule):
     tokens = ("DataParallel", "Accelerator")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        wrapped_classes: dict[str, WrapperSite] = {}
         for site in wrapper_sites(ctx):
             if site.target is not None:
                 yield from self._reads_through(ctx, site)
-            if site.kind == "DataParallel":
-                name = _wrapped_class(ctx, site)
-                if name is not None:
-                    wrapped_classes.setdefault(name, site)
         for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
             yield from self._reads_through(ctx, site)
-        for name, site in wrapped_classes.items():
-            yield from self._replica_writes(ctx, name, site)
+        for name, (site, whole) in data_parallel_classes(ctx).items():
+            yield from self._replica_writes(ctx, name, site, whole)
         yield from self._hook_writes(ctx)
 
     def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
@@ -310,26 +307,35 @@ class DataParallelAttributeWithoutModule(Rule):
                     return  # the function checks what it holds
             if type(node) is cst.Attribute and dotted_name(node.value) == wrapper and _is_target(ctx, node):
                 written.setdefault(node.attr.value, scope.order.get(id(statement_of(ctx, node)), -1))
-        for node in scope.nodes[start + 1 :]:
-            if id(node) in inside:
-                continue
-            if rebinds(resolver, node, wrapper):
-                break
+
+        def visit(node: cst.CSTNode) -> None:
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
                 imported.extend(_imported_reads(ctx, node, wrapper))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
-                continue
+                return
             attr = node.attr.value
             if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
-                continue
+                return
             if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
-                continue  # set on the wrapper first (`net.pca = ...`), read back later: it works
+                return  # set on the wrapper first (`net.pca = ...`), read back later: it works
             if _other_branch(ctx, node, branches):
-                continue
+                return
             if site.spelled.endswith(".prepare") and _under_process_count_test(ctx, node, site.scope):
-                continue  # `if accelerator.num_processes > 1: m.module.x else: m.x`
+                return  # `if accelerator.num_processes > 1: m.module.x else: m.x`
             reads.append(node)
+
+        for node in scope.nodes[start + 1 :]:
+            if id(node) in inside:
+                continue
+            if rebinds(resolver, node, wrapper):
+                # Its right-hand side still runs with the wrapper: `model = Evaluator(model)`,
+                # `net = net.backbone` read it before the name is rebound.
+                assert isinstance(node, cst.Assign)
+                for part in ctx.index.walk(node.value):
+                    visit(part)
+                break
+            visit(node)
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
         reads = [n for n in reads if not _unwrapped_in_other_branch(ctx, n, wrapper)]
@@ -395,14 +401,16 @@ class DataParallelAttributeWithoutModule(Rule):
                 else f"use `{wrapper}.module.{attr}`",
             )
 
-    def _replica_writes(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
+    def _replica_writes(
+        self, ctx: FileContext, name: str, site: WrapperSite, whole: str | None = None
+    ) -> Iterator[Violation]:
         cls = module_classes(ctx)[name]
         forward = methods(cls).get("forward")
         if forward is None:
             return
         registered = _registered_names(ctx, cls)
         for method, where, receiver in _run_by_forward(ctx, cls, forward):
-            yield from self._writes_in(ctx, name, site, method, where, registered, receiver)
+            yield from self._writes_in(ctx, name, site, method, where, registered, receiver, whole)
 
     def _writes_in(
         self,
@@ -413,10 +421,14 @@ class DataParallelAttributeWithoutModule(Rule):
         where: str,
         registered: set[str],
         receiver: str = "self",
+        whole: str | None = None,
     ) -> Iterator[Violation]:
         """Writes to the instance's attributes in `method`, which reaches the instance as `receiver`
-        (`self`, or a helper's parameter every call hands it)."""
+        (`self`, or a helper's parameter every call hands it); `whole` names the wrapped class when
+        this one is a submodule of it."""
         place = f"{name}.{where}" if ctx.index.enclosing_class(method) is not None else where
+        if whole is not None:
+            place += f"` of a submodule of `{whole}"  # the message closes the quote
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -534,7 +546,7 @@ def _registrations(
                 for registration in scope_facts(ctx, init).nodes:
                     if _is_registration(registration):
                         yield registration, short(ctx, node), _hook_functions(ctx, registration.args[0].value, init)
-    wrapped = _wrapped_class(ctx, site)
+    wrapped = wrapped_class(ctx, site)
     cls = module_classes(ctx).get(wrapped) if wrapped is not None else None
     init = methods(cls).get("__init__") if cls is not None else None
     if init is not None:
@@ -850,21 +862,6 @@ def _reads_in_other_methods(
         and node.attr.value not in WRAPPER_ATTRIBUTES
         and node.attr.value not in written
     ], calls
-
-
-def _wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
-    if site.wrapped is None:
-        return None
-    base, _ = chain_base(resolver_for(ctx, site.call), site.wrapped)
-    classes = module_classes(ctx)
-    if type(base) is cst.Call:
-        callee = dotted_name(base.func)
-        return callee if callee in classes else None
-    var = dotted_name(base)
-    if var is None:
-        return None
-    origin = history(ctx, var, site.call).origin
-    return origin if origin in classes else None
 
 
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})

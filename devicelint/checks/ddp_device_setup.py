@@ -30,6 +30,7 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.model_events.ranks import global_rank_indices
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.torch_support import torch_support
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
@@ -63,7 +64,9 @@ class DdpDeviceSetup(Rule):
     - the global rank (`dist.get_rank()`, `int(os.environ["RANK"])`, or a name or `self.`
       attribute bound only to one of those) used as a GPU index: `torch.cuda.set_device(rank)`,
       `f"cuda:{rank}"`, `torch.device("cuda", rank)`, `device_ids=[rank]`, `.cuda(rank)`
-      (reported once per function).
+      (reported once per function). This case needs no DDP in the file: FSDP, tensor-parallel
+      inference over raw collectives and any other program with one process per GPU bind
+      their GPU the same way (test files aside: their workers run on one machine).
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -119,7 +122,8 @@ class DdpDeviceSetup(Rule):
     uses an API of torch 1.9+ (`torch.compile`, `torch.amp`, `torch.accelerator`, FSDP...) is
     taken to need a newer torch. `init_process_group`
     with `device_id=` (torch 2.3+) is taken as binding the device. A global rank is recognised
-    only through bindings in the same function (or the class, for `self.rank`); one passed in
+    only through bindings in the same function (also of an attribute of an object there:
+    `args.rank = int(os.environ["RANK"])`), or the class, for `self.rank`; one passed in
     as a parameter (`mp.spawn`'s rank, one node) is not reported.
     """
 
@@ -127,7 +131,8 @@ class DdpDeviceSetup(Rule):
     name = "ddp-device-setup"
     summary = "DistributedDataParallel needs each rank's model on that rank's own GPU."
     message = "`{call}` {problem}; {advice}"
-    tokens = ("DistributedDataParallel",)
+    # The global-rank case runs in any multi-process program, with or without DDP.
+    tokens = ("DistributedDataParallel", "get_rank", "RANK")
 
     _ADVICE = (
         "call `torch.cuda.set_device(local_rank)`, move the model with `.to(local_rank)` and pass "
@@ -144,7 +149,9 @@ class DdpDeviceSetup(Rule):
                     yield violation
         if not reported:
             yield from self._current_device_never_set(ctx)
-        yield from self._global_rank_as_index(ctx)
+        if "DistributedDataParallel" in ctx.source or not is_test_path(ctx.path):
+            # without DDP, a test's workers are spawned on one machine, where the rank is the index
+            yield from self._global_rank_as_index(ctx)
 
     def _global_rank_as_index(self, ctx: FileContext) -> Iterator[Violation]:
         """`set_device(rank)`, `f"cuda:{dist.get_rank()}"`, `device_ids=[rank]` with the global

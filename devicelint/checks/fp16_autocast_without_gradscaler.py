@@ -5,6 +5,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.branches import never_together
+from devicelint.analysis.modules import methods, module_classes
+from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.effects import (
     BACKWARD,
     OPTIMIZER_STEP,
@@ -19,6 +21,7 @@ from devicelint.analysis.training.reads import computed_from, read_names
 from devicelint.analysis.training.step import (
     Autocast,
     Scope,
+    decorated_autocast,
     is_disabled_scaler,
     names_assigned_in,
     order,
@@ -36,7 +39,7 @@ from devicelint.analysis.training.syntax import (
     text_of,
 )
 from devicelint.analysis.training.torch_support import too_new
-from devicelint.analysis.training.values import UNKNOWN
+from devicelint.analysis.training.values import UNKNOWN, attribute_values, values_of
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -60,7 +63,9 @@ class Fp16AutocastWithoutGradscaler(Rule):
     file passes) and `getattr(torch, "float16")`. A
     loss returned by a helper of the file from inside its autocast block
     (`loss = self.compute_loss(batch)`) counts as computed under that autocast, and a helper
-    that backpropagates its argument plainly (`self.backward(loss)`) counts as a backward.
+    that backpropagates its argument plainly (`self.backward(loss)`) counts as a backward. A
+    loss computed from the output of a module of the file whose `forward` is decorated with a
+    float16 autocast (`@torch.autocast("cuda")`) counts as computed under it.
 
     ## Why it is a bug on a GPU
     float16 cannot represent magnitudes below about 6e-8. Many gradients of a real network are
@@ -174,6 +179,19 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     fix=None,
                     **_scaler_advice(ctx),
                 )
+            for call, autocast, owner in _losses_from_autocast_forwards(ctx, scope):
+                if id(call) in reported:
+                    continue
+                reported.add(id(call))
+                yield self.violation(
+                    call,
+                    backward=short(ctx, call),
+                    how=_how(autocast),
+                    autocast=short(ctx, autocast.expr),
+                    where=f" on `{owner}.forward`",
+                    fix=None,
+                    **_scaler_advice(ctx),
+                )
 
 
 def _how(autocast: Autocast) -> str:
@@ -207,17 +225,75 @@ def _scaler_advice(ctx: FileContext) -> dict[str, str]:
     }
 
 
-def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
-    """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
-    float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
-    # `loss.backward()`, and `backward_of(loss)` running `loss.backward()` in a helper: the loss as
-    # the caller spells it
-    plain = [(b, receiver(b)) for b in scope.backwards if not scaled_backward(ctx, b) and receiver(b) is not None]
+def _plain_losses(ctx: FileContext, scope: Scope) -> list[tuple[cst.Call, cst.BaseExpression]]:
+    """`loss.backward()`, and `backward_of(loss)` running `loss.backward()` in a helper: each
+    unscaled backward call with the loss as the caller spells it."""
+    plain = [(b, r) for b in scope.backwards if not scaled_backward(ctx, b) and (r := receiver(b)) is not None]
     for call, found in scope.helper_calls:
         if call in _plain_backward_helpers(scope):
             loss = _backpropagated_argument(ctx, call, found)
             if loss is not None:
                 plain.append((call, loss))
+    return plain
+
+
+def _losses_from_autocast_forwards(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, str]]:
+    """Plain backward calls of `scope` on a value computed from a call of a module of the file
+    whose `forward` is decorated with a float16 autocast (`@torch.autocast("cuda")`): the
+    model's output, and the loss made from it, come from float16 kernels."""
+    decorated: dict[str, Autocast] = {}
+    for name, cls in module_classes(ctx).items():
+        forward = methods(cls).get("forward")
+        autocast = decorated_autocast(ctx, forward) if forward is not None else None
+        if autocast is not None and autocast.may_run_float16:
+            decorated[name] = autocast
+    if not decorated:
+        return
+    plain = _plain_losses(ctx, scope)
+    if not plain:
+        return
+    for node in ctx.index.walk(scope.node):
+        if type(node) is not cst.Assign:
+            continue
+        for call in (n for n in ctx.index.walk(node.value) if type(n) is cst.Call):
+            owner = _instance_of(ctx, call.func, scope.node, decorated)
+            if owner is None:
+                continue
+            seeds = {n for t in node.targets for n in assigned_names(t.target)}
+            losses = computed_from(ctx, scope.node, seeds)
+            for backward, loss in plain:
+                if read_names(ctx, loss) & losses:
+                    yield backward, decorated[owner], owner
+            break
+
+
+def _instance_of(
+    ctx: FileContext, func: cst.BaseExpression, scope: cst.CSTNode, classes: dict[str, Autocast]
+) -> str | None:
+    """Which of `classes` the called module `func` (`model`, `self.net`) is an instance of, by
+    the values the file assigns it (`Net(...).cuda()`)."""
+    if type(func) is cst.Name:
+        values = values_of(ctx, func.value, scope)
+    elif type(func) is cst.Attribute:
+        values = attribute_values(ctx, func)
+    else:
+        return None
+    for value in values or ():
+        # `Net(cfg).cuda()`, `Net().to(device).train()`: strip the in-place module methods
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MODULE_CHAIN:
+            value = value.func.value
+        if type(value) is cst.Call and dotted_name(value.func) in classes:
+            return dotted_name(value.func)
+    return None
+
+
+_MODULE_CHAIN = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "requires_grad_"})
+
+
+def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.Call, Autocast, cst.FunctionDef]]:
+    """Plain backward calls of `scope` on a value returned by a helper of the file from inside a
+    float16 autocast block (`loss = self.compute_loss(batch)`, `loss, logits = forward_step(...)`)."""
+    plain = _plain_losses(ctx, scope)
     if not plain:
         return
     for node in ctx.index.walk(scope.node):
@@ -230,7 +306,7 @@ def _losses_from_helpers(ctx: FileContext, scope: Scope) -> Iterator[tuple[cst.C
         seeds = {n for t in node.targets for n in assigned_names(t.target)}
         losses = computed_from(ctx, scope.node, seeds)
         for call, loss in plain:
-            if read_names(ctx, loss) & losses:  # type: ignore[arg-type]  # `plain` holds only calls with a loss
+            if read_names(ctx, loss) & losses:
                 yield call, autocast, helper
 
 
@@ -246,7 +322,7 @@ def _backpropagated_argument(ctx: FileContext, call: cst.Call, found: tuple[Effe
     return None
 
 
-def _first_call_after(ctx: FileContext, with_node: cst.With, rank: dict[int, int]) -> int:
+def _first_call_after(ctx: FileContext, with_node: cst.With | cst.FunctionDef, rank: dict[int, int]) -> int:
     """The source rank of the first call inside the `with` block (its body starts after it)."""
     for node in ctx.index.walk(with_node):
         if type(node) is cst.Call:

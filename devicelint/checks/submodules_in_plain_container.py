@@ -81,7 +81,9 @@ class SubmodulesInPlainContainer(Rule):
     Only containers whose elements are visibly modules (constructors of `torch.nn` classes, of
     the libraries above or of module classes of the same file, functions of the file that
     return one, or names bound to them) are reported; builders are followed one call deep
-    within the file. A class imported from elsewhere counts only when the container's elements
+    within the file. A container handed to the constructor (`self.members = members`) counts
+    when every `Class(...)` call of the file passes one of modules (a literal, a comprehension,
+    or a list the caller filled). A class imported from elsewhere counts only when the container's elements
     are then called like layers (`for block in self.blocks: x = block(x)`). A container that is later
     handed to `nn.ModuleList(...)`, `nn.Sequential(*...)` or any other call is assumed to be
     registered there, and so is a module also registered by `add_module` or `setattr(self, ...)`
@@ -136,6 +138,10 @@ class SubmodulesInPlainContainer(Rule):
                         # `self.stages = make_stages(cfg)` of a builder in another module
                         plain.setdefault(attr, "list")
                         yield self._report(ctx, facts, stored, attr, "list", ["module"])
+                    elif (handed := _handed_in(ctx, facts, value, method, attr in called)) is not None:
+                        # `self.members = members`, and every `Ensemble([...])` of the file passes modules
+                        plain.setdefault(attr, handed[0])
+                        yield self._report(ctx, facts, stored, attr, handed[0], handed[1])
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
@@ -235,6 +241,74 @@ def _built_elsewhere(
             return None
         value = sources[0]
     return returned_container(ctx, value, facts)
+
+
+def _handed_in(
+    ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression, method: cst.FunctionDef, called: bool
+) -> tuple[str, list[str]] | None:
+    """(container kind, element kinds) for `self.x = param` in `__init__`, when every
+    construction of the class in the file passes a plain container of modules for `param`: a
+    literal or comprehension, or a local list the caller filled (`Ensemble(heads)`)."""
+    if type(value) is not cst.Name or method.name.value != "__init__":
+        return None
+    if _registered_in_init(ctx, method, value.value):
+        return None  # `self.blocks = nn.ModuleList(layers)` too: the modules are registered there
+    passed = _constructor_arguments(ctx, facts.node, method, value.value)
+    kinds: set[str] = set()
+    elements: list[str] = []
+    for arg in passed or ():
+        kind = container_kind(ctx, arg)
+        if kind is not None:
+            found = _elements(ctx, arg, called)
+        else:
+            caller = ctx.index.enclosing_function(arg)
+            box = local_containers(ctx, caller).get(arg.value) if caller and type(arg) is cst.Name else None
+            if box is None:
+                return None
+            kind, found = box.kind, _filled_elements(ctx, box, called)
+        if not found:
+            return None
+        kinds.add(kind)
+        elements += found
+    return (kinds.pop(), elements) if len(kinds) == 1 and elements else None
+
+
+_REGISTERING_CALLS = frozenset(
+    {"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict", "add_module", "register_module"}
+)
+
+
+def _registered_in_init(ctx: FileContext, init: cst.FunctionDef, name: str) -> bool:
+    """`__init__` also hands `name` (or its elements) to a registering call:
+    `nn.ModuleList(layers)`, `nn.Sequential(*layers)`, `self.add_module(k, layers[k])`."""
+    for call in (n for n in ctx.index.walk(init.body) if type(n) is cst.Call):
+        callee = (dotted_name(call.func) or "").rsplit(".", 1)[-1]
+        if callee not in _REGISTERING_CALLS and callee != "setattr":
+            continue
+        if any(type(n) is cst.Name and n.value == name for a in call.args for n in ctx.index.walk(a.value)):
+            return True
+    return False
+
+
+def _constructor_arguments(
+    ctx: FileContext, cls: cst.ClassDef, init: cst.FunctionDef, name: str
+) -> list[cst.BaseExpression] | None:
+    """What every `Class(...)` call of the file passes for `__init__`'s parameter `name`; None
+    when there is none, or one spreads `*args`/`**kwargs` or leaves the default."""
+    params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+    found: list[cst.BaseExpression] = []
+    for call in ctx.index.of_type(cst.Call):
+        if dotted_name(call.func) != cls.name.value:
+            continue
+        if any(a.star for a in call.args):
+            return None
+        positional = [a.value for a in call.args if a.keyword is None]
+        bound = dict(zip(params, positional))
+        bound.update({a.keyword.value: a.value for a in call.args if a.keyword is not None})
+        if name not in bound:
+            return None
+        found.append(bound[name])
+    return found or None
 
 
 def _imported_module_list(ctx: FileContext, call: cst.Call) -> bool:

@@ -12,6 +12,7 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.instance_parameters import handed_references
+from devicelint.analysis.model_events import WrapperSite, data_parallel_classes
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
@@ -109,7 +110,10 @@ class TensorAttributeNotRegistered(Rule):
     device if device is not None else torch.device("cpu")`) when every construction of the class
     in the file leaves that parameter at a CPU default or passes the CPU, also through a
     subclass's `super().__init__(..., device=device)`; a subclass's methods that read the base's
-    attribute count as its uses.
+    attribute count as its uses. In a module class that the file wraps in `nn.DataParallel` over
+    several GPUs (or that the wrapped model holds as a submodule), a plain attribute that
+    `__init__` puts on the GPU (`self.index = idx.cuda()`) is reported too: the replicas share
+    that one tensor on the first GPU.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -195,6 +199,7 @@ class TensorAttributeNotRegistered(Rule):
                 continue  # the class's own (or a base's) `_apply`/`to` reaches every attribute
             moved |= inherited
             yield from self._plain_containers(ctx, facts, moved)
+            yield from self._shared_by_replicas(ctx, facts, moved)
             by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
             for attr, value, method in facts.assignments:
                 by_attr.setdefault(attr, []).append((value, method))
@@ -279,6 +284,40 @@ class TensorAttributeNotRegistered(Rule):
                     advice = f'use `self.register_buffer("{attr}", ...)` (or `nn.Parameter` if it is trained)'
                 fix = None if movers else _as_buffer(ctx, attr, candidate, [v for v, _ in assignments])
                 yield self.violation(target or candidate, fix=fix, attr=attr, problem=problem, advice=advice)
+
+    def _shared_by_replicas(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
+        """A plain attribute holding a tensor put on the GPU in `__init__`, in a module class that
+        `nn.DataParallel` replicates (wrapped, or a submodule of the wrapped model): the replicas
+        get copies of the parameters and buffers only, so every replica reads this one tensor from
+        the GPU it was put on."""
+        replicated = data_parallel_classes(ctx).get(facts.node.name.value)
+        if replicated is None or not _spans_gpus(replicated[0]):
+            return
+        site, whole = replicated
+        by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
+        for attr, value, method in facts.assignments:
+            by_attr.setdefault(attr, []).append((value, method))
+        for attr, assignments in by_attr.items():
+            if attr in facts.registered or attr in facts.submodules or attr in moved:
+                continue
+            if not all(method.name.value == "__init__" for _, method in assignments):
+                continue
+            facts_of = [file_facts(ctx).value(value) for value, _ in assignments]
+            if not all(f.kind == DEVICE and f.where == ACCELERATOR and not f.scalar for f in facts_of):
+                continue
+            if not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
+                continue
+            value = assignments[0][0]
+            owner = f" (a submodule of `{whole}`)" if whole is not None else ""
+            problem = (
+                f"holds a tensor put on one GPU in `__init__`, and `{site.spelled}` wraps this module{owner}: "
+                "its replicas get copies of the parameters and buffers only, so the replica on every other GPU "
+                "reads this tensor from the first one (Expected all tensors to be on the same device)"
+            )
+            advice = f'use `self.register_buffer("{attr}", ...)`'
+            yield self.violation(
+                _assignment_target(ctx, value) or value, fix=None, attr=attr, problem=problem, advice=advice
+            )
 
     def _plain_containers(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
         """Tensors kept in a plain list/tuple/dict attribute: `.to()` moves none of them, and a
@@ -743,6 +782,15 @@ def _host_copy(ctx: FileContext, value: cst.BaseExpression) -> bool:
         and type(value.args[0].value) is cst.SimpleString
         and literal_value(value.args[0].value) == "cpu"
     )
+
+
+def _spans_gpus(site: WrapperSite) -> bool:
+    """The wrapper may run on several GPUs: no `device_ids` (every visible GPU) or a list of
+    more than one."""
+    ids = site.device_ids
+    if ids is None:
+        return True
+    return not (isinstance(ids, (cst.List, cst.Tuple)) and len(ids.elements) < 2)
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:

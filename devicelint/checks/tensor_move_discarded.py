@@ -11,7 +11,19 @@ from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.moved_copies import HelperResult, moved_by_helper
 from devicelint.analysis.placement_calls import constructed_object
 from devicelint.analysis.placement_classes import class_facts, is_parameter_call, self_attribute
-from devicelint.analysis.placement_facts import DEVICE, MODULE, PRESERVING_METHODS, TENSOR_ONLY_METHODS, UNKNOWN, Fact
+from devicelint.analysis.placement_facts import (
+    DATA_FACTORIES,
+    DEVICE,
+    DEVICE_VALUE,
+    FACTORIES,
+    LEGACY_CONSTRUCTORS,
+    MODULE,
+    PRESERVING_METHODS,
+    TENSOR_ONLY_METHODS,
+    UNKNOWN,
+    Fact,
+    is_tensor_function,
+)
 from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
@@ -97,10 +109,16 @@ class TensorMoveDiscarded(Rule):
     tensor method, a model's positional input) and never as an object (another attribute such
     as `batch.y`, `**inputs`, a string key, a call). Names that say module (`model`, `net`,
     `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
-    `load`/`build`/`create`-style call are never reported, nor is a whole batch (`batch`,
+    `load`/`build`/`create`-style call are never reported, unless the binding that last precedes
+    the move makes a new tensor with a torch factory (`x = torch.tensor(x)`, `torch.as_tensor`,
+    `torch.from_numpy(a).float()`, `torch.stack`...), which settles it whatever the name held
+    before (a parameter, a list of token ids). An attribute (`self.mask.cuda()` in a class's own
+    `cuda()` or `to()`) is reported when every assignment to it in its class makes a tensor with
+    a torch function and it is no registered buffer or parameter. Nor is a whole batch (`batch`,
     `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
     moves in place. A `.to(d)` of a tensor built or moved with that same device expression
-    (`torch.zeros(n, device=d)`) returns the tensor itself and is not reported. A helper of the
+    (`torch.zeros(n, device=d)`, also `self.device` set from that `d`) returns the tensor
+    itself and is not reported. A helper of the
     same file is followed through other helpers; a function imported
     from another module of the project counts when it returns `x.to(...)`/`x.cuda()` of a
     parameter, or a comprehension over it (its items or values) whose every element is moved.
@@ -171,6 +189,7 @@ class TensorMoveDiscarded(Rule):
             fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
+<<<<<<< HEAD
             if method in CASTS and _already_of_dtype(ctx, receiver, method):
                 continue  # `FloatTensor(n, k)` then `.float()`: the cast returns the tensor itself
             if not fact.is_tensor and not (
@@ -181,6 +200,27 @@ class TensorMoveDiscarded(Rule):
                 continue
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
             yield statement, self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor)
+=======
+            creator = None
+            if fact.kind == UNKNOWN and type(receiver) is cst.Name:
+                creator = _new_tensor_binding(ctx, receiver)
+            elif fact.kind == UNKNOWN and type(receiver) is cst.Attribute:
+                creator = _tensor_attribute_creator(ctx, receiver)
+            # `x = torch.tensor(v, device=d)` then `x.to(d)`: the copy would be `x` itself
+            made_here = creator is not None and not _created_there(ctx, creator, call)
+            if (
+                not fact.is_tensor
+                and not made_here
+                and not (
+                    fact.kind == UNKNOWN
+                    and method in MOVES
+                    and ((type(receiver) is cst.Name and _unknown_is_tensor(ctx, receiver)) or _part_of_batch(receiver))
+                )
+            ):
+                continue
+            done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
+            yield self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor or made_here)
+>>>>>>> s34-recr34b
 
     def _helper_report(self, ctx: FileContext, call: cst.Call, moved: HelperResult) -> Violation:
         if len(moved.receivers) == 1 and not moved.pair_only:
@@ -469,6 +509,138 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
     return made and evidence
 
 
+# torch functions that always return one new tensor, whatever their arguments are (a list, an
+# array, a tensor of unknown device): `x = torch.tensor(x)` holds a tensor even where the
+# analysis cannot say which device it is on.
+_NEW_TENSOR_FUNCTIONS = FACTORIES | DATA_FACTORIES | LEGACY_CONSTRUCTORS | {"from_numpy", "stack", "cat", "concat"}
+# torch functions and tensor methods that return a tuple of tensors (or may, with some arguments)
+_SEVERAL_RESULTS = frozenset(
+    {
+        "split",
+        "chunk",
+        "unbind",
+        "tensor_split",
+        "hsplit",
+        "vsplit",
+        "dsplit",
+        "meshgrid",
+        "broadcast_tensors",
+        "sort",
+        "topk",
+        "max",
+        "min",
+        "median",
+        "mode",
+        "kthvalue",
+        "unique",
+        "unique_consecutive",
+        "where",
+        "nonzero",
+        "svd",
+        "qr",
+        "eig",
+        "eigh",
+        "lu",
+        "slogdet",
+        "histogram",
+        "frexp",
+        "aminmax",
+        "var_mean",
+        "std_mean",
+        "cummax",
+        "cummin",
+        "lobpcg",
+        "pca_lowrank",
+        "svd_lowrank",
+        "lstsq",
+    }
+)
+
+
+def _created_there(ctx: FileContext, creator: cst.Call, move: cst.Call) -> bool:
+    """The factory already names the device the move names (`device=d` and `.to(d)`)."""
+    made_on = next((a.value for a in creator.args if a.keyword is not None and a.keyword.value == "device"), None)
+    target = next((a.value for a in move.args if a.keyword is None or a.keyword.value == "device"), None)
+    return (
+        made_on is not None
+        and target is not None
+        and bool(_device_spellings(ctx, made_on) & _device_spellings(ctx, target))
+    )
+
+
+def _new_tensor_binding(ctx: FileContext, receiver: cst.Name) -> cst.Call | None:
+    """The binding of `receiver`'s name that last precedes it in its function is
+    `name = torch.<factory>(...)`: the name holds a tensor, whatever it held before (a parameter
+    rebound to `torch.tensor(tokens)`, an argument list turned into a tensor); that call."""
+    scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
+    at = ctx.index.position(receiver)
+    last: cst.Name | None = None
+    for node in ctx.index.walk(scope):
+        if ctx.index.position(node) >= at:
+            break
+        if type(node) is not cst.Name or node.value != receiver.value:
+            continue
+        if (ctx.index.enclosing_function(node) or ctx.module) is not scope:
+            continue  # a nested function's own name
+        parent = ctx.index.parent(node)
+        if ctx.index.in_binding_target(node) or isinstance(
+            parent, (cst.Param, cst.AsName, cst.AnnAssign, cst.Global, cst.Nonlocal)
+        ):
+            last = node
+    if last is None:
+        return None
+    target = ctx.index.parent(last)
+    assign = ctx.index.parent(target) if type(target) is cst.AssignTarget else None
+    if type(assign) is not cst.Assign:
+        return None  # unpacked, a loop target, a parameter
+    return _tensor_making_call(ctx, assign.value)
+
+
+def _tensor_making_call(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:
+    """The `torch.*` call that makes the tensor `value` is (`torch.triu(torch.ones(n, n)).bool()`
+    gives `torch.triu(...)`), or None when `value` may be something else."""
+    # `torch.from_numpy(img).float().unsqueeze(0)`: tensor methods keep a tensor a tensor
+    while (
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
+        and value.func.attr.value in PRESERVING_METHODS
+        and value.func.attr.value not in _SEVERAL_RESULTS
+        and not (ctx.qualified_name(value.func) or "").startswith("torch.")  # `torch.triu(x)` itself
+    ):
+        value = value.func.value
+    if type(value) is not cst.Call:
+        return None
+    qualified = ctx.qualified_name(value.func) or ""
+    namespace, _, last = qualified.rpartition(".")
+    if namespace != "torch":
+        return None
+    new = last in _NEW_TENSOR_FUNCTIONS or (is_tensor_function(qualified) and last not in _SEVERAL_RESULTS)
+    return value if new else None
+
+
+def _tensor_attribute_creator(ctx: FileContext, receiver: cst.BaseExpression) -> cst.Call | None:
+    """`self.mask` that every `self.mask = ...` of its class sets to a tensor made by torch (and
+    that is no registered buffer or parameter, which the module's own move carries): the call
+    that makes it."""
+    attr = self_attribute(receiver)
+    owner = ctx.index.enclosing_class(receiver)
+    if attr is None or owner is None:
+        return None
+    facts = class_facts(ctx).get(owner.name.value)
+    if facts is not None and attr in facts.registered:
+        return None
+    creators: list[cst.Call] = []
+    for node in ctx.index.walk(owner):
+        if type(node) is cst.Assign and any(self_attribute(t.target) == attr for t in node.targets):
+            made = _tensor_making_call(ctx, node.value)
+            if made is None:
+                return None
+            creators.append(made)
+        elif type(node) in (cst.AugAssign, cst.AnnAssign) and self_attribute(node.target) == attr:  # type: ignore[attr-defined]
+            return None
+    return creators[0] if creators else None
+
+
 _MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "buffers", "modules", "children", "eval", "train"})
 
 
@@ -691,4 +863,14 @@ def _already_there(ctx: FileContext, call: cst.Call, fact: Fact) -> bool:
     if fact.kind != DEVICE or fact.device_expr is None or call.func.attr.value != "to":  # type: ignore[attr-defined]
         return False
     target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
-    return target is not None and len(call.args) == 1 and ctx.code_for(target) == fact.device_expr
+    return target is not None and len(call.args) == 1 and fact.device_expr in _device_spellings(ctx, target)
+
+
+def _device_spellings(ctx: FileContext, device: cst.BaseExpression) -> set[str]:
+    """The text of a device expression, and the expression the analysis resolves it to
+    (`self.device` set from a `device` parameter is spelled `device` there)."""
+    spelled = {ctx.code_for(device)}
+    resolved = file_facts(ctx).value(device)
+    if resolved.kind == DEVICE_VALUE and resolved.device_expr is not None:
+        spelled.add(resolved.device_expr)
+    return spelled

@@ -48,7 +48,8 @@ def _build(ctx: FileContext) -> list[GlobalRankIndex]:
         for index, how in _indices_of(ctx, call):
             if is_global_rank(ctx, index):
                 found.append(GlobalRankIndex(call, index, how))
-    return found
+    # in source order, so that "the first use in a function" is the first one written there
+    return sorted(found, key=lambda use: ctx.index.position(use.where))
 
 
 def _cuda_fstring_index(node: cst.FormattedString) -> cst.BaseExpression | None:
@@ -122,8 +123,9 @@ def is_global_rank(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -
 
 
 def _bindings(ctx: FileContext, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
-    """What `name` is assigned in `at`'s function; for `self.x`, in every method of the class.
-    A parameter of the function has a placeholder binding, never a global rank."""
+    """What `name` is assigned in `at`'s function (also `args.rank`); for `self.x`, in every
+    method of the class. A parameter of the function has a placeholder binding, never a global
+    rank."""
     root = scope_of(ctx, at)
     if name.startswith("self.") and name.count(".") == 1:
         cls = ctx.index.enclosing_class(at)
@@ -134,9 +136,11 @@ def _bindings(ctx: FileContext, name: str, at: cst.CSTNode) -> list[cst.BaseExpr
             if type(method) is cst.FunctionDef:
                 values.extend(scope_facts(ctx, method).assigned.get(name, ()))
         return values
-    if "." in name:
+    if name.count(".") > 1 or name.startswith("self."):
         return []
-    return list(scope_facts(ctx, root).assigned.get(name, ()))  # a parameter is bound to a placeholder
+    # a name, or an attribute of a local object (`args.rank = int(os.environ["RANK"])` in the
+    # function that uses it): what this function assigns it; a parameter is bound to a placeholder
+    return list(scope_facts(ctx, root).assigned.get(name, ()))
 
 
 def _string(node: cst.BaseExpression) -> object:

@@ -89,6 +89,9 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
                     attr = receiver.rsplit(".", 1)[1]
                     facts.sub_moves[attr] = Placement(attr, moved[1], node)
                 continue
+            if facts.origin is not None and type(node.func) is cst.Attribute and dotted_name(node.func.value) == var:
+                # `model.place()`: a method of the model's class that moves its submodules itself
+                facts.sub_moves.update(_method_sub_moves(ctx, facts.origin, node.func.attr.value))
             if any(dotted_name(arg.value) == var for arg in node.args) and not _harmless_call(ctx, node):
                 facts.escaped = True
         elif isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
@@ -98,6 +101,25 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
             if any(n.name.value == var for n in node.names):
                 facts.escaped = True
     return facts
+
+
+def _method_sub_moves(ctx: FileContext, class_name: str, method_name: str) -> dict[str, Placement]:
+    """The submodules a method of a module class of the file moves to a stated device
+    (`self.stage2.cuda(1)`), by attribute."""
+    cls = module_classes(ctx).get(class_name)
+    method = methods(cls).get(method_name) if cls is not None else None
+    if method is None or method_name.startswith("__"):
+        return {}
+    resolver = resolver_for(ctx, method.body)
+    found: dict[str, Placement] = {}
+    for node in scope_facts(ctx, method).nodes:
+        moved = resolver.move(node) if type(node) is cst.Call else None
+        if moved is None:
+            continue
+        receiver = dotted_name(strip_self_returning(moved[0])) or ""
+        if receiver.startswith("self.") and receiver.count(".") == 1:
+            found[receiver[5:]] = Placement(receiver[5:], moved[1], node)
+    return found
 
 
 _HARMLESS = frozenset(

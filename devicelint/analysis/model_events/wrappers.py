@@ -31,7 +31,9 @@ from devicelint.analysis.model_events.devices import (
 )
 from devicelint.analysis.model_events.scopes import Scope, only_return, scope_facts, scope_of, short, statement_of
 from devicelint.analysis.model_events.variables import history
+from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.helpers import bound_arguments
 from devicelint.context import FileContext
@@ -423,11 +425,13 @@ def wrapped_split(ctx: FileContext, site: WrapperSite) -> tuple[str, tuple[Place
     var = dotted_name(base)
     if var is None:
         return None
-    # Only a class placing submodules, or code moving `var.<sub>`, can split the model.
+    # Only a class placing submodules (in `__init__`, or in a method the code calls on the
+    # instance), or code moving `var.<sub>`, can split the model.
     if (
         not classes
         and not ctx.project.classes
         and not re.search(re.escape(var) + r"\.\w+\b[^\n]*\.(to|cuda)\(", ctx.source)
+        and not re.search(r"self\.\w+\.(to|cuda)\(", ctx.source)
     ):
         return None
     facts = history(ctx, var, site.call)
@@ -498,3 +502,61 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
             if len(targets) > 1:
                 return f"`device_map={short(ctx, value, 40)}` spreads over several devices"
     return None
+
+
+def wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
+    """The module class of the file whose instance `site` wraps (`DataParallel(Net())`,
+    `net = Net(); DataParallel(net)`), else None."""
+    if site.wrapped is None:
+        return None
+    base, _ = chain_base(resolver_for(ctx, site.call), site.wrapped)
+    classes = module_classes(ctx)
+    if type(base) is cst.Call:
+        callee = dotted_name(base.func)
+        return callee if callee in classes else None
+    var = dotted_name(base)
+    if var is None:
+        return None
+    origin = history(ctx, var, site.call).origin
+    return origin if origin in classes else None
+
+
+def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
+    """The module classes of the file that `name` holds as submodules (`self.attn =
+    Attention(dim)`), and theirs, a few levels down."""
+    classes = module_classes(ctx)
+    facts = class_facts(ctx)
+    found: list[str] = []
+    frontier = [name]
+    for _ in range(depth):
+        following: list[str] = []
+        for owner in frontier:
+            held = facts.get(owner)
+            for part in held.submodules.values() if held is not None else ():
+                if part in classes and part != name and part not in found:
+                    found.append(part)
+                    following.append(part)
+        frontier = following
+    return found
+
+
+def data_parallel_classes(ctx: FileContext) -> dict[str, tuple[WrapperSite, str | None]]:
+    """The module classes of the file whose instances `nn.DataParallel` replicates on every
+    step: each wrapped class (with `None`) and the module classes of the file it holds as
+    submodules, at any depth (with the wrapped class's name), each with a wrapping site."""
+    return ctx.shared("model_events.data_parallel_classes", _data_parallel_classes)
+
+
+def _data_parallel_classes(ctx: FileContext) -> dict[str, tuple[WrapperSite, str | None]]:
+    wrapped: dict[str, WrapperSite] = {}
+    for site in wrapper_sites(ctx):
+        if site.kind == "DataParallel":
+            name = wrapped_class(ctx, site)
+            if name is not None:
+                wrapped.setdefault(name, site)
+    replicated: dict[str, tuple[WrapperSite, str | None]] = {}
+    for name, site in wrapped.items():
+        replicated.setdefault(name, (site, None))
+        for part in submodule_classes(ctx, name):
+            replicated.setdefault(part, (site, name))
+    return replicated

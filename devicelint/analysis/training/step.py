@@ -99,9 +99,10 @@ AMP_WORDS = ("amp", "16", "half", "scal", "mixed", "precision", "autocast", "dty
 
 @dataclass(frozen=True)
 class Autocast:
-    """One `with` block that enters autocast."""
+    """One `with` block that enters autocast, or a function decorated with it
+    (`@torch.autocast("cuda")` on a module's `forward`)."""
 
-    node: cst.With
+    node: cst.With | cst.FunctionDef
     expr: cst.BaseExpression  # the with-item: the autocast call or the name holding it
     devices: frozenset[str]  # "cuda", "cpu", ... or UNKNOWN
     dtypes: frozenset[str]  # "float16", "bfloat16", "float32" or UNKNOWN
@@ -209,7 +210,11 @@ _CONTEXT_MANAGER_DECORATORS = frozenset({"contextmanager", "contextlib.contextma
 
 
 def describe_autocast(
-    ctx: FileContext, with_node: cst.With, expr: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode
+    ctx: FileContext,
+    with_node: cst.With | cst.FunctionDef,
+    expr: cst.BaseExpression,
+    call: cst.Call,
+    scope: cst.CSTNode,
 ) -> Autocast:
     implied = AUTOCAST[ctx.qualified_name(call.func) or ""]
     args = positional(call)
@@ -255,6 +260,16 @@ def returned_under_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast
                     for n in ctx.index.walk(ret.value)  # type: ignore[arg-type]  # `returns` holds `return <value>` only
                 ):
                     return describe_autocast(ctx, node, item.item, found, scope_of(ctx, found))
+    return None
+
+
+def decorated_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast | None:
+    """The autocast a function's decorator enters around every call of it
+    (`@torch.autocast("cuda", dtype=torch.float16)`, `@torch.cuda.amp.autocast()`)."""
+    for decorator in func.decorators:
+        call = decorator.decorator
+        if type(call) is cst.Call and ctx.qualified_name(call.func) in AUTOCAST:
+            return describe_autocast(ctx, func, call, call, func)
     return None
 
 
