@@ -223,7 +223,7 @@ def _parse_cache() -> Any:
 
 def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResult | str:
     # Imported here: a fully cached run never lints, and LibCST is most of the start-up time.
-    from devicelint.engine import EngineOptions, lint_source
+    from devicelint.engine import DEFAULT_MAX_TOKENS, EngineOptions, lint_source
     from devicelint.notebook import NotebookError, lint_notebook
 
     all_rules()
@@ -234,7 +234,7 @@ def _lint_data(data: bytes | str, task: Task, options: TaskOptions) -> FileResul
         prefilter=options.prefilter,
         parse_cache=_parse_cache() if options.reuse_parses else None,
         project=task.project,
-        **({} if options.max_file_tokens is None else {"max_file_tokens": options.max_file_tokens}),
+        max_file_tokens=DEFAULT_MAX_TOKENS if options.max_file_tokens is None else options.max_file_tokens,
     )
     seconds = options.seconds_for(len(data))
     try:

@@ -189,18 +189,8 @@ class TensorMoveDiscarded(Rule):
             fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
-<<<<<<< HEAD
             if method in CASTS and _already_of_dtype(ctx, receiver, method):
                 continue  # `FloatTensor(n, k)` then `.float()`: the cast returns the tensor itself
-            if not fact.is_tensor and not (
-                fact.kind == UNKNOWN
-                and method in MOVES
-                and ((type(receiver) is cst.Name and _unknown_is_tensor(ctx, receiver)) or _part_of_batch(receiver))
-            ):
-                continue
-            done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
-            yield statement, self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor)
-=======
             creator = None
             if fact.kind == UNKNOWN and type(receiver) is cst.Name:
                 creator = _new_tensor_binding(ctx, receiver)
@@ -219,8 +209,10 @@ class TensorMoveDiscarded(Rule):
             ):
                 continue
             done = "moved" if method in MOVES and not _dtype_only(ctx, call) else "converted"
-            yield self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor or made_here)
->>>>>>> s34-recr34b
+            yield (
+                statement,
+                self._report(ctx, call, receiver, "a new tensor", done, known_tensor=fact.is_tensor or made_here),
+            )
 
     def _helper_report(self, ctx: FileContext, call: cst.Call, moved: HelperResult) -> Violation:
         if len(moved.receivers) == 1 and not moved.pair_only:
