@@ -1306,3 +1306,28 @@ def test_a_registry_read_with_get_picks_one_of_its_classes() -> None:
     assert module.functions["build"] == "call:models.MODELS[]"
     # a registry changed anywhere in the module is no known set of classes
     assert module.registry("MODELS") is None
+
+
+def test_a_class_s_step_calls_are_those_on_its_scaler_and_optimizer_only() -> None:
+    # a profiler's, a scheduler's or an EMA's `step()`/`update()` is no training step
+    text = (
+        "import torch\n\n\n"
+        "class Loop:\n"
+        "    def __init__(self, model, profiler, ema):\n"
+        "        self.optim = torch.optim.Adam(model.parameters())\n"
+        "        self.sched = torch.optim.lr_scheduler.StepLR(self.optim, 10)\n"
+        "        self.prof, self.ema = profiler, ema\n"
+        "        self.amp = torch.amp.GradScaler('cuda')\n\n"
+        "    def tick(self):\n"
+        "        self.prof.step()\n"
+        "        self.sched.step()\n"
+        "        self.ema.update()\n"
+        "        self.amp.step(self.optim)\n"
+        "        self.amp.update()\n"
+        "        self.optim.step()\n"
+    )
+    assert summarise(text, "loop").classes["Loop"].step_effects == (
+        ("tick", "scaler_step", "amp", False),
+        ("tick", "update", "amp", False),
+        ("tick", "optimizer_step", "optim", False),
+    )

@@ -744,7 +744,7 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             (m, ps, p, a, f, line + first_line)
             for m, ps, p, a, f, line in (_metric_feeds(methods, qualify) if metrics_imported else ())
         ),
-        _method_step_effects(methods) if not layer else (),
+        _method_step_effects(methods, qualify) if not layer else (),
         tuple(
             (m, ps, p, k, f, line + first_line)
             for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
@@ -755,8 +755,27 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
 _STEP_CLIPPERS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 
 
-def _method_step_effects(methods: dict[str, ast.FunctionDef]) -> tuple[tuple[str, str, str, bool], ...]:
+def _method_step_effects(
+    methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+) -> tuple[tuple[str, str, str, bool], ...]:
     """See `ClassSummary.step_effects`."""
+    scalers: set[str] = set()
+    optimizers: set[str] = set()
+    for method in methods.values():
+        for node in _own_nodes(method):
+            if not isinstance(node, ast.Assign):
+                continue
+            built = (qualify(node.value.func) or "") if isinstance(node.value, ast.Call) else ""
+            for target in node.targets:
+                held = _self_attribute(target)
+                if held is None:
+                    continue
+                if built.endswith("GradScaler") or "scaler" in held.lower():
+                    scalers.add(held)
+                elif (built.startswith("torch.optim.") and "lr_scheduler" not in built) or held.lower().startswith(
+                    ("opt", "optim")
+                ):
+                    optimizers.add(held)
 
     def statements(body: list[ast.stmt], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool]]:
         out: list[tuple[str, str, bool]] = []
@@ -795,11 +814,14 @@ def _method_step_effects(methods: dict[str, ast.FunctionDef]) -> tuple[tuple[str
                 out.append(("scaled_backward" if scaled else "backward", scaler or "", conditional))
             elif attr in _STEP_CLIPPERS:
                 out.append(("clip", "", conditional))
-            elif _self_attribute(owner) is not None and attr in ("unscale_", "step", "update"):
-                kind = {"unscale_": "unscale", "update": "update"}.get(
-                    attr, "scaler_step" if call.args else "optimizer_step"
-                )
-                out.append((kind, _self_attribute(owner) or "", conditional))
+            elif (held := _self_attribute(owner)) is not None and attr in ("unscale_", "step", "update"):
+                # a scaler's calls on what the class builds as one (or names so); a plain step on
+                # an optimizer (not a scheduler's, a profiler's or an EMA's)
+                if held in scalers and (attr != "step" or call.args):
+                    kind = {"unscale_": "unscale", "update": "update"}.get(attr, "scaler_step")
+                    out.append((kind, held, conditional))
+                elif attr == "step" and not call.args and held in optimizers:
+                    out.append(("optimizer_step", held, conditional))
             elif isinstance(owner, ast.Name) and owner.id == "self" and attr in methods and attr not in seen:
                 if len(seen) < 3:
                     out += statements(methods[attr].body, conditional, (*seen, attr))
