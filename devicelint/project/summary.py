@@ -759,6 +759,13 @@ def _method_step_effects(
     methods: dict[str, ast.FunctionDef], qualify: _Qualifier
 ) -> tuple[tuple[str, str, str, bool], ...]:
     """See `ClassSummary.step_effects`."""
+    stepping = {"backward", "step", "update", "unscale_", *_STEP_CLIPPERS}
+    if not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in stepping
+        for method in methods.values()
+        for n in _own_nodes(method)
+    ):
+        return ()  # most classes (every layer of a model zoo) make no step call at all
     scalers: set[str] = set()
     optimizers: set[str] = set()
     for method in methods.values():

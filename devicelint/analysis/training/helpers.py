@@ -319,7 +319,7 @@ def _local_callable(ctx: FileContext, func: cst.BaseExpression) -> cst.Lambda | 
     """The lambda or `functools.partial(helper, ...)` a name is bound to once, in the function
     that calls it or else at the module's top level (`init_ = lambda m: init(m, nn.init.orthogonal_)`),
     where that scope binds the name no other way."""
-    if type(func) is not cst.Name:
+    if type(func) is not cst.Name or func.value not in _callables_bound(ctx):
         return None
     scope = ctx.index.enclosing_function(func)
     if scope is not None:
@@ -330,6 +330,24 @@ def _local_callable(ctx: FileContext, func: cst.BaseExpression) -> cst.Lambda | 
             return _callable_value(ctx, values)
     top = _single_bindings(ctx, ctx.module, func.value, nested=False)
     return _callable_value(ctx, top) if top else None
+
+
+def _callables_bound(ctx: FileContext) -> frozenset[str]:
+    """Names some plain assignment of the file binds to a lambda or a call (a `partial(...)`
+    among them): the only names `_local_callable` need look up, out of every call's."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        if "lambda" not in c.source and "partial" not in c.source:
+            return frozenset()
+        return frozenset(
+            target.target.value
+            for assign in c.index.of_type(cst.Assign)
+            if type(assign.value) in (cst.Lambda, cst.Call)
+            for target in assign.targets
+            if type(target.target) is cst.Name
+        )
+
+    return ctx.shared("training.helpers.callables_bound", build)
 
 
 def _single_bindings(ctx: FileContext, root: cst.CSTNode, name: str, nested: bool) -> list[cst.BaseExpression] | None:

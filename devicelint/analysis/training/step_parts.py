@@ -50,7 +50,7 @@ def is_clipper(ctx: FileContext, call: cst.Call) -> bool:
     `functools.partial(<clipper>, ...)` (`self.grad_clip_fn(model.parameters())`)."""
     if ctx.qualified_name(call.func) in CLIPPERS:
         return True
-    if type(call.func) not in (cst.Name, cst.Attribute):
+    if type(call.func) not in (cst.Name, cst.Attribute) or "partial" not in ctx.source:
         return False
     from devicelint.analysis.training.values import attribute_values, values_of  # values builds on syntax only
 
