@@ -6762,3 +6762,43 @@ def test_a_global_rank_gpu_index_in_a_test_file_without_ddp_is_left_alone() -> N
     # a test's workers are spawned on one machine, where the global rank is the GPU index
     result = lint_source(textwrap.dedent(SHARDED_EVAL_WORKER), "tests/test_sharded_scorer.py", DEFAULT)
     assert [f.code for f in result.findings] == []
+
+
+# -- a host tensor a plain class's __init__ keeps, read through its instance -----------------
+HOLDER_LABELS = textwrap.dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Split:
+        def __init__(self, npz, frac=0.9):
+            arrays = np.load(npz)
+            cut = int(len(arrays["t"]) * frac)
+            self.inputs = torch.as_tensor(arrays["f"][cut:])
+            self.targets = torch.from_numpy(arrays["t"][cut:])
+
+
+    def score(net, npz):
+        held_out = Split(npz)
+        net = net.cuda()
+        with torch.no_grad():
+            guesses = net(held_out.inputs.cuda()).argmax(-1)
+        return (guesses == held_out.targets).sum().item() / len(held_out.targets)
+    """
+)
+
+
+def test_a_host_tensor_kept_by_a_plain_class_meets_device_values_through_its_instance() -> None:
+    # `held_out.targets` is the CPU tensor `Split.__init__` built from NumPy; nothing moves it
+    assert _found(HOLDER_LABELS) == [(10, "DL101")]
+
+
+def test_holder_labels_twins_moving_the_labels_are_clean() -> None:
+    moved_at_use = HOLDER_LABELS.replace("(guesses == held_out.targets)", "(guesses == held_out.targets.cuda())")
+    assert moved_at_use != HOLDER_LABELS and _found(moved_at_use) == []
+    # a class that also sets the attribute elsewhere (or moves itself) is not judged from __init__
+    reset = HOLDER_LABELS.replace(
+        "\n\n\ndef score", "\n\n    def to_gpu(self):\n        self.targets = self.targets.cuda()\n\n\ndef score"
+    )
+    assert reset != HOLDER_LABELS and _found(reset) == []

@@ -979,6 +979,19 @@ class _Interpreter(CallEvaluation):
             return Fact(UNKNOWN, elements=(element,), alike=True)
         return PY_DATA if type(node) is cst.ListComp else UNKNOWN_FACT
 
+    def _plain_instance_tensor(self, receiver: Fact, attr: str) -> Fact | None:
+        """`fetcher.y_test` of `fetcher = Fetcher(...)`, a plain class of the file whose
+        `__init__` alone sets `self.y_test` to a host tensor it builds and nothing in the class
+        moves or rewrites it: that tensor, on the CPU wherever the instance is read."""
+        methods = self.analysis.plain_classes.get(receiver.instance or "") if receiver.kind == UNKNOWN else None
+        if not methods or "to" in methods or "cuda" in methods:
+            return None
+        init = methods.get("__init__")
+        if init is None or init is self.scope or not self.analysis.only_init_assigns(init, attr):
+            return None
+        stated = self.analysis.scope(init).facts.get(f"self.{attr}")
+        return stated if stated is not None and stated.kind == CPU and stated.from_factory else None
+
     def _attribute(self, node: cst.Attribute) -> Fact:
         attr = node.attr.value
         key = self._key(node)
@@ -1045,6 +1058,9 @@ class _Interpreter(CallEvaluation):
         receiver = self._eval(node.value)
         if receiver.fields is not None:
             return receiver.field(attr)  # a dataclass or NamedTuple instance's field
+        kept = self._plain_instance_tensor(receiver, attr)
+        if kept is not None:
+            return kept
         if attr == "DEVICE" and type(node.value) in (cst.Attribute, cst.Name):
             # a settings tree's or module's device (`cfg.MODEL.DEVICE`, `config.DEVICE`): where
             # the author means to run
