@@ -6792,6 +6792,8 @@ HOLDER_LABELS = textwrap.dedent(
 def test_a_host_tensor_kept_by_a_plain_class_meets_device_values_through_its_instance() -> None:
     # `held_out.targets` is the CPU tensor `Split.__init__` built from NumPy; nothing moves it
     assert _found(HOLDER_LABELS) == [(10, "DL101")]
+    (message,) = _messages(HOLDER_LABELS)
+    assert message.endswith("move it where it is used (`.to(guesses.device)`)"), message
 
 
 def test_holder_labels_twins_moving_the_labels_are_clean() -> None:

@@ -296,8 +296,12 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
             "advice": f"move it where it is used ({where}), or register it as a buffer of the module that reads it",
             "hint": "",
         }
-    if function is None and meeting.device_node is not None and type(meeting.device_node) in (cst.Name, cst.Attribute):
-        # a constant built at import, read where device tensors are: move it there
+    elsewhere = function is None or (
+        function.name.value == "__init__" and ctx.index.enclosing_function(meeting.node) is not function
+    )
+    if elsewhere and meeting.device_node is not None and type(meeting.device_node) in (cst.Name, cst.Attribute):
+        # a constant built at import, or kept by an instance's `__init__`, read where device
+        # tensors are: move it there (the device is named where it is used, not where it is built)
         advice = f"move it where it is used (`.to({ctx.code_for(meeting.device_node)}.device)`)"
     elif not _takes_device(factory):
         advice = f"move it with `.to({device})`"
