@@ -15,16 +15,8 @@ import libcst as cst
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.helpers import callee
 from devicelint.analysis.training.step_parts import is_clipper, is_scaler, looks_like_optimizer, scaled_backward
-from devicelint.analysis.training.syntax import (
-    body_nodes,
-    enclosing_ifs,
-    has_star,
-    method_name,
-    positional,
-    receiver,
-    scope_of,
-)
-from devicelint.analysis.training.values import attribute_values, values_of
+from devicelint.analysis.training.syntax import body_nodes, enclosing_ifs, has_star, method_name, positional, receiver
+from devicelint.analysis.training.values import built_class
 from devicelint.context import FileContext
 
 # Effect kinds, in the words the rules use.
@@ -66,15 +58,8 @@ def _imported_method_effects(ctx: FileContext, call: cst.Call, func: cst.Attribu
     """`trainer.optimize_parameters(i)` on an instance of another project module's class: the
     step calls that method makes, its scaler in the caller's words (`trainer.gradscaler`)."""
     owner = dotted_name(func.value)
-    if owner is None:
-        return ()
-    scope = scope_of(ctx, call)
-    values = attribute_values(ctx, func.value) if owner.startswith("self.") else values_of(ctx, owner, scope)
-    built = {dotted_name(v.func) for v in values or () if type(v) is cst.Call}
-    if len(built) != 1 or values is None or len(values) != 1:
-        return ()
-    cls = ctx.project.plain_classes.get(next(iter(built)) or "")
-    if cls is None:
+    cls = ctx.project.plain_classes.get(built_class(ctx, func.value) or "")
+    if owner is None or cls is None:
         return ()
     return tuple(
         Effect(kind, call, f"{owner}.{scaler}" if scaler else None, conditional)

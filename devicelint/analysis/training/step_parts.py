@@ -20,7 +20,7 @@ from devicelint.analysis.training.syntax import (
     scope_of,
     text_of,
 )
-from devicelint.analysis.training.values import assignments
+from devicelint.analysis.training.values import assignments, attribute_values, built_class, values_of
 from devicelint.context import FileContext
 
 GRAD_SCALERS = frozenset(
@@ -52,8 +52,6 @@ def is_clipper(ctx: FileContext, call: cst.Call) -> bool:
         return True
     if type(call.func) not in (cst.Name, cst.Attribute) or "partial" not in ctx.source:
         return False
-    from devicelint.analysis.training.values import attribute_values, values_of  # values builds on syntax only
-
     func = call.func
     if type(func) is cst.Name:
         values = values_of(ctx, func.value, scope_of(ctx, call))
@@ -163,13 +161,7 @@ def _instance_scaler(ctx: FileContext, node: cst.Attribute) -> bool:
     """`learner.amp` where `learner` is bound once to an instance of a class of the file whose
     `self.amp` is a scaler, or of another project module's class whose methods step, update or
     unscale `self.amp` (`ImportedPlainClass.step_effects`)."""
-    from devicelint.analysis.training.values import values_of  # values builds on syntax only
-
-    owner = node.value
-    values = values_of(ctx, owner.value, scope_of(ctx, node)) if type(owner) is cst.Name else None
-    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
-        return False
-    built = text_of(values[0].func) or ""
+    built = built_class(ctx, node.value) or "" if type(node.value) is cst.Name else ""
     attr = node.attr.value
     if any(c.name.value == built for c in ctx.index.of_type(cst.ClassDef)):
         return f"self.{attr}" in scaler_names(ctx)

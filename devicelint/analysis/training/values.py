@@ -85,6 +85,18 @@ def attribute_values(ctx: FileContext, node: cst.BaseExpression) -> list[cst.Bas
     return [v for table in assignments(ctx).values() for v in table.get(text, [])] or None
 
 
+def built_class(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """The class, as the file spells it, that `node` (a name, or `self.<attr>` in any method)
+    is bound once to an instance of: `Trainer` for `trainer = Trainer(cfg)`."""
+    owner = dotted_name(node)
+    if owner is None:
+        return None
+    values = attribute_values(ctx, node) if owner.startswith("self.") else values_of(ctx, owner, scope_of(ctx, node))
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return None
+    return dotted_name(values[0].func)
+
+
 def _resolve(
     ctx: FileContext,
     node: cst.BaseExpression,
