@@ -67,8 +67,9 @@ def _outcomes(ctx: FileContext, expr: cst.BaseExpression, func: cst.FunctionDef,
     return {_OTHER}
 
 
-def _conditional(ctx: FileContext, expr: cst.IfExp, func: cst.FunctionDef, depth: int) -> set[str]:
-    """`p if p is not None else D` / `D if p is None else p`: `D` on the path where `p` is None."""
+def none_default(expr: cst.IfExp) -> tuple[cst.Name, cst.BaseExpression] | None:
+    """`p if p is not None else D` / `D if p is None else p`: (`p`, `D`); None for any other
+    conditional."""
     test = expr.test
     if not (
         type(test) is cst.Comparison
@@ -78,13 +79,21 @@ def _conditional(ctx: FileContext, expr: cst.IfExp, func: cst.FunctionDef, depth
         and test.comparisons[0].comparator.value == "None"
         and type(test.comparisons[0].operator) in (cst.Is, cst.IsNot)
     ):
-        return {_OTHER}
-    name = test.left.value
+        return None
     kept, replaced = (
         (expr.body, expr.orelse) if type(test.comparisons[0].operator) is cst.IsNot else (expr.orelse, expr.body)
     )
-    if not (type(kept) is cst.Name and kept.value == name):
+    if not (type(kept) is cst.Name and kept.value == test.left.value):
+        return None
+    return kept, replaced
+
+
+def _conditional(ctx: FileContext, expr: cst.IfExp, func: cst.FunctionDef, depth: int) -> set[str]:
+    """`p if p is not None else D` / `D if p is None else p`: `D` on the path where `p` is None."""
+    found = none_default(expr)
+    if found is None:
         return {_OTHER}
+    kept, replaced = found
     given = _outcomes(ctx, kept, func, depth + 1)
     fallback = _outcomes(ctx, replaced, func, depth + 1) if _NONE in given else set()
     return (given - {_NONE}) | fallback

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from devicelint.analysis.argument_places import calls_of
+from devicelint.analysis.constructor_devices import none_default
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.context import FileContext
@@ -139,21 +140,10 @@ def _defaulted(
     depth: int,
 ) -> set[str | None]:
     """`p if p is not None else D` / `D if p is None else p`: what reaches `p`, or `D` where None does."""
-    test = expr.test
-    if not (
-        type(test) is cst.Comparison
-        and type(test.left) is cst.Name
-        and len(test.comparisons) == 1
-        and type(test.comparisons[0].comparator) is cst.Name
-        and test.comparisons[0].comparator.value == "None"
-        and type(test.comparisons[0].operator) in (cst.Is, cst.IsNot)
-    ):
+    found = none_default(expr)
+    if found is None:
         return {None}
-    kept, fallback = (
-        (expr.body, expr.orelse) if type(test.comparisons[0].operator) is cst.IsNot else (expr.orelse, expr.body)
-    )
-    if not (type(kept) is cst.Name and kept.value == test.left.value):
-        return {None}
+    kept, fallback = found
     if not any(p.name.value == kept.value for p in _params(init)) or _rebound(ctx, init, kept.value):
         return {None}
     out: set[str | None] = set()
