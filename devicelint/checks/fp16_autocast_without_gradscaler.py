@@ -166,7 +166,18 @@ class Fp16AutocastWithoutGradscaler(Rule):
                         fix=None,
                         **_scaler_advice(ctx),
                     )
-            for call, autocast, helper in _losses_from_helpers(ctx, scope):
+            # losses computed under float16 in a helper, or by a module whose forward is decorated
+            elsewhere = [
+                *(
+                    (call, autocast, f" in `{helper.name.value}`")
+                    for call, autocast, helper in _losses_from_helpers(ctx, scope)
+                ),
+                *(
+                    (call, autocast, f" on `{owner}.forward`")
+                    for call, autocast, owner in _losses_from_autocast_forwards(ctx, scope)
+                ),
+            ]
+            for call, autocast, where in elsewhere:
                 if id(call) in reported:
                     continue
                 reported.add(id(call))
@@ -175,20 +186,7 @@ class Fp16AutocastWithoutGradscaler(Rule):
                     backward=short(ctx, call),
                     how=_how(autocast),
                     autocast=short(ctx, autocast.expr),
-                    where=f" in `{helper.name.value}`",
-                    fix=None,
-                    **_scaler_advice(ctx),
-                )
-            for call, autocast, owner in _losses_from_autocast_forwards(ctx, scope):
-                if id(call) in reported:
-                    continue
-                reported.add(id(call))
-                yield self.violation(
-                    call,
-                    backward=short(ctx, call),
-                    how=_how(autocast),
-                    autocast=short(ctx, autocast.expr),
-                    where=f" on `{owner}.forward`",
+                    where=where,
                     fix=None,
                     **_scaler_advice(ctx),
                 )
