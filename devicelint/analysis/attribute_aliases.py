@@ -196,20 +196,8 @@ def stored_as_is(ctx: FileContext, arg: cst.Arg) -> bool:
     method = methods(cls).get(call.func.attr.value)
     if method is None or call not in _calls_of(ctx, cls, method) or arg.star:
         return False
-    params = _parameters(method)[1:]
-    if arg.keyword is not None:
-        name = arg.keyword.value
-    else:
-        position = [a for a in call.args if a.keyword is None].index(arg)
-        name = params[position] if position < len(params) else ""
-    if name not in params or _rebinds(ctx, method, name):
-        return False
-    reads = [
-        n
-        for n in ctx.index.walk(method.body)
-        if type(n) is cst.Name and n.value == name and not _is_attribute_name(ctx, n)
-    ]
-    return bool(reads) and all(_stored_whole(ctx, n) for n in reads)
+    reads = _parameter_reads(ctx, call, arg, method, _parameters(method)[1:])
+    return reads is not None and bool(reads) and all(_stored_whole(ctx, n) for n in reads)
 
 
 def _is_attribute_name(ctx: FileContext, node: cst.Name) -> bool:
@@ -254,24 +242,34 @@ def returned_as_is(ctx: FileContext, arg: cst.Arg) -> bool:
     if found is None:
         return False
     function, params = found
-    if arg.keyword is not None:
-        name = arg.keyword.value
-    else:
-        position = [a for a in call.args if a.keyword is None].index(arg)
-        name = params[position] if position < len(params) else ""
-    if name not in params or _rebinds(ctx, function, name):
+    reads = _parameter_reads(ctx, call, arg, function, params)
+    if reads is None:
         return False
-    reads = [
-        n
-        for n in ctx.index.walk(function.body)
-        if type(n) is cst.Name and n.value == name and not _is_attribute_name(ctx, n)
-    ]
     returns = [
         n
         for n in ctx.index.walk(function.body)
         if type(n) is cst.Return and ctx.index.enclosing_function(n) is function
     ]
     return len(returns) == 1 and len(reads) == 1 and returns[0].value is reads[0]
+
+
+def _parameter_reads(
+    ctx: FileContext, call: cst.Call, arg: cst.Arg, function: cst.FunctionDef, params: list[str]
+) -> list[cst.Name] | None:
+    """The reads in `function` of the parameter `arg` fills (`params`: those the call's
+    arguments fill); None where it fills none, or the function rebinds it."""
+    if arg.keyword is not None:
+        name = arg.keyword.value
+    else:
+        position = [a for a in call.args if a.keyword is None].index(arg)
+        name = params[position] if position < len(params) else ""
+    if name not in params or _rebinds(ctx, function, name):
+        return None
+    return [
+        n
+        for n in ctx.index.walk(function.body)
+        if type(n) is cst.Name and n.value == name and not _is_attribute_name(ctx, n)
+    ]
 
 
 def _pass_through_callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[str]] | None:

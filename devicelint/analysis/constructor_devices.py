@@ -111,6 +111,18 @@ def _rebound(ctx: FileContext, func: cst.FunctionDef, name: str) -> bool:
     )
 
 
+def init_assignments(ctx: FileContext, init: cst.FunctionDef | None, attr: str) -> list[cst.BaseExpression]:
+    """The values `init`'s own statements assign to `self.<attr>` alone (`self.dev = d`)."""
+    return [
+        node.value
+        for node in (ctx.index.walk(init.body) if init is not None else ())
+        if type(node) is cst.Assign
+        and len(node.targets) == 1
+        and self_attribute(node.targets[0].target) == attr
+        and ctx.index.enclosing_function(node) is init
+    ]
+
+
 def _set_once_by_constructor(ctx: FileContext, func: cst.FunctionDef, attr: str) -> cst.BaseExpression | None:
     """The one value a constructor of `func`'s class, or of a base class of the file, gives
     `self.<attr>` (None where none or several do)."""
@@ -123,14 +135,7 @@ def _set_once_by_constructor(ctx: FileContext, func: cst.FunctionDef, attr: str)
             (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),
             None,
         )
-        values = [
-            node.value
-            for node in (ctx.index.walk(init.body) if init is not None else ())
-            if type(node) is cst.Assign
-            and len(node.targets) == 1
-            and self_attribute(node.targets[0].target) == attr
-            and ctx.index.enclosing_function(node) is init
-        ]
+        values = init_assignments(ctx, init, attr)
         if len(values) == 1:
             return values[0]
         if values:

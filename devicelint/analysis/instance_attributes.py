@@ -21,7 +21,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from devicelint.analysis.argument_places import calls_of
-from devicelint.analysis.constructor_devices import none_default
+from devicelint.analysis.constructor_devices import init_assignments, none_default
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.context import FileContext
@@ -45,14 +45,7 @@ def judged_for_instances(ctx: FileContext, use: cst.Attribute, judge: Judge) -> 
         if _set_outside_init(ctx, klass, attr):
             return None
         init = _init_of(klass)
-        values = [
-            node.value
-            for node in (ctx.index.walk(init.body) if init is not None else ())
-            if type(node) is cst.Assign
-            and len(node.targets) == 1
-            and self_attribute(node.targets[0].target) == attr
-            and ctx.index.enclosing_function(node) is init
-        ]
+        values = init_assignments(ctx, init, attr)
         if len(values) > 1:
             return None
         if values and init is not None:
