@@ -174,16 +174,20 @@ def _module_tensor_moved(ctx: FileContext, call: cst.Call, name: cst.Name) -> di
         cpu = made and not scalar
     if not cpu:
         return None
-    if _in_module_class(ctx, call):
-        advice = (
-            "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
-        )
-    else:
-        advice = "move it once where the device is chosen and reuse the moved copy"
+    advice = _move_once(ctx, call)
     return {
         "what": f"`{short(ctx, call)}` copies `{name.value}`, a module-level CPU tensor constant, to the device",
         "advice": advice,
     }
+
+
+def _move_once(ctx: FileContext, call: cst.Call) -> str:
+    """The advice for a constant copied on every call: a buffer in a module, else one copy."""
+    if _in_module_class(ctx, call):
+        return (
+            "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
+        )
+    return "move it once where the device is chosen and reuse the moved copy"
 
 
 def _imported_tensor_moved(
@@ -196,12 +200,7 @@ def _imported_tensor_moved(
     if found is None:
         return None
     _, path, line = found
-    if _in_module_class(ctx, call):
-        advice = (
-            "register it once in `__init__` as a buffer (`persistent=False`) so that `model.to(device)` moves it once"
-        )
-    else:
-        advice = "move it once where the device is chosen and reuse the moved copy"
+    advice = _move_once(ctx, call)
     return {
         "what": f"`{short(ctx, call)}` copies `{name}`, a CPU tensor constant of {path}:{line}, to the device",
         "advice": advice,

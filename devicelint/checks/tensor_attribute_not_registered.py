@@ -200,12 +200,7 @@ class TensorAttributeNotRegistered(Rule):
             moved |= inherited
             yield from self._plain_containers(ctx, facts, moved)
             yield from self._shared_by_replicas(ctx, facts, moved)
-            by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
-            for attr, value, method in facts.assignments:
-                by_attr.setdefault(attr, []).append((value, method))
-            for attr, assignments in by_attr.items():
-                if attr in facts.registered or attr in facts.submodules or attr in moved:
-                    continue
+            for attr, assignments in _plain_attributes(facts, moved).items():
                 if only_handed_on(ctx, facts.node, attr):
                     continue  # `self.a = self.<attr>` is every read: reported as `self.a`
                 candidate = made = None
@@ -294,12 +289,7 @@ class TensorAttributeNotRegistered(Rule):
         if replicated is None or not _spans_gpus(replicated[0]):
             return
         site, whole = replicated
-        by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
-        for attr, value, method in facts.assignments:
-            by_attr.setdefault(attr, []).append((value, method))
-        for attr, assignments in by_attr.items():
-            if attr in facts.registered or attr in facts.submodules or attr in moved:
-                continue
+        for attr, assignments in _plain_attributes(facts, moved).items():
             if not all(method.name.value == "__init__" for _, method in assignments):
                 continue
             facts_of = [file_facts(ctx).value(value) for value, _ in assignments]
@@ -374,6 +364,18 @@ class TensorAttributeNotRegistered(Rule):
                 ),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _plain_attributes(
+    facts: ClassFacts, moved: set[str]
+) -> dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]]:
+    """Each attribute the class assigns that is no buffer, parameter or submodule and that no
+    mover moves -> (value, method) of every assignment to it, in the class's order."""
+    by_attr: dict[str, list[tuple[cst.BaseExpression, cst.FunctionDef]]] = {}
+    for attr, value, method in facts.assignments:
+        if attr not in facts.registered and attr not in facts.submodules and attr not in moved:
+            by_attr.setdefault(attr, []).append((value, method))
+    return by_attr
 
 
 def _stale_in_callers(
