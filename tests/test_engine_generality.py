@@ -6804,3 +6804,83 @@ def test_holder_labels_twins_moving_the_labels_are_clean() -> None:
         "\n\n\ndef score", "\n\n    def to_gpu(self):\n        self.targets = self.targets.cuda()\n\n\ndef score"
     )
     assert reset != HOLDER_LABELS and _found(reset) == []
+
+
+# -- arguments followed into every way the file runs a function (`call_sites`) ---------------
+NOISE_BY_INSTANCE_CALL = textwrap.dedent(
+    """\
+    import torch
+
+
+    class NoiseSchedule:
+        def __init__(self, steps):
+            self.steps = steps
+
+        def __call__(self, shape, rng=None):
+            return torch.rand(shape, generator=rng, device="cuda") * self.steps
+
+
+    def add_noise(images, seed):
+        schedule = NoiseSchedule(1000)
+        rng = torch.Generator().manual_seed(seed)
+        return images + schedule(images.shape, rng=rng)
+    """
+)
+
+JITTER_BY_INSTANCE_METHOD = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Jitter:
+        def offsets(self, count, source):
+            return torch.randn(count, 2, device="cuda", generator=source)
+
+
+    jitter = Jitter()
+    shifts = jitter.offsets(16, torch.Generator())
+    """
+)
+
+DRAW_IN_A_CLOSURE = textwrap.dedent(
+    """\
+    import torch
+
+
+    def evaluate(model, batches):
+        def perturb(x, g):
+            return x + 0.01 * torch.randn(x.shape, generator=g, device="cuda")
+
+        fixed = torch.Generator()
+        fixed.manual_seed(0)
+        return [model(perturb(b.cuda(), fixed)) for b in batches]
+    """
+)
+
+
+def _generator_findings(source: str) -> list[tuple[int, str]]:
+    # the draws also hard-code "cuda" (DL107's): only the generator's rule is asked here
+    return [f for f in _found(source) if f[1] == "DL115"]
+
+
+def test_a_cpu_generator_handed_to_an_instance_call_reaches_its_dunder_call() -> None:
+    # `schedule(...)` runs `NoiseSchedule.__call__`, whose `rng` is the caller's CPU generator
+    assert _generator_findings(NOISE_BY_INSTANCE_CALL) == [(9, "DL115")]
+
+
+def test_a_cpu_generator_handed_to_a_method_of_an_instance_is_followed() -> None:
+    assert _generator_findings(JITTER_BY_INSTANCE_METHOD) == [(6, "DL115")]
+
+
+def test_a_cpu_generator_handed_to_a_nested_helper_is_followed() -> None:
+    assert _generator_findings(DRAW_IN_A_CLOSURE) == [(6, "DL115")]
+
+
+def test_instance_call_twins_with_a_cuda_generator_are_clean() -> None:
+    for source, old in (
+        (NOISE_BY_INSTANCE_CALL, "torch.Generator()"),
+        (JITTER_BY_INSTANCE_METHOD, "torch.Generator()"),
+        (DRAW_IN_A_CLOSURE, "torch.Generator()"),
+    ):
+        fixed = source.replace(old, 'torch.Generator(device="cuda")')
+        assert fixed != source and _generator_findings(fixed) == [], fixed

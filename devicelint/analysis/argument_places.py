@@ -20,9 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
-from devicelint.analysis.execution_order import calls_by_name
 from devicelint.analysis.facts import Place, file_facts
-from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -33,6 +31,7 @@ from devicelint.analysis.placement_facts import (
     move_call,
 )
 from devicelint.analysis.placement_values import NUMBER, is_number
+from devicelint.analysis.training.helpers import call_sites
 from devicelint.context import FileContext
 
 _MAX_CALLERS_UP = 3
@@ -297,43 +296,11 @@ def _arguments_at_calls(
 
 
 def calls_of(ctx: FileContext, function: cst.FunctionDef) -> tuple[list[cst.Call], bool] | None:
-    """The file's calls of `function`, and whether they bind `self` through the receiver:
-    `self.f(...)` in the same class for a method (`Class.f(...)` for a static method,
-    `Class(...)` for `__init__`), `f(...)` for a module-level function. None for a nested
-    function, whose callers are not visible by name."""
-    cls = ctx.index.enclosing_class(function)
-    owner = ctx.index.parent(ctx.index.parent(function) or function)
-    is_method = type(owner) is cst.ClassDef
-    if not is_method and ctx.index.parent(function) is not ctx.module:
-        return None
-    static = is_method and any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
-    out: list[cst.Call] = []
-    by_name = calls_by_name(ctx)
-    candidates = by_name.get(function.name.value, [])
-    if is_method and function.name.value == "__init__" and cls is not None:
-        # `Class(...)` runs `__init__` (and `self.__init__(...)` still counts), in source order
-        candidates = sorted(by_name.get(cls.name.value, []) + candidates, key=ctx.index.position)
-    for call in candidates:
-        func = call.func
-        if is_method:
-            # `self.f(...)`/`cls.f(...)` inside the class, or a static method as `Class.f(...)`
-            receiver = func.value.value if type(func) is cst.Attribute and type(func.value) is cst.Name else None
-            own = receiver in ("self", "cls") and ctx.index.enclosing_class(call) is cls
-            by_class = static and cls is not None and receiver == cls.name.value
-            built = (
-                function.name.value == "__init__"
-                and cls is not None
-                and type(func) is cst.Name
-                and func.value == cls.name.value
-            )  # `Class(...)` runs `__init__`
-            if not (
-                built or type(func) is cst.Attribute and func.attr.value == function.name.value and (own or by_class)
-            ):
-                continue
-        elif not (type(func) is cst.Name and func.value == function.name.value):
-            continue
-        out.append(call)
-    return out, is_method and not static
+    """The file's calls of `function` (`training.helpers.call_sites`), and whether they bind
+    `self` through the receiver (`Class(...)` for `__init__`, `runner.f(...)`); None when the file
+    shows none."""
+    found = call_sites(ctx, function)
+    return (list(found.calls), found.binds_receiver) if found.calls else None
 
 
 def extra_keywords(

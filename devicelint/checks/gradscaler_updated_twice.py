@@ -7,8 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.training.effects import SCALER_STEP, UPDATE, Effect
 from devicelint.analysis.training.helpers import callee as callee_of
-from devicelint.analysis.training.helpers import in_callers_words
-from devicelint.analysis.training.loaders import same_file_function
+from devicelint.analysis.training.helpers import calls_of, in_callers_words
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.optimizer_loops import loops_over_optimizers
 from devicelint.analysis.training.step import Scope, order, training_scopes
@@ -128,7 +127,7 @@ class GradscalerUpdatedTwice(Rule):
         ]
         if not every_call:
             return
-        sites = _calls_of(ctx, helper)
+        sites = calls_of(ctx, helper)
         for first, second in zip(sites, sites[1:]):
             caller = Scope(scope_of(ctx, first))
             if not _one_scaler(ctx, helper, calls.name, first, second):
@@ -322,36 +321,6 @@ def _kept_outside(helper: cst.FunctionDef, scaler: str) -> bool:
         return True
     params = (*helper.params.posonly_params, *helper.params.params, *helper.params.kwonly_params)
     return scaler.isidentifier() and all(p.name.value != scaler for p in params)
-
-
-def _calls_of(ctx: FileContext, func: cst.FunctionDef) -> list[cst.Call]:
-    """Calls of `func` in the file, in source order: `self.func(...)` in its class for a method,
-    `func(...)` for a top-level function."""
-    owner = ctx.index.enclosing_class(func)
-    method = owner is not None and ctx.index.parent(ctx.index.parent(func)) is owner  # type: ignore[arg-type]  # a def always has a parent
-    out = []
-    for call in ctx.index.of_type(cst.Call):
-        callee = call.func
-        if method:
-            if (
-                type(callee) is cst.Attribute
-                and callee.attr.value == func.name.value
-                and type(callee.value) is cst.Name
-                and callee.value.value == "self"
-                and ctx.index.enclosing_class(call) is owner
-            ):
-                out.append(call)
-        elif type(callee) is cst.Name and same_file_function(ctx, call) is func:
-            out.append(call)
-        if (
-            method
-            and type(callee) is cst.Attribute
-            and callee.attr.value == func.name.value
-            and not (type(callee.value) is cst.Name and callee.value.value == "self")
-            and callee_of(ctx, call) is func
-        ):
-            out.append(call)  # `opt_g.step()` where `opt_g = ScaledOptimizer(...)`
-    return out
 
 
 def _one_scaler(ctx: FileContext, helper: cst.FunctionDef, scaler: str, first: cst.Call, second: cst.Call) -> bool:

@@ -12,7 +12,6 @@ from devicelint.analysis.model_events import (
     WrapperSite,
     chain_base,
     history,
-    module_functions,
     resolver_for,
     returned_wrapper_sites,
     scope_facts,
@@ -24,6 +23,7 @@ from devicelint.analysis.model_events import (
     wrapper_sites,
 )
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.training.helpers import calls_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
 from devicelint.project.view import path_key as file_name_of
@@ -312,7 +312,7 @@ def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | No
 
 def _runs_only_before(ctx: FileContext, method: cst.FunctionDef, site: cst.CSTNode) -> bool:
     """Every `self.<method>(...)` call of the class is in `site`'s function, before `site`."""
-    calls = _calls_of(ctx, method)
+    calls = calls_of(ctx, method)
     if not calls:
         return False
     root = scope_of(ctx, site)
@@ -372,7 +372,7 @@ def _saved_objects(
     if name is None or function is None or name not in _parameters(function):
         return found
     path_name = dotted_name(path)
-    for site in _calls_of(ctx, function):
+    for site in calls_of(ctx, function):
         argument = _argument(function, site, name)
         if argument is None:
             continue
@@ -425,7 +425,7 @@ def _through_callers(
     function = ctx.index.enclosing_function(node)
     if function is None or model not in _parameters(function):
         return found
-    for site in _calls_of(ctx, function):
+    for site in calls_of(ctx, function):
         argument = _argument(function, site, model)
         name = dotted_name(argument) if argument is not None else None
         if name is None:
@@ -470,32 +470,6 @@ def _handed_state(ctx: FileContext, call: cst.Call, node: cst.BaseExpression) ->
 def _parameters(function: cst.FunctionDef) -> list[str]:
     params = function.params
     return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-
-
-def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
-    """Calls of a top-level function by its name, or of a method as `self.name(...)` in its class."""
-    cls = ctx.index.enclosing_class(function)
-    name = function.name.value
-    found = []
-    for call in ctx.index.of_type(cst.Call):
-        func = call.func
-        if (
-            cls is None
-            and type(func) is cst.Name
-            and func.value == name
-            and module_functions(ctx).get(name) is function
-        ):
-            found.append(call)
-        elif (
-            cls is not None
-            and type(func) is cst.Attribute
-            and func.attr.value == name
-            and type(func.value) is cst.Name
-            and func.value.value == "self"
-            and ctx.index.enclosing_class(call) is cls
-        ):
-            found.append(call)
-    return found
 
 
 def _argument(function: cst.FunctionDef, call: cst.Call, param: str) -> cst.BaseExpression | None:

@@ -15,6 +15,8 @@ the file. Anything else is unknown and has no effects.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from devicelint.analysis.execution_order import calls_by_name, calls_in_order
@@ -123,6 +125,18 @@ def _called_method(ctx: FileContext, cls: cst.ClassDef) -> cst.FunctionDef | Non
     return method_of(ctx, cls, "__call__") or method_of(ctx, cls, "forward")
 
 
+def _nested_function(ctx: FileContext, call: cst.Call, name: str) -> cst.FunctionDef | None:
+    """The function `name` defined inside a function that encloses `call` (a step closure in
+    `main()`), nearest first: it hides a top-level function of that name."""
+    for scope in ctx.index.ancestors(call):
+        if type(scope) is not cst.FunctionDef:
+            continue
+        for inner in ctx.index.within(scope.body, cst.FunctionDef):
+            if inner.name.value == name and ctx.index.enclosing_function(inner) is scope:
+                return inner
+    return None
+
+
 def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
     for statement in ctx.module.body:
         if type(statement) is cst.FunctionDef and statement.name.value == name:
@@ -198,7 +212,7 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     if type(func) is cst.Name:
         if func.value in local_classes(ctx):
             return None  # a constructor
-        found = _top_function(ctx, func.value)
+        found = _nested_function(ctx, call, func.value) or _top_function(ctx, func.value)
         if found is not None:
             return found
         cls = instance_class(ctx, func, call)
@@ -471,6 +485,11 @@ def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -
             params = params[1:]
         elif "classmethod" in decorators:
             params = params[1:]  # `cls`: whichever class, never a value the helper moves
+        elif type(func) is cst.Name and func.value in local_classes(ctx):
+            params = params[1:]  # `Class(...)` runs `__init__` on the instance it builds
+        elif type(func) is cst.Name:
+            bound[params[0]] = func  # `sampler(...)` runs `__call__` on `sampler`
+            params = params[1:]
         elif type(func) is not cst.Attribute:
             return None
     positional = [a.value for a in call.args if a.keyword is None]
@@ -604,39 +623,88 @@ def _is_bound_method(function: cst.FunctionDef) -> bool:
 
 
 def calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
-    """The calls in the file that name `function`: `f(...)` for a top-level one, `self.f(...)`,
-    `Class.f(...)` or `cls.f(...)` for a method, and `runner.f(...)`, `Runner().f(...)`,
-    `self.runner.f(...)` on an instance of its class (memoised per function)."""
-    memo: dict[int, list[cst.Call]] = ctx.shared("training.calls_of", lambda c: {})
+    """The file's calls that run `function`, in source order (`call_sites`)."""
+    return list(call_sites(ctx, function).calls)
+
+
+@dataclass(frozen=True)
+class CallSites:
+    # The calls, in source order.
+    calls: tuple[cst.Call, ...]
+    # Whether a method's first parameter is filled by the call's receiver (`self`/`cls` are not
+    # among the call's arguments) rather than by the call's first argument.
+    binds_receiver: bool
+
+
+# What calling an instance runs: its `__call__`, or a module's `forward` through it.
+_RUN_BY_CALLING = frozenset({"__call__", "forward"})
+
+
+def call_sites(ctx: FileContext, function: cst.FunctionDef) -> CallSites:
+    """The reverse of `callee`: every call of the file that runs `function`, so that a rule
+    judging a parameter by what the callers hand in sees each way the file runs it: `f(...)`,
+    `self.f(...)` (also from a subclass), `runner.f(...)` on an instance, `Runner().f(...)`,
+    `self.runner.f(...)`, `sampler(...)` for `__call__` or a module's `forward`, `Class(...)`
+    for `__init__` (a base class's, when the subclass has none), `Class.f(...)` for a static or
+    class method. A bound method called as `Class.f(instance, ...)` is left out: its arguments
+    sit one place off from the others'. Memoised per function; a function asked about while its
+    own sites are being found (helpers handed each other's instances) has none so far."""
+    memo: dict[int, CallSites] = ctx.shared("training.call_sites", lambda c: {})
     found = memo.get(id(function))
     if found is None:
-        found = memo[id(function)] = _calls_of(ctx, function)
+        memo[id(function)] = CallSites((), binds_receiver=False)
+        found = memo[id(function)] = _call_sites(ctx, function)
     return found
 
 
-def _calls_of(ctx: FileContext, function: cst.FunctionDef) -> list[cst.Call]:
+def _call_sites(ctx: FileContext, function: cst.FunctionDef) -> CallSites:
+    body = ctx.index.parent(function)
+    owner = ctx.index.parent(body) if body is not None else None
+    owner = owner if type(owner) is cst.ClassDef else None
+    static = owner is not None and "staticmethod" in {dotted_name(d.decorator) for d in function.decorators}
     name = function.name.value
-    host = ctx.index.enclosing_class(function)
+    by_name = calls_by_name(ctx)
+    candidates = list(by_name.get(name, ()))
+    constructors: set[str] = set()
+    if owner is not None and name == "__init__":
+        constructors = {n for n, cls in local_classes(ctx).items() if method_of(ctx, cls, "__init__") is function}
+        candidates += [call for n in constructors for call in by_name.get(n, ())]
+    elif owner is not None and name in _RUN_BY_CALLING:
+        candidates += _instance_calls(ctx)
     out = []
-    for call in calls_by_name(ctx).get(name, ()):
+    for call in sorted(set(candidates), key=ctx.index.position):
         func = call.func
-        if host is None:
-            if type(func) is cst.Name and func.value == name:
-                out.append(call)
-        elif type(func) is cst.Attribute and func.attr.value == name and type(func.value) is cst.Name:
-            if func.value.value in ("self", "cls", host.name.value):
-                if func.value.value == host.name.value and _is_bound_method(function):
-                    continue  # `Trainer.f(self, x)`: the instance comes first, not where counted
-                out.append(call)
-            elif _is_bound_method(function) and instance_class(ctx, func.value, call, handed=False) is host:
-                out.append(call)  # `runner.f(x)` with `runner = Runner(...)`
-        elif type(func) is cst.Attribute and func.attr.value == name and _is_bound_method(function):
-            built = func.value
-            if (type(built) is cst.Call and type(built.func) is cst.Name and built.func.value == host.name.value) or (
-                type(built) is cst.Attribute and instance_class(ctx, built, call, handed=False) is host
-            ):
-                out.append(call)  # `Runner().f(x)`, `self.runner.f(x)` with `self.runner = Runner()`
-    return out
+        if type(func) is cst.Name and func.value in constructors:
+            out.append(call)
+        elif callee(ctx, call) is function and not (
+            owner is not None
+            and _is_bound_method(function)
+            and type(func) is cst.Attribute
+            and type(func.value) is cst.Name
+            and func.value.value == owner.name.value
+        ):
+            out.append(call)
+    return CallSites(tuple(out), binds_receiver=owner is not None and not static)
+
+
+def _instance_calls(ctx: FileContext) -> list[cst.Call]:
+    """The calls that may call an instance (`sampler(...)`, `self.head(...)`): the candidates
+    for running a `__call__` or `forward`, of which `callee` decides."""
+
+    def build(c: FileContext) -> list[cst.Call]:
+        classes = local_classes(c)
+        return [
+            call
+            for call in c.index.of_type(cst.Call)
+            if (type(call.func) is cst.Name and call.func.value not in classes)
+            or (
+                type(call.func) is cst.Attribute
+                and type(call.func.value) is cst.Name
+                and call.func.value.value == "self"
+            )
+        ]
+
+    return ctx.shared("training.instance_calls", build)
 
 
 # Method names too common to pick a class by (optimizers, schedulers, modules, meters have them).
