@@ -6884,3 +6884,47 @@ def test_instance_call_twins_with_a_cuda_generator_are_clean() -> None:
     ):
         fixed = source.replace(old, 'torch.Generator(device="cuda")')
         assert fixed != source and _generator_findings(fixed) == [], fixed
+
+
+# -- a property read as an attribute; a parameter annotated with a class of the file ----------
+RENDERER_PROPERTY_DEVICE = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class Renderer:
+        def __init__(self, field: nn.Module):
+            self.field = field
+
+        @property
+        def device(self):
+            return next(self.field.parameters()).device
+
+        def jitter(self, rays, rng=None):
+            offsets = torch.rand(rays.shape[0], 1, device=self.device, generator=rng)
+            return rays + offsets
+
+
+    def render_views(renderer: Renderer, rays, seed):
+        rng = torch.Generator()
+        rng.manual_seed(seed)
+        return renderer.jitter(rays, rng=rng)
+    """
+)
+
+
+def test_a_cpu_generator_meets_a_device_a_property_reads_from_the_model() -> None:
+    # `self.device` is the property's return; `renderer` is a `Renderer` by its annotation
+    assert _generator_findings(RENDERER_PROPERTY_DEVICE) == [(14, "DL115")]
+
+
+def test_renderer_twins_drawing_on_the_generators_device_are_clean() -> None:
+    on_its_device = RENDERER_PROPERTY_DEVICE.replace(
+        "offsets = torch.rand(rays.shape[0], 1, device=self.device, generator=rng)",
+        "where = rng.device if rng is not None else self.device\n"
+        "        offsets = torch.rand(rays.shape[0], 1, device=where, generator=rng).to(self.device)",
+    )
+    assert on_its_device != RENDERER_PROPERTY_DEVICE and _generator_findings(on_its_device) == []
+    cuda_generator = RENDERER_PROPERTY_DEVICE.replace("rng = torch.Generator()", 'rng = torch.Generator("cuda")')
+    assert cuda_generator != RENDERER_PROPERTY_DEVICE and _generator_findings(cuda_generator) == []

@@ -145,6 +145,8 @@ _MODULE_PARTS = frozenset(
 # the (values, indices) results of `topk`, `sort`, `max(dim)`, `kthvalue`..., which the engine
 # keeps as one tensor fact (unpacked, `_, idx = x.topk(k)` gives the same place).
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"})
+# Decorators that make a method read as an attribute (`self.device`).
+_PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
 # Fields of a model's output object (transformers' `ModelOutput`, diffusers' `UNet2DOutput`, DETR-style
 # heads) that hold what the model computed: a device model's output keeps them on its device.
 _OUTPUT_TENSOR_FIELDS = frozenset(
@@ -997,6 +999,10 @@ class _Interpreter(CallEvaluation):
         key = self._key(node)
         if key is not None and key in self.env:
             return self.env[key]
+        if self.is_receiver(node.value):
+            read = self._property_read(attr)
+            if read is not None:
+                return read
         if self.ctx.project.host_constants and type(node.value) is cst.Name:
             spelled = f"{node.value.value}.{attr}"
             if spelled in self.ctx.project.host_constants and node.value.value not in self.env:
@@ -1094,6 +1100,30 @@ class _Interpreter(CallEvaluation):
         if receiver.kind == MODULE and receiver.where in (FOLLOWS, ACCELERATOR) and attr in _MODULE_TENSOR_ATTRS:
             return Fact(DEVICE, where=receiver.where, device_expr=f"{self.ctx.code_for(node)}.device")
         return UNKNOWN_FACT
+
+    def _property_read(self, attr: str) -> Fact | None:
+        """`self.<attr>` where the class defines `attr` as a property (`device`,
+        `_execution_device` reading its model's parameters): what the getter returns, when the
+        engine knows."""
+        if type(self.scope) is not cst.FunctionDef:
+            return None
+        owner = self.receiver_class or self.analysis.owner_class(self.scope)
+        if owner is None or type(owner.body) is not cst.IndentedBlock:
+            return None
+        getter = next(
+            (
+                s
+                for s in owner.body.body
+                if type(s) is cst.FunctionDef
+                and s.name.value == attr
+                and any(dotted_name(d.decorator) in _PROPERTY_DECORATORS for d in s.decorators)
+            ),
+            None,
+        )
+        if getter is None or getter is self.scope:
+            return None
+        returned = self.analysis.returns_of(getter)
+        return returned if returned is not None and returned != UNKNOWN_FACT else None
 
     def _kept_on_host(self, attr: str) -> bool:
         """Whether a plain class's `self.<attr>`, a module `__init__` left on the CPU, stays there

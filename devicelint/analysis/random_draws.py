@@ -34,7 +34,7 @@ from devicelint.analysis.instance_attributes import judged_for_instances
 from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
 from devicelint.analysis.model_events.scopes import module_functions, only_return
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_facts import ACCELERATOR_STRINGS
+from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
 from devicelint.context import FileContext
 
 LOADER = "loader"  # DataLoader: base seed always, RandomSampler when shuffling
@@ -185,12 +185,40 @@ def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) 
             else None
         )
         passed = [param.default] if param is not None and param.default is not None else []
-    types = {device_type_of(ctx, value) or _passed_device_type(ctx, value, depth + 1) for value in passed}
+    types = {_named_type(ctx, value) or _passed_device_type(ctx, value, depth + 1) for value in passed}
     return types.pop() if len(types) == 1 else None
 
 
 def _device_type(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
     return device_type_of(ctx, expr) or _passed_device_type(ctx, expr, 0)
+
+
+def _reads_device_of(ctx: FileContext, expr: cst.BaseExpression, owner: str, depth: int = 0) -> bool:
+    """Whether the device expression reads `<owner>.device` (`generator.device if generator
+    else device`), directly or through the names it is assigned from: a draw on the
+    generator's own device."""
+    for node in ctx.index.walk(expr):
+        if type(node) is cst.Attribute and node.attr.value == "device" and ctx.code_for(node.value) == owner:
+            return True
+        if type(node) is cst.Name and depth < 2:
+            values = bindings(ctx, node.value, node) or []
+            if any(_reads_device_of(ctx, value, owner, depth + 1) for value in values):
+                return True
+    return False
+
+
+def _named_type(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
+    """`device_type_of`, and "cuda" for a device the placement engine knows is the one the
+    models run on (`self.device` of a pipeline or module, `next(model.parameters()).device` of a
+    moved model), though not which accelerator it names: a generator on the CPU fails there
+    whenever the program runs on a GPU, which is where this linter's findings matter."""
+    found = device_type_of(ctx, expr)
+    if found is not None:
+        return found
+    fact = file_facts(ctx).value(expr)
+    if fact.kind == DEVICE_VALUE and fact.where == ACCELERATOR and not fact.guessed:
+        return "cuda"
+    return None
 
 
 def _value_in_mappings(ctx: FileContext, call: cst.Call, key: str) -> cst.BaseExpression | None:
@@ -255,6 +283,9 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
         if draws_on is None and type(explicit_device) is cst.Attribute:
             # `device=self.device` set from a constructor parameter: what this class's instances get
             draws_on = judged_for_instances(ctx, explicit_device, lambda value: _device_type(ctx, value))
+        generator_text = ctx.code_for(_argument(call, "generator", None))  # type: ignore[arg-type]  # checked above
+        if draws_on is None and not _reads_device_of(ctx, explicit_device, generator_text):
+            draws_on = _named_type(ctx, explicit_device)
         by_default = False
     else:
         by_default = True

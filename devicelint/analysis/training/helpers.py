@@ -152,6 +152,8 @@ def instance_class(
     every caller of which hands it the trainer is the trainer's `self.clipper`."""
     if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope_of(ctx, at))
+        if not values or values == [None]:
+            return _annotated_class(ctx, node, at)  # `pipe: Pipeline`, a parameter
     elif type(node) is cst.Attribute:
         alias = handed_instance_attribute(ctx, node) if handed else None
         values = attribute_values(ctx, alias or node)
@@ -167,6 +169,17 @@ def instance_class(
             return None
         found.add(value.func.value)
     return classes[found.pop()] if len(found) == 1 else None
+
+
+def _annotated_class(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.ClassDef | None:
+    """The local class a parameter of the function around `at` is annotated with."""
+    function = ctx.index.enclosing_function(at)
+    params = function.params if function is not None else None
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params) if params is not None else ():
+        if param.name.value == name.value and param.annotation is not None:
+            annotation = param.annotation.annotation
+            return local_classes(ctx).get(annotation.value) if type(annotation) is cst.Name else None
+    return None
 
 
 def calls_through_instances(ctx: FileContext, scope: cst.CSTNode) -> list[cst.Call]:
