@@ -6928,3 +6928,44 @@ def test_renderer_twins_drawing_on_the_generators_device_are_clean() -> None:
     assert on_its_device != RENDERER_PROPERTY_DEVICE and _generator_findings(on_its_device) == []
     cuda_generator = RENDERER_PROPERTY_DEVICE.replace("rng = torch.Generator()", 'rng = torch.Generator("cuda")')
     assert cuda_generator != RENDERER_PROPERTY_DEVICE and _generator_findings(cuda_generator) == []
+
+
+# -- a helper's untyped parameter that every caller fills with an Accelerator ------------------
+LENGTHS_THROUGH_A_HELPER = textwrap.dedent(
+    """\
+    import torch
+    from accelerate import Accelerator
+
+
+    def _all_lengths(acc, lengths):
+        return acc.gather(lengths)
+
+
+    def length_report(accelerator: Accelerator, model, loader):
+        seen = []
+        for batch in loader:
+            lengths = torch.tensor([len(text) for text in batch["text"]])
+            seen.append(_all_lengths(accelerator, lengths))
+        return torch.cat(seen).float().mean()
+    """
+)
+
+
+def test_a_cpu_tensor_handed_to_a_helper_that_gathers_it_with_the_callers_accelerator() -> None:
+    found = [f for f in _found(LENGTHS_THROUGH_A_HELPER) if f[1] == "DL209"]
+    assert found == [(13, "DL209")]
+    (message,) = [m for m in _messages(LENGTHS_THROUGH_A_HELPER) if "NCCL" in m]
+    assert "handed to `_all_lengths`, which hands it to `acc.gather`" in message
+
+
+def test_lengths_twins_made_on_the_accelerators_device_or_not_gathered_are_clean() -> None:
+    on_device = LENGTHS_THROUGH_A_HELPER.replace(
+        'for text in batch["text"]])', 'for text in batch["text"]], device=accelerator.device)'
+    )
+    assert on_device != LENGTHS_THROUGH_A_HELPER
+    assert [f for f in _found(on_device) if f[1] == "DL209"] == []
+    # a helper whose first parameter is no accelerator (a plain list's owner) gathers nothing
+    not_an_accelerator = LENGTHS_THROUGH_A_HELPER.replace(
+        "seen.append(_all_lengths(accelerator, lengths))", "seen.append(_all_lengths(model, lengths))"
+    )
+    assert [f for f in _found(not_an_accelerator) if f[1] == "DL209"] == []

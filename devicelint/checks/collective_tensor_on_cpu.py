@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import CPU
@@ -88,8 +89,9 @@ class CollectiveTensorOnCpu(Rule):
                 if any(arg.keyword is not None and arg.keyword.value == "group" for arg in call.args):
                     continue
                 handed = [v for v in _tensor_arguments(call) if not _handed_in(ctx, call, v)]
-            elif nccl:
+            elif nccl or "accelerate" in source:
                 # a helper (of the file or of the project) that hands its argument to a collective
+                # (accelerate's run over NCCL on GPUs whatever the file says)
                 device_hint = None
                 callee, handed = _through_helper(ctx, call)
             else:
@@ -172,7 +174,7 @@ def _collective_parameters(ctx: FileContext, function: cst.FunctionDef) -> dict[
     found: dict[str, str] = {}
     for inner in ctx.index.within(function, cst.Call):
         collective = _collective(ctx, inner)
-        if collective is None or not collective[2]:
+        if collective is None:
             continue
         for value in _tensor_arguments(inner):
             root = _kept_root(value)
@@ -198,20 +200,28 @@ def _collective(ctx: FileContext, call: cst.Call) -> tuple[str, str | None, bool
     func = call.func
     if type(func) is cst.Attribute and func.attr.value in ACCELERATE_COLLECTIVES:
         receiver = dotted_name(func.value)
-        if receiver is not None and (
-            receiver.rsplit(".", 1)[-1].lower().endswith("accelerator") or _is_accelerator(ctx, call, receiver)
-        ):
+        if receiver is not None and _is_accelerator(ctx, func.value, receiver):
             return f"{receiver}.{func.attr.value}", f"{receiver}.device", False
     return None
 
 
-def _is_accelerator(ctx: FileContext, call: cst.Call, receiver: str) -> bool:
-    """A name annotated `Accelerator`, or bound to `Accelerator(...)` in the file."""
-    function = ctx.index.enclosing_function(call)
+def _is_accelerator(ctx: FileContext, node: cst.BaseExpression, receiver: str, depth: int = 0) -> bool:
+    """A name that says it is one (`accelerator`), is annotated `Accelerator`, or is bound to
+    `Accelerator(...)` in the file; a helper's parameter that every call of the file fills with
+    one (`_gather(acc, x)` called with the caller's `acc: Accelerator`)."""
+    if receiver.rsplit(".", 1)[-1].lower().endswith("accelerator"):
+        return True
+    function = ctx.index.enclosing_function(node)
     if function is not None:
         for param in ctx.index.walk(function.params):
             if type(param) is cst.Param and param.name.value == receiver and param.annotation is not None:
                 return (ctx.qualified_name(param.annotation.annotation) or "").startswith("accelerate.")
+        passed = passed_for(ctx, node) if type(node) is cst.Name and depth < 3 else None
+        if passed:
+            return all(
+                (name := dotted_name(value)) is not None and _is_accelerator(ctx, value, name, depth + 1)
+                for value in passed
+            )
     for assign in ctx.index.of_type(cst.Assign):
         if (
             any(dotted_name(t.target) == receiver for t in assign.targets)
