@@ -6969,3 +6969,34 @@ def test_lengths_twins_made_on_the_accelerators_device_or_not_gathered_are_clean
         "seen.append(_all_lengths(accelerator, lengths))", "seen.append(_all_lengths(model, lengths))"
     )
     assert [f for f in _found(not_an_accelerator) if f[1] == "DL209"] == []
+
+
+# -- a loop that moves one entry of what it yields walks host batches, whatever it is called ---
+EVAL_OVER_ANY_ITERABLE = textwrap.dedent(
+    """\
+    import torch
+
+
+    def accuracy(classifier, val_dl):
+        classifier.cuda().eval()
+        hits = 0
+        with torch.no_grad():
+            for sample in val_dl:
+                images = sample[0].cuda(non_blocking=True)
+                labels = sample[1]
+                hits += (classifier(images).argmax(-1) == labels).sum().item()
+        return hits
+    """
+)
+
+
+def test_the_unmoved_entry_of_a_batch_whose_other_entry_is_moved_is_reported() -> None:
+    assert [f for f in _found(EVAL_OVER_ANY_ITERABLE) if f[1] == "DL105"] == [(11, "DL105")]
+
+
+def test_eval_over_any_iterable_twins_are_clean() -> None:
+    both_moved = EVAL_OVER_ANY_ITERABLE.replace("labels = sample[1]", "labels = sample[1].cuda(non_blocking=True)")
+    assert both_moved != EVAL_OVER_ANY_ITERABLE and [f for f in _found(both_moved) if f[1] == "DL105"] == []
+    # nothing of the item is moved: no evidence the loop walks host batches
+    nothing_moved = EVAL_OVER_ANY_ITERABLE.replace("sample[0].cuda(non_blocking=True)", "sample[0]")
+    assert nothing_moved != EVAL_OVER_ANY_ITERABLE and [f for f in _found(nothing_moved) if f[1] == "DL105"] == []

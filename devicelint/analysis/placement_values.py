@@ -503,6 +503,14 @@ def moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:
     return found
 
 
+def _entry_root(node: cst.BaseExpression) -> str | None:
+    """The name a value or an entry of it is read from (`batch`, `batch["pixels"]`,
+    `pair[0]`): a loop that moves one entry of what it yields walks host batches too."""
+    while type(node) is cst.Subscript:
+        node = node.value
+    return node.value if type(node) is cst.Name else None
+
+
 def _moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:
     if type(loop) is cst.For:
         yielded = {n.value for n in ctx.index.walk(loop.target) if type(n) is cst.Name}
@@ -520,7 +528,7 @@ def _moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:
         return False
     calls = ctx.index.within(loop.body, cst.Call)
     if any(
-        moves_to_accelerator(call) and type(call.func.value) is cst.Name and call.func.value.value in yielded
+        moves_to_accelerator(call) and _entry_root(call.func.value) in yielded
         for call in calls
         if type(call.func) is cst.Attribute
     ):
