@@ -565,12 +565,17 @@ class CallEvaluation:
                 is_literal_data(first) or is_python_data(self._fact_of(first)) or self._host_array_part(first)
             ):
                 data = args[0][0] if args else UNKNOWN_FACT
-                if not data.is_tensor or short == "Tensor":
+                if short == "tensor" and data == UNKNOWN_FACT and first is not None:
+                    # data the file does not show: torch warns when it is a tensor (the idiom is
+                    # `.clone()`), so what `torch.tensor(counts)` reads is a list or an array,
+                    # and the new tensor is on the CPU
+                    pass
+                elif not data.is_tensor or short == "Tensor":
                     return UNKNOWN_FACT
-                if short not in LEGACY_CONSTRUCTORS:
+                elif short not in LEGACY_CONSTRUCTORS:
                     return data
                 # `torch.FloatTensor(t)` of a tensor is a CPU copy, never `t`'s place (a CUDA `t`
-                # raises); of data the file does not show it stays unplaced, as `torch.tensor` does
+                # raises); of data the file does not show it stays unplaced, as `torch.as_tensor` does
         # `from_numpy` shares the array's memory: it is on the CPU whatever the default device is
         default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
