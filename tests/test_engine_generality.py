@@ -7000,3 +7000,44 @@ def test_eval_over_any_iterable_twins_are_clean() -> None:
     # nothing of the item is moved: no evidence the loop walks host batches
     nothing_moved = EVAL_OVER_ANY_ITERABLE.replace("sample[0].cuda(non_blocking=True)", "sample[0]")
     assert nothing_moved != EVAL_OVER_ANY_ITERABLE and [f for f in _found(nothing_moved) if f[1] == "DL105"] == []
+
+
+# -- torch.tensor of data the file does not show is a CPU tensor --------------------------------
+BALANCED_NLL = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    def class_balanced_loss(label_counts):
+        inverse = 1.0 / torch.tensor(label_counts, dtype=torch.float32)
+        return nn.NLLLoss(weight=inverse * len(label_counts) / inverse.sum())
+
+
+    def fit(net, loader, label_counts, optimizer):
+        net = net.cuda()
+        loss_fn = class_balanced_loss(label_counts)
+        for x, y in loader:
+            log_probs = torch.log_softmax(net(x.cuda()), dim=-1)
+            loss = loss_fn(log_probs, y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+)
+
+
+def test_class_weights_from_counts_the_file_does_not_show_are_a_cpu_tensor() -> None:
+    assert [f for f in _found(BALANCED_NLL) if f[1] == "DL106"] == [(7, "DL106")]
+
+
+def test_balanced_nll_twins_moving_the_loss_or_the_weights_are_clean() -> None:
+    moved_loss = BALANCED_NLL.replace(
+        "loss_fn = class_balanced_loss(label_counts)", "loss_fn = class_balanced_loss(label_counts).cuda()"
+    )
+    on_device = BALANCED_NLL.replace(
+        "torch.tensor(label_counts, dtype=torch.float32)",
+        'torch.tensor(label_counts, dtype=torch.float32, device="cuda")',
+    )
+    for fixed in (moved_loss, on_device):
+        assert fixed != BALANCED_NLL and [f for f in _found(fixed) if f[1] == "DL106"] == []

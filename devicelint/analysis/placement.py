@@ -284,6 +284,8 @@ class _Interpreter(CallEvaluation):
             annotation = param.annotation.annotation if param.annotation is not None else None
             if type(annotation) is cst.Name and annotation.value in self.analysis.plain_classes:
                 self.env[param.name.value] = Fact(UNKNOWN, instance=annotation.value)
+            elif type(annotation) is cst.Name and annotation.value in ("int", "float", "bool"):
+                self.env[param.name.value] = NUMBER  # `gain: float`: `torch.tensor(gain)` is 0-dim
         if self.bound is not None:
             star = func.params.star_arg
             for param in (*params, *([star] if type(star) is cst.Param else [])):
