@@ -7041,3 +7041,20 @@ def test_balanced_nll_twins_moving_the_loss_or_the_weights_are_clean() -> None:
     )
     for fixed in (moved_loss, on_device):
         assert fixed != BALANCED_NLL and [f for f in _found(fixed) if f[1] == "DL106"] == []
+
+
+def test_a_tensor_of_a_dtypes_limit_is_a_0_dim_scalar_tensor() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def clamp_scores(scores, mask):
+            scores = scores.cuda() + mask.cuda()
+            return torch.max(scores, torch.tensor(torch.finfo(scores.dtype).min))
+        """
+    )
+    assert _found(source) == []
+    # a tensor of data the file does not show is a real, full CPU tensor
+    full = source.replace("torch.tensor(torch.finfo(scores.dtype).min)", "torch.tensor(mask.tolist())")
+    assert [f for f in _found(full) if f[1] == "DL101"] == [(6, "DL101")]

@@ -145,6 +145,9 @@ _MODULE_PARTS = frozenset(
 # the (values, indices) results of `topk`, `sort`, `max(dim)`, `kthvalue`..., which the engine
 # keeps as one tensor fact (unpacked, `_, idx = x.topk(k)` gives the same place).
 _TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"})
+# `torch.finfo(dtype).min` and its kin are Python numbers (`torch.tensor(...)` of one is 0-dim).
+_NUMERIC_INFO = frozenset({"torch.finfo", "torch.iinfo", "numpy.finfo", "numpy.iinfo"})
+_NUMERIC_LIMITS = frozenset({"min", "max", "eps", "tiny", "resolution", "bits", "smallest_normal"})
 # Decorators that make a method read as an attribute (`self.device`).
 _PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
 # Fields of a model's output object (transformers' `ModelOutput`, diffusers' `UNet2DOutput`, DETR-style
@@ -1005,6 +1008,9 @@ class _Interpreter(CallEvaluation):
             read = self._property_read(attr)
             if read is not None:
                 return read
+        if attr in _NUMERIC_LIMITS and type(node.value) is cst.Call:
+            if (self.ctx.qualified_name(node.value.func) or "") in _NUMERIC_INFO:
+                return NUMBER  # `torch.finfo(x.dtype).min`: a Python float
         if self.ctx.project.host_constants and type(node.value) is cst.Name:
             spelled = f"{node.value.value}.{attr}"
             if spelled in self.ctx.project.host_constants and node.value.value not in self.env:
