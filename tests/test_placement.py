@@ -10,6 +10,7 @@ import pytest
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.placement import file_placement
 from devicelint.analysis.placement_facts import ACCELERATOR, CPU, DEVICE, FOLLOWS, MODULE, UNKNOWN
+from devicelint.analysis.placement_values import NUMBER
 from devicelint.context import FileContext
 from devicelint.engine import EngineOptions, lint_source
 from devicelint.registry import find_rule
@@ -81,7 +82,9 @@ def test_forward_inputs_follow_and_unknown_stays_unknown() -> None:
     placement = file_facts(ctx).scope(forward)
     assert placement.facts["x"].kind == DEVICE and placement.facts["x"].where == FOLLOWS
     assert placement.facts["h"].kind == DEVICE
-    assert "n" not in placement.facts and "flag" not in placement.facts
+    # an `int` parameter is a number (a 0-dim tensor of it may meet device tensors); an
+    # unannotated one stays unknown
+    assert placement.facts["n"] == NUMBER and "flag" not in placement.facts
     ret = next(iter(ctx.index.of_type(cst.Return)))
     assert file_facts(ctx).value(ret.value).kind == DEVICE
     number = next(iter(ctx.index.of_type(cst.Integer)))
