@@ -7058,3 +7058,24 @@ def test_a_tensor_of_a_dtypes_limit_is_a_0_dim_scalar_tensor() -> None:
     # a tensor of data the file does not show is a real, full CPU tensor
     full = source.replace("torch.tensor(torch.finfo(scores.dtype).min)", "torch.tensor(mask.tolist())")
     assert [f for f in _found(full) if f[1] == "DL101"] == [(6, "DL101")]
+
+
+def test_a_tensor_of_a_size_or_a_scaled_setting_is_a_0_dim_scalar_tensor() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        class Scaler(torch.nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.cfg = cfg
+                self.embed = torch.nn.Embedding(cfg.vocab, cfg.width)
+
+            def forward(self, ids):
+                x = self.embed(ids)
+                x = x * torch.tensor(self.cfg.width**0.5, dtype=x.dtype)
+                return x / torch.sqrt(torch.tensor(x.shape[-1]))
+        """
+    )
+    assert _found(source) == []

@@ -583,7 +583,11 @@ class CallEvaluation:
         scalar = (
             short in ("tensor", "as_tensor", "scalar_tensor")
             and bool(call.args)
-            and (is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER)
+            and (
+                is_number(call.args[0].value)
+                or self._fact_of(call.args[0].value) == NUMBER
+                or _number_expression(call.args[0].value)
+            )
         )
         if (
             short in ("zeros", "ones", "empty", "full", "rand", "randn")
@@ -1403,6 +1407,31 @@ class CallEvaluation:
         if run is not None and not static:
             self._take_attributes(run)
         return returned
+
+
+def _number_expression(node: cst.BaseExpression) -> bool:
+    """Data that reads as one Python number (`x.shape[0]`, `len(tokens)`, `cfg.dim ** 0.5`):
+    `torch.tensor` of it is a 0-dim tensor, which may meet tensors on any device."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if type(node) is cst.Subscript:
+        owner = node.value
+        return (type(owner) is cst.Attribute and owner.attr.value == "shape") or (
+            type(owner) is cst.Call and type(owner.func) is cst.Attribute and owner.func.attr.value == "size"
+        )
+    if type(node) is cst.Call:
+        func = node.func
+        if type(func) is cst.Name:
+            return func.value in ("len", "int", "float", "round")
+        return type(func) is cst.Attribute and (
+            func.attr.value in ("item", "numel", "dim") or (func.attr.value == "size" and bool(node.args))
+        )
+    if type(node) is cst.BinaryOperation:
+        sides = (node.left, node.right)
+        return any(_number_expression(side) for side in sides) and all(
+            _number_expression(side) or type(side) in (cst.Name, cst.Attribute) for side in sides
+        )
+    return False
 
 
 def handed_input() -> Fact:
