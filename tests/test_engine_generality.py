@@ -7075,7 +7075,11 @@ def test_a_tensor_of_a_size_or_a_scaled_setting_is_a_0_dim_scalar_tensor() -> No
             def forward(self, ids):
                 x = self.embed(ids)
                 x = x * torch.tensor(self.cfg.width**0.5, dtype=x.dtype)
-                return x / torch.sqrt(torch.tensor(x.shape[-1]))
+                return x / torch.sqrt(torch.tensor(x.shape[-1])) / self.temperature
         """
     )
+    # `width // heads` of two settings is an int: the attribute is a 0-dim tensor
+    temperature = "self.temperature = torch.sqrt(torch.tensor(cfg.width // cfg.heads, dtype=torch.float32))"
+    source = source.replace("self.cfg = cfg\n", f"self.cfg = cfg\n        {temperature}\n")
+    assert temperature in source
     assert _found(source) == []

@@ -1215,6 +1215,13 @@ class _Interpreter(CallEvaluation):
                 return Fact(DEVICE, where=fact.where, device_expr=fact.device_expr, device=fact.device)
         if left == NUMBER and right == NUMBER:
             return NUMBER
+        if (
+            type(node) is cst.BinaryOperation
+            and type(node.operator) is cst.FloorDivide
+            and {left, right} <= {NUMBER, UNKNOWN_FACT}
+            and all(_number_like(side) or type(side) is cst.Integer for side in (left_node, right_node))
+        ):
+            return NUMBER  # `self.dim // self.heads`: integer arithmetic on settings
         if {left, right} <= {NUMBER, PY_DATA} and PY_DATA in (left, right):
             return PY_DATA  # arithmetic on arrays and lists stays host data
         # A CPU tensor combined with anything that is not a device tensor stays on the CPU: were
