@@ -7083,3 +7083,21 @@ def test_a_tensor_of_a_size_or_a_scaled_setting_is_a_0_dim_scalar_tensor() -> No
     source = source.replace("self.cfg = cfg\n", f"self.cfg = cfg\n        {temperature}\n")
     assert temperature in source
     assert _found(source) == []
+
+
+def test_a_tensor_of_a_parameter_annotated_as_a_number_is_0_dim() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from typing import Union
+
+
+        def shift(values: torch.Tensor, offset: Union[int, torch.Tensor]) -> torch.Tensor:
+            if not torch.is_tensor(offset):
+                offset = torch.tensor(offset)
+            return values.cuda() - offset
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == []
+    listed = source.replace("offset: Union[int, torch.Tensor]", "offset")
+    assert [f for f in _found(listed) if f[1] == "DL101"] == [(7, "DL101")]

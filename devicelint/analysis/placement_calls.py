@@ -587,6 +587,7 @@ class CallEvaluation:
                 is_number(call.args[0].value)
                 or self._fact_of(call.args[0].value) == NUMBER
                 or _number_expression(call.args[0].value)
+                or self._number_parameter(call.args[0].value)
             )
         )
         if (
@@ -597,6 +598,23 @@ class CallEvaluation:
         ):
             scalar = True
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+
+    def _number_parameter(self, node: cst.BaseExpression) -> bool:
+        """A parameter of this function annotated as a number, alone or in a union
+        (`x: float | torch.Tensor`, turned into a tensor where it is not one)."""
+        if type(node) is not cst.Name or type(self.scope) is not cst.FunctionDef:
+            return False
+        params = self.scope.params
+        param = next(
+            (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == node.value),
+            None,
+        )
+        if param is None or param.annotation is None:
+            return False
+        return any(
+            type(n) is cst.Name and n.value in ("int", "float", "bool", "Number")
+            for n in self.ctx.index.walk(param.annotation.annotation)
+        )
 
     def _host_array_part(self, node: cst.BaseExpression) -> bool:
         """A part of what a NumPy or pandas call returned (`raw["y"]` after `raw = np.load(path)`,
