@@ -609,12 +609,27 @@ class CallEvaluation:
             (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == node.value),
             None,
         )
-        if param is None or param.annotation is None:
+        if param is None or param.annotation is None or self._rebound_before(node):
             return False
         return any(
             type(n) is cst.Name and n.value in ("int", "float", "bool", "Number")
             for n in self.ctx.index.walk(param.annotation.annotation)
         )
+
+    def _rebound_before(self, name: cst.Name) -> bool:
+        """Whether a statement before `name`'s own rebinds it (`bias = [bias] * 4`)."""
+        index = self.ctx.index
+        here = index.position(name)
+        for node in index.walk(self.scope):
+            if index.position(node) >= here:
+                return False
+            if isinstance(node, (cst.AssignTarget, cst.AugAssign)) and any(
+                type(n) is cst.Name and n.value == name.value for n in index.walk(node.target)
+            ):
+                statement = index.parent(node) if type(node) is cst.AssignTarget else node
+                if statement is not None and not any(n is name for n in index.walk(statement)):
+                    return True
+        return False
 
     def _host_array_part(self, node: cst.BaseExpression) -> bool:
         """A part of what a NumPy or pandas call returned (`raw["y"]` after `raw = np.load(path)`,

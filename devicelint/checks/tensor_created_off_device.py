@@ -89,9 +89,11 @@ class TensorCreatedOffDevice(Rule):
     ## Known limits
     The analysis is per file: it follows calls to methods and functions of the same file up to
     three levels deep, and a submodule's `forward` when its class is defined in the file. A
-    tensor whose placement it cannot prove (built from a variable that may be a tensor, passed
-    through an unknown function, created under a device check such as `if x.is_cuda:`, or in a
-    file that makes CUDA the default device) is not reported. Code that runs while the model is
+    tensor whose placement it cannot prove (built with `torch.as_tensor` from a variable that
+    may be a tensor, passed through an unknown function, created under a device check such as `if x.is_cuda:`, or in a
+    file that makes CUDA the default device) is not reported; `torch.tensor(x)` of data the
+    file does not show is a CPU tensor (PyTorch warns when `x` is a tensor), 0-dim where `x`
+    reads as one number (`x.shape[0]`, `len(...)`, a parameter annotated `float`). Code that runs while the model is
     built (`__init__` and helpers called only from it) is never device code; nor are plain
     functions of a data-pipeline module, named so (`transforms.py`, `collate.py`) or held in a
     data folder (`datasets/`, `data/`, `transforms/`), which prepare samples in loader workers
