@@ -80,6 +80,8 @@ class CollectiveTensorOnCpu(Rule):
             return
         facts = file_facts(ctx)
         nccl = "nccl" in source or "cuda" in source
+        # accelerate's collectives run over NCCL on GPUs whatever the file says
+        through_helpers = nccl or "accelerate" in source
         for call in ctx.index.of_type(cst.Call):
             collective = _collective(ctx, call)
             if collective is not None:
@@ -89,9 +91,8 @@ class CollectiveTensorOnCpu(Rule):
                 if any(arg.keyword is not None and arg.keyword.value == "group" for arg in call.args):
                     continue
                 handed = [v for v in _tensor_arguments(call) if not _handed_in(ctx, call, v)]
-            elif nccl or "accelerate" in source:
+            elif through_helpers:
                 # a helper (of the file or of the project) that hands its argument to a collective
-                # (accelerate's run over NCCL on GPUs whatever the file says)
                 device_hint = None
                 callee, handed = _through_helper(ctx, call)
             else:

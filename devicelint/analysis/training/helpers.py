@@ -128,6 +128,8 @@ def _called_method(ctx: FileContext, cls: cst.ClassDef) -> cst.FunctionDef | Non
 def _nested_function(ctx: FileContext, call: cst.Call, name: str) -> cst.FunctionDef | None:
     """The function `name` defined inside a function that encloses `call` (a step closure in
     `main()`), nearest first: it hides a top-level function of that name."""
+    if name not in _nested_names(ctx):
+        return None
     for scope in ctx.index.ancestors(call):
         if type(scope) is not cst.FunctionDef:
             continue
@@ -137,11 +139,26 @@ def _nested_function(ctx: FileContext, call: cst.Call, name: str) -> cst.Functio
     return None
 
 
+def _nested_names(ctx: FileContext) -> frozenset[str]:
+    """The names of the functions defined inside functions (most files have none)."""
+
+    def build(c: FileContext) -> frozenset[str]:
+        return frozenset(
+            f.name.value for f in c.index.of_type(cst.FunctionDef) if c.index.enclosing_function(f) is not None
+        )
+
+    return ctx.shared("training.helpers.nested_names", build)
+
+
 def _top_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
-    for statement in ctx.module.body:
-        if type(statement) is cst.FunctionDef and statement.name.value == name:
-            return statement
-    return None
+    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
+        found: dict[str, cst.FunctionDef] = {}
+        for statement in c.module.body:
+            if type(statement) is cst.FunctionDef:
+                found.setdefault(statement.name.value, statement)
+        return found
+
+    return ctx.shared("training.helpers.top_functions", build).get(name)
 
 
 def instance_class(
@@ -219,8 +236,10 @@ def _local_method_names(ctx: FileContext) -> frozenset[str]:
     return ctx.shared("training.helpers.method_names", build)
 
 
-def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
-    """The function of this file that `call` runs, when the file shows which one."""
+def callee(ctx: FileContext, call: cst.Call, handed: bool = True) -> cst.FunctionDef | None:
+    """The function of this file that `call` runs, when the file shows which one. Without
+    `handed`, only from what the call's own scope shows (not through a helper's parameter that
+    its callers fill with an instance, which asks for the helper's own call sites)."""
     func = call.func
     if type(func) is cst.Name:
         if func.value in local_classes(ctx):
@@ -228,26 +247,25 @@ def callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
         found = _nested_function(ctx, call, func.value) or _top_function(ctx, func.value)
         if found is not None:
             return found
-        cls = instance_class(ctx, func, call)
+        cls = instance_class(ctx, func, call, handed)
         return _called_method(ctx, cls) if cls is not None else None
     if type(func) is not cst.Attribute:
         return None
     owner, name = func.value, func.attr.value
     if type(owner) is cst.Name and owner.value == "self":
-        cls = ctx.index.enclosing_class(call) or _handed_self(ctx, owner, call)
+        cls = ctx.index.enclosing_class(call) or (_handed_self(ctx, owner, call) if handed else None)
         method = method_of(ctx, cls, name) if cls is not None else None
         if method is not None:
             return method
         # `self.clipper(params)`: an attribute holding an instance of a local class.
-        cls = instance_class(ctx, func, call)
+        cls = instance_class(ctx, func, call, handed)
         return _called_method(ctx, cls) if cls is not None else None
     built = owner.func.value if type(owner) is cst.Call and type(owner.func) is cst.Name else None
     cls = (
         (local_classes(ctx).get(built) if built is not None else None)  # `Runner().fit(...)`
         or _class_named(ctx, owner, call)
-        or instance_class(ctx, owner, call)
-        or _handed_self(ctx, owner, call)
-        or _duck_class(ctx, owner, name, call)
+        or instance_class(ctx, owner, call, handed)
+        or (_handed_self(ctx, owner, call) or _duck_class(ctx, owner, name, call) if handed else None)
     )
     return method_of(ctx, cls, name) if cls is not None else None
 
@@ -649,15 +667,11 @@ class CallSites:
     binds_receiver: bool
 
 
-# What calling an instance runs: its `__call__`, or a module's `forward` through it.
-_RUN_BY_CALLING = frozenset({"__call__", "forward"})
-
-
 def call_sites(ctx: FileContext, function: cst.FunctionDef) -> CallSites:
     """The reverse of `callee`: every call of the file that runs `function`, so that a rule
     judging a parameter by what the callers hand in sees each way the file runs it: `f(...)`,
     `self.f(...)` (also from a subclass), `runner.f(...)` on an instance, `Runner().f(...)`,
-    `self.runner.f(...)`, `sampler(...)` for `__call__` or a module's `forward`, `Class(...)`
+    `self.runner.f(...)`, `sampler(...)` for `__call__`, `Class(...)`
     for `__init__` (a base class's, when the subclass has none), `Class.f(...)` for a static or
     class method. A bound method called as `Class.f(instance, ...)` is left out: its arguments
     sit one place off from the others'. Memoised per function; a function asked about while its
@@ -682,14 +696,16 @@ def _call_sites(ctx: FileContext, function: cst.FunctionDef) -> CallSites:
     if owner is not None and name == "__init__":
         constructors = {n for n, cls in local_classes(ctx).items() if method_of(ctx, cls, "__init__") is function}
         candidates += [call for n in constructors for call in by_name.get(n, ())]
-    elif owner is not None and name in _RUN_BY_CALLING:
+    elif owner is not None and name == "__call__":
+        # (a module's `forward` through `module(x)` is the placement engine's to follow; looking
+        # for those calls here would resolve every call of a model file)
         candidates += _instance_calls(ctx)
     out = []
     for call in sorted(set(candidates), key=ctx.index.position):
         func = call.func
         if type(func) is cst.Name and func.value in constructors:
             out.append(call)
-        elif callee(ctx, call) is function and not (
+        elif callee(ctx, call, handed=False) is function and not (
             owner is not None
             and _is_bound_method(function)
             and type(func) is cst.Attribute
