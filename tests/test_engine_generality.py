@@ -6804,3 +6804,53 @@ def test_holder_labels_twins_moving_the_labels_are_clean() -> None:
         "\n\n\ndef score", "\n\n    def to_gpu(self):\n        self.targets = self.targets.cuda()\n\n\ndef score"
     )
     assert reset != HOLDER_LABELS and _found(reset) == []
+
+
+# -- a collective program without DDP that never makes the rank's GPU current (set rj) ------------
+GATHER_SCORES = textwrap.dedent(
+    """\
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    def gather_scores(local_scores):
+        world = dist.get_world_size()
+        buckets = [torch.empty_like(local_scores) for _ in range(world)]
+        dist.all_gather(buckets, local_scores)
+        return torch.cat(buckets)
+
+
+    def evaluate(shard, model):
+        dist.init_process_group("nccl")
+        model = model.cuda()
+        with torch.no_grad():
+            scores = model(shard.cuda()).softmax(-1)
+        merged = gather_scores(scores)
+        dist.destroy_process_group()
+        return merged
+    """
+)
+
+
+def test_collectives_on_the_current_device_without_set_device_put_every_rank_on_gpu0() -> None:
+    # `scores` lives on the index-less current device, cuda:0 in every rank of the NCCL group
+    assert _found(GATHER_SCORES) == [(15, "DL205")]
+
+
+def test_gather_scores_twins_that_bind_each_rank_to_its_gpu_are_clean() -> None:
+    bound = GATHER_SCORES.replace(
+        '    dist.init_process_group("nccl")\n',
+        '    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))\n    dist.init_process_group("nccl")\n',
+    )
+    assert bound != GATHER_SCORES and _found(bound) == []
+    device_id = GATHER_SCORES.replace(
+        'dist.init_process_group("nccl")',
+        'dist.init_process_group("nccl", device_id=torch.device("cuda", int(os.environ["LOCAL_RANK"])))',
+    )
+    assert device_id != GATHER_SCORES and _found(device_id) == []
+    per_rank = GATHER_SCORES.replace(".cuda()", ".to(f\"cuda:{os.environ['LOCAL_RANK']}\")")
+    assert per_rank != GATHER_SCORES and _found(per_rank) == []
+    gloo = GATHER_SCORES.replace('"nccl"', '"gloo"').replace(".cuda()", "")
+    assert _found(gloo) == []
