@@ -6854,3 +6854,63 @@ def test_gather_scores_twins_that_bind_each_rank_to_its_gpu_are_clean() -> None:
     assert per_rank != GATHER_SCORES and _found(per_rank) == []
     gloo = GATHER_SCORES.replace('"nccl"', '"gloo"').replace(".cuda()", "")
     assert _found(gloo) == []
+
+
+# -- a wrapper's state dict saved by one method, loaded by __init__ through the constructor (set rj) --
+SUMMARIZER = textwrap.dedent(
+    """\
+    import copy
+
+    import torch
+    import torch.nn as nn
+
+
+    class Seq2Seq(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.enc = nn.GRU(dim, dim, batch_first=True)
+            self.dec = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            return self.dec(self.enc(x)[0])
+
+
+    class Summarizer:
+        def __init__(self, opts, weights=None):
+            self.opts = opts
+            self.seq2seq = Seq2Seq(opts["dim"])
+            if weights is not None:
+                self.seq2seq.load_state_dict(weights)
+
+        def use_all_gpus(self):
+            self.seq2seq = nn.DataParallel(self.seq2seq.cuda())
+
+        def checkpoint(self, path):
+            torch.save({"opts": self.opts, "weights": copy.deepcopy(self.seq2seq.state_dict())}, path)
+
+        @classmethod
+        def restore(cls, path):
+            blob = torch.load(path, map_location="cpu")
+            return cls(blob["opts"], weights=blob["weights"])
+    """
+)
+
+
+def test_a_wrapped_attribute_saved_by_a_method_is_loaded_bare_by_init_through_the_constructor() -> None:
+    # `checkpoint` saves `self.seq2seq` after `use_all_gpus` wrapped it; `restore` hands the
+    # keys (all `module.`-prefixed) to `__init__`, which loads them into the bare Seq2Seq
+    assert _found(SUMMARIZER) == [(22, "DL204")]
+
+
+def test_summarizer_twins_saving_the_wrapped_module_or_loading_elsewhere_are_clean() -> None:
+    unwrapped = SUMMARIZER.replace(
+        "copy.deepcopy(self.seq2seq.state_dict())",
+        "copy.deepcopy(getattr(self.seq2seq, 'module', self.seq2seq).state_dict())",
+    )
+    assert unwrapped != SUMMARIZER and _found(unwrapped) == []
+    # no wrapper anywhere: the keys match
+    single = SUMMARIZER.replace("nn.DataParallel(self.seq2seq.cuda())", "self.seq2seq.cuda()")
+    assert single != SUMMARIZER and _found(single) == []
+    # another key than the one saved is not this checkpoint's state dict
+    other_key = SUMMARIZER.replace('weights=blob["weights"]', 'weights=blob["ema_weights"]')
+    assert other_key != SUMMARIZER and _found(other_key) == []
