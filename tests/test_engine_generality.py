@@ -6914,3 +6914,97 @@ def test_summarizer_twins_saving_the_wrapped_module_or_loading_elsewhere_are_cle
     # another key than the one saved is not this checkpoint's state dict
     other_key = SUMMARIZER.replace('weights=blob["weights"]', 'weights=blob["ema_weights"]')
     assert other_key != SUMMARIZER and _found(other_key) == []
+
+
+# -- a CPU table stored while the module is built: by a helper __init__ calls, or under dynamic names (set rj) --
+ANCHOR_LEVELS = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn as nn
+
+
+    def grid_anchors(size, stride):
+        ys, xs = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
+        return torch.stack([xs, ys], -1).reshape(-1, 2).float() * stride
+
+
+    class AnchorHead(nn.Module):
+        def __init__(self, sizes=(80, 40, 20), strides=(8, 16, 32)):
+            super().__init__()
+            self.levels = len(sizes)
+            self.cls = nn.Conv2d(64, 2, 1)
+            self._make_anchors(sizes, strides)
+
+        def _make_anchors(self, sizes, strides):
+            for level, (size, stride) in enumerate(zip(sizes, strides)):
+                setattr(self, f"anchors_l{level}", grid_anchors(size, stride))
+
+        def forward(self, feats):
+            out = []
+            for lvl, feat in enumerate(feats):
+                anchors = getattr(self, f"anchors_l{lvl}").to(feat.device)
+                out.append((self.cls(feat), anchors))
+            return out
+    """
+)
+
+
+def test_a_cpu_table_set_under_dynamic_names_by_an_init_helper_is_copied_every_forward() -> None:
+    assert _found(ANCHOR_LEVELS) == [(24, "DL405")]
+
+
+def test_anchor_levels_twins_with_buffers_or_a_rewritten_family_are_clean() -> None:
+    buffers = ANCHOR_LEVELS.replace(
+        'setattr(self, f"anchors_l{level}", grid_anchors(size, stride))',
+        'self.register_buffer(f"anchors_l{level}", grid_anchors(size, stride), persistent=False)',
+    ).replace('getattr(self, f"anchors_l{lvl}").to(feat.device)', 'getattr(self, f"anchors_l{lvl}")')
+    assert buffers != ANCHOR_LEVELS and _found(buffers) == []
+    # a method that anyone may call rebuilds the anchors: not a constant of construction
+    public = (
+        ANCHOR_LEVELS.replace("_make_anchors", "make_anchors")
+        + "\n\nhead = AnchorHead()\nhead.make_anchors((40,), (16,))\n"
+    )
+    assert _found(public) == []
+
+
+INIT_HELPER_TABLE = textwrap.dedent(
+    """\
+    import math
+
+    import torch
+    import torch.nn as nn
+
+
+    class RotaryAttention(nn.Module):
+        def __init__(self, dim, max_len=4096):
+            super().__init__()
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self._init_rotary(dim, max_len)
+
+        def _init_rotary(self, dim, max_len):
+            inv = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+            self.angles = torch.outer(torch.arange(max_len).float(), inv)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            angles = self.angles[: x.shape[1]].to(x.device)
+            q = q * angles.cos().repeat_interleave(2, -1) / math.sqrt(q.shape[-1])
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+    """
+)
+
+
+def test_a_cpu_table_a_helper_of_init_stores_is_judged_as_stored_by_init() -> None:
+    # `self.angles` is written once, by `_init_rotary`, which only `__init__` calls
+    assert _found(INIT_HELPER_TABLE) == [(19, "DL405")]
+    buffer = INIT_HELPER_TABLE.replace(
+        "self.angles = torch.outer(torch.arange(max_len).float(), inv)",
+        'self.register_buffer("angles", torch.outer(torch.arange(max_len).float(), inv), persistent=False)',
+    ).replace("self.angles[: x.shape[1]].to(x.device)", "self.angles[: x.shape[1]]")
+    assert buffer != INIT_HELPER_TABLE and _found(buffer) == []
+    # a second caller (a public re-init) makes it state that changes, not a constant
+    recalled = INIT_HELPER_TABLE.replace(
+        "    def forward(self, x):",
+        "    def extend(self, max_len):\n        self._init_rotary(self.qkv.in_features, max_len)\n\n    def forward(self, x):",
+    )
+    assert recalled != INIT_HELPER_TABLE and _found(recalled) == []
