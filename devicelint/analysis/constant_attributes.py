@@ -164,11 +164,7 @@ def _init_only_helpers(
     for name, method in own.items():
         if method is init or name in CUSTOM_MOVERS or name.startswith("__"):
             continue
-        uses = [
-            n
-            for n in ctx.index.of_type(cst.Attribute)
-            if n.attr.value == name and ctx.index.enclosing_function(n) is not method
-        ]
+        uses = [n for n in _attributes_named(ctx).get(name, ()) if ctx.index.enclosing_function(n) is not method]
         if uses and all(
             type(n.value) is cst.Name
             and n.value.value == "self"
@@ -178,6 +174,18 @@ def _init_only_helpers(
         ):
             found.append(name)
     return found
+
+
+def _attributes_named(ctx: FileContext) -> dict[str, list[cst.Attribute]]:
+    """Every `<x>.name` of the file, by name."""
+
+    def build(c: FileContext) -> dict[str, list[cst.Attribute]]:
+        found: dict[str, list[cst.Attribute]] = {}
+        for node in c.index.of_type(cst.Attribute):
+            found.setdefault(node.attr.value, []).append(node)
+        return found
+
+    return ctx.shared("constant_attributes.attributes_named", build)
 
 
 def _called(ctx: FileContext, node: cst.Attribute) -> bool:
