@@ -7101,3 +7101,207 @@ def test_a_tensor_of_a_parameter_annotated_as_a_number_is_0_dim() -> None:
     assert [f for f in _found(source) if f[1] == "DL101"] == []
     listed = source.replace("offset: Union[int, torch.Tensor]", "offset")
     assert [f for f in _found(listed) if f[1] == "DL101"] == [(7, "DL101")]
+
+
+# -- a collective program without DDP that never makes the rank's GPU current (set rj) ------------
+GATHER_SCORES = textwrap.dedent(
+    """\
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    def gather_scores(local_scores):
+        world = dist.get_world_size()
+        buckets = [torch.empty_like(local_scores) for _ in range(world)]
+        dist.all_gather(buckets, local_scores)
+        return torch.cat(buckets)
+
+
+    def evaluate(shard, model):
+        dist.init_process_group("nccl")
+        model = model.cuda()
+        with torch.no_grad():
+            scores = model(shard.cuda()).softmax(-1)
+        merged = gather_scores(scores)
+        dist.destroy_process_group()
+        return merged
+    """
+)
+
+
+def test_collectives_on_the_current_device_without_set_device_put_every_rank_on_gpu0() -> None:
+    # `scores` lives on the index-less current device, cuda:0 in every rank of the NCCL group
+    assert _found(GATHER_SCORES) == [(15, "DL205")]
+
+
+def test_gather_scores_twins_that_bind_each_rank_to_its_gpu_are_clean() -> None:
+    bound = GATHER_SCORES.replace(
+        '    dist.init_process_group("nccl")\n',
+        '    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))\n    dist.init_process_group("nccl")\n',
+    )
+    assert bound != GATHER_SCORES and _found(bound) == []
+    device_id = GATHER_SCORES.replace(
+        'dist.init_process_group("nccl")',
+        'dist.init_process_group("nccl", device_id=torch.device("cuda", int(os.environ["LOCAL_RANK"])))',
+    )
+    assert device_id != GATHER_SCORES and _found(device_id) == []
+    per_rank = GATHER_SCORES.replace(".cuda()", ".to(f\"cuda:{os.environ['LOCAL_RANK']}\")")
+    assert per_rank != GATHER_SCORES and _found(per_rank) == []
+    gloo = GATHER_SCORES.replace('"nccl"', '"gloo"').replace(".cuda()", "")
+    assert _found(gloo) == []
+
+
+# -- a wrapper's state dict saved by one method, loaded by __init__ through the constructor (set rj) --
+SUMMARIZER = textwrap.dedent(
+    """\
+    import copy
+
+    import torch
+    import torch.nn as nn
+
+
+    class Seq2Seq(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.enc = nn.GRU(dim, dim, batch_first=True)
+            self.dec = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            return self.dec(self.enc(x)[0])
+
+
+    class Summarizer:
+        def __init__(self, opts, weights=None):
+            self.opts = opts
+            self.seq2seq = Seq2Seq(opts["dim"])
+            if weights is not None:
+                self.seq2seq.load_state_dict(weights)
+
+        def use_all_gpus(self):
+            self.seq2seq = nn.DataParallel(self.seq2seq.cuda())
+
+        def checkpoint(self, path):
+            torch.save({"opts": self.opts, "weights": copy.deepcopy(self.seq2seq.state_dict())}, path)
+
+        @classmethod
+        def restore(cls, path):
+            blob = torch.load(path, map_location="cpu")
+            return cls(blob["opts"], weights=blob["weights"])
+    """
+)
+
+
+def test_a_wrapped_attribute_saved_by_a_method_is_loaded_bare_by_init_through_the_constructor() -> None:
+    # `checkpoint` saves `self.seq2seq` after `use_all_gpus` wrapped it; `restore` hands the
+    # keys (all `module.`-prefixed) to `__init__`, which loads them into the bare Seq2Seq
+    assert _found(SUMMARIZER) == [(22, "DL204")]
+
+
+def test_summarizer_twins_saving_the_wrapped_module_or_loading_elsewhere_are_clean() -> None:
+    unwrapped = SUMMARIZER.replace(
+        "copy.deepcopy(self.seq2seq.state_dict())",
+        "copy.deepcopy(getattr(self.seq2seq, 'module', self.seq2seq).state_dict())",
+    )
+    assert unwrapped != SUMMARIZER and _found(unwrapped) == []
+    # no wrapper anywhere: the keys match
+    single = SUMMARIZER.replace("nn.DataParallel(self.seq2seq.cuda())", "self.seq2seq.cuda()")
+    assert single != SUMMARIZER and _found(single) == []
+    # another key than the one saved is not this checkpoint's state dict
+    other_key = SUMMARIZER.replace('weights=blob["weights"]', 'weights=blob["ema_weights"]')
+    assert other_key != SUMMARIZER and _found(other_key) == []
+
+
+# -- a CPU table stored while the module is built: by a helper __init__ calls, or under dynamic names (set rj) --
+ANCHOR_LEVELS = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn as nn
+
+
+    def grid_anchors(size, stride):
+        ys, xs = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
+        return torch.stack([xs, ys], -1).reshape(-1, 2).float() * stride
+
+
+    class AnchorHead(nn.Module):
+        def __init__(self, sizes=(80, 40, 20), strides=(8, 16, 32)):
+            super().__init__()
+            self.levels = len(sizes)
+            self.cls = nn.Conv2d(64, 2, 1)
+            self._make_anchors(sizes, strides)
+
+        def _make_anchors(self, sizes, strides):
+            for level, (size, stride) in enumerate(zip(sizes, strides)):
+                setattr(self, f"anchors_l{level}", grid_anchors(size, stride))
+
+        def forward(self, feats):
+            out = []
+            for lvl, feat in enumerate(feats):
+                anchors = getattr(self, f"anchors_l{lvl}").to(feat.device)
+                out.append((self.cls(feat), anchors))
+            return out
+    """
+)
+
+
+def test_a_cpu_table_set_under_dynamic_names_by_an_init_helper_is_copied_every_forward() -> None:
+    assert _found(ANCHOR_LEVELS) == [(24, "DL405")]
+
+
+def test_anchor_levels_twins_with_buffers_or_a_rewritten_family_are_clean() -> None:
+    buffers = ANCHOR_LEVELS.replace(
+        'setattr(self, f"anchors_l{level}", grid_anchors(size, stride))',
+        'self.register_buffer(f"anchors_l{level}", grid_anchors(size, stride), persistent=False)',
+    ).replace('getattr(self, f"anchors_l{lvl}").to(feat.device)', 'getattr(self, f"anchors_l{lvl}")')
+    assert buffers != ANCHOR_LEVELS and _found(buffers) == []
+    # a method that anyone may call rebuilds the anchors: not a constant of construction
+    public = (
+        ANCHOR_LEVELS.replace("_make_anchors", "make_anchors")
+        + "\n\nhead = AnchorHead()\nhead.make_anchors((40,), (16,))\n"
+    )
+    assert _found(public) == []
+
+
+INIT_HELPER_TABLE = textwrap.dedent(
+    """\
+    import math
+
+    import torch
+    import torch.nn as nn
+
+
+    class RotaryAttention(nn.Module):
+        def __init__(self, dim, max_len=4096):
+            super().__init__()
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self._init_rotary(dim, max_len)
+
+        def _init_rotary(self, dim, max_len):
+            inv = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+            self.angles = torch.outer(torch.arange(max_len).float(), inv)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            angles = self.angles[: x.shape[1]].to(x.device)
+            q = q * angles.cos().repeat_interleave(2, -1) / math.sqrt(q.shape[-1])
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+    """
+)
+
+
+def test_a_cpu_table_a_helper_of_init_stores_is_judged_as_stored_by_init() -> None:
+    # `self.angles` is written once, by `_init_rotary`, which only `__init__` calls
+    assert _found(INIT_HELPER_TABLE) == [(19, "DL405")]
+    buffer = INIT_HELPER_TABLE.replace(
+        "self.angles = torch.outer(torch.arange(max_len).float(), inv)",
+        'self.register_buffer("angles", torch.outer(torch.arange(max_len).float(), inv), persistent=False)',
+    ).replace("self.angles[: x.shape[1]].to(x.device)", "self.angles[: x.shape[1]]")
+    assert buffer != INIT_HELPER_TABLE and _found(buffer) == []
+    # a second caller (a public re-init) makes it state that changes, not a constant
+    recalled = INIT_HELPER_TABLE.replace(
+        "    def forward(self, x):",
+        "    def extend(self, max_len):\n        self._init_rotary(self.qkv.in_features, max_len)\n\n    def forward(self, x):",
+    )
+    assert recalled != INIT_HELPER_TABLE and _found(recalled) == []

@@ -62,12 +62,19 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
     init = own.get("__init__")
     if init is None:
         return {}
+    building = {id(init)} | {id(own[name]) for name in _init_only_helpers(ctx, cls, own, init)}
     assigned: dict[str, list[cst.BaseExpression]] = {}
     written: set[str] = set()
     for name, method in own.items():
         for node in ctx.index.walk(method):
             if type(node) is cst.Call:
                 _note_registration(node, written)
+                family = _dynamic_setattr(ctx, node)
+                if family is not None and ctx.index.enclosing_class(node) is cls:
+                    if id(method) in building and name not in CUSTOM_MOVERS:
+                        assigned.setdefault(family[0], []).append(family[1])
+                    else:
+                        written.add(family[0])
             attr = self_attribute(node) if type(node) is cst.Attribute else None
             if attr is None or ctx.index.enclosing_class(node) is not cls:
                 continue
@@ -75,7 +82,7 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
                 written.add(attr)  # the class moves or casts it by hand
                 continue
             value = _assigned_value(ctx, node)
-            if value is not None and method is init:
+            if value is not None and id(method) in building:
                 assigned.setdefault(attr, []).append(value)
             elif value is not None or _mutated(ctx, node):
                 written.add(attr)
@@ -99,6 +106,92 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         if cpu or plain:
             out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
     return out
+
+
+def attribute_key(node: cst.CSTNode) -> str | None:
+    """The attribute of `self` a read names: `x` for `self.x` and `getattr(self, "x")`, and the
+    family `pos{}` for `getattr(self, f"pos{i}")` (attributes set with `setattr(self, f"pos{i}",
+    ...)`); None for anything else."""
+    attr = self_attribute(node)
+    if attr is not None:
+        return attr
+    if not (
+        type(node) is cst.Call
+        and type(node.func) is cst.Name
+        and node.func.value == "getattr"
+        and len(node.args) >= 2
+        and type(node.args[0].value) is cst.Name
+        and node.args[0].value.value == "self"
+    ):
+        return None
+    name = node.args[1].value
+    if type(name) is cst.SimpleString:
+        text = literal_value(name)
+        return text if isinstance(text, str) else None
+    return _family(name)
+
+
+def _family(node: cst.BaseExpression) -> str | None:
+    """`pos{}` for the f-string `f"pos{i}"` (its text with each replacement field as `{}`)."""
+    if type(node) is not cst.FormattedString:
+        return None
+    parts = [p.value if type(p) is cst.FormattedStringText else "{}" for p in node.parts]
+    return "".join(parts) if any(p != "{}" for p in parts) else None
+
+
+def _dynamic_setattr(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression] | None:
+    """(family, value) for `setattr(self, f"pos{i}", value)`: one attribute per name the
+    f-string makes, each written by this call."""
+    if not (
+        type(call.func) is cst.Name
+        and call.func.value == "setattr"
+        and len(call.args) == 3
+        and not any(a.star or a.keyword is not None for a in call.args)
+        and type(call.args[0].value) is cst.Name
+        and call.args[0].value.value == "self"
+    ):
+        return None
+    family = _family(call.args[1].value)
+    return (family, call.args[2].value) if family is not None else None
+
+
+def _init_only_helpers(
+    ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef], init: cst.FunctionDef
+) -> list[str]:
+    """Methods that only `__init__` calls (`self._build_tables()`), and nothing else in the file
+    names: what they store is stored while the object is built."""
+    found = []
+    for name, method in own.items():
+        if method is init or name in CUSTOM_MOVERS or name.startswith("__"):
+            continue
+        uses = [n for n in _attributes_named(ctx).get(name, ()) if ctx.index.enclosing_function(n) is not method]
+        if uses and all(
+            type(n.value) is cst.Name
+            and n.value.value == "self"
+            and ctx.index.enclosing_function(n) is init
+            and _called(ctx, n)
+            for n in uses
+        ):
+            found.append(name)
+    return found
+
+
+def _attributes_named(ctx: FileContext) -> dict[str, list[cst.Attribute]]:
+    """Every `<x>.name` of the file, by name."""
+
+    def build(c: FileContext) -> dict[str, list[cst.Attribute]]:
+        found: dict[str, list[cst.Attribute]] = {}
+        for node in c.index.of_type(cst.Attribute):
+            found.setdefault(node.attr.value, []).append(node)
+        return found
+
+    return ctx.shared("constant_attributes.attributes_named", build)
+
+
+def _called(ctx: FileContext, node: cst.Attribute) -> bool:
+    """`node` is the function of a call: `self.m(...)`, not `self.m` handed on."""
+    parent = ctx.index.parent(node)
+    return type(parent) is cst.Call and parent.func is node
 
 
 def _written_by_subclasses(ctx: FileContext, cls: cst.ClassDef) -> set[str]:
@@ -179,6 +272,10 @@ def _note_registration(call: cst.Call, written: set[str]) -> None:
             text = literal_value(arg.value)
             if isinstance(text, str):
                 written.add(text)
+        elif name != "setattr":
+            family = _family(arg.value)  # `self.register_buffer(f"pos{i}", ...)`
+            if family is not None:
+                written.add(family)
 
 
 def made_on_cpu(ctx: FileContext, value: cst.BaseExpression) -> tuple[bool, bool]:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import (
     INIT_PROCESS_GROUP,
     Device,
@@ -30,8 +31,10 @@ from devicelint.analysis.model_events import (
 )
 from devicelint.analysis.model_events.ranks import global_rank_indices
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_facts import DEVICE
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.torch_support import torch_support
+from devicelint.analysis.vocabulary import DIST_COLLECTIVES
 from devicelint.checks.removed_parallel_api import torch_in as _applies
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -67,6 +70,11 @@ class DdpDeviceSetup(Rule):
       (reported once per function). This case needs no DDP in the file: FSDP, tensor-parallel
       inference over raw collectives and any other program with one process per GPU bind
       their GPU the same way (test files aside: their workers run on one machine).
+    - a multi-process program without DDP (raw collectives, a benchmark, tensor-parallel
+      code) whose `torch.distributed` collectives run on tensors of the index-less current
+      device (`device="cuda"`, `.cuda()`) while nothing calls `torch.cuda.set_device` and
+      `init_process_group` (NCCL, or a backend chosen at run time in a file that names
+      `"nccl"`) gets no `device_id=` (reported at `init_process_group`).
 
     DDP over a CPU model without `device_ids` (the `gloo` backend) is not reported.
 
@@ -132,7 +140,7 @@ class DdpDeviceSetup(Rule):
     summary = "DistributedDataParallel needs each rank's model on that rank's own GPU."
     message = "`{call}` {problem}; {advice}"
     # The global-rank case runs in any multi-process program, with or without DDP.
-    tokens = ("DistributedDataParallel", "get_rank", "RANK")
+    tokens = ("DistributedDataParallel", "get_rank", "RANK", "init_process_group")
 
     _ADVICE = (
         "call `torch.cuda.set_device(local_rank)`, move the model with `.to(local_rank)` and pass "
@@ -148,7 +156,10 @@ class DdpDeviceSetup(Rule):
                     reported = True
                     yield violation
         if not reported:
-            yield from self._current_device_never_set(ctx)
+            found = list(self._current_device_never_set(ctx))
+            yield from found
+            if not found and not any(site.kind == "DistributedDataParallel" for site in wrapper_sites(ctx)):
+                yield from self._collectives_on_current_device(ctx)
         if "DistributedDataParallel" in ctx.source or not is_test_path(ctx.path):
             # without DDP, a test's workers are spawned on one machine, where the rank is the index
             yield from self._global_rank_as_index(ctx)
@@ -203,6 +214,50 @@ class DdpDeviceSetup(Rule):
                 ),
                 advice="call `torch.cuda.set_device(local_rank)` right after `init_process_group`",
             )
+
+    def _collectives_on_current_device(self, ctx: FileContext) -> Iterator[Violation]:
+        """A multi-process program without DDP (raw collectives, a benchmark, tensor-parallel
+        code) that runs NCCL collectives on tensors of the index-less current device (`"cuda"`,
+        `.cuda()`) and never makes the rank's GPU current: every rank works on cuda:0."""
+        if set_device_called(ctx) or _visibility_per_process(ctx) or is_test_path(ctx.path):
+            return
+        inits = [
+            call
+            for call in ctx.index.of_type(cst.Call)
+            if ctx.qualified_name(call.func) in INIT_PROCESS_GROUP
+            and _may_use_nccl(ctx, call)
+            and not any(arg.keyword is not None and arg.keyword.value == "device_id" for arg in call.args)
+        ]
+        if not inits:
+            return
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            qualified = ctx.qualified_name(call.func) or ""
+            if not qualified.startswith("torch.distributed.") or qualified.rsplit(".", 1)[-1] not in DIST_COLLECTIVES:
+                continue
+            current = [
+                fact.device
+                for fact in (facts.value(arg.value) for arg in call.args if not arg.star)
+                if fact.kind == DEVICE and fact.device is not None and fact.device.is_current
+            ]
+            if not current:
+                continue
+            yield self.violation(
+                inits[0],
+                call=short(ctx, inits[0]),
+                problem=(
+                    f"starts a multi-process group whose collectives (`{short(ctx, call)}`) run on tensors of the current "
+                    f"device `{current[0].text}`, but nothing calls `torch.cuda.set_device`, so that is cuda:0 in every "
+                    'process: NCCL finds the same GPU in every rank and fails ("Duplicate GPU detected") or hangs, '
+                    "and the other GPUs idle"
+                ),
+                advice=(
+                    "call `torch.cuda.set_device(local_rank)` before allocating (or pass "
+                    '`device_id=torch.device("cuda", local_rank)` to `init_process_group`) and allocate on '
+                    '`f"cuda:{local_rank}"`'
+                ),
+            )
+            return
 
     def _check_site(self, ctx: FileContext, site: WrapperSite) -> Violation | None:
         resolver = resolver_for(ctx, site.call)
@@ -400,6 +455,17 @@ def _nccl_call(ctx: FileContext, call: cst.Call) -> bool:
                 or (type(value) is not cst.SimpleString and _uses_nccl(ctx))
             )
     return _uses_nccl(ctx)
+
+
+def _may_use_nccl(ctx: FileContext, call: cst.Call) -> bool:
+    """The process group uses NCCL, or its backend is chosen at run time in a file that names
+    `"nccl"` as one of the choices."""
+    if _nccl_call(ctx, call):
+        return True
+    for position, arg in enumerate(call.args):
+        if (arg.keyword is None and position == 0) or (arg.keyword is not None and arg.keyword.value == "backend"):
+            return type(arg.value) is not cst.SimpleString and "nccl" in string_constants(ctx)
+    return False
 
 
 def _is_none(node: cst.BaseExpression) -> bool:

@@ -5,7 +5,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
-from devicelint.analysis.constant_attributes import made_on_cpu, module_constant, module_level_values, stored_once
+from devicelint.analysis.constant_attributes import (
+    attribute_key,
+    made_on_cpu,
+    module_constant,
+    module_level_values,
+    stored_once,
+)
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.modules import methods, module_classes
@@ -38,7 +44,9 @@ class PerStepConstantCopy(Rule):
     of a loop over data batches, `for x, y in loader:`):
 
     - `self.table.to(x.device)` / `self.table.cuda()` of a tensor attribute that `__init__`
-      made on the CPU once and nothing ever reassigns or changes, or `TABLE.to(x.device)` of a
+      (or a method that only `__init__` calls) made on the CPU once and nothing ever reassigns
+      or changes, also one of a family stored with `setattr(self, f"pos{i}", ...)` and read
+      with `getattr(self, f"pos{i}")`, or `TABLE.to(x.device)` of a
       CPU tensor bound once at module level, here or in another module of the project
       (`from stats import PIXEL_MEAN`, `T.MEAN` after `import transforms as T`);
     - `torch.tensor(CONSTANT, device=x.device)` of a literal list of numbers, a module-level
@@ -137,23 +145,29 @@ def _attribute_moved(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
         return _module_tensor_moved(ctx, call, root)
     if type(root) is cst.Attribute and ctx.project.host_constants:
         return _imported_tensor_moved(ctx, call, root)  # `T.MEAN.to(device)` after `import transforms as T`
-    attr = self_attribute(root) if root is not None else None
+    attr = attribute_key(root) if root is not None else None
     cls = ctx.index.enclosing_class(call)
     stored = stored_once(ctx, cls).get(attr) if attr is not None and cls is not None else None
     if stored is None or not stored.cpu_tensor:
         return None
     if (id(stored.cls), stored.attr) in _reported_by_dl102(ctx):
         return None  # DL102 says it is never moved with the model: one finding per attribute
-    if stored.is_module:
+    dynamic = root if type(root) is cst.Call else None  # `getattr(self, f"pos{i}")`: one of a family
+    shown = f"`{short(ctx, dynamic)}`" if dynamic is not None else f"`self.{stored.attr}`"
+    if stored.is_module and dynamic is not None:
+        name = ctx.code_for(dynamic.args[1].value)
+        advice = (
+            f"register them once in `__init__` (`self.register_buffer({name}, ..., persistent=False)`) "
+            "and read them without the move: `model.to(device)` then moves them once"
+        )
+    elif stored.is_module:
         advice = (
             f'register it once in `__init__` (`self.register_buffer("{stored.attr}", ..., persistent=False)`) '
             "and use `self." + stored.attr + "`: `model.to(device)` then moves it once"
         )
     else:
         advice = "move it once where the device is chosen and keep the moved copy"
-    what = (
-        f"`{short(ctx, call)}` copies `self.{stored.attr}`, a constant CPU tensor set once in `__init__`, to the device"
-    )
+    what = f"`{short(ctx, call)}` copies {shown}, a constant CPU tensor set once in `__init__`, to the device"
     return {"what": what, "advice": advice}
 
 

@@ -104,7 +104,11 @@ class WrappedStateDictPrefix(Rule):
     loads it, or in each caller of a helper that receives it (`load_checkpoint(net, path)`);
     a saved model is followed the same way through a save helper (`save_checkpoint(model,
     path)`, also with `self.model`), one level deep, with the caller's path put in. A wrapper
-    returned by a function of the file (`model = parallelize(net)`) counts as a wrapper.
+    returned by a function of the file (`model = parallelize(net)`) counts as a wrapper. A
+    state dict handed to `__init__` through the class's constructor calls (`Reader(args,
+    ckpt["state"])`, also `cls(...)` in a classmethod) is followed to what each call loaded, and
+    `__init__` sees `self.model` before another method wraps it; a copy of a state dict
+    (`copy.copy`, `copy.deepcopy`, `dict`, `OrderedDict`) keeps its keys.
     """
 
     code = "DL204"
@@ -304,8 +308,8 @@ def _wrapper_of(ctx: FileContext, var: str, at: cst.CSTNode) -> WrapperSite | No
             and other.scope is not scope_of(ctx, at)
             and ctx.index.enclosing_class(other.call) is cls
         ):
-            if method is not None and _runs_only_before(ctx, method, other.call):
-                continue  # `__init__` loads through `self._load()` and wraps after it
+            if method is not None and (method.name.value == "__init__" or _runs_only_before(ctx, method, other.call)):
+                continue  # `__init__` runs before any other method; or it loads through `self._load()` and wraps after it
             return other
     return None
 
@@ -347,7 +351,7 @@ def _saves(ctx: FileContext, call: cst.Call) -> list[_Saved]:
                 and isinstance(text := literal_value(e.key), str)
             ]
         for value, key in pairs:
-            model = _state_dict_of(_bound_value(ctx, value, call))  # `state = model.state_dict()`
+            model = _state_dict_of(ctx, _bound_value(ctx, value, call))  # `state = model.state_dict()`
             if model is None:
                 continue
             for model, path_key, where in _through_callers(ctx, call, model, (path_text, key), at):  # noqa: B020  (each caller's view replaces the callee's)
@@ -423,8 +427,13 @@ def _through_callers(
     if at is not node:
         return found
     function = ctx.index.enclosing_function(node)
-    if function is None or model not in _parameters(function):
+    if function is None:
         return found
+    if model not in _parameters(function):
+        # `self.net.load_state_dict(state)` with `state` handed in (`__init__(self, args,
+        # state=None)` called as `Reader(args, ckpt["state"])`): the model is the one here,
+        # the state dict what each caller loaded
+        return found + (_handed_by_callers(ctx, function, model, node, handed) if handed is not None else [])
     for site in calls_of(ctx, function):
         argument = _argument(function, site, model)
         name = dotted_name(argument) if argument is not None else None
@@ -444,6 +453,21 @@ def _through_callers(
                 continue
             path = _path_key(ctx, path_argument, site)
         found.append((name, (path, source[1]), site))
+    return found
+
+
+def _handed_by_callers(
+    ctx: FileContext, function: cst.FunctionDef, model: str, load: cst.CSTNode, handed: tuple[str, str | None]
+) -> list[tuple[str, tuple[str, str | None], cst.CSTNode]]:
+    """(model, (path, key), the load) for each call of `function` that hands it a loaded
+    checkpoint for the state-dict parameter `handed`, the model itself not handed in."""
+    found: list[tuple[str, tuple[str, str | None], cst.CSTNode]] = []
+    for site in calls_of(ctx, function):
+        state = _argument(function, site, handed[0])
+        loaded = _loaded_from(ctx, state) if state is not None else None
+        if loaded is None or (handed[1] is not None and loaded[1] is not None):
+            continue
+        found.append((model, (loaded[0], handed[1] or loaded[1]), load))
     return found
 
 
@@ -494,12 +518,26 @@ def _is_method(function: cst.FunctionDef) -> bool:
     return bool(params) and params[0].name.value in ("self", "cls")
 
 
-def _state_dict_of(node: cst.BaseExpression) -> str | None:
-    """`model` for `model.state_dict()`."""
+def _state_dict_of(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """`model` for `model.state_dict()`, also through a copy of it (`copy.copy(...)`,
+    `copy.deepcopy(...)`, `dict(...)`, `OrderedDict(...)`), which keeps its keys."""
+    while (
+        type(node) is cst.Call
+        and len(node.args) == 1
+        and not node.args[0].star
+        and node.args[0].keyword is None
+        and ctx.qualified_name(node.func) in _KEY_KEEPING_COPIES
+    ):
+        node = node.args[0].value
     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "state_dict":
         if not node.args:
             return dotted_name(node.func.value)
     return None
+
+
+_KEY_KEEPING_COPIES = frozenset(
+    {"copy.copy", "copy.deepcopy", "builtins.dict", "dict", "collections.OrderedDict", "typing.OrderedDict"}
+)
 
 
 def _path_key(ctx: FileContext, node: cst.BaseExpression, at: cst.CSTNode) -> str:

@@ -516,8 +516,8 @@ def bound_arguments(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call) -
             params = params[1:]
         elif "classmethod" in decorators:
             params = params[1:]  # `cls`: whichever class, never a value the helper moves
-        elif type(func) is cst.Name and func.value in local_classes(ctx):
-            params = params[1:]  # `Class(...)` runs `__init__` on the instance it builds
+        elif type(func) is cst.Name and (func.value in local_classes(ctx) or helper.name.value == "__init__"):
+            params = params[1:]  # `Class(...)`, `cls(...)` run `__init__` on the instance they build
         elif type(func) is cst.Name:
             bound[params[0]] = func  # `sampler(...)` runs `__call__` on `sampler`
             params = params[1:]
@@ -700,10 +700,13 @@ def _call_sites(ctx: FileContext, function: cst.FunctionDef) -> CallSites:
         # (a module's `forward` through `module(x)` is the placement engine's to follow; looking
         # for those calls here would resolve every call of a model file)
         candidates += _instance_calls(ctx)
+    if constructors:
+        # `cls(...)` in a class method builds an instance of its class
+        candidates += [call for call in by_name.get("cls", ()) if _built_by_class_method(ctx, call, constructors)]
     out = []
     for call in sorted(set(candidates), key=ctx.index.position):
         func = call.func
-        if type(func) is cst.Name and func.value in constructors:
+        if type(func) is cst.Name and (func.value in constructors or func.value == "cls"):
             out.append(call)
         elif callee(ctx, call, handed=False) is function and not (
             owner is not None
@@ -714,6 +717,19 @@ def _call_sites(ctx: FileContext, function: cst.FunctionDef) -> CallSites:
         ):
             out.append(call)
     return CallSites(tuple(out), binds_receiver=owner is not None and not static)
+
+
+def _built_by_class_method(ctx: FileContext, call: cst.Call, classes: set[str]) -> bool:
+    """`cls(...)` in a `@classmethod` of one of `classes` (`Reader.load(path)` returning
+    `cls(args, state)`)."""
+    method = ctx.index.enclosing_function(call)
+    owner = ctx.index.enclosing_class(method) if method is not None else None
+    return (
+        type(call.func) is cst.Name
+        and owner is not None
+        and owner.name.value in classes
+        and any(dotted_name(d.decorator) == "classmethod" for d in method.decorators)  # type: ignore[union-attr]  # set with owner
+    )
 
 
 def _instance_calls(ctx: FileContext) -> list[cst.Call]:
