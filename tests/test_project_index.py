@@ -1331,3 +1331,104 @@ def test_a_class_s_step_calls_are_those_on_its_scaler_and_optimizer_only() -> No
         ("tick", "update", "amp", False),
         ("tick", "optimizer_step", "optim", False),
     )
+
+
+def test_what_a_helper_s_helper_does_counts_as_the_helper_s_own(tmp_path: Path) -> None:
+    # refactored shapes of numpy_in_helpers_helper, item_in_metric_helpers_helper and
+    # eval_helper_runs_model_two_levels: the last helper two modules away, reached by keyword,
+    # through a package alias and a parameter rebound to its own values; a helper that hands on a
+    # host copy, or moves the model it hands on, passes nothing on
+    _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "",
+            "viz/convert.py": (
+                "def as_array(tensor, scale=1):\n    tensor = tensor.float().clamp(0, 1) * 255\n"
+                "    return tensor.detach().numpy() * scale\n\n\n"
+                "def scalar(value):\n    return float(value.sum())\n\n\n"
+                "def forward_all(net, batches, device):\n"
+                "    return [net(b.to(device)) for b in batches]\n"
+            ),
+            "viz/plots.py": (
+                "from viz import convert as C\n\n\n"
+                "def to_image(img):\n    return C.as_array(tensor=img[0], scale=255)\n\n\n"
+                "def to_host_image(img):\n    return C.as_array(img.cpu())\n\n\n"
+                "def error(pred, target):\n    gap = (pred - target).abs()\n    return C.scalar(gap)\n\n\n"
+                "def run(net, batches, device):\n    return C.forward_all(net, batches, device)\n\n\n"
+                "def run_moved(net, batches, device):\n    net.to(device)\n    return C.forward_all(net, batches, device)\n"
+            ),
+            "loop.py": (
+                "import torch\nimport torch.nn as nn\n\nimport viz.plots as vp\n\n\n"
+                "def main(loader):\n"
+                "    net = nn.Linear(8, 8).cuda()\n"
+                "    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+                "    total = 0.0\n"
+                "    for x, y in loader:\n"
+                "        x, y = x.cuda(), y.cuda()\n"
+                "        out = net(x)\n"
+                "        loss = (out - y).pow(2).mean()\n"
+                "        opt.zero_grad()\n"
+                "        loss.backward()\n"
+                "        opt.step()\n"
+                "        total += vp.error(out, y)\n"
+                "        picture = vp.to_image(out)\n"
+                "        host = vp.to_host_image(out)\n"
+                "    cold, warm = nn.Linear(8, 8), nn.Linear(8, 8)\n"
+                "    vp.run(cold, [x], 'cuda')\n"
+                "    vp.run_moved(warm, [x], 'cuda')\n"
+                "    return total, picture, host\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"].startswith("DL"))
+    assert found == [(18, "DL401"), (19, "DL108"), (22, "DL117")]
+    alone = [
+        r for r in _check(["--no-cache", "--no-project", str(tmp_path)]) if r["code"] in ("DL108", "DL117", "DL401")
+    ]
+    assert alone == []
+
+
+def test_a_parameter_rebound_to_its_own_values_is_still_what_was_handed() -> None:
+    kept = _uses("def f(x):\n    x = (x.detach().float() + 1) / 2\n    return x[0].numpy()\n")
+    assert kept.to_numpy == (("x", 3),)
+    for rebinding in ("x.cpu()", "x.type_as(y)", "x.to(y)", "x + y", "x[idx]", "norm(x)"):
+        uses = _uses(f"def f(x, y, idx):\n    x = {rebinding}\n    return x.numpy()\n")
+        assert uses.to_numpy == (), rebinding
+
+
+def test_a_registry_a_decorator_fills(tmp_path: Path) -> None:
+    # refactored shape of decorator_registry_model: a plain decorator (no call) reached through a
+    # module alias, the classes in a module the package imports; a registry one of whose classes
+    # places itself builds no known CPU model
+    layer = "import torch.nn as nn\n\n\n"
+    _write(
+        tmp_path,
+        {
+            "nets/__init__.py": "from . import small\nfrom .factory import build, build_placed\n",
+            "nets/factory.py": (
+                "ZOO = {}\nPLACED = {}\n\n\n"
+                "def register(cls):\n    ZOO[cls.__name__.lower()] = cls\n    return cls\n\n\n"
+                "def register_placed(key):\n    def add(fn):\n        PLACED[key] = fn\n        return fn\n\n    return add\n\n\n"
+                "def build(name):\n    return ZOO[name]()\n\n\n"
+                "def build_placed(name):\n    return PLACED[name]()\n"
+            ),
+            "nets/small.py": (
+                layer + "from . import factory\n\n\n"
+                "@factory.register\nclass Tiny(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\n"
+                "@factory.register\nclass Small(Tiny):\n    pass\n\n\n"
+                "@factory.register_placed('tiny')\nclass PlainTiny(Tiny):\n    pass\n\n\n"
+                "@factory.register_placed('gpu')\nclass OnGpu(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.fc = nn.Linear(4, 2).to('cuda')\n\n    def forward(self, x):\n        return self.fc(x)\n"
+            ),
+            "run.py": (
+                "import torch\n\nimport nets\n\n\n"
+                "def main(name):\n    a = nets.build(name)\n    b = nets.build_placed(name)\n"
+                "    x = torch.randn(3, 4, device='cuda')\n    return a(x), b(x)\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
+    assert found == [(10, "DL117")]
+    registry = summarise((tmp_path / "nets/factory.py").read_text(), "nets.factory").registry("ZOO")
+    assert registry == ("@nets.factory.register",)

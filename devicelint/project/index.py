@@ -887,13 +887,56 @@ class ProjectIndex:
             return ImportedHelper(qualified, self._shown(self._path_of(module)), uses)
         if name not in module.uses:
             return None
-        uses = module.uses[name]
+        uses = self._uses(module, name, frozenset())
         constants = module.host_constants() if uses.mixes else {}
         host_mixes = tuple((p, n, *constants[n]) for p, n, _ in uses.mixes if n in constants)
         if not (replace(uses, mixes=()) or host_mixes):
             return None  # (what it mixes with module names counts only where they are host tensors)
         qualified = f"{module.name}.{name}" if module.name else name
         return ImportedHelper(qualified, self._shown(self._path_of(module)), uses, host_mixes)
+
+    def _uses(self, module: ModuleSummary, name: str, seen: frozenset[tuple[int, str]]) -> ParameterUses:
+        """`module.uses[name]` with what the project functions it hands its parameters to do to
+        them (`ParameterUses.forwards`), at the line of its own call: `accuracy(logits, y)` that
+        returns `to_number((logits.argmax(1) == y).float().mean())` reads `logits` on the host
+        where `to_number` calls `.item()` in another module; a chain ends after twelve hops and
+        at a function met again."""
+        uses = module.uses[name]
+        key = (id(module), name)
+        if not uses.forwards or key in seen or len(seen) > _MAX_HOPS:
+            return uses
+        where = self._path_of(module)
+        kept = set(uses.params)
+        to_numpy = dict((p, line) for p, line in uses.to_numpy)
+        syncs = {p: (read, line) for p, read, line in uses.host_syncs}
+        unmoved = dict(uses.runs_unmoved)
+        reads = {(p, a): line for p, a, line in uses.reads}
+        for param, callee, position, keyword, as_is, always, line in uses.forwards:
+            found = self._resolve(callee, where)
+            if found is None or found.name is None or found.name not in found.module.uses or param not in kept:
+                continue
+            self.summary(self._path_of(found.module))  # (a file this lookup read, also when resolved before)
+            inner = self._uses(found.module, found.name, seen | {key})
+            target = inner.parameter_at(position if position >= 0 else None, keyword or None)
+            if target is None:
+                continue
+            if always and any(p == target for p, _ in inner.to_numpy):
+                to_numpy.setdefault(param, line)
+            sync = next((read for p, read, _ in inner.host_syncs if p == target), None)
+            if sync is not None:
+                syncs.setdefault(param, (sync, line))
+            if as_is and any(p == target for p, _ in inner.runs_unmoved):
+                unmoved.setdefault(param, line)
+            if as_is and always:
+                for attribute in sorted({a for p, a, _ in inner.reads if p == target}):
+                    reads.setdefault((param, attribute), line)
+        return replace(
+            uses,
+            to_numpy=tuple(sorted(to_numpy.items())),
+            host_syncs=tuple(sorted((p, read, line) for p, (read, line) in syncs.items())),
+            runs_unmoved=tuple(sorted(unmoved.items())),
+            reads=tuple(sorted((p, a, line) for (p, a), line in reads.items())),
+        )
 
     def _shown(self, where: Path) -> str:
         """A project file's path for messages: relative to the root."""
@@ -1046,7 +1089,35 @@ class ProjectIndex:
         if last in module.imports and module.imports[last] != qualified:  # `from .registry import MODELS`
             return self._registry(module.imports[last], home, hops + 1)
         registry = module.registry(last)
+        if registry and any(r.startswith("@") for r in registry):
+            decorated = self._decorated_by(home, {r[1:] for r in registry if r.startswith("@")})
+            registry = tuple(r for r in registry if not r.startswith("@")) + decorated
         return (home, registry) if registry else None
+
+    def _decorated_by(self, home: Path, registrars: set[str]) -> tuple[str, ...]:
+        """The classes (and functions) that the decorators `registrars` (functions of the module
+        at `home` that fill a registry dict) decorate in the modules its package's `__init__`
+        imports (what must run for the registry to be filled: `from . import resnet, vit`), and
+        in the module itself."""
+        package = home.parent / "__init__.py"
+        modules = [self.summary(home)]
+        if self._is_file(str(package)):
+            init = self.summary(package)
+            for target in (*init.imports.values(), *init.star_imports):
+                found = self._resolve(target, package)
+                if found is not None and all(found.module is not m for m in modules):
+                    modules.append(found.module)
+        marked: list[str] = []
+        for module in modules:
+            where = self._path_of(module)
+            for decorator, names in module.decorated().items():
+                found = self._resolve(decorator, where)
+                if found is None or found.name is None:
+                    continue
+                qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
+                if qualified in registrars:
+                    marked.extend(f"{module.name}.{n}" if module.name else n for n in names)
+        return tuple(marked)
 
     def _movers_elsewhere(self) -> dict[str, set[str]]:
         """Qualified class -> attributes that a mover anywhere in the project assigns on its

@@ -149,6 +149,7 @@ class ModuleSummary:
         self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
         self._wrapped_saves: list[tuple[str, str, int]] | None = None
+        self._decorated: dict[str, list[str]] | None = None
         # (restored when an earlier run parsed the module for them)
         self._host_constants: dict[str, tuple[str, int]] | None = (
             {str(n): (str(f), int(line)) for n, (f, line) in saved["host_constants"].items()}
@@ -204,6 +205,7 @@ class ModuleSummary:
                     _own_nodes(node) if node is not None else [],
                     self._offsets.get(n, 0),
                     self.builds_tensors_at_import(),
+                    qualify.known,
                 ),
                 lambda: n in self.functions.built,
             ),
@@ -318,8 +320,9 @@ class ModuleSummary:
 
     def registry(self, name: str) -> tuple[str, ...] | None:
         """The callables a module-level dict maps names to (`MODELS = {"unet": UNet, "fcn":
-        FCN8s}`, also `MODELS["segnet"] = SegNet` at top level), qualified; None when `name` is
-        no such dict or the module changes it otherwise (`MODELS.update(...)`, rebinding)."""
+        FCN8s}`, also `MODELS["segnet"] = SegNet` at top level), qualified, and `@<function>` for
+        each of the module's decorators that fill it (`_registrars`); None when `name` is no
+        such dict or the module changes it otherwise (`MODELS.update(...)`, rebinding)."""
         if name not in self._registries:
             self._registries[name] = _registry(self._whole_tree(), name, self._qualify)
         found = self._registries[name]
@@ -332,6 +335,20 @@ class ModuleSummary:
                 self._source = (text, _top_level_blocks(text))
             self._tree = _parse(self._source[0]) or ast.Module(body=[], type_ignores=[])
         return self._tree
+
+    def decorated(self) -> dict[str, list[str]]:
+        """Decorator (qualified as the module spells it) -> the top-level classes and functions
+        it decorates, called or not (`@register_model("unet")`, `@register`); the whole module
+        is parsed on the first ask."""
+        if self._decorated is None:
+            self._decorated = {}
+            for node in self._whole_tree().body:
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                    for mark in node.decorator_list:
+                        spelled = self._qualify(mark.func if isinstance(mark, ast.Call) else mark)
+                        if spelled is not None:
+                            self._decorated.setdefault(spelled, []).append(node.name)
+        return self._decorated
 
     def wrapped_saves(self, read: WrappedSavesReader) -> list[tuple[str, str, int]]:
         """What `read` (`devicelint.project.saves.wrapped_state_saves`) finds in the whole
@@ -454,6 +471,36 @@ def _registry(tree: ast.Module, name: str, qualify: _Qualifier) -> list[str] | N
             if found is None or qualified is None:
                 return None
             found.append(qualified)
+    if found is not None:
+        found.extend(f"@{qualify(ast.Name(id=f, ctx=ast.Load()))}" for f in _registrars(tree, name))
+    return found
+
+
+def _registrars(tree: ast.Module, name: str) -> list[str]:
+    """The module's top-level functions that put what they (or a function they define) are
+    handed into the dict `name`: decorators (`def register_model(key): def wrap(cls):
+    MODELS[key] = cls; return cls; return wrap`) whose classes the dict then maps names to."""
+    found = []
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        scopes = [n for n in ast.walk(function) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
+        for scope in scopes:
+            params = {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}
+            body = scope.body if isinstance(scope, ast.FunctionDef) else []
+            if any(
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in params
+                and any(
+                    isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+                    for t in node.targets
+                )
+                for statement in body
+                for node in ast.walk(statement)
+            ):
+                found.append(function.name)
+                break
     return found
 
 
@@ -654,6 +701,16 @@ class _Qualifier:
         else:
             head = node.id
         return ".".join([head, *reversed(parts)])
+
+    def known(self, node: ast.expr) -> str | None:
+        """The qualified name of an expression the module imports or defines (`utils.f`, `f`), or
+        None (a local name, a parameter, a builtin)."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not (isinstance(root, ast.Name) and (root.id in self.imports or root.id in self.own)):
+            return None
+        return self(node)
 
 
 def _bases(node: ast.ClassDef | None, qualify: _Qualifier) -> tuple[str, ...]:
