@@ -1432,3 +1432,34 @@ def test_a_registry_a_decorator_fills(tmp_path: Path) -> None:
     assert found == [(10, "DL117")]
     registry = summarise((tmp_path / "nets/factory.py").read_text(), "nets.factory").registry("ZOO")
     assert registry == ("@nets.factory.register",)
+
+
+def test_a_dataset_calls_a_method_it_inherits_that_returns_a_gpu_tensor(tmp_path: Path) -> None:
+    # refactored shape of dataset_mixin_loads_to_cuda: the base is itself a dataset (no items of
+    # its own) imported through a package alias, the call in a helper method `__getitem__` calls;
+    # a subclass that overrides the method, and a base that moves to a device variable, are silent
+    _write(
+        tmp_path,
+        {
+            "data/__init__.py": "",
+            "data/base.py": (
+                "import torch\nfrom torch.utils.data import Dataset\n\n\n"
+                "class ArrayDataset(Dataset):\n    def __init__(self, arrays, device='cpu'):\n"
+                "        self.arrays, self.device = arrays, device\n\n"
+                "    def tensor(self, i):\n        return torch.as_tensor(self.arrays[i]).cuda()\n\n"
+                "    def placed(self, i):\n        return torch.as_tensor(self.arrays[i]).to(self.device)\n"
+            ),
+            "sets.py": (
+                "import torch\n\nimport data.base as B\n\n\n"
+                "class Windows(B.ArrayDataset):\n    def __len__(self):\n        return len(self.arrays)\n\n"
+                "    def _sample(self, i):\n        return self.tensor(i)\n\n"
+                "    def __getitem__(self, i):\n        return self._sample(i), self.placed(i)\n\n\n"
+                "class HostWindows(B.ArrayDataset):\n    def tensor(self, i):\n        return torch.as_tensor(self.arrays[i])\n\n"
+                "    def __getitem__(self, i):\n        return self.tensor(i)\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109")
+    assert found == [(11, "DL109")]
+    alone = [r for r in _check(["--no-cache", "--no-project", str(tmp_path / "sets.py")]) if r["code"] == "DL109"]
+    assert alone == []
