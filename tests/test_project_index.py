@@ -1463,3 +1463,40 @@ def test_a_dataset_calls_a_method_it_inherits_that_returns_a_gpu_tensor(tmp_path
     assert found == [(11, "DL109")]
     alone = [r for r in _check(["--no-cache", "--no-project", str(tmp_path / "sets.py")]) if r["code"] == "DL109"]
     assert alone == []
+
+
+def test_a_checkpoint_a_class_saves_from_the_wrapper_another_class_of_its_hierarchy_keeps(tmp_path: Path) -> None:
+    # refactored shape of base_trainer_saves_dataparallel: the base (in a package beside the
+    # script) wraps with DDP in its constructor, the subclass in another module saves through a
+    # name bound to a dict; a class outside the hierarchy that wraps the same attribute, and a
+    # subclass that saves the unwrapped `.module`, say nothing
+    _write(
+        tmp_path,
+        {
+            "engine/__init__.py": "",
+            "engine/core.py": (
+                "from torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+                "class Engine:\n    def __init__(self, net, rank):\n        self.net = DDP(net.cuda(rank), device_ids=[rank])\n\n\n"
+                "class Other:\n    def __init__(self, net):\n        self.net = DDP(net)\n"
+            ),
+            "engine/steps.py": (
+                "import torch\n\nfrom .core import Engine\n\n\n"
+                "class Checkpointing(Engine):\n    def save(self, epoch):\n"
+                "        state = {'epoch': epoch, 'weights': self.net.state_dict()}\n"
+                "        torch.save(state, 'last.pt')\n\n\n"
+                "class Unwrapped(Engine):\n    def save(self):\n        torch.save(self.net.module.state_dict(), 'clean.pt')\n\n\n"
+                "class Alone:\n    def __init__(self, net):\n        self.net = net\n\n"
+                "    def save(self):\n        torch.save({'weights': self.net.state_dict()}, 'alone.pt')\n"
+            ),
+            "serve.py": (
+                "import torch\nimport torch.nn as nn\n\n\n"
+                "def main():\n    net = nn.Linear(4, 2)\n"
+                "    net.load_state_dict(torch.load('last.pt', map_location='cpu')['weights'])\n"
+                "    net.load_state_dict(torch.load('clean.pt', map_location='cpu'))\n"
+                "    net.load_state_dict(torch.load('alone.pt', map_location='cpu')['weights'])\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("serve.py", 7)]
+    assert "engine/steps.py:9" in rows[0]["message"]

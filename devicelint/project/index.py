@@ -86,6 +86,12 @@ def _is_saver(data: bytes) -> bool:
     return _SAVE_CALL.search(data) is not None
 
 
+def _may_save(data: bytes) -> bool:
+    """A file a loader's view may depend on: one that saves, or that names a wrapper (a trainer
+    subclass whose base saves `self.model.state_dict()`)."""
+    return _is_saver(data) or b"DataParallel" in data
+
+
 # A quoted literal that ends in a file name (`"embedding.pt"`, `f"{root}/sgc_dict.pt"`).
 _QUOTED_FILE = re.compile(rb"""["']([^"'\n]{0,200}?\w\.[A-Za-z]\w{0,7})["']""")
 
@@ -288,6 +294,10 @@ class ProjectIndex:
         self._savers_changed = False
         self._asked_savers = False
         self._packages: dict[str, str | None] = {}
+        # (module, class, attributes) for each class that keeps a wrapper on `self`, in the files
+        # whose text names one (built once per run, when a class's save needs it)
+        self._wrapper_classes: list[tuple[ModuleSummary, str, tuple[str, ...]]] | None = None
+        self._wrapper_paths: list[str] = []
 
     # -- modules and their summaries
     def module_name(self, path: Path) -> tuple[str, bool]:
@@ -699,7 +709,7 @@ class ProjectIndex:
             if record is None or old.keys() != hashes.keys():
                 # no record, or a file added or removed (an import may now resolve elsewhere)
                 self._movers_now = sorted(p for p in hashes if _is_mover(self._data(p)))
-                self._savers_now = sorted(p for p in hashes if _is_saver(self._data(p)))
+                self._savers_now = sorted(p for p in hashes if _may_save(self._data(p)))
                 return
             self._changed = {path for path, digest in hashes.items() if old[path][2] != digest}
             movers = set(record["movers"])
@@ -710,7 +720,7 @@ class ProjectIndex:
             # a loader's view depends on every file that may save: any of them edited, added or
             # gone builds such views afresh
             savers = set(record["savers"])
-            now = {p for p in self._changed if _is_saver(self._data(p))}
+            now = {p for p in self._changed if _may_save(self._data(p))}
             self._savers_now = sorted((savers - self._changed) | now)
             self._savers_changed = record["savers"] != self._savers_now or bool(savers & self._changed)
             self._record = record
@@ -1164,7 +1174,7 @@ class ProjectIndex:
         """(file name, checkpoint key, saving file, line) for each save of `key` from a wrapper's
         state dict in the project (`project.saves.wrapped_state_saves`); only files whose text
         names `key` and a wrapper are read."""
-        from devicelint.project.saves import wrapped_state_saves
+        from devicelint.project.saves import attribute_state_saves, wrapped_state_saves
 
         found: list[tuple[str, str, str, int]] = []
         word = key.rsplit(".", 1)[-1].encode()  # `@config.CKPT`: savers naming `CKPT`
@@ -1175,6 +1185,58 @@ class ProjectIndex:
                 saves = self.summary(Path(path)).wrapped_saves(wrapped_state_saves)
                 shown = self._shown(Path(path))
                 found.extend((name, dict_key, shown, line) for name, dict_key, line in saves if name == key)
+            if word in data and b"self." in data and b".state_dict()" in data:
+                # a class that saves `self.model.state_dict()` where a class of its hierarchy in
+                # another module keeps a wrapper there (a base trainer and its subclass)
+                module = self.summary(Path(path))
+                for cls, attr, name, dict_key, line in module.read_tree(attribute_state_saves):
+                    if name == key and self._wrapped_in_hierarchy(module, cls, attr):
+                        if self._deps:
+                            self._deps[-1].add(path)
+                        found.append((name, dict_key, self._shown(Path(path)), line))
+        return sorted(set(found))
+
+    def _wrapped_in_hierarchy(self, module: ModuleSummary, name: str, attr: str) -> bool:
+        """Whether a class of the project that derives from `module.name` (or that it derives
+        from) sets `self.<attr>` to a `DataParallel`/DDP wrapper: the project's files whose text
+        names a wrapper are read for it (and the answer depends on them)."""
+        from devicelint.project.saves import class_wrappers
+
+        if self._wrapper_classes is None:
+            self._wrapper_classes = []
+            for path in sorted(self._walk()):
+                try:
+                    data = self._data(path)
+                except OSError:
+                    continue
+                if b"DataParallel" in data:
+                    other = self.summary(Path(path))
+                    self._wrapper_paths.append(path)
+                    for cls, attrs in other.read_tree(class_wrappers).items():
+                        self._wrapper_classes.append((other, cls, attrs))
+        if self._deps:
+            self._deps[-1].update(self._wrapper_paths)
+        mine = self._lineage(module, name)
+        for other, cls, attrs in self._wrapper_classes:
+            theirs = self._lineage(other, cls) if attr in attrs else set()
+            if theirs and (mine <= theirs or theirs <= mine):
+                return True
+        return False
+
+    def _lineage(self, module: ModuleSummary, name: str) -> set[str]:
+        """The qualified class and its project bases, through modules (at most twelve)."""
+        found: set[str] = set()
+        chain = [(module, name)]
+        while chain and len(found) <= _MAX_HOPS:
+            owner, cls = chain.pop()
+            qualified = f"{owner.name}.{cls}" if owner.name else cls
+            if qualified in found:
+                continue
+            found.add(qualified)
+            for base in owner.bases.get(cls, ()):
+                hit = self._resolve(base, self._path_of(owner))
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
         return found
 
     def _savers(self) -> list[tuple[str, bytes]]:
@@ -1205,7 +1267,9 @@ class ProjectIndex:
         if saver.parent == loader.parent:
             return True
         top = self._package_top(str(saver.parent))
-        return top is not None and top == self._package_top(str(loader.parent))
+        # (a package beside the loading script runs from the script's folder: `base/trainer.py`
+        # and `test.py`)
+        return top is not None and (top == self._package_top(str(loader.parent)) or Path(top).parent == loader.parent)
 
     def _package_top(self, folder: str) -> str | None:
         """The outermost package folder holding `folder` (None: not in a package)."""

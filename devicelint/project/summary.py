@@ -150,6 +150,7 @@ class ModuleSummary:
         self._tree: ast.Module | None = None
         self._wrapped_saves: list[tuple[str, str, int]] | None = None
         self._decorated: dict[str, list[str]] | None = None
+        self._tree_reads: dict[str, Any] = {}
         # (restored when an earlier run parsed the module for them)
         self._host_constants: dict[str, tuple[str, int]] | None = (
             {str(n): (str(f), int(line)) for n, (f, line) in saved["host_constants"].items()}
@@ -335,6 +336,15 @@ class ModuleSummary:
                 self._source = (text, _top_level_blocks(text))
             self._tree = _parse(self._source[0]) or ast.Module(body=[], type_ignores=[])
         return self._tree
+
+    def read_tree(self, read: Callable[[ast.Module, _Qualifier], T]) -> T:
+        """What `read` finds in the whole module (parsed once, on the first ask), kept per
+        reader for the run (`project.saves.class_wrappers`, `attribute_state_saves`)."""
+        name = getattr(read, "__qualname__", repr(read))
+        if name not in self._tree_reads:
+            self._tree_reads[name] = read(self._whole_tree(), self._qualify)
+        found: T = self._tree_reads[name]
+        return found
 
     def decorated(self) -> dict[str, list[str]]:
         """Decorator (qualified as the module spells it) -> the top-level classes and functions
