@@ -1500,3 +1500,40 @@ def test_a_checkpoint_a_class_saves_from_the_wrapper_another_class_of_its_hierar
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("serve.py", 7)]
     assert "engine/steps.py:9" in rows[0]["message"]
+
+
+def test_a_weighted_loss_beside_a_model_that_an_imported_trainer_s_constructor_moves(tmp_path: Path) -> None:
+    # refactored shape of weighted_criterion_handed_to_trainer: keyword arguments, a `pos_weight`,
+    # a trainer in a package that moves with `.cuda()`; a trainer that also moves the loss, and
+    # one that keeps the model on the CPU, are silent
+    _write(
+        tmp_path,
+        {
+            "fit/__init__.py": "from .loops import Fitter, FitterMovingAll, CpuFitter\n",
+            "fit/loops.py": (
+                "class Fitter:\n    def __init__(self, net, loss_fn, lr=0.1):\n        self.net = net.cuda()\n"
+                "        self.loss_fn = loss_fn\n\n\n"
+                "class FitterMovingAll:\n    def __init__(self, net, loss_fn, device):\n"
+                "        self.net = net.to(device)\n        self.loss_fn = loss_fn.to(device)\n\n\n"
+                "class CpuFitter:\n    def __init__(self, net, loss_fn):\n        self.net = net.to('cpu')\n"
+                "        self.loss_fn = loss_fn\n"
+            ),
+            "run.py": (
+                "import torch\nimport torch.nn as nn\n\nimport fit\n\n\n"
+                "def one():\n    net = nn.Linear(4, 1)\n    crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n"
+                "    return fit.Fitter(loss_fn=crit, net=net)\n\n\n"
+                "def two(device):\n    net = nn.Linear(4, 1)\n    crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n"
+                "    return fit.FitterMovingAll(net, crit, device)\n\n\n"
+                "def three():\n    net = nn.Linear(4, 1)\n    crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n"
+                "    return fit.CpuFitter(net, crit)\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL106"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 9)]
+    classes = summarise((tmp_path / "fit/loops.py").read_text(), "fit.loops").classes
+    assert [classes[n].moved_params for n in ("Fitter", "FitterMovingAll", "CpuFitter")] == [
+        ("net",),
+        ("loss_fn", "net"),
+        (),
+    ]

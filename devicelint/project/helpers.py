@@ -460,6 +460,11 @@ def runs_unmoved(
     return tuple(sorted(found.items()))
 
 
+def moves_to_device(value: ast.expr) -> bool:
+    """`x.to(device)`, `x.cuda()` (not `.to("cpu")`, not a dtype-only `.to(torch.float16)`)."""
+    return _moves_to_device(value)
+
+
 def _moves_to_device(value: ast.expr) -> bool:
     """`x.to(device)`, `x.cuda()` (not `.to("cpu")`, not a dtype-only `.to(torch.float16)`)."""
     if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):

@@ -208,6 +208,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             host_updates_from(c.get("metric_feeds", ())),
             tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
             tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
+            tuple(str(p) for p in c.get("moved_params", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -971,6 +972,7 @@ class ProjectIndex:
                 or summary.metric_feeds
                 or summary.step_effects
                 or summary.method_places
+                or summary.moved_params
             ):
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
@@ -984,6 +986,7 @@ class ProjectIndex:
                     summary.metric_feeds,
                     summary.step_effects,
                     summary.method_places,
+                    summary.moved_params,
                 )
             return imported
         place = self._function_place(module, name, where, 0)

@@ -20,6 +20,7 @@ from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
     dotted,
+    moves_to_device,
     names_kept_on_device,
     parameter_uses,
     parameter_uses_from,
@@ -103,6 +104,9 @@ class ClassSummary:
     # as it is to an argument PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in
     # `forward(self, tokens, lengths)`): a caller that passes a device tensor there fails
     host_only: tuple[HostUpdate, ...] = ()
+    # the `__init__` parameters it moves to a device (`self.model = model.to(self.device)`, not
+    # `.to("cpu")`), for a plain class (a trainer): an argument handed there is moved after all
+    moved_params: tuple[str, ...] = ()
 
 
 class ModuleSummary:
@@ -540,6 +544,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         metric_feeds=host_updates_from(data.get("metric_feeds", ())),
         step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
         host_only=host_updates_from(data.get("host_only", ())),
+        moved_params=tuple(str(p) for p in data.get("moved_params", ())),
     )
 
 
@@ -816,6 +821,27 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             (m, ps, p, k, f, line + first_line)
             for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
         ),
+        _moved_parameters(methods.get("__init__")) if places and not layer else (),
+    )
+
+
+def _moved_parameters(init: ast.FunctionDef | None) -> tuple[str, ...]:
+    """See `ClassSummary.moved_params`."""
+    if init is None:
+        return ()
+    params = {a.arg for a in (*init.args.posonlyargs, *init.args.args[1:], *init.args.kwonlyargs)}
+    return tuple(
+        sorted(
+            {
+                node.func.value.id
+                for node in _descendants(init, _NESTED_SCOPES)
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in params
+                and moves_to_device(node)
+            }
+        )
     )
 
 
