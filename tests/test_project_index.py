@@ -1537,3 +1537,38 @@ def test_a_weighted_loss_beside_a_model_that_an_imported_trainer_s_constructor_m
         ("loss_fn", "net"),
         (),
     ]
+
+
+def test_an_imported_function_whose_tensor_result_follows_an_argument(tmp_path: Path) -> None:
+    # refactored shape of numpy_in_helpers_helper's `sample(model, x, steps)`: the result is
+    # computed from an argument handed by keyword, through a loop; host copies, sizes and
+    # numbers follow nothing, and a host argument says nothing
+    _write(
+        tmp_path,
+        {
+            "ops.py": (
+                "import torch\n\n\n"
+                "def standardize(images, eps=1e-6):\n    centred = images - images.mean()\n"
+                "    return centred / (images.std() + eps)\n\n\n"
+                "def refine(net, x, steps):\n    for _ in range(steps):\n        x = x - 0.1 * net(x)\n    return x\n\n\n"
+                "def on_host(x):\n    return x.cpu() * 2\n\n\n"
+                "def size(x):\n    return x.shape[0] * 2\n"
+            ),
+            "run.py": (
+                "import torch\n\nfrom ops import on_host, refine, size, standardize\n\n\n"
+                "def main(net):\n    x = torch.randn(4, 3, device='cuda')\n"
+                "    a = standardize(images=x).numpy()\n    b = refine(net, x, 3)[0].numpy()\n"
+                "    c = on_host(x).numpy()\n    d = size(x)\n    e = standardize(torch.randn(4, 3)).numpy()\n"
+                "    return a, b, c, d, e\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL108")
+    assert found == [(8, "DL108"), (9, "DL108")]
+    functions = summarise((tmp_path / "ops.py").read_text(), "ops").functions
+    assert [functions[n] for n in ("standardize", "refine", "on_host", "size")] == [
+        "follows:images#0",
+        "follows:x#1",
+        "cpu-tensor",
+        "",
+    ]

@@ -1000,6 +1000,8 @@ class ProjectIndex:
         if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
             parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
             return "tuple:" + "|".join(parts) if any(parts) else None
+        if place.startswith("follows:"):
+            return place  # a tensor computed from a parameter: where the argument is
         if place.startswith(("generator:", "optimizer:")):
             return place  # a `torch.Generator` and its device; an optimizer and the model it steps
         if place.startswith("loss:"):  # a loss built with a host class weight: and where

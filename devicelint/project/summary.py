@@ -1600,12 +1600,72 @@ def _returns(
     if parts:
         return parts
     place = _agreed({_place(value, assignments, qualify, 0) for value in returns})
+    if not place and attributes is None:
+        place = _follows(function, returns, assignments)
     if place.startswith(("call:", "callk:")) and not _returned_untouched(function, returns, assignments):
         # `model = Net(); model.to(device); return model`: a module may have been moved (a
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands); what a
         # call given `**kwargs` builds is then nothing known
         place = "callt:" + place[5:] if place.startswith("call:") else ""
     return place
+
+
+# tensor methods that keep the values where they are and return one tensor
+_KEEPING_METHODS = PRESERVING_METHODS - {"type", "type_as", "max", "min", "sort", "topk", "split", "chunk", "unbind"}
+
+
+def _follows(function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]]) -> str:
+    """ "follows:<parameter>#<position>" when every `return` is a tensor computed from that
+    parameter by arithmetic, indexing and tensor methods that keep it where it is (`pred = x *
+    alpha - v * sigma`, `return pred`): the result lives where the argument does, or the call
+    fails (position -1: keyword-only); "" otherwise."""
+    args = function.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    params = [*positional, *(a.arg for a in args.kwonlyargs)]
+    followed: set[str] = set()
+    for value in returns:
+        found = _followed_parameters(value, assignments, frozenset(params), frozenset(), 0)
+        if not found:
+            return ""
+        followed |= found
+    first = next(p for p in params if p in followed)
+    return f"follows:{first}#{positional.index(first) if first in positional else -1}"
+
+
+def _followed_parameters(
+    value: ast.expr, assignments: dict[str, list[ast.expr]], params: frozenset[str], seen: frozenset[str], depth: int
+) -> set[str] | None:
+    """The parameters whose device a tensor expression certainly has (empty: a number, which
+    follows nothing); None when it is not known to be such a tensor."""
+    if depth > 12:
+        return None
+    if isinstance(value, ast.Constant):
+        return set() if isinstance(value.value, (int, float)) and not isinstance(value.value, bool) else None
+    if isinstance(value, ast.Name):
+        if value.id in seen:  # (a loop's rebinding of what it follows)
+            return {value.id} if value.id in params else set()
+        bound = assignments.get(value.id, [])
+        found = {value.id} if value.id in params else set()
+        if not bound and not found:
+            return None
+        for each in bound:
+            more = _followed_parameters(each, assignments, params, seen | {value.id}, depth + 1)
+            if more is None:
+                return None
+            found |= more
+        return found
+    if isinstance(value, ast.UnaryOp) and not isinstance(value.op, ast.Not):
+        return _followed_parameters(value.operand, assignments, params, seen, depth + 1)
+    if isinstance(value, ast.BinOp):
+        sides = [_followed_parameters(v, assignments, params, seen, depth + 1) for v in (value.left, value.right)]
+        known = [s for s in sides if s is not None]
+        # a tensor that follows a parameter meets anything: the result is where that tensor is
+        return set().union(*known) if any(known) or len(known) == 2 else None
+    if isinstance(value, ast.Subscript):
+        return _followed_parameters(value.value, assignments, params, seen, depth + 1)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPING_METHODS:
+        return _followed_parameters(value.func.value, assignments, params, seen, depth + 1)
+    return None
 
 
 def _device_fields(tree: ast.Module, qualify: _Qualifier) -> dict[str, tuple[str, ...]]:
