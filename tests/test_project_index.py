@@ -1572,3 +1572,31 @@ def test_an_imported_function_whose_tensor_result_follows_an_argument(tmp_path: 
         "cpu-tensor",
         "",
     ]
+
+
+def test_a_host_read_through_a_part_of_a_call_s_result_is_not_a_helper_s_own(tmp_path: Path) -> None:
+    # stylegan2-pytorch's `augment(img, p)` hands `img` to `random_apply_affine`, which reads
+    # `.item()` on paddings unpacked from `try_sample_affine_and_pad(img, ...)` (CPU tensors from
+    # the image's shape): which part of that result carries `img` is unknown, so `augment` is
+    # not a host read of its `img`; the helper itself is judged as before
+    loose = _uses("def affine(img, p):\n    out, pads = pad(img, p)\n    return out, pads[0].item()\n")
+    assert loose.host_syncs == (("img", ".item()", 3), ("p", ".item()", 3)) and loose.loose_syncs == ("img", "p")
+    direct = _uses("def acc(logits, y):\n    hits = logits.argmax(1) == y\n    return hits.float().mean().item()\n")
+    assert direct.loose_syncs == ()
+    _write(
+        tmp_path,
+        {
+            "aug.py": (
+                "def pad(img, p):\n    return img, img.new_zeros(4)\n\n\n"
+                "def affine(img, p):\n    out, pads = pad(img, p)\n    return out, pads[0].item()\n\n\n"
+                "def augment(img, p):\n    return affine(img, p)\n"
+            ),
+            "train.py": (
+                "import torch\nimport torch.nn as nn\n\nfrom aug import augment\n\n\n"
+                "def main(loader):\n    net = nn.Linear(4, 4).cuda()\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+                "    for x, _ in loader:\n        x = x.cuda()\n        x, _ = augment(x, 0.5)\n"
+                "        loss = net(x).sum()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
+            ),
+        },
+    )
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"] == []

@@ -77,6 +77,10 @@ class ParameterUses:
     # (parameter, read, line): the function reads on the host a value computed from the
     # parameter (`(logits.argmax(1) == y).float().mean().item()`, `float(loss)`, `.tolist()`)
     host_syncs: tuple[tuple[str, str, int], ...] = ()
+    # the parameters of `host_syncs` whose every host read goes through a part unpacked from a
+    # call's result (`pads = pad(img)[2]`... `pads[0].item()`): which part carries the parameter
+    # is unknown, so a caller's helper does not count the read as its own (`ProjectIndex._uses`)
+    loose_syncs: tuple[str, ...] = ()
     # (kind, parameter, guard): the training-step calls it makes on its parameters, in source
     # order — "backward" (`loss.backward()`), "scaled_backward" (`scaler.scale(loss).backward()`),
     # "scaler_step", "unscale", "update", "optimizer_step" — with the parameter it makes them on
@@ -142,6 +146,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
+        loose_syncs=tuple(str(p) for p in data.get("loose_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
         collectives=tuple((str(p), str(c), int(line)) for p, c, line in data.get("collectives", ())),
         accelerator_tensor=tuple((str(h), int(line)) for h, line in data.get("accelerator_tensor", ())),
@@ -174,6 +179,7 @@ def parameter_uses(
     # what runs on every call: a read under an `if` may belong to the other kind of object
     # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
     sure = _unconditional(own_nodes)
+    syncs = _host_syncs(tuple(kept), own_nodes)
     return ParameterUses(
         params=params,
         positional=len(positional),
@@ -203,7 +209,8 @@ def parameter_uses(
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
-        host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
+        host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
+        loose_syncs=_loose_syncs(tuple(kept), own_nodes, syncs),
         step_effects=_step_effects(function.body, set(params), ""),
         collectives=tuple((p, c, line + first_line) for p, c, line in _collectives(kept, own_nodes)),
         accelerator_tensor=tuple((how, line + first_line) for how, line in _accelerator_tensor(own_nodes)),
@@ -399,9 +406,25 @@ _SYNC_METHODS = frozenset({"item", "tolist"})
 _SYNC_BUILTINS = frozenset({"float", "int", "bool"})
 
 
-def _host_syncs(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+def _loose_syncs(
+    params: tuple[str, ...], nodes: list[ast.AST], syncs: tuple[tuple[str, str, int], ...]
+) -> tuple[str, ...]:
+    """See `ParameterUses.loose_syncs`: the parameters of `syncs` that no host read reaches
+    without a part of what a call returned (`img_pad, G, pads = pad(img, p)`, then
+    `pads[0].item()`)."""
+    if not syncs:
+        return ()
+    strict = carried_parameters(nodes, params, unpacked_calls=False)
+    direct = {p for p, _, _ in _host_syncs(params, nodes, strict)}
+    return tuple(sorted({p for p, _, _ in syncs} - direct))
+
+
+def _host_syncs(
+    params: tuple[str, ...], nodes: list[ast.AST], carries: dict[str, set[str]] | None = None
+) -> tuple[tuple[str, str, int], ...]:
     """See `ParameterUses.host_syncs` (the first read of each parameter)."""
-    carries = carried_parameters(nodes, params)
+    if carries is None:
+        carries = carried_parameters(nodes, params)
     found: dict[str, tuple[str, int]] = {}
     for node in nodes:
         if not isinstance(node, ast.Call):
@@ -675,12 +698,23 @@ def names_kept_on_device(expr: ast.AST) -> set[str]:
     return found
 
 
-def carried_parameters(nodes: list[ast.AST], params: tuple[str, ...]) -> dict[str, set[str]]:
+def carried_parameters(
+    nodes: list[ast.AST], params: tuple[str, ...], unpacked_calls: bool = True
+) -> dict[str, set[str]]:
     """For each name of a function, the parameters it is computed from (`images, labels =
-    batch`, `x = batch["x"]`): one pass in line order."""
+    batch`, `x = batch["x"]`): one pass in line order; without `unpacked_calls`, the parts
+    unpacked from a call's result carry nothing (which part comes from which argument is
+    unknown: `img_pad, G, pads = pad(img, p)`)."""
     carries: dict[str, set[str]] = {p: {p} for p in params}
     for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-        sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+        unpacked = isinstance(assign.value, ast.Call) and any(
+            isinstance(t, (ast.Tuple, ast.List)) for t in assign.targets
+        )
+        sources = (
+            set()
+            if unpacked and not unpacked_calls
+            else {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+        )
         fed_by = set().union(*(carries.get(name, set()) for name in sources))
         for target in assign.targets:
             for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):

@@ -933,7 +933,7 @@ class ProjectIndex:
                 continue
             if always and any(p == target for p, _ in inner.to_numpy):
                 to_numpy.setdefault(param, line)
-            sync = next((read for p, read, _ in inner.host_syncs if p == target), None)
+            sync = next((read for p, read, _ in inner.host_syncs if p == target and p not in inner.loose_syncs), None)
             if sync is not None:
                 syncs.setdefault(param, (sync, line))
             if as_is and any(p == target for p, _ in inner.runs_unmoved):
