@@ -114,6 +114,8 @@ def _imported_words(view: ProjectView) -> str:
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.step_effects for cls in view.plain_classes.values()):
         words.append("backward")  # an imported trainer class runs the step
+    if any(place == "device-tensor" for cls in view.plain_classes.values() for _, place in cls.method_places):
+        words.append("cuda")  # an imported class's method returns a GPU tensor (a dataset inheriting it is DL109's)
     if any(cls.state_loads for cls in view.plain_classes.values()):
         words.append("optim.load_state_dict")  # an imported trainer class resumes its optimizer
     if view.device_constants:

@@ -1331,3 +1331,272 @@ def test_a_class_s_step_calls_are_those_on_its_scaler_and_optimizer_only() -> No
         ("tick", "update", "amp", False),
         ("tick", "optimizer_step", "optim", False),
     )
+
+
+def test_what_a_helper_s_helper_does_counts_as_the_helper_s_own(tmp_path: Path) -> None:
+    # refactored shapes of numpy_in_helpers_helper, item_in_metric_helpers_helper and
+    # eval_helper_runs_model_two_levels: the last helper two modules away, reached by keyword,
+    # through a package alias and a parameter rebound to its own values; a helper that hands on a
+    # host copy, or moves the model it hands on, passes nothing on
+    _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "",
+            "viz/convert.py": (
+                "def as_array(tensor, scale=1):\n    tensor = tensor.float().clamp(0, 1) * 255\n"
+                "    return tensor.detach().numpy() * scale\n\n\n"
+                "def scalar(value):\n    return float(value.sum())\n\n\n"
+                "def forward_all(net, batches, device):\n"
+                "    return [net(b.to(device)) for b in batches]\n"
+            ),
+            "viz/plots.py": (
+                "from viz import convert as C\n\n\n"
+                "def to_image(img):\n    return C.as_array(tensor=img[0], scale=255)\n\n\n"
+                "def to_host_image(img):\n    return C.as_array(img.cpu())\n\n\n"
+                "def error(pred, target):\n    gap = (pred - target).abs()\n    return C.scalar(gap)\n\n\n"
+                "def run(net, batches, device):\n    return C.forward_all(net, batches, device)\n\n\n"
+                "def run_moved(net, batches, device):\n    net.to(device)\n    return C.forward_all(net, batches, device)\n"
+            ),
+            "loop.py": (
+                "import torch\nimport torch.nn as nn\n\nimport viz.plots as vp\n\n\n"
+                "def main(loader):\n"
+                "    net = nn.Linear(8, 8).cuda()\n"
+                "    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+                "    total = 0.0\n"
+                "    for x, y in loader:\n"
+                "        x, y = x.cuda(), y.cuda()\n"
+                "        out = net(x)\n"
+                "        loss = (out - y).pow(2).mean()\n"
+                "        opt.zero_grad()\n"
+                "        loss.backward()\n"
+                "        opt.step()\n"
+                "        total += vp.error(out, y)\n"
+                "        picture = vp.to_image(out)\n"
+                "        host = vp.to_host_image(out)\n"
+                "    cold, warm = nn.Linear(8, 8), nn.Linear(8, 8)\n"
+                "    vp.run(cold, [x], 'cuda')\n"
+                "    vp.run_moved(warm, [x], 'cuda')\n"
+                "    return total, picture, host\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"].startswith("DL"))
+    assert found == [(18, "DL401"), (19, "DL108"), (22, "DL117")]
+    alone = [
+        r for r in _check(["--no-cache", "--no-project", str(tmp_path)]) if r["code"] in ("DL108", "DL117", "DL401")
+    ]
+    assert alone == []
+
+
+def test_a_parameter_rebound_to_its_own_values_is_still_what_was_handed() -> None:
+    kept = _uses("def f(x):\n    x = (x.detach().float() + 1) / 2\n    return x[0].numpy()\n")
+    assert kept.to_numpy == (("x", 3),)
+    for rebinding in ("x.cpu()", "x.type_as(y)", "x.to(y)", "x + y", "x[idx]", "norm(x)"):
+        uses = _uses(f"def f(x, y, idx):\n    x = {rebinding}\n    return x.numpy()\n")
+        assert uses.to_numpy == (), rebinding
+
+
+def test_a_registry_a_decorator_fills(tmp_path: Path) -> None:
+    # refactored shape of decorator_registry_model: a plain decorator (no call) reached through a
+    # module alias, the classes in a module the package imports; a registry one of whose classes
+    # places itself builds no known CPU model
+    layer = "import torch.nn as nn\n\n\n"
+    _write(
+        tmp_path,
+        {
+            "nets/__init__.py": "from . import small\nfrom .factory import build, build_placed\n",
+            "nets/factory.py": (
+                "ZOO = {}\nPLACED = {}\n\n\n"
+                "def register(cls):\n    ZOO[cls.__name__.lower()] = cls\n    return cls\n\n\n"
+                "def register_placed(key):\n    def add(fn):\n        PLACED[key] = fn\n        return fn\n\n    return add\n\n\n"
+                "def build(name):\n    return ZOO[name]()\n\n\n"
+                "def build_placed(name):\n    return PLACED[name]()\n"
+            ),
+            "nets/small.py": (
+                layer + "from . import factory\n\n\n"
+                "@factory.register\nclass Tiny(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\n"
+                "@factory.register\nclass Small(Tiny):\n    pass\n\n\n"
+                "@factory.register_placed('tiny')\nclass PlainTiny(Tiny):\n    pass\n\n\n"
+                "@factory.register_placed('gpu')\nclass OnGpu(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.fc = nn.Linear(4, 2).to('cuda')\n\n    def forward(self, x):\n        return self.fc(x)\n"
+            ),
+            "run.py": (
+                "import torch\n\nimport nets\n\n\n"
+                "def main(name):\n    a = nets.build(name)\n    b = nets.build_placed(name)\n"
+                "    x = torch.randn(3, 4, device='cuda')\n    return a(x), b(x)\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117")
+    assert found == [(10, "DL117")]
+    registry = summarise((tmp_path / "nets/factory.py").read_text(), "nets.factory").registry("ZOO")
+    assert registry == ("@nets.factory.register",)
+
+
+def test_a_dataset_calls_a_method_it_inherits_that_returns_a_gpu_tensor(tmp_path: Path) -> None:
+    # refactored shape of dataset_mixin_loads_to_cuda: the base is itself a dataset (no items of
+    # its own) imported through a package alias, the call in a helper method `__getitem__` calls;
+    # a subclass that overrides the method, and a base that moves to a device variable, are silent
+    _write(
+        tmp_path,
+        {
+            "data/__init__.py": "",
+            "data/base.py": (
+                "import torch\nfrom torch.utils.data import Dataset\n\n\n"
+                "class ArrayDataset(Dataset):\n    def __init__(self, arrays, device='cpu'):\n"
+                "        self.arrays, self.device = arrays, device\n\n"
+                "    def tensor(self, i):\n        return torch.as_tensor(self.arrays[i]).cuda()\n\n"
+                "    def placed(self, i):\n        return torch.as_tensor(self.arrays[i]).to(self.device)\n"
+            ),
+            "sets.py": (
+                "import torch\n\nimport data.base as B\n\n\n"
+                "class Windows(B.ArrayDataset):\n    def __len__(self):\n        return len(self.arrays)\n\n"
+                "    def _sample(self, i):\n        return self.tensor(i)\n\n"
+                "    def __getitem__(self, i):\n        return self._sample(i), self.placed(i)\n\n\n"
+                "class HostWindows(B.ArrayDataset):\n    def tensor(self, i):\n        return torch.as_tensor(self.arrays[i])\n\n"
+                "    def __getitem__(self, i):\n        return self.tensor(i)\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109")
+    assert found == [(11, "DL109")]
+    alone = [r for r in _check(["--no-cache", "--no-project", str(tmp_path / "sets.py")]) if r["code"] == "DL109"]
+    assert alone == []
+
+
+def test_a_checkpoint_a_class_saves_from_the_wrapper_another_class_of_its_hierarchy_keeps(tmp_path: Path) -> None:
+    # refactored shape of base_trainer_saves_dataparallel: the base (in a package beside the
+    # script) wraps with DDP in its constructor, the subclass in another module saves through a
+    # name bound to a dict; a class outside the hierarchy that wraps the same attribute, and a
+    # subclass that saves the unwrapped `.module`, say nothing
+    _write(
+        tmp_path,
+        {
+            "engine/__init__.py": "",
+            "engine/core.py": (
+                "from torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+                "class Engine:\n    def __init__(self, net, rank):\n        self.net = DDP(net.cuda(rank), device_ids=[rank])\n\n\n"
+                "class Other:\n    def __init__(self, net):\n        self.net = DDP(net)\n"
+            ),
+            "engine/steps.py": (
+                "import torch\n\nfrom .core import Engine\n\n\n"
+                "class Checkpointing(Engine):\n    def save(self, epoch):\n"
+                "        state = {'epoch': epoch, 'weights': self.net.state_dict()}\n"
+                "        torch.save(state, 'last.pt')\n\n\n"
+                "class Unwrapped(Engine):\n    def save(self):\n        torch.save(self.net.module.state_dict(), 'clean.pt')\n\n\n"
+                "class Alone:\n    def __init__(self, net):\n        self.net = net\n\n"
+                "    def save(self):\n        torch.save({'weights': self.net.state_dict()}, 'alone.pt')\n"
+            ),
+            "serve.py": (
+                "import torch\nimport torch.nn as nn\n\n\n"
+                "def main():\n    net = nn.Linear(4, 2)\n"
+                "    net.load_state_dict(torch.load('last.pt', map_location='cpu')['weights'])\n"
+                "    net.load_state_dict(torch.load('clean.pt', map_location='cpu'))\n"
+                "    net.load_state_dict(torch.load('alone.pt', map_location='cpu')['weights'])\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("serve.py", 7)]
+    assert "engine/steps.py:9" in rows[0]["message"]
+
+
+def test_a_weighted_loss_beside_a_model_that_an_imported_trainer_s_constructor_moves(tmp_path: Path) -> None:
+    # refactored shape of weighted_criterion_handed_to_trainer: keyword arguments, a `pos_weight`,
+    # a trainer in a package that moves with `.cuda()`; a trainer that also moves the loss, and
+    # one that keeps the model on the CPU, are silent
+    _write(
+        tmp_path,
+        {
+            "fit/__init__.py": "from .loops import Fitter, FitterMovingAll, CpuFitter\n",
+            "fit/loops.py": (
+                "class Fitter:\n    def __init__(self, net, loss_fn, lr=0.1):\n        self.net = net.cuda()\n"
+                "        self.loss_fn = loss_fn\n\n\n"
+                "class FitterMovingAll:\n    def __init__(self, net, loss_fn, device):\n"
+                "        self.net = net.to(device)\n        self.loss_fn = loss_fn.to(device)\n\n\n"
+                "class CpuFitter:\n    def __init__(self, net, loss_fn):\n        self.net = net.to('cpu')\n"
+                "        self.loss_fn = loss_fn\n"
+            ),
+            "run.py": (
+                "import torch\nimport torch.nn as nn\n\nimport fit\n\n\n"
+                "def one():\n    net = nn.Linear(4, 1)\n    crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n"
+                "    return fit.Fitter(loss_fn=crit, net=net)\n\n\n"
+                "def two(device):\n    net = nn.Linear(4, 1)\n    crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n"
+                "    return fit.FitterMovingAll(net, crit, device)\n\n\n"
+                "def three():\n    net = nn.Linear(4, 1)\n    crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n"
+                "    return fit.CpuFitter(net, crit)\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL106"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 9)]
+    classes = summarise((tmp_path / "fit/loops.py").read_text(), "fit.loops").classes
+    assert [classes[n].moved_params for n in ("Fitter", "FitterMovingAll", "CpuFitter")] == [
+        ("net",),
+        ("loss_fn", "net"),
+        (),
+    ]
+
+
+def test_an_imported_function_whose_tensor_result_follows_an_argument(tmp_path: Path) -> None:
+    # refactored shape of numpy_in_helpers_helper's `sample(model, x, steps)`: the result is
+    # computed from an argument handed by keyword, through a loop; host copies, sizes and
+    # numbers follow nothing, and a host argument says nothing
+    _write(
+        tmp_path,
+        {
+            "ops.py": (
+                "import torch\n\n\n"
+                "def standardize(images, eps=1e-6):\n    centred = images - images.mean()\n"
+                "    return centred / (images.std() + eps)\n\n\n"
+                "def refine(net, x, steps):\n    for _ in range(steps):\n        x = x - 0.1 * net(x)\n    return x\n\n\n"
+                "def on_host(x):\n    return x.cpu() * 2\n\n\n"
+                "def size(x):\n    return x.shape[0] * 2\n"
+            ),
+            "run.py": (
+                "import torch\n\nfrom ops import on_host, refine, size, standardize\n\n\n"
+                "def main(net):\n    x = torch.randn(4, 3, device='cuda')\n"
+                "    a = standardize(images=x).numpy()\n    b = refine(net, x, 3)[0].numpy()\n"
+                "    c = on_host(x).numpy()\n    d = size(x)\n    e = standardize(torch.randn(4, 3)).numpy()\n"
+                "    return a, b, c, d, e\n"
+            ),
+        },
+    )
+    found = sorted((r["line"], r["code"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL108")
+    assert found == [(8, "DL108"), (9, "DL108")]
+    functions = summarise((tmp_path / "ops.py").read_text(), "ops").functions
+    assert [functions[n] for n in ("standardize", "refine", "on_host", "size")] == [
+        "follows:images#0",
+        "follows:x#1",
+        "cpu-tensor",
+        "",
+    ]
+
+
+def test_a_host_read_through_a_part_of_a_call_s_result_is_not_a_helper_s_own(tmp_path: Path) -> None:
+    # stylegan2-pytorch's `augment(img, p)` hands `img` to `random_apply_affine`, which reads
+    # `.item()` on paddings unpacked from `try_sample_affine_and_pad(img, ...)` (CPU tensors from
+    # the image's shape): which part of that result carries `img` is unknown, so `augment` is
+    # not a host read of its `img`; the helper itself is judged as before
+    loose = _uses("def affine(img, p):\n    out, pads = pad(img, p)\n    return out, pads[0].item()\n")
+    assert loose.host_syncs == (("img", ".item()", 3), ("p", ".item()", 3)) and loose.loose_syncs == ("img", "p")
+    direct = _uses("def acc(logits, y):\n    hits = logits.argmax(1) == y\n    return hits.float().mean().item()\n")
+    assert direct.loose_syncs == ()
+    _write(
+        tmp_path,
+        {
+            "aug.py": (
+                "def pad(img, p):\n    return img, img.new_zeros(4)\n\n\n"
+                "def affine(img, p):\n    out, pads = pad(img, p)\n    return out, pads[0].item()\n\n\n"
+                "def augment(img, p):\n    return affine(img, p)\n"
+            ),
+            "train.py": (
+                "import torch\nimport torch.nn as nn\n\nfrom aug import augment\n\n\n"
+                "def main(loader):\n    net = nn.Linear(4, 4).cuda()\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+                "    for x, _ in loader:\n        x = x.cuda()\n        x, _ = augment(x, 0.5)\n"
+                "        loss = net(x).sum()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
+            ),
+        },
+    )
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"] == []

@@ -286,11 +286,27 @@ class CallEvaluation:
         if head in self.env or head in self.analysis.functions:
             return None  # the name is bound again in this file
         self._args(call)
+        if place.startswith("follows:"):  # `sample(model, x, steps)` computing its result from `x`
+            return self._followed_argument(call, place[len("follows:") :])
         if place.startswith("tuple:"):  # `loss, parts = compute_loss(...)`: each part where it lives
             return Fact(
                 UNKNOWN, elements=tuple(self._imported_part(part, call, spelled) for part in place[6:].split("|"))
             )
         return self._imported_part(place, call, spelled)
+
+    def _followed_argument(self, call: cst.Call, followed: str) -> Fact:
+        """On the device when the argument an imported function computes its tensor result from
+        (`<parameter>#<position>`) is a tensor on the device; unknown otherwise."""
+        param, _, position = followed.rpartition("#")
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if (arg.keyword is not None and arg.keyword.value == param) or (
+                arg.keyword is None and index == int(position)
+            ):
+                fact = self._fact_of(arg.value)
+                return Fact(DEVICE, where=fact.where or ACCELERATOR) if fact.kind == DEVICE else UNKNOWN_FACT
+        return UNKNOWN_FACT
 
     @staticmethod
     def _imported_part(place: str, call: cst.Call, spelled: str) -> Fact:

@@ -317,6 +317,32 @@ def _with_callees(
     return out
 
 
+def _self_method(call: cst.Call, methods_by_name: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """What `methods_by_name` holds for the method a `self.<method>(...)` call names."""
+    func = call.func
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+        return methods_by_name.get(func.attr.value)
+    return None
+
+
+def _inherited_device_methods(ctx: FileContext, cls: cst.ClassDef) -> dict[str, tuple[str, str]]:
+    """Method -> (`Base.method`, its file) for each method the class does not define itself that
+    a base imported from another project module certainly returns on the GPU (a loading mixin's
+    `return torch.from_numpy(a).to("cuda")`)."""
+    own = methods(cls)
+    found: dict[str, tuple[str, str]] = {}
+    for base in cls.bases:
+        if base.keyword is not None:
+            continue
+        imported = ctx.project.plain_classes.get(dotted_name(base.value) or "")
+        if imported is None:
+            continue
+        for method, place in imported.method_places:
+            if place == "device-tensor" and method not in own:
+                found.setdefault(method, (f"{imported.qualified}.{method}", imported.path))
+    return found
+
+
 def _defaulted(function: cst.FunctionDef) -> set[str]:
     params = function.params
     return {
@@ -388,7 +414,9 @@ class CudaInDataset(Rule):
     they call (a `device` parameter judged by what every call passes). Helpers are followed through
     `self.<method>(...)` and calls of the file's top-level functions; a function of another project
     module is reported at its call when its body certainly puts a tensor on the GPU (`.cuda()`,
-    `.to("cuda")`, `device="cuda"`), naming that line; it is not followed further.
+    `.to("cuda")`, `device="cuda"`), naming that line; it is not followed further. So is
+    `self.<method>(...)` of a method the dataset inherits from a class of another project module
+    (a loading mixin) whose every `return` is certainly a GPU tensor.
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
     device and is not reported, nor is `.to(device)` where every binding of `device` is the
@@ -404,13 +432,28 @@ class CudaInDataset(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         scopes: list[tuple[cst.FunctionDef, str, frozenset[str]]] = []
+        # id of a scope -> the methods its class inherits from a project class of another module
+        # that certainly return a tensor on the GPU (`ClassSummary.method_places`)
+        inherited: dict[int, dict[str, tuple[str, str]]] = {}
         for name, cls in _datasets(ctx).items():
-            scopes += _worker_code(ctx, name, cls)
+            found = _worker_code(ctx, name, cls)
+            scopes += found
+            devices = _inherited_device_methods(ctx, cls)
+            for function, _, _ in found if devices else ():
+                inherited[id(function)] = devices
         scopes += _with_callees(ctx, [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)], {}, "")
         seen: set[int] = set()
         helpers = {n: h for n, h in ctx.project.helpers.items() if h.uses.accelerator_tensor}
         for function, where, defaulted in scopes:
+            devices = inherited.get(id(function), {})
             for node in ctx.index.walk(function.body):
+                if devices and type(node) is cst.Call and id(node) not in seen:
+                    base = _self_method(node, devices)
+                    if base is not None:  # `self.load_image(path)` of a base that returns `....to("cuda")`
+                        seen.add(id(node))
+                        inside = f"{where}, through the inherited `{base[0]}` ({base[1]}), which returns a GPU tensor"
+                        yield self.violation(node, what=f"{short(ctx, node, 40)}", where=inside)
+                        continue
                 if helpers and type(node) is cst.Call and id(node) not in seen:
                     helper = helpers.get(dotted_name(node.func) or "")
                     if helper is not None:  # `interp(points)` of a project function that calls `.cuda()`

@@ -147,7 +147,10 @@ class LossWeightOffDevice(Rule):
     another project module counts as such a helper when every `return` of it builds a `torch.nn`
     loss unmoved and one is given a class weight made on the host
     (`if cfg.class_weights: return nn.CrossEntropyLoss(weight=torch.tensor(cfg.class_weights))`):
-    the finding is at the call and names that line.
+    the finding is at the call and names that line. A model handed to the constructor of a
+    class of another project module that moves that argument (`Train(model, ...)` whose
+    `__init__` does `self.model = model.to(device)`) counts as moved in the scope of that call;
+    such a finding has no fix.
     """
 
     code = "DL106"
@@ -210,17 +213,21 @@ class LossWeightOffDevice(Rule):
             name = assign.targets[0].target.value if direct else held.value  # type: ignore[union-attr]  # one of the two is set
             scope = ctx.index.enclosing_function(site) or ctx.module
             moves = _moves_in_scope(ctx, scope)
-            if any(receiver == name for receiver, _ in moves):
+            handed = _constructor_moves(ctx, scope)
+            if any(receiver == name for receiver, _ in (*moves, *handed)):
                 continue
             others = [c for receiver, c in moves if receiver != name and not _is_cpu_move(c)]
-            if not others:
+            if others:
+                moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]  # `others` are moves: `x.to(...)`
+            elif handed:
+                moved = ctx.code_for(handed[0][1])  # a trainer's constructor moves it
+            else:
                 continue
-            moved = ctx.code_for(others[0].func.value)  # type: ignore[attr-defined]  # `others` are moves: `x.to(...)`
             seen.add(id(call))
             yield (
                 self.violation(
                     weight.value,
-                    fix=_move_loss(ctx, call, others[0]) if call is site and direct else None,
+                    fix=_move_loss(ctx, call, others[0]) if call is site and direct and others else None,
                     loss=f"nn.{loss}",
                     keyword=weight.keyword.value,  # type: ignore[union-attr]  # the weight's keyword was matched
                     name=name,
@@ -228,6 +235,28 @@ class LossWeightOffDevice(Rule):
                 ),
                 call,
             )
+
+
+def _constructor_moves(ctx: FileContext, scope: cst.CSTNode) -> list[tuple[str | None, cst.BaseExpression]]:
+    """(name, argument) for each argument a call in the scope's own code hands to a parameter
+    that the constructor of an imported plain class moves to a device (`Train(model, ...)`
+    whose `__init__` does `self.model = model.to(device)`: `ClassSummary.moved_params`)."""
+    classes = {n: c for n, c in ctx.project.plain_classes.items() if c.moved_params}
+    out: list[tuple[str | None, cst.BaseExpression]] = []
+    for call in ctx.index.of_type(cst.Call) if classes else ():
+        cls = classes.get(dotted_name(call.func) or "")
+        if cls is None or (ctx.index.enclosing_function(call) or ctx.module) is not scope:
+            continue
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if arg.keyword is not None:
+                param: str | None = arg.keyword.value
+            else:
+                param = cls.init_params[position] if position < cls.init_positional else None
+            if param in cls.moved_params:
+                out.append((arg.value.value if type(arg.value) is cst.Name else None, arg.value))
+    return out
 
 
 def _imported_loss(ctx: FileContext, site: cst.Call, name: str) -> Violation | None:

@@ -77,6 +77,10 @@ class ParameterUses:
     # (parameter, read, line): the function reads on the host a value computed from the
     # parameter (`(logits.argmax(1) == y).float().mean().item()`, `float(loss)`, `.tolist()`)
     host_syncs: tuple[tuple[str, str, int], ...] = ()
+    # the parameters of `host_syncs` whose every host read goes through a part unpacked from a
+    # call's result (`pads = pad(img)[2]`... `pads[0].item()`): which part carries the parameter
+    # is unknown, so a caller's helper does not count the read as its own (`ProjectIndex._uses`)
+    loose_syncs: tuple[str, ...] = ()
     # (kind, parameter, guard): the training-step calls it makes on its parameters, in source
     # order — "backward" (`loss.backward()`), "scaled_backward" (`scaler.scale(loss).backward()`),
     # "scaler_step", "unscale", "update", "optimizer_step" — with the parameter it makes them on
@@ -91,6 +95,13 @@ class ParameterUses:
     # (`.cuda()`, `.to("cuda")`, `device="cuda:0"`): called in a `DataLoader` worker (a
     # dataset's `__getitem__`), it initialises CUDA in a forked process
     accelerator_tensor: tuple[tuple[str, int], ...] = ()
+    # (parameter, callee, position, keyword, as_is, always, line): a call of another function of
+    # the project (`callee` qualified; found only where the module imports or defines it) that is
+    # handed what the parameter carries, at `position` (-1 for a keyword) or as `keyword` ("" for
+    # a position); `as_is`: the parameter itself, never moved here; `always`: not under a branch.
+    # Nothing for callers by itself: the index reads the callee's uses through it, so a helper's
+    # helper in a third module counts as the helper's own (`ProjectIndex._uses`)
+    forwards: tuple[tuple[str, str, int, str, bool, bool, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -135,19 +146,29 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
+        loose_syncs=tuple(str(p) for p in data.get("loose_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
         collectives=tuple((str(p), str(c), int(line)) for p, c, line in data.get("collectives", ())),
         accelerator_tensor=tuple((str(h), int(line)) for h, line in data.get("accelerator_tensor", ())),
+        forwards=tuple(
+            (str(p), str(c), int(i), str(k), bool(a), bool(w), int(line))
+            for p, c, i, k, a, w, line in data.get("forwards", ())
+        ),
     )
 
 
 def parameter_uses(
-    function: ast.FunctionDef | None, own_nodes: list[ast.AST], first_line: int = 0, module_tensors: bool = True
+    function: ast.FunctionDef | None,
+    own_nodes: list[ast.AST],
+    first_line: int = 0,
+    module_tensors: bool = True,
+    project_name: Callable[[ast.expr], str | None] | None = None,
 ) -> ParameterUses:
     """What `function` (a module-level function; `own_nodes`: its body without nested scopes)
     does to its parameters; `first_line`: how many lines of the file come before the text it
     was parsed from; `module_tensors`: whether its module builds tensors at import at all (else
-    what it mixes with free names is not looked for)."""
+    what it mixes with free names is not looked for); `project_name`: the qualified name of a
+    callee the module imports or defines, None for any other (without it, no `forwards`)."""
     if function is None:
         return ParameterUses()
     args = function.args
@@ -158,6 +179,7 @@ def parameter_uses(
     # what runs on every call: a read under an `if` may belong to the other kind of object
     # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
     sure = _unconditional(own_nodes)
+    syncs = _host_syncs(tuple(kept), own_nodes)
     return ParameterUses(
         params=params,
         positional=len(positional),
@@ -187,11 +209,60 @@ def parameter_uses(
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
-        host_syncs=tuple((p, r, line + first_line) for p, r, line in _host_syncs(tuple(kept), own_nodes)),
+        host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
+        loose_syncs=_loose_syncs(tuple(kept), own_nodes, syncs),
         step_effects=_step_effects(function.body, set(params), ""),
         collectives=tuple((p, c, line + first_line) for p, c, line in _collectives(kept, own_nodes)),
         accelerator_tensor=tuple((how, line + first_line) for how, line in _accelerator_tensor(own_nodes)),
+        forwards=tuple(
+            (p, c, i, k, a, w, line + first_line)
+            for p, c, i, k, a, w, line in _forwards(tuple(kept), own_nodes, sure, project_name)
+        )
+        if project_name is not None
+        else (),
     )
+
+
+def _forwards(
+    params: tuple[str, ...],
+    nodes: list[ast.AST],
+    sure: list[ast.AST],
+    project_name: Callable[[ast.expr], str | None],
+) -> list[tuple[str, str, int, str, bool, bool, int]]:
+    """See `ParameterUses.forwards`."""
+    calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))]
+    if not params or not calls:
+        return []
+    carries = carried_parameters(nodes, params)
+    moved = {
+        n.value.id
+        for n in nodes
+        if isinstance(n, ast.Attribute)
+        and n.attr in _DEVICE_MOVES | {"half", "float", "to_empty"}
+        and isinstance(n.value, ast.Name)
+    }
+    always = {id(n) for n in sure}
+    found: dict[tuple[str, str, int, str], tuple[bool, bool, int]] = {}
+    for call in calls:
+        slots: list[tuple[int, str, ast.expr]] = []
+        for position, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                break
+            slots.append((position, "", arg))
+        slots.extend((-1, k.arg, k.value) for k in call.keywords if k.arg is not None)
+        handed = [(i, k, v, {p for n in names_kept_on_device(v) for p in carries.get(n, ())}) for i, k, v in slots]
+        if not any(carried for *_, carried in handed):
+            continue
+        callee = project_name(call.func)
+        if callee is None:
+            continue
+        for position, keyword, value, carried in handed:
+            for param in sorted(carried):
+                as_is = isinstance(value, ast.Name) and value.id == param and param not in moved
+                key = (param, callee, position, keyword)
+                if key not in found or call.lineno < found[key][2]:
+                    found[key] = (as_is, id(call) in always, call.lineno)
+    return [(p, c, i, k, *rest) for (p, c, i, k), rest in sorted(found.items())]
 
 
 def _collectives(params: list[str], nodes: Sequence[ast.AST]) -> list[tuple[str, str, int]]:
@@ -335,9 +406,25 @@ _SYNC_METHODS = frozenset({"item", "tolist"})
 _SYNC_BUILTINS = frozenset({"float", "int", "bool"})
 
 
-def _host_syncs(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+def _loose_syncs(
+    params: tuple[str, ...], nodes: list[ast.AST], syncs: tuple[tuple[str, str, int], ...]
+) -> tuple[str, ...]:
+    """See `ParameterUses.loose_syncs`: the parameters of `syncs` that no host read reaches
+    without a part of what a call returned (`img_pad, G, pads = pad(img, p)`, then
+    `pads[0].item()`)."""
+    if not syncs:
+        return ()
+    strict = carried_parameters(nodes, params, unpacked_calls=False)
+    direct = {p for p, _, _ in _host_syncs(params, nodes, strict)}
+    return tuple(sorted({p for p, _, _ in syncs} - direct))
+
+
+def _host_syncs(
+    params: tuple[str, ...], nodes: list[ast.AST], carries: dict[str, set[str]] | None = None
+) -> tuple[tuple[str, str, int], ...]:
     """See `ParameterUses.host_syncs` (the first read of each parameter)."""
-    carries = carried_parameters(nodes, params)
+    if carries is None:
+        carries = carried_parameters(nodes, params)
     found: dict[str, tuple[str, int]] = {}
     for node in nodes:
         if not isinstance(node, ast.Call):
@@ -394,6 +481,11 @@ def runs_unmoved(
         if any(_moves_to_device(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
             found.setdefault(model, node.lineno)
     return tuple(sorted(found.items()))
+
+
+def moves_to_device(value: ast.expr) -> bool:
+    """`x.to(device)`, `x.cuda()` (not `.to("cpu")`, not a dtype-only `.to(torch.float16)`)."""
+    return _moves_to_device(value)
 
 
 def _moves_to_device(value: ast.expr) -> bool:
@@ -606,12 +698,23 @@ def names_kept_on_device(expr: ast.AST) -> set[str]:
     return found
 
 
-def carried_parameters(nodes: list[ast.AST], params: tuple[str, ...]) -> dict[str, set[str]]:
+def carried_parameters(
+    nodes: list[ast.AST], params: tuple[str, ...], unpacked_calls: bool = True
+) -> dict[str, set[str]]:
     """For each name of a function, the parameters it is computed from (`images, labels =
-    batch`, `x = batch["x"]`): one pass in line order."""
+    batch`, `x = batch["x"]`): one pass in line order; without `unpacked_calls`, the parts
+    unpacked from a call's result carry nothing (which part comes from which argument is
+    unknown: `img_pad, G, pads = pad(img, p)`)."""
     carries: dict[str, set[str]] = {p: {p} for p in params}
     for assign in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-        sources = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+        unpacked = isinstance(assign.value, ast.Call) and any(
+            isinstance(t, (ast.Tuple, ast.List)) for t in assign.targets
+        )
+        sources = (
+            set()
+            if unpacked and not unpacked_calls
+            else {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)}
+        )
         fed_by = set().union(*(carries.get(name, set()) for name in sources))
         for target in assign.targets:
             for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
@@ -680,9 +783,20 @@ def _opaque_parameters(params: set[str], nodes: list[ast.AST]) -> set[str]:
     """Parameters the function tests, rebinds or converts itself: what happens to them after is
     the function's own business."""
     opaque: set[str] = set()
+    # `image = image.clamp(0, 1).mul(255)`: the same tensor's values, where it was
+    kept_in_place = {
+        id(node.targets[0])
+        for node in nodes
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in params
+        and _derived_where_it_is(node.value, node.targets[0].id)
+    }
     for node in nodes:
         if isinstance(node, ast.Name) and node.id in params and isinstance(node.ctx, (ast.Store, ast.Del)):
-            opaque.add(node.id)
+            if id(node) not in kept_in_place:
+                opaque.add(node.id)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _GUARDS:
             first = node.args[0] if node.args else None
             if isinstance(first, ast.Name) and first.id in params:
@@ -692,6 +806,44 @@ def _opaque_parameters(params: set[str], nodes: list[ast.AST]) -> set[str]:
             if root in params:
                 opaque.add(root)
     return opaque
+
+
+# methods that keep a tensor's values where they are but may put them elsewhere (`x.type_as(y)`)
+_MAY_PLACE = frozenset({"type", "type_as"})
+
+
+def _derived_where_it_is(value: ast.expr, name: str) -> bool:
+    """`value` computes only from `name`, numbers and torch's device-keeping methods
+    (`name.clamp(0, 1).mul(255).round()`, `(name + 1) / 2`, `name[0].detach()`): a rebinding of a
+    parameter to it leaves what the parameter carries where it was."""
+    if isinstance(value, ast.Name):
+        return value.id == name
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    if isinstance(value, ast.UnaryOp):
+        return _derived_where_it_is(value.operand, name)
+    if isinstance(value, ast.BinOp):
+        sides = (value.left, value.right)
+        return all(_derived_where_it_is(v, name) or _number(v) for v in sides) and not all(_number(v) for v in sides)
+    if isinstance(value, ast.Subscript):
+        return _derived_where_it_is(value.value, name) and not any(
+            isinstance(n, ast.Name) for n in ast.walk(value.slice)
+        )
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        method = value.func.attr
+        if method not in PRESERVING_METHODS or method in _MAY_PLACE:
+            return False
+        arguments = [*value.args, *(k.value for k in value.keywords)]
+        return _derived_where_it_is(value.func.value, name) and all(_number(a) for a in arguments)
+    return False
+
+
+def _number(value: ast.expr) -> bool:
+    if isinstance(value, ast.UnaryOp):
+        value = value.operand
+    return (
+        isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    )
 
 
 def _reads(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:

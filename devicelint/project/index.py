@@ -86,6 +86,12 @@ def _is_saver(data: bytes) -> bool:
     return _SAVE_CALL.search(data) is not None
 
 
+def _may_save(data: bytes) -> bool:
+    """A file a loader's view may depend on: one that saves, or that names a wrapper (a trainer
+    subclass whose base saves `self.model.state_dict()`)."""
+    return _is_saver(data) or b"DataParallel" in data
+
+
 # A quoted literal that ends in a file name (`"embedding.pt"`, `f"{root}/sgc_dict.pt"`).
 _QUOTED_FILE = re.compile(rb"""["']([^"'\n]{0,200}?\w\.[A-Za-z]\w{0,7})["']""")
 
@@ -202,6 +208,7 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
             host_updates_from(c.get("metric_feeds", ())),
             tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
             tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
+            tuple(str(p) for p in c.get("moved_params", ())),
         )
         for k, c in data.get("plain_classes", {}).items()
     }
@@ -288,6 +295,10 @@ class ProjectIndex:
         self._savers_changed = False
         self._asked_savers = False
         self._packages: dict[str, str | None] = {}
+        # (module, class, attributes) for each class that keeps a wrapper on `self`, in the files
+        # whose text names one (built once per run, when a class's save needs it)
+        self._wrapper_classes: list[tuple[ModuleSummary, str, tuple[str, ...]]] | None = None
+        self._wrapper_paths: list[str] = []
 
     # -- modules and their summaries
     def module_name(self, path: Path) -> tuple[str, bool]:
@@ -699,7 +710,7 @@ class ProjectIndex:
             if record is None or old.keys() != hashes.keys():
                 # no record, or a file added or removed (an import may now resolve elsewhere)
                 self._movers_now = sorted(p for p in hashes if _is_mover(self._data(p)))
-                self._savers_now = sorted(p for p in hashes if _is_saver(self._data(p)))
+                self._savers_now = sorted(p for p in hashes if _may_save(self._data(p)))
                 return
             self._changed = {path for path, digest in hashes.items() if old[path][2] != digest}
             movers = set(record["movers"])
@@ -710,7 +721,7 @@ class ProjectIndex:
             # a loader's view depends on every file that may save: any of them edited, added or
             # gone builds such views afresh
             savers = set(record["savers"])
-            now = {p for p in self._changed if _is_saver(self._data(p))}
+            now = {p for p in self._changed if _may_save(self._data(p))}
             self._savers_now = sorted((savers - self._changed) | now)
             self._savers_changed = record["savers"] != self._savers_now or bool(savers & self._changed)
             self._record = record
@@ -887,13 +898,56 @@ class ProjectIndex:
             return ImportedHelper(qualified, self._shown(self._path_of(module)), uses)
         if name not in module.uses:
             return None
-        uses = module.uses[name]
+        uses = self._uses(module, name, frozenset())
         constants = module.host_constants() if uses.mixes else {}
         host_mixes = tuple((p, n, *constants[n]) for p, n, _ in uses.mixes if n in constants)
         if not (replace(uses, mixes=()) or host_mixes):
             return None  # (what it mixes with module names counts only where they are host tensors)
         qualified = f"{module.name}.{name}" if module.name else name
         return ImportedHelper(qualified, self._shown(self._path_of(module)), uses, host_mixes)
+
+    def _uses(self, module: ModuleSummary, name: str, seen: frozenset[tuple[int, str]]) -> ParameterUses:
+        """`module.uses[name]` with what the project functions it hands its parameters to do to
+        them (`ParameterUses.forwards`), at the line of its own call: `accuracy(logits, y)` that
+        returns `to_number((logits.argmax(1) == y).float().mean())` reads `logits` on the host
+        where `to_number` calls `.item()` in another module; a chain ends after twelve hops and
+        at a function met again."""
+        uses = module.uses[name]
+        key = (id(module), name)
+        if not uses.forwards or key in seen or len(seen) > _MAX_HOPS:
+            return uses
+        where = self._path_of(module)
+        kept = set(uses.params)
+        to_numpy = dict((p, line) for p, line in uses.to_numpy)
+        syncs = {p: (read, line) for p, read, line in uses.host_syncs}
+        unmoved = dict(uses.runs_unmoved)
+        reads = {(p, a): line for p, a, line in uses.reads}
+        for param, callee, position, keyword, as_is, always, line in uses.forwards:
+            found = self._resolve(callee, where)
+            if found is None or found.name is None or found.name not in found.module.uses or param not in kept:
+                continue
+            self.summary(self._path_of(found.module))  # (a file this lookup read, also when resolved before)
+            inner = self._uses(found.module, found.name, seen | {key})
+            target = inner.parameter_at(position if position >= 0 else None, keyword or None)
+            if target is None:
+                continue
+            if always and any(p == target for p, _ in inner.to_numpy):
+                to_numpy.setdefault(param, line)
+            sync = next((read for p, read, _ in inner.host_syncs if p == target and p not in inner.loose_syncs), None)
+            if sync is not None:
+                syncs.setdefault(param, (sync, line))
+            if as_is and any(p == target for p, _ in inner.runs_unmoved):
+                unmoved.setdefault(param, line)
+            if as_is and always:
+                for attribute in sorted({a for p, a, _ in inner.reads if p == target}):
+                    reads.setdefault((param, attribute), line)
+        return replace(
+            uses,
+            to_numpy=tuple(sorted(to_numpy.items())),
+            host_syncs=tuple(sorted((p, read, line) for p, (read, line) in syncs.items())),
+            runs_unmoved=tuple(sorted(unmoved.items())),
+            reads=tuple(sorted((p, a, line) for (p, a), line in reads.items())),
+        )
 
     def _shown(self, where: Path) -> str:
         """A project file's path for messages: relative to the root."""
@@ -918,6 +972,7 @@ class ProjectIndex:
                 or summary.metric_feeds
                 or summary.step_effects
                 or summary.method_places
+                or summary.moved_params
             ):
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
@@ -931,6 +986,7 @@ class ProjectIndex:
                     summary.metric_feeds,
                     summary.step_effects,
                     summary.method_places,
+                    summary.moved_params,
                 )
             return imported
         place = self._function_place(module, name, where, 0)
@@ -944,6 +1000,8 @@ class ProjectIndex:
         if place.startswith("tuple:"):  # `return loss, to_host(parts)`: each part's place
             parts = [self._part_place(part, where) for part in place[len("tuple:") :].split("|")]
             return "tuple:" + "|".join(parts) if any(parts) else None
+        if place.startswith("follows:"):
+            return place  # a tensor computed from a parameter: where the argument is
         if place.startswith(("generator:", "optimizer:")):
             return place  # a `torch.Generator` and its device; an optimizer and the model it steps
         if place.startswith("loss:"):  # a loss built with a host class weight: and where
@@ -1046,7 +1104,35 @@ class ProjectIndex:
         if last in module.imports and module.imports[last] != qualified:  # `from .registry import MODELS`
             return self._registry(module.imports[last], home, hops + 1)
         registry = module.registry(last)
+        if registry and any(r.startswith("@") for r in registry):
+            decorated = self._decorated_by(home, {r[1:] for r in registry if r.startswith("@")})
+            registry = tuple(r for r in registry if not r.startswith("@")) + decorated
         return (home, registry) if registry else None
+
+    def _decorated_by(self, home: Path, registrars: set[str]) -> tuple[str, ...]:
+        """The classes (and functions) that the decorators `registrars` (functions of the module
+        at `home` that fill a registry dict) decorate in the modules its package's `__init__`
+        imports (what must run for the registry to be filled: `from . import resnet, vit`), and
+        in the module itself."""
+        package = home.parent / "__init__.py"
+        modules = [self.summary(home)]
+        if self._is_file(str(package)):
+            init = self.summary(package)
+            for target in (*init.imports.values(), *init.star_imports):
+                found = self._resolve(target, package)
+                if found is not None and all(found.module is not m for m in modules):
+                    modules.append(found.module)
+        marked: list[str] = []
+        for module in modules:
+            where = self._path_of(module)
+            for decorator, names in module.decorated().items():
+                found = self._resolve(decorator, where)
+                if found is None or found.name is None:
+                    continue
+                qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
+                if qualified in registrars:
+                    marked.extend(f"{module.name}.{n}" if module.name else n for n in names)
+        return tuple(marked)
 
     def _movers_elsewhere(self) -> dict[str, set[str]]:
         """Qualified class -> attributes that a mover anywhere in the project assigns on its
@@ -1093,7 +1179,7 @@ class ProjectIndex:
         """(file name, checkpoint key, saving file, line) for each save of `key` from a wrapper's
         state dict in the project (`project.saves.wrapped_state_saves`); only files whose text
         names `key` and a wrapper are read."""
-        from devicelint.project.saves import wrapped_state_saves
+        from devicelint.project.saves import attribute_state_saves, wrapped_state_saves
 
         found: list[tuple[str, str, str, int]] = []
         word = key.rsplit(".", 1)[-1].encode()  # `@config.CKPT`: savers naming `CKPT`
@@ -1104,6 +1190,58 @@ class ProjectIndex:
                 saves = self.summary(Path(path)).wrapped_saves(wrapped_state_saves)
                 shown = self._shown(Path(path))
                 found.extend((name, dict_key, shown, line) for name, dict_key, line in saves if name == key)
+            if word in data and b"self." in data and b".state_dict()" in data:
+                # a class that saves `self.model.state_dict()` where a class of its hierarchy in
+                # another module keeps a wrapper there (a base trainer and its subclass)
+                module = self.summary(Path(path))
+                for cls, attr, name, dict_key, line in module.read_tree(attribute_state_saves):
+                    if name == key and self._wrapped_in_hierarchy(module, cls, attr):
+                        if self._deps:
+                            self._deps[-1].add(path)
+                        found.append((name, dict_key, self._shown(Path(path)), line))
+        return sorted(set(found))
+
+    def _wrapped_in_hierarchy(self, module: ModuleSummary, name: str, attr: str) -> bool:
+        """Whether a class of the project that derives from `module.name` (or that it derives
+        from) sets `self.<attr>` to a `DataParallel`/DDP wrapper: the project's files whose text
+        names a wrapper are read for it (and the answer depends on them)."""
+        from devicelint.project.saves import class_wrappers
+
+        if self._wrapper_classes is None:
+            self._wrapper_classes = []
+            for path in sorted(self._walk()):
+                try:
+                    data = self._data(path)
+                except OSError:
+                    continue
+                if b"DataParallel" in data:
+                    other = self.summary(Path(path))
+                    self._wrapper_paths.append(path)
+                    for cls, attrs in other.read_tree(class_wrappers).items():
+                        self._wrapper_classes.append((other, cls, attrs))
+        if self._deps:
+            self._deps[-1].update(self._wrapper_paths)
+        mine = self._lineage(module, name)
+        for other, cls, attrs in self._wrapper_classes:
+            theirs = self._lineage(other, cls) if attr in attrs else set()
+            if theirs and (mine <= theirs or theirs <= mine):
+                return True
+        return False
+
+    def _lineage(self, module: ModuleSummary, name: str) -> set[str]:
+        """The qualified class and its project bases, through modules (at most twelve)."""
+        found: set[str] = set()
+        chain = [(module, name)]
+        while chain and len(found) <= _MAX_HOPS:
+            owner, cls = chain.pop()
+            qualified = f"{owner.name}.{cls}" if owner.name else cls
+            if qualified in found:
+                continue
+            found.add(qualified)
+            for base in owner.bases.get(cls, ()):
+                hit = self._resolve(base, self._path_of(owner))
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
         return found
 
     def _savers(self) -> list[tuple[str, bytes]]:
@@ -1134,7 +1272,9 @@ class ProjectIndex:
         if saver.parent == loader.parent:
             return True
         top = self._package_top(str(saver.parent))
-        return top is not None and top == self._package_top(str(loader.parent))
+        # (a package beside the loading script runs from the script's folder: `base/trainer.py`
+        # and `test.py`)
+        return top is not None and (top == self._package_top(str(loader.parent)) or Path(top).parent == loader.parent)
 
     def _package_top(self, folder: str) -> str | None:
         """The outermost package folder holding `folder` (None: not in a package)."""

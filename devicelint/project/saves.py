@@ -290,7 +290,7 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
             if payload is None or place is None:
                 continue
             names = _keys(place, bound) or _imported_constant(place, bound, qualify)
-            for key in _wrapper_states(payload, wrapped):
+            for key in _wrapper_states(_followed(payload, bound), wrapped):
                 found.extend((name, key, call.lineno) for name in sorted(names))
     return found
 
@@ -301,26 +301,124 @@ def _wrapped_attributes(tree: ast.Module, qualify: _Qualifier) -> dict[int, set[
     (`self.model = self.model.module`): a trainer that saves `self.model.state_dict()`."""
     found: dict[int, set[str]] = {}
     for cls in (n for n in _descendants(tree) if isinstance(n, ast.ClassDef)):
-        methods = [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.args.args]
-        wrapping: set[str] = set()
-        unwrapping: set[str] = set()
-        for method in methods:
-            receiver = method.args.args[0].arg
-            for node in _descendants(method, _NESTED_SCOPES):
-                if not isinstance(node, ast.Assign):
-                    continue
-                for target in node.targets:
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                        if target.value.id != receiver:
-                            continue
-                        if _wraps(node.value, qualify):
-                            wrapping.add(target.attr)
-                        elif isinstance(node.value, ast.Attribute) and node.value.attr == "module":
-                            unwrapping.add(target.attr)
-        attrs = wrapping - unwrapping
+        methods = _methods(cls)
+        attrs = _class_wrapping(methods, qualify)
         for method in methods if attrs else ():
             found[id(method)] = {f"{method.args.args[0].arg}.{attr}" for attr in attrs}
     return found
+
+
+def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.args.args]
+
+
+def _class_wrapping(methods: list[ast.FunctionDef | ast.AsyncFunctionDef], qualify: _Qualifier) -> set[str]:
+    """The attributes a class's methods set on `self` to a wrapper and never unwrap: `self.model =
+    DDP(model)`, or `self.model = model` after `model = nn.DataParallel(model)` in the same method
+    (under any condition: `if n_gpu > 1:`), not after `self.model = self.model.module`."""
+    wrapping, unwrapping = _wrapping_and_unwrapping(methods, qualify)
+    return wrapping - unwrapping
+
+
+def _wrapping_and_unwrapping(
+    methods: list[ast.FunctionDef | ast.AsyncFunctionDef], qualify: _Qualifier
+) -> tuple[set[str], set[str]]:
+    """The attributes a class's methods set on `self` to a wrapper, and those they unwrap."""
+    wrapping: set[str] = set()
+    unwrapping: set[str] = set()
+    for method in methods:
+        receiver = method.args.args[0].arg
+        nodes = _descendants(method, _NESTED_SCOPES)
+        local = {
+            target.id
+            for node in nodes
+            if isinstance(node, ast.Assign) and _wraps(node.value, qualify)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in nodes:
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    if target.value.id != receiver:
+                        continue
+                    if _wraps(node.value, qualify) or (isinstance(node.value, ast.Name) and node.value.id in local):
+                        wrapping.add(target.attr)
+                    elif isinstance(node.value, ast.Attribute) and node.value.attr == "module":
+                        unwrapping.add(target.attr)
+    return wrapping, unwrapping
+
+
+def class_wrappers(tree: ast.Module, qualify: _Qualifier) -> dict[str, tuple[str, ...]]:
+    """Top-level class -> the attributes it sets on `self` to a `DataParallel`/DDP wrapper
+    (`_class_wrapping`)."""
+    found = {}
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            attrs = _class_wrapping(_methods(cls), qualify)
+            if attrs:
+                found[cls.name] = tuple(sorted(attrs))
+    return found
+
+
+def attribute_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str, str, str, str, int]]:
+    """(class, attribute, file name, checkpoint key, line) for each `torch.save` in a method of a
+    top-level class of the state dict of `self.<attribute>` that the class itself never wraps
+    nor unwraps (`torch.save({"state_dict": self.model.state_dict()}, path)` in a base trainer whose subclass
+    in another module sets `self.model = nn.DataParallel(model)`)."""
+    constants = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found: list[tuple[str, str, str, str, int]] = []
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        methods = _methods(cls)
+        # (an attribute the class wraps is `wrapped_state_saves`'; one it unwraps is saved bare)
+        wrapping, unwrapping = _wrapping_and_unwrapping(methods, qualify)
+        wrapped_here = wrapping | unwrapping
+        for method in methods:
+            receiver = method.args.args[0].arg
+            nodes = _descendants(method, _NESTED_SCOPES)
+            saves = [n for n in nodes if isinstance(n, ast.Call) and (qualify(n.func) or "") in SAVERS]
+            if not saves:
+                continue
+            attrs = {
+                n.value.attr
+                for n in nodes
+                if isinstance(n, ast.Attribute)
+                and n.attr == "state_dict"
+                and isinstance(n.value, ast.Attribute)
+                and isinstance(n.value.value, ast.Name)
+                and n.value.value.id == receiver
+            } - wrapped_here
+            if not attrs:
+                continue
+            bound: dict[str, list[ast.expr | None]] = {name: [value] for name, value in constants.items()}
+            bound.update(_bindings(nodes))
+            for call in saves:
+                payload, place = _argument(call, 0, "obj"), _argument(call, 1, "f")
+                if payload is None or place is None:
+                    continue
+                names = _keys(place, bound) or _imported_constant(place, bound, qualify)
+                for attr in sorted(attrs):
+                    for key in _wrapper_states(_followed(payload, bound), {f"{receiver}.{attr}"}):
+                        found.extend((cls.name, attr, name, key, call.lineno) for name in sorted(names))
+    return found
+
+
+def _followed(payload: ast.expr, bound: dict[str, list[ast.expr | None]]) -> ast.expr:
+    """The value a payload name is bound to once (`state = {...}; torch.save(state, path)`)."""
+    if isinstance(payload, ast.Name) and len(bound.get(payload.id, ())) == 1:
+        value = bound[payload.id][0]
+        if value is not None:
+            return value
+    return payload
 
 
 def _imported_constant(place: ast.expr, bound: dict[str, list[ast.expr | None]], qualify: _Qualifier) -> set[str]:

@@ -20,6 +20,7 @@ from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
     dotted,
+    moves_to_device,
     names_kept_on_device,
     parameter_uses,
     parameter_uses_from,
@@ -103,6 +104,9 @@ class ClassSummary:
     # as it is to an argument PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in
     # `forward(self, tokens, lengths)`): a caller that passes a device tensor there fails
     host_only: tuple[HostUpdate, ...] = ()
+    # the `__init__` parameters it moves to a device (`self.model = model.to(self.device)`, not
+    # `.to("cpu")`), for a plain class (a trainer): an argument handed there is moved after all
+    moved_params: tuple[str, ...] = ()
 
 
 class ModuleSummary:
@@ -149,6 +153,8 @@ class ModuleSummary:
         self._kinds: dict[str, str] = kinds
         self._tree: ast.Module | None = None
         self._wrapped_saves: list[tuple[str, str, int]] | None = None
+        self._decorated: dict[str, list[str]] | None = None
+        self._tree_reads: dict[str, Any] = {}
         # (restored when an earlier run parsed the module for them)
         self._host_constants: dict[str, tuple[str, int]] | None = (
             {str(n): (str(f), int(line)) for n, (f, line) in saved["host_constants"].items()}
@@ -204,6 +210,7 @@ class ModuleSummary:
                     _own_nodes(node) if node is not None else [],
                     self._offsets.get(n, 0),
                     self.builds_tensors_at_import(),
+                    qualify.known,
                 ),
                 lambda: n in self.functions.built,
             ),
@@ -318,8 +325,9 @@ class ModuleSummary:
 
     def registry(self, name: str) -> tuple[str, ...] | None:
         """The callables a module-level dict maps names to (`MODELS = {"unet": UNet, "fcn":
-        FCN8s}`, also `MODELS["segnet"] = SegNet` at top level), qualified; None when `name` is
-        no such dict or the module changes it otherwise (`MODELS.update(...)`, rebinding)."""
+        FCN8s}`, also `MODELS["segnet"] = SegNet` at top level), qualified, and `@<function>` for
+        each of the module's decorators that fill it (`_registrars`); None when `name` is no
+        such dict or the module changes it otherwise (`MODELS.update(...)`, rebinding)."""
         if name not in self._registries:
             self._registries[name] = _registry(self._whole_tree(), name, self._qualify)
         found = self._registries[name]
@@ -332,6 +340,29 @@ class ModuleSummary:
                 self._source = (text, _top_level_blocks(text))
             self._tree = _parse(self._source[0]) or ast.Module(body=[], type_ignores=[])
         return self._tree
+
+    def read_tree(self, read: Callable[[ast.Module, _Qualifier], T]) -> T:
+        """What `read` finds in the whole module (parsed once, on the first ask), kept per
+        reader for the run (`project.saves.class_wrappers`, `attribute_state_saves`)."""
+        name = getattr(read, "__qualname__", repr(read))
+        if name not in self._tree_reads:
+            self._tree_reads[name] = read(self._whole_tree(), self._qualify)
+        found: T = self._tree_reads[name]
+        return found
+
+    def decorated(self) -> dict[str, list[str]]:
+        """Decorator (qualified as the module spells it) -> the top-level classes and functions
+        it decorates, called or not (`@register_model("unet")`, `@register`); the whole module
+        is parsed on the first ask."""
+        if self._decorated is None:
+            self._decorated = {}
+            for node in self._whole_tree().body:
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                    for mark in node.decorator_list:
+                        spelled = self._qualify(mark.func if isinstance(mark, ast.Call) else mark)
+                        if spelled is not None:
+                            self._decorated.setdefault(spelled, []).append(node.name)
+        return self._decorated
 
     def wrapped_saves(self, read: WrappedSavesReader) -> list[tuple[str, str, int]]:
         """What `read` (`devicelint.project.saves.wrapped_state_saves`) finds in the whole
@@ -454,6 +485,36 @@ def _registry(tree: ast.Module, name: str, qualify: _Qualifier) -> list[str] | N
             if found is None or qualified is None:
                 return None
             found.append(qualified)
+    if found is not None:
+        found.extend(f"@{qualify(ast.Name(id=f, ctx=ast.Load()))}" for f in _registrars(tree, name))
+    return found
+
+
+def _registrars(tree: ast.Module, name: str) -> list[str]:
+    """The module's top-level functions that put what they (or a function they define) are
+    handed into the dict `name`: decorators (`def register_model(key): def wrap(cls):
+    MODELS[key] = cls; return cls; return wrap`) whose classes the dict then maps names to."""
+    found = []
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        scopes = [n for n in ast.walk(function) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
+        for scope in scopes:
+            params = {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}
+            body = scope.body if isinstance(scope, ast.FunctionDef) else []
+            if any(
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in params
+                and any(
+                    isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+                    for t in node.targets
+                )
+                for statement in body
+                for node in ast.walk(statement)
+            ):
+                found.append(function.name)
+                break
     return found
 
 
@@ -483,6 +544,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         metric_feeds=host_updates_from(data.get("metric_feeds", ())),
         step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
         host_only=host_updates_from(data.get("host_only", ())),
+        moved_params=tuple(str(p) for p in data.get("moved_params", ())),
     )
 
 
@@ -655,6 +717,16 @@ class _Qualifier:
             head = node.id
         return ".".join([head, *reversed(parts)])
 
+    def known(self, node: ast.expr) -> str | None:
+        """The qualified name of an expression the module imports or defines (`utils.f`, `f`), or
+        None (a local name, a parameter, a builtin)."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not (isinstance(root, ast.Name) and (root.id in self.imports or root.id in self.own)):
+            return None
+        return self(node)
+
 
 def _bases(node: ast.ClassDef | None, qualify: _Qualifier) -> tuple[str, ...]:
     return () if node is None else tuple(q for q in (qualify(b) for b in node.bases) if q is not None)
@@ -749,6 +821,27 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             (m, ps, p, k, f, line + first_line)
             for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
         ),
+        _moved_parameters(methods.get("__init__")) if places and not layer else (),
+    )
+
+
+def _moved_parameters(init: ast.FunctionDef | None) -> tuple[str, ...]:
+    """See `ClassSummary.moved_params`."""
+    if init is None:
+        return ()
+    params = {a.arg for a in (*init.args.posonlyargs, *init.args.args[1:], *init.args.kwonlyargs)}
+    return tuple(
+        sorted(
+            {
+                node.func.value.id
+                for node in _descendants(init, _NESTED_SCOPES)
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in params
+                and moves_to_device(node)
+            }
+        )
     )
 
 
@@ -1507,12 +1600,72 @@ def _returns(
     if parts:
         return parts
     place = _agreed({_place(value, assignments, qualify, 0) for value in returns})
+    if not place and attributes is None:
+        place = _follows(function, returns, assignments)
     if place.startswith(("call:", "callk:")) and not _returned_untouched(function, returns, assignments):
         # `model = Net(); model.to(device); return model`: a module may have been moved (a
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands); what a
         # call given `**kwargs` builds is then nothing known
         place = "callt:" + place[5:] if place.startswith("call:") else ""
     return place
+
+
+# tensor methods that keep the values where they are and return one tensor
+_KEEPING_METHODS = PRESERVING_METHODS - {"type", "type_as", "max", "min", "sort", "topk", "split", "chunk", "unbind"}
+
+
+def _follows(function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]]) -> str:
+    """ "follows:<parameter>#<position>" when every `return` is a tensor computed from that
+    parameter by arithmetic, indexing and tensor methods that keep it where it is (`pred = x *
+    alpha - v * sigma`, `return pred`): the result lives where the argument does, or the call
+    fails (position -1: keyword-only); "" otherwise."""
+    args = function.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    params = [*positional, *(a.arg for a in args.kwonlyargs)]
+    followed: set[str] = set()
+    for value in returns:
+        found = _followed_parameters(value, assignments, frozenset(params), frozenset(), 0)
+        if not found:
+            return ""
+        followed |= found
+    first = next(p for p in params if p in followed)
+    return f"follows:{first}#{positional.index(first) if first in positional else -1}"
+
+
+def _followed_parameters(
+    value: ast.expr, assignments: dict[str, list[ast.expr]], params: frozenset[str], seen: frozenset[str], depth: int
+) -> set[str] | None:
+    """The parameters whose device a tensor expression certainly has (empty: a number, which
+    follows nothing); None when it is not known to be such a tensor."""
+    if depth > 12:
+        return None
+    if isinstance(value, ast.Constant):
+        return set() if isinstance(value.value, (int, float)) and not isinstance(value.value, bool) else None
+    if isinstance(value, ast.Name):
+        if value.id in seen:  # (a loop's rebinding of what it follows)
+            return {value.id} if value.id in params else set()
+        bound = assignments.get(value.id, [])
+        found = {value.id} if value.id in params else set()
+        if not bound and not found:
+            return None
+        for each in bound:
+            more = _followed_parameters(each, assignments, params, seen | {value.id}, depth + 1)
+            if more is None:
+                return None
+            found |= more
+        return found
+    if isinstance(value, ast.UnaryOp) and not isinstance(value.op, ast.Not):
+        return _followed_parameters(value.operand, assignments, params, seen, depth + 1)
+    if isinstance(value, ast.BinOp):
+        sides = [_followed_parameters(v, assignments, params, seen, depth + 1) for v in (value.left, value.right)]
+        known = [s for s in sides if s is not None]
+        # a tensor that follows a parameter meets anything: the result is where that tensor is
+        return set().union(*known) if any(known) or len(known) == 2 else None
+    if isinstance(value, ast.Subscript):
+        return _followed_parameters(value.value, assignments, params, seen, depth + 1)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _KEEPING_METHODS:
+        return _followed_parameters(value.func.value, assignments, params, seen, depth + 1)
+    return None
 
 
 def _device_fields(tree: ast.Module, qualify: _Qualifier) -> dict[str, tuple[str, ...]]:

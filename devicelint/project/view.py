@@ -63,6 +63,8 @@ class ImportedPlainClass:
     # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
     # (`def class_weights(self): return counts.sum() / counts` of `self.labels` built on the host)
     method_places: tuple[tuple[str, str], ...] = ()
+    # (`ClassSummary.moved_params`): the constructor parameters it moves to a device
+    moved_params: tuple[str, ...] = ()
 
 
 HostUpdate = tuple[str, tuple[str, ...], str, str, str, int]
