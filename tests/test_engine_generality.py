@@ -7078,6 +7078,10 @@ def test_a_tensor_of_a_size_or_a_scaled_setting_is_a_0_dim_scalar_tensor() -> No
                 return x / torch.sqrt(torch.tensor(x.shape[-1])) / self.temperature
         """
     )
+    # a setting's entry scaled by a literal is a number too
+    entry = 'x = x + torch.tensor(self.cfg.init["mean"] * 1.0)'
+    source = source.replace("x = self.embed(ids)\n", f"x = self.embed(ids)\n        {entry}\n")
+    assert entry in source
     # `width // heads` of two settings is an int: the attribute is a 0-dim tensor
     temperature = "self.temperature = torch.sqrt(torch.tensor(cfg.width // cfg.heads, dtype=torch.float32))"
     source = source.replace("self.cfg = cfg\n", f"self.cfg = cfg\n        {temperature}\n")

@@ -1478,9 +1478,21 @@ def _number_expression(node: cst.BaseExpression) -> bool:
     if type(node) is cst.BinaryOperation:
         sides = (node.left, node.right)
         return any(_number_expression(side) for side in sides) and all(
-            _number_expression(side) or type(side) in (cst.Name, cst.Attribute) for side in sides
+            _number_expression(side) or type(side) in (cst.Name, cst.Attribute) or _setting_entry(side)
+            for side in sides
         )
     return False
+
+
+def _setting_entry(node: cst.BaseExpression) -> bool:
+    """`params["mean"]`: an entry of a mapping by a string key, a setting (an array is indexed by
+    numbers, slices or masks)."""
+    return (
+        type(node) is cst.Subscript
+        and len(node.slice) == 1
+        and type(node.slice[0].slice) is cst.Index
+        and type(node.slice[0].slice.value) is cst.SimpleString
+    )
 
 
 def handed_input() -> Fact:
