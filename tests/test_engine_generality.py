@@ -6804,3 +6804,80 @@ def test_holder_labels_twins_moving_the_labels_are_clean() -> None:
         "\n\n\ndef score", "\n\n    def to_gpu(self):\n        self.targets = self.targets.cuda()\n\n\ndef score"
     )
     assert reset != HOLDER_LABELS and _found(reset) == []
+
+
+# -- a hand-written network: an instance called through `__call__`, weights drawn by a helper ----
+# `torch.normal(mean, std, size)` of two numbers builds on the CPU whatever the default device.
+PLAIN_POLICY = textwrap.dedent(
+    """\
+    import torch
+
+    torch.set_default_device("cuda")
+
+
+    def gaussian_weights(rows, cols, scale=0.02):
+        return torch.normal(0.0, scale, (rows, cols)).requires_grad_()
+
+
+    class TinyPolicy:
+        def __init__(self, sizes):
+            self.mats = [gaussian_weights(a, b) for a, b in zip(sizes, sizes[1:])]
+
+        def __call__(self, obs):
+            out = obs
+            for mat in self.mats:
+                out = torch.relu(out @ mat)
+            return out
+
+
+    def rollout(steps):
+        policy = TinyPolicy([8, 64, 4])
+        obs = torch.zeros(1, 8)
+        for _ in range(steps):
+            obs = torch.cat([obs[:, 4:], policy(obs)], dim=1)
+        return obs
+    """
+)
+
+
+def test_a_plain_instance_called_directly_runs_its_call_method_with_host_weights() -> None:
+    # (DL110 reports the module-level default device itself)
+    assert [f for f in _found(PLAIN_POLICY) if f[1] != "DL110"] == [(7, "DL101")]
+
+
+def test_plain_policy_twins_drawing_on_the_default_device_are_clean() -> None:
+    fixed = PLAIN_POLICY.replace("torch.normal(0.0, scale, (rows, cols))", "torch.randn(rows, cols) * scale")
+    assert fixed != PLAIN_POLICY and [f for f in _found(fixed) if f[1] != "DL110"] == []
+    placed = PLAIN_POLICY.replace("(rows, cols)).requires_grad_()", "(rows, cols), device='cuda').requires_grad_()")
+    assert placed != PLAIN_POLICY and [f for f in _found(placed) if f[1] != "DL110"] == []
+
+
+APPENDED_STATE = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Scorer:
+        def __init__(self, n_heads):
+            self.bias = []
+            for _ in range(n_heads):
+                self.bias.append(torch.zeros(16))
+
+        def __call__(self, feats):
+            return [feats + b for b in self.bias]
+
+
+    def evaluate(feats):
+        scorer = Scorer(3)
+        return scorer(feats.cuda())
+    """
+)
+
+
+def test_a_list_an_instance_builds_with_append_holds_its_host_tensors() -> None:
+    assert _found(APPENDED_STATE) == [(8, "DL101")]
+
+
+def test_appended_state_twin_moving_each_tensor_is_clean() -> None:
+    fixed = APPENDED_STATE.replace("torch.zeros(16)", "torch.zeros(16).cuda()")
+    assert fixed != APPENDED_STATE and _found(fixed) == []
