@@ -6881,3 +6881,47 @@ def test_a_list_an_instance_builds_with_append_holds_its_host_tensors() -> None:
 def test_appended_state_twin_moving_each_tensor_is_clean() -> None:
     fixed = APPENDED_STATE.replace("torch.zeros(16)", "torch.zeros(16).cuda()")
     assert fixed != APPENDED_STATE and _found(fixed) == []
+
+
+# -- a generator built on a device the constructor keeps, from a settings record -----------------
+KEPT_DEVICE_GENERATOR = textwrap.dedent(
+    """\
+    from dataclasses import dataclass
+
+    import torch
+
+
+    @dataclass
+    class JitterOptions:
+        scale: float = 0.05
+        device: str = "cuda"
+        seed: int = 7
+
+
+    class Jitter:
+        def __init__(self, opts: JitterOptions):
+            self.opts = opts
+            self.dev = torch.device(opts.device)
+            self.rng = torch.Generator(self.dev)
+            self.rng.manual_seed(opts.seed)
+
+        def perturb(self, poses):
+            shake = torch.rand(poses.shape, generator=self.rng) * self.opts.scale
+            return poses + shake.to(poses.device)
+
+
+    def augment(poses):
+        return Jitter(JitterOptions(scale=0.1)).perturb(poses)
+    """
+)
+
+
+def test_a_generator_on_a_device_kept_from_a_settings_record_default() -> None:
+    assert (21, "DL115") in _found(KEPT_DEVICE_GENERATOR)
+
+
+def test_kept_device_generator_twins_are_clean() -> None:
+    drawn_there = KEPT_DEVICE_GENERATOR.replace("generator=self.rng)", "generator=self.rng, device=self.dev)")
+    assert drawn_there != KEPT_DEVICE_GENERATOR and [f for f in _found(drawn_there) if f[1] == "DL115"] == []
+    on_cpu = KEPT_DEVICE_GENERATOR.replace("JitterOptions(scale=0.1)", 'JitterOptions(scale=0.1, device="cpu")')
+    assert on_cpu != KEPT_DEVICE_GENERATOR and [f for f in _found(on_cpu) if f[1] == "DL115"] == []
