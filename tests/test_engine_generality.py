@@ -6925,3 +6925,36 @@ def test_kept_device_generator_twins_are_clean() -> None:
     assert drawn_there != KEPT_DEVICE_GENERATOR and [f for f in _found(drawn_there) if f[1] == "DL115"] == []
     on_cpu = KEPT_DEVICE_GENERATOR.replace("JitterOptions(scale=0.1)", 'JitterOptions(scale=0.1, device="cpu")')
     assert on_cpu != KEPT_DEVICE_GENERATOR and [f for f in _found(on_cpu) if f[1] == "DL115"] == []
+
+
+KEPT_CALLABLE = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Projector:
+        def __init__(self, dim_in, dim_out):
+            self.proj = torch.randn(dim_in, dim_out) / dim_in**0.5
+
+        def __call__(self, feats):
+            return feats @ self.proj
+
+
+    class Retriever:
+        def __init__(self, encoder):
+            self.encoder = encoder.cuda()
+            self.head = Projector(768, 128)
+
+        def embed(self, ids):
+            return self.head(self.encoder(ids.cuda()))
+    """
+)
+
+
+def test_an_instance_a_trainer_keeps_on_self_is_called_through_its_call_method() -> None:
+    assert _found(KEPT_CALLABLE) == [(6, "DL101")]
+
+
+def test_kept_callable_twin_moving_the_projection_is_clean() -> None:
+    fixed = KEPT_CALLABLE.replace("return feats @ self.proj", "return feats @ self.proj.to(feats.device)")
+    assert fixed != KEPT_CALLABLE and _found(fixed) == []

@@ -1047,6 +1047,8 @@ class _Interpreter(CallEvaluation):
                 return stated
             if stated is not None and is_host_module(stated) and self._kept_on_host(attr):
                 return stated  # `self.model = resnet18()` that no code of the file moves
+            if stated is not None and stated.kind == UNKNOWN and stated.instance in self.analysis.plain_classes:
+                return stated  # `self.policy = TinyPolicy()`: an instance of a plain class of the file
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -1426,8 +1428,10 @@ def _host_built(
     ctx: FileContext, functions: dict[str, cst.FunctionDef], value: cst.BaseExpression, depth: int = 0
 ) -> bool:
     """A tensor a torch factory builds with no `device=`: the call itself, through methods that
-    keep it in place (`torch.normal(...).requires_grad_()`), or the call of a function of the
-    file whose every `return` is one (`xavier_init(n, m)`)."""
+    keep it in place (`torch.normal(...).requires_grad_()`) or arithmetic (`torch.randn(n, m) * s`),
+    or the call of a function of the file whose every `return` is one (`xavier_init(n, m)`). The
+    caller also checks the engine's fact of the attribute, so arithmetic with a device operand is
+    no host state."""
     while (
         type(value) is cst.Call
         and type(value.func) is cst.Attribute
@@ -1436,6 +1440,8 @@ def _host_built(
         value = value.func.value
     if _host_factory(ctx, value):
         return True
+    if type(value) is cst.BinaryOperation:  # `torch.randn(n, m) / n**0.5`: the fact says where the result is
+        return _host_built(ctx, functions, value.left, depth) or _host_built(ctx, functions, value.right, depth)
     if depth >= 2 or type(value) is not cst.Call or type(value.func) is not cst.Name:
         return False
     function = functions.get(value.func.value)

@@ -815,6 +815,9 @@ class CallEvaluation:
                 return self._follow_own_method(sibling, call)
         if self.cls is None and self.receiver_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
+            dunder_call = self.analysis.plain_classes.get(member.instance or "", {}).get("__call__")
+            if dunder_call is not None:  # `self.policy(obs)`: the kept instance's `__call__`
+                return self._follow(dunder_call, call, self._args(call), skip_self=True)
             # a moved value that is called is a module on the device
             if (
                 member.kind == MODULE
