@@ -7309,3 +7309,157 @@ def test_a_cpu_table_a_helper_of_init_stores_is_judged_as_stored_by_init() -> No
         "    def extend(self, max_len):\n        self._init_rotary(self.qkv.in_features, max_len)\n\n    def forward(self, x):",
     )
     assert recalled != INIT_HELPER_TABLE and _found(recalled) == []
+
+
+# -- a hand-written network: an instance called through `__call__`, weights drawn by a helper ----
+# `torch.normal(mean, std, size)` of two numbers builds on the CPU whatever the default device.
+PLAIN_POLICY = textwrap.dedent(
+    """\
+    import torch
+
+    torch.set_default_device("cuda")
+
+
+    def gaussian_weights(rows, cols, scale=0.02):
+        return torch.normal(0.0, scale, (rows, cols)).requires_grad_()
+
+
+    class TinyPolicy:
+        def __init__(self, sizes):
+            self.mats = [gaussian_weights(a, b) for a, b in zip(sizes, sizes[1:])]
+
+        def __call__(self, obs):
+            out = obs
+            for mat in self.mats:
+                out = torch.relu(out @ mat)
+            return out
+
+
+    def rollout(steps):
+        policy = TinyPolicy([8, 64, 4])
+        obs = torch.zeros(1, 8)
+        for _ in range(steps):
+            obs = torch.cat([obs[:, 4:], policy(obs)], dim=1)
+        return obs
+    """
+)
+
+
+def test_a_plain_instance_called_directly_runs_its_call_method_with_host_weights() -> None:
+    # (DL110 reports the module-level default device itself)
+    assert [f for f in _found(PLAIN_POLICY) if f[1] != "DL110"] == [(7, "DL101")]
+
+
+def test_plain_policy_twins_drawing_on_the_default_device_are_clean() -> None:
+    fixed = PLAIN_POLICY.replace("torch.normal(0.0, scale, (rows, cols))", "torch.randn(rows, cols) * scale")
+    assert fixed != PLAIN_POLICY and [f for f in _found(fixed) if f[1] != "DL110"] == []
+    placed = PLAIN_POLICY.replace("(rows, cols)).requires_grad_()", "(rows, cols), device='cuda').requires_grad_()")
+    assert placed != PLAIN_POLICY and [f for f in _found(placed) if f[1] != "DL110"] == []
+
+
+APPENDED_STATE = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Scorer:
+        def __init__(self, n_heads):
+            self.bias = []
+            for _ in range(n_heads):
+                self.bias.append(torch.zeros(16))
+
+        def __call__(self, feats):
+            return [feats + b for b in self.bias]
+
+
+    def evaluate(feats):
+        scorer = Scorer(3)
+        return scorer(feats.cuda())
+    """
+)
+
+
+def test_a_list_an_instance_builds_with_append_holds_its_host_tensors() -> None:
+    assert _found(APPENDED_STATE) == [(8, "DL101")]
+
+
+def test_appended_state_twin_moving_each_tensor_is_clean() -> None:
+    fixed = APPENDED_STATE.replace("torch.zeros(16)", "torch.zeros(16).cuda()")
+    assert fixed != APPENDED_STATE and _found(fixed) == []
+
+
+# -- a generator built on a device the constructor keeps, from a settings record -----------------
+KEPT_DEVICE_GENERATOR = textwrap.dedent(
+    """\
+    from dataclasses import dataclass
+
+    import torch
+
+
+    @dataclass
+    class JitterOptions:
+        scale: float = 0.05
+        device: str = "cuda"
+        seed: int = 7
+
+
+    class Jitter:
+        def __init__(self, opts: JitterOptions):
+            self.opts = opts
+            self.dev = torch.device(opts.device)
+            self.rng = torch.Generator(self.dev)
+            self.rng.manual_seed(opts.seed)
+
+        def perturb(self, poses):
+            shake = torch.rand(poses.shape, generator=self.rng) * self.opts.scale
+            return poses + shake.to(poses.device)
+
+
+    def augment(poses):
+        return Jitter(JitterOptions(scale=0.1)).perturb(poses)
+    """
+)
+
+
+def test_a_generator_on_a_device_kept_from_a_settings_record_default() -> None:
+    assert (21, "DL115") in _found(KEPT_DEVICE_GENERATOR)
+
+
+def test_kept_device_generator_twins_are_clean() -> None:
+    drawn_there = KEPT_DEVICE_GENERATOR.replace("generator=self.rng)", "generator=self.rng, device=self.dev)")
+    assert drawn_there != KEPT_DEVICE_GENERATOR and [f for f in _found(drawn_there) if f[1] == "DL115"] == []
+    on_cpu = KEPT_DEVICE_GENERATOR.replace("JitterOptions(scale=0.1)", 'JitterOptions(scale=0.1, device="cpu")')
+    assert on_cpu != KEPT_DEVICE_GENERATOR and [f for f in _found(on_cpu) if f[1] == "DL115"] == []
+
+
+KEPT_CALLABLE = textwrap.dedent(
+    """\
+    import torch
+
+
+    class Projector:
+        def __init__(self, dim_in, dim_out):
+            self.proj = torch.randn(dim_in, dim_out) / dim_in**0.5
+
+        def __call__(self, feats):
+            return feats @ self.proj
+
+
+    class Retriever:
+        def __init__(self, encoder):
+            self.encoder = encoder.cuda()
+            self.head = Projector(768, 128)
+
+        def embed(self, ids):
+            return self.head(self.encoder(ids.cuda()))
+    """
+)
+
+
+def test_an_instance_a_trainer_keeps_on_self_is_called_through_its_call_method() -> None:
+    assert _found(KEPT_CALLABLE) == [(6, "DL101")]
+
+
+def test_kept_callable_twin_moving_the_projection_is_clean() -> None:
+    fixed = KEPT_CALLABLE.replace("return feats @ self.proj", "return feats @ self.proj.to(feats.device)")
+    assert fixed != KEPT_CALLABLE and _found(fixed) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devicelint.analysis.facts import file_facts
-from devicelint.analysis.names import literal_value
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE
 from devicelint.context import FileContext
 
@@ -125,3 +125,42 @@ def mapping_values(
             return None
         found += values
     return found
+
+
+def record_field(ctx: FileContext, value: cst.BaseExpression, field: str) -> cst.BaseExpression | None:
+    """The expression a dataclass instance built here holds in `field`: what the construction
+    (`Config(lr=0.1)`, a call of a `@dataclass` class of the file) passes for it, by keyword or
+    position, else the field's default in the class body; None where the construction spreads
+    arguments or the field has no default."""
+    if type(value) is not cst.Call or type(value.func) is not cst.Name or any(a.star for a in value.args):
+        return None
+    record = next(
+        (
+            c
+            for c in ctx.module.body
+            if type(c) is cst.ClassDef
+            and c.name.value == value.func.value
+            and any(dotted_name(d.decorator) in ("dataclass", "dataclasses.dataclass") for d in c.decorators)
+        ),
+        None,
+    )
+    if record is None or type(record.body) is not cst.IndentedBlock:
+        return None
+    declared = [
+        line.body[0]
+        for line in record.body.body
+        if type(line) is cst.SimpleStatementLine
+        and type(line.body[0]) is cst.AnnAssign
+        and type(line.body[0].target) is cst.Name
+    ]
+    names = [d.target.value for d in declared]  # type: ignore[attr-defined]  # filtered to Name targets above
+    if field not in names:
+        return None
+    for arg in value.args:
+        if arg.keyword is not None and arg.keyword.value == field:
+            return arg.value
+    positional = [a.value for a in value.args if a.keyword is None]
+    position = names.index(field)
+    if position < len(positional):
+        return positional[position]
+    return declared[position].value

@@ -1055,10 +1055,14 @@ class _Interpreter(CallEvaluation):
                 and self.analysis.only_init_assigns(self.scope, attr)
             ):
                 return stated  # state the optimizer keeps from `__init__`, on the CPU
-            if stated is not None and stated.kind == CPU and stated.from_factory and self._fed_device_values(attr):
-                return stated  # a metric bank's `self.correct = torch.zeros(n)`, updated with device values
+            if stated is not None and _factory_state(stated) and self._fed_device_values(attr):
+                # a metric bank's `self.correct = torch.zeros(n)`, a hand-made network's list of
+                # weights drawn by an init helper, read with device values
+                return stated
             if stated is not None and is_host_module(stated) and self._kept_on_host(attr):
                 return stated  # `self.model = resnet18()` that no code of the file moves
+            if stated is not None and stated.kind == UNKNOWN and stated.instance in self.analysis.plain_classes:
+                return stated  # `self.policy = TinyPolicy()`: an instance of a plain class of the file
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -1151,9 +1155,29 @@ class _Interpreter(CallEvaluation):
         cls = self.ctx.index.enclosing_class(self.scope) if type(self.scope) is cst.FunctionDef else None
         if cls is None or re.search(r"\." + re.escape(attr) + r"\s*\.\s*(to|cuda)\(", self.ctx.source):
             return False
+        functions = self.analysis.functions
+        appended = False
+        for call in self.ctx.index.within(cls, cst.Call):
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value == "append" and self_attribute(func.value) == attr:
+                if len(call.args) != 1 or not _host_built(self.ctx, functions, call.args[0].value):
+                    return False
+                appended = True
         for assign in self.ctx.index.within(cls, cst.Assign):
             for target in assign.targets:
-                if self_attribute(target.target) == attr and not _host_factory(self.ctx, assign.value):
+                if self_attribute(target.target) != attr:
+                    continue
+                value = assign.value
+                empty_list = type(value) is cst.List and not value.elements
+                if empty_list and appended:
+                    continue
+                if type(value) is cst.ListComp:
+                    built = _host_built(self.ctx, functions, value.elt)
+                elif type(value) is cst.List:
+                    built = all(_host_built(self.ctx, functions, e.value) for e in value.elements)
+                else:
+                    built = _host_built(self.ctx, functions, value)
+                if not built:
                     return False
         return True
 
@@ -1435,6 +1459,50 @@ def _host_factory(ctx: FileContext, value: cst.BaseExpression) -> bool:
         return False
     qualified = ctx.qualified_name(value.func) or ""
     return qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in FACTORIES
+
+
+# Tensor methods whose result stays where the tensor is (a factory's result they are called on
+# is still the factory's host tensor).
+_PLACE_KEEPING_METHODS = frozenset(
+    {"requires_grad_", "float", "double", "half", "long", "int", "bool", "contiguous", "clone", "detach"}
+    | {"view", "reshape", "t", "unsqueeze", "squeeze", "permute", "transpose"}
+)
+
+
+def _host_built(
+    ctx: FileContext, functions: dict[str, cst.FunctionDef], value: cst.BaseExpression, depth: int = 0
+) -> bool:
+    """A tensor a torch factory builds with no `device=`: the call itself, through methods that
+    keep it in place (`torch.normal(...).requires_grad_()`) or arithmetic (`torch.randn(n, m) * s`),
+    or the call of a function of the file whose every `return` is one (`xavier_init(n, m)`). The
+    caller also checks the engine's fact of the attribute, so arithmetic with a device operand is
+    no host state."""
+    while (
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
+        and value.func.attr.value in _PLACE_KEEPING_METHODS
+    ):
+        value = value.func.value
+    if _host_factory(ctx, value):
+        return True
+    if type(value) is cst.BinaryOperation:  # `torch.randn(n, m) / n**0.5`: the fact says where the result is
+        return _host_built(ctx, functions, value.left, depth) or _host_built(ctx, functions, value.right, depth)
+    if depth >= 2 or type(value) is not cst.Call or type(value.func) is not cst.Name:
+        return False
+    function = functions.get(value.func.value)
+    if function is None:
+        return False
+    returns = [r for r in ctx.index.within(function, cst.Return) if ctx.index.enclosing_function(r) is function]
+    return bool(returns) and all(
+        r.value is not None and _host_built(ctx, functions, r.value, depth + 1) for r in returns
+    )
+
+
+def _factory_state(fact: Fact) -> bool:
+    """A host tensor a torch factory built, or a list of them."""
+    if fact.from_factory:
+        return True
+    return bool(fact.elements) and all(e.from_factory for e in fact.elements or ())
 
 
 def _host_state(fact: Fact) -> bool:

@@ -549,7 +549,8 @@ class CallEvaluation:
         args = self._args(call)
         has_device, device, device_node = self._device_argument(call)
         default = self.env.get(DEFAULT_DEVICE_KEY)
-        if not has_device and default is not None and default.kind == DEVICE_VALUE and short != "from_numpy":
+        on_host_anyway = ignores_default_device(call, short)
+        if not has_device and default is not None and default.kind == DEVICE_VALUE and not on_host_anyway:
             return self._placed(default, None)  # after this function's own `set_default_device`
         if has_device:
             source = self._tensor_whose_device(device_node)
@@ -560,10 +561,10 @@ class CallEvaluation:
             placed = self._placed(device, device_node)
             # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
             return replace(placed, origin=call, factory=f"torch.{short}") if placed.kind == CPU else placed
-        context = self._device_context(call) if short != "from_numpy" else None
+        context = self._device_context(call) if not on_host_anyway else None
         if context is not None:
             return self._placed(context, None)
-        if short == "normal" and call.args and not is_number(call.args[0].value):
+        if short == "normal" and call.args and not is_number(call.args[0].value) and not on_host_anyway:
             # `torch.normal(mean, std)` with tensor arguments draws on their device
             tensor = next((f for f, _ in args if f.is_tensor), None)
             return replace(tensor, scalar=False) if tensor is not None else UNKNOWN_FACT
@@ -592,8 +593,9 @@ class CallEvaluation:
                     return data
                 # `torch.FloatTensor(t)` of a tensor is a CPU copy, never `t`'s place (a CUDA `t`
                 # raises); of data the file does not show it stays unplaced, as `torch.as_tensor` does
-        # `from_numpy` shares the array's memory: it is on the CPU whatever the default device is
-        default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
+        # `from_numpy` shares the array's memory, and `torch.normal(mean, std, size)` of two numbers
+        # is built on the CPU: both are there whatever the default device is
+        default_placed = sets_accelerator_default(self.ctx) and not on_host_anyway
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
             return UNKNOWN_FACT
         scalar = (
@@ -871,6 +873,9 @@ class CallEvaluation:
                 return self._follow_own_method(sibling, call)
         if self.cls is None and self.receiver_attribute(func) is not None:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
+            dunder_call = self.analysis.plain_classes.get(member.instance or "", {}).get("__call__")
+            if dunder_call is not None:  # `self.policy(obs)`: the kept instance's `__call__`
+                return self._follow(dunder_call, call, self._args(call), skip_self=True)
             # a moved value that is called is a module on the device
             if (
                 member.kind == MODULE
@@ -927,18 +932,20 @@ class CallEvaluation:
             return replace(receiver, scalar=False) if receiver.is_tensor else UNKNOWN_FACT
         if not receiver.is_tensor and not receiver.batch:
             args = self._args(call)
+            list_key = self._key(receiver_node)
             if (
                 method == "append"
                 and receiver.elements is not None
-                and type(receiver_node) is cst.Name
+                and list_key is not None
                 and len(call.args) == 1
                 and not call.args[0].star
             ):
                 # `parts.append(t)`: a list of tensors that later reaches `torch.stack(parts)`;
-                # `states.append((h, c))`: a list of pairs (the pair is one element, not two)
+                # `states.append((h, c))`: a list of pairs (the pair is one element, not two);
+                # `self.weights.append(w)`: the same list kept on the instance
                 item = self._fact_of(call.args[0].value)
                 kept = [e for e in receiver.elements if e != item]
-                self.env[receiver_node.value] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (item,))
+                self.env[list_key] = Fact(UNKNOWN, elements=tuple(kept[:3]) + (item,))
                 return UNKNOWN_FACT
             if (
                 method in ("parameters", "buffers")
@@ -1057,6 +1064,9 @@ class CallEvaluation:
             callee = self.env[name]
             if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
                 return self._module_call(call, callee, func)
+            dunder_call = self.analysis.plain_classes.get(callee.instance or "", {}).get("__call__")
+            if dunder_call is not None:  # `net(x)` on an instance of a plain class of the file: its `__call__`
+                return self._follow(dunder_call, call, self._args(call), skip_self=True)
             if name.lower() in LOSS_CALLABLE_NAMES or callee.kind in (CPU, DEVICE):
                 return self._combine(call, self._args(call), allow_scalar=True)
         elif name.lower() in LOSS_CALLABLE_NAMES:
@@ -1554,6 +1564,22 @@ def _returned_parts(produced: Fact, on_module: Fact) -> Fact:
         else:
             parts.append(UNKNOWN_FACT)
     return Fact(UNKNOWN, elements=tuple(parts))
+
+
+def ignores_default_device(call: cst.Call, short: str) -> bool:
+    """Factories that build on the CPU whatever the default device or `with torch.device(...)`
+    says: `torch.from_numpy` (it shares the array's memory) and the overload of `torch.normal`
+    that takes a number mean and std and a `size` (`torch.normal(0, std, size=(n, m))`); an
+    explicit `device=` still places either."""
+    if short == "from_numpy":
+        return True
+    if short != "normal":
+        return False
+    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args):
+        return False
+    return "size" in keywords or len(positional) >= 3
 
 
 def _no_dimension(call: cst.Call, tensors: int) -> bool:

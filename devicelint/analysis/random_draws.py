@@ -31,7 +31,13 @@ from devicelint.analysis.default_device import (
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.imported_helpers import argument_named_in_place
 from devicelint.analysis.instance_attributes import judged_for_instances
-from devicelint.analysis.local_bindings import attribute_bindings, bindings, device_type_of, mapping_values
+from devicelint.analysis.local_bindings import (
+    attribute_bindings,
+    bindings,
+    device_type_of,
+    mapping_values,
+    record_field,
+)
 from devicelint.analysis.model_events.scopes import module_functions, only_return
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
@@ -171,6 +177,18 @@ def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) 
         return None
     if type(expr) is cst.Call and ctx.qualified_name(expr.func) == "torch.device" and len(expr.args) == 1:
         return device_type_of(ctx, expr.args[0].value) or _passed_device_type(ctx, expr.args[0].value, depth + 1)
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name:
+        if expr.value.value == "self":  # `self.device = torch.device(device)` kept by the constructor
+            kept = attribute_bindings(ctx, expr.attr.value, expr)
+            return _one_type({_device_type_at(ctx, value, depth + 1) for value in kept}) if kept else None
+        # `config.device` of a parameter that the file's calls hand a record (dataclass) instance
+        handed = passed_for(ctx, expr.value)
+        if not handed:
+            return None
+        fields = [record_field(ctx, value, expr.attr.value) for value in handed]
+        if any(field is None for field in fields):
+            return None
+        return _one_type({_device_type_at(ctx, field, depth + 1) for field in fields if field is not None})
     if type(expr) is not cst.Name:
         return None
     passed = passed_for(ctx, expr)
@@ -186,6 +204,14 @@ def _passed_device_type(ctx: FileContext, expr: cst.BaseExpression, depth: int) 
         )
         passed = [param.default] if param is not None and param.default is not None else []
     types = {_named_type(ctx, value) or _passed_device_type(ctx, value, depth + 1) for value in passed}
+    return types.pop() if len(types) == 1 else None
+
+
+def _device_type_at(ctx: FileContext, expr: cst.BaseExpression, depth: int) -> str | None:
+    return device_type_of(ctx, expr) or _passed_device_type(ctx, expr, depth)
+
+
+def _one_type(types: set[str | None]) -> str | None:
     return types.pop() if len(types) == 1 else None
 
 

@@ -95,7 +95,11 @@ class GeneratorOnWrongDevice(Rule):
     the analysis cannot place, are not followed. A generator or a `device=self.<attr>` that a
     constructor keeps from its parameters (a base class's, reached through the subclass's
     `super().__init__(...)`) is judged for the instances of the class that draws: what its
-    constructions and its `super().__init__` call pass, or the parameter's default.
+    constructions and its `super().__init__` call pass, or the parameter's default. The device a
+    generator is built on may be one the constructor keeps (`self.device = torch.device(device)`,
+    every assignment of the class agreeing) or a field of a settings dataclass of the file that
+    the calls hand in (`torch.device(cfg.device)` with `Config(...)` leaving `device` at its
+    default).
     """
 
     code = "DL115"
