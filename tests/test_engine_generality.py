@@ -6804,3 +6804,34 @@ def test_holder_labels_twins_moving_the_labels_are_clean() -> None:
         "\n\n\ndef score", "\n\n    def to_gpu(self):\n        self.targets = self.targets.cuda()\n\n\ndef score"
     )
     assert reset != HOLDER_LABELS and _found(reset) == []
+
+
+# -- a `?` that ends a trailing comment is not IPython's help syntax ------------------------------
+def test_a_question_mark_ending_a_comment_in_a_notebook_is_python_not_help() -> None:
+    # IPython reads `obj?` as help only when `?` is a token of its own; in a comment it is Python
+    cell = """
+        import torch
+        net = torch.nn.Linear(4, 2).cuda()
+        scores = net(torch.randn(3, 4).cuda(),  # still on the GPU?
+                     )
+        ranked = scores.numpy()
+    """
+    assert _notebook_found(cell) == [(1, 5, "DL108")]
+
+
+def test_question_mark_twins_help_lines_stay_magics_and_strings_stay_python() -> None:
+    asked = """
+        import torch
+        net = torch.nn.Linear(4, 2).cuda()
+        net.forward?
+        scores = net(torch.randn(3, 4).cuda())
+        ranked = scores.numpy()
+    """
+    assert _notebook_found(asked) == [(1, 5, "DL108")]
+    quoted = """
+        import torch
+        net = torch.nn.Linear(4, 2).cuda()
+        label = "on the GPU?"  # and why #?
+        ranked = net(torch.randn(3, 4).cuda()).numpy()
+    """
+    assert _notebook_found(quoted) == [(1, 4, "DL108")]
