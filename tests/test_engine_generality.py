@@ -6835,3 +6835,41 @@ def test_question_mark_twins_help_lines_stay_magics_and_strings_stay_python() ->
         ranked = net(torch.randn(3, 4).cuda()).numpy()
     """
     assert _notebook_found(quoted) == [(1, 4, "DL108")]
+
+
+# -- a 1-D schedule read one step at a time by a Python int gives 0-dim values -------------------
+NOISE_SCHEDULE = """
+    from typing import Optional
+
+    import torch
+    from torch import nn
+
+
+    class Denoiser(nn.Module):
+        def __init__(self, steps: int):
+            super().__init__()
+            self.net = nn.Linear(8, 8)
+            self.betas = torch.arange(steps) * 1e-3 + 1e-4
+            self.gains = torch.logspace(-2, 0, steps)
+
+        def forward(self, x, step: Optional[int] = None):
+            if step is not None:
+                x = x * (1 - self.betas[step]).sqrt() * self.gains[step]
+            return self.net(x)
+"""
+
+
+def test_a_range_or_schedule_attribute_indexed_by_an_int_step_is_left_alone() -> None:
+    # `torch.arange`/`torch.logspace` give 1-D tensors: one int index leaves a 0-dim CPU value,
+    # which PyTorch lets meet device tensors; an `Optional[int]` counts under `is not None`
+    assert [f for f in _found(NOISE_SCHEDULE) if f[1] == "DL102"] == []
+
+
+def test_noise_schedule_twins_indexed_by_a_tensor_or_an_untested_optional_are_reported() -> None:
+    by_tensor = NOISE_SCHEDULE.replace("step: Optional[int] = None", "step: torch.Tensor = None")
+    assert by_tensor != NOISE_SCHEDULE
+    assert [f for f in _found(by_tensor) if f[1] == "DL102"] == [(12, "DL102"), (13, "DL102")]
+    untested = NOISE_SCHEDULE.replace("if step is not None:", "if x is not None:")
+    assert untested != NOISE_SCHEDULE
+    assert [f for f in _found(untested) if f[1] == "DL102"] == [(12, "DL102"), (13, "DL102")]
+
