@@ -6873,3 +6873,34 @@ def test_noise_schedule_twins_indexed_by_a_tensor_or_an_untested_optional_are_re
     assert untested != NOISE_SCHEDULE
     assert [f for f in _found(untested) if f[1] == "DL102"] == [(12, "DL102"), (13, "DL102")]
 
+
+# -- a container of buffers that the method reading it builds first, on every call ---------------
+BOUNDS_PER_CALL = """
+    import torch
+    from torch import nn
+
+
+    class Clamp(nn.Module):
+        def __init__(self, width: int):
+            super().__init__()
+            self.register_buffer("low", torch.zeros(width))
+            self.register_buffer("high", torch.ones(width))
+
+        def forward(self, x):
+            self.bounds = [self.low, self.high]
+            return torch.maximum(torch.minimum(x, self.bounds[1]), self.bounds[0])
+"""
+
+
+def test_a_list_of_buffers_rebuilt_by_the_method_that_reads_it_is_not_stale() -> None:
+    # each call gathers the buffers as they are then, after any `model.to(device)`
+    assert _found(BOUNDS_PER_CALL) == []
+
+
+def test_bounds_per_call_twin_built_once_in_init_is_reported() -> None:
+    once = BOUNDS_PER_CALL.replace(
+        'self.register_buffer("high", torch.ones(width))',
+        'self.register_buffer("high", torch.ones(width))\n            self.bounds = [self.low, self.high]',
+    ).replace("            self.bounds = [self.low, self.high]\n            return", "            return")
+    assert once.count("self.bounds = [") == 1 and "def forward(self, x):\n            return" in once
+    assert _found(once) == [(11, "DL102")]
