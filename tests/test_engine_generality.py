@@ -6904,3 +6904,40 @@ def test_bounds_per_call_twin_built_once_in_init_is_reported() -> None:
     ).replace("            self.bounds = [self.low, self.high]\n            return", "            return")
     assert once.count("self.bounds = [") == 1 and "def forward(self, x):\n            return" in once
     assert _found(once) == [(11, "DL102")]
+
+
+# -- a per-step host read that sizes a crop is not accumulated, even inside an `append` -----------
+CROP_TO_SHORTEST = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def train(model, dataset, opt, device="cuda"):
+        model.to(device)
+        for feats, lengths in DataLoader(dataset, batch_size=16):
+            feats, lengths = feats.to(device), lengths.to(device)
+            shortest = int(lengths.min().item())
+            crops = []
+            for i in range(feats.size(0)):
+                crops.append(feats[i, :shortest])
+            loss = model(torch.stack(crops)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_a_per_step_size_read_used_to_slice_says_so() -> None:
+    assert _found(CROP_TO_SHORTEST) == [(10, "DL401")]
+    (message,) = _messages(CROP_TO_SHORTEST)
+    assert "to index or slice tensors with it" in message and "accumulate" not in message, message
+
+
+def test_crop_to_shortest_twin_summing_the_size_is_an_accumulation() -> None:
+    summed = CROP_TO_SHORTEST.replace(
+        "            crops = []\n", "            seen += shortest\n            crops = []\n"
+    )
+    summed = summed.replace("        model.to(device)\n", "        model.to(device)\n        seen = 0\n")
+    assert summed.count("seen") == 2
+    (message,) = _messages(summed)
+    assert "to accumulate it" in message, message
