@@ -1130,9 +1130,10 @@ class _Interpreter(CallEvaluation):
 
     def _subscript(self, node: cst.Subscript) -> Fact:
         value = self._eval(node.value)
+        by_tensor = False  # `table[ids]`: the result has the index tensor's shape, not 0 dims
         for element in node.slice:
             if type(element.slice) is cst.Index:
-                self._eval(element.slice.value)
+                by_tensor = self._eval(element.slice.value).is_tensor or by_tensor
         single = node.slice[0].slice if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
         if value.fields is not None and single is not None:
             key = string_value(single.value)
@@ -1149,7 +1150,7 @@ class _Interpreter(CallEvaluation):
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:
-            return replace(value, scalar=indexes_every_dimension(value, node))
+            return replace(value, scalar=not by_tensor and indexes_every_dimension(value, node))
         if value.kind == MODULE:
             return value
         return UNKNOWN_FACT
