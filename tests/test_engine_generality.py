@@ -6941,3 +6941,82 @@ def test_crop_to_shortest_twin_summing_the_size_is_an_accumulation() -> None:
     assert summed.count("seen") == 2
     (message,) = _messages(summed)
     assert "to accumulate it" in message, message
+
+
+# -- a 0-dim tensor made on the CPU on purpose (`device="cpu"`) is still 0-dim --------------------
+HOST_HYPERPARAMETERS = """
+    import torch
+    from torch import nn
+
+
+    class Tempered(nn.Module):
+        def __init__(self, width: int):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+            # host scalars: changing their value does not recompile a compiled graph
+            self.temperature = torch.tensor(1.0, dtype=torch.float32, device="cpu")
+            self.floor = torch.zeros((), device=torch.device("cpu"))
+
+        def set_temperature(self, value: float) -> None:
+            self.temperature.fill_(value)
+
+        def forward(self, x):
+            return (self.proj(x) / self.temperature).clamp_min(self.floor)
+
+
+    def run(batch):
+        net = Tempered(8).cuda()
+        return net(batch.cuda())
+"""
+
+
+def test_a_zero_dim_tensor_placed_on_the_cpu_explicitly_meets_device_tensors_freely() -> None:
+    assert [f for f in _found(HOST_HYPERPARAMETERS) if f[1] in ("DL101", "DL102")] == []
+
+
+def test_host_hyperparameters_twin_with_a_vector_is_reported() -> None:
+    vector = HOST_HYPERPARAMETERS.replace("torch.tensor(1.0, dtype", "torch.tensor([1.0] * width, dtype")
+    assert vector != HOST_HYPERPARAMETERS
+    assert (11, "DL102") in _found(vector)
+
+
+HOST_STEP_SIZE = """
+    import torch
+
+
+    def decay_(weights, grads, rate_t, decay_t):
+        weights.mul_(1 - rate_t * decay_t).sub_(grads * rate_t)
+
+
+    class PlainSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr, "decay": 0.0})
+            self.rate_t = torch.tensor(0.0, device="cpu")
+            self.decay_t = torch.scalar_tensor(0.0, device="cpu")
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                self.rate_t.fill_(group["lr"])
+                self.decay_t.fill_(group["decay"])
+                for p in group["params"]:
+                    decay_(p, p.grad, self.rate_t, self.decay_t)
+
+
+    def fit(net, batches):
+        net = net.cuda()
+        opt = PlainSGD(net.parameters())
+        for x in batches:
+            net(x.cuda()).sum().backward()
+            opt.step()
+"""
+
+
+def test_zero_dim_host_step_sizes_handed_to_an_update_helper_are_not_reported() -> None:
+    assert _found(HOST_STEP_SIZE) == []
+
+
+def test_host_step_size_twin_with_a_per_parameter_vector_is_reported() -> None:
+    vector = HOST_STEP_SIZE.replace('torch.tensor(0.0, device="cpu")', 'torch.tensor([0.0, 0.0], device="cpu")')
+    assert vector != HOST_STEP_SIZE
+    assert [code for _, code in _found(vector)] == ["DL101"]

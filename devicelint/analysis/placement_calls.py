@@ -543,7 +543,10 @@ class CallEvaluation:
                 return replace(source, scalar=False, mask=False, copied=False, elements=None, fields=None)
             placed = self._placed(device, device_node)
             # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
-            return replace(placed, origin=call, factory=f"torch.{short}") if placed.kind == CPU else placed
+            if placed.kind != CPU:
+                return placed
+            # (`torch.tensor(0.0, device="cpu")` is 0-dim all the same: it meets any device)
+            return replace(placed, origin=call, factory=f"torch.{short}", scalar=self._zero_dim(call, short))
         context = self._device_context(call) if short != "from_numpy" else None
         if context is not None:
             return self._placed(context, None)
@@ -575,19 +578,18 @@ class CallEvaluation:
         default_placed = sets_accelerator_default(self.ctx) and short != "from_numpy"
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
             return UNKNOWN_FACT
-        scalar = (
-            short in ("tensor", "as_tensor", "scalar_tensor")
-            and bool(call.args)
-            and (is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER)
-        )
-        if (
+        return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=self._zero_dim(call, short))
+
+    def _zero_dim(self, call: cst.Call, short: str) -> bool:
+        """`torch.tensor(2.0)`, `torch.zeros(())`: a factory whose tensor has no dimensions."""
+        if short in ("tensor", "as_tensor", "scalar_tensor"):
+            return bool(call.args) and (is_number(call.args[0].value) or self._fact_of(call.args[0].value) == NUMBER)
+        return (
             short in ("zeros", "ones", "empty", "full", "rand", "randn")
-            and call.args
+            and bool(call.args)
             and isinstance(call.args[0].value, (cst.Tuple, cst.List))
             and not call.args[0].value.elements
-        ):
-            scalar = True
-        return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+        )
 
     def _host_array_part(self, node: cst.BaseExpression) -> bool:
         """A part of what a NumPy or pandas call returned (`raw["y"]` after `raw = np.load(path)`,

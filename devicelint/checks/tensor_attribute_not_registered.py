@@ -436,6 +436,8 @@ def _placed_on_constructor_cpu(ctx: FileContext, value: cst.BaseExpression, meth
         qualified = ctx.qualified_name(node.func) or ""
         if not qualified.startswith("torch.") or qualified[len("torch.") :] not in (*FACTORIES, "tensor", "as_tensor"):
             continue
+        if file_facts(ctx).value(node).scalar:
+            continue  # `torch.tensor(0.0, device=device)`: 0-dim, it meets tensors on any device
         device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
         if device is not None and cpu_at_every_construction(ctx, device, method):
             return True
