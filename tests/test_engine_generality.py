@@ -7020,3 +7020,42 @@ def test_host_step_size_twin_with_a_per_parameter_vector_is_reported() -> None:
     vector = HOST_STEP_SIZE.replace('torch.tensor(0.0, device="cpu")', 'torch.tensor([0.0, 0.0], device="cpu")')
     assert vector != HOST_STEP_SIZE
     assert [code for _, code in _found(vector)] == ["DL101"]
+
+
+# -- a snapshot an object writes when it is built and restores later in its life -----------------
+SNAPSHOT_AT_CONSTRUCTION = """
+    import os
+
+    import torch
+
+
+    class WarmupProbe:
+        def __init__(self, net, opt):
+            self.net, self.opt = net, opt
+            state = {"net": net.state_dict(), "opt": opt.state_dict()}
+            torch.save(state, os.path.join("scratch", "probe_start.pt"))
+
+        def run(self, batches, loss_fn):
+            for x, y in batches:
+                self.opt.zero_grad()
+                loss_fn(self.net(x.cuda()), y.cuda()).backward()
+                self.opt.step()
+            start = torch.load(os.path.join("scratch", "probe_start.pt"))
+            self.net.load_state_dict(start["net"])
+            self.opt.load_state_dict(start["opt"])
+"""
+
+
+def test_a_load_of_what_the_object_s_constructor_saved_is_a_round_trip() -> None:
+    # building the object always rewrites the file first: the load reads this process's tensors
+    assert _found(SNAPSHOT_AT_CONSTRUCTION) == []
+
+
+def test_snapshot_twin_saved_by_an_ordinary_method_is_reported() -> None:
+    # `save()` may run in one run and `run()` in another (a test mode that restores a checkpoint)
+    later = SNAPSHOT_AT_CONSTRUCTION.replace(
+        "            self.net, self.opt = net, opt\n",
+        "            self.net, self.opt = net, opt\n\n        def save(self, net, opt):\n",
+    )
+    assert later != SNAPSHOT_AT_CONSTRUCTION
+    assert _found(later) == [(20, "DL501")]
