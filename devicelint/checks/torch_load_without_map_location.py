@@ -65,7 +65,8 @@ class TorchLoadWithoutMapLocation(Rule):
       `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
       `tmp`/`temp`, such as a test's `tmp_path`);
     - a file the same function (or the same module-level script) saved just before: a
-      round trip in one process; likewise a place that an earlier statement of the same
+      round trip in one process; likewise a file the `__init__` of the object whose method
+      loads it saves (a snapshot taken when the object is built and restored later); likewise a place that an earlier statement of the same
       function or script (a notebook's cells) hands to a checkpoint writer (`torch.save`, a
       `ModelCheckpoint("./saved", ...)` handler): the program reloads what it trained and wrote;
       or a load-or-build cache, where the function saves to the same
