@@ -7059,3 +7059,47 @@ def test_snapshot_twin_saved_by_an_ordinary_method_is_reported() -> None:
     )
     assert later != SNAPSHOT_AT_CONSTRUCTION
     assert _found(later) == [(20, "DL501")]
+
+
+# -- a plain trainer that builds its model itself, in a file that names no accelerator -----------
+HOST_TRAINER = """
+    import torch
+    from torch import nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self, users, items, dim=16):
+            super().__init__()
+            self.users = nn.Embedding(users, dim)
+            self.items = nn.Embedding(items, dim)
+
+        def forward(self, u, i):
+            return (self.users(u) * self.items(i)).sum(-1)
+
+
+    class Trainer:
+        def __init__(self, users, items):
+            self.net = None
+            self.sizes = (users, items)
+
+        def build(self):
+            self.net = Scorer(*self.sizes)
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=0.05)
+
+        def step(self, u, i, rating):
+            self.opt.zero_grad()
+            loss = nn.functional.mse_loss(self.net(u, i), rating)
+            loss.backward()
+            self.opt.step()
+            return loss.item()
+"""
+
+
+def test_a_plain_trainer_s_own_unmoved_model_in_a_host_only_file_makes_no_host_sync() -> None:
+    assert [f for f in _found(HOST_TRAINER) if f[1] == "DL401"] == []
+
+
+def test_host_trainer_twin_moving_its_model_is_reported() -> None:
+    moved = HOST_TRAINER.replace("self.net = Scorer(*self.sizes)", "self.net = Scorer(*self.sizes).cuda()")
+    assert moved != HOST_TRAINER
+    assert [f for f in _found(moved) if f[1] == "DL401"] == [(30, "DL401")]
