@@ -507,8 +507,9 @@ class Payloads:
         if function is None or function.name.value == "__init__":
             return None
         cls = self.ctx.index.enclosing_class(function)
-        if cls is None or self.ctx.index.parent(self.ctx.index.parent(function)) is not cls:
-            return None
+        block = self.ctx.index.parent(function)
+        if cls is None or block is None or self.ctx.index.parent(block) is not cls:
+            return None  # a function nested in a method is not the class's own method
         return next(
             (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),
             None,
