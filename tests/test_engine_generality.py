@@ -7103,3 +7103,16 @@ def test_host_trainer_twin_moving_its_model_is_reported() -> None:
     moved = HOST_TRAINER.replace("self.net = Scorer(*self.sizes)", "self.net = Scorer(*self.sizes).cuda()")
     assert moved != HOST_TRAINER
     assert [f for f in _found(moved) if f[1] == "DL401"] == [(30, "DL401")]
+
+
+def test_snapshot_twin_at_module_level_with_a_later_save_is_still_reported() -> None:
+    # a script that loads a checkpoint and later saves to the same path: no constructor wrote it first
+    script = """
+        import torch
+
+        net = torch.nn.Linear(4, 4).cuda()
+        net.load_state_dict(torch.load("weights.pt"))
+        net(torch.randn(2, 4).cuda()).sum().backward()
+        torch.save(net.state_dict(), "weights.pt")
+    """
+    assert _found(script) == [(5, "DL501")]

@@ -491,7 +491,7 @@ class Payloads:
             )
             if not same_path:
                 continue
-            if saver is constructor or self._position(site) < position:
+            if (constructor is not None and saver is constructor) or self._position(site) < position:
                 # (or the object wrote it when it was built: `torch.save(model.state_dict(),
                 # "init.pt")` in `__init__`, restored by a later method of the same object)
                 return True
