@@ -7116,3 +7116,40 @@ def test_snapshot_twin_at_module_level_with_a_later_save_is_still_reported() -> 
         torch.save(net.state_dict(), "weights.pt")
     """
     assert _found(script) == [(5, "DL501")]
+
+
+# -- `hasattr(self, ...)` after the model is built: what `__init__` set is there -----------------
+REGROWN_TABLE = """
+    import torch
+    from torch import nn
+
+
+    class Rotary(nn.Module):
+        def __init__(self, dim, length=64):
+            super().__init__()
+            self.dim = dim
+            self._grow(length)
+
+        def _grow(self, length):
+            freqs = torch.outer(torch.arange(length).float(), torch.ones(self.dim))
+            if hasattr(self, "table"):
+                freqs = freqs.to(self.table.device)
+            self.table = nn.Parameter(freqs, requires_grad=False)
+
+        def forward(self, x):
+            if x.shape[1] > self.table.shape[0]:
+                self._grow(x.shape[1])
+            return x * self.table[: x.shape[1]]
+"""
+
+
+def test_a_table_regrown_from_forward_and_moved_to_the_old_table_s_device_is_clean() -> None:
+    # `_grow` runs from `__init__` (no table yet: the CPU is right) and from `forward`, where
+    # `hasattr(self, "table")` is true and the new table follows the old one
+    assert _found(REGROWN_TABLE) == []
+
+
+def test_regrown_table_twin_that_never_moves_the_new_table_is_reported() -> None:
+    unmoved = REGROWN_TABLE.replace("freqs = freqs.to(self.table.device)", "freqs = freqs.float()")
+    assert unmoved != REGROWN_TABLE
+    assert [code for _, code in _found(unmoved)] == ["DL101"]
