@@ -69,12 +69,7 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
             elif (assigned := _MAGIC_ASSIGNMENT.match(stripped)) is not None:
                 continued = line.endswith("\\")
                 line = line[: len(line) - len(stripped)] + assigned.group(1) + " = None"
-            elif (
-                stripped.startswith(("%", "!"))
-                or stripped.endswith("?")
-                and not stripped.startswith("#")
-                or _automagic(stripped)
-            ):
+            elif stripped.startswith(("%", "!")) or _asks_for_help(stripped) or _automagic(stripped):
                 continued = line.endswith("\\")
                 # `pass`, not a blank line: a block that held only magics must stay a block.
                 line = line[: len(line) - len(stripped)] + "pass"
@@ -86,6 +81,29 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
         lines.append("")
         origin.append(CellLine(number, len(cell_lines) + 1))
     return "\n".join(lines) + "\n", origin
+
+
+def _asks_for_help(stripped: str) -> bool:
+    """`obj?` / `obj??`: IPython's help syntax, a `?` token ending the line. A `?` that ends a
+    comment (`fit(x,  # why?`) or sits in a string is Python's, as IPython's tokenizer sees it."""
+    return _code_of(stripped).rstrip().endswith("?")
+
+
+def _code_of(line: str) -> str:
+    """The line without its trailing comment (a `#` outside a one-line string)."""
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == "#":
+            return line[:i]
+        if c in "\"'":
+            j = i + 1
+            while j < n and line[j] != c:
+                j += 2 if line[j] == "\\" else 1
+            i = j + 1
+            continue
+        i += 1
+    return line
 
 
 # Line magics that IPython's automagic (on by default) runs without their `%`, as notebooks write

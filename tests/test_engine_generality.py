@@ -7463,3 +7463,352 @@ def test_an_instance_a_trainer_keeps_on_self_is_called_through_its_call_method()
 def test_kept_callable_twin_moving_the_projection_is_clean() -> None:
     fixed = KEPT_CALLABLE.replace("return feats @ self.proj", "return feats @ self.proj.to(feats.device)")
     assert fixed != KEPT_CALLABLE and _found(fixed) == []
+
+
+# -- a `?` that ends a trailing comment is not IPython's help syntax ------------------------------
+def test_a_question_mark_ending_a_comment_in_a_notebook_is_python_not_help() -> None:
+    # IPython reads `obj?` as help only when `?` is a token of its own; in a comment it is Python
+    cell = """
+        import torch
+        net = torch.nn.Linear(4, 2).cuda()
+        scores = net(torch.randn(3, 4).cuda(),  # still on the GPU?
+                     )
+        ranked = scores.numpy()
+    """
+    assert _notebook_found(cell) == [(1, 5, "DL108")]
+
+
+def test_question_mark_twins_help_lines_stay_magics_and_strings_stay_python() -> None:
+    asked = """
+        import torch
+        net = torch.nn.Linear(4, 2).cuda()
+        net.forward?
+        scores = net(torch.randn(3, 4).cuda())
+        ranked = scores.numpy()
+    """
+    assert _notebook_found(asked) == [(1, 5, "DL108")]
+    quoted = """
+        import torch
+        net = torch.nn.Linear(4, 2).cuda()
+        label = "on the GPU?"  # and why #?
+        ranked = net(torch.randn(3, 4).cuda()).numpy()
+    """
+    assert _notebook_found(quoted) == [(1, 4, "DL108")]
+
+
+# -- a 1-D schedule read one step at a time by a Python int gives 0-dim values -------------------
+NOISE_SCHEDULE = """
+    from typing import Optional
+
+    import torch
+    from torch import nn
+
+
+    class Denoiser(nn.Module):
+        def __init__(self, steps: int):
+            super().__init__()
+            self.net = nn.Linear(8, 8)
+            self.betas = torch.arange(steps) * 1e-3 + 1e-4
+            self.gains = torch.logspace(-2, 0, steps)
+
+        def forward(self, x, step: Optional[int] = None):
+            if step is not None:
+                x = x * (1 - self.betas[step]).sqrt() * self.gains[step]
+            return self.net(x)
+"""
+
+
+def test_a_range_or_schedule_attribute_indexed_by_an_int_step_is_left_alone() -> None:
+    # `torch.arange`/`torch.logspace` give 1-D tensors: one int index leaves a 0-dim CPU value,
+    # which PyTorch lets meet device tensors; an `Optional[int]` counts under `is not None`
+    assert [f for f in _found(NOISE_SCHEDULE) if f[1] == "DL102"] == []
+
+
+def test_noise_schedule_twins_indexed_by_a_tensor_or_an_untested_optional_are_reported() -> None:
+    by_tensor = NOISE_SCHEDULE.replace("step: Optional[int] = None", "step: torch.Tensor = None")
+    assert by_tensor != NOISE_SCHEDULE
+    assert [f for f in _found(by_tensor) if f[1] == "DL102"] == [(12, "DL102"), (13, "DL102")]
+    untested = NOISE_SCHEDULE.replace("if step is not None:", "if x is not None:")
+    assert untested != NOISE_SCHEDULE
+    assert [f for f in _found(untested) if f[1] == "DL102"] == [(12, "DL102"), (13, "DL102")]
+
+
+# -- a container of buffers that the method reading it builds first, on every call ---------------
+BOUNDS_PER_CALL = """
+    import torch
+    from torch import nn
+
+
+    class Clamp(nn.Module):
+        def __init__(self, width: int):
+            super().__init__()
+            self.register_buffer("low", torch.zeros(width))
+            self.register_buffer("high", torch.ones(width))
+
+        def forward(self, x):
+            self.bounds = [self.low, self.high]
+            return torch.maximum(torch.minimum(x, self.bounds[1]), self.bounds[0])
+"""
+
+
+def test_a_list_of_buffers_rebuilt_by_the_method_that_reads_it_is_not_stale() -> None:
+    # each call gathers the buffers as they are then, after any `model.to(device)`
+    assert _found(BOUNDS_PER_CALL) == []
+
+
+def test_bounds_per_call_twin_built_once_in_init_is_reported() -> None:
+    once = BOUNDS_PER_CALL.replace(
+        'self.register_buffer("high", torch.ones(width))',
+        'self.register_buffer("high", torch.ones(width))\n            self.bounds = [self.low, self.high]',
+    ).replace("            self.bounds = [self.low, self.high]\n            return", "            return")
+    assert once.count("self.bounds = [") == 1 and "def forward(self, x):\n            return" in once
+    assert _found(once) == [(11, "DL102")]
+
+
+# -- a per-step host read that sizes a crop is not accumulated, even inside an `append` -----------
+CROP_TO_SHORTEST = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def train(model, dataset, opt, device="cuda"):
+        model.to(device)
+        for feats, lengths in DataLoader(dataset, batch_size=16):
+            feats, lengths = feats.to(device), lengths.to(device)
+            shortest = int(lengths.min().item())
+            crops = []
+            for i in range(feats.size(0)):
+                crops.append(feats[i, :shortest])
+            loss = model(torch.stack(crops)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_a_per_step_size_read_used_to_slice_says_so() -> None:
+    assert _found(CROP_TO_SHORTEST) == [(10, "DL401")]
+    (message,) = _messages(CROP_TO_SHORTEST)
+    assert "to index or slice tensors with it" in message and "accumulate" not in message, message
+
+
+def test_crop_to_shortest_twin_summing_the_size_is_an_accumulation() -> None:
+    summed = CROP_TO_SHORTEST.replace(
+        "            crops = []\n", "            seen += shortest\n            crops = []\n"
+    )
+    summed = summed.replace("        model.to(device)\n", "        model.to(device)\n        seen = 0\n")
+    assert summed.count("seen") == 2
+    (message,) = _messages(summed)
+    assert "to accumulate it" in message, message
+
+
+# -- a 0-dim tensor made on the CPU on purpose (`device="cpu"`) is still 0-dim --------------------
+HOST_HYPERPARAMETERS = """
+    import torch
+    from torch import nn
+
+
+    class Tempered(nn.Module):
+        def __init__(self, width: int):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+            # host scalars: changing their value does not recompile a compiled graph
+            self.temperature = torch.tensor(1.0, dtype=torch.float32, device="cpu")
+            self.floor = torch.zeros((), device=torch.device("cpu"))
+
+        def set_temperature(self, value: float) -> None:
+            self.temperature.fill_(value)
+
+        def forward(self, x):
+            return (self.proj(x) / self.temperature).clamp_min(self.floor)
+
+
+    def run(batch):
+        net = Tempered(8).cuda()
+        return net(batch.cuda())
+"""
+
+
+def test_a_zero_dim_tensor_placed_on_the_cpu_explicitly_meets_device_tensors_freely() -> None:
+    assert [f for f in _found(HOST_HYPERPARAMETERS) if f[1] in ("DL101", "DL102")] == []
+
+
+def test_host_hyperparameters_twin_with_a_vector_is_reported() -> None:
+    vector = HOST_HYPERPARAMETERS.replace("torch.tensor(1.0, dtype", "torch.tensor([1.0] * width, dtype")
+    assert vector != HOST_HYPERPARAMETERS
+    assert (11, "DL102") in _found(vector)
+
+
+HOST_STEP_SIZE = """
+    import torch
+
+
+    def decay_(weights, grads, rate_t, decay_t):
+        weights.mul_(1 - rate_t * decay_t).sub_(grads * rate_t)
+
+
+    class PlainSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr, "decay": 0.0})
+            self.rate_t = torch.tensor(0.0, device="cpu")
+            self.decay_t = torch.scalar_tensor(0.0, device="cpu")
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                self.rate_t.fill_(group["lr"])
+                self.decay_t.fill_(group["decay"])
+                for p in group["params"]:
+                    decay_(p, p.grad, self.rate_t, self.decay_t)
+
+
+    def fit(net, batches):
+        net = net.cuda()
+        opt = PlainSGD(net.parameters())
+        for x in batches:
+            net(x.cuda()).sum().backward()
+            opt.step()
+"""
+
+
+def test_zero_dim_host_step_sizes_handed_to_an_update_helper_are_not_reported() -> None:
+    assert _found(HOST_STEP_SIZE) == []
+
+
+def test_host_step_size_twin_with_a_per_parameter_vector_is_reported() -> None:
+    vector = HOST_STEP_SIZE.replace('torch.tensor(0.0, device="cpu")', 'torch.tensor([0.0, 0.0], device="cpu")')
+    assert vector != HOST_STEP_SIZE
+    assert [code for _, code in _found(vector)] == ["DL101"]
+
+
+# -- a snapshot an object writes when it is built and restores later in its life -----------------
+SNAPSHOT_AT_CONSTRUCTION = """
+    import os
+
+    import torch
+
+
+    class WarmupProbe:
+        def __init__(self, net, opt):
+            self.net, self.opt = net, opt
+            state = {"net": net.state_dict(), "opt": opt.state_dict()}
+            torch.save(state, os.path.join("scratch", "probe_start.pt"))
+
+        def run(self, batches, loss_fn):
+            for x, y in batches:
+                self.opt.zero_grad()
+                loss_fn(self.net(x.cuda()), y.cuda()).backward()
+                self.opt.step()
+            start = torch.load(os.path.join("scratch", "probe_start.pt"))
+            self.net.load_state_dict(start["net"])
+            self.opt.load_state_dict(start["opt"])
+"""
+
+
+def test_a_load_of_what_the_object_s_constructor_saved_is_a_round_trip() -> None:
+    # building the object always rewrites the file first: the load reads this process's tensors
+    assert _found(SNAPSHOT_AT_CONSTRUCTION) == []
+
+
+def test_snapshot_twin_saved_by_an_ordinary_method_is_reported() -> None:
+    # `save()` may run in one run and `run()` in another (a test mode that restores a checkpoint)
+    later = SNAPSHOT_AT_CONSTRUCTION.replace(
+        "            self.net, self.opt = net, opt\n",
+        "            self.net, self.opt = net, opt\n\n        def save(self, net, opt):\n",
+    )
+    assert later != SNAPSHOT_AT_CONSTRUCTION
+    assert _found(later) == [(20, "DL501")]
+
+
+# -- a plain trainer that builds its model itself, in a file that names no accelerator -----------
+HOST_TRAINER = """
+    import torch
+    from torch import nn
+
+
+    class Scorer(nn.Module):
+        def __init__(self, users, items, dim=16):
+            super().__init__()
+            self.users = nn.Embedding(users, dim)
+            self.items = nn.Embedding(items, dim)
+
+        def forward(self, u, i):
+            return (self.users(u) * self.items(i)).sum(-1)
+
+
+    class Trainer:
+        def __init__(self, users, items):
+            self.net = None
+            self.sizes = (users, items)
+
+        def build(self):
+            self.net = Scorer(*self.sizes)
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=0.05)
+
+        def step(self, u, i, rating):
+            self.opt.zero_grad()
+            loss = nn.functional.mse_loss(self.net(u, i), rating)
+            loss.backward()
+            self.opt.step()
+            return loss.item()
+"""
+
+
+def test_a_plain_trainer_s_own_unmoved_model_in_a_host_only_file_makes_no_host_sync() -> None:
+    assert [f for f in _found(HOST_TRAINER) if f[1] == "DL401"] == []
+
+
+def test_host_trainer_twin_moving_its_model_is_reported() -> None:
+    moved = HOST_TRAINER.replace("self.net = Scorer(*self.sizes)", "self.net = Scorer(*self.sizes).cuda()")
+    assert moved != HOST_TRAINER
+    assert [f for f in _found(moved) if f[1] == "DL401"] == [(30, "DL401")]
+
+
+def test_snapshot_twin_at_module_level_with_a_later_save_is_still_reported() -> None:
+    # a script that loads a checkpoint and later saves to the same path: no constructor wrote it first
+    script = """
+        import torch
+
+        net = torch.nn.Linear(4, 4).cuda()
+        net.load_state_dict(torch.load("weights.pt"))
+        net(torch.randn(2, 4).cuda()).sum().backward()
+        torch.save(net.state_dict(), "weights.pt")
+    """
+    assert _found(script) == [(5, "DL501")]
+
+
+# -- `hasattr(self, ...)` after the model is built: what `__init__` set is there -----------------
+REGROWN_TABLE = """
+    import torch
+    from torch import nn
+
+
+    class Rotary(nn.Module):
+        def __init__(self, dim, length=64):
+            super().__init__()
+            self.dim = dim
+            self._grow(length)
+
+        def _grow(self, length):
+            freqs = torch.outer(torch.arange(length).float(), torch.ones(self.dim))
+            if hasattr(self, "table"):
+                freqs = freqs.to(self.table.device)
+            self.table = nn.Parameter(freqs, requires_grad=False)
+
+        def forward(self, x):
+            if x.shape[1] > self.table.shape[0]:
+                self._grow(x.shape[1])
+            return x * self.table[: x.shape[1]]
+"""
+
+
+def test_a_table_regrown_from_forward_and_moved_to_the_old_table_s_device_is_clean() -> None:
+    # `_grow` runs from `__init__` (no table yet: the CPU is right) and from `forward`, where
+    # `hasattr(self, "table")` is true and the new table follows the old one
+    assert _found(REGROWN_TABLE) == []
+
+
+def test_regrown_table_twin_that_never_moves_the_new_table_is_reported() -> None:
+    unmoved = REGROWN_TABLE.replace("freqs = freqs.to(self.table.device)", "freqs = freqs.float()")
+    assert unmoved != REGROWN_TABLE
+    assert [code for _, code in _found(unmoved)] == ["DL101"]

@@ -1600,3 +1600,25 @@ def test_a_host_read_through_a_part_of_a_call_s_result_is_not_a_helper_s_own(tmp
         },
     )
     assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"] == []
+
+
+def test_a_plotting_script_s_axis_labels_do_not_name_a_device(tmp_path: Path) -> None:
+    from devicelint.project.saves import saves_in
+
+    # `plt.xlabel` / `ax.set_xlabel` hold the letters of `xla`; the script still never names a device
+    plotted = (
+        "import torch\nimport matplotlib.pyplot as plt\n\n"
+        "agent = Agent()\nplt.xlabel('episode')\nfig, ax = plt.subplots()\nax.set_xlabel('step')\n"
+        "torch.save(agent, 'agent.pkl')\n"
+    )
+    assert summarise(plotted, "s").saves(saves_in, ".pkl") == {"agent.pkl": True}
+    on_tpu = plotted.replace("import torch\n", "import torch\nimport torch_xla.core.xla_model as xm\n")
+    assert summarise(on_tpu, "s").saves(saves_in, ".pkl") == {"agent.pkl": False}
+    placed = plotted.replace("agent = Agent()", "agent = Agent().to(xm.xla_device())")
+    assert summarise(placed, "s").saves(saves_in, ".pkl") == {"agent.pkl": False}
+    # across files: a runner in the same folder reloads what the CPU-only trainer saved
+    runner = "import torch\n\nagent = torch.load('agent.pkl')\nprint(agent)\n"
+    _write(tmp_path, {"ch2/train.py": plotted, "ch2/run.py": runner})
+    assert _check(["--no-cache", "--select", "DL501", "ch2"], cwd=tmp_path) == []
+    _write(tmp_path, {"ch2/train.py": plotted.replace("agent = Agent()", "agent = Agent().cuda()")})
+    assert [r["line"] for r in _check(["--no-cache", "--select", "DL501", "ch2"], cwd=tmp_path)] == [3]

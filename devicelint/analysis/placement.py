@@ -393,6 +393,8 @@ class _Interpreter(CallEvaluation):
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
         constant = constant_test(self.ctx, stmt.test)
+        if constant is None and self.own_place is not None:
+            constant = self._set_when_built(stmt.test)
         if constant is not None:  # a dict's key tested for a tensor: only one path ever runs
             if constant:
                 self._suite(stmt.body)
@@ -410,6 +412,51 @@ class _Interpreter(CallEvaluation):
                 self._device_branches -= 1
         else:
             self._if_branches(stmt, strict)
+
+    def _set_when_built(self, test: cst.BaseExpression) -> bool | None:
+        """`hasattr(self, "weights")` in code that runs after the model is built (a method
+        `forward` reaches, not `__init__`): True when `__init__`, or a method of the class it
+        calls, assigns `self.weights`, so only the path that finds it runs (a table regrown
+        from `forward` and moved to the old table's device)."""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            inner = self._set_when_built(test.expression)
+            return None if inner is None else not inner
+        if not (
+            type(test) is cst.Call
+            and type(test.func) is cst.Name
+            and test.func.value == "hasattr"
+            and len(test.args) == 2
+            and type(test.args[0].value) is cst.Name
+            and test.args[0].value.value == "self"
+            and self.cls is not None
+        ):
+            return None
+        attr = string_value(test.args[1].value)
+        methods = self.cls.methods
+        init = methods.get("__init__")
+        if attr is None or init is None:
+            return None
+        setters = {
+            name
+            for name, method in methods.items()
+            if any(
+                type(n) is cst.AssignTarget
+                and type(n.target) is cst.Attribute
+                and n.target.attr.value == attr
+                and type(n.target.value) is cst.Name
+                and n.target.value.value == "self"
+                for n in self.ctx.index.walk(method)
+            )
+        }
+        called = {
+            n.func.attr.value
+            for n in self.ctx.index.walk(init.body)
+            if type(n) is cst.Call
+            and type(n.func) is cst.Attribute
+            and type(n.func.value) is cst.Name
+            and n.func.value.value == "self"
+        }
+        return True if "__init__" in setters or setters & called else None
 
     def _if_branches(self, stmt: cst.If, strict: bool) -> None:
         # an earlier `if` with the same test decided what this one's paths see (branch_splits)
@@ -1192,9 +1239,10 @@ class _Interpreter(CallEvaluation):
 
     def _subscript(self, node: cst.Subscript) -> Fact:
         value = self._eval(node.value)
+        by_tensor = False  # `table[ids]`: the result has the index tensor's shape, not 0 dims
         for element in node.slice:
             if type(element.slice) is cst.Index:
-                self._eval(element.slice.value)
+                by_tensor = self._eval(element.slice.value).is_tensor or by_tensor
         single = node.slice[0].slice if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index else None
         if value.fields is not None and single is not None:
             key = string_value(single.value)
@@ -1211,7 +1259,7 @@ class _Interpreter(CallEvaluation):
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:
-            return replace(value, scalar=indexes_every_dimension(value, node))
+            return replace(value, scalar=not by_tensor and indexes_every_dimension(value, node))
         if value.kind == MODULE:
             return value
         return UNKNOWN_FACT

@@ -560,7 +560,10 @@ class CallEvaluation:
                 return replace(source, scalar=False, mask=False, copied=False, elements=None, fields=None)
             placed = self._placed(device, device_node)
             # made here on the CPU as stated (`device=torch.device("cpu")`): a factory's tensor too
-            return replace(placed, origin=call, factory=f"torch.{short}") if placed.kind == CPU else placed
+            if placed.kind != CPU:
+                return placed
+            # (`torch.tensor(0.0, device="cpu")` is 0-dim all the same: it meets any device)
+            return replace(placed, origin=call, factory=f"torch.{short}", scalar=self._zero_dim(call, short))
         context = self._device_context(call) if not on_host_anyway else None
         if context is not None:
             return self._placed(context, None)
@@ -598,24 +601,27 @@ class CallEvaluation:
         default_placed = sets_accelerator_default(self.ctx) and not on_host_anyway
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
             return UNKNOWN_FACT
-        scalar = (
-            short in ("tensor", "as_tensor", "scalar_tensor")
-            and bool(call.args)
-            and (
-                is_number(call.args[0].value)
-                or self._fact_of(call.args[0].value) == NUMBER
-                or _number_expression(call.args[0].value)
-                or self._number_parameter(call.args[0].value)
+        return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=self._zero_dim(call, short))
+
+    def _zero_dim(self, call: cst.Call, short: str) -> bool:
+        """`torch.tensor(2.0)`, `torch.tensor(x.shape[0])`, `torch.zeros(())`: a factory whose
+        tensor has no dimensions."""
+        if short in ("tensor", "as_tensor", "scalar_tensor"):
+            if not call.args:
+                return False
+            data = call.args[0].value
+            return (
+                is_number(data)
+                or self._fact_of(data) == NUMBER
+                or _number_expression(data)
+                or self._number_parameter(data)
             )
-        )
-        if (
+        return (
             short in ("zeros", "ones", "empty", "full", "rand", "randn")
-            and call.args
+            and bool(call.args)
             and isinstance(call.args[0].value, (cst.Tuple, cst.List))
             and not call.args[0].value.elements
-        ):
-            scalar = True
-        return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=scalar)
+        )
 
     def _number_parameter(self, node: cst.BaseExpression) -> bool:
         """A parameter of this function annotated as a number, alone or in a union

@@ -460,6 +460,8 @@ def is_literal_data(node: cst.BaseExpression) -> bool:
 
 # Factories whose positional arguments are the sizes of the tensor they make.
 _SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
+# Factories whose result is 1-D whatever their arguments: a range or a schedule of steps.
+_RANGE_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.range"})
 
 
 def indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
@@ -475,6 +477,8 @@ def indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
         for e in node.slice
     ):
         return False
+    if value.factory in _RANGE_FACTORIES:
+        return len(node.slice) == 1
     if value.factory in _SIZED_FACTORIES:
         sizes = [a for a in origin.args if a.keyword is None]
         if any(a.star for a in sizes):

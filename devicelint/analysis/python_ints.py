@@ -42,7 +42,7 @@ def _int_name(ctx: FileContext, name: cst.Name, depth: int) -> bool:
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         if param.name.value == name.value:
             annotation = param.annotation.annotation if param.annotation is not None else None
-            if not (type(annotation) is cst.Name and annotation.value == "int"):
+            if not (_is_int(annotation) or _optional_int(annotation) and _tested_not_none(ctx, name)):
                 return False
             found = True
     for node in ctx.index.walk(function.body):
@@ -51,6 +51,47 @@ def _int_name(ctx: FileContext, name: cst.Name, depth: int) -> bool:
             return False
         found = found or binds is True
     return found
+
+
+def _is_int(annotation: cst.BaseExpression | None) -> bool:
+    return type(annotation) is cst.Name and annotation.value == "int"
+
+
+def _optional_int(annotation: cst.BaseExpression | None) -> bool:
+    """`int | None`, `None | int` or `Optional[int]`."""
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
+        sides = (annotation.left, annotation.right)
+        return any(_is_int(side) for side in sides) and any(
+            type(side) is cst.Name and side.value == "None" for side in sides
+        )
+    if type(annotation) is cst.Subscript and len(annotation.slice) == 1:
+        head = annotation.value
+        spelled = head.attr.value if type(head) is cst.Attribute else head.value if type(head) is cst.Name else ""
+        inner = annotation.slice[0].slice
+        return spelled == "Optional" and type(inner) is cst.Index and _is_int(inner.value)
+    return False
+
+
+def _tested_not_none(ctx: FileContext, name: cst.Name) -> bool:
+    """The read sits in the body of an `if <name> is not None:` (or `elif`): not None there."""
+    child: cst.CSTNode = name
+    for ancestor in ctx.index.ancestors(name):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return False
+        if type(ancestor) is cst.If and child is ancestor.body:
+            test = ancestor.test
+            if (
+                type(test) is cst.Comparison
+                and type(test.left) is cst.Name
+                and test.left.value == name.value
+                and len(test.comparisons) == 1
+                and type(test.comparisons[0].operator) is cst.IsNot
+                and type(test.comparisons[0].comparator) is cst.Name
+                and test.comparisons[0].comparator.value == "None"
+            ):
+                return True
+        child = ancestor
+    return False
 
 
 def _binding(ctx: FileContext, node: cst.CSTNode, name: str, depth: int) -> bool | None:

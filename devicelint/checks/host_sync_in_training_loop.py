@@ -66,6 +66,11 @@ SCALAR = (
     "on every training step because `{keyword}=` takes a Python number",
     "keep the arithmetic on the device (`x.sub(w * t)` instead of `x.sub(w, alpha=t)`)",
 )
+INDEX = (
+    "on every training step to index or slice tensors with it",
+    "keep such sizes on the host (read them from the batch before it is moved, or from the loader) "
+    "so that no step waits for the GPU",
+)
 OTHER = (
     "on every training step",
     "keep the value on the device and read it once per log interval (`if step % log_every == 0:`)",
@@ -349,6 +354,8 @@ def _purpose(ctx: FileContext, target: cst.CSTNode, statement: cst.CSTNode, regi
             return STORED  # read every step, used only on logging steps
         if any(_accumulates(ctx, u) for u in uses):
             return ACCUMULATE
+        if any(_indexes_with(ctx, u) for u in uses):
+            return INDEX
         tests = [u for u in uses if _in_test(ctx, u)]
         if tests and all(
             u in tests
@@ -432,6 +439,8 @@ def _binds(ctx: FileContext, name: cst.Name) -> bool:
 
 
 def _accumulates(ctx: FileContext, node: cst.CSTNode) -> bool:
+    if _indexes_with(ctx, node):
+        return False  # `parts.append(x[:, :n])`: `n` picks what is kept, it is not kept itself
     statement = statement_of(ctx, node)
     small = statement.body[0] if type(statement) is cst.SimpleStatementLine else None
     if type(small) is cst.AugAssign:
@@ -439,6 +448,16 @@ def _accumulates(ctx: FileContext, node: cst.CSTNode) -> bool:
     return (
         type(small) is cst.Expr and type(small.value) is cst.Call and method_name(small.value) in ACCUMULATING_METHODS
     )
+
+
+def _indexes_with(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`x[:, start:start + n]`, `x[i]`: the value sits in a subscript's index or slice."""
+    for ancestor in ctx.index.ancestors(node):
+        if type(ancestor) is cst.SubscriptElement:
+            return True
+        if isinstance(ancestor, cst.BaseStatement):
+            return False
+    return False
 
 
 def _displayed(ctx: FileContext, node: cst.CSTNode, statement: cst.CSTNode) -> bool:

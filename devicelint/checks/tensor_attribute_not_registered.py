@@ -350,6 +350,7 @@ class TensorAttributeNotRegistered(Rule):
                 or attr in moved
                 or attr in refilled
                 or _moved_by_the_class(ctx, facts, attr)
+                or _rebuilt_before_each_read(ctx, facts, attr)
             ):
                 continue
             if not _computed_with(ctx, facts, attr):
@@ -435,6 +436,8 @@ def _placed_on_constructor_cpu(ctx: FileContext, value: cst.BaseExpression, meth
         qualified = ctx.qualified_name(node.func) or ""
         if not qualified.startswith("torch.") or qualified[len("torch.") :] not in (*FACTORIES, "tensor", "as_tensor"):
             continue
+        if file_facts(ctx).value(node).scalar:
+            continue  # `torch.tensor(0.0, device=device)`: 0-dim, it meets tensors on any device
         device = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "device"), None)
         if device is not None and cpu_at_every_construction(ctx, device, method):
             return True
@@ -536,6 +539,22 @@ def _refilled_at_run_time(ctx: FileContext, facts: ClassFacts) -> set[str]:
             if type(holder) is cst.AssignTarget:
                 found.add(attr)
     return found
+
+
+def _rebuilt_before_each_read(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
+    """A container that every method reading it builds first (`self.extra = {"idx": self.idx}`
+    then `f(x, **self.extra)`, outside `__init__`): each call gathers the buffers as they are
+    then, after any move, so it never holds a stale copy."""
+    built: set[int] = set()
+    for name, node, method in facts.references:
+        if name != attr:
+            continue
+        if type(ctx.index.parent(node)) is cst.AssignTarget:
+            if method.name.value != "__init__":
+                built.add(id(method))
+        elif id(method) not in built:
+            return False
+    return bool(built)
 
 
 def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpression) -> bool:

@@ -65,7 +65,8 @@ class TorchLoadWithoutMapLocation(Rule):
       `BytesIO`) or a temporary file (`tempfile.*`, or a path spelled with or built from
       `tmp`/`temp`, such as a test's `tmp_path`);
     - a file the same function (or the same module-level script) saved just before: a
-      round trip in one process; likewise a place that an earlier statement of the same
+      round trip in one process; likewise a file the `__init__` of the object whose method
+      loads it saves (a snapshot taken when the object is built and restored later); likewise a place that an earlier statement of the same
       function or script (a notebook's cells) hands to a checkpoint writer (`torch.save`, a
       `ModelCheckpoint("./saved", ...)` handler): the program reloads what it trained and wrote;
       or a load-or-build cache, where the function saves to the same
@@ -478,15 +479,21 @@ class Payloads:
         keys = self._path_keys(call.args[0].value, call)
         position = self._position(call)
         loaded = self._assigned_name(call)
+        constructor = self._constructor_of(function)
         for site, save in self._saves_with_sites():
-            if len(save.args) < 2 or self.ctx.index.enclosing_function(site) is not function:
+            if len(save.args) < 2:
+                continue
+            saver = self.ctx.index.enclosing_function(site)
+            if saver is not function and (constructor is None or saver is not constructor):
                 continue
             same_path = save.args[1].value is not None and (
                 self.ctx.code_for(save.args[1].value) == source or keys & self._path_keys(save.args[1].value, save)
             )
             if not same_path:
                 continue
-            if self._position(site) < position:
+            if (constructor is not None and saver is constructor) or self._position(site) < position:
+                # (or the object wrote it when it was built: `torch.save(model.state_dict(),
+                # "init.pt")` in `__init__`, restored by a later method of the same object)
                 return True
             saved = save.args[0].value
             if loaded is not None and type(saved) is cst.Name and saved.value == loaded:
@@ -494,6 +501,19 @@ class Payloads:
             if self._saves_the_loaded_parts(call, saved):
                 return True
         return False
+
+    def _constructor_of(self, function: cst.FunctionDef | None) -> cst.FunctionDef | None:
+        """The `__init__` of the class whose method `function` is (None for `__init__` itself)."""
+        if function is None or function.name.value == "__init__":
+            return None
+        cls = self.ctx.index.enclosing_class(function)
+        block = self.ctx.index.parent(function)
+        if cls is None or block is None or self.ctx.index.parent(block) is not cls:
+            return None  # a function nested in a method is not the class's own method
+        return next(
+            (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),
+            None,
+        )
 
     def _saves_the_loaded_parts(self, call: cst.Call, saved: cst.BaseExpression) -> bool:
         """A load-or-build cache that unpacks what it loads and saves the same parts when it

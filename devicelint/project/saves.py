@@ -27,7 +27,10 @@ _HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 _HOST_LIBRARIES = ("numpy.", "np.", "pandas.", "pd.", "scipy.", "random.", "math.")
 _PLACED_ELSEWHERE = ("state_dict", "load", "model", "build", "checkpoint")
 _FILLERS = frozenset({"append", "extend", "insert", "add", "update"})
-_DEVICE_WORDS = re.compile(r"(?i)cuda|device|gpu|\bmps\b|xla|\bnpu\b|\bhpu\b|accelerat|fabric|lightning")
+# (`xla` as a word part, `torch_xla` or `xla_device`, not inside `plt.xlabel`/`ax.set_xlabel`)
+_DEVICE_WORDS = re.compile(
+    r"(?i)cuda|device|gpu|\bmps\b|(?<![a-z])xla(?![a-z])|\bnpu\b|\bhpu\b|accelerat|fabric|lightning"
+)
 # (a binding nobody can follow, `a, b = f()` or `for x in ...`, is recorded as None)
 _UNKNOWN = None
 

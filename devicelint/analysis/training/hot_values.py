@@ -30,6 +30,7 @@ from devicelint.analysis.placement_facts import (
     LOSS_CALLABLE_NAMES,
     MODEL_WORDS,
     MODULE,
+    PARAMETER_FREE_MODULES,
     UNKNOWN,
     Fact,
 )
@@ -212,7 +213,37 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
                 fact = callee_fact(ctx, value) if type(value) in (cst.Name, cst.Attribute) else None
                 if fact is not None and fact.kind == MODULE and fact.where in (None, "cpu"):  # built here, never moved
                     return True
+                if _host_model_attribute(ctx, value):
+                    return True
     return False
+
+
+def _host_model_attribute(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`self.model(...)` in a plain class (a trainer, no base) that sets `self.model` only to modules
+    it builds here and never moves, in a file that names no accelerator (the caller's test):
+    the model the step runs is on the CPU."""
+    if not (type(value) is cst.Attribute and type(value.value) is cst.Name and value.value.value == "self"):
+        return False
+    cls = ctx.index.enclosing_class(value)
+    if cls is None or any(b.keyword is None and dotted_name(b.value) != "object" for b in cls.bases):
+        return False  # a module (a LightningModule too) is moved as a whole by whoever runs it
+    built = []
+    for node in ctx.index.walk(cls):
+        if type(node) is not cst.Assign:
+            continue
+        for target in node.targets:
+            t = target.target
+            if (
+                type(t) is cst.Attribute
+                and t.attr.value == value.attr.value
+                and type(t.value) is cst.Name
+                and t.value.value == "self"
+            ):
+                if not (type(node.value) is cst.Name and node.value.value == "None"):  # a slot filled later
+                    built.append(file_facts(ctx).value(node.value))
+    return bool(built) and all(
+        f.kind == MODULE and f.where in (None, "cpu") and (f.factory or "") not in PARAMETER_FREE_MODULES for f in built
+    )
 
 
 def _project_places(ctx: FileContext) -> bool:
