@@ -7812,3 +7812,33 @@ def test_regrown_table_twin_that_never_moves_the_new_table_is_reported() -> None
     unmoved = REGROWN_TABLE.replace("freqs = freqs.to(self.table.device)", "freqs = freqs.float()")
     assert unmoved != REGROWN_TABLE
     assert [code for _, code in _found(unmoved)] == ["DL101"]
+
+
+# -- DataParallel scatters every input: a host input beside a device one never meets it ----------
+SCATTERED_INPUTS = """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader
+
+
+    def evaluate(encoder, dataset):
+        loader = DataLoader(dataset, batch_size=8, pin_memory=True)
+        encoder = encoder.cuda()
+        wrapped = nn.DataParallel(encoder)
+        total = 0.0
+        with torch.no_grad():
+            for images, masks in loader:
+                logits = wrapped(images.cuda(non_blocking=True), masks)
+                total += logits.float().mean()
+        return total
+"""
+
+
+def test_a_host_input_beside_a_device_input_of_a_dataparallel_wrapper_is_scattered() -> None:
+    assert _found(SCATTERED_INPUTS) == []
+
+
+def test_scattered_inputs_twin_without_the_wrapper_is_reported() -> None:
+    bare = SCATTERED_INPUTS.replace("wrapped = nn.DataParallel(encoder)", "wrapped = encoder")
+    assert bare != SCATTERED_INPUTS
+    assert _found(bare) == [(14, "DL105")]

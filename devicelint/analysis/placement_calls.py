@@ -1245,6 +1245,10 @@ class CallEvaluation:
             if produced.kind == DEVICE and produced.device is not None:
                 return produced  # a model that places its own stages: its output is on the last one
             split = self._places_stages_apart(callee.factory)
+        if scattering and any(devicey(f) for f, _ in args):
+            # the wrapper scatters every input onto the devices before its module runs: a host
+            # input beside a device one (`dp([images.cuda(), boxes])`) never meets it as it is
+            return Fact(DEVICE, where=next(f.where for f, _ in args if devicey(f)))
         combined = self._combine(call, args, allow_scalar=True)
         # DataParallel gathers its output on `output_device`, whatever its input's device was;
         # a model whose stages sit on different devices returns where its last stage is, which
