@@ -266,13 +266,7 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
     kept = _wrapped_attributes(tree, qualify)
     for scope in scopes:
         nodes = _descendants(scope, _NESTED_SCOPES)
-        wrapped = {
-            target.id
-            for node in nodes
-            if isinstance(node, ast.Assign) and _wraps(node.value, qualify)
-            for target in node.targets
-            if isinstance(target, ast.Name)
-        }
+        wrapped = _wrapped_names(nodes, qualify)
         # (`model = model.module` unwraps it again)
         wrapped -= {
             target.id
@@ -323,6 +317,17 @@ def _class_wrapping(methods: list[ast.FunctionDef | ast.AsyncFunctionDef], quali
     return wrapping - unwrapping
 
 
+def _wrapped_names(nodes: list[ast.AST], qualify: _Qualifier) -> set[str]:
+    """The local names these statements assign a DataParallel/DDP wrapper to."""
+    return {
+        target.id
+        for node in nodes
+        if isinstance(node, ast.Assign) and _wraps(node.value, qualify)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
 def _wrapping_and_unwrapping(
     methods: list[ast.FunctionDef | ast.AsyncFunctionDef], qualify: _Qualifier
 ) -> tuple[set[str], set[str]]:
@@ -332,13 +337,7 @@ def _wrapping_and_unwrapping(
     for method in methods:
         receiver = method.args.args[0].arg
         nodes = _descendants(method, _NESTED_SCOPES)
-        local = {
-            target.id
-            for node in nodes
-            if isinstance(node, ast.Assign) and _wraps(node.value, qualify)
-            for target in node.targets
-            if isinstance(target, ast.Name)
-        }
+        local = _wrapped_names(nodes, qualify)
         for node in nodes:
             if not isinstance(node, ast.Assign):
                 continue
