@@ -7842,3 +7842,22 @@ def test_scattered_inputs_twin_without_the_wrapper_is_reported() -> None:
     bare = SCATTERED_INPUTS.replace("wrapped = nn.DataParallel(encoder)", "wrapped = encoder")
     assert bare != SCATTERED_INPUTS
     assert _found(bare) == [(14, "DL105")]
+
+
+def test_a_cpu_table_indexed_by_the_elements_of_a_device_index_tensor_is_clean() -> None:
+    # the elements of a 1-D index tensor are 0-dim: PyTorch reads each one as an integer
+    source = textwrap.dedent(
+        """\
+        import itertools
+        import torch
+
+
+        def best_orders(costs):
+            orders = torch.tensor(list(itertools.permutations(range(costs.shape[1]))))
+            winners = costs.cuda().argmin(dim=1)
+            return torch.stack([orders[w] for w in winners])
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL116"] == []
+    whole = source.replace("torch.stack([orders[w] for w in winners])", "orders[winners]")
+    assert [f for f in _found(whole) if f[1] == "DL116"] == [(8, "DL116")]

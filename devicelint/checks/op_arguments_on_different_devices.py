@@ -228,7 +228,13 @@ def _left_behind_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, s
 
 def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | None:
     """`table[t]`: a CPU table indexed by a device tensor (the reverse is fine)."""
-    indices = [e.slice.value for e in node.slice if type(e.slice) is cst.Index and not _literal_index(e.slice.value)]
+    indices = [
+        e.slice.value
+        for e in node.slice
+        if type(e.slice) is cst.Index
+        and not _literal_index(e.slice.value)
+        and not _iterated_element(ctx, e.slice.value)
+    ]
     if not indices or file_facts(ctx).place_of(node.value) in (Place.DEVICE, Place.FOLLOWS):
         return None
     # Most subscripts have no device index: look at the indices before resolving the table.
@@ -250,6 +256,26 @@ def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | N
                 "advice": f"move the table first: `{_operand(table_text)}.to({_device_of(index_text)})[...]`{_hint(table)}",
             }
     return None
+
+
+def _iterated_element(ctx: FileContext, index: cst.BaseExpression) -> bool:
+    """`perms[m]` in `for m in best_idx`: the elements of a 1-D index tensor are 0-dim, which
+    PyTorch turns into a plain integer (`.item()`) whatever their device."""
+    if type(index) is not cst.Name:
+        return False
+    for node in ctx.index.ancestors(index):
+        if type(node) is cst.For:
+            loops: list[cst.BaseExpression] = [node.target]
+        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+            loops, inner = [], node.for_in
+            while inner is not None:
+                loops.append(inner.target)
+                inner = inner.inner_for_in
+        else:
+            continue
+        if any(type(target) is cst.Name and target.value == index.value for target in loops):
+            return True
+    return False
 
 
 def _literal_index(index: cst.BaseExpression) -> bool:
