@@ -7861,3 +7861,58 @@ def test_a_cpu_table_indexed_by_the_elements_of_a_device_index_tensor_is_clean()
     assert [f for f in _found(source) if f[1] == "DL116"] == []
     whole = source.replace("torch.stack([orders[w] for w in winners])", "orders[winners]")
     assert [f for f in _found(whole) if f[1] == "DL116"] == [(8, "DL116")]
+
+
+def test_tensors_of_settings_that_read_as_numbers_are_0_dim() -> None:
+    source = textwrap.dedent(
+        """\
+        from typing import Optional
+
+        import torch
+        from torch import nn
+
+
+        class Contrast(nn.Module):
+            def __init__(self, eps=1e-6, temperature=0.1):
+                super().__init__()
+                self.eps = eps
+                self.temperature = temperature
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, a, b, temp: Optional[float] = None, margin=0.5, floor=None):
+                if floor is not None and floor < 0:
+                    raise ValueError("floor")
+                sim = self.proj(a) @ self.proj(b).T
+                sim = torch.maximum(sim, torch.tensor(self.eps))
+                sim = sim / torch.tensor(temp if temp is not None else self.temperature)
+                sim = sim - torch.tensor(margin) + torch.tensor(floor or 0.0)
+                return sim.clamp(min=torch.tensor(floor))
+
+
+        model = Contrast().cuda()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+def test_a_tensor_of_a_bare_parameter_meeting_device_values_is_still_reported() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Pooler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x, lengths):
+                h = self.proj(x).sum(1)
+                return h / torch.tensor(lengths).unsqueeze(-1)
+
+
+        model = Pooler().cuda()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == [(12, "DL101")]

@@ -615,12 +615,48 @@ class CallEvaluation:
                 or self._fact_of(data) == NUMBER
                 or _number_expression(data)
                 or self._number_parameter(data)
+                or (short == "tensor" and self._unseen_setting(data))
             )
         return (
             short in ("zeros", "ones", "empty", "full", "rand", "randn")
             and bool(call.args)
             and isinstance(call.args[0].value, (cst.Tuple, cst.List))
             and not call.args[0].value.elements
+        )
+
+    def _unseen_setting(self, node: cst.BaseExpression) -> bool:
+        """`torch.tensor(self.eps)`, `torch.tensor(atol)` of `atol=0.0078`, `torch.tensor(t if t
+        else self.t)`: an attribute the file does not show, or a parameter whose default is a
+        number, which in the code measured holds a number far more often than a list (a
+        constructor's `torch.tensor(anchors)` of a bare parameter stays a full tensor)."""
+        parts = [node.body, node.orelse] if type(node) is cst.IfExp else [node]
+        return all(
+            (type(p) is cst.Attribute or (type(p) is cst.Name and self._numeric_parameter(p)))
+            and self._fact_of(p) == UNKNOWN_FACT
+            for p in parts
+        )
+
+    def _numeric_parameter(self, name: cst.Name) -> bool:
+        """A parameter of this function that reads as a number: annotated as one, defaulting to
+        one (`atol=0.0078`), or compared with one (`if sigma_max <= 0:`)."""
+        if type(self.scope) is not cst.FunctionDef or self._rebound_before(name):
+            return False
+        if self._number_parameter(name):
+            return True
+        params = self.scope.params
+        param = next(
+            (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name.value),
+            None,
+        )
+        if param is None:
+            return False
+        if param.default is not None and is_number(param.default):
+            return True
+        return any(
+            type(c.left) is cst.Name
+            and c.left.value == name.value
+            and any(is_number(t.comparator) for t in c.comparisons)
+            for c in self.ctx.index.within(self.scope, cst.Comparison)
         )
 
     def _number_parameter(self, node: cst.BaseExpression) -> bool:
@@ -1495,8 +1531,8 @@ def _number_expression(node: cst.BaseExpression) -> bool:
         return type(func) is cst.Attribute and (
             func.attr.value in ("item", "numel", "dim") or (func.attr.value == "size" and bool(node.args))
         )
-    if type(node) is cst.BinaryOperation:
-        sides = (node.left, node.right)
+    if type(node) in (cst.BinaryOperation, cst.BooleanOperation):  # `cfg.dim ** 0.5`, `floor or 0.0`
+        sides = (node.left, node.right)  # type: ignore[attr-defined]  # both have the two sides
         return any(_number_expression(side) for side in sides) and all(
             _number_expression(side) or type(side) in (cst.Name, cst.Attribute) or _setting_entry(side)
             for side in sides
