@@ -7916,3 +7916,18 @@ def test_a_tensor_of_a_bare_parameter_meeting_device_values_is_still_reported() 
         """
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == [(12, "DL101")]
+
+
+def test_a_tensor_of_a_local_bound_to_a_signed_number_expression_is_0_dim() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def spread(density, width):
+            density = density.cuda()
+            start = -width / 2
+            return density * torch.tensor(start) + density * torch.tensor(-width / 2)
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == []

@@ -616,6 +616,7 @@ class CallEvaluation:
                 or _number_expression(data)
                 or self._number_parameter(data)
                 or (short == "tensor" and self._unseen_setting(data))
+                or self._bound_number(data)
             )
         return (
             short in ("zeros", "ones", "empty", "full", "rand", "randn")
@@ -623,6 +624,13 @@ class CallEvaluation:
             and isinstance(call.args[0].value, (cst.Tuple, cst.List))
             and not call.args[0].value.elements
         )
+
+    def _bound_number(self, node: cst.BaseExpression) -> bool:
+        """A local name last bound to data that reads as one number (`delta = -width / 2`)."""
+        if type(node) is not cst.Name:
+            return False
+        bound = self.bound_values.get(node.value)
+        return bound is not None and self.env.get(node.value) is bound[1] and _number_expression(bound[0])
 
     def _unseen_setting(self, node: cst.BaseExpression) -> bool:
         """`torch.tensor(self.eps)`, `torch.tensor(atol)` of `atol=0.0078`, `torch.tensor(t if t
@@ -1517,6 +1525,8 @@ class CallEvaluation:
 def _number_expression(node: cst.BaseExpression) -> bool:
     """Data that reads as one Python number (`x.shape[0]`, `len(tokens)`, `cfg.dim ** 0.5`):
     `torch.tensor` of it is a 0-dim tensor, which may meet tensors on any device."""
+    while type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
+        node = node.expression  # `-width / 2`
     if isinstance(node, (cst.Integer, cst.Float)):
         return True
     if type(node) is cst.Subscript:
@@ -1534,10 +1544,16 @@ def _number_expression(node: cst.BaseExpression) -> bool:
     if type(node) in (cst.BinaryOperation, cst.BooleanOperation):  # `cfg.dim ** 0.5`, `floor or 0.0`
         sides = (node.left, node.right)  # type: ignore[attr-defined]  # both have the two sides
         return any(_number_expression(side) for side in sides) and all(
-            _number_expression(side) or type(side) in (cst.Name, cst.Attribute) or _setting_entry(side)
+            _number_expression(side) or type(_unsigned(side)) in (cst.Name, cst.Attribute) or _setting_entry(side)
             for side in sides
         )
     return False
+
+
+def _unsigned(node: cst.BaseExpression) -> cst.BaseExpression:
+    while type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
+        node = node.expression
+    return node
 
 
 def _setting_entry(node: cst.BaseExpression) -> bool:

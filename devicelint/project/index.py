@@ -898,7 +898,7 @@ class ProjectIndex:
             return ImportedHelper(qualified, self._shown(self._path_of(module)), uses)
         if name not in module.uses:
             return None
-        uses = self._uses(module, name, frozenset())
+        uses = self._uses(module, name, frozenset(), {})
         constants = module.host_constants() if uses.mixes else {}
         host_mixes = tuple((p, n, *constants[n]) for p, n, _ in uses.mixes if n in constants)
         if not (replace(uses, mixes=()) or host_mixes):
@@ -906,16 +906,25 @@ class ProjectIndex:
         qualified = f"{module.name}.{name}" if module.name else name
         return ImportedHelper(qualified, self._shown(self._path_of(module)), uses, host_mixes)
 
-    def _uses(self, module: ModuleSummary, name: str, seen: frozenset[tuple[int, str]]) -> ParameterUses:
+    def _uses(
+        self,
+        module: ModuleSummary,
+        name: str,
+        seen: frozenset[tuple[int, str]],
+        done: dict[tuple[int, str], ParameterUses],
+    ) -> ParameterUses:
         """`module.uses[name]` with what the project functions it hands its parameters to do to
         them (`ParameterUses.forwards`), at the line of its own call: `accuracy(logits, y)` that
         returns `to_number((logits.argmax(1) == y).float().mean())` reads `logits` on the host
         where `to_number` calls `.item()` in another module; a chain ends after twelve hops and
-        at a function met again."""
+        at a function met again. `done` keeps each function's answer for the rest of the walk:
+        helpers that hand on to the same helpers (torch's inductor) made it exponential."""
         uses = module.uses[name]
         key = (id(module), name)
         if not uses.forwards or key in seen or len(seen) > _MAX_HOPS:
             return uses
+        if key in done:
+            return done[key]
         where = self._path_of(module)
         kept = set(uses.params)
         to_numpy = dict((p, line) for p, line in uses.to_numpy)
@@ -927,7 +936,7 @@ class ProjectIndex:
             if found is None or found.name is None or found.name not in found.module.uses or param not in kept:
                 continue
             self.summary(self._path_of(found.module))  # (a file this lookup read, also when resolved before)
-            inner = self._uses(found.module, found.name, seen | {key})
+            inner = self._uses(found.module, found.name, seen | {key}, done)
             target = inner.parameter_at(position if position >= 0 else None, keyword or None)
             if target is None:
                 continue
@@ -941,13 +950,14 @@ class ProjectIndex:
             if as_is and always:
                 for attribute in sorted({a for p, a, _ in inner.reads if p == target}):
                     reads.setdefault((param, attribute), line)
-        return replace(
+        done[key] = replace(
             uses,
             to_numpy=tuple(sorted(to_numpy.items())),
             host_syncs=tuple(sorted((p, read, line) for p, (read, line) in syncs.items())),
             runs_unmoved=tuple(sorted(unmoved.items())),
             reads=tuple(sorted((p, a, line) for (p, a), line in reads.items())),
         )
+        return done[key]
 
     def _shown(self, where: Path) -> str:
         """A project file's path for messages: relative to the root."""
