@@ -1525,8 +1525,7 @@ class CallEvaluation:
 def _number_expression(node: cst.BaseExpression) -> bool:
     """Data that reads as one Python number (`x.shape[0]`, `len(tokens)`, `cfg.dim ** 0.5`):
     `torch.tensor` of it is a 0-dim tensor, which may meet tensors on any device."""
-    while type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
-        node = node.expression  # `-width / 2`
+    node = _unsigned(node)  # `-width / 2`
     if isinstance(node, (cst.Integer, cst.Float)):
         return True
     if type(node) is cst.Subscript:
