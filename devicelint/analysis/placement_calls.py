@@ -647,18 +647,10 @@ class CallEvaluation:
     def _numeric_parameter(self, name: cst.Name) -> bool:
         """A parameter of this function that reads as a number: annotated as one, defaulting to
         one (`atol=0.0078`), or compared with one (`if sigma_max <= 0:`)."""
-        if type(self.scope) is not cst.FunctionDef or self._rebound_before(name):
-            return False
-        if self._number_parameter(name):
-            return True
-        params = self.scope.params
-        param = next(
-            (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name.value),
-            None,
-        )
+        param = self._own_parameter(name)
         if param is None:
             return False
-        if param.default is not None and is_number(param.default):
+        if _annotated_number(self.ctx, param) or (param.default is not None and is_number(param.default)):
             return True
         return any(
             type(c.left) is cst.Name
@@ -670,19 +662,19 @@ class CallEvaluation:
     def _number_parameter(self, node: cst.BaseExpression) -> bool:
         """A parameter of this function annotated as a number, alone or in a union
         (`x: float | torch.Tensor`, turned into a tensor where it is not one)."""
-        if type(node) is not cst.Name or type(self.scope) is not cst.FunctionDef:
-            return False
+        param = self._own_parameter(node) if type(node) is cst.Name else None
+        return param is not None and _annotated_number(self.ctx, param)
+
+    def _own_parameter(self, name: cst.Name) -> cst.Param | None:
+        """The parameter of this function that `name` still reads (not rebound before it)."""
+        if type(self.scope) is not cst.FunctionDef:
+            return None
         params = self.scope.params
         param = next(
-            (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == node.value),
+            (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name.value),
             None,
         )
-        if param is None or param.annotation is None or self._rebound_before(node):
-            return False
-        return any(
-            type(n) is cst.Name and n.value in ("int", "float", "bool", "Number")
-            for n in self.ctx.index.walk(param.annotation.annotation)
-        )
+        return param if param is not None and not self._rebound_before(name) else None
 
     def _rebound_before(self, name: cst.Name) -> bool:
         """Whether a statement before `name`'s own rebinds it (`bias = [bias] * 4`)."""
@@ -1547,6 +1539,14 @@ def _number_expression(node: cst.BaseExpression) -> bool:
             for side in sides
         )
     return False
+
+
+def _annotated_number(ctx: FileContext, param: cst.Param) -> bool:
+    """`x: float`, `n: Optional[int]`, `x: float | torch.Tensor`."""
+    return param.annotation is not None and any(
+        type(n) is cst.Name and n.value in ("int", "float", "bool", "Number")
+        for n in ctx.index.walk(param.annotation.annotation)
+    )
 
 
 def _unsigned(node: cst.BaseExpression) -> cst.BaseExpression:

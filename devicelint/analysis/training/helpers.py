@@ -734,7 +734,7 @@ def _built_by_class_method(ctx: FileContext, call: cst.Call, classes: set[str]) 
 
 def _instance_calls(ctx: FileContext) -> list[cst.Call]:
     """The calls that may call an instance (`sampler(...)`, `self.head(...)`): the candidates
-    for running a `__call__` or `forward`, of which `callee` decides."""
+    for running a `__call__`, of which `callee` decides."""
 
     def build(c: FileContext) -> list[cst.Call]:
         classes = local_classes(c)
