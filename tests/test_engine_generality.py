@@ -7931,3 +7931,28 @@ def test_a_tensor_of_a_local_bound_to_a_signed_number_expression_is_0_dim() -> N
         """
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+def test_a_tensor_of_names_bound_to_number_arithmetic_is_0_dim_through_a_dtype_view() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        SHIFT = 10
+
+
+        def quantize(values, bits):
+            values = values.to("cuda")
+            offset = (SHIFT - bits) + 3
+            packed = offset << SHIFT
+            pattern = torch.tensor(packed, dtype=torch.int32).view(torch.float32)
+            return values.float() + pattern
+
+
+        def stretch(values, items):
+            values = values.to("cuda")
+            weights = torch.tensor(items).view(torch.float32)
+            return values * weights
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == [(16, "DL101")]

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from devicelint.analysis.devices import CPU_DEVICE, DeviceId, indexed, int_value, literal_device, torch_device
+from devicelint.analysis.devices import (
+    CPU_DEVICE,
+    DeviceId,
+    indexed,
+    int_value,
+    is_dtype,
+    literal_device,
+    torch_device,
+)
 from devicelint.analysis.host_modules import (
     HOST,
     HostModuleCall,
@@ -81,6 +89,8 @@ from devicelint.analysis.placement_values import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from devicelint.analysis.placement_classes import ClassFacts
     from devicelint.analysis.placement_program import FileAnalysis, ScopePlacement
     from devicelint.context import FileContext
@@ -625,12 +635,23 @@ class CallEvaluation:
             and not call.args[0].value.elements
         )
 
+    def _dtype_view(self, call: cst.Call, method: str) -> bool:
+        """`t.view(torch.float32)`: the same elements read as another dtype, the shape kept."""
+        return method == "view" and len(call.args) == 1 and is_dtype(self.ctx, call.args[0].value)
+
     def _bound_number(self, node: cst.BaseExpression) -> bool:
         """A local name last bound to data that reads as one number (`delta = -width / 2`)."""
         if type(node) is not cst.Name:
             return False
-        bound = self.bound_values.get(node.value)
-        return bound is not None and self.env.get(node.value) is bound[1] and _number_expression(bound[0])
+        return self._reads_bound_number(node, depth=3)
+
+    def _reads_bound_number(self, name: cst.Name, depth: int) -> bool:
+        """`denorm = (bias - ebits) + 1; mask = denorm << MBITS`: a name still bound to number
+        arithmetic, whose own names may be bound to numbers a few assignments up."""
+        bound = self.bound_values.get(name.value)
+        if depth == 0 or bound is None or self.env.get(name.value) is not bound[1]:
+            return False
+        return _number_expression(bound[0], lambda side: self._reads_bound_number(side, depth - 1))
 
     def _unseen_setting(self, node: cst.BaseExpression) -> bool:
         """`torch.tensor(self.eps)`, `torch.tensor(atol)` of `atol=0.0078`, `torch.tensor(t if t
@@ -1034,7 +1055,7 @@ class CallEvaluation:
         # Every other tensor method keeps its result where the receiver is.
         return replace(
             receiver,
-            scalar=(receiver.scalar and method not in SHAPE_GROWING_METHODS)
+            scalar=(receiver.scalar and (method not in SHAPE_GROWING_METHODS or self._dtype_view(call, method)))
             or (receiver.kind == CPU and method in _FULL_REDUCTIONS and _no_dimension(call, 0)),
             mask=receiver.mask and method not in _CAST_METHODS,
         )
@@ -1514,10 +1535,15 @@ class CallEvaluation:
         return returned
 
 
-def _number_expression(node: cst.BaseExpression) -> bool:
+def _number_expression(
+    node: cst.BaseExpression, name_is_number: Callable[[cst.Name], bool] = lambda name: False
+) -> bool:
     """Data that reads as one Python number (`x.shape[0]`, `len(tokens)`, `cfg.dim ** 0.5`):
-    `torch.tensor` of it is a 0-dim tensor, which may meet tensors on any device."""
+    `torch.tensor` of it is a 0-dim tensor, which may meet tensors on any device. `name_is_number`
+    says which bare names the caller knows to hold numbers."""
     node = _unsigned(node)  # `-width / 2`
+    if type(node) is cst.Name:
+        return name_is_number(node)
     if isinstance(node, (cst.Integer, cst.Float)):
         return True
     if type(node) is cst.Subscript:
@@ -1534,11 +1560,21 @@ def _number_expression(node: cst.BaseExpression) -> bool:
         )
     if type(node) in (cst.BinaryOperation, cst.BooleanOperation):  # `cfg.dim ** 0.5`, `floor or 0.0`
         sides = (node.left, node.right)  # type: ignore[attr-defined]  # both have the two sides
-        return any(_number_expression(side) for side in sides) and all(
-            _number_expression(side) or type(_unsigned(side)) in (cst.Name, cst.Attribute) or _setting_entry(side)
-            for side in sides
+        return any(_number_expression(side, name_is_number) for side in sides) and all(
+            _plain_operand(side, name_is_number) for side in sides
         )
     return False
+
+
+def _plain_operand(node: cst.BaseExpression, name_is_number: Callable[[cst.Name], bool]) -> bool:
+    """A side of number arithmetic that cannot be a list: a number, a name, an attribute, a
+    setting, or arithmetic of those (`(bias - ebits) + 1`)."""
+    node = _unsigned(node)
+    if _number_expression(node, name_is_number) or type(node) in (cst.Name, cst.Attribute) or _setting_entry(node):
+        return True
+    return type(node) is cst.BinaryOperation and all(
+        _plain_operand(side, name_is_number) for side in (node.left, node.right)
+    )
 
 
 def _annotated_number(ctx: FileContext, param: cst.Param) -> bool:
