@@ -7956,3 +7956,55 @@ def test_a_tensor_of_names_bound_to_number_arithmetic_is_0_dim_through_a_dtype_v
         """
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == [(16, "DL101")]
+
+
+KEPT_CALLABLE_IN_REPLICAS = """\
+import torch
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, dim, gated):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+        self.mix = self.gated_mix if gated else self.plain_mix
+        self.scale = lambda t: t * 0.5
+
+    def gated_mix(self, x):
+        return self.plain_mix(x) * torch.sigmoid(self.gate(x))
+
+    def plain_mix(self, x):
+        return self.fc(x)
+
+    def forward(self, x):
+        return self.scale(self.mix(x))
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Mixer(64, True) for _ in range(4)])
+        self.mixer = Mixer(64, False)
+
+    def forward(self, x):
+        return self.mixer(x)
+
+
+net = {wrap}(Tower().cuda())
+"""
+
+
+def test_a_bound_method_kept_on_a_replicated_submodule_is_reported_where_it_is_kept() -> None:
+    source = KEPT_CALLABLE_IN_REPLICAS.format(wrap="nn.DataParallel")
+    assert _found(source) == [(10, "DL203")]
+    assert _messages(source)[0].startswith(
+        "`self.mix` keeps the method `self.gated_mix` bound to this `Mixer` instance; `nn.DataParallel` copies it "
+        "into every GPU replica still bound to the original, so each replica runs the original's `self.fc` on the "
+        "first GPU"
+    )
+
+
+def test_a_kept_bound_method_outside_dataparallel_replicas_is_clean() -> None:
+    source = KEPT_CALLABLE_IN_REPLICAS.format(wrap="nn.parallel.DistributedDataParallel")
+    assert [f for f in _found(source) if f[1] == "DL203"] == []

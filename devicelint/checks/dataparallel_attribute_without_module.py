@@ -22,8 +22,10 @@ from devicelint.analysis.model_events import (
     wrapped_class,
     wrapper_sites,
 )
+from devicelint.analysis.model_events.instance_callables import kept_callables
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.placement_classes import class_facts, self_attribute
 from devicelint.analysis.training.helpers import callee as callee_of
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
@@ -167,6 +169,10 @@ class DataParallelAttributeWithoutModule(Rule):
     `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
     that the same function wraps in `nn.DataParallel` that store what they see outside the
     hook (`self.activation = output`, `features[name] = output`, `outputs.append(output)`).
+    In the same classes it flags a callable kept on the instance outside `forward` that
+    `forward` (or a method it runs) calls and that reaches the instance's layers or registered
+    tensors: a bound method (`self.op = self._gaussian`, `self.forward = self._forward_fused`),
+    `functools.partial(self._attend, ...)`, or a lambda that reads `self`.
 
     ## Why it is a bug on a GPU
     The wrapper is a new `nn.Module` holding the model as `.module`; it does not forward
@@ -176,7 +182,10 @@ class DataParallelAttributeWithoutModule(Rule):
     what `forward` assigns to `self` is set on a replica and lost, and a list on `self` gets one
     entry per GPU per step, appended from several threads in no fixed order. Forward hooks run
     on every replica too: a hook that stores its output keeps the slice of one GPU, whichever
-    thread finished last.
+    thread finished last. A replica is a copy of the module's `__dict__`, so a bound method kept
+    there still belongs to the original module: the replica on the second GPU runs the
+    original's layers, on the first GPU, with its own inputs ("Expected all tensors to be on
+    the same device", or "device 1 does not equal 0").
 
     ## Example
     ```python
@@ -231,8 +240,10 @@ class DataParallelAttributeWithoutModule(Rule):
     an argument the function calls `.parameters()`, `.train()` or `.eval()` on) counts as a DDP
     wrapper, except in test files, in files that mention DeepSpeed, FSDP or Megatron (their
     engines forward attributes), and for reads under an `if` on the process count.
-    Replica writes are found only when the class and the `DataParallel` call are in the same
-    file, and only in `forward` and the methods it calls directly. A write that only moves the
+    Replica writes and kept callables are found only when the class and the `DataParallel`
+    call are in the same file, and only in `forward` and the methods it calls directly; a kept
+    callable is followed three `self.method(...)` calls deep to the layers it runs, and one
+    that reaches none (`self.act = self._swish` over plain tensor maths) is not reported. A write that only moves the
     attribute itself (`self.renderer = self.renderer.to(x.device)`, `.cuda(...)`, `.type_as(x)`)
     is not reported when no other method but `__init__` reads it: every call moves it again
     before using it, so the lost write loses nothing. Hooks count when registered in the wrapping function on
@@ -261,6 +272,7 @@ class DataParallelAttributeWithoutModule(Rule):
             yield from self._reads_through(ctx, site)
         for name, (site, whole) in data_parallel_classes(ctx).items():
             yield from self._replica_writes(ctx, name, site, whole)
+            yield from self._kept_callables(ctx, name, site)
         yield from self._hook_writes(ctx)
 
     def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
@@ -411,6 +423,30 @@ class DataParallelAttributeWithoutModule(Rule):
         registered = _registered_names(ctx, cls)
         for method, where, receiver in _run_by_forward(ctx, cls, forward):
             yield from self._writes_in(ctx, name, site, method, where, registered, receiver, whole)
+
+    def _kept_callables(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
+        """A bound method (or a lambda over `self`) kept on the instance outside `forward`: each
+        replica's copy of `__dict__` still calls the original instance on the first GPU."""
+        facts = class_facts(ctx).get(name)
+        forward = facts.methods.get("forward") if facts is not None else None
+        if facts is None or forward is None:
+            return
+        running = [method for method, _, receiver in _run_by_forward(ctx, facts.node, forward) if receiver == "self"]
+        called = {"forward"}
+        for method in running:
+            for node in scope_facts(ctx, method).nodes:
+                if type(node) is cst.Call and (attr := self_attribute(node.func)) is not None:
+                    called.add(attr)
+        for kept in kept_callables(ctx, facts, called, running):
+            yield self.violation(
+                kept.value,
+                problem=(
+                    f"`self.{kept.attr}` keeps {kept.runs} bound to this `{name}` instance; "
+                    f"`{site.spelled}` copies it into every GPU replica still bound to the original, so each "
+                    f"replica runs the original's `self.{kept.state}` on the first GPU with its own slice of the batch"
+                ),
+                advice="call the method through `self` inside `forward` (or keep its name and call `getattr(self, name)(...)`), so each replica runs its own layers",
+            )
 
     def _writes_in(
         self,
