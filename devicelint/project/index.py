@@ -110,14 +110,31 @@ def _constant_references(data: bytes, imports: dict[str, str]) -> set[str]:
     """`@<qualified>` for each name the text reads from an import that may be a path constant of
     another module (`config.CKPT` after `import config`, `CKPT` after `from config import CKPT`),
     as the saving module's summary names a save to it (`project.saves`)."""
+    if not imports:
+        return set()
     text = data.decode("utf-8", errors="replace")
+    # One scan of the text's dotted names, then each import looked up in them (a regular
+    # expression per import took seconds on files with hundreds of imports).
+    words: set[str] = set()
+    reads: dict[str, set[str]] = {}  # owner -> the upper-case attributes read on it (`owner.ATTR`)
+    for chain in _DOTTED_NAME.findall(text):
+        parts = chain.split(".")
+        words.update(parts)
+        for end in range(1, len(parts)):
+            if parts[end][:1].isupper() or parts[end][:1] == "_":
+                for start in range(end):
+                    reads.setdefault(".".join(parts[start:end]), set()).add(parts[end])
     found = set()
     for local, qualified in imports.items():
-        if local[:1].isupper() and re.search(rf"\b{re.escape(local)}\b", text):
+        if local[:1].isupper() and (
+            local in words if "." not in local else re.search(rf"\b{re.escape(local)}\b", text) is not None
+        ):
             found.add(f"@{qualified}")  # `from config import CKPT`
-        for match in re.finditer(rf"\b{re.escape(local)}\.([A-Z_][A-Za-z0-9_]*)\b", text):
-            found.add(f"@{qualified}.{match.group(1)}")  # `config.CKPT`
+        found.update(f"@{qualified}.{attr}" for attr in reads.get(local, ()))  # `config.CKPT`
     return found
+
+
+_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def _digest(data: bytes) -> str:
@@ -290,6 +307,9 @@ class ProjectIndex:
         # file name -> the files that save it from host data, for names no file saves otherwise
         # (built once per run, like the movers, when a linted file loads with torch)
         self._host_saves: dict[str, tuple[list[str], set[str]]] = {}
+        # checkpoint name -> the wrappers' saves of it, and the files that answer depends on
+        self._wrapper_saves: dict[str, tuple[list[tuple[str, str, str, int]], set[str]]] = {}
+        self._state_saver_files: list[tuple[str, bytes]] | None = None
         self._saver_files: list[tuple[str, bytes]] | None = None
         self._savers_now: list[str] = []
         self._savers_changed = False
@@ -1191,10 +1211,17 @@ class ProjectIndex:
         names `key` and a wrapper are read."""
         from devicelint.project.saves import attribute_state_saves, wrapped_state_saves
 
+        known = self._wrapper_saves.get(key)
+        if known is not None:
+            if self._deps:
+                self._deps[-1].update(known[1])
+            return known[0]
         found: list[tuple[str, str, str, int]] = []
+        read: set[str] = set()
         word = key.rsplit(".", 1)[-1].encode()  # `@config.CKPT`: savers naming `CKPT`
-        for path, data in self._savers():
+        for path, data in self._state_savers():
             if word in data and b"DataParallel" in data and b"state_dict" in data:
+                read.add(path)
                 if self._deps:
                     self._deps[-1].add(path)
                 saves = self.summary(Path(path)).wrapped_saves(wrapped_state_saves)
@@ -1206,10 +1233,25 @@ class ProjectIndex:
                 module = self.summary(Path(path))
                 for cls, attr, name, dict_key, line in module.read_tree(attribute_state_saves):
                     if name == key and self._wrapped_in_hierarchy(module, cls, attr):
+                        read.add(path)
                         if self._deps:
                             self._deps[-1].add(path)
                         found.append((name, dict_key, self._shown(Path(path)), line))
-        return sorted(set(found))
+        found = sorted(set(found))
+        self._wrapper_saves[key] = (found, read)
+        return found
+
+    def _state_savers(self) -> list[tuple[str, bytes]]:
+        """The savers whose text saves a state dict: the only ones a wrapper's save can be in
+        (asked once per checkpoint name a loader mentions, so filtered once)."""
+        if self._state_saver_files is None:
+            self._state_saver_files = [
+                (path, data)
+                for path, data in self._savers()
+                if (b"DataParallel" in data and b"state_dict" in data)
+                or (b"self." in data and b".state_dict()" in data)
+            ]
+        return self._state_saver_files
 
     def _wrapped_in_hierarchy(self, module: ModuleSummary, name: str, attr: str) -> bool:
         """Whether a class of the project that derives from `module.name` (or that it derives
