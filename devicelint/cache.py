@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
 DEFAULT_CACHE_DIR = ".devicelint_cache"
 REGISTRY_CODE = re.compile(r"^DL\d{3}$")
-_FORMAT = "1"
+_FORMAT = "2"  # 2: an entry also says whether the file was analysed or only syntax-checked
+# Where one format's entries live under the cache root: a new format never reads an old entry.
+RESULTS_FOLDER = f"v{_FORMAT}"
 
 
 def cache_root(settings: Config, options: dict[str, Any]) -> Path:
@@ -64,7 +66,7 @@ def entry_key(data: bytes, task: Task, options: TaskOptions) -> str:
 
 
 def _encode(result: FileResult) -> str:
-    return json.dumps([_finding_dict(f) for f in result.findings])
+    return json.dumps({"analysed": result.analysed, "findings": [_finding_dict(f) for f in result.findings]})
 
 
 def _finding_dict(finding: Finding) -> dict[str, Any]:
@@ -75,10 +77,13 @@ def _decode(text: str, display: str) -> FileResult | None:
     """The cached result, or None for anything that is not exactly what `_encode` writes: a
     damaged or hand-edited entry is a miss, never a crash or a wrong report."""
     try:
-        rows = json.loads(text)
+        entry = json.loads(text)
     except (ValueError, RecursionError):  # deeply nested JSON exhausts the parser's recursion
         return None
-    if not isinstance(rows, list):
+    if not isinstance(entry, dict) or set(entry) != {"analysed", "findings"}:
+        return None
+    rows, analysed = entry["findings"], entry["analysed"]
+    if not isinstance(rows, list) or not isinstance(analysed, bool):
         return None
     findings = []
     for row in rows:
@@ -86,7 +91,7 @@ def _decode(text: str, display: str) -> FileResult | None:
         if finding is None:
             return None
         findings.append(finding)
-    return FileResult(display, tuple(findings))
+    return FileResult(display, tuple(findings), analysed=analysed)
 
 
 _FINDING_FIELDS = {field.name: field.type for field in fields(Finding)}
@@ -140,7 +145,7 @@ def _fix_from(value: object) -> Fix | None:
 class Cache:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.entries = root / f"v{_FORMAT}"
+        self.entries = root / RESULTS_FOLDER
 
     def prepare(self) -> bool:
         try:

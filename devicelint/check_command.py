@@ -182,7 +182,8 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     if not found.files and not found.unreadable and not found.missing and not options["quiet"]:
         click.echo("devicelint: no Python files to lint.", err=True)
     failed = bool(found.missing or outcome.internal_errors)
-    _emit(findings, files_checked, output_format, options, sources, failed, fixed)
+    syntax_only = sum(1 for result in outcome.results if not result.analysed)
+    _emit(findings, files_checked, output_format, options, sources, failed, fixed, syntax_only)
     for message in outcome.internal_errors:
         _internal_error(message)
     if outcome.internal_errors:
@@ -521,6 +522,7 @@ def _emit(
     sources: dict[str, str],
     failed: bool = False,
     fixed: Sequence[tuple[str, tuple[str, ...]]] = (),
+    syntax_only: int = 0,
 ) -> None:
     output_file = options["output_file"]
     # With --diff, stdout carries the diff alone (as Ruff), so `patch` can read it.
@@ -533,7 +535,7 @@ def _emit(
     report = render(output_format, findings, context)
     fix_count = 0 if options["diff"] else sum(len(codes) for _, codes in fixed)
     if textual and options["statistics"]:
-        report = statistics(findings)
+        report = statistics(findings, syntax_only)
     if options.get("show_fixes"):
         listing = fixes_listing(fixed, would=options["diff"])
         if textual and not output_file:

@@ -300,7 +300,7 @@ def lint_source(data: bytes | str, path: str, options: EngineOptions, rounds_lef
     rules = wanted_rules(text, options.rules, options.project) if options.prefilter else list(options.rules)
     if not rules:
         # Nothing to run, but a file that does not parse is still a finding (DL000).
-        return FileResult(path, _unparsable(text, path))
+        return FileResult(path, _unparsable(text, path), analysed=False)
     too_large = _too_large(text, options.max_file_tokens)
     if too_large is not None:
         return FileResult(path, (not_analysed_finding(path, too_large),))

@@ -66,6 +66,9 @@ class FileResult:
     timed_out: bool = False
     # The pool worker that produced this result exits after sending it (time limit, memory mark).
     ends_worker: bool = False
+    # False when the prefilter found no word any selected rule looks for: only the syntax was
+    # checked (`--statistics` counts these files).
+    analysed: bool = True
 
 
 SYNTAX_ERROR = "DL000"

@@ -188,7 +188,7 @@ def lint_notebook(data: bytes, path: str, options: EngineOptions) -> FileResult:
     """Lint a notebook; fixes are not offered (the notebook's JSON would need rewriting)."""
     source, origin = virtual_source(data)
     result = lint_source(source, path, replace(options, fix_mode="none", cells=tuple(o.cell for o in origin)))
-    return FileResult(path, tuple(_to_cell(f, origin) for f in result.findings))
+    return FileResult(path, tuple(_to_cell(f, origin) for f in result.findings), analysed=result.analysed)
 
 
 def _to_cell(finding: Finding, origin: list[CellLine]) -> Finding:

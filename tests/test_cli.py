@@ -241,6 +241,20 @@ def test_statistics(project: Path) -> None:
     assert result.exit_code == 1
 
 
+def test_statistics_counts_the_files_the_prefilter_only_syntax_checked(project: Path) -> None:
+    (project / "maths.py").write_text("def add(a, b):\n    return a + b\n")
+    (project / "strings.py").write_text("NAME = 'x'\n")
+    for cache in (["--no-cache"], [], []):  # cold, then a warm run answered from the cache
+        result = invoke("check", *cache, "--statistics", "buggy.py", "maths.py", "strings.py")
+        assert result.stdout.startswith(
+            "    1  DL501  torch-load-without-map-location\n"
+            "    1  DL502  device-compared-to-string-or-bare-type\n"
+            "2 files hold no word a selected rule looks for: syntax-checked only, not analysed\n"
+        )
+    clean = invoke("check", "--no-cache", "--statistics", "buggy.py")
+    assert "syntax-checked" not in clean.stdout
+
+
 @pytest.mark.parametrize("flag", ["-q", "--quiet"])
 def test_quiet(project: Path, flag: str) -> None:
     result = invoke("check", "--no-cache", flag, "--select", "DL501", "buggy.py")

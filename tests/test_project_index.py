@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from fixture_markers import expected_findings
 
+from devicelint.cache import RESULTS_FOLDER
 from devicelint.cli import cli
 from devicelint.project.helpers import ParameterUses, parameter_uses
 from devicelint.project.index import ProjectIndex, project_root
@@ -124,7 +125,7 @@ def test_editing_one_module_relints_its_importers_only(tmp_path: Path) -> None:
     args = ["--cache-dir", str(cache), "."]
 
     def entries() -> set[str]:
-        return {p.name for p in (cache / "v1").rglob("*.json")}  # the results, not the index's store
+        return {p.name for p in (cache / RESULTS_FOLDER).rglob("*.json")}  # the results, not the index's store
 
     first = _check(args, cwd=root)
     before = entries()

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import FIXTURES
 
-from devicelint.cache import Cache, _decode, entry_key
+from devicelint.cache import RESULTS_FOLDER, Cache, _decode, entry_key
 from devicelint.cli import cli
 from devicelint.engine import EngineOptions, lint_source, wanted_rules
 from devicelint.finding import FileResult
@@ -232,7 +232,7 @@ def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
     cache = Cache(tmp_path)
     assert cache.prepare()
     cache.put("ab" + "0" * 62, FileResult("a.py", ()))
-    entry = next((tmp_path / "v1").rglob("*.json"))
+    entry = next((tmp_path / RESULTS_FOLDER).rglob("*.json"))
     entry.write_text("{garbage")
     assert cache.get("ab" + "0" * 62, "a.py") is None
     entry.write_text('[{"pickle": "no"}]')
@@ -244,18 +244,25 @@ def test_hostile_cache_entries_are_misses_and_never_change_the_run(tmp_path: Pat
     source.write_text("import torch\nstate = torch.load('a.pt')\n")
     cache = tmp_path / ".cache"
     good = _json(["--cache-dir", str(cache), str(source)])
-    entry = next((cache / "v1").rglob("*.json"))
-    row = json.loads(entry.read_text())[0]
+    entry = next((cache / RESULTS_FOLDER).rglob("*.json"))
+    row = json.loads(entry.read_text())["findings"][0]
+
+    def entry_of(rows: object, analysed: object = True) -> str:
+        return json.dumps({"analysed": analysed, "findings": rows})
+
     hostile = [
         "[" * 100_000 + "]" * 100_000,  # RecursionError in json.loads
-        json.dumps([{**row, "line": "2"}]),  # right keys, wrong types: crashed the text reporter
-        json.dumps([{**row, "line": True}]),
-        json.dumps([{**row, "message": None}]),
-        json.dumps([{**row, "severity": "fatal"}]),
-        json.dumps([{**row, "fix": {"description": "x", "safe": "yes", "edits": []}}]),
-        json.dumps([{**row, "fix": {"description": "x", "safe": True, "edits": [{"line": 1}]}}]),
+        entry_of([{**row, "line": "2"}]),  # right keys, wrong types: crashed the text reporter
+        entry_of([{**row, "line": True}]),
+        entry_of([{**row, "message": None}]),
+        entry_of([{**row, "severity": "fatal"}]),
+        entry_of([{**row, "fix": {"description": "x", "safe": "yes", "edits": []}}]),
+        entry_of([{**row, "fix": {"description": "x", "safe": True, "edits": [{"line": 1}]}}]),
         json.dumps({"not": "a list"}),
-        json.dumps([{**row, "extra": 1}]),
+        entry_of({"not": "a list"}),
+        entry_of([{**row, "extra": 1}]),
+        entry_of([row], analysed="yes"),
+        json.dumps([row]),  # the first format's entry: a bare list
     ]
     for text in hostile:
         entry.write_text(text)
@@ -277,7 +284,7 @@ def test_warm_run_uses_cache_and_sees_edits(tmp_path: Path) -> None:
     cache = tmp_path / ".cache"
     first = _json(["--cache-dir", str(cache), str(source)])
     assert [r["code"] for r in first] == ["DL501"]
-    assert list((cache / "v1").rglob("*.json"))
+    assert list((cache / RESULTS_FOLDER).rglob("*.json"))
     source.write_text("import torch\nstate = torch.load('a.pt', map_location='cpu')\n")
     assert _json(["--cache-dir", str(cache), str(source)]) == []
 

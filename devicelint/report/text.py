@@ -114,9 +114,14 @@ def fixes_listing(fixed: Sequence[tuple[str, tuple[str, ...]]], would: bool) -> 
     return "\n".join(lines) + "\n"
 
 
-def statistics(findings: Sequence[Finding]) -> str:
+def statistics(findings: Sequence[Finding], syntax_only: int = 0) -> str:
+    """Findings per rule; then, when the prefilter spared some files the analysis, how many."""
     counts: dict[tuple[str, str], int] = {}
     for f in findings:
         counts[(f.code, f.name)] = counts.get((f.code, f.name), 0) + 1
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return "".join(f"{count:>5}  {code}  {name}\n" for (code, name), count in rows)
+    text = "".join(f"{count:>5}  {code}  {name}\n" for (code, name), count in rows)
+    if syntax_only:
+        files = "file holds" if syntax_only == 1 else "files hold"
+        text += f"{syntax_only} {files} no word a selected rule looks for: syntax-checked only, not analysed\n"
+    return text
