@@ -7931,3 +7931,26 @@ def test_a_tensor_of_a_local_bound_to_a_signed_number_expression_is_0_dim() -> N
         """
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+def test_a_tensor_wrapped_in_autograd_variable_is_the_tensor_itself() -> None:
+    # torch 0.3-era scripts wrap every input in `Variable(...)`; since 0.4 it returns the
+    # tensor itself, so a discarded move of the wrapped tensor moves nothing
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.autograd as autograd
+
+
+        def evaluate(net, rows, gold):
+            feats = autograd.Variable(torch.FloatTensor(rows), requires_grad=False)
+            target = autograd.Variable(torch.from_numpy(gold).long())
+            if torch.cuda.is_available():
+                feats.cuda()
+                target.cuda()
+            return (net(feats).argmax(1) == target).float().mean()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL104"] == [(9, "DL104"), (10, "DL104")]
+    clean = source.replace("feats.cuda()", "feats = feats.cuda()").replace("target.cuda()", "target = target.cuda()")
+    assert [f for f in _found(clean) if f[1] == "DL104"] == []
