@@ -7954,3 +7954,37 @@ def test_a_tensor_wrapped_in_autograd_variable_is_the_tensor_itself() -> None:
     assert [f for f in _found(source) if f[1] == "DL104"] == [(9, "DL104"), (10, "DL104")]
     clean = source.replace("feats.cuda()", "feats = feats.cuda()").replace("target.cuda()", "target = target.cuda()")
     assert [f for f in _found(clean) if f[1] == "DL104"] == []
+
+
+def test_a_map_location_that_is_none_on_some_path_is_no_mapping() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def restore(net, ckpt, args):
+            target = None
+            if args.resume_on_host:
+                target = "cpu"
+            net.load_state_dict(torch.load(ckpt, map_location=target))
+            return torch.load(ckpt + ".opt", map_location=None)
+
+
+        def restore_guarded(net, ckpt):
+            # only where a GPU is available: the guarded load, left alone
+            where = None
+            if not torch.cuda.is_available():
+                where = torch.device("cpu")
+            net.load_state_dict(torch.load(ckpt, map_location=where))
+
+
+        def restore_both(net, ckpt, gpu):
+            where = None
+            if gpu:
+                where = f"cuda:{gpu}"
+            else:
+                where = "cpu"
+            net.load_state_dict(torch.load(ckpt, map_location=where))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL501"] == [(8, "DL501"), (9, "DL501")]
