@@ -7988,3 +7988,37 @@ def test_a_map_location_that_is_none_on_some_path_is_no_mapping() -> None:
         """
     )
     assert [f for f in _found(source) if f[1] == "DL501"] == [(8, "DL501"), (9, "DL501")]
+
+
+def test_a_setting_that_holds_a_device_string_never_equals_a_torch_device() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from types import SimpleNamespace
+
+        settings = SimpleNamespace(accel=torch.device("cuda"), batch=8)
+
+
+        def place(model):
+            if settings.accel != torch.device("cpu"):
+                model = model.to(settings.accel)
+            return model
+
+
+        def pin(x):
+            target = "cuda"
+            if torch.device("cuda") == target:
+                return x.pin_memory()
+            return x
+
+
+        if __name__ == "__main__":
+            settings.accel = "cpu"
+            place(torch.nn.Linear(2, 2))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL502"] == [(8, "DL502"), (15, "DL502")]
+    clean = source.replace('settings.accel = "cpu"', 'settings.accel = torch.device("cpu")').replace(
+        'target = "cuda"', 'target = torch.device("cuda")'
+    )
+    assert [f for f in _found(clean) if f[1] == "DL502"] == []

@@ -169,6 +169,7 @@ class DeviceValues:
                 self._instance_of(receiver) is not None
                 or _looks_like_config(receiver)
                 or _settings_typed(ctx, receiver)
+                or self._module_sets_string(node, depth)
             ):
                 return self._named(node, depth)
             return DeviceValue(OBJECT, tensor=True)
@@ -191,11 +192,22 @@ class DeviceValues:
         key = dotted_name(node)
         if key is None:
             return None
+        function = self.ctx.index.enclosing_function(node)
+        scope: cst.FunctionDef | cst.Module = function or self.ctx.module
+        if "." in key and scope is not self.ctx.module and not self._bound_in(function, key.split(".", 1)[0]):
+            # `defaults.device = "cpu"` in the script's top-level code (under `__main__`), read
+            # in a function of the file through the module-level object: a string on that path,
+            # whatever the object was built with
+            strings = [
+                v
+                for v in (self.value(e[1], depth + 1) for e in self._assignments_of(self.ctx.module, key))
+                if v is not None and v.kind == STRING
+            ]
+            if strings:
+                return strings[0]
         engine = file_facts(self.ctx).value(node)
         if engine.kind == DEVICE_VALUE and engine.spelled is not None:
             return _from_engine(engine)
-        function = self.ctx.index.enclosing_function(node)
-        scope: cst.FunctionDef | cst.Module = function or self.ctx.module
         found = self._from_assignments(scope, key, node, depth)
         if found is not None:
             return found[0]
@@ -217,6 +229,21 @@ class DeviceValues:
         if "." in key and key.rsplit(".", 1)[-1] == "device":
             return self._configured(key, depth)
         return None
+
+    def _module_sets_string(self, node: cst.Attribute, depth: int) -> bool:
+        """The file's top-level code sets this field of a module-level object to a device string
+        (`defaults.device = "cpu"`): not a tensor's device."""
+        key = dotted_name(node)
+        if key is None or type(node.value) is not cst.Name:
+            return False
+        values = {self.value(e[1], depth + 1) for e in self._assignments_of(self.ctx.module, key)}
+        return any(v is not None and v.kind == STRING for v in values)
+
+    def _bound_in(self, function: cst.FunctionDef | None, name: str) -> bool:
+        """`name` is a parameter of `function` or bound in it (not the module's object)."""
+        if function is None or name == "self":
+            return True
+        return _param(function, name) is not None or bool(self._assignments_of(function, name))
 
     def _from_assignments(
         self, scope: cst.FunctionDef | cst.Module, key: str, use: cst.CSTNode | None, depth: int
@@ -537,6 +564,10 @@ class DeviceComparedToStringOrBareType(Rule):
       index-less `torch.device("cuda")`: false whenever the setting names an index;
     - `str(x.device) == "cuda"` (the string is `"cuda:0"`), and `str(x.device) != device`
       where `device` is a `torch.device` (a string never equals a device);
+    - a name or setting that holds a device string compared with a `torch.device`: `device =
+      "cpu"` then `device == torch.device("cpu")`, a class attribute `device = "cuda"`, or a
+      module-level object's field the script sets to a string (`defaults.device = "cpu"` under
+      `__main__`) read in a function of the file;
     - a `device` parameter compared with an index-less accelerator string: `device ==
       "cuda"` is false when the caller passes `"cuda:0"` (DDP ranks do) or a `torch.device`;
     - a legacy type used as a CUDA test: `t.type() == "torch.cuda.FloatTensor"` or
@@ -731,6 +762,14 @@ class DeviceComparedToStringOrBareType(Rule):
                 )
         if mine.kind == OBJECT and not mine.tensor and (mine.text is None or ":" in mine.text):
             return self._check_configured_object(ctx, values, comparison, mine, code, other, op)
+        if mine.kind == STRING and type(this) is not cst.Call:
+            # a name or setting that holds a device string, compared with a `torch.device`
+            theirs = values.value(other)
+            if theirs is not None and theirs.kind == OBJECT:
+                spelled = ctx.code_for(other)
+                shown = "an indexed device string" if mine.text == INDEXED else f'`"{mine.text}"`'
+                why = f"`{code}` is set to {shown} and `{spelled}` is a `torch.device`, which never equals a string"
+                return self._report(ctx, comparison, always, why, f"torch.device({code}) {op} {spelled}", False)
         return None
 
     def _check_configured_object(
