@@ -8022,3 +8022,44 @@ def test_a_setting_that_holds_a_device_string_never_equals_a_torch_device() -> N
         'target = "cuda"', 'target = torch.device("cuda")'
     )
     assert [f for f in _found(clean) if f[1] == "DL502"] == []
+
+
+def test_tensors_in_dicts_kept_in_a_plain_container_are_not_moved() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class MemoryBanks(nn.Module):
+            def __init__(self, sizes, dim=16):
+                super().__init__()
+                self.banks = []
+                for n in sizes:
+                    self.banks.append({"keys": torch.randn(n, dim), "values": torch.zeros(n, dim)})
+                self.query = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                q = self.query(x)
+                out = 0
+                for bank in self.banks:
+                    att = (q @ bank["keys"].T).softmax(-1)
+                    out = out + att @ bank["values"]
+                return out
+
+
+        model = MemoryBanks([4, 8]).cuda()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL102"] == [(10, "DL102")]
+    clean = (
+        source.replace(
+            '                    self.banks.append({"keys": torch.randn(n, dim), "values": torch.zeros(n, dim)})\n',
+            '                    self.register_buffer(f"keys_{n}", torch.randn(n, dim))\n'
+            '                    self.register_buffer(f"values_{n}", torch.zeros(n, dim))\n'
+            "                    self.banks.append(n)\n",
+        )
+        .replace('bank["keys"]', 'getattr(self, f"keys_{bank}")')
+        .replace('bank["values"]', 'getattr(self, f"values_{bank}")')
+    )
+    assert [f for f in _found(clean) if f[1] == "DL102"] == []

@@ -94,7 +94,7 @@ class TensorAttributeNotRegistered(Rule):
     tensor is created on the CPU, is neither an `nn.Parameter` nor registered with
     `register_buffer`, and a method later computes with it (not only reads its shape or value).
     Also flags tensors kept in a plain list, tuple or dict attribute (`self.anchors = []` then
-    `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
+    `self.anchors.append(t)`; also inside tuples or dicts put there, `self.stats[k] = {"mean": m}`), even when each one is registered as a buffer as well, and, in a
     class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
     move. A tensor that `__init__` computes from the module's own parameters
     (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it, and
@@ -565,6 +565,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return facts.dynamic_buffers and type(first) is cst.Name and first.value == "self"
     if isinstance(element, (cst.Tuple, cst.List)):  # `self.stats[name] = (mean, std)`
         return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if type(e) is not cst.StarredElement)
+    if type(element) is cst.Dict:  # `self.stats[name] = {"mean": mean, "std": std}`
+        return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if type(e) is cst.DictElement)
     attr = self_attribute(element)
     if attr is not None:
         return attr in facts.buffers
