@@ -8063,3 +8063,44 @@ def test_tensors_in_dicts_kept_in_a_plain_container_are_not_moved() -> None:
         .replace('bank["values"]', 'getattr(self, f"values_{bank}")')
     )
     assert [f for f in _found(clean) if f[1] == "DL102"] == []
+
+
+def test_a_wrapped_checkpoint_loaded_into_a_model_from_a_builder_of_the_file() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Encoder(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.body = nn.Linear(width, width)
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        def build_encoder(cfg):
+            enc = Encoder(cfg["width"])
+            enc.head = nn.Linear(cfg["width"], 1)
+            return enc
+
+
+        def fit(cfg, loader):
+            enc = nn.DataParallel(build_encoder(cfg).cuda())
+            for x in loader:
+                enc(x.cuda()).sum().backward()
+            torch.save({"weights": enc.state_dict()}, "enc.ckpt")
+
+
+        def evaluate(cfg):
+            enc = build_encoder(cfg)
+            ckpt = torch.load("enc.ckpt", map_location="cpu")
+            enc.load_state_dict(ckpt["weights"])
+            return enc
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL204"] == [(30, "DL204")]
+    clean = source.replace('{"weights": enc.state_dict()}', '{"weights": enc.module.state_dict()}')
+    assert [f for f in _found(clean) if f[1] == "DL204"] == []
