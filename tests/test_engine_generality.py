@@ -8104,3 +8104,47 @@ def test_a_wrapped_checkpoint_loaded_into_a_model_from_a_builder_of_the_file() -
     assert [f for f in _found(source) if f[1] == "DL204"] == [(30, "DL204")]
     clean = source.replace('{"weights": enc.state_dict()}', '{"weights": enc.module.state_dict()}')
     assert [f for f in _found(clean) if f[1] == "DL204"] == []
+
+
+def test_modules_registered_by_hand_in_a_plain_list_under_dataparallel() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Tower(nn.Module):
+            def __init__(self, widths):
+                super().__init__()
+                self.stages = []
+                for i, (a, b) in enumerate(zip(widths, widths[1:])):
+                    stage = nn.Sequential(nn.Conv2d(a, b, 3, padding=1), nn.ReLU())
+                    self.stages.append(stage)
+                    setattr(self, "stage%d" % i, stage)
+
+            def forward(self, x):
+                for stage in self.stages:
+                    x = stage(x)
+                return x
+
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Tower([3, 16, 32])
+                self.cls = nn.Conv2d(32, 4, 1)
+
+            def forward(self, x):
+                return self.cls(self.backbone(x))
+
+
+        net = nn.DataParallel(Detector().cuda())
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL103"] == [(11, "DL103")]
+    one_gpu = source.replace("nn.DataParallel(Detector().cuda())", "nn.DataParallel(Detector().cuda(), device_ids=[0])")
+    assert [f for f in _found(one_gpu) if f[1] == "DL103"] == []
+    clean = source.replace("self.stages = []", "self.stages = nn.ModuleList()").replace(
+        '                    setattr(self, "stage%d" % i, stage)\n', ""
+    )
+    assert [f for f in _found(clean) if f[1] == "DL103"] == []
