@@ -8148,3 +8148,52 @@ def test_modules_registered_by_hand_in_a_plain_list_under_dataparallel() -> None
         '                    setattr(self, "stage%d" % i, stage)\n', ""
     )
     assert [f for f in _found(clean) if f[1] == "DL103"] == []
+
+
+def test_a_torch_device_set_on_the_parsed_arguments_reaches_a_constructor_comparing_strings() -> None:
+    source = textwrap.dedent(
+        """\
+        import argparse
+
+        import torch
+
+
+        class Exporter:
+            def __init__(self, model, device):
+                self.model = model.to(device)
+                self.half = device != "cpu"
+
+            def run(self, x):
+                return self.model(x.half() if self.half else x)
+
+
+        def export(opts, model):
+            return Exporter(model, opts.device)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--device", default="0")
+            opts = parser.parse_args()
+            opts.device = torch.device("cpu" if opts.device == "cpu" else f"cuda:{opts.device}")
+            export(opts, torch.nn.Linear(2, 2))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL502"] == [(9, "DL502")]
+    clean = source.replace('self.half = device != "cpu"', 'self.half = torch.device(device).type != "cpu"')
+    assert [f for f in _found(clean) if f[1] == "DL502"] == []
+
+
+def test_an_assignment_value_reads_the_name_before_it_is_rebound() -> None:
+    source = textwrap.dedent(
+        """\
+        import argparse
+
+        import torch
+
+        if __name__ == "__main__":
+            opts = argparse.ArgumentParser().parse_args()
+            opts.device = torch.device("cpu" if opts.device == "cpu" else "cuda:0")
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL502"] == []
