@@ -8008,3 +8008,269 @@ def test_a_bound_method_kept_on_a_replicated_submodule_is_reported_where_it_is_k
 def test_a_kept_bound_method_outside_dataparallel_replicas_is_clean() -> None:
     source = KEPT_CALLABLE_IN_REPLICAS.format(wrap="nn.parallel.DistributedDataParallel")
     assert [f for f in _found(source) if f[1] == "DL203"] == []
+
+
+def test_a_tensor_wrapped_in_autograd_variable_is_the_tensor_itself() -> None:
+    # torch 0.3-era scripts wrap every input in `Variable(...)`; since 0.4 it returns the
+    # tensor itself, so a discarded move of the wrapped tensor moves nothing
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.autograd as autograd
+
+
+        def evaluate(net, rows, gold):
+            feats = autograd.Variable(torch.FloatTensor(rows), requires_grad=False)
+            target = autograd.Variable(torch.from_numpy(gold).long())
+            if torch.cuda.is_available():
+                feats.cuda()
+                target.cuda()
+            return (net(feats).argmax(1) == target).float().mean()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL104"] == [(9, "DL104"), (10, "DL104")]
+    clean = source.replace("feats.cuda()", "feats = feats.cuda()").replace("target.cuda()", "target = target.cuda()")
+    assert [f for f in _found(clean) if f[1] == "DL104"] == []
+
+
+def test_a_map_location_that_is_none_on_some_path_is_no_mapping() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def restore(net, ckpt, args):
+            target = None
+            if args.resume_on_host:
+                target = "cpu"
+            net.load_state_dict(torch.load(ckpt, map_location=target))
+            return torch.load(ckpt + ".opt", map_location=None)
+
+
+        def restore_guarded(net, ckpt):
+            # only where a GPU is available: the guarded load, left alone
+            where = None
+            if not torch.cuda.is_available():
+                where = torch.device("cpu")
+            net.load_state_dict(torch.load(ckpt, map_location=where))
+
+
+        def restore_both(net, ckpt, gpu):
+            where = None
+            if gpu:
+                where = f"cuda:{gpu}"
+            else:
+                where = "cpu"
+            net.load_state_dict(torch.load(ckpt, map_location=where))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL501"] == [(8, "DL501"), (9, "DL501")]
+
+
+def test_a_setting_that_holds_a_device_string_never_equals_a_torch_device() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from types import SimpleNamespace
+
+        settings = SimpleNamespace(accel=torch.device("cuda"), batch=8)
+
+
+        def place(model):
+            if settings.accel != torch.device("cpu"):
+                model = model.to(settings.accel)
+            return model
+
+
+        def pin(x):
+            target = "cuda"
+            if torch.device("cuda") == target:
+                return x.pin_memory()
+            return x
+
+
+        if __name__ == "__main__":
+            settings.accel = "cpu"
+            place(torch.nn.Linear(2, 2))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL502"] == [(8, "DL502"), (15, "DL502")]
+    clean = source.replace('settings.accel = "cpu"', 'settings.accel = torch.device("cpu")').replace(
+        'target = "cuda"', 'target = torch.device("cuda")'
+    )
+    assert [f for f in _found(clean) if f[1] == "DL502"] == []
+
+
+def test_tensors_in_dicts_kept_in_a_plain_container_are_not_moved() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class MemoryBanks(nn.Module):
+            def __init__(self, sizes, dim=16):
+                super().__init__()
+                self.banks = []
+                for n in sizes:
+                    self.banks.append({"keys": torch.randn(n, dim), "values": torch.zeros(n, dim)})
+                self.query = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                q = self.query(x)
+                out = 0
+                for bank in self.banks:
+                    att = (q @ bank["keys"].T).softmax(-1)
+                    out = out + att @ bank["values"]
+                return out
+
+
+        model = MemoryBanks([4, 8]).cuda()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL102"] == [(10, "DL102")]
+    clean = (
+        source.replace(
+            '                    self.banks.append({"keys": torch.randn(n, dim), "values": torch.zeros(n, dim)})\n',
+            '                    self.register_buffer(f"keys_{n}", torch.randn(n, dim))\n'
+            '                    self.register_buffer(f"values_{n}", torch.zeros(n, dim))\n'
+            "                    self.banks.append(n)\n",
+        )
+        .replace('bank["keys"]', 'getattr(self, f"keys_{bank}")')
+        .replace('bank["values"]', 'getattr(self, f"values_{bank}")')
+    )
+    assert [f for f in _found(clean) if f[1] == "DL102"] == []
+
+
+def test_a_wrapped_checkpoint_loaded_into_a_model_from_a_builder_of_the_file() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Encoder(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.body = nn.Linear(width, width)
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        def build_encoder(cfg):
+            enc = Encoder(cfg["width"])
+            enc.head = nn.Linear(cfg["width"], 1)
+            return enc
+
+
+        def fit(cfg, loader):
+            enc = nn.DataParallel(build_encoder(cfg).cuda())
+            for x in loader:
+                enc(x.cuda()).sum().backward()
+            torch.save({"weights": enc.state_dict()}, "enc.ckpt")
+
+
+        def evaluate(cfg):
+            enc = build_encoder(cfg)
+            ckpt = torch.load("enc.ckpt", map_location="cpu")
+            enc.load_state_dict(ckpt["weights"])
+            return enc
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL204"] == [(30, "DL204")]
+    clean = source.replace('{"weights": enc.state_dict()}', '{"weights": enc.module.state_dict()}')
+    assert [f for f in _found(clean) if f[1] == "DL204"] == []
+
+
+def test_modules_registered_by_hand_in_a_plain_list_under_dataparallel() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Tower(nn.Module):
+            def __init__(self, widths):
+                super().__init__()
+                self.stages = []
+                for i, (a, b) in enumerate(zip(widths, widths[1:])):
+                    stage = nn.Sequential(nn.Conv2d(a, b, 3, padding=1), nn.ReLU())
+                    self.stages.append(stage)
+                    setattr(self, "stage%d" % i, stage)
+
+            def forward(self, x):
+                for stage in self.stages:
+                    x = stage(x)
+                return x
+
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Tower([3, 16, 32])
+                self.cls = nn.Conv2d(32, 4, 1)
+
+            def forward(self, x):
+                return self.cls(self.backbone(x))
+
+
+        net = nn.DataParallel(Detector().cuda())
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL103"] == [(11, "DL103")]
+    one_gpu = source.replace("nn.DataParallel(Detector().cuda())", "nn.DataParallel(Detector().cuda(), device_ids=[0])")
+    assert [f for f in _found(one_gpu) if f[1] == "DL103"] == []
+    clean = source.replace("self.stages = []", "self.stages = nn.ModuleList()").replace(
+        '                    setattr(self, "stage%d" % i, stage)\n', ""
+    )
+    assert [f for f in _found(clean) if f[1] == "DL103"] == []
+
+
+def test_a_torch_device_set_on_the_parsed_arguments_reaches_a_constructor_comparing_strings() -> None:
+    source = textwrap.dedent(
+        """\
+        import argparse
+
+        import torch
+
+
+        class Exporter:
+            def __init__(self, model, device):
+                self.model = model.to(device)
+                self.half = device != "cpu"
+
+            def run(self, x):
+                return self.model(x.half() if self.half else x)
+
+
+        def export(opts, model):
+            return Exporter(model, opts.device)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--device", default="0")
+            opts = parser.parse_args()
+            opts.device = torch.device("cpu" if opts.device == "cpu" else f"cuda:{opts.device}")
+            export(opts, torch.nn.Linear(2, 2))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL502"] == [(9, "DL502")]
+    clean = source.replace('self.half = device != "cpu"', 'self.half = torch.device(device).type != "cpu"')
+    assert [f for f in _found(clean) if f[1] == "DL502"] == []
+
+
+def test_an_assignment_value_reads_the_name_before_it_is_rebound() -> None:
+    source = textwrap.dedent(
+        """\
+        import argparse
+
+        import torch
+
+        if __name__ == "__main__":
+            opts = argparse.ArgumentParser().parse_args()
+            opts.device = torch.device("cpu" if opts.device == "cpu" else "cuda:0")
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL502"] == []

@@ -61,6 +61,7 @@ from devicelint.analysis.placement_facts import (
     SHAPE_GROWING_METHODS,
     UNKNOWN,
     UNKNOWN_FACT,
+    VARIABLE_WRAPPERS,
     Fact,
     is_legacy_cuda_constructor,
     is_tensor_function,
@@ -385,9 +386,9 @@ class CallEvaluation:
         if qualified in ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"):
             args = self._args(call)
             return Fact(UNKNOWN, where=ACCELERATOR) if any(devicey(f) for f, _ in args) else UNKNOWN_FACT
-        if is_parameter_call(self.ctx, call):
+        if is_parameter_call(self.ctx, call) or qualified in VARIABLE_WRAPPERS:
             # `nn.Parameter(t)` wraps `t` where it is: what `__init__` computes from it before
-            # any move is on the CPU when `t` was made there
+            # any move is on the CPU when `t` was made there; `Variable(t)` is `t` itself
             args = self._args(call)
             data = args[0][0] if args and call.args[0].keyword is None else UNKNOWN_FACT
             return data if data.is_tensor else UNKNOWN_FACT

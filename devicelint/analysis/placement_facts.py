@@ -371,6 +371,9 @@ def is_tensor_function(qualified: str) -> bool:
 
 # torch functions whose tensor arguments may sit on different devices (copies, indices).
 CROSS_DEVICE_FUNCTIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
+# `torch.autograd.Variable(t)`: since torch 0.4 the legacy wrapper returns the tensor `t` itself
+# (scripts written for torch 0.3 still wrap every input in it)
+VARIABLE_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
 # Arguments (positions after the callee's own, and keywords) that PyTorch takes on the host
 # whatever device the other tensors are on: CTC targets and lengths, packing lengths.

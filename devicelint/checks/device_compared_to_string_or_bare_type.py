@@ -169,6 +169,7 @@ class DeviceValues:
                 self._instance_of(receiver) is not None
                 or _looks_like_config(receiver)
                 or _settings_typed(ctx, receiver)
+                or self._module_sets_string(node, depth)
             ):
                 return self._named(node, depth)
             return DeviceValue(OBJECT, tensor=True)
@@ -191,11 +192,22 @@ class DeviceValues:
         key = dotted_name(node)
         if key is None:
             return None
+        function = self.ctx.index.enclosing_function(node)
+        scope: cst.FunctionDef | cst.Module = function or self.ctx.module
+        if "." in key and scope is not self.ctx.module and not self._bound_in(function, key.split(".", 1)[0]):
+            # `defaults.device = "cpu"` in the script's top-level code (under `__main__`), read
+            # in a function of the file through the module-level object: a string on that path,
+            # whatever the object was built with
+            strings = [
+                v
+                for v in (self.value(e[1], depth + 1) for e in self._assignments_of(self.ctx.module, key))
+                if v is not None and v.kind == STRING
+            ]
+            if strings:
+                return strings[0]
         engine = file_facts(self.ctx).value(node)
         if engine.kind == DEVICE_VALUE and engine.spelled is not None:
             return _from_engine(engine)
-        function = self.ctx.index.enclosing_function(node)
-        scope: cst.FunctionDef | cst.Module = function or self.ctx.module
         found = self._from_assignments(scope, key, node, depth)
         if found is not None:
             return found[0]
@@ -214,9 +226,28 @@ class DeviceValues:
                 return module[0]
         if key in self.ctx.project.device_constants:
             return DeviceValue(OBJECT)  # `settings.DEVICE`: another module binds it to `torch.device(...)`
+        if function is not None and "." in key:
+            handed = self._through_handed_object(function, key, depth)
+            if handed is not None:
+                return handed
         if "." in key and key.rsplit(".", 1)[-1] == "device":
             return self._configured(key, depth)
         return None
+
+    def _module_sets_string(self, node: cst.Attribute, depth: int) -> bool:
+        """The file's top-level code sets this field of a module-level object to a device string
+        (`defaults.device = "cpu"`): not a tensor's device."""
+        key = dotted_name(node)
+        if key is None or type(node.value) is not cst.Name:
+            return False
+        values = {self.value(e[1], depth + 1) for e in self._assignments_of(self.ctx.module, key)}
+        return any(v is not None and v.kind == STRING for v in values)
+
+    def _bound_in(self, function: cst.FunctionDef | None, name: str) -> bool:
+        """`name` is a parameter of `function` or bound in it (not the module's object)."""
+        if function is None or name == "self":
+            return True
+        return _param(function, name) is not None or bool(self._assignments_of(function, name))
 
     def _from_assignments(
         self, scope: cst.FunctionDef | cst.Module, key: str, use: cst.CSTNode | None, depth: int
@@ -232,7 +263,10 @@ class DeviceValues:
             position = order.get(id(use))
             if position is None:
                 return None
-            entries = [e for e in entries if e[0] < position]
+            # (an assignment's own value is read before it binds: `d = torch.device("cpu" if d ==
+            # "cpu" else ...)` compares what `d` held before)
+            around = {id(a) for a in self.ctx.index.ancestors(use) if type(a) is cst.SimpleStatementLine}
+            entries = [e for e in entries if e[0] < position and id(e[2]) not in around]
             if not entries:
                 return None
             latest = entries[-1]
@@ -323,16 +357,30 @@ class DeviceValues:
         """(caller name, value passed for `param`) for the same-file calls of `function`."""
         if depth > 3:
             return
+        for call, passed in self._passed(function, param):
+            value = self.value(passed, depth + 1)
+            if value is not None:
+                caller = self.ctx.index.enclosing_function(call)
+                yield (caller.name.value if caller is not None else "module code"), value
+
+    def _passed(self, function: cst.FunctionDef, param: cst.Param) -> Iterator[tuple[cst.Call, cst.BaseExpression]]:
+        """(call, argument) for what each same-file call of `function` passes for `param`; a
+        class's `__init__` is called by the class's name (`Tracker(args)`)."""
         params = [*function.params.posonly_params, *function.params.params]
-        is_method = type(self.ctx.index.parent(self.ctx.index.parent(function) or function)) is cst.ClassDef
+        owner = self.ctx.index.parent(self.ctx.index.parent(function) or function)
+        is_method = type(owner) is cst.ClassDef
         if is_method and params and params[0].name.value in ("self", "cls"):
             params = params[1:]
         position = next((i for i, p in enumerate(params) if p is param), None)
         name = function.name.value
+        constructor = owner.name.value if type(owner) is cst.ClassDef and name == "__init__" else None
         for call in self.ctx.index.of_type(cst.Call):
             func = call.func
             called = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
-            if called != name or ((type(func) is cst.Name) == is_method):
+            if constructor is not None:
+                if called != constructor:
+                    continue
+            elif called != name or ((type(func) is cst.Name) == is_method):
                 continue
             passed = None
             for index, arg in enumerate(call.args):
@@ -345,12 +393,27 @@ class DeviceValues:
                     and index == position
                 ):
                     passed = arg.value
-            if passed is None:
+            if passed is not None:
+                yield call, passed
+
+    def _through_handed_object(self, function: cst.FunctionDef, key: str, depth: int) -> DeviceValue | None:
+        """`args.device` where `args` is a parameter: a `torch.device` that the object each
+        same-file caller hands in holds there (`args.device = torch.device(...)` under
+        `__main__`, then `Tracker(args)`)."""
+        root, rest = key.split(".", 1)
+        param = _param(function, root)
+        if param is None or depth > 3 or self._assignments_of(function, root):
+            return None
+        for call, passed in self._passed(function, param):
+            if type(passed) is not cst.Name:
                 continue
-            value = self.value(passed, depth + 1)
-            if value is not None:
-                caller = self.ctx.index.enclosing_function(call)
-                yield (caller.name.value if caller is not None else "module code"), value
+            caller = self.ctx.index.enclosing_function(call)
+            scope: cst.FunctionDef | cst.Module = caller or self.ctx.module
+            found = self._from_assignments(scope, f"{passed.value}.{rest}", call, depth + 1)
+            if found is not None and found[0] is not None and found[0].kind == OBJECT:
+                where = caller.name.value if caller is not None else "module code"
+                return DeviceValue(OBJECT, evidence=f"`{passed.value}.{rest}` is a `torch.device` in {where}")
+        return None
 
     def _instance_of(self, node: cst.BaseExpression) -> cst.ClassDef | None:
         """The class whose instance a name holds: `self` in a method, or a helper's parameter
@@ -537,6 +600,13 @@ class DeviceComparedToStringOrBareType(Rule):
       index-less `torch.device("cuda")`: false whenever the setting names an index;
     - `str(x.device) == "cuda"` (the string is `"cuda:0"`), and `str(x.device) != device`
       where `device` is a `torch.device` (a string never equals a device);
+    - a name or setting that holds a device string compared with a `torch.device`: `device =
+      "cpu"` then `device == torch.device("cpu")`, a class attribute `device = "cuda"`, or a
+      module-level object's field the script sets to a string (`defaults.device = "cpu"` under
+      `__main__`) read in a function of the file. A parameter's value comes from the file's calls,
+      a constructor's (`Tracker(args)`) too, and a field of a parameter (`args.device`) from what
+      the object each caller hands in holds there (`args.device = torch.device(...)` before
+      `Tracker(args)`);
     - a `device` parameter compared with an index-less accelerator string: `device ==
       "cuda"` is false when the caller passes `"cuda:0"` (DDP ranks do) or a `torch.device`;
     - a legacy type used as a CUDA test: `t.type() == "torch.cuda.FloatTensor"` or
@@ -731,6 +801,14 @@ class DeviceComparedToStringOrBareType(Rule):
                 )
         if mine.kind == OBJECT and not mine.tensor and (mine.text is None or ":" in mine.text):
             return self._check_configured_object(ctx, values, comparison, mine, code, other, op)
+        if mine.kind == STRING and type(this) is not cst.Call:
+            # a name or setting that holds a device string, compared with a `torch.device`
+            theirs = values.value(other)
+            if theirs is not None and theirs.kind == OBJECT:
+                spelled = ctx.code_for(other)
+                shown = "an indexed device string" if mine.text == INDEXED else f'`"{mine.text}"`'
+                why = f"`{code}` is set to {shown} and `{spelled}` is a `torch.device`, which never equals a string"
+                return self._report(ctx, comparison, always, why, f"torch.device({code}) {op} {spelled}", False)
         return None
 
     def _check_configured_object(

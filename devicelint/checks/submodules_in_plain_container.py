@@ -9,6 +9,7 @@ from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
 from devicelint.analysis.instance_parameters import handed_references
+from devicelint.analysis.model_events import data_parallel_classes, spans_several_gpus
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS,
@@ -34,6 +35,9 @@ from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 REPLACEMENT = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}
 PARAMETER_REPLACEMENT = {"list": "nn.ParameterList", "tuple": "nn.ParameterList", "dict": "nn.ParameterDict"}
+
+
+_UNREGISTERED = "`model.to(device)` never moves them, `state_dict()` never saves them and `parameters()` skips them"
 
 
 @register
@@ -95,16 +99,18 @@ class SubmodulesInPlainContainer(Rule):
     `self.stem = self._make("stem")`). A container whose elements the class moves where it
     uses them (`self.feats[k].to(x.device)`) or feeds host tensors on purpose
     (`self.resamplers[i](x.to(self.device))` with `device="cpu"` by default) is not reported,
-    even if the elements hold parameters that the optimizer then misses.
+    even if the elements hold parameters that the optimizer then misses. A module registered
+    by hand (`add_module`, `setattr`) is reported after all in a module class that
+    `nn.DataParallel` replicates over several GPUs (wrapped, or a submodule of the wrapped model)
+    when the class calls the container's elements like layers: each replica copies the
+    registered submodules, but its copy of the container still holds the original modules on
+    the first GPU.
     """
 
     code = "DL103"
     name = "submodules-in-plain-container"
     summary = "Submodules kept in a plain list or dict are not registered, moved or saved."
-    message = (
-        "`self.{attr}` keeps {what} in a plain {container}: `model.to(device)` never moves them, "
-        "`state_dict()` never saves them and `parameters()` skips them; use `{replacement}`"
-    )
+    message = "`self.{attr}` keeps {what} in a plain {container}: {problem}; use `{replacement}`"
     fix_availability = "unsafe"
     tokens = ("torch", "Module", "PreTrainedModel")
 
@@ -142,6 +148,8 @@ class SubmodulesInPlainContainer(Rule):
                         # `self.members = members`, and every `Ensemble([...])` of the file passes modules
                         plain.setdefault(attr, handed[0])
                         yield self._report(ctx, facts, stored, attr, handed[0], handed[1])
+                if container is not None and attr in looped and attr in called and attr not in facts.submodules:
+                    yield from self._replicated_by_hand(ctx, facts, value, attr, container, _elements(ctx, value, True))
                 if container is None or attr in facts.submodules or attr in looped:
                     continue
                 plain.setdefault(attr, container)
@@ -159,6 +167,8 @@ class SubmodulesInPlainContainer(Rule):
                 site, values, _ = added
                 elements = [k for v in values if (k := _element_kind(ctx, v, attr in called)) and k != "stateless"]
                 if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
+                    if attr in called:
+                        yield from self._replicated_by_hand(ctx, facts, site, attr, plain[attr], elements)
                     continue
                 if elements:
                     yield self._report(ctx, facts, site, attr, plain[attr], elements)
@@ -174,7 +184,14 @@ class SubmodulesInPlainContainer(Rule):
                     yield self._report(ctx, facts, added[0], attr, plain[attr], elements)
 
     def _report(
-        self, ctx: FileContext, facts: ClassFacts, node: cst.CSTNode, attr: str, container: str, elements: list[str]
+        self,
+        ctx: FileContext,
+        facts: ClassFacts,
+        node: cst.CSTNode,
+        attr: str,
+        container: str,
+        elements: list[str],
+        problem: str = _UNREGISTERED,
     ) -> Violation:
         parameters = all(kind == "parameter" for kind in elements)
         replacement = (PARAMETER_REPLACEMENT if parameters else REPLACEMENT)[container]
@@ -185,7 +202,35 @@ class SubmodulesInPlainContainer(Rule):
             container=container,
             what="parameters" if parameters else "submodules",
             replacement=replacement,
+            problem=problem,
         )
+
+    def _replicated_by_hand(
+        self,
+        ctx: FileContext,
+        facts: ClassFacts,
+        node: cst.CSTNode,
+        attr: str,
+        container: str,
+        elements: list[str],
+    ) -> Iterator[Violation]:
+        """A plain container whose modules the class also registers by hand (`add_module`,
+        `setattr`), called like layers, in a module class that `nn.DataParallel` replicates over
+        several GPUs: each replica copies the registered submodules, but its copy of the
+        container still holds the original modules on the first GPU."""
+        replicated = data_parallel_classes(ctx).get(facts.node.name.value)
+        if replicated is None or not spans_several_gpus(replicated[0]):
+            return
+        if not elements or any(kind == "parameter" for kind in elements):
+            return
+        site, whole = replicated
+        owner = f" (a submodule of `{whole}`)" if whole is not None else ""
+        problem = (
+            f"`{site.spelled}` wraps this module{owner}, and its replicas copy the registered submodules "
+            f"but not the {container}, whose every copy still calls the original modules on the first GPU "
+            "(Expected all tensors to be on the same device)"
+        )
+        yield self._report(ctx, facts, node, attr, container, elements, problem)
 
 
 def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = False) -> str | None:

@@ -12,7 +12,7 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.instance_parameters import handed_references
-from devicelint.analysis.model_events import WrapperSite, data_parallel_classes
+from devicelint.analysis.model_events import data_parallel_classes, spans_several_gpus
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
@@ -94,7 +94,7 @@ class TensorAttributeNotRegistered(Rule):
     tensor is created on the CPU, is neither an `nn.Parameter` nor registered with
     `register_buffer`, and a method later computes with it (not only reads its shape or value).
     Also flags tensors kept in a plain list, tuple or dict attribute (`self.anchors = []` then
-    `self.anchors.append(t)`), even when each one is registered as a buffer as well, and, in a
+    `self.anchors.append(t)`; also inside tuples or dicts put there, `self.stats[k] = {"mean": m}`), even when each one is registered as a buffer as well, and, in a
     class that overrides `to`, `cuda` or `_apply`, every tensor attribute the override does not
     move. A tensor that `__init__` computes from the module's own parameters
     (`self.W = self.A @ self.B`, not detached) is reported even where every use moves it, and
@@ -286,7 +286,7 @@ class TensorAttributeNotRegistered(Rule):
         get copies of the parameters and buffers only, so every replica reads this one tensor from
         the GPU it was put on."""
         replicated = data_parallel_classes(ctx).get(facts.node.name.value)
-        if replicated is None or not _spans_gpus(replicated[0]):
+        if replicated is None or not spans_several_gpus(replicated[0]):
             return
         site, whole = replicated
         for attr, assignments in _plain_attributes(facts, moved).items():
@@ -565,6 +565,8 @@ def _stale_tensor(ctx: FileContext, facts: ClassFacts, element: cst.BaseExpressi
         return facts.dynamic_buffers and type(first) is cst.Name and first.value == "self"
     if isinstance(element, (cst.Tuple, cst.List)):  # `self.stats[name] = (mean, std)`
         return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if type(e) is not cst.StarredElement)
+    if type(element) is cst.Dict:  # `self.stats[name] = {"mean": mean, "std": std}`
+        return any(_stale_tensor(ctx, facts, e.value) for e in element.elements if type(e) is cst.DictElement)
     attr = self_attribute(element)
     if attr is not None:
         return attr in facts.buffers
@@ -803,15 +805,6 @@ def _host_copy(ctx: FileContext, value: cst.BaseExpression) -> bool:
         and type(value.args[0].value) is cst.SimpleString
         and literal_value(value.args[0].value) == "cpu"
     )
-
-
-def _spans_gpus(site: WrapperSite) -> bool:
-    """The wrapper may run on several GPUs: no `device_ids` (every visible GPU) or a list of
-    more than one."""
-    ids = site.device_ids
-    if ids is None:
-        return True
-    return not (isinstance(ids, (cst.List, cst.Tuple)) and len(ids.elements) < 2)
 
 
 def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:

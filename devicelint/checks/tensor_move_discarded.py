@@ -21,6 +21,7 @@ from devicelint.analysis.placement_facts import (
     PRESERVING_METHODS,
     TENSOR_ONLY_METHODS,
     UNKNOWN,
+    VARIABLE_WRAPPERS,
     Fact,
     is_tensor_function,
 )
@@ -603,6 +604,8 @@ def _tensor_making_call(ctx: FileContext, value: cst.BaseExpression) -> cst.Call
     if type(value) is not cst.Call:
         return None
     qualified = ctx.qualified_name(value.func) or ""
+    if qualified in VARIABLE_WRAPPERS and value.args and value.args[0].keyword is None:
+        return _tensor_making_call(ctx, value.args[0].value)  # `Variable(t)` is `t` itself
     namespace, _, last = qualified.rpartition(".")
     if namespace != "torch":
         return None

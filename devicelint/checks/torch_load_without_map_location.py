@@ -26,7 +26,13 @@ class TorchLoadWithoutMapLocation(Rule):
     """
     ## What it does
     Flags `torch.load(...)` calls that pass no `map_location`, by keyword or as the second
-    positional argument.
+    positional argument, or that pass `None`, which is the same: `map_location=None`, either
+    branch of `None if ... else "cpu"`, or a name of the same function bound to `None` that no
+    later binding replaces on every path to the load (`loc = None`, then `if resume: loc =
+    "cpu"`). A `None` chosen only where a GPU is available (`None if torch.cuda.is_available()
+    else "cpu"`, or `loc = None` then `if not torch.cuda.is_available(): loc = "cpu"`; also under
+    the program's own device switch, `if args.cpu:`) is the guarded load of the known limits
+    below, written another way, and is not reported.
 
     ## Why it is a bug on a GPU
     `torch.load` puts every tensor back on the device it was saved from. A checkpoint written
@@ -118,7 +124,7 @@ class TorchLoadWithoutMapLocation(Rule):
     name = "torch-load-without-map-location"
     summary = "`torch.load` without `map_location` restores tensors to the device they were saved on."
     message = (
-        "`{call}` has no `map_location`: a checkpoint saved on a GPU fails on a CPU-only machine "
+        "`{call}` {lack}: a checkpoint saved on a GPU fails on a CPU-only machine "
         'or lands on the saving GPU; pass `map_location=device` (or "cpu")'
     )
     fix_availability = "unsafe"
@@ -130,12 +136,25 @@ class TorchLoadWithoutMapLocation(Rule):
         for call in ctx.index.of_type(cst.Call):
             if ctx.qualified_name(call.func) not in LOADERS:
                 continue
-            if _has_map_location(call.args) or _loads_in_memory_buffer(ctx, call) or _guarded_by_cuda(ctx, call):
+            none = _map_location_none(ctx, call)
+            if none is None and _has_map_location(call.args):
+                continue
+            if _loads_in_memory_buffer(ctx, call) or _guarded_by_cuda(ctx, call):
                 continue
             payloads = payloads or Payloads(ctx)
             if payloads.host_only(call):
                 continue
-            yield self.violation(call, fix=_add_map_location(ctx, call), call=_short(ctx, call))
+            if none is not None:
+                lack = (
+                    "passes `map_location=None`, which maps nothing"
+                    if none == "None"
+                    else f"passes `map_location={none}`, which can be `None` (no mapping)"
+                )
+                yield self.violation(call, call=_short(ctx, call), lack=lack)
+                continue
+            yield self.violation(
+                call, fix=_add_map_location(ctx, call), call=_short(ctx, call), lack="has no `map_location`"
+            )
 
 
 CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})
@@ -279,6 +298,144 @@ def _binds(target: cst.BaseExpression, name: str) -> bool:
     if type(target) in (cst.Tuple, cst.List):
         return any(_binds(e.value, name) for e in target.elements)  # type: ignore[attr-defined]  # a Tuple or List
     return _is_name(target, name)
+
+
+def _map_location_value(call: cst.Call) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "map_location":
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[1].value if len(positional) > 1 else None
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    if type(node) is cst.IfExp:
+        return _is_none(node.body) or _is_none(node.orelse)
+    return type(node) is cst.Name and node.value == "None"
+
+
+_BLOCKS = (cst.If, cst.Else, cst.For, cst.While, cst.Try, cst.ExceptHandler, cst.Finally, cst.Match)
+
+
+def _map_location_none(ctx: FileContext, call: cst.Call) -> str | None:
+    """The load's `map_location` is `None` on some path: the literal, a conditional expression with
+    a `None` branch, or a name of the function whose last `None` binding before the load is not
+    replaced by a later binding at the same or an outer level (`map_location = None` then
+    `if not torch.cuda.is_available(): map_location = "cpu"`). Its source, else None."""
+    value = _map_location_value(call)
+    if value is None:
+        return None
+    if _is_none(value):
+        return None if _guarded_none(ctx, value) else ctx.code_for(value)
+    if type(value) is not cst.Name:
+        return None
+    scope: cst.CSTNode = ctx.index.enclosing_function(call) or ctx.module
+    at = ctx.index.position(call)
+    assigned: list[cst.Assign] = []
+    for node in ctx.index.walk(scope):
+        if ctx.index.position(node) >= at:
+            break
+        if type(node) is cst.Assign and (ctx.index.enclosing_function(node) or ctx.module) is scope:
+            if any(_binds(t.target, value.value) for t in node.targets):
+                assigned.append(node)
+        elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr) and _binds_any(node, value.value):
+            return None  # bound some other way: left alone
+    nones = [a for a in assigned if len(a.targets) == 1 and type(a.targets[0].target) is cst.Name and _is_none(a.value)]
+    if nones and _guarded_none(ctx, nones[-1].value):
+        return None
+    if not nones:
+        return None
+    last_none = nones[-1]
+    outer = _enclosing_blocks(ctx, last_none, scope)
+    laters = assigned[assigned.index(last_none) + 1 :]
+    for later in laters:
+        if _enclosing_blocks(ctx, later, scope) <= outer:
+            return None  # replaced on every path from the `None`
+    if laters and all(_set_without_gpu(ctx, later, last_none) for later in laters):
+        # `m = None` then `if not torch.cuda.is_available(): m = "cpu"`: the guarded load
+        # (`if torch.cuda.is_available(): torch.load(p)`, else with `map_location=`) again
+        return None
+    start = ctx.index.position(last_none)
+    for node in ctx.index.walk(scope):
+        position = ctx.index.position(node)
+        if position >= at:
+            break
+        if (
+            position > start
+            and type(node) is cst.If
+            and _enclosing_blocks(ctx, node, scope) <= outer
+            and _always_binds(node, value.value)
+        ):
+            return None  # `if ...: m = a` / `else: m = b` replaces it on both paths
+    return value.value
+
+
+def _guarded_none(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`None if torch.cuda.is_available() else "cpu"` (or under the program's own device switch,
+    `None if use_gpu else "cpu"`): the guarded load written inline, which DL501 leaves alone."""
+    if type(value) is not cst.IfExp:
+        return False
+    if _cuda_test(ctx, value.test) is not None:
+        return True
+    other = value.orelse if _is_none(value.body) else value.body
+    return is_device_guard(value.test, ctx) and _host_text(ctx, other)
+
+
+def _host_text(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    text = ctx.code_for(value).lower()
+    return not _ACCELERATOR_TEXT.search(text) and ("cpu" in text or type(value) is cst.Lambda)
+
+
+def _set_without_gpu(ctx: FileContext, binding: cst.Assign, start: cst.CSTNode) -> bool:
+    """`binding` runs only on a machine without a GPU: in the branch of the nearest `if` (not
+    around `start`) that `torch.cuda.is_available()` does not take, or under the program's own
+    device switch (`if args.cpu:`) when it maps to the host, as DL501's guarded loads are."""
+    child: cst.CSTNode = binding
+    around = set(map(id, ctx.index.ancestors(start)))
+    for ancestor in ctx.index.ancestors(binding):
+        if type(ancestor) is cst.If and id(ancestor) not in around and child is not ancestor.test:
+            taken = _cuda_test(ctx, ancestor.test)
+            if taken is None:
+                return is_device_guard(ancestor.test, ctx) and _host_text(ctx, binding.value)
+            return (child is ancestor.body) != taken
+        child = ancestor
+    return False
+
+
+def _always_binds(statement: cst.CSTNode, name: str) -> bool:
+    """Every path through `statement` (an `if`/`elif`/`else` chain, or a simple statement)
+    assigns `name`."""
+    if type(statement) is cst.If:
+        orelse = statement.orelse
+        if orelse is None:
+            return False
+        if not _block_binds(statement.body, name):
+            return False
+        return _always_binds(orelse, name) if isinstance(orelse, cst.If) else _block_binds(orelse.body, name)
+    if type(statement) is cst.SimpleStatementLine:
+        return any(type(s) is cst.Assign and any(_binds(t.target, name) for t in s.targets) for s in statement.body)
+    return False
+
+
+def _block_binds(block: cst.BaseSuite, name: str) -> bool:
+    body = block.body if type(block) is cst.IndentedBlock else [block]
+    return any(_always_binds(statement, name) for statement in body)
+
+
+def _binds_any(node: cst.CSTNode, name: str) -> bool:
+    target = getattr(node, "target", None)
+    return isinstance(target, cst.BaseExpression) and _binds(target, name)
+
+
+def _enclosing_blocks(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> set[int]:
+    """The ids of the conditional and loop blocks between `node` and `scope`."""
+    blocks: set[int] = set()
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is scope:
+            break
+        if isinstance(ancestor, _BLOCKS):
+            blocks.add(id(ancestor))
+    return blocks
 
 
 def _has_map_location(args: Sequence[cst.Arg]) -> bool:

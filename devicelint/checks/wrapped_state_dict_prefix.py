@@ -10,6 +10,7 @@ from devicelint.analysis.model_events import (
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
     WrapperSite,
+    built_on_cpu,
     chain_base,
     history,
     resolver_for,
@@ -101,7 +102,8 @@ class WrappedStateDictPrefix(Rule):
     bare model. Files whose code (not comments) has a `"module."` or
     `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
     to handle the prefix. The loaded model must be built from a class call in the function that
-    loads it, or in each caller of a helper that receives it (`load_checkpoint(net, path)`);
+    loads it (or a call of a builder function of the file whose every return hands back a
+    model it built and neither wrapped nor moved, `model = make_net()`), or in each caller of a helper that receives it (`load_checkpoint(net, path)`);
     a saved model is followed the same way through a save helper (`save_checkpoint(model,
     path)`, also with `self.model`), one level deep, with the caller's path put in. A wrapper
     returned by a function of the file (`model = parallelize(net)`) counts as a wrapper. A
@@ -616,4 +618,6 @@ def _bare(ctx: FileContext, var: str, at: cst.CSTNode) -> bool:
     if qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
         return False
     callee = (dotted_name(base.func) or "").rsplit(".", 1)[-1]
-    return facts.trusted or callee[:1].isupper() or callee == "from_pretrained"
+    # (or a builder function of the file whose every return hands back a model it built and
+    # never wrapped or moved: `model = make_net()`)
+    return facts.trusted or callee[:1].isupper() or callee == "from_pretrained" or built_on_cpu(ctx, base, None)

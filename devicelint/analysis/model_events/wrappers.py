@@ -540,6 +540,15 @@ def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
     return found
 
 
+def spans_several_gpus(site: WrapperSite) -> bool:
+    """The wrapper may run on several GPUs: no `device_ids` (every visible GPU) or a list of
+    more than one."""
+    ids = site.device_ids
+    if ids is None:
+        return True
+    return not (isinstance(ids, (cst.List, cst.Tuple)) and len(ids.elements) < 2)
+
+
 def data_parallel_classes(ctx: FileContext) -> dict[str, tuple[WrapperSite, str | None]]:
     """The module classes of the file whose instances `nn.DataParallel` replicates on every
     step: each wrapped class (with `None`) and the module classes of the file it holds as
