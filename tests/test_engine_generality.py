@@ -7931,3 +7931,37 @@ def test_a_tensor_of_a_local_bound_to_a_signed_number_expression_is_0_dim() -> N
         """
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+# -- DL303: an if/else whose two arms both update the scaler updates on every path ----------------
+
+AMP_SKIP_BAD_STEP = """
+    import torch
+
+
+    def fit(net, batches, opt, amp_scaler, max_norm=1.0):
+        for images, labels in batches:
+            with torch.autocast("cuda"):
+                out = net(images.cuda())
+                loss = torch.nn.functional.mse_loss(out, labels.cuda())
+            amp_scaler.scale(loss).backward()
+            amp_scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
+            if torch.isnan(norm) or torch.isinf(norm):
+                print("bad gradients, dropping this batch")
+                {skip_branch}
+            else:
+                amp_scaler.step(opt)
+                amp_scaler.update()
+            opt.zero_grad(set_to_none=True)
+"""
+
+
+def test_an_update_in_both_arms_of_the_skip_test_is_not_reported_as_skipped() -> None:
+    clean = AMP_SKIP_BAD_STEP.format(skip_branch="amp_scaler.update()")
+    assert [f for f in _found(clean) if f[1] == "DL303"] == []
+
+
+def test_an_update_only_in_the_stepping_arm_is_still_reported() -> None:
+    bad = AMP_SKIP_BAD_STEP.format(skip_branch="pass")
+    assert [f for f in _found(bad) if f[1] == "DL303"] == [(18, "DL303")]
