@@ -7965,3 +7965,114 @@ def test_an_update_in_both_arms_of_the_skip_test_is_not_reported_as_skipped() ->
 def test_an_update_only_in_the_stepping_arm_is_still_reported() -> None:
     bad = AMP_SKIP_BAD_STEP.format(skip_branch="pass")
     assert [f for f in _found(bad) if f[1] == "DL303"] == [(18, "DL303")]
+
+
+# -- the default device: an f-string accelerator, a helper of the caller, a `with` block, main() ---
+
+DEFAULT_SET_BY_CONFIGURE = """
+    import os
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    def configure(rank):
+        torch.set_default_device(f"cuda:{{rank}}")
+
+
+    def make_batches(dataset):
+        return DataLoader(dataset, batch_size=8, shuffle=True)
+
+
+    def run():
+        rank = int(os.environ.get("RANK", "0"))
+        {first}
+        {second}
+        for (ids,) in loader:
+            print(ids.sum())
+"""
+
+
+def test_a_default_set_with_an_f_string_by_a_helper_the_caller_ran_first_is_in_force() -> None:
+    bad = DEFAULT_SET_BY_CONFIGURE.format(
+        first="configure(rank)", second="loader = make_batches(TensorDataset(torch.arange(100)))"
+    )
+    assert [f for f in _found(bad) if f[1] == "DL114"] == [(13, "DL114")]
+
+
+def test_a_default_set_after_the_loader_is_built_is_not_in_force_there() -> None:
+    clean = DEFAULT_SET_BY_CONFIGURE.format(
+        first="loader = make_batches(TensorDataset(torch.arange(100)))", second="configure(rank)"
+    )
+    assert [f for f in _found(clean) if f[1] == "DL114"] == []
+
+
+DDP_UNDER_DEVICE_BLOCK = """
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel
+
+
+    def make_encoder(width):
+        return nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, 16))
+
+
+    def worker(rank, world):
+        dist.init_process_group("nccl", rank=rank, world_size=world)
+        torch.cuda.set_device(rank)
+        {build}
+        ddp = DistributedDataParallel(encoder, device_ids=[rank])
+        feats = torch.randn(32, 512).to(rank)
+        ddp(feats).sum().backward()
+"""
+
+
+def test_a_model_built_inside_a_device_block_is_on_the_gpu_for_ddp() -> None:
+    clean = DDP_UNDER_DEVICE_BLOCK.format(
+        build='with torch.device(f"cuda:{rank}"):\n            encoder = make_encoder(512)'
+    )
+    assert [f for f in _found(clean) if f[1] == "DL205"] == []
+
+
+def test_a_model_built_outside_any_device_block_is_still_reported_for_ddp() -> None:
+    bad = DDP_UNDER_DEVICE_BLOCK.format(build="encoder = make_encoder(512)")
+    assert [f for f in _found(bad) if f[1] == "DL205"] == [(16, "DL205")]
+
+
+DEFAULT_SET_IN_MAIN = """
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    def fit(net, table, epochs):
+        criterion = nn.NLLLoss(){move}
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(epochs):
+            for feats, target in DataLoader(table, batch_size=32):
+                loss = criterion(net(feats).log_softmax(-1), target)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+
+
+    def main():
+        {setter}
+        table = TensorDataset(torch.randn(256, 12), torch.randint(0, 3, (256,)))
+        fit(nn.Linear(12, 3), table, 2)
+
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_loader_batches_under_a_default_set_by_the_scripts_main_are_not_known_host_tensors() -> None:
+    clean = DEFAULT_SET_IN_MAIN.format(setter='torch.set_default_tensor_type("torch.cuda.FloatTensor")', move="")
+    assert [f for f in _found(clean) if f[1] == "DL105"] == []
+
+
+def test_loader_batches_without_a_default_are_still_host_tensors() -> None:
+    bad = DEFAULT_SET_IN_MAIN.format(setter="torch.manual_seed(0)", move=".cuda()\n        net = net.cuda()")
+    assert {f for f in _found(bad) if f[1] == "DL105"} == {(13, "DL105")}
