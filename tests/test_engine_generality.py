@@ -8076,3 +8076,97 @@ def test_loader_batches_under_a_default_set_by_the_scripts_main_are_not_known_ho
 def test_loader_batches_without_a_default_are_still_host_tensors() -> None:
     bad = DEFAULT_SET_IN_MAIN.format(setter="torch.manual_seed(0)", move=".cuda()\n        net = net.cuda()")
     assert {f for f in _found(bad) if f[1] == "DL105"} == {(13, "DL105")}
+
+
+# -- DL111: optimizer state that Optimizer.load_state_dict cannot move, loaded onto the CPU ----------
+
+GROUP_TENSOR_OPTIMIZER = """
+    import torch
+    from torch import nn
+
+
+    class TrustSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1, decay=0.9):
+            super().__init__(params, dict(lr=lr, decay=decay))
+        {restore}
+        @torch.no_grad()
+        def step(self):
+            for pg in self.param_groups:
+                if "norm_avg" not in pg:
+                    pg["norm_avg"] = torch.zeros(len(pg["params"]), device=pg["params"][0].device)
+                for k, w in enumerate(pg["params"]):
+                    pg["norm_avg"][k].mul_(pg["decay"]).add_(w.grad.norm())
+                    w.add_(w.grad / (1e-6 + pg["norm_avg"][k]), alpha=-pg["lr"])
+
+
+    def resume(path):
+        net = nn.Linear(16, 4).cuda()
+        opt = TrustSGD(net.parameters())
+        saved = torch.load(path, map_location=torch.device("cpu"))
+        net.load_state_dict(saved["net"])
+        opt.load_state_dict(saved["opt_state"])
+        return net, opt
+"""
+
+RESTORE = """
+        def load_state_dict(self, state_dict):
+            super().load_state_dict(state_dict)
+            for pg in self.param_groups:
+                if "norm_avg" in pg:
+                    pg["norm_avg"] = pg["norm_avg"].to(pg["params"][0].device)
+"""
+
+
+def test_a_tensor_kept_in_param_groups_and_loaded_onto_the_cpu_is_reported() -> None:
+    bad = GROUP_TENSOR_OPTIMIZER.format(restore="")
+    assert [f for f in _found(bad) if f[1] == "DL111"] == [(25, "DL111")]
+
+
+def test_an_optimizer_that_moves_its_group_tensors_when_loading_is_clean() -> None:
+    clean = GROUP_TENSOR_OPTIMIZER.format(restore=RESTORE)
+    assert [f for f in _found(clean) if f[1] == "DL111"] == []
+
+
+OBJECT_STATE_OPTIMIZER = """
+    import torch
+    from torch import nn
+
+
+    class KFactor:
+        def __init__(self, weight):
+            self.a = torch.zeros(weight.shape[1], weight.shape[1], device=weight.device)
+            self.g = torch.zeros(weight.shape[0], weight.shape[0], device=weight.device)
+
+
+    class KFAC(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.01):
+            super().__init__(params, dict(lr=lr))
+
+        def step(self):
+            for group in self.param_groups:
+                for w in group["params"]:
+                    entry = self.state[w]
+                    if "factors" not in entry:
+                        entry["factors"] = KFactor(w)
+                    f = entry["factors"]
+                    f.g.add_(w.grad @ w.grad.T)
+                    w.data.add_(f.g @ w.grad, alpha=-group["lr"])
+
+
+    def restart(ckpt_file, device):
+        net = nn.Linear(8, 8).to(device)
+        opt = KFAC(net.parameters())
+        blob = torch.load(ckpt_file, map_location={where})
+        opt.load_state_dict(blob["kfac"])
+        return opt
+"""
+
+
+def test_tensors_inside_objects_of_the_state_loaded_onto_the_cpu_are_reported() -> None:
+    bad = OBJECT_STATE_OPTIMIZER.format(where='"cpu"')
+    assert [f for f in _found(bad) if f[1] == "DL111"] == [(31, "DL111")]
+
+
+def test_the_same_state_loaded_onto_the_parameters_device_is_clean() -> None:
+    clean = OBJECT_STATE_OPTIMIZER.format(where="device")
+    assert [f for f in _found(clean) if f[1] == "DL111"] == []
