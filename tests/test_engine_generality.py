@@ -8170,3 +8170,47 @@ def test_tensors_inside_objects_of_the_state_loaded_onto_the_cpu_are_reported() 
 def test_the_same_state_loaded_onto_the_parameters_device_is_clean() -> None:
     clean = OBJECT_STATE_OPTIMIZER.format(where="device")
     assert [f for f in _found(clean) if f[1] == "DL111"] == []
+
+
+# -- DL101: `device=self.device`, the constructor's CPU snapshot, read after the module moved --------
+
+KEPT_DEVICE = """
+    import torch
+    from torch import nn
+
+
+    class RayCaster(nn.Module):
+        def __init__(self, steps, dev="cpu"):
+            super().__init__()
+            self.dev = torch.device(dev)
+            self.steps = steps
+            self.register_buffer("density", torch.rand(32, 32, 32))
+
+        def _depths(self):
+            return torch.linspace(0.0, 1.0, self.steps, device={where})
+
+        def forward(self, origins):
+            t = self._depths()
+            return self.density.mean() * t
+
+
+    caster = RayCaster(64)
+    caster.cuda()
+"""
+
+
+def test_a_factory_on_the_device_the_constructor_kept_is_on_the_cpu_after_the_move() -> None:
+    bad = KEPT_DEVICE.format(where="self.dev")
+    found = [(line, code) for line, code in _found(bad) if code == "DL101"]
+    assert found == [(14, "DL101")]
+    assert any("the constructor stored" in m for m in _messages(bad))
+
+
+def test_a_factory_on_a_registered_buffers_device_follows_the_move() -> None:
+    clean = KEPT_DEVICE.format(where="self.density.device")
+    assert [f for f in _found(clean) if f[1] == "DL101"] == []
+
+
+def test_a_kept_device_that_a_construction_sets_to_the_gpu_is_not_claimed() -> None:
+    clean = KEPT_DEVICE.format(where="self.dev").replace("RayCaster(64)", 'RayCaster(64, dev="cuda")')
+    assert [f for f in _found(clean) if f[1] == "DL101"] == []
