@@ -8274,3 +8274,286 @@ def test_an_assignment_value_reads_the_name_before_it_is_rebound() -> None:
         """
     )
     assert [f for f in _found(source) if f[1] == "DL502"] == []
+
+
+# -- DL303: an if/else whose two arms both update the scaler updates on every path ----------------
+
+AMP_SKIP_BAD_STEP = """
+    import torch
+
+
+    def fit(net, batches, opt, amp_scaler, max_norm=1.0):
+        for images, labels in batches:
+            with torch.autocast("cuda"):
+                out = net(images.cuda())
+                loss = torch.nn.functional.mse_loss(out, labels.cuda())
+            amp_scaler.scale(loss).backward()
+            amp_scaler.unscale_(opt)
+            norm = torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
+            if torch.isnan(norm) or torch.isinf(norm):
+                print("bad gradients, dropping this batch")
+                {skip_branch}
+            else:
+                amp_scaler.step(opt)
+                amp_scaler.update()
+            opt.zero_grad(set_to_none=True)
+"""
+
+
+def test_an_update_in_both_arms_of_the_skip_test_is_not_reported_as_skipped() -> None:
+    clean = AMP_SKIP_BAD_STEP.format(skip_branch="amp_scaler.update()")
+    assert [f for f in _found(clean) if f[1] == "DL303"] == []
+
+
+def test_an_update_only_in_the_stepping_arm_is_still_reported() -> None:
+    bad = AMP_SKIP_BAD_STEP.format(skip_branch="pass")
+    assert [f for f in _found(bad) if f[1] == "DL303"] == [(18, "DL303")]
+
+
+# -- the default device: an f-string accelerator, a helper of the caller, a `with` block, main() ---
+
+DEFAULT_SET_BY_CONFIGURE = """
+    import os
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    def configure(rank):
+        torch.set_default_device(f"cuda:{{rank}}")
+
+
+    def make_batches(dataset):
+        return DataLoader(dataset, batch_size=8, shuffle=True)
+
+
+    def run():
+        rank = int(os.environ.get("RANK", "0"))
+        {first}
+        {second}
+        for (ids,) in loader:
+            print(ids.sum())
+"""
+
+
+def test_a_default_set_with_an_f_string_by_a_helper_the_caller_ran_first_is_in_force() -> None:
+    bad = DEFAULT_SET_BY_CONFIGURE.format(
+        first="configure(rank)", second="loader = make_batches(TensorDataset(torch.arange(100)))"
+    )
+    assert [f for f in _found(bad) if f[1] == "DL114"] == [(13, "DL114")]
+
+
+def test_a_default_set_after_the_loader_is_built_is_not_in_force_there() -> None:
+    clean = DEFAULT_SET_BY_CONFIGURE.format(
+        first="loader = make_batches(TensorDataset(torch.arange(100)))", second="configure(rank)"
+    )
+    assert [f for f in _found(clean) if f[1] == "DL114"] == []
+
+
+DDP_UNDER_DEVICE_BLOCK = """
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel
+
+
+    def make_encoder(width):
+        return nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, 16))
+
+
+    def worker(rank, world):
+        dist.init_process_group("nccl", rank=rank, world_size=world)
+        torch.cuda.set_device(rank)
+        {build}
+        ddp = DistributedDataParallel(encoder, device_ids=[rank])
+        feats = torch.randn(32, 512).to(rank)
+        ddp(feats).sum().backward()
+"""
+
+
+def test_a_model_built_inside_a_device_block_is_on_the_gpu_for_ddp() -> None:
+    clean = DDP_UNDER_DEVICE_BLOCK.format(
+        build='with torch.device(f"cuda:{rank}"):\n            encoder = make_encoder(512)'
+    )
+    assert [f for f in _found(clean) if f[1] == "DL205"] == []
+
+
+def test_a_model_built_outside_any_device_block_is_still_reported_for_ddp() -> None:
+    bad = DDP_UNDER_DEVICE_BLOCK.format(build="encoder = make_encoder(512)")
+    assert [f for f in _found(bad) if f[1] == "DL205"] == [(16, "DL205")]
+
+
+DEFAULT_SET_IN_MAIN = """
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    def fit(net, table, epochs):
+        criterion = nn.NLLLoss(){move}
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(epochs):
+            for feats, target in DataLoader(table, batch_size=32):
+                loss = criterion(net(feats).log_softmax(-1), target)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+
+
+    def main():
+        {setter}
+        table = TensorDataset(torch.randn(256, 12), torch.randint(0, 3, (256,)))
+        fit(nn.Linear(12, 3), table, 2)
+
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_loader_batches_under_a_default_set_by_the_scripts_main_are_not_known_host_tensors() -> None:
+    clean = DEFAULT_SET_IN_MAIN.format(setter='torch.set_default_tensor_type("torch.cuda.FloatTensor")', move="")
+    assert [f for f in _found(clean) if f[1] == "DL105"] == []
+
+
+def test_loader_batches_without_a_default_are_still_host_tensors() -> None:
+    bad = DEFAULT_SET_IN_MAIN.format(setter="torch.manual_seed(0)", move=".cuda()\n        net = net.cuda()")
+    assert {f for f in _found(bad) if f[1] == "DL105"} == {(13, "DL105")}
+
+
+# -- DL111: optimizer state that Optimizer.load_state_dict cannot move, loaded onto the CPU ----------
+
+GROUP_TENSOR_OPTIMIZER = """
+    import torch
+    from torch import nn
+
+
+    class TrustSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1, decay=0.9):
+            super().__init__(params, dict(lr=lr, decay=decay))
+        {restore}
+        @torch.no_grad()
+        def step(self):
+            for pg in self.param_groups:
+                if "norm_avg" not in pg:
+                    pg["norm_avg"] = torch.zeros(len(pg["params"]), device=pg["params"][0].device)
+                for k, w in enumerate(pg["params"]):
+                    pg["norm_avg"][k].mul_(pg["decay"]).add_(w.grad.norm())
+                    w.add_(w.grad / (1e-6 + pg["norm_avg"][k]), alpha=-pg["lr"])
+
+
+    def resume(path):
+        net = nn.Linear(16, 4).cuda()
+        opt = TrustSGD(net.parameters())
+        saved = torch.load(path, map_location=torch.device("cpu"))
+        net.load_state_dict(saved["net"])
+        opt.load_state_dict(saved["opt_state"])
+        return net, opt
+"""
+
+RESTORE = """
+        def load_state_dict(self, state_dict):
+            super().load_state_dict(state_dict)
+            for pg in self.param_groups:
+                if "norm_avg" in pg:
+                    pg["norm_avg"] = pg["norm_avg"].to(pg["params"][0].device)
+"""
+
+
+def test_a_tensor_kept_in_param_groups_and_loaded_onto_the_cpu_is_reported() -> None:
+    bad = GROUP_TENSOR_OPTIMIZER.format(restore="")
+    assert [f for f in _found(bad) if f[1] == "DL111"] == [(25, "DL111")]
+
+
+def test_an_optimizer_that_moves_its_group_tensors_when_loading_is_clean() -> None:
+    clean = GROUP_TENSOR_OPTIMIZER.format(restore=RESTORE)
+    assert [f for f in _found(clean) if f[1] == "DL111"] == []
+
+
+OBJECT_STATE_OPTIMIZER = """
+    import torch
+    from torch import nn
+
+
+    class KFactor:
+        def __init__(self, weight):
+            self.a = torch.zeros(weight.shape[1], weight.shape[1], device=weight.device)
+            self.g = torch.zeros(weight.shape[0], weight.shape[0], device=weight.device)
+
+
+    class KFAC(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.01):
+            super().__init__(params, dict(lr=lr))
+
+        def step(self):
+            for group in self.param_groups:
+                for w in group["params"]:
+                    entry = self.state[w]
+                    if "factors" not in entry:
+                        entry["factors"] = KFactor(w)
+                    f = entry["factors"]
+                    f.g.add_(w.grad @ w.grad.T)
+                    w.data.add_(f.g @ w.grad, alpha=-group["lr"])
+
+
+    def restart(ckpt_file, device):
+        net = nn.Linear(8, 8).to(device)
+        opt = KFAC(net.parameters())
+        blob = torch.load(ckpt_file, map_location={where})
+        opt.load_state_dict(blob["kfac"])
+        return opt
+"""
+
+
+def test_tensors_inside_objects_of_the_state_loaded_onto_the_cpu_are_reported() -> None:
+    bad = OBJECT_STATE_OPTIMIZER.format(where='"cpu"')
+    assert [f for f in _found(bad) if f[1] == "DL111"] == [(31, "DL111")]
+
+
+def test_the_same_state_loaded_onto_the_parameters_device_is_clean() -> None:
+    clean = OBJECT_STATE_OPTIMIZER.format(where="device")
+    assert [f for f in _found(clean) if f[1] == "DL111"] == []
+
+
+# -- DL101: `device=self.device`, the constructor's CPU snapshot, read after the module moved --------
+
+KEPT_DEVICE = """
+    import torch
+    from torch import nn
+
+
+    class RayCaster(nn.Module):
+        def __init__(self, steps, dev="cpu"):
+            super().__init__()
+            self.dev = torch.device(dev)
+            self.steps = steps
+            self.register_buffer("density", torch.rand(32, 32, 32))
+
+        def _depths(self):
+            return torch.linspace(0.0, 1.0, self.steps, device={where})
+
+        def forward(self, origins):
+            t = self._depths()
+            return self.density.mean() * t
+
+
+    caster = RayCaster(64)
+    caster.cuda()
+"""
+
+
+def test_a_factory_on_the_device_the_constructor_kept_is_on_the_cpu_after_the_move() -> None:
+    bad = KEPT_DEVICE.format(where="self.dev")
+    found = [(line, code) for line, code in _found(bad) if code == "DL101"]
+    assert found == [(14, "DL101")]
+    assert any("the constructor stored" in m for m in _messages(bad))
+
+
+def test_a_factory_on_a_registered_buffers_device_follows_the_move() -> None:
+    clean = KEPT_DEVICE.format(where="self.density.device")
+    assert [f for f in _found(clean) if f[1] == "DL101"] == []
+
+
+def test_a_kept_device_that_a_construction_sets_to_the_gpu_is_not_claimed() -> None:
+    clean = KEPT_DEVICE.format(where="self.dev").replace("RayCaster(64)", 'RayCaster(64, dev="cuda")')
+    assert [f for f in _found(clean) if f[1] == "DL101"] == []

@@ -51,6 +51,8 @@ UNKNOWN = DefaultDevice(UNKNOWN_DEFAULT, device="?")
 def _device_type(text: str) -> str:
     if text.startswith("torch.cuda."):
         return "cuda"
+    if text[:1] in "fF" and text[1:2] in ("'", '"'):
+        text = text[2:]  # `f"cuda:{rank}"`, as accelerator_default spells it
     return text.split(":", 1)[0]
 
 

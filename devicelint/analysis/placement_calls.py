@@ -32,6 +32,7 @@ from devicelint.analysis.host_modules import (
     loaded_builder,
     loaded_model_on_host,
 )
+from devicelint.analysis.kept_devices import kept_cpu_device
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_classes import is_parameter_call, module_constructor
 from devicelint.analysis.placement_facts import (
@@ -563,6 +564,9 @@ class CallEvaluation:
         on_host_anyway = ignores_default_device(call, short)
         if not has_device and default is not None and default.kind == DEVICE_VALUE and not on_host_anyway:
             return self._placed(default, None)  # after this function's own `set_default_device`
+        if has_device and device_node is not None and self._kept_cpu_device(call, device_node):
+            # `device=self.device`, the constructor's CPU snapshot, after the module may have moved
+            return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=self._zero_dim(call, short))
         if has_device:
             source = self._tensor_whose_device(device_node)
             if source is not None and source.kind == CPU:
@@ -613,6 +617,14 @@ class CallEvaluation:
         if self._under_device_guard(call) or is_empty_placeholder(call, short) or default_placed:
             return UNKNOWN_FACT
         return Fact(CPU, where="cpu", origin=call, factory=f"torch.{short}", scalar=self._zero_dim(call, short))
+
+    def _kept_cpu_device(self, call: cst.Call, device_node: cst.CSTNode) -> bool:
+        method = self.ctx.index.enclosing_function(call)
+        return (
+            method is not None
+            and isinstance(device_node, cst.BaseExpression)
+            and kept_cpu_device(self.ctx, device_node, method)
+        )
 
     def _zero_dim(self, call: cst.Call, short: str) -> bool:
         """`torch.tensor(2.0)`, `torch.tensor(x.shape[0])`, `torch.zeros(())`: a factory whose

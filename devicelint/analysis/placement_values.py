@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from devicelint.analysis.devices import join_devices, parse_device
+from devicelint.analysis.devices import join_devices, literal_device, parse_device
 from devicelint.analysis.moved_copies import moved_to_accelerator_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import (
@@ -120,7 +120,10 @@ DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_tensor_type", "torch.set_
 
 def accelerator_default(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     """The accelerator that a default-device setter's argument names (`"torch.cuda.FloatTensor"`,
-    `"cuda"`, `torch.device("cuda:0")`), or None."""
+    `"cuda"`, `torch.device("cuda:0")`, `f"cuda:{local_rank}"`), or None."""
+    if type(node) is cst.FormattedString:
+        indexed = literal_device(ctx, node)
+        return ctx.code_for(node) if indexed is not None and indexed.type in ("cuda", "mps", "xpu") else None
     if type(node) is cst.SimpleString:
         value = literal_value(node)
         if isinstance(value, str) and (
@@ -166,7 +169,9 @@ def module_wide_accelerator_default(ctx: FileContext) -> str | None:
             holder = c.index.parent(statement) if statement is not None else None
             if type(holder) is cst.IndentedBlock:
                 holder = c.index.parent(holder)
-                if not (type(holder) is cst.If and _is_main_test(holder.test) and c.index.parent(holder) is c.module):
+                if not (
+                    type(holder) is cst.If and _is_main_test(holder.test) and c.index.parent(holder) is c.module
+                ) and not _entry_point(c, holder):
                     return None
             elif holder is not c.module:
                 return None
@@ -177,6 +182,29 @@ def module_wide_accelerator_default(ctx: FileContext) -> str | None:
         return named.pop() if len(named) == 1 else None
 
     return ctx.shared("placement.module_wide_default", scan)
+
+
+def _entry_point(ctx: FileContext, node: cst.CSTNode | None) -> bool:
+    """A module-level function that the module's top level or its `if __name__ == "__main__":`
+    block calls as a statement (`main()`, `sys.exit(main())`): the script's run, so a setter
+    among its own statements sets the default for what it goes on to run."""
+    if type(node) is not cst.FunctionDef or ctx.index.parent(node) is not ctx.module:
+        return False
+    name = node.name.value
+    blocks: list[cst.BaseSuite | cst.Module] = [ctx.module]
+    blocks += [s.body for s in ctx.module.body if type(s) is cst.If and _is_main_test(s.test)]
+    for block in blocks:
+        statements = block.body if isinstance(block, (cst.Module, cst.IndentedBlock)) else ()
+        for statement in statements:
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for small in statement.body:
+                value = small.value if type(small) is cst.Expr else None
+                while type(value) is cst.Call and value.args and type(value.func) is not cst.Name:
+                    value = value.args[0].value  # `sys.exit(main())`
+                if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == name:
+                    return True
+    return False
 
 
 def _is_main_test(test: cst.BaseExpression) -> bool:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.default_device import CPU_DEFAULT, default_device_at
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import (
     INIT_PROCESS_GROUP,
@@ -426,6 +427,8 @@ def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: 
         return False
     if ctx.qualified_name(built.func) in _KEEPS_PLACEMENT or "load" in (dotted_name(built.func) or "").lower():
         return False
+    if default_device_at(ctx, built).state != CPU_DEFAULT:
+        return False  # built inside `with torch.device(...)` or under `set_default_device`
     for arg in built.args:
         words = ((arg.keyword.value if arg.keyword else "") + " " + ctx.code_for(arg.value)).lower()
         if any(word in words for word in _DEVICE_WORDS):

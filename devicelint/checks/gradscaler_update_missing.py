@@ -240,6 +240,8 @@ def _updates_skipped_after_unscale(
                 continue  # `if flag: unscale_` ... `if flag: update()`: the same test, whatever its name
             if _leaves(branch) and any(not inside(ctx, other, branch) for other in updates):
                 break  # `if skip: scaler.update(); continue`, and the stepping path updates too
+            if _other_arm_updates(ctx, branch, in_body, update, updates):
+                break  # `if bad_norm: ...; scaler.update()` / `else: scaler.step(opt); scaler.update()`
             yield update, f"`{short(ctx, branch.test)}` is {'false' if in_body else 'true'}"
             break
         else:
@@ -302,6 +304,22 @@ def _helper_update_sites(ctx: FileContext) -> dict[int, str]:
 def _updated_scaler(ctx: FileContext, update: cst.Call) -> str | None:
     """The scaler an update (`scaler.update()`, or a helper call that updates one) updates."""
     return _helper_update_sites(ctx).get(id(update)) or text_of(receiver(update))
+
+
+def _other_arm_updates(
+    ctx: FileContext, branch: cst.If, in_body: bool, update: cst.Call, updates: list[cst.Call]
+) -> bool:
+    """The arm of `branch` that `update` is not in updates the same scaler too, so the `if` as a
+    whole updates on both paths (`if not finite: skip; scaler.update()` / `else: step; update`).
+    An update there under a further condition is judged on its own, where that condition is the
+    branch that skips."""
+    arm: cst.CSTNode | None = branch.orelse if in_body else branch.body
+    if arm is None:
+        return False
+    name = _updated_scaler(ctx, update)
+    return any(
+        other is not update and _updated_scaler(ctx, other) == name and inside(ctx, other, arm) for other in updates
+    )
 
 
 def _leaves(branch: cst.If) -> bool:

@@ -12,6 +12,7 @@ from devicelint.analysis.imported_helpers import (
     imported_construction,
 )
 from devicelint.analysis.launchers import fabric_placed_module
+from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
@@ -27,8 +28,32 @@ from devicelint.analysis.training.helpers import (
 from devicelint.analysis.training.reads import read_names
 from devicelint.analysis.training.syntax import short
 from devicelint.analysis.training.values import passed_arguments
+from devicelint.analysis.uncast_optimizer_state import uncast_state_classes
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
+
+
+def _cpu_load_of(ctx: FileContext, value: cst.BaseExpression, use: cst.CSTNode) -> cst.Call | None:
+    """The `torch.load(..., map_location="cpu")` that `value` (`ckpt["optim"]`, `ckpt`) reads, if any."""
+    while type(value) is cst.Subscript:
+        value = value.value
+    if type(value) is cst.Name:
+        bound = bindings(ctx, value.value, use) or []
+        if len(bound) != 1:
+            return None
+        value = bound[0]
+        while type(value) is cst.Subscript:
+            value = value.value
+    if type(value) is not cst.Call or ctx.qualified_name(value.func) != "torch.load":
+        return None
+    place = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "map_location"), None)
+    if place is None and len(value.args) > 1 and value.args[1].keyword is None:
+        place = value.args[1].value
+    if type(place) is cst.Call and ctx.qualified_name(place.func) == "torch.device" and place.args:
+        place = place.args[0].value
+    if type(place) is cst.Lambda and place.params.params and type(place.body) is cst.Name:
+        return value if place.body.value == place.params.params[0].name.value else None  # `lambda s, loc: s`
+    return value if type(place) is cst.SimpleString and literal_value(place) == "cpu" else None
 
 
 def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
@@ -469,7 +494,12 @@ class OptimizerStateDevice(Rule):
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
       moves later);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
-      rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`).
+      rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`);
+    - `optimizer.load_state_dict(ckpt["optim"])` with `ckpt = torch.load(..., map_location="cpu")`,
+      in a function that moves things to the accelerator, into an optimizer class of the file
+      that keeps state where loading does not move it: a tensor in its param groups
+      (`group["exp_avg_sq"] = torch.stack(...)`) or tensors inside objects of its state
+      (`state["precond"] = Preconditioner(p)`), and that does not override `load_state_dict`.
 
     ## Why it is a bug on a GPU
     `Module.to` moves parameters in place, so an optimizer that only holds the `Parameter`
@@ -548,6 +578,9 @@ class OptimizerStateDevice(Rule):
         if not _builds_or_loads_an_optimizer(ctx):
             return  # every finding starts at an optimizer's construction or at loading its state
         reported: set[int] = set()
+        for violation in self._uncast_loads(ctx):
+            reported.add(id(violation.node))
+            yield violation
         for scope in (ctx.module, *ctx.index.of_type(cst.FunctionDef)):
             init = init_of(ctx, scope)
             stream = (calls_by_scope(ctx).get(id(init), []) if init is not None else []) + calls_through_instances(
@@ -557,6 +590,45 @@ class OptimizerStateDevice(Rule):
                 if id(violation.node) not in reported:
                     reported.add(id(violation.node))
                     yield violation
+
+    def _uncast_loads(self, ctx: FileContext) -> Iterator[Violation]:
+        """`optimizer.load_state_dict(ckpt["optim"])` with `ckpt = torch.load(..., map_location="cpu")`
+        into an optimizer of a file class whose state loading cannot move (a tensor in its param
+        groups, tensors inside objects of its state), in a function that moves things to the
+        accelerator."""
+        classes = uncast_state_classes(ctx)
+        if not classes:
+            return
+        for call in ctx.index.of_type(cst.Call):
+            func = call.func
+            if type(func) is not cst.Attribute or func.attr.value != "load_state_dict" or len(call.args) != 1:
+                continue
+            if type(func.value) is not cst.Name:
+                continue
+            built = [
+                v
+                for v in bindings(ctx, func.value.value, call) or []
+                if type(v) is cst.Call and type(v.func) is cst.Name and v.func.value in classes
+            ]
+            if not built:
+                continue
+            load = _cpu_load_of(ctx, call.args[0].value, call)
+            scope = ctx.index.enclosing_function(call)
+            if load is None or scope is None:
+                continue
+            if not any(type(n) is cst.Call and moves_to_accelerator(n) for n in ctx.index.walk(scope)):
+                continue
+            held = classes[built[0].func.value]  # type: ignore[attr-defined]  # filtered to a Name above
+            yield Violation(
+                rule=type(self),
+                node=call,
+                message=f"`{short(ctx, call)}` restores the state of `{held.cls.name.value}`, which keeps tensors "
+                f"in {held.where}; `Optimizer.load_state_dict` moves only the tensors of each parameter's state "
+                f"dict, so with `{short(ctx, load)}` they stay on the CPU and `step()` mixes them with the "
+                f"parameters on the device; override `load_state_dict` in `{held.cls.name.value}` to move them to "
+                "each parameter's device (or load the checkpoint onto that device)",
+                fix=None,
+            )
 
     def _scan(self, ctx: FileContext, root: cst.CSTNode, stream: list[cst.Call]) -> Iterator[Violation]:
         scope = id(root)

@@ -8,6 +8,7 @@ from devicelint.analysis.container_reads import holders
 from devicelint.analysis.device_in_scope import bound_before, device_in_scope
 from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.imported_helpers import argument_for, imported_calls, imported_method_calls, moved_model
+from devicelint.analysis.kept_devices import kept_cpu_device
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
@@ -33,6 +34,10 @@ class TensorCreatedOffDevice(Rule):
     returned from `forward` (unless `forward` itself moves a copy of it, `ids[:, 0].to(x.device)`:
     then the host tensor is kept there knowingly). A write through integers, slices, `...` and `None` alone
     (`out[0, :2] = t`) fills a view with `copy_`, which copies across devices, and is fine.
+    A factory given `device=self.device` outside `__init__` counts as one without `device=` when
+    that attribute is the device the constructor stored (`self.device = torch.device(device)`),
+    the CPU at every construction of the class in the file, in a class the file moves after
+    building it: moving the module does not update the attribute.
     Device code is a module's `forward` path and the helpers it calls (methods, static
     methods, module-level functions, `self(...)` and the `forward` of submodules defined in the
     file, also a `forward` or method a submodule inherits from a module class of the file),
@@ -264,6 +269,17 @@ def _only_operands(ctx: FileContext, function: cst.FunctionDef, name: str) -> bo
     return all(type(ctx.index.parent(read)) is cst.BinaryOperation for read in _reads(ctx, function, name))
 
 
+def _kept_device(ctx: FileContext, origin: cst.CSTNode) -> str | None:
+    """`self.device` for a factory whose `device=self.device` is the constructor's CPU snapshot."""
+    if type(origin) is not cst.Call:
+        return None
+    device = next((a.value for a in origin.args if a.keyword is not None and a.keyword.value == "device"), None)
+    method = ctx.index.enclosing_function(origin)
+    if device is None or method is None or not kept_cpu_device(ctx, device, method):
+        return None
+    return ctx.code_for(device)
+
+
 def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     origin = meeting.cpu.origin
     assert origin is not None
@@ -307,6 +323,12 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
         advice = f"move it where it is used (`.to({ctx.code_for(meeting.device_node)}.device)`)"
     elif not _takes_device(factory):
         advice = f"move it with `.to({device})`"
+    elif (kept := _kept_device(ctx, origin)) is not None:
+        instead = f" (`device={device}`)" if device != kept else ""
+        advice = (
+            f"`device={kept}` is the device the constructor stored, which moving the module does not "
+            f"update: take the device from an input{instead}"
+        )
     else:
         advice = f"pass `device={device}`"
     return {

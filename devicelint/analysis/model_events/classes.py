@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from devicelint.analysis.default_device import CPU_DEFAULT, default_device_at
 from devicelint.analysis.devices import DeviceId, distinct, parse_device
 from devicelint.analysis.facts import FileFacts, file_facts
 from devicelint.analysis.model_events.devices import (
@@ -164,6 +165,8 @@ def _built_on_cpu(ctx: FileContext, base: cst.BaseExpression, facts: History | N
             return False
     else:
         return False
+    if default_device_at(ctx, call).state != CPU_DEFAULT:
+        return False  # built under `set_default_device("cuda")` or inside `with torch.device(...)`
     callee = dotted_name(call.func) or ""
     qualified = ctx.qualified_name(call.func) or ""
     builder = builder_of(ctx, call)
