@@ -44,6 +44,7 @@ _SKIPPED_FIELDS = frozenset(
     }
 )
 _child_fields_cache: dict[type, tuple[str, ...]] = {}
+_reversed_fields_cache: dict[type, tuple[str, ...]] = {}  # the same, last field first
 # isinstance against LibCST's abstract base goes through ABCMeta (about 80 ns); a dict of the
 # types seen is a few times cheaper, and these checks run for every field of every node.
 _node_types: dict[type, bool] = {}
@@ -109,33 +110,37 @@ class NodeIndex:
         self._type_positions: dict[type, list[int]] = {}
         self._ends = ends
         # Nodes to visit, and ints: the position of a node whose subtree is done when popped.
+        # Children are pushed last-first, straight from the fields read backwards, so they pop
+        # in source order (no list per node to build and reverse: a fifth of this loop's time).
         stack: list[cst.CSTNode | int] = [module]
-        fields_of = _child_fields
         order: list[cst.CSTNode] = []
         self._order = order
+        node_types = _node_types
         while stack:
             node = stack.pop()
-            if node.__class__ is int:
-                ends[node] = len(order)
+            kind = node.__class__
+            if kind is int:
+                ends[node] = len(order)  # type: ignore[index]  # an int here
                 continue
             position[id(node)] = len(ends)
             stack.append(len(ends))
             ends.append(0)
             order.append(node)  # type: ignore[arg-type]  # not an int: a node
-            by_type[type(node)].append(node)  # type: ignore[arg-type]  # as above
-            children: list[cst.CSTNode] = []
-            for name in fields_of(type(node)):
+            by_type[kind].append(node)  # type: ignore[arg-type]  # as above
+            fields = _reversed_fields_cache.get(kind)
+            if fields is None:
+                fields = _reversed_fields_cache[kind] = _child_fields(kind)[::-1]
+            for name in fields:
                 value = getattr(node, name)
-                if value.__class__ is tuple or value.__class__ is list:
-                    for item in value:
-                        if is_node(item):
-                            children.append(item)
-                elif is_node(value):
-                    children.append(value)
-            for child in children:
-                parent_of[id(child)] = node  # type: ignore[assignment]  # as above
-            children.reverse()
-            stack.extend(children)
+                value_kind = value.__class__
+                if value_kind is tuple or value_kind is list:
+                    for item in reversed(value):
+                        if node_types.get(item.__class__) or is_node(item):
+                            parent_of[id(item)] = node  # type: ignore[assignment]  # as above
+                            stack.append(item)
+                elif node_types.get(value_kind) or is_node(value):
+                    parent_of[id(value)] = node  # type: ignore[assignment]  # as above
+                    stack.append(value)
 
     def of_type(self, node_type: type[N]) -> list[N]:
         """All nodes of exactly this type, in source order."""
