@@ -8557,3 +8557,33 @@ def test_a_factory_on_a_registered_buffers_device_follows_the_move() -> None:
 def test_a_kept_device_that_a_construction_sets_to_the_gpu_is_not_claimed() -> None:
     clean = KEPT_DEVICE.format(where="self.dev").replace("RayCaster(64)", 'RayCaster(64, dev="cuda")')
     assert [f for f in _found(clean) if f[1] == "DL101"] == []
+
+
+def test_a_submodule_s_bound_method_or_a_partial_of_a_submodule_kept_on_a_replicated_module_is_reported() -> None:
+    source = textwrap.dedent(
+        """\
+        import functools
+
+        import torch
+        from torch import nn
+
+
+        class Captioner(nn.Module):
+            def __init__(self, vocab, dim):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, dim)
+                self.decoder = nn.GRU(dim, dim, batch_first=True)
+                self.lookup = self.embed.forward
+                self.decode = functools.partial(self.decoder, hx=None)
+                self.alias = self.decoder
+
+            def forward(self, tokens):
+                out, _ = self.decode(self.lookup(tokens))
+                return self.alias(out)[0]
+
+
+        captioner = nn.DataParallel(Captioner(1000, 64)).cuda()
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL203"] == [(12, "DL203"), (13, "DL203")]
+    assert "keeps the method `self.embed.forward` of a submodule bound" in _messages(source)[0]

@@ -171,8 +171,9 @@ class DataParallelAttributeWithoutModule(Rule):
     hook (`self.activation = output`, `features[name] = output`, `outputs.append(output)`).
     In the same classes it flags a callable kept on the instance outside `forward` that
     `forward` (or a method it runs) calls and that reaches the instance's layers or registered
-    tensors: a bound method (`self.op = self._gaussian`, `self.forward = self._forward_fused`),
-    `functools.partial(self._attend, ...)`, or a lambda that reads `self`.
+    tensors: a bound method (`self.op = self._gaussian`, `self.forward = self._forward_fused`,
+    a submodule's `self.lookup = self.embed.forward`), `functools.partial(self._attend, ...)` or
+    `functools.partial(self.decoder, ...)`, or a lambda that reads `self`.
 
     ## Why it is a bug on a GPU
     The wrapper is a new `nn.Module` holding the model as `.module`; it does not forward

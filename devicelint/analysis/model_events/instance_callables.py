@@ -51,14 +51,22 @@ def _over_instance(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpressio
     `self._a if flag else self._b`."""
     if type(value) is cst.IfExp:
         return _over_instance(ctx, facts, value.body) or _over_instance(ctx, facts, value.orelse)
+    partial = False
     if type(value) is cst.Call and (ctx.qualified_name(value.func) or "") == "functools.partial" and value.args:
-        value = value.args[0].value
+        partial, value = True, value.args[0].value
     attr = self_attribute(value)
     if attr is not None:
+        if partial and attr in facts.submodules:
+            # `partial(self.encoder, ...)` holds the module object itself; assigning the module
+            # (`self.enc = self.encoder`) would register it and is replicated
+            return f"the submodule `self.{attr}` in a `functools.partial`", value
         method = facts.methods.get(attr)
         if method is None or any(dotted_name(d.decorator) == "staticmethod" for d in method.decorators):
             return None
         return f"the method `self.{attr}`", method.body
+    if type(value) is cst.Attribute and self_attribute(value.value) in facts.submodules:
+        # `self.encode = self.encoder.forward`: bound to the original submodule
+        return f"the method `{dotted_name(value)}` of a submodule", value
     if type(value) is cst.Lambda and any(
         type(node) is cst.Name and node.value == "self" for node in ctx.index.walk(value.body)
     ):
