@@ -1622,3 +1622,56 @@ def test_a_plotting_script_s_axis_labels_do_not_name_a_device(tmp_path: Path) ->
     assert _check(["--no-cache", "--select", "DL501", "ch2"], cwd=tmp_path) == []
     _write(tmp_path, {"ch2/train.py": plotted.replace("agent = Agent()", "agent = Agent().cuda()")})
     assert [r["line"] for r in _check(["--no-cache", "--select", "DL501", "ch2"], cwd=tmp_path)] == [3]
+
+
+def test_a_method_inherited_from_a_class_of_another_module_is_judged_at_the_call(tmp_path: Path) -> None:
+    # mikkelfo/CORE-BEHRT#1 and torchtune#522 split over a hierarchy: `self.to_device(batch)` and
+    # `self.record(loss)` in a subclass run methods of a base two modules and one class away
+    # (the host read in a helper of a third module); a class of the file that overrides the
+    # method, or a call outside a class, runs something else
+    _write(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/numbers.py": "def to_number(t):\n    return t.detach().float().mean().item()\n",
+            "core/base.py": (
+                "from .numbers import to_number\n\n\n"
+                "class Root:\n"
+                "    def record(self, value, every=1):\n        self.values.append(to_number(value))\n\n"
+                "    def to_device(self, batch):\n        return {k: v.to(self.device) for k, v in batch.items()}\n\n\n"
+                "class Middle(Root):\n    def describe(self):\n        return type(self).__name__\n"
+            ),
+            "loops.py": (
+                "import torch\n\nfrom core.base import Middle\n\n\n"
+                "class Local(Middle):\n    pass\n\n\n"
+                "class Loop(Local):\n"
+                "    def __init__(self, model):\n"
+                "        self.device = torch.device('cuda')\n        self.model = model.to(self.device)\n"
+                "        self.values = []\n\n"
+                "    def run(self, loader, opt):\n"
+                "        for batch in loader:\n"
+                "            self.to_device(batch)\n"
+                "            batch = self.to_device(batch)\n"
+                "            loss = self.model(batch['x']).mean()\n"
+                "            opt.zero_grad()\n            loss.backward()\n            opt.step()\n"
+                "            self.record(loss)\n\n\n"
+                "class Quiet(Middle):\n"
+                "    def __init__(self, model):\n"
+                "        self.device = torch.device('cuda')\n        self.model = model.to(self.device)\n\n"
+                "    def record(self, value, every=1):\n        self.last = value.detach()\n\n"
+                "    def to_device(self, batch):\n        for k in list(batch):\n            batch[k] = batch[k].cuda()\n\n"
+                "    def run(self, loader, opt):\n"
+                "        for batch in loader:\n"
+                "            self.to_device(batch)\n"
+                "            loss = self.model(batch['x'].to(self.device)).mean()\n"
+                "            opt.zero_grad()\n            loss.backward()\n            opt.step()\n"
+                "            self.record(loss)\n"
+            ),
+        },
+    )
+    rows = _check(["--no-cache", str(tmp_path)])
+    assert sorted((Path(r["path"]).name, r["line"], r["code"]) for r in rows) == [
+        ("loops.py", 18, "DL104"),
+        ("loops.py", 24, "DL401"),
+    ]
+    assert [r for r in _check(["--no-cache", "--no-project", str(tmp_path)]) if r["code"] in ("DL104", "DL401")] == []

@@ -264,7 +264,8 @@ class ProjectIndex:
         self._others_moved: dict[str, set[str]] | None = None
         self._paths: dict[int, Path] = {}
         self._members: dict[
-            tuple[int, str], tuple[ImportedClass | ImportedPlainClass | str | None, ImportedHelper | None]
+            tuple[int, str],
+            tuple[ImportedClass | ImportedPlainClass | str | None, ImportedHelper | None, dict[str, ImportedHelper]],
         ] = {}
         self._root_text = str(self.root)
         self._exists: dict[str, bool] = {}
@@ -860,12 +861,16 @@ class ProjectIndex:
         if key not in self._members:
             self._deps.append(set())
             try:
-                self._members[key] = (self._member(module, name), self._helper(module, name))
+                self._members[key] = (
+                    self._member(module, name),
+                    self._helper(module, name),
+                    self._method_helpers(module, name) if name in module.classes else {},
+                )
             finally:
                 self._member_deps[key] = self._deps.pop()
         if self._deps:
             self._deps[-1].update(self._member_deps[key])
-        member, helper = self._members[key]
+        member, helper, inherited = self._members[key]
         if member is None and helper is None and name not in module.classes and name not in module.functions:
             self._add_constants("", module, [name], members)
             if spelled != name:  # `from .t import MEAN as M`
@@ -881,6 +886,37 @@ class ProjectIndex:
             members.functions[spelled] = member
         if helper is not None:
             members.helpers[spelled] = helper
+        for method, found in inherited.items():
+            members.helpers[f"{spelled}#{method}"] = found
+
+    def _method_helpers(self, module: ModuleSummary, name: str) -> dict[str, ImportedHelper]:
+        """The methods of the class `name` (its own, then its project bases', through modules)
+        that do something to the arguments they are handed (`ClassSummary.method_uses`), by
+        method: what a subclass's `self.<method>(...)` runs (`ProjectView.helpers` under
+        `<class as spelled>#<method>`)."""
+        found: dict[str, ImportedHelper] = {}
+        defined: set[str] = set()
+        chain = [(module, name)]
+        seen: set[str] = set()
+        while chain and len(seen) <= _MAX_HOPS:
+            owner, cls_name = chain.pop(0)
+            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
+            if qualified in seen or cls_name not in owner.classes:
+                continue
+            seen.add(qualified)
+            where = self._path_of(owner)
+            cls = owner.classes[cls_name]
+            for method, uses in cls.method_uses:
+                if method not in defined:
+                    uses = self._forwarded(uses, (id(owner), f"{cls_name}.{method}"), where, frozenset(), {})
+                    if uses:
+                        found[method] = ImportedHelper(f"{qualified}.{method}", self._shown(where), uses)
+            defined.update(cls.defined)
+            for base in cls.bases:
+                hit = self._resolve(base, where)
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
+        return found
 
     def _helper(self, module: ModuleSummary, name: str) -> ImportedHelper | None:
         """A function of `module` that reads, converts or moves what it is handed (or a class
@@ -919,13 +955,22 @@ class ProjectIndex:
         where `to_number` calls `.item()` in another module; a chain ends after twelve hops and
         at a function met again. `done` keeps each function's answer for the rest of the walk:
         helpers that hand on to the same helpers (torch's inductor) made it exponential."""
-        uses = module.uses[name]
-        key = (id(module), name)
+        return self._forwarded(module.uses[name], (id(module), name), self._path_of(module), seen, done)
+
+    def _forwarded(
+        self,
+        uses: ParameterUses,
+        key: tuple[int, str],
+        where: Path,
+        seen: frozenset[tuple[int, str]],
+        done: dict[tuple[int, str], ParameterUses],
+    ) -> ParameterUses:
+        """`uses` (of the function `key` names, in the module at `where`) with what the project
+        functions it hands its parameters to do to them (`_uses`)."""
         if not uses.forwards or key in seen or len(seen) > _MAX_HOPS:
             return uses
         if key in done:
             return done[key]
-        where = self._path_of(module)
         kept = set(uses.params)
         to_numpy = dict((p, line) for p, line in uses.to_numpy)
         syncs = {p: (read, line) for p, read, line in uses.host_syncs}

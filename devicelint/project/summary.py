@@ -12,7 +12,7 @@ import bisect
 import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import FACTORIES, HOST_ONLY_ARGUMENTS, PRESERVING_METHODS
@@ -107,6 +107,12 @@ class ClassSummary:
     # the `__init__` parameters it moves to a device (`self.model = model.to(self.device)`, not
     # `.to("cpu")`), for a plain class (a trainer): an argument handed there is moved after all
     moved_params: tuple[str, ...] = ()
+    # (method, what it does to the arguments it is handed, `self` left out) for each method of a
+    # class that is not a `torch.nn` layer whose uses say something (`ParameterUses`), and the
+    # names of all the methods it defines: a subclass in another module that calls the inherited
+    # `self.to_device(batch)` or `self.log_step(loss)` is judged at the call as for a function
+    method_uses: tuple[tuple[str, ParameterUses], ...] = ()
+    defined: tuple[str, ...] = ()
 
 
 class ModuleSummary:
@@ -545,6 +551,8 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
         host_only=host_updates_from(data.get("host_only", ())),
         moved_params=tuple(str(p) for p in data.get("moved_params", ())),
+        method_uses=tuple((str(m), parameter_uses_from(u)) for m, u in data.get("method_uses", ())),
+        defined=tuple(str(m) for m in data.get("defined", ())),
     )
 
 
@@ -822,6 +830,52 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
         ),
         _moved_parameters(methods.get("__init__")) if places and not layer else (),
+        _method_uses(methods, qualify, first_line) if not layer else (),
+        tuple(methods) if not layer else (),
+    )
+
+
+def _method_uses(
+    methods: dict[str, ast.FunctionDef], qualify: _Qualifier, first_line: int
+) -> tuple[tuple[str, ParameterUses], ...]:
+    """See `ClassSummary.method_uses`: the instance methods (not dunders, static or class
+    methods, properties), each read as a function whose first parameter is the instance."""
+    found = []
+    for name, method in methods.items():
+        if name.startswith("__") or method.decorator_list:
+            continue
+        args = method.args
+        positional = [*args.posonlyargs, *args.args]
+        if not positional or positional[0].arg != "self" or len(positional) + len(args.kwonlyargs) < 2:
+            continue
+        uses = _without(parameter_uses(method, _own_nodes(method), first_line, False, qualify.known), "self")
+        if uses or uses.forwards:
+            found.append((name, uses))
+    return tuple(found)
+
+
+def _without(uses: ParameterUses, param: str) -> ParameterUses:
+    """`uses` of a method with its instance parameter left out: the call binds its arguments
+    from the second parameter on, and what it does to `self` is no argument's."""
+    if not uses.params or uses.params[0] != param:
+        return uses
+    return replace(
+        uses,
+        params=uses.params[1:],
+        positional=max(uses.positional - 1, 0),
+        reads=tuple(e for e in uses.reads if e[0] != param),
+        to_numpy=tuple(e for e in uses.to_numpy if e[0] != param),
+        returns_moved=None if uses.returns_moved == param else uses.returns_moved,
+        unmoved_batches=tuple(e for e in uses.unmoved_batches if param not in e[:2]),
+        host_inputs=tuple(e for e in uses.host_inputs if e[0] != param),
+        mixes=tuple(e for e in uses.mixes if e[0] != param),
+        loads_state=tuple(p for p in uses.loads_state if p != param),
+        runs_unmoved=tuple(e for e in uses.runs_unmoved if e[0] != param),
+        host_syncs=tuple(e for e in uses.host_syncs if e[0] != param),
+        loose_syncs=tuple(p for p in uses.loose_syncs if p != param),
+        step_effects=tuple(e for e in uses.step_effects if e[1] != param),
+        collectives=tuple(e for e in uses.collectives if e[0] != param),
+        forwards=tuple(e for e in uses.forwards if e[0] != param),
     )
 
 
