@@ -1675,3 +1675,39 @@ def test_a_method_inherited_from_a_class_of_another_module_is_judged_at_the_call
         ("loops.py", 24, "DL401"),
     ]
     assert [r for r in _check(["--no-cache", "--no-project", str(tmp_path)]) if r["code"] in ("DL104", "DL401")] == []
+
+
+def test_an_unscale_in_a_helper_of_another_module_counts_for_the_optimizer_it_is_handed(tmp_path: Path) -> None:
+    # LaWGPT#124 the other way round: the helper of a package unscales first (keywords), the
+    # loop's own `unscale_` of the same optimizer raises; the other optimizer of a GAN, or a
+    # helper whose unscale runs only when it gets a scaler (None here), unscales nothing twice
+    _write(
+        tmp_path,
+        {
+            "tools/__init__.py": "",
+            "tools/grads.py": (
+                "import torch\n\n\n"
+                "def clip(params, opt, amp=None, limit=1.0):\n"
+                "    if amp is not None:\n        amp.unscale_(opt)\n"
+                "    return torch.nn.utils.clip_grad_norm_(params, limit)\n\n\n"
+                "def always(amp, opt, params):\n    amp.unscale_(opt)\n    torch.nn.utils.clip_grad_value_(params, 1.0)\n"
+            ),
+            "gan.py": (
+                "import torch\n\nfrom tools.grads import always, clip\n\n\n"
+                "def step(g, d, opt_g, opt_d, loss_g, loss_d):\n"
+                "    scaler = torch.amp.GradScaler('cuda')\n"
+                "    scaler.scale(loss_d).backward()\n"
+                "    always(scaler, opt_d, d.parameters())\n"
+                "    scaler.step(opt_d)\n"
+                "    scaler.scale(loss_g).backward()\n"
+                "    clip(g.parameters(), opt=opt_g, amp=scaler)\n"
+                "    scaler.unscale_(opt_g)\n"
+                "    clip(g.parameters(), opt=opt_g)\n"
+                "    scaler.step(opt_g)\n"
+                "    scaler.update()\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL308"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("gan.py", 13)]
+    assert "opt_g" in rows[0]["message"]

@@ -102,6 +102,10 @@ class ParameterUses:
     # Nothing for callers by itself: the index reads the callee's uses through it, so a helper's
     # helper in a third module counts as the helper's own (`ProjectIndex._uses`)
     forwards: tuple[tuple[str, str, int, str, bool, bool, int], ...] = ()
+    # (scaler parameter, optimizer parameter) for each `scaler.unscale_(optimizer)` it makes on
+    # two of its parameters: a caller that unscales the same optimizer again before `update()`
+    # raises (DL308), the call naming both in the caller's words
+    unscales: tuple[tuple[str, str], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -154,6 +158,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
             (str(p), str(c), int(i), str(k), bool(a), bool(w), int(line))
             for p, c, i, k, a, w, line in data.get("forwards", ())
         ),
+        unscales=tuple((str(s), str(o)) for s, o in data.get("unscales", ())),
     )
 
 
@@ -220,7 +225,28 @@ def parameter_uses(
         )
         if project_name is not None
         else (),
+        unscales=_unscales(params, own_nodes),
     )
+
+
+def _unscales(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, str], ...]:
+    """See `ParameterUses.unscales`."""
+    found: list[tuple[str, str]] = []
+    for node in nodes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "unscale_"
+            and len(node.args) == 1
+            and isinstance(node.func.value, ast.Name)
+            and isinstance(node.args[0], ast.Name)
+            and node.func.value.id in params
+            and node.args[0].id in params
+        ):
+            pair = (node.func.value.id, node.args[0].id)
+            if pair not in found:
+                found.append(pair)
+    return tuple(found)
 
 
 def _forwards(

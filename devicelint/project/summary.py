@@ -876,6 +876,7 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
         step_effects=tuple(e for e in uses.step_effects if e[1] != param),
         collectives=tuple(e for e in uses.collectives if e[0] != param),
         forwards=tuple(e for e in uses.forwards if e[0] != param),
+        unscales=tuple(e for e in uses.unscales if param not in e),
     )
 
 
