@@ -1711,3 +1711,38 @@ def test_an_unscale_in_a_helper_of_another_module_counts_for_the_optimizer_it_is
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL308"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("gan.py", 13)]
     assert "opt_g" in rows[0]["message"]
+
+
+def test_a_wrapper_handed_to_a_saving_helper_of_another_module(tmp_path: Path) -> None:
+    # apex#647 through a helper: a trainer class keeps the DataParallel wrapper on `self` and
+    # hands it to `io_utils.dump(net, path=...)`, which saves `net.state_dict()` to that path; the
+    # bare model of evaluate.py then misses every key. Handing `.module`, or a helper that saves
+    # another parameter's state, is silent
+    io_utils = (
+        "import torch\n\n\n"
+        "def dump(net, opt=None, path='model.pth'):\n    torch.save(net.state_dict(), path)\n\n\n"
+        "def dump_opt(net, opt, path):\n    torch.save({'opt': opt.state_dict()}, path)\n"
+    )
+    trainer = (
+        "import os\n\nimport torch.nn as nn\n\nfrom io_utils import dump, dump_opt\n\n\n"
+        "class Trainer:\n"
+        "    def __init__(self, model, opt, out):\n"
+        "        self.net = nn.DataParallel(model.cuda())\n        self.opt = opt\n        self.out = out\n\n"
+        "    def finish(self):\n"
+        "        dump(self.net, path=os.path.join(self.out, 'best_net.pth'))\n"
+        "        dump_opt(self.net, self.opt, os.path.join(self.out, 'opt_state.pth'))\n"
+    )
+    evaluate = (
+        "import torch\n\nfrom model import Net\n\n\n"
+        "def load(out):\n"
+        "    net = Net()\n"
+        "    net.load_state_dict(torch.load(f'{out}/best_net.pth', map_location='cpu'))\n"
+        "    return net\n"
+    )
+    model = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n"
+    _write(tmp_path, {"io_utils.py": io_utils, "trainer.py": trainer, "evaluate.py": evaluate, "model.py": model})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("evaluate.py", 8)]
+    assert "trainer.py:15" in rows[0]["message"]
+    _write(tmp_path, {"trainer.py": trainer.replace("dump(self.net, path", "dump(self.net.module, path")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"] == []

@@ -300,6 +300,7 @@ class ProjectIndex:
         # whose text names one (built once per run, when a class's save needs it)
         self._wrapper_classes: list[tuple[ModuleSummary, str, tuple[str, ...]]] | None = None
         self._wrapper_paths: list[str] = []
+        self._wrapper_texts: list[tuple[str, bytes]] | None = None
 
     # -- modules and their summaries
     def module_name(self, path: Path) -> tuple[str, bool]:
@@ -1234,7 +1235,7 @@ class ProjectIndex:
         """(file name, checkpoint key, saving file, line) for each save of `key` from a wrapper's
         state dict in the project (`project.saves.wrapped_state_saves`); only files whose text
         names `key` and a wrapper are read."""
-        from devicelint.project.saves import attribute_state_saves, wrapped_state_saves
+        from devicelint.project.saves import attribute_state_saves, wrapped_helper_calls, wrapped_state_saves
 
         found: list[tuple[str, str, str, int]] = []
         word = key.rsplit(".", 1)[-1].encode()  # `@config.CKPT`: savers naming `CKPT`
@@ -1254,7 +1255,51 @@ class ProjectIndex:
                         if self._deps:
                             self._deps[-1].add(path)
                         found.append((name, dict_key, self._shown(Path(path)), line))
+        for path, data in self._wrapper_files():
+            if word in data:
+                # a wrapper handed to a function that saves that parameter's state dict to the
+                # path it is also handed (`save_checkpoint(model, opt, epoch, config.CKPT)`)
+                module = self.summary(Path(path))
+                for callee, position, keyword, arguments, line in module.read_tree(wrapped_helper_calls):
+                    for dict_key in self._saves_state_to(callee, Path(path), position, keyword, arguments, key):
+                        if self._deps:
+                            self._deps[-1].add(path)
+                        found.append((key, dict_key, self._shown(Path(path)), line))
         return sorted(set(found))
+
+    def _wrapper_files(self) -> list[tuple[str, bytes]]:
+        """The project's files whose text names `DataParallel` (`DistributedDataParallel` too),
+        with their text (listed once per run)."""
+        if self._wrapper_texts is None:
+            self._wrapper_texts = []
+            for path in sorted(self._walk()):
+                try:
+                    data = self._data(path)
+                except OSError:
+                    continue
+                if b"DataParallel" in data:
+                    self._wrapper_texts.append((path, data))
+        return self._wrapper_texts
+
+    def _saves_state_to(
+        self,
+        callee: str,
+        where: Path,
+        position: int,
+        keyword: str,
+        arguments: tuple[tuple[int, str, tuple[str, ...]], ...],
+        key: str,
+    ) -> list[str]:
+        """The checkpoint keys under which the project function `callee` saves the state dict
+        of the parameter a call hands at `position`/`keyword`, to a path parameter the call
+        hands a path naming `key` (`ParameterUses.state_saves`)."""
+        found = self._resolve(callee, where)
+        if found is None or found.name is None or found.name not in found.module.uses:
+            return []
+        uses = found.module.uses[found.name]
+        model = uses.parameter_at(position if position >= 0 else None, keyword or None)
+        paths = {uses.parameter_at(i if i >= 0 else None, k or None) for i, k, names in arguments if key in names}
+        return sorted({k for m, k, p, _ in uses.state_saves if m == model and p in paths})
 
     def _wrapped_in_hierarchy(self, module: ModuleSummary, name: str, attr: str) -> bool:
         """Whether a class of the project that derives from `module.name` (or that it derives
