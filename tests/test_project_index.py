@@ -1746,3 +1746,40 @@ def test_a_wrapper_handed_to_a_saving_helper_of_another_module(tmp_path: Path) -
     assert "trainer.py:15" in rows[0]["message"]
     _write(tmp_path, {"trainer.py": trainer.replace("dump(self.net, path", "dump(self.net.module, path")})
     assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"] == []
+
+
+def test_a_scaler_stepped_by_a_helper_of_another_module_is_updated_by_its_owner(tmp_path: Path) -> None:
+    # MS-AMP#45 across files: `engine.amp.step` steps the scaler it is handed; the function that
+    # builds the scaler never updates it (reported at its call); a function handed the scaler by
+    # its own caller, a helper that updates too, and the helper's own file stay silent
+    _write(
+        tmp_path,
+        {
+            "engine/__init__.py": "",
+            "engine/amp.py": (
+                "def step(optimizer, loss, *, scaler):\n"
+                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    optimizer.zero_grad()\n\n\n"
+                "def full_step(optimizer, loss, scaler):\n"
+                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n"
+            ),
+            "fit.py": (
+                "import torch\n\nfrom engine import amp\n\n\n"
+                "def fit(model, loader, opt):\n"
+                "    grad_scaler = torch.amp.GradScaler('cuda')\n"
+                "    for x in loader:\n"
+                "        amp.step(opt, model(x.cuda()).mean(), scaler=grad_scaler)\n\n\n"
+                "def fit_owned(model, loader, opt, grad_scaler):\n"
+                "    for x in loader:\n"
+                "        amp.step(opt, model(x.cuda()).mean(), scaler=grad_scaler)\n\n\n"
+                "def fit_full(model, loader, opt):\n"
+                "    s = torch.amp.GradScaler('cuda')\n"
+                "    for x in loader:\n"
+                "        amp.full_step(opt, model(x.cuda()).mean(), s)\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL303"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 9)]
+    assert "grad_scaler.update()" in rows[0]["message"]
+    alone = [r for r in _check(["--no-cache", "--no-project", str(tmp_path / "engine")]) if r["code"] == "DL303"]
+    assert alone == []
