@@ -1783,3 +1783,43 @@ def test_a_scaler_stepped_by_a_helper_of_another_module_is_updated_by_its_owner(
     assert "grad_scaler.update()" in rows[0]["message"]
     alone = [r for r in _check(["--no-cache", "--no-project", str(tmp_path / "engine")]) if r["code"] == "DL303"]
     assert alone == []
+
+
+def test_a_registry_object_s_classes_are_what_its_get_and_build_return(tmp_path: Path) -> None:
+    # mmdetection#9725 / detectron2's META_ARCH_REGISTRY: a registry object (not a dict) filled
+    # by `@NETS.register` / `@NETS.register_module()` over the classes of the modules a package
+    # imports; a builder of that package returns `NETS.get(name)(**kw)`, and a script calls it
+    # (or `NETS.build(cfg)` itself) and never moves the model. A class that places itself among
+    # them, or a moved model, is silent
+    registry = (
+        "class Registry:\n    def __init__(self, name):\n        self._map = {}\n\n"
+        "    def register(self, cls):\n        self._map[cls.__name__] = cls\n        return cls\n\n"
+        "    def register_module(self):\n        return self.register\n\n"
+        "    def get(self, name):\n        return self._map[name]\n\n"
+        "    def build(self, cfg):\n        cfg = dict(cfg)\n        return self.get(cfg.pop('type'))(**cfg)\n\n\n"
+        "NETS = Registry('nets')\n"
+    )
+    layer = "import torch.nn as nn\n\nfrom core.registry import NETS\n\n\n@NETS.register\nclass {name}(nn.Module):\n    def __init__(self, width=8):\n        super().__init__()\n        self.fc = nn.Linear(width, 2)\n"
+    script = (
+        "import torch\n\nfrom core.registry import NETS\nfrom nets import build\n\n\n"
+        "def main(loader):\n"
+        "    a = build('Mlp', width=8)\n    b = NETS.build({'type': 'Mlp'})\n    c = NETS.build({'type': 'Mlp'}).cuda()\n"
+        "    for x in loader:\n        x = x.cuda()\n        print(a(x))\n        print(b(x))\n        print(c(x))\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/registry.py": registry,
+            "nets/__init__.py": "from . import mlp, wide\nfrom .factory import build\n",
+            "nets/mlp.py": layer.format(name="Mlp"),
+            "nets/wide.py": layer.format(name="Wide").replace("@NETS.register\n", "@NETS.register_module()\n"),
+            "nets/factory.py": "from core.registry import NETS\n\n\ndef build(name, **kw):\n    return NETS.get(name)(**kw)\n",
+            "main.py": script,
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("main.py", 13), ("main.py", 14)]
+    placed = layer.format(name="Wide").replace("nn.Linear(width, 2)", "nn.Linear(width, 2).to('cuda:1')")
+    _write(tmp_path, {"nets/wide.py": placed})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"] == []

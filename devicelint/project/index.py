@@ -760,6 +760,16 @@ class ProjectIndex:
             found = self._resolve(star, path)
             if found is not None and found.name is None:
                 self._add_members("", found.module, members, used)
+        for local, qualified in sorted(imports.items()):
+            # `MODELS.build(cfg)` of an imported registry object: one of the classes it registers
+            if f"{local}.build(".encode() in data and not members.holds(f"{local}.build"):
+                built = self._built(f"{qualified}[]", path, "call")
+                if built:
+                    cls = _one_of(
+                        [self._imported_class(m, n) if m is not None else ImportedClass(n, True) for m, n in built]
+                    )
+                    if cls is not None:
+                        members.classes[f"{local}.build"] = cls
         moved: dict[str, tuple[str, ...]] = {}
         if "class" in used:
             self._asked_movers = True  # the view depends on every mover, even when there is none
@@ -1118,6 +1128,10 @@ class ProjectIndex:
         if kind == "call" and _metric_class(target):
             return "metric"  # `return MetricCollection({...})`: a torchmetrics object, unmoved
         found = self._resolve(target, where)
+        if (found is None or found.name is None) and target.endswith(".build") and modules:
+            # `MODELS.build(cfg)` of a registry object (`MODELS = Registry("models")`)
+            built = self._built(target[: -len("build")] + "[]", where, kind)
+            return built if built is not None else ""
         if found is None or found.name is None:
             return ""
         if found.name in found.module.functions:
@@ -1138,7 +1152,7 @@ class ProjectIndex:
             # `torchvision.models.__dict__[arch](...)`, `getattr(torchvision.models, arch)(...)`
             return [(None, target[: -len(".__dict__[]")])] if kind == "call" else None
         if target.endswith("[]"):
-            found = self._registry(target[:-2], where, 0)
+            found = self._registry(target[:-2].rstrip("."), where, 0)
             if found is None:
                 return None
             home, registry = found
@@ -1149,7 +1163,9 @@ class ProjectIndex:
             return None
         return [(found.module, found.name)]
 
-    def _registry(self, qualified: str, where: Path, hops: int) -> tuple[Path, tuple[str, ...]] | None:
+    def _registry(
+        self, qualified: str, where: Path, hops: int, importer: Path | None = None
+    ) -> tuple[Path, tuple[str, ...]] | None:
         """The module that defines the registry dict `qualified` names (through re-exports) and
         the callables it maps names to (`ModuleSummary.registry`)."""
         owner, _, last = qualified.rpartition(".")
@@ -1158,34 +1174,74 @@ class ProjectIndex:
             return None
         module, home = found.module, self._path_of(found.module)
         if last in module.imports and module.imports[last] != qualified:  # `from .registry import MODELS`
-            return self._registry(module.imports[last], home, hops + 1)
+            return self._registry(module.imports[last], home, hops + 1, importer or where)
         registry = module.registry(last)
         if registry and any(r.startswith("@") for r in registry):
-            decorated = self._decorated_by(home, {r[1:] for r in registry if r.startswith("@")})
+            user = (importer or where) if any(r.endswith(".") for r in registry) else None
+            decorated = self._decorated_by(home, {r[1:] for r in registry if r.startswith("@")}, user)
             registry = tuple(r for r in registry if not r.startswith("@")) + decorated
         return (home, registry) if registry else None
 
-    def _decorated_by(self, home: Path, registrars: set[str]) -> tuple[str, ...]:
+    def _module_object(self, qualified: str, where: Path, hops: int = 0) -> str | None:
+        """`registry.MODELS` for a name a module binds at its top level (`MODELS =
+        Registry("models")`), through re-exports (`from .registry import MODELS`); None for
+        anything else."""
+        owner, _, last = qualified.rpartition(".")
+        path = self._module_path(owner, where) if owner and hops <= _MAX_HOPS else None
+        if path is None:
+            return None
+        module = self.summary(path)
+        if last in module.imports and module.imports[last] != qualified:
+            return self._module_object(module.imports[last], path, hops + 1)
+        return f"{module.name}.{last}" if module.name else last
+
+    def _decorated_by(self, home: Path, registrars: set[str], importer: Path | None = None) -> tuple[str, ...]:
         """The classes (and functions) that the decorators `registrars` (functions of the module
         at `home` that fill a registry dict) decorate in the modules its package's `__init__`
         imports (what must run for the registry to be filled: `from . import resnet, vit`), and
-        in the module itself."""
-        package = home.parent / "__init__.py"
+        in the module itself. A registrar ending in `.` is a registry object, any of whose methods
+        registers what it decorates (`@MODELS.register_module()`); its classes also live in the
+        modules `importer` (the file that builds from it) imports, and those their package's
+        `__init__` imports (`import models` to fill the registry)."""
         modules = [self.summary(home)]
-        if self._is_file(str(package)):
-            init = self.summary(package)
-            for target in (*init.imports.values(), *init.star_imports):
-                found = self._resolve(target, package)
+
+        def add_imports_of(init: Path) -> None:
+            summary = self.summary(init)
+            for target in (*summary.imports.values(), *summary.star_imports):
+                found = self._resolve(target, init)
                 if found is not None and all(found.module is not m for m in modules):
                     modules.append(found.module)
+
+        package = home.parent / "__init__.py"
+        if self._is_file(str(package)):
+            add_imports_of(package)
+        if importer is not None:
+            add_imports_of(importer)
+            inits = {importer.parent / "__init__.py"}
+            for target in self.summary(importer).imports.values():
+                # (`from nets import build`: the package `nets` is imported, its `__init__` runs)
+                head = target.split(".", 1)[0]
+                found_path = self._module_path(head, importer)
+                if found_path is not None and found_path.name == "__init__.py":
+                    inits.add(found_path)
+            for module in list(modules):
+                if module.is_package:
+                    inits.add(self._path_of(module))
+            for init in sorted(inits - {package}):
+                if self._is_file(str(init)):
+                    add_imports_of(init)
         marked: list[str] = []
         for module in modules:
             where = self._path_of(module)
             for decorator, names in module.decorated().items():
                 found = self._resolve(decorator, where)
                 if found is None or found.name is None:
-                    continue
-                qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
+                    owner = self._module_object(decorator.rpartition(".")[0], where)
+                    if owner is None:
+                        continue
+                    qualified = owner + "."
+                else:
+                    qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
                 if qualified in registrars:
                     marked.extend(f"{module.name}.{n}" if module.name else n for n in names)
         return tuple(marked)

@@ -474,6 +474,17 @@ def _registry(tree: ast.Module, name: str, qualify: _Qualifier) -> list[str] | N
             owner = node.func.value
             if isinstance(owner, ast.Name) and owner.id == name and node.func.attr not in ("get", "keys", "items"):
                 return None  # `MODELS.update(...)`, `MODELS.setdefault(...)`
+    # `MODELS = Registry("models")`: an object whose methods register the classes they decorate
+    # (`@MODELS.register_module()`), "@<its qualified name>." (`ProjectIndex._decorated_by`)
+    bound = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    if len(bound) == 1 and isinstance(bound[0], ast.Call) and isinstance(bound[0].func, (ast.Name, ast.Attribute)):
+        maker = qualify(bound[0].func) or ""
+        if maker and not maker.startswith(("torch.", "collections.")) and maker.rsplit(".", 1)[-1][:1].isupper():
+            return [f"@{qualify.module}.{name}.".lstrip(".")]
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             if found is not None or len(node.targets) != 1 or not isinstance(node.value, ast.Dict):
