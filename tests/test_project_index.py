@@ -1823,3 +1823,43 @@ def test_a_registry_object_s_classes_are_what_its_get_and_build_return(tmp_path:
     placed = layer.format(name="Wide").replace("nn.Linear(width, 2)", "nn.Linear(width, 2).to('cuda:1')")
     _write(tmp_path, {"nets/wide.py": placed})
     assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"] == []
+
+
+def test_a_parameterless_module_built_from_cpu_parts_by_a_builder(tmp_path: Path) -> None:
+    # detectron2#1926: a meta-architecture owns no parameters itself; the builder hands it parts
+    # it builds right there (a project encoder, a builder's, a `torch.nn` layer, by keyword too),
+    # so what it returns is on the CPU. Parts handed in by the builder's caller, moved ones, or
+    # one from a builder that moves it, say nothing
+    _write(
+        tmp_path,
+        {
+            "arch.py": (
+                "import torch.nn as nn\n\n\n"
+                "class Encoder(nn.Module):\n    def __init__(self, d=8):\n        super().__init__()\n"
+                "        self.proj = nn.Linear(d, d)\n\n\n"
+                "def make_encoder(d=8):\n    return Encoder(d)\n\n\n"
+                "def make_placed(d=8):\n    return Encoder(d).cuda()\n\n\n"
+                "class Seq2Seq(nn.Module):\n    def __init__(self, encoder, decoder, steps=4):\n        super().__init__()\n"
+                "        self.encoder = encoder\n        self.decoder = decoder\n        self.steps = steps\n"
+            ),
+            "build.py": (
+                "import torch.nn as nn\n\nfrom arch import Encoder, Seq2Seq, make_encoder, make_placed\n\n\n"
+                "def direct(d):\n    return Seq2Seq(encoder=Encoder(d), decoder=nn.GRU(d, d), steps=8)\n\n\n"
+                "def through(d):\n    enc = make_encoder(d)\n    model = Seq2Seq(enc, nn.GRU(d, d))\n    return model\n\n\n"
+                "def handed(encoder, d):\n    return Seq2Seq(encoder, nn.GRU(d, d))\n\n\n"
+                "def moved(d):\n    return Seq2Seq(Encoder(d).cuda(), nn.GRU(d, d).cuda())\n\n\n"
+                "def placed(d):\n    return Seq2Seq(make_placed(d), nn.GRU(d, d))\n"
+            ),
+            "run.py": (
+                "import torch\n\nfrom build import direct, handed, moved, placed, through\nfrom arch import Encoder\n\n\n"
+                "def main(x):\n    x = x.cuda()\n"
+                "    a = direct(8)\n    print(a(x))\n"
+                "    b = through(8)\n    print(b(x))\n"
+                "    c = handed(Encoder().cuda(), 8)\n    print(c(x))\n"
+                "    d = moved(8)\n    print(d(x))\n"
+                "    e = placed(8)\n    print(e(x))\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 10), ("run.py", 12)]

@@ -1115,6 +1115,12 @@ class ProjectIndex:
         `torchvision.models.resnet18`)."""
         place = module.functions.get(name, "")
         kind, _, target = place.partition(":")
+        if kind == "callp":  # `return ImageClassifier(backbone, head)`, the parts built right there
+            kind, (target, _, parts) = "call", target.partition("|")
+            if modules and hops <= _MAX_HOPS:
+                composed = self._composed(target, parts.split(";"), where, hops)
+                if composed is not None:
+                    return composed
         if kind not in ("call", "callt", "callk") or hops > _MAX_HOPS:
             return place
         modules = modules and kind != "callt"
@@ -1141,6 +1147,51 @@ class ProjectIndex:
         if modules and found.name in found.module.classes:
             return [(found.module, found.name)]
         return ""
+
+    def _composed(
+        self, target: str, parts: list[str], where: Path, hops: int
+    ) -> list[tuple[ModuleSummary | None, str]] | None:
+        """A module class with no parameters of its own that never places itself, built by a
+        builder from modules it builds on the CPU right there (`torch.nn` layers, project classes
+        that own CPU parameters, builders of such): the instance owns theirs (module None, as a
+        library's model). None where any of that is not known."""
+        found = self._resolve(target, where)
+        if found is None or found.name is None or found.name not in found.module.classes:
+            return None
+        home = self._path_of(found.module)
+        if not self.is_module_class(found.module.bases[found.name], home):
+            return None
+        cls = found.module.classes[found.name]
+        if self.owns_cpu_parameters(cls, home) is not None or self._places(cls, home):
+            return None  # (True: it owns some itself, as judged elsewhere; False: it may place itself)
+        for part in parts:
+            if part == "torch.nn":
+                continue
+            hit = self._resolve(part, where)
+            if hit is None or hit.name is None:
+                return None
+            if hit.name in hit.module.classes:
+                owner = self._path_of(hit.module)
+                if not self.is_module_class(hit.module.bases[hit.name], owner):
+                    return None
+                inner = hit.module.classes[hit.name]
+                if self.owns_cpu_parameters(inner, owner) is not True or self._places(inner, owner):
+                    return None
+                continue
+            if hit.name not in hit.module.functions:
+                return None
+            built = self._function_place(hit.module, hit.name, self._path_of(hit.module), hops + 1)
+            if not isinstance(built, list) or not built:
+                return None
+            for module, name in built:
+                if module is None:
+                    continue  # a library's model, on the CPU
+                owner = self._path_of(module)
+                inner = module.classes[name]
+                if self.owns_cpu_parameters(inner, owner) is not True or self._places(inner, owner):
+                    return None
+        qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
+        return [(None, qualified)]
 
     def _built(self, target: str, where: Path, kind: str) -> list[tuple[ModuleSummary | None, str]] | None:
         """The classes a call of `target` builds (`where` spells it): a project class, a library's

@@ -1674,7 +1674,52 @@ def _returns(
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands); what a
         # call given `**kwargs` builds is then nothing known
         place = "callt:" + place[5:] if place.startswith("call:") else ""
+    if place.startswith("call:") and "," not in place and not place.endswith("[]"):
+        parts = _composed_of(function, returns, assignments, qualify)
+        if parts is not None:
+            place = f"callp:{place[5:]}|{';'.join(parts)}"
     return place
+
+
+def _composed_of(
+    function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier
+) -> list[str] | None:
+    """The modules a returned construction is handed, when it is handed some and each argument
+    is built right here, unmoved (`backbone = build_backbone(cfg)`, `head = nn.Linear(c, n)`,
+    then `return ImageClassifier(backbone, head)`): "torch.nn" for a `torch.nn` layer, the
+    qualified callee for a project call (the index asks whether that builds on the CPU). None
+    where an argument is a parameter, moved, or anything but a constant or such a call."""
+    params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+    value = returns[0] if len(returns) == 1 else None
+    if isinstance(value, ast.Name) and len(assignments.get(value.id, ())) == 1:
+        value = assignments[value.id][0]
+    if not isinstance(value, ast.Call) or not (value.args or value.keywords):
+        return None
+    parts: list[str] = []
+    for arg in (*value.args, *(k.value for k in value.keywords)):
+        if isinstance(arg, ast.Starred) or (isinstance(arg, ast.Name) and arg.id in params):
+            return None
+        if isinstance(arg, ast.Constant):
+            continue
+        built = arg
+        if isinstance(arg, ast.Name):
+            bound = assignments.get(arg.id, [])
+            if len(bound) != 1:
+                return None
+            built = bound[0]
+        if not isinstance(built, ast.Call) or not isinstance(built.func, (ast.Name, ast.Attribute)):
+            return None
+        if any(k.arg in ("device", "device_map") or k.arg is None for k in built.keywords):
+            return None
+        qualified = qualify(built.func) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and _parameterised(last):
+            parts.append("torch.nn")
+        elif qualify.known(built.func) is not None and not qualified.startswith(("torch.", "numpy.", "np.")):
+            parts.append(qualified)
+        else:
+            return None
+    return parts or None
 
 
 # tensor methods that keep the values where they are and return one tensor
