@@ -1623,3 +1623,244 @@ def test_a_plotting_script_s_axis_labels_do_not_name_a_device(tmp_path: Path) ->
     assert _check(["--no-cache", "--select", "DL501", "ch2"], cwd=tmp_path) == []
     _write(tmp_path, {"ch2/train.py": plotted.replace("agent = Agent()", "agent = Agent().cuda()")})
     assert [r["line"] for r in _check(["--no-cache", "--select", "DL501", "ch2"], cwd=tmp_path)] == [3]
+
+
+def test_a_method_inherited_from_a_class_of_another_module_is_judged_at_the_call(tmp_path: Path) -> None:
+    # mikkelfo/CORE-BEHRT#1 and torchtune#522 split over a hierarchy: `self.to_device(batch)` and
+    # `self.record(loss)` in a subclass run methods of a base two modules and one class away
+    # (the host read in a helper of a third module); a class of the file that overrides the
+    # method, or a call outside a class, runs something else
+    _write(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/numbers.py": "def to_number(t):\n    return t.detach().float().mean().item()\n",
+            "core/base.py": (
+                "from .numbers import to_number\n\n\n"
+                "class Root:\n"
+                "    def record(self, value, every=1):\n        self.values.append(to_number(value))\n\n"
+                "    def to_device(self, batch):\n        return {k: v.to(self.device) for k, v in batch.items()}\n\n\n"
+                "class Middle(Root):\n    def describe(self):\n        return type(self).__name__\n"
+            ),
+            "loops.py": (
+                "import torch\n\nfrom core.base import Middle\n\n\n"
+                "class Local(Middle):\n    pass\n\n\n"
+                "class Loop(Local):\n"
+                "    def __init__(self, model):\n"
+                "        self.device = torch.device('cuda')\n        self.model = model.to(self.device)\n"
+                "        self.values = []\n\n"
+                "    def run(self, loader, opt):\n"
+                "        for batch in loader:\n"
+                "            self.to_device(batch)\n"
+                "            batch = self.to_device(batch)\n"
+                "            loss = self.model(batch['x']).mean()\n"
+                "            opt.zero_grad()\n            loss.backward()\n            opt.step()\n"
+                "            self.record(loss)\n\n\n"
+                "class Quiet(Middle):\n"
+                "    def __init__(self, model):\n"
+                "        self.device = torch.device('cuda')\n        self.model = model.to(self.device)\n\n"
+                "    def record(self, value, every=1):\n        self.last = value.detach()\n\n"
+                "    def to_device(self, batch):\n        for k in list(batch):\n            batch[k] = batch[k].cuda()\n\n"
+                "    def run(self, loader, opt):\n"
+                "        for batch in loader:\n"
+                "            self.to_device(batch)\n"
+                "            loss = self.model(batch['x'].to(self.device)).mean()\n"
+                "            opt.zero_grad()\n            loss.backward()\n            opt.step()\n"
+                "            self.record(loss)\n"
+            ),
+        },
+    )
+    rows = _check(["--no-cache", str(tmp_path)])
+    assert sorted((Path(r["path"]).name, r["line"], r["code"]) for r in rows) == [
+        ("loops.py", 18, "DL104"),
+        ("loops.py", 24, "DL401"),
+    ]
+    assert [r for r in _check(["--no-cache", "--no-project", str(tmp_path)]) if r["code"] in ("DL104", "DL401")] == []
+
+
+def test_an_unscale_in_a_helper_of_another_module_counts_for_the_optimizer_it_is_handed(tmp_path: Path) -> None:
+    # LaWGPT#124 the other way round: the helper of a package unscales first (keywords), the
+    # loop's own `unscale_` of the same optimizer raises; the other optimizer of a GAN, or a
+    # helper whose unscale runs only when it gets a scaler (None here), unscales nothing twice
+    _write(
+        tmp_path,
+        {
+            "tools/__init__.py": "",
+            "tools/grads.py": (
+                "import torch\n\n\n"
+                "def clip(params, opt, amp=None, limit=1.0):\n"
+                "    if amp is not None:\n        amp.unscale_(opt)\n"
+                "    return torch.nn.utils.clip_grad_norm_(params, limit)\n\n\n"
+                "def always(amp, opt, params):\n    amp.unscale_(opt)\n    torch.nn.utils.clip_grad_value_(params, 1.0)\n"
+            ),
+            "gan.py": (
+                "import torch\n\nfrom tools.grads import always, clip\n\n\n"
+                "def step(g, d, opt_g, opt_d, loss_g, loss_d):\n"
+                "    scaler = torch.amp.GradScaler('cuda')\n"
+                "    scaler.scale(loss_d).backward()\n"
+                "    always(scaler, opt_d, d.parameters())\n"
+                "    scaler.step(opt_d)\n"
+                "    scaler.scale(loss_g).backward()\n"
+                "    clip(g.parameters(), opt=opt_g, amp=scaler)\n"
+                "    scaler.unscale_(opt_g)\n"
+                "    clip(g.parameters(), opt=opt_g)\n"
+                "    scaler.step(opt_g)\n"
+                "    scaler.update()\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL308"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("gan.py", 13)]
+    assert "opt_g" in rows[0]["message"]
+
+
+def test_a_wrapper_handed_to_a_saving_helper_of_another_module(tmp_path: Path) -> None:
+    # apex#647 through a helper: a trainer class keeps the DataParallel wrapper on `self` and
+    # hands it to `io_utils.dump(net, path=...)`, which saves `net.state_dict()` to that path; the
+    # bare model of evaluate.py then misses every key. Handing `.module`, or a helper that saves
+    # another parameter's state, is silent
+    io_utils = (
+        "import torch\n\n\n"
+        "def dump(net, opt=None, path='model.pth'):\n    torch.save(net.state_dict(), path)\n\n\n"
+        "def dump_opt(net, opt, path):\n    torch.save({'opt': opt.state_dict()}, path)\n"
+    )
+    trainer = (
+        "import os\n\nimport torch.nn as nn\n\nfrom io_utils import dump, dump_opt\n\n\n"
+        "class Trainer:\n"
+        "    def __init__(self, model, opt, out):\n"
+        "        self.net = nn.DataParallel(model.cuda())\n        self.opt = opt\n        self.out = out\n\n"
+        "    def finish(self):\n"
+        "        dump(self.net, path=os.path.join(self.out, 'best_net.pth'))\n"
+        "        dump_opt(self.net, self.opt, os.path.join(self.out, 'opt_state.pth'))\n"
+    )
+    evaluate = (
+        "import torch\n\nfrom model import Net\n\n\n"
+        "def load(out):\n"
+        "    net = Net()\n"
+        "    net.load_state_dict(torch.load(f'{out}/best_net.pth', map_location='cpu'))\n"
+        "    return net\n"
+    )
+    model = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n"
+    _write(tmp_path, {"io_utils.py": io_utils, "trainer.py": trainer, "evaluate.py": evaluate, "model.py": model})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("evaluate.py", 8)]
+    assert "trainer.py:15" in rows[0]["message"]
+    _write(tmp_path, {"trainer.py": trainer.replace("dump(self.net, path", "dump(self.net.module, path")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL204"] == []
+
+
+def test_a_scaler_stepped_by_a_helper_of_another_module_is_updated_by_its_owner(tmp_path: Path) -> None:
+    # MS-AMP#45 across files: `engine.amp.step` steps the scaler it is handed; the function that
+    # builds the scaler never updates it (reported at its call); a function handed the scaler by
+    # its own caller, a helper that updates too, and the helper's own file stay silent
+    _write(
+        tmp_path,
+        {
+            "engine/__init__.py": "",
+            "engine/amp.py": (
+                "def step(optimizer, loss, *, scaler):\n"
+                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    optimizer.zero_grad()\n\n\n"
+                "def full_step(optimizer, loss, scaler):\n"
+                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n"
+            ),
+            "fit.py": (
+                "import torch\n\nfrom engine import amp\n\n\n"
+                "def fit(model, loader, opt):\n"
+                "    grad_scaler = torch.amp.GradScaler('cuda')\n"
+                "    for x in loader:\n"
+                "        amp.step(opt, model(x.cuda()).mean(), scaler=grad_scaler)\n\n\n"
+                "def fit_owned(model, loader, opt, grad_scaler):\n"
+                "    for x in loader:\n"
+                "        amp.step(opt, model(x.cuda()).mean(), scaler=grad_scaler)\n\n\n"
+                "def fit_full(model, loader, opt):\n"
+                "    s = torch.amp.GradScaler('cuda')\n"
+                "    for x in loader:\n"
+                "        amp.full_step(opt, model(x.cuda()).mean(), s)\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL303"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 9)]
+    assert "grad_scaler.update()" in rows[0]["message"]
+    alone = [r for r in _check(["--no-cache", "--no-project", str(tmp_path / "engine")]) if r["code"] == "DL303"]
+    assert alone == []
+
+
+def test_a_registry_object_s_classes_are_what_its_get_and_build_return(tmp_path: Path) -> None:
+    # mmdetection#9725 / detectron2's META_ARCH_REGISTRY: a registry object (not a dict) filled
+    # by `@NETS.register` / `@NETS.register_module()` over the classes of the modules a package
+    # imports; a builder of that package returns `NETS.get(name)(**kw)`, and a script calls it
+    # (or `NETS.build(cfg)` itself) and never moves the model. A class that places itself among
+    # them, or a moved model, is silent
+    registry = (
+        "class Registry:\n    def __init__(self, name):\n        self._map = {}\n\n"
+        "    def register(self, cls):\n        self._map[cls.__name__] = cls\n        return cls\n\n"
+        "    def register_module(self):\n        return self.register\n\n"
+        "    def get(self, name):\n        return self._map[name]\n\n"
+        "    def build(self, cfg):\n        cfg = dict(cfg)\n        return self.get(cfg.pop('type'))(**cfg)\n\n\n"
+        "NETS = Registry('nets')\n"
+    )
+    layer = "import torch.nn as nn\n\nfrom core.registry import NETS\n\n\n@NETS.register\nclass {name}(nn.Module):\n    def __init__(self, width=8):\n        super().__init__()\n        self.fc = nn.Linear(width, 2)\n"
+    script = (
+        "import torch\n\nfrom core.registry import NETS\nfrom nets import build\n\n\n"
+        "def main(loader):\n"
+        "    a = build('Mlp', width=8)\n    b = NETS.build({'type': 'Mlp'})\n    c = NETS.build({'type': 'Mlp'}).cuda()\n"
+        "    for x in loader:\n        x = x.cuda()\n        print(a(x))\n        print(b(x))\n        print(c(x))\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/registry.py": registry,
+            "nets/__init__.py": "from . import mlp, wide\nfrom .factory import build\n",
+            "nets/mlp.py": layer.format(name="Mlp"),
+            "nets/wide.py": layer.format(name="Wide").replace("@NETS.register\n", "@NETS.register_module()\n"),
+            "nets/factory.py": "from core.registry import NETS\n\n\ndef build(name, **kw):\n    return NETS.get(name)(**kw)\n",
+            "main.py": script,
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("main.py", 13), ("main.py", 14)]
+    placed = layer.format(name="Wide").replace("nn.Linear(width, 2)", "nn.Linear(width, 2).to('cuda:1')")
+    _write(tmp_path, {"nets/wide.py": placed})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"] == []
+
+
+def test_a_parameterless_module_built_from_cpu_parts_by_a_builder(tmp_path: Path) -> None:
+    # detectron2#1926: a meta-architecture owns no parameters itself; the builder hands it parts
+    # it builds right there (a project encoder, a builder's, a `torch.nn` layer, by keyword too),
+    # so what it returns is on the CPU. Parts handed in by the builder's caller, moved ones, or
+    # one from a builder that moves it, say nothing
+    _write(
+        tmp_path,
+        {
+            "arch.py": (
+                "import torch.nn as nn\n\n\n"
+                "class Encoder(nn.Module):\n    def __init__(self, d=8):\n        super().__init__()\n"
+                "        self.proj = nn.Linear(d, d)\n\n\n"
+                "def make_encoder(d=8):\n    return Encoder(d)\n\n\n"
+                "def make_placed(d=8):\n    return Encoder(d).cuda()\n\n\n"
+                "class Seq2Seq(nn.Module):\n    def __init__(self, encoder, decoder, steps=4):\n        super().__init__()\n"
+                "        self.encoder = encoder\n        self.decoder = decoder\n        self.steps = steps\n"
+            ),
+            "build.py": (
+                "import torch.nn as nn\n\nfrom arch import Encoder, Seq2Seq, make_encoder, make_placed\n\n\n"
+                "def direct(d):\n    return Seq2Seq(encoder=Encoder(d), decoder=nn.GRU(d, d), steps=8)\n\n\n"
+                "def through(d):\n    enc = make_encoder(d)\n    model = Seq2Seq(enc, nn.GRU(d, d))\n    return model\n\n\n"
+                "def handed(encoder, d):\n    return Seq2Seq(encoder, nn.GRU(d, d))\n\n\n"
+                "def moved(d):\n    return Seq2Seq(Encoder(d).cuda(), nn.GRU(d, d).cuda())\n\n\n"
+                "def placed(d):\n    return Seq2Seq(make_placed(d), nn.GRU(d, d))\n"
+            ),
+            "run.py": (
+                "import torch\n\nfrom build import direct, handed, moved, placed, through\nfrom arch import Encoder\n\n\n"
+                "def main(x):\n    x = x.cuda()\n"
+                "    a = direct(8)\n    print(a(x))\n"
+                "    b = through(8)\n    print(b(x))\n"
+                "    c = handed(Encoder().cuda(), 8)\n    print(c(x))\n"
+                "    d = moved(8)\n    print(d(x))\n"
+                "    e = placed(8)\n    print(e(x))\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 10), ("run.py", 12)]

@@ -29,6 +29,8 @@ def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dic
         return None
     name = dotted_name(call.func)
     helper = helpers.get(name) if name is not None else None
+    if helper is None and name is not None and name.startswith("self.") and name.count(".") == 1:
+        helper = _inherited(ctx, call, name[5:])
     if helper is None or any(arg.star for arg in call.args):
         return None
     bound: dict[str, cst.BaseExpression] = {}
@@ -38,6 +40,36 @@ def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dic
         if param is not None:
             bound[param] = arg.value
     return helper, bound
+
+
+def _inherited(ctx: FileContext, call: cst.Call, method: str) -> ImportedHelper | None:
+    """The method `self.<method>(...)` runs in a class of this file that does not define it
+    but inherits it from an imported project class (`class EHRTrainer(BaseTrainer)` calling
+    `self.to_device(batch)`), through the file's own classes between them."""
+    cls = ctx.index.enclosing_class(call)
+    function = ctx.index.enclosing_function(call)
+    if cls is None or function is None or ctx.index.enclosing_class(function) is not cls:
+        return None
+    classes = {c.name.value: c for c in ctx.index.of_type(cst.ClassDef)}
+    chain: list[cst.ClassDef] = [cls]
+    seen: set[str] = set()
+    while chain and len(seen) < 12:
+        current = chain.pop(0)
+        if current.name.value in seen:
+            continue
+        seen.add(current.name.value)
+        if method in methods(current):
+            return None
+        for base in current.bases:
+            spelled = dotted_name(base.value) if base.keyword is None else None
+            if spelled is None:
+                continue
+            helper = ctx.project.helpers.get(f"{spelled}#{method}")
+            if helper is not None:
+                return helper
+            if spelled in classes:
+                chain.append(classes[spelled])
+    return None
 
 
 def moved_model(ctx: FileContext, node: cst.BaseExpression) -> bool:

@@ -134,6 +134,10 @@ def _events(ctx: FileContext, scope: Scope) -> list[_Event]:
         for effect in effects:
             if effect.kind not in (UNSCALE, UPDATE) or effect.conditional or effect.scaler is None:
                 continue
+            if effect.node is site:  # a function of another module: what the call hands it
+                if effect.kind == UPDATE or effect.optimizer is not None:
+                    out.append(_Event(effect.kind, site, None, effect.scaler, effect.optimizer))
+                continue
             optimizer = None
             if effect.kind == UNSCALE:
                 args = positional(effect.node)

@@ -19,7 +19,7 @@ from devicelint.analysis.training.step import (
     proven_scaler,
     training_scopes,
 )
-from devicelint.analysis.training.step_parts import built_scaler, optimizer_names
+from devicelint.analysis.training.step_parts import assigned_scalers, built_scaler, optimizer_names
 from devicelint.analysis.training.syntax import (
     enclosing_ifs,
     inside,
@@ -101,7 +101,11 @@ class GradscalerUpdateMissing(Rule):
     unless the `if` tests a precision setting that is the same on every pass
     (`if cfg.mixed_precision and cfg.dtype == "float16":`). An update skipped after `unscale_` is
     not reported when the loop builds a new scaler on every pass: nothing stale reaches the next
-    pass, and the rebuilt scaler is the finding.
+    pass, and the rebuilt scaler is the finding. A `scaler.step` on a scaler the function is
+    handed, in a file that builds no `GradScaler`, is its caller's to update: with the project
+    index the caller's call of that function (`backward_and_step(loss, opt, scaler)` of another
+    module, stepping and never updating) is reported instead, where the file that calls it
+    updates the scaler nowhere and does not receive it from its own caller.
     """
 
     code = "DL303"
@@ -122,9 +126,11 @@ class GradscalerUpdateMissing(Rule):
                 steps = _helper_steps(ctx, scope) or (_steps_elsewhere(ctx, scope, scopes) if updates else [])
                 if steps:
                     yield from self._partial_updates(ctx, scope, steps, updates)
+                if not updates and not file_updates:
+                    yield from self._imported_steps_never_updated(ctx, scope)
                 continue
             if not updates:
-                proven = [s for s in steps if proven_scaler(ctx, receiver(s))]
+                proven = [s for s in steps if proven_scaler(ctx, receiver(s)) and not _handed_in(ctx, scope, s)]
                 if not file_updates and proven:
                     step = proven[0]
                     yield self.violation(
@@ -159,6 +165,27 @@ class GradscalerUpdateMissing(Rule):
                 "`update()` learned about the loss scale is thrown away: each pass starts again from the "
                 "initial scale and skips steps with inf gradients until it has lowered it again",
             )
+
+    def _imported_steps_never_updated(self, ctx: FileContext, scope: Scope) -> Iterator[Violation]:
+        """`backward_and_step(loss, opt, scaler)` of another module's function that steps the
+        scaler it is handed and never updates it, where this file never updates it either: the
+        file that owns the scaler misses the update (the helper's own file stays silent,
+        `_handed_in`)."""
+        params = _parameter_names(scope.node)
+        for site, found in scope.helper_calls:
+            effect = next((e for e in found if e.node is site and e.kind == SCALER_STEP and not e.conditional), None)
+            if effect is None or effect.scaler is None or effect.scaler.split(".", 1)[0] in params:
+                continue
+            if any(e.node is site and e.kind == UPDATE for e in found):
+                continue
+            yield self.violation(
+                site,
+                remedy=f"call `{effect.scaler}.update()` after it on every step",
+                what=f"`{short(ctx, site)}` steps `{effect.scaler}` through a function of another module that "
+                f"never updates it, and nothing here does: the loss scale never adapts and the next "
+                "`scaler.step` raises",
+            )
+            return
 
     def _partial_updates(
         self, ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]
@@ -268,6 +295,22 @@ def _scaler_switch(ctx: FileContext, update: cst.Call, test: cst.BaseExpression)
             return False
         switches.add(" ".join(ctx.code_for(flag).split()))
     return bool(switches) and switches == {" ".join(ctx.code_for(test).split())}
+
+
+def _parameter_names(node: cst.CSTNode) -> set[str]:
+    if type(node) is not cst.FunctionDef:
+        return set()
+    params = node.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
+def _handed_in(ctx: FileContext, scope: Scope, step: cst.Call) -> bool:
+    """`scaler.step(opt)` on a scaler the function is handed, in a file that builds no
+    `GradScaler`: the scaler belongs to a caller in another module, whose update this file
+    cannot see (the caller's file is judged at its call, `_imported_steps_never_updated`)."""
+    owner = receiver(step)
+    name = text_of(owner) if owner is not None else None
+    return name is not None and name in _parameter_names(scope.node) and name != "self" and not assigned_scalers(ctx)
 
 
 def _helper_updates(ctx: FileContext, scope: Scope) -> list[cst.Call]:

@@ -102,6 +102,16 @@ class ParameterUses:
     # Nothing for callers by itself: the index reads the callee's uses through it, so a helper's
     # helper in a third module counts as the helper's own (`ProjectIndex._uses`)
     forwards: tuple[tuple[str, str, int, str, bool, bool, int], ...] = ()
+    # (scaler parameter, optimizer parameter) for each `scaler.unscale_(optimizer)` it makes on
+    # two of its parameters: a caller that unscales the same optimizer again before `update()`
+    # raises (DL308), the call naming both in the caller's words
+    unscales: tuple[tuple[str, str], ...] = ()
+    # (model parameter, checkpoint key, path parameter, line) for each `torch.save` of a
+    # parameter's state dict (key "" for the state dict itself, `{"model": model.state_dict()}`
+    # for "model", also through a name bound once) to a path parameter
+    # (`def save_checkpoint(model, optimizer, epoch, path)`): a caller that hands a
+    # `DataParallel`/DDP wrapper saves `module.`-prefixed keys to the path it hands (DL204)
+    state_saves: tuple[tuple[str, str, str, int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -119,6 +129,7 @@ class ParameterUses:
             or self.step_effects
             or self.collectives
             or self.accelerator_tensor
+            or self.state_saves
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -154,6 +165,8 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
             (str(p), str(c), int(i), str(k), bool(a), bool(w), int(line))
             for p, c, i, k, a, w, line in data.get("forwards", ())
         ),
+        unscales=tuple((str(s), str(o)) for s, o in data.get("unscales", ())),
+        state_saves=tuple((str(m), str(k), str(p), int(n)) for m, k, p, n in data.get("state_saves", ())),
     )
 
 
@@ -220,7 +233,73 @@ def parameter_uses(
         )
         if project_name is not None
         else (),
+        unscales=_unscales(params, own_nodes),
+        state_saves=tuple((m, k, p, line + first_line) for m, k, p, line in _state_saves(kept, own_nodes)),
     )
+
+
+def _state_saves(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, str, int]]:
+    """See `ParameterUses.state_saves`."""
+    saves = [
+        n for n in nodes if isinstance(n, ast.Call) and dotted(n.func) in ("torch.save", "torch.serialization.save")
+    ]
+    if not saves:
+        return []
+    values: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(node.value)
+
+    def state_of(value: ast.expr) -> str | None:
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "state_dict"
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id in params
+        ):
+            return value.func.value.id
+        return None
+
+    found: list[tuple[str, str, str, int]] = []
+    for call in saves:
+        payload = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "obj"), None)
+        place = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "f"), None)
+        if payload is None or not isinstance(place, ast.Name) or place.id not in params:
+            continue
+        if isinstance(payload, ast.Name) and len(values.get(payload.id, ())) == 1:
+            payload = values[payload.id][0]
+        model = state_of(payload)
+        if model is not None:
+            found.append((model, "", place.id, call.lineno))
+        elif isinstance(payload, ast.Dict):
+            for key, value in zip(payload.keys, payload.values):
+                model = state_of(value)
+                if model is not None and isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    found.append((model, key.value, place.id, call.lineno))
+    return found
+
+
+def _unscales(params: tuple[str, ...], nodes: list[ast.AST]) -> tuple[tuple[str, str], ...]:
+    """See `ParameterUses.unscales`."""
+    found: list[tuple[str, str]] = []
+    for node in nodes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "unscale_"
+            and len(node.args) == 1
+            and isinstance(node.func.value, ast.Name)
+            and isinstance(node.args[0], ast.Name)
+            and node.func.value.id in params
+            and node.args[0].id in params
+        ):
+            pair = (node.func.value.id, node.args[0].id)
+            if pair not in found:
+                found.append(pair)
+    return tuple(found)
 
 
 def _forwards(

@@ -281,7 +281,8 @@ class ProjectIndex:
         self._others_moved: dict[str, set[str]] | None = None
         self._paths: dict[int, Path] = {}
         self._members: dict[
-            tuple[int, str], tuple[ImportedClass | ImportedPlainClass | str | None, ImportedHelper | None]
+            tuple[int, str],
+            tuple[ImportedClass | ImportedPlainClass | str | None, ImportedHelper | None, dict[str, ImportedHelper]],
         ] = {}
         self._root_text = str(self.root)
         self._exists: dict[str, bool] = {}
@@ -319,6 +320,7 @@ class ProjectIndex:
         # whose text names one (built once per run, when a class's save needs it)
         self._wrapper_classes: list[tuple[ModuleSummary, str, tuple[str, ...]]] | None = None
         self._wrapper_paths: list[str] = []
+        self._wrapper_texts: list[tuple[str, bytes]] | None = None
 
     # -- modules and their summaries
     def module_name(self, path: Path) -> tuple[str, bool]:
@@ -778,6 +780,16 @@ class ProjectIndex:
             found = self._resolve(star, path)
             if found is not None and found.name is None:
                 self._add_members("", found.module, members, used)
+        for local, qualified in sorted(imports.items()):
+            # `MODELS.build(cfg)` of an imported registry object: one of the classes it registers
+            if f"{local}.build(".encode() in data and not members.holds(f"{local}.build"):
+                built = self._built(f"{qualified}[]", path, "call")
+                if built:
+                    cls = _one_of(
+                        [self._imported_class(m, n) if m is not None else ImportedClass(n, True) for m, n in built]
+                    )
+                    if cls is not None:
+                        members.classes[f"{local}.build"] = cls
         moved: dict[str, tuple[str, ...]] = {}
         if "class" in used:
             self._asked_movers = True  # the view depends on every mover, even when there is none
@@ -880,12 +892,16 @@ class ProjectIndex:
         if key not in self._members:
             self._deps.append(set())
             try:
-                self._members[key] = (self._member(module, name), self._helper(module, name))
+                self._members[key] = (
+                    self._member(module, name),
+                    self._helper(module, name),
+                    self._method_helpers(module, name) if name in module.classes else {},
+                )
             finally:
                 self._member_deps[key] = self._deps.pop()
         if self._deps:
             self._deps[-1].update(self._member_deps[key])
-        member, helper = self._members[key]
+        member, helper, inherited = self._members[key]
         if member is None and helper is None and name not in module.classes and name not in module.functions:
             self._add_constants("", module, [name], members)
             if spelled != name:  # `from .t import MEAN as M`
@@ -901,6 +917,37 @@ class ProjectIndex:
             members.functions[spelled] = member
         if helper is not None:
             members.helpers[spelled] = helper
+        for method, found in inherited.items():
+            members.helpers[f"{spelled}#{method}"] = found
+
+    def _method_helpers(self, module: ModuleSummary, name: str) -> dict[str, ImportedHelper]:
+        """The methods of the class `name` (its own, then its project bases', through modules)
+        that do something to the arguments they are handed (`ClassSummary.method_uses`), by
+        method: what a subclass's `self.<method>(...)` runs (`ProjectView.helpers` under
+        `<class as spelled>#<method>`)."""
+        found: dict[str, ImportedHelper] = {}
+        defined: set[str] = set()
+        chain = [(module, name)]
+        seen: set[str] = set()
+        while chain and len(seen) <= _MAX_HOPS:
+            owner, cls_name = chain.pop(0)
+            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
+            if qualified in seen or cls_name not in owner.classes:
+                continue
+            seen.add(qualified)
+            where = self._path_of(owner)
+            cls = owner.classes[cls_name]
+            for method, uses in cls.method_uses:
+                if method not in defined:
+                    uses = self._forwarded(uses, (id(owner), f"{cls_name}.{method}"), where, frozenset(), {})
+                    if uses:
+                        found[method] = ImportedHelper(f"{qualified}.{method}", self._shown(where), uses)
+            defined.update(cls.defined)
+            for base in cls.bases:
+                hit = self._resolve(base, where)
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
+        return found
 
     def _helper(self, module: ModuleSummary, name: str) -> ImportedHelper | None:
         """A function of `module` that reads, converts or moves what it is handed (or a class
@@ -939,13 +986,22 @@ class ProjectIndex:
         where `to_number` calls `.item()` in another module; a chain ends after twelve hops and
         at a function met again. `done` keeps each function's answer for the rest of the walk:
         helpers that hand on to the same helpers (torch's inductor) made it exponential."""
-        uses = module.uses[name]
-        key = (id(module), name)
+        return self._forwarded(module.uses[name], (id(module), name), self._path_of(module), seen, done)
+
+    def _forwarded(
+        self,
+        uses: ParameterUses,
+        key: tuple[int, str],
+        where: Path,
+        seen: frozenset[tuple[int, str]],
+        done: dict[tuple[int, str], ParameterUses],
+    ) -> ParameterUses:
+        """`uses` (of the function `key` names, in the module at `where`) with what the project
+        functions it hands its parameters to do to them (`_uses`)."""
         if not uses.forwards or key in seen or len(seen) > _MAX_HOPS:
             return uses
         if key in done:
             return done[key]
-        where = self._path_of(module)
         kept = set(uses.params)
         to_numpy = dict((p, line) for p, line in uses.to_numpy)
         syncs = {p: (read, line) for p, read, line in uses.host_syncs}
@@ -1079,6 +1135,12 @@ class ProjectIndex:
         `torchvision.models.resnet18`)."""
         place = module.functions.get(name, "")
         kind, _, target = place.partition(":")
+        if kind == "callp":  # `return ImageClassifier(backbone, head)`, the parts built right there
+            kind, (target, _, parts) = "call", target.partition("|")
+            if modules and hops <= _MAX_HOPS:
+                composed = self._composed(target, parts.split(";"), where, hops)
+                if composed is not None:
+                    return composed
         if kind not in ("call", "callt", "callk") or hops > _MAX_HOPS:
             return place
         modules = modules and kind != "callt"
@@ -1092,6 +1154,10 @@ class ProjectIndex:
         if kind == "call" and _metric_class(target):
             return "metric"  # `return MetricCollection({...})`: a torchmetrics object, unmoved
         found = self._resolve(target, where)
+        if (found is None or found.name is None) and target.endswith(".build") and modules:
+            # `MODELS.build(cfg)` of a registry object (`MODELS = Registry("models")`)
+            built = self._built(target[: -len("build")] + "[]", where, kind)
+            return built if built is not None else ""
         if found is None or found.name is None:
             return ""
         if found.name in found.module.functions:
@@ -1101,6 +1167,51 @@ class ProjectIndex:
         if modules and found.name in found.module.classes:
             return [(found.module, found.name)]
         return ""
+
+    def _composed(
+        self, target: str, parts: list[str], where: Path, hops: int
+    ) -> list[tuple[ModuleSummary | None, str]] | None:
+        """A module class with no parameters of its own that never places itself, built by a
+        builder from modules it builds on the CPU right there (`torch.nn` layers, project classes
+        that own CPU parameters, builders of such): the instance owns theirs (module None, as a
+        library's model). None where any of that is not known."""
+        found = self._resolve(target, where)
+        if found is None or found.name is None or found.name not in found.module.classes:
+            return None
+        home = self._path_of(found.module)
+        if not self.is_module_class(found.module.bases[found.name], home):
+            return None
+        cls = found.module.classes[found.name]
+        if self.owns_cpu_parameters(cls, home) is not None or self._places(cls, home):
+            return None  # (True: it owns some itself, as judged elsewhere; False: it may place itself)
+        for part in parts:
+            if part == "torch.nn":
+                continue
+            hit = self._resolve(part, where)
+            if hit is None or hit.name is None:
+                return None
+            if hit.name in hit.module.classes:
+                owner = self._path_of(hit.module)
+                if not self.is_module_class(hit.module.bases[hit.name], owner):
+                    return None
+                inner = hit.module.classes[hit.name]
+                if self.owns_cpu_parameters(inner, owner) is not True or self._places(inner, owner):
+                    return None
+                continue
+            if hit.name not in hit.module.functions:
+                return None
+            built = self._function_place(hit.module, hit.name, self._path_of(hit.module), hops + 1)
+            if not isinstance(built, list) or not built:
+                return None
+            for module, name in built:
+                if module is None:
+                    continue  # a library's model, on the CPU
+                owner = self._path_of(module)
+                inner = module.classes[name]
+                if self.owns_cpu_parameters(inner, owner) is not True or self._places(inner, owner):
+                    return None
+        qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
+        return [(None, qualified)]
 
     def _built(self, target: str, where: Path, kind: str) -> list[tuple[ModuleSummary | None, str]] | None:
         """The classes a call of `target` builds (`where` spells it): a project class, a library's
@@ -1112,7 +1223,7 @@ class ProjectIndex:
             # `torchvision.models.__dict__[arch](...)`, `getattr(torchvision.models, arch)(...)`
             return [(None, target[: -len(".__dict__[]")])] if kind == "call" else None
         if target.endswith("[]"):
-            found = self._registry(target[:-2], where, 0)
+            found = self._registry(target[:-2].rstrip("."), where, 0)
             if found is None:
                 return None
             home, registry = found
@@ -1123,7 +1234,9 @@ class ProjectIndex:
             return None
         return [(found.module, found.name)]
 
-    def _registry(self, qualified: str, where: Path, hops: int) -> tuple[Path, tuple[str, ...]] | None:
+    def _registry(
+        self, qualified: str, where: Path, hops: int, importer: Path | None = None
+    ) -> tuple[Path, tuple[str, ...]] | None:
         """The module that defines the registry dict `qualified` names (through re-exports) and
         the callables it maps names to (`ModuleSummary.registry`)."""
         owner, _, last = qualified.rpartition(".")
@@ -1132,34 +1245,74 @@ class ProjectIndex:
             return None
         module, home = found.module, self._path_of(found.module)
         if last in module.imports and module.imports[last] != qualified:  # `from .registry import MODELS`
-            return self._registry(module.imports[last], home, hops + 1)
+            return self._registry(module.imports[last], home, hops + 1, importer or where)
         registry = module.registry(last)
         if registry and any(r.startswith("@") for r in registry):
-            decorated = self._decorated_by(home, {r[1:] for r in registry if r.startswith("@")})
+            user = (importer or where) if any(r.endswith(".") for r in registry) else None
+            decorated = self._decorated_by(home, {r[1:] for r in registry if r.startswith("@")}, user)
             registry = tuple(r for r in registry if not r.startswith("@")) + decorated
         return (home, registry) if registry else None
 
-    def _decorated_by(self, home: Path, registrars: set[str]) -> tuple[str, ...]:
+    def _module_object(self, qualified: str, where: Path, hops: int = 0) -> str | None:
+        """`registry.MODELS` for a name a module binds at its top level (`MODELS =
+        Registry("models")`), through re-exports (`from .registry import MODELS`); None for
+        anything else."""
+        owner, _, last = qualified.rpartition(".")
+        path = self._module_path(owner, where) if owner and hops <= _MAX_HOPS else None
+        if path is None:
+            return None
+        module = self.summary(path)
+        if last in module.imports and module.imports[last] != qualified:
+            return self._module_object(module.imports[last], path, hops + 1)
+        return f"{module.name}.{last}" if module.name else last
+
+    def _decorated_by(self, home: Path, registrars: set[str], importer: Path | None = None) -> tuple[str, ...]:
         """The classes (and functions) that the decorators `registrars` (functions of the module
         at `home` that fill a registry dict) decorate in the modules its package's `__init__`
         imports (what must run for the registry to be filled: `from . import resnet, vit`), and
-        in the module itself."""
-        package = home.parent / "__init__.py"
+        in the module itself. A registrar ending in `.` is a registry object, any of whose methods
+        registers what it decorates (`@MODELS.register_module()`); its classes also live in the
+        modules `importer` (the file that builds from it) imports, and those their package's
+        `__init__` imports (`import models` to fill the registry)."""
         modules = [self.summary(home)]
-        if self._is_file(str(package)):
-            init = self.summary(package)
-            for target in (*init.imports.values(), *init.star_imports):
-                found = self._resolve(target, package)
+
+        def add_imports_of(init: Path) -> None:
+            summary = self.summary(init)
+            for target in (*summary.imports.values(), *summary.star_imports):
+                found = self._resolve(target, init)
                 if found is not None and all(found.module is not m for m in modules):
                     modules.append(found.module)
+
+        package = home.parent / "__init__.py"
+        if self._is_file(str(package)):
+            add_imports_of(package)
+        if importer is not None:
+            add_imports_of(importer)
+            inits = {importer.parent / "__init__.py"}
+            for target in self.summary(importer).imports.values():
+                # (`from nets import build`: the package `nets` is imported, its `__init__` runs)
+                head = target.split(".", 1)[0]
+                found_path = self._module_path(head, importer)
+                if found_path is not None and found_path.name == "__init__.py":
+                    inits.add(found_path)
+            for module in list(modules):
+                if module.is_package:
+                    inits.add(self._path_of(module))
+            for init in sorted(inits - {package}):
+                if self._is_file(str(init)):
+                    add_imports_of(init)
         marked: list[str] = []
         for module in modules:
             where = self._path_of(module)
             for decorator, names in module.decorated().items():
                 found = self._resolve(decorator, where)
                 if found is None or found.name is None:
-                    continue
-                qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
+                    owner = self._module_object(decorator.rpartition(".")[0], where)
+                    if owner is None:
+                        continue
+                    qualified = owner + "."
+                else:
+                    qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
                 if qualified in registrars:
                     marked.extend(f"{module.name}.{n}" if module.name else n for n in names)
         return tuple(marked)
@@ -1208,20 +1361,28 @@ class ProjectIndex:
     def _saved_from_wrapper(self, key: str) -> list[tuple[str, str, str, int]]:
         """(file name, checkpoint key, saving file, line) for each save of `key` from a wrapper's
         state dict in the project (`project.saves.wrapped_state_saves`); only files whose text
-        names `key` and a wrapper are read."""
-        from devicelint.project.saves import attribute_state_saves, wrapped_state_saves
-
+        names `key` and a wrapper are read. Asked once per checkpoint name a loader mentions, so
+        each name's answer is kept with every file it was read from (the asking file's view
+        depends on them, whichever file asked first)."""
         known = self._wrapper_saves.get(key)
-        if known is not None:
-            if self._deps:
-                self._deps[-1].update(known[1])
-            return known[0]
+        if known is None:
+            self._deps.append(set())
+            try:
+                found = self._wrapper_saves_of(key)
+            finally:
+                read = self._deps.pop()
+            known = self._wrapper_saves[key] = (found, read)
+        if self._deps:
+            self._deps[-1].update(known[1])
+        return known[0]
+
+    def _wrapper_saves_of(self, key: str) -> list[tuple[str, str, str, int]]:
+        from devicelint.project.saves import attribute_state_saves, wrapped_helper_calls, wrapped_state_saves
+
         found: list[tuple[str, str, str, int]] = []
-        read: set[str] = set()
         word = key.rsplit(".", 1)[-1].encode()  # `@config.CKPT`: savers naming `CKPT`
         for path, data in self._state_savers():
             if word in data and b"DataParallel" in data and b"state_dict" in data:
-                read.add(path)
                 if self._deps:
                     self._deps[-1].add(path)
                 saves = self.summary(Path(path)).wrapped_saves(wrapped_state_saves)
@@ -1233,13 +1394,20 @@ class ProjectIndex:
                 module = self.summary(Path(path))
                 for cls, attr, name, dict_key, line in module.read_tree(attribute_state_saves):
                     if name == key and self._wrapped_in_hierarchy(module, cls, attr):
-                        read.add(path)
                         if self._deps:
                             self._deps[-1].add(path)
                         found.append((name, dict_key, self._shown(Path(path)), line))
-        found = sorted(set(found))
-        self._wrapper_saves[key] = (found, read)
-        return found
+        for path, data in self._wrapper_files():
+            if word in data:
+                # a wrapper handed to a function that saves that parameter's state dict to the
+                # path it is also handed (`save_checkpoint(model, opt, epoch, config.CKPT)`)
+                module = self.summary(Path(path))
+                for callee, position, keyword, arguments, line in module.read_tree(wrapped_helper_calls):
+                    for dict_key in self._saves_state_to(callee, Path(path), position, keyword, arguments, key):
+                        if self._deps:
+                            self._deps[-1].add(path)
+                        found.append((key, dict_key, self._shown(Path(path)), line))
+        return sorted(set(found))
 
     def _state_savers(self) -> list[tuple[str, bytes]]:
         """The savers whose text saves a state dict: the only ones a wrapper's save can be in
@@ -1252,6 +1420,40 @@ class ProjectIndex:
                 or (b"self." in data and b".state_dict()" in data)
             ]
         return self._state_saver_files
+
+    def _wrapper_files(self) -> list[tuple[str, bytes]]:
+        """The project's files whose text names `DataParallel` (`DistributedDataParallel` too),
+        with their text (listed once per run)."""
+        if self._wrapper_texts is None:
+            self._wrapper_texts = []
+            for path in sorted(self._walk()):
+                try:
+                    data = self._data(path)
+                except OSError:
+                    continue
+                if b"DataParallel" in data:
+                    self._wrapper_texts.append((path, data))
+        return self._wrapper_texts
+
+    def _saves_state_to(
+        self,
+        callee: str,
+        where: Path,
+        position: int,
+        keyword: str,
+        arguments: tuple[tuple[int, str, tuple[str, ...]], ...],
+        key: str,
+    ) -> list[str]:
+        """The checkpoint keys under which the project function `callee` saves the state dict
+        of the parameter a call hands at `position`/`keyword`, to a path parameter the call
+        hands a path naming `key` (`ParameterUses.state_saves`)."""
+        found = self._resolve(callee, where)
+        if found is None or found.name is None or found.name not in found.module.uses:
+            return []
+        uses = found.module.uses[found.name]
+        model = uses.parameter_at(position if position >= 0 else None, keyword or None)
+        paths = {uses.parameter_at(i if i >= 0 else None, k or None) for i, k, names in arguments if key in names}
+        return sorted({k for m, k, p, _ in uses.state_saves if m == model and p in paths})
 
     def _wrapped_in_hierarchy(self, module: ModuleSummary, name: str, attr: str) -> bool:
         """Whether a class of the project that derives from `module.name` (or that it derives

@@ -292,6 +292,69 @@ def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str
     return found
 
 
+def wrapped_helper_calls(
+    tree: ast.Module, qualify: _Qualifier
+) -> list[tuple[str, int, str, tuple[tuple[int, str, tuple[str, ...]], ...], int]]:
+    """(callee, position, keyword, arguments, line) for each call of a function the module
+    imports or defines that is handed a `DataParallel`/DDP wrapper the scope makes (at
+    `position`, -1 for a keyword, or as `keyword`); `arguments`: (position, keyword, file
+    names) for each other argument that names a file (`path_key`) or a path constant of another
+    module (`@config.CKPT`). The index reads whether the callee saves that parameter's state
+    dict to that path parameter (`ParameterUses.state_saves`)."""
+    constants = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found: list[tuple[str, int, str, tuple[tuple[int, str, tuple[str, ...]], ...], int]] = []
+    kept = _wrapped_attributes(tree, qualify)
+    scopes: list[ast.AST] = [
+        tree,
+        *(n for n in _descendants(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+    ]
+    for scope in scopes:
+        nodes = _descendants(scope, _NESTED_SCOPES)
+        wrapped = _wrapped_names(nodes, qualify) | kept.get(id(scope), set())
+        if not wrapped:
+            continue
+        bound: dict[str, list[ast.expr | None]] | None = None
+        for call in nodes:
+            if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args):
+                continue
+            slots = [(i, "", a) for i, a in enumerate(call.args)]
+            slots += [(-1, k.arg, k.value) for k in call.keywords if k.arg is not None]
+            handed = [(i, k) for i, k, a in slots if _wrapper_name(a) in wrapped]
+            if len(handed) != 1:
+                continue
+            callee = qualify.known(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
+            if callee is None:
+                continue
+            if bound is None:
+                bound = {name: [value] for name, value in constants.items()}
+                bound.update(_bindings(nodes))
+            arguments = []
+            for i, k, value in slots:
+                if (i, k) == handed[0]:
+                    continue
+                names = _keys(value, bound) or _imported_constant(value, bound, qualify)
+                if names:
+                    arguments.append((i, k, tuple(sorted(names))))
+            if arguments:
+                found.append((callee, handed[0][0], handed[0][1], tuple(arguments), call.lineno))
+    return found
+
+
+def _wrapper_name(value: ast.expr) -> str | None:
+    """`model`, or `self.model`, as `_wrapped_names` and `_wrapped_attributes` spell them."""
+    if isinstance(value, ast.Name):
+        return value.id
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        return f"{value.value.id}.{value.attr}"
+    return None
+
+
 def _wrapped_attributes(tree: ast.Module, qualify: _Qualifier) -> dict[int, set[str]]:
     """id of each method -> `self.model` for each attribute its class sets to a wrapper in some
     method (`self.model = DDP(model, device_ids=[rank])` in `__init__`) and never unwraps

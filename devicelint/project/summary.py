@@ -12,7 +12,7 @@ import bisect
 import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from devicelint.analysis.vocabulary import FACTORIES, HOST_ONLY_ARGUMENTS, PRESERVING_METHODS
@@ -107,6 +107,12 @@ class ClassSummary:
     # the `__init__` parameters it moves to a device (`self.model = model.to(self.device)`, not
     # `.to("cpu")`), for a plain class (a trainer): an argument handed there is moved after all
     moved_params: tuple[str, ...] = ()
+    # (method, what it does to the arguments it is handed, `self` left out) for each method of a
+    # class that is not a `torch.nn` layer whose uses say something (`ParameterUses`), and the
+    # names of all the methods it defines: a subclass in another module that calls the inherited
+    # `self.to_device(batch)` or `self.log_step(loss)` is judged at the call as for a function
+    method_uses: tuple[tuple[str, ParameterUses], ...] = ()
+    defined: tuple[str, ...] = ()
 
 
 class ModuleSummary:
@@ -468,6 +474,17 @@ def _registry(tree: ast.Module, name: str, qualify: _Qualifier) -> list[str] | N
             owner = node.func.value
             if isinstance(owner, ast.Name) and owner.id == name and node.func.attr not in ("get", "keys", "items"):
                 return None  # `MODELS.update(...)`, `MODELS.setdefault(...)`
+    # `MODELS = Registry("models")`: an object whose methods register the classes they decorate
+    # (`@MODELS.register_module()`), "@<its qualified name>." (`ProjectIndex._decorated_by`)
+    bound = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    if len(bound) == 1 and isinstance(bound[0], ast.Call) and isinstance(bound[0].func, (ast.Name, ast.Attribute)):
+        maker = qualify(bound[0].func) or ""
+        if maker and not maker.startswith(("torch.", "collections.")) and maker.rsplit(".", 1)[-1][:1].isupper():
+            return [f"@{qualify.module}.{name}.".lstrip(".")]
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             if found is not None or len(node.targets) != 1 or not isinstance(node.value, ast.Dict):
@@ -545,6 +562,8 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
         host_only=host_updates_from(data.get("host_only", ())),
         moved_params=tuple(str(p) for p in data.get("moved_params", ())),
+        method_uses=tuple((str(m), parameter_uses_from(u)) for m, u in data.get("method_uses", ())),
+        defined=tuple(str(m) for m in data.get("defined", ())),
     )
 
 
@@ -822,6 +841,54 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             for m, ps, p, k, f, line in (_host_only_parameters(methods, qualify) if host_only else ())
         ),
         _moved_parameters(methods.get("__init__")) if places and not layer else (),
+        _method_uses(methods, qualify, first_line) if not layer else (),
+        tuple(methods) if not layer else (),
+    )
+
+
+def _method_uses(
+    methods: dict[str, ast.FunctionDef], qualify: _Qualifier, first_line: int
+) -> tuple[tuple[str, ParameterUses], ...]:
+    """See `ClassSummary.method_uses`: the instance methods (not dunders, static or class
+    methods, properties), each read as a function whose first parameter is the instance."""
+    found = []
+    for name, method in methods.items():
+        if name.startswith("__") or method.decorator_list:
+            continue
+        args = method.args
+        positional = [*args.posonlyargs, *args.args]
+        if not positional or positional[0].arg != "self" or len(positional) + len(args.kwonlyargs) < 2:
+            continue
+        uses = _without(parameter_uses(method, _own_nodes(method), first_line, False, qualify.known), "self")
+        if uses or uses.forwards:
+            found.append((name, uses))
+    return tuple(found)
+
+
+def _without(uses: ParameterUses, param: str) -> ParameterUses:
+    """`uses` of a method with its instance parameter left out: the call binds its arguments
+    from the second parameter on, and what it does to `self` is no argument's."""
+    if not uses.params or uses.params[0] != param:
+        return uses
+    return replace(
+        uses,
+        params=uses.params[1:],
+        positional=max(uses.positional - 1, 0),
+        reads=tuple(e for e in uses.reads if e[0] != param),
+        to_numpy=tuple(e for e in uses.to_numpy if e[0] != param),
+        returns_moved=None if uses.returns_moved == param else uses.returns_moved,
+        unmoved_batches=tuple(e for e in uses.unmoved_batches if param not in e[:2]),
+        host_inputs=tuple(e for e in uses.host_inputs if e[0] != param),
+        mixes=tuple(e for e in uses.mixes if e[0] != param),
+        loads_state=tuple(p for p in uses.loads_state if p != param),
+        runs_unmoved=tuple(e for e in uses.runs_unmoved if e[0] != param),
+        host_syncs=tuple(e for e in uses.host_syncs if e[0] != param),
+        loose_syncs=tuple(p for p in uses.loose_syncs if p != param),
+        step_effects=tuple(e for e in uses.step_effects if e[1] != param),
+        collectives=tuple(e for e in uses.collectives if e[0] != param),
+        forwards=tuple(e for e in uses.forwards if e[0] != param),
+        unscales=tuple(e for e in uses.unscales if param not in e),
+        state_saves=tuple(e for e in uses.state_saves if param not in (e[0], e[2])),
     )
 
 
@@ -1607,7 +1674,52 @@ def _returns(
         # tensor's `.to()` returns a copy, so the place of a returned tensor stands); what a
         # call given `**kwargs` builds is then nothing known
         place = "callt:" + place[5:] if place.startswith("call:") else ""
+    if place.startswith("call:") and "," not in place and not place.endswith("[]"):
+        parts = _composed_of(function, returns, assignments, qualify)
+        if parts is not None:
+            place = f"callp:{place[5:]}|{';'.join(parts)}"
     return place
+
+
+def _composed_of(
+    function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier
+) -> list[str] | None:
+    """The modules a returned construction is handed, when it is handed some and each argument
+    is built right here, unmoved (`backbone = build_backbone(cfg)`, `head = nn.Linear(c, n)`,
+    then `return ImageClassifier(backbone, head)`): "torch.nn" for a `torch.nn` layer, the
+    qualified callee for a project call (the index asks whether that builds on the CPU). None
+    where an argument is a parameter, moved, or anything but a constant or such a call."""
+    params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+    value = returns[0] if len(returns) == 1 else None
+    if isinstance(value, ast.Name) and len(assignments.get(value.id, ())) == 1:
+        value = assignments[value.id][0]
+    if not isinstance(value, ast.Call) or not (value.args or value.keywords):
+        return None
+    parts: list[str] = []
+    for arg in (*value.args, *(k.value for k in value.keywords)):
+        if isinstance(arg, ast.Starred) or (isinstance(arg, ast.Name) and arg.id in params):
+            return None
+        if isinstance(arg, ast.Constant):
+            continue
+        built = arg
+        if isinstance(arg, ast.Name):
+            bound = assignments.get(arg.id, [])
+            if len(bound) != 1:
+                return None
+            built = bound[0]
+        if not isinstance(built, ast.Call) or not isinstance(built.func, (ast.Name, ast.Attribute)):
+            return None
+        if any(k.arg in ("device", "device_map") or k.arg is None for k in built.keywords):
+            return None
+        qualified = qualify(built.func) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and _parameterised(last):
+            parts.append("torch.nn")
+        elif qualify.known(built.func) is not None and not qualified.startswith(("torch.", "numpy.", "np.")):
+            parts.append(qualified)
+        else:
+            return None
+    return parts or None
 
 
 # tensor methods that keep the values where they are and return one tensor

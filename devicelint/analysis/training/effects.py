@@ -39,6 +39,9 @@ class Effect:
     node: cst.Call  # the call inside the callee (or inside a helper it calls)
     scaler: str | None  # the scaler as the callee writes it (`self.scaler`), for scaler calls
     conditional: bool  # under an `if` or a loop of the callee (or of a helper on the way)
+    # for an unscale by a function of another module (`node` is then the caller's own call):
+    # the optimizer the call hands it, in the caller's words
+    optimizer: str | None = None
 
 
 def effects_of_call(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
@@ -81,14 +84,21 @@ def _imported_effects(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
         if param is not None:
             bound[param] = arg.value
     out: list[Effect] = []
-    for kind, _, guard in helper.uses.step_effects:
+    unscaled = dict(helper.uses.unscales)
+    for kind, param, guard in helper.uses.step_effects:
         if guard:
             value = bound.get(guard[1:])
             given = value is not None and not (isinstance(value, cst.Name) and value.value == "None")
             if given != (guard[0] == "+"):
                 continue
-        out.append(Effect(kind, call, None, False))
+        # (a scaler call names its scaler parameter: the scaler the caller hands there)
+        scaler = dotted_name(bound[param]) if kind in _SCALER_KINDS and param in bound else None
+        optimizer = bound.get(unscaled.get(param, "")) if kind == UNSCALE and scaler is not None else None
+        out.append(Effect(kind, call, scaler, False, dotted_name(optimizer) if optimizer is not None else None))
     return tuple(out)
+
+
+_SCALER_KINDS = frozenset({UNSCALE, SCALER_STEP, UPDATE})
 
 
 def effects(ctx: FileContext, func: cst.FunctionDef) -> tuple[Effect, ...]:
