@@ -13,6 +13,8 @@ Every device here comes from the placement engine (`facts.device_of`, the engine
   `moves_itself`, `built_on_cpu`;
 - `wrappers`: `DataParallel`/DDP sites, `wrapper_at`, `wrapped_split`, `spread_by_loader`.
 - `ranks`: the global rank used as a GPU index (`global_rank_indices`).
+- `instance_callables`: callables a module keeps on itself over the instance (bound methods,
+  partials, lambdas reading `self`), which DataParallel replicas copy still bound to the original.
 """
 
 from __future__ import annotations
