@@ -7931,3 +7931,54 @@ def test_a_tensor_of_a_local_bound_to_a_signed_number_expression_is_0_dim() -> N
         """
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+# -- DL109: what a dataset's __init__ does on the GPU matters only where its workers read it ------
+
+INIT_PRECOMPUTES = """
+    import torch
+    from torch.utils.data import Dataset
+
+
+    def load_encoder(path, device):
+        encoder = torch.jit.load(path)
+        return encoder.to(device)
+
+
+    class Embedded(Dataset):
+        def __init__(self, texts, tokenizer, path, device="cuda"):
+            encoder = load_encoder(path, device)
+            self.vectors = {}
+            with torch.no_grad():
+                for i, text in enumerate(texts):
+                    ids = torch.tensor(tokenizer(text), device=device)
+                    self.vectors[i] = encoder(ids).mean(0).tolist()
+            self.centre = torch.zeros(16).cuda()
+            self.texts = texts
+
+        def __len__(self):
+            return len(self.texts)
+
+        def __getitem__(self, index):
+            return self._pair(index)
+
+        def _pair(self, index):
+            return self.texts[index], torch.tensor(self.vectors[index])
+"""
+
+
+def test_a_dataset_init_that_keeps_only_host_results_of_gpu_work_is_clean() -> None:
+    # the encoder runs once in the main process; workers read `vectors` (lists) and `texts`;
+    # `centre` stays on the GPU but no item code reads it
+    assert [f for f in _found(INIT_PRECOMPUTES) if f[1] == "DL109"] == []
+
+
+def test_a_gpu_value_of_init_that_item_code_reads_is_still_reported() -> None:
+    twin = INIT_PRECOMPUTES.replace(
+        "return self.texts[index], torch.tensor(self.vectors[index])",
+        "return self.texts[index], torch.tensor(self.vectors[index]), self.centre",
+    ).replace(
+        "self.vectors[i] = encoder(ids).mean(0).tolist()",
+        "self.vectors[i] = encoder(ids).mean(0)",
+    )
+    assert [f for f in _found(twin) if f[1] == "DL109"] == [(8, "DL109"), (19, "DL109")]
