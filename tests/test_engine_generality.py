@@ -7982,3 +7982,35 @@ def test_a_gpu_value_of_init_that_item_code_reads_is_still_reported() -> None:
         "self.vectors[i] = encoder(ids).mean(0)",
     )
     assert [f for f in _found(twin) if f[1] == "DL109"] == [(8, "DL109"), (19, "DL109")]
+
+
+# -- DL401: a comparison with a string is a Python test, never a tensor's -----------------------
+
+TAGGED_PARAMETERS = """
+    import torch
+
+
+    class Tagged(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.01):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                weights = group["params"]
+                for i, w in enumerate(weights):
+                    d = w.grad
+                    if f"{w.role}" != "norm":
+                        d = d * 0.5
+                    if w.role == "matrix":
+                        d = d * 2
+                    size = d.norm()
+                    if size > 10.0:
+                        d = d / size
+                    w.add_(d, alpha=-group["lr"])
+"""
+
+
+def test_an_optimizer_step_testing_a_string_tag_of_a_parameter_reads_no_tensor() -> None:
+    # lines 15 and 17 compare a Python attribute with strings; line 20 tests a device tensor
+    assert [f for f in _found(TAGGED_PARAMETERS) if f[1] == "DL401"] == [(20, "DL401")]

@@ -131,7 +131,9 @@ class HostSyncInTrainingLoop(Rule):
 
     ## Known limits
     A bare `t.numpy()` (no `.cpu()` on the way) is never reported: it only runs on a host tensor
-    (on a device one it raises, which DL108 reports), so nothing is copied there.
+    (on a device one it raises, which DL108 reports), so nothing is copied there. Nor is a test
+    that compares with a string (`if p.label == "attn":` on a tag the code set on a parameter): a
+    tensor never equals a string, so such a test reads a Python attribute.
     Where a value lives comes from the placement analysis: a tensor it places on the CPU
     (`y.to("cpu")`, a DataLoader batch never moved), a module (`model.cpu()`) or a number is never
     reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
@@ -512,6 +514,8 @@ def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> 
         if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in test.comparisons):
             return False
         operands = [test.left, *(c.comparator for c in test.comparisons)]
+        if any(type(o) in _STRINGS for o in operands):
+            return False  # `p.label == "attn"`: a tensor is never equal to a string, so this is a Python test
         return any(_direct(o) and on_device(ctx, o, hot) for o in operands)
     if type(test) is cst.Call and (helper := callee(ctx, test)) is not None:
         # `if over(gnorm, grp):` running `return gnorm > grp["max_norm"]`: the test in the caller's words
@@ -527,6 +531,9 @@ def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> 
         kept = aliased_values(ctx, test)
         return bool(kept) and all(_tensor_valued_test(ctx, v) for v, _ in kept) and on_device(ctx, test, hot)
     return False
+
+
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 def _tensor_valued_test(ctx: FileContext, value: cst.BaseExpression) -> bool:
