@@ -8014,3 +8014,46 @@ TAGGED_PARAMETERS = """
 def test_an_optimizer_step_testing_a_string_tag_of_a_parameter_reads_no_tensor() -> None:
     # lines 15 and 17 compare a Python attribute with strings; line 20 tests a device tensor
     assert [f for f in _found(TAGGED_PARAMETERS) if f[1] == "DL401"] == [(20, "DL401")]
+
+
+# -- a whole program in one file that names no accelerator runs on the CPU -----------------------
+
+LESSON = """
+    import torch
+    from torch import nn
+
+
+    def fit(model, batches, epochs, lr):
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(epochs):
+            seen, total = 0, 0.0
+            for xb, yb in batches:
+                loss = nn.functional.cross_entropy(model(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(yb)
+                seen += len(yb)
+            print(total / seen)
+
+
+    data = [(torch.randn(8, 4), torch.randint(0, 3, (8,))) for _ in range(10)]
+    fit(nn.Linear(4, 3), data, 3, 0.1)
+"""
+
+
+def _found_at(source: str, path: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), path, DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+def test_a_module_that_runs_its_own_training_and_names_no_accelerator_trains_on_the_cpu() -> None:
+    assert [f for f in _found_at(LESSON, "lesson.py") if f[1] == "DL401"] == []
+    assert [f for f in _found_at(LESSON, "lesson.ipynb") if f[1] == "DL401"] == []
+
+
+def test_the_same_program_on_a_gpu_is_still_reported() -> None:
+    twin = LESSON.replace("fit(nn.Linear(4, 3), data, 3, 0.1)", 'fit(nn.Linear(4, 3).to("cuda"), data, 3, 0.1)')
+    assert [f for f in _found_at(twin, "lesson.py") if f[1] == "DL401"] == [(15, "DL401")]
+    library = LESSON.replace("fit(nn.Linear(4, 3), data, 3, 0.1)", "")  # a helper others call: may be on a GPU
+    assert [f for f in _found_at(library, "lesson.py") if f[1] == "DL401"] == [(15, "DL401")]

@@ -147,9 +147,10 @@ class HostSyncInTrainingLoop(Rule):
     (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
     it and never names an accelerator (or names no device but the CPU and copies of where things
     already are: `device="cpu"` defaults, `device=x.device`) is taken to train on the CPU, also
-    where the step only hands the model on (`env.rollout(steps, policy)`), and so is a script
-    (`__main__`) that never names an accelerator and imports nothing of its project that places
-    tensors, wherever its model comes from (a constructor it is handed); a training loop in a
+    where the step only hands the model on (`env.rollout(steps, policy)`), and so is a whole
+    program in one file (a script with a `__main__` guard, a notebook, or a module whose top level
+    calls its own functions) that never names an accelerator and imports nothing of its project
+    that places tensors, wherever its model comes from (a constructor it is handed); a training loop in a
     library file that runs on the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...), or that tests the
     counter of an enclosing `for i in range(...)`/`enumerate(...)` for membership in chosen steps

@@ -11,7 +11,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS, is_device_guard, runs_own_functions
+from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
 from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
@@ -949,8 +949,7 @@ def _cpu_only_program(ctx: FileContext) -> bool:
     """A whole program in one file (a notebook, a script with a `__main__` guard, or one whose
     top level calls its own functions) that never names an accelerator or a move: everything it
     builds, and so everything it saves, is on the CPU."""
-    program = ctx.path.endswith(".ipynb") or "__main__" in ctx.source or runs_own_functions(ctx)
-    return program and not ACCELERATOR_WORDS.search(ctx.source.lower())
+    return cpu_only_script(ctx)
 
 
 def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:
