@@ -8057,3 +8057,41 @@ def test_the_same_program_on_a_gpu_is_still_reported() -> None:
     assert [f for f in _found_at(twin, "lesson.py") if f[1] == "DL401"] == [(15, "DL401")]
     library = LESSON.replace("fit(nn.Linear(4, 3), data, 3, 0.1)", "")  # a helper others call: may be on a GPU
     assert [f for f in _found_at(library, "lesson.py") if f[1] == "DL401"] == [(15, "DL401")]
+
+
+# -- DL401: a host copy the step hands to host code through host arithmetic is needed now ----------
+
+PRIORITIZED = """
+    import numpy as np
+    import torch
+    from torch import nn
+
+
+    class Learner:
+        def __init__(self, replay, alpha=0.6):
+            self.net = nn.Linear(4, 2).cuda()
+            self.opt = torch.optim.Adam(self.net.parameters())
+            self.replay = replay
+            self.alpha = alpha
+            self.history = []
+
+        def learn(self, obs, target, idx, weights):
+            q = self.net(obs.cuda())
+            td = (q - target.cuda()).abs().sum(1)
+            loss = (td * weights.cuda()).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            errors = td.detach().cpu().numpy()
+            prios = (errors + 1e-6) ** self.alpha
+            self.replay.set_priorities(idx, prios)
+"""
+
+
+def test_priorities_made_from_the_host_copy_by_host_arithmetic_are_needed_now() -> None:
+    assert [f for f in _found(PRIORITIZED) if f[1] == "DL401"] == []
+
+
+def test_a_host_copy_only_kept_for_statistics_is_still_reported() -> None:
+    twin = PRIORITIZED.replace("self.replay.set_priorities(idx, prios)", "self.history.append(prios.mean())")
+    assert [f for f in _found(twin) if f[1] == "DL401"] == [(22, "DL401")]

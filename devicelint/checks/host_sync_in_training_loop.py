@@ -178,7 +178,8 @@ class HostSyncInTrainingLoop(Rule):
     at most one finding. A copy whose name the step then hands to host code that returns several
     values it goes on with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info =
     env.step(actions)`), or that becomes NumPy data handed to a host object's method
-    (`buffer.update_priorities(idx, loss.detach().cpu().numpy())` through a name), is not
+    (`buffer.update_priorities(idx, loss.detach().cpu().numpy())` through a name, also through
+    host arithmetic on it: `errors = ...numpy()`, `priorities = errors + eps`), is not
     reported: the host needs it on every step, so nothing can be deferred.
     """
 
@@ -403,6 +404,7 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
     if not names:
         return False
     numpy = _to_numpy(small.value)
+    names |= _host_derived(ctx, region, names)
     for use in body_nodes(region.body):
         if not (type(use) is cst.Name and use.value in names) or _binds(ctx, use):
             continue
@@ -422,6 +424,32 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
         if numpy and type(call.func) is cst.Attribute:
             return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
     return False
+
+
+def _host_derived(ctx: FileContext, region: StepRegion, names: set[str]) -> set[str]:
+    """Plain names the step binds to host arithmetic on `names` (`priorities = errors + eps`,
+    `p = np.clip(errors, 0, 1)`): still the host copy, in other words (no `torch.` call)."""
+    derived: set[str] = set()
+    for _ in range(3):
+        grown = False
+        for node in body_nodes(region.body):
+            if type(node) is not cst.Assign or not all(type(t.target) is cst.Name for t in node.targets):
+                continue
+            reads = {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
+            if not (reads & (names | derived)):
+                continue
+            if any(
+                type(c) is cst.Call and (ctx.qualified_name(c.func) or "").startswith("torch.")
+                for c in ctx.index.walk(node.value)
+            ):
+                continue
+            for t in node.targets:
+                if type(t.target) is cst.Name and t.target.value not in names | derived:
+                    derived.add(t.target.value)
+                    grown = True
+        if not grown:
+            break
+    return derived
 
 
 def _to_numpy(value: cst.BaseExpression) -> bool:
