@@ -8095,3 +8095,38 @@ def test_priorities_made_from_the_host_copy_by_host_arithmetic_are_needed_now() 
 def test_a_host_copy_only_kept_for_statistics_is_still_reported() -> None:
     twin = PRIORITIZED.replace("self.replay.set_priorities(idx, prios)", "self.history.append(prios.mean())")
     assert [f for f in _found(twin) if f[1] == "DL401"] == [(22, "DL401")]
+
+
+# -- DL501: a module's state dict taken after moving it to the host is host data ------------------
+
+HOST_SNAPSHOTS = """
+    import os
+    import torch
+
+
+    class Snapshots:
+        def __init__(self, root, device):
+            self.root = root
+            self.device = device
+
+        def store(self, net, step):
+            where = os.path.join(self.root, f"{step}_weights.pt")
+            torch.save(net.to("cpu").state_dict(), where)
+            net.to(self.device)
+
+        def restore(self, net, step):
+            where = os.path.join(self.root, f"{step}_weights.pt")
+            net.load_state_dict(torch.load(where))
+            return net.to(self.device)
+"""
+
+
+def test_a_class_that_saves_state_dicts_of_modules_moved_to_the_host_reloads_host_data() -> None:
+    assert [f for f in _found(HOST_SNAPSHOTS) if f[1] == "DL501"] == []
+
+
+def test_a_class_that_saves_device_state_dicts_still_needs_map_location() -> None:
+    twin = HOST_SNAPSHOTS.replace(
+        'torch.save(net.to("cpu").state_dict(), where)', "torch.save(net.state_dict(), where)"
+    )
+    assert [f for f in _found(twin) if f[1] == "DL501"] == [(18, "DL501")]
