@@ -86,7 +86,9 @@ class ModelNotMoved(Rule):
     that is handed nothing that could say where to build (no `device=`-like keyword, no
     whole settings object, no value named after a device) and whose model the same function
     loads weights into (`net = hourglass(num_stacks=args.stacks)` then
-    `net.load_state_dict(...)`).
+    `net.load_state_dict(...)`). A project function that moves its inputs to a device
+    parameter whose default is the CPU (`evaluate(loader, net, device=torch.device("cpu"))`)
+    is not taken to run a model on the device, even where a caller passes a GPU device.
     """
 
     code = "DL117"

@@ -208,7 +208,9 @@ def parameter_uses(
         ),
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
-        runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
+        runs_unmoved=tuple(
+            (p, line + first_line) for p, line in runs_unmoved(kept, own_nodes, host_devices=_host_defaults(function))
+        ),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
         loose_syncs=_loose_syncs(tuple(kept), own_nodes, syncs),
         step_effects=_step_effects(function.body, set(params), ""),
@@ -446,19 +448,54 @@ def _host_syncs(
 _DEVICE_MOVES = frozenset({"to", "cuda"})
 
 
+def _host_defaults(function: ast.FunctionDef) -> frozenset[str]:
+    """The parameters whose default is the CPU (`device="cpu"`, `device=torch.device("cpu")`)."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [
+        *zip(positional[len(positional) - len(args.defaults) :], args.defaults),
+        *zip(args.kwonlyargs, args.kw_defaults),
+    ]
+    return frozenset(a.arg for a, default in pairs if default is not None and _cpu_device(default))
+
+
+def _cpu_device(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr == "device") or (
+            isinstance(func, ast.Name) and func.id == "device"
+        ):
+            node = node.args[0]
+    return isinstance(node, ast.Constant) and node.value == "cpu"
+
+
 def runs_unmoved(
-    models: list[str] | tuple[str, ...], nodes: list[ast.AST], held: Callable[[ast.expr], str | None] | None = None
+    models: list[str] | tuple[str, ...],
+    nodes: list[ast.AST],
+    held: Callable[[ast.expr], str | None] | None = None,
+    host_devices: frozenset[str] = frozenset(),
 ) -> tuple[tuple[str, int], ...]:
     """See `ParameterUses.runs_unmoved`; `held` names the model an expression stands for (a
-    class's `self.model` kept from its constructor's `model`), by default a bare name."""
+    class's `self.model` kept from its constructor's `model`), by default a bare name;
+    `host_devices`: parameters whose default is the CPU (`evaluate(loader, net,
+    device=torch.device("cpu"))`): a move there is a move to the host unless a caller says
+    otherwise, so it does not make the function run a model on the device."""
     holder = held or (lambda node: node.id if isinstance(node, ast.Name) else None)
+
+    def _moves(value: ast.expr) -> bool:
+        if not _moves_to_device(value):
+            return False
+        assert isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+        first = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
+        return not (value.func.attr == "to" and isinstance(first, ast.Name) and first.id in host_devices)
+
     moved_inputs: set[str] = set()
     left_alone = set(models)
     for node in nodes:
-        if isinstance(node, ast.Assign) and _moves_to_device(node.value):
+        if isinstance(node, ast.Assign) and _moves(node.value):
             moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
-            if all(_moves_to_device(e) for e in node.value.elts):
+            if all(_moves(e) for e in node.value.elts):
                 moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
         if isinstance(node, ast.Attribute) and node.attr in _DEVICE_MOVES | {"half", "float", "to_empty"}:
             left_alone.discard(holder(node.value) or "")  # `model.to(device)`: moved here after all
@@ -478,7 +515,7 @@ def runs_unmoved(
         if model not in left_alone:
             continue
         inputs = [*node.args, *(k.value for k in node.keywords)]
-        if any(_moves_to_device(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
+        if any(_moves(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
             found.setdefault(model, node.lineno)
     return tuple(sorted(found.items()))
 
