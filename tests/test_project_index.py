@@ -1660,3 +1660,13 @@ def test_a_helper_moving_to_a_device_it_is_given_still_reports_the_unmoved_model
     _write(tmp_path, {"loops.py": twin, "main.py": main})
     found = [(Path(r["path"]).name, r["line"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
     assert found == [("main.py", 5)]
+
+
+def test_a_direct_call_passing_a_gpu_to_a_cpu_default_runner_still_reports_the_unmoved_model(tmp_path: Path) -> None:
+    main = (
+        "import torch\nfrom loops import score\n\nnet = torch.nn.Linear(4, 3)\n"
+        'print(score(net, [], device=torch.device("cuda")))\nprint(score(net, [], "cpu"))\n'
+    )
+    _write(tmp_path, {"loops.py": RUNNER_WITH_HOST_DEFAULT, "main.py": main})
+    found = [(Path(r["path"]).name, r["line"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert found == [("main.py", 5)]

@@ -74,6 +74,10 @@ class ParameterUses:
     # (parameter, line): the function calls the parameter on inputs it moved to a device
     # (`x = x.to(device); model(x)`) and never moves, rebinds or hands on the parameter itself
     runs_unmoved: tuple[tuple[str, int], ...] = ()
+    # (parameter, device parameter, line): as `runs_unmoved`, but the inputs go to a device
+    # parameter whose default is the CPU (`evaluate(net, loader, device="cpu")`): the model runs
+    # on moved inputs only where a caller passes that parameter (read at direct calls only)
+    runs_unmoved_if_passed: tuple[tuple[str, str, int], ...] = ()
     # (parameter, read, line): the function reads on the host a value computed from the
     # parameter (`(logits.argmax(1) == y).float().mean().item()`, `float(loss)`, `.tolist()`)
     host_syncs: tuple[tuple[str, str, int], ...] = ()
@@ -115,6 +119,7 @@ class ParameterUses:
             or self.distributed_setup
             or self.implicit_draws
             or self.runs_unmoved
+            or self.runs_unmoved_if_passed
             or self.host_syncs
             or self.step_effects
             or self.collectives
@@ -145,6 +150,9 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
+        runs_unmoved_if_passed=tuple(
+            (str(p), str(d), int(line)) for p, d, line in data.get("runs_unmoved_if_passed", ())
+        ),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
         loose_syncs=tuple(str(p) for p in data.get("loose_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
@@ -180,6 +188,8 @@ def parameter_uses(
     # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
     sure = _unconditional(own_nodes)
     syncs = _host_syncs(tuple(kept), own_nodes)
+    host_devices = _host_defaults(function)
+    unmoved = runs_unmoved(kept, own_nodes, host_devices=host_devices)
     return ParameterUses(
         params=params,
         positional=len(positional),
@@ -208,8 +218,9 @@ def parameter_uses(
         ),
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
-        runs_unmoved=tuple(
-            (p, line + first_line) for p, line in runs_unmoved(kept, own_nodes, host_devices=_host_defaults(function))
+        runs_unmoved=tuple((p, line + first_line) for p, line in unmoved),
+        runs_unmoved_if_passed=tuple(
+            (p, d, line + first_line) for p, d, line in _unmoved_if_passed(kept, own_nodes, host_devices, unmoved)
         ),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
         loose_syncs=_loose_syncs(tuple(kept), own_nodes, syncs),
@@ -446,6 +457,21 @@ def _host_syncs(
 
 
 _DEVICE_MOVES = frozenset({"to", "cuda"})
+
+
+def _unmoved_if_passed(
+    models: list[str], nodes: list[ast.AST], host_devices: frozenset[str], unmoved: tuple[tuple[str, int], ...]
+) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.runs_unmoved_if_passed`: what `runs_unmoved` finds once the moves to
+    one CPU-default device parameter count as moves to the device."""
+    found: list[tuple[str, str, int]] = []
+    known = {p for p, _ in unmoved}
+    for device in sorted(host_devices):
+        for model, line in runs_unmoved(models, nodes, host_devices=host_devices - {device}):
+            if model not in known:
+                known.add(model)
+                found.append((model, device, line))
+    return found
 
 
 def _host_defaults(function: ast.FunctionDef) -> frozenset[str]:
