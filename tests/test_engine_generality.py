@@ -8130,3 +8130,26 @@ def test_a_class_that_saves_device_state_dicts_still_needs_map_location() -> Non
         'torch.save(net.to("cpu").state_dict(), where)', "torch.save(net.state_dict(), where)"
     )
     assert [f for f in _found(twin) if f[1] == "DL501"] == [(18, "DL501")]
+
+
+def test_a_dataset_handing_itself_whole_to_its_item_helper_keeps_its_gpu_init_reported() -> None:
+    source = """
+        import torch
+        from torch.utils.data import Dataset
+
+
+        def row_of(dataset, index):
+            return dataset.table[index]
+
+
+        class Table(Dataset):
+            def __init__(self, rows, device):
+                self.table = torch.tensor(rows).to(device)
+
+            def __len__(self):
+                return len(self.table)
+
+            def __getitem__(self, index):
+                return row_of(self, index)
+    """
+    assert [f for f in _found(source) if f[1] == "DL109"] == [(12, "DL109")]

@@ -393,6 +393,12 @@ def _main_process_code(
         for node in ctx.index.walk(f)
         if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
     )
+    for f, _, _ in item_scopes:
+        for node in ctx.index.walk(f.body):
+            if type(node) is cst.Name and node.value == "self":
+                parent = ctx.index.parent(node)
+                if not (type(parent) is cst.Attribute and parent.value is node):
+                    return {}  # `self` handed on whole (`load(self, i)`, `vars(self)`): any attribute may be read
     init_scopes = _with_callees(ctx, [(own["__init__"], "", frozenset())], own, name)
     main = [f for f, _, _ in init_scopes if id(f) not in reached_by_items]
     if not main:
@@ -623,7 +629,8 @@ class CudaInDataset(Rule):
     attribute of `self` that the item methods (or what they call) read; GPU work whose results
     are kept as host data (`self.rows.append(model(x).cpu().numpy())`), a model moved to run it,
     and device copies the item code never reads (`self.mean_gpu` for the training loop) are not
-    reported. A dataset whose item methods are not all in its class is read as before.
+    reported. A dataset whose item methods are not all in its class, or whose item code hands
+    `self` on whole (`row_of(self, i)`), is read as before.
     """
 
     code = "DL109"
