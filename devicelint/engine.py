@@ -102,7 +102,7 @@ def _imported_words(view: ProjectView) -> str:
             words.append("load_state_dict")
         if helper.uses.step_effects:
             words.append("backward")  # it runs the step: the AMP and sync rules read the caller
-        if helper.uses.runs_unmoved:
+        if helper.uses.runs_unmoved or helper.uses.runs_unmoved_if_passed:
             words.append(".to(device)")  # it moves the model's inputs
         if helper.uses.collectives:
             words.append("all_reduce")  # it hands what it is given to a collective

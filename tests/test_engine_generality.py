@@ -8587,3 +8587,225 @@ def test_a_submodule_s_bound_method_or_a_partial_of_a_submodule_kept_on_a_replic
     )
     assert [f for f in _found(source) if f[1] == "DL203"] == [(12, "DL203"), (13, "DL203")]
     assert "keeps the method `self.embed.forward` of a submodule bound" in _messages(source)[0]
+
+
+# -- DL109: what a dataset's __init__ does on the GPU matters only where its workers read it ------
+
+INIT_PRECOMPUTES = """
+    import torch
+    from torch.utils.data import Dataset
+
+
+    def load_encoder(path, device):
+        encoder = torch.jit.load(path)
+        return encoder.to(device)
+
+
+    class Embedded(Dataset):
+        def __init__(self, texts, tokenizer, path, device="cuda"):
+            encoder = load_encoder(path, device)
+            self.vectors = {}
+            with torch.no_grad():
+                for i, text in enumerate(texts):
+                    ids = torch.tensor(tokenizer(text), device=device)
+                    self.vectors[i] = encoder(ids).mean(0).tolist()
+            self.centre = torch.zeros(16).cuda()
+            self.texts = texts
+
+        def __len__(self):
+            return len(self.texts)
+
+        def __getitem__(self, index):
+            return self._pair(index)
+
+        def _pair(self, index):
+            return self.texts[index], torch.tensor(self.vectors[index])
+"""
+
+
+def test_a_dataset_init_that_keeps_only_host_results_of_gpu_work_is_clean() -> None:
+    # the encoder runs once in the main process; workers read `vectors` (lists) and `texts`;
+    # `centre` stays on the GPU but no item code reads it
+    assert [f for f in _found(INIT_PRECOMPUTES) if f[1] == "DL109"] == []
+
+
+def test_a_gpu_value_of_init_that_item_code_reads_is_still_reported() -> None:
+    twin = INIT_PRECOMPUTES.replace(
+        "return self.texts[index], torch.tensor(self.vectors[index])",
+        "return self.texts[index], torch.tensor(self.vectors[index]), self.centre",
+    ).replace(
+        "self.vectors[i] = encoder(ids).mean(0).tolist()",
+        "self.vectors[i] = encoder(ids).mean(0)",
+    )
+    assert [f for f in _found(twin) if f[1] == "DL109"] == [(8, "DL109"), (19, "DL109")]
+
+
+# -- DL401: a comparison with a string is a Python test, never a tensor's -----------------------
+
+TAGGED_PARAMETERS = """
+    import torch
+
+
+    class Tagged(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.01):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                weights = group["params"]
+                for i, w in enumerate(weights):
+                    d = w.grad
+                    if f"{w.role}" != "norm":
+                        d = d * 0.5
+                    if w.role == "matrix":
+                        d = d * 2
+                    size = d.norm()
+                    if size > 10.0:
+                        d = d / size
+                    w.add_(d, alpha=-group["lr"])
+"""
+
+
+def test_an_optimizer_step_testing_a_string_tag_of_a_parameter_reads_no_tensor() -> None:
+    # lines 15 and 17 compare a Python attribute with strings; line 20 tests a device tensor
+    assert [f for f in _found(TAGGED_PARAMETERS) if f[1] == "DL401"] == [(20, "DL401")]
+
+
+# -- a whole program in one file that names no accelerator runs on the CPU -----------------------
+
+LESSON = """
+    import torch
+    from torch import nn
+
+
+    def fit(model, batches, epochs, lr):
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(epochs):
+            seen, total = 0, 0.0
+            for xb, yb in batches:
+                loss = nn.functional.cross_entropy(model(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(yb)
+                seen += len(yb)
+            print(total / seen)
+
+
+    data = [(torch.randn(8, 4), torch.randint(0, 3, (8,))) for _ in range(10)]
+    fit(nn.Linear(4, 3), data, 3, 0.1)
+"""
+
+
+def _found_at(source: str, path: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), path, DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+def test_a_module_that_runs_its_own_training_and_names_no_accelerator_trains_on_the_cpu() -> None:
+    assert [f for f in _found_at(LESSON, "lesson.py") if f[1] == "DL401"] == []
+    assert [f for f in _found_at(LESSON, "lesson.ipynb") if f[1] == "DL401"] == []
+
+
+def test_the_same_program_on_a_gpu_is_still_reported() -> None:
+    twin = LESSON.replace("fit(nn.Linear(4, 3), data, 3, 0.1)", 'fit(nn.Linear(4, 3).to("cuda"), data, 3, 0.1)')
+    assert [f for f in _found_at(twin, "lesson.py") if f[1] == "DL401"] == [(15, "DL401")]
+    library = LESSON.replace("fit(nn.Linear(4, 3), data, 3, 0.1)", "")  # a helper others call: may be on a GPU
+    assert [f for f in _found_at(library, "lesson.py") if f[1] == "DL401"] == [(15, "DL401")]
+
+
+# -- DL401: a host copy the step hands to host code through host arithmetic is needed now ----------
+
+PRIORITIZED = """
+    import numpy as np
+    import torch
+    from torch import nn
+
+
+    class Learner:
+        def __init__(self, replay, alpha=0.6):
+            self.net = nn.Linear(4, 2).cuda()
+            self.opt = torch.optim.Adam(self.net.parameters())
+            self.replay = replay
+            self.alpha = alpha
+            self.history = []
+
+        def learn(self, obs, target, idx, weights):
+            q = self.net(obs.cuda())
+            td = (q - target.cuda()).abs().sum(1)
+            loss = (td * weights.cuda()).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            errors = td.detach().cpu().numpy()
+            prios = (errors + 1e-6) ** self.alpha
+            self.replay.set_priorities(idx, prios)
+"""
+
+
+def test_priorities_made_from_the_host_copy_by_host_arithmetic_are_needed_now() -> None:
+    assert [f for f in _found(PRIORITIZED) if f[1] == "DL401"] == []
+
+
+def test_a_host_copy_only_kept_for_statistics_is_still_reported() -> None:
+    twin = PRIORITIZED.replace("self.replay.set_priorities(idx, prios)", "self.history.append(prios.mean())")
+    assert [f for f in _found(twin) if f[1] == "DL401"] == [(22, "DL401")]
+
+
+# -- DL501: a module's state dict taken after moving it to the host is host data ------------------
+
+HOST_SNAPSHOTS = """
+    import os
+    import torch
+
+
+    class Snapshots:
+        def __init__(self, root, device):
+            self.root = root
+            self.device = device
+
+        def store(self, net, step):
+            where = os.path.join(self.root, f"{step}_weights.pt")
+            torch.save(net.to("cpu").state_dict(), where)
+            net.to(self.device)
+
+        def restore(self, net, step):
+            where = os.path.join(self.root, f"{step}_weights.pt")
+            net.load_state_dict(torch.load(where))
+            return net.to(self.device)
+"""
+
+
+def test_a_class_that_saves_state_dicts_of_modules_moved_to_the_host_reloads_host_data() -> None:
+    assert [f for f in _found(HOST_SNAPSHOTS) if f[1] == "DL501"] == []
+
+
+def test_a_class_that_saves_device_state_dicts_still_needs_map_location() -> None:
+    twin = HOST_SNAPSHOTS.replace(
+        'torch.save(net.to("cpu").state_dict(), where)', "torch.save(net.state_dict(), where)"
+    )
+    assert [f for f in _found(twin) if f[1] == "DL501"] == [(18, "DL501")]
+
+
+def test_a_dataset_handing_itself_whole_to_its_item_helper_keeps_its_gpu_init_reported() -> None:
+    source = """
+        import torch
+        from torch.utils.data import Dataset
+
+
+        def row_of(dataset, index):
+            return dataset.table[index]
+
+
+        class Table(Dataset):
+            def __init__(self, rows, device):
+                self.table = torch.tensor(rows).to(device)
+
+            def __len__(self):
+                return len(self.table)
+
+            def __getitem__(self, index):
+                return row_of(self, index)
+    """
+    assert [f for f in _found(source) if f[1] == "DL109"] == [(12, "DL109")]

@@ -1864,3 +1864,51 @@ def test_a_parameterless_module_built_from_cpu_parts_by_a_builder(tmp_path: Path
     )
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 10), ("run.py", 12)]
+
+
+RUNNER_WITH_HOST_DEFAULT = """import torch
+
+
+def score(net, batches, device=torch.device("cpu")):
+    hits = 0
+    for x, y in batches:
+        x, y = x.to(device), y.to(device)
+        hits += int((net(x).argmax(1) == y).sum())
+    return hits
+
+
+def fit(net, batches, epochs):
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(epochs):
+        for x, y in batches:
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print(score(net, batches))
+"""
+
+
+def test_a_helper_whose_device_defaults_to_the_cpu_runs_an_unmoved_model_on_the_host(tmp_path: Path) -> None:
+    # `fit` hands `net` to `score` without a device: its moves go to the CPU default
+    main = "import torch\nfrom loops import fit\n\nnet = torch.nn.Linear(4, 3)\nfit(net, [], 2)\n"
+    _write(tmp_path, {"loops.py": RUNNER_WITH_HOST_DEFAULT, "main.py": main})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"] == []
+
+
+def test_a_helper_moving_to_a_device_it_is_given_still_reports_the_unmoved_model(tmp_path: Path) -> None:
+    twin = RUNNER_WITH_HOST_DEFAULT.replace('device=torch.device("cpu")', 'device=torch.device("cuda")')
+    main = "import torch\nfrom loops import fit\n\nnet = torch.nn.Linear(4, 3)\nfit(net, [], 2)\n"
+    _write(tmp_path, {"loops.py": twin, "main.py": main})
+    found = [(Path(r["path"]).name, r["line"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert found == [("main.py", 5)]
+
+
+def test_a_direct_call_passing_a_gpu_to_a_cpu_default_runner_still_reports_the_unmoved_model(tmp_path: Path) -> None:
+    main = (
+        "import torch\nfrom loops import score\n\nnet = torch.nn.Linear(4, 3)\n"
+        'print(score(net, [], device=torch.device("cuda")))\nprint(score(net, [], "cpu"))\n'
+    )
+    _write(tmp_path, {"loops.py": RUNNER_WITH_HOST_DEFAULT, "main.py": main})
+    found = [(Path(r["path"]).name, r["line"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert found == [("main.py", 5)]

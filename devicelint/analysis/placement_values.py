@@ -276,9 +276,12 @@ def _copied_or_cpu(ctx: FileContext, value: cst.BaseExpression) -> bool:
 
 
 def cpu_only_script(ctx: FileContext) -> bool:
-    """A script (it has a `__main__` guard) that never names an accelerator: everything it builds
-    runs on the CPU, so its CPU tensors meet nothing on a device (a CPU-only example)."""
-    return "__main__" in ctx.source and not ACCELERATOR_WORDS.search(ctx.source.lower())
+    """A whole program in one file (a script with a `__main__` guard, a notebook, or a module whose
+    top level calls its own functions) that never names an accelerator or a move: everything it
+    builds runs on the CPU, so its CPU tensors meet nothing on a device (a CPU-only example, a
+    tutorial notebook that trains on the CPU)."""
+    program = "__main__" in ctx.source or ctx.path.endswith(".ipynb") or runs_own_functions(ctx)
+    return program and not ACCELERATOR_WORDS.search(ctx.source.lower())
 
 
 def runs_own_functions(ctx: FileContext) -> bool:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -343,6 +344,208 @@ def _inherited_device_methods(ctx: FileContext, cls: cst.ClassDef) -> dict[str, 
     return found
 
 
+ITEM_METHODS = DATASET_METHODS - {"__init__"}
+
+
+@dataclass(frozen=True)
+class _MainProcessCode:
+    """Code that only the dataset's `__init__` runs (it and the helpers only it calls): it runs
+    once, in the main process, before any worker is forked. A GPU tensor made there fails in a
+    worker only when the item code reads it: kept on `self` in an attribute that the item
+    methods (and what they call) read. `callers`: for a helper, the functions of this set that
+    call it, whose use of its result decides."""
+
+    item_reads: frozenset[str]
+    callers: tuple[cst.FunctionDef, ...]
+    scopes: dict[int, _MainProcessCode]
+
+    def reaches_workers(self, ctx: FileContext, function: cst.FunctionDef, node: cst.CSTNode, depth: int = 0) -> bool:
+        statement = _statement_of(ctx, node)
+        if statement is None:
+            return True
+        kept = _kept_on_self(ctx, function, statement)
+        if kept is None or kept & self.item_reads:
+            return True  # a read attribute (or a flow not followed): the workers meet it
+        if not _returned(ctx, function, statement) or depth > 2:
+            return False
+        for caller in self.callers:  # a helper that returns what it moved: where the callers keep it
+            outer = self.scopes.get(id(caller))
+            for call in _calls_of(ctx, caller, function.name.value):
+                if outer is None or outer.reaches_workers(ctx, caller, call, depth + 1):
+                    return True
+        return False
+
+
+def _main_process_code(
+    ctx: FileContext, name: str, cls: cst.ClassDef, found: list[tuple[cst.FunctionDef, str, frozenset[str]]]
+) -> dict[int, _MainProcessCode]:
+    """The scopes of `found` that only `__init__` reaches, for a dataset whose own item methods
+    are all in the file (else what they read is unknown and nothing is filtered)."""
+    own = methods(cls)
+    items = [(m, f"`{name}.{n}`", frozenset[str]()) for n, m in own.items() if n in ITEM_METHODS]
+    if not items or "__init__" not in own:
+        return {}
+    item_scopes = _with_callees(ctx, list(items), own, name)
+    reached_by_items = {id(f) for f, _, _ in item_scopes}
+    reads = frozenset(
+        node.attr.value
+        for f, _, _ in item_scopes
+        for node in ctx.index.walk(f)
+        if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
+    )
+    for f, _, _ in item_scopes:
+        for node in ctx.index.walk(f.body):
+            if type(node) is cst.Name and node.value == "self":
+                parent = ctx.index.parent(node)
+                if not (type(parent) is cst.Attribute and parent.value is node):
+                    return {}  # `self` handed on whole (`load(self, i)`, `vars(self)`): any attribute may be read
+    init_scopes = _with_callees(ctx, [(own["__init__"], "", frozenset())], own, name)
+    main = [f for f, _, _ in init_scopes if id(f) not in reached_by_items]
+    if not main:
+        return {}
+    scopes: dict[int, _MainProcessCode] = {}
+    for function in main:
+        callers = tuple(f for f in main if f is not function and _calls_of(ctx, f, function.name.value))
+        scopes[id(function)] = _MainProcessCode(reads, callers, scopes)
+    return scopes
+
+
+def _statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The small statement (`x = ...`, `return ...`, an expression) holding `node`."""
+    for ancestor in (node, *ctx.index.ancestors(node)):
+        if isinstance(ancestor, cst.BaseSmallStatement):
+            return ancestor
+        if isinstance(ancestor, cst.BaseStatement):
+            return None
+    return None
+
+
+def _self_attribute(target: cst.BaseExpression) -> str | None:
+    """`x` of `self.x`, `self.x[i]`, `self.x.y`."""
+    while True:
+        if type(target) is cst.Attribute:
+            if type(target.value) is cst.Name and target.value.value == "self":
+                return target.attr.value
+            target = target.value
+        elif type(target) is cst.Subscript:
+            target = target.value
+        else:
+            return None
+
+
+def _targets(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    if type(statement) is cst.For:
+        return [statement.target]  # `for row in table:` carries `table` on to `row`
+    if type(statement) is cst.Assign:
+        return [t.target for t in statement.targets]
+    if type(statement) in (cst.AugAssign, cst.AnnAssign):
+        return [statement.target]  # type: ignore[attr-defined]  # both have .target
+    return []
+
+
+def _names_in(ctx: FileContext, node: cst.CSTNode) -> set[str]:
+    return {n.value for n in ctx.index.walk(node) if type(n) is cst.Name}
+
+
+# Calls whose result is host data whatever the device of what they read.
+_HOST_COPIES = frozenset({"cpu", "numpy", "item", "tolist"})
+
+
+def _carried(node: cst.CSTNode) -> set[str]:
+    """The names whose value `node` carries on: not those read only through a host copy
+    (`scorer(x).cpu().numpy()` carries no device tensor)."""
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _HOST_COPIES:
+        return set()
+    if type(node) is cst.Name:
+        return {node.value}
+    found: set[str] = set()
+    for child in node.children:
+        found |= _carried(child)
+    return found
+
+
+def _kept_on_self(ctx: FileContext, function: cst.FunctionDef, statement: cst.CSTNode) -> set[str] | None:
+    """The `self` attributes the value of `statement` ends in, through the function's local
+    names (`x = t.cuda()`, `y = x * 2`, `self.data = y`), or None where it goes somewhere not
+    followed (an attribute of another object, a call handing it on as an argument). A bare
+    move (`model.to(device)`) moves what it names in place."""
+    small = [s for s in ctx.index.walk(function.body) if isinstance(s, (cst.BaseSmallStatement, cst.For))]
+    kept: set[str] = set()
+    tainted: set[str] = set()
+    targets = _targets(statement)
+    if not targets and type(statement) is cst.Expr:
+        value = statement.value
+        if type(value) is cst.Call and type(value.func) is cst.Attribute:
+            targets = [value.func.value]  # `model.to(device)`, `self.table.cuda()`
+        else:
+            return None
+    for target in targets:
+        attribute = _self_attribute(target)
+        if attribute is not None:
+            kept.add(attribute)
+        elif type(target) in (cst.Name, cst.Tuple, cst.List):
+            tainted |= _names_in(ctx, target)
+        elif type(statement) is not cst.Return:
+            return None
+    for _ in range(4):  # local flows, to a fixed point
+        grown = False
+        for other in small:
+            if other is statement:
+                continue
+            value = other.iter if type(other) is cst.For else getattr(other, "value", None)
+            reads = _carried(value) if isinstance(value, cst.CSTNode) else set()
+            if type(other) is cst.Expr and type(other.value) is cst.Call:
+                call = other.value
+                holder = _self_attribute(call.func) if type(call.func) is cst.Attribute else None
+                if holder is not None and reads & tainted:
+                    kept.add(holder)  # `self.items.append(x)`
+                continue
+            if not (reads & tainted):
+                continue
+            for target in _targets(other):
+                attribute = _self_attribute(target)
+                if attribute is not None:
+                    kept.add(attribute)
+                else:
+                    new = _names_in(ctx, target) - tainted
+                    if new:
+                        tainted |= new
+                        grown = True
+        if not grown:
+            break
+    return kept
+
+
+def _returned(ctx: FileContext, function: cst.FunctionDef, statement: cst.CSTNode) -> bool:
+    """Whether what `statement` made (or moved in place) may leave the function by `return`."""
+    if type(statement) is cst.Return:
+        return True
+    names = set().union(*(_names_in(ctx, t) for t in _targets(statement)))
+    if type(statement) is cst.Expr and type(statement.value) is cst.Call:
+        names |= _names_in(ctx, statement.value.func)
+    return any(
+        type(r) is cst.Return and r.value is not None and _names_in(ctx, r.value) & names
+        for r in ctx.index.walk(function.body)
+    )
+
+
+def _calls_of(ctx: FileContext, function: cst.FunctionDef, callee: str) -> list[cst.Call]:
+    """Calls of `callee` (by name or as `self.<callee>`) in `function`."""
+    found = []
+    for node in ctx.index.walk(function.body):
+        if type(node) is not cst.Call:
+            continue
+        func = node.func
+        if (type(func) is cst.Name and func.value == callee) or (
+            type(func) is cst.Attribute
+            and func.attr.value == callee
+            and type(func.value) is cst.Name
+            and func.value.value == "self"
+        ):
+            found.append(node)
+    return found
+
+
 def _defaulted(function: cst.FunctionDef) -> set[str]:
     params = function.params
     return {
@@ -421,7 +624,13 @@ class CudaInDataset(Rule):
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
     device and is not reported, nor is `.to(device)` where every binding of `device` is the
     device of the worker code's own input (`device = batch["image"].device`). A dataset kept on the GPU on purpose with `num_workers=0` is
-    still reported.
+    still reported. `__init__` (and the helpers only it calls) runs once, in the main process:
+    there a GPU value is reported only where it ends, through the method's local names, in an
+    attribute of `self` that the item methods (or what they call) read; GPU work whose results
+    are kept as host data (`self.rows.append(model(x).cpu().numpy())`), a model moved to run it,
+    and device copies the item code never reads (`self.mean_gpu` for the training loop) are not
+    reported. A dataset whose item methods are not all in its class, or whose item code hands
+    `self` on whole (`row_of(self, i)`), is read as before.
     """
 
     code = "DL109"
@@ -435,9 +644,12 @@ class CudaInDataset(Rule):
         # id of a scope -> the methods its class inherits from a project class of another module
         # that certainly return a tensor on the GPU (`ClassSummary.method_places`)
         inherited: dict[int, dict[str, tuple[str, str]]] = {}
+        # id of a scope that only the dataset's `__init__` reaches -> what the item code reads
+        main_only: dict[int, _MainProcessCode] = {}
         for name, cls in _datasets(ctx).items():
             found = _worker_code(ctx, name, cls)
             scopes += found
+            main_only.update(_main_process_code(ctx, name, cls, found))
             devices = _inherited_device_methods(ctx, cls)
             for function, _, _ in found if devices else ():
                 inherited[id(function)] = devices
@@ -464,6 +676,9 @@ class CudaInDataset(Rule):
                         continue
                 what = _cuda_use(ctx, node)
                 if what is not None and defaulted and _moves_to_default(node, defaulted):
+                    continue
+                main = main_only.get(id(function))
+                if what is not None and main is not None and not main.reaches_workers(ctx, function, node):
                     continue
                 if what is not None and _follows_a_tensor(ctx, function, node):
                     continue

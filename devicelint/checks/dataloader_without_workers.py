@@ -92,7 +92,7 @@ class DataloaderWithoutWorkers(Rule):
     `0` (also a variable), when `*args`/`**kwargs` could set it, for datasets the file does not
     show (a parameter no caller here passes, a dataset imported from another module) and for
     data already in memory (`TensorDataset(...)`, a `Dataset` whose `__getitem__` only indexes),
-    in tests, and in scripts that never name an accelerator. A loop counts as a device training
+    in tests, and in whole programs (scripts, notebooks) that never name an accelerator. A loop counts as a device training
     loop when it calls `.backward()` (or `accelerator.backward(...)`, or a function or method of
     the file that does) and moves a batch with `.to(...)`/`.cuda()` or calls a model the file
     moves; batches moved only inside a helper, and loaders prepared by a framework

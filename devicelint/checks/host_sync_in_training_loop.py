@@ -131,7 +131,9 @@ class HostSyncInTrainingLoop(Rule):
 
     ## Known limits
     A bare `t.numpy()` (no `.cpu()` on the way) is never reported: it only runs on a host tensor
-    (on a device one it raises, which DL108 reports), so nothing is copied there.
+    (on a device one it raises, which DL108 reports), so nothing is copied there. Nor is a test
+    that compares with a string (`if p.label == "attn":` on a tag the code set on a parameter): a
+    tensor never equals a string, so such a test reads a Python attribute.
     Where a value lives comes from the placement analysis: a tensor it places on the CPU
     (`y.to("cpu")`, a DataLoader batch never moved), a module (`model.cpu()`) or a number is never
     reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
@@ -145,9 +147,10 @@ class HostSyncInTrainingLoop(Rule):
     (`labels` and `batch` in `labels = batch["labels"]`). A file that builds its model, never moves
     it and never names an accelerator (or names no device but the CPU and copies of where things
     already are: `device="cpu"` defaults, `device=x.device`) is taken to train on the CPU, also
-    where the step only hands the model on (`env.rollout(steps, policy)`), and so is a script
-    (`__main__`) that never names an accelerator and imports nothing of its project that places
-    tensors, wherever its model comes from (a constructor it is handed); a training loop in a
+    where the step only hands the model on (`env.rollout(steps, policy)`), and so is a whole
+    program in one file (a script with a `__main__` guard, a notebook, or a module whose top level
+    calls its own functions) that never names an accelerator and imports nothing of its project
+    that places tensors, wherever its model comes from (a constructor it is handed); a training loop in a
     library file that runs on the CPU with a model received from elsewhere is still reported. Reads under an `if` with
     `%`, `==` or a logging word (`log`, `print`, `eval`, `verbose`, `every`...), or that tests the
     counter of an enclosing `for i in range(...)`/`enumerate(...)` for membership in chosen steps
@@ -175,7 +178,8 @@ class HostSyncInTrainingLoop(Rule):
     at most one finding. A copy whose name the step then hands to host code that returns several
     values it goes on with (`actions = q.argmax(1).cpu().numpy()`, `obs, reward, done, info =
     env.step(actions)`), or that becomes NumPy data handed to a host object's method
-    (`buffer.update_priorities(idx, loss.detach().cpu().numpy())` through a name), is not
+    (`buffer.update_priorities(idx, loss.detach().cpu().numpy())` through a name, also through
+    host arithmetic on it: `errors = ...numpy()`, `priorities = errors + eps`), is not
     reported: the host needs it on every step, so nothing can be deferred.
     """
 
@@ -400,6 +404,7 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
     if not names:
         return False
     numpy = _to_numpy(small.value)
+    names |= _host_derived(ctx, region, names)
     for use in body_nodes(region.body):
         if not (type(use) is cst.Name and use.value in names) or _binds(ctx, use):
             continue
@@ -419,6 +424,32 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
         if numpy and type(call.func) is cst.Attribute:
             return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
     return False
+
+
+def _host_derived(ctx: FileContext, region: StepRegion, names: set[str]) -> set[str]:
+    """Plain names the step binds to host arithmetic on `names` (`priorities = errors + eps`,
+    `p = np.clip(errors, 0, 1)`): still the host copy, in other words (no `torch.` call)."""
+    derived: set[str] = set()
+    for _ in range(3):
+        grown = False
+        for node in body_nodes(region.body):
+            if type(node) is not cst.Assign or not all(type(t.target) is cst.Name for t in node.targets):
+                continue
+            reads = {n.value for n in ctx.index.walk(node.value) if type(n) is cst.Name}
+            if not (reads & (names | derived)):
+                continue
+            if any(
+                type(c) is cst.Call and (ctx.qualified_name(c.func) or "").startswith("torch.")
+                for c in ctx.index.walk(node.value)
+            ):
+                continue
+            for t in node.targets:
+                if type(t.target) is cst.Name and t.target.value not in names | derived:
+                    derived.add(t.target.value)
+                    grown = True
+        if not grown:
+            break
+    return derived
 
 
 def _to_numpy(value: cst.BaseExpression) -> bool:
@@ -512,6 +543,8 @@ def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> 
         if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in test.comparisons):
             return False
         operands = [test.left, *(c.comparator for c in test.comparisons)]
+        if any(type(o) in _STRINGS for o in operands):
+            return False  # `p.label == "attn"`: a tensor is never equal to a string, so this is a Python test
         return any(_direct(o) and on_device(ctx, o, hot) for o in operands)
     if type(test) is cst.Call and (helper := callee(ctx, test)) is not None:
         # `if over(gnorm, grp):` running `return gnorm > grp["max_norm"]`: the test in the caller's words
@@ -527,6 +560,9 @@ def _tensor_test(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> 
         kept = aliased_values(ctx, test)
         return bool(kept) and all(_tensor_valued_test(ctx, v) for v, _ in kept) and on_device(ctx, test, hot)
     return False
+
+
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 def _tensor_valued_test(ctx: FileContext, value: cst.BaseExpression) -> bool:

@@ -10,6 +10,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.held_models import held_model
 from devicelint.analysis.host_modules import HostModuleCall, is_host_module
 from devicelint.analysis.imported_helpers import imported_calls
+from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import FOLLOWS
 from devicelint.analysis.placement_values import cpu_only_script
@@ -86,7 +87,10 @@ class ModelNotMoved(Rule):
     that is handed nothing that could say where to build (no `device=`-like keyword, no
     whole settings object, no value named after a device) and whose model the same function
     loads weights into (`net = hourglass(num_stacks=args.stacks)` then
-    `net.load_state_dict(...)`).
+    `net.load_state_dict(...)`). A project function that moves its inputs to a device
+    parameter whose default is the CPU (`evaluate(loader, net, device=torch.device("cpu"))`)
+    is taken to run a model on the device only at a direct call that passes that parameter
+    (`evaluate(loader, net, device="cuda")`), not through another project function.
     """
 
     code = "DL117"
@@ -111,7 +115,12 @@ class ModelNotMoved(Rule):
         cfg)` whose `fit` runs `self.model(x.to(self.device))`): reported at the argument."""
         facts = file_facts(ctx)
         for _, helper, bound in imported_calls(ctx):
-            for param, line in helper.uses.runs_unmoved:
+            runs = list(helper.uses.runs_unmoved)
+            for param, device, line in helper.uses.runs_unmoved_if_passed:
+                passed = bound.get(device)  # its device parameter defaults to the CPU: what the call gives
+                if passed is not None and not _host_device(passed):
+                    runs.append((param, line))
+            for param, line in runs:
                 arg = bound.get(param)
                 if arg is None or not is_host_module(facts.value(arg)):
                     continue
@@ -122,6 +131,13 @@ class ModelNotMoved(Rule):
                     f"move the model first: `{model}.to(device)`"
                 )
                 yield Violation(rule=type(self), node=arg, message=message, fix=None)
+
+
+def _host_device(value: cst.BaseExpression) -> bool:
+    """`"cpu"`, `torch.device("cpu")`."""
+    if type(value) is cst.Call and len(value.args) == 1:
+        value = value.args[0].value
+    return type(value) is cst.SimpleString and literal_value(value) == "cpu"
 
 
 def _fields(ctx: FileContext, found: HostModuleCall) -> dict[str, str]:

@@ -110,8 +110,9 @@ class TensorCreatedOffDevice(Rule):
     device tensor with a CPU index tensor or boolean mask is allowed (PyTorch moves the index)
     and not reported; neither are CTC targets and lengths or sequence lengths handed to a
     module, which PyTorch takes on the CPU. Factories inside `with torch.device(...)` are made
-    on that device. A script that never names an accelerator anywhere (a CPU-only example with
-    a `__main__` guard) is not device code.
+    on that device. A whole program in one file that never names an accelerator anywhere (a CPU-only
+    example with a `__main__` guard, a notebook, a module whose top level runs its own
+    functions) is not device code.
     """
 
     code = "DL101"

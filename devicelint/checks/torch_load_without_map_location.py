@@ -11,7 +11,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS, is_device_guard, runs_own_functions
+from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
 from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
@@ -84,7 +84,8 @@ class TorchLoadWithoutMapLocation(Rule):
       loads weights;
     - a file that every `torch.save` of this file writing the same name (a file-name literal
       such as `"rng.pth"`, or a constant such as `SCALER_NAME`) fills with host values:
-      `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, or a state
+      `.cpu()` tensors, NumPy data, RNG states, a scaler's or scheduler's state, a module's
+      state dict taken after moving it to the host (`net.cpu().state_dict()`), or a state
       dict taken with `offload_to_cpu=True`; likewise a class whose loader and saver take the
       path as a parameter (`_load(self, path)` / `_save(self, path)`) when every save of the
       class writes host values (also an attribute that the class fills only with such);
@@ -1057,6 +1058,8 @@ class Payloads:
         if any(word in called for word in HOST_PRODUCER_WORDS):
             return True
         if called == "state_dict" and type(call.func) is cst.Attribute:
+            if _moved_to_host(call.func.value):
+                return True  # `model.cpu().state_dict()`: the module is on the host when it is taken
             owner = _last_name(call.func.value).lower()
             if any(word in owner for word in HOST_STATE_WORDS):
                 return True
@@ -1102,12 +1105,25 @@ _UNSPECIFIC = frozenset({"args", "self", "cfg", "config", "opt", "os", "path", "
 _PLACE_WORD = re.compile(r"(?i)dir|path|folder|file|root")
 
 
+def _moved_to_host(node: cst.BaseExpression) -> bool:
+    """`x.cpu()`, `x.to("cpu")`, `x.to(torch.device("cpu"))`."""
+    if not (type(node) is cst.Call and type(node.func) is cst.Attribute):
+        return False
+    if node.func.attr.value == "cpu":
+        return True
+    if node.func.attr.value != "to" or not node.args:
+        return False
+    first = node.args[0].value
+    if type(first) is cst.Call and first.args and dotted_name(first.func) in ("torch.device", "device"):
+        first = first.args[0].value
+    return type(first) is cst.SimpleString and literal_value(first) == "cpu"
+
+
 def _cpu_only_program(ctx: FileContext) -> bool:
     """A whole program in one file (a notebook, a script with a `__main__` guard, or one whose
     top level calls its own functions) that never names an accelerator or a move: everything it
     builds, and so everything it saves, is on the CPU."""
-    program = ctx.path.endswith(".ipynb") or "__main__" in ctx.source or runs_own_functions(ctx)
-    return program and not ACCELERATOR_WORDS.search(ctx.source.lower())
+    return cpu_only_script(ctx)
 
 
 def _path_parts(ctx: FileContext, node: cst.BaseExpression) -> set[str]:

@@ -74,6 +74,10 @@ class ParameterUses:
     # (parameter, line): the function calls the parameter on inputs it moved to a device
     # (`x = x.to(device); model(x)`) and never moves, rebinds or hands on the parameter itself
     runs_unmoved: tuple[tuple[str, int], ...] = ()
+    # (parameter, device parameter, line): as `runs_unmoved`, but the inputs go to a device
+    # parameter whose default is the CPU (`evaluate(net, loader, device="cpu")`): the model runs
+    # on moved inputs only where a caller passes that parameter (read at direct calls only)
+    runs_unmoved_if_passed: tuple[tuple[str, str, int], ...] = ()
     # (parameter, read, line): the function reads on the host a value computed from the
     # parameter (`(logits.argmax(1) == y).float().mean().item()`, `float(loss)`, `.tolist()`)
     host_syncs: tuple[tuple[str, str, int], ...] = ()
@@ -125,6 +129,7 @@ class ParameterUses:
             or self.distributed_setup
             or self.implicit_draws
             or self.runs_unmoved
+            or self.runs_unmoved_if_passed
             or self.host_syncs
             or self.step_effects
             or self.collectives
@@ -156,6 +161,9 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
+        runs_unmoved_if_passed=tuple(
+            (str(p), str(d), int(line)) for p, d, line in data.get("runs_unmoved_if_passed", ())
+        ),
         host_syncs=tuple((str(p), str(r), int(line)) for p, r, line in data.get("host_syncs", ())),
         loose_syncs=tuple(str(p) for p in data.get("loose_syncs", ())),
         step_effects=tuple((str(k), str(p), str(g)) for k, p, g in data.get("step_effects", ())),
@@ -193,6 +201,8 @@ def parameter_uses(
     # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
     sure = _unconditional(own_nodes)
     syncs = _host_syncs(tuple(kept), own_nodes)
+    host_devices = _host_defaults(function)
+    unmoved = runs_unmoved(kept, own_nodes, host_devices=host_devices)
     return ParameterUses(
         params=params,
         positional=len(positional),
@@ -221,7 +231,10 @@ def parameter_uses(
         ),
         distributed_setup=_distributed_setup(own_nodes),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
-        runs_unmoved=tuple((p, line + first_line) for p, line in runs_unmoved(kept, own_nodes)),
+        runs_unmoved=tuple((p, line + first_line) for p, line in unmoved),
+        runs_unmoved_if_passed=tuple(
+            (p, d, line + first_line) for p, d, line in _unmoved_if_passed(kept, own_nodes, host_devices, unmoved)
+        ),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
         loose_syncs=_loose_syncs(tuple(kept), own_nodes, syncs),
         step_effects=_step_effects(function.body, set(params), ""),
@@ -525,19 +538,69 @@ def _host_syncs(
 _DEVICE_MOVES = frozenset({"to", "cuda"})
 
 
+def _unmoved_if_passed(
+    models: list[str], nodes: list[ast.AST], host_devices: frozenset[str], unmoved: tuple[tuple[str, int], ...]
+) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.runs_unmoved_if_passed`: what `runs_unmoved` finds once the moves to
+    one CPU-default device parameter count as moves to the device."""
+    found: list[tuple[str, str, int]] = []
+    known = {p for p, _ in unmoved}
+    for device in sorted(host_devices):
+        for model, line in runs_unmoved(models, nodes, host_devices=host_devices - {device}):
+            if model not in known:
+                known.add(model)
+                found.append((model, device, line))
+    return found
+
+
+def _host_defaults(function: ast.FunctionDef) -> frozenset[str]:
+    """The parameters whose default is the CPU (`device="cpu"`, `device=torch.device("cpu")`)."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [
+        *zip(positional[len(positional) - len(args.defaults) :], args.defaults),
+        *zip(args.kwonlyargs, args.kw_defaults),
+    ]
+    return frozenset(a.arg for a, default in pairs if default is not None and _cpu_device(default))
+
+
+def _cpu_device(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr == "device") or (
+            isinstance(func, ast.Name) and func.id == "device"
+        ):
+            node = node.args[0]
+    return isinstance(node, ast.Constant) and node.value == "cpu"
+
+
 def runs_unmoved(
-    models: list[str] | tuple[str, ...], nodes: list[ast.AST], held: Callable[[ast.expr], str | None] | None = None
+    models: list[str] | tuple[str, ...],
+    nodes: list[ast.AST],
+    held: Callable[[ast.expr], str | None] | None = None,
+    host_devices: frozenset[str] = frozenset(),
 ) -> tuple[tuple[str, int], ...]:
     """See `ParameterUses.runs_unmoved`; `held` names the model an expression stands for (a
-    class's `self.model` kept from its constructor's `model`), by default a bare name."""
+    class's `self.model` kept from its constructor's `model`), by default a bare name;
+    `host_devices`: parameters whose default is the CPU (`evaluate(loader, net,
+    device=torch.device("cpu"))`): a move there is a move to the host unless a caller says
+    otherwise, so it does not make the function run a model on the device."""
     holder = held or (lambda node: node.id if isinstance(node, ast.Name) else None)
+
+    def _moves(value: ast.expr) -> bool:
+        if not _moves_to_device(value):
+            return False
+        assert isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+        first = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
+        return not (value.func.attr == "to" and isinstance(first, ast.Name) and first.id in host_devices)
+
     moved_inputs: set[str] = set()
     left_alone = set(models)
     for node in nodes:
-        if isinstance(node, ast.Assign) and _moves_to_device(node.value):
+        if isinstance(node, ast.Assign) and _moves(node.value):
             moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
-            if all(_moves_to_device(e) for e in node.value.elts):
+            if all(_moves(e) for e in node.value.elts):
                 moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
         if isinstance(node, ast.Attribute) and node.attr in _DEVICE_MOVES | {"half", "float", "to_empty"}:
             left_alone.discard(holder(node.value) or "")  # `model.to(device)`: moved here after all
@@ -557,7 +620,7 @@ def runs_unmoved(
         if model not in left_alone:
             continue
         inputs = [*node.args, *(k.value for k in node.keywords)]
-        if any(_moves_to_device(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
+        if any(_moves(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
             found.setdefault(model, node.lineno)
     return tuple(sorted(found.items()))
 

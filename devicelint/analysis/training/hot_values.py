@@ -195,8 +195,9 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
     accelerator (`fc = nn.Linear(...)` trained in a CPU-only example) or states no device but the
     CPU (`names_no_accelerator`), or uses such a model otherwise (hands it to an environment's
     rollout, clips its parameters): the fallback has nothing to stand on. A model
-    received as a parameter may be anywhere, so it does not count, unless the file is a script
-    (`__main__`) that never names an accelerator and imports nothing of its project that places
+    received as a parameter may be anywhere, so it does not count, unless the file is a whole
+    program (`cpu_only_script`: a `__main__` script, a notebook, a module running its own
+    functions) that never names an accelerator and imports nothing of its project that places
     tensors (a class that places itself, a helper returning device tensors or moved copies):
     then nothing it runs can put a model or a batch on a device (a CPU-only RL script whose
     agent is built from a constructor it is handed)."""
