@@ -1912,3 +1912,44 @@ def test_a_direct_call_passing_a_gpu_to_a_cpu_default_runner_still_reports_the_u
     _write(tmp_path, {"loops.py": RUNNER_WITH_HOST_DEFAULT, "main.py": main})
     found = [(Path(r["path"]).name, r["line"]) for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
     assert found == [("main.py", 5)]
+
+
+REPLICATED_TOWER = """import torch
+from torch import nn
+
+
+class Tower(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.blocks = nn.Sequential(nn.Linear(width, width), nn.GELU())
+        self.offsets = torch.zeros(width).cuda()
+        self.calls = 0
+        self.score = lambda h: self.blocks(h).sum(-1)
+
+    def forward(self, x):
+        self.calls += 1
+        return self.score(x + self.offsets)
+"""
+
+
+def test_a_module_class_replicated_by_dataparallel_in_another_module_is_judged_as_replicated(tmp_path: Path) -> None:
+    runner = (
+        "import torch\nimport nets as n\n\n\ndef launch(width):\n"
+        "    tower = torch.nn.DataParallel(n.Tower(width).to('cuda'), device_ids={ids})\n    return tower\n"
+    )
+    _write(tmp_path, {"nets.py": REPLICATED_TOWER, "launch.py": runner.format(ids="[0, 1]")})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")]
+    assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [
+        ("nets.py", 9, "DL102"),
+        ("nets.py", 11, "DL203"),
+        ("nets.py", 14, "DL203"),
+    ]
+    assert "`nn.DataParallel` in `launch.py` (line 6) runs on per-GPU replicas" in rows[2]["message"]
+    # one GPU: a tensor shared by the replicas is the one they need; lost writes are still lost
+    _write(tmp_path, {"launch.py": runner.format(ids="[0]")})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")]
+    assert [(r["line"], r["code"]) for r in rows] == [(11, "DL203"), (14, "DL203")]
+    # DistributedDataParallel runs one whole model per process: no replicas
+    ddp = runner.format(ids="[0]").replace("torch.nn.DataParallel(", "torch.nn.parallel.DistributedDataParallel(")
+    _write(tmp_path, {"launch.py": ddp})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")] == []

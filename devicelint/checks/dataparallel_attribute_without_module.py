@@ -9,6 +9,7 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
+    Replication,
     WrapperSite,
     data_parallel_classes,
     module_functions,
@@ -162,8 +163,9 @@ class DataParallelAttributeWithoutModule(Rule):
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
     `model.state_dict()`, `model.to()`, `model.module`) are not reported.
 
-    It also flags, in the `forward` of a module class that the same file wraps in
-    `nn.DataParallel` or of a module class of the file it holds as a submodule, at any depth
+    It also flags, in the `forward` of a module class that the same file (or, with the project
+    index, another module of the project) wraps in `nn.DataParallel` or of a module class of
+    the file it holds as a submodule, at any depth
     (`self.attn = Attention(dim)`), and in the methods `forward` calls as `self.method(...)`, writes to
     attributes of `self` (`self.last_attn = attn`,
     `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
@@ -241,8 +243,10 @@ class DataParallelAttributeWithoutModule(Rule):
     an argument the function calls `.parameters()`, `.train()` or `.eval()` on) counts as a DDP
     wrapper, except in test files, in files that mention DeepSpeed, FSDP or Megatron (their
     engines forward attributes), and for reads under an `if` on the process count.
-    Replica writes and kept callables are found only when the class and the `DataParallel`
-    call are in the same file, and only in `forward` and the methods it calls directly; a kept
+    Replica writes and kept callables are found where the `DataParallel` call and the class are
+    in the same file, or the call builds the class another module defines (`DataParallel(Net())`,
+    or a name bound to `Net(...)` in the same scope; a builder's result is not followed), and
+    only in `forward` and the methods it calls directly; a kept
     callable is followed three `self.method(...)` calls deep to the layers it runs, and one
     that reaches none (`self.act = self._swish` over plain tensor maths) is not reported. A write that only moves the
     attribute itself (`self.renderer = self.renderer.to(x.device)`, `.cuda(...)`, `.type_as(x)`)
@@ -271,9 +275,9 @@ class DataParallelAttributeWithoutModule(Rule):
                 yield from self._reads_through(ctx, site)
         for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
             yield from self._reads_through(ctx, site)
-        for name, (site, whole) in data_parallel_classes(ctx).items():
-            yield from self._replica_writes(ctx, name, site, whole)
-            yield from self._kept_callables(ctx, name, site)
+        for name, replication in data_parallel_classes(ctx).items():
+            yield from self._replica_writes(ctx, name, replication)
+            yield from self._kept_callables(ctx, name, replication)
         yield from self._hook_writes(ctx)
 
     def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
@@ -414,18 +418,16 @@ class DataParallelAttributeWithoutModule(Rule):
                 else f"use `{wrapper}.module.{attr}`",
             )
 
-    def _replica_writes(
-        self, ctx: FileContext, name: str, site: WrapperSite, whole: str | None = None
-    ) -> Iterator[Violation]:
+    def _replica_writes(self, ctx: FileContext, name: str, replication: Replication) -> Iterator[Violation]:
         cls = module_classes(ctx)[name]
         forward = methods(cls).get("forward")
         if forward is None:
             return
         registered = _registered_names(ctx, cls)
         for method, where, receiver in _run_by_forward(ctx, cls, forward):
-            yield from self._writes_in(ctx, name, site, method, where, registered, receiver, whole)
+            yield from self._writes_in(ctx, name, replication, method, where, registered, receiver)
 
-    def _kept_callables(self, ctx: FileContext, name: str, site: WrapperSite) -> Iterator[Violation]:
+    def _kept_callables(self, ctx: FileContext, name: str, replication: Replication) -> Iterator[Violation]:
         """A bound method (or a lambda over `self`) kept on the instance outside `forward`: each
         replica's copy of `__dict__` still calls the original instance on the first GPU."""
         facts = class_facts(ctx).get(name)
@@ -443,7 +445,8 @@ class DataParallelAttributeWithoutModule(Rule):
                 kept.value,
                 problem=(
                     f"`self.{kept.attr}` keeps {kept.runs} bound to this `{name}` instance; "
-                    f"`{site.spelled}` copies it into every GPU replica still bound to the original, so each "
+                    f"`{replication.spelled}`{replication.where} copies it into every GPU replica still bound to the "
+                    "original, so each "
                     f"replica runs the original's `self.{kept.state}` on the first GPU with its own slice of the batch"
                 ),
                 advice="call the method through `self` inside `forward` (or keep its name and call `getattr(self, name)(...)`), so each replica runs its own layers",
@@ -453,19 +456,18 @@ class DataParallelAttributeWithoutModule(Rule):
         self,
         ctx: FileContext,
         name: str,
-        site: WrapperSite,
+        replication: Replication,
         method: cst.FunctionDef,
         where: str,
         registered: set[str],
         receiver: str = "self",
-        whole: str | None = None,
     ) -> Iterator[Violation]:
         """Writes to the instance's attributes in `method`, which reaches the instance as `receiver`
-        (`self`, or a helper's parameter every call hands it); `whole` names the wrapped class when
-        this one is a submodule of it."""
+        (`self`, or a helper's parameter every call hands it)."""
         place = f"{name}.{where}" if ctx.index.enclosing_class(method) is not None else where
-        if whole is not None:
-            place += f"` of a submodule of `{whole}"  # the message closes the quote
+        if replication.whole is not None:
+            place += f"` of a submodule of `{replication.whole}"  # the message closes the quote
+        wrapper = f"`{replication.spelled}`{replication.where}"
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -484,7 +486,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     yield self.violation(
                         target,
                         problem=(
-                            f"`{receiver}.{attr}` is assigned in `{place}`{_FROM_FORWARD if where != 'forward' else ''}, which `{site.spelled}` runs on "
+                            f"`{receiver}.{attr}` is assigned in `{place}`{_FROM_FORWARD if where != 'forward' else ''}, which {wrapper} runs on "
                             "per-GPU replicas rebuilt every step, so the write is lost"
                         ),
                         advice="return the value from `forward` (or keep it in a buffer updated in place)",
@@ -497,7 +499,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     node,
                     problem=(
                         f"`{receiver}.{attr}.{node.func.attr.value}(...)` in `{place}`{_FROM_FORWARD if where != 'forward' else ''} runs once per GPU replica "
-                        f"under `{site.spelled}`, from several threads in no fixed order, with tensors on different GPUs"
+                        f"under {wrapper}, from several threads in no fixed order, with tensors on different GPUs"
                     ),
                     advice="return the value from `forward` and collect it outside the model",
                 )

@@ -9,7 +9,7 @@ from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
 from devicelint.analysis.instance_parameters import handed_references
-from devicelint.analysis.model_events import data_parallel_classes, spans_several_gpus
+from devicelint.analysis.model_events import data_parallel_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import (
     ITERATION_HELPERS,
@@ -219,14 +219,13 @@ class SubmodulesInPlainContainer(Rule):
         several GPUs: each replica copies the registered submodules, but its copy of the
         container still holds the original modules on the first GPU."""
         replicated = data_parallel_classes(ctx).get(facts.node.name.value)
-        if replicated is None or not spans_several_gpus(replicated[0]):
+        if replicated is None or not replicated.several_gpus:
             return
         if not elements or any(kind == "parameter" for kind in elements):
             return
-        site, whole = replicated
-        owner = f" (a submodule of `{whole}`)" if whole is not None else ""
+        owner = f" (a submodule of `{replicated.whole}`)" if replicated.whole is not None else ""
         problem = (
-            f"`{site.spelled}` wraps this module{owner}, and its replicas copy the registered submodules "
+            f"`{replicated.spelled}`{replicated.where} wraps this module{owner}, and its replicas copy the registered submodules "
             f"but not the {container}, whose every copy still calls the original modules on the first GPU "
             "(Expected all tensors to be on the same device)"
         )

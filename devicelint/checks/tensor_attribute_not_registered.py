@@ -12,7 +12,7 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.instance_parameters import handed_references
-from devicelint.analysis.model_events import data_parallel_classes, spans_several_gpus
+from devicelint.analysis.model_events import data_parallel_classes
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
@@ -286,9 +286,8 @@ class TensorAttributeNotRegistered(Rule):
         get copies of the parameters and buffers only, so every replica reads this one tensor from
         the GPU it was put on."""
         replicated = data_parallel_classes(ctx).get(facts.node.name.value)
-        if replicated is None or not spans_several_gpus(replicated[0]):
+        if replicated is None or not replicated.several_gpus:
             return
-        site, whole = replicated
         for attr, assignments in _plain_attributes(facts, moved).items():
             if not all(method.name.value == "__init__" for _, method in assignments):
                 continue
@@ -298,9 +297,10 @@ class TensorAttributeNotRegistered(Rule):
             if not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
                 continue
             value = assignments[0][0]
-            owner = f" (a submodule of `{whole}`)" if whole is not None else ""
+            owner = f" (a submodule of `{replicated.whole}`)" if replicated.whole is not None else ""
             problem = (
-                f"holds a tensor put on one GPU in `__init__`, and `{site.spelled}` wraps this module{owner}: "
+                f"holds a tensor put on one GPU in `__init__`, and `{replicated.spelled}`{replicated.where} wraps "
+                f"this module{owner}: "
                 "its replicas get copies of the parameters and buffers only, so the replica on every other GPU "
                 "reads this tensor from the first one (Expected all tensors to be on the same device)"
             )

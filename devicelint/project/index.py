@@ -231,8 +231,21 @@ def _view_from(data: dict[str, Any]) -> ProjectView:
     }
     constants = {str(k): (str(f), str(p), int(line)) for k, (f, p, line) in data.get("host_constants", {}).items()}
     devices = {str(k): (str(p), int(line)) for k, (p, line) in data.get("device_constants", {}).items()}
+    replicated = {
+        str(k): (str(p), int(line), bool(several)) for k, (p, line, several) in data.get("replicated", {}).items()
+    }
     return ProjectView(
-        str(data["root"]), classes, functions, moved, host_saved, helpers, wrapped, plain, constants, devices
+        str(data["root"]),
+        classes,
+        functions,
+        moved,
+        host_saved,
+        helpers,
+        wrapped,
+        plain,
+        constants,
+        devices,
+        replicated,
     )
 
 
@@ -279,6 +292,9 @@ class ProjectIndex:
         # resolved (re-exports in a circle, star imports of each other) resolves to nothing.
         self._resolved: dict[tuple[str, str], _Found | None] = {}
         self._others_moved: dict[str, set[str]] | None = None
+        # qualified class -> where another module wraps an instance in `nn.DataParallel`
+        self._replicated: dict[str, tuple[str, int, bool]] | None = None
+        self._replicated_deps: set[str] = set()
         self._paths: dict[int, Path] = {}
         self._members: dict[
             tuple[int, str],
@@ -800,6 +816,10 @@ class ProjectIndex:
                 for name, attrs in self._moved_by_others(path, module).items()
                 if name in module.classes and attrs
             }
+        replicated: dict[str, tuple[str, int, bool]] = {}
+        if "class" in used and self._wrapper_files():
+            self._asked_savers = True  # the view depends on every file that names a wrapper
+            replicated = self._replicated_from_elsewhere(path, name)
         host_saved: tuple[str, ...] = ()
         if any(word in data for word in _TORCH_LOADS):
             self._asked_savers = True  # the view depends on every file that saves
@@ -833,6 +853,7 @@ class ProjectIndex:
             members.plain,
             members.constants,
             members.devices,
+            replicated,
         )
 
     def _add_members(
@@ -1420,6 +1441,43 @@ class ProjectIndex:
                 or (b"self." in data and b".state_dict()" in data)
             ]
         return self._state_saver_files
+
+    def _replicated_from_elsewhere(self, path: Path, module_name: str) -> dict[str, tuple[str, int, bool]]:
+        """Class of the module at `path` -> (the file, the line, whether it may span several
+        GPUs) of an `nn.DataParallel` call in another module of the project that wraps one of its
+        instances (`project.replicas.data_parallel_wraps`)."""
+        shown = self._shown(path)
+        prefix = f"{module_name}."
+        return {
+            key[len(prefix) :]: where
+            for key, where in self._data_parallel_wraps().items()
+            if key.startswith(prefix) and "." not in key[len(prefix) :] and where[0] != shown
+        }
+
+    def _data_parallel_wraps(self) -> dict[str, tuple[str, int, bool]]:
+        """Qualified class -> the first `nn.DataParallel` call in the project that wraps one of
+        its instances (read once per run from the files that name a wrapper)."""
+        from devicelint.project.replicas import data_parallel_wraps
+
+        if self._replicated is None:
+            self._replicated = {}
+            self._deps.append(set())
+            try:
+                for path, data in self._wrapper_files():
+                    if b"DataParallel(" not in data:
+                        continue
+                    summary = self.summary(Path(path))
+                    for spelled, line, several in summary.read_tree(data_parallel_wraps):
+                        found = self._resolve(spelled, Path(path))
+                        if found is not None and found.name is not None and found.name in found.module.classes:
+                            self._deps[-1].add(path)
+                            where = (self._shown(Path(path)), line, several)
+                            self._replicated.setdefault(f"{found.module.name}.{found.name}", where)
+            finally:
+                self._replicated_deps = self._deps.pop()
+        if self._deps:
+            self._deps[-1].update(self._replicated_deps)
+        return self._replicated
 
     def _wrapper_files(self) -> list[tuple[str, bytes]]:
         """The project's files whose text names `DataParallel` (`DistributedDataParallel` too),

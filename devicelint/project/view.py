@@ -124,6 +124,9 @@ class ProjectView:
     # spelled name (`DEVICE`, `settings.DEVICE`) -> (its module's file, line) for each name
     # another module binds at import to a `torch.device(...)`, which never equals a string
     device_constants: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # class of this file -> (file, line, may span several GPUs) of an `nn.DataParallel` call in
+    # another module that wraps one of its instances: its `forward` runs on per-GPU replicas
+    replicated: dict[str, tuple[str, int, bool]] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -141,6 +144,7 @@ class ProjectView:
             or self.plain_classes
             or self.host_constants
             or self.device_constants
+            or self.replicated
         )
 
 

@@ -63,6 +63,7 @@ from devicelint.analysis.model_events.variables import (
     usage_after,
 )
 from devicelint.analysis.model_events.wrappers import (
+    Replication,
     WrapperSite,
     assigned_target,
     data_parallel_classes,
@@ -93,6 +94,7 @@ __all__ = [
     "built_on_cpu",
     "built_where",
     "chain_base",
+    "Replication",
     "data_parallel_classes",
     "spans_several_gpus",
     "class_history",

@@ -5,7 +5,7 @@ which wrapper a name holds at a point, and whether the wrapped model is split ov
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -549,23 +549,36 @@ def spans_several_gpus(site: WrapperSite) -> bool:
     return not (isinstance(ids, (cst.List, cst.Tuple)) and len(ids.elements) < 2)
 
 
-def data_parallel_classes(ctx: FileContext) -> dict[str, tuple[WrapperSite, str | None]]:
+@dataclass(frozen=True)
+class Replication:
+    """Where `nn.DataParallel` replicates a module class of the file on every step."""
+
+    spelled: str  # the wrapper as written there (`nn.DataParallel`)
+    where: str  # "" for a call in this file; " in `train.py` (line 40)" for another module's
+    several_gpus: bool  # no `device_ids`, or more than one
+    whole: str | None = None  # the wrapped class, when this one is a submodule of it
+
+
+def data_parallel_classes(ctx: FileContext) -> dict[str, Replication]:
     """The module classes of the file whose instances `nn.DataParallel` replicates on every
-    step: each wrapped class (with `None`) and the module classes of the file it holds as
-    submodules, at any depth (with the wrapped class's name), each with a wrapping site."""
+    step: each class the file wraps, each class another module of the project wraps (the
+    project index's `replicated`), and the module classes of the file such a class holds as
+    submodules, at any depth (`whole` names the wrapped class)."""
     return ctx.shared("model_events.data_parallel_classes", _data_parallel_classes)
 
 
-def _data_parallel_classes(ctx: FileContext) -> dict[str, tuple[WrapperSite, str | None]]:
-    wrapped: dict[str, WrapperSite] = {}
+def _data_parallel_classes(ctx: FileContext) -> dict[str, Replication]:
+    wrapped: dict[str, Replication] = {}
     for site in wrapper_sites(ctx):
         if site.kind == "DataParallel":
             name = wrapped_class(ctx, site)
             if name is not None:
-                wrapped.setdefault(name, site)
-    replicated: dict[str, tuple[WrapperSite, str | None]] = {}
-    for name, site in wrapped.items():
-        replicated.setdefault(name, (site, None))
+                wrapped.setdefault(name, Replication(site.spelled, "", spans_several_gpus(site)))
+    for name, (path, line, several) in ctx.project.replicated.items():
+        wrapped.setdefault(name, Replication("nn.DataParallel", f" in `{path}` (line {line})", several))
+    replicated: dict[str, Replication] = {}
+    for name, replication in wrapped.items():
+        replicated.setdefault(name, replication)
         for part in submodule_classes(ctx, name):
-            replicated.setdefault(part, (site, name))
+            replicated.setdefault(part, replace(replication, whole=name))
     return replicated
