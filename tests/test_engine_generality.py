@@ -8809,3 +8809,33 @@ def test_a_dataset_handing_itself_whole_to_its_item_helper_keeps_its_gpu_init_re
                 return row_of(self, index)
     """
     assert [f for f in _found(source) if f[1] == "DL109"] == [(12, "DL109")]
+
+
+def test_a_lazy_constant_default_set_where_a_replica_lacks_the_attribute_is_not_a_lost_write() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Conv2d(3, 3, 1) for _ in range(3)])
+
+            def forward(self, x):
+                if not hasattr(self, "exported"):
+                    self.exported = False
+                if not hasattr(self, "steps"):
+                    self.steps = x.shape[0]
+                for layer in self.layers:
+                    x = layer(x)
+                    if self.exported:
+                        break
+                return x
+
+
+        detector = nn.DataParallel(Detector().cuda())
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL203"] == [(14, "DL203")]

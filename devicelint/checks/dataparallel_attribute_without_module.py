@@ -251,7 +251,9 @@ class DataParallelAttributeWithoutModule(Rule):
     that reaches none (`self.act = self._swish` over plain tensor maths) is not reported. A write that only moves the
     attribute itself (`self.renderer = self.renderer.to(x.device)`, `.cuda(...)`, `.type_as(x)`)
     is not reported when no other method but `__init__` reads it: every call moves it again
-    before using it, so the lost write loses nothing. Hooks count when registered in the wrapping function on
+    before using it, so the lost write loses nothing; nor is a constant set only where the
+    attribute is missing (`if not hasattr(self, "traced"): self.traced = False`), which every
+    replica sets again. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
     `self.method`, or a def returned by a factory of the module; also hooks registered in the
     wrapped class's `__init__` on its own submodules (a hook object `self.save = SaveOutput()`
@@ -482,6 +484,8 @@ class DataParallelAttributeWithoutModule(Rule):
                         else:
                             written = unpacked_part(ctx, target)
                         if written is not None and _per_call_placement(ctx, written, attr, method, receiver):
+                            continue
+                        if written is not None and _lazy_default(ctx, node, written, attr, receiver):
                             continue
                     yield self.violation(
                         target,
@@ -929,6 +933,33 @@ def _per_call_placement(
         if any(_self_attr(n) == attr for n in ctx.index.walk(other) if type(n) is cst.Attribute):
             return False
     return True
+
+
+def _lazy_default(ctx: FileContext, assign: cst.Assign, value: cst.BaseExpression, attr: str, receiver: str) -> bool:
+    """`if not hasattr(self, "traced"): self.traced = False`: a constant set only where the
+    attribute is missing. A replica that lost it sets it again, to the same value, before reading
+    it, so losing the write loses nothing."""
+    if type(value) not in (cst.Name, cst.Integer, cst.Float, cst.SimpleString) or (
+        type(value) is cst.Name and value.value not in ("True", "False", "None")
+    ):
+        return False
+    for ancestor in ctx.index.ancestors(assign):
+        if type(ancestor) is cst.If:
+            test = ancestor.test
+            if (
+                type(test) is cst.UnaryOperation
+                and type(test.operator) is cst.Not
+                and type(test.expression) is cst.Call
+                and dotted_name(test.expression.func) == "hasattr"
+                and len(test.expression.args) == 2
+                and dotted_name(test.expression.args[0].value) == receiver
+                and type(test.expression.args[1].value) is cst.SimpleString
+                and literal_value(test.expression.args[1].value) == attr
+            ):
+                return True
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef):
+            return False
+    return False
 
 
 def _self_attr(node: cst.BaseExpression, receiver: str = "self") -> str | None:
