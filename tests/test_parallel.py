@@ -17,6 +17,7 @@ from devicelint.checks.model_parallel_activation_not_moved import ModelParallelA
 from devicelint.checks.removed_parallel_api import RemovedParallelApi
 from devicelint.checks.wrapped_state_dict_prefix import WrappedStateDictPrefix
 from devicelint.engine import EngineOptions, lint_source
+from devicelint.project.index import ProjectIndex
 from devicelint.registry import all_rules
 
 DL2 = tuple(rule for rule in all_rules() if rule.code.startswith("DL2"))
@@ -347,7 +348,9 @@ def test_dl208_silent_when_moved() -> None:
 
 @pytest.mark.parametrize("path", sorted(EXAMPLE.glob("*.py")), ids=lambda p: p.name)
 def test_example_markers(path: Path) -> None:
-    result = lint_source(path.read_bytes(), str(path), EngineOptions(rules=tuple(all_rules())))
+    # with the project index, as the CLI runs it: train.py wraps model.py's class
+    view = ProjectIndex(EXAMPLE).view(path)
+    result = lint_source(path.read_bytes(), str(path), EngineOptions(rules=tuple(all_rules()), project=view))
     missing, unexpected = matches(expected_findings(path), result.findings)
     assert not missing and not unexpected, (missing, unexpected)
 
