@@ -1521,16 +1521,11 @@ class ProjectIndex:
 
         if self._wrapper_classes is None:
             self._wrapper_classes = []
-            for path in sorted(self._walk()):
-                try:
-                    data = self._data(path)
-                except OSError:
-                    continue
-                if b"DataParallel" in data:
-                    other = self.summary(Path(path))
-                    self._wrapper_paths.append(path)
-                    for cls, attrs in other.read_tree(class_wrappers).items():
-                        self._wrapper_classes.append((other, cls, attrs))
+            for path, _data in self._wrapper_files():
+                other = self.summary(Path(path))
+                self._wrapper_paths.append(path)
+                for cls, attrs in other.read_tree(class_wrappers).items():
+                    self._wrapper_classes.append((other, cls, attrs))
         if self._deps:
             self._deps[-1].update(self._wrapper_paths)
         mine = self._lineage(module, name)
