@@ -1953,3 +1953,21 @@ def test_a_module_class_replicated_by_dataparallel_in_another_module_is_judged_a
     ddp = runner.format(ids="[0]").replace("torch.nn.DataParallel(", "torch.nn.parallel.DistributedDataParallel(")
     _write(tmp_path, {"launch.py": ddp})
     assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")] == []
+
+
+def test_a_class_a_project_builder_returns_is_replicated_when_the_builder_s_result_is_wrapped(tmp_path: Path) -> None:
+    builders = "from nets import Tower\n\n\ndef build_tower(cfg):\n    return Tower(cfg.width)\n"
+    runner = (
+        "import torch\nfrom builders import build_tower\n\n\ndef launch(cfg):\n"
+        "    tower = build_tower(cfg).cuda()\n    return torch.nn.DataParallel(tower)\n"
+    )
+    _write(tmp_path, {"nets.py": REPLICATED_TOWER, "builders.py": builders, "launch.py": runner})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")]
+    assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [
+        ("nets.py", 9, "DL102"),
+        ("nets.py", 11, "DL203"),
+        ("nets.py", 14, "DL203"),
+    ]
+    # a builder that returns something else entirely says nothing
+    _write(tmp_path, {"builders.py": "import torch\n\n\ndef build_tower(cfg):\n    return torch.nn.Linear(4, 4)\n"})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")] == []

@@ -1468,8 +1468,8 @@ class ProjectIndex:
                         continue
                     summary = self.summary(Path(path))
                     for spelled, line, several in summary.read_tree(data_parallel_wraps):
-                        found = self._resolve(spelled, Path(path))
-                        if found is not None and found.name is not None and found.name in found.module.classes:
+                        found = self._built_class(spelled, Path(path))
+                        if found is not None and found.name is not None:
                             self._deps[-1].add(path)
                             where = (self._shown(Path(path)), line, several)
                             self._replicated.setdefault(f"{found.module.name}.{found.name}", where)
@@ -1478,6 +1478,21 @@ class ProjectIndex:
         if self._deps:
             self._deps[-1].update(self._replicated_deps)
         return self._replicated
+
+    def _built_class(self, spelled: str, where: Path) -> _Found | None:
+        """The project class a call of `spelled` builds: the class itself, or the class every
+        `return` of a project builder function builds (`def build_model(cfg): return Net(cfg)`)."""
+        found = self._resolve(spelled, where)
+        if found is None or found.name is None:
+            return None
+        if found.name in found.module.classes:
+            return found
+        place = found.module.functions[found.name] if found.name in found.module.functions else ""
+        if place.startswith(("call:", "callk:")) and not place.endswith("[]"):
+            inner = self._resolve(place.split(":", 1)[1], self._path_of(found.module))
+            if inner is not None and inner.name is not None and inner.name in inner.module.classes:
+                return inner
+        return None
 
     def _wrapper_files(self) -> list[tuple[str, bytes]]:
         """The project's files whose text names `DataParallel` (`DistributedDataParallel` too),

@@ -43,10 +43,12 @@ def _unchained(node: ast.expr) -> ast.expr:
 
 
 def _class_built(node: ast.expr, qualify: _Qualifier) -> str | None:
-    """`Net(...)` -> `Net` as the module spells it (`models.Net` after `import models`)."""
+    """`Net(...)` -> `Net` as the module spells it (`models.Net` after `import models`); a
+    builder's call (`build_model(cfg)`) -> the builder, which the index follows to the class
+    every `return` builds."""
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
         spelled = qualify(node.func)
-        if spelled is not None and spelled.rsplit(".", 1)[-1][:1].isupper():
+        if spelled is not None and not spelled.startswith("torch."):
             return spelled
     return None
 
