@@ -8839,3 +8839,35 @@ def test_a_lazy_constant_default_set_where_a_replica_lacks_the_attribute_is_not_
         """
     )
     assert [f for f in _found(source) if f[1] == "DL203"] == [(14, "DL203")]
+
+
+CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP = """\
+import torch
+from torch import nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 8)
+        out, _ = self.rnn(x, h0)
+        return out
+
+
+tagger = Tagger(){move}
+optimizer = torch.optim.SGD(tagger.parameters(), lr=0.1)
+for step in range(10):
+    loss = tagger(torch.randn(2, 5, 8){move}).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_script_that_trains_in_a_top_level_loop_and_never_names_a_device_is_a_cpu_program() -> None:
+    assert [f for f in _found(CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move="")) if f[1] == "DL101"] == []
+    moved = CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move=".cuda()")
+    assert [f for f in _found(moved) if f[1] == "DL101"] == [(11, "DL101")]

@@ -277,10 +277,15 @@ def _copied_or_cpu(ctx: FileContext, value: cst.BaseExpression) -> bool:
 
 def cpu_only_script(ctx: FileContext) -> bool:
     """A whole program in one file (a script with a `__main__` guard, a notebook, or a module whose
-    top level calls its own functions) that never names an accelerator or a move: everything it
+    top level calls its own functions or runs a loop) that never names an accelerator or a move: everything it
     builds runs on the CPU, so its CPU tensors meet nothing on a device (a CPU-only example, a
     tutorial notebook that trains on the CPU)."""
-    program = "__main__" in ctx.source or ctx.path.endswith(".ipynb") or runs_own_functions(ctx)
+    program = (
+        "__main__" in ctx.source
+        or ctx.path.endswith(".ipynb")
+        or runs_own_functions(ctx)
+        or any(type(s) in (cst.For, cst.While) for s in ctx.module.body)  # `for epoch in range(100):` at the top
+    )
     return program and not ACCELERATOR_WORDS.search(ctx.source.lower())
 
 

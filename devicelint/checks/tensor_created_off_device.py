@@ -112,7 +112,7 @@ class TensorCreatedOffDevice(Rule):
     module, which PyTorch takes on the CPU. Factories inside `with torch.device(...)` are made
     on that device. A whole program in one file that never names an accelerator anywhere (a CPU-only
     example with a `__main__` guard, a notebook, a module whose top level runs its own
-    functions) is not device code.
+    functions or a loop) is not device code.
     """
 
     code = "DL101"
