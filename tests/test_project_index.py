@@ -946,15 +946,15 @@ def test_every_summary_and_view_field_survives_the_store() -> None:
     from dataclasses import asdict
 
     from devicelint.project.helpers import parameter_uses_from
-    from devicelint.project.index import _view_data, _view_from
     from devicelint.project.summary import _class_from
+    from devicelint.project.view import view_data, view_from
 
     root = FIXTURES / "projects"
     for folder in sorted(p for p in root.glob("*/bad") if p.is_dir()):
         index = ProjectIndex(folder)
         for path in sorted(folder.rglob("*.py")):
             view = index.view(path)
-            assert _view_from(json.loads(json.dumps(_view_data(view)))) == view, path
+            assert view_from(json.loads(json.dumps(view_data(view)))) == view, path
             for helper in view.helpers.values():
                 assert parameter_uses_from(json.loads(json.dumps(asdict(helper.uses)))) == helper.uses
         for module in index.summaries.values():

@@ -17,19 +17,20 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES, is_cpu_model_builder
-from devicelint.project.helpers import ParameterUses, parameter_uses_from
+from devicelint.project.helpers import ParameterUses
 from devicelint.project.view import (
     ImportedClass,
     ImportedHelper,
     ImportedPlainClass,
     ProjectView,
-    host_updates_from,
     path_key,
+    view_data,
+    view_from,
 )
 
 if TYPE_CHECKING:
@@ -180,73 +181,6 @@ def _one_of(classes: list[ImportedClass | None]) -> ImportedClass | None:
         None if moved is None else tuple(sorted(moved)),
         any(c.places_itself for c in known),
     )  # (what each places is left out: the model is one of them, not all)
-
-
-def _view_data(view: ProjectView) -> dict[str, Any]:
-    return asdict(view)
-
-
-def _view_from(data: dict[str, Any]) -> ProjectView:
-    classes = {
-        str(k): ImportedClass(
-            str(c["qualified"]),
-            bool(c["owns_cpu_parameters"]),
-            None if c["moved_attributes"] is None else tuple(str(a) for a in c["moved_attributes"]),
-            bool(c["places_itself"]),
-            tuple((str(a), str(d), bool(s)) for a, d, s in c.get("placed", ())),
-            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
-            host_updates_from(c.get("host_only", ())),
-            str(c.get("path", "")),
-        )
-        for k, c in data["classes"].items()
-    }
-    functions = {str(k): str(v) for k, v in data["functions"].items()}
-    moved = {str(k): tuple(str(a) for a in v) for k, v in data["moved_elsewhere"].items()}
-    host_saved = tuple(str(k) for k in data["host_saved"])
-    helpers = {
-        str(k): ImportedHelper(
-            str(h["qualified"]),
-            str(h["path"]),
-            parameter_uses_from(h["uses"]),
-            tuple((str(p), str(n), str(f), int(line)) for p, n, f, line in h.get("host_mixes", ())),
-        )
-        for k, h in data.get("helpers", {}).items()
-    }
-    wrapped = tuple((str(n), str(k), str(f), int(line)) for n, k, f, line in data.get("wrapped_saved", ()))
-    plain = {
-        str(k): ImportedPlainClass(
-            str(c["qualified"]),
-            str(c["path"]),
-            host_updates_from(c["host_updates"]),
-            host_updates_from(c.get("unmoved_inputs", ())),
-            tuple(str(p) for p in c.get("init_params", ())),
-            int(c.get("init_positional", 0)),
-            tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
-            host_updates_from(c.get("metric_feeds", ())),
-            tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
-            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
-            tuple(str(p) for p in c.get("moved_params", ())),
-        )
-        for k, c in data.get("plain_classes", {}).items()
-    }
-    constants = {str(k): (str(f), str(p), int(line)) for k, (f, p, line) in data.get("host_constants", {}).items()}
-    devices = {str(k): (str(p), int(line)) for k, (p, line) in data.get("device_constants", {}).items()}
-    replicated = {
-        str(k): (str(p), int(line), bool(several)) for k, (p, line, several) in data.get("replicated", {}).items()
-    }
-    return ProjectView(
-        str(data["root"]),
-        classes,
-        functions,
-        moved,
-        host_saved,
-        helpers,
-        wrapped,
-        plain,
-        constants,
-        devices,
-        replicated,
-    )
 
 
 def _notebook_code(data: bytes) -> bytes:
@@ -665,7 +599,7 @@ class ProjectIndex:
                         and not (entry["savers"] and self._savers_changed)
                         and entry.get("own") in (None, self._own_digest(path))
                     ):
-                        view = _view_from(entry["view"])
+                        view = view_from(entry["view"])
                         self._new_views[key] = entry
                         return view
                 except (KeyError, TypeError, ValueError, AttributeError):
@@ -679,7 +613,7 @@ class ProjectIndex:
                 "deps": sorted(walked),
                 "movers": self._asked_movers,
                 "savers": self._asked_savers,
-                "view": _view_data(view),
+                "view": view_data(view),
                 **({"own": own} if own is not None else {}),
             }
         return view

@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from devicelint.project.helpers import ParameterUses
+from devicelint.project.helpers import ParameterUses, parameter_uses_from
 
 
 @dataclass(frozen=True)
@@ -169,3 +169,73 @@ def path_key(literal: str, whole: bool = True) -> str | None:
     name = literal.rstrip().rsplit("/", 1)[-1]
     match = _FILE_NAME.match(name)
     return name if match is not None and match.group(1).lower() in _SAVED_SUFFIXES else None
+
+
+def view_data(view: ProjectView) -> dict[str, Any]:
+    """The view as JSON-ready data, for the index's store (`view_from` reads it back)."""
+    return asdict(view)
+
+
+def view_from(data: dict[str, Any]) -> ProjectView:
+    """A stored view; every field is coerced, so a damaged entry raises here (the index then
+    builds the view afresh). A new field of `ProjectView` is read back here too."""
+    classes = {
+        str(k): ImportedClass(
+            str(c["qualified"]),
+            bool(c["owns_cpu_parameters"]),
+            None if c["moved_attributes"] is None else tuple(str(a) for a in c["moved_attributes"]),
+            bool(c["places_itself"]),
+            tuple((str(a), str(d), bool(s)) for a, d, s in c.get("placed", ())),
+            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
+            host_updates_from(c.get("host_only", ())),
+            str(c.get("path", "")),
+        )
+        for k, c in data["classes"].items()
+    }
+    functions = {str(k): str(v) for k, v in data["functions"].items()}
+    moved = {str(k): tuple(str(a) for a in v) for k, v in data["moved_elsewhere"].items()}
+    host_saved = tuple(str(k) for k in data["host_saved"])
+    helpers = {
+        str(k): ImportedHelper(
+            str(h["qualified"]),
+            str(h["path"]),
+            parameter_uses_from(h["uses"]),
+            tuple((str(p), str(n), str(f), int(line)) for p, n, f, line in h.get("host_mixes", ())),
+        )
+        for k, h in data.get("helpers", {}).items()
+    }
+    wrapped = tuple((str(n), str(k), str(f), int(line)) for n, k, f, line in data.get("wrapped_saved", ()))
+    plain = {
+        str(k): ImportedPlainClass(
+            str(c["qualified"]),
+            str(c["path"]),
+            host_updates_from(c["host_updates"]),
+            host_updates_from(c.get("unmoved_inputs", ())),
+            tuple(str(p) for p in c.get("init_params", ())),
+            int(c.get("init_positional", 0)),
+            tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
+            host_updates_from(c.get("metric_feeds", ())),
+            tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
+            tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
+            tuple(str(p) for p in c.get("moved_params", ())),
+        )
+        for k, c in data.get("plain_classes", {}).items()
+    }
+    constants = {str(k): (str(f), str(p), int(line)) for k, (f, p, line) in data.get("host_constants", {}).items()}
+    devices = {str(k): (str(p), int(line)) for k, (p, line) in data.get("device_constants", {}).items()}
+    replicated = {
+        str(k): (str(p), int(line), bool(several)) for k, (p, line, several) in data.get("replicated", {}).items()
+    }
+    return ProjectView(
+        str(data["root"]),
+        classes,
+        functions,
+        moved,
+        host_saved,
+        helpers,
+        wrapped,
+        plain,
+        constants,
+        devices,
+        replicated,
+    )
