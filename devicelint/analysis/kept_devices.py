@@ -105,9 +105,10 @@ def _value_outcomes(ctx: FileContext, cls: cst.ClassDef, init: cst.FunctionDef, 
     return {_literal(ctx, value)}
 
 
-def _moved_after_built(ctx: FileContext, cls: cst.ClassDef) -> bool:
+def moved_after_built(ctx: FileContext, cls: cst.ClassDef, module_level: bool = True) -> bool:
     """The file moves an instance: `Cls(...).to(...)`, or `m = Cls(...)` then `m.to(...)`/`m.cuda()`
-    in the same function (a LightningModule counts: its trainer moves it)."""
+    in the same function, or at the module's top level unless `module_level` is off (a
+    LightningModule counts: its trainer moves it)."""
     if any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == "LightningModule" for b in cls.bases):
         return True
     for call in ctx.index.of_type(cst.Call):
@@ -117,8 +118,8 @@ def _moved_after_built(ctx: FileContext, cls: cst.ClassDef) -> bool:
         if type(parent) is cst.Attribute and parent.attr.value in ("to", "cuda"):
             return True
         target = parent.targets[0].target if type(parent) is cst.Assign and len(parent.targets) == 1 else None
-        scope = ctx.index.enclosing_function(call) or ctx.module
-        if type(target) is not cst.Name:
+        scope = ctx.index.enclosing_function(call) or (ctx.module if module_level else None)
+        if type(target) is not cst.Name or scope is None:
             continue
         for node in ctx.index.walk(scope):
             if (
@@ -149,4 +150,4 @@ def kept_cpu_device(ctx: FileContext, expr: cst.BaseExpression, method: cst.Func
     if len(writes) != 1 or type(writes[0]) is not cst.Assign or ctx.index.enclosing_function(writes[0]) is not init:
         return False
     outcomes = _value_outcomes(ctx, cls, init, writes[0].value)
-    return bool(outcomes) and outcomes <= {_CPU} and _moved_after_built(ctx, cls)
+    return bool(outcomes) and outcomes <= {_CPU} and moved_after_built(ctx, cls)

@@ -12,6 +12,7 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.custom_movers import moved_attributes
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.instance_parameters import handed_references
+from devicelint.analysis.kept_devices import moved_after_built
 from devicelint.analysis.model_events import data_parallel_classes
 from devicelint.analysis.modules import imported_module_class
 from devicelint.analysis.moved_copies import moved_by_helper
@@ -463,35 +464,7 @@ def _placed_like_an_example(
     params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)][1:]
     if device.value.value not in params or file_facts(ctx).value(device.value).where == ACCELERATOR:
         return False
-    return _moved_after_built(ctx, facts)
-
-
-def _moved_after_built(ctx: FileContext, facts: ClassFacts) -> bool:
-    """A LightningModule, or a class whose instances the file moves: `Cls(...).to(device)`, or
-    `m = Cls(...)` then `m.to(...)`/`m.cuda()` in the same function."""
-    if any((dotted_name(b.value) or "").rsplit(".", 1)[-1] == "LightningModule" for b in facts.node.bases):
-        return True
-    name = facts.node.name.value
-    for call in ctx.index.of_type(cst.Call):
-        if not (type(call.func) is cst.Name and call.func.value == name):
-            continue
-        parent = ctx.index.parent(call)
-        if type(parent) is cst.Attribute and parent.attr.value in ("to", "cuda"):
-            return True
-        target = parent.targets[0].target if type(parent) is cst.Assign and len(parent.targets) == 1 else None
-        scope = ctx.index.enclosing_function(call)
-        if type(target) is not cst.Name or scope is None:
-            continue
-        for node in ctx.index.walk(scope):
-            if (
-                type(node) is cst.Call
-                and type(node.func) is cst.Attribute
-                and node.func.attr.value in ("to", "cuda")
-                and type(node.func.value) is cst.Name
-                and node.func.value.value == target.value
-            ):
-                return True
-    return False
+    return moved_after_built(ctx, facts.node, module_level=False)
 
 
 def _tensor_argument(

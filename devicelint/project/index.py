@@ -1432,14 +1432,7 @@ class ProjectIndex:
         """The project's files whose text names `DataParallel` (`DistributedDataParallel` too),
         with their text (listed once per run)."""
         if self._wrapper_texts is None:
-            self._wrapper_texts = []
-            for path in sorted(self._walk()):
-                try:
-                    data = self._data(path)
-                except OSError:
-                    continue
-                if b"DataParallel" in data:
-                    self._wrapper_texts.append((path, data))
+            self._wrapper_texts = self._texts_where(lambda data: b"DataParallel" in data)
         return self._wrapper_texts
 
     def _saves_state_to(
@@ -1500,17 +1493,22 @@ class ProjectIndex:
                     chain.append((hit.module, hit.name))
         return found
 
+    def _texts_where(self, test: Callable[[bytes], bool]) -> list[tuple[str, bytes]]:
+        """The project's readable files whose text passes `test`, with their text, in path order."""
+        found = []
+        for path in sorted(self._walk()):
+            try:
+                data = self._data(path)
+            except OSError:
+                continue
+            if test(data):
+                found.append((path, data))
+        return found
+
     def _savers(self) -> list[tuple[str, bytes]]:
         """The project's files whose text calls a saver, with their text."""
         if self._saver_files is None:
-            self._saver_files = []
-            for path in sorted(self._walk()):
-                try:
-                    data = self._data(path)
-                except OSError:
-                    continue
-                if _is_saver(data):
-                    self._saver_files.append((path, data))
+            self._saver_files = self._texts_where(_is_saver)
         return self._saver_files
 
     def _note_saves(self, path: str, word: str, host: dict[str, list[str]], other: set[str]) -> None:

@@ -245,19 +245,24 @@ def _dtype(node: ast.expr | None, qualify: _Qualifier) -> bool:
 _WRAPPERS = ("DataParallel", "DistributedDataParallel")
 
 
-def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str, str, int]]:
-    """(file name, checkpoint key, line) for each `torch.save` of a wrapper's state dict, in a
-    function (or the module's own code) that wraps the model it saves: `model =
-    nn.DataParallel(model)` then `torch.save(model.state_dict(), path)` or `{"model":
-    model.state_dict()}` (key `model`; "" for the state dict itself). Its keys start with
-    `module.`: a bare model elsewhere does not load them."""
-    constants = {
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Name -> value of each plain top-level assignment (`CKPT = "best.pt"`)."""
+    return {
         target.id: node.value
         for node in tree.body
         if isinstance(node, ast.Assign) and len(node.targets) == 1
         for target in node.targets
         if isinstance(target, ast.Name)
     }
+
+
+def wrapped_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[str, str, int]]:
+    """(file name, checkpoint key, line) for each `torch.save` of a wrapper's state dict, in a
+    function (or the module's own code) that wraps the model it saves: `model =
+    nn.DataParallel(model)` then `torch.save(model.state_dict(), path)` or `{"model":
+    model.state_dict()}` (key `model`; "" for the state dict itself). Its keys start with
+    `module.`: a bare model elsewhere does not load them."""
+    constants = _module_constants(tree)
     found: list[tuple[str, str, int]] = []
     scopes: list[ast.AST] = [
         tree,
@@ -301,13 +306,7 @@ def wrapped_helper_calls(
     names) for each other argument that names a file (`path_key`) or a path constant of another
     module (`@config.CKPT`). The index reads whether the callee saves that parameter's state
     dict to that path parameter (`ParameterUses.state_saves`)."""
-    constants = {
-        target.id: node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign) and len(node.targets) == 1
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
+    constants = _module_constants(tree)
     found: list[tuple[str, int, str, tuple[tuple[int, str, tuple[str, ...]], ...], int]] = []
     kept = _wrapped_attributes(tree, qualify)
     scopes: list[ast.AST] = [
@@ -432,13 +431,7 @@ def attribute_state_saves(tree: ast.Module, qualify: _Qualifier) -> list[tuple[s
     top-level class of the state dict of `self.<attribute>` that the class itself never wraps
     nor unwraps (`torch.save({"state_dict": self.model.state_dict()}, path)` in a base trainer whose subclass
     in another module sets `self.model = nn.DataParallel(model)`)."""
-    constants = {
-        target.id: node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign) and len(node.targets) == 1
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
+    constants = _module_constants(tree)
     found: list[tuple[str, str, str, str, int]] = []
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):
