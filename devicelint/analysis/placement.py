@@ -1110,6 +1110,15 @@ class _Interpreter(CallEvaluation):
                 return stated  # `self.model = resnet18()` that no code of the file moves
             if stated is not None and stated.kind == UNKNOWN and stated.instance in self.analysis.plain_classes:
                 return stated  # `self.policy = TinyPolicy()`: an instance of a plain class of the file
+            if (
+                stated is not None
+                and stated.kind == UNKNOWN
+                and stated.fields
+                and not stated.batch
+                and type(self.scope) is cst.FunctionDef
+                and self.analysis.only_init_assigns(self.scope, attr, filled_in_init=True)
+            ):
+                return stated  # `self.state = {"h": torch.zeros(n)}` filled in `__init__` only, read later
             if stated is not None and (
                 stated.where == ACCELERATOR
                 and stated.kind in (DEVICE_VALUE, MODULE, UNKNOWN)
@@ -1256,6 +1265,10 @@ class _Interpreter(CallEvaluation):
                 return value.elements[0] if value.alike and value.elements else UNKNOWN_FACT
             # `hs[i]`, `batch["ids"]` of a comprehension: every element alike, any index gives it
             return value.elements[0] if value.elements and len(set(value.elements)) == 1 else UNKNOWN_FACT
+        key = string_value(single.value) if single is not None else None
+        if key is not None and "device" in key.lower() and not value.is_tensor and value.kind != MODULE:
+            # a settings mapping's device (`cfg["device"]`, `opts["train"]["DEVICE"]`), as `cfg.device`
+            return Fact(DEVICE_VALUE, where=ACCELERATOR, device_expr=self.ctx.code_for(node))
         if value.batch:
             return Fact(CPU, where="cpu", origin=node, batch=True)
         if value.is_tensor:

@@ -982,7 +982,12 @@ class CallEvaluation:
             # instance's own submodules put their outputs is left unknown
             helper = owner.methods[method]
             return self._follow(
-                helper, call, self._args(call), skip_self=not _is_static(helper), cls=owner, placed=False
+                helper,
+                call,
+                self._args(call),
+                skip_self=not _is_static(helper),
+                cls=owner,
+                placed=receiver.where not in (None, HOST),
             )
         if method == "forward" and (
             receiver.kind == MODULE or receiver.kind == UNKNOWN and receiver.where == ACCELERATOR and not receiver.batch

@@ -707,14 +707,20 @@ class FileAnalysis:
             self._shallow_runs[id(method)] = found
         return found
 
-    def only_init_assigns(self, method: cst.FunctionDef, attr: str) -> bool:
+    def only_init_assigns(self, method: cst.FunctionDef, attr: str, filled_in_init: bool = False) -> bool:
         """Whether `__init__` is the only method of `method`'s class that assigns `self.<attr>`,
         and no method moves it or writes into it in place (`self.<attr>.cuda()`,
-        `self.<attr>[i] = ...`, `for t in self.<attr>: t.data = ...`)."""
+        `self.<attr>[i] = ...`, `for t in self.<attr>: t.data = ...`); with `filled_in_init`,
+        `__init__` itself may write into it (a dict it fills entry by entry)."""
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
         if type(cls) is not cst.ClassDef or not self.assigned_only_in_init(method, attr):
             return False
+        init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
+        skipped = self.ctx.index.walk(init) if filled_in_init and init is not None else ()
+        inside_init = {id(n) for n in skipped}
         for node in self.ctx.index.walk(cls):
+            if id(node) in inside_init:
+                continue
             if self_attribute(node) != attr:
                 continue
             parent = self.ctx.index.parent(node)

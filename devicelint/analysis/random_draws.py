@@ -350,12 +350,18 @@ def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw
         return None
     if tensor is None:
         return None
-    place = file_facts(ctx).place_of(tensor)
+    facts = file_facts(ctx)
+    place = facts.place_of(tensor)
+    stated = facts.value(tensor).device
     if place is Place.HOST:
         draws_on: str | None = CPU
     elif place is Place.DEVICE:
-        text = (file_facts(ctx).value(tensor).device_expr or "").strip("\"'").split(":", 1)[0]
+        text = (facts.value(tensor).device_expr or "").strip("\"'").split(":", 1)[0]
         draws_on = text if text in ACCELERATOR_STRINGS else "cuda"
+    elif place is Place.FOLLOWS and stated is not None and stated.literal and stated.type in ACCELERATOR_STRINGS:
+        # wherever a module is, where every call of the method hands it an instance moved to a
+        # stated accelerator (`head = Head().to("cuda"); head.sample(h)`)
+        draws_on = stated.type
     else:
         return None
     return RandomDraw(call, TENSOR_DRAW, generator, generator_device(ctx, generator), draws_on, NO_DEFAULT, False)

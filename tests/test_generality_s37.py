@@ -1,0 +1,134 @@
+"""Shapes found by writing device bugs apart from any thread or fixture (session 37): each tested
+in a form other than the probe that found it, with its one-fix twin clean."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), "agents/explore.py", DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+# -- a method called on an instance moved to a stated accelerator runs there --------------------
+
+PLACED_INSTANCE_METHOD = """
+    import torch
+    from torch import nn
+
+
+    class ActionSampler(nn.Module):
+        def __init__(self, n_obs, n_act):
+            super().__init__()
+            self.policy = nn.Sequential(nn.Linear(n_obs, 32), nn.Tanh(), nn.Linear(32, n_act))
+            self.rng = torch.Generator()
+            self.rng.manual_seed(1234)
+
+        def explore(self, obs, temperature=1.0):
+            weights = (self.policy(obs) / temperature).exp()
+            return torch.multinomial(weights, num_samples=1, generator=self.rng)
+
+
+    def rollout(env_obs):
+        sampler = ActionSampler(6, 3).to("cuda:0")
+        return sampler.explore(env_obs.to("cuda:0"))
+"""
+
+
+def test_a_cpu_generator_drawn_in_a_method_of_an_instance_moved_to_cuda() -> None:
+    assert _found(PLACED_INSTANCE_METHOD) == [(15, "DL115")]
+
+
+def test_the_same_method_on_an_instance_left_on_the_cpu_is_clean() -> None:
+    on_host = PLACED_INSTANCE_METHOD.replace('.to("cuda:0")', "")
+    assert _found(on_host) == []
+
+
+def test_a_generator_made_where_the_weights_are_is_clean() -> None:
+    fixed = PLACED_INSTANCE_METHOD.replace(
+        "self.rng = torch.Generator()", 'self.rng = torch.Generator(device="cuda:0")'
+    )
+    # (the hard-coded device is DL107's hint, not a placement bug)
+    assert _found(fixed) == [(10, "DL107")]
+
+
+# -- a settings mapping's device entry (`opts["device"]`) is a device, as `opts.device` is ---------
+
+MAPPING_DEVICE = """
+    import torch
+    import torch.nn.functional as F
+
+
+    class Fitter:
+        def __init__(self, network, opts):
+            self.opts = opts
+            self.network = network.to(opts["device"])
+            self.optim = torch.optim.SGD(self.network.parameters(), lr=opts["lr"])
+
+        def epoch(self, batches):
+            for inputs, targets in batches:
+                scores = self.network(inputs.to(self.opts["device"]))
+                loss = F.nll_loss(scores.log_softmax(-1), targets)
+                self.optim.zero_grad()
+                loss.backward()
+                self.optim.step()
+"""
+
+
+def test_a_target_left_behind_while_inputs_go_to_the_mappings_device() -> None:
+    assert _found(MAPPING_DEVICE) == [(15, "DL105")]
+
+
+def test_the_target_moved_to_the_mappings_device_is_clean() -> None:
+    fixed = MAPPING_DEVICE.replace(
+        "F.nll_loss(scores.log_softmax(-1), targets)",
+        'F.nll_loss(scores.log_softmax(-1), targets.to(self.opts["device"]))',
+    )
+    assert _found(fixed) == []
+
+
+# -- a dict attribute filled in `__init__` keeps its entries' places for the other methods --------
+
+DICT_FILLED_IN_INIT = """
+    import torch
+    import torch.nn as nn
+
+
+    class RecurrentScorer:
+        def __init__(self, core: nn.GRUCell, width: int, device: str = "cuda"):
+            self.device = device
+            self.core = core.to(device)
+            self.carry = {}
+            self.carry["state"] = torch.zeros(1, width)
+
+        def score(self, frames):
+            state = self.carry["state"]
+            for frame in frames:
+                state = self.core(frame.to(self.device), state)
+            return state
+"""
+
+
+def test_a_cpu_entry_of_a_dict_filled_in_init_meets_device_frames() -> None:
+    assert _found(DICT_FILLED_IN_INIT) == [(11, "DL101")]
+
+
+def test_the_entry_made_on_the_device_is_clean() -> None:
+    fixed = DICT_FILLED_IN_INIT.replace("torch.zeros(1, width)", "torch.zeros(1, width, device=device)")
+    assert _found(fixed) == []
+
+
+def test_an_entry_another_method_replaces_is_not_read_from_init() -> None:
+    reset = DICT_FILLED_IN_INIT.replace(
+        "        def score(self, frames):",
+        "        def reset(self):\n"
+        '            self.carry["state"] = self.carry["state"].to(self.device)\n\n'
+        "        def score(self, frames):",
+    )
+    assert _found(reset) == []
