@@ -132,3 +132,35 @@ def test_an_entry_another_method_replaces_is_not_read_from_init() -> None:
         "        def score(self, frames):",
     )
     assert _found(reset) == []
+
+
+# -- a default device taken from the program's settings is the GPU run's default ---------------
+
+SETTINGS_DEFAULT = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class DataModule:
+        def __init__(self, hparams, corpus):
+            self.hparams = hparams
+            self.corpus = corpus
+
+        def setup(self):
+            torch.set_default_device(self.hparams["device"])
+
+        def train_dataloader(self):
+            return DataLoader(self.corpus, batch_size=self.hparams["batch"], shuffle=True)
+"""
+
+
+def test_a_shuffling_loader_under_a_default_device_read_from_settings() -> None:
+    assert _found(SETTINGS_DEFAULT) == [(15, "DL114")]
+
+
+def test_a_loader_that_does_not_shuffle_under_that_default_is_clean() -> None:
+    assert _found(SETTINGS_DEFAULT.replace("shuffle=True", "shuffle=False")) == []
+
+
+def test_a_default_taken_from_an_object_that_is_no_settings_is_not_judged() -> None:
+    assert _found(SETTINGS_DEFAULT.replace('self.hparams["device"]', "self.backbone.device")) == []

@@ -83,7 +83,42 @@ def default_set_by(ctx: FileContext, node: cst.BaseExpression, setter: cst.CSTNo
         return DefaultDevice(CPU_DEFAULT, "cpu", setter)
     if named is not None:
         return DefaultDevice(ACCELERATOR_DEFAULT, named, setter)
+    if _settings_device(node):
+        # `torch.set_default_device(args.device)`: the run the setting exists for is on the GPU
+        return DefaultDevice(ACCELERATOR_DEFAULT, "cuda", setter)
     return DefaultDevice(UNKNOWN_DEFAULT, "?", setter)
+
+
+# Names of the objects a program keeps its settings in (`args.device`, `self.cfg["device"]`).
+_SETTINGS_ROOTS = frozenset(
+    {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "settings", "options", "training_args"}
+)
+
+
+def _settings_device(node: cst.BaseExpression) -> bool:
+    """`args.device`, `cfg.train.DEVICE`, `self.config["device"]`: a device named by a setting."""
+    if type(node) is cst.Attribute:
+        key: str | None = node.attr.value
+        holder = node.value
+    elif type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
+        index = node.slice[0].slice.value
+        value = literal_value(index) if type(index) is cst.SimpleString else None
+        key = value if isinstance(value, str) else None
+        holder = node.value
+    else:
+        return False
+    if key is None or key.lower() != "device":
+        return False
+    parts: list[str] = []
+    while isinstance(holder, (cst.Attribute, cst.Subscript)):
+        if isinstance(holder, cst.Attribute):
+            parts.append(holder.attr.value)
+        holder = holder.value
+    if type(holder) is not cst.Name:
+        return False
+    parts.append(holder.value)
+    root = parts[-1] if parts[-1] != "self" or len(parts) == 1 else parts[-2]
+    return root in _SETTINGS_ROOTS
 
 
 def _setter_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:

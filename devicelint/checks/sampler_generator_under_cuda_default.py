@@ -84,9 +84,10 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     ## Known limits
     The sampler's construction is judged, not its iteration (a loader built outside a
     `with torch.device("cuda"):` block and iterated inside it also fails). A default set in
-    another file, or through a device the file does not show (`args.device`), is not seen; a
-    name bound to `torch.device("cuda" if torch.cuda.is_available() else "cpu")` counts as the
-    GPU, where the sampler fails. A `shuffle=` that is not a literal `True` (directly or in a
+    another file is not seen. A name bound to `torch.device("cuda" if
+    torch.cuda.is_available() else "cpu")` and a device read from the program's settings
+    (`args.device`, `cfg["device"]`) count as the GPU, the run where the sampler fails; any
+    other device the file does not show (`model.device`) is not judged. A `shuffle=` that is not a literal `True` (directly or in a
     `**` mapping the file shows) is not followed. A `torch.randperm` without `generator=` is fine (it
     uses the CUDA default generator) and is not reported. See DL115 for generators created on
     the wrong device when no default is set.
