@@ -164,3 +164,30 @@ def test_a_loader_that_does_not_shuffle_under_that_default_is_clean() -> None:
 
 def test_a_default_taken_from_an_object_that_is_no_settings_is_not_judged() -> None:
     assert _found(SETTINGS_DEFAULT.replace('self.hparams["device"]', "self.backbone.device")) == []
+
+
+# -- a CUDA default that every loader of the file is given a matching generator for ------------
+
+DEFAULT_WITH_MATCHING_GENERATORS = """
+    import torch
+    from torch.utils.data import DataLoader, random_split
+
+    torch.set_default_device("cuda")
+
+
+    def loaders(dataset, batch):
+        train, held = random_split(dataset, [0.8, 0.2], generator=torch.Generator(device="cuda"))
+        shuffled = DataLoader(train, batch_size=batch, shuffle=True, generator=torch.Generator(device="cuda"))
+        return shuffled, DataLoader(held, batch_size=batch, generator=torch.Generator(device="cuda"))
+"""
+
+
+def test_a_default_the_files_loaders_are_given_generators_for_is_kept_knowingly() -> None:
+    assert _found(DEFAULT_WITH_MATCHING_GENERATORS) == []
+
+
+def test_one_loader_left_with_the_cpu_generator_still_reports_the_default() -> None:
+    one_left = DEFAULT_WITH_MATCHING_GENERATORS.replace(
+        'shuffle=True, generator=torch.Generator(device="cuda")', "shuffle=True"
+    )
+    assert _found(one_left) == [(5, "DL110"), (10, "DL114")]

@@ -5,6 +5,15 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default
+from devicelint.analysis.random_draws import (
+    CPU,
+    DISTRIBUTED,
+    LOADER,
+    SAMPLER,
+    SPLIT,
+    SUBSET_SAMPLER,
+    random_draws,
+)
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -43,7 +52,10 @@ class GlobalDefaultDevice(Rule):
 
     ## Known limits
     Calls inside functions are not reported (they may be deliberate and scoped); the
-    device must be visible as a literal or a `torch.cuda.*Tensor` type.
+    device must be visible as a literal or a `torch.cuda.*Tensor` type. A file that hands every
+    loader, sampler and `random_split` it builds a generator that is not a CPU one
+    (`generator=torch.Generator(device="cuda")`) keeps its default knowingly and is not
+    reported.
     """
 
     code = "DL110"
@@ -60,4 +72,17 @@ class GlobalDefaultDevice(Rule):
                 continue
             if ctx.index.enclosing_function(call) is not None:
                 continue
+            if _loaders_follow_the_default(ctx):
+                continue
             yield self.violation(call, call=ctx.code_for(call))
+
+
+def _loaders_follow_the_default(ctx: FileContext) -> bool:
+    """The file hands every loader, sampler and split it builds a generator that is not a CPU
+    one (`generator=torch.Generator(device="cuda")`): it lives with the default it sets
+    knowingly, and its samplers draw where the default puts `randperm`."""
+    draws = [d for d in random_draws(ctx) if d.kind in _SAMPLING_KINDS]
+    return bool(draws) and all(d.generator is not None and d.generator_device not in (None, CPU) for d in draws)
+
+
+_SAMPLING_KINDS = frozenset({LOADER, SAMPLER, SUBSET_SAMPLER, SPLIT, DISTRIBUTED})
