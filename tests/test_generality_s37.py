@@ -191,3 +191,39 @@ def test_one_loader_left_with_the_cpu_generator_still_reports_the_default() -> N
         'shuffle=True, generator=torch.Generator(device="cuda")', "shuffle=True"
     )
     assert _found(one_left) == [(5, "DL110"), (10, "DL114")]
+
+
+# -- a plain wrapper's in-place mover, called as a statement by the file ------------------------
+
+IN_PLACE_WRAPPER = """
+    import torch
+    import torch.nn as nn
+
+
+    class Pipeline:
+        def __init__(self, encoder: nn.Module, scale: float):
+            self.encoder = encoder
+            self.scale = scale
+
+        def gpu(self):
+            pass
+
+        def cuda(self):
+            self.encoder = self.encoder.cuda()
+
+
+    def prepare(encoder, use_cuda):
+        pipe = Pipeline(encoder, 0.5)
+        if use_cuda:
+            pipe.cuda()
+        return pipe
+"""
+
+
+def test_a_plain_wrappers_mover_used_in_place_is_not_reported() -> None:
+    assert _found(IN_PLACE_WRAPPER) == []
+
+
+def test_the_same_mover_whose_result_is_kept_is_reported_at_the_override_and_the_use() -> None:
+    kept = IN_PLACE_WRAPPER.replace("            pipe.cuda()", "            pipe = pipe.cuda()")
+    assert _found(kept) == [(14, "DL112"), (21, "DL112")]

@@ -108,7 +108,9 @@ class CustomToOverrideBroken(Rule):
     a helper or record the device), `@overload`/`@abstractmethod` methods and generators are
     not reported, nor is a plain class whose override is annotated `-> None` (it moves in
     place by design, and a type checker catches `obj = obj.to(device)`); an override that only
-    records the device and returns nothing is reported where the file uses what it returns. The
+    records the device and returns nothing, and a plain class's override that returns nothing
+    while the file calls it on the class's instances as a statement (`reader.cuda()`: an
+    in-place mover, used as one), are reported only where the file uses what they return. The
     call that uses the `None` is found when its receiver is the constructor call, a name bound
     to one in the same function, a parameter annotated with the class, or a `self.<attr>` that
     the same class sets to one; the class may also inherit the override from a class of the
@@ -151,6 +153,8 @@ class CustomToOverrideBroken(Rule):
                     continue
                 kind, ret = broken_return
                 broken.setdefault(f"{cls.name.value}.{name}", BrokenMover(cls, method, is_module, kind, ret))
+                if not is_module and kind == "none" and _called_in_place(ctx, cls.name.value, name):
+                    continue  # reported where a call uses the None, if one does
                 yield self._override(ctx, cls, method, is_module, kind, ret)
             if not is_module:
                 yield from self._forgotten(ctx, cls, own)
@@ -406,6 +410,18 @@ def _indentation(ctx: FileContext, block: cst.IndentedBlock) -> str | None:
             parts.append(node.indent if node.indent is not None else ctx.module.default_indent)
     text = "".join(reversed(parts))
     return text if text.strip() == "" else None
+
+
+def _called_in_place(ctx: FileContext, cls_name: str, name: str) -> bool:
+    """Whether the file moves instances of the plain class with `obj.<name>(...)` as a
+    statement (`reader.cuda()`): it uses the mover in place, as designed."""
+    return any(
+        type(call.func) is cst.Attribute
+        and call.func.attr.value == name
+        and type(ctx.index.parent(call)) is cst.Expr
+        and _class_of(ctx, call.func.value) == cls_name
+        for call in ctx.index.of_type(cst.Call)
+    )
 
 
 def _class_of(ctx: FileContext, receiver: cst.BaseExpression) -> str | None:
