@@ -227,3 +227,31 @@ def test_a_plain_wrappers_mover_used_in_place_is_not_reported() -> None:
 def test_the_same_mover_whose_result_is_kept_is_reported_at_the_override_and_the_use() -> None:
     kept = IN_PLACE_WRAPPER.replace("            pipe.cuda()", "            pipe = pipe.cuda()")
     assert _found(kept) == [(14, "DL112"), (21, "DL112")]
+
+
+# -- a branch on `arg is None` that every call decides by handing a tensor ----------------------
+
+NONE_BRANCH_DECIDED_BY_CALLS = """
+    import torch
+
+
+    def gaussian_noise(rows, cols, like=None):
+        if like is not None:
+            return torch.randn(rows, cols, dtype=like.dtype, device=like.device)
+        return torch.randn(rows, cols)
+
+
+    def perturb(points, sigma, device):
+        points = points.to(device)
+        noise = gaussian_noise(points.shape[0], points.shape[1], like=points)
+        return points + sigma * noise
+"""
+
+
+def test_the_none_branch_no_call_takes_is_not_analysed_as_taken() -> None:
+    assert _found(NONE_BRANCH_DECIDED_BY_CALLS) == []
+
+
+def test_a_call_that_leaves_the_tensor_out_takes_the_cpu_branch() -> None:
+    left_out = NONE_BRANCH_DECIDED_BY_CALLS.replace(", like=points)", ")")
+    assert _found(left_out) == [(8, "DL101")]

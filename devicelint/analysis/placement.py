@@ -352,7 +352,7 @@ class _Interpreter(CallEvaluation):
     def _block(self, body: Sequence[cst.CSTNode]) -> None:
         for stmt in body:
             self._statement(stmt)
-            if type(stmt) is cst.If and always_leaves(stmt.body) and constant_test(self.ctx, stmt.test) is True:
+            if type(stmt) is cst.If and always_leaves(stmt.body) and self._constant_test(stmt.test) is True:
                 break  # `if not isinstance(key, torch.Tensor): continue`: the rest never runs
 
     def _statement(self, stmt: cst.CSTNode) -> None:
@@ -390,9 +390,34 @@ class _Interpreter(CallEvaluation):
             for small in suite.body:
                 self._small(small)
 
+    def _constant_test(self, test: cst.BaseExpression) -> bool | None:
+        """The test's answer where it cannot vary: a constant, or a name tested against `None`
+        that holds a tensor here (`if type_as is not None:` in a helper every call hands one)."""
+        constant = constant_test(self.ctx, test)
+        if constant is not None or type(test) is not cst.Comparison or len(test.comparisons) != 1:
+            return constant
+        target = test.comparisons[0]
+        if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
+            return None
+        if type(target.operator) not in (cst.Is, cst.IsNot) or type(test.left) is not cst.Name:
+            return None
+        name = test.left.value
+        held = self.env.get(name)
+        if held is None or not held.is_tensor or is_handed(held) or held.where == FOLLOWS:
+            return None  # (a tensor only presumed where the inputs are may be a caller's None)
+        if self.bound is None and name in self._parameter_names():
+            return None  # a parameter presumed a tensor in the function's own run: callers may pass None
+        return type(target.operator) is cst.IsNot
+
+    def _parameter_names(self) -> set[str]:
+        if type(self.scope) is not cst.FunctionDef:
+            return set()
+        params = self.scope.params
+        return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
-        constant = constant_test(self.ctx, stmt.test)
+        constant = self._constant_test(stmt.test)
         if constant is None and self.own_place is not None:
             constant = self._set_when_built(stmt.test)
         if constant is not None:  # a dict's key tested for a tensor: only one path ever runs
