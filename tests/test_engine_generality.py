@@ -8871,3 +8871,51 @@ def test_a_script_that_trains_in_a_top_level_loop_and_never_names_a_device_is_a_
     assert [f for f in _found(CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move="")) if f[1] == "DL101"] == []
     moved = CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move=".cuda()")
     assert [f for f in _found(moved) if f[1] == "DL101"] == [(11, "DL101")]
+
+
+APEX_DDP_LAUNCH = """\
+import os
+
+import torch
+import torch.distributed as dist
+from apex import amp
+from apex.parallel import DistributedDataParallel
+
+
+def launch(build, lr):
+    gpu = int(os.environ["SLURM_LOCALID"])
+    dist.init_process_group("nccl", init_method="env://")
+{set_device}    net = build()
+    net.cuda()
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    net, opt = amp.initialize(net, opt, opt_level="O2")
+    return DistributedDataParallel(net), opt
+"""
+
+
+def test_apex_ddp_over_a_model_every_rank_moves_to_the_current_gpu_through_amp_initialize() -> None:
+    bad = APEX_DDP_LAUNCH.format(set_device="")
+    assert [f for f in _found(bad) if f[1] == "DL205"] == [(16, "DL205")]
+    assert any("set_device(local_rank)` before moving the model" in m for m in _messages(bad))
+    # with the rank's GPU made current, apex's wrapper needs no `device_ids` (it has none)
+    fixed = APEX_DDP_LAUNCH.format(set_device="    torch.cuda.set_device(gpu)\n")
+    assert [f for f in _found(fixed) if f[1] in ("DL205", "DL202")] == []
+
+
+def test_torch_compile_keeps_the_placement_of_the_module_it_compiles() -> None:
+    source = textwrap.dedent(
+        """\
+        import os
+
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+        def wrap(encoder, rank):
+            torch.distributed.init_process_group("nccl")
+            encoder = encoder.to("cuda:0")
+            encoder = torch.compile(encoder, mode="max-autotune")
+            return DDP(encoder, device_ids=[rank])
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL205"] == [(11, "DL205")]
