@@ -8919,3 +8919,35 @@ def test_torch_compile_keeps_the_placement_of_the_module_it_compiles() -> None:
         """
     )
     assert [f for f in _found(source) if f[1] == "DL205"] == [(11, "DL205")]
+
+
+PARAMETER_MOVED_BY_HAND = """\
+import torch
+import torch.nn as nn
+
+
+class Gate(nn.Module):
+    def __init__(self, width, device):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.build(width, device)
+
+    def build(self, width, device):
+        self.temperature = nn.Parameter(torch.ones(1){init}){move}
+        self.scale = nn.Parameter(torch.ones(width)).to(torch.float32)
+
+    def forward(self, x):
+        return self.proj(x) * self.scale / self.temperature
+"""
+
+
+def test_a_parameter_moved_by_hand_is_a_plain_tensor_that_the_module_never_registers() -> None:
+    bad = PARAMETER_MOVED_BY_HAND.format(init="", move=".to(device)")
+    assert [f for f in _found(bad) if f[1] == "DL102"] == [(12, "DL102")]
+    assert any("`.to()` returns for an `nn.Parameter`" in m for m in _messages(bad))
+    created_there = PARAMETER_MOVED_BY_HAND.format(init="", move="").replace(
+        "torch.ones(1)", "torch.ones(1, device=device)"
+    )
+    assert [f for f in _found(created_there) if f[1] == "DL102"] == []
+    cast = PARAMETER_MOVED_BY_HAND.format(init="", move=".to(dtype=torch.float32)")
+    assert [f for f in _found(cast) if f[1] == "DL102"] == []

@@ -26,6 +26,7 @@ from devicelint.analysis.placement_classes import (
     is_parameter_call,
     literal_elements,
     local_containers,
+    parameter_moved_by_hand,
     returned_container,
     self_attribute,
 )
@@ -202,6 +203,21 @@ class TensorAttributeNotRegistered(Rule):
             yield from self._plain_containers(ctx, facts, moved)
             yield from self._shared_by_replicas(ctx, facts, moved)
             for attr, assignments in _plain_attributes(facts, moved).items():
+                lost = next(((v, m) for v, _ in assignments if (m := parameter_moved_by_hand(ctx, v))), None)
+                if lost is not None:
+                    value, method = lost
+                    yield self.violation(
+                        _assignment_target(ctx, value) or value,
+                        fix=None,
+                        attr=attr,
+                        problem=(
+                            f"holds the plain tensor that `.{method}()` returns for an `nn.Parameter`, a copy that is "
+                            "no Parameter: the module never registers it, so it is missing from `parameters()` (the "
+                            "optimizer never trains it) and from `state_dict()`"
+                        ),
+                        advice="create the parameter on the device instead (`nn.Parameter(torch.rand(n, device=device))`) or move the whole module",
+                    )
+                    continue
                 if only_handed_on(ctx, facts.node, attr):
                     continue  # `self.a = self.<attr>` is every read: reported as `self.a`
                 candidate = made = None
