@@ -8951,3 +8951,43 @@ def test_a_parameter_moved_by_hand_is_a_plain_tensor_that_the_module_never_regis
     assert [f for f in _found(created_there) if f[1] == "DL102"] == []
     cast = PARAMETER_MOVED_BY_HAND.format(init="", move=".to(dtype=torch.float32)")
     assert [f for f in _found(cast) if f[1] == "DL102"] == []
+
+
+WRAPPING_OPTIMIZER = """\
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+
+class SlowFast(Optimizer):
+    def __init__(self, inner, sync_every=6):
+        self.inner = inner
+        self.sync_every = sync_every
+        self.param_groups = inner.param_groups
+        self.state = inner.state
+        self.anchors = {{}}
+        for group in self.param_groups:
+            for weight in group["params"]:
+                self.anchors[weight] = torch.clone(weight).detach()
+
+    def step(self, closure=None):
+        return self.inner.step(closure)
+
+
+def fit(net: nn.Module, batches, device):
+{early}    sgd = torch.optim.SGD(net.parameters(), lr=0.05)
+    opt = SlowFast(sgd)
+    schedule = torch.optim.lr_scheduler.StepLR(sgd, step_size=10)
+{late}    for x, y in batches:
+        opt.zero_grad()
+        nn.functional.mse_loss(net(x.to(device)), y.to(device)).backward()
+        opt.step()
+        schedule.step()
+"""
+
+
+def test_an_optimizer_wrapping_another_copies_its_parameters_before_the_model_moves() -> None:
+    late = WRAPPING_OPTIMIZER.format(early="", late="    net.to(device)\n")
+    assert [f for f in _found(late) if f[1] == "DL111"] == [(23, "DL111")]
+    early = WRAPPING_OPTIMIZER.format(early="    net.to(device)\n", late="")
+    assert [f for f in _found(early) if f[1] == "DL111"] == []
