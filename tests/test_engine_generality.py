@@ -8991,3 +8991,36 @@ def test_an_optimizer_wrapping_another_copies_its_parameters_before_the_model_mo
     assert [f for f in _found(late) if f[1] == "DL111"] == [(23, "DL111")]
     early = WRAPPING_OPTIMIZER.format(early="    net.to(device)\n", late="")
     assert [f for f in _found(early) if f[1] == "DL111"] == []
+
+
+NESTED_PLAIN_CONTAINERS = """\
+import torch
+from torch import nn
+from torchmetrics.classification import BinaryAUROC, BinaryF1Score
+
+
+class Scorer(nn.Module):
+    def __init__(self, splits=("fit", "holdout")):
+        super().__init__()
+        self.body = nn.Linear(16, 1)
+        self.trackers = {wrap}[
+            [BinaryAUROC(), BinaryF1Score()] for _ in splits
+        ]{close}
+        self.heads = [{{"mean": nn.Linear(16, 1)}}, {{"mean": nn.ReLU()}}]
+
+    def forward(self, x, y, split=0):
+        logits = self.body(x).squeeze(-1)
+        for tracker in self.trackers[split]:
+            tracker.update(logits.sigmoid(), y)
+        return logits + self.heads[0]["mean"](x).squeeze(-1)
+"""
+
+
+def test_modules_in_containers_nested_in_a_plain_container_are_unregistered() -> None:
+    plain = NESTED_PLAIN_CONTAINERS.format(wrap="", close="")
+    found = [f for f in _found(plain) if f[1] == "DL103"]
+    assert found == [(10, "DL103"), (13, "DL103")]
+    registered = NESTED_PLAIN_CONTAINERS.format(wrap="nn.ModuleList(", close=")").replace(
+        "[BinaryAUROC(), BinaryF1Score()]", "nn.ModuleList([BinaryAUROC(), BinaryF1Score()])"
+    )
+    assert [f for f in _found(registered) if f[1] == "DL103"] == [(13, "DL103")]
