@@ -9024,3 +9024,49 @@ def test_modules_in_containers_nested_in_a_plain_container_are_unregistered() ->
         "[BinaryAUROC(), BinaryF1Score()]", "nn.ModuleList([BinaryAUROC(), BinaryF1Score()])"
     )
     assert [f for f in _found(registered) if f[1] == "DL103"] == [(13, "DL103")]
+
+
+LOOPED_TRACKERS = """\
+import torch
+from torch import nn
+
+
+class Mean:
+    def __init__(self):
+        self.total, self.count = 0.0, 0
+
+    def add(self, value):
+        self.total += value{read}
+        self.count += 1
+
+
+class Last:
+    def __init__(self):
+        self.values = []
+
+    def add(self, value):
+        self.values.append(value{read})
+
+
+class Trainer:
+    def __init__(self, net: nn.Module, device):
+        self.net = net.to(device)
+        self.device = device
+        self.opt = torch.optim.AdamW(self.net.parameters())
+        self.trackers = [Mean(), Last()]
+
+    def run(self, loader):
+        for inputs, labels in loader:
+            loss = nn.functional.cross_entropy(self.net(inputs.to(self.device)), labels.to(self.device))
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            for tracker in self.trackers:
+                tracker.add(loss.detach())
+"""
+
+
+def test_a_method_of_each_object_a_training_loop_iterates_runs_on_every_step() -> None:
+    synced = [f for f in _found(LOOPED_TRACKERS.format(read=".item()")) if f[1] == "DL401"]
+    assert synced == [(10, "DL401"), (19, "DL401")]
+    assert [f for f in _found(LOOPED_TRACKERS.format(read="")) if f[1] == "DL401"] == []
