@@ -836,7 +836,7 @@ def looped_methods(ctx: FileContext, call: cst.Call) -> list[cst.FunctionDef]:
     if container is None:
         return []
     classes = local_classes(ctx)
-    methods = []
+    methods: list[cst.FunctionDef] = []
     for element in container:
         cls = classes.get(element.func.value) if type(element) is cst.Call and type(element.func) is cst.Name else None
         method = method_of(ctx, cls, func.attr.value) if cls is not None else None
