@@ -9070,3 +9070,39 @@ def test_a_method_of_each_object_a_training_loop_iterates_runs_on_every_step() -
     synced = [f for f in _found(LOOPED_TRACKERS.format(read=".item()")) if f[1] == "DL401"]
     assert synced == [(10, "DL401"), (19, "DL401")]
     assert [f for f in _found(LOOPED_TRACKERS.format(read="")) if f[1] == "DL401"] == []
+
+
+LAZY_DEVICE_CACHE = """\
+import math
+
+import torch
+from torch import nn
+
+
+class RotaryTable(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+        self._angles = None
+
+    def _table(self, length, device):
+        if {test}:
+            steps = torch.arange(length, device=device, dtype=torch.float32)
+            freqs = torch.exp(torch.arange(0, self.dim, 2, device=device) * (-math.log(10000.0) / self.dim))
+            self._angles = torch.outer(steps, freqs)
+        return self._angles[:length]
+
+    def forward(self, q):
+        angles = self._table(q.size(1), q.device)
+        return q * angles.cos().repeat_interleave(2, dim=-1)
+"""
+
+
+def test_a_cache_filled_once_on_the_inputs_device_is_left_behind_when_the_model_moves() -> None:
+    once = LAZY_DEVICE_CACHE.format(test="self._angles is None or self._angles.size(0) < length")
+    assert [f for f in _found(once) if f[1] == "DL102"] == [(11, "DL102")]
+    assert any("starts empty and caches a tensor made on the inputs' device" in m for m in _messages(once))
+    follows = LAZY_DEVICE_CACHE.format(test="self._angles is None or self._angles.device != device")
+    assert [f for f in _found(follows) if f[1] == "DL102"] == []
+    registered = once.replace("self._angles = None", 'self.register_buffer("_angles", None, persistent=False)')
+    assert [f for f in _found(registered) if f[1] == "DL102"] == []

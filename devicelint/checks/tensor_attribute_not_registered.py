@@ -35,6 +35,7 @@ from devicelint.analysis.placement_facts import (
     CPU,
     DEVICE,
     FACTORIES,
+    FOLLOWS,
     MEETING_METHODS,
     PRESERVING_METHODS,
     TENSOR_ONLY_METHODS,
@@ -216,6 +217,21 @@ class TensorAttributeNotRegistered(Rule):
                             "optimizer never trains it) and from `state_dict()`"
                         ),
                         advice="create the parameter on the device instead (`nn.Parameter(torch.rand(n, device=device))`) or move the whole module",
+                    )
+                    continue
+                cache = None if movers else _lazy_device_cache(ctx, facts, attr, assignments)
+                if cache is not None:
+                    yield self.violation(
+                        _assignment_target(ctx, cache) or cache,
+                        fix=None,
+                        attr=attr,
+                        problem=(
+                            "starts empty and caches a tensor made on the inputs' device the first time a method "
+                            f"runs (under `if self.{attr} is None:`), as a plain attribute: moving the model "
+                            "afterwards (`.to()`, `.cpu()` for inference) never moves the cache, which stays on "
+                            "the old device"
+                        ),
+                        advice=f'register it with `self.register_buffer("{attr}", None, persistent=False)`',
                     )
                     continue
                 if only_handed_on(ctx, facts.node, attr):
@@ -997,6 +1013,50 @@ def _lazy_slot(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseEx
             if type(holder) in (cst.Comparison, cst.ComparisonTarget):
                 return True
     return False
+
+
+def _lazy_device_cache(
+    ctx: FileContext, facts: ClassFacts, attr: str, assignments: list[tuple[cst.BaseExpression, cst.FunctionDef]]
+) -> cst.BaseExpression | None:
+    """The `None` that `__init__` assigns to a cache that other methods fill once, only under
+    `if self.<attr> is None:`, with a tensor on the accelerator or on their inputs' device, and
+    never compare with the input's device: the first device it ran on is kept for good."""
+    empty = [v for v, m in assignments if m.name.value == "__init__" and type(v) is cst.Name and v.value == "None"]
+    filled = [(v, m) for v, m in assignments if m.name.value != "__init__"]
+    if len(empty) != 1 or len(empty) + len(filled) != len(assignments) or not filled:
+        return None
+    for value, method in filled:
+        fact = file_facts(ctx).value(value)
+        if fact.kind != DEVICE or fact.where not in (ACCELERATOR, FOLLOWS) or fact.scalar:
+            return None
+        if not _filled_only_when_empty(ctx, value, method, attr):
+            return None
+    if _lazy_slot(ctx, facts, attr, empty[0]) or not _computed_with(ctx, facts, attr):
+        return None  # rebuilt when the device changes, or never used
+    return empty[0]
+
+
+def _filled_only_when_empty(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef, attr: str) -> bool:
+    """`value` is assigned under `if self.<attr> is None:` (alone or as one `or` operand)."""
+    for ancestor in ctx.index.ancestors(value):
+        if ancestor is method:
+            return False
+        if type(ancestor) is cst.If and _tests_empty(ancestor.test, attr):
+            return True
+    return False
+
+
+def _tests_empty(test: cst.BaseExpression, attr: str) -> bool:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
+        return _tests_empty(test.left, attr) or _tests_empty(test.right, attr)
+    return (
+        type(test) is cst.Comparison
+        and self_attribute(test.left) == attr
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.Is
+        and type(test.comparisons[0].comparator) is cst.Name
+        and test.comparisons[0].comparator.value == "None"
+    )
 
 
 def _zero(facts: ClassFacts, size: cst.BaseExpression) -> bool:
