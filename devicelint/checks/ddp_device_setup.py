@@ -49,8 +49,9 @@ _PER_PROCESS_VISIBILITY = ("CUDA_VISIBLE_DEVICES",)
 class DdpDeviceSetup(Rule):
     """
     ## What it does
-    Flags `DistributedDataParallel` (under any alias) set up so that ranks do not each get
-    their own GPU:
+    Flags `DistributedDataParallel` (under any alias, apex's `apex.parallel` one included) set
+    up so that ranks do not each get their own GPU (`torch.compile(model)` and apex's
+    `amp.initialize(model, optimizer)` return the model where it was):
 
     - `device_ids=[...]` given for a model built in the same function and never moved off the
       CPU (also without `device_ids` when the file uses the `nccl` backend);

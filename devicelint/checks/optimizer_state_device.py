@@ -505,7 +505,9 @@ class OptimizerStateDevice(Rule):
       (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
       one optimizer per branch from the same parameters, one of them Adagrad
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
-      moves later);
+      moves later), or such a class built around another optimizer the function built from the
+      model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
+      weights);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
       rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`);
     - `optimizer.load_state_dict(ckpt["optim"])` with `ckpt = torch.load(..., map_location="cpu")`,

@@ -51,7 +51,8 @@ class SubmodulesInPlainContainer(Rule):
     or the list returned by a builder of the same file (`self.features = make_layers(cfg)`).
     Modules from libraries outside `torch.nn` count too: torchmetrics metrics, torchvision and
     timm layers, `timm.create_model`, torchvision models and `transformers` `from_pretrained`
-    models.
+    models. A plain container whose elements are plain containers of modules (a dict of
+    per-stage dicts of metrics) is reported too, without a fix.
 
     ## Why it is a bug on a GPU
     `nn.Module` registers only submodules assigned directly or held in `nn.ModuleList` /

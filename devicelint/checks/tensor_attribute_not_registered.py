@@ -116,7 +116,11 @@ class TensorAttributeNotRegistered(Rule):
     attribute count as its uses. In a module class that the file wraps in `nn.DataParallel` over
     several GPUs (or that the wrapped model holds as a submodule), a plain attribute that
     `__init__` puts on the GPU (`self.index = idx.cuda()`) is reported too: the replicas share
-    that one tensor on the first GPU.
+    that one tensor on the first GPU. Also reported: an `nn.Parameter` moved by hand
+    (`self.w = nn.Parameter(t).cuda()`, `.to(device)`), whose result is a plain copy the module
+    never registers, and a cache that `__init__` sets to `None` and a method fills once, only
+    under `if self.cache is None:` (or `... or self.cache.size(0) < n`), with a tensor on the
+    inputs' device and no check of that device: a later `model.to(...)` leaves it behind.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
