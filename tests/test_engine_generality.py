@@ -8871,3 +8871,238 @@ def test_a_script_that_trains_in_a_top_level_loop_and_never_names_a_device_is_a_
     assert [f for f in _found(CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move="")) if f[1] == "DL101"] == []
     moved = CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move=".cuda()")
     assert [f for f in _found(moved) if f[1] == "DL101"] == [(11, "DL101")]
+
+
+APEX_DDP_LAUNCH = """\
+import os
+
+import torch
+import torch.distributed as dist
+from apex import amp
+from apex.parallel import DistributedDataParallel
+
+
+def launch(build, lr):
+    gpu = int(os.environ["SLURM_LOCALID"])
+    dist.init_process_group("nccl", init_method="env://")
+{set_device}    net = build()
+    net.cuda()
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    net, opt = amp.initialize(net, opt, opt_level="O2")
+    return DistributedDataParallel(net), opt
+"""
+
+
+def test_apex_ddp_over_a_model_every_rank_moves_to_the_current_gpu_through_amp_initialize() -> None:
+    bad = APEX_DDP_LAUNCH.format(set_device="")
+    assert [f for f in _found(bad) if f[1] == "DL205"] == [(16, "DL205")]
+    assert any("set_device(local_rank)` before moving the model" in m for m in _messages(bad))
+    # with the rank's GPU made current, apex's wrapper needs no `device_ids` (it has none)
+    fixed = APEX_DDP_LAUNCH.format(set_device="    torch.cuda.set_device(gpu)\n")
+    assert [f for f in _found(fixed) if f[1] in ("DL205", "DL202")] == []
+
+
+def test_torch_compile_keeps_the_placement_of_the_module_it_compiles() -> None:
+    source = textwrap.dedent(
+        """\
+        import os
+
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+        def wrap(encoder, rank):
+            torch.distributed.init_process_group("nccl")
+            encoder = encoder.to("cuda:0")
+            encoder = torch.compile(encoder, mode="max-autotune")
+            return DDP(encoder, device_ids=[rank])
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL205"] == [(11, "DL205")]
+
+
+PARAMETER_MOVED_BY_HAND = """\
+import torch
+import torch.nn as nn
+
+
+class Gate(nn.Module):
+    def __init__(self, width, device):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.build(width, device)
+
+    def build(self, width, device):
+        self.temperature = nn.Parameter(torch.ones(1){init}){move}
+        self.scale = nn.Parameter(torch.ones(width)).to(torch.float32)
+
+    def forward(self, x):
+        return self.proj(x) * self.scale / self.temperature
+"""
+
+
+def test_a_parameter_moved_by_hand_is_a_plain_tensor_that_the_module_never_registers() -> None:
+    bad = PARAMETER_MOVED_BY_HAND.format(init="", move=".to(device)")
+    assert [f for f in _found(bad) if f[1] == "DL102"] == [(12, "DL102")]
+    assert any("`.to()` returns for an `nn.Parameter`" in m for m in _messages(bad))
+    created_there = PARAMETER_MOVED_BY_HAND.format(init="", move="").replace(
+        "torch.ones(1)", "torch.ones(1, device=device)"
+    )
+    assert [f for f in _found(created_there) if f[1] == "DL102"] == []
+    cast = PARAMETER_MOVED_BY_HAND.format(init="", move=".to(dtype=torch.float32)")
+    assert [f for f in _found(cast) if f[1] == "DL102"] == []
+
+
+WRAPPING_OPTIMIZER = """\
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+
+class SlowFast(Optimizer):
+    def __init__(self, inner, sync_every=6):
+        self.inner = inner
+        self.sync_every = sync_every
+        self.param_groups = inner.param_groups
+        self.state = inner.state
+        self.anchors = {{}}
+        for group in self.param_groups:
+            for weight in group["params"]:
+                self.anchors[weight] = torch.clone(weight).detach()
+
+    def step(self, closure=None):
+        return self.inner.step(closure)
+
+
+def fit(net: nn.Module, batches, device):
+{early}    sgd = torch.optim.SGD(net.parameters(), lr=0.05)
+    opt = SlowFast(sgd)
+    schedule = torch.optim.lr_scheduler.StepLR(sgd, step_size=10)
+{late}    for x, y in batches:
+        opt.zero_grad()
+        nn.functional.mse_loss(net(x.to(device)), y.to(device)).backward()
+        opt.step()
+        schedule.step()
+"""
+
+
+def test_an_optimizer_wrapping_another_copies_its_parameters_before_the_model_moves() -> None:
+    late = WRAPPING_OPTIMIZER.format(early="", late="    net.to(device)\n")
+    assert [f for f in _found(late) if f[1] == "DL111"] == [(23, "DL111")]
+    early = WRAPPING_OPTIMIZER.format(early="    net.to(device)\n", late="")
+    assert [f for f in _found(early) if f[1] == "DL111"] == []
+
+
+NESTED_PLAIN_CONTAINERS = """\
+import torch
+from torch import nn
+from torchmetrics.classification import BinaryAUROC, BinaryF1Score
+
+
+class Scorer(nn.Module):
+    def __init__(self, splits=("fit", "holdout")):
+        super().__init__()
+        self.body = nn.Linear(16, 1)
+        self.trackers = {wrap}[
+            [BinaryAUROC(), BinaryF1Score()] for _ in splits
+        ]{close}
+        self.heads = [{{"mean": nn.Linear(16, 1)}}, {{"mean": nn.ReLU()}}]
+
+    def forward(self, x, y, split=0):
+        logits = self.body(x).squeeze(-1)
+        for tracker in self.trackers[split]:
+            tracker.update(logits.sigmoid(), y)
+        return logits + self.heads[0]["mean"](x).squeeze(-1)
+"""
+
+
+def test_modules_in_containers_nested_in_a_plain_container_are_unregistered() -> None:
+    plain = NESTED_PLAIN_CONTAINERS.format(wrap="", close="")
+    found = [f for f in _found(plain) if f[1] == "DL103"]
+    assert found == [(10, "DL103"), (13, "DL103")]
+    registered = NESTED_PLAIN_CONTAINERS.format(wrap="nn.ModuleList(", close=")").replace(
+        "[BinaryAUROC(), BinaryF1Score()]", "nn.ModuleList([BinaryAUROC(), BinaryF1Score()])"
+    )
+    assert [f for f in _found(registered) if f[1] == "DL103"] == [(13, "DL103")]
+
+
+LOOPED_TRACKERS = """\
+import torch
+from torch import nn
+
+
+class Mean:
+    def __init__(self):
+        self.total, self.count = 0.0, 0
+
+    def add(self, value):
+        self.total += value{read}
+        self.count += 1
+
+
+class Last:
+    def __init__(self):
+        self.values = []
+
+    def add(self, value):
+        self.values.append(value{read})
+
+
+class Trainer:
+    def __init__(self, net: nn.Module, device):
+        self.net = net.to(device)
+        self.device = device
+        self.opt = torch.optim.AdamW(self.net.parameters())
+        self.trackers = [Mean(), Last()]
+
+    def run(self, loader):
+        for inputs, labels in loader:
+            loss = nn.functional.cross_entropy(self.net(inputs.to(self.device)), labels.to(self.device))
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            for tracker in self.trackers:
+                tracker.add(loss.detach())
+"""
+
+
+def test_a_method_of_each_object_a_training_loop_iterates_runs_on_every_step() -> None:
+    synced = [f for f in _found(LOOPED_TRACKERS.format(read=".item()")) if f[1] == "DL401"]
+    assert synced == [(10, "DL401"), (19, "DL401")]
+    assert [f for f in _found(LOOPED_TRACKERS.format(read="")) if f[1] == "DL401"] == []
+
+
+LAZY_DEVICE_CACHE = """\
+import math
+
+import torch
+from torch import nn
+
+
+class RotaryTable(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+        self._angles = None
+
+    def _table(self, length, device):
+        if {test}:
+            steps = torch.arange(length, device=device, dtype=torch.float32)
+            freqs = torch.exp(torch.arange(0, self.dim, 2, device=device) * (-math.log(10000.0) / self.dim))
+            self._angles = torch.outer(steps, freqs)
+        return self._angles[:length]
+
+    def forward(self, q):
+        angles = self._table(q.size(1), q.device)
+        return q * angles.cos().repeat_interleave(2, dim=-1)
+"""
+
+
+def test_a_cache_filled_once_on_the_inputs_device_is_left_behind_when_the_model_moves() -> None:
+    once = LAZY_DEVICE_CACHE.format(test="self._angles is None or self._angles.size(0) < length")
+    assert [f for f in _found(once) if f[1] == "DL102"] == [(11, "DL102")]
+    assert any("starts empty and caches a tensor made on the inputs' device" in m for m in _messages(once))
+    follows = LAZY_DEVICE_CACHE.format(test="self._angles is None or self._angles.device != device")
+    assert [f for f in _found(follows) if f[1] == "DL102"] == []
+    registered = once.replace("self._angles = None", 'self.register_buffer("_angles", None, persistent=False)')
+    assert [f for f in _found(registered) if f[1] == "DL102"] == []

@@ -13,6 +13,7 @@ import libcst as cst
 
 from devicelint.analysis.attribute_aliases import returned_as_is, stored_as_is
 from devicelint.analysis.container_reads import through_containers, unpacked_part
+from devicelint.analysis.devices import is_dtype
 from devicelint.analysis.modules import (
     NOT_MODULES,
     imported_module_class,
@@ -118,6 +119,26 @@ def same_dtype_cast_of_parameter(ctx: FileContext, value: cst.BaseExpression) ->
         and not any(a.keyword is not None and a.keyword.value == "dtype" for a in data.args)
         and "set_default_dtype" not in ctx.source
     )
+
+
+# Moves that copy a tensor to another device: on an `nn.Parameter` they return a plain tensor.
+_COPYING_MOVES = frozenset({"cuda", "to", "xpu", "mps", "npu"})
+
+
+def parameter_moved_by_hand(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """`cuda` for `nn.Parameter(t).cuda()` (also `.to(device)`): the move returns a copy, a plain
+    non-leaf tensor, so the attribute it is assigned to holds no Parameter and `nn.Module` never
+    registers it. None for anything else, a same-dtype cast (`.to(torch.float32)`) included."""
+    if type(value) is not cst.Call or type(value.func) is not cst.Attribute:
+        return None
+    method, inner = value.func.attr.value, value.func.value
+    if method not in _COPYING_MOVES or not is_parameter_call(ctx, inner):
+        return None
+    if method == "to":
+        first = next((a for a in value.args if not a.star and (a.keyword is None or a.keyword.value == "device")), None)
+        if first is None or (first.keyword is None and is_dtype(ctx, first.value)):
+            return None  # `.to(dtype=...)`, `.to(torch.float16)`: a cast, not a move
+    return method
 
 
 def self_attribute(node: cst.CSTNode) -> str | None:

@@ -8,6 +8,7 @@ import libcst as cst
 from devicelint.analysis.default_device import CPU_DEFAULT, default_device_at
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import (
+    APEX_DISTRIBUTED_DATA_PARALLEL,
     INIT_PROCESS_GROUP,
     Device,
     History,
@@ -48,8 +49,9 @@ _PER_PROCESS_VISIBILITY = ("CUDA_VISIBLE_DEVICES",)
 class DdpDeviceSetup(Rule):
     """
     ## What it does
-    Flags `DistributedDataParallel` (under any alias) set up so that ranks do not each get
-    their own GPU:
+    Flags `DistributedDataParallel` (under any alias, apex's `apex.parallel` one included) set
+    up so that ranks do not each get their own GPU (`torch.compile(model)` and apex's
+    `amp.initialize(model, optimizer)` return the model where it was):
 
     - `device_ids=[...]` given for a model built in the same function and never moved off the
       CPU (also without `device_ids` when the file uses the `nccl` backend);
@@ -312,6 +314,7 @@ class DdpDeviceSetup(Rule):
         last = moves[-1]
         if (
             site.device_ids is None
+            and ctx.qualified_name(site.call.func) not in APEX_DISTRIBUTED_DATA_PARALLEL  # one GPU per process, always
             and (last.type == "cuda" or _RANK_NAME.search(last.text))
             and not (last.is_current and not set_device_called(ctx, site.call))
             and _may_run_before_1_9(ctx)
@@ -358,11 +361,13 @@ class DdpDeviceSetup(Rule):
             problem = f'wraps `{model}`, which every rank moves to the current device with `.cuda()`/`"cuda"`, cuda:0 in every process since nothing calls `torch.cuda.set_device`'
         else:
             problem = f"wraps `{model}`, which every rank moves to the same {last.text}"
+        apex = ctx.qualified_name(site.call.func) in APEX_DISTRIBUTED_DATA_PARALLEL
         return self.violation(
             site.call,
             call=short(ctx, site.call),
             problem=problem + ", so all processes share one GPU",
-            advice=self._ADVICE,
+            # apex's wrapper takes no `device_ids`: it runs on the current device
+            advice="call `torch.cuda.set_device(local_rank)` before moving the model" if apex else self._ADVICE,
         )
 
 

@@ -89,7 +89,9 @@ class HostSyncInTrainingLoop(Rule):
     that backpropagates and steps an optimizer outside any loop of its own, so that each call is
     one step (`def train_step(...): ...; return loss.item()`), and the code these call on every
     step: the file's functions, `self` methods, methods of objects built from the file's classes
-    (`metric.update(out, y)`, `schedule.step(x)`), the `forward` of a module of the file called
+    (`metric.update(out, y)`, `schedule.step(x)`, also for each object of a loop over a
+    container the function or class writes out: `for m in metrics.values(): m.update(out)`),
+    the `forward` of a module of the file called
     as `loss_fn(out, y)`, and the `step()` of an `Optimizer` subclass the file defines. The
     message says which case it
     is: a value read to accumulate it or keep it for a log written every N steps (the costly case

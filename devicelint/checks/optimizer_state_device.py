@@ -187,6 +187,19 @@ def _optimizer_of(ctx: FileContext, call: cst.Call) -> str | None:
     return None
 
 
+def _wrapped_optimizer_model(
+    ctx: FileContext, call: cst.Call, optimizers: dict[tuple[int, str], str], scope: int
+) -> str | None:
+    """The model of an optimizer built around another one (`Lookahead(base_optimizer)`, a class
+    of the file that takes the inner optimizer's `param_groups`): the inner optimizer's model,
+    when this scope built it from `model.parameters()`."""
+    built = _built(ctx, call)
+    if built is None or built[1] is None or _state_at_construction(ctx, built[0]) is None:
+        return None  # a scheduler or a lazy wrapper (`StepLR(optimizer)`) holds no state of its own yet
+    inner = dotted_name(built[1])
+    return optimizers.get((scope, inner)) if inner is not None else None
+
+
 def _tensor_names(ctx: FileContext, call: cst.Call) -> tuple[str, ...]:
     """The names of tensors an optimizer holds: `params` in `SGD(params)`, `self.params` in
     `SGD(self.params)`, `w, b` in `SGD([w, b])` and in `SGD([{"params": [w]}, {"params": b}])`."""
@@ -492,7 +505,9 @@ class OptimizerStateDevice(Rule):
       (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
       one optimizer per branch from the same parameters, one of them Adagrad
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
-      moves later);
+      moves later), or such a class built around another optimizer the function built from the
+      model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
+      weights);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
       rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`);
     - `optimizer.load_state_dict(ckpt["optim"])` with `ckpt = torch.load(..., map_location="cpu")`,
@@ -642,7 +657,7 @@ class OptimizerStateDevice(Rule):
         for call in stream:
             if (ctx.index.enclosing_function(call) or ctx.module) is not root and not _about_self(ctx, call):
                 continue  # another method's locals are not this function's: only `self.x` is shared
-            model = _optimizer_of(ctx, call)
+            model = _optimizer_of(ctx, call) or _wrapped_optimizer_model(ctx, call, optimizers, scope)
             if model is not None:
                 parent = ctx.index.parent(call)
                 target = (

@@ -51,7 +51,8 @@ class SubmodulesInPlainContainer(Rule):
     or the list returned by a builder of the same file (`self.features = make_layers(cfg)`).
     Modules from libraries outside `torch.nn` count too: torchmetrics metrics, torchvision and
     timm layers, `timm.create_model`, torchvision models and `transformers` `from_pretrained`
-    models.
+    models. A plain container whose elements are plain containers of modules (a dict of
+    per-stage dicts of metrics) is reported too, without a fix.
 
     ## Why it is a bug on a GPU
     `nn.Module` registers only submodules assigned directly or held in `nn.ModuleList` /
@@ -547,10 +548,22 @@ def _stateless(name: str, call: cst.BaseExpression) -> bool:
 def _elements(ctx: FileContext, value: cst.CSTNode, called: bool = False) -> list[str]:
     """The kinds of the module/parameter elements of a container literal (empty if any is not one)."""
     items = literal_elements(value)
-    kinds = [_element_kind(ctx, item, called) for item in items]
+    kinds = [_nested_kind(ctx, item, called, 0) for item in items]
     if not kinds or not all(kinds) or all(k == "stateless" for k in kinds):
         return []
     return [k for k in kinds if k is not None and k != "stateless"]
+
+
+def _nested_kind(ctx: FileContext, item: cst.BaseExpression, called: bool, depth: int) -> str | None:
+    """`_element_kind`, where an element that is itself a plain container written out (a dict of
+    metrics per stage: `{stage: {"acc": Accuracy(), ...} for stage in stages}`) counts as the
+    modules it holds: nothing registers them either."""
+    if depth < 2 and container_kind(ctx, item) is not None:
+        inner = [_nested_kind(ctx, element, called, depth + 1) for element in literal_elements(item)]
+        if not inner or not all(inner):
+            return None
+        return next((k for k in inner if k != "stateless"), "stateless")
+    return _element_kind(ctx, item, called)
 
 
 def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
@@ -775,6 +788,8 @@ def _registering_fix(ctx: FileContext, facts: ClassFacts, attr: str, replacement
     if len(values) != 1 or nn_name is None or not _uses_fit(ctx, facts, attr, replacement):
         return None
     value = values[0]
+    if any(container_kind(ctx, element) is not None for element in literal_elements(value)):
+        return None  # containers inside: each needs its own ModuleDict/ModuleList
     if replacement.endswith("Dict") and not _string_keys(value):
         return None  # ModuleDict/ParameterDict take string keys only
     empty = isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements

@@ -26,6 +26,7 @@ from devicelint.analysis.placement_classes import (
     is_parameter_call,
     literal_elements,
     local_containers,
+    parameter_moved_by_hand,
     returned_container,
     self_attribute,
 )
@@ -34,6 +35,7 @@ from devicelint.analysis.placement_facts import (
     CPU,
     DEVICE,
     FACTORIES,
+    FOLLOWS,
     MEETING_METHODS,
     PRESERVING_METHODS,
     TENSOR_ONLY_METHODS,
@@ -114,7 +116,11 @@ class TensorAttributeNotRegistered(Rule):
     attribute count as its uses. In a module class that the file wraps in `nn.DataParallel` over
     several GPUs (or that the wrapped model holds as a submodule), a plain attribute that
     `__init__` puts on the GPU (`self.index = idx.cuda()`) is reported too: the replicas share
-    that one tensor on the first GPU.
+    that one tensor on the first GPU. Also reported: an `nn.Parameter` moved by hand
+    (`self.w = nn.Parameter(t).cuda()`, `.to(device)`), whose result is a plain copy the module
+    never registers, and a cache that `__init__` sets to `None` and a method fills once, only
+    under `if self.cache is None:` (or `... or self.cache.size(0) < n`), with a tensor on the
+    inputs' device and no check of that device: a later `model.to(...)` leaves it behind.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -202,6 +208,36 @@ class TensorAttributeNotRegistered(Rule):
             yield from self._plain_containers(ctx, facts, moved)
             yield from self._shared_by_replicas(ctx, facts, moved)
             for attr, assignments in _plain_attributes(facts, moved).items():
+                lost = next(((v, m) for v, _ in assignments if (m := parameter_moved_by_hand(ctx, v))), None)
+                if lost is not None:
+                    value, method = lost
+                    yield self.violation(
+                        _assignment_target(ctx, value) or value,
+                        fix=None,
+                        attr=attr,
+                        problem=(
+                            f"holds the plain tensor that `.{method}()` returns for an `nn.Parameter`, a copy that is "
+                            "no Parameter: the module never registers it, so it is missing from `parameters()` (the "
+                            "optimizer never trains it) and from `state_dict()`"
+                        ),
+                        advice="create the parameter on the device instead (`nn.Parameter(torch.rand(n, device=device))`) or move the whole module",
+                    )
+                    continue
+                cache = None if movers else _lazy_device_cache(ctx, facts, attr, assignments)
+                if cache is not None:
+                    yield self.violation(
+                        _assignment_target(ctx, cache) or cache,
+                        fix=None,
+                        attr=attr,
+                        problem=(
+                            "starts empty and caches a tensor made on the inputs' device the first time a method "
+                            f"runs (under `if self.{attr} is None:`), as a plain attribute: moving the model "
+                            "afterwards (`.to()`, `.cpu()` for inference) never moves the cache, which stays on "
+                            "the old device"
+                        ),
+                        advice=f'register it with `self.register_buffer("{attr}", None, persistent=False)`',
+                    )
+                    continue
                 if only_handed_on(ctx, facts.node, attr):
                     continue  # `self.a = self.<attr>` is every read: reported as `self.a`
                 candidate = made = None
@@ -981,6 +1017,50 @@ def _lazy_slot(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseEx
             if type(holder) in (cst.Comparison, cst.ComparisonTarget):
                 return True
     return False
+
+
+def _lazy_device_cache(
+    ctx: FileContext, facts: ClassFacts, attr: str, assignments: list[tuple[cst.BaseExpression, cst.FunctionDef]]
+) -> cst.BaseExpression | None:
+    """The `None` that `__init__` assigns to a cache that other methods fill once, only under
+    `if self.<attr> is None:`, with a tensor on the accelerator or on their inputs' device, and
+    never compare with the input's device: the first device it ran on is kept for good."""
+    empty = [v for v, m in assignments if m.name.value == "__init__" and type(v) is cst.Name and v.value == "None"]
+    filled = [(v, m) for v, m in assignments if m.name.value != "__init__"]
+    if len(empty) != 1 or len(empty) + len(filled) != len(assignments) or not filled:
+        return None
+    for value, method in filled:
+        fact = file_facts(ctx).value(value)
+        if fact.kind != DEVICE or fact.where not in (ACCELERATOR, FOLLOWS) or fact.scalar:
+            return None
+        if not _filled_only_when_empty(ctx, value, method, attr):
+            return None
+    if _lazy_slot(ctx, facts, attr, empty[0]) or not _computed_with(ctx, facts, attr):
+        return None  # rebuilt when the device changes, or never used
+    return empty[0]
+
+
+def _filled_only_when_empty(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef, attr: str) -> bool:
+    """`value` is assigned under `if self.<attr> is None:` (alone or as one `or` operand)."""
+    for ancestor in ctx.index.ancestors(value):
+        if ancestor is method:
+            return False
+        if type(ancestor) is cst.If and _tests_empty(ancestor.test, attr):
+            return True
+    return False
+
+
+def _tests_empty(test: cst.BaseExpression, attr: str) -> bool:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
+        return _tests_empty(test.left, attr) or _tests_empty(test.right, attr)
+    return (
+        type(test) is cst.Comparison
+        and self_attribute(test.left) == attr
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.Is
+        and type(test.comparisons[0].comparator) is cst.Name
+        and test.comparisons[0].comparator.value == "None"
+    )
 
 
 def _zero(facts: ClassFacts, size: cst.BaseExpression) -> bool:

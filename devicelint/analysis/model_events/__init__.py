@@ -30,6 +30,7 @@ from devicelint.analysis.model_events.classes import (
     split_of,
 )
 from devicelint.analysis.model_events.devices import (
+    APEX_DISTRIBUTED_DATA_PARALLEL,
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
     TRUSTED_PREFIXES,
@@ -79,6 +80,7 @@ from devicelint.analysis.model_events.wrappers import (
 )
 
 __all__ = [
+    "APEX_DISTRIBUTED_DATA_PARALLEL",
     "ClassPlacement",
     "DATA_PARALLEL",
     "DISTRIBUTED_DATA_PARALLEL",

@@ -27,11 +27,17 @@ Device = DeviceId
 DATA_PARALLEL = frozenset(
     {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
 )
+APEX_DISTRIBUTED_DATA_PARALLEL = frozenset(
+    {"apex.parallel.DistributedDataParallel", "apex.parallel.distributed.DistributedDataParallel"}
+)
 DISTRIBUTED_DATA_PARALLEL = frozenset(
     {
         "torch.nn.parallel.DistributedDataParallel",
         "torch.nn.parallel.distributed.DistributedDataParallel",
         "torch.nn.DistributedDataParallel",
+        # NVIDIA apex's wrapper: the same one-process-per-GPU contract (the module on the
+        # current device, `.module`, `module.` state-dict keys), and no `device_ids`.
+        *APEX_DISTRIBUTED_DATA_PARALLEL,
     }
 )
 # Casts and mode switches that return the module (or tensor) they are called on, unmoved.

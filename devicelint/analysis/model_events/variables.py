@@ -52,11 +52,13 @@ def _history(ctx: FileContext, var: str, scope: Scope, limit: int) -> History:
         if position >= limit:
             break
         if type(node) is cst.Assign and len(node.targets) == 1:
+            if _unpacks_kept(ctx, node, var):
+                continue  # `model, optimizer = amp.initialize(model, optimizer)`: the same module, where it was
             key = dotted_name(node.targets[0].target)
             if key == var:
                 # `model = parts["m"]` after `parts = {"m": model.to(dev)}`: what was put in
                 base, device = chain_base(resolver, through_containers(ctx, node.value))
-                same_var = dotted_name(base) == var
+                same_var = dotted_name(base) == var or keeps_placement(ctx, base, var)
                 if not same_var:
                     facts.bind, facts.origin, facts.trusted = node.value, None, False
                     facts.moves, facts.sub_moves, facts.escaped = [], {}, False
@@ -141,9 +143,37 @@ _HARMLESS = frozenset(
 _LOGGING = frozenset({"info", "debug", "warning", "warn", "error", "log", "print", "write"})
 
 
+# Calls that return the module they are given, where it is: compiled, or patched for mixed
+# precision (apex's `initialize` returns `(model, optimizer)`, the model first).
+PLACEMENT_KEEPING = frozenset({"torch.compile", "apex.amp.initialize"})
+
+
+def keeps_placement(ctx: FileContext, node: cst.BaseExpression, var: str) -> bool:
+    """`torch.compile(model)`, `amp.initialize(model, optimizer)`: `var`'s module, unmoved."""
+    return (
+        type(node) is cst.Call
+        and ctx.qualified_name(node.func) in PLACEMENT_KEEPING
+        and bool(node.args)
+        and not node.args[0].star
+        and node.args[0].keyword is None
+        and dotted_name(node.args[0].value) == var
+    )
+
+
+def _unpacks_kept(ctx: FileContext, node: cst.Assign, var: str) -> bool:
+    """`var, opt = amp.initialize(var, opt)`: the first target takes the module back."""
+    target = node.targets[0].target
+    return (
+        isinstance(target, (cst.Tuple, cst.List))
+        and bool(target.elements)
+        and dotted_name(target.elements[0].value) == var
+        and keeps_placement(ctx, node.value, var)
+    )
+
+
 def _harmless_call(ctx: FileContext, call: cst.Call) -> bool:
     """Calls that take a model without moving it: wrappers, printing, logging."""
-    if ctx.qualified_name(call.func) in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
+    if ctx.qualified_name(call.func) in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL | PLACEMENT_KEEPING:
         return True
     if type(call.func) is cst.Name:
         return call.func.value in _HARMLESS

@@ -19,6 +19,7 @@ from devicelint.analysis.model_events.classes import (
     split_of,
 )
 from devicelint.analysis.model_events.devices import (
+    APEX_DISTRIBUTED_DATA_PARALLEL,
     DATA_PARALLEL,
     DISTRIBUTED_DATA_PARALLEL,
     KEEPS_MODULE,
@@ -84,13 +85,14 @@ def _build_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
         else:
             continue
         wrapped = device_ids = None
+        apex = qualified in APEX_DISTRIBUTED_DATA_PARALLEL  # apex's second parameter is message_size
         for position, arg in enumerate(call.args):
             if arg.star:
                 continue
             name = (
                 arg.keyword.value
                 if arg.keyword
-                else ("module" if position == 0 else "device_ids" if position == 1 else "")
+                else ("module" if position == 0 else "device_ids" if position == 1 and not apex else "")
             )
             if name == "module":
                 wrapped = arg.value

@@ -802,3 +802,76 @@ def _is_parameter(ctx: FileContext, name: cst.Name) -> bool:
         return False
     params = function.params
     return any(p.name.value == name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def looped_methods(ctx: FileContext, call: cst.Call) -> list[cst.FunctionDef]:
+    """The methods `call` runs when its receiver is the variable of a loop over a container the
+    function (or its class's `__init__`) writes out with instances of the file's classes:
+    `for metric in metrics.values(): metric.update(out)` after `metrics = {"loss": Loss(fn),
+    "top5": TopK(5)}` runs `Loss.update` and `TopK.update`. Empty when the file does not show
+    every element's class."""
+    func = call.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
+        return []
+    variable = func.value.value
+    loop = next(
+        (
+            a
+            for a in ctx.index.ancestors(call)
+            if type(a) is cst.For and type(a.target) is cst.Name and a.target.value == variable
+        ),
+        None,
+    )
+    if loop is None:
+        return []
+    source = loop.iter
+    if (
+        type(source) is cst.Call
+        and type(source.func) is cst.Attribute
+        and source.func.attr.value == "values"
+        and not source.args
+    ):
+        source = source.func.value
+    container = _written_container(ctx, source, loop)
+    if container is None:
+        return []
+    classes = local_classes(ctx)
+    methods: list[cst.FunctionDef] = []
+    for element in container:
+        cls = classes.get(element.func.value) if type(element) is cst.Call and type(element.func) is cst.Name else None
+        method = method_of(ctx, cls, func.attr.value) if cls is not None else None
+        if method is None:
+            return []
+        if all(m is not method for m in methods):
+            methods.append(method)
+    return methods
+
+
+def _written_container(
+    ctx: FileContext, source: cst.BaseExpression, at: cst.CSTNode
+) -> list[cst.BaseExpression] | None:
+    """The elements (dict values) of the one dict/list/tuple literal that `source` (a local, or a
+    `self.` attribute the class assigns once) is bound to."""
+    name = dotted_name(source)
+    if name is None:
+        return None
+    if name.startswith("self."):
+        cls = ctx.index.enclosing_class(at)
+        root: cst.CSTNode | None = cls
+    else:
+        root = ctx.index.enclosing_function(at) or ctx.module
+    if root is None:
+        return None
+    bound = [
+        node.value
+        for node in ctx.index.walk(root)
+        if type(node) is cst.Assign and len(node.targets) == 1 and dotted_name(node.targets[0].target) == name
+    ]
+    if len(bound) != 1:
+        return None
+    value = bound[0]
+    if type(value) is cst.Dict:
+        return [e.value for e in value.elements if type(e) is cst.DictElement] or None
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [e.value for e in value.elements if type(e) is cst.Element] or None
+    return None

@@ -17,7 +17,7 @@ import libcst as cst
 
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
-from devicelint.analysis.training.helpers import callee, method_of, optimizer_classes, parameter_names
+from devicelint.analysis.training.helpers import callee, looped_methods, method_of, optimizer_classes, parameter_names
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import (
     StepRegion,
@@ -74,17 +74,19 @@ def _follow(
             or in_unset_branch(ctx, node, region)
         ):
             continue
-        func = callee(ctx, node)
-        if func is None or id(func) in found or func is region.owner:
-            continue
-        if func.name.value.startswith("__") and func.name.value != "__call__":
-            continue
-        if evaluates(ctx, func) and not _optimizer_method(ctx, func) and not _feeds_loss(ctx, node, hot):
-            continue  # an evaluation helper: reading its results is what it is for
-        unset = _unset_flags(ctx, node, func)
-        entry = reached.setdefault(id(func), (func, set(), set(unset)))
-        entry[1].update(_device_parameters(ctx, node, func, hot))
-        entry[2].intersection_update(unset)
+        single = callee(ctx, node)
+        # `for metric in metrics.values(): metric.update(out)`: each element's method
+        for func in [single] if single is not None else looped_methods(ctx, node):
+            if id(func) in found or func is region.owner:
+                continue
+            if func.name.value.startswith("__") and func.name.value != "__call__":
+                continue
+            if evaluates(ctx, func) and not _optimizer_method(ctx, func) and not _feeds_loss(ctx, node, hot):
+                continue  # an evaluation helper: reading its results is what it is for
+            unset = _unset_flags(ctx, node, func)
+            entry = reached.setdefault(id(func), (func, set(), set(unset)))
+            entry[1].update(_device_parameters(ctx, node, func, hot))
+            entry[2].intersection_update(unset)
 
 
 def _unset_flags(ctx: FileContext, call: cst.Call, func: cst.FunctionDef) -> set[str]:
