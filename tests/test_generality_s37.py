@@ -255,3 +255,35 @@ def test_the_none_branch_no_call_takes_is_not_analysed_as_taken() -> None:
 def test_a_call_that_leaves_the_tensor_out_takes_the_cpu_branch() -> None:
     left_out = NONE_BRANCH_DECIDED_BY_CALLS.replace(", like=points)", ")")
     assert _found(left_out) == [(8, "DL101")]
+
+
+# -- an entry written into a mapping the code knows nothing else about, lazily or not -----------
+
+LAZY_OPTIMIZER_STATE = """
+    import torch
+
+
+    class SignumLite(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-3, beta=0.9):
+            super().__init__(params, {"lr": lr, "beta": beta})
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for weight in group["params"]:
+                    slot = self.state[weight]
+                    if "avg" not in slot:
+                        slot["avg"] = torch.zeros(weight.size())
+                    avg = slot["avg"]
+                    avg.lerp_(weight.grad, 1 - group["beta"])
+                    weight.sub_(group["lr"] * avg.sign())
+"""
+
+
+def test_a_lazily_made_cpu_state_entry_meets_the_parameters_gradient() -> None:
+    assert _found(LAZY_OPTIMIZER_STATE) == [(15, "DL101")]
+
+
+def test_the_state_entry_made_like_the_parameter_is_clean() -> None:
+    fixed = LAZY_OPTIMIZER_STATE.replace("torch.zeros(weight.size())", "torch.zeros_like(weight)")
+    assert _found(fixed) == []

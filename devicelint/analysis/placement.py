@@ -418,6 +418,8 @@ class _Interpreter(CallEvaluation):
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
         constant = self._constant_test(stmt.test)
+        if constant is None and stmt.orelse is None and _fills_missing_key(self.ctx, stmt):
+            constant = True  # `if "buf" not in state: state["buf"] = ...`: after it, the entry is what it sets
         if constant is None and self.own_place is not None:
             constant = self._set_when_built(stmt.test)
         if constant is not None:  # a dict's key tested for a tensor: only one path ever runs
@@ -906,6 +908,13 @@ class _Interpreter(CallEvaluation):
         """`out["mask"] = t` on a dict whose parts are known: that part is now `t`."""
         owner = self._key(target.value)
         current = self.env.get(owner) if owner is not None else None
+        if owner is not None and current in (None, UNKNOWN_FACT) and type(target.value) is cst.Name and fact.is_tensor:
+            # `state = self.state[p]; state["buf"] = torch.zeros(...)`: a mapping the code holds
+            # nothing else about now has this entry (any other key stays unknown)
+            key = _single_string_key(target)
+            if key is not None:
+                self.env[owner] = Fact(UNKNOWN, fields=((key, fact),))
+            return
         if owner is None or current is None:
             return
         if (
@@ -1618,3 +1627,35 @@ def _root_name(node: cst.CSTNode) -> str | None:
             node = node.func.value
         else:
             return None
+
+
+def _single_string_key(target: cst.Subscript) -> str | None:
+    index = target.slice[0].slice if len(target.slice) == 1 else None
+    return string_value(index.value) if type(index) is cst.Index else None
+
+
+def _fills_missing_key(ctx: FileContext, stmt: cst.If) -> bool:
+    """`if "k" not in d:` whose body only stores `d["k"]` (a lazily made entry): whichever
+    path ran, the entry afterwards is what the body stores."""
+    test = stmt.test
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    key = string_value(test.left)
+    if type(target.operator) is not cst.NotIn or key is None:
+        return False
+    holder = ctx.code_for(target.comparator)
+    body = stmt.body.body if type(stmt.body) is cst.IndentedBlock else ()
+    stores = [
+        small
+        for line in body
+        for small in (line.body if type(line) is cst.SimpleStatementLine else ())
+        if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript
+    ]
+    if not body or len(stores) != len(body):
+        return False
+    return all(
+        ctx.code_for(s.targets[0].target.value) == holder  # type: ignore[attr-defined]  # checked Subscript above
+        and _single_string_key(s.targets[0].target) == key  # type: ignore[arg-type]  # checked Subscript above
+        for s in stores
+    )
