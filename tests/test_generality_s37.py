@@ -287,3 +287,41 @@ def test_a_lazily_made_cpu_state_entry_meets_the_parameters_gradient() -> None:
 def test_the_state_entry_made_like_the_parameter_is_clean() -> None:
     fixed = LAZY_OPTIMIZER_STATE.replace("torch.zeros(weight.size())", "torch.zeros_like(weight)")
     assert _found(fixed) == []
+
+
+# -- a host conversion of a helper's device result, written inline --------------------------------
+
+INLINE_CONVERSION = """
+    import torch
+    import torch.nn.functional as F
+
+
+    def dice(pred, mask, eps=1e-6):
+        inter = (pred.sigmoid() * mask).sum()
+        return 1 - (2 * inter + eps) / (pred.sigmoid().sum() + mask.sum() + eps)
+
+
+    def fit_epoch(net, batches, optim, device):
+        net = net.to(device)
+        scores = []
+        for image, mask in batches:
+            image, mask = image.to(device), mask.to(device)
+            logits = net(image)
+            loss = F.binary_cross_entropy_with_logits(logits, mask)
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            scores.append(float(dice(logits.detach(), mask)))
+        return scores
+"""
+
+
+def test_float_of_a_helpers_device_result_on_every_step() -> None:
+    assert _found(INLINE_CONVERSION) == [(21, "DL401")]
+
+
+def test_the_helpers_result_kept_on_the_device_is_clean() -> None:
+    fixed = INLINE_CONVERSION.replace(
+        "scores.append(float(dice(logits.detach(), mask)))", "scores.append(dice(logits.detach(), mask))"
+    )
+    assert _found(fixed) == []

@@ -272,6 +272,8 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
             for arg in node.args:
                 if _direct(arg.value) and on_device(ctx, arg.value, hot):
                     return node
+                if type(arg.value) is cst.Call and placement_says(ctx, arg.value):
+                    return node  # `float(accuracy(logits, y))`: a result placement puts on the device
         if ctx.project.helpers and _imported_sync(ctx, node, hot):
             return node
         return None
