@@ -2129,3 +2129,17 @@ def test_a_host_read_under_a_tensor_type_test_in_an_imported_helper_runs_every_s
     # a test for another type (a NumPy array) keeps the helper's reads its own business
     _write(tmp_path, {"loop.py": loop.format(name="mean_of")})
     assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"] == []
+
+
+def test_editing_the_base_class_that_builds_an_accumulator_re_lints_the_feeding_file(tmp_path: Path) -> None:
+    # the view of `train.py` reads the subclass's module and its base's: a warm run follows the base
+    shutil.copytree(FIXTURES / "projects" / "meter_accumulators_built_by_base_class" / "bad", tmp_path / "p")
+    root = tmp_path / "p"
+    for path in root.rglob("*.py"):  # (older than the record: no re-read for the racy-timestamp rule)
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    assert [r["line"] for r in _check([str(root)]) if r["code"] == "DL101"] == [35, 35]
+    base = root / "meters" / "base.py"
+    base.write_text(
+        base.read_text().replace("torch.zeros(self.num_classes)", "torch.zeros(self.num_classes, device='cuda')")
+    )
+    assert [r for r in _check([str(root)]) if r["code"] == "DL101"] == []

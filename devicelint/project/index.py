@@ -928,6 +928,7 @@ class ProjectIndex:
             if qualified in seen or cls_name not in owner.classes:
                 continue
             seen.add(qualified)
+            self.summary(self._path_of(owner))  # (a file this lookup read, also when resolved before)
             if self.is_module_class(owner.bases[cls_name], self._path_of(owner)):
                 return ()  # a layer's attributes: not a plain accumulator
             base_cls = owner.classes[cls_name]
@@ -954,6 +955,7 @@ class ProjectIndex:
             if qualified in seen or cls_name not in owner.classes:
                 continue
             seen.add(qualified)
+            self.summary(self._path_of(owner))  # (a file this lookup read, also when resolved before)
             cls = owner.classes[cls_name]
             for method, place in cls.method_places:
                 if method not in defined:
