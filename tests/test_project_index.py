@@ -1971,3 +1971,175 @@ def test_a_class_a_project_builder_returns_is_replicated_when_the_builder_s_resu
     # a builder that returns something else entirely says nothing
     _write(tmp_path, {"builders.py": "import torch\n\n\ndef build_tower(cfg):\n    return torch.nn.Linear(4, 4)\n"})
     assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] in ("DL102", "DL203")] == []
+
+
+def test_a_gpu_tensor_made_by_a_helper_s_helper_is_reported_in_the_dataset_that_calls_the_helper(
+    tmp_path: Path,
+) -> None:
+    # the dataset calls `load_clip` (loading.py), which calls `to_tensor` (ops/tensor_ops.py)
+    # on every path; `to_tensor` makes the tensor with `device="cuda"`
+    ops = "import torch\n\n\ndef to_tensor(frames):\n    return torch.as_tensor(frames, device='cuda').float()\n"
+    loading = (
+        "import numpy as np\n\nfrom ops.tensor_ops import to_tensor\n\n\n"
+        "def load_clip(path, length):\n    frames = np.load(path)[:length]\n    return to_tensor(frames)\n"
+    )
+    data = (
+        "from torch.utils.data import Dataset\n\nfrom loading import load_clip\n\n\n"
+        "class Clips(Dataset):\n"
+        "    def __init__(self, paths):\n        self.paths = paths\n\n"
+        "    def __len__(self):\n        return len(self.paths)\n\n"
+        "    def __getitem__(self, i):\n        return load_clip(self.paths[i], 16)\n"
+    )
+    _write(tmp_path, {"ops/__init__.py": "", "ops/tensor_ops.py": ops, "loading.py": loading, "data.py": data})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("data.py", 14)]
+    assert "through `loading.load_clip` (loading.py:8" in rows[0]["message"], rows[0]["message"]
+    # called only on one branch: not certain for every item
+    branch = loading.replace(
+        "    return to_tensor(frames)\n", "    if length > 64:\n        return to_tensor(frames)\n    return frames\n"
+    )
+    _write(tmp_path, {"loading.py": branch})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109"] == []
+    # a helper's helper that stays on the host
+    _write(tmp_path, {"loading.py": loading, "ops/tensor_ops.py": ops.replace(", device='cuda'", "")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL109"] == []
+
+
+def test_a_registry_dict_of_builder_functions_builds_their_models(tmp_path: Path) -> None:
+    # `ARCHS = {...}` maps names to project functions that return torchvision models unmoved;
+    # `get_model` returns `ARCHS[name](n)`: the script's model is on the CPU
+    archs = (
+        "import torch\nimport torchvision\n\n\n"
+        "def small(n):\n    return torchvision.models.resnet18(num_classes=n)\n\n\n"
+        "def large(n):\n    net = torchvision.models.resnet50()\n"
+        "    net.fc = torch.nn.Linear(2048, n)\n    return net\n\n\n"
+        "ARCHS = {'small': small, 'large': large}\n\n\n"
+        "def get_model(name, n):\n    return ARCHS[name](n)\n"
+    )
+    train = (
+        "import torch\n\nfrom archs import get_model\n\n\n"
+        "def run(loader, name):\n"
+        "    device = torch.device('cuda')\n"
+        "    model = get_model(name, 10)\n"
+        "    for x, y in loader:\n"
+        "        out = model(x.to(device))\n"
+        "        torch.nn.functional.cross_entropy(out, y.to(device)).backward()\n"
+    )
+    _write(tmp_path, {"archs.py": archs, "train.py": train})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("train.py", 10)]
+    # one entry moves its model itself: the registry's result is no longer certainly on the CPU
+    _write(tmp_path, {"archs.py": archs.replace("    return net\n", "    return net.cuda()\n")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"] == []
+
+
+def test_a_method_inherited_from_a_base_two_modules_away_returns_its_host_tensor(tmp_path: Path) -> None:
+    # `Tagger` derives from `Recurrent` (nets/mid.py), which derives from `Base` (nets/base.py),
+    # whose `initial_state` builds the state with `torch.zeros` on the host
+    base = (
+        "import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
+        "    def __init__(self, hidden):\n        super().__init__()\n        self.hidden = hidden\n\n"
+        "    def initial_state(self, batch):\n        return torch.zeros(1, batch, self.hidden)\n"
+    )
+    mid = "from torch import nn\n\nfrom nets.base import Base\n\n\nclass Recurrent(Base):\n    kind = 'gru'\n"
+    tagger = (
+        "from torch import nn\n\nfrom nets.mid import Recurrent\n\n\nclass Tagger(Recurrent):\n"
+        "    def __init__(self, hidden=64):\n        super().__init__(hidden)\n"
+        "        self.rnn = nn.GRU(32, hidden)\n\n"
+        "    def forward(self, x, h):\n        return self.rnn(x, h)\n"
+    )
+    train = (
+        "import torch\n\nfrom nets.tagger import Tagger\n\n\n"
+        "def fit(batches):\n"
+        "    model = Tagger().cuda()\n"
+        "    for x in batches:\n"
+        "        x = x.cuda()\n"
+        "        h = model.initial_state(x.size(1))\n"
+        "        out, h = model(x, h)\n"
+    )
+    files = {"nets/__init__.py": "", "nets/base.py": base, "nets/mid.py": mid, "nets/tagger.py": tagger}
+    _write(tmp_path, {**files, "train.py": train})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL101"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("train.py", 10)]
+    # the class between them defines its own `initial_state` on the parameters' device
+    own = mid + (
+        "\n    def initial_state(self, batch):\n"
+        "        return next(self.parameters()).new_zeros(1, batch, self.hidden)\n"
+    )
+    _write(tmp_path, {"nets/mid.py": own})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL101"] == []
+
+
+def test_an_accumulator_a_base_class_builds_on_the_host_and_a_subclass_adds_into(tmp_path: Path) -> None:
+    # `Histogram.add` (stats/hist.py) adds into `self.counts`, which its base `Stat` (stats/core.py)
+    # builds with `torch.zeros` in `__init__`
+    core = (
+        "import torch\n\n\nclass Stat:\n"
+        "    def __init__(self, bins):\n        self.bins = bins\n        self.counts = torch.zeros(bins)\n"
+    )
+    hist = (
+        "import torch\n\nfrom stats.core import Stat\n\n\nclass Histogram(Stat):\n"
+        "    def add(self, values):\n"
+        "        self.counts += torch.histc(values, bins=self.bins, min=0, max=1)\n"
+    )
+    loop = (
+        "import torch\n\nfrom stats.hist import Histogram\n\n\n"
+        "def watch(model, loader):\n"
+        "    hist = Histogram(20)\n"
+        "    for x in loader:\n"
+        "        probs = model(x.to('cuda')).softmax(-1)\n"
+        "        hist.add(probs)\n"
+        "    return hist\n"
+    )
+    files = {"stats/__init__.py": "", "stats/core.py": core, "stats/hist.py": hist}
+    _write(tmp_path, {**files, "loop.py": loop})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL101"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("loop.py", 10)]
+    assert "(`self.counts`, stats/hist.py:8)" in rows[0]["message"], rows[0]["message"]
+    # the base builds it on a device it is handed
+    placed = core.replace("    def __init__(self, bins):", "    def __init__(self, bins, device='cuda'):").replace(
+        "torch.zeros(bins)", "torch.zeros(bins, device=device)"
+    )
+    _write(tmp_path, {"stats/core.py": placed})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL101"] == []
+
+
+def test_a_host_read_under_a_tensor_type_test_in_an_imported_helper_runs_every_step(tmp_path: Path) -> None:
+    # `scalar` reads `.item()` only when it is handed a tensor, which the loop does every step
+    helpers = (
+        "import numpy as np\nimport torch\n\n\n"
+        "def scalar(x):\n    return x.item() if isinstance(x, torch.Tensor) else x\n\n\n"
+        "def mean_of(x):\n    if isinstance(x, np.ndarray):\n        return float(x.mean())\n    return x\n"
+    )
+    loop = (
+        "import torch\n\nfrom helpers import {name}\n\n\n"
+        "def train(model, loader, optimizer):\n"
+        "    losses = []\n"
+        "    for x, y in loader:\n"
+        "        loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())\n"
+        "        optimizer.zero_grad()\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+        "        losses.append({name}(loss))\n"
+        "    return losses\n"
+    )
+    _write(tmp_path, {"helpers.py": helpers, "loop.py": loop.format(name="scalar")})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("loop.py", 13)]
+    # a test for another type (a NumPy array) keeps the helper's reads its own business
+    _write(tmp_path, {"loop.py": loop.format(name="mean_of")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"] == []
+
+
+def test_editing_the_base_class_that_builds_an_accumulator_re_lints_the_feeding_file(tmp_path: Path) -> None:
+    # the view of `train.py` reads the subclass's module and its base's: a warm run follows the base
+    shutil.copytree(FIXTURES / "projects" / "meter_accumulators_built_by_base_class" / "bad", tmp_path / "p")
+    root = tmp_path / "p"
+    for path in root.rglob("*.py"):  # (older than the record: no re-read for the racy-timestamp rule)
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    assert [r["line"] for r in _check([str(root)]) if r["code"] == "DL101"] == [35, 35]
+    base = root / "meters" / "base.py"
+    base.write_text(
+        base.read_text().replace("torch.zeros(self.num_classes)", "torch.zeros(self.num_classes, device='cuda')")
+    )
+    assert [r for r in _check([str(root)]) if r["code"] == "DL101"] == []

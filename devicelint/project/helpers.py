@@ -197,10 +197,13 @@ def parameter_uses(
     params = (*positional, *(a.arg for a in args.kwonlyargs))
     opaque = _opaque_parameters(set(params), own_nodes)
     kept = [p for p in params if p not in opaque]
+    # a host read under a test that the argument is a tensor (`if isinstance(value,
+    # torch.Tensor): return value.item()`) still runs on every tensor handed in
+    synced = [p for p in params if p not in _opaque_parameters(set(params), own_nodes, tensor_tests=False)]
     # what runs on every call: a read under an `if` may belong to the other kind of object
     # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
     sure = _unconditional(own_nodes)
-    syncs = _host_syncs(tuple(kept), own_nodes)
+    syncs = _host_syncs(tuple(synced), own_nodes)
     host_devices = _host_defaults(function)
     unmoved = runs_unmoved(kept, own_nodes, host_devices=host_devices)
     return ParameterUses(
@@ -236,7 +239,7 @@ def parameter_uses(
             (p, d, line + first_line) for p, d, line in _unmoved_if_passed(kept, own_nodes, host_devices, unmoved)
         ),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
-        loose_syncs=_loose_syncs(tuple(kept), own_nodes, syncs),
+        loose_syncs=_loose_syncs(tuple(synced), own_nodes, syncs),
         step_effects=_step_effects(function.body, set(params), ""),
         collectives=tuple((p, c, line + first_line) for p, c, line in _collectives(kept, own_nodes)),
         accelerator_tensor=tuple((how, line + first_line) for how, line in _accelerator_tensor(own_nodes)),
@@ -323,7 +326,7 @@ def _forwards(
 ) -> list[tuple[str, str, int, str, bool, bool, int]]:
     """See `ParameterUses.forwards`."""
     calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))]
-    if not params or not calls:
+    if not calls:
         return []
     carries = carried_parameters(nodes, params)
     moved = {
@@ -344,6 +347,12 @@ def _forwards(
         slots.extend((-1, k.arg, k.value) for k in call.keywords if k.arg is not None)
         handed = [(i, k, v, {p for n in names_kept_on_device(v) for p in carries.get(n, ())}) for i, k, v in slots]
         if not any(carried for *_, carried in handed):
+            # a call on every path that is handed no parameter: ("", callee, -1, "") says what the
+            # callee does by itself counts as this function's own (a GPU tensor it makes)
+            callee = project_name(call.func) if id(call) in always and isinstance(call.func, ast.Name) else None
+            key = ("", callee or "", -1, "")
+            if callee is not None and key not in found:
+                found[key] = (False, True, call.lineno)
             continue
         callee = project_name(call.func)
         if callee is None:
@@ -921,9 +930,10 @@ def _unconditional(nodes: list[ast.AST]) -> list[ast.AST]:
     return [node for node in nodes if id(node) not in inside]
 
 
-def _opaque_parameters(params: set[str], nodes: list[ast.AST]) -> set[str]:
+def _opaque_parameters(params: set[str], nodes: list[ast.AST], tensor_tests: bool = True) -> set[str]:
     """Parameters the function tests, rebinds or converts itself: what happens to them after is
-    the function's own business."""
+    the function's own business (`tensor_tests`: also a test that one is a tensor,
+    `isinstance(x, torch.Tensor)`)."""
     opaque: set[str] = set()
     # `image = image.clamp(0, 1).mul(255)`: the same tensor's values, where it was
     kept_in_place = {
@@ -941,13 +951,21 @@ def _opaque_parameters(params: set[str], nodes: list[ast.AST]) -> set[str]:
                 opaque.add(node.id)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _GUARDS:
             first = node.args[0] if node.args else None
-            if isinstance(first, ast.Name) and first.id in params:
+            if isinstance(first, ast.Name) and first.id in params and (tensor_tests or not _tensor_test(node)):
                 opaque.add(first.id)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cpu":
             root = root_name(node.func.value)
             if root in params:
                 opaque.add(root)
     return opaque
+
+
+def _tensor_test(call: ast.Call) -> bool:
+    """`isinstance(x, torch.Tensor)`, `isinstance(x, (Tensor, float))`: a test of a tensor type."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "isinstance" and len(call.args) == 2):
+        return False
+    kinds = call.args[1].elts if isinstance(call.args[1], ast.Tuple) else [call.args[1]]
+    return any((dotted(k) or "").rsplit(".", 1)[-1] == "Tensor" for k in kinds)
 
 
 # methods that keep a tensor's values where they are but may put them elsewhere (`x.type_as(y)`)

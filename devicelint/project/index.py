@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES, MODULE_BASES, is_cpu_model_builder
 from devicelint.project.helpers import ParameterUses
 from devicelint.project.view import (
+    HostUpdate,
     ImportedClass,
     ImportedHelper,
     ImportedPlainClass,
@@ -904,6 +905,69 @@ class ProjectIndex:
                     chain.append((hit.module, hit.name))
         return found
 
+    def _inherited_updates(self, module: ModuleSummary, name: str) -> tuple[HostUpdate, ...]:
+        """The class's `ClassSummary.open_updates` into attributes that its nearest project base
+        binding them builds only on the host (`ClassSummary.attribute_tables`): `update` of
+        `PerClassAccuracy` adding into `self.correct`, which `Meter.reset` of another module
+        builds with `torch.zeros(n)`. The line stays the add's, in the class's own file."""
+        cls = module.classes[name]
+        if not cls.open_updates:
+            return ()
+        wanted = {attr for _, _, _, attr, _, _ in cls.open_updates}
+        decided: dict[str, str] = {}
+        chain: list[tuple[ModuleSummary, str]] = []
+        where = self._path_of(module)
+        for base in cls.bases:
+            hit = self._resolve(base, where)
+            if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                chain.append((hit.module, hit.name))
+        seen: set[str] = set()
+        while chain and len(seen) <= _MAX_HOPS and wanted - set(decided):
+            owner, cls_name = chain.pop(0)
+            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
+            if qualified in seen or cls_name not in owner.classes:
+                continue
+            seen.add(qualified)
+            self.summary(self._path_of(owner))  # (a file this lookup read, also when resolved before)
+            if self.is_module_class(owner.bases[cls_name], self._path_of(owner)):
+                return ()  # a layer's attributes: not a plain accumulator
+            base_cls = owner.classes[cls_name]
+            for attr, factory, _ in base_cls.attribute_tables:
+                decided.setdefault(attr, factory)
+            owner_path = self._path_of(owner)
+            for base in base_cls.bases:
+                hit = self._resolve(base, owner_path)
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
+        return tuple((m, ps, p, a, decided[a], line) for m, ps, p, a, _, line in cls.open_updates if decided.get(a))
+
+    def _inherited_places(self, module: ModuleSummary, name: str) -> tuple[tuple[str, str], ...]:
+        """`ClassSummary.method_places` of the class `name` and of its project bases in any module,
+        for the methods no class nearer to it defines (`init_hidden` of a base class in
+        `models/base.py` that a subclass in `models/lstm.py` inherits)."""
+        found: dict[str, str] = {}
+        defined: set[str] = set()
+        chain = [(module, name)]
+        seen: set[str] = set()
+        while chain and len(seen) <= _MAX_HOPS:
+            owner, cls_name = chain.pop(0)
+            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
+            if qualified in seen or cls_name not in owner.classes:
+                continue
+            seen.add(qualified)
+            self.summary(self._path_of(owner))  # (a file this lookup read, also when resolved before)
+            cls = owner.classes[cls_name]
+            for method, place in cls.method_places:
+                if method not in defined:
+                    found.setdefault(method, place)
+            defined.update(cls.defined)
+            where = self._path_of(owner)
+            for base in cls.bases:
+                hit = self._resolve(base, where)
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
+        return tuple(sorted(found.items()))
+
     def _helper(self, module: ModuleSummary, name: str) -> ImportedHelper | None:
         """A function of `module` that reads, converts or moves what it is handed (or a class
         whose methods read attributes on what its constructor keeps)."""
@@ -962,12 +1026,22 @@ class ProjectIndex:
         syncs = {p: (read, line) for p, read, line in uses.host_syncs}
         unmoved = dict(uses.runs_unmoved)
         reads = {(p, a): line for p, a, line in uses.reads}
+        accelerator = uses.accelerator_tensor
         for param, callee, position, keyword, as_is, always, line in uses.forwards:
+            if param == "" and accelerator:
+                continue
             found = self._resolve(callee, where)
-            if found is None or found.name is None or found.name not in found.module.uses or param not in kept:
+            if found is None or found.name is None or found.name not in found.module.uses:
+                continue
+            if param not in kept and param != "":
                 continue
             self.summary(self._path_of(found.module))  # (a file this lookup read, also when resolved before)
             inner = self._uses(found.module, found.name, seen | {key}, done)
+            if always and inner.accelerator_tensor and not accelerator:
+                # a helper's helper that puts a tensor on the GPU, called on every path
+                accelerator = ((inner.accelerator_tensor[0][0], line),)
+            if param == "":
+                continue
             target = inner.parameter_at(position if position >= 0 else None, keyword or None)
             if target is None:
                 continue
@@ -987,6 +1061,7 @@ class ProjectIndex:
             host_syncs=tuple(sorted((p, read, line) for p, (read, line) in syncs.items())),
             runs_unmoved=tuple(sorted(unmoved.items())),
             reads=tuple(sorted((p, a, line) for (p, a), line in reads.items())),
+            accelerator_tensor=accelerator,
         )
         return done[key]
 
@@ -1006,27 +1081,29 @@ class ProjectIndex:
             if imported is not None or not module.mentions(name, _PLAIN_CLASS_WORDS):
                 return imported
             summary = module.classes[name]
+            inherited = self._inherited_places(module, name) if summary.bases else summary.method_places
+            updates = summary.host_updates + self._inherited_updates(module, name)
             if (
-                summary.host_updates
+                updates
                 or summary.unmoved_inputs
                 or summary.state_loads
                 or summary.metric_feeds
                 or summary.step_effects
-                or summary.method_places
+                or inherited
                 or summary.moved_params
             ):
                 qualified = f"{module.name}.{name}" if module.name else name
                 return ImportedPlainClass(
                     qualified,
                     self._shown(where),
-                    summary.host_updates,
+                    updates,
                     summary.unmoved_inputs,
                     summary.init_params,
                     summary.init_positional,
                     summary.state_loads,
                     summary.metric_feeds,
                     summary.step_effects,
-                    summary.method_places,
+                    inherited,
                     summary.moved_params,
                 )
             return imported
@@ -1076,7 +1153,7 @@ class ProjectIndex:
             self.moved_attributes(cls, where),
             self._places(cls, where),
             cls.placed,
-            cls.method_places,
+            self._inherited_places(module, name),
             cls.host_only,
             self._shown(where) if cls.host_only else "",
         )
@@ -1102,7 +1179,7 @@ class ProjectIndex:
         if "," in target or target.endswith("[]") or is_cpu_model_builder(target):
             # `if name == "resnet": model = ResNet() ... return model`, `MODELS[name](...)`,
             # `torchvision.models.resnet18()` with its head replaced
-            built = [self._built(choice, where, kind) for choice in target.split(",")] if modules else [None]
+            built = [self._built(choice, where, kind, hops) for choice in target.split(",")] if modules else [None]
             if any(b is None for b in built):
                 return ""
             return [c for b in built if b is not None for c in b]
@@ -1168,10 +1245,14 @@ class ProjectIndex:
         qualified = f"{found.module.name}.{found.name}" if found.module.name else found.name
         return [(None, qualified)]
 
-    def _built(self, target: str, where: Path, kind: str) -> list[tuple[ModuleSummary | None, str]] | None:
+    def _built(
+        self, target: str, where: Path, kind: str, hops: int = 0
+    ) -> list[tuple[ModuleSummary | None, str]] | None:
         """The classes a call of `target` builds (`where` spells it): a project class, a library's
-        model builder (module None; not one handed `**kwargs`), or each callable of a registry
-        dict (`MODELS[name]`); None where any is something else."""
+        model builder (module None; not one handed `**kwargs`), each callable of a registry
+        dict (`MODELS[name]`), or what a project builder function returns (`@register_model`
+        over `def resnet50(num_classes): ... return net`; handed `**kwargs` only where it takes
+        no device); None where any is something else."""
         if is_cpu_model_builder(target):
             return [(None, target)] if kind == "call" else None
         if target.endswith(".__dict__[]") and is_cpu_model_builder(target[: -len("__dict__[]")] + "model"):
@@ -1182,10 +1263,17 @@ class ProjectIndex:
             if found is None:
                 return None
             home, registry = found
-            picked = [self._built(choice, home, kind) for choice in registry]
+            picked = [self._built(choice, home, kind, hops + 1) for choice in registry]
             return None if any(p is None for p in picked) else [c for p in picked if p is not None for c in p]
         found = self._resolve(target, where)
-        if found is None or found.name is None or found.name not in found.module.classes:
+        if found is None or found.name is None:
+            return None
+        if found.name in found.module.functions and hops <= _MAX_HOPS:
+            if kind == "callk" and any("device" in p for p in found.module.uses[found.name].params):
+                return None
+            place = self._function_place(found.module, found.name, self._path_of(found.module), hops + 1)
+            return place if isinstance(place, list) and place else None
+        if found.name not in found.module.classes:
             return None
         return [(found.module, found.name)]
 

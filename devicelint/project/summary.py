@@ -113,6 +113,13 @@ class ClassSummary:
     # `self.to_device(batch)` or `self.log_step(loss)` is judged at the call as for a function
     method_uses: tuple[tuple[str, ParameterUses], ...] = ()
     defined: tuple[str, ...] = ()
+    # for a plain class, `host_updates` into attributes it never binds or moves itself (factory
+    # "", the line of the add: `self.correct += torch.bincount(...)` in `update`): a project base
+    # that builds them on the host (`Meter.reset`, another module) makes them host updates
+    open_updates: tuple[HostUpdate, ...] = ()
+    # for a plain class, (attribute, host factory or "", line) for each `self` attribute it binds
+    # or moves: the factory (and its line) where it binds it only with host factories, never moved
+    attribute_tables: tuple[tuple[str, str, int], ...] = ()
 
 
 class ModuleSummary:
@@ -564,6 +571,8 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         moved_params=tuple(str(p) for p in data.get("moved_params", ())),
         method_uses=tuple((str(m), parameter_uses_from(u)) for m, u in data.get("method_uses", ())),
         defined=tuple(str(m) for m in data.get("defined", ())),
+        open_updates=host_updates_from(data.get("open_updates", ())),
+        attribute_tables=tuple((str(a), str(f), int(n)) for a, f, n in data.get("attribute_tables", ())),
     )
 
 
@@ -842,8 +851,19 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
         ),
         _moved_parameters(methods.get("__init__")) if places and not layer else (),
         _method_uses(methods, qualify, first_line) if not layer else (),
-        tuple(methods) if not layer else (),
+        tuple(methods),
+        tuple(
+            (m, ps, p, a, f, line + first_line)
+            for m, ps, p, a, f, line in (_open_updates(node, methods, qualify) if updates_self and not layer else ())
+        ),
+        _tables(node, qualify, first_line) if not layer else (),
     )
+
+
+def _tables(node: ast.ClassDef, qualify: _Qualifier, first_line: int) -> tuple[tuple[str, str, int], ...]:
+    """See `ClassSummary.attribute_tables`."""
+    host, touched = _attribute_tables(node, qualify)
+    return tuple((a, host[a][0], host[a][1] + first_line) if a in host else (a, "", 0) for a in sorted(touched))
 
 
 def _method_uses(
@@ -1159,6 +1179,57 @@ def _host_updates(
     node: ast.ClassDef, methods: dict[str, ast.FunctionDef], qualify: _Qualifier
 ) -> tuple[tuple[str, tuple[str, ...], str, str, str, int], ...]:
     """See `ClassSummary.host_updates`."""
+    host, _ = _attribute_tables(node, qualify)
+    if not host:
+        return ()
+    return tuple(
+        dict.fromkeys(
+            (m, ps, p, attr, *host[attr]) for m, ps, p, attr, _ in _in_place_updates(methods, host.__contains__)
+        )
+    )
+
+
+def _open_updates(
+    node: ast.ClassDef, methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+) -> tuple[tuple[str, tuple[str, ...], str, str, str, int], ...]:
+    """See `ClassSummary.open_updates`."""
+    _, touched = _attribute_tables(node, qualify)
+    return tuple(
+        dict.fromkeys(
+            (m, ps, p, attr, "", line)
+            for m, ps, p, attr, line in _in_place_updates(methods, lambda a: a not in touched)
+        )
+    )
+
+
+def _in_place_updates(
+    methods: dict[str, ast.FunctionDef], wanted: Callable[[str], bool]
+) -> Iterator[tuple[str, tuple[str, ...], str, str, int]]:
+    """(method, its parameters, parameter, attribute, line) for each parameter a method (not
+    `__init__`) adds in place into `self.<attribute>` (`self.correct += (preds == target).sum()`,
+    or as an index: `self.seen[gold] += 1`), for the attributes `wanted`."""
+    for name, params, nodes in _methods_after_init(methods):
+        # a local computed from parameters carries them (`mask = target == c`)
+        carries: dict[str, set[str]] | None = None
+        for update in nodes:
+            if not isinstance(update, ast.AugAssign):
+                continue
+            target = update.target.value if isinstance(update.target, ast.Subscript) else update.target
+            attr = _self_attribute(target)
+            if attr is None or not wanted(attr):
+                continue
+            if carries is None:
+                carries = carried_parameters(nodes, params)
+            read = [update.value, update.target.slice] if isinstance(update.target, ast.Subscript) else [update.value]
+            names = set().union(*(names_kept_on_device(part) for part in read))
+            fed = set().union(*(carries.get(name, set()) for name in names))
+            for param in sorted(fed):
+                yield name, params, param, attr, update.lineno
+
+
+def _attribute_tables(node: ast.ClassDef, qualify: _Qualifier) -> tuple[dict[str, tuple[str, int]], set[str]]:
+    """The `self` attributes the class binds only to host torch factories and never moves
+    (attribute -> the first factory and its line), and every attribute it binds or moves."""
     # attribute -> (factory, line) of each host factory assigning it (None: something else)
     built: dict[str, list[tuple[str, int] | None]] = {}
     moved: set[str] = set()
@@ -1174,23 +1245,7 @@ def _host_updates(
             if attr is not None:
                 moved.add(attr)
     host = {a: made[0] for a, made in built.items() if a not in moved and made[0] is not None and None not in made}
-    found: list[HostUpdate] = []
-    for name, params, nodes in _methods_after_init(methods) if host else ():
-        # a local computed from parameters carries them (`mask = target == c`)
-        carries = carried_parameters(nodes, params)
-        for update in nodes:
-            if not isinstance(update, ast.AugAssign):
-                continue
-            target = update.target.value if isinstance(update.target, ast.Subscript) else update.target
-            attr = _self_attribute(target)
-            if attr not in host:
-                continue
-            # what is added, and a tensor index into the host table (`self.seen[gold] += 1`)
-            read = [update.value, update.target.slice] if isinstance(update.target, ast.Subscript) else [update.value]
-            names = set().union(*(names_kept_on_device(part) for part in read))
-            fed = set().union(*(carries.get(name, set()) for name in names))
-            found.extend((name, params, param, attr, *host[attr]) for param in sorted(fed))
-    return tuple(dict.fromkeys(found))
+    return host, set(built) | moved
 
 
 def _methods_after_init(methods: dict[str, ast.FunctionDef]) -> Iterator[tuple[str, tuple[str, ...], list[ast.AST]]]:
