@@ -8871,3 +8871,52 @@ def test_a_script_that_trains_in_a_top_level_loop_and_never_names_a_device_is_a_
     assert [f for f in _found(CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move="")) if f[1] == "DL101"] == []
     moved = CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move=".cuda()")
     assert [f for f in _found(moved) if f[1] == "DL101"] == [(11, "DL101")]
+
+
+def test_a_factory_placed_by_a_name_bound_to_an_inputs_device_is_made_where_that_input_is() -> None:
+    # `where = seed.device` (also as part of a tuple assignment): the factory copies `seed`'s place;
+    # a host `seed` handed in by a caller that built it on the CPU is the caller's choice, not a
+    # CPU tensor made here
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(6, 6)
+
+            def run(self, seed):
+                count, where = seed.size(0), seed.device
+                steps = torch.full((count,), 3, device=where, dtype=torch.long)
+                return self.proj(torch.rand(count, 6, device=where) * steps[:, None])
+
+            def dry_run(self):
+                return self.run(torch.ones(2, 6).cpu())
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+def test_a_factory_placed_by_a_name_bound_to_a_host_tensors_device_is_reported_where_that_tensor_is_made() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(6, 6)
+
+            def forward(self, feats):
+                grid = torch.linspace(0, 1, 6)
+                where = grid.device
+                return self.proj(feats * torch.rand(feats.size(0), 6, device=where))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == [(11, "DL101")]
+
