@@ -8920,3 +8920,28 @@ def test_a_factory_placed_by_a_name_bound_to_a_host_tensors_device_is_reported_w
     )
     assert [f for f in _found(source) if f[1] == "DL101"] == [(11, "DL101")]
 
+
+DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER = """\
+import torch
+
+
+def restore(path, model, optimizer=None):
+    blob = torch.load(path, map_location="cpu")
+    if optimizer is not None:
+        optimizer.load_state_dict(blob["optim"])
+    weights = blob["weights"]
+    model = model.to({target})
+    model.load_state_dict(weights)
+    return model
+"""
+
+
+def test_a_cast_to_a_dtype_is_no_move_of_the_model_after_its_optimizer_state_is_loaded() -> None:
+    # `Tensor.to(dtype)` / `Module.to(dtype)` keep the values where they are: only a move towards
+    # the device leaves the loaded optimizer state behind on the host
+    for cast in ("next(iter(weights.values())).dtype", "torch.bfloat16", "dtype=torch.float16"):
+        source = DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER.format(target=cast)
+        assert [f for f in _found(source) if f[1] == "DL111"] == [], cast
+    moved = DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER.format(target='torch.device("cuda")')
+    assert [f for f in _found(moved) if f[1] == "DL111"] == [(7, "DL111")]
+
