@@ -8945,3 +8945,29 @@ def test_a_cast_to_a_dtype_is_no_move_of_the_model_after_its_optimizer_state_is_
     moved = DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER.format(target='torch.device("cuda")')
     assert [f for f in _found(moved) if f[1] == "DL111"] == [(7, "DL111")]
 
+
+def test_an_optional_parameter_cast_to_the_inputs_dtype_is_no_per_call_constant_copy() -> None:
+    # `nn.Parameter(...) if bias else None` is a parameter (it moves with the module), and
+    # `.to(x.dtype)` is a cast on the device; a plain CPU tensor attribute moved per call still is one
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Dense(nn.Module):
+            def __init__(self, n, m, bias=True):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(m, n)) if n else None
+                self.bias = nn.Parameter(torch.zeros(m)) if bias else None
+                self.scale = torch.ones(m)
+
+            def forward(self, x):
+                y = x @ self.weight.to(x.device).t()
+                if self.bias is not None:
+                    y = y + self.bias.to(x.dtype)
+                y = y * self.scale.to(x.dtype)
+                return y * self.scale.to(x.device)
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL405"] == [(17, "DL405")]
