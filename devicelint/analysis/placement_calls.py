@@ -357,7 +357,9 @@ class CallEvaluation:
                 value = _bound_part(target.target, node.value, name.value)
                 if value is None:
                     continue
-                if not (type(value) is cst.Attribute and value.attr.value == "device" and type(value.value) is cst.Name):
+                if not (
+                    type(value) is cst.Attribute and value.attr.value == "device" and type(value.value) is cst.Name
+                ):
                     return None
                 reads.append(value)
         if not reads or len({r.value.value for r in reads if type(r.value) is cst.Name}) != 1:
@@ -1906,4 +1908,3 @@ def _bound_part(target: cst.BaseExpression, value: cst.BaseExpression, name: str
                         return parts[index].value  # type: ignore[no-any-return]
                 return value
     return None
-
