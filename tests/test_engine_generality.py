@@ -8971,3 +8971,36 @@ def test_an_optional_parameter_cast_to_the_inputs_dtype_is_no_per_call_constant_
         """
     )
     assert [f for f in _found(source) if f[1] == "DL405"] == [(17, "DL405")]
+
+
+SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION = """\
+import torch
+from torch import nn
+
+
+def score(loader, scorer):
+    total = 0.0
+    for feats, labels in loader:
+        if not isinstance(scorer, nn.Module):
+            total += (scorer(feats).argmax(1) == labels).sum().item()
+            continue
+        total += (scorer(feats{move}).argmax(1) == labels{move}).sum().item()
+    return total
+
+
+def fit(model, loader, device):
+    model = model.to(device)
+    for feats, labels in loader:
+        loss = nn.functional.cross_entropy(model(feats.to(device)), labels.to(device))
+        loss.backward()
+    return score(loader, model)
+"""
+
+
+def test_the_path_where_isinstance_of_a_module_fails_does_not_call_the_moved_model() -> None:
+    # the helper scores a hand-written function on the host under `not isinstance(scorer,
+    # nn.Module)`; the module path is where the moved model runs, and there unmoved batches are a bug
+    moved = SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION.format(move=".to(next(scorer.parameters()).device)")
+    assert [f for f in _found(moved) if f[1] == "DL105"] == []
+    unmoved = SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION.format(move="")
+    assert [f for f in _found(unmoved) if f[1] == "DL105"] == [(11, "DL105"), (11, "DL105")]
