@@ -9004,3 +9004,43 @@ def test_the_path_where_isinstance_of_a_module_fails_does_not_call_the_moved_mod
     assert [f for f in _found(moved) if f[1] == "DL105"] == []
     unmoved = SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION.format(move="")
     assert [f for f in _found(unmoved) if f[1] == "DL105"] == [(11, "DL105"), (11, "DL105")]
+
+
+DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE = """\
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Frames(Dataset):
+    def __init__(self, paths, device="cpu"):
+        self.items = []
+        for path in paths:
+            feats = torch.from_numpy(np.load(path)).float().to(device)
+            self.items.append(feats)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+def loaders(cfg):
+    train = Frames(cfg.train_paths, device=cfg.cache_device)
+    fit = DataLoader(train, batch_size=8, shuffle=True, num_workers={workers})
+    check = Frames(cfg.valid_paths)
+    held = DataLoader(check, batch_size=1, num_workers=0)
+    return fit, held
+"""
+
+
+def test_a_dataset_cached_on_the_gpu_on_request_with_workers_only_for_the_host_is_not_a_forked_cuda_use() -> None:
+    for workers in (
+        'cfg.workers if cfg.cache_device == "cpu" else 0',
+        '0 if cfg.cache_device != "cpu" else cfg.workers',
+    ):
+        source = DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE.format(workers=workers)
+        assert [f for f in _found(source) if f[1] == "DL109"] == [], workers
+    forked = DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE.format(workers="cfg.workers")
+    assert [f for f in _found(forked) if f[1] == "DL109"] == [(10, "DL109")]
