@@ -9044,3 +9044,41 @@ def test_a_dataset_cached_on_the_gpu_on_request_with_workers_only_for_the_host_i
         assert [f for f in _found(source) if f[1] == "DL109"] == [], workers
     forked = DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE.format(workers="cfg.workers")
     assert [f for f in _found(forked) if f[1] == "DL109"] == [(10, "DL109")]
+
+
+def test_a_discarded_move_of_a_value_the_function_calls_is_a_module_moved_in_place() -> None:
+    # what `.to("cpu")` of an object the file cannot see gives is read as a host tensor, but a
+    # value the code then calls (`stage(x)`) is no tensor: `Module.cuda()` moves it in place
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def build(kind, where="cpu"):
+            stage = make_stage(kind)
+            stage = stage.to(where)
+            return stage
+
+
+        def run_levels(kinds, x):
+            stages = [build(k) for k in kinds]
+            outs = []
+            for i in range(len(stages)):
+                stage = stages[i]
+                stage.cuda()
+                outs.append(stage(x.cuda(), fast=True))
+                stage.cpu()
+            return outs
+
+
+        def run_values(kinds, x):
+            stages = [build(k) for k in kinds]
+            outs = []
+            for i in range(len(stages)):
+                stage = stages[i]
+                stage.cuda()
+                outs.append(stage + x)
+            return outs
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL104"] == [(26, "DL104")]
