@@ -9082,3 +9082,27 @@ def test_a_discarded_move_of_a_value_the_function_calls_is_a_module_moved_in_pla
         """
     )
     assert [f for f in _found(source) if f[1] == "DL104"] == [(26, "DL104")]
+
+
+CHECKPOINT_WRITTEN_TWICE = """\
+import torch
+from torch import nn
+
+
+def export(width):
+    net = nn.DataParallel(nn.Linear(width, 2).cuda())
+    torch.save(net.{first}state_dict(), "weights.pt")
+    torch.save(net.{second}state_dict(), "weights.pt")
+    plain = nn.Linear(width, 2)
+    plain.load_state_dict(torch.load("weights.pt", map_location="cpu"))
+    return plain
+"""
+
+
+def test_a_load_reads_what_the_last_save_to_its_path_before_it_wrote() -> None:
+    # the second save overwrites the file: the load reads the bare model's keys (a notebook that
+    # shows the failing save in one cell and the fix in the next has the same shape)
+    overwritten = CHECKPOINT_WRITTEN_TWICE.format(first="", second="module.")
+    assert [f for f in _found(overwritten) if f[1] == "DL204"] == []
+    wrapped_last = CHECKPOINT_WRITTEN_TWICE.format(first="module.", second="")
+    assert [f for f in _found(wrapped_last) if f[1] == "DL204"] == [(10, "DL204")]
