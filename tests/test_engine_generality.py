@@ -9106,3 +9106,25 @@ def test_a_load_reads_what_the_last_save_to_its_path_before_it_wrote() -> None:
     assert [f for f in _found(overwritten) if f[1] == "DL204"] == []
     wrapped_last = CHECKPOINT_WRITTEN_TWICE.format(first="module.", second="")
     assert [f for f in _found(wrapped_last) if f[1] == "DL204"] == [(10, "DL204")]
+
+
+def test_a_removed_parallel_api_on_the_path_where_a_feature_test_of_torch_fails_is_a_compatibility_path() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.distributed as dist
+
+        if not hasattr(dist, "ReduceOp"):
+            SUM = dist.deprecated.reduce_op.SUM
+        else:
+            SUM = dist.ReduceOp.SUM
+
+        if hasattr(torch.distributed, "ReduceOp"):
+            MAX = torch.distributed.ReduceOp.MAX
+        else:
+            MAX = torch.distributed.deprecated.reduce_op.MAX
+
+        MIN = torch.distributed.deprecated.reduce_op.MIN
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL206"] == [(14, "DL206")]
