@@ -9128,3 +9128,42 @@ def test_a_removed_parallel_api_on_the_path_where_a_feature_test_of_torch_fails_
         """
     )
     assert [f for f in _found(source) if f[1] == "DL206"] == [(14, "DL206")]
+
+
+CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE = """\
+import os
+
+import torch
+from torch import nn
+
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print("running on", device)
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 8)
+        out, _ = self.rnn(x, h0)
+        return out
+
+
+tagger = Tagger(){move}
+optimizer = torch.optim.SGD(tagger.parameters(), lr=0.1)
+for step in range(10):
+    loss = tagger(torch.randn(2, 5, 8){move}).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_script_that_only_prints_the_device_it_chose_is_a_cpu_program() -> None:
+    # the device is chosen and shown, never used to place anything: everything runs on the CPU
+    assert [f for f in _found(CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE.format(move="")) if f[1] == "DL101"] == []
+    moved = CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE.format(move=".to(device)")
+    assert [f for f in _found(moved) if f[1] == "DL101"] == [(17, "DL101")]
