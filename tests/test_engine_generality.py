@@ -9106,3 +9106,299 @@ def test_a_cache_filled_once_on_the_inputs_device_is_left_behind_when_the_model_
     assert [f for f in _found(follows) if f[1] == "DL102"] == []
     registered = once.replace("self._angles = None", 'self.register_buffer("_angles", None, persistent=False)')
     assert [f for f in _found(registered) if f[1] == "DL102"] == []
+
+
+def test_a_factory_placed_by_a_name_bound_to_an_inputs_device_is_made_where_that_input_is() -> None:
+    # `where = seed.device` (also as part of a tuple assignment): the factory copies `seed`'s place;
+    # a host `seed` handed in by a caller that built it on the CPU is the caller's choice, not a
+    # CPU tensor made here
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(6, 6)
+
+            def run(self, seed):
+                count, where = seed.size(0), seed.device
+                steps = torch.full((count,), 3, device=where, dtype=torch.long)
+                return self.proj(torch.rand(count, 6, device=where) * steps[:, None])
+
+            def dry_run(self):
+                return self.run(torch.ones(2, 6).cpu())
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == []
+
+
+def test_a_factory_placed_by_a_name_bound_to_a_host_tensors_device_is_reported_where_that_tensor_is_made() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(6, 6)
+
+            def forward(self, feats):
+                grid = torch.linspace(0, 1, 6)
+                where = grid.device
+                return self.proj(feats * torch.rand(feats.size(0), 6, device=where))
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL101"] == [(11, "DL101")]
+
+
+DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER = """\
+import torch
+
+
+def restore(path, model, optimizer=None):
+    blob = torch.load(path, map_location="cpu")
+    if optimizer is not None:
+        optimizer.load_state_dict(blob["optim"])
+    weights = blob["weights"]
+    model = model.to({target})
+    model.load_state_dict(weights)
+    return model
+"""
+
+
+def test_a_cast_to_a_dtype_is_no_move_of_the_model_after_its_optimizer_state_is_loaded() -> None:
+    # `Tensor.to(dtype)` / `Module.to(dtype)` keep the values where they are: only a move towards
+    # the device leaves the loaded optimizer state behind on the host
+    for cast in ("next(iter(weights.values())).dtype", "torch.bfloat16", "dtype=torch.float16"):
+        source = DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER.format(target=cast)
+        assert [f for f in _found(source) if f[1] == "DL111"] == [], cast
+    moved = DTYPE_CAST_AFTER_A_LOADED_OPTIMIZER.format(target='torch.device("cuda")')
+    assert [f for f in _found(moved) if f[1] == "DL111"] == [(7, "DL111")]
+
+
+def test_an_optional_parameter_cast_to_the_inputs_dtype_is_no_per_call_constant_copy() -> None:
+    # `nn.Parameter(...) if bias else None` is a parameter (it moves with the module), and
+    # `.to(x.dtype)` is a cast on the device; a plain CPU tensor attribute moved per call still is one
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Dense(nn.Module):
+            def __init__(self, n, m, bias=True):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(m, n)) if n else None
+                self.bias = nn.Parameter(torch.zeros(m)) if bias else None
+                self.scale = torch.ones(m)
+
+            def forward(self, x):
+                y = x @ self.weight.to(x.device).t()
+                if self.bias is not None:
+                    y = y + self.bias.to(x.dtype)
+                y = y * self.scale.to(x.dtype)
+                return y * self.scale.to(x.device)
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL405"] == [(17, "DL405")]
+
+
+SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION = """\
+import torch
+from torch import nn
+
+
+def score(loader, scorer):
+    total = 0.0
+    for feats, labels in loader:
+        if not isinstance(scorer, nn.Module):
+            total += (scorer(feats).argmax(1) == labels).sum().item()
+            continue
+        total += (scorer(feats{move}).argmax(1) == labels{move}).sum().item()
+    return total
+
+
+def fit(model, loader, device):
+    model = model.to(device)
+    for feats, labels in loader:
+        loss = nn.functional.cross_entropy(model(feats.to(device)), labels.to(device))
+        loss.backward()
+    return score(loader, model)
+"""
+
+
+def test_the_path_where_isinstance_of_a_module_fails_does_not_call_the_moved_model() -> None:
+    # the helper scores a hand-written function on the host under `not isinstance(scorer,
+    # nn.Module)`; the module path is where the moved model runs, and there unmoved batches are a bug
+    moved = SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION.format(move=".to(next(scorer.parameters()).device)")
+    assert [f for f in _found(moved) if f[1] == "DL105"] == []
+    unmoved = SCORER_THAT_TAKES_A_MODULE_OR_A_FUNCTION.format(move="")
+    assert [f for f in _found(unmoved) if f[1] == "DL105"] == [(11, "DL105"), (11, "DL105")]
+
+
+DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE = """\
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Frames(Dataset):
+    def __init__(self, paths, device="cpu"):
+        self.items = []
+        for path in paths:
+            feats = torch.from_numpy(np.load(path)).float().to(device)
+            self.items.append(feats)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+def loaders(cfg):
+    train = Frames(cfg.train_paths, device=cfg.cache_device)
+    fit = DataLoader(train, batch_size=8, shuffle=True, num_workers={workers})
+    check = Frames(cfg.valid_paths)
+    held = DataLoader(check, batch_size=1, num_workers=0)
+    return fit, held
+"""
+
+
+def test_a_dataset_cached_on_the_gpu_on_request_with_workers_only_for_the_host_is_not_a_forked_cuda_use() -> None:
+    for workers in (
+        'cfg.workers if cfg.cache_device == "cpu" else 0',
+        '0 if cfg.cache_device != "cpu" else cfg.workers',
+    ):
+        source = DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE.format(workers=workers)
+        assert [f for f in _found(source) if f[1] == "DL109"] == [], workers
+    forked = DATASET_WITH_AN_OPTIONAL_DEVICE_CACHE.format(workers="cfg.workers")
+    assert [f for f in _found(forked) if f[1] == "DL109"] == [(10, "DL109")]
+
+
+def test_a_discarded_move_of_a_value_the_function_calls_is_a_module_moved_in_place() -> None:
+    # what `.to("cpu")` of an object the file cannot see gives is read as a host tensor, but a
+    # value the code then calls (`stage(x)`) is no tensor: `Module.cuda()` moves it in place
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def build(kind, where="cpu"):
+            stage = make_stage(kind)
+            stage = stage.to(where)
+            return stage
+
+
+        def run_levels(kinds, x):
+            stages = [build(k) for k in kinds]
+            outs = []
+            for i in range(len(stages)):
+                stage = stages[i]
+                stage.cuda()
+                outs.append(stage(x.cuda(), fast=True))
+                stage.cpu()
+            return outs
+
+
+        def run_values(kinds, x):
+            stages = [build(k) for k in kinds]
+            outs = []
+            for i in range(len(stages)):
+                stage = stages[i]
+                stage.cuda()
+                outs.append(stage + x)
+            return outs
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL104"] == [(26, "DL104")]
+
+
+CHECKPOINT_WRITTEN_TWICE = """\
+import torch
+from torch import nn
+
+
+def export(width):
+    net = nn.DataParallel(nn.Linear(width, 2).cuda())
+    torch.save(net.{first}state_dict(), "weights.pt")
+    torch.save(net.{second}state_dict(), "weights.pt")
+    plain = nn.Linear(width, 2)
+    plain.load_state_dict(torch.load("weights.pt", map_location="cpu"))
+    return plain
+"""
+
+
+def test_a_load_reads_what_the_last_save_to_its_path_before_it_wrote() -> None:
+    # the second save overwrites the file: the load reads the bare model's keys (a notebook that
+    # shows the failing save in one cell and the fix in the next has the same shape)
+    overwritten = CHECKPOINT_WRITTEN_TWICE.format(first="", second="module.")
+    assert [f for f in _found(overwritten) if f[1] == "DL204"] == []
+    wrapped_last = CHECKPOINT_WRITTEN_TWICE.format(first="module.", second="")
+    assert [f for f in _found(wrapped_last) if f[1] == "DL204"] == [(10, "DL204")]
+
+
+def test_a_removed_parallel_api_on_the_path_where_a_feature_test_of_torch_fails_is_a_compatibility_path() -> None:
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.distributed as dist
+
+        if not hasattr(dist, "ReduceOp"):
+            SUM = dist.deprecated.reduce_op.SUM
+        else:
+            SUM = dist.ReduceOp.SUM
+
+        if hasattr(torch.distributed, "ReduceOp"):
+            MAX = torch.distributed.ReduceOp.MAX
+        else:
+            MAX = torch.distributed.deprecated.reduce_op.MAX
+
+        MIN = torch.distributed.deprecated.reduce_op.MIN
+        """
+    )
+    assert [f for f in _found(source) if f[1] == "DL206"] == [(14, "DL206")]
+
+
+CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE = """\
+import os
+
+import torch
+from torch import nn
+
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print("running on", device)
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 8)
+        out, _ = self.rnn(x, h0)
+        return out
+
+
+tagger = Tagger(){move}
+optimizer = torch.optim.SGD(tagger.parameters(), lr=0.1)
+for step in range(10):
+    loss = tagger(torch.randn(2, 5, 8){move}).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_script_that_only_prints_the_device_it_chose_is_a_cpu_program() -> None:
+    # the device is chosen and shown, never used to place anything: everything runs on the CPU
+    assert [f for f in _found(CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE.format(move="")) if f[1] == "DL101"] == []
+    moved = CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE.format(move=".to(device)")
+    assert [f for f in _found(moved) if f[1] == "DL101"] == [(17, "DL101")]

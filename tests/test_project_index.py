@@ -2143,3 +2143,40 @@ def test_editing_the_base_class_that_builds_an_accumulator_re_lints_the_feeding_
         base.read_text().replace("torch.zeros(self.num_classes)", "torch.zeros(self.num_classes, device='cuda')")
     )
     assert [r for r in _check([str(root)]) if r["code"] == "DL101"] == []
+
+
+def test_a_learning_rate_scheduler_stepped_to_a_saved_step_by_another_module_is_no_scaler_step(tmp_path: Path) -> None:
+    # `schedule.step(blob["iteration"])` in a resume helper hands a number to a scheduler (a
+    # scaler steps an optimizer): the file that builds the scheduler updates no scaler and is
+    # not told to. The same module's helper that steps the scaler it is handed still reports its owner
+    _write(
+        tmp_path,
+        {
+            "trainer/__init__.py": "",
+            "trainer/resume.py": (
+                "def reload_state(optimizer, schedule, ckpt_path):\n"
+                "    if not ckpt_path:\n        return\n"
+                "    blob = read_blob(ckpt_path)\n"
+                "    if 'optim' in blob:\n        optimizer.load_state_dict(blob['optim'])\n"
+                "    if 'iteration' in blob:\n        schedule.step(blob['iteration'])\n\n\n"
+                "def fast_forward(schedule, epochs):\n    schedule.step(epochs + 1)\n\n\n"
+                "def replay(optimizer, loss, *, scaler):\n"
+                "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n"
+            ),
+            "trainer/fit.py": (
+                "import torch\n\nfrom trainer.resume import fast_forward, reload_state, replay\n\n\n"
+                "def build_optim(net, cfg):\n"
+                "    optim = torch.optim.Adam(net.parameters(), lr=cfg.base_lr * cfg.lr_scale)\n"
+                "    schedule = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, s / cfg.warmup))\n"
+                "    reload_state(optim, schedule, cfg.resume)\n"
+                "    fast_forward(schedule, cfg.start_epoch)\n"
+                "    return optim, schedule\n\n\n"
+                "def fit_amp(net, loader, optim):\n"
+                "    loss_scaler = torch.amp.GradScaler('cuda')\n"
+                "    for x in loader:\n"
+                "        replay(optim, net(x.cuda()).mean(), scaler=loss_scaler)\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL303"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 17)]

@@ -94,7 +94,7 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         if attr in written or len(values) != 1 or values[0] is _UNPACKED:
             continue
         value = values[0]
-        if is_parameter_call(ctx, value):
+        if is_parameter_call(ctx, value) or _optional_parameter(ctx, value):
             continue
         fact = facts.value(value)
         cpu = facts.place_of(value) is Place.HOST and not fact.batch
@@ -106,6 +106,17 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         if cpu or plain:
             out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
     return out
+
+
+def _optional_parameter(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`nn.Parameter(...) if bias else None`: a parameter (moved and saved with the module)
+    where the class has one."""
+    if type(value) is not cst.IfExp:
+        return False
+    sides = (value.body, value.orelse)
+    return any(is_parameter_call(ctx, side) for side in sides) and all(
+        is_parameter_call(ctx, side) or (type(side) is cst.Name and side.value == "None") for side in sides
+    )
 
 
 def attribute_key(node: cst.CSTNode) -> str | None:

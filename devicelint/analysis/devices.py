@@ -21,7 +21,7 @@ from devicelint.context import FileContext
 DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|hip|npu|hpu|xla|meta|mtia|ipu|vulkan|lazy)(?::(\d+))?$")
 _SUBSCRIPTED = re.compile(r"^(.+)\[(\d+)\]$")
 _INDEXED_FSTRING = re.compile(r"^[fF]['\"](cuda|xpu|npu|hpu|mps):")
-_DTYPES = frozenset(
+DTYPE_NAMES = frozenset(
     {
         "float",
         "float16",
@@ -172,8 +172,8 @@ def device_argument(call: cst.Call) -> cst.BaseExpression | None:
 def is_dtype(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """`torch.float16`, `dtype`, `self.precision`: a cast, not a device."""
     qualified = ctx.qualified_name(node) or ""
-    if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in _DTYPES:
+    if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in DTYPE_NAMES:
         return True
     text = dotted_name(node) or ""
     last = text.rsplit(".", 1)[-1].lower()
-    return "dtype" in last or "precision" in last or last in _DTYPES
+    return "dtype" in last or "precision" in last or last in DTYPE_NAMES

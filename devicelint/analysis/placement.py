@@ -197,6 +197,11 @@ _CONFIG_NAMES = frozenset(
 )
 
 
+# What a name holds where its `isinstance(name, nn.Module)` test fails: nothing known (its own
+# object, so a path that binds the name again is told apart).
+_NOT_A_MODULE = Fact(UNKNOWN)
+
+
 class _Interpreter(CallEvaluation):
     def __init__(
         self,
@@ -418,6 +423,8 @@ class _Interpreter(CallEvaluation):
     def _if(self, stmt: cst.If) -> None:
         self._eval(stmt.test)
         constant = self._constant_test(stmt.test)
+        if constant is None:
+            constant = self._module_type_test(stmt.test)
         if constant is None and stmt.orelse is None and _fills_missing_key(self.ctx, stmt):
             constant = True  # `if "buf" not in state: state["buf"] = ...`: after it, the entry is what it sets
         if constant is None and self.own_place is not None:
@@ -439,6 +446,31 @@ class _Interpreter(CallEvaluation):
                 self._device_branches -= 1
         else:
             self._if_branches(stmt, strict)
+
+    def _module_type_test(self, test: cst.BaseExpression) -> bool | None:
+        """`isinstance(net, nn.Module)` of a value the analysis knows is a module: True (False for
+        its `not`); None when the code does not decide."""
+        subject = self._module_test_subject(test)
+        if subject is None or self.env.get(subject[0], UNKNOWN_FACT).kind != MODULE:
+            return None
+        return subject[1]
+
+    def _module_test_subject(self, test: cst.BaseExpression) -> tuple[str, bool] | None:
+        """(`net`, True) for `isinstance(net, nn.Module)`, (`net`, False) for its `not`."""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            inner = self._module_test_subject(test.expression)
+            return None if inner is None else (inner[0], not inner[1])
+        if not (
+            type(test) is cst.Call
+            and type(test.func) is cst.Name
+            and test.func.value == "isinstance"
+            and len(test.args) == 2
+            and type(test.args[0].value) is cst.Name
+            and "isinstance" not in self.ctx.imports.bound
+            and self.ctx.qualified_name(test.args[1].value) == "torch.nn.Module"
+        ):
+            return None
+        return test.args[0].value.value, True
 
     def _set_when_built(self, test: cst.BaseExpression) -> bool | None:
         """`hasattr(self, "weights")` in code that runs after the model is built (a method
@@ -488,24 +520,42 @@ class _Interpreter(CallEvaluation):
     def _if_branches(self, stmt: cst.If, strict: bool) -> None:
         # an earlier `if` with the same test decided what this one's paths see (branch_splits)
         key = None if strict else test_key(self.ctx, stmt.test)
+        # the path where `isinstance(net, nn.Module)` fails runs with a `net` that is no module:
+        # whatever moved value it held elsewhere (`net(X)` there calls a plain function)
+        narrowed = self._module_test_subject(stmt.test)
         before, splits_before = dict(self.env), self.splits
         self.splits = dict(splits_before)
         if key is not None:
             assume(self.splits, key[0], key[1], self.env)
+        self._not_a_module(narrowed, False)
         self._suite(stmt.body)
+        self._restore_unless_rebound(narrowed, False, before)
         after_body, body_splits = self.env, self.splits
         self.env, self.splits = dict(before), dict(splits_before)
         if key is not None:
             assume(self.splits, key[0], not key[1], self.env)
+        self._not_a_module(narrowed, True)
         if type(stmt.orelse) is cst.If:
             self._if(stmt.orelse)
         elif type(stmt.orelse) is cst.Else:
             self._suite(stmt.orelse.body)
+        self._restore_unless_rebound(narrowed, True, before)
         after_else = self.env
         self.env = join_envs(after_body, after_else, strict, branches=True)
         self.splits = common(body_splits, self.splits)
         if key is not None:
             self._split(stmt, key, after_body, after_else)
+
+    def _not_a_module(self, narrowed: tuple[str, bool] | None, positive: bool) -> None:
+        """Forget what `name` held on the path where its `isinstance(..., nn.Module)` test fails
+        (`positive`: the test as written holds on the other path)."""
+        if narrowed is not None and narrowed[1] == positive and narrowed[0] in self.env:
+            self.env[narrowed[0]] = _NOT_A_MODULE
+
+    def _restore_unless_rebound(self, narrowed: tuple[str, bool] | None, positive: bool, before: Env) -> None:
+        """After that path, `name` holds what it held before unless the path bound it again."""
+        if narrowed is not None and narrowed[1] == positive and self.env.get(narrowed[0]) is _NOT_A_MODULE:
+            self.env[narrowed[0]] = before[narrowed[0]]
 
     def _split(self, stmt: cst.If, key: tuple[str, bool], after_body: Env, after_else: Env) -> None:
         """Remember what each path of `stmt` left; where one path leaves the block (`if not

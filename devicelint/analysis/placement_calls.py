@@ -331,11 +331,40 @@ class CallEvaluation:
         return UNKNOWN_FACT
 
     def _tensor_whose_device(self, node: cst.CSTNode | None) -> Fact | None:
-        """The tensor fact of `x` for a device argument read off it (`x.device`), else None."""
+        """The tensor fact of `x` for a device argument read off it (`x.device`, or a local name
+        whose every binding in the function is `x.device`: `b, device = x.shape[0], x.device`),
+        else None."""
+        if type(node) is cst.Name:
+            node = self._device_read_bound_to(node)
         if type(node) is not cst.Attribute or node.attr.value != "device":
             return None
         fact = self._fact_of(node.value)
         return fact if fact.is_tensor else None
+
+    def _device_read_bound_to(self, name: cst.Name) -> cst.Attribute | None:
+        """`t.device` when every binding of the local `name` in its function reads that one
+        `.device` off the same tensor name `t` (also as a part of a tuple assignment)."""
+        function = self.ctx.index.enclosing_function(name)
+        if function is None or any(p.name.value == name.value for p in _all_params(function)):
+            return None
+        reads: list[cst.Attribute] = []
+        for node in self.ctx.index.walk(function.body):
+            if type(node) is cst.AugAssign and type(node.target) is cst.Name and node.target.value == name.value:
+                return None
+            if type(node) is not cst.Assign:
+                continue
+            for target in node.targets:
+                value = _bound_part(target.target, node.value, name.value)
+                if value is None:
+                    continue
+                if not (
+                    type(value) is cst.Attribute and value.attr.value == "device" and type(value.value) is cst.Name
+                ):
+                    return None
+                reads.append(value)
+        if not reads or len({r.value.value for r in reads if type(r.value) is cst.Name}) != 1:
+            return None
+        return reads[-1]
 
     def _device_argument(self, call: cst.Call) -> tuple[bool, Fact, cst.CSTNode | None]:
         for arg in call.args:
@@ -1859,3 +1888,28 @@ def _returns_device_batch(place: str) -> bool:
         return True
     parts = place[len("tuple:") :].split("|") if place.startswith("tuple:") else []
     return bool(parts) and all(part == DEVICE for part in parts)
+
+
+def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
+    kwargs = [params.star_kwarg] if params.star_kwarg is not None else []
+    return [*params.posonly_params, *params.params, *params.kwonly_params, *star, *kwargs]
+
+
+def _bound_part(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """What `target = value` binds to `name`: the value, or its matching element when both
+    sides are tuples of the same length (`b, device = n, x.device`); `value` itself as a
+    stand-in when the name is bound some other way (unpacking a call), None when not bound."""
+    if type(target) is cst.Name:
+        return value if target.value == name else None
+    if type(target) in (cst.Tuple, cst.List):
+        elements = target.elements  # type: ignore[attr-defined]
+        for index, element in enumerate(elements):
+            if type(element.value) is cst.Name and element.value.value == name:
+                if type(element) is cst.Element and type(value) in (cst.Tuple, cst.List):
+                    parts = value.elements  # type: ignore[attr-defined]
+                    if len(parts) == len(elements) and type(parts[index]) is cst.Element:
+                        return parts[index].value  # type: ignore[no-any-return]
+                return value
+    return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.devices import DeviceId
+from devicelint.analysis.devices import DTYPE_NAMES, DeviceId
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.vocabulary import DATA_FACTORIES as DATA_FACTORIES
 from devicelint.analysis.vocabulary import FACTORIES as FACTORIES
@@ -312,12 +312,35 @@ def move_call(node: cst.CSTNode) -> str | None:
 
 
 def moves_to_accelerator(node: cst.CSTNode) -> bool:
-    """A move that may target an accelerator: not `.cpu()`, not `.to("cpu")`."""
+    """A move that may target an accelerator: not `.cpu()`, not `.to("cpu")`, and not a cast
+    that names only a dtype (`.to(x.dtype)`, `.to(torch.float16)`, `.to(dtype=...)`), which
+    keeps the tensor where it is."""
     method = move_call(node)
     if method is None or method == "cpu":
         return False
+    if method == "to" and _casts_only(node):  # type: ignore[arg-type]  # move_call() matched: a Call
+        return False
     first = node.args[0].value if node.args else None  # type: ignore[attr-defined]  # move_call() matched: node is a Call
     return not (type(first) is cst.SimpleString and literal_value(first) == "cpu")
+
+
+def _casts_only(call: cst.Call) -> bool:
+    """`t.to(x.dtype)`, `t.to(torch.bfloat16)`, `t.to(dtype=torch.half)`: the arguments name a
+    dtype and no device (torch's `Tensor.to(dtype, non_blocking=False, copy=False)` form)."""
+    if any(arg.star or (arg.keyword is not None and arg.keyword.value == "device") for arg in call.args):
+        return False
+    positional = [arg.value for arg in call.args if arg.keyword is None]
+    if not positional:
+        return True
+    first = positional[0]
+    if type(first) is cst.Attribute and first.attr.value == "dtype":
+        return True
+    return (
+        type(first) is cst.Attribute
+        and type(first.value) is cst.Name
+        and first.value.value == "torch"
+        and first.attr.value in DTYPE_NAMES
+    )
 
 
 # torch functions that do not return a tensor (their result is not a placement fact).

@@ -286,7 +286,78 @@ def cpu_only_script(ctx: FileContext) -> bool:
         or runs_own_functions(ctx)
         or any(type(s) in (cst.For, cst.While) for s in ctx.module.body)  # `for epoch in range(100):` at the top
     )
-    return program and not ACCELERATOR_WORDS.search(ctx.source.lower())
+    if not program:
+        return False
+    if not ACCELERATOR_WORDS.search(ctx.source.lower()):
+        return True
+    shown = _devices_only_shown(ctx) | _environment_settings(ctx)
+    return bool(shown) and not any(
+        ACCELERATOR_WORDS.search(ctx.code_for(s).lower()) for s in ctx.module.body if id(s) not in shown
+    )
+
+
+def _devices_only_shown(ctx: FileContext) -> set[int]:
+    """The top-level statements `device = torch.device("cuda" if ... else "cpu")` whose name the
+    program only prints (`print(torch.__version__, device)`), with those prints: a device chosen
+    and shown, never used to place anything."""
+    bound: dict[str, cst.SimpleStatementLine] = {}
+    for statement in ctx.module.body:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+            continue
+        small = statement.body[0]
+        if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+            name = small.targets[0].target.value
+            bound[name] = statement if name not in bound else bound[name]
+    found: set[int] = set()
+    for name, statement in bound.items():
+        prints = set()
+        for node in ctx.index.of_type(cst.Name):
+            if node.value != name or node is statement.body[0].targets[0].target:  # type: ignore[attr-defined]  # an Assign, tested above
+                continue
+            parent = ctx.index.parent(node)
+            if (type(parent) is cst.Attribute and parent.attr is node) or (
+                type(parent) is cst.Arg and parent.keyword is node
+            ):
+                continue  # `torch.device`, `f(device=...)`: not the name
+            shown = _top_level_print(ctx, node)
+            if shown is None:
+                break
+            prints.add(id(shown))
+        else:
+            if prints:
+                found |= prints | {id(statement)}
+    return found
+
+
+def _environment_settings(ctx: FileContext) -> set[int]:
+    """Top-level `os.environ["CUDA_VISIBLE_DEVICES"] = "0"`: a setting of the process, which
+    places nothing by itself."""
+    found = set()
+    for statement in ctx.module.body:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+            continue
+        small = statement.body[0]
+        if (
+            type(small) is cst.Assign
+            and len(small.targets) == 1
+            and type(small.targets[0].target) is cst.Subscript
+            and dotted_name(small.targets[0].target.value) == "os.environ"
+        ):
+            found.add(id(statement))
+    return found
+
+
+def _top_level_print(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The top-level statement `print(...)` that `node` is an argument of, else None."""
+    parent = ctx.index.parent(node)
+    if type(parent) is not cst.Arg:
+        return None
+    call = ctx.index.parent(parent)
+    if not (type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "print"):
+        return None
+    expr = ctx.index.parent(call)
+    statement = ctx.index.parent(expr) if type(expr) is cst.Expr else None
+    return statement if statement is not None and ctx.index.parent(statement) is ctx.module else None
 
 
 def runs_own_functions(ctx: FileContext) -> bool:

@@ -74,6 +74,94 @@ def _cuda_use(ctx: FileContext, node: cst.CSTNode) -> str | None:
     return None
 
 
+def _workers_only_on_host(ctx: FileContext, cls: cst.ClassDef, move: cst.CSTNode) -> bool:
+    """`.to(device)` of the dataset's `__init__` parameter `device`, whose default is "cpu", where
+    every loader of the file over an instance given another device forks workers only for the
+    host (`num_workers=n if cache == "cpu" else 0`, `cache` the expression passed as `device`): a
+    cache put on the GPU on request is read in the main process."""
+    target = _move_target(move)
+    init = methods(cls).get("__init__")
+    if type(target) is not cst.Name or init is None:
+        return False
+    params = [p for p in (*init.params.posonly_params, *init.params.params, *init.params.kwonly_params)]
+    param = next((p for p in params if p.name.value == target.value), None)
+    if param is None or not _names_the_host(param.default):
+        return False
+    position = next(i for i, p in enumerate(params) if p is param) - 1  # after `self`
+    built = [c for c in ctx.index.of_type(cst.Call) if type(c.func) is cst.Name and c.func.value == cls.name.value]
+    if not built:
+        return False
+    for call in built:
+        passed = _argument_for(call, target.value, position)
+        if passed is None or _names_the_host(passed):
+            continue  # the default, or the host by name
+        holder = ctx.index.parent(call)
+        if not (type(holder) is cst.Assign and len(holder.targets) == 1 and type(holder.targets[0].target) is cst.Name):
+            return False
+        loaders = _loaders_over(ctx, holder.targets[0].target.value)
+        if not loaders or not all(_workers_for_host_only(ctx, loader, passed) for loader in loaders):
+            return False
+    return True
+
+
+def _names_the_host(node: cst.BaseExpression | None) -> bool:
+    return type(node) is cst.SimpleString and literal_value(node) == "cpu"
+
+
+def _move_target(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """`d` of `.to(d)` or `device=d`."""
+    if type(node) is not cst.Call:
+        return None
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "device":
+            return arg.value
+    if type(node.func) is cst.Attribute and node.func.attr.value == "to" and node.args and node.args[0].keyword is None:
+        return node.args[0].value
+    return None
+
+
+def _argument_for(call: cst.Call, name: str, position: int) -> cst.BaseExpression | None:
+    for index, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+        if arg.keyword is None and not arg.star and index == position:
+            return arg.value
+    return None
+
+
+def _loaders_over(ctx: FileContext, dataset: str) -> list[cst.Call]:
+    """The file's `DataLoader(dataset, ...)` calls over the name `dataset`."""
+    found = []
+    for call in ctx.index.of_type(cst.Call):
+        if ctx.qualified_name(call.func) not in DATALOADERS:
+            continue
+        first = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "dataset"), None)
+        if type(first) is cst.Name and first.value == dataset:
+            found.append(call)
+    return found
+
+
+def _workers_for_host_only(ctx: FileContext, loader: cst.Call, device: cst.BaseExpression) -> bool:
+    """`num_workers=n if device == "cpu" else 0` (or `0 if device != "cpu" else n`)."""
+    workers = next((a.value for a in loader.args if a.keyword is not None and a.keyword.value == "num_workers"), None)
+    if type(workers) is not cst.IfExp or type(workers.test) is not cst.Comparison:
+        return False
+    test = workers.test
+    if len(test.comparisons) != 1:
+        return False
+    compared = test.comparisons[0]
+    left, right = test.left, compared.comparator
+    if not (
+        (_names_the_host(right) and ctx.code_for(left) == ctx.code_for(device))
+        or (_names_the_host(left) and ctx.code_for(right) == ctx.code_for(device))
+    ):
+        return False
+    host_only = workers.orelse if type(compared.operator) is cst.Equal else workers.body
+    if type(compared.operator) not in (cst.Equal, cst.NotEqual):
+        return False
+    return type(host_only) is cst.Integer and host_only.value == "0"
+
+
 def _moves_to_default(node: cst.CSTNode, defaulted: frozenset[str]) -> bool:
     """`.to(device)` where no caller passes `device`: it keeps its default (usually None)."""
     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "to" and node.args:
@@ -624,7 +712,10 @@ class CudaInDataset(Rule):
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
     device and is not reported, nor is `.to(device)` where every binding of `device` is the
     device of the worker code's own input (`device = batch["image"].device`). A dataset kept on the GPU on purpose with `num_workers=0` is
-    still reported. `__init__` (and the helpers only it calls) runs once, in the main process:
+    still reported, unless the choice is the caller's: a `device` parameter of `__init__` that
+    defaults to `"cpu"`, where every loader of the file over an instance given another device
+    forks workers only for the host (`num_workers=n if cache == "cpu" else 0`, `cache` the
+    expression passed as `device`). `__init__` (and the helpers only it calls) runs once, in the main process:
     there a GPU value is reported only where it ends, through the method's local names, in an
     attribute of `self` that the item methods (or what they call) read; GPU work whose results
     are kept as host data (`self.rows.append(model(x).cpu().numpy())`), a model moved to run it,
@@ -646,9 +737,12 @@ class CudaInDataset(Rule):
         inherited: dict[int, dict[str, tuple[str, str]]] = {}
         # id of a scope that only the dataset's `__init__` reaches -> what the item code reads
         main_only: dict[int, _MainProcessCode] = {}
+        # id of a dataset's scope -> the dataset class (for its loaders' worker counts)
+        classes: dict[int, cst.ClassDef] = {}
         for name, cls in _datasets(ctx).items():
             found = _worker_code(ctx, name, cls)
             scopes += found
+            classes.update((id(function), cls) for function, _, _ in found)
             main_only.update(_main_process_code(ctx, name, cls, found))
             devices = _inherited_device_methods(ctx, cls)
             for function, _, _ in found if devices else ():
@@ -681,6 +775,9 @@ class CudaInDataset(Rule):
                 if what is not None and main is not None and not main.reaches_workers(ctx, function, node):
                     continue
                 if what is not None and _follows_a_tensor(ctx, function, node):
+                    continue
+                cls = classes.get(id(function))
+                if what is not None and cls is not None and _workers_only_on_host(ctx, cls, node):
                     continue
                 if what is not None and id(node) not in seen:
                     seen.add(id(node))

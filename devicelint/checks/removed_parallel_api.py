@@ -85,8 +85,9 @@ class RemovedParallelApi(Rule):
     process per stage).
 
     ## Known limits
-    Imports inside `try:` blocks that catch `ImportError`, or under an `if` that tests a version,
-    are taken as deliberate compatibility paths.
+    Imports inside `try:` blocks that catch `ImportError`, under an `if` that tests a version, or
+    on the path where a feature test of torch fails (the `else` of `if hasattr(torch.distributed,
+    "ReduceOp"):`), are taken as deliberate compatibility paths.
     A file that imports a removed module is reported at the import only, not at each use.
     """
 
@@ -154,6 +155,8 @@ def _guarded(ctx: FileContext, node: cst.CSTNode) -> bool:
     for ancestor in ctx.index.ancestors(node):
         if type(ancestor) is cst.If and child is ancestor.body and "version" in ctx.code_for(ancestor.test).lower():
             return True
+        if type(ancestor) is cst.If and _feature_test(ctx, ancestor.test) == (child is ancestor.body):
+            return True  # the path of a torch that lacks what `hasattr(torch..., "X")` asks for
         if type(ancestor) is cst.Try and child is ancestor.body:
             for handler in ancestor.handlers:
                 if handler.type is None:
@@ -164,4 +167,21 @@ def _guarded(ctx: FileContext, node: cst.CSTNode) -> bool:
                     if (dotted_name(value) or "").rsplit(".", 1)[-1] in _IMPORT_ERRORS:
                         return True
         child = ancestor
+    return False
+
+
+def _feature_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
+    """False for `hasattr(torch.<...>, "X")` (its `else` runs on a torch without `X`), True for
+    its `not`; None for any other test."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = _feature_test(ctx, test.expression)
+        return None if inner is None else not inner
+    if not (
+        type(test) is cst.Call
+        and type(test.func) is cst.Name
+        and test.func.value == "hasattr"
+        and len(test.args) == 2
+        and (ctx.qualified_name(test.args[0].value) or "").split(".", 1)[0] == "torch"
+    ):
+        return None
     return False

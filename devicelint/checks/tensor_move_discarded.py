@@ -190,6 +190,8 @@ class TensorMoveDiscarded(Rule):
             fact = file_facts(ctx).value(receiver)
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
+            if fact.origin is None and _used_as_module(ctx, receiver):
+                continue  # `prior.cuda()` then `prior(x, y)`: no tensor is called, a module moves in place
             if method in CASTS and _already_of_dtype(ctx, receiver, method):
                 continue  # `FloatTensor(n, k)` then `.float()`: the cast returns the tensor itself
             creator = None

@@ -98,6 +98,9 @@ class WrappedStateDictPrefix(Rule):
     same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
     "best.pth")` and `f"{d}/best.pth"`), or, for a checkpoint dict, the same key
     (`{"net_state": ...}` and `ckpt["net_state"]`) unless both paths name different files.
+    Where a save to the load's path runs unconditionally before the load in the same scope (one
+    function, or a notebook's cells in order), the load reads what the last such save wrote:
+    earlier saves to the path, and the scope's saves after the load, are not compared.
     A load in a method that only the wrapping method calls, before it wraps, reads into the
     bare model. Files whose code (not comments) has a `"module."` or
     `"module"` string, a `[7:]` slice or `consume_prefix_in_state_dict_if_present` are taken
@@ -197,9 +200,7 @@ class WrappedStateDictPrefix(Rule):
         """The findings for one load into `target` (as it is at `at`) from `source`."""
         into_wrapper = _wrapper_of(ctx, target, at)
         via = f" (passed in by `{short(ctx, at)}`{_where(ctx, at)})" if at is not call else ""
-        for saved in saves:
-            if not _same_checkpoint(saved, source):
-                continue
+        for saved in _last_written(ctx, call, source[0], [s for s in saves if _same_checkpoint(s, source)]):
             if saved.wrapper is not None and into_wrapper is None and _bare(ctx, target, at):
                 yield self.violation(
                     call,
@@ -232,6 +233,43 @@ class WrappedStateDictPrefix(Rule):
                     ),
                     advice=f"load it with `{target}.module.load_state_dict(...)`",
                 )
+
+
+def _last_written(ctx: FileContext, load: cst.Call, path: str, saves: list[_Saved]) -> list[_Saved]:
+    """The saves of the checkpoint that `load` reads: where a save to its path runs on every path
+    before the load, in the load's own scope (a notebook's cells, one function), only what the
+    last such save wrote (it overwrote the earlier files; what the scope saves after the load
+    comes too late), and what other functions may write; else all of them."""
+    scope = ctx.index.enclosing_function(load)
+    here = ctx.index.position(load)
+    writes = [
+        call
+        for call in ctx.index.of_type(cst.Call)
+        if ctx.qualified_name(call.func) in SAVERS
+        and len(call.args) >= 2
+        and ctx.index.enclosing_function(call) is scope
+        and -1 < ctx.index.position(call) < here
+        and _unconditional(ctx, call, scope)
+        and _path_key(ctx, call.args[1].value, call) == path
+    ]
+    if not writes:
+        return saves
+    last = ctx.index.position(max(writes, key=ctx.index.position))
+    return [
+        s
+        for s in saves
+        if ctx.index.enclosing_function(s.call) is not scope or last <= ctx.index.position(s.call) < here
+    ]
+
+
+def _unconditional(ctx: FileContext, node: cst.CSTNode, scope: cst.FunctionDef | None) -> bool:
+    """`node` runs whenever its scope's body gets to it: no `if`, loop or `try` around it there."""
+    parent = ctx.index.parent(node)
+    while parent is not None and parent is not scope:
+        if type(parent) in (cst.If, cst.For, cst.While, cst.Try, cst.IfExp):
+            return False
+        parent = ctx.index.parent(parent)
+    return True
 
 
 def _same_checkpoint(saved: _Saved, source: tuple[str, str | None]) -> bool:

@@ -493,7 +493,9 @@ def _step_effect(node: ast.AST, params: set[str]) -> tuple[str, str] | None:
     if root not in params:
         return None
     if method == "step" and node.args:
-        return "scaler_step", root
+        # a scaler steps an optimizer; `sched.step(state["step"])`, `sched.step(epoch + 1)` or
+        # `sched.step(0)` hand a number to a learning-rate scheduler
+        return ("scaler_step", root) if _may_be_an_optimizer(node.args[0]) else None
     if method == "step" and not node.args:
         return "optimizer_step", root
     if method == "unscale_":
@@ -501,6 +503,15 @@ def _step_effect(node: ast.AST, params: set[str]) -> tuple[str, str] | None:
     if method == "update" and not node.args:
         return "update", root
     return None
+
+
+def _may_be_an_optimizer(arg: ast.expr) -> bool:
+    """Not a number: a literal, arithmetic, or an entry read with a string key."""
+    if isinstance(arg, (ast.Constant, ast.BinOp, ast.UnaryOp)):
+        return False
+    return not (
+        isinstance(arg, ast.Subscript) and isinstance(arg.slice, ast.Constant) and isinstance(arg.slice.value, str)
+    )
 
 
 _SYNC_METHODS = frozenset({"item", "tolist"})
