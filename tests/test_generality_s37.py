@@ -325,3 +325,34 @@ def test_the_helpers_result_kept_on_the_device_is_clean() -> None:
         "scores.append(float(dice(logits.detach(), mask)))", "scores.append(dice(logits.detach(), mask))"
     )
     assert _found(fixed) == []
+
+
+# -- a load a helper returns, judged by what every call of the helper does with it --------------
+
+RETURNED_HOST_PAYLOAD = """
+    import torch
+    import torch.nn as nn
+
+
+    class Quantizer(nn.Module):
+        @staticmethod
+        def _read_codebook(path):
+            return torch.load(path)
+
+        def __init__(self, codebook_path, level):
+            super().__init__()
+            table = self._read_codebook(codebook_path)
+            table = torch.from_numpy(table[level])
+            self.register_buffer("codebook", table)
+"""
+
+
+def test_a_returned_load_that_every_caller_reads_as_numpy_is_clean() -> None:
+    assert _found(RETURNED_HOST_PAYLOAD) == []
+
+
+def test_a_returned_load_a_caller_hands_to_the_model_is_reported() -> None:
+    into_model = RETURNED_HOST_PAYLOAD.replace(
+        "table = torch.from_numpy(table[level])", "self.load_state_dict(table)"
+    ).replace('            self.register_buffer("codebook", table)\n', "")
+    assert _found(into_model) == [(9, "DL501")]

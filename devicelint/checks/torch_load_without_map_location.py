@@ -740,11 +740,16 @@ class Payloads:
         return any(id(a) in self._datasets for a in self.ctx.index.ancestors(call))
 
     # -- how the result is used ----------------------------------------------------------
-    def _host_consumed(self, call: cst.Call) -> bool:
+    def _host_consumed(self, call: cst.Call, depth: int = 0) -> bool:
         consumer = self._consumer(call)
         if consumer is not None:
             return consumer == "host"
         name = self._assigned_name(call)
+        function = self.ctx.index.enclosing_function(call)
+        if name is None and type(self.ctx.index.parent(call)) is cst.Return and function is not None and depth < 2:
+            # `return torch.load(path)` in a helper: what every call of the helper does with it
+            sites = calls_of(self.ctx, function)
+            return bool(sites) and all(self._host_consumed(site, depth + 1) for site in sites)
         if name is None:
             return False
         scope = self.ctx.index.enclosing_function(call) or self.ctx.module
