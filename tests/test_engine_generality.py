@@ -8871,3 +8871,44 @@ def test_a_script_that_trains_in_a_top_level_loop_and_never_names_a_device_is_a_
     assert [f for f in _found(CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move="")) if f[1] == "DL101"] == []
     moved = CPU_SCRIPT_WITH_A_TOP_LEVEL_LOOP.format(move=".cuda()")
     assert [f for f in _found(moved) if f[1] == "DL101"] == [(11, "DL101")]
+
+
+# -- only DistributedDataParallel keeps a `device`: DataParallel raises on it -------------------
+
+WRAPPED_DEVICE_READ = """\
+import torch
+from torch import nn
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(16, 1)
+
+    @property
+    def device(self):
+        return self.head.weight.device
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def score_all(net, rows):
+    return [net(row.to(net.device)) for row in rows]
+
+
+def run(rows, gpus):
+    net = Scorer().cuda()
+    if gpus > 1:
+        net = {wrapper}(net)
+    return score_all(net, rows)
+"""
+
+
+def test_a_dataparallel_wrapper_read_for_its_device_in_a_helper_raises() -> None:
+    dp = WRAPPED_DEVICE_READ.format(wrapper="nn.DataParallel")
+    assert [f for f in _found(dp) if f[1] == "DL203"] == [(19, "DL203")]
+    ddp = WRAPPED_DEVICE_READ.format(wrapper="nn.parallel.DistributedDataParallel")
+    assert [f for f in _found(ddp) if f[1] == "DL203"] == []
+    unwrapped = dp.replace("return score_all(net, rows)", "return score_all(getattr(net, 'module', net), rows)")
+    assert [f for f in _found(unwrapped) if f[1] == "DL203"] == []

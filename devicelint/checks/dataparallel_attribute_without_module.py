@@ -33,7 +33,7 @@ from devicelint.fix_text import code_in_place
 from devicelint.project.view import ImportedHelper
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
-# Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
+# Everything an `nn.Module` and both `DataParallel` and `DistributedDataParallel` answer themselves.
 WRAPPER_ATTRIBUTES = frozenset(
     {
         "T_destination",
@@ -100,6 +100,16 @@ WRAPPER_ATTRIBUTES = frozenset(
         "output_device",
         "dim",
         "src_device_obj",
+        # DeepSpeed's engine (a wrapper too) answers these: code that calls them expects an
+        # engine there (MAE's `save_model` calls `model.save_checkpoint` on its DeepSpeed path)
+        "save_checkpoint",
+        "load_checkpoint",
+    }
+)
+# What only `DistributedDataParallel` (and wrappers built on it) answers: `DataParallel` keeps no
+# `device`, process group or reducer, so `dp_model.device` raises like any model attribute.
+DDP_ONLY_ATTRIBUTES = frozenset(
+    {
         "join",
         "join_device",
         "join_hook",
@@ -135,12 +145,15 @@ WRAPPER_ATTRIBUTES = frozenset(
         "ddp",
         "forward_sync_buffers",
         "skip_all_reduce_unused_params",
-        # DeepSpeed's engine (a wrapper too) answers these: code that calls them expects an
-        # engine there (MAE's `save_model` calls `model.save_checkpoint` on its DeepSpeed path)
-        "save_checkpoint",
-        "load_checkpoint",
     }
 )
+
+
+def answers(attr: str, kind: str) -> bool:
+    """Whether a wrapper of this kind (`DataParallel`, `DistributedDataParallel`) answers `attr` itself."""
+    return attr in WRAPPER_ATTRIBUTES or (kind != "DataParallel" and attr in DDP_ONLY_ATTRIBUTES)
+
+
 _FROM_FORWARD = " (called from `forward`)"
 _LIST_WRITES = frozenset({"append", "extend", "insert", "appendleft"})
 _GUARDS = frozenset({"hasattr", "isinstance", "getattr", "type", "setattr"})
@@ -161,7 +174,9 @@ class DataParallelAttributeWithoutModule(Rule):
     `model = load()` where `load` is a function of the file that returns the wrapper it made.
     Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
-    `model.state_dict()`, `model.to()`, `model.module`) are not reported.
+    `model.state_dict()`, `model.to()`, `model.module`) are not reported; what only
+    `DistributedDataParallel` keeps (`model.device`, `model.process_group`, `model.no_sync()`)
+    is reported on a `DataParallel` wrapper, which has none of it.
 
     It also flags, in the `forward` of a module class that the same file (or, with the project
     index, another module of the project) wraps in `nn.DataParallel` or of a module class of
@@ -330,11 +345,11 @@ class DataParallelAttributeWithoutModule(Rule):
         def visit(node: cst.CSTNode) -> None:
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
-                imported.extend(_imported_reads(ctx, node, wrapper))
+                imported.extend(_imported_reads(ctx, node, wrapper, site.kind))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
                 return
             attr = node.attr.value
-            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
+            if attr.startswith("_") or answers(attr, site.kind) or _is_target(ctx, node):
                 return
             if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
                 return  # set on the wrapper first (`net.pca = ...`), read back later: it works
@@ -372,9 +387,9 @@ class DataParallelAttributeWithoutModule(Rule):
             if callee == "__init__":
                 owner = ctx.index.enclosing_class(function)
                 callee = owner.name.value if owner is not None else callee
-                reads_of = _kept_reads(ctx, function, param)
+                reads_of = _kept_reads(ctx, function, param, site.kind)
             else:
-                reads_of = _param_reads(ctx, function, param)
+                reads_of = _param_reads(ctx, function, param, site.kind)
             for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
                 reader = ctx.index.enclosing_function(node)
@@ -745,7 +760,7 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
 
 
 def _imported_reads(
-    ctx: FileContext, call: cst.Call, wrapper: str
+    ctx: FileContext, call: cst.Call, wrapper: str, kind: str
 ) -> list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]]]]:
     """(argument, imported project function, parameter, model attributes it reads there) for
     each argument of `call` that is the wrapper, where that function reads attributes the
@@ -758,7 +773,7 @@ def _imported_reads(
     for param, arg in bound.items():
         if dotted_name(arg) != wrapper:
             continue
-        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and a not in WRAPPER_ATTRIBUTES]
+        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and not answers(a, kind)]
         if attributes:
             found.append((arg, helper, param, sorted(attributes, key=lambda item: item[1])))
     return found
@@ -786,7 +801,12 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
 
 
 def _param_reads(
-    ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False, depth: int = 0
+    ctx: FileContext,
+    function: cst.FunctionDef,
+    param: str,
+    kind: str,
+    rebinding_ok: bool = False,
+    depth: int = 0,
 ) -> list[cst.Attribute]:
     """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`; and in the
     functions of the file it hands `param` on to (`evaluate(model)` inside `train(model)`), one
@@ -811,20 +831,18 @@ def _param_reads(
     kept = [
         node
         for node in reads
-        if not node.attr.value.startswith("_")
-        and node.attr.value not in WRAPPER_ATTRIBUTES
-        and node.attr.value not in written
+        if not node.attr.value.startswith("_") and not answers(node.attr.value, kind) and node.attr.value not in written
     ]
     for callee, name in handed:
         if callee.name.value != "__init__":
-            kept += _param_reads(ctx, callee, name, depth=depth + 1)
+            kept += _param_reads(ctx, callee, name, kind, depth=depth + 1)
     return kept
 
 
-def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str, kind: str) -> list[cst.Attribute]:
     """Reads of `param.x` in `__init__`, and of `self.m.x` in the class's methods when `__init__`
     keeps the wrapper as `self.m = param`, unless the class tests, unwraps or rebinds `self.m`."""
-    reads = _param_reads(ctx, init, param)
+    reads = _param_reads(ctx, init, param, kind)
     cls = ctx.index.enclosing_class(init)
     if cls is None:
         return reads
@@ -844,7 +862,7 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
                 if method is not init and type(node) is cst.AssignTarget and dotted_name(node.target) == name:
                     return reads
         for method in methods(cls).values():
-            reads.extend(_param_reads(ctx, method, name, rebinding_ok=True))
+            reads.extend(_param_reads(ctx, method, name, kind, rebinding_ok=True))
     return reads
 
 
@@ -902,7 +920,7 @@ def _reads_in_other_methods(
         node
         for node in candidates
         if not node.attr.value.startswith("_")
-        and node.attr.value not in WRAPPER_ATTRIBUTES
+        and not answers(node.attr.value, site.kind)
         and node.attr.value not in written
     ], calls
 
