@@ -8912,3 +8912,43 @@ def test_a_dataparallel_wrapper_read_for_its_device_in_a_helper_raises() -> None
     assert [f for f in _found(ddp) if f[1] == "DL203"] == []
     unwrapped = dp.replace("return score_all(net, rows)", "return score_all(getattr(net, 'module', net), rows)")
     assert [f for f in _found(unwrapped) if f[1] == "DL203"] == []
+
+
+# -- a module moved in place by a statement stays what it was ----------------------------------
+
+WRAPPER_MOVED_BY_A_STATEMENT = """\
+import torch
+from torch import nn
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def fit(network, batches, loss_fn, opt):
+    for features, labels in batches:
+        labels = labels.to("cuda", non_blocking=True)
+        scores = network(features)
+        opt.zero_grad()
+        loss_fn(scores, labels).backward()
+        opt.step()
+
+
+def launch(batches):
+    tower = {wrap}
+    tower.to("cuda")
+    opt = torch.optim.Adam(tower.parameters())
+    fit(tower, batches, nn.CrossEntropyLoss(), opt)
+"""
+
+
+def test_a_dataparallel_wrapper_moved_by_a_statement_still_scatters_its_inputs() -> None:
+    wrapped = WRAPPER_MOVED_BY_A_STATEMENT.format(wrap="nn.DataParallel(Tower(), device_ids=[0, 1, 2])")
+    assert [f for f in _found(wrapped) if f[1] == "DL105"] == []
+    bare = WRAPPER_MOVED_BY_A_STATEMENT.format(wrap="Tower()")
+    assert [f for f in _found(bare) if f[1] == "DL105"] == [(17, "DL105")]
