@@ -8952,3 +8952,34 @@ def test_a_dataparallel_wrapper_moved_by_a_statement_still_scatters_its_inputs()
     assert [f for f in _found(wrapped) if f[1] == "DL105"] == []
     bare = WRAPPER_MOVED_BY_A_STATEMENT.format(wrap="Tower()")
     assert [f for f in _found(bare) if f[1] == "DL105"] == [(17, "DL105")]
+
+
+# -- a forward that rebuilds an attribute and returns it loses nothing under DataParallel ------
+
+PER_CALL_SCRATCH = """\
+import torch
+from torch import nn
+
+
+class PyramidHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.levels = nn.ModuleList([nn.Conv2d(8, 8, 3, padding=1) for _ in range(3)])
+
+    def forward(self, x):
+        self.maps = {{}}
+        for index, level in enumerate(self.levels):
+            x = level(x)
+            self.maps[index] = x
+        self.maps = [self.maps[i] for i in sorted(self.maps)]
+        return self.maps
+{reader}
+
+head = nn.DataParallel(PyramidHead().cuda())
+"""
+
+
+def test_an_attribute_rebuilt_and_returned_by_forward_is_scratch_space_for_the_call() -> None:
+    assert [f for f in _found(PER_CALL_SCRATCH.format(reader="")) if f[1] == "DL203"] == []
+    kept = PER_CALL_SCRATCH.format(reader="\n    def last_maps(self):\n        return self.maps\n")
+    assert [f for f in _found(kept) if f[1] == "DL203"] == [(11, "DL203"), (15, "DL203")]

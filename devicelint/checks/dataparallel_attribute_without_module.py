@@ -268,7 +268,8 @@ class DataParallelAttributeWithoutModule(Rule):
     is not reported when no other method but `__init__` reads it: every call moves it again
     before using it, so the lost write loses nothing; nor is a constant set only where the
     attribute is missing (`if not hasattr(self, "traced"): self.traced = False`), which every
-    replica sets again. Hooks count when registered in the wrapping function on
+    replica sets again, nor scratch space of one call (`self.outputs = []` at the top of
+    `forward`, filled, then returned) that nothing else in the file but `__init__` names. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
     `self.method`, or a def returned by a factory of the module; also hooks registered in the
     wrapped class's `__init__` on its own submodules (a hook object `self.save = SaveOutput()`
@@ -485,12 +486,13 @@ class DataParallelAttributeWithoutModule(Rule):
         if replication.whole is not None:
             place += f"` of a submodule of `{replication.whole}"  # the message closes the quote
         wrapper = f"`{replication.spelled}`{replication.where}"
+        scratch = _scratch_attributes(ctx, method, receiver)
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in _unpacked(ctx, targets):
                     attr = _self_attr(target, receiver)
-                    if attr is None or (type(node) is cst.AugAssign and attr in registered):
+                    if attr is None or (type(node) is cst.AugAssign and attr in registered) or attr in scratch:
                         continue
                     if type(node) is cst.Assign:
                         # the value this target gets: the assigned one, or its part of an unpacked container
@@ -512,7 +514,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     )
             elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _LIST_WRITES:
                 attr = _self_attr(node.func.value, receiver)
-                if attr is None or attr in registered:
+                if attr is None or attr in registered or attr in scratch:
                     continue
                 yield self.violation(
                     node,
@@ -951,6 +953,52 @@ def _per_call_placement(
         if any(_self_attr(n) == attr for n in ctx.index.walk(other) if type(n) is cst.Attribute):
             return False
     return True
+
+
+def _scratch_attributes(ctx: FileContext, method: cst.FunctionDef, receiver: str) -> set[str]:
+    """Attributes `method` uses as scratch space for one call: it first meets `receiver.x` as the
+    target of a plain assignment at the top of its body that does not read the old value
+    (`self.outputs = []`), reads it back later in the same call (appends, `return self.outputs`),
+    and nothing else in the file but `__init__` names `.x`. Each replica writes a fresh value into
+    its own `__dict__` and the result leaves through what the call returns, so losing the write
+    loses nothing; a value kept for a later reader (`self.attn = a` read by `model.module.attn`)
+    is named elsewhere and stays reported."""
+    first: dict[str, cst.Attribute] = {}
+    read_back: set[str] = set()
+    for node in ctx.index.walk(method.body):
+        if type(node) is not cst.Attribute or (attr := _self_attr(node, receiver)) is None:
+            continue
+        if attr in first:
+            if not _is_target(ctx, node):
+                read_back.add(attr)
+            continue
+        first[attr] = node
+    top_targets = {
+        id(target.target): statement
+        for statement in method.body.body
+        if type(statement) is cst.SimpleStatementLine
+        for small in statement.body
+        if type(small) is cst.Assign and len(small.targets) == 1
+        for target in small.targets
+    }
+    candidates = set()
+    for attr, node in first.items():
+        statement = top_targets.get(id(node))
+        if statement is None or attr not in read_back:
+            continue
+        value = statement.body[0].value  # type: ignore[attr-defined]  # a top-level single-target Assign
+        if any(type(n) is cst.Attribute and _self_attr(n, receiver) == attr for n in ctx.index.walk(value)):
+            continue
+        candidates.add(attr)
+    if not candidates:
+        return set()
+    cls = ctx.index.enclosing_class(method)
+    init = methods(cls).get("__init__") if cls is not None else None
+    inside = {id(n) for n in ctx.index.walk(method)} | ({id(n) for n in ctx.index.walk(init)} if init else set())
+    for node in ctx.index.of_type(cst.Attribute):
+        if node.attr.value in candidates and id(node) not in inside:
+            candidates.discard(node.attr.value)
+    return candidates
 
 
 def _lazy_default(ctx: FileContext, assign: cst.Assign, value: cst.BaseExpression, attr: str, receiver: str) -> bool:
