@@ -8983,3 +8983,40 @@ def test_an_attribute_rebuilt_and_returned_by_forward_is_scratch_space_for_the_c
     assert [f for f in _found(PER_CALL_SCRATCH.format(reader="")) if f[1] == "DL203"] == []
     kept = PER_CALL_SCRATCH.format(reader="\n    def last_maps(self):\n        return self.maps\n")
     assert [f for f in _found(kept) if f[1] == "DL203"] == [(11, "DL203"), (15, "DL203")]
+
+
+# -- OpenMMLab's wrappers are DataParallel / DDP; a set-up `if` whose other arms raise is the way on
+
+MM_LAUNCH = """\
+import os
+
+import torch
+import torch.distributed as dist
+from mmcv.parallel import MMDataParallel, MMDistributedDataParallel
+
+
+def bring_up(mode):
+    if mode == "none":
+        raise RuntimeError("single-process runs use MMDataParallel")
+    elif mode == "torchrun":
+        gpu = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(gpu)
+        dist.init_process_group("nccl")
+    else:
+        raise ValueError(mode)
+
+
+def fit(segmentor, loaders, runner_cls, mode):
+    bring_up(mode)
+    segmentor = MMDistributedDataParallel(segmentor.cuda(){ids})
+    runner = runner_cls(segmentor)
+    segmentor.train_step(next(iter(loaders[0])), None)
+    runner.run(loaders)
+"""
+
+
+def test_openmmlab_ddp_is_judged_as_ddp_with_its_own_steps_and_a_raising_setup_branch() -> None:
+    found = _found(MM_LAUNCH.format(ids=""))
+    assert [f for f in found if f[1] in ("DL203", "DL205")] == [(21, "DL205")]
+    fixed = _found(MM_LAUNCH.format(ids=", device_ids=[torch.cuda.current_device()]"))
+    assert [f for f in fixed if f[1] in ("DL203", "DL205")] == []

@@ -9,6 +9,9 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
+    MM_DATA_PARALLEL,
+    MM_DISTRIBUTED_DATA_PARALLEL,
+    MM_WRAPPER_METHODS,
     Replication,
     WrapperSite,
     data_parallel_classes,
@@ -149,9 +152,14 @@ DDP_ONLY_ATTRIBUTES = frozenset(
 )
 
 
-def answers(attr: str, kind: str) -> bool:
-    """Whether a wrapper of this kind (`DataParallel`, `DistributedDataParallel`) answers `attr` itself."""
-    return attr in WRAPPER_ATTRIBUTES or (kind != "DataParallel" and attr in DDP_ONLY_ATTRIBUTES)
+def answers(attr: str, site: WrapperSite) -> bool:
+    """Whether the wrapper made at `site` answers `attr` itself: what every module and wrapper
+    has, what only DDP keeps (on a DDP), and the steps OpenMMLab's wrappers add (on those)."""
+    if attr in WRAPPER_ATTRIBUTES:
+        return True
+    if site.kind != "DataParallel" and attr in DDP_ONLY_ATTRIBUTES:
+        return True
+    return site.qualified in MM_DATA_PARALLEL | MM_DISTRIBUTED_DATA_PARALLEL and attr in MM_WRAPPER_METHODS
 
 
 _FROM_FORWARD = " (called from `forward`)"
@@ -346,11 +354,11 @@ class DataParallelAttributeWithoutModule(Rule):
         def visit(node: cst.CSTNode) -> None:
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
-                imported.extend(_imported_reads(ctx, node, wrapper, site.kind))
+                imported.extend(_imported_reads(ctx, node, wrapper, site))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
                 return
             attr = node.attr.value
-            if attr.startswith("_") or answers(attr, site.kind) or _is_target(ctx, node):
+            if attr.startswith("_") or answers(attr, site) or _is_target(ctx, node):
                 return
             if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
                 return  # set on the wrapper first (`net.pca = ...`), read back later: it works
@@ -388,9 +396,9 @@ class DataParallelAttributeWithoutModule(Rule):
             if callee == "__init__":
                 owner = ctx.index.enclosing_class(function)
                 callee = owner.name.value if owner is not None else callee
-                reads_of = _kept_reads(ctx, function, param, site.kind)
+                reads_of = _kept_reads(ctx, function, param, site)
             else:
-                reads_of = _param_reads(ctx, function, param, site.kind)
+                reads_of = _param_reads(ctx, function, param, site)
             for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
                 reader = ctx.index.enclosing_function(node)
@@ -762,7 +770,7 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
 
 
 def _imported_reads(
-    ctx: FileContext, call: cst.Call, wrapper: str, kind: str
+    ctx: FileContext, call: cst.Call, wrapper: str, site: WrapperSite
 ) -> list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]]]]:
     """(argument, imported project function, parameter, model attributes it reads there) for
     each argument of `call` that is the wrapper, where that function reads attributes the
@@ -775,7 +783,7 @@ def _imported_reads(
     for param, arg in bound.items():
         if dotted_name(arg) != wrapper:
             continue
-        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and not answers(a, kind)]
+        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and not answers(a, site)]
         if attributes:
             found.append((arg, helper, param, sorted(attributes, key=lambda item: item[1])))
     return found
@@ -806,7 +814,7 @@ def _param_reads(
     ctx: FileContext,
     function: cst.FunctionDef,
     param: str,
-    kind: str,
+    site: WrapperSite,
     rebinding_ok: bool = False,
     depth: int = 0,
 ) -> list[cst.Attribute]:
@@ -833,18 +841,18 @@ def _param_reads(
     kept = [
         node
         for node in reads
-        if not node.attr.value.startswith("_") and not answers(node.attr.value, kind) and node.attr.value not in written
+        if not node.attr.value.startswith("_") and not answers(node.attr.value, site) and node.attr.value not in written
     ]
     for callee, name in handed:
         if callee.name.value != "__init__":
-            kept += _param_reads(ctx, callee, name, kind, depth=depth + 1)
+            kept += _param_reads(ctx, callee, name, site, depth=depth + 1)
     return kept
 
 
-def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str, kind: str) -> list[cst.Attribute]:
+def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str, site: WrapperSite) -> list[cst.Attribute]:
     """Reads of `param.x` in `__init__`, and of `self.m.x` in the class's methods when `__init__`
     keeps the wrapper as `self.m = param`, unless the class tests, unwraps or rebinds `self.m`."""
-    reads = _param_reads(ctx, init, param, kind)
+    reads = _param_reads(ctx, init, param, site)
     cls = ctx.index.enclosing_class(init)
     if cls is None:
         return reads
@@ -864,7 +872,7 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str, kind: str) 
                 if method is not init and type(node) is cst.AssignTarget and dotted_name(node.target) == name:
                     return reads
         for method in methods(cls).values():
-            reads.extend(_param_reads(ctx, method, name, kind, rebinding_ok=True))
+            reads.extend(_param_reads(ctx, method, name, site, rebinding_ok=True))
     return reads
 
 
@@ -921,9 +929,7 @@ def _reads_in_other_methods(
     return [
         node
         for node in candidates
-        if not node.attr.value.startswith("_")
-        and not answers(node.attr.value, site.kind)
-        and node.attr.value not in written
+        if not node.attr.value.startswith("_") and not answers(node.attr.value, site) and node.attr.value not in written
     ], calls
 
 

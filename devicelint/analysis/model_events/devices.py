@@ -24,15 +24,34 @@ from devicelint.context import FileContext
 # The name the parallelism rules use for a device; one type with the engine's.
 Device = DeviceId
 
-DATA_PARALLEL = frozenset(
-    {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
-)
-DISTRIBUTED_DATA_PARALLEL = frozenset(
+# Subclasses that keep the wrapper's contract (OpenMMLab's wrappers add only a `scatter` of
+# their data containers and `train_step`/`val_step`/`test_step`, see MM_WRAPPER_METHODS).
+MM_DATA_PARALLEL = frozenset({"mmcv.parallel.MMDataParallel", "mmcv.parallel.data_parallel.MMDataParallel"})
+MM_DISTRIBUTED_DATA_PARALLEL = frozenset(
     {
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.nn.DistributedDataParallel",
+        "mmcv.parallel.MMDistributedDataParallel",
+        "mmcv.parallel.distributed.MMDistributedDataParallel",
+        "mmengine.model.MMDistributedDataParallel",
+        "mmengine.model.wrappers.MMDistributedDataParallel",
+        "mmengine.model.wrappers.distributed.MMDistributedDataParallel",
     }
+)
+MM_WRAPPER_METHODS = frozenset({"train_step", "val_step", "test_step"})
+DATA_PARALLEL = (
+    frozenset(
+        {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
+    )
+    | MM_DATA_PARALLEL
+)
+DISTRIBUTED_DATA_PARALLEL = (
+    frozenset(
+        {
+            "torch.nn.parallel.DistributedDataParallel",
+            "torch.nn.parallel.distributed.DistributedDataParallel",
+            "torch.nn.DistributedDataParallel",
+        }
+    )
+    | MM_DISTRIBUTED_DATA_PARALLEL
 )
 # Casts and mode switches that return the module (or tensor) they are called on, unmoved.
 CASTS = frozenset({"half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"})
