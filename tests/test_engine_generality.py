@@ -9020,3 +9020,26 @@ def test_openmmlab_ddp_is_judged_as_ddp_with_its_own_steps_and_a_raising_setup_b
     assert [f for f in found if f[1] in ("DL203", "DL205")] == [(21, "DL205")]
     fixed = _found(MM_LAUNCH.format(ids=", device_ids=[torch.cuda.current_device()]"))
     assert [f for f in fixed if f[1] in ("DL203", "DL205")] == []
+
+
+# -- OpenMMLab's checkpoint loaders hand map_location=None on to torch.load ---------------------
+
+MM_RESTORE = """\
+import torch
+from mmcv.runner import load_checkpoint
+from mmengine.runner.checkpoint import _load_checkpoint as read_weights
+
+
+def restore(detector, args):
+    meta = load_checkpoint(detector, args.checkpoint{first})
+    teacher = read_weights(args.teacher{second})
+    detector.load_state_dict(teacher["state_dict"], strict=False)
+    return detector.cuda().eval(), meta
+"""
+
+
+def test_openmmlab_checkpoint_loaders_without_map_location_restore_to_the_saving_gpu() -> None:
+    bare = _found(MM_RESTORE.format(first="", second=""))
+    assert [f for f in bare if f[1] == "DL501"] == [(7, "DL501"), (8, "DL501")]
+    mapped = _found(MM_RESTORE.format(first=", map_location='cpu'", second=", 'cpu'"))
+    assert [f for f in mapped if f[1] == "DL501"] == []
