@@ -9043,3 +9043,30 @@ def test_openmmlab_checkpoint_loaders_without_map_location_restore_to_the_saving
     assert [f for f in bare if f[1] == "DL501"] == [(7, "DL501"), (8, "DL501")]
     mapped = _found(MM_RESTORE.format(first=", map_location='cpu'", second=", 'cpu'"))
     assert [f for f in mapped if f[1] == "DL501"] == []
+
+
+# -- a torchvision model picked by name is a bare model ----------------------------------------
+
+PICKED_BY_NAME = """\
+import torch
+import torchvision
+
+
+def export_weights(net, where):
+    torch.save({{"weights": {saved}, "epoch": 3}}, where)
+
+
+def fine_tune(name, where, rank):
+    backbone = getattr(torchvision.models, name)(weights=None)
+    blob = torch.load(where, map_location="cpu")
+    backbone.load_state_dict(blob["weights"])
+    net = torch.nn.parallel.DistributedDataParallel(backbone.cuda(rank), device_ids=[rank])
+    export_weights(net, where)
+"""
+
+
+def test_a_torchvision_model_picked_by_name_is_bare_when_it_loads_a_wrapper_checkpoint() -> None:
+    wrapped = PICKED_BY_NAME.format(saved="net.state_dict()")
+    assert [f for f in _found(wrapped) if f[1] == "DL204"] == [(12, "DL204")]
+    unwrapped = PICKED_BY_NAME.format(saved="net.module.state_dict()")
+    assert [f for f in _found(unwrapped) if f[1] == "DL204"] == []
