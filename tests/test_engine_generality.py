@@ -9402,3 +9402,202 @@ def test_a_script_that_only_prints_the_device_it_chose_is_a_cpu_program() -> Non
     assert [f for f in _found(CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE.format(move="")) if f[1] == "DL101"] == []
     moved = CPU_SCRIPT_THAT_ONLY_SHOWS_ITS_DEVICE.format(move=".to(device)")
     assert [f for f in _found(moved) if f[1] == "DL101"] == [(17, "DL101")]
+
+
+# -- only DistributedDataParallel keeps a `device`: DataParallel raises on it -------------------
+
+WRAPPED_DEVICE_READ = """\
+import torch
+from torch import nn
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(16, 1)
+
+    @property
+    def device(self):
+        return self.head.weight.device
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def score_all(net, rows):
+    return [net(row.to(net.device)) for row in rows]
+
+
+def run(rows, gpus):
+    net = Scorer().cuda()
+    if gpus > 1:
+        net = {wrapper}(net)
+    return score_all(net, rows)
+"""
+
+
+def test_a_dataparallel_wrapper_read_for_its_device_in_a_helper_raises() -> None:
+    dp = WRAPPED_DEVICE_READ.format(wrapper="nn.DataParallel")
+    assert [f for f in _found(dp) if f[1] == "DL203"] == [(19, "DL203")]
+    ddp = WRAPPED_DEVICE_READ.format(wrapper="nn.parallel.DistributedDataParallel")
+    assert [f for f in _found(ddp) if f[1] == "DL203"] == []
+    unwrapped = dp.replace("return score_all(net, rows)", "return score_all(getattr(net, 'module', net), rows)")
+    assert [f for f in _found(unwrapped) if f[1] == "DL203"] == []
+
+
+# -- a module moved in place by a statement stays what it was ----------------------------------
+
+WRAPPER_MOVED_BY_A_STATEMENT = """\
+import torch
+from torch import nn
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def fit(network, batches, loss_fn, opt):
+    for features, labels in batches:
+        labels = labels.to("cuda", non_blocking=True)
+        scores = network(features)
+        opt.zero_grad()
+        loss_fn(scores, labels).backward()
+        opt.step()
+
+
+def launch(batches):
+    tower = {wrap}
+    tower.to("cuda")
+    opt = torch.optim.Adam(tower.parameters())
+    fit(tower, batches, nn.CrossEntropyLoss(), opt)
+"""
+
+
+def test_a_dataparallel_wrapper_moved_by_a_statement_still_scatters_its_inputs() -> None:
+    wrapped = WRAPPER_MOVED_BY_A_STATEMENT.format(wrap="nn.DataParallel(Tower(), device_ids=[0, 1, 2])")
+    assert [f for f in _found(wrapped) if f[1] == "DL105"] == []
+    bare = WRAPPER_MOVED_BY_A_STATEMENT.format(wrap="Tower()")
+    assert [f for f in _found(bare) if f[1] == "DL105"] == [(17, "DL105")]
+
+
+# -- a forward that rebuilds an attribute and returns it loses nothing under DataParallel ------
+
+PER_CALL_SCRATCH = """\
+import torch
+from torch import nn
+
+
+class PyramidHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.levels = nn.ModuleList([nn.Conv2d(8, 8, 3, padding=1) for _ in range(3)])
+
+    def forward(self, x):
+        self.maps = {{}}
+        for index, level in enumerate(self.levels):
+            x = level(x)
+            self.maps[index] = x
+        self.maps = [self.maps[i] for i in sorted(self.maps)]
+        return self.maps
+{reader}
+
+head = nn.DataParallel(PyramidHead().cuda())
+"""
+
+
+def test_an_attribute_rebuilt_and_returned_by_forward_is_scratch_space_for_the_call() -> None:
+    assert [f for f in _found(PER_CALL_SCRATCH.format(reader="")) if f[1] == "DL203"] == []
+    kept = PER_CALL_SCRATCH.format(reader="\n    def last_maps(self):\n        return self.maps\n")
+    assert [f for f in _found(kept) if f[1] == "DL203"] == [(11, "DL203"), (15, "DL203")]
+
+
+# -- OpenMMLab's wrappers are DataParallel / DDP; a set-up `if` whose other arms raise is the way on
+
+MM_LAUNCH = """\
+import os
+
+import torch
+import torch.distributed as dist
+from mmcv.parallel import MMDataParallel, MMDistributedDataParallel
+
+
+def bring_up(mode):
+    if mode == "none":
+        raise RuntimeError("single-process runs use MMDataParallel")
+    elif mode == "torchrun":
+        gpu = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(gpu)
+        dist.init_process_group("nccl")
+    else:
+        raise ValueError(mode)
+
+
+def fit(segmentor, loaders, runner_cls, mode):
+    bring_up(mode)
+    segmentor = MMDistributedDataParallel(segmentor.cuda(){ids})
+    runner = runner_cls(segmentor)
+    segmentor.train_step(next(iter(loaders[0])), None)
+    runner.run(loaders)
+"""
+
+
+def test_openmmlab_ddp_is_judged_as_ddp_with_its_own_steps_and_a_raising_setup_branch() -> None:
+    found = _found(MM_LAUNCH.format(ids=""))
+    assert [f for f in found if f[1] in ("DL203", "DL205")] == [(21, "DL205")]
+    fixed = _found(MM_LAUNCH.format(ids=", device_ids=[torch.cuda.current_device()]"))
+    assert [f for f in fixed if f[1] in ("DL203", "DL205")] == []
+
+
+# -- OpenMMLab's checkpoint loaders hand map_location=None on to torch.load ---------------------
+
+MM_RESTORE = """\
+import torch
+from mmcv.runner import load_checkpoint
+from mmengine.runner.checkpoint import _load_checkpoint as read_weights
+
+
+def restore(detector, args):
+    meta = load_checkpoint(detector, args.checkpoint{first})
+    teacher = read_weights(args.teacher{second})
+    detector.load_state_dict(teacher["state_dict"], strict=False)
+    return detector.cuda().eval(), meta
+"""
+
+
+def test_openmmlab_checkpoint_loaders_without_map_location_restore_to_the_saving_gpu() -> None:
+    bare = _found(MM_RESTORE.format(first="", second=""))
+    assert [f for f in bare if f[1] == "DL501"] == [(7, "DL501"), (8, "DL501")]
+    mapped = _found(MM_RESTORE.format(first=", map_location='cpu'", second=", 'cpu'"))
+    assert [f for f in mapped if f[1] == "DL501"] == []
+
+
+# -- a torchvision model picked by name is a bare model ----------------------------------------
+
+PICKED_BY_NAME = """\
+import torch
+import torchvision
+
+
+def export_weights(net, where):
+    torch.save({{"weights": {saved}, "epoch": 3}}, where)
+
+
+def fine_tune(name, where, rank):
+    backbone = getattr(torchvision.models, name)(weights=None)
+    blob = torch.load(where, map_location="cpu")
+    backbone.load_state_dict(blob["weights"])
+    net = torch.nn.parallel.DistributedDataParallel(backbone.cuda(rank), device_ids=[rank])
+    export_weights(net, where)
+"""
+
+
+def test_a_torchvision_model_picked_by_name_is_bare_when_it_loads_a_wrapper_checkpoint() -> None:
+    wrapped = PICKED_BY_NAME.format(saved="net.state_dict()")
+    assert [f for f in _found(wrapped) if f[1] == "DL204"] == [(12, "DL204")]
+    unwrapped = PICKED_BY_NAME.format(saved="net.module.state_dict()")
+    assert [f for f in _found(unwrapped) if f[1] == "DL204"] == []

@@ -728,9 +728,13 @@ class _Interpreter(CallEvaluation):
         if move_call(value) is not None:
             receiver = value.func.value  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`: func is an Attribute
             key = self._key(receiver)
-            if key is not None and not self._fact_of(receiver).is_tensor:
+            held = self._fact_of(receiver)
+            if key is not None and not held.is_tensor:
                 where = fact.where if fact.where in (ACCELERATOR, "cpu") else None
-                self.env[key] = Fact(MODULE, where=where, device_expr=fact.device_expr, device=fact.device)
+                # The same module, moved: it keeps what it is (`DataParallel(m)` then `net.cuda()`
+                # is still the wrapper that scatters its inputs), only its place changes.
+                kept = held if held.kind == MODULE else Fact(MODULE)
+                self.env[key] = replace(kept, where=where, device_expr=fact.device_expr, device=fact.device)
 
     def _write(self, target: cst.Subscript, value: Fact, value_node: cst.BaseExpression) -> None:
         """`scores[rows] = cpu_tensor` into a device tensor: advanced indexing (`index_put_`)

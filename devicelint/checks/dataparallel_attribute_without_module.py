@@ -9,6 +9,9 @@ from devicelint.analysis.container_reads import through_containers, unpacked_par
 from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.instance_parameters import instance_binding, instance_class
 from devicelint.analysis.model_events import (
+    MM_DATA_PARALLEL,
+    MM_DISTRIBUTED_DATA_PARALLEL,
+    MM_WRAPPER_METHODS,
     Replication,
     WrapperSite,
     data_parallel_classes,
@@ -33,7 +36,7 @@ from devicelint.fix_text import code_in_place
 from devicelint.project.view import ImportedHelper
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
-# Everything an `nn.Module`, `DataParallel` or `DistributedDataParallel` answers itself.
+# Everything an `nn.Module` and both `DataParallel` and `DistributedDataParallel` answer themselves.
 WRAPPER_ATTRIBUTES = frozenset(
     {
         "T_destination",
@@ -100,6 +103,16 @@ WRAPPER_ATTRIBUTES = frozenset(
         "output_device",
         "dim",
         "src_device_obj",
+        # DeepSpeed's engine (a wrapper too) answers these: code that calls them expects an
+        # engine there (MAE's `save_model` calls `model.save_checkpoint` on its DeepSpeed path)
+        "save_checkpoint",
+        "load_checkpoint",
+    }
+)
+# What only `DistributedDataParallel` (and wrappers built on it) answers: `DataParallel` keeps no
+# `device`, process group or reducer, so `dp_model.device` raises like any model attribute.
+DDP_ONLY_ATTRIBUTES = frozenset(
+    {
         "join",
         "join_device",
         "join_hook",
@@ -135,12 +148,20 @@ WRAPPER_ATTRIBUTES = frozenset(
         "ddp",
         "forward_sync_buffers",
         "skip_all_reduce_unused_params",
-        # DeepSpeed's engine (a wrapper too) answers these: code that calls them expects an
-        # engine there (MAE's `save_model` calls `model.save_checkpoint` on its DeepSpeed path)
-        "save_checkpoint",
-        "load_checkpoint",
     }
 )
+
+
+def answers(attr: str, site: WrapperSite) -> bool:
+    """Whether the wrapper made at `site` answers `attr` itself: what every module and wrapper
+    has, what only DDP keeps (on a DDP), and the steps OpenMMLab's wrappers add (on those)."""
+    if attr in WRAPPER_ATTRIBUTES:
+        return True
+    if site.kind != "DataParallel" and attr in DDP_ONLY_ATTRIBUTES:
+        return True
+    return site.qualified in MM_DATA_PARALLEL | MM_DISTRIBUTED_DATA_PARALLEL and attr in MM_WRAPPER_METHODS
+
+
 _FROM_FORWARD = " (called from `forward`)"
 _LIST_WRITES = frozenset({"append", "extend", "insert", "appendleft"})
 _GUARDS = frozenset({"hasattr", "isinstance", "getattr", "type", "setattr"})
@@ -161,7 +182,9 @@ class DataParallelAttributeWithoutModule(Rule):
     `model = load()` where `load` is a function of the file that returns the wrapper it made.
     Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
-    `model.state_dict()`, `model.to()`, `model.module`) are not reported.
+    `model.state_dict()`, `model.to()`, `model.module`) are not reported; what only
+    `DistributedDataParallel` keeps (`model.device`, `model.process_group`, `model.no_sync()`)
+    is reported on a `DataParallel` wrapper, which has none of it.
 
     It also flags, in the `forward` of a module class that the same file (or, with the project
     index, another module of the project) wraps in `nn.DataParallel` or of a module class of
@@ -253,7 +276,8 @@ class DataParallelAttributeWithoutModule(Rule):
     is not reported when no other method but `__init__` reads it: every call moves it again
     before using it, so the lost write loses nothing; nor is a constant set only where the
     attribute is missing (`if not hasattr(self, "traced"): self.traced = False`), which every
-    replica sets again. Hooks count when registered in the wrapping function on
+    replica sets again, nor scratch space of one call (`self.outputs = []` at the top of
+    `forward`, filled, then returned) that nothing else in the file but `__init__` names. Hooks count when registered in the wrapping function on
     the wrapped name (or its `.module`), as a def of that function or of the module, a lambda,
     `self.method`, or a def returned by a factory of the module; also hooks registered in the
     wrapped class's `__init__` on its own submodules (a hook object `self.save = SaveOutput()`
@@ -330,11 +354,11 @@ class DataParallelAttributeWithoutModule(Rule):
         def visit(node: cst.CSTNode) -> None:
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
-                imported.extend(_imported_reads(ctx, node, wrapper))
+                imported.extend(_imported_reads(ctx, node, wrapper, site))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
                 return
             attr = node.attr.value
-            if attr.startswith("_") or attr in WRAPPER_ATTRIBUTES or _is_target(ctx, node):
+            if attr.startswith("_") or answers(attr, site) or _is_target(ctx, node):
                 return
             if written.get(attr, len(scope.nodes)) < scope.order.get(id(statement_of(ctx, node)), -1):
                 return  # set on the wrapper first (`net.pca = ...`), read back later: it works
@@ -372,9 +396,9 @@ class DataParallelAttributeWithoutModule(Rule):
             if callee == "__init__":
                 owner = ctx.index.enclosing_class(function)
                 callee = owner.name.value if owner is not None else callee
-                reads_of = _kept_reads(ctx, function, param)
+                reads_of = _kept_reads(ctx, function, param, site)
             else:
-                reads_of = _param_reads(ctx, function, param)
+                reads_of = _param_reads(ctx, function, param, site)
             for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
                 reader = ctx.index.enclosing_function(node)
@@ -470,12 +494,13 @@ class DataParallelAttributeWithoutModule(Rule):
         if replication.whole is not None:
             place += f"` of a submodule of `{replication.whole}"  # the message closes the quote
         wrapper = f"`{replication.spelled}`{replication.where}"
+        scratch = _scratch_attributes(ctx, method, receiver)
         for node in scope_facts(ctx, method).nodes:
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in _unpacked(ctx, targets):
                     attr = _self_attr(target, receiver)
-                    if attr is None or (type(node) is cst.AugAssign and attr in registered):
+                    if attr is None or (type(node) is cst.AugAssign and attr in registered) or attr in scratch:
                         continue
                     if type(node) is cst.Assign:
                         # the value this target gets: the assigned one, or its part of an unpacked container
@@ -497,7 +522,7 @@ class DataParallelAttributeWithoutModule(Rule):
                     )
             elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _LIST_WRITES:
                 attr = _self_attr(node.func.value, receiver)
-                if attr is None or attr in registered:
+                if attr is None or attr in registered or attr in scratch:
                     continue
                 yield self.violation(
                     node,
@@ -745,7 +770,7 @@ def _callee_params(ctx: FileContext, call: cst.Call, wrapper: str) -> list[tuple
 
 
 def _imported_reads(
-    ctx: FileContext, call: cst.Call, wrapper: str
+    ctx: FileContext, call: cst.Call, wrapper: str, site: WrapperSite
 ) -> list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]]]]:
     """(argument, imported project function, parameter, model attributes it reads there) for
     each argument of `call` that is the wrapper, where that function reads attributes the
@@ -758,7 +783,7 @@ def _imported_reads(
     for param, arg in bound.items():
         if dotted_name(arg) != wrapper:
             continue
-        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and a not in WRAPPER_ATTRIBUTES]
+        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and not answers(a, site)]
         if attributes:
             found.append((arg, helper, param, sorted(attributes, key=lambda item: item[1])))
     return found
@@ -786,7 +811,12 @@ def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, i
 
 
 def _param_reads(
-    ctx: FileContext, function: cst.FunctionDef, param: str, rebinding_ok: bool = False, depth: int = 0
+    ctx: FileContext,
+    function: cst.FunctionDef,
+    param: str,
+    site: WrapperSite,
+    rebinding_ok: bool = False,
+    depth: int = 0,
 ) -> list[cst.Attribute]:
     """Reads of `param.x` in `function`, unless it tests, rebinds or writes to `param`; and in the
     functions of the file it hands `param` on to (`evaluate(model)` inside `train(model)`), one
@@ -811,20 +841,18 @@ def _param_reads(
     kept = [
         node
         for node in reads
-        if not node.attr.value.startswith("_")
-        and node.attr.value not in WRAPPER_ATTRIBUTES
-        and node.attr.value not in written
+        if not node.attr.value.startswith("_") and not answers(node.attr.value, site) and node.attr.value not in written
     ]
     for callee, name in handed:
         if callee.name.value != "__init__":
-            kept += _param_reads(ctx, callee, name, depth=depth + 1)
+            kept += _param_reads(ctx, callee, name, site, depth=depth + 1)
     return kept
 
 
-def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst.Attribute]:
+def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str, site: WrapperSite) -> list[cst.Attribute]:
     """Reads of `param.x` in `__init__`, and of `self.m.x` in the class's methods when `__init__`
     keeps the wrapper as `self.m = param`, unless the class tests, unwraps or rebinds `self.m`."""
-    reads = _param_reads(ctx, init, param)
+    reads = _param_reads(ctx, init, param, site)
     cls = ctx.index.enclosing_class(init)
     if cls is None:
         return reads
@@ -844,7 +872,7 @@ def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str) -> list[cst
                 if method is not init and type(node) is cst.AssignTarget and dotted_name(node.target) == name:
                     return reads
         for method in methods(cls).values():
-            reads.extend(_param_reads(ctx, method, name, rebinding_ok=True))
+            reads.extend(_param_reads(ctx, method, name, site, rebinding_ok=True))
     return reads
 
 
@@ -901,9 +929,7 @@ def _reads_in_other_methods(
     return [
         node
         for node in candidates
-        if not node.attr.value.startswith("_")
-        and node.attr.value not in WRAPPER_ATTRIBUTES
-        and node.attr.value not in written
+        if not node.attr.value.startswith("_") and not answers(node.attr.value, site) and node.attr.value not in written
     ], calls
 
 
@@ -933,6 +959,52 @@ def _per_call_placement(
         if any(_self_attr(n) == attr for n in ctx.index.walk(other) if type(n) is cst.Attribute):
             return False
     return True
+
+
+def _scratch_attributes(ctx: FileContext, method: cst.FunctionDef, receiver: str) -> set[str]:
+    """Attributes `method` uses as scratch space for one call: it first meets `receiver.x` as the
+    target of a plain assignment at the top of its body that does not read the old value
+    (`self.outputs = []`), reads it back later in the same call (appends, `return self.outputs`),
+    and nothing else in the file but `__init__` names `.x`. Each replica writes a fresh value into
+    its own `__dict__` and the result leaves through what the call returns, so losing the write
+    loses nothing; a value kept for a later reader (`self.attn = a` read by `model.module.attn`)
+    is named elsewhere and stays reported."""
+    first: dict[str, cst.Attribute] = {}
+    read_back: set[str] = set()
+    for node in ctx.index.walk(method.body):
+        if type(node) is not cst.Attribute or (attr := _self_attr(node, receiver)) is None:
+            continue
+        if attr in first:
+            if not _is_target(ctx, node):
+                read_back.add(attr)
+            continue
+        first[attr] = node
+    top_targets = {
+        id(target.target): statement
+        for statement in method.body.body
+        if type(statement) is cst.SimpleStatementLine
+        for small in statement.body
+        if type(small) is cst.Assign and len(small.targets) == 1
+        for target in small.targets
+    }
+    candidates = set()
+    for attr, node in first.items():
+        statement = top_targets.get(id(node))
+        if statement is None or attr not in read_back:
+            continue
+        value = statement.body[0].value  # type: ignore[attr-defined]  # a top-level single-target Assign
+        if any(type(n) is cst.Attribute and _self_attr(n, receiver) == attr for n in ctx.index.walk(value)):
+            continue
+        candidates.add(attr)
+    if not candidates:
+        return set()
+    cls = ctx.index.enclosing_class(method)
+    init = methods(cls).get("__init__") if cls is not None else None
+    inside = {id(n) for n in ctx.index.walk(method)} | ({id(n) for n in ctx.index.walk(init)} if init else set())
+    for node in ctx.index.of_type(cst.Attribute):
+        if node.attr.value in candidates and id(node) not in inside:
+            candidates.discard(node.attr.value)
+    return candidates
 
 
 def _lazy_default(ctx: FileContext, assign: cst.Assign, value: cst.BaseExpression, attr: str, receiver: str) -> bool:

@@ -49,9 +49,10 @@ _PER_PROCESS_VISIBILITY = ("CUDA_VISIBLE_DEVICES",)
 class DdpDeviceSetup(Rule):
     """
     ## What it does
-    Flags `DistributedDataParallel` (under any alias, apex's `apex.parallel` one included) set
-    up so that ranks do not each get their own GPU (`torch.compile(model)` and apex's
-    `amp.initialize(model, optimizer)` return the model where it was):
+    Flags `DistributedDataParallel` (under any alias, apex's `apex.parallel` one and
+    OpenMMLab's `MMDistributedDataParallel` included) set up so that ranks do not each get
+    their own GPU (`torch.compile(model)` and apex's `amp.initialize(model, optimizer)` return
+    the model where it was):
 
     - `device_ids=[...]` given for a model built in the same function and never moved off the
       CPU (also without `device_ids` when the file uses the `nccl` backend);
@@ -122,7 +123,8 @@ class DdpDeviceSetup(Rule):
     whose every `return` hands back such a model unmoved, or from any builder called without a
     device-like argument when the function moves other tensors to a GPU itself; and not handed
     to other code before wrapping. `self.model` built in `__init__` and wrapped in another method
-    counts when no other method of the class (which has no base class) moves or hands it on. A `set_device` in another function counts when it is not under an `if` or a loop;
+    counts when no other method of the class (which has no base class) moves or hands it on. A `set_device` in another function counts when it is not under an `if` or a loop
+    (an `if` whose other arms all raise, `else: raise ValueError(launcher)`, is the only way on);
     one in the wrapping function counts only on the way to the wrapper (also under an `if` with
     the same test as one around the wrapper: `if args.distributed:` twice). A model on the current
     device (`.cuda()`, `"cuda"`) wrapped with per-rank `device_ids` is judged only in a file that

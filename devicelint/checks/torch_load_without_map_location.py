@@ -19,13 +19,30 @@ from devicelint.project.view import path_key
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
 LOADERS = frozenset({"torch.load", "torch.serialization.load"})
+# Library loaders that hand their `map_location` (default `None`) on to `torch.load`, with the
+# position of that parameter: OpenMMLab's checkpoint helpers (`load_checkpoint(model, filename,
+# map_location=None)`, `_load_checkpoint(filename, map_location=None)`).
+MAP_LOCATION_AT = {
+    "torch.load": 1,
+    "torch.serialization.load": 1,
+    "mmcv.runner._load_checkpoint": 1,
+    "mmcv.runner.checkpoint._load_checkpoint": 1,
+    "mmengine.runner._load_checkpoint": 1,
+    "mmengine.runner.checkpoint._load_checkpoint": 1,
+    "mmcv.runner.load_checkpoint": 2,
+    "mmcv.runner.checkpoint.load_checkpoint": 2,
+    "mmengine.runner.load_checkpoint": 2,
+    "mmengine.runner.checkpoint.load_checkpoint": 2,
+}
 
 
 @register
 class TorchLoadWithoutMapLocation(Rule):
     """
     ## What it does
-    Flags `torch.load(...)` calls that pass no `map_location`, by keyword or as the second
+    Flags `torch.load(...)` calls (and OpenMMLab's `load_checkpoint(model, filename)` /
+    `_load_checkpoint(filename)`, which hand their `map_location`, `None` by default, on to
+    `torch.load`) that pass no `map_location`, by keyword or as the second
     positional argument, or that pass `None`, which is the same: `map_location=None`, either
     branch of `None if ... else "cpu"`, or a name of the same function bound to `None` that no
     later binding replaces on every path to the load (`loc = None`, then `if resume: loc =
@@ -135,10 +152,11 @@ class TorchLoadWithoutMapLocation(Rule):
             return  # a test reloads what it or its fixtures wrote on the machine that runs it
         payloads = None
         for call in ctx.index.of_type(cst.Call):
-            if ctx.qualified_name(call.func) not in LOADERS:
+            position = MAP_LOCATION_AT.get(ctx.qualified_name(call.func) or "")
+            if position is None:
                 continue
-            none = _map_location_none(ctx, call)
-            if none is None and _has_map_location(call.args):
+            none = _map_location_none(ctx, call) if position == 1 else None
+            if none is None and _has_map_location(call.args, position):
                 continue
             if _loads_in_memory_buffer(ctx, call) or _guarded_by_cuda(ctx, call):
                 continue
@@ -439,7 +457,7 @@ def _enclosing_blocks(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -
     return blocks
 
 
-def _has_map_location(args: Sequence[cst.Arg]) -> bool:
+def _has_map_location(args: Sequence[cst.Arg], position: int = 1) -> bool:
     positional = 0
     for arg in args:
         if arg.star:  # *args or **kwargs may carry it
@@ -448,7 +466,7 @@ def _has_map_location(args: Sequence[cst.Arg]) -> bool:
             positional += 1
         elif arg.keyword.value == "map_location":
             return True
-    return positional >= 2
+    return positional > position
 
 
 def _add_map_location(ctx: FileContext, call: cst.Call) -> FixProposal | None:

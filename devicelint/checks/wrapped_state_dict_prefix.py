@@ -54,7 +54,8 @@ class WrappedStateDictPrefix(Rule):
     one file: `torch.save(model.state_dict(), path)` (or `{"model": model.state_dict()}`) where
     `model` is a wrapper (wrapped in the same function, or `self.model` wrapped in another
     method of the class), and the same file (and key) loaded with `load_state_dict` into a bare
-    model built in the file; and the reverse, a bare model's checkpoint loaded into a wrapper.
+    model built in the file (a class of the file or of `torch.nn`, a builder, or a torchvision
+    model picked by name: `models.__dict__[args.arch]()`); and the reverse, a bare model's checkpoint loaded into a wrapper.
     The finding is on the `load_state_dict` call, where the keys fail to match.
 
     ## Why it is a bug on a GPU
@@ -655,7 +656,24 @@ def _bare(ctx: FileContext, var: str, at: cst.CSTNode) -> bool:
     qualified = ctx.qualified_name(base.func) or ""
     if qualified in DATA_PARALLEL | DISTRIBUTED_DATA_PARALLEL:
         return False
+    if _picked_from_model_zoo(ctx, base.func):
+        return True  # `models.__dict__[args.arch]()`: a torchvision model chosen by name
     callee = (dotted_name(base.func) or "").rsplit(".", 1)[-1]
     # (or a builder function of the file whose every return hands back a model it built and
     # never wrapped or moved: `model = make_net()`)
     return facts.trusted or callee[:1].isupper() or callee == "from_pretrained" or built_on_cpu(ctx, base, None)
+
+
+MODEL_ZOOS = ("torchvision.models",)
+
+
+def _picked_from_model_zoo(ctx: FileContext, func: cst.BaseExpression) -> bool:
+    """`models.__dict__[name]` or `getattr(models, name)` of `torchvision.models`: the model
+    builder a script picks by name (the ImageNet example's `--arch`), which builds a bare model."""
+    zoo: cst.BaseExpression | None = None
+    if type(func) is cst.Subscript and type(func.value) is cst.Attribute and func.value.attr.value == "__dict__":
+        zoo = func.value.value
+    elif type(func) is cst.Call and type(func.func) is cst.Name and func.func.value == "getattr" and func.args:
+        zoo = func.args[0].value
+    qualified = ctx.qualified_name(zoo) if zoo is not None else None
+    return qualified is not None and any(qualified == z or qualified.startswith(z + ".") for z in MODEL_ZOOS)

@@ -24,21 +24,40 @@ from devicelint.context import FileContext
 # The name the parallelism rules use for a device; one type with the engine's.
 Device = DeviceId
 
-DATA_PARALLEL = frozenset(
-    {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
+# Subclasses that keep the wrapper's contract (OpenMMLab's wrappers add only a `scatter` of
+# their data containers and `train_step`/`val_step`/`test_step`, see MM_WRAPPER_METHODS).
+MM_DATA_PARALLEL = frozenset({"mmcv.parallel.MMDataParallel", "mmcv.parallel.data_parallel.MMDataParallel"})
+MM_DISTRIBUTED_DATA_PARALLEL = frozenset(
+    {
+        "mmcv.parallel.MMDistributedDataParallel",
+        "mmcv.parallel.distributed.MMDistributedDataParallel",
+        "mmengine.model.MMDistributedDataParallel",
+        "mmengine.model.wrappers.MMDistributedDataParallel",
+        "mmengine.model.wrappers.distributed.MMDistributedDataParallel",
+    }
 )
+MM_WRAPPER_METHODS = frozenset({"train_step", "val_step", "test_step"})
 APEX_DISTRIBUTED_DATA_PARALLEL = frozenset(
     {"apex.parallel.DistributedDataParallel", "apex.parallel.distributed.DistributedDataParallel"}
 )
-DISTRIBUTED_DATA_PARALLEL = frozenset(
-    {
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.nn.DistributedDataParallel",
-        # NVIDIA apex's wrapper: the same one-process-per-GPU contract (the module on the
-        # current device, `.module`, `module.` state-dict keys), and no `device_ids`.
-        *APEX_DISTRIBUTED_DATA_PARALLEL,
-    }
+DATA_PARALLEL = (
+    frozenset(
+        {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
+    )
+    | MM_DATA_PARALLEL
+)
+DISTRIBUTED_DATA_PARALLEL = (
+    frozenset(
+        {
+            "torch.nn.parallel.DistributedDataParallel",
+            "torch.nn.parallel.distributed.DistributedDataParallel",
+            "torch.nn.DistributedDataParallel",
+        }
+    )
+    # NVIDIA apex's wrapper: the same one-process-per-GPU contract (the module on the current
+    # device, `.module`, `module.` state-dict keys), and no `device_ids`.
+    | APEX_DISTRIBUTED_DATA_PARALLEL
+    | MM_DISTRIBUTED_DATA_PARALLEL
 )
 # Casts and mode switches that return the module (or tensor) they are called on, unmoved.
 CASTS = frozenset({"half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"})

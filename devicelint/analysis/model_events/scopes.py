@@ -199,12 +199,53 @@ def _same_condition(ctx: FileContext, block: cst.CSTNode, at: cst.CSTNode) -> bo
 
 
 def _conditional(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """`node` runs only under an `if` or a loop of its own function."""
+    """`node` runs only under an `if` or a loop of its own function. An `if` whose other arms all
+    raise (`if launcher == "pytorch": ... else: raise ValueError(...)`) is the only way on: a
+    function that returns has run the arm holding `node`."""
+    child: cst.CSTNode = node
     for ancestor in ctx.index.ancestors(node):
         if type(ancestor) in (cst.FunctionDef, cst.Module):
             return False
-        if type(ancestor) in (cst.If, cst.For, cst.While):
+        if type(ancestor) in (cst.For, cst.While):
             return True
+        elif_or_else = type(ancestor) is cst.Else or (
+            type(ancestor) is cst.If and type(ctx.index.parent(ancestor)) is cst.If
+        )
+        if elif_or_else:
+            continue  # judged with the chain's first `if`, against the arm's block in `child`
+        if type(ancestor) is cst.If and not _only_way_on(ancestor, child):
+            return True
+        child = ancestor
+    return False
+
+
+def _only_way_on(branch: cst.If, child: cst.CSTNode) -> bool:
+    """`child` is one arm's block of the `if`/`elif`/`else` chain that starts at `branch`, the
+    chain has an `else`, and every other arm ends in `raise`."""
+    arms: list[cst.BaseSuite] = []
+    current: cst.If | cst.Else | None = branch
+    while current is not None:
+        arms.append(current.body)
+        current = current.orelse if type(current) is cst.If else None
+    if type(_last_else(branch)) is not cst.Else or not any(arm is child for arm in arms):
+        return False
+    return all(arm is child or _ends_in_raise(arm) for arm in arms)
+
+
+def _last_else(branch: cst.If) -> cst.If | cst.Else | None:
+    current: cst.If | cst.Else | None = branch
+    while type(current) is cst.If and current.orelse is not None:
+        current = current.orelse
+    return current
+
+
+def _ends_in_raise(block: cst.BaseSuite) -> bool:
+    body = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    last = body[-1] if body else None
+    if type(last) is cst.SimpleStatementLine:
+        return type(last.body[-1]) is cst.Raise
+    if type(last) is cst.SimpleStatementSuite:
+        return type(last.body[-1]) is cst.Raise
     return False
 
 

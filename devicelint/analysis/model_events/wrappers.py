@@ -52,6 +52,8 @@ class WrapperSite:
     scope: cst.FunctionDef | cst.Module
     # for `model = build()`: the wrapper call inside `build` whose result it returns
     returned: WrapperSite | None = None
+    # the wrapper class, qualified (`mmcv.parallel.MMDistributedDataParallel`), when known
+    qualified: str | None = None
 
     def origin(self, ctx: FileContext) -> str:
         """` (returned by `build(...)`, which wraps only under an `if`)` for a returned wrapper."""
@@ -108,6 +110,7 @@ def _build_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
                 device_ids=device_ids,
                 statement=statement_of(ctx, call),
                 scope=scope_of(ctx, call),
+                qualified=qualified,
             )
         )
     return sites
@@ -223,6 +226,7 @@ def _build_returned_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
                 statement=statement_of(ctx, call),
                 scope=scope_of(ctx, call),
                 returned=inner,
+                qualified=inner.qualified,
             )
             if target is not None:
                 level.append(site)
