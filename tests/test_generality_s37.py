@@ -356,3 +356,33 @@ def test_a_returned_load_a_caller_hands_to_the_model_is_reported() -> None:
         "table = torch.from_numpy(table[level])", "self.load_state_dict(table)"
     ).replace('            self.register_buffer("codebook", table)\n', "")
     assert _found(into_model) == [(9, "DL501")]
+
+
+# -- a lazy cache made by a constructor-chosen tensor type is no input-device cache ---------------
+
+TYPE_CHOSEN_CACHE = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class HingeTargets(nn.Module):
+        def __init__(self, tensor_type=torch.FloatTensor):
+            super().__init__()
+            self.make = tensor_type
+            self.ones = None
+
+        def forward(self, scores):
+            if self.ones is None:
+                self.ones = self.make(1).fill_(1.0)
+            return F.relu(self.ones.expand_as(scores) - scores).mean()
+"""
+
+
+def test_a_cache_made_by_a_constructor_chosen_tensor_type_is_not_an_input_device_cache() -> None:
+    assert _found(TYPE_CHOSEN_CACHE) == []
+
+
+def test_the_cache_made_on_the_inputs_device_is_reported() -> None:
+    on_input = TYPE_CHOSEN_CACHE.replace("self.make(1).fill_(1.0)", "torch.ones(1, device=scores.device)")
+    assert _found(on_input) == [(11, "DL102")]

@@ -1033,6 +1033,8 @@ def _lazy_device_cache(
         fact = file_facts(ctx).value(value)
         if fact.kind != DEVICE or fact.where not in (ACCELERATOR, FOLLOWS) or fact.scalar:
             return None
+        if fact.where == FOLLOWS and fact.device_expr is None:
+            return None  # made by a call the analysis only guesses runs where the module is (`self.Tensor(1)`)
         if not _filled_only_when_empty(ctx, value, method, attr):
             return None
     if _lazy_slot(ctx, facts, attr, empty[0]) or not _computed_with(ctx, facts, attr):
