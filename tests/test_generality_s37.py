@@ -386,3 +386,38 @@ def test_a_cache_made_by_a_constructor_chosen_tensor_type_is_not_an_input_device
 def test_the_cache_made_on_the_inputs_device_is_reported() -> None:
     on_input = TYPE_CHOSEN_CACHE.replace("self.make(1).fill_(1.0)", "torch.ones(1, device=scores.device)")
     assert _found(on_input) == [(11, "DL102")]
+
+
+# -- a plain attribute read through a module-level helper handed the instance ---------------------
+
+HELPER_HANDED_THE_INSTANCE = """
+    import torch
+    import torch.nn as nn
+
+
+    def _angles(owner, positions):
+        return owner.inv_freq[positions]
+
+
+    class Rotary(nn.Module):
+        def __init__(self, dim, max_len):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+            self.inv_freq = 1.0 / (10000 ** (torch.arange(0, max_len).float() / max_len))
+
+        def forward(self, x):
+            positions = torch.arange(x.size(1), device=x.device)
+            return self.proj(x) * _angles(self, positions).unsqueeze(-1).cos()
+"""
+
+
+def test_a_cpu_table_indexed_by_device_positions_in_a_helper_handed_the_module() -> None:
+    assert _found(HELPER_HANDED_THE_INSTANCE) == [(7, "DL116")]
+
+
+def test_the_table_registered_as_a_buffer_is_clean() -> None:
+    fixed = HELPER_HANDED_THE_INSTANCE.replace(
+        "self.inv_freq = 1.0 / (10000 ** (torch.arange(0, max_len).float() / max_len))",
+        'self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, max_len).float() / max_len)))',
+    )
+    assert _found(fixed) == []

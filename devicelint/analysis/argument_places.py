@@ -106,12 +106,49 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
 def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
     attr = self_attribute(expr)
     cls = ctx.index.enclosing_class(expr)
+    if cls is None:
+        # a plain helper handed the instance (`_noise_scale(self, idx)` into `def _noise_scale(model, idx)`)
+        cls = _handed_instance_class(ctx, expr)
+        attr = expr.attr.value if cls is not None else None
     if attr is None or cls is None:
         return UNKNOWN_PLACE
     stored = stored_once(ctx, cls).get(attr)
     if stored is None or not stored.cpu_tensor:
         return UNKNOWN_PLACE
     return ArgumentPlace(Place.HOST, stored.scalar, attribute=stored)
+
+
+def instance_handed_to(ctx: FileContext, function: cst.FunctionDef) -> tuple[str, cst.ClassDef] | None:
+    """The parameter of a plain helper that every call of the file hands `self` from methods of
+    one class (`_scale(self, idx)` into `def _scale(model, idx)`), with that class: the helper
+    runs as part of the class's own code."""
+    memo: dict[int, tuple[str, cst.ClassDef] | None] = ctx.shared("argument_places.handed", lambda c: {})
+    if id(function) not in memo:
+        memo[id(function)] = _instance_handed_to(ctx, function)
+    return memo[id(function)]
+
+
+def _instance_handed_to(ctx: FileContext, function: cst.FunctionDef) -> tuple[str, cst.ClassDef] | None:
+    if ctx.index.enclosing_class(function) is not None:
+        return None
+    for param in (*function.params.posonly_params, *function.params.params):
+        passed = arguments_passed(ctx, function, param.name.value)
+        if not passed or not all(type(arg) is cst.Name and arg.value == "self" for arg in passed):
+            continue
+        owners = [ctx.index.enclosing_class(arg) for arg in passed]
+        first = owners[0]
+        if first is not None and all(owner is first for owner in owners):
+            return param.name.value, first
+    return None
+
+
+def _handed_instance_class(ctx: FileContext, expr: cst.Attribute) -> cst.ClassDef | None:
+    """The class whose instance the helper parameter `expr` reads is handed by every call."""
+    function = ctx.index.enclosing_function(expr)
+    handed = instance_handed_to(ctx, function) if function is not None else None
+    if handed is None or type(expr.value) is not cst.Name or expr.value.value != handed[0]:
+        return None
+    return handed[1]
 
 
 def _binary(ctx: FileContext, expr: cst.BinaryOperation, depth: int, cache: dict[int, ArgumentPlace]) -> ArgumentPlace:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
+from devicelint.analysis.argument_places import ArgumentPlace, instance_handed_to, place_of_argument
 from devicelint.analysis.facts import Meeting, Place, file_facts
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
@@ -343,7 +343,12 @@ def _clashes(cpu: ArgumentPlace, device: ArgumentPlace, in_module: bool) -> bool
 
 
 def _in_module(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """In a module class's code: its methods, or a plain helper every call hands the module."""
     cls = ctx.index.enclosing_class(node)
+    if cls is None:
+        function = ctx.index.enclosing_function(node)
+        handed = instance_handed_to(ctx, function) if function is not None else None
+        cls = handed[1] if handed is not None else None
     return cls is not None and module_classes(ctx).get(cls.name.value) is cls
 
 
