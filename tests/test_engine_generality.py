@@ -9106,3 +9106,30 @@ def test_a_cache_filled_once_on_the_inputs_device_is_left_behind_when_the_model_
     assert [f for f in _found(follows) if f[1] == "DL102"] == []
     registered = once.replace("self._angles = None", 'self.register_buffer("_angles", None, persistent=False)')
     assert [f for f in _found(registered) if f[1] == "DL102"] == []
+
+
+SLICED_CONSTANT_COPY = """\
+import torch
+from torch import nn
+
+
+class PositionTable(nn.Module):
+    def __init__(self, width, longest=4096):
+        super().__init__()
+        grid = torch.arange(longest, dtype=torch.float32)[:, None] * torch.ones(width)
+        self.sines = grid.sin()[None, :, :]
+
+    def forward(self, tokens):
+        return tokens + self.sines{index}.to(device=tokens.device, dtype=tokens.dtype)
+"""
+
+
+def test_a_constant_sliced_with_ellipsis_or_none_before_its_per_call_copy_is_still_a_constant_copy() -> None:
+    for index in ("[..., : tokens.size(1), :]", "[0, : tokens.size(1)][None]", "[None, 0, ...]"):
+        assert [f for f in _found(SLICED_CONSTANT_COPY.format(index=index)) if f[1] == "DL405"] == [(12, "DL405")]
+    gathered = SLICED_CONSTANT_COPY.format(index="[:, tokens.argmax(-1)]")  # rows that vary per call
+    assert [f for f in _found(gathered) if f[1] == "DL405"] == []
+    registered = SLICED_CONSTANT_COPY.format(index="[..., : tokens.size(1), :]").replace(
+        "self.sines = grid.sin()[None, :, :]", 'self.register_buffer("sines", grid.sin()[None, :, :], persistent=False)'
+    )
+    assert [f for f in _found(registered) if f[1] == "DL405"] == []
