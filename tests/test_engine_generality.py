@@ -9601,3 +9601,64 @@ def test_a_torchvision_model_picked_by_name_is_bare_when_it_loads_a_wrapper_chec
     assert [f for f in _found(wrapped) if f[1] == "DL204"] == [(12, "DL204")]
     unwrapped = PICKED_BY_NAME.format(saved="net.module.state_dict()")
     assert [f for f in _found(unwrapped) if f[1] == "DL204"] == []
+
+
+SLICED_CONSTANT_COPY = """\
+import torch
+from torch import nn
+
+
+class PositionTable(nn.Module):
+    def __init__(self, width, longest=4096):
+        super().__init__()
+        grid = torch.arange(longest, dtype=torch.float32)[:, None] * torch.ones(width)
+        self.sines = grid.sin()[None, :, :]
+
+    def forward(self, tokens):
+        return tokens + self.sines{index}.to(device=tokens.device, dtype=tokens.dtype)
+"""
+
+
+def test_a_constant_sliced_with_ellipsis_or_none_before_its_per_call_copy_is_still_a_constant_copy() -> None:
+    for index in ("[..., : tokens.size(1), :]", "[0, : tokens.size(1)][None]", "[None, 0, ...]"):
+        assert [f for f in _found(SLICED_CONSTANT_COPY.format(index=index)) if f[1] == "DL405"] == [(12, "DL405")]
+    gathered = SLICED_CONSTANT_COPY.format(index="[:, tokens.argmax(-1)]")  # rows that vary per call
+    assert [f for f in _found(gathered) if f[1] == "DL405"] == []
+    registered = SLICED_CONSTANT_COPY.format(index="[..., : tokens.size(1), :]").replace(
+        "self.sines = grid.sin()[None, :, :]", 'self.register_buffer("sines", grid.sin()[None, :, :], persistent=False)'
+    )
+    assert [f for f in _found(registered) if f[1] == "DL405"] == []
+
+
+RESUMED_THEN_WRAPPED = """\
+import torch
+from torch import nn
+
+
+def fit(encoder: nn.Module, snapshot_file: str, loader, resume: bool = True):
+    opt = torch.optim.AdamW(encoder.parameters(), lr=3e-4)
+    if resume:
+        snapshot = torch.load(snapshot_file, map_location="cpu")
+        encoder.load_state_dict(snapshot["weights"])
+        opt.load_state_dict(snapshot["opt"])
+    {wrap}
+    for inputs, targets in loader:
+        loss = nn.functional.mse_loss(runner(inputs.cuda()), targets.cuda())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_an_optimizer_state_loaded_before_its_model_is_wrapped_and_moved_stays_on_the_cpu() -> None:
+    for wrap in (
+        "runner = nn.DataParallel(encoder, device_ids=[0, 1]).cuda()",
+        "runner = torch.nn.parallel.DistributedDataParallel(encoder).to('cuda')",
+    ):
+        assert [f for f in _found(RESUMED_THEN_WRAPPED.format(wrap=wrap)) if f[1] == "DL111"] == [(10, "DL111")]
+    moved_first = RESUMED_THEN_WRAPPED.replace("    opt = torch", "    encoder.cuda()\n    opt = torch").format(
+        wrap="runner = nn.DataParallel(encoder)"
+    )
+    assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
+    other = RESUMED_THEN_WRAPPED.format(wrap="runner = nn.DataParallel(nn.Linear(4, 4)).cuda()")
+    assert [f for f in _found(other) if f[1] == "DL111"] == []

@@ -13,6 +13,7 @@ from devicelint.analysis.imported_helpers import (
 )
 from devicelint.analysis.launchers import fabric_placed_module
 from devicelint.analysis.local_bindings import bindings
+from devicelint.analysis.model_events.wrappers import WrapperSite, wrapper_sites
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
@@ -239,11 +240,21 @@ def _builds_or_loads_an_optimizer(ctx: FileContext) -> bool:
     return False
 
 
-def _moved_model(call: cst.Call) -> str | None:
-    """`m` when `call` moves the name `m` (or `self.m`) towards an accelerator (`m.to(device)`, `m.cuda()`)."""
-    if moves_to_accelerator(call) and move_call(call) in ("to", "cuda"):
-        return dotted_name(call.func.value)  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
-    return None
+def _moved_model(ctx: FileContext, call: cst.Call) -> str | None:
+    """`m` when `call` moves the name `m` (or `self.m`) towards an accelerator (`m.to(device)`,
+    `m.cuda()`), also through the `DataParallel`/DDP wrapper made around it there
+    (`DataParallel(m).cuda()` moves the parameters of `m`)."""
+    if not (moves_to_accelerator(call) and move_call(call) in ("to", "cuda")):
+        return None
+    base = call.func.value  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
+    if type(base) is cst.Call:
+        site = _wrappers_by_call(ctx).get(id(base))
+        return dotted_name(site.wrapped) if site is not None and site.wrapped is not None else None
+    return dotted_name(base)
+
+
+def _wrappers_by_call(ctx: FileContext) -> dict[int, WrapperSite]:
+    return ctx.shared("optimizer_state.wrappers", lambda c: {id(site.call): site for site in wrapper_sites(c)})
 
 
 def _built_after_its_model_moved(ctx: FileContext, root: cst.CSTNode, name: str) -> bool:
@@ -274,7 +285,7 @@ def _built_after_its_model_moved(ctx: FileContext, root: cst.CSTNode, name: str)
         parent = ctx.index.parent(call)
         if type(parent) is cst.Assign and moves_to_accelerator(call):  # `net = Net().cuda()`
             moved.update(n for target in parent.targets if (n := dotted_name(target.target)) is not None)
-        direct = _moved_model(call)
+        direct = _moved_model(ctx, call)
         if direct is not None:
             moved.add(direct)
     return built
@@ -374,7 +385,7 @@ def _moved_parameters(ctx: FileContext, func: cst.FunctionDef, depth: int) -> se
         for node in ctx.index.walk(func.body):
             if type(node) is not cst.Call:
                 continue
-            direct = _moved_model(node)
+            direct = _moved_model(ctx, node)
             if direct is not None:
                 moved.add(direct)
             elif depth < 2:
@@ -706,7 +717,7 @@ class OptimizerStateDevice(Rule):
                 moved_first.setdefault(scope, set()).update(
                     name for target in parent.targets if (name := dotted_name(target.target)) is not None
                 )
-            direct = _moved_model(call)
+            direct = _moved_model(ctx, call)
             moves = [direct] if direct is not None else _moved_by_helper(ctx, call) or _placed_by_fabric(ctx, call)
             if not moves:
                 continue

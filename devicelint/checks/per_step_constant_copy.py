@@ -251,14 +251,12 @@ def _reported_by_dl102(ctx: FileContext) -> set[tuple[int, str]]:
 
 
 def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The value at the root of `self.x[:n].view(...)`-style host-side reshapes, or None where an
+    """The value at the root of `self.x[:n].view(...)`-style host-side reshapes (slices, integers,
+    `...` and `None` in the index: `self.cos[:, :, :n, ...]`, `self.mean[None]`), or None where an
     index picks varying rows (`self.table[idx]`: DL116's case when `idx` is on the device)."""
     while True:
         if type(node) is cst.Subscript:
-            if not all(
-                type(e.slice) is cst.Slice or (type(e.slice) is cst.Index and type(e.slice.value) is cst.Integer)
-                for e in node.slice
-            ):
+            if not all(type(e.slice) is cst.Slice or _fixed_index(e.slice) for e in node.slice):
                 return None
             node = node.value
         elif (
@@ -270,6 +268,14 @@ def _host_side_root(node: cst.BaseExpression) -> cst.BaseExpression | None:
             node = node.func.value
         else:
             return node
+
+
+def _fixed_index(element: cst.BaseSlice) -> bool:
+    """An index element that selects the same rows on every call: an integer, `...` or `None`."""
+    if type(element) is not cst.Index:
+        return False
+    value = element.value
+    return type(value) in (cst.Integer, cst.Ellipsis) or (type(value) is cst.Name and value.value == "None")
 
 
 def _constant_built_on_device(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
