@@ -207,6 +207,11 @@ def _entry_point(ctx: FileContext, node: cst.CSTNode | None) -> bool:
     return False
 
 
+def under_main_guard(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Inside the module's `if __name__ == "__main__":` block (the program's entry point)."""
+    return any(type(a) is cst.If and _is_main_test(a.test) for a in ctx.index.ancestors(node))
+
+
 def _is_main_test(test: cst.BaseExpression) -> bool:
     """`__name__ == "__main__"`."""
     return (

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default
+from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, under_main_guard
 from devicelint.analysis.random_draws import (
     CPU,
     DISTRIBUTED,
@@ -52,7 +52,10 @@ class GlobalDefaultDevice(Rule):
 
     ## Known limits
     Calls inside functions are not reported (they may be deliberate and scoped); the
-    device must be visible as a literal or a `torch.cuda.*Tensor` type. A file that hands every
+    device must be visible as a literal or a `torch.cuda.*Tensor` type. Nor are calls in the
+    file's `if __name__ == "__main__":` block: a program's entry point chooses its own default,
+    no import sees it, and what fails under it (a shuffling loader, a CPU generator) is reported
+    at the line that fails (DL114, DL115). A file that hands every
     loader, sampler and `random_split` it builds a generator that is not a CPU one
     (`generator=torch.Generator(device="cuda")`) keeps its default knowingly and is not
     reported.
@@ -72,7 +75,7 @@ class GlobalDefaultDevice(Rule):
                 continue
             if ctx.index.enclosing_function(call) is not None:
                 continue
-            if _loaders_follow_the_default(ctx):
+            if under_main_guard(ctx, call) or _loaders_follow_the_default(ctx):
                 continue
             yield self.violation(call, call=ctx.code_for(call))
 
