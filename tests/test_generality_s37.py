@@ -421,3 +421,40 @@ def test_the_table_registered_as_a_buffer_is_clean() -> None:
         'self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, max_len).float() / max_len)))',
     )
     assert _found(fixed) == []
+
+
+# -- an autocast dtype read from a settings object handed through a parameter ---------------------
+
+DTYPE_THROUGH_CALLERS = """
+    from dataclasses import dataclass
+
+    import torch
+    import torch.nn.functional as F
+
+
+    @dataclass
+    class RunSettings:
+        precision: torch.dtype = torch.float16
+
+
+    class Loop:
+        def run(self, net, data, opt, settings):
+            for xb, yb in data:
+                with torch.autocast("cuda", dtype=settings.precision):
+                    loss = F.mse_loss(net(xb), yb)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+
+
+    def main(net, data, opt, settings: RunSettings):
+        Loop().run(net, data, opt, settings)
+"""
+
+
+def test_a_float16_setting_handed_to_the_loop_needs_a_scaler() -> None:
+    assert _found(DTYPE_THROUGH_CALLERS) == [(18, "DL301")]
+
+
+def test_the_bfloat16_setting_handed_the_same_way_is_clean() -> None:
+    assert _found(DTYPE_THROUGH_CALLERS.replace("torch.dtype = torch.float16", "torch.dtype = torch.bfloat16")) == []

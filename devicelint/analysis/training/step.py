@@ -20,7 +20,7 @@ import libcst as cst
 
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.training.effects import effects_of_call, named_unscale
-from devicelint.analysis.training.helpers import handed_instance_attribute
+from devicelint.analysis.training.helpers import bound_arguments, calls_of, handed_instance_attribute
 from devicelint.analysis.training.step_parts import (  # re-exported for the rules
     CLIPPERS as CLIPPERS,
 )
@@ -231,6 +231,8 @@ def describe_autocast(
         # `owner.amp_dtype` in a helper handed the trainer is the trainer's `self.amp_dtype`
         dtype_node = handed_instance_attribute(ctx, dtype_node) or dtype_node
         dtypes = possible_dtypes(ctx, dtype_node, scope)
+        if dtypes == {UNKNOWN}:
+            dtypes = _through_callers(ctx, dtype_node, scope) or dtypes
     elif has_star(call):
         dtypes = frozenset({UNKNOWN})
     else:
@@ -271,6 +273,26 @@ def decorated_autocast(ctx: FileContext, func: cst.FunctionDef) -> Autocast | No
         if type(call) is cst.Call and ctx.qualified_name(call.func) in AUTOCAST:
             return describe_autocast(ctx, func, call, call, func)
     return None
+
+
+def _through_callers(ctx: FileContext, node: cst.BaseExpression, scope: cst.CSTNode) -> frozenset[str] | None:
+    """`cfg.amp_dtype` where `cfg` is a parameter the function never rebinds: the dtypes the
+    same field has in what every call of the function hands it (`_Trainer().run(cfg)` from a
+    function whose `cfg: TrainConfig` declares the field). None where no call is seen."""
+    if type(node) is not cst.Attribute or type(node.value) is not cst.Name or type(scope) is not cst.FunctionDef:
+        return None
+    name = node.value.value
+    params = scope.params
+    if not any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+        return None
+    found: set[str] = set()
+    calls = calls_of(ctx, scope)
+    for call in calls:
+        given = (bound_arguments(ctx, scope, call) or {}).get(name)
+        if given is None:
+            return None
+        found |= possible_dtypes(ctx, node.with_changes(value=given), scope_of(ctx, call))
+    return frozenset(found) if calls else None
 
 
 def _default_dtypes(device: str) -> tuple[str, ...]:
