@@ -458,3 +458,41 @@ def test_a_float16_setting_handed_to_the_loop_needs_a_scaler() -> None:
 
 def test_the_bfloat16_setting_handed_the_same_way_is_clean() -> None:
     assert _found(DTYPE_THROUGH_CALLERS.replace("torch.dtype = torch.float16", "torch.dtype = torch.bfloat16")) == []
+
+
+# -- a list of numbers grown with `+=` in a loop is host data ---------------------------------------
+
+GROWN_LIST_TABLE = """
+    import torch
+    import torch.nn as nn
+
+
+    class AnchorHead(nn.Module):
+        def __init__(self, channels, sizes=(16, 32)):
+            super().__init__()
+            self.sizes = sizes
+            self.reg = nn.Conv2d(channels, 4 * len(sizes), 1)
+
+        def anchors(self, rows, cols):
+            flat = []
+            for r in range(rows):
+                for c in range(cols):
+                    for s in self.sizes:
+                        flat += [(c + 0.5) / cols, (r + 0.5) / rows, s, s]
+            return torch.FloatTensor(flat).view(-1, 4)
+
+        def forward(self, fmap):
+            deltas = self.reg(fmap).permute(0, 2, 3, 1).reshape(fmap.size(0), -1, 4)
+            return deltas + self.anchors(fmap.size(2), fmap.size(3))
+"""
+
+
+def test_a_table_built_from_a_list_grown_in_a_loop_is_a_cpu_tensor() -> None:
+    assert _found(GROWN_LIST_TABLE) == [(18, "DL101")]
+
+
+def test_the_table_made_on_the_inputs_device_is_clean() -> None:
+    fixed = GROWN_LIST_TABLE.replace(
+        "torch.FloatTensor(flat).view(-1, 4)", "torch.tensor(flat, device=self.reg.weight.device).view(-1, 4)"
+    )
+    assert _found(fixed) == []

@@ -101,6 +101,8 @@ from devicelint.analysis.placement_values import (
     flatten,
     indexes_every_dimension,
     is_device_guard,
+    is_literal_data,
+    is_python_data,
     join,
     join_envs,
     looks_like_device_name,
@@ -809,6 +811,12 @@ class _Interpreter(CallEvaluation):
             result = target
         elif target == NUMBER and value == NUMBER:
             result = NUMBER  # `correct += (pred == y).sum().item()`: a running count stays a number
+        elif (
+            type(node.operator) is cst.AddAssign
+            and (target == PY_DATA or target.elements == ())
+            and (_arithmetic_list(node.value) or is_python_data(value))
+        ):
+            result = PY_DATA  # `rows = []; rows += [x, y, w, h]`: a list of numbers, host data
         elif target.kind == UNKNOWN and target.where != ACCELERATOR:
             # `r = keep_prob; r += torch.rand(n)`: a number (or any host value) plus a host tensor the
             # code builds is that tensor; a device target would fail at this very line
@@ -1712,4 +1720,22 @@ def _fills_missing_key(ctx: FileContext, stmt: cst.If) -> bool:
         ctx.code_for(s.targets[0].target.value) == holder  # type: ignore[attr-defined]  # checked Subscript above
         and _single_string_key(s.targets[0].target) == key  # type: ignore[arg-type]  # checked Subscript above
         for s in stores
+    )
+
+
+def _arithmetic_list(node: cst.BaseExpression) -> bool:
+    """`[x, y, (c + 0.5) / cols, s]`: a list or tuple of numbers, names and arithmetic on them
+    (no call, no subscript): the numbers a loop appends to a table it builds."""
+
+    def plain(value: cst.BaseExpression) -> bool:
+        if is_literal_data(value) or type(value) is cst.Name:
+            return True
+        if type(value) is cst.BinaryOperation:
+            return plain(value.left) and plain(value.right)
+        if type(value) is cst.UnaryOperation:
+            return plain(value.expression)
+        return False
+
+    return isinstance(node, (cst.List, cst.Tuple)) and all(
+        type(e) is not cst.StarredElement and plain(e.value) for e in node.elements
     )
