@@ -496,3 +496,42 @@ def test_the_table_made_on_the_inputs_device_is_clean() -> None:
         "torch.FloatTensor(flat).view(-1, 4)", "torch.tensor(flat, device=self.reg.weight.device).view(-1, 4)"
     )
     assert _found(fixed) == []
+
+
+# -- a script that runs its module on the CPU contradicts a module that hard-codes CUDA -------------
+
+SCRIPT_RUNS_MODULE_ON_CPU = """
+    import torch
+    import torch.nn as nn
+
+
+    class Denoiser(nn.Module):
+        def __init__(self, width=64, target="cuda:0"):
+            super().__init__()
+            self.target = target
+            self.body = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
+
+        def forward(self, noisy):
+            return self.body(noisy.to(self.target))
+
+
+    if __name__ == "__main__":
+        net = Denoiser().to("cpu")
+        print(net(torch.randn(4, 64)))
+"""
+
+
+def test_a_cuda_default_in_a_module_the_script_runs_on_the_cpu() -> None:
+    assert _found(SCRIPT_RUNS_MODULE_ON_CPU) == [(7, "DL107")]
+
+
+def test_the_same_script_running_it_on_the_gpu_is_gpu_only_by_design() -> None:
+    on_gpu = SCRIPT_RUNS_MODULE_ON_CPU.replace('net = Denoiser().to("cpu")', 'net = Denoiser().to("cuda:0")').replace(
+        "torch.randn(4, 64)", 'torch.randn(4, 64, device="cuda:0")'
+    )
+    assert _found(on_gpu) == []
+
+
+def test_a_cuda_default_the_constructor_also_builds_on_is_the_authors_choice() -> None:
+    built_there = SCRIPT_RUNS_MODULE_ON_CPU.replace("nn.Linear(width, width))", "nn.Linear(width, width)).to(target)")
+    assert built_there != SCRIPT_RUNS_MODULE_ON_CPU and _found(built_there) == []

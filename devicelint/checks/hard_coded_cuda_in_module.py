@@ -6,6 +6,7 @@ from typing import TypeVar
 import libcst as cst
 
 from devicelint.analysis.device_tests import machine_device
+from devicelint.analysis.devices import string_value
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
@@ -58,6 +59,8 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
         if not isinstance(value, str) or not (value == "cuda" or value.startswith("cuda:")):
             return None
         parent = ctx.index.parent(node)
+        if type(parent) is cst.Param and parent.default is node and _kept_for_other_methods(ctx, parent):
+            return f'{parent.name.value}="{value}"'
         if type(parent) is cst.Arg:
             call = ctx.index.parent(parent)
             if parent.keyword is not None and parent.keyword.value == "device":
@@ -76,6 +79,56 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
                 if ctx.qualified_name(call.func) == "torch.device":
                     return f'torch.device("{value}")'
     return None
+
+
+def _kept_for_other_methods(ctx: FileContext, param: cst.Param) -> bool:
+    """A constructor parameter (`device="cuda"`) stored on the instance (`self.device = device`)
+    and read by another method of the class: the default decides where those methods put
+    tensors, not only where `__init__` builds them."""
+    function = ctx.index.enclosing_function(param)
+    cls = ctx.index.enclosing_class(function) if function is not None else None
+    if function is None or cls is None or function.name.value != "__init__":
+        return False
+    stored = {
+        target.target.attr.value
+        for node in ctx.index.walk(function.body)
+        if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == param.name.value
+        for target in node.targets
+        if type(target.target) is cst.Attribute
+        and type(target.target.value) is cst.Name
+        and target.target.value.value == "self"
+    }
+    if not stored or _places_with(ctx, function, param.name.value):
+        return False  # `self.model = model.to(device)`: built where the default says, consistently
+    return any(
+        type(node) is cst.Attribute
+        and type(node.value) is cst.Name
+        and node.value.value == "self"
+        and node.attr.value in stored
+        for method in methods(cls).values()
+        if method is not function
+        for node in ctx.index.walk(method)
+    )
+
+
+def _places_with(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """`function` moves or builds something on the device `name` holds (`.to(name)`,
+    `device=name` of a torch call)."""
+    for call in ctx.index.walk(function.body):
+        if type(call) is not cst.Call:
+            continue
+        for arg in call.args:
+            if not (type(arg.value) is cst.Name and arg.value.value == name):
+                continue
+            if type(call.func) is cst.Attribute and call.func.attr.value in ("to", "cuda") and arg.keyword is None:
+                return True
+            if (
+                arg.keyword is not None
+                and arg.keyword.value == "device"
+                and (ctx.qualified_name(call.func) or "").startswith("torch.")
+            ):
+                return True
+    return False
 
 
 def under_device_guard(ctx: FileContext, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
@@ -119,11 +172,24 @@ GPU_KERNEL_MODULES = frozenset({"triton", "triton.language"})
 
 
 def _chooses_device(ctx: FileContext) -> bool:
-    """The file picks its device at run time: `torch.cuda.is_available()` or `torch.backends.mps.is_available()`."""
-    if "is_available" not in ctx.source:
-        return False
-    return any(
+    """The file picks its device at run time (`torch.cuda.is_available()`,
+    `torch.backends.mps.is_available()`), or runs a model on the CPU (`Net().cpu()`,
+    `model.to("cpu")`): a module that hard-codes CUDA contradicts either."""
+    if "is_available" in ctx.source and any(
         (ctx.qualified_name(call.func) or "").endswith(("cuda.is_available", "mps.is_available"))
+        for call in ctx.index.of_type(cst.Call)
+    ):
+        return True
+    if "cpu" not in ctx.source:
+        return False
+    facts = file_facts(ctx)
+    return any(
+        type(call.func) is cst.Attribute
+        and (
+            (call.func.attr.value == "cpu" and not call.args)
+            or (call.func.attr.value == "to" and len(call.args) == 1 and string_value(call.args[0].value) == "cpu")
+        )
+        and facts.is_module(call.func.value)
         for call in ctx.index.of_type(cst.Call)
     )
 
