@@ -250,8 +250,11 @@ class HardCodedCudaInModule(Rule):
     ## Known limits
     Test files are not checked. Scripts (files with a `__main__` block) that never choose
     their device at run time are GPU-only by design, so their modules and functions are not
-    checked; a script that calls `torch.cuda.is_available()` is, since a module that
-    hard-codes CUDA defeats that choice. An optimizer or scheduler class is checked even in a
+    checked; a script that calls `torch.cuda.is_available()`, or runs one of its modules on
+    the CPU (`Net().cpu()`, `.to("cpu")`), is, since a module that hard-codes CUDA defeats that
+    choice. A constructor's string default (`device="cuda"`) is reported only where the
+    instance keeps it and another method reads it, and the constructor does not also build on
+    it (`self.net = net.to(device)` builds where the default says, consistently). An optimizer or scheduler class is checked even in a
     GPU-only script, since it serves whatever parameters it is given. `.cuda(rank)` with an
     explicit device, code under a device check, methods named for device management
     (`to_gpu`, `enable_cpu_offload`), and a device handed to a query such as
