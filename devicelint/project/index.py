@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -876,13 +876,9 @@ class ProjectIndex:
         for method, found in inherited.items():
             members.helpers[f"{spelled}#{method}"] = found
 
-    def _method_helpers(self, module: ModuleSummary, name: str) -> dict[str, ImportedHelper]:
-        """The methods of the class `name` (its own, then its project bases', through modules)
-        that do something to the arguments they are handed (`ClassSummary.method_uses`), by
-        method: what a subclass's `self.<method>(...)` runs (`ProjectView.helpers` under
-        `<class as spelled>#<method>`)."""
-        found: dict[str, ImportedHelper] = {}
-        defined: set[str] = set()
+    def _class_chain(self, module: ModuleSummary, name: str) -> Iterator[tuple[ModuleSummary, str, ClassSummary]]:
+        """The class `name` of `module`, then its project bases in any module, nearest first
+        (each once, at most `_MAX_HOPS`); every file it reads counts as read by the lookup."""
         chain = [(module, name)]
         seen: set[str] = set()
         while chain and len(seen) <= _MAX_HOPS:
@@ -892,17 +888,30 @@ class ProjectIndex:
                 continue
             seen.add(qualified)
             where = self._path_of(owner)
+            self.summary(where)  # (a file this lookup read, also when resolved before)
             cls = owner.classes[cls_name]
+            yield owner, cls_name, cls
+            for base in cls.bases:
+                hit = self._resolve(base, where)
+                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
+                    chain.append((hit.module, hit.name))
+
+    def _method_helpers(self, module: ModuleSummary, name: str) -> dict[str, ImportedHelper]:
+        """The methods of the class `name` (its own, then its project bases', through modules)
+        that do something to the arguments they are handed (`ClassSummary.method_uses`), by
+        method: what a subclass's `self.<method>(...)` runs (`ProjectView.helpers` under
+        `<class as spelled>#<method>`)."""
+        found: dict[str, ImportedHelper] = {}
+        defined: set[str] = set()
+        for owner, cls_name, cls in self._class_chain(module, name):
+            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
+            where = self._path_of(owner)
             for method, uses in cls.method_uses:
                 if method not in defined:
                     uses = self._forwarded(uses, (id(owner), f"{cls_name}.{method}"), where, frozenset(), {})
                     if uses:
                         found[method] = ImportedHelper(f"{qualified}.{method}", self._shown(where), uses)
             defined.update(cls.defined)
-            for base in cls.bases:
-                hit = self._resolve(base, where)
-                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
-                    chain.append((hit.module, hit.name))
         return found
 
     def _inherited_updates(self, module: ModuleSummary, name: str) -> tuple[HostUpdate, ...]:
@@ -915,30 +924,15 @@ class ProjectIndex:
             return ()
         wanted = {attr for _, _, _, attr, _, _ in cls.open_updates}
         decided: dict[str, str] = {}
-        chain: list[tuple[ModuleSummary, str]] = []
-        where = self._path_of(module)
-        for base in cls.bases:
-            hit = self._resolve(base, where)
-            if hit is not None and hit.name is not None and hit.name in hit.module.bases:
-                chain.append((hit.module, hit.name))
-        seen: set[str] = set()
-        while chain and len(seen) <= _MAX_HOPS and wanted - set(decided):
-            owner, cls_name = chain.pop(0)
-            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
-            if qualified in seen or cls_name not in owner.classes:
-                continue
-            seen.add(qualified)
-            self.summary(self._path_of(owner))  # (a file this lookup read, also when resolved before)
+        for owner, cls_name, base_cls in self._class_chain(module, name):
+            if base_cls is cls:
+                continue  # the class's own tables are not its bases'
+            if not wanted - set(decided):
+                break
             if self.is_module_class(owner.bases[cls_name], self._path_of(owner)):
                 return ()  # a layer's attributes: not a plain accumulator
-            base_cls = owner.classes[cls_name]
             for attr, factory, _ in base_cls.attribute_tables:
                 decided.setdefault(attr, factory)
-            owner_path = self._path_of(owner)
-            for base in base_cls.bases:
-                hit = self._resolve(base, owner_path)
-                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
-                    chain.append((hit.module, hit.name))
         return tuple((m, ps, p, a, decided[a], line) for m, ps, p, a, _, line in cls.open_updates if decided.get(a))
 
     def _inherited_places(self, module: ModuleSummary, name: str) -> tuple[tuple[str, str], ...]:
@@ -947,25 +941,11 @@ class ProjectIndex:
         `models/base.py` that a subclass in `models/lstm.py` inherits)."""
         found: dict[str, str] = {}
         defined: set[str] = set()
-        chain = [(module, name)]
-        seen: set[str] = set()
-        while chain and len(seen) <= _MAX_HOPS:
-            owner, cls_name = chain.pop(0)
-            qualified = f"{owner.name}.{cls_name}" if owner.name else cls_name
-            if qualified in seen or cls_name not in owner.classes:
-                continue
-            seen.add(qualified)
-            self.summary(self._path_of(owner))  # (a file this lookup read, also when resolved before)
-            cls = owner.classes[cls_name]
+        for _, _, cls in self._class_chain(module, name):
             for method, place in cls.method_places:
                 if method not in defined:
                     found.setdefault(method, place)
             defined.update(cls.defined)
-            where = self._path_of(owner)
-            for base in cls.bases:
-                hit = self._resolve(base, where)
-                if hit is not None and hit.name is not None and hit.name in hit.module.bases:
-                    chain.append((hit.module, hit.name))
         return tuple(sorted(found.items()))
 
     def _helper(self, module: ModuleSummary, name: str) -> ImportedHelper | None:
