@@ -535,3 +535,38 @@ def test_the_same_script_running_it_on_the_gpu_is_gpu_only_by_design() -> None:
 def test_a_cuda_default_the_constructor_also_builds_on_is_the_authors_choice() -> None:
     built_there = SCRIPT_RUNS_MODULE_ON_CPU.replace("nn.Linear(width, width))", "nn.Linear(width, width)).to(target)")
     assert built_there != SCRIPT_RUNS_MODULE_ON_CPU and _found(built_there) == []
+
+
+# -- a plain function that builds its own tensors on its input's device ----------------------------
+
+BUILDS_ON_ITS_INPUTS = """
+    import torch
+
+
+    def greedy_prune(scores, keep, lengths):
+        where = scores.device
+        rows = torch.arange(scores.size(0))
+        alive = torch.ones(scores.size(0), dtype=torch.bool, device=where)
+        for _ in range(keep):
+            best = scores.argmax(-1)
+            alive &= best.ne(0)
+            survivors = alive.nonzero().view(-1)
+            rows = rows[survivors]
+            scores = scores[survivors]
+        return rows, lengths
+"""
+
+
+def test_a_cpu_table_indexed_by_positions_from_the_inputs_device() -> None:
+    assert _found(BUILDS_ON_ITS_INPUTS) == [(13, "DL116")]
+
+
+def test_the_table_made_where_the_inputs_are_is_clean() -> None:
+    fixed = BUILDS_ON_ITS_INPUTS.replace("torch.arange(scores.size(0))", "torch.arange(scores.size(0), device=where)")
+    assert _found(fixed) == []
+
+
+def test_a_function_that_places_nothing_itself_keeps_its_inputs_unjudged() -> None:
+    unplaced = BUILDS_ON_ITS_INPUTS.replace(", device=where)", ")")
+    # (DL116 stays silent; DL101 reports the mask built without a device meeting the scores)
+    assert _found(unplaced) == [(8, "DL101")]

@@ -343,13 +343,50 @@ def _clashes(cpu: ArgumentPlace, device: ArgumentPlace, in_module: bool) -> bool
 
 
 def _in_module(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """In a module class's code: its methods, or a plain helper every call hands the module."""
+    """In code whose inputs are taken to be on the device: a module class's methods, a plain
+    helper every call hands the module, or a function that builds its own tensors on its
+    inputs' device (`device=x.device`, `device = x.device; torch.zeros(n, device=device)`)."""
     cls = ctx.index.enclosing_class(node)
-    if cls is None:
-        function = ctx.index.enclosing_function(node)
-        handed = instance_handed_to(ctx, function) if function is not None else None
+    function = ctx.index.enclosing_function(node)
+    if cls is None and function is not None:
+        handed = instance_handed_to(ctx, function)
         cls = handed[1] if handed is not None else None
+        if cls is None:
+            return _places_on_its_inputs(ctx, function)
     return cls is not None and module_classes(ctx).get(cls.name.value) is cls
+
+
+def _places_on_its_inputs(ctx: FileContext, function: cst.FunctionDef) -> bool:
+    memo: dict[int, bool] = ctx.shared("DL116.places_on_inputs", lambda c: {})
+    if id(function) not in memo:
+        params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+        from_inputs = {
+            target.target.value
+            for node in ctx.index.walk(function.body)
+            if type(node) is cst.Assign and _input_device(node.value, params)
+            for target in node.targets
+            if type(target.target) is cst.Name
+        }
+        memo[id(function)] = any(
+            type(node) is cst.Arg
+            and node.keyword is not None
+            and node.keyword.value == "device"
+            and (
+                _input_device(node.value, params) or (type(node.value) is cst.Name and node.value.value in from_inputs)
+            )
+            for node in ctx.index.walk(function.body)
+        )
+    return memo[id(function)]
+
+
+def _input_device(value: cst.BaseExpression, params: set[str]) -> bool:
+    """`x.device` of a parameter `x`."""
+    return (
+        type(value) is cst.Attribute
+        and value.attr.value == "device"
+        and type(value.value) is cst.Name
+        and value.value.value in params
+    )
 
 
 def _op_arguments(ctx: FileContext, call: cst.Call) -> tuple[str, list[cst.BaseExpression]] | None:
