@@ -570,3 +570,11 @@ def test_a_function_that_places_nothing_itself_keeps_its_inputs_unjudged() -> No
     unplaced = BUILDS_ON_ITS_INPUTS.replace(", device=where)", ")")
     # (DL116 stays silent; DL101 reports the mask built without a device meeting the scores)
     assert _found(unplaced) == [(8, "DL101")]
+
+
+def test_a_cuda_default_that_forward_replaces_with_the_inputs_device_is_clean() -> None:
+    replaced = SCRIPT_RUNS_MODULE_ON_CPU.replace(
+        "        def forward(self, noisy):\n",
+        "        def forward(self, noisy):\n            self.target = noisy.device\n",
+    )
+    assert replaced != SCRIPT_RUNS_MODULE_ON_CPU and _found(replaced) == []

@@ -100,13 +100,26 @@ def _kept_for_other_methods(ctx: FileContext, param: cst.Param) -> bool:
     }
     if not stored or _places_with(ctx, function, param.name.value):
         return False  # `self.model = model.to(device)`: built where the default says, consistently
+    others = [method for method in methods(cls).values() if method is not function]
+    if any(_assigns_self(ctx, method, stored) for method in others):
+        return False  # `self.device = x.device` in `forward`: the default is replaced before use
     return any(
         type(node) is cst.Attribute
         and type(node.value) is cst.Name
         and node.value.value == "self"
         and node.attr.value in stored
-        for method in methods(cls).values()
-        if method is not function
+        for method in others
+        for node in ctx.index.walk(method)
+    )
+
+
+def _assigns_self(ctx: FileContext, method: cst.FunctionDef, attrs: set[str]) -> bool:
+    return any(
+        type(node) is cst.AssignTarget
+        and type(node.target) is cst.Attribute
+        and type(node.target.value) is cst.Name
+        and node.target.value.value == "self"
+        and node.target.attr.value in attrs
         for node in ctx.index.walk(method)
     )
 
