@@ -578,3 +578,40 @@ def test_a_cuda_default_that_forward_replaces_with_the_inputs_device_is_clean() 
         "        def forward(self, noisy):\n            self.target = noisy.device\n",
     )
     assert replaced != SCRIPT_RUNS_MODULE_ON_CPU and _found(replaced) == []
+
+
+# -- a model whose constructor makes its own tensors with a legacy CUDA constructor ----------------
+
+LEGACY_CUDA_PARAMETERS = """
+    import os
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+
+    class Scales(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.gain = nn.Parameter(torch.cuda.FloatTensor(n).fill_(1.0))
+
+        def forward(self, x):
+            return x * self.gain
+
+
+    def main():
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        model = nn.parallel.DistributedDataParallel(Scales(16))
+        return model
+"""
+
+
+def test_a_model_built_with_cuda_tensors_is_not_still_on_the_cpu() -> None:
+    # (the hard-coded CUDA constructor is DL107's finding; DL205 stays silent)
+    assert _found(LEGACY_CUDA_PARAMETERS) == [(12, "DL107")]
+
+
+def test_the_same_model_built_with_cpu_tensors_is_reported_under_nccl() -> None:
+    on_host = LEGACY_CUDA_PARAMETERS.replace("torch.cuda.FloatTensor(n)", "torch.FloatTensor(n)")
+    assert _found(on_host) == [(21, "DL205")]

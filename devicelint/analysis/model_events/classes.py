@@ -24,6 +24,7 @@ from devicelint.analysis.model_events.variables import History, history
 from devicelint.analysis.modules import builds_cpu_project_module, imported_module_class, methods, module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.training.helpers import callee, local_classes
 from devicelint.context import FileContext
 
@@ -131,7 +132,8 @@ def _self_attr(node: cst.BaseExpression) -> str | None:
 def moves_itself(ctx: FileContext, class_name: str) -> bool:
     """Whether the class's `__init__` moves the whole module (`self.to(device)`, `self.cuda()`),
     to a device the engine knows or to one it does not (`self.to(device)` with `device` picked at
-    run time): either way the instance is not certainly on the CPU."""
+    run time), or makes its tensors with a legacy CUDA constructor (`torch.cuda.FloatTensor(n)`):
+    either way the instance is not certainly on the CPU."""
     cls = class_facts(ctx).get(class_name)
     if cls is None:
         return False
@@ -142,10 +144,13 @@ def moves_itself(ctx: FileContext, class_name: str) -> bool:
         return False
     resolver = resolver_for(ctx, init.body)
     for node in scope_facts(ctx, init).nodes:
-        if type(node) is cst.Call:
-            moved = resolver.move(node)
-            if moved is not None and dotted_name(moved[0]) == "self" and moved[1].type != "cpu":
-                return True
+        if type(node) is not cst.Call:
+            continue
+        moved = resolver.move(node)
+        if moved is not None and dotted_name(moved[0]) == "self" and moved[1].type != "cpu":
+            return True
+        if is_legacy_cuda_constructor(ctx.qualified_name(node.func)):
+            return True  # `Parameter(torch.cuda.FloatTensor(n))`: its own tensors are made on the GPU
     return False
 
 
