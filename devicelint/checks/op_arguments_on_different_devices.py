@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -238,7 +238,7 @@ def _indexed_on_cpu(ctx: FileContext, node: cst.Subscript) -> dict[str, str] | N
     if not indices or file_facts(ctx).place_of(node.value) in (Place.DEVICE, Place.FOLLOWS):
         return None
     # Most subscripts have no device index: look at the indices before resolving the table.
-    in_module = _in_module(ctx, node)
+    in_module = _in_module(ctx, node, [node.value])
     wheres = [(index, place_of_argument(ctx, index)) for index in indices]
     if not any(_on_device(where, in_module) for _, where in wheres):
         return None
@@ -294,7 +294,7 @@ def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
         return None
     op, operands = arguments
     places = [(expr, place_of_argument(ctx, expr)) for expr in operands]
-    in_module = _in_module(ctx, call)
+    in_module = _in_module(ctx, call, [e for e, p in places if p.place is Place.HOST])
     device = next(((e, p) for e, p in places if _on_device(p, in_module) and not p.scalar), None)
     if device is None:
         return None
@@ -342,17 +342,21 @@ def _clashes(cpu: ArgumentPlace, device: ArgumentPlace, in_module: bool) -> bool
     return not cpu.batch or device.place is Place.DEVICE
 
 
-def _in_module(ctx: FileContext, node: cst.CSTNode) -> bool:
+def _in_module(ctx: FileContext, node: cst.CSTNode, cpu_sides: Sequence[cst.BaseExpression] = ()) -> bool:
     """In code whose inputs are taken to be on the device: a module class's methods, a plain
-    helper every call hands the module, or a function that builds its own tensors on its
-    inputs' device (`device=x.device`, `device = x.device; torch.zeros(n, device=device)`)."""
+    helper every call hands the module, or, for a CPU side the function itself makes with a
+    factory (`torch.arange(n)`), a function that builds its other tensors on its inputs'
+    device (`device = x.device; torch.zeros(n, device=device)`): a CPU value a caller hands in
+    says where those inputs are instead."""
     cls = ctx.index.enclosing_class(node)
     function = ctx.index.enclosing_function(node)
     if cls is None and function is not None:
         handed = instance_handed_to(ctx, function)
         cls = handed[1] if handed is not None else None
         if cls is None:
-            return _places_on_its_inputs(ctx, function)
+            facts = file_facts(ctx)
+            made_here = bool(cpu_sides) and all(facts.value(side).from_factory for side in cpu_sides)
+            return made_here and _places_on_its_inputs(ctx, function)
     return cls is not None and module_classes(ctx).get(cls.name.value) is cls
 
 
