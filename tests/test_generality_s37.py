@@ -615,20 +615,3 @@ def test_a_model_built_with_cuda_tensors_is_not_still_on_the_cpu() -> None:
 def test_the_same_model_built_with_cpu_tensors_is_reported_under_nccl() -> None:
     on_host = LEGACY_CUDA_PARAMETERS.replace("torch.cuda.FloatTensor(n)", "torch.FloatTensor(n)")
     assert _found(on_host) == [(21, "DL205")]
-
-
-def test_a_cpu_value_a_caller_hands_in_says_where_the_inputs_are() -> None:
-    handed_cpu = """
-    import torch
-
-
-    def smoothed(targets, classes, eps=0.1):
-        out = torch.full((targets.size(0), classes), eps / classes, device=targets.device)
-        out.scatter_(1, targets.unsqueeze(1), 1.0 - eps)
-        return out
-
-
-    def collate(labels):
-        return smoothed(torch.tensor(labels), 10)
-    """
-    assert _found(handed_cpu) == []
