@@ -21,6 +21,7 @@ import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
 from devicelint.analysis.facts import Place, file_facts
+from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -118,34 +119,10 @@ def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
     return ArgumentPlace(Place.HOST, stored.scalar, attribute=stored)
 
 
-def instance_handed_to(ctx: FileContext, function: cst.FunctionDef) -> tuple[str, cst.ClassDef] | None:
-    """The parameter of a plain helper that every call of the file hands `self` from methods of
-    one class (`_scale(self, idx)` into `def _scale(model, idx)`), with that class: the helper
-    runs as part of the class's own code."""
-    memo: dict[int, tuple[str, cst.ClassDef] | None] = ctx.shared("argument_places.handed", lambda c: {})
-    if id(function) not in memo:
-        memo[id(function)] = _instance_handed_to(ctx, function)
-    return memo[id(function)]
-
-
-def _instance_handed_to(ctx: FileContext, function: cst.FunctionDef) -> tuple[str, cst.ClassDef] | None:
-    if ctx.index.enclosing_class(function) is not None:
-        return None
-    for param in (*function.params.posonly_params, *function.params.params):
-        passed = arguments_passed(ctx, function, param.name.value)
-        if not passed or not all(type(arg) is cst.Name and arg.value == "self" for arg in passed):
-            continue
-        owners = [ctx.index.enclosing_class(arg) for arg in passed]
-        first = owners[0]
-        if first is not None and all(owner is first for owner in owners):
-            return param.name.value, first
-    return None
-
-
 def _handed_instance_class(ctx: FileContext, expr: cst.Attribute) -> cst.ClassDef | None:
     """The class whose instance the helper parameter `expr` reads is handed by every call."""
     function = ctx.index.enclosing_function(expr)
-    handed = instance_handed_to(ctx, function) if function is not None else None
+    handed = instance_binding(ctx, function) if function is not None else None
     if handed is None or type(expr.value) is not cst.Name or expr.value.value != handed[0]:
         return None
     return handed[1]

@@ -12,7 +12,7 @@ from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement import is_device_guard
-from devicelint.analysis.placement_classes import ClassFacts, class_facts
+from devicelint.analysis.placement_classes import ClassFacts, class_facts, self_attribute
 from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
 from devicelint.analysis.training.helpers import calls_of
@@ -90,37 +90,23 @@ def _kept_for_other_methods(ctx: FileContext, param: cst.Param) -> bool:
     if function is None or cls is None or function.name.value != "__init__":
         return False
     stored = {
-        target.target.attr.value
+        attr
         for node in ctx.index.walk(function.body)
         if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == param.name.value
         for target in node.targets
-        if type(target.target) is cst.Attribute
-        and type(target.target.value) is cst.Name
-        and target.target.value.value == "self"
+        if (attr := self_attribute(target.target)) is not None
     }
     if not stored or _places_with(ctx, function, param.name.value):
         return False  # `self.model = model.to(device)`: built where the default says, consistently
     others = [method for method in methods(cls).values() if method is not function]
     if any(_assigns_self(ctx, method, stored) for method in others):
         return False  # `self.device = x.device` in `forward`: the default is replaced before use
-    return any(
-        type(node) is cst.Attribute
-        and type(node.value) is cst.Name
-        and node.value.value == "self"
-        and node.attr.value in stored
-        for method in others
-        for node in ctx.index.walk(method)
-    )
+    return any(self_attribute(node) in stored for method in others for node in ctx.index.walk(method))
 
 
 def _assigns_self(ctx: FileContext, method: cst.FunctionDef, attrs: set[str]) -> bool:
     return any(
-        type(node) is cst.AssignTarget
-        and type(node.target) is cst.Attribute
-        and type(node.target.value) is cst.Name
-        and node.target.value.value == "self"
-        and node.target.attr.value in attrs
-        for node in ctx.index.walk(method)
+        type(node) is cst.AssignTarget and self_attribute(node.target) in attrs for node in ctx.index.walk(method)
     )
 
 

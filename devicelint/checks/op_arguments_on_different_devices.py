@@ -5,8 +5,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.argument_places import ArgumentPlace, instance_handed_to, place_of_argument
+from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
 from devicelint.analysis.facts import Meeting, Place, file_facts
+from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
 from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
@@ -351,7 +352,7 @@ def _in_module(ctx: FileContext, node: cst.CSTNode, cpu_sides: Sequence[cst.Base
     cls = ctx.index.enclosing_class(node)
     function = ctx.index.enclosing_function(node)
     if cls is None and function is not None:
-        handed = instance_handed_to(ctx, function)
+        handed = instance_binding(ctx, function)
         cls = handed[1] if handed is not None else None
         if cls is None:
             facts = file_facts(ctx)
