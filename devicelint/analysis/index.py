@@ -202,6 +202,16 @@ class NodeIndex:
             memo[id(step)] = result
         return result
 
+    def innermost_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
+        """The nearest loop around `node` inside its own function (a nested function, lambda or
+        class ends the search: its body does not run once per pass of an outer loop)."""
+        for ancestor in self.ancestors(node):
+            if type(ancestor) is cst.For or type(ancestor) is cst.While:
+                return ancestor
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+                return None
+        return None
+
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         return self.enclosing(node, cst.ClassDef)
 

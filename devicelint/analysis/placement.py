@@ -109,6 +109,7 @@ from devicelint.analysis.placement_values import (
     module_wide_accelerator_default,
     moves_what_it_yields,
     string_value,
+    used_as_settings,
 )
 from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
 from devicelint.context import FileContext
@@ -895,7 +896,9 @@ class _Interpreter(CallEvaluation):
         param = next(
             (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name), None
         )
-        return param is not None and annotation_is_settings(param.annotation)
+        return param is not None and (
+            annotation_is_settings(param.annotation) or used_as_settings(self.ctx, self.scope, name)
+        )
 
     def _module_level(self, name: str) -> bool:
         """A name a function reads from the module's top-level code (a settings object, a

@@ -1253,7 +1253,9 @@ class CallEvaluation:
 
     def _fed_moved_input(self, call: cst.Call, name: str) -> Fact:
         """`fn(x.to(device))` where `fn` is a parameter of the function: the caller moves the input
-        to the accelerator to call it, so it computes there (a model handed in, whatever its name)."""
+        to the accelerator to call it, so it computes there (a model handed in, whatever its name).
+        So does `fn(tokens)` where `tokens` was made on a device (`device=memory.device`): a
+        callable handed in that computes on placed tensors returns results where they are."""
         scope = self.scope
         if type(scope) is not cst.FunctionDef or not any(
             p.name.value == name
@@ -1264,6 +1266,20 @@ class CallEvaluation:
             fact = self._fact_of(arg.value)
             if not arg.star and moves_to_accelerator(arg.value) and fact.kind == DEVICE and fact.where == ACCELERATOR:
                 return Fact(DEVICE, where=ACCELERATOR, device_expr=fact.device_expr, device=fact.device)
+        for arg in call.args:
+            fact = self._fact_of(arg.value)
+            as_it_came = type(arg.value) is cst.Name and fact.device_expr == f"{arg.value.value}.device"
+            if (
+                not arg.star
+                and fact.kind == DEVICE
+                and fact.where in (ACCELERATOR, FOLLOWS)
+                and not fact.guessed
+                and not as_it_came  # a tensor parameter handed on: the callable may be a CPU one
+            ):
+                # (on an accelerator, but not on which one: a model split over devices
+                # returns from its last stage)
+                follows = fact.device_expr if fact.where == FOLLOWS else None
+                return Fact(DEVICE, where=fact.where, device_expr=follows)
         return UNKNOWN_FACT
 
     def _prepared(self, call: cst.Call) -> Fact:

@@ -492,15 +492,31 @@ def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, 
     return out
 
 
-def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassFacts | None) -> LocalContainer | None:
+def returned_container(
+    ctx: FileContext,
+    call: cst.BaseExpression,
+    facts: ClassFacts | None,
+    caller: cst.FunctionDef | None = None,
+    depth: int = 0,
+) -> LocalContainer | None:
     """The plain container a same-file builder returns: `make_layers(cfg)`, `self._build(n)` or
     a static or class method called on the class (`Net._heads(n)`, `cls._heads(n)`) whose body
-    ends in `return layers` (a local list it filled) or `return [Block() ...]`."""
+    ends in `return layers` (a local list it filled) or `return [Block() ...]`, or hands back
+    what another such builder returns (`return owner._make_layers(n)` in a static method handed
+    the instance), a few levels deep."""
     if type(call) is not cst.Call:
         return None
     func = call.func
     builder: cst.FunctionDef | None = None
-    if type(func) is cst.Name:
+    if (
+        caller is not None
+        and facts is not None
+        and type(func) is cst.Attribute
+        and type(func.value) is cst.Name
+        and func.value.value in {p.name.value for p in (*caller.params.posonly_params, *caller.params.params)}
+    ):
+        builder = facts.methods.get(func.attr.value)  # `owner._make_layers(n)`: the instance handed in
+    elif type(func) is cst.Name:
         builder = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
     elif facts is not None and self_attribute(func) is not None:
         builder = facts.methods.get(self_attribute(func) or "")
@@ -525,6 +541,8 @@ def returned_container(ctx: FileContext, call: cst.BaseExpression, facts: ClassF
         kind = container_kind(ctx, value)
         if kind is not None:
             return LocalContainer(kind, [ContainerFill(value, literal_elements(value), True)])
+        if type(value) is cst.Call and depth < 3:
+            return returned_container(ctx, value, facts, builder, depth + 1)
         return None
     return None
 

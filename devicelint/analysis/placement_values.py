@@ -71,6 +71,56 @@ def annotation_is_settings(annotation: cst.Annotation | None) -> bool:
     return text in _SETTINGS_TYPES or text.endswith(_SETTINGS_SUFFIXES)
 
 
+# Attributes a tensor (or a module) has that are not settings: reading them says nothing.
+_NOT_SETTINGS = frozenset(
+    {
+        "device",
+        "dtype",
+        "shape",
+        "data",
+        "grad",
+        "T",
+        "mT",
+        "ndim",
+        "requires_grad",
+        "is_cuda",
+        "layout",
+        "real",
+        "imag",
+    }
+)
+
+
+def used_as_settings(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """A parameter the function only reads plain fields of, at least two of them, never calling
+    a method of it, indexing it or handing it on whole (`opts.lr`, `opts.max_iter`,
+    `opts.device`): a settings object, whose `.device` is where the author means to run rather
+    than a tensor's device. Memoised per function."""
+    memo: dict[tuple[int, str], bool] = ctx.shared("placement.settings_params", lambda c: {})
+    key = (id(function), name)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _used_as_settings(ctx, function, name)
+    return found
+
+
+def _used_as_settings(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    fields: set[str] = set()
+    for node in ctx.index.walk(function.body):
+        if type(node) is not cst.Name or node.value != name:
+            continue
+        parent = ctx.index.parent(node)
+        if type(parent) is not cst.Attribute or parent.value is not node:
+            return False  # handed on whole, indexed, called, rebound
+        if type(ctx.index.parent(parent)) is cst.Call and ctx.index.parent(parent).func is parent:  # type: ignore[union-attr]
+            return False  # a method: an object with behaviour, not a bag of settings
+        if ctx.index.in_binding_target(parent):
+            return False
+        if parent.attr.value not in _NOT_SETTINGS:
+            fields.add(parent.attr.value)
+    return len(fields) >= 2
+
+
 def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
     if annotation is None:
         return False

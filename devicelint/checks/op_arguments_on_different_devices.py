@@ -372,12 +372,16 @@ def _places_on_its_inputs(ctx: FileContext, function: cst.FunctionDef) -> bool:
             for target in node.targets
             if type(target.target) is cst.Name
         }
+        facts = file_facts(ctx)
         memo[id(function)] = any(
             type(node) is cst.Arg
             and node.keyword is not None
             and node.keyword.value == "device"
             and (
-                _input_device(node.value, params) or (type(node.value) is cst.Name and node.value.value in from_inputs)
+                _input_device(node.value, params)
+                or (type(node.value) is cst.Name and node.value.value in from_inputs)
+                # `device = encoded.device` of a tensor computed from the inputs
+                or facts.value(node.value).where == FOLLOWS
             )
             for node in ctx.index.walk(function.body)
         )

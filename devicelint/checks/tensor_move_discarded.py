@@ -494,6 +494,7 @@ def _unknown_is_tensor(ctx: FileContext, receiver: cst.Name) -> bool:
             if binding == "object":
                 return False
             made = True
+            evidence = evidence or binding == "tensor"
             # a whole batch (not a part unpacked or indexed out of one) may be an object
             weak = weak or (binding == "whole" and any(word in lowered for word in CONTAINER_WORDS))
             continue
@@ -641,9 +642,10 @@ def _tensor_attribute_creator(ctx: FileContext, receiver: cst.BaseExpression) ->
 _MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "buffers", "modules", "children", "eval", "train"})
 
 
-def _used_as_module(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
-    """A name its function calls (`model(x)`), asks for parameters (`model.parameters()`), or
-    annotates as a module: a module, whose `.to()` moves it in place."""
+def _used_as_module(ctx: FileContext, receiver: cst.BaseExpression, *, calls_count: bool = True) -> bool:
+    """A name its function calls (`model(x)`; unless `calls_count` is off), asks for parameters
+    (`model.parameters()`), switches to eval mode, or annotates as a module: a module, whose
+    `.to()` moves it in place and whose call's inputs are tensors."""
     if type(receiver) is not cst.Name:
         return False
     scope: cst.CSTNode = ctx.index.enclosing_function(receiver) or ctx.module
@@ -654,7 +656,7 @@ def _used_as_module(ctx: FileContext, receiver: cst.BaseExpression) -> bool:
         if not (type(node) is cst.Name and node.value == receiver.value):
             continue
         parent = ctx.index.parent(node)
-        if type(parent) is cst.Call and parent.func is node:
+        if calls_count and type(parent) is cst.Call and parent.func is node:
             return True
         if type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _MODULE_ONLY_METHODS:
             return True
@@ -729,6 +731,13 @@ def _binding(ctx: FileContext, node: cst.Name) -> str | None:
             return "part"  # an entry of a container, an arithmetic result
         if type(value) is cst.Call and constructed_object(ctx, value.func):
             return "object"  # `Data(x=x).to("cpu")`: a library object, moved
+        if (
+            type(value) is cst.Call
+            and type(value.func) is cst.Attribute
+            and value.func.attr.value in TENSOR_ONLY_METHODS
+            and value.func.attr.value != "item"
+        ):
+            return "tensor"  # `x = f(img).unsqueeze(0)`: only a tensor has the method
         if (
             type(value) is cst.Call
             and type(value.func) is cst.Attribute
@@ -815,7 +824,7 @@ def _model_call(ctx: FileContext, call: cst.Call) -> bool:
     if qualified.startswith("torch."):
         return True
     fact = file_facts(ctx).value(call.func)
-    if fact.kind == MODULE:
+    if fact.kind == MODULE or _used_as_module(ctx, call.func, calls_count=False):
         return True
     func = call.func
     last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""

@@ -13,6 +13,7 @@ from .tags import add_tags
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
+RECREATED = FIXTURES / "recreated"
 _PLACES = (ROOT.parent / "shared" / "realbugs", Path("/work/shared/realbugs"))
 REALBUGS = next((p for p in _PLACES if p.is_dir()), _PLACES[0])
 _MARKER = re.compile(r"#\s*expect:\s*(?P<body>[^#@]*)")
@@ -148,24 +149,31 @@ def _twin_lines(bad: str, good: str, lines: list[int]) -> dict[int, int]:
     return mapped
 
 
-def realbug_cases() -> list[Case]:
+def _stems_listed(path: Path) -> set[str]:
+    if not path.is_file():
+        return set()
+    stems = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return {stem for stem in stems if stem}
+
+
+def pair_cases(folder: Path, label: str, skip: set[str] | None = None) -> list[Case]:
+    """Each `*_bad.py` with its `*_good.py` twin (header `# expect: CODE; lines=...`), except stems in `skip`."""
     cases = []
-    if not REALBUGS.is_dir():
+    if not folder.is_dir():
         return cases
-    for bad_path in sorted(REALBUGS.glob("*_bad.py")):
+    for bad_path in sorted(folder.glob("*_bad.py")):
+        stem = bad_path.name[: -len("_bad.py")]
+        if skip and stem in skip:
+            continue
         good_path = bad_path.with_name(bad_path.name.replace("_bad.py", "_good.py"))
         bad = bad_path.read_text(encoding="utf-8")
         code, lines = _header(bad)
         rule = "" if code.startswith("NEW:") else code
-        cases.append(
-            _case(f"realbugs/{bad_path.name}", rule, True, bad, dict.fromkeys(lines, code), lines, grouped=True)
-        )
+        cases.append(_case(f"{label}/{bad_path.name}", rule, True, bad, dict.fromkeys(lines, code), lines, grouped=True))
         if good_path.exists():
             good = good_path.read_text(encoding="utf-8")
             mapped = _twin_lines(bad, good, lines)
-            case = _case(
-                f"realbugs/{good_path.name}", rule, False, good, {}, sorted(set(mapped.values())), grouped=True
-            )
+            case = _case(f"{label}/{good_path.name}", rule, False, good, {}, sorted(set(mapped.values())), grouped=True)
             # Name a twin's targets after the bad file's lines, so both share variant ids.
             back = {g: b for b, g in mapped.items()}
             case.origin = {tag: back.get(line, line) for tag, line in case.origin.items()}
@@ -173,5 +181,20 @@ def realbug_cases() -> list[Case]:
     return cases
 
 
-def all_cases() -> list[Case]:
+def realbug_cases() -> list[Case]:
+    return pair_cases(REALBUGS, "realbugs")
+
+
+def recreated_cases() -> list[Case]:
+    """The re-created pairs the rules find today (known misses and known false-alarm twins are
+    left out: a variant of a case that already fails measures nothing)."""
+    skip = _stems_listed(RECREATED / "known_misses.txt") | _stems_listed(RECREATED / "known_false_alarms.txt")
+    return pair_cases(RECREATED, "recreated", skip)
+
+
+def all_cases(source: str = "fixtures") -> list[Case]:
+    """`fixtures`: the rule fixtures and the shared real bugs (what CI's sample runs);
+    `recreated`: the re-created pairs of `fixtures/recreated`."""
+    if source == "recreated":
+        return recreated_cases()
     return fixture_cases() + realbug_cases()

@@ -1,6 +1,6 @@
 """Rates of the metamorphic variants per operator and per rule, and the failing variant ids.
 
-python -m tests.metamorphic.report [-j 2] [--only OP[+OP]] [--show ID] [--write-known-failures]
+python -m tests.metamorphic.report [-j 2] [--only OP[+OP]] [--show ID] [--cases recreated] [--write-known-failures]
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def variant_id(case, chain: tuple[str, ...], target: int | None) -> str:  # type
 
 
 def _run_case(
-    args: tuple[int, set | None, int],
+    args: tuple[int, set | None, int, str],
 ) -> tuple[list[tuple[str, str, str, bool, str, str, str]], list[tuple[str, str, str]]]:
-    index, only, sample = args
-    case = all_cases_cached()[index]
+    index, only, sample, source = args
+    case = all_cases_cached(source)[index]
     rows, skipped = [], []
     for chain, target in specs(case, only):
         if not sampled(variant_id(case, chain, target), sample):
@@ -57,14 +57,13 @@ def _run_case(
     return rows, skipped
 
 
-_CASES = None
+_CASES: dict[str, list] = {}
 
 
-def all_cases_cached():  # type: ignore[no-untyped-def]
-    global _CASES
-    if _CASES is None:
-        _CASES = all_cases()
-    return _CASES
+def all_cases_cached(source: str = "fixtures"):  # type: ignore[no-untyped-def]
+    if source not in _CASES:
+        _CASES[source] = all_cases(source)
+    return _CASES[source]
 
 
 def _shape(reason: str) -> str:
@@ -79,9 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-known-failures", action="store_true")
     ap.add_argument("--sample", type=int, default=1, help="run one variant in N (the CI test's sample: 128)")
     ap.add_argument("--shapes", type=int, default=30, help="how many failure shapes to list")
+    ap.add_argument(
+        "--cases",
+        choices=("fixtures", "recreated"),
+        default="fixtures",
+        help="rewrite the rule fixtures and shared real bugs (default, what CI samples) or the re-created pairs",
+    )
     args = ap.parse_args(argv)
     only = {tuple(c.split("+")) for c in args.only} if args.only else None
-    cases = all_cases_cached()
+    cases = all_cases_cached(args.cases)
     if args.show:
         name, rest = args.show.split("::", 1)
         chain, _, line = rest.partition("@L")
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print("lines:", variant.lines)
         return 0
     start = time.time()
-    jobs = [(i, only, args.sample) for i in range(len(cases))]
+    jobs = [(i, only, args.sample, args.cases) for i in range(len(cases))]
     if args.j > 1:
         with Pool(args.j) as pool:
             results = pool.map(_run_case, jobs, chunksize=1)
@@ -155,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     for _chain, rid, _rule, passed, reason, _kind, _ in sorted(rows, key=lambda r: r[1]):
         if not passed:
             print(f"  {rid}  {reason}")
-    if args.write_known_failures:
+    if args.write_known_failures and args.cases != "fixtures":
+        print("--write-known-failures keeps the list of the fixture cases only (what CI samples)")
+    elif args.write_known_failures:
         failing = sorted(r[1] for r in rows if not r[3])
         if args.sample > 1 or only:  # keep what this run did not measure
             measured = {r[1] for r in rows}

@@ -73,12 +73,7 @@ class StepRegion:
 
 def innermost_loop(ctx: FileContext, node: cst.CSTNode) -> cst.For | cst.While | None:
     """The nearest loop around `node` inside its own function."""
-    for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.For, cst.While)):
-            return ancestor
-        if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
-            return None
-    return None
+    return ctx.index.innermost_loop(node)
 
 
 def step_regions(ctx: FileContext) -> list[StepRegion]:

@@ -125,6 +125,15 @@ def _resolve(
                 if len(node.args) > 1
                 else frozenset({UNKNOWN})
             )
+    helper = _helper_called(ctx, node, scope) if type(node) is cst.Call else None
+    if helper is not None:  # `ptdtype = pick_dtype(cfg.dtype)`: what the helper can return
+        returned = [
+            r.value
+            for r in ctx.index.walk(helper.body)
+            if type(r) is cst.Return and r.value is not None and ctx.index.enclosing_function(r) is helper
+        ]
+        if returned:
+            return frozenset().union(*(_resolve(ctx, value, helper, leaf, depth + 1) for value in returned))
     if isinstance(leaf, _DtypeLeaf) and type(node) is cst.Call:
         name = _torch_attribute_name(ctx, node)
         if name is not None:  # `getattr(torch, cfg.dtype)` with `dtype: str = "float16"`
@@ -165,6 +174,26 @@ def _resolve(
             out |= _resolve(ctx, value, where, leaf, depth + 1)
         return out
     return frozenset({UNKNOWN})
+
+
+def _helper_called(ctx: FileContext, call: cst.Call, scope: cst.CSTNode) -> cst.FunctionDef | None:
+    """The file's function a call runs: a top-level function by name, or a method of the class
+    around `scope` called on `self`, `cls` or the class by name."""
+    func = call.func
+    if type(func) is cst.Name:
+        return next(
+            (s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value),
+            None,
+        )
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
+        return None
+    cls = ctx.index.enclosing_class(scope) if type(scope) is cst.FunctionDef else None
+    if cls is None or func.value.value not in ("self", "cls", cls.name.value):
+        return None
+    return next(
+        (s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == func.attr.value),
+        None,
+    )
 
 
 def _parameter_values(ctx: FileContext, node: cst.Name, scope: cst.CSTNode) -> list[cst.BaseExpression | None] | None:

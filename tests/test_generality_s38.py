@@ -1,0 +1,181 @@
+"""Shapes found by rewriting the re-created bugs with the metamorphic operators (session 38:
+`python -m tests.metamorphic.report --cases recreated`): a bug the rules found in its thread's
+words was lost once its names, helpers or containers changed. Each is tested here in another
+form than the variant that showed it, with its one-fix twin clean."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), "tools/score.py", DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+# -- a discarded move of a value only a tensor method could have made, whatever it is called ----
+
+UNNAMED_TENSOR_MOVE = """
+    import torch
+    from PIL import Image
+
+
+    def score(p, q, w):
+        r = torch.device("cuda")
+        s = w(Image.open(p)).permute(2, 0, 1)
+        s.to(r)
+        u = load_scorer(q)
+        u.to(r)
+        u.eval()
+        with torch.no_grad():
+            return u(s)
+"""
+
+
+def test_a_discarded_move_of_a_tensor_method_result_is_found_without_telling_names() -> None:
+    assert _found(UNNAMED_TENSOR_MOVE) == [(9, "DL104")]
+
+
+def test_the_assigned_move_is_clean() -> None:
+    assert _found(UNNAMED_TENSOR_MOVE.replace("        s.to(r)", "        s = s.to(r)")) == []
+
+
+# -- a parameter read only for plain fields is a settings object --------------------------------
+
+SETTINGS_WITHOUT_A_SETTINGS_NAME = """
+    import torch
+
+
+    def refine(net, o, memory, picks):
+        net.to(o.device)
+        bank = torch.zeros(o.slots, o.width).to(o.device)
+        for step in range(o.rounds):
+            for ids, feats in memory:
+                ids = ids.to(o.device)
+                bank[ids] = net(feats.to(o.device))
+                hit = picks[ids]
+        return bank, hit
+"""
+
+
+def test_a_cpu_table_indexed_by_indices_moved_to_a_settings_device_is_found() -> None:
+    source = SETTINGS_WITHOUT_A_SETTINGS_NAME.replace(
+        "def refine(net, o, memory, picks):", "def refine(net, o, memory, n):\n        picks = torch.randperm(n)"
+    )
+    assert _found(source) == [(13, "DL116")]
+
+
+def test_the_table_moved_with_them_is_clean() -> None:
+    source = SETTINGS_WITHOUT_A_SETTINGS_NAME.replace(
+        "def refine(net, o, memory, picks):",
+        "def refine(net, o, memory, n):\n        picks = torch.randperm(n).to(o.device)",
+    )
+    assert _found(source) == []
+
+
+# -- a callable handed in computes where the tensors it is given were made -----------------------
+
+HANDED_CALLABLE = """
+    import torch
+
+
+    def greedy(step_fn, memory, steps):
+        device = memory.device
+        n = memory.size(0)
+        origin = torch.arange(n)
+        tokens = torch.zeros(n, 1, dtype=torch.long, device=device)
+        for _ in range(steps):
+            scores = step_fn(tokens, memory)
+            best = scores.argmax(-1)
+            done = best.eq(0).nonzero().view(-1)
+            origin = origin[done]
+            tokens = torch.cat([tokens[done], best[done, None]], 1)
+        return origin
+"""
+
+
+def test_a_cpu_index_table_narrowed_by_a_handed_callables_results_is_found() -> None:
+    assert _found(HANDED_CALLABLE) == [(14, "DL116")]
+
+
+def test_the_table_made_on_the_memorys_device_is_clean() -> None:
+    fixed = HANDED_CALLABLE.replace("origin = torch.arange(n)", "origin = torch.arange(n, device=device)")
+    assert _found(fixed) == []
+
+
+# -- a builder handed the instance returns another builder's plain list -------------------------
+
+LIST_THROUGH_TWO_BUILDERS = """
+    from torch import nn
+
+
+    class Tower(nn.Module):
+        def __init__(self, width, depth):
+            super().__init__()
+            self.stages = Tower._stages(self, width, depth)
+            self.out = nn.Linear(width, 1)
+
+        @staticmethod
+        def _stages(tower, width, depth):
+            return tower._blocks(width, depth)
+
+        def _blocks(self, width, depth):
+            made = []
+            for _ in range(depth):
+                made.append(nn.Linear(width, width))
+            return made
+
+        def forward(self, x):
+            for stage in self.stages:
+                x = stage(x)
+            return self.out(x)
+"""
+
+
+def test_a_plain_list_of_layers_returned_through_two_builders_is_found() -> None:
+    assert _found(LIST_THROUGH_TWO_BUILDERS) == [(8, "DL103")]
+
+
+def test_the_same_list_wrapped_in_a_module_list_is_clean() -> None:
+    fixed = LIST_THROUGH_TWO_BUILDERS.replace(
+        "self.stages = Tower._stages(self, width, depth)",
+        "self.stages = nn.ModuleList(Tower._stages(self, width, depth))",
+    )
+    assert _found(fixed) == []
+
+
+# -- an autocast dtype picked by a helper --------------------------------------------------------
+
+DTYPE_FROM_A_HELPER = """
+    import torch
+
+
+    def amp_dtype(name):
+        if name == "half":
+            return torch.float16
+        return torch.bfloat16
+
+
+    def train(model, opt, batches, precision="half"):
+        model.cuda()
+        for x, y in batches:
+            with torch.autocast("cuda", dtype=amp_dtype(precision)):
+                loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_float16_autocast_whose_dtype_a_helper_may_return_needs_a_scaler() -> None:
+    assert [code for _, code in _found(DTYPE_FROM_A_HELPER)] == ["DL301"]
+
+
+def test_a_helper_that_only_returns_bfloat16_is_clean() -> None:
+    fixed = DTYPE_FROM_A_HELPER.replace("return torch.float16", "return torch.bfloat16")
+    assert _found(fixed) == []
