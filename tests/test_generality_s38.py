@@ -179,3 +179,118 @@ def test_float16_autocast_whose_dtype_a_helper_may_return_needs_a_scaler() -> No
 def test_a_helper_that_only_returns_bfloat16_is_clean() -> None:
     fixed = DTYPE_FROM_A_HELPER.replace("return torch.float16", "return torch.bfloat16")
     assert _found(fixed) == []
+
+
+# -- a draw on the device a helper picks from the generator itself ------------------------------
+
+DRAW_DEVICE_FROM_A_HELPER = """
+    import torch
+
+
+    class Sampler:
+        def __init__(self, device="cuda"):
+            self.device = torch.device(device)
+
+        def _where(self, gen, fallback):
+            return gen.device if gen is not None else fallback
+
+        def noise(self, n, gen=None):
+            on = self._where(gen, self.device)
+            return torch.randn(n, 4, device=on, generator=gen).to(self.device)
+
+
+    def sample(n):
+        return Sampler().noise(n, gen=torch.Generator().manual_seed(0))
+"""
+
+
+def test_a_draw_on_the_device_a_helper_takes_from_the_generator_is_clean() -> None:
+    assert _found(DRAW_DEVICE_FROM_A_HELPER) == []
+
+
+def test_a_draw_on_the_device_a_helper_ignores_the_generator_for_is_found() -> None:
+    bad = DRAW_DEVICE_FROM_A_HELPER.replace("return gen.device if gen is not None else fallback", "return fallback")
+    assert _found(bad) == [(14, "DL115")]
+
+
+# -- a parameter a builder method returns is registered ------------------------------------------
+
+PARAMETER_FROM_A_BUILDER = """
+    import torch
+    from torch import nn
+
+
+    class Shift(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.bias = self._fresh(n)
+            self.proj = nn.Linear(n, n)
+
+        def _fresh(self, n):
+            return nn.Parameter(torch.zeros(n))
+
+        def forward(self, x):
+            return self.proj(x + self.bias)
+
+
+    net = Shift(8).cuda()
+"""
+
+
+def test_a_parameter_returned_by_a_builder_method_is_registered() -> None:
+    assert _found(PARAMETER_FROM_A_BUILDER) == []
+
+
+def test_a_parameter_moved_inside_the_builder_is_still_found() -> None:
+    bad = PARAMETER_FROM_A_BUILDER.replace(
+        "return nn.Parameter(torch.zeros(n))", "return nn.Parameter(torch.zeros(n)).cuda()"
+    )
+    # (and DL107's hint on the hard-coded device)
+    assert _found(bad) == [(9, "DL102"), (13, "DL107")]
+
+
+# -- a callee that reads through `.module` on the wrapped branch --------------------------------
+
+WRAPPER_HANDED_TO_A_TRAINER_METHOD = """
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.body(x) * self.scale
+
+
+    class Loop:
+        def run(self, opts, net, opt):
+            for _ in range(opts.steps):
+                loss = net(torch.randn(8, 4).cuda()).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                scale = net.module.scale if opts.multi_gpu else net.scale
+                print(scale)
+
+
+    def main(opts):
+        net = Net().cuda()
+        if opts.multi_gpu:
+            net = nn.DataParallel(net)
+        Loop().run(opts, net, torch.optim.SGD(net.parameters(), lr=0.1))
+"""
+
+
+def test_a_callee_that_unwraps_on_the_wrapped_branch_is_clean() -> None:
+    assert _found(WRAPPER_HANDED_TO_A_TRAINER_METHOD) == []
+
+
+def test_a_callee_that_reads_the_wrapper_bare_is_found() -> None:
+    bad = WRAPPER_HANDED_TO_A_TRAINER_METHOD.replace(
+        "scale = net.module.scale if opts.multi_gpu else net.scale", "scale = net.scale"
+    )
+    assert [code for _, code in _found(bad)] == ["DL203"]

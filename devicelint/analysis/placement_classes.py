@@ -255,6 +255,7 @@ def _record(ctx: FileContext, facts: ClassFacts, attr: str, value: cst.BaseExpre
             # `nn.Parameter(torch.zeros(n)) if bias else None`
             type(value) is cst.IfExp and (is_parameter_call(ctx, value.body) or is_parameter_call(ctx, value.orelse))
         )
+        or _returns_parameters(ctx, value, facts)
     ):
         facts.registered.add(attr)
 
@@ -492,6 +493,62 @@ def _local_containers(ctx: FileContext, function: cst.FunctionDef) -> dict[str, 
     return out
 
 
+def builder_called(
+    ctx: FileContext, call: cst.BaseExpression, facts: ClassFacts | None, caller: cst.FunctionDef | None = None
+) -> cst.FunctionDef | None:
+    """The function of the file a builder call runs: a top-level function by name, a method of
+    the class through `self.`, a static or class method through the class or `cls`, or, inside a
+    builder (`caller`) handed the instance, a method called on that parameter."""
+    if type(call) is not cst.Call:
+        return None
+    func = call.func
+    if (
+        caller is not None
+        and facts is not None
+        and type(func) is cst.Attribute
+        and type(func.value) is cst.Name
+        and func.value.value in {p.name.value for p in (*caller.params.posonly_params, *caller.params.params)}
+    ):
+        return facts.methods.get(func.attr.value)  # `owner._make_layers(n)`: the instance handed in
+    if type(func) is cst.Name:
+        return next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
+    if facts is not None and self_attribute(func) is not None:
+        return facts.methods.get(self_attribute(func) or "")
+    if facts is not None and type(func) is cst.Attribute and type(func.value) is cst.Name:
+        method = facts.methods.get(func.attr.value)
+        on_class = func.value.value in (facts.node.name.value, "cls")
+        kinds = {dotted_name(d.decorator) for d in method.decorators} if method is not None else set()
+        if on_class and kinds & {"staticmethod", "classmethod"}:
+            return method
+    return None
+
+
+def _builder_returns(ctx: FileContext, value: cst.BaseExpression, facts: ClassFacts | None) -> list[cst.BaseExpression]:
+    """What the builder a call runs (`builder_called`) can return; empty when unknown or bare."""
+    builder = builder_called(ctx, value, facts)
+    if builder is None:
+        return []
+    returned = [
+        node.value
+        for node in ctx.index.walk(builder.body)
+        if type(node) is cst.Return and ctx.index.enclosing_function(node) is builder
+    ]
+    return [] if any(v is None for v in returned) else returned  # type: ignore[return-value]  # None ruled out
+
+
+def _returns_parameters(ctx: FileContext, value: cst.BaseExpression, facts: ClassFacts) -> bool:
+    """`self.offset = self._init_offset(n)` whose every `return` is `nn.Parameter(...)`."""
+    returned = _builder_returns(ctx, value, facts)
+    return bool(returned) and all(is_parameter_call(ctx, v) for v in returned)
+
+
+def parameter_moved_by_builder(ctx: FileContext, value: cst.BaseExpression, facts: ClassFacts) -> str | None:
+    """`parameter_moved_by_hand` for a builder of the class or file that returns
+    `nn.Parameter(t).cuda()` on every path (`self.offset = self._fresh(n)`)."""
+    moves = {parameter_moved_by_hand(ctx, v) for v in _builder_returns(ctx, value, facts)}
+    return moves.pop() if len(moves) == 1 else None
+
+
 def returned_container(
     ctx: FileContext,
     call: cst.BaseExpression,
@@ -504,28 +561,7 @@ def returned_container(
     ends in `return layers` (a local list it filled) or `return [Block() ...]`, or hands back
     what another such builder returns (`return owner._make_layers(n)` in a static method handed
     the instance), a few levels deep."""
-    if type(call) is not cst.Call:
-        return None
-    func = call.func
-    builder: cst.FunctionDef | None = None
-    if (
-        caller is not None
-        and facts is not None
-        and type(func) is cst.Attribute
-        and type(func.value) is cst.Name
-        and func.value.value in {p.name.value for p in (*caller.params.posonly_params, *caller.params.params)}
-    ):
-        builder = facts.methods.get(func.attr.value)  # `owner._make_layers(n)`: the instance handed in
-    elif type(func) is cst.Name:
-        builder = next((s for s in ctx.module.body if type(s) is cst.FunctionDef and s.name.value == func.value), None)
-    elif facts is not None and self_attribute(func) is not None:
-        builder = facts.methods.get(self_attribute(func) or "")
-    elif facts is not None and type(func) is cst.Attribute and type(func.value) is cst.Name:
-        method = facts.methods.get(func.attr.value)
-        on_class = func.value.value in (facts.node.name.value, "cls")
-        kinds = {dotted_name(d.decorator) for d in method.decorators} if method is not None else set()
-        if on_class and kinds & {"staticmethod", "classmethod"}:
-            builder = method
+    builder = builder_called(ctx, call, facts, caller)
     if builder is None:
         return None
     locals_ = local_containers(ctx, builder)

@@ -41,6 +41,7 @@ from devicelint.analysis.local_bindings import (
 from devicelint.analysis.model_events.scopes import module_functions, only_return
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import ACCELERATOR, ACCELERATOR_STRINGS, DEVICE_VALUE
+from devicelint.analysis.training.helpers import returned_in_callers_words
 from devicelint.context import FileContext
 
 LOADER = "loader"  # DataLoader: base seed always, RandomSampler when shuffling
@@ -230,6 +231,11 @@ def _reads_device_of(ctx: FileContext, expr: cst.BaseExpression, owner: str, dep
             values = bindings(ctx, node.value, node) or []
             if any(_reads_device_of(ctx, value, owner, depth + 1) for value in values):
                 return True
+        if type(node) is cst.Call and depth < 2:
+            # `self.draw_device(generator, device)`: what the helper returns, in these words
+            returned = returned_in_callers_words(ctx, node)
+            if returned is not None and _reads_device_of(ctx, returned, owner, depth + 1):
+                return True
     return False
 
 
@@ -305,11 +311,14 @@ def _draw(ctx: FileContext, call: cst.Call) -> RandomDraw | None:
     default = default_device_at(ctx, call)
     if explicit_device is not None:
         # a helper's `device` parameter: what every call of the file passes (or its default)
-        draws_on = device_type_of(ctx, explicit_device) or _passed_device_type(ctx, explicit_device, 0)
+        generator_text = ctx.code_for(_argument(call, "generator", None))  # type: ignore[arg-type]  # checked above
+        if _reads_device_of(ctx, explicit_device, generator_text):
+            draws_on = None  # `device=generator.device if generator else device`: its own device
+        else:
+            draws_on = device_type_of(ctx, explicit_device) or _passed_device_type(ctx, explicit_device, 0)
         if draws_on is None and type(explicit_device) is cst.Attribute:
             # `device=self.device` set from a constructor parameter: what this class's instances get
             draws_on = judged_for_instances(ctx, explicit_device, lambda value: _device_type(ctx, value))
-        generator_text = ctx.code_for(_argument(call, "generator", None))  # type: ignore[arg-type]  # checked above
         if draws_on is None and not _reads_device_of(ctx, explicit_device, generator_text):
             draws_on = _named_type(ctx, explicit_device)
         by_default = False

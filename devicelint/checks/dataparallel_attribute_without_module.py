@@ -399,6 +399,8 @@ class DataParallelAttributeWithoutModule(Rule):
                 reads_of = _kept_reads(ctx, function, param, site)
             else:
                 reads_of = _param_reads(ctx, function, param, site)
+            # `net.module.head if parallel else net.head` in the callee tells the two apart too
+            reads_of = [n for n in reads_of if not _unwrapped_in_other_branch(ctx, n, dotted_name(n.value) or "")]
             for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
                 reader = ctx.index.enclosing_function(node)

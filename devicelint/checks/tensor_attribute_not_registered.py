@@ -26,6 +26,7 @@ from devicelint.analysis.placement_classes import (
     is_parameter_call,
     literal_elements,
     local_containers,
+    parameter_moved_by_builder,
     parameter_moved_by_hand,
     returned_container,
     self_attribute,
@@ -208,7 +209,14 @@ class TensorAttributeNotRegistered(Rule):
             yield from self._plain_containers(ctx, facts, moved)
             yield from self._shared_by_replicas(ctx, facts, moved)
             for attr, assignments in _plain_attributes(facts, moved).items():
-                lost = next(((v, m) for v, _ in assignments if (m := parameter_moved_by_hand(ctx, v))), None)
+                lost = next(
+                    (
+                        (v, m)
+                        for v, _ in assignments
+                        if (m := parameter_moved_by_hand(ctx, v) or parameter_moved_by_builder(ctx, v, facts))
+                    ),
+                    None,
+                )
                 if lost is not None:
                     value, method = lost
                     yield self.violation(

@@ -308,9 +308,27 @@ def returned_calls(ctx: FileContext, call: cst.Call) -> list[cst.Call] | None:
     return out or None
 
 
+def returned_in_callers_words(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """What a call of a helper of the file with one `return` hands back, in the caller's words,
+    whatever the expression (`self.pick(generator, device)` running `return generator.device if
+    generator is not None else device`); None as for `returned_call`."""
+    helper = callee(ctx, call)
+    if helper is None or any(arg.star for arg in call.args):
+        return None
+    inner = only_returned(ctx, helper)
+    return _substituted(ctx, helper, call, inner) if inner is not None else None
+
+
 def _in_callers_words(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, inner: cst.Call) -> cst.Call | None:
     """`inner`, a call the helper returns, with the call's arguments in place of the parameters
     it reads; None where it reads a parameter the call leaves out or a local of the helper."""
+    replaced = _substituted(ctx, helper, call, inner)
+    return replaced if isinstance(replaced, cst.Call) else None
+
+
+def _substituted(
+    ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, inner: cst.BaseExpression
+) -> cst.BaseExpression | None:
     bound = bound_arguments(ctx, helper, call)
     if bound is None:
         return None
@@ -326,7 +344,7 @@ def _in_callers_words(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call,
             replaced = replaced.deep_replace(node, bound[node.value])
         elif node.value in params or node.value in local:
             return None  # a parameter the call leaves to its default, or the helper's own local
-    return replaced if isinstance(replaced, cst.Call) else None
+    return replaced if isinstance(replaced, cst.BaseExpression) else None
 
 
 def only_returned(ctx: FileContext, helper: cst.FunctionDef) -> cst.BaseExpression | None:
