@@ -294,3 +294,154 @@ def test_a_callee_that_reads_the_wrapper_bare_is_found() -> None:
         "scale = net.module.scale if opts.multi_gpu else net.scale", "scale = net.scale"
     )
     assert [code for _, code in _found(bad)] == ["DL203"]
+
+
+# -- optimizer state: placement by a helper around fabric.setup, an optimizer by its use ----------
+
+STATE_RESTORED_BEFORE_A_SETUP_HELPER = """
+    import lightning as L
+    import torch
+    from torch import nn
+
+
+    def place(runner, net, opt):
+        return runner.setup(net, opt)
+
+
+    def run(ckpt_path):
+        runner = L.Fabric(accelerator="cuda")
+        net = nn.Linear(8, 8)
+        opt = torch.optim.Adam(net.parameters())
+        state = torch.load(ckpt_path, map_location="cpu")
+        net.load_state_dict(state["net"])
+        opt.load_state_dict(state["opt"])
+        net, opt = place(runner, net, opt)
+        return net, opt
+"""
+
+
+def test_state_loaded_before_a_helper_that_runs_fabric_setup_is_found() -> None:
+    assert [code for _, code in _found(STATE_RESTORED_BEFORE_A_SETUP_HELPER)] == ["DL111"]
+
+
+def test_state_loaded_after_the_setup_helper_is_clean() -> None:
+    fixed = STATE_RESTORED_BEFORE_A_SETUP_HELPER.replace(
+        '        net.load_state_dict(state["net"])\n        opt.load_state_dict(state["opt"])\n        net, opt = place(runner, net, opt)\n',
+        '        net, opt = place(runner, net, opt)\n        net.load_state_dict(state["net"])\n        opt.load_state_dict(state["opt"])\n',
+    )
+    assert _found(fixed) == []
+
+
+OPTIMIZER_KNOWN_BY_ITS_USE = """
+    import torch
+    from torch import nn
+
+
+    def make(n):
+        a = nn.Linear(n, n)
+        return a, torch.optim.SGD(a.parameters(), lr=0.1, momentum=0.9)
+
+
+    def resume(path, a, b):
+        saved = torch.load(path, map_location="cpu")
+        a.load_state_dict(saved["a"])
+        b.load_state_dict(saved["b"])
+
+
+    def main(path, batches):
+        a, b = make(16)
+        resume(path, a, b)
+        a.cuda()
+        for x in batches:
+            b.zero_grad()
+            a(x.cuda()).sum().backward()
+            b.step()
+"""
+
+
+def test_an_optimizer_known_only_by_zero_grad_restored_before_the_move_is_found() -> None:
+    assert [code for _, code in _found(OPTIMIZER_KNOWN_BY_ITS_USE)] == ["DL111"]
+
+
+def test_the_model_moved_before_the_restore_is_clean() -> None:
+    fixed = OPTIMIZER_KNOWN_BY_ITS_USE.replace(
+        "        resume(path, a, b)\n        a.cuda()\n", "        a.cuda()\n        resume(path, a, b)\n"
+    )
+    assert _found(fixed) == []
+
+
+# -- a wrapper made by a helper --------------------------------------------------------------------
+
+COUNTER_UNDER_A_HELPER_MADE_WRAPPER = """
+    import torch
+    from torch import nn
+
+
+    class Annealed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return self.lin(x) / (1 + self.calls)
+
+
+    def spread(module):
+        return nn.DataParallel(module)
+
+
+    def main(steps):
+        net = spread(Annealed()).cuda()
+        for _ in range(steps):
+            net(torch.randn(8, 4).cuda()).sum().backward()
+"""
+
+
+def test_a_replica_write_under_a_wrapper_a_helper_makes_is_found() -> None:
+    assert [code for _, code in _found(COUNTER_UNDER_A_HELPER_MADE_WRAPPER)] == ["DL203"]
+
+
+def test_the_same_module_unwrapped_is_clean() -> None:
+    assert _found(COUNTER_UNDER_A_HELPER_MADE_WRAPPER.replace("return nn.DataParallel(module)", "return module")) == []
+
+
+WRAPPER_TO_A_CLASS_THROUGH_A_HELPER = """
+    from torch import nn
+
+
+    class Probe:
+        def __init__(self, model):
+            self.trunk = model.trunk
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk = nn.Linear(4, 4)
+
+
+    def probe_for(model):
+        return Probe(model)
+
+
+    def build(gpus):
+        model = Net()
+        if len(gpus) > 1:
+            model = nn.DataParallel(model, device_ids=gpus)
+        return probe_for(model)
+"""
+
+
+def test_a_wrapper_a_helper_hands_to_a_class_that_reads_through_it_is_found() -> None:
+    found = lint_source(textwrap.dedent(WRAPPER_TO_A_CLASS_THROUGH_A_HELPER), "tools/score.py", DEFAULT).findings
+    assert [(f.line, f.code) for f in found] == [(7, "DL203")]
+    assert "(which hands it on to `Probe`)" in found[0].message
+
+
+def test_a_class_that_reads_through_module_is_clean() -> None:
+    fixed = WRAPPER_TO_A_CLASS_THROUGH_A_HELPER.replace(
+        "self.trunk = model.trunk", 'self.trunk = getattr(model, "module", model).trunk'
+    )
+    assert _found(fixed) == []

@@ -312,7 +312,7 @@ class DataParallelAttributeWithoutModule(Rule):
         if "register_forward" not in ctx.source:
             return
         seen: set[int] = set()
-        for site in wrapper_sites(ctx):
+        for site in wrapper_sites(ctx) + returned_wrapper_sites(ctx):
             if site.kind != "DataParallel":
                 continue
             names = {n for n in (site.target, dotted_name(site.wrapped) if site.wrapped is not None else None) if n}
@@ -404,9 +404,16 @@ class DataParallelAttributeWithoutModule(Rule):
             for node in _first_of_each(ctx, reads_of):
                 attr, held = node.attr.value, dotted_name(node.value)
                 reader = ctx.index.enclosing_function(node)
+                reader_class = ctx.index.enclosing_class(node)
                 onward = (
                     f" (which hands it on to `{reader.name.value}` as `{held}`)"
-                    if reader is not None and reader is not function and ctx.index.enclosing_class(node) is None
+                    if reader is not None and reader is not function and reader_class is None
+                    else f" (which hands it on to `{reader_class.name.value}`)"
+                    if reader is not None
+                    and reader is not function
+                    and reader_class is not None
+                    and reader.name.value == "__init__"
+                    and callee != reader_class.name.value
                     else ""
                 )
                 yield self.violation(
@@ -848,13 +855,17 @@ def _param_reads(
     for callee, name in handed:
         if callee.name.value != "__init__":
             kept += _param_reads(ctx, callee, name, site, depth=depth + 1)
+        else:  # `return Evaluator(model)` in a helper: what the class reads of it
+            kept += _kept_reads(ctx, callee, name, site, depth=depth + 1)
     return kept
 
 
-def _kept_reads(ctx: FileContext, init: cst.FunctionDef, param: str, site: WrapperSite) -> list[cst.Attribute]:
+def _kept_reads(
+    ctx: FileContext, init: cst.FunctionDef, param: str, site: WrapperSite, depth: int = 0
+) -> list[cst.Attribute]:
     """Reads of `param.x` in `__init__`, and of `self.m.x` in the class's methods when `__init__`
     keeps the wrapper as `self.m = param`, unless the class tests, unwraps or rebinds `self.m`."""
-    reads = _param_reads(ctx, init, param, site)
+    reads = _param_reads(ctx, init, param, site, depth=depth)
     cls = ctx.index.enclosing_class(init)
     if cls is None:
         return reads

@@ -240,6 +240,19 @@ def _builds_or_loads_an_optimizer(ctx: FileContext) -> bool:
     return False
 
 
+def _used_as_optimizer(ctx: FileContext, root: cst.CSTNode, name: str) -> bool:
+    """`name.zero_grad()` or `name.param_groups` in the same function: an optimizer, whatever it
+    is called (a scheduler has `step()` but neither)."""
+    memo: dict[tuple[int, str], bool] = ctx.shared("optimizer_state.used_as_optimizer", lambda c: {})
+    key = (id(root), name)
+    if key not in memo:
+        memo[key] = any(
+            node.attr.value in ("zero_grad", "param_groups") and dotted_name(node.value) == name
+            for node in ctx.index.within(root, cst.Attribute)
+        )
+    return memo[key]
+
+
 def _moved_model(ctx: FileContext, call: cst.Call) -> str | None:
     """`m` when `call` moves the name `m` (or `self.m`) towards an accelerator (`m.to(device)`,
     `m.cuda()`), also through the `DataParallel`/DDP wrapper made around it there
@@ -388,6 +401,8 @@ def _moved_parameters(ctx: FileContext, func: cst.FunctionDef, depth: int) -> se
             direct = _moved_model(ctx, node)
             if direct is not None:
                 moved.add(direct)
+            elif fabric := _placed_by_fabric(ctx, node):
+                moved.update(fabric)  # `return fabric.setup(model, optimizer)` in a helper
             elif depth < 2:
                 moved.update(_moved_by_helper(ctx, node, depth + 1))
         cache[key] = moved
@@ -700,7 +715,11 @@ class OptimizerStateDevice(Rule):
             )
             for name in names:
                 owner = optimizers.get((scope, name))
-                if owner is None and "optim" in name.lower() and not _built_after_its_model_moved(ctx, root, name):
+                if (
+                    owner is None
+                    and ("optim" in name.lower() or _used_as_optimizer(ctx, root, name))
+                    and not _built_after_its_model_moved(ctx, root, name)
+                ):
                     owner = ANY_MODEL  # an optimizer handed in: its model is whichever moves next
                 if owner is not None:
                     # A model moved before the load (in place: `para = model.to(device)` moves

@@ -169,7 +169,9 @@ def pair_cases(folder: Path, label: str, skip: set[str] | None = None) -> list[C
         bad = bad_path.read_text(encoding="utf-8")
         code, lines = _header(bad)
         rule = "" if code.startswith("NEW:") else code
-        cases.append(_case(f"{label}/{bad_path.name}", rule, True, bad, dict.fromkeys(lines, code), lines, grouped=True))
+        cases.append(
+            _case(f"{label}/{bad_path.name}", rule, True, bad, dict.fromkeys(lines, code), lines, grouped=True)
+        )
         if good_path.exists():
             good = good_path.read_text(encoding="utf-8")
             mapped = _twin_lines(bad, good, lines)

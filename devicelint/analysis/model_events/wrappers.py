@@ -575,7 +575,8 @@ def data_parallel_classes(ctx: FileContext) -> dict[str, Replication]:
 
 def _data_parallel_classes(ctx: FileContext) -> dict[str, Replication]:
     wrapped: dict[str, Replication] = {}
-    for site in wrapper_sites(ctx):
+    # (a site returned by a helper of the file, `net = parallel(net)`, replicates as well)
+    for site in wrapper_sites(ctx) + returned_wrapper_sites(ctx):
         if site.kind == "DataParallel":
             name = wrapped_class(ctx, site)
             if name is not None:
