@@ -445,3 +445,26 @@ def test_a_class_that_reads_through_module_is_clean() -> None:
         "self.trunk = model.trunk", 'self.trunk = getattr(model, "module", model).trunk'
     )
     assert _found(fixed) == []
+
+
+# -- a value read back out of a dict the function fills ------------------------------------------
+
+GENERATOR_KEPT_IN_A_DICT = """
+    import torch
+
+
+    def jitter(points, seed):
+        rng = {"gen": torch.Generator().manual_seed(seed), "seed": seed}
+        gen = rng["gen"]
+        return points + torch.randn(points.shape, device="cuda", generator=gen)
+"""
+
+
+def test_a_cpu_generator_read_back_out_of_a_dict_drawn_on_cuda_is_found() -> None:
+    # (DL107's hints on the hard-coded device aside)
+    assert [f for f in _found(GENERATOR_KEPT_IN_A_DICT) if f[1] != "DL107"] == [(8, "DL115")]
+
+
+def test_a_cuda_generator_read_back_out_of_the_dict_is_clean() -> None:
+    fixed = GENERATOR_KEPT_IN_A_DICT.replace("torch.Generator()", 'torch.Generator(device="cuda")')
+    assert [f for f in _found(fixed) if f[1] != "DL107"] == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE
@@ -61,7 +62,8 @@ def _assigned_in(ctx: FileContext, scope: cst.CSTNode, name: str) -> tuple[list[
         if not any(_binds_inside(t, name) for t in targets) or ctx.index.enclosing_function(node) is not function:
             continue
         if type(node) is cst.Assign and any(type(t) is cst.Name for t in targets if _binds_inside(t, name)):
-            values.append(node.value)
+            # `ckpt = box["value"]` of a container the file fills: what was put in
+            values.append(through_containers(ctx, node.value))
         else:
             other = True
     return values, other
