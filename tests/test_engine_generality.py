@@ -9662,3 +9662,45 @@ def test_an_optimizer_state_loaded_before_its_model_is_wrapped_and_moved_stays_o
     assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
     other = RESUMED_THEN_WRAPPED.format(wrap="runner = nn.DataParallel(nn.Linear(4, 4)).cuda()")
     assert [f for f in _found(other) if f[1] == "DL111"] == []
+
+
+SKIPPED_AFTER_STEP = """\
+import math
+
+import torch
+
+
+def fit(net, batches, opt, amp_scaler, log_every=20):
+    for i, (x, y) in enumerate(batches):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.l1_loss(net(x.cuda()), y.cuda())
+        opt.zero_grad()
+        amp_scaler.scale(loss).backward()
+        amp_scaler.step(opt)
+{between}
+        amp_scaler.update()
+"""
+
+
+def test_an_update_that_a_continue_after_the_scaler_step_skips_is_partial() -> None:
+    scaler_made = "    amp_scaler = torch.amp.GradScaler('cuda')\n"
+    for between in (
+        "        if i % log_every == 0:\n            value = loss.item()\n            if value != value:\n"
+        "                print('nan at', i)\n                continue",
+        "        bad = not math.isfinite(loss.float().sum().item())\n        if bad:\n            continue",
+    ):
+        src = SKIPPED_AFTER_STEP.format(between=between).replace("    for i,", scaler_made + "    for i,", 1)
+        assert [f for f in _found(src) if f[1] == "DL303"] == [
+            (src.count("\n", 0, src.index("amp_scaler.update")) + 1, "DL303")
+        ]
+    # the update placed before the check, or a check that ends the training (`break`), is fine
+    ok = SKIPPED_AFTER_STEP.format(between="        if loss.isnan().item():\n            break").replace(
+        "    for i,", scaler_made + "    for i,", 1
+    )
+    assert [f for f in _found(ok) if f[1] == "DL303"] == []
+    first = SKIPPED_AFTER_STEP.replace("{between}\n        amp_scaler.update()\n", "{between}\n").format(
+        between="        amp_scaler.update()\n        if i % log_every == 0:\n            continue"
+    )
+    first = first.replace("    for i,", scaler_made + "    for i,", 1)
+    assert first.count("amp_scaler.update()") == 1
+    assert [f for f in _found(first) if f[1] == "DL303"] == []
