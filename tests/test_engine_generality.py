@@ -9704,3 +9704,48 @@ def test_an_update_that_a_continue_after_the_scaler_step_skips_is_partial() -> N
     first = first.replace("    for i,", scaler_made + "    for i,", 1)
     assert first.count("amp_scaler.update()") == 1
     assert [f for f in _found(first) if f[1] == "DL303"] == []
+
+
+WRAPPER_HANDED_TO_HELPER = """\
+import torch
+from torch import nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 5)
+
+    def forward(self, feats):
+        return self.proj(feats)
+
+
+def profile(steps, runner):
+    total = 0.0
+    for _ in range(steps):
+        {use}
+    return total
+
+
+def main():
+    tagger = Tagger(){move}
+    parallel = nn.DataParallel(tagger, device_ids=[0, 1])
+    print(profile({args}))
+"""
+
+
+def test_a_wrapper_handed_to_a_helper_of_the_file_that_runs_it_counts_as_run() -> None:
+    run = "total += runner(torch.randn(64, 32)).sum().item()"
+    for args in ("10, parallel", "steps=10, runner=parallel"):
+        src = WRAPPER_HANDED_TO_HELPER.format(use=run, move="", args=args)
+        assert [f for f in _found(src) if f[1] == "DL202"] == [(23, "DL202")]
+    # the model moved to device_ids[0] first; a helper that moves the wrapper before running it;
+    # a helper that only hands it on to code the file does not show
+    moved = WRAPPER_HANDED_TO_HELPER.format(use=run, move='.to("cuda:0")', args="10, parallel")
+    assert [f for f in _found(moved) if f[1] == "DL202"] == []
+    helper_moves = WRAPPER_HANDED_TO_HELPER.format(
+        use='runner.to("cuda:0")\n        ' + run, move="", args="10, parallel"
+    )
+    assert [f for f in _found(helper_moves) if f[1] == "DL202"] == []
+    handed_on = WRAPPER_HANDED_TO_HELPER.format(use="total += trainer.fit(runner)", move="", args="10, parallel")
+    assert [f for f in _found(handed_on) if f[1] == "DL202"] == []

@@ -76,7 +76,8 @@ class DataParallelModelNotOnFirstDevice(Rule):
     with `range(...)` are taken to start at 0.
     "Never moved" is reported only for a model built in the same function from a class of the
     same file or from `torch.nn`/`torchvision.models`, never passed to other code, and whose
-    wrapper is called in that function. Moves made through aliases are not followed. A model
+    wrapper is called in that function or in a plain function of the file that it is handed to
+    (`run(net, args)` calling `net(inputs)`, followed two calls deep). Moves made through aliases are not followed. A model
     returned by a builder function of the file counts with the device the builder moved it to
     (`model.to("cuda:1"); return model`), and `self.model` moved in `__init__` and wrapped in
     `setup()` with the moves of `__init__`. A builder of the file that wraps a CPU model it
