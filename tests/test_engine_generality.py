@@ -9749,3 +9749,59 @@ def test_a_wrapper_handed_to_a_helper_of_the_file_that_runs_it_counts_as_run() -
     assert [f for f in _found(helper_moves) if f[1] == "DL202"] == []
     handed_on = WRAPPER_HANDED_TO_HELPER.format(use="total += trainer.fit(runner)", move="", args="10, parallel")
     assert [f for f in _found(handed_on) if f[1] == "DL202"] == []
+
+
+ALIAS_LAMBDA_IN_CONTAINED_STAGE = """\
+import torch
+from torch import nn
+
+
+class Stage(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.proj = nn.Linear(width, width)
+        {keep}
+
+    def forward(self, x):
+        return x + self.proj(self.post(x))
+
+
+class Net(nn.Module):
+    def __init__(self, width=64, depth=3):
+        super().__init__()
+        self.stages = {container}
+        self.out = nn.Linear(width, 2)
+
+    def forward(self, x):
+        for stage in self.stages:
+            x = stage(x)
+        return self.out(x)
+
+
+net = nn.DataParallel(Net().cuda())
+"""
+
+
+def test_a_lambda_over_a_local_alias_of_a_layer_in_a_class_held_in_a_module_container_is_replicated() -> None:
+    keep = "norm = self.norm\n        self.post = lambda t: torch.relu(norm(t))"
+    for container in (
+        "nn.ModuleList([Stage(width) for _ in range(depth)])",
+        "nn.Sequential(*[Stage(width) for _ in range(depth)])",
+        "nn.ModuleDict(dict(main=nn.ModuleList([Stage(width)]), extra=nn.Identity()))",
+    ):
+        src = ALIAS_LAMBDA_IN_CONTAINED_STAGE.format(keep=keep, container=container)
+        if "ModuleDict" in container:
+            src = src.replace("for stage in self.stages:", 'for stage in self.stages["main"]:')
+        assert [f for f in _found(src) if f[1] == "DL203"] == [(11, "DL203")]
+    # the alias read when the method runs (each replica's own layer), or a name bound twice
+    method = ALIAS_LAMBDA_IN_CONTAINED_STAGE.format(
+        keep="\n    def post(self, t):\n        norm = self.norm\n        return torch.relu(norm(t))",
+        container="nn.ModuleList([Stage(width) for _ in range(depth)])",
+    )
+    assert [f for f in _found(method) if f[1] == "DL203"] == []
+    plain = ALIAS_LAMBDA_IN_CONTAINED_STAGE.format(
+        keep="scale = 2.0\n        self.post = lambda t: torch.relu(t * scale)",
+        container="nn.ModuleList([Stage(width) for _ in range(depth)])",
+    )
+    assert [f for f in _found(plain) if f[1] == "DL203"] == []

@@ -5,6 +5,7 @@ which wrapper a name holds at a point, and whether the wrapped model is split ov
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 import libcst as cst
@@ -34,7 +35,7 @@ from devicelint.analysis.model_events.scopes import Scope, only_return, scope_fa
 from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.helpers import bound_arguments
 from devicelint.context import FileContext
@@ -529,7 +530,9 @@ def wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
 
 def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
     """The module classes of the file that `name` holds as submodules (`self.attn =
-    Attention(dim)`), and theirs, a few levels down."""
+    Attention(dim)`, or inside a module container it builds there:
+    `nn.ModuleList([Block(c) for _ in range(n)])`, `nn.ModuleDict(dict(h=nn.ModuleList(...)))`),
+    and theirs, a few levels down."""
     classes = module_classes(ctx)
     facts = class_facts(ctx)
     found: list[str] = []
@@ -538,12 +541,29 @@ def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
         following: list[str] = []
         for owner in frontier:
             held = facts.get(owner)
-            for part in held.submodules.values() if held is not None else ():
+            parts = [*held.submodules.values(), *_contained_classes(ctx, held, classes)] if held is not None else []
+            for part in parts:
                 if part in classes and part != name and part not in found:
                     found.append(part)
                     following.append(part)
         frontier = following
     return found
+
+
+_MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential"})
+
+
+def _contained_classes(ctx: FileContext, held: ClassFacts, classes: Collection[str]) -> list[str]:
+    """The module classes of the file built inside the value of an attribute that holds a
+    module container (`self.blocks = nn.ModuleList([Block(c) for _ in range(n)])`)."""
+    out: list[str] = []
+    for attr, value, _ in held.assignments:
+        if held.submodules.get(attr) not in _MODULE_CONTAINERS:
+            continue
+        for node in ctx.index.walk(value):
+            if type(node) is cst.Call and (callee := dotted_name(node.func)) in classes and callee not in out:
+                out.append(callee)
+    return out
 
 
 def spans_several_gpus(site: WrapperSite) -> bool:
