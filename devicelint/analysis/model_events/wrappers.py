@@ -561,7 +561,8 @@ def _contained_classes(ctx: FileContext, held: ClassFacts, classes: Collection[s
         if held.submodules.get(attr) not in _MODULE_CONTAINERS:
             continue
         for node in ctx.index.walk(value):
-            if type(node) is cst.Call and (callee := dotted_name(node.func)) in classes and callee not in out:
+            callee = dotted_name(node.func) if type(node) is cst.Call else None
+            if callee is not None and callee in classes and callee not in out:
                 out.append(callee)
     return out
 
