@@ -9805,3 +9805,53 @@ def test_a_lambda_over_a_local_alias_of_a_layer_in_a_class_held_in_a_module_cont
         container="nn.ModuleList([Stage(width) for _ in range(depth)])",
     )
     assert [f for f in _found(plain) if f[1] == "DL203"] == []
+
+
+OPERATORS_HANDED_TO_REPLICATED_MODULE = """\
+import torch
+from torch import nn
+
+
+class GraphDecoder(nn.Module):
+    def __init__(self, width, adjacency, pools):
+        super().__init__()
+        self.adjacency = adjacency
+        self.pools = pools
+        self.lin = nn.Linear(width, width)
+
+    def forward(self, h):
+        for level, pool in enumerate(self.pools):
+            h = torch.sparse.mm(pool, self.lin(h))
+            h = h[:, self.adjacency[level]].mean(-1)
+        return h
+
+
+def build(levels, width, gpus):
+    adjacency = {adj}
+    pools = {pools}
+    net = GraphDecoder(width, adjacency, pools).cuda()
+    return nn.DataParallel(net, device_ids=gpus)
+"""
+
+
+def test_gpu_operators_a_caller_hands_a_replicated_module_are_shared_by_its_replicas() -> None:
+    adj = "[torch.tensor(l.neighbours).cuda() for l in levels]"
+    pools = "tuple(torch.from_numpy(l.pool).to_sparse().cuda() for l in levels)"
+    src = OPERATORS_HANDED_TO_REPLICATED_MODULE.format(adj=adj, pools=pools)
+    assert [f for f in _found(src) if f[1] == "DL102"] == [(8, "DL102"), (9, "DL102")]
+    assert "handed to `__init__`" in _messages(src)[0]
+    one_gpu = src.replace("device_ids=gpus", "device_ids=[0]")
+    assert [f for f in _found(one_gpu) if f[1] == "DL102"] == []
+    registered = (
+        src.replace(
+            "        self.adjacency = adjacency\n        self.pools = pools\n",
+            "        self.n = len(pools)\n        for i, (a, p) in enumerate(zip(adjacency, pools)):\n"
+            '            self.register_buffer(f"adj_{i}", a)\n            self.register_buffer(f"pool_{i}", p)\n',
+        )
+        .replace(
+            "        for level, pool in enumerate(self.pools):\n",
+            '        for level in range(self.n):\n            pool = getattr(self, f"pool_{level}")\n',
+        )
+        .replace("self.adjacency[level]", 'getattr(self, f"adj_{level}")')
+    )
+    assert [f for f in _found(registered) if f[1] == "DL102"] == []
