@@ -9855,3 +9855,35 @@ def test_gpu_operators_a_caller_hands_a_replicated_module_are_shared_by_its_repl
         .replace("self.adjacency[level]", 'getattr(self, f"adj_{level}")')
     )
     assert [f for f in _found(registered) if f[1] == "DL102"] == []
+
+
+SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS = """\
+import torch
+from peft import get_peft_model
+from transformers import AutoModelForSeq2SeqLM
+
+
+class Finetuner:
+    def __init__(self, loader, net, lr=1e-4):
+        self.loader = loader
+        self.net = net
+        if torch.cuda.device_count() > 1:
+            self.net = torch.nn.DataParallel(self.net)
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=lr)
+
+
+def main(path, loader, adapters):
+    lm = AutoModelForSeq2SeqLM.from_pretrained(path, {placement})
+    lm = get_peft_model(lm, adapters)
+    Finetuner(loader, net=lm{moved})
+"""
+
+
+def test_a_model_its_loader_spread_over_gpus_handed_to_a_class_that_wraps_it_in_dataparallel() -> None:
+    for placement in ('device_map="balanced"', 'device_map={"encoder": 0, "decoder": 1}'):
+        src = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement=placement, moved="")
+        assert [f for f in _found(src) if f[1] == "DL201"] == [(11, "DL201")]
+    one_device = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement='device_map={"": 0}', moved="")
+    assert [f for f in _found(one_device) if f[1] == "DL201"] == []
+    moved = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement='device_map="auto"', moved='.to("cuda:0")')
+    assert [f for f in _found(moved) if f[1] == "DL201"] == []

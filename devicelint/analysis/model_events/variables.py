@@ -146,7 +146,9 @@ _LOGGING = frozenset({"info", "debug", "warning", "warn", "error", "log", "print
 
 # Calls that return the module they are given, where it is: compiled, or patched for mixed
 # precision (apex's `initialize` returns `(model, optimizer)`, the model first).
-PLACEMENT_KEEPING = frozenset({"torch.compile", "apex.amp.initialize"})
+PLACEMENT_KEEPING = frozenset(
+    {"torch.compile", "apex.amp.initialize", "peft.get_peft_model", "peft.prepare_model_for_kbit_training"}
+)
 
 
 def keeps_placement(ctx: FileContext, node: cst.BaseExpression, var: str) -> bool:

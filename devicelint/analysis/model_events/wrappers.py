@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.devices import string_value
 from devicelint.analysis.model_events.classes import (
@@ -26,6 +27,7 @@ from devicelint.analysis.model_events.devices import (
     KEEPS_MODULE,
     Device,
     Placement,
+    Resolver,
     chain_base,
     rebinds,
     resolver_for,
@@ -490,6 +492,37 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
                 and dotted_name(node.func.value) == var
             ):
                 return f"`{short(ctx, node)}` spreads over several GPUs"
+        if type(bind) is cst.Name:
+            return _handed_spread(ctx, bind)
+    return _loader_spread(ctx, resolver, bind)
+
+
+def _handed_spread(ctx: FileContext, name: cst.Name) -> str | None:
+    """`self.model = model` where `model` is a parameter the function never rebinds: how the
+    model every call of the function in the file hands in (`Trainer(model, ...)` after
+    `model = X.from_pretrained(..., device_map="auto")`) was spread by its loader."""
+    passed = passed_for(ctx, name)
+    if not passed:
+        return None
+    found: list[str] = []
+    for argument in passed:
+        resolver = resolver_for(ctx, argument)
+        base, moved = chain_base(resolver, argument)
+        var = dotted_name(base)
+        if moved is not None or var is None:
+            return None
+        facts = history(ctx, var, argument)
+        if facts.moves or facts.bind is None:
+            return None
+        spread = _loader_spread(ctx, resolver, facts.bind)
+        if spread is None:
+            return None
+        found.append(spread)
+    return f"{found[0]} (the model handed in as `{name.value}`)"
+
+
+def _loader_spread(ctx: FileContext, resolver: Resolver, bind: cst.BaseExpression | None) -> str | None:
+    """How the loader call `bind` spreads the model it loads, else None."""
     if bind is not None:
         bind = chain_base(resolver, bind)[0]
     if type(bind) is not cst.Call:
