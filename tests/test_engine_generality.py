@@ -9887,3 +9887,46 @@ def test_a_model_its_loader_spread_over_gpus_handed_to_a_class_that_wraps_it_in_
     assert [f for f in _found(one_device) if f[1] == "DL201"] == []
     moved = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement='device_map="auto"', moved='.to("cuda:0")')
     assert [f for f in _found(moved) if f[1] == "DL201"] == []
+
+
+WRAPPED_PARAMETER_OF_A_RUNNER = """\
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(16, 16)
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        return self.body(x)
+
+
+class Runner:
+    def __init__(self, net, device):
+        self.net = net.to(device)
+        if torch.cuda.device_count() > 1:
+            self.net = nn.DataParallel(self.net)
+
+    def run(self, batch):
+        return self.net(batch)
+
+
+def main(batches):
+    {calls}
+"""
+
+
+def test_the_class_of_a_model_handed_to_a_runner_that_wraps_it_is_the_one_its_callers_build() -> None:
+    for calls in ('Runner(Encoder(), "cuda").run(batches[0])', 'enc = Encoder()\n    Runner(enc, device="cuda")'):
+        src = WRAPPED_PARAMETER_OF_A_RUNNER.format(calls=calls)
+        assert [f for f in _found(src) if f[1] == "DL203"] == [(12, "DL203")]
+    two_kinds = WRAPPED_PARAMETER_OF_A_RUNNER.format(
+        calls='Runner(Encoder(), "cuda")\n    Runner(nn.Linear(16, 16), "cuda")'
+    )
+    assert [f for f in _found(two_kinds) if f[1] == "DL203"] == []
+    unseen = WRAPPED_PARAMETER_OF_A_RUNNER.format(calls="pass")
+    assert [f for f in _found(unseen) if f[1] == "DL203"] == []

@@ -187,7 +187,9 @@ class DataParallelAttributeWithoutModule(Rule):
     is reported on a `DataParallel` wrapper, which has none of it.
 
     It also flags, in the `forward` of a module class that the same file (or, with the project
-    index, another module of the project) wraps in `nn.DataParallel` or of a module class of
+    index, another module of the project) wraps in `nn.DataParallel` (also as a parameter of the
+    wrapping function, `self.model = model.to(device)`, when every call of it in the file hands in
+    an instance of that class) or of a module class of
     the file it holds as a submodule, at any depth
     (`self.attn = Attention(dim)`, or built inside a module container it holds:
     `nn.ModuleList([Block(c) for _ in range(n)])`), and in the methods `forward` calls as `self.method(...)`, writes to

@@ -557,8 +557,30 @@ def wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
     var = dotted_name(base)
     if var is None:
         return None
-    origin = history(ctx, var, site.call).origin
-    return origin if origin in classes else None
+    facts = history(ctx, var, site.call)
+    bound = chain_base(resolver_for(ctx, site.call), facts.bind)[0] if facts.bind is not None else None
+    if facts.origin is None and type(bound) is cst.Name:
+        return _handed_class(ctx, bound, classes)
+    return facts.origin if facts.origin in classes else None
+
+
+def _handed_class(ctx: FileContext, name: cst.Name, classes: Collection[str]) -> str | None:
+    """`self.model = model.to(device)` where `model` is a parameter the function never rebinds:
+    the module class of the file that every call of the function in the file hands in
+    (`Trainer(GPT(config), data)`, or a name bound to `GPT(config)` there)."""
+    passed = passed_for(ctx, name)
+    found: set[str] = set()
+    for argument in passed or ():
+        base = chain_base(resolver_for(ctx, argument), argument)[0]
+        if type(base) is cst.Call:
+            found.add(dotted_name(base.func) or "")
+            continue
+        var = dotted_name(base)
+        found.add((history(ctx, var, argument).origin or "") if var is not None else "")
+    if len(found) != 1:
+        return None
+    only = found.pop()
+    return only if only in classes else None
 
 
 def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
