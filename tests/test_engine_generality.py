@@ -9930,3 +9930,41 @@ def test_the_class_of_a_model_handed_to_a_runner_that_wraps_it_is_the_one_its_ca
     assert [f for f in _found(two_kinds) if f[1] == "DL203"] == []
     unseen = WRAPPED_PARAMETER_OF_A_RUNNER.format(calls="pass")
     assert [f for f in _found(unseen) if f[1] == "DL203"] == []
+
+
+CURRENT_DEVICE_SET_THEN_WRAPPED = """\
+import torch
+from torch import nn
+
+
+def make_model(place):
+    net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    net = net.to(place)
+    return nn.DataParallel(net{ids})
+
+
+class Service:
+    def load(self):
+        torch.cuda.set_device({chosen})
+        self.place = "cuda"
+        self.model = make_model(self.place)
+
+    def __call__(self, x):
+        return self.model(x.to(self.place))
+"""
+
+
+def test_a_model_moved_to_the_current_device_a_literal_set_device_chose_is_not_on_device_ids_0() -> None:
+    for chosen in ('"cuda:2"', "2", 'torch.device("cuda:2")'):
+        src = CURRENT_DEVICE_SET_THEN_WRAPPED.format(chosen=chosen, ids="")
+        assert [f for f in _found(src) if f[1] == "DL202"] == [(8, "DL202")]
+    # the current device is the first of device_ids, or cuda:0; the GPU is chosen at run time;
+    # the caller moves the wrapper again
+    for chosen, ids in (('"cuda:2"', ", device_ids=[2, 3]"), ("0", ""), ("rank", "")):
+        src = CURRENT_DEVICE_SET_THEN_WRAPPED.format(chosen=chosen, ids=ids)
+        assert [f for f in _found(src) if f[1] == "DL202"] == []
+    moved_again = CURRENT_DEVICE_SET_THEN_WRAPPED.format(chosen='"cuda:2"', ids="").replace(
+        "        self.model = make_model(self.place)\n",
+        '        self.model = make_model(self.place)\n        self.model.to("cuda:0")\n',
+    )
+    assert [f for f in _found(moved_again) if f[1] == "DL202"] == []

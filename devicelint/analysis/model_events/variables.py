@@ -202,6 +202,13 @@ class Usage:
     called: bool = False
     # called before anything moved it or took it elsewhere: the first call runs it where it was
     called_first: bool = False
+    # escaped otherwise than by `return var` (handed to other code, yielded, returned in a container)
+    handed: bool = False
+
+    @property
+    def only_returned(self) -> bool:
+        """Escaped only by being returned as it is: what happens to it next is the callers'."""
+        return self.escaped and not self.handed
 
 
 def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
@@ -237,14 +244,16 @@ def _usage(
             elif any(dotted_name(arg.value) == var for arg in node.args) and not _harmless_call(ctx, node):
                 inner = _usage_in_helper(ctx, node, var, depth)
                 if inner is None:
-                    usage.escaped = True
+                    usage.escaped = usage.handed = True
                     continue
                 first = not (usage.called or usage.moves or usage.escaped)
                 usage.called_first = usage.called_first or (first and inner.called_first)
                 usage.called = usage.called or inner.called
                 usage.moves.extend(inner.moves)
-                usage.escaped = usage.escaped or inner.escaped
+                if inner.escaped:
+                    usage.escaped = usage.handed = True
         elif isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and _mentions(node.value, var):
+            usage.handed = usage.handed or not (type(node) is cst.Return and dotted_name(node.value) == var)
             usage.escaped = True
     return usage
 
