@@ -9662,3 +9662,309 @@ def test_an_optimizer_state_loaded_before_its_model_is_wrapped_and_moved_stays_o
     assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
     other = RESUMED_THEN_WRAPPED.format(wrap="runner = nn.DataParallel(nn.Linear(4, 4)).cuda()")
     assert [f for f in _found(other) if f[1] == "DL111"] == []
+
+
+SKIPPED_AFTER_STEP = """\
+import math
+
+import torch
+
+
+def fit(net, batches, opt, amp_scaler, log_every=20):
+    for i, (x, y) in enumerate(batches):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.l1_loss(net(x.cuda()), y.cuda())
+        opt.zero_grad()
+        amp_scaler.scale(loss).backward()
+        amp_scaler.step(opt)
+{between}
+        amp_scaler.update()
+"""
+
+
+def test_an_update_that_a_continue_after_the_scaler_step_skips_is_partial() -> None:
+    scaler_made = "    amp_scaler = torch.amp.GradScaler('cuda')\n"
+    for between in (
+        "        if i % log_every == 0:\n            value = loss.item()\n            if value != value:\n"
+        "                print('nan at', i)\n                continue",
+        "        bad = not math.isfinite(loss.float().sum().item())\n        if bad:\n            continue",
+    ):
+        src = SKIPPED_AFTER_STEP.format(between=between).replace("    for i,", scaler_made + "    for i,", 1)
+        assert [f for f in _found(src) if f[1] == "DL303"] == [
+            (src.count("\n", 0, src.index("amp_scaler.update")) + 1, "DL303")
+        ]
+    # the update placed before the check, or a check that ends the training (`break`), is fine
+    ok = SKIPPED_AFTER_STEP.format(between="        if loss.isnan().item():\n            break").replace(
+        "    for i,", scaler_made + "    for i,", 1
+    )
+    assert [f for f in _found(ok) if f[1] == "DL303"] == []
+    first = SKIPPED_AFTER_STEP.replace("{between}\n        amp_scaler.update()\n", "{between}\n").format(
+        between="        amp_scaler.update()\n        if i % log_every == 0:\n            continue"
+    )
+    first = first.replace("    for i,", scaler_made + "    for i,", 1)
+    assert first.count("amp_scaler.update()") == 1
+    assert [f for f in _found(first) if f[1] == "DL303"] == []
+
+
+WRAPPER_HANDED_TO_HELPER = """\
+import torch
+from torch import nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 5)
+
+    def forward(self, feats):
+        return self.proj(feats)
+
+
+def profile(steps, runner):
+    total = 0.0
+    for _ in range(steps):
+        {use}
+    return total
+
+
+def main():
+    tagger = Tagger(){move}
+    parallel = nn.DataParallel(tagger, device_ids=[0, 1])
+    print(profile({args}))
+"""
+
+
+def test_a_wrapper_handed_to_a_helper_of_the_file_that_runs_it_counts_as_run() -> None:
+    run = "total += runner(torch.randn(64, 32)).sum().item()"
+    for args in ("10, parallel", "steps=10, runner=parallel"):
+        src = WRAPPER_HANDED_TO_HELPER.format(use=run, move="", args=args)
+        assert [f for f in _found(src) if f[1] == "DL202"] == [(23, "DL202")]
+    # the model moved to device_ids[0] first; a helper that moves the wrapper before running it;
+    # a helper that only hands it on to code the file does not show
+    moved = WRAPPER_HANDED_TO_HELPER.format(use=run, move='.to("cuda:0")', args="10, parallel")
+    assert [f for f in _found(moved) if f[1] == "DL202"] == []
+    helper_moves = WRAPPER_HANDED_TO_HELPER.format(
+        use='runner.to("cuda:0")\n        ' + run, move="", args="10, parallel"
+    )
+    assert [f for f in _found(helper_moves) if f[1] == "DL202"] == []
+    handed_on = WRAPPER_HANDED_TO_HELPER.format(use="total += trainer.fit(runner)", move="", args="10, parallel")
+    assert [f for f in _found(handed_on) if f[1] == "DL202"] == []
+
+
+ALIAS_LAMBDA_IN_CONTAINED_STAGE = """\
+import torch
+from torch import nn
+
+
+class Stage(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.proj = nn.Linear(width, width)
+        {keep}
+
+    def forward(self, x):
+        return x + self.proj(self.post(x))
+
+
+class Net(nn.Module):
+    def __init__(self, width=64, depth=3):
+        super().__init__()
+        self.stages = {container}
+        self.out = nn.Linear(width, 2)
+
+    def forward(self, x):
+        for stage in self.stages:
+            x = stage(x)
+        return self.out(x)
+
+
+net = nn.DataParallel(Net().cuda())
+"""
+
+
+def test_a_lambda_over_a_local_alias_of_a_layer_in_a_class_held_in_a_module_container_is_replicated() -> None:
+    keep = "norm = self.norm\n        self.post = lambda t: torch.relu(norm(t))"
+    for container in (
+        "nn.ModuleList([Stage(width) for _ in range(depth)])",
+        "nn.Sequential(*[Stage(width) for _ in range(depth)])",
+        "nn.ModuleDict(dict(main=nn.ModuleList([Stage(width)]), extra=nn.Identity()))",
+    ):
+        src = ALIAS_LAMBDA_IN_CONTAINED_STAGE.format(keep=keep, container=container)
+        if "ModuleDict" in container:
+            src = src.replace("for stage in self.stages:", 'for stage in self.stages["main"]:')
+        assert [f for f in _found(src) if f[1] == "DL203"] == [(11, "DL203")]
+    # the alias read when the method runs (each replica's own layer), or a name bound twice
+    method = ALIAS_LAMBDA_IN_CONTAINED_STAGE.format(
+        keep="\n    def post(self, t):\n        norm = self.norm\n        return torch.relu(norm(t))",
+        container="nn.ModuleList([Stage(width) for _ in range(depth)])",
+    )
+    assert [f for f in _found(method) if f[1] == "DL203"] == []
+    plain = ALIAS_LAMBDA_IN_CONTAINED_STAGE.format(
+        keep="scale = 2.0\n        self.post = lambda t: torch.relu(t * scale)",
+        container="nn.ModuleList([Stage(width) for _ in range(depth)])",
+    )
+    assert [f for f in _found(plain) if f[1] == "DL203"] == []
+
+
+OPERATORS_HANDED_TO_REPLICATED_MODULE = """\
+import torch
+from torch import nn
+
+
+class GraphDecoder(nn.Module):
+    def __init__(self, width, adjacency, pools):
+        super().__init__()
+        self.adjacency = adjacency
+        self.pools = pools
+        self.lin = nn.Linear(width, width)
+
+    def forward(self, h):
+        for level, pool in enumerate(self.pools):
+            h = torch.sparse.mm(pool, self.lin(h))
+            h = h[:, self.adjacency[level]].mean(-1)
+        return h
+
+
+def build(levels, width, gpus):
+    adjacency = {adj}
+    pools = {pools}
+    net = GraphDecoder(width, adjacency, pools).cuda()
+    return nn.DataParallel(net, device_ids=gpus)
+"""
+
+
+def test_gpu_operators_a_caller_hands_a_replicated_module_are_shared_by_its_replicas() -> None:
+    adj = "[torch.tensor(l.neighbours).cuda() for l in levels]"
+    pools = "tuple(torch.from_numpy(l.pool).to_sparse().cuda() for l in levels)"
+    src = OPERATORS_HANDED_TO_REPLICATED_MODULE.format(adj=adj, pools=pools)
+    assert [f for f in _found(src) if f[1] == "DL102"] == [(8, "DL102"), (9, "DL102")]
+    assert "handed to `__init__`" in _messages(src)[0]
+    one_gpu = src.replace("device_ids=gpus", "device_ids=[0]")
+    assert [f for f in _found(one_gpu) if f[1] == "DL102"] == []
+    registered = (
+        src.replace(
+            "        self.adjacency = adjacency\n        self.pools = pools\n",
+            "        self.n = len(pools)\n        for i, (a, p) in enumerate(zip(adjacency, pools)):\n"
+            '            self.register_buffer(f"adj_{i}", a)\n            self.register_buffer(f"pool_{i}", p)\n',
+        )
+        .replace(
+            "        for level, pool in enumerate(self.pools):\n",
+            '        for level in range(self.n):\n            pool = getattr(self, f"pool_{level}")\n',
+        )
+        .replace("self.adjacency[level]", 'getattr(self, f"adj_{level}")')
+    )
+    assert [f for f in _found(registered) if f[1] == "DL102"] == []
+
+
+SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS = """\
+import torch
+from peft import get_peft_model
+from transformers import AutoModelForSeq2SeqLM
+
+
+class Finetuner:
+    def __init__(self, loader, net, lr=1e-4):
+        self.loader = loader
+        self.net = net
+        if torch.cuda.device_count() > 1:
+            self.net = torch.nn.DataParallel(self.net)
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=lr)
+
+
+def main(path, loader, adapters):
+    lm = AutoModelForSeq2SeqLM.from_pretrained(path, {placement})
+    lm = get_peft_model(lm, adapters)
+    Finetuner(loader, net=lm{moved})
+"""
+
+
+def test_a_model_its_loader_spread_over_gpus_handed_to_a_class_that_wraps_it_in_dataparallel() -> None:
+    for placement in ('device_map="balanced"', 'device_map={"encoder": 0, "decoder": 1}'):
+        src = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement=placement, moved="")
+        assert [f for f in _found(src) if f[1] == "DL201"] == [(11, "DL201")]
+    one_device = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement='device_map={"": 0}', moved="")
+    assert [f for f in _found(one_device) if f[1] == "DL201"] == []
+    moved = SPREAD_MODEL_HANDED_TO_WRAPPING_CLASS.format(placement='device_map="auto"', moved='.to("cuda:0")')
+    assert [f for f in _found(moved) if f[1] == "DL201"] == []
+
+
+WRAPPED_PARAMETER_OF_A_RUNNER = """\
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(16, 16)
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        return self.body(x)
+
+
+class Runner:
+    def __init__(self, net, device):
+        self.net = net.to(device)
+        if torch.cuda.device_count() > 1:
+            self.net = nn.DataParallel(self.net)
+
+    def run(self, batch):
+        return self.net(batch)
+
+
+def main(batches):
+    {calls}
+"""
+
+
+def test_the_class_of_a_model_handed_to_a_runner_that_wraps_it_is_the_one_its_callers_build() -> None:
+    for calls in ('Runner(Encoder(), "cuda").run(batches[0])', 'enc = Encoder()\n    Runner(enc, device="cuda")'):
+        src = WRAPPED_PARAMETER_OF_A_RUNNER.format(calls=calls)
+        assert [f for f in _found(src) if f[1] == "DL203"] == [(12, "DL203")]
+    two_kinds = WRAPPED_PARAMETER_OF_A_RUNNER.format(
+        calls='Runner(Encoder(), "cuda")\n    Runner(nn.Linear(16, 16), "cuda")'
+    )
+    assert [f for f in _found(two_kinds) if f[1] == "DL203"] == []
+    unseen = WRAPPED_PARAMETER_OF_A_RUNNER.format(calls="pass")
+    assert [f for f in _found(unseen) if f[1] == "DL203"] == []
+
+
+CURRENT_DEVICE_SET_THEN_WRAPPED = """\
+import torch
+from torch import nn
+
+
+def make_model(place):
+    net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    net = net.to(place)
+    return nn.DataParallel(net{ids})
+
+
+class Service:
+    def load(self):
+        torch.cuda.set_device({chosen})
+        self.place = "cuda"
+        self.model = make_model(self.place)
+
+    def __call__(self, x):
+        return self.model(x.to(self.place))
+"""
+
+
+def test_a_model_moved_to_the_current_device_a_literal_set_device_chose_is_not_on_device_ids_0() -> None:
+    for chosen in ('"cuda:2"', "2", 'torch.device("cuda:2")'):
+        src = CURRENT_DEVICE_SET_THEN_WRAPPED.format(chosen=chosen, ids="")
+        assert [f for f in _found(src) if f[1] == "DL202"] == [(8, "DL202")]
+    # the current device is the first of device_ids, or cuda:0; the GPU is chosen at run time;
+    # the caller moves the wrapper again
+    for chosen, ids in (('"cuda:2"', ", device_ids=[2, 3]"), ("0", ""), ("rank", "")):
+        src = CURRENT_DEVICE_SET_THEN_WRAPPED.format(chosen=chosen, ids=ids)
+        assert [f for f in _found(src) if f[1] == "DL202"] == []
+    moved_again = CURRENT_DEVICE_SET_THEN_WRAPPED.format(chosen='"cuda:2"', ids="").replace(
+        "        self.model = make_model(self.place)\n",
+        '        self.model = make_model(self.place)\n        self.model.to("cuda:0")\n',
+    )
+    assert [f for f in _found(moved_again) if f[1] == "DL202"] == []

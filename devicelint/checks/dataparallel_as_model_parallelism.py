@@ -138,7 +138,10 @@ class DataParallelAsModelParallelism(Rule):
     (`self.enc = Enc().to("cuda:0")`, `self.dec = Dec().to("cuda:1")`) or on the instance
     before wrapping (`model.dec.to("cuda:1")`, or a method of its class called on it, such as
     `model.place()` moving `self.dec.cuda(1)`), or by its loader (`from_pretrained(...,
-    device_map="auto")`, `model.parallelize()`). Also flags `nn.DataParallel` whose comment
+    device_map="auto")`, `model.parallelize()`), also when the model reaches the wrapper as a
+    parameter (`self.model = model` in a trainer's `__init__`) that every call in the file fills
+    with such a model (through `peft.get_peft_model` or `torch.compile`, which keep it where it
+    is). Also flags `nn.DataParallel` whose comment
     says it splits the model's layers across GPUs, or that the model is too big for one GPU
     ("does not fit on a single card", "too large for one GPU", "out of memory").
 

@@ -187,9 +187,12 @@ class DataParallelAttributeWithoutModule(Rule):
     is reported on a `DataParallel` wrapper, which has none of it.
 
     It also flags, in the `forward` of a module class that the same file (or, with the project
-    index, another module of the project) wraps in `nn.DataParallel` or of a module class of
+    index, another module of the project) wraps in `nn.DataParallel` (also as a parameter of the
+    wrapping function, `self.model = model.to(device)`, when every call of it in the file hands in
+    an instance of that class) or of a module class of
     the file it holds as a submodule, at any depth
-    (`self.attn = Attention(dim)`), and in the methods `forward` calls as `self.method(...)`, writes to
+    (`self.attn = Attention(dim)`, or built inside a module container it holds:
+    `nn.ModuleList([Block(c) for _ in range(n)])`), and in the methods `forward` calls as `self.method(...)`, writes to
     attributes of `self` (`self.last_attn = attn`,
     `self.calls += 1`) and appends to lists on `self`; and forward hooks registered on a model
     that the same function wraps in `nn.DataParallel` that store what they see outside the
@@ -198,7 +201,8 @@ class DataParallelAttributeWithoutModule(Rule):
     `forward` (or a method it runs) calls and that reaches the instance's layers or registered
     tensors: a bound method (`self.op = self._gaussian`, `self.forward = self._forward_fused`,
     a submodule's `self.lookup = self.embed.forward`), `functools.partial(self._attend, ...)` or
-    `functools.partial(self.decoder, ...)`, or a lambda that reads `self`.
+    `functools.partial(self.decoder, ...)`, or a lambda that reads `self` or a local name the
+    method bound once to one of its layers (`m = self.mlp; self.mlpf = lambda x: m.fc(x)`).
 
     ## Why it is a bug on a GPU
     The wrapper is a new `nn.Module` holding the model as `.module`; it does not forward

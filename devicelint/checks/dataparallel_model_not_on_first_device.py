@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from devicelint.analysis.argument_places import arguments_passed
+from devicelint.analysis.argument_places import arguments_passed, calls_of, passed_for
+from devicelint.analysis.devices import device_argument, indexed, int_value
 from devicelint.analysis.model_events import (
     Device,
     WrapperSite,
@@ -24,7 +26,7 @@ from devicelint.analysis.model_events import (
     wrapper_chain_moves,
     wrapper_sites,
 )
-from devicelint.analysis.model_events.scopes import REBOUND
+from devicelint.analysis.model_events.scopes import REBOUND, set_device_calls
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -44,7 +46,10 @@ class DataParallelModelNotOnFirstDevice(Rule):
     from the command line or a config (`device_ids=args.gpus`) for a model moved with `.cuda()`
     in a file that never sets the current device, and `device_ids` parsed from the same value
     the code writes to `CUDA_VISIBLE_DEVICES` (physical ids, while the visible GPUs are
-    renumbered from 0).
+    renumbered from 0). Where every `torch.cuda.set_device(...)` of the file names one literal
+    GPU, `.cuda()`/`"cuda"` is that GPU (`set_device("cuda:1")`, then a builder moving the model to
+    the `"cuda"` its caller passes and wrapping it without `device_ids`), as long as the wrapper is
+    run where the function leaves it (every caller of a builder that returns it keeps it unmoved).
 
     ## Why it is a bug on a GPU
     DataParallel keeps the master copy of the model on `device_ids[0]` and broadcasts it from
@@ -76,7 +81,8 @@ class DataParallelModelNotOnFirstDevice(Rule):
     with `range(...)` are taken to start at 0.
     "Never moved" is reported only for a model built in the same function from a class of the
     same file or from `torch.nn`/`torchvision.models`, never passed to other code, and whose
-    wrapper is called in that function. Moves made through aliases are not followed. A model
+    wrapper is called in that function or in a plain function of the file that it is handed to
+    (`run(net, args)` calling `net(inputs)`, followed two calls deep). Moves made through aliases are not followed. A model
     returned by a builder function of the file counts with the device the builder moved it to
     (`model.to("cuda:1"); return model`), and `self.model` moved in `__init__` and wrapped in
     `setup()` with the moves of `__init__`. A builder of the file that wraps a CPU model it
@@ -177,13 +183,16 @@ class DataParallelModelNotOnFirstDevice(Rule):
         usage = usage_after(ctx, site.target, site.call) if site.target else None
         model = var or short(ctx, base)
         if usage is not None and not usage.called_first:  # (moves after the first call come too late)
-            if usage.escaped:  # handed on: only a move made before that counts
+            if usage.escaped and not (usage.only_returned and moves and _callers_keep(ctx, site.call)):
+                # handed on: only a move made before that counts
                 return (
                     self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None
                 )
             moves += usage.moves
         if moves:
-            return self._wrong_device(ctx, site, first, moves, model, explicit)
+            returned = (usage is not None and usage.only_returned) or _returns(site.statement)
+            callers_keep = not returned or _callers_keep(ctx, site.call)
+            return self._wrong_device(ctx, site, first, moves, model, explicit, callers_keep)
         if not explicit or usage is None or not usage.called:
             return None
         if not built_on_cpu(ctx, base, facts):
@@ -206,12 +215,29 @@ class DataParallelModelNotOnFirstDevice(Rule):
         moves: Sequence[tuple[Device, cst.CSTNode | None]],
         model: str,
         explicit: bool,
+        callers_keep: bool = True,
     ) -> Violation | None:
+        """`callers_keep`: the wrapper is run where this function leaves it (not returned, or every
+        caller keeps it unmoved); only then do a device a caller passes and the current device a
+        literal `set_device` chose count."""
         if first is None:
             return self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit else None
         shifted = set_device_called(ctx)
+        current = _set_current_device(ctx) if shifted and callers_keep else None
         wrong = None
-        for device, _node in moves:
+        for device, node in moves:
+            if callers_keep:
+                device = _through_callers(ctx, node, device)
+            if device.is_current and current is not None and current.type == device.type:
+                # every `set_device` of the file names one GPU, so the current device is that one
+                if current.index == first.index:
+                    return None
+                wrong = wrong or (
+                    current,
+                    f'is moved with `"{device.text}"` to the current device, which `torch.cuda.set_device` makes '
+                    f"{current.text},",
+                )
+                continue
             if not device.literal:
                 if explicit or device.type != "cuda":
                     return None
@@ -276,6 +302,81 @@ class DataParallelModelNotOnFirstDevice(Rule):
             ),
             advice="call `torch.cuda.set_device(device_ids[0])` before moving it, or move it to `device_ids[0]`",
         )
+
+
+def _returns(statement: cst.CSTNode) -> bool:
+    """`return nn.DataParallel(net)`: the wrapper goes straight back to the caller."""
+    return type(statement) is cst.SimpleStatementLine and any(type(s) is cst.Return for s in statement.body)
+
+
+def _callers_keep(ctx: FileContext, at: cst.CSTNode) -> bool:
+    """The function holding `at` returns the wrapper, and every call of it in the file binds the
+    result to a name or `self.<attr>` that nothing in the file moves afterwards (the wrapper is run
+    where the function left it)."""
+    function = ctx.index.enclosing_function(at)
+    found = calls_of(ctx, function) if function is not None else None
+    if not found or not found[0]:
+        return False
+    for call in found[0]:
+        assign = ctx.index.parent(call)
+        if type(assign) is not cst.Assign or len(assign.targets) != 1 or assign.value is not call:
+            return False
+        target = dotted_name(assign.targets[0].target)
+        if target is None:
+            return False
+        if target.startswith("self."):
+            attr = target.split(".", 1)[1]
+            if "." in attr or re.search(
+                r"\bself\." + re.escape(attr) + r"\s*(=|\.\s*(to|cuda|cpu)\s*\()",
+                ctx.source.replace(ctx.code_for(assign), ""),
+            ):
+                return False
+            continue
+        later = usage_after(ctx, target, call)
+        if later.moves or later.escaped:
+            return False
+    return True
+
+
+def _through_callers(ctx: FileContext, node: cst.CSTNode | None, device: Device) -> Device:
+    """The device a move names, where it is a parameter of the moving function that the body
+    never rebinds (`net.to(device)` in `load_network(path, device)`): what every call of that
+    function in the file passes, when that is one literal device (`load_network(w, self.device)`
+    with `self.device = "cuda"`)."""
+    if device.literal or node is None:
+        return device
+    call = node.value if type(node) is cst.Assign else node
+    while type(call) is cst.Call and type(call.func) is cst.Attribute:
+        if resolver_for(ctx, call).move(call) is not None:
+            break
+        call = call.func.value
+    if type(call) is not cst.Call:
+        return device
+    arg = device_argument(call)
+    if type(arg) is not cst.Name:
+        return device
+    passed = passed_for(ctx, arg)
+    if not passed:
+        return device
+    found = {resolver_for(ctx, value).device(value) for value in passed}
+    only = found.pop() if len(found) == 1 else None
+    return only if only is not None and only.literal else device
+
+
+def _set_current_device(ctx: FileContext) -> Device | None:
+    """The GPU the file makes current, when every `torch.cuda.set_device(...)` of the file names
+    the same literal one (`set_device("cuda:1")`, `set_device(1)`); None otherwise."""
+    found: set[Device] = set()
+    for call in set_device_calls(ctx):
+        if ctx.qualified_name(call.func) != "torch.cuda.set_device" or len(call.args) != 1:
+            return None
+        value = call.args[0].value
+        number = int_value(value)
+        device = indexed("cuda", number) if number is not None else resolver_for(ctx, call).device(value)
+        if not device.literal or device.index is None:
+            return None
+        found.add(device)
+    return found.pop() if len(found) == 1 else None
 
 
 def _moves_to_gpu(ctx: FileContext, at: cst.CSTNode) -> bool:

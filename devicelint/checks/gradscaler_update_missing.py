@@ -50,7 +50,10 @@ class GradscalerUpdateMissing(Rule):
     `on_step_end` under such an `if` is compared with the `scaler.step` of `optimizer_step`.
     Also flags an `update()` that a test after `scaler.unscale_(...)` can skip together with the
     step (`if grad_norm > limit: skip` / `else: scaler.step(opt); scaler.update()`, or
-    `if not isfinite(norm): continue` before them): the next `unscale_` raises.
+    `if not isfinite(norm): continue` before them): the next `unscale_` raises. Likewise an
+    `update()` that a `continue` after `scaler.step(...)` skips (`scaler.step(opt)`, then
+    `if not math.isfinite(loss_value): continue`, then `scaler.update()`): the next
+    `scaler.step` raises.
     Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it, or
     inside a function of the file that such a loop calls on every pass (`train_one_epoch()` that
     builds its own scaler): every pass starts from a fresh scaler, so the scale that `update()`
@@ -154,6 +157,18 @@ class GradscalerUpdateMissing(Rule):
                     f"`{short(ctx, scope.scaler_calls['unscale_'][0])}` has already run by then: the "
                     'next `unscale_` raises "unscale_() has already been called on this optimizer since the '
                     'last update()"',
+                )
+                if id(v.node) not in reported:
+                    reported.add(id(v.node))
+                    yield v
+            for update, step, branch in _updates_skipped_after_step(ctx, scope, steps, updates):
+                v = self.violation(
+                    update,
+                    remedy="call `scaler.update()` right after `scaler.step(...)`, before anything can leave the "
+                    "iteration",
+                    what=f"`{short(ctx, update)}` is skipped when `{short(ctx, branch.test)}` leaves the iteration "
+                    f'after `{short(ctx, step)}` has run: the next `scaler.step` raises "step() has already been '
+                    'called since the last update()", and the scale is not lowered after the bad step',
                 )
                 if id(v.node) not in reported:
                     yield v
@@ -277,6 +292,27 @@ def _updates_skipped_after_unscale(
                 yield update, f"`{short(ctx, exit_branch.test)}` leaves the iteration before it"
 
 
+def _updates_skipped_after_step(
+    ctx: FileContext, scope: Scope, steps: list[cst.Call], updates: list[cst.Call]
+) -> Iterator[tuple[cst.Call, cst.Call, cst.If]]:
+    """Updates that a `continue` after the scaler's `step` can skip: an `if` between the last
+    `scaler.step` before the update and the update, in the same loop body, that ends with
+    `continue` and updates nothing (`scaler.step(opt)`, then `if not isfinite(loss): continue`,
+    then `scaler.update()`). The next pass steps again without an update in between. Only
+    `continue` counts: a `break` or `return` there may end the training for good."""
+    for update in updates:
+        if _rebuilt_in_loop(ctx, update):
+            continue
+        name = _updated_scaler(ctx, update)
+        before = [s for s in steps if text_of(receiver(s)) == name and _before(ctx, s, update)]
+        if not before:
+            continue
+        step = before[-1]
+        branch = _leaving_branch_between(ctx, step, update, scope.node, jumps=(cst.Continue,))
+        if branch is not None:
+            yield update, step, branch
+
+
 def _scaler_switch(ctx: FileContext, update: cst.Call, test: cst.BaseExpression) -> bool:
     """`if flag:` around an update of a scaler built with `enabled=flag`: where the test is false
     the scaler is off and its `step` a plain optimizer step, whatever the flag is called."""
@@ -365,14 +401,13 @@ def _other_arm_updates(
     )
 
 
-def _leaves(branch: cst.If) -> bool:
-    """The `if` body ends with `continue`, `break` or `return`."""
+_JUMPS: tuple[type[cst.BaseSmallStatement], ...] = (cst.Continue, cst.Break, cst.Return)
+
+
+def _leaves(branch: cst.If, jumps: tuple[type[cst.BaseSmallStatement], ...] = _JUMPS) -> bool:
+    """The `if` body ends with one of `jumps` (`continue`, `break` or `return`)."""
     body = branch.body.body if type(branch.body) is cst.IndentedBlock else ()
-    return (
-        bool(body)
-        and type(body[-1]) is cst.SimpleStatementLine
-        and type(body[-1].body[-1]) in (cst.Continue, cst.Break, cst.Return)
-    )
+    return bool(body) and type(body[-1]) is cst.SimpleStatementLine and type(body[-1].body[-1]) in jumps
 
 
 def _before(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
@@ -382,10 +417,14 @@ def _before(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
 
 
 def _leaving_branch_between(
-    ctx: FileContext, first: cst.CSTNode, last: cst.CSTNode, scope: cst.CSTNode
+    ctx: FileContext,
+    first: cst.CSTNode,
+    last: cst.CSTNode,
+    scope: cst.CSTNode,
+    jumps: tuple[type[cst.BaseSmallStatement], ...] = _JUMPS,
 ) -> cst.If | None:
     """An `if` after `first` and before `last`, around neither, in the same loop body, whose body
-    ends with `continue`, `break` or `return` and holds no update."""
+    ends with one of `jumps` (`continue`, `break` or `return`) and holds no update."""
     loop = innermost_loop(ctx, last)
     if loop is None or innermost_loop(ctx, first) is not loop:
         return None
@@ -400,7 +439,7 @@ def _leaving_branch_between(
             continue
         if any(w in test_words(ctx, node.test) for w in AMP_WORDS):
             continue
-        if not _leaves(node):
+        if not _leaves(node, jumps):
             continue
         if any(type(n) is cst.Call and method_name(n) == "update" for n in ctx.index.walk(node.body)):
             continue

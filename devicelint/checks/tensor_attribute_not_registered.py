@@ -116,8 +116,10 @@ class TensorAttributeNotRegistered(Rule):
     subclass's `super().__init__(..., device=device)`; a subclass's methods that read the base's
     attribute count as its uses. In a module class that the file wraps in `nn.DataParallel` over
     several GPUs (or that the wrapped model holds as a submodule), a plain attribute that
-    `__init__` puts on the GPU (`self.index = idx.cuda()`) is reported too: the replicas share
-    that one tensor on the first GPU. Also reported: an `nn.Parameter` moved by hand
+    `__init__` puts on the GPU (`self.index = idx.cuda()`), or a list, tuple or dict of such
+    tensors, also one handed to `__init__` that every construction of the class in the file fills
+    with them (`Net(spirals=[s.to(device) for s in spirals])`), is reported too: the replicas share
+    those tensors on the first GPU. Also reported: an `nn.Parameter` moved by hand
     (`self.w = nn.Parameter(t).cuda()`, `.to(device)`), whose result is a plain copy the module
     never registers, and a cache that `__init__` sets to `None` and a method fills once, only
     under `if self.cache is None:` (or `... or self.cache.size(0) < n`), with a tensor on the
@@ -336,20 +338,29 @@ class TensorAttributeNotRegistered(Rule):
         for attr, assignments in _plain_attributes(facts, moved).items():
             if not all(method.name.value == "__init__" for _, method in assignments):
                 continue
-            facts_of = [file_facts(ctx).value(value) for value, _ in assignments]
-            if not all(f.kind == DEVICE and f.where == ACCELERATOR and not f.scalar for f in facts_of):
+            if not all(_on_one_gpu(ctx, value) for value, _ in assignments):
                 continue
             if not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
                 continue
             value = assignments[0][0]
             owner = f" (a submodule of `{replicated.whole}`)" if replicated.whole is not None else ""
+            several = file_facts(ctx).value(value).kind != DEVICE and _gpu_tensors_passed(ctx, value) is not False
+            held = "tensors" if several else "a tensor"
+            where = (
+                "and handed to `__init__`" if type(value) is cst.Name and passed_for(ctx, value) else "in `__init__`"
+            )
             problem = (
-                f"holds a tensor put on one GPU in `__init__`, and `{replicated.spelled}`{replicated.where} wraps "
+                f"holds {held} put on one GPU {where}, and `{replicated.spelled}`{replicated.where} wraps "
                 f"this module{owner}: "
                 "its replicas get copies of the parameters and buffers only, so the replica on every other GPU "
-                "reads this tensor from the first one (Expected all tensors to be on the same device)"
+                f"reads {'them' if several else 'this tensor'} from the first one (Expected all tensors to be on "
+                "the same device)"
             )
-            advice = f'use `self.register_buffer("{attr}", ...)`'
+            advice = (
+                f'register each one with `self.register_buffer(f"{attr}_{{i}}", ...)` and read them back from the module'
+                if several
+                else f'use `self.register_buffer("{attr}", ...)`'
+            )
             yield self.violation(
                 _assignment_target(ctx, value) or value, fix=None, attr=attr, problem=problem, advice=advice
             )
@@ -410,6 +421,33 @@ class TensorAttributeNotRegistered(Rule):
                 ),
                 advice="register each one with `register_buffer` and read it back by name (`getattr(self, name)`)",
             )
+
+
+def _on_one_gpu(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`value` (assigned in `__init__`) is a non-scalar tensor on the GPU, or a list, tuple or
+    dict of them (`[idx.cuda() for idx in spirals]`); a parameter of `__init__` that it never
+    rebinds is what every construction of the class in the file passes for it (the caller moved
+    the operators to the GPU and handed them in)."""
+    if type(value) is cst.Name:
+        passed = passed_for(ctx, value)
+        if passed:
+            return all(_gpu_tensors(file_facts(ctx).value(arg)) for arg in passed)
+    return _gpu_tensors(file_facts(ctx).value(value))
+
+
+def _gpu_tensors_passed(ctx: FileContext, value: cst.BaseExpression) -> bool | None:
+    """Whether what is handed in for the `__init__` parameter `value` are containers of tensors
+    (True) or tensors (False); None when `value` is not such a parameter."""
+    passed = passed_for(ctx, value) if type(value) is cst.Name else None
+    if not passed:
+        return None
+    return any(file_facts(ctx).value(arg).kind != DEVICE for arg in passed)
+
+
+def _gpu_tensors(fact: Fact) -> bool:
+    if fact.kind == DEVICE:
+        return fact.where == ACCELERATOR and not fact.scalar
+    return bool(fact.elements) and all(_gpu_tensors(e) for e in fact.elements or ())
 
 
 def _plain_attributes(

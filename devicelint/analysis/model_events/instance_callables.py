@@ -1,6 +1,6 @@
 """Callables a module keeps on itself that close over the instance: a bound method
 (`self.op = self._gaussian`), `functools.partial(self._step, ...)`, or a lambda that reads
-`self`. `nn.DataParallel` builds each replica by copying the module's `__dict__`, so the copy
+`self` (or a local name the method bound to one of its layers, `m = self.mlp`). `nn.DataParallel` builds each replica by copying the module's `__dict__`, so the copy
 still calls the original instance, with the original's layers on the first GPU."""
 
 from __future__ import annotations
@@ -35,22 +35,25 @@ def kept_callables(
     for attr, value, method in facts.assignments:
         if attr not in called or any(method is run for run in running):
             continue
-        kept = _over_instance(ctx, facts, value)
+        aliases = _layer_aliases(ctx, facts, method)
+        kept = _over_instance(ctx, facts, value, aliases)
         if kept is None:
             continue
         runs, body = kept
-        state = _state_reached(ctx, facts, body, _DEPTH)
+        state = _state_reached(ctx, facts, body, _DEPTH, aliases)
         if state is not None:
             found.append(KeptCallable(attr, value, runs, state))
     return found
 
 
-def _over_instance(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression) -> tuple[str, cst.CSTNode] | None:
+def _over_instance(
+    ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression, aliases: dict[str, str]
+) -> tuple[str, cst.CSTNode] | None:
     """What `value` runs on the instance and the code it runs: `self.method` (also inside
-    `functools.partial(...)`), or a lambda whose body reads `self`; either branch of
-    `self._a if flag else self._b`."""
+    `functools.partial(...)`), or a lambda whose body reads `self` or a name in `aliases` (a
+    local bound to a layer of the instance); either branch of `self._a if flag else self._b`."""
     if type(value) is cst.IfExp:
-        return _over_instance(ctx, facts, value.body) or _over_instance(ctx, facts, value.orelse)
+        return _over_instance(ctx, facts, value.body, aliases) or _over_instance(ctx, facts, value.orelse, aliases)
     partial = False
     if type(value) is cst.Call and (ctx.qualified_name(value.func) or "") == "functools.partial" and value.args:
         partial, value = True, value.args[0].value
@@ -71,13 +74,43 @@ def _over_instance(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpressio
         type(node) is cst.Name and node.value == "self" for node in ctx.index.walk(value.body)
     ):
         return "a lambda over `self`", value.body
+    if type(value) is cst.Lambda:
+        own = {p.name.value for p in (*value.params.posonly_params, *value.params.params, *value.params.kwonly_params)}
+        for node in ctx.index.walk(value.body):
+            if type(node) is cst.Name and node.value in aliases and node.value not in own:
+                return f"a lambda over `{node.value}` (`self.{aliases[node.value]}`)", value.body
     return None
 
 
-def _state_reached(ctx: FileContext, facts: ClassFacts, body: cst.CSTNode, depth: int) -> str | None:
-    """A layer or registered tensor of the instance that `body` reads, directly or through the
-    methods it calls on `self`."""
+def _layer_aliases(ctx: FileContext, facts: ClassFacts, method: cst.FunctionDef) -> dict[str, str]:
+    """Local names that `method` binds once, to a layer or registered tensor of the instance
+    (`m = self.mlp`): a lambda over such a name holds the original layer as `self.mlp` would."""
+    bound: dict[str, list[str | None]] = {}
+    for node in ctx.index.walk(method.body):
+        if type(node) is cst.Assign:
+            for target in node.targets:
+                if type(target.target) is cst.Name:
+                    attr = self_attribute(node.value)
+                    bound.setdefault(target.target.value, []).append(attr)
+        elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr):
+            target = getattr(node, "target", None)
+            if type(target) is cst.Name:
+                bound.setdefault(target.value, []).append(None)
+    return {
+        name: attrs[0]
+        for name, attrs in bound.items()
+        if len(attrs) == 1 and attrs[0] is not None and (attrs[0] in facts.submodules or attrs[0] in facts.registered)
+    }
+
+
+def _state_reached(
+    ctx: FileContext, facts: ClassFacts, body: cst.CSTNode, depth: int, aliases: dict[str, str] | None = None
+) -> str | None:
+    """A layer or registered tensor of the instance that `body` reads, directly, through a local
+    alias of one (`aliases`) or through the methods it calls on `self`."""
     for node in ctx.index.walk(body):
+        if aliases and type(node) is cst.Name and node.value in aliases:
+            return aliases[node.value]
         attr = self_attribute(node)
         if attr is None:
             continue

@@ -13,6 +13,7 @@ from devicelint.analysis.model_events.devices import (
     DISTRIBUTED_DATA_PARALLEL,
     Device,
     Placement,
+    Resolver,
     chain_base,
     rebinds,
     resolver_for,
@@ -145,7 +146,9 @@ _LOGGING = frozenset({"info", "debug", "warning", "warn", "error", "log", "print
 
 # Calls that return the module they are given, where it is: compiled, or patched for mixed
 # precision (apex's `initialize` returns `(model, optimizer)`, the model first).
-PLACEMENT_KEEPING = frozenset({"torch.compile", "apex.amp.initialize"})
+PLACEMENT_KEEPING = frozenset(
+    {"torch.compile", "apex.amp.initialize", "peft.get_peft_model", "peft.prepare_model_for_kbit_training"}
+)
 
 
 def keeps_placement(ctx: FileContext, node: cst.BaseExpression, var: str) -> bool:
@@ -199,18 +202,35 @@ class Usage:
     called: bool = False
     # called before anything moved it or took it elsewhere: the first call runs it where it was
     called_first: bool = False
+    # escaped otherwise than by `return var` (handed to other code, yielded, returned in a container)
+    handed: bool = False
+
+    @property
+    def only_returned(self) -> bool:
+        """Escaped only by being returned as it is: what happens to it next is the callers'."""
+        return self.escaped and not self.handed
 
 
 def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
-    """Moves, calls and escapes of `var` after the statement of `site`, until `var` is rebound."""
+    """Moves, calls and escapes of `var` after the statement of `site`, until `var` is rebound.
+    Handed to a plain function of the file (`run(net, args)`), `var` is followed into it as the
+    parameter it fills: what the function does with it counts here (two calls deep)."""
     scope = scope_facts(ctx, scope_of(ctx, site))
-    resolver = resolver_for(ctx, site)
     statement = statement_of(ctx, site)
     start = scope.order.get(id(statement), -1)
     inside = {id(n) for n in ctx.index.walk(statement)}
+    return _usage(ctx, var, scope, start + 1, inside, resolver_for(ctx, site), _HELPER_DEPTH)
+
+
+_HELPER_DEPTH = 2
+
+
+def _usage(
+    ctx: FileContext, var: str, scope: Scope, start: int, skip: set[int], resolver: Resolver, depth: int
+) -> Usage:
     usage = Usage()
-    for node in scope.nodes[start + 1 :]:
-        if id(node) in inside:
+    for node in scope.nodes[start:]:
+        if id(node) in skip:
             continue
         if rebinds(resolver, node, var):
             break
@@ -222,10 +242,65 @@ def usage_after(ctx: FileContext, var: str, site: cst.CSTNode) -> Usage:
                 usage.called_first = usage.called_first or not (usage.called or usage.moves or usage.escaped)
                 usage.called = True
             elif any(dotted_name(arg.value) == var for arg in node.args) and not _harmless_call(ctx, node):
-                usage.escaped = True
+                inner = _usage_in_helper(ctx, node, var, depth)
+                if inner is None:
+                    usage.escaped = usage.handed = True
+                    continue
+                first = not (usage.called or usage.moves or usage.escaped)
+                usage.called_first = usage.called_first or (first and inner.called_first)
+                usage.called = usage.called or inner.called
+                usage.moves.extend(inner.moves)
+                if inner.escaped:
+                    usage.escaped = usage.handed = True
         elif isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and _mentions(node.value, var):
+            usage.handed = usage.handed or not (type(node) is cst.Return and dotted_name(node.value) == var)
             usage.escaped = True
     return usage
+
+
+def _usage_in_helper(ctx: FileContext, call: cst.Call, var: str, depth: int) -> Usage | None:
+    """What a plain function of the file (a module-level `def`, called by its name) does with the
+    parameter that `var` fills at `call`; None when that is not known (a method, a function of
+    another module, `*args`, `var` handed twice, or the helpers nest too deep)."""
+    if depth <= 0 or type(call.func) is not cst.Name:
+        return None
+    function = _module_functions(ctx).get(call.func.value)
+    if function is None or function.asynchronous is not None:
+        return None
+    handed = [arg for arg in call.args if dotted_name(arg.value) == var]
+    if len(handed) != 1 or handed[0].star:
+        return None
+    arg = handed[0]
+    params = function.params
+    positional = [*params.posonly_params, *params.params]
+    if arg.keyword is not None:
+        names = {p.name.value for p in (*positional, *params.kwonly_params)}
+        name = arg.keyword.value if arg.keyword.value in names else None
+    else:
+        index = sum(1 for a in call.args[: call.args.index(arg)] if a.keyword is None and not a.star)
+        if any(a.star for a in call.args[: call.args.index(arg)]):
+            return None
+        name = positional[index].name.value if index < len(positional) else None
+    if name is None:
+        return None
+    inner = scope_facts(ctx, function)
+    return _usage(ctx, name, inner, 0, set(), resolver_for(ctx, function.body), depth - 1)
+
+
+def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
+    """The module-level functions of the file by name (a name defined twice is left out)."""
+
+    def build(c: FileContext) -> dict[str, cst.FunctionDef]:
+        found: dict[str, cst.FunctionDef] = {}
+        twice: set[str] = set()
+        for statement in c.module.body:
+            if type(statement) is cst.FunctionDef:
+                if statement.name.value in found:
+                    twice.add(statement.name.value)
+                found[statement.name.value] = statement
+        return {k: v for k, v in found.items() if k not in twice}
+
+    return ctx.shared("model_events.module_functions", build)
 
 
 _PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})

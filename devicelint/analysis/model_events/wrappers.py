@@ -5,10 +5,12 @@ which wrapper a name holds at a point, and whether the wrapped model is split ov
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.devices import string_value
 from devicelint.analysis.model_events.classes import (
@@ -25,6 +27,7 @@ from devicelint.analysis.model_events.devices import (
     KEEPS_MODULE,
     Device,
     Placement,
+    Resolver,
     chain_base,
     rebinds,
     resolver_for,
@@ -34,7 +37,7 @@ from devicelint.analysis.model_events.scopes import Scope, only_return, scope_fa
 from devicelint.analysis.model_events.variables import history
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.placement_classes import class_facts
+from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.training.helpers import bound_arguments
 from devicelint.context import FileContext
@@ -489,6 +492,37 @@ def spread_by_loader(ctx: FileContext, site: WrapperSite) -> str | None:
                 and dotted_name(node.func.value) == var
             ):
                 return f"`{short(ctx, node)}` spreads over several GPUs"
+        if type(bind) is cst.Name:
+            return _handed_spread(ctx, bind)
+    return _loader_spread(ctx, resolver, bind)
+
+
+def _handed_spread(ctx: FileContext, name: cst.Name) -> str | None:
+    """`self.model = model` where `model` is a parameter the function never rebinds: how the
+    model every call of the function in the file hands in (`Trainer(model, ...)` after
+    `model = X.from_pretrained(..., device_map="auto")`) was spread by its loader."""
+    passed = passed_for(ctx, name)
+    if not passed:
+        return None
+    found: list[str] = []
+    for argument in passed:
+        resolver = resolver_for(ctx, argument)
+        base, moved = chain_base(resolver, argument)
+        var = dotted_name(base)
+        if moved is not None or var is None:
+            return None
+        facts = history(ctx, var, argument)
+        if facts.moves or facts.bind is None:
+            return None
+        spread = _loader_spread(ctx, resolver, facts.bind)
+        if spread is None:
+            return None
+        found.append(spread)
+    return f"{found[0]} (the model handed in as `{name.value}`)"
+
+
+def _loader_spread(ctx: FileContext, resolver: Resolver, bind: cst.BaseExpression | None) -> str | None:
+    """How the loader call `bind` spreads the model it loads, else None."""
     if bind is not None:
         bind = chain_base(resolver, bind)[0]
     if type(bind) is not cst.Call:
@@ -523,13 +557,37 @@ def wrapped_class(ctx: FileContext, site: WrapperSite) -> str | None:
     var = dotted_name(base)
     if var is None:
         return None
-    origin = history(ctx, var, site.call).origin
-    return origin if origin in classes else None
+    facts = history(ctx, var, site.call)
+    bound = chain_base(resolver_for(ctx, site.call), facts.bind)[0] if facts.bind is not None else None
+    if facts.origin is None and type(bound) is cst.Name:
+        return _handed_class(ctx, bound, classes)
+    return facts.origin if facts.origin in classes else None
+
+
+def _handed_class(ctx: FileContext, name: cst.Name, classes: Collection[str]) -> str | None:
+    """`self.model = model.to(device)` where `model` is a parameter the function never rebinds:
+    the module class of the file that every call of the function in the file hands in
+    (`Trainer(GPT(config), data)`, or a name bound to `GPT(config)` there)."""
+    passed = passed_for(ctx, name)
+    found: set[str] = set()
+    for argument in passed or ():
+        base = chain_base(resolver_for(ctx, argument), argument)[0]
+        if type(base) is cst.Call:
+            found.add(dotted_name(base.func) or "")
+            continue
+        var = dotted_name(base)
+        found.add((history(ctx, var, argument).origin or "") if var is not None else "")
+    if len(found) != 1:
+        return None
+    only = found.pop()
+    return only if only in classes else None
 
 
 def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
     """The module classes of the file that `name` holds as submodules (`self.attn =
-    Attention(dim)`), and theirs, a few levels down."""
+    Attention(dim)`, or inside a module container it builds there:
+    `nn.ModuleList([Block(c) for _ in range(n)])`, `nn.ModuleDict(dict(h=nn.ModuleList(...)))`),
+    and theirs, a few levels down."""
     classes = module_classes(ctx)
     facts = class_facts(ctx)
     found: list[str] = []
@@ -538,12 +596,30 @@ def submodule_classes(ctx: FileContext, name: str, depth: int = 4) -> list[str]:
         following: list[str] = []
         for owner in frontier:
             held = facts.get(owner)
-            for part in held.submodules.values() if held is not None else ():
+            parts = [*held.submodules.values(), *_contained_classes(ctx, held, classes)] if held is not None else []
+            for part in parts:
                 if part in classes and part != name and part not in found:
                     found.append(part)
                     following.append(part)
         frontier = following
     return found
+
+
+_MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential"})
+
+
+def _contained_classes(ctx: FileContext, held: ClassFacts, classes: Collection[str]) -> list[str]:
+    """The module classes of the file built inside the value of an attribute that holds a
+    module container (`self.blocks = nn.ModuleList([Block(c) for _ in range(n)])`)."""
+    out: list[str] = []
+    for attr, value, _ in held.assignments:
+        if held.submodules.get(attr) not in _MODULE_CONTAINERS:
+            continue
+        for node in ctx.index.walk(value):
+            callee = dotted_name(node.func) if type(node) is cst.Call else None
+            if callee is not None and callee in classes and callee not in out:
+                out.append(callee)
+    return out
 
 
 def spans_several_gpus(site: WrapperSite) -> bool:
