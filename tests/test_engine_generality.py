@@ -9662,3 +9662,45 @@ def test_an_optimizer_state_loaded_before_its_model_is_wrapped_and_moved_stays_o
     assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
     other = RESUMED_THEN_WRAPPED.format(wrap="runner = nn.DataParallel(nn.Linear(4, 4)).cuda()")
     assert [f for f in _found(other) if f[1] == "DL111"] == []
+
+
+CLASS_BODY_TABLE = """\
+import torch
+import torch.nn as nn
+
+
+class Tokenizer(nn.Module):
+    {table}
+
+    def __init__(self, width):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, feats, ids):
+        return self.proj(feats) + self.OFFSETS[ids]
+
+
+def run(batch, ids):
+    net = Tokenizer(8).cuda()
+    return net(batch.cuda(), ids.cuda())
+"""
+
+
+def test_a_cpu_tensor_bound_in_a_module_class_body_is_an_unregistered_tensor() -> None:
+    for table in ("OFFSETS = torch.arange(16.0).view(16, 1)", "OFFSETS: torch.Tensor = torch.zeros(16, 8)"):
+        assert [f for f in _found(CLASS_BODY_TABLE.format(table=table)) if f[1] == "DL102"] == [(6, "DL102")]
+    # the same table made per call, registered, kept as Python data, or replaced on the instance
+    clean = (
+        CLASS_BODY_TABLE.format(table="OFFSETS = [0.5] * 16"),
+        CLASS_BODY_TABLE.format(table="SCALE = 2").replace(
+            "super().__init__()", 'super().__init__()\n        self.register_buffer("OFFSETS", torch.zeros(16, 8))'
+        ),
+        CLASS_BODY_TABLE.format(table="OFFSETS = torch.zeros(16, 8)").replace(
+            "super().__init__()", "super().__init__()\n        self.OFFSETS = nn.Parameter(torch.zeros(16, 8))"
+        ),
+        CLASS_BODY_TABLE.format(table="OFFSETS = torch.zeros(16, 8)").replace(
+            "self.OFFSETS[ids]", "self.OFFSETS.to(feats.device)[ids]"
+        ),
+    )
+    for source in clean:
+        assert [f for f in _found(source) if f[1] == "DL102"] == []
