@@ -9704,3 +9704,53 @@ def test_a_cpu_tensor_bound_in_a_module_class_body_is_an_unregistered_tensor() -
     )
     for source in clean:
         assert [f for f in _found(source) if f[1] == "DL102"] == []
+
+
+RUN_TIME_DEVICE_SCRIPT = """\
+import argparse
+
+import torch
+from torch import nn
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+
+    def forward(self, x):
+        bias = torch.ones(4).cuda()
+        return self.body(x) + bias
+
+
+if __name__ == "__main__":
+    opts = argparse.ArgumentParser()
+    opts.add_argument("--card", default="cuda:1")
+    opts.add_argument("--gpu", type=int, default=1)
+    opt = opts.parse_args()
+    {choose}
+    net = Scorer().to(where)
+    print(net(torch.randn(2, 4, device=where)))
+"""
+
+
+def test_a_bare_cuda_in_a_module_contradicts_a_script_that_builds_its_device_at_run_time() -> None:
+    for choose in ("where = torch.device(opt.card)", 'where = torch.device(f"cuda:{opt.gpu}")'):
+        found = _found(RUN_TIME_DEVICE_SCRIPT.format(choose=choose))
+        assert [f for f in found if f[1] == "DL107"] == [(13, "DL107")]
+    # a GPU-only script, or one that makes the chosen GPU the current one: `.cuda()` follows it
+    for choose in (
+        'where = torch.device("cuda")',
+        "torch.cuda.set_device(opt.gpu)\n    where = torch.device(opt.card)",
+    ):
+        assert [f for f in _found(RUN_TIME_DEVICE_SCRIPT.format(choose=choose)) if f[1] == "DL107"] == []
+
+
+def test_an_index_option_spelled_into_a_device_string_is_named_as_such_by_dl119() -> None:
+    used = RUN_TIME_DEVICE_SCRIPT.format(choose='where = f"cuda:{opt.gpu}"')
+    assert [f for f in _found(used) if f[1] == "DL119"] == [(13, "DL119")]
+    assert any("only in a device string" in m for m in _messages(used))
+    # only reported in a message: the option never reaches a placement
+    printed = RUN_TIME_DEVICE_SCRIPT.format(choose='print(f"cuda:{opt.gpu}")\n    where = "cuda"')
+    assert [f for f in _found(printed) if f[1] == "DL119"] == [(13, "DL119")]
+    assert any("never uses it to place anything" in m for m in _messages(printed))
