@@ -9754,3 +9754,51 @@ def test_an_index_option_spelled_into_a_device_string_is_named_as_such_by_dl119(
     printed = RUN_TIME_DEVICE_SCRIPT.format(choose='print(f"cuda:{opt.gpu}")\n    where = "cuda"')
     assert [f for f in _found(printed) if f[1] == "DL119"] == [(13, "DL119")]
     assert any("never uses it to place anything" in m for m in _messages(printed))
+
+
+RESTORED_EXTRA_STATE = """\
+import torch
+from torch.optim import Optimizer
+
+
+class ScaledSign(Optimizer):
+    def __init__(self, params, lr=1e-4):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for w in group["params"]:
+                slot = self.state[w]
+                if "scale" not in slot:
+                    slot["scale"] = torch.ones_like(w)
+                w.sub_(group["lr"] * slot["scale"] * w.grad.sign())
+
+    def load_state_dict(self, snapshot):
+        extra = snapshot.pop("scales")
+        super().load_state_dict(snapshot)
+        weights = [w for group in self.param_groups for w in group["params"]]
+        for position, scale in enumerate(extra):
+            self.state[weights[position]]["scale"] = {put_back}
+
+
+def resume(net, path):
+    net = net.cuda()
+    opt = ScaledSign(net.parameters())
+    blob = torch.load(path, map_location={where})
+    opt.load_state_dict(blob["opt"])
+    return opt
+"""
+
+
+def test_an_optimizer_whose_own_load_state_dict_puts_loaded_tensors_back_unmoved_keeps_them_on_the_cpu() -> None:
+    for put_back in ("scale", "scale.float()"):
+        source = RESTORED_EXTRA_STATE.format(put_back=put_back, where='"cpu"')
+        assert [f for f in _found(source) if f[1] == "DL111"] == [(30, "DL111")]
+    clean = (
+        RESTORED_EXTRA_STATE.format(put_back="scale.to(weights[position].device)", where='"cpu"'),
+        RESTORED_EXTRA_STATE.format(put_back="torch.ones_like(weights[position])", where='"cpu"'),
+        RESTORED_EXTRA_STATE.format(put_back="scale", where='"cuda"'),
+    )
+    for source in clean:
+        assert [f for f in _found(source) if f[1] == "DL111"] == []
