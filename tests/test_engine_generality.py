@@ -9802,3 +9802,46 @@ def test_an_optimizer_whose_own_load_state_dict_puts_loaded_tensors_back_unmoved
     )
     for source in clean:
         assert [f for f in _found(source) if f[1] == "DL111"] == []
+
+
+DEFAULT_BEFORE_INSTANCE_METHODS = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Fitter:
+    def __init__(self, rows, size):
+        self.rows = rows
+        self.size = size
+
+    def _batches(self):
+        return DataLoader(self.rows, batch_size=self.size, shuffle=True{generator})
+
+    def _epoch(self, net):
+        for xb in self._batches():
+            net(xb).sum().backward()
+
+    def fit(self, net, epochs):
+        for _ in range(epochs):
+            self._epoch(net)
+
+
+def launch(rows, net):
+    {before}
+    fitter = Fitter(rows, 32)
+    fitter.fit(net, 3)
+    {after}
+"""
+
+
+def test_a_default_device_set_before_an_instance_method_call_reaches_the_sampler_three_calls_down() -> None:
+    source = DEFAULT_BEFORE_INSTANCE_METHODS.format(generator="", before='torch.set_default_device("cuda")', after="")
+    assert [f for f in _found(source) if f[1] == "DL114"] == [(11, "DL114")]
+    clean = (
+        DEFAULT_BEFORE_INSTANCE_METHODS.format(
+            generator=', generator=torch.Generator(device="cuda")', before='torch.set_default_device("cuda")', after=""
+        ),
+        DEFAULT_BEFORE_INSTANCE_METHODS.format(generator="", before="pass", after='torch.set_default_device("cuda")'),
+    )
+    for variant in clean:
+        assert [f for f in _found(variant) if f[1] == "DL114"] == []
