@@ -9845,3 +9845,24 @@ def test_a_default_device_set_before_an_instance_method_call_reaches_the_sampler
     )
     for variant in clean:
         assert [f for f in _found(variant) if f[1] == "DL114"] == []
+
+
+DEVICE_TENSOR_TO_NUMPY_LIBRARY = """\
+import numpy as np
+import torch
+from scipy import stats
+
+
+def report(regressor, x, y):
+    regressor = regressor.cuda()
+    with torch.no_grad():
+        guess = regressor(x.cuda()).squeeze(-1){host}
+    gap = (guess - y.cuda(){host}).abs()
+    return {{"p95": np.percentile(gap, 95), "r": stats.pearsonr(guess, y.numpy())[0]}}
+"""
+
+
+def test_a_device_tensor_handed_to_numpy_or_scipy_functions_is_converted_on_the_device() -> None:
+    found = _found(DEVICE_TENSOR_TO_NUMPY_LIBRARY.format(host=""))
+    assert [f for f in found if f[1] == "DL108"] == [(11, "DL108"), (11, "DL108")]
+    assert [f for f in _found(DEVICE_TENSOR_TO_NUMPY_LIBRARY.format(host=".cpu()")) if f[1] == "DL108"] == []

@@ -70,3 +70,17 @@ def _reads(ctx: FileContext, expr: cst.BaseExpression, names: set[str]) -> bool:
         if type(node) is cst.Attribute and node.attr.value in ("is_cuda", "device"):
             return False
     return any(type(n) is cst.Name and n.value in names for n in ctx.index.walk(expr))
+
+
+# Libraries whose functions turn their array arguments into NumPy arrays (`numpy.asarray`).
+NUMPY_CONSUMERS = ("numpy.", "sklearn.", "scipy.")
+
+
+def numpy_consumer(ctx: FileContext, call: cst.Call) -> str | None:
+    """The qualified name of a NumPy, SciPy or scikit-learn function that `call` runs
+    (`np.mean`, `sklearn.metrics.f1_score`), whose array arguments become NumPy arrays; else
+    None."""
+    qualified = ctx.qualified_name(call.func)
+    if qualified is None or not qualified.startswith(NUMPY_CONSUMERS):
+        return None
+    return qualified
