@@ -73,13 +73,16 @@ def _reads(ctx: FileContext, expr: cst.BaseExpression, names: set[str]) -> bool:
 
 
 # Libraries whose functions turn their array arguments into NumPy arrays (`numpy.asarray`).
-NUMPY_CONSUMERS = ("numpy.", "sklearn.", "scipy.")
+# NumPy's own functions are left out: they are called as often on the arrays that pipelines and
+# other libraries' objects return (a diffusers pipeline's images, a pyannote feature's `.data`),
+# which the engine cannot tell from their tensors.
+NUMPY_CONSUMERS = ("sklearn.", "scipy.")
 
 
 def numpy_consumer(ctx: FileContext, call: cst.Call) -> str | None:
-    """The qualified name of a NumPy, SciPy or scikit-learn function that `call` runs
-    (`np.mean`, `sklearn.metrics.f1_score`), whose array arguments become NumPy arrays; else
-    None."""
+    """The qualified name of a SciPy or scikit-learn function that `call` runs
+    (`scipy.stats.pearsonr`, `sklearn.metrics.f1_score`), whose array arguments become NumPy
+    arrays; else None."""
     qualified = ctx.qualified_name(call.func)
     if qualified is None or not qualified.startswith(NUMPY_CONSUMERS):
         return None

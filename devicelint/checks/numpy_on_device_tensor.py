@@ -43,9 +43,10 @@ class NumpyOnDeviceTensor(Rule):
     calls `.numpy()` on it, the fix hands it `.cpu()` of the tensor instead; it is unsafe, since
     that function may use the tensor on the device too.
 
-    Also flags a tensor known to be on the accelerator handed to a NumPy, SciPy or scikit-learn
-    function (`np.mean(t)`, `f1_score(labels, preds)`), which converts its arguments with
-    `numpy.asarray` and fails the same way.
+    Also flags a tensor known to be on the accelerator handed to a SciPy or scikit-learn
+    function (`stats.pearsonr(preds, y)`, `f1_score(labels, preds)`), which converts its
+    arguments with `numpy.asarray` and fails the same way (NumPy's own functions are not
+    checked: they take the arrays other libraries return as often).
 
     ## Known limits
     Tensors whose placement the analysis cannot prove (function parameters, values from other
@@ -79,14 +80,14 @@ class NumpyOnDeviceTensor(Rule):
         yield from self._handed_to_numpy_libraries(ctx)
 
     def _handed_to_numpy_libraries(self, ctx: FileContext) -> Iterator[Violation]:
-        """A device tensor handed to a NumPy, SciPy or scikit-learn function (`np.mean(t)`,
+        """A device tensor handed to a SciPy or scikit-learn function (`stats.pearsonr(p, y)`,
         `f1_score(labels, preds)`), which turns its arguments into NumPy arrays."""
         facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             library = numpy_consumer(ctx, call)
             if library is None:
                 continue
-            for arg in call.args:
+            for arg in call.args:  # one finding per call: its first device argument
                 if arg.star or not facts.is_device_tensor(arg.value, certain=True):
                     continue
                 moved = ctx.code_for(arg.value) + ".cpu()"
@@ -96,6 +97,7 @@ class NumpyOnDeviceTensor(Rule):
                 )
                 where = f" (`{library}` turns its arguments into NumPy arrays)"
                 yield self.violation(arg.value, fix=fix, call=ctx.code_for(call), fixed=fixed, where=where)
+                break
 
     def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
         """A device tensor handed to a function of another project module that calls `.numpy()`
