@@ -9968,3 +9968,214 @@ def test_a_model_moved_to_the_current_device_a_literal_set_device_chose_is_not_o
         '        self.model = make_model(self.place)\n        self.model.to("cuda:0")\n',
     )
     assert [f for f in _found(moved_again) if f[1] == "DL202"] == []
+
+
+CLASS_BODY_TABLE = """\
+import torch
+import torch.nn as nn
+
+
+class Tokenizer(nn.Module):
+    {table}
+
+    def __init__(self, width):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, feats, ids):
+        return self.proj(feats) + self.OFFSETS[ids]
+
+
+def run(batch, ids):
+    net = Tokenizer(8).cuda()
+    return net(batch.cuda(), ids.cuda())
+"""
+
+
+def test_a_cpu_tensor_bound_in_a_module_class_body_is_an_unregistered_tensor() -> None:
+    for table in ("OFFSETS = torch.arange(16.0).view(16, 1)", "OFFSETS: torch.Tensor = torch.zeros(16, 8)"):
+        assert [f for f in _found(CLASS_BODY_TABLE.format(table=table)) if f[1] == "DL102"] == [(6, "DL102")]
+    # the same table made per call, registered, kept as Python data, or replaced on the instance
+    clean = (
+        CLASS_BODY_TABLE.format(table="OFFSETS = [0.5] * 16"),
+        CLASS_BODY_TABLE.format(table="SCALE = 2").replace(
+            "super().__init__()", 'super().__init__()\n        self.register_buffer("OFFSETS", torch.zeros(16, 8))'
+        ),
+        CLASS_BODY_TABLE.format(table="OFFSETS = torch.zeros(16, 8)").replace(
+            "super().__init__()", "super().__init__()\n        self.OFFSETS = nn.Parameter(torch.zeros(16, 8))"
+        ),
+        CLASS_BODY_TABLE.format(table="OFFSETS = torch.zeros(16, 8)").replace(
+            "self.OFFSETS[ids]", "self.OFFSETS.to(feats.device)[ids]"
+        ),
+    )
+    for source in clean:
+        assert [f for f in _found(source) if f[1] == "DL102"] == []
+
+
+RUN_TIME_DEVICE_SCRIPT = """\
+import argparse
+
+import torch
+from torch import nn
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+
+    def forward(self, x):
+        bias = torch.ones(4).cuda()
+        return self.body(x) + bias
+
+
+if __name__ == "__main__":
+    opts = argparse.ArgumentParser()
+    opts.add_argument("--card", default="cuda:1")
+    opts.add_argument("--gpu", type=int, default=1)
+    opt = opts.parse_args()
+    {choose}
+    net = Scorer().to(where)
+    print(net(torch.randn(2, 4, device=where)))
+"""
+
+
+def test_a_bare_cuda_in_a_module_contradicts_a_script_that_builds_its_device_at_run_time() -> None:
+    for choose in ("where = torch.device(opt.card)", 'where = torch.device(f"cuda:{opt.gpu}")'):
+        found = _found(RUN_TIME_DEVICE_SCRIPT.format(choose=choose))
+        assert [f for f in found if f[1] == "DL107"] == [(13, "DL107")]
+    # a GPU-only script, or one that makes the chosen GPU the current one: `.cuda()` follows it
+    for choose in (
+        'where = torch.device("cuda")',
+        "torch.cuda.set_device(opt.gpu)\n    where = torch.device(opt.card)",
+    ):
+        assert [f for f in _found(RUN_TIME_DEVICE_SCRIPT.format(choose=choose)) if f[1] == "DL107"] == []
+
+
+def test_an_index_option_spelled_into_a_device_string_is_named_as_such_by_dl119() -> None:
+    used = RUN_TIME_DEVICE_SCRIPT.format(choose='where = f"cuda:{opt.gpu}"')
+    assert [f for f in _found(used) if f[1] == "DL119"] == [(13, "DL119")]
+    assert any("only in a device string" in m for m in _messages(used))
+    # only reported in a message: the option never reaches a placement
+    printed = RUN_TIME_DEVICE_SCRIPT.format(choose='print(f"cuda:{opt.gpu}")\n    where = "cuda"')
+    assert [f for f in _found(printed) if f[1] == "DL119"] == [(13, "DL119")]
+    assert any("never uses it to place anything" in m for m in _messages(printed))
+
+
+RESTORED_EXTRA_STATE = """\
+import torch
+from torch.optim import Optimizer
+
+
+class ScaledSign(Optimizer):
+    def __init__(self, params, lr=1e-4):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for w in group["params"]:
+                slot = self.state[w]
+                if "scale" not in slot:
+                    slot["scale"] = torch.ones_like(w)
+                w.sub_(group["lr"] * slot["scale"] * w.grad.sign())
+
+    def load_state_dict(self, snapshot):
+        extra = snapshot.pop("scales")
+        super().load_state_dict(snapshot)
+        weights = [w for group in self.param_groups for w in group["params"]]
+        for position, scale in enumerate(extra):
+            self.state[weights[position]]["scale"] = {put_back}
+
+
+def resume(net, path):
+    net = net.cuda()
+    opt = ScaledSign(net.parameters())
+    blob = torch.load(path, map_location={where})
+    opt.load_state_dict(blob["opt"])
+    return opt
+"""
+
+
+def test_an_optimizer_whose_own_load_state_dict_puts_loaded_tensors_back_unmoved_keeps_them_on_the_cpu() -> None:
+    for put_back in ("scale", "scale.float()"):
+        source = RESTORED_EXTRA_STATE.format(put_back=put_back, where='"cpu"')
+        assert [f for f in _found(source) if f[1] == "DL111"] == [(30, "DL111")]
+    clean = (
+        RESTORED_EXTRA_STATE.format(put_back="scale.to(weights[position].device)", where='"cpu"'),
+        RESTORED_EXTRA_STATE.format(put_back="torch.ones_like(weights[position])", where='"cpu"'),
+        RESTORED_EXTRA_STATE.format(put_back="scale", where='"cuda"'),
+    )
+    for source in clean:
+        assert [f for f in _found(source) if f[1] == "DL111"] == []
+
+
+DEFAULT_BEFORE_INSTANCE_METHODS = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Fitter:
+    def __init__(self, rows, size):
+        self.rows = rows
+        self.size = size
+
+    def _batches(self):
+        return DataLoader(self.rows, batch_size=self.size, shuffle=True{generator})
+
+    def _epoch(self, net):
+        for xb in self._batches():
+            net(xb).sum().backward()
+
+    def fit(self, net, epochs):
+        for _ in range(epochs):
+            self._epoch(net)
+
+
+def launch(rows, net):
+    {before}
+    fitter = Fitter(rows, 32)
+    fitter.fit(net, 3)
+    {after}
+"""
+
+
+def test_a_default_device_set_before_an_instance_method_call_reaches_the_sampler_three_calls_down() -> None:
+    source = DEFAULT_BEFORE_INSTANCE_METHODS.format(generator="", before='torch.set_default_device("cuda")', after="")
+    assert [f for f in _found(source) if f[1] == "DL114"] == [(11, "DL114")]
+    clean = (
+        DEFAULT_BEFORE_INSTANCE_METHODS.format(
+            generator=', generator=torch.Generator(device="cuda")', before='torch.set_default_device("cuda")', after=""
+        ),
+        DEFAULT_BEFORE_INSTANCE_METHODS.format(generator="", before="pass", after='torch.set_default_device("cuda")'),
+    )
+    for variant in clean:
+        assert [f for f in _found(variant) if f[1] == "DL114"] == []
+
+
+DEVICE_TENSOR_TO_NUMPY_LIBRARY = """\
+import numpy as np
+import torch
+from scipy import stats
+from sklearn.metrics import mean_absolute_error
+
+
+def report(regressor, x, y):
+    regressor = regressor.cuda()
+    with torch.no_grad():
+        guess = regressor(x.cuda()).squeeze(-1){host}
+    gap = (guess - y.cuda(){host}).abs()
+    return {{"mae": mean_absolute_error(y.numpy(), gap * 0 + guess), "r": stats.pearsonr(guess, y.numpy())[0]}}
+"""
+
+
+def test_a_device_tensor_handed_to_numpy_or_scipy_functions_is_converted_on_the_device() -> None:
+    found = _found(DEVICE_TENSOR_TO_NUMPY_LIBRARY.format(host=""))
+    assert [f for f in found if f[1] == "DL108"] == [(12, "DL108"), (12, "DL108")]
+    # NumPy's own functions are not checked (they take other libraries' arrays as often)
+    only_numpy = DEVICE_TENSOR_TO_NUMPY_LIBRARY.format(host="").replace(
+        '"mae": mean_absolute_error(y.numpy(), gap * 0 + guess), "r": stats.pearsonr(guess, y.numpy())[0]',
+        '"p95": np.percentile(gap, 95)',
+    )
+    assert [f for f in _found(only_numpy) if f[1] == "DL108"] == []
+    assert [f for f in _found(DEVICE_TENSOR_TO_NUMPY_LIBRARY.format(host=".cpu()")) if f[1] == "DL108"] == []

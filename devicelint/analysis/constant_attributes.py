@@ -60,9 +60,10 @@ def stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
 def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
     own = methods(cls)
     init = own.get("__init__")
-    if init is None:
+    body = class_body_values(cls)
+    if init is None and not body:
         return {}
-    building = {id(init)} | {id(own[name]) for name in _init_only_helpers(ctx, cls, own, init)}
+    building = set() if init is None else {id(init)} | {id(own[n]) for n in _init_only_helpers(ctx, cls, own, init)}
     assigned: dict[str, list[cst.BaseExpression]] = {}
     written: set[str] = set()
     for name, method in own.items():
@@ -87,6 +88,11 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
             elif value is not None or _mutated(ctx, node):
                 written.add(attr)
     written |= _written_by_subclasses(ctx, cls)
+    for attr, value in body.items():
+        # a class attribute (`zero_points = torch.tensor([...])` in the class body) that no method
+        # writes through `self`: every instance reads that one object
+        if attr not in assigned:
+            assigned[attr] = [value]
     is_module = cls.name.value in module_classes(ctx) and module_classes(ctx)[cls.name.value] is cls
     facts = file_facts(ctx)
     out: dict[str, StoredOnce] = {}
@@ -106,6 +112,29 @@ def _stored_once(ctx: FileContext, cls: cst.ClassDef) -> dict[str, StoredOnce]:
         if cpu or plain:
             out[attr] = StoredOnce(attr, value, cls, is_module, cpu, scalar, plain)
     return out
+
+
+def class_body_values(cls: cst.ClassDef) -> dict[str, cst.BaseExpression]:
+    """Names the body of `cls` binds exactly once, by a plain `name = value` (or `name: T =
+    value`) statement of the body itself: class attributes, which every instance reads through
+    `self.name` while no method rebinds it on the instance."""
+    found: dict[str, list[cst.BaseExpression]] = {}
+    if type(cls.body) is not cst.IndentedBlock:
+        return {}
+    for statement in cls.body.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
+                found.setdefault(small.targets[0].target.value, []).append(small.value)
+            elif type(small) is cst.AnnAssign and small.value is not None and type(small.target) is cst.Name:
+                found.setdefault(small.target.value, []).append(small.value)
+    return {name: values[0] for name, values in found.items() if len(values) == 1}
+
+
+def is_class_body_value(ctx: FileContext, value: cst.CSTNode) -> bool:
+    """`value` is bound in a class body, outside every method (a class attribute)."""
+    return ctx.index.enclosing_function(value) is None and ctx.index.enclosing_class(value) is not None
 
 
 def _optional_parameter(ctx: FileContext, value: cst.BaseExpression) -> bool:

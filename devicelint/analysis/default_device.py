@@ -21,7 +21,7 @@ from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.local_bindings import device_type_of
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
-from devicelint.analysis.training.helpers import returned_call
+from devicelint.analysis.training.helpers import callee, returned_call
 from devicelint.context import FileContext
 
 ACCELERATOR_DEFAULT = "accelerator"
@@ -257,7 +257,9 @@ def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
 
 
 def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
-    """The function of this file that `helper(...)` or `self.helper(...)` calls, if any."""
+    """The function of this file that `helper(...)`, `self.helper(...)` or `obj.method(...)` on
+    an instance of a class of the file (`trainer = Trainer(...)`, then `trainer.train()`) calls,
+    if any."""
     func = call.func
     if type(func) is cst.Name:
         return _module_functions(ctx).get(func.value)
@@ -267,6 +269,8 @@ def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | Non
             return next(
                 (d for d in owner.body.body if type(d) is cst.FunctionDef and d.name.value == func.attr.value), None
             )
+    if type(func) is cst.Attribute and type(func.value) is cst.Name:
+        return callee(ctx, call, handed=False)
     return None
 
 
@@ -329,7 +333,7 @@ def _set_by_every_caller(ctx: FileContext, scope: cst.CSTNode, depth: int) -> De
     """The accelerator default that every same-file caller of `scope` has in force at the call
     (`main()` sets it, then calls `build_loaders()`); UNKNOWN where only some callers have it."""
     calls = [c for c in _callers(ctx).get(id(scope), []) if _scope_of(ctx, c) is not scope]
-    if not calls or depth >= 2:
+    if not calls or depth >= 3:
         return None
     defaults = [default_device_at(ctx, call, depth + 1) for call in calls]
     accelerated = [d for d in defaults if d.state == ACCELERATOR_DEFAULT]

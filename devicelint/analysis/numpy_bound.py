@@ -70,3 +70,20 @@ def _reads(ctx: FileContext, expr: cst.BaseExpression, names: set[str]) -> bool:
         if type(node) is cst.Attribute and node.attr.value in ("is_cuda", "device"):
             return False
     return any(type(n) is cst.Name and n.value in names for n in ctx.index.walk(expr))
+
+
+# Libraries whose functions turn their array arguments into NumPy arrays (`numpy.asarray`).
+# NumPy's own functions are left out: they are called as often on the arrays that pipelines and
+# other libraries' objects return (a diffusers pipeline's images, a pyannote feature's `.data`),
+# which the engine cannot tell from their tensors.
+NUMPY_CONSUMERS = ("sklearn.", "scipy.")
+
+
+def numpy_consumer(ctx: FileContext, call: cst.Call) -> str | None:
+    """The qualified name of a SciPy or scikit-learn function that `call` runs
+    (`scipy.stats.pearsonr`, `sklearn.metrics.f1_score`), whose array arguments become NumPy
+    arrays; else None."""
+    qualified = ctx.qualified_name(call.func)
+    if qualified is None or not qualified.startswith(NUMPY_CONSUMERS):
+        return None
+    return qualified

@@ -11,6 +11,7 @@ GPU, unless the class overrides `load_state_dict` (or `__setstate__`) to move th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -34,6 +35,8 @@ class UncastState:
     cls: cst.ClassDef
     where: str  # `group["exp_avg_sq"]`, `Preconditioner` objects in its state
     node: cst.CSTNode  # the assignment that stores it
+    # the class's own `load_state_dict` puts loaded tensors back into its state as they came
+    restored_as_loaded: bool = False
 
 
 def _makes_tensor(ctx: FileContext, value: cst.BaseExpression) -> bool:
@@ -114,6 +117,13 @@ def uncast_state_classes(ctx: FileContext) -> dict[str, UncastState]:
         for cls in optimizer_classes(c):
             own = methods(cls)
             if _RESTORERS & set(own):
+                restorer = own.get("load_state_dict")
+                put_back = _put_back_as_loaded(c, restorer) if restorer is not None else None
+                if put_back is not None:
+                    node, key = put_back
+                    found[cls.name.value] = UncastState(
+                        cls, f'`state["{key}"]`, which its own `load_state_dict` puts back as loaded', node, True
+                    )
                 continue
             for func in own.values():
                 for node in c.index.walk(func):
@@ -143,3 +153,73 @@ def uncast_state_classes(ctx: FileContext) -> dict[str, UncastState]:
         return found
 
     return ctx.shared("uncast_optimizer_state.classes", build)
+
+
+def _put_back_as_loaded(ctx: FileContext, method: cst.FunctionDef) -> tuple[cst.Assign, str] | None:
+    """`self.state[p]["key"] = value` in an override of `load_state_dict`, where `value` comes
+    from the state dict it is handed (through names bound from it: `masks = state_dict.pop(...)`,
+    `for i, mask in masks.items()`) and nothing moves it (`.to(...)`, `.cuda()`, `device=`): the
+    entries bypass the device cast of `Optimizer.load_state_dict`, so they stay where the
+    checkpoint was loaded."""
+    params = [p.name.value for p in method.params.params if p.name.value != "self"]
+    if not params:
+        return None
+    derived = {params[0]}
+    changed = True
+    while changed:
+        changed = False
+        for node in ctx.index.walk(method.body):
+            if type(node) is cst.Assign and _mentions(node.value, derived):
+                bound = {n.value for t in node.targets for n in ctx.index.walk(t.target) if type(n) is cst.Name}
+            elif type(node) is cst.For and _mentions(node.iter, derived):
+                bound = {n.value for n in ctx.index.walk(node.target) if type(n) is cst.Name}
+            else:
+                continue
+            if not bound <= derived:
+                derived |= bound
+                changed = True
+    derived.discard("self")
+    for node in ctx.index.walk(method.body):
+        if type(node) is not cst.Assign or len(node.targets) != 1:
+            continue
+        keyed = _string_key(node.targets[0].target)
+        if keyed is None or not _state_entry(ctx, keyed[0], node):
+            continue
+        if _moves(node.value) or not _loaded_value(node.value, derived):
+            continue
+        return node, keyed[1]
+    return None
+
+
+def _loaded_value(value: cst.BaseExpression, derived: set[str]) -> bool:
+    """The loaded tensor itself, a part of it or a method's result on it (`mask`, `masks[i]`,
+    `mask.float()`), not a new tensor that only uses a loaded index (`torch.ones_like(w[i])`)."""
+    while True:
+        if type(value) is cst.Call and type(value.func) is cst.Attribute:
+            value = value.func.value
+        elif type(value) is cst.Subscript:
+            value = value.value
+        else:
+            break
+    return type(value) is cst.Name and value.value in derived
+
+
+def _mentions(node: cst.CSTNode, names: set[str]) -> bool:
+    return any(type(n) is cst.Name and n.value in names for n in _walk(node))
+
+
+def _moves(node: cst.CSTNode) -> bool:
+    """A move or a placement somewhere in the expression (`.to(p.device)`, `.cuda()`, `device=`)."""
+    for n in _walk(node):
+        if type(n) is cst.Call:
+            if type(n.func) is cst.Attribute and n.func.attr.value in ("to", "cuda", "copy_", "type_as"):
+                return True
+            if any(a.keyword is not None and a.keyword.value == "device" for a in n.args):
+                return True
+    return False
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)

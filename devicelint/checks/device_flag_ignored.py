@@ -6,13 +6,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.names import literal_value
+from devicelint.analysis.run_time_devices import selects_current_gpu
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
 # Command-line options that name a GPU index.
 _INDEX_OPTION = re.compile(r"^--(device|gpu|gpu[-_]id|device[-_]id|cuda[-_]device|gpu[-_]index|device[-_]index)$")
-# What makes a bare `.cuda()` follow the chosen GPU after all.
-_SELECTS_DEVICE = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index")
 # torch.cuda calls that ask about a device rather than place anything on it.
 _QUERY_PREFIXES = ("torch.cuda.", "torch.accelerator.")
 
@@ -23,8 +22,9 @@ class DeviceFlagIgnored(Rule):
     ## What it does
     Flags `.cuda()` without an index (and `device="cuda"`, `.to("cuda")`) in a script that parses
     a GPU index from its command line (`--device`, `--gpu`, `--gpu-id`, as an `int`) but never
-    uses it to place anything: the option is only printed or handed to `torch.cuda` queries, and
-    nothing selects the GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`, `with
+    uses it to place anything: the option is only printed or handed to `torch.cuda` queries, or
+    only spelled into a device string (`torch.device(f"cuda:{args.gpu}")`, which places only
+    what is built on it; the message then says so), and nothing selects the GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`, `with
     torch.cuda.device(...)`).
 
     ## Why it is a bug on a GPU
@@ -59,13 +59,11 @@ class DeviceFlagIgnored(Rule):
     code = "DL119"
     name = "device-flag-ignored"
     summary = "A script parses a GPU index (`--device`) but places tensors with an index-less `.cuda()`."
-    message = (
-        "`{what}` places on GPU 0, but the script parses `{option}` and never uses it to place anything; pass `{use}`"
-    )
+    message = "`{what}` places on GPU 0, but the script parses `{option}` and {usage}; pass `{use}`"
     tokens = ("add_argument",)
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
-        if any(word in ctx.source for word in _SELECTS_DEVICE):
+        if selects_current_gpu(ctx):
             return
         option = _index_option(ctx)
         if option is None:
@@ -79,11 +77,21 @@ class DeviceFlagIgnored(Rule):
         if not reads or any(_places_or_hands_on(ctx, read) for read in reads):
             return
         holder = ctx.code_for(reads[0].value)
+        spelled = any(
+            _spells_a_device(ctx, text)
+            for read in reads
+            if (text := next((a for a in ctx.index.ancestors(read) if type(a) is cst.FormattedString), None))
+        )
+        usage = (
+            f'uses it only in a device string (`f"cuda:{{{holder}.{dest}}}"`), which places only what is built on it'
+            if spelled
+            else "never uses it to place anything"
+        )
         for node in ctx.index.of_type(cst.Call):
             what = _bare_cuda(ctx, node)
             if what is not None:
                 use = f".cuda({holder}.{dest})" if what == ".cuda()" else f'f"cuda:{{{holder}.{dest}}}"'
-                yield self.violation(node, what=what, option=flag, use=use)
+                yield self.violation(node, what=what, option=flag, use=use, usage=usage)
 
 
 def _index_option(ctx: FileContext) -> tuple[str, str] | None:
@@ -113,6 +121,8 @@ def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
     node: cst.CSTNode = read
     for ancestor in ctx.index.ancestors(read):
         if type(ancestor) in (cst.FormattedStringExpression, cst.FormattedString):
+            # a message, or a device string (`f"cuda:{args.gpu}"`, which places only what is
+            # built on it there: an index-less `.cuda()` elsewhere still lands on GPU 0)
             return False
         if type(ancestor) is cst.Call and node is not ancestor.func:
             qualified = ctx.qualified_name(ancestor.func) or ""
@@ -127,6 +137,27 @@ def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
     parent = ctx.index.parent(read)
     # `device = args.device` and other bindings hand it on under another name
     return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return, cst.Element, cst.DictElement)
+
+
+def _spells_a_device(ctx: FileContext, text: cst.FormattedString) -> bool:
+    """`f"cuda:{...}"` bound to a name or handed to `torch.device`, `.to()`, `.cuda()` or a
+    `device=` keyword."""
+    head = text.parts[0] if text.parts else None
+    if not (type(head) is cst.FormattedStringText and head.value.startswith(("cuda", "mps", "xpu", "npu"))):
+        return False
+    parent = ctx.index.parent(text)
+    if type(parent) in (cst.Assign, cst.AnnAssign):
+        return True
+    if type(parent) is not cst.Arg:
+        return False
+    call = ctx.index.parent(parent)
+    if type(call) is not cst.Call:
+        return False
+    if parent.keyword is not None:
+        return parent.keyword.value == "device"
+    return ctx.qualified_name(call.func) == "torch.device" or (
+        type(call.func) is cst.Attribute and call.func.attr.value in ("to", "cuda")
+    )
 
 
 def _bare_cuda(ctx: FileContext, call: cst.Call) -> str | None:

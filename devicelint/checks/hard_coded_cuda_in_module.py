@@ -15,6 +15,7 @@ from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, self_attribute
 from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
+from devicelint.analysis.run_time_devices import builds_run_time_device, selects_current_gpu
 from devicelint.analysis.training.helpers import calls_of
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
@@ -172,8 +173,12 @@ GPU_KERNEL_MODULES = frozenset({"triton", "triton.language"})
 
 def _chooses_device(ctx: FileContext) -> bool:
     """The file picks its device at run time (`torch.cuda.is_available()`,
-    `torch.backends.mps.is_available()`), or runs a model on the CPU (`Net().cpu()`,
-    `model.to("cpu")`): a module that hard-codes CUDA contradicts either."""
+    `torch.backends.mps.is_available()`, a `torch.device` built from an option or a config,
+    `torch.device(f"cuda:{args.gpu}")`, with no current GPU selected that a bare `.cuda()`
+    would follow), or runs a model on the CPU (`Net().cpu()`, `model.to("cpu")`): a module that
+    hard-codes CUDA contradicts either."""
+    if builds_run_time_device(ctx) and not selects_current_gpu(ctx):
+        return True
     if "is_available" in ctx.source and any(
         (ctx.qualified_name(call.func) or "").endswith(("cuda.is_available", "mps.is_available"))
         for call in ctx.index.of_type(cst.Call)
@@ -251,7 +256,10 @@ class HardCodedCudaInModule(Rule):
     their device at run time are GPU-only by design, so their modules and functions are not
     checked; a script that calls `torch.cuda.is_available()`, or runs one of its modules on
     the CPU (`Net().cpu()`, `.to("cpu")`), is, since a module that hard-codes CUDA defeats that
-    choice. A constructor's string default (`device="cuda"`) is reported only where the
+    choice, and so is a script that builds its device from an option or a config
+    (`torch.device(f"cuda:{args.gpu}")`, `torch.device(args.device)`) without making it the
+    current GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`), which a bare `.cuda()` would
+    follow. A constructor's string default (`device="cuda"`) is reported only where the
     instance keeps it and another method reads it, and the constructor does not also build on
     it (`self.net = net.to(device)` builds where the default says, consistently). An optimizer or scheduler class is checked even in a
     GPU-only script, since it serves whatever parameters it is given. `.cuda(rank)` with an

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import imported_calls
+from devicelint.analysis.numpy_bound import numpy_consumer
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -42,6 +43,11 @@ class NumpyOnDeviceTensor(Rule):
     calls `.numpy()` on it, the fix hands it `.cpu()` of the tensor instead; it is unsafe, since
     that function may use the tensor on the device too.
 
+    Also flags a tensor known to be on the accelerator handed to a SciPy or scikit-learn
+    function (`stats.pearsonr(preds, y)`, `f1_score(labels, preds)`), which converts its
+    arguments with `numpy.asarray` and fails the same way (NumPy's own functions are not
+    checked: they take the arrays other libraries return as often).
+
     ## Known limits
     Tensors whose placement the analysis cannot prove (function parameters, values from other
     files) are not reported, nor are inputs of `forward`, which live wherever the caller put
@@ -55,7 +61,7 @@ class NumpyOnDeviceTensor(Rule):
     summary = "`.numpy()` on a tensor known to be on the GPU, without `.cpu()` first."
     message = "`{call}` converts a tensor that is on the device{where}: it raises `TypeError: can't convert cuda:0 device type tensor to numpy`; call `.cpu()` first: `{fixed}`"
     fix_availability = "sometimes"
-    tokens = ("numpy",)
+    tokens = ("numpy", "sklearn", "scipy")
     reads_helpers = True
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
@@ -71,6 +77,27 @@ class NumpyOnDeviceTensor(Rule):
             fix = FixProposal(description="Call `.cpu()` before `.numpy()`", safe=True, replacements=((call, fixed),))
             yield self.violation(call, fix=fix, call=ctx.code_for(call), fixed=fixed, where="")
         yield from self._handed_to_helpers(ctx)
+        yield from self._handed_to_numpy_libraries(ctx)
+
+    def _handed_to_numpy_libraries(self, ctx: FileContext) -> Iterator[Violation]:
+        """A device tensor handed to a SciPy or scikit-learn function (`stats.pearsonr(p, y)`,
+        `f1_score(labels, preds)`), which turns its arguments into NumPy arrays."""
+        facts = file_facts(ctx)
+        for call in ctx.index.of_type(cst.Call):
+            library = numpy_consumer(ctx, call)
+            if library is None:
+                continue
+            for arg in call.args:  # one finding per call: its first device argument
+                if arg.star or not facts.is_device_tensor(arg.value, certain=True):
+                    continue
+                moved = ctx.code_for(arg.value) + ".cpu()"
+                fixed = ctx.code_for(call.deep_replace(arg.value, cst.parse_expression(moved)))
+                fix = FixProposal(
+                    description=f"Hand `{moved}` to `{library}`", safe=False, replacements=((arg.value, moved),)
+                )
+                where = f" (`{library}` turns its arguments into NumPy arrays)"
+                yield self.violation(arg.value, fix=fix, call=ctx.code_for(call), fixed=fixed, where=where)
+                break
 
     def _handed_to_helpers(self, ctx: FileContext) -> Iterator[Violation]:
         """A device tensor handed to a function of another project module that calls `.numpy()`

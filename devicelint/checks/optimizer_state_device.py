@@ -540,7 +540,10 @@ class OptimizerStateDevice(Rule):
       in a function that moves things to the accelerator, into an optimizer class of the file
       that keeps state where loading does not move it: a tensor in its param groups
       (`group["exp_avg_sq"] = torch.stack(...)`) or tensors inside objects of its state
-      (`state["precond"] = Preconditioner(p)`), and that does not override `load_state_dict`.
+      (`state["precond"] = Preconditioner(p)`), and that does not override `load_state_dict`, or
+      whose own `load_state_dict` puts entries of the loaded dict back into its state without
+      moving them (`self.state[p]["lr_mask"] = mask`, past the cast `super().load_state_dict`
+      made).
 
     ## Why it is a bug on a GPU
     `Module.to` moves parameters in place, so an optimizer that only holds the `Parameter`
@@ -660,6 +663,19 @@ class OptimizerStateDevice(Rule):
             if not any(type(n) is cst.Call and moves_to_accelerator(n) for n in ctx.index.walk(scope)):
                 continue
             held = classes[built[0].func.value]  # type: ignore[attr-defined]  # filtered to a Name above
+            if held.restored_as_loaded:
+                name = held.cls.name.value
+                yield Violation(
+                    rule=type(self),
+                    node=call,
+                    message=f"`{short(ctx, call)}` restores the state of `{name}`, whose own `load_state_dict` puts "
+                    f"{held.where.split(',')[0]} back as it was loaded, past the device cast of "
+                    f"`Optimizer.load_state_dict`; with `{short(ctx, load)}` it stays on the CPU and `step()` mixes it "
+                    f"with the parameters on the device; move it to each parameter's device in `{name}.load_state_dict` "
+                    "(or load the checkpoint onto that device)",
+                    fix=None,
+                )
+                continue
             yield Violation(
                 rule=type(self),
                 node=call,

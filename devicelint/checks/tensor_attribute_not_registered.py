@@ -6,7 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.attribute_aliases import aliased_values, only_handed_on
-from devicelint.analysis.constant_attributes import module_constant
+from devicelint.analysis.constant_attributes import is_class_body_value, module_constant, stored_once
 from devicelint.analysis.constructor_devices import cpu_at_every_construction
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.custom_movers import moved_attributes
@@ -123,7 +123,10 @@ class TensorAttributeNotRegistered(Rule):
     (`self.w = nn.Parameter(t).cuda()`, `.to(device)`), whose result is a plain copy the module
     never registers, and a cache that `__init__` sets to `None` and a method fills once, only
     under `if self.cache is None:` (or `... or self.cache.size(0) < n`), with a tensor on the
-    inputs' device and no check of that device: a later `model.to(...)` leaves it behind.
+    inputs' device and no check of that device: a later `model.to(...)` leaves it behind. A CPU
+    tensor bound in the class body (`zero_points = torch.tensor([...])`, a class attribute every
+    instance reads as `self.zero_points`) that a method computes with and no method rebinds on
+    the instance is reported too: it belongs to the class, not to any module's buffers.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -210,6 +213,7 @@ class TensorAttributeNotRegistered(Rule):
             moved |= inherited
             yield from self._plain_containers(ctx, facts, moved)
             yield from self._shared_by_replicas(ctx, facts, moved)
+            yield from self._class_attributes(ctx, facts, moved)
             for attr, assignments in _plain_attributes(facts, moved).items():
                 lost = next(
                     (
@@ -326,6 +330,31 @@ class TensorAttributeNotRegistered(Rule):
                     advice = f'use `self.register_buffer("{attr}", ...)` (or `nn.Parameter` if it is trained)'
                 fix = None if movers else _as_buffer(ctx, attr, candidate, [v for v, _ in assignments])
                 yield self.violation(target or candidate, fix=fix, attr=attr, problem=problem, advice=advice)
+
+    def _class_attributes(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
+        """A CPU tensor bound in the class body (`zero_points = torch.tensor([...])`), which the
+        methods read as `self.<name>`: a class attribute is no parameter or buffer of any
+        instance, so `model.to(device)` never moves it."""
+        for attr, stored in stored_once(ctx, facts.node).items():
+            if not is_class_body_value(ctx, stored.value) or not stored.cpu_tensor or stored.scalar:
+                continue
+            if attr in facts.registered or attr in facts.submodules or attr in moved:
+                continue
+            if not _computed_with(ctx, facts, attr) or _moved_by_the_class(ctx, facts, attr):
+                continue
+            if _scalar_data(ctx, stored.value, stored.value):
+                continue
+            yield self.violation(
+                _assignment_target(ctx, stored.value) or stored.value,
+                fix=None,
+                attr=attr,
+                problem=(
+                    "is a CPU tensor bound in the class body: a class attribute is shared by every instance and "
+                    "is no parameter or buffer, so `model.to(device)` never moves it and `state_dict()` never "
+                    "saves it"
+                ),
+                advice=f'register it in `__init__` with `self.register_buffer("{attr}", ...)`',
+            )
 
     def _shared_by_replicas(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
         """A plain attribute holding a tensor put on the GPU in `__init__`, in a module class that
