@@ -9662,3 +9662,34 @@ def test_an_optimizer_state_loaded_before_its_model_is_wrapped_and_moved_stays_o
     assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
     other = RESUMED_THEN_WRAPPED.format(wrap="runner = nn.DataParallel(nn.Linear(4, 4)).cuda()")
     assert [f for f in _found(other) if f[1] == "DL111"] == []
+
+
+OPTIONAL_TENSOR_ATTRIBUTE_MOVE = """\
+import torch
+
+
+class Recorder:
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.history = None
+
+    def remember(self, observations: torch.Tensor):
+        self.history = observations.float()
+
+    def cuda(self, index=None):
+        {move}
+        return self
+"""
+
+
+def test_a_discarded_move_of_an_optional_tensor_attribute_set_from_a_tensor_parameter_is_reported() -> None:
+    assert [
+        f for f in _found(OPTIONAL_TENSOR_ATTRIBUTE_MOVE.format(move="self.history.cuda(index)")) if f[1] == "DL104"
+    ] == [(13, "DL104")]
+    rebound = OPTIONAL_TENSOR_ATTRIBUTE_MOVE.format(move="self.history = self.history.cuda(index)")
+    assert [f for f in _found(rebound) if f[1] == "DL104"] == []
+    # an unannotated parameter may be a module, whose own `.cuda()` works in place
+    untyped = OPTIONAL_TENSOR_ATTRIBUTE_MOVE.replace("observations: torch.Tensor", "observations").format(
+        move="self.history.cuda(index)"
+    )
+    assert [f for f in _found(untyped) if f[1] == "DL104"] == []
