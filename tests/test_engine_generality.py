@@ -9693,3 +9693,45 @@ def test_a_discarded_move_of_an_optional_tensor_attribute_set_from_a_tensor_para
         move="self.history.cuda(index)"
     )
     assert [f for f in _found(untyped) if f[1] == "DL104"] == []
+
+
+DEFAULT_SET_BY_AN_OBJECTS_METHOD = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Environment:
+    def __init__(self, use_gpu):
+        self.use_gpu = use_gpu
+
+    def configure(self):
+        if self.use_gpu:
+            torch.set_default_device("{device}")
+
+
+class Reporter:
+    def configure(self):
+        print("ready")
+
+
+def make_loader(dataset, batch):
+    return DataLoader(dataset, batch_size=batch, shuffle=True)
+
+
+def run(dataset, use_gpu):
+    env = {maker}(use_gpu)
+    env.configure()
+    return make_loader(dataset, 32)
+"""
+
+
+def test_a_default_device_set_by_a_method_of_an_object_built_in_the_caller_is_in_force_in_later_helpers() -> None:
+    found = _found(DEFAULT_SET_BY_AN_OBJECTS_METHOD.format(device="cuda", maker="Environment"))
+    assert [f for f in found if f[1] == "DL114"] == [(20, "DL114")]
+    on_cpu = DEFAULT_SET_BY_AN_OBJECTS_METHOD.format(device="cpu", maker="Environment")
+    assert [f for f in _found(on_cpu) if f[1] == "DL114"] == []
+    # the same method name on another class of the file, which sets no default
+    other = DEFAULT_SET_BY_AN_OBJECTS_METHOD.format(device="cuda", maker="Reporter").replace(
+        "Reporter(use_gpu)", "Reporter()"
+    )
+    assert [f for f in _found(other) if f[1] == "DL114"] == []

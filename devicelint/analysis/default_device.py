@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.container_reads import through_containers
-from devicelint.analysis.local_bindings import device_type_of
+from devicelint.analysis.local_bindings import bindings, device_type_of
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
 from devicelint.analysis.training.helpers import returned_call
@@ -256,17 +256,49 @@ def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     )
 
 
+def _module_classes(ctx: FileContext) -> dict[str, cst.ClassDef]:
+    return ctx.shared(
+        "default_device.module_classes",
+        lambda c: {d.name.value: d for d in c.module.body if type(d) is cst.ClassDef},
+    )
+
+
+def _own_method(owner: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    if type(owner.body) is not cst.IndentedBlock:
+        return None
+    return next((d for d in owner.body.body if type(d) is cst.FunctionDef and d.name.value == name), None)
+
+
+def _instance_method(
+    ctx: FileContext, call: cst.Call, func: cst.Attribute, receiver: cst.Name
+) -> cst.FunctionDef | None:
+    """`options.initialize()` where every value the function (or the module) assigns to
+    `options` is `Options(...)` of a class of this file: that class's own method."""
+    classes = _module_classes(ctx)
+    if not any(_own_method(owner, func.attr.value) is not None for owner in classes.values()):
+        return None  # no class of the file has such a method: spare the look-up
+    values = bindings(ctx, receiver.value, call)
+    owners = {
+        classes.get(value.func.value) if type(value) is cst.Call and type(value.func) is cst.Name else None
+        for value in values or ()
+    }
+    if len(owners) != 1:
+        return None
+    owner = owners.pop()
+    return _own_method(owner, func.attr.value) if owner is not None else None
+
+
 def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
-    """The function of this file that `helper(...)` or `self.helper(...)` calls, if any."""
+    """The function of this file that `helper(...)`, `self.helper(...)` or `obj.helper(...)` on
+    an instance of a class of this file (`obj = Options()` in the same function) calls, if any."""
     func = call.func
     if type(func) is cst.Name:
         return _module_functions(ctx).get(func.value)
     if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
         owner = ctx.index.enclosing_class(call)
-        if owner is not None and type(owner.body) is cst.IndentedBlock:
-            return next(
-                (d for d in owner.body.body if type(d) is cst.FunctionDef and d.name.value == func.attr.value), None
-            )
+        return _own_method(owner, func.attr.value) if owner is not None else None
+    if type(func) is cst.Attribute and type(func.value) is cst.Name:
+        return _instance_method(ctx, call, func, func.value)
     return None
 
 
