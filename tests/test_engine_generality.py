@@ -9735,3 +9735,29 @@ def test_a_default_device_set_by_a_method_of_an_object_built_in_the_caller_is_in
         "Reporter(use_gpu)", "Reporter()"
     )
     assert [f for f in _found(other) if f[1] == "DL114"] == []
+
+
+SUBMODULE_METHOD_OF_A_PLACED_MODEL = """\
+import torch
+
+
+def encode_all(autoencoder, frames, device):
+    autoencoder.to(device)
+    codes = []
+    with torch.no_grad():
+        for clip in frames:
+            z = autoencoder.stages.encoder.embed({clip})
+            codes.append(z)
+    stacked = torch.cat(codes)
+    return stacked{tail}
+"""
+
+
+def test_a_method_of_a_part_of_a_placed_model_handed_a_device_input_computes_on_the_device() -> None:
+    found = _found(SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip.to(device)", tail=".numpy()"))
+    assert [f for f in found if f[1] == "DL108"] == [(12, "DL108")]
+    copied = SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip.to(device)", tail=".cpu().numpy()")
+    assert [f for f in _found(copied) if f[1] == "DL108"] == []
+    # handed a CPU input, the part's method shows nothing about where its result is
+    host_input = SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip", tail=".numpy()")
+    assert [f for f in _found(host_input) if f[1] == "DL108"] == []
