@@ -9761,3 +9761,39 @@ def test_a_method_of_a_part_of_a_placed_model_handed_a_device_input_computes_on_
     # handed a CPU input, the part's method shows nothing about where its result is
     host_input = SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip", tail=".numpy()")
     assert [f for f in _found(host_input) if f[1] == "DL108"] == []
+
+
+OPTIMIZER_FROM_A_MODEL_METHOD = """\
+import torch
+from torch import nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.body = nn.Linear(width, 3)
+
+    def build_optimizer(self, lr):
+        opt = torch.optim.{kind}(self.parameters(), lr=lr)
+        return opt
+
+
+def train(net, loader, lr=0.05):
+    {first}
+    {second}
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(net(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_an_eager_optimizer_built_by_a_method_of_the_model_before_the_model_moves_is_reported() -> None:
+    build, move = "optimizer = net.build_optimizer(lr)", "net.cuda()"
+    found = _found(OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adagrad", first=build, second=move))
+    assert [f for f in found if f[1] == "DL111"] == [(16, "DL111")]
+    moved_first = OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adagrad", first=move, second=build)
+    assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
+    lazy = OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adam", first=build, second=move)
+    assert [f for f in _found(lazy) if f[1] == "DL111"] == []
