@@ -565,7 +565,9 @@ class OptimizerStateDevice(Rule):
       (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
       one optimizer per branch from the same parameters, one of them Adagrad
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
-      moves later), or such a class built around another optimizer the function built from the
+      moves later), or a method of the model's class that builds one from its own
+      `self.parameters()` and returns it (`model.configure_optimizers()`, the one method of that
+      name among the file's classes), or such a class built around another optimizer the function built from the
       model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
       weights);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
