@@ -48,7 +48,8 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     `random_split` or `DistributedSampler` without `generator=`, and any sampler or random
     factory without `device=` that is handed a CPU generator. The default is in force after
     `torch.set_default_device("cuda")` or `torch.set_default_tensor_type(torch.cuda.FloatTensor)`
-    earlier in the same function (or in a helper it called earlier, in every same-file caller
+    earlier in the same function (or in a helper it called earlier, a method of an object of a class of the file included
+    (`opts = Options()`, `opts.initialize()`), in every same-file caller
     before the call, in the class's `__init__` or Lightning `setup`/`prepare_data`/
     `configure_model`, or at the module's top level), and inside `with torch.device("cuda"):`
     around the sampler or around a call of a same-file helper that builds it (reported at that
