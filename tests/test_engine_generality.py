@@ -9797,3 +9797,29 @@ def test_an_eager_optimizer_built_by_a_method_of_the_model_before_the_model_move
     assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
     lazy = OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adam", first=build, second=move)
     assert [f for f in _found(lazy) if f[1] == "DL111"] == []
+
+
+CPU_ROUND_TRIP_UNDER_A_GPU_CHECK = """\
+import torch
+
+
+def stable_order(scores: torch.Tensor) -> torch.Tensor:
+    if scores.device.type == "cuda":
+        {line}
+    return torch.argsort(scores, dim=-1, stable=True)
+"""
+
+
+def test_a_cpu_round_trip_sent_back_with_a_bare_cuda_under_a_gpu_check_is_reported() -> None:
+    bad = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(line="return scores.cpu().argsort(dim=-1, stable=True).cuda()")
+    assert [f for f in _found(bad) if f[1] == "DL107"] == [(6, "DL107")]
+    assert "scores.device" in next(m for m in _messages(bad) if "DL107" in m or "hard-codes" in m)
+    back = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(
+        line="return scores.cpu().argsort(dim=-1, stable=True).to(scores.device)"
+    )
+    assert [f for f in _found(back) if f[1] == "DL107"] == []
+    # a new tensor sent to the GPU under the check is what the check is for
+    guarded = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(
+        line="return torch.argsort(scores + torch.ones(1).cuda(), dim=-1)"
+    )
+    assert [f for f in _found(guarded) if f[1] == "DL107"] == []
