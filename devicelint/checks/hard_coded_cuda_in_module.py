@@ -94,8 +94,8 @@ def _cpu_round_trip(node: cst.CSTNode) -> cst.BaseExpression | None:
                 inner = part.func.value
                 return inner if type(inner) in (cst.Name, cst.Attribute) else None
             part = part.func.value
-        elif type(part) in (cst.Attribute, cst.Subscript):
-            part = part.value  # type: ignore[union-attr]  # both have `.value`
+        elif isinstance(part, (cst.Attribute, cst.Subscript)):
+            part = part.value
         else:
             return None
 
