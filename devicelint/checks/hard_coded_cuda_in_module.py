@@ -354,7 +354,12 @@ class HardCodedCudaInModule(Rule):
             else:
                 device = "x.device"
             yield self.violation(
-                node, what=what, claim="hard-codes CUDA", function=function.name.value, device=device, why=_WHY
+                node,
+                what=what,
+                claim="hard-codes CUDA",
+                function=function.name.value,
+                device=device,
+                why=_ROUND_TRIP_WHY if round_trip is not None else _WHY,
             )
         if not is_script(ctx.source):
             yield from self._machine_devices(ctx, classes)
@@ -389,6 +394,10 @@ class HardCodedCudaInModule(Rule):
 
 
 _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
+# A CPU copy sent back with a bare `.cuda()`: it lands on the current device, not where it came from.
+_ROUND_TRIP_WHY = (
+    "the CPU copy goes back to the current CUDA device, not to the GPU the input was on (`cuda:1`, DDP ranks)"
+)
 
 
 def _unread_default(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
