@@ -10179,3 +10179,164 @@ def test_a_device_tensor_handed_to_numpy_or_scipy_functions_is_converted_on_the_
     )
     assert [f for f in _found(only_numpy) if f[1] == "DL108"] == []
     assert [f for f in _found(DEVICE_TENSOR_TO_NUMPY_LIBRARY.format(host=".cpu()")) if f[1] == "DL108"] == []
+
+
+OPTIONAL_TENSOR_ATTRIBUTE_MOVE = """\
+import torch
+
+
+class Recorder:
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.history = None
+
+    def remember(self, observations: torch.Tensor):
+        self.history = observations.float()
+
+    def cuda(self, index=None):
+        {move}
+        return self
+"""
+
+
+def test_a_discarded_move_of_an_optional_tensor_attribute_set_from_a_tensor_parameter_is_reported() -> None:
+    assert [
+        f for f in _found(OPTIONAL_TENSOR_ATTRIBUTE_MOVE.format(move="self.history.cuda(index)")) if f[1] == "DL104"
+    ] == [(13, "DL104")]
+    rebound = OPTIONAL_TENSOR_ATTRIBUTE_MOVE.format(move="self.history = self.history.cuda(index)")
+    assert [f for f in _found(rebound) if f[1] == "DL104"] == []
+    # an unannotated parameter may be a module, whose own `.cuda()` works in place
+    untyped = OPTIONAL_TENSOR_ATTRIBUTE_MOVE.replace("observations: torch.Tensor", "observations").format(
+        move="self.history.cuda(index)"
+    )
+    assert [f for f in _found(untyped) if f[1] == "DL104"] == []
+
+
+DEFAULT_SET_BY_AN_OBJECTS_METHOD = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Environment:
+    def __init__(self, use_gpu):
+        self.use_gpu = use_gpu
+
+    def configure(self):
+        if self.use_gpu:
+            torch.set_default_device("{device}")
+
+
+class Reporter:
+    def configure(self):
+        print("ready")
+
+
+def make_loader(dataset, batch):
+    return DataLoader(dataset, batch_size=batch, shuffle=True)
+
+
+def run(dataset, use_gpu):
+    env = {maker}(use_gpu)
+    env.configure()
+    return make_loader(dataset, 32)
+"""
+
+
+def test_a_default_device_set_by_a_method_of_an_object_built_in_the_caller_is_in_force_in_later_helpers() -> None:
+    found = _found(DEFAULT_SET_BY_AN_OBJECTS_METHOD.format(device="cuda", maker="Environment"))
+    assert [f for f in found if f[1] == "DL114"] == [(20, "DL114")]
+    on_cpu = DEFAULT_SET_BY_AN_OBJECTS_METHOD.format(device="cpu", maker="Environment")
+    assert [f for f in _found(on_cpu) if f[1] == "DL114"] == []
+    # the same method name on another class of the file, which sets no default
+    other = DEFAULT_SET_BY_AN_OBJECTS_METHOD.format(device="cuda", maker="Reporter").replace(
+        "Reporter(use_gpu)", "Reporter()"
+    )
+    assert [f for f in _found(other) if f[1] == "DL114"] == []
+
+
+SUBMODULE_METHOD_OF_A_PLACED_MODEL = """\
+import torch
+
+
+def encode_all(autoencoder, frames, device):
+    autoencoder.to(device)
+    codes = []
+    with torch.no_grad():
+        for clip in frames:
+            z = autoencoder.stages.encoder.embed({clip})
+            codes.append(z)
+    stacked = torch.cat(codes)
+    return stacked{tail}
+"""
+
+
+def test_a_method_of_a_part_of_a_placed_model_handed_a_device_input_computes_on_the_device() -> None:
+    found = _found(SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip.to(device)", tail=".numpy()"))
+    assert [f for f in found if f[1] == "DL108"] == [(12, "DL108")]
+    copied = SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip.to(device)", tail=".cpu().numpy()")
+    assert [f for f in _found(copied) if f[1] == "DL108"] == []
+    # handed a CPU input, the part's method shows nothing about where its result is
+    host_input = SUBMODULE_METHOD_OF_A_PLACED_MODEL.format(clip="clip", tail=".numpy()")
+    assert [f for f in _found(host_input) if f[1] == "DL108"] == []
+
+
+OPTIMIZER_FROM_A_MODEL_METHOD = """\
+import torch
+from torch import nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.body = nn.Linear(width, 3)
+
+    def build_optimizer(self, lr):
+        opt = torch.optim.{kind}(self.parameters(), lr=lr)
+        return opt
+
+
+def train(net, loader, lr=0.05):
+    {first}
+    {second}
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(net(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_an_eager_optimizer_built_by_a_method_of_the_model_before_the_model_moves_is_reported() -> None:
+    build, move = "optimizer = net.build_optimizer(lr)", "net.cuda()"
+    found = _found(OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adagrad", first=build, second=move))
+    assert [f for f in found if f[1] == "DL111"] == [(16, "DL111")]
+    moved_first = OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adagrad", first=move, second=build)
+    assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
+    lazy = OPTIMIZER_FROM_A_MODEL_METHOD.format(kind="Adam", first=build, second=move)
+    assert [f for f in _found(lazy) if f[1] == "DL111"] == []
+
+
+CPU_ROUND_TRIP_UNDER_A_GPU_CHECK = """\
+import torch
+
+
+def stable_order(scores: torch.Tensor) -> torch.Tensor:
+    if scores.device.type == "cuda":
+        {line}
+    return torch.argsort(scores, dim=-1, stable=True)
+"""
+
+
+def test_a_cpu_round_trip_sent_back_with_a_bare_cuda_under_a_gpu_check_is_reported() -> None:
+    bad = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(line="return scores.cpu().argsort(dim=-1, stable=True).cuda()")
+    assert [f for f in _found(bad) if f[1] == "DL107"] == [(6, "DL107")]
+    assert "scores.device" in next(m for m in _messages(bad) if "DL107" in m or "hard-codes" in m)
+    back = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(
+        line="return scores.cpu().argsort(dim=-1, stable=True).to(scores.device)"
+    )
+    assert [f for f in _found(back) if f[1] == "DL107"] == []
+    # a new tensor sent to the GPU under the check is what the check is for
+    guarded = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(
+        line="return torch.argsort(scores + torch.ones(1).cuda(), dim=-1)"
+    )
+    assert [f for f in _found(guarded) if f[1] == "DL107"] == []

@@ -256,6 +256,12 @@ def _module_functions(ctx: FileContext) -> dict[str, cst.FunctionDef]:
     )
 
 
+def _own_method(owner: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    if type(owner.body) is not cst.IndentedBlock:
+        return None
+    return next((d for d in owner.body.body if type(d) is cst.FunctionDef and d.name.value == name), None)
+
+
 def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | None:
     """The function of this file that `helper(...)`, `self.helper(...)` or `obj.method(...)` on
     an instance of a class of the file (`trainer = Trainer(...)`, then `trainer.train()`) calls,
@@ -265,10 +271,7 @@ def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | Non
         return _module_functions(ctx).get(func.value)
     if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
         owner = ctx.index.enclosing_class(call)
-        if owner is not None and type(owner.body) is cst.IndentedBlock:
-            return next(
-                (d for d in owner.body.body if type(d) is cst.FunctionDef and d.name.value == func.attr.value), None
-            )
+        return _own_method(owner, func.attr.value) if owner is not None else None
     if type(func) is cst.Attribute and type(func.value) is cst.Name:
         return callee(ctx, call, handed=False)
     return None

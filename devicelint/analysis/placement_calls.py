@@ -1068,6 +1068,12 @@ class CallEvaluation:
                 return _model_like_result(method, args)  # `self.model(x)` in a trainer class
             if receiver.kind == UNKNOWN and _counts_a_tensor(call, method):
                 return NUMBER  # `batch["ids"].size(1)`, `mask.numel()`: a Python int whatever the receiver
+            owner = self._placed_module_owner(receiver_node) if receiver == UNKNOWN_FACT else None
+            if owner is not None:
+                # `model.renderer.query(model.decoder, pts)`: a part of a placed model handed a
+                # device input computes where the model is, as the model's own method does
+                result = self._module_method(owner, method, args)
+                return result if result.kind == DEVICE else UNKNOWN_FACT
             return self._module_method(receiver, method, args)
         args = self._args(call)
         if method in INPLACE_METHODS and receiver.kind == CPU:
@@ -1106,6 +1112,18 @@ class CallEvaluation:
             or (receiver.kind == CPU and method in _FULL_REDUCTIONS and _no_dimension(call, 0)),
             mask=receiver.mask and method not in _CAST_METHODS,
         )
+
+    def _placed_module_owner(self, node: cst.BaseExpression) -> Fact | None:
+        """The fact of the placed module `node` is a part of (`model` for `model.renderer` or
+        `model.head.proj`), outside the module's own class; None when there is none."""
+        while type(node) is cst.Attribute and not self.is_receiver(node.value):
+            node = node.value
+            base = self._eval(node)
+            if base.kind == MODULE and base.where in (FOLLOWS, ACCELERATOR):
+                return base
+            if base != UNKNOWN_FACT:
+                return None
+        return None
 
     def _imported_method_result(self, call: cst.Call, receiver: Fact, method: str) -> Fact | None:
         """What a method of a module class of another project module returns on an instance

@@ -82,6 +82,25 @@ def hard_coded_cuda(ctx: FileContext, node: cst.CSTNode) -> str | None:
     return None
 
 
+def _cpu_round_trip(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """`x` in `x.cpu().cumsum(0).cuda()`: a tensor taken to the CPU and sent back with a bare
+    `.cuda()`, which lands on the current device rather than where `x` was, even under a check
+    that `x` is on a GPU (`if x.is_cuda:`); None for any other `.cuda()`."""
+    if not (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "cuda"):
+        return None
+    part: cst.BaseExpression = node.func.value
+    while True:
+        if type(part) is cst.Call and type(part.func) is cst.Attribute:
+            if part.func.attr.value == "cpu" and not part.args:
+                inner = part.func.value
+                return inner if type(inner) in (cst.Name, cst.Attribute) else None
+            part = part.func.value
+        elif isinstance(part, (cst.Attribute, cst.Subscript)):
+            part = part.value
+        else:
+            return None
+
+
 def _kept_for_other_methods(ctx: FileContext, param: cst.Param) -> bool:
     """A constructor parameter (`device="cuda"`) stored on the instance (`self.device = device`)
     and read by another method of the class: the default decides where those methods put
@@ -219,6 +238,9 @@ class HardCodedCudaInModule(Rule):
     torchmetrics `Metric` (their state follows the parameters or inputs a caller hands them),
     or inside a library function that takes tensors, unless the code sits under a device check
     (`if torch.cuda.is_available():`, `if x.is_cuda:`, `torch.cuda.is_available() and ...`).
+    Under such a check it still flags a tensor taken to the CPU and sent back with a bare
+    `.cuda()` (`x.cpu().cumsum(0).cuda()`): the copy lands on the current device, not on the
+    GPU `x` was on (`x.device`).
     In a library file (no `__main__` block) it also flags a module method that places a tensor
     on the machine's device chosen once for the file: `device=get_device()` where the file's
     `get_device()` returns `"cuda" if torch.cuda.is_available() else "cpu"`, or a module-level
@@ -322,13 +344,16 @@ class HardCodedCudaInModule(Rule):
             placement = file_facts(ctx).scope(function)
             if cls is None and reusable is None and not placement.device_params:
                 continue
-            if under_device_guard(ctx, node, function) or any(
+            round_trip = _cpu_round_trip(node)
+            if (under_device_guard(ctx, node, function) and round_trip is None) or any(
                 w in function.name.value.lower() for w in DEVICE_MANAGEMENT
             ):
                 continue
             if is_device_query(ctx, node) or _unread_default(ctx, node, function):
                 continue
-            if reusable is not None:
+            if round_trip is not None:
+                device = f"{ctx.code_for(round_trip)}.device"  # back where the tensor came from
+            elif reusable is not None:
                 device = _reusable_device(ctx, node, function, placement.device_params)
             elif placement.device_params:
                 device = f"{placement.device_params[0]}.device"
@@ -337,7 +362,12 @@ class HardCodedCudaInModule(Rule):
             else:
                 device = "x.device"
             yield self.violation(
-                node, what=what, claim="hard-codes CUDA", function=function.name.value, device=device, why=_WHY
+                node,
+                what=what,
+                claim="hard-codes CUDA",
+                function=function.name.value,
+                device=device,
+                why=_ROUND_TRIP_WHY if round_trip is not None else _WHY,
             )
         if not is_script(ctx.source):
             yield from self._machine_devices(ctx, classes)
@@ -372,6 +402,10 @@ class HardCodedCudaInModule(Rule):
 
 
 _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
+# A CPU copy sent back with a bare `.cuda()`: it lands on the current device, not where it came from.
+_ROUND_TRIP_WHY = (
+    "the CPU copy goes back to the current CUDA device, not to the GPU the input was on (`cuda:1`, DDP ranks)"
+)
 
 
 def _unread_default(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> bool:

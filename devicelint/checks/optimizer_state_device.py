@@ -148,6 +148,9 @@ def _built(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression | 
     # a factory choosing by name (`make_optimizer(cfg.optimizer, model.parameters(), lr)`): every
     # branch builds an optimizer from the same parameters; the one that creates its state at
     # construction (Adagrad) is the branch that fails when the model moves later
+    own = _model_method_optimizer(ctx, call)
+    if own is not None:
+        return own
     branches = returned_calls(ctx, call) or []
     kinds = [_optimizer_class(ctx, b) for b in branches]
     params = {ctx.code_for(p) if (p := _params_argument(b)) is not None else None for b in branches}
@@ -155,6 +158,52 @@ def _built(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression | 
         return None
     chosen = next((i for i, k in enumerate(kinds) if _state_at_construction(ctx, k or "") is not None), 0)
     return kinds[chosen] or "", _params_argument(branches[chosen])
+
+
+def _model_method_optimizer(ctx: FileContext, call: cst.Call) -> tuple[str, cst.BaseExpression] | None:
+    """`model.configure_optimizers()` (`self.net.make_optimizer(lr)`) where the one method of that
+    name among the file's classes builds one optimizer from its own `self.parameters()` and
+    returns it, alone or in a tuple or list (`return [optimizer], [scheduler]`): the optimizer
+    class, and `model.parameters()` as what it holds, in the caller's words."""
+    func = call.func
+    if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value == "self"):
+        return None
+    methods = [
+        d
+        for cls in ctx.module.body
+        if type(cls) is cst.ClassDef and type(cls.body) is cst.IndentedBlock
+        for d in cls.body.body
+        if type(d) is cst.FunctionDef and d.name.value == func.attr.value
+    ]
+    if len(methods) != 1:
+        return None
+    built: list[tuple[str, str | None]] = []
+    for node in ctx.index.walk(methods[0].body):
+        if type(node) is not cst.Call:
+            continue
+        kind = _optimizer_class(ctx, node)
+        params = _params_argument(node) if kind is not None else None
+        if kind is None or not (
+            type(params) is cst.Call
+            and type(params.func) is cst.Attribute
+            and params.func.attr.value in ("parameters", "named_parameters")
+            and type(params.func.value) is cst.Name
+            and params.func.value.value == "self"
+        ):
+            continue
+        parent = ctx.index.parent(node)
+        target = parent.targets[0].target if type(parent) is cst.Assign and len(parent.targets) == 1 else None
+        built.append((kind, target.value if type(target) is cst.Name else None))
+    if len(built) != 1:
+        return None
+    kind, name = built[0]
+    returned = [
+        node.value for node in ctx.index.walk(methods[0].body) if type(node) is cst.Return and node.value is not None
+    ]
+    if not returned or not all(name is not None and name in read_names(ctx, value) for value in returned):
+        return None
+    held = cst.Call(func=cst.Attribute(value=func.value, attr=cst.Name("parameters")))
+    return kind, held
 
 
 def _imported_optimizer(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None:
@@ -531,7 +580,9 @@ class OptimizerStateDevice(Rule):
       (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
       one optimizer per branch from the same parameters, one of them Adagrad
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
-      moves later), or such a class built around another optimizer the function built from the
+      moves later), or a method of the model's class that builds one from its own
+      `self.parameters()` and returns it (`model.configure_optimizers()`, the one method of that
+      name among the file's classes), or such a class built around another optimizer the function built from the
       model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
       weights);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then

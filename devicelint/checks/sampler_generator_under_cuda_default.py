@@ -51,7 +51,8 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     earlier in the same function (or in a helper it called earlier, in every same-file caller
     before the call, up to three calls up, a method called on an instance of a class of the file
     included: `trainer.fit()` in `main()` after the setter, reaching the sampler through
-    `self._loader()`; in the class's `__init__` or Lightning `setup`/`prepare_data`/
+    `self._loader()`, or `opts = Options()` then `opts.initialize()` setting it; in the class's
+    `__init__` or Lightning `setup`/`prepare_data`/
     `configure_model`, or at the module's top level), and inside `with torch.device("cuda"):`
     around the sampler or around a call of a same-file helper that builds it (reported at that
     call).

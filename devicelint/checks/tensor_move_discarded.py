@@ -25,6 +25,7 @@ from devicelint.analysis.placement_facts import (
     Fact,
     is_tensor_function,
 )
+from devicelint.analysis.placement_values import annotation_is_tensor
 from devicelint.analysis.training.syntax import assigned_names
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place
@@ -115,7 +116,9 @@ class TensorMoveDiscarded(Rule):
     `torch.from_numpy(a).float()`, `torch.stack`...), which settles it whatever the name held
     before (a parameter, a list of token ids). An attribute (`self.mask.cuda()` in a class's own
     `cuda()` or `to()`) is reported when every assignment to it in its class makes a tensor with
-    a torch function and it is no registered buffer or parameter. Nor is a whole batch (`batch`,
+    a torch function, or moves or casts a parameter annotated as a tensor (`targets.to(d)` of
+    `targets: torch.Tensor`), apart from `None` (not set yet), and it is no registered buffer or
+    parameter. Nor is a whole batch (`batch`,
     `data`, `graph`...) whose only use is as a model input: a graph batch or a `BatchEncoding`
     moves in place. A `.to(d)` of a tensor built or moved with that same device expression
     (`torch.zeros(n, device=d)`, also `self.device` set from that `d`) returns the tensor
@@ -617,9 +620,10 @@ def _tensor_making_call(ctx: FileContext, value: cst.BaseExpression) -> cst.Call
 
 
 def _tensor_attribute_creator(ctx: FileContext, receiver: cst.BaseExpression) -> cst.Call | None:
-    """`self.mask` that every `self.mask = ...` of its class sets to a tensor made by torch (and
-    that is no registered buffer or parameter, which the module's own move carries): the call
-    that makes it."""
+    """`self.mask` that every `self.mask = ...` of its class sets to a tensor made by torch, or to
+    a call the placement analysis knows returns a tensor (`targets.to(d)` of a parameter annotated
+    `Tensor`), apart from `None` (an optional tensor not set yet), and that is no registered buffer
+    or parameter, which the module's own move carries: the call that makes it."""
     attr = self_attribute(receiver)
     owner = ctx.index.enclosing_class(receiver)
     if attr is None or owner is None:
@@ -630,13 +634,33 @@ def _tensor_attribute_creator(ctx: FileContext, receiver: cst.BaseExpression) ->
     creators: list[cst.Call] = []
     for node in ctx.index.walk(owner):
         if type(node) is cst.Assign and any(self_attribute(t.target) == attr for t in node.targets):
-            made = _tensor_making_call(ctx, node.value)
+            if type(node.value) is cst.Name and node.value.value == "None":
+                continue  # `self._targets = None` until the first data arrives
+            made = _tensor_making_call(ctx, node.value) or _move_of_tensor_parameter(ctx, node.value)
             if made is None:
                 return None
             creators.append(made)
         elif type(node) in (cst.AugAssign, cst.AnnAssign) and self_attribute(node.target) == attr:  # type: ignore[attr-defined]
             return None
     return creators[0] if creators else None
+
+
+def _move_of_tensor_parameter(ctx: FileContext, value: cst.BaseExpression) -> cst.Call | None:
+    """`targets.to(self.device)` (or `.cuda()`, `.float()`...) of a parameter its function
+    annotates as a tensor (`targets: torch.Tensor`): a tensor, wherever it ends up; that call."""
+    if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
+        return None
+    if value.func.attr.value not in MOVES and value.func.attr.value not in CASTS:
+        return None
+    receiver = value.func.value
+    function = ctx.index.enclosing_function(value)
+    if type(receiver) is not cst.Name or function is None:
+        return None
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == receiver.value:
+            return value if annotation_is_tensor(param.annotation) else None
+    return None
 
 
 _MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "buffers", "modules", "children", "eval", "train"})
