@@ -96,8 +96,10 @@ def _imported_words(view: ProjectView) -> str:
         words.append("torch.Generator")  # an imported function returns one
     if any(place.startswith("loss:") for place in places):
         words.append("weight")  # an imported function returns a loss built with a class weight
-    if view.replicated:
-        words.append("DataParallel")  # another module wraps a class of this one
+    if any(place.startswith("options:") for place in places):
+        words.append("add_argument")  # an imported function parses a GPU-index option
+    if view.replicated or any(place.startswith("wrapper:") for place in places):
+        words.append("DataParallel")  # another module wraps a class of this one, or returns a wrapper
     for helper in view.helpers.values():
         words.extend(helper.uses.distributed_setup)
         if helper.uses.loads_state:

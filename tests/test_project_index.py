@@ -2180,3 +2180,162 @@ def test_a_learning_rate_scheduler_stepped_to_a_saved_step_by_another_module_is_
     )
     rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL303"]
     assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("fit.py", 17)]
+
+
+def test_a_method_of_an_imported_class_is_judged_at_the_call_on_its_instance(tmp_path: Path) -> None:
+    # `plotter = vis.Plotter(...)` then `plotter.show(out)`: the method's `.numpy()` on its
+    # argument is the caller's, as for a function; a method that moves it to the host first is not
+    _write(
+        tmp_path,
+        {
+            "utils/__init__.py": "",
+            "utils/vis.py": (
+                "import numpy as np\n\n\n"
+                "class Plotter:\n"
+                "    def __init__(self, root):\n        self.root = root\n\n"
+                "    def show(self, img):\n"
+                "        arr = img[0].detach().permute(1, 2, 0).numpy()\n"
+                "        np.save(self.root + '/last.npy', arr)\n\n"
+                "    def keep(self, img):\n"
+                "        arr = img.cpu().numpy()\n"
+                "        np.save(self.root + '/kept.npy', arr)\n"
+            ),
+            "run.py": (
+                "import torch\n\nimport utils.vis as vis\n\n\n"
+                "def main(loader):\n"
+                "    net = torch.nn.Conv2d(3, 3, 1).cuda()\n"
+                "    plotter = vis.Plotter('out')\n"
+                "    for x in loader:\n"
+                "        out = net(x.cuda())\n"
+                "        plotter.show(out)\n"
+                "        plotter.keep(out)\n"
+            ),
+        },
+    )
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL108"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 11)]
+    assert "vis.Plotter.show" in rows[0]["message"]
+    assert [r for r in _check(["--no-cache", "--no-project", str(tmp_path)]) if r["code"] == "DL108"] == []
+
+
+def test_keyword_arguments_gathered_by_kwargs_and_read_on_the_host(tmp_path: Path) -> None:
+    # `log_scalars(step, loss=loss)`: the helper reads each value of `**scalars` with `.item()`,
+    # every step; under a logging condition, or with a helper that never reads the values, silent
+    helpers = (
+        "def log_scalars(step, writer=None, **scalars):\n"
+        "    for name, value in scalars.items():\n"
+        "        if writer is not None:\n"
+        "            writer.add_scalar(name, value.item(), step)\n\n\n"
+        "def remember(step, **scalars):\n"
+        "    return {'step': step, **{k: v.detach() for k, v in scalars.items()}}\n"
+    )
+    loop = (
+        "import torch\n\nfrom helpers import log_scalars, remember\n\n\n"
+        "def fit(model, loader, opt):\n"
+        "    model.cuda()\n"
+        "    for step, (x, y) in enumerate(loader):\n"
+        "        loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())\n"
+        "        opt.zero_grad()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        {call}\n"
+    )
+    _write(tmp_path, {"helpers.py": helpers, "loop.py": loop.format(call="log_scalars(step, loss=loss, lr=0.1)")})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("loop.py", 13)]
+    for quiet in ("remember(step, loss=loss)", "log_scalars(step, lr=0.1)"):
+        _write(tmp_path, {"loop.py": loop.format(call=quiet)})
+        assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL401"] == [], quiet
+
+
+def test_a_class_method_constructor_of_an_imported_model_is_a_builder(tmp_path: Path) -> None:
+    # `Net.from_pretrained(path)` (a classmethod building `cls(...)` and loading its state) and
+    # `Net.build(cfg)` (a staticmethod) make the model on the CPU; one that moves it does not
+    model = (
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, dim):\n        super().__init__()\n        self.fc = nn.Linear(dim, 2)\n\n"
+        "    @classmethod\n"
+        "    def from_pretrained(cls, path, dim=8):\n"
+        "        net = cls(dim)\n"
+        "        net.load_state_dict(torch.load(path, map_location='cpu'))\n"
+        "        return net\n\n"
+        "    @staticmethod\n"
+        "    def build(cfg):\n        return Net(cfg['dim'])\n\n"
+        "    def forward(self, x):\n        return self.fc(x)\n\n\n"
+        "class Placed(Net):\n"
+        "    @classmethod\n"
+        "    def on(cls, device, dim=8):\n        return cls(dim).to(device)\n"
+    )
+    script = (
+        "import torch\n\nfrom nets import Net, Placed\n\n\n"
+        "def predict(path, xs):\n"
+        "    net = {built}\n"
+        "    net.eval()\n"
+        "    for x in xs:\n"
+        "        print(net(x.to('cuda')))\n"
+    )
+    _write(tmp_path, {"nets.py": model, "predict.py": script.format(built="Net.from_pretrained(path)")})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("predict.py", 10)]
+    _write(tmp_path, {"predict.py": script.format(built="Net.build({'dim': 8})")})
+    assert [r["line"] for r in [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"]] == [10]
+    _write(tmp_path, {"predict.py": script.format(built="Placed.on('cuda')")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL117"] == []
+
+
+def test_a_wrapper_returned_by_an_imported_helper_hides_the_model_attributes(tmp_path: Path) -> None:
+    # `net = wrap_ddp(net, rank)` of a helper whose every return is a DDP wrapper it makes: reading
+    # `net.encoder` through it is DL203's; a helper that wraps only under a condition is not followed
+    helpers = (
+        "import torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+        "def wrap_ddp(model, rank):\n"
+        "    wrapped = DDP(model.to(rank), device_ids=[rank])\n"
+        "    return wrapped\n\n\n"
+        "def maybe_parallel(model, n_gpus):\n"
+        "    if n_gpus > 1:\n        model = nn.DataParallel(model)\n"
+        "    return model\n"
+    )
+    script = (
+        "from dist import maybe_parallel, wrap_ddp\n\n\n"
+        "def run(net, rank, batch):\n"
+        "    net = {wrap}\n"
+        "    feats = net.encoder(batch)\n"
+        "    return net(feats)\n"
+    )
+    _write(tmp_path, {"dist.py": helpers, "run.py": script.format(wrap="wrap_ddp(net, rank)")})
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL203"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("run.py", 6)]
+    assert "wrap_ddp" in rows[0]["message"]
+    _write(tmp_path, {"run.py": script.format(wrap="maybe_parallel(net, 2)")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL203"] == []
+
+
+def test_a_gpu_index_option_parsed_by_a_function_of_another_module(tmp_path: Path) -> None:
+    # `args = get_args()` of a package module whose parser adds `--device-id` (int): a bare
+    # `.to("cuda")` in the script ignores it; a parse function that selects the device itself does not
+    parser = (
+        "import argparse\n\nimport torch\n\n\n"
+        "def get_args():\n"
+        "    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--device-id', type=int, default=0)\n"
+        "    p.add_argument('--steps', type=int, default=10)\n"
+        "    args = p.parse_args()\n"
+        "{select}"
+        "    return args\n"
+    )
+    script = (
+        "import torch\n\nfrom config.args import get_args\n\n\n"
+        "def main():\n"
+        "    args = get_args()\n"
+        "    print('device', args.device_id)\n"
+        "    x = torch.randn(4, 4).to('cuda')\n"
+        "    for _ in range(args.steps):\n"
+        "        x = x @ x\n"
+    )
+    files = {"config/__init__.py": "", "config/args.py": parser.format(select=""), "main.py": script}
+    _write(tmp_path, files)
+    rows = [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL119"]
+    assert [(Path(r["path"]).name, r["line"]) for r in rows] == [("main.py", 9)]
+    _write(tmp_path, {"config/args.py": parser.format(select="    torch.cuda.set_device(args.device_id)\n")})
+    assert [r for r in _check(["--no-cache", str(tmp_path)]) if r["code"] == "DL119"] == []

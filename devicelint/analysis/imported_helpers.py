@@ -31,6 +31,8 @@ def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dic
     helper = helpers.get(name) if name is not None else None
     if helper is None and name is not None and name.startswith("self.") and name.count(".") == 1:
         helper = _inherited(ctx, call, name[5:])
+    if helper is None and name is not None and "." in name:
+        helper = _instance_method(ctx, call, name)
     if helper is None or any(arg.star for arg in call.args):
         return None
     bound: dict[str, cst.BaseExpression] = {}
@@ -70,6 +72,34 @@ def _inherited(ctx: FileContext, call: cst.Call, method: str) -> ImportedHelper 
             if spelled in classes:
                 chain.append(classes[spelled])
     return None
+
+
+def _instance_method(ctx: FileContext, call: cst.Call, name: str) -> ImportedHelper | None:
+    """The method `obj.<method>(...)` runs when `obj` is an instance of an imported project
+    class: a name (or `self.<attr>` of the enclosing class's `__init__`) bound once to
+    `Cls(...)` (`visualizer = Visualizer(opt)`, `logger = utils.MetricLogger()`), whose method,
+    its own or a project base's, does something to what it is handed (`Cls#method`)."""
+    owner, _, method = name.rpartition(".")
+    if not owner or method.startswith("__") or not isinstance(call.func, cst.Attribute):
+        return None
+    if not any(key.endswith("#" + method) for key in ctx.project.helpers):
+        return None
+    scope: cst.FunctionDef | cst.Module = scope_of(ctx, call)
+    if owner.startswith("self."):
+        if owner.count(".") != 1:
+            return None
+        cls = ctx.index.enclosing_class(call)
+        init = methods(cls).get("__init__") if cls is not None else None
+        if init is None:
+            return None
+        scope = init
+    elif "." in owner:
+        return None
+    values = scope_facts(ctx, scope).assigned.get(owner)
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return None
+    built = dotted_name(values[0].func)
+    return ctx.project.helpers.get(f"{built}#{method}") if built is not None else None
 
 
 def moved_model(ctx: FileContext, node: cst.BaseExpression) -> bool:

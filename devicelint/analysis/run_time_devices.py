@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.vocabulary import SELECTS_DEVICE
 from devicelint.context import FileContext
-
-# What makes an index-less `.cuda()` follow the chosen GPU after all.
-SELECTS_CURRENT_GPU = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index")
 
 
 def selects_current_gpu(ctx: FileContext) -> bool:
     """The file makes some GPU the current one (or hides the others), by any of the spellings
     an index-less `.cuda()` follows."""
-    return any(word in ctx.source for word in SELECTS_CURRENT_GPU)
+    return any(word in ctx.source for word in SELECTS_DEVICE)
 
 
 def builds_run_time_device(ctx: FileContext) -> bool:

@@ -1,6 +1,8 @@
 """Words of the torch vocabulary that code outside the LibCST analysis needs too (the project
 index reads modules with `ast`, and a fully cached run must not import LibCST): plain constants."""
 
+import re
+
 MODULE_BASES = frozenset(
     {
         "torch.nn.Module",
@@ -241,3 +243,9 @@ DIST_COLLECTIVES = frozenset(
 HOST_ONLY_ARGUMENTS: dict[str, tuple[int, str]] = {
     "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
 }
+
+
+# Command-line options that name a GPU index (`--device`, `--gpu-id`; DL119's).
+GPU_INDEX_OPTION = re.compile(r"^--(device|gpu|gpu[-_]id|device[-_]id|cuda[-_]device|gpu[-_]index|device[-_]index)$")
+# What makes an index-less `.cuda()` follow the chosen GPU after all.
+SELECTS_DEVICE = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index")

@@ -15,6 +15,7 @@ from devicelint.analysis.model_events import (
     Replication,
     WrapperSite,
     data_parallel_classes,
+    imported_wrapper_sites,
     module_functions,
     prepared_sites,
     rebinds,
@@ -179,7 +180,9 @@ class DataParallelAttributeWithoutModule(Rule):
     the wrapper is passed to (`train(model, loader)` reading `model.init_hidden(...)`, or
     `self.plot(model)`), in a class of the file that keeps it (`Report(model)` with
     `self.net = net` in `__init__`, then `self.net.head` in a method), and after
-    `model = load()` where `load` is a function of the file that returns the wrapper it made.
+    `model = load()` where `load` is a function of the file that returns the wrapper it made
+    (or, with the project index, a function of another module whose every `return` is one it
+    makes: `model = parallelize(model, gpus)`).
     Attributes that
     `nn.Module` and the wrappers answer themselves (`model.train()`, `model.parameters()`,
     `model.state_dict()`, `model.to()`, `model.module`) are not reported; what only
@@ -303,7 +306,7 @@ class DataParallelAttributeWithoutModule(Rule):
         for site in wrapper_sites(ctx):
             if site.target is not None:
                 yield from self._reads_through(ctx, site)
-        for site in returned_wrapper_sites(ctx) + prepared_sites(ctx):
+        for site in returned_wrapper_sites(ctx) + prepared_sites(ctx) + imported_wrapper_sites(ctx):
             yield from self._reads_through(ctx, site)
         for name, replication in data_parallel_classes(ctx).items():
             yield from self._replica_writes(ctx, name, replication)

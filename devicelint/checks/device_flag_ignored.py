@@ -1,17 +1,15 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import libcst as cst
 
-from devicelint.analysis.names import literal_value
+from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.run_time_devices import selects_current_gpu
+from devicelint.analysis.vocabulary import GPU_INDEX_OPTION
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
-# Command-line options that name a GPU index.
-_INDEX_OPTION = re.compile(r"^--(device|gpu|gpu[-_]id|device[-_]id|cuda[-_]device|gpu[-_]index|device[-_]index)$")
 # torch.cuda calls that ask about a device rather than place anything on it.
 _QUERY_PREFIXES = ("torch.cuda.", "torch.accelerator.")
 
@@ -51,7 +49,9 @@ class DeviceFlagIgnored(Rule):
     No automatic fix: the option may need to reach several helpers.
 
     ## Known limits
-    Only options parsed in the same file, with `type=int` or an integer default, are known; a
+    Only options with `type=int` or an integer default are known, parsed in the same file or by
+    a function of another project module whose every `return` is `parser.parse_args()` (`opt =
+    parse_opts()` of `opts.py`, which selects no device itself); a
     script that passes the option to any call other than a `torch.cuda` query (a
     `select_device(opt.device)` helper of its own) is trusted to use it.
     """
@@ -65,7 +65,7 @@ class DeviceFlagIgnored(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if selects_current_gpu(ctx):
             return
-        option = _index_option(ctx)
+        option = _index_option(ctx) or _imported_option(ctx)
         if option is None:
             return
         flag, dest = option
@@ -101,7 +101,7 @@ def _index_option(ctx: FileContext) -> tuple[str, str] | None:
             continue
         first = call.args[0].value
         flag = literal_value(first) if type(first) is cst.SimpleString else None
-        if not isinstance(flag, str) or not _INDEX_OPTION.match(flag):
+        if not isinstance(flag, str) or not GPUGPU_INDEX_OPTION.match(flag):
             continue
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         typed = keywords.get("type")
@@ -112,6 +112,20 @@ def _index_option(ctx: FileContext) -> tuple[str, str] | None:
             dest = keywords.get("dest")
             name = literal_value(dest) if type(dest) is cst.SimpleString else flag[2:].replace("-", "_")
             return (flag, name) if isinstance(name, str) else None
+    return None
+
+
+def _imported_option(ctx: FileContext) -> tuple[str, str] | None:
+    """(`--gpu`, `gpu`) for an integer GPU-index option that a function of another project
+    module parses and returns (`opt = parse_opts()`: the index's place "options:<flag>:<dest>")."""
+    functions = ctx.project.functions
+    if not any(place.startswith("options:") for place in functions.values()):
+        return None
+    for call in ctx.index.of_type(cst.Call):
+        place = functions.get(dotted_name(call.func) or "", "")
+        if place.startswith("options:"):
+            _, flag, dest = place.split(":", 2)
+            return flag, dest
     return None
 
 

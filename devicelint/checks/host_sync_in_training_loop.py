@@ -288,11 +288,14 @@ def _imported_sync(ctx: FileContext, call: cst.Call, hot: HotValues) -> bool:
     imported = imported_call(ctx, call)
     if imported is None:
         return False
-    helper, bound = imported
-    return any(
-        param in bound and _direct(bound[param]) and on_device(ctx, bound[param], hot)
-        for param, _, _ in helper.uses.host_syncs
-    )
+    helper, _ = imported
+    synced = {param for param, _, _ in helper.uses.host_syncs}
+    # (each argument: several keywords may reach one `**kwargs` the helper reads the values of)
+    for position, arg in enumerate(call.args):
+        param = helper.uses.parameter_at(position, arg.keyword.value if arg.keyword is not None else None)
+        if param in synced and _direct(arg.value) and on_device(ctx, arg.value, hot):
+            return True
+    return False
 
 
 def _formatted_tensor(ctx: FileContext, value: cst.BaseExpression, hot: HotValues) -> bool:

@@ -53,7 +53,9 @@ class NumpyOnDeviceTensor(Rule):
     files) are not reported, nor are inputs of `forward`, which live wherever the caller put
     them. A function imported from another module of the project counts when it calls
     `.numpy()` on a parameter (through `.data`, indexing, `detach()`, casts and reshapes) that
-    it never tests, rebinds or moves to the CPU itself.
+    it never tests, rebinds or moves to the CPU itself; so does a method of an imported class
+    called on an instance the file builds (`visualizer = Visualizer(opt)`, then
+    `visualizer.save_masks(epoch, logits)`).
     """
 
     code = "DL108"

@@ -116,6 +116,10 @@ class ParameterUses:
     # (`def save_checkpoint(model, optimizer, epoch, path)`): a caller that hands a
     # `DataParallel`/DDP wrapper saves `module.`-prefixed keys to the path it hands (DL204)
     state_saves: tuple[tuple[str, str, str, int], ...] = ()
+    # the name of its `**kwargs` parameter ("" for none): a keyword argument no other parameter
+    # takes binds there; only `host_syncs` speak of it (`update(self, **kwargs)` reading
+    # `v.item()` for each `k, v in kwargs.items()`: `logger.update(loss=loss)` reads `loss`)
+    var_keyword: str = ""
 
     def __bool__(self) -> bool:
         return bool(
@@ -140,7 +144,7 @@ class ParameterUses:
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
         """The parameter an argument binds (by position or keyword), or None."""
         if keyword is not None:
-            return keyword if keyword in self.params else None
+            return keyword if keyword in self.params else (self.var_keyword or None)
         if position is not None and position < self.positional:
             return self.params[position]
         return None
@@ -175,6 +179,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         ),
         unscales=tuple((str(s), str(o)) for s, o in data.get("unscales", ())),
         state_saves=tuple((str(m), str(k), str(p), int(n)) for m, k, p, n in data.get("state_saves", ())),
+        var_keyword=str(data.get("var_keyword", "")),
     )
 
 
@@ -204,6 +209,9 @@ def parameter_uses(
     # (`if scaler is not None: ... else: model.save_checkpoint(...)`, a DeepSpeed engine)
     sure = _unconditional(own_nodes)
     syncs = _host_syncs(tuple(synced), own_nodes)
+    var_keyword = args.kwarg.arg if args.kwarg is not None else ""
+    if var_keyword and var_keyword not in _opaque_parameters({var_keyword}, own_nodes, tensor_tests=False):
+        syncs = tuple(sorted((*syncs, *_keyword_value_syncs(var_keyword, own_nodes))))
     host_devices = _host_defaults(function)
     unmoved = runs_unmoved(kept, own_nodes, host_devices=host_devices)
     return ParameterUses(
@@ -239,7 +247,7 @@ def parameter_uses(
             (p, d, line + first_line) for p, d, line in _unmoved_if_passed(kept, own_nodes, host_devices, unmoved)
         ),
         host_syncs=tuple((p, r, line + first_line) for p, r, line in syncs),
-        loose_syncs=_loose_syncs(tuple(synced), own_nodes, syncs),
+        loose_syncs=_loose_syncs(tuple(synced), own_nodes, tuple(e for e in syncs if e[0] != var_keyword)),
         step_effects=_step_effects(function.body, set(params), ""),
         collectives=tuple((p, c, line + first_line) for p, c, line in _collectives(kept, own_nodes)),
         accelerator_tensor=tuple((how, line + first_line) for how, line in _accelerator_tensor(own_nodes)),
@@ -251,7 +259,32 @@ def parameter_uses(
         else (),
         unscales=_unscales(params, own_nodes),
         state_saves=tuple((m, k, p, line + first_line) for m, k, p, line in _state_saves(kept, own_nodes)),
+        var_keyword=var_keyword,
     )
+
+
+def _keyword_value_syncs(var: str, nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
+    """`host_syncs` of the values of the `**kwargs` parameter `var`: what a loop over
+    `var.items()` (its second part) or `var.values()` binds, and `var[key]`, read on the host
+    (`for k, v in kwargs.items(): v = v.item()`), as reads of `var` (the first one)."""
+    values: set[str] = set()
+    for node in nodes:
+        if not (isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Call)):
+            continue
+        func = node.iter.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == var):
+            continue
+        target = node.target
+        if func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target = target.elts[1]
+        elif func.attr != "values":
+            continue
+        if isinstance(target, ast.Name) and target.id != var:
+            values.add(target.id)
+    carriers = (var, *sorted(values))
+    found = _host_syncs(carriers, nodes, carried_parameters(nodes, carriers))
+    first = min(found, key=lambda e: e[2], default=None)
+    return ((var, first[1], first[2]),) if first is not None else ()
 
 
 def _state_saves(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, str, int]]:

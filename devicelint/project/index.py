@@ -233,7 +233,12 @@ class ProjectIndex:
         self._paths: dict[int, Path] = {}
         self._members: dict[
             tuple[int, str],
-            tuple[ImportedClass | ImportedPlainClass | str | None, ImportedHelper | None, dict[str, ImportedHelper]],
+            tuple[
+                ImportedClass | ImportedPlainClass | str | None,
+                ImportedHelper | None,
+                dict[str, ImportedHelper],
+                dict[str, ImportedClass],
+            ],
         ] = {}
         self._root_text = str(self.root)
         self._exists: dict[str, bool] = {}
@@ -852,12 +857,13 @@ class ProjectIndex:
                     self._member(module, name),
                     self._helper(module, name),
                     self._method_helpers(module, name) if name in module.classes else {},
+                    self._constructors(module, name) if name in module.classes else {},
                 )
             finally:
                 self._member_deps[key] = self._deps.pop()
         if self._deps:
             self._deps[-1].update(self._member_deps[key])
-        member, helper, inherited = self._members[key]
+        member, helper, inherited, made = self._members[key]
         if member is None and helper is None and name not in module.classes and name not in module.functions:
             self._add_constants("", module, [name], members)
             if spelled != name:  # `from .t import MEAN as M`
@@ -875,6 +881,24 @@ class ProjectIndex:
             members.helpers[spelled] = helper
         for method, found in inherited.items():
             members.helpers[f"{spelled}#{method}"] = found
+        for method, built in made.items():
+            members.classes[f"{spelled}.{method}"] = built  # `TextCNN.from_config(cfg)`: a builder
+
+    def _constructors(self, module: ModuleSummary, name: str) -> dict[str, ImportedClass]:
+        """The class's alternative constructors (`ClassSummary.constructors`: `@classmethod def
+        from_config(cls, cfg): return cls(...)`) that certainly build an `nn.Module` unmoved,
+        by method, with what they build (as a builder function's result)."""
+        found: dict[str, ImportedClass] = {}
+        where = self._path_of(module)
+        for method, place in module.classes[name].constructors:
+            built = self._function_place(module, name, where, 0, place=place)
+            if isinstance(built, list):
+                made = _one_of(
+                    [self._imported_class(b, n) if b is not None else ImportedClass(n, True) for b, n in built]
+                )
+                if made is not None:
+                    found[method] = made
+        return found
 
     def _class_chain(self, module: ModuleSummary, name: str) -> Iterator[tuple[ModuleSummary, str, ClassSummary]]:
         """The class `name` of `module`, then its project bases in any module, nearest first
@@ -1100,8 +1124,10 @@ class ProjectIndex:
             return "tuple:" + "|".join(parts) if any(parts) else None
         if place.startswith("follows:"):
             return place  # a tensor computed from a parameter: where the argument is
-        if place.startswith(("generator:", "optimizer:")):
-            return place  # a `torch.Generator` and its device; an optimizer and the model it steps
+        if place.startswith(("generator:", "optimizer:", "wrapper:", "options:")):
+            # a `torch.Generator` and its device; an optimizer and the model it steps; a
+            # `DataParallel`/DDP wrapper made right there; the parsed options, with a GPU index
+            return place
         if place.startswith("loss:"):  # a loss built with a host class weight: and where
             kind, keyword, line = place[len("loss:") :].split(":")
             return f"loss:{kind}:{keyword}:{self._shown(where)}:{line}"
@@ -1139,13 +1165,21 @@ class ProjectIndex:
         )
 
     def _function_place(
-        self, module: ModuleSummary, name: str, where: Path, hops: int, modules: bool = True
+        self,
+        module: ModuleSummary,
+        name: str,
+        where: Path,
+        hops: int,
+        modules: bool = True,
+        place: str | None = None,
     ) -> str | list[tuple[ModuleSummary | None, str]]:
         """Where the function's result lives, or the modules and classes of the `nn.Module`s it
         builds and returns unmoved (`modules`: no step of the chain may have moved it; several
         for a builder that picks the class by name; module None for a library's model builder,
-        `torchvision.models.resnet18`)."""
-        place = module.functions.get(name, "")
+        `torchvision.models.resnet18`); `place`: the function's place when it is no top-level
+        function of `module` (a class's constructor method)."""
+        if place is None:
+            place = module.functions.get(name, "")
         kind, _, target = place.partition(":")
         if kind == "callp":  # `return ImageClassifier(backbone, head)`, the parts built right there
             kind, (target, _, parts) = "call", target.partition("|")

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
-from devicelint.analysis.vocabulary import FACTORIES, HOST_ONLY_ARGUMENTS, PRESERVING_METHODS
+from devicelint.analysis.vocabulary import (
+    FACTORIES,
+    GPU_INDEX_OPTION,
+    HOST_ONLY_ARGUMENTS,
+    PRESERVING_METHODS,
+    SELECTS_DEVICE,
+)
 from devicelint.project.helpers import (
     ParameterUses,
     carried_parameters,
@@ -120,6 +126,10 @@ class ClassSummary:
     # for a plain class, (attribute, host factory or "", line) for each `self` attribute it binds
     # or moves: the factory (and its line) where it binds it only with host factories, never moved
     attribute_tables: tuple[tuple[str, str, int], ...] = ()
+    # (method, place) for each class or static method whose every `return` builds an instance
+    # (`@classmethod def from_config(cls, cfg): return cls(cfg.dim, cfg.depth)`), the place as
+    # a function's (`call:<qualified class>`): `TextCNN.from_config(cfg)` is a builder's call
+    constructors: tuple[tuple[str, str], ...] = ()
 
 
 class ModuleSummary:
@@ -573,6 +583,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         defined=tuple(str(m) for m in data.get("defined", ())),
         open_updates=host_updates_from(data.get("open_updates", ())),
         attribute_tables=tuple((str(a), str(f), int(n)) for a, f, n in data.get("attribute_tables", ())),
+        constructors=tuple((str(m), str(p)) for m, p in data.get("constructors", ())),
     )
 
 
@@ -857,7 +868,30 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
             for m, ps, p, a, f, line in (_open_updates(node, methods, qualify) if updates_self and not layer else ())
         ),
         _tables(node, qualify, first_line) if not layer else (),
+        _constructors(node, methods, qualify),
     )
+
+
+def _constructors(
+    node: ast.ClassDef, methods: dict[str, ast.FunctionDef], qualify: _Qualifier
+) -> tuple[tuple[str, str], ...]:
+    """See `ClassSummary.constructors`: `cls` of a class method names the class itself."""
+    found = []
+    qualified = f"{qualify.module}.{node.name}" if qualify.module else node.name
+    for name, method in methods.items():
+        if name.startswith("_") or not method.decorator_list:
+            continue
+        marks = {qualify(mark) for mark in method.decorator_list}
+        own = qualify
+        if "classmethod" in marks and method.args.args:
+            first = method.args.args[0].arg
+            own = _Qualifier({**qualify.imports, first: qualified}, qualify.module, qualify.own)
+        elif "staticmethod" not in marks:
+            continue
+        place = _returns(method, own)
+        if place.startswith(("call:", "callt:", "callk:", "callp:")):
+            found.append((name, place))
+    return tuple(found)
 
 
 def _tables(node: ast.ClassDef, qualify: _Qualifier, first_line: int) -> tuple[tuple[str, str, int], ...]:
@@ -877,7 +911,8 @@ def _method_uses(
             continue
         args = method.args
         positional = [*args.posonlyargs, *args.args]
-        if not positional or positional[0].arg != "self" or len(positional) + len(args.kwonlyargs) < 2:
+        taken = len(positional) + len(args.kwonlyargs) + (args.kwarg is not None)
+        if not positional or positional[0].arg != "self" or taken < 2:
             continue
         uses = _without(parameter_uses(method, _own_nodes(method), first_line, False, qualify.known), "self")
         if uses or uses.forwards:
@@ -1476,6 +1511,81 @@ def _returns_module_list(function: ast.FunctionDef, returns: list[ast.expr], qua
     return True
 
 
+def _parameter_names(function: ast.FunctionDef) -> set[str]:
+    args = function.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None}
+
+
+def _returned_options(
+    function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]]
+) -> str:
+    """ "options:<flag>:<dest>" when every `return` hands back what `parser.parse_args()` parses
+    (or a name bound once to it) and the function adds an integer GPU-index option (`--gpu`,
+    `type=int`) and selects no device itself (`torch.cuda.set_device`); "" otherwise."""
+    params = _parameter_names(function)
+    for value in returns:
+        if isinstance(value, ast.Name) and value.id not in params and len(assignments.get(value.id, ())) == 1:
+            value = assignments[value.id][0]
+        if not (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "parse_args"
+        ):
+            return ""
+    found = ""
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SELECTS_DEVICE:
+            return ""
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr in ("set_device", "set_device_index", "device"):
+            return ""
+        if node.func.attr != "add_argument" or found or not node.args:
+            continue
+        flag = node.args[0]
+        if not (isinstance(flag, ast.Constant) and isinstance(flag.value, str) and GPU_INDEX_OPTION.match(flag.value)):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+        typed, default = keywords.get("type"), keywords.get("default")
+        integer = (isinstance(typed, ast.Name) and typed.id == "int") or (
+            isinstance(default, ast.Constant) and type(default.value) is int
+        )
+        if not integer or "nargs" in keywords or "action" in keywords:
+            continue
+        dest = keywords.get("dest")
+        name = dest.value if isinstance(dest, ast.Constant) else flag.value[2:].replace("-", "_")
+        if isinstance(name, str):
+            found = f"options:{flag.value}:{name}"
+    return found
+
+
+_WRAPPER_CLASSES = ("DataParallel", "DistributedDataParallel")
+
+
+def _returned_wrapper(
+    function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier
+) -> str:
+    """ "wrapper:<DataParallel or DistributedDataParallel>" when every `return` hands back a
+    wrapper torch's call makes right there (`return nn.DataParallel(model, device_ids=ids)`,
+    also `.cuda()`/`.to()` of one, or a name bound once to one); "" otherwise (a wrapper made
+    only under a condition binds the name twice, or rebinds a parameter)."""
+    params = _parameter_names(function)
+    kinds = set()
+    for value in returns:
+        if isinstance(value, ast.Name) and value.id not in params and len(assignments.get(value.id, ())) == 1:
+            value = assignments[value.id][0]
+        while (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("cuda", "to")
+        ):
+            value = value.func.value
+        if not isinstance(value, ast.Call):
+            return ""
+        qualified = qualify(value.func) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        if not (qualified.startswith("torch.nn.") and last in _WRAPPER_CLASSES):
+            return ""
+        kinds.add(last)
+    return f"wrapper:{kinds.pop()}" if len(kinds) == 1 else ""
+
+
 def _returned_generator(
     function: ast.FunctionDef, returns: list[ast.expr], assignments: dict[str, list[ast.expr]], qualify: _Qualifier
 ) -> str:
@@ -1712,6 +1822,12 @@ def _returns(
     generator = _returned_generator(function, returns, assignments, qualify)
     if generator:
         return generator
+    wrapper = _returned_wrapper(function, returns, assignments, qualify)
+    if wrapper:
+        return wrapper
+    options = _returned_options(function, returns, assignments)
+    if options:
+        return options
     optimizer = _returned_optimizer(function, returns, assignments, qualify)
     if optimizer:
         return optimizer

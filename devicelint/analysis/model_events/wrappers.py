@@ -57,10 +57,14 @@ class WrapperSite:
     returned: WrapperSite | None = None
     # the wrapper class, qualified (`mmcv.parallel.MMDistributedDataParallel`), when known
     qualified: str | None = None
+    # `call` is of a function of another project module that returns the wrapper it makes
+    imported: bool = False
 
     def origin(self, ctx: FileContext) -> str:
         """` (returned by `build(...)`, which wraps only under an `if`)` for a returned wrapper."""
         if self.returned is None:
+            if self.imported:
+                return f" (returned by `{short(ctx, self.call, 40)}`, which wraps it in `{self.kind}`)"
             if self.spelled.endswith(".prepare"):
                 return f" (from `{short(ctx, self.call, 40)}`, which wraps models in DDP on a multi-GPU run)"
             return ""
@@ -291,6 +295,44 @@ def _handed_in(
         return None  # rebound or moved in the builder before it is wrapped
     bound = bound_arguments(ctx, function, call)
     return bound.get(wrapped.value) if bound is not None else None
+
+
+def imported_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    """`model = parallelize(model, gpus)` where `parallelize` is a function of another project
+    module that returns a `DataParallel`/DDP wrapper it makes right there (the project index's
+    place "wrapper:<kind>"): a site of that kind at the call, the wrapped model its first
+    argument."""
+    if not any(place.startswith("wrapper:") for place in ctx.project.functions.values()):
+        return []
+    return ctx.shared("model_events.imported_wrappers", _build_imported_wrapper_sites)
+
+
+def _build_imported_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
+    sites = []
+    functions = ctx.project.functions
+    for call in ctx.index.of_type(cst.Call):
+        spelled = dotted_name(call.func)
+        place = functions.get(spelled or "", "")
+        if not place.startswith("wrapper:"):
+            continue
+        target = assigned_target(ctx, call)
+        if target is None:
+            continue
+        first = call.args[0] if call.args else None
+        sites.append(
+            WrapperSite(
+                call=call,
+                kind=place[len("wrapper:") :],
+                spelled=ctx.code_for(call.func),
+                wrapped=first.value if first is not None and not first.star and first.keyword is None else None,
+                target=target,
+                device_ids=None,
+                statement=statement_of(ctx, call),
+                scope=scope_of(ctx, call),
+                imported=True,
+            )
+        )
+    return sites
 
 
 def prepared_sites(ctx: FileContext) -> list[WrapperSite]:
