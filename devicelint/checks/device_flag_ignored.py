@@ -101,7 +101,7 @@ def _index_option(ctx: FileContext) -> tuple[str, str] | None:
             continue
         first = call.args[0].value
         flag = literal_value(first) if type(first) is cst.SimpleString else None
-        if not isinstance(flag, str) or not GPUGPU_INDEX_OPTION.match(flag):
+        if not isinstance(flag, str) or not GPU_INDEX_OPTION.match(flag):
             continue
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         typed = keywords.get("type")
