@@ -9662,3 +9662,63 @@ def test_an_optimizer_state_loaded_before_its_model_is_wrapped_and_moved_stays_o
     assert [f for f in _found(moved_first) if f[1] == "DL111"] == []
     other = RESUMED_THEN_WRAPPED.format(wrap="runner = nn.DataParallel(nn.Linear(4, 4)).cuda()")
     assert [f for f in _found(other) if f[1] == "DL111"] == []
+
+
+# -- a program's comments name no accelerator -----------------------------------------------------
+
+COMMENTED_OUT_ACCELERATOR = """\
+import torch
+
+kind = torch.DoubleTensor
+{placement}
+feats = torch.linspace(-1, 1, 50).unsqueeze(1).type(kind)
+target = 2 * feats - 0.5
+slope = torch.zeros(1, 1).type(kind).requires_grad_()
+shift = torch.zeros(1).type(kind).requires_grad_()
+for it in range(100):
+    err = (feats @ slope + shift - target).abs().mean()
+    err.backward()
+    with torch.no_grad():
+        for w in (slope, shift):
+            w -= 0.05 * w.grad
+            w.grad.zero_()
+    print(it, err.item())
+"""
+
+
+def _program(source: str, path: str = "fit_curve.py") -> list[tuple[int, str]]:
+    return [(f.line, f.code) for f in lint_source(source, path, DEFAULT).findings]
+
+
+def test_a_program_whose_only_accelerator_is_in_a_comment_trains_on_the_cpu() -> None:
+    for comment in ("# kind = torch.cuda.DoubleTensor  # on a GPU machine", "# a GPU run would need .to(device)"):
+        assert [f for f in _program(COMMENTED_OUT_ACCELERATOR.format(placement=comment)) if f[1] == "DL401"] == []
+    # the bug twin: the same line as code puts every tensor on the GPU, and the per-step `.item()` stalls it
+    moved = COMMENTED_OUT_ACCELERATOR.format(placement="kind = torch.cuda.DoubleTensor")
+    assert [f for f in _program(moved) if f[1] == "DL401"] == [(16, "DL401")]
+
+
+NUMPY_OF_A_HELD_MODEL = """\
+import torch
+from torch import nn
+
+
+class Worker:
+    def __init__(self):
+        self.policy = nn.Linear(4, 2)
+
+
+crew = [Worker(), Worker()]
+{placement}
+for member in crew:
+    w = next(member.policy.parameters()).flatten().detach().numpy()
+    print(w.mean())
+"""
+
+
+def test_numpy_of_a_parameter_in_a_program_that_never_names_an_accelerator_is_host_data() -> None:
+    assert [f for f in _program(NUMPY_OF_A_HELD_MODEL.format(placement="")) if f[1] == "DL108"] == []
+    # the bug twin: the same program moving each worker's model to the GPU
+    moved = NUMPY_OF_A_HELD_MODEL.format(placement="for member in crew:\n    member.policy.cuda()")
+    assert [f for f in _program(moved) if f[1] == "DL108"] == [(14, "DL108")]
+

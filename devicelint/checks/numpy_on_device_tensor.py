@@ -6,6 +6,7 @@ import libcst as cst
 
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import imported_calls
+from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -47,7 +48,9 @@ class NumpyOnDeviceTensor(Rule):
     files) are not reported, nor are inputs of `forward`, which live wherever the caller put
     them. A function imported from another module of the project counts when it calls
     `.numpy()` on a parameter (through `.data`, indexing, `detach()`, casts and reshapes) that
-    it never tests, rebinds or moves to the CPU itself.
+    it never tests, rebinds or moves to the CPU itself. A whole program in one file that never
+    names an accelerator (a CPU-only notebook or script, its comments aside) has nothing on a
+    device, whatever it reads a parameter of (`next(client.net.parameters()).numpy()`).
     """
 
     code = "DL108"
@@ -59,6 +62,8 @@ class NumpyOnDeviceTensor(Rule):
     reads_helpers = True
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if cpu_only_script(ctx):
+            return
         facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             func = call.func
