@@ -9722,3 +9722,42 @@ def test_numpy_of_a_parameter_in_a_program_that_never_names_an_accelerator_is_ho
     moved = NUMPY_OF_A_HELD_MODEL.format(placement="for member in crew:\n    member.policy.cuda()")
     assert [f for f in _program(moved) if f[1] == "DL108"] == [(14, "DL108")]
 
+
+# -- IPython's prefix help and notebooks of other languages ---------------------------------------
+
+
+def _notebook_with(metadata: dict[str, object], *cells: str) -> list[tuple[int | None, int, str]]:
+    import json
+
+    from devicelint.notebook import lint_notebook
+
+    notebook = {
+        "metadata": metadata,
+        "cells": [{"cell_type": "code", "source": textwrap.dedent(c).lstrip("\n")} for c in cells],
+    }
+    result = lint_notebook(json.dumps(notebook).encode(), "lesson.ipynb", DEFAULT)
+    return [(f.cell, f.line, f.code) for f in result.findings]
+
+
+def test_prefix_help_lines_are_ipython_not_syntax_errors() -> None:
+    setup = "import torch\nfrom torch import nn\n"
+    asked = "??nn.Conv2d\n"
+    indented = "for name in ('a', 'b'):\n    ?torch.nn.functional.pad\n"
+    assert _notebook_found(setup, asked, indented) == []
+    # the bug twin: a device bug after the help cell is still found (the notebook is analysed)
+    bug = "model = nn.Linear(4, 2).cuda()\nout = model(torch.randn(8, 4))\n"
+    assert _notebook_found(setup, asked, bug) == [(3, 2, "DL101")]
+    # a `?` inside an expression is still Python's syntax error
+    assert [f[2] for f in _notebook_found(setup, "x = ?torch\n")] == ["DL000"]
+
+
+def test_a_notebook_whose_kernel_runs_another_language_is_not_python() -> None:
+    julia = {"kernelspec": {"display_name": "Julia 1.9", "language": "julia", "name": "julia-1.9"}}
+    cells = ("f(x) = 3x^2 + 1\n", "derivative(x->1+x+3x^2, 1)\n")
+    assert _notebook_with(julia, *cells) == []
+    r_info = {"language_info": {"name": "R"}}
+    assert _notebook_with(r_info, *cells) == []
+    # the twin: the same cells in a Python notebook are Python's syntax errors
+    python = {"kernelspec": {"language": "python", "name": "python3"}, "language_info": {"name": "python"}}
+    assert [f[2] for f in _notebook_with(python, *cells)] == ["DL000"]
+
