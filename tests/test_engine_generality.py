@@ -9761,3 +9761,34 @@ def test_a_notebook_whose_kernel_runs_another_language_is_not_python() -> None:
     python = {"kernelspec": {"language": "python", "name": "python3"}, "language_info": {"name": "python"}}
     assert [f[2] for f in _notebook_with(python, *cells)] == ["DL000"]
 
+
+# -- a parameter's size read in `__init__` is a number, not a snapshot of the parameter ------------
+
+SIZE_OF_A_PARAMETER = """\
+import torch
+from torch import nn
+
+
+class TokenGate(nn.Module):
+    def __init__(self, table=None, n_tokens=30522):
+        super().__init__()
+        init = table if table is not None else torch.full((n_tokens,), 0.5)
+        self.gate = nn.Parameter(init)
+        self.n_tokens = {read}
+
+    def forward(self, ids):
+        counts = torch.zeros(ids.size(0), self.n_tokens, device=ids.device)
+        counts.scatter_add_(1, ids, torch.ones_like(ids, dtype=counts.dtype))
+        return counts * self.gate
+"""
+
+
+def test_a_shape_read_of_a_parameter_in_init_is_no_parameter_snapshot() -> None:
+    for read in ("self.gate.shape[0]", "self.gate.numel()", "int(self.gate.size(-1))", "len(self.gate.shape) and 7"):
+        assert [f for f in _found(SIZE_OF_A_PARAMETER.format(read=read)) if f[1] == "DL102"] == []
+    # the bug twin: a product of the parameter cached in `__init__` is a snapshot that stays on the CPU
+    snapshot = SIZE_OF_A_PARAMETER.format(read="self.gate.sigmoid()").replace(
+        "torch.zeros(ids.size(0), self.n_tokens, device=ids.device)",
+        "torch.zeros(ids.size(0), self.gate.shape[0], device=ids.device) + self.n_tokens",
+    )
+    assert [f for f in _found(snapshot) if f[1] == "DL102"] == [(10, "DL102")]
