@@ -9792,3 +9792,48 @@ def test_a_shape_read_of_a_parameter_in_init_is_no_parameter_snapshot() -> None:
         "torch.zeros(ids.size(0), self.gate.shape[0], device=ids.device) + self.n_tokens",
     )
     assert [f for f in _found(snapshot) if f[1] == "DL102"] == [(10, "DL102")]
+
+
+# -- a dataset every loader of the file reads in the main process --------------------------------
+
+DATASET_READ_IN_THE_MAIN_PROCESS = """\
+import random
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Transitions(Dataset):
+    def __init__(self, rows, target):
+        self.rows = rows
+        self.target = target
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, k):
+        return torch.as_tensor(self.rows[k]).cuda(self.target)
+
+
+def make_loader(rows, batch, target=0, **options):
+    return DataLoader(Transitions(rows, target), batch_size=batch, shuffle=True, **options)
+
+
+def sweep(rows, policy):
+    for batch in make_loader(rows, 64{extra}):
+        policy.update(batch)
+    probe = Transitions(rows, 1)
+    sample = random.choice(probe)
+    return policy.score(sample), len(probe), DataLoader(probe, batch_size=8{probe_workers})
+"""
+
+
+def test_a_dataset_whose_every_loader_forks_no_workers_makes_its_items_in_the_main_process() -> None:
+    quiet = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra="", probe_workers="")
+    assert [f for f in _found(quiet) if f[1] == "DL109"] == []
+    zero = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra=", drop_last=True", probe_workers=", num_workers=0")
+    assert [f for f in _found(zero) if f[1] == "DL109"] == []
+    # the bug twins: one loader forks workers, through the factory's keywords or its own argument
+    for extra, probe in ((", num_workers=4", ""), ("", ", num_workers=2")):
+        forked = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra=extra, probe_workers=probe)
+        assert [f for f in _found(forked) if f[1] == "DL109"] == [(16, "DL109")], (extra, probe)
