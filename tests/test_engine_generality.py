@@ -9837,3 +9837,30 @@ def test_a_dataset_whose_every_loader_forks_no_workers_makes_its_items_in_the_ma
     for extra, probe in ((", num_workers=4", ""), ("", ", num_workers=2")):
         forked = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra=extra, probe_workers=probe)
         assert [f for f in _found(forked) if f[1] == "DL109"] == [(16, "DL109")], (extra, probe)
+
+
+# -- an object whose attributes the loop writes is no tensor --------------------------------------
+
+GRAPH_BATCH_TAGGED_THEN_MOVED = """\
+import torch
+
+
+def run(stream, gnn, opt, where):
+    for g in stream:
+        g.{attribute} = {value}
+        g.to(torch.device(where))
+        out = gnn(g)
+        loss = out.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_loop_value_whose_attribute_the_code_sets_is_an_object_moved_in_place() -> None:
+    for attribute, value in (("split", '"train"'), ("stage", "2"), ("chunk", "None")):
+        source = GRAPH_BATCH_TAGGED_THEN_MOVED.format(attribute=attribute, value=value)
+        assert [f for f in _found(source) if f[1] == "DL104"] == [], attribute
+    # the bug twin: a tensor's own settable attribute says nothing against it being a tensor
+    twin = GRAPH_BATCH_TAGGED_THEN_MOVED.format(attribute="requires_grad", value="True")
+    assert [f for f in _found(twin) if f[1] == "DL104"] == [(7, "DL104")]
