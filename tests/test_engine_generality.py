@@ -9864,3 +9864,30 @@ def test_a_loop_value_whose_attribute_the_code_sets_is_an_object_moved_in_place(
     # the bug twin: a tensor's own settable attribute says nothing against it being a tensor
     twin = GRAPH_BATCH_TAGGED_THEN_MOVED.format(attribute="requires_grad", value="True")
     assert [f for f in _found(twin) if f[1] == "DL104"] == [(7, "DL104")]
+
+
+# -- tensor methods PyTorch runs only on CPU tensors ----------------------------------------------
+
+PEAKS_WITH_A_PYTHON_CALLBACK = """\
+import torch
+
+
+def peaks(heat, width):
+    scores, flat = torch.max(heat.view(heat.size(0), heat.size(1), -1), 2)
+    coords = flat.unsqueeze(-1).repeat(1, 1, 2).float()
+    coords[..., 0]{host_only}
+    coords[..., 1] = coords[..., 1].div(width).floor()
+    for b in range(coords.size(0)):
+        nudge = torch.tensor([0.25, -0.25])
+        coords[b, 0].add_(nudge)
+    return coords, scores
+"""
+
+
+def test_a_function_that_runs_a_python_callback_per_element_works_on_host_tensors() -> None:
+    for host_only in (".apply_(lambda v: v % width)", ".map_(coords[..., 1], lambda a, b: a - b)"):
+        source = PEAKS_WITH_A_PYTHON_CALLBACK.format(host_only=host_only)
+        assert [f for f in _found(source) if f[1] == "DL101"] == [], host_only
+    # the bug twin: the same function without the CPU-only method may get device heatmaps
+    twin = PEAKS_WITH_A_PYTHON_CALLBACK.format(host_only=".remainder_(width)")
+    assert [f for f in _found(twin) if f[1] == "DL101"] == [(10, "DL101")]
