@@ -9891,3 +9891,40 @@ def test_a_function_that_runs_a_python_callback_per_element_works_on_host_tensor
     # the bug twin: the same function without the CPU-only method may get device heatmaps
     twin = PEAKS_WITH_A_PYTHON_CALLBACK.format(host_only=".remainder_(width)")
     assert [f for f in _found(twin) if f[1] == "DL101"] == [(10, "DL101")]
+
+
+# -- a static method every call of the file hands host data ---------------------------------------
+
+STATIC_ENCODER_CALLED_WITH_ARRAYS = """\
+import numpy as np
+import torch
+from torch import nn
+
+
+class Featurizer(nn.Module):
+    def __init__(self, n_bins):
+        super().__init__()
+        self.n_bins = n_bins
+        self.proj = nn.Linear(n_bins, 8)
+
+    @staticmethod
+    def encode(levels, width):
+        levels = torch.tensor(levels)
+        if levels.dim() != 1:
+            raise ValueError("one level per node")
+        table = torch.zeros(levels.numel(), width)
+        table.scatter_(1, levels.unsqueeze(1), 1.0)
+        return table
+
+    def prepare(self, values, edges):
+        bins = {bins}
+        return Featurizer.encode(bins, self.n_bins)
+"""
+
+
+def test_a_static_method_that_every_call_hands_host_data_meets_no_device_value() -> None:
+    quiet = STATIC_ENCODER_CALLED_WITH_ARRAYS.format(bins="np.digitize(np.asarray(values), edges) - 1")
+    assert [f for f in _found(quiet) if f[1] == "DL101"] == []
+    # the bug twin: the same encoder handed a device tensor
+    device = STATIC_ENCODER_CALLED_WITH_ARRAYS.format(bins="torch.bucketize(values.cuda(), edges.cuda())")
+    assert [f for f in _found(device) if f[1] == "DL101"] == [(17, "DL101")]
