@@ -6,6 +6,8 @@ logical line only, and automagic `pip install ...`) become `pass`
 at their indent (their backslash-continued lines blank), keeping line numbers and blocks, and
 an assignment from one (`files = !ls`, `t = %timeit -o f()`) keeps its target bound to `None`; a
 cell pasted with a leading indent is dedented, as IPython does; a cell that starts with a cell magic (`%%bash`) is skipped whole.
+IPython's help lines (`obj?`, `?obj`) become `pass` too, and a notebook whose kernel runs another
+language (Julia, R) has no Python to lint.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
         cells = notebook["cells"]
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
         raise NotebookError(f"not a readable Jupyter notebook: {err}") from err
+    if not _python_kernel(notebook):
+        return "", []  # a Julia or R notebook: its cells are no Python to lint
     lines: list[str] = []
     origin: list[CellLine] = []
     for number, cell in enumerate(cells, start=1):
@@ -83,10 +87,25 @@ def virtual_source(data: bytes) -> tuple[str, list[CellLine]]:
     return "\n".join(lines) + "\n", origin
 
 
+def _python_kernel(notebook: Any) -> bool:
+    """The notebook runs Python: its kernel's language (or its `language_info`) says so, or it
+    says nothing (a notebook saved without metadata)."""
+    metadata = notebook.get("metadata") if isinstance(notebook, dict) else None
+    if not isinstance(metadata, dict):
+        return True
+    for section, key in (("kernelspec", "language"), ("language_info", "name")):
+        entry = metadata.get(section)
+        language = entry.get(key) if isinstance(entry, dict) else None
+        if isinstance(language, str) and language.strip():
+            return language.strip().lower() == "python"
+    return True
+
+
 def _asks_for_help(stripped: str) -> bool:
-    """`obj?` / `obj??`: IPython's help syntax, a `?` token ending the line. A `?` that ends a
-    comment (`fit(x,  # why?`) or sits in a string is Python's, as IPython's tokenizer sees it."""
-    return _code_of(stripped).rstrip().endswith("?")
+    """`obj?` / `obj??` / `?obj` / `??obj`: IPython's help syntax, a `?` token ending or starting
+    the line. A `?` that ends a comment (`fit(x,  # why?`) or sits in a string is Python's, as
+    IPython's tokenizer sees it; a line never starts with one in Python."""
+    return stripped.startswith("?") or _code_of(stripped).rstrip().endswith("?")
 
 
 def _code_of(line: str) -> str:

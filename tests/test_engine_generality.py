@@ -10340,3 +10340,269 @@ def test_a_cpu_round_trip_sent_back_with_a_bare_cuda_under_a_gpu_check_is_report
         line="return torch.argsort(scores + torch.ones(1).cuda(), dim=-1)"
     )
     assert [f for f in _found(guarded) if f[1] == "DL107"] == []
+
+
+# -- a program's comments name no accelerator -----------------------------------------------------
+
+COMMENTED_OUT_ACCELERATOR = """\
+import torch
+
+kind = torch.DoubleTensor
+{placement}
+feats = torch.linspace(-1, 1, 50).unsqueeze(1).type(kind)
+target = 2 * feats - 0.5
+slope = torch.zeros(1, 1).type(kind).requires_grad_()
+shift = torch.zeros(1).type(kind).requires_grad_()
+for it in range(100):
+    err = (feats @ slope + shift - target).abs().mean()
+    err.backward()
+    with torch.no_grad():
+        for w in (slope, shift):
+            w -= 0.05 * w.grad
+            w.grad.zero_()
+    print(it, err.item())
+"""
+
+
+def _program(source: str, path: str = "fit_curve.py") -> list[tuple[int, str]]:
+    return [(f.line, f.code) for f in lint_source(source, path, DEFAULT).findings]
+
+
+def test_a_program_whose_only_accelerator_is_in_a_comment_trains_on_the_cpu() -> None:
+    for comment in ("# kind = torch.cuda.DoubleTensor  # on a GPU machine", "# a GPU run would need .to(device)"):
+        assert [f for f in _program(COMMENTED_OUT_ACCELERATOR.format(placement=comment)) if f[1] == "DL401"] == []
+    # the bug twin: the same line as code puts every tensor on the GPU, and the per-step `.item()` stalls it
+    moved = COMMENTED_OUT_ACCELERATOR.format(placement="kind = torch.cuda.DoubleTensor")
+    assert [f for f in _program(moved) if f[1] == "DL401"] == [(16, "DL401")]
+
+
+NUMPY_OF_A_HELD_MODEL = """\
+import torch
+from torch import nn
+
+
+class Worker:
+    def __init__(self):
+        self.policy = nn.Linear(4, 2)
+
+
+crew = [Worker(), Worker()]
+{placement}
+for member in crew:
+    w = next(member.policy.parameters()).flatten().detach().numpy()
+    print(w.mean())
+"""
+
+
+def test_numpy_of_a_parameter_in_a_program_that_never_names_an_accelerator_is_host_data() -> None:
+    assert [f for f in _program(NUMPY_OF_A_HELD_MODEL.format(placement="")) if f[1] == "DL108"] == []
+    # the bug twin: the same program moving each worker's model to the GPU
+    moved = NUMPY_OF_A_HELD_MODEL.format(placement="for member in crew:\n    member.policy.cuda()")
+    assert [f for f in _program(moved) if f[1] == "DL108"] == [(14, "DL108")]
+
+
+# -- IPython's prefix help and notebooks of other languages ---------------------------------------
+
+
+def _notebook_with(metadata: dict[str, object], *cells: str) -> list[tuple[int | None, int, str]]:
+    import json
+
+    from devicelint.notebook import lint_notebook
+
+    notebook = {
+        "metadata": metadata,
+        "cells": [{"cell_type": "code", "source": textwrap.dedent(c).lstrip("\n")} for c in cells],
+    }
+    result = lint_notebook(json.dumps(notebook).encode(), "lesson.ipynb", DEFAULT)
+    return [(f.cell, f.line, f.code) for f in result.findings]
+
+
+def test_prefix_help_lines_are_ipython_not_syntax_errors() -> None:
+    setup = "import torch\nfrom torch import nn\n"
+    asked = "??nn.Conv2d\n"
+    indented = "for name in ('a', 'b'):\n    ?torch.nn.functional.pad\n"
+    assert _notebook_found(setup, asked, indented) == []
+    # the bug twin: a device bug after the help cell is still found (the notebook is analysed)
+    bug = "model = nn.Linear(4, 2).cuda()\nout = model(torch.randn(8, 4))\n"
+    assert _notebook_found(setup, asked, bug) == [(3, 2, "DL101")]
+    # a `?` inside an expression is still Python's syntax error
+    assert [f[2] for f in _notebook_found(setup, "x = ?torch\n")] == ["DL000"]
+
+
+def test_a_notebook_whose_kernel_runs_another_language_is_not_python() -> None:
+    julia = {"kernelspec": {"display_name": "Julia 1.9", "language": "julia", "name": "julia-1.9"}}
+    cells = ("f(x) = 3x^2 + 1\n", "derivative(x->1+x+3x^2, 1)\n")
+    assert _notebook_with(julia, *cells) == []
+    r_info = {"language_info": {"name": "R"}}
+    assert _notebook_with(r_info, *cells) == []
+    # the twin: the same cells in a Python notebook are Python's syntax errors
+    python = {"kernelspec": {"language": "python", "name": "python3"}, "language_info": {"name": "python"}}
+    assert [f[2] for f in _notebook_with(python, *cells)] == ["DL000"]
+
+
+# -- a parameter's size read in `__init__` is a number, not a snapshot of the parameter ------------
+
+SIZE_OF_A_PARAMETER = """\
+import torch
+from torch import nn
+
+
+class TokenGate(nn.Module):
+    def __init__(self, table=None, n_tokens=30522):
+        super().__init__()
+        init = table if table is not None else torch.full((n_tokens,), 0.5)
+        self.gate = nn.Parameter(init)
+        self.n_tokens = {read}
+
+    def forward(self, ids):
+        counts = torch.zeros(ids.size(0), self.n_tokens, device=ids.device)
+        counts.scatter_add_(1, ids, torch.ones_like(ids, dtype=counts.dtype))
+        return counts * self.gate
+"""
+
+
+def test_a_shape_read_of_a_parameter_in_init_is_no_parameter_snapshot() -> None:
+    for read in ("self.gate.shape[0]", "self.gate.numel()", "int(self.gate.size(-1))", "len(self.gate.shape) and 7"):
+        assert [f for f in _found(SIZE_OF_A_PARAMETER.format(read=read)) if f[1] == "DL102"] == []
+    # the bug twin: a product of the parameter cached in `__init__` is a snapshot that stays on the CPU
+    snapshot = SIZE_OF_A_PARAMETER.format(read="self.gate.sigmoid()").replace(
+        "torch.zeros(ids.size(0), self.n_tokens, device=ids.device)",
+        "torch.zeros(ids.size(0), self.gate.shape[0], device=ids.device) + self.n_tokens",
+    )
+    assert [f for f in _found(snapshot) if f[1] == "DL102"] == [(10, "DL102")]
+
+
+# -- a dataset every loader of the file reads in the main process --------------------------------
+
+DATASET_READ_IN_THE_MAIN_PROCESS = """\
+import random
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Transitions(Dataset):
+    def __init__(self, rows, target):
+        self.rows = rows
+        self.target = target
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, k):
+        return torch.as_tensor(self.rows[k]).cuda(self.target)
+
+
+def make_loader(rows, batch, target=0, **options):
+    return DataLoader(Transitions(rows, target), batch_size=batch, shuffle=True, **options)
+
+
+def sweep(rows, policy):
+    for batch in make_loader(rows, 64{extra}):
+        policy.update(batch)
+    probe = Transitions(rows, 1)
+    sample = random.choice(probe)
+    return policy.score(sample), len(probe), DataLoader(probe, batch_size=8{probe_workers})
+"""
+
+
+def test_a_dataset_whose_every_loader_forks_no_workers_makes_its_items_in_the_main_process() -> None:
+    quiet = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra="", probe_workers="")
+    assert [f for f in _found(quiet) if f[1] == "DL109"] == []
+    zero = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra=", drop_last=True", probe_workers=", num_workers=0")
+    assert [f for f in _found(zero) if f[1] == "DL109"] == []
+    # the bug twins: one loader forks workers, through the factory's keywords or its own argument
+    for extra, probe in ((", num_workers=4", ""), ("", ", num_workers=2")):
+        forked = DATASET_READ_IN_THE_MAIN_PROCESS.format(extra=extra, probe_workers=probe)
+        assert [f for f in _found(forked) if f[1] == "DL109"] == [(16, "DL109")], (extra, probe)
+
+
+# -- an object whose attributes the loop writes is no tensor --------------------------------------
+
+GRAPH_BATCH_TAGGED_THEN_MOVED = """\
+import torch
+
+
+def run(stream, gnn, opt, where):
+    for g in stream:
+        g.{attribute} = {value}
+        g.to(torch.device(where))
+        out = gnn(g)
+        loss = out.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_loop_value_whose_attribute_the_code_sets_is_an_object_moved_in_place() -> None:
+    for attribute, value in (("split", '"train"'), ("stage", "2"), ("chunk", "None")):
+        source = GRAPH_BATCH_TAGGED_THEN_MOVED.format(attribute=attribute, value=value)
+        assert [f for f in _found(source) if f[1] == "DL104"] == [], attribute
+    # the bug twin: a tensor's own settable attribute says nothing against it being a tensor
+    twin = GRAPH_BATCH_TAGGED_THEN_MOVED.format(attribute="requires_grad", value="True")
+    assert [f for f in _found(twin) if f[1] == "DL104"] == [(7, "DL104")]
+
+
+# -- tensor methods PyTorch runs only on CPU tensors ----------------------------------------------
+
+PEAKS_WITH_A_PYTHON_CALLBACK = """\
+import torch
+
+
+def peaks(heat, width):
+    scores, flat = torch.max(heat.view(heat.size(0), heat.size(1), -1), 2)
+    coords = flat.unsqueeze(-1).repeat(1, 1, 2).float()
+    coords[..., 0]{host_only}
+    coords[..., 1] = coords[..., 1].div(width).floor()
+    for b in range(coords.size(0)):
+        nudge = torch.tensor([0.25, -0.25])
+        coords[b, 0].add_(nudge)
+    return coords, scores
+"""
+
+
+def test_a_function_that_runs_a_python_callback_per_element_works_on_host_tensors() -> None:
+    for host_only in (".apply_(lambda v: v % width)", ".map_(coords[..., 1], lambda a, b: a - b)"):
+        source = PEAKS_WITH_A_PYTHON_CALLBACK.format(host_only=host_only)
+        assert [f for f in _found(source) if f[1] == "DL101"] == [], host_only
+    # the bug twin: the same function without the CPU-only method may get device heatmaps
+    twin = PEAKS_WITH_A_PYTHON_CALLBACK.format(host_only=".remainder_(width)")
+    assert [f for f in _found(twin) if f[1] == "DL101"] == [(10, "DL101")]
+
+
+# -- a static method every call of the file hands host data ---------------------------------------
+
+STATIC_ENCODER_CALLED_WITH_ARRAYS = """\
+import numpy as np
+import torch
+from torch import nn
+
+
+class Featurizer(nn.Module):
+    def __init__(self, n_bins):
+        super().__init__()
+        self.n_bins = n_bins
+        self.proj = nn.Linear(n_bins, 8)
+
+    @staticmethod
+    def encode(levels, width):
+        levels = torch.tensor(levels)
+        if levels.dim() != 1:
+            raise ValueError("one level per node")
+        table = torch.zeros(levels.numel(), width)
+        table.scatter_(1, levels.unsqueeze(1), 1.0)
+        return table
+
+    def prepare(self, values, edges):
+        bins = {bins}
+        return Featurizer.encode(bins, self.n_bins)
+"""
+
+
+def test_a_static_method_that_every_call_hands_host_data_meets_no_device_value() -> None:
+    quiet = STATIC_ENCODER_CALLED_WITH_ARRAYS.format(bins="np.digitize(np.asarray(values), edges) - 1")
+    assert [f for f in _found(quiet) if f[1] == "DL101"] == []
+    # the bug twin: the same encoder handed a device tensor
+    device = STATIC_ENCODER_CALLED_WITH_ARRAYS.format(bins="torch.bucketize(values.cuda(), edges.cuda())")
+    assert [f for f in _found(device) if f[1] == "DL101"] == [(17, "DL101")]

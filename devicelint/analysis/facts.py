@@ -117,13 +117,14 @@ class FileFacts:
     def _host_by_callers(self, meeting: Meeting) -> bool:
         """The meeting is a module-level function's own run meeting its inputs, and the runs of
         every call of it in the file put that side on the CPU. (A method is left alone: its module
-        may be moved after a caller in the file tried it on the CPU.)"""
+        may be moved after a caller in the file tried it on the CPU; a static method, which reads
+        no instance, counts as a function.)"""
         scope = meeting.scope
         if (
             meeting.device.where != FOLLOWS
             or meeting.device_node is None
             or type(scope) is not cst.FunctionDef
-            or self.ctx.index.enclosing_class(scope) is not None
+            or (self.ctx.index.enclosing_class(scope) is not None and not _static(scope))
         ):
             return False
         runs = self.placement.followed.get(id(scope), ())
@@ -180,3 +181,8 @@ def _agreed(facts: Iterable[Fact]) -> Fact:
         if len(certain) == 1 and certain[0].kind == DEVICE and certain[0].where == ACCELERATOR:
             return certain[0]
     return next(iter(seen.values())) if len(seen) == 1 else UNKNOWN_FACT
+
+
+def _static(func: cst.FunctionDef) -> bool:
+    """`@staticmethod` on the function."""
+    return any(type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in func.decorators)

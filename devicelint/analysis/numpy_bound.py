@@ -2,6 +2,9 @@
 move to the CPU on the way (`boxes = boxes * scale; xyxy = convert(boxes).numpy()`). A device
 tensor would fail there, so the function is written for host tensors: its callers pass CPU values
 (a detector's drawing helper gets boxes its prediction function already copied with `.cpu()`).
+So does a function that calls one of the tensor methods PyTorch runs only on CPU tensors
+(`preds[..., 0].apply_(fn)`, `map_`, `map2_`) on what it computes from them. Values unpacked from
+a result (`vals, idx = torch.max(hm, 2)`) are computed from what it reads.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from devicelint.context import FileContext
 # Calls on the way that put the value on the host (or out of the tensor world) first.
 _TO_HOST = frozenset({"cpu", "to", "tolist", "item"})
 _MAX_ROUNDS = 6
+# Conversions to NumPy, and tensor methods that PyTorch implements only for CPU tensors (they run
+# a Python callable on each element).
+_HOST_ONLY_METHODS = frozenset({"numpy", "apply_", "map_", "map2_"})
 
 
 def numpy_bound_parameters(ctx: FileContext, func: cst.FunctionDef, names: set[str]) -> set[str]:
@@ -32,8 +38,8 @@ def _bound(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
         for node in ctx.index.walk(func.body)
         if type(node) is cst.Call
         and type(node.func) is cst.Attribute
-        and node.func.attr.value == "numpy"
-        and not node.args
+        and node.func.attr.value in _HOST_ONLY_METHODS
+        and (not node.args if node.func.attr.value == "numpy" else bool(node.args))
         and ctx.index.enclosing_function(node) is func
     ]
     if not numpy_calls or not params:
@@ -51,14 +57,25 @@ def _bound(ctx: FileContext, func: cst.FunctionDef) -> set[str]:
             for assign in assigns:
                 if _reads(ctx, assign.value, derived):
                     for target in assign.targets:
-                        if type(target.target) is cst.Name:
-                            grown.add(target.target.value)
+                        grown |= _bound_names(target.target)
             if grown == derived:
                 break
             derived = grown
         if any(_reads(ctx, call.func.value, derived) for call in numpy_calls):  # type: ignore[attr-defined]  # an Attribute, checked above
             out.add(param)
     return out
+
+
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    """`x` of `x = ...`, and `a`, `b` of `a, b = ...` / `(a, (b, c)) = ...`."""
+    if type(target) is cst.Name:
+        return {target.value}
+    if type(target) is cst.Tuple or type(target) is cst.List:
+        found: set[str] = set()
+        for element in target.elements:
+            found |= _bound_names(element.value)
+        return found
+    return set()
 
 
 def _reads(ctx: FileContext, expr: cst.BaseExpression, names: set[str]) -> bool:

@@ -7,7 +7,8 @@ current value, and backward through it sends gradients along a graph of CPU tens
 product belongs in `forward`. A detached snapshot (`.detach()`, `.data`, under
 `torch.no_grad()`) holds no graph and is an ordinary constant, and so is one computed only from
 frozen parameters (`nn.Parameter(t, requires_grad=False)` wherever the class sets them), which
-are constants the module moves, no more on the graph than a buffer.
+are constants the module moves, no more on the graph than a buffer. A read of the parameters'
+metadata (`self.weight.size(0)`, `.shape`, `.dtype`) is no tensor at all.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from devicelint.context import FileContext
 
 # Calls and attributes that cut a value off the autograd graph.
 _DETACHING = frozenset({"detach", "detach_", "data", "item", "tolist", "numpy", "requires_grad_"})
+# Reads of a parameter's metadata: a Python int, a shape, a dtype or a device, never a tensor
+# on the graph (`self.width = self.weight.size(0)`).
+_METADATA = frozenset(
+    {"shape", "size", "dtype", "ndim", "dim", "numel", "nelement", "device", "is_cuda", "requires_grad", "ndimension"}
+)
 
 
 def parameters_read(ctx: FileContext, facts: ClassFacts, value: cst.BaseExpression) -> list[str]:
@@ -78,7 +84,7 @@ def _cut_off(ctx: FileContext, node: cst.CSTNode, top: cst.CSTNode) -> bool:
         parent = ctx.index.parent(current)
         if parent is None:
             return False
-        if type(parent) is cst.Attribute and parent.value is current and parent.attr.value in _DETACHING:
+        if type(parent) is cst.Attribute and parent.value is current and parent.attr.value in _DETACHING | _METADATA:
             return True
         current = parent
     return False

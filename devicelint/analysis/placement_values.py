@@ -5,7 +5,9 @@ Shared by the interpreter (`placement.py`) and its call evaluation (`placement_c
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import replace
 
 import libcst as cst
@@ -278,6 +280,34 @@ def _is_main_test(test: cst.BaseExpression) -> bool:
 ACCELERATOR_WORDS = re.compile(r"cuda|device|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
 
 
+def names_accelerator_words(ctx: FileContext) -> bool:
+    """The file's code (its comments left out) has one of `ACCELERATOR_WORDS`: a commented-out
+    `# dtype = torch.cuda.FloatTensor  # uncomment to run on the GPU` places nothing."""
+    return ctx.shared("placement.names_accelerator_words", lambda c: _code_has_accelerator_words(c.source))
+
+
+def _code_has_accelerator_words(text: str) -> bool:
+    lowered = text.lower()
+    if not ACCELERATOR_WORDS.search(lowered):
+        return False  # the common case: no need to tokenize
+    return bool(ACCELERATOR_WORDS.search(_without_comments(lowered)))
+
+
+def _without_comments(text: str) -> str:
+    """The text with its comments blanked (strings kept); the text itself where it does not
+    tokenize (a statement cut out of its block)."""
+    lines = text.splitlines(keepends=True)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                row, col = token.start
+                line = lines[row - 1]
+                lines[row - 1] = line[:col] + line[token.end[1] :]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return text
+    return "".join(lines)
+
+
 # An accelerator named by its kind, or a move: `device` alone is left out (`device="cpu"`).
 _ACCELERATOR_KINDS = re.compile(r"cuda|accelerat|fabric|\.to\(|\b(?:gpu|mps|xla|xpu|npu|hpu)\b")
 # Objects whose `.device` is a setting someone may make an accelerator (`args.device`).
@@ -292,7 +322,8 @@ def names_no_accelerator(ctx: FileContext) -> bool:
     defaults to `device="cpu"`)."""
 
     def build(c: FileContext) -> bool:
-        if _ACCELERATOR_KINDS.search(c.source.lower()):
+        lowered = c.source.lower()
+        if _ACCELERATOR_KINDS.search(lowered) and _ACCELERATOR_KINDS.search(_without_comments(lowered)):
             return False
         for param in c.index.of_type(cst.Param):
             if "device" in param.name.value.lower() and not _cpu_literal(param.default):
@@ -343,11 +374,11 @@ def cpu_only_script(ctx: FileContext) -> bool:
     )
     if not program:
         return False
-    if not ACCELERATOR_WORDS.search(ctx.source.lower()):
+    if not names_accelerator_words(ctx):
         return True
     shown = _devices_only_shown(ctx) | _environment_settings(ctx)
     return bool(shown) and not any(
-        ACCELERATOR_WORDS.search(ctx.code_for(s).lower()) for s in ctx.module.body if id(s) not in shown
+        _code_has_accelerator_words(ctx.code_for(s)) for s in ctx.module.body if id(s) not in shown
     )
 
 

@@ -104,6 +104,115 @@ def _workers_only_on_host(ctx: FileContext, cls: cst.ClassDef, move: cst.CSTNode
     return True
 
 
+def _loaded_only_in_main_process(ctx: FileContext, cls: cst.ClassDef) -> bool:
+    """Every instance of the dataset the file builds goes straight into DataLoaders of the file
+    that fork no workers (no `num_workers`, or `num_workers=0`; `**kwargs` of a function whose
+    every call in the file passes it no `num_workers`): its items are made in the main
+    process, where CUDA works (`DataLoader(Replay(memories, device=dev), batch_size=16)`)."""
+    built = [c for c in ctx.index.of_type(cst.Call) if type(c.func) is cst.Name and c.func.value == cls.name.value]
+    if not built:
+        return False
+    for call in built:
+        holder = ctx.index.parent(call)
+        if type(holder) is cst.Arg:
+            loader = ctx.index.parent(holder)
+            if not (type(loader) is cst.Call and ctx.qualified_name(loader.func) in DATALOADERS):
+                return False
+            if _dataset_argument(loader) is not call or not _forks_no_workers(ctx, loader):
+                return False
+            continue
+        if not (type(holder) is cst.Assign and len(holder.targets) == 1 and type(holder.targets[0].target) is cst.Name):
+            return False
+        name = holder.targets[0].target
+        scope = ctx.index.enclosing_function(holder)
+        uses = [
+            n
+            for n in ctx.index.of_type(cst.Name)
+            if n.value == name.value and n is not name and ctx.index.enclosing_function(n) is scope
+        ]
+        loaders = _loaders_over(ctx, name.value)
+        if not loaders or not all(_forks_no_workers(ctx, loader) for loader in loaders):
+            return False
+        if any(
+            not any(_dataset_argument(loader) is use for loader in loaders) and not _read_here(ctx, use) for use in uses
+        ):
+            return False  # handed on, returned or kept: another loader may fork workers over it
+    return True
+
+
+def _read_here(ctx: FileContext, use: cst.Name) -> bool:
+    """A use of the dataset that reads items in this process: `ds[i]`, `len(ds)`,
+    `random.choice(ds)`, `for item in ds`."""
+    parent = ctx.index.parent(use)
+    if type(parent) is cst.Subscript and parent.value is use:
+        return True
+    if type(parent) is cst.For and parent.iter is use:
+        return True
+    if type(parent) is cst.Arg and parent.keyword is None and not parent.star:
+        call = ctx.index.parent(parent)
+        if type(call) is cst.Call:
+            callee = ctx.qualified_name(call.func) or dotted_name(call.func) or ""
+            return callee in _ITEM_READERS
+    return False
+
+
+_ITEM_READERS = frozenset({"len", "iter", "next", "list", "enumerate", "random.choice", "random.sample"})
+
+
+def _dataset_argument(loader: cst.Call) -> cst.BaseExpression | None:
+    return next(
+        (
+            a.value
+            for a in loader.args
+            if (a.keyword is None and not a.star) or (a.keyword is not None and a.keyword.value == "dataset")
+        ),
+        None,
+    )
+
+
+def _forks_no_workers(ctx: FileContext, loader: cst.Call) -> bool:
+    """`DataLoader(ds, batch_size=8)`: `num_workers` left at its default 0, or given as 0."""
+    positional = [a for a in loader.args if a.keyword is None and not a.star]
+    if len(positional) > 5:  # `DataLoader(ds, 8, True, None, None, 4)`: the sixth is num_workers
+        return False
+    for arg in loader.args:
+        if arg.keyword is not None and arg.keyword.value == "num_workers":
+            if not (type(arg.value) is cst.Integer and arg.value.value == "0"):
+                return False
+        elif arg.star == "*":
+            return False
+        elif arg.star == "**" and not _no_workers_in_keywords(ctx, loader, arg.value):
+            return False
+    return True
+
+
+def _no_workers_in_keywords(ctx: FileContext, loader: cst.Call, spread: cst.BaseExpression) -> bool:
+    """`**kwargs` of the function building the loader, where every call of that function in the
+    file passes it no `num_workers` (only the function's named parameters and other keywords,
+    `drop_last=True`, no `**` spread of its own)."""
+    function = ctx.index.enclosing_function(loader)
+    extra = function.params.star_kwarg if function is not None else None
+    if function is None or extra is None or type(spread) is not cst.Name or spread.value != extra.name.value:
+        return False
+    named = {
+        p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+    }
+    calls = [c for c in ctx.index.of_type(cst.Call) if type(c.func) is cst.Name and c.func.value == function.name.value]
+    if not calls:
+        return False
+    for call in calls:
+        for arg in call.args:
+            if arg.star or (
+                arg.keyword is not None and arg.keyword.value == "num_workers" and "num_workers" not in named
+            ):
+                return False
+        if len([a for a in call.args if a.keyword is None]) > len(function.params.posonly_params) + len(
+            function.params.params
+        ):
+            return False
+    return True
+
+
 def _names_the_host(node: cst.BaseExpression | None) -> bool:
     return type(node) is cst.SimpleString and literal_value(node) == "cpu"
 
@@ -711,11 +820,15 @@ class CudaInDataset(Rule):
     `.to(x)` is reported only when `x` is named like a device; `.to(t.device)` where the worker
     code uses `t` as a tensor (`t.shape`, `t[...]`, `t = torch.*(...)`) follows the data's own
     device and is not reported, nor is `.to(device)` where every binding of `device` is the
-    device of the worker code's own input (`device = batch["image"].device`). A dataset kept on the GPU on purpose with `num_workers=0` is
-    still reported, unless the choice is the caller's: a `device` parameter of `__init__` that
+    device of the worker code's own input (`device = batch["image"].device`). A dataset is not
+    reported where every instance the file builds goes straight into loaders of the file that fork
+    no workers (no `num_workers` or `num_workers=0`, also through the `**kwargs` of a loader
+    factory that no call of the file hands `num_workers`): its items are made in the main
+    process. Nor where the choice is the caller's: a `device` parameter of `__init__` that
     defaults to `"cpu"`, where every loader of the file over an instance given another device
     forks workers only for the host (`num_workers=n if cache == "cpu" else 0`, `cache` the
-    expression passed as `device`). `__init__` (and the helpers only it calls) runs once, in the main process:
+    expression passed as `device`). A dataset the file builds nowhere (a library's) is read as
+    before. `__init__` (and the helpers only it calls) runs once, in the main process:
     there a GPU value is reported only where it ends, through the method's local names, in an
     attribute of `self` that the item methods (or what they call) read; GPU work whose results
     are kept as host data (`self.rows.append(model(x).cpu().numpy())`), a model moved to run it,
@@ -749,6 +862,8 @@ class CudaInDataset(Rule):
                 inherited[id(function)] = devices
         scopes += _with_callees(ctx, [(f, f"`{f.name.value}`", frozenset()) for f in _collate_functions(ctx)], {}, "")
         seen: set[int] = set()
+        # id of a dataset class -> whether every loader over it runs in the main process
+        main_process: dict[int, bool] = {}
         helpers = {n: h for n, h in ctx.project.helpers.items() if h.uses.accelerator_tensor}
         for function, where, defaulted in scopes:
             devices = inherited.get(id(function), {})
@@ -779,6 +894,11 @@ class CudaInDataset(Rule):
                 cls = classes.get(id(function))
                 if what is not None and cls is not None and _workers_only_on_host(ctx, cls, node):
                     continue
+                if what is not None and cls is not None:
+                    if id(cls) not in main_process:
+                        main_process[id(cls)] = _loaded_only_in_main_process(ctx, cls)
+                    if main_process[id(cls)]:
+                        continue
                 if what is not None and id(node) not in seen:
                     seen.add(id(node))
                     yield self.violation(node, what=what, where=where)

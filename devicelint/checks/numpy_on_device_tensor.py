@@ -7,6 +7,7 @@ import libcst as cst
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.analysis.numpy_bound import numpy_consumer
+from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -55,7 +56,9 @@ class NumpyOnDeviceTensor(Rule):
     `.numpy()` on a parameter (through `.data`, indexing, `detach()`, casts and reshapes) that
     it never tests, rebinds or moves to the CPU itself; so does a method of an imported class
     called on an instance the file builds (`visualizer = Visualizer(opt)`, then
-    `visualizer.save_masks(epoch, logits)`).
+    `visualizer.save_masks(epoch, logits)`). A whole program in one file that never names an
+    accelerator (a CPU-only notebook or script, its comments aside) has nothing on a device,
+    whatever it reads a parameter of (`next(client.net.parameters()).numpy()`).
     """
 
     code = "DL108"
@@ -67,6 +70,8 @@ class NumpyOnDeviceTensor(Rule):
     reads_helpers = True
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
+        if cpu_only_script(ctx):
+            return
         facts = file_facts(ctx)
         for call in ctx.index.of_type(cst.Call):
             func = call.func

@@ -109,7 +109,8 @@ class TensorMoveDiscarded(Rule):
     was made by a loop over data, by unpacking, by a function call or by indexing, and the code
     uses it as only a tensor is used (indexed with numbers or slices, an arithmetic operand, a
     tensor method, a model's positional input) and never as an object (another attribute such
-    as `batch.y`, `**inputs`, a string key, a call). Names that say module (`model`, `net`,
+    as `batch.y`, an attribute written other than `data`/`grad`/`requires_grad` such as
+    `batch.split = "train"` on a graph batch, `**inputs`, a string key, a call). Names that say module (`model`, `net`,
     `encoder`...) or that come from a class, a tokenizer or processor, a copy or a
     `load`/`build`/`create`-style call are never reported, unless the binding that last precedes
     the move makes a new tensor with a torch factory (`x = torch.tensor(x)`, `torch.as_tensor`,
@@ -815,11 +816,25 @@ def _loop_over_data(ctx: FileContext, iterable: cst.BaseExpression) -> bool:
     return not any(word in spelled for word in ("model", "module", "net", "layer", "block", "range"))
 
 
+# Attributes code sets on a tensor (`w.grad = None`, `t.data = ...`, `p.requires_grad = False`).
+_TENSOR_SETTABLE = frozenset({"data", "grad", "requires_grad", "names"})
+
+
+def _assigned_attribute(ctx: FileContext, attribute: cst.Attribute) -> bool:
+    """`obj.attr = value` (or `obj.attr += value`): the attribute is written, not read."""
+    holder = ctx.index.parent(attribute)
+    if type(holder) is cst.AssignTarget or type(holder) is cst.AugAssign or type(holder) is cst.AnnAssign:
+        return holder.target is attribute
+    return False
+
+
 def _use(ctx: FileContext, node: cst.Name) -> str | None:
     """ "tensor" for a use only a tensor has, "object" for one a tensor never has, else None."""
     index = ctx.index
     parent = index.parent(node)
     if type(parent) is cst.Attribute and parent.value is node:
+        if _assigned_attribute(ctx, parent) and parent.attr.value not in _TENSOR_SETTABLE:
+            return "object"  # `batch.split = "train"`: a tensor's methods are not overwritten
         return "tensor" if parent.attr.value in TENSOR_ATTRIBUTES else "object"
     if type(parent) is cst.Call and parent.func is node:
         return "object"

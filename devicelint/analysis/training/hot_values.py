@@ -34,7 +34,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN,
     Fact,
 )
-from devicelint.analysis.placement_values import ACCELERATOR_WORDS, cpu_only_script, names_no_accelerator
+from devicelint.analysis.placement_values import cpu_only_script, names_accelerator_words, names_no_accelerator
 from devicelint.analysis.training.helpers import bound_arguments, callee
 from devicelint.analysis.training.loops import StepRegion
 from devicelint.analysis.training.reads import closure, computed_from, reaching_assignment, read_names
@@ -203,7 +203,7 @@ def _cpu_only(ctx: FileContext, region: StepRegion) -> bool:
     agent is built from a constructor it is handed)."""
     if cpu_only_script(ctx) and not _project_places(ctx):
         return True
-    if ACCELERATOR_WORDS.search(ctx.source.lower()) and not names_no_accelerator(ctx):
+    if names_accelerator_words(ctx) and not names_no_accelerator(ctx):
         return False
     for node in ctx.index.walk(region.body):
         if type(node) is cst.Call:
