@@ -468,3 +468,38 @@ def test_a_cpu_generator_read_back_out_of_a_dict_drawn_on_cuda_is_found() -> Non
 def test_a_cuda_generator_read_back_out_of_the_dict_is_clean() -> None:
     fixed = GENERATOR_KEPT_IN_A_DICT.replace("torch.Generator()", 'torch.Generator(device="cuda")')
     assert [f for f in _found(fixed) if f[1] != "DL107"] == []
+
+
+# -- a dataset's static builder called through the class --------------------------------------------
+
+DATASET_STATIC_BUILDER = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Frames(Dataset):
+        def __init__(self, n):
+            self.n = n
+            self.canvas = Frames._blank()
+
+        @staticmethod
+        def _blank():
+            return torch.zeros(3, 64, 64).cuda()
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            return self.canvas + i
+
+
+    loader = DataLoader(Frames(100), batch_size=8, num_workers=4)
+"""
+
+
+def test_a_gpu_tensor_made_by_a_static_builder_of_the_dataset_is_found() -> None:
+    assert _found(DATASET_STATIC_BUILDER) == [(13, "DL109")]
+
+
+def test_the_static_builder_on_the_host_is_clean() -> None:
+    assert _found(DATASET_STATIC_BUILDER.replace("torch.zeros(3, 64, 64).cuda()", "torch.zeros(3, 64, 64)")) == []

@@ -497,8 +497,12 @@ def _with_callees(
                     continue
                 func = call.func
                 target = None
-                if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
-                    target = own.get(func.attr.value)
+                if (
+                    type(func) is cst.Attribute
+                    and type(func.value) is cst.Name
+                    and func.value.value in ("self", "cls", name)
+                ):
+                    target = own.get(func.attr.value)  # `self._load()`, `cls._make()`, `Dataset._make()`
                 elif type(func) is cst.Name:
                     target = functions.get(func.value)
                 if target is None or target.name.value in DATASET_METHODS or id(target) in seen:
@@ -727,7 +731,10 @@ def _returned(ctx: FileContext, function: cst.FunctionDef, statement: cst.CSTNod
 
 
 def _calls_of(ctx: FileContext, function: cst.FunctionDef, callee: str) -> list[cst.Call]:
-    """Calls of `callee` (by name or as `self.<callee>`) in `function`."""
+    """Calls of `callee` (by name, or as `self.<callee>`, `cls.<callee>` or `<Class>.<callee>` of
+    the function's class) in `function`."""
+    owner = ctx.index.enclosing_class(function)
+    receivers = {"self", "cls"} | ({owner.name.value} if owner is not None else set())
     found = []
     for node in ctx.index.walk(function.body):
         if type(node) is not cst.Call:
@@ -737,7 +744,7 @@ def _calls_of(ctx: FileContext, function: cst.FunctionDef, callee: str) -> list[
             type(func) is cst.Attribute
             and func.attr.value == callee
             and type(func.value) is cst.Name
-            and func.value.value == "self"
+            and func.value.value in receivers
         ):
             found.append(node)
     return found
