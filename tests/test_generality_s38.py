@@ -503,3 +503,49 @@ def test_a_gpu_tensor_made_by_a_static_builder_of_the_dataset_is_found() -> None
 
 def test_the_static_builder_on_the_host_is_clean() -> None:
     assert _found(DATASET_STATIC_BUILDER.replace("torch.zeros(3, 64, 64).cuda()", "torch.zeros(3, 64, 64)")) == []
+
+
+# -- a scaler built per epoch and handed to a stepping helper --------------------------------------
+
+SCALER_HANDED_TO_A_STEPPING_METHOD = """
+    import torch
+    from torch.amp import GradScaler, autocast
+
+
+    class Steps:
+        def run(self, net, opt, batches, amp):
+            for x, y in batches:
+                with autocast("cuda", dtype=torch.float16):
+                    loss = torch.nn.functional.mse_loss(net(x.cuda()), y.cuda())
+                opt.zero_grad()
+                amp.scale(loss).backward()
+                amp.step(opt)
+                amp.update()
+
+
+    def one_epoch(net, opt, batches):
+        amp = GradScaler("cuda")
+        Steps().run(net, opt, batches, amp)
+
+
+    def fit(net, opt, batches, epochs):
+        net.cuda()
+        for _ in range(epochs):
+            one_epoch(net, opt, batches)
+"""
+
+
+def test_a_scaler_built_each_epoch_and_handed_to_a_stepping_method_is_found() -> None:
+    assert _found(SCALER_HANDED_TO_A_STEPPING_METHOD) == [(18, "DL303")]
+
+
+def test_a_scaler_built_once_and_handed_down_is_clean() -> None:
+    fixed = (
+        SCALER_HANDED_TO_A_STEPPING_METHOD.replace(
+            "def one_epoch(net, opt, batches):", "def one_epoch(net, opt, batches, amp):"
+        )
+        .replace('        amp = GradScaler("cuda")\n', "")
+        .replace("        net.cuda()\n", '        net.cuda()\n        amp = GradScaler("cuda")\n')
+        .replace("one_epoch(net, opt, batches)\n", "one_epoch(net, opt, batches, amp)\n")
+    )
+    assert _found(fixed) == []

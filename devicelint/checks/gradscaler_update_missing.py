@@ -8,7 +8,7 @@ import libcst as cst
 from devicelint.analysis.branches import branch_tests
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.training.effects import SCALER_STEP, UPDATE
-from devicelint.analysis.training.helpers import callee, in_callers_words
+from devicelint.analysis.training.helpers import bound_arguments, callee, in_callers_words
 from devicelint.analysis.training.loaders import ends_iteration
 from devicelint.analysis.training.loops import innermost_loop
 from devicelint.analysis.training.step import (
@@ -550,7 +550,7 @@ def _loop_calling(
         for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
         if text_of(receiver(c)) == target
     ]
-    if not used:
+    if not used and not _handed_to_a_stepping_helper(ctx, func, target, scopes):
         return None
     if _builds_run(ctx, func):
         return None  # `train(hyp)` builds its own model and optimizer: each call is a run
@@ -562,6 +562,27 @@ def _loop_calling(
             continue
         return loop
     return None
+
+
+def _handed_to_a_stepping_helper(ctx: FileContext, func: cst.FunctionDef, target: str, scopes: list[Scope]) -> bool:
+    """`func` hands its scaler to a function or method of the file that steps or scales with it
+    (`Trainer().train_epoch(loader, scaler)`): the scaler is used on each call of `func`."""
+    for site in ctx.index.within(func.body, cst.Call):
+        if not any(type(a.value) is cst.Name and a.value.value == target for a in site.args):
+            continue
+        helper = callee(ctx, site)
+        bound = bound_arguments(ctx, helper, site) if helper is not None else None
+        if not bound:
+            continue
+        params = {param for param, value in bound.items() if type(value) is cst.Name and value.value == target}
+        if any(
+            text_of(receiver(c)) in params
+            for scope in scopes
+            if scope.node is helper
+            for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
+        ):
+            return True
+    return False
 
 
 def _builds_run(ctx: FileContext, func: cst.FunctionDef) -> bool:
