@@ -549,3 +549,41 @@ def test_a_scaler_built_once_and_handed_down_is_clean() -> None:
         .replace("one_epoch(net, opt, batches)\n", "one_epoch(net, opt, batches, amp)\n")
     )
     assert _found(fixed) == []
+
+
+# -- DistributedDataParallel imported from torch.nn.parallel -----------------------------------------
+
+DDP_STEP = """
+    import torch
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    def train(rank, loader, steps):
+        model = nn.Linear(16, 4).cuda(rank)
+        model = DDP(model, device_ids=[rank])
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            out = model(x)
+            loss = nn.functional.cross_entropy(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_targets_left_on_the_cpu_beside_a_ddp_models_output_are_found() -> None:
+    # DDP moves the inputs it is called with to its device, not the targets
+    assert _found(DDP_STEP) == [(13, "DL105")]
+
+
+def test_targets_moved_to_the_rank_are_clean() -> None:
+    assert _found(DDP_STEP.replace("cross_entropy(out, y)", "cross_entropy(out, y.cuda(rank))")) == []
+
+
+def test_inputs_of_a_ddp_wrapper_without_device_ids_are_not_moved_for_it() -> None:
+    no_ids = DDP_STEP.replace("DDP(model, device_ids=[rank])", "DDP(model)").replace(
+        "cross_entropy(out, y)", "cross_entropy(out, y.cuda(rank))"
+    )
+    # (and DL205 asks for device_ids)
+    assert _found(no_ids) == [(9, "DL205"), (12, "DL105")]

@@ -422,7 +422,8 @@ class CallEvaluation:
             args = self._args(call)
             data = args[0][0] if args and call.args[0].keyword is None else UNKNOWN_FACT
             return data if data.is_tensor else UNKNOWN_FACT
-        constructed = module_constructor(self.ctx, call)
+        wrapper = _PARALLEL_WRAPPERS.get(qualified)  # `torch.nn.parallel.DistributedDataParallel`
+        constructed = wrapper or module_constructor(self.ctx, call)
         if constructed is not None:
             return self._constructed(call, constructed)
         if loaded_model_on_host(self.ctx, call, self.scope):  # `model = torch.load(path, map_location="cpu")`
@@ -790,7 +791,16 @@ class CallEvaluation:
 
     def _constructed(self, call: cst.Call, constructed: str) -> Fact:
         """A module built here: on the device of an enclosing `with torch.device(...)` block; a
-        loss keeps the CPU class weights it is given (`origin` is the constructor)."""
+        loss keeps the CPU class weights it is given (`origin` is the constructor); a
+        DataParallel or DDP wrapper is where the model it wraps is."""
+        if constructed in INPUT_MOVING_WRAPPERS:
+            wrapped = self._args(call)
+            inner = wrapped[0][0] if wrapped and call.args[0].keyword is None else UNKNOWN_FACT
+            if inner.kind in (MODULE, UNKNOWN) and inner.where in (ACCELERATOR, FOLLOWS):
+                # (a DDP wrapper that does not move its inputs is, to its callers, its module)
+                factory = constructed if _scatters(call, constructed) else inner.factory
+                return Fact(MODULE, where=inner.where, factory=factory, device_expr=inner.device_expr)
+            return Fact(MODULE, factory=constructed)
         self._args(call)
         context = self._device_context(call)
         if context is not None and context.kind == DEVICE_VALUE:
@@ -1387,6 +1397,8 @@ class CallEvaluation:
             # the wrapper scatters every input onto the devices before its module runs: a host
             # input beside a device one (`dp([images.cuda(), boxes])`) never meets it as it is
             return Fact(DEVICE, where=next(f.where for f, _ in args if devicey(f)))
+        if scattering:
+            return UNKNOWN_FACT  # its output is where its module is, not where its inputs were
         combined = self._combine(call, args, allow_scalar=True)
         # DataParallel gathers its output on `output_device`, whatever its input's device was;
         # a model whose stages sit on different devices returns where its last stage is, which
@@ -1904,6 +1916,28 @@ def _model_like_result(name: str, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         return UNKNOWN_FACT
     device = next((f for f, _ in args if devicey(f)), None)
     return Fact(DEVICE, where=device.where, device_expr=device.device_expr) if device is not None else UNKNOWN_FACT
+
+
+# The parallel wrappers by the names they are imported under (the engine's factory is the short name).
+_PARALLEL_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "DistributedDataParallel",
+    "torch.nn.parallel.DataParallel": "DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "DataParallel",
+}
+
+
+def _scatters(call: cst.Call, wrapper: str) -> bool:
+    """`DataParallel(m)` always moves its inputs to its first device; `DDP(m, device_ids=[i])`
+    moves them to `i`; `DDP(m)` without devices (`device_ids=None`) hands them on as they are."""
+    if wrapper != "DistributedDataParallel":
+        return True
+    ids = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device_ids"), None)
+    if ids is None and len(call.args) > 1 and call.args[1].keyword is None:
+        ids = call.args[1].value
+    if any(a.star for a in call.args):
+        return True
+    return ids is not None and not (type(ids) is cst.Name and ids.value == "None")
 
 
 def constructed_object(ctx: FileContext, func: cst.BaseExpression) -> bool:
