@@ -587,3 +587,56 @@ def test_inputs_of_a_ddp_wrapper_without_device_ids_are_not_moved_for_it() -> No
     )
     # (and DL205 asks for device_ids)
     assert _found(no_ids) == [(9, "DL205"), (12, "DL105")]
+
+
+# -- the same bug under other import spellings and a progress bar ------------------------------------
+
+ALIASED_TENSOR_ANNOTATION = """
+    import torch as th
+    from torch import Tensor as T
+
+
+    def split_rows(rows: T, sizes: T):
+        pos = th.arange(rows.shape[1])
+        return [row[pos < n] for row, n in zip(rows, sizes)]
+"""
+
+
+def test_a_tensor_parameter_annotated_with_an_aliased_class_is_a_tensor() -> None:
+    assert [code for _, code in _found(ALIASED_TENSOR_ANNOTATION)] == ["DL101"]
+
+
+def test_the_index_made_on_the_rows_device_is_clean() -> None:
+    fixed = ALIASED_TENSOR_ANNOTATION.replace(
+        "th.arange(rows.shape[1])", "th.arange(rows.shape[1], device=rows.device)"
+    )
+    assert _found(fixed) == []
+
+
+PREPARED_LOADER_UNDER_A_PROGRESS_BAR = """
+    import torch
+    from accelerate import Accelerator
+    from tqdm import tqdm
+
+
+    def fit(loader, steps):
+        accelerator = Accelerator()
+        weight = torch.zeros(4, 1, requires_grad=True)
+        opt = torch.optim.SGD([weight], lr=0.1)
+        weight, opt, loader = accelerator.prepare(weight, opt, loader)
+        for step, (x, y) in enumerate(tqdm(loader)):
+            loss = ((x @ weight) - y).pow(2).mean()
+            accelerator.backward(loss)
+            opt.step()
+"""
+
+
+def test_a_bare_tensor_weight_meeting_a_prepared_loaders_batches_under_tqdm_is_found() -> None:
+    assert [code for _, code in _found(PREPARED_LOADER_UNDER_A_PROGRESS_BAR)] == ["DL101"]
+
+
+def test_the_weight_made_on_the_accelerators_device_is_clean() -> None:
+    fixed = PREPARED_LOADER_UNDER_A_PROGRESS_BAR.replace(
+        "torch.zeros(4, 1, requires_grad=True)", "torch.zeros(4, 1, requires_grad=True, device=accelerator.device)"
+    )
+    assert _found(fixed) == []

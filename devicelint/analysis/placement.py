@@ -326,7 +326,7 @@ class _Interpreter(CallEvaluation):
         host = numpy_bound_parameters(self.ctx, func, {p.name.value for p in params})
         for param in params:
             name = param.name.value
-            if (annotation_is_tensor(param.annotation) or name in evidence) and name not in host:
+            if (annotation_is_tensor(param.annotation, self.ctx) or name in evidence) and name not in host:
                 self.env[name] = Fact(DEVICE, where=FOLLOWS, device_expr=f"{name}.device")
                 self.result.device_params.append(name)
 
@@ -610,11 +610,15 @@ class _Interpreter(CallEvaluation):
                 inner = source.args[0].value
                 if self._loader_inner(inner):
                     self._bind_batch(target.elements[1].value, True)
-                else:  # `enumerate(self.layers)`, `enumerate(states)`: their elements
-                    self._bind(target.elements[1].value, _element_of(self._fact_of(inner)))
+                else:  # `enumerate(self.layers)`, `enumerate(tqdm(prepared))`: their elements
+                    self._bind(target.elements[1].value, _element_of(self._fact_of(_progress_unwrapped(inner))))
                 return
             if wrapper in ("tqdm", "iter"):
-                self._bind_batch(target, self._loader_inner(source.args[0].value))
+                inner = source.args[0].value
+                if self._loader_inner(inner):
+                    self._bind_batch(target, True)
+                else:  # `tqdm(prepared_loader)`: what the loader itself yields
+                    self._bind(target, _element_of(self._fact_of(_progress_unwrapped(inner))))
                 return
             if wrapper == "zip" and type(target) is cst.Tuple and len(target.elements) == len(source.args):
                 # `for seq, length in zip(padded, lengths)`: each target takes an element of its own
@@ -1578,6 +1582,13 @@ def _number_like(node: cst.CSTNode) -> bool:
     """An operand that is usually a Python number when nothing else is known of it: a name or
     an attribute (`self.beta`, `cfg.weight`), not a call's or an index's result."""
     return type(node) in (cst.Name, cst.Attribute)
+
+
+def _progress_unwrapped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`loader` in `tqdm(loader)`, `iter(tqdm(loader))`: a progress bar yields what it wraps."""
+    while type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("tqdm", "iter") and node.args:
+        node = node.args[0].value
+    return node
 
 
 def _element_of(iterable: Fact) -> Fact:

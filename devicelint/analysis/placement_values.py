@@ -123,7 +123,9 @@ def _used_as_settings(ctx: FileContext, function: cst.FunctionDef, name: str) ->
     return len(fields) >= 2
 
 
-def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
+def annotation_is_tensor(annotation: cst.Annotation | None, ctx: FileContext | None = None) -> bool:
+    """`x: Tensor`, `Optional[torch.Tensor]`, `"th.LongTensor"`; with `ctx`, also a class
+    imported under another name (`from torch import Tensor as TT`)."""
     if annotation is None:
         return False
     node = annotation.annotation
@@ -142,7 +144,12 @@ def annotation_is_tensor(annotation: cst.Annotation | None) -> bool:
         return True
     # `th.Tensor` under `import torch as th`: the alias is one name before the class
     prefix, _, last = text.rpartition(".")
-    return bool(prefix) and "." not in prefix and last in TENSOR_ANNOTATIONS
+    if prefix and "." not in prefix and last in TENSOR_ANNOTATIONS:
+        return True
+    if ctx is None or type(node) not in (cst.Name, cst.Attribute):
+        return False
+    qualified = ctx.qualified_name(node) or ""
+    return qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in TENSOR_ANNOTATIONS
 
 
 def string_value(node: cst.CSTNode) -> str | None:

@@ -473,7 +473,7 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
                 if (
                     type(small) is cst.AnnAssign
                     and type(small.target) is cst.Name
-                    and annotation_is_tensor(small.annotation)
+                    and annotation_is_tensor(small.annotation, ctx)
                 ):
                     found.setdefault(small.target.value, small.target)
     init = own.get("__init__")
@@ -499,8 +499,8 @@ def _tensor_attributes(ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.F
                 facts.value(source).is_tensor or _factory_call(ctx, source) or _returns_new_tensors(ctx, source)
                 for source in sources
             )
-            or annotation_is_tensor(annotation)
-            or (param is not None and annotation_is_tensor(param.annotation))
+            or annotation_is_tensor(annotation, ctx)
+            or (param is not None and annotation_is_tensor(param.annotation, ctx))
         ):
             found[attr] = target
     return found

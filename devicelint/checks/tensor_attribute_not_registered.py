@@ -591,7 +591,7 @@ def _tensor_argument(
         return False
     if param.default is not None and type(param.default) is not cst.Name:
         return False  # `eps=1e-5`, `scale=None`-style options (a literal default) are not tensors
-    if annotation_is_tensor(param.annotation):
+    if annotation_is_tensor(param.annotation, ctx):
         return True
     for name, node, user in facts.references:
         if name != attr or user is method:

@@ -660,7 +660,7 @@ def _move_of_tensor_parameter(ctx: FileContext, value: cst.BaseExpression) -> cs
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         if param.name.value == receiver.value:
-            return value if annotation_is_tensor(param.annotation) else None
+            return value if annotation_is_tensor(param.annotation, ctx) else None
     return None
 
 
