@@ -51,7 +51,7 @@ def test_fixture(path: Path) -> None:
 def test_fix_case(path: Path) -> None:
     rule = find_rule(path.parent.name)
     assert rule is not None
-    # DL001 judges the `# noqa` codes of the rules that ran, so its cases run every rule.
+    # DL001 judges the noqa codes of the rules that ran, so its cases run every rule.
     options = EngineOptions(rules=tuple(all_rules()) if rule.code == "DL001" else (rule,), fix_mode="unsafe")
     expected = path.with_name(path.name.replace(".in.py", ".out.py")).read_text()
     fixed = lint_source(path.read_text(), str(path), options).fixed_source

@@ -317,7 +317,7 @@ async def test_quick_fix_and_noqa_actions_edit_the_linted_version(client: Langua
     )
     assert silenced.splitlines()[:10] == text.splitlines()[:10]
 
-    # An existing `# noqa` for another tool is extended, not doubled.
+    # An existing noqa comment for another tool is extended, not doubled.
     extended = apply_lsp_edits(
         text,
         the_edit({a.title: a for a in await code_actions(client, path, 12)}["Disable DL108 for this line"], uri, 7),
