@@ -640,3 +640,40 @@ def test_the_weight_made_on_the_accelerators_device_is_clean() -> None:
         "torch.zeros(4, 1, requires_grad=True)", "torch.zeros(4, 1, requires_grad=True, device=accelerator.device)"
     )
     assert _found(fixed) == []
+
+
+# -- a model whose own forward moves its input -------------------------------------------------------
+
+FORWARD_MOVES_ITS_INPUT = """
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 2)
+
+        def forward(self, x):
+            x = x.to(self.lin.weight.device)
+            return self.lin(x)
+
+
+    def train(loader, device="cuda"):
+        net = Net().to(device)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(net(x), y.to(device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_an_input_the_models_own_forward_moves_is_clean() -> None:
+    assert _found(FORWARD_MOVES_ITS_INPUT) == []
+
+
+def test_an_input_a_forward_only_casts_is_found() -> None:
+    bad = FORWARD_MOVES_ITS_INPUT.replace("x = x.to(self.lin.weight.device)", "x = x.to(torch.float32)")
+    assert [code for _, code in _found(bad)] == ["DL105"]

@@ -1357,7 +1357,10 @@ class CallEvaluation:
         on_device = callee.where in (FOLLOWS, ACCELERATOR) and not parameter_free
         if on_device:
             # DataParallel and DDP move (scatter) their inputs to the device themselves.
-            for fact, node in args if not scattering else ():
+            moved_inside = self._inputs_forward_moves(callee)
+            for position, (fact, node) in enumerate(args if not scattering else ()):
+                if position in moved_inside:
+                    continue  # `forward` moves this input itself (`x = x.to(self.device)`)
                 if cpu_side(fact, allow_scalar=True) and compatible(fact, callee) and not self._lengths(node):
                     self._record(fact, node, callee, func, call, "module")
             for arg in call.args if callee.where == ACCELERATOR and not scattering else ():
@@ -1458,6 +1461,42 @@ class CallEvaluation:
         """Sequence lengths handed to a module (`self.rnn(x, torch.tensor(lengths))`): packing
         wants them on the CPU."""
         return "len" in self.ctx.code_for(node).lower()
+
+    def _inputs_forward_moves(self, callee: Fact) -> frozenset[int]:
+        """Positions of the arguments that the `forward` of a module class of this file moves
+        itself before using them (`inputs = inputs.to(self.device)`, `x = x.cuda()`)."""
+        cls = self.analysis.classes.get(callee.factory or "")
+        forward = (
+            (cls.methods.get("forward") or self.analysis.inherited_method(cls, "forward")) if cls is not None else None
+        )
+        if forward is None:
+            return frozenset()
+        params = [p.name.value for p in (*forward.params.posonly_params, *forward.params.params)][1:]
+        moved = set()
+        for statement in forward.body.body if type(forward.body) is cst.IndentedBlock else ():
+            if type(statement) is not cst.SimpleStatementLine or type(statement.body[0]) is not cst.Assign:
+                continue
+            assign = statement.body[0]
+            value = assign.value
+            method = move_call(value)
+            if method is None or method == "cpu" or not isinstance(value, cst.Call):
+                continue
+            first = next(
+                (
+                    a
+                    for a in value.args
+                    if not a.star and a.keyword in (None,) or (a.keyword and a.keyword.value == "device")
+                ),
+                None,
+            )
+            if method == "to" and (first is None or is_dtype(self.ctx, first.value)):
+                continue  # `x.to(self.dtype)`: a cast
+            receiver = value.func.value if type(value.func) is cst.Attribute else None
+            for target in assign.targets:
+                name = target.target
+                if type(name) is cst.Name and type(receiver) is cst.Name and receiver.value == name.value:
+                    moved.add(name.value)
+        return frozenset(i for i, name in enumerate(params) if name in moved)
 
     def _forward_of(self, call: cst.Call, callee: Fact, args: list[tuple[Fact, cst.CSTNode]]) -> Fact:
         """What calling a module of a class defined in this file returns, from its `forward`."""
