@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.negation import through_not
 from devicelint.context import FileContext
 
 _TENSOR_TYPES = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.LongTensor", "torch.nn.Parameter"})
@@ -19,9 +20,10 @@ _TENSOR_TYPES = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.LongTenso
 def constant_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     """The value an `if` test always has (False for `isinstance(key, torch.Tensor)`, True for
     its `not`), or None when the code does not decide it."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = constant_test(ctx, test.expression)
-        return None if inner is None else not inner
+    return through_not(test, lambda plain: _constant_test(ctx, plain))
+
+
+def _constant_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     if type(test) is not cst.Call or not test.args:
         return None
     qualified = ctx.qualified_name(test.func)

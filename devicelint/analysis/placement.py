@@ -58,6 +58,7 @@ from devicelint.analysis.host_modules import (
 )
 from devicelint.analysis.key_tests import constant_test
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.negation import through_not
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
 from devicelint.analysis.placement_calls import (
     DEFAULT_DEVICE_KEY,
@@ -480,9 +481,9 @@ class _Interpreter(CallEvaluation):
         `forward` reaches, not `__init__`): True when `__init__`, or a method of the class it
         calls, assigns `self.weights`, so only the path that finds it runs (a table regrown
         from `forward` and moved to the old table's device)."""
-        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            inner = self._set_when_built(test.expression)
-            return None if inner is None else not inner
+        return through_not(test, self._self_hasattr_set_when_built)
+
+    def _self_hasattr_set_when_built(self, test: cst.BaseExpression) -> bool | None:
         if not (
             type(test) is cst.Call
             and type(test.func) is cst.Name

@@ -16,6 +16,7 @@ from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.negation import through_not
 from devicelint.analysis.placement import LIGHTNING_STEPS
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import MEETING_METHODS, MODEL_WORDS, PRESERVING_METHODS, moves_to_accelerator
@@ -449,9 +450,10 @@ COMPILED_TESTS = frozenset(
 def _compiled_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     """True for `torch.jit.is_scripting()` (or `... or torch.jit.is_tracing()`), False for its
     negation, None for any other test."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = _compiled_test(ctx, test.expression)
-        return None if inner is None else not inner
+    return through_not(test, lambda plain: _compiled_plain(ctx, plain))
+
+
+def _compiled_plain(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
         sides = (_compiled_test(ctx, test.left), _compiled_test(ctx, test.right))
         return True if sides == (True, True) else None

@@ -8,6 +8,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.negation import through_not
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -173,9 +174,10 @@ def _guarded(ctx: FileContext, node: cst.CSTNode) -> bool:
 def _feature_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     """False for `hasattr(torch.<...>, "X")` (its `else` runs on a torch without `X`), True for
     its `not`; None for any other test."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = _feature_test(ctx, test.expression)
-        return None if inner is None else not inner
+    return through_not(test, lambda plain: _torch_hasattr(ctx, plain))
+
+
+def _torch_hasattr(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     if not (
         type(test) is cst.Call
         and type(test.func) is cst.Name

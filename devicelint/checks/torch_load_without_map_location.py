@@ -10,6 +10,7 @@ from devicelint.analysis.device_in_scope import device_in_scope
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.modules import dataset_classes
 from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.negation import through_not
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
 from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
@@ -181,9 +182,10 @@ CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})
 
 def _cuda_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     """True for `torch.cuda.is_available()` (also as one side of `and`), False for its negation."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = _cuda_test(ctx, test.expression)
-        return None if inner is None else not inner
+    return through_not(test, lambda plain: _cuda_plain(ctx, plain))
+
+
+def _cuda_plain(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return True if True in (_cuda_test(ctx, test.left), _cuda_test(ctx, test.right)) else None
     if type(test) is cst.Call and ctx.qualified_name(test.func) in CUDA_AVAILABLE:
