@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.container_reads import through_containers
-from devicelint.analysis.local_bindings import device_type_of
+from devicelint.analysis.local_bindings import bindings, device_type_of
 from devicelint.analysis.names import literal_value
 from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
 from devicelint.analysis.training.helpers import callee, returned_call
@@ -83,6 +83,14 @@ def default_set_by(ctx: FileContext, node: cst.BaseExpression, setter: cst.CSTNo
         return DefaultDevice(CPU_DEFAULT, "cpu", setter)
     if named is not None:
         return DefaultDevice(ACCELERATOR_DEFAULT, named, setter)
+    if type(node) is cst.Name:
+        # `device = idist.device()`, then `device = torch.device("mps")` on a Mac: the run on the
+        # accelerator that one of its bindings names is the one where samplers fail
+        kinds = sorted(
+            {device_type_of(ctx, value) or "cpu" for value in bindings(ctx, node.value, node) or ()} - {"cpu"}
+        )
+        if kinds:
+            return DefaultDevice(ACCELERATOR_DEFAULT, kinds[0], setter)
     if _settings_device(node):
         # `torch.set_default_device(args.device)`: the run the setting exists for is on the GPU
         return DefaultDevice(ACCELERATOR_DEFAULT, "cuda", setter)

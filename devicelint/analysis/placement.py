@@ -113,6 +113,7 @@ from devicelint.analysis.placement_values import (
     used_as_settings,
 )
 from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
+from devicelint.analysis.vocabulary import names_a_loss
 from devicelint.context import FileContext
 
 __all__ = [
@@ -338,7 +339,10 @@ class _Interpreter(CallEvaluation):
         if self.cls is not None:
             return not self.host_transform and not self.analysis.construction_only(self.cls, func)
         if self._in_class(func):
-            return False
+            # a plain loss class (`ComputeLoss.__call__(self, p, targets)`) is handed the model's
+            # outputs and the batch's targets; other plain classes hold data, not device tensors
+            owner = self.ctx.index.parent(self.ctx.index.parent(func) or func)
+            return type(owner) is cst.ClassDef and names_a_loss(owner.name.value)
         if self._test_module():
             return False  # a test's helpers get the tensors the test builds, on the CPU unless it says
         name = func.name.value.lower()

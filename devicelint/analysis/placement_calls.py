@@ -1164,6 +1164,8 @@ class CallEvaluation:
         if receiver.kind != MODULE or method in ("forward", "__init__") or method in MODULE_SELF_METHODS:
             return None
         cls = self.analysis.classes.get(receiver.factory or "")
+        if cls is not None and method in MOVE_METHODS and _delegates_move(self.ctx, cls.methods.get(method), method):
+            return None  # `def to(...): ...; return super().to(...)` moves the module as nn.Module does
         if cls is None and receiver.factory in _MODULE_CONTAINERS:
             # an element of `self.cells[i]`: the one module class of the file with that method
             owners = [c for c in self.analysis.classes.values() if method in c.methods]
@@ -1977,6 +1979,33 @@ def _scatters(call: cst.Call, wrapper: str) -> bool:
     if any(a.star for a in call.args):
         return True
     return ids is not None and not (type(ids) is cst.Name and ids.value == "None")
+
+
+def _delegates_move(ctx: FileContext, override: cst.FunctionDef | None, method: str) -> bool:
+    """A module class's own `to()`/`cuda()` whose every return hands back the base class's move
+    (`return super().to(*args, **kwargs)`) or the instance itself: whatever else it does, the
+    caller gets the module, moved."""
+    if override is None:
+        return False
+    returns = [
+        n.value
+        for n in ctx.index.walk(override.body)
+        if type(n) is cst.Return and ctx.index.enclosing_function(n) is override
+    ]
+
+    def delegated(value: cst.BaseExpression | None) -> bool:
+        if type(value) is cst.Name:
+            return value.value == "self"
+        func = value.func if type(value) is cst.Call else None
+        return (
+            type(func) is cst.Attribute
+            and func.attr.value == method
+            and type(func.value) is cst.Call
+            and type(func.value.func) is cst.Name
+            and func.value.func.value == "super"
+        )
+
+    return bool(returns) and all(delegated(value) for value in returns)
 
 
 def constructed_object(ctx: FileContext, func: cst.BaseExpression) -> bool:

@@ -16,6 +16,7 @@ import libcst as cst
 
 from devicelint.analysis.container_reads import record_classes
 from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.analysis.index import NodeIndex
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
@@ -271,7 +272,9 @@ class FileAnalysis:
         self._transforms: frozenset[str] | None = None
         index = ctx.index
         for node in index.of_type(cst.Attribute):
-            if node.attr.value in TENSOR_ONLY_METHODS and type(node.value) is cst.Name:
+            if type(node.value) is cst.Name and (
+                node.attr.value in TENSOR_ONLY_METHODS or _places_new_tensors(index, node)
+            ):
                 func = index.enclosing_function(node)
                 if func is not None:
                     self.tensor_uses.setdefault(id(func), []).append((node.value.value, None, None))
@@ -443,6 +446,12 @@ class FileAnalysis:
                 skip_self = not static and (
                     on == receiver or any(dotted_name(d.decorator) == "classmethod" for d in callee.decorators)
                 )
+        elif type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self":
+            # `self.find_positives(p, targets)` in a plain class (a loss, a trainer)
+            callee = self._plain_method_called(call, call.func.attr.value)
+            skip_self = callee is not None and not any(
+                dotted_name(d.decorator) == "staticmethod" for d in callee.decorators
+            )
         if callee is None or any(arg.star for arg in call.args):
             return set()
         params = list(callee.params.posonly_params) + list(callee.params.params)
@@ -464,6 +473,12 @@ class FileAnalysis:
             if arg.keyword is not None and type(arg.value) is cst.Name and arg.keyword.value in wanted:
                 out.add(arg.value.value)
         return out
+
+    def _plain_method_called(self, call: cst.Call, name: str) -> cst.FunctionDef | None:
+        """The method `name` of the plain class whose method makes `call` on `self`."""
+        caller = self.ctx.index.enclosing_function(call)
+        owner = self.owner_class(caller) if caller is not None else None
+        return self.plain_classes.get(owner.name.value, {}).get(name) if owner is not None else None
 
     def defaults_always_used(self, func: cst.FunctionDef, skip_self: bool) -> set[str]:
         """Parameters that every call of `func` in the file leaves out, so they always hold their
@@ -790,3 +805,12 @@ class FileAnalysis:
     def module_env(self) -> Env:
         """What the module's top-level code leaves bound (device constants such as `DEV = "cuda:1"`)."""
         return self.scope(self.ctx.module).facts
+
+
+def _places_new_tensors(index: NodeIndex, node: cst.Attribute) -> bool:
+    """`torch.zeros(n, device=targets.device)`: the code puts new tensors where `targets` is,
+    so it expects `targets` to be a tensor (or model) on a device."""
+    if node.attr.value != "device":
+        return False
+    arg = index.parent(node)
+    return type(arg) is cst.Arg and arg.keyword is not None and arg.keyword.value == "device"

@@ -249,3 +249,9 @@ HOST_ONLY_ARGUMENTS: dict[str, tuple[int, str]] = {
 GPU_INDEX_OPTION = re.compile(r"^--(device|gpu|gpu[-_]id|device[-_]id|cuda[-_]device|gpu[-_]index|device[-_]index)$")
 # What makes an index-less `.cuda()` follow the chosen GPU after all.
 SELECTS_DEVICE = ("set_device", "CUDA_VISIBLE_DEVICES", "torch.cuda.device(", "set_device_index")
+
+
+def names_a_loss(class_name: str) -> bool:
+    """`ComputeLossOTA`, `YoloLoss`, `SetCriterion`: a class named for computing a loss, which is
+    handed the model's outputs and the batch's targets, so device code even when it is no module."""
+    return "Loss" in class_name or "Criterion" in class_name

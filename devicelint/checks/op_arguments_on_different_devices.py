@@ -13,6 +13,7 @@ from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
 from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
 from devicelint.analysis.stale_aliases import alias_source
 from devicelint.analysis.training.syntax import short
+from devicelint.analysis.vocabulary import names_a_loss
 from devicelint.context import FileContext
 from devicelint.rule_base import Rule, Violation, register
 
@@ -358,7 +359,7 @@ def _in_module(ctx: FileContext, node: cst.CSTNode, cpu_sides: Sequence[cst.Base
             facts = file_facts(ctx)
             made_here = bool(cpu_sides) and all(facts.value(side).from_factory for side in cpu_sides)
             return made_here and _places_on_its_inputs(ctx, function)
-    return cls is not None and module_classes(ctx).get(cls.name.value) is cls
+    return cls is not None and (module_classes(ctx).get(cls.name.value) is cls or names_a_loss(cls.name.value))
 
 
 def _places_on_its_inputs(ctx: FileContext, function: cst.FunctionDef) -> bool:

@@ -1,0 +1,148 @@
+"""Shapes the lead found this session (39): each tested in at least two spellings, with the
+one-fix twin clean."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _found(source: str) -> list[tuple[int, str]]:
+    result = lint_source(textwrap.dedent(source), "train/run.py", DEFAULT)
+    return [(f.line, f.code) for f in result.findings]
+
+
+# -- a module class's own to() that hands back the base class's move keeps the class ---------------
+
+OWN_TO_DELEGATES = """
+    import torch
+    from torch import nn
+
+
+    class Spiking(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._device = torch.device("cpu")
+            self.fc = nn.Linear(4, 2)
+
+        @property
+        def device(self):
+            return self._device
+
+        def to(self, device, non_blocking=True):
+            self._device = device
+            return super().to(device, non_blocking=non_blocking)
+
+        def forward(self, x):
+            x = x.to(self.device)
+            return self.fc(x)
+
+
+    def main(loader):
+        dev = torch.device("cuda")
+        net = Spiking().to(dev)
+        for x, y in loader:
+            out = net(x)
+            nn.functional.cross_entropy(out, y.to(dev)).backward()
+"""
+
+
+def test_a_model_whose_own_to_returns_super_to_and_whose_forward_moves_its_input_is_clean() -> None:
+    assert _found(OWN_TO_DELEGATES) == []
+    returns_self = OWN_TO_DELEGATES.replace(
+        "return super().to(device, non_blocking=non_blocking)",
+        "super(Spiking, self).to(device)\n            return self",
+    )
+    assert _found(returns_self) == []
+
+
+def test_a_model_whose_own_to_delegates_is_still_on_the_device_for_its_unmoved_inputs() -> None:
+    bad = OWN_TO_DELEGATES.replace("x = x.to(self.device)", "x = x.float()")
+    assert _found(bad) == [(29, "DL105")]
+    returns_self = bad.replace(
+        "return super().to(device, non_blocking=non_blocking)",
+        "super().to(device, non_blocking=non_blocking)\n            return self",
+    )
+    assert _found(returns_self) == [(30, "DL105")]
+
+
+# -- a default device chosen at run time, an accelerator on one of its bindings -----------------------
+
+DEFAULT_FROM_REBOUND_NAME = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def pick_device():
+        device = launcher.device()
+        if torch.backends.mps.is_available():
+            device = torch.device("mps")
+        torch.set_default_device(device)
+        return device
+
+
+    def fit(model, data, epochs):
+        device = pick_device()
+        loader = DataLoader(data, batch_size=32, shuffle=True)
+        for _ in range(epochs):
+            for batch in loader:
+                model(batch.to(device)).sum().backward()
+"""
+
+
+def test_a_default_device_one_of_whose_bindings_is_an_accelerator_makes_a_shuffling_loader_fail() -> None:
+    assert _found(DEFAULT_FROM_REBOUND_NAME) == [(16, "DL114")]
+    cuda_string = DEFAULT_FROM_REBOUND_NAME.replace('device = torch.device("mps")', 'device = f"cuda:{rank()}"')
+    assert _found(cuda_string) == [(16, "DL114")]
+
+
+def test_a_loader_with_a_generator_on_the_default_device_or_a_cpu_only_default_is_clean() -> None:
+    fixed = DEFAULT_FROM_REBOUND_NAME.replace(
+        "shuffle=True)", "shuffle=True, generator=torch.Generator(device=device))"
+    )
+    assert _found(fixed) == []
+    cpu_only = DEFAULT_FROM_REBOUND_NAME.replace('device = torch.device("mps")', 'device = torch.device("cpu")')
+    cpu_only = cpu_only.replace("device = launcher.device()", 'device = "cpu"')
+    assert _found(cpu_only) == []
+
+
+# -- a plain loss class is device code: its inputs are the model's outputs and the batch's targets ---
+
+PLAIN_LOSS_CLASS = """
+    import torch
+
+
+    class DetectionLoss:
+        def __init__(self, model):
+            self.nl = model.nl
+
+        def _candidates(self, preds, targets):
+            scale = torch.tensor(preds[0].shape, device=targets.device)
+            return [targets[:, 2:4] * scale for _ in range(self.nl)]
+
+        def __call__(self, preds, targets):
+            cands = self._candidates(preds, targets)
+            layer_ids = []
+            for i, c in enumerate(cands):
+                layer_ids.append(torch.ones(len(c)) * i)
+            layer_ids = torch.cat(layer_ids)
+            keep = targets[:, 1] > 0.5
+            return layer_ids[keep]
+"""
+
+
+def test_a_cpu_tensor_indexed_by_a_mask_of_a_plain_loss_classs_targets_is_found() -> None:
+    assert _found(PLAIN_LOSS_CLASS) == [(20, "DL116")]
+    renamed = PLAIN_LOSS_CLASS.replace("DetectionLoss", "HungarianCriterion").replace("_candidates", "_match")
+    assert _found(renamed) == [(20, "DL116")]
+
+
+def test_the_plain_loss_class_fixed_or_a_plain_class_that_is_no_loss_is_clean() -> None:
+    fixed = PLAIN_LOSS_CLASS.replace("torch.ones(len(c))", "torch.ones(len(c), device=targets.device)")
+    assert _found(fixed) == []
+    not_a_loss = PLAIN_LOSS_CLASS.replace("DetectionLoss", "AnchorTable")
+    assert _found(not_a_loss) == []
