@@ -448,7 +448,8 @@ class FileAnalysis:
                 )
         elif type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and call.func.value.value == "self":
             # `self.find_positives(p, targets)` in a plain class (a loss, a trainer)
-            callee = self._plain_method_called(call, call.func.attr.value)
+            caller = self.ctx.index.enclosing_function(call)
+            callee = self.method_of_plain_class(caller, call.func.attr.value) if caller is not None else None
             skip_self = callee is not None and not any(
                 dotted_name(d.decorator) == "staticmethod" for d in callee.decorators
             )
@@ -473,12 +474,6 @@ class FileAnalysis:
             if arg.keyword is not None and type(arg.value) is cst.Name and arg.keyword.value in wanted:
                 out.add(arg.value.value)
         return out
-
-    def _plain_method_called(self, call: cst.Call, name: str) -> cst.FunctionDef | None:
-        """The method `name` of the plain class whose method makes `call` on `self`."""
-        caller = self.ctx.index.enclosing_function(call)
-        owner = self.owner_class(caller) if caller is not None else None
-        return self.plain_classes.get(owner.name.value, {}).get(name) if owner is not None else None
 
     def defaults_always_used(self, func: cst.FunctionDef, skip_self: bool) -> set[str]:
         """Parameters that every call of `func` in the file leaves out, so they always hold their
