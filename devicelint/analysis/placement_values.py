@@ -73,6 +73,34 @@ def annotation_is_settings(annotation: cst.Annotation | None) -> bool:
     return text in _SETTINGS_TYPES or text.endswith(_SETTINGS_SUFFIXES)
 
 
+def configured_defaults(ctx: FileContext, field_name: str) -> list[cst.BaseExpression]:
+    """Defaults the file declares for a `device` setting: `parser.add_argument("--device",
+    default=...)` and class fields `device: str = ...` (dataclasses, config classes)."""
+    found: list[cst.BaseExpression] = []
+    for call in ctx.index.of_type(cst.Call):
+        if type(call.func) is cst.Attribute and call.func.attr.value == "add_argument":
+            flags = [_string(a.value) for a in call.args if a.keyword is None]
+            if any(f is not None and f.lstrip("-").replace("-", "_") == field_name for f in flags):
+                found += [a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"]
+    for cls in ctx.index.of_type(cst.ClassDef):
+        body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
+        for stmt in body:
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if (
+                        type(small) is cst.AnnAssign
+                        and small.value is not None
+                        and dotted_name(small.target) == field_name
+                    ):
+                        found.append(small.value)
+    return found
+
+
+def _string(node: cst.BaseExpression) -> str | None:
+    value = literal_value(node) if type(node) is cst.SimpleString else None
+    return value if isinstance(value, str) else None
+
+
 # Attributes a tensor (or a module) has that are not settings: reading them says nothing.
 _NOT_SETTINGS = frozenset(
     {
@@ -295,7 +323,12 @@ def names_accelerator_words(ctx: FileContext) -> bool:
 
 def _code_has_accelerator_words(text: str) -> bool:
     lowered = text.lower()
-    if not ACCELERATOR_WORDS.search(lowered):
+    for match in ACCELERATOR_WORDS.finditer(lowered):
+        start = lowered.rfind("\n", 0, match.start()) + 1
+        if "#" not in lowered[start : match.start()]:
+            return True  # no `#` before it on its line: code or a string, never a comment
+        break  # a `#` may open a comment or sit in a string: only tokenizing tells
+    else:
         return False  # the common case: no need to tokenize
     return bool(ACCELERATOR_WORDS.search(_without_comments(lowered)))
 
