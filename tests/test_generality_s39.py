@@ -146,3 +146,44 @@ def test_the_plain_loss_class_fixed_or_a_plain_class_that_is_no_loss_is_clean() 
     assert _found(fixed) == []
     not_a_loss = PLAIN_LOSS_CLASS.replace("DetectionLoss", "AnchorTable")
     assert _found(not_a_loss) == []
+
+
+# -- a default device read from the command line, whatever the parsed options are called ----------
+
+DEFAULT_FROM_PARSED_OPTIONS = """
+    import argparse
+
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+
+
+    def loader_for(data):
+        return DataLoader(data, batch_size=8, sampler=RandomSampler(data))
+
+
+    def main(data, model):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="mps")
+        cli = parser.parse_args()
+        device = torch.device(cli.device)
+        torch.set_default_device(device)
+        for batch in loader_for(data):
+            model(batch.to(device)).sum().backward()
+"""
+
+
+def test_a_default_device_from_parsed_options_makes_a_random_sampler_fail() -> None:
+    rows = lint_source(textwrap.dedent(DEFAULT_FROM_PARSED_OPTIONS), "train/run.py", DEFAULT).findings
+    assert [(f.line, f.code) for f in rows] == [(9, "DL114")]
+    assert "Expected a 'mps' device type for generator" in rows[0].message
+    known_args = DEFAULT_FROM_PARSED_OPTIONS.replace("cli = parser.parse_args()", "cli = parser.parse_known_args()[0]")
+    known_args = known_args.replace("device = torch.device(cli.device)\n        ", "")
+    known_args = known_args.replace("set_default_device(device)", "set_default_device(cli.device)")
+    assert _found(known_args) == [(9, "DL114")]
+
+
+def test_a_sampler_with_a_generator_on_the_configured_device_is_clean() -> None:
+    fixed = DEFAULT_FROM_PARSED_OPTIONS.replace(
+        "RandomSampler(data)", "RandomSampler(data, generator=torch.Generator(device=torch.get_default_device()))"
+    )
+    assert _found(fixed) == []

@@ -19,8 +19,13 @@ import libcst as cst
 
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.local_bindings import bindings, device_type_of
-from devicelint.analysis.names import literal_value
-from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS, accelerator_default, sets_accelerator_default
+from devicelint.analysis.names import SETTINGS_NAMES, literal_value
+from devicelint.analysis.placement_values import (
+    DEFAULT_DEVICE_SETTERS,
+    accelerator_default,
+    configured_defaults,
+    sets_accelerator_default,
+)
 from devicelint.analysis.training.helpers import callee, returned_call
 from devicelint.context import FileContext
 
@@ -83,28 +88,32 @@ def default_set_by(ctx: FileContext, node: cst.BaseExpression, setter: cst.CSTNo
         return DefaultDevice(CPU_DEFAULT, "cpu", setter)
     if named is not None:
         return DefaultDevice(ACCELERATOR_DEFAULT, named, setter)
-    if type(node) is cst.Name:
-        # `device = idist.device()`, then `device = torch.device("mps")` on a Mac: the run on the
-        # accelerator that one of its bindings names is the one where samplers fail
-        kinds = sorted(
-            {device_type_of(ctx, value) or "cpu" for value in bindings(ctx, node.value, node) or ()} - {"cpu"}
-        )
-        if kinds:
-            return DefaultDevice(ACCELERATOR_DEFAULT, kinds[0], setter)
-    if _settings_device(node):
-        # `torch.set_default_device(args.device)`: the run the setting exists for is on the GPU
-        return DefaultDevice(ACCELERATOR_DEFAULT, "cuda", setter)
+    # `device = idist.device()`, then `device = torch.device("mps")` on a Mac, or `device =
+    # torch.device(cli.device)`: the run on the accelerator that one of its bindings names is the
+    # one where samplers fail
+    values = (bindings(ctx, node.value, node) or []) if type(node) is cst.Name else [node]
+    kinds = sorted({device_type_of(ctx, value) or "cpu" for value in values if value is not node} - {"cpu"})
+    if kinds:
+        return DefaultDevice(ACCELERATOR_DEFAULT, kinds[0], setter)
+    for value in values:
+        setting = _settings_device(ctx, _device_argument(ctx, value))
+        if setting is not None:
+            # `torch.set_default_device(args.device)`: the run the setting exists for is on the GPU
+            return DefaultDevice(ACCELERATOR_DEFAULT, setting, setter)
     return DefaultDevice(UNKNOWN_DEFAULT, "?", setter)
 
 
-# Names of the objects a program keeps its settings in (`args.device`, `self.cfg["device"]`).
-_SETTINGS_ROOTS = frozenset(
-    {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "settings", "options", "training_args"}
-)
+def _device_argument(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` for `torch.device(x)`, else the node itself."""
+    if type(node) is cst.Call and ctx.qualified_name(node.func) == "torch.device" and len(node.args) == 1:
+        return node.args[0].value
+    return node
 
 
-def _settings_device(node: cst.BaseExpression) -> bool:
-    """`args.device`, `cfg.train.DEVICE`, `self.config["device"]`: a device named by a setting."""
+def _settings_device(ctx: FileContext, node: cst.BaseExpression) -> str | None:
+    """`args.device`, `cfg.train.DEVICE`, `self.config["device"]`, `cli.device` of `cli =
+    parser.parse_args()`: a device named by a setting. Its kind: the accelerator the file's own
+    declared default names (`add_argument("--device", default="mps")`), else "cuda"."""
     if type(node) is cst.Attribute:
         key: str | None = node.attr.value
         holder = node.value
@@ -114,19 +123,33 @@ def _settings_device(node: cst.BaseExpression) -> bool:
         key = value if isinstance(value, str) else None
         holder = node.value
     else:
-        return False
+        return None
     if key is None or key.lower() != "device":
-        return False
-    parts: list[str] = []
+        return None
+    parts: list[cst.BaseExpression] = []
     while isinstance(holder, (cst.Attribute, cst.Subscript)):
-        if isinstance(holder, cst.Attribute):
-            parts.append(holder.attr.value)
+        parts.append(holder)
         holder = holder.value
     if type(holder) is not cst.Name:
-        return False
-    parts.append(holder.value)
-    root = parts[-1] if parts[-1] != "self" or len(parts) == 1 else parts[-2]
-    return root in _SETTINGS_ROOTS
+        return None
+    root = parts[-1] if holder.value == "self" and parts else holder
+    name = root.attr.value if type(root) is cst.Attribute else root.value if type(root) is cst.Name else ""
+    if name not in SETTINGS_NAMES and not (type(root) is cst.Name and _parsed_options(ctx, root)):
+        return None
+    declared = [literal_value(v) for v in configured_defaults(ctx, key) if type(v) is cst.SimpleString]
+    kinds = sorted({_device_type(v) for v in declared if isinstance(v, str)} - {"cpu", ""})
+    return kinds[0] if kinds else "cuda"
+
+
+def _parsed_options(ctx: FileContext, name: cst.Name) -> bool:
+    """`cli` bound to `parser.parse_args()` (or the first of `parse_known_args()`)."""
+    for value in bindings(ctx, name.value, name) or ():
+        if type(value) is cst.Subscript:
+            value = value.value
+        if type(value) is cst.Call and type(value.func) is cst.Attribute:
+            if value.func.attr.value in ("parse_args", "parse_known_args"):
+                return True
+    return False
 
 
 def _setter_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:

@@ -14,7 +14,7 @@ from devicelint.analysis.modules import methods
 from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_facts import DEVICE_VALUE, Fact
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import annotation_is_settings
+from devicelint.analysis.placement_values import annotation_is_settings, configured_defaults
 from devicelint.context import FileContext
 from devicelint.rule_base import FixProposal, Rule, Violation, register
 
@@ -480,7 +480,7 @@ class DeviceValues:
         (then it is a `torch.device`), with the text of a default the file declares."""
         if key in self.type_reads():
             return DeviceValue(OBJECT, evidence=f"the file reads `{key}.type`")
-        defaults = {self.value(v, depth + 1) for v in _configured_defaults(self.ctx, key.rsplit(".", 1)[-1])}
+        defaults = {self.value(v, depth + 1) for v in configured_defaults(self.ctx, key.rsplit(".", 1)[-1])}
         default = defaults.pop() if len(defaults) == 1 else None
         if default is not None and default.kind == STRING and default.text is not None:
             evidence = f"it defaults to `{default.text}`" if ":" in default.text else None
@@ -535,29 +535,6 @@ def _on_gpu(first: DeviceValue | None, second: DeviceValue | None) -> DeviceValu
     if first.text == "cpu":
         return second
     return DeviceValue(first.kind)
-
-
-def _configured_defaults(ctx: FileContext, field_name: str) -> list[cst.BaseExpression]:
-    """Defaults the file declares for a `device` setting: `parser.add_argument("--device",
-    default=...)` and class fields `device: str = ...` (dataclasses, config classes)."""
-    found: list[cst.BaseExpression] = []
-    for call in ctx.index.of_type(cst.Call):
-        if type(call.func) is cst.Attribute and call.func.attr.value == "add_argument":
-            flags = [_string_value(a.value) for a in call.args if a.keyword is None]
-            if any(f is not None and f.lstrip("-").replace("-", "_") == field_name for f in flags):
-                found += [a.value for a in call.args if a.keyword is not None and a.keyword.value == "default"]
-    for cls in ctx.index.of_type(cst.ClassDef):
-        body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
-        for stmt in body:
-            if type(stmt) is cst.SimpleStatementLine:
-                for small in stmt.body:
-                    if (
-                        type(small) is cst.AnnAssign
-                        and small.value is not None
-                        and dotted_name(small.target) == field_name
-                    ):
-                        found.append(small.value)
-    return found
 
 
 def _str_of(ctx: FileContext, node: cst.BaseExpression) -> cst.BaseExpression | None:
