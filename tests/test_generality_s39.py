@@ -187,3 +187,45 @@ def test_a_sampler_with_a_generator_on_the_configured_device_is_clean() -> None:
         "RandomSampler(data)", "RandomSampler(data, generator=torch.Generator(device=torch.get_default_device()))"
     )
     assert _found(fixed) == []
+
+
+# -- a buffer made by a constructor that ignores the default device, in a model the default places ----
+
+BUFFER_UNDER_DEFAULT = """
+    import numpy as np
+    import torch
+    from torch import nn
+
+
+    class Smoother(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            weights = torch.from_numpy(np.hanning(n)).float()
+            self.register_buffer("weights", weights)
+            self.proj = nn.Linear(n, n)
+
+        def forward(self, x):
+            return self.proj(x * self.weights)
+
+
+    if __name__ == "__main__":
+        torch.set_default_device("cuda")
+        net = Smoother(16)
+        print(net(torch.randn(4, 16)))
+"""
+
+
+def test_a_from_numpy_buffer_of_a_model_placed_by_the_default_device_is_found() -> None:
+    assert _found(BUFFER_UNDER_DEFAULT) == [(10, "DL101")]
+    inline = BUFFER_UNDER_DEFAULT.replace(
+        'weights = torch.from_numpy(np.hanning(n)).float()\n            self.register_buffer("weights", weights)',
+        'self.register_buffer("weights", torch.from_numpy(np.hanning(n)))',
+    ).replace('torch.set_default_device("cuda")', "torch.set_default_tensor_type(torch.cuda.FloatTensor)")
+    assert _found(inline) == [(10, "DL101")]
+
+
+def test_a_buffer_that_follows_the_default_or_a_model_moved_after_it_is_built_is_clean() -> None:
+    follows = BUFFER_UNDER_DEFAULT.replace("torch.from_numpy(np.hanning(n))", "torch.tensor(np.hanning(n))")
+    assert _found(follows) == []
+    moved = BUFFER_UNDER_DEFAULT.replace("net = Smoother(16)", 'net = Smoother(16).to("cuda")')
+    assert _found(moved) == []

@@ -851,6 +851,20 @@ class _Interpreter(CallEvaluation):
             return None
         return self.analysis.stated_attribute(self.scope, attr, self.receiver_class)
 
+    def _buffer_left_on_host(self, attr: str) -> Fact | None:
+        """A buffer made on the CPU by a constructor that ignores the default device
+        (`torch.from_numpy(w)`) in a module that a file-wide accelerator default places, which
+        nothing in the file moves: the default placed its parameters, not that buffer."""
+        cls = self.cls
+        registered = cls.buffer_values.get(attr) if cls is not None else None
+        if cls is None or registered is None or self.building or module_wide_accelerator_default(self.ctx) is None:
+            return None
+        value, method = registered
+        if method is self.scope or self.analysis.instances_moved(cls):
+            return None
+        fact = self.analysis.scope(method).expr_facts.get(id(value))
+        return fact if fact is not None and fact.kind == CPU and fact.from_factory else None
+
     def own_submodule(self, attr: str) -> Fact:
         """A submodule of this class: where the module is, on the device `__init__` states."""
         stated = self._stated(attr)
@@ -1174,6 +1188,9 @@ class _Interpreter(CallEvaluation):
                     return constant
         if self.cls is not None and self.is_receiver(node.value):
             if attr in self.cls.registered:
+                left = self._buffer_left_on_host(attr)
+                if left is not None:
+                    return left
                 return (
                     Fact(DEVICE, where=FOLLOWS, device_expr=f"self.{attr}.device") if self.own_place else UNKNOWN_FACT
                 )

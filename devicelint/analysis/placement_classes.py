@@ -57,6 +57,8 @@ class ClassFacts:
     buffers: set[str] = field(default_factory=set)
     # a `register_buffer` whose name is computed (`f"anchor_{i}"`): `getattr(self, ...)` may be one
     dynamic_buffers: bool = False
+    # buffer name -> the tensor `register_buffer` is handed, and the method that registers it
+    buffer_values: dict[str, tuple[cst.BaseExpression, cst.FunctionDef]] = field(default_factory=dict)
     # the part an unpacked attribute received (by `id`) -> its target `self.<attr>`
     unpacked_targets: dict[int, cst.Attribute] = field(default_factory=dict)
 
@@ -227,6 +229,8 @@ def _build(ctx: FileContext) -> dict[str, ClassFacts]:
             owner[0].registered.add(key)
             if func.attr.value == "register_buffer":
                 owner[0].buffers.add(key)
+                if len(call.args) > 1:
+                    owner[0].buffer_values[key] = (call.args[1].value, owner[1])
     return out
 
 

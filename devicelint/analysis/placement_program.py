@@ -268,6 +268,8 @@ class FileAnalysis:
         self.tensor_uses: dict[int, list[tuple[str, str | None, str | None]]] = {}
         self._tensor_parameters: dict[tuple[int, int, str], frozenset[str]] = {}
         self._device_parameters: dict[int, frozenset[str]] = {}
+        self._instances_moved: bool | None = None
+        self._instance_names_found: frozenset[str] | None = None
         self._calls_by_function: dict[int, list[cst.Call]] | None = None
         self._transforms: frozenset[str] | None = None
         index = ctx.index
@@ -474,6 +476,34 @@ class FileAnalysis:
             if arg.keyword is not None and type(arg.value) is cst.Name and arg.keyword.value in wanted:
                 out.add(arg.value.value)
         return out
+
+    def instances_moved(self, cls: ClassFacts) -> bool:
+        """Whether the file moves an instance of one of its module classes (`Net(...).cuda()`,
+        `net = Net(); net.to(d)`): any of them may hold `cls`, so answered for all at once."""
+        if self._instances_moved is None:
+            self._instances_moved = any(self._moves_an_instance(call) for call in self.ctx.index.of_type(cst.Call))
+        return self._instances_moved
+
+    def _moves_an_instance(self, call: cst.Call) -> bool:
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in MOVE_METHODS:
+            return False
+        receiver = func.value
+        if type(receiver) is cst.Call:
+            return module_constructor(self.ctx, receiver) in self.classes
+        return type(receiver) is cst.Name and receiver.value in self._instance_names()
+
+    def _instance_names(self) -> frozenset[str]:
+        """Names the file binds to a new instance of one of its module classes (`net = Net()`)."""
+        if self._instance_names_found is None:
+            self._instance_names_found = frozenset(
+                target.target.value
+                for assign in self.ctx.index.of_type(cst.Assign)
+                if module_constructor(self.ctx, assign.value) in self.classes
+                for target in assign.targets
+                if type(target.target) is cst.Name
+            )
+        return self._instance_names_found
 
     def defaults_always_used(self, func: cst.FunctionDef, skip_self: bool) -> set[str]:
         """Parameters that every call of `func` in the file leaves out, so they always hold their
