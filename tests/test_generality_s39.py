@@ -229,3 +229,55 @@ def test_a_buffer_that_follows_the_default_or_a_model_moved_after_it_is_built_is
     assert _found(follows) == []
     moved = BUFFER_UNDER_DEFAULT.replace("net = Smoother(16)", 'net = Smoother(16).to("cuda")')
     assert _found(moved) == []
+
+
+# -- a trainer that builds its scaler anew in the loop and steps with it in another method -------------
+
+SCALER_REBUILT_IN_TRAINER_LOOP = """
+    import torch
+    from torch import nn
+
+
+    class Trainer:
+        def __init__(self, model, opt):
+            self.model = model.cuda()
+            self.opt = opt
+
+        def _loss(self, x, y):
+            with torch.autocast("cuda", dtype=torch.float16):
+                return nn.functional.cross_entropy(self.model(x), y)
+
+        def _update(self, loss):
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+
+        def fit(self, loader, epochs):
+            for epoch in range(epochs):
+                self.scaler = torch.amp.GradScaler("cuda")
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    self._update(self._loss(x.cuda(), y.cuda()))
+"""
+
+
+def test_a_scaler_rebuilt_every_epoch_and_stepped_by_another_method_is_found() -> None:
+    assert _found(SCALER_REBUILT_IN_TRAINER_LOOP) == [(22, "DL303")]
+    per_step = SCALER_REBUILT_IN_TRAINER_LOOP.replace(
+        '                self.scaler = torch.amp.GradScaler("cuda")\n                for x, y in loader:\n',
+        '                for x, y in loader:\n                    self.scaler = torch.amp.GradScaler("cuda")\n',
+    )
+    assert _found(per_step) == [(23, "DL303")]
+
+
+def test_a_scaler_built_once_or_only_when_missing_is_clean() -> None:
+    once = SCALER_REBUILT_IN_TRAINER_LOOP.replace(
+        '            for epoch in range(epochs):\n                self.scaler = torch.amp.GradScaler("cuda")\n',
+        '            self.scaler = torch.amp.GradScaler("cuda")\n            for epoch in range(epochs):\n',
+    )
+    assert _found(once) == []
+    lazily = SCALER_REBUILT_IN_TRAINER_LOOP.replace(
+        '                self.scaler = torch.amp.GradScaler("cuda")\n',
+        '                if getattr(self, "scaler", None) is None:\n                    self.scaler = torch.amp.GradScaler("cuda")\n',
+    )
+    assert _found(lazily) == []

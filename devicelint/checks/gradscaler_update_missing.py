@@ -478,11 +478,29 @@ def _scalers_made_per_pass(ctx: FileContext, scopes: list[Scope]) -> Iterator[tu
             for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
             if text_of(receiver(c)) == target and inside(ctx, c, loop)
         ]
-        if not used or _per_run(ctx, loop):
+        if not used and not _stepped_by_a_method_the_loop_calls(ctx, loop, target, scopes):
+            continue
+        if _per_run(ctx, loop):
             continue
         if any(not _configuration_test(ctx, branch.test) for branch, _ in enclosing_ifs(ctx, call, loop)):
             continue  # `if epoch == warmup_epochs: scaler = GradScaler()` runs once
         yield call, loop
+
+
+def _stepped_by_a_method_the_loop_calls(
+    ctx: FileContext, loop: cst.For | cst.While, target: str, scopes: list[Scope]
+) -> bool:
+    """`self.scaler = GradScaler()` in a trainer's loop that calls `self._backward(loss)`, which
+    steps or scales with `self.scaler`: the scaler is used on every pass, from another method."""
+    if not target.startswith("self."):
+        return False
+    helpers = {id(h) for site in ctx.index.within(loop.body, cst.Call) if (h := callee(ctx, site)) is not None}
+    return any(
+        text_of(receiver(c)) == target
+        for scope in scopes
+        if id(scope.node) in helpers
+        for c in (*scope.scaler_calls.get("step", []), *scope.scaler_calls.get("scale", []))
+    )
 
 
 def _configuration_test(ctx: FileContext, test: cst.BaseExpression) -> bool:
