@@ -940,6 +940,10 @@ class _Interpreter(CallEvaluation):
             ):
                 for element, sub in zip(elements, fact.elements):
                     self._bind(element.value, sub)
+            elif fact.alike and fact.elements and len(fact.elements) == 1:
+                # `h, c = list(state)`, `a, b = pair_list` of like elements: each is one of them
+                for element in elements:
+                    self._bind(element.value, UNKNOWN_FACT if type(element) is cst.StarredElement else fact.elements[0])
             elif fact.batch:
                 self._bind_batch(target, True)
             elif fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.elements is None and fact.fields is None:

@@ -239,6 +239,8 @@ class CallEvaluation:
             taken_on_host = (arg.keyword.value if arg.keyword is not None else position) in host
             if not arg.star and not taken_on_host:
                 out.extend(flatten(fact, arg.value))
+            elif arg.star == "*" and fact.elements is not None and not fact.alike:
+                out.extend(flatten(fact, arg.value))  # `self.cell(*args)` of `args = (x, (h, c))`
         return out
 
     def _call(self, call: cst.Call) -> Fact:
