@@ -281,3 +281,104 @@ def test_a_scaler_built_once_or_only_when_missing_is_clean() -> None:
         '                if getattr(self, "scaler", None) is None:\n                    self.scaler = torch.amp.GradScaler("cuda")\n',
     )
     assert _found(lazily) == []
+
+
+# -- a state through list(t) unpacking or a starred argument tuple keeps its place -------------------
+
+STATE_THROUGH_LIST = """
+    import torch
+    from torch import nn
+
+
+    class Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = nn.LSTMCell(8, 16)
+
+        def forward(self, xs):
+            state = torch.zeros(2, xs.size(1), 16)
+            h, c = list(state)
+            outs = []
+            for x in xs:
+                h, c = self.cell(x, (h, c))
+                outs.append(h)
+            return torch.stack(outs)
+"""
+
+
+def test_a_cpu_state_split_by_list_or_handed_as_a_starred_tuple_is_found() -> None:
+    assert _found(STATE_THROUGH_LIST) == [(12, "DL101")]
+    as_tuple = STATE_THROUGH_LIST.replace("h, c = list(state)", "h, c = tuple(state)")
+    assert _found(as_tuple) == [(12, "DL101")]
+    starred = STATE_THROUGH_LIST.replace(
+        "h, c = self.cell(x, (h, c))", "step_args = (x, (h, c))\n                h, c = self.cell(*step_args)"
+    ).replace("h, c = list(state)", "h, c = state.unbind(0)")
+    assert _found(starred) == [(12, "DL101")]
+
+
+def test_the_state_made_on_the_inputs_device_is_clean_however_it_is_split_or_handed() -> None:
+    fixed = STATE_THROUGH_LIST.replace("xs.size(1), 16)", "xs.size(1), 16, device=xs.device)")
+    assert _found(fixed) == []
+    starred = fixed.replace(
+        "h, c = self.cell(x, (h, c))", "step_args = (x, (h, c))\n                h, c = self.cell(*step_args)"
+    )
+    assert _found(starred) == []
+
+
+# -- a hook the training file registers runs on every step -----------------------------------------
+
+HOOK_READS_ITEM = """
+    import torch
+    from torch import nn
+
+
+    def train(model, loader, opt):
+        model.cuda()
+        stats = []
+
+        def record(module, inputs, output):
+            stats.append(output.abs().mean().item())
+
+        model.register_forward_hook(record)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x.cuda()), y.cuda())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_a_forward_hook_or_a_method_hook_that_reads_item_in_a_training_file_is_found() -> None:
+    assert _found(HOOK_READS_ITEM) == [(11, "DL401")]
+    as_method = """
+        import torch
+        from torch import nn
+
+
+        class Watch:
+            def __init__(self, model):
+                self.norms = []
+                for p in model.parameters():
+                    p.register_hook(self._grad)
+
+            def _grad(self, grad):
+                self.norms.append(grad.norm().item())
+
+
+        def train(model, loader, opt):
+            model.cuda()
+            Watch(model)
+            for x, y in loader:
+                loss = nn.functional.mse_loss(model(x.cuda()), y.cuda())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """
+    assert _found(as_method) == [(13, "DL401")]
+
+
+def test_a_hook_that_keeps_its_values_on_the_device_or_a_hook_in_a_file_that_does_not_train_is_clean() -> None:
+    on_device = HOOK_READS_ITEM.replace("output.abs().mean().item()", "output.abs().mean().detach()")
+    assert _found(on_device) == []
+    no_training = HOOK_READS_ITEM.split("        for x, y in loader:")[0] + "        return model(loader)\n"
+    assert _found(no_training) == []

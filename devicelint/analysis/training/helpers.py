@@ -236,6 +236,17 @@ def _local_method_names(ctx: FileContext) -> frozenset[str]:
     return ctx.shared("training.helpers.method_names", build)
 
 
+def function_referred(ctx: FileContext, ref: cst.BaseExpression, at: cst.Call) -> cst.FunctionDef | None:
+    """The function of this file that `ref`, handed to `at` uncalled (a hook, a callback), names:
+    a nested or top-level function (`record`), or a method of the enclosing class (`self._log`)."""
+    if type(ref) is cst.Name:
+        return _nested_function(ctx, at, ref.value) or _top_function(ctx, ref.value)
+    if type(ref) is cst.Attribute and type(ref.value) is cst.Name and ref.value.value == "self":
+        cls = ctx.index.enclosing_class(at)
+        return method_of(ctx, cls, ref.attr.value) if cls is not None else None
+    return None
+
+
 def callee(ctx: FileContext, call: cst.Call, handed: bool = True) -> cst.FunctionDef | None:
     """The function of this file that `call` runs, when the file shows which one. Without
     `handed`, only from what the call's own scope shows (not through a helper's parameter that

@@ -17,7 +17,14 @@ import libcst as cst
 
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
-from devicelint.analysis.training.helpers import callee, looped_methods, method_of, optimizer_classes, parameter_names
+from devicelint.analysis.training.helpers import (
+    callee,
+    function_referred,
+    looped_methods,
+    method_of,
+    optimizer_classes,
+    parameter_names,
+)
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
 from devicelint.analysis.training.loops import (
     StepRegion,
@@ -40,7 +47,8 @@ def step_code(ctx: FileContext) -> list[StepRegion]:
 
     def build(c: FileContext) -> list[StepRegion]:
         found: dict[int, StepRegion] = {}
-        for region in [*step_regions(c), *_optimizer_steps(c)]:
+        regions = step_regions(c)
+        for region in [*regions, *_optimizer_steps(c), *(_hooks(c) if regions else ())]:
             found.setdefault(id(region.owner), region)
         frontier = list(found.values())
         for _ in range(_MAX_DEPTH):
@@ -209,4 +217,34 @@ def _optimizer_steps(ctx: FileContext) -> list[StepRegion]:
         seeds = frozenset(parameter_names(ctx, step))
         if seeds:
             found.append(StepRegion(step, step.body, Scope(node=step), (), seeds))
+    return found
+
+
+# Hooks torch runs on every forward or backward pass of the module (or tensor) they are put on.
+_MODULE_HOOKS = frozenset(
+    {"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook"}
+)
+
+
+def _hooks(ctx: FileContext) -> list[StepRegion]:
+    """The functions of the file registered as module or tensor hooks in a file that trains: they
+    run on every step, with what torch hands them (the outputs, the gradients) on the device."""
+    found = []
+    for call in ctx.index.of_type(cst.Call):
+        func = call.func
+        if type(func) is not cst.Attribute or not call.args or call.args[0].keyword is not None:
+            continue
+        name = func.attr.value
+        if name not in _MODULE_HOOKS and name != "register_hook":
+            continue
+        hook = function_referred(ctx, call.args[0].value, call)
+        if hook is None:
+            continue
+        params = [p.name.value for p in (*hook.params.posonly_params, *hook.params.params)]
+        if params and params[0] == "self" and ctx.index.enclosing_class(hook) is not None:
+            params = params[1:]
+        # a module hook gets the module first; a tensor hook only the gradient
+        seeds = frozenset(params[1:] if name in _MODULE_HOOKS else params)
+        if seeds:
+            found.append(StepRegion(hook, hook.body, Scope(node=hook), (), seeds))
     return found
