@@ -382,3 +382,48 @@ def test_a_hook_that_keeps_its_values_on_the_device_or_a_hook_in_a_file_that_doe
     assert _found(on_device) == []
     no_training = HOOK_READS_ITEM.split("        for x, y in loader:")[0] + "        return model(loader)\n"
     assert _found(no_training) == []
+
+
+# -- a helper handed the instance moves its model after the optimizer was built (DL111) ---------------
+
+HELPER_MOVES_OWNERS_MODEL = """
+    import torch
+    from torch import nn
+
+
+    class Regressor:
+        def __init__(self, n):
+            self.model = nn.Sequential(nn.Linear(n, 1))
+            self.optim = torch.optim.Adagrad(self.model.parameters(), lr=0.1)
+
+        @staticmethod
+        def _place(owner, device):
+            return owner.model.to(device=device)
+
+        def fit(self, x, y, device="cuda"):
+            Regressor._place(self, device)
+            for _ in range(10):
+                self.optim.zero_grad()
+                nn.functional.mse_loss(self.model(x.to(device)), y.to(device)).backward()
+                self.optim.step()
+"""
+
+
+def test_an_optimizer_built_before_a_helper_handed_the_instance_moves_its_model_is_found() -> None:
+    assert _found(HELPER_MOVES_OWNERS_MODEL) == [(9, "DL111")]
+    module_level = HELPER_MOVES_OWNERS_MODEL.replace(
+        "        @staticmethod\n        def _place(owner, device):\n            return owner.model.to(device=device)\n\n",
+        "",
+    ).replace("Regressor._place(self, device)", "place(self, device)")
+    module_level += "\n\n    def place(trainer, device):\n        trainer.model.to(device)\n"
+    assert _found(module_level) == [(9, "DL111")]
+
+
+def test_an_optimizer_built_after_the_helper_moved_the_model_is_clean() -> None:
+    fixed = HELPER_MOVES_OWNERS_MODEL.replace(
+        "            self.optim = torch.optim.Adagrad(self.model.parameters(), lr=0.1)\n", ""
+    ).replace(
+        "            Regressor._place(self, device)\n",
+        "            Regressor._place(self, device)\n            self.optim = torch.optim.Adagrad(self.model.parameters(), lr=0.1)\n",
+    )
+    assert _found(fixed) == []

@@ -382,7 +382,8 @@ def _state_moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> 
 def _handed_at(ctx: FileContext, call: cst.Call, func: cst.FunctionDef, moved_params: set[str]) -> list[str]:
     """The caller's names for the arguments `call` hands to `func` at the parameters `moved_params`."""
     params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-    if params and ctx.index.enclosing_class(func) is not None and type(call.func) is cst.Attribute:
+    static = any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
+    if params and ctx.index.enclosing_class(func) is not None and type(call.func) is cst.Attribute and not static:
         params = params[1:]  # `self`
     found = []
     for index, arg in enumerate(call.args):
@@ -390,8 +391,10 @@ def _handed_at(ctx: FileContext, call: cst.Call, func: cst.FunctionDef, moved_pa
             break
         param = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
         name = dotted_name(arg.value)
-        if param in moved_params and name is not None:
-            found.append(name)
+        if param is None or name is None:
+            continue
+        # `model` moved as itself, or `owner.model` of the instance handed as `owner` (`self`)
+        found += [name + moved[len(param) :] for moved in sorted(moved_params) if moved.split(".")[0] == param]
     return found
 
 
