@@ -427,3 +427,45 @@ def test_an_optimizer_built_after_the_helper_moved_the_model_is_clean() -> None:
         "            Regressor._place(self, device)\n            self.optim = torch.optim.Adagrad(self.model.parameters(), lr=0.1)\n",
     )
     assert _found(fixed) == []
+
+
+# -- a generator read back from a container keeps its device (DL115) ------------------------------
+
+GENERATOR_IN_A_BOX = """
+    import torch
+
+
+    def jitter(n, generator=None):
+        return torch.rand(n, 2, generator=generator)
+
+
+    class Augment:
+        def __init__(self, device, seed=0):
+            self.device = device
+            box = (torch.Generator(device=device).manual_seed(seed), None)
+            gen, _ = box
+            self.gen = gen
+
+        def __call__(self, points):
+            points = points.to(self.device)
+            return points + jitter(points.shape[0], self.gen).to(points.device)[:, None, :]
+
+
+    def run(batches):
+        aug = Augment(torch.device("cuda"), seed=3)
+        return [aug(p) for p in batches]
+"""
+
+
+def test_a_cuda_generator_read_back_from_a_tuple_or_a_list_is_found_where_it_draws_on_the_cpu() -> None:
+    assert _found(GENERATOR_IN_A_BOX) == [(6, "DL115")]
+    as_list = GENERATOR_IN_A_BOX.replace(
+        "box = (torch.Generator(device=device).manual_seed(seed), None)\n            gen, _ = box",
+        "box = [torch.Generator(device=device).manual_seed(seed)]\n            gen = box[0]",
+    )
+    assert _found(as_list) == [(6, "DL115")]
+
+
+def test_a_generator_from_a_box_that_matches_the_draw_is_clean() -> None:
+    fixed = GENERATOR_IN_A_BOX.replace("generator=generator)", "generator=generator, device=generator.device)")
+    assert _found(fixed) == []

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.default_device import (
     ACCELERATOR_DEFAULT,
     CPU_DEFAULT,
@@ -137,6 +138,9 @@ def generator_device(ctx: FileContext, expr: cst.BaseExpression, depth: int = 0)
         return None
     if type(expr) is cst.Subscript and ctx.qualified_name(expr.value) == "torch.cuda.default_generators":
         return "cuda"
+    read = through_containers(ctx, expr)  # `gen, _ = box` of `box = (torch.Generator(...), None)`
+    if read is not expr:
+        return generator_device(ctx, read, depth + 1)
     if ctx.qualified_name(expr) == _CPU_DEFAULT_GENERATOR:
         return CPU
     if type(expr) is cst.Name:
