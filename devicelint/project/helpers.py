@@ -1052,17 +1052,22 @@ def _number(value: ast.expr) -> bool:
 
 def _reads(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
     """The first read of each public attribute on each parameter, unless the function also sets
-    that attribute on it."""
+    that attribute on it. `model.steps += 1` reads the attribute before it sets it, so it is a
+    read and no setting."""
+    updated = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
     written = {
         (node.value.id, node.attr)
         for node in nodes
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Store)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and isinstance(node.ctx, ast.Store)
+        and id(node) not in updated
     }
     first: dict[tuple[str, str], int] = {}
     for node in nodes:
-        if not (
-            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)
-        ):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            continue
+        if not isinstance(node.ctx, ast.Load) and id(node) not in updated:
             continue
         key = (node.value.id, node.attr)
         if key[0] in params and not key[1].startswith("_") and key not in written:
