@@ -1,0 +1,156 @@
+"""Multi-file shapes of DL203 (session 39, helper mf39): a wrapper's attribute read in another
+module than the one that wraps. Each is tested in other spellings than the re-created project
+that showed it (`fixtures/projects/ddp_forward_ctx_counts_on_wrapper`,
+`ddp_net_attribute_in_subclass_trainer`), with its one-fix twin clean."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from devicelint.cli import cli
+
+
+def _lint(root: Path, files: dict[str, str]) -> list[tuple[str, int, str, str]]:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL203", str(root)])
+    assert result.exit_code in (0, 1), result.output
+    return sorted(
+        (Path(r["path"]).relative_to(root).as_posix(), r["line"], r["code"], r["message"])
+        for r in json.loads(result.stdout)
+    )
+
+
+# -- a helper of another module that updates an attribute in place (`+=`) reads it first -------
+
+COUNTER = """
+    def count_step(net, by=1):
+        net.steps_done += by
+        return net
+"""
+
+ENGINE_KEPT = """
+    import torch
+    from torch import nn
+
+    from counters import count_step
+
+
+    class Runner:
+        def __init__(self, net):
+            self.wrapped = nn.DataParallel(net.cuda())
+
+        def step(self, x):
+            count_step(self.wrapped, by=2)
+            return self.wrapped(x.cuda())
+"""
+
+ENGINE_LOCAL = """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import counters
+
+
+    def fit(net, batches, rank):
+        ddp = DDP(net.cuda(rank), device_ids=[rank])
+        for x in batches:
+            counters.count_step(ddp)
+            ddp(x.cuda(rank)).sum().backward()
+"""
+
+
+def test_an_in_place_update_in_a_helper_reads_the_wrappers_attribute(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"counters.py": COUNTER, "runner.py": ENGINE_KEPT, "fit.py": ENGINE_LOCAL})
+    assert [(p, line, code) for p, line, code, _ in found] == [("fit.py", 11, "DL203"), ("runner.py", 13, "DL203")]
+    assert found[1][3] == (
+        "`counters.count_step` reads `net.steps_done` (counters.py:3) from the `DataParallel` wrapper that "
+        "`step` passes to it as `net`, which does not forward its model's attributes (AttributeError); pass "
+        "`self.wrapped.module`, or read `net.module.steps_done` there"
+    )
+
+
+def test_the_helper_that_sets_the_attribute_first_or_an_unwrapped_model_is_clean(tmp_path: Path) -> None:
+    setter = """
+        def count_step(net, by=1):
+            net.steps_done = 0
+            net.steps_done += by
+    """
+    assert _lint(tmp_path / "a", {"counters.py": setter, "runner.py": ENGINE_KEPT}) == []
+    unwrapped = ENGINE_KEPT.replace("count_step(self.wrapped, by=2)", "count_step(self.wrapped.module, by=2)")
+    assert _lint(tmp_path / "b", {"counters.py": COUNTER, "runner.py": unwrapped}) == []
+
+
+# -- a subclass reads through the wrapper its base class of another module keeps on `self` ------
+
+BASE = """
+    import torch
+    from torch import nn
+
+
+    class BaseRunner:
+        def __init__(self, net, gpus):
+            net = net.cuda()
+            if gpus > 1:
+                net = nn.DataParallel(net)
+            self.model = net
+
+        def fit(self, batches):
+            for x in batches:
+                self.step(x)
+"""
+
+SUBCLASS = """
+    import torch
+
+    from engine.base import BaseRunner
+
+
+    class GanRunner(BaseRunner):
+        def step(self, x):
+            fake = self.model.generator(torch.randn(x.shape[0], 64, device="cuda"))
+            return self.model.critic(fake).mean()
+
+        def parameters(self):
+            return self.model.parameters()
+"""
+
+
+def test_a_subclass_reading_its_base_classes_wrapper_is_found(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"engine/__init__.py": "", "engine/base.py": BASE, "engine/gan.py": SUBCLASS})
+    assert [(p, line, code) for p, line, code, _ in found] == [
+        ("engine/gan.py", 9, "DL203"),
+        ("engine/gan.py", 10, "DL203"),
+    ]
+    assert found[0][3] == (
+        "`self.model.generator` reads `generator` from the `DataParallel`/DDP wrapper that the base class "
+        "`BaseRunner` (engine/base.py) keeps in `self.model`, which does not forward its model's attributes "
+        "(AttributeError); use `self.model.module.generator`"
+    )
+
+
+def test_a_subclass_that_unwraps_or_tests_the_wrapper_is_clean(tmp_path: Path) -> None:
+    through_module = SUBCLASS.replace("self.model.generator", "self.model.module.generator").replace(
+        "self.model.critic", "self.model.module.critic"
+    )
+    assert (
+        _lint(tmp_path / "a", {"engine/__init__.py": "", "engine/base.py": BASE, "engine/gan.py": through_module}) == []
+    )
+    tested = SUBCLASS.replace(
+        "        def step(self, x):\n",
+        "        def step(self, x):\n            assert not isinstance(self.model, torch.nn.DataParallel)\n",
+    )
+    assert _lint(tmp_path / "b", {"engine/__init__.py": "", "engine/base.py": BASE, "engine/gan.py": tested}) == []
+    unwrapping_base = BASE.replace(
+        "            self.model = net\n", "            self.model = net\n            self.model = self.model.module\n"
+    )
+    assert (
+        _lint(tmp_path / "c", {"engine/__init__.py": "", "engine/base.py": unwrapping_base, "engine/gan.py": SUBCLASS})
+        == []
+    )
