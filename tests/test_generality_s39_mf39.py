@@ -154,3 +154,94 @@ def test_a_subclass_that_unwraps_or_tests_the_wrapper_is_clean(tmp_path: Path) -
         _lint(tmp_path / "c", {"engine/__init__.py": "", "engine/base.py": unwrapping_base, "engine/gan.py": SUBCLASS})
         == []
     )
+
+
+# -- a wrapper handed inside a list or tuple that the helper unpacks ----------------------------
+
+EPOCH = """
+    def run_epoch(models, batches):
+        student, teacher = models
+        student.head.requires_grad_(True)
+        for x in batches:
+            teacher(x).sum().backward()
+"""
+
+PAIR_SCRIPT = """
+    import torch
+    from torch import nn
+
+    from epoch import run_epoch
+
+
+    def main(student, teacher, batches):
+        student = nn.DataParallel(student.cuda())
+        teacher = teacher.cuda()
+        run_epoch((student, teacher), batches)
+        run_epoch([teacher, student], batches)
+"""
+
+
+def test_a_wrapper_inside_a_list_the_helper_unpacks_is_found(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"epoch.py": EPOCH, "pair.py": PAIR_SCRIPT})
+    # only the first element's attributes are read: `[teacher, student]` hands the wrapper second
+    assert [(p, line, code) for p, line, code, _ in found] == [("pair.py", 11, "DL203")]
+    assert found[0][3] == (
+        "`epoch.run_epoch` reads `models[0].head` (epoch.py:4) from the `DataParallel` wrapper that `main` "
+        "passes to it as `models[0]`, which does not forward its model's attributes (AttributeError); pass "
+        "`student.module`, or read `models[0].module.head` there"
+    )
+
+
+def test_an_unpacked_part_the_helper_tests_or_rebinds_is_clean(tmp_path: Path) -> None:
+    tested = EPOCH.replace(
+        "        student.head", "        student = getattr(student, 'module', student)\n        student.head"
+    )
+    assert _lint(tmp_path / "a", {"epoch.py": tested, "pair.py": PAIR_SCRIPT}) == []
+    unwrapped = PAIR_SCRIPT.replace("run_epoch((student, teacher)", "run_epoch((student.module, teacher)")
+    assert _lint(tmp_path / "b", {"epoch.py": EPOCH, "pair.py": unwrapped}) == []
+
+
+# -- a wrapper handed to an instance of an imported class called directly (`__call__`) ---------
+
+SCORER = """
+    import torch
+
+
+    class Scorer:
+        def __init__(self, scale):
+            self.scale = scale
+
+        def __call__(self, images, net):
+            with torch.no_grad():
+                return net.embed(images) * self.scale
+"""
+
+SCORE_SCRIPT = """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from scoring import Scorer
+
+
+    def evaluate(net, loader, rank):
+        net = DistributedDataParallel(net.cuda(rank), device_ids=[rank])
+        score = Scorer(0.5)
+        return [score(x.cuda(rank), net) for x in loader]
+"""
+
+
+def test_a_wrapper_handed_to_an_imported_instance_call_is_found(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"scoring.py": SCORER, "score.py": SCORE_SCRIPT})
+    assert [(p, line, code) for p, line, code, _ in found] == [("score.py", 11, "DL203")]
+    assert found[0][3] == (
+        "`scoring.Scorer.__call__` reads `net.embed` (scoring.py:11) from the `DistributedDataParallel` wrapper "
+        "that `evaluate` passes to it as `net`, which does not forward its model's attributes (AttributeError); "
+        "pass `net.module`, or read `net.module.embed` there"
+    )
+
+
+def test_an_imported_instance_call_given_the_bare_model_is_clean(tmp_path: Path) -> None:
+    bare = SCORE_SCRIPT.replace("score(x.cuda(rank), net)", "score(x.cuda(rank), net.module)")
+    assert _lint(tmp_path / "a", {"scoring.py": SCORER, "score.py": bare}) == []
+    unwrapping = SCORER.replace("return net.embed(images)", "return net.module.embed(images)")
+    assert _lint(tmp_path / "b", {"scoring.py": unwrapping, "score.py": SCORE_SCRIPT}) == []

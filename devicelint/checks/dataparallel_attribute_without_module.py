@@ -820,11 +820,19 @@ def _imported_reads(
     helper, bound = imported
     found = []
     for param, arg in bound.items():
-        if dotted_name(arg) != wrapper:
-            continue
-        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and not answers(a, site)]
-        if attributes:
-            found.append((arg, helper, param, sorted(attributes, key=lambda item: item[1])))
+        # the wrapper itself, or an element of a list or tuple the helper unpacks (`[net_g, net_d]`
+        # into `net_g, net_d = nets`: its reads are recorded on `nets[0]`)
+        elements = arg.elements if isinstance(arg, (cst.List, cst.Tuple)) else ()
+        handed = [(arg, param)] if dotted_name(arg) == wrapper else []
+        handed += [
+            (e.value, f"{param}[{i}]")
+            for i, e in enumerate(elements)
+            if type(e) is cst.Element and dotted_name(e.value) == wrapper
+        ]
+        for given, part in handed:
+            attributes = [(a, line) for p, a, line in helper.uses.reads if p == part and not answers(a, site)]
+            if attributes:
+                found.append((given, helper, part, sorted(attributes, key=lambda item: item[1])))
     return found
 
 

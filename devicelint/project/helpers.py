@@ -217,7 +217,7 @@ def parameter_uses(
     return ParameterUses(
         params=params,
         positional=len(positional),
-        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure)),
+        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure, _unpacked_parts(kept, own_nodes))),
         to_numpy=tuple((p, line + first_line) for p, line in _to_numpy(kept, sure)),
         returns_moved=_returns_moved(function, params, own_nodes),
         unmoved_batches=tuple(
@@ -1050,13 +1050,46 @@ def _number(value: ast.expr) -> bool:
     )
 
 
-def _reads(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
-    """The first read of each public attribute on each parameter, unless the function also sets
-    that attribute on it. `model.steps += 1` reads the attribute before it sets it, so it is a
-    read and no setting."""
+def _unpacked_parts(params: list[str], nodes: list[ast.AST]) -> dict[str, str]:
+    """Local name -> `param[i]` for each name a parameter handed as a list or tuple is unpacked
+    into (`net_g, net_d = nets`), where nothing else binds or tests that name: what is read on
+    it is read on the caller's `i`-th element."""
+    parts: dict[str, str] = {}
+    for node in nodes:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], (ast.Tuple, ast.List))
+            and isinstance(node.value, ast.Name)
+            and node.value.id in params
+            and all(isinstance(e, ast.Name) for e in node.targets[0].elts)
+        ):
+            for index, element in enumerate(node.targets[0].elts):
+                assert isinstance(element, ast.Name)
+                parts[element.id] = f"{node.value.id}[{index}]"
+    stores = [n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))]
+    tested = {
+        node.args[0].id
+        for node in nodes
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _GUARDS
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+    }
+    return {name: part for name, part in parts.items() if stores.count(name) == 1 and name not in tested}
+
+
+def _reads(
+    params: list[str], nodes: list[ast.AST], parts: dict[str, str] | None = None
+) -> tuple[tuple[str, str, int], ...]:
+    """The first read of each public attribute on each parameter (or on a part unpacked from
+    one, `parts`: recorded as `nets[0]`), unless the function also sets that attribute on it.
+    `model.steps += 1` reads the attribute before it sets it, so it is a read and no setting."""
+    parts = parts or {}
     updated = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
     written = {
-        (node.value.id, node.attr)
+        (parts.get(node.value.id, node.value.id), node.attr)
         for node in nodes
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
@@ -1069,8 +1102,8 @@ def _reads(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, str, int
             continue
         if not isinstance(node.ctx, ast.Load) and id(node) not in updated:
             continue
-        key = (node.value.id, node.attr)
-        if key[0] in params and not key[1].startswith("_") and key not in written:
+        key = (parts.get(node.value.id, node.value.id), node.attr)
+        if (node.value.id in params or node.value.id in parts) and not key[1].startswith("_") and key not in written:
             first[key] = min(first.get(key, node.lineno), node.lineno)
     return tuple(sorted((p, a, line) for (p, a), line in first.items()))
 

@@ -903,11 +903,12 @@ def _tables(node: ast.ClassDef, qualify: _Qualifier, first_line: int) -> tuple[t
 def _method_uses(
     methods: dict[str, ast.FunctionDef], qualify: _Qualifier, first_line: int
 ) -> tuple[tuple[str, ParameterUses], ...]:
-    """See `ClassSummary.method_uses`: the instance methods (not dunders, static or class
-    methods, properties), each read as a function whose first parameter is the instance."""
+    """See `ClassSummary.method_uses`: the instance methods (not dunders but `__call__`, which
+    an instance called directly runs; not static or class methods, properties), each read as a
+    function whose first parameter is the instance."""
     found = []
     for name, method in methods.items():
-        if name.startswith("__") or method.decorator_list:
+        if (name.startswith("__") and name != "__call__") or method.decorator_list:
             continue
         args = method.args
         positional = [*args.posonlyargs, *args.args]
