@@ -245,3 +245,70 @@ def test_an_imported_instance_call_given_the_bare_model_is_clean(tmp_path: Path)
     assert _lint(tmp_path / "a", {"scoring.py": SCORER, "score.py": bare}) == []
     unwrapping = SCORER.replace("return net.embed(images)", "return net.module.embed(images)")
     assert _lint(tmp_path / "b", {"scoring.py": unwrapping, "score.py": SCORE_SCRIPT}) == []
+
+
+# -- DL114: an imported helper hands its sampler a CPU generator it makes, under a CUDA default --
+
+LOADERS = """
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+
+
+    def shuffled(ds, seed):
+        return DataLoader(ds, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(seed))
+
+
+    def sampled(ds):
+        return RandomSampler(ds, generator=torch.Generator(torch.device("cpu")))
+"""
+
+LAUNCH = """
+    import torch
+
+    import loaders
+
+
+    def launch(ds):
+        torch.set_default_device("cuda")
+        train = loaders.shuffled(ds, 0)
+        sampler = loaders.sampled(ds)
+        return train, sampler
+"""
+
+
+def test_a_cpu_generator_made_by_an_imported_helper_under_a_cuda_default_is_found(tmp_path: Path) -> None:
+    files = {"loaders.py": LOADERS, "launch.py": LAUNCH}
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL114", str(tmp_path)]
+    )
+    rows = json.loads(result.stdout)
+    assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [
+        ("launch.py", 9, "DL114"),
+        ("launch.py", 10, "DL114"),
+    ]
+    assert rows[0]["message"] == (
+        "`loaders.shuffled(...)` (its `DataLoader(...)` at loaders.py:7) draws with the CPU generator it is handed "
+        'there after `torch.set_default_device("cuda")`, so it fails with `Expected a ' + "'cuda'" + " device type "
+        "for generator but found 'cpu'`; pass `generator=torch.Generator(device=" + '"cuda")`'
+    )
+
+
+def test_a_helper_given_a_device_generator_or_called_without_a_cuda_default_is_clean(tmp_path: Path) -> None:
+    on_device = LOADERS.replace(
+        "torch.Generator().manual_seed(seed)", 'torch.Generator(device="cuda").manual_seed(seed)'
+    )
+    on_device = on_device.replace('torch.Generator(torch.device("cpu"))', "torch.Generator(torch.get_default_device())")
+    for folder, loaders, launch in (
+        ("a", on_device, LAUNCH),
+        ("b", LOADERS, LAUNCH.replace('        torch.set_default_device("cuda")\n', "")),
+    ):
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "loaders.py").write_text(textwrap.dedent(loaders), encoding="utf-8")
+        (root / "launch.py").write_text(textwrap.dedent(launch), encoding="utf-8")
+        result = CliRunner().invoke(
+            cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL114", str(root)]
+        )
+        assert json.loads(result.stdout) == []

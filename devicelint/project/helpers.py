@@ -67,7 +67,8 @@ class ParameterUses:
     # the distributed set-up it makes, under any condition: "init_process_group", "set_device"
     # (`torch.cuda.set_device(...)`, `with torch.cuda.device(...)`)
     distributed_setup: tuple[str, ...] = ()
-    # (kind, name, line): samplers it builds that draw with a CPU generator when given none
+    # (kind, name, line): samplers it builds that draw with a CPU generator when given none, or
+    # that it hands a CPU generator it makes (kind ending in `GIVEN_CPU_GENERATOR`)
     # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
     # "distributed": a shuffling `DistributedSampler`), wrong under a CUDA default device
     implicit_draws: tuple[tuple[str, str, int], ...] = ()
@@ -714,9 +715,14 @@ def _implicit_draws(nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
             continue
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name not in _SAMPLERS or any(k.arg in ("generator", None) for k in node.keywords):
+        if name not in _SAMPLERS or any(k.arg is None for k in node.keywords):
             continue
         kind, position, shuffles = _SAMPLERS[name]
+        generator = next((k.value for k in node.keywords if k.arg == "generator"), None)
+        if generator is not None:
+            if not _cpu_generator(generator):
+                continue
+            kind = f"{kind}{GIVEN_CPU_GENERATOR}"
         shuffle = next((k.value for k in node.keywords if k.arg == "shuffle"), None)
         if shuffle is None and position is not None and len(node.args) > position:
             shuffle = node.args[position]
@@ -725,6 +731,35 @@ def _implicit_draws(nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
         if shuffles:
             found.append((kind, name, node.lineno))
     return tuple(found)
+
+
+# suffix of an `implicit_draws` kind whose sampler is handed a CPU generator the function makes
+# (`random_split(ds, sizes, generator=torch.Generator().manual_seed(0))`)
+GIVEN_CPU_GENERATOR = ":given-cpu"
+
+
+def _cpu_generator(value: ast.expr) -> bool:
+    """`torch.Generator()`, `Generator(device="cpu")` or `torch.Generator(torch.device("cpu"))`,
+    also seeded (`.manual_seed(0)`): a generator certainly on the CPU whatever the default."""
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "manual_seed"
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name != "Generator":
+        return False
+    device = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
+    if device is None:
+        return not value.keywords
+    if isinstance(device, ast.Call) and device.args and not device.keywords:  # `torch.device("cpu")`
+        device = device.args[0]
+    return isinstance(device, ast.Constant) and device.value == "cpu"
 
 
 _SETS_DEVICE = frozenset({"set_device", "set_device_index"})
