@@ -312,3 +312,74 @@ def test_a_helper_given_a_device_generator_or_called_without_a_cuda_default_is_c
             cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL114", str(root)]
         )
         assert json.loads(result.stdout) == []
+
+
+# -- DL103: an imported helper returns a plain dict of layers or metrics that a module keeps ----
+
+HEADS = """
+    from torch import nn
+    from torchmetrics.classification import MulticlassAccuracy
+
+
+    def make_heads(dim, tasks):
+        return {"cls": nn.Linear(dim, tasks), "aux": nn.Sequential(nn.Linear(dim, dim), nn.ReLU())}
+
+
+    def make_meters(n):
+        return {"top1": MulticlassAccuracy(num_classes=n)}
+"""
+
+NET = """
+    import torch
+    from torch import nn
+
+    import heads as H
+
+
+    class MultiTask(nn.Module):
+        def __init__(self, dim, tasks):
+            super().__init__()
+            self.trunk = nn.Linear(dim, dim)
+            self.heads = H.make_heads(dim, tasks)
+            self.meters = H.make_meters(tasks)
+
+        def forward(self, x):
+            h = self.trunk(x)
+            return {k: head(h) for k, head in self.heads.items()}
+"""
+
+
+def test_a_plain_dict_of_layers_or_metrics_from_an_imported_helper_is_found(tmp_path: Path) -> None:
+    (tmp_path / "heads.py").write_text(textwrap.dedent(HEADS), encoding="utf-8")
+    (tmp_path / "net.py").write_text(textwrap.dedent(NET), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL103", str(tmp_path)]
+    )
+    rows = json.loads(result.stdout)
+    assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [
+        ("net.py", 12, "DL103"),
+        ("net.py", 13, "DL103"),
+    ]
+    assert rows[0]["message"] == (
+        "`self.heads` keeps submodules in a plain dict: `model.to(device)` never moves them, `state_dict()` never "
+        "saves them and `parameters()` skips them; use `nn.ModuleDict`"
+    )
+
+
+def test_a_registered_or_stateless_dict_from_an_imported_helper_is_clean(tmp_path: Path) -> None:
+    registered = NET.replace("H.make_heads(dim, tasks)", "nn.ModuleDict(H.make_heads(dim, tasks))").replace(
+        "H.make_meters(tasks)", "nn.ModuleDict(H.make_meters(tasks))"
+    )
+    stateless = HEADS.replace(
+        '{"cls": nn.Linear(dim, tasks), "aux": nn.Sequential(nn.Linear(dim, dim), nn.ReLU())}',
+        '{"act": nn.ReLU(), "drop": nn.Dropout(0.1)}',
+    ).replace('{"top1": MulticlassAccuracy(num_classes=n)}', '{"n": n}')
+    for folder, heads, net in (("a", HEADS, registered), ("b", stateless, NET)):
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "heads.py").write_text(textwrap.dedent(heads), encoding="utf-8")
+        (root / "net.py").write_text(textwrap.dedent(net), encoding="utf-8")
+        result = CliRunner().invoke(
+            cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL103", str(root)]
+        )
+        assert json.loads(result.stdout) == []

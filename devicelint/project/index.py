@@ -1136,7 +1136,15 @@ class ProjectIndex:
         if place.startswith("loss:"):  # a loss built with a host class weight: and where
             kind, keyword, line = place[len("loss:") :].split(":")
             return f"loss:{kind}:{keyword}:{self._shown(where)}:{line}"
-        kept = ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list", "unpinned-loader")
+        kept = (
+            "cpu-tensor",
+            "device-tensor",
+            "device-value",
+            "metric",
+            "module-list",
+            "module-dict",
+            "unpinned-loader",
+        )
         return place if place in kept else None
 
     def _part_place(self, place: str, where: Path) -> str:

@@ -1512,6 +1512,24 @@ def _returns_module_list(function: ast.FunctionDef, returns: list[ast.expr], qua
     return True
 
 
+def _stateful_dict(value: ast.expr, qualify: _Qualifier) -> bool:
+    """A dict literal of string keys whose every value builds a `torch.nn` layer or a
+    torchmetrics metric (`{"iou": torchmetrics.JaccardIndex(...), "acc": Accuracy(...)}`), one
+    at least with state `.to()` must move: a plain dict that registers none of them."""
+    if not isinstance(value, ast.Dict) or not value.values:
+        return False
+    if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+        return False
+    stateful = False
+    for element in value.values:
+        qualified = (qualify(element.func) or "") if isinstance(element, ast.Call) else ""
+        name = qualified.rsplit(".", 1)[-1]
+        if not name[:1].isupper() or not qualified.startswith(("torch.nn.", "torchmetrics.")):
+            return False
+        stateful = stateful or qualified.startswith("torchmetrics.") or _parameterised(name)
+    return stateful
+
+
 def _parameter_names(function: ast.FunctionDef) -> set[str]:
     args = function.args
     return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None}
@@ -1818,6 +1836,8 @@ def _returns(
         return ""
     if _returns_module_list(function, returns, qualify):
         return "module-list"
+    if all(_stateful_dict(value, qualify) for value in returns):
+        return "module-dict"
     if all(_unpinned_loader(value, assignments, qualify) for value in returns):
         return "unpinned-loader"
     generator = _returned_generator(function, returns, assignments, qualify)
