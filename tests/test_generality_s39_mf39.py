@@ -383,3 +383,64 @@ def test_a_registered_or_stateless_dict_from_an_imported_helper_is_clean(tmp_pat
             cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL103", str(root)]
         )
         assert json.loads(result.stdout) == []
+
+
+# -- DL111: an imported trainer class moves the model it keeps after the optimizer was built -----
+
+RUNNER = """
+    class Runner:
+        def __init__(this, net, opt, gpu=None):
+            this.net = net
+            this.opt = opt
+            if gpu is not None:
+                this.net.to(f"cuda:{gpu}")
+"""
+
+FIT = """
+    import torch
+
+    from runner import Runner
+
+
+    def fit(net, gpu):
+        opt = torch.optim.Adagrad(net.parameters(), lr=0.1)
+        return Runner(net, opt, gpu=gpu)
+
+
+    def resume(net, path):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        opt.load_state_dict(torch.load(path, map_location="cpu")["opt"])
+        return Runner(opt=opt, net=net, gpu=0)
+"""
+
+
+def test_an_imported_class_that_moves_the_model_it_keeps_after_the_optimizer_is_found(tmp_path: Path) -> None:
+    (tmp_path / "runner.py").write_text(textwrap.dedent(RUNNER), encoding="utf-8")
+    (tmp_path / "fit.py").write_text(textwrap.dedent(FIT), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL111", str(tmp_path)]
+    )
+    rows = json.loads(result.stdout)
+    assert [(Path(r["path"]).name, r["line"], r["code"]) for r in rows] == [
+        ("fit.py", 8, "DL111"),
+        ("fit.py", 14, "DL111"),
+    ]
+    assert rows[0]["message"] == (
+        "`torch.optim.Adagrad(net.parameters(), lr=0.1)` creates Adagrad's `sum` state in its constructor while `net` is still on the CPU, "
+        "so the state stays there after `Runner(net, opt, gpu=gpu)` and the first `step()` fails; move the model "
+        "before building the optimizer"
+    )
+
+
+def test_an_imported_class_that_keeps_two_models_in_one_attribute_or_moves_none_is_clean(tmp_path: Path) -> None:
+    shared = RUNNER.replace("            this.opt = opt\n", "            this.opt = opt\n            this.net = opt\n")
+    unmoved = RUNNER.replace('                this.net.to(f"cuda:{gpu}")\n', "                this.gpu = gpu\n")
+    for folder, runner in (("a", shared), ("b", unmoved)):
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "runner.py").write_text(textwrap.dedent(runner), encoding="utf-8")
+        (root / "fit.py").write_text(textwrap.dedent(FIT), encoding="utf-8")
+        result = CliRunner().invoke(
+            cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL111", str(root)]
+        )
+        assert json.loads(result.stdout) == []

@@ -950,22 +950,31 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
 
 def _moved_parameters(init: ast.FunctionDef | None) -> tuple[str, ...]:
     """See `ClassSummary.moved_params`."""
-    if init is None:
+    if init is None or not init.args.args:
         return ()
+    receiver = init.args.args[0].arg
     params = {a.arg for a in (*init.args.posonlyargs, *init.args.args[1:], *init.args.kwonlyargs)}
-    return tuple(
-        sorted(
-            {
-                node.func.value.id
-                for node in _descendants(init, _NESTED_SCOPES)
-                if isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id in params
-                and moves_to_device(node)
-            }
-        )
-    )
+    nodes = _descendants(init, _NESTED_SCOPES)
+    # `self.model = model`, then `self.model = self.model.cuda(device)`: the attribute keeps the
+    # parameter, so moving it moves the caller's model (the attribute bound to one parameter only)
+    kept: dict[str, set[str]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
+            for target in node.targets:
+                held = _receiver_attribute(target, receiver)
+                if held is not None:
+                    kept.setdefault(held, set()).add(node.value.id)
+    moved = set()
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and moves_to_device(node)):
+            continue
+        owner = node.func.value
+        if isinstance(owner, ast.Name) and owner.id in params:
+            moved.add(owner.id)
+        held = _receiver_attribute(owner, receiver)
+        if held is not None and len(kept.get(held, ())) == 1:
+            moved.update(kept[held])
+    return tuple(sorted(moved))
 
 
 _STEP_CLIPPERS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
@@ -1377,6 +1386,13 @@ def _placed_submodules(init: ast.FunctionDef | None, qualify: _Qualifier) -> tup
             if attr in built:
                 placed[attr] = device  # `self.x.to(dev)`, in place for a module
     return tuple((attr, text, stated) for attr, (text, stated) in placed.items())
+
+
+def _receiver_attribute(node: ast.expr, receiver: str) -> str | None:
+    """`attr` of `self.attr`, whatever the method's first parameter is called."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == receiver:
+        return node.attr
+    return None
 
 
 def _self_attribute(node: ast.expr) -> str | None:
