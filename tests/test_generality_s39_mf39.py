@@ -444,3 +444,58 @@ def test_an_imported_class_that_keeps_two_models_in_one_attribute_or_moves_none_
             cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL111", str(root)]
         )
         assert json.loads(result.stdout) == []
+
+
+# -- an imported instance's `__call__`: what it does under a test of its own settings is unknown --
+
+LOSS = """
+    import torch
+
+
+    class BoxLoss:
+        def __init__(self, balance=False):
+            self.balance = balance
+            self.weight = 1.0
+
+        def __call__(self, pred, target):
+            loss = (pred - target).abs().mean()
+            if self.balance:
+                self.weight = 0.99 * self.weight + 0.01 / loss.detach().item()
+            return loss * self.weight
+"""
+
+LOOP = """
+    import torch
+
+    from losses import BoxLoss
+
+
+    def train(model, loader, opt):
+        model.cuda()
+        criterion = BoxLoss()
+        for x, y in loader:
+            pred = model(x.cuda())
+            loss = criterion(pred, y.cuda())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_a_host_read_under_the_instances_own_setting_is_not_taken_for_every_call(tmp_path: Path) -> None:
+    for folder, losses, expected in (
+        ("a", LOSS, []),
+        (
+            "b",
+            LOSS.replace("            if self.balance:\n                self.weight", "            self.weight"),
+            [("loop.py", 12, "DL401")],
+        ),
+    ):
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "losses.py").write_text(textwrap.dedent(losses), encoding="utf-8")
+        (root / "loop.py").write_text(textwrap.dedent(LOOP), encoding="utf-8")
+        result = CliRunner().invoke(
+            cli, ["check", "--output-format", "json", "--no-cache", "--select", "DL401", str(root)]
+        )
+        assert [(Path(r["path"]).name, r["line"], r["code"]) for r in json.loads(result.stdout)] == expected

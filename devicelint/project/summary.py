@@ -915,10 +915,25 @@ def _method_uses(
         taken = len(positional) + len(args.kwonlyargs) + (args.kwarg is not None)
         if not positional or positional[0].arg != "self" or taken < 2:
             continue
-        uses = _without(parameter_uses(method, _own_nodes(method), first_line, False, qualify.known), "self")
+        nodes = _own_nodes(method) if name != "__call__" else _unconfigured_nodes(method)
+        uses = _without(parameter_uses(method, nodes, first_line, False, qualify.known), "self")
         if uses or uses.forwards:
             found.append((name, uses))
     return tuple(found)
+
+
+def _unconfigured_nodes(method: ast.FunctionDef) -> list[ast.AST]:
+    """`_own_nodes` of `__call__` without those under an `if` on the instance's own settings
+    (`if self.autobalance: ... obji.item()`): a caller of the instance cannot tell whether they run
+    for it, its constructor's arguments decide (YOLOv5's `ComputeLoss(model)`)."""
+    nodes = _own_nodes(method)
+    receiver = method.args.args[0].arg
+    skipped: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.If) and id(node) not in skipped:
+            if any(isinstance(n, ast.Name) and n.id == receiver for n in ast.walk(node.test)):
+                skipped.update(id(child) for child in ast.walk(node))
+    return [node for node in nodes if id(node) not in skipped]
 
 
 def _without(uses: ParameterUses, param: str) -> ParameterUses:
