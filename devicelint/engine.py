@@ -92,6 +92,8 @@ def _imported_words(view: ProjectView) -> str:
     stands for `torchmetrics`, a set-up helper for the calls it makes."""
     places = set(view.functions.values())
     words = ["torchmetrics"] if "metric" in places else []
+    if view.base_wrappers:  # a base class of another module keeps a wrapper on `self`
+        words.append("DataParallel")
     if any(place.startswith("generator:") for place in places):
         words.append("torch.Generator")  # an imported function returns one
     if any(place.startswith("loss:") for place in places):

@@ -33,6 +33,8 @@ def imported_call(ctx: FileContext, call: cst.Call) -> tuple[ImportedHelper, dic
         helper = _inherited(ctx, call, name[5:])
     if helper is None and name is not None and "." in name:
         helper = _instance_method(ctx, call, name)
+    if helper is None and type(call.func) is cst.Name:
+        helper = _called_instance(ctx, call, call.func.value)
     if helper is None or any(arg.star for arg in call.args):
         return None
     bound: dict[str, cst.BaseExpression] = {}
@@ -100,6 +102,19 @@ def _instance_method(ctx: FileContext, call: cst.Call, name: str) -> ImportedHel
         return None
     built = dotted_name(values[0].func)
     return ctx.project.helpers.get(f"{built}#{method}") if built is not None else None
+
+
+def _called_instance(ctx: FileContext, call: cst.Call, name: str) -> ImportedHelper | None:
+    """The `__call__` an instance of an imported project class runs when called directly
+    (`inferer = LatentDiffusionInferer(...)`, then `inferer(images, autoencoder, ...)`): a name
+    bound once, in the calling scope, to `Cls(...)`."""
+    if not any(key.endswith("#__call__") for key in ctx.project.helpers):
+        return None
+    values = scope_facts(ctx, scope_of(ctx, call)).assigned.get(name)
+    if values is None or len(values) != 1 or type(values[0]) is not cst.Call:
+        return None
+    built = dotted_name(values[0].func)
+    return ctx.project.helpers.get(f"{built}#__call__") if built is not None else None
 
 
 def moved_model(ctx: FileContext, node: cst.BaseExpression) -> bool:

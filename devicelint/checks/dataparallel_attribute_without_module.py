@@ -312,6 +312,29 @@ class DataParallelAttributeWithoutModule(Rule):
             yield from self._replica_writes(ctx, name, replication)
             yield from self._kept_callables(ctx, name, replication)
         yield from self._hook_writes(ctx)
+        yield from self._reads_of_base_wrappers(ctx)
+
+    def _reads_of_base_wrappers(self, ctx: FileContext) -> Iterator[Violation]:
+        """`self.net.destseg` in a class whose base class, in another module, keeps `self.net` as
+        a wrapper (`ProjectView.base_wrappers`), unless the class itself sets or tests it."""
+        for cls in ctx.module.body:
+            if type(cls) is not cst.ClassDef or cls.name.value not in ctx.project.base_wrappers:
+                continue
+            for attr, base, where in ctx.project.base_wrappers[cls.name.value]:
+                held = f"self.{attr}"
+                reads = _reads_of_kept_wrapper(ctx, cls, held)
+                for node in _first_of_each(ctx, reads):
+                    name = node.attr.value
+                    yield self.violation(
+                        node,
+                        fix=_through_module(ctx, node, certain=True),
+                        problem=(
+                            f"`{held}.{name}` reads `{name}` from the `DataParallel`/DDP wrapper that the base class "
+                            f"`{base}` ({where}) keeps in `{held}`, which does not forward its model's attributes "
+                            "(AttributeError)"
+                        ),
+                        advice=f"use `{held}.module.{name}`",
+                    )
 
     def _hook_writes(self, ctx: FileContext) -> Iterator[Violation]:
         """Forward hooks on a model that the same function wraps in `nn.DataParallel` that store
@@ -349,8 +372,9 @@ class DataParallelAttributeWithoutModule(Rule):
         written: dict[str, int] = {}  # attribute -> the first statement that sets it on the wrapper
         reads: list[cst.Attribute] = []
         callees: list[tuple[cst.FunctionDef, str]] = []
-        imported: list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]]]] = []
+        imported: list[tuple[cst.BaseExpression, ImportedHelper, str, list[tuple[str, int]], str]] = []
         resolver = resolver_for(ctx, site.call)
+        caller = site.scope.name.value if type(site.scope) is cst.FunctionDef else "the module"
         for node in scope.nodes:
             if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS:
                 if node.args and dotted_name(node.args[0].value) == wrapper:
@@ -361,7 +385,7 @@ class DataParallelAttributeWithoutModule(Rule):
         def visit(node: cst.CSTNode) -> None:
             if type(node) is cst.Call and not _other_branch(ctx, node, branches):
                 callees.extend(_callee_params(ctx, node, wrapper))
-                imported.extend(_imported_reads(ctx, node, wrapper, site))
+                imported.extend((*found, caller) for found in _imported_reads(ctx, node, wrapper, site))
             if type(node) is not cst.Attribute or dotted_name(node.value) != wrapper:
                 return
             attr = node.attr.value
@@ -389,14 +413,13 @@ class DataParallelAttributeWithoutModule(Rule):
         other_reads, other_calls = _reads_in_other_methods(ctx, site, wrapper)
         reads += other_reads
         reads = [n for n in reads if not _unwrapped_in_other_branch(ctx, n, wrapper)]
-        caller = site.scope.name.value if type(site.scope) is cst.FunctionDef else "the module"
         handed = [(function, param, caller) for function, param in callees]
         for call in other_calls:
             method = ctx.index.enclosing_function(call)
-            handed += [
-                (function, param, method.name.value if method else caller)
-                for function, param in _callee_params(ctx, call, wrapper)
-            ]
+            runner = method.name.value if method else caller
+            handed += [(function, param, runner) for function, param in _callee_params(ctx, call, wrapper)]
+            # `with ddp_forward_ctx(self.model):` in another method, the helper of another module
+            imported += [(*found, runner) for found in _imported_reads(ctx, call, wrapper, site)]
         reads = _first_of_each(ctx, reads)
         for function, param, caller in handed:
             callee = function.name.value
@@ -432,14 +455,14 @@ class DataParallelAttributeWithoutModule(Rule):
                     ),
                     advice=f"use `{held}.module.{attr}`, or pass `{wrapper}.module`",
                 )
-        for arg, helper, param, attributes in imported:
+        for arg, helper, param, attributes, runner in imported:
             attr, line = attributes[0]
             more = f" (and {len(attributes) - 1} more)" if len(attributes) > 1 else ""
             yield self.violation(
                 arg,
                 problem=(
                     f"`{helper.qualified}` reads `{param}.{attr}` ({helper.path}:{line}){more} from the `{site.kind}` "
-                    f"wrapper{site.origin(ctx)} that {_code(caller)} passes to it as `{param}`, which does not forward "
+                    f"wrapper{site.origin(ctx)} that {_code(runner)} passes to it as `{param}`, which does not forward "
                     "its model's attributes (AttributeError)"
                 ),
                 advice=f"pass `{wrapper}.module`, or read `{param}.module.{attr}` there",
@@ -797,12 +820,41 @@ def _imported_reads(
     helper, bound = imported
     found = []
     for param, arg in bound.items():
-        if dotted_name(arg) != wrapper:
-            continue
-        attributes = [(a, line) for p, a, line in helper.uses.reads if p == param and not answers(a, site)]
-        if attributes:
-            found.append((arg, helper, param, sorted(attributes, key=lambda item: item[1])))
+        # the wrapper itself, or an element of a list or tuple the helper unpacks (`[net_g, net_d]`
+        # into `net_g, net_d = nets`: its reads are recorded on `nets[0]`)
+        elements = arg.elements if isinstance(arg, (cst.List, cst.Tuple)) else ()
+        handed = [(arg, param)] if dotted_name(arg) == wrapper else []
+        handed += [
+            (e.value, f"{param}[{i}]")
+            for i, e in enumerate(elements)
+            if type(e) is cst.Element and dotted_name(e.value) == wrapper
+        ]
+        for given, part in handed:
+            attributes = [(a, line) for p, a, line in helper.uses.reads if p == part and not answers(a, site)]
+            if attributes:
+                found.append((given, helper, part, sorted(attributes, key=lambda item: item[1])))
     return found
+
+
+def _reads_of_kept_wrapper(ctx: FileContext, cls: cst.ClassDef, held: str) -> list[cst.Attribute]:
+    """Reads of `held.x` (`self.net.x`) in the methods of `cls` that are not the wrapper's own,
+    or none when a method of `cls` sets `held` or tests what it holds."""
+    reads: list[cst.Attribute] = []
+    for method in methods(cls).values():
+        for node in scope_facts(ctx, method).nodes:
+            if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _GUARDS:
+                if node.args and dotted_name(node.args[0].value) == held:
+                    return []
+            if type(node) is not cst.Attribute:
+                continue
+            if dotted_name(node) == held and _is_target(ctx, node):
+                return []  # the class keeps something else there
+            if dotted_name(node.value) != held or _is_target(ctx, node):
+                continue
+            name = node.attr.value
+            if not name.startswith("_") and name not in WRAPPER_ATTRIBUTES and name not in DDP_ONLY_ATTRIBUTES:
+                reads.append(node)
+    return reads
 
 
 def _callee(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef | None, int]:

@@ -369,6 +369,28 @@ def _moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> list[s
     return _handed_at(ctx, call, func, _moved_parameters(ctx, func, depth))
 
 
+def _moved_by_imported_class(ctx: FileContext, call: cst.Call) -> list[str]:
+    """The arguments that building an imported plain class moves to the device: `model` in
+    `Trainer(model, optimizer, cuda_device=0)` whose `__init__` moves what it keeps of `model`
+    (`ClassSummary.moved_params`)."""
+    cls = ctx.project.plain_classes.get(dotted_name(call.func) or "")
+    if cls is None or not cls.moved_params:
+        return []
+    found = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        param = (
+            arg.keyword.value
+            if arg.keyword is not None
+            else (cls.init_params[position] if position < cls.init_positional else None)
+        )
+        name = dotted_name(arg.value)
+        if param in cls.moved_params and name is not None:
+            found.append(name)
+    return found
+
+
 def _state_moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> list[str]:
     """The arguments whose optimizer state a call of the file's own function moves to the
     device (a loop over `optimizer.state.values()` that moves each tensor), itself or through
@@ -807,7 +829,11 @@ class OptimizerStateDevice(Rule):
                     name for target in parent.targets if (name := dotted_name(target.target)) is not None
                 )
             direct = _moved_model(ctx, call)
-            moves = [direct] if direct is not None else _moved_by_helper(ctx, call) or _placed_by_fabric(ctx, call)
+            moves = (
+                [direct]
+                if direct is not None
+                else _moved_by_helper(ctx, call) or _moved_by_imported_class(ctx, call) or _placed_by_fabric(ctx, call)
+            )
             if not moves:
                 continue
             owner_class = ctx.index.enclosing_class(call)

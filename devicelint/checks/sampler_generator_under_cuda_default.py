@@ -21,6 +21,7 @@ from devicelint.analysis.random_draws import (
     random_draws,
 )
 from devicelint.context import FileContext
+from devicelint.project.helpers import GIVEN_CPU_GENERATOR
 from devicelint.rule_base import Rule, Violation, register
 
 # What draws with a CPU generator when the call is given none.
@@ -127,10 +128,14 @@ class SamplerGeneratorUnderCudaDefault(Rule):
             if default.state != ACCELERATOR_DEFAULT:
                 continue
             kind, name, line = helper.uses.implicit_draws[0]
+            given = kind.endswith(GIVEN_CPU_GENERATOR)
+            kind = kind.removesuffix(GIVEN_CPU_GENERATOR)
             yield self.violation(
                 call,
                 draw=f"`{ctx.code_for(call.func)}(...)` (its `{name}(...)` at {helper.path}:{line})",
-                generator=_IMPLICIT_GENERATOR.get(kind, "a CPU generator (none given)"),
+                generator="the CPU generator it is handed there"
+                if given
+                else _IMPLICIT_GENERATOR.get(kind, "a CPU generator (none given)"),
                 in_force=_in_force(ctx, default),
                 device=default.device,
                 remedy=_remedy(kind, default),

@@ -141,10 +141,10 @@ class SubmodulesInPlainContainer(Rule):
                         elements = _filled_elements(ctx, built, attr in called)
                         if elements:
                             yield self._report(ctx, facts, stored, attr, built.kind, elements)
-                    elif type(value) is cst.Call and _imported_module_list(ctx, value):
+                    elif type(value) is cst.Call and (imported := _imported_container(ctx, value)):
                         # `self.stages = make_stages(cfg)` of a builder in another module
-                        plain.setdefault(attr, "list")
-                        yield self._report(ctx, facts, stored, attr, "list", ["module"])
+                        plain.setdefault(attr, imported)
+                        yield self._report(ctx, facts, stored, attr, imported, ["module"])
                     elif (handed := _handed_in(ctx, facts, value, method, attr in called)) is not None:
                         # `self.members = members`, and every `Ensemble([...])` of the file passes modules
                         plain.setdefault(attr, handed[0])
@@ -356,10 +356,12 @@ def _constructor_arguments(
     return found or None
 
 
-def _imported_module_list(ctx: FileContext, call: cst.Call) -> bool:
-    """A call of a function of another project module that returns a plain list of layers."""
+def _imported_container(ctx: FileContext, call: cst.Call) -> str:
+    """ "list" or "dict" for a call of a function of another project module that returns a plain
+    list of layers or a plain dict of layers or metrics, else ""."""
     spelled = dotted_name(call.func)
-    return spelled is not None and ctx.project.functions.get(spelled) == "module-list"
+    place = ctx.project.functions.get(spelled) if spelled is not None else None
+    return {"module-list": "list", "module-dict": "dict"}.get(place or "", "")
 
 
 def _handed_on_locally(ctx: FileContext, method: cst.FunctionDef, name: str) -> bool:

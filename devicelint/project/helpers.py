@@ -67,7 +67,8 @@ class ParameterUses:
     # the distributed set-up it makes, under any condition: "init_process_group", "set_device"
     # (`torch.cuda.set_device(...)`, `with torch.cuda.device(...)`)
     distributed_setup: tuple[str, ...] = ()
-    # (kind, name, line): samplers it builds that draw with a CPU generator when given none
+    # (kind, name, line): samplers it builds that draw with a CPU generator when given none, or
+    # that it hands a CPU generator it makes (kind ending in `GIVEN_CPU_GENERATOR`)
     # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
     # "distributed": a shuffling `DistributedSampler`), wrong under a CUDA default device
     implicit_draws: tuple[tuple[str, str, int], ...] = ()
@@ -217,7 +218,7 @@ def parameter_uses(
     return ParameterUses(
         params=params,
         positional=len(positional),
-        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure)),
+        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure, _unpacked_parts(kept, own_nodes))),
         to_numpy=tuple((p, line + first_line) for p, line in _to_numpy(kept, sure)),
         returns_moved=_returns_moved(function, params, own_nodes),
         unmoved_batches=tuple(
@@ -714,9 +715,14 @@ def _implicit_draws(nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
             continue
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name not in _SAMPLERS or any(k.arg in ("generator", None) for k in node.keywords):
+        if name not in _SAMPLERS or any(k.arg is None for k in node.keywords):
             continue
         kind, position, shuffles = _SAMPLERS[name]
+        generator = next((k.value for k in node.keywords if k.arg == "generator"), None)
+        if generator is not None:
+            if not _cpu_generator(generator):
+                continue
+            kind = f"{kind}{GIVEN_CPU_GENERATOR}"
         shuffle = next((k.value for k in node.keywords if k.arg == "shuffle"), None)
         if shuffle is None and position is not None and len(node.args) > position:
             shuffle = node.args[position]
@@ -725,6 +731,35 @@ def _implicit_draws(nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
         if shuffles:
             found.append((kind, name, node.lineno))
     return tuple(found)
+
+
+# suffix of an `implicit_draws` kind whose sampler is handed a CPU generator the function makes
+# (`random_split(ds, sizes, generator=torch.Generator().manual_seed(0))`)
+GIVEN_CPU_GENERATOR = ":given-cpu"
+
+
+def _cpu_generator(value: ast.expr) -> bool:
+    """`torch.Generator()`, `Generator(device="cpu")` or `torch.Generator(torch.device("cpu"))`,
+    also seeded (`.manual_seed(0)`): a generator certainly on the CPU whatever the default."""
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "manual_seed"
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name != "Generator":
+        return False
+    device = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
+    if device is None:
+        return not value.keywords
+    if isinstance(device, ast.Call) and device.args and not device.keywords:  # `torch.device("cpu")`
+        device = device.args[0]
+    return isinstance(device, ast.Constant) and device.value == "cpu"
 
 
 _SETS_DEVICE = frozenset({"set_device", "set_device_index"})
@@ -1050,22 +1085,60 @@ def _number(value: ast.expr) -> bool:
     )
 
 
-def _reads(params: list[str], nodes: list[ast.AST]) -> tuple[tuple[str, str, int], ...]:
-    """The first read of each public attribute on each parameter, unless the function also sets
-    that attribute on it."""
-    written = {
-        (node.value.id, node.attr)
+def _unpacked_parts(params: list[str], nodes: list[ast.AST]) -> dict[str, str]:
+    """Local name -> `param[i]` for each name a parameter handed as a list or tuple is unpacked
+    into (`net_g, net_d = nets`), where nothing else binds or tests that name: what is read on
+    it is read on the caller's `i`-th element."""
+    parts: dict[str, str] = {}
+    for node in nodes:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], (ast.Tuple, ast.List))
+            and isinstance(node.value, ast.Name)
+            and node.value.id in params
+            and all(isinstance(e, ast.Name) for e in node.targets[0].elts)
+        ):
+            for index, element in enumerate(node.targets[0].elts):
+                assert isinstance(element, ast.Name)
+                parts[element.id] = f"{node.value.id}[{index}]"
+    stores = [n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))]
+    tested = {
+        node.args[0].id
         for node in nodes
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Store)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _GUARDS
+        and node.args
+        and isinstance(node.args[0], ast.Name)
+    }
+    return {name: part for name, part in parts.items() if stores.count(name) == 1 and name not in tested}
+
+
+def _reads(
+    params: list[str], nodes: list[ast.AST], parts: dict[str, str] | None = None
+) -> tuple[tuple[str, str, int], ...]:
+    """The first read of each public attribute on each parameter (or on a part unpacked from
+    one, `parts`: recorded as `nets[0]`), unless the function also sets that attribute on it.
+    `model.steps += 1` reads the attribute before it sets it, so it is a read and no setting."""
+    parts = parts or {}
+    updated = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
+    written = {
+        (parts.get(node.value.id, node.value.id), node.attr)
+        for node in nodes
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and isinstance(node.ctx, ast.Store)
+        and id(node) not in updated
     }
     first: dict[tuple[str, str], int] = {}
     for node in nodes:
-        if not (
-            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)
-        ):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
             continue
-        key = (node.value.id, node.attr)
-        if key[0] in params and not key[1].startswith("_") and key not in written:
+        if not isinstance(node.ctx, ast.Load) and id(node) not in updated:
+            continue
+        key = (parts.get(node.value.id, node.value.id), node.attr)
+        if (node.value.id in params or node.value.id in parts) and not key[1].startswith("_") and key not in written:
             first[key] = min(first.get(key, node.lineno), node.lineno)
     return tuple(sorted((p, a, line) for (p, a), line in first.items()))
 

@@ -760,6 +760,10 @@ class ProjectIndex:
         if "class" in used and self._wrapper_files():
             self._asked_savers = True  # the view depends on every file that names a wrapper
             replicated = self._replicated_from_elsewhere(path, name)
+        base_wrappers: dict[str, tuple[tuple[str, str, str], ...]] = {}
+        if "class" in used and self._wrapper_files():
+            self._asked_savers = True
+            base_wrappers = self._wrapped_by_bases(path)
         host_saved: tuple[str, ...] = ()
         if any(word in data for word in _TORCH_LOADS):
             self._asked_savers = True  # the view depends on every file that saves
@@ -794,6 +798,7 @@ class ProjectIndex:
             members.constants,
             members.devices,
             replicated,
+            base_wrappers,
         )
 
     def _add_members(
@@ -1131,7 +1136,15 @@ class ProjectIndex:
         if place.startswith("loss:"):  # a loss built with a host class weight: and where
             kind, keyword, line = place[len("loss:") :].split(":")
             return f"loss:{kind}:{keyword}:{self._shown(where)}:{line}"
-        kept = ("cpu-tensor", "device-tensor", "device-value", "metric", "module-list", "unpinned-loader")
+        kept = (
+            "cpu-tensor",
+            "device-tensor",
+            "device-value",
+            "metric",
+            "module-list",
+            "module-dict",
+            "unpinned-loader",
+        )
         return place if place in kept else None
 
     def _part_place(self, place: str, where: Path) -> str:
@@ -1561,6 +1574,17 @@ class ProjectIndex:
         """Whether a class of the project that derives from `module.name` (or that it derives
         from) sets `self.<attr>` to a `DataParallel`/DDP wrapper: the project's files whose text
         names a wrapper are read for it (and the answer depends on them)."""
+        mine = self._lineage(module, name)
+        for other, cls, attrs in self._class_wrappers():
+            theirs = self._lineage(other, cls) if attr in attrs else set()
+            if theirs and (mine <= theirs or theirs <= mine):
+                return True
+        return False
+
+    def _class_wrappers(self) -> list[tuple[ModuleSummary, str, tuple[str, ...]]]:
+        """(module, class, attributes) for each class of the project that sets `self.<attr>` to a
+        `DataParallel`/DDP wrapper: the files whose text names a wrapper are read once per run (and
+        the answer depends on them)."""
         from devicelint.project.saves import class_wrappers
 
         if self._wrapper_classes is None:
@@ -1572,12 +1596,25 @@ class ProjectIndex:
                     self._wrapper_classes.append((other, cls, attrs))
         if self._deps:
             self._deps[-1].update(self._wrapper_paths)
-        mine = self._lineage(module, name)
-        for other, cls, attrs in self._wrapper_classes:
-            theirs = self._lineage(other, cls) if attr in attrs else set()
-            if theirs and (mine <= theirs or theirs <= mine):
-                return True
-        return False
+        return self._wrapper_classes
+
+    def _wrapped_by_bases(self, path: Path) -> dict[str, tuple[tuple[str, str, str], ...]]:
+        """Class of the module at `path` -> (attribute, base class, its file) for each `self.<attr>`
+        a project base class of another module sets to a wrapper (`project.saves.class_wrappers`)."""
+        wrappers = self._class_wrappers()
+        module = self.summary(path)
+        found: dict[str, tuple[tuple[str, str, str], ...]] = {}
+        for cls in module.bases:
+            bases = self._lineage(module, cls) - {f"{module.name}.{cls}" if module.name else cls}
+            entries = {
+                (attr, name, self._shown(self._path_of(other)))
+                for other, name, attrs in wrappers
+                if other.name != module.name and (f"{other.name}.{name}" if other.name else name) in bases
+                for attr in attrs
+            }
+            if entries:
+                found[cls] = tuple(sorted(entries))
+        return found
 
     def _lineage(self, module: ModuleSummary, name: str) -> set[str]:
         """The qualified class and its project bases, through modules (at most twelve)."""

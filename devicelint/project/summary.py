@@ -903,21 +903,37 @@ def _tables(node: ast.ClassDef, qualify: _Qualifier, first_line: int) -> tuple[t
 def _method_uses(
     methods: dict[str, ast.FunctionDef], qualify: _Qualifier, first_line: int
 ) -> tuple[tuple[str, ParameterUses], ...]:
-    """See `ClassSummary.method_uses`: the instance methods (not dunders, static or class
-    methods, properties), each read as a function whose first parameter is the instance."""
+    """See `ClassSummary.method_uses`: the instance methods (not dunders but `__call__`, which
+    an instance called directly runs; not static or class methods, properties), each read as a
+    function whose first parameter is the instance."""
     found = []
     for name, method in methods.items():
-        if name.startswith("__") or method.decorator_list:
+        if (name.startswith("__") and name != "__call__") or method.decorator_list:
             continue
         args = method.args
         positional = [*args.posonlyargs, *args.args]
         taken = len(positional) + len(args.kwonlyargs) + (args.kwarg is not None)
         if not positional or positional[0].arg != "self" or taken < 2:
             continue
-        uses = _without(parameter_uses(method, _own_nodes(method), first_line, False, qualify.known), "self")
+        nodes = _own_nodes(method) if name != "__call__" else _unconfigured_nodes(method)
+        uses = _without(parameter_uses(method, nodes, first_line, False, qualify.known), "self")
         if uses or uses.forwards:
             found.append((name, uses))
     return tuple(found)
+
+
+def _unconfigured_nodes(method: ast.FunctionDef) -> list[ast.AST]:
+    """`_own_nodes` of `__call__` without those under an `if` on the instance's own settings
+    (`if self.autobalance: ... obji.item()`): a caller of the instance cannot tell whether they run
+    for it, its constructor's arguments decide (YOLOv5's `ComputeLoss(model)`)."""
+    nodes = _own_nodes(method)
+    receiver = method.args.args[0].arg
+    skipped: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.If) and id(node) not in skipped:
+            if any(isinstance(n, ast.Name) and n.id == receiver for n in ast.walk(node.test)):
+                skipped.update(id(child) for child in ast.walk(node))
+    return [node for node in nodes if id(node) not in skipped]
 
 
 def _without(uses: ParameterUses, param: str) -> ParameterUses:
@@ -949,22 +965,31 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
 
 def _moved_parameters(init: ast.FunctionDef | None) -> tuple[str, ...]:
     """See `ClassSummary.moved_params`."""
-    if init is None:
+    if init is None or not init.args.args:
         return ()
+    receiver = init.args.args[0].arg
     params = {a.arg for a in (*init.args.posonlyargs, *init.args.args[1:], *init.args.kwonlyargs)}
-    return tuple(
-        sorted(
-            {
-                node.func.value.id
-                for node in _descendants(init, _NESTED_SCOPES)
-                if isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id in params
-                and moves_to_device(node)
-            }
-        )
-    )
+    nodes = _descendants(init, _NESTED_SCOPES)
+    # `self.model = model`, then `self.model = self.model.cuda(device)`: the attribute keeps the
+    # parameter, so moving it moves the caller's model (the attribute bound to one parameter only)
+    kept: dict[str, set[str]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
+            for target in node.targets:
+                held = _receiver_attribute(target, receiver)
+                if held is not None:
+                    kept.setdefault(held, set()).add(node.value.id)
+    moved = set()
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and moves_to_device(node)):
+            continue
+        owner = node.func.value
+        if isinstance(owner, ast.Name) and owner.id in params:
+            moved.add(owner.id)
+        held = _receiver_attribute(owner, receiver)
+        if held is not None and len(kept.get(held, ())) == 1:
+            moved.update(kept[held])
+    return tuple(sorted(moved))
 
 
 _STEP_CLIPPERS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
@@ -1378,6 +1403,13 @@ def _placed_submodules(init: ast.FunctionDef | None, qualify: _Qualifier) -> tup
     return tuple((attr, text, stated) for attr, (text, stated) in placed.items())
 
 
+def _receiver_attribute(node: ast.expr, receiver: str) -> str | None:
+    """`attr` of `self.attr`, whatever the method's first parameter is called."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == receiver:
+        return node.attr
+    return None
+
+
 def _self_attribute(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr
@@ -1509,6 +1541,24 @@ def _returns_module_list(function: ast.FunctionDef, returns: list[ast.expr], qua
         if not added or len(used) != len(added) + 2 or not layers(added):
             return False
     return True
+
+
+def _stateful_dict(value: ast.expr, qualify: _Qualifier) -> bool:
+    """A dict literal of string keys whose every value builds a `torch.nn` layer or a
+    torchmetrics metric (`{"iou": torchmetrics.JaccardIndex(...), "acc": Accuracy(...)}`), one
+    at least with state `.to()` must move: a plain dict that registers none of them."""
+    if not isinstance(value, ast.Dict) or not value.values:
+        return False
+    if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+        return False
+    stateful = False
+    for element in value.values:
+        qualified = (qualify(element.func) or "") if isinstance(element, ast.Call) else ""
+        name = qualified.rsplit(".", 1)[-1]
+        if not name[:1].isupper() or not qualified.startswith(("torch.nn.", "torchmetrics.")):
+            return False
+        stateful = stateful or qualified.startswith("torchmetrics.") or _parameterised(name)
+    return stateful
 
 
 def _parameter_names(function: ast.FunctionDef) -> set[str]:
@@ -1817,6 +1867,8 @@ def _returns(
         return ""
     if _returns_module_list(function, returns, qualify):
         return "module-list"
+    if all(_stateful_dict(value, qualify) for value in returns):
+        return "module-dict"
     if all(_unpinned_loader(value, assignments, qualify) for value in returns):
         return "unpinned-loader"
     generator = _returned_generator(function, returns, assignments, qualify)

@@ -127,6 +127,10 @@ class ProjectView:
     # class of this file -> (file, line, may span several GPUs) of an `nn.DataParallel` call in
     # another module that wraps one of its instances: its `forward` runs on per-GPU replicas
     replicated: dict[str, tuple[str, int, bool]] = field(default_factory=dict)
+    # class of this file -> (attribute, base class, its file) for each `self.<attribute>` that a
+    # project base class in another module sets to a `DataParallel`/DDP wrapper and never
+    # unwraps (`self.net = DDP(net, ...)` in a base trainer): a subclass's `self.net.x` misses
+    base_wrappers: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """A hash of everything a rule may read: part of the file's cache key."""
@@ -145,6 +149,7 @@ class ProjectView:
             or self.host_constants
             or self.device_constants
             or self.replicated
+            or self.base_wrappers
         )
 
 
@@ -226,6 +231,9 @@ def view_from(data: dict[str, Any]) -> ProjectView:
     replicated = {
         str(k): (str(p), int(line), bool(several)) for k, (p, line, several) in data.get("replicated", {}).items()
     }
+    base_wrappers = {
+        str(k): tuple((str(a), str(c), str(p)) for a, c, p in v) for k, v in data.get("base_wrappers", {}).items()
+    }
     return ProjectView(
         str(data["root"]),
         classes,
@@ -238,4 +246,5 @@ def view_from(data: dict[str, Any]) -> ProjectView:
         constants,
         devices,
         replicated,
+        base_wrappers,
     )
