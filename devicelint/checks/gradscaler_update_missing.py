@@ -56,8 +56,9 @@ class GradscalerUpdateMissing(Rule):
     `scaler.step` raises.
     Also flags a `GradScaler(...)` built inside the epoch or step loop that steps with it, or
     inside a function of the file that such a loop calls on every pass (`train_one_epoch()` that
-    builds its own scaler): every pass starts from a fresh scaler, so the scale that `update()`
-    learned is lost.
+    builds its own scaler), or kept on `self` by the loop and stepped by a method the loop calls
+    (`self.scaler = GradScaler()` in `fit()`, `self.scaler.step(...)` in `_update()`): every pass
+    starts from a fresh scaler, so the scale that `update()` learned is lost.
 
     ## Why it is a bug on a GPU
     `update()` is what adapts the loss scale: it lowers it after an inf/NaN step and grows it

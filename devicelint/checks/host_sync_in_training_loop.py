@@ -92,7 +92,9 @@ class HostSyncInTrainingLoop(Rule):
     (`metric.update(out, y)`, `schedule.step(x)`, also for each object of a loop over a
     container the function or class writes out: `for m in metrics.values(): m.update(out)`),
     the `forward` of a module of the file called
-    as `loss_fn(out, y)`, and the `step()` of an `Optimizer` subclass the file defines. The
+    as `loss_fn(out, y)`, the `step()` of an `Optimizer` subclass the file defines, and, in a
+    file that trains, the functions it registers as hooks (`register_forward_hook(record)`,
+    `p.register_hook(self._on_grad)`), which run on every forward or backward pass. The
     message says which case it
     is: a value read to accumulate it or keep it for a log written every N steps (the costly case
     with a simple fix), a value read only to print or display it on every step, a value returned

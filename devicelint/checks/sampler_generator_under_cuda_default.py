@@ -90,8 +90,11 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     `with torch.device("cuda"):` block and iterated inside it also fails). A default set in
     another file is not seen. A name bound to `torch.device("cuda" if
     torch.cuda.is_available() else "cpu")` and a device read from the program's settings
-    (`args.device`, `cfg["device"]`) count as the GPU, the run where the sampler fails; any
-    other device the file does not show (`model.device`) is not judged. A `shuffle=` that is not a literal `True` (directly or in a
+    (`args.device`, `cfg["device"]`, `torch.device(cli.device)` of `cli = parser.parse_args()`,
+    of the kind the file's own `--device` default names), or a name one of whose bindings is an
+    accelerator (`device = idist.device()`, then `device = torch.device("mps")` on a Mac) count
+    as the accelerator, the run where the sampler fails; any other device the file does not show
+    (`model.device`) is not judged. A `shuffle=` that is not a literal `True` (directly or in a
     `**` mapping the file shows) is not followed. A `torch.randperm` without `generator=` is fine (it
     uses the CUDA default generator) and is not reported. See DL115 for generators created on
     the wrong device when no default is set.
