@@ -6,8 +6,9 @@ import libcst as cst
 
 from devicelint.analysis.training.effects import CLIP, SCALED_BACKWARD, SCALER_STEP, UNSCALE, kinds
 from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.lightning_amp import float16_mixed_trainer, manual_backwards
 from devicelint.analysis.training.step import Scope, order, scaled_backward, training_scopes
-from devicelint.analysis.training.syntax import exclusive, positional, short
+from devicelint.analysis.training.syntax import exclusive, positional, receiver, short
 from devicelint.context import FileContext
 from devicelint.fix_text import adding_lines, line_before, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -64,7 +65,11 @@ class ClipBeforeUnscale(Rule):
     decide (`fit` calls `self.training_step(batch)`, which scales, then `self.optimizer_step()`,
     which clips, with no unscale between); with no caller in the file, the clip is reported only
     when the file never calls `unscale_`. Clipping
-    through a framework (`accelerator.clip_grad_norm_`) is not checked: it unscales itself.
+    through a framework (`accelerator.clip_grad_norm_`, Lightning's `self.clip_gradients`) is not
+    checked: it unscales itself. In a LightningModule trained by a `Trainer` of the same file with
+    `precision="16-mixed"` (or `16`), `self.manual_backward(loss)` is a scaled backward and
+    `opt.step()` the scaler's step, so a plain clip between them is reported too; a precision set
+    in another module or read from a config is not known.
     """
 
     code = "DL304"
@@ -72,7 +77,7 @@ class ClipBeforeUnscale(Rule):
     summary = "Gradient clipping between a scaled backward and `scaler.step` without `scaler.unscale_`."
     message = (
         "`{clip}` clips gradients still multiplied by the loss scale, so the clip is about 65536 times "
-        "too strong; call `scaler.unscale_(optimizer)` before it"
+        "too strong; {remedy}"
     )
     fix_availability = "sometimes"
     tokens = ("clip_grad",)
@@ -113,7 +118,40 @@ class ClipBeforeUnscale(Rule):
                     continue
                 later = [s for s in direct_steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
                 fix = None if unscales else _unscale_first(ctx, clip, later, len(steps))
-                yield self.violation(clip, fix=fix, clip=short(ctx, clip))
+                yield self.violation(clip, fix=fix, clip=short(ctx, clip), remedy=_UNSCALE_FIRST)
+        yield from self._lightning_manual_clips(ctx, scopes, rank)
+
+    def _lightning_manual_clips(
+        self, ctx: FileContext, scopes: list[Scope], rank: dict[int, int]
+    ) -> Iterator[Violation]:
+        """A clip between `self.manual_backward(loss)` and `opt.step()` in a LightningModule whose
+        file trains it with float16 mixed precision: Lightning scales the loss and unscales only in
+        `opt.step()` (or `self.clip_gradients`)."""
+        if not float16_mixed_trainer(ctx):
+            return
+        for scope in scopes:
+            backwards = manual_backwards(ctx, scope.node)
+            if not backwards:
+                continue
+            unscales = [*scope.scaler_calls.get("unscale_", []), *_helper_sites(scope, UNSCALE)]
+            for clip in [*scope.clips, *_unguarded_clips(scope)]:
+                at = rank[id(clip)]
+                steps = [s for s in scope.optimizer_steps if rank[id(s)] > at and not exclusive(ctx, clip, s)]
+                if not steps or not any(rank[id(b)] < at and not exclusive(ctx, clip, b) for b in backwards):
+                    continue
+                if any(rank[id(u)] < at and not exclusive(ctx, clip, u) for u in unscales):
+                    continue
+                optimizer = receiver(steps[0])
+                name = short(ctx, optimizer) if optimizer is not None else "optimizer"
+                remedy = (
+                    f'under `precision="16-mixed"` `self.manual_backward` scales the loss and only '
+                    f"`{short(ctx, steps[0])}` unscales; clip with `self.clip_gradients({name}, gradient_clip_val=...)`, "
+                    "which unscales first"
+                )
+                yield self.violation(clip, clip=short(ctx, clip), remedy=remedy)
+
+
+_UNSCALE_FIRST = "call `scaler.unscale_(optimizer)` before it"
 
 
 def _callers_scaled_before(ctx: FileContext, scope: Scope, scopes: list[Scope], rank: dict[int, int]) -> bool | None:

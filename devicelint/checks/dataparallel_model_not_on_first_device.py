@@ -26,6 +26,7 @@ from devicelint.analysis.model_events import (
     wrapper_chain_moves,
     wrapper_sites,
 )
+from devicelint.analysis.model_events.forced_cpu import forced_cpu_branch, guarded_against
 from devicelint.analysis.model_events.scopes import REBOUND, set_device_calls
 from devicelint.analysis.names import dotted_name
 from devicelint.context import FileContext
@@ -88,6 +89,11 @@ class DataParallelModelNotOnFirstDevice(Rule):
     `setup()` with the moves of `__init__`. A builder of the file that wraps a CPU model it
     built in `DataParallel` without `device_ids` and returns it unmoved is reported when its
     caller calls the wrapper without moving it, in a function that moves its inputs to a GPU.
+    A model moved to a device name that the program's own switch sets to the CPU (`if
+    args.force_cpu: device = torch.device("cpu")`, in the wrapping function) is reported when no
+    `if` around the wrapper tests that switch, the device or the GPUs (`torch.cuda`, `n_gpu`,
+    `device_count`): DataParallel does nothing on a machine without CUDA, but with GPUs visible it
+    still scatters to them; a CPU chosen because no GPU is available is not reported.
     """
 
     code = "DL202"
@@ -189,6 +195,9 @@ class DataParallelModelNotOnFirstDevice(Rule):
                     self._current_device_vs_chosen_ids(ctx, site, moves, model) if explicit and first is None else None
                 )
             moves += usage.moves
+        forced = self._forced_cpu(ctx, site, moves, model)
+        if forced is not None:
+            return forced
         if moves:
             returned = (usage is not None and usage.only_returned) or _returns(site.statement)
             callers_keep = not returned or _callers_keep(ctx, site.call)
@@ -206,6 +215,38 @@ class DataParallelModelNotOnFirstDevice(Rule):
             where="is never moved off the CPU",
             advice=f"call `{model}.to({_device_code(first)})` before wrapping it",
         )
+
+    def _forced_cpu(
+        self, ctx: FileContext, site: WrapperSite, moves: Sequence[tuple[Device, cst.CSTNode | None]], model: str
+    ) -> Violation | None:
+        """`model.to(device)` (or `DP(model).to(device)`) where the program's own switch sets
+        `device` to the CPU (`if args.force_cpu:`) and nothing keeps that path from wrapping:
+        DataParallel still scatters to the visible GPUs."""
+        for device, node in moves:
+            call = node.value if type(node) is cst.Assign else node
+            if device.literal or type(call) is not cst.Call:
+                continue
+            arg = device_argument(call)
+            branch = forced_cpu_branch(ctx, arg) if type(arg) is cst.Name else None
+            if branch is None or guarded_against(ctx, site.call, branch, arg):  # type: ignore[arg-type]  # a Name when branch is set
+                continue
+            ids = site.device_ids
+            if _is_none(ids):
+                first = "cuda:0"
+            elif type(ids) in (cst.List, cst.Tuple):
+                first = f"`{short(ctx, _first_element(ids))}`"
+            else:
+                first = f"`{short(ctx, ids)}[0]`"  # type: ignore[arg-type]  # not None here
+            test = short(ctx, branch.test)
+            return self.violation(
+                site.call,
+                call=short(ctx, site.call),
+                first=first,
+                model=model,
+                where=f"is on the CPU when `{test}` sets `{ctx.code_for(arg)}` to it, and the GPUs stay visible to DataParallel",  # type: ignore[arg-type]
+                advice=f"wrap it only on the GPU path (not when `{test}`)",
+            )
+        return None
 
     def _wrong_device(
         self,

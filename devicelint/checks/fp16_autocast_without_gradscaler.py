@@ -31,6 +31,7 @@ from devicelint.analysis.training.step import (
 )
 from devicelint.analysis.training.syntax import (
     assigned_names,
+    body_nodes,
     inside,
     method_name,
     positional,
@@ -102,7 +103,9 @@ class Fp16AutocastWithoutGradscaler(Rule):
 
     ## Known limits
     The loss, the backward and the optimizer step must be in one function (the step may be in
-    another method of the same class). A backward in the `else:` of an `if` whose test is the
+    another method of the same class); a function that reads `.grad` after its backward (a test
+    or a probe that checks the gradients, `p.grad is not None`) counts as a step, since its
+    gradients underflow just the same. A backward in the `else:` of an `if` whose test is the
     test of the `if` around the autocast (`if use_amp:` twice) runs only on the full-precision
     path and is not reported. A scope that calls `scaler.scale(...)` anywhere is trusted,
     unless every `GradScaler` the file assigns to that scaler is built with a literal
@@ -344,10 +347,36 @@ def _helper_scales(scope: Scope) -> bool:
 
 
 def _steps_optimizer(ctx: FileContext, scope: Scope, scopes: list[Scope]) -> bool:
-    """An optimizer step in this scope (or in a helper it calls), or in another method of the same class."""
+    """An optimizer step in this scope (or in a helper it calls), or in another method of the same
+    class; or gradients the scope reads after its backward (a test or a probe that checks
+    `p.grad`): they underflow just the same."""
     if scope.optimizer_steps or any(OPTIMIZER_STEP in kinds(found) for _, found in scope.helper_calls):
+        return True
+    if _reads_gradients(ctx, scope):
         return True
     cls = ctx.index.enclosing_class(scope.node)
     if cls is None:
         return False
     return any(other.optimizer_steps and ctx.index.enclosing_class(other.node) is cls for other in scopes)
+
+
+# `p.grad.zero_()` and `p.grad = None` reset gradients; they do not use them.
+_GRADIENT_RESETS = frozenset({"zero_", "detach_"})
+
+
+def _reads_gradients(ctx: FileContext, scope: Scope) -> bool:
+    """Whether the scope reads a `.grad` after its first plain backward (`w.grad.norm()`,
+    `p.grad is not None`), other than to reset it."""
+    backwards = {id(call) for call in scope.backwards}
+    started = False
+    for node in body_nodes(scope.node):
+        if id(node) in backwards:
+            started = True
+        elif started and type(node) is cst.Attribute and node.attr.value == "grad":
+            parent = next(iter(ctx.index.ancestors(node)), None)
+            if type(parent) is cst.AssignTarget:
+                continue
+            if type(parent) is cst.Attribute and parent.attr.value in _GRADIENT_RESETS:
+                continue
+            return True
+    return False
