@@ -10335,11 +10335,12 @@ def test_a_cpu_round_trip_sent_back_with_a_bare_cuda_under_a_gpu_check_is_report
         line="return scores.cpu().argsort(dim=-1, stable=True).to(scores.device)"
     )
     assert [f for f in _found(back) if f[1] == "DL107"] == []
-    # a new tensor sent to the GPU under the check is what the check is for
+    # a new tensor sent with a bare `.cuda()` under the check that `scores` is on a GPU lands on
+    # the current GPU, not on `scores`'s (NVIDIA/DeepLearningExamples#1432): reported too (set rt)
     guarded = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(
         line="return torch.argsort(scores + torch.ones(1).cuda(), dim=-1)"
     )
-    assert [f for f in _found(guarded) if f[1] == "DL107"] == []
+    assert [f for f in _found(guarded) if f[1] == "DL107"] == [(6, "DL107")]
 
 
 # -- a program's comments name no accelerator -----------------------------------------------------

@@ -255,9 +255,12 @@ class TensorAttributeNotRegistered(Rule):
                 if only_handed_on(ctx, facts.node, attr):
                     continue  # `self.a = self.<attr>` is every read: reported as `self.a`
                 candidate = made = None
+                methods = {id(v): m for v, m in assignments}
                 for value, source in _built_as(ctx, assignments):
                     fact = file_facts(ctx).value(source)
                     if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(source):
+                        if _moved_to_constructor_cpu(ctx, source, methods[id(value)]):
+                            continue  # `if device is not None: self.x = self.x.to(device)`, never given one
                         candidate = made = None  # `self.x = self.x.to(device)`: moved by hand
                         break
                     if candidate is None and _made_on_cpu(ctx, through_containers(ctx, source), fact):
@@ -691,6 +694,16 @@ def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
     return False
 
 
+def _moved_to_constructor_cpu(ctx: FileContext, move: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """`self.fb = self.fb.to(self.device)` in `__init__`, where the device is a constructor
+    parameter (or `self.device` set from one) that every construction of the class in the file
+    leaves at `None` or gives the CPU: the move keeps the tensor on the CPU."""
+    if type(move) is not cst.Call or type(move.func) is not cst.Attribute or move.func.attr.value != "to":
+        return False
+    device = next((a.value for a in move.args if a.keyword is None or a.keyword.value == "device"), None)
+    return device is not None and cpu_at_every_construction(ctx, device, method)
+
+
 def _is_move(value: cst.BaseExpression) -> bool:
     return (
         type(value) is cst.Call
@@ -795,11 +808,13 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
     """Whether the class itself moves the attribute to a device somewhere (`self.freqs.to(device)`,
     `[f.to(device) for f in self.freqs]`): its author keeps it off the buffers on purpose
     (complex tables that a dtype cast would break) and manages its device by hand."""
-    for name, node, _ in facts.references:
+    for name, node, user in facts.references:
         if name != attr:
             continue
         parent = ctx.index.parent(node)
         call = ctx.index.parent(parent) if type(parent) is cst.Attribute and parent.value is node else None
+        if call is not None and type(call) is cst.Call and _moved_to_constructor_cpu(ctx, call, user):
+            continue
         if call is not None and (move_call(call) not in (None, "cpu") or _takes_device_of_argument(call)):
             return True
         clause = ctx.index.parent(node)
