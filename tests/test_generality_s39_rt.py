@@ -204,3 +204,50 @@ def test_a_helper_handed_the_moved_batch_syncs_every_step() -> None:
         first="batch = batch.to(self.device)", second="negatives = self.corruptor.corrupt(batch)"
     )
     assert [f for f in _found(source, "train.py") if f[1] == "DL401"] == [(11, "DL401")]
+
+
+# -- DL111: an optimizer wrapper whose `load_state_dict` puts the loaded state back as it came ----
+
+WRAPPER_PUTS_BACK_LOADED_STATE = """
+    import torch
+
+
+    class Lookahead:
+        def __init__(self, inner, k=5):
+            self.inner = inner
+            self.k = k
+
+        def step(self):
+            self.inner.step()
+
+        def load_state_dict(self, sd):
+            self.inner.load_state_dict(sd)
+            params = [p for g in self.inner.param_groups for p in g["params"]]
+            for index, saved in sd["state"].items():
+                {put_back}
+
+
+    def resume(model, path):
+        ckpt = {{}}
+        if path:
+            ckpt = torch.load(path, map_location="cpu")
+        model.cuda()
+        opt = Lookahead(torch.optim.Adam(model.parameters()))
+        opt.load_state_dict(ckpt["optim"])
+        return opt
+"""
+
+
+def test_a_wrapper_restoring_the_loaded_state_as_it_came_is_found() -> None:
+    for put_back in (
+        "self.inner.state[params[index]] = saved",
+        'self.inner.state[params[index]]["exp_avg"] = saved["exp_avg"]',
+    ):
+        found = _findings(WRAPPER_PUTS_BACK_LOADED_STATE.format(put_back=put_back), "train.py")
+        assert [(line, code) for line, code, _ in found] == [(26, "DL111")]
+        assert "restores the state of `Lookahead`, whose own `load_state_dict` puts" in found[0][2]
+
+
+def test_a_wrapper_moving_the_restored_state_to_each_parameter_is_clean() -> None:
+    put_back = "self.inner.state[params[index]] = {k: v.to(params[index].device) for k, v in saved.items()}"
+    assert _found(WRAPPER_PUTS_BACK_LOADED_STATE.format(put_back=put_back), "train.py") == []
