@@ -5473,7 +5473,7 @@ CONSTRUCTOR_DEVICE_DEFAULT = """
             super().__init__()
             self.dev = dev or "cpu"
             self.gain = nn.Parameter(torch.ones(bins, device=self.dev))
-            self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)
+            self.window = torch.hann_window(bins, device=self.dev).sqrt() * torch.ones(bins, device=self.dev)
 
 
     class CombFilter(Resonator):
@@ -5497,8 +5497,8 @@ def test_a_factory_on_a_constructor_device_every_construction_leaves_at_the_cpu_
 
 def test_constructor_device_twin_registering_the_window_is_clean() -> None:
     fixed = CONSTRUCTOR_DEVICE_DEFAULT.replace(
-        "self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)",
-        'self.register_buffer("window", torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev))',
+        "self.window = torch.hann_window(bins, device=self.dev).sqrt() * torch.ones(bins, device=self.dev)",
+        'self.register_buffer("window", torch.hann_window(bins, device=self.dev).sqrt() * torch.ones(bins, device=self.dev))',
     )
     assert _found(fixed) == []
     # a construction that passes an unknown device: the CPU is not claimed

@@ -251,3 +251,78 @@ def test_a_wrapper_restoring_the_loaded_state_as_it_came_is_found() -> None:
 def test_a_wrapper_moving_the_restored_state_to_each_parameter_is_clean() -> None:
     put_back = "self.inner.state[params[index]] = {k: v.to(params[index].device) for k, v in saved.items()}"
     assert _found(WRAPPER_PUTS_BACK_LOADED_STATE.format(put_back=put_back), "train.py") == []
+
+
+# -- DL102: STFT windows are factories, also named through `getattr(torch, name)` ------------------
+
+WINDOW_ATTRIBUTE = """
+    import torch
+    from torch import nn
+
+
+    class SpectralLoss(nn.Module):
+        def __init__(self, n_fft, win_length, window="hann_window"):
+            super().__init__()
+            self.n_fft = n_fft
+            {store}
+
+        def forward(self, x, y):
+            sx = torch.stft(x, self.n_fft, window=self.win, return_complex=True).abs()
+            sy = torch.stft(y, self.n_fft, window=self.win, return_complex=True).abs()
+            return (sx - sy).abs().mean()
+"""
+
+
+def test_a_window_kept_as_a_plain_attribute_is_found_however_it_is_named() -> None:
+    for store in (
+        "self.win = torch.hann_window(win_length)",
+        "self.win = getattr(torch, window)(win_length)",
+        'self.win = getattr(torch, "blackman_window")(win_length)',
+    ):
+        found = _findings(WINDOW_ATTRIBUTE.format(store=store))
+        assert [(line, code) for line, code, _ in found] == [(10, "DL102")]
+        assert found[0][2].startswith("`self.win` holds a CPU tensor that is not a parameter or buffer")
+
+
+def test_a_registered_window_is_clean() -> None:
+    store = 'self.register_buffer("win", getattr(torch, window)(win_length))'
+    assert _found(WINDOW_ATTRIBUTE.format(store=store)) == []
+
+
+# -- DL102: a CPU tensor inside a plain helper object that a module keeps ----------------------
+
+HELD_PLAIN_OBJECT = """
+    import torch
+    from torch import nn
+
+
+    class Spectrogram:
+        def __init__(self, n_fft):
+            self.n_fft = n_fft
+            self.window = torch.hamming_window(n_fft)
+
+        def {method}(self, x):
+            return torch.stft(x, self.n_fft, window={window}, return_complex=True).abs()
+
+
+    class SpectralLoss(nn.Module):
+        def __init__(self, n_fft):
+            super().__init__()
+            self.spec = Spectrogram(n_fft)
+
+        def forward(self, x, y):
+            return (self.spec{call}(x) - self.spec{call}(y)).abs().mean()
+"""
+
+
+def test_a_cpu_tensor_in_a_plain_object_a_module_keeps_is_found() -> None:
+    for method, call in (("__call__", ""), ("magnitude", ".magnitude")):
+        source = HELD_PLAIN_OBJECT.format(method=method, call=call, window="self.window")
+        found = _findings(source)
+        assert [(line, code) for line, code, _ in found] == [(9, "DL102")]
+        assert "a plain class that the module `SpectralLoss` keeps as `self.spec`" in found[0][2]
+
+
+def test_a_plain_object_that_moves_its_tensor_to_the_input_is_clean() -> None:
+    source = HELD_PLAIN_OBJECT.format(method="__call__", call="", window="self.window.to(x.device)")
+    assert _found(source) == []
