@@ -5473,7 +5473,7 @@ CONSTRUCTOR_DEVICE_DEFAULT = """
             super().__init__()
             self.dev = dev or "cpu"
             self.gain = nn.Parameter(torch.ones(bins, device=self.dev))
-            self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)
+            self.window = torch.hann_window(bins, device=self.dev).sqrt() * torch.ones(bins, device=self.dev)
 
 
     class CombFilter(Resonator):
@@ -5497,8 +5497,8 @@ def test_a_factory_on_a_constructor_device_every_construction_leaves_at_the_cpu_
 
 def test_constructor_device_twin_registering_the_window_is_clean() -> None:
     fixed = CONSTRUCTOR_DEVICE_DEFAULT.replace(
-        "self.window = torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev)",
-        'self.register_buffer("window", torch.hann_window(bins).sqrt() * torch.ones(bins, device=self.dev))',
+        "self.window = torch.hann_window(bins, device=self.dev).sqrt() * torch.ones(bins, device=self.dev)",
+        'self.register_buffer("window", torch.hann_window(bins, device=self.dev).sqrt() * torch.ones(bins, device=self.dev))',
     )
     assert _found(fixed) == []
     # a construction that passes an unknown device: the CPU is not claimed
@@ -10335,11 +10335,12 @@ def test_a_cpu_round_trip_sent_back_with_a_bare_cuda_under_a_gpu_check_is_report
         line="return scores.cpu().argsort(dim=-1, stable=True).to(scores.device)"
     )
     assert [f for f in _found(back) if f[1] == "DL107"] == []
-    # a new tensor sent to the GPU under the check is what the check is for
+    # a new tensor sent with a bare `.cuda()` under the check that `scores` is on a GPU lands on
+    # the current GPU, not on `scores`'s (NVIDIA/DeepLearningExamples#1432): reported too (set rt)
     guarded = CPU_ROUND_TRIP_UNDER_A_GPU_CHECK.format(
         line="return torch.argsort(scores + torch.ones(1).cuda(), dim=-1)"
     )
-    assert [f for f in _found(guarded) if f[1] == "DL107"] == []
+    assert [f for f in _found(guarded) if f[1] == "DL107"] == [(6, "DL107")]
 
 
 # -- a program's comments name no accelerator -----------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devicelint.analysis.argument_places import calls_of
+from devicelint.analysis.argument_places import calls_of, extra_keywords
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.context import FileContext
@@ -27,6 +27,7 @@ __all__ = ["cpu_at_every_construction"]
 _CPU = "cpu"
 _NONE = "none"
 _OTHER = "other"
+_LEFT_OUT = "left-out"  # a call that leaves the parameter to its default
 _MAX_DEPTH = 4
 
 
@@ -163,13 +164,21 @@ def _passed(ctx: FileContext, init: cst.FunctionDef, name: str, depth: int) -> s
         return {_OTHER}
     out: set[str] = set()
     for call, caller, skip in sites:
-        if any(a.star for a in call.args):
+        forwarded = _forwarded_keywords(call, caller)
+        if any(a.star for a in call.args if a is not forwarded):
             return {_OTHER}
         given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
         if given is None and position is not None:
-            positional = [a.value for a in call.args if a.keyword is None]
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
             index = position - skip
             given = positional[index] if 0 <= index < len(positional) else None
+        if given is None and forwarded is not None:
+            through = _through_keywords(ctx, caller, forwarded, name, depth)
+            if through is None:
+                return {_OTHER}
+            out |= through - {_LEFT_OUT}
+            if _LEFT_OUT not in through:
+                continue
         if given is None:
             if param.default is None:
                 return {_OTHER}
@@ -178,6 +187,41 @@ def _passed(ctx: FileContext, init: cst.FunctionDef, name: str, depth: int) -> s
             out |= _outcomes(ctx, given, init, _MAX_DEPTH) if type(given) is not cst.Name else {_OTHER}
         else:
             out |= _outcomes(ctx, given, caller, depth + 1)
+    return out
+
+
+def _forwarded_keywords(call: cst.Call, caller: cst.FunctionDef | None) -> cst.Arg | None:
+    """The `**kwargs` argument of `call` that spreads its caller's own `**kwargs` parameter
+    (`super().__init__(n, **kwargs)` in a subclass's constructor), if any."""
+    star = caller.params.star_kwarg if caller is not None else None
+    return next(
+        (
+            a
+            for a in call.args
+            if a.star == "**" and star is not None and type(a.value) is cst.Name and a.value.value == star.name.value
+        ),
+        None,
+    )
+
+
+def _through_keywords(
+    ctx: FileContext, caller: cst.FunctionDef | None, forwarded: cst.Arg, name: str, depth: int
+) -> set[str] | None:
+    """What the calls of `caller` gather under `name` into the `**kwargs` it forwards: the
+    outcomes of those that pass it, and `_LEFT_OUT` for those that leave it out (where the
+    parameter's default holds); None when a call spreads a mapping of its own or no call is seen."""
+    if caller is None or type(forwarded.value) is not cst.Name:
+        return None
+    gathered = extra_keywords(ctx, caller, forwarded.value.value)
+    if gathered is None or any(spreads for _, _, spreads in gathered):
+        return None
+    out: set[str] = set()
+    for call, keywords, _ in gathered:
+        if name not in keywords:
+            out.add(_LEFT_OUT)
+            continue
+        site = ctx.index.enclosing_function(call)
+        out |= _outcomes(ctx, keywords[name], site, depth + 1) if site is not None else {_OTHER}
     return out
 
 

@@ -24,18 +24,37 @@ def constant_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
 
 
 def _constant_test(ctx: FileContext, test: cst.BaseExpression) -> bool | None:
+    tested = _tensor_type_test(ctx, test)
+    if tested is None:
+        return None
+    subject = tested[0]
+    return False if type(subject) is cst.Name and _is_key(ctx, subject) else None
+
+
+def any_tensor_test(ctx: FileContext, test: cst.BaseExpression) -> str | None:
+    """`x` for `torch.is_tensor(x)` and `isinstance(x, torch.Tensor)`, tests that hold for every
+    tensor whatever its dtype (not `isinstance(x, torch.LongTensor)`); None for any other test."""
+    tested = _tensor_type_test(ctx, test)
+    if tested is None or type(tested[0]) is not cst.Name or tested[1] not in ("torch.is_tensor", "torch.Tensor"):
+        return None
+    return tested[0].value
+
+
+def _tensor_type_test(ctx: FileContext, test: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
+    """(subject, `torch.is_tensor` or the tensor type named) for a test of whether a value is a
+    tensor; None for any other test."""
     if type(test) is not cst.Call or not test.args:
         return None
     qualified = ctx.qualified_name(test.func)
     subject = test.args[0].value
     if qualified == "torch.is_tensor" and len(test.args) == 1:
-        pass
-    elif type(test.func) is cst.Name and test.func.value == "isinstance" and len(test.args) == 2:
-        if "isinstance" in ctx.imports.bound or ctx.qualified_name(test.args[1].value) not in _TENSOR_TYPES:
+        return subject, qualified
+    if type(test.func) is cst.Name and test.func.value == "isinstance" and len(test.args) == 2:
+        named = ctx.qualified_name(test.args[1].value)
+        if "isinstance" in ctx.imports.bound or named not in _TENSOR_TYPES:
             return None
-    else:
-        return None
-    return False if type(subject) is cst.Name and _is_key(ctx, subject) else None
+        return subject, named
+    return None
 
 
 def _is_key(ctx: FileContext, name: cst.Name) -> bool:

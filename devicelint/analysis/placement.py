@@ -56,7 +56,7 @@ from devicelint.analysis.host_modules import (
     root_key,
     under_placing_context,
 )
-from devicelint.analysis.key_tests import constant_test
+from devicelint.analysis.key_tests import any_tensor_test, constant_test
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.negation import through_not
 from devicelint.analysis.numpy_bound import numpy_bound_parameters
@@ -433,6 +433,8 @@ class _Interpreter(CallEvaluation):
         constant = self._constant_test(stmt.test)
         if constant is None:
             constant = self._module_type_test(stmt.test)
+        if constant is None:
+            constant = through_not(stmt.test, self._tensor_type_test)
         if constant is None and stmt.orelse is None and _fills_missing_key(self.ctx, stmt):
             constant = True  # `if "buf" not in state: state["buf"] = ...`: after it, the entry is what it sets
         if constant is None and self.own_place is not None:
@@ -454,6 +456,19 @@ class _Interpreter(CallEvaluation):
                 self._device_branches -= 1
         else:
             self._if_branches(stmt, strict)
+
+    def _tensor_type_test(self, test: cst.BaseExpression) -> bool | None:
+        """`isinstance(n, torch.Tensor)` / `torch.is_tensor(n)` of a name that holds a tensor the
+        code placed here (a caller's `torch.tensor(sizes)` handed to a helper that moves it only
+        under that test): True; None when the code does not decide (a parameter only presumed a
+        tensor may be a caller's list or int)."""
+        name = any_tensor_test(self.ctx, test)
+        held = self.env.get(name) if name is not None else None
+        if name is None or held is None or not held.is_tensor or is_handed(held) or held.where == FOLLOWS:
+            return None
+        if self.bound is None and name in self._parameter_names():
+            return None
+        return True
 
     def _module_type_test(self, test: cst.BaseExpression) -> bool | None:
         """`isinstance(net, nn.Module)` of a value the analysis knows is a module: True (False for

@@ -283,11 +283,38 @@ class CallEvaluation:
             if is_host_module(callee) or (callee.kind == MODULE and callee.where in (FOLLOWS, ACCELERATOR)):
                 return self._module_call(call, callee, func)  # `nets["g"](z)`, `self.cells[i](x, (h, c))`
         if type(func) is cst.Call:
+            named = self._torch_attribute_by_name(func)
+            if named is not None:  # `getattr(torch, window)(win_length)`, `window="hann_window"`
+                return self._torch_call(call, named)
             callee = self._eval(func)
             if callee.kind == MODULE:  # `nn.BatchNorm2d(c)(x)`: a module built and called at once
                 return self._module_call(call, callee, func)
         self._args(call)
         return UNKNOWN_FACT
+
+    def _torch_attribute_by_name(self, func: cst.Call) -> str | None:
+        """`torch.hann_window` for `getattr(torch, "hann_window")`, or `getattr(torch, window)`
+        where `window` is a parameter of the function, never rebound, that defaults to the name
+        of a torch factory; None for any other call."""
+        if not (
+            type(func.func) is cst.Name
+            and func.func.value == "getattr"
+            and len(func.args) == 2
+            and self.ctx.qualified_name(func.args[0].value) == "torch"
+            and "getattr" not in self.ctx.imports.bound
+        ):
+            return None
+        spelled = func.args[1].value
+        if type(spelled) is cst.Name and type(self.scope) is cst.FunctionDef:
+            params = self.scope.params
+            param = next((q for q in (*params.params, *params.kwonly_params) if q.name.value == spelled.value), None)
+            rebound = any(
+                type(n) is cst.Name and n.value == spelled.value and self.ctx.index.in_binding_target(n)
+                for n in self.ctx.index.walk(self.scope.body)
+            )
+            spelled = param.default if param is not None and param.default is not None and not rebound else spelled
+        name = literal_value(spelled) if type(spelled) is cst.SimpleString else None
+        return f"torch.{name}" if isinstance(name, str) and name in FACTORIES else None
 
     def _imported_result(self, call: cst.Call) -> Fact | None:
         """What a function of another project module returns (`make_mask(...)` after `from

@@ -98,13 +98,43 @@ def _iterates_param_groups(ctx: FileContext, name: str, use: cst.CSTNode) -> boo
 
 
 def _state_entry(ctx: FileContext, holder: cst.BaseExpression, use: cst.CSTNode) -> bool:
-    """`self.state[p]`, or a name bound to it (`state = self.state[p]`)."""
-    if type(holder) is cst.Subscript and dotted_name(holder.value) == "self.state":
+    """`self.state[p]` (or the wrapped optimizer's, `self.optimizer.state[p]`), or a name bound
+    to it (`state = self.state[p]`)."""
+    if type(holder) is cst.Subscript and _own_state(holder.value):
         return True
     if type(holder) is cst.Name:
         values = bindings(ctx, holder.value, use) or []
-        return bool(values) and all(type(v) is cst.Subscript and dotted_name(v.value) == "self.state" for v in values)
+        return bool(values) and all(type(v) is cst.Subscript and _own_state(v.value) for v in values)
     return False
+
+
+def _own_state(node: cst.BaseExpression) -> bool:
+    """`self.state`, or `self.<optimizer>.state` of the optimizer a wrapper holds."""
+    name = dotted_name(node) or ""
+    return name == "self.state" or (name.startswith("self.") and name.count(".") == 2 and name.endswith(".state"))
+
+
+def _wrapper_classes(ctx: FileContext) -> list[cst.ClassDef]:
+    """Plain classes of the file that wrap an optimizer (the fp16 and lookahead wrappers): they
+    are no `torch.optim` subclass, step it and restore it through their own `load_state_dict`,
+    which hands the state on to the one they hold (`self.optimizer.load_state_dict(sd)`)."""
+    optimizers = {id(c) for c in optimizer_classes(ctx)}
+    found = []
+    for cls in local_classes(ctx).values():
+        own = methods(cls)
+        restorer = own.get("load_state_dict")
+        if id(cls) in optimizers or restorer is None or "step" not in own:
+            continue
+        if any(
+            type(n) is cst.Call
+            and type(n.func) is cst.Attribute
+            and n.func.attr.value == "load_state_dict"
+            and (dotted_name(n.func.value) or "").count(".") == 1
+            and (dotted_name(n.func.value) or "").startswith("self.")
+            for n in ctx.index.walk(restorer)
+        ):
+            found.append(cls)
+    return found
 
 
 def uncast_state_classes(ctx: FileContext) -> dict[str, UncastState]:
@@ -114,15 +144,16 @@ def uncast_state_classes(ctx: FileContext) -> dict[str, UncastState]:
     def build(c: FileContext) -> dict[str, UncastState]:
         found: dict[str, UncastState] = {}
         holders: set[str] | None = None
-        for cls in optimizer_classes(c):
+        for cls in [*optimizer_classes(c), *_wrapper_classes(c)]:
             own = methods(cls)
             if _RESTORERS & set(own):
                 restorer = own.get("load_state_dict")
                 put_back = _put_back_as_loaded(c, restorer) if restorer is not None else None
                 if put_back is not None:
                     node, key = put_back
+                    entry = f'`state["{key}"]`' if key is not None else "each parameter's state"
                     found[cls.name.value] = UncastState(
-                        cls, f'`state["{key}"]`, which its own `load_state_dict` puts back as loaded', node, True
+                        cls, f"{entry}, which its own `load_state_dict` puts back as loaded", node, True
                     )
                 continue
             for func in own.values():
@@ -155,7 +186,7 @@ def uncast_state_classes(ctx: FileContext) -> dict[str, UncastState]:
     return ctx.shared("uncast_optimizer_state.classes", build)
 
 
-def _put_back_as_loaded(ctx: FileContext, method: cst.FunctionDef) -> tuple[cst.Assign, str] | None:
+def _put_back_as_loaded(ctx: FileContext, method: cst.FunctionDef) -> tuple[cst.Assign, str | None] | None:
     """`self.state[p]["key"] = value` in an override of `load_state_dict`, where `value` comes
     from the state dict it is handed (through names bound from it: `masks = state_dict.pop(...)`,
     `for i, mask in masks.items()`) and nothing moves it (`.to(...)`, `.cuda()`, `device=`): the
@@ -182,12 +213,17 @@ def _put_back_as_loaded(ctx: FileContext, method: cst.FunctionDef) -> tuple[cst.
     for node in ctx.index.walk(method.body):
         if type(node) is not cst.Assign or len(node.targets) != 1:
             continue
-        keyed = _string_key(node.targets[0].target)
-        if keyed is None or not _state_entry(ctx, keyed[0], node):
+        target = node.targets[0].target
+        keyed = _string_key(target)
+        if keyed is not None and _state_entry(ctx, keyed[0], node):
+            key = keyed[1]
+        elif type(target) is cst.Subscript and _own_state(target.value):
+            key = None  # the parameter's whole state, `self.optimizer.state[p] = v`
+        else:
             continue
         if _moves(node.value) or not _loaded_value(node.value, derived):
             continue
-        return node, keyed[1]
+        return node, key
     return None
 
 

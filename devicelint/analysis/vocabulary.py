@@ -172,6 +172,7 @@ PRESERVING_METHODS = frozenset(
 )
 
 # torch factories that create a tensor on the default (CPU) device unless given `device=`.
+WINDOW_FACTORIES = frozenset({"hann_window", "hamming_window", "bartlett_window", "blackman_window", "kaiser_window"})
 FACTORIES = frozenset(
     {
         "zeros",
@@ -204,6 +205,8 @@ FACTORIES = frozenset(
         "DoubleTensor",
         "HalfTensor",
         "Tensor",
+        # the STFT windows, built on the CPU like any factory (`torch.hann_window(win_length)`)
+        *WINDOW_FACTORIES,
     }
 )
 # Factories whose first argument may itself be a tensor (then the result follows it).

@@ -101,6 +101,47 @@ def _cpu_round_trip(node: cst.CSTNode) -> cst.BaseExpression | None:
             return None
 
 
+def _under_tensor_cuda_test(
+    ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef
+) -> cst.BaseExpression | None:
+    """`x` for a bare `.cuda()` whose nearest enclosing test asks whether the tensor `x` is on a
+    GPU (`t.cuda() if x.is_cuda else t`, `if x.device.type == "cuda":`): the copy lands on the
+    current CUDA device, not on the GPU `x` is on; None for any other `.cuda()`."""
+    if not (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "cuda"):
+        return None
+    if node.args:
+        return None  # `.cuda(x.device)` says where
+    child: cst.CSTNode = node
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is function:
+            return None
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body:
+            return _cuda_tested_tensor(ancestor.test)
+        child = ancestor
+    return None
+
+
+def _cuda_tested_tensor(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`x` in the tests `x.is_cuda` and `x.device.type == "cuda"`."""
+    if type(test) is cst.Attribute and test.attr.value == "is_cuda":
+        tensor = test.value
+    elif (
+        type(test) is cst.Comparison
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.Equal
+        and type(test.left) is cst.Attribute
+        and test.left.attr.value == "type"
+        and type(test.left.value) is cst.Attribute
+        and test.left.value.attr.value == "device"
+        and type(test.comparisons[0].comparator) is cst.SimpleString
+        and literal_value(test.comparisons[0].comparator) == "cuda"
+    ):
+        tensor = test.left.value.value
+    else:
+        return None
+    return tensor if type(tensor) in (cst.Name, cst.Attribute) else None
+
+
 def _kept_for_other_methods(ctx: FileContext, param: cst.Param) -> bool:
     """A constructor parameter (`device="cuda"`) stored on the instance (`self.device = device`)
     and read by another method of the class: the default decides where those methods put
@@ -239,8 +280,9 @@ class HardCodedCudaInModule(Rule):
     or inside a library function that takes tensors, unless the code sits under a device check
     (`if torch.cuda.is_available():`, `if x.is_cuda:`, `torch.cuda.is_available() and ...`).
     Under such a check it still flags a tensor taken to the CPU and sent back with a bare
-    `.cuda()` (`x.cpu().cumsum(0).cuda()`): the copy lands on the current device, not on the
-    GPU `x` was on (`x.device`).
+    `.cuda()` (`x.cpu().cumsum(0).cuda()`), and, under a check that a tensor is on a GPU
+    (`w.cuda() if x.is_cuda else w`, `if x.device.type == "cuda":`), any bare `.cuda()`: the
+    copy lands on the current device, not on the GPU `x` is on (`x.device`).
     In a library file (no `__main__` block) it also flags a module method that places a tensor
     on the machine's device chosen once for the file: `device=get_device()` where the file's
     `get_device()` returns `"cuda" if torch.cuda.is_available() else "cpu"`, or a module-level
@@ -344,7 +386,8 @@ class HardCodedCudaInModule(Rule):
             placement = file_facts(ctx).scope(function)
             if cls is None and reusable is None and not placement.device_params:
                 continue
-            round_trip = _cpu_round_trip(node)
+            tested = _under_tensor_cuda_test(ctx, node, function)
+            round_trip = _cpu_round_trip(node) or tested
             if (under_device_guard(ctx, node, function) and round_trip is None) or any(
                 w in function.name.value.lower() for w in DEVICE_MANAGEMENT
             ):
@@ -367,7 +410,7 @@ class HardCodedCudaInModule(Rule):
                 claim="hard-codes CUDA",
                 function=function.name.value,
                 device=device,
-                why=_ROUND_TRIP_WHY if round_trip is not None else _WHY,
+                why=_WHY if round_trip is None else _ROUND_TRIP_WHY if tested is None else _TESTED_WHY,
             )
         if not is_script(ctx.source):
             yield from self._machine_devices(ctx, classes)
@@ -406,6 +449,9 @@ _WHY = "it breaks CPU-only runs, other GPUs (`cuda:1`, DDP ranks) and MPS"
 _ROUND_TRIP_WHY = (
     "the CPU copy goes back to the current CUDA device, not to the GPU the input was on (`cuda:1`, DDP ranks)"
 )
+
+# A bare `.cuda()` under `if x.is_cuda:`: it lands on the current device, not on `x`'s GPU.
+_TESTED_WHY = "the tensor goes to the current CUDA device, not to the GPU the tested tensor is on (`cuda:1`, DDP ranks)"
 
 
 def _unread_default(ctx: FileContext, node: cst.CSTNode, function: cst.FunctionDef) -> bool:

@@ -39,7 +39,8 @@ def _cpu_load_of(ctx: FileContext, value: cst.BaseExpression, use: cst.CSTNode) 
     while type(value) is cst.Subscript:
         value = value.value
     if type(value) is cst.Name:
-        bound = bindings(ctx, value.value, use) or []
+        # an empty placeholder (`states = {}` before a conditional load) holds no entry to read
+        bound = [b for b in bindings(ctx, value.value, use) or [] if not _empty_mapping(b)]
         if len(bound) != 1:
             return None
         value = bound[0]
@@ -55,6 +56,29 @@ def _cpu_load_of(ctx: FileContext, value: cst.BaseExpression, use: cst.CSTNode) 
     if type(place) is cst.Lambda and place.params.params and type(place.body) is cst.Name:
         return value if place.body.value == place.params.params[0].name.value else None  # `lambda s, loc: s`
     return value if type(place) is cst.SimpleString and literal_value(place) == "cpu" else None
+
+
+def _empty_mapping(value: cst.BaseExpression) -> bool:
+    """`{}` or `dict()`."""
+    if type(value) is cst.Dict:
+        return not value.elements
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "dict" and not value.args
+
+
+def _receiver_values(ctx: FileContext, receiver: cst.BaseExpression, use: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What `receiver` (a name, or `self.<attr>` set by the methods of the enclosing class) is
+    bound to where `use` reads it."""
+    if type(receiver) is cst.Name:
+        return list(bindings(ctx, receiver.value, use) or [])
+    name = dotted_name(receiver) or ""
+    cls = ctx.index.enclosing_class(use)
+    if cls is None or not name.startswith("self.") or name.count(".") != 1:
+        return []
+    return [
+        node.value
+        for node in ctx.index.walk(cls)
+        if type(node) is cst.Assign and any(dotted_name(t.target) == name for t in node.targets)
+    ]
 
 
 def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
@@ -619,7 +643,9 @@ class OptimizerStateDevice(Rule):
       (`state["precond"] = Preconditioner(p)`), and that does not override `load_state_dict`, or
       whose own `load_state_dict` puts entries of the loaded dict back into its state without
       moving them (`self.state[p]["lr_mask"] = mask`, past the cast `super().load_state_dict`
-      made).
+      made); so does a plain class of the file that wraps an optimizer (an fp16 or lookahead
+      wrapper that steps it and hands `load_state_dict` on to it) and puts the loaded state back
+      into the wrapped optimizer's state (`self.optimizer.state[p] = v`).
 
     ## Why it is a bug on a GPU
     `Module.to` moves parameters in place, so an optimizer that only holds the `Parameter`
@@ -723,11 +749,9 @@ class OptimizerStateDevice(Rule):
             func = call.func
             if type(func) is not cst.Attribute or func.attr.value != "load_state_dict" or len(call.args) != 1:
                 continue
-            if type(func.value) is not cst.Name:
-                continue
             built = [
                 v
-                for v in bindings(ctx, func.value.value, call) or []
+                for v in _receiver_values(ctx, func.value, call)
                 if type(v) is cst.Call and type(v.func) is cst.Name and v.func.value in classes
             ]
             if not built:

@@ -14,7 +14,7 @@ from devicelint.analysis.facts import file_facts
 from devicelint.analysis.instance_parameters import handed_references
 from devicelint.analysis.kept_devices import moved_after_built
 from devicelint.analysis.model_events import data_parallel_classes
-from devicelint.analysis.modules import imported_module_class
+from devicelint.analysis.modules import imported_module_class, methods
 from devicelint.analysis.moved_copies import moved_by_helper
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.parameter_products import parameters_read
@@ -48,7 +48,7 @@ from devicelint.analysis.placement_program import construction_methods
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
 from devicelint.analysis.python_ints import is_python_int
-from devicelint.analysis.training.helpers import arguments_for, returned_call
+from devicelint.analysis.training.helpers import arguments_for, local_classes, returned_call
 from devicelint.context import FileContext
 from devicelint.fix_text import code_in_place, own_line_statement
 from devicelint.rule_base import FixProposal, Rule, Violation, register
@@ -126,7 +126,15 @@ class TensorAttributeNotRegistered(Rule):
     inputs' device and no check of that device: a later `model.to(...)` leaves it behind. A CPU
     tensor bound in the class body (`zero_points = torch.tensor([...])`, a class attribute every
     instance reads as `self.zero_points`) that a method computes with and no method rebinds on
-    the instance is reported too: it belongs to the class, not to any module's buffers.
+    the instance is reported too: it belongs to the class, not to any module's buffers. So is a
+    CPU tensor that a plain class of the file (no `nn.Module`, no `to`/`cuda` of its own) stores
+    in `__init__` and reads in another method without moving it (`self.window =
+    torch.hann_window(n)` in an STFT helper), where a module of the file keeps an instance of it
+    as an attribute and uses it: `model.to()` never reaches into a plain object. A hand move in
+    `__init__` to the constructor's device (`if device is not None: self.fb = self.fb.to(device)`)
+    moves nothing when every construction in the file leaves that device out, also through a
+    subclass that forwards its `**kwargs`. STFT windows (`torch.hann_window`, also
+    `getattr(torch, window)(n)` with `window="hann_window"` as the default) are factories.
 
     ## Why it is a bug on a GPU
     `model.to(device)`, `model.cuda()` and `model.half()` move and cast parameters and buffers
@@ -202,6 +210,7 @@ class TensorAttributeNotRegistered(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if is_test_path(ctx.path):
             return  # test fixtures build odd modules on purpose (constant weights for tracing)
+        yield from self._held_plain_objects(ctx)
         for facts in class_facts(ctx).values():
             if CUSTOM_STATE & facts.methods.keys():
                 continue
@@ -255,9 +264,12 @@ class TensorAttributeNotRegistered(Rule):
                 if only_handed_on(ctx, facts.node, attr):
                     continue  # `self.a = self.<attr>` is every read: reported as `self.a`
                 candidate = made = None
+                assigned_in = {id(v): m for v, m in assignments}
                 for value, source in _built_as(ctx, assignments):
                     fact = file_facts(ctx).value(source)
                     if (fact.kind == DEVICE or fact.where == ACCELERATOR) and _is_move(source):
+                        if _moved_to_constructor_cpu(ctx, source, assigned_in[id(value)]):
+                            continue  # `if device is not None: self.x = self.x.to(device)`, never given one
                         candidate = made = None  # `self.x = self.x.to(device)`: moved by hand
                         break
                     if candidate is None and _made_on_cpu(ctx, through_containers(ctx, source), fact):
@@ -330,6 +342,48 @@ class TensorAttributeNotRegistered(Rule):
                     advice = f'use `self.register_buffer("{attr}", ...)` (or `nn.Parameter` if it is trained)'
                 fix = None if movers else _as_buffer(ctx, attr, candidate, [v for v, _ in assignments])
                 yield self.violation(target or candidate, fix=fix, attr=attr, problem=problem, advice=advice)
+
+    def _held_plain_objects(self, ctx: FileContext) -> Iterator[Violation]:
+        """A CPU tensor that a plain class of the file (no `nn.Module`) stores in `__init__` and
+        reads in its other methods (`self.window = torch.hann_window(n)` in an STFT helper),
+        where a module of the file keeps an instance of it as an attribute and uses it after it
+        is built: `model.to(device)` moves submodules, parameters and buffers, and never reaches
+        into a plain object."""
+        modules = class_facts(ctx)
+        classes = local_classes(ctx)
+        reported: set[int] = set()
+        for facts in modules.values():
+            for attr, value, method in facts.assignments:
+                if method.name.value != "__init__" or type(value) is not cst.Call or type(value.func) is not cst.Name:
+                    continue
+                held = classes.get(value.func.value)
+                if held is None or held.name.value in modules or id(held) in reported or not _plain_class(held):
+                    continue
+                own = methods(held)
+                if (CUSTOM_MOVERS | CUSTOM_STATE | {"cpu", "__getattr__"}) & own.keys():
+                    continue  # it moves (or serves) its own tensors
+                if not _used_after_init(ctx, facts, attr):
+                    continue
+                for stored in stored_once(ctx, held).values():
+                    if not stored.cpu_tensor or stored.scalar or not _read_after_init(ctx, held, stored.attr):
+                        continue
+                    target = _assignment_target(ctx, stored.value)
+                    reported.add(id(held))
+                    yield self.violation(
+                        target or stored.value,
+                        fix=None,
+                        attr=stored.attr,
+                        problem=(
+                            f"holds a CPU tensor in `{held.name.value}`, a plain class that the module "
+                            f"`{facts.node.name.value}` keeps as `self.{attr}`: `model.to(device)` moves submodules, "
+                            "parameters and buffers, never the tensors of a plain object, so it stays on the CPU"
+                        ),
+                        advice=(
+                            f"make `{held.name.value}` an `nn.Module` and register the tensor with "
+                            f'`self.register_buffer("{stored.attr}", ...)`'
+                        ),
+                    )
+                    break
 
     def _class_attributes(self, ctx: FileContext, facts: ClassFacts, moved: set[str]) -> Iterator[Violation]:
         """A CPU tensor bound in the class body (`zero_points = torch.tensor([...])`), which the
@@ -691,6 +745,16 @@ def _registered_as_buffer(ctx: FileContext, name: cst.Name) -> bool:
     return False
 
 
+def _moved_to_constructor_cpu(ctx: FileContext, move: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """`self.fb = self.fb.to(self.device)` in `__init__`, where the device is a constructor
+    parameter (or `self.device` set from one) that every construction of the class in the file
+    leaves at `None` or gives the CPU: the move keeps the tensor on the CPU."""
+    if type(move) is not cst.Call or type(move.func) is not cst.Attribute or move.func.attr.value != "to":
+        return False
+    device = next((a.value for a in move.args if a.keyword is None or a.keyword.value == "device"), None)
+    return device is not None and cpu_at_every_construction(ctx, device, method)
+
+
 def _is_move(value: cst.BaseExpression) -> bool:
     return (
         type(value) is cst.Call
@@ -782,6 +846,32 @@ def _after_super_init(ctx: FileContext, init: cst.FunctionDef, node: cst.CSTNode
     return False
 
 
+def _plain_class(cls: cst.ClassDef) -> bool:
+    """A class with no base but `object`."""
+    return all(dotted_name(b.value) == "object" for b in cls.bases if b.keyword is None) and not any(
+        b.keyword is not None for b in cls.bases
+    )
+
+
+def _read_after_init(ctx: FileContext, cls: cst.ClassDef, attr: str) -> bool:
+    """Whether a method of `cls` other than `__init__` reads `self.<attr>` and nothing in the
+    class moves it (`self.<attr>.to(x.device)`)."""
+    read = False
+    for name, method in methods(cls).items():
+        for node in ctx.index.walk(method):
+            if type(node) is not cst.Attribute or self_attribute(node) != attr:
+                continue
+            parent = ctx.index.parent(node)
+            if (
+                type(parent) is cst.Attribute
+                and parent.value is node
+                and parent.attr.value in ("to", "cuda", "type_as")
+            ):
+                return False
+            read = read or name != "__init__"
+    return read
+
+
 def _assignment_target(ctx: FileContext, value: cst.BaseExpression) -> cst.CSTNode | None:
     parent = ctx.index.parent(value)
     if type(parent) is cst.Assign:
@@ -795,11 +885,13 @@ def _moved_by_the_class(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
     """Whether the class itself moves the attribute to a device somewhere (`self.freqs.to(device)`,
     `[f.to(device) for f in self.freqs]`): its author keeps it off the buffers on purpose
     (complex tables that a dtype cast would break) and manages its device by hand."""
-    for name, node, _ in facts.references:
+    for name, node, user in facts.references:
         if name != attr:
             continue
         parent = ctx.index.parent(node)
         call = ctx.index.parent(parent) if type(parent) is cst.Attribute and parent.value is node else None
+        if call is not None and type(call) is cst.Call and _moved_to_constructor_cpu(ctx, call, user):
+            continue
         if call is not None and (move_call(call) not in (None, "cpu") or _takes_device_of_argument(call)):
             return True
         clause = ctx.index.parent(node)

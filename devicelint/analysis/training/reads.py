@@ -203,6 +203,19 @@ def reaching_assignment(ctx: FileContext, scope: cst.CSTNode, name: str, at: cst
     return before
 
 
+def bound_only_later(ctx: FileContext, scope: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
+    """Whether `scope` binds `name` only after `at` and in no loop around `at`, so that `at`
+    reads what the function was given (`sample(batch)` before `batch = batch.to(device)`): none
+    of the function's own values for the name reaches it."""
+    order: dict[int, int] = ctx.shared(("reads.order", id(scope)), lambda c: _walk_order(c, scope))
+    position = order.get(id(at))
+    bindings = ctx.shared(("reads.bindings", id(scope), name), lambda c: _bindings(c, scope, name))
+    if position is None or not bindings or any(order.get(id(b), -1) < position for b in bindings):
+        return False
+    loops = [a for a in ctx.index.ancestors(at) if type(a) in (cst.For, cst.While)]
+    return not any(any(a is loop for a in ctx.index.ancestors(b)) for b in bindings for loop in loops)
+
+
 def _walk_order(ctx: FileContext, scope: cst.CSTNode) -> dict[int, int]:
     return {id(n): i for i, n in enumerate(ctx.index.walk(scope))}
 

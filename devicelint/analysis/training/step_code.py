@@ -33,6 +33,7 @@ from devicelint.analysis.training.loops import (
     in_unset_branch,
     step_regions,
 )
+from devicelint.analysis.training.reads import bound_only_later
 from devicelint.analysis.training.step import Scope
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, receiver, scope_of
 from devicelint.analysis.training.values import values_of
@@ -177,10 +178,12 @@ def _device_argument(ctx: FileContext, value: cst.BaseExpression, hot: HotValues
         return known
     if _moved_tensors(value, hot):
         return True
+    scope = scope_of(ctx, value)
     if type(value) is cst.Name and value.value not in hot.modules:
-        # `batch = {k: v.to(device) for k, v in batch.items()}` then `loss_fn(batch)`
-        if any(
-            v is not None and _moved_tensors(v, hot) for v in values_of(ctx, value.value, scope_of(ctx, value)) or ()
+        # `batch = {k: v.to(device) for k, v in batch.items()}` then `loss_fn(batch)`, not a call
+        # made before the move (`sampler.sample(batch)`, then `batch = batch.to(device)`)
+        if not bound_only_later(ctx, scope, value.value, value) and any(
+            v is not None and _moved_tensors(v, hot) for v in values_of(ctx, value.value, scope) or ()
         ):
             return True
     return on_device(ctx, value, hot)
