@@ -1,0 +1,161 @@
+"""Shapes behind the misses of re-created set rv (session 39), each tested in at least two
+spellings other than the pair's, with its one-fix twin clean."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _found(source: str, path: str = "train/loop.py") -> list[tuple[int, str, str]]:
+    result = lint_source(textwrap.dedent(source), path, DEFAULT)
+    return [(f.line, f.code, f.message) for f in result.findings]
+
+
+def _branch_message(expr: str) -> str:
+    return (
+        f"`{expr}` copies a device tensor to the host on every training step to decide a branch, which stalls"
+        " the GPU until the step's kernels finish; test it every N steps, or keep the check on the device"
+        " (`torch.where`, `torch.nan_to_num`)"
+    )
+
+
+# -- the loss a step helper backpropagates and hands back is a device tensor in its caller ------
+
+STEP_METHOD_RETURNS_LOSS = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, net, batches, where="cuda"):
+            self.net = net.to(where)
+            self.batches = batches
+            self.where = where
+            self.opt = torch.optim.AdamW(self.net.parameters(), lr=1e-4)
+
+        def one_step(self, feed):
+            feed = {k: v.to(self.where) for k, v in feed.items()}
+            objective = self.net(**feed).loss
+            objective.backward()
+            return objective.detach()
+
+        def run(self):
+            for feed in self.batches:
+                value = self.one_step(feed)
+                if torch.isnan(value):
+                    self.opt.zero_grad()
+                    continue
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+STEP_FUNCTION_RETURNS_TUPLE = """
+    import torch
+
+
+    def backprop(model, x, y, crit):
+        out = model(x)
+        err = crit(out, y)
+        err.backward()
+        return err, out.shape[0]
+
+
+    def fit(model, loader, crit, opt, device):
+        model.to(device)
+        seen = 0
+        for x, y in loader:
+            err, n = backprop(model, x.to(device), y.to(device), crit)
+            opt.step()
+            opt.zero_grad()
+            seen += n
+            print("step loss", err.item())
+"""
+
+
+def test_a_loss_handed_back_by_a_backward_method_is_read_on_the_device() -> None:
+    assert _found(STEP_METHOD_RETURNS_LOSS) == [(21, "DL401", _branch_message("if torch.isnan(value):"))]
+
+
+def test_a_loss_handed_back_in_a_tuple_by_a_backward_function_is_read_on_the_device() -> None:
+    found = _found(STEP_FUNCTION_RETURNS_TUPLE)
+    assert [(line, code) for line, code, _ in found] == [(20, "DL401")]
+    assert found[0][2].startswith("`err.item()` copies a device tensor to the host on every training step to print")
+
+
+def test_a_helper_that_hands_back_a_host_number_is_clean() -> None:
+    assert _found(STEP_METHOD_RETURNS_LOSS.replace("return objective.detach()", "return 0.0")) == []
+    # the other element of the tuple (a Python int) is not the loss
+    assert _found(STEP_FUNCTION_RETURNS_TUPLE.replace('print("step loss", err.item())', 'print("seen", n)')) == []
+
+
+# -- each operand of an `and`/`or` test is read as a bool --------------------------------------
+
+FLAGGED_NAN_TEST = """
+    import torch
+
+
+    def train(model, loader, opt, device, skip_bad=True):
+        model.to(device)
+        total = torch.zeros((), device=device)
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            loss.backward()
+            if skip_bad and (torch.isnan(loss) or torch.isinf(loss)):
+                opt.zero_grad()
+                continue
+            opt.step()
+            opt.zero_grad()
+            total += loss.detach()
+"""
+
+NEGATED_OR_TEST = """
+    import torch
+
+
+    class Fitter:
+        def __init__(self, net, device, clip_free=False):
+            self.net = net.to(device)
+            self.device = device
+            self.clip_free = clip_free
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+        def fit(self, stream):
+            for x, y in stream:
+                gap = (self.net(x.to(self.device)) - y.to(self.device)).pow(2).mean()
+                gap.backward()
+                if not (self.clip_free or gap < 10.0):
+                    torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+
+def test_a_tensor_test_behind_a_flag_in_an_and_chain_is_found() -> None:
+    expr = "if skip_bad and (torch.isnan(loss) or torch.isinf(loss)):"
+    assert _found(FLAGGED_NAN_TEST) == [(11, "DL401", _branch_message(expr))]
+
+
+def test_a_comparison_inside_a_negated_or_chain_is_found() -> None:
+    expr = "if not (self.clip_free or gap < 10.0):"
+    assert _found(NEGATED_OR_TEST) == [(16, "DL401", _branch_message(expr))]
+
+
+def test_the_device_side_filter_is_clean() -> None:
+    fixed = FLAGGED_NAN_TEST.replace(
+        "            if skip_bad and (torch.isnan(loss) or torch.isinf(loss)):\n"
+        "                opt.zero_grad()\n"
+        "                continue\n",
+        "",
+    )
+    assert _found(fixed) == []
+
+
+def test_a_tensor_test_guarded_by_a_logging_interval_is_clean() -> None:
+    logged = FLAGGED_NAN_TEST.replace("for x, y in loader:", "for step, (x, y) in enumerate(loader):").replace(
+        "if skip_bad and (", "if step % 100 == 0 and ("
+    )
+    assert _found(logged) == []
