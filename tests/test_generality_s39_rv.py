@@ -159,3 +159,93 @@ def test_a_tensor_test_guarded_by_a_logging_interval_is_clean() -> None:
         "if skip_bad and (", "if step % 100 == 0 and ("
     )
     assert _found(logged) == []
+
+
+# -- a discarded move of an instance of a file class whose move returns a copy ------------------
+
+COPYING_BATCH_CLASS = """
+    import torch
+
+
+    class Pair:
+        def __init__(self, left, right):
+            self.left = left
+            self.right = right
+
+        def to(self, where):
+            return Pair(self.left.to(where), self.right.to(where))
+
+        def pin(self):
+            self.left = self.left.pin_memory()
+            return self
+
+
+    def evaluate(net, rows, where):
+        net.to(where)
+        scores = []
+        for left, right in rows:
+            pair = Pair(left, right)
+            pair.to(where)
+            scores.append(net(pair.left, pair.right))
+        return scores
+
+
+    def evaluate_one(net, pair: Pair, where):
+        pair.to(where)
+        return net(pair.left, pair.right)
+"""
+
+GUARDED_RECORD = """
+    import torch
+
+
+    class Record(dict):
+        def cpu(self):
+            out = Record()
+            for key, value in self.items():
+                out[key] = value.cpu() if isinstance(value, torch.Tensor) else value
+            return out
+
+
+    def collect(step_outputs, offload):
+        kept = []
+        for item in step_outputs:
+            if isinstance(item, Record):
+                if offload:
+                    item.cpu()
+            kept.append(item)
+        return kept
+"""
+
+
+def _discarded(call: str, owner: str, name: str) -> str:
+    return (
+        f"`{call}` returns a new `{owner}` that is thrown away, so `{name}` is not moved; assign it: `{name} = {call}`"
+    )
+
+
+def test_a_discarded_move_of_a_constructed_or_annotated_copying_instance_is_found() -> None:
+    assert _found(COPYING_BATCH_CLASS) == [
+        (23, "DL104", _discarded("pair.to(where)", "Pair", "pair")),
+        (29, "DL104", _discarded("pair.to(where)", "Pair", "pair")),
+    ]
+
+
+def test_a_discarded_move_of_an_instance_an_isinstance_test_names_is_found() -> None:
+    assert _found(GUARDED_RECORD) == [(18, "DL104", _discarded("item.cpu()", "Record", "item"))]
+
+
+def test_kept_moves_and_in_place_movers_are_clean() -> None:
+    kept = COPYING_BATCH_CLASS.replace("            pair.to(where)", "            pair = pair.to(where)").replace(
+        "        pair.to(where)\n        return", "        pair = pair.to(where)\n        return"
+    )
+    assert _found(kept) == []
+    assert (
+        _found(GUARDED_RECORD.replace("                    item.cpu()", "                    item = item.cpu()")) == []
+    )
+    # a `to()` that moves the instance's own fields and returns `self` works in place
+    in_place = COPYING_BATCH_CLASS.replace(
+        "            return Pair(self.left.to(where), self.right.to(where))",
+        "            self.left, self.right = self.left.to(where), self.right.to(where)\n            return self",
+    )
+    assert _found(in_place) == []
