@@ -249,3 +249,63 @@ def test_kept_moves_and_in_place_movers_are_clean() -> None:
         "            self.left, self.right = self.left.to(where), self.right.to(where)\n            return self",
     )
     assert _found(in_place) == []
+
+
+# -- a tracer, exporter or graph writer runs the module on its example input --------------------
+
+TRACED_EXAMPLES = """
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.tensorboard import SummaryWriter
+
+
+    def export(net, dataset, where, path):
+        net = net.to(where).eval()
+        loader = DataLoader(dataset, batch_size=4)
+        sample, _ = next(iter(loader))
+        scripted = torch.jit.trace(net, sample)
+        scripted.save(path)
+
+
+    def export_onnx(net, loader, where, path):
+        net.to(where)
+        for images, masks in loader:
+            torch.onnx.export(net, (images, masks), path)
+            break
+
+
+    def log_graph(net, loader, where):
+        board = SummaryWriter()
+        net.to(where)
+        first = next(iter(loader))[0]
+        board.add_graph(model=net, input_to_model=first)
+"""
+
+
+def _unmoved(batch: str, model: str) -> str:
+    return (
+        f"`{batch}` comes from a DataLoader and is still on the CPU, but `{model}` was moved to the device;"
+        f" move it first: `{batch} = {batch}.to(where)`"
+    )
+
+
+def test_examples_handed_to_tracers_exporters_and_graph_writers_are_found() -> None:
+    assert _found(TRACED_EXAMPLES) == [
+        (11, "DL105", _unmoved("sample", "net")),
+        (18, "DL105", _unmoved("images", "net")),
+        (18, "DL105", _unmoved("masks", "net")),
+        (26, "DL105", _unmoved("first", "net")),
+    ]
+
+
+def test_moved_examples_and_a_model_left_on_the_cpu_are_clean() -> None:
+    moved = (
+        TRACED_EXAMPLES.replace("torch.jit.trace(net, sample)", "torch.jit.trace(net, sample.to(where))")
+        .replace("(net, (images, masks), path)", "(net, (images.to(where), masks.to(where)), path)")
+        .replace("input_to_model=first)", "input_to_model=first.to(where))")
+    )
+    assert _found(moved) == []
+    on_cpu = TRACED_EXAMPLES.replace("net = net.to(where).eval()", "net = net.eval()").replace(
+        "        net.to(where)\n", ""
+    )
+    assert _found(on_cpu) == []
