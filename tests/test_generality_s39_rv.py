@@ -309,3 +309,51 @@ def test_moved_examples_and_a_model_left_on_the_cpu_are_clean() -> None:
         "        net.to(where)\n", ""
     )
     assert _found(on_cpu) == []
+
+
+# -- a module moved only under a device test is on the accelerator the author means -------------
+
+GUARDED_MODULE_MOVE = """
+    import torch
+    import torch.nn as nn
+
+
+    def shapes(net, size):
+        probe = torch.randn(size)
+        with torch.no_grad():
+            return net(probe).shape
+
+
+    def build():
+        net = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+        if torch.cuda.is_available():
+            net = net.cuda()
+        print(shapes(net, (2, 8)))
+
+
+    def smoke(use_gpu):
+        head = nn.Linear(8, 2)
+        if use_gpu and torch.cuda.is_available():
+            head.to("cuda")
+        return head(torch.zeros(1, 8))
+"""
+
+
+def test_a_cpu_tensor_handed_to_a_module_moved_under_a_device_test_is_found() -> None:
+    found = _found(GUARDED_MODULE_MOVE)
+    assert [(line, code) for line, code, _ in found] == [(7, "DL101"), (23, "DL101")]
+    assert found[0][2].startswith(
+        "`torch.randn(...)` creates a CPU tensor in `shapes` that is passed to the module `net`"
+    )
+
+
+def test_inputs_placed_with_the_module_are_clean() -> None:
+    fixed = GUARDED_MODULE_MOVE.replace(
+        "probe = torch.randn(size)", "probe = torch.randn(size, device=next(net.parameters()).device)"
+    ).replace("head(torch.zeros(1, 8))", "head(torch.zeros(1, 8, device=head.weight.device))")
+    assert _found(fixed) == []
+    # without the move, everything stays on the CPU
+    on_cpu = GUARDED_MODULE_MOVE.replace("            net = net.cuda()\n", "            pass\n").replace(
+        '            head.to("cuda")\n', "            pass\n"
+    )
+    assert _found(on_cpu) == []
