@@ -107,9 +107,11 @@ from devicelint.analysis.placement_values import (
     join,
     join_envs,
     looks_like_device_name,
+    module_on_gpu_branch,
     module_wide_accelerator_default,
     moves_what_it_yields,
     string_value,
+    tests_availability,
     used_as_settings,
 )
 from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
@@ -565,6 +567,12 @@ class _Interpreter(CallEvaluation):
         self._restore_unless_rebound(narrowed, True, before)
         after_else = self.env
         self.env = join_envs(after_body, after_else, strict, branches=True)
+        if strict and tests_availability(self.ctx, stmt.test):
+            # `if torch.cuda.is_available(): model.cuda()`: the module is on the GPU it finds
+            for name in after_body.keys() & after_else.keys():
+                on_gpu = module_on_gpu_branch(after_body[name], after_else[name])
+                if on_gpu is not None:
+                    self.env[name] = on_gpu
         self.splits = common(body_splits, self.splits)
         if key is not None:
             self._split(stmt, key, after_body, after_else)

@@ -89,6 +89,7 @@ from devicelint.analysis.placement_values import (
     module_wide_accelerator_default,
     sets_accelerator_default,
 )
+from devicelint.analysis.traced_runs import traced_module_and_example, traced_returns_module
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -248,6 +249,9 @@ class CallEvaluation:
         # (`qualified_name` reads through a call: `nn.BatchNorm2d(c)(x)` calls the module built,
         # it does not build another)
         qualified = self.ctx.qualified_name(func) if type(func) is not cst.Call else None
+        traced = self._traced_run(call)
+        if traced is not None:
+            return traced
         if qualified is not None and qualified.startswith("torch."):
             return self._torch_call(call, qualified)
         if qualified in PLACING_LAUNCHERS:
@@ -315,6 +319,32 @@ class CallEvaluation:
             spelled = param.default if param is not None and param.default is not None and not rebound else spelled
         name = literal_value(spelled) if type(spelled) is cst.SimpleString else None
         return f"torch.{name}" if isinstance(name, str) and name in FACTORIES else None
+
+    def _traced_run(self, call: cst.Call) -> Fact | None:
+        """`writer.add_graph(model, x)`, `torch.jit.trace(model, x)`, `torch.onnx.export(model,
+        (x, m), path)`: the call runs a module on the device on its example inputs, which meet it
+        as in `model(x)`. None when the call is no such run."""
+        parts = traced_module_and_example(self.ctx, call)
+        if parts is None:
+            return None
+        module, example = parts
+        callee = self._eval(module)
+        if callee.kind == UNKNOWN and callee.where == ACCELERATOR:
+            callee = replace(callee, kind=MODULE)  # what a tracer runs is a module (`net.to(d).eval()`)
+        factory = callee.factory or ""
+        if (
+            callee.kind != MODULE
+            or callee.where not in (FOLLOWS, ACCELERATOR)
+            or factory in PARAMETER_FREE_MODULES
+            or factory in INPUT_MOVING_WRAPPERS
+        ):
+            return None
+        self._args(call)
+        for fact, node in flatten(self._fact_of(example), example):
+            if cpu_side(fact, allow_scalar=False) and compatible(fact, callee):
+                self._record(fact, node, callee, module, call, "module")
+        # a traced or exported module stays where the module is; a graph written to a log is no value
+        return callee if traced_returns_module(self.ctx, call) else UNKNOWN_FACT
 
     def _imported_result(self, call: cst.Call) -> Fact | None:
         """What a function of another project module returns (`make_mask(...)` after `from

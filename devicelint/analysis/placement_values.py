@@ -515,6 +515,15 @@ def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
     return found
 
 
+def tests_availability(ctx: FileContext, test: cst.CSTNode) -> bool:
+    """Whether a test asks the machine for an accelerator (`torch.cuda.is_available()`, also
+    in `use_gpu and torch.backends.mps.is_available()`), not a user's flag."""
+    return any(
+        type(node) is cst.Call and (ctx.qualified_name(node.func) or "").endswith(".is_available")
+        for node in ctx.index.walk(test)
+    )
+
+
 def _mentions_device(test: cst.CSTNode, ctx: FileContext) -> bool:
     for node in ctx.index.walk(test):
         if type(node) is cst.Name:
@@ -582,6 +591,24 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
             factory=a.factory if a.kind == MODULE and a.factory == b.factory else None,
         )
     return UNKNOWN_FACT
+
+
+def module_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
+    """A module moved to the accelerator on the path of a device test and left where it was
+    built on the other (`if torch.cuda.is_available(): model.cuda()`): as with `"cuda" if
+    torch.cuda.is_available() else "cpu"`, the device the author means is the GPU, where a
+    CPU tensor handed to it fails."""
+    for gpu, other in ((a, b), (b, a)):
+        if (
+            gpu.where == ACCELERATOR
+            and gpu.kind in (MODULE, UNKNOWN)
+            and gpu.elements is None
+            and gpu.fields is None
+            and other.kind == MODULE
+            and other.where in (None, "cpu")
+        ):
+            return Fact(MODULE, where=ACCELERATOR, factory=other.factory, device=gpu.device)
+    return None
 
 
 def _join_fields(a: Fact, b: Fact, strict: bool, branches: bool) -> Fact:

@@ -10,7 +10,7 @@ from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.training.helpers import bound_arguments, callee, only_returned
 from devicelint.analysis.training.hot_values import HotValues, hot_values, on_device, placement_says
-from devicelint.analysis.training.loops import StepRegion, in_logging_condition, in_unset_branch
+from devicelint.analysis.training.loops import StepRegion, in_logging_condition, in_unset_branch, is_logging_test
 from devicelint.analysis.training.reads import HOST_METHODS, is_host_value
 from devicelint.analysis.training.step_code import step_code
 from devicelint.analysis.training.syntax import assigned_names, body_nodes, method_name, receiver, short, statement_of
@@ -84,7 +84,8 @@ class HostSyncInTrainingLoop(Rule):
     Flags reads of a device tensor's value that happen on every training step, outside any
     logging condition: `.item()`, `.cpu()`, `.tolist()`, `float(t)`, `bool(t)`, `print(t)`, a tensor formatted into an f-string (`f"{loss}"`), a 0-dim tensor passed where a
     Python number is taken (`g.sub(w, alpha=t)`) and `if` tests that compare a tensor or call
-    `torch.isnan(t)`. The step is the
+    `torch.isnan(t)`, also as an operand of `and`/`or`/`not` (`if skip_bad and torch.isnan(t):`,
+    unless a logging test before it guards it with `and`). The step is the
     loop that runs `backward()` (its body runs once per step or per micro-batch), or a function
     that backpropagates and steps an optimizer outside any loop of its own, so that each call is
     one step (`def train_step(...): ...; return loss.item()`), and the code these call on every
@@ -142,7 +143,9 @@ class HostSyncInTrainingLoop(Rule):
     (`y.to("cpu")`, a DataLoader batch never moved), a module (`model.cpu()`) or a number is never
     reported; one it places on the device (`torch.zeros((), device=device)`, a moved batch, the
     output of a moved model) is. Where placement does not know (a model or batch received as a
-    parameter), only strong evidence counts: the loss the step backpropagates, the result of a loss
+    parameter), only strong evidence counts: the loss the step backpropagates, what a helper of
+    the file that backpropagates hands back of its loss (`step_loss = self.training_step(batch)`
+    returning `loss.detach()`), the result of a loss
     function or of a model call in the same function, and values computed from them (matched by
     name over the function, except where the assignment that reaches the read by statement order,
     on every path, stores a value made of none of them: a long `train()` reusing `x` for a host
@@ -279,9 +282,25 @@ def _sync(ctx: FileContext, node: cst.CSTNode, hot: HotValues) -> cst.CSTNode | 
         if ctx.project.helpers and _imported_sync(ctx, node, hot):
             return node
         return None
-    if isinstance(node, (cst.If, cst.While)) and _tensor_test(ctx, node.test, hot):
+    if isinstance(node, (cst.If, cst.While)) and _tested_operand(ctx, node.test, hot):
         return node.test
     return None
+
+
+def _tested_operand(ctx: FileContext, test: cst.BaseExpression, hot: HotValues) -> bool:
+    """`_tensor_test` of the test or of an operand of its `and`/`or` chain, each of which Python
+    reads as a bool (`if filter_on and (torch.isnan(loss) or torch.isinf(loss)):`); an operand
+    after a logging test that guards it with `and` (`step % k == 0 and torch.isnan(loss)`) only
+    runs on the logged steps."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _tested_operand(ctx, test.expression, hot)
+    if type(test) is cst.BooleanOperation:
+        if _tested_operand(ctx, test.left, hot):
+            return True
+        if type(test.operator) is cst.And and is_logging_test(ctx, test.left):
+            return False
+        return _tested_operand(ctx, test.right, hot)
+    return _tensor_test(ctx, test, hot)
 
 
 def _imported_sync(ctx: FileContext, call: cst.Call, hot: HotValues) -> bool:

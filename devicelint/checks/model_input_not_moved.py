@@ -21,7 +21,10 @@ class ModelInputNotMoved(Rule):
     function moved to a device (`model.to(device)`, `model.cuda()`), or that meets the model's
     device outputs (targets handed to the loss, labels compared with predictions). A whole
     batch spread into the model (`model(**batch)`) counts, and so does what a tokenizer or
-    processor returns with `return_tensors="pt"`, spread into a model on the device. With the
+    processor returns with `return_tensors="pt"`, spread into a model on the device. A tracer,
+    exporter or graph writer runs the model on its example the same way
+    (`writer.add_graph(model, batch)`, `torch.jit.trace(model, batch)`,
+    `torch.onnx.export(model, (batch, mask), path)`, `torch.export.export(model, (batch,))`). With the
     project index, a model moved here and a loader handed together to a function of another
     module that loops over the loader and calls the model on what it yields, moving nothing,
     is reported at the call.

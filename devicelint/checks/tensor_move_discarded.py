@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.cell_output import shown_by_cell
+from devicelint.analysis.copying_classes import copying_methods, instance_class
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import imported_call
 from devicelint.analysis.local_bindings import bindings
@@ -65,7 +66,12 @@ class TensorMoveDiscarded(Rule):
     (`{k: send(v, device) for ...}`, `type(obj)(send(v, device) for v in obj)`, `return obj` for
     other leaves), that return what another such helper returns, that take the device first,
     or that are methods of a base class in the file count too, and so do helpers imported from
-    another module of the project (`from utils import to_device`).
+    another module of the project (`from utils import to_device`). The same holds for an
+    instance of a plain class of the file (not a module) whose `to()`/`cuda()`/`cpu()` returns a
+    new object on every path and never `self` (a batch or step-result class: `output.cpu()`
+    where `Result.cpu` returns `Result({k: v.cpu() ...})`), when an `isinstance(output, Result)`
+    test around the statement, a construction (`output = Result(...)`) or an annotation
+    (`output: Result`) names the class.
 
     ## Why it is a bug on a GPU
     `nn.Module.to()` moves a module in place, so `model.to(device)` alone is right; a tensor is
@@ -192,6 +198,11 @@ class TensorMoveDiscarded(Rule):
                 continue  # `x.type()` returns the type name
             receiver = call.func.value
             fact = file_facts(ctx).value(receiver)
+            owner = instance_class(ctx, receiver, statement) if type(receiver) is cst.Name else None
+            if owner is not None and method in MOVES and method in copying_methods(ctx)[owner] and fact.kind != MODULE:
+                # `output.cpu()` on a `Result` whose `cpu()` builds and returns a new `Result`
+                yield statement, self._report(ctx, call, receiver, f"a new `{owner}`", "moved")
+                continue
             if fact.is_tensor and (_assigned_an_object(ctx, receiver) or _already_there(ctx, call, fact)):
                 continue
             if fact.origin is None and _used_as_module(ctx, receiver):

@@ -7,7 +7,8 @@ The placement interpreter (`devicelint.analysis.facts.file_facts`) answers first
 Only where placement is unknown (or "wherever the inputs are") does a narrower fallback apply,
 because training code often gets its model and batches from parameters the file cannot follow.
 The fallback trusts only strong evidence: the value is the loss the region backpropagates (also
-through a helper of the file it hands the loss to, `backward_step(output)`), the result of a loss
+through a helper of the file it hands the loss to, `backward_step(output)`, and what a helper of
+the file that backpropagates returns of its loss, `step_loss = self.training_step(batch)`), the result of a loss
 function or a model call made in the function, or computed from one of these
 (`pred = out.argmax(1)`). A value the file shows to be an `nn.Module` never counts. Tensors
 unpacked from one call together with the loss (`output, num_tokens = forward_step(...)`) count
@@ -85,6 +86,10 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
         handed = _handed_to_backward(c, region.body)
         seeds |= handed
         inputs |= handed
+        # What a helper of the file that backpropagates hands back of its loss
+        # (`step_loss = self.training_step(batch)` returning `loss.detach()`).
+        returned = _returned_by_backward(c, region.body)
+        seeds |= returned
         inputs = _loss_inputs(c, region.body, {n for n in inputs if "scaler" not in n.lower()})
         # Unpacked with the loss from one call (`output, num_tokens = forward_step(...)`): made
         # from the same batch, so tensors among them sit where the loss does.
@@ -99,6 +104,7 @@ def hot_values(ctx: FileContext, region: StepRegion) -> HotValues:
             # subscript indices (`self.state[p]` is a dict of any values, not a value of `p`).
             names |= computed_from(c, region.scope.node, set(region.seeds), skip_index=True)
         given = {n for n in (primary_name(loss) for loss in region.losses) if n is not None} | set(region.seeds)
+        given |= returned
         return HotValues(frozenset(names - modules), frozenset(inputs - modules), modules, frozenset(given))
 
     return ctx.shared(("training.hot_values", id(region.owner)), build)
@@ -162,6 +168,47 @@ def _handed_to_backward(ctx: FileContext, body: cst.CSTNode) -> set[str]:
             if name is not None and not name.startswith("self."):
                 found.add(name)
     return found
+
+
+def _returned_by_backward(ctx: FileContext, body: cst.CSTNode) -> set[str]:
+    """Names `body` binds to what a helper of the file returns of the loss it backpropagates:
+    `step_loss` in `step_loss = self.training_step(batch)` whose body runs `loss.backward()`
+    and returns `loss.detach()` (by position for a tuple: `loss, logs = step(batch)`)."""
+    scopes = {id(scope.node): scope for scope in training_scopes(ctx)}
+    found: set[str] = set()
+    for node in ctx.index.walk(body):
+        if type(node) is not cst.Assign or type(node.value) is not cst.Call:
+            continue
+        helper = callee(ctx, node.value)
+        scope = scopes.get(id(helper)) if helper is not None else None
+        if helper is None or scope is None or type(helper) is not cst.FunctionDef:
+            continue
+        losses = {
+            name
+            for call in (*scope.backwards, *scope.delegated_backwards)
+            if (loss := backpropagated(ctx, call)) is not None and (name := primary_name(loss)) is not None
+        }
+        if not losses:
+            continue
+        made_of_loss = computed_from(ctx, helper, losses)
+        for returned in ctx.index.within(helper.body, cst.Return):
+            if ctx.index.enclosing_function(returned) is not helper or returned.value is None:
+                continue
+            for target in node.targets:
+                found |= _bound_to_loss(target.target, returned.value, made_of_loss)
+    return found
+
+
+def _bound_to_loss(target: cst.BaseExpression, value: cst.BaseExpression, losses: set[str]) -> set[str]:
+    """The names of `target` that receive a part of `value` computed from `losses`."""
+    if type(target) is cst.Name:
+        return {target.value} if primary_name(value) in losses else set()
+    if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
+        targets = [e.value for e in target.elements]  # type: ignore[attr-defined]
+        values = [e.value for e in value.elements]  # type: ignore[attr-defined]
+        if len(targets) == len(values) and not any(type(e) is cst.StarredElement for e in target.elements):  # type: ignore[attr-defined]
+            return {n for t, v in zip(targets, values, strict=True) for n in _bound_to_loss(t, v, losses)}
+    return set()
 
 
 def _unpacked_with(ctx: FileContext, body: cst.CSTNode, losses: set[str]) -> set[str]:
