@@ -118,3 +118,60 @@ def test_a_metric_that_adds_the_tensors_into_its_state_through_a_helper_is_still
             "the device tensor `logits`; create it with `.to(device)` (or make it an attribute of the model)",
         )
     ]
+
+
+# -- a 1-D CPU tensor attribute iterated for its elements, each a 0-dim tensor --------------------
+
+ENCODING = """
+    import torch
+    from torch import nn
+
+
+    class Encoding(nn.Module):
+        def __init__(self, bands):
+            super().__init__()
+            self.scales = {made}
+
+        def forward(self, x):
+{forward}
+
+
+    def run(points, device):
+        return Encoding(10).to(device)(points.to(device))
+"""
+
+LOOPED = """\
+        parts = [x]
+        for scale in self.scales:
+            for fn in (torch.sin, torch.cos):
+                parts.append(fn(scale * x))
+        return torch.cat(parts, dim=-1)"""
+
+COMPREHENDED = """\
+        return torch.cat([x] + [torch.sin(x / s) for s in self.scales], dim=-1)"""
+
+STACKED = """\
+        kept = []
+        for scale in self.scales:
+            kept.append(scale)
+        return x * torch.stack(kept)"""
+
+
+def _encoding(made: str, forward: str) -> str:
+    return ENCODING.format(made=made, forward=textwrap.indent(forward, "    "))
+
+
+def test_a_range_attribute_whose_elements_only_scale_the_input_is_not_reported() -> None:
+    assert _findings(_encoding("2.0 ** torch.linspace(0, bands - 1, bands)", LOOPED)) == []
+    assert _findings(_encoding("torch.logspace(0, 3, bands)", COMPREHENDED)) == []
+
+
+DL102_MESSAGE = (
+    "`self.scales` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never moves it and "
+    '`state_dict()` never saves it; use `self.register_buffer("scales", ...)` (or `nn.Parameter` if it is trained)'
+)
+
+
+def test_rows_of_a_two_dimensional_attribute_or_elements_stacked_together_are_still_reported() -> None:
+    assert _findings(_encoding("torch.rand(bands, 3)", LOOPED)) == [(9, "DL102", DL102_MESSAGE)]
+    assert _findings(_encoding("torch.arange(bands).float()", STACKED)) == [(9, "DL102", DL102_MESSAGE)]
