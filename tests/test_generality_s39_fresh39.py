@@ -175,3 +175,38 @@ DL102_MESSAGE = (
 def test_rows_of_a_two_dimensional_attribute_or_elements_stacked_together_are_still_reported() -> None:
     assert _findings(_encoding("torch.rand(bands, 3)", LOOPED)) == [(9, "DL102", DL102_MESSAGE)]
     assert _findings(_encoding("torch.arange(bands).float()", STACKED)) == [(9, "DL102", DL102_MESSAGE)]
+
+
+# -- a tensor helper of a data-loading package named in the singular or with an underscore ------
+
+WARP = """
+    import torch
+
+
+    def warp_rows(spec, shift):
+        rows = spec.shape[-2]
+        grid = torch.arange(rows).float().unsqueeze(-1)
+        return torch.roll(spec, shift, dims=-1) * (grid >= 0) + spec * (grid < 0)
+"""
+
+
+def _dl101(path: str) -> list[tuple[int, str, str]]:
+    result = lint_source(textwrap.dedent(WARP), path, DEFAULT)
+    return [(f.line, f.code, f.message) for f in result.findings]
+
+
+def test_a_helper_in_a_loader_folder_prepares_samples_on_the_cpu() -> None:
+    assert _dl101("deepspeech/loader/warp.py") == []
+    assert _dl101("speech/data_loader/spec_ops.py") == []
+
+
+def test_the_same_helper_in_a_model_package_is_still_device_code() -> None:
+    assert _dl101("speech/model/warp.py") == [
+        (
+            7,
+            "DL101",
+            "`torch.arange(...)` creates a CPU tensor in `warp_rows` that meets the device tensor "
+            "`torch.roll(spec, shift, dims=-1)` in `torch.roll(spec, shift, dims=-1) * (g...`; "
+            "pass `device=spec.device`",
+        )
+    ]

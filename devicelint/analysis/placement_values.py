@@ -36,7 +36,19 @@ from devicelint.context import FileContext
 DATA_WORDS = ("collat", "preprocess", "processing", "processor", "tokeniz", "feature_extract", "dataset", "transform")
 # Folder names of a data package (`slowfast/datasets/decoder.py`, `project/data/utils.py`).
 DATA_FOLDERS = frozenset(
-    {"data", "dataloader", "dataloaders", "loaders", "transforms", "preprocessing", "augmentation", "augmentations"}
+    {
+        "data",
+        "dataloader",
+        "dataloaders",
+        "data_loader",
+        "data_loaders",
+        "loader",
+        "loaders",
+        "transforms",
+        "preprocessing",
+        "augmentation",
+        "augmentations",
+    }
 )
 
 
