@@ -36,7 +36,19 @@ from devicelint.context import FileContext
 DATA_WORDS = ("collat", "preprocess", "processing", "processor", "tokeniz", "feature_extract", "dataset", "transform")
 # Folder names of a data package (`slowfast/datasets/decoder.py`, `project/data/utils.py`).
 DATA_FOLDERS = frozenset(
-    {"data", "dataloader", "dataloaders", "loaders", "transforms", "preprocessing", "augmentation", "augmentations"}
+    {
+        "data",
+        "dataloader",
+        "dataloaders",
+        "data_loader",
+        "data_loaders",
+        "loader",
+        "loaders",
+        "transforms",
+        "preprocessing",
+        "augmentation",
+        "augmentations",
+    }
 )
 
 
@@ -727,9 +739,6 @@ _RANGE_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.logspace"
 def indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
     """`torch.rand(2)[0]`, `torch.tensor([1., 2.])[i]`: integers index away every dimension a
     CPU factory stated, leaving a 0-dim tensor (which PyTorch lets meet device tensors)."""
-    origin = value.origin
-    if value.kind != CPU or type(origin) is not cst.Call or value.factory is None:
-        return False
     if not all(
         type(e.slice) is cst.Index
         and not isinstance(e.slice.value, (cst.Slice, cst.Ellipsis))
@@ -737,23 +746,32 @@ def indexes_every_dimension(value: Fact, node: cst.Subscript) -> bool:
         for e in node.slice
     ):
         return False
+    return stated_dimensions(value) == len(node.slice)
+
+
+def stated_dimensions(value: Fact) -> int | None:
+    """How many dimensions the CPU factory that made `value` states (`torch.arange(n)` 1,
+    `torch.zeros(2, 3)` 2, `torch.tensor([[1, 2]])` 2); None when it does not show them."""
+    origin = value.origin
+    if value.kind != CPU or type(origin) is not cst.Call or value.factory is None:
+        return None
     if value.factory in _RANGE_FACTORIES:
-        return len(node.slice) == 1
+        return 1
     if value.factory in _SIZED_FACTORIES:
         sizes = [a for a in origin.args if a.keyword is None]
         if any(a.star for a in sizes):
-            return False
+            return None
         if len(sizes) == 1 and isinstance(sizes[0].value, (cst.Tuple, cst.List)):
-            return len(sizes[0].value.elements) == len(node.slice)
-        return len(sizes) == len(node.slice)
+            return len(sizes[0].value.elements)
+        return len(sizes)
     if value.factory in ("torch.tensor", "torch.as_tensor") and origin.args:
         data = origin.args[0].value
         depth = 0
         while isinstance(data, (cst.List, cst.Tuple)) and data.elements:
             depth += 1
             data = data.elements[0].value
-        return depth == len(node.slice) and depth > 0
-    return False
+        return depth or None
+    return None
 
 
 def moves_what_it_yields(ctx: FileContext, loop: cst.CSTNode) -> bool:

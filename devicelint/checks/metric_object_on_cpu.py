@@ -9,6 +9,7 @@ import libcst as cst
 from devicelint.analysis.container_reads import through_containers, unpacked_part
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.imported_helpers import argument_for, imported_construction, imported_method_calls
+from devicelint.analysis.metric_updates import update_feeds_states
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.names import dotted_name
 from devicelint.analysis.placement_classes import self_attribute
@@ -92,7 +93,10 @@ class MetricObjectOnCpu(Rule):
 
     ## Known limits
     A metric is recognised by its class's qualified name (`torchmetrics.` and a class name), or as
-    an instance of a class of the file that derives from such a class.
+    an instance of a class of the file that derives from such a class, unless that class's own
+    `update` hands the tensors to an object it holds (`self.decoder.decode(preds)`) and puts
+    only what that returns into its states (edit distances of decoded strings): its own code
+    never meets them with a state.
     Metrics that are attributes of an `nn.Module` (a LightningModule included) move with it
     and are never reported; those it keeps in a plain dict or list are DL103's. In a Lightning
     callback's `on_*_batch_start/end` hooks, the `batch` and `outputs` parameters and what is
@@ -196,7 +200,16 @@ def is_metric_constructor(ctx: FileContext, node: cst.BaseExpression) -> bool:
         return False
     if not _metric_class(ctx, node.func, frozenset()):
         return False
+    if type(node.func) is cst.Name and not _computes_on_tensors(ctx, node.func.value):
+        return False
     return not any(a.keyword is not None and a.keyword.value == "device" for a in node.args)
+
+
+def _computes_on_tensors(ctx: FileContext, name: str) -> bool:
+    """A metric class of the file whose `update` only hands its tensors to an object it holds
+    (a speech decoder) and accumulates what that returns does not fail on device tensors."""
+    classes = [c for c in ctx.index.of_type(cst.ClassDef) if c.name.value == name]
+    return len(classes) != 1 or update_feeds_states(ctx, classes[0])
 
 
 def _metric_class(ctx: FileContext, func: cst.BaseExpression, seen: frozenset[str]) -> bool:

@@ -46,7 +46,12 @@ from devicelint.analysis.placement_facts import (
 )
 from devicelint.analysis.placement_program import construction_methods
 from devicelint.analysis.placement_scope import is_test_path
-from devicelint.analysis.placement_values import annotation_is_tensor, indexes_every_dimension, is_empty_placeholder
+from devicelint.analysis.placement_values import (
+    annotation_is_tensor,
+    indexes_every_dimension,
+    is_empty_placeholder,
+    stated_dimensions,
+)
 from devicelint.analysis.python_ints import is_python_int
 from devicelint.analysis.training.helpers import arguments_for, local_classes, returned_call
 from devicelint.context import FileContext
@@ -194,7 +199,9 @@ class TensorAttributeNotRegistered(Rule):
     kept alone or in a plain list, and whole-tensor reductions such as `x.sum()` or
     `torch.norm(x)` without a dimension), which PyTorch lets meet device tensors, tensors read only one element at a time with Python
     integers that index away every dimension (`self.weights[i]` for `i` from `range` or
-    `enumerate`, not as an element of a list), each read a 0-dim value,
+    `enumerate`, not as an element of a list), each read a 0-dim value, tensors of a 1-D factory
+    (`torch.linspace`, `2 ** torch.arange(n)`) that a loop walks element by element where each
+    element is only an operand of arithmetic (`for f in self.freq_bands: torch.sin(f * x)`),
     caches left empty by `__init__` (`torch.empty(0, ...)`) or rebuilt when their `.device`
     differs from the input's, classes whose base in the same file moves them in `_apply`, and
     test files, whose helper modules keep constant tensors on purpose, are not reported.
@@ -993,6 +1000,7 @@ def _computed_with(ctx: FileContext, facts: ClassFacts, attr: str) -> bool:
         and not _safe_read(ctx, node)
         and not _picks_from_python_data(ctx, facts, node)
         and not _picks_a_scalar(ctx, facts, attr, node)
+        and not _iterated_as_scalars(ctx, facts, attr, node)
         and not _moved_by_the_callee(ctx, facts, node)
         and not _handed_to_project_code(ctx, node)
         for name, node, method in (*facts.references, *_subclass_references(ctx, facts, attr))
@@ -1276,6 +1284,38 @@ def _picks_a_scalar(ctx: FileContext, facts: ClassFacts, attr: str, node: cst.CS
         if fact.kind == CPU
     ]
     return bool(made) and all(indexes_every_dimension(fact, subscript) for fact in made)
+
+
+def _iterated_as_scalars(ctx: FileContext, facts: ClassFacts, attr: str, node: cst.CSTNode) -> bool:
+    """`for freq in self.freq_bands: out.append(torch.sin(freq * x))` over a 1-D CPU factory's
+    tensor: each element is a 0-dim tensor, which PyTorch lets take part in arithmetic on any
+    device. Only when every read of the element is an operand of arithmetic (kept in a list, it
+    could reach `torch.stack`, which needs one device)."""
+    loop = ctx.index.parent(node)
+    if not isinstance(loop, (cst.For, cst.CompFor)) or loop.iter is not node or type(loop.target) is not cst.Name:
+        return False
+    made = [
+        fact
+        for fact in (file_facts(ctx).value(value) for name, value, _ in facts.assignments if name == attr)
+        if fact.kind == CPU
+    ]
+    if not made or any(stated_dimensions(fact) != 1 for fact in made):
+        return False
+    element = loop.target.value
+    scope = loop.body if type(loop) is cst.For else ctx.index.parent(loop)
+    if scope is None:
+        return False
+    reads = [
+        n
+        for n in ctx.index.walk(scope)
+        if type(n) is cst.Name and n.value == element and n is not loop.target and not _is_attribute_name(ctx, n)
+    ]
+    return bool(reads) and all(type(ctx.index.parent(n)) is cst.BinaryOperation for n in reads)
+
+
+def _is_attribute_name(ctx: FileContext, name: cst.Name) -> bool:
+    parent = ctx.index.parent(name)
+    return type(parent) is cst.Attribute and parent.attr is name
 
 
 def _handed_to_project_code(ctx: FileContext, node: cst.CSTNode) -> bool:

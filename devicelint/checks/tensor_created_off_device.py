@@ -101,7 +101,7 @@ class TensorCreatedOffDevice(Rule):
     reads as one number (`x.shape[0]`, `len(...)`, a parameter annotated `float`). Code that runs while the model is
     built (`__init__` and helpers called only from it) is never device code; nor are plain
     functions of a data-pipeline module, named so (`transforms.py`, `collate.py`) or held in a
-    data folder (`datasets/`, `data/`, `transforms/`), which prepare samples in loader workers
+    data folder (`datasets/`, `data/`, `loader/`, `transforms/`), which prepare samples in loader workers
     on the CPU, or of a test module, which get the tensors the test builds (unless a caller
     in the file passes device tensors). 0-dim CPU tensors
     (`torch.tensor(2.0)`) are allowed by PyTorch in elementwise operations with device tensors
