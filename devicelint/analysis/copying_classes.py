@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devicelint.analysis.names import isinstance_test
 from devicelint.analysis.placement_classes import class_facts
 from devicelint.analysis.training.reads import reaching_assignment
 from devicelint.context import FileContext
@@ -83,17 +84,9 @@ def _isinstance_guard(ctx: FileContext, name: str, at: cst.CSTNode) -> str | Non
     child: cst.CSTNode = at
     for ancestor in ctx.index.ancestors(at):
         if type(ancestor) is cst.If and child is ancestor.body:
-            test = ancestor.test
-            if (
-                type(test) is cst.Call
-                and type(test.func) is cst.Name
-                and test.func.value == "isinstance"
-                and len(test.args) == 2
-                and type(test.args[0].value) is cst.Name
-                and test.args[0].value.value == name
-                and type(test.args[1].value) is cst.Name
-            ):
-                return test.args[1].value.value
+            guarded = isinstance_test(ancestor.test)
+            if guarded is not None and guarded[0] == name and type(guarded[1]) is cst.Name:
+                return guarded[1].value
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             return None
         child = ancestor

@@ -119,3 +119,16 @@ SETTINGS_NAMES = frozenset(
         "env",
     }
 )
+
+
+def isinstance_test(test: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """(`x`, the class or tuple of classes) for a test `isinstance(x, C)` on a plain name."""
+    if (
+        type(test) is cst.Call
+        and type(test.func) is cst.Name
+        and test.func.value == "isinstance"
+        and len(test.args) == 2
+        and type(test.args[0].value) is cst.Name
+    ):
+        return test.args[0].value.value, test.args[1].value
+    return None

@@ -16,7 +16,7 @@ from devicelint.analysis.kept_devices import moved_after_built
 from devicelint.analysis.model_events import data_parallel_classes
 from devicelint.analysis.modules import imported_module_class, methods
 from devicelint.analysis.moved_copies import moved_by_helper
-from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.names import dotted_name, isinstance_test, literal_value
 from devicelint.analysis.parameter_products import parameters_read
 from devicelint.analysis.placement_classes import (
     ClassFacts,
@@ -1076,16 +1076,9 @@ def _scalar_data(ctx: FileContext, value: cst.BaseExpression, at: cst.BaseExpres
     while node is not None and type(node) is not cst.FunctionDef:
         parent = ctx.index.parent(node)
         if type(parent) is cst.If and parent.body is node:
-            test = parent.test
-            if (
-                type(test) is cst.Call
-                and type(test.func) is cst.Name
-                and test.func.value == "isinstance"
-                and len(test.args) == 2
-                and type(test.args[0].value) is cst.Name
-                and test.args[0].value.value == first.value
-            ):
-                kinds = test.args[1].value
+            guarded = isinstance_test(parent.test)
+            if guarded is not None and guarded[0] == first.value:
+                kinds = guarded[1]
                 names = [e.value for e in kinds.elements] if type(kinds) is cst.Tuple else [kinds]
                 return all(type(n) is cst.Name and n.value in ("int", "float", "bool") for n in names)
         node = parent
