@@ -1602,6 +1602,12 @@ class ProjectIndex:
         """Class of the module at `path` -> (attribute, base class, its file) for each `self.<attr>`
         a project base class of another module sets to a wrapper (`project.saves.class_wrappers`)."""
         wrappers = self._class_wrappers()
+        try:
+            data = self._data(path)
+        except OSError:
+            return {}
+        if not any(f"self.{attr}".encode() in data for _, _, attrs in wrappers for attr in attrs):
+            return {}  # the module never reads an attribute a base class keeps a wrapper in
         module = self.summary(path)
         found: dict[str, tuple[tuple[str, str, str], ...]] = {}
         for cls in module.bases:
