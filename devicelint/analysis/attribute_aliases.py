@@ -245,11 +245,7 @@ def returned_as_is(ctx: FileContext, arg: cst.Arg) -> bool:
     reads = _parameter_reads(ctx, call, arg, function, params)
     if reads is None:
         return False
-    returns = [
-        n
-        for n in ctx.index.walk(function.body)
-        if type(n) is cst.Return and ctx.index.enclosing_function(n) is function
-    ]
+    returns = ctx.index.returns_of(function)
     return len(returns) == 1 and len(reads) == 1 and returns[0].value is reads[0]
 
 

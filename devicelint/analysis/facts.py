@@ -18,6 +18,7 @@ import libcst as cst
 
 from devicelint.analysis.devices import DeviceId, indexed, int_value, literal_device
 from devicelint.analysis.host_modules import HostModuleCall
+from devicelint.analysis.names import is_staticmethod
 from devicelint.analysis.placement import Crossing, FilePlacement, Meeting, ScopePlacement, file_placement
 from devicelint.analysis.placement_classes import ClassFacts, class_facts
 from devicelint.analysis.placement_facts import (
@@ -124,7 +125,7 @@ class FileFacts:
             meeting.device.where != FOLLOWS
             or meeting.device_node is None
             or type(scope) is not cst.FunctionDef
-            or (self.ctx.index.enclosing_class(scope) is not None and not _static(scope))
+            or (self.ctx.index.enclosing_class(scope) is not None and not is_staticmethod(scope))
         ):
             return False
         runs = self.placement.followed.get(id(scope), ())
@@ -181,8 +182,3 @@ def _agreed(facts: Iterable[Fact]) -> Fact:
         if len(certain) == 1 and certain[0].kind == DEVICE and certain[0].where == ACCELERATOR:
             return certain[0]
     return next(iter(seen.values())) if len(seen) == 1 else UNKNOWN_FACT
-
-
-def _static(func: cst.FunctionDef) -> bool:
-    """`@staticmethod` on the function."""
-    return any(type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in func.decorators)

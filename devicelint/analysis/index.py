@@ -227,6 +227,10 @@ class NodeIndex:
             positions = self._type_positions[node_type] = [self._position[id(node)] for node in nodes]
         return nodes[bisect_left(positions, start) : bisect_left(positions, self._ends[start])]
 
+    def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """The function's own `return` statements (not those of functions nested in it)."""
+        return [r for r in self.within(function.body, cst.Return) if self.enclosing_function(r) is function]
+
     def position(self, node: cst.CSTNode) -> int:
         """The node's place in source (pre-)order, -1 for a node not in this index."""
         return self._position.get(id(node), -1)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.modules import methods
+from devicelint.analysis.names import is_staticmethod
 from devicelint.analysis.placement_facts import moves_to_accelerator
 from devicelint.analysis.training.reads import computed_from
 from devicelint.context import FileContext
@@ -67,9 +68,7 @@ def moved_to_accelerator_by_helper(ctx: FileContext, call: cst.Call) -> tuple[cs
 
 
 def _returns(ctx: FileContext, helper: cst.FunctionDef) -> list[cst.Return]:
-    return [
-        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
-    ]
+    return ctx.index.returns_of(helper)
 
 
 # A helper's summary: (position of the parameter it returns moved copies of, whether as a tuple of
@@ -151,11 +150,8 @@ def _helper_of(ctx: FileContext, call: cst.Call) -> tuple[cst.FunctionDef, list[
         seen.add(cls.name.value)
         helper = methods(cls).get(func.attr.value)
         if helper is not None:
-            static = any(
-                type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in helper.decorators
-            )
             params = [p.name.value for p in helper.params.params]
-            return helper, params if static else params[1:]
+            return helper, params if is_staticmethod(helper) else params[1:]
         todo.extend(classes.get(b.value.value) for b in cls.bases if type(b.value) is cst.Name)
     return None
 

@@ -132,3 +132,8 @@ def isinstance_test(test: cst.BaseExpression) -> tuple[str, cst.BaseExpression] 
     ):
         return test.args[0].value.value, test.args[1].value
     return None
+
+
+def is_staticmethod(func: cst.FunctionDef) -> bool:
+    """`@staticmethod` on the function: it takes no instance as its first parameter."""
+    return any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)

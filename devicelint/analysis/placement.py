@@ -883,7 +883,7 @@ class _Interpreter(CallEvaluation):
         if cls is None or registered is None or self.building or module_wide_accelerator_default(self.ctx) is None:
             return None
         value, method = registered
-        if method is self.scope or self.analysis.instances_moved(cls):
+        if method is self.scope or self.analysis.instances_moved():
             return None
         fact = self.analysis.scope(method).expr_facts.get(id(value))
         return fact if fact is not None and fact.kind == CPU and fact.from_factory else None

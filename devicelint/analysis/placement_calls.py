@@ -33,7 +33,7 @@ from devicelint.analysis.host_modules import (
     loaded_model_on_host,
 )
 from devicelint.analysis.kept_devices import kept_cpu_device
-from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.names import dotted_name, is_staticmethod, literal_value
 from devicelint.analysis.placement_classes import is_parameter_call, module_constructor
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -1066,10 +1066,10 @@ class CallEvaluation:
             return self._prepared(call)
         helper = self.analysis.plain_classes.get(receiver.instance or "", {}).get(method)
         if helper is not None:
-            return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
+            return self._follow(helper, call, self._args(call), skip_self=not is_staticmethod(helper))
         helper = self._class_level_method(receiver_node, method)
         if helper is not None:  # `Normalize._mean(x)`, `Boxes.from_sizes(sizes)`
-            return self._follow(helper, call, self._args(call), skip_self=not _is_static(helper))
+            return self._follow(helper, call, self._args(call), skip_self=not is_staticmethod(helper))
         imported = self._imported_method_result(call, receiver, method)
         if imported is not None:
             return imported
@@ -1083,7 +1083,7 @@ class CallEvaluation:
                 helper,
                 call,
                 self._args(call),
-                skip_self=not _is_static(helper),
+                skip_self=not is_staticmethod(helper),
                 cls=owner,
                 placed=receiver.where not in (None, HOST),
             )
@@ -1721,7 +1721,7 @@ class CallEvaluation:
         """`self.helper(...)`: followed with the call's arguments; what the method leaves on
         `self` (`self._cache = torch.tensor(...)`, `self.model = self.model.to(device)`) is what
         the caller reads after the call: a class is one unit over its methods."""
-        static = _is_static(method)
+        static = is_staticmethod(method)
         returned, run = self._followed_run(method, call, self._args(call), skip_self=not static)
         if run is not None and not static:
             self._take_attributes(run)
@@ -1973,10 +1973,6 @@ def _moved_there(fact: Fact) -> bool:
     return fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.device_expr is not None and not fact.batch
 
 
-def _is_static(func: cst.FunctionDef) -> bool:
-    return any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
-
-
 # Loss constructor keywords that become buffers of the loss module.
 LOSS_WEIGHTS = frozenset({"weight", "pos_weight"})
 # Dtype casts without arguments, which leave a class weight on the device it was made on.
@@ -2046,11 +2042,7 @@ def _delegates_move(ctx: FileContext, override: cst.FunctionDef | None, method: 
     caller gets the module, moved."""
     if override is None:
         return False
-    returns = [
-        n.value
-        for n in ctx.index.walk(override.body)
-        if type(n) is cst.Return and ctx.index.enclosing_function(n) is override
-    ]
+    returns = [r.value for r in ctx.index.returns_of(override)]
 
     def delegated(value: cst.BaseExpression | None) -> bool:
         if type(value) is cst.Name:

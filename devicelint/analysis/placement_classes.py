@@ -284,9 +284,8 @@ def built_module(ctx: FileContext, value: cst.BaseExpression) -> str | None:
     if helper is None:
         return None
     built: list[str | None] = []
-    for node in ctx.index.walk(helper.body):
-        if type(node) is cst.Return and ctx.index.enclosing_function(node) is helper:
-            built.append(module_constructor(ctx, node.value) if node.value is not None else None)
+    for node in ctx.index.returns_of(helper):
+        built.append(module_constructor(ctx, node.value) if node.value is not None else None)
     return built[0] if built and all(built) else None
 
 
@@ -532,11 +531,7 @@ def _builder_returns(ctx: FileContext, value: cst.BaseExpression, facts: ClassFa
     builder = builder_called(ctx, value, facts)
     if builder is None:
         return []
-    returned = [
-        node.value
-        for node in ctx.index.walk(builder.body)
-        if type(node) is cst.Return and ctx.index.enclosing_function(node) is builder
-    ]
+    returned = [node.value for node in ctx.index.returns_of(builder)]
     return [] if any(v is None for v in returned) else returned  # type: ignore[return-value]  # None ruled out
 
 

@@ -18,7 +18,7 @@ from devicelint.analysis.container_reads import record_classes
 from devicelint.analysis.host_modules import HostModuleCall
 from devicelint.analysis.index import NodeIndex
 from devicelint.analysis.instance_parameters import instance_binding
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, is_staticmethod
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, module_constructor, self_attribute
 from devicelint.analysis.placement_facts import (
     FACTORIES,
@@ -443,7 +443,7 @@ class FileAnalysis:
             on = call.func.value.value
             if attr in cls.methods and on in (receiver, cls.node.name.value):
                 callee, owner = cls.methods[attr], cls
-                static = any(dotted_name(d.decorator) == "staticmethod" for d in callee.decorators)
+                static = is_staticmethod(callee)
                 # `self.helper(...)`, `self.from_parts(...)` of a classmethod, `Net.helper(...)`
                 skip_self = not static and (
                     on == receiver or any(dotted_name(d.decorator) == "classmethod" for d in callee.decorators)
@@ -452,9 +452,7 @@ class FileAnalysis:
             # `self.find_positives(p, targets)` in a plain class (a loss, a trainer)
             caller = self.ctx.index.enclosing_function(call)
             callee = self.method_of_plain_class(caller, call.func.attr.value) if caller is not None else None
-            skip_self = callee is not None and not any(
-                dotted_name(d.decorator) == "staticmethod" for d in callee.decorators
-            )
+            skip_self = callee is not None and not is_staticmethod(callee)
         if callee is None or any(arg.star for arg in call.args):
             return set()
         params = list(callee.params.posonly_params) + list(callee.params.params)
@@ -477,9 +475,9 @@ class FileAnalysis:
                 out.add(arg.value.value)
         return out
 
-    def instances_moved(self, cls: ClassFacts) -> bool:
+    def instances_moved(self) -> bool:
         """Whether the file moves an instance of one of its module classes (`Net(...).cuda()`,
-        `net = Net(); net.to(d)`): any of them may hold `cls`, so answered for all at once."""
+        `net = Net(); net.to(d)`): any of them may hold any other, so one answer serves all."""
         if self._instances_moved is None:
             self._instances_moved = any(self._moves_an_instance(call) for call in self.ctx.index.of_type(cst.Call))
         return self._instances_moved

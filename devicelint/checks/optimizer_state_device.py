@@ -14,7 +14,7 @@ from devicelint.analysis.imported_helpers import (
 from devicelint.analysis.launchers import fabric_placed_module
 from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.model_events.wrappers import WrapperSite, wrapper_sites
-from devicelint.analysis.names import dotted_name, literal_value
+from devicelint.analysis.names import dotted_name, is_staticmethod, literal_value
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
     bound_arguments,
@@ -428,8 +428,12 @@ def _state_moved_by_helper(ctx: FileContext, call: cst.Call, depth: int = 0) -> 
 def _handed_at(ctx: FileContext, call: cst.Call, func: cst.FunctionDef, moved_params: set[str]) -> list[str]:
     """The caller's names for the arguments `call` hands to `func` at the parameters `moved_params`."""
     params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-    static = any(dotted_name(d.decorator) == "staticmethod" for d in func.decorators)
-    if params and ctx.index.enclosing_class(func) is not None and type(call.func) is cst.Attribute and not static:
+    if (
+        params
+        and ctx.index.enclosing_class(func) is not None
+        and type(call.func) is cst.Attribute
+        and not is_staticmethod(func)
+    ):
         params = params[1:]  # `self`
     found = []
     for index, arg in enumerate(call.args):

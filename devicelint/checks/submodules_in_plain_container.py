@@ -425,11 +425,7 @@ def _module_factory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     )
     if function is None:
         return False
-    returns = [
-        r.value
-        for r in ctx.index.walk(function.body)
-        if type(r) is cst.Return and ctx.index.enclosing_function(r) is function
-    ]
+    returns = [r.value for r in ctx.index.returns_of(function)]
     return bool(returns) and all(
         r is not None
         and (module_constructor(ctx, r) or library_module(ctx, r))

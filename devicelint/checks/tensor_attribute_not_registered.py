@@ -16,7 +16,7 @@ from devicelint.analysis.kept_devices import moved_after_built
 from devicelint.analysis.model_events import data_parallel_classes
 from devicelint.analysis.modules import imported_module_class, methods
 from devicelint.analysis.moved_copies import moved_by_helper
-from devicelint.analysis.names import dotted_name, isinstance_test, literal_value
+from devicelint.analysis.names import dotted_name, is_staticmethod, isinstance_test, literal_value
 from devicelint.analysis.parameter_products import parameters_read
 from devicelint.analysis.placement_classes import (
     ClassFacts,
@@ -1376,13 +1376,7 @@ def _moved_by_the_callee(ctx: FileContext, facts: ClassFacts, node: cst.CSTNode)
         owner = func.value.value
         if owner == "self" or owner == facts.node.name.value:
             callee = facts.methods.get(func.attr.value)
-            bound = (
-                owner == "self"
-                and callee is not None
-                and not any(
-                    type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in callee.decorators
-                )
-            )
+            bound = owner == "self" and callee is not None and not is_staticmethod(callee)
     if callee is None:
         return False
     params = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]

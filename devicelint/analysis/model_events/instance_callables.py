@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.names import dotted_name
+from devicelint.analysis.names import dotted_name, is_staticmethod
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.context import FileContext
 
@@ -64,7 +64,7 @@ def _over_instance(
             # (`self.enc = self.encoder`) would register it and is replicated
             return f"the submodule `self.{attr}` in a `functools.partial`", value
         method = facts.methods.get(attr)
-        if method is None or any(dotted_name(d.decorator) == "staticmethod" for d in method.decorators):
+        if method is None or is_staticmethod(method):
             return None
         return f"the method `self.{attr}`", method.body
     if type(value) is cst.Attribute and self_attribute(value.value) in facts.submodules:

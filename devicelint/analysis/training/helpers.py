@@ -305,11 +305,7 @@ def returned_calls(ctx: FileContext, call: cst.Call) -> list[cst.Call] | None:
     helper = callee(ctx, call)
     if helper is None or any(arg.star for arg in call.args):
         return None
-    returns = [
-        n.value
-        for n in ctx.index.walk(helper.body)
-        if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
-    ]
+    returns = [r.value for r in ctx.index.returns_of(helper)]
     out = []
     for inner in returns:
         replaced = _in_callers_words(ctx, helper, call, inner) if isinstance(inner, cst.Call) else None
@@ -361,9 +357,7 @@ def _substituted(
 def only_returned(ctx: FileContext, helper: cst.FunctionDef) -> cst.BaseExpression | None:
     """What the helper's one `return` hands back (None for several, none, or a bare `return`).
     (`model_events.scopes.only_return` is the same question above this layer.)"""
-    returns = [
-        n for n in ctx.index.walk(helper.body) if type(n) is cst.Return and ctx.index.enclosing_function(n) is helper
-    ]
+    returns = ctx.index.returns_of(helper)
     return returns[0].value if len(returns) == 1 else None
 
 

@@ -127,11 +127,7 @@ def _resolve(
             )
     helper = _helper_called(ctx, node, scope) if type(node) is cst.Call else None
     if helper is not None:  # `ptdtype = pick_dtype(cfg.dtype)`: what the helper can return
-        returned = [
-            r.value
-            for r in ctx.index.walk(helper.body)
-            if type(r) is cst.Return and r.value is not None and ctx.index.enclosing_function(r) is helper
-        ]
+        returned = [r.value for r in ctx.index.returns_of(helper) if r.value is not None]
         if returned:
             return frozenset().union(*(_resolve(ctx, value, helper, leaf, depth + 1) for value in returned))
     if isinstance(leaf, _DtypeLeaf) and type(node) is cst.Call:
