@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devicelint import __version__
 from devicelint.finding import Edit, FileResult, Finding, Fix
@@ -176,6 +176,14 @@ class Cache:
             pass  # a read-only checkout still lints, only slower
 
 
+class Views(Protocol):
+    """What the run asks of the project views (`check_command.ProjectViews`)."""
+
+    def attach(self, task: Task) -> Task: ...
+
+    def recorded(self, task: Task) -> Task | None: ...
+
+
 def run_with_cache(
     tasks: list[Task],
     task_options: TaskOptions,
@@ -183,28 +191,51 @@ def run_with_cache(
     settings: Config,
     options: dict[str, Any],
     on_done: Callable[[], None] | None = None,
+    views: Views | None = None,
 ) -> RunOutcome:
+    """Lint the tasks the cache cannot answer. A task whose project view is not at hand (the
+    first run, or a file its view read changed) is looked up only once the runner has built the
+    view, just before the file would be linted: views are built while workers lint."""
+    attach = views.attach if views is not None else None
     if options.get("no_cache") or task_options.fix_mode != "none":
-        return run_tasks(tasks, task_options, jobs, on_done)
+        return run_tasks(tasks, task_options, jobs, on_done, prepare=attach)
     cache = Cache(cache_root(settings, options))
     if not cache.prepare():
-        return run_tasks(tasks, task_options, jobs, on_done)
+        return run_tasks(tasks, task_options, jobs, on_done, prepare=attach)
     hits: list[FileResult] = []
     misses: list[Task] = []
     keys: dict[str, str] = {}
-    for task in tasks:
+
+    def look_up(task: Task) -> FileResult | None:
         try:
             data = Path(task.path).read_bytes()
         except OSError:
-            misses.append(task)
-            continue
+            return None
         key = entry_key(data, task, task_options)
         cached = cache.get(key, task.display)
         if cached is None:
             keys[task.display] = key
+        return cached
+
+    deferred: set[str] = set()
+    for task in tasks:
+        ready = views.recorded(task) if views is not None else task
+        if ready is None:
+            deferred.add(task.path)
             misses.append(task)
+            continue
+        cached = look_up(ready)
+        if cached is None:
+            misses.append(ready)
         else:
             hits.append(cached)
+
+    def prepare(task: Task) -> Task | FileResult:
+        if views is None or task.path not in deferred:
+            return task
+        task = views.attach(task)
+        cached = look_up(task)
+        return cached if cached is not None else task
 
     def keep(result: FileResult) -> None:
         key = keys.get(result.path)
@@ -216,7 +247,7 @@ def run_with_cache(
         ):
             cache.put(key, result)
 
-    outcome = run_tasks(misses, task_options, jobs, on_done, on_result=keep)
+    outcome = run_tasks(misses, task_options, jobs, on_done, on_result=keep, prepare=prepare if deferred else None)
     outcome.results.extend(hits)
     outcome.results.sort(key=lambda r: r.path)
     return outcome

@@ -149,24 +149,29 @@ def run_check(paths: list[str], settings: Config, options: dict[str, Any]) -> in
     except (ConfigError, SelectorError) as err:
         _error(str(err))
         return EXIT_ERROR
-    indexes: dict[Path, ProjectIndex] = {}
     jobs = options["jobs"] or default_jobs()
     if options.get("no_cache") and not options.get("show_project"):
         # Every file will be linted: the workers' server starts (and imports the rules) while
         # the project index is built here.
         start_pool_early(len(tasks), jobs)
+    views: ProjectViews | None = None
     if not options.get("no_project") or options.get("show_project"):
         # Under --fix/--diff each fix round re-lints the file's new text with the view of its
         # text as read: a fix changes no import, and another file's fixes are seen on the next run.
         store = None if options.get("no_cache") else _project_store(settings, options)
         salt = "" if store is None else _code_fingerprint()
-        tasks = _with_project_views(tasks, found.files, projects, paths, indexes, store, salt)
-    if options.get("show_project"):
-        click.echo(_project_text(indexes), nl=False)
-        return EXIT_CLEAN
+        views = ProjectViews(found.files, projects, paths, store, salt)
+    if views is not None and (options.get("show_project") or fix_mode != "none" or options.get("add_noqa")):
+        # every view now: fixes and `--add-noqa` lint the files again after the run
+        tasks = [views.attach(task) for task in tasks]
+        views.save()
+        if options.get("show_project"):
+            click.echo(_project_text(views.indexes), nl=False)
+            return EXIT_CLEAN
+        views = None
     try:
         with _terminate_as_interrupt():
-            outcome = _run(tasks, task_options, jobs, settings, options, output_format)
+            outcome = _run(tasks, task_options, jobs, settings, options, output_format, views)
     except KeyboardInterrupt:
         _error("interrupted: nothing reported; the files finished so far are cached")
         return EXIT_INTERRUPTED
@@ -267,41 +272,72 @@ class ProjectSettings:
         return excluder.excluded(source.path.absolute(), False)
 
 
-def _with_project_views(
-    tasks: list[Task],
-    files: Sequence[SourceFile],
-    projects: ProjectSettings,
-    named: list[str],
-    indexes: dict[Path, ProjectIndex],
-    store: Path | None = None,
-    salt: str = "",
-) -> list[Task]:
-    """Each task with what its file sees of the other modules of its project (`devicelint.project`)."""
-    from devicelint.project.index import ProjectIndex, holds, project_root
+class ProjectViews:
+    """What each task's file sees of the other modules of its project (`devicelint.project`),
+    built when a task asks: the runner asks just before it hands the file to a worker, so that
+    building the views overlaps the linting instead of preceding it."""
 
-    sources = {str(f.path): f for f in files}
-    folders = [str(Path(p).absolute()) for p in named if holds(Path(p).is_dir)]
-    out = []
-    for task in tasks:
-        source = sources.get(task.path)
+    def __init__(
+        self,
+        files: Sequence[SourceFile],
+        projects: ProjectSettings,
+        named: list[str],
+        store: Path | None = None,
+        salt: str = "",
+    ) -> None:
+        self._sources = {str(f.path): f for f in files}
+        self._projects = projects
+        self._folders = [str(Path(p).absolute()) for p in named if _holds_dir(p)]
+        self._store = store
+        self._salt = salt
+        self.indexes: dict[Path, ProjectIndex] = {}
+
+    def _index_of(self, task: Task) -> tuple[ProjectIndex, Path] | None:
+        from devicelint.project.index import ProjectIndex, project_root
+
+        source = self._sources.get(task.path)
         if source is None:
-            out.append(task)
-            continue
-        config = projects.project_of(source)[0]
+            return None
+        config = self._projects.project_of(source)[0]
         path = source.path.absolute()
         text = str(path)
-        linted = max((f for f in folders if text.startswith(f.rstrip(os.sep) + os.sep)), key=len, default=None)
+        linted = max((f for f in self._folders if text.startswith(f.rstrip(os.sep) + os.sep)), key=len, default=None)
         root = project_root(
             Path(linted) if linted is not None else path, config.root if config.path is not None else None
         )
-        index = indexes.get(root)
+        index = self.indexes.get(root)
         if index is None:
-            index = indexes[root] = ProjectIndex(root, store, salt)
-        view = index.view(path)
-        out.append(replace(task, project=view) if view else task)
-    for index in indexes.values():
-        index.save()
-    return out
+            index = self.indexes[root] = ProjectIndex(root, self._store, self._salt)
+        return index, path
+
+    def attach(self, task: Task) -> Task:
+        """The task with its file's view (built now unless the last run's record holds it)."""
+        found = self._index_of(task)
+        if found is None:
+            return task
+        view = found[0].view(found[1])
+        return replace(task, project=view) if view else task
+
+    def recorded(self, task: Task) -> Task | None:
+        """The task with its view where that costs nothing (no project file to summarise: the
+        last run's record holds it), else None."""
+        found = self._index_of(task)
+        if found is None:
+            return task
+        view = found[0].recorded_view(found[1])
+        if view is None:
+            return None
+        return replace(task, project=view) if view else task
+
+    def save(self) -> None:
+        for index in self.indexes.values():
+            index.save()
+
+
+def _holds_dir(path: str) -> bool:
+    from devicelint.project.index import holds
+
+    return holds(Path(path).is_dir)
 
 
 def _code_fingerprint() -> str:
@@ -352,12 +388,17 @@ def _run(
     settings: Config,
     options: dict[str, Any],
     output_format: str,
+    views: ProjectViews | None,
 ) -> RunOutcome:
     from devicelint.cache import run_with_cache
     from devicelint.progress import Progress
 
-    with Progress(len(tasks), enabled=output_format in TEXT_FORMATS and not options["quiet"]) as progress:
-        return run_with_cache(tasks, task_options, jobs, settings, options, progress.tick)
+    try:
+        with Progress(len(tasks), enabled=output_format in TEXT_FORMATS and not options["quiet"]) as progress:
+            return run_with_cache(tasks, task_options, jobs, settings, options, progress.tick, views)
+    finally:
+        if views is not None:
+            views.save()
 
 
 def _check_stdin(

@@ -352,10 +352,13 @@ def run_tasks(
     jobs: int,
     on_done: Callable[[], None] | None = None,
     on_result: Callable[[FileResult], None] | None = None,
+    prepare: Callable[[Task], Task | FileResult] | None = None,
 ) -> RunOutcome:
     """Lint every task; the result order never depends on `jobs`. `on_done` ticks per file;
     `on_result` sees each file's result as soon as it is ready (the cache keeps it at once, so
-    an interrupted run loses nothing it finished)."""
+    an interrupted run loses nothing it finished). `prepare` runs on each task just before it
+    is linted (in the order files are handed out) and gives the task to lint, or the file's
+    result where it needs no linting after all."""
     outcome = RunOutcome([], [])
     tick = on_done or (lambda: None)
 
@@ -365,14 +368,46 @@ def run_tasks(
             on_result(result)
         tick()
 
+    def answered(result: FileResult) -> None:
+        _collect(outcome, result)
+        tick()
+
+    ready = _Prepared(prepare, answered)
     if jobs <= 1 or len(tasks) < MIN_FILES_FOR_POOL:
         for task in tasks:
-            collect(lint_task(task, options))
+            prepared = ready(task)
+            if prepared is not None:
+                collect(lint_task(prepared, options))
     else:
-        _run_pool(tasks, options, jobs, collect)
+        _run_pool(tasks, options, jobs, collect, ready)
     outcome.results.sort(key=lambda r: r.path)
     outcome.internal_errors.sort()
     return outcome
+
+
+class _Prepared:
+    """`prepare` run once per task: the task to lint, or None where `prepare` answered it
+    (handed to `answered`)."""
+
+    def __init__(
+        self, prepare: Callable[[Task], Task | FileResult] | None, answered: Callable[[FileResult], None]
+    ) -> None:
+        self._prepare = prepare
+        self._answered = answered
+        self._done: dict[str, Task] = {}
+
+    def __call__(self, task: Task) -> Task | None:
+        if self._prepare is None:
+            return task
+        done = self._done.get(task.path)
+        if done is not None:
+            return done
+        prepared = self._prepare(task)
+        if isinstance(prepared, FileResult):
+            self._answered(prepared)
+            return None
+        self._done[task.path] = prepared
+        return prepared
 
 
 def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
@@ -384,7 +419,11 @@ def _collect(outcome: RunOutcome, result: FileResult | str) -> None:
 
 
 def _run_pool(
-    tasks: Sequence[Task], options: TaskOptions, jobs: int, collect: Callable[[FileResult | str], None]
+    tasks: Sequence[Task],
+    options: TaskOptions,
+    jobs: int,
+    collect: Callable[[FileResult | str], None],
+    ready: Callable[[Task], Task | None],
 ) -> None:
     import multiprocessing
 
@@ -392,12 +431,14 @@ def _run_pool(
     _start_forkserver(context)
     pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
     while pending:
-        announced = _pool_round(context, jobs, pending, options, collect)
+        announced = _pool_round(context, jobs, pending, options, collect, ready)
         if pending and not announced:
             # A worker died unexplained (the native parser can crash on pathological input):
             # find the file by linting what is left one file per process.
             for task in list(pending.values()):
-                collect(_lint_isolated(task, options, context))
+                prepared = ready(task)
+                if prepared is not None:
+                    collect(_lint_isolated(prepared, options, context))
             return
 
 
@@ -407,6 +448,7 @@ def _pool_round(
     pending: dict[str, Task],
     options: TaskOptions,
     collect: Callable[[FileResult | str], None],
+    ready: Callable[[Task], Task | None],
 ) -> bool:
     """Lint `pending` (removing each file done) until done or the pool breaks; whether a worker
     announced its exit in this round (a file over the time limit, memory over the mark): its
@@ -414,12 +456,18 @@ def _pool_round(
     pool = _pool(context, jobs)
     announced = False
     try:
-        futures = {pool.submit(lint_task, task, options): task for task in pending.values()}
+        futures = {}
+        for path, task in list(pending.items()):
+            prepared = ready(task)
+            if prepared is None:
+                del pending[path]  # answered without linting
+                continue
+            futures[pool.submit(lint_task, prepared, options)] = path
         for future in as_completed(futures):
             result = future.result()
             announced |= isinstance(result, FileResult) and result.ends_worker
             collect(result)
-            del pending[futures[future].path]
+            del pending[futures[future]]
     except BrokenProcessPool:
         pool.shutdown(wait=True)
     except BaseException:  # Ctrl-C, SIGTERM: stop the workers now rather than finish the queue

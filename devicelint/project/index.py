@@ -591,25 +591,9 @@ class ProjectIndex:
         other modules' attributes changed or appeared): a warm run then needs no summaries."""
         path = path.absolute()
         key = str(path)
-        if self.store is not None:
-            if self._changed is None:
-                self._compare()
-            record = self._record
-            if record is not None:
-                entry = record["views"].get(key)
-                try:
-                    if (
-                        isinstance(entry, dict)
-                        and not self._changed.intersection(entry["deps"])  # type: ignore[union-attr]
-                        and not (entry["movers"] and self._movers_changed)
-                        and not (entry["savers"] and self._savers_changed)
-                        and entry.get("own") in (None, self._own_digest(path))
-                    ):
-                        view = view_from(entry["view"])
-                        self._new_views[key] = entry
-                        return view
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    pass  # an entry of another shape: build the view afresh
+        recorded = self.recorded_view(path)
+        if recorded is not None:
+            return recorded
         view, deps = self.view_and_reads(path)
         # a notebook is outside the walk (no module imports it): its own hash is kept instead
         own = self._own_digest(path) if key in deps and path.suffix == ".ipynb" else None
@@ -623,6 +607,33 @@ class ProjectIndex:
                 **({"own": own} if own is not None else {}),
             }
         return view
+
+    def recorded_view(self, path: Path) -> ProjectView | None:
+        """The view the last run's record holds for `path` while nothing it read changed (cheap:
+        no summary is built), else None."""
+        if self.store is None:
+            return None
+        if self._changed is None:
+            self._compare()
+        record = self._record
+        key = str(path.absolute())
+        if record is None:
+            return None
+        entry = record["views"].get(key)
+        try:
+            if (
+                isinstance(entry, dict)
+                and not self._changed.intersection(entry["deps"])  # type: ignore[union-attr]
+                and not (entry["movers"] and self._movers_changed)
+                and not (entry["savers"] and self._savers_changed)
+                and entry.get("own") in (None, self._own_digest(path.absolute()))
+            ):
+                view = view_from(entry["view"])
+                self._new_views[key] = entry
+                return view
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # an entry of another shape: build the view afresh
+        return None
 
     def _own_digest(self, path: Path) -> str | None:
         try:
