@@ -281,20 +281,25 @@ def callee(ctx: FileContext, call: cst.Call, handed: bool = True) -> cst.Functio
     return method_of(ctx, cls, name) if cls is not None else None
 
 
-def returned_call(ctx: FileContext, call: cst.Call) -> cst.Call | None:
+# A helper returning another helper's call is followed this many helpers deep.
+_MAX_RETURN_CHAIN = 3
+
+
+def returned_call(ctx: FileContext, call: cst.Call, depth: int = 0) -> cst.Call | None:
     """What a call of a helper of the file whose one `return` is a call stands for, in the
     caller's words: `make_opt(w, b)` running `return torch.optim.SGD([w, b], lr=0.1)` is
     `torch.optim.SGD([<w>, <b>], lr=0.1)` with the caller's argument nodes in place of the
-    parameters (a method's receiver for its `self`). None when the helper returns anything else,
-    uses a parameter the call fills with nothing it shows, builds from its own locals, or the call
-    passes `*args`/`**kwargs`."""
+    parameters (a method's receiver for its `self`). A returned call of another such helper
+    (`return _sgd(params, lr)`) stands for what that one returns, a few helpers deep. None when
+    the helper returns anything else, uses a parameter the call fills with nothing it shows,
+    builds from its own locals, or the call passes `*args`/`**kwargs`."""
     helper = callee(ctx, call)
     if helper is None or any(arg.star for arg in call.args):
         return None
     inner = only_returned(ctx, helper)
     if not isinstance(inner, cst.Call):
         return None
-    return _in_callers_words(ctx, helper, call, inner)
+    return _through_helpers(ctx, helper, call, inner, depth)
 
 
 def returned_calls(ctx: FileContext, call: cst.Call) -> list[cst.Call] | None:
@@ -308,11 +313,25 @@ def returned_calls(ctx: FileContext, call: cst.Call) -> list[cst.Call] | None:
     returns = [r.value for r in ctx.index.returns_of(helper)]
     out = []
     for inner in returns:
-        replaced = _in_callers_words(ctx, helper, call, inner) if isinstance(inner, cst.Call) else None
+        replaced = _through_helpers(ctx, helper, call, inner, 0) if isinstance(inner, cst.Call) else None
         if replaced is None:
             return None
         out.append(replaced)
     return out or None
+
+
+def _through_helpers(
+    ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, inner: cst.Call, depth: int
+) -> cst.Call | None:
+    """`inner`, the call `helper` returns, in the words of `call`: first, where `inner` is itself
+    a call of a helper that returns a call, what that one returns in `helper`'s words."""
+    deeper = returned_call(ctx, inner, depth + 1) if depth + 1 < _MAX_RETURN_CHAIN else None
+    if deeper is None:
+        return _in_callers_words(ctx, helper, call, inner)
+    # only the parts `inner`'s own arguments brought in are in `helper`'s words
+    brought = {id(node) for arg in inner.args for node in ctx.index.walk(arg.value)}
+    replaced = _substituted(ctx, helper, call, deeper, brought)
+    return replaced if isinstance(replaced, cst.Call) else None
 
 
 def returned_in_callers_words(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
@@ -334,8 +353,14 @@ def _in_callers_words(ctx: FileContext, helper: cst.FunctionDef, call: cst.Call,
 
 
 def _substituted(
-    ctx: FileContext, helper: cst.FunctionDef, call: cst.Call, inner: cst.BaseExpression
+    ctx: FileContext,
+    helper: cst.FunctionDef,
+    call: cst.Call,
+    inner: cst.BaseExpression,
+    only: set[int] | None = None,
 ) -> cst.BaseExpression | None:
+    """`inner` with the helper's parameters replaced by what `call` passes for them (only among
+    the nodes `only` names, where given: the rest is in another helper's words already)."""
     bound = bound_arguments(ctx, helper, call)
     if bound is None:
         return None
@@ -343,15 +368,28 @@ def _substituted(
         p.name.value for p in (*helper.params.posonly_params, *helper.params.params, *helper.params.kwonly_params)
     }
     local = _locals_of(ctx, helper)
-    replaced: cst.CSTNode = inner
+    swaps: dict[int, cst.BaseExpression] = {}
     for node in ctx.index.walk(inner):
-        if type(node) is not cst.Name or not _is_value_name(ctx, node):
+        if type(node) is not cst.Name or (only is not None and id(node) not in only) or not _is_value_name(ctx, node):
             continue
         if node.value in bound:
-            replaced = replaced.deep_replace(node, bound[node.value])
+            swaps[id(node)] = bound[node.value]
         elif node.value in params or node.value in local:
             return None  # a parameter the call leaves to its default, or the helper's own local
+    replaced = inner.visit(_Swap(swaps)) if swaps else inner
     return replaced if isinstance(replaced, cst.BaseExpression) else None
+
+
+class _Swap(cst.CSTTransformer):
+    """Every node named in `swaps` (by identity) replaced, in one pass: a second `deep_replace`
+    would look for nodes the first one already rebuilt. What is swapped in keeps its identity."""
+
+    def __init__(self, swaps: dict[int, cst.BaseExpression]) -> None:
+        super().__init__()
+        self._swaps = swaps
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self._swaps.get(id(original_node), updated_node)
 
 
 def only_returned(ctx: FileContext, helper: cst.FunctionDef) -> cst.BaseExpression | None:
