@@ -23,8 +23,11 @@ class HostArgumentOnDevice(Rule):
     Flags a tensor on the accelerator passed where PyTorch only takes a CPU tensor: the
     `lengths` of `torch.nn.utils.rnn.pack_padded_sequence`. The value counts as on the device
     when the code moved it there (`lengths.cuda()`, a batch moved with `.to(device)` and handed
-    to the model), when it travelled with a batch that Lightning moves, or when a module's
-    `forward` computes it from its own inputs (`lengths = (tokens != pad).sum(1)`).
+    to the model), when it travelled with a batch that Lightning moves, when a module's
+    `forward` computes it from its own inputs (`lengths = (tokens != pad).sum(1)`), or when a
+    factory without `device=` builds it where an accelerator is the default device
+    (`torch.tensor(sizes)` after `torch.set_default_tensor_type(torch.cuda.FloatTensor)`, also
+    under `if args.cuda:`), there or in every call of the module that hands it to `forward`.
 
     ## Why it is a bug on a GPU
     Since PyTorch 1.7 packing checks its lengths on the host and fails with `'lengths' argument

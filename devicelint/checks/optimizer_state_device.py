@@ -659,7 +659,11 @@ class OptimizerStateDevice(Rule):
       `self.parameters()` and returns it (`model.configure_optimizers()`, the one method of that
       name among the file's classes), or such a class built around another optimizer the function built from the
       model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
-      weights);
+      weights); so does an object of a class of the file that is no optimizer but copies the
+      parameters it is built from onto `self` (`EMAModel(unet.parameters())` keeping
+      `[p.clone().detach() for p in parameters]`, a weight average's `torch.zeros_like(w)`), for
+      which a launcher's `accelerator.prepare(unet, ...)` is a move of the model too (it does not
+      move such copies), unless the calls after it move the object itself (`ema.to(device)`);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
       rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`);
     - `optimizer.load_state_dict(ckpt["optim"])` with `ckpt = torch.load(..., map_location="cpu")`,
