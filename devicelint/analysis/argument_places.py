@@ -33,7 +33,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     move_call,
 )
-from devicelint.analysis.placement_values import NUMBER, is_number
+from devicelint.analysis.placement_values import NUMBER, is_number, sets_accelerator_default
 from devicelint.analysis.training.helpers import call_sites
 from devicelint.analysis.vocabulary import FACTORIES, LEGACY_CONSTRUCTORS
 from devicelint.context import FileContext
@@ -115,6 +115,8 @@ def _built_on_default_accelerator(ctx: FileContext, call: cst.Call) -> bool:
     the whole run): the factory builds there. The engine leaves such factories unplaced; an op
     that takes only host tensors still needs to know they are not on the host. Legacy typed
     constructors (`torch.LongTensor`), `torch.Tensor` and `from_numpy` stay on the CPU."""
+    if not sets_accelerator_default(ctx) and not ctx.index.of_type(cst.With):
+        return False  # (cheap: nothing in the file can make an accelerator the default)
     qualified = ctx.qualified_name(call.func) or ""
     short = qualified[len("torch.") :] if qualified.startswith("torch.") and qualified.count(".") == 1 else ""
     if short not in FACTORIES or short in LEGACY_CONSTRUCTORS or short == "Tensor":
