@@ -20,8 +20,10 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
+from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, default_device_at
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.instance_parameters import instance_binding
+from devicelint.analysis.placement_calls import ignores_default_device
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
@@ -31,8 +33,9 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     move_call,
 )
-from devicelint.analysis.placement_values import NUMBER, is_number
+from devicelint.analysis.placement_values import NUMBER, is_number, sets_accelerator_default
 from devicelint.analysis.training.helpers import call_sites
+from devicelint.analysis.vocabulary import FACTORIES, LEGACY_CONSTRUCTORS
 from devicelint.context import FileContext
 
 _MAX_CALLERS_UP = 3
@@ -99,9 +102,30 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
     ):
         # `self.mask[:, :T] == 0`: a mask computed on the CPU
         return _combined(ctx, [expr.left, *(c.comparator for c in expr.comparisons)], depth, cache)
+    if type(expr) is cst.Call and _built_on_default_accelerator(ctx, expr):
+        return ArgumentPlace(Place.DEVICE)
     if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
         return _method(ctx, expr, depth, cache)
     return UNKNOWN_PLACE
+
+
+def _built_on_default_accelerator(ctx: FileContext, call: cst.Call) -> bool:
+    """`torch.tensor(sizes)` without `device=` where an accelerator is the default device when it
+    runs (`torch.set_default_tensor_type(torch.cuda.FloatTensor)` earlier in the function, or for
+    the whole run): the factory builds there. The engine leaves such factories unplaced; an op
+    that takes only host tensors still needs to know they are not on the host. Legacy typed
+    constructors (`torch.LongTensor`), `torch.Tensor` and `from_numpy` stay on the CPU."""
+    if not sets_accelerator_default(ctx) and not ctx.index.of_type(cst.With):
+        return False  # (cheap: nothing in the file can make an accelerator the default)
+    qualified = ctx.qualified_name(call.func) or ""
+    short = qualified[len("torch.") :] if qualified.startswith("torch.") and qualified.count(".") == 1 else ""
+    if short not in FACTORIES or short in LEGACY_CONSTRUCTORS or short == "Tensor":
+        return False
+    if ignores_default_device(call, short) or any(
+        a.keyword is not None and a.keyword.value == "device" for a in call.args
+    ):
+        return False
+    return default_device_at(ctx, call).state == ACCELERATOR_DEFAULT
 
 
 def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 import libcst as cst
@@ -44,6 +45,7 @@ from devicelint.analysis.branch_splits import (
     record,
     test_key,
 )
+from devicelint.analysis.collate_outputs import plain_list_parts
 from devicelint.analysis.devices import DeviceId, distinct, literal_device
 from devicelint.analysis.held_models import kept_on_host
 from devicelint.analysis.host_modules import (
@@ -68,6 +70,7 @@ from devicelint.analysis.placement_calls import (
     CallEvaluation,
     constant_default,
     is_handed,
+    only_binding,
 )
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
 from devicelint.analysis.placement_facts import (
@@ -654,9 +657,18 @@ class _Interpreter(CallEvaluation):
                     self._bind(element.value, _element_of(self._fact_of(arg.value)))
                 return
         if self._is_loader(source, iterable):
-            self._bind_batch(target, True)
+            self._bind_batch(target, True, self._plain_parts(source))
             return
         self._bind(target, _element_of(iterable))
+
+    def _plain_parts(self, source: cst.BaseExpression) -> set[tuple[int, ...]]:
+        """The parts of a batch that the loader's `collate_fn` of the file builds as plain lists
+        (`collate_outputs.plain_list_parts`), for a loader built by a `DataLoader(...)` call bound
+        once to the looped name."""
+        loader = only_binding(self.ctx, source.value, source) if type(source) is cst.Name else source
+        if type(loader) is not cst.Call:
+            return set()
+        return plain_list_parts(self.ctx, loader, self.analysis.functions)
 
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("tqdm", "iter") and node.args:
@@ -696,14 +708,27 @@ class _Interpreter(CallEvaluation):
             loop = self.ctx.index.parent(self.ctx.index.parent(loop) or loop)
         return type(loop) is cst.For and moves_what_it_yields(self.ctx, loop)
 
-    def _bind_batch(self, target: cst.BaseExpression, is_batch: bool) -> None:
-        if not is_batch or module_wide_accelerator_default(self.ctx) is not None:
+    def _bind_batch(
+        self,
+        target: cst.BaseExpression,
+        is_batch: bool,
+        plain: AbstractSet[tuple[int, ...]] = frozenset(),
+        path: tuple[int, ...] = (),
+    ) -> None:
+        if not is_batch or module_wide_accelerator_default(self.ctx) is not None or path in plain:
             # (under a script-wide accelerator default a loader's batches are what its dataset
-            # builds, tensors on that default: not known to be on the host)
+            # builds, tensors on that default: not known to be on the host; a part the collate
+            # function builds as a plain list is no tensor)
             self._bind(target, UNKNOWN_FACT)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value, Fact(CPU, where="cpu", origin=element.value, batch=True))
+            for i, element in enumerate(target.elements):
+                part = (*path, i)
+                if isinstance(element.value, (cst.Tuple, cst.List)) and any(p[: len(part)] == part for p in plain):
+                    self._bind_batch(element.value, True, plain, part)
+                elif part in plain:
+                    self._bind(element.value, UNKNOWN_FACT)
+                else:
+                    self._bind(element.value, Fact(CPU, where="cpu", origin=element.value, batch=True))
         else:
             # The whole batch may be a dict, a list or a BatchEncoding: only its parts are tensors.
             self._bind(target, Fact(UNKNOWN, origin=target, batch=True))

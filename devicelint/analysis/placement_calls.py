@@ -516,7 +516,7 @@ class CallEvaluation:
                 type(collate) is cst.Name
                 and collate.value not in self.analysis.functions
                 and collate.value not in classes
-                and (bound := _only_binding(self.ctx, collate.value, loader)) is not None
+                and (bound := only_binding(self.ctx, collate.value, loader)) is not None
             ):
                 collate = bound  # `to_device = partial(collate, device=dev)`, passed by that name
             else:
@@ -1904,7 +1904,7 @@ def _reduced(move: cst.BaseExpression) -> bool:
     )
 
 
-def _only_binding(ctx: FileContext, name: str, use: cst.CSTNode) -> cst.BaseExpression | None:
+def only_binding(ctx: FileContext, name: str, use: cst.CSTNode) -> cst.BaseExpression | None:
     """The one value that a plain `name = ...` gives `name` in the function of `use` (else at
     module level, as a notebook's cells do), when nothing else binds it there."""
     function = ctx.index.enclosing_function(use)

@@ -9,6 +9,7 @@ from devicelint.analysis.attribute_aliases import aliased_values
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.custom_movers import copied_as_is, moved_attributes, own_movers
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.module_mover_gaps import ModuleMoverGap, module_mover_gaps
 from devicelint.analysis.modules import methods, module_classes
 from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import FACTORIES, move_call
@@ -115,11 +116,15 @@ class CustomToOverrideBroken(Rule):
     to one in the same function, a parameter annotated with the class, or a `self.<attr>` that
     the same class sets to one; the class may also inherit the override from a class of the
     file.
-    Forgotten attributes are looked for only in classes that are not `nn.Module`s (DL102
-    covers modules), whose mover moves at least one `self.<attr>` explicitly and never
-    reaches attributes generically (`vars(self)`, `getattr`, `dataclasses.fields`); a
-    tensor attribute is one the analysis proves is a tensor, one made by a torch factory, or
-    one annotated `Tensor`.
+    Forgotten attributes are looked for in classes that are not `nn.Module`s, whose mover
+    moves at least one `self.<attr>` explicitly and never reaches attributes generically
+    (`vars(self)`, `getattr`, `dataclasses.fields`); a tensor attribute is one the analysis
+    proves is a tensor, one made by a torch factory, or one annotated `Tensor`. In an
+    `nn.Module` (whose registered tensors `nn.Module.to()` moves), only where its own
+    `_apply`/`to`/`cuda` moves plain attributes by hand (`self.train_x = fn(self.train_x)`)
+    and another plain attribute, assigned in any method, holds an instance of a class of the
+    file that keeps tensors (a prediction cache; a plain tensor attribute left behind is
+    DL102's); resetting it in the mover (`self.cache = None`) counts as handling it.
     """
 
     code = "DL112"
@@ -158,6 +163,9 @@ class CustomToOverrideBroken(Rule):
                 yield self._override(ctx, cls, method, is_module, kind, ret)
             if not is_module:
                 yield from self._forgotten(ctx, cls, own)
+            else:
+                for gap in module_mover_gaps(ctx, cls, own):
+                    yield self._module_gap(gap)
         if broken or recorders:
             yield from self._uses(ctx, {**recorders, **broken})
 
@@ -224,6 +232,18 @@ class CustomToOverrideBroken(Rule):
             yield self.violation(
                 call, problem=problem, advice=f"return `self` from {override}, or call it as a statement"
             )
+
+    def _module_gap(self, gap: ModuleMoverGap) -> Violation:
+        where = f"{gap.cls_name}.{gap.mover}()"
+        return self.violation(
+            gap.node,
+            problem=(
+                f"`self.{gap.attr}` is a plain attribute that holds tensors, and `{where}` moves the "
+                f"module's plain attributes by hand (`self.{gap.moved}`) but not this one, so it stays "
+                "on the device it was made on"
+            ),
+            advice=f"move `self.{gap.attr}` in `{gap.mover}()` as well, or reset it there so it is rebuilt",
+        )
 
     def _forgotten(self, ctx: FileContext, cls: cst.ClassDef, own: dict[str, cst.FunctionDef]) -> Iterator[Violation]:
         """Tensor attributes that the plain class's own `to`/`cuda` does not move."""

@@ -23,8 +23,11 @@ class HostArgumentOnDevice(Rule):
     Flags a tensor on the accelerator passed where PyTorch only takes a CPU tensor: the
     `lengths` of `torch.nn.utils.rnn.pack_padded_sequence`. The value counts as on the device
     when the code moved it there (`lengths.cuda()`, a batch moved with `.to(device)` and handed
-    to the model), when it travelled with a batch that Lightning moves, or when a module's
-    `forward` computes it from its own inputs (`lengths = (tokens != pad).sum(1)`).
+    to the model), when it travelled with a batch that Lightning moves, when a module's
+    `forward` computes it from its own inputs (`lengths = (tokens != pad).sum(1)`), or when a
+    factory without `device=` builds it where an accelerator is the default device
+    (`torch.tensor(sizes)` after `torch.set_default_tensor_type(torch.cuda.FloatTensor)`, also
+    under `if args.cuda:`), there or in every call of the module that hands it to `forward`.
 
     ## Why it is a bug on a GPU
     Since PyTorch 1.7 packing checks its lengths on the host and fails with `'lengths' argument
@@ -137,6 +140,8 @@ def _on_device(ctx: FileContext, value: cst.BaseExpression) -> bool:
         return False  # a part of a tuple from a call the engine cannot see into: maybe a list
     if where.place is Place.DEVICE:
         return True
+    if where.place is Place.UNKNOWN:
+        return _passed_on_device(ctx, value)
     if where.place is not Place.FOLLOWS:
         return False
     fact = file_facts(ctx).value(value)
@@ -144,3 +149,26 @@ def _on_device(ctx: FileContext, value: cst.BaseExpression) -> bool:
     while type(root) is cst.Call and type(root.func) is cst.Attribute and root.func.attr.value in PRESERVING_METHODS:
         root = root.func.value  # `lens.long()`: still the parameter, cast
     return not (type(root) is cst.Name and fact.device_expr == f"{root.value}.device")
+
+
+def _passed_on_device(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """A parameter of a module class's `forward` that it never rebinds, which every call of an
+    instance of the class in the file (`model(tokens, lengths)`, the module built here) fills
+    with a value `place_of_argument` puts on the device: lengths that a factory built under an
+    accelerator default device, which the engine leaves unplaced."""
+    function = ctx.index.enclosing_function(value)
+    cls = ctx.index.enclosing_class(function) if function is not None else None
+    if type(value) is not cst.Name or function is None or cls is None or function.name.value != "forward":
+        return False
+    names = [p.name.value for p in function.params.params]
+    if value.value not in names[1:] or bindings(ctx, value.value, value):
+        return False
+    index = names.index(value.value) - 1
+    places = []
+    for call in ctx.index.of_type(cst.Call):
+        if _module_factory(ctx, call.func) != cls.name.value or any(a.star for a in call.args):
+            continue
+        argument = _argument(call, index, value.value)
+        if argument is not None:
+            places.append(place_of_argument(ctx, argument).place)
+    return bool(places) and all(place is Place.DEVICE for place in places)

@@ -11,10 +11,11 @@ from devicelint.analysis.imported_helpers import (
     imported_call,
     imported_construction,
 )
-from devicelint.analysis.launchers import fabric_placed_module
+from devicelint.analysis.launchers import fabric_placed_module, prepared_modules
 from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.model_events.wrappers import WrapperSite, wrapper_sites
 from devicelint.analysis.names import dotted_name, is_staticmethod, literal_value
+from devicelint.analysis.parameter_shadows import parameter_shadow_classes
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
     bound_arguments,
@@ -106,6 +107,8 @@ def _optimizer_type(ctx: FileContext, node: cst.BaseExpression) -> str | None:
         return name
     if type(node) is cst.Name and any(cls.name.value == node.value for cls in optimizer_classes(ctx)):
         return node.value
+    if type(node) is cst.Name and node.value in parameter_shadow_classes(ctx):
+        return node.value
     return None
 
 
@@ -124,6 +127,9 @@ def _state_at_construction(ctx: FileContext, optimizer: str) -> str | None:
     if optimizer.startswith("torch.optim."):
         state = STATE_AT_CONSTRUCTION.get(short_name)
         return f"{short_name}'s {state}" if state is not None else None
+    shadow = parameter_shadow_classes(ctx).get(optimizer)
+    if shadow is not None:
+        return f"{optimizer}'s per-parameter `{short(ctx, shadow)}`"
     cls = next((c for c in optimizer_classes(ctx) if c.name.value == optimizer), None)
     init = method_of(ctx, cls, "__init__") if cls is not None else None
     if init is None:
@@ -562,6 +568,22 @@ def _placed_by_fabric(ctx: FileContext, call: cst.Call) -> list[str]:
     return [name] if name is not None else []
 
 
+def _moved_after(ctx: FileContext, stream: list[cst.Call], move: cst.Call, built: cst.Call) -> bool:
+    """The object `built` is bound to (`ema = EMAModel(...)`) is moved itself by a call of the
+    stream after `move` (`ema.to(accelerator.device)`)."""
+    parent = ctx.index.parent(built)
+    if type(parent) is not cst.Assign or len(parent.targets) != 1:
+        return False
+    name = dotted_name(parent.targets[0].target)
+    after = False
+    for call in stream:
+        if call is move:
+            after = True
+        elif after and move_call(call) in ("to", "cuda") and dotted_name(call.func.value) == name:  # type: ignore[attr-defined]  # move_call() matched `x.<method>(...)`
+            return True
+    return False
+
+
 def _replaced_by_moved_copy(ctx: FileContext, move: cst.Call, names: set[str]) -> tuple[str, cst.Assign] | None:
     """(`w`, the assignment) when the move is part of `w = w.cuda()` or `self.params = [p.cuda() for p
     in self.params]`: a name rebound to device copies of what it held (`w.data = w.data.cuda()`
@@ -637,7 +659,11 @@ class OptimizerStateDevice(Rule):
       `self.parameters()` and returns it (`model.configure_optimizers()`, the one method of that
       name among the file's classes), or such a class built around another optimizer the function built from the
       model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
-      weights);
+      weights); so does an object of a class of the file that is no optimizer but copies the
+      parameters it is built from onto `self` (`EMAModel(unet.parameters())` keeping
+      `[p.clone().detach() for p in parameters]`, a weight average's `torch.zeros_like(w)`), for
+      which a launcher's `accelerator.prepare(unet, ...)` is a move of the model too (it does not
+      move such copies), unless the calls after it move the object itself (`ema.to(device)`);
     - an optimizer built from plain tensors (`SGD(params)`, `Adam([w, b])`) whose names are then
       rebound to device copies (`params = [p.cuda() for p in params]`, `w = w.to(device)`);
     - `optimizer.load_state_dict(ckpt["optim"])` with `ckpt = torch.load(..., map_location="cpu")`,
@@ -863,6 +889,11 @@ class OptimizerStateDevice(Rule):
                 else _moved_by_helper(ctx, call) or _moved_by_imported_class(ctx, call) or _placed_by_fabric(ctx, call)
             )
             if not moves:
+                # `accelerator.prepare(model, ...)` moves the model; it moves a loaded optimizer
+                # state too, but not the copies an object that is no optimizer it prepares made
+                for moved in prepared_modules(ctx, call):
+                    moved_first.setdefault(scope, set()).add(moved)
+                    yield from self._eager_left(ctx, call, moved, eager.get(scope, []), stream)
                 continue
             owner_class = ctx.index.enclosing_class(call)
             held = {**holding.get(id(owner_class), {}), **holding.get(scope, {})}
@@ -882,16 +913,7 @@ class OptimizerStateDevice(Rule):
                 continue
             for moved in moves:
                 moved_first.setdefault(scope, set()).add(moved)
-                for entry in [e for e in eager.get(scope, []) if _same_model(e[1], moved)]:
-                    eager[scope].remove(entry)
-                    yield self.violation(
-                        entry[0],
-                        moved="the model",
-                        and_load="",
-                        what=f"`{short(ctx, entry[0])}` creates {entry[2]} state in its constructor while `{moved}` "
-                        f"is still on the CPU, so the state stays there after `{ctx.code_for(call)}` and the first "
-                        "`step()` fails",
-                    )
+                yield from self._eager_left(ctx, call, moved, eager.get(scope, []), stream)
                 pending = loads.get(scope, [])
                 is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
                 for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
@@ -906,3 +928,27 @@ class OptimizerStateDevice(Rule):
                         what=f"`{ctx.code_for(entry[0])}` loads the optimizer state while `{moved}` is still on the CPU, "
                         f"so the state stays there after `{ctx.code_for(call)}`",
                     )
+
+    def _eager_left(
+        self,
+        ctx: FileContext,
+        move: cst.Call,
+        moved: str,
+        eager: list[tuple[cst.Call, str, str]],
+        stream: list[cst.Call],
+    ) -> Iterator[Violation]:
+        """The optimizers (and parameter shadows) built from `moved` with state made in their
+        constructor before `move`, removed from `eager` as they are reported; not one that the
+        calls after `move` move themselves (`ema.to(device)`)."""
+        for entry in [e for e in eager if _same_model(e[1], moved)]:
+            eager.remove(entry)
+            if _moved_after(ctx, stream, move, entry[0]):
+                continue
+            yield self.violation(
+                entry[0],
+                moved="the model",
+                and_load="",
+                what=f"`{short(ctx, entry[0])}` creates {entry[2]} state in its constructor while `{moved}` "
+                f"is still on the CPU, so the state stays there after `{ctx.code_for(move)}` and the first "
+                "`step()` fails",
+            )
