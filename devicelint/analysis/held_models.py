@@ -172,19 +172,23 @@ def _in_place_use(ctx: FileContext, node: cst.CSTNode) -> bool:
         if type(above) is cst.Attribute and above.value is top or type(above) is cst.Subscript and above.value is top:
             top = above
             continue
+        if type(above) is cst.Arg:
+            # a part handed on (`freeze(self.model.backbone)`) may be moved there
+            call = index.parent(above)
+            return type(call) is cst.Call and keeps_arguments_in_place(ctx, call)
         return True  # a part read (`self.model.fc.out_features`) or replaced (`self.model.fc = nn.Identity()`)
 
 
 def _hands_on_self(ctx: FileContext, cls: cst.ClassDef) -> bool:
-    """`register(self)`, `helper(self.__dict__)`: code elsewhere may reach the model."""
+    """`register(self)`, `helper(self.__dict__)`: code elsewhere may reach the model. A part of
+    one attribute handed on (`tokenizer(text, max_length=self.config.max_len)`) reaches only
+    that attribute, which `_in_place_use` answers for."""
     for call in ctx.index.within(cls, cst.Call):
         if keeps_arguments_in_place(ctx, call) or (type(call.func) is cst.Name and call.func.value == "super"):
             continue
         for arg in call.args:
             value = arg.value
-            while type(value) is cst.Attribute:
-                value = value.value
-            if type(value) is cst.Name and value.value == "self" and self_attribute(arg.value) is None:
+            if type(value) is cst.Name and value.value == "self" or self_attribute(value) == "__dict__":
                 return True
     return False
 
@@ -198,3 +202,34 @@ def _reached_from_outside(ctx: FileContext, attr: str) -> bool:
         if type(ctx.index.parent(node)) is cst.AssignTarget or not _in_place_use(ctx, node):
             return True
     return False
+
+
+def kept_at_import(ctx: FileContext, name: str) -> bool:
+    """Whether the module that the top-level code binds to `name` once (`new_model =
+    AutoModel.from_pretrained(path)`) stays where it was built for the functions that read it:
+    no function rebinds it (`global`), and every read of it in the file calls it, reads a part of
+    it or calls a method that keeps it in place; a move at the top level is the interpreter's."""
+    return ctx.shared("held_models.at_import", _kept_at_import).get(name, False)
+
+
+def _kept_at_import(ctx: FileContext) -> dict[str, bool]:
+    index = ctx.index
+    bound: dict[str, int] = {}
+    for stmt in ctx.module.body:
+        for target in index.within(stmt, cst.AssignTarget) if type(stmt) is cst.SimpleStatementLine else ():
+            if type(target.target) is cst.Name:
+                bound[target.target.value] = bound.get(target.target.value, 0) + 1
+    rebound = {n.value for g in index.of_type(cst.Global) for item in g.names for n in (item.name,)}
+    kept: dict[str, bool] = {}
+    for node in index.of_type(cst.Name):
+        name = node.value
+        if bound.get(name) != 1 or name in rebound:
+            continue
+        function = index.enclosing_function(node)
+        if function is None:
+            continue  # the top level is the interpreter's: it sees moves and hand-offs there in order
+        parent = index.parent(node)
+        if type(parent) is cst.Attribute and parent.attr is node:
+            continue  # `x.name`, another object's attribute
+        kept[name] = kept.get(name, True) and _in_place_use(ctx, node)
+    return kept

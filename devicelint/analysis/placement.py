@@ -47,7 +47,7 @@ from devicelint.analysis.branch_splits import (
 )
 from devicelint.analysis.collate_outputs import plain_list_parts
 from devicelint.analysis.devices import DeviceId, distinct, literal_device
-from devicelint.analysis.held_models import kept_on_host
+from devicelint.analysis.held_models import kept_at_import, kept_on_host
 from devicelint.analysis.host_modules import (
     captured_names,
     hosted_in,
@@ -659,6 +659,17 @@ class _Interpreter(CallEvaluation):
         if self._is_loader(source, iterable):
             self._bind_batch(target, True, self._plain_parts(source))
             return
+        entries = self._mapping_part(source)
+        if entries is not None:
+            # `for k, t in batch.items()`, `for t in feats.values()` of a dict whose entries agree
+            method, part = entries
+            if method == "items" and type(target) is cst.Tuple and len(target.elements) == 2:
+                self._bind(target.elements[0].value, UNKNOWN_FACT)
+                self._bind(target.elements[1].value, part)
+                return
+            if method == "values":
+                self._bind(target, part)
+                return
         self._bind(target, _element_of(iterable))
 
     def _plain_parts(self, source: cst.BaseExpression) -> set[tuple[int, ...]]:
@@ -669,6 +680,29 @@ class _Interpreter(CallEvaluation):
         if type(loader) is not cst.Call:
             return set()
         return plain_list_parts(self.ctx, loader, self.analysis.functions)
+
+    def _mapping_part(self, source: cst.BaseExpression) -> tuple[str, Fact] | None:
+        """What every entry of `d.items()`/`d.values()` is, where `d` is a tokenizer's encoding, a
+        loader's dict batch, or a dict of string keys whose entries the code states and all are
+        alike (host batch tensors, device tensors)."""
+        if not (
+            type(source) is cst.Call
+            and type(source.func) is cst.Attribute
+            and source.func.attr.value in ("items", "values")
+            and not source.args
+        ):
+            return None
+        method = source.func.attr.value
+        mapping = self._fact_of(source.func.value)
+        if (mapping.encoded or mapping.batch and mapping.kind == UNKNOWN) and mapping.fields is None:
+            # a tokenizer's `return_tensors="pt"` encoding, a loader's dict batch: host tensors
+            return method, Fact(CPU, where="cpu", origin=mapping.origin, batch=True, encoded=mapping.encoded)
+        parts = [fact for _, fact in mapping.fields or ()]
+        if not parts or any(
+            (fact.kind, fact.where, fact.batch) != (parts[0].kind, parts[0].where, parts[0].batch) for fact in parts
+        ):
+            return None
+        return (method, parts[0]) if parts[0].is_tensor else None
 
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("tqdm", "iter") and node.args:
@@ -946,6 +980,14 @@ class _Interpreter(CallEvaluation):
             and name not in self.analysis.local_names(self.scope)
         ):
             return fact  # `MEAN = torch.tensor([...]).view(3, 1, 1)` built at import, on the host
+        if (
+            fact is not None
+            and is_host_module(fact)
+            and type(self.scope) is cst.FunctionDef
+            and name not in self.analysis.local_names(self.scope)
+            and kept_at_import(self.ctx, name)
+        ):
+            return fact  # `new_model = AutoModel.from_pretrained(path)` at import, that no function moves
         return fact if fact is not None and fact.kind == DEVICE_VALUE and fact.device is not None else None
 
     def _imported_constant(self, spelled: str, node: cst.BaseExpression) -> Fact | None:
@@ -1250,6 +1292,9 @@ class _Interpreter(CallEvaluation):
                 return self.own_submodule(attr)
             stated = self._stated(attr)
             if stated is not None and stated.kind == DEVICE_VALUE and stated.where == ACCELERATOR:
+                return stated
+            if stated is not None and stated.kind == UNKNOWN and stated.instance in self.analysis.plain_classes:
+                # `self.triples = triples` of a plain class of the file: `.to()` does not reach it
                 return stated
             if attr == "device":
                 if (
@@ -1575,7 +1620,8 @@ class _Interpreter(CallEvaluation):
             calls_module = type(func) is cst.Name and is_host_module(self.env.get(func.value, UNKNOWN_FACT))
             if not calls_module:
                 for name in captured_names(self.ctx, self.scope):
-                    handed += hosted_in(self.env.get(name, UNKNOWN_FACT))
+                    if not kept_at_import(self.ctx, name):  # functions that only run it leave it
+                        handed += hosted_in(self.env.get(name, UNKNOWN_FACT))
         if handed:
             self.env = released(self.env, handed)
 

@@ -197,6 +197,10 @@ class CallEvaluation:
         """The fact already recorded for an evaluated node."""
         raise NotImplementedError
 
+    def _module_device(self, name: str) -> Fact | None:
+        """What the module's top-level code binds to `name`, where a function may read it."""
+        raise NotImplementedError
+
     def _loader_inner(self, node: cst.BaseExpression) -> bool:
         """Whether an iterable is a data loader, also under `tqdm(...)` or `iter(...)`."""
         raise NotImplementedError
@@ -1259,6 +1263,9 @@ class CallEvaluation:
 
     def _name_call(self, call: cst.Call, func: cst.Name) -> Fact:
         name = func.value
+        at_import = self._module_device(name) if name not in self.env else None
+        if at_import is not None and is_host_module(at_import):
+            return self._module_call(call, at_import, func)  # a model built at import, run here
         if name in self.env:
             callee = self.env[name]
             if callee.kind == MODULE or (callee.kind == UNKNOWN and callee.where == ACCELERATOR):
@@ -1634,7 +1641,11 @@ class CallEvaluation:
             # (a loader batch handed to a method: the instance's model meets it, `runner.step(batch)`;
             # a tokenizer's output handed to a method that feeds it to the model, `self._score(encoded)`)
             and not any(
-                f.kind != UNKNOWN or f.where or ((f.batch or f.encoded) and skip_self) or _known_fields(f)
+                f.kind != UNKNOWN
+                or f.where
+                or ((f.batch or f.encoded) and skip_self)
+                or _known_fields(f)
+                or any(e.kind != UNKNOWN or e.where or _known_fields(e) for e in f.elements or ())
                 for f in bound.values()
             )
             and params
@@ -1661,6 +1672,7 @@ class CallEvaluation:
                         v.encoded,
                         v.conflict,
                         v.elements is not None,
+                        tuple((e.kind, e.where, e.fields is not None) for e in v.elements or ()),
                         is_handed(v),
                     )
                     for k, v in bound.items()

@@ -109,6 +109,7 @@ class Interpreter(Protocol):
     # helper handed it (`def _head(model, h)` called as `_head(self, h)`)
     receiver: str
     receiver_class: cst.ClassDef | None
+    env: Env
 
     def run(self) -> ScopePlacement: ...
 
@@ -319,6 +320,7 @@ class FileAnalysis:
         self._shallow_runs: dict[int, ScopePlacement] = {}
         self._locals: dict[int, set[str]] = {}
         self.active = 0
+        self._module_run: Interpreter | None = None
         for facts in self.classes.values():
             for method in facts.methods.values():
                 self._class_of[id(method)] = facts
@@ -650,9 +652,13 @@ class FileAnalysis:
                 interpreter = self.interpreter(self.ctx, self, node, cls, None, 0)
                 if bound is not None:
                     interpreter.receiver, interpreter.receiver_class = bound
+                if node is self.ctx.module:
+                    self._module_run = interpreter
                 found = interpreter.run()
             finally:
                 self.active -= 1
+                if node is self.ctx.module:
+                    self._module_run = None
             self.scopes[id(node)] = found
         return found
 
@@ -826,7 +832,10 @@ class FileAnalysis:
         return found
 
     def module_env(self) -> Env:
-        """What the module's top-level code leaves bound (device constants such as `DEV = "cuda:1"`)."""
+        """What the module's top-level code leaves bound (device constants such as `DEV = "cuda:1"`);
+        for a function the top-level code calls while it runs, what it has bound so far."""
+        if self._module_run is not None:
+            return self._module_run.env
         return self.scope(self.ctx.module).facts
 
 

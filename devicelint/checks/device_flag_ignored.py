@@ -21,8 +21,8 @@ class DeviceFlagIgnored(Rule):
     Flags `.cuda()` without an index (and `device="cuda"`, `.to("cuda")`) in a script that parses
     a GPU index from its command line (`--device`, `--gpu`, `--gpu-id`, as an `int`) but never
     uses it to place anything: the option is only printed or handed to `torch.cuda` queries, or
-    only spelled into a device string (`torch.device(f"cuda:{args.gpu}")`, which places only
-    what is built on it; the message then says so), and nothing selects the GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`, `with
+    only spelled into a device string (`torch.device(f"cuda:{args.gpu}")`, `"cuda:%d" % args.gpu`,
+    `"cuda:{}".format(args.gpu)`, which places only what is built on it; the message then says so), and nothing selects the GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`, `with
     torch.cuda.device(...)`).
 
     ## Why it is a bug on a GPU
@@ -77,14 +77,18 @@ class DeviceFlagIgnored(Rule):
         if not reads or any(_places_or_hands_on(ctx, read) for read in reads):
             return
         holder = ctx.code_for(reads[0].value)
-        spelled = any(
-            _spells_a_device(ctx, text)
-            for read in reads
-            if (text := next((a for a in ctx.index.ancestors(read) if type(a) is cst.FormattedString), None))
+        spelled = next(
+            (
+                text
+                for read in reads
+                if (text := next((a for a in ctx.index.ancestors(read) if _formatted_text(a) is not None), None))
+                and _spells_a_device(ctx, text)
+            ),
+            None,
         )
         usage = (
-            f'uses it only in a device string (`f"cuda:{{{holder}.{dest}}}"`), which places only what is built on it'
-            if spelled
+            f"uses it only in a device string (`{ctx.code_for(spelled)}`), which places only what is built on it"
+            if spelled is not None
             else "never uses it to place anything"
         )
         for node in ctx.index.of_type(cst.Call):
@@ -134,7 +138,7 @@ def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
     query."""
     node: cst.CSTNode = read
     for ancestor in ctx.index.ancestors(read):
-        if type(ancestor) in (cst.FormattedStringExpression, cst.FormattedString):
+        if type(ancestor) is cst.FormattedStringExpression or _formatted_text(ancestor) is not None:
             # a message, or a device string (`f"cuda:{args.gpu}"`, which places only what is
             # built on it there: an index-less `.cuda()` elsewhere still lands on GPU 0)
             return False
@@ -153,11 +157,25 @@ def _places_or_hands_on(ctx: FileContext, read: cst.Attribute) -> bool:
     return type(parent) in (cst.Assign, cst.AnnAssign, cst.Return, cst.Element, cst.DictElement)
 
 
-def _spells_a_device(ctx: FileContext, text: cst.FormattedString) -> bool:
-    """`f"cuda:{...}"` bound to a name or handed to `torch.device`, `.to()`, `.cuda()` or a
-    `device=` keyword."""
-    head = text.parts[0] if text.parts else None
-    if not (type(head) is cst.FormattedStringText and head.value.startswith(("cuda", "mps", "xpu", "npu"))):
+def _formatted_text(node: cst.CSTNode) -> str | None:
+    """The literal start of a string built from values: `f"cuda:{...}"`, `"cuda:%d" % ...`,
+    `"cuda:{}".format(...)`."""
+    if type(node) is cst.FormattedString:
+        head = node.parts[0] if node.parts else None
+        return head.value if type(head) is cst.FormattedStringText else ""
+    template: cst.CSTNode | None = None
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
+        template = node.left
+    elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "format":
+        template = node.func.value
+    value = literal_value(template) if type(template) is cst.SimpleString else None
+    return value if isinstance(value, str) else None
+
+
+def _spells_a_device(ctx: FileContext, text: cst.CSTNode) -> bool:
+    """`f"cuda:{...}"` (or `"cuda:%d" % ...`, `"cuda:{}".format(...)`) bound to a name or handed
+    to `torch.device`, `.to()`, `.cuda()` or a `device=` keyword."""
+    if not (_formatted_text(text) or "").startswith(("cuda", "mps", "xpu", "npu")):
         return False
     parent = ctx.index.parent(text)
     if type(parent) in (cst.Assign, cst.AnnAssign):

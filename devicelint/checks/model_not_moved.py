@@ -31,7 +31,9 @@ class ModelNotMoved(Rule):
     model loaded with `torch.load(path, map_location="cpu")` or `torch.jit.load` that the code
     calls and never indexes like a checkpoint, a model from another package's builder that the code loads weights into),
     also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
-    `self.<attr>` from `__init__` and called in another method; the input was moved with
+    `self.<attr>` from `__init__` and called in another method, or built at import and run by a
+    function of the file that none of them moves (`net = resnet18()` at the top level, `def
+    classify(x): return net(x.cuda())`); the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`. Also a torch layer with weights built inside
     a module's own device code and applied there (`nn.BatchNorm2d(c)(x)` or `norm =
     nn.LayerNorm(d)` in `forward`, not given `device=` or moved): it is built on the CPU at every

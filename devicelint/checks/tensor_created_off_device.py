@@ -318,10 +318,15 @@ def _describe(ctx: FileContext, meeting: Meeting) -> dict[str, str]:
     elsewhere = function is None or (
         function.name.value == "__init__" and ctx.index.enclosing_function(meeting.node) is not function
     )
-    if elsewhere and meeting.device_node is not None and type(meeting.device_node) in (cst.Name, cst.Attribute):
+    if elsewhere and meeting.device_node is not None:
         # a constant built at import, or kept by an instance's `__init__`, read where device
         # tensors are: move it there (the device is named where it is used, not where it is built)
-        advice = f"move it where it is used (`.to({ctx.code_for(meeting.device_node)}.device)`)"
+        used = ctx.code_for(meeting.device_node)
+        advice = (
+            f"move it where it is used (`.to({used}.device)`)"
+            if type(meeting.device_node) in (cst.Name, cst.Attribute)
+            else f"move it where it is used, to the device of `{used if len(used) <= 40 else used[:37] + '...'}`"
+        )
     elif not _takes_device(factory):
         advice = f"move it with `.to({device})`"
     elif (kept := _kept_device(ctx, origin)) is not None:
