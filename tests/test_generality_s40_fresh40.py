@@ -1,0 +1,105 @@
+"""Shapes judged wrong on the fifteenth precision reading (projects nobody had linted): each in
+two spellings the corpus did not use, with the true positive next to it that must stay found."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _findings(source: str, path: str = "render/data.py") -> list[tuple[int, str, str]]:
+    result = lint_source(textwrap.dedent(source), path, DEFAULT)
+    return [(f.line, f.code, f.message) for f in result.findings]
+
+
+def _codes(source: str, path: str = "render/data.py") -> list[tuple[int, str]]:
+    return [(line, code) for line, code, _ in _findings(source, path)]
+
+
+# -- DL109: a collate function that only loaders forking no workers run ------------------------
+
+# A plain class that keeps its rays on the GPU and batches them in its own collate method.
+RAYS_METHOD = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class Rays:
+        def __init__(self, poses, device):
+            self.poses = poses
+            self.device = device
+
+        def collate_rays(self, index):
+            return {{"poses": self.poses[index].to(self.device)}}
+
+        def loader(self):
+            return DataLoader(list(range(len(self.poses))), batch_size=1, collate_fn=self.collate_rays{workers})
+"""
+
+# A module-level collate function that a helper moves, handed to two loaders of the file.
+VIEWS_FUNCTION = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    DEVICE = torch.device("cuda")
+
+
+    def jitter(size, device):
+        return torch.rand(size, 3).to(device)
+
+
+    def batch_views(items):
+        views = torch.stack(items)
+        return views + jitter(len(items), DEVICE)
+
+
+    def loaders(train, val):
+        return (
+            DataLoader(train, batch_size=4, collate_fn=batch_views),
+            DataLoader(val, batch_size=4, collate_fn=batch_views{workers}),
+        )
+"""
+
+
+def test_collate_method_of_a_loader_without_workers_is_clean() -> None:
+    assert _codes(RAYS_METHOD.format(workers=", num_workers=0")) == []
+    assert _codes(RAYS_METHOD.format(workers="")) == []
+
+
+def test_collate_function_of_loaders_without_workers_is_clean() -> None:
+    assert _codes(VIEWS_FUNCTION.format(workers="")) == []
+    assert _codes(VIEWS_FUNCTION.format(workers=", num_workers=0")) == []
+
+
+def test_collate_with_a_loader_that_forks_workers_stays_found() -> None:
+    assert _findings(RAYS_METHOD.format(workers=", num_workers=4")) == [
+        (
+            12,
+            "DL109",
+            '`.to(self.device)` puts a tensor on the GPU in `collate_rays`; with `num_workers > 0` this fails ("Cannot '
+            're-initialize CUDA in forked subprocess"); return CPU tensors and move batches in the training loop',
+        )
+    ]
+    assert _findings(VIEWS_FUNCTION.format(workers=", num_workers=2")) == [
+        (
+            9,
+            "DL109",
+            "`.to(device)` puts a tensor on the GPU in `jitter` (called from `batch_views`); with `num_workers > 0` "
+            'this fails ("Cannot re-initialize CUDA in forked subprocess"); return CPU tensors and move batches in '
+            "the training loop",
+        )
+    ]
+
+
+def test_collate_used_otherwise_too_stays_found() -> None:
+    # handed on to something that is no loader of the file: its workers are unknown
+    source = (
+        RAYS_METHOD.format(workers=", num_workers=0")
+        + "\n        def batches(self):\n"
+        + ("            return make_loader(self, collate=self.collate_rays)\n")
+    )
+    assert [code for _, code in _codes(source)] == ["DL109"]
