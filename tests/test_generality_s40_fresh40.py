@@ -103,3 +103,67 @@ def test_collate_used_otherwise_too_stays_found() -> None:
         + ("            return make_loader(self, collate=self.collate_rays)\n")
     )
     assert [code for _, code in _codes(source)] == ["DL109"]
+
+
+# -- DL111: a model moved on the way to the load, or in the `else:` of the `if` that loads ------
+
+# The optimizer is handed in; the resume branch moves the model (through its wrapper) first.
+RESUME_HANDED_IN = """
+    import torch
+    from torch import nn
+
+
+    def restore(net, optimizer, path, device):
+        if path:
+            state = torch.load(path, map_location="cpu")
+            net.load_state_dict(state["net"])
+{first}            optimizer.load_state_dict(state["optim"])
+        else:
+            net = nn.DataParallel(net)
+            net.to(device)
+{tail}        return net
+"""
+MOVED_FIRST = "            net = nn.DataParallel(net)\n            net.to(device)\n"
+
+# A trainer whose optimizer holds parameter groups of its model's parts, resumed under `elif`.
+RESUME_GROUPS = """
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, cfg):
+            self.model = model
+            self.optimizer = torch.optim.SGD(
+                [{{"params": self.model.backbone.parameters(), "lr": cfg.lr / 10}}, {{"params": self.model.head.parameters()}}],
+                lr=cfg.lr,
+            )
+            if cfg.resume is None:
+                self.model.cuda()
+            elif cfg.finetune:
+{first}                self.optimizer.load_state_dict(torch.load(cfg.resume, map_location="cpu")["optimizer"])
+            else:
+                self.model.cuda()
+{tail}"""
+
+
+def test_move_before_the_load_or_in_its_else_is_clean() -> None:
+    assert _codes(RESUME_HANDED_IN.format(first=MOVED_FIRST, tail=""), "train.py") == []
+    assert _codes(RESUME_GROUPS.format(first="                self.model.cuda()\n", tail=""), "train.py") == []
+    # moved again after both branches (a no-op on the resumed path): still clean
+    again = RESUME_HANDED_IN.format(first=MOVED_FIRST, tail="        net.cuda()\n")
+    assert _codes(again, "train.py") == []
+
+
+def test_load_before_the_only_move_stays_found() -> None:
+    late = RESUME_HANDED_IN.format(first="", tail="        net.cuda()\n")
+    assert _findings(late, "train.py") == [
+        (
+            10,
+            "DL111",
+            '`optimizer.load_state_dict(state["optim"])` loads the optimizer state while `net` is still on the CPU, so '
+            "the state stays there after `net.cuda()`; move the model before building the optimizer and loading "
+            "its state",
+        )
+    ]
+    groups = RESUME_GROUPS.format(first="", tail="            self.model.cuda()\n")
+    assert [code for _, code in _codes(groups, "train.py")] == ["DL111"]
