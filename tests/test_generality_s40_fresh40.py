@@ -167,3 +167,73 @@ def test_load_before_the_only_move_stays_found() -> None:
     ]
     groups = RESUME_GROUPS.format(first="", tail="            self.model.cuda()\n")
     assert [code for _, code in _codes(groups, "train.py")] == ["DL111"]
+
+
+# -- DL102: a tensor attribute that a call meets with the host copies it makes of the rest -------
+
+# Anchors kept per scale in a plain list, matched against the boxes brought to the host.
+ANCHORS_LIST = """
+    import torch
+    from torch import nn
+
+
+    def iou(a, b):
+        return (a[:, None, 2:] * b[None, :, 2:]).prod(-1)
+
+
+    class MatchLoss(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.priors = []
+            for w, h in sizes:
+                self.priors.append(torch.tensor([[0.0, 0.0, w, h]]))
+
+        def forward(self, boxes, scale):
+            best = iou({boxes}, self.priors[scale]).argmax(1)
+            return best.to(boxes.device)
+
+
+    loss = MatchLoss([(10, 13), (16, 30)]).to("cuda")
+"""
+
+# One table, handed by keyword beside a detached host copy.
+TABLE_ATTRIBUTE = """
+    import torch
+    from torch import nn
+
+
+    def assign(codes, table):
+        return torch.cdist(codes, table).argmin(1)
+
+
+    class Quantizer(nn.Module):
+        def __init__(self, n, d):
+            super().__init__()
+            self.proj = nn.Linear(d, d)
+            self.table = torch.randn(n, d)
+
+        def forward(self, x):
+            z = self.proj(x)
+            return assign(table=self.table, codes={codes})
+
+
+    model = Quantizer(512, 64).cuda()
+"""
+
+
+def test_attribute_met_with_host_copies_is_clean() -> None:
+    assert _codes(ANCHORS_LIST.format(boxes="boxes.cpu()"), "detect/loss.py") == []
+    assert _codes(TABLE_ATTRIBUTE.format(codes='z.detach().to("cpu")'), "vq/model.py") == []
+
+
+def test_attribute_met_with_device_tensors_stays_found() -> None:
+    assert _findings(ANCHORS_LIST.format(boxes="boxes"), "detect/loss.py") == [
+        (
+            15,
+            "DL102",
+            "`self.priors` keeps tensors in a plain list: `model.to(device)` moves none of them, and a buffer it "
+            "moves is replaced, so the list still holds the CPU tensor; register each one with `register_buffer` "
+            "and read it back by name (`getattr(self, name)`)",
+        )
+    ]
+    assert [code for _, code in _codes(TABLE_ATTRIBUTE.format(codes="z.detach()"), "vq/model.py")] == ["DL102"]
