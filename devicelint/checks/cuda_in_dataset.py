@@ -381,15 +381,51 @@ def _collate_functions(ctx: FileContext) -> list[cst.FunctionDef]:
     found = [
         f
         for f in ctx.index.of_type(cst.FunctionDef)
-        if f.name.value in passed
-        or (
-            "collate" in f.name.value.lower()
-            and not f.name.value.startswith("test")
-            and id(f) not in model_methods
-            and not _batches_for_other_code(ctx, f)
+        if (
+            f.name.value in passed
+            or (
+                "collate" in f.name.value.lower()
+                and not f.name.value.startswith("test")
+                and id(f) not in model_methods
+                and not _batches_for_other_code(ctx, f)
+            )
         )
+        and not _collated_only_in_main_process(ctx, f)
     ]
     return found + [f for f in built if f not in found]
+
+
+def _collated_only_in_main_process(ctx: FileContext, func: cst.FunctionDef) -> bool:
+    """Every use of the function in the file is the `collate_fn=` of a DataLoader of the file
+    that forks no workers (`DataLoader(ids, collate_fn=self.collate, num_workers=0)`): it
+    batches in the main process, where CUDA works, as a dataset read only by such loaders does."""
+    name = func.name.value
+    uses: list[cst.BaseExpression] = [
+        node
+        for node in ctx.index.of_type(cst.Name)
+        if node.value == name and node is not func.name and not _attribute_name(ctx, node)
+    ]
+    uses += [node for node in ctx.index.of_type(cst.Attribute) if node.attr.value == name]
+    if not uses:
+        return False
+    for use in uses:
+        arg = ctx.index.parent(use)
+        loader = ctx.index.parent(arg) if type(arg) is cst.Arg else None
+        if not (
+            type(loader) is cst.Call
+            and ctx.qualified_name(loader.func) in DATALOADERS
+            and arg.keyword is not None  # type: ignore[union-attr]  # an Arg: its parent is the loader call
+            and arg.keyword.value == "collate_fn"  # type: ignore[union-attr]  # as above
+            and _forks_no_workers(ctx, loader)
+        ):
+            return False
+    return True
+
+
+def _attribute_name(ctx: FileContext, name: cst.Name) -> bool:
+    """`collate` in `self.collate`: counted as the Attribute, not as a bare name."""
+    parent = ctx.index.parent(name)
+    return type(parent) is cst.Attribute and parent.attr is name
 
 
 def _batches_for_other_code(ctx: FileContext, func: cst.FunctionDef) -> bool:
@@ -831,7 +867,9 @@ class CudaInDataset(Rule):
     reported where every instance the file builds goes straight into loaders of the file that fork
     no workers (no `num_workers` or `num_workers=0`, also through the `**kwargs` of a loader
     factory that no call of the file hands `num_workers`): its items are made in the main
-    process. Nor where the choice is the caller's: a `device` parameter of `__init__` that
+    process. The same holds for a collate function whose every use in the file is the
+    `collate_fn=` of such a loader (`DataLoader(ids, collate_fn=self.collate, num_workers=0)` in
+    a renderer that keeps its rays on the GPU). Nor where the choice is the caller's: a `device` parameter of `__init__` that
     defaults to `"cpu"`, where every loader of the file over an instance given another device
     forks workers only for the host (`num_workers=n if cache == "cpu" else 0`, `cache` the
     expression passed as `device`). A dataset the file builds nowhere (a library's) is read as

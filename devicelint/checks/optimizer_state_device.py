@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.branches import never_together
 from devicelint.analysis.execution_order import calls_by_scope, init_of
 from devicelint.analysis.imported_helpers import (
     argument_for,
@@ -734,7 +735,10 @@ class OptimizerStateDevice(Rule):
     optimizer to) is not reported, nor a state loaded after its model already moved (also in
     place through another name, `runner = model.to(device)`), or into an optimizer that a builder
     of the file returns after making it from a model it moved first (`net, optimizer =
-    build(cfg)`): it is on the device, whatever moves follow. Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
+    build(cfg)`): it is on the device, whatever moves follow. An optimizer the function receives
+    is taken to be that of a model moved before its load (on the way to it, not in the `else:` of
+    an `if` around it), and a move in the `else:` of the `if` that loads the state (or builds an
+    Adagrad) never follows it (`if ckpt: ... load ... else: model.to(device)`). Building an ordinary optimizer (`SGD`, `Adam`, `AdamW`...) before
     `model.to(device)` without loading a state is not reported: its state is created on the
     right device at the first step. Optimizers from other packages (not classes of the file) that
     create state in their constructor, `model.configure_optimizers()` results, and moves that
@@ -825,6 +829,7 @@ class OptimizerStateDevice(Rule):
         eager: dict[int, list[tuple[cst.Call, str, str]]] = {}  # scope -> (Adagrad(...), model, state)
         holding: dict[int, dict[str, cst.Call]] = {}  # scope -> tensor name -> optimizer built from it
         moved_first: dict[int, set[str]] = {}  # scope -> models moved before anything was built
+        model_moves: dict[int, list[cst.Call]] = {}  # scope -> the moves of a model so far
         loaded_names: dict[int, str] = {}  # load call -> the optimizer it loads, in this scope's words
         for call in stream:
             if (ctx.index.enclosing_function(call) or ctx.module) is not root and not _about_self(ctx, call):
@@ -870,7 +875,13 @@ class OptimizerStateDevice(Rule):
                 if owner is not None:
                     # A model moved before the load (in place: `para = model.to(device)` moves
                     # `model` too) has the state cast to where its parameters already are.
-                    if owner is ANY_MODEL or not any(_same_model(owner, m) for m in moved_first.get(scope, ())):
+                    # An optimizer handed in is taken to be the model's that moved on the way to the load.
+                    before = owner is ANY_MODEL and any(
+                        not never_together(ctx, move, call) for move in model_moves.get(scope, ())
+                    )
+                    if (owner is ANY_MODEL and not before) or (
+                        owner is not ANY_MODEL and not any(_same_model(owner, m) for m in moved_first.get(scope, ()))
+                    ):
                         loads.setdefault(scope, []).append((call, owner))
                         loaded_names[id(call)] = name  # `load_epoch(dir, n, model, optimizer)` loads `optimizer`
                 else:
@@ -916,7 +927,14 @@ class OptimizerStateDevice(Rule):
                 yield from self._eager_left(ctx, call, moved, eager.get(scope, []), stream)
                 pending = loads.get(scope, [])
                 is_model = moved in loaded.get(scope, set()) or any(word in moved.lower() for word in MODEL_WORDS)
-                for entry in [p for p in pending if _same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model)]:
+                if is_model:
+                    model_moves.setdefault(scope, []).append(call)
+                for entry in [
+                    p
+                    for p in pending
+                    if (_same_model(p[1], moved) or (p[1] is ANY_MODEL and is_model))
+                    and not never_together(ctx, p[0], call)
+                ]:
                     pending.remove(entry)
                     loaded_into = loaded_names.get(id(entry[0]))
                     if loaded_into is not None and _state_moved_in(ctx, stream, loaded_into):
@@ -939,8 +957,9 @@ class OptimizerStateDevice(Rule):
     ) -> Iterator[Violation]:
         """The optimizers (and parameter shadows) built from `moved` with state made in their
         constructor before `move`, removed from `eager` as they are reported; not one that the
-        calls after `move` move themselves (`ema.to(device)`)."""
-        for entry in [e for e in eager if _same_model(e[1], moved)]:
+        calls after `move` move themselves (`ema.to(device)`), nor one a move in the `else:` of the
+        `if` that built it can never follow."""
+        for entry in [e for e in eager if _same_model(e[1], moved) and not never_together(ctx, e[0], move)]:
             eager.remove(entry)
             if _moved_after(ctx, stream, move, entry[0]):
                 continue

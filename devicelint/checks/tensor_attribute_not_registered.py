@@ -189,7 +189,8 @@ class TensorAttributeNotRegistered(Rule):
     silences the class, and so do state-dict hooks. Tensors whose every use moves them
     (`self.pe.to(x.device)`, `self.mean.type_as(x)`, also through a loop over a list), reads them on the host
     (`.item()`, `.tolist()`, `.shape`, `len`, `int(self.stride.max())`), copy them into a
-    device tensor (`out[:n].copy_(self.table)`, which copies across devices), tensors handed to a
+    device tensor (`out[:n].copy_(self.table)`, which copies across devices), meet only what the
+    same call copies to the host (`iou(boxes.cpu(), self.anchors[i])`: kept on the CPU on purpose), tensors handed to a
     function or method of the file that moves that parameter itself (`w = w.to(x)`), tensors only
     handed to a helper of the file's own project (a relative import, or a package named in the
     file's path), which the file cannot see and which may move them, tensors
@@ -1454,6 +1455,8 @@ def _safe_read(ctx: FileContext, node: cst.CSTNode) -> bool:
             return _loop_reads_safely(ctx, ctx.index.parent(call))  # type: ignore[arg-type]  # a For, checked above
         if type(call.func) is cst.Attribute and call.func.attr.value == "copy_":
             return True  # `out[:, :n].copy_(self.table)`: `copy_` copies across devices
+        if any(a is not parent and _host_copy(ctx, a.value) for a in call.args):
+            return True  # `iou(boxes.cpu(), self.anchors)`: the call brings the other tensors to it, on the host
         # `torch.as_tensor(self.w, device=x.device)`: copied to a device at the use
         placed = any(a.keyword is not None and a.keyword.value == "device" for a in call.args)
         return placed or (type(call.func) is cst.Name and call.func.value in SAFE_FUNCTIONS)
