@@ -67,6 +67,14 @@ class ParameterUses:
     # the distributed set-up it makes, under any condition: "init_process_group", "set_device"
     # (`torch.cuda.set_device(...)`, `with torch.cuda.device(...)`)
     distributed_setup: tuple[str, ...] = ()
+    # the accelerator ("cuda", "mps"...) that its last default-device setter, under any condition,
+    # makes the default (`torch.set_default_tensor_type("torch.cuda.FloatTensor")`), "" for none or
+    # the CPU: a caller's samplers built after the call draw under that default (DL114)
+    default_device: str = ""
+    # (parameter, default, line): a parameter it reads whose default names an accelerator
+    # (`def grid_anchors(self, size, stride, device="cuda")`): a caller that leaves it out
+    # places there whatever device its own tensors are on (DL107 in a module's code)
+    accelerator_defaults: tuple[tuple[str, str, int], ...] = ()
     # (kind, name, line): samplers it builds that draw with a CPU generator when given none, or
     # that it hands a CPU generator it makes (kind ending in `GIVEN_CPU_GENERATOR`)
     # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
@@ -132,6 +140,8 @@ class ParameterUses:
             or self.mixes
             or self.loads_state
             or self.distributed_setup
+            or self.default_device
+            or self.accelerator_defaults
             or self.implicit_draws
             or self.runs_unmoved
             or self.runs_unmoved_if_passed
@@ -164,6 +174,8 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         mixes=tuple((str(p), str(x), int(n)) for p, x, n in data.get("mixes", ())),
         loads_state=tuple(str(p) for p in data.get("loads_state", ())),
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
+        default_device=str(data.get("default_device", "")),
+        accelerator_defaults=tuple((str(p), str(d), int(n)) for p, d, n in data.get("accelerator_defaults", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         runs_unmoved_if_passed=tuple(
@@ -218,7 +230,15 @@ def parameter_uses(
     return ParameterUses(
         params=params,
         positional=len(positional),
-        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure, _unpacked_parts(kept, own_nodes))),
+        reads=tuple(
+            (p, a, line + first_line)
+            for p, a, line in sorted(
+                (
+                    *_reads(kept, sure, _unpacked_parts(kept, own_nodes)),
+                    *_unwrapping_reads(params, opaque, own_nodes, sure),
+                )
+            )
+        ),
         to_numpy=tuple((p, line + first_line) for p, line in _to_numpy(kept, sure)),
         returns_moved=_returns_moved(function, params, own_nodes),
         unmoved_batches=tuple(
@@ -242,6 +262,10 @@ def parameter_uses(
             )
         ),
         distributed_setup=_distributed_setup(own_nodes),
+        default_device=_default_device(own_nodes),
+        accelerator_defaults=tuple(
+            (p, d, line + first_line) for p, d, line in _accelerator_defaults(function, own_nodes)
+        ),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in unmoved),
         runs_unmoved_if_passed=tuple(
@@ -772,7 +796,7 @@ def _distributed_setup(nodes: list[ast.AST]) -> tuple[str, ...]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = _called_name(node)
         if name == "init_process_group":
             found.add(name)
         elif name in _SETS_DEVICE or (
@@ -783,6 +807,63 @@ def _distributed_setup(nodes: list[ast.AST]) -> tuple[str, ...]:
         ):
             found.add("set_device")
     return tuple(sorted(found))
+
+
+_DEFAULT_SETTERS = frozenset({"set_default_device", "set_default_tensor_type"})
+
+
+def _default_device(nodes: list[ast.AST]) -> str:
+    """See `ParameterUses.default_device`: the setters in source order, the last one stated
+    deciding; a setter whose argument the text does not state (`set_default_device(device)`)
+    leaves nothing certain."""
+    calls = sorted(
+        (n for n in nodes if isinstance(n, ast.Call) and _called_name(n) in _DEFAULT_SETTERS and n.args),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    kind = ""
+    for call in calls:
+        kind = _stated_device_kind(call.args[0])
+    return kind
+
+
+def _accelerator_defaults(function: ast.FunctionDef, nodes: list[ast.AST]) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.accelerator_defaults`."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [
+        *zip(positional[len(positional) - len(args.defaults) :], args.defaults),
+        *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None),
+    ]
+    read = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return [
+        (arg.arg, ast.unparse(default), default.lineno)
+        for arg, default in pairs
+        if arg.arg in read and _stated_device_kind(default)
+    ]
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _stated_device_kind(node: ast.expr) -> str:
+    """The accelerator a setter's argument names ("" for the CPU or anything not stated):
+    `"cuda"`, `"cuda:0"`, `torch.device("mps")`, `"torch.cuda.FloatTensor"`, `torch.cuda.FloatTensor`."""
+    if isinstance(node, ast.Call) and _called_name(node) == "device" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        node = node.values[0]  # `f"cuda:{rank}"`
+    if isinstance(node, ast.Attribute):
+        text = ast.unparse(node)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    else:
+        return ""
+    if text.startswith("torch.cuda."):
+        return "cuda"
+    kind = text.split(":", 1)[0]
+    return kind if kind in ("cuda", "mps", "xpu", "hpu", "npu") else ""
 
 
 # what wraps a loader in a loop header: `enumerate(loader)`, `tqdm(loader, desc=...)`
@@ -1113,6 +1194,38 @@ def _unpacked_parts(params: list[str], nodes: list[ast.AST]) -> dict[str, str]:
         and isinstance(node.args[0], ast.Name)
     }
     return {name: part for name, part in parts.items() if stores.count(name) == 1 and name not in tested}
+
+
+def _unwrapping_reads(
+    params: tuple[str, ...], opaque: set[str], nodes: list[ast.AST], sure: list[ast.AST]
+) -> list[tuple[str, str, int]]:
+    """(parameter, attribute, line) for a parameter whose first binding in the function, on every
+    call, is an attribute chain of itself (`model = model.model.module`): the chain's first
+    attribute is read on what the caller handed in, though the parameter is rebound (unless the
+    function also tests the parameter: it deals with what it is given)."""
+    stores = [n for n in nodes if isinstance(n, ast.Name) and n.id in opaque and isinstance(n.ctx, ast.Store)]
+    tested = _opaque_parameters(
+        set(params), [n for n in nodes if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))]
+    )
+    found = []
+    for node in sure:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        chain = node.value
+        while isinstance(chain, ast.Attribute) and isinstance(chain.value, ast.Attribute):
+            chain = chain.value
+        if name not in opaque or name in tested or not isinstance(chain, ast.Attribute):
+            continue
+        first_store = min((n.lineno, n.col_offset) for n in stores if n.id == name)
+        if (
+            (node.lineno, node.col_offset) == first_store
+            and isinstance(chain.value, ast.Name)
+            and chain.value.id == name
+        ):
+            if not chain.attr.startswith("_"):
+                found.append((name, chain.attr, node.lineno))
+    return found
 
 
 def _reads(

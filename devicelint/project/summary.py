@@ -826,6 +826,12 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     kept = _host_attributes(attributes, moved_attributes, methods, qualify) if factories else {}
     returned = ((name, _returns(methods[name], qualify, 0, kept)) for name in called) if factories or places else ()
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
+    # a method that hands back a wrapper it makes (`DDPStrategy.setup_model` returning `DDP(model,
+    # ...)`): its callers hold the wrapper (asked only of methods that name one)
+    wrapping = (name for name in called if _names_wrapper(methods[name], qualify))
+    method_places += tuple(
+        (name, place) for name in wrapping if (place := _returns(methods[name], qualify)).startswith("wrapper:")
+    )
     found = _host_updates(node, methods, qualify) if factories and updates_self else ()
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
     moving = _unmoved_inputs(methods) if places else ()
@@ -1608,6 +1614,14 @@ def _returned_options(
 
 
 _WRAPPER_CLASSES = ("DataParallel", "DistributedDataParallel")
+
+
+def _names_wrapper(function: ast.FunctionDef, qualify: _Qualifier) -> bool:
+    """Whether `function` calls a wrapper class (`DDP(...)` after `import ... as DDP` too)."""
+    return any(
+        isinstance(n, ast.Call) and (qualify(n.func) or "").rsplit(".", 1)[-1] in _WRAPPER_CLASSES
+        for n in ast.walk(function)
+    )
 
 
 def _returned_wrapper(
