@@ -75,6 +75,10 @@ class ParameterUses:
     # (`def grid_anchors(self, size, stride, device="cuda")`): a caller that leaves it out
     # places there whatever device its own tensors are on (DL107 in a module's code)
     accelerator_defaults: tuple[tuple[str, str, int], ...] = ()
+    # (parameter, table, line): it indexes a tensor it builds on the host (`palette =
+    # torch.tensor(colors)`, never moved) with what the parameter carries, kept where it is
+    # (`palette[pred.argmax(0)]`): a device tensor handed in indexes a CPU table (DL116)
+    host_indexed: tuple[tuple[str, str, int], ...] = ()
     # (kind, name, line): samplers it builds that draw with a CPU generator when given none, or
     # that it hands a CPU generator it makes (kind ending in `GIVEN_CPU_GENERATOR`)
     # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
@@ -142,6 +146,7 @@ class ParameterUses:
             or self.distributed_setup
             or self.default_device
             or self.accelerator_defaults
+            or self.host_indexed
             or self.implicit_draws
             or self.runs_unmoved
             or self.runs_unmoved_if_passed
@@ -176,6 +181,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
         default_device=str(data.get("default_device", "")),
         accelerator_defaults=tuple((str(p), str(d), int(n)) for p, d, n in data.get("accelerator_defaults", ())),
+        host_indexed=tuple((str(p), str(t), int(n)) for p, t, n in data.get("host_indexed", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         runs_unmoved_if_passed=tuple(
@@ -266,6 +272,7 @@ def parameter_uses(
         accelerator_defaults=tuple(
             (p, d, line + first_line) for p, d, line in _accelerator_defaults(function, own_nodes)
         ),
+        host_indexed=tuple((p, t, line + first_line) for p, t, line in _host_indexed(kept, own_nodes)),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in unmoved),
         runs_unmoved_if_passed=tuple(
@@ -840,6 +847,71 @@ def _accelerator_defaults(function: ast.FunctionDef, nodes: list[ast.AST]) -> li
         for arg, default in pairs
         if arg.arg in read and _stated_device_kind(default)
     ]
+
+
+def _host_indexed(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.host_indexed`: the first such index of each parameter."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).append(node.target)  # not followed
+    found: dict[str, tuple[str, int]] = {}
+    for node in nodes:
+        if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)):
+            continue
+        indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        carried = [p for p in params if p not in found and any(_carries(i, p, bound, 0) for i in indices)]
+        if carried and _host_table(node.value, bound, 0):
+            for p in carried:
+                found[p] = (ast.unparse(node.value), node.lineno)
+    return [(p, table, line) for p, (table, line) in found.items()]
+
+
+def _carries(value: ast.expr, name: str, bound: dict[str, list[ast.expr]], depth: int) -> bool:
+    """`value` is what the parameter `name` carries, where it is: the parameter, its device-keeping
+    methods (`x.squeeze(0).argmax(0)`, `torch.argmax(x, dim=0)`), or a local every binding of
+    which is one (`idx = ... if target else ...`)."""
+    if _derived_where_it_is(value, name):
+        return True
+    if isinstance(value, ast.Name) and value.id != name and depth < 3:
+        values = bound.get(value.id, [])
+        return bool(values) and all(_carries(v, name, bound, depth + 1) for v in values)
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    method = value.func.attr
+    if method not in PRESERVING_METHODS or method in _MAY_PLACE:
+        return False
+    rest = [*value.args, *(k.value for k in value.keywords)]
+    receiver = value.func.value
+    if dotted(receiver) == "torch" and rest:  # `torch.argmax(x, dim=0)`
+        receiver, rest = rest[0], rest[1:]
+    return _carries(receiver, name, bound, depth) and all(_number(a) for a in rest)
+
+
+def _host_table(value: ast.expr, bound: dict[str, list[ast.expr]], depth: int) -> bool:
+    """`value` is a tensor the function builds on the host and never moves: a torch factory
+    without `device=` (`torch.tensor(colors)`), rows or columns of one (`[:, :3]`), a cast of
+    one, or a local bound once to one."""
+    if isinstance(value, ast.Name):
+        values = bound.get(value.id, [])
+        return len(values) == 1 and depth < 3 and _host_table(values[0], bound, depth + 1)
+    if isinstance(value, ast.Subscript):
+        return _host_table(value.value, bound, depth) and not any(
+            isinstance(n, ast.Name) for n in ast.walk(value.slice)
+        )
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    if dotted(value.func.value) == "torch":
+        return value.func.attr in FACTORIES and not any(k.arg in ("device", None) for k in value.keywords)
+    return (
+        value.func.attr in PRESERVING_METHODS
+        and value.func.attr not in _MAY_PLACE
+        and _host_table(value.func.value, bound, depth)
+    )
 
 
 def _called_name(call: ast.Call) -> str:

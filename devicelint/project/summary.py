@@ -958,6 +958,7 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
         host_inputs=tuple(e for e in uses.host_inputs if e[0] != param),
         mixes=tuple(e for e in uses.mixes if e[0] != param),
         loads_state=tuple(p for p in uses.loads_state if p != param),
+        host_indexed=tuple(e for e in uses.host_indexed if e[0] != param),
         runs_unmoved=tuple(e for e in uses.runs_unmoved if e[0] != param),
         host_syncs=tuple(e for e in uses.host_syncs if e[0] != param),
         loose_syncs=tuple(p for p in uses.loose_syncs if p != param),
