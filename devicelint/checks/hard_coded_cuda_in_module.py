@@ -427,6 +427,8 @@ class HardCodedCudaInModule(Rule):
         """A call, in a module's code, of a function of another module that leaves a device
         parameter at its CUDA default (`self.anchor_generator.grid_anchors(size, stride)` where
         `grid_anchors` takes `device="cuda"`): the tensors it builds land on the current GPU."""
+        if not any(helper.uses.accelerator_defaults for helper in ctx.project.helpers.values()):
+            return  # (most files: no call to resolve)
         for call, helper, bound in imported_calls(ctx):
             left = [entry for entry in helper.uses.accelerator_defaults if entry[0] not in bound]
             function = ctx.index.enclosing_function(call) if left else None

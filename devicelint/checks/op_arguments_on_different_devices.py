@@ -187,6 +187,8 @@ class OpArgumentsOnDifferentDevices(Rule):
         """A device tensor handed to a function of another project module that indexes a table it
         builds on the host with it (`decode_segmap(prediction)` doing `palette[pred.argmax(0)]`):
         reported at the argument."""
+        if not any(helper.uses.host_indexed for helper in ctx.project.helpers.values()):
+            return  # (most files: no call to resolve)
         facts = file_facts(ctx)
         for _, helper, bound in imported_calls(ctx):
             for param, table, line in helper.uses.host_indexed:

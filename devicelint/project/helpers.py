@@ -851,6 +851,12 @@ def _accelerator_defaults(function: ast.FunctionDef, nodes: list[ast.AST]) -> li
 
 def _host_indexed(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, int]]:
     """See `ParameterUses.host_indexed`: the first such index of each parameter."""
+    if not params or not any(isinstance(n, ast.Subscript) for n in nodes):
+        return []
+    if not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in FACTORIES for n in nodes
+    ):
+        return []  # no table built here
     bound: dict[str, list[ast.expr]] = {}
     for node in nodes:
         if isinstance(node, ast.Assign):
@@ -1275,29 +1281,29 @@ def _unwrapping_reads(
     call, is an attribute chain of itself (`model = model.model.module`): the chain's first
     attribute is read on what the caller handed in, though the parameter is rebound (unless the
     function also tests the parameter: it deals with what it is given)."""
+    candidates = []
+    for node in sure if opaque else ():
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        chain = node.value
+        while isinstance(chain, ast.Attribute) and isinstance(chain.value, ast.Attribute):
+            chain = chain.value
+        name = node.targets[0].id
+        if name in opaque and isinstance(chain, ast.Attribute) and isinstance(chain.value, ast.Name):
+            if chain.value.id == name and not chain.attr.startswith("_"):
+                candidates.append((node, name, chain.attr))
+    if not candidates:
+        return []
     stores = [n for n in nodes if isinstance(n, ast.Name) and n.id in opaque and isinstance(n.ctx, ast.Store)]
     tested = _opaque_parameters(
         set(params), [n for n in nodes if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))]
     )
-    found = []
-    for node in sure:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name = node.targets[0].id
-        chain = node.value
-        while isinstance(chain, ast.Attribute) and isinstance(chain.value, ast.Attribute):
-            chain = chain.value
-        if name not in opaque or name in tested or not isinstance(chain, ast.Attribute):
-            continue
-        first_store = min((n.lineno, n.col_offset) for n in stores if n.id == name)
-        if (
-            (node.lineno, node.col_offset) == first_store
-            and isinstance(chain.value, ast.Name)
-            and chain.value.id == name
-        ):
-            if not chain.attr.startswith("_"):
-                found.append((name, chain.attr, node.lineno))
-    return found
+    return [
+        (name, attr, node.lineno)
+        for node, name, attr in candidates
+        if name not in tested
+        and (node.lineno, node.col_offset) == min((n.lineno, n.col_offset) for n in stores if n.id == name)
+    ]
 
 
 def _reads(

@@ -1618,9 +1618,11 @@ _WRAPPER_CLASSES = ("DataParallel", "DistributedDataParallel")
 
 
 def _names_wrapper(function: ast.FunctionDef, qualify: _Qualifier) -> bool:
-    """Whether `function` calls a wrapper class (`DDP(...)` after `import ... as DDP` too)."""
+    """Whether `function` spells a wrapper class, by name or by an alias its module imports it
+    as (`DDP`): a cheap test before `_returns` reads its returns."""
+    names = {*_WRAPPER_CLASSES, *(a for a, q in qualify.imports.items() if q.rsplit(".", 1)[-1] in _WRAPPER_CLASSES)}
     return any(
-        isinstance(n, ast.Call) and (qualify(n.func) or "").rsplit(".", 1)[-1] in _WRAPPER_CLASSES
+        (isinstance(n, ast.Name) and n.id in names) or (isinstance(n, ast.Attribute) and n.attr in names)
         for n in ast.walk(function)
     )
 
