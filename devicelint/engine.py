@@ -104,6 +104,10 @@ def _imported_words(view: ProjectView) -> str:
         words.append("DataParallel")  # another module wraps a class of this one, or returns a wrapper
     for helper in view.helpers.values():
         words.extend(helper.uses.distributed_setup)
+        if helper.uses.default_device:
+            words.append("set_default_device")  # it makes an accelerator the default device
+        if helper.uses.accelerator_defaults:
+            words.append("cuda")  # a device parameter defaults to an accelerator
         if helper.uses.loads_state:
             words.append("load_state_dict")
         if helper.uses.step_effects:

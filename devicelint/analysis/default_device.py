@@ -19,7 +19,7 @@ import libcst as cst
 
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.local_bindings import bindings, device_type_of
-from devicelint.analysis.names import SETTINGS_NAMES, literal_value
+from devicelint.analysis.names import SETTINGS_NAMES, dotted_name, literal_value
 from devicelint.analysis.placement_values import (
     DEFAULT_DEVICE_SETTERS,
     accelerator_default,
@@ -308,10 +308,22 @@ def _same_file_callee(ctx: FileContext, call: cst.Call) -> cst.FunctionDef | Non
     return None
 
 
+def _imported_setter(ctx: FileContext, call: cst.Call) -> DefaultDevice | None:
+    """The accelerator default an imported project function leaves in force
+    (`init_env(args)` of `lib/env.py` calling `torch.set_default_tensor_type(...)`), the call
+    standing for its setter."""
+    spelled = dotted_name(call.func)
+    helper = ctx.project.helpers.get(spelled) if spelled is not None else None
+    if helper is None or not helper.uses.default_device:
+        return None
+    return DefaultDevice(ACCELERATOR_DEFAULT, helper.uses.default_device, call)
+
+
 def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNode | None) -> DefaultDevice | None:
-    """A default set by a same-file helper that `scope` calls before `node` (`setup_device()`;
-    anywhere in `scope` when `node` is None)."""
-    if not _setters_by_scope(ctx):
+    """A default set by a helper that `scope` calls before `node` (`setup_device()` of this file
+    or an imported one; anywhere in `scope` when `node` is None)."""
+    imported = any(helper.uses.default_device for helper in ctx.project.helpers.values())
+    if not _setters_by_scope(ctx) and not imported:
         return None
     order = _order(ctx)
     chosen: DefaultDevice | None = None
@@ -323,6 +335,8 @@ def _set_by_earlier_helper(ctx: FileContext, scope: cst.CSTNode, node: cst.CSTNo
         callee = _same_file_callee(ctx, call)
         if callee is not None and callee is not scope:
             chosen = _last_setter_before(ctx, callee, None) or chosen
+        elif imported:
+            chosen = _imported_setter(ctx, call) or chosen
     return chosen
 
 

@@ -290,6 +290,12 @@ class CallEvaluation:
             callee = self._eval(func)
             if is_host_module(callee) or (callee.kind == MODULE and callee.where in (FOLLOWS, ACCELERATOR)):
                 return self._module_call(call, callee, func)  # `nets["g"](z)`, `self.cells[i](x, (h, c))`
+            if callee.kind == UNKNOWN and type(func.value) is cst.Attribute:
+                # `self.G.decoders["s"](z)` of a model whose class this file does not show: a part of
+                # a placed model given a device input computes there, as its methods do
+                owner = self._eval(func.value.value)
+                if owner.kind == MODULE:
+                    return self._module_method(owner, func.value.attr.value, self._args(call))
         if type(func) is cst.Call:
             named = self._torch_attribute_by_name(func)
             if named is not None:  # `getattr(torch, window)(win_length)`, `window="hann_window"`

@@ -8,6 +8,7 @@ import libcst as cst
 from devicelint.analysis.device_tests import machine_device
 from devicelint.analysis.devices import string_value
 from devicelint.analysis.facts import file_facts
+from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.analysis.model_events import class_placements
 from devicelint.analysis.modules import methods
 from devicelint.analysis.names import dotted_name, literal_value
@@ -338,6 +339,10 @@ class HardCodedCudaInModule(Rule):
     arguments); in `__init__` and in scripts it is the author's choice of where to build, and
     is not reported, nor is a device the file also uses outside module methods (a tutorial
     that moves its models and data to the same `device` agrees with its modules).
+    With the project index, a call in a module's method of a function (or of a method of an
+    instance of a class) of another module that leaves a device parameter the callee reads at
+    an accelerator default (`self.anchor_generator.grid_anchors(size, stride)` where
+    `grid_anchors` takes `device="cuda"`) is reported at the call, naming the default's line.
     """
 
     code = "DL107"
@@ -412,8 +417,48 @@ class HardCodedCudaInModule(Rule):
                 device=device,
                 why=_WHY if round_trip is None else _ROUND_TRIP_WHY if tested is None else _TESTED_WHY,
             )
+        yield from self._accelerator_defaults(ctx, module_methods, split_classes)
         if not is_script(ctx.source):
             yield from self._machine_devices(ctx, classes)
+
+    def _accelerator_defaults(
+        self, ctx: FileContext, module_methods: dict[int, ClassFacts], split_classes: set[str]
+    ) -> Iterator[Violation]:
+        """A call, in a module's code, of a function of another module that leaves a device
+        parameter at its CUDA default (`self.anchor_generator.grid_anchors(size, stride)` where
+        `grid_anchors` takes `device="cuda"`): the tensors it builds land on the current GPU."""
+        if not any(helper.uses.accelerator_defaults for helper in ctx.project.helpers.values()):
+            return  # (most files: no call to resolve)
+        for call, helper, bound in imported_calls(ctx):
+            left = [entry for entry in helper.uses.accelerator_defaults if entry[0] not in bound]
+            function = ctx.index.enclosing_function(call) if left else None
+            if function is None:
+                continue
+            cls = module_methods.get(id(function)) or _only_caller(ctx, function, module_methods)
+            enclosing = ctx.index.enclosing_class(function)
+            if cls is None or (enclosing is not None and enclosing.name.value in split_classes):
+                continue
+            if under_device_guard(ctx, call, function) or any(
+                w in function.name.value.lower() for w in DEVICE_MANAGEMENT
+            ):
+                continue
+            param, default, line = left[0]
+            tensors = file_facts(ctx).scope(function).device_params
+            device = (
+                f"{tensors[0]}.device"
+                if tensors
+                else "self.device"
+                if cls.has_device
+                else "next(self.parameters()).device"
+            )
+            yield self.violation(
+                call,
+                what=f"{ctx.code_for(call.func)}(...)",
+                claim=f"leaves `{param}` at its default `{default}` ({helper.path}:{line})",
+                function=function.name.value,
+                device=f"{param}={device}",
+                why=_WHY,
+            )
 
     def _machine_devices(self, ctx: FileContext, classes: dict[str, ClassFacts]) -> Iterator[Violation]:
         """`device=get_device()` in a module's method, where `get_device()` (or a module-level

@@ -7,6 +7,7 @@ import libcst as cst
 
 from devicelint.analysis.argument_places import ArgumentPlace, place_of_argument
 from devicelint.analysis.facts import Meeting, Place, file_facts
+from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
@@ -144,6 +145,9 @@ class OpArgumentsOnDifferentDevices(Rule):
     batch.items()}`, `xs = [t.cuda() for t in xs]`), and only when the move
     certainly goes to the accelerator or, in a module's method, to a device the module names
     (`x.to(self.weight.device)`); a value already on the device before the move is not one.
+    With the project index, a device tensor handed to a function of another module that indexes
+    a table it builds on the host with that argument (`palette[pred.argmax(0)]`, the palette a
+    torch factory without `device=`) is reported at the argument, naming the table's line.
     """
 
     code = "DL116"
@@ -177,6 +181,32 @@ class OpArgumentsOnDifferentDevices(Rule):
             found = _mixed_op(ctx, call)
             if found is not None:
                 yield self.violation(call, fix=None, **found)
+        yield from self._indexed_by_imported_helpers(ctx)
+
+    def _indexed_by_imported_helpers(self, ctx: FileContext) -> Iterator[Violation]:
+        """A device tensor handed to a function of another project module that indexes a table it
+        builds on the host with it (`decode_segmap(prediction)` doing `palette[pred.argmax(0)]`):
+        reported at the argument."""
+        if not any(helper.uses.host_indexed for helper in ctx.project.helpers.values()):
+            return  # (most files: no call to resolve)
+        facts = file_facts(ctx)
+        for _, helper, bound in imported_calls(ctx):
+            for param, table, line in helper.uses.host_indexed:
+                arg = bound.get(param)
+                if arg is None or not facts.is_device_tensor(arg, certain=True):
+                    continue
+                arg_text = short(ctx, arg, 40)
+                yield self.violation(
+                    arg,
+                    fix=None,
+                    what=(
+                        f"`{helper.qualified}` indexes `{table}`, a CPU tensor it builds ({helper.path}:{line}), "
+                        f"with what its `{param}` carries, and `{arg_text}` handed in here is on the device "
+                        "(indices must be on the CPU or on the indexed tensor's device)"
+                    ),
+                    advice=f"build the table on `{param}.device` there, or hand it `{_operand(arg_text)}.cpu()`",
+                )
+                break
 
 
 def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | None:

@@ -11,6 +11,7 @@ from devicelint.analysis.default_device import (
     default_device_at,
 )
 from devicelint.analysis.imported_helpers import imported_calls
+from devicelint.analysis.placement_values import DEFAULT_DEVICE_SETTERS
 from devicelint.analysis.random_draws import (
     DISTRIBUTED,
     LOADER,
@@ -37,7 +38,12 @@ def _in_force(ctx: FileContext, default: DefaultDevice) -> str:
     setter = default.setter
     text = ctx.code_for(setter) if setter is not None else "the default device"
     parent = ctx.index.parent(setter) if setter is not None else None
-    return f"inside `with {text}:`" if type(parent) is cst.WithItem else f"after `{text}`"
+    if type(parent) is cst.WithItem:
+        return f"inside `with {text}:`"
+    if type(setter) is cst.Call and ctx.qualified_name(setter.func) not in DEFAULT_DEVICE_SETTERS:
+        # an imported function that sets it: say what the call does
+        return f"after `{text}`, which makes `{default.device}` the default device"
+    return f"after `{text}`"
 
 
 @register
@@ -88,7 +94,10 @@ class SamplerGeneratorUnderCudaDefault(Rule):
     ## Known limits
     The sampler's construction is judged, not its iteration (a loader built outside a
     `with torch.device("cuda"):` block and iterated inside it also fails). A default set in
-    another file is not seen. A name bound to `torch.device("cuda" if
+    another file is seen only where a function of another project module that sets it (its last
+    setter naming an accelerator, `torch.set_default_tensor_type("torch.cuda.FloatTensor")` in
+    `init_env(args)`) is called earlier in the same function; a module of the project that sets it
+    at import is not seen. A name bound to `torch.device("cuda" if
     torch.cuda.is_available() else "cpu")` and a device read from the program's settings
     (`args.device`, `cfg["device"]`, `torch.device(cli.device)` of `cli = parser.parse_args()`,
     of the kind the file's own `--device` default names), or a name one of whose bindings is an

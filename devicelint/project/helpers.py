@@ -67,6 +67,18 @@ class ParameterUses:
     # the distributed set-up it makes, under any condition: "init_process_group", "set_device"
     # (`torch.cuda.set_device(...)`, `with torch.cuda.device(...)`)
     distributed_setup: tuple[str, ...] = ()
+    # the accelerator ("cuda", "mps"...) that its last default-device setter, under any condition,
+    # makes the default (`torch.set_default_tensor_type("torch.cuda.FloatTensor")`), "" for none or
+    # the CPU: a caller's samplers built after the call draw under that default (DL114)
+    default_device: str = ""
+    # (parameter, default, line): a parameter it reads whose default names an accelerator
+    # (`def grid_anchors(self, size, stride, device="cuda")`): a caller that leaves it out
+    # places there whatever device its own tensors are on (DL107 in a module's code)
+    accelerator_defaults: tuple[tuple[str, str, int], ...] = ()
+    # (parameter, table, line): it indexes a tensor it builds on the host (`palette =
+    # torch.tensor(colors)`, never moved) with what the parameter carries, kept where it is
+    # (`palette[pred.argmax(0)]`): a device tensor handed in indexes a CPU table (DL116)
+    host_indexed: tuple[tuple[str, str, int], ...] = ()
     # (kind, name, line): samplers it builds that draw with a CPU generator when given none, or
     # that it hands a CPU generator it makes (kind ending in `GIVEN_CPU_GENERATOR`)
     # ("loader": a shuffling `DataLoader`, "sampler": `RandomSampler`, "split": `random_split`,
@@ -132,6 +144,9 @@ class ParameterUses:
             or self.mixes
             or self.loads_state
             or self.distributed_setup
+            or self.default_device
+            or self.accelerator_defaults
+            or self.host_indexed
             or self.implicit_draws
             or self.runs_unmoved
             or self.runs_unmoved_if_passed
@@ -164,6 +179,9 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         mixes=tuple((str(p), str(x), int(n)) for p, x, n in data.get("mixes", ())),
         loads_state=tuple(str(p) for p in data.get("loads_state", ())),
         distributed_setup=tuple(str(c) for c in data.get("distributed_setup", ())),
+        default_device=str(data.get("default_device", "")),
+        accelerator_defaults=tuple((str(p), str(d), int(n)) for p, d, n in data.get("accelerator_defaults", ())),
+        host_indexed=tuple((str(p), str(t), int(n)) for p, t, n in data.get("host_indexed", ())),
         implicit_draws=tuple((str(k), str(n), int(line)) for k, n, line in data.get("implicit_draws", ())),
         runs_unmoved=tuple((str(p), int(line)) for p, line in data.get("runs_unmoved", ())),
         runs_unmoved_if_passed=tuple(
@@ -218,7 +236,15 @@ def parameter_uses(
     return ParameterUses(
         params=params,
         positional=len(positional),
-        reads=tuple((p, a, line + first_line) for p, a, line in _reads(kept, sure, _unpacked_parts(kept, own_nodes))),
+        reads=tuple(
+            (p, a, line + first_line)
+            for p, a, line in sorted(
+                (
+                    *_reads(kept, sure, _unpacked_parts(kept, own_nodes)),
+                    *_unwrapping_reads(params, opaque, own_nodes, sure),
+                )
+            )
+        ),
         to_numpy=tuple((p, line + first_line) for p, line in _to_numpy(kept, sure)),
         returns_moved=_returns_moved(function, params, own_nodes),
         unmoved_batches=tuple(
@@ -242,6 +268,11 @@ def parameter_uses(
             )
         ),
         distributed_setup=_distributed_setup(own_nodes),
+        default_device=_default_device(own_nodes),
+        accelerator_defaults=tuple(
+            (p, d, line + first_line) for p, d, line in _accelerator_defaults(function, own_nodes)
+        ),
+        host_indexed=tuple((p, t, line + first_line) for p, t, line in _host_indexed(kept, own_nodes)),
         implicit_draws=tuple((k, n, line + first_line) for k, n, line in _implicit_draws(own_nodes)),
         runs_unmoved=tuple((p, line + first_line) for p, line in unmoved),
         runs_unmoved_if_passed=tuple(
@@ -772,7 +803,7 @@ def _distributed_setup(nodes: list[ast.AST]) -> tuple[str, ...]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = _called_name(node)
         if name == "init_process_group":
             found.add(name)
         elif name in _SETS_DEVICE or (
@@ -783,6 +814,134 @@ def _distributed_setup(nodes: list[ast.AST]) -> tuple[str, ...]:
         ):
             found.add("set_device")
     return tuple(sorted(found))
+
+
+_DEFAULT_SETTERS = frozenset({"set_default_device", "set_default_tensor_type"})
+
+
+def _default_device(nodes: list[ast.AST]) -> str:
+    """See `ParameterUses.default_device`: the setters in source order, the last one stated
+    deciding; a setter whose argument the text does not state (`set_default_device(device)`)
+    leaves nothing certain."""
+    calls = sorted(
+        (n for n in nodes if isinstance(n, ast.Call) and _called_name(n) in _DEFAULT_SETTERS and n.args),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    kind = ""
+    for call in calls:
+        kind = _stated_device_kind(call.args[0])
+    return kind
+
+
+def _accelerator_defaults(function: ast.FunctionDef, nodes: list[ast.AST]) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.accelerator_defaults`."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [
+        *zip(positional[len(positional) - len(args.defaults) :], args.defaults),
+        *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None),
+    ]
+    read = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return [
+        (arg.arg, ast.unparse(default), default.lineno)
+        for arg, default in pairs
+        if arg.arg in read and _stated_device_kind(default)
+    ]
+
+
+def _host_indexed(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, int]]:
+    """See `ParameterUses.host_indexed`: the first such index of each parameter."""
+    if not params or not any(isinstance(n, ast.Subscript) for n in nodes):
+        return []
+    if not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in FACTORIES for n in nodes
+    ):
+        return []  # no table built here
+    bound: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).append(node.target)  # not followed
+    found: dict[str, tuple[str, int]] = {}
+    for node in nodes:
+        if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)):
+            continue
+        indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        carried = [p for p in params if p not in found and any(_carries(i, p, bound, 0) for i in indices)]
+        if carried and _host_table(node.value, bound, 0):
+            for p in carried:
+                found[p] = (ast.unparse(node.value), node.lineno)
+    return [(p, table, line) for p, (table, line) in found.items()]
+
+
+def _carries(value: ast.expr, name: str, bound: dict[str, list[ast.expr]], depth: int) -> bool:
+    """`value` is what the parameter `name` carries, where it is: the parameter, its device-keeping
+    methods (`x.squeeze(0).argmax(0)`, `torch.argmax(x, dim=0)`), or a local every binding of
+    which is one (`idx = ... if target else ...`)."""
+    if _derived_where_it_is(value, name):
+        return True
+    if isinstance(value, ast.Name) and value.id != name and depth < 3:
+        values = bound.get(value.id, [])
+        return bool(values) and all(_carries(v, name, bound, depth + 1) for v in values)
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    method = value.func.attr
+    if method not in PRESERVING_METHODS or method in _MAY_PLACE:
+        return False
+    rest = [*value.args, *(k.value for k in value.keywords)]
+    receiver = value.func.value
+    if dotted(receiver) == "torch" and rest:  # `torch.argmax(x, dim=0)`
+        receiver, rest = rest[0], rest[1:]
+    return _carries(receiver, name, bound, depth) and all(_number(a) for a in rest)
+
+
+def _host_table(value: ast.expr, bound: dict[str, list[ast.expr]], depth: int) -> bool:
+    """`value` is a tensor the function builds on the host and never moves: a torch factory
+    without `device=` (`torch.tensor(colors)`), rows or columns of one (`[:, :3]`), a cast of
+    one, or a local bound once to one."""
+    if isinstance(value, ast.Name):
+        values = bound.get(value.id, [])
+        return len(values) == 1 and depth < 3 and _host_table(values[0], bound, depth + 1)
+    if isinstance(value, ast.Subscript):
+        return _host_table(value.value, bound, depth) and not any(
+            isinstance(n, ast.Name) for n in ast.walk(value.slice)
+        )
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    if dotted(value.func.value) == "torch":
+        return value.func.attr in FACTORIES and not any(k.arg in ("device", None) for k in value.keywords)
+    return (
+        value.func.attr in PRESERVING_METHODS
+        and value.func.attr not in _MAY_PLACE
+        and _host_table(value.func.value, bound, depth)
+    )
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _stated_device_kind(node: ast.expr) -> str:
+    """The accelerator a setter's argument names ("" for the CPU or anything not stated):
+    `"cuda"`, `"cuda:0"`, `torch.device("mps")`, `"torch.cuda.FloatTensor"`, `torch.cuda.FloatTensor`."""
+    if isinstance(node, ast.Call) and _called_name(node) == "device" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        node = node.values[0]  # `f"cuda:{rank}"`
+    if isinstance(node, ast.Attribute):
+        text = ast.unparse(node)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    else:
+        return ""
+    if text.startswith("torch.cuda."):
+        return "cuda"
+    kind = text.split(":", 1)[0]
+    return kind if kind in ("cuda", "mps", "xpu", "hpu", "npu") else ""
 
 
 # what wraps a loader in a loop header: `enumerate(loader)`, `tqdm(loader, desc=...)`
@@ -1113,6 +1272,38 @@ def _unpacked_parts(params: list[str], nodes: list[ast.AST]) -> dict[str, str]:
         and isinstance(node.args[0], ast.Name)
     }
     return {name: part for name, part in parts.items() if stores.count(name) == 1 and name not in tested}
+
+
+def _unwrapping_reads(
+    params: tuple[str, ...], opaque: set[str], nodes: list[ast.AST], sure: list[ast.AST]
+) -> list[tuple[str, str, int]]:
+    """(parameter, attribute, line) for a parameter whose first binding in the function, on every
+    call, is an attribute chain of itself (`model = model.model.module`): the chain's first
+    attribute is read on what the caller handed in, though the parameter is rebound (unless the
+    function also tests the parameter: it deals with what it is given)."""
+    candidates = []
+    for node in sure if opaque else ():
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        chain = node.value
+        while isinstance(chain, ast.Attribute) and isinstance(chain.value, ast.Attribute):
+            chain = chain.value
+        name = node.targets[0].id
+        if name in opaque and isinstance(chain, ast.Attribute) and isinstance(chain.value, ast.Name):
+            if chain.value.id == name and not chain.attr.startswith("_"):
+                candidates.append((node, name, chain.attr))
+    if not candidates:
+        return []
+    stores = [n for n in nodes if isinstance(n, ast.Name) and n.id in opaque and isinstance(n.ctx, ast.Store)]
+    tested = _opaque_parameters(
+        set(params), [n for n in nodes if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))]
+    )
+    return [
+        (name, attr, node.lineno)
+        for node, name, attr in candidates
+        if name not in tested
+        and (node.lineno, node.col_offset) == min((n.lineno, n.col_offset) for n in stores if n.id == name)
+    ]
 
 
 def _reads(

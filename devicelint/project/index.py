@@ -55,6 +55,7 @@ _PLAIN_CLASS_WORDS = (
     *(".backward(", "unscale_(", ".update()", ".step("),  # a trainer class's step calls
     # (a host tensor kept or built by a method: `self.labels = torch.as_tensor(labels)`)
     *("torch.tensor(", "torch.as_tensor(", "torch.from_numpy(", "torch.zeros(", "torch.ones(", "torch.arange("),
+    *("DataParallel(", "DDP("),  # a method that returns a wrapper it makes (`setup_model`)
 )
 _STORE_FORMAT = "1"
 _RECORD_FORMAT = "2"

@@ -826,6 +826,12 @@ def _class(node: ast.ClassDef | None, qualify: _Qualifier, first_line: int = 0) 
     kept = _host_attributes(attributes, moved_attributes, methods, qualify) if factories else {}
     returned = ((name, _returns(methods[name], qualify, 0, kept)) for name in called) if factories or places else ()
     method_places = tuple((name, place) for name, place in returned if place in ("cpu-tensor", "device-tensor"))
+    # a method that hands back a wrapper it makes (`DDPStrategy.setup_model` returning `DDP(model,
+    # ...)`): its callers hold the wrapper (asked only of methods that name one)
+    wrapping = (name for name in called if _names_wrapper(methods[name], qualify))
+    method_places += tuple(
+        (name, place) for name in wrapping if (place := _returns(methods[name], qualify)).startswith("wrapper:")
+    )
     found = _host_updates(node, methods, qualify) if factories and updates_self else ()
     updates = tuple((m, ps, p, a, f, line + first_line) for m, ps, p, a, f, line in found)
     moving = _unmoved_inputs(methods) if places else ()
@@ -952,6 +958,7 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
         host_inputs=tuple(e for e in uses.host_inputs if e[0] != param),
         mixes=tuple(e for e in uses.mixes if e[0] != param),
         loads_state=tuple(p for p in uses.loads_state if p != param),
+        host_indexed=tuple(e for e in uses.host_indexed if e[0] != param),
         runs_unmoved=tuple(e for e in uses.runs_unmoved if e[0] != param),
         host_syncs=tuple(e for e in uses.host_syncs if e[0] != param),
         loose_syncs=tuple(p for p in uses.loose_syncs if p != param),
@@ -1608,6 +1615,16 @@ def _returned_options(
 
 
 _WRAPPER_CLASSES = ("DataParallel", "DistributedDataParallel")
+
+
+def _names_wrapper(function: ast.FunctionDef, qualify: _Qualifier) -> bool:
+    """Whether `function` spells a wrapper class, by name or by an alias its module imports it
+    as (`DDP`): a cheap test before `_returns` reads its returns."""
+    names = {*_WRAPPER_CLASSES, *(a for a, q in qualify.imports.items() if q.rsplit(".", 1)[-1] in _WRAPPER_CLASSES)}
+    return any(
+        (isinstance(n, ast.Name) and n.id in names) or (isinstance(n, ast.Attribute) and n.attr in names)
+        for n in ast.walk(function)
+    )
 
 
 def _returned_wrapper(

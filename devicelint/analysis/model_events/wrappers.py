@@ -13,6 +13,7 @@ import libcst as cst
 from devicelint.analysis.argument_places import passed_for
 from devicelint.analysis.container_reads import holders
 from devicelint.analysis.devices import string_value
+from devicelint.analysis.imported_helpers import imported_instance
 from devicelint.analysis.model_events.classes import (
     builder_of,
     class_placements,
@@ -300,11 +301,22 @@ def _handed_in(
 def imported_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
     """`model = parallelize(model, gpus)` where `parallelize` is a function of another project
     module that returns a `DataParallel`/DDP wrapper it makes right there (the project index's
-    place "wrapper:<kind>"): a site of that kind at the call, the wrapped model its first
-    argument."""
-    if not any(place.startswith("wrapper:") for place in ctx.project.functions.values()):
+    place "wrapper:<kind>"), or a method of an instance of an imported plain class that does
+    (`model = strategy.setup_model(model)`): a site of that kind at the call, the wrapped model
+    its first argument."""
+    places = [*ctx.project.functions.values()]
+    places += [place for cls in ctx.project.plain_classes.values() for _, place in cls.method_places]
+    if not any(place.startswith("wrapper:") for place in places):
         return []
     return ctx.shared("model_events.imported_wrappers", _build_imported_wrapper_sites)
+
+
+def _imported_method_place(ctx: FileContext, call: cst.Call) -> str:
+    """Where the method `obj.method(...)` of an instance of an imported plain class puts its result."""
+    if type(call.func) is not cst.Attribute:
+        return ""
+    cls = imported_instance(ctx, call.func.value)
+    return dict(cls.method_places).get(call.func.attr.value, "") if cls is not None else ""
 
 
 def _build_imported_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
@@ -312,7 +324,7 @@ def _build_imported_wrapper_sites(ctx: FileContext) -> list[WrapperSite]:
     functions = ctx.project.functions
     for call in ctx.index.of_type(cst.Call):
         spelled = dotted_name(call.func)
-        place = functions.get(spelled or "", "")
+        place = functions.get(spelled or "", "") or _imported_method_place(ctx, call)
         if not place.startswith("wrapper:"):
             continue
         target = assigned_target(ctx, call)
