@@ -1,0 +1,147 @@
+"""Set rx's general shapes, each in spellings its fixture does not use, with a clean twin:
+a checkpoint loaded whether or not an `if` wrapped the model (DL204), and a hard-coded
+`.cuda()` in a function of a script that keeps its tensors on the CPU when a flag says so
+(DL107)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import all_rules
+
+DEFAULT = EngineOptions(rules=tuple(rule for rule in all_rules() if rule.default_enabled))
+
+
+def _findings(source: str, path: str = "train.py") -> list[tuple[int, str, str]]:
+    result = lint_source(textwrap.dedent(source), path, DEFAULT)
+    return [(f.line, f.code, f.message) for f in result.findings]
+
+
+# -- a load after an `if` that may have wrapped the model -------------------------------------
+
+WHOLE_MODEL = """
+    import torch
+    import torch.nn as nn
+    from torchvision.models import resnet50
+
+
+    def build(args, checkpoint_path):
+        model = resnet50(num_classes=args.num_classes)
+        if args.n_gpu > 1:
+            model = nn.DataParallel(model)
+        model = model.cuda()
+        model.load_state_dict(torch.load(checkpoint_path, map_location="cpu"))
+        return model
+"""
+
+SUBMODULE_DDP = """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    class Runner:
+        def setup(self, net, state, rank):
+            if torch.distributed.get_world_size() > 1:
+                net.backbone = DDP(net.backbone.to(rank), device_ids=[rank])
+            net.eval()
+            net.load_state_dict(state["weights"], strict=True)
+            self.net = net
+"""
+
+
+def test_load_after_a_wrap_on_one_path_is_reported() -> None:
+    assert _findings(WHOLE_MODEL) == [
+        (
+            12,
+            "DL204",
+            "`model.load_state_dict(...)` runs whether or not "
+            "`if args.n_gpu > 1:` above it wrapped `model` in `DataParallel`, and the wrapper adds `module.` to "
+            "the keys it expects, so one checkpoint cannot load on both paths (missing and unexpected keys); "
+            "load the state dict into the bare model before wrapping it (or into `model.module` when wrapped)",
+        )
+    ]
+
+
+def test_load_after_a_submodule_wrapped_on_one_path_is_reported() -> None:
+    assert _findings(SUBMODULE_DDP) == [
+        (
+            11,
+            "DL204",
+            '`net.load_state_dict(state["weights"], strict=True)` runs whether or not `if torch.distributed.get_world_size() > 1:` above it '
+            "wrapped `net.backbone` in `DistributedDataParallel`, and the wrapper adds `backbone.module.` to the "
+            "keys it expects, so one checkpoint cannot load on both paths (missing and unexpected keys); load the "
+            "state dict into the bare model before wrapping it (or into `net.backbone.module` when wrapped)",
+        )
+    ]
+
+
+def test_load_before_the_wrap_or_on_every_path_is_clean() -> None:
+    before = WHOLE_MODEL.replace(
+        """        if args.n_gpu > 1:
+            model = nn.DataParallel(model)
+        model = model.cuda()
+        model.load_state_dict(torch.load(checkpoint_path, map_location="cpu"))""",
+        """        model.load_state_dict(torch.load(checkpoint_path, map_location="cpu"))
+        if args.n_gpu > 1:
+            model = nn.DataParallel(model)
+        model = model.cuda()""",
+    )
+    assert _findings(before) == []
+    rebuilt = SUBMODULE_DDP.replace("net.eval()", "net = Net()").replace(
+        "    import torch\n", "    import torch\n    from nets import Net\n"
+    )
+    assert _findings(rebuilt) == []  # a model built anew after the `if` is not the one wrapped
+    type_test = WHOLE_MODEL.replace("if args.n_gpu > 1:", "if not isinstance(model, nn.DataParallel):")
+    assert _findings(type_test) == []  # a test of the wrapper type knows what the name holds
+    saved_wrapped = WHOLE_MODEL.replace("if args.n_gpu > 1:", "if args.checkpoint_from_data_parallel:")
+    assert _findings(saved_wrapped) == []  # a flag that may say how the checkpoint was saved
+
+
+# -- a hard-coded `.cuda()` in a script that runs on the CPU when a flag says so --------------
+
+FLAG_SCRIPT = """
+    import argparse
+
+    import torch
+
+
+    def nearest_labels(bank, bank_labels, queries, k):
+        votes = torch.zeros(queries.shape[0], 10){buffer}
+        scores = queries @ bank.t()
+        top = scores.topk(k, dim=1).indices
+        votes.scatter_add_(1, bank_labels[top], torch.ones_like(top, dtype=votes.dtype))
+        return votes.argmax(dim=1)
+
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--gpu", action="store_true")
+        args = parser.parse_args()
+        bank, labels, queries = torch.load("bank.pt", map_location="cpu")
+        {move}
+        print(nearest_labels(bank, labels, queries, 5))
+"""
+
+
+def test_cuda_in_a_function_of_a_script_with_a_cpu_path_is_reported() -> None:
+    statement = FLAG_SCRIPT.format(
+        buffer=".cuda()",
+        move="if args.gpu:\n            bank, labels, queries = bank.cuda(), labels.cuda(), queries.cuda()",
+    )
+    expression = FLAG_SCRIPT.format(buffer=".cuda()", move="queries = queries.cuda() if args.gpu else queries")
+    message = (
+        "`.cuda()` hard-codes CUDA in `nearest_labels`: it breaks CPU-only runs, other GPUs (`cuda:1`, DDP "
+        "ranks) and MPS; use the input's device (`queries.device`)"
+    )
+    assert _findings(statement) == [(8, "DL107", message)]
+    assert _findings(expression) == [(8, "DL107", message)]
+
+
+def test_script_that_follows_its_inputs_or_never_leaves_the_gpu_is_clean() -> None:
+    following = FLAG_SCRIPT.format(
+        buffer=".to(queries.device)", move="if args.gpu:\n            queries = queries.cuda()"
+    )
+    assert _findings(following) == []
+    gpu_only = FLAG_SCRIPT.format(buffer=".cuda()", move="queries = queries.cuda()")
+    assert _findings(gpu_only) == []  # a GPU-only script picks the GPU for its own functions
