@@ -145,3 +145,66 @@ def test_script_that_follows_its_inputs_or_never_leaves_the_gpu_is_clean() -> No
     assert _findings(following) == []
     gpu_only = FLAG_SCRIPT.format(buffer=".cuda()", move="queries = queries.cuda()")
     assert _findings(gpu_only) == []  # a GPU-only script picks the GPU for its own functions
+
+
+# -- optimizer state made on the first step without a device ------------------------------------
+
+OPTIMIZER = """
+    import torch
+    from torch.optim import Optimizer
+
+
+    class Momentum(Optimizer):
+        def __init__(self, params, lr=0.01, beta=0.9):
+            super().__init__(params, dict(lr=lr, beta=beta))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    {first_step}
+                        state["step"] = 0
+                        state["velocity"] = {make}
+                    velocity = state["velocity"]
+                    state["step"] += 1
+                    velocity.mul_(group["beta"]).add_(p.grad)
+                    p.add_(velocity, alpha=-group["lr"])
+"""
+
+
+def test_state_made_on_the_first_step_without_a_device_is_reported() -> None:
+    by_length = OPTIMIZER.format(first_step="if len(state) == 0:", make="torch.zeros(p.size())")
+    by_truth = OPTIMIZER.format(first_step="if not state:", make="torch.full(p.shape, 0.0)")
+    assert _findings(by_length, "optim/momentum.py") == [
+        (
+            19,
+            "DL101",
+            "`torch.zeros(...)` creates a CPU tensor in `step` that accumulates device values in place "
+            '(`velocity.mul_(group["beta"]).add_(p.g...`); pass `device=p.device`',
+        )
+    ]
+    assert _findings(by_truth, "optim/momentum.py") == [
+        (
+            19,
+            "DL101",
+            "`torch.full(...)` creates a CPU tensor in `step` that accumulates device values in place "
+            '(`velocity.mul_(group["beta"]).add_(p.g...`); pass `device=p.device`',
+        )
+    ]
+
+
+def test_state_made_like_the_parameter_is_clean() -> None:
+    assert (
+        _findings(OPTIMIZER.format(first_step="if len(state) == 0:", make="torch.zeros_like(p)"), "optim/momentum.py")
+        == []
+    )
+    assert (
+        _findings(
+            OPTIMIZER.format(first_step="if not state:", make="torch.zeros(p.shape, device=p.device)"),
+            "optim/momentum.py",
+        )
+        == []
+    )
