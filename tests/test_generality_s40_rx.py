@@ -208,3 +208,69 @@ def test_state_made_like_the_parameter_is_clean() -> None:
         )
         == []
     )
+
+
+# -- a model cast to float16 and trained with no loss scaling -----------------------------------
+
+HALF_SCRIPT = """
+    import torch
+    import torch.nn as nn
+
+
+    def main(loader, device):
+        net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)).to(device){cast}
+        optimizer = torch.optim.Adam(net.parameters(), lr=3e-4)
+        for x, y in loader:
+            loss = (net(x.to(device){input}) - y.to(device){input}).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+HALF_TRAINER = """
+    import torch
+    from torch import optim
+
+
+    class Agent:
+        def __init__(self, policy):
+            self.model = policy
+            self.model.half()
+
+        def configure(self, lr):
+            self.optimizer = optim.RMSprop(self.model.parameters(), lr=lr)
+
+        def update(self, obs, returns):
+            loss = -(self.model(obs.half()).log_softmax(-1).max(-1).values * returns).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+"""
+
+HALF_MESSAGE = (
+    "`{cast}` casts `{model}` to float16 and `{optimizer}` trains its float16 weights with no loss scaling: "
+    "small gradients flush to zero and the optimizer's float16 state underflows or overflows (`nan` losses); "
+    'keep the weights in float32 and run the forward under `torch.autocast("cuda", dtype=torch.float16)` '
+    "with a `GradScaler`, or autocast to `torch.bfloat16`"
+)
+
+
+def test_model_cast_to_float16_and_trained_is_reported() -> None:
+    script = HALF_SCRIPT.format(cast=".to(torch.float16)", input=".half()")
+    cast = "nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)).to(device).to(torch.float16)"
+    assert _findings(script) == [(7, "DL309", HALF_MESSAGE.format(cast=cast, model="net", optimizer="optimizer"))]
+    assert _findings(HALF_TRAINER, "rl/agent.py") == [
+        (9, "DL309", HALF_MESSAGE.format(cast="self.model.half()", model="self.model", optimizer="self.optimizer"))
+    ]
+
+
+def test_float32_weights_or_a_float16_model_nothing_trains_is_clean() -> None:
+    assert _findings(HALF_SCRIPT.format(cast="", input="")) == []
+    frozen = HALF_TRAINER.replace("self.model.parameters()", "self.head.parameters()").replace(
+        "self.model = policy", "self.model = policy\n            self.head = torch.nn.Linear(4, 4)"
+    )
+    assert _findings(frozen, "rl/agent.py") == []  # a float16 model no optimizer trains
+    scaled = HALF_SCRIPT.format(cast=".to(torch.float16)", input=".half()").replace(
+        "import torch.nn as nn", "import torch.nn as nn\n    from apex import amp"
+    )
+    assert _findings(scaled) == []  # apex keeps float32 master weights for it
