@@ -274,3 +274,79 @@ def test_float32_weights_or_a_float16_model_nothing_trains_is_clean() -> None:
         "import torch.nn as nn", "import torch.nn as nn\n    from apex import amp"
     )
     assert _findings(scaled) == []  # apex keeps float32 master weights for it
+
+
+# -- optimizer state stored without a device, however it is keyed -----------------------------
+
+STATE_STORES = """
+    import torch
+    from torch.optim import Optimizer
+
+
+    class Lion(Optimizer):
+        def __init__(self, params, lr=1e-4, betas=(0.9, 0.99)):
+            super().__init__(params, dict(lr=lr, betas=betas))
+
+        def _buffer(self, p, key):
+            if key not in self.state[p]:
+                self.state[p][key] = {make}
+            return self.state[p][key]
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                beta1, beta2 = group["betas"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    exp_avg = self._buffer(p, "exp_avg")
+                    update = exp_avg * beta1 + p.grad * (1 - beta1)
+                    p.add_(update.sign(), alpha=-group["lr"])
+                    exp_avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
+"""
+
+STATE_ALIAS = """
+    import torch
+    import torch.optim as optim
+
+
+    class Shampoo(optim.Optimizer):
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]
+                    for dim_id, dim in enumerate(p.grad.size()):
+                        state["precond_{{}}".format(dim_id)] = {make}
+                    self._precondition(p, state)
+"""
+
+
+def test_state_stored_without_a_device_is_reported() -> None:
+    keyed = STATE_STORES.format(make="torch.randn(p.shape) * 0")
+    aliased = STATE_ALIAS.format(make="1e-4 * torch.eye(dim)")
+    assert _findings(keyed, "optim/lion.py") == [
+        (
+            12,
+            "DL101",
+            "`torch.randn(...)` creates a CPU tensor in `_buffer` that is kept as optimizer state "
+            "(`self.state[p][key]`), which `step()` updates with `p` and its gradient on their device; "
+            "pass `device=p.device`",
+        )
+    ]
+    assert _findings(aliased, "optim/shampoo.py") == [
+        (
+            13,
+            "DL101",
+            "`torch.eye(...)` creates a CPU tensor in `step` that is kept as optimizer state "
+            '(`state["precond_{}".format(dim_id)]`), which `step()` updates with `p` and its gradient on their '
+            "device; pass `device=p.device`",
+        )
+    ]
+
+
+def test_state_on_the_parameter_device_a_step_count_or_offloaded_is_clean() -> None:
+    assert _findings(STATE_STORES.format(make="torch.zeros(p.shape, device=p.device)"), "optim/lion.py") == []
+    assert _findings(STATE_STORES.format(make="torch.zeros(())"), "optim/lion.py") == []
+    offloaded = STATE_ALIAS.format(make='torch.eye(dim, device="cpu", pin_memory=True)')
+    assert _findings(offloaded, "optim/shampoo.py") == []
