@@ -45,6 +45,7 @@ RULES = (
     RuleInfo('DL306', 'backward-inside-autocast', '`backward()` called inside the autocast region; leave the region first.', True, 'warning', 'sometimes', ''),
     RuleInfo('DL307', 'gradscaler-updated-twice', 'One `GradScaler` is updated more than once per training iteration.', True, 'error', 'none', ''),
     RuleInfo('DL308', 'gradscaler-unscaled-twice', '`scaler.unscale_(optimizer)` runs twice for one optimizer before `update()`.', True, 'error', 'none', ''),
+    RuleInfo('DL309', 'fp16-weights-without-loss-scaling', 'A model cast to float16 (`model.half()`) is trained by an optimizer with no loss scaling.', True, 'error', 'none', ''),
     RuleInfo('DL401', 'host-sync-in-training-loop', '`.item()`/`.cpu()`/`print(t)` on a device tensor on every training step stalls the GPU.', True, 'warning', 'none', ''),
     RuleInfo('DL402', 'non-blocking-without-pinned-memory', '`non_blocking=True` copies from a `DataLoader` without `pin_memory=True` are synchronous.', True, 'warning', 'unsafe', ''),
     RuleInfo('DL403', 'create-then-move', 'A tensor created on the CPU and moved at once; pass `device=` to the factory.', False, 'warning', 'sometimes', ''),

@@ -1830,17 +1830,39 @@ def _single_string_key(target: cst.Subscript) -> str | None:
     return string_value(index.value) if type(index) is cst.Index else None
 
 
-def _fills_missing_key(ctx: FileContext, stmt: cst.If) -> bool:
-    """`if "k" not in d:` whose body only stores `d["k"]` (a lazily made entry): whichever
-    path ran, the entry afterwards is what the body stores."""
-    test = stmt.test
+def _missing_entry_test(ctx: FileContext, test: cst.BaseExpression) -> tuple[str, str | None] | None:
+    """The mapping (and key) an `if` tests for a missing entry: `"k" not in d` gives `(d, "k")`;
+    an emptiness test, `len(d) == 0` or `not d` (an optimizer's first step), gives `(d, None)`."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return (ctx.code_for(test.expression), None) if isinstance(test.expression, (cst.Name, cst.Attribute)) else None
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return False
+        return None
     target = test.comparisons[0]
     key = string_value(test.left)
-    if type(target.operator) is not cst.NotIn or key is None:
+    if type(target.operator) is cst.NotIn and key is not None:
+        return ctx.code_for(target.comparator), key
+    left = test.left
+    if (
+        type(target.operator) is cst.Equal
+        and type(target.comparator) is cst.Integer
+        and target.comparator.value == "0"
+        and type(left) is cst.Call
+        and type(left.func) is cst.Name
+        and left.func.value == "len"
+        and len(left.args) == 1
+    ):
+        return ctx.code_for(left.args[0].value), None
+    return None
+
+
+def _fills_missing_key(ctx: FileContext, stmt: cst.If) -> bool:
+    """`if "k" not in d:` whose body only stores `d["k"]` (a lazily made entry), or `if
+    len(state) == 0:` / `if not state:` whose body only stores string-keyed entries of `state`:
+    whichever path ran, the entries afterwards are what the body stores."""
+    tested = _missing_entry_test(ctx, stmt.test)
+    if tested is None:
         return False
-    holder = ctx.code_for(target.comparator)
+    holder, key = tested
     body = stmt.body.body if type(stmt.body) is cst.IndentedBlock else ()
     stores = [
         small
@@ -1850,11 +1872,15 @@ def _fills_missing_key(ctx: FileContext, stmt: cst.If) -> bool:
     ]
     if not body or len(stores) != len(body):
         return False
-    return all(
-        ctx.code_for(s.targets[0].target.value) == holder  # type: ignore[attr-defined]  # checked Subscript above
-        and _single_string_key(s.targets[0].target) == key  # type: ignore[arg-type]  # checked Subscript above
-        for s in stores
-    )
+
+    def stores_entry(store: cst.Assign) -> bool:
+        target = store.targets[0].target
+        if type(target) is not cst.Subscript or ctx.code_for(target.value) != holder:
+            return False
+        stored = _single_string_key(target)
+        return stored == key if key is not None else stored is not None
+
+    return all(stores_entry(store) for store in stores)
 
 
 def _arithmetic_list(node: cst.BaseExpression) -> bool:

@@ -35,6 +35,7 @@ from devicelint.checks import (
     device_flag_ignored,  # noqa: F401
     file_not_analysed,  # noqa: F401
     fp16_autocast_without_gradscaler,  # noqa: F401
+    fp16_weights_without_loss_scaling,  # noqa: F401
     generator_on_wrong_device,  # noqa: F401
     global_default_device,  # noqa: F401
     gradscaler_bypassed,  # noqa: F401

@@ -240,6 +240,8 @@ def _chooses_device(ctx: FileContext) -> bool:
     hard-codes CUDA contradicts either."""
     if builds_run_time_device(ctx) and not selects_current_gpu(ctx):
         return True
+    if _moves_under_flag(ctx):
+        return True
     if "is_available" in ctx.source and any(
         (ctx.qualified_name(call.func) or "").endswith(("cuda.is_available", "mps.is_available"))
         for call in ctx.index.of_type(cst.Call)
@@ -257,6 +259,27 @@ def _chooses_device(ctx: FileContext) -> bool:
         and facts.is_module(call.func.value)
         for call in ctx.index.of_type(cst.Call)
     )
+
+
+def _moves_under_flag(ctx: FileContext) -> bool:
+    """The file moves something to the GPU only under a device test (`if args.use_cuda:
+    x = x.cuda()`, `t.cuda() if use_gpu else t`): on the other path it stays on the CPU, so the
+    script runs either way, and a function of it that hard-codes CUDA breaks the CPU run."""
+    for call in ctx.index.of_type(cst.Call):
+        if type(call.func) is not cst.Attribute or call.func.attr.value != "cuda":
+            continue
+        node: cst.CSTNode = call
+        for ancestor in ctx.index.ancestors(call):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if (
+                isinstance(ancestor, (cst.If, cst.IfExp))
+                and node is not ancestor.test
+                and is_device_guard(ancestor.test, ctx)
+            ):
+                return True
+            node = ancestor
+    return False
 
 
 def reusable_classes(ctx: FileContext) -> dict[int, cst.ClassDef]:
@@ -319,9 +342,10 @@ class HardCodedCudaInModule(Rule):
     ## Known limits
     Test files are not checked. Scripts (files with a `__main__` block) that never choose
     their device at run time are GPU-only by design, so their modules and functions are not
-    checked; a script that calls `torch.cuda.is_available()`, or runs one of its modules on
-    the CPU (`Net().cpu()`, `.to("cpu")`), is, since a module that hard-codes CUDA defeats that
-    choice, and so is a script that builds its device from an option or a config
+    checked; a script that calls `torch.cuda.is_available()`, runs one of its modules on
+    the CPU (`Net().cpu()`, `.to("cpu")`), or moves anything to the GPU only under a device test
+    (`if args.use_cuda: feats = feats.cuda()`, which leaves it on the CPU otherwise) is, since
+    a module that hard-codes CUDA defeats that choice, and so is a script that builds its device from an option or a config
     (`torch.device(f"cuda:{args.gpu}")`, `torch.device(args.device)`) without making it the
     current GPU (`torch.cuda.set_device`, `CUDA_VISIBLE_DEVICES`), which a bare `.cuda()` would
     follow. A constructor's string default (`device="cuda"`) is reported only where the

@@ -10,6 +10,7 @@ from devicelint.analysis.facts import Meeting, file_facts
 from devicelint.analysis.imported_helpers import argument_for, imported_calls, imported_method_calls, moved_model
 from devicelint.analysis.kept_devices import kept_cpu_device
 from devicelint.analysis.model_events import statement_of
+from devicelint.analysis.optimizer_state_stores import host_state_stores
 from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.reads import computed_from
@@ -52,6 +53,11 @@ class TensorCreatedOffDevice(Rule):
     nothing, is reported at the call, and so is a device tensor handed to a method of a plain
     class of another module that adds it in place into a host tensor the class keeps (a metric
     bank's `self.correct = torch.zeros(n)`).
+    In an optimizer class of the file, a factory without `device=` whose tensor is stored in the
+    per-parameter state (`self.state[p]["exp_avg"] = torch.zeros(p.shape)`, through `state =
+    self.state[p]`, or by a helper with a computed key, `self.state[self._param][name]`) is
+    reported where it is made: `step()` updates that state with the parameter and its gradient,
+    wherever the model is (a 0-dim step count, an explicit `device=` or a pinned buffer is not).
 
     ## Why it is a bug on a GPU
     Factories create tensors on the CPU unless told otherwise. On a CPU-only test run the code
@@ -126,7 +132,24 @@ class TensorCreatedOffDevice(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if cpu_only_script(ctx):
             return
-        yield from self._meetings(ctx)
+        reported: set[int] = set()
+        for violation in self._meetings(ctx):
+            reported.add(id(statement_of(ctx, violation.node)))
+            yield violation
+        for store in host_state_stores(ctx):
+            if id(statement_of(ctx, store.factory)) in reported:
+                continue
+            yield self.violation(
+                store.factory,
+                factory=ctx.code_for(store.factory.func),
+                function=store.function.name.value,
+                how=(
+                    f"is kept as optimizer state (`{store.entry}`), which `step()` updates with "
+                    f"`{store.parameter}` and its gradient on their device"
+                ),
+                advice=f"pass `device={store.parameter}.device`",
+                hint="",
+            )
         yield from self._handed_to_helpers(ctx)
         yield from self._mixed_with_imported_constants(ctx)
         yield from self._fed_to_imported_accumulators(ctx)

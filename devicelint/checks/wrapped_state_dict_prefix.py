@@ -23,6 +23,7 @@ from devicelint.analysis.model_events import (
     wrapper_at,
     wrapper_sites,
 )
+from devicelint.analysis.model_events.one_path_wraps import loads_after_one_path_wrap
 from devicelint.analysis.names import dotted_name, literal_value
 from devicelint.analysis.training.helpers import calls_of
 from devicelint.context import FileContext
@@ -56,6 +57,11 @@ class WrappedStateDictPrefix(Rule):
     method of the class), and the same file (and key) loaded with `load_state_dict` into a bare
     model built in the file (a class of the file or of `torch.nn`, a builder, or a torchvision
     model picked by name: `models.__dict__[args.arch]()`); and the reverse, a bare model's checkpoint loaded into a wrapper.
+    It also flags a load that runs whether or not an `if` on the run's GPU or process count
+    above it wrapped the model or one of its submodules (`if torch.cuda.device_count() > 1:
+    model = nn.DataParallel(model)`, `net.encoder = nn.DataParallel(net.encoder)` under `if
+    world_size > 1:`, then `model.load_state_dict(sd)` after the `if`): whatever keys the
+    checkpoint has, it cannot load on both machines.
     The finding is on the `load_state_dict` call, where the keys fail to match.
 
     ## Why it is a bug on a GPU
@@ -95,7 +101,10 @@ class WrappedStateDictPrefix(Rule):
     is reported too, naming the saving file and line.
 
     ## Known limits
-    In one file, save and load must name the same path: the same expression, the
+    A wrap on one path counts only under an `if` with no `else` that compares a count of GPUs or
+    processes (`device_count()`, `n_gpu`, `world_size`; a flag such as `if data_parallel:` may
+    say how the checkpoint was saved), and only for a load in the statements after that `if` in the same block, before the name is
+    bound to another model (`model = model.cuda()` keeps it). In one file, save and load must name the same path: the same expression, the
     same constant, or paths ending in the same checkpoint file name (`os.path.join(d,
     "best.pth")` and `f"{d}/best.pth"`), or, for a checkpoint dict, the same key
     (`{"net_state": ...}` and `ckpt["net_state"]`) unless both paths name different files.
@@ -134,7 +143,22 @@ class WrappedStateDictPrefix(Rule):
                 yield violation
         for violation in self._saved_elsewhere(ctx):
             if id(violation.node) not in reported:
+                reported.add(id(violation.node))
                 yield violation
+        for found in loads_after_one_path_wrap(ctx):
+            if id(found.load) in reported:
+                continue
+            reported.add(id(found.load))
+            test = short(ctx, found.guard.test, 40)
+            yield self.violation(
+                found.load,
+                problem=(
+                    f"`{short(ctx, found.load)}` runs whether or not `if {test}:` above it wrapped `{found.site.target}` "
+                    f"in `{found.site.kind}`, and the wrapper adds `{found.key_prefix}` to the keys it expects, "
+                    "so one checkpoint cannot load on both paths (missing and unexpected keys)"
+                ),
+                advice=f"load the state dict into the bare model before wrapping it (or into `{found.site.target}.module` when wrapped)",
+            )
 
     def _saved_elsewhere(self, ctx: FileContext) -> Iterator[Violation]:
         """A bare model of this file loading a checkpoint file that another project module saves
