@@ -61,6 +61,9 @@ class DdpDeviceSetup(Rule):
     - `device_ids=[...]` given for a model that a builder returns (`model = build_model()`)
       and nothing moves, in a function that moves its other tensors to the GPU by hand
       (`x.to(device)`);
+    - `device_ids=[...]` given for a model whose only move is `.to(p)` with `p` a parameter
+      that defaults to `None`, is never rebound and that every call of the function in the file
+      leaves out (`module.to(device)` in a constructor built without `device=`): it moves nothing;
     - a model moved to one fixed device in every process (`model.to("cuda:0")`,
       `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` on the way to the
       wrapper), so every rank runs on the same GPU, or sits on another GPU than its
