@@ -430,9 +430,6 @@ def _device_expression(
             name = meeting.device_node.value
             # a module has no `.device`; its parameters have
             return f"next({name}.parameters()).device" if meeting.device.kind == MODULE else f"{name}.device"
-        named = _device_name_in(ctx, meeting, origin) if origin is not None else None
-        if named is not None and (not checked or bound_before(ctx, named, origin)):
-            return f"{named}.device"  # `draw * (hi - lo)`: the device of `hi`
     # The factory sits in a helper or a caller of the place where the tensors meet.
     facts = file_facts(ctx)
     placement = facts.scope(function if function is not None else ctx.module)
@@ -449,6 +446,9 @@ def _device_expression(
             if read is not None:
                 return f"{read}.device"
         return "next(self.parameters()).device"
+    named = _device_name_in(ctx, meeting, origin) if function is meeting.scope and origin is not None else None
+    if named is not None:
+        return f"{named}.device"  # `draw * (hi - lo)`: the device of `hi`, bound where the factory is
     if checked:
         return device_in_scope(ctx, origin) if origin is not None else None
     return "device"
