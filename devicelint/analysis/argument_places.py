@@ -308,6 +308,28 @@ def passed_for(ctx: FileContext, name: cst.Name) -> list[cst.BaseExpression] | N
     return _arguments_at_calls(ctx, function, name.value, position)
 
 
+def left_out_everywhere(ctx: FileContext, name: cst.Name) -> bool:
+    """Whether `name` reads a parameter defaulting to `None` that its function never rebinds
+    and that every call of the function in the file (one at least) leaves out: it holds None
+    (`module.to(device)` with `device=None` moves nothing)."""
+    function = ctx.index.enclosing_function(name)
+    if function is None:
+        return False
+    params = function.params
+    param = next(
+        (p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name.value), None
+    )
+    if param is None or not (type(param.default) is cst.Name and param.default.value == "None"):
+        return False
+    if _bindings_by_name(ctx, function).get(name.value):
+        return False
+    found = calls_of(ctx, function)
+    if not found or any(a.star for call in found[0] for a in call.args):
+        return False
+    position = _parameter_position(function, name.value)
+    return position is not None and not _arguments_at_calls(ctx, function, name.value, position)
+
+
 def _arguments_at_calls(
     ctx: FileContext, function: cst.FunctionDef, name: str, position: tuple[int | None, bool]
 ) -> list[cst.BaseExpression]:

@@ -70,6 +70,7 @@ from devicelint.analysis.placement_calls import (
     CallEvaluation,
     constant_default,
     is_handed,
+    moved_there,
     only_binding,
 )
 from devicelint.analysis.placement_classes import ClassFacts, self_attribute
@@ -113,6 +114,7 @@ from devicelint.analysis.placement_values import (
     module_on_gpu_branch,
     module_wide_accelerator_default,
     moves_what_it_yields,
+    sets_default_device_off_cpu,
     string_value,
     tests_availability,
     used_as_settings,
@@ -308,6 +310,8 @@ class _Interpreter(CallEvaluation):
             star = func.params.star_arg
             for param in (*params, *([star] if type(star) is cst.Param else [])):
                 self.env[param.name.value] = self.bound.get(param.name.value, UNKNOWN_FACT)
+            # a plain instance's attributes as its construction left them (`_constructed_state`)
+            self.env.update((key, fact) for key, fact in self.bound.items() if key.startswith("self."))
             return
         if self.building and func.name.value != "__init__":
             # a helper only `__init__` calls: a parameter no call passes holds its default
@@ -749,8 +753,8 @@ class _Interpreter(CallEvaluation):
         plain: AbstractSet[tuple[int, ...]] = frozenset(),
         path: tuple[int, ...] = (),
     ) -> None:
-        if not is_batch or module_wide_accelerator_default(self.ctx) is not None or path in plain:
-            # (under a script-wide accelerator default a loader's batches are what its dataset
+        if not is_batch or sets_default_device_off_cpu(self.ctx) or path in plain:
+            # (under a default device other than the CPU a loader's batches are what its dataset
             # builds, tensors on that default: not known to be on the host; a part the collate
             # function builds as a plain list is no tensor)
             self._bind(target, UNKNOWN_FACT)
@@ -1194,9 +1198,11 @@ class _Interpreter(CallEvaluation):
             return self._subscript(node)
         if type(node) is cst.IfExp:
             self._eval(node.test)
-            return join(
-                self._eval(node.body), self._eval(node.orelse), is_device_guard(node.test, self.ctx), branches=True
-            )
+            body, orelse = self._eval(node.body), self._eval(node.orelse)
+            moved = _tensor_branch(self.ctx, node, body, orelse)
+            if moved is not None:
+                return moved
+            return join(body, orelse, is_device_guard(node.test, self.ctx), branches=True)
         if isinstance(node, (cst.Tuple, cst.List)):
             facts = tuple(
                 self._eval(e.value) if type(e) is not cst.StarredElement else UNKNOWN_FACT for e in node.elements
@@ -1245,6 +1251,10 @@ class _Interpreter(CallEvaluation):
             element = self._eval(node.value if isinstance(node, cst.DictComp) else node.elt)
         finally:
             self.env = outer
+        if type(node) is cst.DictComp and moved_there(element):
+            # `{k: v.to(device) for k, v in batch.items()}`: a batch whose every entry was moved,
+            # each a tensor there
+            element = Fact(DEVICE, where=ACCELERATOR, device_expr=element.device_expr, device=element.device)
         if element.is_tensor or devicey(element):
             return Fact(UNKNOWN, elements=(element,), alike=True)
         return PY_DATA if type(node) is cst.ListComp else UNKNOWN_FACT
@@ -1899,3 +1909,16 @@ def _arithmetic_list(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.List, cst.Tuple)) and all(
         type(e) is not cst.StarredElement and plain(e.value) for e in node.elements
     )
+
+
+def _tensor_branch(ctx: FileContext, node: cst.IfExp, body: Fact, orelse: Fact) -> Fact | None:
+    """`v.to(device) if torch.is_tensor(v) else v` (or `v if not isinstance(v, torch.Tensor) else
+    v.cuda()`): the other branch hands back a value that is no tensor unchanged, so where the
+    value is a tensor it is what the tensor branch makes of it."""
+    test, other_side, tensor_fact = node.test, node.orelse, body
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test, other_side, tensor_fact = test.expression, node.body, orelse
+    tested = any_tensor_test(ctx, test)
+    if tested is None or not (type(other_side) is cst.Name and other_side.value == tested):
+        return None
+    return tensor_fact if tensor_fact.is_tensor or devicey(tensor_fact) else None

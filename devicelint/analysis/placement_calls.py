@@ -1059,7 +1059,7 @@ class CallEvaluation:
             member = self._eval(func)  # a trainer's `self.teacher = teacher.to("cuda:0")`
             dunder_call = self.analysis.plain_classes.get(member.instance or "", {}).get("__call__")
             if dunder_call is not None:  # `self.policy(obs)`: the kept instance's `__call__`
-                return self._follow(dunder_call, call, self._args(call), skip_self=True)
+                return self._follow(dunder_call, call, self._args(call), skip_self=True, state=member.state)
             # a moved value that is called is a module on the device
             if (
                 member.kind == MODULE
@@ -1076,7 +1076,10 @@ class CallEvaluation:
             return self._prepared(call)
         helper = self.analysis.plain_classes.get(receiver.instance or "", {}).get(method)
         if helper is not None:
-            return self._follow(helper, call, self._args(call), skip_self=not is_staticmethod(helper))
+            static = is_staticmethod(helper)
+            return self._follow(
+                helper, call, self._args(call), skip_self=not static, state=None if static else receiver.state
+            )
         helper = self._class_level_method(receiver_node, method)
         if helper is not None:  # `Normalize._mean(x)`, `Boxes.from_sizes(sizes)`
             return self._follow(helper, call, self._args(call), skip_self=not is_staticmethod(helper))
@@ -1153,6 +1156,13 @@ class CallEvaluation:
                 # device input computes where the model is, as the model's own method does
                 result = self._module_method(owner, method, args)
                 return result if result.kind == DEVICE else UNKNOWN_FACT
+            if (
+                receiver == UNKNOWN_FACT
+                and method not in MODULE_NON_TENSOR_METHODS
+                and self._handed_module(receiver_node)
+            ):
+                # `model.visual_encoder(image)` on a model handed in: it computes where its inputs are
+                return self._fed_moved_input(call, dotted_name(receiver_node) or "")
             return self._module_method(receiver, method, args)
         args = self._args(call)
         if method in INPLACE_METHODS and receiver.kind == CPU:
@@ -1262,7 +1272,7 @@ class CallEvaluation:
                 return receiver
         if placed and method not in MODULE_NON_TENSOR_METHODS:
             # an input on the device, or a value of unknown kind moved there (`batch.cuda()`)
-            device = next((f for f, _ in args if f.kind == DEVICE or _moved_there(f)), None)
+            device = next((f for f, _ in args if f.kind == DEVICE or moved_there(f)), None)
             if device is not None:
                 return Fact(DEVICE, where=receiver.where, device_expr=device.device_expr, device=receiver.device)
         return UNKNOWN_FACT
@@ -1278,7 +1288,7 @@ class CallEvaluation:
                 return self._module_call(call, callee, func)
             dunder_call = self.analysis.plain_classes.get(callee.instance or "", {}).get("__call__")
             if dunder_call is not None:  # `net(x)` on an instance of a plain class of the file: its `__call__`
-                return self._follow(dunder_call, call, self._args(call), skip_self=True)
+                return self._follow(dunder_call, call, self._args(call), skip_self=True, state=callee.state)
             if name.lower() in LOSS_CALLABLE_NAMES or callee.kind in (CPU, DEVICE):
                 return self._combine(call, self._args(call), allow_scalar=True)
         elif name.lower() in LOSS_CALLABLE_NAMES:
@@ -1326,9 +1336,10 @@ class CallEvaluation:
         if name in self.analysis.plain_classes and name not in self.env:
             init = self.analysis.plain_classes[name].get("__init__")
             args = self._args(call)
-            if init is not None:
-                self._follow(init, call, args, skip_self=True)
-            return Fact(UNKNOWN, instance=name)
+            if init is None:
+                return Fact(UNKNOWN, instance=name)
+            run = self._followed_run(init, call, args, skip_self=True)[1]
+            return Fact(UNKNOWN, instance=name, state=self._constructed_state(init, run))
         imported = self.ctx.project.plain_classes.get(name) if name not in self.env else None
         if imported is not None and imported.method_places:
             self._args(call)  # `ds = TabularDataset(x, y)` of another module: its methods' results are known
@@ -1358,11 +1369,7 @@ class CallEvaluation:
         to the accelerator to call it, so it computes there (a model handed in, whatever its name).
         So does `fn(tokens)` where `tokens` was made on a device (`device=memory.device`): a
         callable handed in that computes on placed tensors returns results where they are."""
-        scope = self.scope
-        if type(scope) is not cst.FunctionDef or not any(
-            p.name.value == name
-            for p in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params)
-        ):
+        if not self._parameter(name.split(".", 1)[0]):
             return UNKNOWN_FACT
         for arg in call.args:
             fact = self._fact_of(arg.value)
@@ -1383,6 +1390,26 @@ class CallEvaluation:
                 follows = fact.device_expr if fact.where == FOLLOWS else None
                 return Fact(DEVICE, where=fact.where, device_expr=follows)
         return UNKNOWN_FACT
+
+    def _parameter(self, name: str) -> bool:
+        """Whether `name` is a parameter of the function this code runs."""
+        scope = self.scope
+        return type(scope) is cst.FunctionDef and any(
+            p.name.value == name
+            for p in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params)
+        )
+
+    def _handed_module(self, node: cst.BaseExpression) -> bool:
+        """`model` or `model.text_encoder` where `model` is a parameter of this function that
+        it holds nothing about and that reads as a module: named like one (`MODEL_WORDS`), or
+        used here through a method only modules have (`scorer.eval()`, `net.parameters()`)."""
+        while type(node) is cst.Attribute:
+            node = node.value
+        if type(node) is not cst.Name or node.value in self.env or not self._parameter(node.value):
+            return False
+        if any(word in node.value.lower() for word in MODEL_WORDS):
+            return True
+        return node.value in self.analysis.module_parameters(self.scope)
 
     def _prepared(self, call: cst.Call) -> Fact:
         """`accelerator.prepare(model, optimizer, loader)`, `fabric.setup(model, opt)`: the
@@ -1591,10 +1618,12 @@ class CallEvaluation:
         skip_self: bool,
         cls: ClassFacts | None = None,
         placed: bool = True,
+        state: tuple[tuple[str, Fact], ...] | None = None,
     ) -> Fact:
         """Analyse a same-file function with the call's argument facts (a few levels deep;
-        each distinct set of argument facts is analysed once per file)."""
-        return self._followed_run(func, call, args, skip_self, cls, placed)[0]
+        each distinct set of argument facts is analysed once per file); `state`: what a plain
+        instance's constructor left on the instance a method is called on."""
+        return self._followed_run(func, call, args, skip_self, cls, placed, state)[0]
 
     def _followed_run(
         self,
@@ -1604,6 +1633,7 @@ class CallEvaluation:
         skip_self: bool,
         cls: ClassFacts | None = None,
         placed: bool = True,
+        state: tuple[tuple[str, Fact], ...] | None = None,
     ) -> tuple[Fact, ScopePlacement | None]:
         """`_follow`'s answer and the run of `func` it comes from (None where none was made)."""
         if self.depth >= MAX_FOLLOW_DEPTH or func is self.scope:
@@ -1636,6 +1666,8 @@ class CallEvaluation:
         receiver = self._handed_receiver(call, params, positional)
         if receiver is not None:
             bound.pop(receiver, None)
+        for attr, fact in state or ():
+            bound[f"self.{attr}"] = fact  # the instance's own, read as `self.<attr>` by the method
         for param in (*params, *func.params.kwonly_params):
             # a parameter the call leaves out holds its default (`device=torch.device("cpu")`)
             if param.name.value not in bound and param.default is not None and constant_default(param.default):
@@ -1701,6 +1733,25 @@ class CallEvaluation:
         if receiver is not None:
             self._take_attributes(cached)
         return cached.returns or UNKNOWN_FACT, cached
+
+    def _constructed_state(
+        self, init: cst.FunctionDef, run: ScopePlacement | None
+    ) -> tuple[tuple[str, Fact], ...] | None:
+        """What a plain class's `__init__`, run with one construction's arguments, left on the
+        instance where its own analysis (with arguments unknown) says otherwise, for attributes
+        that no other method rebinds, moves or writes into."""
+        if run is None:
+            return None
+        own = self.analysis.scope(init).facts
+        kept = tuple(
+            (key[5:], fact)
+            for key, fact in run.facts.items()
+            if key.startswith("self.")
+            and fact != UNKNOWN_FACT
+            and fact != own.get(key, UNKNOWN_FACT)
+            and self.analysis.only_init_assigns(init, key[5:])
+        )
+        return kept or None
 
     def _own_input(self, node: cst.BaseExpression) -> bool:
         """A name this code holds nothing about (its own parameter, untouched): handed on, the
@@ -1985,7 +2036,7 @@ def _without_followed(fact: Fact) -> Fact:
     return fact
 
 
-def _moved_there(fact: Fact) -> bool:
+def moved_there(fact: Fact) -> bool:
     """A value of unknown kind that a move put on the accelerator (`batch.cuda()` of a batch the
     file does not show): a tensor, or a structure of them, on the device."""
     return fact.kind == UNKNOWN and fact.where == ACCELERATOR and fact.device_expr is not None and not fact.batch

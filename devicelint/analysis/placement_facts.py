@@ -63,6 +63,10 @@ class Fact:
     # An instance of a plain (not `nn.Module`) class of the file, by class name: calls of its
     # methods are followed with their arguments (`bank.update(preds, y)`).
     instance: str | None = None
+    # For such an instance: what its constructor left on it from the arguments this
+    # construction gave (`RandInt(lo=limit)` with `limit` on the device: `self.lo` there), by
+    # attribute; only attributes no other method rebinds. Its methods start with them.
+    state: tuple[tuple[str, Fact], ...] | None = None
     # A CPU tensor that another path (an `if` branch, a conditional expression) replaces with a
     # device tensor: its device depends on the path, so even a 0-dim one is worth reporting.
     conflict: bool = False
@@ -110,6 +114,7 @@ class Fact:
             and self.elements == o.elements
             and self.fields == o.fields
             and self.instance == o.instance
+            and self.state == o.state
             and self.conflict == o.conflict
             and self.mask == o.mask
             and self.device == o.device

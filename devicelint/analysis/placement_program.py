@@ -319,6 +319,7 @@ class FileAnalysis:
         self._assigned: dict[int, dict[str, list[cst.FunctionDef]]] = {}
         self._shallow_runs: dict[int, ScopePlacement] = {}
         self._locals: dict[int, set[str]] = {}
+        self._module_parameters: dict[int, frozenset[str]] = {}
         self.active = 0
         self._module_run: Interpreter | None = None
         for facts in self.classes.values():
@@ -353,6 +354,27 @@ class FileAnalysis:
             for call in self._helper_calls().get(id(func), ()):
                 names |= self._passed_to_tensor_parameters(call, cls, depth, receiver)
         found = self._tensor_parameters[key] = frozenset(names)
+        return found
+
+    def module_parameters(self, scope: cst.CSTNode) -> frozenset[str]:
+        """Parameters of a function that it uses through a method only modules have, with no
+        argument (`scorer.eval()`, `net.parameters()`): a model handed in, whatever its name."""
+        found = self._module_parameters.get(id(scope))
+        if found is None:
+            found = frozenset()
+            if type(scope) is cst.FunctionDef:
+                params = scope.params
+                names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+                found = frozenset(
+                    call.func.value.value
+                    for call in self.ctx.index.within(scope.body, cst.Call)
+                    if type(call.func) is cst.Attribute
+                    and type(call.func.value) is cst.Name
+                    and call.func.value.value in names
+                    and call.func.attr.value in _MODULE_ONLY_METHODS
+                    and not call.args
+                )
+            self._module_parameters[id(scope)] = found
         return found
 
     def device_parameters(self, func: cst.FunctionDef) -> frozenset[str]:
@@ -846,3 +868,10 @@ def _places_new_tensors(index: NodeIndex, node: cst.Attribute) -> bool:
         return False
     arg = index.parent(node)
     return type(arg) is cst.Arg and arg.keyword is not None and arg.keyword.value == "device"
+
+
+# Methods that, called with no argument, say their receiver is an `nn.Module` (a tensor has none
+# of them; `train()` and `eval()` are the switches a model handed to a loop is given).
+_MODULE_ONLY_METHODS = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "modules", "named_modules", "children", "state_dict"}
+)

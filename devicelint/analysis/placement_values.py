@@ -253,6 +253,23 @@ def sets_accelerator_default(ctx: FileContext) -> bool:
     return ctx.shared("placement.accelerator_default", scan)
 
 
+def sets_default_device_off_cpu(ctx: FileContext) -> bool:
+    """Whether the file calls a default-device setter with anything but the CPU, spelled or not
+    (`torch.set_default_device(torch.device(cli.device))`): what its datasets build may be on
+    that device, so its loaders' batches are not known to be on the host."""
+
+    def scan(c: FileContext) -> bool:
+        return any(
+            c.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS
+            and call.args
+            and "cpu" not in c.code_for(call.args[0].value).lower()
+            and c.code_for(call.args[0].value) != '"torch.FloatTensor"'
+            for call in c.index.of_type(cst.Call)
+        )
+
+    return ctx.shared("placement.default_device_off_cpu", scan)
+
+
 def module_wide_accelerator_default(ctx: FileContext) -> str | None:
     """The accelerator the file makes the default device for everything it runs: every default
     setter it has is a statement of its top level or of its `if __name__ == "__main__":` block

@@ -5,7 +5,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import left_out_everywhere
 from devicelint.analysis.default_device import CPU_DEFAULT, default_device_at
+from devicelint.analysis.devices import device_argument
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events import (
     APEX_DISTRIBUTED_DATA_PARALLEL,
@@ -59,6 +61,9 @@ class DdpDeviceSetup(Rule):
     - `device_ids=[...]` given for a model that a builder returns (`model = build_model()`)
       and nothing moves, in a function that moves its other tensors to the GPU by hand
       (`x.to(device)`);
+    - `device_ids=[...]` given for a model whose only move is `.to(p)` with `p` a parameter
+      that defaults to `None`, is never rebound and that every call of the function in the file
+      leaves out (`module.to(device)` in a constructor built without `device=`): it moves nothing;
     - a model moved to one fixed device in every process (`model.to("cuda:0")`,
       `model.cuda()` or `.to("cuda")` with no `torch.cuda.set_device(...)` on the way to the
       wrapper), so every rank runs on the same GPU, or sits on another GPU than its
@@ -286,6 +291,18 @@ class DdpDeviceSetup(Rule):
         if not moves:
             if wrapper_chain_moves(ctx, site):
                 return None
+            dropped = _move_to_none(ctx, site, var) if has_ids else None
+            if dropped is not None:
+                move, device = dropped
+                return self.violation(
+                    site.call,
+                    call=short(ctx, site.call),
+                    problem=(
+                        f"wraps `{model}`, which `{short(ctx, move)}` leaves where it came from (`{device}` is None there: "
+                        "its default, which every call leaves out), while `device_ids` asks for a GPU module"
+                    ),
+                    advice="move it to the device `device_ids` names before wrapping",
+                )
             if not built_on_cpu(ctx, base, facts):
                 if has_ids and _left_unplaced(ctx, site, var, facts):
                     return self.violation(
@@ -420,6 +437,29 @@ def _needs_torch_1_9(ctx: FileContext) -> bool:
 # Calls that load or copy a model as it was saved or built elsewhere, placement included.
 _KEEPS_PLACEMENT = frozenset({"torch.load", "copy.deepcopy", "torch.jit.load"})
 _DEVICE_WORDS = ("device", "gpu", "cuda", "rank", "map_location", "device_map")
+
+
+def _move_to_none(ctx: FileContext, site: WrapperSite, var: str | None) -> tuple[cst.Call, str] | None:
+    """The call before the wrapper that moves `var` to a parameter that holds None on every
+    call of the function (`module.to(device)` with `device=None` left out), and the parameter:
+    the code means to place the model there and places it nowhere."""
+    if var is None:
+        return None
+    limit = ctx.index.position(site.call)
+    for node in scope_facts(ctx, site.scope).nodes:
+        if type(node) is not cst.Call or ctx.index.position(node) >= limit:
+            continue
+        func = node.func
+        if not (
+            type(func) is cst.Attribute
+            and func.attr.value == "to"
+            and dotted_name(strip_self_returning(func.value)) == var
+        ):
+            continue
+        arg = device_argument(node)
+        if type(arg) is cst.Name and left_out_everywhere(ctx, arg):
+            return node, arg.value
+    return None
 
 
 def _left_unplaced(ctx: FileContext, site: WrapperSite, var: str | None, facts: History | None) -> bool:

@@ -11,7 +11,7 @@ from devicelint.analysis.imported_helpers import argument_for, imported_calls, i
 from devicelint.analysis.kept_devices import kept_cpu_device
 from devicelint.analysis.model_events import statement_of
 from devicelint.analysis.optimizer_state_stores import host_state_stores
-from devicelint.analysis.placement_facts import FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
+from devicelint.analysis.placement_facts import DEVICE, FACTORIES, FOLLOWS, LIKE_FACTORIES, MODULE
 from devicelint.analysis.placement_values import cpu_only_script
 from devicelint.analysis.training.reads import computed_from
 from devicelint.analysis.vocabulary import LEGACY_CONSTRUCTORS
@@ -474,9 +474,31 @@ def _device_expression(
             if read is not None:
                 return f"{read}.device"
         return "next(self.parameters()).device"
+    named = _device_name_in(ctx, meeting, origin) if function is meeting.scope and origin is not None else None
+    if named is not None:
+        return f"{named}.device"  # `draw * (hi - lo)`: the device of `hi`, bound where the factory is
     if checked:
         return device_in_scope(ctx, origin) if origin is not None else None
     return "device"
+
+
+def _device_name_in(ctx: FileContext, meeting: Meeting, origin: cst.CSTNode) -> str | None:
+    """The first name or attribute of a name (`self.scale`) in the device side of the meeting
+    (an expression, `hi - lo + 1`) that holds a device tensor and is bound where the factory is
+    written."""
+    if meeting.device_node is None or type(meeting.device_node) is cst.Name:
+        return None
+    facts = file_facts(ctx)
+    for node in ctx.index.walk(meeting.device_node):
+        base = node.value if type(node) is cst.Attribute else node
+        if (
+            type(base) is cst.Name
+            and (base is node or type(ctx.index.parent(node)) is not cst.Attribute)
+            and facts.value(node).kind == DEVICE
+            and bound_before(ctx, base.value, origin)
+        ):
+            return ctx.code_for(node)
+    return None
 
 
 def _input_read_at(ctx: FileContext, meeting: Meeting, function: cst.FunctionDef) -> str | None:

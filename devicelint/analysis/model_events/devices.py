@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devicelint.analysis.argument_places import left_out_everywhere
 from devicelint.analysis.devices import CPU_DEVICE, DeviceId, device_argument, indexed, int_value, is_dtype
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.model_events.scopes import REBOUND, Scope, scope_facts, scope_of
@@ -136,6 +137,8 @@ class Resolver:
             return func.value, device if device.literal else Device(device.text, False, method)
         if arg is None or is_dtype(self.ctx, arg):
             return None
+        if type(arg) is cst.Name and left_out_everywhere(self.ctx, arg):
+            return None  # `.to(device)` where every call leaves `device` at its default None
         return func.value, self.device(arg)
 
 

@@ -170,7 +170,8 @@ def instance_class(
     if type(node) is cst.Name:
         values = values_of(ctx, node.value, scope_of(ctx, at))
         if not values or values == [None]:
-            return _annotated_class(ctx, node, at)  # `pipe: Pipeline`, a parameter
+            annotated = _annotated_class(ctx, node, at)  # `pipe: Pipeline`, a parameter
+            return annotated if annotated is not None or not handed else _class_handed_in(ctx, node, at)
     elif type(node) is cst.Attribute:
         alias = handed_instance_attribute(ctx, node) if handed else None
         values = attribute_values(ctx, alias or node)
@@ -186,6 +187,38 @@ def instance_class(
             return None
         found.add(value.func.value)
     return classes[found.pop()] if len(found) == 1 else None
+
+
+def _class_handed_in(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.ClassDef | None:
+    """The local class of the instance that every call of the function around `at` hands it
+    at its parameter `name` (`train(model, criterion)` called as `train(net, Criterion())` or
+    with a name bound to one there), whatever the parameter is called."""
+    function = ctx.index.enclosing_function(at)
+    if function is None:
+        return None
+    positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if name.value not in positional and all(p.name.value != name.value for p in function.params.kwonly_params):
+        return None
+    sites = call_sites(ctx, function)
+    index = positional.index(name.value) if name.value in positional else None
+    if index is not None and sites.binds_receiver:
+        index -= 1
+    found: dict[int, cst.ClassDef] = {}
+    for call in sites.calls:
+        if any(a.star for a in call.args):
+            return None
+        handed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name.value), None)
+        given = [a.value for a in call.args if a.keyword is None]
+        if handed is None and index is not None and 0 <= index < len(given):
+            handed = given[index]
+        built = handed.func.value if type(handed) is cst.Call and type(handed.func) is cst.Name else None
+        cls = local_classes(ctx).get(built) if built is not None else None
+        if cls is None and handed is not None:
+            cls = instance_class(ctx, handed, call, handed=False)
+        if cls is None:
+            return None
+        found[id(cls)] = cls
+    return next(iter(found.values())) if len(found) == 1 else None
 
 
 def _annotated_class(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.ClassDef | None:
