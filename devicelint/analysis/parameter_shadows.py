@@ -55,12 +55,14 @@ def _stored_copy(ctx: FileContext, init: cst.FunctionDef) -> cst.Call | None:
         if type(node) is not cst.Assign or not any(self_attribute(t.target) is not None for t in node.targets):
             continue
         for call in ctx.index.walk(node.value):
-            if type(call) is cst.Call and _copied_names(ctx, call) & derived:
+            if type(call) is cst.Call and copied_from(ctx, call) & derived:
                 return call
     return None
 
 
-def _copied_names(ctx: FileContext, call: cst.Call) -> set[str]:
+def copied_from(ctx: FileContext, call: cst.Call) -> set[str]:
+    """The names a call makes a new tensor from: `p` in `torch.zeros_like(p.data)`,
+    `torch.clone(p)`, `p.clone()`."""
     qualified = ctx.qualified_name(call.func) or ""
     if (qualified.startswith("torch.") and qualified.endswith("_like")) or qualified == "torch.clone":
         return read_names(ctx, call.args[0].value, skip_index=True) if call.args else set()

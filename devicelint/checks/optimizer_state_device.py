@@ -16,7 +16,7 @@ from devicelint.analysis.launchers import fabric_placed_module, prepared_modules
 from devicelint.analysis.local_bindings import bindings
 from devicelint.analysis.model_events.wrappers import WrapperSite, wrapper_sites
 from devicelint.analysis.names import dotted_name, is_staticmethod, literal_value
-from devicelint.analysis.parameter_shadows import parameter_shadow_classes
+from devicelint.analysis.parameter_shadows import copied_from, parameter_shadow_classes
 from devicelint.analysis.placement_facts import MODEL_WORDS, move_call, moves_to_accelerator
 from devicelint.analysis.training.helpers import (
     bound_arguments,
@@ -137,20 +137,9 @@ def _state_at_construction(ctx: FileContext, optimizer: str) -> str | None:
         return None
     params = parameter_names(ctx, init)
     for node in ctx.index.walk(init.body):
-        if type(node) is cst.Call and params & _copied_from(ctx, node):
+        if type(node) is cst.Call and params & copied_from(ctx, node):
             return f"{optimizer}'s per-parameter `{short(ctx, node)}`"
     return None
-
-
-def _copied_from(ctx: FileContext, call: cst.Call) -> set[str]:
-    """The names a call makes a new tensor from: `p` in `torch.zeros_like(p.data)`,
-    `torch.clone(p)`, `p.clone()`."""
-    qualified = ctx.qualified_name(call.func) or ""
-    if (qualified.startswith("torch.") and qualified.endswith("_like")) or qualified == "torch.clone":
-        return read_names(ctx, call.args[0].value, skip_index=True) if call.args else set()
-    if type(call.func) is cst.Attribute and call.func.attr.value == "clone":
-        return read_names(ctx, call.func.value, skip_index=True)
-    return set()
 
 
 def _params_argument(call: cst.Call) -> cst.BaseExpression | None:
