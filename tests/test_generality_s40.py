@@ -140,3 +140,54 @@ def test_a_chain_through_a_method_of_the_trainer() -> None:
     found = _findings(source, "DL111")
     assert [(code, line) for code, line, _ in found] == [("DL111", 14)]
     assert _findings(source.replace("Adagrad", "SGD"), "DL111") == []  # SGD makes no state until a step
+
+
+_ENCODING_HELPER = """
+import torch
+from torch import nn
+
+
+def sincos(n, dim, dtype=torch.float32):
+    pos = torch.arange(n)[:, None] / (1e4 ** (torch.arange(dim // 2) / dim))
+    return torch.cat((pos.sin(), pos.cos()), dim=1).type(dtype)
+
+
+class Encoder(nn.Module):
+    def __init__(self, n, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        table = sincos(n, dim{passed})
+        self.table = table
+
+    def forward(self, x):
+        return self.proj(x) + self.table
+"""
+
+
+@pytest.mark.parametrize(
+    "passed", ["", ", dtype=torch.float16", ", torch.bfloat16"], ids=["default", "keyword", "positional"]
+)
+def test_a_table_cast_with_a_dtype_parameter_stays_on_the_cpu(passed: str) -> None:
+    # `.type(dtype)` where `dtype` defaults to a torch dtype and every call leaves it out or
+    # passes one is a cast: the table stays where it was made, on the CPU
+    source = _ENCODING_HELPER.format(passed=passed)
+    assert _findings(source, "DL102") == [
+        (
+            "DL102",
+            16,
+            "`self.table` holds a CPU tensor that is not a parameter or buffer: `model.to(device)` never moves it "
+            'and `state_dict()` never saves it; use `self.register_buffer("table", ...)` (or `nn.Parameter` if it '
+            "is trained)",
+        )
+    ]
+    registered = source.replace("self.table = table", 'self.register_buffer("table", table)')
+    assert _findings(registered, "DL102") == []
+
+
+def test_a_type_argument_that_may_name_a_cuda_tensor_type_is_not_a_cast() -> None:
+    # a parameter without a dtype default, or a call passing a tensor type, may move the table
+    no_default = _ENCODING_HELPER.format(passed="").replace("dtype=torch.float32", "dtype")
+    no_default = no_default.replace("sincos(n, dim)", "sincos(n, dim, torch.cuda.FloatTensor)")
+    assert _findings(no_default, "DL102") == []
+    tensor_type = _ENCODING_HELPER.format(passed=", torch.cuda.FloatTensor")
+    assert _findings(tensor_type, "DL102") == []

@@ -23,6 +23,7 @@ from devicelint.analysis.devices import (
     literal_device,
     torch_device,
 )
+from devicelint.analysis.dtype_arguments import holds_a_dtype
 from devicelint.analysis.host_modules import (
     HOST,
     HostModuleCall,
@@ -1185,7 +1186,9 @@ class CallEvaluation:
             if "cuda" in self.ctx.code_for(target):
                 return Fact(DEVICE, where=ACCELERATOR, device_expr='"cuda"')
             qualified = self.ctx.qualified_name(target) or ""
-            if not (type(target) is cst.SimpleString or qualified.startswith("torch.")):
+            if not (
+                type(target) is cst.SimpleString or qualified.startswith("torch.") or holds_a_dtype(self.ctx, target)
+            ):
                 # `labels.type(LongTensor)` with `LongTensor = torch.cuda.LongTensor if cuda else ...`
                 return UNKNOWN_FACT
             spelled = literal_value(target) if type(target) is cst.SimpleString else qualified
