@@ -338,7 +338,8 @@ def _start_forkserver(context: BaseContext) -> None:
     saved = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
-        forkserver.ensure_running()
+        with _callers_main_hidden():
+            forkserver.ensure_running()
     finally:
         if saved is None:
             del os.environ["PYTHONSAFEPATH"]
@@ -430,16 +431,38 @@ def _run_pool(
     context = multiprocessing.get_context("forkserver")
     _start_forkserver(context)
     pending = {t.path: t for t in sorted(tasks, key=lambda t: -t.size)}  # large files first
-    while pending:
-        announced = _pool_round(context, jobs, pending, options, collect, ready)
-        if pending and not announced:
-            # A worker died unexplained (the native parser can crash on pathological input):
-            # find the file by linting what is left one file per process.
-            for task in list(pending.values()):
-                prepared = ready(task)
-                if prepared is not None:
-                    collect(_lint_isolated(prepared, options, context))
-            return
+    with _callers_main_hidden():
+        while pending:
+            announced = _pool_round(context, jobs, pending, options, collect, ready)
+            if pending and not announced:
+                # A worker died unexplained (the native parser can crash on pathological input):
+                # find the file by linting what is left one file per process.
+                for task in list(pending.values()):
+                    prepared = ready(task)
+                    if prepared is not None:
+                        collect(_lint_isolated(prepared, options, context))
+                return
+
+
+@contextmanager
+def _callers_main_hidden() -> Iterator[None]:
+    """New worker processes start without the caller's main module. multiprocessing runs the
+    parent's `__main__` again in every new process (as `__mp_main__`) unless it has neither a
+    module name nor a file: a script that calls devicelint in-process without an
+    `if __name__ == "__main__":` guard would run again in each worker, and `python -` or a
+    notebook (no file to run) kills every worker. The workers need only devicelint."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved: dict[str, object] = {name: main.__dict__[name] for name in ("__spec__", "__file__") if name in main.__dict__}
+    main.__dict__["__spec__"] = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _pool_round(

@@ -119,3 +119,29 @@ def test_a_warm_run_starts_no_worker(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(runner, "_run_pool", no_pool)
     monkeypatch.setattr(runner, "lint_task", no_pool)
     assert _check(cache, tmp_path) == _expected(project)
+
+
+_IN_PROCESS = """
+import json, sys
+from click.testing import CliRunner
+from devicelint.cli import cli
+result = CliRunner().invoke(cli, ["check", "--no-cache", "-j", "2", "--output-format", "json", sys.argv[1]])
+print(json.dumps({"code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}))
+"""
+
+
+def test_in_process_callers_main_module_never_runs_in_the_workers(tmp_path: Path) -> None:
+    # the CLI called from a script with no file (`python -`) and no `__main__` guard: its workers
+    # must not re-run (or try to find) the caller's main module, or every one of them dies
+    import subprocess
+    import sys
+
+    project = _project_with_fillers(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-", str(project)], input=_IN_PROCESS, capture_output=True, text=True, timeout=300
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "worker process died" not in report["stderr"]
+    assert report["code"] == 1
+    found = {(Path(r["path"]).name, r["line"], r["code"]) for r in json.loads(report["stdout"])}
+    assert _expected(project) <= found
