@@ -544,6 +544,23 @@ def is_device_guard(test: cst.CSTNode, ctx: FileContext) -> bool:
     return found
 
 
+def on_a_device_path(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Inside a branch (not the test) of an `if` or conditional expression of the same function
+    whose test asks about the device (`x.is_cuda`, `torch.cuda.is_available()`, `use_gpu`)."""
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if (
+            isinstance(ancestor, (cst.If, cst.IfExp))
+            and child is not ancestor.test
+            and is_device_guard(ancestor.test, ctx)
+        ):
+            return True
+        child = ancestor
+    return False
+
+
 def tests_availability(ctx: FileContext, test: cst.CSTNode) -> bool:
     """Whether a test asks the machine for an accelerator (`torch.cuda.is_available()`, also
     in `use_gpu and torch.backends.mps.is_available()`), not a user's flag."""

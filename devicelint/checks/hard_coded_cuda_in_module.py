@@ -16,6 +16,7 @@ from devicelint.analysis.placement import is_device_guard
 from devicelint.analysis.placement_classes import ClassFacts, class_facts, self_attribute
 from devicelint.analysis.placement_facts import is_legacy_cuda_constructor
 from devicelint.analysis.placement_scope import is_script, is_test_path
+from devicelint.analysis.placement_values import on_a_device_path
 from devicelint.analysis.run_time_devices import builds_run_time_device, selects_current_gpu
 from devicelint.analysis.training.helpers import calls_of
 from devicelint.context import FileContext
@@ -268,17 +269,8 @@ def _moves_under_flag(ctx: FileContext) -> bool:
     for call in ctx.index.of_type(cst.Call):
         if type(call.func) is not cst.Attribute or call.func.attr.value != "cuda":
             continue
-        node: cst.CSTNode = call
-        for ancestor in ctx.index.ancestors(call):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                break
-            if (
-                isinstance(ancestor, (cst.If, cst.IfExp))
-                and node is not ancestor.test
-                and is_device_guard(ancestor.test, ctx)
-            ):
-                return True
-            node = ancestor
+        if on_a_device_path(ctx, call):
+            return True
     return False
 
 

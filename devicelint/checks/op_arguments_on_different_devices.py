@@ -11,7 +11,7 @@ from devicelint.analysis.imported_helpers import imported_calls
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.modules import module_classes
 from devicelint.analysis.placement_facts import ACCELERATOR, FOLLOWS
-from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
+from devicelint.analysis.placement_values import cpu_only_script, on_a_device_path
 from devicelint.analysis.stale_aliases import alias_source
 from devicelint.analysis.training.syntax import short
 from devicelint.analysis.vocabulary import names_a_loss
@@ -217,7 +217,7 @@ def _copy_meets_device(ctx: FileContext, meeting: Meeting) -> dict[str, str] | N
         return None
     if device.where != ACCELERATOR and not (device.where == FOLLOWS and _in_module(ctx, meeting.node)):
         return None
-    if device.where == FOLLOWS and _on_a_device_path(ctx, meeting.node):
+    if device.where == FOLLOWS and on_a_device_path(ctx, meeting.node):
         # `if not x.is_cuda: side = m.type(torch.FloatTensor)`: the code copies to the host on
         # its own CPU path, so "wherever the inputs are" is the host there
         return None
@@ -341,23 +341,6 @@ def _mixed_op(ctx: FileContext, call: cst.Call) -> dict[str, str] | None:
                 "advice": f"move it first (`{_operand(cpu_text)}.to({_device_of(device_text)})`){_hint(where)}",
             }
     return None
-
-
-def _on_a_device_path(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """Inside a branch (not the test) of an `if` or conditional expression of the same function
-    whose test asks about the device (`x.is_cuda`, `torch.cuda.is_available()`, `use_gpu`)."""
-    child = node
-    for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        if (
-            isinstance(ancestor, (cst.If, cst.IfExp))
-            and child is not ancestor.test
-            and is_device_guard(ancestor.test, ctx)
-        ):
-            return True
-        child = ancestor
-    return False
 
 
 def _on_device(where: ArgumentPlace, in_module: bool) -> bool:
