@@ -116,7 +116,6 @@ from devicelint.analysis.placement_values import (
     moves_what_it_yields,
     sets_default_device_off_cpu,
     string_value,
-    tests_availability,
     used_as_settings,
 )
 from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
@@ -574,8 +573,10 @@ class _Interpreter(CallEvaluation):
         self._restore_unless_rebound(narrowed, True, before)
         after_else = self.env
         self.env = join_envs(after_body, after_else, strict, branches=True)
-        if strict and tests_availability(self.ctx, stmt.test):
-            # `if torch.cuda.is_available(): model.cuda()`: the module is on the GPU it finds
+        if strict:
+            # `if torch.cuda.is_available(): model.cuda()`, `if args.cuda_device >= 0:
+            # model.cuda()`: on the path that moves it the module is on the GPU, where whatever
+            # the code hands it unmoved on every path fails
             for name in after_body.keys() & after_else.keys():
                 on_gpu = module_on_gpu_branch(after_body[name], after_else[name])
                 if on_gpu is not None:

@@ -641,20 +641,29 @@ def join(a: Fact | None, b: Fact | None, strict: bool = False, branches: bool = 
 
 def module_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
     """A module moved to the accelerator on the path of a device test and left where it was
-    built on the other (`if torch.cuda.is_available(): model.cuda()`): as with `"cuda" if
+    built (or loaded) on the other (`if torch.cuda.is_available(): model.cuda()`, `if
+    args.gpu >= 0: model = model.cuda(args.gpu)`): as with `"cuda" if
     torch.cuda.is_available() else "cpu"`, the device the author means is the GPU, where a
-    CPU tensor handed to it fails."""
+    CPU tensor handed to it fails. Tensors moved the same way stay of no place: a partner
+    moved under any test is then of no place too, so only what no path moves is reported."""
     for gpu, other in ((a, b), (b, a)):
         if (
             gpu.where == ACCELERATOR
             and gpu.kind in (MODULE, UNKNOWN)
             and gpu.elements is None
             and gpu.fields is None
-            and other.kind == MODULE
             and other.where in (None, "cpu")
+            and (other.kind == MODULE or _unplaced_value(other))
         ):
-            return Fact(MODULE, where=ACCELERATOR, factory=other.factory, device=gpu.device)
+            kind = MODULE if other.kind == MODULE else gpu.kind
+            return Fact(kind, where=ACCELERATOR, factory=other.factory, device=gpu.device)
     return None
+
+
+def _unplaced_value(fact: Fact) -> bool:
+    """Something the analysis knows nothing of (a loaded checkpoint's entry, a parameter), not
+    a batch, a factory's tensor, a container or a settings value."""
+    return fact == UNKNOWN_FACT
 
 
 def _join_fields(a: Fact, b: Fact, strict: bool, branches: bool) -> Fact:

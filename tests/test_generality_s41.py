@@ -1,0 +1,120 @@
+"""Generality, forty-first stop (the lead's own changes): a module moved to the accelerator under
+any device test (a user's flag as well as an availability check) is on the accelerator after the
+`if`, so what no path moves and the module meets is reported; what any path moves stays quiet."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from devicelint.engine import EngineOptions, lint_source
+from devicelint.registry import REGISTRY, all_rules
+
+
+def _findings(source: str, code: str) -> list[tuple[str, int, str]]:
+    all_rules()
+    result = lint_source(textwrap.dedent(source), "case.py", EngineOptions(rules=(REGISTRY[code],)))
+    return [(f.code, f.line, f.message) for f in result.findings]
+
+
+_UNMOVED_UNDER_A_FLAG = [
+    # a built module moved in place under an index flag; a helper runs the unmoved batches
+    """
+    import torch
+    import torch.nn as nn
+
+    def evaluate(net, loader):
+        for x, y in loader:
+            out = net(x)
+            print(out.sum().item())
+
+    def main(args, loader):
+        net = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+        if args.gpu_id >= 0:
+            net.cuda(args.gpu_id)
+        evaluate(net, loader)
+    """,
+    # a checkpoint's model (of no known class) rebound under a boolean option, the loop inline
+    """
+    import torch
+
+    def run(opts, loader):
+        model = torch.load(opts.path, map_location="cpu")["net"]
+        if opts.use_gpu:
+            model = model.to("cuda")
+        model.eval()
+        for x, y in loader:
+            out = model(x)
+            print(out.sum().item())
+    """,
+    # the flag in an else branch, the CPU explicitly on the other path
+    """
+    import torch.nn as nn
+
+    def fit(cfg, loader):
+        model = nn.Linear(8, 4)
+        if cfg.cpu_only:
+            model = model.cpu()
+        else:
+            model = model.cuda()
+        for x, y in loader:
+            out = model(x)
+            print(out.sum().item())
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _UNMOVED_UNDER_A_FLAG)
+def test_batches_no_path_moves_meet_a_module_moved_under_a_flag(source: str) -> None:
+    found = _findings(source, "DL105")
+    assert [(code, "`x` comes from a DataLoader" in message) for code, _, message in found] == [("DL105", True)]
+    line = next(n for n, text in enumerate(textwrap.dedent(source).splitlines(), 1) if "out = " in text)
+    assert found[0][1] == line
+
+
+_MOVED_ON_SOME_PATH = [
+    # the same flag moves the batch
+    """
+    import torch.nn as nn
+
+    def main(args, loader):
+        net = nn.Linear(8, 4)
+        if args.cuda:
+            net.cuda()
+        for x, y in loader:
+            if args.cuda:
+                x = x.cuda()
+            print(net(x).sum().item())
+    """,
+    # another spelling of the flag moves it (the engine does not know they agree: quiet)
+    """
+    import torch.nn as nn
+
+    def main(args, loader):
+        use_gpu = args.gpu_id >= 0
+        net = nn.Linear(8, 4)
+        if args.gpu_id >= 0:
+            net.cuda(args.gpu_id)
+        for x, y in loader:
+            if use_gpu:
+                x = x.cuda(args.gpu_id)
+            print(net(x).sum().item())
+    """,
+    # a flag that is not about the device moves nothing to it
+    """
+    import torch.nn as nn
+
+    def main(args, loader):
+        net = nn.Linear(8, 4)
+        if args.verbose:
+            net = net.train()
+        for x, y in loader:
+            print(net(x).sum().item())
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _MOVED_ON_SOME_PATH)
+def test_a_batch_moved_on_any_path_or_a_module_left_alone_is_quiet(source: str) -> None:
+    assert _findings(source, "DL105") == []
