@@ -118,3 +118,98 @@ _MOVED_ON_SOME_PATH = [
 @pytest.mark.parametrize("source", _MOVED_ON_SOME_PATH)
 def test_a_batch_moved_on_any_path_or_a_module_left_alone_is_quiet(source: str) -> None:
     assert _findings(source, "DL105") == []
+
+
+_GROUPS_IN_A_PLAIN_CONTAINER = [
+    # pairs of layers appended to a plain list, unpacked in forward
+    """
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.hids = []
+            for n_in, n_out in zip(sizes, sizes[1:]):
+                self.hids.append([nn.Linear(n_in, n_out), nn.ReLU()])
+
+        def forward(self, x):
+            for lin, act in self.hids:
+                x = act(lin(x))
+            return x
+    """,
+    # tuples of (conv, norm) written into a plain dict by key, a member of no known kind beside them
+    """
+    import torch.nn as nn
+
+    def make_act(name):
+        return getattr(nn, name)()
+
+    class Backbone(nn.Module):
+        def __init__(self, names, act):
+            super().__init__()
+            self.stages = {}
+            for name in names:
+                self.stages[name] = (nn.Conv2d(3, 3, 3), nn.BatchNorm2d(3), make_act(act))
+
+        def forward(self, x):
+            for conv, norm, act in self.stages.values():
+                x = act(norm(conv(x)))
+            return x
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _GROUPS_IN_A_PLAIN_CONTAINER)
+def test_groups_of_layers_added_to_a_plain_container(source: str) -> None:
+    all_rules()
+    result = lint_source(textwrap.dedent(source), "case.py", EngineOptions(rules=(REGISTRY["DL103"],)))
+    assert [(f.code, f.message.split(":")[0]) for f in result.findings] == [
+        (
+            "DL103",
+            f"`self.{'hids' if 'hids' in source else 'stages'}` keeps submodules in a plain "
+            f"{'list' if 'hids' in source else 'dict'}",
+        )
+    ]
+    line = next(
+        n for n, text in enumerate(textwrap.dedent(source).splitlines(), 1) if ".append(" in text or "] = (" in text
+    )
+    assert result.findings[0].line == line
+    assert result.findings[0].fix is None  # each group needs its own ModuleList: no one-line fix
+
+
+_GROUPS_REGISTERED_OR_PLAIN_DATA = [
+    """
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.hids = nn.ModuleList()
+            for n_in, n_out in zip(sizes, sizes[1:]):
+                self.hids.append(nn.ModuleList([nn.Linear(n_in, n_out), nn.ReLU()]))
+
+        def forward(self, x):
+            for lin, act in self.hids:
+                x = act(lin(x))
+            return x
+    """,
+    """
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.body = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])
+            self.specs = []
+            for n_in, n_out in zip(sizes, sizes[1:]):
+                self.specs.append([n_in, n_out, "relu"])
+
+        def forward(self, x):
+            return self.body(x)
+    """,
+]
+
+
+@pytest.mark.parametrize("source", _GROUPS_REGISTERED_OR_PLAIN_DATA)
+def test_registered_groups_and_groups_of_plain_data_are_quiet(source: str) -> None:
+    assert _findings(source, "DL103") == []

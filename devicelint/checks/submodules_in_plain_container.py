@@ -52,7 +52,8 @@ class SubmodulesInPlainContainer(Rule):
     Modules from libraries outside `torch.nn` count too: torchmetrics metrics, torchvision and
     timm layers, `timm.create_model`, torchvision models and `transformers` `from_pretrained`
     models. A plain container whose elements are plain containers of modules (a dict of
-    per-stage dicts of metrics) is reported too, without a fix.
+    per-stage dicts of metrics, groups of layers appended one by one:
+    `self.hids.append([nn.Linear(n, n), act()])`) is reported too, without a fix.
 
     ## Why it is a bug on a GPU
     `nn.Module` registers only submodules assigned directly or held in `nn.ModuleList` /
@@ -166,13 +167,16 @@ class SubmodulesInPlainContainer(Rule):
                 if added is None or attr not in followed:
                     continue
                 site, values, _ = added
-                elements = [k for v in values if (k := _element_kind(ctx, v, attr in called)) and k != "stateless"]
+                # `self.hids.append([nn.Linear(n, n), nn.ReLU()])`: a group of layers is no more
+                # registered than one layer is (and needs its own ModuleList: no fix)
+                elements = [k for v in values if (k := _group_kind(ctx, v, attr in called)) and k != "stateless"]
                 if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
                     if attr in called:
                         yield from self._replicated_by_hand(ctx, facts, site, attr, plain[attr], elements)
                     continue
                 if elements:
-                    yield self._report(ctx, facts, site, attr, plain[attr], elements)
+                    groups = any(container_kind(ctx, v) is not None for v in values)
+                    yield self._report(ctx, facts, site, attr, plain[attr], elements, fixable=not groups)
             for attr, node, helper in handed_references(ctx, facts.node):
                 # `_keep(self, block)` running `model.blocks.append(block)`: filled through the
                 # handed instance, with what every call hands the helper
@@ -193,12 +197,13 @@ class SubmodulesInPlainContainer(Rule):
         container: str,
         elements: list[str],
         problem: str = _UNREGISTERED,
+        fixable: bool = True,
     ) -> Violation:
         parameters = all(kind == "parameter" for kind in elements)
         replacement = (PARAMETER_REPLACEMENT if parameters else REPLACEMENT)[container]
         return self.violation(
             node,
-            fix=_registering_fix(ctx, facts, attr, replacement),
+            fix=_registering_fix(ctx, facts, attr, replacement) if fixable else None,
             attr=attr,
             container=container,
             what="parameters" if parameters else "submodules",
@@ -562,6 +567,15 @@ def _nested_kind(ctx: FileContext, item: cst.BaseExpression, called: bool, depth
             return None
         return next((k for k in inner if k != "stateless"), "stateless")
     return _element_kind(ctx, item, called)
+
+
+def _group_kind(ctx: FileContext, value: cst.BaseExpression, called: bool) -> str | None:
+    """`_element_kind` of a value added to a container, where a group written out (`[nn.Linear(n,
+    n), act()]`) is a module if any of its members is one, whatever the others are."""
+    if container_kind(ctx, value) is None:
+        return _element_kind(ctx, value, called)
+    kinds = {_nested_kind(ctx, member, called, 1) for member in literal_elements(value)}
+    return next((k for k in ("module", "parameter", "stateless") if k in kinds), None)
 
 
 def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
