@@ -213,3 +213,119 @@ _GROUPS_REGISTERED_OR_PLAIN_DATA = [
 @pytest.mark.parametrize("source", _GROUPS_REGISTERED_OR_PLAIN_DATA)
 def test_registered_groups_and_groups_of_plain_data_are_quiet(source: str) -> None:
     assert _findings(source, "DL103") == []
+
+
+_CLOSURES_READING_PLACED_NAMES = [
+    # the indices moved in the enclosing attack, read by the nested objective it calls
+    (
+        "DL116",
+        """
+        import torch
+
+        def attack(model, images, labels, device):
+            labels = labels.to(device)
+
+            def objective(x):
+                one_hot = torch.eye(10)[labels]
+                return (one_hot * x).sum()
+
+            return objective(images)
+        """,
+        "one_hot = ",
+    ),
+    # an optimizer's closure, never called by the file itself: it reads the moved model and batch
+    (
+        "DL101",
+        """
+        import torch
+
+        def fit(model, x, y, steps):
+            model = model.cuda()
+            x, y = x.cuda(), y.cuda()
+            opt = torch.optim.LBFGS(model.parameters())
+
+            def closure():
+                opt.zero_grad()
+                noise = torch.randn(x.shape[0], 1)
+                loss = ((model(x) + noise - y) ** 2).mean()
+                loss.backward()
+                return loss
+
+            for _ in range(steps):
+                opt.step(closure)
+        """,
+        "noise = ",
+    ),
+]
+
+
+@pytest.mark.parametrize(("code", "source", "marker"), _CLOSURES_READING_PLACED_NAMES)
+def test_a_nested_function_reads_the_places_of_its_enclosing_names(code: str, source: str, marker: str) -> None:
+    found = _findings(source, code)
+    line = next(n for n, text in enumerate(textwrap.dedent(source).splitlines(), 1) if marker in text)
+    assert [(c, n) for c, n, _ in found] == [(code, line)]
+
+
+_CLOSURES_THAT_AGREE = [
+    (
+        "DL116",
+        """
+        import torch
+
+        def attack(model, images, labels, device):
+            labels = labels.to(device)
+
+            def objective(x):
+                one_hot = torch.eye(10, device=labels.device)[labels]
+                return (one_hot * x).sum()
+
+            return objective(images)
+        """,
+    ),
+    (
+        "DL101",
+        """
+        import torch
+
+        def fit(model, x, y, steps):
+            model = model.cuda()
+            x, y = x.cuda(), y.cuda()
+            opt = torch.optim.LBFGS(model.parameters())
+
+            def closure():
+                opt.zero_grad()
+                noise = torch.randn(x.shape[0], 1, device=x.device)
+                loss = ((model(x) + noise - y) ** 2).mean()
+                loss.backward()
+                return loss
+
+            for _ in range(steps):
+                opt.step(closure)
+        """,
+    ),
+    # the enclosing function keeps everything on the host
+    (
+        "DL101",
+        """
+        import torch
+
+        def fit(model, x, y, steps):
+            opt = torch.optim.LBFGS(model.parameters())
+
+            def closure():
+                opt.zero_grad()
+                noise = torch.randn(x.shape[0], 1)
+                loss = ((model(x) + noise - y) ** 2).mean()
+                loss.backward()
+                return loss
+
+            for _ in range(steps):
+                opt.step(closure)
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("code", "source"), _CLOSURES_THAT_AGREE)
+def test_closures_whose_tensors_agree_are_quiet(code: str, source: str) -> None:
+    assert _findings(source, code) == []

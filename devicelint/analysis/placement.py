@@ -235,6 +235,8 @@ class _Interpreter(CallEvaluation):
         # fact it got then (`w = torch.tensor(weights)`), for readers that judge the expression itself
         self.bound_values: dict[str, tuple[cst.BaseExpression, Fact]] = {}
         self.bound = bound
+        # a nested function's: what its enclosing function holds in the names it reads
+        self.closure: Env = {}
         self.loop_depth = 0
         # how many `if`s on the device enclose the statement being read, and whether a return
         # sat inside one
@@ -265,6 +267,7 @@ class _Interpreter(CallEvaluation):
     def run(self) -> ScopePlacement:
         scope = self.scope
         if type(scope) is cst.FunctionDef:
+            self.env.update(self.closure)
             self._bind_params(scope)
             self.params = dict(self.env)
             accelerator = module_wide_accelerator_default(self.ctx)

@@ -161,6 +161,7 @@ class CallEvaluation:
     depth: int
     own_place: str | None
     env: Env
+    closure: Env
     bound_values: dict[str, tuple[cst.BaseExpression, Fact]]
     result: ScopePlacement
     receiver: str
@@ -1349,7 +1350,9 @@ class CallEvaluation:
             return Fact(UNKNOWN, instance=name)
         local = self.analysis.nested.get(id(self.scope), {}).get(name)
         if local is not None and name not in self.env:
-            return self._follow(local, call, self._args(call), skip_self=False)
+            args = self._args(call)
+            closure = self.analysis.closure_of(local, self.env)
+            return self._followed_run(local, call, args, skip_self=False, closure=closure)[0]
         functions = self.analysis.functions
         if name in functions:
             args = self._args(call)
@@ -1637,8 +1640,10 @@ class CallEvaluation:
         cls: ClassFacts | None = None,
         placed: bool = True,
         state: tuple[tuple[str, Fact], ...] | None = None,
+        closure: Env | None = None,
     ) -> tuple[Fact, ScopePlacement | None]:
-        """`_follow`'s answer and the run of `func` it comes from (None where none was made)."""
+        """`_follow`'s answer and the run of `func` it comes from (None where none was made);
+        `closure`: what the enclosing function holds, at the call, in the names a nested one reads."""
         if self.depth >= MAX_FOLLOW_DEPTH or func is self.scope:
             return UNKNOWN_FACT, None
         params = list(func.params.posonly_params) + list(func.params.params)
@@ -1690,6 +1695,7 @@ class CallEvaluation:
                 for f in bound.values()
             )
             and params
+            and not closure
         ):
             # Nothing known flows in: the function's own analysis already covers it. What it
             # returns on its inputs' device says nothing here, where the inputs are unknown.
@@ -1716,7 +1722,8 @@ class CallEvaluation:
                         tuple((e.kind, e.where, e.fields is not None) for e in v.elements or ()),
                         is_handed(v),
                     )
-                    for k, v in bound.items()
+                    # (a closure's names apart from the parameters: `^name`)
+                    for k, v in (*bound.items(), *((f"^{k}", v) for k, v in (closure or {}).items()))
                 )
             ),
         )
@@ -1724,6 +1731,7 @@ class CallEvaluation:
         if cached is None:
             owner = cls if cls is not None else self.cls if skip_self or receiver is not None else None
             interpreter = type(self)(self.ctx, self.analysis, func, owner, bound, self.depth + 1)
+            interpreter.closure = closure or {}
             if own_place is None:
                 interpreter.own_place = None  # called while the model is being built, or never moved
             if receiver is not None:

@@ -110,6 +110,8 @@ class Interpreter(Protocol):
     receiver: str
     receiver_class: cst.ClassDef | None
     env: Env
+    # a nested function's: what its enclosing function holds in the names it reads
+    closure: Env
 
     def run(self) -> ScopePlacement: ...
 
@@ -247,10 +249,14 @@ class FileAnalysis:
         }
         # id(function) -> the functions defined in its body, by name (closures it calls)
         self.nested: dict[int, dict[str, cst.FunctionDef]] = {}
+        # id(nested function) -> the function it is defined in
+        self._enclosing: dict[int, cst.FunctionDef] = {}
         for func in ctx.index.of_type(cst.FunctionDef):
             outer = ctx.index.enclosing_function(func)
             if outer is not None and type(ctx.index.parent(ctx.index.parent(func) or func)) is not cst.ClassDef:
                 self.nested.setdefault(id(outer), {})[func.name.value] = func
+                self._enclosing[id(func)] = outer
+        self._free_names: dict[int, frozenset[str]] = {}
         self.scopes: dict[int, ScopePlacement] = {}
         # (function, own place, (handed instance's parameter, its class), argument facts) -> the run
         self.followed: dict[
@@ -672,6 +678,9 @@ class FileAnalysis:
                 if bound is not None:  # a helper every call hands a method's instance
                     cls = self.classes.get(bound[1].name.value)
                 interpreter = self.interpreter(self.ctx, self, node, cls, None, 0)
+                outer = self._enclosing.get(id(node))
+                if outer is not None and type(node) is cst.FunctionDef:
+                    interpreter.closure = self.closure_of(node, self.scope(outer).facts)
                 if bound is not None:
                     interpreter.receiver, interpreter.receiver_class = bound
                 if node is self.ctx.module:
@@ -683,6 +692,18 @@ class FileAnalysis:
                     self._module_run = None
             self.scopes[id(node)] = found
         return found
+
+    def closure_of(self, func: cst.FunctionDef, outer: Env) -> Env:
+        """What `outer` (the enclosing function's facts) holds in the names the nested `func`
+        reads and does not take as parameters (`labels = labels.to(device)` before `def
+        f(x): return eye[labels]`); names of no known place are left out."""
+        free = self._free_names.get(id(func))
+        if free is None:
+            params = func.params
+            own = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+            read = {n.value for n in self.ctx.index.walk(func.body) if type(n) is cst.Name}
+            free = self._free_names[id(func)] = frozenset(read - own)
+        return {name: fact for name in free if (fact := outer.get(name)) is not None and fact != UNKNOWN_FACT}
 
     def returns_of(self, node: cst.FunctionDef) -> Fact | None:
         """What a same-file function returns, analysing it now unless a long chain of calls is
