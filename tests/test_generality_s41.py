@@ -329,3 +329,36 @@ _CLOSURES_THAT_AGREE = [
 @pytest.mark.parametrize(("code", "source"), _CLOSURES_THAT_AGREE)
 def test_closures_whose_tensors_agree_are_quiet(code: str, source: str) -> None:
     assert _findings(source, code) == []
+
+
+@pytest.mark.parametrize(
+    ("loop", "moved"),
+    [
+        # a loader's dict batch spread into the model: a plain dict has no `.to()`
+        (
+            "for batch in loader:\n        out = model(**batch)",
+            'batch = {k: v.to("cuda") if hasattr(v, "to") else v for k, v in batch.items()}',
+        ),
+        # a tokenizer's encoding has one
+        (
+            'for texts in loader:\n        batch = tok(texts, return_tensors="pt")\n        out = model(**batch)',
+            'batch = batch.to("cuda")',
+        ),
+    ],
+)
+def test_the_move_of_a_spread_batch_works_on_what_the_batch_is(loop: str, moved: str) -> None:
+    source = (
+        "def train(model, loader, tok, opt):\n"
+        '    model.to("cuda")\n'
+        f"    {loop}\n"
+        "        out.loss.backward()\n"
+        "        opt.step()\n"
+    )
+    all_rules()
+    result = lint_source(source, "case.py", EngineOptions(rules=(REGISTRY["DL105"],)))
+    (finding,) = result.findings
+    assert finding.message.endswith(f"move it first: `{moved}`")
+    assert finding.fix is not None and finding.fix.description == f"Move it first: `{moved}`"
+    fixed = lint_source(source, "case.py", EngineOptions(rules=(REGISTRY["DL105"],), fix_mode="unsafe"))
+    assert fixed.fixed_source is not None and f"        {moved}\n        out = model(**batch)" in fixed.fixed_source
+    assert lint_source(fixed.fixed_source, "case.py", EngineOptions(rules=(REGISTRY["DL105"],))).findings == ()

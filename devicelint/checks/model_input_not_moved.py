@@ -54,7 +54,10 @@ class ModelInputNotMoved(Rule):
     The fix moves the batch with the device the code already moves the model to: a line
     `x = x.to(device)` just above the statement where the batch first meets the model (so the
     rest of the step uses the moved copy), or `batch[0].to(device)` in place for an item of a
-    batch. It is unsafe: the step then also sends that tensor wherever it went before (a CPU
+    batch. A loader's batch handed on as `model(**batch)` is a mapping (a plain dict from the
+    default collate, which has no `.to()`): its entries are moved one by one, those that have a
+    `.to()` (`batch = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}`); a
+    tokenizer's encoding keeps `.to(device)`. It is unsafe: the step then also sends that tensor wherever it went before (a CPU
     metric, a log) on the device, and a `non_blocking=True` copy may be what the author wants.
     The device is the expression the code moves the model (or the other operand) to: a name
     bound at that point (`device`, `args.device`, `self.device`) or a literal (`"cuda"`). No fix
@@ -131,6 +134,7 @@ class ModelInputNotMoved(Rule):
                 continue
             reported.add(id(meeting.cpu.origin))
             batch = ctx.code_for(meeting.cpu_node)
+            device = _device_for(ctx, meeting) or _device_of_other(ctx, meeting)
             yield self.violation(
                 meeting.cpu_node,
                 fix=_move_batch(ctx, meeting),
@@ -139,12 +143,26 @@ class ModelInputNotMoved(Rule):
                 source='a tokenizer (`return_tensors="pt"` gives CPU tensors)'
                 if meeting.cpu.encoded
                 else "a DataLoader",
-                advice=_move_first(batch, _device_for(ctx, meeting) or _device_of_other(ctx, meeting)),
+                advice=f"move it first: `{_moved(batch, device, _spread_mapping(ctx, meeting))}`",
             )
 
 
 def _move_first(batch: str, device: str) -> str:
-    return f"move it first: `{batch} = {batch}.to({device})`"
+    return f"move it first: `{_moved(batch, device)}`"
+
+
+def _moved(batch: str, device: str, mapping: bool = False) -> str:
+    """The statement that moves a batch; a loader's mapping (`model(**batch)`) is a plain dict,
+    which has no `.to()`: its tensors are moved one by one (a tokenizer's encoding has one)."""
+    if mapping:
+        return f'{batch} = {{k: v.to({device}) if hasattr(v, "to") else v for k, v in {batch}.items()}}'
+    return f"{batch} = {batch}.to({device})"
+
+
+def _spread_mapping(ctx: FileContext, meeting: Meeting) -> bool:
+    """A DataLoader batch handed on as `**batch`: a mapping, from the default collate a dict."""
+    parent = ctx.index.parent(meeting.cpu_node)
+    return type(parent) is cst.Arg and parent.star == "**" and not meeting.cpu.encoded
 
 
 def _loader_like(ctx: FileContext, node: cst.BaseExpression) -> bool:
@@ -172,12 +190,8 @@ def _move_batch(ctx: FileContext, meeting: Meeting) -> FixProposal | None:
     statement = own_line_statement(ctx, node)
     if type(node) is not cst.Name or statement is None:
         return None
-    name = node.value
-    return adding_lines(
-        f"Move it first: `{name} = {name}.to({device})`",
-        False,
-        line_before(ctx, statement, f"{name} = {name}.to({device})"),
-    )
+    moved = _moved(node.value, device, _spread_mapping(ctx, meeting))
+    return adding_lines(f"Move it first: `{moved}`", False, line_before(ctx, statement, moved))
 
 
 def _device_for(ctx: FileContext, meeting: Meeting) -> str | None:
