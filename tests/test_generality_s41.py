@@ -362,3 +362,47 @@ def test_the_move_of_a_spread_batch_works_on_what_the_batch_is(loop: str, moved:
     fixed = lint_source(source, "case.py", EngineOptions(rules=(REGISTRY["DL105"],), fix_mode="unsafe"))
     assert fixed.fixed_source is not None and f"        {moved}\n        out = model(**batch)" in fixed.fixed_source
     assert lint_source(fixed.fixed_source, "case.py", EngineOptions(rules=(REGISTRY["DL105"],))).findings == ()
+
+
+_EVALUATION_UNDER_A_GPU_FLAG = """
+import numpy as np
+import torch
+import torch.nn as nn
+
+train_on_gpu = torch.cuda.is_available()
+model = nn.Linear(4, 2)
+if train_on_gpu:
+    model.cuda()
+
+for data, target in loader:
+    if train_on_gpu:
+        data, target = data.cuda(), target.cuda()
+    _, pred = torch.max(model(data), 1)
+    correct_tensor = pred.eq(target.view_as(pred))
+    CONVERT
+"""
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        "correct = correct_tensor.numpy() if not train_on_gpu else correct_tensor.cpu().numpy()",
+        "correct = correct_tensor.cpu().numpy() if train_on_gpu else correct_tensor.numpy()",
+        "if not train_on_gpu:\n        correct = correct_tensor.numpy()\n    else:\n        correct = correct_tensor.cpu().numpy()",
+        "if args.cpu:\n        correct = correct_tensor.numpy()",
+    ],
+)
+def test_numpy_on_the_branch_a_device_test_takes_without_a_device_is_quiet(convert: str) -> None:
+    assert _findings(_EVALUATION_UNDER_A_GPU_FLAG.replace("CONVERT", convert), "DL108") == []
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        "correct = correct_tensor.numpy()",
+        "correct = correct_tensor.numpy() if train_on_gpu else correct_tensor.cpu().numpy()",
+    ],
+)
+def test_numpy_where_the_model_is_on_the_gpu_is_reported(convert: str) -> None:
+    found = _findings(_EVALUATION_UNDER_A_GPU_FLAG.replace("CONVERT", convert), "DL108")
+    assert [(code, line) for code, line, _ in found] == [("DL108", 16)]

@@ -31,6 +31,7 @@ from devicelint.analysis.placement_facts import (
     UNKNOWN_FACT,
     Fact,
 )
+from devicelint.analysis.placement_values import on_a_host_path
 from devicelint.context import FileContext
 
 __all__ = ["Place", "FileFacts", "file_facts", "Meeting", "Crossing", "Fact", "DeviceId"]
@@ -82,7 +83,11 @@ class FileFacts:
         """On the device: certainly (moved or made there) or, unless `certain`, also where the
         module's parameters or the inputs are."""
         place = self.place_of(expr)
-        return place is Place.DEVICE or (not certain and place is Place.FOLLOWS)
+        if certain:
+            # (the branch a device test takes without an accelerator: `x.numpy() if not use_gpu
+            # else x.cpu().numpy()`, where `x` comes from a model moved under `if use_gpu:`)
+            return place is Place.DEVICE and not on_a_host_path(self.ctx, expr)
+        return place is Place.DEVICE or place is Place.FOLLOWS
 
     def is_module(self, expr: cst.CSTNode) -> bool:
         return self.value(expr).kind == MODULE

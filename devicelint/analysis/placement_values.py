@@ -561,13 +561,37 @@ def on_a_device_path(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
-def tests_availability(ctx: FileContext, test: cst.CSTNode) -> bool:
-    """Whether a test asks the machine for an accelerator (`torch.cuda.is_available()`, also
-    in `use_gpu and torch.backends.mps.is_available()`), not a user's flag."""
-    return any(
-        type(node) is cst.Call and (ctx.qualified_name(node.func) or "").endswith(".is_available")
-        for node in ctx.index.walk(test)
-    )
+def on_a_host_path(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Inside the branch of an `if` or conditional expression of the same function that runs
+    when its device test says no accelerator is used: the body of `if not use_gpu:`, the
+    `else` of `if torch.cuda.is_available():`, `x.numpy()` in `x.numpy() if not train_on_gpu
+    else x.cpu().numpy()`. What the code moves under the same test is on the host there."""
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            uses_device = _holds_with_a_device(ancestor.test, ctx)
+            if uses_device is not None and (child is ancestor.body) != uses_device:
+                return True
+        child = ancestor
+    return False
+
+
+# A flag that, when it holds, keeps the run on the host (`args.cpu`, `args.no_cuda`).
+_HOST_FLAG = re.compile(r"cpu|no_?cuda|no_?gpu|disable")
+
+
+def _holds_with_a_device(test: cst.BaseExpression, ctx: FileContext) -> bool | None:
+    """Whether a device test holds when an accelerator is used (`use_gpu`, `args.cuda`,
+    `torch.cuda.is_available()`) or when none is (`args.cpu`, `not use_gpu`); None for any
+    other test (a comparison, a combination), which this does not judge."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = _holds_with_a_device(test.expression, ctx)
+        return None if inner is None else not inner
+    if type(test) not in (cst.Name, cst.Attribute, cst.Call) or not is_device_guard(test, ctx):
+        return None
+    return not _HOST_FLAG.search(ctx.code_for(test).lower())
 
 
 def _mentions_device(test: cst.CSTNode, ctx: FileContext) -> bool:
