@@ -657,6 +657,25 @@ def module_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
     return None
 
 
+def tensor_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
+    """A host tensor moved to the accelerator on the path of a device test and left on the CPU
+    on the other (`if torch.cuda.is_available(): msa = msa.cuda()`): as for a module, the device
+    the author means is the GPU, where a CPU tensor made beside it fails."""
+    for gpu, other in ((a, b), (b, a)):
+        if (
+            gpu.where == ACCELERATOR
+            and gpu.kind in (DEVICE, UNKNOWN)
+            and gpu.elements is None
+            and gpu.fields is None
+            and not gpu.batch
+            and other.kind == CPU
+            and not other.batch
+            and not other.left_behind
+        ):
+            return Fact(DEVICE, where=ACCELERATOR, device_expr=gpu.device_expr, device=gpu.device)
+    return None
+
+
 def _join_fields(a: Fact, b: Fact, strict: bool, branches: bool) -> Fact:
     """Part by part; an empty dict on one path and the same dict after writes on the other
     (`out = {}` before a loop that fills it) keeps the written parts."""
