@@ -116,6 +116,8 @@ from devicelint.analysis.placement_values import (
     moves_what_it_yields,
     sets_default_device_off_cpu,
     string_value,
+    tensor_on_gpu_branch,
+    tests_availability,
     used_as_settings,
 )
 from devicelint.analysis.stale_aliases import Aliases, moved_in_place, on_accelerator
@@ -579,9 +581,14 @@ class _Interpreter(CallEvaluation):
         if strict:
             # `if torch.cuda.is_available(): model.cuda()`, `if args.cuda_device >= 0:
             # model.cuda()`: on the path that moves it the module is on the GPU, where whatever
-            # the code hands it unmoved on every path fails
+            # the code hands it unmoved on every path fails; a tensor only under a test that
+            # asks the machine (a user's flag may keep tensors apart on purpose)
+            available = tests_availability(self.ctx, stmt.test)
             for name in after_body.keys() & after_else.keys():
-                on_gpu = module_on_gpu_branch(after_body[name], after_else[name])
+                before_join = after_body[name], after_else[name]
+                on_gpu = module_on_gpu_branch(*before_join) or (
+                    tensor_on_gpu_branch(*before_join) if available else None
+                )
                 if on_gpu is not None:
                     self.env[name] = on_gpu
         self.splits = common(body_splits, self.splits)
@@ -1206,7 +1213,10 @@ class _Interpreter(CallEvaluation):
             moved = _tensor_branch(self.ctx, node, body, orelse)
             if moved is not None:
                 return moved
-            return join(body, orelse, is_device_guard(node.test, self.ctx), branches=True)
+            guarded = is_device_guard(node.test, self.ctx)
+            if guarded and (on_gpu := _moved_under_flag(node, body, orelse)) is not None:
+                return on_gpu
+            return join(body, orelse, guarded, branches=True)
         if isinstance(node, (cst.Tuple, cst.List)):
             facts = tuple(
                 self._eval(e.value) if type(e) is not cst.StarredElement else UNKNOWN_FACT for e in node.elements
@@ -1398,6 +1408,10 @@ class _Interpreter(CallEvaluation):
             )
         if receiver.is_tensor and attr in _TENSOR_VIEW_ATTRS:
             return replace(receiver, scalar=False)
+        if _moved_value(receiver) and attr in _TENSOR_VIEW_ATTRS:
+            # `masks.cuda().data`, `h.to(device).T` of a value of unknown kind: only tensors (and
+            # PackedSequence, whose `.data` goes with it) have these views: a tensor where the move sent it
+            return replace(receiver, kind=DEVICE, scalar=False)
         if receiver.kind == DEVICE and attr in _OUTPUT_TENSOR_FIELDS:
             # `model(ids).logits`: no tensor has the field, so the receiver is the model's output object
             return Fact(DEVICE, where=receiver.where, device_expr=receiver.device_expr, device=receiver.device)
@@ -1810,6 +1824,19 @@ def _factory_state(fact: Fact) -> bool:
     return bool(fact.elements) and all(e.from_factory for e in fact.elements or ())
 
 
+def _moved_value(fact: Fact) -> bool:
+    """A value of unknown kind that a move sent to the accelerator (`x.cuda()` of a parameter):
+    no batch, record or container the engine tracks by parts."""
+    return (
+        fact.kind == UNKNOWN
+        and fact.where == ACCELERATOR
+        and not fact.batch
+        and fact.fields is None
+        and fact.elements is None
+        and fact.instance is None
+    )
+
+
 def _host_state(fact: Fact) -> bool:
     """A CPU tensor, or a list of them."""
     if fact.kind == CPU:
@@ -1913,6 +1940,32 @@ def _arithmetic_list(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.List, cst.Tuple)) and all(
         type(e) is not cst.StarredElement and plain(e.value) for e in node.elements
     )
+
+
+def _moved_under_flag(node: cst.IfExp, body: Fact, orelse: Fact) -> Fact | None:
+    """`c.cuda().half() if use_gpu else c.float()`: one value, moved to the accelerator on the
+    path of a device test and kept (or cast) on the other: as for a module moved under
+    `torch.cuda.is_available()`, the device the author means is the GPU."""
+    for moved, kept, fact in ((node.body, node.orelse, body), (node.orelse, node.body, orelse)):
+        root = _value_root(moved)
+        if (
+            root is not None
+            and root == _value_root(kept)
+            and fact.where == ACCELERATOR
+            and fact.kind in (DEVICE, UNKNOWN)
+            and fact.elements is None
+            and fact.fields is None
+            and not fact.batch
+        ):
+            return Fact(DEVICE, where=ACCELERATOR, device_expr=fact.device_expr, device=fact.device)
+    return None
+
+
+def _value_root(node: cst.BaseExpression) -> str | None:
+    """`c` of `c`, `c.float()`, `c.cuda().half()`: the name a chain of method calls starts from."""
+    while type(node) is cst.Call and type(node.func) is cst.Attribute:
+        node = node.func.value
+    return node.value if type(node) is cst.Name else None
 
 
 def _tensor_branch(ctx: FileContext, node: cst.IfExp, body: Fact, orelse: Fact) -> Fact | None:

@@ -281,12 +281,15 @@ class FileAnalysis:
         self._transforms: frozenset[str] | None = None
         index = ctx.index
         for node in index.of_type(cst.Attribute):
+            used = _viewed_name(node) if node.attr.value in TENSOR_ONLY_METHODS else None
             if type(node.value) is cst.Name and (
                 node.attr.value in TENSOR_ONLY_METHODS or _places_new_tensors(index, node)
             ):
+                used = node.value
+            if used is not None:
                 func = index.enclosing_function(node)
                 if func is not None:
-                    self.tensor_uses.setdefault(id(func), []).append((node.value.value, None, None))
+                    self.tensor_uses.setdefault(id(func), []).append((used.value, None, None))
         for call in index.of_type(cst.Call):
             # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
             first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
@@ -896,3 +899,16 @@ def _places_new_tensors(index: NodeIndex, node: cst.Attribute) -> bool:
 _MODULE_ONLY_METHODS = frozenset(
     {"eval", "train", "parameters", "named_parameters", "modules", "named_modules", "children", "state_dict"}
 )
+
+
+# Views only a tensor has (`masks.data`, `w.T`): `masks.data.long()` uses `masks` as a tensor,
+# as `masks.long()` does. Alone they prove nothing (`dataset.data`, a NumPy array's `.T`).
+_TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH"})
+
+
+def _viewed_name(node: cst.Attribute) -> cst.Name | None:
+    """`name` in `name.data.<method>`: the name a tensor-only method reaches through a view."""
+    view = node.value
+    if type(view) is cst.Attribute and view.attr.value in _TENSOR_VIEWS and type(view.value) is cst.Name:
+        return view.value
+    return None

@@ -561,6 +561,15 @@ def on_a_device_path(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
+def tests_availability(ctx: FileContext, test: cst.CSTNode) -> bool:
+    """Whether a test asks the machine for an accelerator (`torch.cuda.is_available()`, also
+    in `use_gpu and torch.backends.mps.is_available()`), not a user's flag."""
+    return any(
+        type(node) is cst.Call and (ctx.qualified_name(node.func) or "").endswith(".is_available")
+        for node in ctx.index.walk(test)
+    )
+
+
 def on_a_host_path(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Inside the branch of an `if` or conditional expression of the same function that runs
     when its device test says no accelerator is used: the body of `if not use_gpu:`, the
@@ -688,6 +697,25 @@ def _unplaced_value(fact: Fact) -> bool:
     """Something the analysis knows nothing of (a loaded checkpoint's entry, a parameter), not
     a batch, a factory's tensor, a container or a settings value."""
     return fact == UNKNOWN_FACT
+
+
+def tensor_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
+    """A host tensor moved to the accelerator on the path of a device test and left on the CPU
+    on the other (`if torch.cuda.is_available(): msa = msa.cuda()`): as for a module, the device
+    the author means is the GPU, where a CPU tensor made beside it fails."""
+    for gpu, other in ((a, b), (b, a)):
+        if (
+            gpu.where == ACCELERATOR
+            and gpu.kind in (DEVICE, UNKNOWN)
+            and gpu.elements is None
+            and gpu.fields is None
+            and not gpu.batch
+            and other.kind == CPU
+            and not other.batch
+            and not other.left_behind
+        ):
+            return Fact(DEVICE, where=ACCELERATOR, device_expr=gpu.device_expr, device=gpu.device)
+    return None
 
 
 def _join_fields(a: Fact, b: Fact, strict: bool, branches: bool) -> Fact:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.attribute_aliases import aliased_values, only_handed_on
+from devicelint.analysis.comprehension_sources import iterated_parameter, kept_receiver
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.facts import file_facts
 from devicelint.analysis.host_modules import HOST
@@ -257,6 +258,15 @@ def _element_kind(ctx: FileContext, node: cst.BaseExpression, called: bool = Fal
         fact = file_facts(ctx).value(node)
         if fact.kind == MODULE and fact.factory is not None and fact.where in (None, HOST):  # built here, not moved
             return "stateless" if fact.factory in PARAMETER_FREE_MODULES else "module"
+        if (iterated := iterated_parameter(ctx, node)) is not None:
+            # `[h.to(device) for h in heads]` in `__init__`: what every construction hands in as `heads`
+            init, param = iterated
+            owner = ctx.index.enclosing_class(init)
+            facts = class_facts(ctx).get(owner.name.value) if owner is not None else None
+            handed = _handed_in(ctx, facts, param, init, called) if facts is not None else None
+            return handed[1][0] if handed is not None else None
+    if (receiver := kept_receiver(node)) is not None:
+        return _element_kind(ctx, receiver, called)  # `head.to(device)`: the module itself
     return None
 
 
