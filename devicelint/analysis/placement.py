@@ -82,6 +82,7 @@ from devicelint.analysis.placement_facts import (
     FACTORIES,
     FOLLOWS,
     MODULE,
+    PARAMETER_FREE_MODULES,
     UNKNOWN,
     UNKNOWN_FACT,
     Fact,
@@ -816,8 +817,11 @@ class _Interpreter(CallEvaluation):
         """The host module whose weights a store swaps for tensors of unknown place
         (`cell.weight_hh.data = gru.weight_hh_l0.data`, `head.weight = embed.weight`): its
         parameters are then wherever those tensors are, so its place is no longer known. A
-        literal (`net.training = False`) or a CPU tensor stored there leaves it on the host."""
-        if type(target) is not cst.Attribute or fact.kind == CPU or _literal(value):
+        literal (`net.training = False`), a CPU tensor or a module built here on the host
+        (`backbone.fc = nn.Identity()`) stored there leaves it on the host."""
+        if type(target) is not cst.Attribute or fact.kind == CPU or is_host_module(fact) or _literal(value):
+            return []
+        if fact.kind == MODULE and fact.factory in PARAMETER_FREE_MODULES:
             return []
         root = root_key(target)
         held = self.env.get(root) if root is not None else None
