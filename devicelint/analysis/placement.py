@@ -82,6 +82,7 @@ from devicelint.analysis.placement_facts import (
     FACTORIES,
     FOLLOWS,
     MODULE,
+    PARAMETER_FREE_MODULES,
     UNKNOWN,
     UNKNOWN_FACT,
     Fact,
@@ -804,6 +805,7 @@ class _Interpreter(CallEvaluation):
                     self._write(target.target, fact, small.value)
                 if not self._tracks(target.target):
                     self.env = released(self.env, hosted_in(fact))  # `trainer.model = model`
+                self.env = released(self.env, self._weights_replaced(target.target, fact, small.value))
                 self._bind(target.target, fact, small.value)
             self.env.update(stale)  # `prompt = x` before `x = x.to(device)` still holds the CPU copy
             if len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
@@ -821,6 +823,20 @@ class _Interpreter(CallEvaluation):
                 self._return(small.value)
         elif isinstance(small, (cst.Assert,)):
             self._eval(small.test)
+
+    def _weights_replaced(self, target: cst.BaseExpression, fact: Fact, value: cst.BaseExpression) -> list[Fact]:
+        """The host module whose weights a store swaps for tensors of unknown place
+        (`cell.weight_hh.data = gru.weight_hh_l0.data`, `head.weight = embed.weight`): its
+        parameters are then wherever those tensors are, so its place is no longer known. A
+        literal (`net.training = False`), a CPU tensor or a module built here on the host
+        (`backbone.fc = nn.Identity()`) stored there leaves it on the host."""
+        if type(target) is not cst.Attribute or fact.kind == CPU or is_host_module(fact) or _literal(value):
+            return []
+        if fact.kind == MODULE and fact.factory in PARAMETER_FREE_MODULES:
+            return []
+        root = root_key(target)
+        held = self.env.get(root) if root is not None else None
+        return [held] if held is not None and is_host_module(held) else []
 
     def _to_own_device(self, move: cst.BaseExpression, fact: Fact) -> bool:
         """`x = x.to(self.weight.device)` in a module's method: moved to wherever the module is."""
@@ -1850,6 +1866,13 @@ def _advanced_index(node: cst.BaseExpression, index: Fact) -> bool:
     if type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp):
         return True
     return index.is_tensor or index == PY_DATA
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    """A value that cannot be a tensor: a number, a string, `True`/`False`/`None`, a list of numbers."""
+    if isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    return (type(node) is cst.Name and node.value in ("True", "False", "None")) or is_literal_data(node)
 
 
 def _root_name(node: cst.CSTNode) -> str | None:

@@ -420,6 +420,11 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
     q(obs).argmax(1).cpu().numpy()` then `obs, reward, done, info = env.step(actions)`, or NumPy
     data handed to a host object's method (`buffer.update_priorities(idx, priorities)`). The
     copy cannot be deferred or accumulated on the device; the host needs it now."""
+    # (`def np_now(x): return x.cpu().numpy()` on one line is a statement suite)
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        returned = statement.body[0]
+        if type(returned) is cst.Return and returned.value is not None and _to_numpy(returned.value):
+            return _feeds_host_calls(ctx, region)
     small = statement.body[0] if type(statement) is cst.SimpleStatementLine else None
     if type(small) is not cst.Assign:
         return False
@@ -452,6 +457,24 @@ def _needed_now(ctx: FileContext, statement: cst.CSTNode, region: StepRegion) ->
         if numpy and type(call.func) is cst.Attribute:
             return True  # `buffer.update_priorities(idx, priorities)` with NumPy priorities
     return False
+
+
+def _feeds_host_calls(ctx: FileContext, region: StepRegion) -> bool:
+    """A helper that returns NumPy data (`def np_now(x): return x.detach().cpu().numpy()`)
+    whose every call in the file hands that data straight to host code (`save_attention(np_now(
+    attn), path)`, `np.save(path, to_np(mel))`), not to a print or log: converting is what the
+    helper is for, and the caller needs the array now."""
+    if not region.is_function:
+        return False
+    calls = [c for c in ctx.index.of_type(cst.Call) if callee(ctx, c) is region.owner]
+    for call in calls:
+        arg = ctx.index.parent(call)
+        outer = ctx.index.parent(arg) if type(arg) is cst.Arg else None
+        if type(outer) is not cst.Call or _display_call(outer):
+            return False
+        if (ctx.qualified_name(outer.func) or "").startswith("torch."):
+            return False
+    return bool(calls)
 
 
 def _host_derived(ctx: FileContext, region: StepRegion, names: set[str]) -> set[str]:

@@ -91,6 +91,11 @@ def _imported_effects(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:
             given = value is not None and not (isinstance(value, cst.Name) and value.value == "None")
             if given != (guard[0] == "+"):
                 continue
+        if kind in _SCALER_KINDS and param in bound and not is_scaler(ctx, bound[param]):
+            # The summary reads any `p.step(x)` as a scaler's: a gym environment stepped with an
+            # action (`env.step(action)`) or a scheduler with a metric is not one, and only the
+            # caller's file tells what it hands there.
+            continue
         # (a scaler call names its scaler parameter: the scaler the caller hands there)
         scaler = dotted_name(bound[param]) if kind in _SCALER_KINDS and param in bound else None
         optimizer = bound.get(unscaled.get(param, "")) if kind == UNSCALE and scaler is not None else None
