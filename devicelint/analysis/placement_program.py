@@ -275,12 +275,13 @@ class FileAnalysis:
         self._transforms: frozenset[str] | None = None
         index = ctx.index
         for node in index.of_type(cst.Attribute):
-            if type(node.value) is cst.Name and (
-                node.attr.value in TENSOR_ONLY_METHODS or _places_new_tensors(index, node)
-            ):
+            used = node.value
+            if node.attr.value in TENSOR_ONLY_METHODS and _autograd_view(used):
+                used = used.value  # type: ignore[attr-defined]  # `masks.data.long()`: `masks` is a tensor
+            if type(used) is cst.Name and (node.attr.value in TENSOR_ONLY_METHODS or _places_new_tensors(index, node)):
                 func = index.enclosing_function(node)
                 if func is not None:
-                    self.tensor_uses.setdefault(id(func), []).append((node.value.value, None, None))
+                    self.tensor_uses.setdefault(id(func), []).append((used.value, None, None))
         for call in index.of_type(cst.Call):
             # `F.cross_entropy(pred.float(), target)`: what a torch function takes is a tensor.
             first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
@@ -859,6 +860,15 @@ class FileAnalysis:
         if self._module_run is not None:
             return self._module_run.env
         return self.scope(self.ctx.module).facts
+
+
+# Attributes only a tensor has that are themselves a tensor (`x.data`, `p.grad`): a tensor-only use
+# of one is a tensor-only use of what it is read from.
+_AUTOGRAD_VIEWS = frozenset({"data", "grad"})
+
+
+def _autograd_view(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Attribute and node.attr.value in _AUTOGRAD_VIEWS and type(node.value) is cst.Name
 
 
 def _places_new_tensors(index: NodeIndex, node: cst.Attribute) -> bool:
