@@ -250,3 +250,85 @@ def test_lengths_from_a_data_view_inline_in_a_module_function() -> None:
     assert [(line, code) for line, code, _ in found] == [(7, "DL118")]
     fixed = LENGTHS_FROM_DATA_VIEW_THROUGH_A_FUNCTION.replace(".sum(1), batch_first", ".sum(1).cpu(), batch_first")
     assert _found(fixed) == []
+
+
+# -- 4. a module's own `cuda()`/`cpu()` doing work of its own is never run by `module.to(device)`
+#       or by a parent module's move (both go through `_apply`); a subclass of a torch layer
+#       (`nn.Dropout`, `nn.Linear`) is a module class (DL112) ---------------------------------
+
+CUDA_OVERRIDE_SETS_A_FLAG = """
+    import torch
+    import torch.nn as nn
+
+
+    class PositionalTable(nn.Module):
+        def __init__(self, n, dim):
+            super().__init__()
+            self.use_cuda = False
+            self.table = nn.Parameter(torch.randn(n, dim))
+
+        def cuda(self, device=None):
+            self.use_cuda = True
+            return super().cuda(device)
+
+        def forward(self, idx):
+            if self.use_cuda:
+                idx = idx.cuda()
+            return self.table[idx]
+"""
+
+CPU_OVERRIDE_ON_A_LINEAR_SUBCLASS = """
+    import torch
+    import torch.nn as nn
+
+
+    class MaskedLinear(nn.Linear):
+        def __init__(self, n_in, n_out):
+            super().__init__(n_in, n_out)
+            self.register_buffer("mask", torch.ones(n_out, n_in))
+            self.device_name = "cuda"
+
+        def cpu(self):
+            super().cpu()
+            for child in self.children():
+                child.cpu()
+            self.device_name = "cpu"
+            return self
+
+        def forward(self, x):
+            return nn.functional.linear(x, self.weight * self.mask, self.bias)
+"""
+
+
+def test_cuda_override_that_sets_a_flag() -> None:
+    assert _found(CUDA_OVERRIDE_SETS_A_FLAG) == [
+        (
+            12,
+            "DL112",
+            "`PositionalTable.cuda()` does work of its own that `module.to(device)` and a parent module's"
+            " `.cuda()` never run: `nn.Module` moves itself and every submodule through `_apply`, and calls no"
+            " submodule's `cuda()`; do that work in an `_apply(self, fn, *args, **kwargs)` override that calls"
+            " `super()._apply`, or where it is used, from the device of the tensors it meets",
+        )
+    ]
+
+
+def test_cuda_override_twin_does_the_work_in_apply() -> None:
+    fixed = CUDA_OVERRIDE_SETS_A_FLAG.replace(
+        "        def cuda(self, device=None):\n            self.use_cuda = True\n            return super().cuda(device)\n",
+        "        def _apply(self, fn, *args, **kwargs):\n            module = super()._apply(fn, *args, **kwargs)\n"
+        "            self.use_cuda = self.table.is_cuda\n            return module\n",
+    )
+    assert fixed != CUDA_OVERRIDE_SETS_A_FLAG
+    assert _found(fixed) == []
+
+
+def test_cuda_override_that_only_hands_on_is_clean() -> None:
+    handed_on = CUDA_OVERRIDE_SETS_A_FLAG.replace("            self.use_cuda = True\n", '            """Move."""\n')
+    assert [code for _, code, _ in _found(handed_on)] == []
+
+
+def test_cpu_override_of_a_torch_layer_subclass() -> None:
+    found = _found(CPU_OVERRIDE_ON_A_LINEAR_SUBCLASS)
+    assert [(line, code) for line, code, _ in found] == [(12, "DL112")]
+    assert found[0][2].startswith("`MaskedLinear.cpu()` does work of its own")

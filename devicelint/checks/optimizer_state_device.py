@@ -657,7 +657,9 @@ class OptimizerStateDevice(Rule):
       (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
       one optimizer per branch from the same parameters, one of them Adagrad
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
-      moves later), or a method of the model's class that builds one from its own
+      moves later), or a class read from a table of optimizer classes the file writes, Adagrad
+      among them (`OPTIMIZERS[cfg.name](params)`, `choices.get(name, SGD)`, a list of
+      `functools.partial`s, or a name bound to such a read), or a method of the model's class that builds one from its own
       `self.parameters()` and returns it (`model.configure_optimizers()`, the one method of that
       name among the file's classes), or such a class built around another optimizer the function built from the
       model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
