@@ -332,3 +332,67 @@ def test_cpu_override_of_a_torch_layer_subclass() -> None:
     found = _found(CPU_OVERRIDE_ON_A_LINEAR_SUBCLASS)
     assert [(line, code) for line, code, _ in found] == [(12, "DL112")]
     assert found[0][2].startswith("`MaskedLinear.cpu()` does work of its own")
+
+
+# -- 5. an RNG state is a CPU ByteTensor: one made where an accelerator is the default device
+#       (a helper every call runs inside `with torch.device("cuda"):`, or after
+#       `set_default_tensor_type`) handed to `set_rng_state` (DL118) ---------------------------
+
+RNG_STATE_IN_A_METHOD_CALLED_UNDER_A_DEVICE_BLOCK = """
+    import torch
+
+
+    class Resumer:
+        def __init__(self, path):
+            self.saved = torch.load(path, map_location="cpu")
+
+        def restore(self):
+            state = torch.as_tensor(self.saved["rng"], dtype=torch.uint8)
+            torch.random.set_rng_state(state)
+
+        def run(self, build):
+            with torch.device("cuda"):
+                model = build()
+                self.restore()
+            return model
+"""
+
+RNG_STATE_UNDER_A_DEFAULT_TENSOR_TYPE = """
+    import torch
+
+
+    def main(saved):
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
+        torch.cuda.set_rng_state(torch.tensor(saved["cuda_rng"], dtype=torch.uint8))
+"""
+
+
+def test_rng_state_made_in_a_helper_only_called_under_a_device_block() -> None:
+    assert _found(RNG_STATE_IN_A_METHOD_CALLED_UNDER_A_DEVICE_BLOCK) == [
+        (
+            11,
+            "DL118",
+            "`set_rng_state` needs `new_state` on the CPU, but `state` is on the device; pass `state.cpu()`",
+        )
+    ]
+
+
+def test_rng_state_twin_made_on_the_host() -> None:
+    fixed = RNG_STATE_IN_A_METHOD_CALLED_UNDER_A_DEVICE_BLOCK.replace(
+        "dtype=torch.uint8)", 'dtype=torch.uint8, device="cpu")'
+    )
+    assert _found(fixed) == []
+
+
+def test_rng_state_helper_also_called_outside_the_block_is_not_judged() -> None:
+    both = RNG_STATE_IN_A_METHOD_CALLED_UNDER_A_DEVICE_BLOCK.replace(
+        "            return model\n", "            self.restore()\n            return model\n"
+    )
+    assert _found(both) == []
+
+
+def test_rng_state_under_a_cuda_default_tensor_type() -> None:
+    found = _found(RNG_STATE_UNDER_A_DEFAULT_TENSOR_TYPE)
+    assert [(line, code) for line, code, _ in found] == [(7, "DL118")]
+    fixed = RNG_STATE_UNDER_A_DEFAULT_TENSOR_TYPE.replace("dtype=torch.uint8)", 'dtype=torch.uint8, device="cpu")')
+    assert _found(fixed) == []

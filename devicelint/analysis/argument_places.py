@@ -20,7 +20,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, default_device_at
+from devicelint.analysis.default_device import (
+    ACCELERATOR_DEFAULT,
+    default_device_at,
+    only_called_under_accelerator_blocks,
+)
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.placement_calls import ignores_default_device
@@ -75,6 +79,9 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
     facts = file_facts(ctx)
     fact = facts.value(expr)
     place = facts.place_of(expr)
+    if place is Place.HOST and type(fact.origin) is cst.Call and _built_on_default_accelerator(ctx, fact.origin):
+        # made by a factory in a helper that every call runs inside a caller's device block
+        return ArgumentPlace(Place.DEVICE)
     if place is not Place.UNKNOWN:
         return ArgumentPlace(place, fact.scalar, fact.batch)
     if fact.kind == UNKNOWN and fact.where == ACCELERATOR and not fact.batch:
@@ -126,7 +133,7 @@ def _built_on_default_accelerator(ctx: FileContext, call: cst.Call) -> bool:
         a.keyword is not None and a.keyword.value == "device" for a in call.args
     ):
         return False
-    return default_device_at(ctx, call).state == ACCELERATOR_DEFAULT
+    return default_device_at(ctx, call).state == ACCELERATOR_DEFAULT or only_called_under_accelerator_blocks(ctx, call)
 
 
 def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:

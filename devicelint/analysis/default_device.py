@@ -361,6 +361,18 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
     return ctx.shared("default_device.called_under_blocks", build)
 
 
+def only_called_under_accelerator_blocks(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Whether the function `node` runs in is called in the file, and every such call is inside a
+    `with torch.device("cuda"):` block (`restore_rng(path)` from the block that builds the run):
+    its factories build on the accelerator, whatever `default_device_at` says of other callers."""
+    scope = _scope_of(ctx, node)
+    under = calls_under_accelerator_blocks(ctx).get(id(scope)) if scope is not ctx.module else None
+    if not under:
+        return False
+    every = [c for c in ctx.index.of_type(cst.Call) if _same_file_callee(ctx, c) is scope]
+    return len(every) == len(under)
+
+
 def _callers(ctx: FileContext) -> dict[int, list[cst.Call]]:
     """Same-file calls of each function of the file (the function's id -> its call sites)."""
 
