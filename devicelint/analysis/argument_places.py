@@ -79,7 +79,12 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
     facts = file_facts(ctx)
     fact = facts.value(expr)
     place = facts.place_of(expr)
-    if place is Place.HOST and type(fact.origin) is cst.Call and _built_on_default_accelerator(ctx, fact.origin):
+    if (
+        place is Place.HOST
+        and type(fact.origin) is cst.Call
+        and only_called_under_accelerator_blocks(ctx, fact.origin)
+        and _built_on_default_accelerator(ctx, fact.origin)
+    ):
         # made by a factory in a helper that every call runs inside a caller's device block
         return ArgumentPlace(Place.DEVICE)
     if place is not Place.UNKNOWN:

@@ -18,6 +18,8 @@ _TABLES = (cst.Dict, cst.List, cst.Tuple)
 def table_choices(ctx: FileContext, callee: cst.BaseExpression) -> list[cst.BaseExpression] | None:
     """Every value `callee` may be when it reads a table of the file, else None."""
     if type(callee) is cst.Name:
+        if callee.value not in ctx.shared("class_tables.read_names", _names_bound_to_reads):
+            return None  # (cheap: no assignment in the file binds the name to a table read)
         values = bindings(ctx, callee.value, callee)
         if not values:
             return None
@@ -26,6 +28,22 @@ def table_choices(ctx: FileContext, callee: cst.BaseExpression) -> list[cst.Base
             return None
         return [entry for c in choices for entry in c or ()]
     return _read_choices(ctx, callee)
+
+
+def _names_bound_to_reads(ctx: FileContext) -> frozenset[str]:
+    """Names some plain assignment of the file binds to a subscript or a `.get(...)` call."""
+    return frozenset(
+        target.target.value
+        for assign in ctx.index.of_type(cst.Assign)
+        if type(assign.value) is cst.Subscript
+        or (
+            type(assign.value) is cst.Call
+            and type(assign.value.func) is cst.Attribute
+            and assign.value.func.attr.value == "get"
+        )
+        for target in assign.targets
+        if type(target.target) is cst.Name
+    )
 
 
 def _read_choices(ctx: FileContext, read: cst.BaseExpression) -> list[cst.BaseExpression] | None:
