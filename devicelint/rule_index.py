@@ -26,7 +26,7 @@ RULES = (
     RuleInfo('DL115', 'generator-on-wrong-device', 'A torch.Generator on one device handed to a sampler, random_split or random factory that draws on another.', True, 'error', 'none', ''),
     RuleInfo('DL116', 'op-arguments-on-different-devices', 'A CPU tensor and a device tensor meet in an op that needs them on one device (CPU table, device indices; CPU clamp bound).', True, 'error', 'none', ''),
     RuleInfo('DL117', 'model-not-moved', 'A module built on the CPU and never moved is called with inputs on the device.', True, 'error', 'none', ''),
-    RuleInfo('DL118', 'host-argument-on-device', 'A device tensor passed where PyTorch takes only a CPU tensor (pack_padded_sequence lengths).', True, 'error', 'none', ''),
+    RuleInfo('DL118', 'host-argument-on-device', 'A device tensor passed where PyTorch takes only a CPU tensor (pack_padded_sequence lengths, an RNG state).', True, 'error', 'none', ''),
     RuleInfo('DL119', 'device-flag-ignored', 'A script parses a GPU index (`--device`) but places tensors with an index-less `.cuda()`.', True, 'error', 'none', ''),
     RuleInfo('DL201', 'dataparallel-as-model-parallelism', 'DataParallel replicates the whole model and splits the batch; it does not split layers across GPUs.', True, 'error', 'none', ''),
     RuleInfo('DL202', 'dataparallel-model-not-on-first-device', 'DataParallel needs the model on `device_ids[0]` before the first forward pass.', True, 'error', 'none', ''),

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.constant_attributes import StoredOnce, module_constant, stored_once
-from devicelint.analysis.default_device import ACCELERATOR_DEFAULT, default_device_at
+from devicelint.analysis.default_device import (
+    ACCELERATOR_DEFAULT,
+    default_device_at,
+    only_called_under_accelerator_blocks,
+)
 from devicelint.analysis.facts import Place, file_facts
 from devicelint.analysis.instance_parameters import instance_binding
 from devicelint.analysis.placement_calls import ignores_default_device
@@ -28,6 +32,7 @@ from devicelint.analysis.placement_classes import self_attribute
 from devicelint.analysis.placement_facts import (
     ACCELERATOR,
     MEETING_METHODS,
+    MODULE,
     PRESERVING_METHODS,
     UNKNOWN,
     UNKNOWN_FACT,
@@ -74,6 +79,14 @@ def _resolve(ctx: FileContext, expr: cst.BaseExpression, depth: int, cache: dict
     facts = file_facts(ctx)
     fact = facts.value(expr)
     place = facts.place_of(expr)
+    if (
+        place is Place.HOST
+        and type(fact.origin) is cst.Call
+        and only_called_under_accelerator_blocks(ctx, fact.origin)
+        and _built_on_default_accelerator(ctx, fact.origin)
+    ):
+        # made by a factory in a helper that every call runs inside a caller's device block
+        return ArgumentPlace(Place.DEVICE)
     if place is not Place.UNKNOWN:
         return ArgumentPlace(place, fact.scalar, fact.batch)
     if fact.kind == UNKNOWN and fact.where == ACCELERATOR and not fact.batch:
@@ -125,7 +138,7 @@ def _built_on_default_accelerator(ctx: FileContext, call: cst.Call) -> bool:
         a.keyword is not None and a.keyword.value == "device" for a in call.args
     ):
         return False
-    return default_device_at(ctx, call).state == ACCELERATOR_DEFAULT
+    return default_device_at(ctx, call).state == ACCELERATOR_DEFAULT or only_called_under_accelerator_blocks(ctx, call)
 
 
 def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
@@ -135,12 +148,36 @@ def _attribute(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
         # a plain helper handed the instance (`_noise_scale(self, idx)` into `def _noise_scale(model, idx)`)
         cls = _handed_instance_class(ctx, expr)
         attr = expr.attr.value if cls is not None else None
-    if attr is None or cls is None:
+    if cls is None:
+        return _handed_module_tensor(ctx, expr)
+    if attr is None:
         return UNKNOWN_PLACE
     stored = stored_once(ctx, cls).get(attr)
     if stored is None or not stored.cpu_tensor:
         return UNKNOWN_PLACE
     return ArgumentPlace(Place.HOST, stored.scalar, attribute=stored)
+
+
+# What a module's own tensors are called; any other attribute of a module may hold anything.
+_MODULE_TENSORS = ("weight", "bias")
+
+
+def _handed_module_tensor(ctx: FileContext, expr: cst.Attribute) -> ArgumentPlace:
+    """`model.embed.weight` in a helper (`init_embeddings(model, seed)`) whose every call hands
+    `model` a module the engine knows is on the accelerator (`SkipGram(...).to(device)`): its
+    weights went with it."""
+    if expr.attr.value not in _MODULE_TENSORS:
+        return UNKNOWN_PLACE
+    root: cst.BaseExpression = expr.value
+    while type(root) is cst.Attribute:
+        root = root.value
+    passed = passed_for(ctx, root) if type(root) is cst.Name else None
+    if not passed:
+        return UNKNOWN_PLACE
+    facts = file_facts(ctx)
+    if all(facts.value(v).kind == MODULE and facts.value(v).where == ACCELERATOR for v in passed):
+        return ArgumentPlace(Place.DEVICE)
+    return UNKNOWN_PLACE
 
 
 def _handed_instance_class(ctx: FileContext, expr: cst.Attribute) -> cst.ClassDef | None:

@@ -361,6 +361,31 @@ def calls_under_accelerator_blocks(ctx: FileContext) -> dict[int, list[tuple[cst
     return ctx.shared("default_device.called_under_blocks", build)
 
 
+def only_called_under_accelerator_blocks(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """Whether the function `node` runs in is called in the file, and every such call is inside a
+    `with torch.device("cuda"):` block (`restore_rng(path)` from the block that builds the run):
+    its factories build on the accelerator, whatever `default_device_at` says of other callers."""
+    blocks = calls_under_accelerator_blocks(ctx)
+    if not blocks:
+        return False  # (cheap: no device block calls a function of the file)
+    scope = _scope_of(ctx, node)
+    under = blocks.get(id(scope)) if scope is not ctx.module else None
+    if not under:
+        return False
+    counts: dict[int, int] = ctx.shared("default_device.call_counts", _call_counts)
+    return counts.get(id(scope), 0) == len(under)
+
+
+def _call_counts(ctx: FileContext) -> dict[int, int]:
+    """How many same-file calls each function of the file has (the function's id -> count)."""
+    counts: dict[int, int] = {}
+    for call in ctx.index.of_type(cst.Call):
+        callee_def = _same_file_callee(ctx, call)
+        if callee_def is not None:
+            counts[id(callee_def)] = counts.get(id(callee_def), 0) + 1
+    return counts
+
+
 def _callers(ctx: FileContext) -> dict[int, list[cst.Call]]:
     """Same-file calls of each function of the file (the function's id -> its call sites)."""
 

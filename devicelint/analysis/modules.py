@@ -7,6 +7,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
+from devicelint.analysis.placement_facts import NN_NON_MODULES
 from devicelint.analysis.vocabulary import MODULE_BASE_SUFFIXES as MODULE_BASE_SUFFIXES
 from devicelint.analysis.vocabulary import MODULE_BASES as MODULE_BASES
 from devicelint.context import FileContext
@@ -58,7 +59,10 @@ def is_library_module_class(qualified: str | None) -> bool:
     """`torchvision.models.resnet.ResNet`, `torchmetrics.Accuracy`: a module class of a library."""
     if not qualified or any(word in qualified for word in NOT_MODULES):
         return False
-    return qualified.startswith(MODULE_LIBRARIES) and qualified.rsplit(".", 1)[-1][:1].isupper()
+    last = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.nn.") and last not in NN_NON_MODULES:
+        return last[:1].isupper()  # `class SeededDropout(nn.Dropout)`: torch's own layers are modules
+    return qualified.startswith(MODULE_LIBRARIES) and last[:1].isupper()
 
 
 def _classes_deriving(

@@ -901,9 +901,9 @@ _MODULE_ONLY_METHODS = frozenset(
 )
 
 
-# Views only a tensor has (`masks.data`, `w.T`): `masks.data.long()` uses `masks` as a tensor,
-# as `masks.long()` does. Alone they prove nothing (`dataset.data`, a NumPy array's `.T`).
-_TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH"})
+# Views only a tensor has (`masks.data`, `p.grad`, `w.T`): `masks.data.long()` uses `masks` as a
+# tensor, as `masks.long()` does. Alone they prove nothing (`dataset.data`, a NumPy array's `.T`).
+_TENSOR_VIEWS = frozenset({"data", "grad", "T", "mT", "H", "mH"})
 
 
 def _viewed_name(node: cst.Attribute) -> cst.Name | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devicelint.analysis.argument_places import passed_for
+from devicelint.analysis.argument_places import passed_for, place_of_argument
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.default_device import (
     ACCELERATOR_DEFAULT,
@@ -74,6 +74,21 @@ _TENSOR_METHODS = frozenset(
     {"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"}
 )
 _TENSOR_FUNCTIONS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
+# `torch.nn.init` fills its `tensor` in place, drawing where it lives, with `generator=` (torch 2.2+).
+_INIT_FUNCTIONS = frozenset(
+    f"torch.nn.init.{name}"
+    for name in (
+        "uniform_",
+        "normal_",
+        "trunc_normal_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "orthogonal_",
+        "sparse_",
+    )
+)
 # torch's own CPU generator (the CUDA ones are `torch.cuda.default_generators[i]`).
 _CPU_DEFAULT_GENERATOR = "torch.default_generator"
 # Seeding functions that return `torch.default_generator` (the CPU one), so
@@ -353,6 +368,8 @@ def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw
         return None
     if qualified in _TENSOR_FUNCTIONS:
         tensor = _argument(call, "input", 0)
+    elif qualified in _INIT_FUNCTIONS:
+        tensor = _argument(call, "tensor", 0)
     elif (
         type(call.func) is cst.Attribute
         and call.func.attr.value in _TENSOR_METHODS
@@ -364,7 +381,7 @@ def _tensor_draw(ctx: FileContext, call: cst.Call, qualified: str) -> RandomDraw
     if tensor is None:
         return None
     facts = file_facts(ctx)
-    place = facts.place_of(tensor)
+    place = place_of_argument(ctx, tensor).place
     stated = facts.value(tensor).device
     if place is Place.HOST:
         draws_on: str | None = CPU

@@ -245,6 +245,11 @@ DIST_COLLECTIVES = frozenset(
 # (qualified name, position after the callee's own arguments, keyword).
 HOST_ONLY_ARGUMENTS: dict[str, tuple[int, str]] = {
     "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
+    # a generator's state is a CPU ByteTensor, whichever device the generator draws on
+    "torch.set_rng_state": (0, "new_state"),
+    "torch.random.set_rng_state": (0, "new_state"),
+    "torch.cuda.set_rng_state": (0, "new_state"),
+    "torch.cuda.random.set_rng_state": (0, "new_state"),
 }
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.attribute_aliases import aliased_values
+from devicelint.analysis.bypassed_movers import bypassed_overrides
 from devicelint.analysis.container_reads import through_containers
 from devicelint.analysis.custom_movers import copied_as_is, moved_attributes, own_movers
 from devicelint.analysis.facts import file_facts
@@ -50,7 +51,11 @@ class CustomToOverrideBroken(Rule):
     own move leaves behind while it moves others: `to()`, `cuda()`, or a method of any name
     that moves two or more attributes in place (`_make_cuda()`, `to_device()`), and also a
     `to()` that returns a new instance and hands it the attribute unmoved
-    (`return Masked(self.data.to(device), self.mask)`).
+    (`return Masked(self.data.to(device), self.mask)`). In an `nn.Module` (a subclass of a
+    torch layer such as `nn.Dropout` included) that overrides neither `_apply` nor `to`, it
+    flags a `cuda()` or `cpu()` override that does work of its own besides handing on to
+    `super()` or to the module's `to()` (rebuilding a generator, setting a flag, moving a
+    plain attribute).
 
     ## Why it is a bug on a GPU
     `obj = obj.to(device)` is the idiom for tensors and modules alike, and `nn.Module.to()`
@@ -59,7 +64,10 @@ class CustomToOverrideBroken(Rule):
     attribute ...`, often far from the override, or only on the machine that takes the GPU
     branch. A hand-written `to()` that lists the attributes to move and forgets one leaves
     that tensor on the CPU, and the first operation that meets it with a moved one fails with
-    `Expected all tensors to be on the same device`.
+    `Expected all tensors to be on the same device`. A module's `cuda()` override runs only
+    when `.cuda()` is called on that very instance: `module.to(device)`, and a parent
+    module's `.cuda()`, move every submodule through `_apply` and never call it, so its work
+    (a CUDA generator, a moved plain attribute) is silently skipped.
 
     ## Example
     ```python
@@ -166,6 +174,9 @@ class CustomToOverrideBroken(Rule):
             else:
                 for gap in module_mover_gaps(ctx, cls, own):
                     yield self._module_gap(gap)
+                for method in bypassed_overrides(ctx, own):
+                    if f"{cls.name.value}.{method.name.value}" not in broken:
+                        yield self._bypassed(cls, method)
         if broken or recorders:
             yield from self._uses(ctx, {**recorders, **broken})
 
@@ -232,6 +243,21 @@ class CustomToOverrideBroken(Rule):
             yield self.violation(
                 call, problem=problem, advice=f"return `self` from {override}, or call it as a statement"
             )
+
+    def _bypassed(self, cls: cst.ClassDef, method: cst.FunctionDef) -> Violation:
+        name = method.name.value
+        return self.violation(
+            method.name,
+            problem=(
+                f"`{cls.name.value}.{name}()` does work of its own that `module.to(device)` and a parent "
+                f"module's `.{name}()` never run: `nn.Module` moves itself and every submodule through "
+                f"`_apply`, and calls no submodule's `{name}()`"
+            ),
+            advice=(
+                "do that work in an `_apply(self, fn, *args, **kwargs)` override that calls `super()._apply`, "
+                "or where it is used, from the device of the tensors it meets"
+            ),
+        )
 
     def _module_gap(self, gap: ModuleMoverGap) -> Violation:
         where = f"{gap.cls_name}.{gap.mover}()"

@@ -45,12 +45,14 @@ class GeneratorOnWrongDevice(Rule):
     a CUDA generator given to `random_split`, `DataLoader(generator=)`, `RandomSampler`,
     `SubsetRandomSampler` or a random factory that draws on the CPU (`torch.randn(...,
     generator=g)` without `device=`), and a CPU generator given to a factory with
-    `device="cuda"`; also in-place sampling (`x.normal_(generator=g)`) and
+    `device="cuda"`; also in-place sampling (`x.normal_(generator=g)`,
+    `torch.nn.init.xavier_uniform_(w, generator=g)`) and
     `torch.multinomial`/`bernoulli`/`poisson` on a tensor that the placement engine knows is
     on the other device. The generator may be written inline or bound to a name or a `self.`
     attribute (`torch.manual_seed(seed)` returns the CPU default generator); the draw's device is
     its `device=` (a helper's `device` parameter: what the file's calls pass), its tensor's
-    device, or the default device.
+    device (a module's `weight`/`bias` read in a helper that every call hands a module moved to
+    the accelerator is there), or the default device.
 
     ## Why it is a bug on a GPU
     Every random kernel checks that its generator is on the device it runs on: `random_split`

@@ -21,17 +21,22 @@ class HostArgumentOnDevice(Rule):
     """
     ## What it does
     Flags a tensor on the accelerator passed where PyTorch only takes a CPU tensor: the
-    `lengths` of `torch.nn.utils.rnn.pack_padded_sequence`. The value counts as on the device
+    `lengths` of `torch.nn.utils.rnn.pack_padded_sequence`, and the state handed to
+    `torch.set_rng_state`/`torch.cuda.set_rng_state` (a CPU `ByteTensor` for either generator).
+    The value counts as on the device
     when the code moved it there (`lengths.cuda()`, a batch moved with `.to(device)` and handed
     to the model), when it travelled with a batch that Lightning moves, when a module's
     `forward` computes it from its own inputs (`lengths = (tokens != pad).sum(1)`), or when a
     factory without `device=` builds it where an accelerator is the default device
     (`torch.tensor(sizes)` after `torch.set_default_tensor_type(torch.cuda.FloatTensor)`, also
-    under `if args.cuda:`), there or in every call of the module that hands it to `forward`.
+    under `if args.cuda:`, or in a helper that every call of the file runs inside a
+    `with torch.device("cuda"):` block), there or in every call of the module that hands it to
+    `forward`.
 
     ## Why it is a bug on a GPU
     Since PyTorch 1.7 packing checks its lengths on the host and fails with `'lengths' argument
-    should be a 1D CPU int64 tensor, but got 1D cuda:0 Long tensor`. On a CPU-only machine
+    should be a 1D CPU int64 tensor, but got 1D cuda:0 Long tensor`; restoring an RNG state
+    from a CUDA tensor fails the type check of `set_state` (a resume path, rarely tested). On a CPU-only machine
     every tensor is on the host, so tests pass and the job dies on its first GPU batch.
 
     ## Example
@@ -61,9 +66,11 @@ class HostArgumentOnDevice(Rule):
 
     code = "DL118"
     name = "host-argument-on-device"
-    summary = "A device tensor passed where PyTorch takes only a CPU tensor (pack_padded_sequence lengths)."
+    summary = (
+        "A device tensor passed where PyTorch takes only a CPU tensor (pack_padded_sequence lengths, an RNG state)."
+    )
     message = "`{callee}` needs `{keyword}` on the CPU, but `{value}` is on the device; pass `{value}.cpu()`"
-    tokens = ("pack_padded_sequence",)
+    tokens = ("pack_padded_sequence", "set_rng_state")
 
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         if cpu_only_script(ctx):

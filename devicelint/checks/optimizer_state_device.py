@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from devicelint.analysis.branches import never_together
+from devicelint.analysis.class_tables import table_choices
 from devicelint.analysis.execution_order import calls_by_scope, init_of
 from devicelint.analysis.imported_helpers import (
     argument_for,
@@ -87,7 +88,7 @@ def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
     """What `call` builds, when it builds an optimizer: `torch.optim.Adagrad`, a class of the file
     that subclasses one (`MADGRAD`), or what a factory parameter holds (`create(params)` where
     every call of the function passes `functools.partial(torch.optim.Adagrad, lr=0.1)`)."""
-    name = _optimizer_type(ctx, call.func)
+    name = _optimizer_type(ctx, call.func) or _table_optimizer(ctx, call.func)
     if name is not None or type(call.func) is not cst.Name:
         return name
     func = ctx.index.enclosing_function(call)
@@ -100,6 +101,17 @@ def _optimizer_class(ctx: FileContext, call: cst.Call) -> str | None:
         for v in passed_arguments(ctx, func, call.func.value)
     }
     return passed.pop() if len(passed) == 1 else None
+
+
+def _table_optimizer(ctx: FileContext, callee: cst.BaseExpression) -> str | None:
+    """The optimizer class a table of the file hands out (`OPTIMIZERS[cfg.name]`), when every
+    entry is one: the entry that creates its state at construction (Adagrad), since that is the
+    choice that fails when the model moves later, else the first."""
+    choices = table_choices(ctx, callee)
+    kinds = [_optimizer_type(ctx, _partial_of(ctx, c)) for c in choices or ()]
+    if not kinds or None in kinds:
+        return None
+    return next((k for k in kinds if k and _state_at_construction(ctx, k) is not None), kinds[0])
 
 
 def _optimizer_type(ctx: FileContext, node: cst.BaseExpression) -> str | None:
@@ -645,7 +657,9 @@ class OptimizerStateDevice(Rule):
       (`functools.partial(torch.optim.Adagrad, lr=0.1)`), or a helper of the file that returns
       one optimizer per branch from the same parameters, one of them Adagrad
       (`make_optimizer(cfg.name, model.parameters(), lr)`: the branch that fails when the model
-      moves later), or a method of the model's class that builds one from its own
+      moves later), or a class read from a table of optimizer classes the file writes, Adagrad
+      among them (`OPTIMIZERS[cfg.name](params)`, `choices.get(name, SGD)`, a list of
+      `functools.partial`s, or a name bound to such a read), or a method of the model's class that builds one from its own
       `self.parameters()` and returns it (`model.configure_optimizers()`, the one method of that
       name among the file's classes), or such a class built around another optimizer the function built from the
       model (`Lookahead(base_optimizer)` cloning `base_optimizer.param_groups` into its slow
