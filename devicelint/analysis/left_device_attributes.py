@@ -76,7 +76,9 @@ def _build(ctx: FileContext) -> list[LeftDevice]:
             if moved is None:
                 continue
             values = init_assignments(ctx, init, attr)
-            if not all(cpu_at_every_construction(ctx, value, init) for value in _live_values(ctx, init, values)):
+            if not values or not all(
+                cpu_at_every_construction(ctx, value, init) for value in _live_values(ctx, init, values)
+            ):
                 continue
             for use in _destination_uses(ctx, lineage, attr, classes):
                 if id(use) not in seen:
@@ -145,9 +147,7 @@ def _live_values(ctx: FileContext, init: cst.FunctionDef, values: list[cst.BaseE
         return unknown
     # the statement read as the expression `constructor_devices` knows: `p if p is not None else D`
     guarded = cst.IfExp(
-        test=cst.Comparison(
-            parameter, [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]
-        ),
+        test=cst.Comparison(parameter, [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]),
         body=parameter,
         orelse=when_none,
     )
@@ -230,23 +230,10 @@ def _move_leaving(
         return None
     for parent in _parents_of(ctx, name, classes):
         parent_lineage = _lineage(ctx, classes[parent])
-        if any(b for b in parent_lineage for b in b.bases if (dotted_name(b.value) or "").endswith("LightningModule")):
-            holder = _construction_in(ctx, parent, name)
-            if holder is not None:
-                return holder, parent
         moved = _move_leaving(ctx, parent, parent_lineage, classes, depth + 1, as_child=True)
         if moved is not None:
             return moved[0], moved[1] or parent
     return None
-
-
-def _construction_in(ctx: FileContext, parent: str, child: str) -> cst.Call | None:
-    return next((c for c in _constructions(ctx, child) if _inside_class(ctx, c, parent)), None)
-
-
-def _inside_class(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
-    cls = ctx.index.enclosing_class(node)
-    return cls is not None and cls.name.value == name
 
 
 def _constructions(ctx: FileContext, name: str) -> list[cst.Call]:
@@ -297,9 +284,7 @@ def _builders_of(ctx: FileContext, name: str) -> set[str]:
         if ctx.index.enclosing_class(function) is not None:
             continue
         returns = ctx.index.returns_of(function)
-        if returns and all(
-            type(r.value) is cst.Call and dotted_name(r.value.func) == name for r in returns
-        ):
+        if returns and all(type(r.value) is cst.Call and dotted_name(r.value.func) == name for r in returns):
             out.add(function.name.value)
     return out
 
@@ -344,7 +329,11 @@ def _device_move(ctx: FileContext, call: cst.Call) -> bool:
     if func.attr.value == "cuda":
         return not (ctx.qualified_name(func) or "").startswith("torch.")
     target = next(
-        (a.value for a in call.args if (a.keyword is None and not a.star) or (a.keyword and a.keyword.value == "device")),
+        (
+            a.value
+            for a in call.args
+            if (a.keyword is None and not a.star) or (a.keyword and a.keyword.value == "device")
+        ),
         None,
     )
     if target is None:
@@ -372,14 +361,43 @@ def _destination_uses(
     for cls in reversed(lineage):
         for method in _functions(cls):
             name = method.name.value
-            if name == "__init__" or name in _OWN_MOVERS or name in names or name == "_apply":
+            if name in _OWN_MOVERS or name in names or name == "_apply" or _builds_only(ctx, lineage, name):
                 continue
             for node in ctx.index.walk(method.body):
                 if type(node) is cst.Attribute and self_attribute(node) in names and _is_destination(ctx, node):
-                    uses.append(node)
+                    if not _registered_state(ctx, node):
+                        uses.append(node)
                 elif type(node) is cst.Call and self_attribute(node.func) in transforms:
                     uses.append(node)
     return sorted(uses, key=ctx.index.position)
+
+
+def _builds_only(ctx: FileContext, lineage: list[cst.ClassDef], name: str) -> bool:
+    """`__init__`, or a method only constructors call (`self._reset()`): it runs before any move."""
+    if name == "__init__":
+        return True
+    calls = [
+        node
+        for cls in lineage
+        for node in ctx.index.walk(cls)
+        if type(node) is cst.Call and self_attribute(node.func) == name
+    ]
+    return bool(calls) and all(
+        (caller := ctx.index.enclosing_function(call)) is not None and caller.name.value == "__init__" for call in calls
+    )
+
+
+def _registered_state(ctx: FileContext, use: cst.CSTNode) -> bool:
+    """`use` builds a buffer or parameter (`register_buffer(...)`, `nn.Parameter(...)`): the
+    module's move takes that along."""
+    for ancestor in ctx.index.ancestors(use):
+        if isinstance(ancestor, (cst.BaseStatement, cst.BaseSmallStatement)):
+            return False
+        if type(ancestor) is cst.Call:
+            spelled = dotted_name(ancestor.func) or ""
+            if spelled.endswith(("register_buffer", "register_parameter", "Parameter")):
+                return True
+    return False
 
 
 def _properties_returning(ctx: FileContext, lineage: list[cst.ClassDef], attr: str) -> set[str]:
@@ -430,14 +448,12 @@ def _device_transforms(
             if target is None or kind not in classes:
                 continue
             handed = [a for a in node.value.args if self_attribute(a.value) in names]
-            if len(handed) == 1 and _moves_to_given(ctx, classes[kind], handed[0], node.value, classes):
+            if len(handed) == 1 and _moves_to_given(ctx, classes[kind], handed[0], node.value):
                 out.add(target)
     return out
 
 
-def _moves_to_given(
-    ctx: FileContext, cls: cst.ClassDef, arg: cst.Arg, call: cst.Call, classes: dict[str, cst.ClassDef]
-) -> bool:
+def _moves_to_given(ctx: FileContext, cls: cst.ClassDef, arg: cst.Arg, call: cst.Call) -> bool:
     """Whether `cls`, built by `call` with `arg`, stores that argument as a device attribute its
     methods move data to."""
     init = methods(cls).get("__init__")
@@ -459,5 +475,4 @@ def _moves_to_given(
             attr = self_attribute(node.targets[0].target)
             if attr is not None and _destination_uses(ctx, [cls], attr, {}):
                 return True
-    del classes
     return False

@@ -63,7 +63,8 @@ class DeviceAttributeLeftBehind(Rule):
     writes the attribute anywhere but its constructor and its own movers (a property setter the
     file assigns), is trusted to refresh it. A parent is a module class that builds the child in
     its `__init__` or whose construction is handed it inline; an instance handed around through
-    other names or other files is not followed.
+    other names or other files is not followed, nor a move the file does not show (a Lightning
+    trainer moving its module).
     """
 
     code = "DL120"
@@ -71,7 +72,7 @@ class DeviceAttributeLeftBehind(Rule):
     summary = "A module moves data to a device attribute fixed to the CPU in `__init__`, which `.to()`/`.cuda()` never update."
     message = (
         "`{use}` sends data to `self.{attr}`, which `{owner}` fixes to the CPU when it is built; "
-        "`{move}` in `{where}` {what}, which never updates that attribute; read the device "
+        "`{move}` {where} {what}, which never updates that attribute; read the device "
         "from a parameter or buffer (`next(self.parameters()).device`) or refresh it in `_apply`"
     )
     tokens = ("device", "dev")
@@ -79,7 +80,7 @@ class DeviceAttributeLeftBehind(Rule):
     def check(self, ctx: FileContext) -> Iterator[Violation]:
         for left in left_device_uses(ctx):
             function = ctx.index.enclosing_function(left.move)
-            where = function.name.value if function is not None else "the module's top level"
+            where = f"in `{function.name.value}`" if function is not None else "at the module's top level"
             what = (
                 f"moves it inside `{left.parent}` through `_apply` (never its own `to()`/`cuda()`)"
                 if left.parent is not None
@@ -98,6 +99,8 @@ class DeviceAttributeLeftBehind(Rule):
 
 def _enclosing_call(ctx: FileContext, use: cst.CSTNode) -> cst.CSTNode:
     """The call `use` is an argument of (`x.to(self.device)`), or `use` itself (a call)."""
+    if type(use) is cst.Call:
+        return use
     arg = ctx.index.parent(use)
     call = ctx.index.parent(arg) if type(arg) is cst.Arg else None
     return call if call is not None else use
