@@ -302,12 +302,16 @@ def test_transform_child_built_on_the_move_target_is_clean() -> None:
 def test_state_built_on_the_attribute_before_the_move_is_clean() -> None:
     # a buffer or parameter made on the attribute (in `__init__` or a helper only it calls) moves
     # with the module; only what is made after the move stays behind
-    built = METRIC_BUILT_BY_HELPER.replace(
-        "            self.proj = nn.Linear(width, 1)\n",
-        "            self.proj = nn.Linear(width, 1)\n            self._reset()\n\n"
-        "        def _reset(self):\n"
-        '            self.register_buffer("total", torch.zeros(1, device=self._dev))\n'
-        "            self.scale = nn.Parameter(torch.ones(1, device=self._dev))\n",
-    ).replace("a = a.to(self._dev)", "a = a.to(self.total.device)").replace("b = b.to(self._dev)", "b = b * self.scale")
+    built = (
+        METRIC_BUILT_BY_HELPER.replace(
+            "            self.proj = nn.Linear(width, 1)\n",
+            "            self.proj = nn.Linear(width, 1)\n            self._reset()\n\n"
+            "        def _reset(self):\n"
+            '            self.register_buffer("total", torch.zeros(1, device=self._dev))\n'
+            "            self.scale = nn.Parameter(torch.ones(1, device=self._dev))\n",
+        )
+        .replace("a = a.to(self._dev)", "a = a.to(self.total.device)")
+        .replace("b = b.to(self._dev)", "b = b * self.scale")
+    )
     assert "register_buffer" in built
     assert _found(built) == []
