@@ -158,7 +158,7 @@ def _refreshed(ctx: FileContext, lineage: list[cst.ClassDef], attr: str) -> bool
     """Whether something after the constructor may rewrite `self.<attr>`: an `_apply` override,
     a write in any method but the constructor and the class's own movers (a property setter
     only where the file assigns the property), or a write through another name (`m._device = d`)."""
-    properties: dict[str, str] = {}
+    properties: set[str] = set()
     for cls in lineage:
         own = methods(cls)
         if "_apply" in own:
@@ -172,7 +172,7 @@ def _refreshed(ctx: FileContext, lineage: list[cst.ClassDef], attr: str) -> bool
             setter = _setter_of(method)
             if setter is None:
                 return True
-            properties[setter] = name
+            properties.add(setter)
     for node in ctx.index.of_type(cst.Assign):
         for target in node.targets:
             written = target.target
