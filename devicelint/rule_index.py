@@ -28,6 +28,7 @@ RULES = (
     RuleInfo('DL117', 'model-not-moved', 'A module built on the CPU and never moved is called with inputs on the device.', True, 'error', 'none', ''),
     RuleInfo('DL118', 'host-argument-on-device', 'A device tensor passed where PyTorch takes only a CPU tensor (pack_padded_sequence lengths, an RNG state).', True, 'error', 'none', ''),
     RuleInfo('DL119', 'device-flag-ignored', 'A script parses a GPU index (`--device`) but places tensors with an index-less `.cuda()`.', True, 'error', 'none', ''),
+    RuleInfo('DL120', 'device-attribute-left-behind', 'A module moves data to a device attribute fixed to the CPU in `__init__`, which `.to()`/`.cuda()` never update.', True, 'error', 'none', ''),
     RuleInfo('DL201', 'dataparallel-as-model-parallelism', 'DataParallel replicates the whole model and splits the batch; it does not split layers across GPUs.', True, 'error', 'none', ''),
     RuleInfo('DL202', 'dataparallel-model-not-on-first-device', 'DataParallel needs the model on `device_ids[0]` before the first forward pass.', True, 'error', 'none', ''),
     RuleInfo('DL203', 'dataparallel-attribute-without-module', "A DataParallel/DDP wrapper hides the model's attributes, and DataParallel replicas lose writes to `self`.", True, 'error', 'unsafe', ''),

@@ -31,6 +31,7 @@ from devicelint.checks import (
     dataparallel_prefer_ddp,  # noqa: F401
     ddp_device_setup,  # noqa: F401
     deprecated_amp_api,  # noqa: F401
+    device_attribute_left_behind,  # noqa: F401
     device_compared_to_string_or_bare_type,  # noqa: F401
     device_flag_ignored,  # noqa: F401
     file_not_analysed,  # noqa: F401
