@@ -755,3 +755,25 @@ CASES = [
 @pytest.mark.parametrize(("source", "expected"), CASES)
 def test_shape(source: str, expected: list[tuple[int, str, str]]) -> None:
     assert _found(source) == expected
+
+
+# a test module builds such wrappers to probe what they accept (kornia's ONNX LightGlue tests
+# hand a host image next to device keypoints): no claim there
+WRAPPER_PROBED_IN_TEST = """
+import torch
+
+from kornia.feature import OnnxLightGlue
+
+
+def test_forward(device):
+    model = OnnxLightGlue(device=device)
+    kpts = torch.zeros(1, 5, 2, device=device)
+    image = torch.zeros(1, 3, 10, 10)
+    outputs = model({"image0": {"keypoints": kpts, "image": image}, "image1": {"keypoints": kpts, "image": image}})
+    assert "matches" in outputs
+"""
+
+
+def test_class_built_with_device_in_a_test_module_is_no_claim() -> None:
+    assert _found(WRAPPER_PROBED_IN_TEST, "tests/feature/test_lightglue_onnx.py") == []
+    assert _found(BUILT_WITH_DEVICE_LOCAL, "tests/test_embed.py") == []

@@ -71,6 +71,7 @@ from devicelint.analysis.placement_facts import (
     moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
+from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.placement_values import (
     DEFAULT_DEVICE_SETTERS,
     LOADER,
@@ -1394,7 +1395,10 @@ class CallEvaluation:
         """An instance of a class from another package built with `device=` a stated
         accelerator (`DetectBackend(weights, device=self.device)`): a model that loads itself
         there, as `Net().to(device)` is. A class only: a function given `device=` may return
-        anything (a tensor, a tuple)."""
+        anything (a tensor, a tuple). Not in a test module: a test builds such wrappers (an ONNX
+        runtime session taking host inputs) to probe what they accept."""
+        if defines_tests(self.ctx.path, self.ctx.module):
+            return None
         qualified = self.ctx.qualified_name(call.func)
         if qualified is None or qualified.split(".", 1)[0] == "torch" or not qualified.rsplit(".", 1)[-1][:1].isupper():
             return None
