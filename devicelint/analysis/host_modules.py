@@ -102,6 +102,26 @@ _CPU_PART_BUILDERS = frozenset(
         "detectron2.modeling.backbone.resnet.build_resnet_backbone",
     }
 )
+# torchaudio transforms that hold buffers of their own (a resampling kernel, a window, a mel
+# filter bank), built on the CPU like any layer; the stateless ones (`AmplitudeToDB`, the
+# maskings, `Vol`) run on whatever they are given, so they are not listed.
+_BUFFERED_AUDIO_TRANSFORMS = frozenset(
+    f"torchaudio.transforms.{name}"
+    for name in (
+        "Resample",
+        "Spectrogram",
+        "InverseSpectrogram",
+        "MelSpectrogram",
+        "MelScale",
+        "InverseMelScale",
+        "MFCC",
+        "LFCC",
+        "GriffinLim",
+        "TimeStretch",
+        "SpectralCentroid",
+        "PitchShift",
+    )
+)
 # Known base classes whose constructors leave the module on the CPU.
 _CPU_BASES = frozenset(
     {
@@ -160,13 +180,14 @@ class HostModuleCall:
 
 def library_model(ctx: FileContext, call: cst.Call) -> str | None:
     """The short name when `call` builds a model with parameters from a library, on the CPU:
-    `torchvision.models.resnet50(...)`, `timm.create_model(...)`, a transformers
+    `torchvision.models.resnet50(...)`, `timm.create_model(...)`, a torchaudio transform with
+    buffers (`Resample`, `MelSpectrogram`), a transformers
     `Auto*.from_pretrained(...)` without `device_map` or quantisation."""
     qualified = ctx.qualified_name(call.func) or ""
     last = qualified.rsplit(".", 1)[-1]
     if is_cpu_model_builder(qualified):
         return last
-    if qualified in _CPU_PART_BUILDERS:
+    if qualified in _CPU_PART_BUILDERS or qualified in _BUFFERED_AUDIO_TRANSFORMS:
         return last
     if qualified.startswith("transformers.") and last in ("from_pretrained", "from_config"):
         owner = qualified.rsplit(".", 2)[-2]

@@ -111,6 +111,7 @@ from devicelint.analysis.placement_values import (
     is_python_data,
     join,
     join_envs,
+    kept_device_holder,
     looks_like_device_name,
     module_on_gpu_branch,
     module_wide_accelerator_default,
@@ -342,6 +343,8 @@ class _Interpreter(CallEvaluation):
         host = numpy_bound_parameters(self.ctx, func, {p.name.value for p in params})
         for param in params:
             name = param.name.value
+            if name in evidence and used_as_settings(self.ctx, func, name):
+                evidence.discard(name)  # `device=config.device` reads a setting, not a tensor's device
             if (annotation_is_tensor(param.annotation, self.ctx) or name in evidence) and name not in host:
                 self.env[name] = Fact(DEVICE, where=FOLLOWS, device_expr=f"{name}.device")
                 self.result.device_params.append(name)
@@ -1044,6 +1047,13 @@ class _Interpreter(CallEvaluation):
             annotation_is_settings(param.annotation) or used_as_settings(self.ctx, self.scope, name)
         )
 
+    def _device_holder_param(self, name: str) -> bool:
+        """A parameter of `__init__` kept whole on the instance and read only for its `.device`
+        (`placement_values.kept_device_holder`)."""
+        if type(self.scope) is not cst.FunctionDef or name in self.env and self.env[name] != UNKNOWN_FACT:
+            return False
+        return kept_device_holder(self.ctx, self.scope, name)
+
     def _module_level(self, name: str) -> bool:
         """A name a function reads from the module's top-level code (a settings object, a
         pipeline, an imported module), not one of its own: it holds no tensor of the function's."""
@@ -1218,8 +1228,11 @@ class _Interpreter(CallEvaluation):
                 return UNKNOWN_FACT
             return fact if fact.is_tensor or fact == NUMBER else UNKNOWN_FACT
         if type(node) is cst.BooleanOperation:
-            self._eval(node.left)
-            self._eval(node.right)
+            left, right = self._eval(node.left), self._eval(node.right)
+            if type(node.operator) is cst.Or and right.kind == DEVICE_VALUE and left.kind in (DEVICE_VALUE, UNKNOWN):
+                # `device or ("cuda:0" if ... else "cpu")`: the caller's device, else the default,
+                # as `device if device is not None else ...` reads
+                return join(left, right, False, branches=True)
             return UNKNOWN_FACT
         if type(node) is cst.Subscript:
             return self._subscript(node)
@@ -1415,6 +1428,7 @@ class _Interpreter(CallEvaluation):
                 type(node.value) is cst.Name
                 and node.value.value not in _CONFIG_NAMES
                 and not self._settings_param(node.value.value)
+                and not self._device_holder_param(node.value.value)
             ):
                 where = FOLLOWS  # a local tensor of unknown placement: wherever it is
             else:

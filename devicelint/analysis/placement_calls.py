@@ -71,6 +71,7 @@ from devicelint.analysis.placement_facts import (
     moves_to_accelerator,
 )
 from devicelint.analysis.placement_program import MAX_FOLLOW_DEPTH
+from devicelint.analysis.placement_scope import defines_tests
 from devicelint.analysis.placement_values import (
     DEFAULT_DEVICE_SETTERS,
     LOADER,
@@ -162,6 +163,8 @@ class CallEvaluation:
     own_place: str | None
     env: Env
     closure: Env
+
+    bound: Env | None  # what a followed run was handed (arguments, a plain instance's state)
     bound_values: dict[str, tuple[cst.BaseExpression, Fact]]
     result: ScopePlacement
     receiver: str
@@ -1088,6 +1091,9 @@ class CallEvaluation:
         imported = self._imported_method_result(call, receiver, method)
         if imported is not None:
             return imported
+        part = self._placed_submodule(receiver, method)
+        if part is not None:
+            return self._module_call(call, part, func)  # `self.nets.features(x)`, `model.encoder(x)`
         owner = self._module_class_of(receiver, method)
         if owner is not None:
             # `cpc.init_hidden(n)` on an instance of a module class of the file: what the method
@@ -1255,6 +1261,22 @@ class CallEvaluation:
             cls = owners[0] if len(owners) == 1 else None
         return cls if cls is not None and method in cls.methods else None
 
+    def _placed_submodule(self, receiver: Fact, attr: str) -> Fact | None:
+        """A submodule of a placed instance of a module class of the file (`self.nets.features`
+        of `self.nets = Nets().to(device)`): a module where the instance is."""
+        if receiver.kind != MODULE or receiver.where not in (FOLLOWS, ACCELERATOR):
+            return None
+        cls = self.analysis.classes.get(receiver.factory or "")
+        if cls is None or attr not in cls.submodules or attr in cls.methods:
+            return None
+        return Fact(
+            MODULE,
+            where=receiver.where,
+            factory=cls.submodules[attr],
+            device=receiver.device,
+            device_expr=receiver.device_expr,
+        )
+
     def _class_level_method(self, receiver: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
         """A static or class method of a class of the file, called on the class itself."""
         if type(receiver) is not cst.Name or receiver.value in self.env:
@@ -1367,8 +1389,36 @@ class CallEvaluation:
             return Fact(MODULE, where=HOST, factory=builder, origin=call)
         if name in self.env:
             return UNKNOWN_FACT
+        built = self._built_on_device(call)
+        if built is not None:
+            return built
         named = _model_like_result(name, args)
         return named if named != UNKNOWN_FACT else self._fed_moved_input(call, name)
+
+    def _built_on_device(self, call: cst.Call) -> Fact | None:
+        """An instance of a class from another package built with `device=` a stated
+        accelerator (`DetectBackend(weights, device=self.device)`): a model that loads itself
+        there, as `Net().to(device)` is. A class only: a function given `device=` may return
+        anything (a tensor, a tuple). Not in a test module: a test builds such wrappers (an ONNX
+        runtime session taking host inputs) to probe what they accept."""
+        if defines_tests(self.ctx.path, self.ctx.module):
+            return None
+        qualified = self.ctx.qualified_name(call.func)
+        if qualified is None or qualified.split(".", 1)[0] == "torch" or not qualified.rsplit(".", 1)[-1][:1].isupper():
+            return None
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if arg is None:
+            return None
+        device = self._fact_of(arg.value)
+        if device.kind != DEVICE_VALUE or device.where != ACCELERATOR:
+            return None
+        return Fact(
+            MODULE,
+            where=ACCELERATOR,
+            factory=qualified.rsplit(".", 1)[-1],
+            device=device.device,
+            device_expr=self.ctx.code_for(arg.value),
+        )
 
     def _fed_moved_input(self, call: cst.Call, name: str) -> Fact:
         """`fn(x.to(device))` where `fn` is a parameter of the function: the caller moves the input
@@ -1802,10 +1852,21 @@ class CallEvaluation:
         `self` (`self._cache = torch.tensor(...)`, `self.model = self.model.to(device)`) is what
         the caller reads after the call: a class is one unit over its methods."""
         static = is_staticmethod(method)
-        returned, run = self._followed_run(method, call, self._args(call), skip_self=not static)
+        returned, run = self._followed_run(
+            method, call, self._args(call), skip_self=not static, state=None if static else self._instance_state()
+        )
         if run is not None and not static:
             self._take_attributes(run)
         return returned
+
+    def _instance_state(self) -> tuple[tuple[str, Fact], ...] | None:
+        """What this run of a plain class's method was handed as its instance's construction
+        state (`Fact.state`), for a `self.helper(...)` it calls to read too (an evaluator's
+        `self.model` from `Evaluator(cfg, model)`, read two methods down)."""
+        if self.cls is not None or not self.bound:
+            return None
+        state = tuple((key[5:], fact) for key, fact in self.bound.items() if key.startswith("self."))
+        return state or None
 
 
 def _number_expression(

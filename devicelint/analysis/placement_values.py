@@ -25,11 +25,13 @@ from devicelint.analysis.placement_facts import (
     FOLLOWS,
     MODULE,
     TENSOR_ANNOTATIONS,
+    TENSOR_ONLY_METHODS,
     UNKNOWN,
     UNKNOWN_FACT,
     Fact,
     moves_to_accelerator,
 )
+from devicelint.analysis.vocabulary import PRESERVING_METHODS
 from devicelint.context import FileContext
 
 # Function and file names of data preparation, where CPU tensors are right.
@@ -161,6 +163,68 @@ def _used_as_settings(ctx: FileContext, function: cst.FunctionDef, name: str) ->
         if parent.attr.value not in _NOT_SETTINGS:
             fields.add(parent.attr.value)
     return len(fields) >= 2
+
+
+# What reading a kept object says it is a tensor: its methods and tensor-only fields.
+_TENSOR_READS = (TENSOR_ONLY_METHODS | PRESERVING_METHODS | _NOT_SETTINGS | {"sum", "mean", "clone", "numpy"}) - {
+    "device"
+}
+
+
+def kept_device_holder(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """A parameter of `__init__` that the instance keeps whole (`self.policy = policy`) and
+    otherwise only reads the `.device` of (`Net().to(policy.device)`): an object that runs
+    somewhere (an agent, a policy, a runner), whose `.device` is where the author means to run,
+    as `trainer.device` is; a tensor the instance keeps is also used as one. Memoised."""
+    memo: dict[tuple[int, str], bool] = ctx.shared("placement.device_holders", lambda c: {})
+    key = (id(function), name)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = function.name.value == "__init__" and _kept_device_holder(ctx, function, name)
+    return found
+
+
+def _kept_device_holder(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    kept: set[str] = set()
+    read = False
+    for node in ctx.index.walk(function.body):
+        if type(node) is not cst.Name or node.value != name:
+            continue
+        parent = ctx.index.parent(node)
+        if type(parent) is cst.Attribute and parent.attr is node:
+            continue  # `self.policy`: a field of that name, not the parameter
+        if type(parent) is cst.Attribute and parent.attr.value == "device":
+            if ctx.index.in_binding_target(parent):
+                return False
+            read = True
+        elif (
+            type(parent) is cst.Assign
+            and parent.value is node
+            and all(type(t.target) is cst.Attribute and dotted_name(t.target.value) == "self" for t in parent.targets)
+        ):
+            kept.update(t.target.attr.value for t in parent.targets if type(t.target) is cst.Attribute)
+        else:
+            return False  # used as anything else: a tensor, a settings bag, a callable
+    cls = ctx.index.parent(ctx.index.parent(function) or function)
+    return bool(kept) and read and type(cls) is cst.ClassDef and not _read_as_tensor(ctx, cls, kept)
+
+
+def _read_as_tensor(ctx: FileContext, cls: cst.ClassDef, attrs: set[str]) -> bool:
+    """Whether a method of the class uses one of `self.<attrs>` as a value (handed on, in
+    arithmetic, indexed) or through what only a tensor has (`self.ref.sum()`, `.shape`), rather
+    than through its own fields and methods (`self.agent.device`, `self.policy.act(obs)`)."""
+    for node in ctx.index.walk(cls):
+        if type(node) is not cst.Attribute or node.attr.value not in attrs or dotted_name(node.value) != "self":
+            continue
+        parent = ctx.index.parent(node)
+        if type(parent) is cst.Attribute and parent.value is node:
+            if parent.attr.value in _TENSOR_READS:
+                return True
+            continue
+        if type(parent) is cst.AssignTarget or ctx.index.in_binding_target(node):
+            continue
+        return True
+    return False
 
 
 def annotation_is_tensor(annotation: cst.Annotation | None, ctx: FileContext | None = None) -> bool:
