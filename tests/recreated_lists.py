@@ -26,7 +26,8 @@ HEADERS = {
         "# runs these as strict xfail. One stem per line; `#` starts a comment.\n"
     ),
 }
-ENTRY = re.compile(r"^(r[a-z]\d+_\w+)\s+#\s*(.*)$")
+ENTRY = re.compile(r"^([a-z]{2}\d+_\w+)\s+#\s*(.*)$")
+SET_HEADER = re.compile(r"^# Set ([a-z]{2})\b")
 
 
 def _comments(paths: list[Path]) -> dict[str, str]:
@@ -37,6 +38,14 @@ def _comments(paths: list[Path]) -> dict[str, str]:
             if match:
                 found.setdefault(match.group(1), match.group(2))
     return found
+
+
+def _set_headers(path: Path) -> dict[str, str]:
+    """Each set's header line as written (`# Set sa (measured before any engine change...)`)."""
+    if not path.is_file():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {m.group(1): line for line in lines if (m := SET_HEADER.match(line))}
 
 
 def _found(bad: Path) -> bool:
@@ -50,7 +59,6 @@ def _found(bad: Path) -> bool:
 
 def main(notes: list[str]) -> None:
     lists = {name: RECREATED / name for name in HEADERS}
-    why = _comments([p for p in lists.values() if p.is_file()]) | {}
     extra = _comments([Path(n) for n in notes])
     failing: dict[str, list[str]] = {"known_misses.txt": [], "known_false_alarms.txt": []}
     for bad in BAD_FILES:
@@ -60,9 +68,12 @@ def main(notes: list[str]) -> None:
         if _findings(bad.with_name(bad.name.replace("_bad.py", "_good.py"))):
             failing["known_false_alarms.txt"].append(stem)
     for name, stems in failing.items():
+        # a stem's comment and a set's header come from the same list (a twin's why is not a miss's)
+        why = _comments([lists[name]]) if lists[name].is_file() else {}
+        headers = _set_headers(lists[name])
         out = [HEADERS[name]]
         for prefix in sorted({s[:2] for s in stems}):
-            out.append(f"\n# Set {prefix}\n")
+            out.append(f"\n{headers.get(prefix, f'# Set {prefix}')}\n")
             for stem in (s for s in stems if s.startswith(prefix)):
                 comment = why.get(stem) or extra.get(stem) or "why: to be read"
                 out.append(f"{stem}  # {comment}\n")
