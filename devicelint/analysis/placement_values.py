@@ -741,20 +741,23 @@ def module_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
     built (or loaded) on the other (`if torch.cuda.is_available(): model.cuda()`, `if
     args.gpu >= 0: model = model.cuda(args.gpu)`): as with `"cuda" if
     torch.cuda.is_available() else "cpu"`, the device the author means is the GPU, where a
-    CPU tensor handed to it fails. Tensors moved the same way stay of no place: a partner
-    moved under any test is then of no place too, so only what no path moves is reported."""
+    CPU tensor handed to it fails. Tensors moved under a user's flag stay of no place (a
+    partner moved under any test is then of no place too, so only what no path moves is
+    reported); `tensor_on_gpu_branch` places those moved under an availability test."""
     for gpu, other in ((a, b), (b, a)):
         if (
-            gpu.where == ACCELERATOR
-            and gpu.kind in (MODULE, UNKNOWN)
-            and gpu.elements is None
-            and gpu.fields is None
+            _moved_whole(gpu, (MODULE, UNKNOWN))
             and other.where in (None, "cpu")
             and (other.kind == MODULE or _unplaced_value(other))
         ):
             kind = MODULE if other.kind == MODULE else gpu.kind
             return Fact(kind, where=ACCELERATOR, factory=other.factory, device=gpu.device)
     return None
+
+
+def _moved_whole(fact: Fact, kinds: tuple[str, ...]) -> bool:
+    """A value of one of `kinds` on the accelerator as a whole (not a container of parts)."""
+    return fact.where == ACCELERATOR and fact.kind in kinds and fact.elements is None and fact.fields is None
 
 
 def _unplaced_value(fact: Fact) -> bool:
@@ -769,10 +772,7 @@ def tensor_on_gpu_branch(a: Fact, b: Fact) -> Fact | None:
     the author means is the GPU, where a CPU tensor made beside it fails."""
     for gpu, other in ((a, b), (b, a)):
         if (
-            gpu.where == ACCELERATOR
-            and gpu.kind in (DEVICE, UNKNOWN)
-            and gpu.elements is None
-            and gpu.fields is None
+            _moved_whole(gpu, (DEVICE, UNKNOWN))
             and not gpu.batch
             and other.kind == CPU
             and not other.batch
