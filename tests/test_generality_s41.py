@@ -406,3 +406,41 @@ def test_numpy_on_the_branch_a_device_test_takes_without_a_device_is_quiet(conve
 def test_numpy_where_the_model_is_on_the_gpu_is_reported(convert: str) -> None:
     found = _findings(_EVALUATION_UNDER_A_GPU_FLAG.replace("CONVERT", convert), "DL108")
     assert [(code, line) for code, line, _ in found] == [("DL108", 16)]
+
+
+@pytest.mark.parametrize(
+    ("loop", "line"),
+    [
+        # a dict's items, keyed by a loop over names
+        (
+            'for key in ["ids", "mask"]:\n        parts[key] = torch.tensor(parts[key]).unsqueeze(0)\n'
+            "        parts[key].to(device)",
+            7,
+        ),
+        # a list's items, by index
+        (
+            "for i in range(len(parts)):\n        parts[i] = torch.from_numpy(parts[i]).float()\n"
+            "        parts[i].cuda()",
+            7,
+        ),
+    ],
+)
+def test_a_move_of_an_item_just_made_a_tensor_is_reported_when_thrown_away(loop: str, line: int) -> None:
+    source = f"import torch\n\n\ndef prepare(parts, device):\n    {loop}\n    return parts\n"
+    found = _findings(source, "DL104")
+    assert [(code, n) for code, n, _ in found] == [("DL104", line)]
+    assert "is not moved; assign it:" in found[0][2]
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        'for key in ["ids", "mask"]:\n        parts[key] = torch.tensor(parts[key])\n'
+        "        parts[key] = parts[key].to(device)",
+        # what the item holds is not known to be a tensor (a module moves in place)
+        'for key in ["enc", "dec"]:\n        parts[key] = build(key)\n        parts[key].to(device)',
+    ],
+)
+def test_an_item_assigned_its_move_or_of_no_known_kind_is_quiet(loop: str) -> None:
+    source = f"import torch\n\n\ndef prepare(parts, device):\n    {loop}\n    return parts\n"
+    assert _findings(source, "DL104") == []

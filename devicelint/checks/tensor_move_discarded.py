@@ -214,6 +214,8 @@ class TensorMoveDiscarded(Rule):
                 creator = _new_tensor_binding(ctx, receiver)
             elif fact.kind == UNKNOWN and type(receiver) is cst.Attribute:
                 creator = _tensor_attribute_creator(ctx, receiver)
+            elif fact.kind == UNKNOWN and type(receiver) is cst.Subscript:
+                creator = _item_just_made(ctx, receiver, statement)
             # `x = torch.tensor(v, device=d)` then `x.to(d)`: the copy would be `x` itself
             made_here = creator is not None and not _created_there(ctx, creator, call)
             if (
@@ -604,6 +606,24 @@ def _new_tensor_binding(ctx: FileContext, receiver: cst.Name) -> cst.Call | None
     assign = ctx.index.parent(target) if type(target) is cst.AssignTarget else None
     if type(assign) is not cst.Assign:
         return None  # unpacked, a loop target, a parameter
+    return _tensor_making_call(ctx, assign.value)
+
+
+def _item_just_made(ctx: FileContext, receiver: cst.Subscript, statement: cst.Expr) -> cst.Call | None:
+    """`d[key] = torch.tensor(d[key])` as the statement just before `d[key].to(device)`, whatever
+    `key` is (a loop over a list of keys): the item is that new tensor; its making call."""
+    line = ctx.index.parent(statement)
+    suite = ctx.index.parent(line) if line is not None else None
+    body = list(suite.body) if isinstance(suite, (cst.IndentedBlock, cst.Module)) else []
+    at = next((i for i, s in enumerate(body) if s is line), 0)
+    before = body[at - 1] if at > 0 else None
+    if type(before) is not cst.SimpleStatementLine or len(before.body) != 1:
+        return None
+    assign = before.body[0]
+    if type(assign) is not cst.Assign or len(assign.targets) != 1:
+        return None
+    if ctx.code_for(assign.targets[0].target) != ctx.code_for(receiver):
+        return None
     return _tensor_making_call(ctx, assign.value)
 
 
