@@ -116,6 +116,8 @@ def _imported_words(view: ProjectView) -> str:
             words.append(".to(device)")  # it moves the model's inputs
         if helper.uses.collectives:
             words.append("all_reduce")  # it hands what it is given to a collective
+        if helper.uses.unmapped_loads:
+            words.append("torch.load")  # it loads with the `map_location` its caller hands, None by default
         if helper.uses.accelerator_tensor:
             words.append("cuda")  # it puts tensors on the GPU (a dataset calling it is DL109's)
     if any(cls.host_only for cls in view.classes.values()):

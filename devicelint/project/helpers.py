@@ -129,6 +129,11 @@ class ParameterUses:
     # (`def save_checkpoint(model, optimizer, epoch, path)`): a caller that hands a
     # `DataParallel`/DDP wrapper saves `module.`-prefixed keys to the path it hands (DL204)
     state_saves: tuple[tuple[str, str, str, int], ...] = ()
+    # (parameter, line) for each `torch.load` handed as `map_location` a parameter that defaults
+    # to `None` and that the function never rebinds (`def load_checkpoint(path, map_location=None):
+    # return torch.load(path, map_location=map_location)`): a caller that leaves it out, or hands
+    # None, restores the tensors to the device they were saved on (DL501)
+    unmapped_loads: tuple[tuple[str, int], ...] = ()
     # the name of its `**kwargs` parameter ("" for none): a keyword argument no other parameter
     # takes binds there; only `host_syncs` speak of it (`update(self, **kwargs)` reading
     # `v.item()` for each `k, v in kwargs.items()`: `logger.update(loss=loss)` reads `loss`)
@@ -155,6 +160,7 @@ class ParameterUses:
             or self.collectives
             or self.accelerator_tensor
             or self.state_saves
+            or self.unmapped_loads
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -198,6 +204,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         ),
         unscales=tuple((str(s), str(o)) for s, o in data.get("unscales", ())),
         state_saves=tuple((str(m), str(k), str(p), int(n)) for m, k, p, n in data.get("state_saves", ())),
+        unmapped_loads=tuple((str(p), int(line)) for p, line in data.get("unmapped_loads", ())),
         var_keyword=str(data.get("var_keyword", "")),
     )
 
@@ -291,6 +298,7 @@ def parameter_uses(
         else (),
         unscales=_unscales(params, own_nodes),
         state_saves=tuple((m, k, p, line + first_line) for m, k, p, line in _state_saves(kept, own_nodes)),
+        unmapped_loads=tuple((p, line + first_line) for p, line in _unmapped_loads(function, own_nodes)),
         var_keyword=var_keyword,
     )
 
@@ -317,6 +325,30 @@ def _keyword_value_syncs(var: str, nodes: list[ast.AST]) -> tuple[tuple[str, str
     found = _host_syncs(carriers, nodes, carried_parameters(nodes, carriers))
     first = min(found, key=lambda e: e[2], default=None)
     return ((var, first[1], first[2]),) if first is not None else ()
+
+
+# `torch.load` under the spellings a module uses for it, with `map_location`'s position.
+_TORCH_LOADS = frozenset({"torch.load", "torch.serialization.load"})
+
+
+def _unmapped_loads(function: ast.FunctionDef, nodes: list[ast.AST]) -> list[tuple[str, int]]:
+    """See `ParameterUses.unmapped_loads`."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip((a.arg for a in positional[len(positional) - len(args.defaults) :]), args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    none = {p for p, d in defaults.items() if isinstance(d, ast.Constant) and d.value is None}
+    rebound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    found = []
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and dotted(node.func) in _TORCH_LOADS):
+            continue
+        given = next((k.value for k in node.keywords if k.arg == "map_location"), None)
+        if given is None and len(node.args) > 1:
+            given = node.args[1]
+        if isinstance(given, ast.Name) and given.id in none - rebound:
+            found.append((given.id, node.lineno))
+    return found
 
 
 def _state_saves(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, str, int]]:

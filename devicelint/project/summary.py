@@ -967,6 +967,7 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
         forwards=tuple(e for e in uses.forwards if e[0] != param),
         unscales=tuple(e for e in uses.unscales if param not in e),
         state_saves=tuple(e for e in uses.state_saves if param not in (e[0], e[2])),
+        unmapped_loads=tuple(e for e in uses.unmapped_loads if e[0] != param),
     )
 
 

@@ -1,0 +1,173 @@
+"""Multi-file shapes of session 41 (helper mf41): a loader helper whose `map_location` parameter
+defaults to `None` and that its callers leave out (DL501), and a mixed-precision optimizer
+wrapper handed to a step function as a parameter, whose scaler the float16 check must see
+(DL301, which cried wolf). Each is tested in other spellings than the re-created projects that
+showed it (`fixtures/projects/resume_helper_map_location_left_out_by_ddp_workers`,
+`optimizer_wrapper_step_unscales_prepared_grads_again`), with a clean twin."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from devicelint.cli import cli
+
+
+def _lint(root: Path, files: dict[str, str], code: str) -> list[tuple[str, int, str, str]]:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["check", "--output-format", "json", "--no-cache", "-j", "1", "--select", code, str(root)]
+    )
+    assert result.exit_code in (0, 1), result.output
+    return sorted(
+        (Path(r["path"]).relative_to(root).as_posix(), r["line"], r["code"], r["message"])
+        for r in json.loads(result.stdout)
+    )
+
+
+def _where(found: list[tuple[str, int, str, str]]) -> list[tuple[str, int, str]]:
+    return [(path, line, code) for path, line, code, _ in found]
+
+
+# -- DL501: a loader helper that leaves `map_location` to its callers -------------------------
+
+CHECKPOINTS = """
+    import torch
+
+
+    def restore(path, map_location=None):
+        return torch.load(path, map_location=map_location)
+
+
+    def restore_positional(path, device=None):
+        state = torch.load(path, device)
+        return state["model"]
+
+
+    def restore_or_host(path, map_location=None):
+        map_location = map_location or "cpu"
+        return torch.load(path, map_location=map_location)
+"""
+
+RESUME = """
+    import torch
+
+    import checkpoints as C
+    from checkpoints import restore_positional
+
+
+    def resume(model, args):
+        state = C.restore(args.resume)
+        model.load_state_dict(state["model"])
+        model.load_state_dict(restore_positional(args.weights, device=None))
+
+
+    def resume_mapped(model, args, device):
+        state = C.restore(args.resume, map_location=device)
+        model.load_state_dict(state["model"])
+        model.load_state_dict(restore_positional(args.weights, "cpu"))
+        model.load_state_dict(C.restore_or_host(args.weights))
+"""
+
+ONE_FILE = """
+    import torch
+
+
+    class Checkpointer:
+        def __init__(self, folder):
+            self.folder = folder
+
+        def load(self, name, map_location=None):
+            return torch.load(f"{self.folder}/{name}", map_location=map_location)
+
+
+    def resume(model, args):
+        ckpt = Checkpointer(args.out)
+        model.load_state_dict(ckpt.load("last.pt"))
+        model.load_state_dict(ckpt.load("best.pt", map_location="cpu"))
+"""
+
+
+def test_dl501_reports_the_calls_that_leave_a_helpers_map_location_none(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"checkpoints.py": CHECKPOINTS, "resume.py": RESUME, "one_file.py": ONE_FILE}, "DL501")
+    assert _where(found) == [
+        ("one_file.py", 15, "DL501"),
+        ("resume.py", 9, "DL501"),
+        ("resume.py", 11, "DL501"),
+    ]
+    assert found[1][3] == (
+        "`C.restore(...)` leaves `map_location` `None`, which `checkpoints.restore` (checkpoints.py:6) hands to "
+        "`torch.load` as `map_location`: a checkpoint saved on a GPU fails on a CPU-only machine or lands on the "
+        'saving GPU; pass `map_location=device` (or "cpu")'
+    )
+    assert "leaves `device` `None`, which `checkpoints.restore_positional` (checkpoints.py:10)" in found[2][3]
+    assert "leaves `map_location` `None`, which `load` hands to `torch.load`" in found[0][3]
+
+
+# -- DL301: the scaler of a wrapper handed in as a parameter -------------------------------
+
+AMP_OPTIMIZER = """
+    import torch
+
+
+    class AmpOptimizer:
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+            self.grad_scaler = torch.amp.GradScaler("cuda")
+
+        def scale_loss(self, loss):
+            return self.grad_scaler.scale(loss)
+
+        def step(self):
+            self.grad_scaler.step(self.optimizer)
+            self.grad_scaler.update()
+
+
+    class PlainOptimizer:
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+
+        def scale_loss(self, loss):
+            return loss
+
+        def step(self):
+            self.optimizer.step()
+"""
+
+STEPS = """
+    import torch
+
+    from amp_optimizer import AmpOptimizer, PlainOptimizer
+
+
+    def step(model, batch, opt):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(batch.cuda()).mean()
+        opt.scale_loss(loss).backward()
+        opt.step()
+
+
+    def plain_step(model, batch, opt):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(batch.cuda()).mean()
+        opt.scale_loss(loss).backward()
+        opt.step()
+
+
+    def train(model, loader):
+        wrapped = AmpOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+        for batch in loader:
+            step(model, batch, wrapped)
+            plain_step(model, batch, PlainOptimizer(torch.optim.SGD(model.parameters(), lr=0.1)))
+"""
+
+
+def test_dl301_sees_the_scaler_of_an_imported_wrapper_handed_in(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"amp_optimizer.py": AMP_OPTIMIZER, "steps.py": STEPS}, "DL301")
+    assert _where(found) == [("steps.py", 17, "DL301")]
