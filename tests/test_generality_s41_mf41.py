@@ -171,3 +171,101 @@ STEPS = """
 def test_dl301_sees_the_scaler_of_an_imported_wrapper_handed_in(tmp_path: Path) -> None:
     found = _lint(tmp_path, {"amp_optimizer.py": AMP_OPTIMIZER, "steps.py": STEPS}, "DL301")
     assert _where(found) == [("steps.py", 17, "DL301")]
+
+
+# -- DL117: a model a plain class keeps on `self`, handed to an imported runner ------------
+
+NETS = """
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.body(x)
+"""
+
+RUNNERS = """
+    class Evaluator:
+        def __init__(self, net, device="cuda"):
+            self.net = net
+            self.device = device
+
+        def run(self, batches):
+            outs = []
+            for batch in batches:
+                feats = {k: v.to(self.device) for k, v in batch.items()}
+                outs.append(self.net(feats))
+            return outs
+
+
+    def predict(model, xs, device):
+        moved = [x.to(device) for x in xs]
+        return model(moved)
+"""
+
+SESSIONS = """
+    import torch
+
+    from nets import Net
+    from runners import Evaluator, predict
+
+
+    class Session:
+        def __init__(self, path):
+            self.path = path
+            self.net = None
+
+        def restore(self):
+            self.net = Net()
+            self.net.load_state_dict(torch.load(self.path, map_location="cpu"))
+
+        def score(self, batches):
+            return Evaluator(self.net).run(batches)
+
+
+    class Service:
+        def __init__(self):
+            self.model = Net()
+
+        def answer(self, xs):
+            return predict(self.model, xs, "cuda")
+
+
+    class MovedSession:
+        def __init__(self, path):
+            self.path = path
+            self.weights = None
+
+        def restore(self):
+            self.weights = Net()
+            self.weights.load_state_dict(torch.load(self.path, map_location="cpu"))
+            self.weights.to("cuda")
+
+        def score(self, batches):
+            return Evaluator(self.weights).run(batches)
+
+
+    class TwoBuilders:
+        def __init__(self):
+            self.backbone = Net().cuda()
+
+        def reset(self):
+            self.backbone = Net()
+
+        def score(self, batches):
+            return Evaluator(self.backbone).run(batches)
+"""
+
+
+def test_dl117_follows_a_model_a_class_keeps_into_an_imported_runner(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"nets.py": NETS, "runners.py": RUNNERS, "sessions.py": SESSIONS}, "DL117")
+    assert _where(found) == [("sessions.py", 18, "DL117"), ("sessions.py", 26, "DL117")]
+    assert found[0][3] == (
+        "`self.net` is built on the CPU and never moved, but `runners.Evaluator` (runners.py:11) runs it on "
+        "inputs it moves to the device, and never moves it; move the model first: `self.net.to(device)`"
+    )
+    assert "`runners.predict` (runners.py:17)" in found[1][3]

@@ -711,14 +711,24 @@ def runs_unmoved(
         first = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
         return not (value.func.attr == "to" and isinstance(first, ast.Name) and first.id in host_devices)
 
+    def _all_moved(value: ast.expr) -> bool:
+        """A moved tensor, or a batch each entry of which is one: `(x.cuda(), y.cuda())`, `{k:
+        torch.from_numpy(v).to(device) for k, v in batch.items()}`."""
+        if isinstance(value, (ast.Tuple, ast.List)):
+            return bool(value.elts) and all(_moves(e) for e in value.elts)
+        if isinstance(value, ast.Dict):
+            return bool(value.values) and all(k is not None and _moves(v) for k, v in zip(value.keys, value.values))
+        if isinstance(value, ast.DictComp):
+            return _moves(value.value)
+        if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+            return _moves(value.elt)
+        return _moves(value)
+
     moved_inputs: set[str] = set()
     left_alone = set(models)
     for node in nodes:
-        if isinstance(node, ast.Assign) and _moves(node.value):
+        if isinstance(node, ast.Assign) and _all_moved(node.value):
             moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
-            if all(_moves(e) for e in node.value.elts):
-                moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
         if isinstance(node, ast.Attribute) and node.attr in _DEVICE_MOVES | {"half", "float", "to_empty"}:
             left_alone.discard(holder(node.value) or "")  # `model.to(device)`: moved here after all
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -737,7 +747,7 @@ def runs_unmoved(
         if model not in left_alone:
             continue
         inputs = [*node.args, *(k.value for k in node.keywords)]
-        if any(_moves(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
+        if any(_all_moved(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
             found.setdefault(model, node.lineno)
     return tuple(sorted(found.items()))
 
