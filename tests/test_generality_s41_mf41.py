@@ -269,3 +269,96 @@ def test_dl117_follows_a_model_a_class_keeps_into_an_imported_runner(tmp_path: P
         "inputs it moves to the device, and never moves it; move the model first: `self.net.to(device)`"
     )
     assert "`runners.predict` (runners.py:17)" in found[1][3]
+
+
+# -- DL308: two methods of an imported optimizer wrapper that both unscale -----------------
+
+WRAPPERS = """
+    import torch
+
+
+    class AmpWrapper:
+        def __init__(self, optimizer):
+            self.optim = optimizer
+            self.loss_scaler = torch.amp.GradScaler("cuda")
+
+        def clip_grads(self, params):
+            self.loss_scaler.unscale_(self.optim)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+
+        def apply(self, params):
+            self.clip_grads(params)
+            self.loss_scaler.step(self.optim)
+            self.loss_scaler.update()
+
+        def finish(self):
+            self.loss_scaler.step(self.optim)
+            self.loss_scaler.update()
+
+
+    class GanWrapper:
+        def __init__(self, opt_g, opt_d):
+            self.opt_g = opt_g
+            self.opt_d = opt_d
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def unscale_generator(self):
+            self.scaler.unscale_(self.opt_g)
+
+        def step_discriminator(self):
+            self.scaler.unscale_(self.opt_d)
+            self.scaler.step(self.opt_d)
+            self.scaler.update()
+"""
+
+LOOPS = """
+    import torch
+
+    from wrappers import AmpWrapper, GanWrapper
+
+
+    def train(model, loader, cfg):
+        w = AmpWrapper(torch.optim.AdamW(model.parameters()))
+        for x in loader:
+            w.loss_scaler.scale(model(x.cuda()).mean()).backward()
+            w.clip_grads(model.parameters())
+            w.apply(model.parameters())
+
+
+    def train_clipping_sometimes(model, loader, cfg):
+        w = AmpWrapper(torch.optim.AdamW(model.parameters()))
+        for x in loader:
+            w.loss_scaler.scale(model(x.cuda()).mean()).backward()
+            if cfg.clip:
+                w.clip_grads(model.parameters())
+            w.apply(model.parameters())
+
+
+    def train_right(model, loader, cfg):
+        w = AmpWrapper(torch.optim.AdamW(model.parameters()))
+        for x in loader:
+            w.loss_scaler.scale(model(x.cuda()).mean()).backward()
+            if cfg.clip:
+                w.clip_grads(model.parameters())
+                w.finish()
+            else:
+                w.apply(model.parameters())
+
+
+    def train_gan(gen, disc, loader):
+        g = GanWrapper(torch.optim.Adam(gen.parameters()), torch.optim.Adam(disc.parameters()))
+        for x in loader:
+            g.scaler.scale(disc(gen(x.cuda())).mean()).backward()
+            g.unscale_generator()
+            g.step_discriminator()
+"""
+
+
+def test_dl308_two_unscaling_methods_of_an_imported_wrapper(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"wrappers.py": WRAPPERS, "loops.py": LOOPS}, "DL308")
+    assert _where(found) == [("loops.py", 12, "DL308"), ("loops.py", 21, "DL308")]
+    assert found[0][3] == (
+        "`w.apply(model.parameters())` unscales `w.optim` a second time since the last `update()` (first at "
+        "`w.clip_grads(model.parameters())`): it raises `RuntimeError: unscale_() has already been called on this "
+        "optimizer since the last update()`; unscale once per step"
+    )

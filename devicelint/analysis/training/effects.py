@@ -65,8 +65,8 @@ def _imported_method_effects(ctx: FileContext, call: cst.Call, func: cst.Attribu
     if owner is None or cls is None:
         return ()
     return tuple(
-        Effect(kind, call, f"{owner}.{scaler}" if scaler else None, conditional)
-        for method, kind, scaler, conditional in cls.step_effects
+        Effect(kind, call, f"{owner}.{scaler}" if scaler else None, conditional, f"{owner}.{opt}" if opt else None)
+        for method, kind, scaler, conditional, opt in cls.step_effects
         if method == func.attr.value
     )
 
