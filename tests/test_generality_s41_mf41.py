@@ -362,3 +362,68 @@ def test_dl308_two_unscaling_methods_of_an_imported_wrapper(tmp_path: Path) -> N
         "`w.clip_grads(model.parameters())`): it raises `RuntimeError: unscale_() has already been called on this "
         "optimizer since the last update()`; unscale once per step"
     )
+
+
+# -- DL102: a list of tensors cached on the first input's device ---------------------------
+
+CACHES = """
+    import torch
+    from torch import nn
+
+
+    class Anchors(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.sizes = sizes
+            self.cell_anchors = None
+
+        def _make(self, size, device):
+            return torch.tensor([-size, -size, size, size], dtype=torch.float32, device=device) / 2
+
+        def _set(self, device):
+            if self.cell_anchors is not None:
+                return
+            self.cell_anchors = [self._make(s, device) for s in self.sizes]
+
+        def forward(self, feats):
+            self._set(feats[0].device)
+            return [f.flatten(1)[:, :4] + a for f, a in zip(feats, self.cell_anchors)]
+
+
+    class Grids(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.n = n
+            self.grids = None
+
+        def forward(self, x):
+            if self.grids is None:
+                self.grids = [torch.zeros(4, device=x.device), torch.ones(4, device=x.device)]
+            return x + self.grids[0] * self.grids[1]
+
+
+    class CheckedAnchors(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.sizes = sizes
+            self.anchors = None
+
+        def forward(self, feats):
+            device = feats[0].device
+            if self.anchors is not None and self.anchors[0].device == device:
+                pass
+            else:
+                self.anchors = [torch.full((4,), float(s), device=device) for s in self.sizes]
+            return [f.flatten(1)[:, :4] + a for f, a in zip(feats, self.anchors)]
+"""
+
+
+def test_dl102_a_list_cached_on_the_first_inputs_device(tmp_path: Path) -> None:
+    found = _lint(tmp_path, {"caches.py": CACHES}, "DL102")
+    assert _where(found) == [("caches.py", 10, "DL102"), ("caches.py", 29, "DL102")]
+    assert found[0][3] == (
+        "`self.cell_anchors` starts empty and caches a list of tensors made on the inputs' device the first time "
+        "a method runs (while `self.cell_anchors` is None), as a plain attribute: moving the model afterwards "
+        "(`.to()`, `.cpu()` for inference) never moves the cache, which stays on the old device; rebuild it when "
+        "the device changes (`if self.cell_anchors is None or self.cell_anchors[0].device != device:`)"
+    )
