@@ -91,6 +91,9 @@ ONE_FILE = """
         ckpt = Checkpointer(args.out)
         model.load_state_dict(ckpt.load("last.pt"))
         model.load_state_dict(ckpt.load("best.pt", map_location="cpu"))
+        states = ckpt.load("rng.pkl")  # RNG states and a sampler: no device tensors, not reported
+        torch.set_rng_state(states["torch"])
+        args.loader.set_sampler(ckpt.load("sampler.bin"))
 """
 
 

@@ -33,10 +33,12 @@ class UnmappedCall:
 
 def unmapped_calls(ctx: FileContext) -> Iterator[UnmappedCall]:
     """Every call of a loader helper (of the file or of the project) that binds nothing but
-    `None` to the parameter the helper hands `torch.load` as `map_location`."""
+    `None` to the parameter the helper hands `torch.load` as `map_location`, and whose result
+    goes to a `load_state_dict` (a checkpoint: a generic loader also reads samplers and RNG
+    states, which hold no device tensors)."""
     for call, helper, bound in imported_calls(ctx):
         for param, line in helper.uses.unmapped_loads:
-            if _left_none(bound.get(param)):
+            if _left_none(bound.get(param)) and _loads_state_from(ctx, call):
                 yield UnmappedCall(call, helper.qualified, param, f"{helper.path}:{line}")
     local = ctx.shared("unmapped_loads.local", _local_loaders)
     if not local:
@@ -48,8 +50,40 @@ def unmapped_calls(ctx: FileContext) -> Iterator[UnmappedCall]:
             continue
         bound = bound_arguments(ctx, function, call)
         for param in found:
-            if bound is not None and _left_none(bound.get(param)):
+            if bound is not None and _left_none(bound.get(param)) and _loads_state_from(ctx, call):
                 yield UnmappedCall(call, function.name.value, param, "")
+
+
+def _loads_state_from(ctx: FileContext, call: cst.Call) -> bool:
+    """`model.load_state_dict(load_checkpoint(p))`, or the result bound to a name of which a part
+    goes to one (`ckpt = load_checkpoint(p)`, then `model.load_state_dict(ckpt["model"])`)."""
+    if _into_load_state_dict(ctx, call):
+        return True
+    holder = ctx.index.parent(call)
+    targets = holder.targets if type(holder) is cst.Assign and holder.value is call else ()
+    if len(targets) != 1 or type(targets[0].target) is not cst.Name:
+        return False
+    name = targets[0].target.value
+    scope = ctx.index.enclosing_function(call) or ctx.module
+    return any(
+        node.value == name and _into_load_state_dict(ctx, node)
+        for node in ctx.index.within(scope, cst.Name)
+        if node is not targets[0].target
+    )
+
+
+def _into_load_state_dict(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """`node`, or a subscript of it, is what a `.load_state_dict(...)` call is handed."""
+    parent = ctx.index.parent(node)
+    while type(parent) is cst.Subscript and parent.value is node:
+        node, parent = parent, ctx.index.parent(parent)
+    call = ctx.index.parent(parent) if type(parent) is cst.Arg else None
+    return (
+        type(call) is cst.Call
+        and type(call.func) is cst.Attribute
+        and call.func.attr.value == "load_state_dict"
+        and any(arg.value is node for arg in call.args)
+    )
 
 
 def _left_none(given: cst.BaseExpression | None) -> bool:

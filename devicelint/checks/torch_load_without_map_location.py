@@ -142,8 +142,9 @@ class TorchLoadWithoutMapLocation(Rule):
     A loader helper that hands `torch.load` its own `map_location` parameter, `None` by default
     and never rebound (`def load_checkpoint(path, map_location=None): return torch.load(path,
     map_location=map_location)`), is right as written: the rule reports each call of it that
-    leaves that parameter out or hands `None`, in the file or in another module of the project
-    (see the project index), with no fix.
+    leaves that parameter out or hands `None` and hands what it loads (or a part of it) to a
+    `load_state_dict` (a checkpoint; such a generic loader also reads samplers and RNG states),
+    in the file or in another module of the project (see the project index), with no fix.
     """
 
     code = "DL501"
