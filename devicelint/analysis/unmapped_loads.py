@@ -36,7 +36,8 @@ def unmapped_calls(ctx: FileContext) -> Iterator[UnmappedCall]:
     `None` to the parameter the helper hands `torch.load` as `map_location`, and whose result
     goes to a `load_state_dict` (a checkpoint: a generic loader also reads samplers and RNG
     states, which hold no device tensors)."""
-    for call, helper, bound in imported_calls(ctx):
+    imported = any(helper.uses.unmapped_loads for helper in ctx.project.helpers.values())
+    for call, helper, bound in imported_calls(ctx) if imported else ():
         for param, line in helper.uses.unmapped_loads:
             if _left_none(bound.get(param)) and _loads_state_from(ctx, call):
                 yield UnmappedCall(call, helper.qualified, param, f"{helper.path}:{line}")
