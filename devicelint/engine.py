@@ -116,6 +116,8 @@ def _imported_words(view: ProjectView) -> str:
             words.append(".to(device)")  # it moves the model's inputs
         if helper.uses.collectives:
             words.append("all_reduce")  # it hands what it is given to a collective
+        if helper.uses.unmapped_loads:
+            words.append("torch.load")  # it loads with the `map_location` its caller hands, None by default
         if helper.uses.accelerator_tensor:
             words.append("cuda")  # it puts tensors on the GPU (a dataset calling it is DL109's)
     if any(cls.host_only for cls in view.classes.values()):
@@ -124,6 +126,8 @@ def _imported_words(view: ProjectView) -> str:
         words.append("torchmetrics")  # an imported class keeps a metric it feeds
     if any(cls.step_effects for cls in view.plain_classes.values()):
         words.append("backward")  # an imported trainer class runs the step
+    if any(e[1] == "unscale" for cls in view.plain_classes.values() for e in cls.step_effects):
+        words.append("unscale")  # and unscales its gradients
     if any(place == "device-tensor" for cls in view.plain_classes.values() for _, place in cls.method_places):
         words.append("cuda")  # an imported class's method returns a GPU tensor (a dataset inheriting it is DL109's)
     if any(cls.state_loads for cls in view.plain_classes.values()):

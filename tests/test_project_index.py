@@ -1034,13 +1034,13 @@ def test_the_step_calls_a_trainer_class_s_methods_make() -> None:
         "        self.opt.zero_grad()\n"
     )
     assert summarise(text, "engine").classes["Engine"].step_effects == (
-        ("backward", "scaled_backward", "loss_scaler", False),
-        ("finish", "unscale", "loss_scaler", True),
-        ("finish", "clip", "", True),
-        ("finish", "scaler_step", "loss_scaler", False),
-        ("finish", "update", "loss_scaler", False),
-        ("_apply_step", "scaler_step", "loss_scaler", False),
-        ("_apply_step", "update", "loss_scaler", False),
+        ("backward", "scaled_backward", "loss_scaler", False, ""),
+        ("finish", "unscale", "loss_scaler", True, "opt"),
+        ("finish", "clip", "", True, ""),
+        ("finish", "scaler_step", "loss_scaler", False, ""),
+        ("finish", "update", "loss_scaler", False, ""),
+        ("_apply_step", "scaler_step", "loss_scaler", False, ""),
+        ("_apply_step", "update", "loss_scaler", False, ""),
     )
 
 
@@ -1328,9 +1328,9 @@ def test_a_class_s_step_calls_are_those_on_its_scaler_and_optimizer_only() -> No
         "        self.optim.step()\n"
     )
     assert summarise(text, "loop").classes["Loop"].step_effects == (
-        ("tick", "scaler_step", "amp", False),
-        ("tick", "update", "amp", False),
-        ("tick", "optimizer_step", "optim", False),
+        ("tick", "scaler_step", "amp", False, ""),
+        ("tick", "update", "amp", False, ""),
+        ("tick", "optimizer_step", "optim", False, ""),
     )
 
 

@@ -158,7 +158,7 @@ def _in_place_use(ctx: FileContext, node: cst.CSTNode) -> bool:
         return True
     if type(parent) is cst.Arg:
         call = index.parent(parent)
-        return type(call) is cst.Call and keeps_arguments_in_place(ctx, call)
+        return type(call) is cst.Call and (keeps_arguments_in_place(ctx, call) or _run_unmoved(ctx, call, parent))
     if type(parent) is not cst.Attribute or parent.value is not node:
         return False  # returned, stored elsewhere, handed to a function: it may be moved there
     top: cst.CSTNode = parent
@@ -177,6 +177,19 @@ def _in_place_use(ctx: FileContext, node: cst.CSTNode) -> bool:
             call = index.parent(above)
             return type(call) is cst.Call and keeps_arguments_in_place(ctx, call)
         return True  # a part read (`self.model.fc.out_features`) or replaced (`self.model.fc = nn.Identity()`)
+
+
+def _run_unmoved(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> bool:
+    """`Predictor(self.model, ...)` of a function or class of another project module that runs
+    what it is handed there and never moves, rebinds or hands it on (`runs_unmoved`): the model
+    stays where it is."""
+    name = dotted_name(call.func)
+    helper = ctx.project.helpers.get(name) if name is not None else None
+    if helper is None or any(a.star for a in call.args):
+        return False
+    keyword = arg.keyword.value if arg.keyword is not None else None
+    param = helper.uses.parameter_at(call.args.index(arg) if keyword is None else None, keyword)
+    return param is not None and any(p == param for p, _ in helper.uses.runs_unmoved)
 
 
 def _hands_on_self(ctx: FileContext, cls: cst.ClassDef) -> bool:

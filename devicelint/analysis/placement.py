@@ -1476,7 +1476,7 @@ class _Interpreter(CallEvaluation):
     def _kept_on_host(self, attr: str) -> bool:
         """Whether a plain class's `self.<attr>`, a module `__init__` left on the CPU, stays there
         for every method (`analysis/held_models.py`)."""
-        if type(self.scope) is not cst.FunctionDef or not self.analysis.assigned_only_in_init(self.scope, attr):
+        if type(self.scope) is not cst.FunctionDef or not self.analysis.set_up_once(self.scope, attr):
             return False
         cls = self.ctx.index.enclosing_class(self.scope)
         return cls is not None and kept_on_host(self.ctx, cls, attr, self.scope)

@@ -835,6 +835,35 @@ class FileAnalysis:
         cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
         return type(cls) is cst.ClassDef and [m.name.value for m in self._assigners(cls).get(attr, ())] == ["__init__"]
 
+    def set_up_once(self, method: cst.FunctionDef, attr: str) -> bool:
+        """Whether one method of `method`'s class assigns `self.<attr>` a value, and `__init__`, if
+        another, only `None` (a placeholder: `self.model = None`, then `self.model = Net()` in
+        `load()`): whatever a method reads there is that value, or nothing yet."""
+        cls = self.ctx.index.parent(self.ctx.index.parent(method) or method)
+        if type(cls) is not cst.ClassDef:
+            return False
+        assigners = self._assigners(cls).get(attr, [])
+        others = [m for m in assigners if m.name.value != "__init__"]
+        if not others:
+            return len(assigners) == 1
+        init = next((m for m in assigners if m.name.value == "__init__"), None)
+        return len(others) == 1 and (init is None or self._only_none(init, attr))
+
+    def _only_none(self, init: cst.FunctionDef, attr: str) -> bool:
+        """Every assignment of `self.<attr>` in `init` is `= None`."""
+        index = self.ctx.index
+        annotated: list[cst.AnnAssign | cst.AugAssign] = [
+            *index.within(init, cst.AnnAssign),
+            *index.within(init, cst.AugAssign),
+        ]
+        if any(self_attribute(n.target) == attr for n in annotated):
+            return False
+        return all(
+            type(node.value) is cst.Name and node.value.value == "None"
+            for node in index.within(init, cst.Assign)
+            if any(self_attribute(t.target) == attr for t in node.targets)
+        )
+
     def _assigners(self, cls: cst.ClassDef) -> dict[str, list[cst.FunctionDef]]:
         """For each `self.<attr>` of a class: the methods that assign it (any class)."""
         found = self._assigned.get(id(cls))

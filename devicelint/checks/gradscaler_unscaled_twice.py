@@ -23,7 +23,9 @@ class GradScalerUnscaledTwice(Rule):
     straight run of a step (the same block, no `scaler.update()` between), also when one of the
     two happens inside a helper the step calls: a gradient-clipping helper or a method of
     another object that unscales before it clips (`clipper.clip(optimizer, params)` running
-    `self.scaler.unscale_(optimizer)`), followed by the step's own `scaler.unscale_(optimizer)`.
+    `self.scaler.unscale_(optimizer)`), followed by the step's own `scaler.unscale_(optimizer)`;
+    likewise two methods of an instance of another module's class that both unscale the
+    optimizer it keeps (`opt.prepare_grads()`, then `opt.step()` calling `prepare_grads()` again).
 
     ## Why it is a bug on a GPU
     `GradScaler` records per optimizer that its gradients were unscaled, and refuses to do it
@@ -59,7 +61,8 @@ class GradScalerUnscaledTwice(Rule):
 
     ## Known limits
     The two calls must be statements of one block (a loop body, a step function), with no
-    `update()` between them; a helper counts when it unscales on every call (not under an `if`
+    `update()` between them, or the first in an `if` (or `with`) that the block holds before the
+    second (`if not check_nan: opt.prepare_grads()`, then `opt.step()`, both unscaling); a helper counts when it unscales on every call (not under an `if`
     or a loop of its own) and it is a function of the file. The optimizer must be the same
     expression at both calls, a helper's parameter standing for the argument its caller passes
     there; the scaler too, or the file builds one `GradScaler` only. Unscaling two optimizers
@@ -85,17 +88,26 @@ class GradScalerUnscaledTwice(Rule):
         events = _events(ctx, scope)
         if sum(e.kind == UNSCALE for e in events) < 2:
             return
-        by_block: dict[int, list[_Event]] = {}
+        # each event, in its own block and in the blocks around an `if` or `with` holding it: the
+        # step goes on after the `if` (`if not check_nan: opt.prepare_grads()`, then `opt.step()`)
+        by_block: dict[int, list[tuple[_Event, bool]]] = {}
         for event in events:
             statement, block = _statement_and_block(ctx, event.site)
-            if statement is not None and block is not None:
-                by_block.setdefault(id(block), []).append(event)
+            lifted = False
+            while statement is not None and block is not None:
+                by_block.setdefault(id(block), []).append((event, lifted))
+                statement, block = _around(ctx, block)
+                lifted = True
         for block_events in by_block.values():
-            block_events.sort(key=lambda e: ctx.index.position(e.site))
+            block_events.sort(key=lambda e: ctx.index.position(e[0].site))
             seen: list[_Event] = []
-            for event in block_events:
+            for event, lifted in block_events:
                 if event.kind == UPDATE:
                     seen = [e for e in seen if not _same_scaler(e, event, one_scaler)]
+                    continue
+                if lifted:
+                    # only the first of two may come from a branch: two branches may exclude each other
+                    seen.append(event)
                     continue
                 first = next(
                     (e for e in seen if e.optimizer == event.optimizer and _same_scaler(e, event, one_scaler)), None
@@ -187,6 +199,20 @@ def _statement_and_block(ctx: FileContext, call: cst.Call) -> tuple[cst.CSTNode 
         if isinstance(ancestor, _MAYBE_SKIPPED):
             return None, None
     return None, None
+
+
+def _around(ctx: FileContext, block: cst.CSTNode) -> tuple[cst.CSTNode | None, cst.CSTNode | None]:
+    """The statement and block around `block` when it is the body (or `else`) of an `if`, or
+    the body of a `with`: what runs in it runs before the rest of the block around."""
+    index = ctx.index
+    owner = index.parent(block)
+    if owner is not None and type(owner) is cst.Else:
+        owner = index.parent(owner)
+    while owner is not None and type(owner) is cst.If and type(index.parent(owner)) is cst.If:
+        owner = index.parent(owner)  # an `elif`: the statement is the first `if`
+    if owner is None or type(owner) not in (cst.If, cst.With):
+        return None, None
+    return owner, index.parent(owner)
 
 
 _MAYBE_SKIPPED = (

@@ -31,7 +31,10 @@ class ModelNotMoved(Rule):
     model loaded with `torch.load(path, map_location="cpu")` or `torch.jit.load` that the code
     calls and never indexes like a checkpoint, a model from another package's builder that the code loads weights into),
     also inside a helper that returns it, or kept by a plain class (a predictor, a wrapper) in
-    `self.<attr>` from `__init__` and called in another method, or built at import and run by a
+    `self.<attr>` from `__init__` (or from the one other method that sets it up over a `None`
+    that `__init__` leaves there: `self.model = None`, then `self.model = Net()` in `load()`) and
+    called in another method or handed to a project function or class that runs it on inputs it
+    moves (`Predictor(self.model).predict(batch)`), or built at import and run by a
     function of the file that none of them moves (`net = resnet18()` at the top level, `def
     classify(x): return net(x.cuda())`); the input was moved with
     `.to(device)`/`.cuda()` or made with `device=`. Also a torch layer with weights built inside

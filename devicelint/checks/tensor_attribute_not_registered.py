@@ -127,7 +127,8 @@ class TensorAttributeNotRegistered(Rule):
     those tensors on the first GPU. Also reported: an `nn.Parameter` moved by hand
     (`self.w = nn.Parameter(t).cuda()`, `.to(device)`), whose result is a plain copy the module
     never registers, and a cache that `__init__` sets to `None` and a method fills once, only
-    under `if self.cache is None:` (or `... or self.cache.size(0) < n`), with a tensor on the
+    under `if self.cache is None:` (or `... or self.cache.size(0) < n`, or after `if self.cache is
+    not None: return`), with a tensor (or a list of tensors: torchvision's old cell anchors) on the
     inputs' device and no check of that device: a later `model.to(...)` leaves it behind. A CPU
     tensor bound in the class body (`zero_points = torch.tensor([...])`, a class attribute every
     instance reads as `self.zero_points`) that a method computes with and no method rebinds on
@@ -256,17 +257,23 @@ class TensorAttributeNotRegistered(Rule):
                     continue
                 cache = None if movers else _lazy_device_cache(ctx, facts, attr, assignments)
                 if cache is not None:
+                    listed = _cached_list(ctx, assignments)
                     yield self.violation(
                         _assignment_target(ctx, cache) or cache,
                         fix=None,
                         attr=attr,
                         problem=(
-                            "starts empty and caches a tensor made on the inputs' device the first time a method "
-                            f"runs (under `if self.{attr} is None:`), as a plain attribute: moving the model "
-                            "afterwards (`.to()`, `.cpu()` for inference) never moves the cache, which stays on "
-                            "the old device"
+                            f"starts empty and caches {'a list of tensors' if listed else 'a tensor'} made on the "
+                            f"inputs' device the first time a method runs (while `self.{attr}` is None), as a plain "
+                            "attribute: moving the model afterwards (`.to()`, `.cpu()` for inference) never moves "
+                            "the cache, which stays on the old device"
                         ),
-                        advice=f'register it with `self.register_buffer("{attr}", None, persistent=False)`',
+                        advice=(
+                            f"rebuild it when the device changes (`if self.{attr} is None or "
+                            f"self.{attr}[0].device != device:`)"
+                            if listed
+                            else f'register it with `self.register_buffer("{attr}", None, persistent=False)`'
+                        ),
                     )
                     continue
                 if only_handed_on(ctx, facts.node, attr):
@@ -1200,10 +1207,13 @@ def _lazy_device_cache(
         return None
     for value, method in filled:
         fact = file_facts(ctx).value(value)
-        if fact.kind != DEVICE or fact.where not in (ACCELERATOR, FOLLOWS) or fact.scalar:
-            return None
-        if fact.where == FOLLOWS and fact.device_expr is None:
-            return None  # made by a call the analysis only guesses runs where the module is (`self.Tensor(1)`)
+        # a tensor, or a list of them (`[make(s, device) for s in self.sizes]`, torchvision's
+        # cell anchors): each entry stays where the first run made it
+        for part in fact.elements if fact.kind == UNKNOWN and fact.elements else (fact,):
+            if part.kind != DEVICE or part.where not in (ACCELERATOR, FOLLOWS) or part.scalar:
+                return None
+            if part.where == FOLLOWS and part.device_expr is None:
+                return None  # made by a call the analysis only guesses runs where the module is (`self.Tensor(1)`)
         if not _filled_only_when_empty(ctx, value, method, attr):
             return None
     if _lazy_slot(ctx, facts, attr, empty[0]) or not _computed_with(ctx, facts, attr):
@@ -1211,14 +1221,55 @@ def _lazy_device_cache(
     return empty[0]
 
 
+def _cached_list(ctx: FileContext, assignments: list[tuple[cst.BaseExpression, cst.FunctionDef]]) -> bool:
+    """A cache filled with a list of tensors rather than one."""
+    return any(
+        (fact := file_facts(ctx).value(value)).kind == UNKNOWN and bool(fact.elements) for value, _ in assignments
+    )
+
+
 def _filled_only_when_empty(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef, attr: str) -> bool:
-    """`value` is assigned under `if self.<attr> is None:` (alone or as one `or` operand)."""
+    """`value` is assigned under `if self.<attr> is None:` (alone or as one `or` operand), or
+    after an `if self.<attr> is not None: return` at the top of the method."""
     for ancestor in ctx.index.ancestors(value):
         if ancestor is method:
-            return False
+            return _returns_when_filled(ctx, value, method, attr)
         if type(ancestor) is cst.If and _tests_empty(ancestor.test, attr):
             return True
     return False
+
+
+def _returns_when_filled(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef, attr: str) -> bool:
+    """`if self.<attr> is not None: return` among the method's statements before the one that
+    assigns `value`."""
+    body = method.body.body if type(method.body) is cst.IndentedBlock else ()
+    statement = next((s for s in body if any(a is s for a in ctx.index.ancestors(value))), None)
+    for earlier in body:
+        if earlier is statement:
+            return False
+        if (
+            type(earlier) is cst.If
+            and earlier.orelse is None
+            and _tests_filled(earlier.test, attr)
+            and type(earlier.body) is cst.IndentedBlock
+            and len(earlier.body.body) == 1
+            and type(earlier.body.body[0]) is cst.SimpleStatementLine
+            and all(type(s) is cst.Return for s in earlier.body.body[0].body)
+        ):
+            return True
+    return False
+
+
+def _tests_filled(test: cst.BaseExpression, attr: str) -> bool:
+    """`self.<attr> is not None`."""
+    return (
+        type(test) is cst.Comparison
+        and self_attribute(test.left) == attr
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.IsNot
+        and type(test.comparisons[0].comparator) is cst.Name
+        and test.comparisons[0].comparator.value == "None"
+    )
 
 
 def _tests_empty(test: cst.BaseExpression, attr: str) -> bool:

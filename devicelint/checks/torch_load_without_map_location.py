@@ -14,6 +14,7 @@ from devicelint.analysis.negation import through_not
 from devicelint.analysis.placement_scope import is_test_path
 from devicelint.analysis.placement_values import cpu_only_script, is_device_guard
 from devicelint.analysis.training.helpers import bound_arguments, calls_of, returned_call
+from devicelint.analysis.unmapped_loads import unmapped_calls
 from devicelint.context import FileContext
 from devicelint.fix_text import keyword_argument, with_argument
 from devicelint.project.view import path_key
@@ -137,6 +138,13 @@ class TorchLoadWithoutMapLocation(Rule):
 
     Files written by other programs, or named only by a variable, are judged unknown, so the
     rule fires.
+
+    A loader helper that hands `torch.load` its own `map_location` parameter, `None` by default
+    and never rebound (`def load_checkpoint(path, map_location=None): return torch.load(path,
+    map_location=map_location)`), is right as written: the rule reports each call of it that
+    leaves that parameter out or hands `None` and hands what it loads (or a part of it) to a
+    `load_state_dict` (a checkpoint; such a generic loader also reads samplers and RNG states),
+    in the file or in another module of the project (see the project index), with no fix.
     """
 
     code = "DL501"
@@ -175,6 +183,16 @@ class TorchLoadWithoutMapLocation(Rule):
             yield self.violation(
                 call, fix=_add_map_location(ctx, call), call=_short(ctx, call), lack="has no `map_location`"
             )
+        for found in unmapped_calls(ctx):
+            # what the helper's caller does with the payload says what it holds, as for a load
+            if _loads_in_memory_buffer(ctx, found.call) or _guarded_by_cuda(ctx, found.call):
+                continue
+            payloads = payloads or Payloads(ctx)
+            if payloads.host_only(found.call):
+                continue
+            at = f" ({found.where})" if found.where else ""
+            lack = f"leaves `{found.param}` `None`, which `{found.helper}`{at} hands to `torch.load` as `map_location`"
+            yield self.violation(found.call, fix=None, call=_short(ctx, found.call), lack=lack)
 
 
 CUDA_AVAILABLE = frozenset({"torch.cuda.is_available"})

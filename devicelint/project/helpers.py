@@ -129,6 +129,11 @@ class ParameterUses:
     # (`def save_checkpoint(model, optimizer, epoch, path)`): a caller that hands a
     # `DataParallel`/DDP wrapper saves `module.`-prefixed keys to the path it hands (DL204)
     state_saves: tuple[tuple[str, str, str, int], ...] = ()
+    # (parameter, line) for each `torch.load` handed as `map_location` a parameter that defaults
+    # to `None` and that the function never rebinds (`def load_checkpoint(path, map_location=None):
+    # return torch.load(path, map_location=map_location)`): a caller that leaves it out, or hands
+    # None, restores the tensors to the device they were saved on (DL501)
+    unmapped_loads: tuple[tuple[str, int], ...] = ()
     # the name of its `**kwargs` parameter ("" for none): a keyword argument no other parameter
     # takes binds there; only `host_syncs` speak of it (`update(self, **kwargs)` reading
     # `v.item()` for each `k, v in kwargs.items()`: `logger.update(loss=loss)` reads `loss`)
@@ -155,6 +160,7 @@ class ParameterUses:
             or self.collectives
             or self.accelerator_tensor
             or self.state_saves
+            or self.unmapped_loads
         )
 
     def parameter_at(self, position: int | None, keyword: str | None) -> str | None:
@@ -198,6 +204,7 @@ def parameter_uses_from(data: dict[str, Any]) -> ParameterUses:
         ),
         unscales=tuple((str(s), str(o)) for s, o in data.get("unscales", ())),
         state_saves=tuple((str(m), str(k), str(p), int(n)) for m, k, p, n in data.get("state_saves", ())),
+        unmapped_loads=tuple((str(p), int(line)) for p, line in data.get("unmapped_loads", ())),
         var_keyword=str(data.get("var_keyword", "")),
     )
 
@@ -291,6 +298,7 @@ def parameter_uses(
         else (),
         unscales=_unscales(params, own_nodes),
         state_saves=tuple((m, k, p, line + first_line) for m, k, p, line in _state_saves(kept, own_nodes)),
+        unmapped_loads=tuple((p, line + first_line) for p, line in _unmapped_loads(function, own_nodes)),
         var_keyword=var_keyword,
     )
 
@@ -317,6 +325,30 @@ def _keyword_value_syncs(var: str, nodes: list[ast.AST]) -> tuple[tuple[str, str
     found = _host_syncs(carriers, nodes, carried_parameters(nodes, carriers))
     first = min(found, key=lambda e: e[2], default=None)
     return ((var, first[1], first[2]),) if first is not None else ()
+
+
+# `torch.load` under the spellings a module uses for it, with `map_location`'s position.
+_TORCH_LOADS = frozenset({"torch.load", "torch.serialization.load"})
+
+
+def _unmapped_loads(function: ast.FunctionDef, nodes: list[ast.AST]) -> list[tuple[str, int]]:
+    """See `ParameterUses.unmapped_loads`."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip((a.arg for a in positional[len(positional) - len(args.defaults) :]), args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    none = {p for p, d in defaults.items() if isinstance(d, ast.Constant) and d.value is None}
+    rebound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    found = []
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and dotted(node.func) in _TORCH_LOADS):
+            continue
+        given = next((k.value for k in node.keywords if k.arg == "map_location"), None)
+        if given is None and len(node.args) > 1:
+            given = node.args[1]
+        if isinstance(given, ast.Name) and given.id in none - rebound:
+            found.append((given.id, node.lineno))
+    return found
 
 
 def _state_saves(params: list[str], nodes: list[ast.AST]) -> list[tuple[str, str, str, int]]:
@@ -679,14 +711,24 @@ def runs_unmoved(
         first = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "device"), None)
         return not (value.func.attr == "to" and isinstance(first, ast.Name) and first.id in host_devices)
 
+    def _all_moved(value: ast.expr) -> bool:
+        """A moved tensor, or a batch each entry of which is one: `(x.cuda(), y.cuda())`, `{k:
+        torch.from_numpy(v).to(device) for k, v in batch.items()}`."""
+        if isinstance(value, (ast.Tuple, ast.List)):
+            return bool(value.elts) and all(_moves(e) for e in value.elts)
+        if isinstance(value, ast.Dict):
+            return bool(value.values) and all(k is not None and _moves(v) for k, v in zip(value.keys, value.values))
+        if isinstance(value, ast.DictComp):
+            return _moves(value.value)
+        if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+            return _moves(value.elt)
+        return _moves(value)
+
     moved_inputs: set[str] = set()
     left_alone = set(models)
     for node in nodes:
-        if isinstance(node, ast.Assign) and _moves(node.value):
+        if isinstance(node, ast.Assign) and _all_moved(node.value):
             moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
-            if all(_moves(e) for e in node.value.elts):
-                moved_inputs.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
         if isinstance(node, ast.Attribute) and node.attr in _DEVICE_MOVES | {"half", "float", "to_empty"}:
             left_alone.discard(holder(node.value) or "")  # `model.to(device)`: moved here after all
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -705,7 +747,7 @@ def runs_unmoved(
         if model not in left_alone:
             continue
         inputs = [*node.args, *(k.value for k in node.keywords)]
-        if any(_moves(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
+        if any(_all_moved(a) or (isinstance(a, ast.Name) and a.id in moved_inputs) for a in inputs):
             found.setdefault(model, node.lineno)
     return tuple(sorted(found.items()))
 

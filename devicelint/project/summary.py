@@ -101,11 +101,13 @@ class ClassSummary:
     # method feeds (`self.acc.update(preds, target)`) to a torchmetrics metric `__init__` keeps on
     # `self` and nothing in the class moves: the metric stays on the CPU
     metric_feeds: tuple[HostUpdate, ...] = ()
-    # (method, kind, scaler attribute, under an `if` or a loop) for each training-step call a
-    # method makes, in source order, with what the methods of the class it calls make (`ParameterUses.step_effects`'
-    # kinds, and "clip"): `self.gradscaler.update()` in `optimize_parameters` is ("optimize_parameters",
-    # "update", "gradscaler"); the caller's `trainer.optimize_parameters()` makes it on `trainer.gradscaler`
-    step_effects: tuple[tuple[str, str, str, bool], ...] = ()
+    # (method, kind, scaler attribute, under an `if` or a loop, optimizer attribute) for each
+    # training-step call a method makes, in source order, with what the methods of the class it
+    # calls make (`ParameterUses.step_effects`' kinds, and "clip"): `self.gradscaler.update()` in
+    # `optimize_parameters` is ("optimize_parameters", "update", "gradscaler", False, ""); the
+    # caller's `trainer.optimize_parameters()` makes it on `trainer.gradscaler`. The optimizer is
+    # an unscale's (`self.scaler.unscale_(self.optimizer)`: "optimizer"), "" for anything else
+    step_effects: tuple[tuple[str, str, str, bool, str], ...] = ()
     # (method, its parameters, parameter, keyword, callee, line) for each parameter a method hands
     # as it is to an argument PyTorch takes only on the CPU (`pack_padded_sequence(x, lengths)` in
     # `forward(self, tokens, lengths)`): a caller that passes a device tensor there fails
@@ -576,7 +578,7 @@ def _class_from(data: dict[str, Any]) -> ClassSummary:
         state_loads=tuple((str(m), str(p), int(n)) for m, p, n in data.get("state_loads", ())),
         runs_unmoved=tuple((str(p), int(n)) for p, n in data.get("runs_unmoved", ())),
         metric_feeds=host_updates_from(data.get("metric_feeds", ())),
-        step_effects=tuple((str(m), str(k), str(a), bool(c)) for m, k, a, c in data.get("step_effects", ())),
+        step_effects=tuple((str(m), str(k), str(a), bool(c), str(o)) for m, k, a, c, o in data.get("step_effects", ())),
         host_only=host_updates_from(data.get("host_only", ())),
         moved_params=tuple(str(p) for p in data.get("moved_params", ())),
         method_uses=tuple((str(m), parameter_uses_from(u)) for m, u in data.get("method_uses", ())),
@@ -967,6 +969,7 @@ def _without(uses: ParameterUses, param: str) -> ParameterUses:
         forwards=tuple(e for e in uses.forwards if e[0] != param),
         unscales=tuple(e for e in uses.unscales if param not in e),
         state_saves=tuple(e for e in uses.state_saves if param not in (e[0], e[2])),
+        unmapped_loads=tuple(e for e in uses.unmapped_loads if e[0] != param),
     )
 
 
@@ -1004,7 +1007,7 @@ _STEP_CLIPPERS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_no
 
 def _method_step_effects(
     methods: dict[str, ast.FunctionDef], qualify: _Qualifier
-) -> tuple[tuple[str, str, str, bool], ...]:
+) -> tuple[tuple[str, str, str, bool, str], ...]:
     """See `ClassSummary.step_effects`."""
     stepping = {"backward", "step", "update", "unscale_", *_STEP_CLIPPERS}
     if not any(
@@ -1031,8 +1034,8 @@ def _method_step_effects(
                 ):
                     optimizers.add(held)
 
-    def statements(body: list[ast.stmt], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool]]:
-        out: list[tuple[str, str, bool]] = []
+    def statements(body: list[ast.stmt], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool, str]]:
+        out: list[tuple[str, str, bool, str]] = []
         for statement in body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
@@ -1048,12 +1051,12 @@ def _method_step_effects(
             out += calls([statement], conditional, seen)
         return out
 
-    def calls(nodes: list[ast.AST], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool]]:
+    def calls(nodes: list[ast.AST], conditional: bool, seen: tuple[str, ...]) -> list[tuple[str, str, bool, str]]:
         found = sorted(
             (n for node in nodes for n in ast.walk(node) if isinstance(n, ast.Call)),
             key=lambda c: (c.lineno, c.col_offset),
         )
-        out: list[tuple[str, str, bool]] = []
+        out: list[tuple[str, str, bool, str]] = []
         for call in found:
             func = call.func
             if not isinstance(func, ast.Attribute):
@@ -1065,27 +1068,28 @@ def _method_step_effects(
                 )
                 scale = owner.func if isinstance(owner, ast.Call) else None
                 scaler = _self_attribute(scale.value) if scaled and isinstance(scale, ast.Attribute) else None
-                out.append(("scaled_backward" if scaled else "backward", scaler or "", conditional))
+                out.append(("scaled_backward" if scaled else "backward", scaler or "", conditional, ""))
             elif attr in _STEP_CLIPPERS:
-                out.append(("clip", "", conditional))
+                out.append(("clip", "", conditional, ""))
             elif (held := _self_attribute(owner)) is not None and attr in ("unscale_", "step", "update"):
                 # a scaler's calls on what the class builds as one (or names so); a plain step on
                 # an optimizer (not a scheduler's, a profiler's or an EMA's)
                 if held in scalers and (attr != "step" or call.args):
                     kind = {"unscale_": "unscale", "update": "update"}.get(attr, "scaler_step")
-                    out.append((kind, held, conditional))
+                    unscaled = _self_attribute(call.args[0]) if kind == "unscale" and call.args else None
+                    out.append((kind, held, conditional, unscaled or ""))
                 elif attr == "step" and not call.args and held in optimizers:
-                    out.append(("optimizer_step", held, conditional))
+                    out.append(("optimizer_step", held, conditional, ""))
             elif isinstance(owner, ast.Name) and owner.id == "self" and attr in methods and attr not in seen:
                 if len(seen) < 3:
                     out += statements(methods[attr].body, conditional, (*seen, attr))
         return out
 
     return tuple(
-        (name, kind, scaler, conditional)
+        (name, kind, scaler, conditional, optimizer)
         for name, method in methods.items()
         if name != "__init__"
-        for kind, scaler, conditional in statements(method.body, False, (name,))
+        for kind, scaler, conditional, optimizer in statements(method.body, False, (name,))
     )
 
 

@@ -59,7 +59,7 @@ class ImportedPlainClass:
     # (`ClassSummary.metric_feeds`): what its methods feed to a torchmetrics metric it keeps unmoved
     metric_feeds: tuple[HostUpdate, ...] = ()
     # (`ClassSummary.step_effects`): the training-step calls its methods make
-    step_effects: tuple[tuple[str, str, str, bool], ...] = ()
+    step_effects: tuple[tuple[str, str, str, bool, str], ...] = ()
     # (method, "cpu-tensor" or "device-tensor") for each of its methods that certainly returns one
     # (`def class_weights(self): return counts.sum() / counts` of `self.labels` built on the host)
     method_places: tuple[tuple[str, str], ...] = ()
@@ -220,7 +220,7 @@ def view_from(data: dict[str, Any]) -> ProjectView:
             int(c.get("init_positional", 0)),
             tuple((str(m), str(p), int(n)) for m, p, n in c.get("state_loads", ())),
             host_updates_from(c.get("metric_feeds", ())),
-            tuple((str(m), str(k), str(a), bool(b)) for m, k, a, b in c.get("step_effects", ())),
+            tuple((str(m), str(k), str(a), bool(b), str(o)) for m, k, a, b, o in c.get("step_effects", ())),
             tuple((str(m), str(p)) for m, p in c.get("method_places", ())),
             tuple(str(p) for p in c.get("moved_params", ())),
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devicelint.analysis.names import dotted_name
-from devicelint.analysis.training.helpers import callee
+from devicelint.analysis.training.helpers import callee, handed_arguments
 from devicelint.analysis.training.step_parts import is_clipper, is_scaler, looks_like_optimizer, scaled_backward
 from devicelint.analysis.training.syntax import body_nodes, enclosing_ifs, has_star, method_name, positional, receiver
 from devicelint.analysis.training.values import built_class
@@ -61,14 +61,27 @@ def _imported_method_effects(ctx: FileContext, call: cst.Call, func: cst.Attribu
     """`trainer.optimize_parameters(i)` on an instance of another project module's class: the
     step calls that method makes, its scaler in the caller's words (`trainer.gradscaler`)."""
     owner = dotted_name(func.value)
-    cls = ctx.project.plain_classes.get(built_class(ctx, func.value) or "")
+    cls = ctx.project.plain_classes.get(built_class(ctx, func.value) or _handed_class(ctx, func.value, call) or "")
     if owner is None or cls is None:
         return ()
     return tuple(
-        Effect(kind, call, f"{owner}.{scaler}" if scaler else None, conditional)
-        for method, kind, scaler, conditional in cls.step_effects
+        Effect(kind, call, f"{owner}.{scaler}" if scaler else None, conditional, f"{owner}.{opt}" if opt else None)
+        for method, kind, scaler, conditional, opt in cls.step_effects
         if method == func.attr.value
     )
+
+
+def _handed_class(ctx: FileContext, owner: cst.BaseExpression, call: cst.Call) -> str | None:
+    """The class, as the file spells it, of the instance every caller of the function around
+    `call` hands its parameter `owner` (`train_one_step(model, batch, optimizer)` called with
+    `optimizer = MixedPrecisionOptimizer(...)`)."""
+    if type(owner) is not cst.Name:
+        return None
+    classes = {
+        dotted_name(value.func) if type(value) is cst.Call else built_class(ctx, value) if value is not None else None
+        for _, value in handed_arguments(ctx, owner, call) or ()
+    }
+    return classes.pop() if len(classes) == 1 else None
 
 
 def _imported_effects(ctx: FileContext, call: cst.Call) -> tuple[Effect, ...]:

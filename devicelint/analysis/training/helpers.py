@@ -189,10 +189,12 @@ def instance_class(
     return classes[found.pop()] if len(found) == 1 else None
 
 
-def _class_handed_in(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.ClassDef | None:
-    """The local class of the instance that every call of the function around `at` hands it
-    at its parameter `name` (`train(model, criterion)` called as `train(net, Criterion())` or
-    with a name bound to one there), whatever the parameter is called."""
+def handed_arguments(
+    ctx: FileContext, name: cst.Name, at: cst.CSTNode
+) -> list[tuple[cst.Call, cst.BaseExpression | None]] | None:
+    """What each call of the function around `at` hands its parameter `name` (None where a call
+    leaves it out), with the call; None when `name` is no parameter of it or a call spreads
+    `*args`/`**kwargs`."""
     function = ctx.index.enclosing_function(at)
     if function is None:
         return None
@@ -203,7 +205,7 @@ def _class_handed_in(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.C
     index = positional.index(name.value) if name.value in positional else None
     if index is not None and sites.binds_receiver:
         index -= 1
-    found: dict[int, cst.ClassDef] = {}
+    found: list[tuple[cst.Call, cst.BaseExpression | None]] = []
     for call in sites.calls:
         if any(a.star for a in call.args):
             return None
@@ -211,6 +213,16 @@ def _class_handed_in(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.C
         given = [a.value for a in call.args if a.keyword is None]
         if handed is None and index is not None and 0 <= index < len(given):
             handed = given[index]
+        found.append((call, handed))
+    return found
+
+
+def _class_handed_in(ctx: FileContext, name: cst.Name, at: cst.CSTNode) -> cst.ClassDef | None:
+    """The local class of the instance that every call of the function around `at` hands it
+    at its parameter `name` (`train(model, criterion)` called as `train(net, Criterion())` or
+    with a name bound to one there), whatever the parameter is called."""
+    found: dict[int, cst.ClassDef] = {}
+    for call, handed in handed_arguments(ctx, name, at) or ():
         built = handed.func.value if type(handed) is cst.Call and type(handed.func) is cst.Name else None
         cls = local_classes(ctx).get(built) if built is not None else None
         if cls is None and handed is not None:

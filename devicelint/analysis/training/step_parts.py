@@ -167,7 +167,8 @@ def _instance_scaler(ctx: FileContext, node: cst.Attribute) -> bool:
         return f"self.{attr}" in scaler_names(ctx)
     imported = ctx.project.plain_classes.get(built)
     return imported is not None and any(
-        scaler == attr and kind in ("scaler_step", "update", "unscale") for _, kind, scaler, _ in imported.step_effects
+        scaler == attr and kind in ("scaler_step", "update", "unscale")
+        for _, kind, scaler, _, _ in imported.step_effects
     )
 
 
