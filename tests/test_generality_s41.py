@@ -444,3 +444,28 @@ def test_a_move_of_an_item_just_made_a_tensor_is_reported_when_thrown_away(loop:
 def test_an_item_assigned_its_move_or_of_no_known_kind_is_quiet(loop: str) -> None:
     source = f"import torch\n\n\ndef prepare(parts, device):\n    {loop}\n    return parts\n"
     assert _findings(source, "DL104") == []
+
+
+def test_a_group_whose_modules_are_registered_by_hand_is_quiet() -> None:
+    # detectron2's RegNet: each stage is registered with add_module, then kept with its name
+    source = """
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, widths):
+            super().__init__()
+            self.stages_and_names = []
+            for i, w in enumerate(widths):
+                stage = nn.Linear(w, w)
+                name = f"s{i}"
+                self.add_module(name, stage)
+                self.stages_and_names.append((stage, name))
+
+        def forward(self, x):
+            for stage, _ in self.stages_and_names:
+                x = stage(x)
+            return x
+    """
+    assert _findings(source, "DL103") == []
+    unregistered = source.replace("                self.add_module(name, stage)\n", "")
+    assert [code for code, _, _ in _findings(unregistered, "DL103")] == ["DL103"]

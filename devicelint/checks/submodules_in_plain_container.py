@@ -171,7 +171,7 @@ class SubmodulesInPlainContainer(Rule):
                 # `self.hids.append([nn.Linear(n, n), nn.ReLU()])`: a group of layers is no more
                 # registered than one layer is (and needs its own ModuleList: no fix)
                 elements = [k for v in values if (k := _group_kind(ctx, v, attr in called)) and k != "stateless"]
-                if elements and len(values) == 1 and _registered_by_hand(ctx, site, values[0]):
+                if elements and len(values) == 1 and _group_registered_by_hand(ctx, site, values[0], attr in called):
                     if attr in called:
                         yield from self._replicated_by_hand(ctx, facts, site, attr, plain[attr], elements)
                     continue
@@ -586,6 +586,15 @@ def _group_kind(ctx: FileContext, value: cst.BaseExpression, called: bool) -> st
         return _element_kind(ctx, value, called)
     kinds = {_nested_kind(ctx, member, called, 1) for member in literal_elements(value)}
     return next((k for k in ("module", "parameter", "stateless") if k in kinds), None)
+
+
+def _group_registered_by_hand(ctx: FileContext, call: cst.CSTNode, value: cst.BaseExpression, called: bool) -> bool:
+    """`_registered_by_hand` of a value added to a container, or of every module in a group
+    added (`self.add_module(name, stage)` before `self.stages.append((stage, name))`)."""
+    if container_kind(ctx, value) is None:
+        return _registered_by_hand(ctx, call, value)
+    members = [m for m in literal_elements(value) if _element_kind(ctx, m, called) not in (None, "stateless")]
+    return bool(members) and all(_registered_by_hand(ctx, call, m) for m in members)
 
 
 def _registered_in_loop(ctx: FileContext, facts: ClassFacts) -> set[str]:
