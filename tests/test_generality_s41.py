@@ -1,6 +1,9 @@
 """Generality, forty-first stop (the lead's own changes): a module moved to the accelerator under
 any device test (a user's flag as well as an availability check) is on the accelerator after the
-`if`, so what no path moves and the module meets is reported; what any path moves stays quiet."""
+`if`, so what no path moves and the module meets is reported, and nothing is certainly on the
+device on the branch the test takes without one; groups of layers added to a plain container;
+nested functions reading their enclosing function's places; the move of a spread loader batch;
+a thrown-away move of an item just made a tensor."""
 
 from __future__ import annotations
 
