@@ -1262,24 +1262,22 @@ def _returns_when_filled(ctx: FileContext, value: cst.BaseExpression, method: cs
 
 def _tests_filled(test: cst.BaseExpression, attr: str) -> bool:
     """`self.<attr> is not None`."""
-    return (
-        type(test) is cst.Comparison
-        and self_attribute(test.left) == attr
-        and len(test.comparisons) == 1
-        and type(test.comparisons[0].operator) is cst.IsNot
-        and type(test.comparisons[0].comparator) is cst.Name
-        and test.comparisons[0].comparator.value == "None"
-    )
+    return _compared_with_none(test, attr, cst.IsNot)
 
 
 def _tests_empty(test: cst.BaseExpression, attr: str) -> bool:
+    """`self.<attr> is None`, alone or as one side of an `or`."""
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
         return _tests_empty(test.left, attr) or _tests_empty(test.right, attr)
+    return _compared_with_none(test, attr, cst.Is)
+
+
+def _compared_with_none(test: cst.BaseExpression, attr: str, operator: type[cst.BaseCompOp]) -> bool:
     return (
         type(test) is cst.Comparison
         and self_attribute(test.left) == attr
         and len(test.comparisons) == 1
-        and type(test.comparisons[0].operator) is cst.Is
+        and type(test.comparisons[0].operator) is operator
         and type(test.comparisons[0].comparator) is cst.Name
         and test.comparisons[0].comparator.value == "None"
     )
